@@ -1,0 +1,123 @@
+//! Assembles a streamed chat-completions reply (SSE chunks) into one
+//! `ChatResponse`: content pieces concatenated, tool-call fragments joined by
+//! their `index`.
+
+use bytes::Bytes;
+use eventsource_stream::Eventsource;
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+
+use super::{ChatResponse, ClientError};
+use crate::types::{Message, TokenUsage};
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+pub(super) async fn assemble_stream<S, E>(
+    bytes: S,
+    on_token: &(dyn Fn(&str) + Send + Sync),
+) -> Result<ChatResponse, ClientError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut events = bytes.eventsource();
+    let mut content = String::new();
+    let mut calls: Vec<PartialCall> = Vec::new();
+    let mut id = None;
+    let mut model = None;
+    let mut finish_reason = None;
+    let mut usage = TokenUsage::default();
+    let mut saw_chunk = false;
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| ClientError::Decode { detail: format!("stream: {e}") })?;
+        if event.data.trim() == "[DONE]" {
+            break;
+        }
+        let chunk: Value = serde_json::from_str(&event.data)
+            .map_err(|e| ClientError::Decode { detail: format!("stream chunk: {e}") })?;
+        if let Some(message) = chunk.get("error") {
+            return Err(ClientError::Decode { detail: format!("stream error: {message}") });
+        }
+        saw_chunk = true;
+        id = id.or_else(|| chunk.get("id").and_then(Value::as_str).map(str::to_string));
+        model = model.or_else(|| chunk.get("model").and_then(Value::as_str).map(str::to_string));
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            usage = TokenUsage::from_wire(u);
+        }
+        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+            continue;
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            finish_reason = Some(reason.to_string());
+        }
+        let Some(delta) = choice.get("delta") else { continue };
+        if let Some(piece) = delta.get("content").and_then(Value::as_str) {
+            if !piece.is_empty() {
+                on_token(piece);
+                content.push_str(piece);
+            }
+        }
+        for fragment in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            let index = fragment.get("index").and_then(Value::as_u64).unwrap_or(calls.len() as u64) as usize;
+            if calls.len() <= index {
+                calls.resize_with(index + 1, PartialCall::default);
+            }
+            let call = &mut calls[index];
+            if let Some(v) = fragment.get("id").and_then(Value::as_str) {
+                call.id.push_str(v);
+            }
+            if let Some(f) = fragment.get("function") {
+                if let Some(v) = f.get("name").and_then(Value::as_str) {
+                    call.name.push_str(v);
+                }
+                if let Some(v) = f.get("arguments").and_then(Value::as_str) {
+                    call.arguments.push_str(v);
+                }
+            }
+        }
+    }
+    if !saw_chunk {
+        return Err(ClientError::NoChoices { body: "(stream ended without chunks)".into() });
+    }
+    let wire = json!({
+        "role": "assistant",
+        "content": if content.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(content) },
+        "tool_calls": calls.iter().map(|c| json!({
+            "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}
+        })).collect::<Vec<_>>(),
+    });
+    let message = Message::from_wire(&wire).map_err(|e| ClientError::Decode { detail: e.to_string() })?;
+    Ok(ChatResponse { id, model, message, finish_reason, usage })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[tokio::test]
+    async fn chunks_assemble_into_content_and_calls() {
+        let body = concat!(
+            "data: {\"id\":\"r\",\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"add\",\"arguments\":\"{\\\"a\\\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\":1}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":2}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let stream = futures::stream::iter(vec![Ok::<_, std::io::Error>(Bytes::from(body))]);
+        let seen = Mutex::new(String::new());
+        let on_token = |t: &str| seen.lock().unwrap().push_str(t);
+        let response = assemble_stream(stream, &on_token).await.unwrap();
+        assert_eq!(*seen.lock().unwrap(), "Hello");
+        assert_eq!(response.message.content.as_deref(), Some("Hello"));
+        assert_eq!(response.message.tool_calls[0].arguments, json!({"a": 1}));
+        assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(response.usage.total_tokens, 7);
+    }
+}

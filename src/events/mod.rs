@@ -1,0 +1,199 @@
+//! Typed events: the seven kernel events (and the daemon's own happenings as
+//! they join), the envelope that places an event in a run, and the `Observer`
+//! seam through which every consumer (event log, telemetry, plugins, the CLI)
+//! receives them.
+//!
+//! This module must not know who consumes events; it only defines the shapes
+//! and the fan-out rules.
+
+mod observer;
+
+pub use observer::{CompositeObserver, EventSink, NullObserver, Observer, ObserverError, TokenDelta};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::types::{TerminationReason, TokenUsage};
+
+/// Where an event happened: which run of which bundle.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunContext {
+    /// The job id in the daemon, or a fresh id for `structured-agents run`.
+    pub run_id: String,
+    pub bundle: String,
+    pub bundle_version: String,
+    /// Set for a child run started by an `agent` tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRun>,
+}
+
+/// The run and tool call that started a nested run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParentRun {
+    pub run_id: String,
+    pub call_id: String,
+    pub depth: u32,
+}
+
+/// An event placed in its run: the unit that observers receive and the job
+/// event log stores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventEnvelope {
+    pub run_id: String,
+    pub bundle: String,
+    pub bundle_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRun>,
+    /// Gap-free per run, starting at 1.
+    pub seq: u64,
+    /// RFC 3339 UTC with milliseconds.
+    pub timestamp: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Everything that can happen. Kernel events keep the names and fields of the
+/// original Python kernel; extra fields are additive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Event {
+    KernelStart {
+        max_turns: u32,
+        tools_count: usize,
+        initial_messages_count: usize,
+    },
+    ModelRequest {
+        turn: u32,
+        messages_count: usize,
+        tools_count: usize,
+        model: String,
+        /// Sampling parameters sent with the request (temperature, max_tokens, ...).
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        parameters: Value,
+        /// The messages as sent; consumers decide whether content may leave the process.
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        messages: Value,
+    },
+    ModelResponse {
+        turn: u32,
+        duration_ms: u64,
+        content: Option<String>,
+        tool_calls_count: usize,
+        usage: TokenUsage,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_model: Option<String>,
+    },
+    ToolCall {
+        turn: u32,
+        tool_name: String,
+        call_id: String,
+        arguments: Value,
+    },
+    ToolResult {
+        turn: u32,
+        tool_name: String,
+        call_id: String,
+        is_error: bool,
+        duration_ms: u64,
+        output_preview: String,
+        /// The error code (`tool_error`, `bad_args`, ...) when `is_error`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_type: Option<String>,
+    },
+    TurnComplete {
+        turn: u32,
+        tool_calls_count: usize,
+        tool_results_count: usize,
+        errors_count: usize,
+    },
+    KernelEnd {
+        turn_count: u32,
+        termination_reason: TerminationReason,
+        total_duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A model reply whose tool-call text could not be parsed.
+    ParseError { turn: u32, detail: String },
+    /// A trace event from the tool engine pipeline (`cache.hit`, ...).
+    ToolTrace {
+        turn: u32,
+        call_id: String,
+        tool_name: String,
+        stage: String,
+        #[serde(default, skip_serializing_if = "Value::is_null")]
+        detail: Value,
+    },
+    /// The daemon's job lifecycle.
+    JobState {
+        state: String,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+impl Event {
+    /// The `type` tag, for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::KernelStart { .. } => "KernelStart",
+            Event::ModelRequest { .. } => "ModelRequest",
+            Event::ModelResponse { .. } => "ModelResponse",
+            Event::ToolCall { .. } => "ToolCall",
+            Event::ToolResult { .. } => "ToolResult",
+            Event::TurnComplete { .. } => "TurnComplete",
+            Event::KernelEnd { .. } => "KernelEnd",
+            Event::ParseError { .. } => "ParseError",
+            Event::ToolTrace { .. } => "ToolTrace",
+            Event::JobState { .. } => "JobState",
+        }
+    }
+}
+
+/// The first `max` characters of `text`, marked when cut.
+pub fn preview(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+    }
+}
+
+/// Now, as RFC 3339 UTC with milliseconds.
+pub fn timestamp_now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_is_flat_and_tagged() {
+        let env = EventEnvelope {
+            run_id: "j1".into(),
+            bundle: "b".into(),
+            bundle_version: "1".into(),
+            parent: None,
+            seq: 3,
+            timestamp: "2026-01-01T00:00:00.000Z".into(),
+            event: Event::TurnComplete { turn: 1, tool_calls_count: 2, tool_results_count: 2, errors_count: 1 },
+        };
+        let v = serde_json::to_value(&env).unwrap();
+        assert_eq!(v["type"], "TurnComplete");
+        assert_eq!(v["seq"], 3);
+        assert_eq!(v["errors_count"], 1);
+        let back: EventEnvelope = serde_json::from_value(v).unwrap();
+        assert_eq!(back, env);
+    }
+
+    #[test]
+    fn preview_cuts_on_char_boundary() {
+        assert_eq!(preview("héllo", 2), "hé…");
+        assert_eq!(preview("hi", 5), "hi");
+    }
+}

@@ -1,0 +1,13 @@
+//! structured-agents: runs LLM tool-calling agents as durable jobs.
+//!
+//! The modules follow the data flow of `docs/ARCHITECTURE.md`: bundles and
+//! config feed a registry; jobs flow from the queue to workers that run the
+//! kernel; the kernel calls the model through a plugin and a client, runs
+//! tools through the tool engine, and emits events to observers.
+
+pub mod client;
+pub mod events;
+pub mod mock;
+pub mod tools;
+pub mod model;
+pub mod types;

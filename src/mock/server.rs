@@ -1,0 +1,137 @@
+//! The mock OpenAI-compatible HTTP server: answers `/v1/chat/completions`
+//! from a script, streams when asked, and records every request it received
+//! (`GET /_mock/requests`).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use super::{Script, ScriptPlayer};
+
+struct MockState {
+    player: ScriptPlayer,
+    record: bool,
+    requests: Mutex<Vec<Value>>,
+}
+
+/// A running mock server.
+pub struct MockServer {
+    pub addr: SocketAddr,
+    state: Arc<MockState>,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl MockServer {
+    /// Starts on `127.0.0.1` with a random port.
+    pub async fn start(script: Script) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        Self::start_on(listener, script, true).await
+    }
+
+    pub async fn start_on(listener: TcpListener, script: Script, record: bool) -> std::io::Result<Self> {
+        let addr = listener.local_addr()?;
+        let state = Arc::new(MockState {
+            player: ScriptPlayer::new(script),
+            record,
+            requests: Mutex::new(Vec::new()),
+        });
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let app = router(state.clone());
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+        });
+        Ok(Self { addr, state, shutdown })
+    }
+
+    /// `http://127.0.0.1:PORT/v1`
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The request bodies received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.state.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+fn router(state: Arc<MockState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(|| async { axum::Json(json!({"object": "list", "data": [{"id": "mock", "object": "model"}]})) }))
+        .route("/_mock/requests", get(recorded))
+        .with_state(state)
+}
+
+async fn recorded(State(state): State<Arc<MockState>>) -> axum::Json<Value> {
+    axum::Json(Value::Array(state.requests.lock().map(|r| r.clone()).unwrap_or_default()))
+}
+
+async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
+    let request: Value = match serde_json::from_str(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, axum::Json(json!({"error": {"message": format!("invalid JSON: {e}")}}))).into_response();
+        }
+    };
+    if state.record {
+        if let Ok(mut log) = state.requests.lock() {
+            log.push(request.clone());
+        }
+    }
+    let reply = state.player.next_reply(&request);
+    if reply.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;
+    }
+    if let Some(status) = reply.status {
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (code, axum::Json(json!({"error": {"message": reply.error.clone().unwrap_or_default(), "code": status}}))).into_response();
+        if let Some(after) = reply.retry_after {
+            if let Ok(v) = after.to_string().parse() {
+                response.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+        }
+        return response;
+    }
+    if let Some(raw) = reply.raw_body {
+        return ([(header::CONTENT_TYPE, "application/json")], raw).into_response();
+    }
+    let model = request.get("model").and_then(Value::as_str).unwrap_or("mock").to_string();
+    if request.get("stream").and_then(Value::as_bool) == Some(true) {
+        let mut text = String::new();
+        for chunk in reply.stream_chunks(&model) {
+            text.push_str("data: ");
+            text.push_str(&chunk.to_string());
+            text.push_str("\n\n");
+        }
+        text.push_str("data: [DONE]\n\n");
+        return ([(header::CONTENT_TYPE, "text/event-stream")], Body::from(text)).into_response();
+    }
+    axum::Json(reply.completion_body(&model)).into_response()
+}
+
+/// Runs the mock server until Ctrl-C (`structured-agents mock-server`).
+pub async fn serve_mock(listen: SocketAddr, script: Script, record: bool) -> std::io::Result<()> {
+    let listener = TcpListener::bind(listen).await?;
+    let server = MockServer::start_on(listener, script, record).await?;
+    println!("mock OpenAI-compatible server on {}", server.base_url());
+    let _ = tokio::signal::ctrl_c().await;
+    Ok(())
+}

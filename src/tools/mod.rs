@@ -1,0 +1,118 @@
+//! Tools: the `Tool` seam every backend implements, the engine pipeline every
+//! call goes through, and the backends (`process`, and later `plugin`, `mcp`,
+//! `http_agent`, `agent`).
+//!
+//! This module must not know about models or the queue; it receives a
+//! `ToolCall` and returns a `ToolResult` with an error code the model can read.
+
+pub mod engine;
+pub mod process;
+
+pub use engine::{ToolEngine, ToolOutcome};
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::EventSink;
+use crate::types::{ToolCall, ToolSchema};
+
+/// What a backend produced; the engine normalizes it to a JSON string.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutput {
+    Json(Value),
+    Text(String),
+    Bytes(Vec<u8>),
+    Null,
+}
+
+impl ToolOutput {
+    /// The JSON string the model sees. Text that already is JSON is kept
+    /// byte for byte so recorded transcripts replay exactly.
+    pub fn into_json_string(self) -> String {
+        match self {
+            ToolOutput::Json(Value::String(s)) => Value::String(s).to_string(),
+            ToolOutput::Json(value) => value.to_string(),
+            ToolOutput::Text(text) => {
+                if serde_json::from_str::<Value>(&text).is_ok() {
+                    text
+                } else {
+                    Value::String(text).to_string()
+                }
+            }
+            ToolOutput::Bytes(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => ToolOutput::Text(text).into_json_string(),
+                Err(e) => {
+                    let bytes = e.into_bytes();
+                    serde_json::json!({"bytes_hex": hex(&bytes)}).to_string()
+                }
+            },
+            ToolOutput::Null => "null".to_string(),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How a backend failed; decides retrying and the code the model sees.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// Worth trying again (a transient backend failure).
+    #[error("{0}")]
+    Retryable(String),
+    /// The tool rejected its input; the model should change the arguments.
+    #[error("{0}")]
+    Validation(String),
+    /// Anything else.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What a tool receives besides its arguments.
+pub struct ToolContext<'a> {
+    /// The call being answered.
+    pub call: &'a ToolCall,
+    pub turn: u32,
+    /// Fires when the job is cancelled or the run's deadline passes.
+    pub cancel: CancellationToken,
+    /// When the engine will give up on this attempt.
+    pub deadline: Instant,
+    /// The run's event sink, for tools that start nested runs.
+    pub events: &'a EventSink,
+}
+
+impl ToolContext<'_> {
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+}
+
+/// A callable tool, whatever its backend.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn schema(&self) -> &ToolSchema;
+
+    /// The backend kind (`process`, `plugin`, ...), for listings and telemetry.
+    fn kind(&self) -> &'static str;
+
+    async fn invoke(&self, arguments: Value, ctx: ToolContext<'_>) -> Result<ToolOutput, ToolError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn outputs_normalize_to_json_strings() {
+        assert_eq!(ToolOutput::Json(json!({"sum": 7})).into_json_string(), r#"{"sum":7}"#);
+        assert_eq!(ToolOutput::Text(r#"{"sum": 7}"#.into()).into_json_string(), r#"{"sum": 7}"#);
+        assert_eq!(ToolOutput::Text("plain".into()).into_json_string(), r#""plain""#);
+        assert_eq!(ToolOutput::Bytes(vec![0xff, 0x00]).into_json_string(), r#"{"bytes_hex":"ff00"}"#);
+        assert_eq!(ToolOutput::Null.into_json_string(), "null");
+    }
+}
