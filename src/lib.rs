@@ -6,6 +6,7 @@
 //! tools through the tool engine, and emits events to observers.
 
 pub mod client;
+pub mod duration;
 pub mod events;
 pub mod mock;
 pub mod tools;

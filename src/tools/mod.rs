@@ -6,6 +6,7 @@
 //! `ToolCall` and returns a `ToolResult` with an error code the model can read.
 
 pub mod engine;
+pub mod policy;
 pub mod process;
 
 pub use engine::{ToolEngine, ToolOutcome};
