@@ -5,9 +5,13 @@
 //! kernel; the kernel calls the model through a plugin and a client, runs
 //! tools through the tool engine, and emits events to observers.
 
+pub mod bundle;
+pub mod cli;
 pub mod client;
 pub mod duration;
+pub mod endpoints;
 pub mod events;
+pub mod kernel;
 pub mod mock;
 pub mod tools;
 pub mod model;

@@ -39,7 +39,8 @@ pub trait Observer: Send + Sync {
         false
     }
 
-    async fn on_token(&self, _delta: TokenDelta<'_>) {}
+    /// Called from inside the model call: must not block.
+    fn on_token(&self, _delta: TokenDelta<'_>) {}
 
     /// A short name for logs.
     fn name(&self) -> &str {
@@ -99,10 +100,10 @@ impl Observer for CompositeObserver {
         self.observers.iter().any(|o| o.wants_tokens())
     }
 
-    async fn on_token(&self, delta: TokenDelta<'_>) {
+    fn on_token(&self, delta: TokenDelta<'_>) {
         for observer in self.observers.iter().filter(|o| o.wants_tokens()) {
             let delta = delta.clone();
-            if AssertUnwindSafe(observer.on_token(delta)).catch_unwind().await.is_err() {
+            if std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_token(delta))).is_err() {
                 tracing::error!(observer = observer.name(), "observer panicked on a token");
             }
         }
@@ -157,12 +158,6 @@ impl EventSink {
         if let Err(err) = self.observer.on_event(&envelope).await {
             tracing::warn!(run_id = %envelope.run_id, error = %err, "observer failed");
         }
-    }
-
-    pub async fn token(&self, turn: u32, text: &str) {
-        self.observer
-            .on_token(TokenDelta { run_id: &self.context.run_id, turn, text })
-            .await;
     }
 }
 

@@ -5,8 +5,10 @@
 //! A plugin is pure: no IO, no HTTP. The kernel asks it to shape a request and
 //! to read a reply; the client moves the bytes.
 
+mod catalog;
 mod openai;
 
+pub use catalog::{ModelCatalog, ModelConfigError, ResolvedModel};
 pub use openai::OpenAiPlugin;
 
 use std::sync::Arc;

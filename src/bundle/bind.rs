@@ -1,0 +1,139 @@
+//! Binding a bundle's tool specs to backends: per-kind checks at load time,
+//! and building the `ToolEngine` a run uses.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::schema::{ToolKind, ToolSpec};
+use super::{Bundle, BundleError, BundleErrors};
+use crate::tools::engine::ToolPolicy;
+use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
+use crate::tools::{Tool, ToolEngine};
+use crate::types::ToolSchema;
+
+/// Default per-attempt tool deadline.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
+
+/// What tool backends need from the daemon.
+#[derive(Clone, Default)]
+pub struct ToolEnv {}
+
+/// The schema the model sees for a spec.
+pub fn schema_of(spec: &ToolSpec) -> ToolSchema {
+    ToolSchema {
+        name: spec.name.clone(),
+        description: spec.description.clone(),
+        parameters: spec.parameters.clone(),
+    }
+}
+
+/// Problems with a spec's backend keys: (key, message).
+pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    let mut forbid = |present: bool, key: &'static str, kinds: &str| {
+        if present {
+            problems.push((key, format!("`{key}` only applies to kind {kinds}")));
+        }
+    };
+    let kind = spec.kind;
+    if kind != ToolKind::Process {
+        forbid(!spec.command.is_empty(), "command", "process");
+        forbid(spec.working_dir.is_some(), "working_dir", "process");
+        forbid(!spec.env.is_empty(), "env", "process");
+        forbid(spec.env_allowlist.is_some(), "env_allowlist", "process");
+        forbid(spec.max_output_bytes.is_some(), "max_output_bytes", "process");
+    }
+    if kind != ToolKind::Plugin {
+        forbid(spec.plugin.is_some(), "plugin", "plugin");
+        forbid(spec.plugin_tool.is_some(), "plugin_tool", "plugin");
+    }
+    if kind != ToolKind::Mcp {
+        forbid(spec.server.is_some(), "server", "mcp");
+        forbid(spec.allow.is_some(), "allow", "mcp");
+        forbid(spec.prefix.is_some(), "prefix", "mcp");
+    }
+    if kind != ToolKind::HttpAgent {
+        forbid(spec.agent.is_some(), "agent", "http_agent");
+        forbid(spec.url.is_some(), "url", "http_agent");
+    }
+    if kind != ToolKind::Agent {
+        forbid(spec.bundle.is_some(), "bundle", "agent");
+    }
+    match kind {
+        ToolKind::Process => {
+            if spec.command.is_empty() || spec.command[0].is_empty() {
+                problems.push(("command", "a process tool needs `command`, an argv list such as [\"python3\", \"tool.py\"]".into()));
+            }
+            let wd = dir.join(spec.working_dir.as_deref().unwrap_or("."));
+            if !wd.is_dir() {
+                problems.push(("working_dir", format!("{} is not a directory", wd.display())));
+            }
+        }
+        ToolKind::Plugin => {
+            if spec.plugin.is_none() {
+                problems.push(("plugin", "a plugin tool needs `plugin`, the plugin's name".into()));
+            }
+        }
+        ToolKind::Mcp => {
+            if spec.server.is_none() {
+                problems.push(("server", "an mcp tool source needs `server`".into()));
+            }
+        }
+        ToolKind::HttpAgent => {
+            if spec.agent.is_some() == spec.url.is_some() {
+                problems.push(("agent", "an http_agent tool needs exactly one of `agent` (an id from the config) or `url`".into()));
+            }
+        }
+        ToolKind::Agent => {
+            if spec.bundle.is_none() {
+                problems.push(("bundle", "an agent tool needs `bundle`, the name of another bundle".into()));
+            }
+        }
+    }
+    problems
+}
+
+fn policy_of(spec: &ToolSpec) -> ToolPolicy {
+    ToolPolicy {
+        timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
+        retries: spec.retries,
+        ..ToolPolicy::default()
+    }
+}
+
+/// Builds the run's tool engine: every tool bound to its backend.
+pub fn build_tools(bundle: &Bundle, _env: &ToolEnv) -> Result<ToolEngine, BundleErrors> {
+    let mut engine = ToolEngine::new();
+    let mut errors = Vec::new();
+    for (i, spec) in bundle.raw.tools.iter().enumerate() {
+        let tool: Result<Arc<dyn Tool>, String> = match spec.kind {
+            ToolKind::Process => Ok(Arc::new(ProcessTool::new(
+                schema_of(spec),
+                ProcessSpec {
+                    command: spec.command.clone(),
+                    working_dir: bundle.dir.join(spec.working_dir.as_deref().unwrap_or(".")),
+                    env_allowlist: spec
+                        .env_allowlist
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_ENV_ALLOWLIST.iter().map(|s| s.to_string()).collect()),
+                    env: spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
+                    timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
+                },
+            ))),
+            other => Err(format!("tool kind {other:?} is not available in this build")),
+        };
+        match tool {
+            Ok(tool) => engine.add(tool, policy_of(spec)),
+            Err(message) => errors.push(BundleError {
+                file: bundle.file.clone(),
+                line: None,
+                path: format!("tools[{i}]"),
+                message,
+            }),
+        }
+    }
+    if errors.is_empty() { Ok(engine) } else { Err(BundleErrors(errors)) }
+}

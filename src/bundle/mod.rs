@@ -1,0 +1,330 @@
+//! Bundles: loading `bundle.yaml` from a directory into a validated, immutable
+//! `Bundle` (templates compiled, references checked), with errors that name
+//! file, line and key path; and binding a bundle's tools to their backends.
+//!
+//! This module must not know about the daemon, the queue or HTTP serving.
+
+pub mod bind;
+mod locate;
+pub mod schema;
+mod template;
+
+pub use bind::{ToolEnv, build_tools};
+pub use schema::{RawBundle, ToolKind, ToolSpec};
+pub use template::{PromptError, Prompts};
+
+use std::collections::{BTreeSet, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::kernel::KernelConfig;
+use locate::LineIndex;
+
+/// One problem in a bundle, located.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BundleError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    /// The key path, e.g. `tools[2].timeout`; empty for the whole file.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for BundleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Everything wrong with a bundle (all problems, not just the first).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct BundleErrors(pub Vec<BundleError>);
+
+impl fmt::Display for BundleErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a bundle may refer to outside itself.
+pub struct LoadContext<'a> {
+    /// Named endpoints from the daemon config; `None` skips the check.
+    pub endpoints: Option<&'a BTreeSet<String>>,
+    pub models: &'a crate::model::ModelCatalog,
+}
+
+/// Where the bundle's model requests go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EndpointRef {
+    Named(String),
+    Url(String),
+    Scripted(PathBuf),
+}
+
+impl EndpointRef {
+    fn parse(text: &str, dir: &Path) -> Self {
+        if let Some(file) = text.strip_prefix("scripted:") {
+            EndpointRef::Scripted(dir.join(file))
+        } else if text.starts_with("http://") || text.starts_with("https://") {
+            EndpointRef::Url(text.trim_end_matches('/').to_string())
+        } else {
+            EndpointRef::Named(text.to_string())
+        }
+    }
+}
+
+/// A validated bundle.
+pub struct Bundle {
+    pub raw: RawBundle,
+    pub dir: PathBuf,
+    pub file: PathBuf,
+    pub endpoint: EndpointRef,
+    pub model: crate::model::ResolvedModel,
+    pub prompts: Prompts,
+    /// The request keys from the model plugin (grammar, stop sequences).
+    pub request_fragment: Map<String, Value>,
+    /// A digest of the bundle's files, to tell edits apart from touches.
+    pub digest: String,
+}
+
+impl fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bundle").field("name", &self.raw.name).field("version", &self.raw.version).field("dir", &self.dir).finish()
+    }
+}
+
+impl Bundle {
+    pub fn name(&self) -> &str {
+        &self.raw.name
+    }
+
+    pub fn version(&self) -> &str {
+        &self.raw.version
+    }
+
+    /// The kernel settings this bundle asks for.
+    pub fn kernel_config(&self) -> KernelConfig {
+        let raw = &self.raw;
+        let mut sampling = Map::new();
+        let s = &raw.model.sampling;
+        if let Some(v) = s.temperature {
+            sampling.insert("temperature".into(), json!(v));
+        }
+        if let Some(v) = s.max_tokens {
+            sampling.insert("max_tokens".into(), json!(v));
+        }
+        if let Some(v) = s.top_p {
+            sampling.insert("top_p".into(), json!(v));
+        }
+        if let Some(v) = s.seed {
+            sampling.insert("seed".into(), json!(v));
+        }
+        if !s.stop.is_empty() {
+            sampling.insert("stop".into(), json!(s.stop));
+        }
+        KernelConfig {
+            model: raw.model.name.clone(),
+            turn_models: raw.model.turn_models.clone(),
+            max_turns: raw.limits.max_turns,
+            history: raw.limits.history,
+            max_history_messages: raw.limits.max_history_messages,
+            max_concurrency: raw.limits.max_concurrency,
+            termination_tool: raw.termination.as_ref().map(|t| t.tool.clone()),
+            timeout: raw.limits.timeout.map(Into::into),
+            sampling,
+            request_fragment: self.request_fragment.clone(),
+            extra_body: raw.model.extra_body.clone(),
+        }
+    }
+}
+
+/// The bundle file of a directory: `bundle.yaml`, else `bundle.yml`.
+pub fn bundle_file(dir: &Path) -> Option<PathBuf> {
+    ["bundle.yaml", "bundle.yml"].iter().map(|n| dir.join(n)).find(|p| p.is_file())
+}
+
+/// Loads and validates the bundle in `dir`. Blocking (reads files).
+pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleErrors> {
+    let Some(file) = bundle_file(dir) else {
+        return Err(BundleErrors(vec![BundleError {
+            file: dir.join("bundle.yaml"),
+            line: None,
+            path: String::new(),
+            message: "no bundle.yaml (or bundle.yml) in this directory".into(),
+        }]));
+    };
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        BundleErrors(vec![BundleError { file: file.clone(), line: None, path: String::new(), message: format!("cannot read: {e}") }])
+    })?;
+    load_str(&text, dir, &file, ctx)
+}
+
+/// Parses and validates bundle text as if it were `file` in `dir`.
+pub fn load_str(text: &str, dir: &Path, file: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleErrors> {
+    let index = LineIndex::build(text);
+    let err = |path: &str, message: String| BundleError {
+        file: file.to_path_buf(),
+        line: index.line_of(path),
+        path: path.to_string(),
+        message,
+    };
+    let raw = parse(text, file, &index)?;
+    let mut errors = Vec::new();
+
+    if raw.name.is_empty() || !raw.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        errors.push(err("name", format!("invalid bundle name {:?} (use letters, digits, `-` and `_`)", raw.name)));
+    }
+    if raw.version.trim().is_empty() {
+        errors.push(err("version", "must not be empty".into()));
+    }
+
+    let endpoint = EndpointRef::parse(&raw.model.endpoint, dir);
+    match (&endpoint, ctx.endpoints) {
+        (EndpointRef::Scripted(path), _) if !path.is_file() => {
+            errors.push(err("model.endpoint", format!("script file {} does not exist", path.display())));
+        }
+        (EndpointRef::Named(name), Some(known)) if !known.contains(name) => {
+            let known: Vec<_> = known.iter().map(String::as_str).collect();
+            errors.push(err(
+                "model.endpoint",
+                format!("unknown endpoint {name:?} (configured: {}; or give a URL or `scripted:<file>`)", known.join(", ")),
+            ));
+        }
+        _ => {}
+    }
+    if raw.model.name.trim().is_empty() {
+        errors.push(err("model.name", "must not be empty".into()));
+    }
+
+    let limits = &raw.limits;
+    for (key, value) in [
+        ("limits.max_turns", limits.max_turns as usize),
+        ("limits.max_concurrency", limits.max_concurrency),
+        ("limits.max_history_messages", limits.max_history_messages),
+    ] {
+        if value == 0 {
+            errors.push(err(key, "must be at least 1".into()));
+        }
+    }
+
+    let prompts = match Prompts::compile(&raw.prompts) {
+        Ok(p) => Some(p),
+        Err(PromptError { key, message }) => {
+            errors.push(err(&format!("prompts.{key}"), message));
+            None
+        }
+    };
+
+    let mut names = HashSet::new();
+    for (i, tool) in raw.tools.iter().enumerate() {
+        let at = |key: &str| format!("tools[{i}].{key}");
+        if tool.kind != ToolKind::Mcp && !names.insert(tool.name.clone()) {
+            errors.push(err(&at("name"), format!("duplicate tool name {:?}", tool.name)));
+        }
+        if tool.name.is_empty() || !tool.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            errors.push(err(&at("name"), format!("invalid tool name {:?} (use letters, digits, `-`, `_`, `.`)", tool.name)));
+        }
+        if tool.parameters.get("type").and_then(Value::as_str) != Some("object") {
+            errors.push(err(&at("parameters"), "must be a JSON Schema with `type: object`".into()));
+        } else if let Err(e) = jsonschema::meta::validate(&tool.parameters) {
+            errors.push(err(&at("parameters"), format!("not a valid JSON Schema: {e}")));
+        }
+        for (problem_key, problem) in bind::check_spec(tool, dir) {
+            errors.push(err(&at(problem_key), problem));
+        }
+    }
+    if let Some(term) = &raw.termination {
+        if !raw.tools.iter().any(|t| t.name == term.tool || t.kind == ToolKind::Mcp) {
+            errors.push(err("termination.tool", format!("no tool named {:?} in `tools`", term.tool)));
+        }
+    }
+
+    let model = match ctx.models.resolve(&raw.model.plugin) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            errors.push(err("model.plugin", e.to_string()));
+            None
+        }
+    };
+    let mut request_fragment = Map::new();
+    if let Some(model) = &model {
+        let mode = raw.model.grammar.as_ref().and_then(|g| g.mode);
+        let parallel = raw.model.grammar.as_ref().is_none_or(|g| g.allow_parallel_calls);
+        if let Some(mode) = mode.filter(|m| !model.supports(*m)) {
+            errors.push(err("model.grammar.mode", model.plugin.unsupported(mode).to_string()));
+        } else if raw.model.grammar.is_some() || model.default_grammar.is_some() {
+            let schemas: Vec<_> = raw.tools.iter().filter(|t| t.kind != ToolKind::Mcp).map(bind::schema_of).collect();
+            match model.request_fragment(mode, &schemas, parallel) {
+                Ok(fragment) => request_fragment = fragment,
+                Err(e) => errors.push(err("model.grammar", e.to_string())),
+            }
+        } else if let Ok(fragment) = model.request_fragment(None, &[], parallel) {
+            request_fragment = fragment;
+        }
+    }
+
+    match (errors.is_empty(), prompts, model) {
+        (true, Some(prompts), Some(model)) => Ok(Bundle {
+            digest: digest(text),
+            raw,
+            dir: dir.to_path_buf(),
+            file: file.to_path_buf(),
+            endpoint,
+            model,
+            prompts,
+            request_fragment,
+        }),
+        _ => Err(BundleErrors(errors)),
+    }
+}
+
+fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, BundleErrors> {
+    let one = |line: Option<usize>, path: String, message: String| {
+        BundleErrors(vec![BundleError { file: file.to_path_buf(), line, path, message }])
+    };
+    // YAML → JSON value keeps syntax errors' locations; value → typed struct
+    // gives the key path, whose line the index knows.
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| {
+        let line = e.location().map(|l| l.line() as usize);
+        let message = e.to_string().lines().next().unwrap_or("invalid YAML").to_string();
+        one(line, String::new(), message)
+    })?;
+    if value.is_null() {
+        return Err(one(None, String::new(), "the file is empty".into()));
+    }
+    serde_path_to_error::deserialize::<_, RawBundle>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        let message = e.inner().to_string();
+        // For an unknown key, point at the key itself.
+        let key_path = unknown_field(&message).map(|k| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") });
+        let line = index.line_of(key_path.as_deref().unwrap_or(&path));
+        one(line, path, message)
+    })
+}
+
+fn unknown_field(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+fn digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hash = Sha256::digest(text.as_bytes());
+    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,268 @@
+//! The raw `bundle.yaml` schema: what operators write, checked by serde
+//! (unknown keys are errors) and described for editors by schemars
+//! (`structured-agents schema bundle`). Doc comments here are user docs.
+//! Nothing outside `bundle` sees these types; `load` resolves them.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use crate::duration::HumanDuration;
+use crate::kernel::HistoryStrategy;
+use crate::model::GrammarMode;
+use crate::tools::policy::{CacheSpec, GuardrailSpec};
+
+/// An agent bundle: one directory with `bundle.yaml`, its prompts and tools.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RawBundle {
+    /// Unique name; jobs refer to the bundle by it. Letters, digits, `-`, `_`.
+    pub name: String,
+    /// The bundle's version; jobs pin the version they started with.
+    #[serde(deserialize_with = "string_or_number")]
+    #[schemars(with = "String")]
+    pub version: String,
+    /// What the agent does.
+    #[serde(default)]
+    pub description: String,
+    /// Which model answers and how requests are shaped.
+    pub model: ModelSection,
+    /// The conversation's opening messages (minijinja templates).
+    pub prompts: PromptsSection,
+    /// Turn, history, concurrency and time limits.
+    #[serde(default)]
+    pub limits: LimitsSection,
+    /// How a run ends besides the model answering without tool calls.
+    #[serde(default)]
+    pub termination: Option<TerminationSection>,
+    /// The tools the model may call.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// Observer plugins (by name, from the plugins directory) that receive this bundle's events.
+    #[serde(default)]
+    pub observers: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// A named endpoint from the daemon config, an `http(s)://…/v1` URL, or
+    /// `scripted:<file>` (a reply script, relative to the bundle directory).
+    pub endpoint: String,
+    /// The request's `model` (as the server names it).
+    pub name: String,
+    /// The model plugin (`openai`, `qwen`, `function_gemma`) or a variant from the models directory.
+    #[serde(default = "default_plugin")]
+    pub plugin: String,
+    /// Grammar-constrained output.
+    #[serde(default)]
+    pub grammar: Option<GrammarSection>,
+    /// Sampling parameters sent with every request.
+    #[serde(default)]
+    pub sampling: SamplingSection,
+    /// Keys merged into every request body last (server-specific options).
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<String, Value>")]
+    pub extra_body: Map<String, Value>,
+    /// A different model for particular turns (e.g. a LoRA adapter): turn number → model name.
+    #[serde(default)]
+    pub turn_models: BTreeMap<u32, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrammarSection {
+    /// `ebnf`, `structural_tag` or `json_schema`; the model config's default when absent.
+    #[serde(default)]
+    pub mode: Option<GrammarMode>,
+    /// Whether one reply may hold several tool calls.
+    #[serde(default = "default_true")]
+    pub allow_parallel_calls: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SamplingSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptsSection {
+    /// The system message. Variables: `input` and the job's variables.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// The first user message.
+    #[serde(default = "default_user_prompt")]
+    pub user: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Model calls per run.
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+    /// Messages sent to the model per turn (with `sliding_window`).
+    #[serde(default = "default_max_history")]
+    pub max_history_messages: usize,
+    /// `sliding_window` or `keep_all`.
+    #[serde(default)]
+    pub history: HistoryStrategy,
+    /// Tool calls of one turn that run at the same time.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: usize,
+    /// A deadline for the whole run, e.g. "5m".
+    #[serde(default)]
+    pub timeout: Option<HumanDuration>,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        Self {
+            max_turns: default_max_turns(),
+            max_history_messages: default_max_history(),
+            history: HistoryStrategy::default(),
+            max_concurrency: default_concurrency(),
+            timeout: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerminationSection {
+    /// A tool whose successful result ends the run and becomes its output.
+    pub tool: String,
+}
+
+/// Which backend runs a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// A local command: JSON arguments on stdin, one JSON value on stdout.
+    Process,
+    /// A tool exported by a dynamic plugin library.
+    Plugin,
+    /// The tools of an MCP server.
+    Mcp,
+    /// A remote agent reached over HTTP.
+    HttpAgent,
+    /// Another loaded bundle, run as a nested agent.
+    Agent,
+}
+
+/// One tool. Which keys apply depends on `kind`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The name the model calls.
+    pub name: String,
+    pub kind: ToolKind,
+    /// What the tool does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    #[serde(default = "default_parameters")]
+    #[schemars(with = "Value")]
+    pub parameters: Value,
+    /// Per-attempt deadline.
+    #[serde(default)]
+    pub timeout: Option<HumanDuration>,
+    /// Extra attempts after a retryable failure.
+    #[serde(default)]
+    pub retries: u32,
+    /// Cache results by exact argument text.
+    #[serde(default)]
+    pub cache: Option<CacheSpec>,
+    /// Input and output checks.
+    #[serde(default)]
+    pub guardrails: Option<GuardrailSpec>,
+
+    /// process: the command as an argv list (never run through a shell).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// process: working directory, relative to the bundle (default: the bundle directory).
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// process: variables set for the command.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// process: variables passed through from the daemon (default: PATH, LANG, LC_ALL, TZ, HOME, TMPDIR).
+    #[serde(default)]
+    pub env_allowlist: Option<Vec<String>>,
+    /// process: largest stdout accepted, in bytes.
+    #[serde(default)]
+    pub max_output_bytes: Option<usize>,
+
+    /// plugin: the plugin's name (from its manifest).
+    #[serde(default)]
+    pub plugin: Option<String>,
+    /// plugin: the tool's name inside the plugin (default: `name`).
+    #[serde(default)]
+    pub plugin_tool: Option<String>,
+
+    /// mcp: the server to start or reach.
+    #[serde(default)]
+    #[schemars(with = "Option<Value>")]
+    pub server: Option<Value>,
+    /// mcp: which of the server's tools to expose (all when absent).
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    /// mcp: prefix for the exposed tool names.
+    #[serde(default)]
+    pub prefix: Option<String>,
+
+    /// http_agent: an agent id from the daemon config.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// http_agent: the agent's endpoint URL (instead of `agent`).
+    #[serde(default)]
+    pub url: Option<String>,
+
+    /// agent: the bundle to run as a nested agent.
+    #[serde(default)]
+    pub bundle: Option<String>,
+}
+
+fn default_plugin() -> String {
+    "openai".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_user_prompt() -> String {
+    "{{ input }}".into()
+}
+fn default_max_turns() -> u32 {
+    10
+}
+fn default_max_history() -> usize {
+    50
+}
+fn default_concurrency() -> usize {
+    4
+}
+pub(crate) fn default_parameters() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// `version: 1.0` and `version: "1.0"` both mean the string "1.0".
+fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    match Value::deserialize(d)? {
+        Value::String(s) => Ok(s),
+        Value::Number(n) => Ok(n.to_string()),
+        other => Err(serde::de::Error::custom(format!("expected a version string, got {other}"))),
+    }
+}

@@ -1,0 +1,86 @@
+//! Prompt templates: minijinja with strict undefined variables, compiled when
+//! the bundle loads and rendered per job with `input` and the job's variables.
+
+use minijinja::{Environment, UndefinedBehavior};
+use serde_json::{Map, Value};
+
+use super::schema::PromptsSection;
+use crate::types::Message;
+
+/// A template that does not compile or render.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("prompts.{key}: {message}")]
+pub struct PromptError {
+    /// `system` or `user`.
+    pub key: &'static str,
+    pub message: String,
+}
+
+/// The bundle's compiled prompts.
+pub struct Prompts {
+    env: Environment<'static>,
+    has_system: bool,
+}
+
+impl Prompts {
+    pub fn compile(section: &PromptsSection) -> Result<Self, PromptError> {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        if let Some(system) = &section.system {
+            env.add_template_owned("system", system.clone())
+                .map_err(|e| PromptError { key: "system", message: describe(&e) })?;
+        }
+        env.add_template_owned("user", section.user.clone())
+            .map_err(|e| PromptError { key: "user", message: describe(&e) })?;
+        Ok(Self { env, has_system: section.system.is_some() })
+    }
+
+    /// The opening messages for a job.
+    pub fn render(&self, input: &str, variables: &Map<String, Value>) -> Result<Vec<Message>, PromptError> {
+        let mut context = variables.clone();
+        context.insert("input".into(), Value::String(input.to_string()));
+        let context = minijinja::Value::from(minijinja::value::Serde(&context));
+        let render = |key: &'static str| -> Result<String, PromptError> {
+            let template = self.env.get_template(key).map_err(|e| PromptError { key, message: describe(&e) })?;
+            template.render(&context).map_err(|e| PromptError { key, message: describe(&e) })
+        };
+        let mut messages = Vec::new();
+        if self.has_system {
+            messages.push(Message::system(render("system")?));
+        }
+        messages.push(Message::user(render("user")?));
+        Ok(messages)
+    }
+}
+
+fn describe(e: &minijinja::Error) -> String {
+    let mut text = e.to_string();
+    if e.kind() == minijinja::ErrorKind::UndefinedError {
+        text.push_str(" (pass it with --var NAME=VALUE or the job's `variables`)");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_input_and_variables_and_rejects_undefined() {
+        let p = Prompts::compile(&PromptsSection { system: Some("You help {{ who }}.".into()), user: "{{ input }}!".into() }).unwrap();
+        let mut vars = Map::new();
+        vars.insert("who".into(), Value::String("Ada".into()));
+        let msgs = p.render("hi", &vars).unwrap();
+        assert_eq!(msgs[0].content.as_deref(), Some("You help Ada."));
+        assert_eq!(msgs[1].content.as_deref(), Some("hi!"));
+        let err = p.render("hi", &Map::new()).unwrap_err();
+        assert_eq!(err.key, "system");
+        assert!(err.message.contains("undefined"), "{}", err.message);
+    }
+
+    #[test]
+    fn syntax_errors_name_the_prompt() {
+        let err = Prompts::compile(&PromptsSection { system: None, user: "{{ input ".into() }).err().unwrap();
+        assert_eq!(err.key, "user");
+    }
+}

@@ -1,0 +1,123 @@
+//! `structured-agents bench`: overheads reported as ratios against a limit
+//! measured in the same run, on the same machine, against the same server.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{EndpointSettings, HttpBackend};
+use crate::events::{EventSink, NullObserver, RunContext};
+use crate::kernel::{Kernel, KernelConfig};
+use crate::mock::{MockServer, Script, ScriptedReply};
+use crate::model::OpenAiPlugin;
+use crate::tools::ToolEngine;
+use crate::types::Message;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// What to measure.
+    #[arg(value_enum, default_value = "kernel")]
+    pub what: BenchKind,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Concurrent runs (and concurrent raw requests for the limit).
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BenchKind {
+    /// Kernel turns/s against the mock server ÷ raw HTTP round trips/s against it.
+    Kernel,
+}
+
+pub async fn bench(args: BenchArgs) -> anyhow::Result<i32> {
+    match args.what {
+        BenchKind::Kernel => kernel(args).await,
+    }
+}
+
+/// Runs `work` from `concurrency` tasks for `seconds`; returns completions/s.
+async fn rate<F, Fut>(seconds: f64, concurrency: usize, work: F) -> anyhow::Result<f64>
+where
+    F: Fn() -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
+    let work = Arc::new(work);
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency.max(1) {
+        let work = work.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while Instant::now() < until {
+                work().await?;
+                done += 1;
+            }
+            anyhow::Ok(done)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64())
+}
+
+async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
+    let script = Script { mode: Default::default(), replies: vec![ScriptedReply { content: Some("ok".into()), ..Default::default() }] };
+    let server = MockServer::start_on(tokio::net::TcpListener::bind("127.0.0.1:0").await?, script, false).await?;
+    let url = format!("{}/chat/completions", server.base_url());
+    let body = json!({"model": "bench", "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}]});
+
+    let http = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let raw = {
+        let (http, url, body) = (http.clone(), url.clone(), body.clone());
+        move || {
+            let (http, url, body) = (http.clone(), url.clone(), body.clone());
+            async move {
+                let response = http.post(&url).json(&body).send().await?.error_for_status()?;
+                let value: serde_json::Value = response.json().await?;
+                anyhow::ensure!(value.get("choices").is_some(), "no choices");
+                Ok(())
+            }
+        }
+    };
+
+    let backend = Arc::new(HttpBackend::new(EndpointSettings::new("bench", server.base_url()))?);
+    let kernel = Arc::new(Kernel::new(
+        KernelConfig { model: "bench".into(), ..KernelConfig::default() },
+        Arc::new(OpenAiPlugin),
+        backend,
+        Arc::new(ToolEngine::new()),
+    ));
+    let turns = move || {
+        let kernel = kernel.clone();
+        async move {
+            let sink = EventSink::new(RunContext::default(), 1, Arc::new(NullObserver));
+            let result = kernel
+                .run(vec![Message::system("You are terse."), Message::user("hi")], &sink, CancellationToken::new())
+                .await?;
+            anyhow::ensure!(result.turn_count == 1, "expected one turn");
+            Ok(())
+        }
+    };
+
+    // Warm up both paths (connection pools, allocator), then alternate so
+    // drift on a shared machine hits both alike.
+    rate(0.5, args.concurrency, raw.clone()).await?;
+    rate(0.5, args.concurrency, turns.clone()).await?;
+    let half = args.seconds / 2.0;
+    let raw_rate = (rate(half, args.concurrency, raw.clone()).await? + rate(half, args.concurrency, raw).await?) / 2.0;
+    let kernel_rate = (rate(half, args.concurrency, turns.clone()).await? + rate(half, args.concurrency, turns).await?) / 2.0;
+    println!("concurrency            {}", args.concurrency);
+    println!("raw HTTP round trips/s {raw_rate:.0}");
+    println!("kernel turns/s         {kernel_rate:.0}");
+    println!("ratio                  {:.3} (aim: >= 0.9)", kernel_rate / raw_rate);
+    Ok(0)
+}

@@ -1,0 +1,121 @@
+//! Prints events as they happen: a readable form for people, JSON lines for
+//! programs. Used by `run`, and by `submit --follow` / `watch` on the
+//! daemon's event stream.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use crate::events::{Event, EventEnvelope, Observer, ObserverError, TokenDelta};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+}
+
+/// Writes each event to stdout.
+pub struct Printer {
+    format: Format,
+    /// Whether streamed tokens are shown (chat).
+    stream_tokens: bool,
+    streamed: Mutex<bool>,
+}
+
+impl Printer {
+    pub fn new(format: Format) -> Self {
+        Self { format, stream_tokens: false, streamed: Mutex::new(false) }
+    }
+
+    pub fn streaming(mut self) -> Self {
+        self.stream_tokens = true;
+        self
+    }
+
+    pub fn print(&self, envelope: &EventEnvelope) {
+        let text = match self.format {
+            Format::Json => serde_json::to_string(envelope).unwrap_or_default(),
+            Format::Human => match human(&envelope.event) {
+                Some(t) => t,
+                None => return,
+            },
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}");
+        let _ = out.flush();
+    }
+}
+
+/// The readable line(s) for an event; `None` for events not worth a line.
+pub fn human(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::KernelStart { max_turns, tools_count, initial_messages_count } => {
+            format!("▶ start · {tools_count} tools · {initial_messages_count} messages · at most {max_turns} turns")
+        }
+        Event::ModelRequest { turn, messages_count, model, .. } => {
+            format!("turn {turn} · asking {model} ({messages_count} messages)…")
+        }
+        Event::ModelResponse { duration_ms, tool_calls_count, usage, content, .. } => {
+            let mut line = format!("  model answered in {duration_ms} ms · {tool_calls_count} tool calls · {} tokens", usage.total_tokens);
+            if let Some(text) = content.as_deref().filter(|t| !t.trim().is_empty()) {
+                line.push_str(&format!("\n  💬 {}", crate::events::preview(text.trim(), 300)));
+            }
+            line
+        }
+        Event::ToolCall { tool_name, arguments, .. } => format!("  ƒ(x) calling {tool_name}...\n     ↪ {arguments}"),
+        Event::ToolResult { tool_name, is_error, duration_ms, output_preview, .. } => {
+            let mark = if *is_error { "✗" } else { "✓" };
+            format!("  {mark} {tool_name} ({duration_ms} ms)\n     ↪ {output_preview}")
+        }
+        Event::TurnComplete { turn, errors_count, .. } if *errors_count > 0 => {
+            format!("  turn {turn} done · {errors_count} tool errors")
+        }
+        Event::KernelEnd { turn_count, termination_reason, total_duration_ms, error } => {
+            let mut line = format!("■ end · {termination_reason} after {turn_count} turns in {total_duration_ms} ms");
+            if let Some(e) = error {
+                line.push_str(&format!("\n  error: {e}"));
+            }
+            line
+        }
+        Event::ParseError { detail, .. } => format!("  ⚠ unparseable tool call: {detail}"),
+        Event::JobState { state, attempt, error } => match error {
+            Some(e) => format!("job {state} (attempt {attempt}): {e}"),
+            None => format!("job {state} (attempt {attempt})"),
+        },
+        _ => return None,
+    })
+}
+
+#[async_trait]
+impl Observer for Printer {
+    async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
+        if self.stream_tokens && matches!(event.event, Event::ModelResponse { .. }) {
+            if let Ok(mut streamed) = self.streamed.lock() {
+                if *streamed {
+                    println!();
+                    *streamed = false;
+                }
+            }
+        }
+        self.print(event);
+        Ok(())
+    }
+
+    fn wants_tokens(&self) -> bool {
+        self.stream_tokens
+    }
+
+    fn on_token(&self, delta: TokenDelta<'_>) {
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "{}", delta.text);
+        let _ = out.flush();
+        if let Ok(mut streamed) = self.streamed.lock() {
+            *streamed = true;
+        }
+    }
+
+    fn name(&self) -> &str {
+        "printer"
+    }
+}

@@ -1,0 +1,92 @@
+//! `structured-agents run`: one job, in-process, events printed as they happen.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::printer::{Format, Printer};
+use crate::bundle::{self, EndpointRef, LoadContext, ToolEnv};
+use crate::events::{EventSink, RunContext};
+use crate::kernel::Kernel;
+use crate::model::ModelCatalog;
+use crate::types::TerminationReason;
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The bundle directory (holding bundle.yaml).
+    pub bundle_dir: PathBuf,
+    /// The job's input (`{{ input }}` in the prompts).
+    #[arg(long, short)]
+    pub input: String,
+    /// A template variable, NAME=VALUE (repeatable).
+    #[arg(long = "var", value_name = "NAME=VALUE")]
+    pub vars: Vec<String>,
+    /// Send model requests to this OpenAI-compatible base URL (…/v1) instead of the bundle's endpoint.
+    #[arg(long, env = "SA_ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// Print events as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let catalog = ModelCatalog::builtin();
+    let dir = args.bundle_dir.clone();
+    let bundle = tokio::task::spawn_blocking(move || bundle::load_dir(&dir, &LoadContext { endpoints: None, models: &catalog }))
+        .await?
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("the bundle is not valid")?;
+    let variables = super::parse_vars(&args.vars)?;
+    let messages = bundle.prompts.render(&args.input, &variables)?;
+
+    let endpoint = match &args.endpoint {
+        Some(url) => EndpointRef::Url(url.clone()),
+        None => bundle.endpoint.clone(),
+    };
+    let backend = crate::endpoints::backend_for(&endpoint, &BTreeMap::new())?;
+    let tools = bundle::build_tools(&bundle, &ToolEnv::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let kernel = Kernel::new(bundle.kernel_config(), bundle.model.plugin.clone(), backend, Arc::new(tools));
+
+    let format = if args.json { Format::Json } else { Format::Human };
+    let context = RunContext {
+        run_id: uuid::Uuid::now_v7().to_string(),
+        bundle: bundle.name().to_string(),
+        bundle_version: bundle.version().to_string(),
+        parent: None,
+    };
+    let sink = EventSink::new(context, 1, Arc::new(Printer::new(format)));
+    let cancel = CancellationToken::new();
+    let on_ctrl_c = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_ctrl_c.cancel();
+        }
+    });
+
+    match kernel.run(messages, &sink, cancel).await {
+        Ok(result) => {
+            let answer = result
+                .final_output
+                .clone()
+                .or_else(|| result.final_message.content.clone())
+                .unwrap_or_default();
+            if format == Format::Human {
+                println!("\n{answer}");
+            }
+            Ok(match result.termination_reason {
+                TerminationReason::NoToolCalls | TerminationReason::TerminationTool => 0,
+                TerminationReason::MaxTurns => 3,
+                TerminationReason::Cancelled | TerminationReason::Timeout => 4,
+                TerminationReason::Error => 1,
+            })
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            Ok(1)
+        }
+    }
+}
