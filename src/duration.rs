@@ -98,10 +98,22 @@ mod tests {
 
     #[test]
     fn parses_and_rejects_with_hint() {
-        assert_eq!("5s".parse::<HumanDuration>().unwrap().0, Duration::from_secs(5));
-        assert_eq!("250ms".parse::<HumanDuration>().unwrap().0, Duration::from_millis(250));
+        assert_eq!(
+            "5s".parse::<HumanDuration>().unwrap().0,
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            "250ms".parse::<HumanDuration>().unwrap().0,
+            Duration::from_millis(250)
+        );
         let err = "5 sec".parse::<HumanDuration>();
-        assert!(err.is_ok() || err.unwrap_err().to_string().contains("expected e.g. \"5s\""));
+        assert!(
+            err.is_ok()
+                || err
+                    .unwrap_err()
+                    .to_string()
+                    .contains("expected e.g. \"5s\"")
+        );
         assert_eq!(
             "five".parse::<HumanDuration>().unwrap_err().to_string(),
             "invalid duration \"five\" (expected e.g. \"5s\", \"250ms\" or \"2m\")"

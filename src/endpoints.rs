@@ -10,7 +10,9 @@ use crate::mock::{Script, ScriptError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EndpointError {
-    #[error("unknown endpoint {0:?}: define it under [endpoints] in the daemon config, or pass --endpoint URL")]
+    #[error(
+        "unknown endpoint {0:?}: define it under [endpoints] in the daemon config, or pass --endpoint URL"
+    )]
     Unknown(String),
     #[error(transparent)]
     Script(#[from] ScriptError),
@@ -25,8 +27,17 @@ pub fn backend_for(
     named: &BTreeMap<String, Arc<dyn ChatBackend>>,
 ) -> Result<Arc<dyn ChatBackend>, EndpointError> {
     Ok(match endpoint {
-        EndpointRef::Named(name) => named.get(name).cloned().ok_or_else(|| EndpointError::Unknown(name.clone()))?,
-        EndpointRef::Url(url) => Arc::new(HttpBackend::new(EndpointSettings::new(url.clone(), url.clone()))?),
-        EndpointRef::Scripted(path) => Arc::new(ScriptedBackend::new(path.display().to_string(), Script::load(path)?)),
+        EndpointRef::Named(name) => named
+            .get(name)
+            .cloned()
+            .ok_or_else(|| EndpointError::Unknown(name.clone()))?,
+        EndpointRef::Url(url) => Arc::new(HttpBackend::new(EndpointSettings::new(
+            url.clone(),
+            url.clone(),
+        ))?),
+        EndpointRef::Scripted(path) => Arc::new(ScriptedBackend::new(
+            path.display().to_string(),
+            Script::load(path)?,
+        )),
     })
 }

@@ -5,6 +5,10 @@
 //! kernel; the kernel calls the model through a plugin and a client, runs
 //! tools through the tool engine, and emits events to observers.
 
+// Library code must not unwrap what input, config, the network or plugins
+// can influence; tests may.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod bundle;
 pub mod cli;
 pub mod client;
@@ -13,6 +17,6 @@ pub mod endpoints;
 pub mod events;
 pub mod kernel;
 pub mod mock;
-pub mod tools;
 pub mod model;
+pub mod tools;
 pub mod types;

@@ -82,7 +82,7 @@ impl ToolCall {
         let (arguments, raw) = match function.get("arguments") {
             None | Some(Value::Null) => (Value::Object(Map::new()), Some(String::new())),
             Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
-                Ok(parsed) if parsed.to_string() == *text => (parsed, None),
+                Ok(parsed) if parsed.to_string().as_str() == text.as_str() => (parsed, None),
                 Ok(parsed) => (parsed, Some(text.clone())),
                 Err(_) => (Value::String(text.clone()), Some(text.clone())),
             },
@@ -406,18 +406,34 @@ mod tests {
         assert_eq!(msg.tool_calls[0].arguments, json!({"a": 1}));
         assert_eq!(msg.tool_calls[0].arguments_text(), "{\"a\": 1}");
         assert_eq!(msg.tool_calls[1].arguments_text(), "not json");
-        assert_eq!(msg.to_wire(), wire.as_object().map(|o| {
-            let mut o = o.clone();
-            o.remove("content");
-            Value::Object(o)
-        }).unwrap());
+        assert_eq!(
+            msg.to_wire(),
+            wire.as_object()
+                .map(|o| {
+                    let mut o = o.clone();
+                    o.remove("content");
+                    Value::Object(o)
+                })
+                .unwrap()
+        );
     }
 
     #[test]
     fn usage_sums() {
         let mut total = TokenUsage::default();
-        total.add(&TokenUsage::from_wire(&json!({"prompt_tokens": 3, "completion_tokens": 4})));
-        total.add(&TokenUsage::from_wire(&json!({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2})));
-        assert_eq!(total, TokenUsage { prompt_tokens: 4, completion_tokens: 5, total_tokens: 9 });
+        total.add(&TokenUsage::from_wire(
+            &json!({"prompt_tokens": 3, "completion_tokens": 4}),
+        ));
+        total.add(&TokenUsage::from_wire(
+            &json!({"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}),
+        ));
+        assert_eq!(
+            total,
+            TokenUsage {
+                prompt_tokens: 4,
+                completion_tokens: 5,
+                total_tokens: 9
+            }
+        );
     }
 }

@@ -43,7 +43,11 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         forbid(spec.working_dir.is_some(), "working_dir", "process");
         forbid(!spec.env.is_empty(), "env", "process");
         forbid(spec.env_allowlist.is_some(), "env_allowlist", "process");
-        forbid(spec.max_output_bytes.is_some(), "max_output_bytes", "process");
+        forbid(
+            spec.max_output_bytes.is_some(),
+            "max_output_bytes",
+            "process",
+        );
     }
     if kind != ToolKind::Plugin {
         forbid(spec.plugin.is_some(), "plugin", "plugin");
@@ -68,12 +72,18 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
             }
             let wd = dir.join(spec.working_dir.as_deref().unwrap_or("."));
             if !wd.is_dir() {
-                problems.push(("working_dir", format!("{} is not a directory", wd.display())));
+                problems.push((
+                    "working_dir",
+                    format!("{} is not a directory", wd.display()),
+                ));
             }
         }
         ToolKind::Plugin => {
             if spec.plugin.is_none() {
-                problems.push(("plugin", "a plugin tool needs `plugin`, the plugin's name".into()));
+                problems.push((
+                    "plugin",
+                    "a plugin tool needs `plugin`, the plugin's name".into(),
+                ));
             }
         }
         ToolKind::Mcp => {
@@ -88,7 +98,10 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         }
         ToolKind::Agent => {
             if spec.bundle.is_none() {
-                problems.push(("bundle", "an agent tool needs `bundle`, the name of another bundle".into()));
+                problems.push((
+                    "bundle",
+                    "an agent tool needs `bundle`, the name of another bundle".into(),
+                ));
             }
         }
     }
@@ -114,16 +127,24 @@ pub fn build_tools(bundle: &Bundle, _env: &ToolEnv) -> Result<ToolEngine, Bundle
                 ProcessSpec {
                     command: spec.command.clone(),
                     working_dir: bundle.dir.join(spec.working_dir.as_deref().unwrap_or(".")),
-                    env_allowlist: spec
-                        .env_allowlist
-                        .clone()
-                        .unwrap_or_else(|| DEFAULT_ENV_ALLOWLIST.iter().map(|s| s.to_string()).collect()),
-                    env: spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    env_allowlist: spec.env_allowlist.clone().unwrap_or_else(|| {
+                        DEFAULT_ENV_ALLOWLIST
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect()
+                    }),
+                    env: spec
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
                     max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
                     timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
                 },
             ))),
-            other => Err(format!("tool kind {other:?} is not available in this build")),
+            other => Err(format!(
+                "tool kind {other:?} is not available in this build"
+            )),
         };
         match tool {
             Ok(tool) => engine.add(tool, policy_of(spec)),
@@ -135,5 +156,9 @@ pub fn build_tools(bundle: &Bundle, _env: &ToolEnv) -> Result<ToolEngine, Bundle
             }),
         }
     }
-    if errors.is_empty() { Ok(engine) } else { Err(BundleErrors(errors)) }
+    if errors.is_empty() {
+        Ok(engine)
+    } else {
+        Err(BundleErrors(errors))
+    }
 }

@@ -13,8 +13,14 @@ pub struct LineIndex {
 
 enum Frame {
     /// A mapping; `key` is the key whose value comes next, if any.
-    Map { path: String, key: Option<String> },
-    Seq { path: String, index: usize },
+    Map {
+        path: String,
+        key: Option<String>,
+    },
+    Seq {
+        path: String,
+        index: usize,
+    },
 }
 
 impl LineIndex {
@@ -84,7 +90,11 @@ impl LineIndex {
 }
 
 fn join(parent: &str, key: &str) -> String {
-    if parent.is_empty() { key.to_string() } else { format!("{parent}.{key}") }
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
 }
 
 #[cfg(test)]

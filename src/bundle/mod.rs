@@ -104,7 +104,11 @@ pub struct Bundle {
 
 impl fmt::Debug for Bundle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Bundle").field("name", &self.raw.name).field("version", &self.raw.version).field("dir", &self.dir).finish()
+        f.debug_struct("Bundle")
+            .field("name", &self.raw.name)
+            .field("version", &self.raw.version)
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 
@@ -155,7 +159,10 @@ impl Bundle {
 
 /// The bundle file of a directory: `bundle.yaml`, else `bundle.yml`.
 pub fn bundle_file(dir: &Path) -> Option<PathBuf> {
-    ["bundle.yaml", "bundle.yml"].iter().map(|n| dir.join(n)).find(|p| p.is_file())
+    ["bundle.yaml", "bundle.yml"]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
 }
 
 /// Loads and validates the bundle in `dir`. Blocking (reads files).
@@ -169,13 +176,23 @@ pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleError
         }]));
     };
     let text = std::fs::read_to_string(&file).map_err(|e| {
-        BundleErrors(vec![BundleError { file: file.clone(), line: None, path: String::new(), message: format!("cannot read: {e}") }])
+        BundleErrors(vec![BundleError {
+            file: file.clone(),
+            line: None,
+            path: String::new(),
+            message: format!("cannot read: {e}"),
+        }])
     })?;
     load_str(&text, dir, &file, ctx)
 }
 
 /// Parses and validates bundle text as if it were `file` in `dir`.
-pub fn load_str(text: &str, dir: &Path, file: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleErrors> {
+pub fn load_str(
+    text: &str,
+    dir: &Path,
+    file: &Path,
+    ctx: &LoadContext<'_>,
+) -> Result<Bundle, BundleErrors> {
     let index = LineIndex::build(text);
     let err = |path: &str, message: String| BundleError {
         file: file.to_path_buf(),
@@ -186,8 +203,19 @@ pub fn load_str(text: &str, dir: &Path, file: &Path, ctx: &LoadContext<'_>) -> R
     let raw = parse(text, file, &index)?;
     let mut errors = Vec::new();
 
-    if raw.name.is_empty() || !raw.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-        errors.push(err("name", format!("invalid bundle name {:?} (use letters, digits, `-` and `_`)", raw.name)));
+    if raw.name.is_empty()
+        || !raw
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        errors.push(err(
+            "name",
+            format!(
+                "invalid bundle name {:?} (use letters, digits, `-` and `_`)",
+                raw.name
+            ),
+        ));
     }
     if raw.version.trim().is_empty() {
         errors.push(err("version", "must not be empty".into()));
@@ -196,7 +224,10 @@ pub fn load_str(text: &str, dir: &Path, file: &Path, ctx: &LoadContext<'_>) -> R
     let endpoint = EndpointRef::parse(&raw.model.endpoint, dir);
     match (&endpoint, ctx.endpoints) {
         (EndpointRef::Scripted(path), _) if !path.is_file() => {
-            errors.push(err("model.endpoint", format!("script file {} does not exist", path.display())));
+            errors.push(err(
+                "model.endpoint",
+                format!("script file {} does not exist", path.display()),
+            ));
         }
         (EndpointRef::Named(name), Some(known)) if !known.contains(name) => {
             let known: Vec<_> = known.iter().map(String::as_str).collect();
@@ -234,24 +265,50 @@ pub fn load_str(text: &str, dir: &Path, file: &Path, ctx: &LoadContext<'_>) -> R
     for (i, tool) in raw.tools.iter().enumerate() {
         let at = |key: &str| format!("tools[{i}].{key}");
         if tool.kind != ToolKind::Mcp && !names.insert(tool.name.clone()) {
-            errors.push(err(&at("name"), format!("duplicate tool name {:?}", tool.name)));
+            errors.push(err(
+                &at("name"),
+                format!("duplicate tool name {:?}", tool.name),
+            ));
         }
-        if tool.name.is_empty() || !tool.name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            errors.push(err(&at("name"), format!("invalid tool name {:?} (use letters, digits, `-`, `_`, `.`)", tool.name)));
+        if tool.name.is_empty()
+            || !tool
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            errors.push(err(
+                &at("name"),
+                format!(
+                    "invalid tool name {:?} (use letters, digits, `-`, `_`, `.`)",
+                    tool.name
+                ),
+            ));
         }
         if tool.parameters.get("type").and_then(Value::as_str) != Some("object") {
-            errors.push(err(&at("parameters"), "must be a JSON Schema with `type: object`".into()));
+            errors.push(err(
+                &at("parameters"),
+                "must be a JSON Schema with `type: object`".into(),
+            ));
         } else if let Err(e) = jsonschema::meta::validate(&tool.parameters) {
-            errors.push(err(&at("parameters"), format!("not a valid JSON Schema: {e}")));
+            errors.push(err(
+                &at("parameters"),
+                format!("not a valid JSON Schema: {e}"),
+            ));
         }
         for (problem_key, problem) in bind::check_spec(tool, dir) {
             errors.push(err(&at(problem_key), problem));
         }
     }
-    if let Some(term) = &raw.termination {
-        if !raw.tools.iter().any(|t| t.name == term.tool || t.kind == ToolKind::Mcp) {
-            errors.push(err("termination.tool", format!("no tool named {:?} in `tools`", term.tool)));
-        }
+    if let Some(term) = &raw.termination
+        && !raw
+            .tools
+            .iter()
+            .any(|t| t.name == term.tool || t.kind == ToolKind::Mcp)
+    {
+        errors.push(err(
+            "termination.tool",
+            format!("no tool named {:?} in `tools`", term.tool),
+        ));
     }
 
     let model = match ctx.models.resolve(&raw.model.plugin) {
@@ -264,11 +321,23 @@ pub fn load_str(text: &str, dir: &Path, file: &Path, ctx: &LoadContext<'_>) -> R
     let mut request_fragment = Map::new();
     if let Some(model) = &model {
         let mode = raw.model.grammar.as_ref().and_then(|g| g.mode);
-        let parallel = raw.model.grammar.as_ref().is_none_or(|g| g.allow_parallel_calls);
+        let parallel = raw
+            .model
+            .grammar
+            .as_ref()
+            .is_none_or(|g| g.allow_parallel_calls);
         if let Some(mode) = mode.filter(|m| !model.supports(*m)) {
-            errors.push(err("model.grammar.mode", model.plugin.unsupported(mode).to_string()));
+            errors.push(err(
+                "model.grammar.mode",
+                model.plugin.unsupported(mode).to_string(),
+            ));
         } else if raw.model.grammar.is_some() || model.default_grammar.is_some() {
-            let schemas: Vec<_> = raw.tools.iter().filter(|t| t.kind != ToolKind::Mcp).map(bind::schema_of).collect();
+            let schemas: Vec<_> = raw
+                .tools
+                .iter()
+                .filter(|t| t.kind != ToolKind::Mcp)
+                .map(bind::schema_of)
+                .collect();
             match model.request_fragment(mode, &schemas, parallel) {
                 Ok(fragment) => request_fragment = fragment,
                 Err(e) => errors.push(err("model.grammar", e.to_string())),
@@ -295,13 +364,23 @@ pub fn load_str(text: &str, dir: &Path, file: &Path, ctx: &LoadContext<'_>) -> R
 
 fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, BundleErrors> {
     let one = |line: Option<usize>, path: String, message: String| {
-        BundleErrors(vec![BundleError { file: file.to_path_buf(), line, path, message }])
+        BundleErrors(vec![BundleError {
+            file: file.to_path_buf(),
+            line,
+            path,
+            message,
+        }])
     };
     // YAML → JSON value keeps syntax errors' locations; value → typed struct
     // gives the key path, whose line the index knows.
     let value: Value = serde_saphyr::from_str(text).map_err(|e| {
         let line = e.location().map(|l| l.line() as usize);
-        let message = e.to_string().lines().next().unwrap_or("invalid YAML").to_string();
+        let message = e
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or("invalid YAML")
+            .to_string();
         one(line, String::new(), message)
     })?;
     if value.is_null() {
@@ -310,17 +389,9 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
     serde_path_to_error::deserialize::<_, RawBundle>(value).map_err(|e| {
         let path = e.path().to_string();
         let path = if path == "." { String::new() } else { path };
-        let message = e.inner().to_string();
-        // For an unknown key, point at the key itself.
-        let key_path = unknown_field(&message).map(|k| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") });
-        let line = index.line_of(key_path.as_deref().unwrap_or(&path));
-        one(line, path, message)
+        // The path ends at the offending key (also for unknown keys).
+        one(index.line_of(&path), path.clone(), e.inner().to_string())
     })
-}
-
-fn unknown_field(message: &str) -> Option<&str> {
-    let rest = message.strip_prefix("unknown field `")?;
-    rest.split('`').next()
 }
 
 fn digest(text: &str) -> String {

@@ -263,6 +263,8 @@ fn string_or_number<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
     match Value::deserialize(d)? {
         Value::String(s) => Ok(s),
         Value::Number(n) => Ok(n.to_string()),
-        other => Err(serde::de::Error::custom(format!("expected a version string, got {other}"))),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a version string, got {other}"
+        ))),
     }
 }

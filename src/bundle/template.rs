@@ -28,21 +28,40 @@ impl Prompts {
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         if let Some(system) = &section.system {
             env.add_template_owned("system", system.clone())
-                .map_err(|e| PromptError { key: "system", message: describe(&e) })?;
+                .map_err(|e| PromptError {
+                    key: "system",
+                    message: describe(&e),
+                })?;
         }
         env.add_template_owned("user", section.user.clone())
-            .map_err(|e| PromptError { key: "user", message: describe(&e) })?;
-        Ok(Self { env, has_system: section.system.is_some() })
+            .map_err(|e| PromptError {
+                key: "user",
+                message: describe(&e),
+            })?;
+        Ok(Self {
+            env,
+            has_system: section.system.is_some(),
+        })
     }
 
     /// The opening messages for a job.
-    pub fn render(&self, input: &str, variables: &Map<String, Value>) -> Result<Vec<Message>, PromptError> {
+    pub fn render(
+        &self,
+        input: &str,
+        variables: &Map<String, Value>,
+    ) -> Result<Vec<Message>, PromptError> {
         let mut context = variables.clone();
         context.insert("input".into(), Value::String(input.to_string()));
         let context = minijinja::Value::from(minijinja::value::Serde(&context));
         let render = |key: &'static str| -> Result<String, PromptError> {
-            let template = self.env.get_template(key).map_err(|e| PromptError { key, message: describe(&e) })?;
-            template.render(&context).map_err(|e| PromptError { key, message: describe(&e) })
+            let template = self.env.get_template(key).map_err(|e| PromptError {
+                key,
+                message: describe(&e),
+            })?;
+            template.render(&context).map_err(|e| PromptError {
+                key,
+                message: describe(&e),
+            })
         };
         let mut messages = Vec::new();
         if self.has_system {
@@ -67,7 +86,11 @@ mod tests {
 
     #[test]
     fn renders_input_and_variables_and_rejects_undefined() {
-        let p = Prompts::compile(&PromptsSection { system: Some("You help {{ who }}.".into()), user: "{{ input }}!".into() }).unwrap();
+        let p = Prompts::compile(&PromptsSection {
+            system: Some("You help {{ who }}.".into()),
+            user: "{{ input }}!".into(),
+        })
+        .unwrap();
         let mut vars = Map::new();
         vars.insert("who".into(), Value::String("Ada".into()));
         let msgs = p.render("hi", &vars).unwrap();
@@ -80,7 +103,12 @@ mod tests {
 
     #[test]
     fn syntax_errors_name_the_prompt() {
-        let err = Prompts::compile(&PromptsSection { system: None, user: "{{ input ".into() }).err().unwrap();
+        let err = Prompts::compile(&PromptsSection {
+            system: None,
+            user: "{{ input ".into(),
+        })
+        .err()
+        .unwrap();
         assert_eq!(err.key, "user");
     }
 }

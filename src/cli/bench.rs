@@ -70,8 +70,19 @@ where
 }
 
 async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
-    let script = Script { mode: Default::default(), replies: vec![ScriptedReply { content: Some("ok".into()), ..Default::default() }] };
-    let server = MockServer::start_on(tokio::net::TcpListener::bind("127.0.0.1:0").await?, script, false).await?;
+    let script = Script {
+        mode: Default::default(),
+        replies: vec![ScriptedReply {
+            content: Some("ok".into()),
+            ..Default::default()
+        }],
+    };
+    let server = MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await?,
+        script,
+        false,
+    )
+    .await?;
     let url = format!("{}/chat/completions", server.base_url());
     let body = json!({"model": "bench", "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}]});
 
@@ -81,7 +92,12 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         move || {
             let (http, url, body) = (http.clone(), url.clone(), body.clone());
             async move {
-                let response = http.post(&url).json(&body).send().await?.error_for_status()?;
+                let response = http
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await?
+                    .error_for_status()?;
                 let value: serde_json::Value = response.json().await?;
                 anyhow::ensure!(value.get("choices").is_some(), "no choices");
                 Ok(())
@@ -89,9 +105,15 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         }
     };
 
-    let backend = Arc::new(HttpBackend::new(EndpointSettings::new("bench", server.base_url()))?);
+    let backend = Arc::new(HttpBackend::new(EndpointSettings::new(
+        "bench",
+        server.base_url(),
+    ))?);
     let kernel = Arc::new(Kernel::new(
-        KernelConfig { model: "bench".into(), ..KernelConfig::default() },
+        KernelConfig {
+            model: "bench".into(),
+            ..KernelConfig::default()
+        },
         Arc::new(OpenAiPlugin),
         backend,
         Arc::new(ToolEngine::new()),
@@ -101,7 +123,11 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         async move {
             let sink = EventSink::new(RunContext::default(), 1, Arc::new(NullObserver));
             let result = kernel
-                .run(vec![Message::system("You are terse."), Message::user("hi")], &sink, CancellationToken::new())
+                .run(
+                    vec![Message::system("You are terse."), Message::user("hi")],
+                    &sink,
+                    CancellationToken::new(),
+                )
                 .await?;
             anyhow::ensure!(result.turn_count == 1, "expected one turn");
             Ok(())
@@ -113,11 +139,18 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
     rate(0.5, args.concurrency, raw.clone()).await?;
     rate(0.5, args.concurrency, turns.clone()).await?;
     let half = args.seconds / 2.0;
-    let raw_rate = (rate(half, args.concurrency, raw.clone()).await? + rate(half, args.concurrency, raw).await?) / 2.0;
-    let kernel_rate = (rate(half, args.concurrency, turns.clone()).await? + rate(half, args.concurrency, turns).await?) / 2.0;
+    let raw_rate = (rate(half, args.concurrency, raw.clone()).await?
+        + rate(half, args.concurrency, raw).await?)
+        / 2.0;
+    let kernel_rate = (rate(half, args.concurrency, turns.clone()).await?
+        + rate(half, args.concurrency, turns).await?)
+        / 2.0;
     println!("concurrency            {}", args.concurrency);
     println!("raw HTTP round trips/s {raw_rate:.0}");
     println!("kernel turns/s         {kernel_rate:.0}");
-    println!("ratio                  {:.3} (aim: >= 0.9)", kernel_rate / raw_rate);
+    println!(
+        "ratio                  {:.3} (aim: >= 0.9)",
+        kernel_rate / raw_rate
+    );
     Ok(0)
 }

@@ -58,12 +58,18 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Run(args) => run::run(args).await,
         Command::Validate(args) => validate::validate(args).await,
-        Command::Schema { what: SchemaKind::Bundle } => {
+        Command::Schema {
+            what: SchemaKind::Bundle,
+        } => {
             let schema = schemars::schema_for!(crate::bundle::RawBundle);
             println!("{}", serde_json::to_string_pretty(&schema)?);
             Ok(0)
         }
-        Command::MockServer { script, listen, record } => {
+        Command::MockServer {
+            script,
+            listen,
+            record,
+        } => {
             let script = crate::mock::Script::load(&script)?;
             crate::mock::serve_mock(listen, script, record).await?;
             Ok(0)
@@ -79,7 +85,10 @@ pub fn parse_vars(vars: &[String]) -> anyhow::Result<serde_json::Map<String, ser
         let Some((key, value)) = var.split_once('=') else {
             anyhow::bail!("--var {var:?}: expected NAME=VALUE");
         };
-        out.insert(key.trim().to_string(), serde_json::Value::String(value.to_string()));
+        out.insert(
+            key.trim().to_string(),
+            serde_json::Value::String(value.to_string()),
+        );
     }
     Ok(out)
 }

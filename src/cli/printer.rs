@@ -25,7 +25,11 @@ pub struct Printer {
 
 impl Printer {
     pub fn new(format: Format) -> Self {
-        Self { format, stream_tokens: false, streamed: Mutex::new(false) }
+        Self {
+            format,
+            stream_tokens: false,
+            streamed: Mutex::new(false),
+        }
     }
 
     pub fn streaming(mut self) -> Self {
@@ -50,36 +54,82 @@ impl Printer {
 /// The readable line(s) for an event; `None` for events not worth a line.
 pub fn human(event: &Event) -> Option<String> {
     Some(match event {
-        Event::KernelStart { max_turns, tools_count, initial_messages_count } => {
-            format!("▶ start · {tools_count} tools · {initial_messages_count} messages · at most {max_turns} turns")
+        Event::KernelStart {
+            max_turns,
+            tools_count,
+            initial_messages_count,
+        } => {
+            format!(
+                "▶ start · {tools_count} tools · {initial_messages_count} messages · at most {max_turns} turns"
+            )
         }
-        Event::ModelRequest { turn, messages_count, model, .. } => {
+        Event::ModelRequest {
+            turn,
+            messages_count,
+            model,
+            ..
+        } => {
             format!("turn {turn} · asking {model} ({messages_count} messages)…")
         }
-        Event::ModelResponse { duration_ms, tool_calls_count, usage, content, .. } => {
-            let mut line = format!("  model answered in {duration_ms} ms · {tool_calls_count} tool calls · {} tokens", usage.total_tokens);
+        Event::ModelResponse {
+            duration_ms,
+            tool_calls_count,
+            usage,
+            content,
+            ..
+        } => {
+            let mut line = format!(
+                "  model answered in {duration_ms} ms · {tool_calls_count} tool calls · {} tokens",
+                usage.total_tokens
+            );
             if let Some(text) = content.as_deref().filter(|t| !t.trim().is_empty()) {
-                line.push_str(&format!("\n  💬 {}", crate::events::preview(text.trim(), 300)));
+                line.push_str(&format!(
+                    "\n  💬 {}",
+                    crate::events::preview(text.trim(), 300)
+                ));
             }
             line
         }
-        Event::ToolCall { tool_name, arguments, .. } => format!("  ƒ(x) calling {tool_name}...\n     ↪ {arguments}"),
-        Event::ToolResult { tool_name, is_error, duration_ms, output_preview, .. } => {
+        Event::ToolCall {
+            tool_name,
+            arguments,
+            ..
+        } => format!("  ƒ(x) calling {tool_name}...\n     ↪ {arguments}"),
+        Event::ToolResult {
+            tool_name,
+            is_error,
+            duration_ms,
+            output_preview,
+            ..
+        } => {
             let mark = if *is_error { "✗" } else { "✓" };
             format!("  {mark} {tool_name} ({duration_ms} ms)\n     ↪ {output_preview}")
         }
-        Event::TurnComplete { turn, errors_count, .. } if *errors_count > 0 => {
+        Event::TurnComplete {
+            turn, errors_count, ..
+        } if *errors_count > 0 => {
             format!("  turn {turn} done · {errors_count} tool errors")
         }
-        Event::KernelEnd { turn_count, termination_reason, total_duration_ms, error } => {
-            let mut line = format!("■ end · {termination_reason} after {turn_count} turns in {total_duration_ms} ms");
+        Event::KernelEnd {
+            turn_count,
+            termination_reason,
+            total_duration_ms,
+            error,
+        } => {
+            let mut line = format!(
+                "■ end · {termination_reason} after {turn_count} turns in {total_duration_ms} ms"
+            );
             if let Some(e) = error {
                 line.push_str(&format!("\n  error: {e}"));
             }
             line
         }
         Event::ParseError { detail, .. } => format!("  ⚠ unparseable tool call: {detail}"),
-        Event::JobState { state, attempt, error } => match error {
+        Event::JobState {
+            state,
+            attempt,
+            error,
+        } => match error {
             Some(e) => format!("job {state} (attempt {attempt}): {e}"),
             None => format!("job {state} (attempt {attempt})"),
         },
@@ -90,13 +140,13 @@ pub fn human(event: &Event) -> Option<String> {
 #[async_trait]
 impl Observer for Printer {
     async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
-        if self.stream_tokens && matches!(event.event, Event::ModelResponse { .. }) {
-            if let Ok(mut streamed) = self.streamed.lock() {
-                if *streamed {
-                    println!();
-                    *streamed = false;
-                }
-            }
+        if self.stream_tokens
+            && matches!(event.event, Event::ModelResponse { .. })
+            && let Ok(mut streamed) = self.streamed.lock()
+            && *streamed
+        {
+            println!();
+            *streamed = false;
         }
         self.print(event);
         Ok(())

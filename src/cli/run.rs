@@ -36,10 +36,18 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let catalog = ModelCatalog::builtin();
     let dir = args.bundle_dir.clone();
-    let bundle = tokio::task::spawn_blocking(move || bundle::load_dir(&dir, &LoadContext { endpoints: None, models: &catalog }))
-        .await?
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .context("the bundle is not valid")?;
+    let bundle = tokio::task::spawn_blocking(move || {
+        bundle::load_dir(
+            &dir,
+            &LoadContext {
+                endpoints: None,
+                models: &catalog,
+            },
+        )
+    })
+    .await?
+    .map_err(|e| anyhow::anyhow!("{e}"))
+    .context("the bundle is not valid")?;
     let variables = super::parse_vars(&args.vars)?;
     let messages = bundle.prompts.render(&args.input, &variables)?;
 
@@ -48,10 +56,20 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         None => bundle.endpoint.clone(),
     };
     let backend = crate::endpoints::backend_for(&endpoint, &BTreeMap::new())?;
-    let tools = bundle::build_tools(&bundle, &ToolEnv::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let kernel = Kernel::new(bundle.kernel_config(), bundle.model.plugin.clone(), backend, Arc::new(tools));
+    let tools =
+        bundle::build_tools(&bundle, &ToolEnv::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let kernel = Kernel::new(
+        bundle.kernel_config(),
+        bundle.model.plugin.clone(),
+        backend,
+        Arc::new(tools),
+    );
 
-    let format = if args.json { Format::Json } else { Format::Human };
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Human
+    };
     let context = RunContext {
         run_id: uuid::Uuid::now_v7().to_string(),
         bundle: bundle.name().to_string(),

@@ -35,12 +35,18 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
     }
     tokio::task::spawn_blocking(move || {
         let catalog = ModelCatalog::builtin();
-        let ctx = LoadContext { endpoints: None, models: &catalog };
+        let ctx = LoadContext {
+            endpoints: None,
+            models: &catalog,
+        };
         let mut failed = 0;
         for path in &args.paths {
             let dirs = match bundle_dirs(path) {
                 Ok(d) if d.is_empty() => {
-                    eprintln!("{}: no bundle.yaml here or in its subdirectories", path.display());
+                    eprintln!(
+                        "{}: no bundle.yaml here or in its subdirectories",
+                        path.display()
+                    );
                     failed += 1;
                     continue;
                 }

@@ -9,7 +9,9 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use super::sse::assemble_stream;
-use super::{OnToken, ChatBackend, ChatRequest, ChatResponse, ClientError, EndpointInfo, server_message};
+use super::{
+    ChatBackend, ChatRequest, ChatResponse, ClientError, EndpointInfo, OnToken, server_message,
+};
 
 /// How to reach one model server.
 #[derive(Debug, Clone)]
@@ -52,22 +54,39 @@ pub struct HttpBackend {
 
 impl HttpBackend {
     pub fn new(settings: EndpointSettings) -> Result<Self, ClientError> {
-        let url = format!("{}/chat/completions", settings.base_url.trim_end_matches('/'));
+        let url = format!(
+            "{}/chat/completions",
+            settings.base_url.trim_end_matches('/')
+        );
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .pool_max_idle_per_host(64)
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| ClientError::Connect { url: url.clone(), detail: e.to_string() })?;
-        Ok(Self { settings, url, http })
+            .map_err(|e| ClientError::Connect {
+                url: url.clone(),
+                detail: e.to_string(),
+            })?;
+        Ok(Self {
+            settings,
+            url,
+            http,
+        })
     }
 
     /// Exponential backoff with full jitter, or the server's `Retry-After`.
     fn delay_before(&self, retry: u32, err: &ClientError) -> Duration {
-        if let ClientError::Status { retry_after: Some(after), .. } = err {
+        if let ClientError::Status {
+            retry_after: Some(after),
+            ..
+        } = err
+        {
             return (*after).min(self.settings.backoff_max.max(*after));
         }
-        let exp = self.settings.backoff_base.saturating_mul(2u32.saturating_pow(retry));
+        let exp = self
+            .settings
+            .backoff_base
+            .saturating_mul(2u32.saturating_pow(retry));
         let cap = exp.min(self.settings.backoff_max);
         let jitter = rand::rng().random_range(0.5..=1.0);
         cap.mul_f64(jitter)
@@ -81,7 +100,10 @@ impl HttpBackend {
         let mut body = request.body.clone();
         if on_token.is_some() {
             body.insert("stream".into(), Value::Bool(true));
-            body.insert("stream_options".into(), serde_json::json!({"include_usage": true}));
+            body.insert(
+                "stream_options".into(),
+                serde_json::json!({"include_usage": true}),
+            );
         }
         let mut builder = self.http.post(&self.url).json(&body);
         if let Some(key) = &self.settings.api_key {
@@ -106,26 +128,41 @@ impl HttpBackend {
                     assemble_stream(response.bytes_stream(), &*on_token).await
                 }
                 _ => {
-                    let bytes = response.bytes().await.map_err(|e| self.transport_error(e))?;
+                    let bytes = response
+                        .bytes()
+                        .await
+                        .map_err(|e| self.transport_error(e))?;
                     if bytes.iter().all(u8::is_ascii_whitespace) {
-                        return Err(ClientError::EmptyBody { url: self.url.clone() });
+                        return Err(ClientError::EmptyBody {
+                            url: self.url.clone(),
+                        });
                     }
-                    let value: Value = serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
-                        detail: format!("{e}: {}", crate::events::preview(&String::from_utf8_lossy(&bytes), 200)),
-                    })?;
+                    let value: Value =
+                        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+                            detail: format!(
+                                "{e}: {}",
+                                crate::events::preview(&String::from_utf8_lossy(&bytes), 200)
+                            ),
+                        })?;
                     ChatResponse::from_body(&value)
                 }
             }
         };
         match tokio::time::timeout(timeout, send).await {
             Ok(result) => result,
-            Err(_) => Err(ClientError::Timeout { url: self.url.clone(), after: timeout }),
+            Err(_) => Err(ClientError::Timeout {
+                url: self.url.clone(),
+                after: timeout,
+            }),
         }
     }
 
     fn transport_error(&self, err: reqwest::Error) -> ClientError {
         if err.is_timeout() {
-            ClientError::Timeout { url: self.url.clone(), after: self.settings.request_timeout }
+            ClientError::Timeout {
+                url: self.url.clone(),
+                after: self.settings.request_timeout,
+            }
         } else {
             let mut detail = err.to_string();
             let mut source = std::error::Error::source(&err);
@@ -133,7 +170,10 @@ impl HttpBackend {
                 detail = format!("{detail}: {inner}");
                 source = inner.source();
             }
-            ClientError::Connect { url: self.url.clone(), detail }
+            ClientError::Connect {
+                url: self.url.clone(),
+                detail,
+            }
         }
     }
 }
@@ -150,7 +190,11 @@ fn retry_after(response: &reqwest::Response) -> Option<Duration> {
     if response.status() != StatusCode::TOO_MANY_REQUESTS && !response.status().is_server_error() {
         return None;
     }
-    let value = response.headers().get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let value = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?;
     if let Ok(secs) = value.trim().parse::<f64>() {
         return Some(Duration::from_secs_f64(secs.clamp(0.0, 3600.0)));
     }

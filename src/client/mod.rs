@@ -29,7 +29,10 @@ pub struct ChatRequest {
 
 impl ChatRequest {
     pub fn model(&self) -> &str {
-        self.body.get("model").and_then(Value::as_str).unwrap_or_default()
+        self.body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
     }
 
     pub fn messages(&self) -> &[Value] {
@@ -73,7 +76,10 @@ impl ChatResponse {
             model: text(body.get("model")),
             message,
             finish_reason: text(choice.get("finish_reason")),
-            usage: body.get("usage").map(TokenUsage::from_wire).unwrap_or_default(),
+            usage: body
+                .get("usage")
+                .map(TokenUsage::from_wire)
+                .unwrap_or_default(),
         })
     }
 }
@@ -104,9 +110,13 @@ pub trait ChatBackend: Send + Sync {
 /// A model call that failed. Every variant carries enough to act on.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot connect to model server {url}: {detail} (is it running? check `endpoints` in the config)")]
+    #[error(
+        "cannot connect to model server {url}: {detail} (is it running? check `endpoints` in the config)"
+    )]
     Connect { url: String, detail: String },
-    #[error("model server {url} did not answer within {after:?} (raise the endpoint's request_timeout or check the server's load)")]
+    #[error(
+        "model server {url} did not answer within {after:?} (raise the endpoint's request_timeout or check the server's load)"
+    )]
     Timeout { url: String, after: Duration },
     #[error("model server {url} returned HTTP {status}: {message}")]
     Status {
@@ -163,7 +173,11 @@ pub fn server_message(body: &str) -> String {
             .or_else(|| v.get("error").filter(|e| e.is_string()))
             .or_else(|| v.get("message"))
             .or_else(|| v.get("detail"))
-            .map(|m| m.as_str().map(str::to_string).unwrap_or_else(|| m.to_string()))
+            .map(|m| {
+                m.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| m.to_string())
+            })
     });
     match found {
         Some(message) => message,
@@ -179,7 +193,10 @@ mod tests {
 
     #[test]
     fn server_messages_are_extracted() {
-        assert_eq!(server_message(r#"{"error":{"message":"model not found"}}"#), "model not found");
+        assert_eq!(
+            server_message(r#"{"error":{"message":"model not found"}}"#),
+            "model not found"
+        );
         assert_eq!(server_message(r#"{"detail":"bad"}"#), "bad");
         assert_eq!(server_message("oops"), "oops");
         assert_eq!(server_message(""), "(empty body)");

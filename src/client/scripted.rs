@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{OnToken, ChatBackend, ChatRequest, ChatResponse, ClientError, EndpointInfo};
+use super::{ChatBackend, ChatRequest, ChatResponse, ClientError, EndpointInfo, OnToken};
 use crate::mock::{Script, ScriptPlayer};
 
 pub struct ScriptedBackend {
@@ -16,7 +16,10 @@ pub struct ScriptedBackend {
 
 impl ScriptedBackend {
     pub fn new(name: impl Into<String>, script: Script) -> Self {
-        Self { name: name.into(), player: ScriptPlayer::new(script) }
+        Self {
+            name: name.into(),
+            player: ScriptPlayer::new(script),
+        }
     }
 }
 
@@ -35,12 +38,17 @@ impl ChatBackend for ScriptedBackend {
             return Err(ClientError::Status {
                 url: format!("scripted:{}", self.name),
                 status,
-                message: reply.error.clone().unwrap_or_else(|| "scripted error".into()),
+                message: reply
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| "scripted error".into()),
                 retry_after: reply.retry_after.map(Duration::from_secs),
             });
         }
         if let Some(raw) = &reply.raw_body {
-            let value: Value = serde_json::from_str(raw).map_err(|e| ClientError::Script { detail: e.to_string() })?;
+            let value: Value = serde_json::from_str(raw).map_err(|e| ClientError::Script {
+                detail: e.to_string(),
+            })?;
             return ChatResponse::from_body(&value);
         }
         let response = ChatResponse::from_body(&reply.completion_body(request.model()))?;

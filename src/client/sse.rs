@@ -34,36 +34,60 @@ where
     let mut usage = TokenUsage::default();
     let mut saw_chunk = false;
     while let Some(event) = events.next().await {
-        let event = event.map_err(|e| ClientError::Decode { detail: format!("stream: {e}") })?;
+        let event = event.map_err(|e| ClientError::Decode {
+            detail: format!("stream: {e}"),
+        })?;
         if event.data.trim() == "[DONE]" {
             break;
         }
-        let chunk: Value = serde_json::from_str(&event.data)
-            .map_err(|e| ClientError::Decode { detail: format!("stream chunk: {e}") })?;
+        let chunk: Value = serde_json::from_str(&event.data).map_err(|e| ClientError::Decode {
+            detail: format!("stream chunk: {e}"),
+        })?;
         if let Some(message) = chunk.get("error") {
-            return Err(ClientError::Decode { detail: format!("stream error: {message}") });
+            return Err(ClientError::Decode {
+                detail: format!("stream error: {message}"),
+            });
         }
         saw_chunk = true;
         id = id.or_else(|| chunk.get("id").and_then(Value::as_str).map(str::to_string));
-        model = model.or_else(|| chunk.get("model").and_then(Value::as_str).map(str::to_string));
+        model = model.or_else(|| {
+            chunk
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        });
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             usage = TokenUsage::from_wire(u);
         }
-        let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
+        let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        else {
             continue;
         };
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
             finish_reason = Some(reason.to_string());
         }
-        let Some(delta) = choice.get("delta") else { continue };
-        if let Some(piece) = delta.get("content").and_then(Value::as_str) {
-            if !piece.is_empty() {
-                on_token(piece);
-                content.push_str(piece);
-            }
+        let Some(delta) = choice.get("delta") else {
+            continue;
+        };
+        if let Some(piece) = delta.get("content").and_then(Value::as_str)
+            && !piece.is_empty()
+        {
+            on_token(piece);
+            content.push_str(piece);
         }
-        for fragment in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
-            let index = fragment.get("index").and_then(Value::as_u64).unwrap_or(calls.len() as u64) as usize;
+        for fragment in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = fragment
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(calls.len() as u64) as usize;
             if calls.len() <= index {
                 calls.resize_with(index + 1, PartialCall::default);
             }
@@ -82,7 +106,9 @@ where
         }
     }
     if !saw_chunk {
-        return Err(ClientError::NoChoices { body: "(stream ended without chunks)".into() });
+        return Err(ClientError::NoChoices {
+            body: "(stream ended without chunks)".into(),
+        });
     }
     let wire = json!({
         "role": "assistant",
@@ -91,8 +117,16 @@ where
             "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}
         })).collect::<Vec<_>>(),
     });
-    let message = Message::from_wire(&wire).map_err(|e| ClientError::Decode { detail: e.to_string() })?;
-    Ok(ChatResponse { id, model, message, finish_reason, usage })
+    let message = Message::from_wire(&wire).map_err(|e| ClientError::Decode {
+        detail: e.to_string(),
+    })?;
+    Ok(ChatResponse {
+        id,
+        model,
+        message,
+        finish_reason,
+        usage,
+    })
 }
 
 #[cfg(test)]

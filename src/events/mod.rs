@@ -8,7 +8,9 @@
 
 mod observer;
 
-pub use observer::{CompositeObserver, EventSink, NullObserver, Observer, ObserverError, TokenDelta};
+pub use observer::{
+    CompositeObserver, EventSink, NullObserver, Observer, ObserverError, TokenDelta,
+};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -181,7 +183,12 @@ mod tests {
             parent: None,
             seq: 3,
             timestamp: "2026-01-01T00:00:00.000Z".into(),
-            event: Event::TurnComplete { turn: 1, tool_calls_count: 2, tool_results_count: 2, errors_count: 1 },
+            event: Event::TurnComplete {
+                turn: 1,
+                tool_calls_count: 2,
+                tool_results_count: 2,
+                errors_count: 1,
+            },
         };
         let v = serde_json::to_value(&env).unwrap();
         assert_eq!(v["type"], "TurnComplete");

@@ -83,7 +83,10 @@ impl CompositeObserver {
 impl Observer for CompositeObserver {
     async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
         for observer in &self.observers {
-            match AssertUnwindSafe(observer.on_event(event)).catch_unwind().await {
+            match AssertUnwindSafe(observer.on_event(event))
+                .catch_unwind()
+                .await
+            {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => {
                     tracing::warn!(observer = observer.name(), run_id = %event.run_id, seq = event.seq, error = %err, "observer failed")
@@ -185,7 +188,10 @@ mod tests {
     #[async_trait]
     impl Observer for Failer {
         async fn on_event(&self, _: &EventEnvelope) -> Result<(), ObserverError> {
-            Err(ObserverError { observer: "failer".into(), message: "nope".into() })
+            Err(ObserverError {
+                observer: "failer".into(),
+                message: "nope".into(),
+            })
         }
     }
 
@@ -195,7 +201,11 @@ mod tests {
         let comp = CompositeObserver::new(vec![Arc::new(Panicker), Arc::new(Failer), rec.clone()]);
         let sink = EventSink::new(RunContext::default(), 1, Arc::new(comp));
         for turn in 1..=3 {
-            sink.emit(Event::ParseError { turn, detail: String::new() }).await;
+            sink.emit(Event::ParseError {
+                turn,
+                detail: String::new(),
+            })
+            .await;
         }
         assert_eq!(*rec.0.lock().unwrap(), vec![1, 2, 3]);
     }

@@ -42,7 +42,10 @@ fn sliding_window(messages: &[Message], max: usize) -> Vec<Message> {
     while start < rest.len() && rest[start].role == Role::Tool {
         start += 1;
     }
-    head.into_iter().cloned().chain(rest[start..].iter().cloned()).collect()
+    head.into_iter()
+        .cloned()
+        .chain(rest[start..].iter().cloned())
+        .collect()
 }
 
 #[cfg(test)]
@@ -59,7 +62,10 @@ mod tests {
             Message::user("u1"),
             Message::assistant(None, vec![call.clone()]),
             Message::tool(&result),
-            Message::tool(&ToolResult { call_id: "c2".into(), ..result.clone() }),
+            Message::tool(&ToolResult {
+                call_id: "c2".into(),
+                ..result.clone()
+            }),
             Message::assistant(Some("done".into()), vec![]),
         ]
     }
@@ -76,20 +82,38 @@ mod tests {
     #[test]
     fn window_keeps_system_and_tail_without_orphans() {
         let c = conversation();
-        assert_eq!(roles(&trim(&c, HistoryStrategy::SlidingWindow, 6)), ["system", "user", "assistant", "tool", "tool", "assistant"]);
+        assert_eq!(
+            roles(&trim(&c, HistoryStrategy::SlidingWindow, 6)),
+            ["system", "user", "assistant", "tool", "tool", "assistant"]
+        );
         // N = 4 would start at a tool message whose call is gone: both tool messages go.
-        assert_eq!(roles(&trim(&c, HistoryStrategy::SlidingWindow, 4)), ["system", "assistant"]);
-        assert_eq!(roles(&trim(&c, HistoryStrategy::SlidingWindow, 5)), ["system", "assistant", "tool", "tool", "assistant"]);
+        assert_eq!(
+            roles(&trim(&c, HistoryStrategy::SlidingWindow, 4)),
+            ["system", "assistant"]
+        );
+        assert_eq!(
+            roles(&trim(&c, HistoryStrategy::SlidingWindow, 5)),
+            ["system", "assistant", "tool", "tool", "assistant"]
+        );
     }
 
     #[test]
     fn window_of_one_and_two() {
         let c = conversation();
-        assert_eq!(roles(&trim(&c, HistoryStrategy::SlidingWindow, 1)), ["system"]);
-        assert_eq!(roles(&trim(&c, HistoryStrategy::SlidingWindow, 2)), ["system", "assistant"]);
+        assert_eq!(
+            roles(&trim(&c, HistoryStrategy::SlidingWindow, 1)),
+            ["system"]
+        );
+        assert_eq!(
+            roles(&trim(&c, HistoryStrategy::SlidingWindow, 2)),
+            ["system", "assistant"]
+        );
         // Without a system message, N = 1 keeps the last message.
         let no_sys = &c[1..];
-        assert_eq!(roles(&trim(no_sys, HistoryStrategy::SlidingWindow, 1)), ["assistant"]);
+        assert_eq!(
+            roles(&trim(no_sys, HistoryStrategy::SlidingWindow, 1)),
+            ["assistant"]
+        );
         // ...and never a lone orphan tool message.
         let ends_with_tool = &c[1..5];
         assert!(trim(ends_with_tool, HistoryStrategy::SlidingWindow, 1).is_empty());

@@ -114,8 +114,18 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    pub fn new(config: KernelConfig, plugin: Arc<dyn ModelPlugin>, backend: Arc<dyn ChatBackend>, tools: Arc<ToolEngine>) -> Self {
-        Self { config, plugin, backend, tools }
+    pub fn new(
+        config: KernelConfig,
+        plugin: Arc<dyn ModelPlugin>,
+        backend: Arc<dyn ChatBackend>,
+        tools: Arc<ToolEngine>,
+    ) -> Self {
+        Self {
+            config,
+            plugin,
+            backend,
+            tools,
+        }
     }
 
     pub fn config(&self) -> &KernelConfig {
@@ -128,17 +138,28 @@ impl Kernel {
 
     fn request(&self, messages: &[Message], turn: u32) -> ChatRequest {
         let schemas = self.tools.schemas();
-        let model = self.config.turn_models.get(&turn).unwrap_or(&self.config.model);
+        let model = self
+            .config
+            .turn_models
+            .get(&turn)
+            .unwrap_or(&self.config.model);
         let mut body = Map::new();
         body.insert("model".into(), json!(model));
-        body.insert("messages".into(), Value::Array(self.plugin.format_messages(messages)));
+        body.insert(
+            "messages".into(),
+            Value::Array(self.plugin.format_messages(messages)),
+        );
         // `tool_choice` is left out (not "none") when there are no tools:
         // several servers reject "none" without tools.
         if let Some(tools) = self.plugin.format_tools(schemas) {
             body.insert("tools".into(), tools);
             body.insert("tool_choice".into(), json!("auto"));
         }
-        for source in [&self.config.sampling, &self.config.request_fragment, &self.config.extra_body] {
+        for source in [
+            &self.config.sampling,
+            &self.config.request_fragment,
+            &self.config.extra_body,
+        ] {
             for (key, value) in source {
                 body.insert(key.clone(), value.clone());
             }
@@ -156,7 +177,11 @@ impl Kernel {
         cancel: &CancellationToken,
     ) -> Result<StepResult, StepError> {
         let schemas = self.tools.schemas();
-        let window = history::trim(history, self.config.history, self.config.max_history_messages);
+        let window = history::trim(
+            history,
+            self.config.history,
+            self.config.max_history_messages,
+        );
         let request = self.request(&window, turn);
         events
             .emit(Event::ModelRequest {
@@ -174,14 +199,22 @@ impl Kernel {
             let observer = events.observer().clone();
             let run_id = events.context().run_id.clone();
             Arc::new(move |text: &str| {
-                observer.on_token(crate::events::TokenDelta { run_id: &run_id, turn, text });
+                observer.on_token(crate::events::TokenDelta {
+                    run_id: &run_id,
+                    turn,
+                    text,
+                });
             }) as OnToken
         });
         let response = tokio::select! {
             r = self.backend.complete(&request, on_token) => r,
             _ = cancel.cancelled() => return Err(StepError::Interrupted { partial: None }),
         };
-        let response = response.map_err(|source| KernelError { turn, phase: Phase::ModelCall, source })?;
+        let response = response.map_err(|source| KernelError {
+            turn,
+            phase: Phase::ModelCall,
+            source,
+        })?;
         let parsed = self.plugin.parse_reply(&response.message, schemas);
         events
             .emit(Event::ModelResponse {
@@ -206,7 +239,12 @@ impl Kernel {
                 })
                 .await;
             if let Some(detail) = &parsed_call.error {
-                events.emit(Event::ParseError { turn, detail: detail.clone() }).await;
+                events
+                    .emit(Event::ParseError {
+                        turn,
+                        detail: detail.clone(),
+                    })
+                    .await;
             }
         }
 
@@ -221,7 +259,11 @@ impl Kernel {
                     cached: false,
                     duration: Duration::ZERO,
                 },
-                None => self.tools.execute(&parsed_call.call, turn, cancel, events).await,
+                None => {
+                    self.tools
+                        .execute(&parsed_call.call, turn, cancel, events)
+                        .await
+                }
             }
         };
         let outcomes: Vec<ToolOutcome> = futures::stream::iter(parsed.calls.clone())
@@ -255,19 +297,29 @@ impl Kernel {
             .await;
 
         let step = StepResult {
-            assistant: Message::assistant(parsed.content, parsed.calls.into_iter().map(|c| c.call).collect()),
+            assistant: Message::assistant(
+                parsed.content,
+                parsed.calls.into_iter().map(|c| c.call).collect(),
+            ),
             tool_results: outcomes.into_iter().map(|o| o.result).collect(),
             usage: response.usage,
         };
         if cancel.is_cancelled() {
-            return Err(StepError::Interrupted { partial: Some(step) });
+            return Err(StepError::Interrupted {
+                partial: Some(step),
+            });
         }
         Ok(step)
     }
 
     /// Runs turns until a termination condition. KernelEnd is emitted on
     /// every path, including errors.
-    pub async fn run(&self, initial: Vec<Message>, events: &EventSink, cancel: CancellationToken) -> Result<RunResult, KernelError> {
+    pub async fn run(
+        &self,
+        initial: Vec<Message>,
+        events: &EventSink,
+        cancel: CancellationToken,
+    ) -> Result<RunResult, KernelError> {
         let started = Instant::now();
         events
             .emit(Event::KernelStart {

@@ -80,7 +80,10 @@ pub struct ScriptedCall {
 #[derive(Debug, thiserror::Error)]
 pub enum ScriptError {
     #[error("cannot read script {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("{path}: {detail}")]
     Parse { path: String, detail: String },
     #[error("script {path} has no replies")]
@@ -102,7 +105,9 @@ impl Script {
             detail: e.to_string(),
         })?;
         if script.replies.is_empty() {
-            return Err(ScriptError::Empty { path: origin.to_string() });
+            return Err(ScriptError::Empty {
+                path: origin.to_string(),
+            });
         }
         Ok(script)
     }
@@ -117,7 +122,10 @@ pub struct ScriptPlayer {
 
 impl ScriptPlayer {
     pub fn new(script: Script) -> Self {
-        Self { script, served: AtomicUsize::new(0) }
+        Self {
+            script,
+            served: AtomicUsize::new(0),
+        }
     }
 
     pub fn next_reply(&self, request: &Value) -> ScriptedReply {
@@ -126,7 +134,11 @@ impl ScriptPlayer {
         if self.script.mode == ScriptMode::Sequential {
             return replies[served.min(replies.len() - 1)].clone();
         }
-        let messages = request.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
+        let messages = request
+            .get("messages")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         let turn = 1 + messages.iter().filter(|m| m["role"] == "assistant").count() as u32;
         let user_text: String = messages
             .iter()
@@ -141,12 +153,15 @@ impl ScriptPlayer {
         if let Some(exact) = candidates.iter().find(|r| r.turn == Some(turn)) {
             return (*exact).clone();
         }
-        let ordered: Vec<&&ScriptedReply> = candidates.iter().filter(|r| r.turn.is_none()).collect();
+        let ordered: Vec<&&ScriptedReply> =
+            candidates.iter().filter(|r| r.turn.is_none()).collect();
         match ordered.get((turn as usize - 1).min(ordered.len().saturating_sub(1))) {
             Some(reply) => (**reply).clone(),
             None => ScriptedReply {
                 status: Some(500),
-                error: Some(format!("mock script has no reply for turn {turn} of this conversation")),
+                error: Some(format!(
+                    "mock script has no reply for turn {turn} of this conversation"
+                )),
                 ..Default::default()
             },
         }
@@ -174,9 +189,9 @@ impl ScriptedReply {
     }
 
     fn usage(&self) -> Value {
-        self.usage
-            .clone()
-            .unwrap_or_else(|| json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}))
+        self.usage.clone().unwrap_or_else(
+            || json!({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}),
+        )
     }
 
     /// The non-streaming chat-completions body.
@@ -187,7 +202,12 @@ impl ScriptedReply {
             message["tool_calls"] = Value::Array(calls);
         }
         let finish = self.finish_reason.clone().unwrap_or_else(|| {
-            if self.tool_calls.is_empty() { "stop" } else { "tool_calls" }.to_string()
+            if self.tool_calls.is_empty() {
+                "stop"
+            } else {
+                "tool_calls"
+            }
+            .to_string()
         });
         json!({
             "id": format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()),
@@ -217,7 +237,11 @@ impl ScriptedReply {
             call["index"] = json!(index);
             out.push(chunk(json!({"tool_calls": [call]}), Value::Null));
         }
-        let finish = if self.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+        let finish = if self.tool_calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
         out.push(chunk(json!({}), json!(finish)));
         out.push(json!({"id": id, "object": "chat.completion.chunk", "choices": [], "usage": self.usage()}));
         out
@@ -239,7 +263,9 @@ mod tests {
         let req = |msgs: Value| json!({"messages": msgs});
         let r = player.next_reply(&req(json!([{"role": "user", "content": "hello"}])));
         assert_eq!(r.content.as_deref(), Some("first"));
-        let r = player.next_reply(&req(json!([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "x"}])));
+        let r = player.next_reply(&req(
+            json!([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "x"}]),
+        ));
         assert_eq!(r.content.as_deref(), Some("second"));
         let r = player.next_reply(&req(json!([{"role": "user", "content": "the weather?"}])));
         assert_eq!(r.content.as_deref(), Some("sunny"));

@@ -37,7 +37,11 @@ impl MockServer {
         Self::start_on(listener, script, true).await
     }
 
-    pub async fn start_on(listener: TcpListener, script: Script, record: bool) -> std::io::Result<Self> {
+    pub async fn start_on(
+        listener: TcpListener,
+        script: Script,
+        record: bool,
+    ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let state = Arc::new(MockState {
             player: ScriptPlayer::new(script),
@@ -52,7 +56,11 @@ impl MockServer {
                 .with_graceful_shutdown(async move { stop.cancelled().await })
                 .await;
         });
-        Ok(Self { addr, state, shutdown })
+        Ok(Self {
+            addr,
+            state,
+            shutdown,
+        })
     }
 
     /// `http://127.0.0.1:PORT/v1`
@@ -62,7 +70,11 @@ impl MockServer {
 
     /// The request bodies received so far.
     pub fn requests(&self) -> Vec<Value> {
-        self.state.requests.lock().map(|r| r.clone()).unwrap_or_default()
+        self.state
+            .requests
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -75,26 +87,37 @@ impl Drop for MockServer {
 fn router(state: Arc<MockState>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
-        .route("/v1/models", get(|| async { axum::Json(json!({"object": "list", "data": [{"id": "mock", "object": "model"}]})) }))
+        .route(
+            "/v1/models",
+            get(|| async {
+                axum::Json(json!({"object": "list", "data": [{"id": "mock", "object": "model"}]}))
+            }),
+        )
         .route("/_mock/requests", get(recorded))
         .with_state(state)
 }
 
 async fn recorded(State(state): State<Arc<MockState>>) -> axum::Json<Value> {
-    axum::Json(Value::Array(state.requests.lock().map(|r| r.clone()).unwrap_or_default()))
+    axum::Json(Value::Array(
+        state.requests.lock().map(|r| r.clone()).unwrap_or_default(),
+    ))
 }
 
 async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
     let request: Value = match serde_json::from_str(&body) {
         Ok(v) => v,
         Err(e) => {
-            return (StatusCode::BAD_REQUEST, axum::Json(json!({"error": {"message": format!("invalid JSON: {e}")}}))).into_response();
+            return (
+                StatusCode::BAD_REQUEST,
+                axum::Json(json!({"error": {"message": format!("invalid JSON: {e}")}})),
+            )
+                .into_response();
         }
     };
-    if state.record {
-        if let Ok(mut log) = state.requests.lock() {
-            log.push(request.clone());
-        }
+    if state.record
+        && let Ok(mut log) = state.requests.lock()
+    {
+        log.push(request.clone());
     }
     let reply = state.player.next_reply(&request);
     if reply.delay_ms > 0 {
@@ -103,17 +126,21 @@ async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
     if let Some(status) = reply.status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (code, axum::Json(json!({"error": {"message": reply.error.clone().unwrap_or_default(), "code": status}}))).into_response();
-        if let Some(after) = reply.retry_after {
-            if let Ok(v) = after.to_string().parse() {
-                response.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+        if let Some(after) = reply.retry_after
+            && let Ok(v) = after.to_string().parse()
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
         }
         return response;
     }
     if let Some(raw) = reply.raw_body {
         return ([(header::CONTENT_TYPE, "application/json")], raw).into_response();
     }
-    let model = request.get("model").and_then(Value::as_str).unwrap_or("mock").to_string();
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("mock")
+        .to_string();
     if request.get("stream").and_then(Value::as_bool) == Some(true) {
         let mut text = String::new();
         for chunk in reply.stream_chunks(&model) {
@@ -122,7 +149,11 @@ async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
             text.push_str("\n\n");
         }
         text.push_str("data: [DONE]\n\n");
-        return ([(header::CONTENT_TYPE, "text/event-stream")], Body::from(text)).into_response();
+        return (
+            [(header::CONTENT_TYPE, "text/event-stream")],
+            Body::from(text),
+        )
+            .into_response();
     }
     axum::Json(reply.completion_body(&model)).into_response()
 }

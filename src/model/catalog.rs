@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{GrammarError, GrammarMode, ModelPlugin, builtin, BUILTIN_PLUGINS};
+use super::{BUILTIN_PLUGINS, GrammarError, GrammarMode, ModelPlugin, builtin};
 use crate::types::ToolSchema;
 
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +26,11 @@ impl ModelCatalog {
             name: name.to_string(),
             available: BUILTIN_PLUGINS.join(", "),
         })?;
-        Ok(ResolvedModel { plugin, default_grammar: None, stop: Vec::new() })
+        Ok(ResolvedModel {
+            plugin,
+            default_grammar: None,
+            stop: Vec::new(),
+        })
     }
 }
 

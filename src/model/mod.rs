@@ -56,7 +56,9 @@ pub struct ParsedReply {
 /// A grammar could not be built for these tools.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum GrammarError {
-    #[error("model plugin `{plugin}` does not support grammar mode `{mode}` (supported: {supported})")]
+    #[error(
+        "model plugin `{plugin}` does not support grammar mode `{mode}` (supported: {supported})"
+    )]
     Unsupported {
         plugin: String,
         mode: &'static str,

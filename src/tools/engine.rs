@@ -66,7 +66,8 @@ impl ToolEngine {
     pub fn add(&mut self, tool: Arc<dyn Tool>, policy: ToolPolicy) {
         let schema = tool.schema().clone();
         self.schemas.retain(|s| s.name != schema.name);
-        self.tools.insert(schema.name.clone(), Entry { tool, policy });
+        self.tools
+            .insert(schema.name.clone(), Entry { tool, policy });
         self.schemas.push(schema);
     }
 
@@ -111,7 +112,11 @@ impl ToolEngine {
         };
 
         let Some(entry) = self.tools.get(&call.name) else {
-            return finish(format!("unknown_tool:{}", call.name), Some("unknown_tool"), 0);
+            return finish(
+                format!("unknown_tool:{}", call.name),
+                Some("unknown_tool"),
+                0,
+            );
         };
         let arguments = match parse_arguments(call) {
             Ok(args) => args,
@@ -130,7 +135,8 @@ impl ToolEngine {
                 events,
             };
             let attempt_cancel = ctx.cancel.clone();
-            let invocation = AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
+            let invocation =
+                AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
             let outcome = tokio::select! {
                 r = tokio::time::timeout(entry.policy.timeout, invocation) => r,
                 _ = cancel.cancelled() => {
@@ -144,7 +150,11 @@ impl ToolEngine {
                     return finish("tool_error:timeout".into(), Some("tool_error"), attempts);
                 }
                 Ok(Err(_panic)) => {
-                    return finish(format!("tool_error:tool `{}` panicked", call.name), Some("tool_error"), attempts);
+                    return finish(
+                        format!("tool_error:tool `{}` panicked", call.name),
+                        Some("tool_error"),
+                        attempts,
+                    );
                 }
                 Ok(Ok(Ok(output))) => return finish(output.into_json_string(), None, attempts),
                 Ok(Ok(Err(ToolError::Validation(msg)))) => {
@@ -152,7 +162,10 @@ impl ToolEngine {
                 }
                 Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= entry.policy.retries => {
                     tracing::debug!(tool = %call.name, attempt = attempts, error = %msg, "retryable tool error");
-                    let backoff = entry.policy.retry_backoff.saturating_mul(1 << (attempts - 1).min(8));
+                    let backoff = entry
+                        .policy
+                        .retry_backoff
+                        .saturating_mul(1 << (attempts - 1).min(8));
                     tokio::time::sleep(backoff).await;
                 }
                 Ok(Ok(Err(ToolError::Retryable(msg) | ToolError::Failed(msg)))) => {
@@ -172,14 +185,20 @@ fn parse_arguments(call: &ToolCall) -> Result<Value, String> {
         }
         return match serde_json::from_str::<Value>(raw) {
             Ok(Value::Object(map)) => Ok(Value::Object(map)),
-            Ok(other) => Err(format!("arguments must be a JSON object, got {}", json_type(&other))),
+            Ok(other) => Err(format!(
+                "arguments must be a JSON object, got {}",
+                json_type(&other)
+            )),
             Err(e) => Err(format!("invalid JSON: {e}")),
         };
     }
     match &call.arguments {
         Value::Object(_) => Ok(call.arguments.clone()),
         Value::Null => Ok(Value::Object(Map::new())),
-        other => Err(format!("arguments must be a JSON object, got {}", json_type(other))),
+        other => Err(format!(
+            "arguments must be a JSON object, got {}",
+            json_type(other)
+        )),
     }
 }
 

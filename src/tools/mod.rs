@@ -100,7 +100,8 @@ pub trait Tool: Send + Sync {
     /// The backend kind (`process`, `plugin`, ...), for listings and telemetry.
     fn kind(&self) -> &'static str;
 
-    async fn invoke(&self, arguments: Value, ctx: ToolContext<'_>) -> Result<ToolOutput, ToolError>;
+    async fn invoke(&self, arguments: Value, ctx: ToolContext<'_>)
+    -> Result<ToolOutput, ToolError>;
 }
 
 #[cfg(test)]
@@ -110,10 +111,22 @@ mod tests {
 
     #[test]
     fn outputs_normalize_to_json_strings() {
-        assert_eq!(ToolOutput::Json(json!({"sum": 7})).into_json_string(), r#"{"sum":7}"#);
-        assert_eq!(ToolOutput::Text(r#"{"sum": 7}"#.into()).into_json_string(), r#"{"sum": 7}"#);
-        assert_eq!(ToolOutput::Text("plain".into()).into_json_string(), r#""plain""#);
-        assert_eq!(ToolOutput::Bytes(vec![0xff, 0x00]).into_json_string(), r#"{"bytes_hex":"ff00"}"#);
+        assert_eq!(
+            ToolOutput::Json(json!({"sum": 7})).into_json_string(),
+            r#"{"sum":7}"#
+        );
+        assert_eq!(
+            ToolOutput::Text(r#"{"sum": 7}"#.into()).into_json_string(),
+            r#"{"sum": 7}"#
+        );
+        assert_eq!(
+            ToolOutput::Text("plain".into()).into_json_string(),
+            r#""plain""#
+        );
+        assert_eq!(
+            ToolOutput::Bytes(vec![0xff, 0x00]).into_json_string(),
+            r#"{"bytes_hex":"ff00"}"#
+        );
         assert_eq!(ToolOutput::Null.into_json_string(), "null");
     }
 }

@@ -56,7 +56,10 @@ impl Drop for GroupGuard {
     }
 }
 
-async fn read_capped<R: AsyncRead + Unpin>(mut reader: R, cap: usize) -> std::io::Result<(Vec<u8>, bool)> {
+async fn read_capped<R: AsyncRead + Unpin>(
+    mut reader: R,
+    cap: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
     let mut out = Vec::new();
     let mut chunk = [0u8; 8192];
     let mut truncated = false;
@@ -86,13 +89,15 @@ impl Tool for ProcessTool {
         "process"
     }
 
-    async fn invoke(&self, arguments: Value, ctx: ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+    async fn invoke(
+        &self,
+        arguments: Value,
+        ctx: ToolContext<'_>,
+    ) -> Result<ToolOutput, ToolError> {
         let name = &self.schema.name;
-        let (program, args) = self
-            .spec
-            .command
-            .split_first()
-            .ok_or_else(|| ToolError::Failed(format!("process tool `{name}` has an empty command")))?;
+        let (program, args) = self.spec.command.split_first().ok_or_else(|| {
+            ToolError::Failed(format!("process tool `{name}` has an empty command"))
+        })?;
         let mut command = Command::new(program);
         command
             .args(args)
@@ -112,7 +117,10 @@ impl Tool for ProcessTool {
             command.env(key, value);
         }
         let mut child = command.spawn().map_err(|e| {
-            ToolError::Failed(format!("cannot start `{program}` for tool `{name}` in {}: {e}", self.spec.working_dir.display()))
+            ToolError::Failed(format!(
+                "cannot start `{program}` for tool `{name}` in {}: {e}",
+                self.spec.working_dir.display()
+            ))
         })?;
         let guard = GroupGuard(child.id().map(|id| Pid::from_raw(id as i32)));
 
@@ -144,7 +152,10 @@ impl Tool for ProcessTool {
             let status = child.wait().await;
             (out, err, status)
         };
-        let timeout = self.spec.timeout.min(ctx.remaining().max(Duration::from_millis(1)));
+        let timeout = self
+            .spec
+            .timeout
+            .min(ctx.remaining().max(Duration::from_millis(1)));
         let (out, err, status) = tokio::select! {
             r = tokio::time::timeout(timeout, run) => match r {
                 Ok(r) => r,
@@ -155,22 +166,41 @@ impl Tool for ProcessTool {
         // The child has exited; kill any grandchildren it left in its group.
         drop(guard);
 
-        let status = status.map_err(|e| ToolError::Failed(format!("waiting for `{program}`: {e}")))?;
-        let (stdout, truncated) = out.map_err(|e| ToolError::Failed(format!("reading stdout of `{program}`: {e}")))?;
-        let stderr_text = err.map(|(b, _)| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
+        let status =
+            status.map_err(|e| ToolError::Failed(format!("waiting for `{program}`: {e}")))?;
+        let (stdout, truncated) =
+            out.map_err(|e| ToolError::Failed(format!("reading stdout of `{program}`: {e}")))?;
+        let stderr_text = err
+            .map(|(b, _)| String::from_utf8_lossy(&b).trim().to_string())
+            .unwrap_or_default();
         if !status.success() {
-            let code = status.code().map_or_else(|| "killed by a signal".to_string(), |c| format!("exit code {c}"));
-            let detail = if stderr_text.is_empty() { String::new() } else { format!(": {stderr_text}") };
-            return Err(ToolError::Failed(format!("`{program}` failed with {code}{detail}")));
+            let code = status.code().map_or_else(
+                || "killed by a signal".to_string(),
+                |c| format!("exit code {c}"),
+            );
+            let detail = if stderr_text.is_empty() {
+                String::new()
+            } else {
+                format!(": {stderr_text}")
+            };
+            return Err(ToolError::Failed(format!(
+                "`{program}` failed with {code}{detail}"
+            )));
         }
         if truncated {
-            return Err(ToolError::Failed(format!("output of `{program}` exceeds {cap} bytes")));
+            return Err(ToolError::Failed(format!(
+                "output of `{program}` exceeds {cap} bytes"
+            )));
         }
         let text = String::from_utf8_lossy(&stdout);
         match serde_json::from_str::<Value>(text.trim()) {
             Ok(value) => Ok(ToolOutput::Json(value)),
             Err(e) => {
-                let detail = if stderr_text.is_empty() { String::new() } else { format!("; stderr: {stderr_text}") };
+                let detail = if stderr_text.is_empty() {
+                    String::new()
+                } else {
+                    format!("; stderr: {stderr_text}")
+                };
                 Err(ToolError::Failed(format!(
                     "`{program}` did not print one JSON value ({e}): {}{detail}",
                     crate::events::preview(text.trim(), 200)
@@ -191,7 +221,11 @@ mod tests {
 
     fn tool(command: &[&str], timeout: Duration) -> ProcessTool {
         ProcessTool::new(
-            ToolSchema { name: "t".into(), description: String::new(), parameters: json!({"type": "object"}) },
+            ToolSchema {
+                name: "t".into(),
+                description: String::new(),
+                parameters: json!({"type": "object"}),
+            },
             ProcessSpec {
                 command: command.iter().map(|s| s.to_string()).collect(),
                 working_dir: std::env::temp_dir(),
@@ -218,20 +252,51 @@ mod tests {
 
     #[tokio::test]
     async fn echoes_stdin_json_with_a_cleared_environment() {
-        let t = tool(&["sh", "-c", "read x; printf '{\"in\": %s, \"home\": \"%s\", \"extra\": \"%s\"}' \"$x\" \"${SECRET:-none}\" \"$EXTRA\""], Duration::from_secs(5));
+        let t = tool(
+            &[
+                "sh",
+                "-c",
+                "read x; printf '{\"in\": %s, \"home\": \"%s\", \"extra\": \"%s\"}' \"$x\" \"${SECRET:-none}\" \"$EXTRA\"",
+            ],
+            Duration::from_secs(5),
+        );
         let out = call(&t, json!({"a": 1})).await.unwrap();
-        assert_eq!(out, ToolOutput::Json(json!({"in": {"a": 1}, "home": "none", "extra": "1"})));
+        assert_eq!(
+            out,
+            ToolOutput::Json(json!({"in": {"a": 1}, "home": "none", "extra": "1"}))
+        );
     }
 
     #[tokio::test]
     async fn failures_carry_stderr_and_bad_json_is_an_error() {
-        let t = tool(&["sh", "-c", "echo broken >&2; exit 3"], Duration::from_secs(5));
+        let t = tool(
+            &["sh", "-c", "echo broken >&2; exit 3"],
+            Duration::from_secs(5),
+        );
         let err = call(&t, json!({})).await.unwrap_err().to_string();
-        assert!(err.contains("exit code 3") && err.contains("broken"), "{err}");
+        assert!(
+            err.contains("exit code 3") && err.contains("broken"),
+            "{err}"
+        );
         let t = tool(&["sh", "-c", "echo not json"], Duration::from_secs(5));
-        assert!(call(&t, json!({})).await.unwrap_err().to_string().contains("did not print one JSON value"));
-        let t = tool(&["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' 'a'"], Duration::from_secs(5));
-        assert!(call(&t, json!({})).await.unwrap_err().to_string().contains("exceeds 1024 bytes"));
+        assert!(
+            call(&t, json!({}))
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("did not print one JSON value")
+        );
+        let t = tool(
+            &["sh", "-c", "head -c 5000 /dev/zero | tr '\\0' 'a'"],
+            Duration::from_secs(5),
+        );
+        assert!(
+            call(&t, json!({}))
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("exceeds 1024 bytes")
+        );
     }
 
     #[tokio::test]
@@ -242,7 +307,11 @@ mod tests {
         let t = tool(&["sh", "-c", &script], Duration::from_millis(300));
         let err = call(&t, json!({})).await.unwrap_err();
         assert_eq!(err, ToolError::Failed("timeout".into()));
-        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         // The grandchild must be gone (or a zombie about to be reaped by init).
         let mut alive = true;
         for _ in 0..50 {

@@ -1,0 +1,172 @@
+//! Bundle loading: every error names the file, the line and the key path.
+
+use std::path::Path;
+
+use structured_agents::bundle::{self, LoadContext};
+use structured_agents::model::ModelCatalog;
+
+const GOOD: &str = r#"name: triage
+version: 1
+model:
+  endpoint: http://127.0.0.1:9/v1
+  name: m
+prompts:
+  user: "{{ input }}"
+tools:
+  - name: a
+    kind: process
+    command: [python3, a.py]
+  - name: b
+    kind: process
+    command: [python3, b.py]
+    timeout: 2s
+"#;
+
+fn load(text: &str) -> Result<bundle::Bundle, Vec<String>> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bundle.yaml"), text).unwrap();
+    let catalog = ModelCatalog::builtin();
+    let result = bundle::load_dir(
+        dir.path(),
+        &LoadContext {
+            endpoints: None,
+            models: &catalog,
+        },
+    );
+    result.map_err(|errors| {
+        errors
+            .0
+            .iter()
+            .map(|e| {
+                // Make the messages independent of the temp dir.
+                let file = e
+                    .file
+                    .strip_prefix(dir.path())
+                    .unwrap_or(Path::new("?"))
+                    .display()
+                    .to_string();
+                let line = e.line.map(|l| format!(":{l}")).unwrap_or_default();
+                format!("{file}{line}: {}: {}", e.path, e.message)
+            })
+            .collect()
+    })
+}
+
+fn one_error(text: &str) -> String {
+    let errors = load(text).expect_err("expected an error");
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    errors[0].clone()
+}
+
+#[test]
+fn a_good_bundle_loads_with_a_numeric_version() {
+    let b = load(GOOD).unwrap();
+    assert_eq!(b.name(), "triage");
+    assert_eq!(b.version(), "1");
+    assert_eq!(b.kernel_config().max_turns, 10);
+}
+
+#[test]
+fn bad_duration_names_file_line_and_key() {
+    let text = GOOD.replace("timeout: 2s", "timeout: five seconds");
+    let e = one_error(&text);
+    assert!(e.starts_with("bundle.yaml:15: tools[1].timeout: invalid duration \"five seconds\" (expected e.g. \"5s\""), "{e}");
+}
+
+#[test]
+fn unknown_key_points_at_the_key() {
+    let text = GOOD.replace(
+        "    command: [python3, b.py]",
+        "    command: [python3, b.py]\n    retires: 3",
+    );
+    let e = one_error(&text);
+    assert!(
+        e.starts_with("bundle.yaml:15: tools[1].retires: unknown field `retires`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_have_a_line() {
+    let text = GOOD.replace("  name: m", "  name: [m");
+    let e = one_error(&text);
+    assert!(e.starts_with("bundle.yaml:"), "{e}");
+    let line: usize = e["bundle.yaml:".len()..]
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((5..=7).contains(&line), "{e}");
+}
+
+#[test]
+fn missing_required_key_names_the_section() {
+    let text = GOOD.replace("  name: m\n", "");
+    let e = one_error(&text);
+    assert!(
+        e.starts_with("bundle.yaml:3: model: missing field `name`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn semantic_errors_are_all_reported_with_lines() {
+    let text = r#"name: "bad name"
+version: "1"
+model:
+  endpoint: scripted:nope.yaml
+  name: m
+  plugin: mystery
+prompts:
+  user: "{{ input "
+termination:
+  tool: finish
+tools:
+  - name: a
+    kind: process
+  - name: a
+    kind: plugin
+    command: [x]
+"#;
+    let errors = load(text).unwrap_err();
+    let expect = [
+        "bundle.yaml:1: name: invalid bundle name",
+        "bundle.yaml:4: model.endpoint: script file",
+        "bundle.yaml:8: prompts.user:",
+        "bundle.yaml:12: tools[0].command: a process tool needs `command`",
+        "bundle.yaml:14: tools[1].name: duplicate tool name \"a\"",
+        "bundle.yaml:16: tools[1].command: `command` only applies to kind process",
+        "bundle.yaml:14: tools[1].plugin: a plugin tool needs `plugin`",
+        "bundle.yaml:10: termination.tool: no tool named \"finish\"",
+        "bundle.yaml:6: model.plugin: unknown model plugin \"mystery\"",
+    ];
+    for prefix in expect {
+        assert!(
+            errors.iter().any(|e| e.starts_with(prefix)),
+            "missing {prefix:?} in {errors:#?}"
+        );
+    }
+}
+
+#[test]
+fn example_bundles_validate() {
+    let catalog = ModelCatalog::builtin();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/bundles");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let dir = entry.unwrap().path();
+        if bundle::bundle_file(&dir).is_some() {
+            bundle::load_dir(
+                &dir,
+                &LoadContext {
+                    endpoints: None,
+                    models: &catalog,
+                },
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+            count += 1;
+        }
+    }
+    assert!(count >= 1);
+}

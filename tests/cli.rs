@@ -1,0 +1,139 @@
+//! The real binary: `run`, `validate`, `schema`.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+}
+
+fn repo(path: &str) -> String {
+    format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn run_prints_events_and_the_answer() {
+    let out = bin()
+        .args([
+            "run",
+            &repo("config/bundles/arithmetic"),
+            "--input",
+            "2+3 and 4*5?",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("ƒ(x) calling add..."), "{stdout}");
+    assert!(
+        stdout.contains("{\"result\":5}") && stdout.contains("{\"result\":20}"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.trim_end().ends_with("so together they make 25."),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn run_json_prints_one_event_per_line() {
+    let out = bin()
+        .args([
+            "run",
+            &repo("config/bundles/arithmetic"),
+            "--input",
+            "x",
+            "--json",
+            "--var",
+            "style=terse",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"KernelStart"));
+    assert_eq!(kinds.last(), Some(&"KernelEnd"));
+    for kind in [
+        "ModelRequest",
+        "ModelResponse",
+        "ToolCall",
+        "ToolResult",
+        "TurnComplete",
+    ] {
+        assert!(kinds.contains(&kind), "{kinds:?}");
+    }
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn run_against_a_real_http_server_with_endpoint_override() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(async {
+        let script = structured_agents::mock::Script::parse(
+            "replies:\n  - content: from the mock server\n",
+            "t",
+        )
+        .unwrap();
+        structured_agents::mock::MockServer::start(script)
+            .await
+            .unwrap()
+    });
+    let out = bin()
+        .args([
+            "run",
+            &repo("config/bundles/arithmetic"),
+            "--input",
+            "x",
+            "--endpoint",
+            &server.base_url(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.trim_end().ends_with("from the mock server"));
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests()[0]["model"], "qwen2.5-7b-instruct");
+}
+
+#[test]
+fn validate_reports_errors_with_file_and_line_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    std::fs::write(bad.join("bundle.yaml"), "name: bad\nversion: 1\nmodel: {endpoint: x, name: m}\nprompts: {user: hi}\nlimits:\n  timeout: soon\n").unwrap();
+    let out = bin()
+        .args([
+            "validate",
+            dir.path().to_str().unwrap(),
+            &repo("config/bundles"),
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad/bundle.yaml:6: limits.timeout: invalid duration \"soon\""),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok   arithmetic"));
+}
+
+#[test]
+fn schema_bundle_is_a_json_schema_that_rejects_unknown_keys() {
+    let out = bin().args(["schema", "bundle"]).output().unwrap();
+    assert!(out.status.success());
+    let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(schema["additionalProperties"], Value::Bool(false));
+    assert!(schema["properties"]["tools"].is_object());
+}

@@ -1,0 +1,574 @@
+//! The kernel against the mock OpenAI-compatible server: event order and
+//! fields, termination reasons, retries, timeouts.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Behaviour, Recorder, TestTool, script};
+use serde_json::{Value, json};
+use structured_agents::client::{EndpointSettings, HttpBackend};
+use structured_agents::events::{Event, EventSink, RunContext};
+use structured_agents::kernel::{Kernel, KernelConfig, Phase};
+use structured_agents::mock::MockServer;
+use structured_agents::model::OpenAiPlugin;
+use structured_agents::tools::ToolEngine;
+use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::types::{Message, TerminationReason};
+use tokio_util::sync::CancellationToken;
+
+struct Harness {
+    server: MockServer,
+    recorder: Arc<Recorder>,
+    kernel: Kernel,
+}
+
+async fn harness(
+    yaml: &str,
+    config: KernelConfig,
+    settings: impl FnOnce(&mut EndpointSettings),
+) -> Harness {
+    harness_with(yaml, config, settings, Arc::default()).await
+}
+
+async fn harness_with(
+    yaml: &str,
+    config: KernelConfig,
+    settings: impl FnOnce(&mut EndpointSettings),
+    tracker: Arc<common::Tracker>,
+) -> Harness {
+    let server = MockServer::start(script(yaml)).await.unwrap();
+    let mut endpoint = EndpointSettings::new("mock", server.base_url());
+    endpoint.backoff_base = Duration::from_millis(10);
+    settings(&mut endpoint);
+    let mut tools = ToolEngine::new();
+    tools.add(
+        TestTool::arc("slow_echo", Behaviour::Echo(Duration::from_millis(150))),
+        ToolPolicy::default(),
+    );
+    tools.add(
+        TestTool::arc("fast_echo", Behaviour::Echo(Duration::from_millis(1))),
+        ToolPolicy::default(),
+    );
+    tools.add(
+        TestTool::arc("broken", Behaviour::Fail("disk on fire".into())),
+        ToolPolicy::default(),
+    );
+    tools.add(
+        TestTool::arc("panicky", Behaviour::Panic),
+        ToolPolicy::default(),
+    );
+    tools.add(
+        TestTool::arc("finish", Behaviour::Echo(Duration::ZERO)),
+        ToolPolicy::default(),
+    );
+    tools.add(
+        TestTool::arc(
+            "tracked",
+            Behaviour::Tracked(tracker, Duration::from_millis(100)),
+        ),
+        ToolPolicy::default(),
+    );
+    let kernel = Kernel::new(
+        config,
+        Arc::new(OpenAiPlugin),
+        Arc::new(HttpBackend::new(endpoint).unwrap()),
+        Arc::new(tools),
+    );
+    Harness {
+        server,
+        recorder: Arc::new(Recorder::default()),
+        kernel,
+    }
+}
+
+impl Harness {
+    fn sink(&self) -> EventSink {
+        let context = RunContext {
+            run_id: "run-1".into(),
+            bundle: "b".into(),
+            bundle_version: "1".into(),
+            parent: None,
+        };
+        EventSink::new(context, 1, self.recorder.clone())
+    }
+
+    async fn run(
+        &self,
+        cancel: CancellationToken,
+    ) -> Result<structured_agents::types::RunResult, structured_agents::kernel::KernelError> {
+        self.kernel
+            .run(
+                vec![Message::system("sys"), Message::user("go")],
+                &self.sink(),
+                cancel,
+            )
+            .await
+    }
+}
+
+const THREE_TURNS: &str = r#"
+replies:
+  - content: "two at once"
+    tool_calls:
+      - {id: c1, name: slow_echo, arguments: {n: 1}}
+      - {id: c2, name: broken, arguments: {}}
+    usage: {prompt_tokens: 10, completion_tokens: 2}
+  - tool_calls:
+      - {id: c3, name: fast_echo, arguments: {n: 3}}
+    usage: {prompt_tokens: 20, completion_tokens: 3}
+  - content: "all done"
+    usage: {prompt_tokens: 30, completion_tokens: 4}
+"#;
+
+#[tokio::test]
+async fn three_turn_run_emits_events_in_order_with_fields() {
+    let h = harness(
+        THREE_TURNS,
+        KernelConfig {
+            model: "m".into(),
+            max_concurrency: 2,
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(result.termination_reason, TerminationReason::NoToolCalls);
+    assert_eq!(result.turn_count, 3);
+    assert_eq!(result.usage.prompt_tokens, 60);
+    assert_eq!(result.usage.completion_tokens, 9);
+    assert_eq!(result.final_message.content.as_deref(), Some("all done"));
+
+    let kinds = h.recorder.kinds();
+    assert_eq!(
+        kinds,
+        [
+            "KernelStart",
+            "ModelRequest",
+            "ModelResponse",
+            "ToolCall",
+            "ToolCall",
+            "ToolResult",
+            "ToolResult",
+            "TurnComplete",
+            "ModelRequest",
+            "ModelResponse",
+            "ToolCall",
+            "ToolResult",
+            "TurnComplete",
+            "ModelRequest",
+            "ModelResponse",
+            "TurnComplete",
+            "KernelEnd",
+        ]
+    );
+    let events = h.recorder.events();
+    // Sequence numbers are gap-free from 1 and the envelope carries the run.
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1);
+        assert_eq!(e.run_id, "run-1");
+    }
+    match &events[0].event {
+        Event::KernelStart {
+            max_turns,
+            tools_count,
+            initial_messages_count,
+        } => {
+            assert_eq!(
+                (*max_turns, *tools_count, *initial_messages_count),
+                (10, 6, 2)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match &events[1].event {
+        Event::ModelRequest {
+            turn,
+            messages_count,
+            tools_count,
+            model,
+            ..
+        } => {
+            assert_eq!(
+                (*turn, *messages_count, *tools_count, model.as_str()),
+                (1, 2, 6, "m")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Results arrive in call order although the first call is the slow one.
+    let results: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolResult {
+                turn,
+                call_id,
+                is_error,
+                output_preview,
+                error_type,
+                ..
+            } => Some((
+                *turn,
+                call_id.clone(),
+                *is_error,
+                output_preview.clone(),
+                error_type.clone(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results[0].1, "c1");
+    assert!(!results[0].2);
+    assert_eq!(
+        results[1],
+        (
+            1,
+            "c2".into(),
+            true,
+            "tool_error:disk on fire".into(),
+            Some("tool_error".into())
+        )
+    );
+    assert_eq!(results[2].0, 2);
+    match &events[7].event {
+        Event::TurnComplete {
+            turn,
+            tool_calls_count,
+            tool_results_count,
+            errors_count,
+        } => {
+            assert_eq!(
+                (*turn, *tool_calls_count, *tool_results_count, *errors_count),
+                (1, 2, 2, 1)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match &events.last().unwrap().event {
+        Event::KernelEnd {
+            turn_count,
+            termination_reason,
+            ..
+        } => {
+            assert_eq!(
+                (*turn_count, *termination_reason),
+                (3, TerminationReason::NoToolCalls)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // History: assistant then tool messages in call order, on the wire.
+    let requests = h.server.requests();
+    let second = requests[1]["messages"].as_array().unwrap();
+    let roles: Vec<_> = second.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+    assert_eq!(second[3]["tool_call_id"], "c1");
+    assert_eq!(second[4]["tool_call_id"], "c2");
+    assert_eq!(
+        second[2]["tool_calls"][0]["function"]["arguments"],
+        "{\"n\":1}"
+    );
+    assert_eq!(requests[0]["tool_choice"], "auto");
+}
+
+#[tokio::test]
+async fn concurrent_tools_overlap_and_a_panicking_tool_is_an_error_result() {
+    let yaml = r#"
+replies:
+  - tool_calls:
+      - {id: a, name: tracked, arguments: {}}
+      - {id: b, name: tracked, arguments: {}}
+      - {id: c, name: panicky, arguments: {}}
+      - {id: d, name: tracked, arguments: {}}
+  - content: done
+"#;
+    let tracker = Arc::new(common::Tracker::default());
+    let config = KernelConfig {
+        max_concurrency: 2,
+        ..Default::default()
+    };
+    let h = harness_with(yaml, config, |_| {}, tracker.clone()).await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    // Tools overlapped, but never more than max_concurrency at once.
+    assert_eq!(
+        tracker
+            .max_in_flight
+            .load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    let tool_msgs: Vec<_> = result
+        .history
+        .iter()
+        .filter(|m| m.role == structured_agents::types::Role::Tool)
+        .collect();
+    let ids: Vec<_> = tool_msgs
+        .iter()
+        .map(|m| m.tool_call_id.clone().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b", "c", "d"]);
+    assert!(
+        tool_msgs[2]
+            .content
+            .as_deref()
+            .unwrap()
+            .starts_with("tool_error:"),
+        "{:?}",
+        tool_msgs[2]
+    );
+    assert_eq!(result.termination_reason, TerminationReason::NoToolCalls);
+}
+
+#[tokio::test]
+async fn max_turns_stops_the_loop() {
+    let yaml = "replies:\n  - tool_calls: [{name: fast_echo, arguments: {}}]\n";
+    let h = harness(
+        yaml,
+        KernelConfig {
+            max_turns: 2,
+            ..Default::default()
+        },
+        |_| {},
+    )
+    .await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(result.termination_reason, TerminationReason::MaxTurns);
+    assert_eq!(result.turn_count, 2);
+    assert_eq!(h.server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn termination_tool_ends_the_run_with_its_output() {
+    let yaml =
+        "replies:\n  - tool_calls: [{name: finish, arguments: {answer: 42}}]\n  - content: never\n";
+    let config = KernelConfig {
+        termination_tool: Some("finish".into()),
+        ..Default::default()
+    };
+    let h = harness(yaml, config, |_| {}).await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        result.termination_reason,
+        TerminationReason::TerminationTool
+    );
+    assert_eq!(
+        result.final_output.as_deref(),
+        Some(r#"{"echo":{"answer":42}}"#)
+    );
+    assert_eq!(result.turn_count, 1);
+}
+
+#[tokio::test]
+async fn failed_termination_tool_does_not_end_the_run() {
+    let yaml =
+        "replies:\n  - tool_calls: [{name: broken, arguments: {}}]\n  - content: recovered\n";
+    let config = KernelConfig {
+        termination_tool: Some("broken".into()),
+        ..Default::default()
+    };
+    let h = harness(yaml, config, |_| {}).await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(result.termination_reason, TerminationReason::NoToolCalls);
+}
+
+#[tokio::test]
+async fn cancellation_stops_a_running_tool() {
+    let yaml = "replies:\n  - tool_calls: [{name: slow_echo, arguments: {}}]\n  - content: never\n";
+    let h = harness(yaml, KernelConfig::default(), |_| {}).await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        trigger.cancel();
+    });
+    let result = h.run(cancel).await.unwrap();
+    assert_eq!(result.termination_reason, TerminationReason::Cancelled);
+    assert_eq!(h.server.requests().len(), 1);
+    assert_eq!(
+        h.recorder.kinds().last().map(String::as_str),
+        Some("KernelEnd")
+    );
+    let tool_msg = result.history.last().unwrap();
+    assert_eq!(tool_msg.content.as_deref(), Some("tool_error:cancelled"));
+}
+
+#[tokio::test]
+async fn whole_run_deadline_is_a_timeout() {
+    let yaml = "replies:\n  - content: slow\n    delay_ms: 2000\n";
+    let config = KernelConfig {
+        timeout: Some(Duration::from_millis(100)),
+        ..Default::default()
+    };
+    let h = harness(yaml, config, |_| {}).await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(result.termination_reason, TerminationReason::Timeout);
+    assert_eq!(
+        h.recorder.kinds().last().map(String::as_str),
+        Some("KernelEnd")
+    );
+}
+
+#[tokio::test]
+async fn model_timeout_is_a_kernel_error_and_kernel_end_is_still_emitted() {
+    let yaml = "replies:\n  - content: late\n    delay_ms: 2000\n";
+    let h = harness(yaml, KernelConfig::default(), |e| {
+        e.request_timeout = Duration::from_millis(100);
+        e.max_retries = 0;
+    })
+    .await;
+    let err = h.run(CancellationToken::new()).await.unwrap_err();
+    assert_eq!(err.turn, 1);
+    assert_eq!(err.phase, Phase::ModelCall);
+    assert!(err.is_retryable());
+    assert!(err.to_string().contains("did not answer within"), "{err}");
+    let events = h.recorder.events();
+    match &events.last().unwrap().event {
+        Event::KernelEnd {
+            termination_reason,
+            error,
+            ..
+        } => {
+            assert_eq!(*termination_reason, TerminationReason::Error);
+            assert!(error.as_deref().unwrap().contains("turn 1"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_503_is_retried_then_succeeds() {
+    let yaml = r#"
+mode: sequential
+replies:
+  - {status: 503, error: "warming up"}
+  - {content: "hello"}
+"#;
+    let h = harness(yaml, KernelConfig::default(), |_| {}).await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    assert_eq!(result.final_message.content.as_deref(), Some("hello"));
+    assert_eq!(h.server.requests().len(), 2);
+    // The retry is invisible to the event stream: one request, one response.
+    assert_eq!(
+        h.recorder
+            .kinds()
+            .iter()
+            .filter(|k| *k == "ModelRequest")
+            .count(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn errors_carry_the_servers_message_and_4xx_is_not_retried() {
+    let yaml = "mode: sequential\nreplies:\n  - {status: 400, error: \"context length exceeded\"}\n  - {content: never}\n";
+    let h = harness(yaml, KernelConfig::default(), |_| {}).await;
+    let err = h.run(CancellationToken::new()).await.unwrap_err();
+    assert!(!err.is_retryable());
+    assert!(
+        err.to_string()
+            .contains("HTTP 400: context length exceeded"),
+        "{err}"
+    );
+    assert_eq!(h.server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn empty_and_choiceless_bodies_are_typed_errors() {
+    for raw in ["", "{\"object\": \"error\"}"] {
+        let yaml = format!(
+            "replies:\n  - raw_body: {}\n",
+            serde_json::to_string(raw).unwrap()
+        );
+        let h = harness(&yaml, KernelConfig::default(), |_| {}).await;
+        let err = h
+            .run(CancellationToken::new())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("empty body") || err.contains("no `choices`"),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn no_tools_means_no_tool_choice_and_extra_body_is_merged() {
+    let server = MockServer::start(script("replies:\n  - content: hi\n"))
+        .await
+        .unwrap();
+    let mut config = KernelConfig {
+        model: "base".into(),
+        ..Default::default()
+    };
+    config.extra_body.insert(
+        "chat_template_kwargs".into(),
+        json!({"enable_thinking": false}),
+    );
+    config.turn_models.insert(1, "my-lora".into());
+    config.sampling.insert("temperature".into(), json!(0.1));
+    let kernel = Kernel::new(
+        config,
+        Arc::new(OpenAiPlugin),
+        Arc::new(HttpBackend::new(EndpointSettings::new("mock", server.base_url())).unwrap()),
+        Arc::new(ToolEngine::new()),
+    );
+    let sink = EventSink::new(RunContext::default(), 1, Arc::new(Recorder::default()));
+    kernel
+        .run(vec![Message::user("x")], &sink, CancellationToken::new())
+        .await
+        .unwrap();
+    let req = &server.requests()[0];
+    assert!(
+        req.get("tool_choice").is_none() && req.get("tools").is_none(),
+        "{req}"
+    );
+    assert_eq!(
+        req["chat_template_kwargs"],
+        json!({"enable_thinking": false})
+    );
+    assert_eq!(req["model"], "my-lora");
+    assert_eq!(req["temperature"], json!(0.1));
+}
+
+#[tokio::test]
+async fn streaming_is_used_when_an_observer_wants_tokens() {
+    use structured_agents::events::{EventEnvelope, Observer, ObserverError, TokenDelta};
+    #[derive(Default)]
+    struct Tokens(std::sync::Mutex<String>);
+    #[async_trait::async_trait]
+    impl Observer for Tokens {
+        async fn on_event(&self, _: &EventEnvelope) -> Result<(), ObserverError> {
+            Ok(())
+        }
+        fn wants_tokens(&self) -> bool {
+            true
+        }
+        fn on_token(&self, d: TokenDelta<'_>) {
+            self.0.lock().unwrap().push_str(d.text);
+        }
+    }
+    let server = MockServer::start(script("replies:\n  - content: streamed answer here\n"))
+        .await
+        .unwrap();
+    let kernel = Kernel::new(
+        KernelConfig::default(),
+        Arc::new(OpenAiPlugin),
+        Arc::new(HttpBackend::new(EndpointSettings::new("mock", server.base_url())).unwrap()),
+        Arc::new(ToolEngine::new()),
+    );
+    let tokens = Arc::new(Tokens::default());
+    let sink = EventSink::new(RunContext::default(), 1, tokens.clone());
+    let result = kernel
+        .run(vec![Message::user("x")], &sink, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        result.final_message.content.as_deref(),
+        Some("streamed answer here")
+    );
+    assert_eq!(*tokens.0.lock().unwrap(), "streamed answer here");
+    assert_eq!(server.requests()[0]["stream"], Value::Bool(true));
+}
