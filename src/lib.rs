@@ -9,14 +9,21 @@
 // can influence; tests may.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod api;
 pub mod bundle;
 pub mod cli;
 pub mod client;
+pub mod config;
+pub mod daemon;
 pub mod duration;
 pub mod endpoints;
 pub mod events;
 pub mod kernel;
 pub mod mock;
 pub mod model;
+pub mod queue;
+pub mod registry;
+pub mod telemetry;
 pub mod tools;
 pub mod types;
+pub mod worker;

@@ -1,17 +1,11 @@
-//! The `structured-agents` binary: parses the command line, sets up logging,
-//! and hands off to `structured_agents::cli`. Glue only.
+//! The `structured-agents` binary: parses the command line and hands off to
+//! `structured_agents::cli`. Glue only. Exit codes: 0 success, 1 the job or
+//! check failed, 2 usage or startup error, 3 max turns, 4 cancelled.
 
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = structured_agents::cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -19,11 +13,11 @@ fn main() -> std::process::ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return std::process::ExitCode::from(70);
+            return std::process::ExitCode::from(2);
         }
     };
     match runtime.block_on(structured_agents::cli::dispatch(cli)) {
-        Ok(code) => std::process::ExitCode::from(code as u8),
+        Ok(code) => std::process::ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::from(2)

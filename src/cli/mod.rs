@@ -2,9 +2,14 @@
 //! subcommand lives in its own file; this one only declares the flags.
 
 mod bench;
+mod chat;
+mod logging;
 pub mod printer;
+mod remote;
 mod run;
 mod validate;
+
+pub use logging::init_logging;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,14 +20,57 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "structured-agents", version, about, propagate_version = true)]
 pub struct Cli {
+    /// Log format on stderr: `text` or `json` (for log shippers).
+    #[arg(long, global = true, env = "STRUCTURED_AGENTS_LOG_FORMAT", value_enum)]
+    pub log_format: Option<crate::config::LogFormat>,
+    #[command(flatten)]
+    pub server: remote::ServerArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Start the daemon: watch bundles, serve the API, run jobs from the queue.
+    Serve {
+        /// The config file (default: /etc/structured-agents/config.toml if present, else built-in defaults).
+        #[arg(long, short, env = "STRUCTURED_AGENTS_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Run one job of a bundle in-process and print its events as they happen.
     Run(run::RunArgs),
+    /// Talk with a bundle in the terminal (in-process; the answer streams).
+    Chat(chat::ChatArgs),
+    /// Submit a job to the daemon.
+    Submit(remote::SubmitArgs),
+    /// List the daemon's jobs.
+    Jobs {
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        bundle: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one job.
+    Job { id: String },
+    /// Follow a job's events until it ends (resumes after dropped connections).
+    Watch {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a queued or running job.
+    Cancel { id: String },
+    /// List the daemon's bundles and their status.
+    Bundles {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask the daemon to reload bundles and model configs (like SIGHUP).
+    Reload,
     /// Check bundles (directories with bundle.yaml, or directories of them); exit non-zero on errors.
     Validate(validate::ValidateArgs),
     /// Print a JSON Schema, for editors.
@@ -55,8 +103,41 @@ pub enum SchemaKind {
 
 /// Runs the parsed command; returns the process exit code.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    let server = cli.server;
     match cli.command {
+        Command::Serve { config } => {
+            let config = crate::config::Config::load(config.as_deref())?;
+            init_logging(
+                cli.log_format.unwrap_or(config.telemetry.log_format),
+                &config.telemetry.log_filter,
+            );
+            crate::daemon::serve(config).await?;
+            return Ok(0);
+        }
+        command => {
+            init_logging(cli.log_format.unwrap_or_default(), "warn");
+            dispatch_client(command, &server).await
+        }
+    }
+}
+
+async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyhow::Result<i32> {
+    match command {
+        Command::Serve { .. } => unreachable!("handled by dispatch"),
         Command::Run(args) => run::run(args).await,
+        Command::Chat(args) => chat::chat(args).await,
+        Command::Submit(args) => remote::submit(server, args).await,
+        Command::Jobs {
+            state,
+            bundle,
+            limit,
+            json,
+        } => remote::jobs(server, state, bundle, limit, json).await,
+        Command::Job { id } => remote::job(server, id).await,
+        Command::Watch { id, json } => remote::watch(server, id, json).await,
+        Command::Cancel { id } => remote::cancel(server, id).await,
+        Command::Bundles { json } => remote::bundles(server, json).await,
+        Command::Reload => remote::reload(server).await,
         Command::Validate(args) => validate::validate(args).await,
         Command::Schema {
             what: SchemaKind::Bundle,

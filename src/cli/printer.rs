@@ -115,6 +115,7 @@ pub fn human(event: &Event) -> Option<String> {
             termination_reason,
             total_duration_ms,
             error,
+            ..
         } => {
             let mut line = format!(
                 "■ end · {termination_reason} after {turn_count} turns in {total_duration_ms} ms"
@@ -129,6 +130,7 @@ pub fn human(event: &Event) -> Option<String> {
             state,
             attempt,
             error,
+            ..
         } => match error {
             Some(e) => format!("job {state} (attempt {attempt}): {e}"),
             None => format!("job {state} (attempt {attempt})"),

@@ -33,9 +33,17 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
+/// A bundle loaded from a directory for an in-process run.
+pub struct ForRun {
+    pub bundle: crate::bundle::Bundle,
+    pub backend: Arc<dyn crate::client::ChatBackend>,
+    pub tools: Arc<crate::tools::ToolEngine>,
+}
+
+/// Loads and binds a bundle directory; `endpoint` overrides its endpoint.
+pub async fn load_for_run(dir: &std::path::Path, endpoint: Option<&str>) -> anyhow::Result<ForRun> {
     let catalog = ModelCatalog::builtin();
-    let dir = args.bundle_dir.clone();
+    let dir = dir.to_path_buf();
     let bundle = tokio::task::spawn_blocking(move || {
         bundle::load_dir(
             &dir,
@@ -48,21 +56,34 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     .await?
     .map_err(|e| anyhow::anyhow!("{e}"))
     .context("the bundle is not valid")?;
-    let variables = super::parse_vars(&args.vars)?;
-    let messages = bundle.prompts.render(&args.input, &variables)?;
-
-    let endpoint = match &args.endpoint {
-        Some(url) => EndpointRef::Url(url.clone()),
+    let endpoint = match endpoint {
+        Some(url) => EndpointRef::Url(url.to_string()),
         None => bundle.endpoint.clone(),
     };
     let backend = crate::endpoints::backend_for(&endpoint, &BTreeMap::new())?;
-    let tools =
-        bundle::build_tools(&bundle, &ToolEnv::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tools = Arc::new(
+        bundle::build_tools(&bundle, &ToolEnv::default()).map_err(|e| anyhow::anyhow!("{e}"))?,
+    );
+    Ok(ForRun {
+        bundle,
+        backend,
+        tools,
+    })
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let ForRun {
+        bundle,
+        backend,
+        tools,
+    } = load_for_run(&args.bundle_dir, args.endpoint.as_deref()).await?;
+    let variables = super::parse_vars(&args.vars)?;
+    let messages = bundle.prompts.render(&args.input, &variables)?;
     let kernel = Kernel::new(
         bundle.kernel_config(),
         bundle.model.plugin.clone(),
         backend,
-        Arc::new(tools),
+        tools,
     );
 
     let format = if args.json {

@@ -118,6 +118,9 @@ pub enum Event {
         total_duration_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// A low-cardinality kind of the error (`timeout`, `http_5xx`, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_type: Option<String>,
     },
     /// A model reply whose tool-call text could not be parsed.
     ParseError { turn: u32, detail: String },
@@ -130,12 +133,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Value::is_null")]
         detail: Value,
     },
-    /// The daemon's job lifecycle.
+    /// The daemon's job lifecycle: `running`, then the attempt's result
+    /// (`succeeded`, `failed`, `retrying`, `dead`, `cancelled`, `released`).
     JobState {
         state: String,
         attempt: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// How long the attempt ran, on its final event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration_ms: Option<u64>,
     },
 }
 

@@ -148,8 +148,10 @@ impl EventSink {
         self.next_seq.load(Ordering::SeqCst)
     }
 
-    pub async fn emit(&self, event: Event) {
-        let envelope = EventEnvelope {
+    /// Stamps an event with the next sequence number without dispatching it
+    /// (for an event stored by other means, e.g. with a job's final state).
+    pub fn stamp(&self, event: Event) -> EventEnvelope {
+        EventEnvelope {
             run_id: self.context.run_id.clone(),
             bundle: self.context.bundle.clone(),
             bundle_version: self.context.bundle_version.clone(),
@@ -157,7 +159,11 @@ impl EventSink {
             seq: self.next_seq.fetch_add(1, Ordering::SeqCst),
             timestamp: timestamp_now(),
             event,
-        };
+        }
+    }
+
+    pub async fn emit(&self, event: Event) {
+        let envelope = self.stamp(event);
         if let Err(err) = self.observer.on_event(&envelope).await {
             tracing::warn!(run_id = %envelope.run_id, error = %err, "observer failed");
         }

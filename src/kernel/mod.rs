@@ -384,9 +384,13 @@ impl Kernel {
             }
         };
 
-        let (reason, error) = match &outcome {
-            Ok(reason) => (*reason, None),
-            Err(err) => (TerminationReason::Error, Some(err.to_string())),
+        let (reason, error, error_type) = match &outcome {
+            Ok(reason) => (*reason, None, None),
+            Err(err) => (
+                TerminationReason::Error,
+                Some(err.to_string()),
+                Some(err.source.kind().to_string()),
+            ),
         };
         events
             .emit(Event::KernelEnd {
@@ -394,6 +398,7 @@ impl Kernel {
                 termination_reason: reason,
                 total_duration_ms: started.elapsed().as_millis() as u64,
                 error,
+                error_type,
             })
             .await;
         outcome.map(|termination_reason| RunResult {

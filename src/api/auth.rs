@@ -1,0 +1,36 @@
+//! Bearer-token authentication with a constant-time comparison.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use super::error::{ApiError, ErrorCode};
+
+/// The expected token, if any.
+#[derive(Clone)]
+pub struct Auth(pub Option<Arc<String>>);
+
+pub async fn require_token(State(auth): State<Auth>, request: Request, next: Next) -> Response {
+    let Some(expected) = &auth.0 else {
+        return next.run(request).await;
+    };
+    let given = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default();
+    if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+        next.run(request).await
+    } else {
+        ApiError::new(
+            ErrorCode::Unauthorized,
+            "missing or wrong bearer token (Authorization: Bearer <token>)",
+        )
+        .into_response()
+    }
+}

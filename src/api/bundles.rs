@@ -1,0 +1,58 @@
+//! `GET /v1/bundles` and `GET /v1/bundles/{name}`.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{ApiError, ErrorCode};
+use crate::registry::BundleEntry;
+
+fn describe(entry: &BundleEntry, detailed: bool) -> Value {
+    let current = entry.current.as_ref();
+    let mut out = json!({
+        "name": entry.name,
+        "status": entry.status,
+        "dir": entry.dir,
+        "version": current.map(|b| b.version()),
+        "description": current.map(|b| b.bundle.raw.description.clone()),
+        "loaded_at": current.map(|b| b.loaded_at.clone()),
+        "errors": entry.errors,
+        "last_error": entry.errors.first(),
+    });
+    if let (true, Some(b)) = (detailed, current) {
+        out["model"] = json!({"endpoint": b.bundle.raw.model.endpoint, "name": b.bundle.raw.model.name, "plugin": b.bundle.raw.model.plugin});
+        out["tools"] = b
+            .tools
+            .schemas()
+            .iter()
+            .map(|s| {
+                let kind = b.tools.tool(&s.name).map(|t| t.kind()).unwrap_or("unknown");
+                json!({"name": s.name, "kind": kind, "description": s.description, "parameters": s.parameters})
+            })
+            .collect();
+    }
+    out
+}
+
+pub async fn list(State(state): State<AppState>) -> Json<Value> {
+    let snapshot = state.registry.snapshot();
+    let bundles: Vec<Value> = snapshot
+        .bundles
+        .values()
+        .map(|e| describe(e, false))
+        .collect();
+    Json(json!({"generation": snapshot.generation, "bundles": bundles}))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let snapshot = state.registry.snapshot();
+    let entry = snapshot
+        .bundles
+        .get(&name)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no bundle named {name:?}")))?;
+    Ok(Json(describe(entry, true)))
+}

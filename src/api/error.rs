@@ -1,0 +1,92 @@
+//! One table of API errors: each code has a status, and every error body has
+//! the same shape `{"error": {"code", "message", "field"?}}`. Internal errors
+//! return a generic message and log the detail.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    InvalidRequest,
+    PayloadTooLarge,
+    Unauthorized,
+    NotFound,
+    UnknownBundle,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::UnknownBundle => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "invalid_request",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::Unauthorized => "unauthorized",
+            Self::NotFound => "not_found",
+            Self::UnknownBundle => "unknown_bundle",
+            Self::Unavailable => "unavailable",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: None,
+        }
+    }
+
+    pub fn field(code: ErrorCode, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            field: Some(field.into()),
+        }
+    }
+
+    /// Logs the detail; the client sees a generic message.
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %detail, "internal API error");
+        Self::new(ErrorCode::Internal, "internal error; see the daemon log")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"code": self.code.name(), "message": self.message});
+        if let Some(field) = self.field {
+            body["field"] = json!(field);
+        }
+        (self.code.status(), Json(json!({"error": body}))).into_response()
+    }
+}
+
+impl From<crate::queue::QueueError> for ApiError {
+    fn from(e: crate::queue::QueueError) -> Self {
+        ApiError::internal(e)
+    }
+}

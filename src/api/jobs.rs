@@ -1,0 +1,222 @@
+//! `/v1/jobs`: submit, list, get, cancel.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use super::body::JsonBody;
+use super::error::{ApiError, ErrorCode};
+use crate::queue::{Job, JobFilter, JobId, JobState, NewJob};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitRequest {
+    pub bundle: String,
+    pub input: String,
+    #[serde(default)]
+    pub variables: Map<String, Value>,
+    #[serde(default)]
+    pub priority: i32,
+    /// RFC 3339; the job waits until then.
+    #[serde(default)]
+    pub run_at: Option<String>,
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// W3C trace context; the job's spans join this trace.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+}
+
+pub async fn submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(request): JsonBody<SubmitRequest>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    let snapshot = state.registry.snapshot();
+    if snapshot.bundle(&request.bundle).is_none() {
+        let known: Vec<&str> = snapshot
+            .bundles
+            .iter()
+            .filter(|(_, e)| e.current.is_some())
+            .map(|(n, _)| n.as_str())
+            .collect();
+        return Err(ApiError::field(
+            ErrorCode::UnknownBundle,
+            "bundle",
+            format!(
+                "no loaded bundle named {:?} (loaded: {})",
+                request.bundle,
+                known.join(", ")
+            ),
+        ));
+    }
+    let run_at = match &request.run_at {
+        Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
+            ApiError::field(
+                ErrorCode::InvalidRequest,
+                "run_at",
+                format!("invalid RFC 3339 time {text:?}: {e}"),
+            )
+        })?),
+        None => None,
+    };
+    if let Some(tp) = &request.traceparent {
+        if !valid_traceparent(tp) {
+            return Err(ApiError::field(
+                ErrorCode::InvalidRequest,
+                "traceparent",
+                format!("not a W3C traceparent: {tp:?}"),
+            ));
+        }
+    }
+    if request.max_attempts == Some(0) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "max_attempts",
+            "must be at least 1",
+        ));
+    }
+    let idempotency_key = request.idempotency_key.or_else(|| {
+        headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    });
+    let bundle = request.bundle.clone();
+    let (job, created) = state
+        .queue
+        .submit(NewJob {
+            bundle: request.bundle,
+            bundle_version: None,
+            input: request.input,
+            variables: request.variables,
+            priority: request.priority,
+            run_at,
+            idempotency_key,
+            max_attempts: Some(request.max_attempts.unwrap_or(state.max_attempts)),
+            traceparent: request.traceparent,
+        })
+        .await?;
+    if created {
+        (state.on_submit)(&bundle);
+        state.wake.notify_one();
+    }
+    Ok((
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        Json(job),
+    ))
+}
+
+fn valid_traceparent(tp: &str) -> bool {
+    let parts: Vec<&str> = tp.split('-').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
+    parts.len() == 4
+        && hex(parts[0], 2)
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && parts[1] != "0".repeat(32)
+        && parts[2] != "0".repeat(16)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    pub state: Option<String>,
+    pub bundle: Option<String>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let job_state = match &query.state {
+        Some(s) => Some(serde_json::from_value::<JobState>(json!(s)).map_err(|_| {
+            ApiError::field(
+                ErrorCode::InvalidRequest,
+                "state",
+                format!(
+                    "unknown state {s:?} (queued, running, succeeded, failed, cancelled, dead)"
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let limit = query.limit.unwrap_or(50);
+    if limit == 0 || limit > 1000 {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "limit",
+            "must be between 1 and 1000",
+        ));
+    }
+    let page = state
+        .queue
+        .list(JobFilter {
+            state: job_state,
+            bundle: query.bundle,
+            limit,
+            cursor: query.cursor,
+        })
+        .await?;
+    Ok(Json(
+        json!({"jobs": page.jobs, "next_cursor": page.next_cursor}),
+    ))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Job>, ApiError> {
+    let id = JobId::from(id);
+    state
+        .queue
+        .get(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| not_found(&id))
+}
+
+pub async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Job>, ApiError> {
+    let id = JobId::from(id);
+    state
+        .queue
+        .cancel(&id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| not_found(&id))
+}
+
+pub(super) fn not_found(id: &JobId) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no job with id {id}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn traceparents() {
+        assert!(super::valid_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
+        assert!(!super::valid_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
+        ));
+        assert!(!super::valid_traceparent(
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
+        ));
+    }
+}

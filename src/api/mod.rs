@@ -1,0 +1,133 @@
+//! The HTTP API (axum), versioned under `/v1`: jobs, their replayable event
+//! streams (SSE), bundles, reload, health, metrics and the OpenAPI document.
+//! One file per resource; errors come from one table (`error`).
+//!
+//! This module translates HTTP to calls on the queue and the registry; it
+//! must not run jobs or load bundles itself.
+
+mod auth;
+mod body;
+mod bundles;
+pub mod error;
+mod jobs;
+mod sse;
+
+pub use auth::Auth;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
+use futures::future::BoxFuture;
+use serde_json::json;
+use tokio::sync::Notify;
+
+use crate::queue::JobQueue;
+use crate::registry::{Registry, RegistryError, ReloadReport};
+
+/// Triggers a reload the way SIGHUP does (with notifications and events).
+pub type ReloadFn =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<ReloadReport, RegistryError>> + Send + Sync>;
+
+/// Renders the Prometheus text exposition.
+pub type MetricsFn = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Sync>;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub queue: Arc<dyn JobQueue>,
+    pub registry: Arc<Registry>,
+    pub reload: ReloadFn,
+    pub metrics: Option<MetricsFn>,
+    /// Wakes idle workers after a submission.
+    pub wake: Arc<Notify>,
+    /// Set once the first snapshot is loaded.
+    pub ready: Arc<AtomicBool>,
+    pub max_attempts: u32,
+    pub sse_heartbeat: Duration,
+    /// Called after a job is accepted (metrics).
+    pub on_submit: Arc<dyn Fn(&str) + Send + Sync>,
+}
+
+pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
+    let v1 = Router::new()
+        .route("/jobs", post(jobs::submit).get(jobs::list))
+        .route("/jobs/{id}", get(jobs::get))
+        .route("/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/jobs/{id}/events", get(sse::events))
+        .route("/bundles", get(bundles::list))
+        .route("/bundles/{name}", get(bundles::get))
+        .route("/reload", post(reload))
+        .route_layer(middleware::from_fn_with_state(auth, auth::require_token));
+    Router::new()
+        .nest("/v1", v1)
+        .route("/v1/openapi.json", get(openapi))
+        .route(
+            "/healthz",
+            get(|| async { Json(json!({"status": "alive"})) }),
+        )
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            error::ApiError::new(
+                error::ErrorCode::NotFound,
+                "no such route; see /v1/openapi.json",
+            )
+        })
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}
+
+async fn reload(State(state): State<AppState>) -> Result<Json<ReloadReport>, error::ApiError> {
+    (state.reload)().await.map(Json).map_err(|e| {
+        error::ApiError::new(
+            error::ErrorCode::InvalidRequest,
+            format!("reload rejected: {e}"),
+        )
+    })
+}
+
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    let loaded = state.ready.load(Ordering::SeqCst);
+    let queue_ok = state.queue.ping().await.is_ok();
+    let status = if loaded && queue_ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(
+            json!({"snapshot_loaded": loaded, "queue_reachable": queue_ok, "generation": state.registry.snapshot().generation}),
+        ),
+    )
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    match &state.metrics {
+        Some(render) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            render().await,
+        )
+            .into_response(),
+        None => error::ApiError::new(
+            error::ErrorCode::NotFound,
+            "metrics are disabled (telemetry.metrics = false)",
+        )
+        .into_response(),
+    }
+}
+
+async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+}

@@ -1,0 +1,344 @@
+//! Daemon configuration: built-in defaults < a TOML file (`--config FILE`, or
+//! `/etc/structured-agents/config.toml` when present) < `STRUCTURED_AGENTS_*`
+//! environment variables (nested keys joined with `__`).
+//!
+//! Raw settings only: resolving them (endpoints into clients, paths into a
+//! registry) happens in the daemon. This module must not know about bundles.
+
+mod locate;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::HumanDuration;
+
+/// The system-wide config file, read when no `--config` is given and it exists.
+pub const SYSTEM_CONFIG: &str = "/etc/structured-agents/config.toml";
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub paths: PathsConfig,
+    pub queue: QueueConfig,
+    /// Named model servers that bundles refer to in `model.endpoint`.
+    pub endpoints: BTreeMap<String, EndpointConfig>,
+    pub telemetry: TelemetryConfig,
+    pub observers: ObserversConfig,
+    /// Remote agents that `http_agent` tools refer to by id.
+    pub agents: Vec<AgentConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address of the HTTP API. A non-loopback address requires a token.
+    pub listen: SocketAddr,
+    /// A file holding the bearer token (first line).
+    pub token_file: Option<PathBuf>,
+    /// An environment variable holding the bearer token.
+    pub token_env: Option<String>,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Interval of SSE heartbeat comments.
+    pub sse_heartbeat: HumanDuration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7860)),
+            token_file: None,
+            token_env: None,
+            max_body_bytes: 1024 * 1024,
+            sse_heartbeat: HumanDuration::from_secs(15),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct PathsConfig {
+    /// Watched directory of bundle directories.
+    pub bundles_dir: PathBuf,
+    /// Watched directory of model-plugin configs (`<name>.toml`).
+    pub models_dir: PathBuf,
+    /// Directory of plugin libraries (`lib*.so`).
+    pub plugins_dir: PathBuf,
+    /// Where the queue database and the plugin cache live.
+    pub state_dir: PathBuf,
+}
+
+impl Default for PathsConfig {
+    fn default() -> Self {
+        Self {
+            bundles_dir: "config/bundles".into(),
+            models_dir: "config/models".into(),
+            plugins_dir: "plugins-enabled".into(),
+            state_dir: "state".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueBackend {
+    Sqlite,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    pub backend: QueueBackend,
+    /// SQLite file; default `<state_dir>/queue.db`.
+    pub path: Option<PathBuf>,
+    /// Jobs run at the same time by this daemon.
+    pub workers: usize,
+    /// How long a leased job stays with its worker without a heartbeat.
+    pub lease: HumanDuration,
+    /// Attempts before a job is dead.
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt, with jitter.
+    pub backoff_base: HumanDuration,
+    pub backoff_max: HumanDuration,
+    /// How long SIGTERM waits for running jobs before releasing them to the queue.
+    pub drain_timeout: HumanDuration,
+    /// How often idle workers look for due jobs (new submissions wake them at once).
+    pub poll_interval: HumanDuration,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            backend: QueueBackend::Sqlite,
+            path: None,
+            workers: 8,
+            lease: HumanDuration::from_secs(30),
+            max_attempts: 3,
+            backoff_base: HumanDuration::from_secs(1),
+            backoff_max: HumanDuration::from_secs(60),
+            drain_timeout: HumanDuration::from_secs(30),
+            poll_interval: HumanDuration::from_millis(250),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointKind {
+    #[default]
+    Http,
+    Scripted,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct EndpointConfig {
+    pub kind: EndpointKind,
+    /// http: up to and including `/v1`.
+    pub base_url: Option<String>,
+    /// scripted: the reply script.
+    pub script: Option<PathBuf>,
+    /// The environment variable holding the API key (never the key itself).
+    pub api_key_env: Option<String>,
+    pub connect_timeout: HumanDuration,
+    pub request_timeout: HumanDuration,
+    pub max_retries: u32,
+    /// Model requests in flight at once to this server, across all jobs.
+    pub max_concurrent: usize,
+    /// `gen_ai.provider.name` in telemetry.
+    pub provider: String,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            kind: EndpointKind::Http,
+            base_url: None,
+            script: None,
+            api_key_env: None,
+            connect_timeout: HumanDuration::from_secs(5),
+            request_timeout: HumanDuration::from_secs(120),
+            max_retries: 2,
+            max_concurrent: 16,
+            provider: "openai".into(),
+        }
+    }
+}
+
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, Default, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    pub log_format: LogFormat,
+    /// `tracing` filter, e.g. "info,structured_agents=debug".
+    pub log_filter: String,
+    /// Serve Prometheus metrics on `/metrics`.
+    pub metrics: bool,
+    /// OTLP endpoint (e.g. http://127.0.0.1:4318); `OTEL_EXPORTER_OTLP_ENDPOINT` also enables export.
+    pub otlp_endpoint: Option<String>,
+    /// `http/protobuf` (default) or `grpc`.
+    pub otlp_protocol: Option<String>,
+    /// Put message content and tool arguments/results on spans (off by default).
+    pub capture_message_content: bool,
+    /// Spans queued for export before new ones are dropped (and counted).
+    pub max_queue_size: usize,
+    /// How long shutdown waits for the last export.
+    pub shutdown_timeout: HumanDuration,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            log_format: LogFormat::Text,
+            log_filter: "info".into(),
+            metrics: true,
+            otlp_endpoint: None,
+            otlp_protocol: None,
+            capture_message_content: false,
+            max_queue_size: 2048,
+            shutdown_timeout: HumanDuration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct ObserversConfig {
+    /// Observer plugins that receive every bundle's events.
+    pub enabled: Vec<String>,
+    /// Per-plugin init config (JSON-compatible table).
+    pub config: BTreeMap<String, serde_json::Value>,
+    /// Events queued per observer plugin before new ones are dropped.
+    pub queue_capacity: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    pub endpoint: String,
+}
+
+/// A config that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{location}{key}: {message}")]
+    Invalid {
+        location: String,
+        key: String,
+        message: String,
+    },
+    #[error("config file {0} does not exist")]
+    Missing(PathBuf),
+}
+
+impl Config {
+    /// Loads defaults < file < environment. `file` is `--config`; without it
+    /// the system file is used when it exists.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let file = match file {
+            Some(f) if !f.exists() => return Err(ConfigError::Missing(f.to_path_buf())),
+            Some(f) => Some(f.to_path_buf()),
+            None => Some(PathBuf::from(SYSTEM_CONFIG)).filter(|p| p.exists()),
+        };
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(f) = &file {
+            figment = figment.merge(Toml::file_exact(f));
+        }
+        figment = figment.merge(Env::prefixed("STRUCTURED_AGENTS_").split("__"));
+        let mut config: Config = figment
+            .extract()
+            .map_err(|e| locate::describe(e, file.as_deref()))?;
+        config.validate(file.as_deref())?;
+        if let Some(f) = &file {
+            config.resolve_relative_paths(f.parent().unwrap_or(Path::new(".")));
+        }
+        Ok(config)
+    }
+
+    fn validate(&self, file: Option<&Path>) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| locate::invalid(file, key, message);
+        if self.queue.workers == 0 {
+            return Err(invalid("queue.workers", "must be at least 1".into()));
+        }
+        if self.queue.max_attempts == 0 {
+            return Err(invalid("queue.max_attempts", "must be at least 1".into()));
+        }
+        for (name, ep) in &self.endpoints {
+            match ep.kind {
+                EndpointKind::Http if ep.base_url.is_none() => {
+                    return Err(invalid(
+                        &format!("endpoints.{name}.base_url"),
+                        "an http endpoint needs base_url (…/v1)".into(),
+                    ));
+                }
+                EndpointKind::Scripted if ep.script.is_none() => {
+                    return Err(invalid(
+                        &format!("endpoints.{name}.script"),
+                        "a scripted endpoint needs script".into(),
+                    ));
+                }
+                _ => {}
+            }
+            if ep.max_concurrent == 0 {
+                return Err(invalid(
+                    &format!("endpoints.{name}.max_concurrent"),
+                    "must be at least 1".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Relative paths in a config file are relative to that file.
+    fn resolve_relative_paths(&mut self, base: &Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        fix(&mut self.paths.bundles_dir);
+        fix(&mut self.paths.models_dir);
+        fix(&mut self.paths.plugins_dir);
+        fix(&mut self.paths.state_dir);
+        if let Some(p) = &mut self.queue.path {
+            fix(p);
+        }
+        for ep in self.endpoints.values_mut() {
+            if let Some(s) = &mut ep.script {
+                fix(s);
+            }
+        }
+        if let Some(t) = &mut self.server.token_file {
+            fix(t);
+        }
+    }
+
+    pub fn queue_path(&self) -> PathBuf {
+        self.queue
+            .path
+            .clone()
+            .unwrap_or_else(|| self.paths.state_dir.join("queue.db"))
+    }
+}

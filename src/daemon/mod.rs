@@ -1,0 +1,372 @@
+//! `structured-agents serve`: wires config, queue, registry (with its
+//! watcher and SIGHUP), the worker pool and the HTTP API together, speaks
+//! sd_notify, and shuts down gracefully on SIGTERM/SIGINT.
+//!
+//! Glue only: each part lives in its own module.
+
+pub mod notify;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, AppState, Auth, ReloadFn};
+use crate::bundle::ToolEnv;
+use crate::config::Config;
+use crate::queue::{JobQueue, sqlite::SqliteQueue};
+use crate::registry::{Registry, RegistryError, ReloadReport, watch};
+use crate::telemetry::{Metrics, MetricsObserver};
+use crate::worker::{WorkerPool, WorkerSettings};
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("queue: {0}")]
+    Queue(#[from] crate::queue::QueueError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to listen on non-loopback {0} without a token: set server.token_file or server.token_env"
+    )]
+    NoToken(SocketAddr),
+    #[error("cannot read the token: {0}")]
+    Token(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Runs the daemon until SIGTERM/SIGINT; returns after draining.
+pub async fn serve(config: Config) -> Result<(), ServeError> {
+    let config = Arc::new(config);
+    let token = load_token(&config)?;
+    if !config.server.listen.ip().is_loopback() && token.is_none() {
+        return Err(ServeError::NoToken(config.server.listen));
+    }
+
+    let queue_path = config.queue_path();
+    let queue: Arc<dyn JobQueue> = Arc::new(
+        SqliteQueue::open(
+            &queue_path,
+            crate::queue::RetryPolicy {
+                backoff_base: config.queue.backoff_base.into(),
+                backoff_max: config.queue.backoff_max.into(),
+            },
+        )
+        .await?,
+    );
+    let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
+    let registry = Arc::new(Registry::new(config.clone(), ToolEnv::default())?);
+    let first = registry.reload().await?;
+    record_reload(&metrics, &registry, Ok(&first));
+    let ready = Arc::new(AtomicBool::new(true));
+
+    let reload: ReloadFn = {
+        let registry = registry.clone();
+        let metrics = metrics.clone();
+        Arc::new(move || {
+            let registry = registry.clone();
+            let metrics = metrics.clone();
+            async move {
+                let result = reload_with_notify(&registry).await;
+                record_reload(&metrics, &registry, result.as_ref());
+                result
+            }
+            .boxed()
+        })
+    };
+
+    // Reload on file changes and on SIGHUP.
+    let (changed_tx, mut changed_rx) = mpsc::channel::<()>(1);
+    let _watcher = watch::watch(
+        &[
+            config.paths.bundles_dir.clone(),
+            config.paths.models_dir.clone(),
+        ],
+        Duration::from_millis(150),
+        changed_tx.clone(),
+    )
+    .map_err(|e| ServeError::Other(e.to_string()))?;
+    let mut hangup = signal(SignalKind::hangup())
+        .map_err(|e| ServeError::Other(format!("cannot handle SIGHUP: {e}")))?;
+    let reloader = {
+        let reload = reload.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    Some(()) = changed_rx.recv() => {}
+                    Some(()) = hangup.recv() => tracing::info!("SIGHUP: reloading"),
+                    else => return,
+                }
+                if let Err(e) = reload().await {
+                    tracing::error!(error = %e, "reload rejected; keeping the last good snapshot");
+                }
+            }
+        })
+    };
+
+    let wake = Arc::new(Notify::new());
+    let state = AppState {
+        queue: queue.clone(),
+        registry: registry.clone(),
+        reload,
+        metrics: config.telemetry.metrics.then(|| {
+            let metrics = metrics.clone();
+            let queue = queue.clone();
+            Arc::new(move || {
+                let metrics = metrics.clone();
+                let queue = queue.clone();
+                async move { render_metrics(&metrics, &queue).await }.boxed()
+            }) as api::MetricsFn
+        }),
+        wake: wake.clone(),
+        ready: ready.clone(),
+        max_attempts: config.queue.max_attempts,
+        sse_heartbeat: config.server.sse_heartbeat.into(),
+        on_submit: {
+            let metrics = metrics.clone();
+            Arc::new(move |bundle: &str| metrics.jobs_submitted.with_label_values(&[bundle]).inc())
+        },
+    };
+    let app = api::router(
+        state,
+        Auth(token.map(Arc::new)),
+        config.server.max_body_bytes,
+    );
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.server.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: config.server.listen,
+        source,
+    })?;
+
+    let shutdown = CancellationToken::new();
+    let pool = Arc::new(WorkerPool::new(
+        queue.clone(),
+        registry.clone(),
+        WorkerSettings {
+            worker_id: format!("{}-{}", hostname(), std::process::id()),
+            concurrency: config.queue.workers,
+            lease: config.queue.lease.into(),
+            poll_interval: config.queue.poll_interval.into(),
+            drain_timeout: config.queue.drain_timeout.into(),
+        },
+        {
+            let metrics = metrics.clone();
+            Arc::new(
+                move |loaded: &crate::registry::LoadedBundle, _job: &crate::queue::Job| {
+                    let provider = loaded.backend.info().provider;
+                    vec![Arc::new(MetricsObserver::new(metrics.clone(), provider))
+                        as Arc<dyn crate::events::Observer>]
+                },
+            )
+        },
+        wake,
+    ));
+    let workers = tokio::spawn(pool.run(shutdown.clone()));
+
+    let server_stop = CancellationToken::new();
+    let server = {
+        let stop = server_stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        })
+    };
+    let bundles = registry.snapshot().bundles.len();
+    tracing::info!(%addr, bundles, queue = %queue_path.display(), "structured-agents is ready");
+    // For scripts and tests that start the daemon on port 0.
+    println!("listening on http://{addr}");
+    notify::ready(&format!("serving on {addr}; {bundles} bundles"));
+    notify::spawn_watchdog(shutdown.clone());
+
+    wait_for_termination().await;
+    notify::stopping();
+    tracing::info!("shutting down: draining jobs");
+    shutdown.cancel();
+    if let Err(e) = workers.await {
+        tracing::error!(error = %e, "worker pool task failed");
+    }
+    server_stop.cancel();
+    reloader.abort();
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
+        _ => tracing::warn!("HTTP server did not stop in time (open event streams)"),
+    }
+    ready.store(false, Ordering::SeqCst);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// A reload wrapped in RELOADING=1 … READY=1 with a STATUS line.
+pub async fn reload_with_notify(registry: &Arc<Registry>) -> Result<ReloadReport, RegistryError> {
+    notify::reloading();
+    let result = registry.reload().await;
+    match &result {
+        Ok(report) => {
+            log_report(report);
+            let status = if report.failed.is_empty() {
+                format!("reload {} applied", report.generation)
+            } else {
+                format!(
+                    "reload {}: {} bundle(s) rejected: {}",
+                    report.generation,
+                    report.failed.len(),
+                    report.errors.first().cloned().unwrap_or_default()
+                )
+            };
+            notify::ready(&status);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reload rejected; keeping the last good snapshot");
+            notify::ready(&format!("reload rejected: {e}"));
+        }
+    }
+    result
+}
+
+/// Counts a reload and refreshes the bundle-status gauges.
+fn record_reload(
+    metrics: &Metrics,
+    registry: &Registry,
+    result: Result<&ReloadReport, &RegistryError>,
+) {
+    let outcome = match result {
+        Ok(report) => report.result,
+        Err(_) => "rejected",
+    };
+    metrics.reloads.with_label_values(&[outcome]).inc();
+    let snapshot = registry.snapshot();
+    for status in ["ok", "degraded", "invalid"] {
+        let count = snapshot
+            .bundles
+            .values()
+            .filter(|e| {
+                serde_json::to_value(e.status)
+                    .ok()
+                    .and_then(|v| v.as_str().map(|s| s == status))
+                    .unwrap_or(false)
+            })
+            .count();
+        metrics
+            .bundles
+            .with_label_values(&[status])
+            .set(count as i64);
+    }
+}
+
+/// Renders /metrics; queue depth is read from the store at scrape time.
+async fn render_metrics(metrics: &Metrics, queue: &Arc<dyn JobQueue>) -> String {
+    match queue.counts_by_state().await {
+        Ok(counts) => {
+            for state in [
+                "queued",
+                "running",
+                "succeeded",
+                "failed",
+                "cancelled",
+                "dead",
+            ] {
+                let n: u64 = counts
+                    .iter()
+                    .filter(|(_, s, _)| s.as_str() == state)
+                    .map(|(_, _, n)| *n)
+                    .sum();
+                metrics.queue_jobs.with_label_values(&[state]).set(n as i64);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot read queue depth for metrics"),
+    }
+    metrics.render()
+}
+
+fn log_report(report: &ReloadReport) {
+    tracing::info!(
+        generation = report.generation,
+        result = report.result,
+        added = ?report.added,
+        changed = ?report.changed,
+        removed = ?report.removed,
+        failed = ?report.failed,
+        "reload"
+    );
+    for e in &report.errors {
+        tracing::warn!(error = %e, "bundle error");
+    }
+}
+
+async fn wait_for_termination() {
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM"),
+                _ = int.recv() => tracing::info!("SIGINT"),
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+fn load_token(config: &Config) -> Result<Option<String>, ServeError> {
+    if let Some(file) = &config.server.token_file {
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| ServeError::Token(format!("{}: {e}", file.display())))?;
+        let token = text.lines().next().unwrap_or_default().trim().to_string();
+        if token.is_empty() {
+            return Err(ServeError::Token(format!("{} is empty", file.display())));
+        }
+        return Ok(Some(token));
+    }
+    if let Some(var) = &config.server.token_env {
+        return match std::env::var(var) {
+            Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
+            _ => Err(ServeError::Token(format!(
+                "environment variable {var} (server.token_env) is not set"
+            ))),
+        };
+    }
+    Ok(None)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "worker".into())
+}
+
+/// Checks a config file and everything it points at (for `validate --config`).
+pub fn check_paths(config: &Config) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (key, dir) in [
+        ("paths.bundles_dir", &config.paths.bundles_dir),
+        ("paths.models_dir", &config.paths.models_dir),
+    ] {
+        if !Path::new(dir).is_dir() {
+            problems.push(format!("{key}: {} is not a directory", dir.display()));
+        }
+    }
+    problems
+}

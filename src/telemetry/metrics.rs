@@ -1,0 +1,313 @@
+//! Prometheus metrics: one registry, every family defined here (names follow
+//! Prometheus rules: base units, `_seconds`, `_total`; labels are bounded —
+//! bundle, model, tool, state, outcome — never a job id), fed by kernel
+//! events through `MetricsObserver`.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::events::{Event, EventEnvelope, Observer, ObserverError};
+
+/// GenAI semantic conventions: operation duration bucket boundaries (seconds).
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+/// GenAI semantic conventions: token usage bucket boundaries.
+pub const TOKEN_BUCKETS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
+const JOB_BUCKETS: &[f64] = &[
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+];
+const TOOL_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+pub struct Metrics {
+    registry: Registry,
+    pub operation_duration: HistogramVec,
+    pub token_usage: HistogramVec,
+    pub jobs_submitted: IntCounterVec,
+    pub jobs_finished: IntCounterVec,
+    pub job_duration: HistogramVec,
+    pub queue_jobs: IntGaugeVec,
+    pub jobs_in_flight: IntGauge,
+    pub turns: IntCounterVec,
+    pub tool_calls: IntCounterVec,
+    pub tool_duration: HistogramVec,
+    pub tool_cache_hits: IntCounterVec,
+    pub job_retries: IntCounterVec,
+    pub model_errors: IntCounterVec,
+    pub reloads: IntCounterVec,
+    pub bundles: IntGaugeVec,
+    pub observer_dropped: GaugeVec,
+    pub spans_dropped: IntGauge,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot register metric: {0}")]
+pub struct MetricsError(#[from] prometheus::Error);
+
+impl Metrics {
+    pub fn new() -> Result<Arc<Self>, MetricsError> {
+        let registry = Registry::new();
+        let histogram = |name: &str,
+                         help: &str,
+                         labels: &[&str],
+                         buckets: &[f64]|
+         -> Result<HistogramVec, MetricsError> {
+            let h = HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+                labels,
+            )?;
+            registry.register(Box::new(h.clone()))?;
+            Ok(h)
+        };
+        let counter =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, MetricsError> {
+                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(c.clone()))?;
+                Ok(c)
+            };
+        let gauge_vec =
+            |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, MetricsError> {
+                let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
+                registry.register(Box::new(g.clone()))?;
+                Ok(g)
+            };
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "structured_agents_build_info",
+                "Build information; the value is always 1.",
+            ),
+            &["version"],
+        )?;
+        registry.register(Box::new(build_info.clone()))?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        let jobs_in_flight = IntGauge::new(
+            "structured_agents_jobs_in_flight",
+            "Jobs being run by this daemon's workers now.",
+        )?;
+        registry.register(Box::new(jobs_in_flight.clone()))?;
+        let spans_dropped = IntGauge::new(
+            "structured_agents_otel_spans_dropped",
+            "Spans dropped because the OTLP export queue was full (cumulative).",
+        )?;
+        registry.register(Box::new(spans_dropped.clone()))?;
+        let observer_dropped = GaugeVec::new(
+            Opts::new(
+                "structured_agents_observer_plugin_events_dropped",
+                "Events an observer plugin's full queue dropped (cumulative).",
+            ),
+            &["observer"],
+        )?;
+        registry.register(Box::new(observer_dropped.clone()))?;
+        Ok(Arc::new(Self {
+            operation_duration: histogram(
+                "gen_ai_client_operation_duration_seconds",
+                "GenAI operation duration (model calls), per the OpenTelemetry GenAI conventions.",
+                &[
+                    "gen_ai_operation_name",
+                    "gen_ai_request_model",
+                    "gen_ai_provider_name",
+                    "error_type",
+                ],
+                DURATION_BUCKETS,
+            )?,
+            token_usage: histogram(
+                "gen_ai_client_token_usage",
+                "Tokens used per model call, by token type (input, output).",
+                &[
+                    "gen_ai_operation_name",
+                    "gen_ai_request_model",
+                    "gen_ai_token_type",
+                ],
+                TOKEN_BUCKETS,
+            )?,
+            jobs_submitted: counter(
+                "structured_agents_jobs_submitted_total",
+                "Jobs accepted by the API.",
+                &["bundle"],
+            )?,
+            jobs_finished: counter(
+                "structured_agents_jobs_finished_total",
+                "Job attempts that ended, by resulting state.",
+                &["bundle", "state"],
+            )?,
+            job_duration: histogram(
+                "structured_agents_job_duration_seconds",
+                "Duration of job attempts.",
+                &["bundle", "state"],
+                JOB_BUCKETS,
+            )?,
+            queue_jobs: gauge_vec(
+                "structured_agents_queue_jobs",
+                "Jobs in the queue by state.",
+                &["state"],
+            )?,
+            jobs_in_flight,
+            turns: counter(
+                "structured_agents_turns_total",
+                "Kernel turns completed.",
+                &["bundle"],
+            )?,
+            tool_calls: counter(
+                "structured_agents_tool_calls_total",
+                "Tool calls by outcome (ok or the error code).",
+                &["bundle", "tool", "outcome"],
+            )?,
+            tool_duration: histogram(
+                "structured_agents_tool_duration_seconds",
+                "Tool call duration.",
+                &["tool", "outcome"],
+                TOOL_BUCKETS,
+            )?,
+            tool_cache_hits: counter(
+                "structured_agents_tool_cache_hits_total",
+                "Tool calls answered from the cache.",
+                &["tool"],
+            )?,
+            job_retries: counter(
+                "structured_agents_job_retries_total",
+                "Job attempts that failed and were requeued.",
+                &["bundle"],
+            )?,
+            model_errors: counter(
+                "structured_agents_model_request_errors_total",
+                "Model calls that failed, by error type.",
+                &["model", "error_type"],
+            )?,
+            reloads: counter(
+                "structured_agents_reloads_total",
+                "Registry reloads by result (applied, partial, rejected).",
+                &["result"],
+            )?,
+            bundles: gauge_vec(
+                "structured_agents_bundles",
+                "Bundles by status (ok, degraded, invalid).",
+                &["status"],
+            )?,
+            observer_dropped,
+            spans_dropped,
+            registry,
+        }))
+    }
+
+    /// The classic Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::error!(error = %e, "cannot encode metrics");
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// Turns one job's events into metric updates.
+pub struct MetricsObserver {
+    metrics: Arc<Metrics>,
+    provider: String,
+    model: Mutex<String>,
+}
+
+impl MetricsObserver {
+    pub fn new(metrics: Arc<Metrics>, provider: impl Into<String>) -> Self {
+        Self {
+            metrics,
+            provider: provider.into(),
+            model: Mutex::new(String::new()),
+        }
+    }
+
+    fn model(&self) -> String {
+        self.model.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Observer for MetricsObserver {
+    async fn on_event(&self, envelope: &EventEnvelope) -> Result<(), ObserverError> {
+        let m = &self.metrics;
+        let bundle = envelope.bundle.as_str();
+        match &envelope.event {
+            Event::ModelRequest { model, .. } => {
+                if let Ok(mut current) = self.model.lock() {
+                    current.clone_from(model);
+                }
+            }
+            Event::ModelResponse {
+                duration_ms, usage, ..
+            } => {
+                let model = self.model();
+                m.operation_duration
+                    .with_label_values(&["chat", &model, &self.provider, ""])
+                    .observe(*duration_ms as f64 / 1000.0);
+                m.token_usage
+                    .with_label_values(&["chat", &model, "input"])
+                    .observe(usage.prompt_tokens as f64);
+                m.token_usage
+                    .with_label_values(&["chat", &model, "output"])
+                    .observe(usage.completion_tokens as f64);
+            }
+            Event::ToolResult {
+                tool_name,
+                duration_ms,
+                error_type,
+                ..
+            } => {
+                let outcome = error_type.as_deref().unwrap_or("ok");
+                m.tool_calls
+                    .with_label_values(&[bundle, tool_name, outcome])
+                    .inc();
+                m.tool_duration
+                    .with_label_values(&[tool_name, outcome])
+                    .observe(*duration_ms as f64 / 1000.0);
+            }
+            Event::ToolTrace {
+                tool_name, stage, ..
+            } if stage == "cache.hit" => {
+                m.tool_cache_hits.with_label_values(&[tool_name]).inc();
+            }
+            Event::TurnComplete { .. } => m.turns.with_label_values(&[bundle]).inc(),
+            Event::KernelEnd {
+                error_type: Some(kind),
+                ..
+            } => {
+                m.model_errors
+                    .with_label_values(&[&self.model(), kind])
+                    .inc();
+            }
+            Event::JobState {
+                state, duration_ms, ..
+            } => match state.as_str() {
+                "running" => m.jobs_in_flight.inc(),
+                finished => {
+                    m.jobs_in_flight.dec();
+                    if finished == "retrying" {
+                        m.job_retries.with_label_values(&[bundle]).inc();
+                    }
+                    m.jobs_finished.with_label_values(&[bundle, finished]).inc();
+                    if let Some(ms) = duration_ms {
+                        m.job_duration
+                            .with_label_values(&[bundle, finished])
+                            .observe(*ms as f64 / 1000.0);
+                    }
+                }
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn name(&self) -> &str {
+        "metrics"
+    }
+}

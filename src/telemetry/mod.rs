@@ -1,0 +1,7 @@
+//! Telemetry consumers of the event bus: Prometheus metrics (and, through
+//! `otel`, OpenTelemetry spans). Both are observers; the kernel never calls
+//! them directly.
+
+pub mod metrics;
+
+pub use metrics::{Metrics, MetricsObserver};

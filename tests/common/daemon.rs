@@ -1,0 +1,223 @@
+//! Starts the real `structured-agents serve` binary in a temp directory with
+//! a config pointing at a mock model server, and talks to its API.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub struct Daemon {
+    pub child: Child,
+    pub base: String,
+    pub root: PathBuf,
+    pub stderr_log: PathBuf,
+}
+
+/// A temp directory laid out like a deployment: config.toml, bundles/, models/, state/.
+pub struct Site {
+    pub dir: tempfile::TempDir,
+}
+
+impl Site {
+    /// `endpoint_url` is the mock server's base URL (…/v1).
+    pub fn new(endpoint_url: &str, extra_config: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["bundles", "models", "state", "plugins"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let config = format!(
+            r#"[server]
+listen = "127.0.0.1:0"
+sse_heartbeat = "1s"
+
+[paths]
+bundles_dir = "bundles"
+models_dir = "models"
+plugins_dir = "plugins"
+state_dir = "state"
+
+[queue]
+workers = 8
+lease = "2s"
+max_attempts = 3
+backoff_base = "50ms"
+backoff_max = "200ms"
+drain_timeout = "5s"
+poll_interval = "50ms"
+
+[endpoints.mock]
+base_url = "{endpoint_url}"
+request_timeout = "10s"
+max_retries = 1
+max_concurrent = 64
+
+{extra_config}
+"#
+        );
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes bundles/<dir>/bundle.yaml atomically (write + rename, like an operator's `mv`).
+    pub fn put_bundle(&self, dir: &str, yaml: &str) {
+        let staging = self.path().join(format!(".staging-{dir}"));
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).unwrap();
+        std::fs::write(staging.join("bundle.yaml"), yaml).unwrap();
+        let target = self.path().join("bundles").join(dir);
+        if target.exists() {
+            let tmp = target.join("bundle.yaml.tmp");
+            std::fs::write(&tmp, yaml).unwrap();
+            std::fs::rename(&tmp, target.join("bundle.yaml")).unwrap();
+            std::fs::remove_dir_all(&staging).unwrap();
+        } else {
+            std::fs::rename(&staging, &target).unwrap();
+        }
+    }
+
+    pub fn start(&self) -> Daemon {
+        self.start_with_env(&[])
+    }
+
+    pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
+        let stderr_log = self.path().join(format!("daemon-{}.log", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_structured-agents"));
+        command
+            .args(["serve", "--config"])
+            .arg(self.path().join("config.toml"))
+            .env("SA_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_log).unwrap());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(addr) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(addr.to_string());
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("daemon did not start; log:\n{}", std::fs::read_to_string(&stderr_log).unwrap_or_default()));
+        Daemon { child, base, root: self.path().to_path_buf(), stderr_log }
+    }
+}
+
+impl Daemon {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
+    }
+
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), signal).unwrap();
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "daemon did not stop; log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap()
+}
+
+pub async fn submit(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input: &str) -> Value {
+    let response = http.post(daemon.url("/v1/jobs")).json(&json!({"bundle": bundle, "input": input})).send().await.unwrap();
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert!(status.is_success(), "{status}: {body}");
+    body
+}
+
+pub async fn get(http: &reqwest::Client, daemon: &Daemon, path: &str) -> Value {
+    http.get(daemon.url(path)).send().await.unwrap().json().await.unwrap()
+}
+
+/// Polls until the job reaches a terminal state.
+pub async fn wait_terminal(http: &reqwest::Client, daemon: &Daemon, id: &str, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let job = get(http, daemon, &format!("/v1/jobs/{id}")).await;
+        if matches!(job["state"].as_str(), Some("succeeded" | "failed" | "cancelled" | "dead")) {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "job {id} did not finish: {job}\nlog:\n{}", daemon.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Polls `check` until it returns Some, or panics after `within`.
+pub async fn eventually<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Reads a whole SSE stream (until `end` or `stop_after` events) → (id, event, data) triples.
+pub async fn read_sse(http: &reqwest::Client, url: &str, last_event_id: Option<u64>, stop_after: Option<usize>) -> Vec<(Option<u64>, String, String)> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let mut request = http.get(url);
+    if let Some(id) = last_event_id {
+        request = request.header("Last-Event-ID", id.to_string());
+    }
+    let response = request.send().await.unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let mut stream = response.bytes_stream().eventsource();
+    let mut out = Vec::new();
+    while let Some(Ok(event)) = stream.next().await {
+        let done = event.event == "end";
+        out.push((event.id.parse().ok(), event.event, event.data));
+        if done || stop_after.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+    }
+    out
+}

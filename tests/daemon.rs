@@ -1,0 +1,467 @@
+//! The real daemon: durability across SIGKILL, hot reload, SSE resume, auth
+//! and sd_notify.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use common::daemon::{Site, client, eventually, get, read_sse, submit, wait_terminal};
+use serde_json::{Value, json};
+use structured_agents::mock::MockServer;
+
+fn bundle_yaml(name: &str, version: &str, reply_hint: &str) -> String {
+    format!(
+        r#"name: {name}
+version: "{version}"
+model:
+  endpoint: mock
+  name: mock-model
+prompts:
+  system: "bundle {name} v{version} {reply_hint}"
+  user: "{{{{ input }}}}"
+tools:
+  - name: echo
+    kind: process
+    description: echo the arguments
+    command: [python3, -c, "import json,sys; print(json.dumps(json.load(sys.stdin)))"]
+"#
+    )
+}
+
+const TWO_TURN_SCRIPT: &str = r#"
+replies:
+  - tool_calls: [{name: echo, arguments: {x: 1}}]
+    delay_ms: 20
+  - content: done
+    delay_ms: 20
+"#;
+
+async fn mock(script: &str) -> MockServer {
+    MockServer::start(structured_agents::mock::Script::parse(script, "test").unwrap())
+        .await
+        .unwrap()
+}
+
+/// Every job ends succeeded exactly once, with a gap-free event log, although
+/// the daemon is SIGKILLed in the middle of the work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_jobs_survive_sigkill() {
+    let server = mock(TWO_TURN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("b", &bundle_yaml("b", "1", ""));
+    let http = client();
+
+    let daemon = site.start();
+    let mut ids = Vec::new();
+    for i in 0..200 {
+        let job = submit(&http, &daemon, "b", &format!("job {i}")).await;
+        ids.push(job["id"].as_str().unwrap().to_string());
+    }
+    // Kill once some, but not all, jobs are done.
+    eventually(Duration::from_secs(60), "some jobs to succeed", || async {
+        let page = get(&http, &daemon, "/v1/jobs?state=succeeded&limit=1000").await;
+        (page["jobs"].as_array().unwrap().len() >= 20).then_some(())
+    })
+    .await;
+    daemon.kill9();
+
+    let daemon = site.start();
+    for id in &ids {
+        let job = wait_terminal(&http, &daemon, id, Duration::from_secs(120)).await;
+        assert_eq!(job["state"], "succeeded", "{job}");
+    }
+    for id in &ids {
+        let events = read_sse(
+            &http,
+            &daemon.url(&format!("/v1/jobs/{id}/events")),
+            None,
+            None,
+        )
+        .await;
+        let (end, body) = events.split_last().unwrap();
+        assert_eq!(end.1, "end");
+        let seqs: Vec<u64> = body.iter().map(|(seq, _, _)| seq.unwrap()).collect();
+        assert_eq!(
+            seqs,
+            (1..=seqs.len() as u64).collect::<Vec<_>>(),
+            "gaps in job {id}"
+        );
+        let succeeded = body
+            .iter()
+            .filter(|(_, _, data)| {
+                let v: Value = serde_json::from_str(data).unwrap();
+                v["type"] == "JobState" && v["state"] == "succeeded"
+            })
+            .count();
+        assert_eq!(succeeded, 1, "job {id} succeeded {succeeded} times");
+    }
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// Drop, edit, break and delete a bundle while the daemon runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_reload_lifecycle() {
+    let slow = r#"
+replies:
+  - match: slow
+    content: slow answer
+    delay_ms: 1500
+  - content: quick answer
+"#;
+    let server = mock(slow).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("keep", &bundle_yaml("keep", "1", ""));
+    let daemon = site.start();
+    let http = client();
+
+    // 1. A new bundle dropped into the directory becomes usable.
+    site.put_bundle("fresh", &bundle_yaml("fresh", "1", ""));
+    eventually(Duration::from_secs(5), "new bundle", || async {
+        let b = get(&http, &daemon, "/v1/bundles/fresh").await;
+        (b["version"] == "1").then_some(())
+    })
+    .await;
+    // A slow job starts on version 1 and must finish on it.
+    let running = submit(&http, &daemon, "fresh", "slow please").await;
+    eventually(Duration::from_secs(5), "slow job running", || async {
+        let j = get(
+            &http,
+            &daemon,
+            &format!("/v1/jobs/{}", running["id"].as_str().unwrap()),
+        )
+        .await;
+        (j["state"] == "running").then_some(())
+    })
+    .await;
+
+    // 2. An edit: new jobs get version 2, the running job keeps version 1.
+    site.put_bundle("fresh", &bundle_yaml("fresh", "2", ""));
+    eventually(Duration::from_secs(5), "version 2", || async {
+        (get(&http, &daemon, "/v1/bundles/fresh").await["version"] == "2").then_some(())
+    })
+    .await;
+    let newer = submit(&http, &daemon, "fresh", "quick").await;
+    let newer = wait_terminal(
+        &http,
+        &daemon,
+        newer["id"].as_str().unwrap(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(newer["result"]["bundle_version"], "2", "{newer}");
+    let older = wait_terminal(
+        &http,
+        &daemon,
+        running["id"].as_str().unwrap(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(older["result"]["bundle_version"], "1", "{older}");
+    assert_eq!(older["bundle_version"], "1");
+    let requests = server.requests();
+    let systems: HashSet<String> = requests
+        .iter()
+        .map(|r| r["messages"][0]["content"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        systems.contains("bundle fresh v1 ") && systems.contains("bundle fresh v2 "),
+        "{systems:?}"
+    );
+
+    // 3. A broken edit keeps version 2 serving, reports file and line.
+    site.put_bundle(
+        "fresh",
+        &bundle_yaml("fresh", "3", "")
+            .replace("    kind: process", "    kind: process\n    timeout: soon"),
+    );
+    let broken = eventually(Duration::from_secs(5), "degraded status", || async {
+        let b = get(&http, &daemon, "/v1/bundles/fresh").await;
+        (b["status"] == "degraded").then_some(b)
+    })
+    .await;
+    assert_eq!(broken["version"], "2");
+    let error = broken["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("fresh/bundle.yaml:14: tools[0].timeout: invalid duration \"soon\""),
+        "{error}"
+    );
+    let still = submit(&http, &daemon, "fresh", "quick").await;
+    let still = wait_terminal(
+        &http,
+        &daemon,
+        still["id"].as_str().unwrap(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(still["result"]["bundle_version"], "2");
+    // The other bundle was not disturbed.
+    assert_eq!(
+        get(&http, &daemon, "/v1/bundles/keep").await["status"],
+        "ok"
+    );
+
+    // 4. Deleting the bundle removes it; new jobs are refused with a clear error.
+    std::fs::remove_dir_all(site.path().join("bundles/fresh")).unwrap();
+    eventually(Duration::from_secs(5), "bundle removed", || async {
+        let list = get(&http, &daemon, "/v1/bundles").await;
+        (!list["bundles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["name"] == "fresh"))
+        .then_some(())
+    })
+    .await;
+    let refused = http
+        .post(daemon.url("/v1/jobs"))
+        .json(&json!({"bundle": "fresh", "input": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 422);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "bundle");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A client reads part of a job's stream, the daemon restarts, and the client
+/// resumes with Last-Event-ID: every event exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_resumes_across_restart_without_gaps_or_duplicates() {
+    let server = mock(TWO_TURN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("b", &bundle_yaml("b", "1", ""));
+    let http = client();
+    let daemon = site.start();
+    let job = submit(&http, &daemon, "b", "hello").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    wait_terminal(&http, &daemon, &id, Duration::from_secs(20)).await;
+    let url = format!("/v1/jobs/{id}/events");
+
+    let first = read_sse(&http, &daemon.url(&url), None, Some(3)).await;
+    assert_eq!(first.len(), 3);
+    let last_seen = first.last().unwrap().0.unwrap();
+    daemon.kill9();
+
+    let daemon = site.start();
+    let rest = read_sse(&http, &daemon.url(&url), Some(last_seen), None).await;
+    let full = read_sse(&http, &daemon.url(&url), None, None).await;
+    let mut seen: Vec<(Option<u64>, String, String)> = first.clone();
+    seen.extend(rest);
+    assert_eq!(seen, full);
+    let seqs: Vec<u64> = seen.iter().filter_map(|e| e.0).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(seen.last().unwrap().1, "end");
+    // `?after=` works the same.
+    let after = read_sse(
+        &http,
+        &daemon.url(&format!("{url}?after={last_seen}")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(after, seen[3..]);
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_errors_name_fields_and_tokens_are_required_when_set() {
+    let server = mock(TWO_TURN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("b", &bundle_yaml("b", "1", ""));
+    std::fs::write(site.path().join("token"), "s3cret\n").unwrap();
+    let config = std::fs::read_to_string(site.path().join("config.toml")).unwrap();
+    std::fs::write(
+        site.path().join("config.toml"),
+        config.replace("[server]\n", "[server]\ntoken_file = \"token\"\n"),
+    )
+    .unwrap();
+    let daemon = site.start();
+    let http = client();
+
+    let denied = http.get(daemon.url("/v1/jobs")).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let wrong = http
+        .get(daemon.url("/v1/jobs"))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert_eq!(
+        http.get(daemon.url("/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        http.get(daemon.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+
+    let bad = http
+        .post(daemon.url("/v1/jobs"))
+        .bearer_auth("s3cret")
+        .json(&json!({"bundle": "b", "input": 42}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 422);
+    let body: Value = bad.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "input", "{body}");
+
+    let big = "x".repeat(2 * 1024 * 1024);
+    let too_big = http
+        .post(daemon.url("/v1/jobs"))
+        .bearer_auth("s3cret")
+        .json(&json!({"bundle": "b", "input": big}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(too_big.status(), 413);
+
+    // Idempotency: the second submit returns the first job.
+    let body = json!({"bundle": "b", "input": "once", "idempotency_key": "k-1"});
+    let first: Value = http
+        .post(daemon.url("/v1/jobs"))
+        .bearer_auth("s3cret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let again = http
+        .post(daemon.url("/v1/jobs"))
+        .bearer_auth("s3cret")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(first["id"], again["id"]);
+
+    let openapi: Value = http
+        .get(daemon.url("/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for path in [
+        "/v1/jobs",
+        "/v1/jobs/{id}",
+        "/v1/jobs/{id}/cancel",
+        "/v1/jobs/{id}/events",
+        "/v1/bundles",
+        "/v1/bundles/{name}",
+        "/v1/reload",
+    ] {
+        assert!(
+            openapi["paths"][path].is_object(),
+            "{path} missing from the OpenAPI document"
+        );
+    }
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_queued_and_running_jobs() {
+    let script = "replies:\n  - tool_calls: [{name: echo, arguments: {}}]\n    delay_ms: 3000\n  - content: done\n";
+    let server = mock(script).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("b", &bundle_yaml("b", "1", ""));
+    let daemon = site.start();
+    let http = client();
+    let running = submit(&http, &daemon, "b", "x").await;
+    let id = running["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(5), "running", || async {
+        (get(&http, &daemon, &format!("/v1/jobs/{id}")).await["state"] == "running").then_some(())
+    })
+    .await;
+    http.post(daemon.url(&format!("/v1/jobs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(10)).await;
+    assert_eq!(done["state"], "cancelled", "{done}");
+
+    let later = http
+        .post(daemon.url("/v1/jobs"))
+        .json(&json!({"bundle": "b", "input": "later", "run_at": "2099-01-01T00:00:00Z"}))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    let cancelled: Value = http
+        .post(daemon.url(&format!(
+            "/v1/jobs/{}/cancel",
+            later["id"].as_str().unwrap()
+        )))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cancelled["state"], "cancelled");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// READY, RELOADING (with MONOTONIC_USEC) then READY around SIGHUP, STOPPING.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sd_notify_messages() {
+    let server = mock(TWO_TURN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("b", &bundle_yaml("b", "1", ""));
+    let socket_path = site.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let daemon = site.start_with_env(&[("NOTIFY_SOCKET", socket_path.to_str().unwrap())]);
+    let mut buf = [0u8; 4096];
+    let mut recv = || {
+        let n = socket.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).to_string()
+    };
+    let ready = recv();
+    assert!(ready.lines().any(|l| l == "READY=1"), "{ready}");
+    assert!(ready.contains("STATUS="), "{ready}");
+
+    daemon.signal(nix::sys::signal::Signal::SIGHUP);
+    let reloading = recv();
+    let fields: BTreeMap<&str, &str> = reloading
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .collect();
+    assert_eq!(fields.get("RELOADING"), Some(&"1"), "{reloading}");
+    assert!(
+        fields
+            .get("MONOTONIC_USEC")
+            .is_some_and(|v| v.parse::<u64>().is_ok()),
+        "{reloading}"
+    );
+    let after = recv();
+    assert!(
+        after.lines().any(|l| l == "READY=1") && after.contains("STATUS=reload"),
+        "{after}"
+    );
+
+    daemon.signal(nix::sys::signal::Signal::SIGTERM);
+    let stopping = recv();
+    assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping}");
+    assert_eq!(daemon.stop(), Some(0));
+}
