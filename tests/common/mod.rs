@@ -1,6 +1,8 @@
 //! Shared test support: in-process tools, a recording observer, scripts.
 #![allow(dead_code)]
 
+pub mod daemon;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
