@@ -251,7 +251,11 @@ async fn sse_resumes_across_restart_without_gaps_or_duplicates() {
     seen.extend(rest);
     assert_eq!(seen, full);
     // (The `end` event has no id of its own; SSE clients report the last one.)
-    let seqs: Vec<u64> = seen.iter().filter(|e| e.1 == "event").filter_map(|e| e.0).collect();
+    let seqs: Vec<u64> = seen
+        .iter()
+        .filter(|e| e.1 == "event")
+        .filter_map(|e| e.0)
+        .collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert_eq!(seen.last().unwrap().1, "end");
     // `?after=` works the same.

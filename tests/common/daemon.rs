@@ -87,7 +87,13 @@ max_concurrent = 64
     }
 
     pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
-        let stderr_log = self.path().join(format!("daemon-{}.log", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()));
+        let stderr_log = self.path().join(format!(
+            "daemon-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
         let mut command = Command::new(env!("CARGO_BIN_EXE_structured-agents"));
         command
             .args(["serve", "--config"])
@@ -111,8 +117,18 @@ max_concurrent = 64
         });
         let base = rx
             .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("daemon did not start; log:\n{}", std::fs::read_to_string(&stderr_log).unwrap_or_default()));
-        Daemon { child, base, root: self.path().to_path_buf(), stderr_log }
+            .unwrap_or_else(|_| {
+                panic!(
+                    "daemon did not start; log:\n{}",
+                    std::fs::read_to_string(&stderr_log).unwrap_or_default()
+                )
+            });
+        Daemon {
+            child,
+            base,
+            root: self.path().to_path_buf(),
+            stderr_log,
+        }
     }
 }
 
@@ -142,7 +158,11 @@ impl Daemon {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status.code();
             }
-            assert!(Instant::now() < deadline, "daemon did not stop; log:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "daemon did not stop; log:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -156,11 +176,19 @@ impl Drop for Daemon {
 }
 
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap()
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
 }
 
 pub async fn submit(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input: &str) -> Value {
-    let response = http.post(daemon.url("/v1/jobs")).json(&json!({"bundle": bundle, "input": input})).send().await.unwrap();
+    let response = http
+        .post(daemon.url("/v1/jobs"))
+        .json(&json!({"bundle": bundle, "input": input}))
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
     let body: Value = response.json().await.unwrap();
     assert!(status.is_success(), "{status}: {body}");
@@ -168,18 +196,36 @@ pub async fn submit(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input
 }
 
 pub async fn get(http: &reqwest::Client, daemon: &Daemon, path: &str) -> Value {
-    http.get(daemon.url(path)).send().await.unwrap().json().await.unwrap()
+    http.get(daemon.url(path))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
 }
 
 /// Polls until the job reaches a terminal state.
-pub async fn wait_terminal(http: &reqwest::Client, daemon: &Daemon, id: &str, within: Duration) -> Value {
+pub async fn wait_terminal(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    id: &str,
+    within: Duration,
+) -> Value {
     let deadline = Instant::now() + within;
     loop {
         let job = get(http, daemon, &format!("/v1/jobs/{id}")).await;
-        if matches!(job["state"].as_str(), Some("succeeded" | "failed" | "cancelled" | "dead")) {
+        if matches!(
+            job["state"].as_str(),
+            Some("succeeded" | "failed" | "cancelled" | "dead")
+        ) {
             return job;
         }
-        assert!(Instant::now() < deadline, "job {id} did not finish: {job}\nlog:\n{}", daemon.log());
+        assert!(
+            Instant::now() < deadline,
+            "job {id} did not finish: {job}\nlog:\n{}",
+            daemon.log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -201,7 +247,12 @@ where
 }
 
 /// Reads a whole SSE stream (until `end` or `stop_after` events) → (id, event, data) triples.
-pub async fn read_sse(http: &reqwest::Client, url: &str, last_event_id: Option<u64>, stop_after: Option<usize>) -> Vec<(Option<u64>, String, String)> {
+pub async fn read_sse(
+    http: &reqwest::Client,
+    url: &str,
+    last_event_id: Option<u64>,
+    stop_after: Option<usize>,
+) -> Vec<(Option<u64>, String, String)> {
     use eventsource_stream::Eventsource;
     use futures::StreamExt;
     let mut request = http.get(url);
