@@ -12,6 +12,10 @@ use crate::model::ModelCatalog;
 pub struct ValidateArgs {
     /// Bundle directories, or directories holding bundle directories.
     pub paths: Vec<PathBuf>,
+    /// Check this daemon config and everything it points at: its bundles
+    /// directory (with its endpoints), model configs and plugins.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
 }
 
 /// The bundle directories under `path`: itself if it holds a bundle file,
@@ -30,24 +34,46 @@ pub fn bundle_dirs(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 }
 
 pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
-    if args.paths.is_empty() {
-        anyhow::bail!("give at least one bundle directory to validate");
+    if args.paths.is_empty() && args.config.is_none() {
+        anyhow::bail!("give bundle directories to validate, or --config FILE");
     }
     tokio::task::spawn_blocking(move || {
-        let catalog = ModelCatalog::builtin();
-        let ctx = LoadContext {
-            endpoints: None,
-            models: &catalog,
-        };
         let mut failed = 0;
-        for path in &args.paths {
+        let mut paths = args.paths.clone();
+        let mut endpoints = None;
+        let mut catalog = ModelCatalog::builtin();
+        if let Some(file) = &args.config {
+            match crate::config::Config::load(Some(file)) {
+                Ok(config) => {
+                    println!("ok   config {}", file.display());
+                    for problem in crate::daemon::check_paths(&config) {
+                        eprintln!("{}: {problem}", file.display());
+                        failed += 1;
+                    }
+                    match ModelCatalog::load(&config.paths.models_dir) {
+                        Ok(c) => catalog = c,
+                        Err(e) => {
+                            eprintln!("{e}");
+                            failed += 1;
+                        }
+                    }
+                    endpoints = Some(config.endpoints.keys().cloned().collect::<std::collections::BTreeSet<_>>());
+                    paths.push(config.paths.bundles_dir.clone());
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(1);
+                }
+            }
+        }
+        let ctx = LoadContext { endpoints: endpoints.as_ref(), models: &catalog };
+        for path in &paths {
             let dirs = match bundle_dirs(path) {
                 Ok(d) if d.is_empty() => {
-                    eprintln!(
-                        "{}: no bundle.yaml here or in its subdirectories",
-                        path.display()
-                    );
-                    failed += 1;
+                    if args.config.is_none() {
+                        eprintln!("{}: no bundle.yaml here or in its subdirectories", path.display());
+                        failed += 1;
+                    }
                     continue;
                 }
                 Ok(d) => d,

@@ -351,8 +351,7 @@ fn bundle_dirs(root: &Path) -> Result<Vec<PathBuf>, RegistryError> {
 }
 
 fn load_models(dir: &Path) -> Result<ModelCatalog, RegistryError> {
-    let _ = dir;
-    Ok(ModelCatalog::builtin())
+    ModelCatalog::load(dir).map_err(|e| RegistryError::Models(e.to_string()))
 }
 
 fn build_endpoints(
