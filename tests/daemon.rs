@@ -470,3 +470,63 @@ async fn sd_notify_messages() {
     assert!(stopping.lines().any(|l| l == "STOPPING=1"), "{stopping}");
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A bundle calls another bundle as a tool; the child's events are nested in
+/// the parent's log (child run id, parent call id) and the log stays gap-free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_call_bundles_as_agent_tools() {
+    let script = r#"
+replies:
+  - match: parent question
+    turn: 1
+    tool_calls: [{id: call-7, name: ask_child, arguments: {input: "child question"}}]
+  - match: parent question
+    turn: 2
+    content: parent done
+  - match: child question
+    content: child answer
+"#;
+    let server = mock(script).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("child", &bundle_yaml("child", "1", ""));
+    site.put_bundle(
+        "parent",
+        "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - name: ask_child\n    kind: agent\n    bundle: child\n    description: ask the child agent\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit(&http, &daemon, "parent", "parent question").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(20)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["result"]["output"], "parent done");
+    let events = read_sse(
+        &http,
+        &daemon.url(&format!("/v1/jobs/{id}/events")),
+        None,
+        None,
+    )
+    .await;
+    let body: Vec<Value> = events
+        .iter()
+        .filter(|e| e.1 == "event")
+        .map(|e| serde_json::from_str(&e.2).unwrap())
+        .collect();
+    let seqs: Vec<u64> = body.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let nested: Vec<&Value> = body.iter().filter(|e| e["parent"].is_object()).collect();
+    assert!(!nested.is_empty(), "no nested events");
+    for e in &nested {
+        assert_eq!(e["parent"]["call_id"], "call-7");
+        assert_eq!(e["parent"]["run_id"], id.as_str());
+        assert_eq!(e["run_id"], format!("{id}/call-7"));
+        assert_eq!(e["bundle"], "child");
+    }
+    assert!(nested.iter().any(|e| e["type"] == "KernelEnd"));
+    let tool_result = body
+        .iter()
+        .find(|e| e["type"] == "ToolResult" && e["parent"].is_null())
+        .unwrap();
+    assert_eq!(tool_result["output_preview"], "\"child answer\"");
+    assert_eq!(daemon.stop(), Some(0));
+}

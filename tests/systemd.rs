@@ -5,7 +5,11 @@ use std::process::Command;
 
 #[test]
 fn unit_verifies_and_is_hardened() {
-    let unit = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/systemd/structured-agents.service")).unwrap();
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/systemd/structured-agents.service"
+    ))
+    .unwrap();
     for directive in [
         "Type=notify",
         "ExecStartPre=/usr/bin/structured-agents validate --config",
@@ -35,13 +39,27 @@ fn unit_verifies_and_is_hardened() {
     // Point the unit at the binary under test so verify can check the commands.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("structured-agents.service");
-    std::fs::write(&path, unit.replace("/usr/bin/structured-agents", env!("CARGO_BIN_EXE_structured-agents"))).unwrap();
+    std::fs::write(
+        &path,
+        unit.replace(
+            "/usr/bin/structured-agents",
+            env!("CARGO_BIN_EXE_structured-agents"),
+        ),
+    )
+    .unwrap();
     let out = Command::new("systemd-analyze")
         .arg("verify")
         .arg(&path)
         .output()
         .expect("systemd-analyze is needed for this test (Debian package systemd)");
-    assert!(out.status.success(), "systemd-analyze verify failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "systemd-analyze verify failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("structured-agents.service:"), "warnings about the unit:\n{stderr}");
+    assert!(
+        !stderr.contains("structured-agents.service:"),
+        "warnings about the unit:\n{stderr}"
+    );
 }

@@ -65,14 +65,14 @@ pub async fn submit(
         })?),
         None => None,
     };
-    if let Some(tp) = &request.traceparent {
-        if !valid_traceparent(tp) {
-            return Err(ApiError::field(
-                ErrorCode::InvalidRequest,
-                "traceparent",
-                format!("not a W3C traceparent: {tp:?}"),
-            ));
-        }
+    if let Some(tp) = &request.traceparent
+        && !valid_traceparent(tp)
+    {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "traceparent",
+            format!("not a W3C traceparent: {tp:?}"),
+        ));
     }
     if request.max_attempts == Some(0) {
         return Err(ApiError::field(

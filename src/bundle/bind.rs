@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::schema::{ToolKind, ToolSpec};
 use super::{Bundle, BundleError, BundleErrors};
+use crate::tools::agent::{AgentHost, AgentTool};
 use crate::tools::engine::ToolPolicy;
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
 use crate::tools::{Tool, ToolEngine};
@@ -18,7 +19,10 @@ const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
 
 /// What tool backends need from the daemon.
 #[derive(Clone, Default)]
-pub struct ToolEnv {}
+pub struct ToolEnv {
+    /// Runs other bundles for `agent` tools.
+    pub agents: Option<Arc<dyn AgentHost>>,
+}
 
 /// The schema the model sees for a spec.
 pub fn schema_of(spec: &ToolSpec) -> ToolSchema {
@@ -117,7 +121,7 @@ fn policy_of(spec: &ToolSpec) -> ToolPolicy {
 }
 
 /// Builds the run's tool engine: every tool bound to its backend.
-pub fn build_tools(bundle: &Bundle, _env: &ToolEnv) -> Result<ToolEngine, BundleErrors> {
+pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleErrors> {
     let mut engine = ToolEngine::new();
     let mut errors = Vec::new();
     for (i, spec) in bundle.raw.tools.iter().enumerate() {
@@ -142,9 +146,17 @@ pub fn build_tools(bundle: &Bundle, _env: &ToolEnv) -> Result<ToolEngine, Bundle
                     timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
                 },
             ))),
-            other => Err(format!(
-                "tool kind {other:?} is not available in this build"
-            )),
+            ToolKind::Agent => match (&env.agents, &spec.bundle) {
+                (Some(host), Some(target)) => {
+                    let mut schema = schema_of(spec);
+                    if schema.parameters == super::schema::default_parameters() {
+                        schema.parameters = AgentTool::default_parameters();
+                    }
+                    Ok(Arc::new(AgentTool::new(schema, target.clone(), host.clone())))
+                }
+                _ => Err("`agent` tools run other bundles and need the daemon (`structured-agents serve`)".to_string()),
+            },
+            other => Err(format!("tool kind {other:?} is not available in this build")),
         };
         match tool {
             Ok(tool) => engine.add(tool, policy_of(spec)),

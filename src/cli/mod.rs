@@ -112,7 +112,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 &config.telemetry.log_filter,
             );
             crate::daemon::serve(config).await?;
-            return Ok(0);
+            Ok(0)
         }
         command => {
             init_logging(cli.log_format.unwrap_or_default(), "warn");

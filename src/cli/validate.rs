@@ -57,7 +57,13 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                             failed += 1;
                         }
                     }
-                    endpoints = Some(config.endpoints.keys().cloned().collect::<std::collections::BTreeSet<_>>());
+                    endpoints = Some(
+                        config
+                            .endpoints
+                            .keys()
+                            .cloned()
+                            .collect::<std::collections::BTreeSet<_>>(),
+                    );
                     paths.push(config.paths.bundles_dir.clone());
                 }
                 Err(e) => {
@@ -66,12 +72,18 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                 }
             }
         }
-        let ctx = LoadContext { endpoints: endpoints.as_ref(), models: &catalog };
+        let ctx = LoadContext {
+            endpoints: endpoints.as_ref(),
+            models: &catalog,
+        };
         for path in &paths {
             let dirs = match bundle_dirs(path) {
                 Ok(d) if d.is_empty() => {
                     if args.config.is_none() {
-                        eprintln!("{}: no bundle.yaml here or in its subdirectories", path.display());
+                        eprintln!(
+                            "{}: no bundle.yaml here or in its subdirectories",
+                            path.display()
+                        );
                         failed += 1;
                     }
                     continue;

@@ -69,7 +69,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         .await?,
     );
     let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
-    let registry = Arc::new(Registry::new(config.clone(), ToolEnv::default())?);
+    let registry = Registry::new(config.clone(), ToolEnv::default())?;
     let first = registry.reload().await?;
     record_reload(&metrics, &registry, Ok(&first));
     let ready = Arc::new(AtomicBool::new(true));

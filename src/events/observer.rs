@@ -121,7 +121,8 @@ impl Observer for CompositeObserver {
 /// hands them to the observer.
 pub struct EventSink {
     context: RunContext,
-    next_seq: AtomicU64,
+    /// Shared with nested runs so a job's log stays one gap-free sequence.
+    next_seq: Arc<AtomicU64>,
     observer: Arc<dyn Observer>,
 }
 
@@ -130,8 +131,18 @@ impl EventSink {
     pub fn new(context: RunContext, first_seq: u64, observer: Arc<dyn Observer>) -> Self {
         Self {
             context,
-            next_seq: AtomicU64::new(first_seq.max(1)),
+            next_seq: Arc::new(AtomicU64::new(first_seq.max(1))),
             observer,
+        }
+    }
+
+    /// A sink for a nested run (an `agent` tool): its events carry the child
+    /// run's context and continue this sink's sequence, to the same observer.
+    pub fn child(&self, context: RunContext) -> EventSink {
+        EventSink {
+            context,
+            next_seq: self.next_seq.clone(),
+            observer: self.observer.clone(),
         }
     }
 

@@ -5,6 +5,7 @@
 //! This module must not know about models or the queue; it receives a
 //! `ToolCall` and returns a `ToolResult` with an error code the model can read.
 
+pub mod agent;
 pub mod engine;
 pub mod policy;
 pub mod process;

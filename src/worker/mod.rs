@@ -158,14 +158,13 @@ impl WorkerPool {
             .await;
             return;
         };
-        if job.bundle_version.is_none() {
-            if let Err(err) = self
+        if job.bundle_version.is_none()
+            && let Err(err) = self
                 .queue
                 .pin_version(&job.id, attempt, loaded.version())
                 .await
-            {
-                tracing::warn!(job_id = %job.id, error = %err, "cannot pin bundle version");
-            }
+        {
+            tracing::warn!(job_id = %job.id, error = %err, "cannot pin bundle version");
         }
 
         let first_seq = match self.queue.last_seq(&job.id).await {

@@ -1,0 +1,98 @@
+//! The `agent` backend: another loaded bundle called as a tool. The nested
+//! run's events go to the parent's sink (same job log, same sequence), marked
+//! with the child run id and the parent call id; nesting depth is limited.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::events::{EventSink, ParentRun, RunContext};
+use crate::types::ToolSchema;
+
+/// Nesting deeper than this is refused.
+pub const MAX_DEPTH: u32 = 3;
+
+/// Runs bundles for `agent` tools (implemented by the registry, which knows them).
+pub trait AgentHost: Send + Sync {
+    /// Runs `bundle` with `input` as a child of `parent` (events through
+    /// `parent.child(context)`, with the bundle version filled in); returns its answer.
+    fn run_nested<'a>(
+        &'a self,
+        bundle: &'a str,
+        input: String,
+        parent: &'a EventSink,
+        context: RunContext,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ToolError>>;
+}
+
+pub struct AgentTool {
+    schema: ToolSchema,
+    bundle: String,
+    host: Arc<dyn AgentHost>,
+}
+
+impl AgentTool {
+    pub fn new(schema: ToolSchema, bundle: String, host: Arc<dyn AgentHost>) -> Self {
+        Self {
+            schema,
+            bundle,
+            host,
+        }
+    }
+
+    /// The default argument schema: one `input` string.
+    pub fn default_parameters() -> Value {
+        serde_json::json!({"type": "object", "properties": {"input": {"type": "string", "description": "What to ask the agent"}}, "required": ["input"]})
+    }
+}
+
+#[async_trait]
+impl Tool for AgentTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn kind(&self) -> &'static str {
+        "agent"
+    }
+
+    async fn invoke(
+        &self,
+        arguments: Value,
+        ctx: ToolContext<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        let parent = ctx.events.context();
+        let depth = parent.parent.as_ref().map_or(0, |p| p.depth) + 1;
+        if depth > MAX_DEPTH {
+            return Err(ToolError::Validation(format!(
+                "agent `{}` would nest {depth} levels deep (limit {MAX_DEPTH})",
+                self.bundle
+            )));
+        }
+        let input = match arguments.get("input") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => arguments.to_string(),
+        };
+        let child = RunContext {
+            run_id: format!("{}/{}", parent.run_id, ctx.call.id),
+            bundle: self.bundle.clone(),
+            bundle_version: String::new(),
+            parent: Some(ParentRun {
+                run_id: parent.run_id.clone(),
+                call_id: ctx.call.id.clone(),
+                depth,
+            }),
+        };
+        let answer = self
+            .host
+            .run_nested(&self.bundle, input, ctx.events, child, ctx.cancel.clone())
+            .await?;
+        Ok(ToolOutput::Text(answer))
+    }
+}
