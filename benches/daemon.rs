@@ -43,7 +43,9 @@ fn write_site(dir: &Path, endpoint: &str, workers: usize) {
 }
 
 fn bundle(name: &str) -> String {
-    format!("name: {name}\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n")
+    format!(
+        "name: {name}\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n"
+    )
 }
 
 fn start(dir: &Path) -> Daemon {
@@ -58,7 +60,11 @@ fn start(dir: &Path) -> Daemon {
     let stdout = child.stdout.take().unwrap();
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).unwrap();
-    let base = line.trim().strip_prefix("listening on ").expect("daemon did not start").to_string();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("daemon did not start")
+        .to_string();
     Daemon { child, base }
 }
 
@@ -72,10 +78,21 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 async fn count(http: &reqwest::Client, d: &Daemon, state: &str) -> usize {
-    let metrics = http.get(format!("{}/metrics", d.base)).send().await.unwrap().text().await.unwrap();
+    let metrics = http
+        .get(format!("{}/metrics", d.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     metrics
         .lines()
-        .find(|l| l.starts_with(&format!("structured_agents_queue_jobs{{state=\"{state}\"}}")))
+        .find(|l| {
+            l.starts_with(&format!(
+                "structured_agents_queue_jobs{{state=\"{state}\"}}"
+            ))
+        })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(0.0) as usize
@@ -100,7 +117,14 @@ async fn throughput(jobs: usize, concurrency: usize) {
         let (http, url, body) = (http.clone(), url.clone(), body.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..jobs / concurrency {
-                http.post(&url).json(&body).send().await.unwrap().bytes().await.unwrap();
+                http.post(&url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap()
+                    .bytes()
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -120,7 +144,12 @@ async fn throughput(jobs: usize, concurrency: usize) {
         let (http, base) = (http.clone(), daemon.base.clone());
         tasks.push(tokio::spawn(async move {
             for i in 0..jobs / concurrency {
-                let r = http.post(format!("{base}/v1/jobs")).json(&json!({"bundle": "b", "input": format!("{c}-{i}")})).send().await.unwrap();
+                let r = http
+                    .post(format!("{base}/v1/jobs"))
+                    .json(&json!({"bundle": "b", "input": format!("{c}-{i}")}))
+                    .send()
+                    .await
+                    .unwrap();
                 assert!(r.status().is_success());
             }
         }));
@@ -136,11 +165,16 @@ async fn throughput(jobs: usize, concurrency: usize) {
     println!("throughput: {total} one-turn jobs over HTTP, event log on, 16 workers");
     println!("  raw model round trips/s (limit)  {raw_rate:.0}");
     println!("  jobs submitted+completed/s       {job_rate:.0}");
-    println!("  ratio                            {:.3}", job_rate / raw_rate);
+    println!(
+        "  ratio                            {:.3}",
+        job_rate / raw_rate
+    );
 }
 
 async fn reload_latency(rounds: usize) {
-    let server = MockServer::start(Script::parse("replies:\n  - content: ok\n", "bench").unwrap()).await.unwrap();
+    let server = MockServer::start(Script::parse("replies:\n  - content: ok\n", "bench").unwrap())
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     write_site(dir.path(), &server.base_url(), 4);
     let daemon = start(dir.path());
@@ -154,15 +188,30 @@ async fn reload_latency(rounds: usize) {
         let renamed = Instant::now();
         std::fs::rename(&staging, dir.path().join("bundles").join(&name)).unwrap();
         let id = loop {
-            let r = http.post(format!("{}/v1/jobs", daemon.base)).json(&json!({"bundle": name, "input": "x"})).send().await.unwrap();
+            let r = http
+                .post(format!("{}/v1/jobs", daemon.base))
+                .json(&json!({"bundle": name, "input": "x"}))
+                .send()
+                .await
+                .unwrap();
             if r.status().is_success() {
-                break r.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_string();
+                break r.json::<Value>().await.unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         accepted.push(renamed.elapsed());
         loop {
-            let job: Value = http.get(format!("{}/v1/jobs/{id}", daemon.base)).send().await.unwrap().json().await.unwrap();
+            let job: Value = http
+                .get(format!("{}/v1/jobs/{id}", daemon.base))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             if job["state"] == "succeeded" {
                 break;
             }
@@ -175,8 +224,16 @@ async fn reload_latency(rounds: usize) {
         v[((v.len() as f64 * p).ceil() as usize).clamp(1, v.len()) - 1]
     };
     println!("reload latency over {rounds} bundle drops (limit: 1 s)");
-    println!("  rename → first job accepted   p50 {:?}  p99 {:?}", pct(&mut accepted, 0.5), pct(&mut accepted, 0.99));
-    println!("  rename → first job completed  p50 {:?}  p99 {:?}", pct(&mut completed, 0.5), pct(&mut completed, 0.99));
+    println!(
+        "  rename → first job accepted   p50 {:?}  p99 {:?}",
+        pct(&mut accepted, 0.5),
+        pct(&mut accepted, 0.99)
+    );
+    println!(
+        "  rename → first job completed  p50 {:?}  p99 {:?}",
+        pct(&mut completed, 0.5),
+        pct(&mut completed, 0.99)
+    );
 }
 
 async fn memory_per_job(in_flight: usize) {
@@ -201,7 +258,11 @@ async fn memory_per_job(in_flight: usize) {
         let per = in_flight / 50;
         tasks.push(tokio::spawn(async move {
             for i in 0..per {
-                http.post(format!("{base}/v1/jobs")).json(&json!({"bundle": "slow", "input": format!("{c}-{i}")})).send().await.unwrap();
+                http.post(format!("{base}/v1/jobs"))
+                    .json(&json!({"bundle": "slow", "input": format!("{c}-{i}")}))
+                    .send()
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -216,13 +277,21 @@ async fn memory_per_job(in_flight: usize) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let loaded = rss_kib(daemon.child.id());
     println!("memory with {running} jobs in flight on a slow model server (aim: < 64 KiB each)");
-    println!("  RSS idle {idle} KiB, loaded {loaded} KiB, per in-flight job {:.1} KiB", (loaded.saturating_sub(idle)) as f64 / running.max(1) as f64);
+    println!(
+        "  RSS idle {idle} KiB, loaded {loaded} KiB, per in-flight job {:.1} KiB",
+        (loaded.saturating_sub(idle)) as f64 / running.max(1) as f64
+    );
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let only = |name: &str| !args.iter().skip(1).any(|a| !a.starts_with('-')) || args.iter().any(|a| a == name);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let only = |name: &str| {
+        !args.iter().skip(1).any(|a| !a.starts_with('-')) || args.iter().any(|a| a == name)
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         if only("throughput") {
             throughput(2000, 32).await;
