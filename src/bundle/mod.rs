@@ -153,6 +153,7 @@ impl Bundle {
             sampling,
             request_fragment: self.request_fragment.clone(),
             extra_body: raw.model.extra_body.clone(),
+            record_messages: false,
         }
     }
 }

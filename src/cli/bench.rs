@@ -69,6 +69,11 @@ where
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
+
 async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
     let script = Script {
         mode: Default::default(),
@@ -134,23 +139,26 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         }
     };
 
-    // Warm up both paths (connection pools, allocator), then alternate so
-    // drift on a shared machine hits both alike.
+    // Warm up both paths (connection pools, allocator), then alternate short
+    // rounds and report medians, so drift on a shared machine hits both alike.
     rate(0.5, args.concurrency, raw.clone()).await?;
     rate(0.5, args.concurrency, turns.clone()).await?;
-    let half = args.seconds / 2.0;
-    let raw_rate = (rate(half, args.concurrency, raw.clone()).await?
-        + rate(half, args.concurrency, raw).await?)
-        / 2.0;
-    let kernel_rate = (rate(half, args.concurrency, turns.clone()).await?
-        + rate(half, args.concurrency, turns).await?)
-        / 2.0;
+    let rounds = ((args.seconds / 0.5).round() as usize).max(2);
+    let (mut raw_rates, mut kernel_rates, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let r = rate(0.25, args.concurrency, raw.clone()).await?;
+        let k = rate(0.25, args.concurrency, turns.clone()).await?;
+        raw_rates.push(r);
+        kernel_rates.push(k);
+        ratios.push(k / r);
+    }
     println!("concurrency            {}", args.concurrency);
-    println!("raw HTTP round trips/s {raw_rate:.0}");
-    println!("kernel turns/s         {kernel_rate:.0}");
+    println!("rounds                 {rounds} × (0.25 s raw + 0.25 s kernel), medians:");
+    println!("raw HTTP round trips/s {:.0}", median(&mut raw_rates));
+    println!("kernel turns/s         {:.0}", median(&mut kernel_rates));
     println!(
         "ratio                  {:.3} (aim: >= 0.9)",
-        kernel_rate / raw_rate
+        median(&mut ratios)
     );
     Ok(0)
 }

@@ -92,20 +92,30 @@ impl HttpBackend {
         cap.mul_f64(jitter)
     }
 
+    /// The request body, serialized once for all attempts.
+    fn encode(request: &ChatRequest, streaming: bool) -> Vec<u8> {
+        if !streaming {
+            return serde_json::to_vec(&request.body).unwrap_or_default();
+        }
+        let mut body = request.body.clone();
+        body.insert("stream".into(), Value::Bool(true));
+        body.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+
     async fn attempt(
         &self,
-        request: &ChatRequest,
+        body: &[u8],
         on_token: Option<OnToken>,
     ) -> Result<ChatResponse, ClientError> {
-        let mut body = request.body.clone();
-        if on_token.is_some() {
-            body.insert("stream".into(), Value::Bool(true));
-            body.insert(
-                "stream_options".into(),
-                serde_json::json!({"include_usage": true}),
-            );
-        }
-        let mut builder = self.http.post(&self.url).json(&body);
+        let mut builder = self
+            .http
+            .post(&self.url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
         if let Some(key) = &self.settings.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -209,9 +219,10 @@ impl ChatBackend for HttpBackend {
         request: &ChatRequest,
         on_token: Option<OnToken>,
     ) -> Result<ChatResponse, ClientError> {
+        let body = Self::encode(request, on_token.is_some());
         let mut retry = 0;
         loop {
-            match self.attempt(request, on_token.clone()).await {
+            match self.attempt(&body, on_token.clone()).await {
                 Err(err) if err.is_retryable() && retry < self.settings.max_retries => {
                     let delay = self.delay_before(retry, &err);
                     tracing::warn!(endpoint = %self.settings.name, retry = retry + 1, delay_ms = delay.as_millis() as u64, error = %err, "model call failed; retrying");

@@ -47,6 +47,9 @@ pub struct KernelConfig {
     pub request_fragment: Map<String, Value>,
     /// Merged into the request last, overriding anything else.
     pub extra_body: Map<String, Value>,
+    /// Put the request's messages on ModelRequest events (for observers that
+    /// record content, when the operator opted in); off saves a copy per turn.
+    pub record_messages: bool,
 }
 
 impl Default for KernelConfig {
@@ -63,6 +66,7 @@ impl Default for KernelConfig {
             sampling: Map::new(),
             request_fragment: Map::new(),
             extra_body: Map::new(),
+            record_messages: false,
         }
     }
 }
@@ -190,7 +194,11 @@ impl Kernel {
                 tools_count: schemas.len(),
                 model: request.model().to_string(),
                 parameters: Value::Object(self.config.sampling.clone()),
-                messages: request.body.get("messages").cloned().unwrap_or(Value::Null),
+                messages: if self.config.record_messages {
+                    request.body.get("messages").cloned().unwrap_or(Value::Null)
+                } else {
+                    Value::Null
+                },
             })
             .await;
 
