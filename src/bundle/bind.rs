@@ -112,12 +112,14 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     problems
 }
 
-fn policy_of(spec: &ToolSpec) -> ToolPolicy {
-    ToolPolicy {
-        timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
-        retries: spec.retries,
-        ..ToolPolicy::default()
-    }
+fn policy_of(spec: &ToolSpec) -> Result<ToolPolicy, String> {
+    ToolPolicy::compile(
+        spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
+        spec.retries,
+        spec.cache.as_ref(),
+        spec.guardrails.as_ref(),
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Builds the run's tool engine: every tool bound to its backend.
@@ -158,8 +160,8 @@ pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleE
             },
             other => Err(format!("tool kind {other:?} is not available in this build")),
         };
-        match tool {
-            Ok(tool) => engine.add(tool, policy_of(spec)),
+        match tool.and_then(|tool| Ok((tool, policy_of(spec)?))) {
+            Ok((tool, policy)) => engine.add(tool, policy),
             Err(message) => errors.push(BundleError {
                 file: bundle.file.clone(),
                 line: None,

@@ -1,7 +1,14 @@
 //! The tool engine: the one pipeline every tool call goes through, whatever
-//! its backend. resolve → parse arguments → invoke (timeout, retries) →
-//! normalize. Errors become `ToolResult`s carrying a code the model can read:
-//! `unknown_tool`, `bad_args:<detail>`, `user_error:<msg>`, `tool_error:<msg>`.
+//! its backend, in this order:
+//!
+//! resolve → parse and coerce arguments → cache lookup → input guardrails →
+//! invoke (timeout, retries) → normalize output → output guardrails → store.
+//!
+//! Problems become `ToolResult`s with a code the model can read:
+//! `unknown_tool:<name>`, `bad_args:<detail>`, `user_error:<msg>`,
+//! `tool_error:<msg>`, `guardrail:<reason>`. Every step emits a `ToolTrace`
+//! event whose payload is built for that event alone (no shared, mutable
+//! payloads).
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -9,20 +16,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use serde_json::{Map, Value};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::cache::ResultCache;
+use super::coerce::parse_and_coerce;
+use super::guardrails::{GuardrailError, Guardrails};
+use super::policy::{CacheSpec, GuardrailSpec};
 use super::{Tool, ToolContext, ToolError};
-use crate::events::EventSink;
+use crate::events::{Event, EventSink, preview};
 use crate::types::{ToolCall, ToolResult, ToolSchema};
 
-/// Per-tool execution policy, from the bundle.
-#[derive(Debug, Clone)]
+/// Per-tool handling, compiled from the bundle.
+#[derive(Debug)]
 pub struct ToolPolicy {
     pub timeout: Duration,
     /// Extra attempts for retryable backend errors.
     pub retries: u32,
     pub retry_backoff: Duration,
+    pub cache: Option<ResultCache>,
+    pub guardrails: Option<Guardrails>,
 }
 
 impl Default for ToolPolicy {
@@ -31,7 +44,29 @@ impl Default for ToolPolicy {
             timeout: Duration::from_secs(30),
             retries: 0,
             retry_backoff: Duration::from_millis(100),
+            cache: None,
+            guardrails: None,
         }
+    }
+}
+
+impl ToolPolicy {
+    /// Compiles the bundle's settings; a bad regex is an error naming it.
+    pub fn compile(
+        timeout: Duration,
+        retries: u32,
+        cache: Option<&CacheSpec>,
+        guardrails: Option<&GuardrailSpec>,
+    ) -> Result<Self, GuardrailError> {
+        Ok(Self {
+            timeout,
+            retries,
+            retry_backoff: Duration::from_millis(100),
+            cache: cache
+                .filter(|c| c.enabled)
+                .map(|c| ResultCache::new(c.max_entries, c.ttl.map(Into::into))),
+            guardrails: guardrails.map(Guardrails::compile).transpose()?,
+        })
     }
 }
 
@@ -46,6 +81,7 @@ pub struct ToolOutcome {
     pub result: ToolResult,
     /// `unknown_tool`, `bad_args`, `user_error`, `tool_error`, `guardrail`.
     pub error_code: Option<&'static str>,
+    /// Backend invocations (0 for a cache hit or a call that never ran).
     pub attempts: u32,
     pub cached: bool,
     pub duration: Duration,
@@ -56,6 +92,49 @@ pub struct ToolOutcome {
 pub struct ToolEngine {
     tools: HashMap<String, Entry>,
     schemas: Vec<ToolSchema>,
+}
+
+/// One call going through the pipeline: emits its trace events.
+struct Trace<'a> {
+    call: &'a ToolCall,
+    turn: u32,
+    events: &'a EventSink,
+    started: Instant,
+}
+
+impl Trace<'_> {
+    async fn emit(&self, stage: &str, detail: Value) {
+        self.events
+            .emit(Event::ToolTrace {
+                turn: self.turn,
+                call_id: self.call.id.clone(),
+                tool_name: self.call.name.clone(),
+                stage: stage.to_string(),
+                detail,
+            })
+            .await;
+    }
+
+    fn done(
+        &self,
+        output: String,
+        code: Option<&'static str>,
+        attempts: u32,
+        cached: bool,
+    ) -> ToolOutcome {
+        ToolOutcome {
+            result: ToolResult {
+                call_id: self.call.id.clone(),
+                name: self.call.name.clone(),
+                output,
+                is_error: code.is_some(),
+            },
+            error_code: code,
+            attempts,
+            cached,
+            duration: self.started.elapsed(),
+        }
+    }
 }
 
 impl ToolEngine {
@@ -88,8 +167,8 @@ impl ToolEngine {
         self.tools.is_empty()
     }
 
-    /// Runs one call through the pipeline. Never fails: every problem becomes
-    /// an error result.
+    /// Runs one call through the pipeline. Never fails: every problem is an
+    /// error result.
     pub async fn execute(
         &self,
         call: &ToolCall,
@@ -97,118 +176,216 @@ impl ToolEngine {
         cancel: &CancellationToken,
         events: &EventSink,
     ) -> ToolOutcome {
-        let started = Instant::now();
-        let finish = |output: String, code: Option<&'static str>, attempts: u32| ToolOutcome {
-            result: ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                output,
-                is_error: code.is_some(),
-            },
-            error_code: code,
-            attempts,
-            cached: false,
-            duration: started.elapsed(),
+        let trace = Trace {
+            call,
+            turn,
+            events,
+            started: Instant::now(),
         };
 
+        // 1. resolve
         let Some(entry) = self.tools.get(&call.name) else {
-            return finish(
+            trace
+                .emit("tool.resolve.fail", json!({"requested": call.name}))
+                .await;
+            return trace.done(
                 format!("unknown_tool:{}", call.name),
                 Some("unknown_tool"),
                 0,
+                false,
             );
         };
-        let arguments = match parse_arguments(call) {
-            Ok(args) => args,
-            Err(detail) => return finish(format!("bad_args:{detail}"), Some("bad_args"), 0),
+        trace
+            .emit("tool.resolve.ok", json!({"kind": entry.tool.kind()}))
+            .await;
+
+        // 2. arguments
+        let raw = call.arguments_text();
+        let arguments = match parse_and_coerce(&raw, &entry.tool.schema().parameters) {
+            Ok(args) => {
+                trace
+                    .emit(
+                        "args.parse.ok",
+                        json!({"arguments": Value::Object(args.clone())}),
+                    )
+                    .await;
+                args
+            }
+            Err(detail) => {
+                trace
+                    .emit("args.parse.fail", json!({"detail": detail, "raw": raw}))
+                    .await;
+                return trace.done(format!("bad_args:{detail}"), Some("bad_args"), 0, false);
+            }
         };
 
+        // 3. cache
+        if let Some(cache) = &entry.policy.cache {
+            if let Some(output) = cache.get(&call.name, &raw) {
+                trace
+                    .emit(
+                        "cache.hit",
+                        json!({"output_preview": preview(&output, 200)}),
+                    )
+                    .await;
+                return trace.done(output, None, 0, true);
+            }
+            trace.emit("cache.miss", Value::Null).await;
+        }
+
+        // 4. input guardrails
+        if let Some(guards) = &entry.policy.guardrails {
+            if let Err(reason) = guards.check_input(&raw, &arguments) {
+                trace
+                    .emit("guard.input.block", json!({"reason": reason}))
+                    .await;
+                return trace.done(format!("guardrail:{reason}"), Some("guardrail"), 0, false);
+            }
+            trace.emit("guard.input.ok", Value::Null).await;
+        }
+
+        // 5. invoke with retries and a timeout
+        let arguments = Value::Object(arguments);
+        let policy = &entry.policy;
         let mut attempts = 0;
-        loop {
+        let output = loop {
             attempts += 1;
-            let deadline = Instant::now() + entry.policy.timeout;
             let ctx = ToolContext {
                 call,
                 turn,
                 cancel: cancel.child_token(),
-                deadline,
+                deadline: Instant::now() + policy.timeout,
                 events,
             };
             let attempt_cancel = ctx.cancel.clone();
+            // A tool that panics (including one that blocks on the runtime
+            // from inside it) is caught here and becomes a tool_error.
             let invocation =
                 AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
             let outcome = tokio::select! {
-                r = tokio::time::timeout(entry.policy.timeout, invocation) => r,
+                r = tokio::time::timeout(policy.timeout, invocation) => r,
                 _ = cancel.cancelled() => {
                     attempt_cancel.cancel();
-                    return finish("tool_error:cancelled".into(), Some("tool_error"), attempts);
+                    trace.emit("tool.invoke.cancelled", json!({"attempt": attempts})).await;
+                    return trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false);
                 }
             };
             match outcome {
                 Err(_) => {
                     attempt_cancel.cancel();
-                    return finish("tool_error:timeout".into(), Some("tool_error"), attempts);
-                }
-                Ok(Err(_panic)) => {
-                    return finish(
-                        format!("tool_error:tool `{}` panicked", call.name),
+                    trace.emit("tool.invoke.timeout", json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64})).await;
+                    return trace.done(
+                        "tool_error:timeout".into(),
                         Some("tool_error"),
                         attempts,
+                        false,
                     );
                 }
-                Ok(Ok(Ok(output))) => return finish(output.into_json_string(), None, attempts),
-                Ok(Ok(Err(ToolError::Validation(msg)))) => {
-                    return finish(format!("user_error:{msg}"), Some("user_error"), attempts);
+                Ok(Err(panic)) => {
+                    let message = panic_message(panic.as_ref());
+                    trace
+                        .emit(
+                            "tool.invoke.panic",
+                            json!({"attempt": attempts, "message": message}),
+                        )
+                        .await;
+                    return trace.done(
+                        format!("tool_error:tool panicked: {message}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    );
                 }
-                Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= entry.policy.retries => {
-                    tracing::debug!(tool = %call.name, attempt = attempts, error = %msg, "retryable tool error");
-                    let backoff = entry
-                        .policy
+                Ok(Ok(Ok(output))) => {
+                    trace
+                        .emit("tool.invoke.ok", json!({"attempt": attempts}))
+                        .await;
+                    break output;
+                }
+                Ok(Ok(Err(ToolError::Validation(msg)))) => {
+                    trace
+                        .emit(
+                            "tool.invoke.user_error",
+                            json!({"attempt": attempts, "message": msg}),
+                        )
+                        .await;
+                    return trace.done(
+                        format!("user_error:{msg}"),
+                        Some("user_error"),
+                        attempts,
+                        false,
+                    );
+                }
+                Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= policy.retries => {
+                    trace
+                        .emit(
+                            "tool.invoke.retryable",
+                            json!({"attempt": attempts, "message": msg}),
+                        )
+                        .await;
+                    let backoff = policy
                         .retry_backoff
                         .saturating_mul(1 << (attempts - 1).min(8));
-                    tokio::time::sleep(backoff).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = cancel.cancelled() => return trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false),
+                    }
                 }
                 Ok(Ok(Err(ToolError::Retryable(msg) | ToolError::Failed(msg)))) => {
-                    return finish(format!("tool_error:{msg}"), Some("tool_error"), attempts);
+                    trace
+                        .emit(
+                            "tool.invoke.fail",
+                            json!({"attempt": attempts, "message": msg}),
+                        )
+                        .await;
+                    return trace.done(
+                        format!("tool_error:{msg}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    );
                 }
             }
-        }
-    }
-}
-
-/// The call's arguments as an object: blank means `{}`; anything that is not
-/// a JSON object is `bad_args`.
-fn parse_arguments(call: &ToolCall) -> Result<Value, String> {
-    if let Some(raw) = &call.raw_arguments {
-        if raw.trim().is_empty() {
-            return Ok(Value::Object(Map::new()));
-        }
-        return match serde_json::from_str::<Value>(raw) {
-            Ok(Value::Object(map)) => Ok(Value::Object(map)),
-            Ok(other) => Err(format!(
-                "arguments must be a JSON object, got {}",
-                json_type(&other)
-            )),
-            Err(e) => Err(format!("invalid JSON: {e}")),
         };
-    }
-    match &call.arguments {
-        Value::Object(_) => Ok(call.arguments.clone()),
-        Value::Null => Ok(Value::Object(Map::new())),
-        other => Err(format!(
-            "arguments must be a JSON object, got {}",
-            json_type(other)
-        )),
+
+        // 6. normalize
+        let output = output.into_json_string();
+
+        // 7. output guardrails
+        let output = match &policy.guardrails {
+            Some(guards) => match guards.check_output(output) {
+                Ok(checked) => {
+                    trace.emit("guard.output.ok", json!({"truncated": checked.truncated, "redactions": checked.redactions})).await;
+                    checked.output
+                }
+                Err(reason) => {
+                    trace
+                        .emit("guard.output.block", json!({"reason": reason}))
+                        .await;
+                    return trace.done(
+                        format!("guardrail:{reason}"),
+                        Some("guardrail"),
+                        attempts,
+                        false,
+                    );
+                }
+            },
+            None => output,
+        };
+
+        // 8. store
+        if let Some(cache) = &policy.cache {
+            cache.put(&call.name, &raw, output.clone());
+            trace.emit("cache.store", Value::Null).await;
+        }
+        trace.done(output, None, attempts, false)
     }
 }
 
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }

@@ -6,7 +6,10 @@
 //! `ToolCall` and returns a `ToolResult` with an error code the model can read.
 
 pub mod agent;
+mod cache;
+mod coerce;
 pub mod engine;
+pub mod guardrails;
 pub mod policy;
 pub mod process;
 

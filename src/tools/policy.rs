@@ -48,6 +48,9 @@ pub struct GuardrailSpec {
     /// Regexes whose matches in the output are replaced by `[REDACTED]`.
     #[serde(default)]
     pub redact_patterns: Vec<String>,
+    /// Regexes that block an output containing a match (nothing is cached).
+    #[serde(default)]
+    pub deny_output_patterns: Vec<String>,
 }
 
 fn default_true() -> bool {
