@@ -111,7 +111,7 @@ impl Run {
 }
 
 fn policy(retries: u32, cache: bool, guards: Option<GuardrailSpec>) -> ToolPolicy {
-    let cache = cache.then(|| CacheSpec {
+    let cache = cache.then_some(CacheSpec {
         enabled: true,
         max_entries: 16,
         ttl: None,

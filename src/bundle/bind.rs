@@ -9,6 +9,7 @@ use super::schema::{ToolKind, ToolSpec};
 use super::{Bundle, BundleError, BundleErrors};
 use crate::tools::agent::{AgentHost, AgentTool};
 use crate::tools::engine::ToolPolicy;
+use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
 use crate::tools::{Tool, ToolEngine};
 use crate::types::ToolSchema;
@@ -22,6 +23,8 @@ const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
 pub struct ToolEnv {
     /// Runs other bundles for `agent` tools.
     pub agents: Option<Arc<dyn AgentHost>>,
+    /// Remote agents from the daemon config, for `http_agent` tools naming an `agent` id.
+    pub remote_agents: Vec<HttpAgentSpec>,
 }
 
 /// The schema the model sees for a spec.
@@ -112,6 +115,35 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     problems
 }
 
+fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
+    let (endpoint, recipient) = match (&spec.agent, &spec.url) {
+        (Some(id), _) => {
+            let agent = env
+                .remote_agents
+                .iter()
+                .find(|a| &a.id == id)
+                .ok_or_else(|| {
+                    let known: Vec<&str> =
+                        env.remote_agents.iter().map(|a| a.id.as_str()).collect();
+                    format!(
+                        "no agent {id:?} in the daemon config's [[agents]] (known: {})",
+                        known.join(", ")
+                    )
+                })?;
+            (agent.endpoint.clone(), agent.id.clone())
+        }
+        (None, Some(url)) => (url.clone(), spec.name.clone()),
+        (None, None) => return Err("an http_agent tool needs `agent` or `url`".into()),
+    };
+    let mut schema = schema_of(spec);
+    if schema.parameters == super::schema::default_parameters() {
+        schema.parameters = HttpAgentTool::default_parameters();
+    }
+    HttpAgentTool::new(schema, endpoint, recipient)
+        .map(|t| Arc::new(t) as Arc<dyn Tool>)
+        .map_err(|e| e.to_string())
+}
+
 fn policy_of(spec: &ToolSpec) -> Result<ToolPolicy, String> {
     ToolPolicy::compile(
         spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
@@ -158,6 +190,7 @@ pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleE
                 }
                 _ => Err("`agent` tools run other bundles and need the daemon (`structured-agents serve`)".to_string()),
             },
+            ToolKind::HttpAgent => http_agent(spec, env),
             other => Err(format!("tool kind {other:?} is not available in this build")),
         };
         match tool.and_then(|tool| Ok((tool, policy_of(spec)?))) {

@@ -296,13 +296,13 @@ pub fn load_str(
                 format!("not a valid JSON Schema: {e}"),
             ));
         }
-        if let Some(guards) = &tool.guardrails {
-            if let Err(e) = crate::tools::guardrails::Guardrails::compile(guards) {
-                errors.push(err(
-                    &at(&format!("guardrails.{}", e.key)),
-                    format!("invalid regex {:?}: {}", e.pattern, e.detail),
-                ));
-            }
+        if let Some(guards) = &tool.guardrails
+            && let Err(e) = crate::tools::guardrails::Guardrails::compile(guards)
+        {
+            errors.push(err(
+                &at(&format!("guardrails.{}", e.key)),
+                format!("invalid regex {:?}: {}", e.pattern, e.detail),
+            ));
         }
         for (problem_key, problem) in bind::check_spec(tool, dir) {
             errors.push(err(&at(problem_key), problem));

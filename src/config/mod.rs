@@ -32,7 +32,7 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     pub observers: ObserversConfig,
     /// Remote agents that `http_agent` tools refer to by id.
-    pub agents: Vec<AgentConfig>,
+    pub agents: Vec<crate::tools::http_agent::HttpAgentSpec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -226,18 +226,6 @@ pub struct ObserversConfig {
     pub config: BTreeMap<String, serde_json::Value>,
     /// Events queued per observer plugin before new ones are dropped.
     pub queue_capacity: Option<usize>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AgentConfig {
-    pub id: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-    pub endpoint: String,
 }
 
 /// A config that could not be loaded.

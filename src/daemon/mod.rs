@@ -69,7 +69,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         .await?,
     );
     let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
-    let registry = Registry::new(config.clone(), ToolEnv::default())?;
+    let registry = Registry::new(
+        config.clone(),
+        ToolEnv {
+            remote_agents: config.agents.clone(),
+            ..ToolEnv::default()
+        },
+    )?;
     let first = registry.reload().await?;
     record_reload(&metrics, &registry, Ok(&first));
     let ready = Arc::new(AtomicBool::new(true));

@@ -37,10 +37,10 @@ pub fn parse_and_coerce(raw: &str, schema: &Value) -> Result<Map<String, Value>,
         .into_iter()
         .flatten()
     {
-        if let Some(key) = required.as_str() {
-            if !args.contains_key(key) {
-                return Err(format!("missing:{key}"));
-            }
+        if let Some(key) = required.as_str()
+            && !args.contains_key(key)
+        {
+            return Err(format!("missing:{key}"));
         }
     }
     Ok(args)

@@ -98,29 +98,29 @@ impl Guardrails {
 
     /// Checks a call's arguments; `Err` is the block reason.
     pub fn check_input(&self, raw: &str, args: &Map<String, Value>) -> Result<(), String> {
-        if let Some(max) = self.max_argument_bytes {
-            if raw.len() > max {
+        if let Some(max) = self.max_argument_bytes
+            && raw.len() > max
+        {
+            return Err(format!(
+                "arguments are {} bytes, more than the {max} allowed",
+                raw.len()
+            ));
+        }
+        for (field, pattern) in &self.deny {
+            if let Some(text) = field_text(field, raw, args)
+                && pattern.is_match(&text)
+            {
                 return Err(format!(
-                    "arguments are {} bytes, more than the {max} allowed",
-                    raw.len()
+                    "`{field}` matches a denied pattern ({})",
+                    pattern.as_str()
                 ));
             }
         }
-        for (field, pattern) in &self.deny {
-            if let Some(text) = field_text(field, raw, args) {
-                if pattern.is_match(&text) {
-                    return Err(format!(
-                        "`{field}` matches a denied pattern ({})",
-                        pattern.as_str()
-                    ));
-                }
-            }
-        }
         for (field, patterns) in &self.allow {
-            if let Some(text) = field_text(field, raw, args) {
-                if !patterns.iter().any(|p| p.is_match(&text)) {
-                    return Err(format!("`{field}` matches none of the allowed patterns"));
-                }
+            if let Some(text) = field_text(field, raw, args)
+                && !patterns.iter().any(|p| p.is_match(&text))
+            {
+                return Err(format!("`{field}` matches none of the allowed patterns"));
             }
         }
         for (field, prefixes) in &self.path_prefixes {

@@ -10,6 +10,7 @@ mod cache;
 mod coerce;
 pub mod engine;
 pub mod guardrails;
+pub mod http_agent;
 pub mod policy;
 pub mod process;
 

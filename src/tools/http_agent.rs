@@ -1,0 +1,135 @@
+//! The `http_agent` backend: a remote agent reached over HTTP. Each call
+//! POSTs a message envelope `{messageId, conversationId, senderId,
+//! recipientId, content, timestamp, type}`; the reply's `content` is the
+//! tool output. Connection failures and 5xx are retryable; other non-2xx
+//! replies and undecodable bodies are failures; the engine's timeout bounds
+//! every call.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::types::ToolSchema;
+
+/// A remote agent as the daemon config lists it (`[[agents]]`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpAgentSpec {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// The URL messages are POSTed to.
+    pub endpoint: String,
+}
+
+pub struct HttpAgentTool {
+    schema: ToolSchema,
+    endpoint: String,
+    recipient: String,
+    http: reqwest::Client,
+}
+
+impl HttpAgentTool {
+    pub fn new(schema: ToolSchema, endpoint: String, recipient: String) -> Result<Self, ToolError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| ToolError::Failed(format!("cannot build HTTP client: {e}")))?;
+        Ok(Self {
+            schema,
+            endpoint,
+            recipient,
+            http,
+        })
+    }
+
+    /// The default argument schema: one `content` string.
+    pub fn default_parameters() -> Value {
+        json!({"type": "object", "properties": {"content": {"type": "string", "description": "The message for the agent"}}, "required": ["content"]})
+    }
+}
+
+#[async_trait]
+impl Tool for HttpAgentTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn kind(&self) -> &'static str {
+        "http_agent"
+    }
+
+    async fn invoke(
+        &self,
+        arguments: Value,
+        ctx: ToolContext<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        let content = match arguments.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => arguments.to_string(),
+        };
+        let run = ctx.events.context();
+        let envelope = json!({
+            "messageId": uuid::Uuid::new_v4().to_string(),
+            "conversationId": run.run_id,
+            "senderId": format!("structured-agents/{}", run.bundle),
+            "recipientId": self.recipient,
+            "content": content,
+            "timestamp": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            "type": "request",
+        });
+        let response = self
+            .http
+            .post(&self.endpoint)
+            .timeout(ctx.remaining().max(Duration::from_millis(1)))
+            .json(&envelope)
+            .send()
+            .await
+            .map_err(|e| {
+                if e.is_timeout() {
+                    ToolError::Failed("timeout".into())
+                } else {
+                    ToolError::Retryable(format!(
+                        "agent {} at {} unreachable: {e}",
+                        self.recipient, self.endpoint
+                    ))
+                }
+            })?;
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        if !status.is_success() {
+            let message = format!(
+                "agent {} answered HTTP {status}: {}",
+                self.recipient,
+                crate::client::server_message(&body)
+            );
+            return Err(if status.is_server_error() || status.as_u16() == 429 {
+                ToolError::Retryable(message)
+            } else {
+                ToolError::Failed(message)
+            });
+        }
+        let reply: Value = serde_json::from_str(&body).map_err(|e| {
+            ToolError::Failed(format!(
+                "agent {} sent a reply that is not JSON ({e})",
+                self.recipient
+            ))
+        })?;
+        match reply.get("content") {
+            Some(Value::String(text)) => Ok(ToolOutput::Text(text.clone())),
+            Some(other) => Ok(ToolOutput::Json(other.clone())),
+            None => Err(ToolError::Failed(format!(
+                "agent {} replied without `content`",
+                self.recipient
+            ))),
+        }
+    }
+}

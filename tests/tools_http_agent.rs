@@ -1,0 +1,135 @@
+//! `http_agent` tools against a real HTTP agent on 127.0.0.1.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::post;
+use common::Recorder;
+use serde_json::{Value, json};
+use structured_agents::events::{EventSink, RunContext};
+use structured_agents::tools::ToolEngine;
+use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::http_agent::HttpAgentTool;
+use structured_agents::types::{ToolCall, ToolSchema};
+use tokio_util::sync::CancellationToken;
+
+type Seen = Arc<Mutex<Vec<Value>>>;
+
+async fn agent(State(seen): State<Seen>, Json(message): Json<Value>) -> (StatusCode, Json<Value>) {
+    seen.lock().unwrap().push(message.clone());
+    let content = message["content"].as_str().unwrap_or_default().to_string();
+    let attempts = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["content"] == content.as_str())
+        .count();
+    match content.as_str() {
+        "flaky" if attempts == 1 => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"error": {"message": "warming up"}})),
+        ),
+        "bad" => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": {"message": "no such task"}})),
+        ),
+        "slow" => {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            (StatusCode::OK, Json(json!({"content": "late"})))
+        }
+        other => (
+            StatusCode::OK,
+            Json(
+                json!({"messageId": "r1", "content": format!("agent says: {other}"), "type": "response"}),
+            ),
+        ),
+    }
+}
+
+async fn setup() -> (ToolEngine, Seen, EventSink) {
+    let seen: Seen = Arc::default();
+    let app = axum::Router::new()
+        .route("/messages", post(agent))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/messages", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let schema = ToolSchema {
+        name: "ask".into(),
+        description: String::new(),
+        parameters: HttpAgentTool::default_parameters(),
+    };
+    let mut engine = ToolEngine::new();
+    let mut policy = ToolPolicy::compile(Duration::from_millis(500), 1, None, None).unwrap();
+    policy.retry_backoff = Duration::from_millis(1);
+    engine.add(
+        Arc::new(HttpAgentTool::new(schema, url, "researcher".into()).unwrap()),
+        policy,
+    );
+    let context = RunContext {
+        run_id: "job-9".into(),
+        bundle: "b".into(),
+        bundle_version: "1".into(),
+        parent: None,
+    };
+    (
+        engine,
+        seen,
+        EventSink::new(context, 1, Arc::new(Recorder::default())),
+    )
+}
+
+async fn ask(
+    engine: &ToolEngine,
+    sink: &EventSink,
+    content: &str,
+) -> structured_agents::tools::ToolOutcome {
+    let call = ToolCall::new("c1", "ask", json!({"content": content}));
+    engine
+        .execute(&call, 1, &CancellationToken::new(), sink)
+        .await
+}
+
+#[tokio::test]
+async fn posts_the_envelope_and_returns_the_reply_content() {
+    let (engine, seen, sink) = setup().await;
+    let out = ask(&engine, &sink, "find sources").await;
+    assert_eq!(out.result.output, "\"agent says: find sources\"");
+    let message = seen.lock().unwrap()[0].clone();
+    assert_eq!(message["conversationId"], "job-9");
+    assert_eq!(message["recipientId"], "researcher");
+    assert_eq!(message["senderId"], "structured-agents/b");
+    assert_eq!(message["type"], "request");
+    assert!(uuid::Uuid::parse_str(message["messageId"].as_str().unwrap()).is_ok());
+    let ts = message["timestamp"].as_str().unwrap();
+    assert!(
+        ts.ends_with('Z') && humantime::parse_rfc3339(ts).is_ok(),
+        "{ts}"
+    );
+}
+
+#[tokio::test]
+async fn errors_become_error_results() {
+    let (engine, _, sink) = setup().await;
+    let flaky = ask(&engine, &sink, "flaky").await;
+    assert_eq!(
+        (flaky.result.is_error, flaky.attempts),
+        (false, 2),
+        "5xx is retried: {flaky:?}"
+    );
+    let bad = ask(&engine, &sink, "bad").await;
+    assert_eq!(
+        bad.result.output,
+        "tool_error:agent researcher answered HTTP 400 Bad Request: no such task"
+    );
+    let slow = ask(&engine, &sink, "slow").await;
+    assert_eq!(
+        (slow.result.output.as_str(), slow.attempts),
+        ("tool_error:timeout", 1)
+    );
+}
