@@ -17,11 +17,13 @@ use structured_agents::tools::{Tool, ToolContext, ToolEngine, ToolError, ToolOut
 use structured_agents::types::{ToolCall, ToolSchema};
 use tokio_util::sync::CancellationToken;
 
+type Behaviour = Box<dyn Fn(u32, &mut Value) -> Result<ToolOutput, ToolError> + Send + Sync>;
+
 /// A tool whose behaviour is scripted per attempt.
 struct Scripted {
     schema: ToolSchema,
     calls: AtomicU32,
-    behave: Box<dyn Fn(u32, &mut Value) -> Result<ToolOutput, ToolError> + Send + Sync>,
+    behave: Behaviour,
     delay: Duration,
 }
 
