@@ -178,9 +178,11 @@ impl QwenPlugin {
                 }),
                 QwenCallStyle::Xml => json!({
                     "type": "tag",
-                    "begin": format!("<tool_call>\n<function={}>\n", tool.name),
+                    // The newlines around the parameters are the content's
+                    // whitespace, so a call without parameters fits too.
+                    "begin": format!("<tool_call>\n<function={}>", tool.name),
                     "content": {"type": "qwen_xml_parameter", "json_schema": tool.parameters},
-                    "end": "\n</function>\n</tool_call>",
+                    "end": "</function>\n</tool_call>",
                 }),
             })
             .collect();
