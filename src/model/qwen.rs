@@ -262,12 +262,21 @@ fn json_content_calls(text: &str, out: &mut TextParse) -> bool {
     true
 }
 
-/// Reads one JSON value at the start of `text`; returns it with its byte length.
-fn json_prefix(text: &str) -> Result<(Value, usize), String> {
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+/// Reads one JSON value at byte `at` of `text`; returns it with its byte
+/// length. Errors give the line and column within `text`.
+fn json_prefix(text: &str, at: usize) -> Result<(Value, usize), String> {
+    let mut stream = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
     match stream.next() {
         Some(Ok(v)) => Ok((v, stream.byte_offset())),
-        Some(Err(e)) => Err(e.to_string()),
+        Some(Err(e)) => {
+            let before = &text[..at];
+            let base_line = before.matches('\n').count();
+            let base_col = before.len() - before.rfind('\n').map_or(0, |i| i + 1);
+            let column = if e.line() <= 1 { base_col + e.column() } else { e.column() };
+            let message = e.to_string();
+            let message = message.split(" at line ").next().unwrap_or_default();
+            Err(format!("{message} at line {} column {column}", base_line + e.line().max(1)))
+        }
         None => Err("no JSON value".into()),
     }
 }
@@ -288,14 +297,14 @@ fn json_object_members(text: &str) -> Result<(Vec<(String, Value, &str)>, usize)
         return Ok((members, i + 1));
     }
     loop {
-        let (key, used) = json_prefix(&text[i..])?;
+        let (key, used) = json_prefix(text, i)?;
         let Value::String(key) = key else { return Err(format!("object key at byte {i} is not a string")) };
         i = skip_ws(i + used);
         if bytes.get(i) != Some(&b':') {
             return Err(format!("expected `:` after key `{key}`"));
         }
         i = skip_ws(i + 1);
-        let (value, used) = json_prefix(&text[i..]).map_err(|e| format!("value of `{key}`: {e}"))?;
+        let (value, used) = json_prefix(text, i).map_err(|e| format!("value of `{key}`: {e}"))?;
         members.push((key, value, &text[i..i + used]));
         i = skip_ws(i + used);
         match bytes.get(i) {
