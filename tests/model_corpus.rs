@@ -3,6 +3,8 @@
 //! from it. Covers Hermes, Qwen3 XML, bare `<function=...>`, whole-content
 //! JSON, FunctionGemma and native `tool_calls` with their fallback rules.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -53,15 +55,24 @@ fn root() -> PathBuf {
 fn corpus_outputs_parse_to_the_expected_calls() {
     let text = std::fs::read_to_string(root().join("tests/data/model/corpus.toml")).unwrap();
     let corpus: Corpus = toml::from_str(&text).unwrap();
-    assert!(corpus.case.len() >= 40, "corpus has only {} cases", corpus.case.len());
-    let tools: Vec<ToolSchema> =
-        serde_json::from_str(&std::fs::read_to_string(root().join("tests/data/model/example_tools.json")).unwrap())
-            .unwrap();
+    assert!(
+        corpus.case.len() >= 40,
+        "corpus has only {} cases",
+        corpus.case.len()
+    );
+    let tools: Vec<ToolSchema> = serde_json::from_str(
+        &std::fs::read_to_string(root().join("tests/data/model/example_tools.json")).unwrap(),
+    )
+    .unwrap();
     let catalog = ModelCatalog::load(&root().join("config/models")).unwrap();
     let mut failures = Vec::new();
     let mut names = std::collections::HashSet::new();
     for case in &corpus.case {
-        assert!(names.insert(case.name.clone()), "duplicate case name {}", case.name);
+        assert!(
+            names.insert(case.name.clone()),
+            "duplicate case name {}",
+            case.name
+        );
         let model = catalog.resolve(&case.model).unwrap();
         let mut wire = serde_json::json!({"role": "assistant", "content": case.content});
         if let Some(native) = &case.native {
@@ -71,42 +82,72 @@ fn corpus_outputs_parse_to_the_expected_calls() {
         let parsed = model.plugin.parse_reply(&reply, &tools);
         let mut problems = Vec::new();
         if parsed.content != case.expect_content {
-            problems.push(format!("content {:?}, expected {:?}", parsed.content, case.expect_content));
+            problems.push(format!(
+                "content {:?}, expected {:?}",
+                parsed.content, case.expect_content
+            ));
         }
         if parsed.calls.len() != case.expect.len() {
-            problems.push(format!("{} calls, expected {}: {:?}", parsed.calls.len(), case.expect.len(), parsed.calls));
+            problems.push(format!(
+                "{} calls, expected {}: {:?}",
+                parsed.calls.len(),
+                case.expect.len(),
+                parsed.calls
+            ));
         }
         for (i, (got, want)) in parsed.calls.iter().zip(&case.expect).enumerate() {
             if got.call.name != want.name {
-                problems.push(format!("call {i}: name `{}`, expected `{}`", got.call.name, want.name));
+                problems.push(format!(
+                    "call {i}: name `{}`, expected `{}`",
+                    got.call.name, want.name
+                ));
             }
             if let Some(args) = &want.arguments {
                 let args: Value = serde_json::from_str(args).unwrap();
                 if got.call.arguments != args {
-                    problems.push(format!("call {i}: arguments {}, expected {args}", got.call.arguments));
+                    problems.push(format!(
+                        "call {i}: arguments {}, expected {args}",
+                        got.call.arguments
+                    ));
                 }
             }
             if let Some(raw) = &want.raw
                 && got.call.arguments_text() != *raw
             {
-                problems.push(format!("call {i}: argument text {:?}, expected {raw:?}", got.call.arguments_text()));
+                problems.push(format!(
+                    "call {i}: argument text {:?}, expected {raw:?}",
+                    got.call.arguments_text()
+                ));
             }
             match &want.id {
-                Some(id) if got.call.id != *id => problems.push(format!("call {i}: id {}, expected {id}", got.call.id)),
+                Some(id) if got.call.id != *id => {
+                    problems.push(format!("call {i}: id {}, expected {id}", got.call.id))
+                }
                 Some(_) => {}
                 // Generated: "call_" + 32 hex digits = 128 random bits.
-                None if !(got.call.id.len() == 37 && got.call.id.starts_with("call_")) => {
-                    problems.push(format!("call {i}: generated id {} is not 128 bits", got.call.id))
-                }
+                None if !(got.call.id.len() == 37 && got.call.id.starts_with("call_")) => problems
+                    .push(format!(
+                        "call {i}: generated id {} is not 128 bits",
+                        got.call.id
+                    )),
                 None => {}
             }
             if got.error != want.bad_args {
-                problems.push(format!("call {i}: error {:?}, expected {:?}", got.error, want.bad_args));
+                problems.push(format!(
+                    "call {i}: error {:?}, expected {:?}",
+                    got.error, want.bad_args
+                ));
             }
         }
         if !problems.is_empty() {
             failures.push(format!("[{}]\n  {}", case.name, problems.join("\n  ")));
         }
     }
-    assert!(failures.is_empty(), "{} of {} corpus cases failed:\n{}", failures.len(), corpus.case.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} corpus cases failed:\n{}",
+        failures.len(),
+        corpus.case.len(),
+        failures.join("\n")
+    );
 }

@@ -18,8 +18,8 @@ use serde_json::{Map, Value, json};
 use toml::Spanned;
 
 use super::{
-    BUILTIN_PLUGINS, FunctionGemmaOptions, FunctionGemmaPlugin, GrammarError, GrammarMode, ModelPlugin, OpenAiPlugin,
-    QwenOptions, QwenPlugin, WireKey,
+    BUILTIN_PLUGINS, FunctionGemmaOptions, FunctionGemmaPlugin, GrammarError, GrammarMode,
+    ModelPlugin, OpenAiPlugin, QwenOptions, QwenPlugin, WireKey,
 };
 use crate::types::ToolSchema;
 
@@ -28,12 +28,28 @@ use crate::types::ToolSchema;
 #[derive(Debug, thiserror::Error)]
 pub enum ModelConfigError {
     #[error("cannot read model config {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}:{line}: key `{key}`: {message}")]
-    Invalid { path: PathBuf, line: usize, key: String, message: String },
-    #[error("model `{name}` is defined twice: in {first} and in {second} (model and variant names share one namespace)")]
-    Duplicate { name: String, first: PathBuf, second: PathBuf },
-    #[error("unknown model `{name}` (valid: {valid}); define it in the models directory as `{name}.toml` or as a variant")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        key: String,
+        message: String,
+    },
+    #[error(
+        "model `{name}` is defined twice: in {first} and in {second} (model and variant names share one namespace)"
+    )]
+    Duplicate {
+        name: String,
+        first: PathBuf,
+        second: PathBuf,
+    },
+    #[error(
+        "unknown model `{name}` (valid: {valid}); define it in the models directory as `{name}.toml` or as a variant"
+    )]
     UnknownModel { name: String, valid: String },
 }
 
@@ -85,7 +101,9 @@ impl ResolvedModel {
                 if !self.plugin.grammar_modes().contains(&mode) {
                     return Err(self.plugin.unsupported(mode));
                 }
-                let grammar = self.plugin.build_grammar(mode, tools, allow_parallel_calls)?;
+                let grammar = self
+                    .plugin
+                    .build_grammar(mode, tools, allow_parallel_calls)?;
                 self.wire.place(&self.name, &grammar)?
             }
         };
@@ -109,14 +127,17 @@ impl ModelCatalog {
             .iter()
             .filter_map(|name| {
                 let plugin = super::builtin(name)?;
-                Some((name.to_string(), ResolvedModel {
-                    name: name.to_string(),
-                    plugin,
-                    default_grammar: None,
-                    stop: Vec::new(),
-                    wire: WireKey::default(),
-                    source: None,
-                }))
+                Some((
+                    name.to_string(),
+                    ResolvedModel {
+                        name: name.to_string(),
+                        plugin,
+                        default_grammar: None,
+                        stop: Vec::new(),
+                        wire: WireKey::default(),
+                        source: None,
+                    },
+                ))
             })
             .collect();
         ModelCatalog { models }
@@ -129,7 +150,12 @@ impl ModelCatalog {
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(catalog),
-            Err(source) => return Err(ModelConfigError::Read { path: dir.to_path_buf(), source }),
+            Err(source) => {
+                return Err(ModelConfigError::Read {
+                    path: dir.to_path_buf(),
+                    source,
+                });
+            }
         };
         let mut files: Vec<PathBuf> = entries
             .filter_map(Result::ok)
@@ -139,10 +165,17 @@ impl ModelCatalog {
         files.sort();
         let mut from_files: BTreeMap<String, PathBuf> = BTreeMap::new();
         for path in files {
-            let text = std::fs::read_to_string(&path).map_err(|source| ModelConfigError::Read { path: path.clone(), source })?;
+            let text = std::fs::read_to_string(&path).map_err(|source| ModelConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
             for model in parse_file(&path, &text)? {
                 if let Some(first) = from_files.insert(model.name.clone(), path.clone()) {
-                    return Err(ModelConfigError::Duplicate { name: model.name, first, second: path });
+                    return Err(ModelConfigError::Duplicate {
+                        name: model.name,
+                        first,
+                        second: path,
+                    });
                 }
                 catalog.models.insert(model.name.clone(), model);
             }
@@ -152,10 +185,13 @@ impl ModelCatalog {
 
     /// The model a bundle names.
     pub fn resolve(&self, name: &str) -> Result<ResolvedModel, ModelConfigError> {
-        self.models.get(name).cloned().ok_or_else(|| ModelConfigError::UnknownModel {
-            name: name.to_string(),
-            valid: self.names().collect::<Vec<_>>().join(", "),
-        })
+        self.models
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ModelConfigError::UnknownModel {
+                name: name.to_string(),
+                valid: self.names().collect::<Vec<_>>().join(", "),
+            })
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -201,15 +237,34 @@ impl Ctx<'_> {
             .map(|i| i..i + key.len())
     }
 
-    fn err(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) -> ModelConfigError {
-        let line = span.map_or(1, |s| self.text[..s.start.min(self.text.len())].matches('\n').count() + 1);
-        ModelConfigError::Invalid { path: self.path.to_path_buf(), line, key: key.to_string(), message: message.into() }
+    fn err(
+        &self,
+        span: Option<Range<usize>>,
+        key: &str,
+        message: impl Into<String>,
+    ) -> ModelConfigError {
+        let line = span.map_or(1, |s| {
+            self.text[..s.start.min(self.text.len())]
+                .matches('\n')
+                .count()
+                + 1
+        });
+        ModelConfigError::Invalid {
+            path: self.path.to_path_buf(),
+            line,
+            key: key.to_string(),
+            message: message.into(),
+        }
     }
 }
 
 fn parse_file(path: &Path, text: &str) -> Result<Vec<ResolvedModel>, ModelConfigError> {
     let ctx = Ctx { path, text };
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_string();
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let key = e
             .span()
@@ -219,7 +274,14 @@ fn parse_file(path: &Path, text: &str) -> Result<Vec<ResolvedModel>, ModelConfig
                 let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
                 text[line_start..line_end].to_string()
             })
-            .map(|l| l.split('=').next().unwrap_or_default().trim().trim_matches(['[', ']']).to_string())
+            .map(|l| {
+                l.split('=')
+                    .next()
+                    .unwrap_or_default()
+                    .trim()
+                    .trim_matches(['[', ']'])
+                    .to_string()
+            })
             .unwrap_or_default();
         ctx.err(e.span(), &key, e.message().to_string())
     })?;
@@ -235,7 +297,14 @@ fn parse_file(path: &Path, text: &str) -> Result<Vec<ResolvedModel>, ModelConfig
     };
     if !BUILTIN_PLUGINS.contains(&plugin.as_str()) {
         let span = raw.plugin.as_ref().map(Spanned::span);
-        return Err(ctx.err(span, "plugin", format!("unknown plugin `{plugin}` (valid: {})", BUILTIN_PLUGINS.join(", "))));
+        return Err(ctx.err(
+            span,
+            "plugin",
+            format!(
+                "unknown plugin `{plugin}` (valid: {})",
+                BUILTIN_PLUGINS.join(", ")
+            ),
+        ));
     }
     let settings = RawSettings {
         default_grammar: raw.default_grammar,
@@ -246,7 +315,13 @@ fn parse_file(path: &Path, text: &str) -> Result<Vec<ResolvedModel>, ModelConfig
     let mut models = vec![build(&ctx, &stem, &plugin, &settings, "")?];
     for (name, variant) in &raw.variants {
         let merged = merge(&settings, variant);
-        models.push(build(&ctx, name, &plugin, &merged, &format!("variants.{name}."))?);
+        models.push(build(
+            &ctx,
+            name,
+            &plugin,
+            &merged,
+            &format!("variants.{name}."),
+        )?);
     }
     Ok(models)
 }
@@ -262,36 +337,72 @@ fn merge(base: &RawSettings, over: &RawSettings) -> RawSettings {
         (b, o) => o.clone().or_else(|| b.clone()),
     };
     RawSettings {
-        default_grammar: over.default_grammar.clone().or_else(|| base.default_grammar.clone()),
+        default_grammar: over
+            .default_grammar
+            .clone()
+            .or_else(|| base.default_grammar.clone()),
         stop: over.stop.clone().or_else(|| base.stop.clone()),
         wire: over.wire.clone().or_else(|| base.wire.clone()),
         parser,
     }
 }
 
-fn enum_value<T: for<'de> Deserialize<'de>>(ctx: &Ctx, field: &Spanned<String>, key: &str, valid: &str) -> Result<T, ModelConfigError> {
-    T::deserialize(toml::Value::String(field.get_ref().clone()))
-        .map_err(|_| ctx.err(Some(field.span()), key, format!("`{}` is not one of: {valid}", field.get_ref())))
+fn enum_value<T: for<'de> Deserialize<'de>>(
+    ctx: &Ctx,
+    field: &Spanned<String>,
+    key: &str,
+    valid: &str,
+) -> Result<T, ModelConfigError> {
+    T::deserialize(toml::Value::String(field.get_ref().clone())).map_err(|_| {
+        ctx.err(
+            Some(field.span()),
+            key,
+            format!("`{}` is not one of: {valid}", field.get_ref()),
+        )
+    })
 }
 
-fn build(ctx: &Ctx, name: &str, plugin_name: &str, raw: &RawSettings, prefix: &str) -> Result<ResolvedModel, ModelConfigError> {
+fn build(
+    ctx: &Ctx,
+    name: &str,
+    plugin_name: &str,
+    raw: &RawSettings,
+    prefix: &str,
+) -> Result<ResolvedModel, ModelConfigError> {
     let parser = raw.parser.clone().unwrap_or_default();
     let parser_span = ctx.header(&format!("{prefix}parser"));
-    let parser_err = |e: toml::de::Error| ctx.err(parser_span.clone(), &format!("{prefix}parser"), e.message().to_string());
+    let parser_err = |e: toml::de::Error| {
+        ctx.err(
+            parser_span.clone(),
+            &format!("{prefix}parser"),
+            e.message().to_string(),
+        )
+    };
     let plugin: Arc<dyn ModelPlugin> = match plugin_name {
-        "qwen" => Arc::new(QwenPlugin::new(QwenOptions::deserialize(toml::Value::Table(parser)).map_err(parser_err)?)),
+        "qwen" => Arc::new(QwenPlugin::new(
+            QwenOptions::deserialize(toml::Value::Table(parser)).map_err(parser_err)?,
+        )),
         "function_gemma" => Arc::new(FunctionGemmaPlugin::new(
             FunctionGemmaOptions::deserialize(toml::Value::Table(parser)).map_err(parser_err)?,
         )),
         _ => {
             if let Some(key) = parser.keys().next() {
-                return Err(ctx.err(parser_span, &format!("{prefix}parser.{key}"), format!("plugin `{plugin_name}` has no parser options")));
+                return Err(ctx.err(
+                    parser_span,
+                    &format!("{prefix}parser.{key}"),
+                    format!("plugin `{plugin_name}` has no parser options"),
+                ));
             }
             Arc::new(OpenAiPlugin)
         }
     };
     let wire: WireKey = match &raw.wire {
-        Some(w) => enum_value(ctx, w, &format!("{prefix}wire"), "structured_outputs, guided")?,
+        Some(w) => enum_value(
+            ctx,
+            w,
+            &format!("{prefix}wire"),
+            "structured_outputs, guided",
+        )?,
         None => WireKey::default(),
     };
     let default_grammar = match &raw.default_grammar {
@@ -299,17 +410,34 @@ fn build(ctx: &Ctx, name: &str, plugin_name: &str, raw: &RawSettings, prefix: &s
         Some(g) if g.get_ref() == "none" => None,
         Some(g) => {
             let key = format!("{prefix}default_grammar");
-            let mode: GrammarMode = enum_value(ctx, g, &key, "none, ebnf, structural_tag, json_schema")?;
+            let mode: GrammarMode =
+                enum_value(ctx, g, &key, "none, ebnf, structural_tag, json_schema")?;
             let supported: Vec<&str> = plugin.grammar_modes().iter().map(|m| m.as_str()).collect();
             if !supported.contains(&mode.as_str()) {
-                return Err(ctx.err(Some(g.span()), &key, format!(
-                    "plugin `{plugin_name}` cannot build `{}` grammars (supported: {})",
-                    mode.as_str(),
-                    if supported.is_empty() { "none".into() } else { supported.join(", ") }
-                )));
+                return Err(ctx.err(
+                    Some(g.span()),
+                    &key,
+                    format!(
+                        "plugin `{plugin_name}` cannot build `{}` grammars (supported: {})",
+                        mode.as_str(),
+                        if supported.is_empty() {
+                            "none".into()
+                        } else {
+                            supported.join(", ")
+                        }
+                    ),
+                ));
             }
             if !wire.carries(mode) {
-                return Err(ctx.err(Some(g.span()), &key, format!("wire `{}` cannot carry `{}` grammars", wire.as_str(), mode.as_str())));
+                return Err(ctx.err(
+                    Some(g.span()),
+                    &key,
+                    format!(
+                        "wire `{}` cannot carry `{}` grammars",
+                        wire.as_str(),
+                        mode.as_str()
+                    ),
+                ));
             }
             Some(mode)
         }
@@ -325,6 +453,7 @@ fn build(ctx: &Ctx, name: &str, plugin_name: &str, raw: &RawSettings, prefix: &s
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -345,19 +474,49 @@ mod tests {
         assert_eq!(xml.plugin.name(), "qwen");
         assert!(catalog.resolve("openai").is_ok());
         let err = catalog.resolve("nope").unwrap_err().to_string();
-        assert!(err.contains("qwen3-xml") && err.contains("function_gemma"), "{err}");
+        assert!(
+            err.contains("qwen3-xml") && err.contains("function_gemma"),
+            "{err}"
+        );
     }
 
     #[test]
     fn errors_name_file_line_and_key() {
-        let err = load(&[("qwen.toml", "stop = []\n\n[parser]\ncall_style = \"yaml\"\n")]).unwrap_err().to_string();
-        assert!(err.contains("qwen.toml:3: key `parser`") && err.contains("yaml"), "{err}");
-        let err = load(&[("function_gemma.toml", "stop = []\ndefault_grammar = \"json_schema\"\n")]).unwrap_err().to_string();
-        assert!(err.contains("function_gemma.toml:2: key `default_grammar`") && err.contains("supported: ebnf, structural_tag"), "{err}");
-        let err = load(&[("qwen.toml", "stops = []\n")]).unwrap_err().to_string();
-        assert!(err.contains("qwen.toml:1: key `stops`") && err.contains("unknown field"), "{err}");
-        let err = load(&[("mine.toml", "plugin = \"llama\"\n")]).unwrap_err().to_string();
-        assert!(err.contains("mine.toml:1: key `plugin`") && err.contains("llama"), "{err}");
+        let err = load(&[(
+            "qwen.toml",
+            "stop = []\n\n[parser]\ncall_style = \"yaml\"\n",
+        )])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("qwen.toml:3: key `parser`") && err.contains("yaml"),
+            "{err}"
+        );
+        let err = load(&[(
+            "function_gemma.toml",
+            "stop = []\ndefault_grammar = \"json_schema\"\n",
+        )])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("function_gemma.toml:2: key `default_grammar`")
+                && err.contains("supported: ebnf, structural_tag"),
+            "{err}"
+        );
+        let err = load(&[("qwen.toml", "stops = []\n")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("qwen.toml:1: key `stops`") && err.contains("unknown field"),
+            "{err}"
+        );
+        let err = load(&[("mine.toml", "plugin = \"llama\"\n")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mine.toml:1: key `plugin`") && err.contains("llama"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -365,7 +524,16 @@ mod tests {
         let catalog = ModelCatalog::load(Path::new("/nonexistent/models")).unwrap();
         let openai = catalog.resolve("openai").unwrap();
         assert!(!openai.supports(GrammarMode::Ebnf));
-        assert!(openai.request_fragment(Some(GrammarMode::Ebnf), &[], false).is_err());
-        assert!(openai.request_fragment(None, &[], false).unwrap().is_empty());
+        assert!(
+            openai
+                .request_fragment(Some(GrammarMode::Ebnf), &[], false)
+                .is_err()
+        );
+        assert!(
+            openai
+                .request_fragment(None, &[], false)
+                .unwrap()
+                .is_empty()
+        );
     }
 }

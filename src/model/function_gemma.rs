@@ -28,7 +28,9 @@ pub struct FunctionGemmaOptions {
 
 impl Default for FunctionGemmaOptions {
     fn default() -> Self {
-        Self { system_role: SystemRole::Developer }
+        Self {
+            system_role: SystemRole::Developer,
+        }
     }
 }
 
@@ -88,22 +90,38 @@ impl ModelPlugin for FunctionGemmaPlugin {
 
     fn parse_reply(&self, reply: &Message, tools: &[ToolSchema]) -> ParsedReply {
         let _ = tools;
-        combine(reply, parse_text(reply.content.as_deref().unwrap_or_default()))
+        combine(
+            reply,
+            parse_text(reply.content.as_deref().unwrap_or_default()),
+        )
     }
 
-    fn build_grammar(&self, mode: GrammarMode, tools: &[ToolSchema], parallel: bool) -> Result<Grammar, GrammarError> {
+    fn build_grammar(
+        &self,
+        mode: GrammarMode,
+        tools: &[ToolSchema],
+        parallel: bool,
+    ) -> Result<Grammar, GrammarError> {
         if tools.is_empty() {
-            return Err(GrammarError::NoTools { mode: mode.as_str() });
+            return Err(GrammarError::NoTools {
+                mode: mode.as_str(),
+            });
         }
         match mode {
             GrammarMode::Ebnf => ebnf(tools, parallel).map(Grammar::Ebnf),
-            GrammarMode::StructuralTag => structural_tag(tools, parallel).map(Grammar::StructuralTag),
+            GrammarMode::StructuralTag => {
+                structural_tag(tools, parallel).map(Grammar::StructuralTag)
+            }
             GrammarMode::JsonSchema => Err(self.unsupported(mode)),
         }
     }
 
     fn render_call(&self, call: &ToolCall) -> Option<String> {
-        Some(format!("{START}call:{}{}{END}", call.name, render_value(&call.arguments)?))
+        Some(format!(
+            "{START}call:{}{}{END}",
+            call.name,
+            render_value(&call.arguments)?
+        ))
     }
 }
 
@@ -130,7 +148,14 @@ pub fn render_value(value: &Value) -> Option<String> {
             format!("{{{}}}", parts.join(","))
         }
         Value::Array(items) => {
-            format!("[{}]", items.iter().map(render_value).collect::<Option<Vec<_>>>()?.join(","))
+            format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(render_value)
+                    .collect::<Option<Vec<_>>>()?
+                    .join(",")
+            )
         }
         other => other.to_string(),
     })
@@ -161,23 +186,44 @@ fn call(body: &str, out: &mut TextParse) {
     let Some(brace) = text.find('{') else {
         let name = text.trim();
         if is_gemma_key(name) {
-            out.bad(name, "", format!("call to `{name}` has no `{{...}}` argument object"));
+            out.bad(
+                name,
+                "",
+                format!("call to `{name}` has no `{{...}}` argument object"),
+            );
         } else {
-            out.bad("", body, format!("function call is not `call:NAME{{...}}`: `{}`", snippet(body)));
+            out.bad(
+                "",
+                body,
+                format!(
+                    "function call is not `call:NAME{{...}}`: `{}`",
+                    snippet(body)
+                ),
+            );
         }
         return;
     };
     let name = text[..brace].trim();
     if name.is_empty() {
-        out.bad("", body, format!("function call has no tool name: `{}`", snippet(body)));
+        out.bad(
+            "",
+            body,
+            format!("function call has no tool name: `{}`", snippet(body)),
+        );
         return;
     }
     let args_text = &text[brace..];
-    let mut p = Parser { text: args_text, at: 0 };
+    let mut p = Parser {
+        text: args_text,
+        at: 0,
+    };
     let result = p.value(0).and_then(|v| {
         p.skip_ws();
         if p.at < args_text.len() {
-            Err(format!("unexpected `{}` after the argument object", snippet(&args_text[p.at..])))
+            Err(format!(
+                "unexpected `{}` after the argument object",
+                snippet(&args_text[p.at..])
+            ))
         } else {
             Ok(v)
         }
@@ -227,7 +273,10 @@ impl Parser<'_> {
         self.skip_ws();
         if self.eat(ESCAPE) {
             let Some(end) = self.rest().find(ESCAPE) else {
-                return Err(format!("string `{}` is not closed with <escape>", snippet(self.rest())));
+                return Err(format!(
+                    "string `{}` is not closed with <escape>",
+                    snippet(self.rest())
+                ));
             };
             let s = self.rest()[..end].to_string();
             self.at += end + ESCAPE.len();
@@ -258,7 +307,10 @@ impl Parser<'_> {
                 if self.eat("}") {
                     return Ok(Value::Object(map));
                 }
-                return Err(format!("expected `,` or `}}` after `{key}` at {}", self.here()));
+                return Err(format!(
+                    "expected `,` or `}}` after `{key}` at {}",
+                    self.here()
+                ));
             }
         }
         if self.eat("[") {
@@ -278,7 +330,10 @@ impl Parser<'_> {
             }
         }
         // A bare scalar: up to the next delimiter.
-        let end = self.rest().find([',', '}', ']']).unwrap_or(self.rest().len());
+        let end = self
+            .rest()
+            .find([',', '}', ']'])
+            .unwrap_or(self.rest().len());
         let token = self.rest()[..end].trim().to_string();
         if token.is_empty() || token.contains('<') {
             return Err(format!("expected a value at {}", self.here()));
@@ -302,10 +357,20 @@ fn ebnf(tools: &[ToolSchema], parallel: bool) -> Result<String, GrammarError> {
     let mut alts = Vec::new();
     for tool in tools {
         let obj = args_rule(&mut g, tool)?;
-        alts.push(g.add(&format!("call_{}", tool.name), format!("{} {obj}", ebnf_literal(&format!("call:{}", tool.name)))));
+        alts.push(g.add(
+            &format!("call_{}", tool.name),
+            format!("{} {obj}", ebnf_literal(&format!("call:{}", tool.name))),
+        ));
     }
-    let call = g.add("function_call", format!("\"{START}\" ({}) \"{END}\"", alts.join(" | ")));
-    let calls = if parallel { format!("{call}*") } else { format!("{call}?") };
+    let call = g.add(
+        "function_call",
+        format!("\"{START}\" ({}) \"{END}\"", alts.join(" | ")),
+    );
+    let calls = if parallel {
+        format!("{call}*")
+    } else {
+        format!("{call}?")
+    };
     let text = g.add("text", "[^<]*".into());
     Ok(g.render(&format!("{text} {calls}")))
 }
@@ -318,8 +383,15 @@ fn args_rule(g: &mut Ebnf, tool: &ToolSchema) -> Result<String, GrammarError> {
         });
     }
     let obj = g
-        .value(&tool.parameters, Dialect::Gemma, &format!("t_{}", tool.name))
-        .map_err(|detail| GrammarError::Schema { tool: tool.name.clone(), detail })?;
+        .value(
+            &tool.parameters,
+            Dialect::Gemma,
+            &format!("t_{}", tool.name),
+        )
+        .map_err(|detail| GrammarError::Schema {
+            tool: tool.name.clone(),
+            detail,
+        })?;
     Ok(obj)
 }
 
@@ -345,18 +417,25 @@ fn structural_tag(tools: &[ToolSchema], parallel: bool) -> Result<Value, Grammar
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     fn parse(text: &str) -> ParsedReply {
-        FunctionGemmaPlugin::default().parse_reply(&Message::assistant(Some(text.into()), vec![]), &[])
+        FunctionGemmaPlugin::default()
+            .parse_reply(&Message::assistant(Some(text.into()), vec![]), &[])
     }
 
     #[test]
     fn escaped_strings_may_hold_commas_and_braces() {
-        let r = parse("ok <start_function_call>call:add{a:1,note:<escape>x, y {z}<escape>,l:[1,{b:true}]}<end_function_call>");
+        let r = parse(
+            "ok <start_function_call>call:add{a:1,note:<escape>x, y {z}<escape>,l:[1,{b:true}]}<end_function_call>",
+        );
         assert_eq!(r.content.as_deref(), Some("ok"));
-        assert_eq!(r.calls[0].call.arguments, json!({"a": 1, "note": "x, y {z}", "l": [1, {"b": true}]}));
+        assert_eq!(
+            r.calls[0].call.arguments,
+            json!({"a": 1, "note": "x, y {z}", "l": [1, {"b": true}]})
+        );
     }
 
     #[test]
@@ -372,7 +451,13 @@ mod tests {
         let history = vec![
             Message::system("tools here"),
             Message::assistant(None, vec![ToolCall::new("", "add", json!({"a": 1}))]),
-            Message { role: Role::Tool, content: Some("{\"sum\": 7}".into()), tool_calls: vec![], tool_call_id: None, name: None },
+            Message {
+                role: Role::Tool,
+                content: Some("{\"sum\": 7}".into()),
+                tool_calls: vec![],
+                tool_call_id: None,
+                name: None,
+            },
         ];
         let wire = FunctionGemmaPlugin::default().format_messages(&history);
         assert_eq!(wire[0]["role"], "developer");

@@ -8,14 +8,20 @@
 
 use serde_json::Value;
 
-use super::{FunctionGemmaPlugin, ModelPlugin, ParsedReply, QwenCallStyle, QwenOptions, QwenPlugin};
+use super::{
+    FunctionGemmaPlugin, ModelPlugin, ParsedReply, QwenCallStyle, QwenOptions, QwenPlugin,
+};
 use crate::types::{Message, ToolCall, ToolSchema};
 
 fn tools() -> Vec<ToolSchema> {
     let params = serde_json::json!({"type": "object", "properties": {
         "a": {"type": "integer"}, "note": {"type": "string"}, "xs": {"type": "array"}
     }});
-    vec![ToolSchema { name: "add".into(), description: String::new(), parameters: params }]
+    vec![ToolSchema {
+        name: "add".into(),
+        description: String::new(),
+        parameters: params,
+    }]
 }
 
 fn check(reply: &ParsedReply) {
@@ -23,9 +29,15 @@ fn check(reply: &ParsedReply) {
         // "call_" + 32 hex digits = 128 bits, or an id the server gave.
         assert!(!parsed.call.id.is_empty(), "empty call id");
         if parsed.error.is_none() {
-            assert!(parsed.call.arguments.is_object(), "accepted call with non-object arguments: {parsed:?}");
+            assert!(
+                parsed.call.arguments.is_object(),
+                "accepted call with non-object arguments: {parsed:?}"
+            );
         } else {
-            assert!(!parsed.error.as_deref().unwrap_or_default().is_empty(), "empty error detail");
+            assert!(
+                !parsed.error.as_deref().unwrap_or_default().is_empty(),
+                "empty error detail"
+            );
         }
     }
 }
@@ -38,7 +50,10 @@ fn text(data: &[u8]) -> String {
 pub fn qwen_parse(data: &[u8]) {
     let reply = Message::assistant(Some(text(data)), vec![]);
     for style in [QwenCallStyle::Hermes, QwenCallStyle::Xml] {
-        let plugin = QwenPlugin::new(QwenOptions { call_style: style, ..Default::default() });
+        let plugin = QwenPlugin::new(QwenOptions {
+            call_style: style,
+            ..Default::default()
+        });
         check(&plugin.parse_reply(&reply, &tools()));
     }
 }
@@ -53,8 +68,14 @@ pub fn function_gemma_parse(data: &[u8]) {
 /// text as content, through both text-parsing plugins.
 pub fn native_fallback(data: &[u8]) {
     let raw = text(data);
-    let arguments = serde_json::from_str::<Value>(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
-    let call = ToolCall { id: String::new(), name: "add".into(), arguments, raw_arguments: Some(raw.clone()) };
+    let arguments =
+        serde_json::from_str::<Value>(&raw).unwrap_or_else(|_| Value::String(raw.clone()));
+    let call = ToolCall {
+        id: String::new(),
+        name: "add".into(),
+        arguments,
+        raw_arguments: Some(raw.clone()),
+    };
     let reply = Message::assistant(Some(raw), vec![call]);
     let q = QwenPlugin::default().parse_reply(&reply, &tools());
     assert_eq!(q.calls.len(), 1, "native call lost");

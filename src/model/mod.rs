@@ -67,7 +67,9 @@ pub struct ParsedReply {
 /// A grammar could not be built for these tools.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum GrammarError {
-    #[error("model plugin `{plugin}` does not support grammar mode `{mode}` (supported: {supported})")]
+    #[error(
+        "model plugin `{plugin}` does not support grammar mode `{mode}` (supported: {supported})"
+    )]
     Unsupported {
         plugin: String,
         mode: &'static str,
@@ -75,7 +77,9 @@ pub enum GrammarError {
     },
     #[error("tool `{tool}`: cannot build a grammar for its parameters: {detail}")]
     Schema { tool: String, detail: String },
-    #[error("grammar mode `{mode}` has no place on wire `{wire}` (model `{plugin}`); use wire `structured_outputs` or another grammar mode")]
+    #[error(
+        "grammar mode `{mode}` has no place on wire `{wire}` (model `{plugin}`); use wire `structured_outputs` or another grammar mode"
+    )]
     NoWirePlacement {
         plugin: String,
         mode: &'static str,

@@ -28,7 +28,11 @@ impl ModelPlugin for OpenAiPlugin {
                 }
                 let error = match &call.arguments {
                     Value::Object(_) => None,
-                    _ if call.raw_arguments.as_deref().is_some_and(|r| r.trim().is_empty()) => {
+                    _ if call
+                        .raw_arguments
+                        .as_deref()
+                        .is_some_and(|r| r.trim().is_empty()) =>
+                    {
                         call.arguments = Value::Object(Default::default());
                         None
                     }
@@ -49,6 +53,7 @@ impl ModelPlugin for OpenAiPlugin {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -67,6 +72,12 @@ mod tests {
         assert!(parsed.calls[0].error.is_none());
         assert!(parsed.calls[1].call.id.len() >= 24);
         assert_eq!(parsed.calls[1].call.arguments, json!({}));
-        assert!(parsed.calls[2].error.as_deref().unwrap().contains("not a JSON object"));
+        assert!(
+            parsed.calls[2]
+                .error
+                .as_deref()
+                .unwrap()
+                .contains("not a JSON object")
+        );
     }
 }

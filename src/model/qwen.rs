@@ -41,7 +41,11 @@ pub struct QwenOptions {
 
 impl Default for QwenOptions {
     fn default() -> Self {
-        Self { call_style: QwenCallStyle::Hermes, system_role: SystemRole::System, json_content_calls: true }
+        Self {
+            call_style: QwenCallStyle::Hermes,
+            system_role: SystemRole::System,
+            json_content_calls: true,
+        }
     }
 }
 
@@ -63,24 +67,43 @@ impl ModelPlugin for QwenPlugin {
     }
 
     fn grammar_modes(&self) -> &[GrammarMode] {
-        &[GrammarMode::Ebnf, GrammarMode::StructuralTag, GrammarMode::JsonSchema]
+        &[
+            GrammarMode::Ebnf,
+            GrammarMode::StructuralTag,
+            GrammarMode::JsonSchema,
+        ]
     }
 
     fn format_messages(&self, messages: &[Message]) -> Vec<Value> {
-        messages.iter().map(|m| self.options.system_role.apply(m).to_wire()).collect()
+        messages
+            .iter()
+            .map(|m| self.options.system_role.apply(m).to_wire())
+            .collect()
     }
 
     fn parse_reply(&self, reply: &Message, tools: &[ToolSchema]) -> ParsedReply {
-        combine(reply, self.parse_text(reply.content.as_deref().unwrap_or_default(), tools))
+        combine(
+            reply,
+            self.parse_text(reply.content.as_deref().unwrap_or_default(), tools),
+        )
     }
 
-    fn build_grammar(&self, mode: GrammarMode, tools: &[ToolSchema], parallel: bool) -> Result<Grammar, GrammarError> {
+    fn build_grammar(
+        &self,
+        mode: GrammarMode,
+        tools: &[ToolSchema],
+        parallel: bool,
+    ) -> Result<Grammar, GrammarError> {
         if tools.is_empty() {
-            return Err(GrammarError::NoTools { mode: mode.as_str() });
+            return Err(GrammarError::NoTools {
+                mode: mode.as_str(),
+            });
         }
         match mode {
             GrammarMode::Ebnf => self.ebnf(tools, parallel).map(Grammar::Ebnf),
-            GrammarMode::StructuralTag => Ok(Grammar::StructuralTag(self.structural_tag(tools, parallel))),
+            GrammarMode::StructuralTag => {
+                Ok(Grammar::StructuralTag(self.structural_tag(tools, parallel)))
+            }
             GrammarMode::JsonSchema => Ok(Grammar::JsonSchema(json_schema(tools, parallel))),
         }
     }
@@ -123,7 +146,10 @@ impl QwenPlugin {
         }
         let mut rest = text;
         loop {
-            let next = [rest.find(TOOL_CALL), rest.find(FUNCTION)].into_iter().flatten().min();
+            let next = [rest.find(TOOL_CALL), rest.find(FUNCTION)]
+                .into_iter()
+                .flatten()
+                .min();
             let Some(at) = next else {
                 out.text(rest);
                 return out;
@@ -143,12 +169,20 @@ impl QwenPlugin {
         let mut g = Ebnf::default();
         let mut alts = Vec::new();
         for tool in tools {
-            let schema_err = |detail| GrammarError::Schema { tool: tool.name.clone(), detail };
+            let schema_err = |detail| GrammarError::Schema {
+                tool: tool.name.clone(),
+                detail,
+            };
             let hint = format!("t_{}", tool.name);
             let body = match self.options.call_style {
                 QwenCallStyle::Hermes => {
-                    let args = g.value(&tool.parameters, Dialect::Json, &hint).map_err(schema_err)?;
-                    let head = format!("{{\"name\": {}, \"arguments\": ", Value::String(tool.name.clone()));
+                    let args = g
+                        .value(&tool.parameters, Dialect::Json, &hint)
+                        .map_err(schema_err)?;
+                    let head = format!(
+                        "{{\"name\": {}, \"arguments\": ",
+                        Value::String(tool.name.clone())
+                    );
                     format!("{} {args} \"}}\"", ebnf_literal(&head))
                 }
                 QwenCallStyle::Xml => {
@@ -159,8 +193,18 @@ impl QwenPlugin {
             };
             alts.push(g.add(&format!("call_{}", tool.name), body));
         }
-        let call = g.add("tool_call", format!("\"<tool_call>\\n\" ({}) \"\\n</tool_call>\"", alts.join(" | ")));
-        let calls = if parallel { format!("({call} (\"\\n\" {call})*)?") } else { format!("{call}?") };
+        let call = g.add(
+            "tool_call",
+            format!(
+                "\"<tool_call>\\n\" ({}) \"\\n</tool_call>\"",
+                alts.join(" | ")
+            ),
+        );
+        let calls = if parallel {
+            format!("({call} (\"\\n\" {call})*)?")
+        } else {
+            format!("{call}?")
+        };
         // Free text first (no `<`, so it cannot open a tag), then the calls.
         let text = g.add("text", "[^<]*".into());
         Ok(g.render(&format!("{text} {calls}")))
@@ -200,15 +244,25 @@ impl QwenPlugin {
 fn json_schema(tools: &[ToolSchema], parallel: bool) -> Value {
     let one: Vec<Value> = tools
         .iter()
-        .map(|t| json!({
-            "type": "object",
-            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
-            "required": ["name", "arguments"],
-            "additionalProperties": false,
-        }))
+        .map(|t| {
+            json!({
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                "required": ["name", "arguments"],
+                "additionalProperties": false,
+            })
+        })
         .collect();
-    let call = if one.len() == 1 { one[0].clone() } else { json!({"anyOf": one}) };
-    if parallel { json!({"type": "array", "items": call, "minItems": 1}) } else { call }
+    let call = if one.len() == 1 {
+        one[0].clone()
+    } else {
+        json!({"anyOf": one})
+    };
+    if parallel {
+        json!({"type": "array", "items": call, "minItems": 1})
+    } else {
+        call
+    }
 }
 
 /// Qwen XML parameters: `<parameter=p>\nvalue\n</parameter>\n` in declared
@@ -220,17 +274,32 @@ fn xml_params(g: &mut Ebnf, schema: &Value, hint: &str) -> Result<String, String
     let required = schema.as_object().map(required_set).unwrap_or_default();
     let mut members = Vec::new();
     for (key, sub) in props {
-        let is_string = sub.get("type").and_then(Value::as_str) == Some("string") && sub.get("enum").is_none();
+        let is_string =
+            sub.get("type").and_then(Value::as_str) == Some("string") && sub.get("enum").is_none();
         let value = if is_string {
             g.use_xml_text().to_string()
-        } else if let Some(options) = sub.get("enum").and_then(Value::as_array).filter(|o| o.iter().all(Value::is_string)) {
-            let alts: Vec<String> = options.iter().filter_map(Value::as_str).map(ebnf_literal).collect();
+        } else if let Some(options) = sub
+            .get("enum")
+            .and_then(Value::as_array)
+            .filter(|o| o.iter().all(Value::is_string))
+        {
+            let alts: Vec<String> = options
+                .iter()
+                .filter_map(Value::as_str)
+                .map(ebnf_literal)
+                .collect();
             format!("({})", alts.join(" | "))
         } else {
             g.value(sub, Dialect::Json, &format!("{hint}_{key}"))?
         };
-        let pair = format!("{} {value} \"\\n</parameter>\\n\"", ebnf_literal(&format!("<parameter={key}>\n")));
-        members.push(Member { pair, required: required.contains(&key.as_str()) });
+        let pair = format!(
+            "{} {value} \"\\n</parameter>\\n\"",
+            ebnf_literal(&format!("<parameter={key}>\n"))
+        );
+        members.push(Member {
+            pair,
+            required: required.contains(&key.as_str()),
+        });
     }
     Ok(g.members(&members, "", hint))
 }
@@ -242,7 +311,9 @@ fn json_content_calls(text: &str, out: &mut TextParse) -> bool {
     if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
         return false;
     }
-    let Ok(value) = serde_json::from_str::<Value>(trimmed) else { return false };
+    let Ok(value) = serde_json::from_str::<Value>(trimmed) else {
+        return false;
+    };
     let items = match &value {
         Value::Array(items) if !items.is_empty() => items.clone(),
         Value::Object(_) => vec![value.clone()],
@@ -250,14 +321,20 @@ fn json_content_calls(text: &str, out: &mut TextParse) -> bool {
     };
     let shaped = |v: &Value| {
         v.as_object().is_some_and(|o| {
-            o.len() == 2 && o.get("name").is_some_and(Value::is_string) && o.get("arguments").is_some_and(Value::is_object)
+            o.len() == 2
+                && o.get("name").is_some_and(Value::is_string)
+                && o.get("arguments").is_some_and(Value::is_object)
         })
     };
     if !items.iter().all(shaped) {
         return false;
     }
     for item in items {
-        out.ok(item["name"].as_str().unwrap_or_default(), item["arguments"].clone(), None);
+        out.ok(
+            item["name"].as_str().unwrap_or_default(),
+            item["arguments"].clone(),
+            None,
+        );
     }
     true
 }
@@ -272,18 +349,28 @@ fn json_prefix(text: &str, at: usize) -> Result<(Value, usize), String> {
             let before = &text[..at];
             let base_line = before.matches('\n').count();
             let base_col = before.len() - before.rfind('\n').map_or(0, |i| i + 1);
-            let column = if e.line() <= 1 { base_col + e.column() } else { e.column() };
+            let column = if e.line() <= 1 {
+                base_col + e.column()
+            } else {
+                e.column()
+            };
             let message = e.to_string();
             let message = message.split(" at line ").next().unwrap_or_default();
-            Err(format!("{message} at line {} column {column}", base_line + e.line().max(1)))
+            Err(format!(
+                "{message} at line {} column {column}",
+                base_line + e.line().max(1)
+            ))
         }
         None => Err("no JSON value".into()),
     }
 }
 
+/// A JSON object member: key, value, and the value's exact source text.
+type JsonMember<'a> = (String, Value, &'a str);
+
 /// The members of the JSON object at the start of `text`, each with its
 /// exact source text, and the object's byte length.
-fn json_object_members(text: &str) -> Result<(Vec<(String, Value, &str)>, usize), String> {
+fn json_object_members(text: &str) -> Result<(Vec<JsonMember<'_>>, usize), String> {
     let bytes = text.as_bytes();
     let skip_ws = |mut i: usize| {
         while i < bytes.len() && bytes[i].is_ascii_whitespace() {
@@ -298,7 +385,9 @@ fn json_object_members(text: &str) -> Result<(Vec<(String, Value, &str)>, usize)
     }
     loop {
         let (key, used) = json_prefix(text, i)?;
-        let Value::String(key) = key else { return Err(format!("object key at byte {i} is not a string")) };
+        let Value::String(key) = key else {
+            return Err(format!("object key at byte {i} is not a string"));
+        };
         i = skip_ws(i + used);
         if bytes.get(i) != Some(&b':') {
             return Err(format!("expected `:` after key `{key}`"));
@@ -310,7 +399,12 @@ fn json_object_members(text: &str) -> Result<(Vec<(String, Value, &str)>, usize)
         match bytes.get(i) {
             Some(b',') => i = skip_ws(i + 1),
             Some(b'}') => return Ok((members, i + 1)),
-            Some(_) => return Err(format!("expected `,` or `}}` after the value of `{}`", members.last().map(|m| m.0.as_str()).unwrap_or_default())),
+            Some(_) => {
+                return Err(format!(
+                    "expected `,` or `}}` after the value of `{}`",
+                    members.last().map(|m| m.0.as_str()).unwrap_or_default()
+                ));
+            }
             None => return Err("the JSON object is not closed".into()),
         }
     }
@@ -338,7 +432,10 @@ fn tool_call_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usi
         let detail = if body.trim().is_empty() {
             "empty <tool_call>".to_string()
         } else {
-            format!("<tool_call> holds neither a JSON object nor <function=...>: `{}`", snippet(body.trim()))
+            format!(
+                "<tool_call> holds neither a JSON object nor <function=...>: `{}`",
+                snippet(body.trim())
+            )
         };
         out.bad("", body, detail);
         return start + through(inner, TOOL_CALL_END);
@@ -366,13 +463,27 @@ fn hermes_call(text: &str, out: &mut TextParse) -> usize {
         Err(e) => {
             let body = &text[..text.find(TOOL_CALL_END).unwrap_or(text.len())];
             let name = guess_name(body);
-            out.bad(&name, body.trim(), format!("tool call is not valid JSON ({e}): `{}`", snippet(body.trim())));
+            out.bad(
+                &name,
+                body.trim(),
+                format!(
+                    "tool call is not valid JSON ({e}): `{}`",
+                    snippet(body.trim())
+                ),
+            );
             return body.len();
         }
     };
     let get = |k: &str| members.iter().find(|m| m.0 == k);
     let Some(name) = get("name").and_then(|m| m.1.as_str()) else {
-        out.bad("", &text[..used], format!("tool call has no string `name`: `{}`", snippet(&text[..used])));
+        out.bad(
+            "",
+            &text[..used],
+            format!(
+                "tool call has no string `name`: `{}`",
+                snippet(&text[..used])
+            ),
+        );
         return used;
     };
     match get("arguments").or_else(|| get("parameters")) {
@@ -384,11 +495,23 @@ fn hermes_call(text: &str, out: &mut TextParse) -> usize {
         // Some models encode the arguments a second time, as a string.
         Some((_, Value::String(inner), _)) => match serde_json::from_str::<Value>(inner) {
             Ok(args @ Value::Object(_)) => out.ok(name, args, Some(inner.clone())),
-            _ => out.bad(name, inner, format!("`arguments` of `{name}` is a string that is not a JSON object: `{}`", snippet(inner))),
+            _ => out.bad(
+                name,
+                inner,
+                format!(
+                    "`arguments` of `{name}` is a string that is not a JSON object: `{}`",
+                    snippet(inner)
+                ),
+            ),
         },
-        Some((_, other, raw)) => {
-            out.bad(name, raw, format!("`arguments` of `{name}` must be a JSON object, found `{}`", snippet(&other.to_string())))
-        }
+        Some((_, other, raw)) => out.bad(
+            name,
+            raw,
+            format!(
+                "`arguments` of `{name}` must be a JSON object, found `{}`",
+                snippet(&other.to_string())
+            ),
+        ),
     }
     used
 }
@@ -406,9 +529,19 @@ fn guess_name(body: &str) -> String {
 /// `<function=name>...</function>` at the start of `tail`; returns bytes used.
 fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usize {
     let after_eq = &tail[FUNCTION.len()..];
-    let Some(gt) = after_eq.find('>').filter(|&g| !after_eq[..g].contains('\n')) else {
+    let Some(gt) = after_eq
+        .find('>')
+        .filter(|&g| !after_eq[..g].contains('\n'))
+    else {
         let line = &after_eq[..after_eq.find('\n').unwrap_or(after_eq.len())];
-        out.bad("", line, format!("`<function=` tag is not closed with `>`: `{}`", snippet(line)));
+        out.bad(
+            "",
+            line,
+            format!(
+                "`<function=` tag is not closed with `>`: `{}`",
+                snippet(line)
+            ),
+        );
         return FUNCTION.len() + line.len();
     };
     let name = after_eq[..gt].trim();
@@ -423,7 +556,11 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
         return match json_object_members(&body[ws..]) {
             Ok((_, used)) => {
                 let raw = &body[ws..ws + used];
-                out.ok(name, serde_json::from_str(raw).unwrap_or(Value::Null), Some(raw.to_string()));
+                out.ok(
+                    name,
+                    serde_json::from_str(raw).unwrap_or(Value::Null),
+                    Some(raw.to_string()),
+                );
                 let rest = &body[ws + used..];
                 let rws = ws_len(rest);
                 if rest[rws..].starts_with(FUNCTION_END) {
@@ -434,7 +571,14 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
             }
             Err(e) => {
                 let inner = &body[..body.find(FUNCTION_END).unwrap_or(body.len())];
-                out.bad(name, inner.trim(), format!("arguments of `{name}` are not valid JSON ({e}): `{}`", snippet(inner.trim())));
+                out.bad(
+                    name,
+                    inner.trim(),
+                    format!(
+                        "arguments of `{name}` are not valid JSON ({e}): `{}`",
+                        snippet(inner.trim())
+                    ),
+                );
                 body_at + through(body, FUNCTION_END)
             }
         };
@@ -460,23 +604,38 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
         }
         let p = &rest[PARAMETER.len()..];
         let Some(gt) = p.find('>').filter(|&g| !p[..g].contains('\n')) else {
-            out.bad(name, rest, format!("`<parameter=` tag in `{name}` is not closed with `>`"));
+            out.bad(
+                name,
+                rest,
+                format!("`<parameter=` tag in `{name}` is not closed with `>`"),
+            );
             return body_at + i + through(rest, FUNCTION_END);
         };
         let param = p[..gt].trim().to_string();
         let value_text = &p[gt + 1..];
         let Some(end) = parameter_end(value_text) else {
-            out.bad(name, rest, format!("parameter `{param}` of `{name}` has no </parameter>"));
+            out.bad(
+                name,
+                rest,
+                format!("parameter `{param}` of `{name}` has no </parameter>"),
+            );
             return body_at + i + through(rest, FUNCTION_END);
         };
         let raw = &value_text[..end];
         let raw = raw.strip_prefix('\n').unwrap_or(raw);
         let raw = raw.strip_suffix('\n').unwrap_or(raw);
         if args.contains_key(&param) {
-            out.bad(name, rest, format!("parameter `{param}` of `{name}` is given twice"));
+            out.bad(
+                name,
+                rest,
+                format!("parameter `{param}` of `{name}` is given twice"),
+            );
             return body_at + i + through(rest, FUNCTION_END);
         }
-        args.insert(param.clone(), typed_value(raw, param_schema(tools, name, &param)));
+        args.insert(
+            param.clone(),
+            typed_value(raw, param_schema(tools, name, &param)),
+        );
         i += PARAMETER.len() + gt + 1 + end + PARAMETER_END.len();
     }
 }
@@ -490,7 +649,11 @@ fn parameter_end(value: &str) -> Option<usize> {
         let at = from + j;
         first.get_or_insert(at);
         let next = value[at + PARAMETER_END.len()..].trim_start();
-        if next.is_empty() || [PARAMETER, FUNCTION_END, TOOL_CALL_END].iter().any(|t| next.starts_with(t)) {
+        if next.is_empty()
+            || [PARAMETER, FUNCTION_END, TOOL_CALL_END]
+                .iter()
+                .any(|t| next.starts_with(t))
+        {
             return Some(at);
         }
         from = at + PARAMETER_END.len();
@@ -499,6 +662,7 @@ fn parameter_end(value: &str) -> Option<usize> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -516,7 +680,9 @@ mod tests {
 
     #[test]
     fn hermes_keeps_exact_argument_text_and_content() {
-        let r = parse("Sure.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>");
+        let r = parse(
+            "Sure.\n<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+        );
         assert_eq!(r.content.as_deref(), Some("Sure."));
         assert_eq!(r.calls[0].call.arguments, json!({"a": 1}));
         assert_eq!(r.calls[0].call.arguments_text(), "{\"a\": 1}");
@@ -525,14 +691,22 @@ mod tests {
 
     #[test]
     fn xml_values_are_typed_by_schema() {
-        let r = parse("<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=note>\n1 < 2\nok</parameter>\n</function>\n</tool_call>");
-        assert_eq!(r.calls[0].call.arguments, json!({"a": 1, "note": "1 < 2\nok"}));
+        let r = parse(
+            "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=note>\n1 < 2\nok</parameter>\n</function>\n</tool_call>",
+        );
+        assert_eq!(
+            r.calls[0].call.arguments,
+            json!({"a": 1, "note": "1 < 2\nok"})
+        );
         assert_eq!(r.content, None);
     }
 
     #[test]
     fn xml_rendering_round_trips() {
-        let plugin = QwenPlugin::new(QwenOptions { call_style: QwenCallStyle::Xml, ..Default::default() });
+        let plugin = QwenPlugin::new(QwenOptions {
+            call_style: QwenCallStyle::Xml,
+            ..Default::default()
+        });
         let call = ToolCall::new("x", "add", json!({"a": 3, "note": "</parameter> inside"}));
         let text = plugin.render_call(&call).unwrap();
         let r = plugin.parse_reply(&Message::assistant(Some(text), vec![]), &tools());

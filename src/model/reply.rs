@@ -22,9 +22,15 @@ impl TextParse {
     }
 
     pub(crate) fn ok(&mut self, name: &str, arguments: Value, raw: Option<String>) {
-        let raw = raw.filter(|r| *r != arguments.to_string());
+        let canonical = arguments.to_string();
+        let raw = raw.filter(|r| *r != canonical);
         self.calls.push(ParsedCall {
-            call: ToolCall { id: new_call_id(), name: name.to_string(), arguments, raw_arguments: raw },
+            call: ToolCall {
+                id: new_call_id(),
+                name: name.to_string(),
+                arguments,
+                raw_arguments: raw,
+            },
             error: None,
         });
     }
@@ -43,7 +49,11 @@ impl TextParse {
 }
 
 /// The `parameters` schema of `name`'s property `param`, if declared.
-pub(crate) fn param_schema<'a>(tools: &'a [ToolSchema], name: &str, param: &str) -> Option<&'a Value> {
+pub(crate) fn param_schema<'a>(
+    tools: &'a [ToolSchema],
+    name: &str,
+    param: &str,
+) -> Option<&'a Value> {
     tools
         .iter()
         .find(|t| t.name == name)
@@ -71,8 +81,14 @@ fn schema_types(schema: &Value) -> Vec<&str> {
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
         _ => match schema.get("enum").and_then(Value::as_array) {
             // An all-string enum is a string parameter.
-            Some(options) if !options.is_empty() && options.iter().all(Value::is_string) => vec!["string"],
-            _ => match schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Value::as_array) {
+            Some(options) if !options.is_empty() && options.iter().all(Value::is_string) => {
+                vec!["string"]
+            }
+            _ => match schema
+                .get("anyOf")
+                .or_else(|| schema.get("oneOf"))
+                .and_then(Value::as_array)
+            {
                 Some(options) => options.iter().flat_map(schema_types).collect(),
                 None => Vec::new(),
             },
@@ -102,7 +118,10 @@ fn type_matches(t: &str, v: &Value) -> bool {
 pub(crate) fn combine(reply: &Message, parsed: TextParse) -> ParsedReply {
     let content = Some(parsed.outside.trim().to_string()).filter(|c| !c.is_empty());
     if reply.tool_calls.is_empty() {
-        return ParsedReply { content, calls: parsed.calls };
+        return ParsedReply {
+            content,
+            calls: parsed.calls,
+        };
     }
     let mut spare: Vec<Option<ParsedCall>> = parsed.calls.into_iter().map(Some).collect();
     let calls = reply
@@ -117,14 +136,19 @@ pub(crate) fn combine(reply: &Message, parsed: TextParse) -> ParsedReply {
                 return ParsedCall { call, error: None };
             }
             let donor = spare.iter_mut().find(|c| {
-                c.as_ref().is_some_and(|c| c.error.is_none() && c.call.name == call.name)
+                c.as_ref()
+                    .is_some_and(|c| c.error.is_none() && c.call.name == call.name)
             });
             if let Some(donor) = donor.and_then(Option::take) {
                 call.arguments = donor.call.arguments;
                 call.raw_arguments = donor.call.raw_arguments;
                 return ParsedCall { call, error: None };
             }
-            if call.raw_arguments.as_deref().is_some_and(|r| r.trim().is_empty()) {
+            if call
+                .raw_arguments
+                .as_deref()
+                .is_some_and(|r| r.trim().is_empty())
+            {
                 call.arguments = Value::Object(Map::new());
                 call.raw_arguments = None;
                 return ParsedCall { call, error: None };
@@ -146,6 +170,7 @@ pub(crate) fn snippet(text: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -159,7 +184,13 @@ mod tests {
         assert_eq!(typed_value("4.5", Some(&int)), json!("4.5"));
         assert_eq!(typed_value("[1, 2]", None), json!([1, 2]));
         assert_eq!(typed_value("hello", None), json!("hello"));
-        assert_eq!(typed_value("null", Some(&json!({"type": ["integer", "null"]}))), json!(null));
-        assert_eq!(typed_value("1", Some(&json!({"enum": ["1", "2"]}))), json!("1"));
+        assert_eq!(
+            typed_value("null", Some(&json!({"type": ["integer", "null"]}))),
+            json!(null)
+        );
+        assert_eq!(
+            typed_value("1", Some(&json!({"enum": ["1", "2"]}))),
+            json!("1")
+        );
     }
 }

@@ -68,7 +68,11 @@ impl Ebnf {
             .collect();
         let n = self.taken.entry(clean.clone()).or_insert(0);
         *n += 1;
-        let name = if *n == 1 { clean } else { format!("{clean}_{n}") };
+        let name = if *n == 1 {
+            clean
+        } else {
+            format!("{clean}_{n}")
+        };
         self.rules.push((name.clone(), body));
         name
     }
@@ -96,11 +100,22 @@ impl Ebnf {
     }
 
     /// An expression matching values of `schema` in `dialect`.
-    pub(crate) fn value(&mut self, schema: &Value, dialect: Dialect, hint: &str) -> Result<String, SchemaError> {
+    pub(crate) fn value(
+        &mut self,
+        schema: &Value,
+        dialect: Dialect,
+        hint: &str,
+    ) -> Result<String, SchemaError> {
         self.value_at(schema, dialect, hint, 0)
     }
 
-    fn value_at(&mut self, schema: &Value, dialect: Dialect, hint: &str, depth: usize) -> Result<String, SchemaError> {
+    fn value_at(
+        &mut self,
+        schema: &Value,
+        dialect: Dialect,
+        hint: &str,
+        depth: usize,
+    ) -> Result<String, SchemaError> {
         if depth > MAX_DEPTH {
             return Err(format!("schema nests deeper than {MAX_DEPTH} levels"));
         }
@@ -133,7 +148,9 @@ impl Ebnf {
         }
         for key in ["anyOf", "oneOf"] {
             if let Some(options) = schema.get(key) {
-                let options = options.as_array().ok_or_else(|| format!("`{key}` must be an array"))?;
+                let options = options
+                    .as_array()
+                    .ok_or_else(|| format!("`{key}` must be an array"))?;
                 let mut alts = Vec::new();
                 for (i, option) in options.iter().enumerate() {
                     alts.push(self.value_at(option, dialect, &format!("{hint}_{i}"), depth + 1)?);
@@ -175,16 +192,28 @@ impl Ebnf {
                 (other, _) => return Err(format!("unknown type `{other}`")),
             });
         }
-        Ok(if alts.len() == 1 { alts.remove(0) } else { format!("({})", alts.join(" | ")) })
+        Ok(if alts.len() == 1 {
+            alts.remove(0)
+        } else {
+            format!("({})", alts.join(" | "))
+        })
     }
 
-    fn array(&mut self, schema: &Map<String, Value>, dialect: Dialect, hint: &str, depth: usize) -> Result<String, SchemaError> {
+    fn array(
+        &mut self,
+        schema: &Map<String, Value>,
+        dialect: Dialect,
+        hint: &str,
+        depth: usize,
+    ) -> Result<String, SchemaError> {
         let item = match schema.get("items") {
             Some(items) => self.value_at(items, dialect, &format!("{hint}_item"), depth + 1)?,
-            None => return Ok(match dialect {
-                Dialect::Json => "json_any_arr".into(),
-                Dialect::Gemma => "fg_any_arr".into(),
-            }),
+            None => {
+                return Ok(match dialect {
+                    Dialect::Json => "json_any_arr".into(),
+                    Dialect::Gemma => "fg_any_arr".into(),
+                });
+            }
         };
         let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
         let body = match dialect {
@@ -196,7 +225,13 @@ impl Ebnf {
         Ok(self.add(&format!("{hint}_arr"), body))
     }
 
-    fn object(&mut self, schema: &Map<String, Value>, dialect: Dialect, hint: &str, depth: usize) -> Result<String, SchemaError> {
+    fn object(
+        &mut self,
+        schema: &Map<String, Value>,
+        dialect: Dialect,
+        hint: &str,
+        depth: usize,
+    ) -> Result<String, SchemaError> {
         let Some(props) = schema.get("properties").and_then(Value::as_object) else {
             return Ok(match dialect {
                 Dialect::Json => "json_any_obj".into(),
@@ -208,15 +243,23 @@ impl Ebnf {
         for (key, sub) in props {
             let value = self.value_at(sub, dialect, &format!("{hint}_{key}"), depth + 1)?;
             let pair = match dialect {
-                Dialect::Json => format!("{} ws \":\" ws {value}", ebnf_literal(&Value::String(key.clone()).to_string())),
+                Dialect::Json => format!(
+                    "{} ws \":\" ws {value}",
+                    ebnf_literal(&Value::String(key.clone()).to_string())
+                ),
                 Dialect::Gemma => {
                     if !is_gemma_key(key) {
-                        return Err(format!("property name `{key}` cannot be written in FunctionGemma's syntax (letters, digits and `_` only)"));
+                        return Err(format!(
+                            "property name `{key}` cannot be written in FunctionGemma's syntax (letters, digits and `_` only)"
+                        ));
                     }
                     format!("{} {value}", ebnf_literal(&format!("{key}:")))
                 }
             };
-            members.push(Member { pair, required: required.contains(&key.as_str()) });
+            members.push(Member {
+                pair,
+                required: required.contains(&key.as_str()),
+            });
         }
         let sep = match dialect {
             Dialect::Json => "ws \",\" ws",
@@ -224,7 +267,10 @@ impl Ebnf {
         };
         let body = self.members(&members, sep, hint);
         Ok(match dialect {
-            Dialect::Json => self.add(&format!("{hint}_obj"), format!("\"{{\" ws {body} ws \"}}\"")),
+            Dialect::Json => self.add(
+                &format!("{hint}_obj"),
+                format!("\"{{\" ws {body} ws \"}}\""),
+            ),
             Dialect::Gemma => self.add(&format!("{hint}_obj"), format!("\"{{\" {body} \"}}\"")),
         })
     }
@@ -242,14 +288,21 @@ impl Ebnf {
             let m = &members[i];
             let mut names: [String; 2] = Default::default();
             for (slot, first) in [(0usize, false), (1usize, true)] {
-                let lead = if first || sep.is_empty() { String::new() } else { format!("{sep} ") };
+                let lead = if first || sep.is_empty() {
+                    String::new()
+                } else {
+                    format!("{sep} ")
+                };
                 let take = format!("{lead}{} {}", m.pair, tail[i + 1][0]);
                 let body = if m.required {
                     take
                 } else {
                     format!("({take}) | {}", tail[i + 1][slot])
                 };
-                names[slot] = self.add(&format!("{hint}_m{i}_{}", if first { "f" } else { "n" }), body);
+                names[slot] = self.add(
+                    &format!("{hint}_m{i}_{}", if first { "f" } else { "n" }),
+                    body,
+                );
             }
             tail[i] = names;
         }
@@ -274,7 +327,9 @@ pub(crate) fn required_set(schema: &Map<String, Value>) -> Vec<&str> {
 /// Keys FunctionGemma writes bare.
 pub(crate) fn is_gemma_key(key: &str) -> bool {
     let mut chars = key.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -310,6 +365,7 @@ fn literal(value: &Value, dialect: Dialect) -> Result<String, SchemaError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -330,10 +386,22 @@ mod tests {
     #[test]
     fn bad_schemas_are_explained() {
         let mut g = Ebnf::default();
-        assert!(g.value(&json!({"type": "banana"}), Dialect::Json, "t").unwrap_err().contains("banana"));
-        assert!(g.value(&json!({"enum": []}), Dialect::Json, "t").unwrap_err().contains("empty"));
+        assert!(
+            g.value(&json!({"type": "banana"}), Dialect::Json, "t")
+                .unwrap_err()
+                .contains("banana")
+        );
+        assert!(
+            g.value(&json!({"enum": []}), Dialect::Json, "t")
+                .unwrap_err()
+                .contains("empty")
+        );
         let bad_key = json!({"type": "object", "properties": {"a-b": {"type": "string"}}});
-        assert!(g.value(&bad_key, Dialect::Gemma, "t").unwrap_err().contains("a-b"));
+        assert!(
+            g.value(&bad_key, Dialect::Gemma, "t")
+                .unwrap_err()
+                .contains("a-b")
+        );
     }
 
     #[test]

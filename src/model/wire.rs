@@ -54,7 +54,11 @@ impl WireKey {
     }
 
     /// The request keys for `grammar`.
-    pub fn place(self, plugin: &str, grammar: &Grammar) -> Result<Map<String, Value>, GrammarError> {
+    pub fn place(
+        self,
+        plugin: &str,
+        grammar: &Grammar,
+    ) -> Result<Map<String, Value>, GrammarError> {
         let mut out = Map::new();
         match (self, grammar) {
             (Self::StructuredOutputs, Grammar::Ebnf(text)) => {
@@ -89,6 +93,7 @@ impl WireKey {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -98,14 +103,21 @@ mod tests {
         let out = WireKey::StructuredOutputs
             .place("qwen", &Grammar::StructuralTag(tag.clone()))
             .unwrap();
-        assert_eq!(out["structured_outputs"]["structural_tag"], json!(tag.to_string()));
+        assert_eq!(
+            out["structured_outputs"]["structural_tag"],
+            json!(tag.to_string())
+        );
     }
 
     #[test]
     fn guided_wire_uses_old_keys_and_refuses_structural_tags() {
-        let out = WireKey::Guided.place("qwen", &Grammar::Ebnf("root ::= \"a\"".into())).unwrap();
+        let out = WireKey::Guided
+            .place("qwen", &Grammar::Ebnf("root ::= \"a\"".into()))
+            .unwrap();
         assert_eq!(out["guided_grammar"], json!("root ::= \"a\""));
-        let out = WireKey::Guided.place("qwen", &Grammar::JsonSchema(json!({"type": "object"}))).unwrap();
+        let out = WireKey::Guided
+            .place("qwen", &Grammar::JsonSchema(json!({"type": "object"})))
+            .unwrap();
         assert_eq!(out["guided_json"], json!({"type": "object"}));
         let err = WireKey::Guided
             .place("qwen", &Grammar::StructuralTag(json!({})))

@@ -19,8 +19,9 @@ fn leaf() -> BoxedStrategy<Value> {
         Just(json!({"type": "number"})),
         Just(json!({"type": "boolean"})),
         Just(json!({"type": "string"})),
-        proptest::collection::btree_set("[a-z]{1,6}", 1..4)
-            .prop_map(|options| json!({"type": "string", "enum": options.into_iter().collect::<Vec<_>>()})),
+        proptest::collection::btree_set("[a-z]{1,6}", 1..4).prop_map(
+            |options| json!({"type": "string", "enum": options.into_iter().collect::<Vec<_>>()})
+        ),
     ]
     .boxed()
 }
@@ -40,8 +41,15 @@ pub fn schema(depth: u32) -> BoxedStrategy<Value> {
 pub fn object_schema(depth: u32) -> BoxedStrategy<Value> {
     btree_map("[a-z][a-z0-9_]{0,7}", (schema(depth), any::<bool>()), 1..5)
         .prop_map(|props| {
-            let required: Vec<&String> = props.iter().filter(|(_, (_, r))| *r).map(|(k, _)| k).collect();
-            let properties: Map<String, Value> = props.iter().map(|(k, (s, _))| (k.clone(), s.clone())).collect();
+            let required: Vec<&String> = props
+                .iter()
+                .filter(|(_, (_, r))| *r)
+                .map(|(k, _)| k)
+                .collect();
+            let properties: Map<String, Value> = props
+                .iter()
+                .map(|(k, (s, _))| (k.clone(), s.clone()))
+                .collect();
             json!({"type": "object", "properties": properties, "required": required})
         })
         .boxed()
@@ -57,11 +65,17 @@ pub fn value_for(schema: &Value) -> BoxedStrategy<Value> {
         "number" => (-1.0e6f64..1.0e6).prop_map(|f| json!(f)).boxed(),
         "boolean" => any::<bool>().prop_map(Value::from).boxed(),
         "string" => text_value().prop_map(Value::from).boxed(),
-        "array" => vec(value_for(&schema["items"]), 0..3).prop_map(Value::from).boxed(),
+        "array" => vec(value_for(&schema["items"]), 0..3)
+            .prop_map(Value::from)
+            .boxed(),
         "object" => {
             let required: Vec<String> = schema["required"]
                 .as_array()
-                .map(|r| r.iter().filter_map(|k| k.as_str().map(String::from)).collect())
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|k| k.as_str().map(String::from))
+                        .collect()
+                })
                 .unwrap_or_default();
             let members: Vec<BoxedStrategy<Option<(String, Value)>>> = schema["properties"]
                 .as_object()
@@ -73,7 +87,9 @@ pub fn value_for(schema: &Value) -> BoxedStrategy<Value> {
                             if required.contains(&k) {
                                 v.prop_map(move |v| Some((k.clone(), v))).boxed()
                             } else {
-                                (any::<bool>(), v).prop_map(move |(on, v)| on.then(|| (k.clone(), v))).boxed()
+                                (any::<bool>(), v)
+                                    .prop_map(move |(on, v)| on.then(|| (k.clone(), v)))
+                                    .boxed()
                             }
                         })
                         .collect()
@@ -90,7 +106,12 @@ pub fn value_for(schema: &Value) -> BoxedStrategy<Value> {
 /// A tool with a random object schema, and a conforming call to it.
 pub fn tool_and_call() -> impl Strategy<Value = (ToolSchema, ToolCall)> {
     ("[a-z][a-z0-9_]{0,10}", object_schema(2)).prop_flat_map(|(name, params)| {
-        let tool = ToolSchema { name: name.clone(), description: String::new(), parameters: params.clone() };
-        value_for(&params).prop_map(move |args| (tool.clone(), ToolCall::new("x", name.clone(), args)))
+        let tool = ToolSchema {
+            name: name.clone(),
+            description: String::new(),
+            parameters: params.clone(),
+        };
+        value_for(&params)
+            .prop_map(move |args| (tool.clone(), ToolCall::new("x", name.clone(), args)))
     })
 }
