@@ -47,6 +47,13 @@ struct Expected {
     bad_args: Option<String>,
 }
 
+/// `call_` + a hyphen-less UUIDv4 (version nibble 4, variant bits 10).
+fn is_generated_id(id: &str) -> bool {
+    id.strip_prefix("call_")
+        .and_then(|hex| uuid::Uuid::try_parse(hex).ok())
+        .is_some_and(|u| u.get_version_num() == 4)
+}
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -124,10 +131,10 @@ fn corpus_outputs_parse_to_the_expected_calls() {
                     problems.push(format!("call {i}: id {}, expected {id}", got.call.id))
                 }
                 Some(_) => {}
-                // Generated: "call_" + 32 hex digits = 128 random bits.
+                // Generated: "call_" + a UUIDv4 in 32 hex digits (122 random bits).
                 None if !(got.call.id.len() == 37 && got.call.id.starts_with("call_")) => problems
                     .push(format!(
-                        "call {i}: generated id {} is not 128 bits",
+                        "call {i}: generated id {} is not a generated UUIDv4 id",
                         got.call.id
                     )),
                 None => {}

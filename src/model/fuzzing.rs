@@ -26,7 +26,7 @@ fn tools() -> Vec<ToolSchema> {
 
 fn check(reply: &ParsedReply) {
     for parsed in &reply.calls {
-        // "call_" + 32 hex digits = 128 bits, or an id the server gave.
+        // A generated id (UUIDv4, 122 random bits) or an id the server gave.
         assert!(!parsed.call.id.is_empty(), "empty call id");
         if parsed.error.is_none() {
             assert!(

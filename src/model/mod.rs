@@ -199,7 +199,8 @@ pub fn builtin(name: &str) -> Option<Arc<dyn ModelPlugin>> {
     }
 }
 
-/// A fresh tool-call id with 128 random bits.
+/// A fresh tool-call id: `call_` and a UUIDv4 in hex (122 random bits,
+/// above the 96 that make collisions within a job negligible).
 pub fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::new_v4().simple())
 }
