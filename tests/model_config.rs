@@ -102,8 +102,11 @@ fn unsupported_modes_are_errors_not_unconstrained_requests() {
             .is_err()
     );
     let err = gemma
-        .request_fragment(None, &[], false)
+        .request_fragment(Some(GrammarMode::Ebnf), &[], false)
         .unwrap_err()
         .to_string();
     assert!(err.contains("at least one tool"), "{err}");
+    // Without tools the default mode has nothing to constrain; stop still applies.
+    let fragment = gemma.request_fragment(None, &[], false).unwrap();
+    assert_eq!(Value::Object(fragment), json!({"stop": ["<end_of_turn>"]}));
 }

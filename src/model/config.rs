@@ -86,16 +86,19 @@ impl ResolvedModel {
     }
 
     /// The keys to merge into the request body: the grammar under the
-    /// configured wire key (for `mode`, or the default mode when `None`),
-    /// plus `stop` when configured. An unsupported mode is an error, never
-    /// an unconstrained request.
+    /// configured wire key (for `mode`, or the default mode when `None` and
+    /// `tools` is not empty), plus `stop` when configured. An unsupported
+    /// mode is an error, never an unconstrained request.
     pub fn request_fragment(
         &self,
         mode: Option<GrammarMode>,
         tools: &[ToolSchema],
         allow_parallel_calls: bool,
     ) -> Result<Map<String, Value>, GrammarError> {
-        let mut out = match mode.or(self.default_grammar) {
+        // The default mode applies to requests that offer tools; with none
+        // there is no call to constrain. An explicit mode always applies.
+        let effective = mode.or(self.default_grammar.filter(|_| !tools.is_empty()));
+        let mut out = match effective {
             None => Map::new(),
             Some(mode) => {
                 if !self.plugin.grammar_modes().contains(&mode) {
