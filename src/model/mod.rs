@@ -4,6 +4,17 @@
 //!
 //! A plugin is pure: no IO, no HTTP. The kernel asks it to shape a request and
 //! to read a reply; the client moves the bytes.
+//!
+//! Built-ins: `openai` (native `tool_calls`), `qwen` (`qwen/`: Hermes, Qwen3
+//! XML, bare `<function=...>`, whole-content JSON) and `function_gemma`.
+//! `config` turns `config/models/*.toml` into an immutable [`ModelCatalog`]
+//! of [`ResolvedModel`]s (plugin + options, default grammar, stop, wire key);
+//! `schema_ebnf` turns JSON Schemas into XGrammar EBNF; `wire` places a
+//! grammar in the request body; `reply` holds what the text parsers share.
+//!
+//! Grammars in `ebnf` mode allow free text without `<` before the calls, so
+//! the text cannot open a tag; `structural_tag` leaves text free and
+//! constrains only inside the call tags.
 
 mod config;
 mod function_gemma;
