@@ -319,6 +319,27 @@ mod tests {
     }
 
     #[test]
+    fn formatting_keeps_bytes_and_maps_developer_to_system() {
+        use crate::types::ToolResult;
+        let parsed =
+            parse("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":  1}}\n</tool_call>");
+        let call = parsed.calls[0].call.clone();
+        let history = vec![
+            Message::developer("be brief"),
+            Message::assistant(None, vec![call.clone()]),
+            Message::tool(&ToolResult::ok(&call, "{\"sum\": 7}")),
+        ];
+        let wire = QwenPlugin::default().format_messages(&history);
+        assert_eq!(wire[0]["role"], "system");
+        assert_eq!(
+            wire[1]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\":  1}"
+        );
+        assert_eq!(wire[2]["content"], "{\"sum\": 7}");
+        assert_eq!(wire[2]["tool_call_id"], json!(call.id));
+    }
+
+    #[test]
     fn xml_rendering_round_trips() {
         let plugin = QwenPlugin::new(QwenOptions {
             call_style: QwenCallStyle::Xml,
