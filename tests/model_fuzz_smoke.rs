@@ -38,6 +38,9 @@ fn tokens() -> impl Strategy<Value = String> {
         Just("true"),
         Just("null"),
         Just("é"),
+        Just("\u{c}"),
+        Just("\t"),
+        Just("\r"),
         Just(" "),
     ];
     proptest::collection::vec(pieces, 0..40).prop_map(|v| v.concat())

@@ -113,7 +113,9 @@ type JsonMember<'a> = (String, Value, &'a str);
 fn json_object_members(text: &str) -> Result<(Vec<JsonMember<'_>>, usize), String> {
     let bytes = text.as_bytes();
     let skip_ws = |mut i: usize| {
-        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+        // JSON whitespace only: a form feed here would make the object text
+        // something serde_json itself rejects.
+        while i < bytes.len() && matches!(bytes[i], b' ' | b'\t' | b'\n' | b'\r') {
             i += 1;
         }
         i
@@ -228,9 +230,8 @@ fn hermes_call(text: &str, out: &mut TextParse) -> usize {
     };
     match get("arguments").or_else(|| get("parameters")) {
         None => out.ok(name, Value::Object(Map::new()), None),
-        Some((_, Value::Object(_), raw)) => {
-            let args = serde_json::from_str(raw).unwrap_or(Value::Null);
-            out.ok(name, args, Some(raw.to_string()));
+        Some((_, args @ Value::Object(_), raw)) => {
+            out.ok(name, args.clone(), Some(raw.to_string()))
         }
         // Some models encode the arguments a second time, as a string.
         Some((_, Value::String(inner), _)) => match serde_json::from_str::<Value>(inner) {
@@ -294,13 +295,12 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
     let ws = ws_len(body);
     if body[ws..].starts_with('{') {
         return match json_object_members(&body[ws..]) {
-            Ok((_, used)) => {
+            Ok((members, used)) => {
                 let raw = &body[ws..ws + used];
-                out.ok(
-                    name,
-                    serde_json::from_str(raw).unwrap_or(Value::Null),
-                    Some(raw.to_string()),
-                );
+                // Later duplicates win, as in serde_json.
+                let args: Map<String, Value> =
+                    members.into_iter().map(|(k, v, _)| (k, v)).collect();
+                out.ok(name, Value::Object(args), Some(raw.to_string()));
                 let rest = &body[ws + used..];
                 let rws = ws_len(rest);
                 if rest[rws..].starts_with(FUNCTION_END) {
@@ -399,4 +399,26 @@ fn parameter_end(value: &str) -> Option<usize> {
         from = at + PARAMETER_END.len();
     }
     first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by cargo-fuzz: a form feed between key and colon is not JSON
+    /// whitespace, so the call must be an error, not `null` arguments.
+    #[test]
+    fn form_feed_is_not_json_whitespace() {
+        let out = parse_text("<function=f>\n{\"a\"\u{c}: 1}", &[], true);
+        assert_eq!(out.calls.len(), 1);
+        assert!(
+            out.calls[0]
+                .error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("expected `:`"),
+            "{:?}",
+            out.calls[0]
+        );
+    }
 }
