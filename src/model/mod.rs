@@ -4,12 +4,32 @@
 //!
 //! A plugin is pure: no IO, no HTTP. The kernel asks it to shape a request and
 //! to read a reply; the client moves the bytes.
+//!
+//! Built-ins: `openai` (native `tool_calls`), `qwen` (`qwen/`: Hermes, Qwen3
+//! XML, bare `<function=...>`, whole-content JSON) and `function_gemma`.
+//! `config` turns `config/models/*.toml` into an immutable [`ModelCatalog`]
+//! of [`ResolvedModel`]s (plugin + options, default grammar, stop, wire key);
+//! `schema_ebnf` turns JSON Schemas into XGrammar EBNF; `wire` places a
+//! grammar in the request body; `reply` holds what the text parsers share.
+//!
+//! Grammars in `ebnf` mode allow free text without `<` before the calls, so
+//! the text cannot open a tag; `structural_tag` leaves text free and
+//! constrains only inside the call tags.
 
-mod catalog;
+mod config;
+mod function_gemma;
+pub mod fuzzing;
 mod openai;
+mod qwen;
+mod reply;
+mod schema_ebnf;
+mod wire;
 
-pub use catalog::{ModelCatalog, ModelConfigError, ResolvedModel};
+pub use config::{ModelCatalog, ModelConfigError, ResolvedModel};
+pub use function_gemma::{FunctionGemmaOptions, FunctionGemmaPlugin};
 pub use openai::OpenAiPlugin;
+pub use qwen::{QwenCallStyle, QwenOptions, QwenPlugin};
+pub use wire::{Grammar, WireKey};
 
 use std::sync::Arc;
 
@@ -28,6 +48,8 @@ pub enum GrammarMode {
 }
 
 impl GrammarMode {
+    pub const ALL: [GrammarMode; 3] = [Self::Ebnf, Self::StructuralTag, Self::JsonSchema];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Ebnf => "ebnf",
@@ -64,8 +86,18 @@ pub enum GrammarError {
         mode: &'static str,
         supported: String,
     },
-    #[error("tool `{tool}`: {detail}")]
+    #[error("tool `{tool}`: cannot build a grammar for its parameters: {detail}")]
     Schema { tool: String, detail: String },
+    #[error(
+        "grammar mode `{mode}` has no place on wire `{wire}` (model `{plugin}`); use wire `structured_outputs` or another grammar mode"
+    )]
+    NoWirePlacement {
+        plugin: String,
+        mode: &'static str,
+        wire: &'static str,
+    },
+    #[error("grammar mode `{mode}` needs at least one tool, and the request has none")]
+    NoTools { mode: &'static str },
 }
 
 /// The seam between the kernel and a model family.
@@ -88,16 +120,39 @@ pub trait ModelPlugin: Send + Sync {
     /// Reads the assistant message returned by the server.
     fn parse_reply(&self, reply: &Message, tools: &[ToolSchema]) -> ParsedReply;
 
-    /// The request keys that constrain output in `mode` (e.g.
-    /// `structured_outputs`), to be merged into the request body.
+    /// The grammar that constrains output in `mode`, before it is placed
+    /// on the wire. Plugins override this; the default supports nothing.
+    fn build_grammar(
+        &self,
+        mode: GrammarMode,
+        tools: &[ToolSchema],
+        allow_parallel_calls: bool,
+    ) -> Result<Grammar, GrammarError> {
+        let _ = (tools, allow_parallel_calls);
+        Err(self.unsupported(mode))
+    }
+
+    /// The request keys that constrain output in `mode`, placed under
+    /// `structured_outputs` (current vLLM), to be merged into the request
+    /// body. [`ResolvedModel::request_fragment`] honours the configured wire key.
     fn grammar(
         &self,
         mode: GrammarMode,
         tools: &[ToolSchema],
         allow_parallel_calls: bool,
     ) -> Result<Map<String, Value>, GrammarError> {
-        let _ = (tools, allow_parallel_calls);
-        Err(self.unsupported(mode))
+        WireKey::StructuredOutputs.place(
+            self.name(),
+            &self.build_grammar(mode, tools, allow_parallel_calls)?,
+        )
+    }
+
+    /// How the model itself writes `call` in its text output, when it
+    /// writes calls as text at all. Used to build replay transcripts and
+    /// round-trip tests.
+    fn render_call(&self, call: &ToolCall) -> Option<String> {
+        let _ = call;
+        None
     }
 
     fn unsupported(&self, mode: GrammarMode) -> GrammarError {
@@ -114,18 +169,49 @@ pub trait ModelPlugin: Send + Sync {
     }
 }
 
-/// The names `model.plugin` accepts.
-pub const BUILTIN_PLUGINS: &[&str] = &["openai"];
+/// The role system and developer messages are sent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SystemRole {
+    /// Both go as `system` (templates that know no `developer`, e.g. Qwen).
+    System,
+    /// Both go as `developer` (FunctionGemma declares tools in that turn).
+    Developer,
+    /// Each goes as written.
+    Keep,
+}
 
-/// A built-in plugin by name.
+impl SystemRole {
+    /// `message` with its role rewritten when it is a system or developer message.
+    pub fn apply(self, message: &Message) -> Message {
+        use crate::types::Role;
+        let mut out = message.clone();
+        if matches!(message.role, Role::System | Role::Developer) {
+            out.role = match self {
+                Self::System => Role::System,
+                Self::Developer => Role::Developer,
+                Self::Keep => message.role,
+            };
+        }
+        out
+    }
+}
+
+/// The names `model.plugin` accepts.
+pub const BUILTIN_PLUGINS: &[&str] = &["openai", "qwen", "function_gemma"];
+
+/// A built-in plugin by name, with its default options.
 pub fn builtin(name: &str) -> Option<Arc<dyn ModelPlugin>> {
     match name {
         "openai" => Some(Arc::new(OpenAiPlugin)),
+        "qwen" => Some(Arc::new(QwenPlugin::default())),
+        "function_gemma" => Some(Arc::new(FunctionGemmaPlugin::default())),
         _ => None,
     }
 }
 
-/// A fresh tool-call id with 128 random bits.
+/// A fresh tool-call id: `call_` and a UUIDv4 in hex (122 random bits,
+/// above the 96 that make collisions within a job negligible).
 pub fn new_call_id() -> String {
     format!("call_{}", uuid::Uuid::new_v4().simple())
 }

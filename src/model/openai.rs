@@ -53,6 +53,7 @@ impl ModelPlugin for OpenAiPlugin {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
