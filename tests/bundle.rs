@@ -139,7 +139,7 @@ tools:
         "bundle.yaml:16: tools[1].command: `command` only applies to kind process",
         "bundle.yaml:14: tools[1].plugin: a plugin tool needs `plugin`",
         "bundle.yaml:10: termination.tool: no tool named \"finish\"",
-        "bundle.yaml:6: model.plugin: unknown model plugin \"mystery\"",
+        "bundle.yaml:6: model.plugin: unknown model `mystery` (valid: function_gemma, openai, qwen)",
     ];
     for prefix in expect {
         assert!(

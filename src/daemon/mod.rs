@@ -52,6 +52,7 @@ pub enum ServeError {
 /// Runs the daemon until SIGTERM/SIGINT; returns after draining.
 pub async fn serve(config: Config) -> Result<(), ServeError> {
     let config = Arc::new(config);
+    let termination = termination_signal()?;
     let token = load_token(&config)?;
     if !config.server.listen.ip().is_loopback() && token.is_none() {
         return Err(ServeError::NoToken(config.server.listen));
@@ -204,7 +205,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     notify::ready(&format!("serving on {addr}; {bundles} bundles"));
     notify::spawn_watchdog(shutdown.clone());
 
-    wait_for_termination().await;
+    termination.await;
     notify::stopping();
     tracing::info!("shutting down: draining jobs");
     shutdown.cancel();
@@ -320,20 +321,17 @@ fn log_report(report: &ReloadReport) {
     }
 }
 
-async fn wait_for_termination() {
-    let term = signal(SignalKind::terminate());
-    let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM"),
-                _ = int.recv() => tracing::info!("SIGINT"),
-            }
+/// Installs the SIGTERM/SIGINT handlers now (so a signal arriving during
+/// start-up is not fatal) and resolves when one arrives.
+fn termination_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
+    let mut term = signal(SignalKind::terminate()).map_err(|e| ServeError::Other(format!("cannot handle SIGTERM: {e}")))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| ServeError::Other(format!("cannot handle SIGINT: {e}")))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
         }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    })
 }
 
 fn load_token(config: &Config) -> Result<Option<String>, ServeError> {
