@@ -70,7 +70,10 @@ fn a_good_bundle_loads_with_a_numeric_version() {
 fn bad_duration_names_file_line_and_key() {
     let text = GOOD.replace("timeout: 2s", "timeout: five seconds");
     let e = one_error(&text);
-    assert!(e.starts_with("bundle.yaml:15: tools[1].timeout: invalid duration \"five seconds\" (expected e.g. \"5s\""), "{e}");
+    assert!(
+        e.starts_with("bundle.yaml:15: tools[1].timeout: invalid duration \"five seconds\" (expected e.g. \"5s\""),
+        "{e}"
+    );
 }
 
 #[test]

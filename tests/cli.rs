@@ -31,7 +31,7 @@ fn run_prints_events_and_the_answer() {
     );
     assert!(stdout.contains("ƒ(x) calling add..."), "{stdout}");
     assert!(
-        stdout.contains("{\"result\":5}") && stdout.contains("{\"result\":20}"),
+        stdout.contains("{\"result\": 5}") && stdout.contains("{\"result\": 20}"),
         "{stdout}"
     );
     assert!(
@@ -111,7 +111,11 @@ fn validate_reports_errors_with_file_and_line_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad");
     std::fs::create_dir(&bad).unwrap();
-    std::fs::write(bad.join("bundle.yaml"), "name: bad\nversion: 1\nmodel: {endpoint: x, name: m}\nprompts: {user: hi}\nlimits:\n  timeout: soon\n").unwrap();
+    std::fs::write(
+        bad.join("bundle.yaml"),
+        "name: bad\nversion: 1\nmodel: {endpoint: x, name: m}\nprompts: {user: hi}\nlimits:\n  timeout: soon\n",
+    )
+    .unwrap();
     let out = bin()
         .args([
             "validate",
@@ -136,4 +140,127 @@ fn schema_bundle_is_a_json_schema_that_rejects_unknown_keys() {
     let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(schema["additionalProperties"], Value::Bool(false));
     assert!(schema["properties"]["tools"].is_object());
+}
+
+/// `run` against the mock server replaying Qwen-XML, Hermes and FunctionGemma
+/// text (no native tool_calls) executes the right tool with the right arguments.
+#[test]
+fn run_replays_text_tool_calls_of_each_model_family() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for (script, plugin) in [
+        ("hermes.yaml", "qwen"),
+        ("qwen_xml.yaml", "qwen3-xml"),
+        ("function_gemma.yaml", "function_gemma"),
+    ] {
+        let server = rt.block_on(async {
+            let script = structured_agents::mock::Script::load(std::path::Path::new(&repo(
+                &format!("tests/data/model/replay/{script}"),
+            )))
+            .unwrap();
+            structured_agents::mock::MockServer::start(script)
+                .await
+                .unwrap()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("bundle.yaml"),
+            format!(
+                r#"name: adder
+version: "1"
+model: {{endpoint: "http://127.0.0.1:9/v1", name: m, plugin: {plugin}}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: add
+    kind: process
+    description: Add two integers.
+    parameters:
+      type: object
+      properties: {{a: {{type: integer}}, b: {{type: integer}}}}
+      required: [a, b]
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(json.dumps({{'sum': a['a'] + a['b']}}))"]
+"#
+            ),
+        )
+        .unwrap();
+        let out = bin()
+            .args([
+                "run",
+                dir.path().to_str().unwrap(),
+                "--input",
+                "3+4?",
+                "--json",
+                "--endpoint",
+                &server.base_url(),
+            ])
+            .args(["--models-dir", &repo("config/models")])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{plugin}: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events: Vec<Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let call = events
+            .iter()
+            .find(|e| e["type"] == "ToolCall")
+            .unwrap_or_else(|| panic!("{plugin}: no tool call in {stdout}"));
+        assert_eq!(call["tool_name"], "add", "{plugin}");
+        assert_eq!(
+            call["arguments"],
+            serde_json::json!({"a": 3, "b": 4}),
+            "{plugin}"
+        );
+        let result = events.iter().find(|e| e["type"] == "ToolResult").unwrap();
+        assert_eq!(result["is_error"], false, "{plugin}: {result}");
+        assert_eq!(result["output_preview"], "{\"sum\": 7}", "{plugin}");
+        let end = events.last().unwrap();
+        assert_eq!(end["termination_reason"], "no_tool_calls", "{plugin}");
+        // The second request carries the tool result back to the model.
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{plugin}");
+        let messages = requests[1]["messages"].as_array().unwrap();
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.to_string().contains("{\\\"sum\\\": 7}")),
+            "{plugin}: {messages:?}"
+        );
+    }
+}
+
+#[test]
+fn grammar_prints_the_request_fragment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("bundle.yaml"),
+        "name: g\nversion: \"1\"\nmodel: {endpoint: \"http://127.0.0.1:9/v1\", name: m, plugin: qwen3-xml, grammar: {mode: structural_tag, allow_parallel_calls: false}}\nprompts: {user: x}\ntools:\n  - {name: add, kind: process, command: [x], parameters: {type: object, properties: {a: {type: integer}}}}\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args([
+            "grammar",
+            dir.path().to_str().unwrap(),
+            "--models-dir",
+            &repo("config/models"),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fragment: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tag = fragment
+        .pointer("/structured_outputs/structural_tag")
+        .unwrap_or_else(|| panic!("{fragment}"));
+    assert!(
+        tag.is_string(),
+        "structural_tag goes on the wire as a JSON string: {fragment}"
+    );
 }

@@ -75,7 +75,10 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     match kind {
         ToolKind::Process => {
             if spec.command.is_empty() || spec.command[0].is_empty() {
-                problems.push(("command", "a process tool needs `command`, an argv list such as [\"python3\", \"tool.py\"]".into()));
+                problems.push((
+                    "command",
+                    "a process tool needs `command`, an argv list such as [\"python3\", \"tool.py\"]".into(),
+                ));
             }
             let wd = dir.join(spec.working_dir.as_deref().unwrap_or("."));
             if !wd.is_dir() {
@@ -100,7 +103,10 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         }
         ToolKind::HttpAgent => {
             if spec.agent.is_some() == spec.url.is_some() {
-                problems.push(("agent", "an http_agent tool needs exactly one of `agent` (an id from the config) or `url`".into()));
+                problems.push((
+                    "agent",
+                    "an http_agent tool needs exactly one of `agent` (an id from the config) or `url`".into(),
+                ));
             }
         }
         ToolKind::Agent => {
@@ -165,17 +171,11 @@ pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleE
                 ProcessSpec {
                     command: spec.command.clone(),
                     working_dir: bundle.dir.join(spec.working_dir.as_deref().unwrap_or(".")),
-                    env_allowlist: spec.env_allowlist.clone().unwrap_or_else(|| {
-                        DEFAULT_ENV_ALLOWLIST
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect()
-                    }),
-                    env: spec
-                        .env
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
+                    env_allowlist: spec
+                        .env_allowlist
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_ENV_ALLOWLIST.iter().map(|s| s.to_string()).collect()),
+                    env: spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                     max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
                     timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
                 },

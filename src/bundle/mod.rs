@@ -234,7 +234,10 @@ pub fn load_str(
             let known: Vec<_> = known.iter().map(String::as_str).collect();
             errors.push(err(
                 "model.endpoint",
-                format!("unknown endpoint {name:?} (configured: {}; or give a URL or `scripted:<file>`)", known.join(", ")),
+                format!(
+                    "unknown endpoint {name:?} (configured: {}; or give a URL or `scripted:<file>`)",
+                    known.join(", ")
+                ),
             ));
         }
         _ => {}

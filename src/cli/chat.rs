@@ -27,6 +27,9 @@ pub struct ChatArgs {
     /// Send model requests to this OpenAI-compatible base URL (…/v1).
     #[arg(long, env = "SA_ENDPOINT")]
     pub endpoint: Option<String>,
+    /// Model-plugin configs (`<name>.toml`) the bundle may name.
+    #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
+    pub models_dir: PathBuf,
 }
 
 /// Prints the conversation: streamed answer after `runtime → `, tool calls
@@ -97,7 +100,9 @@ impl Observer for ChatView {
 }
 
 pub async fn chat(args: ChatArgs) -> anyhow::Result<i32> {
-    let loaded = super::run::load_for_run(&args.bundle_dir, args.endpoint.as_deref()).await?;
+    let loaded =
+        super::run::load_for_run(&args.bundle_dir, &args.models_dir, args.endpoint.as_deref())
+            .await?;
     let variables = super::parse_vars(&args.vars)?;
     let kernel = Kernel::new(
         loaded.bundle.kernel_config(),

@@ -73,6 +73,21 @@ pub enum Command {
     Reload,
     /// Check bundles (directories with bundle.yaml, or directories of them); exit non-zero on errors.
     Validate(validate::ValidateArgs),
+    /// Print the request fragment (grammar and its wire keys, stop sequences) a bundle sends.
+    Grammar {
+        /// The bundle directory.
+        bundle_dir: PathBuf,
+        /// Model-plugin configs (`<name>.toml`).
+        #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
+        models_dir: PathBuf,
+    },
+    /// List a bundle's resolved tools with their schemas and backends.
+    Tools {
+        /// The bundle directory.
+        bundle_dir: PathBuf,
+        #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
+        models_dir: PathBuf,
+    },
     /// Print a JSON Schema, for editors.
     Schema {
         /// What to describe.
@@ -125,6 +140,39 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
     match command {
         Command::Serve { .. } => unreachable!("handled by dispatch"),
         Command::Run(args) => run::run(args).await,
+        Command::Grammar {
+            bundle_dir,
+            models_dir,
+        } => {
+            let bundle = run::load_bundle(&bundle_dir, &models_dir).await?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::Value::Object(
+                    bundle.request_fragment.clone()
+                ))?
+            );
+            Ok(0)
+        }
+        Command::Tools {
+            bundle_dir,
+            models_dir,
+        } => {
+            let bundle = run::load_bundle(&bundle_dir, &models_dir).await?;
+            let tools: Vec<serde_json::Value> = bundle
+                .raw
+                .tools
+                .iter()
+                .map(|t| serde_json::json!({"name": t.name, "kind": t.kind, "description": t.description, "parameters": t.parameters, "timeout": t.timeout, "retries": t.retries, "cache": t.cache, "guardrails": t.guardrails, "command": t.command, "plugin": t.plugin, "server": t.server, "agent": t.agent, "url": t.url, "bundle": t.bundle}))
+                .map(|mut v| {
+                    if let Some(o) = v.as_object_mut() {
+                        o.retain(|_, v| !(v.is_null() || v.as_array().is_some_and(|a| a.is_empty())));
+                    }
+                    v
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&tools)?);
+            Ok(0)
+        }
         Command::Chat(args) => chat::chat(args).await,
         Command::Submit(args) => remote::submit(server, args).await,
         Command::Jobs {

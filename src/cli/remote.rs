@@ -62,11 +62,9 @@ impl Client {
 
     /// Sends and decodes JSON; API errors become readable messages.
     async fn call(&self, builder: reqwest::RequestBuilder) -> anyhow::Result<Value> {
-        let response = builder
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .with_context(|| format!("cannot reach the daemon at {} (is `structured-agents serve` running? see --server)", self.base))?;
+        let response = builder.timeout(Duration::from_secs(30)).send().await.with_context(|| {
+            format!("cannot reach the daemon at {} (is `structured-agents serve` running? see --server)", self.base)
+        })?;
         let status = response.status();
         let body: Value = response.json().await.unwrap_or(Value::Null);
         if !status.is_success() {

@@ -31,6 +31,9 @@ pub struct RunArgs {
     /// Print events as JSON lines.
     #[arg(long)]
     pub json: bool,
+    /// Model-plugin configs (`<name>.toml`) the bundle may name.
+    #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
+    pub models_dir: PathBuf,
 }
 
 /// A bundle loaded from a directory for an in-process run.
@@ -40,11 +43,14 @@ pub struct ForRun {
     pub tools: Arc<crate::tools::ToolEngine>,
 }
 
-/// Loads and binds a bundle directory; `endpoint` overrides its endpoint.
-pub async fn load_for_run(dir: &std::path::Path, endpoint: Option<&str>) -> anyhow::Result<ForRun> {
-    let catalog = ModelCatalog::builtin();
-    let dir = dir.to_path_buf();
-    let bundle = tokio::task::spawn_blocking(move || {
+/// Loads a bundle directory with the model configs of `models_dir`.
+pub async fn load_bundle(
+    dir: &std::path::Path,
+    models_dir: &std::path::Path,
+) -> anyhow::Result<crate::bundle::Bundle> {
+    let (dir, models_dir) = (dir.to_path_buf(), models_dir.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let catalog = ModelCatalog::load(&models_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
         bundle::load_dir(
             &dir,
             &LoadContext {
@@ -52,10 +58,19 @@ pub async fn load_for_run(dir: &std::path::Path, endpoint: Option<&str>) -> anyh
                 models: &catalog,
             },
         )
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("the bundle is not valid")
     })
     .await?
-    .map_err(|e| anyhow::anyhow!("{e}"))
-    .context("the bundle is not valid")?;
+}
+
+/// Loads and binds a bundle directory; `endpoint` overrides its endpoint.
+pub async fn load_for_run(
+    dir: &std::path::Path,
+    models_dir: &std::path::Path,
+    endpoint: Option<&str>,
+) -> anyhow::Result<ForRun> {
+    let bundle = load_bundle(dir, models_dir).await?;
     let endpoint = match endpoint {
         Some(url) => EndpointRef::Url(url.to_string()),
         None => bundle.endpoint.clone(),
@@ -76,7 +91,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         bundle,
         backend,
         tools,
-    } = load_for_run(&args.bundle_dir, args.endpoint.as_deref()).await?;
+    } = load_for_run(&args.bundle_dir, &args.models_dir, args.endpoint.as_deref()).await?;
     let variables = super::parse_vars(&args.vars)?;
     let messages = bundle.prompts.render(&args.input, &variables)?;
     let kernel = Kernel::new(

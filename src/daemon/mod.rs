@@ -324,8 +324,10 @@ fn log_report(report: &ReloadReport) {
 /// Installs the SIGTERM/SIGINT handlers now (so a signal arriving during
 /// start-up is not fatal) and resolves when one arrives.
 fn termination_signal() -> Result<impl std::future::Future<Output = ()>, ServeError> {
-    let mut term = signal(SignalKind::terminate()).map_err(|e| ServeError::Other(format!("cannot handle SIGTERM: {e}")))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| ServeError::Other(format!("cannot handle SIGINT: {e}")))?;
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| ServeError::Other(format!("cannot handle SIGTERM: {e}")))?;
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(|e| ServeError::Other(format!("cannot handle SIGINT: {e}")))?;
     Ok(async move {
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM"),

@@ -125,7 +125,9 @@ async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
     }
     if let Some(status) = reply.status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response = (code, axum::Json(json!({"error": {"message": reply.error.clone().unwrap_or_default(), "code": status}}))).into_response();
+        let mut response =
+            (code, axum::Json(json!({"error": {"message": reply.error.clone().unwrap_or_default(), "code": status}})))
+                .into_response();
         if let Some(after) = reply.retry_after
             && let Ok(v) = after.to_string().parse()
         {

@@ -470,7 +470,11 @@ mod tests {
 
     #[test]
     fn variants_inherit_and_override() {
-        let catalog = load(&[("qwen.toml", "default_grammar = \"ebnf\"\nstop = [\"<|im_end|>\"]\n[variants.qwen3-xml.parser]\ncall_style = \"xml\"\n")]).unwrap();
+        let catalog = load(&[(
+            "qwen.toml",
+            "default_grammar = \"ebnf\"\nstop = [\"<|im_end|>\"]\n[variants.qwen3-xml.parser]\ncall_style = \"xml\"\n",
+        )])
+        .unwrap();
         let xml = catalog.resolve("qwen3-xml").unwrap();
         assert_eq!(xml.default_grammar, Some(GrammarMode::Ebnf));
         assert_eq!(xml.stop, vec!["<|im_end|>"]);

@@ -243,10 +243,12 @@ impl Ebnf {
         for (key, sub) in props {
             let value = self.value_at(sub, dialect, &format!("{hint}_{key}"), depth + 1)?;
             let pair = match dialect {
-                Dialect::Json => format!(
-                    "{} ws \":\" ws {value}",
-                    ebnf_literal(&Value::String(key.clone()).to_string())
-                ),
+                Dialect::Json => {
+                    format!(
+                        "{} ws \":\" ws {value}",
+                        ebnf_literal(&Value::String(key.clone()).to_string())
+                    )
+                }
                 Dialect::Gemma => {
                     if !is_gemma_key(key) {
                         return Err(format!(

@@ -549,7 +549,8 @@ impl JobQueue for SqliteQueue {
     ) -> Result<Vec<StoredEvent>, QueueError> {
         let job_id = id.0.clone();
         self.with(move |conn| {
-            let mut stmt = conn.prepare_cached("SELECT seq, event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
+            let mut stmt = conn
+                .prepare_cached("SELECT seq, event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
             let rows = stmt.query_map(params![job_id, after_seq as i64, limit as i64], |r| {
                 Ok(StoredEvent { seq: r.get::<_, i64>(0)? as u64, event_json: r.get(1)? })
             })?;

@@ -273,7 +273,12 @@ impl ToolEngine {
             match outcome {
                 Err(_) => {
                     attempt_cancel.cancel();
-                    trace.emit("tool.invoke.timeout", json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64})).await;
+                    trace
+                        .emit(
+                            "tool.invoke.timeout",
+                            json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64}),
+                        )
+                        .await;
                     return trace.done(
                         "tool_error:timeout".into(),
                         Some("tool_error"),
@@ -355,7 +360,12 @@ impl ToolEngine {
         let output = match &policy.guardrails {
             Some(guards) => match guards.check_output(output) {
                 Ok(checked) => {
-                    trace.emit("guard.output.ok", json!({"truncated": checked.truncated, "redactions": checked.redactions})).await;
+                    trace
+                        .emit(
+                            "guard.output.ok",
+                            json!({"truncated": checked.truncated, "redactions": checked.redactions}),
+                        )
+                        .await;
                     checked.output
                 }
                 Err(reason) => {

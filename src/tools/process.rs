@@ -194,7 +194,8 @@ impl Tool for ProcessTool {
         }
         let text = String::from_utf8_lossy(&stdout);
         match serde_json::from_str::<Value>(text.trim()) {
-            Ok(value) => Ok(ToolOutput::Json(value)),
+            // Keep the text as printed (separators included) so transcripts replay byte for byte.
+            Ok(_) => Ok(ToolOutput::Text(text.trim().to_string())),
             Err(e) => {
                 let detail = if stderr_text.is_empty() {
                     String::new()
@@ -261,9 +262,12 @@ mod tests {
             Duration::from_secs(5),
         );
         let out = call(&t, json!({"a": 1})).await.unwrap();
+        let ToolOutput::Text(text) = out else {
+            panic!("{out:?}")
+        };
         assert_eq!(
-            out,
-            ToolOutput::Json(json!({"in": {"a": 1}, "home": "none", "extra": "1"}))
+            text, r#"{"in": {"a":1}, "home": "none", "extra": "1"}"#,
+            "stdout kept byte for byte"
         );
     }
 

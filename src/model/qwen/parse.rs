@@ -339,7 +339,14 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
         }
         if !rest.starts_with(PARAMETER) {
             let inner = &rest[..rest.find(FUNCTION_END).unwrap_or(rest.len())];
-            out.bad(name, inner.trim(), format!("unexpected text inside <function={name}>: `{}` (expected <parameter=NAME> or </function>)", snippet(inner.trim())));
+            out.bad(
+                name,
+                inner.trim(),
+                format!(
+                    "unexpected text inside <function={name}>: `{}` (expected <parameter=NAME> or </function>)",
+                    snippet(inner.trim())
+                ),
+            );
             return body_at + i + through(rest, FUNCTION_END);
         }
         let p = &rest[PARAMETER.len()..];
