@@ -132,11 +132,10 @@ fn corpus_outputs_parse_to_the_expected_calls() {
                 }
                 Some(_) => {}
                 // Generated: "call_" + a UUIDv4 in 32 hex digits (122 random bits).
-                None if !(got.call.id.len() == 37 && got.call.id.starts_with("call_")) => problems
-                    .push(format!(
-                        "call {i}: generated id {} is not a generated UUIDv4 id",
-                        got.call.id
-                    )),
+                None if !is_generated_id(&got.call.id) => problems.push(format!(
+                    "call {i}: id {} is not a generated UUIDv4 id",
+                    got.call.id
+                )),
                 None => {}
             }
             if got.error != want.bad_args {
