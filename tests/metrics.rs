@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::daemon::{Site, client, submit, wait_terminal};
+
 use structured_agents::mock::{MockServer, Script};
 
 const BUNDLE: &str = r#"name: metered
@@ -113,4 +114,142 @@ async fn metrics_after_a_workload_pass_promtool() {
         out.status.success() && report.trim().is_empty(),
         "promtool check metrics:\n{report}"
     );
+}
+
+/// Debian's Prometheus scrapes the daemon during a workload; every panel
+/// query of every dashboard is evaluated through its HTTP API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dashboards_queries_work_against_real_prometheus() {
+    let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("metered", BUNDLE);
+    let daemon = site.start();
+    let http = client();
+    let target = daemon.base.trim_start_matches("http://").to_string();
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let prom_dir = site.path().join("prometheus");
+    std::fs::create_dir_all(&prom_dir).unwrap();
+    std::fs::write(
+        prom_dir.join("prometheus.yml"),
+        format!("global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nscrape_configs:\n  - job_name: structured-agents\n    static_configs: [{{targets: [\"{target}\"]}}]\n"),
+    )
+    .unwrap();
+    let prometheus = Command::new("prometheus")
+        .arg(format!(
+            "--config.file={}",
+            prom_dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            prom_dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus is needed (Debian package `prometheus`; ./scripts/test installs it)");
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = KillOnDrop(prometheus);
+    let prom = format!("http://127.0.0.1:{port}");
+
+    // Wait until Prometheus scrapes the daemon, then run jobs across several scrapes.
+    common::daemon::eventually(
+        Duration::from_secs(30),
+        "prometheus scraping the daemon",
+        || async {
+            let r = http
+                .get(format!("{prom}/api/v1/query?query=up"))
+                .send()
+                .await
+                .ok()?;
+            let v: serde_json::Value = r.json().await.ok()?;
+            (v["data"]["result"][0]["value"][1] == "1").then_some(())
+        },
+    )
+    .await;
+    for i in 0..12 {
+        let job = submit(&http, &daemon, "metered", &format!("job {i}")).await;
+        wait_terminal(
+            &http,
+            &daemon,
+            job["id"].as_str().unwrap(),
+            Duration::from_secs(30),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    for file in [
+        "structured-agents-overview.json",
+        "structured-agents-bundle.json",
+    ] {
+        let path = format!("{}/dashboards/{file}", env!("CARGO_MANIFEST_DIR"));
+        let dashboard: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(dashboard["uid"].is_string(), "{file}: stable uid");
+        assert!(dashboard.get("__inputs").is_none(), "{file}: no __inputs");
+        let vars = dashboard["templating"]["list"].as_array().unwrap();
+        assert!(
+            vars.iter()
+                .any(|v| v["type"] == "datasource" && v["query"] == "prometheus"),
+            "{file}: datasource variable"
+        );
+        for panel in dashboard["panels"].as_array().unwrap() {
+            let title = panel["title"].as_str().unwrap();
+            assert!(
+                panel["fieldConfig"]["defaults"]["unit"].is_string(),
+                "{file}/{title}: unit"
+            );
+            let must = panel["description"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("[must-have-data]");
+            let mut any_data = false;
+            for target in panel["targets"].as_array().unwrap() {
+                let expr = target["expr"].as_str().unwrap();
+                assert!(
+                    !expr.contains("[1m]") && !expr.contains("[5m]")
+                        || expr.contains("$__rate_interval"),
+                    "{file}/{title}: use $__rate_interval"
+                );
+                let query = expr
+                    .replace("$__rate_interval", "1m")
+                    .replace("$bundle", "metered");
+                let url = reqwest::Url::parse_with_params(
+                    &format!("{prom}/api/v1/query"),
+                    &[("query", query.as_str())],
+                )
+                .unwrap();
+                let response = http.get(url).send().await.unwrap();
+                let body: serde_json::Value = response.json().await.unwrap();
+                assert_eq!(body["status"], "success", "{file}/{title}: {query}: {body}");
+                let results = body["data"]["result"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                any_data |= results
+                    .iter()
+                    .any(|r| r["value"][1].as_str().is_some_and(|v| v != "NaN"));
+            }
+            assert!(
+                !must || any_data,
+                "{file}/{title}: no data after the workload"
+            );
+        }
+    }
+    assert_eq!(daemon.stop(), Some(0));
 }
