@@ -21,6 +21,7 @@ pub mod events;
 pub mod kernel;
 pub mod mock;
 pub mod model;
+pub mod plugins;
 pub mod queue;
 pub mod registry;
 pub mod telemetry;

@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use super::schema::{ToolKind, ToolSpec};
 use super::{Bundle, BundleError, BundleErrors};
+use crate::plugins::PluginRegistry;
 use crate::tools::agent::{AgentHost, AgentTool};
 use crate::tools::engine::ToolPolicy;
 use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
+use crate::tools::plugin::PluginTool;
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
 use crate::tools::{Tool, ToolEngine};
 use crate::types::ToolSchema;
@@ -25,6 +27,8 @@ pub struct ToolEnv {
     pub agents: Option<Arc<dyn AgentHost>>,
     /// Remote agents from the daemon config, for `http_agent` tools naming an `agent` id.
     pub remote_agents: Vec<HttpAgentSpec>,
+    /// Plugins loaded from the plugins directory, for `plugin` tools.
+    pub plugins: Option<Arc<PluginRegistry>>,
 }
 
 /// The schema the model sees for a spec.
@@ -121,6 +125,51 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     problems
 }
 
+fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
+    let name = spec.plugin.as_deref().unwrap_or_default();
+    let registry = env
+        .plugins
+        .as_ref()
+        .ok_or("plugin tools need the plugins directory (paths.plugins_dir)")?;
+    let plugin = registry.get(name).ok_or_else(|| {
+        format!(
+            "no plugin named {name:?} in the plugins directory (loaded: {})",
+            registry.names().join(", ")
+        )
+    })?;
+    let inner = spec
+        .plugin_tool
+        .clone()
+        .unwrap_or_else(|| spec.name.clone());
+    let exported = plugin
+        .manifest
+        .tools
+        .iter()
+        .find(|t| t.name == inner)
+        .ok_or_else(|| {
+            format!(
+                "plugin {name:?} has no tool {inner:?} (it exports: {})",
+                plugin.info.tools.join(", ")
+            )
+        })?;
+    let mut schema = schema_of(spec);
+    if schema.parameters == super::schema::default_parameters() {
+        schema.parameters = exported.parameters.clone();
+    }
+    if schema.description.is_empty() {
+        schema.description = exported.description.clone();
+    }
+    let instance = plugin
+        .instantiate(&serde_json::Value::Null)
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(PluginTool::new(
+        schema,
+        plugin.clone(),
+        Arc::new(instance),
+        inner,
+    )))
+}
+
 fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
     let (endpoint, recipient) = match (&spec.agent, &spec.url) {
         (Some(id), _) => {
@@ -191,6 +240,7 @@ pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleE
                 _ => Err("`agent` tools run other bundles and need the daemon (`structured-agents serve`)".to_string()),
             },
             ToolKind::HttpAgent => http_agent(spec, env),
+            ToolKind::Plugin => plugin_tool(spec, env),
             other => Err(format!("tool kind {other:?} is not available in this build")),
         };
         match tool.and_then(|tool| Ok((tool, policy_of(spec)?))) {

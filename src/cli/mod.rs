@@ -88,6 +88,15 @@ pub enum Command {
         #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
         models_dir: PathBuf,
     },
+    /// List the plugins of the plugins directory with version, ABI and file hash.
+    Plugins {
+        /// Read `paths.plugins_dir` from this config.
+        #[arg(long, short, env = "STRUCTURED_AGENTS_CONFIG")]
+        config: Option<PathBuf>,
+        /// Or list this directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Print a JSON Schema, for editors.
     Schema {
         /// What to describe.
@@ -140,6 +149,33 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
     match command {
         Command::Serve { .. } => unreachable!("handled by dispatch"),
         Command::Run(args) => run::run(args).await,
+        Command::Plugins { config, dir } => {
+            let config = crate::config::Config::load(config.as_deref())?;
+            let dir = dir.unwrap_or(config.paths.plugins_dir.clone());
+            let cache = config.paths.state_dir.join("plugin-cache");
+            let (registry, errors) = tokio::task::spawn_blocking(move || {
+                crate::plugins::PluginRegistry::load_dir(&dir, &cache)
+            })
+            .await?;
+            for p in registry.list() {
+                println!(
+                    "{:<20} {:<8} {:<9} abi {}  sha256 {}  {}",
+                    p.name,
+                    p.version,
+                    p.kind,
+                    p.abi,
+                    &p.sha256[..16],
+                    p.file.display()
+                );
+                if !p.tools.is_empty() {
+                    println!("{:<20} tools: {}", "", p.tools.join(", "));
+                }
+            }
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            Ok(if errors.is_empty() { 0 } else { 1 })
+        }
         Command::Grammar {
             bundle_dir,
             models_dir,

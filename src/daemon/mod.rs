@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{self, AppState, Auth, ReloadFn};
 use crate::bundle::ToolEnv;
 use crate::config::Config;
+use crate::plugins::{PluginObserver, PluginRegistry};
 use crate::queue::{JobQueue, sqlite::SqliteQueue};
 use crate::registry::{Registry, RegistryError, ReloadReport, watch};
 use crate::telemetry::{Metrics, MetricsObserver};
@@ -70,13 +71,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         .await?,
     );
     let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
-    let registry = Registry::new(
-        config.clone(),
-        ToolEnv {
-            remote_agents: config.agents.clone(),
-            ..ToolEnv::default()
-        },
-    )?;
+    let (plugins, observer_plugins) = load_plugins(&config).await?;
+    let tool_env = ToolEnv {
+        remote_agents: config.agents.clone(),
+        plugins: Some(plugins),
+        ..ToolEnv::default()
+    };
+    let registry = Registry::new(config.clone(), tool_env)?;
     let first = registry.reload().await?;
     record_reload(&metrics, &registry, Ok(&first));
     let ready = Arc::new(AtomicBool::new(true));
@@ -133,10 +134,21 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         metrics: config.telemetry.metrics.then(|| {
             let metrics = metrics.clone();
             let queue = queue.clone();
+            let observer_plugins = observer_plugins.clone();
             Arc::new(move || {
                 let metrics = metrics.clone();
                 let queue = queue.clone();
-                async move { render_metrics(&metrics, &queue).await }.boxed()
+                let observer_plugins = observer_plugins.clone();
+                async move {
+                    for observer in observer_plugins.values() {
+                        metrics
+                            .observer_dropped
+                            .with_label_values(&[observer.plugin_name()])
+                            .set(observer.dropped() as f64);
+                    }
+                    render_metrics(&metrics, &queue).await
+                }
+                .boxed()
             }) as api::MetricsFn
         }),
         wake: wake.clone(),
@@ -222,6 +234,51 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     ready.store(false, Ordering::SeqCst);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Loads the plugins directory and starts every observer plugin (each with
+/// its `[observers.config.<name>]`). A plugin that fails is logged and left
+/// out; the daemon still starts.
+async fn load_plugins(
+    config: &Config,
+) -> Result<
+    (
+        Arc<PluginRegistry>,
+        Arc<std::collections::BTreeMap<String, Arc<PluginObserver>>>,
+    ),
+    ServeError,
+> {
+    let (dir, cache) = (
+        config.paths.plugins_dir.clone(),
+        config.paths.state_dir.join("plugin-cache"),
+    );
+    let observers_config = config.observers.clone();
+    tokio::task::spawn_blocking(move || {
+        let (registry, errors) = PluginRegistry::load_dir(&dir, &cache);
+        for e in &errors {
+            tracing::error!(error = %e, "plugin not loaded");
+        }
+        let mut observers = std::collections::BTreeMap::new();
+        for info in registry.list().into_iter().filter(|p| p.kind == "observer") {
+            let Some(plugin) = registry.get(&info.name) else { continue };
+            let plugin_config = observers_config.config.get(&info.name).cloned().unwrap_or(serde_json::Value::Null);
+            let capacity = observers_config.queue_capacity.unwrap_or(1024);
+            match PluginObserver::start(plugin.clone(), &plugin_config, capacity, 5) {
+                Ok(observer) => {
+                    observers.insert(info.name.clone(), observer);
+                }
+                Err(e) => tracing::error!(observer = %info.name, error = %e, "observer plugin not started"),
+            }
+        }
+        for name in &observers_config.enabled {
+            if !observers.contains_key(name) {
+                tracing::error!(observer = %name, "observers.enabled names an observer plugin that is not loaded");
+            }
+        }
+        (Arc::new(registry), Arc::new(observers))
+    })
+    .await
+    .map_err(|e| ServeError::Other(format!("loading plugins: {e}")))
 }
 
 /// A reload wrapped in RELOADING=1 … READY=1 with a STATUS line.

@@ -1,1 +1,376 @@
+//! The structured-agents plugin SDK: the versioned C ABI shared by the daemon
+//! and plugins, and macros that export ordinary Rust functions safely.
+//!
+//! The ABI (all strings are NUL-terminated UTF-8 JSON):
+//!
+//! | export | |
+//! |---|---|
+//! | `sa_plugin_abi_version() -> u32` | must equal [`ABI_VERSION`] |
+//! | `sa_plugin_manifest() -> *const c_char` | `{name, version, kind: "tool"\|"observer", tools: [{name, description, parameters}]}`, owned by the plugin |
+//! | `sa_plugin_init(config) -> *mut c_void` | an instance for a config object; null on failure |
+//! | `sa_tool_invoke(handle, call) -> *mut c_char` | call = `{name, arguments, call_id}`; result = `{"ok": value}` or `{"error": {"kind": "retryable"\|"validation"\|"failed"\|"panic", "message"}}` |
+//! | `sa_observer_on_event(handle, event) -> i32` | 0 ok, 1 error, 2 panic |
+//! | `sa_plugin_free(buf)` | frees a buffer this plugin returned |
+//! | `sa_plugin_shutdown(handle)` | drops an instance |
+//!
+//! Each side frees what it allocated; no panic unwinds across the boundary
+//! (every export runs inside `catch_unwind`).
+#![allow(unsafe_code)]
 
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+pub use serde_json::{self, Value, json};
+
+/// The ABI version this SDK speaks. The daemon refuses other versions.
+pub const ABI_VERSION: u32 = 1;
+
+/// How a tool failed; decides whether the daemon retries it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolFailure {
+    /// Worth retrying.
+    Retryable(String),
+    /// The arguments are wrong; the model should change them.
+    Validation(String),
+    /// Anything else.
+    Failed(String),
+}
+
+/// A tool's body: arguments and the instance config in, a JSON value out.
+pub type ToolFn = fn(&Value, &Value) -> Result<Value, ToolFailure>;
+
+/// One tool of a plugin.
+pub struct ToolDef {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// JSON Schema of the arguments.
+    pub parameters: fn() -> Value,
+    pub run: ToolFn,
+}
+
+/// A tool plugin: its name, version and tools.
+pub struct ToolPlugin {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub tools: Vec<ToolDef>,
+}
+
+/// An observer plugin instance: receives every event as JSON.
+pub trait ObserverPlugin: Send {
+    fn on_event(&mut self, event: &Value) -> Result<(), String>;
+}
+
+/// Describes an observer plugin and creates instances from a config.
+pub struct ObserverPluginDef {
+    pub name: &'static str,
+    pub version: &'static str,
+    pub create: fn(&Value) -> Result<Box<dyn ObserverPlugin>, String>,
+}
+
+#[doc(hidden)]
+pub mod ffi {
+    //! The generic bodies of the exports; the macros instantiate them.
+    use super::*;
+
+    fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+        panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into())
+    }
+
+    fn to_c(value: &Value) -> *mut c_char {
+        // JSON text never holds an interior NUL (it would be escaped).
+        CString::new(value.to_string())
+            .map(CString::into_raw)
+            .unwrap_or(std::ptr::null_mut())
+    }
+
+    /// # Safety
+    /// `ptr` is null or a NUL-terminated string valid for the call.
+    unsafe fn read_json(ptr: *const c_char) -> Result<Value, String> {
+        if ptr.is_null() {
+            return Ok(Value::Null);
+        }
+        // SAFETY: the caller passes a NUL-terminated string it owns for the call.
+        let text = unsafe { CStr::from_ptr(ptr) }
+            .to_str()
+            .map_err(|e| format!("not UTF-8: {e}"))?;
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+    }
+
+    pub fn manifest_tool(plugin: &ToolPlugin) -> CString {
+        let tools: Vec<Value> = plugin
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parameters": (t.parameters)()}))
+            .collect();
+        let m = json!({"name": plugin.name, "version": plugin.version, "kind": "tool", "abi": ABI_VERSION, "tools": tools});
+        CString::new(m.to_string()).unwrap_or_default()
+    }
+
+    pub fn manifest_observer(def: &ObserverPluginDef) -> CString {
+        let m = json!({"name": def.name, "version": def.version, "kind": "observer", "abi": ABI_VERSION, "tools": []});
+        CString::new(m.to_string()).unwrap_or_default()
+    }
+
+    pub struct ToolInstance {
+        plugin: ToolPlugin,
+        config: Value,
+    }
+
+    /// # Safety
+    /// `config` is null or a valid NUL-terminated string.
+    pub unsafe fn tool_init(make: fn() -> ToolPlugin, config: *const c_char) -> *mut c_void {
+        catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: forwarded from the caller's contract.
+            let config = unsafe { read_json(config) }.unwrap_or(Value::Null);
+            Box::into_raw(Box::new(ToolInstance {
+                plugin: make(),
+                config,
+            })) as *mut c_void
+        }))
+        .unwrap_or(std::ptr::null_mut())
+    }
+
+    /// # Safety
+    /// `handle` came from `tool_init` and is not shut down; `call` is a valid string.
+    pub unsafe fn tool_invoke(handle: *mut c_void, call: *const c_char) -> *mut c_char {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            if handle.is_null() {
+                return json!({"error": {"kind": "failed", "message": "null plugin handle"}});
+            }
+            // SAFETY: the handle is a live ToolInstance (caller's contract); shared use is read-only.
+            let instance = unsafe { &*(handle as *const ToolInstance) };
+            // SAFETY: forwarded from the caller's contract.
+            let call = match unsafe { read_json(call) } {
+                Ok(c) => c,
+                Err(e) => {
+                    return json!({"error": {"kind": "failed", "message": format!("bad call: {e}")}});
+                }
+            };
+            let name = call["name"].as_str().unwrap_or_default();
+            let Some(tool) = instance.plugin.tools.iter().find(|t| t.name == name) else {
+                return json!({"error": {"kind": "failed", "message": format!("plugin {} has no tool {name:?}", instance.plugin.name)}});
+            };
+            match (tool.run)(&call["arguments"], &instance.config) {
+                Ok(value) => json!({"ok": value}),
+                Err(ToolFailure::Retryable(m)) => {
+                    json!({"error": {"kind": "retryable", "message": m}})
+                }
+                Err(ToolFailure::Validation(m)) => {
+                    json!({"error": {"kind": "validation", "message": m}})
+                }
+                Err(ToolFailure::Failed(m)) => json!({"error": {"kind": "failed", "message": m}}),
+            }
+        }));
+        let value = result.unwrap_or_else(
+            |panic| json!({"error": {"kind": "panic", "message": panic_text(panic.as_ref())}}),
+        );
+        to_c(&value)
+    }
+
+    /// # Safety
+    /// `handle` came from `tool_init` and is not used afterwards.
+    pub unsafe fn tool_shutdown(handle: *mut c_void) {
+        if !handle.is_null() {
+            // SAFETY: the handle was created by Box::into_raw in tool_init.
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                drop(unsafe { Box::from_raw(handle as *mut ToolInstance) })
+            }));
+        }
+    }
+
+    pub struct ObserverInstance(Mutex<Box<dyn ObserverPlugin>>);
+
+    /// # Safety
+    /// `config` is null or a valid NUL-terminated string.
+    pub unsafe fn observer_init(def: &ObserverPluginDef, config: *const c_char) -> *mut c_void {
+        catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: forwarded from the caller's contract.
+            let config = unsafe { read_json(config) }.unwrap_or(Value::Null);
+            match (def.create)(&config) {
+                Ok(plugin) => {
+                    Box::into_raw(Box::new(ObserverInstance(Mutex::new(plugin)))) as *mut c_void
+                }
+                Err(_) => std::ptr::null_mut(),
+            }
+        }))
+        .unwrap_or(std::ptr::null_mut())
+    }
+
+    /// # Safety
+    /// `handle` came from `observer_init`; `event` is a valid string.
+    pub unsafe fn observer_on_event(handle: *mut c_void, event: *const c_char) -> i32 {
+        catch_unwind(AssertUnwindSafe(|| {
+            if handle.is_null() {
+                return 1;
+            }
+            // SAFETY: the handle is a live ObserverInstance (caller's contract).
+            let instance = unsafe { &*(handle as *const ObserverInstance) };
+            // SAFETY: forwarded from the caller's contract.
+            let Ok(event) = (unsafe { read_json(event) }) else {
+                return 1;
+            };
+            let mut plugin = instance.0.lock().unwrap_or_else(|p| p.into_inner());
+            i32::from(plugin.on_event(&event).is_err())
+        }))
+        .unwrap_or(2)
+    }
+
+    /// # Safety
+    /// `handle` came from `observer_init` and is not used afterwards.
+    pub unsafe fn observer_shutdown(handle: *mut c_void) {
+        if !handle.is_null() {
+            // SAFETY: the handle was created by Box::into_raw in observer_init.
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                drop(unsafe { Box::from_raw(handle as *mut ObserverInstance) })
+            }));
+        }
+    }
+
+    /// # Safety
+    /// `buf` came from this plugin's `sa_tool_invoke` and is freed once.
+    pub unsafe fn free(buf: *mut c_char) {
+        if !buf.is_null() {
+            // SAFETY: buf was produced by CString::into_raw in this library.
+            drop(unsafe { CString::from_raw(buf) });
+        }
+    }
+}
+
+/// Exports a tool plugin. `$make` is a `fn() -> ToolPlugin`.
+#[macro_export]
+macro_rules! export_tool_plugin {
+    ($make:path) => {
+        static __SA_MANIFEST: ::std::sync::OnceLock<::std::ffi::CString> =
+            ::std::sync::OnceLock::new();
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_abi_version() -> u32 {
+            $crate::ABI_VERSION
+        }
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_manifest() -> *const ::std::ffi::c_char {
+            let manifest = ::std::panic::catch_unwind(|| {
+                __SA_MANIFEST
+                    .get_or_init(|| $crate::ffi::manifest_tool(&$make()))
+                    .as_ptr()
+            });
+            manifest.unwrap_or(::std::ptr::null())
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_init(
+            config: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_void {
+            unsafe { $crate::ffi::tool_init($make, config) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_tool_invoke(
+            handle: *mut ::std::ffi::c_void,
+            call: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_char {
+            unsafe { $crate::ffi::tool_invoke(handle, call) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_observer_on_event(
+            _handle: *mut ::std::ffi::c_void,
+            _event: *const ::std::ffi::c_char,
+        ) -> i32 {
+            1
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_free(buf: *mut ::std::ffi::c_char) {
+            unsafe { $crate::ffi::free(buf) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_shutdown(handle: *mut ::std::ffi::c_void) {
+            unsafe { $crate::ffi::tool_shutdown(handle) }
+        }
+    };
+}
+
+/// Exports an observer plugin. `$def` is a `static ObserverPluginDef`.
+#[macro_export]
+macro_rules! export_observer_plugin {
+    ($def:path) => {
+        static __SA_MANIFEST: ::std::sync::OnceLock<::std::ffi::CString> =
+            ::std::sync::OnceLock::new();
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_abi_version() -> u32 {
+            $crate::ABI_VERSION
+        }
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_manifest() -> *const ::std::ffi::c_char {
+            let manifest = ::std::panic::catch_unwind(|| {
+                __SA_MANIFEST
+                    .get_or_init(|| $crate::ffi::manifest_observer(&$def))
+                    .as_ptr()
+            });
+            manifest.unwrap_or(::std::ptr::null())
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_init(
+            config: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_void {
+            unsafe { $crate::ffi::observer_init(&$def, config) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_tool_invoke(
+            _handle: *mut ::std::ffi::c_void,
+            _call: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_char {
+            ::std::ptr::null_mut()
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_observer_on_event(
+            handle: *mut ::std::ffi::c_void,
+            event: *const ::std::ffi::c_char,
+        ) -> i32 {
+            unsafe { $crate::ffi::observer_on_event(handle, event) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_free(buf: *mut ::std::ffi::c_char) {
+            unsafe { $crate::ffi::free(buf) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_shutdown(handle: *mut ::std::ffi::c_void) {
+            unsafe { $crate::ffi::observer_shutdown(handle) }
+        }
+    };
+}

@@ -1,0 +1,194 @@
+//! One loaded plugin library: its exported functions, resolved once, and safe
+//! wrappers around them. The only place the daemon crosses the C ABI.
+#![allow(unsafe_code)]
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::path::Path;
+
+use serde_json::Value;
+use structured_agents_plugin_sdk::ABI_VERSION;
+
+use super::{Manifest, PluginInfo, PluginLoadError};
+
+type AbiVersionFn = unsafe extern "C" fn() -> u32;
+type ManifestFn = unsafe extern "C" fn() -> *const c_char;
+type InitFn = unsafe extern "C" fn(*const c_char) -> *mut c_void;
+type InvokeFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> *mut c_char;
+type OnEventFn = unsafe extern "C" fn(*mut c_void, *const c_char) -> i32;
+type FreeFn = unsafe extern "C" fn(*mut c_char);
+type ShutdownFn = unsafe extern "C" fn(*mut c_void);
+
+/// A plugin library that stays loaded for the life of the process.
+pub struct Plugin {
+    pub info: PluginInfo,
+    pub manifest: Manifest,
+    init: InitFn,
+    invoke: InvokeFn,
+    on_event: OnEventFn,
+    free: FreeFn,
+    shutdown: ShutdownFn,
+}
+
+/// A plugin call that did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginCallError {
+    #[error(
+        "plugin {0} could not create an instance (sa_plugin_init returned null; check its config)"
+    )]
+    Init(String),
+    #[error("plugin {plugin} returned an unreadable result: {detail}")]
+    Protocol { plugin: String, detail: String },
+}
+
+/// An instance created by `sa_plugin_init`, shut down on drop.
+pub struct Instance {
+    handle: *mut c_void,
+    shutdown: ShutdownFn,
+}
+
+// SAFETY: the SDK's instances are immutable after init (tool plugins) or
+// guarded by a mutex inside the plugin (observers), so they may be used from
+// any thread; the daemon serializes observer calls anyway.
+unsafe impl Send for Instance {}
+// SAFETY: see above.
+unsafe impl Sync for Instance {}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from this library's sa_plugin_init and is dropped once.
+        unsafe { (self.shutdown)(self.handle) }
+    }
+}
+
+fn symbol<T: Copy>(
+    lib: &libloading::os::unix::Library,
+    name: &[u8],
+    file: &Path,
+) -> Result<T, PluginLoadError> {
+    // SAFETY: the symbol types match the SDK's ABI for this ABI version (checked first).
+    unsafe { lib.get::<T>(name) }
+        .map(|s| *s)
+        .map_err(|e| PluginLoadError::Load {
+            file: file.to_path_buf(),
+            detail: format!(
+                "missing export {}: {e} (is this a structured-agents plugin?)",
+                String::from_utf8_lossy(name)
+            ),
+        })
+}
+
+impl Plugin {
+    /// Opens the content-addressed `copy` of `file` and checks its ABI.
+    pub(super) fn open(
+        file: &Path,
+        copy: &Path,
+        sha256: String,
+    ) -> Result<Plugin, PluginLoadError> {
+        let flags =
+            libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL | libc::RTLD_NODELETE;
+        // SAFETY: loading runs the library's initializers; plugins are trusted
+        // code that passed the permission checks.
+        let lib =
+            unsafe { libloading::os::unix::Library::open(Some(copy), flags) }.map_err(|e| {
+                PluginLoadError::Load {
+                    file: file.to_path_buf(),
+                    detail: format!("dlopen failed: {e}"),
+                }
+            })?;
+        let abi: AbiVersionFn = symbol(&lib, b"sa_plugin_abi_version", file)?;
+        // SAFETY: a plain function without arguments.
+        let found = unsafe { abi() };
+        if found != ABI_VERSION {
+            std::mem::forget(lib);
+            return Err(PluginLoadError::AbiMismatch {
+                file: file.to_path_buf(),
+                found,
+                expected: ABI_VERSION,
+            });
+        }
+        let manifest_fn: ManifestFn = symbol(&lib, b"sa_plugin_manifest", file)?;
+        // SAFETY: the manifest is a static NUL-terminated string owned by the plugin.
+        let raw = unsafe { manifest_fn() };
+        if raw.is_null() {
+            return Err(PluginLoadError::Load {
+                file: file.to_path_buf(),
+                detail: "sa_plugin_manifest returned null".into(),
+            });
+        }
+        // SAFETY: non-null and NUL-terminated per the ABI.
+        let text = unsafe { CStr::from_ptr(raw) }
+            .to_string_lossy()
+            .into_owned();
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|e| PluginLoadError::Load {
+                file: file.to_path_buf(),
+                detail: format!("invalid manifest: {e}"),
+            })?;
+        let plugin = Plugin {
+            info: PluginInfo {
+                name: manifest.name.clone(),
+                version: manifest.version.clone(),
+                kind: manifest.kind.clone(),
+                abi: found,
+                file: file.to_path_buf(),
+                sha256,
+                tools: manifest.tools.iter().map(|t| t.name.clone()).collect(),
+            },
+            init: symbol(&lib, b"sa_plugin_init", file)?,
+            invoke: symbol(&lib, b"sa_tool_invoke", file)?,
+            on_event: symbol(&lib, b"sa_observer_on_event", file)?,
+            free: symbol(&lib, b"sa_plugin_free", file)?,
+            shutdown: symbol(&lib, b"sa_plugin_shutdown", file)?,
+            manifest,
+        };
+        // Never dlclose: the function pointers above stay valid forever.
+        std::mem::forget(lib);
+        Ok(plugin)
+    }
+
+    /// Creates an instance with `config`. Blocking (runs plugin code).
+    pub fn instantiate(&self, config: &Value) -> Result<Instance, PluginCallError> {
+        let text = CString::new(super::config_text(config)).unwrap_or_default();
+        // SAFETY: the string lives for the call; init follows the SDK ABI.
+        let handle = unsafe { (self.init)(text.as_ptr()) };
+        if handle.is_null() {
+            return Err(PluginCallError::Init(self.info.name.clone()));
+        }
+        Ok(Instance {
+            handle,
+            shutdown: self.shutdown,
+        })
+    }
+
+    /// Calls a tool. Blocking (runs plugin code): call it off the runtime threads.
+    pub fn invoke(&self, instance: &Instance, call: &Value) -> Result<Value, PluginCallError> {
+        let text = CString::new(call.to_string()).unwrap_or_default();
+        // SAFETY: the handle belongs to this library; the string lives for the call.
+        let out = unsafe { (self.invoke)(instance.handle, text.as_ptr()) };
+        if out.is_null() {
+            return Err(PluginCallError::Protocol {
+                plugin: self.info.name.clone(),
+                detail: "sa_tool_invoke returned null".into(),
+            });
+        }
+        // SAFETY: non-null, NUL-terminated, allocated by the plugin.
+        let result = unsafe { CStr::from_ptr(out) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: the buffer came from this plugin and is freed once, by it.
+        unsafe { (self.free)(out) };
+        serde_json::from_str(&result).map_err(|e| PluginCallError::Protocol {
+            plugin: self.info.name.clone(),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Delivers an event to an observer instance: 0 ok, 1 error, 2 panic. Blocking.
+    pub fn on_event(&self, instance: &Instance, event_json: &str) -> i32 {
+        let Ok(text) = CString::new(event_json) else {
+            return 1;
+        };
+        // SAFETY: the handle belongs to this library; the string lives for the call.
+        unsafe { (self.on_event)(instance.handle, text.as_ptr()) }
+    }
+}
