@@ -13,12 +13,12 @@ fn text<'a>(args: &'a Value, config: &Value) -> Result<&'a str, ToolFailure> {
     let t = args["text"]
         .as_str()
         .ok_or_else(|| ToolFailure::Validation("`text` must be a string".into()))?;
-    if let Some(max) = config["max_len"].as_u64() {
-        if t.chars().count() as u64 > max {
-            return Err(ToolFailure::Validation(format!(
-                "text longer than {max} characters"
-            )));
-        }
+    if let Some(max) = config["max_len"].as_u64()
+        && t.chars().count() as u64 > max
+    {
+        return Err(ToolFailure::Validation(format!(
+            "text longer than {max} characters"
+        )));
     }
     Ok(t)
 }
