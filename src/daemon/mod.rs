@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::plugins::{PluginObserver, PluginRegistry};
 use crate::queue::{JobQueue, sqlite::SqliteQueue};
 use crate::registry::{Registry, RegistryError, ReloadReport, watch};
+use crate::telemetry::otel::{JobSpanInfo, OtelSettings, OtelTelemetry};
 use crate::telemetry::{Metrics, MetricsObserver};
 use crate::worker::{WorkerPool, WorkerSettings};
 
@@ -72,6 +73,10 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     );
     let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
     let (plugins, observer_plugins) = load_plugins(&config).await?;
+    let otel = start_otel(&config).await?;
+    let capture_content = config.telemetry.capture_message_content
+        || std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+            .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
     let tool_env = ToolEnv {
         remote_agents: config.agents.clone(),
         plugins: Some(plugins),
@@ -135,10 +140,14 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             let metrics = metrics.clone();
             let queue = queue.clone();
             let observer_plugins = observer_plugins.clone();
+            let otel = otel.clone();
             Arc::new(move || {
                 let metrics = metrics.clone();
                 let queue = queue.clone();
                 let observer_plugins = observer_plugins.clone();
+                if let Some(otel) = &otel {
+                    metrics.spans_dropped.set(otel.dropped() as i64);
+                }
                 async move {
                     for observer in observer_plugins.values() {
                         metrics
@@ -186,14 +195,37 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             lease: config.queue.lease.into(),
             poll_interval: config.queue.poll_interval.into(),
             drain_timeout: config.queue.drain_timeout.into(),
+            record_messages: capture_content,
         },
         {
             let metrics = metrics.clone();
+            let global: Vec<String> = config.observers.enabled.clone();
+            let observer_plugins = observer_plugins.clone();
+            let otel = otel.clone();
             Arc::new(
-                move |loaded: &crate::registry::LoadedBundle, _job: &crate::queue::Job| {
-                    let provider = loaded.backend.info().provider;
-                    vec![Arc::new(MetricsObserver::new(metrics.clone(), provider))
-                        as Arc<dyn crate::events::Observer>]
+                move |loaded: &crate::registry::LoadedBundle, job: &crate::queue::Job| {
+                    let endpoint = loaded.backend.info();
+                    let mut observers = vec![Arc::new(MetricsObserver::new(
+                        metrics.clone(),
+                        endpoint.provider.clone(),
+                    ))
+                        as Arc<dyn crate::events::Observer>];
+                    if let Some(otel) = &otel {
+                        observers.push(otel.observer(JobSpanInfo {
+                            job_id: job.id.to_string(),
+                            bundle: loaded.name().to_string(),
+                            bundle_version: loaded.version().to_string(),
+                            model: loaded.bundle.raw.model.name.clone(),
+                            endpoint,
+                            traceparent: job.traceparent.clone(),
+                        }));
+                    }
+                    for name in global.iter().chain(loaded.bundle.raw.observers.iter()) {
+                        if let Some(plugin) = observer_plugins.get(name) {
+                            observers.push(plugin.clone());
+                        }
+                    }
+                    observers
                 },
             )
         },
@@ -226,6 +258,9 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     }
     server_stop.cancel();
     reloader.abort();
+    if let Some(otel) = otel {
+        otel.shutdown().await;
+    }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
@@ -279,6 +314,27 @@ async fn load_plugins(
     })
     .await
     .map_err(|e| ServeError::Other(format!("loading plugins: {e}")))
+}
+
+/// Starts OTLP span export when an endpoint is configured (config or OTEL_* env).
+async fn start_otel(config: &Config) -> Result<Option<Arc<OtelTelemetry>>, ServeError> {
+    let t = &config.telemetry;
+    let settings = OtelSettings {
+        endpoint: t.otlp_endpoint.clone(),
+        protocol: t.otlp_protocol.clone(),
+        capture_message_content: t.capture_message_content,
+        max_queue_size: t.max_queue_size,
+        shutdown_timeout: t.shutdown_timeout.into(),
+    };
+    // The exporter's blocking HTTP client must be built off the runtime.
+    let otel = tokio::task::spawn_blocking(move || OtelTelemetry::init(settings))
+        .await
+        .map_err(|e| ServeError::Other(format!("starting OTLP export: {e}")))?
+        .map_err(|e| ServeError::Other(e.to_string()))?;
+    if otel.is_some() {
+        tracing::info!("exporting spans over OTLP");
+    }
+    Ok(otel)
 }
 
 /// A reload wrapped in RELOADING=1 … READY=1 with a STATUS line.

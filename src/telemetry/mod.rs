@@ -3,5 +3,6 @@
 //! them directly.
 
 pub mod metrics;
+pub mod otel;
 
 pub use metrics::{Metrics, MetricsObserver};

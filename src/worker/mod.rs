@@ -32,6 +32,8 @@ pub struct WorkerSettings {
     pub lease: Duration,
     pub poll_interval: Duration,
     pub drain_timeout: Duration,
+    /// Put prompts on ModelRequest events (the operator opted in to content capture).
+    pub record_messages: bool,
 }
 
 /// Builds the observers of one job (metrics, spans, plugins); the durable
@@ -226,8 +228,10 @@ impl WorkerPool {
             }
         };
 
+        let mut config = loaded.bundle.kernel_config();
+        config.record_messages = self.settings.record_messages;
         let kernel = Kernel::new(
-            loaded.bundle.kernel_config(),
+            config,
             loaded.bundle.model.plugin.clone(),
             loaded.backend.clone(),
             loaded.tools.clone(),

@@ -1,0 +1,219 @@
+//! The daemon's OTLP export, received over HTTP on 127.0.0.1 and decoded with
+//! the official protobuf definitions: the span tree of a two-turn job with a
+//! failing tool, GenAI attributes, and message content only when opted in.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use common::daemon::{Site, client, wait_terminal};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind, status::StatusCode};
+use prost::Message;
+use serde_json::json;
+use structured_agents::mock::{MockServer, Script};
+
+type Spans = Arc<Mutex<Vec<Span>>>;
+
+async fn receive(State(spans): State<Spans>, body: Bytes) -> &'static str {
+    let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+    for resource in request.resource_spans {
+        for scope in resource.scope_spans {
+            spans.lock().unwrap().extend(scope.spans);
+        }
+    }
+    ""
+}
+
+async fn collector() -> (String, Spans) {
+    let spans: Spans = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(receive))
+        .with_state(spans.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, spans)
+}
+
+fn attrs(span: &Span) -> HashMap<String, String> {
+    span.attributes
+        .iter()
+        .map(|kv| {
+            let v = match kv.value.as_ref().and_then(|v| v.value.clone()) {
+                Some(AnyValue::StringValue(s)) => s,
+                Some(AnyValue::IntValue(i)) => i.to_string(),
+                Some(AnyValue::DoubleValue(d)) => d.to_string(),
+                Some(AnyValue::BoolValue(b)) => b.to_string(),
+                Some(AnyValue::ArrayValue(a)) => format!(
+                    "{:?}",
+                    a.values.iter().map(|v| v.value.clone()).collect::<Vec<_>>()
+                ),
+                other => format!("{other:?}"),
+            };
+            (kv.key.clone(), v)
+        })
+        .collect()
+}
+
+const SCRIPT: &str = r#"
+replies:
+  - tool_calls: [{id: ok-1, name: good, arguments: {q: "secret question"}}, {id: bad-1, name: bad, arguments: {}}]
+    usage: {prompt_tokens: 11, completion_tokens: 7}
+  - content: "final secret answer"
+    usage: {prompt_tokens: 20, completion_tokens: 5}
+"#;
+
+const BUNDLE: &str = r#"name: traced
+version: "3"
+model: {endpoint: mock, name: mock-model, sampling: {temperature: 0.5, max_tokens: 64}}
+prompts: {user: "{{ input }}"}
+tools:
+  - {name: good, kind: process, command: [python3, -c, "print('{\"ok\": 1}')"]}
+  - {name: bad, kind: process, command: [python3, -c, "import sys; sys.exit(2)"]}
+"#;
+
+async fn run_job(capture: bool) -> Vec<Span> {
+    let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let (otlp, spans) = collector().await;
+    let extra =
+        format!("[telemetry]\notlp_endpoint = \"{otlp}\"\ncapture_message_content = {capture}\n");
+    let site = Site::new(&server.base_url(), &extra);
+    site.put_bundle("traced", BUNDLE);
+    let daemon = site.start();
+    let http = client();
+    let job: serde_json::Value = http
+        .post(daemon.url("/v1/jobs"))
+        .json(&json!({"bundle": "traced", "input": "secret input", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let done = wait_terminal(
+        &http,
+        &daemon,
+        job["id"].as_str().unwrap(),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(done["state"], "succeeded");
+    // Shutdown flushes the exporter.
+    assert_eq!(daemon.stop(), Some(0));
+    let spans = spans.lock().unwrap().clone();
+    let mut with_job = spans;
+    with_job.retain(|s| !s.name.is_empty());
+    with_job
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
+    let spans = run_job(false).await;
+    let by_name = |name: &str| spans.iter().filter(|s| s.name == name).collect::<Vec<_>>();
+    let roots = by_name("invoke_agent traced");
+    assert_eq!(
+        roots.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let root = roots[0];
+    assert_eq!(root.kind, SpanKind::Internal as i32);
+    // Joined the submitted trace.
+    assert_eq!(hex(&root.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(hex(&root.parent_span_id), "00f067aa0ba902b7");
+    let a = attrs(root);
+    assert_eq!(a["gen_ai.operation.name"], "invoke_agent");
+    assert_eq!(a["gen_ai.agent.name"], "traced");
+    assert_eq!(a["gen_ai.agent.version"], "3");
+    assert_eq!(a["gen_ai.request.model"], "mock-model");
+    assert!(!a["gen_ai.conversation.id"].is_empty());
+    assert_eq!(root.events.iter().filter(|e| e.name == "turn").count(), 2);
+
+    let chats = by_name("chat mock-model");
+    assert_eq!(chats.len(), 2);
+    for chat in &chats {
+        assert_eq!(chat.kind, SpanKind::Client as i32);
+        assert_eq!(chat.parent_span_id, root.span_id);
+        assert_eq!(chat.trace_id, root.trace_id);
+        let a = attrs(chat);
+        assert_eq!(a["gen_ai.operation.name"], "chat");
+        assert_eq!(a["gen_ai.provider.name"], "openai");
+        assert_eq!(a["gen_ai.request.model"], "mock-model");
+        assert_eq!(a["server.address"], "127.0.0.1");
+        assert!(a["server.port"].parse::<u16>().is_ok());
+        assert_eq!(a["gen_ai.request.temperature"], "0.5");
+        assert_eq!(a["gen_ai.request.max_tokens"], "64");
+        assert!(a["gen_ai.response.id"].starts_with("chatcmpl-"));
+        assert!(a.contains_key("gen_ai.response.finish_reasons"));
+        assert!(
+            a.contains_key("gen_ai.usage.input_tokens")
+                && a.contains_key("gen_ai.usage.output_tokens")
+        );
+        assert!(
+            !a.contains_key("gen_ai.input.messages") && !a.contains_key("gen_ai.output.messages"),
+            "content is opt-in"
+        );
+    }
+    let first = chats
+        .iter()
+        .find(|c| attrs(c)["gen_ai.usage.input_tokens"] == "11")
+        .unwrap();
+    assert_eq!(attrs(first)["gen_ai.usage.output_tokens"], "7");
+
+    let good = by_name("execute_tool good");
+    let bad = by_name("execute_tool bad");
+    assert_eq!((good.len(), bad.len()), (1, 1));
+    for tool in [good[0], bad[0]] {
+        assert_eq!(tool.kind, SpanKind::Internal as i32);
+        assert_eq!(tool.parent_span_id, root.span_id);
+        let a = attrs(tool);
+        assert_eq!(a["gen_ai.tool.type"], "function");
+        assert!(
+            !a.contains_key("gen_ai.tool.call.arguments"),
+            "content is opt-in"
+        );
+    }
+    assert_eq!(attrs(good[0])["gen_ai.tool.call.id"], "ok-1");
+    assert!(!attrs(good[0]).contains_key("error.type"));
+    let bad_attrs = attrs(bad[0]);
+    assert_eq!(bad_attrs["gen_ai.tool.name"], "bad");
+    assert_eq!(bad_attrs["error.type"], "tool_error");
+    assert_eq!(
+        bad[0].status.as_ref().unwrap().code,
+        StatusCode::Error as i32
+    );
+    for span in &spans {
+        let text = format!("{:?}", span.attributes);
+        assert!(
+            !text.contains("secret"),
+            "message content leaked into {}",
+            span.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_content_only_when_opted_in() {
+    let spans = run_job(true).await;
+    let all = format!("{:?}", spans.iter().map(attrs).collect::<Vec<_>>());
+    assert!(all.contains("secret input"), "input messages captured");
+    assert!(
+        all.contains("final secret answer"),
+        "output messages captured"
+    );
+    assert!(all.contains("secret question"), "tool arguments captured");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
