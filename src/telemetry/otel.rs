@@ -63,7 +63,7 @@ pub struct JobSpanInfo {
 }
 
 enum Item {
-    Event(Arc<JobSpanInfo>, EventEnvelope),
+    Event(Arc<JobSpanInfo>, Box<EventEnvelope>),
     /// Flush what is pending and stop (shutdown).
     Stop,
 }
@@ -220,7 +220,7 @@ impl Observer for JobSpans {
         match self
             .otel
             .queue
-            .try_send(Item::Event(self.info.clone(), event.clone()))
+            .try_send(Item::Event(self.info.clone(), Box::new(event.clone())))
         {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(_)) => {
