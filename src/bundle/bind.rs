@@ -11,6 +11,7 @@ use crate::plugins::PluginRegistry;
 use crate::tools::agent::{AgentHost, AgentTool};
 use crate::tools::engine::ToolPolicy;
 use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
+use crate::tools::mcp::{McpServerSpec, McpSource, McpTool};
 use crate::tools::plugin::PluginTool;
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
 use crate::tools::{Tool, ToolEngine};
@@ -101,8 +102,8 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
             }
         }
         ToolKind::Mcp => {
-            if spec.server.is_none() {
-                problems.push(("server", "an mcp tool source needs `server`".into()));
+            if let Err(problem) = mcp_spec(spec) {
+                problems.push(("server", problem));
             }
         }
         ToolKind::HttpAgent => {
@@ -123,6 +124,36 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         }
     }
     problems
+}
+
+/// Parses a `kind: mcp` entry's `server`.
+pub(super) fn mcp_spec(spec: &ToolSpec) -> Result<McpServerSpec, String> {
+    let server = spec
+        .server
+        .clone()
+        .ok_or("an mcp tool source needs `server`")?;
+    serde_json::from_value(server).map_err(|e| format!("invalid MCP server: {e}"))
+}
+
+/// Connects to the MCP server (blocking: call from a blocking thread inside
+/// the runtime) and returns its allowed tools.
+fn mcp_tools(spec: &ToolSpec, dir: &Path) -> Result<Vec<Arc<dyn Tool>>, String> {
+    let server = mcp_spec(spec)?;
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|_| "MCP tools need the async runtime".to_string())?;
+    let prefix = spec.prefix.clone().unwrap_or_default();
+    handle.block_on(async {
+        let source = McpSource::connect(&spec.name, &server, dir)
+            .await
+            .map_err(|e| e.to_string())?;
+        let tools = McpTool::from_source(&source, spec.allow.as_deref(), &prefix)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(tools
+            .into_iter()
+            .map(|t| Arc::new(t) as Arc<dyn Tool>)
+            .collect())
+    })
 }
 
 fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
@@ -214,6 +245,30 @@ pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleE
     let mut engine = ToolEngine::new();
     let mut errors = Vec::new();
     for (i, spec) in bundle.raw.tools.iter().enumerate() {
+        if spec.kind == ToolKind::Mcp {
+            match mcp_tools(spec, &bundle.dir) {
+                Ok(tools) => {
+                    for tool in tools {
+                        match policy_of(spec) {
+                            Ok(policy) => engine.add(tool, policy),
+                            Err(message) => errors.push(BundleError {
+                                file: bundle.file.clone(),
+                                line: None,
+                                path: format!("tools[{i}]"),
+                                message,
+                            }),
+                        }
+                    }
+                }
+                Err(message) => errors.push(BundleError {
+                    file: bundle.file.clone(),
+                    line: None,
+                    path: format!("tools[{i}].server"),
+                    message,
+                }),
+            }
+            continue;
+        }
         let tool: Result<Arc<dyn Tool>, String> = match spec.kind {
             ToolKind::Process => Ok(Arc::new(ProcessTool::new(
                 schema_of(spec),

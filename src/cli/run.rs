@@ -76,9 +76,13 @@ pub async fn load_for_run(
         None => bundle.endpoint.clone(),
     };
     let backend = crate::endpoints::backend_for(&endpoint, &BTreeMap::new())?;
-    let tools = Arc::new(
-        bundle::build_tools(&bundle, &ToolEnv::default()).map_err(|e| anyhow::anyhow!("{e}"))?,
-    );
+    // Binding may start MCP servers, which blocks: keep it off the runtime threads.
+    let (bundle, tools) = tokio::task::spawn_blocking(move || {
+        let tools = bundle::build_tools(&bundle, &ToolEnv::default());
+        (bundle, tools)
+    })
+    .await?;
+    let tools = Arc::new(tools.map_err(|e| anyhow::anyhow!("{e}"))?);
     Ok(ForRun {
         bundle,
         backend,

@@ -11,6 +11,7 @@ mod coerce;
 pub mod engine;
 pub mod guardrails;
 pub mod http_agent;
+pub mod mcp;
 pub mod plugin;
 pub mod policy;
 pub mod process;

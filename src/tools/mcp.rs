@@ -1,0 +1,344 @@
+//! MCP servers as tool sources (`kind: mcp`), with the official `rmcp` SDK.
+//! A stdio server is a child process the source supervises: when it dies,
+//! the call in flight fails (retryable) and the next call restarts it, with
+//! exponential backoff between restarts. The server's tools are listed once
+//! and cached until it sends `tools/list_changed`. Every connect, list and
+//! call has a deadline; a cancelled job cancels its call.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ServiceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::duration::HumanDuration;
+use crate::types::ToolSchema;
+
+/// How to start an MCP server (the `server` key of a `kind: mcp` tool).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSpec {
+    /// The server command as an argv list (stdio transport).
+    pub command: Vec<String>,
+    /// Variables set for the server (its environment is otherwise inherited).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory, relative to the bundle.
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: HumanDuration,
+    #[serde(default = "default_connect_timeout")]
+    pub list_timeout: HumanDuration,
+    /// Longest wait between restarts of a crashing server.
+    #[serde(default = "default_max_backoff")]
+    pub max_restart_backoff: HumanDuration,
+}
+
+fn default_connect_timeout() -> HumanDuration {
+    HumanDuration::from_secs(10)
+}
+
+fn default_max_backoff() -> HumanDuration {
+    HumanDuration::from_secs(30)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error("mcp server `{name}`: {detail}")]
+    Server { name: String, detail: String },
+}
+
+/// Invalidates the tool cache when the server says its tools changed.
+#[derive(Clone)]
+struct Handler {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+}
+
+type Connection = RunningService<RoleClient, Handler>;
+
+struct State {
+    connection: Option<Arc<Connection>>,
+    tools: Option<Vec<rmcp::model::Tool>>,
+    failures: u32,
+    next_attempt: Option<Instant>,
+    /// Whether the server ever started (later starts are restarts).
+    started: bool,
+    restarts: u32,
+}
+
+/// One MCP server and its connection.
+pub struct McpSource {
+    name: String,
+    spec: McpServerSpec,
+    dir: PathBuf,
+    tools_changed: Arc<AtomicBool>,
+    state: tokio::sync::Mutex<State>,
+}
+
+impl McpSource {
+    /// Connects and lists the tools (with deadlines).
+    pub async fn connect(
+        name: &str,
+        spec: &McpServerSpec,
+        bundle_dir: &Path,
+    ) -> Result<Arc<Self>, McpError> {
+        let source = Arc::new(Self {
+            name: name.to_string(),
+            spec: spec.clone(),
+            dir: bundle_dir.join(spec.working_dir.as_deref().unwrap_or(".")),
+            tools_changed: Arc::new(AtomicBool::new(false)),
+            state: tokio::sync::Mutex::new(State {
+                connection: None,
+                tools: None,
+                failures: 0,
+                next_attempt: None,
+                started: false,
+                restarts: 0,
+            }),
+        });
+        source.tools().await?;
+        Ok(source)
+    }
+
+    fn err(&self, detail: impl Into<String>) -> McpError {
+        McpError::Server {
+            name: self.name.clone(),
+            detail: detail.into(),
+        }
+    }
+
+    /// How many times the server was (re)started after the first start.
+    pub async fn restarts(&self) -> u32 {
+        self.state.lock().await.restarts
+    }
+
+    async fn start(&self) -> Result<Connection, McpError> {
+        let (program, args) = self
+            .spec
+            .command
+            .split_first()
+            .ok_or_else(|| self.err("`command` is empty"))?;
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .current_dir(&self.dir)
+            .envs(&self.spec.env)
+            .kill_on_drop(true);
+        let transport = TokioChildProcess::new(command)
+            .map_err(|e| self.err(format!("cannot start {program}: {e}")))?;
+        let handler = Handler {
+            tools_changed: self.tools_changed.clone(),
+        };
+        match tokio::time::timeout(self.spec.connect_timeout.into(), handler.serve(transport)).await
+        {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(e)) => Err(self.err(format!("initialization failed: {e}"))),
+            Err(_) => Err(self.err(format!(
+                "did not initialize within {}",
+                self.spec.connect_timeout
+            ))),
+        }
+    }
+
+    /// The live connection, (re)starting the server if needed, with backoff.
+    async fn connection(&self, state: &mut State) -> Result<Arc<Connection>, McpError> {
+        if let Some(c) = state
+            .connection
+            .as_ref()
+            .filter(|c| !c.is_transport_closed())
+        {
+            return Ok(c.clone());
+        }
+        if let Some(at) = state.next_attempt.filter(|at| *at > Instant::now()) {
+            return Err(self.err(format!(
+                "restarting after a failure; next attempt in {:?}",
+                at - Instant::now()
+            )));
+        }
+        state.connection = None;
+        match self.start().await {
+            Ok(connection) => {
+                if std::mem::replace(&mut state.started, true) {
+                    state.restarts += 1;
+                    tracing::warn!(mcp = %self.name, restarts = state.restarts, "mcp server restarted");
+                }
+                state.failures = 0;
+                state.next_attempt = None;
+                state.tools = None;
+                let connection = Arc::new(connection);
+                state.connection = Some(connection.clone());
+                Ok(connection)
+            }
+            Err(e) => {
+                state.failures += 1;
+                let backoff = Duration::from_millis(200)
+                    .saturating_mul(2u32.saturating_pow(state.failures.min(10)));
+                state.next_attempt =
+                    Some(Instant::now() + backoff.min(self.spec.max_restart_backoff.into()));
+                Err(e)
+            }
+        }
+    }
+
+    /// The server's tools (cached until it reports a change).
+    pub async fn tools(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
+        let mut state = self.state.lock().await;
+        if self.tools_changed.swap(false, Ordering::SeqCst) {
+            state.tools = None;
+        }
+        if let (Some(tools), Some(c)) = (&state.tools, &state.connection) {
+            if !c.is_transport_closed() {
+                return Ok(tools.clone());
+            }
+        }
+        let connection = self.connection(&mut state).await?;
+        let tools =
+            tokio::time::timeout(self.spec.list_timeout.into(), connection.list_all_tools())
+                .await
+                .map_err(|_| {
+                    self.err(format!(
+                        "tools/list did not answer within {}",
+                        self.spec.list_timeout
+                    ))
+                })?
+                .map_err(|e| self.err(format!("tools/list failed: {e}")))?;
+        state.tools = Some(tools.clone());
+        Ok(tools)
+    }
+
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: Value,
+        ctx: &ToolContext<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        let connection = {
+            let mut state = self.state.lock().await;
+            self.connection(&mut state)
+                .await
+                .map_err(|e| ToolError::Retryable(e.to_string()))?
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = arguments.as_object().cloned();
+        let result = tokio::select! {
+            r = tokio::time::timeout(ctx.remaining(), connection.call_tool(params)) => r,
+            _ = ctx.cancel.cancelled() => return Err(ToolError::Failed("cancelled".into())),
+        };
+        let result = match result {
+            Err(_) => return Err(ToolError::Failed("timeout".into())),
+            Ok(Err(e)) => {
+                // The server died or the pipe broke: drop the connection so
+                // the next call restarts it.
+                let mut state = self.state.lock().await;
+                if state
+                    .connection
+                    .as_ref()
+                    .is_some_and(|c| Arc::ptr_eq(c, &connection))
+                {
+                    state.connection = None;
+                }
+                return Err(ToolError::Retryable(format!(
+                    "mcp server `{}`: {e} (it will be restarted)",
+                    self.name
+                )));
+            }
+            Ok(Ok(result)) => result,
+        };
+        let content = serde_json::to_value(&result.content).unwrap_or(Value::Null);
+        let text: Vec<String> = content
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("text").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        if result.is_error == Some(true) {
+            return Err(ToolError::Failed(format!(
+                "mcp tool `{tool}`: {}",
+                text.join("\n")
+            )));
+        }
+        Ok(match (result.structured_content, text.len()) {
+            (Some(structured), _) => ToolOutput::Json(structured),
+            (None, 1) => ToolOutput::Text(text.into_iter().next().unwrap_or_default()),
+            (None, _) => ToolOutput::Json(content),
+        })
+    }
+}
+
+/// One tool of an MCP server.
+pub struct McpTool {
+    schema: ToolSchema,
+    remote: String,
+    source: Arc<McpSource>,
+}
+
+impl McpTool {
+    /// The source's tools, filtered by `allow` and renamed with `prefix`.
+    pub async fn from_source(
+        source: &Arc<McpSource>,
+        allow: Option<&[String]>,
+        prefix: &str,
+    ) -> Result<Vec<McpTool>, McpError> {
+        let tools = source.tools().await?;
+        if let Some(allow) = allow {
+            for name in allow {
+                if !tools.iter().any(|t| t.name == name.as_str()) {
+                    let offered: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+                    return Err(source.err(format!(
+                        "has no tool {name:?} (it offers: {})",
+                        offered.join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(tools
+            .into_iter()
+            .filter(|t| allow.is_none_or(|a| a.iter().any(|n| n.as_str() == t.name.as_ref())))
+            .map(|t| McpTool {
+                schema: ToolSchema {
+                    name: format!("{prefix}{}", t.name),
+                    description: t.description.as_deref().unwrap_or_default().to_string(),
+                    parameters: Value::Object((*t.input_schema).clone()),
+                },
+                remote: t.name.to_string(),
+                source: source.clone(),
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn kind(&self) -> &'static str {
+        "mcp"
+    }
+
+    async fn invoke(
+        &self,
+        arguments: Value,
+        ctx: ToolContext<'_>,
+    ) -> Result<ToolOutput, ToolError> {
+        self.source.call(&self.remote, arguments, &ctx).await
+    }
+}

@@ -1,0 +1,42 @@
+"""A real MCP server (Python `mcp` package, stdio) for the integration tests."""
+import os
+import time
+
+from mcp.server.fastmcp import FastMCP
+
+server = FastMCP("test-tools")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+@server.tool()
+def fail(reason: str) -> str:
+    """Always fails with the given reason."""
+    raise ValueError(reason)
+
+
+@server.tool()
+def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    time.sleep(seconds)
+    return "done"
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    server.run()

@@ -1,0 +1,234 @@
+//! A real MCP server over stdio (written with the Python `mcp` package) as a
+//! tool source: listing with allow list and prefix, calls end to end, error
+//! results, and a server killed mid-call that is restarted.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::Recorder;
+use serde_json::json;
+use structured_agents::events::{EventSink, RunContext};
+use structured_agents::tools::ToolEngine;
+use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::mcp::{McpServerSpec, McpSource, McpTool};
+use structured_agents::types::ToolCall;
+use tokio_util::sync::CancellationToken;
+
+fn python() -> PathBuf {
+    if let Ok(p) = std::env::var("SA_PYTHON") {
+        return p.into();
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
+    assert!(
+        p.exists(),
+        "the Python peers are missing: run ./scripts/python-env (it installs `mcp` into .venv)"
+    );
+    p
+}
+
+fn spec() -> McpServerSpec {
+    let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/server.py");
+    serde_json::from_value(json!({
+        "command": [python(), server],
+        "connect_timeout": "30s",
+        "list_timeout": "10s",
+        "max_restart_backoff": "1s",
+    }))
+    .unwrap()
+}
+
+async fn engine(source: &Arc<McpSource>, allow: Option<&[String]>) -> ToolEngine {
+    let mut engine = ToolEngine::new();
+    for tool in McpTool::from_source(source, allow, "t_").await.unwrap() {
+        engine.add(
+            Arc::new(tool),
+            ToolPolicy::compile(Duration::from_secs(20), 0, None, None).unwrap(),
+        );
+    }
+    engine
+}
+
+async fn call(
+    engine: &ToolEngine,
+    name: &str,
+    args: serde_json::Value,
+) -> structured_agents::tools::ToolOutcome {
+    let sink = EventSink::new(RunContext::default(), 1, Arc::new(Recorder::default()));
+    let call = ToolCall::new("c", name, args);
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        engine.execute(&call, 1, &CancellationToken::new(), &sink),
+    )
+    .await
+    .expect("the call hung")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_are_listed_filtered_prefixed_and_called() {
+    let source = tokio::time::timeout(
+        Duration::from_secs(60),
+        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+    )
+    .await
+    .expect("connect hung")
+    .unwrap();
+    let allow = vec!["add".to_string(), "echo".to_string(), "fail".to_string()];
+    let engine = engine(&source, Some(&allow)).await;
+    let names: Vec<&str> = engine.schemas().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["t_add", "t_echo", "t_fail"]);
+    let add_schema = &engine.schemas()[0].parameters;
+    assert_eq!(add_schema["properties"]["a"]["type"], "integer");
+
+    let sum = call(&engine, "t_add", json!({"a": 3, "b": 4})).await;
+    assert!(!sum.result.is_error, "{sum:?}");
+    assert!(sum.result.output.contains('7'), "{}", sum.result.output);
+    let echo = call(&engine, "t_echo", json!({"text": "hello mcp"})).await;
+    assert!(
+        echo.result.output.contains("hello mcp"),
+        "{}",
+        echo.result.output
+    );
+    let fail = call(&engine, "t_fail", json!({"reason": "no luck"})).await;
+    assert_eq!(fail.error_code, Some("tool_error"));
+    assert!(
+        fail.result.output.contains("no luck"),
+        "{}",
+        fail.result.output
+    );
+
+    let missing = McpTool::from_source(&source, Some(&["nope".to_string()]), "")
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        missing.to_string().contains("has no tool \"nope\""),
+        "{missing}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_fails_the_call_and_is_restarted() {
+    let source = tokio::time::timeout(
+        Duration::from_secs(60),
+        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+    )
+    .await
+    .expect("connect hung")
+    .unwrap();
+    let engine = Arc::new(engine(&source, None).await);
+    let pid_out = call(&engine, "t_pid", json!({})).await;
+    let pid_of = |out: &str| -> i32 {
+        let v: serde_json::Value = serde_json::from_str(out).unwrap();
+        v.get("result")
+            .unwrap_or(&v)
+            .as_i64()
+            .unwrap_or_else(|| panic!("{out}")) as i32
+    };
+    let pid = pid_of(&pid_out.result.output);
+
+    let slow = {
+        let engine = engine.clone();
+        tokio::spawn(async move { call(&engine, "t_slow", json!({"seconds": 30})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let killed = tokio::time::timeout(Duration::from_secs(15), slow)
+        .await
+        .expect("the in-flight call hung after the server died")
+        .unwrap();
+    assert_eq!(killed.error_code, Some("tool_error"), "{killed:?}");
+    assert!(
+        killed.result.output.contains("restarted"),
+        "{}",
+        killed.result.output
+    );
+
+    // The next call restarts the server (after its backoff) and works.
+    let mut again = call(&engine, "t_add", json!({"a": 1, "b": 1})).await;
+    for _ in 0..20 {
+        if !again.result.is_error {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        again = call(&engine, "t_add", json!({"a": 1, "b": 1})).await;
+    }
+    assert!(!again.result.is_error, "{again:?}");
+    assert_eq!(source.restarts().await, 1);
+    let new_pid = pid_of(&call(&engine, "t_pid", json!({})).await.result.output);
+    assert_ne!(new_pid, pid);
+}
+
+/// A bundle exposes two tools of the MCP server and `run` uses both.
+#[test]
+fn a_bundle_uses_two_mcp_tools_end_to_end() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let script = "replies:\n  - tool_calls: [{name: py_add, arguments: {a: 2, b: 5}}, {name: py_echo, arguments: {text: from the model}}]\n  - content: done\n";
+    let server = rt.block_on(async {
+        structured_agents::mock::MockServer::start(
+            structured_agents::mock::Script::parse(script, "t").unwrap(),
+        )
+        .await
+        .unwrap()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let mcp_server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/server.py");
+    std::fs::write(
+        dir.path().join("bundle.yaml"),
+        format!(
+            "name: mcp-user\nversion: \"1\"\nmodel: {{endpoint: \"http://127.0.0.1:9/v1\", name: m}}\nprompts: {{user: x}}\ntools:\n  - name: py\n    kind: mcp\n    server: {{command: [{:?}, {:?}], connect_timeout: 30s}}\n    allow: [add, echo]\n    prefix: py_\n",
+            python().display().to_string(),
+            mcp_server.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args([
+            "run",
+            dir.path().to_str().unwrap(),
+            "--input",
+            "x",
+            "--json",
+            "--endpoint",
+            &server.base_url(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["type"] == "ToolResult")
+        .collect();
+    assert_eq!(results.len(), 2, "{stdout}");
+    assert!(
+        results.iter().all(|r| r["is_error"] == false),
+        "{results:?}"
+    );
+    assert!(results[0]["output_preview"].as_str().unwrap().contains('7'));
+    assert!(
+        results[1]["output_preview"]
+            .as_str()
+            .unwrap()
+            .contains("from the model")
+    );
+    // The model was offered exactly the allowed, prefixed tools.
+    let offered: Vec<String> = server.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(offered, ["py_add", "py_echo"]);
+}
