@@ -203,10 +203,10 @@ impl McpSource {
         if self.tools_changed.swap(false, Ordering::SeqCst) {
             state.tools = None;
         }
-        if let (Some(tools), Some(c)) = (&state.tools, &state.connection) {
-            if !c.is_transport_closed() {
-                return Ok(tools.clone());
-            }
+        if let (Some(tools), Some(c)) = (&state.tools, &state.connection)
+            && !c.is_transport_closed()
+        {
+            return Ok(tools.clone());
         }
         let connection = self.connection(&mut state).await?;
         let tools =
