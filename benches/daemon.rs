@@ -28,6 +28,10 @@ impl Drop for Daemon {
 }
 
 fn write_site(dir: &Path, endpoint: &str, workers: usize) {
+    write_site_with(dir, endpoint, workers, "");
+}
+
+fn write_site_with(dir: &Path, endpoint: &str, workers: usize, extra: &str) {
     for sub in ["bundles", "models", "state"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
@@ -36,7 +40,7 @@ fn write_site(dir: &Path, endpoint: &str, workers: usize) {
         format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
              [queue]\nworkers = {workers}\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
-             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {workers}\nrequest_timeout = \"600s\"\n"
+             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {workers}\nrequest_timeout = \"600s\"\n{extra}"
         ),
     )
     .unwrap();
@@ -283,6 +287,115 @@ async fn memory_per_job(in_flight: usize) {
     );
 }
 
+/// Jobs/s for `jobs` one-turn jobs with the given telemetry config.
+async fn jobs_per_second(
+    server: &MockServer,
+    telemetry: &str,
+    jobs: usize,
+    concurrency: usize,
+) -> f64 {
+    let http = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    write_site_with(dir.path(), &server.base_url(), 16, telemetry);
+    std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
+    std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
+    let daemon = start(dir.path());
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..concurrency {
+        let (http, base) = (http.clone(), daemon.base.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..jobs / concurrency {
+                http.post(format!("{base}/v1/jobs"))
+                    .json(&json!({"bundle": "b", "input": format!("{c}-{i}")}))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = jobs / concurrency * concurrency;
+    loop {
+        let page: Value = http
+            .get(format!(
+                "{}/v1/jobs?state=succeeded&limit=1000",
+                daemon.base
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let done = page["jobs"].as_array().map_or(0, Vec::len);
+        if done >= total.min(1000)
+            && (total <= 1000 || page["next_cursor"].is_null() || done >= 1000)
+        {
+            // Count exactly with paging when more than one page.
+            let mut count = 0;
+            let mut cursor: Option<String> = None;
+            loop {
+                let url = match &cursor {
+                    Some(c) => format!(
+                        "{}/v1/jobs?state=succeeded&limit=1000&cursor={c}",
+                        daemon.base
+                    ),
+                    None => format!("{}/v1/jobs?state=succeeded&limit=1000", daemon.base),
+                };
+                let page: Value = http.get(url).send().await.unwrap().json().await.unwrap();
+                count += page["jobs"].as_array().map_or(0, Vec::len);
+                match page["next_cursor"].as_str() {
+                    Some(c) => cursor = Some(c.to_string()),
+                    None => break,
+                }
+            }
+            if count >= total {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Throughput with OTLP export and metrics on vs all telemetry off, alternating.
+async fn telemetry_overhead(rounds: usize) {
+    let server = MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
+        false,
+    )
+    .await
+    .unwrap();
+    // An OTLP/HTTP receiver that accepts and discards.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let otlp = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().route("/v1/traces", axum::routing::post(|| async { "" }));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let off = "[telemetry]\nmetrics = false\n".to_string();
+    let on = format!("[telemetry]\nmetrics = true\notlp_endpoint = \"{otlp}\"\n");
+    let (mut offs, mut ons) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        offs.push(jobs_per_second(&server, &off, 1000, 32).await);
+        ons.push(jobs_per_second(&server, &on, 1000, 32).await);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (off_rate, on_rate) = (median(&mut offs), median(&mut ons));
+    println!("telemetry overhead: {rounds} alternating rounds of 1000 one-turn jobs (medians)");
+    println!("  all telemetry off (limit)     {off_rate:.0} jobs/s");
+    println!("  OTLP spans + metrics on       {on_rate:.0} jobs/s");
+    println!(
+        "  difference                    {:.1} % (aim: < 5 %)",
+        (off_rate - on_rate) / off_rate * 100.0
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let only = |name: &str| {
@@ -298,6 +411,9 @@ fn main() {
         }
         if only("reload") {
             reload_latency(50).await;
+        }
+        if only("telemetry") {
+            telemetry_overhead(3).await;
         }
         if only("memory") {
             memory_per_job(10_000).await;
