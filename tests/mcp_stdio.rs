@@ -232,3 +232,60 @@ fn a_bundle_uses_two_mcp_tools_end_to_end() {
         .collect();
     assert_eq!(offered, ["py_add", "py_echo"]);
 }
+
+/// The same server over Streamable HTTP on 127.0.0.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamable_http_servers_work_too() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/server.py");
+    let mut child = std::process::Command::new(python())
+        .arg(&script)
+        .args(["--http", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Kill(std::mem::replace(
+        &mut child,
+        std::process::Command::new("true").spawn().unwrap(),
+    ));
+    common::daemon::eventually(
+        Duration::from_secs(30),
+        "the HTTP MCP server to listen",
+        || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    let spec: McpServerSpec = serde_json::from_value(
+        json!({"url": format!("http://127.0.0.1:{port}/mcp"), "connect_timeout": "20s"}),
+    )
+    .unwrap();
+    let source = tokio::time::timeout(
+        Duration::from_secs(60),
+        McpSource::connect("http", &spec, std::path::Path::new(".")),
+    )
+    .await
+    .expect("connect hung")
+    .unwrap();
+    let engine = engine(&source, Some(&["add".to_string()])).await;
+    let sum = call(&engine, "t_add", json!({"a": 20, "b": 22})).await;
+    assert!(
+        !sum.result.is_error && sum.result.output.contains("42"),
+        "{sum:?}"
+    );
+}

@@ -1,5 +1,6 @@
-//! MCP servers as tool sources (`kind: mcp`), with the official `rmcp` SDK.
-//! A stdio server is a child process the source supervises: when it dies,
+//! MCP servers as tool sources (`kind: mcp`), with the official `rmcp` SDK,
+//! over stdio or Streamable HTTP. A stdio server is a child process the
+//! source supervises: when it dies,
 //! the call in flight fails (retryable) and the next call restarts it, with
 //! exponential backoff between restarts. The server's tools are listed once
 //! and cached until it sends `tools/list_changed`. Every connect, list and
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -29,7 +30,11 @@ use crate::types::ToolSchema;
 #[serde(deny_unknown_fields)]
 pub struct McpServerSpec {
     /// The server command as an argv list (stdio transport).
+    #[serde(default)]
     pub command: Vec<String>,
+    /// Or the URL of a Streamable HTTP server (e.g. `http://127.0.0.1:8000/mcp`).
+    #[serde(default)]
+    pub url: Option<String>,
     /// Variables set for the server (its environment is otherwise inherited).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -130,24 +135,39 @@ impl McpSource {
     }
 
     async fn start(&self) -> Result<Connection, McpError> {
-        let (program, args) = self
-            .spec
-            .command
-            .split_first()
-            .ok_or_else(|| self.err("`command` is empty"))?;
-        let mut command = tokio::process::Command::new(program);
-        command
-            .args(args)
-            .current_dir(&self.dir)
-            .envs(&self.spec.env)
-            .kill_on_drop(true);
-        let transport = TokioChildProcess::new(command)
-            .map_err(|e| self.err(format!("cannot start {program}: {e}")))?;
         let handler = Handler {
             tools_changed: self.tools_changed.clone(),
         };
-        match tokio::time::timeout(self.spec.connect_timeout.into(), handler.serve(transport)).await
-        {
+        let timeout: Duration = self.spec.connect_timeout.into();
+        let serving = match (&self.spec.url, self.spec.command.split_first()) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    self.err("give either `command` (stdio) or `url` (Streamable HTTP), not both")
+                );
+            }
+            (Some(url), None) => {
+                tokio::time::timeout(
+                    timeout,
+                    handler.serve(StreamableHttpClientTransport::from_uri(url.clone())),
+                )
+                .await
+            }
+            (None, Some((program, args))) => {
+                let mut command = tokio::process::Command::new(program);
+                command
+                    .args(args)
+                    .current_dir(&self.dir)
+                    .envs(&self.spec.env)
+                    .kill_on_drop(true);
+                let transport = TokioChildProcess::new(command)
+                    .map_err(|e| self.err(format!("cannot start {program}: {e}")))?;
+                tokio::time::timeout(timeout, handler.serve(transport)).await
+            }
+            (None, None) => {
+                return Err(self.err("give `command` (stdio) or `url` (Streamable HTTP)"));
+            }
+        };
+        match serving {
             Ok(Ok(connection)) => Ok(connection),
             Ok(Err(e)) => Err(self.err(format!("initialization failed: {e}"))),
             Err(_) => Err(self.err(format!(

@@ -39,4 +39,11 @@ def pid() -> int:
 
 
 if __name__ == "__main__":
-    server.run()
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.settings.host = "127.0.0.1"
+        server.settings.port = int(sys.argv[2])
+        server.run(transport="streamable-http")
+    else:
+        server.run()
