@@ -20,6 +20,21 @@ use serde_json::json;
 use structured_agents::mock::{MockServer, Script};
 
 type Spans = Arc<Mutex<Vec<Span>>>;
+type MetricNames = Arc<Mutex<Vec<String>>>;
+
+async fn receive_metrics(State(names): State<MetricNames>, body: Bytes) -> &'static str {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    let request = ExportMetricsServiceRequest::decode(body).expect("OTLP metrics protobuf");
+    for resource in request.resource_metrics {
+        for scope in resource.scope_metrics {
+            names
+                .lock()
+                .unwrap()
+                .extend(scope.metrics.into_iter().map(|m| m.name));
+        }
+    }
+    ""
+}
 
 async fn receive(State(spans): State<Spans>, body: Bytes) -> &'static str {
     let request = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
@@ -31,15 +46,20 @@ async fn receive(State(spans): State<Spans>, body: Bytes) -> &'static str {
     ""
 }
 
-async fn collector() -> (String, Spans) {
+async fn collector() -> (String, Spans, MetricNames) {
     let spans: Spans = Arc::default();
+    let names: MetricNames = Arc::default();
+    let metrics_app = axum::Router::new()
+        .route("/v1/metrics", post(receive_metrics))
+        .with_state(names.clone());
     let app = axum::Router::new()
         .route("/v1/traces", post(receive))
-        .with_state(spans.clone());
+        .with_state(spans.clone())
+        .merge(metrics_app);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (url, spans)
+    (url, spans, names)
 }
 
 fn attrs(span: &Span) -> HashMap<String, String> {
@@ -79,11 +99,11 @@ tools:
   - {name: bad, kind: process, command: [python3, -c, "import sys; sys.exit(2)"]}
 "#;
 
-async fn run_job(capture: bool) -> Vec<Span> {
+async fn run_job(capture: bool) -> (Vec<Span>, Vec<String>) {
     let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
         .await
         .unwrap();
-    let (otlp, spans) = collector().await;
+    let (otlp, spans, names) = collector().await;
     let extra =
         format!("[telemetry]\notlp_endpoint = \"{otlp}\"\ncapture_message_content = {capture}\n");
     let site = Site::new(&server.base_url(), &extra);
@@ -112,12 +132,13 @@ async fn run_job(capture: bool) -> Vec<Span> {
     let spans = spans.lock().unwrap().clone();
     let mut with_job = spans;
     with_job.retain(|s| !s.name.is_empty());
-    with_job
+    let names = names.lock().unwrap().clone();
+    (with_job, names)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
-    let spans = run_job(false).await;
+    let (spans, names) = run_job(false).await;
     let by_name = |name: &str| spans.iter().filter(|s| s.name == name).collect::<Vec<_>>();
     let roots = by_name("invoke_agent traced");
     assert_eq!(
@@ -200,11 +221,24 @@ async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
             span.name
         );
     }
+    // The same measurements arrived as OTLP metrics (flushed at shutdown).
+    for name in [
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.token.usage",
+        "structured_agents.jobs.finished",
+        "structured_agents.tool.calls",
+        "structured_agents.jobs.submitted",
+    ] {
+        assert!(
+            names.iter().any(|n| n == name),
+            "OTLP metric {name} missing from {names:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_content_only_when_opted_in() {
-    let spans = run_job(true).await;
+    let (spans, _) = run_job(true).await;
     let all = format!("{:?}", spans.iter().map(attrs).collect::<Vec<_>>());
     assert!(all.contains("secret input"), "input messages captured");
     assert!(

@@ -24,6 +24,7 @@ use crate::plugins::{PluginObserver, PluginRegistry};
 use crate::queue::{JobQueue, sqlite::SqliteQueue};
 use crate::registry::{Registry, RegistryError, ReloadReport, watch};
 use crate::telemetry::otel::{JobSpanInfo, OtelSettings, OtelTelemetry};
+use crate::telemetry::otel_metrics::OtelMeters;
 use crate::telemetry::{Metrics, MetricsObserver};
 use crate::worker::{WorkerPool, WorkerSettings};
 
@@ -74,6 +75,17 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
     let (plugins, observer_plugins) = load_plugins(&config).await?;
     let otel = start_otel(&config).await?;
+    let otlp_endpoint = config.telemetry.otlp_endpoint.clone();
+    let meters = tokio::task::spawn_blocking(move || {
+        OtelMeters::init(otlp_endpoint.as_deref(), Duration::from_secs(10))
+    })
+    .await
+    .map_err(|e| ServeError::Other(format!("starting OTLP metrics: {e}")))?
+    .map_err(|e| ServeError::Other(e.to_string()))?;
+    if let Some(meters) = meters {
+        tracing::info!("exporting metrics over OTLP");
+        let _ = metrics.otlp.set(meters);
+    }
     let capture_content = config.telemetry.capture_message_content
         || std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
             .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
@@ -166,7 +178,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         sse_heartbeat: config.server.sse_heartbeat.into(),
         on_submit: {
             let metrics = metrics.clone();
-            Arc::new(move |bundle: &str| metrics.jobs_submitted.with_label_values(&[bundle]).inc())
+            Arc::new(move |bundle: &str| metrics.job_submitted(bundle))
         },
     };
     let app = api::router(
@@ -260,6 +272,20 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     reloader.abort();
     if let Some(otel) = otel {
         otel.shutdown().await;
+    }
+    if metrics.otlp.get().is_some() {
+        let metrics = metrics.clone();
+        let flushed = tokio::task::spawn_blocking(move || {
+            if let Some(meters) = metrics.otlp.get() {
+                meters.shutdown();
+            }
+        });
+        if tokio::time::timeout(config.telemetry.shutdown_timeout.into(), flushed)
+            .await
+            .is_err()
+        {
+            tracing::warn!("OTLP metrics flush did not finish before the shutdown deadline");
+        }
     }
     match tokio::time::timeout(Duration::from_secs(5), server).await {
         Ok(Ok(Ok(()))) => {}
@@ -374,7 +400,7 @@ fn record_reload(
         Ok(report) => report.result,
         Err(_) => "rejected",
     };
-    metrics.reloads.with_label_values(&[outcome]).inc();
+    metrics.reload(outcome);
     let snapshot = registry.snapshot();
     for status in ["ok", "degraded", "invalid"] {
         let count = snapshot

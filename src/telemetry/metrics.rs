@@ -11,6 +11,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
+use super::otel_metrics::kv;
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
 
 /// GenAI semantic conventions: operation duration bucket boundaries (seconds).
@@ -48,6 +49,8 @@ pub struct Metrics {
     pub bundles: IntGaugeVec,
     pub observer_dropped: GaugeVec,
     pub spans_dropped: IntGauge,
+    /// The same measurements over OTLP, when configured.
+    pub otlp: std::sync::OnceLock<super::otel_metrics::OtelMeters>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +201,22 @@ impl Metrics {
             observer_dropped,
             spans_dropped,
             registry,
+            otlp: std::sync::OnceLock::new(),
         }))
+    }
+
+    pub fn job_submitted(&self, bundle: &str) {
+        self.jobs_submitted.with_label_values(&[bundle]).inc();
+        if let Some(o) = self.otlp.get() {
+            o.jobs_submitted.add(1, &[kv("bundle", bundle)]);
+        }
+    }
+
+    pub fn reload(&self, result: &str) {
+        self.reloads.with_label_values(&[result]).inc();
+        if let Some(o) = self.otlp.get() {
+            o.reloads.add(1, &[kv("result", result)]);
+        }
     }
 
     /// The classic Prometheus text exposition.
@@ -256,6 +274,24 @@ impl Observer for MetricsObserver {
                 m.token_usage
                     .with_label_values(&["chat", &model, "output"])
                     .observe(usage.completion_tokens as f64);
+                if let Some(o) = m.otlp.get() {
+                    let base = [
+                        kv("gen_ai.operation.name", "chat"),
+                        kv("gen_ai.request.model", &model),
+                    ];
+                    let mut with_provider = base.to_vec();
+                    with_provider.push(kv("gen_ai.provider.name", &self.provider));
+                    o.operation_duration
+                        .record(*duration_ms as f64 / 1000.0, &with_provider);
+                    for (kind, n) in [
+                        ("input", usage.prompt_tokens),
+                        ("output", usage.completion_tokens),
+                    ] {
+                        let mut attrs = base.to_vec();
+                        attrs.push(kv("gen_ai.token.type", kind));
+                        o.token_usage.record(n, &attrs);
+                    }
+                }
             }
             Event::ToolResult {
                 tool_name,
@@ -270,13 +306,28 @@ impl Observer for MetricsObserver {
                 m.tool_duration
                     .with_label_values(&[tool_name, outcome])
                     .observe(*duration_ms as f64 / 1000.0);
+                if let Some(o) = m.otlp.get() {
+                    let attrs = [
+                        kv("bundle", bundle),
+                        kv("tool", tool_name),
+                        kv("outcome", outcome),
+                    ];
+                    o.tool_calls.add(1, &attrs);
+                    o.tool_duration
+                        .record(*duration_ms as f64 / 1000.0, &attrs[1..]);
+                }
             }
             Event::ToolTrace {
                 tool_name, stage, ..
             } if stage == "cache.hit" => {
                 m.tool_cache_hits.with_label_values(&[tool_name]).inc();
             }
-            Event::TurnComplete { .. } => m.turns.with_label_values(&[bundle]).inc(),
+            Event::TurnComplete { .. } => {
+                m.turns.with_label_values(&[bundle]).inc();
+                if let Some(o) = m.otlp.get() {
+                    o.turns.add(1, &[kv("bundle", bundle)]);
+                }
+            }
             Event::KernelEnd {
                 error_type: Some(kind),
                 ..
@@ -284,6 +335,10 @@ impl Observer for MetricsObserver {
                 m.model_errors
                     .with_label_values(&[&self.model(), kind])
                     .inc();
+                if let Some(o) = m.otlp.get() {
+                    o.model_errors
+                        .add(1, &[kv("model", &self.model()), kv("error.type", kind)]);
+                }
             }
             Event::JobState {
                 state, duration_ms, ..
@@ -295,6 +350,13 @@ impl Observer for MetricsObserver {
                         m.job_retries.with_label_values(&[bundle]).inc();
                     }
                     m.jobs_finished.with_label_values(&[bundle, finished]).inc();
+                    if let Some(o) = m.otlp.get() {
+                        let attrs = [kv("bundle", bundle), kv("state", finished)];
+                        o.jobs_finished.add(1, &attrs);
+                        if let Some(ms) = duration_ms {
+                            o.job_duration.record(*ms as f64 / 1000.0, &attrs);
+                        }
+                    }
                     if let Some(ms) = duration_ms {
                         m.job_duration
                             .with_label_values(&[bundle, finished])

@@ -4,5 +4,6 @@
 
 pub mod metrics;
 pub mod otel;
+pub mod otel_metrics;
 
 pub use metrics::{Metrics, MetricsObserver};

@@ -1,0 +1,126 @@
+//! The daemon's measurements over OTLP metrics (when an OTLP endpoint is
+//! configured): the same quantities as the Prometheus registry, named by the
+//! OpenTelemetry conventions (`gen_ai.client.operation.duration`, ...). A
+//! periodic reader exports them from its own thread; nothing blocks a job.
+
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram, MeterProvider};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+
+use super::metrics::{DURATION_BUCKETS, TOKEN_BUCKETS};
+use super::otel::OtelError;
+
+pub struct OtelMeters {
+    provider: SdkMeterProvider,
+    pub operation_duration: Histogram<f64>,
+    pub token_usage: Histogram<u64>,
+    pub jobs_submitted: Counter<u64>,
+    pub jobs_finished: Counter<u64>,
+    pub job_duration: Histogram<f64>,
+    pub turns: Counter<u64>,
+    pub tool_calls: Counter<u64>,
+    pub tool_duration: Histogram<f64>,
+    pub model_errors: Counter<u64>,
+    pub reloads: Counter<u64>,
+}
+
+impl OtelMeters {
+    /// Builds the exporter (blocking: call off the runtime threads). `None`
+    /// without an endpoint in config or the OTEL_* environment.
+    pub fn init(endpoint: Option<&str>, interval: Duration) -> Result<Option<Self>, OtelError> {
+        let env = |n: &str| std::env::var(n).ok().filter(|v| !v.trim().is_empty());
+        if endpoint.is_none()
+            && env("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+            && env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT").is_none()
+        {
+            return Ok(None);
+        }
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| OtelError::Exporter(e.to_string()))?;
+        let mut builder = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_http_client(client);
+        if let Some(base) = endpoint {
+            builder = builder.with_endpoint(format!("{}/v1/metrics", base.trim_end_matches('/')));
+        }
+        let exporter = builder
+            .build()
+            .map_err(|e| OtelError::Exporter(e.to_string()))?;
+        let reader = PeriodicReader::builder(exporter)
+            .with_interval(interval)
+            .build();
+        let mut resource = Resource::builder();
+        if env("OTEL_SERVICE_NAME").is_none() {
+            resource = resource.with_service_name("structured-agents");
+        }
+        let provider = SdkMeterProvider::builder()
+            .with_reader(reader)
+            .with_resource(resource.build())
+            .build();
+        let meter = provider.meter("structured-agents");
+        Ok(Some(Self {
+            operation_duration: meter
+                .f64_histogram("gen_ai.client.operation.duration")
+                .with_unit("s")
+                .with_description("GenAI operation duration")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            token_usage: meter
+                .u64_histogram("gen_ai.client.token.usage")
+                .with_unit("{token}")
+                .with_description("Tokens used per model call")
+                .with_boundaries(TOKEN_BUCKETS.to_vec())
+                .build(),
+            jobs_submitted: meter
+                .u64_counter("structured_agents.jobs.submitted")
+                .with_unit("{job}")
+                .build(),
+            jobs_finished: meter
+                .u64_counter("structured_agents.jobs.finished")
+                .with_unit("{job}")
+                .build(),
+            job_duration: meter
+                .f64_histogram("structured_agents.job.duration")
+                .with_unit("s")
+                .build(),
+            turns: meter
+                .u64_counter("structured_agents.turns")
+                .with_unit("{turn}")
+                .build(),
+            tool_calls: meter
+                .u64_counter("structured_agents.tool.calls")
+                .with_unit("{call}")
+                .build(),
+            tool_duration: meter
+                .f64_histogram("structured_agents.tool.duration")
+                .with_unit("s")
+                .build(),
+            model_errors: meter
+                .u64_counter("structured_agents.model.request.errors")
+                .with_unit("{error}")
+                .build(),
+            reloads: meter
+                .u64_counter("structured_agents.reloads")
+                .with_unit("{reload}")
+                .build(),
+            provider,
+        }))
+    }
+
+    /// Exports what is pending and stops (blocking).
+    pub fn shutdown(&self) {
+        if let Err(e) = self.provider.shutdown() {
+            tracing::warn!(error = %e, "OTLP metrics shutdown");
+        }
+    }
+}
+
+pub fn kv(key: &'static str, value: &str) -> KeyValue {
+    KeyValue::new(key, value.to_string())
+}
