@@ -221,6 +221,12 @@ async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
             span.name
         );
     }
+    // Reloads are spans of their own (the initial load is one).
+    let reload = spans
+        .iter()
+        .find(|s| s.name == "reload")
+        .expect("a reload span");
+    assert_eq!(attrs(reload)["structured_agents.reload.result"], "applied");
     // The same measurements arrived as OTLP metrics (flushed at shutdown).
     for name in [
         "gen_ai.client.operation.duration",

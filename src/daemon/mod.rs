@@ -99,15 +99,23 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     record_reload(&metrics, &registry, Ok(&first));
     let ready = Arc::new(AtomicBool::new(true));
 
+    if let Some(otel) = &otel {
+        otel.record(reload_event(Ok(&first)));
+    }
     let reload: ReloadFn = {
         let registry = registry.clone();
         let metrics = metrics.clone();
+        let otel = otel.clone();
         Arc::new(move || {
             let registry = registry.clone();
             let metrics = metrics.clone();
+            let otel = otel.clone();
             async move {
                 let result = reload_with_notify(&registry).await;
                 record_reload(&metrics, &registry, result.as_ref());
+                if let Some(otel) = &otel {
+                    otel.record(reload_event(result.as_ref()));
+                }
                 result
             }
             .boxed()
@@ -388,6 +396,39 @@ pub async fn reload_with_notify(registry: &Arc<Registry>) -> Result<ReloadReport
         }
     }
     result
+}
+
+/// The `Reload` event of a reload's outcome.
+fn reload_event(result: Result<&ReloadReport, &RegistryError>) -> crate::events::EventEnvelope {
+    let event = match result {
+        Ok(r) => crate::events::Event::Reload {
+            generation: r.generation,
+            result: r.result.to_string(),
+            added: r.added.clone(),
+            changed: r.changed.clone(),
+            removed: r.removed.clone(),
+            failed: r.failed.clone(),
+            errors: r.errors.clone(),
+        },
+        Err(e) => crate::events::Event::Reload {
+            generation: 0,
+            result: "rejected".into(),
+            added: vec![],
+            changed: vec![],
+            removed: vec![],
+            failed: vec![],
+            errors: vec![e.to_string()],
+        },
+    };
+    crate::events::EventEnvelope {
+        run_id: String::new(),
+        bundle: String::new(),
+        bundle_version: String::new(),
+        parent: None,
+        seq: 0,
+        timestamp: crate::events::timestamp_now(),
+        event,
+    }
 }
 
 /// Counts a reload and refreshes the bundle-status gauges.

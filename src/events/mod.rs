@@ -133,6 +133,17 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Value::is_null")]
         detail: Value,
     },
+    /// A registry reload: what changed and what failed (with file and line).
+    Reload {
+        generation: u64,
+        /// `applied`, `partial` or `rejected`.
+        result: String,
+        added: Vec<String>,
+        changed: Vec<String>,
+        removed: Vec<String>,
+        failed: Vec<String>,
+        errors: Vec<String>,
+    },
     /// The daemon's job lifecycle: `running`, then the attempt's result
     /// (`succeeded`, `failed`, `retrying`, `dead`, `cancelled`, `released`).
     JobState {
@@ -160,6 +171,7 @@ impl Event {
             Event::ParseError { .. } => "ParseError",
             Event::ToolTrace { .. } => "ToolTrace",
             Event::JobState { .. } => "JobState",
+            Event::Reload { .. } => "Reload",
         }
     }
 }

@@ -180,6 +180,16 @@ impl OtelTelemetry {
         })
     }
 
+    /// Records a daemon-level event (a reload) as its own span.
+    pub fn record(&self, event: EventEnvelope) {
+        if let Err(TrySendError::Full(_)) = self.queue.try_send(Item::Event(
+            Arc::new(JobSpanInfo::default()),
+            Box::new(event),
+        )) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Events not turned into spans because the queue was full.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -526,6 +536,35 @@ impl SpanBuilder {
                     root.set_status(Status::error(kind.clone()));
                 }
                 root.end_with_timestamp(at);
+            }
+            Event::Reload {
+                generation,
+                result,
+                added,
+                changed,
+                removed,
+                failed,
+                errors,
+            } => {
+                let mut span = self
+                    .tracer
+                    .span_builder("reload")
+                    .with_kind(SpanKind::Internal)
+                    .with_start_time(at)
+                    .with_attributes(vec![
+                        KeyValue::new("structured_agents.reload.generation", *generation as i64),
+                        KeyValue::new("structured_agents.reload.result", result.clone()),
+                        KeyValue::new("structured_agents.reload.added", added.len() as i64),
+                        KeyValue::new("structured_agents.reload.changed", changed.len() as i64),
+                        KeyValue::new("structured_agents.reload.removed", removed.len() as i64),
+                        KeyValue::new("structured_agents.reload.failed", failed.join(",")),
+                    ])
+                    .start_with_context(&self.tracer, &Context::new());
+                if result != "applied" {
+                    span.set_attribute(KeyValue::new("error.type", "reload_".to_string() + result));
+                    span.set_status(Status::error(errors.join("; ")));
+                }
+                span.end_with_timestamp(at);
             }
             _ => {}
         }
