@@ -137,35 +137,8 @@ async fn throughput(jobs: usize, concurrency: usize) {
     }
     let raw_rate = (jobs / concurrency * concurrency) as f64 / started.elapsed().as_secs_f64();
 
-    let dir = tempfile::tempdir().unwrap();
-    write_site(dir.path(), &server.base_url(), 16);
-    std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
-    std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
-    let daemon = start(dir.path());
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for c in 0..concurrency {
-        let (http, base) = (http.clone(), daemon.base.clone());
-        tasks.push(tokio::spawn(async move {
-            for i in 0..jobs / concurrency {
-                let r = http
-                    .post(format!("{base}/v1/jobs"))
-                    .json(&json!({"bundle": "b", "input": format!("{c}-{i}")}))
-                    .send()
-                    .await
-                    .unwrap();
-                assert!(r.status().is_success());
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    let job_rate = jobs_per_second(&server, "", jobs, concurrency).await;
     let total = jobs / concurrency * concurrency;
-    while count(&http, &daemon, "succeeded").await < total {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let job_rate = total as f64 / started.elapsed().as_secs_f64();
     println!("throughput: {total} one-turn jobs over HTTP, event log on, 16 workers");
     println!("  raw model round trips/s (limit)  {raw_rate:.0}");
     println!("  jobs submitted+completed/s       {job_rate:.0}");

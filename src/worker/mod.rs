@@ -113,6 +113,7 @@ impl WorkerPool {
             while running.try_join_next().is_some() {}
         }
 
+        while running.try_join_next().is_some() {}
         tracing::info!(
             in_flight = running.len(),
             "draining: no new jobs are leased"
