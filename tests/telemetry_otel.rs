@@ -257,3 +257,45 @@ async fn message_content_only_when_opted_in() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// An unreachable collector never fails a job; the failure is logged once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
+    let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let extra = format!("[telemetry]\notlp_endpoint = \"http://127.0.0.1:{closed}\"\n");
+    let site = Site::new(&server.base_url(), &extra);
+    site.put_bundle("traced", BUNDLE);
+    let daemon = site.start();
+    let http = client();
+    for i in 0..3 {
+        let job: serde_json::Value = http
+            .post(daemon.url("/v1/jobs"))
+            .json(&json!({"bundle": "traced", "input": format!("x{i}")}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let done = wait_terminal(
+            &http,
+            &daemon,
+            job["id"].as_str().unwrap(),
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_eq!(done["state"], "succeeded");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    let log_path = daemon.stderr_log.clone();
+    assert_eq!(daemon.stop(), Some(0));
+    let log = std::fs::read_to_string(log_path).unwrap();
+    assert_eq!(log.matches("OTLP span export failed").count(), 1, "{log}");
+}

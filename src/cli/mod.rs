@@ -87,6 +87,9 @@ pub enum Command {
         bundle_dir: PathBuf,
         #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
         models_dir: PathBuf,
+        /// Plugin libraries for `plugin` tools.
+        #[arg(long, env = "SA_PLUGINS_DIR")]
+        plugins_dir: Option<PathBuf>,
     },
     /// List the plugins of the plugins directory with version, ABI and file hash.
     Plugins {
@@ -192,21 +195,37 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Tools {
             bundle_dir,
             models_dir,
+            plugins_dir,
         } => {
             let bundle = run::load_bundle(&bundle_dir, &models_dir).await?;
-            let tools: Vec<serde_json::Value> = bundle
-                .raw
-                .tools
-                .iter()
-                .map(|t| serde_json::json!({"name": t.name, "kind": t.kind, "description": t.description, "parameters": t.parameters, "timeout": t.timeout, "retries": t.retries, "cache": t.cache, "guardrails": t.guardrails, "command": t.command, "plugin": t.plugin, "server": t.server, "agent": t.agent, "url": t.url, "bundle": t.bundle}))
-                .map(|mut v| {
-                    if let Some(o) = v.as_object_mut() {
-                        o.retain(|_, v| !(v.is_null() || v.as_array().is_some_and(|a| a.is_empty())));
+            // Binding starts MCP servers and loads plugins: off the runtime threads.
+            let tools = tokio::task::spawn_blocking(move || {
+                let plugins = plugins_dir.map(|dir| {
+                    let cache = std::env::temp_dir()
+                        .join(format!("structured-agents-tools-{}", std::process::id()));
+                    let (registry, errors) = crate::plugins::PluginRegistry::load_dir(&dir, &cache);
+                    for e in &errors {
+                        eprintln!("error: {e}");
                     }
-                    v
+                    std::sync::Arc::new(registry)
+                });
+                let env = crate::bundle::ToolEnv {
+                    plugins,
+                    ..Default::default()
+                };
+                crate::bundle::build_tools(&bundle, &env)
+            })
+            .await?
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let listing: Vec<serde_json::Value> = tools
+                .schemas()
+                .iter()
+                .map(|s| {
+                    let kind = tools.tool(&s.name).map(|t| t.kind()).unwrap_or("unknown");
+                    serde_json::json!({"name": s.name, "backend": kind, "description": s.description, "parameters": s.parameters})
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&tools)?);
+            println!("{}", serde_json::to_string_pretty(&listing)?);
             Ok(0)
         }
         Command::Chat(args) => chat::chat(args).await,

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, SystemTime};
 
@@ -22,7 +22,10 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
+};
 
 use crate::client::EndpointInfo;
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
@@ -128,14 +131,17 @@ impl OtelTelemetry {
             }
             other => return Err(OtelError::Protocol(other.to_string())),
         };
-        let processor = BatchSpanProcessor::builder(exporter)
-            .with_batch_config(
-                BatchConfigBuilder::default()
-                    .with_max_queue_size(settings.max_queue_size.max(64) * 4)
-                    .with_scheduled_delay(Duration::from_millis(500))
-                    .build(),
-            )
-            .build();
+        let processor = BatchSpanProcessor::builder(ReportingExporter {
+            inner: exporter,
+            failing: AtomicBool::new(false),
+        })
+        .with_batch_config(
+            BatchConfigBuilder::default()
+                .with_max_queue_size(settings.max_queue_size.max(64) * 4)
+                .with_scheduled_delay(Duration::from_millis(500))
+                .build(),
+        )
+        .build();
         let mut resource = Resource::builder();
         if env("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name("structured-agents");
@@ -216,6 +222,49 @@ impl OtelTelemetry {
                 "OTLP flush did not finish before the shutdown deadline"
             );
         }
+    }
+}
+
+/// Logs the first failed export (an unreachable collector) once, and the
+/// recovery; the batch processor keeps retrying with later batches.
+#[derive(Debug)]
+struct ReportingExporter<E> {
+    inner: E,
+    failing: AtomicBool,
+}
+
+impl<E: SpanExporter> SpanExporter for ReportingExporter<E> {
+    fn export(
+        &self,
+        batch: Vec<SpanData>,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        let spans = batch.len();
+        let export = self.inner.export(batch);
+        async move {
+            let result = export.await;
+            match &result {
+                Err(e) if !self.failing.swap(true, Ordering::SeqCst) => {
+                    tracing::warn!(error = %e, spans, "OTLP span export failed; spans are dropped until the collector is reachable (logged once)");
+                }
+                Ok(()) if self.failing.swap(false, Ordering::SeqCst) => {
+                    tracing::info!("OTLP span export recovered")
+                }
+                _ => {}
+            }
+            result
+        }
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
     }
 }
 
