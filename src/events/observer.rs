@@ -123,6 +123,10 @@ pub struct EventSink {
     context: RunContext,
     /// Shared with nested runs so a job's log stays one gap-free sequence.
     next_seq: Arc<AtomicU64>,
+    /// Held from stamping to delivery, so observers receive a run's events
+    /// (also those of concurrent tools and nested runs) in sequence order —
+    /// a stream reader that resumes after sequence N must never miss N−1.
+    order: Arc<tokio::sync::Mutex<()>>,
     observer: Arc<dyn Observer>,
 }
 
@@ -132,6 +136,7 @@ impl EventSink {
         Self {
             context,
             next_seq: Arc::new(AtomicU64::new(first_seq.max(1))),
+            order: Arc::default(),
             observer,
         }
     }
@@ -142,6 +147,7 @@ impl EventSink {
         EventSink {
             context,
             next_seq: self.next_seq.clone(),
+            order: self.order.clone(),
             observer: self.observer.clone(),
         }
     }
@@ -174,6 +180,7 @@ impl EventSink {
     }
 
     pub async fn emit(&self, event: Event) {
+        let _in_order = self.order.lock().await;
         let envelope = self.stamp(event);
         if let Err(err) = self.observer.on_event(&envelope).await {
             tracing::warn!(run_id = %envelope.run_id, error = %err, "observer failed");

@@ -180,7 +180,7 @@ impl WorkerPool {
         };
         let others: Arc<dyn Observer> =
             Arc::new(CompositeObserver::new((self.observers)(&loaded, job)));
-        let log: Arc<dyn Observer> = Arc::new(EventLogObserver::new(
+        let log = Arc::new(EventLogObserver::new(
             self.queue.clone(),
             job.id.clone(),
             attempt,
@@ -194,11 +194,15 @@ impl WorkerPool {
         let sink = EventSink::new(
             context,
             first_seq,
-            Arc::new(CompositeObserver::new(vec![log, others.clone()])),
+            Arc::new(CompositeObserver::new(vec![
+                log.clone() as Arc<dyn Observer>,
+                others.clone(),
+            ])),
         );
         let cancel_requested = CancellationToken::new();
         let finish_with = FinalEvents {
             sink: &sink,
+            log: &log,
             observers: &others,
             cancel_requested: &cancel_requested,
         };
@@ -261,6 +265,9 @@ impl WorkerPool {
                 duration_ms: Some(started.elapsed().as_millis() as u64),
             })
             .await;
+            if let Err(err) = log.flush().await {
+                tracing::warn!(job_id = %job.id, error = %err, "cannot write the event log before release");
+            }
             if let Err(err) = self.queue.release(&job.id, attempt).await {
                 tracing::error!(job_id = %job.id, error = %err, "cannot release job");
             }
@@ -337,7 +344,13 @@ impl WorkerPool {
                 duration_ms: Some(started.elapsed().as_millis() as u64),
             })
         });
-        let final_events: Vec<_> = final_event.iter().cloned().collect();
+        // Events still held by the log go into the outcome's transaction,
+        // before the final state, keeping the sequence in order.
+        let mut final_events = events
+            .as_ref()
+            .map(|f| f.log.take_pending())
+            .unwrap_or_default();
+        final_events.extend(final_event.iter().cloned());
         match self
             .queue
             .complete(&job.id, lease.attempt, outcome, &final_events)
@@ -394,6 +407,7 @@ impl WorkerPool {
 /// Where a job's last event goes.
 struct FinalEvents<'a> {
     sink: &'a EventSink,
+    log: &'a Arc<EventLogObserver>,
     observers: &'a Arc<dyn Observer>,
     cancel_requested: &'a CancellationToken,
 }
