@@ -5,7 +5,15 @@
 //!    on), against raw HTTP round trips/s to the same mock model server;
 //! 2. reload latency: from a bundle's rename into the watched directory to
 //!    its first job accepted and to that job completed (p50/p99);
-//! 3. memory per in-flight job with 10,000 jobs waiting on a slow mock server.
+//! 3. memory per in-flight job with 10,000 jobs waiting on a slow mock server;
+//! 4. durable: the per-turn cost of the step journal (daemon, synchronous=FULL)
+//!    against the same turn in-process without persistence, and durable
+//!    jobs/s at 8 workers with `full` and `fast` durability;
+//! 5. scale: durable one-turn jobs/s on SQLite with one daemon and on
+//!    PostgreSQL with one, two and three daemons (submissions spread over
+//!    them), each beside raw HTTP round trips/s to the same mock server, with
+//!    the CPU the PostgreSQL server and the daemons used. PostgreSQL from
+//!    `SA_BENCH_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -27,11 +35,15 @@ impl Drop for Daemon {
     }
 }
 
+/// Workers of the daemon in the throughput benchmarks.
+const WORKERS: usize = 8;
+
 fn write_site(dir: &Path, endpoint: &str, workers: usize) {
-    write_site_with(dir, endpoint, workers, "");
+    write_site_with(dir, endpoint, workers, "full", "");
 }
 
-fn write_site_with(dir: &Path, endpoint: &str, workers: usize, extra: &str) {
+/// `durability` is `full` or `fast` (`queue.durability`).
+fn write_site_with(dir: &Path, endpoint: &str, workers: usize, durability: &str, extra: &str) {
     for sub in ["bundles", "models", "state"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
@@ -39,7 +51,7 @@ fn write_site_with(dir: &Path, endpoint: &str, workers: usize, extra: &str) {
         dir.join("config.toml"),
         format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = {workers}\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
+             [queue]\nworkers = {workers}\npoll_interval = \"100ms\"\nlease = \"120s\"\ndurability = \"{durability}\"\n\
              [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {workers}\nrequest_timeout = \"600s\"\n{extra}"
         ),
     )
@@ -53,10 +65,15 @@ fn bundle(name: &str) -> String {
 }
 
 fn start(dir: &Path) -> Daemon {
+    start_env(dir, &[])
+}
+
+fn start_env(dir: &Path, env: &[(&str, &str)]) -> Daemon {
     let mut child = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
         .args(["serve", "--config"])
         .arg(dir.join("config.toml"))
         .env("SA_LOG", "warn")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -81,6 +98,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Jobs of bundle `b` that ended in `state`, from the daemon's counters.
 async fn count(http: &reqwest::Client, d: &Daemon, state: &str) -> usize {
     let metrics = http
         .get(format!("{}/metrics", d.base))
@@ -94,7 +112,7 @@ async fn count(http: &reqwest::Client, d: &Daemon, state: &str) -> usize {
         .lines()
         .find(|l| {
             l.starts_with(&format!(
-                "structured_agents_queue_jobs{{state=\"{state}\"}}"
+                "structured_agents_jobs_finished_total{{bundle=\"b\",state=\"{state}\"}}"
             ))
         })
         .and_then(|l| l.rsplit(' ').next())
@@ -102,17 +120,9 @@ async fn count(http: &reqwest::Client, d: &Daemon, state: &str) -> usize {
         .unwrap_or(0.0) as usize
 }
 
-async fn throughput(jobs: usize, concurrency: usize) {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+/// The limit: raw chat-completions round trips/s against the mock server.
+async fn raw_round_trips(server: &MockServer, jobs: usize, concurrency: usize) -> f64 {
     let http = reqwest::Client::new();
-
-    // The limit: raw chat-completions round trips against the same server.
     let url = format!("{}/chat/completions", server.base_url());
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "x"}]});
     let started = Instant::now();
@@ -135,16 +145,31 @@ async fn throughput(jobs: usize, concurrency: usize) {
     for t in tasks {
         t.await.unwrap();
     }
-    let raw_rate = (jobs / concurrency * concurrency) as f64 / started.elapsed().as_secs_f64();
+    (jobs / concurrency * concurrency) as f64 / started.elapsed().as_secs_f64()
+}
 
-    let job_rate = jobs_per_second(&server, "", jobs, concurrency).await;
+async fn throughput(jobs: usize, concurrency: usize) {
+    let server = MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
+        false,
+    )
+    .await
+    .unwrap();
+    let raw_rate = raw_round_trips(&server, jobs, concurrency).await;
+
+    let full = jobs_per_second(&server, "full", "", jobs, concurrency).await;
+    let fast = jobs_per_second(&server, "fast", "", jobs, concurrency).await;
     let total = jobs / concurrency * concurrency;
-    println!("throughput: {total} one-turn jobs over HTTP, event log on, 16 workers");
-    println!("  raw model round trips/s (limit)  {raw_rate:.0}");
-    println!("  jobs submitted+completed/s       {job_rate:.0}");
     println!(
-        "  ratio                            {:.3}",
-        job_rate / raw_rate
+        "throughput: {total} one-turn jobs over HTTP, event log and journal on, {WORKERS} workers"
+    );
+    println!("  raw model round trips/s (limit)        {raw_rate:.0}");
+    println!("  jobs/s, durability full (fsync'd)      {full:.0}  (aim: >= 3000)");
+    println!("  jobs/s, durability fast                {fast:.0}");
+    println!(
+        "  ratio full / raw                       {:.3}",
+        full / raw_rate
     );
 }
 
@@ -263,13 +288,20 @@ async fn memory_per_job(in_flight: usize) {
 /// Jobs/s for `jobs` one-turn jobs with the given telemetry config.
 async fn jobs_per_second(
     server: &MockServer,
+    durability: &str,
     telemetry: &str,
     jobs: usize,
     concurrency: usize,
 ) -> f64 {
     let http = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    write_site_with(dir.path(), &server.base_url(), 16, telemetry);
+    write_site_with(
+        dir.path(),
+        &server.base_url(),
+        WORKERS,
+        durability,
+        telemetry,
+    );
     std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
     std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
     let daemon = start(dir.path());
@@ -291,44 +323,7 @@ async fn jobs_per_second(
         t.await.unwrap();
     }
     let total = jobs / concurrency * concurrency;
-    loop {
-        let page: Value = http
-            .get(format!(
-                "{}/v1/jobs?state=succeeded&limit=1000",
-                daemon.base
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let done = page["jobs"].as_array().map_or(0, Vec::len);
-        if done >= total.min(1000)
-            && (total <= 1000 || page["next_cursor"].is_null() || done >= 1000)
-        {
-            // Count exactly with paging when more than one page.
-            let mut count = 0;
-            let mut cursor: Option<String> = None;
-            loop {
-                let url = match &cursor {
-                    Some(c) => format!(
-                        "{}/v1/jobs?state=succeeded&limit=1000&cursor={c}",
-                        daemon.base
-                    ),
-                    None => format!("{}/v1/jobs?state=succeeded&limit=1000", daemon.base),
-                };
-                let page: Value = http.get(url).send().await.unwrap().json().await.unwrap();
-                count += page["jobs"].as_array().map_or(0, Vec::len);
-                match page["next_cursor"].as_str() {
-                    Some(c) => cursor = Some(c.to_string()),
-                    None => break,
-                }
-            }
-            if count >= total {
-                break;
-            }
-        }
+    while count(&http, &daemon, "succeeded").await < total {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     total as f64 / started.elapsed().as_secs_f64()
@@ -352,8 +347,8 @@ async fn telemetry_overhead(rounds: usize) {
     let on = format!("[telemetry]\nmetrics = true\notlp_endpoint = \"{otlp}\"\n");
     let (mut offs, mut ons) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        offs.push(jobs_per_second(&server, &off, 1000, 32).await);
-        ons.push(jobs_per_second(&server, &on, 1000, 32).await);
+        offs.push(jobs_per_second(&server, "full", &off, 1000, 32).await);
+        ons.push(jobs_per_second(&server, "full", &on, 1000, 32).await);
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(|a, b| a.total_cmp(b));
@@ -366,6 +361,346 @@ async fn telemetry_overhead(rounds: usize) {
     println!(
         "  difference                    {:.1} % (aim: < 5 %)",
         (off_rate - on_rate) / off_rate * 100.0
+    );
+}
+
+/// Per-turn time of the step journal. A turn's time is taken as
+/// (run of 21 turns − run of 1 turn) / 20, which cancels the fixed costs of a
+/// job (submit, lease, prompt rendering, completion); each turn is a model
+/// call answered with a call of an undeclared tool (no process, so tools add
+/// nothing), recorded in the journal as a reply and a result.
+async fn durable_turn_overhead(samples: usize) {
+    use std::sync::Arc;
+    use structured_agents::client::{EndpointSettings, HttpBackend};
+    use structured_agents::events::{EventSink, NullObserver, RunContext};
+    use structured_agents::kernel::{Kernel, KernelConfig};
+    use structured_agents::model::OpenAiPlugin;
+    use structured_agents::tools::ToolEngine;
+    use structured_agents::types::Message;
+    use tokio_util::sync::CancellationToken;
+
+    const LONG: u32 = 21;
+    let server = MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Script::parse(
+            "replies:\n  - tool_calls: [{name: nope, arguments: {}, id: c}]\n",
+            "bench",
+        )
+        .unwrap(),
+        false,
+    )
+    .await
+    .unwrap();
+
+    // In-process, no persistence.
+    let backend =
+        Arc::new(HttpBackend::new(EndpointSettings::new("bench", server.base_url())).unwrap());
+    let kernel = |max_turns| {
+        Kernel::new(
+            KernelConfig {
+                model: "m".into(),
+                max_turns,
+                ..KernelConfig::default()
+            },
+            Arc::new(OpenAiPlugin),
+            backend.clone(),
+            Arc::new(ToolEngine::new()),
+        )
+    };
+    let (short, long) = (kernel(1), kernel(LONG));
+    async fn run(k: &Kernel) -> f64 {
+        let sink = EventSink::new(RunContext::default(), 1, Arc::new(NullObserver));
+        let started = Instant::now();
+        k.run(vec![Message::user("x")], &sink, CancellationToken::new())
+            .await
+            .unwrap();
+        started.elapsed().as_secs_f64() * 1000.0
+    }
+
+    // Two daemons, journal on: durability full and fast.
+    let http = reqwest::Client::new();
+    let site = |durability: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        write_site_with(dir.path(), &server.base_url(), 1, durability, "");
+        for (name, turns) in [("short", 1), ("long", LONG)] {
+            std::fs::create_dir_all(dir.path().join("bundles").join(name)).unwrap();
+            std::fs::write(
+                dir.path().join("bundles").join(name).join("bundle.yaml"),
+                format!("{}limits: {{max_turns: {turns}}}\n", bundle(name)),
+            )
+            .unwrap();
+        }
+        let daemon = start(dir.path());
+        (dir, daemon)
+    };
+    let (_full_dir, full) = site("full");
+    let (_fast_dir, fast) = site("fast");
+    let job_ms = |base: String, name: &'static str| {
+        let http = http.clone();
+        async move {
+            let job: Value = http
+                .post(format!("{base}/v1/jobs"))
+                .json(&json!({"bundle": name, "input": "x"}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let id = job["id"].as_str().unwrap().to_string();
+            loop {
+                let job: Value = http
+                    .get(format!("{base}/v1/jobs/{id}"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                if job["state"] == "succeeded" {
+                    let at = |k: &str| humantime::parse_rfc3339(job[k].as_str().unwrap()).unwrap();
+                    return at("finished_at")
+                        .duration_since(at("started_at"))
+                        .unwrap()
+                        .as_secs_f64()
+                        * 1000.0;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    let per_turn = |daemon: &Daemon| {
+        let (job_ms, base) = (&job_ms, daemon.base.clone());
+        async move {
+            (job_ms(base.clone(), "long").await - job_ms(base, "short").await) / f64::from(LONG - 1)
+        }
+    };
+
+    let (mut plain, mut durable, mut quick) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..samples + 3 {
+        let p = (run(&long).await - run(&short).await) / f64::from(LONG - 1);
+        let d = per_turn(&full).await;
+        let q = per_turn(&fast).await;
+        // The first rounds warm connection pools and the store.
+        if i >= 3 {
+            plain.push(p);
+            durable.push(d);
+            quick.push(q);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (plain, durable, quick) = (median(&mut plain), median(&mut durable), median(&mut quick));
+    println!("durable turn overhead: medians of {samples} pairs of 1- and {LONG}-turn runs");
+    println!("  turn in-process, no persistence (limit)  {plain:.3} ms");
+    println!("  turn in the daemon, journal, FULL        {durable:.3} ms");
+    println!("  turn in the daemon, journal, fast        {quick:.3} ms");
+    println!(
+        "  overhead per turn                        {:.3} ms  (aim: <= 1 ms)",
+        durable - plain
+    );
+}
+
+/// CPU time (user + system, seconds) of the processes whose command name
+/// starts with `postgres` (the server and its backends), from /proc.
+fn postgres_cpu_seconds() -> f64 {
+    let mut ticks = 0u64;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if stat[open + 1..close].starts_with("postgres") {
+            ticks += stat_ticks(&stat);
+        }
+    }
+    ticks as f64 / clock_ticks()
+}
+
+/// CPU time (seconds) of one process.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat_ticks(&stat) as f64 / clock_ticks()
+}
+
+/// utime + stime of a /proc/PID/stat line (fields 14 and 15).
+fn stat_ticks(stat: &str) -> u64 {
+    let Some(close) = stat.rfind(')') else {
+        return 0;
+    };
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    // After the command: state is field 3, so utime (14) is index 11.
+    let at = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    at(11) + at(12)
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn postgres_url() -> String {
+    std::env::var("SA_BENCH_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+async fn drop_schema(schema: &str) {
+    let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
+}
+
+/// One scale measurement: jobs/s, wall time, CPU seconds of PostgreSQL and
+/// of the daemons.
+struct ScaleRun {
+    rate: f64,
+    wall: f64,
+    postgres_cpu: f64,
+    daemons_cpu: f64,
+}
+
+/// Submits `jobs` one-turn jobs spread over `daemons` and waits until all
+/// succeeded (summed over the daemons' counters).
+async fn scale_run(daemons: &[Daemon], jobs: usize, concurrency: usize) -> ScaleRun {
+    let http = reqwest::Client::new();
+    let pg_before = postgres_cpu_seconds();
+    let daemons_before: f64 = daemons.iter().map(|d| cpu_seconds(d.child.id())).sum();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..concurrency {
+        let (http, base) = (http.clone(), daemons[c % daemons.len()].base.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..jobs / concurrency {
+                let r = http
+                    .post(format!("{base}/v1/jobs"))
+                    .json(&json!({"bundle": "b", "input": format!("{c}-{i}")}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success(), "{}", r.status());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = jobs / concurrency * concurrency;
+    loop {
+        let mut done = 0;
+        for d in daemons {
+            done += count(&http, d, "succeeded").await;
+        }
+        if done >= total {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wall = started.elapsed().as_secs_f64();
+    ScaleRun {
+        rate: total as f64 / wall,
+        wall,
+        postgres_cpu: postgres_cpu_seconds() - pg_before,
+        daemons_cpu: daemons
+            .iter()
+            .map(|d| cpu_seconds(d.child.id()))
+            .sum::<f64>()
+            - daemons_before,
+    }
+}
+
+/// Durable one-turn jobs/s: SQLite with one daemon, PostgreSQL with one, two
+/// and three daemons, each beside raw round trips/s to the same mock server.
+async fn scale(jobs: usize, concurrency: usize) {
+    let server = MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
+        false,
+    )
+    .await
+    .unwrap();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    println!(
+        "scale: {jobs} durable one-turn jobs over HTTP, {WORKERS} workers per daemon, {cores} cores"
+    );
+    println!(
+        "  {:<24} {:>8} {:>8} {:>7} {:>16} {:>14}",
+        "set-up", "raw/s", "jobs/s", "×first", "PostgreSQL CPU", "daemons' CPU"
+    );
+    let mut first: Option<f64> = None;
+    for (label, daemons) in [
+        ("SQLite, 1 daemon", 0),
+        ("PostgreSQL, 1 daemon", 1),
+        ("PostgreSQL, 2 daemons", 2),
+        ("PostgreSQL, 3 daemons", 3),
+    ] {
+        let raw = raw_round_trips(&server, jobs, concurrency).await;
+        let dirs: Vec<tempfile::TempDir> = (0..daemons.max(1))
+            .map(|_| tempfile::tempdir().unwrap())
+            .collect();
+        let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
+        let env = [
+            ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".to_string()),
+            ("STRUCTURED_AGENTS_QUEUE__URL", postgres_url()),
+            ("STRUCTURED_AGENTS_QUEUE__SCHEMA", schema.clone()),
+            (
+                "STRUCTURED_AGENTS_QUEUE__POOL_SIZE",
+                (WORKERS + 2).to_string(),
+            ),
+        ];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let started: Vec<Daemon> = dirs
+            .iter()
+            .map(|dir| {
+                write_site(dir.path(), &server.base_url(), WORKERS);
+                std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
+                std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
+                start_env(dir.path(), if daemons == 0 { &[] } else { &env })
+            })
+            .collect();
+        let run = scale_run(&started, jobs, concurrency).await;
+        drop(started);
+        if daemons > 0 {
+            drop_schema(&schema).await;
+        }
+        let base = *first.get_or_insert(run.rate);
+        println!(
+            "  {label:<24} {raw:>8.0} {:>8.0} {:>7.2} {:>7.2} cores ({:>3.0} %) {:>7.2} cores",
+            run.rate,
+            run.rate / base,
+            run.postgres_cpu / run.wall,
+            run.postgres_cpu / run.wall / cores * 100.0,
+            run.daemons_cpu / run.wall,
+        );
+    }
+    println!(
+        "  (×first: jobs/s relative to SQLite with one daemon; aim: PostgreSQL with one daemon >= 0.5)"
     );
 }
 
@@ -382,11 +717,17 @@ fn main() {
         if only("throughput") {
             throughput(2000, 32).await;
         }
+        if only("durable") {
+            durable_turn_overhead(15).await;
+        }
         if only("reload") {
             reload_latency(50).await;
         }
         if only("telemetry") {
             telemetry_overhead(3).await;
+        }
+        if only("scale") {
+            scale(2000, 32).await;
         }
         if only("memory") {
             memory_per_job(10_000).await;

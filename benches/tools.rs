@@ -91,6 +91,7 @@ fn main() {
                     cancel: CancellationToken::new(),
                     deadline: Instant::now() + Duration::from_secs(5),
                     events: sink,
+                    journal: None,
                 };
                 black_box(direct.invoke(args, ctx).await.unwrap().into_json_string());
             }
@@ -170,6 +171,7 @@ fn main() {
                     cancel: CancellationToken::new(),
                     deadline: Instant::now() + Duration::from_secs(5),
                     events: sink,
+                    journal: None,
                 };
                 black_box(tool.invoke(json!({"a": i, "b": 1}), ctx).await.unwrap());
             }

@@ -18,6 +18,8 @@ pub mod daemon;
 pub mod duration;
 pub mod endpoints;
 pub mod events;
+pub mod failpoint;
+pub mod journal;
 pub mod kernel;
 pub mod mock;
 pub mod model;

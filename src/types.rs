@@ -313,6 +313,9 @@ pub enum TerminationReason {
     Cancelled,
     Timeout,
     Error,
+    /// A tool call with an `unsafe` effect was interrupted and its outcome is
+    /// unknown: an operator decides (the job is `needs_attention`).
+    NeedsAttention,
 }
 
 impl TerminationReason {
@@ -324,6 +327,7 @@ impl TerminationReason {
             Self::Cancelled => "cancelled",
             Self::Timeout => "timeout",
             Self::Error => "error",
+            Self::NeedsAttention => "needs_attention",
         }
     }
 }

@@ -264,3 +264,24 @@ fn grammar_prints_the_request_fragment() {
         "structural_tag goes on the wire as a JSON string: {fragment}"
     );
 }
+
+#[test]
+fn validate_config_checks_the_plugins_directory_too() {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["bundles", "models", "plugins"] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+    }
+    std::fs::write(dir.path().join("plugins/libbroken.so"), b"not a library").unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n").unwrap();
+    let out = bin()
+        .args(["validate", "--config", config.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("libbroken.so") && stderr.contains("dlopen failed"),
+        "{stderr}"
+    );
+}

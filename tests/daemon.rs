@@ -24,6 +24,7 @@ tools:
   - name: echo
     kind: process
     description: echo the arguments
+    effect: read_only
     command: [python3, -c, "import json,sys; print(json.dumps(json.load(sys.stdin)))"]
 "#
     )
@@ -531,4 +532,193 @@ replies:
         .unwrap();
     assert_eq!(tool_result["output_preview"], "\"child answer\"");
     assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_inside_a_run_fails_that_attempt_and_the_daemon_goes_on() {
+    let server = mock(TWO_TURN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("b", &bundle_yaml("b", "1", ""));
+    // The first model call of the daemon's life panics inside the run.
+    let daemon = site.start_with_env(&[("SA_FAILPOINTS", "before_model_call:panic")]);
+    let http = client();
+    let job = submit(&http, &daemon, "b", "x").await;
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(20)).await;
+    assert_eq!(done["state"], "failed", "{done}");
+    let error = done["error"].as_str().unwrap();
+    assert!(
+        error.contains("panicked") && error.contains("injected panic") && error.contains(id),
+        "{error}"
+    );
+    // Its heartbeat stopped with it: no lease is left behind.
+    assert!(done["lease_expires_at"].is_null(), "{done}");
+    let next = submit(&http, &daemon, "b", "y").await;
+    let next = wait_terminal(
+        &http,
+        &daemon,
+        next["id"].as_str().unwrap(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(next["state"], "succeeded", "the daemon goes on: {next}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_or_duplicate_directory_never_displaces_a_healthy_bundle() {
+    let server = mock(TWO_TURN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("alpha", &bundle_yaml("zeta", "1", ""));
+    let daemon = site.start();
+    let http = client();
+    // A directory named like the bundle, holding invalid YAML, and another
+    // healthy directory claiming the same name.
+    site.put_bundle("zeta", "name: zeta\nversion: [unclosed\n");
+    site.put_bundle("beta", &bundle_yaml("zeta", "2", ""));
+    let report: Value = http
+        .post(daemon.url("/v1/reload"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(report["result"], "partial", "{report}");
+
+    let bundles = get(&http, &daemon, "/v1/bundles").await;
+    let live: Vec<&Value> = bundles["bundles"].as_array().unwrap().iter().collect();
+    assert_eq!(live.len(), 1, "{bundles}");
+    assert_eq!(live[0]["name"], "zeta");
+    assert_eq!(live[0]["status"], "ok");
+    assert_eq!(
+        live[0]["version"], "1",
+        "the first healthy directory keeps the name"
+    );
+    let rejected = bundles["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 2, "{bundles}");
+    let dirs: HashSet<String> = rejected
+        .iter()
+        .map(|r| {
+            std::path::Path::new(r["dir"].as_str().unwrap())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        dirs,
+        HashSet::from(["zeta".to_string(), "beta".to_string()])
+    );
+    assert!(
+        rejected.iter().any(|r| r["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("already used by")),
+        "{bundles}"
+    );
+    let job = submit(&http, &daemon, "zeta", "still served").await;
+    let done = wait_terminal(
+        &http,
+        &daemon,
+        job["id"].as_str().unwrap(),
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["bundle_version"], "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edits_to_a_model_config_or_a_tool_script_rebind_the_bundle() {
+    let script = "replies:\n  - turn: 1\n    tool_calls: [{name: which, arguments: {}}]\n  - turn: 2\n    content: done\n";
+    let server = mock(script).await;
+    let site = Site::new(&server.base_url(), "");
+    std::fs::write(
+        site.path().join("models/qwen.toml"),
+        "plugin = \"qwen\"\ndefault_grammar = \"none\"\nstop = [\"<first>\"]\n",
+    )
+    .unwrap();
+    site.put_bundle(
+        "b",
+        "name: b\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: qwen}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: which, kind: process, effect: read_only, command: [python3, tools/which.py]}\n",
+    );
+    let tools = site.path().join("bundles/b/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::write(tools.join("which.py"), "print('\"script one\"')\n").unwrap();
+    let daemon = site.start();
+    let http = client();
+    let reload = || async {
+        let report: Value = http
+            .post(daemon.url("/v1/reload"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        report
+    };
+    // When the bundle was bound; the watcher may reload before or after an
+    // explicit reload, so the test follows this rather than one report.
+    let loaded_at = || async { get(&http, &daemon, "/v1/bundles/b").await["loaded_at"].clone() };
+    let rebound = |before: Value| async move {
+        reload().await;
+        eventually(Duration::from_secs(10), "the bundle is rebound", || async {
+            let now = loaded_at().await;
+            (now != before).then_some(())
+        })
+        .await;
+    };
+    reload().await;
+    let run = |input: &'static str| {
+        let (http, daemon) = (&http, &daemon);
+        async move {
+            let job = submit(http, daemon, "b", input).await;
+            let done = wait_terminal(
+                http,
+                daemon,
+                job["id"].as_str().unwrap(),
+                Duration::from_secs(20),
+            )
+            .await;
+            assert_eq!(done["state"], "succeeded", "{done}");
+        }
+    };
+    // The request of the last turn shows the stop sequences sent and the tool
+    // output the model was given.
+    let last_request = || {
+        let requests = server.requests();
+        let body = requests.last().unwrap().clone();
+        (body["stop"].clone(), body["messages"].to_string())
+    };
+
+    run("first").await;
+    let (stop, messages) = last_request();
+    assert_eq!(stop, json!(["<first>"]));
+    assert!(messages.contains("script one"), "{messages}");
+
+    // Only the model config changes: the bundle is rebound.
+    let before = loaded_at().await;
+    std::fs::write(
+        site.path().join("models/qwen.toml"),
+        "plugin = \"qwen\"\ndefault_grammar = \"none\"\nstop = [\"<second>\"]\n",
+    )
+    .unwrap();
+    rebound(before).await;
+    run("second").await;
+    assert_eq!(last_request().0, json!(["<second>"]));
+
+    // Only a tool script changes: the bundle is rebound again.
+    let before = loaded_at().await;
+    std::fs::write(tools.join("which.py"), "print('\"script two\"')\n").unwrap();
+    rebound(before).await;
+    run("third").await;
+    assert!(last_request().1.contains("script two"));
+
+    // Nothing changes: nothing is rebound.
+    let before = loaded_at().await;
+    let report = reload().await;
+    assert_eq!(report["changed"], json!([]), "{report}");
+    assert_eq!(loaded_at().await, before);
 }

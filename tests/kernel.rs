@@ -97,7 +97,7 @@ impl Harness {
     async fn run(
         &self,
         cancel: CancellationToken,
-    ) -> Result<structured_agents::types::RunResult, structured_agents::kernel::KernelError> {
+    ) -> Result<structured_agents::types::RunResult, structured_agents::kernel::RunError> {
         self.kernel
             .run(
                 vec![Message::system("sys"), Message::user("go")],
@@ -429,8 +429,11 @@ async fn model_timeout_is_a_kernel_error_and_kernel_end_is_still_emitted() {
     })
     .await;
     let err = h.run(CancellationToken::new()).await.unwrap_err();
-    assert_eq!(err.turn, 1);
-    assert_eq!(err.phase, Phase::ModelCall);
+    let structured_agents::kernel::RunError::Model(model) = &err else {
+        panic!("expected a model error: {err}")
+    };
+    assert_eq!(model.turn, 1);
+    assert_eq!(model.phase, Phase::ModelCall);
     assert!(err.is_retryable());
     assert!(err.to_string().contains("did not answer within"), "{err}");
     let events = h.recorder.events();

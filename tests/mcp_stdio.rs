@@ -289,3 +289,58 @@ async fn streamable_http_servers_work_too() {
         "{sum:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_gets_a_cleared_environment_its_own_group_and_the_call_key() {
+    let source = tokio::time::timeout(
+        Duration::from_secs(60),
+        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+    )
+    .await
+    .expect("connect hung")
+    .unwrap();
+    let engine = engine(&source, None).await;
+    // The daemon's environment (here cargo's variables) does not leak into
+    // a bundle's server; the allowlist passes PATH.
+    assert!(std::env::var("CARGO_MANIFEST_DIR").is_ok());
+    // Structured results come back as {"result": …}.
+    let result = |o: &structured_agents::tools::ToolOutcome| -> serde_json::Value {
+        let v: serde_json::Value = serde_json::from_str(&o.result.output).unwrap();
+        v.get("result").cloned().unwrap_or(v)
+    };
+    let leaked = call(&engine, "t_environ", json!({"name": "CARGO_MANIFEST_DIR"})).await;
+    assert_eq!(result(&leaked), "", "{leaked:?}");
+    let path = call(&engine, "t_environ", json!({"name": "PATH"})).await;
+    assert!(!result(&path).as_str().unwrap().is_empty(), "{path:?}");
+    // Its own process group, so a restart or a dropped bundle kills the
+    // server and everything it started.
+    let pid = call(&engine, "t_pid", json!({})).await;
+    let pid = result(&pid).as_i64().unwrap() as i32;
+    let pid = nix::unistd::Pid::from_raw(pid);
+    assert_eq!(nix::unistd::getpgid(Some(pid)).unwrap(), pid);
+    // The call's idempotency key travels in `_meta` (`{run}:{turn}:{call}`;
+    // the run id is empty outside a job).
+    let key = call(&engine, "t_idempotency_key", json!({})).await;
+    assert_eq!(result(&key), ":1:c", "{key:?}");
+    drop(engine);
+    drop(source);
+    // Dropping the source kills the group.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .map(|rest| rest.trim_start().to_string())
+            })
+            .is_some_and(|rest| !rest.starts_with('Z'))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server outlived its source"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

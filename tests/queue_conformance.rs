@@ -1,15 +1,27 @@
 //! The queue conformance suite, written against the `JobQueue` trait only:
-//! every backend runs it (today: SQLite; `suite!` instantiates it per backend).
+//! `suite!` instantiates every case per backend (`sqlite::…`, `postgres::…`),
+//! followed by what only one backend has (reopening a file; several daemons
+//! on one PostgreSQL schema).
+//!
+//! The PostgreSQL half needs a server: `postgres://postgres@127.0.0.1:5432/test`
+//! with trust auth, or `SA_TEST_POSTGRES_URL`. Each test works in its own
+//! fresh schema and drops it at the end, so tests run in parallel. Without a
+//! server these tests fail, saying how to start one; they never skip.
+
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use common::postgres::{START_POSTGRES, Schema, postgres_url};
 use serde_json::json;
-use structured_agents::events::{Event, EventEnvelope};
+use structured_agents::events::{Event, EventEnvelope, JobStatus};
+use structured_agents::journal::{JournalEntry, PendingCall};
+use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, HeartbeatReply, JobFilter, JobQueue, JobState, NewJob, Outcome, QueueError,
-    RetryPolicy,
+    CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, Outcome,
+    QueueError, Resolution, RetryPolicy,
 };
 
 const LEASE: Duration = Duration::from_millis(150);
@@ -346,7 +358,9 @@ pub async fn event_log_is_ordered_guarded_and_continues_across_attempts(q: Arc<d
 pub async fn release_does_not_consume_an_attempt(q: Arc<dyn JobQueue>) {
     let (submitted, _) = q.submit(job("b")).await.unwrap();
     let lease = q.lease("w", LEASE).await.unwrap().unwrap();
-    q.release(&submitted.id, lease.attempt).await.unwrap();
+    q.release(&submitted.id, lease.attempt, &[], None)
+        .await
+        .unwrap();
     let again = q.lease("w", LEASE).await.unwrap().unwrap();
     assert_eq!(again.attempt, 1);
 }
@@ -388,6 +402,415 @@ pub async fn listing_pages_and_counts(q: Arc<dyn JobQueue>) {
     assert!(counts.contains(&("even".to_string(), JobState::Queued, 3)));
 }
 
+pub async fn an_expired_lease_on_the_last_attempt_ends_dead(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q
+        .submit(NewJob {
+            max_attempts: Some(1),
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    q.lease("w", LEASE).await.unwrap().unwrap();
+    tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
+    assert!(q.lease("w", LEASE).await.unwrap().is_none());
+    let dead = q.get(&submitted.id).await.unwrap().unwrap();
+    assert_eq!(dead.state, JobState::Dead);
+    assert!(
+        dead.error
+            .as_deref()
+            .is_some_and(|e| e.contains("lease expired on attempt 1 of 1")),
+        "{:?}",
+        dead.error
+    );
+}
+
+fn step(scope: &str, turn: u32, step: &str, body: &str) -> JournalEntry {
+    JournalEntry {
+        scope: scope.into(),
+        turn,
+        step: step.into(),
+        body: body.into(),
+    }
+}
+
+pub async fn journal_round_trip_with_held_events(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q.submit(job("b")).await.unwrap();
+    let id = &submitted.id;
+    let lease = q.lease("w", LEASE * 20).await.unwrap().unwrap();
+    let a = lease.attempt;
+    // Stored in any order, read back in (scope, turn, step) order, byte-wise.
+    let entries = [
+        step("2:a/", 1, "reply", "{}"),
+        step("", 1, "start:a", r#"{"s":1}"#),
+        step("", 1, "result:a", r#"{"r":"a"}"#),
+        step("", 1, "result:B", r#"{"r":"B"}"#),
+        step("", 1, "reply", r#"{"turn":1}"#),
+        step("", 0, "input", "[]"),
+    ];
+    for (i, entry) in entries.iter().enumerate() {
+        let held = [event(i as u64 + 1)];
+        q.record_steps(id, a, std::slice::from_ref(entry), &held)
+            .await
+            .unwrap();
+    }
+    let journal = q.journal(id).await.unwrap();
+    let keys: Vec<_> = journal
+        .iter()
+        .map(|e| (e.scope.as_str(), e.turn, e.step.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![
+            ("", 0, "input"),
+            ("", 1, "reply"),
+            ("", 1, "result:B"),
+            ("", 1, "result:a"),
+            ("", 1, "start:a"),
+            ("2:a/", 1, "reply"),
+        ]
+    );
+    assert_eq!(journal[3].body, r#"{"r":"a"}"#);
+    // The held events were stored with their steps.
+    assert_eq!(q.last_seq(id).await.unwrap(), 6);
+    // Recording a step again replaces it.
+    q.record_steps(id, a, &[step("", 1, "reply", r#"{"turn":"again"}"#)], &[])
+        .await
+        .unwrap();
+    let journal = q.journal(id).await.unwrap();
+    assert_eq!(journal.len(), 6);
+    assert_eq!(journal[1].body, r#"{"turn":"again"}"#);
+    // A duplicate held event refuses the whole write: no step without its events.
+    assert!(matches!(
+        q.record_steps(id, a, &[step("", 2, "reply", "{}")], &[event(6)])
+            .await,
+        Err(QueueError::DuplicateEvent { seq: 6, .. })
+    ));
+    assert_eq!(q.journal(id).await.unwrap().len(), 6);
+    // Only the current attempt records.
+    assert!(matches!(
+        q.record_steps(id, a + 1, &[step("", 2, "reply", "{}")], &[])
+            .await,
+        Err(QueueError::StaleAttempt { .. })
+    ));
+    assert!(q.journal(&JobId::from("missing")).await.unwrap().is_empty());
+}
+
+fn final_event(seq: u64, attempt: u32) -> EventEnvelope {
+    EventEnvelope {
+        event: Event::JobState {
+            state: JobStatus::Running,
+            attempt,
+            error: None,
+            duration_ms: Some(7),
+        },
+        ..event(seq)
+    }
+}
+
+fn stamped(e: &EventEnvelope) -> (JobStatus, Option<String>) {
+    match &e.event {
+        Event::JobState { state, error, .. } => (*state, error.clone()),
+        other => panic!("not a JobState event: {other:?}"),
+    }
+}
+
+pub async fn finish_stamps_the_final_event_in_its_transaction(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q.submit(job("b")).await.unwrap();
+    let id = &submitted.id;
+    let first = q.lease("w", LEASE * 20).await.unwrap().unwrap();
+    let failed = Outcome::Failed {
+        error: "model down".into(),
+        retryable: true,
+    };
+    let finished = q
+        .finish(
+            id,
+            first.attempt,
+            failed.clone(),
+            &[event(1)],
+            Some(final_event(2, first.attempt)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Queued));
+    let stored_final = finished
+        .final_event
+        .expect("a recorded finish returns its final event");
+    assert_eq!(
+        stamped(&stored_final),
+        (JobStatus::Retrying, Some("model down".into()))
+    );
+    let stored = q.events_after(id, 0, 10).await.unwrap();
+    assert_eq!(stored.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+    let parsed: EventEnvelope = serde_json::from_str(&stored[1].event_json).unwrap();
+    assert_eq!(parsed, stored_final);
+    // A stale attempt records nothing and reports no final event.
+    let stale = q
+        .finish(
+            id,
+            first.attempt,
+            failed.clone(),
+            &[],
+            Some(final_event(3, 1)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (stale.reply, stale.final_event),
+        (CompleteReply::Stale, None)
+    );
+    assert_eq!(q.last_seq(id).await.unwrap(), 2);
+    // A cancel request wins over a failure.
+    let second = lease_until(q.as_ref(), Duration::from_secs(5)).await;
+    q.cancel(id).await.unwrap();
+    let finished = q
+        .finish(
+            id,
+            second.attempt,
+            failed,
+            &[],
+            Some(final_event(3, second.attempt)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Cancelled));
+    assert_eq!(
+        stamped(&finished.final_event.unwrap()),
+        (JobStatus::Cancelled, Some("cancelled by request".into()))
+    );
+    // A refused final event rolls the outcome back with it.
+    let (other, _) = q.submit(job("b")).await.unwrap();
+    let lease = lease_until(q.as_ref(), Duration::from_secs(5)).await;
+    assert_eq!(lease.job.id, other.id);
+    q.append_events(&other.id, lease.attempt, &[event(1)])
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.finish(
+            &other.id,
+            lease.attempt,
+            Outcome::Succeeded(json!(1)),
+            &[],
+            Some(final_event(1, lease.attempt)),
+        )
+        .await,
+        Err(QueueError::DuplicateEvent { seq: 1, .. })
+    ));
+    assert_eq!(
+        q.get(&other.id).await.unwrap().unwrap().state,
+        JobState::Running
+    );
+}
+
+pub async fn release_of_a_cancel_requested_job_cancels_it(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q.submit(job("b")).await.unwrap();
+    let lease = q.lease("w", LEASE * 20).await.unwrap().unwrap();
+    q.cancel(&submitted.id).await.unwrap();
+    let released = q
+        .release(
+            &submitted.id,
+            lease.attempt,
+            &[event(1)],
+            Some(final_event(2, lease.attempt)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(released.reply, CompleteReply::Recorded(JobState::Cancelled));
+    assert_eq!(
+        stamped(&released.final_event.unwrap()).0,
+        JobStatus::Cancelled
+    );
+    assert_eq!(
+        q.get(&submitted.id).await.unwrap().unwrap().state,
+        JobState::Cancelled
+    );
+    assert_eq!(q.last_seq(&submitted.id).await.unwrap(), 2);
+    assert!(q.lease("w", LEASE).await.unwrap().is_none());
+}
+
+/// A job parked on call `c1` of turn 1 by its first (and only) attempt.
+async fn parked(q: &dyn JobQueue) -> (JobId, PendingCall) {
+    let (submitted, _) = q
+        .submit(NewJob {
+            max_attempts: Some(1),
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    let lease = q.lease("w", LEASE * 20).await.unwrap().unwrap();
+    let pending = PendingCall {
+        scope: String::new(),
+        turn: 1,
+        call_id: "c1".into(),
+        tool_name: "charge".into(),
+        arguments: json!({"amount": 5}),
+        effect: "unsafe".into(),
+        idempotency_key: format!("{}:1:c1", submitted.id),
+    };
+    q.record_steps(
+        &submitted.id,
+        lease.attempt,
+        &[step(
+            "",
+            1,
+            &JournalEntry::start_key("c1"),
+            r#"{"started":true}"#,
+        )],
+        &[],
+    )
+    .await
+    .unwrap();
+    let reply = q
+        .complete(
+            &submitted.id,
+            lease.attempt,
+            Outcome::NeedsAttention {
+                error: pending.to_string(),
+                pending_call: serde_json::to_value(&pending).unwrap(),
+            },
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply, CompleteReply::Recorded(JobState::NeedsAttention));
+    let job = q.get(&submitted.id).await.unwrap().unwrap();
+    assert_eq!(
+        job.pending_call,
+        Some(serde_json::to_value(&pending).unwrap())
+    );
+    assert!(
+        q.lease("w", LEASE).await.unwrap().is_none(),
+        "parked jobs do not run"
+    );
+    (submitted.id, pending)
+}
+
+pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
+    assert!(matches!(
+        q.resolve(&JobId::from("missing"), Resolution::Retry).await,
+        Err(QueueError::NotFound(_))
+    ));
+    let (queued, _) = q
+        .submit(NewJob {
+            run_at: Some(SystemTime::now() + Duration::from_secs(3600)),
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        q.resolve(&queued.id, Resolution::Retry).await,
+        Err(QueueError::NotParked {
+            state: JobState::Queued,
+            ..
+        })
+    ));
+
+    // Skip: the supplied result is recorded; the job runs again with one more attempt.
+    let (id, _) = parked(q.as_ref()).await;
+    let job = q
+        .resolve(
+            &id,
+            Resolution::Skip {
+                output: "charged".into(),
+                is_error: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (job.state, job.pending_call.clone()),
+        (JobState::Queued, None)
+    );
+    assert_eq!(job.max_attempts, 2);
+    let journal = q.journal(&id).await.unwrap();
+    let result = journal
+        .iter()
+        .find(|e| e.step == JournalEntry::result_key("c1"))
+        .expect("the skipped call's result is recorded");
+    let body: serde_json::Value = serde_json::from_str(&result.body).unwrap();
+    assert_eq!(body["result"]["output"], "charged");
+    assert_eq!(body["result"]["is_error"], false);
+    assert!(
+        journal
+            .iter()
+            .any(|e| e.step == JournalEntry::start_key("c1"))
+    );
+    let again = q.lease("w", LEASE).await.unwrap().unwrap();
+    assert_eq!((again.job.id.clone(), again.attempt), (id.clone(), 2));
+    q.complete(&id, 2, Outcome::Succeeded(json!("ok")), &[])
+        .await
+        .unwrap();
+
+    // Retry: the start marker goes, so the next attempt runs the call afresh.
+    let (id, _) = parked(q.as_ref()).await;
+    let job = q.resolve(&id, Resolution::Retry).await.unwrap();
+    assert_eq!(job.state, JobState::Queued);
+    assert!(q.journal(&id).await.unwrap().is_empty());
+    let again = q.lease("w", LEASE).await.unwrap().unwrap();
+    assert_eq!((again.job.id.clone(), again.attempt), (id.clone(), 2));
+    q.complete(&id, 2, Outcome::Succeeded(json!("ok")), &[])
+        .await
+        .unwrap();
+
+    // Fail: the job ends, with the operator's reason or one naming the call.
+    let (id, _) = parked(q.as_ref()).await;
+    let job = q
+        .resolve(&id, Resolution::Fail { reason: None })
+        .await
+        .unwrap();
+    assert_eq!(job.state, JobState::Failed);
+    assert!(job.finished_at.is_some());
+    let error = job.error.unwrap_or_default();
+    assert!(error.contains("c1") && error.contains("charge"), "{error}");
+    assert!(matches!(
+        q.resolve(&id, Resolution::Retry).await,
+        Err(QueueError::NotParked {
+            state: JobState::Failed,
+            ..
+        })
+    ));
+    let (id, _) = parked(q.as_ref()).await;
+    let job = q
+        .resolve(
+            &id,
+            Resolution::Fail {
+                reason: Some("refunded by hand".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(job.error.as_deref(), Some("refunded by hand"));
+    assert!(q.lease("w", LEASE).await.unwrap().is_none());
+}
+
+pub async fn live_counts_and_retention(q: Arc<dyn JobQueue>) {
+    let (parked_id, _) = parked(q.as_ref()).await;
+    let (running, _) = q.submit(job("b")).await.unwrap();
+    let lease = q.lease("w", LEASE * 20).await.unwrap().unwrap();
+    assert_eq!(lease.job.id, running.id);
+    q.submit(job("b")).await.unwrap();
+    let live = q.live_counts().await.unwrap();
+    for expected in [
+        (JobState::Queued, 1),
+        (JobState::Running, 1),
+        (JobState::NeedsAttention, 1),
+    ] {
+        assert!(live.contains(&expected), "{live:?}");
+    }
+    // Retention deletes finished jobs with their events and journals, and
+    // nothing that can still change.
+    q.resolve(&parked_id, Resolution::Fail { reason: None })
+        .await
+        .unwrap();
+    let cutoff = SystemTime::now() + Duration::from_secs(1);
+    assert_eq!(q.purge_finished(cutoff, 10).await.unwrap(), 1);
+    assert!(q.get(&parked_id).await.unwrap().is_none());
+    assert!(q.journal(&parked_id).await.unwrap().is_empty());
+    assert!(q.events_after(&parked_id, 0, 10).await.unwrap().is_empty());
+    assert_eq!(q.purge_finished(cutoff, 10).await.unwrap(), 0);
+    assert!(q.get(&running.id).await.unwrap().is_some());
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -410,11 +833,17 @@ macro_rules! suite {
             case!(event_log_is_ordered_guarded_and_continues_across_attempts);
             case!(release_does_not_consume_an_attempt);
             case!(listing_pages_and_counts);
+            case!(an_expired_lease_on_the_last_attempt_ends_dead);
+            case!(journal_round_trip_with_held_events);
+            case!(finish_stamps_the_final_event_in_its_transaction);
+            case!(release_of_a_cancel_requested_job_cancels_it);
+            case!(resolve_skip_retry_and_fail_a_parked_job);
+            case!(live_counts_and_retention);
         }
     };
 }
 
-async fn sqlite() -> (Arc<dyn JobQueue>, tempfile::TempDir) {
+async fn sqlite_queue() -> (Arc<dyn JobQueue>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let q = SqliteQueue::open(&dir.path().join("state/queue.db"), fast_retry())
         .await
@@ -422,7 +851,14 @@ async fn sqlite() -> (Arc<dyn JobQueue>, tempfile::TempDir) {
     (Arc::new(q), dir)
 }
 
-suite!(sqlite_backend, sqlite());
+async fn postgres_queue() -> (Arc<dyn JobQueue>, Schema) {
+    let schema = Schema::fresh();
+    let q = schema.open(4).await;
+    (Arc::new(q), schema)
+}
+
+suite!(sqlite, sqlite_queue());
+suite!(postgres, postgres_queue());
 
 #[tokio::test]
 async fn sqlite_survives_reopen_and_refuses_newer_schema() {
@@ -449,4 +885,332 @@ async fn sqlite_survives_reopen_and_refuses_newer_schema() {
         err.to_string().contains("newer than this binary supports"),
         "{err}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// PostgreSQL: the test server, a fresh schema per test, and what only a
+// shared database has.
+
+/// The backend on a test's fresh schema.
+impl Schema {
+    fn options(&self, pool_size: usize) -> PostgresOptions {
+        PostgresOptions {
+            schema: self.name.clone(),
+            pool_size,
+            ..PostgresOptions::new(postgres_url())
+        }
+    }
+
+    async fn open(&self, pool_size: usize) -> PostgresQueue {
+        PostgresQueue::open(self.options(pool_size), fast_retry())
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}"))
+    }
+}
+
+/// The next id on `rx`; a generous bound turns a lost notification into a
+/// failure instead of a hang.
+async fn next_id(rx: &mut tokio::sync::broadcast::Receiver<JobId>) -> JobId {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("no notification arrived (LISTEN/NOTIFY between handles)")
+        .expect("the notification channel closed or lagged")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_concurrent_leasers_on_two_handles_never_share_a_job() {
+    const JOBS: usize = 200;
+    let schema = Schema::fresh();
+    let a = Arc::new(schema.open(8).await);
+    let b = Arc::new(schema.open(8).await);
+    let mut submitted = std::collections::BTreeSet::new();
+    for _ in 0..JOBS {
+        submitted.insert(a.submit(job("b")).await.unwrap().0.id);
+    }
+    let leased = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut leasers = tokio::task::JoinSet::new();
+    for (handle, q) in [a.clone(), b.clone()].into_iter().enumerate() {
+        for n in 0..8 {
+            let (q, leased) = (q.clone(), leased.clone());
+            leasers.spawn(async move {
+                let worker = format!("h{handle}w{n}");
+                // SKIP LOCKED may answer "nothing" while others hold the last
+                // rows; stop when all were leased, or after many empty answers.
+                let mut empty = 0;
+                while empty < 1000 && leased.lock().unwrap().len() < JOBS {
+                    match q.lease(&worker, Duration::from_secs(600)).await.unwrap() {
+                        Some(lease) => {
+                            empty = 0;
+                            assert_eq!(lease.attempt, 1, "{} leased twice", lease.job.id);
+                            leased.lock().unwrap().push(lease.job.id.clone());
+                            let reply = q
+                                .complete(&lease.job.id, 1, Outcome::Succeeded(json!(worker)), &[])
+                                .await
+                                .unwrap();
+                            assert_eq!(reply, CompleteReply::Recorded(JobState::Succeeded));
+                        }
+                        None => {
+                            empty += 1;
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                }
+            });
+        }
+    }
+    while let Some(done) = leasers.join_next().await {
+        done.unwrap();
+    }
+    let leased = leased.lock().unwrap().clone();
+    let unique: std::collections::BTreeSet<_> = leased.iter().cloned().collect();
+    assert_eq!(leased.len(), JOBS, "every job leased exactly once");
+    assert_eq!(unique, submitted);
+    let counts = a.counts_by_state().await.unwrap();
+    assert_eq!(
+        counts,
+        vec![("b".to_string(), JobState::Succeeded, JOBS as u64)]
+    );
+}
+
+#[tokio::test]
+async fn postgres_changes_on_one_handle_reach_subscribers_of_another() {
+    let schema = Schema::fresh();
+    let a = schema.open(2).await;
+    let b = schema.open(2).await;
+    let mut changes = b.subscribe();
+    let mut runnable = b.runnable();
+    let (submitted, _) = a.submit(job("b")).await.unwrap();
+    assert_eq!(next_id(&mut runnable).await, submitted.id);
+    assert_eq!(next_id(&mut changes).await, submitted.id);
+    // The lease, then an event appended on A, each wake B's subscribers (SSE).
+    let lease = a.lease("w", LEASE * 20).await.unwrap().unwrap();
+    assert_eq!(next_id(&mut changes).await, submitted.id);
+    a.append_events(&submitted.id, lease.attempt, &[event(1)])
+        .await
+        .unwrap();
+    assert_eq!(next_id(&mut changes).await, submitted.id);
+    assert_eq!(b.last_seq(&submitted.id).await.unwrap(), 1);
+    // A release makes the job runnable again for B's workers.
+    a.release(&submitted.id, lease.attempt, &[], None)
+        .await
+        .unwrap();
+    assert_eq!(next_id(&mut runnable).await, submitted.id);
+    // B's own writes reach its subscribers at commit.
+    let (own, _) = b.submit(job("b")).await.unwrap();
+    loop {
+        if next_id(&mut runnable).await == own.id {
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_migrations_run_once_when_two_handles_open_a_fresh_schema() {
+    let schema = Schema::fresh();
+    let check = PostgresQueue::migrate(&schema.options(1), true)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{START_POSTGRES}"));
+    assert_eq!((check.found, check.pending()), (0, SCHEMA_VERSION));
+    let client = schema.client().await;
+    let row = client
+        .query_opt(
+            "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+            &[&schema.name],
+        )
+        .await
+        .unwrap();
+    assert!(row.is_none(), "--check must not create the schema");
+
+    let (a, b) = tokio::join!(
+        PostgresQueue::open(schema.options(2), fast_retry()),
+        PostgresQueue::open(schema.options(2), fast_retry()),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let versions: Vec<i32> = client
+        .query(
+            &format!(
+                "SELECT version FROM {}.schema_migrations ORDER BY version",
+                schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=SCHEMA_VERSION as i32).collect::<Vec<_>>());
+    let check = PostgresQueue::migrate(&schema.options(1), true)
+        .await
+        .unwrap();
+    assert_eq!((check.found, check.pending()), (SCHEMA_VERSION, 0));
+    // Both handles work on the same tables.
+    let (submitted, _) = a.submit(job("b")).await.unwrap();
+    assert_eq!(
+        b.get(&submitted.id).await.unwrap().unwrap().id,
+        submitted.id
+    );
+}
+
+#[tokio::test]
+async fn postgres_refuses_a_newer_schema() {
+    let schema = Schema::fresh();
+    drop(schema.open(1).await);
+    let client = schema.client().await;
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {}.schema_migrations (version) VALUES (99)",
+                schema.name
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    let err = PostgresQueue::open(schema.options(1), fast_retry())
+        .await
+        .err()
+        .expect("a newer schema is refused")
+        .to_string();
+    assert!(
+        err.contains("version 99, newer than this binary supports")
+            && err.contains(&schema.name)
+            && err.contains("upgrade structured-agents"),
+        "{err}"
+    );
+    let err = PostgresQueue::migrate(&schema.options(1), true)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, QueueError::SchemaTooNew { found: 99, .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn postgres_unreachable_says_which_setting_and_what_to_do() {
+    // Port 1 on loopback: nothing listens there.
+    let options = PostgresOptions::new("postgres://postgres@127.0.0.1:1/test");
+    let err = PostgresQueue::open(options, fast_retry())
+        .await
+        .err()
+        .expect("nothing listens on port 1")
+        .to_string();
+    assert!(
+        err.starts_with(
+            "cannot connect to PostgreSQL at postgres://postgres@127.0.0.1:1/test (queue.url): "
+        ) && err.contains("pg_ctlcluster"),
+        "{err}"
+    );
+}
+
+/// Runs `structured-agents migrate` with `config` → (exit code, stdout + stderr).
+fn migrate_cli(config: &std::path::Path, check: bool) -> (i32, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"));
+    cmd.arg("migrate").arg("--config").arg(config);
+    if check {
+        cmd.arg("--check");
+    }
+    let out = cmd.env_remove("STRUCTURED_AGENTS_CONFIG").output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn migrate_command_checks_then_applies_on_both_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Schema::fresh();
+    let sqlite = dir.path().join("sqlite.toml");
+    std::fs::write(&sqlite, "[queue]\npath = \"q/queue.db\"\n").unwrap();
+    let postgres = dir.path().join("postgres.toml");
+    std::fs::write(
+        &postgres,
+        format!(
+            "[queue]\nbackend = \"postgres\"\nurl = \"{}\"\nschema = \"{}\"\npool_size = 1\n",
+            postgres_url(),
+            schema.name
+        ),
+    )
+    .unwrap();
+    for config in [&sqlite, &postgres] {
+        let (code, text) = migrate_cli(config, true);
+        assert_eq!(
+            code, 1,
+            "--check with pending migrations exits 1: {text}\n{START_POSTGRES}"
+        );
+        assert!(text.contains("pending"), "{text}");
+        let (code, text) = migrate_cli(config, false);
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("applied migrations"), "{text}");
+        let (code, text) = migrate_cli(config, true);
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("nothing to do"), "{text}");
+    }
+    assert!(dir.path().join("q/queue.db").exists());
+    // The password comes from the variable queue.password_env names; an
+    // unset one is an error naming the key.
+    let unset = dir.path().join("unset.toml");
+    std::fs::write(
+        &unset,
+        format!(
+            "[queue]\nbackend = \"postgres\"\nurl = \"{}\"\npassword_env = \"SA_TEST_NO_SUCH_PASSWORD_VAR\"\n",
+            postgres_url()
+        ),
+    )
+    .unwrap();
+    let (code, text) = migrate_cli(&unset, true);
+    assert_ne!(code, 0);
+    assert!(
+        text.contains("queue.password_env") && text.contains("SA_TEST_NO_SUCH_PASSWORD_VAR"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn postgres_listen_connection_is_reopened_after_loss() {
+    let schema = Schema::fresh();
+    let a = schema.open(2).await;
+    let b = schema.open(2).await;
+    let client = schema.client().await;
+    let listen = format!("LISTEN sa_jobs_{}", schema.name);
+    let listeners = || async {
+        let rows = client
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE query = $1",
+                &[&listen],
+            )
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get(0)).collect::<Vec<i32>>()
+    };
+    let before = listeners().await;
+    assert_eq!(before.len(), 2, "one LISTEN connection per handle");
+    client
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = $1",
+            &[&listen],
+        )
+        .await
+        .unwrap();
+    // Both handles notice and listen again on new connections.
+    let mut tries = 0;
+    loop {
+        let now = listeners().await;
+        if now.len() == 2 && now.iter().all(|pid| !before.contains(pid)) {
+            break;
+        }
+        tries += 1;
+        assert!(
+            tries < 1000,
+            "the LISTEN connections were not reopened: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut runnable = b.runnable();
+    let (submitted, _) = a.submit(job("b")).await.unwrap();
+    assert_eq!(next_id(&mut runnable).await, submitted.id);
 }

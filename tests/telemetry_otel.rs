@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
-use common::daemon::{Site, client, wait_terminal};
+use common::daemon::{Site, client, submit_body, wait_terminal};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind, status::StatusCode};
@@ -110,15 +110,7 @@ async fn run_job(capture: bool) -> (Vec<Span>, Vec<String>) {
     site.put_bundle("traced", BUNDLE);
     let daemon = site.start();
     let http = client();
-    let job: serde_json::Value = http
-        .post(daemon.url("/v1/jobs"))
-        .json(&json!({"bundle": "traced", "input": "secret input", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let job = submit_body(&http, &daemon, json!({"bundle": "traced", "input": "secret input", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})).await;
     let done = wait_terminal(
         &http,
         &daemon,
@@ -275,15 +267,12 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     let daemon = site.start();
     let http = client();
     for i in 0..3 {
-        let job: serde_json::Value = http
-            .post(daemon.url("/v1/jobs"))
-            .json(&json!({"bundle": "traced", "input": format!("x{i}")}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let job = submit_body(
+            &http,
+            &daemon,
+            json!({"bundle": "traced", "input": format!("x{i}")}),
+        )
+        .await;
         let done = wait_terminal(
             &http,
             &daemon,

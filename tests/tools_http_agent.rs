@@ -20,7 +20,14 @@ use tokio_util::sync::CancellationToken;
 
 type Seen = Arc<Mutex<Vec<Value>>>;
 
-async fn agent(State(seen): State<Seen>, Json(message): Json<Value>) -> (StatusCode, Json<Value>) {
+async fn agent(
+    State(seen): State<Seen>,
+    headers: axum::http::HeaderMap,
+    Json(mut message): Json<Value>,
+) -> (StatusCode, Json<Value>) {
+    // Kept beside the envelope so tests can see what each attempt sent.
+    message["_idempotency_key"] =
+        json!(headers.get("idempotency-key").and_then(|v| v.to_str().ok()));
     seen.lock().unwrap().push(message.clone());
     let content = message["content"].as_str().unwrap_or_default().to_string();
     let attempts = seen
@@ -105,6 +112,7 @@ async fn posts_the_envelope_and_returns_the_reply_content() {
     assert_eq!(message["recipientId"], "researcher");
     assert_eq!(message["senderId"], "structured-agents/b");
     assert_eq!(message["type"], "request");
+    assert_eq!(message["_idempotency_key"], "job-9:1:c1");
     assert!(uuid::Uuid::parse_str(message["messageId"].as_str().unwrap()).is_ok());
     let ts = message["timestamp"].as_str().unwrap();
     assert!(
@@ -115,12 +123,24 @@ async fn posts_the_envelope_and_returns_the_reply_content() {
 
 #[tokio::test]
 async fn errors_become_error_results() {
-    let (engine, _, sink) = setup().await;
+    let (engine, seen, sink) = setup().await;
     let flaky = ask(&engine, &sink, "flaky").await;
     assert_eq!(
         (flaky.result.is_error, flaky.attempts),
         (false, 2),
         "5xx is retried: {flaky:?}"
+    );
+    let keys: Vec<Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m["content"] == "flaky")
+        .map(|m| m["_idempotency_key"].clone())
+        .collect();
+    assert_eq!(
+        keys,
+        [json!("job-9:1:c1"), json!("job-9:1:c1")],
+        "the same key on every attempt"
     );
     let bad = ask(&engine, &sink, "bad").await;
     assert_eq!(

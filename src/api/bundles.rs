@@ -42,7 +42,12 @@ pub async fn list(State(state): State<AppState>) -> Json<Value> {
         .values()
         .map(|e| describe(e, false))
         .collect();
-    Json(json!({"generation": snapshot.generation, "bundles": bundles}))
+    let rejected: Vec<Value> = snapshot
+        .rejected
+        .iter()
+        .map(|e| describe(e, false))
+        .collect();
+    Json(json!({"generation": snapshot.generation, "bundles": bundles, "rejected": rejected}))
 }
 
 pub async fn get(

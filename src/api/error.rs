@@ -14,6 +14,11 @@ pub enum ErrorCode {
     Unauthorized,
     NotFound,
     UnknownBundle,
+    /// An idempotency key reused for a different job.
+    IdempotencyConflict,
+    /// The job is not in a state that allows this (e.g. resolving a job
+    /// that is not `needs_attention`).
+    InvalidState,
     Unavailable,
     Internal,
 }
@@ -26,6 +31,8 @@ impl ErrorCode {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::UnknownBundle => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::IdempotencyConflict => StatusCode::CONFLICT,
+            Self::InvalidState => StatusCode::CONFLICT,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -38,6 +45,8 @@ impl ErrorCode {
             Self::Unauthorized => "unauthorized",
             Self::NotFound => "not_found",
             Self::UnknownBundle => "unknown_bundle",
+            Self::IdempotencyConflict => "idempotency_conflict",
+            Self::InvalidState => "invalid_state",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -87,6 +96,11 @@ impl IntoResponse for ApiError {
 
 impl From<crate::queue::QueueError> for ApiError {
     fn from(e: crate::queue::QueueError) -> Self {
-        ApiError::internal(e)
+        use crate::queue::QueueError;
+        match e {
+            QueueError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+            QueueError::NotParked { .. } => ApiError::new(ErrorCode::InvalidState, e.to_string()),
+            e => ApiError::internal(e),
+        }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::body::JsonBody;
 use super::error::{ApiError, ErrorCode};
-use crate::queue::{Job, JobFilter, JobId, JobState, NewJob};
+use crate::queue::{Job, JobFilter, JobId, JobState, NewJob, Resolution};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,30 +81,44 @@ pub async fn submit(
             "must be at least 1",
         ));
     }
-    let idempotency_key = request.idempotency_key.or_else(|| {
-        headers
-            .get("idempotency-key")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-    });
+    let idempotency_key = idempotency_key(request.idempotency_key, &headers)?;
+    // What a repeat must match to be the same job (only kept when a key is given).
+    let expected = idempotency_key
+        .as_ref()
+        .map(|_| (request.input.clone(), request.variables.clone()));
     let bundle = request.bundle.clone();
-    let (job, created) = state
-        .queue
-        .submit(NewJob {
-            bundle: request.bundle,
-            bundle_version: None,
-            input: request.input,
-            variables: request.variables,
-            priority: request.priority,
-            run_at,
-            idempotency_key,
-            max_attempts: Some(request.max_attempts.unwrap_or(state.max_attempts)),
-            traceparent: request.traceparent,
-        })
-        .await?;
-    if created {
-        (state.on_submit)(&bundle);
-        state.wake.notify_one();
+    let new_job = NewJob {
+        bundle: request.bundle,
+        bundle_version: None,
+        input: request.input,
+        variables: request.variables,
+        priority: request.priority,
+        run_at,
+        idempotency_key,
+        max_attempts: Some(request.max_attempts.unwrap_or(state.max_attempts)),
+        traceparent: request.traceparent,
+    };
+    // axum drops this handler's future when the client hangs up. The queue
+    // may still create the job, so the submission and its bookkeeping
+    // (counting, waking a worker) run in a task of their own that finishes
+    // whether or not anyone reads the answer.
+    let submission = tokio::spawn({
+        let state = state.clone();
+        let bundle = bundle.clone();
+        async move {
+            let (job, created) = state.queue.submit(new_job).await?;
+            if created {
+                (state.on_submit)(&bundle);
+                state.wake.notify_one();
+            }
+            Ok::<_, crate::queue::QueueError>((job, created))
+        }
+    });
+    let (job, created) = submission.await.map_err(|e| {
+        ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
+    })??;
+    if !created && let Some((input, variables)) = &expected {
+        same_job(&job, &bundle, input, variables)?;
     }
     Ok((
         if created {
@@ -113,6 +127,70 @@ pub async fn submit(
             StatusCode::OK
         },
         Json(job),
+    ))
+}
+
+/// The idempotency key from the body field or, failing that, the
+/// `Idempotency-Key` header. A blank key would silently make unrelated
+/// submissions share one job, so it is refused rather than ignored.
+fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    if let Some(key) = body {
+        if key.trim().is_empty() {
+            return Err(ApiError::field(
+                ErrorCode::InvalidRequest,
+                "idempotency_key",
+                "the idempotency key is empty; send a non-blank key or leave the field out",
+            ));
+        }
+        return Ok(Some(key));
+    }
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let key = value.to_str().map_err(|_| {
+        ApiError::field(
+            ErrorCode::InvalidRequest,
+            "Idempotency-Key",
+            "the Idempotency-Key header is not visible ASCII; use a UUID or similar token",
+        )
+    })?;
+    if key.trim().is_empty() {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "Idempotency-Key",
+            "the Idempotency-Key header is empty; send a non-blank key or leave the header out",
+        ));
+    }
+    Ok(Some(key.to_string()))
+}
+
+/// A repeated idempotency key must describe the same job; otherwise the
+/// caller would believe a different job had been queued.
+fn same_job(
+    existing: &Job,
+    bundle: &str,
+    input: &str,
+    variables: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let differs = if existing.bundle != bundle {
+        "bundle"
+    } else if existing.input != input {
+        "input"
+    } else if &existing.variables != variables {
+        "variables"
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::field(
+        ErrorCode::IdempotencyConflict,
+        "idempotency_key",
+        format!(
+            "idempotency key {:?} was already used for job {} with a different {differs}; \
+             use a new key for a new job, or GET /v1/jobs/{} for the existing one",
+            existing.idempotency_key.as_deref().unwrap_or_default(),
+            existing.id,
+            existing.id
+        ),
     ))
 }
 
@@ -199,6 +277,47 @@ pub async fn cancel(
         .await?
         .map(Json)
         .ok_or_else(|| not_found(&id))
+}
+
+/// `POST /v1/jobs/{id}/resolve`: an operator's answer for a parked job.
+pub async fn resolve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(resolution): JsonBody<Resolution>,
+) -> Result<Json<Job>, ApiError> {
+    let id = JobId::from(id);
+    let job = state.queue.resolve(&id, resolution).await?;
+    if job.state == JobState::Queued {
+        state.wake.notify_one();
+    }
+    tracing::info!(job_id = %id, state = %job.state, "job resolved by an operator");
+    Ok(Json(job))
+}
+
+/// `GET /v1/jobs/{id}/journal`: the recorded steps, bodies as JSON.
+pub async fn journal(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = JobId::from(id);
+    if state.queue.get(&id).await?.is_none() {
+        return Err(not_found(&id));
+    }
+    let steps: Vec<Value> = state
+        .queue
+        .journal(&id)
+        .await?
+        .into_iter()
+        .map(|e| {
+            json!({
+                "scope": e.scope,
+                "turn": e.turn,
+                "step": e.step,
+                "body": serde_json::from_str::<Value>(&e.body).unwrap_or(Value::String(e.body)),
+            })
+        })
+        .collect();
+    Ok(Json(json!({"job_id": id, "steps": steps})))
 }
 
 pub(super) fn not_found(id: &JobId) -> ApiError {

@@ -13,6 +13,7 @@ mod jobs;
 mod sse;
 
 pub use auth::Auth;
+pub use sse::MIN_RECHECK as SSE_MIN_RECHECK;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +28,7 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::queue::JobQueue;
+use crate::queue::{HealthProbe, JobQueue};
 use crate::registry::{Registry, RegistryError, ReloadReport};
 
 /// Triggers a reload the way SIGHUP does (with notifications and events).
@@ -49,8 +50,14 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     pub max_attempts: u32,
     pub sse_heartbeat: Duration,
+    /// How long an SSE stream waits for a change notification before it
+    /// reads the store anyway (notifications from other daemons can be
+    /// missed while the LISTEN connection is down).
+    pub sse_recheck: Duration,
     /// Called after a job is accepted (metrics).
     pub on_submit: Arc<dyn Fn(&str) + Send + Sync>,
+    /// Told whether `/readyz`'s ping reached the queue (metrics, outage logs).
+    pub queue_probe: Option<HealthProbe>,
 }
 
 pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
@@ -58,6 +65,8 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
         .route("/jobs", post(jobs::submit).get(jobs::list))
         .route("/jobs/{id}", get(jobs::get))
         .route("/jobs/{id}/cancel", post(jobs::cancel))
+        .route("/jobs/{id}/resolve", post(jobs::resolve))
+        .route("/jobs/{id}/journal", get(jobs::journal))
         .route("/jobs/{id}/events", get(sse::events))
         .route("/bundles", get(bundles::list))
         .route("/bundles/{name}", get(bundles::get))
@@ -94,6 +103,9 @@ async fn reload(State(state): State<AppState>) -> Result<Json<ReloadReport>, err
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let loaded = state.ready.load(Ordering::SeqCst);
     let queue_ok = state.queue.ping().await.is_ok();
+    if let Some(probe) = &state.queue_probe {
+        probe("ping", queue_ok);
+    }
     let status = if loaded && queue_ok {
         StatusCode::OK
     } else {

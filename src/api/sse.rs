@@ -26,8 +26,10 @@ pub struct EventsQuery {
 
 /// Events read from the store per query.
 const PAGE: usize = 256;
-/// Longest wait for a notification before the store is read again.
-const RECHECK: Duration = Duration::from_millis(500);
+/// Shortest wait for a notification before the store is read again (the
+/// daemon sets `AppState::sse_recheck` to this or `queue.poll_interval`,
+/// whichever is longer).
+pub const MIN_RECHECK: Duration = Duration::from_millis(500);
 
 pub async fn events(
     State(state): State<AppState>,
@@ -117,7 +119,7 @@ fn async_stream(
                 continue;
             }
             // Wait for this job's next update, or recheck periodically.
-            let deadline = tokio::time::sleep(RECHECK);
+            let deadline = tokio::time::sleep(c.state.sse_recheck.max(MIN_RECHECK));
             tokio::pin!(deadline);
             loop {
                 tokio::select! {

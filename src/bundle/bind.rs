@@ -14,7 +14,7 @@ use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
 use crate::tools::mcp::{McpServerSpec, McpSource, McpTool};
 use crate::tools::plugin::PluginTool;
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
-use crate::tools::{Tool, ToolEngine};
+use crate::tools::{Effect, Tool, ToolEngine};
 use crate::types::ToolSchema;
 
 /// Default per-attempt tool deadline.
@@ -237,6 +237,13 @@ fn policy_of(spec: &ToolSpec) -> Result<ToolPolicy, String> {
         spec.cache.as_ref(),
         spec.guardrails.as_ref(),
     )
+    .map(|mut policy| {
+        policy.effect = spec.effect.unwrap_or(match spec.kind {
+            ToolKind::Agent => Effect::Idempotent,
+            _ => Effect::Unsafe,
+        });
+        policy
+    })
     .map_err(|e| e.to_string())
 }
 

@@ -98,7 +98,8 @@ pub struct Bundle {
     pub prompts: Prompts,
     /// The request keys from the model plugin (grammar, stop sequences).
     pub request_fragment: Map<String, Value>,
-    /// A digest of the bundle's files, to tell edits apart from touches.
+    /// The digest of everything that resolves into the bundle (its files
+    /// and its model config): jobs pin it, and any change rebinds it.
     pub digest: String,
 }
 
@@ -184,7 +185,70 @@ pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleError
             message: format!("cannot read: {e}"),
         }])
     })?;
-    load_str(&text, dir, &file, ctx)
+    let mut bundle = load_str(&text, dir, &file, ctx)?;
+    bundle.digest =
+        content_digest(dir, bundle.model.source.as_deref()).map_err(|e| BundleErrors(vec![e]))?;
+    Ok(bundle)
+}
+
+/// The digest of everything in a bundle's directory that resolves into it —
+/// every file's relative path and bytes (hidden entries and `__pycache__`
+/// left out; a symlink counts by its target path) — and the model-plugin
+/// config file it uses. Any change to any of them is another bundle.
+fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, BundleError> {
+    use sha2::{Digest, Sha256};
+    let unreadable = |path: &Path, e: std::io::Error| BundleError {
+        file: path.to_path_buf(),
+        line: None,
+        path: String::new(),
+        message: format!("cannot read for the bundle's digest: {e}"),
+    };
+    let mut hash = Sha256::new();
+    let mut pending = vec![dir.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(current) = pending.pop() {
+        let entries = std::fs::read_dir(&current).map_err(|e| unreadable(&current, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| unreadable(&current, e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || name == "__pycache__" {
+                continue;
+            }
+            let path = entry.path();
+            let kind = entry.file_type().map_err(|e| unreadable(&path, e))?;
+            if kind.is_dir() {
+                pending.push(path);
+            } else {
+                files.push((path, kind.is_symlink()));
+            }
+        }
+    }
+    files.sort();
+    for (path, symlink) in files {
+        let relative = path.strip_prefix(dir).unwrap_or(&path);
+        hash.update(relative.to_string_lossy().as_bytes());
+        hash.update([0]);
+        let content = if symlink {
+            std::fs::read_link(&path)
+                .map(|target| target.to_string_lossy().into_owned().into_bytes())
+        } else {
+            std::fs::read(&path)
+        }
+        .map_err(|e| unreadable(&path, e))?;
+        hash.update((content.len() as u64).to_le_bytes());
+        hash.update(&content);
+    }
+    if let Some(source) = model_source {
+        hash.update(b"\0model\0");
+        hash.update(std::fs::read(source).map_err(|e| unreadable(source, e))?);
+    }
+    Ok(hash
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 /// Parses and validates bundle text as if it were `file` in `dir`.

@@ -189,6 +189,14 @@ pub struct ToolSpec {
     /// Input and output checks.
     #[serde(default)]
     pub guardrails: Option<GuardrailSpec>,
+    /// What running the tool again does: `read_only` (nothing; a call cut
+    /// short by a crash runs again), `idempotent` (safe to repeat with the same
+    /// idempotency key; runs again with it) or `unsafe` (never repeated on its
+    /// own: the job waits in `needs_attention` for an operator). Default
+    /// `unsafe`, except `agent` tools (`idempotent`: the nested run resumes
+    /// from its own journal).
+    #[serde(default)]
+    pub effect: Option<crate::tools::Effect>,
 
     /// process: the command as an argv list (never run through a shell).
     #[serde(default)]

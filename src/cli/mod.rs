@@ -4,6 +4,7 @@
 mod bench;
 mod chat;
 mod logging;
+mod migrate;
 pub mod printer;
 mod remote;
 mod run;
@@ -37,6 +38,15 @@ pub enum Command {
         #[arg(long, short, env = "STRUCTURED_AGENTS_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Apply the queue's schema migrations (SQLite file or PostgreSQL schema) and exit.
+    Migrate {
+        /// The config file whose [queue] is migrated.
+        #[arg(long, short, env = "STRUCTURED_AGENTS_CONFIG")]
+        config: Option<PathBuf>,
+        /// Only report pending migrations; exit 1 when there are any.
+        #[arg(long)]
+        check: bool,
+    },
     /// Run one job of a bundle in-process and print its events as they happen.
     Run(run::RunArgs),
     /// Talk with a bundle in the terminal (in-process; the answer streams).
@@ -64,6 +74,23 @@ pub enum Command {
     },
     /// Cancel a queued or running job.
     Cancel { id: String },
+    /// Resolve a job in needs_attention: its `unsafe` tool call was cut short
+    /// by a crash and may or may not have had its effect.
+    Resolve {
+        id: String,
+        /// Run the pending call again (you know a repetition is harmless).
+        #[arg(long, conflicts_with_all = ["skip", "fail"])]
+        retry: bool,
+        /// Do not run it; the model sees this text as the call's result.
+        #[arg(long, value_name = "RESULT", conflicts_with = "fail")]
+        skip: Option<String>,
+        /// With --skip: the supplied result is an error.
+        #[arg(long, requires = "skip")]
+        is_error: bool,
+        /// End the job as failed, optionally with a reason.
+        #[arg(long, value_name = "REASON", num_args = 0..=1, default_missing_value = "")]
+        fail: Option<String>,
+    },
     /// List the daemon's bundles and their status.
     Bundles {
         #[arg(long)]
@@ -152,6 +179,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
     match command {
         Command::Serve { .. } => unreachable!("handled by dispatch"),
         Command::Run(args) => run::run(args).await,
+        Command::Migrate { config, check } => migrate::migrate(config.as_deref(), check).await,
         Command::Plugins { config, dir } => {
             let config = crate::config::Config::load(config.as_deref())?;
             let dir = dir.unwrap_or(config.paths.plugins_dir.clone());
@@ -201,13 +229,11 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             // Binding starts MCP servers and loads plugins: off the runtime threads.
             let tools = tokio::task::spawn_blocking(move || {
                 let plugins = plugins_dir.map(|dir| {
-                    let cache = std::env::temp_dir()
-                        .join(format!("structured-agents-tools-{}", std::process::id()));
-                    let (registry, errors) = crate::plugins::PluginRegistry::load_dir(&dir, &cache);
+                    let (registry, errors) = validate::load_plugins_transient(&dir);
                     for e in &errors {
                         eprintln!("error: {e}");
                     }
-                    std::sync::Arc::new(registry)
+                    registry
                 });
                 let env = crate::bundle::ToolEnv {
                     plugins,
@@ -239,6 +265,31 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Job { id } => remote::job(server, id).await,
         Command::Watch { id, json } => remote::watch(server, id, json).await,
         Command::Cancel { id } => remote::cancel(server, id).await,
+        Command::Resolve {
+            id,
+            retry,
+            skip,
+            is_error,
+            fail,
+        } => {
+            let body = match (retry, skip, fail) {
+                (true, None, None) => serde_json::json!({"action": "retry"}),
+                (false, Some(output), None) => {
+                    serde_json::json!({"action": "skip", "output": output, "is_error": is_error})
+                }
+                (false, None, Some(reason)) => serde_json::json!({
+                    "action": "fail",
+                    "reason": (!reason.is_empty()).then_some(reason),
+                }),
+                _ => {
+                    eprintln!(
+                        "error: say how to resolve job {id}: --retry, --skip RESULT or --fail [REASON]"
+                    );
+                    return Ok(2);
+                }
+            };
+            remote::resolve(server, id, body).await
+        }
         Command::Bundles { json } => remote::bundles(server, json).await,
         Command::Reload => remote::reload(server).await,
         Command::Validate(args) => validate::validate(args).await,

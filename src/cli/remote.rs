@@ -352,6 +352,14 @@ pub async fn cancel(server: &ServerArgs, id: String) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+pub async fn resolve(server: &ServerArgs, id: String, body: Value) -> anyhow::Result<i32> {
+    let job = Client::new(server)?
+        .post(&format!("/v1/jobs/{id}/resolve"), body)
+        .await?;
+    println!("job {id} {}", job["state"].as_str().unwrap_or("?"));
+    Ok(0)
+}
+
 pub async fn bundles(server: &ServerArgs, json: bool) -> anyhow::Result<i32> {
     let list = Client::new(server)?.get("/v1/bundles").await?;
     if json {
@@ -365,6 +373,16 @@ pub async fn bundles(server: &ServerArgs, json: bool) -> anyhow::Result<i32> {
             b["version"].as_str().unwrap_or("-"),
             b["status"].as_str().unwrap_or(""),
             b["last_error"].as_str().unwrap_or("")
+        );
+    }
+    for r in list["rejected"].as_array().into_iter().flatten() {
+        println!(
+            "{:<24} {:<10} {:<9} {} ({})",
+            r["name"].as_str().unwrap_or(""),
+            "-",
+            "rejected",
+            r["last_error"].as_str().unwrap_or(""),
+            r["dir"].as_str().unwrap_or("")
         );
     }
     Ok(0)

@@ -139,7 +139,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
                 TerminationReason::NoToolCalls | TerminationReason::TerminationTool => 0,
                 TerminationReason::MaxTurns => 3,
                 TerminationReason::Cancelled | TerminationReason::Timeout => 4,
-                TerminationReason::Error => 1,
+                TerminationReason::Error | TerminationReason::NeedsAttention => 1,
             })
         }
         Err(err) => {

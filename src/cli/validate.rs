@@ -64,6 +64,19 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                             .cloned()
                             .collect::<std::collections::BTreeSet<_>>(),
                     );
+                    let (plugins, errors) = load_plugins_transient(&config.paths.plugins_dir);
+                    for e in &errors {
+                        eprintln!("{e}");
+                        failed += 1;
+                    }
+                    for p in plugins.list() {
+                        println!(
+                            "ok   plugin {} {} ({})",
+                            p.name,
+                            p.version,
+                            p.file.display()
+                        );
+                    }
                     paths.push(config.paths.bundles_dir.clone());
                 }
                 Err(e) => {
@@ -110,4 +123,20 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
         Ok(if failed == 0 { 0 } else { 1 })
     })
     .await?
+}
+
+/// Loads a plugins directory for a one-off command (validate, tools): the
+/// content-addressed copies go to a temporary cache that is removed again
+/// (the loaded libraries stay mapped). Blocking.
+pub fn load_plugins_transient(
+    dir: &Path,
+) -> (
+    std::sync::Arc<crate::plugins::PluginRegistry>,
+    Vec<crate::plugins::PluginLoadError>,
+) {
+    let cache =
+        std::env::temp_dir().join(format!("structured-agents-plugins-{}", std::process::id()));
+    let (registry, errors) = crate::plugins::PluginRegistry::load_dir(dir, &cache);
+    let _ = std::fs::remove_dir_all(&cache);
+    (std::sync::Arc::new(registry), errors)
 }

@@ -8,7 +8,7 @@ mod http;
 mod scripted;
 mod sse;
 
-pub use http::{EndpointSettings, HttpBackend};
+pub use http::{DEFAULT_BACKOFF_MAX, DEFAULT_MAX_RESPONSE_BYTES, EndpointSettings, HttpBackend};
 pub use scripted::ScriptedBackend;
 
 use std::time::Duration;
@@ -104,6 +104,21 @@ pub trait ChatBackend: Send + Sync {
         on_token: Option<OnToken>,
     ) -> Result<ChatResponse, ClientError>;
 
+    /// `complete` under an endpoint's concurrency limit. The default holds a
+    /// permit for the whole call; a backend that retries overrides it to hold
+    /// one per attempt, so its backoff sleeps do not occupy the endpoint.
+    async fn complete_limited(
+        &self,
+        request: &ChatRequest,
+        on_token: Option<OnToken>,
+        limit: &tokio::sync::Semaphore,
+    ) -> Result<ChatResponse, ClientError> {
+        // The semaphore is never closed, so acquiring cannot fail; if it
+        // ever were, running unthrottled beats failing the job.
+        let _permit = limit.acquire().await.ok();
+        self.complete(request, on_token).await
+    }
+
     fn info(&self) -> EndpointInfo;
 }
 
@@ -124,6 +139,16 @@ pub enum ClientError {
         status: u16,
         message: String,
         retry_after: Option<Duration>,
+    },
+    #[error(
+        "model server {url} (endpoint `{endpoint}`) sent a reply larger than {limit} bytes; \
+         raise endpoints.{endpoint}.max_response_bytes if such replies are expected, or lower \
+         the bundle's max_tokens"
+    )]
+    TooLarge {
+        endpoint: String,
+        url: String,
+        limit: usize,
     },
     #[error("model server {url} returned an empty body")]
     EmptyBody { url: String },
@@ -155,6 +180,7 @@ impl ClientError {
             Self::Status { status, .. } if *status == 429 => "http_429",
             Self::Status { status, .. } if *status >= 500 => "http_5xx",
             Self::Status { .. } => "http_4xx",
+            Self::TooLarge { .. } => "too_large",
             Self::EmptyBody { .. } => "empty_body",
             Self::NoChoices { .. } => "no_choices",
             Self::Decode { .. } => "decode",
@@ -184,6 +210,18 @@ pub fn server_message(body: &str) -> String {
         None if body.trim().is_empty() => "(empty body)".to_string(),
         None => crate::events::preview(body.trim(), 300),
     }
+}
+
+/// A minimal request for tests of backends.
+#[cfg(test)]
+pub(crate) fn test_request() -> ChatRequest {
+    let mut body = Map::new();
+    body.insert("model".into(), serde_json::json!("m"));
+    body.insert(
+        "messages".into(),
+        serde_json::json!([{"role": "user", "content": "hi"}]),
+    );
+    ChatRequest { body }
 }
 
 #[cfg(test)]

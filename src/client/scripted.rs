@@ -42,7 +42,13 @@ impl ChatBackend for ScriptedBackend {
                     .error
                     .clone()
                     .unwrap_or_else(|| "scripted error".into()),
-                retry_after: reply.retry_after.map(Duration::from_secs),
+                // Parsed like a real header, so scripts exercise the same rules.
+                retry_after: reply.retry_after.as_ref().and_then(|after| {
+                    super::http::parse_retry_after(
+                        &after.header_value(),
+                        std::time::SystemTime::now(),
+                    )
+                }),
             });
         }
         if let Some(raw) = &reply.raw_body {

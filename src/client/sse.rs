@@ -10,6 +10,11 @@ use serde_json::{Value, json};
 use super::{ChatResponse, ClientError};
 use crate::types::{Message, TokenUsage};
 
+/// The most tool calls one streamed reply may carry. A fragment's `index`
+/// comes from the server and sizes a Vec, so an absurd one (corrupt stream,
+/// hostile server) must be an error, not an allocation.
+pub(super) const MAX_STREAMED_TOOL_CALLS: usize = 256;
+
 #[derive(Default)]
 struct PartialCall {
     id: String,
@@ -87,7 +92,19 @@ where
             let index = fragment
                 .get("index")
                 .and_then(Value::as_u64)
-                .unwrap_or(calls.len() as u64) as usize;
+                .unwrap_or(calls.len() as u64);
+            let index = match usize::try_from(index) {
+                Ok(i) if i < MAX_STREAMED_TOOL_CALLS => i,
+                _ => {
+                    return Err(ClientError::Decode {
+                        detail: format!(
+                            "stream chunk has tool call index {index}, but at most \
+                             {MAX_STREAMED_TOOL_CALLS} tool calls per reply are accepted \
+                             (the server's stream is corrupt; check the model server)"
+                        ),
+                    });
+                }
+            };
             if calls.len() <= index {
                 calls.resize_with(index + 1, PartialCall::default);
             }
@@ -153,5 +170,26 @@ mod tests {
         assert_eq!(response.message.tool_calls[0].arguments, json!({"a": 1}));
         assert_eq!(response.finish_reason.as_deref(), Some("tool_calls"));
         assert_eq!(response.usage.total_tokens, 7);
+    }
+
+    #[tokio::test]
+    async fn an_absurd_tool_call_index_is_an_error_not_an_allocation() {
+        for index in ["4000000000", "256", "18446744073709551615"] {
+            let body = format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{{\"index\":{index},\"id\":\"c\",\"function\":{{\"name\":\"f\",\"arguments\":\"{{}}\"}}}}]}}}}]}}\n\ndata: [DONE]\n\n"
+            );
+            let stream = futures::stream::iter(vec![Ok::<_, std::io::Error>(Bytes::from(body))]);
+            let err = assemble_stream(stream, &|_: &str| {}).await.unwrap_err();
+            let text = err.to_string();
+            assert!(
+                matches!(err, ClientError::Decode { .. }) && text.contains(index),
+                "{index}: {text}"
+            );
+        }
+        // The last accepted index still works.
+        let body = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":255,\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\ndata: [DONE]\n\n";
+        let stream = futures::stream::iter(vec![Ok::<_, std::io::Error>(Bytes::from(body))]);
+        let response = assemble_stream(stream, &|_: &str| {}).await.unwrap();
+        assert_eq!(response.message.tool_calls.len(), 256);
     }
 }

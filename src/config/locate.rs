@@ -39,6 +39,19 @@ pub(super) fn describe(error: figment::Error, file: Option<&Path>) -> ConfigErro
 }
 
 pub(super) fn invalid(file: Option<&Path>, key: &str, message: String) -> ConfigError {
+    // The environment overrides the file: a bad value set there must be
+    // pointed at there, not at a file line that says something else.
+    let var = format!(
+        "STRUCTURED_AGENTS_{}",
+        key.to_uppercase().replace('.', "__")
+    );
+    if std::env::var_os(&var).is_some() {
+        return ConfigError::Invalid {
+            location: format!("environment variable {var}: "),
+            key: key.to_string(),
+            message,
+        };
+    }
     let location = match file {
         Some(f) => {
             let line = std::fs::read_to_string(f)

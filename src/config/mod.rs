@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::HumanDuration;
 
+/// The shortest `queue.lease` accepted.
+pub const MIN_LEASE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The system-wide config file, read when no `--config` is given and it exists.
 pub const SYSTEM_CONFIG: &str = "/etc/structured-agents/config.toml";
 
@@ -73,6 +76,10 @@ pub struct PathsConfig {
     pub plugins_dir: PathBuf,
     /// Where the queue database and the plugin cache live.
     pub state_dir: PathBuf,
+    /// Accept group- or world-writable bundles and models directories, or
+    /// ones owned by another user. Whoever can write a bundle runs code as
+    /// the daemon user, so leave this off unless you mean it.
+    pub allow_insecure_dirs: bool,
 }
 
 impl Default for PathsConfig {
@@ -82,6 +89,7 @@ impl Default for PathsConfig {
             models_dir: "config/models".into(),
             plugins_dir: "plugins-enabled".into(),
             state_dir: "state".into(),
+            allow_insecure_dirs: false,
         }
     }
 }
@@ -89,7 +97,10 @@ impl Default for PathsConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueBackend {
+    /// One SQLite file (`queue.path`), for one daemon.
     Sqlite,
+    /// A PostgreSQL database (`queue.url`), shared by several daemons.
+    Postgres,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -98,6 +109,16 @@ pub struct QueueConfig {
     pub backend: QueueBackend,
     /// SQLite file; default `<state_dir>/queue.db`.
     pub path: Option<PathBuf>,
+    /// PostgreSQL: `postgres://USER@HOST:PORT/DATABASE`, without a password.
+    pub url: Option<String>,
+    /// PostgreSQL: the environment variable holding the password (never the
+    /// password itself).
+    pub password_env: Option<String>,
+    /// PostgreSQL: the schema holding the queue's tables (created when
+    /// missing); daemons sharing work use the same one.
+    pub schema: String,
+    /// PostgreSQL: connections this daemon keeps (plus one for LISTEN).
+    pub pool_size: usize,
     /// Jobs run at the same time by this daemon.
     pub workers: usize,
     /// How long a leased job stays with its worker without a heartbeat.
@@ -111,6 +132,22 @@ pub struct QueueConfig {
     pub drain_timeout: HumanDuration,
     /// How often idle workers look for due jobs (new submissions wake them at once).
     pub poll_interval: HumanDuration,
+    /// `full` (default): an acknowledged submit, journal step or outcome
+    /// survives power loss (fsync per group commit). `fast`: survives a crash
+    /// of the daemon but the last commits may be lost if the machine loses
+    /// power.
+    pub durability: QueueDurability,
+    /// Finished jobs, their events and journals are deleted this long after
+    /// they finished (a background task, in small batches).
+    pub retention: HumanDuration,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueDurability {
+    #[default]
+    Full,
+    Fast,
 }
 
 impl Default for QueueConfig {
@@ -118,6 +155,10 @@ impl Default for QueueConfig {
         Self {
             backend: QueueBackend::Sqlite,
             path: None,
+            url: None,
+            password_env: None,
+            schema: "public".into(),
+            pool_size: 16,
             workers: 8,
             lease: HumanDuration::from_secs(30),
             max_attempts: 3,
@@ -125,6 +166,8 @@ impl Default for QueueConfig {
             backoff_max: HumanDuration::from_secs(60),
             drain_timeout: HumanDuration::from_secs(30),
             poll_interval: HumanDuration::from_millis(250),
+            durability: QueueDurability::Full,
+            retention: HumanDuration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -150,6 +193,10 @@ pub struct EndpointConfig {
     pub connect_timeout: HumanDuration,
     pub request_timeout: HumanDuration,
     pub max_retries: u32,
+    /// The longest wait between attempts; a server's `Retry-After` is capped to it.
+    pub backoff_max: HumanDuration,
+    /// The largest reply body accepted from this server, in bytes.
+    pub max_response_bytes: usize,
     /// Model requests in flight at once to this server, across all jobs.
     pub max_concurrent: usize,
     /// `gen_ai.provider.name` in telemetry.
@@ -166,6 +213,8 @@ impl Default for EndpointConfig {
             connect_timeout: HumanDuration::from_secs(5),
             request_timeout: HumanDuration::from_secs(120),
             max_retries: 2,
+            backoff_max: HumanDuration::from_secs(30),
+            max_response_bytes: 8 * 1024 * 1024,
             max_concurrent: 16,
             provider: "openai".into(),
         }
@@ -273,6 +322,51 @@ impl Config {
         if self.queue.max_attempts == 0 {
             return Err(invalid("queue.max_attempts", "must be at least 1".into()));
         }
+        if std::time::Duration::from(self.queue.retention) < std::time::Duration::from_secs(60) {
+            return Err(invalid(
+                "queue.retention",
+                "must be at least \"1m\" (the default is \"7d\")".into(),
+            ));
+        }
+        // Heartbeats go out every third of the lease; below a second they
+        // would hammer the store and a brief stall would expire a healthy run.
+        let lease: std::time::Duration = self.queue.lease.into();
+        if lease < MIN_LEASE {
+            return Err(invalid(
+                "queue.lease",
+                format!(
+                    "\"{}\" is too short; use at least \"1s\" (the default is \"30s\")",
+                    self.queue.lease
+                ),
+            ));
+        }
+        // Zero would make idle workers poll the store in a busy loop.
+        let poll: std::time::Duration = self.queue.poll_interval.into();
+        if poll.is_zero() {
+            return Err(invalid(
+                "queue.poll_interval",
+                "must be above zero (the default is \"250ms\")".into(),
+            ));
+        }
+        if self.queue.backend == QueueBackend::Postgres {
+            if self
+                .queue
+                .url
+                .as_deref()
+                .is_none_or(|u| u.trim().is_empty())
+            {
+                return Err(invalid(
+                    "queue.url",
+                    "backend \"postgres\" needs a url: add url = \"postgres://USER@HOST:PORT/DATABASE\" under [queue] (the password goes in the variable named by queue.password_env)".into(),
+                ));
+            }
+            if self.queue.pool_size == 0 {
+                return Err(invalid(
+                    "queue.pool_size",
+                    "must be at least 1 (the default is 16)".into(),
+                ));
+            }
+        }
         for (name, ep) in &self.endpoints {
             match ep.kind {
                 EndpointKind::Http if ep.base_url.is_none() => {
@@ -288,6 +382,12 @@ impl Config {
                     ));
                 }
                 _ => {}
+            }
+            if ep.max_response_bytes == 0 {
+                return Err(invalid(
+                    &format!("endpoints.{name}.max_response_bytes"),
+                    "must be at least 1 (the default is 8388608, 8 MiB)".into(),
+                ));
             }
             if ep.max_concurrent == 0 {
                 return Err(invalid(
@@ -328,5 +428,80 @@ impl Config {
             .path
             .clone()
             .unwrap_or_else(|| self.paths.state_dir.join("queue.db"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loads `text` as a config file → the error message.
+    fn load_error(text: &str) -> (String, PathBuf, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, text).unwrap();
+        let err = Config::load(Some(&file)).unwrap_err().to_string();
+        (err, file, dir)
+    }
+
+    #[test]
+    fn a_lease_below_one_second_is_refused_with_file_line_and_key() {
+        let (err, file, _dir) = load_error(
+            "[server]\nlisten = \"127.0.0.1:0\"\n\n[queue]\nworkers = 2\nlease = \"500ms\"\n",
+        );
+        assert!(
+            err.starts_with(&format!("{}:6: queue.lease: ", file.display())),
+            "{err}"
+        );
+        assert!(err.contains("1s"), "{err}");
+        let (err, _, _dir) = load_error("[queue]\nlease = \"0s\"\n");
+        assert!(err.contains("queue.lease"), "{err}");
+    }
+
+    #[test]
+    fn a_zero_poll_interval_is_refused_with_file_line_and_key() {
+        let (err, file, _dir) = load_error("[queue]\nlease = \"1s\"\npoll_interval = \"0ms\"\n");
+        assert!(
+            err.starts_with(&format!("{}:3: queue.poll_interval: ", file.display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn postgres_settings_load_and_need_a_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(
+            &file,
+            "[queue]\nbackend = \"postgres\"\nurl = \"postgres://sa@db/jobs\"\npassword_env = \"SA_DB_PASSWORD\"\nschema = \"agents\"\n",
+        )
+        .unwrap();
+        let config = Config::load(Some(&file)).unwrap();
+        assert_eq!(config.queue.backend, QueueBackend::Postgres);
+        assert_eq!(config.queue.url.as_deref(), Some("postgres://sa@db/jobs"));
+        assert_eq!(config.queue.password_env.as_deref(), Some("SA_DB_PASSWORD"));
+        assert_eq!(
+            (config.queue.schema.as_str(), config.queue.pool_size),
+            ("agents", 16)
+        );
+        let (err, file, _dir) = load_error("[queue]\nbackend = \"postgres\"\n");
+        assert!(
+            err.starts_with(&format!("{}:1: queue.url: ", file.display()))
+                && err.contains("postgres://"),
+            "{err}"
+        );
+        let (err, _, _dir) = load_error(
+            "[queue]\nbackend = \"postgres\"\nurl = \"postgres://h/d\"\npool_size = 0\n",
+        );
+        assert!(err.contains("queue.pool_size"), "{err}");
+    }
+
+    #[test]
+    fn the_shortest_accepted_values_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, "[queue]\nlease = \"1s\"\npoll_interval = \"1ms\"\n").unwrap();
+        let config = Config::load(Some(&file)).unwrap();
+        assert_eq!(std::time::Duration::from(config.queue.lease), MIN_LEASE);
     }
 }

@@ -5,6 +5,7 @@
 //! Glue only: each part lives in its own module.
 
 pub mod notify;
+mod retention;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,9 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AppState, Auth, ReloadFn};
 use crate::bundle::ToolEnv;
-use crate::config::Config;
+use crate::config::{Config, QueueBackend, QueueDurability};
 use crate::plugins::{PluginObserver, PluginRegistry};
-use crate::queue::{JobQueue, sqlite::SqliteQueue};
+use crate::queue::postgres::{PostgresOptions, PostgresQueue};
+use crate::queue::sqlite::{Durability, SqliteQueue};
+use crate::queue::{HealthProbe, JobQueue, QueueError};
 use crate::registry::{Registry, RegistryError, ReloadReport, watch};
 use crate::telemetry::otel::{JobSpanInfo, OtelSettings, OtelTelemetry};
 use crate::telemetry::otel_metrics::OtelMeters;
@@ -61,17 +64,8 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         return Err(ServeError::NoToken(config.server.listen));
     }
 
-    let queue_path = config.queue_path();
-    let queue: Arc<dyn JobQueue> = Arc::new(
-        SqliteQueue::open(
-            &queue_path,
-            crate::queue::RetryPolicy {
-                backoff_base: config.queue.backoff_base.into(),
-                backoff_max: config.queue.backoff_max.into(),
-            },
-        )
-        .await?,
-    );
+    let queue = open_queue(&config).await?;
+    let queue_location = queue_location(&config);
     let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
     let (plugins, observer_plugins) = load_plugins(&config).await?;
     let otel = start_otel(&config).await?;
@@ -152,7 +146,24 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     };
 
     let wake = Arc::new(Notify::new());
+    // Jobs submitted, released or resolved by another daemon sharing the
+    // queue wake this one's idle workers at once, not at the next poll.
+    if let Some(mut runnable) = queue.runnable() {
+        let wake = wake.clone();
+        tokio::spawn(async move {
+            loop {
+                match runnable.recv().await {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        wake.notify_one()
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+    let queue_probe = health_probe(&metrics, &queue_location);
     let state = AppState {
+        queue_probe: Some(queue_probe.clone()),
         queue: queue.clone(),
         registry: registry.clone(),
         reload,
@@ -184,6 +195,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         ready: ready.clone(),
         max_attempts: config.queue.max_attempts,
         sse_heartbeat: config.server.sse_heartbeat.into(),
+        sse_recheck: Duration::from(config.queue.poll_interval).max(api::SSE_MIN_RECHECK),
         on_submit: {
             let metrics = metrics.clone();
             Arc::new(move |bundle: &str| metrics.job_submitted(bundle))
@@ -206,52 +218,65 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     })?;
 
     let shutdown = CancellationToken::new();
-    let pool = Arc::new(WorkerPool::new(
-        queue.clone(),
-        registry.clone(),
-        WorkerSettings {
-            worker_id: format!("{}-{}", hostname(), std::process::id()),
-            concurrency: config.queue.workers,
-            lease: config.queue.lease.into(),
-            poll_interval: config.queue.poll_interval.into(),
-            drain_timeout: config.queue.drain_timeout.into(),
-            record_messages: capture_content,
-        },
-        {
-            let metrics = metrics.clone();
-            let global: Vec<String> = config.observers.enabled.clone();
-            let observer_plugins = observer_plugins.clone();
-            let otel = otel.clone();
-            Arc::new(
-                move |loaded: &crate::registry::LoadedBundle, job: &crate::queue::Job| {
-                    let endpoint = loaded.backend.info();
-                    let mut observers = vec![Arc::new(MetricsObserver::new(
-                        metrics.clone(),
-                        endpoint.provider.clone(),
-                    ))
-                        as Arc<dyn crate::events::Observer>];
-                    if let Some(otel) = &otel {
-                        observers.push(otel.observer(JobSpanInfo {
-                            job_id: job.id.to_string(),
-                            bundle: loaded.name().to_string(),
-                            bundle_version: loaded.version().to_string(),
-                            model: loaded.bundle.raw.model.name.clone(),
-                            endpoint,
-                            traceparent: job.traceparent.clone(),
-                        }));
-                    }
-                    for name in global.iter().chain(loaded.bundle.raw.observers.iter()) {
-                        if let Some(plugin) = observer_plugins.get(name) {
-                            observers.push(plugin.clone());
+    let pool = Arc::new(
+        WorkerPool::new(
+            queue.clone(),
+            registry.clone(),
+            WorkerSettings {
+                worker_id: format!("{}-{}", hostname(), std::process::id()),
+                concurrency: config.queue.workers,
+                lease: config.queue.lease.into(),
+                poll_interval: config.queue.poll_interval.into(),
+                drain_timeout: config.queue.drain_timeout.into(),
+                record_messages: capture_content,
+            },
+            {
+                let metrics = metrics.clone();
+                let global: Vec<String> = config.observers.enabled.clone();
+                let observer_plugins = observer_plugins.clone();
+                let otel = otel.clone();
+                Arc::new(
+                    move |loaded: &crate::registry::LoadedBundle, job: &crate::queue::Job| {
+                        let endpoint = loaded.backend.info();
+                        // Only the bundle's declared tools become label values.
+                        let declared = loaded.tools.schemas().iter().map(|s| s.name.clone());
+                        let mut observers = vec![Arc::new(
+                            MetricsObserver::new(metrics.clone(), endpoint.provider.clone())
+                                .with_declared_tools(loaded.name(), declared),
+                        )
+                            as Arc<dyn crate::events::Observer>];
+                        if let Some(otel) = &otel {
+                            observers.push(otel.observer(JobSpanInfo {
+                                job_id: job.id.to_string(),
+                                bundle: loaded.name().to_string(),
+                                bundle_version: loaded.version().to_string(),
+                                model: loaded.bundle.raw.model.name.clone(),
+                                endpoint,
+                                traceparent: job.traceparent.clone(),
+                            }));
                         }
-                    }
-                    observers
-                },
-            )
-        },
-        wake,
-    ));
+                        for name in global.iter().chain(loaded.bundle.raw.observers.iter()) {
+                            if let Some(plugin) = observer_plugins.get(name) {
+                                observers.push(plugin.clone());
+                            }
+                        }
+                        observers
+                    },
+                )
+            },
+            wake,
+        )
+        .with_health_probe(queue_probe),
+    );
     let workers = tokio::spawn(pool.run(shutdown.clone()));
+    let retention: Duration = config.queue.retention.into();
+    let _retention = retention::spawn(
+        queue.clone(),
+        retention,
+        (retention / 10).min(Duration::from_secs(60)),
+        metrics.clone(),
+        shutdown.clone(),
+    );
 
     let server_stop = CancellationToken::new();
     let server = {
@@ -263,7 +288,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         })
     };
     let bundles = registry.snapshot().bundles.len();
-    tracing::info!(%addr, bundles, queue = %queue_path.display(), "structured-agents is ready");
+    tracing::info!(%addr, bundles, queue = %queue_location, "structured-agents is ready");
     // For scripts and tests that start the daemon on port 0.
     println!("listening on http://{addr}");
     notify::ready(&format!("serving on {addr}; {bundles} bundles"));
@@ -447,6 +472,7 @@ fn record_reload(
         let count = snapshot
             .bundles
             .values()
+            .chain(&snapshot.rejected)
             .filter(|e| {
                 serde_json::to_value(e.status)
                     .ok()
@@ -461,24 +487,97 @@ fn record_reload(
     }
 }
 
-/// Renders /metrics; queue depth is read from the store at scrape time.
+/// Feeds the queue's health (leases, `/readyz` pings) to the metrics and
+/// logs each change between reachable and unreachable once.
+fn health_probe(metrics: &Arc<Metrics>, location: &str) -> HealthProbe {
+    let metrics = metrics.clone();
+    let location = location.to_string();
+    let up = Arc::new(AtomicBool::new(true));
+    Arc::new(move |operation: &'static str, worked: bool| {
+        metrics.queue_operation(operation, worked);
+        if up.swap(worked, Ordering::SeqCst) != worked {
+            if worked {
+                tracing::info!(queue = %location, operation, "queue reachable again");
+            } else {
+                tracing::error!(
+                    queue = %location,
+                    operation,
+                    "queue unreachable: no job is leased or recorded until it answers (retrying; see structured_agents_queue_up)"
+                );
+            }
+        }
+    })
+}
+
+/// Opens the configured queue backend, applying pending migrations.
+/// (With PostgreSQL, other daemons' submissions reach this one through
+/// `JobQueue::runnable`, which `serve` forwards to the workers' wake-up.)
+pub async fn open_queue(config: &Config) -> Result<Arc<dyn JobQueue>, QueueError> {
+    let retry = crate::queue::RetryPolicy {
+        backoff_base: config.queue.backoff_base.into(),
+        backoff_max: config.queue.backoff_max.into(),
+    };
+    Ok(match config.queue.backend {
+        QueueBackend::Sqlite => {
+            let durability = match config.queue.durability {
+                QueueDurability::Full => Durability::Full,
+                QueueDurability::Fast => Durability::Fast,
+            };
+            Arc::new(SqliteQueue::open_with(&config.queue_path(), retry, durability).await?)
+        }
+        QueueBackend::Postgres => {
+            Arc::new(PostgresQueue::open(postgres_options(config)?, retry).await?)
+        }
+    })
+}
+
+/// Where the queue lives, for logs.
+pub fn queue_location(config: &Config) -> String {
+    match config.queue.backend {
+        QueueBackend::Sqlite => config.queue_path().display().to_string(),
+        QueueBackend::Postgres => format!(
+            "{} (schema {})",
+            config.queue.url.as_deref().unwrap_or_default(),
+            config.queue.schema
+        ),
+    }
+}
+
+/// The PostgreSQL settings, with the password read from the variable
+/// `queue.password_env` names (never from the file).
+pub fn postgres_options(config: &Config) -> Result<PostgresOptions, QueueError> {
+    let queue = &config.queue;
+    let url = queue.url.clone().ok_or_else(|| QueueError::Setting {
+        key: "queue.url",
+        message: "backend \"postgres\" needs a url: add url = \"postgres://USER@HOST:PORT/DATABASE\" under [queue]".into(),
+    })?;
+    let password = match &queue.password_env {
+        None => None,
+        Some(name) => Some(std::env::var(name).map_err(|e| QueueError::Setting {
+            key: "queue.password_env",
+            message: format!(
+                "names the environment variable {name}, which cannot be read ({e}): export it with the database password, or remove queue.password_env for trust or peer authentication"
+            ),
+        })?),
+    };
+    Ok(PostgresOptions {
+        url,
+        password,
+        schema: queue.schema.clone(),
+        pool_size: queue.pool_size,
+    })
+}
+
+/// Renders /metrics; the live queue gauges are read from the store's index
+/// at scrape time (finished jobs are counted by `jobs_finished_total`).
 async fn render_metrics(metrics: &Metrics, queue: &Arc<dyn JobQueue>) -> String {
-    match queue.counts_by_state().await {
+    match queue.live_counts().await {
         Ok(counts) => {
-            for state in [
-                "queued",
-                "running",
-                "succeeded",
-                "failed",
-                "cancelled",
-                "dead",
-            ] {
-                let n: u64 = counts
-                    .iter()
-                    .filter(|(_, s, _)| s.as_str() == state)
-                    .map(|(_, _, n)| *n)
-                    .sum();
-                metrics.queue_jobs.with_label_values(&[state]).set(n as i64);
+            for (state, n) in counts {
+                metrics
+                    .queue_jobs
+                    .with_label_values(&[state.as_str()])
+                    .set(n as i64);
             }
         }
         Err(e) => tracing::warn!(error = %e, "cannot read queue depth for metrics"),

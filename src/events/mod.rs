@@ -122,6 +122,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error_type: Option<String>,
     },
+    /// A new attempt of a job picks up where an earlier one stopped: the
+    /// journal's steps are replayed (no model or tool call) and the run
+    /// continues at `from_turn`.
+    Resumed {
+        from_turn: u32,
+        replayed_steps: usize,
+    },
     /// A model reply whose tool-call text could not be parsed.
     ParseError { turn: u32, detail: String },
     /// A trace event from the tool engine pipeline (`cache.hit`, ...).
@@ -144,10 +151,10 @@ pub enum Event {
         failed: Vec<String>,
         errors: Vec<String>,
     },
-    /// The daemon's job lifecycle: `running`, then the attempt's result
-    /// (`succeeded`, `failed`, `retrying`, `dead`, `cancelled`, `released`).
+    /// The daemon's job lifecycle: `running`, then the attempt's result as
+    /// the queue recorded it.
     JobState {
-        state: String,
+        state: JobStatus,
         attempt: u32,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
@@ -168,11 +175,51 @@ impl Event {
             Event::ToolResult { .. } => "ToolResult",
             Event::TurnComplete { .. } => "TurnComplete",
             Event::KernelEnd { .. } => "KernelEnd",
+            Event::Resumed { .. } => "Resumed",
             Event::ParseError { .. } => "ParseError",
             Event::ToolTrace { .. } => "ToolTrace",
             Event::JobState { .. } => "JobState",
             Event::Reload { .. } => "Reload",
         }
+    }
+}
+
+/// Where an attempt of a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Running,
+    Succeeded,
+    Failed,
+    /// Failed, and queued again after a backoff.
+    Retrying,
+    /// Failed with no attempts left.
+    Dead,
+    Cancelled,
+    /// Put back in the queue by a draining daemon.
+    Released,
+    /// Parked: an operator must resolve an `unsafe` call of unknown outcome.
+    NeedsAttention,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Retrying => "retrying",
+            Self::Dead => "dead",
+            Self::Cancelled => "cancelled",
+            Self::Released => "released",
+            Self::NeedsAttention => "needs_attention",
+        }
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -21,9 +21,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken};
 use crate::events::{Event, EventSink, preview};
+use crate::journal::{
+    JournalError, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
+};
 use crate::model::ModelPlugin;
-use crate::tools::{ToolEngine, ToolOutcome};
-use crate::types::{Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolResult};
+use crate::tools::{Effect, ToolEngine, ToolOutcome};
+use crate::types::{
+    Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult,
+};
 
 /// How one run behaves; built from a bundle.
 #[derive(Debug, Clone)]
@@ -101,13 +106,63 @@ impl KernelError {
     }
 }
 
+/// Why a run could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Model(#[from] KernelError),
+    /// A step could not be recorded (or a recorded one read): acting on it
+    /// would break the promise that a new attempt resumes exactly.
+    #[error("turn {turn}: {source}")]
+    Journal {
+        turn: u32,
+        #[source]
+        source: JournalError,
+    },
+    /// An `unsafe` call of an earlier attempt has an unknown outcome.
+    #[error("turn {turn}: {pending}", turn = .0.turn, pending = .0)]
+    NeedsAttention(Box<PendingCall>),
+}
+
+impl RunError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RunError::Model(err) => err.is_retryable(),
+            RunError::Journal { .. } => true,
+            RunError::NeedsAttention(_) => false,
+        }
+    }
+
+    /// A low-cardinality kind, for `error.type`.
+    pub fn kind(&self) -> String {
+        match self {
+            RunError::Model(err) => err.source.kind().to_string(),
+            RunError::Journal { .. } => "journal".into(),
+            RunError::NeedsAttention(_) => "needs_attention".into(),
+        }
+    }
+}
+
 /// Why a step did not complete.
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     #[error(transparent)]
-    Model(#[from] KernelError),
+    Run(#[from] RunError),
     #[error("the step was interrupted (cancelled or out of time)")]
     Interrupted { partial: Option<StepResult> },
+}
+
+impl From<KernelError> for StepError {
+    fn from(err: KernelError) -> Self {
+        StepError::Run(RunError::Model(err))
+    }
+}
+
+/// The model's side of a turn: replayed from the journal or asked for now.
+struct Reply {
+    recorded: RecordedReply,
+    /// Replayed: no events, nothing recorded.
+    replayed: bool,
 }
 
 pub struct Kernel {
@@ -171,15 +226,23 @@ impl Kernel {
         ChatRequest { body }
     }
 
-    /// One turn: model call, tool calls, events. `history` is the whole
-    /// conversation so far; the result holds what to append to it.
-    pub async fn step(
+    /// The turn's model reply: the journal's record, or a model call whose
+    /// reply is recorded before anything acts on it.
+    async fn reply(
         &self,
         history: &[Message],
         turn: u32,
         events: &EventSink,
         cancel: &CancellationToken,
-    ) -> Result<StepResult, StepError> {
+        journal: &RunJournal,
+    ) -> Result<Reply, StepError> {
+        let journal_err = |source| RunError::Journal { turn, source };
+        if let Some(recorded) = journal.recorded_reply(turn).map_err(journal_err)? {
+            return Ok(Reply {
+                recorded,
+                replayed: true,
+            });
+        }
         let schemas = self.tools.schemas();
         let window = history::trim(
             history,
@@ -202,6 +265,7 @@ impl Kernel {
             })
             .await;
 
+        crate::failpoint::hit("before_model_call");
         let started = Instant::now();
         let on_token: Option<OnToken> = events.observer().wants_tokens().then(|| {
             let observer = events.observer().clone();
@@ -224,118 +288,298 @@ impl Kernel {
             source,
         })?;
         let parsed = self.plugin.parse_reply(&response.message, schemas);
+        let recorded = RecordedReply {
+            parse_errors: parsed.calls.iter().map(|c| c.error.clone()).collect(),
+            assistant: Message::assistant(
+                parsed.content,
+                parsed.calls.into_iter().map(|c| c.call).collect(),
+            ),
+            usage: response.usage,
+            model: request.model().to_string(),
+            response_model: response.model.clone(),
+            response_id: response.id.clone(),
+            finish_reason: response.finish_reason.clone(),
+        };
+        journal
+            .record_reply(turn, &recorded)
+            .await
+            .map_err(journal_err)?;
+        crate::failpoint::hit("after_reply_recorded");
         events
             .emit(Event::ModelResponse {
                 turn,
                 duration_ms: started.elapsed().as_millis() as u64,
-                content: parsed.content.clone(),
-                tool_calls_count: parsed.calls.len(),
+                content: recorded.assistant.content.clone(),
+                tool_calls_count: recorded.assistant.tool_calls.len(),
                 usage: response.usage,
-                response_id: response.id.clone(),
-                finish_reason: response.finish_reason.clone(),
-                response_model: response.model.clone(),
+                response_id: response.id,
+                finish_reason: response.finish_reason,
+                response_model: response.model,
             })
             .await;
+        Ok(Reply {
+            recorded,
+            replayed: false,
+        })
+    }
 
-        for parsed_call in &parsed.calls {
-            events
-                .emit(Event::ToolCall {
-                    turn,
-                    tool_name: parsed_call.call.name.clone(),
-                    call_id: parsed_call.call.id.clone(),
-                    arguments: parsed_call.call.arguments.clone(),
-                })
-                .await;
-            if let Some(detail) = &parsed_call.error {
+    /// One tool call of a turn: its recorded result (`true`: replayed), or
+    /// the call run now, with its start recorded first when repeating it
+    /// would matter and its result recorded after (a result cut short by
+    /// cancellation is never recorded).
+    async fn tool_call(
+        &self,
+        call: &ToolCall,
+        parse_error: Option<&String>,
+        turn: u32,
+        events: &EventSink,
+        cancel: &CancellationToken,
+        journal: &RunJournal,
+    ) -> Result<(ToolOutcome, bool), RunError> {
+        let journal_err = |source| RunError::Journal { turn, source };
+        if let Some(recorded) = journal
+            .recorded_result(turn, &call.id)
+            .map_err(journal_err)?
+        {
+            let outcome = ToolOutcome {
+                error_code: recorded.error_code.as_deref().map(error_code),
+                result: recorded.result,
+                attempts: 0,
+                cached: false,
+                duration: Duration::ZERO,
+                parked: None,
+            };
+            return Ok((outcome, true));
+        }
+        events
+            .emit(Event::ToolCall {
+                turn,
+                tool_name: call.name.clone(),
+                call_id: call.id.clone(),
+                arguments: call.arguments.clone(),
+            })
+            .await;
+        let outcome = match parse_error {
+            Some(detail) => {
                 events
                     .emit(Event::ParseError {
                         turn,
                         detail: detail.clone(),
                     })
                     .await;
-            }
-        }
-
-        // Owned items: a borrowing closure here trips the higher-ranked
-        // lifetime check when the run future must be Send.
-        let run_call = |parsed_call: crate::model::ParsedCall| async move {
-            match &parsed_call.error {
-                Some(detail) => ToolOutcome {
-                    result: ToolResult::error(&parsed_call.call, format!("bad_args:{detail}")),
+                ToolOutcome {
+                    result: ToolResult::error(call, format!("bad_args:{detail}")),
                     error_code: Some("bad_args"),
                     attempts: 0,
                     cached: false,
                     duration: Duration::ZERO,
-                },
-                None => {
-                    self.tools
-                        .execute(&parsed_call.call, turn, cancel, events)
-                        .await
+                    parked: None,
                 }
             }
+            None => {
+                let effect = self.tools.effect(&call.name);
+                if journal.is_durable() {
+                    if effect == Effect::Unsafe
+                        && let Some(start) = journal
+                            .recorded_start(turn, &call.id)
+                            .map_err(journal_err)?
+                    {
+                        return Err(RunError::NeedsAttention(Box::new(PendingCall {
+                            scope: journal.scope().to_string(),
+                            turn,
+                            call_id: call.id.clone(),
+                            tool_name: call.name.clone(),
+                            arguments: start.arguments,
+                            effect: start.effect,
+                            idempotency_key: start.idempotency_key,
+                        })));
+                    }
+                    crate::failpoint::hit("before_tool_start");
+                    if effect == Effect::Unsafe {
+                        let start = RecordedStart {
+                            tool_name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                            effect: effect.as_str().to_string(),
+                            idempotency_key: journal.idempotency_key(turn, &call.id),
+                        };
+                        journal
+                            .record_start(turn, &call.id, &start)
+                            .await
+                            .map_err(journal_err)?;
+                    }
+                }
+                let outcome = self
+                    .tools
+                    .execute_journaled(call, turn, cancel, events, Some(journal))
+                    .await;
+                if let Some(pending) = outcome.parked {
+                    return Err(RunError::NeedsAttention(pending));
+                }
+                if cancel.is_cancelled() {
+                    // Cut short by cancellation: not a result to replay.
+                    return Ok((outcome, false));
+                }
+                outcome
+            }
         };
-        let outcomes: Vec<ToolOutcome> = futures::stream::iter(parsed.calls.clone())
+        journal
+            .record_result(
+                turn,
+                &RecordedResult {
+                    result: outcome.result.clone(),
+                    error_code: outcome.error_code.map(str::to_string),
+                },
+            )
+            .await
+            .map_err(journal_err)?;
+        crate::failpoint::hit("after_tool_result_recorded");
+        Ok((outcome, false))
+    }
+
+    /// One turn outside any journal (see [`Kernel::step_journaled`]).
+    pub async fn step(
+        &self,
+        history: &[Message],
+        turn: u32,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<StepResult, StepError> {
+        let journal = RunJournal::disabled(events.context().run_id.clone());
+        self.step_journaled(history, turn, events, cancel, &journal)
+            .await
+    }
+
+    /// One turn: model call, tool calls, events. `history` is the whole
+    /// conversation so far; the result holds what to append to it. Steps the
+    /// journal holds are replayed without a model or tool call and without
+    /// events; new steps are recorded before the kernel acts on them.
+    pub async fn step_journaled(
+        &self,
+        history: &[Message],
+        turn: u32,
+        events: &EventSink,
+        cancel: &CancellationToken,
+        journal: &RunJournal,
+    ) -> Result<StepResult, StepError> {
+        let reply = self.reply(history, turn, events, cancel, journal).await?;
+        let calls = &reply.recorded.assistant.tool_calls;
+        let parse_errors = &reply.recorded.parse_errors;
+        // Owned items: a borrowing closure here trips the higher-ranked
+        // lifetime check when the run future must be Send.
+        let items: Vec<(ToolCall, Option<String>)> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| (call.clone(), parse_errors.get(i).cloned().flatten()))
+            .collect();
+        let run_call = |(call, parse_error): (ToolCall, Option<String>)| async move {
+            self.tool_call(&call, parse_error.as_ref(), turn, events, cancel, journal)
+                .await
+        };
+        let outcomes: Vec<Result<(ToolOutcome, bool), RunError>> = futures::stream::iter(items)
             .map(run_call)
             .buffered(self.config.max_concurrency.max(1))
             .collect()
             .await;
 
+        let mut results = Vec::with_capacity(outcomes.len());
         let mut errors_count = 0;
-        for outcome in &outcomes {
+        let mut ran_now = !reply.replayed;
+        for outcome in outcomes {
+            let (outcome, replayed) = outcome?;
             errors_count += usize::from(outcome.result.is_error);
+            if !replayed {
+                ran_now = true;
+                events
+                    .emit(Event::ToolResult {
+                        turn,
+                        tool_name: outcome.result.name.clone(),
+                        call_id: outcome.result.call_id.clone(),
+                        is_error: outcome.result.is_error,
+                        duration_ms: outcome.duration.as_millis() as u64,
+                        output_preview: preview(&outcome.result.output, 200),
+                        error_type: outcome.error_code.map(str::to_string),
+                    })
+                    .await;
+            }
+            results.push(outcome.result);
+        }
+        if cancel.is_cancelled() {
+            return Err(StepError::Interrupted {
+                partial: Some(StepResult {
+                    assistant: reply.recorded.assistant,
+                    tool_results: results,
+                    usage: reply.recorded.usage,
+                }),
+            });
+        }
+        if ran_now {
             events
-                .emit(Event::ToolResult {
+                .emit(Event::TurnComplete {
                     turn,
-                    tool_name: outcome.result.name.clone(),
-                    call_id: outcome.result.call_id.clone(),
-                    is_error: outcome.result.is_error,
-                    duration_ms: outcome.duration.as_millis() as u64,
-                    output_preview: preview(&outcome.result.output, 200),
-                    error_type: outcome.error_code.map(str::to_string),
+                    tool_calls_count: calls.len(),
+                    tool_results_count: results.len(),
+                    errors_count,
                 })
                 .await;
         }
-        events
-            .emit(Event::TurnComplete {
-                turn,
-                tool_calls_count: parsed.calls.len(),
-                tool_results_count: outcomes.len(),
-                errors_count,
-            })
-            .await;
-
-        let step = StepResult {
-            assistant: Message::assistant(
-                parsed.content,
-                parsed.calls.into_iter().map(|c| c.call).collect(),
-            ),
-            tool_results: outcomes.into_iter().map(|o| o.result).collect(),
-            usage: response.usage,
-        };
-        if cancel.is_cancelled() {
-            return Err(StepError::Interrupted {
-                partial: Some(step),
-            });
-        }
-        Ok(step)
+        Ok(StepResult {
+            assistant: reply.recorded.assistant,
+            tool_results: results,
+            usage: reply.recorded.usage,
+        })
     }
 
-    /// Runs turns until a termination condition. KernelEnd is emitted on
-    /// every path, including errors.
+    /// Runs turns outside any journal (see [`Kernel::run_journaled`]).
     pub async fn run(
         &self,
         initial: Vec<Message>,
         events: &EventSink,
         cancel: CancellationToken,
-    ) -> Result<RunResult, KernelError> {
+    ) -> Result<RunResult, RunError> {
+        let journal = RunJournal::disabled(events.context().run_id.clone());
+        self.run_journaled(initial, events, cancel, &journal).await
+    }
+
+    /// Runs turns until a termination condition. KernelEnd is emitted on
+    /// every path, including errors. With a journal that holds an earlier
+    /// attempt's steps, the run replays them (the initial messages too) and
+    /// emits `Resumed` once before continuing at the first unfinished turn.
+    pub async fn run_journaled(
+        &self,
+        initial: Vec<Message>,
+        events: &EventSink,
+        cancel: CancellationToken,
+        journal: &RunJournal,
+    ) -> Result<RunResult, RunError> {
         let started = Instant::now();
+        let history = match journal.recorded_input() {
+            Ok(Some(recorded)) => Ok(recorded),
+            Ok(None) => journal.record_input(&initial).map(|()| initial),
+            Err(source) => Err(source),
+        };
+        let history = match history {
+            Ok(history) => history,
+            Err(source) => {
+                let err = RunError::Journal { turn: 0, source };
+                self.emit_end(events, 0, Err(&err), started).await;
+                return Err(err);
+            }
+        };
         events
             .emit(Event::KernelStart {
                 max_turns: self.config.max_turns,
                 tools_count: self.tools.len(),
-                initial_messages_count: initial.len(),
+                initial_messages_count: history.len(),
             })
             .await;
+        if journal.has_records() {
+            events
+                .emit(Event::Resumed {
+                    from_turn: journal.resume_turn(),
+                    replayed_steps: journal.recorded_steps(),
+                })
+                .await;
+        }
 
         // The run's own token: cancelled by the caller or by the deadline.
         let run_token = cancel.child_token();
@@ -350,11 +594,11 @@ impl Kernel {
             }))
         });
 
-        let mut history = initial;
+        let mut history = history;
         let mut usage = TokenUsage::default();
         let mut turn = 0;
         let mut final_output = None;
-        let outcome: Result<TerminationReason, KernelError> = loop {
+        let outcome: Result<TerminationReason, RunError> = loop {
             if run_token.is_cancelled() {
                 break Ok(interrupted_reason(&timed_out));
             }
@@ -362,7 +606,10 @@ impl Kernel {
                 break Ok(TerminationReason::MaxTurns);
             }
             turn += 1;
-            match self.step(&history, turn, events, &run_token).await {
+            match self
+                .step_journaled(&history, turn, events, &run_token, journal)
+                .await
+            {
                 Ok(step) => {
                     usage.add(&step.usage);
                     let no_calls = step.assistant.tool_calls.is_empty();
@@ -388,26 +635,11 @@ impl Kernel {
                     }
                     break Ok(interrupted_reason(&timed_out));
                 }
-                Err(StepError::Model(err)) => break Err(err),
+                Err(StepError::Run(err)) => break Err(err),
             }
         };
 
-        let (reason, error, error_type) = match &outcome {
-            Ok(reason) => (*reason, None, None),
-            Err(err) => (
-                TerminationReason::Error,
-                Some(err.to_string()),
-                Some(err.source.kind().to_string()),
-            ),
-        };
-        events
-            .emit(Event::KernelEnd {
-                turn_count: turn,
-                termination_reason: reason,
-                total_duration_ms: started.elapsed().as_millis() as u64,
-                error,
-                error_type,
-            })
+        self.emit_end(events, turn, outcome.as_ref().map(|r| *r), started)
             .await;
         outcome.map(|termination_reason| RunResult {
             final_message: history
@@ -422,6 +654,48 @@ impl Kernel {
             usage,
             final_output,
         })
+    }
+
+    async fn emit_end(
+        &self,
+        events: &EventSink,
+        turn: u32,
+        outcome: Result<TerminationReason, &RunError>,
+        started: Instant,
+    ) {
+        let (reason, error, error_type) = match outcome {
+            Ok(reason) => (reason, None, None),
+            Err(err @ RunError::NeedsAttention(_)) => (
+                TerminationReason::NeedsAttention,
+                Some(err.to_string()),
+                Some(err.kind()),
+            ),
+            Err(err) => (
+                TerminationReason::Error,
+                Some(err.to_string()),
+                Some(err.kind()),
+            ),
+        };
+        events
+            .emit(Event::KernelEnd {
+                turn_count: turn,
+                termination_reason: reason,
+                total_duration_ms: started.elapsed().as_millis() as u64,
+                error,
+                error_type,
+            })
+            .await;
+    }
+}
+
+/// The engine's static error code for a recorded one.
+fn error_code(code: &str) -> &'static str {
+    match code {
+        "unknown_tool" => "unknown_tool",
+        "bad_args" => "bad_args",
+        "user_error" => "user_error",
+        "guardrail" => "guardrail",
+        _ => "tool_error",
     }
 }
 

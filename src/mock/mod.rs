@@ -53,8 +53,9 @@ pub struct ScriptedReply {
     pub status: Option<u16>,
     #[serde(default)]
     pub error: Option<String>,
+    /// Sent as `Retry-After` with an error `status`.
     #[serde(default)]
-    pub retry_after: Option<u64>,
+    pub retry_after: Option<RetryAfter>,
     #[serde(default)]
     pub delay_ms: u64,
     #[serde(default)]
@@ -64,6 +65,25 @@ pub struct ScriptedReply {
     /// Send this exact body (e.g. `{}` or empty) instead of a normal reply.
     #[serde(default)]
     pub raw_body: Option<String>,
+}
+
+/// A scripted `Retry-After`: whole seconds, or a raw header value sent
+/// verbatim (an HTTP-date, or garbage such as `nan` to test clients).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum RetryAfter {
+    Seconds(u64),
+    Header(String),
+}
+
+impl RetryAfter {
+    /// The header value as sent on the wire.
+    pub fn header_value(&self) -> String {
+        match self {
+            Self::Seconds(secs) => secs.to_string(),
+            Self::Header(raw) => raw.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -269,5 +289,23 @@ mod tests {
         assert_eq!(r.content.as_deref(), Some("second"));
         let r = player.next_reply(&req(json!([{"role": "user", "content": "the weather?"}])));
         assert_eq!(r.content.as_deref(), Some("sunny"));
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_a_raw_header() {
+        let script = Script::parse(
+            "replies:\n  - {status: 503, retry_after: 2}\n  - {status: 503, retry_after: \"nan\"}\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(script.replies[0].retry_after, Some(RetryAfter::Seconds(2)));
+        assert_eq!(
+            script.replies[1]
+                .retry_after
+                .as_ref()
+                .map(RetryAfter::header_value)
+                .as_deref(),
+            Some("nan")
+        );
     }
 }

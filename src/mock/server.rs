@@ -128,8 +128,10 @@ async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
         let mut response =
             (code, axum::Json(json!({"error": {"message": reply.error.clone().unwrap_or_default(), "code": status}})))
                 .into_response();
-        if let Some(after) = reply.retry_after
-            && let Ok(v) = after.to_string().parse()
+        // A raw value that is not a legal header (e.g. with a newline) is
+        // left out rather than failing the reply.
+        if let Some(after) = &reply.retry_after
+            && let Ok(v) = header::HeaderValue::from_str(&after.header_value())
         {
             response.headers_mut().insert(header::RETRY_AFTER, v);
         }

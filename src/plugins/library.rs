@@ -4,10 +4,13 @@
 
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use serde_json::Value;
 use structured_agents_plugin_sdk::ABI_VERSION;
 
+use super::pool::{CallPool, PLUGIN_CALL_THREADS, PoolError};
 use super::{Manifest, PluginInfo, PluginLoadError};
 
 type AbiVersionFn = unsafe extern "C" fn() -> u32;
@@ -27,6 +30,8 @@ pub struct Plugin {
     on_event: OnEventFn,
     free: FreeFn,
     shutdown: ShutdownFn,
+    /// The threads its tool calls run on, started at the first call.
+    calls: OnceLock<CallPool>,
 }
 
 /// A plugin call that did not produce a result.
@@ -139,6 +144,7 @@ impl Plugin {
             on_event: symbol(&lib, b"sa_observer_on_event", file)?,
             free: symbol(&lib, b"sa_plugin_free", file)?,
             shutdown: symbol(&lib, b"sa_plugin_shutdown", file)?,
+            calls: OnceLock::new(),
             manifest,
         };
         // Never dlclose: the function pointers above stay valid forever.
@@ -181,6 +187,32 @@ impl Plugin {
             plugin: self.info.name.clone(),
             detail: e.to_string(),
         })
+    }
+
+    /// Calls a tool on the plugin's own call threads (never the runtime's
+    /// blocking pool); `timeout` covers waiting for a free thread and the
+    /// call. A call that times out keeps its thread until it returns.
+    pub async fn invoke_pooled(
+        self: &Arc<Self>,
+        instance: Arc<Instance>,
+        call: Value,
+        timeout: Duration,
+    ) -> Result<Result<Value, PluginCallError>, PoolError> {
+        let pool = match self.calls.get() {
+            Some(pool) => pool,
+            None => {
+                // Two first calls may race; the loser's pool is dropped and
+                // its idle threads exit.
+                let pool = CallPool::new(&self.info.name, PLUGIN_CALL_THREADS)?;
+                let _ = self.calls.set(pool);
+                self.calls.get().ok_or_else(|| PoolError::Lost {
+                    plugin: self.info.name.clone(),
+                })?
+            }
+        };
+        let plugin = self.clone();
+        pool.run(timeout, move || plugin.invoke(&instance, &call))
+            .await
     }
 
     /// Delivers an event to an observer instance: 0 ok, 1 error, 2 panic. Blocking.

@@ -12,6 +12,7 @@
 
 mod library;
 pub mod observer;
+pub mod pool;
 
 pub use library::{Instance, Plugin, PluginCallError};
 pub use observer::PluginObserver;

@@ -1,16 +1,25 @@
 //! The durable job queue: the `JobQueue` trait (the seam between the API,
 //! the workers and a store), its types, and the embedded SQLite backend.
 //!
+//! Backends: `sqlite` (one daemon, one file) and `postgres` (several daemons
+//! sharing one database).
+//!
 //! Semantics (every backend must pass `tests/queue_conformance.rs`):
 //! at-least-once delivery with leases renewed by heartbeats; every state
 //! change is guarded by the attempt number, so a stale worker can never
 //! overwrite a newer outcome and a finished job never runs again; retryable
 //! failures come back after exponential backoff with jitter until
 //! `max_attempts`, then the job is dead; each job's events are stored in the
-//! same database, gap-free by sequence number.
+//! same database, gap-free by sequence number; each job's step journal is
+//! stored there too, so a new attempt resumes where the last one stopped.
+//!
+//! The queue alone decides a job's outcome: [`decide`] is the one rule, and a
+//! backend applies it and stamps the final event inside the transaction that
+//! records it.
 //!
 //! This module must not know about bundles, the kernel or HTTP.
 
+pub mod postgres;
 pub mod sqlite;
 
 use std::fmt;
@@ -21,7 +30,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
-use crate::events::EventEnvelope;
+use crate::events::{Event, EventEnvelope, JobStatus};
+use crate::journal::{JournalEntry, PendingCall, RecordedResult};
+
+/// Told whether a queue operation reached the store: the operation's name
+/// (`lease`, `ping`) and `true` when it worked. The daemon turns it into the
+/// `structured_agents_queue_up` gauge, `structured_agents_queue_errors_total`
+/// and a log line when the store becomes unreachable or comes back.
+pub type HealthProbe = std::sync::Arc<dyn Fn(&'static str, bool) + Send + Sync>;
 
 /// A job's id (a UUIDv7: time-ordered).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -71,17 +87,24 @@ pub enum JobState {
     Failed,
     Cancelled,
     Dead,
+    /// An `unsafe` tool call of an interrupted attempt has an unknown
+    /// outcome; an operator resolves the job (retry, skip or fail).
+    NeedsAttention,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 6] = [
+    pub const ALL: [JobState; 7] = [
         Self::Queued,
         Self::Running,
         Self::Succeeded,
         Self::Failed,
         Self::Cancelled,
         Self::Dead,
+        Self::NeedsAttention,
     ];
+
+    /// The states a job can still leave.
+    pub const LIVE: [JobState; 3] = [Self::Queued, Self::Running, Self::NeedsAttention];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -91,6 +114,7 @@ impl JobState {
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
             Self::Dead => "dead",
+            Self::NeedsAttention => "needs_attention",
         }
     }
 
@@ -136,6 +160,9 @@ pub struct Job {
     pub id: JobId,
     pub bundle: String,
     pub bundle_version: Option<String>,
+    /// The digest of the bundle content the job runs with, pinned at its
+    /// first lease: every attempt runs exactly that content.
+    pub bundle_digest: Option<String>,
     pub input: String,
     pub variables: Map<String, Value>,
     pub priority: i32,
@@ -147,6 +174,8 @@ pub struct Job {
     pub cancel_requested: bool,
     pub result: Option<Value>,
     pub error: Option<String>,
+    /// For `needs_attention`: the call whose outcome is unknown.
+    pub pending_call: Option<Value>,
     /// RFC 3339 UTC.
     pub run_at: String,
     pub created_at: String,
@@ -167,7 +196,197 @@ pub struct Lease {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     Succeeded(Value),
-    Failed { error: String, retryable: bool },
+    Failed {
+        error: String,
+        retryable: bool,
+    },
+    /// An `unsafe` call's outcome is unknown: park the job for an operator.
+    NeedsAttention {
+        error: String,
+        pending_call: Value,
+    },
+}
+
+/// What the queue records for an attempt's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The job's state from now on (`Queued` means a retry after backoff).
+    pub state: JobState,
+    /// What the attempt's final event says.
+    pub status: JobStatus,
+    pub error: Option<String>,
+    /// A retry waits for the backoff.
+    pub retry: bool,
+}
+
+/// The one rule for a job's outcome: a cancel request wins over anything
+/// but success; a retryable failure is retried while attempts remain, then
+/// the job is dead.
+pub fn decide(
+    outcome: &Outcome,
+    attempt: u32,
+    max_attempts: u32,
+    cancel_requested: bool,
+) -> Decision {
+    let settle = |state, status, error: Option<&String>| Decision {
+        state,
+        status,
+        error: error.cloned(),
+        retry: false,
+    };
+    match outcome {
+        Outcome::Succeeded(_) => settle(JobState::Succeeded, JobStatus::Succeeded, None),
+        Outcome::Failed { .. } | Outcome::NeedsAttention { .. } if cancel_requested => Decision {
+            state: JobState::Cancelled,
+            status: JobStatus::Cancelled,
+            error: Some("cancelled by request".into()),
+            retry: false,
+        },
+        Outcome::NeedsAttention { error, .. } => settle(
+            JobState::NeedsAttention,
+            JobStatus::NeedsAttention,
+            Some(error),
+        ),
+        Outcome::Failed {
+            error,
+            retryable: true,
+        } if attempt < max_attempts => Decision {
+            state: JobState::Queued,
+            status: JobStatus::Retrying,
+            error: Some(error.clone()),
+            retry: true,
+        },
+        Outcome::Failed {
+            error,
+            retryable: true,
+        } => settle(JobState::Dead, JobStatus::Dead, Some(error)),
+        Outcome::Failed {
+            error,
+            retryable: false,
+        } => settle(JobState::Failed, JobStatus::Failed, Some(error)),
+    }
+}
+
+/// Stamps the decision into the attempt's final event (a `JobState` event
+/// prepared by the worker with its sequence number and duration).
+pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelope {
+    if let Event::JobState { state, error, .. } = &mut event.event {
+        *state = decision.status;
+        *error = decision.error.clone();
+    }
+    event
+}
+
+/// A runnable job as a backend's lease queries see it: the best due queued
+/// job, or the best expired lease.
+pub(crate) struct Candidate {
+    pub id: String,
+    pub running: bool,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub cancel_requested: bool,
+    pub priority: i32,
+    pub run_at: i64,
+}
+
+impl Candidate {
+    /// Lease order: highest priority, then earliest `run_at`, then oldest.
+    fn order(&self) -> (std::cmp::Reverse<i32>, i64, &str) {
+        (std::cmp::Reverse(self.priority), self.run_at, &self.id)
+    }
+
+    /// The one to lease of the best queued job and the best expired lease.
+    pub(crate) fn better(queued: Option<Self>, expired: Option<Self>) -> Option<Self> {
+        match (queued, expired) {
+            (Some(q), Some(e)) if e.order() < q.order() => Some(e),
+            (Some(q), _) => Some(q),
+            (None, e) => e,
+        }
+    }
+
+    /// How an abandoned run ends instead of running again: asked to stop
+    /// (cancelled), or out of attempts (dead, with this error). `None` when
+    /// it may be leased.
+    pub(crate) fn fate(&self) -> Option<(JobState, Option<String>)> {
+        if !self.running {
+            return None;
+        }
+        if self.cancel_requested {
+            return Some((JobState::Cancelled, None));
+        }
+        (self.attempts >= self.max_attempts).then(|| {
+            (
+                JobState::Dead,
+                Some(format!(
+                    "the worker's lease expired on attempt {} of {} (daemon killed or stuck)",
+                    self.attempts, self.max_attempts
+                )),
+            )
+        })
+    }
+}
+
+/// The call a job is parked on, or why the job cannot be resolved.
+pub(crate) fn parked_call(job: &Job, store: &str) -> Result<PendingCall, QueueError> {
+    if job.state != JobState::NeedsAttention {
+        return Err(QueueError::NotParked {
+            job: job.id.clone(),
+            state: job.state,
+        });
+    }
+    job.pending_call
+        .clone()
+        .and_then(|p| serde_json::from_value(p).ok())
+        .ok_or_else(|| QueueError::Store {
+            path: store.to_string(),
+            detail: format!("job {} is parked without a readable pending call", job.id),
+        })
+}
+
+/// An operator's answer for a `needs_attention` job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Resolution {
+    /// Run the pending call again (the operator knows it is safe).
+    Retry,
+    /// Do not run it; the model sees `output` as its result.
+    Skip {
+        output: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+    /// End the job as failed.
+    Fail {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+impl Resolution {
+    /// The error a `fail` records.
+    pub(crate) fn failure(reason: &Option<String>, pending: &PendingCall) -> String {
+        reason.clone().unwrap_or_else(|| {
+            format!(
+                "an operator failed the job at the unresolved call {} of tool `{}`",
+                pending.call_id, pending.tool_name
+            )
+        })
+    }
+
+    /// The journal body of the result a `skip` supplies, as the kernel
+    /// records a tool result.
+    pub(crate) fn skipped_result(pending: &PendingCall, output: &str, is_error: bool) -> String {
+        let recorded = RecordedResult {
+            result: crate::types::ToolResult {
+                call_id: pending.call_id.clone(),
+                name: pending.tool_name.clone(),
+                output: output.to_string(),
+                is_error,
+            },
+            error_code: is_error.then(|| "tool_error".to_string()),
+        };
+        serde_json::to_string(&recorded).unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +406,14 @@ pub enum CompleteReply {
     Recorded(JobState),
     /// The attempt was stale: nothing was written.
     Stale,
+}
+
+/// What `finish` recorded: the reply, and the final event as stored (only
+/// when recorded: a stale attempt reports nothing).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub reply: CompleteReply,
+    pub final_event: Option<EventEnvelope>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -252,6 +479,21 @@ pub enum QueueError {
         supported: u32,
     },
     #[error(
+        "PostgreSQL queue {location} has schema version {found}, newer than this binary supports ({supported}); upgrade structured-agents, or point queue.schema at another schema"
+    )]
+    SchemaTooNew {
+        location: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error(
+        "cannot connect to PostgreSQL at {url} (queue.url): {detail}; check that the server is running (e.g. `pg_ctlcluster 15 main start`) and that queue.url and queue.password_env are right"
+    )]
+    Connect { url: String, detail: String },
+    /// A queue setting that cannot work, named by its config key.
+    #[error("{key}: {message}")]
+    Setting { key: &'static str, message: String },
+    #[error(
         "job {job}: attempt {attempt} is not the current attempt (a newer attempt owns the job, or it ended)"
     )]
     StaleAttempt { job: JobId, attempt: u32 },
@@ -259,6 +501,12 @@ pub enum QueueError {
     DuplicateEvent { job: JobId, seq: u64 },
     #[error("invalid cursor {0:?}")]
     Cursor(String),
+    #[error("job {0} does not exist")]
+    NotFound(JobId),
+    #[error(
+        "job {job} is {state}, not needs_attention: only a parked job can be resolved (see its state with `structured-agents job {job}`)"
+    )]
+    NotParked { job: JobId, state: JobState },
 }
 
 /// The seam between API, workers and storage.
@@ -269,6 +517,23 @@ pub trait JobQueue: Send + Sync {
     async fn list(&self, filter: JobFilter) -> Result<Page, QueueError>;
     /// (bundle, state, count) for every non-empty combination.
     async fn counts_by_state(&self) -> Result<Vec<(String, JobState, u64)>, QueueError>;
+    /// How many jobs are in each live state (queued, running,
+    /// needs_attention), for gauges read on every metrics scrape: backends
+    /// answer from an index, never by scanning finished jobs.
+    async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
+        let counts = self.counts_by_state().await?;
+        Ok(JobState::LIVE
+            .into_iter()
+            .map(|state| {
+                let n = counts
+                    .iter()
+                    .filter(|(_, s, _)| *s == state)
+                    .map(|(_, _, n)| n)
+                    .sum();
+                (state, n)
+            })
+            .collect())
+    }
     /// The best runnable job: highest priority, then earliest `run_at`, then
     /// oldest; queued and due, or running with an expired lease.
     async fn lease(&self, worker: &str, lease_for: Duration) -> Result<Option<Lease>, QueueError>;
@@ -278,18 +543,70 @@ pub trait JobQueue: Send + Sync {
         attempt: u32,
         lease_for: Duration,
     ) -> Result<HeartbeatReply, QueueError>;
-    /// Records the bundle version a job runs with (first attempt only).
-    async fn pin_version(&self, id: &JobId, attempt: u32, version: &str) -> Result<(), QueueError>;
-    /// Records an attempt's outcome and appends `final_events` in the same transaction.
+    /// Records the bundle version and content digest a job runs with (first
+    /// attempt only; later attempts keep the first pin).
+    async fn pin_version(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        version: &str,
+        digest: &str,
+    ) -> Result<(), QueueError>;
+    /// Records an attempt's outcome, decided by [`decide`], and appends
+    /// `events` then `final_event` (stamped with the decision) in the same
+    /// transaction.
+    async fn finish(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        outcome: Outcome,
+        events: &[EventEnvelope],
+        final_event: Option<EventEnvelope>,
+    ) -> Result<Finished, QueueError>;
+    /// `finish` without a final event to stamp.
     async fn complete(
         &self,
         id: &JobId,
         attempt: u32,
         outcome: Outcome,
         final_events: &[EventEnvelope],
-    ) -> Result<CompleteReply, QueueError>;
-    /// Puts a running job back without consuming the attempt (graceful drain).
-    async fn release(&self, id: &JobId, attempt: u32) -> Result<(), QueueError>;
+    ) -> Result<CompleteReply, QueueError> {
+        self.finish(id, attempt, outcome, final_events, None)
+            .await
+            .map(|f| f.reply)
+    }
+    /// Puts a running job back without consuming the attempt (graceful
+    /// drain), appending `events` and the stamped `final_event`; a job whose
+    /// cancellation was requested ends `cancelled` instead of running again.
+    async fn release(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        events: &[EventEnvelope],
+        final_event: Option<EventEnvelope>,
+    ) -> Result<Finished, QueueError>;
+    /// Deletes up to `limit` jobs that finished before `finished_before`,
+    /// with their events and journals; returns how many. Called in small
+    /// batches so no transaction holds the store for long.
+    async fn purge_finished(
+        &self,
+        finished_before: SystemTime,
+        limit: usize,
+    ) -> Result<usize, QueueError>;
+    /// The job's step journal, as its attempts recorded it.
+    async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError>;
+    /// Records journal steps (guarded by the attempt) together with the
+    /// events held until then, durably, before the caller acts on them.
+    async fn record_steps(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        entries: &[JournalEntry],
+        events: &[EventEnvelope],
+    ) -> Result<(), QueueError>;
+    /// Resolves a `needs_attention` job: retry its pending call, skip it
+    /// with a supplied result, or fail the job.
+    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Job, QueueError>;
     /// Cancels a queued job at once; asks a running job to stop.
     async fn cancel(&self, id: &JobId) -> Result<Option<Job>, QueueError>;
     async fn append_events(
@@ -305,9 +622,35 @@ pub trait JobQueue: Send + Sync {
         limit: usize,
     ) -> Result<Vec<StoredEvent>, QueueError>;
     async fn last_seq(&self, id: &JobId) -> Result<u64, QueueError>;
-    /// Job ids whose events or state changed (in this process).
+    /// Job ids whose events or state changed: in this process, and with a
+    /// shared backend (PostgreSQL) in every daemon using the same database.
     fn subscribe(&self) -> broadcast::Receiver<JobId>;
+    /// For a backend shared by several daemons: ids of jobs that became
+    /// runnable anywhere (submitted, released, resolved), to wake idle
+    /// workers at once. `None` for a backend only this process writes (its
+    /// API wakes the workers itself).
+    fn runnable(&self) -> Option<broadcast::Receiver<JobId>> {
+        None
+    }
     async fn ping(&self) -> Result<(), QueueError>;
+}
+
+/// Where a backend's schema stands (`structured-agents migrate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationStatus {
+    /// The version found before this run (0: no queue tables yet).
+    pub found: u32,
+    /// The version this binary writes.
+    pub supported: u32,
+    /// The versions this run applied (empty when only checking).
+    pub applied: Vec<u32>,
+}
+
+impl MigrationStatus {
+    pub fn pending(&self) -> u32 {
+        self.supported
+            .saturating_sub(self.found + self.applied.len() as u32)
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -320,4 +663,73 @@ pub(crate) fn millis(t: SystemTime) -> i64 {
 pub(crate) fn rfc3339(ms: i64) -> String {
     let t = SystemTime::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
     humantime::format_rfc3339_millis(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(retryable: bool) -> Outcome {
+        Outcome::Failed {
+            error: "e".into(),
+            retryable,
+        }
+    }
+
+    #[test]
+    fn one_rule_decides_every_outcome() {
+        let parked = Outcome::NeedsAttention {
+            error: "e".into(),
+            pending_call: Value::Null,
+        };
+        let cases = [
+            (
+                Outcome::Succeeded(Value::Null),
+                1,
+                false,
+                JobState::Succeeded,
+                JobStatus::Succeeded,
+            ),
+            (
+                Outcome::Succeeded(Value::Null),
+                1,
+                true,
+                JobState::Succeeded,
+                JobStatus::Succeeded,
+            ),
+            (
+                failed(true),
+                1,
+                false,
+                JobState::Queued,
+                JobStatus::Retrying,
+            ),
+            (failed(true), 3, false, JobState::Dead, JobStatus::Dead),
+            (failed(false), 1, false, JobState::Failed, JobStatus::Failed),
+            (
+                failed(true),
+                1,
+                true,
+                JobState::Cancelled,
+                JobStatus::Cancelled,
+            ),
+            (
+                parked.clone(),
+                1,
+                false,
+                JobState::NeedsAttention,
+                JobStatus::NeedsAttention,
+            ),
+            (parked, 1, true, JobState::Cancelled, JobStatus::Cancelled),
+        ];
+        for (outcome, attempt, cancel, state, status) in cases {
+            let d = decide(&outcome, attempt, 3, cancel);
+            assert_eq!(
+                (d.state, d.status),
+                (state, status),
+                "{outcome:?} attempt {attempt} cancel {cancel}"
+            );
+            assert_eq!(d.retry, state == JobState::Queued);
+        }
+    }
 }

@@ -29,13 +29,60 @@ impl ChatBackend for LimitedBackend {
         request: &ChatRequest,
         on_token: Option<OnToken>,
     ) -> Result<ChatResponse, ClientError> {
-        // The semaphore is never closed, so acquiring cannot fail; if it
-        // ever were, running unthrottled beats failing the job.
-        let _permit = self.permits.acquire().await.ok();
-        self.inner.complete(request, on_token).await
+        // The backend decides how long it holds a permit: an HTTP backend
+        // holds one per attempt, never across its backoff sleeps.
+        self.inner
+            .complete_limited(request, on_token, &self.permits)
+            .await
     }
 
     fn info(&self) -> EndpointInfo {
         self.inner.info()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{EndpointSettings, HttpBackend};
+    use crate::mock::{MockServer, Script};
+    use std::time::Duration;
+
+    use crate::client::test_request as request;
+
+    /// A call waiting out a server's `Retry-After` must not hold the
+    /// endpoint's only permit: another job's call goes through meanwhile.
+    #[tokio::test]
+    async fn backoff_sleeps_do_not_hold_the_endpoint_permit() {
+        let script = Script::parse(
+            "mode: sequential\nreplies:\n  - {status: 503, error: busy, retry_after: 3600}\n  - {content: done}\n",
+            "t",
+        )
+        .unwrap();
+        let server = MockServer::start(script).await.unwrap();
+        let mut settings = EndpointSettings::new("mock", server.base_url());
+        settings.max_retries = 1;
+        settings.backoff_max = Duration::from_secs(3600);
+        let backend = LimitedBackend::wrap(Arc::new(HttpBackend::new(settings).unwrap()), 1);
+
+        let first = tokio::spawn({
+            let backend = backend.clone();
+            async move { backend.complete(&request(), None).await }
+        });
+        // Wait until the first call's request reached the server, so it is
+        // the one answered 503 and then sleeping for an hour.
+        while server.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Before the fix this waited for the first call's whole hour; the
+        // bound only keeps a regression from hanging the suite.
+        let second =
+            tokio::time::timeout(Duration::from_secs(60), backend.complete(&request(), None))
+                .await
+                .expect("the second call waited for the first call's backoff")
+                .unwrap();
+        assert_eq!(second.message.content.as_deref(), Some("done"));
+        assert!(!first.is_finished(), "the first call is still backing off");
+        first.abort();
     }
 }

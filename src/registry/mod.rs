@@ -7,6 +7,7 @@
 //! This module must not know about the queue, workers or HTTP.
 
 mod limited;
+pub mod trust;
 pub mod watch;
 
 pub use limited::LimitedBackend;
@@ -21,7 +22,8 @@ use crate::bundle::{self, Bundle, BundleErrors, EndpointRef, LoadContext, ToolEn
 use crate::client::{ChatBackend, EndpointSettings, HttpBackend, ScriptedBackend};
 use crate::config::{Config, EndpointKind};
 use crate::events::{EventSink, RunContext};
-use crate::kernel::Kernel;
+use crate::journal::RunJournal;
+use crate::kernel::{Kernel, RunError};
 use crate::model::ModelCatalog;
 use crate::tools::ToolEngine;
 use crate::tools::ToolError;
@@ -73,6 +75,10 @@ pub struct BundleEntry {
 pub struct Snapshot {
     pub generation: u64,
     pub bundles: BTreeMap<String, BundleEntry>,
+    /// Directories that hold no usable bundle and whose name is taken by a
+    /// healthy bundle (or by an earlier directory): shown with their errors,
+    /// never in place of the bundle that owns the name.
+    pub rejected: Vec<BundleEntry>,
     pub models: Arc<ModelCatalog>,
 }
 
@@ -105,6 +111,8 @@ pub enum RegistryError {
     },
     #[error("model configs: {0}")]
     Models(String),
+    #[error("refusing to load: {0}")]
+    Untrusted(String),
     #[error("endpoint `{name}`: {detail}")]
     Endpoint { name: String, detail: String },
 }
@@ -115,8 +123,8 @@ pub struct Registry {
     endpoints: BTreeMap<String, Arc<dyn ChatBackend>>,
     tool_env: ToolEnv,
     snapshot: RwLock<Arc<Snapshot>>,
-    /// Every version loaded in this process, so a retried job finds the
-    /// version it was pinned to.
+    /// Every content loaded in this process, by (name, digest), so a retried
+    /// or resumed job finds the exact content it was pinned to.
     versions: Mutex<HashMap<(String, String), Arc<LoadedBundle>>>,
     reload_lock: tokio::sync::Mutex<()>,
 }
@@ -137,6 +145,7 @@ impl Registry {
             snapshot: RwLock::new(Arc::new(Snapshot {
                 generation: 0,
                 bundles: BTreeMap::new(),
+                rejected: Vec::new(),
                 models: Arc::new(ModelCatalog::builtin()),
             })),
             versions: Mutex::new(HashMap::new()),
@@ -155,18 +164,19 @@ impl Registry {
         &self.endpoints
     }
 
-    /// The bundle to run: the pinned version if given (and still known), else
-    /// the current one.
-    pub fn resolve(&self, name: &str, version: Option<&str>) -> Option<Arc<LoadedBundle>> {
-        if let Some(v) = version {
-            let key = (name.to_string(), v.to_string());
+    /// The bundle to run: exactly the pinned content (by digest) if given and
+    /// still known, else the current one. `None` when the pinned content is
+    /// gone: a job never runs different content than it started with.
+    pub fn resolve(&self, name: &str, digest: Option<&str>) -> Option<Arc<LoadedBundle>> {
+        if let Some(d) = digest {
+            let key = (name.to_string(), d.to_string());
             if let Some(found) = self.versions.lock().ok().and_then(|m| m.get(&key).cloned()) {
                 return Some(found);
             }
             return self
                 .snapshot()
                 .bundle(name)
-                .filter(|b| b.version() == v)
+                .filter(|b| b.bundle.digest == d)
                 .cloned();
         }
         self.snapshot().bundle(name).cloned()
@@ -185,7 +195,7 @@ impl Registry {
             for entry in next.bundles.values() {
                 if let Some(b) = &entry.current {
                     versions
-                        .entry((b.name().to_string(), b.version().to_string()))
+                        .entry((b.name().to_string(), b.bundle.digest.clone()))
                         .or_insert_with(|| b.clone());
                 }
             }
@@ -200,6 +210,16 @@ impl Registry {
     /// Builds the next snapshot from disk (blocking).
     fn build_next(&self) -> Result<(Snapshot, ReloadReport), RegistryError> {
         let previous = self.snapshot();
+        let allow_insecure = self.config.paths.allow_insecure_dirs;
+        for dir in [
+            &self.config.paths.bundles_dir,
+            &self.config.paths.models_dir,
+        ] {
+            if dir.exists() {
+                trust::check_dir(dir, allow_insecure)
+                    .map_err(|why| RegistryError::Untrusted(format!("{}: {why}", dir.display())))?;
+            }
+        }
         let models = Arc::new(load_models(&self.config.paths.models_dir)?);
         let dirs = bundle_dirs(&self.config.paths.bundles_dir)?;
         let endpoint_names = self.endpoints.keys().cloned().collect();
@@ -218,29 +238,51 @@ impl Registry {
             ..Default::default()
         };
         let mut bundles: BTreeMap<String, BundleEntry> = BTreeMap::new();
+        let mut rejected: Vec<BundleEntry> = Vec::new();
+        let mut broken: Vec<(PathBuf, Option<&BundleEntry>, Vec<String>)> = Vec::new();
 
+        // Healthy directories take their names first, so a broken or
+        // duplicate directory can never displace a healthy bundle.
         for dir in dirs {
             let before = previous_by_dir.get(dir.as_path()).copied();
-            let loaded = bundle::load_dir(&dir, &ctx).and_then(|b| {
-                if let Some(prev) = before
-                    .and_then(|e| e.current.as_ref())
-                    .filter(|p| p.bundle.digest == b.digest && p.name() == b.name())
-                {
-                    return Ok(prev.clone());
-                }
-                self.bind(b)
+            let trusted = trust::check_dir(&dir, allow_insecure).map_err(|message| {
+                BundleErrors(vec![bundle::BundleError {
+                    file: dir.clone(),
+                    line: None,
+                    path: String::new(),
+                    message,
+                }])
             });
+            let loaded = trusted
+                .and_then(|()| bundle::load_dir(&dir, &ctx))
+                .and_then(|b| {
+                    if let Some(prev) = before
+                        .and_then(|e| e.current.as_ref())
+                        .filter(|p| p.bundle.digest == b.digest && p.name() == b.name())
+                    {
+                        return Ok(prev.clone());
+                    }
+                    self.bind(b)
+                });
             match loaded {
                 Ok(loaded) => {
                     let name = loaded.name().to_string();
                     if let Some(existing) = bundles.get(&name) {
                         let message = format!(
-                            "{}: bundle name {name:?} is already used by {}",
+                            "{}: bundle name {name:?} is already used by {}; rename one of them",
                             dir.display(),
                             existing.dir.display()
                         );
+                        tracing::warn!(bundle_dir = %dir.display(), error = %message, "bundle rejected");
                         report.failed.push(name.clone());
-                        report.errors.push(message);
+                        report.errors.push(message.clone());
+                        rejected.push(BundleEntry {
+                            name,
+                            dir,
+                            current: None,
+                            status: BundleStatus::Invalid,
+                            errors: vec![message],
+                        });
                         continue;
                     }
                     match before.and_then(|e| e.current.as_ref()) {
@@ -267,26 +309,39 @@ impl Registry {
                         tracing::warn!(bundle_dir = %dir.display(), error = %m, "bundle rejected");
                     }
                     report.errors.extend(messages.iter().cloned());
-                    let (name, current, status) = match before {
-                        Some(prev) if prev.current.is_some() => (
-                            prev.name.clone(),
-                            prev.current.clone(),
-                            BundleStatus::Degraded,
-                        ),
-                        _ => (dir_name(&dir), None, BundleStatus::Invalid),
-                    };
-                    report.failed.push(name.clone());
-                    bundles.insert(
-                        name.clone(),
-                        BundleEntry {
-                            name,
-                            dir,
-                            current,
-                            status,
-                            errors: messages,
-                        },
-                    );
+                    broken.push((dir, before, messages));
                 }
+            }
+        }
+        // A broken directory keeps serving its last good version (degraded)
+        // under its name if the name is still free; otherwise it is listed
+        // as rejected.
+        for (dir, before, messages) in broken {
+            let (name, current, status) = match before {
+                Some(prev) if prev.current.is_some() => (
+                    prev.name.clone(),
+                    prev.current.clone(),
+                    BundleStatus::Degraded,
+                ),
+                _ => (dir_name(&dir), None, BundleStatus::Invalid),
+            };
+            report.failed.push(name.clone());
+            let entry = BundleEntry {
+                name: name.clone(),
+                dir,
+                current,
+                status,
+                errors: messages,
+            };
+            match bundles.entry(name) {
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(entry);
+                }
+                std::collections::btree_map::Entry::Occupied(_) => rejected.push(BundleEntry {
+                    current: None,
+                    status: BundleStatus::Invalid,
+                    ..entry
+                }),
             }
         }
         for name in previous.bundles.keys() {
@@ -303,6 +358,7 @@ impl Registry {
             Snapshot {
                 generation: report.generation,
                 bundles,
+                rejected,
                 models,
             },
             report,
@@ -346,6 +402,7 @@ impl AgentHost for NestedRuns {
         input: String,
         parent: &'a EventSink,
         mut context: RunContext,
+        journal: RunJournal,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
@@ -369,13 +426,14 @@ impl AgentHost for NestedRuns {
                 loaded.backend.clone(),
                 loaded.tools.clone(),
             );
-            let run = kernel.run(messages, &sink, cancel).await.map_err(|e| {
-                if e.is_retryable() {
-                    ToolError::Retryable(e.to_string())
-                } else {
-                    ToolError::Failed(e.to_string())
-                }
-            })?;
+            let run = kernel
+                .run_journaled(messages, &sink, cancel, &journal)
+                .await
+                .map_err(|e| match e {
+                    RunError::NeedsAttention(pending) => ToolError::NeedsAttention(pending),
+                    e if e.is_retryable() => ToolError::Retryable(e.to_string()),
+                    e => ToolError::Failed(e.to_string()),
+                })?;
             Ok(run
                 .final_output
                 .or(run.final_message.content)
@@ -425,6 +483,8 @@ fn build_endpoints(
                 settings.connect_timeout = ep.connect_timeout.into();
                 settings.request_timeout = ep.request_timeout.into();
                 settings.max_retries = ep.max_retries;
+                settings.backoff_max = ep.backoff_max.into();
+                settings.max_response_bytes = ep.max_response_bytes;
                 settings.provider = ep.provider.clone();
                 if let Some(var) = &ep.api_key_env {
                     settings.api_key =

@@ -3,12 +3,13 @@
 //! bundle, model, tool, state, outcome — never a job id), fed by kernel
 //! events through `MetricsObserver`.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 use super::otel_metrics::kv;
@@ -39,6 +40,10 @@ pub struct Metrics {
     pub job_duration: HistogramVec,
     pub queue_jobs: IntGaugeVec,
     pub jobs_in_flight: IntGauge,
+    /// 1 while the last queue operation seen by workers or `/readyz` worked.
+    pub queue_up: IntGauge,
+    pub queue_errors: IntCounterVec,
+    pub jobs_purged: IntCounter,
     pub turns: IntCounterVec,
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
@@ -113,7 +118,26 @@ impl Metrics {
             &["observer"],
         )?;
         registry.register(Box::new(observer_dropped.clone()))?;
+        let jobs_purged = IntCounter::new(
+            "structured_agents_jobs_purged_total",
+            "Finished jobs deleted with their events and journals after queue.retention.",
+        )?;
+        registry.register(Box::new(jobs_purged.clone()))?;
+        let queue_up = IntGauge::new(
+            "structured_agents_queue_up",
+            "1 when the last queue operation of the workers or /readyz reached the store, 0 when it failed.",
+        )?;
+        registry.register(Box::new(queue_up.clone()))?;
+        // The queue was reachable when the daemon opened it.
+        queue_up.set(1);
         Ok(Arc::new(Self {
+            queue_up,
+            queue_errors: counter(
+                "structured_agents_queue_errors_total",
+                "Queue operations (lease by the workers, ping by /readyz) that could not reach the store.",
+                &["operation"],
+            )?,
+            jobs_purged,
             operation_duration: histogram(
                 "gen_ai_client_operation_duration_seconds",
                 "GenAI operation duration (model calls), per the OpenTelemetry GenAI conventions.",
@@ -212,6 +236,14 @@ impl Metrics {
         }
     }
 
+    /// Records whether a queue operation (`lease`, `ping`) reached the store.
+    pub fn queue_operation(&self, operation: &str, worked: bool) {
+        self.queue_up.set(i64::from(worked));
+        if !worked {
+            self.queue_errors.with_label_values(&[operation]).inc();
+        }
+    }
+
     pub fn reload(&self, result: &str) {
         self.reloads.with_label_values(&[result]).inc();
         if let Some(o) = self.otlp.get() {
@@ -229,11 +261,19 @@ impl Metrics {
     }
 }
 
+/// The `tool` label of a call to a tool no bundle declares. Tool names in
+/// calls come from the model, which can invent any number of them; as label
+/// values they would grow the metric families without bound.
+pub const UNKNOWN_TOOL_LABEL: &str = "unknown";
+
 /// Turns one job's events into metric updates.
 pub struct MetricsObserver {
     metrics: Arc<Metrics>,
     provider: String,
     model: Mutex<String>,
+    /// A bundle and the tools it declares: that bundle's events may use
+    /// only these names as labels.
+    declared: Option<(String, HashSet<String>)>,
 }
 
 impl MetricsObserver {
@@ -242,6 +282,37 @@ impl MetricsObserver {
             metrics,
             provider: provider.into(),
             model: Mutex::new(String::new()),
+            declared: None,
+        }
+    }
+
+    /// Restricts the tool labels of `bundle`'s events to the tools it
+    /// declares (events of nested runs of other bundles are checked by the
+    /// engine's verdict only, see `tool_label`).
+    pub fn with_declared_tools(
+        mut self,
+        bundle: impl Into<String>,
+        tools: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.declared = Some((bundle.into(), tools.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// The label for a tool name from an event. The engine answers a call
+    /// to a name the bundle does not declare with `unknown_tool` (before
+    /// anything else), so that verdict alone keeps invented names out; the
+    /// declared list, when given, is a second fence.
+    fn tool_label<'a>(&self, bundle: &str, tool: &'a str, outcome: Option<&str>) -> &'a str {
+        if outcome == Some("unknown_tool") {
+            return UNKNOWN_TOOL_LABEL;
+        }
+        match &self.declared {
+            Some((declared_bundle, tools))
+                if declared_bundle == bundle && !tools.contains(tool) =>
+            {
+                UNKNOWN_TOOL_LABEL
+            }
+            _ => tool,
         }
     }
 
@@ -300,6 +371,7 @@ impl Observer for MetricsObserver {
                 ..
             } => {
                 let outcome = error_type.as_deref().unwrap_or("ok");
+                let tool_name = self.tool_label(bundle, tool_name, error_type.as_deref());
                 m.tool_calls
                     .with_label_values(&[bundle, tool_name, outcome])
                     .inc();
@@ -320,6 +392,7 @@ impl Observer for MetricsObserver {
             Event::ToolTrace {
                 tool_name, stage, ..
             } if stage == "cache.hit" => {
+                let tool_name = self.tool_label(bundle, tool_name, None);
                 m.tool_cache_hits.with_label_values(&[tool_name]).inc();
             }
             Event::TurnComplete { .. } => {
@@ -371,5 +444,80 @@ impl Observer for MetricsObserver {
 
     fn name(&self) -> &str {
         "metrics"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(bundle: &str, tool: &str, error_type: Option<&str>) -> EventEnvelope {
+        EventEnvelope {
+            run_id: "r".into(),
+            bundle: bundle.into(),
+            bundle_version: "1".into(),
+            parent: None,
+            seq: 1,
+            timestamp: String::new(),
+            event: Event::ToolResult {
+                turn: 1,
+                tool_name: tool.into(),
+                call_id: "c".into(),
+                is_error: error_type.is_some(),
+                duration_ms: 1,
+                output_preview: String::new(),
+                error_type: error_type.map(str::to_string),
+            },
+        }
+    }
+
+    /// The `tool` label values of the tool-call counter.
+    fn tool_labels(metrics: &Metrics) -> Vec<String> {
+        let mut out: Vec<String> = metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("structured_agents_tool_calls_total{"))
+            .filter_map(|l| {
+                let start = l.find("tool=\"")? + 6;
+                let end = start + l[start..].find('"')?;
+                Some(l[start..end].to_string())
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[tokio::test]
+    async fn invented_tool_names_never_become_label_values() {
+        let metrics = Metrics::new().unwrap();
+        let observer = MetricsObserver::new(metrics.clone(), "openai");
+        observer.on_event(&result("b", "add", None)).await.unwrap();
+        for invented in ["rm -rf /", "tool_0001", "tool_0002"] {
+            observer
+                .on_event(&result("b", invented, Some("unknown_tool")))
+                .await
+                .unwrap();
+        }
+        assert_eq!(tool_labels(&metrics), ["add", UNKNOWN_TOOL_LABEL]);
+    }
+
+    #[tokio::test]
+    async fn with_declared_tools_only_declared_names_are_labels() {
+        let metrics = Metrics::new().unwrap();
+        let observer =
+            MetricsObserver::new(metrics.clone(), "openai").with_declared_tools("b", ["add"]);
+        observer.on_event(&result("b", "add", None)).await.unwrap();
+        // Whatever the engine said, an undeclared name is not a label.
+        observer
+            .on_event(&result("b", "made_up", Some("tool_error")))
+            .await
+            .unwrap();
+        // A nested run of another bundle keeps its own tool names.
+        observer
+            .on_event(&result("other", "search", None))
+            .await
+            .unwrap();
+        assert_eq!(tool_labels(&metrics), ["add", "search", UNKNOWN_TOOL_LABEL]);
     }
 }

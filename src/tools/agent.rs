@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::events::{EventSink, ParentRun, RunContext};
+use crate::journal::RunJournal;
 use crate::types::ToolSchema;
 
 /// Nesting deeper than this is refused.
@@ -19,13 +20,16 @@ pub const MAX_DEPTH: u32 = 3;
 /// Runs bundles for `agent` tools (implemented by the registry, which knows them).
 pub trait AgentHost: Send + Sync {
     /// Runs `bundle` with `input` as a child of `parent` (events through
-    /// `parent.child(context)`, with the bundle version filled in); returns its answer.
+    /// `parent.child(context)`, with the bundle version filled in), recording
+    /// its steps in `journal` (the child's own, scoped under the agent call)
+    /// so a new attempt resumes it too; returns its answer.
     fn run_nested<'a>(
         &'a self,
         bundle: &'a str,
         input: String,
         parent: &'a EventSink,
         context: RunContext,
+        journal: RunJournal,
         cancel: CancellationToken,
     ) -> BoxFuture<'a, Result<String, ToolError>>;
 }
@@ -89,9 +93,22 @@ impl Tool for AgentTool {
                 depth,
             }),
         };
+        // The child run's tool keys extend this call's key, which is the
+        // key a nested job is known by.
+        let journal = match ctx.journal {
+            Some(journal) => journal.child(ctx.turn, &ctx.call.id),
+            None => RunJournal::disabled(ctx.idempotency_key()),
+        };
         let answer = self
             .host
-            .run_nested(&self.bundle, input, ctx.events, child, ctx.cancel.clone())
+            .run_nested(
+                &self.bundle,
+                input,
+                ctx.events,
+                child,
+                journal,
+                ctx.cancel.clone(),
+            )
             .await?;
         Ok(ToolOutput::Text(answer))
     }

@@ -23,8 +23,9 @@ use super::cache::ResultCache;
 use super::coerce::parse_and_coerce;
 use super::guardrails::{GuardrailError, Guardrails};
 use super::policy::{CacheSpec, GuardrailSpec};
-use super::{Tool, ToolContext, ToolError};
+use super::{Effect, Tool, ToolContext, ToolError, panic_message};
 use crate::events::{Event, EventSink, preview};
+use crate::journal::{PendingCall, RunJournal};
 use crate::types::{ToolCall, ToolResult, ToolSchema};
 
 /// Per-tool handling, compiled from the bundle.
@@ -36,6 +37,8 @@ pub struct ToolPolicy {
     pub retry_backoff: Duration,
     pub cache: Option<ResultCache>,
     pub guardrails: Option<Guardrails>,
+    /// What repeating a call does; decides resumption after a crash.
+    pub effect: Effect,
 }
 
 impl Default for ToolPolicy {
@@ -46,6 +49,7 @@ impl Default for ToolPolicy {
             retry_backoff: Duration::from_millis(100),
             cache: None,
             guardrails: None,
+            effect: Effect::default(),
         }
     }
 }
@@ -66,6 +70,7 @@ impl ToolPolicy {
                 .filter(|c| c.enabled)
                 .map(|c| ResultCache::new(c.max_entries, c.ttl.map(Into::into))),
             guardrails: guardrails.map(Guardrails::compile).transpose()?,
+            effect: Effect::default(),
         })
     }
 }
@@ -85,6 +90,8 @@ pub struct ToolOutcome {
     pub attempts: u32,
     pub cached: bool,
     pub duration: Duration,
+    /// A nested run stopped at an unsafe call of unknown outcome.
+    pub parked: Option<Box<PendingCall>>,
 }
 
 /// The tool map of one bundle, built once.
@@ -133,6 +140,7 @@ impl Trace<'_> {
             attempts,
             cached,
             duration: self.started.elapsed(),
+            parked: None,
         }
     }
 }
@@ -167,14 +175,37 @@ impl ToolEngine {
         self.tools.is_empty()
     }
 
-    /// Runs one call through the pipeline. Never fails: every problem is an
-    /// error result.
+    /// The declared effect of a tool (`unsafe` for names the bundle does
+    /// not declare; those never run).
+    pub fn effect(&self, name: &str) -> Effect {
+        self.tools
+            .get(name)
+            .map_or(Effect::Unsafe, |e| e.policy.effect)
+    }
+
+    /// Runs one call through the pipeline outside any journal. Never fails:
+    /// every problem is an error result.
     pub async fn execute(
         &self,
         call: &ToolCall,
         turn: u32,
         cancel: &CancellationToken,
         events: &EventSink,
+    ) -> ToolOutcome {
+        self.execute_journaled(call, turn, cancel, events, None)
+            .await
+    }
+
+    /// Runs one call through the pipeline as a step of a journaled run (the
+    /// journal gives the call its idempotency key and nested runs their own
+    /// journal).
+    pub async fn execute_journaled(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        journal: Option<&RunJournal>,
     ) -> ToolOutcome {
         let trace = Trace {
             call,
@@ -256,12 +287,14 @@ impl ToolEngine {
                 cancel: cancel.child_token(),
                 deadline: Instant::now() + policy.timeout,
                 events,
+                journal,
             };
             let attempt_cancel = ctx.cancel.clone();
             // A tool that panics (including one that blocks on the runtime
             // from inside it) is caught here and becomes a tool_error.
             let invocation =
                 AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
+            crate::failpoint::hit_after("tool_running", Duration::from_millis(300));
             let outcome = tokio::select! {
                 r = tokio::time::timeout(policy.timeout, invocation) => r,
                 _ = cancel.cancelled() => {
@@ -320,6 +353,22 @@ impl ToolEngine {
                         attempts,
                         false,
                     );
+                }
+                Ok(Ok(Err(ToolError::NeedsAttention(pending)))) => {
+                    trace
+                        .emit(
+                            "tool.invoke.needs_attention",
+                            json!({"attempt": attempts, "pending_call": pending.call_id}),
+                        )
+                        .await;
+                    let mut outcome = trace.done(
+                        format!("tool_error:{pending}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    );
+                    outcome.parked = Some(pending);
+                    return outcome;
                 }
                 Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= policy.retries => {
                     trace
@@ -390,12 +439,4 @@ impl ToolEngine {
         }
         trace.done(output, None, attempts, false)
     }
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".into())
 }

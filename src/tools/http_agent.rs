@@ -89,6 +89,7 @@ impl Tool for HttpAgentTool {
         let response = self
             .http
             .post(&self.endpoint)
+            .header("Idempotency-Key", ctx.idempotency_key())
             .timeout(ctx.remaining().max(Duration::from_millis(1)))
             .json(&envelope)
             .send()

@@ -14,8 +14,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rmcp::model::CallToolRequestParams;
+
+/// The `_meta` key of a call's idempotency key.
+pub const IDEMPOTENCY_META_KEY: &str = "structured-agents/idempotency-key";
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+
+use super::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard};
 use rmcp::{ClientHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,9 +40,15 @@ pub struct McpServerSpec {
     /// Or the URL of a Streamable HTTP server (e.g. `http://127.0.0.1:8000/mcp`).
     #[serde(default)]
     pub url: Option<String>,
-    /// Variables set for the server (its environment is otherwise inherited).
+    /// Variables set for the server. Its environment is otherwise cleared
+    /// but for `env_allowlist`: API keys in the daemon's environment never
+    /// reach a bundle's server.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables passed through from the daemon's environment (default:
+    /// PATH, LANG, LC_ALL, TZ, HOME, TMPDIR).
+    #[serde(default)]
+    pub env_allowlist: Option<Vec<String>>,
     /// Working directory, relative to the bundle.
     #[serde(default)]
     pub working_dir: Option<String>,
@@ -80,6 +91,8 @@ type Connection = RunningService<RoleClient, Handler>;
 
 struct State {
     connection: Option<Arc<Connection>>,
+    /// The stdio server's process group, killed when replaced or dropped.
+    group: Option<GroupGuard>,
     tools: Option<Vec<rmcp::model::Tool>>,
     failures: u32,
     next_attempt: Option<Instant>,
@@ -111,6 +124,7 @@ impl McpSource {
             tools_changed: Arc::new(AtomicBool::new(false)),
             state: tokio::sync::Mutex::new(State {
                 connection: None,
+                group: None,
                 tools: None,
                 failures: 0,
                 next_attempt: None,
@@ -134,7 +148,9 @@ impl McpSource {
         self.state.lock().await.restarts
     }
 
-    async fn start(&self) -> Result<Connection, McpError> {
+    /// Starts (or connects to) the server; a stdio server comes with the
+    /// guard of its process group.
+    async fn start(&self) -> Result<(Connection, Option<GroupGuard>), McpError> {
         let handler = Handler {
             tools_changed: self.tools_changed.clone(),
         };
@@ -157,18 +173,45 @@ impl McpSource {
                 command
                     .args(args)
                     .current_dir(&self.dir)
-                    .envs(&self.spec.env)
+                    .env_clear()
+                    .process_group(0)
                     .kill_on_drop(true);
+                let allowlist = self.spec.env_allowlist.clone().unwrap_or_else(|| {
+                    DEFAULT_ENV_ALLOWLIST
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
+                });
+                for key in &allowlist {
+                    if let Ok(value) = std::env::var(key) {
+                        command.env(key, value);
+                    }
+                }
+                command.envs(&self.spec.env);
                 let transport = TokioChildProcess::new(command)
                     .map_err(|e| self.err(format!("cannot start {program}: {e}")))?;
-                tokio::time::timeout(timeout, handler.serve(transport)).await
+                // The server runs in its own process group, killed as a group
+                // when it is replaced or its bundle version is dropped.
+                let group = GroupGuard(
+                    transport
+                        .id()
+                        .map(|id| nix::unistd::Pid::from_raw(id as i32)),
+                );
+                return match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                    Ok(Ok(connection)) => Ok((connection, Some(group))),
+                    Ok(Err(e)) => Err(self.err(format!("initialization failed: {e}"))),
+                    Err(_) => Err(self.err(format!(
+                        "did not initialize within {}",
+                        self.spec.connect_timeout
+                    ))),
+                };
             }
             (None, None) => {
                 return Err(self.err("give `command` (stdio) or `url` (Streamable HTTP)"));
             }
         };
         match serving {
-            Ok(Ok(connection)) => Ok(connection),
+            Ok(Ok(connection)) => Ok((connection, None)),
             Ok(Err(e)) => Err(self.err(format!("initialization failed: {e}"))),
             Err(_) => Err(self.err(format!(
                 "did not initialize within {}",
@@ -193,8 +236,10 @@ impl McpSource {
             )));
         }
         state.connection = None;
+        state.group = None;
         match self.start().await {
-            Ok(connection) => {
+            Ok((connection, group)) => {
+                state.group = group;
                 if std::mem::replace(&mut state.started, true) {
                     state.restarts += 1;
                     tracing::warn!(mcp = %self.name, restarts = state.restarts, "mcp server restarted");
@@ -257,6 +302,14 @@ impl McpSource {
         };
         let mut params = CallToolRequestParams::new(tool.to_string());
         params.arguments = arguments.as_object().cloned();
+        // The same key on every attempt of this call, so a server can
+        // recognize a repetition after a crash.
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            IDEMPOTENCY_META_KEY.into(),
+            Value::String(ctx.idempotency_key()),
+        );
+        params.meta = Some(meta.into());
         let result = tokio::select! {
             r = tokio::time::timeout(ctx.remaining(), connection.call_tool(params)) => r,
             _ = ctx.cancel.cancelled() => return Err(ToolError::Failed("cancelled".into())),

@@ -25,6 +25,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventSink;
+use crate::journal::{PendingCall, RunJournal};
 use crate::types::{ToolCall, ToolSchema};
 
 /// What a backend produced; the engine normalizes it to a JSON string.
@@ -62,8 +63,52 @@ impl ToolOutput {
     }
 }
 
+/// The message a caught panic carried (for tool errors and failed attempts).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What running a tool again does to the world, declared per tool in
+/// `bundle.yaml` (`effect:`). It decides what a new attempt does with a call
+/// that an interrupted attempt started but left without a recorded result.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// No side effect: run it again.
+    ReadOnly,
+    /// Safe to repeat with the same idempotency key: run it again with it.
+    Idempotent,
+    /// Never run again on its own: the job waits for an operator.
+    #[default]
+    Unsafe,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::ReadOnly => "read_only",
+            Effect::Idempotent => "idempotent",
+            Effect::Unsafe => "unsafe",
+        }
+    }
 }
 
 /// How a backend failed; decides retrying and the code the model sees.
@@ -78,6 +123,10 @@ pub enum ToolError {
     /// Anything else.
     #[error("{0}")]
     Failed(String),
+    /// A nested run stopped at an unsafe call of unknown outcome: the whole
+    /// job waits for an operator.
+    #[error("{0}")]
+    NeedsAttention(Box<PendingCall>),
 }
 
 /// What a tool receives besides its arguments.
@@ -91,11 +140,28 @@ pub struct ToolContext<'a> {
     pub deadline: Instant,
     /// The run's event sink, for tools that start nested runs.
     pub events: &'a EventSink,
+    /// The run's journal, for nested runs (which keep their own, scoped
+    /// under this call) and the call's idempotency key.
+    pub journal: Option<&'a RunJournal>,
 }
 
 impl ToolContext<'_> {
     pub fn remaining(&self) -> Duration {
         self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// The stable key of this call, `{job}:{turn}:{call_id}`: the same on
+    /// every attempt, so a backend can recognize a repetition.
+    pub fn idempotency_key(&self) -> String {
+        match self.journal {
+            Some(journal) => journal.idempotency_key(self.turn, &self.call.id),
+            None => format!(
+                "{}:{}:{}",
+                self.events.context().run_id,
+                self.turn,
+                self.call.id
+            ),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! The `plugin` backend: a tool exported by a dynamic plugin library. Calls
-//! run on the blocking pool (plugin code may block) under the engine's
-//! timeout; a plugin panic (caught by the SDK) is a `tool_error`.
+//! run on the plugin's own few threads (plugin code may block, and a call
+//! that never returns must not take threads the rest of the daemon needs)
+//! under the engine's timeout; a plugin panic (caught by the SDK) is a
+//! `tool_error`.
 
 use std::sync::Arc;
 
@@ -50,13 +52,14 @@ impl Tool for PluginTool {
         arguments: Value,
         ctx: ToolContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        let call =
-            json!({"name": self.plugin_tool, "arguments": arguments, "call_id": ctx.call.id});
+        let call = json!({"name": self.plugin_tool, "arguments": arguments, "call_id": ctx.call.id, "idempotency_key": ctx.idempotency_key()});
         let (plugin, instance) = (self.plugin.clone(), self.instance.clone());
         let name = self.plugin.info.name.clone();
-        let result = tokio::task::spawn_blocking(move || plugin.invoke(&instance, &call))
+        // The engine's deadline bounds the wait for a free plugin thread too.
+        let result = plugin
+            .invoke_pooled(instance, call, ctx.remaining())
             .await
-            .map_err(|e| ToolError::Failed(format!("plugin {name} call failed: {e}")))?
+            .map_err(|e| ToolError::Failed(e.to_string()))?
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         if let Some(ok) = result.get("ok") {
             return Ok(ToolOutput::Json(ok.clone()));

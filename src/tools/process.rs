@@ -45,38 +45,130 @@ impl ProcessTool {
 
 /// Kills the child's whole process group when dropped, so a timed-out or
 /// cancelled call never leaves grandchildren behind.
-struct GroupGuard(Option<Pid>);
+/// Kills a process group when dropped (a tool's child and anything it
+/// started).
+pub(crate) struct GroupGuard(pub(crate) Option<Pid>);
 
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0.take() {
+impl GroupGuard {
+    pub(crate) fn kill(&self) {
+        if let Some(pgid) = self.0 {
             // ESRCH (already gone) is fine.
             let _ = killpg(pgid, Signal::SIGKILL);
         }
     }
 }
 
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// How long the pipes may stay open after the direct child has exited: long
+/// enough to drain what it wrote, short enough that a grandchild holding
+/// stdout open (a daemonised helper, `cmd &`) cannot turn a finished call
+/// into a timeout.
+const PIPE_GRACE: Duration = Duration::from_millis(250);
+
+/// Reads into `out` (kept by the caller, so what was read survives an
+/// abandoned read), keeping at most `cap` bytes and draining the rest.
 async fn read_capped<R: AsyncRead + Unpin>(
     mut reader: R,
     cap: usize,
-) -> std::io::Result<(Vec<u8>, bool)> {
-    let mut out = Vec::new();
+    out: &mut Vec<u8>,
+    truncated: &mut bool,
+) -> std::io::Result<()> {
     let mut chunk = [0u8; 8192];
-    let mut truncated = false;
     loop {
         let n = reader.read(&mut chunk).await?;
         if n == 0 {
-            break;
+            return Ok(());
         }
         if out.len() + n > cap {
             out.extend_from_slice(&chunk[..cap - out.len()]);
-            truncated = true;
+            *truncated = true;
             // Keep draining so the child never blocks on a full pipe.
             continue;
         }
         out.extend_from_slice(&chunk[..n]);
     }
-    Ok((out, truncated))
+}
+
+/// What one run of the child produced.
+struct Collected {
+    stdout: Vec<u8>,
+    truncated: bool,
+    stdout_error: Option<std::io::Error>,
+    stderr: Vec<u8>,
+    status: std::io::Result<std::process::ExitStatus>,
+}
+
+/// Feeds `input` to the child while reading its stdout and stderr (a child
+/// may write more than a pipe buffer before it reads its input, so writing
+/// first would deadlock), and returns once the child has exited and its
+/// pipes are drained, or `PIPE_GRACE` after its exit, whichever is first.
+async fn collect(
+    child: &mut tokio::process::Child,
+    input: &[u8],
+    cap: usize,
+    group: &GroupGuard,
+) -> Collected {
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (mut out, mut truncated, mut err, mut err_truncated) =
+        (Vec::new(), false, Vec::new(), false);
+    let (pipes_done, status, stdout_result) = {
+        let write = async {
+            if let Some(mut stdin) = stdin {
+                // A tool that ignores stdin may close it early; that is not an error.
+                let _ = stdin.write_all(input).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        let read_out = async {
+            match stdout {
+                Some(s) => read_capped(s, cap, &mut out, &mut truncated).await,
+                None => Ok(()),
+            }
+        };
+        let read_err = async {
+            match stderr {
+                Some(s) => read_capped(s, 16 * 1024, &mut err, &mut err_truncated)
+                    .await
+                    .ok(),
+                None => None,
+            }
+        };
+        let pipes = async {
+            let ((), out, _) = tokio::join!(write, read_out, read_err);
+            out
+        };
+        tokio::pin!(pipes);
+        let first = tokio::select! {
+            out = &mut pipes => Ok(out),
+            status = child.wait() => Err(status),
+        };
+        match first {
+            Ok(stdout_result) => (true, child.wait().await, Some(stdout_result)),
+            Err(status) => match tokio::time::timeout(PIPE_GRACE, &mut pipes).await {
+                Ok(stdout_result) => (true, status, Some(stdout_result)),
+                Err(_) => (false, status, None),
+            },
+        }
+    };
+    if !pipes_done {
+        // Something the child started still holds a pipe: end the group
+        // now; what was read so far is the answer.
+        group.kill();
+    }
+    Collected {
+        stdout: out,
+        truncated,
+        stdout_error: stdout_result.and_then(Result::err),
+        stderr: err,
+        status,
+    }
 }
 
 #[async_trait]
@@ -116,6 +208,9 @@ impl Tool for ProcessTool {
         for (key, value) in &self.spec.env {
             command.env(key, value);
         }
+        // The same on every attempt of this call: a script can use it to
+        // make its side effect happen once.
+        command.env("SA_IDEMPOTENCY_KEY", ctx.idempotency_key());
         let mut child = command.spawn().map_err(|e| {
             ToolError::Failed(format!(
                 "cannot start `{program}` for tool `{name}` in {}: {e}",
@@ -125,39 +220,13 @@ impl Tool for ProcessTool {
         let guard = GroupGuard(child.id().map(|id| Pid::from_raw(id as i32)));
 
         let input = serde_json::to_vec(&arguments).unwrap_or_default();
-        let mut stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
         let cap = self.spec.max_output_bytes;
-        let run = async {
-            if let Some(stdin) = stdin.as_mut() {
-                // A tool that ignores stdin may close it early; that is not an error.
-                let _ = stdin.write_all(&input).await;
-                let _ = stdin.shutdown().await;
-            }
-            drop(stdin);
-            let out = async {
-                match stdout {
-                    Some(s) => read_capped(s, cap).await,
-                    None => Ok((Vec::new(), false)),
-                }
-            };
-            let err = async {
-                match stderr {
-                    Some(s) => read_capped(s, 16 * 1024).await,
-                    None => Ok((Vec::new(), false)),
-                }
-            };
-            let (out, err) = tokio::join!(out, err);
-            let status = child.wait().await;
-            (out, err, status)
-        };
         let timeout = self
             .spec
             .timeout
             .min(ctx.remaining().max(Duration::from_millis(1)));
-        let (out, err, status) = tokio::select! {
-            r = tokio::time::timeout(timeout, run) => match r {
+        let collected = tokio::select! {
+            r = tokio::time::timeout(timeout, collect(&mut child, &input, cap, &guard)) => match r {
                 Ok(r) => r,
                 Err(_) => return Err(ToolError::Failed("timeout".into())),
             },
@@ -166,13 +235,18 @@ impl Tool for ProcessTool {
         // The child has exited; kill any grandchildren it left in its group.
         drop(guard);
 
-        let status =
-            status.map_err(|e| ToolError::Failed(format!("waiting for `{program}`: {e}")))?;
-        let (stdout, truncated) =
-            out.map_err(|e| ToolError::Failed(format!("reading stdout of `{program}`: {e}")))?;
-        let stderr_text = err
-            .map(|(b, _)| String::from_utf8_lossy(&b).trim().to_string())
-            .unwrap_or_default();
+        let status = collected
+            .status
+            .map_err(|e| ToolError::Failed(format!("waiting for `{program}`: {e}")))?;
+        if let Some(e) = collected.stdout_error {
+            return Err(ToolError::Failed(format!(
+                "reading stdout of `{program}`: {e}"
+            )));
+        }
+        let (stdout, truncated) = (collected.stdout, collected.truncated);
+        let stderr_text = String::from_utf8_lossy(&collected.stderr)
+            .trim()
+            .to_string();
         if !status.success() {
             let code = status.code().map_or_else(
                 || "killed by a signal".to_string(),
@@ -221,6 +295,10 @@ mod tests {
     use std::time::Instant;
 
     fn tool(command: &[&str], timeout: Duration) -> ProcessTool {
+        tool_with_cap(command, timeout, 1024)
+    }
+
+    fn tool_with_cap(command: &[&str], timeout: Duration, max_output_bytes: usize) -> ProcessTool {
         ProcessTool::new(
             ToolSchema {
                 name: "t".into(),
@@ -232,7 +310,7 @@ mod tests {
                 working_dir: std::env::temp_dir(),
                 env_allowlist: vec!["PATH".into()],
                 env: vec![("EXTRA".into(), "1".into())],
-                max_output_bytes: 1024,
+                max_output_bytes,
                 timeout,
             },
         )
@@ -247,6 +325,7 @@ mod tests {
             cancel: Default::default(),
             deadline: Instant::now() + Duration::from_secs(30),
             events: &sink,
+            journal: None,
         };
         tool.invoke(args, ctx).await
     }
@@ -327,5 +406,59 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(!alive, "grandchild {pid} survived the timeout");
+    }
+
+    /// Waits until `pid` is gone (or a zombie about to be reaped by init).
+    async fn gone(pid: i32) -> bool {
+        for _ in 0..250 {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if state.is_empty() || state.split_whitespace().nth(2) == Some("Z") {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// The child writes 300 KB (more than a pipe buffer) before reading any
+    /// of its 300 KB of input: writing the input first deadlocked until the
+    /// timeout.
+    #[tokio::test]
+    async fn a_child_that_writes_before_reading_its_input_does_not_deadlock() {
+        let t = tool_with_cap(
+            &[
+                "sh",
+                "-c",
+                "head -c 300000 /dev/zero | tr '\\0' ' '; wc -c | tr -d ' '",
+            ],
+            Duration::from_secs(60),
+            1024 * 1024,
+        );
+        let args = json!({"pad": "x".repeat(300_000)});
+        let expected = serde_json::to_vec(&args).unwrap().len().to_string();
+        let out = call(&t, args).await.unwrap();
+        assert_eq!(out, ToolOutput::Text(expected));
+    }
+
+    /// The child answers and exits, but a background grandchild keeps its
+    /// stdout open: the call returns the answer (instead of waiting for the
+    /// grandchild until the timeout) and the grandchild is killed.
+    #[tokio::test]
+    async fn a_grandchild_holding_stdout_does_not_turn_a_finished_call_into_a_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild.pid");
+        let script = format!(
+            "sleep 120 & echo $! > {}; echo '{{\"ok\": 1}}'",
+            pidfile.display()
+        );
+        let t = tool(&["sh", "-c", &script], Duration::from_secs(60));
+        let out = call(&t, json!({})).await.unwrap();
+        assert_eq!(out, ToolOutput::Text(r#"{"ok": 1}"#.into()));
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(gone(pid).await, "grandchild {pid} survived the call");
     }
 }

@@ -1,9 +1,13 @@
 //! The observer that appends a job's events to its durable log in the queue
-//! store, guarded by the attempt number. Events that are always followed
-//! within moments by another (KernelStart, ModelResponse, tool traces and
-//! results) are held and written with the next one, so a turn costs a few
-//! transactions instead of one per event; what is still held when the run
-//! ends goes into the same transaction as the job's outcome.
+//! store, guarded by the attempt number. A run's events are held and written
+//! with the run's next durable write — a journal step (each model reply and
+//! each tool result is one) or the job's outcome — so the log costs no
+//! commit of its own on a turn's critical path; only events outside a run
+//! (a reload) are written at once.
+//!
+//! Every write of a job's held events goes through one lock, so they reach
+//! the store in sequence order; a write that fails puts its events back, so a
+//! failed append never leaves a gap in the sequence.
 
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +21,8 @@ pub struct EventLogObserver {
     job: JobId,
     attempt: u32,
     pending: Mutex<Vec<EventEnvelope>>,
+    /// Held from taking the pending events until their write is answered.
+    writing: tokio::sync::Mutex<()>,
 }
 
 impl EventLogObserver {
@@ -26,36 +32,58 @@ impl EventLogObserver {
             job,
             attempt,
             pending: Mutex::new(Vec::new()),
+            writing: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Events that make a watcher's view current: written at once, with
-    /// whatever is held before them.
+    /// Events written at once (with whatever is held before them): those
+    /// no journal step or outcome follows.
     fn flushes(event: &Event) -> bool {
-        matches!(
-            event,
-            Event::ModelRequest { .. }
-                | Event::ToolCall { .. }
-                | Event::TurnComplete { .. }
-                | Event::KernelEnd { .. }
-                | Event::Reload { .. }
-        ) || matches!(event, Event::JobState { state, .. } if state != "running")
+        matches!(event, Event::Reload { .. })
     }
 
-    /// The held events, for the transaction that records the outcome.
-    pub fn take_pending(&self) -> Vec<EventEnvelope> {
+    fn take_pending(&self) -> Vec<EventEnvelope> {
         std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Puts back events whose write failed, before any held since.
+    fn restore(&self, mut events: Vec<EventEnvelope>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        events.append(&mut pending);
+        *pending = events;
+    }
+
+    /// Runs `write` with the held events (in sequence order, and after every
+    /// earlier write of this job); the events are put back if it fails with
+    /// anything but a stale attempt (then nothing of this attempt is written
+    /// any more).
+    pub async fn write_with<T, F, Fut>(&self, write: F) -> Result<T, QueueError>
+    where
+        F: FnOnce(Arc<Vec<EventEnvelope>>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, QueueError>>,
+    {
+        let _in_order = self.writing.lock().await;
+        // Shared with the write, not copied: only a failed write needs them back.
+        let held = Arc::new(self.take_pending());
+        let written = write(held.clone()).await;
+        if let Err(err) = &written
+            && !matches!(err, QueueError::StaleAttempt { .. })
+        {
+            self.restore(Arc::try_unwrap(held).unwrap_or_else(|shared| (*shared).clone()));
+        }
+        written
     }
 
     /// Writes the held events now.
     pub async fn flush(&self) -> Result<(), QueueError> {
-        let batch = self.take_pending();
-        if batch.is_empty() {
-            return Ok(());
-        }
-        self.queue
-            .append_events(&self.job, self.attempt, &batch)
-            .await
+        let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
+        self.write_with(|held| async move {
+            if held.is_empty() {
+                return Ok(());
+            }
+            queue.append_events(&job, attempt, &held).await
+        })
+        .await
     }
 }
 
@@ -77,5 +105,47 @@ impl Observer for EventLogObserver {
 
     fn name(&self) -> &str {
         "event-log"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64) -> EventEnvelope {
+        EventEnvelope {
+            run_id: "j".into(),
+            bundle: "b".into(),
+            bundle_version: "1".into(),
+            parent: None,
+            seq,
+            timestamp: String::new(),
+            event: Event::ParseError {
+                turn: 1,
+                detail: String::new(),
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_puts_its_events_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue: Arc<dyn JobQueue> = Arc::new(
+            crate::queue::sqlite::SqliteQueue::open(&dir.path().join("q.db"), Default::default())
+                .await
+                .unwrap(),
+        );
+        let log = EventLogObserver::new(queue, JobId::from("j"), 1);
+        log.on_event(&event(1)).await.unwrap();
+        let failed: Result<(), QueueError> = log
+            .write_with(|held| async move {
+                assert_eq!(held.len(), 1);
+                Err(QueueError::Cursor("simulated store failure".into()))
+            })
+            .await;
+        assert!(failed.is_err());
+        log.on_event(&event(2)).await.unwrap();
+        let seqs: Vec<u64> = log.take_pending().iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![1, 2], "the failed events come back first");
     }
 }

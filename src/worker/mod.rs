@@ -12,15 +12,23 @@ mod event_log;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::panic::AssertUnwindSafe;
+
+use futures::FutureExt;
 use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::{CompositeObserver, Event, EventSink, Observer, RunContext};
-use crate::kernel::Kernel;
-use crate::queue::{HeartbeatReply, JobQueue, Lease, Outcome};
+use crate::events::{
+    CompositeObserver, Event, EventEnvelope, EventSink, JobStatus, NullObserver, Observer,
+    RunContext,
+};
+use crate::journal::{JournalEntry, JournalStore, RunJournal};
+use crate::kernel::{Kernel, RunError};
+use crate::queue::{HealthProbe, HeartbeatReply, JobId, JobQueue, Lease, Outcome};
 use crate::registry::{LoadedBundle, Registry};
+use crate::tools::panic_message;
 use crate::types::TerminationReason;
 use event_log::EventLogObserver;
 
@@ -48,6 +56,8 @@ pub struct WorkerPool {
     observers: ObserverFactory,
     /// Woken by submissions so idle workers do not wait for the next poll.
     wake: Arc<Notify>,
+    /// Told whether each lease reached the queue (metrics, outage logs).
+    probe: Option<HealthProbe>,
 }
 
 impl WorkerPool {
@@ -64,6 +74,19 @@ impl WorkerPool {
             settings,
             observers,
             wake,
+            probe: None,
+        }
+    }
+
+    /// Reports every lease attempt's success or failure to `probe`.
+    pub fn with_health_probe(mut self, probe: HealthProbe) -> Self {
+        self.probe = Some(probe);
+        self
+    }
+
+    fn report(&self, worked: bool) {
+        if let Some(probe) = &self.probe {
+            probe("lease", worked);
         }
     }
 
@@ -78,11 +101,12 @@ impl WorkerPool {
                 p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
                 _ = shutdown.cancelled() => break,
             };
-            let lease = match self
+            let leased = self
                 .queue
                 .lease(&self.settings.worker_id, self.settings.lease)
-                .await
-            {
+                .await;
+            self.report(leased.is_ok());
+            let lease = match leased {
                 Ok(Some(lease)) => lease,
                 Ok(None) => {
                     drop(permit);
@@ -135,49 +159,68 @@ impl WorkerPool {
     async fn run_job(&self, lease: Lease, abandon: CancellationToken) {
         let job = &lease.job;
         let attempt = lease.attempt;
+        let first_seq = match self.queue.last_seq(&job.id).await {
+            Ok(seq) => seq + 1,
+            Err(err) => {
+                tracing::error!(job_id = %job.id, error = %err, "cannot read the event log; releasing the job");
+                let _ = self.queue.release(&job.id, attempt, &[], None).await;
+                return;
+            }
+        };
         let Some(loaded) = self
             .registry
-            .resolve(&job.bundle, job.bundle_version.as_deref())
+            .resolve(&job.bundle, job.bundle_digest.as_deref())
         else {
-            let error = match &job.bundle_version {
-                Some(v) => format!(
-                    "bundle {:?} version {v:?} is not loaded (it was replaced or removed); resubmit the job",
-                    job.bundle
+            let error = match (&job.bundle_digest, &job.bundle_version) {
+                (Some(digest), version) => format!(
+                    "job {}: bundle {:?} content {} (version {}) that its first attempt ran is no longer loaded (it was edited or removed since); the job is never replayed against different content: resubmit it",
+                    job.id,
+                    job.bundle,
+                    short(digest),
+                    version.as_deref().unwrap_or("?"),
                 ),
-                None => format!(
-                    "bundle {:?} is not loaded; check `structured-agents bundles`",
-                    job.bundle
+                (None, _) => format!(
+                    "job {}: bundle {:?} is not loaded; check `structured-agents bundles`",
+                    job.id, job.bundle
                 ),
             };
+            let context = RunContext {
+                run_id: job.id.to_string(),
+                bundle: job.bundle.clone(),
+                bundle_version: job.bundle_version.clone().unwrap_or_default(),
+                parent: None,
+            };
+            let sink = EventSink::new(context, first_seq, Arc::new(NullObserver));
             self.finish(
                 &lease,
                 Outcome::Failed {
                     error,
                     retryable: false,
                 },
+                &sink,
                 None,
                 std::time::Instant::now(),
             )
             .await;
             return;
         };
-        if job.bundle_version.is_none()
+        if job.bundle_digest.is_none()
             && let Err(err) = self
                 .queue
-                .pin_version(&job.id, attempt, loaded.version())
+                .pin_version(&job.id, attempt, loaded.version(), &loaded.bundle.digest)
                 .await
         {
             tracing::warn!(job_id = %job.id, error = %err, "cannot pin bundle version");
         }
-
-        let first_seq = match self.queue.last_seq(&job.id).await {
-            Ok(seq) => seq + 1,
+        let recorded = match self.queue.journal(&job.id).await {
+            Ok(entries) => entries,
             Err(err) => {
-                tracing::error!(job_id = %job.id, error = %err, "cannot read the event log; releasing the job");
-                let _ = self.queue.release(&job.id, attempt).await;
+                tracing::error!(job_id = %job.id, error = %err, "cannot read the step journal; releasing the job");
+                let _ = self.queue.release(&job.id, attempt, &[], None).await;
                 return;
             }
         };
+
         let others: Arc<dyn Observer> =
             Arc::new(CompositeObserver::new((self.observers)(&loaded, job)));
         let log = Arc::new(EventLogObserver::new(
@@ -185,6 +228,16 @@ impl WorkerPool {
             job.id.clone(),
             attempt,
         ));
+        let journal = RunJournal::new(
+            job.id.as_str(),
+            recorded,
+            Arc::new(QueueJournal {
+                queue: self.queue.clone(),
+                job: job.id.clone(),
+                attempt,
+                log: log.clone(),
+            }),
+        );
         let context = RunContext {
             run_id: job.id.to_string(),
             bundle: loaded.name().to_string(),
@@ -199,16 +252,13 @@ impl WorkerPool {
                 others.clone(),
             ])),
         );
-        let cancel_requested = CancellationToken::new();
-        let finish_with = FinalEvents {
-            sink: &sink,
+        let attempt_events = AttemptEvents {
             log: &log,
             observers: &others,
-            cancel_requested: &cancel_requested,
         };
         let started = std::time::Instant::now();
         sink.emit(Event::JobState {
-            state: "running".into(),
+            state: JobStatus::Running,
             attempt,
             error: None,
             duration_ms: None,
@@ -218,14 +268,15 @@ impl WorkerPool {
         let messages = match loaded.bundle.prompts.render(&job.input, &job.variables) {
             Ok(m) => m,
             Err(e) => {
-                let error = format!("bundle {:?}: {e}", job.bundle);
+                let error = format!("job {}: bundle {:?}: {e}", job.id, job.bundle);
                 self.finish(
                     &lease,
                     Outcome::Failed {
                         error,
                         retryable: false,
                     },
-                    Some(finish_with),
+                    &sink,
+                    Some(attempt_events),
                     started,
                 )
                 .await;
@@ -235,6 +286,7 @@ impl WorkerPool {
 
         let mut config = loaded.bundle.kernel_config();
         config.record_messages = self.settings.record_messages;
+        let timeout = config.timeout.unwrap_or_default();
         let kernel = Kernel::new(
             config,
             loaded.bundle.model.plugin.clone(),
@@ -242,7 +294,7 @@ impl WorkerPool {
             loaded.tools.clone(),
         );
         let cancel = CancellationToken::new();
-        let heartbeat = self.spawn_heartbeat(&lease, cancel.clone(), cancel_requested.clone());
+        let heartbeat = self.spawn_heartbeat(&lease, cancel.clone());
         let stop_on_abandon = {
             let cancel = cancel.clone();
             let abandon = abandon.clone();
@@ -251,129 +303,130 @@ impl WorkerPool {
                 cancel.cancel();
             })
         };
-        let result = kernel.run(messages, &sink, cancel.clone()).await;
+        // A panic anywhere in the run (model plugin, client, template, tool
+        // glue) ends this attempt as a failure instead of killing the task
+        // and stranding the job with a live heartbeat.
+        let result =
+            AssertUnwindSafe(kernel.run_journaled(messages, &sink, cancel.clone(), &journal))
+                .catch_unwind()
+                .await;
         stop_on_abandon.abort();
         heartbeat.handle.abort();
 
-        if abandon.is_cancelled() {
-            // Shutdown: the job goes back to the queue; its next attempt
-            // continues the event log.
-            sink.emit(Event::JobState {
-                state: "released".into(),
-                attempt,
-                error: None,
-                duration_ms: Some(started.elapsed().as_millis() as u64),
-            })
-            .await;
-            if let Err(err) = log.flush().await {
-                tracing::warn!(job_id = %job.id, error = %err, "cannot write the event log before release");
-            }
-            if let Err(err) = self.queue.release(&job.id, attempt).await {
-                tracing::error!(job_id = %job.id, error = %err, "cannot release job");
-            }
-            return;
-        }
         if heartbeat.lost.is_cancelled() {
             tracing::warn!(job_id = %job.id, attempt, "lease lost to a newer attempt; discarding this attempt's outcome");
             return;
         }
+        if abandon.is_cancelled() {
+            // Shutdown: the job goes back to the queue; its next attempt
+            // resumes from the journal and continues the event log.
+            let final_event = sink.stamp(Event::JobState {
+                state: JobStatus::Released,
+                attempt,
+                error: None,
+                duration_ms: Some(started.elapsed().as_millis() as u64),
+            });
+            let released = log
+                .write_with(|held| {
+                    let (queue, id) = (self.queue.clone(), job.id.clone());
+                    async move { queue.release(&id, attempt, &held, Some(final_event)).await }
+                })
+                .await;
+            match released {
+                Ok(finished) => {
+                    if let Some(event) = finished.final_event {
+                        let _ = others.on_event(&event).await;
+                    }
+                }
+                Err(err) => {
+                    tracing::error!(job_id = %job.id, error = %err, "cannot release job")
+                }
+            }
+            return;
+        }
         let outcome = match result {
-            Ok(run) if matches!(run.termination_reason, TerminationReason::Cancelled) => {
-                Outcome::Failed {
+            Err(panic) => Outcome::Failed {
+                error: format!(
+                    "job {}: the run panicked: {} (a bug in a model plugin, client or tool; the attempt was stopped)",
+                    job.id,
+                    panic_message(panic.as_ref())
+                ),
+                retryable: false,
+            },
+            Ok(Ok(run)) => match run.termination_reason {
+                TerminationReason::Cancelled => Outcome::Failed {
                     error: "cancelled by request".into(),
                     retryable: false,
-                }
-            }
-            Ok(run) if matches!(run.termination_reason, TerminationReason::Timeout) => {
-                Outcome::Failed {
-                    error: format!(
-                        "the run exceeded its deadline ({:?}, limits.timeout)",
-                        loaded.bundle.kernel_config().timeout.unwrap_or_default()
-                    ),
+                },
+                TerminationReason::Timeout => Outcome::Failed {
+                    error: format!("the run exceeded its deadline ({timeout:?}, limits.timeout)"),
                     retryable: false,
-                }
-            }
-            Ok(run) => Outcome::Succeeded(json!({
-                "output": run.final_output.clone().or_else(|| run.final_message.content.clone()),
-                "termination_reason": run.termination_reason,
-                "turn_count": run.turn_count,
-                "usage": run.usage,
-                "bundle_version": loaded.version(),
-            })),
-            Err(err) => Outcome::Failed {
+                },
+                _ => Outcome::Succeeded(json!({
+                    "output": run.final_output.clone().or_else(|| run.final_message.content.clone()),
+                    "termination_reason": run.termination_reason,
+                    "turn_count": run.turn_count,
+                    "usage": run.usage,
+                    "bundle_version": loaded.version(),
+                })),
+            },
+            Ok(Err(RunError::NeedsAttention(pending))) => Outcome::NeedsAttention {
+                error: pending.to_string(),
+                pending_call: serde_json::to_value(&*pending).unwrap_or_default(),
+            },
+            Ok(Err(err)) => Outcome::Failed {
                 error: err.to_string(),
                 retryable: err.is_retryable(),
             },
         };
-        self.finish(&lease, outcome, Some(finish_with), started)
+        self.finish(&lease, outcome, &sink, Some(attempt_events), started)
             .await;
     }
 
-    /// Records the outcome. The final JobState event goes into the log in
-    /// the same transaction as the state change, then to the other observers.
+    /// Records the outcome. The queue decides the final state and stamps the
+    /// final JobState event in the same transaction (after the events still
+    /// held by the log); only a recorded event reaches the other observers.
     async fn finish(
         &self,
         lease: &Lease,
         outcome: Outcome,
-        events: Option<FinalEvents<'_>>,
+        sink: &EventSink,
+        events: Option<AttemptEvents<'_>>,
         started: std::time::Instant,
     ) {
         let job = &lease.job;
-        let final_event = events.as_ref().map(|f| {
-            // The state the queue will record for this outcome.
-            let (state, error) = match &outcome {
-                Outcome::Succeeded(_) => ("succeeded", None),
-                Outcome::Failed { .. } if f.cancel_requested.is_cancelled() => ("cancelled", None),
-                Outcome::Failed {
-                    error,
-                    retryable: true,
-                } if lease.attempt < job.max_attempts => ("retrying", Some(error.clone())),
-                Outcome::Failed {
-                    error,
-                    retryable: true,
-                } => ("dead", Some(error.clone())),
-                Outcome::Failed {
-                    error,
-                    retryable: false,
-                } => ("failed", Some(error.clone())),
-            };
-            f.sink.stamp(Event::JobState {
-                state: state.into(),
-                attempt: lease.attempt,
-                error,
-                duration_ms: Some(started.elapsed().as_millis() as u64),
-            })
+        let final_event = sink.stamp(Event::JobState {
+            state: JobStatus::Failed,
+            attempt: lease.attempt,
+            error: None,
+            duration_ms: Some(started.elapsed().as_millis() as u64),
         });
-        // Events still held by the log go into the outcome's transaction,
-        // before the final state, keeping the sequence in order.
-        let mut final_events = events
-            .as_ref()
-            .map(|f| f.log.take_pending())
-            .unwrap_or_default();
-        final_events.extend(final_event.iter().cloned());
-        match self
-            .queue
-            .complete(&job.id, lease.attempt, outcome, &final_events)
-            .await
-        {
-            Ok(reply) => {
-                tracing::info!(job_id = %job.id, attempt = lease.attempt, outcome = ?reply, "job finished")
+        let record = |held: Arc<Vec<EventEnvelope>>| {
+            let (queue, id) = (self.queue.clone(), job.id.clone());
+            async move {
+                queue
+                    .finish(&id, lease.attempt, outcome, &held, Some(final_event))
+                    .await
+            }
+        };
+        let finished = match &events {
+            Some(e) => e.log.write_with(record).await,
+            None => record(Arc::default()).await,
+        };
+        match finished {
+            Ok(finished) => {
+                tracing::info!(job_id = %job.id, attempt = lease.attempt, outcome = ?finished.reply, "job finished");
+                if let (Some(e), Some(event)) = (&events, &finished.final_event) {
+                    let _ = e.observers.on_event(event).await;
+                }
             }
             Err(err) => {
-                tracing::error!(job_id = %job.id, attempt = lease.attempt, error = %err, "cannot record job outcome")
+                tracing::error!(job_id = %job.id, attempt = lease.attempt, error = %err, "cannot record job outcome; the lease will expire and the job resumes from its journal")
             }
-        }
-        if let (Some(f), Some(event)) = (events, final_event) {
-            let _ = f.observers.on_event(&event).await;
         }
     }
 
-    fn spawn_heartbeat(
-        &self,
-        lease: &Lease,
-        cancel: CancellationToken,
-        cancel_requested: CancellationToken,
-    ) -> Heartbeat {
+    fn spawn_heartbeat(&self, lease: &Lease, cancel: CancellationToken) -> Heartbeat {
         let queue = self.queue.clone();
         let id = lease.job.id.clone();
         let attempt = lease.attempt;
@@ -388,7 +441,6 @@ impl WorkerPool {
                     Ok(HeartbeatReply::Ok) => {}
                     Ok(HeartbeatReply::CancelRequested) => {
                         tracing::info!(job_id = %id, "cancellation requested; stopping the run");
-                        cancel_requested.cancel();
                         cancel.cancel();
                     }
                     Ok(HeartbeatReply::Lost) => {
@@ -404,12 +456,38 @@ impl WorkerPool {
     }
 }
 
-/// Where a job's last event goes.
-struct FinalEvents<'a> {
-    sink: &'a EventSink,
+/// Where an attempt's final event goes: the log (held events first) and,
+/// once recorded, the other observers.
+struct AttemptEvents<'a> {
     log: &'a Arc<EventLogObserver>,
     observers: &'a Arc<dyn Observer>,
-    cancel_requested: &'a CancellationToken,
+}
+
+/// The journal's store: the queue, guarded by the attempt; each step is
+/// written with the events held until then.
+struct QueueJournal {
+    queue: Arc<dyn JobQueue>,
+    job: JobId,
+    attempt: u32,
+    log: Arc<EventLogObserver>,
+}
+
+#[async_trait::async_trait]
+impl JournalStore for QueueJournal {
+    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String> {
+        self.log
+            .write_with(|held| async move {
+                self.queue
+                    .record_steps(&self.job, self.attempt, &entries, &held)
+                    .await
+            })
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
 }
 
 struct Heartbeat {

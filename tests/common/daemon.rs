@@ -141,6 +141,28 @@ impl Daemon {
         std::fs::read_to_string(&self.stderr_log).unwrap_or_default()
     }
 
+    /// Waits until the daemon has killed itself at `failpoint` (armed with
+    /// `SA_FAILPOINTS`); fails if it exited otherwise or never got there.
+    pub fn wait_killed_at(&mut self, failpoint: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(
+                    self.log().contains(&format!("failpoint {failpoint}")),
+                    "the daemon exited ({status}) without reaching failpoint {failpoint}; log:\n{}",
+                    self.log()
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "failpoint {failpoint} never fired; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn kill9(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
@@ -183,16 +205,21 @@ pub fn client() -> reqwest::Client {
 }
 
 pub async fn submit(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input: &str) -> Value {
+    submit_body(http, daemon, json!({"bundle": bundle, "input": input})).await
+}
+
+/// Submits a job body (any of the API's fields) and returns the job.
+pub async fn submit_body(http: &reqwest::Client, daemon: &Daemon, body: Value) -> Value {
     let response = http
         .post(daemon.url("/v1/jobs"))
-        .json(&json!({"bundle": bundle, "input": input}))
+        .json(&body)
         .send()
         .await
         .unwrap();
     let status = response.status();
-    let body: Value = response.json().await.unwrap();
-    assert!(status.is_success(), "{status}: {body}");
-    body
+    let job: Value = response.json().await.unwrap();
+    assert!(status.is_success(), "{status}: {job}");
+    job
 }
 
 pub async fn get(http: &reqwest::Client, daemon: &Daemon, path: &str) -> Value {
@@ -203,6 +230,49 @@ pub async fn get(http: &reqwest::Client, daemon: &Daemon, path: &str) -> Value {
         .json()
         .await
         .unwrap()
+}
+
+/// The lines of a file a test's tools write their side effects to (none
+/// when it does not exist yet).
+pub fn file_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The samples of the daemon's `/metrics` whose series starts with
+/// `prefix`: the whole series (name and labels) → its value.
+pub async fn metric_samples(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    prefix: &str,
+) -> std::collections::BTreeMap<String, u64> {
+    let text = http
+        .get(daemon.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse::<f64>().ok()? as u64))
+        })
+        .collect()
+}
+
+/// One sample's value in the daemon's `/metrics` (0 when absent).
+pub async fn metric(http: &reqwest::Client, daemon: &Daemon, series: &str) -> u64 {
+    metric_samples(http, daemon, series)
+        .await
+        .get(series)
+        .copied()
+        .unwrap_or(0)
 }
 
 /// Polls until the job reaches a terminal state.

@@ -2,7 +2,7 @@
 import os
 import time
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 server = FastMCP("test-tools")
 
@@ -36,6 +36,20 @@ def slow(seconds: float) -> str:
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
+
+
+@server.tool()
+def environ(name: str) -> str:
+    """A variable of the server's environment ("" when unset)."""
+    return os.environ.get(name, "")
+
+
+@server.tool()
+def idempotency_key(ctx: Context) -> str:
+    """The idempotency key the client sent in the request's _meta."""
+    meta = ctx.request_context.meta
+    extra = (getattr(meta, "model_extra", None) or {}) if meta is not None else {}
+    return str(extra.get("structured-agents/idempotency-key", ""))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+//! Retention: finished jobs, with their events and journals, are deleted
+//! `queue.retention` after they finished, by a background task that works in
+//! small batches so it never holds the store for long.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::queue::JobQueue;
+use crate::telemetry::metrics::Metrics;
+
+/// Jobs deleted per transaction.
+const BATCH: usize = 200;
+
+/// Runs until `shutdown`: every `every`, deletes what is past `retention`.
+pub fn spawn(
+    queue: Arc<dyn JobQueue>,
+    retention: Duration,
+    every: Duration,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            let cutoff = SystemTime::now() - retention;
+            let mut purged = 0;
+            loop {
+                match queue.purge_finished(cutoff, BATCH).await {
+                    Ok(n) => {
+                        purged += n;
+                        metrics.jobs_purged.inc_by(n as u64);
+                        if n < BATCH || shutdown.is_cancelled() {
+                            break;
+                        }
+                        // Let other writers in between batches.
+                        tokio::task::yield_now().await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "retention: cannot delete finished jobs; trying again later");
+                        break;
+                    }
+                }
+            }
+            if purged > 0 {
+                tracing::info!(purged, retention = ?retention, "retention: deleted finished jobs with their events and journals");
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::sqlite::SqliteQueue;
+    use crate::queue::{JobState, NewJob, Outcome};
+
+    #[tokio::test]
+    async fn finished_jobs_are_purged_in_batches_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue: Arc<dyn JobQueue> = Arc::new(
+            SqliteQueue::open(&dir.path().join("q.db"), Default::default())
+                .await
+                .unwrap(),
+        );
+        let submit = || NewJob {
+            bundle: "b".into(),
+            input: "x".into(),
+            ..Default::default()
+        };
+        for _ in 0..BATCH + 5 {
+            queue.submit(submit()).await.unwrap();
+            let lease = queue
+                .lease("w", Duration::from_secs(30))
+                .await
+                .unwrap()
+                .unwrap();
+            queue
+                .complete(
+                    &lease.job.id,
+                    lease.attempt,
+                    Outcome::Succeeded(1.into()),
+                    &[],
+                )
+                .await
+                .unwrap();
+        }
+        let (waiting, _) = queue.submit(submit()).await.unwrap();
+        let metrics = Metrics::new().unwrap();
+        let shutdown = CancellationToken::new();
+        let task = spawn(
+            queue.clone(),
+            Duration::ZERO,
+            Duration::from_millis(10),
+            metrics.clone(),
+            shutdown.clone(),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while metrics.jobs_purged.get() < (BATCH + 5) as u64 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "purged only {}",
+                metrics.jobs_purged.get()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        shutdown.cancel();
+        task.await.unwrap();
+        let counts = queue.counts_by_state().await.unwrap();
+        assert_eq!(counts, vec![("b".to_string(), JobState::Queued, 1)]);
+        assert!(queue.get(&waiting.id).await.unwrap().is_some());
+    }
+}

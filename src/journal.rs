@@ -1,0 +1,477 @@
+//! The step journal: every completed step of a run (its rendered input, each
+//! model reply, each tool result, and the start of each tool call whose
+//! repetition would matter) is recorded durably before the run acts on it.
+//! A new attempt of the job loads what earlier attempts recorded and replays
+//! it: no model call and no tool call for a recorded step, and execution
+//! continues at the first step without a record.
+//!
+//! This module is the seam between the kernel (which records and replays)
+//! and a store (the queue, through the worker). It knows neither: it holds
+//! the recorded entries and the `JournalStore` trait.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Message, TokenUsage, ToolResult};
+
+/// One journal row as a store keeps it: a run scope (`""` for the job's own
+/// run, `"2:call_1/"` for the agent run started by call `call_1` of turn 2),
+/// the turn, the step key and the JSON body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    pub scope: String,
+    pub turn: u32,
+    /// `input`, `reply`, `start:<call id>` or `result:<call id>`.
+    pub step: String,
+    pub body: String,
+}
+
+impl JournalEntry {
+    pub fn start_key(call_id: &str) -> String {
+        format!("start:{call_id}")
+    }
+
+    pub fn result_key(call_id: &str) -> String {
+        format!("result:{call_id}")
+    }
+}
+
+/// A model reply as the kernel acted on it: the parsed assistant message
+/// (content, tool calls with their ids and raw argument text), the parse
+/// error of each call, usage and who answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedReply {
+    pub assistant: Message,
+    /// One per tool call, `Some(detail)` when its arguments did not parse.
+    #[serde(default)]
+    pub parse_errors: Vec<Option<String>>,
+    pub usage: TokenUsage,
+    /// The model the request named.
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// A tool call's result as the model saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedResult {
+    pub result: ToolResult,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+}
+
+/// A tool call that started and may have had its effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedStart {
+    pub tool_name: String,
+    pub arguments: serde_json::Value,
+    /// `read_only`, `idempotent` or `unsafe`.
+    pub effect: String,
+    pub idempotency_key: String,
+}
+
+/// A started call whose outcome is unknown and whose tool is `unsafe`: the
+/// job waits for an operator (`needs_attention`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingCall {
+    /// The run scope (`""` for the job's own run).
+    pub scope: String,
+    pub turn: u32,
+    pub call_id: String,
+    pub tool_name: String,
+    pub arguments: serde_json::Value,
+    pub effect: String,
+    pub idempotency_key: String,
+}
+
+impl std::fmt::Display for PendingCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tool `{}` (call {} of turn {}{}) was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: resolve the job with retry, skip (supplying the result) or fail",
+            self.tool_name,
+            self.call_id,
+            self.turn,
+            if self.scope.is_empty() {
+                String::new()
+            } else {
+                format!(", nested run {}", self.scope)
+            },
+            self.effect
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot record step {step} of turn {turn} in the journal: {detail}")]
+    Store {
+        turn: u32,
+        step: String,
+        detail: String,
+    },
+    #[error(
+        "journal entry {step} of turn {turn} (scope {scope:?}) is not valid JSON for this version: {detail}; the job cannot be resumed"
+    )]
+    Corrupt {
+        scope: String,
+        turn: u32,
+        step: String,
+        detail: String,
+    },
+}
+
+/// Where a run's steps are recorded (the worker's adapter over the queue,
+/// guarded by the attempt number).
+#[async_trait]
+pub trait JournalStore: Send + Sync {
+    /// Returns once the entries are durable (all or none).
+    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String>;
+}
+
+/// The journal of one run: what earlier attempts recorded (shared by the
+/// run and its nested runs) and where new steps go. A run without a store
+/// (`structured-agents run`, `chat`) records nothing and replays nothing.
+#[derive(Clone)]
+pub struct RunJournal {
+    store: Option<Arc<dyn JournalStore>>,
+    recorded: Arc<HashMap<(String, u32, String), String>>,
+    scope: String,
+    /// `{job id}` for the job's run; the agent call's key for a nested run.
+    key_prefix: String,
+    /// Entries that need not be durable on their own (the rendered input,
+    /// which the pinned bundle reproduces exactly): written with the next
+    /// step that must be.
+    deferred: Arc<std::sync::Mutex<Vec<JournalEntry>>>,
+}
+
+impl RunJournal {
+    /// No durability: nothing is recorded or replayed.
+    pub fn disabled(key_prefix: impl Into<String>) -> Self {
+        Self {
+            store: None,
+            recorded: Arc::default(),
+            scope: String::new(),
+            key_prefix: key_prefix.into(),
+            deferred: Arc::default(),
+        }
+    }
+
+    /// The job's journal: `entries` as earlier attempts recorded them.
+    pub fn new(job_id: &str, entries: Vec<JournalEntry>, store: Arc<dyn JournalStore>) -> Self {
+        let recorded = entries
+            .into_iter()
+            .map(|e| ((e.scope, e.turn, e.step), e.body))
+            .collect();
+        Self {
+            store: Some(store),
+            recorded: Arc::new(recorded),
+            scope: String::new(),
+            key_prefix: job_id.to_string(),
+            deferred: Arc::default(),
+        }
+    }
+
+    /// The journal of the nested run started by `call_id` in `turn`.
+    pub fn child(&self, turn: u32, call_id: &str) -> Self {
+        Self {
+            store: self.store.clone(),
+            recorded: self.recorded.clone(),
+            scope: format!("{}{turn}:{call_id}/", self.scope),
+            key_prefix: self.idempotency_key(turn, call_id),
+            deferred: self.deferred.clone(),
+        }
+    }
+
+    /// The stable key a backend receives for a call: `{job}:{turn}:{call_id}`
+    /// (a nested run's keys extend its agent call's key).
+    pub fn idempotency_key(&self, turn: u32, call_id: &str) -> String {
+        format!("{}:{turn}:{call_id}", self.key_prefix)
+    }
+
+    pub fn is_durable(&self) -> bool {
+        self.store.is_some()
+    }
+
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// Whether this run has anything recorded (it is resuming).
+    pub fn has_records(&self) -> bool {
+        self.recorded
+            .keys()
+            .any(|(scope, _, _)| scope == &self.scope)
+    }
+
+    /// The steps of this run an earlier attempt completed (input, replies
+    /// and results), which this attempt replays.
+    pub fn recorded_steps(&self) -> usize {
+        self.recorded
+            .keys()
+            .filter(|(scope, _, step)| scope == &self.scope && !step.starts_with("start:"))
+            .count()
+    }
+
+    fn lookup<T: serde::de::DeserializeOwned>(
+        &self,
+        turn: u32,
+        step: &str,
+    ) -> Result<Option<T>, JournalError> {
+        let Some(body) = self
+            .recorded
+            .get(&(self.scope.clone(), turn, step.to_string()))
+        else {
+            return Ok(None);
+        };
+        serde_json::from_str(body)
+            .map(Some)
+            .map_err(|e| JournalError::Corrupt {
+                scope: self.scope.clone(),
+                turn,
+                step: step.to_string(),
+                detail: e.to_string(),
+            })
+    }
+
+    pub fn recorded_input(&self) -> Result<Option<Vec<Message>>, JournalError> {
+        self.lookup(0, "input")
+    }
+
+    pub fn recorded_reply(&self, turn: u32) -> Result<Option<RecordedReply>, JournalError> {
+        self.lookup(turn, "reply")
+    }
+
+    pub fn recorded_result(
+        &self,
+        turn: u32,
+        call_id: &str,
+    ) -> Result<Option<RecordedResult>, JournalError> {
+        self.lookup(turn, &JournalEntry::result_key(call_id))
+    }
+
+    /// A call that an earlier attempt started and left without a result.
+    pub fn recorded_start(
+        &self,
+        turn: u32,
+        call_id: &str,
+    ) -> Result<Option<RecordedStart>, JournalError> {
+        self.lookup(turn, &JournalEntry::start_key(call_id))
+    }
+
+    /// The first turn an earlier attempt did not finish: the turn of the last
+    /// recorded reply when some of its calls have no result, else the next.
+    pub fn resume_turn(&self) -> u32 {
+        let last = self
+            .recorded
+            .keys()
+            .filter(|(scope, _, step)| scope == &self.scope && step == "reply")
+            .map(|(_, turn, _)| *turn)
+            .max();
+        let Some(turn) = last else { return 1 };
+        let complete = self
+            .lookup::<RecordedReply>(turn, "reply")
+            .ok()
+            .flatten()
+            .is_some_and(|reply| {
+                reply.assistant.tool_calls.iter().all(|call| {
+                    self.recorded.contains_key(&(
+                        self.scope.clone(),
+                        turn,
+                        JournalEntry::result_key(&call.id),
+                    ))
+                })
+            });
+        if complete { turn + 1 } else { turn }
+    }
+
+    /// Records the rendered input with the run's next durable step: an
+    /// attempt that dies before then renders it again from the pinned
+    /// bundle, identically.
+    pub fn record_input(&self, messages: &[Message]) -> Result<(), JournalError> {
+        if self.store.is_none() {
+            return Ok(());
+        }
+        let entry = self.entry(0, "input".into(), &messages)?;
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(entry);
+        Ok(())
+    }
+
+    pub async fn record_reply(&self, turn: u32, reply: &RecordedReply) -> Result<(), JournalError> {
+        self.record(turn, "reply".into(), reply).await
+    }
+
+    pub async fn record_start(
+        &self,
+        turn: u32,
+        call_id: &str,
+        start: &RecordedStart,
+    ) -> Result<(), JournalError> {
+        self.record(turn, JournalEntry::start_key(call_id), start)
+            .await
+    }
+
+    pub async fn record_result(
+        &self,
+        turn: u32,
+        result: &RecordedResult,
+    ) -> Result<(), JournalError> {
+        self.record(
+            turn,
+            JournalEntry::result_key(&result.result.call_id),
+            result,
+        )
+        .await
+    }
+
+    fn entry<T: Serialize>(
+        &self,
+        turn: u32,
+        step: String,
+        body: &T,
+    ) -> Result<JournalEntry, JournalError> {
+        let body = serde_json::to_string(body).map_err(|e| JournalError::Store {
+            turn,
+            step: step.clone(),
+            detail: e.to_string(),
+        })?;
+        Ok(JournalEntry {
+            scope: self.scope.clone(),
+            turn,
+            step,
+            body,
+        })
+    }
+
+    async fn record<T: Serialize>(
+        &self,
+        turn: u32,
+        step: String,
+        body: &T,
+    ) -> Result<(), JournalError> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let entry = self.entry(turn, step.clone(), body)?;
+        let mut entries =
+            std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        entries.push(entry);
+        store.record(entries.clone()).await.map_err(|detail| {
+            // Put back what did not become durable (all but the step that
+            // failed, which the caller reports).
+            entries.pop();
+            self.deferred
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .splice(0..0, entries);
+            JournalError::Store { turn, step, detail }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ToolCall;
+    use serde_json::json;
+
+    fn reply(calls: &[&str]) -> String {
+        serde_json::to_string(&RecordedReply {
+            assistant: Message::assistant(
+                None,
+                calls
+                    .iter()
+                    .map(|id| ToolCall::new(*id, "t", json!({})))
+                    .collect(),
+            ),
+            parse_errors: vec![None; calls.len()],
+            usage: TokenUsage::default(),
+            model: "m".into(),
+            response_model: None,
+            response_id: None,
+            finish_reason: None,
+        })
+        .unwrap()
+    }
+
+    struct Nowhere;
+    #[async_trait]
+    impl JournalStore for Nowhere {
+        async fn record(&self, _: Vec<JournalEntry>) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn entry(scope: &str, turn: u32, step: &str, body: String) -> JournalEntry {
+        JournalEntry {
+            scope: scope.into(),
+            turn,
+            step: step.into(),
+            body,
+        }
+    }
+
+    #[test]
+    fn resume_turn_is_the_first_unfinished_turn() {
+        let result = serde_json::to_string(&RecordedResult {
+            result: ToolResult {
+                call_id: "a".into(),
+                name: "t".into(),
+                output: "1".into(),
+                is_error: false,
+            },
+            error_code: None,
+        })
+        .unwrap();
+        let store: Arc<dyn JournalStore> = Arc::new(Nowhere);
+        let empty = RunJournal::new("j", vec![], store.clone());
+        assert_eq!(empty.resume_turn(), 1);
+        assert!(!empty.has_records());
+
+        let partial = RunJournal::new(
+            "j",
+            vec![
+                entry("", 1, "reply", reply(&["a", "b"])),
+                entry("", 1, "result:a", result.clone()),
+            ],
+            store.clone(),
+        );
+        assert_eq!(partial.resume_turn(), 1);
+
+        let done = RunJournal::new(
+            "j",
+            vec![
+                entry("", 1, "reply", reply(&["a"])),
+                entry("", 1, "result:a", result),
+                entry("2:a/", 1, "reply", reply(&[])),
+            ],
+            store,
+        );
+        assert_eq!(done.resume_turn(), 2);
+        let child = done.child(2, "a");
+        assert_eq!(child.resume_turn(), 2);
+        assert_eq!(child.idempotency_key(1, "x"), "j:2:a:1:x");
+        assert_eq!(done.idempotency_key(3, "c"), "j:3:c");
+    }
+
+    #[test]
+    fn a_corrupt_entry_is_an_error_naming_it() {
+        let journal = RunJournal::new(
+            "j",
+            vec![entry("", 4, "reply", "{not json".into())],
+            Arc::new(Nowhere),
+        );
+        let err = journal.recorded_reply(4).unwrap_err().to_string();
+        assert!(err.contains("reply") && err.contains("turn 4"), "{err}");
+    }
+}

@@ -1,0 +1,83 @@
+//! The local PostgreSQL for tests: where it is, a fresh schema per test
+//! (dropped, with everything in it, when the test ends) and what to do when
+//! the server is missing — the tests fail saying so; they never skip.
+
+/// How to get a server for the PostgreSQL tests.
+pub const START_POSTGRES: &str = "start it with `pg_ctlcluster --skip-systemctl-redirect 15 main start` (trust auth, database `test`), or point SA_TEST_POSTGRES_URL at a server";
+
+pub fn postgres_url() -> String {
+    std::env::var("SA_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A uniquely named schema, dropped (with everything in it) when the test ends.
+pub struct Schema {
+    pub name: String,
+}
+
+impl Schema {
+    pub fn fresh() -> Self {
+        Self {
+            name: format!("sa_test_{}", uuid::Uuid::new_v4().simple()),
+        }
+    }
+
+    /// A daemon's queue settings for this schema, through the environment
+    /// (a test site's config file already has a [queue] table).
+    pub fn daemon_env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".into()),
+            ("STRUCTURED_AGENTS_QUEUE__URL", postgres_url()),
+            ("STRUCTURED_AGENTS_QUEUE__SCHEMA", self.name.clone()),
+            ("STRUCTURED_AGENTS_QUEUE__POOL_SIZE", "4".into()),
+        ]
+    }
+
+    /// A direct connection to the server; fails with how to start it when it
+    /// is not reachable.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "PostgreSQL at {} is not reachable: {e}\n{START_POSTGRES}",
+                    postgres_url()
+                )
+            });
+        tokio::spawn(connection);
+        client
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        // Drop is not async: drop the schema from a thread with its own
+        // runtime. Failing here must not panic (it may run while unwinding).
+        let name = self.name.clone();
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let (client, connection) =
+                    tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+                        .await
+                        .ok()?;
+                tokio::spawn(connection);
+                // Bounded: a connection the test left inside a transaction
+                // must not hang the test here.
+                client
+                    .batch_execute(&format!(
+                        "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {name} CASCADE"
+                    ))
+                    .await
+                    .ok()
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Some(()))) {
+            eprintln!("could not drop test schema {}", self.name);
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The crash matrix: a 3-turn job with two tools per turn (`lookup`,
+//! read_only; `append`, unsafe: it appends a line to a file) runs on the real
+//! daemon, which kills itself with SIGKILL at a named failpoint; the test
+//! restarts it and checks that the job ended exactly once, that no model call
+//! of a completed turn was repeated (counted at the mock server), that each
+//! line was appended exactly once (or the job parked in needs_attention and
+//! `resolve` completed it), that the event log is gap-free, and that the
+//! final history equals an uninterrupted run's.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::daemon::{Daemon, Site, client, eventually, file_lines, get, read_sse, wait_terminal};
+use serde_json::{Value, json};
+use structured_agents::mock::MockServer;
+
+const SCRIPT: &str = r#"
+replies:
+  - turn: 1
+    tool_calls:
+      - {id: c1a, name: lookup, arguments: {n: 1}}
+      - {id: c1b, name: append, arguments: {line: t1}}
+  - turn: 2
+    tool_calls:
+      - {id: c2a, name: lookup, arguments: {n: 2}}
+      - {id: c2b, name: append, arguments: {line: t2}}
+  - turn: 3
+    tool_calls:
+      - {id: c3a, name: lookup, arguments: {n: 3}}
+      - {id: c3b, name: append, arguments: {line: t3}}
+  - turn: 4
+    content: all three lines written
+"#;
+
+fn bundle(effects: &Path) -> String {
+    let effects = effects.display();
+    format!(
+        r#"
+name: crash
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts:
+  system: "You write lines."
+  user: "{{{{ input }}}}"
+limits: {{max_turns: 6, max_concurrency: 1}}
+tools:
+  - name: lookup
+    kind: process
+    effect: read_only
+    description: look a number up
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(json.dumps({{'n': a['n'], 'square': a['n'] * a['n']}}))"]
+  - name: append
+    kind: process
+    effect: unsafe
+    description: append a line to the effects file
+    command: [python3, -c, "import json,os,sys,time; a=json.load(sys.stdin); f=open('{effects}','a'); f.write(a['line'] + ' ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); time.sleep(0.6); print(json.dumps({{'written': a['line']}}))"]
+"#
+    )
+}
+
+struct Run {
+    site: Site,
+    server: MockServer,
+    effects: std::path::PathBuf,
+}
+
+async fn setup() -> Run {
+    let server =
+        MockServer::start(structured_agents::mock::Script::parse(SCRIPT, "crash").unwrap())
+            .await
+            .unwrap();
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle("crash", &bundle(&effects));
+    Run {
+        site,
+        server,
+        effects,
+    }
+}
+
+/// The history the run had, rebuilt from its journal: the initial messages,
+/// then per turn the assistant message and the tool messages in call order.
+async fn history(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Vec<Value> {
+    let journal = get(http, daemon, &format!("/v1/jobs/{id}/journal")).await;
+    let steps = journal["steps"].as_array().unwrap();
+    let find = |turn: u64, step: &str| {
+        steps
+            .iter()
+            .find(|s| s["scope"] == "" && s["turn"] == turn && s["step"] == step)
+            .map(|s| s["body"].clone())
+    };
+    let mut out: Vec<Value> = find(0, "input").unwrap().as_array().unwrap().clone();
+    for turn in 1.. {
+        let Some(reply) = find(turn, "reply") else {
+            break;
+        };
+        let assistant = reply["assistant"].clone();
+        out.push(assistant.clone());
+        for call in assistant["tool_calls"].as_array().into_iter().flatten() {
+            let id = call["id"].as_str().unwrap();
+            let result = find(turn, &format!("result:{id}"))
+                .unwrap_or_else(|| panic!("turn {turn}: no result for {id}"));
+            out.push(result["result"].clone());
+        }
+    }
+    out
+}
+
+/// Checks the event log: sequence 1..=N with no gap and no duplicate, and
+/// exactly one terminal JobState event.
+async fn check_event_log(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Vec<Value> {
+    let events = read_sse(
+        http,
+        &daemon.url(&format!("/v1/jobs/{id}/events")),
+        None,
+        None,
+    )
+    .await;
+    let data: Vec<Value> = events
+        .iter()
+        .filter(|(_, name, _)| name != "end")
+        .map(|(_, _, d)| serde_json::from_str(d).unwrap())
+        .collect();
+    let seqs: Vec<u64> = data.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "the event log has a gap or a duplicate"
+    );
+    let terminal: Vec<&Value> = data
+        .iter()
+        .filter(|e| {
+            e["type"] == "JobState"
+                && matches!(
+                    e["state"].as_str(),
+                    Some("succeeded" | "failed" | "dead" | "cancelled")
+                )
+        })
+        .collect();
+    assert_eq!(
+        terminal.len(),
+        1,
+        "the job must end exactly once: {terminal:?}"
+    );
+    data
+}
+
+/// The lines each turn's `append` call writes: its text and its idempotency key.
+fn expected_lines(job: &str) -> Vec<String> {
+    (1..=3).map(|t| format!("t{t} {job}:{t}:c{t}b")).collect()
+}
+
+/// An uninterrupted run of the same job on a fresh site: the reference.
+async fn reference_history() -> Vec<Value> {
+    let run = setup().await;
+    let daemon = run.site.start();
+    let http = client();
+    let job = common::daemon::submit(&http, &daemon, "crash", "write three lines").await;
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(run.server.requests().len(), 4);
+    assert_eq!(file_lines(&run.effects), expected_lines(id));
+    history(&http, &daemon, id).await
+}
+
+/// Runs the job with `failpoint` armed, restarts after the kill, finishes it
+/// (resolving it when it parks), and checks every promise.
+async fn crash_at(failpoint: &str) {
+    let reference = reference_history().await;
+    let run = setup().await;
+    let http = client();
+    let mut daemon = run.site.start_with_env(&[("SA_FAILPOINTS", failpoint)]);
+    let body =
+        json!({"bundle": "crash", "input": "write three lines", "idempotency_key": "crash-1"});
+    // With `after_submit_commit` the daemon dies before answering.
+    let submitted = http.post(daemon.url("/v1/jobs")).json(&body).send().await;
+    daemon.wait_killed_at(failpoint.split('@').next().unwrap());
+    drop(daemon);
+    let model_calls_before = run.server.requests().len();
+
+    let daemon = run.site.start();
+    // A client that saw no answer submits again with the same key.
+    let again = http
+        .post(daemon.url("/v1/jobs"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let again_status = again.status();
+    let job: Value = again.json().await.unwrap();
+    assert_eq!(
+        again_status, 200,
+        "the key names the job already stored: {job}"
+    );
+    if let Ok(first) = submitted
+        && let Ok(first) = first.json::<Value>().await
+    {
+        assert_eq!(first["id"], job["id"]);
+    }
+    let id = job["id"].as_str().unwrap().to_string();
+
+    let parked = eventually(Duration::from_secs(60), "the job settles", || async {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+        match job["state"].as_str() {
+            Some("needs_attention" | "succeeded" | "failed" | "dead" | "cancelled") => Some(job),
+            _ => None,
+        }
+    })
+    .await;
+    if parked["state"] == "needs_attention" {
+        // The unsafe call was cut short after its effect: the operator tells
+        // the daemon what it returned instead of running it again.
+        let pending = &parked["pending_call"];
+        assert_eq!(pending["tool_name"], "append", "{parked}");
+        let resolved = http
+            .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
+            .json(&json!({"action": "skip", "output": format!("{{\"written\": \"{}\"}}", pending["arguments"]["line"].as_str().unwrap())}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resolved.status(), 200, "{}", resolved.text().await.unwrap());
+    }
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\nlog:\n{}", daemon.log());
+
+    // No model call of a completed turn was repeated: four in all.
+    let model_calls = run.server.requests().len();
+    assert_eq!(
+        model_calls, 4,
+        "model calls: {model_calls_before} before the crash, {model_calls} in all"
+    );
+    assert_eq!(
+        file_lines(&run.effects),
+        expected_lines(&id),
+        "each side effect exactly once, with the same idempotency key on every attempt"
+    );
+    let events = check_event_log(&http, &daemon, &id).await;
+    if !matches!(failpoint, "after_submit_commit") {
+        assert!(
+            events.iter().any(|e| e["type"] == "Resumed"),
+            "the resumed attempt is marked in the event log"
+        );
+    }
+    assert_eq!(
+        history(&http, &daemon, &id).await,
+        reference,
+        "the resumed run's history equals an uninterrupted run's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_a_model_reply_is_recorded() {
+    crash_at("after_reply_recorded@2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_before_a_tool_starts() {
+    crash_at("before_tool_start@4").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_while_a_tool_runs() {
+    crash_at("tool_running@4").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_a_tool_result_is_recorded() {
+    crash_at("after_tool_result_recorded@4").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_before_the_completion_commit() {
+    crash_at("before_completion_commit").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_the_submit_commit_before_the_answer() {
+    crash_at("after_submit_commit").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolve_answers_only_parked_jobs_and_names_them() {
+    let run = setup().await;
+    let daemon = run.site.start();
+    let http = client();
+    let job = common::daemon::submit(&http, &daemon, "crash", "write three lines").await;
+    let id = job["id"].as_str().unwrap();
+    wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+    let response = http
+        .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
+        .json(&json!({"action": "retry"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("succeeded"),
+        "{body}"
+    );
+    let missing = http
+        .post(daemon.url("/v1/jobs/nope/resolve"))
+        .json(&json!({"action": "fail"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    // The CLI says the same, and asks for an action when given none.
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+            .args(args)
+            .args(["--server", &daemon.base])
+            .output()
+            .unwrap()
+    };
+    let refused = cli(&["resolve", id, "--retry"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("succeeded") && stderr.contains(id),
+        "{stderr}"
+    );
+    let no_action = cli(&["resolve", id]);
+    assert_eq!(no_action.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&no_action.stderr).contains("--retry, --skip RESULT or --fail")
+    );
+    let bad = http
+        .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
+        .json(&json!({"action": "maybe"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 422);
+}
+
+const NESTED_SCRIPT: &str = r#"
+replies:
+  - {match: parent task, turn: 1, tool_calls: [{id: p1, name: helper, arguments: {input: child go}}]}
+  - {match: parent task, turn: 2, content: parent done}
+  - {match: child go, turn: 1, tool_calls: [{id: k1, name: append, arguments: {line: c1}}]}
+  - {match: child go, turn: 2, content: child done}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_agent_run_resumes_from_its_own_journal() {
+    let server =
+        MockServer::start(structured_agents::mock::Script::parse(NESTED_SCRIPT, "nested").unwrap())
+            .await
+            .unwrap();
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle("crash", &bundle(&effects));
+    site.put_bundle(
+        "parent",
+        r#"
+name: parent
+version: "1"
+model: {endpoint: mock, name: m, plugin: openai}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: helper
+    kind: agent
+    bundle: crash
+"#,
+    );
+    let http = client();
+    // The first tool result recorded is the child's `append`: die right after.
+    let mut daemon = site.start_with_env(&[("SA_FAILPOINTS", "after_tool_result_recorded")]);
+    let job = common::daemon::submit(&http, &daemon, "parent", "parent task").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    daemon.wait_killed_at("after_tool_result_recorded");
+    drop(daemon);
+    assert_eq!(server.requests().len(), 2, "parent turn 1 and child turn 1");
+
+    let daemon = site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["result"]["output"], "parent done");
+    // Child turn 1 and its tool were replayed; only child turn 2 and parent
+    // turn 2 were asked for.
+    assert_eq!(server.requests().len(), 4);
+    assert_eq!(file_lines(&effects), [format!("c1 {id}:1:p1:1:k1")]);
+    let journal = get(&http, &daemon, &format!("/v1/jobs/{id}/journal")).await;
+    assert!(
+        journal["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["scope"] == "1:p1/" && s["step"] == "result:k1"),
+        "the child's steps are scoped under the agent call: {journal}"
+    );
+    check_event_log(&http, &daemon, &id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_never_resumes_against_different_bundle_content() {
+    let run = setup().await;
+    let http = client();
+    let mut daemon = run
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", "after_reply_recorded")]);
+    let job = common::daemon::submit(&http, &daemon, "crash", "write three lines").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    daemon.wait_killed_at("after_reply_recorded");
+    drop(daemon);
+    // Same version string, different content.
+    let edited = bundle(&run.effects).replace("You write lines.", "You write lines carefully.");
+    run.site.put_bundle("crash", &edited);
+
+    let daemon = run.site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "failed", "{done}");
+    let error = done["error"].as_str().unwrap();
+    assert!(
+        error.contains("no longer loaded")
+            && error.contains("never replayed against different content")
+            && error.contains(&id),
+        "{error}"
+    );
+    assert_eq!(
+        run.server.requests().len(),
+        1,
+        "nothing ran against the new content"
+    );
+    assert!(file_lines(&run.effects).is_empty());
+}
