@@ -173,3 +173,75 @@ fn example_bundles_validate() {
     }
     assert!(count >= 1);
 }
+
+/// A bundle naming endpoint `local`, a llama.cpp server, with `model` lines.
+fn on_llama(model: &str) -> Result<bundle::Bundle, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "name: calc\nversion: \"1\"\nmodel:\n  endpoint: local\n  name: m\n  plugin: qwen\n{model}prompts: {{user: x}}\ntools:\n  - {{name: add, kind: process, command: [x], parameters: {{type: object, properties: {{a: {{type: integer}}}}}}}}\n  - {{name: done, kind: process, command: [x]}}\n"
+    );
+    std::fs::write(dir.path().join("bundle.yaml"), text).unwrap();
+    let catalog =
+        ModelCatalog::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/models")).unwrap();
+    let endpoints = [(
+        "local".to_string(),
+        structured_agents::model::ServerKind::LlamaCpp,
+    )]
+    .into_iter()
+    .collect();
+    bundle::load_dir(
+        dir.path(),
+        &LoadContext {
+            endpoints: Some(&endpoints),
+            models: &catalog,
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_grammar_mode_the_server_cannot_carry_is_a_load_error() {
+    let err = on_llama("  grammar: {mode: structural_tag}\n").unwrap_err();
+    assert!(
+        err.contains("bundle.yaml:7: model.grammar.mode")
+            && err.contains("bundle `calc`")
+            && err.contains("endpoint `local`")
+            && err.contains("server `llama_cpp`")
+            && err.contains("`structural_tag`"),
+        "{err}"
+    );
+    // The model config's default (structural_tag for qwen) is judged too.
+    let err = on_llama("").unwrap_err();
+    assert!(
+        err.contains("model.plugin") && err.contains("the default of model `qwen`"),
+        "{err}"
+    );
+    // The same bundle with a mode llama.cpp reads loads, on its wire.
+    let ok = on_llama("  grammar: {mode: ebnf}\n").unwrap();
+    assert_eq!(ok.target.wire, structured_agents::model::WireKey::Gbnf);
+    assert!(ok.shapes.default.fragment["grammar"].is_string());
+}
+
+#[test]
+fn tool_choice_shapes_each_turn_and_must_name_a_tool() {
+    let ok = on_llama(
+        "  grammar: {mode: json_schema, allow_parallel_calls: false}\n  tool_choice: required\n  turn_tool_choice: {1: add}\n",
+    )
+    .unwrap();
+    let config = ok.kernel_config();
+    assert_eq!(
+        config.shape.tool_choice,
+        structured_agents::model::ToolChoice::Required
+    );
+    let turn1 = &config.turn_shapes[&1];
+    let schema = &turn1.fragment["response_format"]["json_schema"]["schema"];
+    assert_eq!(schema["properties"]["name"], serde_json::json!({"const": "add"}));
+    let default_schema = &config.shape.fragment["response_format"]["json_schema"]["schema"];
+    assert_eq!(default_schema["anyOf"].as_array().unwrap().len(), 2);
+
+    let err = on_llama("  grammar: {mode: ebnf}\n  turn_tool_choice: {2: nosuch}\n").unwrap_err();
+    assert!(
+        err.contains("model.turn_tool_choice.2") && err.contains("no tool named \"nosuch\""),
+        "{err}"
+    );
+}

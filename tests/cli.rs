@@ -241,15 +241,20 @@ fn grammar_prints_the_request_fragment() {
         "name: g\nversion: \"1\"\nmodel: {endpoint: \"http://127.0.0.1:9/v1\", name: m, plugin: qwen3-xml, grammar: {mode: structural_tag, allow_parallel_calls: false}}\nprompts: {user: x}\ntools:\n  - {name: add, kind: process, command: [x], parameters: {type: object, properties: {a: {type: integer}}}}\n",
     )
     .unwrap();
-    let out = bin()
-        .args([
+    let grammar = |server: Option<&str>| {
+        let mut cmd = bin();
+        cmd.args([
             "grammar",
             dir.path().to_str().unwrap(),
             "--models-dir",
             &repo("config/models"),
-        ])
-        .output()
-        .unwrap();
+        ]);
+        if let Some(server) = server {
+            cmd.args(["--server", server]);
+        }
+        cmd.output().unwrap()
+    };
+    let out = grammar(Some("vllm"));
     assert!(
         out.status.success(),
         "{}",
@@ -263,6 +268,24 @@ fn grammar_prints_the_request_fragment() {
         tag.is_string(),
         "structural_tag goes on the wire as a JSON string: {fragment}"
     );
+    assert_eq!(fragment["tool_choice"], "auto");
+
+    // Every server family at once: llama.cpp cannot take structural tags.
+    let out = grammar(None);
+    assert!(out.status.success());
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all["server"], "vllm");
+    assert_eq!(all["servers"]["vllm"]["wire"], "structured_outputs");
+    let refused = all["servers"]["llama_cpp"]["error"].as_str().unwrap();
+    assert!(
+        refused.contains("bundle `g`")
+            && refused.contains("structural_tag")
+            && refused.contains("wire `gbnf`"),
+        "{refused}"
+    );
+    let out = grammar(Some("llama_cpp"));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("model.grammar.mode"));
 }
 
 #[test]

@@ -208,7 +208,8 @@ async fn three_turn_run_emits_events_in_order_with_fields() {
         }
         other => panic!("{other:?}"),
     }
-    // Results arrive in call order although the first call is the slow one.
+    // Each result arrives when its tool ends: the failing call first,
+    // though the slow one was called first (history keeps call order).
     let results: Vec<_> = events
         .iter()
         .filter_map(|e| match &e.event {
@@ -229,10 +230,10 @@ async fn three_turn_run_emits_events_in_order_with_fields() {
             _ => None,
         })
         .collect();
-    assert_eq!(results[0].1, "c1");
-    assert!(!results[0].2);
+    assert_eq!(results[1].1, "c1");
+    assert!(!results[1].2);
     assert_eq!(
-        results[1],
+        results[0],
         (
             1,
             "c2".into(),
@@ -282,6 +283,132 @@ async fn three_turn_run_emits_events_in_order_with_fields() {
         "{\"n\":1}"
     );
     assert_eq!(requests[0]["tool_choice"], "auto");
+}
+
+/// Milliseconds from the `ToolCall` to the `ToolResult` of each call id.
+fn tool_spans(events: &[structured_agents::events::EventEnvelope]) -> Vec<(String, i64, i64)> {
+    let at = |e: &structured_agents::events::EventEnvelope| {
+        humantime::parse_rfc3339(&e.timestamp)
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let origin = at(&events[0]);
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolCall { call_id, .. } => {
+                let end = events.iter().find_map(|r| match &r.event {
+                    Event::ToolResult { call_id: c, .. } if c == call_id => Some(at(r)),
+                    _ => None,
+                })?;
+                Some((call_id.clone(), at(e) - origin, end - origin))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_tool_event_has_its_own_start_and_end_time() {
+    let yaml = r#"
+replies:
+  - tool_calls:
+      - {id: slow, name: slow_echo, arguments: {}}
+      - {id: fast, name: fast_echo, arguments: {}}
+  - content: done
+"#;
+    let h = harness(yaml, KernelConfig::default(), |_| {}).await;
+    h.run(CancellationToken::new()).await.unwrap();
+    let events = h.recorder.events();
+    let spans = tool_spans(&events);
+    let (slow, fast) = (&spans[0], &spans[1]);
+    assert_eq!((slow.0.as_str(), fast.0.as_str()), ("slow", "fast"));
+    // Both start together; the fast one ends long before the slow one
+    // (150 ms), whose span covers its own run only.
+    assert!(fast.1 - slow.1 < 100, "{spans:?}");
+    assert!(fast.2 - fast.1 < 100, "{spans:?}");
+    assert!(slow.2 - slow.1 >= 150, "{spans:?}");
+    assert!(slow.2 > fast.2, "{spans:?}");
+    let order: Vec<String> = events
+        .iter()
+        .filter(|e| e.event.kind() == "ToolResult")
+        .map(|e| match &e.event {
+            Event::ToolResult { call_id, .. } => call_id.clone(),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(order, ["fast", "slow"]);
+    // History stays in call order.
+    let second = h.server.requests()[1]["messages"].clone();
+    assert_eq!(second[3]["tool_call_id"], "slow");
+    assert_eq!(second[4]["tool_call_id"], "fast");
+}
+
+#[tokio::test]
+async fn tool_choice_follows_the_turn() {
+    use structured_agents::kernel::TurnShape;
+    use structured_agents::model::ToolChoice;
+    let yaml = r#"
+replies:
+  - tool_calls:
+      - {id: a, name: fast_echo, arguments: {}}
+  - tool_calls:
+      - {id: b, name: finish, arguments: {}}
+  - content: done
+"#;
+    let mut config = KernelConfig {
+        shape: TurnShape {
+            tool_choice: ToolChoice::Required,
+            fragment: serde_json::Map::from_iter([("stop".to_string(), json!(["<end>"]))]),
+            list_tools: true,
+        },
+        ..Default::default()
+    };
+    config.turn_shapes.insert(
+        2,
+        TurnShape {
+            tool_choice: ToolChoice::Tool("finish".into()),
+            fragment: serde_json::Map::new(),
+            list_tools: true,
+        },
+    );
+    let h = harness(yaml, config, |_| {}).await;
+    h.run(CancellationToken::new()).await.unwrap();
+    let requests = h.server.requests();
+    assert_eq!(requests[0]["tool_choice"], "required");
+    assert_eq!(requests[0]["stop"], json!(["<end>"]));
+    assert_eq!(
+        requests[1]["tool_choice"],
+        json!({"type": "function", "function": {"name": "finish"}})
+    );
+    assert!(requests[1].get("stop").is_none());
+    assert_eq!(requests[2]["tool_choice"], "required");
+}
+
+#[tokio::test]
+async fn tools_the_server_cannot_list_are_declared_in_the_prompt() {
+    use structured_agents::kernel::TurnShape;
+    let yaml = "replies:\n  - content: done\n";
+    let config = KernelConfig {
+        shape: TurnShape {
+            list_tools: false,
+            fragment: serde_json::Map::from_iter([("grammar".to_string(), json!("root ::= \"done\""))]),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let h = harness(yaml, config, |_| {}).await;
+    h.run(CancellationToken::new()).await.unwrap();
+    let request = &h.server.requests()[0];
+    assert!(request.get("tools").is_none() && request.get("tool_choice").is_none(), "{request}");
+    assert_eq!(request["grammar"], "root ::= \"done\"");
+    let system = request["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("sys\n\n# Tools") && system.contains("\"name\":\"slow_echo\""),
+        "{system}"
+    );
 }
 
 #[tokio::test]

@@ -21,7 +21,8 @@ use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 use serde_json::{Value, json};
 use structured_agents::model::{
-    FunctionGemmaPlugin, Grammar, GrammarMode, ModelPlugin, QwenCallStyle, QwenOptions, QwenPlugin,
+    CallRules, FunctionGemmaPlugin, Grammar, GrammarMode, ModelPlugin, QwenCallStyle, QwenOptions,
+    QwenPlugin, ServerKind, ToolChoice,
 };
 use structured_agents::types::{Message, ToolCall, ToolSchema};
 
@@ -158,9 +159,10 @@ fn cases_for(label: &str, tools: &[ToolSchema], calls: &[ToolCall], out: &mut Ve
             if mode == GrammarMode::JsonSchema && style.label == "qwen_xml" {
                 continue; // identical to hermes: json_schema ignores the call style
             }
-            for parallel in [false, true] {
+            for (parallel, required) in [(false, false), (true, false), (false, true), (true, true)] {
+                let rules = CallRules { parallel, required };
                 let (kind, grammar) =
-                    match style.plugin.build_grammar(mode, tools, parallel).unwrap() {
+                    match style.plugin.build_grammar(mode, tools, rules).unwrap() {
                         Grammar::Ebnf(text) => ("ebnf", json!(text)),
                         Grammar::StructuralTag(tag) => ("structural_tag", json!(tag.to_string())),
                         Grammar::JsonSchema(schema) => ("json_schema", json!(schema.to_string())),
@@ -168,8 +170,16 @@ fn cases_for(label: &str, tools: &[ToolSchema], calls: &[ToolCall], out: &mut Ve
                 let mut accept = vec![write(&style, mode, &calls[..1], parallel)];
                 let mut reject = Vec::new();
                 if mode != GrammarMode::JsonSchema {
-                    accept.push("Plain answer, no call.".into());
-                    accept.push(format!("Let me check.\n{}", accept[0]));
+                    // A required call leaves no room for an answer without one.
+                    let plain = "Plain answer, no call.".to_string();
+                    if required {
+                        reject.push(plain);
+                    } else {
+                        accept.push(plain);
+                    }
+                    if !(required && mode == GrammarMode::Ebnf) {
+                        accept.push(format!("Let me check.\n{}", accept[0]));
+                    }
                 }
                 if calls.len() > 1 {
                     let many = write(&style, mode, calls, true);
@@ -186,7 +196,7 @@ fn cases_for(label: &str, tools: &[ToolSchema], calls: &[ToolCall], out: &mut Ve
                     check_parse(&style, tools, text, calls);
                 }
                 out.push(json!({
-                    "name": format!("{label}/{}/{}/parallel={parallel}", style.label, mode.as_str()),
+                    "name": format!("{label}/{}/{}/parallel={parallel}/required={required}", style.label, mode.as_str()),
                     "kind": kind, "grammar": grammar, "accept": accept, "reject": reject,
                 }));
             }
@@ -283,10 +293,14 @@ fn shipped_model_config_grammars_compile_in_xgrammar() {
     let mut cases = Vec::new();
     for name in catalog.names() {
         let model = catalog.resolve(name).unwrap();
-        for mode in GrammarMode::ALL.into_iter().filter(|m| model.supports(*m)) {
+        let wire = model.wire_for(ServerKind::Vllm);
+        for mode in GrammarMode::ALL
+            .into_iter()
+            .filter(|m| model.supports(*m, wire))
+        {
             for parallel in [false, true] {
                 let fragment = model
-                    .request_fragment(Some(mode), &tools, parallel)
+                    .request_fragment(wire, Some(mode), &tools, &ToolChoice::Auto, parallel)
                     .unwrap();
                 let (kind, grammar) = match (&fragment.get("structured_outputs"), mode) {
                     (Some(so), GrammarMode::Ebnf) => ("ebnf", so["grammar"].clone()),

@@ -30,6 +30,9 @@ pub struct ToolEnv {
     pub remote_agents: Vec<HttpAgentSpec>,
     /// Plugins loaded from the plugins directory, for `plugin` tools.
     pub plugins: Option<Arc<PluginRegistry>>,
+    /// Told when an MCP server announces that its tools changed (the daemon
+    /// reloads, rebinding the bundles whose tools are stale).
+    pub tools_changed: Option<tokio::sync::mpsc::Sender<()>>,
 }
 
 /// The schema the model sees for a spec.
@@ -137,13 +140,17 @@ pub(super) fn mcp_spec(spec: &ToolSpec) -> Result<McpServerSpec, String> {
 
 /// Connects to the MCP server (blocking: call from a blocking thread inside
 /// the runtime) and returns its allowed tools.
-fn mcp_tools(spec: &ToolSpec, dir: &Path) -> Result<Vec<Arc<dyn Tool>>, String> {
+fn mcp_tools(
+    spec: &ToolSpec,
+    dir: &Path,
+    on_change: Option<tokio::sync::mpsc::Sender<()>>,
+) -> Result<Vec<Arc<dyn Tool>>, String> {
     let server = mcp_spec(spec)?;
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|_| "MCP tools need the async runtime".to_string())?;
     let prefix = spec.prefix.clone().unwrap_or_default();
     handle.block_on(async {
-        let source = McpSource::connect(&spec.name, &server, dir)
+        let source = McpSource::connect_notifying(&spec.name, &server, dir, on_change)
             .await
             .map_err(|e| e.to_string())?;
         let tools = McpTool::from_source(&source, spec.allow.as_deref(), &prefix)
@@ -247,13 +254,15 @@ fn policy_of(spec: &ToolSpec) -> Result<ToolPolicy, String> {
     .map_err(|e| e.to_string())
 }
 
-/// Builds the run's tool engine: every tool bound to its backend.
-pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleErrors> {
+/// Builds the run's tool engine: every tool bound to its backend. The
+/// bundle's request shapes are rebuilt from the bound tools, so tools that
+/// MCP servers announce take part in its grammars.
+pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleErrors> {
     let mut engine = ToolEngine::new();
     let mut errors = Vec::new();
     for (i, spec) in bundle.raw.tools.iter().enumerate() {
         if spec.kind == ToolKind::Mcp {
-            match mcp_tools(spec, &bundle.dir) {
+            match mcp_tools(spec, &bundle.dir, env.tools_changed.clone()) {
                 Ok(tools) => {
                     for tool in tools {
                         match policy_of(spec) {
@@ -313,6 +322,12 @@ pub fn build_tools(bundle: &Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleE
                 path: format!("tools[{i}]"),
                 message,
             }),
+        }
+    }
+    if errors.is_empty() {
+        match bundle.request_shapes(bundle.target, engine.schemas()) {
+            Ok(shapes) => bundle.shapes = shapes,
+            Err(BundleErrors(problems)) => errors.extend(problems),
         }
     }
     if errors.is_empty() {

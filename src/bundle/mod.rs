@@ -7,13 +7,15 @@
 pub mod bind;
 mod locate;
 pub mod schema;
+mod shape;
 mod template;
 
 pub use bind::{ToolEnv, build_tools};
+pub use shape::{RequestShapes, Target};
 pub use schema::{RawBundle, ToolKind, ToolSpec};
 pub use template::{PromptError, Prompts};
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -63,8 +65,9 @@ impl fmt::Display for BundleErrors {
 
 /// What a bundle may refer to outside itself.
 pub struct LoadContext<'a> {
-    /// Named endpoints from the daemon config; `None` skips the check.
-    pub endpoints: Option<&'a BTreeSet<String>>,
+    /// Named endpoints from the daemon config with their server families;
+    /// `None` skips the check.
+    pub endpoints: Option<&'a BTreeMap<String, crate::model::ServerKind>>,
     pub models: &'a crate::model::ModelCatalog,
 }
 
@@ -96,8 +99,11 @@ pub struct Bundle {
     pub endpoint: EndpointRef,
     pub model: crate::model::ResolvedModel,
     pub prompts: Prompts,
-    /// The request keys from the model plugin (grammar, stop sequences).
-    pub request_fragment: Map<String, Value>,
+    /// The server family requests go to and the wire grammars take there.
+    pub target: Target,
+    /// Per turn: `tool_choice` and the model plugin's keys (grammar, stop
+    /// sequences). Rebuilt by [`build_tools`] from the bound tools.
+    pub shapes: RequestShapes,
     /// The digest of everything that resolves into the bundle (its files
     /// and its model config): jobs pin it, and any change rebinds it.
     pub digest: String,
@@ -120,6 +126,40 @@ impl Bundle {
 
     pub fn version(&self) -> &str {
         &self.raw.version
+    }
+
+    /// The request shapes for a server of `target`'s family offering
+    /// `tools` (the bound tools; see [`build_tools`]).
+    pub fn request_shapes(
+        &self,
+        target: Target,
+        tools: &[crate::types::ToolSchema],
+    ) -> Result<RequestShapes, BundleErrors> {
+        shape::for_target(
+            self.name(),
+            &self.raw.model,
+            &self.model,
+            target,
+            tools,
+            true,
+        )
+        .map_err(|problems| {
+            // The file is read again only to name the lines.
+            let index = std::fs::read_to_string(&self.file)
+                .ok()
+                .map(|text| LineIndex::build(&text));
+            BundleErrors(
+                problems
+                    .into_iter()
+                    .map(|(path, message)| BundleError {
+                        file: self.file.clone(),
+                        line: index.as_ref().and_then(|i| i.line_of(&path)),
+                        path,
+                        message,
+                    })
+                    .collect(),
+            )
+        })
     }
 
     /// The kernel settings this bundle asks for.
@@ -152,7 +192,8 @@ impl Bundle {
             termination_tool: raw.termination.as_ref().map(|t| t.tool.clone()),
             timeout: raw.limits.timeout.map(Into::into),
             sampling,
-            request_fragment: self.request_fragment.clone(),
+            shape: self.shapes.default.clone(),
+            turn_shapes: self.shapes.turns.clone(),
             extra_body: raw.model.extra_body.clone(),
             record_messages: false,
         }
@@ -295,7 +336,7 @@ pub fn load_str(
             ));
         }
         (EndpointRef::Named(name), Some(known)) if !known.contains(name) => {
-            let known: Vec<_> = known.iter().map(String::as_str).collect();
+            let known: Vec<_> = known.keys().map(String::as_str).collect();
             errors.push(err(
                 "model.endpoint",
                 format!(
@@ -394,32 +435,37 @@ pub fn load_str(
             None
         }
     };
-    let mut request_fragment = Map::new();
+    // Where the grammar goes: the bundle's `server`, else the named
+    // endpoint's, else vLLM's wire (URLs and scripts declare none).
+    let server = raw
+        .model
+        .server
+        .or_else(|| match (&endpoint, ctx.endpoints) {
+            (EndpointRef::Named(name), Some(known)) => known.get(name).copied(),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mut target = Target {
+        server,
+        wire: server.default_wire(),
+    };
+    let mut shapes = RequestShapes::default();
     if let Some(model) = &model {
-        let mode = raw.model.grammar.as_ref().and_then(|g| g.mode);
-        let parallel = raw
-            .model
-            .grammar
-            .as_ref()
-            .is_none_or(|g| g.allow_parallel_calls);
-        if let Some(mode) = mode.filter(|m| !model.supports(*m)) {
-            errors.push(err(
-                "model.grammar.mode",
-                model.plugin.unsupported(mode).to_string(),
-            ));
-        } else if raw.model.grammar.is_some() || model.default_grammar.is_some() {
-            let schemas: Vec<_> = raw
-                .tools
-                .iter()
-                .filter(|t| t.kind != ToolKind::Mcp)
-                .map(bind::schema_of)
-                .collect();
-            match model.request_fragment(mode, &schemas, parallel) {
-                Ok(fragment) => request_fragment = fragment,
-                Err(e) => errors.push(err("model.grammar", e.to_string())),
+        target.wire = model.wire_for(server);
+        // MCP tools are known only once bound; until then a grammar that
+        // needs them is not judged.
+        let has_mcp = raw.tools.iter().any(|t| t.kind == ToolKind::Mcp);
+        let schemas: Vec<_> = raw
+            .tools
+            .iter()
+            .filter(|t| t.kind != ToolKind::Mcp)
+            .map(bind::schema_of)
+            .collect();
+        match shape::for_target(&raw.name, &raw.model, model, target, &schemas, !has_mcp) {
+            Ok(built) => shapes = built,
+            Err(problems) => {
+                errors.extend(problems.into_iter().map(|(key, message)| err(&key, message)))
             }
-        } else if let Ok(fragment) = model.request_fragment(None, &[], parallel) {
-            request_fragment = fragment;
         }
     }
 
@@ -432,7 +478,8 @@ pub fn load_str(
             endpoint,
             model,
             prompts,
-            request_fragment,
+            target,
+            shapes,
         }),
         _ => Err(BundleErrors(errors)),
     }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::duration::HumanDuration;
 use crate::kernel::HistoryStrategy;
-use crate::model::GrammarMode;
+use crate::model::{GrammarMode, ServerKind, ToolChoice};
 use crate::tools::policy::{CacheSpec, GuardrailSpec};
 
 /// An agent bundle: one directory with `bundle.yaml`, its prompts and tools.
@@ -69,6 +69,21 @@ pub struct ModelSection {
     /// A different model for particular turns (e.g. a LoRA adapter): turn number → model name.
     #[serde(default)]
     pub turn_models: BTreeMap<u32, String>,
+    /// Which tools the model may call: `auto` (default), `required`, `none`
+    /// or one tool's name. The grammar follows it (a required call leaves no
+    /// room for free text; a named tool is the only one offered).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub tool_choice: ToolChoice,
+    /// A different `tool_choice` for particular turns: turn number → choice.
+    #[serde(default)]
+    #[schemars(with = "BTreeMap<u32, String>")]
+    pub turn_tool_choice: BTreeMap<u32, ToolChoice>,
+    /// The model server's family when `endpoint` is a URL (`vllm`,
+    /// `llama_cpp`, `ollama`, `sglang`, `openai`): it picks where grammars go.
+    /// Named endpoints declare theirs in the daemon config; this overrides it.
+    #[serde(default)]
+    pub server: Option<ServerKind>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -3,6 +3,7 @@
 
 mod bench;
 mod chat;
+mod inspect;
 mod logging;
 mod migrate;
 pub mod printer;
@@ -100,13 +101,20 @@ pub enum Command {
     Reload,
     /// Check bundles (directories with bundle.yaml, or directories of them); exit non-zero on errors.
     Validate(validate::ValidateArgs),
-    /// Print the request fragment (grammar and its wire keys, stop sequences) a bundle sends.
+    /// Print the keys a bundle's requests carry (tool_choice, grammar on each
+    /// server family's wire, stop sequences), or why a server cannot take them.
     Grammar {
         /// The bundle directory.
         bundle_dir: PathBuf,
         /// Model-plugin configs (`<name>.toml`).
         #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
         models_dir: PathBuf,
+        /// Plugin libraries for `plugin` tools.
+        #[arg(long, env = "SA_PLUGINS_DIR")]
+        plugins_dir: Option<PathBuf>,
+        /// Print only what this server family gets (exit 1 when it cannot).
+        #[arg(long, value_enum)]
+        server: Option<crate::model::ServerKind>,
     },
     /// List a bundle's resolved tools with their schemas and backends.
     Tools {
@@ -210,50 +218,14 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Grammar {
             bundle_dir,
             models_dir,
-        } => {
-            let bundle = run::load_bundle(&bundle_dir, &models_dir).await?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::Value::Object(
-                    bundle.request_fragment.clone()
-                ))?
-            );
-            Ok(0)
-        }
+            plugins_dir,
+            server,
+        } => inspect::grammar(&bundle_dir, &models_dir, plugins_dir, server).await,
         Command::Tools {
             bundle_dir,
             models_dir,
             plugins_dir,
-        } => {
-            let bundle = run::load_bundle(&bundle_dir, &models_dir).await?;
-            // Binding starts MCP servers and loads plugins: off the runtime threads.
-            let tools = tokio::task::spawn_blocking(move || {
-                let plugins = plugins_dir.map(|dir| {
-                    let (registry, errors) = validate::load_plugins_transient(&dir);
-                    for e in &errors {
-                        eprintln!("error: {e}");
-                    }
-                    registry
-                });
-                let env = crate::bundle::ToolEnv {
-                    plugins,
-                    ..Default::default()
-                };
-                crate::bundle::build_tools(&bundle, &env)
-            })
-            .await?
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let listing: Vec<serde_json::Value> = tools
-                .schemas()
-                .iter()
-                .map(|s| {
-                    let kind = tools.tool(&s.name).map(|t| t.kind()).unwrap_or("unknown");
-                    serde_json::json!({"name": s.name, "backend": kind, "description": s.description, "parameters": s.parameters})
-                })
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&listing)?);
-            Ok(0)
-        }
+        } => inspect::tools(&bundle_dir, &models_dir, plugins_dir).await,
         Command::Chat(args) => chat::chat(args).await,
         Command::Submit(args) => remote::submit(server, args).await,
         Command::Jobs {

@@ -78,7 +78,8 @@ pub async fn load_for_run(
     let backend = crate::endpoints::backend_for(&endpoint, &BTreeMap::new())?;
     // Binding may start MCP servers, which blocks: keep it off the runtime threads.
     let (bundle, tools) = tokio::task::spawn_blocking(move || {
-        let tools = bundle::build_tools(&bundle, &ToolEnv::default());
+        let mut bundle = bundle;
+        let tools = bundle::build_tools(&mut bundle, &ToolEnv::default());
         (bundle, tools)
     })
     .await?;

@@ -60,9 +60,9 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                     endpoints = Some(
                         config
                             .endpoints
-                            .keys()
-                            .cloned()
-                            .collect::<std::collections::BTreeSet<_>>(),
+                            .iter()
+                            .map(|(name, ep)| (name.clone(), ep.server))
+                            .collect::<std::collections::BTreeMap<_, _>>(),
                     );
                     let (plugins, errors) = load_plugins_transient(&config.paths.plugins_dir);
                     for e in &errors {

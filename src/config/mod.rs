@@ -201,6 +201,9 @@ pub struct EndpointConfig {
     pub max_concurrent: usize,
     /// `gen_ai.provider.name` in telemetry.
     pub provider: String,
+    /// The server's family (`vllm`, `llama_cpp`, `ollama`, `sglang`,
+    /// `openai`): where bundles using this endpoint put their grammars.
+    pub server: crate::model::ServerKind,
 }
 
 impl Default for EndpointConfig {
@@ -217,6 +220,7 @@ impl Default for EndpointConfig {
             max_response_bytes: 8 * 1024 * 1024,
             max_concurrent: 16,
             provider: "openai".into(),
+            server: crate::model::ServerKind::default(),
         }
     }
 }

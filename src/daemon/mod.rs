@@ -83,9 +83,13 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     let capture_content = config.telemetry.capture_message_content
         || std::env::var("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
             .is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    // Reloads are asked for by file changes, SIGHUP and MCP servers whose
+    // tools changed (the reload binds those bundles again).
+    let (changed_tx, mut changed_rx) = mpsc::channel::<()>(1);
     let tool_env = ToolEnv {
         remote_agents: config.agents.clone(),
         plugins: Some(plugins),
+        tools_changed: Some(changed_tx.clone()),
         ..ToolEnv::default()
     };
     let registry = Registry::new(config.clone(), tool_env)?;
@@ -117,7 +121,6 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     };
 
     // Reload on file changes and on SIGHUP.
-    let (changed_tx, mut changed_rx) = mpsc::channel::<()>(1);
     let _watcher = watch::watch(
         &[
             config.paths.bundles_dir.clone(),

@@ -24,11 +24,34 @@ use crate::events::{Event, EventSink, preview};
 use crate::journal::{
     JournalError, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
 };
-use crate::model::ModelPlugin;
+use crate::model::{ModelPlugin, ToolChoice};
 use crate::tools::{Effect, ToolEngine, ToolOutcome};
 use crate::types::{
     Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult,
 };
+
+/// What a turn's request says about tools besides their schemas.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnShape {
+    pub tool_choice: ToolChoice,
+    /// Merged into the request body: the grammar on its server's wire, stop
+    /// sequences.
+    pub fragment: Map<String, Value>,
+    /// Whether the request lists `tools` (and `tool_choice`). When the
+    /// server refuses tools beside the grammar, the model plugin declares
+    /// them in the prompt instead.
+    pub list_tools: bool,
+}
+
+impl Default for TurnShape {
+    fn default() -> Self {
+        Self {
+            tool_choice: ToolChoice::Auto,
+            fragment: Map::new(),
+            list_tools: true,
+        }
+    }
+}
 
 /// How one run behaves; built from a bundle.
 #[derive(Debug, Clone)]
@@ -48,8 +71,11 @@ pub struct KernelConfig {
     pub timeout: Option<Duration>,
     /// temperature, max_tokens, top_p, stop, ...
     pub sampling: Map<String, Value>,
-    /// Keys from the model plugin (grammar, stop sequences).
-    pub request_fragment: Map<String, Value>,
+    /// `tool_choice` and the model plugin's keys (grammar, stop sequences)
+    /// for every turn without its own entry in `turn_shapes`.
+    pub shape: TurnShape,
+    /// Turns that differ (e.g. a named tool on turn 1).
+    pub turn_shapes: BTreeMap<u32, TurnShape>,
     /// Merged into the request last, overriding anything else.
     pub extra_body: Map<String, Value>,
     /// Put the request's messages on ModelRequest events (for observers that
@@ -69,7 +95,8 @@ impl Default for KernelConfig {
             termination_tool: None,
             timeout: None,
             sampling: Map::new(),
-            request_fragment: Map::new(),
+            shape: TurnShape::default(),
+            turn_shapes: BTreeMap::new(),
             extra_body: Map::new(),
             record_messages: false,
         }
@@ -202,21 +229,28 @@ impl Kernel {
             .turn_models
             .get(&turn)
             .unwrap_or(&self.config.model);
+        let shape = self
+            .config
+            .turn_shapes
+            .get(&turn)
+            .unwrap_or(&self.config.shape);
+        let mut wire_messages = self.plugin.format_messages(messages);
         let mut body = Map::new();
         body.insert("model".into(), json!(model));
-        body.insert(
-            "messages".into(),
-            Value::Array(self.plugin.format_messages(messages)),
-        );
         // `tool_choice` is left out (not "none") when there are no tools:
         // several servers reject "none" without tools.
         if let Some(tools) = self.plugin.format_tools(schemas) {
-            body.insert("tools".into(), tools);
-            body.insert("tool_choice".into(), json!("auto"));
+            if shape.list_tools {
+                body.insert("tools".into(), tools);
+                body.insert("tool_choice".into(), shape.tool_choice.to_wire());
+            } else {
+                self.plugin.declare_tools(&mut wire_messages, schemas);
+            }
         }
+        body.insert("messages".into(), Value::Array(wire_messages));
         for source in [
             &self.config.sampling,
-            &self.config.request_fragment,
+            &shape.fragment,
             &self.config.extra_body,
         ] {
             for (key, value) in source {
@@ -417,6 +451,7 @@ impl Kernel {
                 }
                 if cancel.is_cancelled() {
                     // Cut short by cancellation: not a result to replay.
+                    emit_result(events, turn, &outcome).await;
                     return Ok((outcome, false));
                 }
                 outcome
@@ -433,6 +468,9 @@ impl Kernel {
             .await
             .map_err(journal_err)?;
         crate::failpoint::hit("after_tool_result_recorded");
+        // Each result when its tool ends, so a tool's span has its true end
+        // even while other tools of the turn still run.
+        emit_result(events, turn, &outcome).await;
         Ok((outcome, false))
     }
 
@@ -487,20 +525,7 @@ impl Kernel {
         for outcome in outcomes {
             let (outcome, replayed) = outcome?;
             errors_count += usize::from(outcome.result.is_error);
-            if !replayed {
-                ran_now = true;
-                events
-                    .emit(Event::ToolResult {
-                        turn,
-                        tool_name: outcome.result.name.clone(),
-                        call_id: outcome.result.call_id.clone(),
-                        is_error: outcome.result.is_error,
-                        duration_ms: outcome.duration.as_millis() as u64,
-                        output_preview: preview(&outcome.result.output, 200),
-                        error_type: outcome.error_code.map(str::to_string),
-                    })
-                    .await;
-            }
+            ran_now |= !replayed;
             results.push(outcome.result);
         }
         if cancel.is_cancelled() {
@@ -719,4 +744,19 @@ impl Drop for DropGuard {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The `ToolResult` event of a tool call that ran in this attempt.
+async fn emit_result(events: &EventSink, turn: u32, outcome: &ToolOutcome) {
+    events
+        .emit(Event::ToolResult {
+            turn,
+            tool_name: outcome.result.name.clone(),
+            call_id: outcome.result.call_id.clone(),
+            is_error: outcome.result.is_error,
+            duration_ms: outcome.duration.as_millis() as u64,
+            output_preview: preview(&outcome.result.output, 200),
+            error_type: outcome.error_code.map(str::to_string),
+        })
+        .await;
 }

@@ -1,6 +1,7 @@
 //! Model-plugin configuration: `config/models/<name>.toml` files turned into
 //! one validated, immutable [`ModelCatalog`]. Each file configures a plugin
-//! (parser options, default grammar mode, stop sequences, wire key) and may
+//! (parser options, default grammar mode, stop sequences, an optional wire
+//! key overriding the server family's) and may
 //! declare named variants built on it. All loading lives here so that the
 //! registry's hot reload swaps a whole catalog or nothing.
 //!
@@ -19,7 +20,7 @@ use toml::Spanned;
 
 use super::{
     BUILTIN_PLUGINS, FunctionGemmaOptions, FunctionGemmaPlugin, GrammarError, GrammarMode,
-    ModelPlugin, OpenAiPlugin, QwenOptions, QwenPlugin, WireKey,
+    ModelPlugin, OpenAiPlugin, QwenOptions, QwenPlugin, ServerKind, ToolChoice, WireKey,
 };
 use crate::types::ToolSchema;
 
@@ -61,7 +62,8 @@ pub struct ResolvedModel {
     pub plugin: Arc<dyn ModelPlugin>,
     pub default_grammar: Option<GrammarMode>,
     pub stop: Vec<String>,
-    pub wire: WireKey,
+    /// Where grammars go when set; otherwise the endpoint's server family decides.
+    pub wire: Option<WireKey>,
     /// The file it came from; `None` for built-in defaults.
     pub source: Option<PathBuf>,
 }
@@ -80,34 +82,55 @@ impl fmt::Debug for ResolvedModel {
 }
 
 impl ResolvedModel {
-    /// Whether this model can send grammars of `mode`.
-    pub fn supports(&self, mode: GrammarMode) -> bool {
-        self.plugin.grammar_modes().contains(&mode) && self.wire.carries(mode)
+    /// Whether this model can send grammars of `mode` on `wire`.
+    pub fn supports(&self, mode: GrammarMode, wire: WireKey) -> bool {
+        self.plugin.grammar_modes().contains(&mode) && wire.carries(mode)
     }
 
-    /// The keys to merge into the request body: the grammar under the
-    /// configured wire key (for `mode`, or the default mode when `None` and
-    /// `tools` is not empty), plus `stop` when configured. An unsupported
-    /// mode is an error, never an unconstrained request.
-    pub fn request_fragment(
+    /// The grammar mode a request uses: none when the turn allows no call;
+    /// else `mode`, or the default when tools are offered (with none there
+    /// is no call to constrain; an explicit mode always applies).
+    pub fn effective_mode(
         &self,
         mode: Option<GrammarMode>,
+        offered: &[ToolSchema],
+        choice: &ToolChoice,
+    ) -> Option<GrammarMode> {
+        match choice {
+            ToolChoice::None => None,
+            _ => mode.or(self.default_grammar.filter(|_| !offered.is_empty())),
+        }
+    }
+
+    /// The wire grammars go on for a server of `server`'s family.
+    pub fn wire_for(&self, server: ServerKind) -> WireKey {
+        self.wire.unwrap_or(server.default_wire())
+    }
+
+    /// The keys to merge into the request body: the grammar on `wire` (for
+    /// `mode`, or the default mode when `None` and tools are offered), plus
+    /// `stop` when configured. `choice` narrows the tools the grammar offers
+    /// and whether a call is required; `none` sends no grammar. An
+    /// unsupported mode is an error, never an unconstrained request.
+    pub fn request_fragment(
+        &self,
+        wire: WireKey,
+        mode: Option<GrammarMode>,
         tools: &[ToolSchema],
+        choice: &ToolChoice,
         allow_parallel_calls: bool,
     ) -> Result<Map<String, Value>, GrammarError> {
-        // The default mode applies to requests that offer tools; with none
-        // there is no call to constrain. An explicit mode always applies.
-        let effective = mode.or(self.default_grammar.filter(|_| !tools.is_empty()));
-        let mut out = match effective {
+        let offered = choice.offered(tools);
+        let mut out = match self.effective_mode(mode, &offered, choice) {
             None => Map::new(),
             Some(mode) => {
                 if !self.plugin.grammar_modes().contains(&mode) {
                     return Err(self.plugin.unsupported(mode));
                 }
-                let grammar = self
-                    .plugin
-                    .build_grammar(mode, tools, allow_parallel_calls)?;
-                self.wire.place(&self.name, &grammar)?
+                let grammar =
+                    self.plugin
+                        .build_grammar(mode, &offered, choice.rules(allow_parallel_calls))?;
+                wire.place(&self.name, &grammar)?
             }
         };
         if !self.stop.is_empty() {
@@ -137,7 +160,7 @@ impl ModelCatalog {
                         plugin,
                         default_grammar: None,
                         stop: Vec::new(),
-                        wire: WireKey::default(),
+                        wire: None,
                         source: None,
                     },
                 ))
@@ -399,14 +422,14 @@ fn build(
             Arc::new(OpenAiPlugin)
         }
     };
-    let wire: WireKey = match &raw.wire {
-        Some(w) => enum_value(
+    let wire: Option<WireKey> = match &raw.wire {
+        Some(w) => Some(enum_value(
             ctx,
             w,
             &format!("{prefix}wire"),
-            "structured_outputs, guided",
-        )?,
-        None => WireKey::default(),
+            &WireKey::ALL.map(WireKey::as_str).join(", "),
+        )?),
+        None => None,
     };
     let default_grammar = match &raw.default_grammar {
         None => None,
@@ -431,7 +454,7 @@ fn build(
                     ),
                 ));
             }
-            if !wire.carries(mode) {
+            if let Some(wire) = wire.filter(|w| !w.carries(mode)) {
                 return Err(ctx.err(
                     Some(g.span()),
                     &key,
@@ -530,15 +553,16 @@ mod tests {
     fn missing_dir_means_builtins_and_unsupported_modes_fail() {
         let catalog = ModelCatalog::load(Path::new("/nonexistent/models")).unwrap();
         let openai = catalog.resolve("openai").unwrap();
-        assert!(!openai.supports(GrammarMode::Ebnf));
+        let wire = WireKey::StructuredOutputs;
+        assert!(!openai.supports(GrammarMode::Ebnf, wire));
         assert!(
             openai
-                .request_fragment(Some(GrammarMode::Ebnf), &[], false)
+                .request_fragment(wire, Some(GrammarMode::Ebnf), &[], &ToolChoice::Auto, false)
                 .is_err()
         );
         assert!(
             openai
-                .request_fragment(None, &[], false)
+                .request_fragment(wire, None, &[], &ToolChoice::Auto, false)
                 .unwrap()
                 .is_empty()
         );

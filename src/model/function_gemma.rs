@@ -9,7 +9,9 @@ use serde_json::{Map, Number, Value, json};
 
 use super::reply::{TextParse, combine, snippet};
 use super::schema_ebnf::{Dialect, Ebnf, ebnf_literal, is_gemma_key};
-use super::{Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole};
+use super::{
+    CallRules, Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole,
+};
 use crate::types::{Message, Role, ToolCall, ToolSchema};
 
 const START: &str = "<start_function_call>";
@@ -100,7 +102,7 @@ impl ModelPlugin for FunctionGemmaPlugin {
         &self,
         mode: GrammarMode,
         tools: &[ToolSchema],
-        parallel: bool,
+        rules: CallRules,
     ) -> Result<Grammar, GrammarError> {
         if tools.is_empty() {
             return Err(GrammarError::NoTools {
@@ -108,9 +110,9 @@ impl ModelPlugin for FunctionGemmaPlugin {
             });
         }
         match mode {
-            GrammarMode::Ebnf => ebnf(tools, parallel).map(Grammar::Ebnf),
+            GrammarMode::Ebnf => ebnf(tools, rules).map(Grammar::Ebnf),
             GrammarMode::StructuralTag => {
-                structural_tag(tools, parallel).map(Grammar::StructuralTag)
+                structural_tag(tools, rules).map(Grammar::StructuralTag)
             }
             GrammarMode::JsonSchema => Err(self.unsupported(mode)),
         }
@@ -352,7 +354,7 @@ impl Parser<'_> {
     }
 }
 
-fn ebnf(tools: &[ToolSchema], parallel: bool) -> Result<String, GrammarError> {
+fn ebnf(tools: &[ToolSchema], rules: CallRules) -> Result<String, GrammarError> {
     let mut g = Ebnf::default();
     let mut alts = Vec::new();
     for tool in tools {
@@ -366,13 +368,7 @@ fn ebnf(tools: &[ToolSchema], parallel: bool) -> Result<String, GrammarError> {
         "function_call",
         format!("\"{START}\" ({}) \"{END}\"", alts.join(" | ")),
     );
-    let calls = if parallel {
-        format!("{call}*")
-    } else {
-        format!("{call}?")
-    };
-    let text = g.add("text", "[^<]*".into());
-    Ok(g.render(&format!("{text} {calls}")))
+    Ok(g.render_calls(&call, "", rules))
 }
 
 fn args_rule(g: &mut Ebnf, tool: &ToolSchema) -> Result<String, GrammarError> {
@@ -395,7 +391,7 @@ fn args_rule(g: &mut Ebnf, tool: &ToolSchema) -> Result<String, GrammarError> {
     Ok(obj)
 }
 
-fn structural_tag(tools: &[ToolSchema], parallel: bool) -> Result<Value, GrammarError> {
+fn structural_tag(tools: &[ToolSchema], rules: CallRules) -> Result<Value, GrammarError> {
     let mut tags = Vec::new();
     for tool in tools {
         let mut g = Ebnf::default();
@@ -411,8 +407,8 @@ fn structural_tag(tools: &[ToolSchema], parallel: bool) -> Result<Value, Grammar
         "type": "triggered_tags",
         "triggers": [START],
         "tags": tags,
-        "at_least_one": false,
-        "stop_after_first": !parallel,
+        "at_least_one": rules.required,
+        "stop_after_first": !rules.parallel,
     }}))
 }
 

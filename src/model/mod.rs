@@ -10,7 +10,8 @@
 //! `config` turns `config/models/*.toml` into an immutable [`ModelCatalog`]
 //! of [`ResolvedModel`]s (plugin + options, default grammar, stop, wire key);
 //! `schema_ebnf` turns JSON Schemas into XGrammar EBNF; `wire` places a
-//! grammar in the request body; `reply` holds what the text parsers share.
+//! grammar in the request body for a server family (`gbnf` rewrites EBNF for
+//! llama.cpp); `reply` holds what the text parsers share.
 //!
 //! Grammars in `ebnf` mode allow free text without `<` before the calls, so
 //! the text cannot open a tag; `structural_tag` leaves text free and
@@ -18,6 +19,7 @@
 
 mod config;
 mod function_gemma;
+mod gbnf;
 pub mod fuzzing;
 mod openai;
 mod qwen;
@@ -29,7 +31,7 @@ pub use config::{ModelCatalog, ModelConfigError, ResolvedModel};
 pub use function_gemma::{FunctionGemmaOptions, FunctionGemmaPlugin};
 pub use openai::OpenAiPlugin;
 pub use qwen::{QwenCallStyle, QwenOptions, QwenPlugin};
-pub use wire::{Grammar, WireKey};
+pub use wire::{Grammar, ServerKind, WireKey};
 
 use std::sync::Arc;
 
@@ -55,6 +57,82 @@ impl GrammarMode {
             Self::Ebnf => "ebnf",
             Self::StructuralTag => "structural_tag",
             Self::JsonSchema => "json_schema",
+        }
+    }
+}
+
+/// What a grammar must allow besides the calls' syntax.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallRules {
+    /// One reply may hold several calls.
+    pub parallel: bool,
+    /// The reply must be calls (no free text, at least one call).
+    pub required: bool,
+}
+
+/// Which tools the model may call in a turn: OpenAI's `tool_choice`, written
+/// in a bundle as `auto`, `required`, `none` or a tool's name.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum ToolChoice {
+    /// The model decides (the grammar allows text or calls).
+    #[default]
+    Auto,
+    /// The reply must call at least one tool.
+    Required,
+    /// No tool may be called (and no grammar is sent).
+    None,
+    /// The reply must call this tool.
+    Tool(String),
+}
+
+impl From<String> for ToolChoice {
+    fn from(text: String) -> Self {
+        match text.as_str() {
+            "auto" => Self::Auto,
+            "required" => Self::Required,
+            "none" => Self::None,
+            _ => Self::Tool(text),
+        }
+    }
+}
+
+impl From<ToolChoice> for String {
+    fn from(choice: ToolChoice) -> Self {
+        match choice {
+            ToolChoice::Auto => "auto".into(),
+            ToolChoice::Required => "required".into(),
+            ToolChoice::None => "none".into(),
+            ToolChoice::Tool(name) => name,
+        }
+    }
+}
+
+impl ToolChoice {
+    /// The request's `tool_choice` value.
+    pub fn to_wire(&self) -> Value {
+        match self {
+            Self::Auto => Value::from("auto"),
+            Self::Required => Value::from("required"),
+            Self::None => Value::from("none"),
+            Self::Tool(name) => serde_json::json!({"type": "function", "function": {"name": name}}),
+        }
+    }
+
+    /// The tools a grammar for this choice offers: all, none, or the named one.
+    pub fn offered(&self, tools: &[ToolSchema]) -> Vec<ToolSchema> {
+        match self {
+            Self::Auto | Self::Required => tools.to_vec(),
+            Self::None => Vec::new(),
+            Self::Tool(name) => tools.iter().filter(|t| &t.name == name).cloned().collect(),
+        }
+    }
+
+    /// The grammar's rules for this choice.
+    pub fn rules(&self, allow_parallel_calls: bool) -> CallRules {
+        CallRules {
+            parallel: allow_parallel_calls,
+            required: matches!(self, Self::Required | Self::Tool(_)),
         }
     }
 }
@@ -117,34 +195,43 @@ pub trait ModelPlugin: Send + Sync {
         (!tools.is_empty()).then(|| Value::Array(tools.iter().map(ToolSchema::to_wire).collect()))
     }
 
+    /// Declares `tools` in the prompt, for requests that cannot list them
+    /// (a server that refuses `tools` beside a grammar). The default adds a
+    /// Hermes-style `<tools>` block, which chat templates of the Qwen,
+    /// SmolLM and Llama families use, to the system message (or a new one).
+    fn declare_tools(&self, messages: &mut Vec<Value>, tools: &[ToolSchema]) {
+        let listing: Vec<String> = tools.iter().map(|t| t.to_wire().to_string()).collect();
+        let block = format!(
+            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags.",
+            listing.join("\n")
+        );
+        let system = messages
+            .iter_mut()
+            .find(|m| matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")));
+        match system {
+            Some(message) => {
+                let text = message.get("content").and_then(Value::as_str).unwrap_or_default();
+                let joined = if text.is_empty() { block } else { format!("{text}\n\n{block}") };
+                message["content"] = Value::String(joined);
+            }
+            None => messages.insert(0, serde_json::json!({"role": "system", "content": block})),
+        }
+    }
+
     /// Reads the assistant message returned by the server.
     fn parse_reply(&self, reply: &Message, tools: &[ToolSchema]) -> ParsedReply;
 
     /// The grammar that constrains output in `mode`, before it is placed
     /// on the wire. Plugins override this; the default supports nothing.
+    /// [`ResolvedModel::request_fragment`] places it on a server's wire.
     fn build_grammar(
         &self,
         mode: GrammarMode,
         tools: &[ToolSchema],
-        allow_parallel_calls: bool,
+        rules: CallRules,
     ) -> Result<Grammar, GrammarError> {
-        let _ = (tools, allow_parallel_calls);
+        let _ = (tools, rules);
         Err(self.unsupported(mode))
-    }
-
-    /// The request keys that constrain output in `mode`, placed under
-    /// `structured_outputs` (current vLLM), to be merged into the request
-    /// body. [`ResolvedModel::request_fragment`] honours the configured wire key.
-    fn grammar(
-        &self,
-        mode: GrammarMode,
-        tools: &[ToolSchema],
-        allow_parallel_calls: bool,
-    ) -> Result<Map<String, Value>, GrammarError> {
-        WireKey::StructuredOutputs.place(
-            self.name(),
-            &self.build_grammar(mode, tools, allow_parallel_calls)?,
-        )
     }
 
     /// How the model itself writes `call` in its text output, when it

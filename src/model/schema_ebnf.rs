@@ -99,6 +99,34 @@ impl Ebnf {
         out
     }
 
+    /// The whole grammar for calls written as rule `call`: free text (no
+    /// `<`, so it cannot open a tag) then the calls, or only the calls when
+    /// they are required. `separator` is an expression between parallel
+    /// calls (empty for none).
+    pub(crate) fn render_calls(
+        &mut self,
+        call: &str,
+        separator: &str,
+        rules: crate::model::CallRules,
+    ) -> String {
+        let calls = if rules.parallel {
+            let next = if separator.is_empty() {
+                call.to_string()
+            } else {
+                format!("{separator} {call}")
+            };
+            format!("{call} ({next})*")
+        } else {
+            call.to_string()
+        };
+        if rules.required {
+            self.render(&calls)
+        } else {
+            let text = self.add("text", "[^<]*".into());
+            self.render(&format!("{text} ({calls})?"))
+        }
+    }
+
     /// An expression matching values of `schema` in `dialect`.
     pub(crate) fn value(
         &mut self,

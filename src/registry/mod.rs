@@ -222,9 +222,14 @@ impl Registry {
         }
         let models = Arc::new(load_models(&self.config.paths.models_dir)?);
         let dirs = bundle_dirs(&self.config.paths.bundles_dir)?;
-        let endpoint_names = self.endpoints.keys().cloned().collect();
+        let endpoint_servers = self
+            .config
+            .endpoints
+            .iter()
+            .map(|(name, ep)| (name.clone(), ep.server))
+            .collect();
         let ctx = LoadContext {
-            endpoints: Some(&endpoint_names),
+            endpoints: Some(&endpoint_servers),
             models: &models,
         };
 
@@ -258,7 +263,12 @@ impl Registry {
                 .and_then(|b| {
                     if let Some(prev) = before
                         .and_then(|e| e.current.as_ref())
-                        .filter(|p| p.bundle.digest == b.digest && p.name() == b.name())
+                        .filter(|p| {
+                            p.bundle.digest == b.digest
+                                && p.name() == b.name()
+                                // An MCP server announced new tools: bind again.
+                                && !p.tools.stale()
+                        })
                     {
                         return Ok(prev.clone());
                     }
@@ -365,7 +375,7 @@ impl Registry {
         ))
     }
 
-    fn bind(&self, bundle: Bundle) -> Result<Arc<LoadedBundle>, BundleErrors> {
+    fn bind(&self, mut bundle: Bundle) -> Result<Arc<LoadedBundle>, BundleErrors> {
         let locate = |message: String| {
             BundleErrors(vec![bundle::BundleError {
                 file: bundle.file.clone(),
@@ -382,7 +392,7 @@ impl Registry {
                 .map(|b| LimitedBackend::wrap(b, DEFAULT_URL_CONCURRENCY)),
         }
         .map_err(|e| locate(e.to_string()))?;
-        let tools = bundle::build_tools(&bundle, &self.tool_env)?;
+        let tools = bundle::build_tools(&mut bundle, &self.tool_env)?;
         Ok(Arc::new(LoadedBundle {
             bundle,
             tools: Arc::new(tools),

@@ -175,6 +175,11 @@ impl ToolEngine {
         self.tools.is_empty()
     }
 
+    /// Whether any tool's backend announced a change since binding.
+    pub fn stale(&self) -> bool {
+        self.tools.values().any(|e| e.tool.stale())
+    }
+
     /// The declared effect of a tool (`unsafe` for names the bundle does
     /// not declare; those never run).
     pub fn effect(&self, name: &str) -> Effect {

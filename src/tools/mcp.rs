@@ -75,15 +75,22 @@ pub enum McpError {
     Server { name: String, detail: String },
 }
 
-/// Invalidates the tool cache when the server says its tools changed.
+/// Invalidates the tool cache when the server says its tools changed, and
+/// tells whoever bound these tools (the daemon rebinds the bundle, so its
+/// tool list and grammar follow).
 #[derive(Clone)]
 struct Handler {
     tools_changed: Arc<AtomicBool>,
+    on_change: Option<tokio::sync::mpsc::Sender<()>>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.store(true, Ordering::SeqCst);
+        if let Some(tx) = &self.on_change {
+            // Full means a reload is already pending; it will see this change.
+            let _ = tx.try_send(());
+        }
     }
 }
 
@@ -107,6 +114,7 @@ pub struct McpSource {
     spec: McpServerSpec,
     dir: PathBuf,
     tools_changed: Arc<AtomicBool>,
+    on_change: Option<tokio::sync::mpsc::Sender<()>>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -117,7 +125,19 @@ impl McpSource {
         spec: &McpServerSpec,
         bundle_dir: &Path,
     ) -> Result<Arc<Self>, McpError> {
+        Self::connect_notifying(name, spec, bundle_dir, None).await
+    }
+
+    /// [`Self::connect`], and a message on `on_change` whenever the server
+    /// announces that its tool list changed.
+    pub async fn connect_notifying(
+        name: &str,
+        spec: &McpServerSpec,
+        bundle_dir: &Path,
+        on_change: Option<tokio::sync::mpsc::Sender<()>>,
+    ) -> Result<Arc<Self>, McpError> {
         let source = Arc::new(Self {
+            on_change,
             name: name.to_string(),
             spec: spec.clone(),
             dir: bundle_dir.join(spec.working_dir.as_deref().unwrap_or(".")),
@@ -153,6 +173,7 @@ impl McpSource {
     async fn start(&self) -> Result<(Connection, Option<GroupGuard>), McpError> {
         let handler = Handler {
             tools_changed: self.tools_changed.clone(),
+            on_change: self.on_change.clone(),
         };
         let timeout: Duration = self.spec.connect_timeout.into();
         let serving = match (&self.spec.url, self.spec.command.split_first()) {
@@ -405,6 +426,10 @@ impl Tool for McpTool {
 
     fn kind(&self) -> &'static str {
         "mcp"
+    }
+
+    fn stale(&self) -> bool {
+        self.source.tools_changed.load(Ordering::SeqCst)
     }
 
     async fn invoke(

@@ -173,6 +173,12 @@ pub trait Tool: Send + Sync {
     /// The backend kind (`process`, `plugin`, ...), for listings and telemetry.
     fn kind(&self) -> &'static str;
 
+    /// Whether the backend announced that this tool's definition changed
+    /// (an MCP server's `list_changed`), so the bundle should be bound again.
+    fn stale(&self) -> bool {
+        false
+    }
+
     async fn invoke(&self, arguments: Value, ctx: ToolContext<'_>)
     -> Result<ToolOutput, ToolError>;
 }

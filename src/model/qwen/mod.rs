@@ -15,7 +15,9 @@ use parse::{TOOL_CALL, parse_text};
 
 use crate::model::reply::combine;
 use crate::model::schema_ebnf::{Dialect, Ebnf, Member, ebnf_literal, required_set};
-use crate::model::{Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole};
+use crate::model::{
+    CallRules, Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole,
+};
 use crate::types::{Message, ToolCall, ToolSchema};
 
 /// How the model writes calls (the parser reads both; this picks the
@@ -93,7 +95,7 @@ impl ModelPlugin for QwenPlugin {
         &self,
         mode: GrammarMode,
         tools: &[ToolSchema],
-        parallel: bool,
+        rules: CallRules,
     ) -> Result<Grammar, GrammarError> {
         if tools.is_empty() {
             return Err(GrammarError::NoTools {
@@ -101,11 +103,11 @@ impl ModelPlugin for QwenPlugin {
             });
         }
         match mode {
-            GrammarMode::Ebnf => self.ebnf(tools, parallel).map(Grammar::Ebnf),
+            GrammarMode::Ebnf => self.ebnf(tools, rules).map(Grammar::Ebnf),
             GrammarMode::StructuralTag => {
-                Ok(Grammar::StructuralTag(self.structural_tag(tools, parallel)))
+                Ok(Grammar::StructuralTag(self.structural_tag(tools, rules)))
             }
-            GrammarMode::JsonSchema => Ok(Grammar::JsonSchema(json_schema(tools, parallel))),
+            GrammarMode::JsonSchema => Ok(Grammar::JsonSchema(json_schema(tools, rules.parallel))),
         }
     }
 
@@ -139,7 +141,7 @@ impl QwenPlugin {
         Self { options }
     }
 
-    fn ebnf(&self, tools: &[ToolSchema], parallel: bool) -> Result<String, GrammarError> {
+    fn ebnf(&self, tools: &[ToolSchema], rules: CallRules) -> Result<String, GrammarError> {
         let mut g = Ebnf::default();
         let mut alts = Vec::new();
         for tool in tools {
@@ -174,17 +176,10 @@ impl QwenPlugin {
                 alts.join(" | ")
             ),
         );
-        let calls = if parallel {
-            format!("({call} (\"\\n\" {call})*)?")
-        } else {
-            format!("{call}?")
-        };
-        // Free text first (no `<`, so it cannot open a tag), then the calls.
-        let text = g.add("text", "[^<]*".into());
-        Ok(g.render(&format!("{text} {calls}")))
+        Ok(g.render_calls(&call, "\"\\n\"", rules))
     }
 
-    fn structural_tag(&self, tools: &[ToolSchema], parallel: bool) -> Value {
+    fn structural_tag(&self, tools: &[ToolSchema], rules: CallRules) -> Value {
         let tags: Vec<Value> = tools
             .iter()
             .map(|tool| match self.options.call_style {
@@ -208,8 +203,8 @@ impl QwenPlugin {
             "type": "triggered_tags",
             "triggers": [TOOL_CALL],
             "tags": tags,
-            "at_least_one": false,
-            "stop_after_first": !parallel,
+            "at_least_one": rules.required,
+            "stop_after_first": !rules.parallel,
         }})
     }
 }
