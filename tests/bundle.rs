@@ -154,10 +154,14 @@ tools:
 
 #[test]
 fn example_bundles_validate() {
-    let catalog = ModelCatalog::builtin();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/bundles");
+    let catalog =
+        ModelCatalog::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/models")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut count = 0;
-    for entry in std::fs::read_dir(&root).unwrap() {
+    let dirs = ["config/bundles", "config/examples"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap());
+    for entry in dirs {
         let dir = entry.unwrap().path();
         if bundle::bundle_file(&dir).is_some() {
             bundle::load_dir(
@@ -171,7 +175,7 @@ fn example_bundles_validate() {
             count += 1;
         }
     }
-    assert!(count >= 1);
+    assert!(count >= 2, "{count} example bundles");
 }
 
 /// A bundle naming endpoint `local`, a llama.cpp server, with `model` lines.
@@ -235,7 +239,10 @@ fn tool_choice_shapes_each_turn_and_must_name_a_tool() {
     );
     let turn1 = &config.turn_shapes[&1];
     let schema = &turn1.fragment["response_format"]["json_schema"]["schema"];
-    assert_eq!(schema["properties"]["name"], serde_json::json!({"const": "add"}));
+    assert_eq!(
+        schema["properties"]["name"],
+        serde_json::json!({"const": "add"})
+    );
     let default_schema = &config.shape.fragment["response_format"]["json_schema"]["schema"];
     assert_eq!(default_schema["anyOf"].as_array().unwrap().len(), 2);
 

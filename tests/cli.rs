@@ -250,7 +250,7 @@ fn grammar_prints_the_request_fragment() {
             &repo("config/models"),
         ]);
         if let Some(server) = server {
-            cmd.args(["--server", server]);
+            cmd.args(["--family", server]);
         }
         cmd.output().unwrap()
     };

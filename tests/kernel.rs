@@ -394,7 +394,10 @@ async fn tools_the_server_cannot_list_are_declared_in_the_prompt() {
     let config = KernelConfig {
         shape: TurnShape {
             list_tools: false,
-            fragment: serde_json::Map::from_iter([("grammar".to_string(), json!("root ::= \"done\""))]),
+            fragment: serde_json::Map::from_iter([(
+                "grammar".to_string(),
+                json!("root ::= \"done\""),
+            )]),
             ..Default::default()
         },
         ..Default::default()
@@ -402,7 +405,10 @@ async fn tools_the_server_cannot_list_are_declared_in_the_prompt() {
     let h = harness(yaml, config, |_| {}).await;
     h.run(CancellationToken::new()).await.unwrap();
     let request = &h.server.requests()[0];
-    assert!(request.get("tools").is_none() && request.get("tool_choice").is_none(), "{request}");
+    assert!(
+        request.get("tools").is_none() && request.get("tool_choice").is_none(),
+        "{request}"
+    );
     assert_eq!(request["grammar"], "root ::= \"done\"");
     let system = request["messages"][0]["content"].as_str().unwrap();
     assert!(

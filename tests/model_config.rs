@@ -7,8 +7,8 @@
 
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
 use serde_json::Map;
+use serde_json::{Value, json};
 use structured_agents::model::{
     BUILTIN_PLUGINS, GrammarError, GrammarMode, ModelCatalog, ResolvedModel, ServerKind,
     ToolChoice, WireKey,
@@ -85,14 +85,13 @@ fn default_grammar_goes_under_the_wire_key_with_stop() {
             .unwrap()
             .starts_with("root ::= ")
     );
-    assert!(!guided.supports(GrammarMode::StructuralTag, guided.wire_for(ServerKind::Vllm)));
-    assert!(
-        vllm(&guided, Some(GrammarMode::StructuralTag), &add_tool(), true)
-            .is_err()
-    );
+    assert!(!guided.supports(
+        GrammarMode::StructuralTag,
+        guided.wire_for(ServerKind::Vllm)
+    ));
+    assert!(vllm(&guided, Some(GrammarMode::StructuralTag), &add_tool(), true).is_err());
 
-    let json_mode = vllm(&qwen, Some(GrammarMode::JsonSchema), &add_tool(), true)
-        .unwrap();
+    let json_mode = vllm(&qwen, Some(GrammarMode::JsonSchema), &add_tool(), true).unwrap();
     assert_eq!(
         json_mode["structured_outputs"]["json"]["type"],
         json!("array")
@@ -103,7 +102,10 @@ fn default_grammar_goes_under_the_wire_key_with_stop() {
 fn unsupported_modes_are_errors_not_unconstrained_requests() {
     let catalog = catalog();
     let gemma = catalog.resolve("function_gemma").unwrap();
-    assert!(gemma.supports(GrammarMode::Ebnf, gemma.wire_for(ServerKind::Vllm)) && !gemma.supports(GrammarMode::JsonSchema, gemma.wire_for(ServerKind::Vllm)));
+    assert!(
+        gemma.supports(GrammarMode::Ebnf, gemma.wire_for(ServerKind::Vllm))
+            && !gemma.supports(GrammarMode::JsonSchema, gemma.wire_for(ServerKind::Vllm))
+    );
     let err = vllm(&gemma, Some(GrammarMode::JsonSchema), &add_tool(), false)
         .unwrap_err()
         .to_string();
@@ -113,10 +115,7 @@ fn unsupported_modes_are_errors_not_unconstrained_requests() {
         "{err}"
     );
     let openai = catalog.resolve("openai").unwrap();
-    assert!(
-        vllm(&openai, Some(GrammarMode::Ebnf), &add_tool(), false)
-            .is_err()
-    );
+    assert!(vllm(&openai, Some(GrammarMode::Ebnf), &add_tool(), false).is_err());
     let err = vllm(&gemma, Some(GrammarMode::Ebnf), &[], false)
         .unwrap_err()
         .to_string();
@@ -141,7 +140,10 @@ fn each_server_family_gets_its_own_wire() {
     };
     let gbnf = at(ServerKind::LlamaCpp, GrammarMode::Ebnf).unwrap();
     let text = gbnf["grammar"].as_str().unwrap();
-    assert!(text.contains("call-add ::=") && !text.contains("call_add"), "{text}");
+    assert!(
+        text.contains("call-add ::=") && !text.contains("call_add"),
+        "{text}"
+    );
     let schema = at(ServerKind::LlamaCpp, GrammarMode::JsonSchema).unwrap();
     assert_eq!(schema["response_format"]["type"], json!("json_schema"));
     assert_eq!(
@@ -157,7 +159,10 @@ fn each_server_family_gets_its_own_wire() {
     let err = at(ServerKind::LlamaCpp, GrammarMode::StructuralTag)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("structural_tag") && err.contains("gbnf"), "{err}");
+    assert!(
+        err.contains("structural_tag") && err.contains("gbnf"),
+        "{err}"
+    );
     // A model config's wire wins over the server family's.
     let guided = catalog.resolve("qwen-guided").unwrap();
     assert_eq!(guided.wire_for(ServerKind::LlamaCpp), WireKey::Guided);
@@ -170,7 +175,10 @@ fn each_server_family_gets_its_own_wire() {
             false,
         )
         .unwrap();
-    assert_eq!(ollama["format"]["properties"]["name"], json!({"const": "add"}));
+    assert_eq!(
+        ollama["format"]["properties"]["name"],
+        json!({"const": "add"})
+    );
 }
 
 #[test]
@@ -196,7 +204,10 @@ fn tool_choice_narrows_the_grammar() {
         .map(|s| s["grammar"].as_str().unwrap().to_string())
     };
     let auto = ebnf(ToolChoice::Auto).unwrap();
-    assert!(auto.contains("text ::=") && auto.contains("call_done"), "{auto}");
+    assert!(
+        auto.contains("text ::=") && auto.contains("call_done"),
+        "{auto}"
+    );
     let required = ebnf(ToolChoice::Required).unwrap();
     assert!(!required.contains("text ::="), "{required}");
     let named = ebnf(ToolChoice::Tool("done".into())).unwrap();
@@ -205,7 +216,10 @@ fn tool_choice_narrows_the_grammar() {
         "{named}"
     );
     assert_eq!(ebnf(ToolChoice::None), None);
-    assert_eq!(ToolChoice::from("add".to_string()), ToolChoice::Tool("add".into()));
+    assert_eq!(
+        ToolChoice::from("add".to_string()),
+        ToolChoice::Tool("add".into())
+    );
     assert_eq!(
         ToolChoice::Tool("add".into()).to_wire(),
         json!({"type": "function", "function": {"name": "add"}})

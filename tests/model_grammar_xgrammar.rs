@@ -159,25 +159,29 @@ fn cases_for(label: &str, tools: &[ToolSchema], calls: &[ToolCall], out: &mut Ve
             if mode == GrammarMode::JsonSchema && style.label == "qwen_xml" {
                 continue; // identical to hermes: json_schema ignores the call style
             }
-            for (parallel, required) in [(false, false), (true, false), (false, true), (true, true)] {
+            for (parallel, required) in [(false, false), (true, false), (false, true), (true, true)]
+            {
                 let rules = CallRules { parallel, required };
-                let (kind, grammar) =
-                    match style.plugin.build_grammar(mode, tools, rules).unwrap() {
-                        Grammar::Ebnf(text) => ("ebnf", json!(text)),
-                        Grammar::StructuralTag(tag) => ("structural_tag", json!(tag.to_string())),
-                        Grammar::JsonSchema(schema) => ("json_schema", json!(schema.to_string())),
-                    };
+                let (kind, grammar) = match style.plugin.build_grammar(mode, tools, rules).unwrap()
+                {
+                    Grammar::Ebnf(text) => ("ebnf", json!(text)),
+                    Grammar::StructuralTag(tag) => ("structural_tag", json!(tag.to_string())),
+                    Grammar::JsonSchema(schema) => ("json_schema", json!(schema.to_string())),
+                };
                 let mut accept = vec![write(&style, mode, &calls[..1], parallel)];
                 let mut reject = Vec::new();
                 if mode != GrammarMode::JsonSchema {
-                    // A required call leaves no room for an answer without one.
+                    // A required call leaves no room for text, with or
+                    // without a call after it.
                     let plain = "Plain answer, no call.".to_string();
                     if required {
                         reject.push(plain);
                     } else {
                         accept.push(plain);
                     }
-                    if !(required && mode == GrammarMode::Ebnf) {
+                    if required {
+                        reject.push(format!("Let me check.\n{}", accept[0]));
+                    } else {
                         accept.push(format!("Let me check.\n{}", accept[0]));
                     }
                 }

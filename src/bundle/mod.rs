@@ -11,8 +11,8 @@ mod shape;
 mod template;
 
 pub use bind::{ToolEnv, build_tools};
-pub use shape::{RequestShapes, Target};
 pub use schema::{RawBundle, ToolKind, ToolSpec};
+pub use shape::{RequestShapes, Target};
 pub use template::{PromptError, Prompts};
 
 use std::collections::{BTreeMap, HashSet};
@@ -335,7 +335,7 @@ pub fn load_str(
                 format!("script file {} does not exist", path.display()),
             ));
         }
-        (EndpointRef::Named(name), Some(known)) if !known.contains(name) => {
+        (EndpointRef::Named(name), Some(known)) if !known.contains_key(name) => {
             let known: Vec<_> = known.keys().map(String::as_str).collect();
             errors.push(err(
                 "model.endpoint",
@@ -463,9 +463,11 @@ pub fn load_str(
             .collect();
         match shape::for_target(&raw.name, &raw.model, model, target, &schemas, !has_mcp) {
             Ok(built) => shapes = built,
-            Err(problems) => {
-                errors.extend(problems.into_iter().map(|(key, message)| err(&key, message)))
-            }
+            Err(problems) => errors.extend(
+                problems
+                    .into_iter()
+                    .map(|(key, message)| err(&key, message)),
+            ),
         }
     }
 

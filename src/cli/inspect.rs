@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::bundle::{Bundle, ToolEnv, Target};
+use crate::bundle::{Bundle, Target, ToolEnv};
 use crate::model::ServerKind;
 use crate::tools::ToolEngine;
 

@@ -113,8 +113,8 @@ pub enum Command {
         #[arg(long, env = "SA_PLUGINS_DIR")]
         plugins_dir: Option<PathBuf>,
         /// Print only what this server family gets (exit 1 when it cannot).
-        #[arg(long, value_enum)]
-        server: Option<crate::model::ServerKind>,
+        #[arg(long = "family", value_enum, value_name = "SERVER")]
+        family: Option<crate::model::ServerKind>,
     },
     /// List a bundle's resolved tools with their schemas and backends.
     Tools {
@@ -219,8 +219,8 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             bundle_dir,
             models_dir,
             plugins_dir,
-            server,
-        } => inspect::grammar(&bundle_dir, &models_dir, plugins_dir, server).await,
+            family,
+        } => inspect::grammar(&bundle_dir, &models_dir, plugins_dir, family).await,
         Command::Tools {
             bundle_dir,
             models_dir,

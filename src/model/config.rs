@@ -127,9 +127,11 @@ impl ResolvedModel {
                 if !self.plugin.grammar_modes().contains(&mode) {
                     return Err(self.plugin.unsupported(mode));
                 }
-                let grammar =
-                    self.plugin
-                        .build_grammar(mode, &offered, choice.rules(allow_parallel_calls))?;
+                let grammar = self.plugin.build_grammar(
+                    mode,
+                    &offered,
+                    choice.rules(allow_parallel_calls),
+                )?;
                 wire.place(&self.name, &grammar)?
             }
         };

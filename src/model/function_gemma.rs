@@ -9,9 +9,7 @@ use serde_json::{Map, Number, Value, json};
 
 use super::reply::{TextParse, combine, snippet};
 use super::schema_ebnf::{Dialect, Ebnf, ebnf_literal, is_gemma_key};
-use super::{
-    CallRules, Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole,
-};
+use super::{CallRules, Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole};
 use crate::types::{Message, Role, ToolCall, ToolSchema};
 
 const START: &str = "<start_function_call>";
@@ -111,9 +109,7 @@ impl ModelPlugin for FunctionGemmaPlugin {
         }
         match mode {
             GrammarMode::Ebnf => ebnf(tools, rules).map(Grammar::Ebnf),
-            GrammarMode::StructuralTag => {
-                structural_tag(tools, rules).map(Grammar::StructuralTag)
-            }
+            GrammarMode::StructuralTag => structural_tag(tools, rules).map(Grammar::StructuralTag),
             GrammarMode::JsonSchema => Err(self.unsupported(mode)),
         }
     }

@@ -57,7 +57,7 @@ mod tests {
 
     #[test]
     fn a_built_grammar_has_no_underscore_outside_literals() {
-        use crate::model::{CallRules, GrammarMode, Grammar, ModelPlugin, QwenPlugin};
+        use crate::model::{CallRules, Grammar, GrammarMode, ModelPlugin, QwenPlugin};
         use crate::types::ToolSchema;
         let tools = [ToolSchema {
             name: "add_numbers".into(),
@@ -66,11 +66,9 @@ mod tests {
                 "properties": {"a_b": {"type": "integer"}, "n": {"type": "array", "items": {"type": "string"}}},
                 "required": ["a_b"]}),
         }];
-        let Ok(Grammar::Ebnf(text)) = QwenPlugin::default().build_grammar(
-            GrammarMode::Ebnf,
-            &tools,
-            CallRules::default(),
-        ) else {
+        let Ok(Grammar::Ebnf(text)) =
+            QwenPlugin::default().build_grammar(GrammarMode::Ebnf, &tools, CallRules::default())
+        else {
             panic!("qwen builds EBNF");
         };
         let gbnf = from_xgrammar(&text);

@@ -19,8 +19,8 @@
 
 mod config;
 mod function_gemma;
-mod gbnf;
 pub mod fuzzing;
+mod gbnf;
 mod openai;
 mod qwen;
 mod reply;
@@ -36,7 +36,7 @@ pub use wire::{Grammar, ServerKind, WireKey};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::types::{Message, ToolCall, ToolSchema};
 
@@ -205,13 +205,23 @@ pub trait ModelPlugin: Send + Sync {
             "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags.",
             listing.join("\n")
         );
-        let system = messages
-            .iter_mut()
-            .find(|m| matches!(m.get("role").and_then(Value::as_str), Some("system" | "developer")));
+        let system = messages.iter_mut().find(|m| {
+            matches!(
+                m.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            )
+        });
         match system {
             Some(message) => {
-                let text = message.get("content").and_then(Value::as_str).unwrap_or_default();
-                let joined = if text.is_empty() { block } else { format!("{text}\n\n{block}") };
+                let text = message
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let joined = if text.is_empty() {
+                    block
+                } else {
+                    format!("{text}\n\n{block}")
+                };
                 message["content"] = Value::String(joined);
             }
             None => messages.insert(0, serde_json::json!({"role": "system", "content": block})),

@@ -248,7 +248,10 @@ mod tests {
     fn llama_cpp_gets_gbnf_in_grammar_and_schemas_in_response_format() {
         let [ebnf, tag, schema] = all_grammars();
         let out = WireKey::Gbnf.place("qwen", &ebnf).unwrap();
-        assert_eq!(out["grammar"], json!("root ::= call-add\ncall-add ::= \"a\"\n"));
+        assert_eq!(
+            out["grammar"],
+            json!("root ::= call-add\ncall-add ::= \"a\"\n")
+        );
         let out = WireKey::Gbnf.place("qwen", &schema).unwrap();
         assert_eq!(out["response_format"]["type"], "json_schema");
         assert_eq!(

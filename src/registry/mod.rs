@@ -261,15 +261,12 @@ impl Registry {
             let loaded = trusted
                 .and_then(|()| bundle::load_dir(&dir, &ctx))
                 .and_then(|b| {
-                    if let Some(prev) = before
-                        .and_then(|e| e.current.as_ref())
-                        .filter(|p| {
-                            p.bundle.digest == b.digest
+                    if let Some(prev) = before.and_then(|e| e.current.as_ref()).filter(|p| {
+                        p.bundle.digest == b.digest
                                 && p.name() == b.name()
                                 // An MCP server announced new tools: bind again.
                                 && !p.tools.stale()
-                        })
-                    {
+                    }) {
                         return Ok(prev.clone());
                     }
                     self.bind(b)

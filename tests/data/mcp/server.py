@@ -52,8 +52,33 @@ def idempotency_key(ctx: Context) -> str:
     return str(extra.get("structured-agents/idempotency-key", ""))
 
 
+def late() -> str:
+    """A tool that exists only after `grow` was called."""
+    return "late"
+
+
+# `--marker PATH`: `grow` creates PATH, and a server started while it exists
+# offers `late` from the start (a tool set that follows outside state).
+MARKER = None
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool `late` and tells the client that the tool list changed."""
+    if MARKER:
+        open(MARKER, "w").close()
+    server.add_tool(late)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
 if __name__ == "__main__":
     import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--marker":
+        MARKER = sys.argv[2]
+        if os.path.exists(MARKER):
+            server.add_tool(late)
 
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.settings.host = "127.0.0.1"
