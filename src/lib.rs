@@ -30,3 +30,4 @@ pub mod telemetry;
 pub mod tools;
 pub mod types;
 pub mod worker;
+pub mod workflow;

@@ -1,0 +1,551 @@
+//! Command gates: an argv command (never a shell) or a built-in gate
+//! (`py_compile`, `pr`, `rebase`), run in the workflow's working directory
+//! in its own process group with a cleared environment and a deadline. Each
+//! gate yields an event and the report `{pass, failed_files, traceback,
+//! suggestions}`.
+//!
+//! Cancellation is dropping the future: the child's process group is
+//! killed then (and on timeout), so no grandchild outlives its gate.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::process::Command;
+
+use super::compile::Workflow;
+use super::spec::{Builtin, CommandStage, PrSettings, RebaseSettings};
+use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard};
+
+/// Variables a gate keeps besides the tool default (git and `gh` need them).
+const GATE_EXTRA_ENV: &[&str] = &[
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "SSH_AUTH_SOCK",
+    "GIT_SSH_COMMAND",
+];
+
+/// How much of a command's output a report keeps (the tail: errors come last).
+const TRACEBACK_CHARS: usize = 4000;
+
+/// A gate's report, written as its artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateReport {
+    pub pass: bool,
+    pub failed_files: Vec<String>,
+    pub traceback: String,
+    pub suggestions: Vec<String>,
+    /// The event the gate emitted.
+    pub event: String,
+    /// Gate-specific facts (the PR title and URL, the exit code…).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub details: Map<String, Value>,
+}
+
+impl GateReport {
+    fn new(event: &str, pass: bool) -> Self {
+        Self {
+            pass,
+            failed_files: Vec::new(),
+            traceback: String::new(),
+            suggestions: Vec::new(),
+            event: event.to_string(),
+            details: Map::new(),
+        }
+    }
+
+    fn fail(event: &str, traceback: impl Into<String>, suggestion: impl Into<String>) -> Self {
+        let mut report = Self::new(event, false);
+        report.traceback = traceback.into();
+        report.suggestions.push(suggestion.into());
+        report
+    }
+
+    /// The retry context a failed gate hands the next agent stage.
+    pub fn retry_context(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.failed_files.is_empty() {
+            parts.push(format!("Failed files: {}", self.failed_files.join(", ")));
+        }
+        if !self.traceback.trim().is_empty() {
+            parts.push(self.traceback.trim().to_string());
+        }
+        if !self.suggestions.is_empty() {
+            parts.push(self.suggestions.join("\n"));
+        }
+        parts.join("\n\n")
+    }
+}
+
+/// What one command run produced.
+#[derive(Debug)]
+pub struct CommandRun {
+    /// `None` when killed by a signal, timed out or not started.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// Why the command did not finish normally (timeout, cannot start).
+    pub error: Option<String>,
+}
+
+impl CommandRun {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// stdout and stderr, for output rules and reports.
+    pub fn output(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+
+    /// A short account of a failure: the error or exit code, then the output's tail.
+    pub fn describe(&self, what: &str) -> String {
+        let status = match (&self.error, self.code) {
+            (Some(e), _) => e.clone(),
+            (None, Some(code)) => format!("exit code {code}"),
+            (None, None) => "killed by a signal".into(),
+        };
+        let output = tail(self.output().trim(), TRACEBACK_CHARS);
+        if output.is_empty() {
+            format!("`{what}` failed: {status}")
+        } else {
+            format!("`{what}` failed: {status}\n{output}")
+        }
+    }
+}
+
+fn tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_string();
+    }
+    let skip = text.char_indices().nth(count - max).map_or(0, |(i, _)| i);
+    format!("…{}", &text[skip..])
+}
+
+/// Runs `argv` in `dir` (own process group, cleared environment except an
+/// allowlist plus `env`), killing the group on timeout or when dropped.
+pub async fn run_command(
+    argv: &[String],
+    dir: &Path,
+    timeout: Duration,
+    env: &[(&str, &str)],
+) -> CommandRun {
+    let not_run = |error: String| CommandRun {
+        code: None,
+        stdout: String::new(),
+        stderr: String::new(),
+        error: Some(error),
+    };
+    let Some((program, args)) = argv.split_first() else {
+        return not_run("empty command".into());
+    };
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    for key in DEFAULT_ENV_ALLOWLIST.iter().chain(GATE_EXTRA_ENV) {
+        if let Ok(value) = std::env::var(key) {
+            command.env(key, value);
+        }
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => {
+            return not_run(format!(
+                "cannot start `{program}` in {}: {e}",
+                dir.display()
+            ));
+        }
+    };
+    // Dropped on every path: kills whatever the command left in its group.
+    let _group = GroupGuard(child.id().map(|id| Pid::from_raw(id as i32)));
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(Ok(out)) => CommandRun {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            error: None,
+        },
+        Ok(Err(e)) => not_run(format!("waiting for `{program}`: {e}")),
+        Err(_) => not_run(format!(
+            "timed out after {}",
+            humantime::format_duration(timeout)
+        )),
+    }
+}
+
+/// Where a gate runs and what its templates see.
+pub struct GateContext<'a> {
+    pub workflow: &'a Workflow,
+    /// The key path of the gate's spec (`workflow.stages.parse`), under which its templates are compiled.
+    pub at: &'a str,
+    pub spec: &'a CommandStage,
+    /// The workflow's working directory.
+    pub work_dir: &'a Path,
+    /// Template variables (workflow data, iteration, step, stage).
+    pub vars: &'a Map<String, Value>,
+}
+
+impl GateContext<'_> {
+    fn render(&self, key: &str, vars: &Map<String, Value>) -> Result<String, String> {
+        self.workflow.render(&format!("{}.{key}", self.at), vars)
+    }
+
+    fn dir(&self) -> Result<PathBuf, String> {
+        match &self.spec.working_dir {
+            Some(_) => Ok(self.work_dir.join(self.render("working_dir", self.vars)?)),
+            None => Ok(self.work_dir.to_path_buf()),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        self.spec.timeout.into()
+    }
+
+    /// Runs `git args…` in the gate's directory.
+    async fn git(&self, dir: &Path, args: &[&str]) -> CommandRun {
+        let argv: Vec<String> = std::iter::once("git")
+            .chain(args.iter().copied())
+            .map(String::from)
+            .collect();
+        run_command(&argv, dir, self.timeout(), &[]).await
+    }
+}
+
+/// Runs the gate and returns its report (whose `event` is the stage's event).
+pub async fn run_gate(ctx: &GateContext<'_>) -> GateReport {
+    let dir = match ctx.dir() {
+        Ok(dir) => dir,
+        Err(e) => return GateReport::fail("fail", e, "fix the gate's `working_dir` template"),
+    };
+    let mut report = match ctx.spec.builtin {
+        None => argv_gate(ctx, &dir).await,
+        Some(Builtin::PyCompile) => py_compile_gate(ctx, &dir).await,
+        Some(Builtin::Pr) => match &ctx.spec.pr {
+            Some(pr) => pr_gate(ctx, pr, &dir).await,
+            None => GateReport::fail(
+                "fail_fixable",
+                "the pr gate has no `pr` settings",
+                "add `pr: {title: …}`",
+            ),
+        },
+        Some(Builtin::Rebase) => {
+            let defaults = RebaseSettings {
+                remote: "origin".into(),
+                onto: "main".into(),
+            };
+            rebase_gate(ctx, ctx.spec.rebase.as_ref().unwrap_or(&defaults), &dir).await
+        }
+    };
+    report.pass = match &ctx.spec.pass_events {
+        Some(events) => events.contains(&report.event),
+        None => ctx.workflow_pass_default(&report.event),
+    };
+    report
+}
+
+impl GateContext<'_> {
+    fn workflow_pass_default(&self, event: &str) -> bool {
+        match self.spec.builtin {
+            Some(Builtin::Rebase) => event == "ok",
+            _ => event == "pass",
+        }
+    }
+}
+
+async fn argv_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
+    let mut argv = Vec::with_capacity(ctx.spec.argv.len());
+    for i in 0..ctx.spec.argv.len() {
+        match ctx.render(&format!("argv[{i}]"), ctx.vars) {
+            Ok(arg) => argv.push(arg),
+            Err(e) => {
+                return GateReport::fail(
+                    "fail",
+                    e,
+                    "fix the gate's argv template or define its variables",
+                );
+            }
+        }
+    }
+    let run = run_command(&argv, dir, ctx.timeout(), &[]).await;
+    let output = run.output();
+    let by_output = ctx.spec.output.iter().enumerate().find_map(|(i, rule)| {
+        let regex = ctx
+            .workflow
+            .regex(&format!("{}.output[{i}].regex", ctx.at))?;
+        regex.is_match(&output).then(|| rule.event.clone())
+    });
+    let event = by_output
+        .or_else(|| {
+            let code = run.code?;
+            ctx.spec
+                .exit_codes
+                .iter()
+                .find(|(k, _)| k.trim().parse::<i32>() == Ok(code))
+                .map(|(_, e)| e.clone())
+        })
+        .unwrap_or_else(|| {
+            if run.success() {
+                "pass".into()
+            } else {
+                "fail".into()
+            }
+        });
+    let mut report = GateReport::new(&event, run.success());
+    report.details.insert("exit_code".into(), run.code.into());
+    if !run.success() {
+        report.traceback = run.describe(&argv.join(" "));
+    }
+    report
+}
+
+/// The files changed by the last commit (all files of a first commit).
+async fn changed_files(ctx: &GateContext<'_>, dir: &Path) -> Result<Vec<String>, String> {
+    let mut run = ctx
+        .git(dir, &["diff", "--name-only", "HEAD~1", "HEAD"])
+        .await;
+    if !run.success() {
+        // HEAD~1 does not exist on a first commit: list what it added.
+        run = ctx
+            .git(
+                dir,
+                &[
+                    "diff-tree",
+                    "--root",
+                    "--no-commit-id",
+                    "--name-only",
+                    "-r",
+                    "HEAD",
+                ],
+            )
+            .await;
+    }
+    if !run.success() {
+        return Err(run.describe("git diff --name-only HEAD~1 HEAD"));
+    }
+    Ok(run
+        .stdout
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
+}
+
+async fn py_compile_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
+    let files = match changed_files(ctx, dir).await {
+        Ok(files) => files,
+        Err(e) => {
+            return GateReport::fail(
+                "fail",
+                e,
+                "make the working directory a git repository with at least one commit",
+            );
+        }
+    };
+    // Deleted files are in the diff too; there is nothing to compile there.
+    let python: Vec<String> = files
+        .into_iter()
+        .filter(|f| f.ends_with(".py") && dir.join(f).is_file())
+        .collect();
+    let mut report = GateReport::new("pass", true);
+    report
+        .details
+        .insert("checked_files".into(), python.clone().into());
+    // Keep bytecode out of the repository.
+    let cache = std::env::temp_dir().join("structured-agents-pycache");
+    let cache = cache.to_string_lossy().into_owned();
+    let mut tracebacks = Vec::new();
+    for file in &python {
+        let argv = ["python3", "-m", "py_compile", file.as_str()].map(String::from);
+        let run = run_command(
+            &argv,
+            dir,
+            ctx.timeout(),
+            &[("PYTHONPYCACHEPREFIX", &cache)],
+        )
+        .await;
+        if !run.success() {
+            report.failed_files.push(file.clone());
+            report
+                .suggestions
+                .push(format!("fix the syntax error in {file}"));
+            tracebacks.push(run.describe(&format!("python3 -m py_compile {file}")));
+        }
+    }
+    if !report.failed_files.is_empty() {
+        report.event = "fail".into();
+        report.pass = false;
+        report.traceback = tracebacks.join("\n\n");
+    }
+    report
+}
+
+/// Whether a title reads `[tag][#N] text`.
+pub fn valid_pr_title(title: &str) -> bool {
+    static TITLE: std::sync::LazyLock<Option<regex::Regex>> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r"^\[[^\[\]\s][^\[\]]*\]\[#\d+\] \S").ok());
+    TITLE.as_ref().is_some_and(|r| r.is_match(title))
+}
+
+/// Whether a failed push was refused because the remote moved.
+fn needs_rebase(run: &CommandRun) -> bool {
+    let out = run.output();
+    [
+        "non-fast-forward",
+        "fetch first",
+        "stale info",
+        "[rejected]",
+    ]
+    .iter()
+    .any(|m| out.contains(m))
+}
+
+async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateReport {
+    const FIXABLE: &str = "fail_fixable";
+    let title = match ctx.render("pr.title", ctx.vars) {
+        Ok(t) => t.trim().to_string(),
+        Err(e) => {
+            return GateReport::fail(
+                FIXABLE,
+                e,
+                "fix the `pr.title` template or define its variables",
+            );
+        }
+    };
+    if !valid_pr_title(&title) {
+        return GateReport::fail(
+            FIXABLE,
+            format!("PR title {title:?} does not read `[tag][#N] text`"),
+            "make the title `[tag][#N] summary`, e.g. `[fix][#13] Handle empty input`",
+        );
+    }
+    let body = match ctx.render("pr.body", ctx.vars) {
+        Ok(b) => b,
+        Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.body` template"),
+    };
+    let branch = match &pr.branch {
+        Some(_) => ctx.render("pr.branch", ctx.vars),
+        None => {
+            let run = ctx.git(dir, &["rev-parse", "--abbrev-ref", "HEAD"]).await;
+            if run.success() {
+                Ok(run.stdout.trim().to_string())
+            } else {
+                Err(run.describe("git rev-parse --abbrev-ref HEAD"))
+            }
+        }
+    };
+    let branch = match branch {
+        Ok(b) if !b.is_empty() && b != "HEAD" => b,
+        Ok(_) => {
+            return GateReport::fail(
+                FIXABLE,
+                "HEAD is detached: no branch to push",
+                "check out a branch or set `pr.branch`",
+            );
+        }
+        Err(e) => return GateReport::fail(FIXABLE, e, "set `pr.branch`"),
+    };
+    let refspec = format!("HEAD:refs/heads/{branch}");
+    let mut push: Vec<&str> = vec!["push"];
+    push.extend(pr.push_args.iter().map(String::as_str));
+    push.extend([pr.remote.as_str(), refspec.as_str()]);
+    let run = ctx.git(dir, &push).await;
+    if !run.success() {
+        let (event, hint) = if needs_rebase(&run) {
+            (
+                "fail_need_rebase",
+                "the remote branch moved: rebase onto it, then push again",
+            )
+        } else {
+            (FIXABLE, "fix what made the push fail")
+        };
+        return GateReport::fail(
+            event,
+            run.describe(&format!("git {}", push.join(" "))),
+            hint,
+        );
+    }
+    let mut vars = ctx.vars.clone();
+    for (k, v) in [
+        ("title", &title),
+        ("body", &body),
+        ("branch", &branch),
+        ("base", &pr.base),
+        ("remote", &pr.remote),
+    ] {
+        vars.insert(k.into(), v.as_str().into());
+    }
+    let mut argv = Vec::new();
+    for i in 0..pr.create_command.len() {
+        match ctx.render(&format!("pr.create_command[{i}]"), &vars) {
+            Ok(arg) => argv.push(arg),
+            Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.create_command` template"),
+        }
+    }
+    let created = run_command(&argv, dir, ctx.timeout(), &[]).await;
+    // A re-run after a crash finds its own PR: that is success, not a failure.
+    if !created.success() && !created.output().contains("already exists") {
+        return GateReport::fail(
+            FIXABLE,
+            created.describe(&argv.join(" ")),
+            "fix what made creating the PR fail",
+        );
+    }
+    let mut report = GateReport::new("pass", true);
+    report.details.insert("title".into(), title.into());
+    report.details.insert("branch".into(), branch.into());
+    report
+        .details
+        .insert("url".into(), created.stdout.trim().into());
+    report
+}
+
+async fn rebase_gate(ctx: &GateContext<'_>, settings: &RebaseSettings, dir: &Path) -> GateReport {
+    const CONFLICT: &str = "conflict";
+    let fetch = ctx.git(dir, &["fetch", &settings.remote]).await;
+    if !fetch.success() {
+        return GateReport::fail(
+            CONFLICT,
+            fetch.describe(&format!("git fetch {}", settings.remote)),
+            "check that the remote is reachable",
+        );
+    }
+    let upstream = format!("{}/{}", settings.remote, settings.onto);
+    let rebase = ctx.git(dir, &["rebase", &upstream]).await;
+    if rebase.success() {
+        let mut report = GateReport::new("ok", true);
+        report.details.insert("onto".into(), upstream.into());
+        return report;
+    }
+    // Which files conflict is only known before the abort.
+    let conflicted = ctx
+        .git(dir, &["diff", "--name-only", "--diff-filter=U"])
+        .await;
+    let abort = ctx.git(dir, &["rebase", "--abort"]).await;
+    let mut report = GateReport::fail(
+        CONFLICT,
+        rebase.describe(&format!("git rebase {upstream}")),
+        format!("resolve the conflicts with {upstream} by hand"),
+    );
+    report.failed_files = conflicted.stdout.lines().map(String::from).collect();
+    if !abort.success() {
+        report
+            .traceback
+            .push_str(&format!("\n{}", abort.describe("git rebase --abort")));
+    }
+    report
+}

@@ -1,0 +1,34 @@
+//! Workflows: a bundle that runs staged jobs — agent stages, command gates
+//! and review score gates — driven by a transition table over
+//! `(stage, event)`, with iteration and streak limits, one-shot retry
+//! context, per-iteration artifacts and a checkpoint before every dispatch
+//! so a killed run resumes exactly.
+//!
+//! - `spec`: the raw `workflow:` section of `bundle.yaml` (serde, schemars);
+//! - `compile`: validation (all problems, as key path + message) into a
+//!   `Workflow` with compiled templates and regexes;
+//! - `engine`: the loop, over the `WorkflowHost` trait;
+//! - `checkpoint`: the durable state and the fatal report;
+//! - `gates`: command gates and the built-in `py_compile`, `pr` and `rebase` gates;
+//! - `review`: the review score parser.
+//!
+//! This module must not know about HTTP, the queue or OpenTelemetry: it
+//! runs agents, stores checkpoints and artifacts and reports stage runs
+//! only through `WorkflowHost`, which the worker implements.
+
+pub mod checkpoint;
+pub mod compile;
+pub mod engine;
+pub mod gates;
+pub mod review;
+pub mod spec;
+
+#[cfg(test)]
+mod tests;
+
+pub use checkpoint::{Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus};
+pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
+pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
+pub use gates::{GateReport, run_command};
+pub use review::{Review, Scores, Thresholds, parse_review};
+pub use spec::{FATAL, FINISH, WorkflowSpec};

@@ -1,0 +1,693 @@
+//! The engine loop with a fake host: scripted agent replies, recorded
+//! checkpoints, artifacts and stage reports. Gates are tiny `sh` commands
+//! whose outcome the fake agent controls through files in the work dir.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
+
+use super::compile;
+use crate::workflow::{
+    AgentOutput, Checkpoint, Engine, EngineError, FATAL_ARTIFACT, Outcome, StageReport, Workflow,
+    WorkflowHost, WorkflowStatus,
+};
+
+/// The example's table with argv gates instead of git: `parse` fails while
+/// the file `broken` exists; `pr` and `rebase` exit with the code in
+/// `pr_code` / `rebase_code`.
+const FLOW: &str = r#"
+start: implement
+data: {issue: 13}
+stages:
+  implement:
+    kind: agent
+    artifact: impl
+    prompt: "Implement {{ issue }} #{{ iteration }}{% if retry_context %} RETRY: {{ retry_context }}{% endif %}"
+    result: {regex: 'STATUS: (\w+)', events: [done], otherwise: not_done}
+    gate:
+      name: parse
+      check: {argv: [sh, -c, "if [ -e broken ]; then echo 'SyntaxError in a.py' >&2; exit 1; fi"]}
+  review:
+    kind: score
+    prompt: "Review {{ issue }}"
+  simplify:
+    kind: agent
+    prompt: "Simplify"
+    result: {regex: 'RESULT: (?P<event>\w+)', events: [pass, fail], otherwise: fail}
+  pr:
+    kind: command
+    argv: [sh, -c, "exit $(cat pr_code 2>/dev/null || echo 0)"]
+    exit_codes: {1: fail_fixable, 2: fail_need_rebase}
+  rebase:
+    kind: command
+    argv: [sh, -c, "exit $(cat rebase_code 2>/dev/null || echo 0)"]
+    exit_codes: {0: ok, 1: conflict}
+    pass_events: [ok]
+transitions:
+  implement: {not_done: implement, parse_fail: implement, done: review}
+  review: {pass: simplify, fail: implement}
+  simplify: {pass: pr, fail: implement}
+  pr: {pass: finish, fail: implement, fail_fixable: implement, fail_need_rebase: rebase}
+  rebase: {ok: implement, fail: fatal, conflict: fatal}
+limits:
+  attempts: {}
+"#;
+
+const PASSING: &str =
+    r#"{"scores": {"faithful": 95, "style": 90, "docs": 90, "corner_cases": 90}}"#;
+
+fn review(score: u32) -> String {
+    format!(
+        r#"{{"scores": {{"faithful": {score}, "style": {score}, "docs": {score}, "corner_cases": {score}}}}}"#
+    )
+}
+
+/// A scripted reply: the answer, and files to create (`Some`) or delete (`None`).
+struct Reply {
+    result: Result<String, String>,
+    files: Vec<(&'static str, Option<&'static str>)>,
+}
+
+fn ok(text: &str) -> Reply {
+    Reply {
+        result: Ok(text.into()),
+        files: vec![],
+    }
+}
+
+#[derive(Default)]
+struct FakeHost {
+    dir: PathBuf,
+    script: Mutex<HashMap<String, VecDeque<Reply>>>,
+    /// `checkpoint:<stage>:<step>`, `agent:<key>`, `artifact:<name>` in order.
+    log: Mutex<Vec<String>>,
+    prompts: Mutex<Vec<(String, String)>>,
+    checkpoints: Mutex<Vec<Checkpoint>>,
+    artifacts: Mutex<Vec<(String, Value)>>,
+    reports: Mutex<Vec<StageReport>>,
+}
+
+impl FakeHost {
+    fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            ..Default::default()
+        }
+    }
+
+    fn script(self, stage: &str, replies: Vec<Reply>) -> Self {
+        self.script
+            .lock()
+            .unwrap()
+            .entry(stage.into())
+            .or_default()
+            .extend(replies);
+        self
+    }
+
+    fn artifact(&self, name: &str) -> Option<Value> {
+        self.artifacts
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn last_checkpoint(&self) -> Checkpoint {
+        self.checkpoints.lock().unwrap().last().cloned().unwrap()
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.reports
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| format!("{}:{}", r.stage, r.event))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl WorkflowHost for FakeHost {
+    async fn run_agent(
+        &self,
+        key: &str,
+        _bundle: Option<&str>,
+        prompt: String,
+    ) -> Result<AgentOutput, String> {
+        self.log.lock().unwrap().push(format!("agent:{key}"));
+        let stage = key.split_once('-').map(|(_, s)| s.to_string()).unwrap();
+        self.prompts.lock().unwrap().push((stage.clone(), prompt));
+        let reply = self
+            .script
+            .lock()
+            .unwrap()
+            .get_mut(&stage)
+            .and_then(VecDeque::pop_front);
+        let Some(reply) = reply else {
+            return Err(format!("no scripted reply for {stage}"));
+        };
+        for (file, content) in reply.files {
+            match content {
+                Some(c) => std::fs::write(self.dir.join(file), c).unwrap(),
+                None => drop(std::fs::remove_file(self.dir.join(file))),
+            }
+        }
+        reply.result.map(|text| AgentOutput {
+            text,
+            final_output: None,
+        })
+    }
+
+    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String> {
+        self.log.lock().unwrap().push(format!(
+            "checkpoint:{}:{}",
+            checkpoint.stage, checkpoint.step
+        ));
+        self.checkpoints.lock().unwrap().push(checkpoint.clone());
+        Ok(())
+    }
+
+    async fn artifact(&self, name: &str, body: &Value) -> Result<(), String> {
+        self.log.lock().unwrap().push(format!("artifact:{name}"));
+        self.artifacts
+            .lock()
+            .unwrap()
+            .push((name.into(), body.clone()));
+        Ok(())
+    }
+
+    fn stage_finished(&self, report: &StageReport) {
+        self.reports.lock().unwrap().push(report.clone());
+    }
+}
+
+fn flow(edit: impl Fn(String) -> String) -> Workflow {
+    compile(&edit(FLOW.to_string()))
+}
+
+async fn start(w: &Workflow, host: &FakeHost) -> Result<Outcome, EngineError> {
+    Engine::new(w, host, &host.dir).start(&Map::new()).await
+}
+
+fn reason(outcome: &Outcome) -> String {
+    outcome
+        .fatal()
+        .map(|f| f.reason.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_happy_path_checkpoints_before_every_dispatch_and_writes_artifacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f);
+    let host = FakeHost::new(dir.path())
+        .script("implement", vec![ok("working"), ok("STATUS: done")])
+        .script("review", vec![ok(PASSING)])
+        .script("simplify", vec![ok("RESULT: pass")]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(outcome.status, WorkflowStatus::Finished);
+    assert_eq!(
+        host.events(),
+        [
+            "implement:not_done",
+            "implement:done",
+            "review:pass",
+            "simplify:pass",
+            "pr:pass"
+        ]
+    );
+    let log = host.log();
+    for (i, entry) in log.iter().enumerate() {
+        if let Some(key) = entry.strip_prefix("agent:") {
+            let (step, stage) = key[1..].split_once('-').unwrap();
+            let expected = format!("checkpoint:{stage}:{step}");
+            let last_checkpoint = log[..i]
+                .iter()
+                .rev()
+                .find(|e| e.starts_with("checkpoint:"))
+                .unwrap();
+            assert_eq!(last_checkpoint, &expected, "{log:#?}");
+        }
+    }
+    assert_eq!(log.last().unwrap(), "checkpoint:finish:5");
+    for name in [
+        "impl-input-1",
+        "parse-iter-1.json",
+        "review-iter-1.json",
+        "pr-iter-1.json",
+    ] {
+        assert!(host.artifact(name).is_some(), "{name}: {log:#?}");
+    }
+    let review = host.artifact("review-iter-1.json").unwrap();
+    assert_eq!(review["pass"], true);
+    assert_eq!(host.artifact("parse-iter-1.json").unwrap()["pass"], true);
+    assert_eq!(
+        host.artifact("impl-input-1").unwrap(),
+        json!("Implement 13 #1")
+    );
+    let cp = outcome.checkpoint;
+    assert_eq!((cp.step, cp.iteration, cp.stage.as_str()), (5, 1, "finish"));
+    assert_eq!(cp.attempts["implement"], 2);
+    assert_eq!(cp.history.len(), 5);
+    assert_eq!(cp.history[2].next, "simplify");
+}
+
+#[tokio::test]
+async fn a_failed_gate_adds_an_iteration_and_a_one_shot_retry_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f);
+    let bad = "faithful=60<90";
+    let host = FakeHost::new(dir.path())
+        .script(
+            "implement",
+            vec![ok("STATUS: done"), ok("STATUS: nope"), ok("STATUS: done")],
+        )
+        .script("review", vec![ok(&review(60)), ok(PASSING)])
+        .script("simplify", vec![ok("RESULT: pass")]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(
+        outcome.status,
+        WorkflowStatus::Finished,
+        "{:?}",
+        outcome.fatal()
+    );
+    let prompts: Vec<String> = host
+        .prompts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(s, _)| s == "implement")
+        .map(|(_, p)| p.clone())
+        .collect();
+    assert_eq!(prompts[0], "Implement 13 #1");
+    assert!(
+        prompts[1].starts_with("Implement 13 #2 RETRY: ") && prompts[1].contains(bad),
+        "{}",
+        prompts[1]
+    );
+    assert_eq!(
+        prompts[2], "Implement 13 #2",
+        "the retry context is given once"
+    );
+    assert_eq!(outcome.checkpoint.iteration, 2);
+    assert!(
+        host.artifact("impl-input-2").is_some() && host.artifact("review-iter-2.json").is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_failing_parse_gate_maps_to_parse_fail_and_its_streak_is_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| {
+        f.replace(
+            "  attempts: {}",
+            "  attempts: {}\n  failure_streak: {parse: 3}",
+        )
+    });
+    let broken = || Reply {
+        result: Ok("STATUS: done".into()),
+        files: vec![("broken", Some("x"))],
+    };
+    let host = FakeHost::new(dir.path()).script("implement", vec![broken(), broken(), broken()]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(outcome.status, WorkflowStatus::Fatal);
+    assert_eq!(host.events(), ["implement:parse_fail"; 3]);
+    assert_eq!(
+        reason(&outcome),
+        "gate parse failed 3 times in a row (cap 3)"
+    );
+    let report = host.artifact("parse-iter-2.json").unwrap();
+    assert_eq!(report["pass"], false);
+    assert!(
+        report["traceback"]
+            .as_str()
+            .unwrap()
+            .contains("SyntaxError"),
+        "{report}"
+    );
+    let fatal = host.artifact(FATAL_ARTIFACT).unwrap();
+    for key in [
+        "stage",
+        "event",
+        "iteration",
+        "reason",
+        "details",
+        "timestamp",
+    ] {
+        assert!(fatal.get(key).is_some(), "{key}: {fatal}");
+    }
+    assert_eq!(fatal["stage"], "implement");
+    assert_eq!(fatal["event"], "parse_fail");
+    assert_eq!(fatal["iteration"], 4);
+    let prompts = host.prompts.lock().unwrap().clone();
+    assert!(prompts[1].1.contains("SyntaxError in a.py"), "{prompts:?}");
+}
+
+#[tokio::test]
+async fn a_passing_gate_resets_the_failure_streak_and_an_agent_error_stops_the_attempt() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| {
+        f.replace(
+            "  attempts: {}",
+            "  attempts: {}\n  failure_streak: {parse: 2}",
+        )
+    });
+    let done = |file: Option<&'static str>| Reply {
+        result: Ok("STATUS: done".into()),
+        files: vec![("broken", file)],
+    };
+    let host = FakeHost::new(dir.path())
+        .script(
+            "implement",
+            vec![done(Some("x")), done(None), done(Some("x"))],
+        )
+        .script("review", vec![ok(&review(10))]);
+    // The fourth implement has no scripted reply: the agent fails.
+    let err = start(&w, &host).await.unwrap_err();
+    assert!(
+        matches!(&err, EngineError::Agent { stage, .. } if stage == "implement"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("resumes this stage"), "{err}");
+    assert_eq!(
+        host.events(),
+        [
+            "implement:parse_fail",
+            "implement:done",
+            "review:fail",
+            "implement:parse_fail"
+        ]
+    );
+    let cp = host.last_checkpoint();
+    assert_eq!(
+        cp.failure_streaks["parse"], 1,
+        "reset by the pass, then one failure"
+    );
+    assert_eq!(
+        (cp.stage.as_str(), cp.dispatched, cp.step, cp.iteration),
+        ("implement", true, 5, 4)
+    );
+}
+
+#[tokio::test]
+async fn max_steps_is_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f.replace("  attempts: {}", "  attempts: {}\n  max_steps: 3"));
+    let host =
+        FakeHost::new(dir.path()).script("implement", vec![ok("no"), ok("no"), ok("no"), ok("no")]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(outcome.status, WorkflowStatus::Fatal);
+    assert_eq!(reason(&outcome), "max workflow steps exceeded");
+    assert_eq!(host.events().len(), 3);
+    let fatal = host.artifact(FATAL_ARTIFACT).unwrap();
+    assert_eq!(fatal["details"]["max_steps"], 3);
+    assert_eq!(fatal["event"], Value::Null);
+    assert_eq!(outcome.checkpoint.stage, "fatal");
+    assert_eq!(host.last_checkpoint().status, WorkflowStatus::Fatal);
+}
+
+#[tokio::test]
+async fn max_iterations_is_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f.replace("  attempts: {}", "  attempts: {}\n  max_iterations: 2"));
+    let host = FakeHost::new(dir.path())
+        .script("implement", vec![ok("STATUS: done"), ok("STATUS: done")])
+        .script("review", vec![ok(&review(50)), ok(&review(60))]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(reason(&outcome), "max iterations exceeded (2)");
+    assert_eq!(outcome.checkpoint.iteration, 3);
+    assert_eq!(outcome.fatal().unwrap().stage, "review");
+}
+
+#[tokio::test]
+async fn an_attempt_cap_is_fatal_or_passes_the_stage_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| {
+        f.replace("  attempts: {}", "  attempts:\n    review: {max: 1, on_exceed: pass}\n    implement: {max: 3, on_exceed: fatal}")
+    });
+    let host = FakeHost::new(dir.path())
+        .script(
+            "implement",
+            vec![ok("STATUS: done"), ok("STATUS: done"), ok("STATUS: nope")],
+        )
+        .script("review", vec![ok(&review(10))])
+        .script("simplify", vec![ok("RESULT: fail")]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(
+        host.events(),
+        [
+            "implement:done",
+            "review:fail",
+            "implement:done",
+            "review:pass",
+            "simplify:fail",
+            "implement:not_done"
+        ]
+    );
+    let passed: Vec<bool> = host.reports.lock().unwrap().iter().map(|r| r.ran).collect();
+    assert_eq!(passed, [true, true, true, false, true, true]);
+    let reviews = host
+        .log()
+        .iter()
+        .filter(|e| e.starts_with("agent:") && e.ends_with("-review"))
+        .count();
+    assert_eq!(reviews, 1, "a passed-through stage does not run");
+    assert_eq!(reason(&outcome), "stage implement exceeded its 3 attempts");
+    assert_eq!(outcome.checkpoint.attempts["implement"], 4);
+}
+
+#[tokio::test]
+async fn the_score_streak_resets_on_improvement_and_is_fatal_at_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| {
+        f.replace(
+            "  attempts: {}",
+            "  attempts: {}\n  no_improvement_streak: {review: 3}",
+        )
+    });
+    let host = FakeHost::new(dir.path())
+        .script("implement", (0..5).map(|_| ok("STATUS: done")).collect())
+        .script(
+            "review",
+            [60, 70, 70, 65, 80]
+                .iter()
+                .map(|s| ok(&review(*s)))
+                .collect(),
+        );
+    let outcome = start(&w, &host).await.unwrap();
+    let streaks: Vec<u32> = host
+        .checkpoints
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|c| c.stage == "implement" && c.step > 1)
+        .map(|c| c.no_improvement_streaks["review"])
+        .collect();
+    assert_eq!(streaks, [1, 1, 2], "60 → 1, 70 → 1 (improved), 70 → 2");
+    assert_eq!(
+        reason(&outcome),
+        "score of review did not improve for 3 reviews (cap 3)"
+    );
+    assert_eq!(outcome.checkpoint.last_scores["review"], 65);
+}
+
+#[tokio::test]
+async fn pr_and_rebase_events_follow_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f);
+    std::fs::write(dir.path().join("pr_code"), "2").unwrap();
+    let host = FakeHost::new(dir.path())
+        .script(
+            "implement",
+            vec![
+                ok("STATUS: done"),
+                Reply {
+                    result: Ok("STATUS: done".into()),
+                    files: vec![("pr_code", Some("1"))],
+                },
+                Reply {
+                    result: Ok("STATUS: done".into()),
+                    files: vec![("pr_code", Some("2")), ("rebase_code", Some("1"))],
+                },
+            ],
+        )
+        .script("review", vec![ok(PASSING), ok(PASSING), ok(PASSING)])
+        .script(
+            "simplify",
+            vec![ok("RESULT: pass"), ok("RESULT: pass"), ok("RESULT: pass")],
+        );
+    let outcome = start(&w, &host).await.unwrap();
+    let events = host.events();
+    let tail: Vec<&str> = events
+        .iter()
+        .filter(|e| e.starts_with("pr") || e.starts_with("rebase"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "pr:fail_need_rebase",
+            "rebase:ok",
+            "pr:fail_fixable",
+            "pr:fail_need_rebase",
+            "rebase:conflict"
+        ]
+    );
+    assert_eq!(reason(&outcome), "transition to fatal: rebase + conflict");
+    assert_eq!(
+        outcome.checkpoint.iteration, 5,
+        "pr fail ×3 and the conflict are failed gates"
+    );
+    assert!(
+        host.artifact("pr-iter-1.json").is_some() && host.artifact("rebase-iter-2.json").is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_reviewer_error_scores_zero_and_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f.replace("  attempts: {}", "  attempts: {}\n  max_iterations: 1"));
+    let host = FakeHost::new(dir.path())
+        .script("implement", vec![ok("STATUS: done")])
+        .script(
+            "review",
+            vec![Reply {
+                result: Err("model down".into()),
+                files: vec![],
+            }],
+        );
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(host.events(), ["implement:done", "review:fail"]);
+    let body = host.artifact("review-iter-1.json").unwrap();
+    assert_eq!(
+        body["scores"],
+        json!({"faithful": 0, "style": 0, "docs": 0, "corner_cases": 0})
+    );
+    assert_eq!(body["pass"], false);
+    assert_eq!(outcome.status, WorkflowStatus::Fatal);
+}
+
+#[tokio::test]
+async fn an_unmapped_event_and_an_unrenderable_template_are_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = flow(|f| f);
+    w.spec
+        .transitions
+        .get_mut("implement")
+        .unwrap()
+        .remove("not_done");
+    let host = FakeHost::new(dir.path()).script("implement", vec![ok("nothing")]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert_eq!(
+        reason(&outcome),
+        "unmapped event not_done: no transition for implement + not_done"
+    );
+
+    let w = flow(|f| f.replace("Review {{ issue }}", "Review {{ missing }}"));
+    let host = FakeHost::new(dir.path()).script("implement", vec![ok("STATUS: done")]);
+    let outcome = start(&w, &host).await.unwrap();
+    let reason = reason(&outcome);
+    assert!(
+        reason.contains("workflow.stages.review.prompt") && reason.contains("undefined"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn resume_reruns_the_dispatched_stage_with_the_same_key_and_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f);
+    // The first attempt dies in the simplify stage (no scripted reply).
+    let host = FakeHost::new(dir.path())
+        .script("implement", vec![ok("STATUS: done")])
+        .script("review", vec![ok(PASSING)]);
+    start(&w, &host).await.unwrap_err();
+    let saved = host.last_checkpoint();
+    assert_eq!(
+        (saved.stage.as_str(), saved.dispatched, saved.step),
+        ("simplify", true, 3)
+    );
+    let saved =
+        serde_json::from_value::<Checkpoint>(serde_json::to_value(&saved).unwrap()).unwrap();
+
+    let host = FakeHost::new(dir.path()).script("simplify", vec![ok("RESULT: pass")]);
+    let outcome = Engine::new(&w, &host, dir.path())
+        .resume(saved)
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, WorkflowStatus::Finished);
+    let log = host.log();
+    assert_eq!(log[0], "checkpoint:simplify:3");
+    assert!(log.contains(&"agent:s3-simplify".to_string()), "{log:?}");
+    assert!(
+        !log.iter()
+            .any(|e| e.contains("implement") || e.contains("review")),
+        "completed stages are not run again: {log:?}"
+    );
+    let cp = outcome.checkpoint;
+    assert_eq!(
+        (cp.attempts["simplify"], cp.step, cp.history.len()),
+        (1, 4, 4)
+    );
+}
+
+#[tokio::test]
+async fn resume_refuses_other_versions_and_never_reruns_a_finished_workflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f);
+    let host = FakeHost::new(dir.path());
+    let engine = Engine::new(&w, &host, dir.path());
+    let mut cp = engine.initial(&Map::new());
+    cp.version = "old".into();
+    let err = engine.resume(cp.clone()).await.unwrap_err();
+    assert_eq!(
+        err,
+        EngineError::VersionMismatch {
+            found: "old".into(),
+            expected: "v1".into()
+        }
+    );
+    assert!(err.to_string().contains("resubmit the job"), "{err}");
+
+    cp.version = "v1".into();
+    cp.format = 99;
+    assert!(matches!(
+        engine.resume(cp.clone()).await,
+        Err(EngineError::Format { found: 99 })
+    ));
+
+    cp.format = crate::workflow::checkpoint::CHECKPOINT_FORMAT;
+    for status in [WorkflowStatus::Finished, WorkflowStatus::Fatal] {
+        cp.status = status;
+        let outcome = engine.resume(cp.clone()).await.unwrap();
+        assert_eq!(outcome.status, status);
+    }
+    assert!(host.log().is_empty(), "nothing ran: {:?}", host.log());
+}
+
+#[tokio::test]
+async fn job_variables_override_the_spec_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| f.replace("  attempts: {}", "  attempts: {}\n  max_steps: 1"));
+    let host = FakeHost::new(dir.path()).script("implement", vec![ok("no")]);
+    let mut vars = Map::new();
+    vars.insert("issue".into(), json!(42));
+    Engine::new(&w, &host, dir.path())
+        .start(&vars)
+        .await
+        .unwrap();
+    assert_eq!(
+        host.artifact("impl-input-1").unwrap(),
+        json!("Implement 42 #1")
+    );
+}

@@ -1,0 +1,1 @@
+//! Command gates against a throwaway git repository with a local bare remote.
