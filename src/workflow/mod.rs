@@ -7,7 +7,7 @@
 //! - `spec`: the raw `workflow:` section of `bundle.yaml` (serde, schemars);
 //! - `compile`: validation (all problems, as key path + message) into a
 //!   `Workflow` with compiled templates and regexes;
-//! - `engine`: the loop, over the `WorkflowHost` trait;
+//! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
 //! - `checkpoint`: the durable state and the fatal report;
 //! - `gates`: command gates and the built-in `py_compile`, `pr` and `rebase` gates;
 //! - `review`: the review score parser.
@@ -22,6 +22,7 @@ pub mod engine;
 pub mod gates;
 pub mod review;
 pub mod spec;
+mod stages;
 
 #[cfg(test)]
 mod tests;

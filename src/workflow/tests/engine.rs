@@ -2,17 +2,12 @@
 //! checkpoints, artifacts and stage reports. Gates are tiny `sh` commands
 //! whose outcome the fake agent controls through files in the work dir.
 
-use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::compile;
+use super::host::{FakeHost, Reply, ok};
 use crate::workflow::{
-    AgentOutput, Checkpoint, Engine, EngineError, FATAL_ARTIFACT, Outcome, StageReport, Workflow,
-    WorkflowHost, WorkflowStatus,
+    Checkpoint, Engine, EngineError, FATAL_ARTIFACT, Outcome, Workflow, WorkflowStatus,
 };
 
 /// The example's table with argv gates instead of git: `parse` fails while
@@ -63,132 +58,6 @@ fn review(score: u32) -> String {
     format!(
         r#"{{"scores": {{"faithful": {score}, "style": {score}, "docs": {score}, "corner_cases": {score}}}}}"#
     )
-}
-
-/// A scripted reply: the answer, and files to create (`Some`) or delete (`None`).
-struct Reply {
-    result: Result<String, String>,
-    files: Vec<(&'static str, Option<&'static str>)>,
-}
-
-fn ok(text: &str) -> Reply {
-    Reply {
-        result: Ok(text.into()),
-        files: vec![],
-    }
-}
-
-#[derive(Default)]
-struct FakeHost {
-    dir: PathBuf,
-    script: Mutex<HashMap<String, VecDeque<Reply>>>,
-    /// `checkpoint:<stage>:<step>`, `agent:<key>`, `artifact:<name>` in order.
-    log: Mutex<Vec<String>>,
-    prompts: Mutex<Vec<(String, String)>>,
-    checkpoints: Mutex<Vec<Checkpoint>>,
-    artifacts: Mutex<Vec<(String, Value)>>,
-    reports: Mutex<Vec<StageReport>>,
-}
-
-impl FakeHost {
-    fn new(dir: &Path) -> Self {
-        Self {
-            dir: dir.to_path_buf(),
-            ..Default::default()
-        }
-    }
-
-    fn script(self, stage: &str, replies: Vec<Reply>) -> Self {
-        self.script
-            .lock()
-            .unwrap()
-            .entry(stage.into())
-            .or_default()
-            .extend(replies);
-        self
-    }
-
-    fn artifact(&self, name: &str) -> Option<Value> {
-        self.artifacts
-            .lock()
-            .unwrap()
-            .iter()
-            .rev()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    }
-
-    fn log(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn last_checkpoint(&self) -> Checkpoint {
-        self.checkpoints.lock().unwrap().last().cloned().unwrap()
-    }
-
-    fn events(&self) -> Vec<String> {
-        self.reports
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| format!("{}:{}", r.stage, r.event))
-            .collect()
-    }
-}
-
-#[async_trait]
-impl WorkflowHost for FakeHost {
-    async fn run_agent(
-        &self,
-        key: &str,
-        _bundle: Option<&str>,
-        prompt: String,
-    ) -> Result<AgentOutput, String> {
-        self.log.lock().unwrap().push(format!("agent:{key}"));
-        let stage = key.split_once('-').map(|(_, s)| s.to_string()).unwrap();
-        self.prompts.lock().unwrap().push((stage.clone(), prompt));
-        let reply = self
-            .script
-            .lock()
-            .unwrap()
-            .get_mut(&stage)
-            .and_then(VecDeque::pop_front);
-        let Some(reply) = reply else {
-            return Err(format!("no scripted reply for {stage}"));
-        };
-        for (file, content) in reply.files {
-            match content {
-                Some(c) => std::fs::write(self.dir.join(file), c).unwrap(),
-                None => drop(std::fs::remove_file(self.dir.join(file))),
-            }
-        }
-        reply.result.map(|text| AgentOutput {
-            text,
-            final_output: None,
-        })
-    }
-
-    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String> {
-        self.log.lock().unwrap().push(format!(
-            "checkpoint:{}:{}",
-            checkpoint.stage, checkpoint.step
-        ));
-        self.checkpoints.lock().unwrap().push(checkpoint.clone());
-        Ok(())
-    }
-
-    async fn artifact(&self, name: &str, body: &Value) -> Result<(), String> {
-        self.log.lock().unwrap().push(format!("artifact:{name}"));
-        self.artifacts
-            .lock()
-            .unwrap()
-            .push((name.into(), body.clone()));
-        Ok(())
-    }
-
-    fn stage_finished(&self, report: &StageReport) {
-        self.reports.lock().unwrap().push(report.clone());
-    }
 }
 
 fn flow(edit: impl Fn(String) -> String) -> Workflow {

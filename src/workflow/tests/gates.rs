@@ -1,1 +1,309 @@
-//! Command gates against a throwaway git repository with a local bare remote.
+//! Command gates against a throwaway git repository with a local bare
+//! remote in a tempdir (real `git` and `python3`, no network).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use super::compile;
+use crate::workflow::gates::{GateContext, GateReport, run_gate, valid_pr_title};
+use crate::workflow::spec::StageSpec;
+
+const GATES: &str = r#"
+start: parse
+data: {issue: 13, tag: feat, title: Workflows}
+stages:
+  parse: {kind: command, builtin: py_compile}
+  slow: {kind: command, argv: [sh, -c, "sleep 30 & echo $! > slow.pid; wait"], timeout: 300ms}
+  pr:
+    kind: command
+    builtin: pr
+    pr:
+      title: "[{{ tag }}][#{{ issue }}] {{ title }}"
+      create_command: [sh, -c, "echo \"$0 $1\"", "{{ title }}", "{{ branch }}"]
+  bad_title:
+    kind: command
+    builtin: pr
+    pr: {title: "{{ title }}", create_command: ["true"]}
+  pr_exists:
+    kind: command
+    builtin: pr
+    pr:
+      title: "[x][#1] y"
+      create_command: [sh, -c, "echo 'a pull request for branch already exists' >&2; exit 1"]
+  pr_broken:
+    kind: command
+    builtin: pr
+    pr: {title: "[x][#1] y", create_command: [sh, -c, "echo 'HTTP 401' >&2; exit 1"]}
+  rebase: {kind: command, builtin: rebase, rebase: {onto: feature}}
+transitions:
+  parse: {pass: finish, fail: finish}
+  slow: {pass: finish, fail: finish}
+  pr: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
+  bad_title: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
+  pr_exists: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
+  pr_broken: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
+  rebase: {ok: finish, conflict: fatal}
+"#;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn commit(dir: &Path, files: &[(&str, &str)], message: &str) {
+    for (name, content) in files {
+        std::fs::write(dir.join(name), content).unwrap();
+        git(dir, &["add", name]);
+    }
+    git(dir, &["commit", "-q", "--allow-empty", "-m", message]);
+}
+
+/// A clone `work` of a bare `remote.git`, on branch `feature`; `main` and
+/// `feature` exist on the remote.
+struct Repo {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    work: PathBuf,
+}
+
+impl Repo {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().to_path_buf();
+        git(&root, &["init", "-q", "--bare", "-b", "main", "remote.git"]);
+        git(&root, &["clone", "-q", "remote.git", "work"]);
+        let work = root.join("work");
+        Self::identity(&work);
+        commit(&work, &[("README.md", "hello\n")], "init");
+        git(&work, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        git(&work, &["checkout", "-q", "-b", "feature"]);
+        Self {
+            _tmp: tmp,
+            root,
+            work,
+        }
+    }
+
+    fn identity(dir: &Path) {
+        git(dir, &["config", "user.email", "agent@example.com"]);
+        git(dir, &["config", "user.name", "Agent"]);
+    }
+
+    /// Another clone that pushes `files` to `branch` (the remote moves).
+    fn push_elsewhere(&self, branch: &str, files: &[(&str, &str)]) {
+        let other = self.root.join("other");
+        if !other.exists() {
+            git(&self.root, &["clone", "-q", "remote.git", "other"]);
+            Self::identity(&other);
+        }
+        git(&other, &["fetch", "-q", "origin"]);
+        git(
+            &other,
+            &["checkout", "-q", "-B", branch, &format!("origin/{branch}")],
+        );
+        commit(&other, files, "elsewhere");
+        git(
+            &other,
+            &["push", "-q", "origin", &format!("HEAD:refs/heads/{branch}")],
+        );
+    }
+}
+
+async fn gate(stage: &str, dir: &Path) -> GateReport {
+    let w = compile(GATES);
+    let Some(StageSpec::Command(spec)) = w.spec.stages.get(stage) else {
+        panic!("{stage}")
+    };
+    let at = format!("workflow.stages.{stage}");
+    let vars: Map<String, Value> = w.spec.data.clone();
+    let ctx = GateContext {
+        workflow: &w,
+        at: &at,
+        spec,
+        work_dir: dir,
+        vars: &vars,
+    };
+    run_gate(&ctx).await
+}
+
+#[tokio::test]
+async fn py_compile_checks_the_python_files_of_the_last_commit() {
+    let repo = Repo::new();
+    let report = gate("parse", &repo.work).await;
+    assert!(report.pass, "no Python file changed: {report:?}");
+    assert_eq!(report.details["checked_files"], Value::Array(vec![]));
+
+    commit(
+        &repo.work,
+        &[("good.py", "x = 1\n"), ("notes.txt", "(")],
+        "good",
+    );
+    let report = gate("parse", &repo.work).await;
+    assert!(report.pass, "{report:?}");
+    assert_eq!(
+        report.details["checked_files"],
+        serde_json::json!(["good.py"])
+    );
+
+    commit(
+        &repo.work,
+        &[("bad.py", "def f(:\n"), ("ok.py", "y = 2\n")],
+        "bad",
+    );
+    let report = gate("parse", &repo.work).await;
+    assert_eq!((report.pass, report.event.as_str()), (false, "fail"));
+    assert_eq!(report.failed_files, ["bad.py"]);
+    assert!(
+        report.traceback.contains("SyntaxError"),
+        "{}",
+        report.traceback
+    );
+    assert_eq!(report.suggestions, ["fix the syntax error in bad.py"]);
+    assert!(
+        !repo.work.join("__pycache__").exists(),
+        "bytecode stays out of the repository"
+    );
+}
+
+#[tokio::test]
+async fn py_compile_handles_a_first_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    git(tmp.path(), &["init", "-q", "-b", "main"]);
+    Repo::identity(tmp.path());
+    commit(tmp.path(), &[("bad.py", "if:\n")], "first");
+    let report = gate("parse", tmp.path()).await;
+    assert_eq!(report.failed_files, ["bad.py"], "{report:?}");
+    let body = serde_json::to_value(&report).unwrap();
+    for key in ["pass", "failed_files", "traceback", "suggestions"] {
+        assert!(body.get(key).is_some(), "{key}");
+    }
+}
+
+#[tokio::test]
+async fn a_command_that_times_out_fails_and_its_group_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let report = gate("slow", tmp.path()).await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!((report.pass, report.event.as_str()), (false, "fail"));
+    assert!(
+        report.traceback.contains("timed out"),
+        "{}",
+        report.traceback
+    );
+    let pid: i32 = std::fs::read_to_string(tmp.path().join("slow.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "the gate's grandchild {pid} survived its timeout");
+}
+
+#[test]
+fn pr_titles_must_read_tag_issue_text() {
+    for ok in ["[feat][#13] Workflows", "[fix bug][#1] x"] {
+        assert!(valid_pr_title(ok), "{ok}");
+    }
+    for bad in [
+        "Workflows",
+        "[feat] Workflows",
+        "[feat][13] x",
+        "[feat][#13]",
+        "[][#1] x",
+        "[feat][#13]x",
+    ] {
+        assert!(!valid_pr_title(bad), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn the_pr_gate_pushes_and_creates_or_says_what_to_do() {
+    let repo = Repo::new();
+    let report = gate("bad_title", &repo.work).await;
+    assert_eq!(
+        (report.pass, report.event.as_str()),
+        (false, "fail_fixable")
+    );
+    assert!(
+        report.traceback.contains("[tag][#N] text"),
+        "{}",
+        report.traceback
+    );
+
+    commit(&repo.work, &[("a.py", "a = 1\n")], "work");
+    let report = gate("pr", &repo.work).await;
+    assert!(report.pass, "{report:?}");
+    assert_eq!(report.details["url"], "[feat][#13] Workflows feature");
+    assert_eq!(
+        git(&repo.root.join("remote.git"), &["rev-parse", "feature"]),
+        git(&repo.work, &["rev-parse", "HEAD"])
+    );
+
+    assert!(
+        gate("pr_exists", &repo.work).await.pass,
+        "an existing PR is success"
+    );
+    let report = gate("pr_broken", &repo.work).await;
+    assert_eq!(report.event, "fail_fixable");
+    assert!(
+        report.traceback.contains("HTTP 401"),
+        "{}",
+        report.traceback
+    );
+}
+
+#[tokio::test]
+async fn a_moved_remote_needs_a_rebase_and_the_rebase_gate_recovers_or_aborts() {
+    let repo = Repo::new();
+    commit(&repo.work, &[("a.py", "a = 1\n")], "mine");
+    assert!(gate("pr", &repo.work).await.pass);
+    repo.push_elsewhere("feature", &[("b.py", "b = 1\n")]);
+    commit(&repo.work, &[("a.py", "a = 2\n")], "mine again");
+
+    let report = gate("pr", &repo.work).await;
+    assert_eq!(report.event, "fail_need_rebase", "{report:?}");
+    let report = gate("rebase", &repo.work).await;
+    assert_eq!(
+        (report.pass, report.event.as_str()),
+        (true, "ok"),
+        "{report:?}"
+    );
+    assert!(gate("pr", &repo.work).await.pass, "pushes after the rebase");
+
+    repo.push_elsewhere("feature", &[("a.py", "a = 'theirs'\n")]);
+    commit(&repo.work, &[("a.py", "a = 'mine'\n")], "conflicting");
+    let head = git(&repo.work, &["rev-parse", "HEAD"]);
+    let report = gate("rebase", &repo.work).await;
+    assert_eq!(
+        (report.pass, report.event.as_str()),
+        (false, "conflict"),
+        "{report:?}"
+    );
+    assert_eq!(report.failed_files, ["a.py"]);
+    assert!(
+        !repo.work.join(".git/rebase-merge").exists(),
+        "the rebase was aborted"
+    );
+    assert_eq!(git(&repo.work, &["rev-parse", "HEAD"]), head);
+}

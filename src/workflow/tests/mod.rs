@@ -3,6 +3,7 @@
 
 mod engine;
 mod gates;
+mod host;
 
 use serde_json::Value;
 
