@@ -347,6 +347,27 @@ impl Compiler {
             self.regex(&format!("{at}.output[{i}].regex"), &rule.regex);
             events.insert(rule.event.clone());
         }
+        self.pr_settings(c, at);
+        if c.rebase.is_some() && c.builtin != Some(Builtin::Rebase) {
+            self.problem(
+                &format!("{at}.rebase"),
+                "applies to `builtin: rebase` only".into(),
+            );
+        }
+        let pass = match &c.pass_events {
+            Some(list) => list.iter().cloned().collect(),
+            None => default_pass,
+        };
+        for event in pass.difference(&events) {
+            self.problem(
+                &format!("{at}.pass_events"),
+                format!("{event:?} is not an event of this gate ({})", list(&events)),
+            );
+        }
+        (events, pass)
+    }
+
+    fn pr_settings(&mut self, c: &CommandStage, at: &str) {
         match (c.builtin, &c.pr) {
             (Some(Builtin::Pr), None) => self.problem(
                 &format!("{at}.pr"),
@@ -373,23 +394,6 @@ impl Compiler {
             }
             _ => {}
         }
-        if c.rebase.is_some() && c.builtin != Some(Builtin::Rebase) {
-            self.problem(
-                &format!("{at}.rebase"),
-                "applies to `builtin: rebase` only".into(),
-            );
-        }
-        let pass = match &c.pass_events {
-            Some(list) => list.iter().cloned().collect(),
-            None => default_pass,
-        };
-        for event in pass.difference(&events) {
-            self.problem(
-                &format!("{at}.pass_events"),
-                format!("{event:?} is not an event of this gate ({})", list(&events)),
-            );
-        }
-        (events, pass)
     }
 
     fn transitions(&mut self, spec: &WorkflowSpec, stages: &BTreeMap<String, StageInfo>) {

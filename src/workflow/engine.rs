@@ -478,7 +478,8 @@ impl Workflow {
         match &self.spec.working_dir {
             None => Ok(base.to_path_buf()),
             Some(template) => {
-                let env = minijinja::Environment::new();
+                let mut env = minijinja::Environment::new();
+                env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
                 let ctx = minijinja::Value::from(minijinja::value::Serde(data));
                 env.render_str(template, ctx)
                     .map(|dir| base.join(dir))

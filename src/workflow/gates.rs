@@ -414,6 +414,19 @@ fn needs_rebase(run: &CommandRun) -> bool {
     .any(|m| out.contains(m))
 }
 
+/// The branch to push: `pr.branch` rendered, else the checked-out one.
+async fn pr_branch(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result<String, String> {
+    if pr.branch.is_some() {
+        return ctx.render("pr.branch", ctx.vars);
+    }
+    let run = ctx.git(dir, &["rev-parse", "--abbrev-ref", "HEAD"]).await;
+    if run.success() {
+        Ok(run.stdout.trim().to_string())
+    } else {
+        Err(run.describe("git rev-parse --abbrev-ref HEAD"))
+    }
+}
+
 async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateReport {
     const FIXABLE: &str = "fail_fixable";
     let title = match ctx.render("pr.title", ctx.vars) {
@@ -437,17 +450,7 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
         Ok(b) => b,
         Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.body` template"),
     };
-    let branch = match &pr.branch {
-        Some(_) => ctx.render("pr.branch", ctx.vars),
-        None => {
-            let run = ctx.git(dir, &["rev-parse", "--abbrev-ref", "HEAD"]).await;
-            if run.success() {
-                Ok(run.stdout.trim().to_string())
-            } else {
-                Err(run.describe("git rev-parse --abbrev-ref HEAD"))
-            }
-        }
-    };
+    let branch = pr_branch(ctx, pr, dir).await;
     let branch = match branch {
         Ok(b) if !b.is_empty() && b != "HEAD" => b,
         Ok(_) => {
@@ -479,23 +482,14 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
             hint,
         );
     }
-    let mut vars = ctx.vars.clone();
-    for (k, v) in [
-        ("title", &title),
-        ("body", &body),
-        ("branch", &branch),
-        ("base", &pr.base),
-        ("remote", &pr.remote),
-    ] {
-        vars.insert(k.into(), v.as_str().into());
-    }
-    let mut argv = Vec::new();
-    for i in 0..pr.create_command.len() {
-        match ctx.render(&format!("pr.create_command[{i}]"), &vars) {
-            Ok(arg) => argv.push(arg),
-            Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.create_command` template"),
-        }
-    }
+    let argv = match create_argv(
+        ctx,
+        pr,
+        [("title", &title), ("body", &body), ("branch", &branch)],
+    ) {
+        Ok(argv) => argv,
+        Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.create_command` template"),
+    };
     let created = run_command(&argv, dir, ctx.timeout(), &[]).await;
     // A re-run after a crash finds its own PR: that is success, not a failure.
     if !created.success() && !created.output().contains("already exists") {
@@ -512,6 +506,24 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
         .details
         .insert("url".into(), created.stdout.trim().into());
     report
+}
+
+/// The create-PR argv, rendered with the PR's facts on top of the workflow variables.
+fn create_argv(
+    ctx: &GateContext<'_>,
+    pr: &PrSettings,
+    facts: [(&str, &String); 3],
+) -> Result<Vec<String>, String> {
+    let mut vars = ctx.vars.clone();
+    for (k, v) in facts
+        .into_iter()
+        .chain([("base", &pr.base), ("remote", &pr.remote)])
+    {
+        vars.insert(k.into(), v.as_str().into());
+    }
+    (0..pr.create_command.len())
+        .map(|i| ctx.render(&format!("pr.create_command[{i}]"), &vars))
+        .collect()
 }
 
 async fn rebase_gate(ctx: &GateContext<'_>, settings: &RebaseSettings, dir: &Path) -> GateReport {

@@ -560,3 +560,51 @@ async fn job_variables_override_the_spec_data() {
         json!("Implement 42 #1")
     );
 }
+
+#[tokio::test]
+async fn field_and_marker_rules_map_results_to_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = r#"
+start: a
+data: {issue: 7}
+stages:
+  a: {kind: agent, prompt: go, result: {field: status, events: [done, blocked]}}
+  b:
+    kind: agent
+    prompt: go
+    result: {marker: {file: "STATUS-{{ issue }}.md", text: "Issue {{ issue }} resolved"}}
+transitions:
+  a: {done: b, blocked: fatal, not_done: a}
+  b: {done: finish, not_done: b}
+"#;
+    let w = compile(yaml);
+    let host = FakeHost::new(dir.path())
+        .script(
+            "a",
+            vec![ok(r#"{"status": "maybe"}"#), ok(r#"{"status": "done"}"#)],
+        )
+        .script(
+            "b",
+            vec![
+                Reply {
+                    result: Ok("x".into()),
+                    files: vec![("STATUS-7.md", Some("Issue 7 pending"))],
+                },
+                Reply {
+                    result: Ok("x".into()),
+                    files: vec![("STATUS-7.md", Some("# Issue 7 resolved\n"))],
+                },
+            ],
+        );
+    let outcome = Engine::new(&w, &host, dir.path())
+        .start(&Map::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.status, WorkflowStatus::Finished);
+    assert_eq!(
+        host.events(),
+        ["a:not_done", "a:done", "b:not_done", "b:done"]
+    );
+    let base = dir.path();
+    assert_eq!(w.working_dir(base, &Map::new()).unwrap(), base);
+}
