@@ -15,6 +15,8 @@
 //! | `before_tool_start` | a tool call is about to be recorded as started |
 //! | `tool_running` | 300 ms into a tool call (it is still running) |
 //! | `after_tool_result_recorded` | a tool result is in the journal |
+//! | `after_checkpoint` | a workflow checkpoint is durable, before its stage runs |
+//! | `gate_started` | a workflow command gate's process has started |
 //! | `before_completion_commit` | the job's outcome is about to be committed |
 
 use std::collections::HashMap;

@@ -136,6 +136,11 @@ pub trait JournalStore: Send + Sync {
     async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String>;
 }
 
+/// The journal scope (see [`RunJournal::named`]) of a workflow job's checkpoints.
+pub const CHECKPOINTS_SCOPE: &str = "workflow";
+/// The journal scope of a workflow job's artifacts.
+pub const ARTIFACTS_SCOPE: &str = "artifacts";
+
 /// The journal of one run: what earlier attempts recorded (shared by the
 /// run and its nested runs) and where new steps go. A run without a store
 /// (`structured-agents run`, `chat`) records nothing and replays nothing.
@@ -187,6 +192,46 @@ impl RunJournal {
             scope: format!("{}{turn}:{call_id}/", self.scope),
             key_prefix: self.idempotency_key(turn, call_id),
             deferred: self.deferred.clone(),
+        }
+    }
+
+    /// A journal of its own for something else the job records (a
+    /// workflow's checkpoints, its artifacts): scope `{scope}{name}/`.
+    pub fn named(&self, name: &str) -> Self {
+        Self {
+            store: self.store.clone(),
+            recorded: self.recorded.clone(),
+            scope: format!("{}{name}/", self.scope),
+            key_prefix: format!("{}:{name}", self.key_prefix),
+            deferred: self.deferred.clone(),
+        }
+    }
+
+    /// Records `value` as `step` of `turn` in this scope (replacing an
+    /// earlier record of the same step).
+    pub async fn record_value<T: serde::Serialize>(
+        &self,
+        turn: u32,
+        step: &str,
+        value: &T,
+    ) -> Result<(), JournalError> {
+        self.record(turn, step.to_string(), value).await
+    }
+
+    /// The value recorded as `step` in this scope's highest turn, if any.
+    pub fn latest_value<T: serde::de::DeserializeOwned>(
+        &self,
+        step: &str,
+    ) -> Result<Option<T>, JournalError> {
+        let turn = self
+            .recorded
+            .keys()
+            .filter(|(scope, _, s)| scope == &self.scope && s == step)
+            .map(|(_, turn, _)| *turn)
+            .max();
+        match turn {
+            Some(turn) => self.lookup(turn, step),
+            None => Ok(None),
         }
     }
 

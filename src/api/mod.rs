@@ -5,6 +5,7 @@
 //! This module translates HTTP to calls on the queue and the registry; it
 //! must not run jobs or load bundles itself.
 
+mod artifacts;
 mod auth;
 mod body;
 mod bundles;
@@ -67,6 +68,8 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/jobs/{id}/resolve", post(jobs::resolve))
         .route("/jobs/{id}/journal", get(jobs::journal))
+        .route("/jobs/{id}/artifacts", get(artifacts::list))
+        .route("/jobs/{id}/artifacts/{name}", get(artifacts::get))
         .route("/jobs/{id}/events", get(sse::events))
         .route("/bundles", get(bundles::list))
         .route("/bundles/{name}", get(bundles::get))

@@ -104,6 +104,8 @@ pub struct Bundle {
     /// Per turn: `tool_choice` and the model plugin's keys (grammar, stop
     /// sequences). Rebuilt by [`build_tools`] from the bound tools.
     pub shapes: RequestShapes,
+    /// The compiled workflow when the bundle is one.
+    pub workflow: Option<std::sync::Arc<crate::workflow::Workflow>>,
     /// The digest of everything that resolves into the bundle (its files
     /// and its model config): jobs pin it, and any change rebinds it.
     pub digest: String,
@@ -471,6 +473,26 @@ pub fn load_str(
         }
     }
 
+    let workflow = raw.workflow.as_ref().and_then(|spec| {
+        // Checkpoints carry this version: a job never resumes a checkpoint
+        // of a different workflow definition.
+        let version = serde_json::to_string(spec).map(|t| digest(&t)).unwrap_or_default();
+        match crate::workflow::Workflow::compile(spec.clone(), version) {
+            Ok(w) => Some(std::sync::Arc::new(w)),
+            Err(crate::workflow::SpecErrors(problems)) => {
+                for p in problems {
+                    let path = if p.path.is_empty() {
+                        "workflow".to_string()
+                    } else {
+                        format!("workflow.{}", p.path)
+                    };
+                    errors.push(err(&path, p.message));
+                }
+                None
+            }
+        }
+    });
+
     match (errors.is_empty(), prompts, model) {
         (true, Some(prompts), Some(model)) => Ok(Bundle {
             digest: digest(text),
@@ -482,6 +504,7 @@ pub fn load_str(
             prompts,
             target,
             shapes,
+            workflow,
         }),
         _ => Err(BundleErrors(errors)),
     }

@@ -43,6 +43,10 @@ pub struct RawBundle {
     /// Observer plugins (by name, from the plugins directory) that receive this bundle's events.
     #[serde(default)]
     pub observers: Vec<String>,
+    /// Makes the bundle a workflow: staged jobs whose agent stages use this
+    /// bundle's model, prompts and tools (see docs/workflows.md).
+    #[serde(default)]
+    pub workflow: Option<crate::workflow::WorkflowSpec>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

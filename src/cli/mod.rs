@@ -67,6 +67,8 @@ pub enum Command {
     },
     /// Show one job.
     Job { id: String },
+    /// A workflow job's artifacts (all of them, or one by name).
+    Artifacts { id: String, name: Option<String> },
     /// Follow a job's events until it ends (resumes after dropped connections).
     Watch {
         id: String,
@@ -235,6 +237,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             json,
         } => remote::jobs(server, state, bundle, limit, json).await,
         Command::Job { id } => remote::job(server, id).await,
+        Command::Artifacts { id, name } => remote::artifacts(server, id, name).await,
         Command::Watch { id, json } => remote::watch(server, id, json).await,
         Command::Cancel { id } => remote::cancel(server, id).await,
         Command::Resolve {

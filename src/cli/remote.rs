@@ -344,6 +344,20 @@ pub async fn job(server: &ServerArgs, id: String) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+pub async fn artifacts(
+    server: &ServerArgs,
+    id: String,
+    name: Option<String>,
+) -> anyhow::Result<i32> {
+    let path = match &name {
+        Some(name) => format!("/v1/jobs/{id}/artifacts/{name}"),
+        None => format!("/v1/jobs/{id}/artifacts"),
+    };
+    let body = Client::new(server)?.get(&path).await?;
+    println!("{}", serde_json::to_string_pretty(&body)?);
+    Ok(0)
+}
+
 pub async fn cancel(server: &ServerArgs, id: String) -> anyhow::Result<i32> {
     let job = Client::new(server)?
         .post(&format!("/v1/jobs/{id}/cancel"), json!({}))

@@ -151,6 +151,37 @@ pub enum Event {
         failed: Vec<String>,
         errors: Vec<String>,
     },
+    /// A workflow job starts, or resumes from its checkpoint, at `stage`.
+    WorkflowStart {
+        workflow: String,
+        stage: String,
+        iteration: u32,
+        resumed: bool,
+    },
+    /// A workflow stage ran (or its attempt cap passed it through, `ran`
+    /// false) and produced `event`, which the table maps to `next`.
+    StageEnd {
+        step: u32,
+        stage: String,
+        /// `agent`, `command` or `score`.
+        kind: String,
+        event: String,
+        next: String,
+        iteration: u32,
+        reason: String,
+        ran: bool,
+        /// When the stage started (RFC 3339), so its span has true times.
+        started_at: String,
+        duration_ms: u64,
+    },
+    /// The workflow reached `finish` or `fatal`.
+    WorkflowEnd {
+        /// `finish` or `fatal`.
+        outcome: String,
+        stage: String,
+        iteration: u32,
+        reason: String,
+    },
     /// The daemon's job lifecycle: `running`, then the attempt's result as
     /// the queue recorded it.
     JobState {
@@ -180,6 +211,9 @@ impl Event {
             Event::ToolTrace { .. } => "ToolTrace",
             Event::JobState { .. } => "JobState",
             Event::Reload { .. } => "Reload",
+            Event::WorkflowStart { .. } => "WorkflowStart",
+            Event::StageEnd { .. } => "StageEnd",
+            Event::WorkflowEnd { .. } => "WorkflowEnd",
         }
     }
 }

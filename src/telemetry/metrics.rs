@@ -52,6 +52,9 @@ pub struct Metrics {
     pub model_errors: IntCounterVec,
     pub reloads: IntCounterVec,
     pub bundles: IntGaugeVec,
+    pub workflow_stages: IntCounterVec,
+    pub workflow_stage_duration: HistogramVec,
+    pub workflows_finished: IntCounterVec,
     pub observer_dropped: GaugeVec,
     pub spans_dropped: IntGauge,
     /// The same measurements over OTLP, when configured.
@@ -221,6 +224,24 @@ impl Metrics {
                 "structured_agents_bundles",
                 "Bundles by status (ok, degraded, invalid).",
                 &["status"],
+            )?,
+            // Stage and event names come from the bundles' workflow
+            // definitions, so these labels are bounded like tool names.
+            workflow_stages: counter(
+                "structured_agents_workflow_stages_total",
+                "Workflow stage runs by the event they produced.",
+                &["bundle", "stage", "event"],
+            )?,
+            workflow_stage_duration: histogram(
+                "structured_agents_workflow_stage_duration_seconds",
+                "Duration of workflow stage runs.",
+                &["bundle", "stage"],
+                JOB_BUCKETS,
+            )?,
+            workflows_finished: counter(
+                "structured_agents_workflows_finished_total",
+                "Workflow runs that reached finish or fatal.",
+                &["bundle", "outcome"],
             )?,
             observer_dropped,
             spans_dropped,
@@ -394,6 +415,24 @@ impl Observer for MetricsObserver {
             } if stage == "cache.hit" => {
                 let tool_name = self.tool_label(bundle, tool_name, None);
                 m.tool_cache_hits.with_label_values(&[tool_name]).inc();
+            }
+            Event::StageEnd {
+                stage,
+                event,
+                duration_ms,
+                ..
+            } => {
+                m.workflow_stages
+                    .with_label_values(&[bundle, stage, event])
+                    .inc();
+                m.workflow_stage_duration
+                    .with_label_values(&[bundle, stage])
+                    .observe(*duration_ms as f64 / 1000.0);
+            }
+            Event::WorkflowEnd { outcome, .. } => {
+                m.workflows_finished
+                    .with_label_values(&[bundle, outcome])
+                    .inc();
             }
             Event::TurnComplete { .. } => {
                 m.turns.with_label_values(&[bundle]).inc();

@@ -27,6 +27,8 @@ use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
 };
 
+mod workflow;
+
 use crate::client::EndpointInfo;
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
 
@@ -349,6 +351,9 @@ impl SpanBuilder {
 
     fn handle(&mut self, info: &JobSpanInfo, envelope: &EventEnvelope) {
         let at = time_of(envelope);
+        if self.workflow(info, envelope, at) {
+            return;
+        }
         let key = envelope.run_id.clone();
         match &envelope.event {
             Event::KernelStart {

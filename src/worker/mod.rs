@@ -8,6 +8,7 @@
 //! events to the observers it is given.
 
 mod event_log;
+mod workflow;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -265,34 +266,6 @@ impl WorkerPool {
         })
         .await;
 
-        let messages = match loaded.bundle.prompts.render(&job.input, &job.variables) {
-            Ok(m) => m,
-            Err(e) => {
-                let error = format!("job {}: bundle {:?}: {e}", job.id, job.bundle);
-                self.finish(
-                    &lease,
-                    Outcome::Failed {
-                        error,
-                        retryable: false,
-                    },
-                    &sink,
-                    Some(attempt_events),
-                    started,
-                )
-                .await;
-                return;
-            }
-        };
-
-        let mut config = loaded.bundle.kernel_config();
-        config.record_messages = self.settings.record_messages;
-        let timeout = config.timeout.unwrap_or_default();
-        let kernel = Kernel::new(
-            config,
-            loaded.bundle.model.plugin.clone(),
-            loaded.backend.clone(),
-            loaded.tools.clone(),
-        );
         let cancel = CancellationToken::new();
         let heartbeat = self.spawn_heartbeat(&lease, cancel.clone());
         let stop_on_abandon = {
@@ -303,13 +276,27 @@ impl WorkerPool {
                 cancel.cancel();
             })
         };
+        let work = async {
+            match &loaded.bundle.workflow {
+                Some(workflow) => {
+                    let run = workflow::WorkflowJob {
+                        registry: &self.registry,
+                        loaded: &loaded,
+                        job,
+                        sink: &sink,
+                        journal: &journal,
+                        cancel: cancel.clone(),
+                        record_messages: self.settings.record_messages,
+                    };
+                    workflow::run(run, workflow).await
+                }
+                None => self.run_agent(&loaded, job, &sink, &journal, &cancel).await,
+            }
+        };
         // A panic anywhere in the run (model plugin, client, template, tool
         // glue) ends this attempt as a failure instead of killing the task
         // and stranding the job with a live heartbeat.
-        let result =
-            AssertUnwindSafe(kernel.run_journaled(messages, &sink, cancel.clone(), &journal))
-                .catch_unwind()
-                .await;
+        let result = AssertUnwindSafe(work).catch_unwind().await;
         stop_on_abandon.abort();
         heartbeat.handle.abort();
 
@@ -344,16 +331,51 @@ impl WorkerPool {
             }
             return;
         }
-        let outcome = match result {
-            Err(panic) => Outcome::Failed {
-                error: format!(
-                    "job {}: the run panicked: {} (a bug in a model plugin, client or tool; the attempt was stopped)",
-                    job.id,
-                    panic_message(panic.as_ref())
-                ),
-                retryable: false,
-            },
-            Ok(Ok(run)) => match run.termination_reason {
+        let outcome = result.unwrap_or_else(|panic| Outcome::Failed {
+            error: format!(
+                "job {}: the run panicked: {} (a bug in a model plugin, client or tool; the attempt was stopped)",
+                job.id,
+                panic_message(panic.as_ref())
+            ),
+            retryable: false,
+        });
+        self.finish(&lease, outcome, &sink, Some(attempt_events), started)
+            .await;
+    }
+
+    /// Runs an agent bundle's job: its prompts rendered with the job's
+    /// input, then the kernel, resuming from the journal.
+    async fn run_agent(
+        &self,
+        loaded: &Arc<LoadedBundle>,
+        job: &crate::queue::Job,
+        sink: &EventSink,
+        journal: &RunJournal,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        let messages = match loaded.bundle.prompts.render(&job.input, &job.variables) {
+            Ok(m) => m,
+            Err(e) => {
+                return Outcome::Failed {
+                    error: format!("job {}: bundle {:?}: {e}", job.id, job.bundle),
+                    retryable: false,
+                };
+            }
+        };
+        let mut config = loaded.bundle.kernel_config();
+        config.record_messages = self.settings.record_messages;
+        let timeout = config.timeout.unwrap_or_default();
+        let kernel = Kernel::new(
+            config,
+            loaded.bundle.model.plugin.clone(),
+            loaded.backend.clone(),
+            loaded.tools.clone(),
+        );
+        let result = kernel
+            .run_journaled(messages, sink, cancel.clone(), journal)
+            .await;
+        match result {
+            Ok(run) => match run.termination_reason {
                 TerminationReason::Cancelled => Outcome::Failed {
                     error: "cancelled by request".into(),
                     retryable: false,
@@ -370,17 +392,15 @@ impl WorkerPool {
                     "bundle_version": loaded.version(),
                 })),
             },
-            Ok(Err(RunError::NeedsAttention(pending))) => Outcome::NeedsAttention {
+            Err(RunError::NeedsAttention(pending)) => Outcome::NeedsAttention {
                 error: pending.to_string(),
                 pending_call: serde_json::to_value(&*pending).unwrap_or_default(),
             },
-            Ok(Err(err)) => Outcome::Failed {
+            Err(err) => Outcome::Failed {
                 error: err.to_string(),
                 retryable: err.is_retryable(),
             },
-        };
-        self.finish(&lease, outcome, &sink, Some(attempt_events), started)
-            .await;
+        }
     }
 
     /// Records the outcome. The queue decides the final state and stamps the

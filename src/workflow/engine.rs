@@ -55,7 +55,7 @@ pub trait WorkflowHost: Send + Sync {
     async fn artifact(&self, name: &str, body: &Value) -> Result<(), String>;
 
     /// Called after each stage run (for logs, spans and metrics).
-    fn stage_finished(&self, report: &StageReport);
+    async fn stage_finished(&self, report: &StageReport);
 }
 
 /// Why the engine stopped without reaching `finish` or `fatal`. The job
@@ -327,7 +327,8 @@ impl<'a> Engine<'a> {
             ran,
             started_at,
             duration,
-        });
+        })
+        .await;
         let event = Some(result.event.clone());
         let details = json!({"reason": result.reason});
         if let Some(reason) = ended.or(result.fatal) {

@@ -172,6 +172,7 @@ pub async fn run_command(
     };
     // Dropped on every path: kills whatever the command left in its group.
     let _group = GroupGuard(child.id().map(|id| Pid::from_raw(id as i32)));
+    crate::failpoint::hit("gate_started");
     match tokio::time::timeout(timeout, child.wait_with_output()).await {
         Ok(Ok(out)) => CommandRun {
             code: out.status.code(),

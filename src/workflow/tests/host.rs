@@ -132,7 +132,7 @@ impl WorkflowHost for FakeHost {
         Ok(())
     }
 
-    fn stage_finished(&self, report: &StageReport) {
+    async fn stage_finished(&self, report: &StageReport) {
         self.reports.lock().unwrap().push(report.clone());
     }
 }

@@ -1,0 +1,66 @@
+//! `GET /v1/jobs/{id}/artifacts[/{name}]`: what a workflow job's stages
+//! produced (stage inputs, gate reports, reviews, the fatal report), read
+//! from the job's journal where the worker stores them.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{ApiError, ErrorCode};
+use super::jobs::not_found;
+use crate::queue::JobId;
+use crate::journal::ARTIFACTS_SCOPE;
+
+/// Every artifact of the job: `{job_id, artifacts: [{name, body}]}` in name order.
+pub async fn list(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let artifacts = read(&state, &JobId::from(id.clone())).await?;
+    Ok(Json(json!({"job_id": id, "artifacts": artifacts})))
+}
+
+/// One artifact's body; 404 naming the job and the artifacts it has.
+pub async fn get(
+    State(state): State<AppState>,
+    Path((id, name)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let artifacts = read(&state, &JobId::from(id.clone())).await?;
+    artifacts
+        .iter()
+        .find(|a| a["name"] == name.as_str())
+        .map(|a| Json(a["body"].clone()))
+        .ok_or_else(|| {
+            let names: Vec<&str> = artifacts.iter().filter_map(|a| a["name"].as_str()).collect();
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "job {id} has no artifact {name:?} (it has: {})",
+                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                ),
+            )
+        })
+}
+
+async fn read(state: &AppState, id: &JobId) -> Result<Vec<Value>, ApiError> {
+    if state.queue.get(id).await?.is_none() {
+        return Err(not_found(id));
+    }
+    let scope = format!("{ARTIFACTS_SCOPE}/");
+    let mut artifacts: Vec<Value> = state
+        .queue
+        .journal(id)
+        .await?
+        .into_iter()
+        .filter(|e| e.scope == scope)
+        .map(|e| {
+            json!({
+                "name": e.step,
+                "body": serde_json::from_str::<Value>(&e.body).unwrap_or(Value::String(e.body)),
+            })
+        })
+        .collect();
+    artifacts.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    Ok(artifacts)
+}

@@ -1,0 +1,121 @@
+//! Workflow spans: `invoke_workflow {name}` for a workflow job, with a child
+//! span `stage {stage}` per stage run (true start and end, from the stage's
+//! own times) carrying stage, event, iteration and reason. Agent runs of
+//! stages hang under the workflow span like nested agent runs.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use opentelemetry::KeyValue;
+use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt, Tracer};
+
+use super::{JobSpanInfo, RunSpans, SpanBuilder, remote_parent};
+use crate::events::{Event, EventEnvelope};
+
+impl SpanBuilder {
+    /// Handles a workflow event; false for any other event.
+    pub(super) fn workflow(
+        &mut self,
+        info: &JobSpanInfo,
+        envelope: &EventEnvelope,
+        at: SystemTime,
+    ) -> bool {
+        let key = envelope.run_id.clone();
+        match &envelope.event {
+            Event::WorkflowStart {
+                workflow,
+                stage,
+                iteration,
+                resumed,
+            } => {
+                let parent = remote_parent(info.traceparent.as_deref());
+                let span = self
+                    .tracer
+                    .span_builder(format!("invoke_workflow {workflow}"))
+                    .with_kind(SpanKind::Internal)
+                    .with_start_time(at)
+                    .with_attributes(vec![
+                        KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
+                        KeyValue::new("structured_agents.workflow", workflow.clone()),
+                        KeyValue::new("gen_ai.agent.version", envelope.bundle_version.clone()),
+                        KeyValue::new("gen_ai.conversation.id", info.job_id.clone()),
+                        KeyValue::new("structured_agents.workflow.stage", stage.clone()),
+                        KeyValue::new("structured_agents.workflow.iteration", *iteration as i64),
+                        KeyValue::new("structured_agents.workflow.resumed", *resumed),
+                    ])
+                    .start_with_context(&self.tracer, &parent);
+                self.runs.insert(
+                    key,
+                    RunSpans {
+                        root: parent.with_span(span),
+                        chat: None,
+                        tools: HashMap::new(),
+                        model_error: false,
+                    },
+                );
+            }
+            Event::StageEnd {
+                step,
+                stage,
+                kind,
+                event,
+                next,
+                iteration,
+                reason,
+                ran,
+                started_at,
+                duration_ms,
+            } => {
+                let Some(run) = self.runs.get(&key) else {
+                    return true;
+                };
+                let start = humantime::parse_rfc3339_weak(started_at).unwrap_or(at);
+                let mut span = self
+                    .tracer
+                    .span_builder(format!("stage {stage}"))
+                    .with_kind(SpanKind::Internal)
+                    .with_start_time(start)
+                    .with_attributes(vec![
+                        KeyValue::new("structured_agents.workflow.step", *step as i64),
+                        KeyValue::new("structured_agents.workflow.stage", stage.clone()),
+                        KeyValue::new("structured_agents.workflow.stage_kind", kind.clone()),
+                        KeyValue::new("structured_agents.workflow.event", event.clone()),
+                        KeyValue::new("structured_agents.workflow.next", next.clone()),
+                        KeyValue::new("structured_agents.workflow.iteration", *iteration as i64),
+                        KeyValue::new("structured_agents.workflow.reason", reason.clone()),
+                        KeyValue::new("structured_agents.workflow.ran", *ran),
+                    ])
+                    .start_with_context(&self.tracer, &run.root);
+                if next == crate::workflow::FATAL {
+                    span.set_attribute(KeyValue::new("error.type", "workflow_fatal"));
+                    span.set_status(Status::error(reason.clone()));
+                }
+                span.end_with_timestamp(start + Duration::from_millis(*duration_ms));
+            }
+            Event::WorkflowEnd {
+                outcome,
+                stage,
+                iteration,
+                reason,
+            } => {
+                let Some(run) = self.runs.remove(&key) else {
+                    return true;
+                };
+                let root = run.root.span();
+                root.set_attribute(KeyValue::new("structured_agents.workflow.outcome", outcome.clone()));
+                root.set_attribute(KeyValue::new("structured_agents.workflow.stage", stage.clone()));
+                root.set_attribute(KeyValue::new(
+                    "structured_agents.workflow.iteration",
+                    *iteration as i64,
+                ));
+                if outcome == crate::workflow::FATAL {
+                    root.set_attribute(KeyValue::new("error.type", "workflow_fatal"));
+                    root.set_status(Status::error(reason.clone()));
+                }
+                root.end_with_timestamp(at);
+            }
+            _ => return false,
+        }
+        true
+    }
+}

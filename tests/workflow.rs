@@ -1,0 +1,258 @@
+//! Workflows through the real daemon: the shipped `implement-review`
+//! example end to end against a throwaway git repository with a local bare
+//! remote (its artifacts over the API, its stage metrics), and `kill -9`
+//! during an agent stage, during a command gate and between stages, each
+//! resuming exactly: same stage and counters, no model call of a completed
+//! step repeated, every stage ending once.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::daemon::{Daemon, Site, client, get, metric_samples, read_sse, submit, wait_terminal};
+use serde_json::Value;
+use structured_agents::mock::{MockServer, Script};
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A site with the example bundle, a demo repository of its own, and the
+/// example's replies served by a mock server that outlives daemon restarts
+/// (so it counts every model call).
+struct Example {
+    site: Site,
+    mock: MockServer,
+    demo: tempfile::TempDir,
+}
+
+async fn example() -> Example {
+    let shipped = repo("config/examples/implement-review");
+    let script = std::fs::read_to_string(shipped.join("script.yaml")).unwrap();
+    let mock = MockServer::start(Script::parse(&script, "script.yaml").unwrap())
+        .await
+        .unwrap();
+    let demo = tempfile::tempdir().unwrap();
+    let made = Command::new(repo("scripts/workflow-demo"))
+        .env("SA_DEMO_DIR", demo.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let site = Site::new(&mock.base_url(), "");
+    let dir = site.path().join(".staging");
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::copy(
+        shipped.join("tools/write_file.py"),
+        dir.join("tools/write_file.py"),
+    )
+    .unwrap();
+    let yaml = std::fs::read_to_string(shipped.join("bundle.yaml"))
+        .unwrap()
+        .replace("/tmp/structured-agents-demo", demo.path().to_str().unwrap())
+        .replace("endpoint: scripted:script.yaml", "endpoint: mock");
+    std::fs::write(dir.join("bundle.yaml"), yaml).unwrap();
+    std::fs::rename(&dir, site.path().join("bundles/implement-review")).unwrap();
+    Example { site, mock, demo }
+}
+
+/// The (stage, event) of every `StageEnd`, and the whole event log, of a job.
+async fn stages(daemon: &Daemon, id: &str) -> (Vec<(String, String)>, Vec<Value>) {
+    let events: Vec<Value> = read_sse(&client(), &daemon.url(&format!("/v1/jobs/{id}/events")), None, None)
+        .await
+        .into_iter()
+        .filter(|(_, kind, _)| kind != "end")
+        .map(|(_, _, data)| serde_json::from_str(&data).unwrap())
+        .collect();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap in the event log");
+    let ends = events
+        .iter()
+        .filter(|e| e["type"] == "StageEnd")
+        .map(|e| {
+            (
+                e["stage"].as_str().unwrap().to_string(),
+                e["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    (ends, events)
+}
+
+const EXPECTED: [(&str, &str); 5] = [
+    ("implement", "parse_fail"),
+    ("implement", "done"),
+    ("review", "pass"),
+    ("simplify", "pass"),
+    ("pr", "pass"),
+];
+
+fn expected() -> Vec<(String, String)> {
+    EXPECTED
+        .iter()
+        .map(|(s, e)| (s.to_string(), e.to_string()))
+        .collect()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_workflow_runs_end_to_end() {
+    let ex = example().await;
+    let daemon = ex.site.start();
+    let http = client();
+    let job = submit(&http, &daemon, "implement-review", "Implement issue 13").await;
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    let (ends, events) = stages(&daemon, id).await;
+    assert_eq!(ends, expected());
+    assert_eq!(done["result"]["outcome"], "finish");
+    assert_eq!(done["result"]["iteration"], 2);
+    assert_eq!(ex.mock.requests().len(), 6);
+
+    // The parse gate's traceback reached iteration 2 as retry context.
+    let second_input = &ex.mock.requests()[2]["messages"];
+    assert!(
+        second_input.to_string().contains("calc.py"),
+        "retry context missing: {second_input}"
+    );
+    let starts: Vec<&Value> = events.iter().filter(|e| e["type"] == "WorkflowStart").collect();
+    assert_eq!(starts.len(), 1);
+    assert_eq!(starts[0]["resumed"], false);
+    assert_eq!(events.iter().filter(|e| e["type"] == "WorkflowEnd").count(), 1);
+
+    // Artifacts over the API.
+    let list = get(&http, &daemon, &format!("/v1/jobs/{id}/artifacts")).await;
+    let names: Vec<&str> = list["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    for name in ["impl-input-1", "impl-input-2", "parse-iter-1.json", "review-iter-2.json", "pr-iter-2.json"] {
+        assert!(names.contains(&name), "{name} missing from {names:?}");
+    }
+    let parse = get(&http, &daemon, &format!("/v1/jobs/{id}/artifacts/parse-iter-1.json")).await;
+    assert_eq!(parse["pass"], false, "{parse}");
+    assert!(parse["failed_files"].to_string().contains("calc.py"), "{parse}");
+    let review = get(&http, &daemon, &format!("/v1/jobs/{id}/artifacts/review-iter-2.json")).await;
+    assert_eq!(review["pass"], true, "{review}");
+    assert_eq!(review["scores"]["faithful"], 96);
+    let missing = http
+        .get(daemon.url(&format!("/v1/jobs/{id}/artifacts/nope")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    assert!(missing.text().await.unwrap().contains("review-iter-2.json"));
+
+    // The PR stage pushed the branch to the bare remote and "opened" the PR.
+    let remote = ex.demo.path().join("remote.git");
+    assert!(git(&remote, &["ls-tree", "--name-only", "feature"]).contains("calc.py"));
+    let clone = ex.demo.path().join("repo");
+    assert!(git(&clone, &["notes", "--ref", "prs", "show"]).contains("feature -> main"));
+
+    // Stage metrics, labelled by stage and event.
+    let samples = metric_samples(&http, &daemon, "structured_agents_workflow").await;
+    let stage_runs = |stage: &str, event: &str| {
+        samples
+            .get(&format!(
+                "structured_agents_workflow_stages_total{{bundle=\"implement-review\",event=\"{event}\",stage=\"{stage}\"}}"
+            ))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(stage_runs("implement", "parse_fail"), 1, "{samples:?}");
+    assert_eq!(stage_runs("pr", "pass"), 1, "{samples:?}");
+    assert_eq!(
+        samples.get("structured_agents_workflows_finished_total{bundle=\"implement-review\",outcome=\"finish\"}"),
+        Some(&1)
+    );
+
+    // The CLI prints one artifact.
+    let out = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["--server", &daemon.base, "artifacts", id, "review-iter-2.json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["scores"]["style"], 92);
+}
+
+/// Kills the daemon at `failpoint`, starts it again, and checks the job
+/// resumed exactly.
+async fn resumes_after_kill_at(failpoint: &str) {
+    let ex = example().await;
+    let mut daemon = ex
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", failpoint)]);
+    let http = client();
+    let job = submit(&http, &daemon, "implement-review", "Implement issue 13").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let name = failpoint.split('@').next().unwrap();
+    daemon.wait_killed_at(name);
+    let daemon = ex.site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["attempts"], 2, "{done}");
+    let (ends, events) = stages(&daemon, &id).await;
+    // Every stage ended once: the interrupted one only in the second attempt.
+    assert_eq!(ends, expected(), "after a kill at {failpoint}");
+    // No completed model step was asked again.
+    assert_eq!(ex.mock.requests().len(), 6, "model calls after a kill at {failpoint}");
+    let starts: Vec<&Value> = events.iter().filter(|e| e["type"] == "WorkflowStart").collect();
+    assert_eq!(starts.len(), 2);
+    assert_eq!(starts[1]["resumed"], true);
+    assert_eq!(events.iter().filter(|e| e["type"] == "WorkflowEnd").count(), 1);
+    assert_eq!(done["result"]["iteration"], 2);
+    assert_eq!(done["result"]["steps"], 5, "{done}");
+    drop(ex.demo);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_during_an_agent_stage_resumes_that_stage_at_its_step() {
+    // The third model reply (iteration 2's first) is recorded; its tool has not run.
+    resumes_after_kill_at("after_reply_recorded@3").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_during_a_command_gate_runs_the_gate_again() {
+    // The parse gate of iteration 1 is running.
+    resumes_after_kill_at("gate_started@1").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_between_stages_resumes_at_the_next_stage() {
+    // The checkpoint before the third dispatch (review) is durable.
+    resumes_after_kill_at("after_checkpoint@3").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_workflow_is_refused_with_the_missing_pair() {
+    let site = Site::new("http://127.0.0.1:9/v1", "");
+    let yaml = std::fs::read_to_string(repo("config/examples/implement-review/bundle.yaml"))
+        .unwrap()
+        .replace("    review: {pass: simplify, fail: implement}\n", "    review: {pass: simplify}\n");
+    let dir = site.path().join("bundles/broken");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("bundle.yaml"), yaml).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["validate"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).into_owned()
+        + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("missing transition: review + fail") && text.contains("bundle.yaml:"),
+        "{text}"
+    );
+}
