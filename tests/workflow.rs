@@ -31,6 +31,10 @@ struct Example {
 }
 
 async fn example() -> Example {
+    example_with("").await
+}
+
+async fn example_with(extra_config: &str) -> Example {
     let shipped = repo("config/examples/implement-review");
     let script = std::fs::read_to_string(shipped.join("script.yaml")).unwrap();
     let mock = MockServer::start(Script::parse(&script, "script.yaml").unwrap())
@@ -41,8 +45,12 @@ async fn example() -> Example {
         .env("SA_DEMO_DIR", demo.path())
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let site = Site::new(&mock.base_url(), "");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let site = Site::new(&mock.base_url(), extra_config);
     let dir = site.path().join(".staging");
     std::fs::create_dir_all(dir.join("tools")).unwrap();
     std::fs::copy(
@@ -61,14 +69,23 @@ async fn example() -> Example {
 
 /// The (stage, event) of every `StageEnd`, and the whole event log, of a job.
 async fn stages(daemon: &Daemon, id: &str) -> (Vec<(String, String)>, Vec<Value>) {
-    let events: Vec<Value> = read_sse(&client(), &daemon.url(&format!("/v1/jobs/{id}/events")), None, None)
-        .await
-        .into_iter()
-        .filter(|(_, kind, _)| kind != "end")
-        .map(|(_, _, data)| serde_json::from_str(&data).unwrap())
-        .collect();
+    let events: Vec<Value> = read_sse(
+        &client(),
+        &daemon.url(&format!("/v1/jobs/{id}/events")),
+        None,
+        None,
+    )
+    .await
+    .into_iter()
+    .filter(|(_, kind, _)| kind != "end")
+    .map(|(_, _, data)| serde_json::from_str(&data).unwrap())
+    .collect();
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap in the event log");
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "gap in the event log"
+    );
     let ends = events
         .iter()
         .filter(|e| e["type"] == "StageEnd")
@@ -98,7 +115,12 @@ fn expected() -> Vec<(String, String)> {
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -123,10 +145,16 @@ async fn the_example_workflow_runs_end_to_end() {
         second_input.to_string().contains("calc.py"),
         "retry context missing: {second_input}"
     );
-    let starts: Vec<&Value> = events.iter().filter(|e| e["type"] == "WorkflowStart").collect();
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "WorkflowStart")
+        .collect();
     assert_eq!(starts.len(), 1);
     assert_eq!(starts[0]["resumed"], false);
-    assert_eq!(events.iter().filter(|e| e["type"] == "WorkflowEnd").count(), 1);
+    assert_eq!(
+        events.iter().filter(|e| e["type"] == "WorkflowEnd").count(),
+        1
+    );
 
     // Artifacts over the API.
     let list = get(&http, &daemon, &format!("/v1/jobs/{id}/artifacts")).await;
@@ -136,13 +164,32 @@ async fn the_example_workflow_runs_end_to_end() {
         .iter()
         .map(|a| a["name"].as_str().unwrap())
         .collect();
-    for name in ["impl-input-1", "impl-input-2", "parse-iter-1.json", "review-iter-2.json", "pr-iter-2.json"] {
+    for name in [
+        "impl-input-1",
+        "impl-input-2",
+        "parse-iter-1.json",
+        "review-iter-2.json",
+        "pr-iter-2.json",
+    ] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
-    let parse = get(&http, &daemon, &format!("/v1/jobs/{id}/artifacts/parse-iter-1.json")).await;
+    let parse = get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{id}/artifacts/parse-iter-1.json"),
+    )
+    .await;
     assert_eq!(parse["pass"], false, "{parse}");
-    assert!(parse["failed_files"].to_string().contains("calc.py"), "{parse}");
-    let review = get(&http, &daemon, &format!("/v1/jobs/{id}/artifacts/review-iter-2.json")).await;
+    assert!(
+        parse["failed_files"].to_string().contains("calc.py"),
+        "{parse}"
+    );
+    let review = get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{id}/artifacts/review-iter-2.json"),
+    )
+    .await;
     assert_eq!(review["pass"], true, "{review}");
     assert_eq!(review["scores"]["faithful"], 96);
     let missing = http
@@ -178,10 +225,20 @@ async fn the_example_workflow_runs_end_to_end() {
 
     // The CLI prints one artifact.
     let out = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-        .args(["--server", &daemon.base, "artifacts", id, "review-iter-2.json"])
+        .args([
+            "--server",
+            &daemon.base,
+            "artifacts",
+            id,
+            "review-iter-2.json",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed["scores"]["style"], 92);
 }
@@ -190,9 +247,7 @@ async fn the_example_workflow_runs_end_to_end() {
 /// resumed exactly.
 async fn resumes_after_kill_at(failpoint: &str) {
     let ex = example().await;
-    let mut daemon = ex
-        .site
-        .start_with_env(&[("SA_FAILPOINTS", failpoint)]);
+    let mut daemon = ex.site.start_with_env(&[("SA_FAILPOINTS", failpoint)]);
     let http = client();
     let job = submit(&http, &daemon, "implement-review", "Implement issue 13").await;
     let id = job["id"].as_str().unwrap().to_string();
@@ -206,11 +261,21 @@ async fn resumes_after_kill_at(failpoint: &str) {
     // Every stage ended once: the interrupted one only in the second attempt.
     assert_eq!(ends, expected(), "after a kill at {failpoint}");
     // No completed model step was asked again.
-    assert_eq!(ex.mock.requests().len(), 6, "model calls after a kill at {failpoint}");
-    let starts: Vec<&Value> = events.iter().filter(|e| e["type"] == "WorkflowStart").collect();
+    assert_eq!(
+        ex.mock.requests().len(),
+        6,
+        "model calls after a kill at {failpoint}"
+    );
+    let starts: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "WorkflowStart")
+        .collect();
     assert_eq!(starts.len(), 2);
     assert_eq!(starts[1]["resumed"], true);
-    assert_eq!(events.iter().filter(|e| e["type"] == "WorkflowEnd").count(), 1);
+    assert_eq!(
+        events.iter().filter(|e| e["type"] == "WorkflowEnd").count(),
+        1
+    );
     assert_eq!(done["result"]["iteration"], 2);
     assert_eq!(done["result"]["steps"], 5, "{done}");
     drop(ex.demo);
@@ -239,7 +304,10 @@ async fn a_broken_workflow_is_refused_with_the_missing_pair() {
     let site = Site::new("http://127.0.0.1:9/v1", "");
     let yaml = std::fs::read_to_string(repo("config/examples/implement-review/bundle.yaml"))
         .unwrap()
-        .replace("    review: {pass: simplify, fail: implement}\n", "    review: {pass: simplify}\n");
+        .replace(
+            "    review: {pass: simplify, fail: implement}\n",
+            "    review: {pass: simplify}\n",
+        );
     let dir = site.path().join("bundles/broken");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("bundle.yaml"), yaml).unwrap();
@@ -248,11 +316,76 @@ async fn a_broken_workflow_is_refused_with_the_missing_pair() {
         .arg(&dir)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains("missing transition: review + fail") && text.contains("bundle.yaml:"),
         "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_is_one_span_with_a_child_per_stage() {
+    let (otlp, spans, _) = common::otlp::collector().await;
+    let ex = example_with(&format!("[telemetry]\notlp_endpoint = \"{otlp}\"\n")).await;
+    let daemon = ex.site.start();
+    let http = client();
+    let job = submit(&http, &daemon, "implement-review", "Implement issue 13").await;
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded");
+    // Shutdown flushes the exporter.
+    assert_eq!(daemon.stop(), Some(0));
+    let spans = spans.lock().unwrap().clone();
+    let root = spans
+        .iter()
+        .find(|s| s.name == "invoke_workflow implement-review")
+        .unwrap_or_else(|| {
+            panic!(
+                "no workflow span in {:?}",
+                spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+            )
+        });
+    let children: Vec<_> = spans
+        .iter()
+        .filter(|s| s.parent_span_id == root.span_id)
+        .collect();
+    let mut stage_spans: Vec<_> = children
+        .iter()
+        .filter(|s| s.name.starts_with("stage "))
+        .collect();
+    stage_spans.sort_by_key(|s| s.start_time_unix_nano);
+    let seen: Vec<(String, String)> = stage_spans
+        .iter()
+        .map(|s| {
+            let a = common::otlp::attrs(s);
+            (
+                a["structured_agents.workflow.stage"].clone(),
+                a["structured_agents.workflow.event"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, expected());
+    for span in &stage_spans {
+        assert!(span.end_time_unix_nano >= span.start_time_unix_nano);
+        assert!(span.start_time_unix_nano >= root.start_time_unix_nano);
+        assert!(span.end_time_unix_nano <= root.end_time_unix_nano);
+    }
+    let a = common::otlp::attrs(&stage_spans[0]);
+    assert_eq!(a["structured_agents.workflow.iteration"], "1");
+    assert!(
+        a["structured_agents.workflow.reason"].contains("py_compile"),
+        "{a:?}"
+    );
+    // The stages' agent runs hang under the workflow span.
+    let agents = children
+        .iter()
+        .filter(|s| s.name.starts_with("invoke_agent"))
+        .count();
+    assert_eq!(agents, 4, "implement twice, review, simplify");
+    assert_eq!(
+        common::otlp::attrs(root)["structured_agents.workflow.outcome"],
+        "finish"
     );
 }

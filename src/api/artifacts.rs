@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::not_found;
-use crate::queue::JobId;
 use crate::journal::ARTIFACTS_SCOPE;
+use crate::queue::JobId;
 
 /// Every artifact of the job: `{job_id, artifacts: [{name, body}]}` in name order.
 pub async fn list(
@@ -32,12 +32,19 @@ pub async fn get(
         .find(|a| a["name"] == name.as_str())
         .map(|a| Json(a["body"].clone()))
         .ok_or_else(|| {
-            let names: Vec<&str> = artifacts.iter().filter_map(|a| a["name"].as_str()).collect();
+            let names: Vec<&str> = artifacts
+                .iter()
+                .filter_map(|a| a["name"].as_str())
+                .collect();
             ApiError::new(
                 ErrorCode::NotFound,
                 format!(
                     "job {id} has no artifact {name:?} (it has: {})",
-                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
                 ),
             )
         })

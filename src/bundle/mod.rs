@@ -476,7 +476,9 @@ pub fn load_str(
     let workflow = raw.workflow.as_ref().and_then(|spec| {
         // Checkpoints carry this version: a job never resumes a checkpoint
         // of a different workflow definition.
-        let version = serde_json::to_string(spec).map(|t| digest(&t)).unwrap_or_default();
+        let version = serde_json::to_string(spec)
+            .map(|t| digest(&t))
+            .unwrap_or_default();
         match crate::workflow::Workflow::compile(spec.clone(), version) {
             Ok(w) => Some(std::sync::Arc::new(w)),
             Err(crate::workflow::SpecErrors(problems)) => {

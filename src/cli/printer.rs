@@ -126,6 +126,32 @@ pub fn human(event: &Event) -> Option<String> {
             line
         }
         Event::ParseError { detail, .. } => format!("  ⚠ unparseable tool call: {detail}"),
+        Event::WorkflowStart {
+            workflow,
+            stage,
+            iteration,
+            resumed,
+        } => {
+            let how = if *resumed { "resumes" } else { "starts" };
+            format!("◆ workflow {workflow} {how} at {stage} (iteration {iteration})")
+        }
+        Event::StageEnd {
+            stage,
+            event,
+            next,
+            iteration,
+            reason,
+            duration_ms,
+            ..
+        } => format!(
+            "◆ {stage} → {event} (iteration {iteration}, {duration_ms} ms): {reason}\n  next: {next}"
+        ),
+        Event::WorkflowEnd {
+            outcome, reason, ..
+        } if reason.is_empty() => format!("◆ workflow {outcome}"),
+        Event::WorkflowEnd {
+            outcome, reason, ..
+        } => format!("◆ workflow {outcome}: {reason}"),
         Event::JobState {
             state,
             attempt,

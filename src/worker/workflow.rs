@@ -19,7 +19,6 @@ use crate::workflow::{
     AgentOutput, Checkpoint, Engine, EngineError, StageReport, Workflow, WorkflowHost,
 };
 
-
 /// One attempt of a workflow job.
 pub(super) struct WorkflowJob<'a> {
     pub registry: &'a Registry,
@@ -203,7 +202,10 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
 }
 
 /// The job outcome of a workflow run, after its `WorkflowEnd` event.
-async fn outcome(run: &WorkflowJob<'_>, result: Result<crate::workflow::Outcome, EngineError>) -> Outcome {
+async fn outcome(
+    run: &WorkflowJob<'_>,
+    result: Result<crate::workflow::Outcome, EngineError>,
+) -> Outcome {
     let ended = match result {
         Ok(ended) => ended,
         Err(e) => {
@@ -212,7 +214,9 @@ async fn outcome(run: &WorkflowJob<'_>, result: Result<crate::workflow::Outcome,
             // cannot read never will be.
             let retryable = matches!(
                 e,
-                EngineError::Checkpoint { .. } | EngineError::Agent { .. } | EngineError::Artifact { .. }
+                EngineError::Checkpoint { .. }
+                    | EngineError::Agent { .. }
+                    | EngineError::Artifact { .. }
             );
             return Outcome::Failed {
                 error: format!("job {}: workflow {:?}: {e}", run.job.id, run.loaded.name()),

@@ -316,19 +316,20 @@ impl<'a> Engine<'a> {
             next: next.clone(),
             duration_ms: duration.as_millis() as u64,
         });
-        self.host.stage_finished(&StageReport {
-            step: cp.step,
-            stage: stage.clone(),
-            kind: self.kind(&stage),
-            event: result.event.clone(),
-            iteration,
-            reason: result.reason.clone(),
-            next: next.clone(),
-            ran,
-            started_at,
-            duration,
-        })
-        .await;
+        self.host
+            .stage_finished(&StageReport {
+                step: cp.step,
+                stage: stage.clone(),
+                kind: self.kind(&stage),
+                event: result.event.clone(),
+                iteration,
+                reason: result.reason.clone(),
+                next: next.clone(),
+                ran,
+                started_at,
+                duration,
+            })
+            .await;
         let event = Some(result.event.clone());
         let details = json!({"reason": result.reason});
         if let Some(reason) = ended.or(result.fatal) {

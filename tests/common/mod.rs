@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod otlp;
 pub mod postgres;
 
 use std::sync::{Arc, Mutex};

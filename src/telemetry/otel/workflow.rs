@@ -102,8 +102,14 @@ impl SpanBuilder {
                     return true;
                 };
                 let root = run.root.span();
-                root.set_attribute(KeyValue::new("structured_agents.workflow.outcome", outcome.clone()));
-                root.set_attribute(KeyValue::new("structured_agents.workflow.stage", stage.clone()));
+                root.set_attribute(KeyValue::new(
+                    "structured_agents.workflow.outcome",
+                    outcome.clone(),
+                ));
+                root.set_attribute(KeyValue::new(
+                    "structured_agents.workflow.stage",
+                    stage.clone(),
+                ));
                 root.set_attribute(KeyValue::new(
                     "structured_agents.workflow.iteration",
                     *iteration as i64,
