@@ -372,7 +372,7 @@ async fn a_workflow_is_one_span_with_a_child_per_stage() {
         assert!(span.start_time_unix_nano >= root.start_time_unix_nano);
         assert!(span.end_time_unix_nano <= root.end_time_unix_nano);
     }
-    let a = common::otlp::attrs(&stage_spans[0]);
+    let a = common::otlp::attrs(stage_spans[0]);
     assert_eq!(a["structured_agents.workflow.iteration"], "1");
     assert!(
         a["structured_agents.workflow.reason"].contains("py_compile"),
