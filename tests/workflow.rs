@@ -320,7 +320,9 @@ async fn a_broken_workflow_is_refused_with_the_missing_pair() {
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.contains("missing transition: review + fail") && text.contains("bundle.yaml:"),
+        text.contains(
+            "bundle.yaml:95: workflow.transitions.review: missing transition: review + fail"
+        ),
         "{text}"
     );
 }

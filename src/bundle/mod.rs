@@ -483,12 +483,13 @@ pub fn load_str(
             Ok(w) => Some(std::sync::Arc::new(w)),
             Err(crate::workflow::SpecErrors(problems)) => {
                 for p in problems {
+                    // Paths already start at `workflow`.
                     let path = if p.path.is_empty() {
-                        "workflow".to_string()
+                        "workflow"
                     } else {
-                        format!("workflow.{}", p.path)
+                        &p.path
                     };
-                    errors.push(err(&path, p.message));
+                    errors.push(err(path, p.message));
                 }
                 None
             }
