@@ -37,24 +37,7 @@ pub async fn submit(
     headers: HeaderMap,
     JsonBody(request): JsonBody<SubmitRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
-    let snapshot = state.registry.snapshot();
-    if snapshot.bundle(&request.bundle).is_none() {
-        let known: Vec<&str> = snapshot
-            .bundles
-            .iter()
-            .filter(|(_, e)| e.current.is_some())
-            .map(|(n, _)| n.as_str())
-            .collect();
-        return Err(ApiError::field(
-            ErrorCode::UnknownBundle,
-            "bundle",
-            format!(
-                "no loaded bundle named {:?} (loaded: {})",
-                request.bundle,
-                known.join(", ")
-            ),
-        ));
-    }
+    known_bundle(&state, &request.bundle, "bundle")?;
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
             ApiError::field(
@@ -92,16 +75,56 @@ pub async fn submit(
         bundle_version: None,
         input: request.input,
         variables: request.variables,
+        messages: None,
         priority: request.priority,
         run_at,
         idempotency_key,
         max_attempts: Some(request.max_attempts.unwrap_or(state.max_attempts)),
         traceparent: request.traceparent,
     };
-    // axum drops this handler's future when the client hangs up. The queue
-    // may still create the job, so the submission and its bookkeeping
-    // (counting, waking a worker) run in a task of their own that finishes
-    // whether or not anyone reads the answer.
+    let (job, created) = enqueue(&state, new_job).await?;
+    if !created && let Some((input, variables)) = &expected {
+        same_job(&job, &bundle, input, variables)?;
+    }
+    Ok((
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        Json(job),
+    ))
+}
+
+/// A 422 naming `field` and the loaded bundles unless `name` is loaded.
+pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<(), ApiError> {
+    let snapshot = state.registry.snapshot();
+    if snapshot.bundle(name).is_some() {
+        return Ok(());
+    }
+    let known: Vec<&str> = snapshot
+        .bundles
+        .iter()
+        .filter(|(_, e)| e.current.is_some())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    Err(ApiError::field(
+        ErrorCode::UnknownBundle,
+        field,
+        format!(
+            "no loaded bundle named {name:?} (loaded: {})",
+            known.join(", ")
+        ),
+    ))
+}
+
+/// Queues a job (or finds the one its idempotency key names). axum drops a
+/// handler's future when the client hangs up, and the queue may still
+/// create the job, so the submission and its bookkeeping (counting, waking
+/// a worker) run in a task of their own that finishes whether or not anyone
+/// reads the answer.
+pub(super) async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, bool), ApiError> {
+    let bundle = new_job.bundle.clone();
     let submission = tokio::spawn({
         let state = state.clone();
         let bundle = bundle.clone();
@@ -114,20 +137,9 @@ pub async fn submit(
             Ok::<_, crate::queue::QueueError>((job, created))
         }
     });
-    let (job, created) = submission.await.map_err(|e| {
+    Ok(submission.await.map_err(|e| {
         ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
-    })??;
-    if !created && let Some((input, variables)) = &expected {
-        same_job(&job, &bundle, input, variables)?;
-    }
-    Ok((
-        if created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        },
-        Json(job),
-    ))
+    })??)
 }
 
 /// The idempotency key from the body field or, failing that, the

@@ -11,6 +11,7 @@ mod body;
 mod bundles;
 pub mod error;
 mod jobs;
+mod openai;
 mod sse;
 
 pub use auth::Auth;
@@ -59,6 +60,8 @@ pub struct AppState {
     pub on_submit: Arc<dyn Fn(&str) + Send + Sync>,
     /// Told whether `/readyz`'s ping reached the queue (metrics, outage logs).
     pub queue_probe: Option<HealthProbe>,
+    /// The answer token by token while a job runs in this daemon.
+    pub tokens: Arc<crate::events::tokens::TokenHub>,
 }
 
 pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
@@ -68,6 +71,8 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/jobs/{id}/resolve", post(jobs::resolve))
         .route("/jobs/{id}/journal", get(jobs::journal))
+        .route("/chat/completions", post(openai::completions))
+        .route("/models", get(openai::models))
         .route("/jobs/{id}/artifacts", get(artifacts::list))
         .route("/jobs/{id}/artifacts/{name}", get(artifacts::get))
         .route("/jobs/{id}/events", get(sse::events))

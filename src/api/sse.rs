@@ -2,7 +2,9 @@
 //! Events. `id:` is the sequence number; `Last-Event-ID` (or `?after=N`)
 //! resumes with no gap and no duplicate, also across daemon restarts, because
 //! the stream reads the store, not memory. The stream ends with an `end`
-//! event carrying the job's final state.
+//! event carrying the job's final state. While the job runs in this daemon,
+//! the model's answer also arrives token by token as `token` events with no
+//! `id:` (never stored, so resumption is unaffected).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use serde_json::json;
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::not_found;
+use crate::events::tokens::TokenSubscription;
 use crate::queue::JobId;
 
 #[derive(Debug, Deserialize)]
@@ -67,16 +70,22 @@ fn async_stream(
         after: u64,
         pending: std::collections::VecDeque<SseEvent>,
         done: bool,
+        /// Whether the store may hold events not yet sent.
+        stale: bool,
         updates: tokio::sync::broadcast::Receiver<JobId>,
+        tokens: TokenSubscription,
     }
     let updates = state.queue.subscribe();
+    let tokens = state.tokens.subscribe(id.as_str());
     let cursor = Cursor {
         state,
         id,
         after,
         pending: Default::default(),
         done: false,
+        stale: true,
         updates,
+        tokens,
     };
     futures::stream::unfold(cursor, |mut c| async move {
         loop {
@@ -86,51 +95,94 @@ fn async_stream(
             if c.done {
                 return None;
             }
-            // Read the job state before the events: if it is terminal, every
-            // event was already stored, so an empty read means the end.
-            let job = match c.state.queue.get(&c.id).await {
-                Ok(Some(job)) => job,
-                Ok(None) | Err(_) => return None,
-            };
-            let stored = match c.state.queue.events_after(&c.id, c.after, PAGE).await {
-                Ok(e) => e,
-                Err(err) => {
-                    tracing::warn!(job_id = %c.id, error = %err, "cannot read event log for SSE");
-                    return None;
+            if c.stale {
+                match read_store(&mut c.pending, &c.state, &c.id, &mut c.after).await {
+                    Read::Events => continue,
+                    Read::End => {
+                        c.done = true;
+                        continue;
+                    }
+                    Read::Nothing => c.stale = false,
+                    Read::Failed => return None,
                 }
-            };
-            if !stored.is_empty() {
-                for event in stored {
-                    c.after = event.seq;
-                    c.pending.push_back(
-                        SseEvent::default()
-                            .id(event.seq.to_string())
-                            .event("event")
-                            .data(event.event_json),
-                    );
-                }
-                continue;
             }
-            if job.state.is_terminal() {
-                let end = json!({"job_id": c.id, "state": job.state, "error": job.error, "result": job.result});
-                c.pending
-                    .push_back(SseEvent::default().event("end").data(end.to_string()));
-                c.done = true;
-                continue;
-            }
-            // Wait for this job's next update, or recheck periodically.
+            // Wait for this job's next update or token, or recheck periodically.
             let deadline = tokio::time::sleep(c.state.sse_recheck.max(MIN_RECHECK));
             tokio::pin!(deadline);
             loop {
                 tokio::select! {
                     update = c.updates.recv() => match update {
-                        Ok(job_id) if job_id == c.id => break,
+                        Ok(job_id) if job_id == c.id => {
+                            c.stale = true;
+                            break;
+                        }
                         Ok(_) => continue,
-                        Err(_) => break,
+                        Err(_) => {
+                            c.stale = true;
+                            break;
+                        }
                     },
-                    _ = &mut deadline => break,
+                    Some(token) = c.tokens.next() => {
+                        // Ephemeral: no `id:`, so resumption is unaffected.
+                        let data = json!({"turn": token.turn, "run_id": token.run_id, "text": token.text});
+                        c.pending.push_back(SseEvent::default().event("token").data(data.to_string()));
+                        break;
+                    }
+                    _ = &mut deadline => {
+                        c.stale = true;
+                        break;
+                    }
                 }
             }
         }
     })
+}
+
+/// What one read of the store found.
+enum Read {
+    Events,
+    End,
+    Nothing,
+    Failed,
+}
+
+/// Queues the job's stored events after `after` (or its `end` event when it
+/// is finished and nothing is left).
+async fn read_store(
+    pending: &mut std::collections::VecDeque<SseEvent>,
+    state: &AppState,
+    id: &JobId,
+    after: &mut u64,
+) -> Read {
+    // Read the job state before the events: if it is terminal, every
+    // event was already stored, so an empty read means the end.
+    let job = match state.queue.get(id).await {
+        Ok(Some(job)) => job,
+        Ok(None) | Err(_) => return Read::Failed,
+    };
+    let stored = match state.queue.events_after(id, *after, PAGE).await {
+        Ok(e) => e,
+        Err(err) => {
+            tracing::warn!(job_id = %id, error = %err, "cannot read event log for SSE");
+            return Read::Failed;
+        }
+    };
+    if !stored.is_empty() {
+        for event in stored {
+            *after = event.seq;
+            pending.push_back(
+                SseEvent::default()
+                    .id(event.seq.to_string())
+                    .event("event")
+                    .data(event.event_json),
+            );
+        }
+        return Read::Events;
+    }
+    if job.state.is_terminal() {
+        let end = json!({"job_id": id, "state": job.state, "error": job.error, "result": job.result});
+        pending.push_back(SseEvent::default().event("end").data(end.to_string()));
+        return Read::End;
+    }
+    Read::Nothing
 }

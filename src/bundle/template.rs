@@ -50,6 +50,27 @@ impl Prompts {
         input: &str,
         variables: &Map<String, Value>,
     ) -> Result<Vec<Message>, PromptError> {
+        self.render_with(input, variables, None)
+    }
+
+    /// The opening messages for a job that brings its own conversation
+    /// (`/v1/chat/completions`): the system prompt, then `chat` instead of
+    /// the user prompt.
+    pub fn render_over(
+        &self,
+        input: &str,
+        variables: &Map<String, Value>,
+        chat: Vec<Message>,
+    ) -> Result<Vec<Message>, PromptError> {
+        self.render_with(input, variables, Some(chat))
+    }
+
+    fn render_with(
+        &self,
+        input: &str,
+        variables: &Map<String, Value>,
+        chat: Option<Vec<Message>>,
+    ) -> Result<Vec<Message>, PromptError> {
         let mut context = variables.clone();
         context.insert("input".into(), Value::String(input.to_string()));
         let context = minijinja::Value::from(minijinja::value::Serde(&context));
@@ -67,7 +88,10 @@ impl Prompts {
         if self.has_system {
             messages.push(Message::system(render("system")?));
         }
-        messages.push(Message::user(render("user")?));
+        match chat {
+            Some(chat) => messages.extend(chat),
+            None => messages.push(Message::user(render("user")?)),
+        }
         Ok(messages)
     }
 }

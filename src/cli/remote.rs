@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::printer::{Format, Printer};
-use crate::events::EventEnvelope;
+use crate::events::{EventEnvelope, Observer, TokenDelta};
 
 /// Where the daemon is.
 #[derive(Debug, Clone, Args)]
@@ -94,7 +94,7 @@ impl Client {
     /// Follows a job's event stream to its end, reconnecting with
     /// `Last-Event-ID` when the connection drops. Returns the final state.
     pub async fn follow(&self, job_id: &str, format: Format) -> anyhow::Result<String> {
-        let printer = Printer::new(format);
+        let printer = Printer::new(format).streaming();
         let mut last_seq: Option<u64> = None;
         let mut failures = 0;
         let spinner = Spinner::new(format == Format::Human && std::io::stdout().is_terminal());
@@ -164,11 +164,26 @@ impl Client {
                     }
                     return Ok(state);
                 }
+                if event.event == "token" {
+                    // The answer as it streams; the durable events follow.
+                    let token: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
+                    match format {
+                        Format::Json => println!("{}", json!({"type": "token", "token": token})),
+                        Format::Human => printer.on_token(TokenDelta {
+                            run_id: token["run_id"].as_str().unwrap_or_default(),
+                            turn: token["turn"].as_u64().unwrap_or_default() as u32,
+                            text: token["text"].as_str().unwrap_or_default(),
+                        }),
+                    }
+                    continue;
+                }
                 if let Ok(seq) = event.id.parse::<u64>() {
                     last_seq = Some(seq);
                 }
                 match serde_json::from_str::<EventEnvelope>(&event.data) {
-                    Ok(envelope) => printer.print(&envelope),
+                    Ok(envelope) => {
+                        let _ = printer.on_event(&envelope).await;
+                    }
                     Err(_) if format == Format::Json => println!("{}", event.data),
                     Err(e) => eprintln!("(unreadable event {}: {e})", event.id),
                 }

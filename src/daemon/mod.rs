@@ -165,7 +165,11 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         });
     }
     let queue_probe = health_probe(&metrics, &queue_location);
+    // Tokens of running jobs for whoever watches them (SSE, streaming
+    // chat completions); ephemeral, in this process only.
+    let tokens = crate::events::tokens::TokenHub::new();
     let state = AppState {
+        tokens: tokens.clone(),
         queue_probe: Some(queue_probe.clone()),
         queue: queue.clone(),
         registry: registry.clone(),
@@ -235,6 +239,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             },
             {
                 let metrics = metrics.clone();
+                let tokens = tokens.clone();
                 let global: Vec<String> = config.observers.enabled.clone();
                 let observer_plugins = observer_plugins.clone();
                 let otel = otel.clone();
@@ -263,6 +268,10 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
                                 observers.push(plugin.clone());
                             }
                         }
+                        observers.push(Arc::new(crate::events::tokens::TokenObserver::new(
+                            tokens.clone(),
+                            job.id.to_string(),
+                        )));
                         observers
                     },
                 )

@@ -7,6 +7,7 @@
 //! and the fan-out rules.
 
 mod observer;
+pub mod tokens;
 
 pub use observer::{
     CompositeObserver, EventSink, NullObserver, Observer, ObserverError, TokenDelta,

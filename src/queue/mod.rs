@@ -145,6 +145,10 @@ pub struct NewJob {
     pub bundle_version: Option<String>,
     pub input: String,
     pub variables: Map<String, Value>,
+    /// Chat messages (OpenAI wire form) the job runs over instead of its
+    /// bundle's user prompt (`/v1/chat/completions`); the bundle's system
+    /// prompt still comes first.
+    pub messages: Option<Vec<Value>>,
     /// Higher runs first.
     pub priority: i32,
     pub run_at: Option<SystemTime>,
@@ -165,6 +169,8 @@ pub struct Job {
     pub bundle_digest: Option<String>,
     pub input: String,
     pub variables: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages: Option<Vec<Value>>,
     pub priority: i32,
     pub state: JobState,
     pub attempts: u32,

@@ -30,7 +30,7 @@ use crate::kernel::{Kernel, RunError};
 use crate::queue::{HealthProbe, HeartbeatReply, JobId, JobQueue, Lease, Outcome};
 use crate::registry::{LoadedBundle, Registry};
 use crate::tools::panic_message;
-use crate::types::TerminationReason;
+use crate::types::{Message, TerminationReason};
 use event_log::EventLogObserver;
 
 /// How the pool behaves.
@@ -353,7 +353,19 @@ impl WorkerPool {
         journal: &RunJournal,
         cancel: &CancellationToken,
     ) -> Outcome {
-        let messages = match loaded.bundle.prompts.render(&job.input, &job.variables) {
+        let rendered = match &job.messages {
+            Some(chat) => match chat.iter().map(Message::from_wire).collect() {
+                Ok(chat) => loaded.bundle.prompts.render_over(&job.input, &job.variables, chat),
+                Err(e) => {
+                    return Outcome::Failed {
+                        error: format!("job {}: its messages are not chat messages: {e}", job.id),
+                        retryable: false,
+                    };
+                }
+            },
+            None => loaded.bundle.prompts.render(&job.input, &job.variables),
+        };
+        let messages = match rendered {
             Ok(m) => m,
             Err(e) => {
                 return Outcome::Failed {

@@ -237,7 +237,7 @@ impl PostgresQueue {
     }
 }
 
-const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call";
+const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages";
 
 /// The database's clock in milliseconds: every daemon measures leases
 /// against the same clock.
@@ -248,6 +248,7 @@ fn job_from_row(row: &Row) -> Result<Job, tokio_postgres::Error> {
     let state: String = row.try_get(6)?;
     let result: Option<String> = row.try_get(12)?;
     let pending: Option<String> = row.try_get(21)?;
+    let messages: Option<String> = row.try_get(22)?;
     let ts = |i: usize| -> Result<Option<String>, tokio_postgres::Error> {
         Ok(row.try_get::<_, Option<i64>>(i)?.map(rfc3339))
     };
@@ -258,6 +259,7 @@ fn job_from_row(row: &Row) -> Result<Job, tokio_postgres::Error> {
         bundle_digest: row.try_get(20)?,
         input: row.try_get(3)?,
         variables: serde_json::from_str(&variables).unwrap_or_default(),
+        messages: messages.and_then(|m| serde_json::from_str(&m).ok()),
         priority: row.try_get(5)?,
         state: JobState::parse(&state).unwrap_or(JobState::Failed),
         attempts: count(row.try_get(7)?),
@@ -496,12 +498,13 @@ impl PostgresQueue {
         // inserts nothing; the following read sees that job.
         let insert = tx
             .prepare_cached(&format!(
-                "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $11)
+                "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $11, $12)
                  ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}"
             ))
             .await?;
         let variables = Value::Object(job.variables).to_string();
+        let messages = job.messages.map(|m| Value::Array(m).to_string());
         let run_at = job.run_at.map(millis).unwrap_or(now);
         let inserted = tx
             .query_opt(
@@ -518,6 +521,7 @@ impl PostgresQueue {
                     &job.traceparent,
                     &run_at,
                     &now,
+                    &messages,
                 ],
             )
             .await?;

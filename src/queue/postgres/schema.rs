@@ -73,6 +73,10 @@ CREATE TABLE journal (
 CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX jobs_parked ON jobs (id) WHERE state = 'needs_attention';
 "#,
+    r#"
+-- A job may run over given chat messages instead of its bundle's user prompt.
+ALTER TABLE jobs ADD COLUMN messages TEXT;
+"#,
 ];
 
 /// The schema version this binary writes.

@@ -68,6 +68,9 @@ CREATE TABLE journal (
     PRIMARY KEY (job_id, scope, turn, step)
 ) WITHOUT ROWID;
 "#,
+    r#"
+ALTER TABLE jobs ADD COLUMN messages TEXT;
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -245,13 +248,14 @@ fn now_ms() -> i64 {
     millis(SystemTime::now())
 }
 
-const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call";
+const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages";
 
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     let variables: String = row.get(4)?;
     let state: String = row.get(6)?;
     let result: Option<String> = row.get(12)?;
     let pending: Option<String> = row.get(21)?;
+    let messages: Option<String> = row.get(22)?;
     let ts = |i: usize| -> rusqlite::Result<Option<String>> {
         Ok(row.get::<_, Option<i64>>(i)?.map(rfc3339))
     };
@@ -262,6 +266,7 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         bundle_digest: row.get(20)?,
         input: row.get(3)?,
         variables: serde_json::from_str(&variables).unwrap_or_default(),
+        messages: messages.and_then(|m| serde_json::from_str(&m).ok()),
         priority: row.get(5)?,
         state: JobState::parse(&state).unwrap_or(JobState::Failed),
         attempts: row.get(7)?,
@@ -421,8 +426,8 @@ impl JobQueue for SqliteQueue {
                 }
                 let now = now_ms();
                 conn.execute(
-                    "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', 0, ?7, ?8, ?9, ?10, ?11, ?11)",
+                    "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', 0, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
                     params![
                         id.as_str(),
                         job.bundle,
@@ -435,6 +440,7 @@ impl JobQueue for SqliteQueue {
                         job.traceparent,
                         job.run_at.map(millis).unwrap_or(now),
                         now,
+                        job.messages.map(|m| Value::Array(m).to_string()),
                     ],
                 )?;
                 Ok((load(conn, id.as_str())?, true))

@@ -1,0 +1,320 @@
+//! OpenAI-compatible chat completions over the job machinery:
+//! `POST /v1/chat/completions` with `model: "bundle/<name>"` runs that bundle
+//! as a job over the given messages (its system prompt first) and answers as
+//! `chat.completion`, or as `chat.completion.chunk` SSE ending in `[DONE]`
+//! with `stream: true`; `GET /v1/models` lists the bundles. Every request is
+//! an ordinary job: in `jobs`, metrics and traces, retried and resumed like
+//! any other, and it runs to completion even when the client hangs up.
+//! Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`.
+
+use std::convert::Infallible;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use super::error::{ApiError, ErrorCode};
+use super::jobs::{enqueue, known_bundle};
+use crate::events::tokens::TokenSubscription;
+use crate::queue::{Job, JobId, JobState, NewJob};
+use crate::types::{Message, Role};
+
+/// The prefix that names a bundle as a model.
+const MODEL_PREFIX: &str = "bundle/";
+
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    model: String,
+    messages: Vec<Value>,
+    #[serde(default)]
+    stream: bool,
+    /// Clients send sampling parameters and more; the bundle decides those.
+    #[serde(flatten)]
+    _rest: Map<String, Value>,
+}
+
+/// An error in OpenAI's shape.
+pub struct OpenAiError {
+    status: StatusCode,
+    message: String,
+    kind: &'static str,
+    param: Option<String>,
+    code: Option<String>,
+}
+
+impl OpenAiError {
+    fn invalid(param: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: Some(param.into()),
+            code: None,
+        }
+    }
+
+    fn body(&self) -> Value {
+        json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+    }
+}
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+impl From<ApiError> for OpenAiError {
+    fn from(e: ApiError) -> Self {
+        let (status, kind) = match e.code {
+            ErrorCode::UnknownBundle | ErrorCode::NotFound => {
+                (StatusCode::NOT_FOUND, "invalid_request_error")
+            }
+            ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "invalid_request_error"),
+            ErrorCode::Unavailable | ErrorCode::Internal => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
+            }
+            _ => (StatusCode::BAD_REQUEST, "invalid_request_error"),
+        };
+        let code = match e.code {
+            ErrorCode::UnknownBundle => "model_not_found".to_string(),
+            other => format!("{other:?}").to_lowercase(),
+        };
+        Self {
+            status,
+            message: e.message,
+            kind,
+            param: e.field,
+            code: Some(code),
+        }
+    }
+}
+
+/// `GET /v1/models`: every loaded bundle as `bundle/<name>`.
+pub async fn models(State(state): State<AppState>) -> Json<Value> {
+    let snapshot = state.registry.snapshot();
+    let data: Vec<Value> = snapshot
+        .bundles
+        .iter()
+        .filter(|(_, e)| e.current.is_some())
+        .map(|(name, _)| {
+            json!({"id": format!("{MODEL_PREFIX}{name}"), "object": "model", "created": 0, "owned_by": "structured-agents"})
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response {
+    match start(&state, &body).await {
+        Err(e) => e.into_response(),
+        Ok((job, true, tokens)) => stream(state, job, tokens).into_response(),
+        Ok((job, false, _)) => match finished(&state, &job.id).await {
+            Ok(job) => match completion(&job) {
+                Ok(body) => Json(body).into_response(),
+                Err(e) => e.into_response(),
+            },
+            Err(e) => e.into_response(),
+        },
+    }
+}
+
+/// Validates the request and queues its job; with `stream`, listens to the
+/// job's tokens from the start.
+async fn start(
+    state: &AppState,
+    body: &[u8],
+) -> Result<(Job, bool, Option<TokenSubscription>), OpenAiError> {
+    let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
+        let param = if e.to_string().contains("messages") { "messages" } else { "body" };
+        OpenAiError::invalid(param, format!("invalid chat completion request: {e}"))
+    })?;
+    let bundle = request.model.strip_prefix(MODEL_PREFIX).ok_or_else(|| OpenAiError {
+        status: StatusCode::NOT_FOUND,
+        message: format!(
+            "the model {:?} does not exist: models here are bundles, named `bundle/<name>` (GET /v1/models lists them)",
+            request.model
+        ),
+        kind: "invalid_request_error",
+        param: Some("model".into()),
+        code: Some("model_not_found".into()),
+    })?;
+    known_bundle(state, bundle, "model")?;
+    let input = last_user_text(&request.messages)?;
+    let new_job = NewJob {
+        bundle: bundle.to_string(),
+        input,
+        messages: Some(request.messages),
+        max_attempts: Some(state.max_attempts),
+        ..Default::default()
+    };
+    let (job, _) = enqueue(state, new_job).await?;
+    // Subscribed right after the job is queued: a worker that already
+    // started its first model call streams from its next one; `stream`
+    // then sends whatever was not streamed with the final chunk.
+    let tokens = request.stream.then(|| state.tokens.subscribe(job.id.as_str()));
+    Ok((job, request.stream, tokens))
+}
+
+/// The text of the last user message (the job's `input`), checking that
+/// every message is a chat message.
+fn last_user_text(messages: &[Value]) -> Result<String, OpenAiError> {
+    let mut last = None;
+    for (i, value) in messages.iter().enumerate() {
+        let message = Message::from_wire(value)
+            .map_err(|e| OpenAiError::invalid(&format!("messages[{i}]"), e.to_string()))?;
+        if message.role == Role::User {
+            last = Some(message.content.unwrap_or_default());
+        }
+    }
+    last.ok_or_else(|| OpenAiError::invalid("messages", "no user message: send at least one"))
+}
+
+/// Waits until the job is finished.
+async fn finished(state: &AppState, id: &JobId) -> Result<Job, OpenAiError> {
+    let mut updates = state.queue.subscribe();
+    loop {
+        let job = state
+            .queue
+            .get(id)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))?;
+        if job.state.is_terminal() {
+            return Ok(job);
+        }
+        tokio::select! {
+            _ = updates.recv() => {}
+            _ = tokio::time::sleep(state.sse_recheck) => {}
+        }
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The answer of a finished job, or its failure in OpenAI's shape.
+fn answer(job: &Job) -> Result<String, OpenAiError> {
+    if job.state != JobState::Succeeded {
+        return Err(OpenAiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: format!(
+                "job {} ended {}: {}",
+                job.id,
+                job.state.as_str(),
+                job.error.as_deref().unwrap_or("no error recorded")
+            ),
+            kind: "server_error",
+            param: None,
+            code: Some("job_failed".into()),
+        });
+    }
+    Ok(job
+        .result
+        .as_ref()
+        .and_then(|r| r["output"].as_str())
+        .unwrap_or_default()
+        .to_string())
+}
+
+fn completion(job: &Job) -> Result<Value, OpenAiError> {
+    let content = answer(job)?;
+    let usage = job
+        .result
+        .as_ref()
+        .map(|r| r["usage"].clone())
+        .unwrap_or(Value::Null);
+    Ok(json!({
+        "id": format!("chatcmpl-{}", job.id),
+        "object": "chat.completion",
+        "created": now_secs(),
+        "model": format!("{MODEL_PREFIX}{}", job.bundle),
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": "stop",
+        }],
+        "usage": {
+            "prompt_tokens": usage["prompt_tokens"].as_u64().unwrap_or(0),
+            "completion_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
+            "total_tokens": usage["total_tokens"].as_u64().unwrap_or(0),
+        },
+    }))
+}
+
+fn chunk(job: &Job, delta: Value, finish: Option<&str>) -> SseEvent {
+    let body = json!({
+        "id": format!("chatcmpl-{}", job.id),
+        "object": "chat.completion.chunk",
+        "created": now_secs(),
+        "model": format!("{MODEL_PREFIX}{}", job.bundle),
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    });
+    SseEvent::default().data(body.to_string())
+}
+
+/// `chat.completion.chunk`s as the answer streams, the final chunk when the
+/// job ends, then `[DONE]`; a failed job sends `{"error": …}` then `[DONE]`.
+fn stream(
+    state: AppState,
+    job: Job,
+    tokens: Option<TokenSubscription>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
+    tokio::spawn(async move {
+        let _ = tx
+            .send(chunk(&job, json!({"role": "assistant", "content": ""}), None))
+            .await;
+        let mut streamed = String::new();
+        let ended = {
+            let finished = finished(&state, &job.id);
+            tokio::pin!(finished);
+            let mut tokens = tokens;
+            loop {
+                let next_token = async {
+                    match tokens.as_mut() {
+                        Some(t) => t.next().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    ended = &mut finished => break ended,
+                    Some(token) = next_token => {
+                        streamed.push_str(&token.text);
+                        // A client that went away leaves the job running.
+                        let _ = tx.send(chunk(&job, json!({"content": token.text}), None)).await;
+                    }
+                }
+            }
+        };
+        match ended.and_then(|job| answer(&job).map(|a| (job, a))) {
+            Ok((job, answer)) => {
+                // Whatever did not stream (a model call that began before
+                // anyone listened) arrives whole.
+                if streamed.is_empty() && !answer.is_empty() {
+                    let _ = tx.send(chunk(&job, json!({"content": answer}), None)).await;
+                }
+                let _ = tx.send(chunk(&job, json!({}), Some("stop"))).await;
+            }
+            Err(e) => {
+                let _ = tx.send(SseEvent::default().data(e.body().to_string())).await;
+            }
+        }
+        let _ = tx.send(SseEvent::default().data("[DONE]")).await;
+    });
+    let events = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok(e), rx))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
+}

@@ -1,0 +1,122 @@
+//! `/v1/chat/completions` and `/v1/models` through the official Python
+//! `openai` SDK (from `.venv`, see `scripts/python-env`): a bundle answers
+//! as a model, non-streaming and streaming, every request is a job, and a
+//! missing model is a 404 in OpenAI's error shape.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::daemon::{Site, client, get};
+use serde_json::Value;
+use structured_agents::mock::{MockServer, Script};
+
+fn python() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
+    assert!(
+        p.exists(),
+        "the Python peers are missing: run ./scripts/python-env (it installs `openai` into .venv)"
+    );
+    p
+}
+
+const SCRIPT: &str = r#"
+replies:
+  - content: "Open sesame, said the daemon."
+    delay_ms: 50
+    usage: {prompt_tokens: 12, completion_tokens: 6, total_tokens: 18}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openai_sdk_talks_to_bundles_streaming_and_not() {
+    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "greeter",
+        "name: greeter\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {system: \"You greet.\", user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let out = tokio::task::spawn_blocking({
+        let base = daemon.url("/v1");
+        move || {
+            std::process::Command::new(python())
+                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/openai/client.py"))
+                .args([&base, "bundle/greeter"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["models"], serde_json::json!(["bundle/greeter"]));
+    assert_eq!(seen["object"], "chat.completion");
+    assert_eq!(seen["answer"], "Open sesame, said the daemon.");
+    assert_eq!(seen["finish_reason"], "stop");
+    assert_eq!(seen["usage"], 18);
+    let pieces: Vec<String> = serde_json::from_value(seen["pieces"].clone()).unwrap();
+    assert_eq!(pieces.concat(), "Open sesame, said the daemon.");
+    assert!(pieces.len() > 1, "not streamed token by token: {pieces:?}");
+    assert_eq!(seen["stream_finish"], "stop");
+    assert_eq!(seen["missing"]["status"], 404);
+    assert_eq!(seen["missing"]["code"], "model_not_found");
+
+    // The model saw the bundle's system prompt, then the client's messages.
+    let request = &mock.requests()[0];
+    let roles: Vec<&str> = request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
+    assert_eq!(request["messages"][0]["content"], "You greet.");
+
+    // Both requests were jobs.
+    let http = client();
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=greeter").await;
+    let jobs = jobs["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert!(jobs.iter().all(|j| j["state"] == "succeeded" && j["input"] == "Say the magic words."));
+    let _ = Duration::ZERO;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_requests_get_openai_errors_naming_the_field() {
+    let site = Site::new("http://127.0.0.1:9/v1", "");
+    site.put_bundle(
+        "greeter",
+        "name: greeter\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    for (body, status, param) in [
+        (serde_json::json!({"model": "bundle/greeter", "messages": []}), 400, "messages"),
+        (serde_json::json!({"model": "bundle/greeter", "messages": [{"role": "wizard", "content": "x"}]}), 400, "messages[0]"),
+        (serde_json::json!({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}), 404, "model"),
+        (serde_json::json!({"messages": [{"role": "user", "content": "x"}]}), 400, "body"),
+    ] {
+        let response = http
+            .post(daemon.url("/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), status, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["param"], param, "{error}");
+        assert!(error["error"]["message"].as_str().unwrap().len() > 10, "{error}");
+        assert!(error["error"]["type"].is_string(), "{error}");
+    }
+}
