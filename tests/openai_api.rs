@@ -45,7 +45,10 @@ async fn the_openai_sdk_talks_to_bundles_streaming_and_not() {
         let base = daemon.url("/v1");
         move || {
             std::process::Command::new(python())
-                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/openai/client.py"))
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/tests/data/openai/client.py"
+                ))
                 .args([&base, "bundle/greeter"])
                 .output()
                 .unwrap()
@@ -88,7 +91,10 @@ async fn the_openai_sdk_talks_to_bundles_streaming_and_not() {
     let jobs = get(&http, &daemon, "/v1/jobs?bundle=greeter").await;
     let jobs = jobs["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 2, "{jobs:?}");
-    assert!(jobs.iter().all(|j| j["state"] == "succeeded" && j["input"] == "Say the magic words."));
+    assert!(
+        jobs.iter()
+            .all(|j| j["state"] == "succeeded" && j["input"] == "Say the magic words.")
+    );
     let _ = Duration::ZERO;
 }
 
@@ -102,10 +108,26 @@ async fn malformed_requests_get_openai_errors_naming_the_field() {
     let daemon = site.start();
     let http = client();
     for (body, status, param) in [
-        (serde_json::json!({"model": "bundle/greeter", "messages": []}), 400, "messages"),
-        (serde_json::json!({"model": "bundle/greeter", "messages": [{"role": "wizard", "content": "x"}]}), 400, "messages[0]"),
-        (serde_json::json!({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}), 404, "model"),
-        (serde_json::json!({"messages": [{"role": "user", "content": "x"}]}), 400, "body"),
+        (
+            serde_json::json!({"model": "bundle/greeter", "messages": []}),
+            400,
+            "messages",
+        ),
+        (
+            serde_json::json!({"model": "bundle/greeter", "messages": [{"role": "wizard", "content": "x"}]}),
+            400,
+            "messages[0]",
+        ),
+        (
+            serde_json::json!({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]}),
+            404,
+            "model",
+        ),
+        (
+            serde_json::json!({"messages": [{"role": "user", "content": "x"}]}),
+            400,
+            "body",
+        ),
     ] {
         let response = http
             .post(daemon.url("/v1/chat/completions"))
@@ -116,7 +138,10 @@ async fn malformed_requests_get_openai_errors_naming_the_field() {
         assert_eq!(response.status().as_u16(), status, "{body}");
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["error"]["param"], param, "{error}");
-        assert!(error["error"]["message"].as_str().unwrap().len() > 10, "{error}");
+        assert!(
+            error["error"]["message"].as_str().unwrap().len() > 10,
+            "{error}"
+        );
         assert!(error["error"]["type"].is_string(), "{error}");
     }
 }

@@ -134,7 +134,11 @@ async fn start(
     body: &[u8],
 ) -> Result<(Job, bool, Option<TokenSubscription>), OpenAiError> {
     let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
-        let param = if e.to_string().contains("messages") { "messages" } else { "body" };
+        let param = if e.to_string().contains("messages") {
+            "messages"
+        } else {
+            "body"
+        };
         OpenAiError::invalid(param, format!("invalid chat completion request: {e}"))
     })?;
     let bundle = request.model.strip_prefix(MODEL_PREFIX).ok_or_else(|| OpenAiError {
@@ -160,7 +164,9 @@ async fn start(
     // Subscribed right after the job is queued: a worker that already
     // started its first model call streams from its next one; `stream`
     // then sends whatever was not streamed with the final chunk.
-    let tokens = request.stream.then(|| state.tokens.subscribe(job.id.as_str()));
+    let tokens = request
+        .stream
+        .then(|| state.tokens.subscribe(job.id.as_str()));
     Ok((job, request.stream, tokens))
 }
 
@@ -274,7 +280,11 @@ fn stream(
     let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
     tokio::spawn(async move {
         let _ = tx
-            .send(chunk(&job, json!({"role": "assistant", "content": ""}), None))
+            .send(chunk(
+                &job,
+                json!({"role": "assistant", "content": ""}),
+                None,
+            ))
             .await;
         let mut streamed = String::new();
         let ended = {
@@ -308,13 +318,17 @@ fn stream(
                 let _ = tx.send(chunk(&job, json!({}), Some("stop"))).await;
             }
             Err(e) => {
-                let _ = tx.send(SseEvent::default().data(e.body().to_string())).await;
+                let _ = tx
+                    .send(SseEvent::default().data(e.body().to_string()))
+                    .await;
             }
         }
         let _ = tx.send(SseEvent::default().data("[DONE]")).await;
     });
-    let events = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|e| (Ok(e), rx))
-    });
+    let events =
+        futures::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
+        );
     Sse::new(events).keep_alive(KeepAlive::default())
 }

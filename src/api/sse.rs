@@ -180,7 +180,8 @@ async fn read_store(
         return Read::Events;
     }
     if job.state.is_terminal() {
-        let end = json!({"job_id": id, "state": job.state, "error": job.error, "result": job.result});
+        let end =
+            json!({"job_id": id, "state": job.state, "error": job.error, "result": job.result});
         pending.push_back(SseEvent::default().event("end").data(end.to_string()));
         return Read::End;
     }

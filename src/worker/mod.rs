@@ -355,7 +355,10 @@ impl WorkerPool {
     ) -> Outcome {
         let rendered = match &job.messages {
             Some(chat) => match chat.iter().map(Message::from_wire).collect() {
-                Ok(chat) => loaded.bundle.prompts.render_over(&job.input, &job.variables, chat),
+                Ok(chat) => loaded
+                    .bundle
+                    .prompts
+                    .render_over(&job.input, &job.variables, chat),
                 Err(e) => {
                     return Outcome::Failed {
                         error: format!("job {}: its messages are not chat messages: {e}", job.id),

@@ -1,0 +1,142 @@
+//! Token streaming over the daemon's SSE: while a job runs, its event
+//! stream also carries the model's content as `token` events without `id:`
+//! (never stored), and the durable events keep their exact order; `submit
+//! --follow` prints the answer as it streams.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use common::daemon::{Site, client, read_sse, submit_body, wait_terminal};
+use serde_json::{Value, json};
+use structured_agents::mock::{MockServer, Script};
+
+const SCRIPT: &str = r#"
+replies:
+  - content: "The quick brown fox jumps over the lazy dog."
+    delay_ms: 100
+"#;
+
+const BUNDLE: &str = "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sse_carries_tokens_without_ids_between_the_durable_events() {
+    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("talker", BUNDLE);
+    let daemon = site.start();
+    let http = client();
+    // The job waits a moment, so the stream listens before its model call.
+    let run_at = humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_millis(800));
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "talker", "input": "go", "run_at": run_at.to_string()}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap();
+    let events = read_sse(
+        &http,
+        &daemon.url(&format!("/v1/jobs/{id}/events")),
+        None,
+        None,
+    )
+    .await;
+    // A token has no `id:` of its own (an SSE client keeps reporting the
+    // last durable id, which is what `Last-Event-ID` resumption needs).
+    let mut last_durable = None;
+    let mut tokens = Vec::new();
+    for (seq, kind, data) in &events {
+        match kind.as_str() {
+            "event" => last_durable = *seq,
+            "token" => {
+                assert_eq!(*seq, last_durable, "a token carried an id of its own");
+                let token: Value = serde_json::from_str(data).unwrap();
+                tokens.push(token["text"].as_str().unwrap().to_string());
+            }
+            _ => {}
+        }
+    }
+    assert!(tokens.len() > 1, "{events:?}");
+    assert_eq!(
+        tokens.concat(),
+        "The quick brown fox jumps over the lazy dog."
+    );
+    // The durable events are all there, in order, gap-free.
+    let seqs: Vec<u64> = events
+        .iter()
+        .filter(|(_, kind, _)| kind == "event")
+        .filter_map(|(seq, _, _)| *seq)
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    // Tokens arrive while the model answers, before its ModelResponse is stored.
+    let first_token = events.iter().position(|(_, k, _)| k == "token").unwrap();
+    let response = events
+        .iter()
+        .position(|(_, _, d)| d.contains("\"ModelResponse\""))
+        .unwrap();
+    assert!(first_token < response, "{events:?}");
+    // Resuming after the last durable event sends nothing again.
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(10)).await;
+    assert_eq!(done["state"], "succeeded");
+    let rest = read_sse(
+        &http,
+        &daemon.url(&format!("/v1/jobs/{id}/events")),
+        Some(*seqs.last().unwrap()),
+        None,
+    )
+    .await;
+    assert_eq!(rest.len(), 1, "only `end`: {rest:?}");
+    assert_eq!(rest[0].1, "end");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn submit_follow_prints_the_answer_as_it_streams() {
+    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("talker", BUNDLE);
+    let daemon = site.start();
+    let out = tokio::task::spawn_blocking({
+        let base = daemon.base.clone();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+                .args([
+                    "--server", &base, "submit", "talker", "--input", "go", "--follow", "--json",
+                ])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let streamed: String = lines
+        .iter()
+        .filter(|l| l["type"] == "token")
+        .map(|l| l["token"]["text"].as_str().unwrap().to_string())
+        .collect();
+    let end = lines.iter().position(|l| l["type"] == "end").unwrap();
+    let last_token = lines.iter().rposition(|l| l["type"] == "token");
+    // `--follow` may join after the model call began (then it streams
+    // nothing): whatever streamed is a prefix of the answer, before the end.
+    assert!(
+        "The quick brown fox jumps over the lazy dog.".starts_with(&streamed),
+        "{streamed:?}"
+    );
+    assert!(last_token.is_none_or(|t| t < end));
+    assert_eq!(lines[end]["job"]["state"], "succeeded");
+}
