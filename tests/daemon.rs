@@ -374,6 +374,13 @@ async fn api_errors_name_fields_and_tokens_are_required_when_set() {
         "/v1/bundles",
         "/v1/bundles/{name}",
         "/v1/reload",
+        "/v1/jobs/{id}/journal",
+        "/v1/jobs/{id}/resolve",
+        "/v1/jobs/{id}/artifacts",
+        "/v1/jobs/{id}/artifacts/{name}",
+        "/v1/chat/completions",
+        "/v1/models",
+        "/mcp",
     ] {
         assert!(
             openapi["paths"][path].is_object(),

@@ -142,6 +142,26 @@ pub(super) async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, b
     })??)
 }
 
+/// Waits until the job is finished, or parked for an operator (which only
+/// `resolve` ends): the answer a synchronous caller can get.
+pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, ApiError> {
+    let mut updates = state.queue.subscribe();
+    loop {
+        let job = state
+            .queue
+            .get(id)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))?;
+        if job.state.is_terminal() || job.state == JobState::NeedsAttention {
+            return Ok(job);
+        }
+        tokio::select! {
+            _ = updates.recv() => {}
+            _ = tokio::time::sleep(state.sse_recheck) => {}
+        }
+    }
+}
+
 /// The idempotency key from the body field or, failing that, the
 /// `Idempotency-Key` header. A blank key would silently make unrelated
 /// submissions share one job, so it is refused rather than ignored.

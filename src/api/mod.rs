@@ -11,6 +11,7 @@ mod body;
 mod bundles;
 pub mod error;
 mod jobs;
+pub mod mcp;
 mod openai;
 mod sse;
 
@@ -62,6 +63,10 @@ pub struct AppState {
     pub queue_probe: Option<HealthProbe>,
     /// The answer token by token while a job runs in this daemon.
     pub tokens: Arc<crate::events::tokens::TokenHub>,
+    /// MCP clients of `/mcp`, told when the bundles change.
+    pub mcp: mcp::McpHub,
+    /// Cancelled at shutdown: ends `/mcp`'s open streams.
+    pub stop: tokio_util::sync::CancellationToken,
 }
 
 pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
@@ -79,9 +84,19 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
         .route("/bundles", get(bundles::list))
         .route("/bundles/{name}", get(bundles::get))
         .route("/reload", post(reload))
+        .route_layer(middleware::from_fn_with_state(
+            auth.clone(),
+            auth::require_token,
+        ));
+    let mcp: Router<AppState> = Router::new()
+        .nest_service(
+            "/mcp",
+            mcp::service(state.clone(), max_body_bytes, state.stop.child_token()),
+        )
         .route_layer(middleware::from_fn_with_state(auth, auth::require_token));
     Router::new()
         .nest("/v1", v1)
+        .merge(mcp)
         .route("/v1/openapi.json", get(openapi))
         .route(
             "/healthz",

@@ -22,9 +22,9 @@ use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
-use super::jobs::{enqueue, known_bundle};
+use super::jobs::{enqueue, known_bundle, wait_finished};
 use crate::events::tokens::TokenSubscription;
-use crate::queue::{Job, JobId, JobState, NewJob};
+use crate::queue::{Job, JobState, NewJob};
 use crate::types::{Message, Role};
 
 /// The prefix that names a bundle as a model.
@@ -117,7 +117,10 @@ pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response
     match start(&state, &body).await {
         Err(e) => e.into_response(),
         Ok((job, true, tokens)) => stream(state, job, tokens).into_response(),
-        Ok((job, false, _)) => match finished(&state, &job.id).await {
+        Ok((job, false, _)) => match wait_finished(&state, &job.id)
+            .await
+            .map_err(OpenAiError::from)
+        {
             Ok(job) => match completion(&job) {
                 Ok(body) => Json(body).into_response(),
                 Err(e) => e.into_response(),
@@ -182,26 +185,6 @@ fn last_user_text(messages: &[Value]) -> Result<String, OpenAiError> {
         }
     }
     last.ok_or_else(|| OpenAiError::invalid("messages", "no user message: send at least one"))
-}
-
-/// Waits until the job is finished.
-async fn finished(state: &AppState, id: &JobId) -> Result<Job, OpenAiError> {
-    let mut updates = state.queue.subscribe();
-    loop {
-        let job = state
-            .queue
-            .get(id)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))?;
-        if job.state.is_terminal() {
-            return Ok(job);
-        }
-        tokio::select! {
-            _ = updates.recv() => {}
-            _ = tokio::time::sleep(state.sse_recheck) => {}
-        }
-    }
 }
 
 fn now_secs() -> u64 {
@@ -288,7 +271,11 @@ fn stream(
             .await;
         let mut streamed = String::new();
         let ended = {
-            let finished = finished(&state, &job.id);
+            let finished = async {
+                wait_finished(&state, &job.id)
+                    .await
+                    .map_err(OpenAiError::from)
+            };
             tokio::pin!(finished);
             let mut tokens = tokens;
             loop {

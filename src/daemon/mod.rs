@@ -100,19 +100,29 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     if let Some(otel) = &otel {
         otel.record(reload_event(Ok(&first)));
     }
+    let mcp_hub = api::mcp::McpHub::default();
     let reload: ReloadFn = {
         let registry = registry.clone();
         let metrics = metrics.clone();
         let otel = otel.clone();
+        let mcp_hub = mcp_hub.clone();
         Arc::new(move || {
             let registry = registry.clone();
             let metrics = metrics.clone();
             let otel = otel.clone();
+            let mcp_hub = mcp_hub.clone();
             async move {
                 let result = reload_with_notify(&registry).await;
                 record_reload(&metrics, &registry, result.as_ref());
                 if let Some(otel) = &otel {
                     otel.record(reload_event(result.as_ref()));
+                }
+                if let Ok(report) = &result
+                    && report.bundles_changed()
+                {
+                    // MCP clients list the bundles again; a slow one must
+                    // not hold up the reload.
+                    tokio::spawn(async move { mcp_hub.notify_tools_changed().await });
                 }
                 result
             }
@@ -168,8 +178,11 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     // Tokens of running jobs for whoever watches them (SSE, streaming
     // chat completions); ephemeral, in this process only.
     let tokens = crate::events::tokens::TokenHub::new();
+    let shutdown = CancellationToken::new();
     let state = AppState {
         tokens: tokens.clone(),
+        mcp: mcp_hub.clone(),
+        stop: shutdown.clone(),
         queue_probe: Some(queue_probe.clone()),
         queue: queue.clone(),
         registry: registry.clone(),
@@ -224,7 +237,6 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         source,
     })?;
 
-    let shutdown = CancellationToken::new();
     let pool = Arc::new(
         WorkerPool::new(
             queue.clone(),

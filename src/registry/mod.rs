@@ -101,6 +101,13 @@ pub struct ReloadReport {
     pub errors: Vec<String>,
 }
 
+impl ReloadReport {
+    /// Whether the set of runnable bundles or their content changed.
+    pub fn bundles_changed(&self) -> bool {
+        !(self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty())
+    }
+}
+
 /// Problems that reject a whole reload.
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {

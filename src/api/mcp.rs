@@ -1,0 +1,227 @@
+//! The daemon's bundles as MCP tools over Streamable HTTP at `/mcp` (rmcp's
+//! server side), behind the same bearer token as the rest of the API.
+//! `tools/list` gives each loaded bundle with an input schema (`input` plus
+//! its `variables`); `tools/call` runs the bundle as a job and answers with
+//! its final answer, or an error result naming the job when it fails;
+//! connected clients get `notifications/tools/list_changed` when a reload
+//! changes the bundles.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::jobs::{enqueue, wait_finished};
+use crate::queue::{JobState, NewJob};
+
+/// The MCP clients connected now, told when the bundle list changes.
+#[derive(Clone, Default)]
+pub struct McpHub {
+    peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+}
+
+impl McpHub {
+    fn register(&self, peer: Peer<RoleServer>) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(peer);
+    }
+
+    /// Sends `notifications/tools/list_changed` to every connected client; a
+    /// slow or gone client is skipped after a few seconds.
+    pub async fn notify_tools_changed(&self) {
+        let peers = {
+            let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+            peers.retain(|p| !p.is_transport_closed());
+            peers.clone()
+        };
+        futures::future::join_all(peers.iter().map(|peer| async move {
+            let sent =
+                tokio::time::timeout(Duration::from_secs(5), peer.notify_tool_list_changed()).await;
+            if !matches!(sent, Ok(Ok(()))) {
+                tracing::debug!("an MCP client missed tools/list_changed");
+            }
+        }))
+        .await;
+    }
+}
+
+fn input_schema() -> Arc<JsonObject> {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "input": {"type": "string", "description": "The job's input."},
+            "variables": {"type": "object", "description": "The bundle's template variables."}
+        },
+        "required": ["input"]
+    });
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
+
+/// One MCP session's view of the daemon.
+#[derive(Clone)]
+pub struct BundleTools {
+    state: AppState,
+}
+
+impl BundleTools {
+    /// The loaded bundles: (name, description).
+    fn bundles(&self) -> Vec<(String, String)> {
+        let snapshot = self.state.registry.snapshot();
+        snapshot
+            .bundles
+            .iter()
+            .filter_map(|(name, entry)| {
+                let current = entry.current.as_ref()?;
+                Some((name.clone(), current.bundle.raw.description.clone()))
+            })
+            .collect()
+    }
+
+    /// Runs `bundle` as a job and waits for its answer.
+    async fn run(
+        &self,
+        bundle: &str,
+        input: String,
+        variables: JsonObject,
+    ) -> Result<String, String> {
+        let new_job = NewJob {
+            bundle: bundle.to_string(),
+            input,
+            variables,
+            max_attempts: Some(self.state.max_attempts),
+            ..Default::default()
+        };
+        let (job, _) = enqueue(&self.state, new_job).await.map_err(|e| e.message)?;
+        let job = wait_finished(&self.state, &job.id)
+            .await
+            .map_err(|e| e.message)?;
+        match job.state {
+            JobState::Succeeded => Ok(job
+                .result
+                .as_ref()
+                .and_then(|r| r["output"].as_str())
+                .unwrap_or_default()
+                .to_string()),
+            state => Err(format!(
+                "job {} ended {}: {}",
+                job.id,
+                state.as_str(),
+                job.error.as_deref().unwrap_or("no error recorded")
+            )),
+        }
+    }
+}
+
+impl ServerHandler for BundleTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "structured-agents",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions("Each tool runs one bundle as a job and answers with its final answer.")
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.state.mcp.register(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let schema = input_schema();
+        let tools = self
+            .bundles()
+            .into_iter()
+            .map(|(name, description)| Tool::new(name, description, schema.clone()))
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.to_string();
+        if !self.bundles().iter().any(|(n, _)| *n == name) {
+            let known: Vec<String> = self.bundles().into_iter().map(|(n, _)| n).collect();
+            return Err(McpError::invalid_params(
+                format!("no bundle named `{name}` (tools: {})", known.join(", ")),
+                None,
+            ));
+        }
+        let args = request.arguments.unwrap_or_default();
+        let Some(input) = args.get("input").and_then(Value::as_str).map(str::to_owned) else {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(
+                "`input` (a string) is required",
+            )])
+            .into());
+        };
+        let variables = match args.get("variables") {
+            None | Some(Value::Null) => JsonObject::new(),
+            Some(Value::Object(map)) => map.clone(),
+            Some(_) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(
+                    "`variables` must be an object",
+                )])
+                .into());
+            }
+        };
+        // A client that cancels stops waiting; the job itself runs on, like
+        // any job whose submitter went away.
+        let outcome = tokio::select! {
+            outcome = self.run(&name, input, variables) => outcome,
+            () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
+        };
+        Ok(match outcome {
+            Ok(answer) => CallToolResult::success(vec![ContentBlock::text(answer)]),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]),
+        }
+        .into())
+    }
+}
+
+/// The `/mcp` service. `stop` ends open streams at shutdown.
+pub fn service(
+    state: AppState,
+    max_body_bytes: usize,
+    stop: CancellationToken,
+) -> StreamableHttpService<BundleTools, LocalSessionManager> {
+    let mut sessions = LocalSessionManager::default();
+    // The default (5 minutes idle) would close a session in the middle of
+    // a long tools/call.
+    sessions.session_config.keep_alive = Some(Duration::from_secs(24 * 3600));
+    let config = StreamableHttpServerConfig::default()
+        .with_max_request_body_bytes(max_body_bytes)
+        .with_cancellation_token(stop)
+        // The bearer token guards /mcp; the listen address decides who reaches it.
+        .disable_allowed_hosts();
+    StreamableHttpService::new(
+        move || {
+            Ok(BundleTools {
+                state: state.clone(),
+            })
+        },
+        Arc::new(sessions),
+        config,
+    )
+}
