@@ -704,6 +704,71 @@ async fn scale(jobs: usize, concurrency: usize) {
     );
 }
 
+/// `/v1/chat/completions` overhead: requests/s and latency through the
+/// daemon (each request a durable job) to a bundle with no tools, against
+/// the same requests sent to the mock server directly, in one run.
+async fn chat_overhead(requests: usize, concurrency: usize) {
+    let server = MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
+        false,
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_site(dir.path(), &server.base_url(), WORKERS);
+    std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
+    std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
+    let daemon = start(dir.path());
+    let run = |url: String, model: &'static str| async move {
+        let http = reqwest::Client::new();
+        let body = json!({"model": model, "messages": [{"role": "user", "content": "x"}]});
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..concurrency {
+            let (http, url, body) = (http.clone(), url.clone(), body.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                for _ in 0..requests / concurrency {
+                    let sent = Instant::now();
+                    let reply: Value = http
+                        .post(&url)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    assert_eq!(reply["choices"][0]["message"]["content"], "ok", "{reply}");
+                    latencies.push(sent.elapsed());
+                }
+                latencies
+            }));
+        }
+        let mut latencies = Vec::new();
+        for t in tasks {
+            latencies.extend(t.await.unwrap());
+        }
+        latencies.sort();
+        let rate = latencies.len() as f64 / started.elapsed().as_secs_f64();
+        let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+        (rate, at(0.5), at(0.99))
+    };
+    let (raw, raw_p50, raw_p99) = run(format!("{}/chat/completions", server.base_url()), "m").await;
+    let (daemon_rate, p50, p99) =
+        run(format!("{}/v1/chat/completions", daemon.base), "bundle/b").await;
+    println!(
+        "chat completions ({requests} requests, {concurrency} clients, {WORKERS} workers, durability full):"
+    );
+    println!("  direct to the mock:    {raw:.0} req/s, p50 {raw_p50:.2?}, p99 {raw_p99:.2?}");
+    println!("  through the daemon:    {daemon_rate:.0} req/s, p50 {p50:.2?}, p99 {p99:.2?}");
+    println!(
+        "  ratio: {:.3} of direct (each request a durable job)",
+        daemon_rate / raw
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let only = |name: &str| {
@@ -728,6 +793,9 @@ fn main() {
         }
         if only("scale") {
             scale(2000, 32).await;
+        }
+        if only("chat") {
+            chat_overhead(2000, 32).await;
         }
         if only("memory") {
             memory_per_job(10_000).await;

@@ -155,9 +155,19 @@ pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, A
         if job.state.is_terminal() || job.state == JobState::NeedsAttention {
             return Ok(job);
         }
-        tokio::select! {
-            _ = updates.recv() => {}
-            _ = tokio::time::sleep(state.sse_recheck) => {}
+        // Only this job's updates are worth a read; the recheck covers
+        // notifications lost while the queue's notifier lagged.
+        let recheck = tokio::time::sleep(state.sse_recheck);
+        tokio::pin!(recheck);
+        loop {
+            tokio::select! {
+                update = updates.recv() => match update {
+                    Ok(changed) if &changed == id => break,
+                    Ok(_) => continue,
+                    Err(_) => break,
+                },
+                _ = &mut recheck => break,
+            }
         }
     }
 }
