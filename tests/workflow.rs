@@ -200,6 +200,16 @@ async fn the_example_workflow_runs_end_to_end() {
     assert_eq!(missing.status(), 404);
     assert!(missing.text().await.unwrap().contains("review-iter-2.json"));
 
+    // The same artifacts as files, in `artifacts_dir`.
+    let on_disk =
+        std::fs::read_to_string(ex.demo.path().join("artifacts/review-iter-2.json")).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&on_disk).unwrap(), review);
+    assert!(
+        std::fs::read_to_string(ex.demo.path().join("artifacts/impl-input-2"))
+            .unwrap()
+            .contains("iteration 2")
+    );
+
     // The PR stage pushed the branch to the bare remote and "opened" the PR.
     let remote = ex.demo.path().join("remote.git");
     assert!(git(&remote, &["ls-tree", "--name-only", "feature"]).contains("calc.py"));
@@ -321,7 +331,7 @@ async fn a_broken_workflow_is_refused_with_the_missing_pair() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains(
-            "bundle.yaml:95: workflow.transitions.review: missing transition: review + fail"
+            "bundle.yaml:96: workflow.transitions.review: missing transition: review + fail"
         ),
         "{text}"
     );

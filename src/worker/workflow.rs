@@ -34,6 +34,8 @@ struct Host<'a> {
     run: &'a WorkflowJob<'a>,
     checkpoints: RunJournal,
     artifacts: RunJournal,
+    /// `workflow.artifacts_dir`, rendered: artifacts are also written here.
+    artifacts_dir: Option<std::path::PathBuf>,
 }
 
 #[async_trait]
@@ -101,7 +103,24 @@ impl WorkflowHost for Host<'_> {
         self.artifacts
             .record_value(0, name, body)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        if let Some(dir) = &self.artifacts_dir {
+            let text = match body {
+                Value::String(text) => text.clone(),
+                other => serde_json::to_string_pretty(other).unwrap_or_default(),
+            };
+            let path = dir.join(name);
+            tokio::fs::create_dir_all(dir)
+                .await
+                .and(tokio::fs::write(&path, text).await)
+                .map_err(|e| {
+                    format!(
+                        "cannot write artifact {}: {e} (check workflow.artifacts_dir)",
+                        path.display()
+                    )
+                })?;
+        }
+        Ok(())
     }
 
     async fn stage_finished(&self, report: &StageReport) {
@@ -136,10 +155,11 @@ impl WorkflowHost for Host<'_> {
 /// Runs (or resumes from its last checkpoint) a workflow job; the queue
 /// decides what the returned outcome means for the job.
 pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
-    let host = Host {
+    let mut host = Host {
         run: &run,
         checkpoints: run.journal.named(CHECKPOINTS_SCOPE),
         artifacts: run.journal.named(ARTIFACTS_SCOPE),
+        artifacts_dir: None,
     };
     let resumed: Option<Checkpoint> = match host.checkpoints.latest_value("checkpoint") {
         Ok(c) => c,
@@ -157,16 +177,22 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
     // `working_dir` (a template over the workflow's data), relative to the
     // bundle directory.
     let base = &run.loaded.bundle.dir;
-    let work_dir = match resumed.as_ref() {
-        Some(checkpoint) => workflow.working_dir(base, &checkpoint.data),
+    let all_data = match resumed.as_ref() {
+        Some(checkpoint) => checkpoint.data.clone(),
         None => {
             let mut all = workflow.spec.data.clone();
             all.extend(data.clone());
-            workflow.working_dir(base, &all)
+            all
         }
     };
-    let work_dir = match work_dir {
-        Ok(dir) => dir,
+    let dirs = workflow
+        .working_dir(base, &all_data)
+        .and_then(|work| Ok((work, workflow.artifacts_dir(base, &all_data)?)));
+    let work_dir = match dirs {
+        Ok((dir, artifacts_dir)) => {
+            host.artifacts_dir = artifacts_dir;
+            dir
+        }
         Err(e) => {
             return Outcome::Failed {
                 error: format!("job {}: workflow {:?}: {e}", run.job.id, run.loaded.name()),

@@ -123,6 +123,14 @@ impl Workflow {
                 ),
             );
         }
+        for (key, dir) in [
+            ("workflow.working_dir", &spec.working_dir),
+            ("workflow.artifacts_dir", &spec.artifacts_dir),
+        ] {
+            if let Some(dir) = dir {
+                c.template(key, dir);
+            }
+        }
         c.transitions(&spec, &stages);
         c.limits(&spec, &stages);
         if !c.problems.is_empty() {

@@ -52,6 +52,11 @@ pub struct WorkflowSpec {
     /// relative to the directory the daemon gives the job).
     #[serde(default)]
     pub working_dir: Option<String>,
+    /// Also write every artifact as a file in this directory (a template,
+    /// relative to the directory the daemon gives the job), besides the job
+    /// store; e.g. `"{{ repo }}/.agent-artifacts"`.
+    #[serde(default)]
+    pub artifacts_dir: Option<String>,
 }
 
 /// One stage; `kind` says which keys apply.
