@@ -811,6 +811,54 @@ pub async fn live_counts_and_retention(q: Arc<dyn JobQueue>) {
     assert!(q.get(&running.id).await.unwrap().is_some());
 }
 
+pub async fn conversations_list_in_order_and_are_forgotten(q: Arc<dyn JobQueue>) {
+    use structured_agents::queue::conversation_history;
+    let in_conversation = |input: &str| NewJob {
+        input: input.into(),
+        conversation_id: Some("c-1".into()),
+        messages: Some(vec![json!({"role": "user", "content": input})]),
+        ..job("b")
+    };
+    let mut ids = Vec::new();
+    for input in ["first", "second"] {
+        let (submitted, _) = q.submit(in_conversation(input)).await.unwrap();
+        assert_eq!(submitted.conversation_id.as_deref(), Some("c-1"));
+        assert_eq!(submitted.messages.as_ref().unwrap()[0]["content"], input);
+        let lease = q.lease("w", LEASE).await.unwrap().unwrap();
+        q.finish(
+            &lease.job.id,
+            lease.attempt,
+            Outcome::Succeeded(json!({"output": format!("answer to {input}")})),
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+        ids.push(submitted.id);
+    }
+    q.submit(job("b")).await.unwrap(); // not in the conversation
+    let (third, _) = q.submit(in_conversation("third")).await.unwrap();
+    let earlier = conversation_history(q.as_ref(), &third, 10).await.unwrap();
+    let inputs: Vec<&str> = earlier.iter().map(|j| j.input.as_str()).collect();
+    assert_eq!(inputs, ["first", "second"]);
+    let bounded = conversation_history(q.as_ref(), &third, 1).await.unwrap();
+    assert_eq!(bounded[0].input, "second");
+    let page = q
+        .list(JobFilter {
+            conversation_id: Some("c-1".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.jobs.len(), 3);
+    // The unfinished third turn stays; the finished ones go.
+    assert_eq!(q.forget_conversation("c-1").await.unwrap(), (2, 1));
+    assert!(q.get(&ids[0]).await.unwrap().is_none());
+    assert!(q.get(&third.id).await.unwrap().is_some());
+    assert_eq!(q.forget_conversation("nope").await.unwrap(), (0, 0));
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -839,6 +887,7 @@ macro_rules! suite {
             case!(release_of_a_cancel_requested_job_cancels_it);
             case!(resolve_skip_retry_and_fail_a_parked_job);
             case!(live_counts_and_retention);
+            case!(conversations_list_in_order_and_are_forgotten);
         }
     };
 }

@@ -30,6 +30,9 @@ pub struct SubmitRequest {
     /// W3C trace context; the job's spans join this trace.
     #[serde(default)]
     pub traceparent: Option<String>,
+    /// Continue this conversation: the job starts from its earlier turns.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
 }
 
 pub async fn submit(
@@ -57,6 +60,9 @@ pub async fn submit(
             format!("not a W3C traceparent: {tp:?}"),
         ));
     }
+    if let Some(id) = &request.conversation_id {
+        super::conversations::check_id(id)?;
+    }
     if request.max_attempts == Some(0) {
         return Err(ApiError::field(
             ErrorCode::InvalidRequest,
@@ -76,6 +82,7 @@ pub async fn submit(
         input: request.input,
         variables: request.variables,
         messages: None,
+        conversation_id: request.conversation_id,
         priority: request.priority,
         run_at,
         idempotency_key,
@@ -253,6 +260,7 @@ fn valid_traceparent(tp: &str) -> bool {
 pub struct ListQuery {
     pub state: Option<String>,
     pub bundle: Option<String>,
+    pub conversation_id: Option<String>,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
 }
@@ -286,6 +294,7 @@ pub async fn list(
         .list(JobFilter {
             state: job_state,
             bundle: query.bundle,
+            conversation_id: query.conversation_id,
             limit,
             cursor: query.cursor,
         })

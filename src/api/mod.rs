@@ -9,6 +9,7 @@ mod artifacts;
 mod auth;
 mod body;
 mod bundles;
+mod conversations;
 pub mod error;
 mod jobs;
 pub mod mcp;
@@ -76,6 +77,10 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/jobs/{id}/resolve", post(jobs::resolve))
         .route("/jobs/{id}/journal", get(jobs::journal))
+        .route(
+            "/conversations/{id}",
+            get(conversations::get).delete(conversations::delete),
+        )
         .route("/chat/completions", post(openai::completions))
         .route("/models", get(openai::models))
         .route("/jobs/{id}/artifacts", get(artifacts::list))

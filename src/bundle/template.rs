@@ -50,7 +50,18 @@ impl Prompts {
         input: &str,
         variables: &Map<String, Value>,
     ) -> Result<Vec<Message>, PromptError> {
-        self.render_with(input, variables, None)
+        self.render_with(input, variables, Vec::new(), None)
+    }
+
+    /// The opening messages of a job that continues a conversation: the
+    /// system prompt, the `earlier` turns, then the user prompt.
+    pub fn render_continuing(
+        &self,
+        input: &str,
+        variables: &Map<String, Value>,
+        earlier: Vec<Message>,
+    ) -> Result<Vec<Message>, PromptError> {
+        self.render_with(input, variables, earlier, None)
     }
 
     /// The opening messages for a job that brings its own conversation
@@ -62,13 +73,14 @@ impl Prompts {
         variables: &Map<String, Value>,
         chat: Vec<Message>,
     ) -> Result<Vec<Message>, PromptError> {
-        self.render_with(input, variables, Some(chat))
+        self.render_with(input, variables, Vec::new(), Some(chat))
     }
 
     fn render_with(
         &self,
         input: &str,
         variables: &Map<String, Value>,
+        earlier: Vec<Message>,
         chat: Option<Vec<Message>>,
     ) -> Result<Vec<Message>, PromptError> {
         let mut context = variables.clone();
@@ -88,6 +100,7 @@ impl Prompts {
         if self.has_system {
             messages.push(Message::system(render("system")?));
         }
+        messages.extend(earlier);
         match chat {
             Some(chat) => messages.extend(chat),
             None => messages.push(Message::user(render("user")?)),

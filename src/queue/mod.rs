@@ -149,6 +149,9 @@ pub struct NewJob {
     /// bundle's user prompt (`/v1/chat/completions`); the bundle's system
     /// prompt still comes first.
     pub messages: Option<Vec<Value>>,
+    /// The conversation the job continues: it starts from the conversation's
+    /// earlier turns (`GET /v1/conversations/{id}`).
+    pub conversation_id: Option<String>,
     /// Higher runs first.
     pub priority: i32,
     pub run_at: Option<SystemTime>,
@@ -171,6 +174,8 @@ pub struct Job {
     pub variables: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
     pub priority: i32,
     pub state: JobState,
     pub attempts: u32,
@@ -426,6 +431,7 @@ pub struct Finished {
 pub struct JobFilter {
     pub state: Option<JobState>,
     pub bundle: Option<String>,
+    pub conversation_id: Option<String>,
     pub limit: usize,
     /// From a previous page's `next_cursor`.
     pub cursor: Option<String>,
@@ -591,6 +597,14 @@ pub trait JobQueue: Send + Sync {
         events: &[EventEnvelope],
         final_event: Option<EventEnvelope>,
     ) -> Result<Finished, QueueError>;
+    /// Deletes the finished jobs of a conversation with their events and
+    /// journals; returns how many. Unfinished jobs are left alone and
+    /// counted in the second number.
+    async fn forget_conversation(
+        &self,
+        conversation_id: &str,
+    ) -> Result<(usize, usize), QueueError>;
+
     /// Deletes up to `limit` jobs that finished before `finished_before`,
     /// with their events and journals; returns how many. Called in small
     /// batches so no transaction holds the store for long.
@@ -738,4 +752,30 @@ mod tests {
             assert_eq!(d.retry, state == JobState::Queued);
         }
     }
+}
+
+/// The conversation's earlier finished turns before `job`, oldest first, at
+/// most `limit` of them: what the job starts from.
+pub async fn conversation_history(
+    queue: &dyn JobQueue,
+    job: &Job,
+    limit: usize,
+) -> Result<Vec<Job>, QueueError> {
+    let Some(conversation) = &job.conversation_id else {
+        return Ok(Vec::new());
+    };
+    let mut jobs: Vec<Job> = queue
+        .list(JobFilter {
+            conversation_id: Some(conversation.clone()),
+            cursor: Some(job.id.to_string()),
+            limit: limit.max(1),
+            ..Default::default()
+        })
+        .await?
+        .jobs
+        .into_iter()
+        .filter(|j| j.state == JobState::Succeeded)
+        .collect();
+    jobs.reverse();
+    Ok(jobs)
 }

@@ -366,6 +366,24 @@ impl WorkerPool {
                     };
                 }
             },
+            None if job.conversation_id.is_some() => {
+                // Each earlier turn is two messages; the history strategy
+                // trims further per request.
+                let turns = loaded.bundle.raw.limits.max_history_messages / 2;
+                match crate::queue::conversation_history(&*self.queue, job, turns).await {
+                    Ok(earlier) => loaded.bundle.prompts.render_continuing(
+                        &job.input,
+                        &job.variables,
+                        earlier.iter().flat_map(turn_messages).collect(),
+                    ),
+                    Err(e) => {
+                        return Outcome::Failed {
+                            error: format!("job {}: cannot read its conversation: {e}", job.id),
+                            retryable: true,
+                        };
+                    }
+                }
+            }
             None => loaded.bundle.prompts.render(&job.input, &job.variables),
         };
         let messages = match rendered {
@@ -528,4 +546,17 @@ fn short(digest: &str) -> &str {
 struct Heartbeat {
     handle: tokio::task::JoinHandle<()>,
     lost: CancellationToken,
+}
+
+/// An earlier turn of a conversation as the messages a new turn starts from.
+fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
+    let answer = job
+        .result
+        .as_ref()
+        .and_then(|r| r["output"].as_str())
+        .unwrap_or_default();
+    [
+        Message::user(job.input.clone()),
+        Message::assistant(Some(answer.to_string()), Vec::new()),
+    ]
 }

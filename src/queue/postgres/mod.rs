@@ -237,7 +237,7 @@ impl PostgresQueue {
     }
 }
 
-const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages";
+const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id";
 
 /// The database's clock in milliseconds: every daemon measures leases
 /// against the same clock.
@@ -260,6 +260,7 @@ fn job_from_row(row: &Row) -> Result<Job, tokio_postgres::Error> {
         input: row.try_get(3)?,
         variables: serde_json::from_str(&variables).unwrap_or_default(),
         messages: messages.and_then(|m| serde_json::from_str(&m).ok()),
+        conversation_id: row.try_get(23)?,
         priority: row.try_get(5)?,
         state: JobState::parse(&state).unwrap_or(JobState::Failed),
         attempts: count(row.try_get(7)?),
@@ -498,8 +499,8 @@ impl PostgresQueue {
         // inserts nothing; the following read sees that job.
         let insert = tx
             .prepare_cached(&format!(
-                "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages)
-                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $11, $12)
+                "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
+                 VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $11, $12, $13)
                  ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}"
             ))
             .await?;
@@ -522,6 +523,7 @@ impl PostgresQueue {
                     &run_at,
                     &now,
                     &messages,
+                    &job.conversation_id,
                 ],
             )
             .await?;
@@ -767,6 +769,10 @@ impl JobQueue for PostgresQueue {
             args.push(bundle.clone());
             sql.push_str(&format!(" AND bundle = ${}", args.len()));
         }
+        if let Some(conversation) = &filter.conversation_id {
+            args.push(conversation.clone());
+            sql.push_str(&format!(" AND conversation_id = ${}", args.len()));
+        }
         if let Some(c) = &filter.cursor {
             args.push(c.clone());
             sql.push_str(&format!(" AND id < ${}", args.len()));
@@ -833,6 +839,34 @@ impl JobQueue for PostgresQueue {
             out.push((state, n.max(0) as u64));
         }
         Ok(out)
+    }
+
+    async fn forget_conversation(
+        &self,
+        conversation_id: &str,
+    ) -> Result<(usize, usize), QueueError> {
+        let client = self.client().await?;
+        let forgotten = client
+            .execute(
+                "WITH doomed AS (
+                     SELECT id FROM jobs WHERE conversation_id = $1 AND finished_at IS NOT NULL
+                     FOR UPDATE SKIP LOCKED),
+                 gone_events AS (DELETE FROM events WHERE job_id IN (SELECT id FROM doomed)),
+                 gone_steps AS (DELETE FROM journal WHERE job_id IN (SELECT id FROM doomed))
+                 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)",
+                &[&conversation_id],
+            )
+            .await
+            .map_err(|e| self.store(&e))?;
+        let left: i64 = client
+            .query_one(
+                "SELECT COUNT(*) FROM jobs WHERE conversation_id = $1",
+                &[&conversation_id],
+            )
+            .await
+            .map_err(|e| self.store(&e))?
+            .get(0);
+        Ok((forgotten as usize, left as usize))
     }
 
     async fn purge_finished(

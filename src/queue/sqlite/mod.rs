@@ -70,6 +70,8 @@ CREATE TABLE journal (
 "#,
     r#"
 ALTER TABLE jobs ADD COLUMN messages TEXT;
+ALTER TABLE jobs ADD COLUMN conversation_id TEXT;
+CREATE INDEX jobs_conversation ON jobs (conversation_id, id) WHERE conversation_id IS NOT NULL;
 "#,
 ];
 
@@ -248,7 +250,7 @@ fn now_ms() -> i64 {
     millis(SystemTime::now())
 }
 
-const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages";
+const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id";
 
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     let variables: String = row.get(4)?;
@@ -267,6 +269,7 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         input: row.get(3)?,
         variables: serde_json::from_str(&variables).unwrap_or_default(),
         messages: messages.and_then(|m| serde_json::from_str(&m).ok()),
+        conversation_id: row.get(23)?,
         priority: row.get(5)?,
         state: JobState::parse(&state).unwrap_or(JobState::Failed),
         attempts: row.get(7)?,
@@ -426,8 +429,8 @@ impl JobQueue for SqliteQueue {
                 }
                 let now = now_ms();
                 conn.execute(
-                    "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', 0, ?7, ?8, ?9, ?10, ?11, ?11, ?12)",
+                    "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', 0, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)",
                     params![
                         id.as_str(),
                         job.bundle,
@@ -441,6 +444,7 @@ impl JobQueue for SqliteQueue {
                         job.run_at.map(millis).unwrap_or(now),
                         now,
                         job.messages.map(|m| Value::Array(m).to_string()),
+                        job.conversation_id,
                     ],
                 )?;
                 Ok((load(conn, id.as_str())?, true))
@@ -476,6 +480,10 @@ impl JobQueue for SqliteQueue {
                 if let Some(bundle) = &filter.bundle {
                     args.push(bundle.clone());
                     sql.push_str(&format!(" AND bundle = ?{}", args.len()));
+                }
+                if let Some(conversation) = &filter.conversation_id {
+                    args.push(conversation.clone());
+                    sql.push_str(&format!(" AND conversation_id = ?{}", args.len()));
                 }
                 if let Some(c) = &cursor {
                     args.push(c.clone());
@@ -768,6 +776,36 @@ impl JobQueue for SqliteQueue {
                 |r| r.get(0),
             )?;
             Ok(seq.unwrap_or(0) as u64)
+        })
+        .await
+    }
+
+    async fn forget_conversation(
+        &self,
+        conversation_id: &str,
+    ) -> Result<(usize, usize), QueueError> {
+        let conversation = conversation_id.to_string();
+        self.write(move |conn| {
+            let ids: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM jobs WHERE conversation_id = ?1 AND finished_at IS NOT NULL",
+                )?
+                .query_map([&conversation], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            for id in &ids {
+                conn.prepare_cached("DELETE FROM events WHERE job_id = ?1")?
+                    .execute([id])?;
+                conn.prepare_cached("DELETE FROM journal WHERE job_id = ?1")?
+                    .execute([id])?;
+                conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
+                    .execute([id])?;
+            }
+            let left: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM jobs WHERE conversation_id = ?1",
+                [&conversation],
+                |r| r.get(0),
+            )?;
+            Ok((ids.len(), left as usize))
         })
         .await
     }

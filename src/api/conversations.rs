@@ -1,0 +1,137 @@
+//! `/v1/conversations/{id}`: a conversation is the jobs that carry its
+//! `conversation_id`, in order. `GET` shows its turns (the user's input,
+//! the final answer, the agents used, timestamps); `DELETE` forgets its
+//! finished turns with their events and journals. A job submitted with a
+//! `conversation_id` starts from the earlier turns (the worker reads them).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{ApiError, ErrorCode};
+use crate::queue::{Job, JobFilter};
+
+/// Turns read per conversation.
+const MAX_TURNS: usize = 1000;
+
+/// A 422 naming `conversation_id` unless it is a usable id.
+pub(super) fn check_id(id: &str) -> Result<(), ApiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "conversation_id",
+            format!(
+                "invalid conversation id {id:?}: use 1 to 128 letters, digits, `-`, `_`, `.` or `:`"
+            ),
+        ))
+    }
+}
+
+/// One turn of a conversation as clients see it.
+fn turn(job: &Job, agents: Vec<String>) -> Value {
+    json!({
+        "job_id": job.id,
+        "bundle": job.bundle,
+        "state": job.state,
+        "input": job.input,
+        "answer": job.result.as_ref().and_then(|r| r["output"].as_str()),
+        "error": job.error,
+        "agents_used": agents,
+        "created_at": job.created_at,
+        "finished_at": job.finished_at,
+    })
+}
+
+/// The agents (`agent` and `http_agent` tools) a job called, in order.
+async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<String>, ApiError> {
+    let snapshot = state.registry.snapshot();
+    let agent_tools: Vec<String> = snapshot
+        .bundle(&job.bundle)
+        .map(|b| {
+            b.bundle
+                .raw
+                .tools
+                .iter()
+                .filter(|t| {
+                    matches!(
+                        t.kind,
+                        crate::bundle::ToolKind::Agent | crate::bundle::ToolKind::HttpAgent
+                    )
+                })
+                .map(|t| t.name.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    if agent_tools.is_empty() {
+        return Ok(Vec::new());
+    }
+    let events = state.queue.events_after(&job.id, 0, usize::MAX).await?;
+    Ok(events
+        .iter()
+        .filter_map(|e| serde_json::from_str::<Value>(&e.event_json).ok())
+        .filter(|e| e["type"] == "ToolCall" && e["parent"].is_null())
+        .filter_map(|e| e["tool_name"].as_str().map(str::to_string))
+        .filter(|name| agent_tools.contains(name))
+        .collect())
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_id(&id)?;
+    let mut jobs = state
+        .queue
+        .list(JobFilter {
+            conversation_id: Some(id.clone()),
+            limit: MAX_TURNS,
+            ..Default::default()
+        })
+        .await?
+        .jobs;
+    if jobs.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no conversation with id {id:?} (it has no jobs, or it was forgotten)"),
+        ));
+    }
+    jobs.reverse();
+    let mut turns = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        turns.push(turn(job, agents_used(&state, job).await?));
+    }
+    Ok(Json(json!({"conversation_id": id, "turns": turns})))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    check_id(&id)?;
+    let (forgotten, left) = state.queue.forget_conversation(&id).await?;
+    if forgotten == 0 && left == 0 {
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no conversation with id {id:?}"),
+        ));
+    }
+    if left > 0 {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "conversation {id:?}: forgot {forgotten} finished turn(s); {left} job(s) are still queued or running: cancel them or wait, then DELETE again"
+            ),
+        ));
+    }
+    Ok(Json(
+        json!({"conversation_id": id, "forgotten_turns": forgotten}),
+    ))
+}

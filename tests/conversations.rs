@@ -1,0 +1,101 @@
+//! Conversations through the daemon: jobs sharing a `conversation_id` start
+//! from the earlier turns, `GET /v1/conversations/{id}` shows the turns
+//! (also after a restart), `DELETE` forgets them, and bad ids are refused.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::time::Duration;
+
+use common::daemon::{Site, client, get, submit_body, wait_terminal};
+use serde_json::json;
+use structured_agents::mock::{MockServer, Script};
+
+const SCRIPT: &str = r#"
+replies:
+  - match: "My name is Ada"
+    content: "Nice to meet you, Ada."
+  - match: "What is my name"
+    content: "Your name is Ada."
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conversation_replays_its_turns_survives_a_restart_and_is_forgotten() {
+    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "friend",
+        "name: friend\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {system: \"Be kind.\", user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    for input in ["My name is Ada.", "What is my name?"] {
+        let job = submit_body(
+            &http,
+            &daemon,
+            json!({"bundle": "friend", "input": input, "conversation_id": "chat-42"}),
+        )
+        .await;
+        let done = wait_terminal(
+            &http,
+            &daemon,
+            job["id"].as_str().unwrap(),
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(done["state"], "succeeded", "{done}");
+    }
+    // The second turn started from the first.
+    let second = &mock.requests()[1]["messages"];
+    assert_eq!(
+        second,
+        &json!([
+            {"role": "system", "content": "Be kind."},
+            {"role": "user", "content": "My name is Ada."},
+            {"role": "assistant", "content": "Nice to meet you, Ada."},
+            {"role": "user", "content": "What is my name?"},
+        ])
+    );
+    let shown = get(&http, &daemon, "/v1/conversations/chat-42").await;
+    let turns = shown["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{shown}");
+    assert_eq!(turns[1]["input"], "What is my name?");
+    assert_eq!(turns[1]["answer"], "Your name is Ada.");
+    assert!(turns[0]["created_at"].is_string() && turns[0]["finished_at"].is_string());
+    assert_eq!(turns[0]["agents_used"], json!([]));
+
+    // Kept in the job store: a restart changes nothing.
+    assert_eq!(daemon.stop(), Some(0));
+    let daemon = site.start();
+    let again = get(&http, &daemon, "/v1/conversations/chat-42").await;
+    assert_eq!(again["turns"], shown["turns"]);
+
+    let forgotten = http
+        .delete(daemon.url("/v1/conversations/chat-42"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forgotten.status(), 200);
+    let body: serde_json::Value = forgotten.json().await.unwrap();
+    assert_eq!(body["forgotten_turns"], 2);
+    let gone = http
+        .get(daemon.url("/v1/conversations/chat-42"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    assert!(gone.text().await.unwrap().contains("chat-42"));
+
+    let bad = http
+        .post(daemon.url("/v1/jobs"))
+        .json(&json!({"bundle": "friend", "input": "x", "conversation_id": "no spaces"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 422);
+    let body: serde_json::Value = bad.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "conversation_id");
+}
