@@ -685,6 +685,32 @@ pub(crate) fn rfc3339(ms: i64) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
+/// The conversation's earlier finished turns before `job`, oldest first, at
+/// most `limit` of them: what the job starts from.
+pub async fn conversation_history(
+    queue: &dyn JobQueue,
+    job: &Job,
+    limit: usize,
+) -> Result<Vec<Job>, QueueError> {
+    let Some(conversation) = &job.conversation_id else {
+        return Ok(Vec::new());
+    };
+    let mut jobs: Vec<Job> = queue
+        .list(JobFilter {
+            conversation_id: Some(conversation.clone()),
+            cursor: Some(job.id.to_string()),
+            limit: limit.max(1),
+            ..Default::default()
+        })
+        .await?
+        .jobs
+        .into_iter()
+        .filter(|j| j.state == JobState::Succeeded)
+        .collect();
+    jobs.reverse();
+    Ok(jobs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -752,30 +778,4 @@ mod tests {
             assert_eq!(d.retry, state == JobState::Queued);
         }
     }
-}
-
-/// The conversation's earlier finished turns before `job`, oldest first, at
-/// most `limit` of them: what the job starts from.
-pub async fn conversation_history(
-    queue: &dyn JobQueue,
-    job: &Job,
-    limit: usize,
-) -> Result<Vec<Job>, QueueError> {
-    let Some(conversation) = &job.conversation_id else {
-        return Ok(Vec::new());
-    };
-    let mut jobs: Vec<Job> = queue
-        .list(JobFilter {
-            conversation_id: Some(conversation.clone()),
-            cursor: Some(job.id.to_string()),
-            limit: limit.max(1),
-            ..Default::default()
-        })
-        .await?
-        .jobs
-        .into_iter()
-        .filter(|j| j.state == JobState::Succeeded)
-        .collect();
-    jobs.reverse();
-    Ok(jobs)
 }
