@@ -99,3 +99,52 @@ async fn a_conversation_replays_its_turns_survives_a_restart_and_is_forgotten() 
     let body: serde_json::Value = bad.json().await.unwrap();
     assert_eq!(body["error"]["field"], "conversation_id");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_talks_to_the_daemon_one_job_per_line_in_one_conversation() {
+    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
+        .await
+        .unwrap();
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "friend",
+        "name: friend\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let out = tokio::task::spawn_blocking({
+        let base = daemon.base.clone();
+        move || {
+            use std::io::Write;
+            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+                .args(["--server", &base, "chat", "friend"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b"My name is Ada.\nWhat is my name?\n\n")
+                .unwrap();
+            child.wait_with_output().unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("you → "), "{stdout}");
+    assert!(stdout.contains("runtime → Nice to meet you, Ada."), "{stdout}");
+    assert!(stdout.contains("runtime → Your name is Ada."), "{stdout}");
+    // Both lines were jobs of one conversation, kept by the daemon.
+    let conversation = stdout
+        .split("(conversation ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap();
+    let http = client();
+    let shown = get(&http, &daemon, &format!("/v1/conversations/{conversation}")).await;
+    assert_eq!(shown["turns"].as_array().unwrap().len(), 2, "{shown}");
+}

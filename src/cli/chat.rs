@@ -1,5 +1,8 @@
-//! `structured-agents chat BUNDLE_DIR`: an interactive conversation in the
-//! terminal with a bundle, run in-process. Each line you type continues the
+//! `structured-agents chat BUNDLE`: an interactive conversation in the
+//! terminal with a bundle of the daemon — every line a job of one
+//! conversation (`conversation_id`), so it is durable, visible in `jobs` and
+//! resumable with `--conversation` — or, with `--local`, with a bundle
+//! directory run in-process. Either way each line you type continues the
 //! same conversation; the answer streams as it is generated and each tool
 //! call is shown with its arguments and result.
 
@@ -14,20 +17,28 @@ use tokio_util::sync::CancellationToken;
 use crate::events::{
     Event, EventEnvelope, EventSink, Observer, ObserverError, RunContext, TokenDelta,
 };
+use super::remote::{Client, ServerArgs, Spinner};
 use crate::kernel::Kernel;
 use crate::types::Message;
+use serde_json::{Value, json};
 
 #[derive(Debug, Args)]
 pub struct ChatArgs {
-    /// The bundle directory.
-    pub bundle_dir: PathBuf,
+    /// The daemon's bundle (its name), or with `--local` a bundle directory.
+    pub bundle: String,
+    /// Run the bundle directory in this process instead of asking the daemon.
+    #[arg(long)]
+    pub local: bool,
+    /// Continue this conversation of the daemon (default: a new one).
+    #[arg(long, conflicts_with = "local")]
+    pub conversation: Option<String>,
     /// A template variable, NAME=VALUE (repeatable).
     #[arg(long = "var", value_name = "NAME=VALUE")]
     pub vars: Vec<String>,
-    /// Send model requests to this OpenAI-compatible base URL (…/v1).
+    /// With `--local`: send model requests to this OpenAI-compatible base URL (…/v1).
     #[arg(long, env = "SA_ENDPOINT")]
     pub endpoint: Option<String>,
-    /// Model-plugin configs (`<name>.toml`) the bundle may name.
+    /// With `--local`: model-plugin configs (`<name>.toml`) the bundle may name.
     #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
     pub models_dir: PathBuf,
 }
@@ -99,10 +110,95 @@ impl Observer for ChatView {
     }
 }
 
-pub async fn chat(args: ChatArgs) -> anyhow::Result<i32> {
-    let loaded =
-        super::run::load_for_run(&args.bundle_dir, &args.models_dir, args.endpoint.as_deref())
+/// Lines typed at the terminal, read on a thread of their own.
+fn input_lines() -> tokio::sync::mpsc::Receiver<String> {
+    let (lines_tx, lines) = tokio::sync::mpsc::channel::<String>(1);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// The next line, after the `you → ` prompt; `None` at the end.
+async fn next_line(lines: &mut tokio::sync::mpsc::Receiver<String>) -> Option<String> {
+    print!("you → ");
+    let _ = std::io::stdout().flush();
+    let line = lines.recv().await?.trim().to_string();
+    (!line.is_empty()).then_some(line)
+}
+
+pub async fn chat(server: &ServerArgs, args: ChatArgs) -> anyhow::Result<i32> {
+    if args.local {
+        local(args).await
+    } else {
+        remote(server, args).await
+    }
+}
+
+/// Each line a job of the daemon, in one conversation.
+async fn remote(server: &ServerArgs, args: ChatArgs) -> anyhow::Result<i32> {
+    let client = Client::new(server)?;
+    let variables = super::parse_vars(&args.vars)?;
+    let conversation = args
+        .conversation
+        .unwrap_or_else(|| format!("chat-{}", uuid::Uuid::now_v7()));
+    println!(
+        "chatting with {} (conversation {conversation}) — an empty line or Ctrl-D ends",
+        args.bundle
+    );
+    let view = ChatView {
+        answering: false.into(),
+    };
+    let spinner = Spinner::new(false);
+    let mut lines = input_lines();
+    while let Some(line) = next_line(&mut lines).await {
+        let job = client
+            .post(
+                "/v1/jobs",
+                json!({"bundle": args.bundle, "input": line, "variables": variables, "conversation_id": conversation}),
+            )
             .await?;
+        let id = job["id"].as_str().unwrap_or_default().to_string();
+        let streamed = std::cell::Cell::new(false);
+        let on_token = |token: &Value| {
+            streamed.set(true);
+            view.on_token(TokenDelta {
+                run_id: token["run_id"].as_str().unwrap_or_default(),
+                turn: token["turn"].as_u64().unwrap_or_default() as u32,
+                text: token["text"].as_str().unwrap_or_default(),
+            });
+        };
+        let end = client
+            .follow_with(&id, &view, &on_token, &spinner, false)
+            .await?;
+        view.end_answer();
+        match (end["state"].as_str(), end.pointer("/result/output").and_then(Value::as_str)) {
+            // A model call that began before the stream listened arrives whole.
+            (Some("succeeded"), Some(output)) if !streamed.get() => println!("runtime → {output}"),
+            (Some("succeeded"), _) => {}
+            (state, _) => println!(
+                "runtime → (job {id} {}: {})",
+                state.unwrap_or("unknown"),
+                end["error"].as_str().unwrap_or("no error recorded")
+            ),
+        }
+    }
+    Ok(0)
+}
+
+/// The bundle directory in this process; the conversation lives in memory.
+async fn local(args: ChatArgs) -> anyhow::Result<i32> {
+    let loaded = super::run::load_for_run(
+        &PathBuf::from(&args.bundle),
+        &args.models_dir,
+        args.endpoint.as_deref(),
+    )
+    .await?;
     let variables = super::parse_vars(&args.vars)?;
     let kernel = Kernel::new(
         loaded.bundle.kernel_config(),
@@ -126,25 +222,8 @@ pub async fn chat(args: ChatArgs) -> anyhow::Result<i32> {
         loaded.bundle.version()
     );
     let mut history: Vec<Message> = Vec::new();
-    let (lines_tx, mut lines) = tokio::sync::mpsc::channel::<String>(1);
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.blocking_send(line).is_err() {
-                break;
-            }
-        }
-    });
-    loop {
-        print!("you → ");
-        let _ = std::io::stdout().flush();
-        let Some(line) = lines.recv().await else {
-            break;
-        };
-        let line = line.trim().to_string();
-        if line.is_empty() {
-            break;
-        }
+    let mut lines = input_lines();
+    while let Some(line) = next_line(&mut lines).await {
         let messages = if history.is_empty() {
             loaded.bundle.prompts.render(&line, &variables)?
         } else {

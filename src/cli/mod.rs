@@ -50,7 +50,7 @@ pub enum Command {
     },
     /// Run one job of a bundle in-process and print its events as they happen.
     Run(run::RunArgs),
-    /// Talk with a bundle in the terminal (in-process; the answer streams).
+    /// Talk with a bundle of the daemon in the terminal (`--local`: a bundle directory in-process).
     Chat(chat::ChatArgs),
     /// Submit a job to the daemon.
     Submit(remote::SubmitArgs),
@@ -228,7 +228,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             models_dir,
             plugins_dir,
         } => inspect::tools(&bundle_dir, &models_dir, plugins_dir).await,
-        Command::Chat(args) => chat::chat(args).await,
+        Command::Chat(args) => chat::chat(server, args).await,
         Command::Submit(args) => remote::submit(server, args).await,
         Command::Jobs {
             state,

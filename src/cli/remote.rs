@@ -92,12 +92,51 @@ impl Client {
     }
 
     /// Follows a job's event stream to its end, reconnecting with
-    /// `Last-Event-ID` when the connection drops. Returns the final state.
+    /// `Last-Event-ID` when the connection drops, printing it in `format`.
+    /// Returns the final state.
     pub async fn follow(&self, job_id: &str, format: Format) -> anyhow::Result<String> {
         let printer = Printer::new(format).streaming();
+        let spinner = Spinner::new(format == Format::Human && std::io::stdout().is_terminal());
+        let on_token = |token: &Value| match format {
+            Format::Json => println!("{}", json!({"type": "token", "token": token})),
+            Format::Human => printer.on_token(TokenDelta {
+                run_id: token["run_id"].as_str().unwrap_or_default(),
+                turn: token["turn"].as_u64().unwrap_or_default() as u32,
+                text: token["text"].as_str().unwrap_or_default(),
+            }),
+        };
+        let end = self
+            .follow_with(job_id, &printer, &on_token, &spinner, format == Format::Json)
+            .await?;
+        let state = end["state"].as_str().unwrap_or("unknown").to_string();
+        match format {
+            Format::Json => println!("{}", json!({"type": "end", "job": end})),
+            Format::Human => {
+                println!("job {job_id} {state}");
+                if let Some(output) = end.pointer("/result/output").and_then(Value::as_str) {
+                    println!("\n{output}");
+                }
+                if let Some(error) = end["error"].as_str() {
+                    println!("error: {error}");
+                }
+            }
+        }
+        Ok(state)
+    }
+
+    /// Follows a job's event stream to its end, handing each durable event
+    /// to `observer` and each streamed token to `on_token`; returns the
+    /// `end` event (the job's final state, result and error).
+    pub async fn follow_with(
+        &self,
+        job_id: &str,
+        observer: &dyn Observer,
+        on_token: &dyn Fn(&Value),
+        spinner: &Spinner,
+        raw_unreadable: bool,
+    ) -> anyhow::Result<Value> {
         let mut last_seq: Option<u64> = None;
         let mut failures = 0;
-        let spinner = Spinner::new(format == Format::Human && std::io::stdout().is_terminal());
         loop {
             let mut builder =
                 self.request(reqwest::Method::GET, &format!("/v1/jobs/{job_id}/events"));
@@ -145,46 +184,23 @@ impl Client {
                     Ok(Some(Ok(event))) => event,
                 };
                 spinner.clear();
-                if event.event == "end" {
-                    let end: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
-                    let state = end["state"].as_str().unwrap_or("unknown").to_string();
-                    match format {
-                        Format::Json => println!("{}", json!({"type": "end", "job": end})),
-                        Format::Human => {
-                            println!("job {job_id} {state}");
-                            if let Some(output) =
-                                end.pointer("/result/output").and_then(Value::as_str)
-                            {
-                                println!("\n{output}");
-                            }
-                            if let Some(error) = end["error"].as_str() {
-                                println!("error: {error}");
-                            }
-                        }
-                    }
-                    return Ok(state);
-                }
-                if event.event == "token" {
+                match event.event.as_str() {
+                    "end" => return Ok(serde_json::from_str(&event.data).unwrap_or(Value::Null)),
                     // The answer as it streams; the durable events follow.
-                    let token: Value = serde_json::from_str(&event.data).unwrap_or(Value::Null);
-                    match format {
-                        Format::Json => println!("{}", json!({"type": "token", "token": token})),
-                        Format::Human => printer.on_token(TokenDelta {
-                            run_id: token["run_id"].as_str().unwrap_or_default(),
-                            turn: token["turn"].as_u64().unwrap_or_default() as u32,
-                            text: token["text"].as_str().unwrap_or_default(),
-                        }),
+                    "token" => {
+                        on_token(&serde_json::from_str(&event.data).unwrap_or(Value::Null));
+                        continue;
                     }
-                    continue;
+                    _ => {}
                 }
                 if let Ok(seq) = event.id.parse::<u64>() {
                     last_seq = Some(seq);
                 }
                 match serde_json::from_str::<EventEnvelope>(&event.data) {
                     Ok(envelope) => {
-                        let _ = printer.on_event(&envelope).await;
+                        let _ = observer.on_event(&envelope).await;
                     }
-                    Err(_) if format == Format::Json => println!("{}", event.data),
+                    Err(_) if raw_unreadable => println!("{}", event.data),
                     Err(e) => eprintln!("(unreadable event {}: {e})", event.id),
                 }
             }
@@ -194,7 +210,7 @@ impl Client {
 }
 
 /// A one-line progress indicator on terminals; plain lines elsewhere.
-struct Spinner {
+pub struct Spinner {
     terminal: bool,
     started: Instant,
     shown: std::cell::Cell<bool>,
@@ -202,7 +218,7 @@ struct Spinner {
 }
 
 impl Spinner {
-    fn new(terminal: bool) -> Self {
+    pub fn new(terminal: bool) -> Self {
         Self {
             terminal,
             started: Instant::now(),
