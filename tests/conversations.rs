@@ -134,9 +134,16 @@ async fn chat_talks_to_the_daemon_one_job_per_line_in_one_conversation() {
     .await
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("you → "), "{stdout}");
-    assert!(stdout.contains("runtime → Nice to meet you, Ada."), "{stdout}");
+    assert!(
+        stdout.contains("runtime → Nice to meet you, Ada."),
+        "{stdout}"
+    );
     assert!(stdout.contains("runtime → Your name is Ada."), "{stdout}");
     // Both lines were jobs of one conversation, kept by the daemon.
     let conversation = stdout

@@ -14,10 +14,10 @@ use async_trait::async_trait;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use super::remote::{Client, ServerArgs, Spinner};
 use crate::events::{
     Event, EventEnvelope, EventSink, Observer, ObserverError, RunContext, TokenDelta,
 };
-use super::remote::{Client, ServerArgs, Spinner};
 use crate::kernel::Kernel;
 use crate::types::Message;
 use serde_json::{Value, json};
@@ -177,7 +177,10 @@ async fn remote(server: &ServerArgs, args: ChatArgs) -> anyhow::Result<i32> {
             .follow_with(&id, &view, &on_token, &spinner, false)
             .await?;
         view.end_answer();
-        match (end["state"].as_str(), end.pointer("/result/output").and_then(Value::as_str)) {
+        match (
+            end["state"].as_str(),
+            end.pointer("/result/output").and_then(Value::as_str),
+        ) {
             // A model call that began before the stream listened arrives whole.
             (Some("succeeded"), Some(output)) if !streamed.get() => println!("runtime → {output}"),
             (Some("succeeded"), _) => {}

@@ -106,7 +106,13 @@ impl Client {
             }),
         };
         let end = self
-            .follow_with(job_id, &printer, &on_token, &spinner, format == Format::Json)
+            .follow_with(
+                job_id,
+                &printer,
+                &on_token,
+                &spinner,
+                format == Format::Json,
+            )
             .await?;
         let state = end["state"].as_str().unwrap_or("unknown").to_string();
         match format {
