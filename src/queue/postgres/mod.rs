@@ -197,6 +197,28 @@ impl PostgresQueue {
         }
     }
 
+    /// Deletes the jobs `doomed` selects (`SELECT id … FOR UPDATE SKIP
+    /// LOCKED`) with their events and journals, in one statement.
+    async fn delete_jobs(
+        &self,
+        client: &deadpool_postgres::Object,
+        doomed: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, QueueError> {
+        client
+            .execute(
+                &format!(
+                    "WITH doomed AS ({doomed}),
+                     gone_events AS (DELETE FROM events WHERE job_id IN (SELECT id FROM doomed)),
+                     gone_steps AS (DELETE FROM journal WHERE job_id IN (SELECT id FROM doomed))
+                     DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)"
+                ),
+                params,
+            )
+            .await
+            .map_err(|e| self.store(&e))
+    }
+
     async fn client(&self) -> Result<deadpool_postgres::Object, QueueError> {
         self.pool
             .get()
@@ -846,18 +868,14 @@ impl JobQueue for PostgresQueue {
         conversation_id: &str,
     ) -> Result<(usize, usize), QueueError> {
         let client = self.client().await?;
-        let forgotten = client
-            .execute(
-                "WITH doomed AS (
-                     SELECT id FROM jobs WHERE conversation_id = $1 AND finished_at IS NOT NULL
-                     FOR UPDATE SKIP LOCKED),
-                 gone_events AS (DELETE FROM events WHERE job_id IN (SELECT id FROM doomed)),
-                 gone_steps AS (DELETE FROM journal WHERE job_id IN (SELECT id FROM doomed))
-                 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)",
+        let forgotten = self
+            .delete_jobs(
+                &client,
+                "SELECT id FROM jobs WHERE conversation_id = $1 AND finished_at IS NOT NULL
+                 FOR UPDATE SKIP LOCKED",
                 &[&conversation_id],
             )
-            .await
-            .map_err(|e| self.store(&e))?;
+            .await?;
         let left: i64 = client
             .query_one(
                 "SELECT COUNT(*) FROM jobs WHERE conversation_id = $1",
@@ -877,18 +895,14 @@ impl JobQueue for PostgresQueue {
         let client = self.client().await?;
         let cutoff = crate::queue::millis(finished_before);
         let limit = limit as i64;
-        let purged = client
-            .execute(
-                "WITH doomed AS (
-                     SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1
-                     ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED),
-                 gone_events AS (DELETE FROM events WHERE job_id IN (SELECT id FROM doomed)),
-                 gone_steps AS (DELETE FROM journal WHERE job_id IN (SELECT id FROM doomed))
-                 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)",
+        let purged = self
+            .delete_jobs(
+                &client,
+                "SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1
+                 ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED",
                 &[&cutoff, &limit],
             )
-            .await
-            .map_err(|e| self.store(&e))?;
+            .await?;
         Ok(purged as usize)
     }
 

@@ -298,6 +298,19 @@ fn load(conn: &Connection, id: &str) -> rusqlite::Result<Option<Job>> {
     .optional()
 }
 
+/// Deletes jobs with their events and journals.
+fn delete_jobs(conn: &Connection, ids: &[String]) -> rusqlite::Result<()> {
+    for id in ids {
+        conn.prepare_cached("DELETE FROM events WHERE job_id = ?1")?
+            .execute([id])?;
+        conn.prepare_cached("DELETE FROM journal WHERE job_id = ?1")?
+            .execute([id])?;
+        conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
+            .execute([id])?;
+    }
+    Ok(())
+}
+
 /// Appends events; a sequence number already stored refuses the write.
 fn insert_events(
     conn: &Connection,
@@ -792,14 +805,7 @@ impl JobQueue for SqliteQueue {
                 )?
                 .query_map([&conversation], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
-            for id in &ids {
-                conn.prepare_cached("DELETE FROM events WHERE job_id = ?1")?
-                    .execute([id])?;
-                conn.prepare_cached("DELETE FROM journal WHERE job_id = ?1")?
-                    .execute([id])?;
-                conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
-                    .execute([id])?;
-            }
+            delete_jobs(conn, &ids)?;
             let left: i64 = conn.query_row(
                 "SELECT COUNT(*) FROM jobs WHERE conversation_id = ?1",
                 [&conversation],
@@ -823,14 +829,7 @@ impl JobQueue for SqliteQueue {
                 )?
                 .query_map(params![cutoff, limit as i64], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
-            for id in &ids {
-                conn.prepare_cached("DELETE FROM events WHERE job_id = ?1")?
-                    .execute([id])?;
-                conn.prepare_cached("DELETE FROM journal WHERE job_id = ?1")?
-                    .execute([id])?;
-                conn.prepare_cached("DELETE FROM jobs WHERE id = ?1")?
-                    .execute([id])?;
-            }
+            delete_jobs(conn, &ids)?;
             Ok(ids.len())
         })
         .await
