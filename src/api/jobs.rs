@@ -77,6 +77,7 @@ pub async fn submit(
         .map(|_| (request.input.clone(), request.variables.clone()));
     let bundle = request.bundle.clone();
     let new_job = NewJob {
+        id: None,
         bundle: request.bundle,
         bundle_version: None,
         input: request.input,

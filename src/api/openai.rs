@@ -24,7 +24,7 @@ use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::{enqueue, known_bundle, wait_finished};
 use crate::events::tokens::TokenSubscription;
-use crate::queue::{Job, JobState, NewJob};
+use crate::queue::{Job, JobId, JobState, NewJob};
 use crate::types::{Message, Role};
 
 /// The prefix that names a bundle as a model.
@@ -156,7 +156,12 @@ async fn start(
     })?;
     known_bundle(state, bundle, "model")?;
     let input = last_user_text(&request.messages)?;
+    // The job's id is chosen here so the stream listens before the job can
+    // start: its first model call already streams.
+    let id = JobId::new();
+    let tokens = request.stream.then(|| state.tokens.subscribe(id.as_str()));
     let new_job = NewJob {
+        id: Some(id),
         bundle: bundle.to_string(),
         input,
         messages: Some(request.messages),
@@ -164,12 +169,6 @@ async fn start(
         ..Default::default()
     };
     let (job, _) = enqueue(state, new_job).await?;
-    // Subscribed right after the job is queued: a worker that already
-    // started its first model call streams from its next one; `stream`
-    // then sends whatever was not streamed with the final chunk.
-    let tokens = request
-        .stream
-        .then(|| state.tokens.subscribe(job.id.as_str()));
     Ok((job, request.stream, tokens))
 }
 
@@ -297,8 +296,8 @@ fn stream(
         };
         match ended.and_then(|job| answer(&job).map(|a| (job, a))) {
             Ok((job, answer)) => {
-                // Whatever did not stream (a model call that began before
-                // anyone listened) arrives whole.
+                // Whatever did not stream (a resumed job whose model call
+                // was journaled earlier) arrives whole.
                 if streamed.is_empty() && !answer.is_empty() {
                     let _ = tx.send(chunk(&job, json!({"content": answer}), None)).await;
                 }

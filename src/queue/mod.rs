@@ -139,6 +139,10 @@ impl fmt::Display for JobState {
 /// What a client submits.
 #[derive(Debug, Clone, Default)]
 pub struct NewJob {
+    /// The id to give the job; a fresh UUIDv7 when `None`. A caller that
+    /// must listen to the job before it can start (a streaming chat
+    /// completion) picks its id first.
+    pub id: Option<JobId>,
     pub bundle: String,
     /// The version the job must run with; `None` pins the current version at
     /// the first lease.

@@ -750,8 +750,8 @@ impl PostgresQueue {
 
 #[async_trait]
 impl JobQueue for PostgresQueue {
-    async fn submit(&self, job: NewJob) -> Result<(Job, bool), QueueError> {
-        let id = JobId::new();
+    async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
+        let id = job.id.take().unwrap_or_default();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.store(&e))?;
         let outcome = self.submit_in(&tx, &id, job).await;

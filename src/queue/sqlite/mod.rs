@@ -427,8 +427,8 @@ fn lease_next(
 
 #[async_trait]
 impl JobQueue for SqliteQueue {
-    async fn submit(&self, job: NewJob) -> Result<(Job, bool), QueueError> {
-        let id = JobId::new();
+    async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
+        let id = job.id.take().unwrap_or_default();
         let path = self.path.display().to_string();
         let (job, created) = self
             .write(move |conn| {
