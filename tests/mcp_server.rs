@@ -7,22 +7,14 @@
 
 mod common;
 
+use common::python;
+
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use common::daemon::{Site, get};
 use serde_json::Value;
 use structured_agents::mock::{MockServer, Script};
-
-fn python() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
-    assert!(
-        p.exists(),
-        "the Python peers are missing: run ./scripts/python-env (it installs `mcp` into .venv)"
-    );
-    p
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_mcp_client_lists_and_calls_bundles_and_hears_of_reloads() {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::python;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,18 +18,6 @@ use structured_agents::tools::engine::ToolPolicy;
 use structured_agents::tools::mcp::{McpServerSpec, McpSource, McpTool};
 use structured_agents::types::ToolCall;
 use tokio_util::sync::CancellationToken;
-
-fn python() -> PathBuf {
-    if let Ok(p) = std::env::var("SA_PYTHON") {
-        return p.into();
-    }
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
-    assert!(
-        p.exists(),
-        "the Python peers are missing: run ./scripts/python-env (it installs `mcp` into .venv)"
-    );
-    p
-}
 
 fn spec() -> McpServerSpec {
     let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/server.py");

@@ -7,21 +7,13 @@
 
 mod common;
 
-use std::path::PathBuf;
+use common::python;
+
 use std::time::Duration;
 
 use common::daemon::{Site, client, get};
 use serde_json::Value;
 use structured_agents::mock::{MockServer, Script};
-
-fn python() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
-    assert!(
-        p.exists(),
-        "the Python peers are missing: run ./scripts/python-env (it installs `openai` into .venv)"
-    );
-    p
-}
 
 const SCRIPT: &str = r#"
 replies:

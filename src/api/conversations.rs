@@ -42,7 +42,7 @@ fn turn(job: &Job, agents: Vec<String>) -> Value {
         "bundle": job.bundle,
         "state": job.state,
         "input": job.input,
-        "answer": job.result.as_ref().and_then(|r| r["output"].as_str()),
+        "answer": job.answer(),
         "error": job.error,
         "agents_used": agents,
         "created_at": job.created_at,

@@ -110,12 +110,7 @@ pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<
     if snapshot.bundle(name).is_some() {
         return Ok(());
     }
-    let known: Vec<&str> = snapshot
-        .bundles
-        .iter()
-        .filter(|(_, e)| e.current.is_some())
-        .map(|(n, _)| n.as_str())
-        .collect();
+    let known: Vec<&str> = snapshot.loaded().map(|b| b.name()).collect();
     Err(ApiError::field(
         ErrorCode::UnknownBundle,
         field,

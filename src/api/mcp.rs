@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::jobs::{enqueue, wait_finished};
-use crate::queue::{JobState, NewJob};
+use crate::queue::NewJob;
 
 /// The MCP clients connected now, told when the bundle list changes.
 #[derive(Clone, Default)]
@@ -77,14 +77,11 @@ pub struct BundleTools {
 impl BundleTools {
     /// The loaded bundles: (name, description).
     fn bundles(&self) -> Vec<(String, String)> {
-        let snapshot = self.state.registry.snapshot();
-        snapshot
-            .bundles
-            .iter()
-            .filter_map(|(name, entry)| {
-                let current = entry.current.as_ref()?;
-                Some((name.clone(), current.bundle.raw.description.clone()))
-            })
+        self.state
+            .registry
+            .snapshot()
+            .loaded()
+            .map(|b| (b.name().to_string(), b.bundle.raw.description.clone()))
             .collect()
     }
 
@@ -106,20 +103,7 @@ impl BundleTools {
         let job = wait_finished(&self.state, &job.id)
             .await
             .map_err(|e| e.message)?;
-        match job.state {
-            JobState::Succeeded => Ok(job
-                .result
-                .as_ref()
-                .and_then(|r| r["output"].as_str())
-                .unwrap_or_default()
-                .to_string()),
-            state => Err(format!(
-                "job {} ended {}: {}",
-                job.id,
-                state.as_str(),
-                job.error.as_deref().unwrap_or("no error recorded")
-            )),
-        }
+        job.answer_or_error().map(str::to_string)
     }
 }
 
@@ -162,8 +146,9 @@ impl ServerHandler for BundleTools {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.to_string();
-        if !self.bundles().iter().any(|(n, _)| *n == name) {
-            let known: Vec<String> = self.bundles().into_iter().map(|(n, _)| n).collect();
+        let bundles = self.bundles();
+        if !bundles.iter().any(|(n, _)| *n == name) {
+            let known: Vec<String> = bundles.into_iter().map(|(n, _)| n).collect();
             return Err(McpError::invalid_params(
                 format!("no bundle named `{name}` (tools: {})", known.join(", ")),
                 None,

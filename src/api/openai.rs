@@ -24,7 +24,7 @@ use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::{enqueue, known_bundle, wait_finished};
 use crate::events::tokens::TokenSubscription;
-use crate::queue::{Job, JobId, JobState, NewJob};
+use crate::queue::{Job, JobId, NewJob};
 use crate::types::{Message, Role};
 
 /// The prefix that names a bundle as a model.
@@ -102,11 +102,9 @@ impl From<ApiError> for OpenAiError {
 pub async fn models(State(state): State<AppState>) -> Json<Value> {
     let snapshot = state.registry.snapshot();
     let data: Vec<Value> = snapshot
-        .bundles
-        .iter()
-        .filter(|(_, e)| e.current.is_some())
-        .map(|(name, _)| {
-            json!({"id": format!("{MODEL_PREFIX}{name}"), "object": "model", "created": 0, "owned_by": "structured-agents"})
+        .loaded()
+        .map(|b| {
+            json!({"id": format!("{MODEL_PREFIX}{}", b.name()), "object": "model", "created": 0, "owned_by": "structured-agents"})
         })
         .collect();
     Json(json!({"object": "list", "data": data}))
@@ -194,26 +192,15 @@ fn now_secs() -> u64 {
 
 /// The answer of a finished job, or its failure in OpenAI's shape.
 fn answer(job: &Job) -> Result<String, OpenAiError> {
-    if job.state != JobState::Succeeded {
-        return Err(OpenAiError {
+    job.answer_or_error()
+        .map(str::to_string)
+        .map_err(|message| OpenAiError {
             status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: format!(
-                "job {} ended {}: {}",
-                job.id,
-                job.state.as_str(),
-                job.error.as_deref().unwrap_or("no error recorded")
-            ),
+            message,
             kind: "server_error",
             param: None,
             code: Some("job_failed".into()),
-        });
-    }
-    Ok(job
-        .result
-        .as_ref()
-        .and_then(|r| r["output"].as_str())
-        .unwrap_or_default()
-        .to_string())
+        })
 }
 
 fn completion(job: &Job) -> Result<Value, OpenAiError> {

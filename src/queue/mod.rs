@@ -136,6 +136,26 @@ impl fmt::Display for JobState {
     }
 }
 
+impl Job {
+    /// The final answer the job's run produced (`result.output`), if any.
+    pub fn answer(&self) -> Option<&str> {
+        self.result.as_ref().and_then(|r| r["output"].as_str())
+    }
+
+    /// The answer of a succeeded job, or why the job has none, naming it.
+    pub fn answer_or_error(&self) -> Result<&str, String> {
+        match self.state {
+            JobState::Succeeded => Ok(self.answer().unwrap_or_default()),
+            state => Err(format!(
+                "job {} ended {}: {}",
+                self.id,
+                state.as_str(),
+                self.error.as_deref().unwrap_or("no error recorded")
+            )),
+        }
+    }
+}
+
 /// What a client submits.
 #[derive(Debug, Clone, Default)]
 pub struct NewJob {
@@ -439,6 +459,32 @@ pub struct JobFilter {
     pub limit: usize,
     /// From a previous page's `next_cursor`.
     pub cursor: Option<String>,
+}
+
+impl JobFilter {
+    /// The filter as SQL conditions (` AND …`, each value a placeholder
+    /// that `placeholder(n)` spells for the n-th argument) and their
+    /// arguments, shared by the backends' listings.
+    pub(crate) fn conditions(
+        &self,
+        placeholder: impl Fn(usize) -> String,
+    ) -> (String, Vec<String>) {
+        let mut sql = String::new();
+        let mut args = Vec::new();
+        for (column, op, value) in [
+            ("state", "=", self.state.map(|s| s.as_str().to_string())),
+            ("bundle", "=", self.bundle.clone()),
+            ("conversation_id", "=", self.conversation_id.clone()),
+            // Newest first: ids are UUIDv7, so a page continues below the cursor.
+            ("id", "<", self.cursor.clone()),
+        ] {
+            if let Some(value) = value {
+                args.push(value);
+                sql.push_str(&format!(" AND {column} {op} {}", placeholder(args.len())));
+            }
+        }
+        (sql, args)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -86,6 +86,11 @@ impl Snapshot {
     pub fn bundle(&self, name: &str) -> Option<&Arc<LoadedBundle>> {
         self.bundles.get(name).and_then(|e| e.current.as_ref())
     }
+
+    /// Every bundle that can run now, in name order.
+    pub fn loaded(&self) -> impl Iterator<Item = &Arc<LoadedBundle>> {
+        self.bundles.values().filter_map(|e| e.current.as_ref())
+    }
 }
 
 /// What a reload did.

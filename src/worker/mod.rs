@@ -550,11 +550,7 @@ struct Heartbeat {
 
 /// An earlier turn of a conversation as the messages a new turn starts from.
 fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
-    let answer = job
-        .result
-        .as_ref()
-        .and_then(|r| r["output"].as_str())
-        .unwrap_or_default();
+    let answer = job.answer().unwrap_or_default();
     [
         Message::user(job.input.clone()),
         Message::assistant(Some(answer.to_string()), Vec::new()),

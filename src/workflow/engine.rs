@@ -213,15 +213,7 @@ impl<'a> Engine<'a> {
                     continue; // passed through by its attempt cap
                 }
             }
-            cp.timestamp = now();
-            self.host
-                .checkpoint(&cp)
-                .await
-                .map_err(|message| EngineError::Checkpoint {
-                    stage: cp.stage.clone(),
-                    step: cp.step,
-                    message,
-                })?;
+            self.save(&mut cp).await?;
             let started_at = SystemTime::now();
             let clock = Instant::now();
             let result = self.run_stage(&cp).await?;
@@ -415,17 +407,22 @@ impl<'a> Engine<'a> {
         }
     }
 
-    async fn finish(&self, mut cp: Checkpoint) -> Result<Outcome, EngineError> {
-        cp.dispatched = false;
+    /// Stamps and stores the checkpoint through the host.
+    async fn save(&self, cp: &mut Checkpoint) -> Result<(), EngineError> {
         cp.timestamp = now();
         self.host
-            .checkpoint(&cp)
+            .checkpoint(cp)
             .await
             .map_err(|message| EngineError::Checkpoint {
                 stage: cp.stage.clone(),
                 step: cp.step,
                 message,
-            })?;
+            })
+    }
+
+    async fn finish(&self, mut cp: Checkpoint) -> Result<Outcome, EngineError> {
+        cp.dispatched = false;
+        self.save(&mut cp).await?;
         Ok(Outcome {
             status: cp.status,
             checkpoint: cp,

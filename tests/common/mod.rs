@@ -116,3 +116,17 @@ impl Tool for TestTool {
 pub fn script(yaml: &str) -> Script {
     Script::parse(yaml, "test script").unwrap()
 }
+
+/// The Python with the peers the tests use (`mcp`, `openai`, `xgrammar`):
+/// `$SA_PYTHON`, else `.venv` from `scripts/python-env`; fails loudly when missing.
+pub fn python() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("SA_PYTHON") {
+        return p.into();
+    }
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
+    assert!(
+        p.exists(),
+        "the Python peers are missing: run ./scripts/python-env (it installs mcp, openai and xgrammar into .venv)"
+    );
+    p
+}

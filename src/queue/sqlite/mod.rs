@@ -479,30 +479,15 @@ impl JobQueue for SqliteQueue {
     }
 
     async fn list(&self, filter: JobFilter) -> Result<Page, QueueError> {
-        let cursor: Option<String> = filter.cursor.clone();
         let limit = filter.limit.clamp(1, 1000);
         let (jobs, more) = self
             .read(move |conn| {
                 // Newest first; ids are UUIDv7 so they sort by creation time.
-                let mut sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE 1=1");
-                let mut args: Vec<String> = Vec::new();
-                if let Some(state) = filter.state {
-                    args.push(state.as_str().to_string());
-                    sql.push_str(&format!(" AND state = ?{}", args.len()));
-                }
-                if let Some(bundle) = &filter.bundle {
-                    args.push(bundle.clone());
-                    sql.push_str(&format!(" AND bundle = ?{}", args.len()));
-                }
-                if let Some(conversation) = &filter.conversation_id {
-                    args.push(conversation.clone());
-                    sql.push_str(&format!(" AND conversation_id = ?{}", args.len()));
-                }
-                if let Some(c) = &cursor {
-                    args.push(c.clone());
-                    sql.push_str(&format!(" AND id < ?{}", args.len()));
-                }
-                sql.push_str(&format!(" ORDER BY id DESC LIMIT {}", limit + 1));
+                let (conditions, args) = filter.conditions(|n| format!("?{n}"));
+                let sql = format!(
+                    "SELECT {JOB_COLUMNS} FROM jobs WHERE 1=1{conditions} ORDER BY id DESC LIMIT {}",
+                    limit + 1
+                );
                 let mut stmt = conn.prepare(&sql)?;
                 let mut jobs: Vec<Job> = stmt
                     .query_map(rusqlite::params_from_iter(args.iter()), job_from_row)?
