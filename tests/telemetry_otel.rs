@@ -218,3 +218,70 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     let log = std::fs::read_to_string(log_path).unwrap();
     assert_eq!(log.matches("OTLP span export failed").count(), 1, "{log}");
 }
+
+/// Concurrent tools of different lengths: each `execute_tool` span covers
+/// its own call, so the short one ends long before the long one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_spans_cover_their_own_call_when_tools_run_together() {
+    let script = r#"
+replies:
+  - tool_calls: [{id: s-1, name: slow, arguments: {}}, {id: f-1, name: fast, arguments: {}}]
+  - content: done
+"#;
+    let bundle = r#"name: timed
+version: "1"
+model: {endpoint: mock, name: mock-model}
+prompts: {user: "{{ input }}"}
+limits: {max_concurrency: 2}
+tools:
+  - {name: slow, kind: process, command: [python3, -c, "import time; time.sleep(0.6); print('{}')"]}
+  - {name: fast, kind: process, command: [python3, -c, "print('{}')"]}
+"#;
+    let server = MockServer::start(Script::parse(script, "t").unwrap())
+        .await
+        .unwrap();
+    let (otlp, spans, _) = collector().await;
+    let site = Site::new(
+        &server.base_url(),
+        &format!("[telemetry]\notlp_endpoint = \"{otlp}\"\n"),
+    );
+    site.put_bundle("timed", bundle);
+    let daemon = site.start();
+    let http = client();
+    let job = submit_body(&http, &daemon, json!({"bundle": "timed", "input": "go"})).await;
+    let done = wait_terminal(
+        &http,
+        &daemon,
+        job["id"].as_str().unwrap(),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(done["state"], "succeeded");
+    assert_eq!(daemon.stop(), Some(0));
+    let spans = spans.lock().unwrap().clone();
+    let span = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no span {name}"))
+            .clone()
+    };
+    let (slow, fast) = (span("execute_tool slow"), span("execute_tool fast"));
+    let ms = |nanos: u64| nanos / 1_000_000;
+    let length = |s: &opentelemetry_proto::tonic::trace::v1::Span| {
+        ms(s.end_time_unix_nano - s.start_time_unix_nano)
+    };
+    assert!(length(&slow) >= 600, "slow span {} ms", length(&slow));
+    assert!(length(&fast) < 400, "fast span {} ms", length(&fast));
+    assert!(
+        ms(slow.end_time_unix_nano) >= ms(fast.end_time_unix_nano) + 200,
+        "the fast span ended with the slow one"
+    );
+    assert!(
+        ms(fast
+            .start_time_unix_nano
+            .abs_diff(slow.start_time_unix_nano))
+            < 300,
+        "the calls started together"
+    );
+}
