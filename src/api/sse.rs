@@ -19,7 +19,7 @@ use serde_json::json;
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::not_found;
-use crate::events::tokens::TokenSubscription;
+use crate::events::tokens::{Token, TokenSubscription};
 use crate::queue::JobId;
 
 #[derive(Debug, Deserialize)]
@@ -95,10 +95,28 @@ fn async_stream(
             if c.done {
                 return None;
             }
+            // Tokens that arrived while the store was read go first: they
+            // come before the durable events that the model call ends with,
+            // and the stream must not end with some still waiting.
+            let mut drained = false;
+            while let Some(token) = c.tokens.try_next() {
+                c.pending.push_back(token_event(&token));
+                drained = true;
+            }
+            if drained {
+                continue;
+            }
             if c.stale {
                 match read_store(&mut c.pending, &c.state, &c.id, &mut c.after).await {
                     Read::Events => continue,
                     Read::End => {
+                        // Every token was published before the job ended:
+                        // send what is still waiting before `end`.
+                        let end = c.pending.pop_back();
+                        while let Some(token) = c.tokens.try_next() {
+                            c.pending.push_back(token_event(&token));
+                        }
+                        c.pending.extend(end);
                         c.done = true;
                         continue;
                     }
@@ -123,9 +141,7 @@ fn async_stream(
                         }
                     },
                     Some(token) = c.tokens.next() => {
-                        // Ephemeral: no `id:`, so resumption is unaffected.
-                        let data = json!({"turn": token.turn, "run_id": token.run_id, "text": token.text});
-                        c.pending.push_back(SseEvent::default().event("token").data(data.to_string()));
+                        c.pending.push_back(token_event(&token));
                         break;
                     }
                     _ = &mut deadline => {
@@ -136,6 +152,12 @@ fn async_stream(
             }
         }
     })
+}
+
+/// A `token` event: ephemeral, with no `id:`, so resumption is unaffected.
+fn token_event(token: &Token) -> SseEvent {
+    let data = json!({"turn": token.turn, "run_id": token.run_id, "text": token.text});
+    SseEvent::default().event("token").data(data.to_string())
 }
 
 /// What one read of the store found.

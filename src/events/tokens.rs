@@ -91,6 +91,20 @@ pub struct TokenSubscription {
 }
 
 impl TokenSubscription {
+    /// A token already waiting, without waiting for one.
+    pub fn try_next(&mut self) -> Option<Token> {
+        let receiver = self.receiver.as_mut()?;
+        loop {
+            match receiver.try_recv() {
+                Ok(token) => return Some(token),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    tracing::debug!(job_id = %self.job, missed, "token listener lagged");
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
     /// The next token; `None` once the hub is gone. Tokens a slow listener
     /// missed are skipped.
     pub async fn next(&mut self) -> Option<Token> {
