@@ -19,6 +19,7 @@ pub mod duration;
 pub mod endpoints;
 pub mod events;
 pub mod failpoint;
+pub mod group_chat;
 pub mod journal;
 pub mod kernel;
 pub mod mock;

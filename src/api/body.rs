@@ -29,13 +29,28 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         serde_path_to_error::deserialize(de)
             .map(JsonBody)
             .map_err(|e| {
-                let field = e.path().to_string();
                 let message = format!("invalid JSON body: {}", e.inner());
-                if field == "." {
-                    ApiError::new(ErrorCode::InvalidRequest, message)
-                } else {
-                    ApiError::field(ErrorCode::InvalidRequest, field, message)
+                match field_of(&e) {
+                    Some(field) => ApiError::field(ErrorCode::InvalidRequest, field, message),
+                    None => ApiError::new(ErrorCode::InvalidRequest, message),
                 }
             })
+    }
+}
+
+/// The field an error is about: its path, or the field serde names in a
+/// missing- or unknown-field error at the top level.
+fn field_of(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<String> {
+    let path = e.path().to_string();
+    let named = |text: &str| {
+        let inner = e.inner().to_string();
+        let rest = inner.split_once(text)?.1;
+        Some(rest.split('`').next()?.to_string())
+    };
+    let field = named("missing field `").or_else(|| named("unknown field `"));
+    match (path.as_str(), field) {
+        (".", field) => field,
+        (_, Some(field)) => Some(format!("{path}.{field}")),
+        (_, None) => Some(path),
     }
 }

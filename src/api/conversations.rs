@@ -13,7 +13,7 @@ use super::error::{ApiError, ErrorCode};
 use crate::queue::{Job, JobFilter};
 
 /// Turns read per conversation.
-const MAX_TURNS: usize = 1000;
+pub(super) const MAX_TURNS: usize = 1000;
 
 /// A 422 naming `conversation_id` unless it is a usable id.
 pub(super) fn check_id(id: &str) -> Result<(), ApiError> {
@@ -50,39 +50,6 @@ fn turn(job: &Job, agents: Vec<String>) -> Value {
     })
 }
 
-/// The agents (`agent` and `http_agent` tools) a job called, in order.
-async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<String>, ApiError> {
-    let snapshot = state.registry.snapshot();
-    let agent_tools: Vec<String> = snapshot
-        .bundle(&job.bundle)
-        .map(|b| {
-            b.bundle
-                .raw
-                .tools
-                .iter()
-                .filter(|t| {
-                    matches!(
-                        t.kind,
-                        crate::bundle::ToolKind::Agent | crate::bundle::ToolKind::HttpAgent
-                    )
-                })
-                .map(|t| t.name.clone())
-                .collect()
-        })
-        .unwrap_or_default();
-    if agent_tools.is_empty() {
-        return Ok(Vec::new());
-    }
-    let events = state.queue.events_after(&job.id, 0, usize::MAX).await?;
-    Ok(events
-        .iter()
-        .filter_map(|e| serde_json::from_str::<Value>(&e.event_json).ok())
-        .filter(|e| e["type"] == "ToolCall" && e["parent"].is_null())
-        .filter_map(|e| e["tool_name"].as_str().map(str::to_string))
-        .filter(|name| agent_tools.contains(name))
-        .collect())
-}
-
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -106,7 +73,10 @@ pub async fn get(
     jobs.reverse();
     let mut turns = Vec::with_capacity(jobs.len());
     for job in &jobs {
-        turns.push(turn(job, agents_used(&state, job).await?));
+        turns.push(turn(
+            job,
+            super::runtime::trace::agents_used(&state, job).await?,
+        ));
     }
     Ok(Json(json!({"conversation_id": id, "turns": turns})))
 }

@@ -20,6 +20,8 @@ pub enum ErrorCode {
     /// that is not `needs_attention`).
     InvalidState,
     Unavailable,
+    /// The job behind a synchronous answer ended without one.
+    JobFailed,
     Internal,
 }
 
@@ -34,6 +36,7 @@ impl ErrorCode {
             Self::IdempotencyConflict => StatusCode::CONFLICT,
             Self::InvalidState => StatusCode::CONFLICT,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::JobFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -48,6 +51,7 @@ impl ErrorCode {
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::InvalidState => "invalid_state",
             Self::Unavailable => "unavailable",
+            Self::JobFailed => "job_failed",
             Self::Internal => "internal",
         }
     }

@@ -1,5 +1,7 @@
 //! The HTTP API (axum), versioned under `/v1`: jobs, their replayable event
-//! streams (SSE), bundles, reload, health, metrics and the OpenAPI document.
+//! streams (SSE), bundles, reload, health, metrics and the OpenAPI document;
+//! the runtime API of the absorbed multi-agent runtime under `/api`; MCP at
+//! `/mcp`.
 //! One file per resource; errors come from one table (`error`).
 //!
 //! This module translates HTTP to calls on the queue and the registry; it
@@ -11,13 +13,15 @@ mod body;
 mod bundles;
 mod conversations;
 pub mod error;
+mod feed;
 mod jobs;
 pub mod mcp;
 mod openai;
+mod runtime;
 mod sse;
 
 pub use auth::Auth;
-pub use sse::MIN_RECHECK as SSE_MIN_RECHECK;
+pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,6 +97,10 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
             auth.clone(),
             auth::require_token,
         ));
+    let runtime = runtime::routes().route_layer(middleware::from_fn_with_state(
+        auth.clone(),
+        auth::require_token,
+    ));
     let mcp: Router<AppState> = Router::new()
         .nest_service(
             "/mcp",
@@ -101,6 +109,7 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
         .route_layer(middleware::from_fn_with_state(auth, auth::require_token));
     Router::new()
         .nest("/v1", v1)
+        .nest("/api", runtime)
         .merge(mcp)
         .route("/v1/openapi.json", get(openapi))
         .route(

@@ -79,7 +79,7 @@ impl From<ApiError> for OpenAiError {
                 (StatusCode::NOT_FOUND, "invalid_request_error")
             }
             ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "invalid_request_error"),
-            ErrorCode::Unavailable | ErrorCode::Internal => {
+            ErrorCode::Unavailable | ErrorCode::Internal | ErrorCode::JobFailed => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
             }
             _ => (StatusCode::BAD_REQUEST, "invalid_request_error"),

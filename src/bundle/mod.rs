@@ -24,6 +24,10 @@ use serde_json::{Map, Value, json};
 use crate::kernel::KernelConfig;
 use locate::LineIndex;
 
+/// The job variable that caps a run's agent calls (`agent` and
+/// `http_agent` tools): the runtime API's `max_agents`.
+pub const MAX_AGENTS_VARIABLE: &str = "max_agents";
+
 /// One problem in a bundle, located.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BundleError {
@@ -164,6 +168,24 @@ impl Bundle {
         })
     }
 
+    /// The tools that call agents (`agent` and `http_agent`), each with the
+    /// id of the agent it calls: the bundle name, the config's agent id, or
+    /// for an `http_agent` with a `url` the tool's own name.
+    pub fn agent_tools(&self) -> BTreeMap<String, String> {
+        self.raw
+            .tools
+            .iter()
+            .filter_map(|t| {
+                let agent = match t.kind {
+                    ToolKind::Agent => t.bundle.clone(),
+                    ToolKind::HttpAgent => t.agent.clone(),
+                    _ => return None,
+                };
+                Some((t.name.clone(), agent.unwrap_or_else(|| t.name.clone())))
+            })
+            .collect()
+    }
+
     /// The kernel settings this bundle asks for.
     pub fn kernel_config(&self) -> KernelConfig {
         let raw = &self.raw;
@@ -198,6 +220,7 @@ impl Bundle {
             turn_shapes: self.shapes.turns.clone(),
             extra_body: raw.model.extra_body.clone(),
             record_messages: false,
+            call_budget: None,
         }
     }
 }

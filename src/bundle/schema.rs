@@ -47,6 +47,28 @@ pub struct RawBundle {
     /// bundle's model, prompts and tools (see docs/workflows.md).
     #[serde(default)]
     pub workflow: Option<crate::workflow::WorkflowSpec>,
+    /// How the runtime API presents the bundle as an agent (`GET /api/agents`).
+    #[serde(default)]
+    pub agent: Option<AgentSection>,
+    /// Makes the bundle the host of group chats (`POST /api/group-chat`);
+    /// its own model and prompts are the default selector.
+    #[serde(default)]
+    pub group_chat: Option<crate::group_chat::GroupChatSpec>,
+}
+
+/// The bundle as an agent of the runtime API.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Display name (default: the bundle's name).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What it can do (default: its tools' names).
+    #[serde(default)]
+    pub capabilities: Option<Vec<String>>,
+    /// Example questions clients may offer.
+    #[serde(default)]
+    pub conversation_starters: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

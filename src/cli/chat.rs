@@ -111,7 +111,7 @@ impl Observer for ChatView {
 }
 
 /// Lines typed at the terminal, read on a thread of their own.
-fn input_lines() -> tokio::sync::mpsc::Receiver<String> {
+pub(super) fn input_lines() -> tokio::sync::mpsc::Receiver<String> {
     let (lines_tx, lines) = tokio::sync::mpsc::channel::<String>(1);
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {

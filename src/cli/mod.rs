@@ -9,6 +9,7 @@ mod migrate;
 pub mod printer;
 mod remote;
 mod run;
+mod runtime;
 mod validate;
 
 pub use logging::init_logging;
@@ -54,6 +55,22 @@ pub enum Command {
     Chat(chat::ChatArgs),
     /// Submit a job to the daemon.
     Submit(remote::SubmitArgs),
+    /// The runtime's agents (local bundles and remote agents).
+    Agents,
+    /// Ask the runtime: its router bundle answers, calling agents (streamed).
+    Query(runtime::QueryArgs),
+    /// A group chat: agents answer in turn until the termination strategy stops them.
+    Group(runtime::GroupArgs),
+    /// Send a message envelope straight to one agent's endpoint.
+    Direct {
+        /// The agent's id (`structured-agents agents` lists them).
+        agent: String,
+        /// The message.
+        #[arg(default_value = "Hello")]
+        content: String,
+    },
+    /// Talk with the runtime: `agents`, `group TEXT`, `direct AGENT [TEXT]`, `exit`; anything else is a query.
+    Interactive,
     /// List the daemon's jobs.
     Jobs {
         #[arg(long)]
@@ -230,6 +247,11 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         } => inspect::tools(&bundle_dir, &models_dir, plugins_dir).await,
         Command::Chat(args) => chat::chat(server, args).await,
         Command::Submit(args) => remote::submit(server, args).await,
+        Command::Agents => runtime::agents(server).await,
+        Command::Query(args) => runtime::query(server, args).await,
+        Command::Group(args) => runtime::group(server, args).await,
+        Command::Direct { agent, content } => runtime::direct(server, &agent, &content).await,
+        Command::Interactive => runtime::interactive(server).await,
         Command::Jobs {
             state,
             bundle,

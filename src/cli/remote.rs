@@ -91,6 +91,47 @@ impl Client {
             .await
     }
 
+    /// POSTs `body` to `path` and yields the `data:` of each SSE frame of
+    /// the answer (the runtime API's streams).
+    pub async fn post_frames(
+        &self,
+        path: &str,
+        body: Value,
+    ) -> anyhow::Result<impl futures::Stream<Item = anyhow::Result<String>> + use<>> {
+        let response = self
+            .request(reqwest::Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| {
+                format!("cannot reach the daemon at {} (is `structured-agents serve` running? see --server)", self.base)
+            })?;
+        let status = response.status();
+        if !status.is_success() {
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            bail!(
+                "the daemon answered HTTP {status}: {}",
+                body.pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no details")
+            );
+        }
+        Ok(response.bytes_stream().eventsource().map(|event| {
+            event.map(|e| e.data).context(
+                "the stream was interrupted (the job runs on: see `structured-agents jobs`)",
+            )
+        }))
+    }
+
+    /// POSTs `body` to an agent's endpoint: a path of this daemon (with the
+    /// token) or another server's URL (without it).
+    pub async fn post_to(&self, endpoint: &str, body: Value) -> anyhow::Result<Value> {
+        if endpoint.starts_with('/') {
+            return self.post(endpoint, body).await;
+        }
+        self.call(self.http.post(endpoint).json(&body)).await
+    }
+
     /// Follows a job's event stream to its end, reconnecting with
     /// `Last-Event-ID` when the connection drops, printing it in `format`.
     /// Returns the final state.

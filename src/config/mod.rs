@@ -36,6 +36,27 @@ pub struct Config {
     pub observers: ObserversConfig,
     /// Remote agents that `http_agent` tools refer to by id.
     pub agents: Vec<crate::tools::http_agent::HttpAgentSpec>,
+    /// The runtime API (`/api`): which bundles answer queries and host group chats.
+    pub runtime: RuntimeConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// The bundle that answers `POST /api/query`, calling agents as tools.
+    pub router: String,
+    /// The bundle that hosts `POST /api/group-chat` (its `group_chat:`
+    /// section; its own model is the default selector).
+    pub group_chat: String,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            router: "router".into(),
+            group_chat: "group-chat".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -25,6 +25,12 @@ pub struct Token {
     pub run_id: String,
     pub turn: u32,
     pub text: String,
+    /// Instead of text: a tool call of the job's own run starting or ending,
+    /// as it happens (the stored event can come later, after the next
+    /// durable write), for listeners that interleave calls with the answer
+    /// (the runtime API's streams). Only subscriptions that ask get these.
+    #[serde(skip)]
+    pub event: Option<Arc<EventEnvelope>>,
 }
 
 /// Live token streams by job id.
@@ -41,6 +47,16 @@ impl TokenHub {
     /// Starts listening to `job`'s tokens; the stream stops being produced
     /// when the last subscription is dropped.
     pub fn subscribe(self: &Arc<Self>, job: &str) -> TokenSubscription {
+        self.subscribe_with(job, false)
+    }
+
+    /// Like [`TokenHub::subscribe`], also receiving the job's tool calls as
+    /// they start and end ([`Token::event`]).
+    pub fn subscribe_with_calls(self: &Arc<Self>, job: &str) -> TokenSubscription {
+        self.subscribe_with(job, true)
+    }
+
+    fn subscribe_with(self: &Arc<Self>, job: &str, calls: bool) -> TokenSubscription {
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         let receiver = streams
             .entry(job.to_string())
@@ -50,6 +66,7 @@ impl TokenHub {
             hub: self.clone(),
             job: job.to_string(),
             receiver: Some(receiver),
+            calls,
         }
     }
 
@@ -88,6 +105,8 @@ pub struct TokenSubscription {
     job: String,
     /// `None` only while being dropped.
     receiver: Option<broadcast::Receiver<Token>>,
+    /// Whether tool-call events are wanted too.
+    calls: bool,
 }
 
 impl TokenSubscription {
@@ -96,6 +115,7 @@ impl TokenSubscription {
         let receiver = self.receiver.as_mut()?;
         loop {
             match receiver.try_recv() {
+                Ok(token) if token.event.is_some() && !self.calls => continue,
                 Ok(token) => return Some(token),
                 Err(broadcast::error::TryRecvError::Lagged(missed)) => {
                     tracing::debug!(job_id = %self.job, missed, "token listener lagged");
@@ -111,6 +131,7 @@ impl TokenSubscription {
         let receiver = self.receiver.as_mut()?;
         loop {
             match receiver.recv().await {
+                Ok(token) if token.event.is_some() && !self.calls => continue,
                 Ok(token) => return Some(token),
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::debug!(job_id = %self.job, missed, "token listener lagged");
@@ -146,7 +167,23 @@ impl TokenObserver {
 
 #[async_trait]
 impl Observer for TokenObserver {
-    async fn on_event(&self, _event: &EventEnvelope) -> Result<(), ObserverError> {
+    async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
+        use super::Event;
+        let turn = match &event.event {
+            Event::ToolCall { turn, .. } | Event::ToolResult { turn, .. } => *turn,
+            _ => return Ok(()),
+        };
+        if event.parent.is_none() && self.hub.listening(&self.job) {
+            self.hub.publish(
+                &self.job,
+                Token {
+                    run_id: event.run_id.clone(),
+                    turn,
+                    text: String::new(),
+                    event: Some(Arc::new(event.clone())),
+                },
+            );
+        }
         Ok(())
     }
 
@@ -161,6 +198,7 @@ impl Observer for TokenObserver {
                 run_id: delta.run_id.to_string(),
                 turn: delta.turn,
                 text: delta.text.to_string(),
+                event: None,
             },
         );
     }

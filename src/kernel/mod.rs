@@ -81,6 +81,42 @@ pub struct KernelConfig {
     /// Put the request's messages on ModelRequest events (for observers that
     /// record content, when the operator opted in); off saves a copy per turn.
     pub record_messages: bool,
+    /// A cap on calls of some tools in one run (the runtime API's
+    /// `max_agents`); calls beyond it get a tool error instead of running.
+    pub call_budget: Option<CallBudget>,
+}
+
+/// At most `max_calls` calls of `tools` per run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallBudget {
+    pub tools: std::collections::BTreeSet<String>,
+    pub max_calls: usize,
+    /// The tool error a refused call gets (it tells the model what to do).
+    pub refusal: String,
+}
+
+impl CallBudget {
+    /// For each of this turn's `calls`, the refusal when it is over the
+    /// budget, counting the calls already in `history`. Replays agree with
+    /// the first run: the count depends only on the conversation.
+    fn refusals(&self, history: &[Message], calls: &[ToolCall]) -> Vec<Option<String>> {
+        let counted = |call: &&ToolCall| self.tools.contains(&call.name);
+        let mut used = history
+            .iter()
+            .flat_map(|m| &m.tool_calls)
+            .filter(counted)
+            .count();
+        calls
+            .iter()
+            .map(|call| {
+                if !counted(&call) {
+                    return None;
+                }
+                used += 1;
+                (used > self.max_calls).then(|| self.refusal.clone())
+            })
+            .collect()
+    }
 }
 
 impl Default for KernelConfig {
@@ -99,6 +135,7 @@ impl Default for KernelConfig {
             turn_shapes: BTreeMap::new(),
             extra_body: Map::new(),
             record_messages: false,
+            call_budget: None,
         }
     }
 }
@@ -365,6 +402,7 @@ impl Kernel {
         &self,
         call: &ToolCall,
         parse_error: Option<&String>,
+        refusal: Option<&String>,
         turn: u32,
         events: &EventSink,
         cancel: &CancellationToken,
@@ -394,6 +432,17 @@ impl Kernel {
             })
             .await;
         let outcome = match parse_error {
+            None if refusal.is_some() => ToolOutcome {
+                result: ToolResult::error(
+                    call,
+                    format!("tool_error:{}", refusal.cloned().unwrap_or_default()),
+                ),
+                error_code: Some("tool_error"),
+                attempts: 0,
+                cached: false,
+                duration: Duration::ZERO,
+                parked: None,
+            },
             Some(detail) => {
                 events
                     .emit(Event::ParseError {
@@ -504,15 +553,35 @@ impl Kernel {
         let parse_errors = &reply.recorded.parse_errors;
         // Owned items: a borrowing closure here trips the higher-ranked
         // lifetime check when the run future must be Send.
-        let items: Vec<(ToolCall, Option<String>)> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, call)| (call.clone(), parse_errors.get(i).cloned().flatten()))
-            .collect();
-        let run_call = |(call, parse_error): (ToolCall, Option<String>)| async move {
-            self.tool_call(&call, parse_error.as_ref(), turn, events, cancel, journal)
-                .await
+        let refusals = match &self.config.call_budget {
+            Some(budget) => budget.refusals(history, calls),
+            None => vec![None; calls.len()],
         };
+        let items: Vec<(ToolCall, Option<String>, Option<String>)> = calls
+            .iter()
+            .zip(refusals)
+            .enumerate()
+            .map(|(i, (call, refusal))| {
+                (
+                    call.clone(),
+                    parse_errors.get(i).cloned().flatten(),
+                    refusal,
+                )
+            })
+            .collect();
+        let run_call =
+            |(call, parse_error, refusal): (ToolCall, Option<String>, Option<String>)| async move {
+                self.tool_call(
+                    &call,
+                    parse_error.as_ref(),
+                    refusal.as_ref(),
+                    turn,
+                    events,
+                    cancel,
+                    journal,
+                )
+                .await
+            };
         let outcomes: Vec<Result<(ToolOutcome, bool), RunError>> = futures::stream::iter(items)
             .map(run_call)
             .buffered(self.config.max_concurrency.max(1))

@@ -172,6 +172,17 @@ impl Registry {
         }
     }
 
+    /// The daemon config the registry was built with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Runs this registry's bundles as nested agents (for `agent` tools and
+    /// group chats).
+    pub fn agent_host(self: &Arc<Self>) -> Arc<dyn AgentHost> {
+        Arc::new(NestedRuns(Arc::downgrade(self)))
+    }
+
     pub fn endpoints(&self) -> &BTreeMap<String, Arc<dyn ChatBackend>> {
         &self.endpoints
     }

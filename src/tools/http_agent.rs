@@ -27,6 +27,79 @@ pub struct HttpAgentSpec {
     pub capabilities: Vec<String>,
     /// The URL messages are POSTed to.
     pub endpoint: String,
+    /// Example questions clients may offer (`GET /api/agents`).
+    #[serde(default)]
+    pub conversation_starters: Vec<String>,
+}
+
+/// One message for a remote agent.
+pub struct Envelope<'a> {
+    pub conversation_id: &'a str,
+    pub sender: String,
+    pub content: String,
+    /// Sent as `Idempotency-Key`: a repeated message (a resumed job) can be
+    /// recognised by the agent.
+    pub idempotency_key: String,
+    pub timeout: Duration,
+}
+
+/// POSTs the message envelope to `endpoint`; the reply's `content` is the
+/// answer. Connection failures, 429 and 5xx are retryable.
+pub async fn send(
+    http: &reqwest::Client,
+    endpoint: &str,
+    recipient: &str,
+    message: Envelope<'_>,
+) -> Result<ToolOutput, ToolError> {
+    let envelope = json!({
+        "messageId": uuid::Uuid::new_v4().to_string(),
+        "conversationId": message.conversation_id,
+        "senderId": message.sender,
+        "recipientId": recipient,
+        "content": message.content,
+        "timestamp": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        "type": "request",
+    });
+    let response = http
+        .post(endpoint)
+        .header("Idempotency-Key", message.idempotency_key)
+        .timeout(message.timeout.max(Duration::from_millis(1)))
+        .json(&envelope)
+        .send()
+        .await
+        .map_err(|e| {
+            if e.is_timeout() {
+                // The engine reports a timeout by this word.
+                ToolError::Failed("timeout".into())
+            } else {
+                ToolError::Retryable(format!("agent {recipient} at {endpoint} unreachable: {e}"))
+            }
+        })?;
+    let status = response.status();
+    let body = response.text().await.unwrap_or_default();
+    if !status.is_success() {
+        let message = format!(
+            "agent {recipient} answered HTTP {status}: {}",
+            crate::client::server_message(&body)
+        );
+        return Err(if status.is_server_error() || status.as_u16() == 429 {
+            ToolError::Retryable(message)
+        } else {
+            ToolError::Failed(message)
+        });
+    }
+    let reply: Value = serde_json::from_str(&body).map_err(|e| {
+        ToolError::Failed(format!(
+            "agent {recipient} sent a reply that is not JSON ({e})"
+        ))
+    })?;
+    match reply.get("content") {
+        Some(Value::String(text)) => Ok(ToolOutput::Text(text.clone())),
+        Some(other) => Ok(ToolOutput::Json(other.clone())),
+        None => Err(ToolError::Failed(format!(
+            "agent {recipient} replied without `content`"
+        ))),
+    }
 }
 
 pub struct HttpAgentTool {
@@ -77,60 +150,13 @@ impl Tool for HttpAgentTool {
             None => arguments.to_string(),
         };
         let run = ctx.events.context();
-        let envelope = json!({
-            "messageId": uuid::Uuid::new_v4().to_string(),
-            "conversationId": run.run_id,
-            "senderId": format!("structured-agents/{}", run.bundle),
-            "recipientId": self.recipient,
-            "content": content,
-            "timestamp": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-            "type": "request",
-        });
-        let response = self
-            .http
-            .post(&self.endpoint)
-            .header("Idempotency-Key", ctx.idempotency_key())
-            .timeout(ctx.remaining().max(Duration::from_millis(1)))
-            .json(&envelope)
-            .send()
-            .await
-            .map_err(|e| {
-                if e.is_timeout() {
-                    ToolError::Failed("timeout".into())
-                } else {
-                    ToolError::Retryable(format!(
-                        "agent {} at {} unreachable: {e}",
-                        self.recipient, self.endpoint
-                    ))
-                }
-            })?;
-        let status = response.status();
-        let body = response.text().await.unwrap_or_default();
-        if !status.is_success() {
-            let message = format!(
-                "agent {} answered HTTP {status}: {}",
-                self.recipient,
-                crate::client::server_message(&body)
-            );
-            return Err(if status.is_server_error() || status.as_u16() == 429 {
-                ToolError::Retryable(message)
-            } else {
-                ToolError::Failed(message)
-            });
-        }
-        let reply: Value = serde_json::from_str(&body).map_err(|e| {
-            ToolError::Failed(format!(
-                "agent {} sent a reply that is not JSON ({e})",
-                self.recipient
-            ))
-        })?;
-        match reply.get("content") {
-            Some(Value::String(text)) => Ok(ToolOutput::Text(text.clone())),
-            Some(other) => Ok(ToolOutput::Json(other.clone())),
-            None => Err(ToolError::Failed(format!(
-                "agent {} replied without `content`",
-                self.recipient
-            ))),
-        }
+        let message = Envelope {
+            conversation_id: &run.run_id,
+            sender: format!("structured-agents/{}", run.bundle),
+            content,
+            idempotency_key: ctx.idempotency_key(),
+            timeout: ctx.remaining(),
+        };
+        send(&self.http, &self.endpoint, &self.recipient, message).await
     }
 }

@@ -8,6 +8,7 @@
 //! events to the observers it is given.
 
 mod event_log;
+mod group_chat;
 mod workflow;
 
 use std::sync::Arc;
@@ -290,6 +291,25 @@ impl WorkerPool {
                     };
                     workflow::run(run, workflow).await
                 }
+                None if group_chat::is_group_chat(&loaded, job) => {
+                    let earlier = match self.earlier_turns(job, GROUP_CHAT_HISTORY_TURNS).await {
+                        Ok(earlier) => earlier,
+                        Err(outcome) => return outcome,
+                    };
+                    let run = group_chat::GroupChatJob {
+                        registry: &self.registry,
+                        loaded: &loaded,
+                        job,
+                        sink: &sink,
+                        journal: &journal,
+                        cancel: cancel.clone(),
+                        earlier: earlier
+                            .iter()
+                            .map(|j| (j.input.clone(), j.answer().unwrap_or_default().to_string()))
+                            .collect(),
+                    };
+                    group_chat::run(run).await
+                }
                 None => self.run_agent(&loaded, job, &sink, &journal, &cancel).await,
             }
         };
@@ -370,18 +390,13 @@ impl WorkerPool {
                 // Each earlier turn is two messages; the history strategy
                 // trims further per request.
                 let turns = loaded.bundle.raw.limits.max_history_messages / 2;
-                match crate::queue::conversation_history(&*self.queue, job, turns).await {
+                match self.earlier_turns(job, turns).await {
                     Ok(earlier) => loaded.bundle.prompts.render_continuing(
                         &job.input,
                         &job.variables,
                         earlier.iter().flat_map(turn_messages).collect(),
                     ),
-                    Err(e) => {
-                        return Outcome::Failed {
-                            error: format!("job {}: cannot read its conversation: {e}", job.id),
-                            retryable: true,
-                        };
-                    }
+                    Err(outcome) => return outcome,
                 }
             }
             None => loaded.bundle.prompts.render(&job.input, &job.variables),
@@ -397,6 +412,7 @@ impl WorkerPool {
         };
         let mut config = loaded.bundle.kernel_config();
         config.record_messages = self.settings.record_messages;
+        config.call_budget = agent_budget(loaded, job);
         let timeout = config.timeout.unwrap_or_default();
         let kernel = Kernel::new(
             config,
@@ -434,6 +450,21 @@ impl WorkerPool {
                 retryable: err.is_retryable(),
             },
         }
+    }
+
+    /// The conversation's earlier finished turns (at most `turns`), or the
+    /// outcome of a job that cannot read them.
+    async fn earlier_turns(
+        &self,
+        job: &crate::queue::Job,
+        turns: usize,
+    ) -> Result<Vec<crate::queue::Job>, Outcome> {
+        crate::queue::conversation_history(&*self.queue, job, turns)
+            .await
+            .map_err(|e| Outcome::Failed {
+                error: format!("job {}: cannot read its conversation: {e}", job.id),
+                retryable: true,
+            })
     }
 
     /// Records the outcome. The queue decides the final state and stamps the
@@ -537,6 +568,26 @@ impl JournalStore for QueueJournal {
             .await
             .map_err(|e| e.to_string())
     }
+}
+
+/// Earlier turns of its conversation a group chat's agents read.
+const GROUP_CHAT_HISTORY_TURNS: usize = 10;
+
+/// The cap on agent calls a job asks for with its `max_agents` variable
+/// (the runtime API's query option).
+fn agent_budget(
+    loaded: &LoadedBundle,
+    job: &crate::queue::Job,
+) -> Option<crate::kernel::CallBudget> {
+    let max = job
+        .variables
+        .get(crate::bundle::MAX_AGENTS_VARIABLE)?
+        .as_u64()?;
+    Some(crate::kernel::CallBudget {
+        tools: loaded.bundle.agent_tools().into_keys().collect(),
+        max_calls: usize::try_from(max).unwrap_or(usize::MAX),
+        refusal: format!("max_agents ({max}) reached: answer with what you have"),
+    })
 }
 
 fn short(digest: &str) -> &str {

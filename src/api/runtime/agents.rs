@@ -1,0 +1,174 @@
+//! `GET /api/agents`, the agents the runtime knows: local bundles (except
+//! the router and the group-chat host) and the config's remote
+//! `[[agents]]`; and `POST /api/agents/{id}/message`, which answers a
+//! message envelope with a local bundle's job, so other runtimes can call
+//! this daemon's bundles as remote agents.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::super::AppState;
+use super::super::body::JsonBody;
+use super::super::error::{ApiError, ErrorCode};
+use super::super::jobs::{enqueue, wait_finished};
+use super::{USER_VARIABLE, envelope};
+use crate::group_chat::{Participant, Place};
+use crate::queue::NewJob;
+
+/// One agent as clients see it.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct AgentCard {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub capabilities: Vec<String>,
+    pub conversation_starters: Vec<String>,
+    pub endpoint: String,
+    /// `local` (a bundle of this daemon) or `remote`.
+    pub kind: &'static str,
+}
+
+impl AgentCard {
+    pub fn participant(&self) -> Participant {
+        let place = if self.kind == LOCAL {
+            Place::Local {
+                bundle: self.id.clone(),
+            }
+        } else {
+            Place::Remote {
+                endpoint: self.endpoint.clone(),
+            }
+        };
+        Participant {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            place,
+        }
+    }
+}
+
+const LOCAL: &str = "local";
+
+/// Every agent: local bundles by name, then remote agents in config order.
+pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
+    let runtime = &state.registry.config().runtime;
+    let snapshot = state.registry.snapshot();
+    let mut local: Vec<AgentCard> = snapshot
+        .loaded()
+        .filter(|b| b.name() != runtime.router && b.name() != runtime.group_chat)
+        .map(|b| {
+            let raw = &b.bundle.raw;
+            let card = raw.agent.clone().unwrap_or_default();
+            AgentCard {
+                id: raw.name.clone(),
+                name: card.name.unwrap_or_else(|| raw.name.clone()),
+                description: raw.description.clone(),
+                capabilities: card
+                    .capabilities
+                    .unwrap_or_else(|| raw.tools.iter().map(|t| t.name.clone()).collect()),
+                conversation_starters: card.conversation_starters,
+                endpoint: format!("/api/agents/{}/message", raw.name),
+                kind: LOCAL,
+            }
+        })
+        .collect();
+    local.sort_by(|a, b| a.id.cmp(&b.id));
+    let remote = state.registry.config().agents.iter().map(|a| AgentCard {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        description: a.description.clone(),
+        capabilities: a.capabilities.clone(),
+        conversation_starters: a.conversation_starters.clone(),
+        endpoint: a.endpoint.clone(),
+        kind: "remote",
+    });
+    local.extend(remote);
+    local
+}
+
+/// The agent named `id`, or a 404 naming it and the known ones.
+pub(super) fn find(cards: &[AgentCard], id: &str, field: &str) -> Result<AgentCard, ApiError> {
+    cards.iter().find(|c| c.id == id).cloned().ok_or_else(|| {
+        let known: Vec<&str> = cards.iter().map(|c| c.id.as_str()).collect();
+        ApiError::field(
+            ErrorCode::NotFound,
+            field,
+            format!(
+                "no agent with id {id:?} (known: {}; GET /api/agents lists them)",
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+pub async fn list(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({"agents": directory(&state)}))
+}
+
+/// A message envelope as callers send it; only `content` is required.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    content: String,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    sender_id: Option<String>,
+    /// Accepted and ignored: the reply makes its own.
+    #[serde(default, rename = "messageId")]
+    _message_id: Option<String>,
+    #[serde(default, rename = "recipientId")]
+    _recipient_id: Option<String>,
+    #[serde(default, rename = "timestamp")]
+    _timestamp: Option<String>,
+    #[serde(default, rename = "type")]
+    _kind: Option<String>,
+}
+
+/// `POST /api/agents/{id}/message`: the local bundle answers as a job.
+pub async fn message(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(message): JsonBody<Message>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = find(&directory(&state), &id, "id")?;
+    if agent.kind != LOCAL {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "id",
+            format!(
+                "agent {id:?} is remote: post the message to its endpoint {}",
+                agent.endpoint
+            ),
+        ));
+    }
+    super::non_blank("content", &message.content)?;
+    let conversation = super::conversation_of(message.conversation_id)?;
+    let sender = message.sender_id.unwrap_or_else(super::default_user);
+    let mut variables = serde_json::Map::new();
+    variables.insert(USER_VARIABLE.into(), json!(sender));
+    let (job, _) = enqueue(
+        &state,
+        NewJob {
+            bundle: id.clone(),
+            input: message.content,
+            variables,
+            conversation_id: Some(conversation.clone()),
+            max_attempts: Some(state.max_attempts),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let job = wait_finished(&state, &job.id).await?;
+    let answer = job.answer_or_error().map_err(|e| job_failed(&e))?;
+    let mut reply = envelope(&conversation, &id, &sender, answer);
+    reply["job_id"] = json!(job.id);
+    Ok(Json(reply))
+}
+
+/// A job that ended without an answer, as the caller's error.
+pub(super) fn job_failed(message: &str) -> ApiError {
+    ApiError::new(ErrorCode::JobFailed, message)
+}

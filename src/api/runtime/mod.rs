@@ -1,0 +1,97 @@
+//! The runtime API under `/api`, for the clients of the multi-agent runtime
+//! this daemon absorbed: the agent directory, queries answered by a router
+//! bundle that calls agents as tools, group chats, conversations, and each
+//! local bundle reachable as a remote agent. Every request is a job of the
+//! queue; this module only translates the runtime's message envelopes and
+//! stream frames to and from jobs.
+
+mod agents;
+mod conversations;
+mod group;
+mod query;
+mod stream;
+pub(super) mod trace;
+
+use axum::Router;
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::{ApiError, ErrorCode};
+use crate::registry::LoadedBundle;
+
+/// Who answers a query, in envelopes.
+const RUNTIME: &str = "runtime";
+/// Who answers a group chat, in envelopes.
+const GROUP_RUNTIME: &str = "agent-runtime";
+/// The job variable that names the asking user.
+const USER_VARIABLE: &str = "user_id";
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/agents", get(agents::list))
+        .route("/agents/{id}/message", post(agents::message))
+        .route("/query", post(query::query))
+        .route("/group-chat", post(group::group_chat))
+        .route("/conversations/{id}", get(conversations::get))
+}
+
+fn default_user() -> String {
+    "user".into()
+}
+
+/// A message envelope of the runtime: `type` "Text", a fresh `messageId`.
+fn envelope(conversation: &str, sender: &str, recipient: &str, content: &str) -> Value {
+    json!({
+        "messageId": uuid::Uuid::new_v4().to_string(),
+        "conversationId": conversation,
+        "senderId": sender,
+        "recipientId": recipient,
+        "content": content,
+        "timestamp": now(),
+        "type": "Text",
+    })
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// The bundle that `[runtime].<key>` names, or a 503 saying how to fix it.
+fn configured_bundle(
+    state: &AppState,
+    key: &str,
+    name: &str,
+) -> Result<std::sync::Arc<LoadedBundle>, ApiError> {
+    state.registry.snapshot().bundle(name).cloned().ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::Unavailable,
+            format!(
+                "the runtime's {key} bundle {name:?} is not loaded: drop a bundle named {name:?} into the bundles directory or set `[runtime] {key}` to a loaded bundle (`structured-agents bundles` lists them)"
+            ),
+        )
+    })
+}
+
+/// A 422 naming `field` unless `text` has something in it.
+fn non_blank(field: &str, text: &str) -> Result<(), ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            field,
+            format!("`{field}` is empty: send the text to ask"),
+        ));
+    }
+    Ok(())
+}
+
+/// The conversation a request continues, or a new one.
+fn conversation_of(requested: Option<String>) -> Result<String, ApiError> {
+    match requested {
+        Some(id) => {
+            super::conversations::check_id(&id)?;
+            Ok(id)
+        }
+        None => Ok(format!("conv-{}", uuid::Uuid::new_v4())),
+    }
+}

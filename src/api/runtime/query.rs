@@ -1,0 +1,91 @@
+//! `POST /api/query`: the router bundle answers as a job of the query's
+//! conversation, calling agents as tools; the reply is the runtime's
+//! message envelope, or with `stream` the runtime's SSE frames.
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Map, json};
+
+use super::super::AppState;
+use super::super::body::JsonBody;
+use super::super::error::{ApiError, ErrorCode};
+use super::super::feed::job_feed;
+use super::super::jobs::{enqueue, wait_finished};
+use super::{RUNTIME, USER_VARIABLE, envelope};
+use crate::queue::{JobId, NewJob};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueryRequest {
+    query: String,
+    #[serde(default = "super::default_user")]
+    user_id: String,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    /// The trace also lists other tool calls and the model's turns.
+    #[serde(default)]
+    verbose: bool,
+    /// Agent calls allowed for this query (more are refused).
+    #[serde(default)]
+    max_agents: Option<u32>,
+    #[serde(default)]
+    stream: bool,
+}
+
+pub async fn query(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<QueryRequest>,
+) -> Result<Response, ApiError> {
+    super::non_blank("query", &request.query)?;
+    if request.max_agents == Some(0) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "max_agents",
+            "`max_agents` must be at least 1 (leave it out for no limit)",
+        ));
+    }
+    let router_name = state.registry.config().runtime.router.clone();
+    let router = super::configured_bundle(&state, "router", &router_name)?;
+    let conversation = super::conversation_of(request.conversation_id)?;
+    let mut variables = Map::new();
+    variables.insert(USER_VARIABLE.into(), json!(request.user_id));
+    variables.insert("verbose".into(), json!(request.verbose));
+    if let Some(max) = request.max_agents {
+        variables.insert(crate::bundle::MAX_AGENTS_VARIABLE.into(), json!(max));
+    }
+    // The job's id is picked here so the stream listens before the job can
+    // start: its first tokens are not missed.
+    let id = JobId::new();
+    let feed = request
+        .stream
+        .then(|| job_feed(state.clone(), id.clone(), 0, true));
+    let started = std::time::Instant::now();
+    let (job, _) = enqueue(
+        &state,
+        NewJob {
+            id: Some(id),
+            bundle: router.name().to_string(),
+            input: request.query,
+            variables,
+            conversation_id: Some(conversation.clone()),
+            max_attempts: Some(state.max_attempts),
+            ..Default::default()
+        },
+    )
+    .await?;
+    if let Some(feed) = feed {
+        return Ok(super::stream::frames(state, job, feed, started).into_response());
+    }
+    let job = wait_finished(&state, &job.id).await?;
+    let answer = job
+        .answer_or_error()
+        .map_err(|e| super::agents::job_failed(&e))?;
+    let (trace, used) = super::trace::execution_trace(&state, &job, request.verbose).await?;
+    let mut reply = envelope(&conversation, RUNTIME, &request.user_id, answer);
+    reply["execution_trace"] = json!(trace);
+    reply["agents_used"] = json!(used);
+    reply["job_id"] = json!(job.id);
+    Ok(Json(reply).into_response())
+}

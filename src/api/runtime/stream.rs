@@ -1,0 +1,181 @@
+//! The runtime's SSE frames for a query or group-chat job, from the job's
+//! feed: a start chunk; then in arrival order `{"content"}` tokens of the
+//! answer and an `{"agent_call", "agent_query"}` / `{"agent_id",
+//! "agent_response"}` pair around each agent call; then the complete frame,
+//! "Streaming complete" and `[DONE]` — or `{"error"}` and `[DONE]`. A
+//! client that hangs up only stops the frames: the job runs on.
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::time::Instant;
+
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+
+use super::super::AppState;
+use super::super::feed::Item;
+use super::trace::{AgentTools, query_of, response_of, top_level};
+use crate::events::tokens::Token;
+use crate::queue::Job;
+
+/// What the stream remembers between items.
+struct Frames {
+    state: AppState,
+    job_id: String,
+    agents: AgentTools,
+    /// Agent calls announced: call id → agent id.
+    calls: HashMap<String, String>,
+    /// Agent calls answered (each call arrives live and again from the store).
+    answered: HashSet<String>,
+    started: Instant,
+}
+
+pub(super) fn frames(
+    state: AppState,
+    job: Job,
+    feed: impl Stream<Item = Item> + Send + 'static,
+    started: Instant,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let frames = Frames {
+        agents: AgentTools::of(&state, &job),
+        job_id: job.id.to_string(),
+        state,
+        calls: HashMap::new(),
+        answered: HashSet::new(),
+        started,
+    };
+    let start = futures::stream::iter([data(
+        &json!({"chunk": "Starting streaming response...", "complete": false}),
+    )]);
+    // The feed ends after the job's end; if it ends early (the store could
+    // not be read) the client still gets an error and `[DONE]`.
+    let body = futures::stream::unfold(
+        (Box::pin(feed), Some(frames)),
+        |(mut feed, frames)| async move {
+            let mut frames = frames?;
+            let out = match feed.next().await {
+                Some(Item::End(job)) => {
+                    let out = frames.end(&job).await;
+                    return Some((out, (feed, None)));
+                }
+                Some(item) => frames.item(item).await,
+                None => vec![
+                    data(&json!({"error": format!("lost the feed of job {}; GET /v1/jobs/{} for its outcome", frames.job_id, frames.job_id)})),
+                    done(),
+                ],
+            };
+            let next = (!out.iter().any(is_done)).then_some(frames);
+            Some((out, (feed, next)))
+        },
+    )
+    .flat_map(futures::stream::iter);
+    Sse::new(start.chain(body).map(|(_, e)| Ok(e))).keep_alive(KeepAlive::default())
+}
+
+/// A frame and whether it is `[DONE]`.
+type Frame = (bool, SseEvent);
+
+fn data(value: &Value) -> Frame {
+    (false, SseEvent::default().data(value.to_string()))
+}
+
+fn done() -> Frame {
+    (true, SseEvent::default().data("[DONE]"))
+}
+
+fn is_done(frame: &Frame) -> bool {
+    frame.0
+}
+
+impl Frames {
+    async fn item(&mut self, item: Item) -> Vec<Frame> {
+        match item {
+            // A tool call as it starts or ends.
+            Item::Token(Token {
+                event: Some(event), ..
+            }) => match serde_json::to_value(&*event) {
+                Ok(event) => self.event(event).await.into_iter().collect(),
+                Err(_) => Vec::new(),
+            },
+            // Only the job's own answer: nested agent runs stream too.
+            Item::Token(token) if token.run_id == self.job_id => {
+                vec![data(&json!({"content": token.text}))]
+            }
+            Item::Event { json, .. } => match top_level(&json) {
+                Some(event) => self.event(event).await.into_iter().collect(),
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    /// The frame of an agent call starting or ending, once per call.
+    async fn event(&mut self, event: Value) -> Option<Frame> {
+        if !event["parent"].is_null() {
+            return None;
+        }
+        let tool = event["tool_name"].as_str()?;
+        let call_id = event["call_id"].as_str()?.to_string();
+        match event["type"].as_str()? {
+            "ToolCall" if !self.calls.contains_key(&call_id) => {
+                let agent = self.agents.agent(tool)?;
+                let frame = data(
+                    &json!({"agent_call": agent, "agent_query": query_of(&event["arguments"])}),
+                );
+                self.calls.insert(call_id, agent);
+                Some(frame)
+            }
+            "ToolResult" if !self.answered.contains(&call_id) => {
+                let agent = self.calls.get(&call_id)?.clone();
+                self.answered.insert(call_id.clone());
+                let turn = event["turn"].as_u64().unwrap_or_default() as u32;
+                // Events carry a preview; the journal holds the whole reply
+                // (recorded before the event was emitted).
+                let journal = self
+                    .state
+                    .queue
+                    .journal(&crate::queue::JobId::from(self.job_id.clone()))
+                    .await
+                    .unwrap_or_default();
+                let response = response_of(&journal, turn, &call_id).unwrap_or_else(|| {
+                    event["output_preview"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                });
+                Some(data(
+                    &json!({"agent_id": agent, "agent_response": response}),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    async fn end(&self, job: &Job) -> Vec<Frame> {
+        let answer = match job.answer_or_error() {
+            Ok(answer) => answer,
+            Err(error) => return vec![data(&json!({"error": error})), done()],
+        };
+        let used = match super::trace::agents_used(&self.state, job).await {
+            Ok(used) => used,
+            Err(e) => return vec![data(&json!({"error": e.message})), done()],
+        };
+        let mut complete = json!({
+            "chunk": null,
+            "complete": true,
+            "response": answer,
+            "conversation_id": job.conversation_id,
+            "processing_time": self.started.elapsed().as_secs_f64(),
+            "agents_used": used,
+        });
+        if let Some(responses) = job.result.as_ref().and_then(|r| r.get("agent_responses")) {
+            complete["agent_responses"] = responses.clone();
+        }
+        vec![
+            data(&complete),
+            data(&json!({"chunk": "Streaming complete", "complete": true})),
+            done(),
+        ]
+    }
+}

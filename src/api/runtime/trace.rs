@@ -1,0 +1,142 @@
+//! What a runtime job did, read back from its durable record: the agent
+//! calls (from its `ToolCall` / `ToolResult` events, with the full reply
+//! from its journal, since events carry only a preview), the other tool
+//! calls and model turns for a verbose trace, and the agents used.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Value, json};
+
+use super::super::AppState;
+use super::super::error::ApiError;
+use crate::journal::{JournalEntry, RecordedResult};
+use crate::queue::Job;
+
+/// Which of a job's tools call agents, and the agent each calls.
+pub(crate) enum AgentTools {
+    /// A router's `agent` / `http_agent` tools: tool name → agent id.
+    Tools(BTreeMap<String, String>),
+    /// A group chat: every call is an agent, named by its id.
+    All,
+}
+
+impl AgentTools {
+    /// For `job`, from the bundle it ran (a group chat calls only agents).
+    pub fn of(state: &AppState, job: &Job) -> Self {
+        if job.variables.contains_key(crate::group_chat::PLAN_VARIABLE) {
+            return Self::All;
+        }
+        let snapshot = state.registry.snapshot();
+        Self::Tools(
+            snapshot
+                .bundle(&job.bundle)
+                .map(|b| b.bundle.agent_tools())
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The agent `tool` calls, if it calls one.
+    pub fn agent(&self, tool: &str) -> Option<String> {
+        match self {
+            Self::Tools(tools) => tools.get(tool).cloned(),
+            Self::All => Some(tool.to_string()),
+        }
+    }
+}
+
+/// A stored event of the job's own run (not of a nested agent run).
+pub(super) fn top_level(json: &str) -> Option<Value> {
+    let event: Value = serde_json::from_str(json).ok()?;
+    event["parent"].is_null().then_some(event)
+}
+
+/// What was asked of an agent: its `content` or `input` argument.
+pub(super) fn query_of(arguments: &Value) -> String {
+    match arguments.get("content").or_else(|| arguments.get("input")) {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => arguments.to_string(),
+    }
+}
+
+/// The full reply of call `call_id` in `turn`: a router's recorded tool
+/// result, or a group chat's recorded reply.
+pub(super) fn response_of(journal: &[JournalEntry], turn: u32, call_id: &str) -> Option<String> {
+    let result_key = JournalEntry::result_key(call_id);
+    journal.iter().find_map(|e| {
+        if e.scope.is_empty() && e.turn == turn && e.step == result_key {
+            let recorded: RecordedResult = serde_json::from_str(&e.body).ok()?;
+            Some(plain(&recorded.result.output))
+        } else if e.scope == "group/" && e.step == call_id {
+            let reply: crate::group_chat::Reply = serde_json::from_str(&e.body).ok()?;
+            Some(reply.response)
+        } else {
+            None
+        }
+    })
+}
+
+/// A tool output as text: the model sees JSON, people read the string.
+fn plain(output: &str) -> String {
+    match serde_json::from_str::<Value>(output) {
+        Ok(Value::String(text)) => text,
+        _ => output.to_string(),
+    }
+}
+
+/// The job's execution trace (agent calls; with `verbose` also other tool
+/// calls and model turns) and the agents it used, distinct, in order of
+/// first call.
+pub(super) async fn execution_trace(
+    state: &AppState,
+    job: &Job,
+    verbose: bool,
+) -> Result<(Vec<Value>, Vec<String>), ApiError> {
+    let agents = AgentTools::of(state, job);
+    let events = state.queue.events_after(&job.id, 0, usize::MAX).await?;
+    let journal = state.queue.journal(&job.id).await?;
+    let mut calls: HashMap<String, Value> = HashMap::new();
+    let mut trace = Vec::new();
+    let mut used: Vec<String> = Vec::new();
+    for event in events.iter().filter_map(|e| top_level(&e.event_json)) {
+        let turn = event["turn"].as_u64().unwrap_or_default() as u32;
+        let tool = event["tool_name"].as_str().unwrap_or_default();
+        let call_id = event["call_id"].as_str().unwrap_or_default();
+        match event["type"].as_str() {
+            Some("ToolCall") => {
+                calls.insert(call_id.to_string(), event["arguments"].clone());
+            }
+            Some("ToolResult") => {
+                let arguments = calls.remove(call_id).unwrap_or(Value::Null);
+                let response = response_of(&journal, turn, call_id).unwrap_or_else(|| {
+                    event["output_preview"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                });
+                let is_error = event["is_error"].as_bool().unwrap_or(false);
+                match agents.agent(tool) {
+                    Some(agent) => {
+                        if !used.contains(&agent) {
+                            used.push(agent.clone());
+                        }
+                        trace.push(json!({"type": "agent_call", "agent_id": agent, "tool": tool, "query": query_of(&arguments), "response": response, "is_error": is_error}));
+                    }
+                    None if verbose => trace.push(json!({"type": "tool_call", "tool": tool, "arguments": arguments, "result": response, "is_error": is_error})),
+                    None => {}
+                }
+            }
+            Some("ModelResponse") if verbose => {
+                trace
+                    .push(json!({"type": "model_turn", "turn": turn, "content": event["content"]}));
+            }
+            _ => {}
+        }
+    }
+    Ok((trace, used))
+}
+
+/// The agents a job used (see [`execution_trace`]).
+pub(crate) async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<String>, ApiError> {
+    Ok(execution_trace(state, job, false).await?.1)
+}

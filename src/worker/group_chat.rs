@@ -1,0 +1,265 @@
+//! Group-chat jobs: the worker runs a job's [`Plan`] — each agent answers
+//! in order, round after round, until the plan's termination strategy says
+//! stop. Every reply (and every selector verdict) is a journal entry, so a
+//! resumed job never asks an agent again; each is also a `ToolCall` /
+//! `ToolResult` pair of events named after the agent (log, SSE, metrics,
+//! spans). An agent that fails answers with its error text: the chat goes on.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{Event, EventSink, ParentRun, RunContext, preview};
+use crate::group_chat::{Ended, PLAN_VARIABLE, Participant, Place, Plan, Reply, transcript};
+use crate::journal::RunJournal;
+use crate::queue::{Job, Outcome};
+use crate::registry::{LoadedBundle, Registry};
+use crate::tools::http_agent::{self, Envelope};
+
+/// Whoever speaks for the group chat to remote agents.
+const SENDER: &str = "agent-runtime";
+/// How long a remote agent may take when the host bundle sets no timeout.
+const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One attempt of a group-chat job.
+pub(super) struct GroupChatJob<'a> {
+    pub registry: &'a Arc<Registry>,
+    pub loaded: &'a Arc<LoadedBundle>,
+    pub job: &'a Job,
+    pub sink: &'a EventSink,
+    pub journal: &'a RunJournal,
+    pub cancel: CancellationToken,
+    /// The conversation's earlier turns (question, answer), oldest first.
+    pub earlier: Vec<(String, String)>,
+}
+
+/// Whether the job is a group chat: the host bundle with a plan.
+pub(super) fn is_group_chat(loaded: &LoadedBundle, job: &Job) -> bool {
+    loaded.bundle.raw.group_chat.is_some() && job.variables.contains_key(PLAN_VARIABLE)
+}
+
+/// Runs (or resumes) the chat; the queue decides what the outcome means.
+pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
+    let plan: Plan = match serde_json::from_value(
+        run.job
+            .variables
+            .get(PLAN_VARIABLE)
+            .cloned()
+            .unwrap_or_default(),
+    ) {
+        Ok(plan) => plan,
+        Err(e) => {
+            return Outcome::Failed {
+                error: format!(
+                    "job {}: its `{PLAN_VARIABLE}` variable is not a group-chat plan ({e}); submit group chats through POST /api/group-chat",
+                    run.job.id
+                ),
+                retryable: false,
+            };
+        }
+    };
+    let chat = Chat {
+        replies_journal: run.journal.named("group"),
+        http: reqwest::Client::new(),
+        timeout: run
+            .loaded
+            .bundle
+            .raw
+            .limits
+            .timeout
+            .map_or(DEFAULT_AGENT_TIMEOUT, Into::into),
+        run: &run,
+    };
+    let mut replies: Vec<Reply> = Vec::new();
+    let mut ended = Ended::MaxIterations;
+    let mut rounds = 0;
+    'rounds: for round in 1..=plan.max_iterations {
+        rounds = round;
+        for agent in &plan.agents {
+            let prompt = transcript(&run.earlier, &run.job.input, &replies);
+            let key = format!("reply-{}", replies.len());
+            let reply = match chat.ask(agent, round, &key, prompt).await {
+                Ok(reply) => reply,
+                Err(outcome) => return outcome,
+            };
+            let stop = plan.stops_after_reply(&reply);
+            replies.push(reply);
+            if stop {
+                ended = Ended::StopPhrase;
+                break 'rounds;
+            }
+        }
+        if let (Some(selector), true) = (&plan.selector, round < plan.max_iterations) {
+            let prompt = plan.selector_prompt(&transcript(&run.earlier, &run.job.input, &replies));
+            let verdict = match chat
+                .ask(selector, round, &format!("verdict-{round}"), prompt)
+                .await
+            {
+                Ok(verdict) => verdict,
+                Err(outcome) => return outcome,
+            };
+            if !verdict.is_error && plan.selector_stops(&verdict.response) {
+                ended = Ended::Selector;
+                break;
+            }
+        }
+    }
+    let mut agents_used: Vec<&str> = Vec::new();
+    for reply in &replies {
+        if !agents_used.contains(&reply.agent_id.as_str()) {
+            agents_used.push(&reply.agent_id);
+        }
+    }
+    let output = replies
+        .iter()
+        .map(|r| r.response.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let responses: Vec<Value> = replies
+        .iter()
+        .map(
+            |r| json!({"agent_id": r.agent_id, "agent_name": r.agent_name, "response": r.response}),
+        )
+        .collect();
+    Outcome::Succeeded(json!({
+        "output": output,
+        "agent_responses": responses,
+        "agents_used": agents_used,
+        "rounds": rounds,
+        "terminated_by": ended.as_str(),
+        "bundle_version": run.loaded.version(),
+    }))
+}
+
+struct Chat<'a> {
+    run: &'a GroupChatJob<'a>,
+    replies_journal: RunJournal,
+    http: reqwest::Client,
+    timeout: Duration,
+}
+
+impl Chat<'_> {
+    /// The agent's reply recorded under `key`, or asked for now and
+    /// recorded before the chat acts on it. `Err` ends the attempt
+    /// (cancelled, or the journal cannot be written).
+    async fn ask(
+        &self,
+        agent: &Participant,
+        round: u32,
+        key: &str,
+        prompt: String,
+    ) -> Result<Reply, Outcome> {
+        let job = self.run.job;
+        let storage = |e: crate::journal::JournalError| Outcome::Failed {
+            error: format!("job {}: group chat journal: {e}", job.id),
+            retryable: true,
+        };
+        if let Some(reply) = self
+            .replies_journal
+            .latest_value::<Reply>(key)
+            .map_err(storage)?
+        {
+            return Ok(reply);
+        }
+        let sink = self.run.sink;
+        sink.emit(Event::ToolCall {
+            turn: round,
+            tool_name: agent.id.clone(),
+            call_id: key.to_string(),
+            arguments: json!({"content": prompt}),
+        })
+        .await;
+        let started = Instant::now();
+        let answer = match &agent.place {
+            Place::Local { bundle } => self.ask_local(bundle, round, key, prompt).await,
+            Place::Remote { endpoint } => {
+                let message = Envelope {
+                    conversation_id: job.conversation_id.as_deref().unwrap_or(job.id.as_str()),
+                    sender: SENDER.to_string(),
+                    content: prompt,
+                    idempotency_key: self.replies_journal.idempotency_key(round, key),
+                    timeout: self.timeout,
+                };
+                tokio::select! {
+                    sent = http_agent::send(&self.http, endpoint, &agent.id, message) => {
+                        sent.map(answer_text).map_err(|e| e.to_string())
+                    }
+                    _ = self.run.cancel.cancelled() => Err("cancelled".into()),
+                }
+            }
+        };
+        if self.run.cancel.is_cancelled() {
+            return Err(Outcome::Failed {
+                error: "cancelled by request".into(),
+                retryable: false,
+            });
+        }
+        let reply = Reply {
+            agent_id: agent.id.clone(),
+            agent_name: agent.name.clone(),
+            is_error: answer.is_err(),
+            response: answer.unwrap_or_else(|e| format!("Error: agent {} failed: {e}", agent.id)),
+            round,
+        };
+        self.replies_journal
+            .record_value(round, key, &reply)
+            .await
+            .map_err(storage)?;
+        sink.emit(Event::ToolResult {
+            turn: round,
+            tool_name: agent.id.clone(),
+            call_id: key.to_string(),
+            is_error: reply.is_error,
+            duration_ms: started.elapsed().as_millis() as u64,
+            output_preview: preview(&reply.response, 200),
+            error_type: reply.is_error.then(|| "tool_error".to_string()),
+        })
+        .await;
+        Ok(reply)
+    }
+
+    /// A loaded bundle's answer, run inside this job with its own journal
+    /// scope (a resumed reply replays its model and tool steps).
+    async fn ask_local(
+        &self,
+        bundle: &str,
+        round: u32,
+        key: &str,
+        prompt: String,
+    ) -> Result<String, String> {
+        let job = self.run.job;
+        let context = RunContext {
+            run_id: format!("{}/{key}", job.id),
+            bundle: bundle.to_string(),
+            bundle_version: String::new(),
+            parent: Some(ParentRun {
+                run_id: job.id.to_string(),
+                call_id: key.to_string(),
+                depth: 1,
+            }),
+        };
+        self.run
+            .registry
+            .agent_host()
+            .run_nested(
+                bundle,
+                prompt,
+                self.run.sink,
+                context,
+                self.run.journal.child(round, key),
+                self.run.cancel.clone(),
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// A remote agent's answer as text.
+fn answer_text(output: crate::tools::ToolOutput) -> String {
+    match output {
+        crate::tools::ToolOutput::Text(text) => text,
+        other => other.into_json_string(),
+    }
+}
