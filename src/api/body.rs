@@ -50,7 +50,10 @@ fn field_of(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<String>
     let field = named("missing field `").or_else(|| named("unknown field `"));
     match (path.as_str(), field) {
         (".", field) => field,
-        (_, Some(field)) => Some(format!("{path}.{field}")),
-        (_, None) => Some(path),
+        // An unknown field's path already ends with it.
+        (_, Some(field)) if path != field && !path.ends_with(&format!(".{field}")) => {
+            Some(format!("{path}.{field}"))
+        }
+        _ => Some(path),
     }
 }

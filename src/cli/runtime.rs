@@ -200,7 +200,7 @@ async fn message(client: &Client, agent: &str, content: &str) -> anyhow::Result<
         "type": "Text",
     });
     let reply = client.post_to(&text(&card["endpoint"]), envelope).await?;
-    println!("{} → {}", text(&card["name"]), text(&reply["content"]));
+    println!("{agent} → {}", text(&reply["content"]));
     Ok(0)
 }
 

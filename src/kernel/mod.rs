@@ -435,9 +435,9 @@ impl Kernel {
             None if refusal.is_some() => ToolOutcome {
                 result: ToolResult::error(
                     call,
-                    format!("tool_error:{}", refusal.cloned().unwrap_or_default()),
+                    format!("refused:{}", refusal.cloned().unwrap_or_default()),
                 ),
-                error_code: Some("tool_error"),
+                error_code: Some("refused"),
                 attempts: 0,
                 cached: false,
                 duration: Duration::ZERO,
@@ -789,6 +789,7 @@ fn error_code(code: &str) -> &'static str {
         "bad_args" => "bad_args",
         "user_error" => "user_error",
         "guardrail" => "guardrail",
+        "refused" => "refused",
         _ => "tool_error",
     }
 }
@@ -828,4 +829,33 @@ async fn emit_result(events: &EventSink, turn: u32, outcome: &ToolOutcome) {
             error_type: outcome.error_code.map(str::to_string),
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str, name: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: Value::Null,
+            raw_arguments: None,
+        }
+    }
+
+    #[test]
+    fn a_call_budget_counts_earlier_turns_and_refuses_only_its_tools_past_the_cap() {
+        let budget = CallBudget {
+            tools: ["ask_a".to_string(), "ask_b".to_string()].into(),
+            max_calls: 2,
+            refusal: "no more".into(),
+        };
+        let earlier = Message::assistant(None, vec![call("c1", "ask_a"), call("c2", "add")]);
+        let refusals = budget.refusals(
+            &[Message::user("q"), earlier],
+            &[call("c3", "add"), call("c4", "ask_b"), call("c5", "ask_a")],
+        );
+        assert_eq!(refusals, vec![None, None, Some("no more".to_string())]);
+    }
 }

@@ -115,12 +115,14 @@ pub(super) async fn execution_trace(
                         .to_string()
                 });
                 let is_error = event["is_error"].as_bool().unwrap_or(false);
+                // A call over the query's `max_agents` never reached its agent.
+                let refused = event["error_type"] == "refused";
                 match agents.agent(tool) {
                     Some(agent) => {
-                        if !used.contains(&agent) {
+                        if !refused && !used.contains(&agent) {
                             used.push(agent.clone());
                         }
-                        trace.push(json!({"type": "agent_call", "agent_id": agent, "tool": tool, "query": query_of(&arguments), "response": response, "is_error": is_error}));
+                        trace.push(json!({"type": "agent_call", "agent_id": agent, "tool": tool, "query": query_of(&arguments), "response": response, "is_error": is_error, "refused": refused}));
                     }
                     None if verbose => trace.push(json!({"type": "tool_call", "tool": tool, "arguments": arguments, "result": response, "is_error": is_error})),
                     None => {}

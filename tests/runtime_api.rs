@@ -1,0 +1,1507 @@
+//! The runtime API (`/api`, docs/api.md): the agent directory, a local
+//! bundle messaged as a remote agent, queries answered by the router bundle
+//! calling local (`agent`) and remote (`http_agent`) agents — as an envelope
+//! or as SSE frames in the runtime's exact order —, the `max_agents` cap,
+//! group chats with each termination strategy, conversations that survive a
+//! restart, field-naming 4xx errors, the token and missing runtime bundles,
+//! a stream client that hangs up, and the CLI commands that talk to it all.
+//!
+//! Every agent bundle answers from a mock model server of its own (its
+//! `model.endpoint` is that server's URL), so each script only has to tell
+//! apart one agent's requests; the router and the group-chat host use the
+//! config's `mock` endpoint. Remote agents are a tiny axum server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use common::daemon::{Daemon, Site, client, eventually, get, wait_terminal};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use structured_agents::mock::{MockServer, Script};
+
+/// The router asks the arithmetic agent, then the weather agent, then answers.
+const TWO_AGENTS_SCRIPT: &str = r#"
+replies:
+  - tool_calls:
+      - {name: ask_arithmetic, arguments: {input: "What is 2+3?"}}
+  - tool_calls:
+      - {name: ask_weather, arguments: {content: "Will it rain in Paris?"}}
+  - content: "2+3 is 5, and it will be sunny."
+"#;
+
+const TWO_AGENTS_QUESTION: &str = "What is 2+3 and will it rain in Paris?";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_lists_local_bundles_and_remote_agents() {
+    let arithmetic = mock_server(ARITHMETIC_SCRIPT).await;
+    let broken = mock_server("replies:\n  - status: 400\n    error: \"no such model\"\n").await;
+    let site = Site::new(
+        &arithmetic.base_url(),
+        &format!(
+            "{RUNTIME}{}{}",
+            weather_toml("http://127.0.0.1:9/weather"),
+            remote_agent_toml("atlas", "Atlas", "http://127.0.0.1:9/atlas", "")
+        ),
+    );
+    site.put_bundle("router", &router_bundle(""));
+    site.put_bundle("group-chat", GROUP_CHAT);
+    site.put_bundle(
+        "arithmetic",
+        &agent_bundle("arithmetic", &arithmetic.base_url(), ARITHMETIC_AGENT),
+    );
+    // No `agent:` section: its name and tools stand in.
+    site.put_bundle(
+        "echo",
+        &agent_bundle(
+            "echo",
+            &arithmetic.base_url(),
+            "tools:\n  - {name: shout, kind: process, command: [cat]}\n",
+        ),
+    );
+    site.put_bundle(
+        "broken",
+        &agent_bundle(
+            "broken",
+            &broken.base_url(),
+            "description: Its model refuses every request.\n",
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+
+    let listed = get(&http, &daemon, "/api/agents").await;
+    assert_eq!(
+        listed["agents"],
+        json!([
+            {"id": "arithmetic", "name": "Arithmetic", "description": "Adds and multiplies.",
+             "capabilities": ["add", "multiply"], "conversation_starters": ["What is 2+3?"],
+             "endpoint": "/api/agents/arithmetic/message", "kind": "local"},
+            {"id": "broken", "name": "broken", "description": "Its model refuses every request.",
+             "capabilities": [], "conversation_starters": [],
+             "endpoint": "/api/agents/broken/message", "kind": "local"},
+            {"id": "echo", "name": "echo", "description": "",
+             "capabilities": ["shout"], "conversation_starters": [],
+             "endpoint": "/api/agents/echo/message", "kind": "local"},
+            {"id": "weather", "name": "Weather", "description": "Forecasts the weather.",
+             "capabilities": ["forecast"], "conversation_starters": ["Will it rain?"],
+             "endpoint": "http://127.0.0.1:9/weather", "kind": "remote"},
+            {"id": "atlas", "name": "Atlas", "description": "",
+             "capabilities": [], "conversation_starters": [],
+             "endpoint": "http://127.0.0.1:9/atlas", "kind": "remote"},
+        ]),
+        "local bundles by name (not the router nor the group-chat host), then remote agents in config order"
+    );
+
+    // A local bundle answers a message envelope as a job.
+    let reply = post_ok(
+        &http,
+        &daemon,
+        "/api/agents/arithmetic/message",
+        json!({"content": "What is 2+3?", "senderId": "ada", "conversationId": "dm-1", "type": "Text"}),
+    )
+    .await;
+    assert_eq!(reply["senderId"], "arithmetic", "{reply}");
+    assert_eq!(reply["recipientId"], "ada");
+    assert_eq!(reply["conversationId"], "dm-1");
+    assert_eq!(reply["content"], "2+3 = 5");
+    assert_eq!(reply["type"], "Text");
+    assert_timestamp(&reply["timestamp"]);
+    assert!(
+        reply["messageId"].as_str().is_some_and(|id| !id.is_empty()),
+        "{reply}"
+    );
+    let job = get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{}", reply["job_id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(job["bundle"], "arithmetic", "{job}");
+    assert_eq!(job["state"], "succeeded");
+    assert_eq!(job["conversation_id"], "dm-1");
+    assert_eq!(job["input"], "What is 2+3?");
+
+    // Without a sender the reply goes to "user".
+    let anonymous = post_ok(
+        &http,
+        &daemon,
+        "/api/agents/arithmetic/message",
+        json!({"content": "What is 2+3?"}),
+    )
+    .await;
+    assert_eq!(anonymous["recipientId"], "user", "{anonymous}");
+
+    let unknown = post(
+        &http,
+        &daemon,
+        "/api/agents/nobody/message",
+        json!({"content": "hi"}),
+    )
+    .await;
+    assert_error(&unknown, 404, "not_found", None);
+    assert!(message_of(&unknown).contains("nobody"), "{}", unknown.1);
+
+    let remote = post(
+        &http,
+        &daemon,
+        "/api/agents/weather/message",
+        json!({"content": "hi"}),
+    )
+    .await;
+    assert_error(&remote, 422, "invalid_request", Some("id"));
+
+    // A job that fails is a 500 naming the job.
+    let failed = post(
+        &http,
+        &daemon,
+        "/api/agents/broken/message",
+        json!({"content": "Anyone there?"}),
+    )
+    .await;
+    assert_error(&failed, 500, "job_failed", None);
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=broken").await;
+    let broken_job = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    assert!(
+        message_of(&failed).contains(&broken_job),
+        "{} does not name job {broken_job}",
+        failed.1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn query_answers_with_the_envelope_and_agents_used() {
+    let world = world(TWO_AGENTS_SCRIPT).await;
+    let daemon = world.site.start();
+    let http = client();
+
+    let answer = post_ok(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": TWO_AGENTS_QUESTION, "user_id": "ada"}),
+    )
+    .await;
+    assert_eq!(answer["senderId"], "runtime", "{answer}");
+    assert_eq!(answer["recipientId"], "ada");
+    assert_eq!(answer["type"], "Text");
+    assert_eq!(answer["content"], "2+3 is 5, and it will be sunny.");
+    assert!(
+        answer["messageId"]
+            .as_str()
+            .is_some_and(|id| !id.is_empty()),
+        "{answer}"
+    );
+    assert_timestamp(&answer["timestamp"]);
+    let conversation = answer["conversationId"].as_str().unwrap().to_string();
+    assert!(conversation.starts_with("conv-"), "{answer}");
+    // Agent ids, not tool names: the `agent` tool's bundle, the `http_agent` tool's agent.
+    assert_eq!(answer["agents_used"], json!(["arithmetic", "weather"]));
+    assert_eq!(
+        answer["execution_trace"],
+        json!([
+            {"type": "agent_call", "agent_id": "arithmetic", "tool": "ask_arithmetic",
+             "query": "What is 2+3?", "response": "2+3 = 5", "is_error": false, "refused": false},
+            {"type": "agent_call", "agent_id": "weather", "tool": "ask_weather",
+             "query": "Will it rain in Paris?", "response": "Sunny tomorrow.", "is_error": false, "refused": false},
+        ])
+    );
+
+    // The agents were really asked.
+    assert!(
+        world
+            .arithmetic
+            .requests()
+            .iter()
+            .any(|r| user_text(r) == "What is 2+3?"),
+        "{:?}",
+        world.arithmetic.requests()
+    );
+    let sent = world.weather.seen();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["content"], "Will it rain in Paris?");
+    assert_eq!(sent[0]["recipientId"], "weather");
+
+    // The query was a job of the router bundle.
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=router").await;
+    let jobs = jobs["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0]["id"], answer["job_id"]);
+    assert_eq!(jobs[0]["state"], "succeeded");
+    assert_eq!(jobs[0]["conversation_id"], conversation.as_str());
+    assert_eq!(jobs[0]["input"], TWO_AGENTS_QUESTION);
+    assert_eq!(jobs[0]["variables"]["user_id"], "ada");
+
+    // A given conversation id is echoed; verbose adds the model's turns.
+    let verbose = post_ok(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": TWO_AGENTS_QUESTION, "conversation_id": "trip-7", "verbose": true}),
+    )
+    .await;
+    assert_eq!(verbose["conversationId"], "trip-7", "{verbose}");
+    assert_eq!(verbose["recipientId"], "user");
+    assert_eq!(verbose["agents_used"], json!(["arithmetic", "weather"]));
+    let trace = verbose["execution_trace"].as_array().unwrap();
+    assert_eq!(
+        trace.iter().filter(|t| t["type"] == "agent_call").count(),
+        2,
+        "{trace:#?}"
+    );
+    let turns: Vec<&Value> = trace.iter().filter(|t| t["type"] == "model_turn").collect();
+    assert_eq!(
+        turns.iter().map(|t| t["turn"].clone()).collect::<Vec<_>>(),
+        [json!(1), json!(2), json!(3)],
+        "{trace:#?}"
+    );
+    assert_eq!(turns[2]["content"], "2+3 is 5, and it will be sunny.");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn query_streams_frames_in_order_and_ends_with_done() {
+    let world = world(TWO_AGENTS_SCRIPT).await;
+    let daemon = world.site.start();
+    let http = client();
+
+    let frames = stream_frames(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": TWO_AGENTS_QUESTION, "stream": true}),
+    )
+    .await;
+    let n = frames.len();
+    assert!(n >= 8, "{frames:#?}");
+    assert_eq!(
+        frames[0],
+        json!({"chunk": "Starting streaming response...", "complete": false}),
+        "{frames:#?}"
+    );
+    assert_eq!(frames[n - 1], json!("[DONE]"), "{frames:#?}");
+    assert_eq!(
+        frames[n - 2],
+        json!({"chunk": "Streaming complete", "complete": true}),
+        "{frames:#?}"
+    );
+    let complete = &frames[n - 3];
+    assert_eq!(complete.get("chunk"), Some(&Value::Null), "{complete}");
+    assert_eq!(complete["complete"], true, "{complete}");
+    assert_eq!(complete["response"], "2+3 is 5, and it will be sunny.");
+    assert_eq!(complete["agents_used"], json!(["arithmetic", "weather"]));
+    let conversation = complete["conversation_id"].as_str().unwrap();
+    assert!(conversation.starts_with("conv-"), "{complete}");
+    assert!(
+        complete["processing_time"]
+            .as_f64()
+            .is_some_and(|secs| secs >= 0.0),
+        "{complete}"
+    );
+
+    // In between: only content tokens and agent call / response pairs.
+    let middle = &frames[1..n - 3];
+    for frame in middle {
+        let mut keys: Vec<&str> = frame
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        assert!(
+            matches!(
+                keys.as_slice(),
+                ["content"] | ["agent_call", "agent_query"] | ["agent_id", "agent_response"]
+            ),
+            "unexpected frame {frame} in {frames:#?}"
+        );
+    }
+    let agent_frames: Vec<Value> = middle
+        .iter()
+        .filter(|f| f.get("content").is_none())
+        .cloned()
+        .collect();
+    assert_eq!(
+        agent_frames,
+        [
+            json!({"agent_call": "arithmetic", "agent_query": "What is 2+3?"}),
+            json!({"agent_id": "arithmetic", "agent_response": "2+3 = 5"}),
+            json!({"agent_call": "weather", "agent_query": "Will it rain in Paris?"}),
+            json!({"agent_id": "weather", "agent_response": "Sunny tomorrow."}),
+        ]
+    );
+    // The router's own answer streams (not the nested agent's), after the calls.
+    let tokens: Vec<&str> = middle
+        .iter()
+        .filter_map(|f| f.get("content"))
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert!(!tokens.is_empty(), "no content frames: {frames:#?}");
+    assert_eq!(tokens.concat(), "2+3 is 5, and it will be sunny.");
+    let last_response = middle
+        .iter()
+        .rposition(|f| f.get("agent_response").is_some())
+        .unwrap();
+    let first_token = middle
+        .iter()
+        .position(|f| f.get("content").is_some())
+        .unwrap();
+    assert!(last_response < first_token, "{frames:#?}");
+
+    // A job like any other.
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=router").await;
+    assert_eq!(jobs["jobs"][0]["state"], "succeeded", "{jobs}");
+    assert_eq!(jobs["jobs"][0]["conversation_id"], conversation);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn query_stream_error_ends_with_error_then_done() {
+    let mock =
+        mock_server("replies:\n  - status: 400\n    error: \"the prompt is too long\"\n").await;
+    let site = Site::new(&mock.base_url(), RUNTIME);
+    site.put_bundle("router", &router_bundle(""));
+    let daemon = site.start();
+    let http = client();
+
+    let frames = stream_frames(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": "Hello?", "stream": true}),
+    )
+    .await;
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=router").await;
+    let id = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    let job = wait_terminal(&http, &daemon, &id, Duration::from_secs(20)).await;
+    assert!(
+        matches!(job["state"].as_str(), Some("failed" | "dead")),
+        "{job}"
+    );
+
+    let n = frames.len();
+    assert!(n >= 3, "{frames:#?}");
+    assert_eq!(
+        frames[0],
+        json!({"chunk": "Starting streaming response...", "complete": false})
+    );
+    assert_eq!(frames[n - 1], json!("[DONE]"), "{frames:#?}");
+    let error = frames[n - 2]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error frame before [DONE]: {frames:#?}"));
+    assert!(error.contains(&id), "{error:?} does not name job {id}");
+    assert!(
+        frames.iter().all(|f| f["complete"] != true),
+        "a failed job reported completion: {frames:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_agent_that_is_down_is_an_error_string_in_the_conversation() {
+    let mock = mock_server(
+        r#"
+replies:
+  - tool_calls:
+      - {name: ask_ghost, arguments: {content: "Are you there?"}}
+  - content: "The ghost agent did not answer."
+"#,
+    )
+    .await;
+    let site = Site::new(
+        &mock.base_url(),
+        &format!(
+            "{RUNTIME}{}",
+            remote_agent_toml("ghost", "Ghost", &closed_port_url(), "")
+        ),
+    );
+    site.put_bundle(
+        "router",
+        &router_bundle("tools:\n  - {name: ask_ghost, kind: http_agent, agent: ghost}\n"),
+    );
+    let daemon = site.start();
+    let http = client();
+
+    let answer = post_ok(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": "Is the ghost there?"}),
+    )
+    .await;
+    assert_eq!(
+        answer["content"], "The ghost agent did not answer.",
+        "{answer}"
+    );
+    assert_eq!(answer["agents_used"], json!(["ghost"]));
+    let call = &answer["execution_trace"][0];
+    assert_eq!(call["agent_id"], "ghost", "{answer}");
+    assert_eq!(call["is_error"], true, "{call}");
+    let response = call["response"].as_str().unwrap();
+    assert!(response.contains("ghost"), "{response:?}");
+
+    // The same in a stream.
+    let frames = stream_frames(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": "Is the ghost there?", "stream": true}),
+    )
+    .await;
+    let response = frames
+        .iter()
+        .find(|f| f["agent_id"] == "ghost")
+        .and_then(|f| f["agent_response"].as_str())
+        .unwrap_or_else(|| panic!("no agent_response of ghost: {frames:#?}"));
+    assert!(response.contains("ghost"), "{response:?}");
+    let complete = frames.iter().find(|f| f["complete"] == true).unwrap();
+    assert_eq!(complete["response"], "The ghost agent did not answer.");
+    assert_eq!(frames.last(), Some(&json!("[DONE]")));
+
+    let health = http.get(daemon.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_agents_caps_agent_calls() {
+    let world = world(
+        r#"
+replies:
+  - tool_calls:
+      - {name: ask_arithmetic, arguments: {input: "What is 2+3?"}}
+      - {name: ask_weather, arguments: {content: "Will it rain?"}}
+  - content: "2+3 is 5; the weather will have to wait."
+"#,
+    )
+    .await;
+    let daemon = world.site.start();
+    let http = client();
+
+    let answer = post_ok(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": "Sum and forecast, please.", "max_agents": 1}),
+    )
+    .await;
+    assert_eq!(
+        answer["content"], "2+3 is 5; the weather will have to wait.",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["agents_used"],
+        json!(["arithmetic"]),
+        "a refused call is not a use of the agent: {answer}"
+    );
+    assert!(
+        world.weather.seen().is_empty(),
+        "the refused agent was asked"
+    );
+    for entry in answer["execution_trace"].as_array().unwrap() {
+        if entry["agent_id"] == "weather" {
+            assert_eq!(entry["is_error"], true, "{entry}");
+        }
+    }
+
+    // The model got the refusal as the second call's tool result.
+    let requests = world.mock.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let results: Vec<String> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results[0].contains("2+3 = 5"), "{results:?}");
+    assert!(results[1].contains("max_agents (1) reached"), "{results:?}");
+
+    let job = get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{}", answer["job_id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(job["variables"]["max_agents"], 1, "{job}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_chat_each_termination_strategy() {
+    // The host's own model is the default selector: it ends the chat once
+    // round 2 is in the transcript.
+    let host = mock_server(
+        "replies:\n  - match: \"Alice again\"\n    content: \"DONE\"\n  - content: \"CONTINUE\"\n",
+    )
+    .await;
+    // Each agent says something else once round 1 ("Carol agrees.") is in its transcript.
+    let alice = mock_server(
+        "replies:\n  - match: \"Carol agrees\"\n    content: \"Alice again.\"\n  - content: \"Alice here.\"\n",
+    )
+    .await;
+    let bob = mock_server(
+        "replies:\n  - match: \"Review the plan\"\n    content: \"Looks good, approved.\"\n  - match: \"Carol agrees\"\n    content: \"Bob again.\"\n  - content: \"Bob here.\"\n",
+    )
+    .await;
+    let carol = mock_server(
+        "replies:\n  - match: \"Carol agrees\"\n    content: \"Carol again.\"\n  - content: \"Carol agrees.\"\n",
+    )
+    .await;
+    // A selector agent; "Done" ends the chat too (the stop word in any case).
+    let judge = mock_server(
+        "replies:\n  - match: \"Alice again\"\n    content: \"Done, that is enough.\"\n  - content: \"Keep going.\"\n",
+    )
+    .await;
+    let site = Site::new(&host.base_url(), RUNTIME);
+    site.put_bundle("group-chat", GROUP_CHAT);
+    for (id, name, mock) in [
+        ("alice", "Alice", &alice),
+        ("bob", "Bob", &bob),
+        ("carol", "Carol", &carol),
+        ("judge", "Judge", &judge),
+    ] {
+        site.put_bundle(
+            id,
+            &agent_bundle(id, &mock.base_url(), &format!("agent: {{name: {name}}}\n")),
+        );
+    }
+    let daemon = site.start();
+    let http = client();
+    let trio = json!(["alice", "bob", "carol"]);
+
+    // (a) max_iterations: every agent answers in every round.
+    let chat = post_ok(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan the trip.", "user_id": "ada", "agent_ids": trio, "max_iterations": 2}),
+    )
+    .await;
+    assert_eq!(chat["senderId"], "agent-runtime", "{chat}");
+    assert_eq!(chat["recipientId"], "ada");
+    assert_eq!(chat["type"], "Text");
+    assert!(
+        chat["conversationId"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("conv-")),
+        "{chat}"
+    );
+    assert_eq!(chat["rounds"], 2, "{chat}");
+    assert_eq!(chat["terminated_by"], "max_iterations");
+    assert_eq!(chat["agents_used"], trio);
+    assert_eq!(
+        chat["content"],
+        "Alice here. Bob here. Carol agrees. Alice again. Bob again. Carol again."
+    );
+    assert_eq!(
+        responses(&chat),
+        json!([
+            {"agent_id": "alice", "agent_name": "Alice", "response": "Alice here."},
+            {"agent_id": "bob", "agent_name": "Bob", "response": "Bob here."},
+            {"agent_id": "carol", "agent_name": "Carol", "response": "Carol agrees."},
+            {"agent_id": "alice", "agent_name": "Alice", "response": "Alice again."},
+            {"agent_id": "bob", "agent_name": "Bob", "response": "Bob again."},
+            {"agent_id": "carol", "agent_name": "Carol", "response": "Carol again."},
+        ])
+    );
+    // Round 2's speakers read the transcript: the query and `<name>: <reply>` lines.
+    let round_two = user_text(&alice.requests()[1]);
+    for line in [
+        "Plan the trip.",
+        "Alice: Alice here.",
+        "Bob: Bob here.",
+        "Carol: Carol agrees.",
+    ] {
+        assert!(round_two.contains(line), "{line:?} not in {round_two:?}");
+    }
+    let job = get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{}", chat["job_id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(job["bundle"], "group-chat", "{job}");
+    assert_eq!(job["state"], "succeeded");
+    assert!(
+        host.requests().is_empty(),
+        "no selector without the selector strategy"
+    );
+
+    // (b) stop_phrase: the chat ends right after the reply that has it (any case).
+    let carol_asked = carol.requests().len();
+    let chat = post_ok(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Review the plan.", "agent_ids": trio, "max_iterations": 3,
+               "termination": {"type": "stop_phrase", "phrase": "APPROVED"}}),
+    )
+    .await;
+    assert_eq!(chat["terminated_by"], "stop_phrase", "{chat}");
+    assert_eq!(chat["rounds"], 1);
+    assert_eq!(chat["content"], "Alice here. Looks good, approved.");
+    assert_eq!(chat["agents_used"], json!(["alice", "bob"]));
+    assert_eq!(chat["agent_responses"].as_array().unwrap().len(), 2);
+    assert_eq!(carol.requests().len(), carol_asked, "Carol was asked");
+
+    // (c) selector, by default the host bundle: "CONTINUE" after round 1, "DONE" after round 2.
+    let chat = post_ok(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Pick a date.", "agent_ids": trio, "max_iterations": 5,
+               "termination": {"type": "selector"}}),
+    )
+    .await;
+    assert_eq!(chat["terminated_by"], "selector", "{chat}");
+    assert_eq!(chat["rounds"], 2);
+    assert_eq!(chat["agents_used"], trio);
+    let said = chat["agent_responses"].as_array().unwrap();
+    assert_eq!(
+        said.len(),
+        6,
+        "the selector's verdicts are not replies: {chat}"
+    );
+    assert_eq!(said[5]["response"], "Carol again.");
+    assert_eq!(host.requests().len(), 2, "one verdict per round");
+
+    // ... or any known agent.
+    let chat = post_ok(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Pick a date.", "agent_ids": trio, "max_iterations": 5,
+               "termination": {"type": "selector", "agent_id": "judge"}}),
+    )
+    .await;
+    assert_eq!(chat["terminated_by"], "selector", "{chat}");
+    assert_eq!(chat["rounds"], 2);
+    assert_eq!(chat["agent_responses"].as_array().unwrap().len(), 6);
+    assert_eq!(judge.requests().len(), 2);
+    assert_eq!(host.requests().len(), 2, "the host was not asked this time");
+
+    // (d) unknown agents are dropped; bad requests name the field.
+    let chat = post_ok(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan the trip.", "agent_ids": ["alice", "nobody"], "max_iterations": 1}),
+    )
+    .await;
+    assert_eq!(chat["agents_used"], json!(["alice"]), "{chat}");
+    assert_eq!(chat["content"], "Alice here.");
+    assert_eq!(chat["rounds"], 1);
+
+    let none_known = post(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan the trip.", "agent_ids": ["nobody", "ghost"]}),
+    )
+    .await;
+    assert_error(&none_known, 422, "invalid_request", Some("agent_ids"));
+    assert!(
+        message_of(&none_known).contains("alice"),
+        "the known ids are named: {}",
+        none_known.1
+    );
+    for (body, field) in [
+        (
+            json!({"query": "Plan the trip.", "agent_ids": trio, "termination": {"type": "vote"}}),
+            "termination.type",
+        ),
+        (
+            json!({"query": "Plan the trip.", "agent_ids": trio, "termination": {"type": "stop_phrase", "phrase": ""}}),
+            "termination.phrase",
+        ),
+        (
+            json!({"query": "Plan the trip.", "agent_ids": trio, "max_iterations": 0}),
+            "max_iterations",
+        ),
+        (
+            json!({"query": "Plan the trip.", "agent_ids": trio, "max_iterations": 6}),
+            "max_iterations",
+        ),
+    ] {
+        let refused = post(&http, &daemon, "/api/group-chat", body.clone()).await;
+        assert_eq!(refused.0, 422, "{body} → {}", refused.1);
+        assert_eq!(refused.1["error"]["field"], field, "{body} → {}", refused.1);
+    }
+    let unknown_selector = post(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan the trip.", "agent_ids": trio,
+               "termination": {"type": "selector", "agent_id": "nobody"}}),
+    )
+    .await;
+    assert_error(&unknown_selector, 404, "not_found", None);
+    assert!(
+        message_of(&unknown_selector).contains("nobody"),
+        "{}",
+        unknown_selector.1
+    );
+
+    // (e) streamed: a call / response pair per reply, no content tokens.
+    let frames = stream_frames(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan the trip.", "agent_ids": ["alice", "bob"], "max_iterations": 1, "stream": true}),
+    )
+    .await;
+    let n = frames.len();
+    assert_eq!(n, 8, "{frames:#?}");
+    assert_eq!(
+        frames[0],
+        json!({"chunk": "Starting streaming response...", "complete": false})
+    );
+    assert_eq!(frames[1]["agent_call"], "alice", "{frames:#?}");
+    assert!(
+        frames[1]["agent_query"]
+            .as_str()
+            .is_some_and(|q| q.contains("Plan the trip.")),
+        "{frames:#?}"
+    );
+    assert_eq!(
+        frames[2],
+        json!({"agent_id": "alice", "agent_response": "Alice here."})
+    );
+    assert_eq!(frames[3]["agent_call"], "bob", "{frames:#?}");
+    assert_eq!(
+        frames[4],
+        json!({"agent_id": "bob", "agent_response": "Bob here."})
+    );
+    let complete = &frames[5];
+    assert_eq!(complete["complete"], true, "{complete}");
+    assert_eq!(complete["response"], "Alice here. Bob here.");
+    assert_eq!(complete["agents_used"], json!(["alice", "bob"]));
+    assert_eq!(
+        responses(complete),
+        json!([
+            {"agent_id": "alice", "agent_name": "Alice", "response": "Alice here."},
+            {"agent_id": "bob", "agent_name": "Bob", "response": "Bob here."},
+        ])
+    );
+    assert_eq!(
+        frames[6],
+        json!({"chunk": "Streaming complete", "complete": true})
+    );
+    assert_eq!(frames[7], json!("[DONE]"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conversation_history_is_replayed_and_survives_a_restart() {
+    let mock = mock_server(
+        r#"
+replies:
+  - match: "My name is Ada"
+    content: "Nice to meet you, Ada."
+  - match: "What is my name"
+    content: "Your name is Ada."
+"#,
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), RUNTIME);
+    site.put_bundle("router", &router_bundle(""));
+    let daemon = site.start();
+    let http = client();
+
+    let mut job_ids = Vec::new();
+    for (question, expected) in [
+        ("My name is Ada.", "Nice to meet you, Ada."),
+        ("What is my name?", "Your name is Ada."),
+    ] {
+        let answer = post_ok(
+            &http,
+            &daemon,
+            "/api/query",
+            json!({"query": question, "user_id": "ada", "conversation_id": "talk-1"}),
+        )
+        .await;
+        assert_eq!(answer["conversationId"], "talk-1", "{answer}");
+        assert_eq!(answer["content"], expected, "{answer}");
+        job_ids.push(answer["job_id"].clone());
+    }
+    // The second turn started from the first.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let messages = requests[1]["messages"].as_array().unwrap().clone();
+    let position = |role: &str, content: &str| {
+        messages
+            .iter()
+            .position(|m| m["role"] == role && m["content"] == content)
+            .unwrap_or_else(|| panic!("no {role} message {content:?} in {messages:#?}"))
+    };
+    let asked = position("user", "My name is Ada.");
+    let answered = position("assistant", "Nice to meet you, Ada.");
+    let asked_again = position("user", "What is my name?");
+    assert!(asked < answered && answered < asked_again, "{messages:#?}");
+
+    let shown = get(&http, &daemon, "/api/conversations/talk-1").await;
+    assert_eq!(shown["conversation_id"], "talk-1", "{shown}");
+    let listed = shown["messages"].as_array().unwrap();
+    let summary: Vec<(&str, &str, &str)> = listed
+        .iter()
+        .map(|m| {
+            (
+                m["senderId"].as_str().unwrap(),
+                m["recipientId"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("ada", "runtime", "My name is Ada."),
+            ("runtime", "ada", "Nice to meet you, Ada."),
+            ("ada", "runtime", "What is my name?"),
+            ("runtime", "ada", "Your name is Ada."),
+        ]
+    );
+    for message in listed {
+        assert_eq!(message["conversationId"], "talk-1", "{message}");
+        assert_eq!(message["type"], "Text", "{message}");
+        assert_timestamp(&message["timestamp"]);
+    }
+    assert_eq!(listed[1]["job_id"], job_ids[0]);
+    assert_eq!(listed[3]["job_id"], job_ids[1]);
+    assert_eq!(listed[3]["agents_used"], json!([]));
+
+    // The history is the job store: a restart changes nothing.
+    assert_eq!(daemon.stop(), Some(0));
+    let daemon = site.start();
+    let again = get(&http, &daemon, "/api/conversations/talk-1").await;
+    assert_eq!(again, shown);
+
+    let unknown = get_status(&http, &daemon, "/api/conversations/never-was").await;
+    assert_error(&unknown, 404, "not_found", None);
+    assert!(message_of(&unknown).contains("never-was"), "{}", unknown.1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn malformed_bodies_are_422_naming_the_field() {
+    let site = Site::new("http://127.0.0.1:9/v1", RUNTIME);
+    site.put_bundle("router", &router_bundle(""));
+    site.put_bundle("group-chat", GROUP_CHAT);
+    site.put_bundle("echo", &agent_bundle("echo", "http://127.0.0.1:9/v1", ""));
+    let daemon = site.start();
+    let http = client();
+
+    for (path, body, field) in [
+        ("/api/query", json!({}), "query"),
+        ("/api/query", json!({"query": ""}), "query"),
+        ("/api/query", json!({"query": 42}), "query"),
+        (
+            "/api/query",
+            json!({"query": "hi", "colour": "blue"}),
+            "colour",
+        ),
+        (
+            "/api/query",
+            json!({"query": "hi", "max_agents": "two"}),
+            "max_agents",
+        ),
+        (
+            "/api/query",
+            json!({"query": "hi", "max_agents": 0}),
+            "max_agents",
+        ),
+        (
+            "/api/query",
+            json!({"query": "hi", "stream": "yes"}),
+            "stream",
+        ),
+        ("/api/group-chat", json!({"max_iterations": 1}), "query"),
+        (
+            "/api/group-chat",
+            json!({"query": "hi", "rounds": 2}),
+            "rounds",
+        ),
+        (
+            "/api/group-chat",
+            json!({"query": "hi", "max_iterations": "many"}),
+            "max_iterations",
+        ),
+        (
+            "/api/agents/echo/message",
+            json!({"messageId": "m-1"}),
+            "content",
+        ),
+        ("/api/agents/echo/message", json!({"content": 7}), "content"),
+    ] {
+        let refused = post(&http, &daemon, path, body.clone()).await;
+        assert_eq!(refused.0, 422, "{path} {body} → {}", refused.1);
+        assert_eq!(
+            refused.1["error"]["code"], "invalid_request",
+            "{path} {body} → {}",
+            refused.1
+        );
+        assert_eq!(
+            refused.1["error"]["field"], field,
+            "{path} {body} → {}",
+            refused.1
+        );
+        assert!(
+            message_of(&refused).len() > 10,
+            "{path} {body} → {}",
+            refused.1
+        );
+    }
+    // Refused requests are not jobs.
+    let jobs = get(&http, &daemon, "/v1/jobs").await;
+    assert_eq!(jobs["jobs"], json!([]), "{jobs}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_needs_the_token_and_names_missing_runtime_bundles() {
+    let site = Site::new(
+        "http://127.0.0.1:9/v1",
+        "[runtime]\nrouter = \"switchboard\"\ngroup_chat = \"roundtable\"\n",
+    );
+    site.put_bundle("echo", &agent_bundle("echo", "http://127.0.0.1:9/v1", ""));
+    std::fs::write(site.path().join("token"), "s3cret\n").unwrap();
+    let config = std::fs::read_to_string(site.path().join("config.toml")).unwrap();
+    std::fs::write(
+        site.path().join("config.toml"),
+        config.replace("[server]\n", "[server]\ntoken_file = \"token\"\n"),
+    )
+    .unwrap();
+    let daemon = site.start();
+    let http = client();
+
+    let denied = http.get(daemon.url("/api/agents")).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    let denied = http
+        .post(daemon.url("/api/query"))
+        .json(&json!({"query": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(denied.status(), 401);
+
+    let listed: Value = http
+        .get(daemon.url("/api/agents"))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["echo"], "{listed}");
+
+    for (path, bundle) in [
+        ("/api/query", "switchboard"),
+        ("/api/group-chat", "roundtable"),
+    ] {
+        let response = http
+            .post(daemon.url(path))
+            .bearer_auth("s3cret")
+            .json(&json!({"query": "hi"}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        assert_error(&(status, body.clone()), 503, "unavailable", None);
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(bundle) && message.contains("[runtime]"),
+            "{path}: {message:?} names neither the bundle {bundle:?} nor its [runtime] key"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn client_disconnect_leaves_the_job_running() {
+    let mock = mock_server("replies:\n  - content: \"A slow answer.\"\n    delay_ms: 500\n").await;
+    let site = Site::new(&mock.base_url(), RUNTIME);
+    site.put_bundle("router", &router_bundle(""));
+    let daemon = site.start();
+    let http = client();
+
+    let response = http
+        .post(daemon.url("/api/query"))
+        .json(&json!({"query": "Take your time.", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = Box::pin(response.bytes_stream());
+    let mut received: Vec<u8> = Vec::new();
+    let first = loop {
+        let chunk = body
+            .next()
+            .await
+            .expect("the stream ended before its first frame")
+            .unwrap();
+        received.extend_from_slice(&chunk);
+        let text = String::from_utf8_lossy(&received).into_owned();
+        let complete_part = text.rfind("\n\n").map_or("", |end| &text[..end]);
+        if let Some(frame) = parse_frames(complete_part).into_iter().next() {
+            break frame;
+        }
+    };
+    assert_eq!(
+        first,
+        json!({"chunk": "Starting streaming response...", "complete": false})
+    );
+    // Hang up while the model is still thinking.
+    drop(body);
+
+    let id = eventually(Duration::from_secs(10), "the router job", || async {
+        let jobs = get(&http, &daemon, "/v1/jobs?bundle=router").await;
+        jobs["jobs"][0]["id"].as_str().map(str::to_string)
+    })
+    .await;
+    let job = wait_terminal(&http, &daemon, &id, Duration::from_secs(20)).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["cancel_requested"], false, "{job}");
+    assert!(!mock.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cli_commands_print_the_runtime_format() {
+    let world = world(
+        r#"
+replies:
+  - tool_calls:
+      - {name: ask_arithmetic, arguments: {input: "What is 2+3?"}}
+  - content: "The answer is 5."
+"#,
+    )
+    .await;
+    let daemon = world.site.start();
+    let base = daemon.base.clone();
+
+    // agents: one block per agent.
+    let (ok, out, err) = run_cli(&base, &["agents"], None).await;
+    assert!(ok, "{out}\n{err}");
+    let weather_endpoint = format!("  endpoint: {}", world.weather.url);
+    for line in [
+        "arithmetic — Arithmetic (local)",
+        "  Adds and multiplies.",
+        "  capabilities: add, multiply",
+        "  endpoint: /api/agents/arithmetic/message",
+        "weather — Weather (remote)",
+        "  Forecasts the weather.",
+        "  capabilities: forecast",
+        weather_endpoint.as_str(),
+    ] {
+        assert!(has_line(&out, line), "no line {line:?} in:\n{out}");
+    }
+    assert!(
+        out.find("arithmetic — ").unwrap() < out.find("weather — ").unwrap(),
+        "{out}"
+    );
+
+    // query: the agent call, its query and response, the streamed answer, a summary.
+    let (ok, out, err) = run_cli(&base, &["query", "What is 2+3?"], None).await;
+    assert!(ok, "{out}\n{err}");
+    assert!(has_line(&out, "you → What is 2+3?"), "{out}");
+    assert!(
+        out.contains("ƒ(x) calling arithmetic...\n ↪ What is 2+3?\n ↪ 2+3 = 5\n"),
+        "{out}"
+    );
+    assert!(has_line(&out, "runtime → The answer is 5."), "{out}");
+    assert!(
+        out.find("ƒ(x) calling").unwrap() < out.find("runtime → ").unwrap(),
+        "{out}"
+    );
+    let last = out.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("(conversation conv-")
+            && last.contains(", agents used: arithmetic, ")
+            && last.ends_with("s)"),
+        "{last:?}"
+    );
+
+    // group: every reply under its agent's name, then how it ended.
+    let (ok, out, err) = run_cli(
+        &base,
+        &["group", "Say hi to everyone.", "--max-iterations", "1"],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(has_line(&out, "you → Say hi to everyone."), "{out}");
+    assert!(has_line(&out, "Arithmetic → 2+3 = 5"), "{out}");
+    assert!(has_line(&out, "Weather → Sunny tomorrow."), "{out}");
+    let last = out.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("(conversation conv-")
+            && last.ends_with(", rounds 1, ended by max_iterations)"),
+        "{last:?}"
+    );
+
+    // direct: the envelope to the agent's endpoint, "Hello" by default.
+    let (ok, out, err) = run_cli(&base, &["direct", "arithmetic"], None).await;
+    assert!(ok, "{out}\n{err}");
+    assert!(has_line(&out, "you → Hello"), "{out}");
+    assert!(
+        has_line(&out, "arithmetic → Hi, I add and multiply numbers."),
+        "{out}"
+    );
+    assert!(
+        world
+            .arithmetic
+            .requests()
+            .iter()
+            .any(|r| user_text(r) == "Hello"),
+        "the agent's model never got \"Hello\": {:?}",
+        world.arithmetic.requests()
+    );
+
+    // interactive: a prompt; `agents`, queries, `exit`.
+    let (ok, out, err) = run_cli(
+        &base,
+        &["interactive"],
+        Some("agents\nWhat is 2+3?\nexit\n"),
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("you → "), "{out}");
+    assert!(out.contains("arithmetic — Arithmetic (local)"), "{out}");
+    assert!(out.contains("ƒ(x) calling arithmetic..."), "{out}");
+    assert!(out.contains("runtime → The answer is 5."), "{out}");
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+/// Names the router and the group-chat host (the defaults, spelled out).
+const RUNTIME: &str = "[runtime]\nrouter = \"router\"\ngroup_chat = \"group-chat\"\n";
+
+/// The arithmetic agent's model: a greeting for "Hello", a sum for anything else.
+const ARITHMETIC_SCRIPT: &str = r#"
+replies:
+  - match: "Hello"
+    content: "Hi, I add and multiply numbers."
+  - content: "2+3 = 5"
+"#;
+
+/// The arithmetic bundle's description and `agent:` section.
+const ARITHMETIC_AGENT: &str = "description: Adds and multiplies.\nagent:\n  name: Arithmetic\n  capabilities: [add, multiply]\n  conversation_starters: [\"What is 2+3?\"]\n";
+
+/// The router's agents: the local `arithmetic` bundle and the remote `weather` agent,
+/// under tool names that differ from the agent ids.
+const TWO_AGENT_TOOLS: &str = "tools:\n  - {name: ask_arithmetic, kind: agent, bundle: arithmetic, description: Adds and multiplies.}\n  - {name: ask_weather, kind: http_agent, agent: weather, description: Forecasts the weather.}\n";
+
+/// The group-chat host: its model (the `mock` endpoint) is the default selector.
+const GROUP_CHAT: &str = "name: group-chat\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {system: \"You moderate a group chat.\", user: \"{{ input }}\"}\ngroup_chat: {max_rounds: 5, stop_word: DONE}\n";
+
+/// The router bundle on the `mock` endpoint; `tools` is its `tools:` section
+/// (or nothing). One call at a time, so calls run in the order the model made them.
+fn router_bundle(tools: &str) -> String {
+    format!(
+        "name: router\nversion: \"1\"\ndescription: Routes questions to agents.\nmodel: {{endpoint: mock, name: m}}\nprompts: {{system: \"You route questions to agents.\", user: \"{{{{ input }}}}\"}}\nlimits: {{max_concurrency: 1}}\n{tools}"
+    )
+}
+
+/// A local agent bundle answering from the model server at `model_url`;
+/// `extra` adds top-level sections (`description:`, `agent:`, `tools:`).
+fn agent_bundle(name: &str, model_url: &str, extra: &str) -> String {
+    format!(
+        "name: {name}\nversion: \"1\"\nmodel: {{endpoint: \"{model_url}\", name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{extra}"
+    )
+}
+
+/// A remote agent of the daemon config; `more` adds keys.
+fn remote_agent_toml(id: &str, name: &str, endpoint: &str, more: &str) -> String {
+    format!("\n[[agents]]\nid = \"{id}\"\nname = \"{name}\"\nendpoint = \"{endpoint}\"\n{more}")
+}
+
+/// The remote `weather` agent at `endpoint`.
+fn weather_toml(endpoint: &str) -> String {
+    remote_agent_toml(
+        "weather",
+        "Weather",
+        endpoint,
+        "description = \"Forecasts the weather.\"\ncapabilities = [\"forecast\"]\nconversation_starters = [\"Will it rain?\"]\n",
+    )
+}
+
+async fn mock_server(script: &str) -> MockServer {
+    MockServer::start(Script::parse(script, "test script").unwrap())
+        .await
+        .unwrap()
+}
+
+/// A site with the router (scripted by `router_script`), the group-chat
+/// host, the local `arithmetic` agent and the remote `weather` agent.
+struct World {
+    /// The router's and the group-chat host's model.
+    mock: MockServer,
+    /// The arithmetic agent's model.
+    arithmetic: MockServer,
+    weather: FakeAgent,
+    site: Site,
+}
+
+async fn world(router_script: &str) -> World {
+    let mock = mock_server(router_script).await;
+    let arithmetic = mock_server(ARITHMETIC_SCRIPT).await;
+    let weather = FakeAgent::start("Sunny tomorrow.").await;
+    let site = Site::new(
+        &mock.base_url(),
+        &format!("{RUNTIME}{}", weather_toml(&weather.url)),
+    );
+    site.put_bundle("router", &router_bundle(TWO_AGENT_TOOLS));
+    site.put_bundle("group-chat", GROUP_CHAT);
+    site.put_bundle(
+        "arithmetic",
+        &agent_bundle("arithmetic", &arithmetic.base_url(), ARITHMETIC_AGENT),
+    );
+    World {
+        mock,
+        arithmetic,
+        weather,
+        site,
+    }
+}
+
+/// A remote agent over HTTP: answers every envelope with `reply` and keeps
+/// the envelopes it received.
+struct FakeAgent {
+    url: String,
+    seen: Arc<Mutex<Vec<Value>>>,
+}
+
+impl FakeAgent {
+    async fn start(reply: &'static str) -> Self {
+        let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+        let app = axum::Router::new().route(
+            "/message",
+            axum::routing::post({
+                let seen = seen.clone();
+                move |axum::Json(message): axum::Json<Value>| {
+                    let seen = seen.clone();
+                    async move {
+                        seen.lock().unwrap().push(message.clone());
+                        axum::Json(json!({
+                            "messageId": uuid::Uuid::new_v4().to_string(),
+                            "conversationId": message["conversationId"],
+                            "senderId": message["recipientId"],
+                            "recipientId": message["senderId"],
+                            "content": reply,
+                            "timestamp": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+                            "type": "Text",
+                        }))
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/message", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, seen }
+    }
+
+    fn seen(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A URL on 127.0.0.1 where nothing listens (a port bound, then freed).
+fn closed_port_url() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/message")
+}
+
+/// POSTs `body` to `path` → (status, JSON body).
+async fn post(http: &reqwest::Client, daemon: &Daemon, path: &str, body: Value) -> (u16, Value) {
+    let response = http
+        .post(daemon.url(path))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    status_and_json(path, response).await
+}
+
+/// GETs `path` → (status, JSON body).
+async fn get_status(http: &reqwest::Client, daemon: &Daemon, path: &str) -> (u16, Value) {
+    let response = http.get(daemon.url(path)).send().await.unwrap();
+    status_and_json(path, response).await
+}
+
+async fn status_and_json(path: &str, response: reqwest::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!("{path} answered {status} with a body that is not JSON ({e}): {text:?}")
+    });
+    (status, body)
+}
+
+/// POSTs `body` to `path`, which must answer 200; returns the JSON body.
+async fn post_ok(http: &reqwest::Client, daemon: &Daemon, path: &str, body: Value) -> Value {
+    let (status, answer) = post(http, daemon, path, body.clone()).await;
+    assert_eq!(
+        status,
+        200,
+        "{path} {body} → {answer}\nlog:\n{}",
+        daemon.log()
+    );
+    answer
+}
+
+/// Asserts an error answer: its status, `code` and, when given, `field`.
+fn assert_error(answer: &(u16, Value), status: u16, code: &str, field: Option<&str>) {
+    let (got, body) = answer;
+    assert_eq!(*got, status, "{body}");
+    assert_eq!(body["error"]["code"], code, "{body}");
+    if let Some(field) = field {
+        assert_eq!(body["error"]["field"], field, "{body}");
+    }
+}
+
+fn message_of(answer: &(u16, Value)) -> String {
+    answer.1["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// An RFC 3339 timestamp such as `2026-11-23T04:20:01.410Z`.
+fn assert_timestamp(value: &Value) {
+    let ts = value
+        .as_str()
+        .unwrap_or_else(|| panic!("timestamp {value} is not a string"));
+    assert!(
+        ts.len() >= 20 && ts.as_bytes()[4] == b'-' && ts.as_bytes()[10] == b'T',
+        "not RFC 3339: {ts:?}"
+    );
+}
+
+/// The user messages of a recorded model request, joined by newlines.
+fn user_text(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter(|m| m["role"] == "user")
+                .filter_map(|m| m["content"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// A group chat's `agent_responses` with only the documented keys.
+fn responses(value: &Value) -> Value {
+    Value::Array(
+        value["agent_responses"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no agent_responses in {value}"))
+            .iter()
+            .map(|r| {
+                json!({"agent_id": r["agent_id"], "agent_name": r["agent_name"], "response": r["response"]})
+            })
+            .collect(),
+    )
+}
+
+/// POSTs a streaming request and reads the whole SSE body (it must end by
+/// itself after `[DONE]`) → its `data:` frames.
+async fn stream_frames(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    path: &str,
+    body: Value,
+) -> Vec<Value> {
+    let response = http
+        .post(daemon.url(path))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{path} {body}");
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type:?}"
+    );
+    let raw = response.bytes().await.unwrap();
+    parse_frames(&String::from_utf8(raw.to_vec()).unwrap())
+}
+
+/// The `data:` payloads of an SSE body in order: JSON values, and `[DONE]`
+/// as the string "[DONE]". Comments (keep-alives) and other fields are skipped.
+fn parse_frames(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|data| {
+            let data = data.trim();
+            if data == "[DONE]" {
+                Value::String("[DONE]".into())
+            } else {
+                serde_json::from_str(data)
+                    .unwrap_or_else(|e| panic!("frame {data:?} is not JSON: {e}"))
+            }
+        })
+        .collect()
+}
+
+fn has_line(out: &str, line: &str) -> bool {
+    out.lines().any(|l| l == line)
+}
+
+/// Runs the CLI against the daemon at `base` (with `stdin` fed when given)
+/// → (success, stdout, stderr).
+async fn run_cli(base: &str, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    let base = base.to_string();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let stdin = stdin.map(str::to_string);
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+            .arg("--server")
+            .arg(&base)
+            .args(&args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        if let Some(text) = stdin {
+            // Dropped after writing: the CLI sees the end of its input.
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
