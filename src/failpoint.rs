@@ -17,6 +17,7 @@
 //! | `after_tool_result_recorded` | a tool result is in the journal |
 //! | `after_checkpoint` | a workflow checkpoint is durable, before its stage runs |
 //! | `gate_started` | a workflow command gate's process has started |
+//! | `after_group_reply_recorded` | a group chat's reply is in the journal |
 //! | `before_completion_commit` | the job's outcome is about to be committed |
 
 use std::collections::HashMap;

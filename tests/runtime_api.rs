@@ -1505,3 +1505,107 @@ async fn run_cli(base: &str, args: &[&str], stdin: Option<&str>) -> (bool, Strin
     .await
     .unwrap()
 }
+
+/// A group chat killed with SIGKILL after its second reply resumes on the
+/// next start without asking any agent again: each agent answered once per
+/// round, and the chat ends with all four replies.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_group_chat_resumes_without_asking_an_agent_again() {
+    let w = world("replies:\n  - content: CONTINUE\n").await;
+    let mut daemon = w
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", "after_group_reply_recorded@2")]);
+    let http = client();
+    let body = json!({"query": "Plan a picnic", "agent_ids": ["arithmetic", "weather"], "max_iterations": 2});
+    // The answer dies with the daemon; the job is found in the queue.
+    let request = tokio::spawn({
+        let (http, url) = (http.clone(), daemon.url("/api/group-chat"));
+        async move { http.post(url).json(&body).send().await }
+    });
+    daemon.wait_killed_at("after_group_reply_recorded");
+    let _ = request.await;
+    let daemon = w.site.start();
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=group-chat").await;
+    let id = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(30)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["attempts"], 2, "{done}");
+    let responses = &done["result"]["agent_responses"];
+    assert_eq!(
+        responses
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["agent_id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["arithmetic", "weather", "arithmetic", "weather"],
+        "{done}"
+    );
+    // Round 1's replies were replayed from the journal, not asked again.
+    assert_eq!(w.arithmetic.requests().len(), 2, "arithmetic model calls");
+    assert_eq!(w.weather.seen().len(), 2, "weather agent messages");
+}
+
+/// A group chat is traced like any run: an `invoke_agent` span of the host
+/// bundle with an `execute_tool <agent>` span per reply, and each local
+/// agent's own `invoke_agent` span under it, all in one trace.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_chat_is_one_trace_with_a_span_per_reply() {
+    let w = world("replies:\n  - content: CONTINUE\n").await;
+    let (otlp, spans, _) = common::otlp::collector().await;
+    let site = Site::new(
+        &w.mock.base_url(),
+        &format!(
+            "{RUNTIME}{}\n[telemetry]\notlp_endpoint = \"{otlp}\"\n",
+            weather_toml(&w.weather.url)
+        ),
+    );
+    site.put_bundle("group-chat", GROUP_CHAT);
+    site.put_bundle(
+        "arithmetic",
+        &agent_bundle("arithmetic", &w.arithmetic.base_url(), ARITHMETIC_AGENT),
+    );
+    let daemon = site.start();
+    let http = client();
+    let reply = post_ok(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan a picnic", "agent_ids": ["arithmetic", "weather"], "max_iterations": 1}),
+    )
+    .await;
+    assert_eq!(reply["rounds"], 1, "{reply}");
+    assert_eq!(daemon.stop(), Some(0));
+    let spans = spans.lock().unwrap().clone();
+    let named = |name: &str| {
+        spans
+            .iter()
+            .filter(|s| s.name == name)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let host = named("invoke_agent group-chat");
+    assert_eq!(
+        host.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let host = &host[0];
+    for name in [
+        "execute_tool arithmetic",
+        "execute_tool weather",
+        "invoke_agent arithmetic",
+    ] {
+        let found = named(name);
+        assert_eq!(found.len(), 1, "one {name} span");
+        assert_eq!(
+            found[0].parent_span_id, host.span_id,
+            "{name} under the chat"
+        );
+        assert_eq!(
+            found[0].trace_id, host.trace_id,
+            "{name} in the chat's trace"
+        );
+    }
+}

@@ -17,6 +17,7 @@ use crate::journal::RunJournal;
 use crate::queue::{Job, Outcome};
 use crate::registry::{LoadedBundle, Registry};
 use crate::tools::http_agent::{self, Envelope};
+use crate::types::TerminationReason;
 
 /// Whoever speaks for the group chat to remote agents.
 const SENDER: &str = "agent-runtime";
@@ -72,40 +73,38 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
             .map_or(DEFAULT_AGENT_TIMEOUT, Into::into),
         run: &run,
     };
-    let mut replies: Vec<Reply> = Vec::new();
-    let mut ended = Ended::MaxIterations;
-    let mut rounds = 0;
-    'rounds: for round in 1..=plan.max_iterations {
-        rounds = round;
-        for agent in &plan.agents {
-            let prompt = transcript(&run.earlier, &run.job.input, &replies);
-            let key = format!("reply-{}", replies.len());
-            let reply = match chat.ask(agent, round, &key, prompt).await {
-                Ok(reply) => reply,
-                Err(outcome) => return outcome,
-            };
-            let stop = plan.stops_after_reply(&reply);
-            replies.push(reply);
-            if stop {
-                ended = Ended::StopPhrase;
-                break 'rounds;
-            }
+    let started = Instant::now();
+    run.sink
+        .emit(Event::KernelStart {
+            max_turns: plan.max_iterations,
+            tools_count: plan.agents.len(),
+            initial_messages_count: 0,
+        })
+        .await;
+    let chatted = chat.rounds(&plan).await;
+    let (reason, error) = match &chatted {
+        Ok((_, Ended::MaxIterations, _)) => (TerminationReason::MaxTurns, None),
+        // The strategy decided, as a termination tool would.
+        Ok(_) => (TerminationReason::TerminationTool, None),
+        Err(Outcome::Failed { error, .. }) if run.cancel.is_cancelled() => {
+            (TerminationReason::Cancelled, Some(error.clone()))
         }
-        if let (Some(selector), true) = (&plan.selector, round < plan.max_iterations) {
-            let prompt = plan.selector_prompt(&transcript(&run.earlier, &run.job.input, &replies));
-            let verdict = match chat
-                .ask(selector, round, &format!("verdict-{round}"), prompt)
-                .await
-            {
-                Ok(verdict) => verdict,
-                Err(outcome) => return outcome,
-            };
-            if !verdict.is_error && plan.selector_stops(&verdict.response) {
-                ended = Ended::Selector;
-                break;
-            }
-        }
-    }
+        Err(Outcome::Failed { error, .. }) => (TerminationReason::Error, Some(error.clone())),
+        Err(_) => (TerminationReason::Error, None),
+    };
+    run.sink
+        .emit(Event::KernelEnd {
+            turn_count: chatted.as_ref().map_or(0, |(_, _, rounds)| *rounds),
+            termination_reason: reason,
+            total_duration_ms: started.elapsed().as_millis() as u64,
+            error_type: error.as_ref().map(|_| "group_chat".to_string()),
+            error,
+        })
+        .await;
+    let (replies, ended, rounds) = match chatted {
+        Ok(chatted) => chatted,
+        Err(outcome) => return outcome,
+    };
     let mut agents_used: Vec<&str> = Vec::new();
     for reply in &replies {
         if !agents_used.contains(&reply.agent_id.as_str()) {
@@ -141,6 +140,43 @@ struct Chat<'a> {
 }
 
 impl Chat<'_> {
+    /// Every round until the plan's strategy (or its round limit) ends
+    /// the chat: the replies, why it ended, and the rounds held.
+    async fn rounds(&self, plan: &Plan) -> Result<(Vec<Reply>, Ended, u32), Outcome> {
+        let mut replies: Vec<Reply> = Vec::new();
+        let mut ended = Ended::MaxIterations;
+        let mut rounds = 0;
+        'rounds: for round in 1..=plan.max_iterations {
+            rounds = round;
+            for agent in &plan.agents {
+                let prompt = transcript(&self.run.earlier, &self.run.job.input, &replies);
+                let key = format!("reply-{}", replies.len());
+                let reply = self.ask(agent, round, &key, prompt).await?;
+                let stop = plan.stops_after_reply(&reply);
+                replies.push(reply);
+                if stop {
+                    ended = Ended::StopPhrase;
+                    break 'rounds;
+                }
+            }
+            if let (Some(selector), true) = (&plan.selector, round < plan.max_iterations) {
+                let prompt = plan.selector_prompt(&transcript(
+                    &self.run.earlier,
+                    &self.run.job.input,
+                    &replies,
+                ));
+                let verdict = self
+                    .ask(selector, round, &format!("verdict-{round}"), prompt)
+                    .await?;
+                if !verdict.is_error && plan.selector_stops(&verdict.response) {
+                    ended = Ended::Selector;
+                    break;
+                }
+            }
+        }
+        Ok((replies, ended, rounds))
+    }
+
     /// The agent's reply recorded under `key`, or asked for now and
     /// recorded before the chat acts on it. `Err` ends the attempt
     /// (cancelled, or the journal cannot be written).
@@ -207,6 +243,7 @@ impl Chat<'_> {
             .record_value(round, key, &reply)
             .await
             .map_err(storage)?;
+        crate::failpoint::hit("after_group_reply_recorded");
         sink.emit(Event::ToolResult {
             turn: round,
             tool_name: agent.id.clone(),
