@@ -175,7 +175,23 @@ fn example_bundles_validate() {
             count += 1;
         }
     }
-    assert!(count >= 2, "{count} example bundles");
+    assert!(count >= 5, "{count} example bundles");
+}
+
+#[test]
+fn a_group_chat_section_needs_rounds_and_a_stop_word() {
+    let text = format!("{GOOD}group_chat:\n  max_rounds: 0\n  stop_word: \"\"\n");
+    let errors = load(&text).expect_err("expected errors");
+    assert_eq!(
+        errors,
+        [
+            "bundle.yaml:17: group_chat.max_rounds: must be at least 1",
+            "bundle.yaml:18: group_chat.stop_word: must not be empty: it is the word a selector answers to end a chat",
+        ]
+    );
+    let good = format!("{GOOD}agent:\n  name: Triage\ngroup_chat: {{}}\n");
+    let chat = load(&good).unwrap().raw.group_chat.unwrap();
+    assert_eq!((chat.max_rounds, chat.stop_word.as_str()), (20, "DONE"));
 }
 
 /// A bundle naming endpoint `local`, a llama.cpp server, with `model` lines.

@@ -381,6 +381,11 @@ async fn api_errors_name_fields_and_tokens_are_required_when_set() {
         "/v1/chat/completions",
         "/v1/models",
         "/mcp",
+        "/api/agents",
+        "/api/agents/{id}/message",
+        "/api/query",
+        "/api/group-chat",
+        "/api/conversations/{id}",
     ] {
         assert!(
             openapi["paths"][path].is_object(),

@@ -387,6 +387,18 @@ pub fn load_str(
         }
     }
 
+    if let Some(chat) = &raw.group_chat {
+        if chat.max_rounds == 0 {
+            errors.push(err("group_chat.max_rounds", "must be at least 1".into()));
+        }
+        if chat.stop_word.trim().is_empty() {
+            errors.push(err(
+                "group_chat.stop_word",
+                "must not be empty: it is the word a selector answers to end a chat".into(),
+            ));
+        }
+    }
+
     let prompts = match Prompts::compile(&raw.prompts) {
         Ok(p) => Some(p),
         Err(PromptError { key, message }) => {
