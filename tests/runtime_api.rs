@@ -1440,7 +1440,7 @@ async fn stream_frames(
         "{content_type:?}"
     );
     let raw = response.bytes().await.unwrap();
-    parse_frames(&String::from_utf8(raw.to_vec()).unwrap())
+    parse_frames(std::str::from_utf8(&raw).unwrap())
 }
 
 /// The `data:` payloads of an SSE body in order: JSON values, and `[DONE]`

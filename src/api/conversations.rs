@@ -13,7 +13,7 @@ use super::error::{ApiError, ErrorCode};
 use crate::queue::{Job, JobFilter};
 
 /// Turns read per conversation.
-pub(super) const MAX_TURNS: usize = 1000;
+const MAX_TURNS: usize = 1000;
 
 /// A 422 naming `conversation_id` unless it is a usable id.
 pub(super) fn check_id(id: &str) -> Result<(), ApiError> {
@@ -50,15 +50,13 @@ fn turn(job: &Job, agents: Vec<String>) -> Value {
     })
 }
 
-pub async fn get(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    check_id(&id)?;
+/// The turns (jobs) of conversation `id`, oldest first, or a 404 naming it.
+pub(super) async fn turns_of(state: &AppState, id: &str) -> Result<Vec<Job>, ApiError> {
+    check_id(id)?;
     let mut jobs = state
         .queue
         .list(JobFilter {
-            conversation_id: Some(id.clone()),
+            conversation_id: Some(id.to_string()),
             limit: MAX_TURNS,
             ..Default::default()
         })
@@ -67,10 +65,18 @@ pub async fn get(
     if jobs.is_empty() {
         return Err(ApiError::new(
             ErrorCode::NotFound,
-            format!("no conversation with id {id:?} (it has no jobs, or it was forgotten)"),
+            format!("no conversation with id {id:?} (it has no turns, or it was forgotten)"),
         ));
     }
     jobs.reverse();
+    Ok(jobs)
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let jobs = turns_of(&state, &id).await?;
     let mut turns = Vec::with_capacity(jobs.len());
     for job in &jobs {
         turns.push(turn(

@@ -86,6 +86,14 @@ pub struct KernelConfig {
     pub call_budget: Option<CallBudget>,
 }
 
+/// Why a tool call is answered without running its tool.
+enum NotRun {
+    /// Its arguments did not parse.
+    BadArgs(String),
+    /// Over the run's [`CallBudget`].
+    Refused(String),
+}
+
 /// At most `max_calls` calls of `tools` per run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallBudget {
@@ -401,8 +409,7 @@ impl Kernel {
     async fn tool_call(
         &self,
         call: &ToolCall,
-        parse_error: Option<&String>,
-        refusal: Option<&String>,
+        not_run: Option<&NotRun>,
         turn: u32,
         events: &EventSink,
         cancel: &CancellationToken,
@@ -431,19 +438,16 @@ impl Kernel {
                 arguments: call.arguments.clone(),
             })
             .await;
-        let outcome = match parse_error {
-            None if refusal.is_some() => ToolOutcome {
-                result: ToolResult::error(
-                    call,
-                    format!("refused:{}", refusal.cloned().unwrap_or_default()),
-                ),
+        let outcome = match not_run {
+            Some(NotRun::Refused(reason)) => ToolOutcome {
+                result: ToolResult::error(call, format!("refused:{reason}")),
                 error_code: Some("refused"),
                 attempts: 0,
                 cached: false,
                 duration: Duration::ZERO,
                 parked: None,
             },
-            Some(detail) => {
+            Some(NotRun::BadArgs(detail)) => {
                 events
                     .emit(Event::ParseError {
                         turn,
@@ -557,31 +561,23 @@ impl Kernel {
             Some(budget) => budget.refusals(history, calls),
             None => vec![None; calls.len()],
         };
-        let items: Vec<(ToolCall, Option<String>, Option<String>)> = calls
+        // Arguments that do not parse are reported before a budget is.
+        let items: Vec<(ToolCall, Option<NotRun>)> = calls
             .iter()
             .zip(refusals)
             .enumerate()
             .map(|(i, (call, refusal))| {
-                (
-                    call.clone(),
-                    parse_errors.get(i).cloned().flatten(),
-                    refusal,
-                )
+                let bad_args = parse_errors.get(i).cloned().flatten();
+                let not_run = bad_args
+                    .map(NotRun::BadArgs)
+                    .or(refusal.map(NotRun::Refused));
+                (call.clone(), not_run)
             })
             .collect();
-        let run_call =
-            |(call, parse_error, refusal): (ToolCall, Option<String>, Option<String>)| async move {
-                self.tool_call(
-                    &call,
-                    parse_error.as_ref(),
-                    refusal.as_ref(),
-                    turn,
-                    events,
-                    cancel,
-                    journal,
-                )
+        let run_call = |(call, not_run): (ToolCall, Option<NotRun>)| async move {
+            self.tool_call(&call, not_run.as_ref(), turn, events, cancel, journal)
                 .await
-            };
+        };
         let outcomes: Vec<Result<(ToolOutcome, bool), RunError>> = futures::stream::iter(items)
             .map(run_call)
             .buffered(self.config.max_concurrency.max(1))

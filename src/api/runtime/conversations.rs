@@ -6,32 +6,16 @@ use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::super::AppState;
-use super::super::conversations::{MAX_TURNS, check_id};
-use super::super::error::{ApiError, ErrorCode};
+use super::super::conversations::turns_of;
+use super::super::error::ApiError;
 use super::{GROUP_RUNTIME, RUNTIME, USER_VARIABLE};
-use crate::queue::{Job, JobFilter};
+use crate::queue::Job;
 
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    check_id(&id)?;
-    let mut jobs = state
-        .queue
-        .list(JobFilter {
-            conversation_id: Some(id.clone()),
-            limit: MAX_TURNS,
-            ..Default::default()
-        })
-        .await?
-        .jobs;
-    if jobs.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!("no conversation with id {id:?} (it has no turns, or it was forgotten)"),
-        ));
-    }
-    jobs.reverse();
+    let jobs = turns_of(&state, &id).await?;
     let mut messages = Vec::with_capacity(jobs.len() * 2);
     for job in &jobs {
         messages.extend(turn(&state, job).await?);

@@ -11,12 +11,10 @@ use serde_json::{Map, Value, json};
 use super::super::AppState;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
-use super::super::feed::job_feed;
-use super::super::jobs::{enqueue, wait_finished};
 use super::agents::{AgentCard, directory, find};
 use super::{GROUP_RUNTIME, USER_VARIABLE, envelope};
 use crate::group_chat::{PLAN_VARIABLE, Participant, Place, Plan, Termination};
-use crate::queue::{JobId, NewJob};
+use crate::queue::NewJob;
 use crate::registry::LoadedBundle;
 
 #[derive(Debug, Deserialize)]
@@ -60,28 +58,17 @@ pub async fn group_chat(
         PLAN_VARIABLE.into(),
         serde_json::to_value(&plan).map_err(ApiError::internal)?,
     );
-    let id = JobId::new();
-    let feed = request
-        .stream
-        .then(|| job_feed(state.clone(), id.clone(), 0, true));
-    let started = std::time::Instant::now();
-    let (job, _) = enqueue(
-        &state,
-        NewJob {
-            id: Some(id),
-            bundle: host.name().to_string(),
-            input: request.query,
-            variables,
-            conversation_id: Some(conversation.clone()),
-            max_attempts: Some(state.max_attempts),
-            ..Default::default()
-        },
-    )
-    .await?;
-    if let Some(feed) = feed {
-        return Ok(super::stream::frames(state, job, feed, started).into_response());
-    }
-    let job = wait_finished(&state, &job.id).await?;
+    let job = NewJob {
+        bundle: host.name().to_string(),
+        input: request.query,
+        variables,
+        conversation_id: Some(conversation.clone()),
+        ..Default::default()
+    };
+    let job = match super::run(&state, job, request.stream).await? {
+        super::Answer::Streamed(frames) => return Ok(frames),
+        super::Answer::Finished(job) => job,
+    };
     let answer = job
         .answer_or_error()
         .map_err(|e| super::agents::job_failed(&e))?;

@@ -13,11 +13,15 @@ mod stream;
 pub(super) mod trace;
 
 use axum::Router;
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
+use super::feed::job_feed;
+use super::jobs::{enqueue, wait_finished};
+use crate::queue::{Job, JobId, NewJob};
 use crate::registry::LoadedBundle;
 
 /// Who answers a query, in envelopes.
@@ -34,6 +38,32 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/query", post(query::query))
         .route("/group-chat", post(group::group_chat))
         .route("/conversations/{id}", get(conversations::get))
+}
+
+/// What a runtime request gets back from its job.
+enum Answer {
+    /// The runtime's SSE frames (the client asked for a stream).
+    Streamed(axum::response::Response),
+    /// The finished (or parked) job.
+    Finished(Box<Job>),
+}
+
+/// Queues a runtime request's job and answers with its frames or, once it
+/// has finished, the job. A stream listens before the job can start (the
+/// job's id is picked here), so its first tokens are not missed.
+async fn run(state: &AppState, mut job: NewJob, stream: bool) -> Result<Answer, ApiError> {
+    let id = JobId::new();
+    let feed = stream.then(|| job_feed(state.clone(), id.clone(), 0, true));
+    let started = std::time::Instant::now();
+    job.id = Some(id);
+    job.max_attempts = Some(state.max_attempts);
+    let (job, _) = enqueue(state, job).await?;
+    Ok(match feed {
+        Some(feed) => {
+            Answer::Streamed(stream::frames(state.clone(), job, feed, started).into_response())
+        }
+        None => Answer::Finished(Box::new(wait_finished(state, &job.id).await?)),
+    })
 }
 
 fn default_user() -> String {

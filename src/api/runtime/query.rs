@@ -11,10 +11,8 @@ use serde_json::{Map, json};
 use super::super::AppState;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
-use super::super::feed::job_feed;
-use super::super::jobs::{enqueue, wait_finished};
 use super::{RUNTIME, USER_VARIABLE, envelope};
-use crate::queue::{JobId, NewJob};
+use crate::queue::NewJob;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,30 +53,17 @@ pub async fn query(
     if let Some(max) = request.max_agents {
         variables.insert(crate::bundle::MAX_AGENTS_VARIABLE.into(), json!(max));
     }
-    // The job's id is picked here so the stream listens before the job can
-    // start: its first tokens are not missed.
-    let id = JobId::new();
-    let feed = request
-        .stream
-        .then(|| job_feed(state.clone(), id.clone(), 0, true));
-    let started = std::time::Instant::now();
-    let (job, _) = enqueue(
-        &state,
-        NewJob {
-            id: Some(id),
-            bundle: router.name().to_string(),
-            input: request.query,
-            variables,
-            conversation_id: Some(conversation.clone()),
-            max_attempts: Some(state.max_attempts),
-            ..Default::default()
-        },
-    )
-    .await?;
-    if let Some(feed) = feed {
-        return Ok(super::stream::frames(state, job, feed, started).into_response());
-    }
-    let job = wait_finished(&state, &job.id).await?;
+    let job = NewJob {
+        bundle: router.name().to_string(),
+        input: request.query,
+        variables,
+        conversation_id: Some(conversation.clone()),
+        ..Default::default()
+    };
+    let job = match super::run(&state, job, request.stream).await? {
+        super::Answer::Streamed(frames) => return Ok(frames),
+        super::Answer::Finished(job) => job,
+    };
     let answer = job
         .answer_or_error()
         .map_err(|e| super::agents::job_failed(&e))?;
