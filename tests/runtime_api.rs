@@ -1609,3 +1609,39 @@ async fn a_group_chat_is_one_trace_with_a_span_per_reply() {
         );
     }
 }
+
+/// A message repeated with the same `Idempotency-Key` (as a resumed job's
+/// `http_agent` call repeats it) is answered by the first job, without a
+/// second run; a new key is a new job.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_agent_message_is_answered_once_per_idempotency_key() {
+    let w = world("replies:\n  - content: unused\n").await;
+    let daemon = w.site.start();
+    let http = client();
+    let send = |key: &'static str| {
+        let (http, url) = (http.clone(), daemon.url("/api/agents/arithmetic/message"));
+        async move {
+            let response = http
+                .post(url)
+                .header("Idempotency-Key", key)
+                .json(&json!({"content": "What is 2+3?", "senderId": "peer"}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.unwrap()
+        }
+    };
+    let first = send("job-1:1:call-1").await;
+    let again = send("job-1:1:call-1").await;
+    assert_eq!(first["job_id"], again["job_id"], "{first} {again}");
+    assert_eq!(again["content"], "2+3 = 5");
+    assert_eq!(
+        w.arithmetic.requests().len(),
+        1,
+        "one model call for one key"
+    );
+    let other = send("job-1:1:call-2").await;
+    assert_ne!(other["job_id"], first["job_id"]);
+    assert_eq!(w.arithmetic.requests().len(), 2);
+}

@@ -292,23 +292,8 @@ impl WorkerPool {
                     workflow::run(run, workflow).await
                 }
                 None if group_chat::is_group_chat(&loaded, job) => {
-                    let earlier = match self.earlier_turns(job, GROUP_CHAT_HISTORY_TURNS).await {
-                        Ok(earlier) => earlier,
-                        Err(outcome) => return outcome,
-                    };
-                    let run = group_chat::GroupChatJob {
-                        registry: &self.registry,
-                        loaded: &loaded,
-                        job,
-                        sink: &sink,
-                        journal: &journal,
-                        cancel: cancel.clone(),
-                        earlier: earlier
-                            .iter()
-                            .map(|j| (j.input.clone(), j.answer().unwrap_or_default().to_string()))
-                            .collect(),
-                    };
-                    group_chat::run(run).await
+                    self.run_group_chat(&loaded, job, &sink, &journal, &cancel)
+                        .await
                 }
                 None => self.run_agent(&loaded, job, &sink, &journal, &cancel).await,
             }
@@ -450,6 +435,35 @@ impl WorkerPool {
                 retryable: err.is_retryable(),
             },
         }
+    }
+
+    /// Runs a group-chat job: its plan's rounds, after the conversation's
+    /// earlier turns.
+    async fn run_group_chat(
+        &self,
+        loaded: &Arc<LoadedBundle>,
+        job: &crate::queue::Job,
+        sink: &EventSink,
+        journal: &RunJournal,
+        cancel: &CancellationToken,
+    ) -> Outcome {
+        let earlier = match self.earlier_turns(job, GROUP_CHAT_HISTORY_TURNS).await {
+            Ok(earlier) => earlier,
+            Err(outcome) => return outcome,
+        };
+        let run = group_chat::GroupChatJob {
+            registry: &self.registry,
+            loaded,
+            job,
+            sink,
+            journal,
+            cancel: cancel.clone(),
+            earlier: earlier
+                .iter()
+                .map(|j| (j.input.clone(), j.answer().unwrap_or_default().to_string()))
+                .collect(),
+        };
+        group_chat::run(run).await
     }
 
     /// The conversation's earlier finished turns (at most `turns`), or the

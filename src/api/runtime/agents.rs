@@ -2,10 +2,12 @@
 //! the router and the group-chat host) and the config's remote
 //! `[[agents]]`; and `POST /api/agents/{id}/message`, which answers a
 //! message envelope with a local bundle's job, so other runtimes can call
-//! this daemon's bundles as remote agents.
+//! this daemon's bundles as remote agents (exactly once per
+//! `Idempotency-Key`, which `http_agent` tools send).
 
 use axum::Json;
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -131,6 +133,7 @@ pub struct Message {
 pub async fn message(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     JsonBody(message): JsonBody<Message>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = find(&directory(&state), &id, "id")?;
@@ -149,6 +152,19 @@ pub async fn message(
     let sender = message.sender_id.unwrap_or_else(super::default_user);
     let mut variables = serde_json::Map::new();
     variables.insert(USER_VARIABLE.into(), json!(sender));
+    // A caller that repeats a message (a resumed job's `http_agent` call
+    // does, with the same key) gets the first answer, not a second run.
+    let idempotency_key = match headers.get("idempotency-key").map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(key)) if !key.trim().is_empty() => Some(format!("agent-message:{id}:{key}")),
+        Some(_) => {
+            return Err(ApiError::field(
+                ErrorCode::InvalidRequest,
+                "Idempotency-Key",
+                "the Idempotency-Key header is empty or not visible ASCII; send a non-blank token or leave it out",
+            ));
+        }
+    };
     let (job, _) = enqueue(
         &state,
         NewJob {
@@ -156,6 +172,7 @@ pub async fn message(
             input: message.content,
             variables,
             conversation_id: Some(conversation.clone()),
+            idempotency_key,
             max_attempts: Some(state.max_attempts),
             ..Default::default()
         },

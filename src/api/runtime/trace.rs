@@ -138,7 +138,17 @@ pub(super) async fn execution_trace(
     Ok((trace, used))
 }
 
-/// The agents a job used (see [`execution_trace`]).
+/// The agents a job used: a group chat's speakers as its result lists them
+/// (its selector decides, it does not answer), else those of its trace
+/// (see [`execution_trace`]).
 pub(crate) async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<String>, ApiError> {
-    Ok(execution_trace(state, job, false).await?.1)
+    let listed = job
+        .result
+        .as_ref()
+        .and_then(|r| r.get("agents_used"))
+        .and_then(|used| serde_json::from_value::<Vec<String>>(used.clone()).ok());
+    match listed {
+        Some(used) => Ok(used),
+        None => Ok(execution_trace(state, job, false).await?.1),
+    }
 }
