@@ -14,7 +14,6 @@ use super::super::error::{ApiError, ErrorCode};
 use super::agents::{AgentCard, directory, find};
 use super::{GROUP_RUNTIME, USER_VARIABLE, envelope};
 use crate::group_chat::{PLAN_VARIABLE, Participant, Place, Plan, Termination};
-use crate::queue::NewJob;
 use crate::registry::LoadedBundle;
 
 #[derive(Debug, Deserialize)]
@@ -58,23 +57,22 @@ pub async fn group_chat(
         PLAN_VARIABLE.into(),
         serde_json::to_value(&plan).map_err(ApiError::internal)?,
     );
-    let job = NewJob {
-        bundle: host.name().to_string(),
-        input: request.query,
+    let (job, answer) = match super::run(
+        &state,
+        host.name(),
+        request.query,
         variables,
-        conversation_id: Some(conversation.clone()),
-        ..Default::default()
-    };
-    let job = match super::run(&state, job, request.stream).await? {
+        &conversation,
+        request.stream,
+    )
+    .await?
+    {
         super::Answer::Streamed(frames) => return Ok(frames),
-        super::Answer::Finished(job) => job,
+        super::Answer::Answered(job, answer) => (job, answer),
     };
-    let answer = job
-        .answer_or_error()
-        .map_err(|e| super::agents::job_failed(&e))?;
     let (trace, _) = super::trace::execution_trace(&state, &job, request.verbose).await?;
     let result = job.result.clone().unwrap_or_default();
-    let mut reply = envelope(&conversation, GROUP_RUNTIME, &request.user_id, answer);
+    let mut reply = envelope(&conversation, GROUP_RUNTIME, &request.user_id, &answer);
     for key in ["agent_responses", "agents_used", "rounds", "terminated_by"] {
         reply[key] = result[key].clone();
     }

@@ -44,26 +44,47 @@ pub(super) fn routes() -> Router<AppState> {
 enum Answer {
     /// The runtime's SSE frames (the client asked for a stream).
     Streamed(axum::response::Response),
-    /// The finished (or parked) job.
-    Finished(Box<Job>),
+    /// The job that succeeded, and its answer.
+    Answered(Box<Job>, String),
 }
 
-/// Queues a runtime request's job and answers with its frames or, once it
-/// has finished, the job. A stream listens before the job can start (the
-/// job's id is picked here), so its first tokens are not missed.
-async fn run(state: &AppState, mut job: NewJob, stream: bool) -> Result<Answer, ApiError> {
+/// Queues a runtime request's job of `bundle` in `conversation` and answers
+/// with its frames or, once it has succeeded, its answer (a job that ended
+/// otherwise is a `job_failed` error naming it). A stream listens before
+/// the job can start (the job's id is picked here), so its first tokens
+/// are not missed.
+async fn run(
+    state: &AppState,
+    bundle: &str,
+    input: String,
+    variables: serde_json::Map<String, Value>,
+    conversation: &str,
+    stream: bool,
+) -> Result<Answer, ApiError> {
     let id = JobId::new();
     let feed = stream.then(|| job_feed(state.clone(), id.clone(), 0, true));
     let started = std::time::Instant::now();
-    job.id = Some(id);
-    job.max_attempts = Some(state.max_attempts);
+    let job = NewJob {
+        id: Some(id),
+        bundle: bundle.to_string(),
+        input,
+        variables,
+        conversation_id: Some(conversation.to_string()),
+        max_attempts: Some(state.max_attempts),
+        ..Default::default()
+    };
     let (job, _) = enqueue(state, job).await?;
-    Ok(match feed {
-        Some(feed) => {
-            Answer::Streamed(stream::frames(state.clone(), job, feed, started).into_response())
-        }
-        None => Answer::Finished(Box::new(wait_finished(state, &job.id).await?)),
-    })
+    if let Some(feed) = feed {
+        return Ok(Answer::Streamed(
+            stream::frames(state.clone(), job, feed, started).into_response(),
+        ));
+    }
+    let job = wait_finished(state, &job.id).await?;
+    let answer = job
+        .answer_or_error()
+        .map_err(|e| agents::job_failed(&e))?
+        .to_string();
+    Ok(Answer::Answered(Box::new(job), answer))
 }
 
 fn default_user() -> String {

@@ -12,7 +12,6 @@ use super::super::AppState;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
 use super::{RUNTIME, USER_VARIABLE, envelope};
-use crate::queue::NewJob;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,22 +52,21 @@ pub async fn query(
     if let Some(max) = request.max_agents {
         variables.insert(crate::bundle::MAX_AGENTS_VARIABLE.into(), json!(max));
     }
-    let job = NewJob {
-        bundle: router.name().to_string(),
-        input: request.query,
+    let (job, answer) = match super::run(
+        &state,
+        router.name(),
+        request.query,
         variables,
-        conversation_id: Some(conversation.clone()),
-        ..Default::default()
-    };
-    let job = match super::run(&state, job, request.stream).await? {
+        &conversation,
+        request.stream,
+    )
+    .await?
+    {
         super::Answer::Streamed(frames) => return Ok(frames),
-        super::Answer::Finished(job) => job,
+        super::Answer::Answered(job, answer) => (job, answer),
     };
-    let answer = job
-        .answer_or_error()
-        .map_err(|e| super::agents::job_failed(&e))?;
     let (trace, used) = super::trace::execution_trace(&state, &job, request.verbose).await?;
-    let mut reply = envelope(&conversation, RUNTIME, &request.user_id, answer);
+    let mut reply = envelope(&conversation, RUNTIME, &request.user_id, &answer);
     reply["execution_trace"] = json!(trace);
     reply["agents_used"] = json!(used);
     reply["job_id"] = json!(job.id);
