@@ -254,6 +254,41 @@ pub struct Decision {
     pub retry: bool,
 }
 
+impl Decision {
+    /// What the job row keeps of the outcome: the result of a success, the
+    /// pending call of a parked job (as JSON text).
+    pub fn stored(&self, outcome: &Outcome) -> (Option<String>, Option<String>) {
+        match outcome {
+            Outcome::Succeeded(value) if self.state == JobState::Succeeded => {
+                (Some(value.to_string()), None)
+            }
+            Outcome::NeedsAttention { pending_call, .. }
+                if self.state == JobState::NeedsAttention =>
+            {
+                (None, Some(pending_call.to_string()))
+            }
+            _ => (None, None),
+        }
+    }
+}
+
+/// The rule for a released attempt (shutdown): a job someone asked to
+/// cancel ends cancelled rather than run again; any other goes back to the
+/// queue.
+pub fn decide_release(cancel_requested: bool) -> Decision {
+    let (state, status) = if cancel_requested {
+        (JobState::Cancelled, JobStatus::Cancelled)
+    } else {
+        (JobState::Queued, JobStatus::Released)
+    };
+    Decision {
+        state,
+        status,
+        error: None,
+        retry: false,
+    }
+}
+
 /// The one rule for a job's outcome: a cancel request wins over anything
 /// but success; a retryable failure is retried while attempts remain, then
 /// the job is dead.
@@ -449,6 +484,17 @@ pub enum CompleteReply {
 pub struct Finished {
     pub reply: CompleteReply,
     pub final_event: Option<EventEnvelope>,
+}
+
+impl Finished {
+    /// The answer to an attempt that is no longer the job's current one:
+    /// nothing was recorded.
+    pub fn stale() -> Self {
+        Self {
+            reply: CompleteReply::Stale,
+            final_event: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]

@@ -579,12 +579,7 @@ impl PostgresQueue {
     ) -> Result<Finished, Fail> {
         let (max_attempts, cancel_requested) = match require_current(tx, id, attempt).await {
             Ok(found) => found,
-            Err(Fail::Refused(QueueError::StaleAttempt { .. })) => {
-                return Ok(Finished {
-                    reply: CompleteReply::Stale,
-                    final_event: None,
-                });
-            }
+            Err(Fail::Refused(QueueError::StaleAttempt { .. })) => return Ok(Finished::stale()),
             Err(e) => return Err(e),
         };
         let decision = decide(&outcome, attempt, max_attempts, cancel_requested);
@@ -592,17 +587,7 @@ impl PostgresQueue {
         let run_at = decision
             .retry
             .then(|| now.saturating_add(ms(self.retry.delay(attempt))));
-        let (result, pending) = match &outcome {
-            Outcome::Succeeded(value) if decision.state == JobState::Succeeded => {
-                (Some(value.to_string()), None)
-            }
-            Outcome::NeedsAttention { pending_call, .. }
-                if decision.state == JobState::NeedsAttention =>
-            {
-                (None, Some(pending_call.to_string()))
-            }
-            _ => (None, None),
-        };
+        let (result, pending) = decision.stored(&outcome);
         let finished_at = decision.state.is_terminal().then_some(now);
         let update = tx
             .prepare_cached(
@@ -643,43 +628,33 @@ impl PostgresQueue {
     ) -> Result<Finished, Fail> {
         let cancel_requested = match require_current(tx, id, attempt).await {
             Ok((_, cancel_requested)) => cancel_requested,
-            Err(Fail::Refused(QueueError::StaleAttempt { .. })) => {
-                return Ok(Finished {
-                    reply: CompleteReply::Stale,
-                    final_event: None,
-                });
-            }
+            Err(Fail::Refused(QueueError::StaleAttempt { .. })) => return Ok(Finished::stale()),
             Err(e) => return Err(e),
         };
         let now = db_now(tx).await?;
         // A job someone asked to cancel ends here rather than run again.
-        let (state, status, change) = if cancel_requested {
+        let decision = decide_release(cancel_requested);
+        let change = if cancel_requested {
             tx.execute(
                 "UPDATE jobs SET state = 'cancelled', error = 'cancelled by request', finished_at = $2, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1",
                 &[&id.as_str(), &now],
             )
             .await?;
-            (JobState::Cancelled, JobStatus::Cancelled, Change::Updated)
+            Change::Updated
         } else {
             tx.execute(
                 "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $1",
                 &[&id.as_str(), &now],
             )
             .await?;
-            (JobState::Queued, JobStatus::Released, Change::Runnable)
-        };
-        let decision = Decision {
-            state,
-            status,
-            error: None,
-            retry: false,
+            Change::Runnable
         };
         let final_event = final_event.map(|e| stamp_final(e, &decision));
         insert_events(tx, id, attempt, events).await?;
         insert_events(tx, id, attempt, final_event.as_slice()).await?;
         self.notify_in(tx, change, id).await?;
         Ok(Finished {
-            reply: CompleteReply::Recorded(state),
+            reply: CompleteReply::Recorded(decision.state),
             final_event,
         })
     }

@@ -340,20 +340,38 @@ fn insert_events(
 }
 
 /// Refuses the write unless `attempt` is the running job's current attempt.
-fn require_current(conn: &Connection, id: &JobId, attempt: u32) -> Result<(), WriteError> {
-    let found: Option<(String, u32)> = conn
+/// The job's `(max_attempts, cancel_requested)` while `attempt` is its
+/// current running attempt; any other attempt is refused as stale.
+fn require_current(conn: &Connection, id: &JobId, attempt: u32) -> Result<(u32, bool), WriteError> {
+    let found: Option<(String, u32, u32, i64)> = conn
         .query_row(
-            "SELECT state, attempts FROM jobs WHERE id = ?1",
+            "SELECT state, attempts, max_attempts, cancel_requested FROM jobs WHERE id = ?1",
             [id.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
         .optional()?;
     match found {
-        Some((state, a)) if state == "running" && a == attempt => Ok(()),
+        Some((state, a, max_attempts, cancel)) if state == "running" && a == attempt => {
+            Ok((max_attempts, cancel != 0))
+        }
         _ => Err(WriteError::Refused(QueueError::StaleAttempt {
             job: id.clone(),
             attempt,
         })),
+    }
+}
+
+/// [`require_current`] for recording an outcome: a stale attempt records
+/// nothing (`Ok(None)`); a database error stays an error.
+fn current_or_stale(
+    conn: &Connection,
+    id: &JobId,
+    attempt: u32,
+) -> Result<Option<(u32, bool)>, WriteError> {
+    match require_current(conn, id, attempt) {
+        Ok(current) => Ok(Some(current)),
+        Err(WriteError::Refused(QueueError::StaleAttempt { .. })) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
@@ -609,33 +627,17 @@ impl JobQueue for SqliteQueue {
         crate::failpoint::hit("before_completion_commit");
         let finished = self
             .write(move |conn| {
-                if require_current(conn, &job_id, attempt).is_err() {
-                    return Ok(Finished {
-                        reply: CompleteReply::Stale,
-                        final_event: None,
-                    });
-                }
-                let (max_attempts, cancel_requested): (u32, i64) = conn.query_row(
-                    "SELECT max_attempts, cancel_requested FROM jobs WHERE id = ?1",
-                    [job_id.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?;
-                let decision = decide(&outcome, attempt, max_attempts, cancel_requested != 0);
+                let Some((max_attempts, cancel_requested)) =
+                    current_or_stale(conn, &job_id, attempt)?
+                else {
+                    return Ok(Finished::stale());
+                };
+                let decision = decide(&outcome, attempt, max_attempts, cancel_requested);
                 let now = now_ms();
                 let run_at = decision
                     .retry
                     .then(|| now + retry.delay(attempt).as_millis() as i64);
-                let (result, pending) = match &outcome {
-                    Outcome::Succeeded(value) if decision.state == JobState::Succeeded => {
-                        (Some(value.to_string()), None)
-                    }
-                    Outcome::NeedsAttention { pending_call, .. }
-                        if decision.state == JobState::NeedsAttention =>
-                    {
-                        (None, Some(pending_call.to_string()))
-                    }
-                    _ => (None, None),
-                };
+                let (result, pending) = decision.stored(&outcome);
                 let finished_at = decision.state.is_terminal().then_some(now);
                 conn.execute(
                     "UPDATE jobs SET state = ?2, result = ?3, error = ?4, run_at = COALESCE(?5, run_at), finished_at = ?6, updated_at = ?7, pending_call = ?8, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
@@ -665,43 +667,28 @@ impl JobQueue for SqliteQueue {
         let events = events.to_vec();
         let finished = self
             .write(move |conn| {
-                if require_current(conn, &job_id, attempt).is_err() {
-                    return Ok(Finished {
-                        reply: CompleteReply::Stale,
-                        final_event: None,
-                    });
-                }
+                let Some((_, cancel_requested)) = current_or_stale(conn, &job_id, attempt)? else {
+                    return Ok(Finished::stale());
+                };
                 let now = now_ms();
-                let cancel_requested: i64 = conn.query_row(
-                    "SELECT cancel_requested FROM jobs WHERE id = ?1",
-                    [job_id.as_str()],
-                    |r| r.get(0),
-                )?;
                 // A job someone asked to cancel ends here rather than run again.
-                let (state, status) = if cancel_requested != 0 {
+                let decision = decide_release(cancel_requested);
+                if cancel_requested {
                     conn.execute(
                         "UPDATE jobs SET state = 'cancelled', error = 'cancelled by request', finished_at = ?2, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
                         params![job_id.as_str(), now],
                     )?;
-                    (JobState::Cancelled, JobStatus::Cancelled)
                 } else {
                     conn.execute(
                         "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2 WHERE id = ?1",
                         params![job_id.as_str(), now],
                     )?;
-                    (JobState::Queued, JobStatus::Released)
-                };
-                let decision = Decision {
-                    state,
-                    status,
-                    error: None,
-                    retry: false,
-                };
+                }
                 let final_event = final_event.map(|e| stamp_final(e, &decision));
                 insert_events(conn, &job_id, attempt, &events)?;
                 insert_events(conn, &job_id, attempt, final_event.as_slice())?;
                 Ok(Finished {
-                    reply: CompleteReply::Recorded(state),
+                    reply: CompleteReply::Recorded(decision.state),
                     final_event,
                 })
             })
