@@ -87,7 +87,7 @@ pub async fn submit(
         priority: request.priority,
         run_at,
         idempotency_key,
-        max_attempts: Some(request.max_attempts.unwrap_or(state.max_attempts)),
+        max_attempts: request.max_attempts,
         traceparent: request.traceparent,
     };
     let (job, created) = enqueue(&state, new_job).await?;
@@ -126,7 +126,13 @@ pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<
 /// create the job, so the submission and its bookkeeping (counting, waking
 /// a worker) run in a task of their own that finishes whether or not anyone
 /// reads the answer.
-pub(super) async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, bool), ApiError> {
+/// A job that does not say how many attempts it gets has the daemon's
+/// `queue.max_attempts`.
+pub(super) async fn enqueue(
+    state: &AppState,
+    mut new_job: NewJob,
+) -> Result<(Job, bool), ApiError> {
+    new_job.max_attempts.get_or_insert(state.max_attempts);
     let bundle = new_job.bundle.clone();
     let submission = tokio::spawn({
         let state = state.clone();
@@ -143,6 +149,13 @@ pub(super) async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, b
     Ok(submission.await.map_err(|e| {
         ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
     })??)
+}
+
+/// Queues a job and waits until it is finished or parked: a synchronous
+/// caller's answer (see [`wait_finished`]).
+pub(super) async fn run_to_end(state: &AppState, new_job: NewJob) -> Result<Job, ApiError> {
+    let (job, _) = enqueue(state, new_job).await?;
+    wait_finished(state, &job.id).await
 }
 
 /// Waits until the job is finished, or parked for an operator (which only

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use super::jobs::{enqueue, wait_finished};
+use super::jobs::run_to_end;
 use crate::queue::NewJob;
 
 /// The MCP clients connected now, told when the bundle list changes.
@@ -96,11 +96,9 @@ impl BundleTools {
             bundle: bundle.to_string(),
             input,
             variables,
-            max_attempts: Some(self.state.max_attempts),
             ..Default::default()
         };
-        let (job, _) = enqueue(&self.state, new_job).await.map_err(|e| e.message)?;
-        let job = wait_finished(&self.state, &job.id)
+        let job = run_to_end(&self.state, new_job)
             .await
             .map_err(|e| e.message)?;
         job.answer_or_error().map(str::to_string)

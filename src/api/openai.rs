@@ -16,14 +16,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
+use super::feed::{Item, job_feed};
 use super::jobs::{enqueue, known_bundle, wait_finished};
-use crate::events::tokens::TokenSubscription;
 use crate::queue::{Job, JobId, NewJob};
 use crate::types::{Message, Role};
 
@@ -114,8 +114,8 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
 pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response {
     match start(&state, &body).await {
         Err(e) => e.into_response(),
-        Ok((job, true, tokens)) => stream(state, job, tokens).into_response(),
-        Ok((job, false, _)) => match wait_finished(&state, &job.id)
+        Ok((job, Some(feed))) => stream(job, feed).into_response(),
+        Ok((job, None)) => match wait_finished(&state, &job.id)
             .await
             .map_err(OpenAiError::from)
         {
@@ -128,12 +128,12 @@ pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response
     }
 }
 
-/// Validates the request and queues its job; with `stream`, listens to the
-/// job's tokens from the start.
-async fn start(
-    state: &AppState,
-    body: &[u8],
-) -> Result<(Job, bool, Option<TokenSubscription>), OpenAiError> {
+/// A streaming request's view of its job (see [`job_feed`]).
+type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
+
+/// Validates the request and queues its job; with `stream`, follows the
+/// job's feed from the start.
+async fn start(state: &AppState, body: &[u8]) -> Result<(Job, Option<Feed>), OpenAiError> {
     let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
         let param = if e.to_string().contains("messages") {
             "messages"
@@ -157,17 +157,18 @@ async fn start(
     // The job's id is chosen here so the stream listens before the job can
     // start: its first model call already streams.
     let id = JobId::new();
-    let tokens = request.stream.then(|| state.tokens.subscribe(id.as_str()));
+    let feed = request
+        .stream
+        .then(|| Box::pin(job_feed(state.clone(), id.clone(), 0, false)) as Feed);
     let new_job = NewJob {
         id: Some(id),
         bundle: bundle.to_string(),
         input,
         messages: Some(request.messages),
-        max_attempts: Some(state.max_attempts),
         ..Default::default()
     };
     let (job, _) = enqueue(state, new_job).await?;
-    Ok((job, request.stream, tokens))
+    Ok((job, feed))
 }
 
 /// The text of the last user message (the job's `input`), checking that
@@ -241,67 +242,60 @@ fn chunk(job: &Job, delta: Value, finish: Option<&str>) -> SseEvent {
 
 /// `chat.completion.chunk`s as the answer streams, the final chunk when the
 /// job ends, then `[DONE]`; a failed job sends `{"error": …}` then `[DONE]`.
-fn stream(
-    state: AppState,
-    job: Job,
-    tokens: Option<TokenSubscription>,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
-    tokio::spawn(async move {
-        let _ = tx
-            .send(chunk(
-                &job,
-                json!({"role": "assistant", "content": ""}),
-                None,
-            ))
-            .await;
-        let mut streamed = String::new();
-        let ended = {
-            let finished = async {
-                wait_finished(&state, &job.id)
-                    .await
-                    .map_err(OpenAiError::from)
-            };
-            tokio::pin!(finished);
-            let mut tokens = tokens;
+/// A client that goes away leaves the job running.
+fn stream(job: Job, feed: Feed) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let first = chunk(&job, json!({"role": "assistant", "content": ""}), None);
+    let body = futures::stream::unfold(
+        (feed, Some(job), false),
+        |(mut feed, job, mut streamed)| async move {
+            let job = job?;
             loop {
-                let next_token = async {
-                    match tokens.as_mut() {
-                        Some(t) => t.next().await,
-                        None => std::future::pending().await,
+                match feed.next().await {
+                    Some(Item::Token(token)) => {
+                        streamed = true;
+                        let event = chunk(&job, json!({"content": token.text}), None);
+                        return Some((vec![event], (feed, Some(job), streamed)));
                     }
-                };
-                tokio::select! {
-                    ended = &mut finished => break ended,
-                    Some(token) = next_token => {
-                        streamed.push_str(&token.text);
-                        // A client that went away leaves the job running.
-                        let _ = tx.send(chunk(&job, json!({"content": token.text}), None)).await;
+                    Some(Item::End(ended)) => {
+                        return Some((last(&ended, streamed), (feed, None, true)));
+                    }
+                    Some(_) => continue,
+                    None => {
+                        let lost = OpenAiError::from(ApiError::internal(format!(
+                            "lost the feed of job {}",
+                            job.id
+                        )));
+                        let events =
+                            vec![SseEvent::default().data(lost.body().to_string()), done()];
+                        return Some((events, (feed, None, true)));
                     }
                 }
             }
-        };
-        match ended.and_then(|job| answer(&job).map(|a| (job, a))) {
-            Ok((job, answer)) => {
-                // Whatever did not stream (a resumed job whose model call
-                // was journaled earlier) arrives whole.
-                if streamed.is_empty() && !answer.is_empty() {
-                    let _ = tx.send(chunk(&job, json!({"content": answer}), None)).await;
-                }
-                let _ = tx.send(chunk(&job, json!({}), Some("stop"))).await;
-            }
-            Err(e) => {
-                let _ = tx
-                    .send(SseEvent::default().data(e.body().to_string()))
-                    .await;
-            }
-        }
-        let _ = tx.send(SseEvent::default().data("[DONE]")).await;
-    });
-    let events =
-        futures::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|e| (Ok(e), rx)) },
-        );
+        },
+    )
+    .flat_map(futures::stream::iter);
+    let events = futures::stream::once(async { first }).chain(body).map(Ok);
     Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+/// The chunks that end a stream: what did not stream (a resumed job whose
+/// model call was journaled earlier arrives whole), the stop chunk, or the
+/// failure; then `[DONE]`.
+fn last(job: &Job, streamed: bool) -> Vec<SseEvent> {
+    let mut events = Vec::new();
+    match answer(job) {
+        Ok(answer) => {
+            if !streamed && !answer.is_empty() {
+                events.push(chunk(job, json!({"content": answer}), None));
+            }
+            events.push(chunk(job, json!({}), Some("stop")));
+        }
+        Err(e) => events.push(SseEvent::default().data(e.body().to_string())),
+    }
+    events.push(done());
+    events
+}
+
+fn done() -> SseEvent {
+    SseEvent::default().data("[DONE]")
 }

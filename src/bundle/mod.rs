@@ -309,12 +309,7 @@ fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, Bun
         hash.update(b"\0model\0");
         hash.update(std::fs::read(source).map_err(|e| unreadable(source, e))?);
     }
-    Ok(hash
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(short_hex(&hash.finalize()))
 }
 
 /// Parses and validates bundle text as if it were `file` in `dir`.
@@ -582,6 +577,10 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
 
 fn digest(text: &str) -> String {
     use sha2::{Digest, Sha256};
-    let hash = Sha256::digest(text.as_bytes());
+    short_hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// A digest as people read it: its first 8 bytes in hex.
+fn short_hex(hash: &[u8]) -> String {
     hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }

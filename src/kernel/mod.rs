@@ -414,21 +414,13 @@ impl Kernel {
         events: &EventSink,
         cancel: &CancellationToken,
         journal: &RunJournal,
-    ) -> Result<(ToolOutcome, bool), RunError> {
+    ) -> Result<(ToolResult, bool), RunError> {
         let journal_err = |source| RunError::Journal { turn, source };
         if let Some(recorded) = journal
             .recorded_result(turn, &call.id)
             .map_err(journal_err)?
         {
-            let outcome = ToolOutcome {
-                error_code: recorded.error_code.as_deref().map(error_code),
-                result: recorded.result,
-                attempts: 0,
-                cached: false,
-                duration: Duration::ZERO,
-                parked: None,
-            };
-            return Ok((outcome, true));
+            return Ok((recorded.result, true));
         }
         events
             .emit(Event::ToolCall {
@@ -505,7 +497,7 @@ impl Kernel {
                 if cancel.is_cancelled() {
                     // Cut short by cancellation: not a result to replay.
                     emit_result(events, turn, &outcome).await;
-                    return Ok((outcome, false));
+                    return Ok((outcome.result, false));
                 }
                 outcome
             }
@@ -524,7 +516,7 @@ impl Kernel {
         // Each result when its tool ends, so a tool's span has its true end
         // even while other tools of the turn still run.
         emit_result(events, turn, &outcome).await;
-        Ok((outcome, false))
+        Ok((outcome.result, false))
     }
 
     /// One turn outside any journal (see [`Kernel::step_journaled`]).
@@ -578,7 +570,7 @@ impl Kernel {
             self.tool_call(&call, not_run.as_ref(), turn, events, cancel, journal)
                 .await
         };
-        let outcomes: Vec<Result<(ToolOutcome, bool), RunError>> = futures::stream::iter(items)
+        let outcomes: Vec<Result<(ToolResult, bool), RunError>> = futures::stream::iter(items)
             .map(run_call)
             .buffered(self.config.max_concurrency.max(1))
             .collect()
@@ -588,10 +580,10 @@ impl Kernel {
         let mut errors_count = 0;
         let mut ran_now = !reply.replayed;
         for outcome in outcomes {
-            let (outcome, replayed) = outcome?;
-            errors_count += usize::from(outcome.result.is_error);
+            let (result, replayed) = outcome?;
+            errors_count += usize::from(result.is_error);
             ran_now |= !replayed;
-            results.push(outcome.result);
+            results.push(result);
         }
         if cancel.is_cancelled() {
             return Err(StepError::Interrupted {
@@ -775,18 +767,6 @@ impl Kernel {
                 error_type,
             })
             .await;
-    }
-}
-
-/// The engine's static error code for a recorded one.
-fn error_code(code: &str) -> &'static str {
-    match code {
-        "unknown_tool" => "unknown_tool",
-        "bad_args" => "bad_args",
-        "user_error" => "user_error",
-        "guardrail" => "guardrail",
-        "refused" => "refused",
-        _ => "tool_error",
     }
 }
 

@@ -476,7 +476,9 @@ impl Workflow {
     pub fn working_dir(&self, base: &Path, data: &Map<String, Value>) -> Result<PathBuf, String> {
         match &self.spec.working_dir {
             None => Ok(base.to_path_buf()),
-            Some(template) => render_dir("workflow.working_dir", template, base, data),
+            Some(_) => self
+                .render("workflow.working_dir", data)
+                .map(|dir| base.join(dir)),
         }
     }
 
@@ -489,22 +491,11 @@ impl Workflow {
     ) -> Result<Option<PathBuf>, String> {
         self.spec
             .artifacts_dir
-            .as_deref()
-            .map(|template| render_dir("workflow.artifacts_dir", template, base, data))
+            .as_ref()
+            .map(|_| {
+                self.render("workflow.artifacts_dir", data)
+                    .map(|dir| base.join(dir))
+            })
             .transpose()
     }
-}
-
-fn render_dir(
-    key: &str,
-    template: &str,
-    base: &Path,
-    data: &Map<String, Value>,
-) -> Result<PathBuf, String> {
-    let mut env = minijinja::Environment::new();
-    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    let ctx = minijinja::Value::from(minijinja::value::Serde(data));
-    env.render_str(template, ctx)
-        .map(|dir| base.join(dir))
-        .map_err(|e| format!("{key}: {e}"))
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::super::AppState;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
-use super::super::jobs::{enqueue, wait_finished};
+use super::super::jobs::run_to_end;
 use super::{USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place};
 use crate::queue::NewJob;
@@ -165,7 +165,7 @@ pub async fn message(
             ));
         }
     };
-    let (job, _) = enqueue(
+    let job = run_to_end(
         &state,
         NewJob {
             bundle: id.clone(),
@@ -173,12 +173,10 @@ pub async fn message(
             variables,
             conversation_id: Some(conversation.clone()),
             idempotency_key,
-            max_attempts: Some(state.max_attempts),
             ..Default::default()
         },
     )
     .await?;
-    let job = wait_finished(&state, &job.id).await?;
     let answer = job.answer_or_error().map_err(|e| job_failed(&e))?;
     let mut reply = envelope(&conversation, &id, &sender, answer);
     reply["job_id"] = json!(job.id);

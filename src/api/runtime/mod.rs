@@ -70,7 +70,6 @@ async fn run(
         input,
         variables,
         conversation_id: Some(conversation.to_string()),
-        max_attempts: Some(state.max_attempts),
         ..Default::default()
     };
     let (job, _) = enqueue(state, job).await?;
