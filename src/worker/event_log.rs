@@ -1,5 +1,6 @@
 //! The observer that appends a job's events to its durable log in the queue
-//! store, guarded by the attempt number. A run's events are held and written
+//! store, guarded by the attempt number; it is also the attempt's journal
+//! store and records its end, since both are written with the held events. A run's events are held and written
 //! with the run's next durable write — a journal step (each model reply and
 //! each tool result is one) or the job's outcome — so the log costs no
 //! commit of its own on a turn's critical path; only events outside a run
@@ -14,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
-use crate::queue::{JobId, JobQueue, QueueError};
+use crate::journal::{JournalEntry, JournalStore};
+use crate::queue::{Finished, JobId, JobQueue, Outcome, QueueError};
 
 pub struct EventLogObserver {
     queue: Arc<dyn JobQueue>,
@@ -74,6 +76,31 @@ impl EventLogObserver {
         written
     }
 
+    /// Records the attempt's outcome with the held events (the queue
+    /// decides the job's state and stamps `final_event`).
+    pub async fn finish(
+        &self,
+        outcome: Outcome,
+        final_event: EventEnvelope,
+    ) -> Result<Finished, QueueError> {
+        let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
+        self.write_with(|held| async move {
+            queue
+                .finish(&job, attempt, outcome, &held, Some(final_event))
+                .await
+        })
+        .await
+    }
+
+    /// Gives the job back to the queue (shutdown) with the held events.
+    pub async fn release(&self, final_event: EventEnvelope) -> Result<Finished, QueueError> {
+        let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
+        self.write_with(|held| async move {
+            queue.release(&job, attempt, &held, Some(final_event)).await
+        })
+        .await
+    }
+
     /// Writes the held events now.
     pub async fn flush(&self) -> Result<(), QueueError> {
         let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
@@ -84,6 +111,20 @@ impl EventLogObserver {
             queue.append_events(&job, attempt, &held).await
         })
         .await
+    }
+}
+
+/// The journal's store: each step is written with the events held until
+/// then, guarded by the attempt.
+#[async_trait]
+impl JournalStore for EventLogObserver {
+    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String> {
+        let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
+        self.write_with(
+            |held| async move { queue.record_steps(&job, attempt, &entries, &held).await },
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 }
 

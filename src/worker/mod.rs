@@ -23,12 +23,11 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{
-    CompositeObserver, Event, EventEnvelope, EventSink, JobStatus, NullObserver, Observer,
-    RunContext,
+    CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
-use crate::journal::{JournalEntry, JournalStore, RunJournal};
+use crate::journal::RunJournal;
 use crate::kernel::{Kernel, RunError};
-use crate::queue::{HealthProbe, HeartbeatReply, JobId, JobQueue, Lease, Outcome};
+use crate::queue::{HealthProbe, HeartbeatReply, JobQueue, Lease, Outcome};
 use crate::registry::{LoadedBundle, Registry};
 use crate::tools::panic_message;
 use crate::types::{Message, TerminationReason};
@@ -200,6 +199,7 @@ impl WorkerPool {
                     retryable: false,
                 },
                 &sink,
+                &EventLogObserver::new(self.queue.clone(), job.id.clone(), attempt),
                 None,
                 std::time::Instant::now(),
             )
@@ -230,16 +230,7 @@ impl WorkerPool {
             job.id.clone(),
             attempt,
         ));
-        let journal = RunJournal::new(
-            job.id.as_str(),
-            recorded,
-            Arc::new(QueueJournal {
-                queue: self.queue.clone(),
-                job: job.id.clone(),
-                attempt,
-                log: log.clone(),
-            }),
-        );
+        let journal = RunJournal::new(job.id.as_str(), recorded, log.clone());
         let context = RunContext {
             run_id: job.id.to_string(),
             bundle: loaded.name().to_string(),
@@ -254,10 +245,6 @@ impl WorkerPool {
                 others.clone(),
             ])),
         );
-        let attempt_events = AttemptEvents {
-            log: &log,
-            observers: &others,
-        };
         let started = std::time::Instant::now();
         sink.emit(Event::JobState {
             state: JobStatus::Running,
@@ -318,12 +305,7 @@ impl WorkerPool {
                 error: None,
                 duration_ms: Some(started.elapsed().as_millis() as u64),
             });
-            let released = log
-                .write_with(|held| {
-                    let (queue, id) = (self.queue.clone(), job.id.clone());
-                    async move { queue.release(&id, attempt, &held, Some(final_event)).await }
-                })
-                .await;
+            let released = log.release(final_event).await;
             match released {
                 Ok(finished) => {
                     if let Some(event) = finished.final_event {
@@ -344,7 +326,7 @@ impl WorkerPool {
             ),
             retryable: false,
         });
-        self.finish(&lease, outcome, &sink, Some(attempt_events), started)
+        self.finish(&lease, outcome, &sink, &log, Some(&others), started)
             .await;
     }
 
@@ -489,7 +471,8 @@ impl WorkerPool {
         lease: &Lease,
         outcome: Outcome,
         sink: &EventSink,
-        events: Option<AttemptEvents<'_>>,
+        log: &EventLogObserver,
+        others: Option<&Arc<dyn Observer>>,
         started: std::time::Instant,
     ) {
         let job = &lease.job;
@@ -499,23 +482,11 @@ impl WorkerPool {
             error: None,
             duration_ms: Some(started.elapsed().as_millis() as u64),
         });
-        let record = |held: Arc<Vec<EventEnvelope>>| {
-            let (queue, id) = (self.queue.clone(), job.id.clone());
-            async move {
-                queue
-                    .finish(&id, lease.attempt, outcome, &held, Some(final_event))
-                    .await
-            }
-        };
-        let finished = match &events {
-            Some(e) => e.log.write_with(record).await,
-            None => record(Arc::default()).await,
-        };
-        match finished {
+        match log.finish(outcome, final_event).await {
             Ok(finished) => {
                 tracing::info!(job_id = %job.id, attempt = lease.attempt, outcome = ?finished.reply, "job finished");
-                if let (Some(e), Some(event)) = (&events, &finished.final_event) {
-                    let _ = e.observers.on_event(event).await;
+                if let (Some(others), Some(event)) = (others, &finished.final_event) {
+                    let _ = others.on_event(event).await;
                 }
             }
             Err(err) => {
@@ -551,36 +522,6 @@ impl WorkerPool {
             }
         });
         Heartbeat { handle, lost }
-    }
-}
-
-/// Where an attempt's final event goes: the log (held events first) and,
-/// once recorded, the other observers.
-struct AttemptEvents<'a> {
-    log: &'a Arc<EventLogObserver>,
-    observers: &'a Arc<dyn Observer>,
-}
-
-/// The journal's store: the queue, guarded by the attempt; each step is
-/// written with the events held until then.
-struct QueueJournal {
-    queue: Arc<dyn JobQueue>,
-    job: JobId,
-    attempt: u32,
-    log: Arc<EventLogObserver>,
-}
-
-#[async_trait::async_trait]
-impl JournalStore for QueueJournal {
-    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String> {
-        self.log
-            .write_with(|held| async move {
-                self.queue
-                    .record_steps(&self.job, self.attempt, &entries, &held)
-                    .await
-            })
-            .await
-            .map_err(|e| e.to_string())
     }
 }
 
