@@ -20,7 +20,7 @@ pub const IDEMPOTENCY_META_KEY: &str = "structured-agents/idempotency-key";
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
-use super::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard};
+use super::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard, isolated_command};
 use rmcp::{ClientHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -190,34 +190,21 @@ impl McpSource {
                 .await
             }
             (None, Some((program, args))) => {
-                let mut command = tokio::process::Command::new(program);
-                command
-                    .args(args)
-                    .current_dir(&self.dir)
-                    .env_clear()
-                    .process_group(0)
-                    .kill_on_drop(true);
-                let allowlist = self.spec.env_allowlist.clone().unwrap_or_else(|| {
-                    DEFAULT_ENV_ALLOWLIST
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect()
-                });
-                for key in &allowlist {
-                    if let Ok(value) = std::env::var(key) {
-                        command.env(key, value);
-                    }
-                }
-                command.envs(&self.spec.env);
+                let command = isolated_command(
+                    program,
+                    args,
+                    &self.dir,
+                    match &self.spec.env_allowlist {
+                        Some(keys) => keys.iter().map(String::as_str).collect::<Vec<_>>(),
+                        None => DEFAULT_ENV_ALLOWLIST.to_vec(),
+                    },
+                    self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                );
                 let transport = TokioChildProcess::new(command)
                     .map_err(|e| self.err(format!("cannot start {program}: {e}")))?;
                 // The server runs in its own process group, killed as a group
                 // when it is replaced or its bundle version is dropped.
-                let group = GroupGuard(
-                    transport
-                        .id()
-                        .map(|id| nix::unistd::Pid::from_raw(id as i32)),
-                );
+                let group = GroupGuard::of(transport.id());
                 return match tokio::time::timeout(timeout, handler.serve(transport)).await {
                     Ok(Ok(connection)) => Ok((connection, Some(group))),
                     Ok(Err(e)) => Err(self.err(format!("initialization failed: {e}"))),

@@ -47,9 +47,41 @@ impl ProcessTool {
 /// cancelled call never leaves grandchildren behind.
 /// Kills a process group when dropped (a tool's child and anything it
 /// started).
-pub(crate) struct GroupGuard(pub(crate) Option<Pid>);
+pub(crate) struct GroupGuard(Option<Pid>);
+
+/// A command for `program` that starts in `dir` in a process group of its
+/// own (killed with the group when dropped), with a cleared environment
+/// except the `allowlist`ed variables and `env`: how tools, MCP servers
+/// and workflow gates start processes.
+pub(crate) fn isolated_command<'a>(
+    program: &str,
+    args: &[String],
+    dir: &std::path::Path,
+    allowlist: impl IntoIterator<Item = &'a str>,
+    env: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Command {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .process_group(0)
+        .kill_on_drop(true);
+    for key in allowlist {
+        if let Ok(value) = std::env::var(key) {
+            command.env(key, value);
+        }
+    }
+    command.envs(env);
+    command
+}
 
 impl GroupGuard {
+    /// The guard of a started child's group (its id is the group's).
+    pub(crate) fn of(child_id: Option<u32>) -> Self {
+        Self(child_id.map(|id| Pid::from_raw(id as i32)))
+    }
+
     pub(crate) fn kill(&self) {
         if let Some(pgid) = self.0 {
             // ESRCH (already gone) is fine.
@@ -190,24 +222,17 @@ impl Tool for ProcessTool {
         let (program, args) = self.spec.command.split_first().ok_or_else(|| {
             ToolError::Failed(format!("process tool `{name}` has an empty command"))
         })?;
-        let mut command = Command::new(program);
+        let mut command = isolated_command(
+            program,
+            args,
+            &self.spec.working_dir,
+            self.spec.env_allowlist.iter().map(String::as_str),
+            self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
         command
-            .args(args)
-            .current_dir(&self.spec.working_dir)
-            .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        for key in &self.spec.env_allowlist {
-            if let Ok(value) = std::env::var(key) {
-                command.env(key, value);
-            }
-        }
-        for (key, value) in &self.spec.env {
-            command.env(key, value);
-        }
+            .stderr(Stdio::piped());
         // The same on every attempt of this call: a script can use it to
         // make its side effect happen once.
         command.env("SA_IDEMPOTENCY_KEY", ctx.idempotency_key());
@@ -217,7 +242,7 @@ impl Tool for ProcessTool {
                 self.spec.working_dir.display()
             ))
         })?;
-        let guard = GroupGuard(child.id().map(|id| Pid::from_raw(id as i32)));
+        let guard = GroupGuard::of(child.id());
 
         let input = serde_json::to_vec(&arguments).unwrap_or_default();
         let cap = self.spec.max_output_bytes;

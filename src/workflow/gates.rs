@@ -11,14 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::process::Command;
 
 use super::compile::Workflow;
 use super::spec::{Builtin, CommandStage, PrSettings, RebaseSettings};
-use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard};
+use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard, isolated_command};
 
 /// Variables a gate keeps besides the tool default (git and `gh` need them).
 const GATE_EXTRA_ENV: &[&str] = &[
@@ -143,24 +141,17 @@ pub async fn run_command(
     let Some((program, args)) = argv.split_first() else {
         return not_run("empty command".into());
     };
-    let mut command = Command::new(program);
+    let mut command = isolated_command(
+        program,
+        args,
+        dir,
+        DEFAULT_ENV_ALLOWLIST.iter().chain(GATE_EXTRA_ENV).copied(),
+        env.iter().copied(),
+    );
     command
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    for key in DEFAULT_ENV_ALLOWLIST.iter().chain(GATE_EXTRA_ENV) {
-        if let Ok(value) = std::env::var(key) {
-            command.env(key, value);
-        }
-    }
-    for (key, value) in env {
-        command.env(key, value);
-    }
+        .stderr(Stdio::piped());
     let child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -171,7 +162,7 @@ pub async fn run_command(
         }
     };
     // Dropped on every path: kills whatever the command left in its group.
-    let _group = GroupGuard(child.id().map(|id| Pid::from_raw(id as i32)));
+    let _group = GroupGuard::of(child.id());
     crate::failpoint::hit("gate_started");
     match tokio::time::timeout(timeout, child.wait_with_output()).await {
         Ok(Ok(out)) => CommandRun {
