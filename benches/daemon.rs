@@ -64,6 +64,24 @@ fn bundle(name: &str) -> String {
     )
 }
 
+/// Writes bundles/<name>/bundle.yaml under the site `dir`.
+fn put_bundle(dir: &Path, name: &str, yaml: &str) {
+    let bundle_dir = dir.join("bundles").join(name);
+    std::fs::create_dir_all(&bundle_dir).unwrap();
+    std::fs::write(bundle_dir.join("bundle.yaml"), yaml).unwrap();
+}
+
+/// A mock model server playing `script`, not recording requests.
+async fn mock(script: &str) -> MockServer {
+    MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Script::parse(script, "bench").unwrap(),
+        false,
+    )
+    .await
+    .unwrap()
+}
+
 fn start(dir: &Path) -> Daemon {
     start_env(dir, &[])
 }
@@ -149,13 +167,7 @@ async fn raw_round_trips(server: &MockServer, jobs: usize, concurrency: usize) -
 }
 
 async fn throughput(jobs: usize, concurrency: usize) {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = mock("replies:\n  - content: ok\n").await;
     let raw_rate = raw_round_trips(&server, jobs, concurrency).await;
 
     let full = jobs_per_second(&server, "full", "", jobs, concurrency).await;
@@ -239,17 +251,10 @@ async fn reload_latency(rounds: usize) {
 }
 
 async fn memory_per_job(in_flight: usize) {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n    delay_ms: 600000\n", "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = mock("replies:\n  - content: ok\n    delay_ms: 600000\n").await;
     let dir = tempfile::tempdir().unwrap();
     write_site(dir.path(), &server.base_url(), in_flight);
-    std::fs::create_dir_all(dir.path().join("bundles/slow")).unwrap();
-    std::fs::write(dir.path().join("bundles/slow/bundle.yaml"), bundle("slow")).unwrap();
+    put_bundle(dir.path(), "slow", &bundle("slow"));
     let daemon = start(dir.path());
     let http = reqwest::Client::new();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -302,8 +307,7 @@ async fn jobs_per_second(
         durability,
         telemetry,
     );
-    std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
-    std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
+    put_bundle(dir.path(), "b", &bundle("b"));
     let daemon = start(dir.path());
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -331,13 +335,7 @@ async fn jobs_per_second(
 
 /// Throughput with OTLP export and metrics on vs all telemetry off, alternating.
 async fn telemetry_overhead(rounds: usize) {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = mock("replies:\n  - content: ok\n").await;
     // An OTLP/HTTP receiver that accepts and discards.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let otlp = format!("http://{}", listener.local_addr().unwrap());
@@ -380,17 +378,7 @@ async fn durable_turn_overhead(samples: usize) {
     use tokio_util::sync::CancellationToken;
 
     const LONG: u32 = 21;
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse(
-            "replies:\n  - tool_calls: [{name: nope, arguments: {}, id: c}]\n",
-            "bench",
-        )
-        .unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = mock("replies:\n  - tool_calls: [{name: nope, arguments: {}, id: c}]\n").await;
 
     // In-process, no persistence.
     let backend =
@@ -423,12 +411,11 @@ async fn durable_turn_overhead(samples: usize) {
         let dir = tempfile::tempdir().unwrap();
         write_site_with(dir.path(), &server.base_url(), 1, durability, "");
         for (name, turns) in [("short", 1), ("long", LONG)] {
-            std::fs::create_dir_all(dir.path().join("bundles").join(name)).unwrap();
-            std::fs::write(
-                dir.path().join("bundles").join(name).join("bundle.yaml"),
-                format!("{}limits: {{max_turns: {turns}}}\n", bundle(name)),
-            )
-            .unwrap();
+            put_bundle(
+                dir.path(),
+                name,
+                &format!("{}limits: {{max_turns: {turns}}}\n", bundle(name)),
+            );
         }
         let daemon = start(dir.path());
         (dir, daemon)
@@ -638,13 +625,7 @@ async fn scale_run(daemons: &[Daemon], jobs: usize, concurrency: usize) -> Scale
 /// Durable one-turn jobs/s: SQLite with one daemon, PostgreSQL with one, two
 /// and three daemons, each beside raw round trips/s to the same mock server.
 async fn scale(jobs: usize, concurrency: usize) {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = mock("replies:\n  - content: ok\n").await;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     println!(
         "scale: {jobs} durable one-turn jobs over HTTP, {WORKERS} workers per daemon, {cores} cores"
@@ -679,8 +660,7 @@ async fn scale(jobs: usize, concurrency: usize) {
             .iter()
             .map(|dir| {
                 write_site(dir.path(), &server.base_url(), WORKERS);
-                std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
-                std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
+                put_bundle(dir.path(), "b", &bundle("b"));
                 start_env(dir.path(), if daemons == 0 { &[] } else { &env })
             })
             .collect();
@@ -709,13 +689,7 @@ async fn scale(jobs: usize, concurrency: usize) {
 /// tools, against the same requests sent to the mock server directly, in
 /// one run.
 async fn chat_overhead(requests: usize, concurrency: usize) {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = mock("replies:\n  - content: ok\n").await;
     let dir = tempfile::tempdir().unwrap();
     write_site_with(
         dir.path(),
@@ -724,8 +698,7 @@ async fn chat_overhead(requests: usize, concurrency: usize) {
         "full",
         "[runtime]\nrouter = \"b\"\n",
     );
-    std::fs::create_dir_all(dir.path().join("bundles/b")).unwrap();
-    std::fs::write(dir.path().join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
+    put_bundle(dir.path(), "b", &bundle("b"));
     let daemon = start(dir.path());
     // Requests/s, p50 and p99 of `body` POSTed to `url`, each answer's
     // text at `answer` checked.

@@ -8,9 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Site, client, get, submit_body, wait_terminal};
+use common::daemon::{Site, client, get, submit_and_wait};
+use common::mock_server;
 use serde_json::json;
-use structured_agents::mock::{MockServer, Script};
 
 const SCRIPT: &str = r#"
 replies:
@@ -22,9 +22,7 @@ replies:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_conversation_replays_its_turns_survives_a_restart_and_is_forgotten() {
-    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let mock = mock_server(SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
         "friend",
@@ -33,16 +31,10 @@ async fn a_conversation_replays_its_turns_survives_a_restart_and_is_forgotten() 
     let daemon = site.start();
     let http = client();
     for input in ["My name is Ada.", "What is my name?"] {
-        let job = submit_body(
+        let done = submit_and_wait(
             &http,
             &daemon,
             json!({"bundle": "friend", "input": input, "conversation_id": "chat-42"}),
-        )
-        .await;
-        let done = wait_terminal(
-            &http,
-            &daemon,
-            job["id"].as_str().unwrap(),
             Duration::from_secs(10),
         )
         .await;
@@ -102,9 +94,7 @@ async fn a_conversation_replays_its_turns_survives_a_restart_and_is_forgotten() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_talks_to_the_daemon_one_job_per_line_in_one_conversation() {
-    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let mock = mock_server(SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
         "friend",

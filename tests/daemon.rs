@@ -6,9 +6,11 @@ mod common;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use common::daemon::{Site, client, eventually, get, read_sse, submit, wait_terminal};
+use common::daemon::{
+    Site, client, eventually, get, job_events, read_sse, submit, submit_and_wait, wait_terminal,
+};
+use common::mock_server;
 use serde_json::{Value, json};
-use structured_agents::mock::MockServer;
 
 fn bundle_yaml(name: &str, version: &str, reply_hint: &str) -> String {
     format!(
@@ -38,17 +40,11 @@ replies:
     delay_ms: 20
 "#;
 
-async fn mock(script: &str) -> MockServer {
-    MockServer::start(structured_agents::mock::Script::parse(script, "test").unwrap())
-        .await
-        .unwrap()
-}
-
 /// Every job ends succeeded exactly once, with a gap-free event log, although
 /// the daemon is SIGKILLed in the middle of the work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_jobs_survive_sigkill() {
-    let server = mock(TWO_TURN_SCRIPT).await;
+    let server = mock_server(TWO_TURN_SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
     let http = client();
@@ -110,7 +106,7 @@ replies:
     delay_ms: 1500
   - content: quick answer
 "#;
-    let server = mock(slow).await;
+    let server = mock_server(slow).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("keep", &bundle_yaml("keep", "1", ""));
     let daemon = site.start();
@@ -142,11 +138,10 @@ replies:
         (get(&http, &daemon, "/v1/bundles/fresh").await["version"] == "2").then_some(())
     })
     .await;
-    let newer = submit(&http, &daemon, "fresh", "quick").await;
-    let newer = wait_terminal(
+    let newer = submit_and_wait(
         &http,
         &daemon,
-        newer["id"].as_str().unwrap(),
+        json!({"bundle": "fresh", "input": "quick"}),
         Duration::from_secs(20),
     )
     .await;
@@ -187,11 +182,10 @@ replies:
         error.contains("fresh/bundle.yaml:12: tools[0].timeout: invalid duration \"soon\""),
         "{error}"
     );
-    let still = submit(&http, &daemon, "fresh", "quick").await;
-    let still = wait_terminal(
+    let still = submit_and_wait(
         &http,
         &daemon,
-        still["id"].as_str().unwrap(),
+        json!({"bundle": "fresh", "input": "quick"}),
         Duration::from_secs(20),
     )
     .await;
@@ -230,7 +224,7 @@ replies:
 /// resumes with Last-Event-ID: every event exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_resumes_across_restart_without_gaps_or_duplicates() {
-    let server = mock(TWO_TURN_SCRIPT).await;
+    let server = mock_server(TWO_TURN_SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
     let http = client();
@@ -273,7 +267,7 @@ async fn sse_resumes_across_restart_without_gaps_or_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_errors_name_fields_and_tokens_are_required_when_set() {
-    let server = mock(TWO_TURN_SCRIPT).await;
+    let server = mock_server(TWO_TURN_SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
     std::fs::write(site.path().join("token"), "s3cret\n").unwrap();
@@ -358,14 +352,7 @@ async fn api_errors_name_fields_and_tokens_are_required_when_set() {
     let again: Value = again.json().await.unwrap();
     assert_eq!(first["id"], again["id"]);
 
-    let openapi: Value = http
-        .get(daemon.url("/v1/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let openapi = get(&http, &daemon, "/v1/openapi.json").await;
     for path in [
         "/v1/jobs",
         "/v1/jobs/{id}",
@@ -398,7 +385,7 @@ async fn api_errors_name_fields_and_tokens_are_required_when_set() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_queued_and_running_jobs() {
     let script = "replies:\n  - tool_calls: [{name: echo, arguments: {}}]\n    delay_ms: 3000\n  - content: done\n";
-    let server = mock(script).await;
+    let server = mock_server(script).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
     let daemon = site.start();
@@ -443,7 +430,7 @@ async fn cancelling_queued_and_running_jobs() {
 /// READY, RELOADING (with MONOTONIC_USEC) then READY around SIGHUP, STOPPING.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sd_notify_messages() {
-    let server = mock(TWO_TURN_SCRIPT).await;
+    let server = mock_server(TWO_TURN_SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
     let socket_path = site.path().join("notify.sock");
@@ -501,7 +488,7 @@ replies:
   - match: child question
     content: child answer
 "#;
-    let server = mock(script).await;
+    let server = mock_server(script).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("child", &bundle_yaml("child", "1", ""));
     site.put_bundle(
@@ -515,18 +502,7 @@ replies:
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(20)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["result"]["output"], "parent done");
-    let events = read_sse(
-        &http,
-        &daemon.url(&format!("/v1/jobs/{id}/events")),
-        None,
-        None,
-    )
-    .await;
-    let body: Vec<Value> = events
-        .iter()
-        .filter(|e| e.1 == "event")
-        .map(|e| serde_json::from_str(&e.2).unwrap())
-        .collect();
+    let body = job_events(&http, &daemon, &id).await;
     let seqs: Vec<u64> = body.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     let nested: Vec<&Value> = body.iter().filter(|e| e["parent"].is_object()).collect();
@@ -548,7 +524,7 @@ replies:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_inside_a_run_fails_that_attempt_and_the_daemon_goes_on() {
-    let server = mock(TWO_TURN_SCRIPT).await;
+    let server = mock_server(TWO_TURN_SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
     // The first model call of the daemon's life panics inside the run.
@@ -565,11 +541,10 @@ async fn a_panic_inside_a_run_fails_that_attempt_and_the_daemon_goes_on() {
     );
     // Its heartbeat stopped with it: no lease is left behind.
     assert!(done["lease_expires_at"].is_null(), "{done}");
-    let next = submit(&http, &daemon, "b", "y").await;
-    let next = wait_terminal(
+    let next = submit_and_wait(
         &http,
         &daemon,
-        next["id"].as_str().unwrap(),
+        json!({"bundle": "b", "input": "y"}),
         Duration::from_secs(20),
     )
     .await;
@@ -578,7 +553,7 @@ async fn a_panic_inside_a_run_fails_that_attempt_and_the_daemon_goes_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_or_duplicate_directory_never_displaces_a_healthy_bundle() {
-    let server = mock(TWO_TURN_SCRIPT).await;
+    let server = mock_server(TWO_TURN_SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("alpha", &bundle_yaml("zeta", "1", ""));
     let daemon = site.start();
@@ -629,11 +604,10 @@ async fn a_broken_or_duplicate_directory_never_displaces_a_healthy_bundle() {
             .contains("already used by")),
         "{bundles}"
     );
-    let job = submit(&http, &daemon, "zeta", "still served").await;
-    let done = wait_terminal(
+    let done = submit_and_wait(
         &http,
         &daemon,
-        job["id"].as_str().unwrap(),
+        json!({"bundle": "zeta", "input": "still served"}),
         Duration::from_secs(20),
     )
     .await;
@@ -644,7 +618,7 @@ async fn a_broken_or_duplicate_directory_never_displaces_a_healthy_bundle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn edits_to_a_model_config_or_a_tool_script_rebind_the_bundle() {
     let script = "replies:\n  - turn: 1\n    tool_calls: [{name: which, arguments: {}}]\n  - turn: 2\n    content: done\n";
-    let server = mock(script).await;
+    let server = mock_server(script).await;
     let site = Site::new(&server.base_url(), "");
     std::fs::write(
         site.path().join("models/qwen.toml"),
@@ -686,11 +660,10 @@ async fn edits_to_a_model_config_or_a_tool_script_rebind_the_bundle() {
     let run = |input: &'static str| {
         let (http, daemon) = (&http, &daemon);
         async move {
-            let job = submit(http, daemon, "b", input).await;
-            let done = wait_terminal(
+            let done = submit_and_wait(
                 http,
                 daemon,
-                job["id"].as_str().unwrap(),
+                json!({"bundle": "b", "input": input}),
                 Duration::from_secs(20),
             )
             .await;

@@ -3,9 +3,10 @@
 
 mod common;
 
-use common::daemon::{Daemon, Site, client, metric_samples};
+use common::daemon::{Daemon, Site, client, get, metric_samples};
+use common::mock_server;
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
+use structured_agents::mock::MockServer;
 
 fn bundle_yaml(name: &str) -> String {
     format!(
@@ -22,9 +23,7 @@ prompts:
 }
 
 async fn start(bundles: &[&str]) -> (MockServer, Site, Daemon) {
-    let mock = MockServer::start(Script::parse("replies:\n  - content: done\n", "test").unwrap())
-        .await
-        .unwrap();
+    let mock = mock_server("replies:\n  - content: done\n").await;
     let site = Site::new(&mock.base_url(), "");
     for name in bundles {
         site.put_bundle(name, &bundle_yaml(name));
@@ -79,14 +78,7 @@ async fn blank_idempotency_keys_are_refused_naming_the_field() {
     assert_eq!(body["error"]["field"], "Idempotency-Key", "{body}");
 
     // Nothing was queued by the refused submissions.
-    let jobs: Value = http
-        .get(daemon.url("/v1/jobs"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let jobs = get(&http, &daemon, "/v1/jobs").await;
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "{jobs}");
 }
 
@@ -155,14 +147,7 @@ async fn submitted_counter(http: &reqwest::Client, daemon: &Daemon) -> u64 {
 }
 
 async fn jobs_in_table(http: &reqwest::Client, daemon: &Daemon) -> usize {
-    let page: Value = http
-        .get(daemon.url("/v1/jobs?limit=1000"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = get(http, daemon, "/v1/jobs?limit=1000").await;
     page["jobs"].as_array().unwrap().len()
 }
 

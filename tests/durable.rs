@@ -12,7 +12,10 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, eventually, file_lines, get, read_sse, wait_terminal};
+use common::daemon::{
+    Daemon, Site, client, eventually, file_lines, get, job_events, wait_terminal,
+};
+use common::mock_server;
 use serde_json::{Value, json};
 use structured_agents::mock::MockServer;
 
@@ -67,10 +70,7 @@ struct Run {
 }
 
 async fn setup() -> Run {
-    let server =
-        MockServer::start(structured_agents::mock::Script::parse(SCRIPT, "crash").unwrap())
-            .await
-            .unwrap();
+    let server = mock_server(SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     let effects = site.path().join("effects.txt");
     site.put_bundle("crash", &bundle(&effects));
@@ -112,18 +112,7 @@ async fn history(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Vec<Value
 /// Checks the event log: sequence 1..=N with no gap and no duplicate, and
 /// exactly one terminal JobState event.
 async fn check_event_log(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Vec<Value> {
-    let events = read_sse(
-        http,
-        &daemon.url(&format!("/v1/jobs/{id}/events")),
-        None,
-        None,
-    )
-    .await;
-    let data: Vec<Value> = events
-        .iter()
-        .filter(|(_, name, _)| name != "end")
-        .map(|(_, _, d)| serde_json::from_str(d).unwrap())
-        .collect();
+    let data = job_events(http, daemon, id).await;
     let seqs: Vec<u64> = data.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(
         seqs,
@@ -351,10 +340,7 @@ replies:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_agent_run_resumes_from_its_own_journal() {
-    let server =
-        MockServer::start(structured_agents::mock::Script::parse(NESTED_SCRIPT, "nested").unwrap())
-            .await
-            .unwrap();
+    let server = mock_server(NESTED_SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     let effects = site.path().join("effects.txt");
     site.put_bundle("crash", &bundle(&effects));

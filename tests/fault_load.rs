@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use common::daemon::{Daemon, Site, client, get, metric_samples};
 use serde_json::{Value, json};
-use structured_agents::mock::MockServer;
 
 const JOBS: usize = 240;
 const HANG_UPS: usize = 20;
@@ -91,10 +90,7 @@ async fn all_jobs(http: &reqwest::Client, daemon: &Daemon) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_job_ends_under_all_faults_at_once_and_counters_agree() {
-    let server =
-        MockServer::start(structured_agents::mock::Script::parse(&script(), "load").unwrap())
-            .await
-            .unwrap();
+    let server = common::mock_server(&script()).await;
     let site = Site::new(&server.base_url(), "");
     let config = site.path().join("config.toml");
     let text = std::fs::read_to_string(&config).unwrap().replace(

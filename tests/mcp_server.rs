@@ -7,22 +7,17 @@
 
 mod common;
 
-use common::python;
+use common::{mock_server, python};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use common::daemon::{Site, get};
 use serde_json::Value;
-use structured_agents::mock::{MockServer, Script};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_mcp_client_lists_and_calls_bundles_and_hears_of_reloads() {
-    let mock = MockServer::start(
-        Script::parse("replies:\n  - content: \"Hello from a bundle.\"\n", "t").unwrap(),
-    )
-    .await
-    .unwrap();
+    let mock = mock_server("replies:\n  - content: \"Hello from a bundle.\"\n").await;
     let site = Site::new(
         &mock.base_url(),
         "[endpoints.down]\nbase_url = \"http://127.0.0.1:9/v1\"\nmax_retries = 0\n",

@@ -160,13 +160,7 @@ async fn a_killed_server_fails_the_call_and_is_restarted() {
 fn a_bundle_uses_two_mcp_tools_end_to_end() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let script = "replies:\n  - tool_calls: [{name: py_add, arguments: {a: 2, b: 5}}, {name: py_echo, arguments: {text: from the model}}]\n  - content: done\n";
-    let server = rt.block_on(async {
-        structured_agents::mock::MockServer::start(
-            structured_agents::mock::Script::parse(script, "t").unwrap(),
-        )
-        .await
-        .unwrap()
-    });
+    let server = rt.block_on(common::mock_server(script));
     let dir = tempfile::tempdir().unwrap();
     let mcp_server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/server.py");
     std::fs::write(
@@ -383,13 +377,9 @@ fn mcp_tools_take_part_in_the_grammar() {
 /// and in its grammar.
 #[tokio::test(flavor = "multi_thread")]
 async fn list_changed_rebinds_the_bundle_with_the_new_tools() {
-    use common::daemon::{Site, client, get, submit, wait_terminal};
+    use common::daemon::{Site, client, get, submit_and_wait};
     let script = "replies:\n  - tool_calls: [{name: py_grow, arguments: {}}]\n  - content: grown\n  - content: done\n";
-    let mock = structured_agents::mock::MockServer::start(
-        structured_agents::mock::Script::parse(script, "t").unwrap(),
-    )
-    .await
-    .unwrap();
+    let mock = common::mock_server(script).await;
     let site = Site::new(&mock.base_url(), "");
     let marker = site.path().join("marker");
     let mcp_server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/mcp/server.py");
@@ -405,11 +395,10 @@ async fn list_changed_rebinds_the_bundle_with_the_new_tools() {
     let daemon = site.start();
     let http = client();
     let before = get(&http, &daemon, "/v1/bundles/growing").await;
-    let job = submit(&http, &daemon, "growing", "grow").await;
-    let done = wait_terminal(
+    let done = submit_and_wait(
         &http,
         &daemon,
-        job["id"].as_str().unwrap(),
+        json!({"bundle": "growing", "input": "grow"}),
         Duration::from_secs(30),
     )
     .await;
@@ -428,11 +417,10 @@ async fn list_changed_rebinds_the_bundle_with_the_new_tools() {
         },
     )
     .await;
-    let job = submit(&http, &daemon, "growing", "again").await;
-    wait_terminal(
+    submit_and_wait(
         &http,
         &daemon,
-        job["id"].as_str().unwrap(),
+        json!({"bundle": "growing", "input": "again"}),
         Duration::from_secs(30),
     )
     .await;

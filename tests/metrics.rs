@@ -7,9 +7,9 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::daemon::{Site, client, submit, wait_terminal};
-
-use structured_agents::mock::{MockServer, Script};
+use common::daemon::{Site, client, submit_and_wait};
+use common::mock_server;
+use serde_json::json;
 
 const BUNDLE: &str = r#"name: metered
 version: "1"
@@ -34,19 +34,16 @@ replies:
 
 /// Runs a workload and returns the scrape.
 pub async fn scrape_after_workload() -> String {
-    let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let server = mock_server(SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("metered", BUNDLE);
     let daemon = site.start();
     let http = client();
     for i in 0..3 {
-        let job = submit(&http, &daemon, "metered", &format!("job {i}")).await;
-        wait_terminal(
+        submit_and_wait(
             &http,
             &daemon,
-            job["id"].as_str().unwrap(),
+            json!({"bundle": "metered", "input": format!("job {i}")}),
             Duration::from_secs(30),
         )
         .await;
@@ -121,9 +118,7 @@ async fn metrics_after_a_workload_pass_promtool() {
 /// query of every dashboard is evaluated through its HTTP API.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboards_queries_work_against_real_prometheus() {
-    let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let server = mock_server(SCRIPT).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("metered", BUNDLE);
     let daemon = site.start();
@@ -182,11 +177,10 @@ async fn dashboards_queries_work_against_real_prometheus() {
     )
     .await;
     for i in 0..12 {
-        let job = submit(&http, &daemon, "metered", &format!("job {i}")).await;
-        wait_terminal(
+        submit_and_wait(
             &http,
             &daemon,
-            job["id"].as_str().unwrap(),
+            json!({"bundle": "metered", "input": format!("job {i}")}),
             Duration::from_secs(30),
         )
         .await;

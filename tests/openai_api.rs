@@ -7,13 +7,12 @@
 
 mod common;
 
-use common::python;
+use common::{mock_server, python};
 
 use std::time::Duration;
 
 use common::daemon::{Site, client, get};
 use serde_json::Value;
-use structured_agents::mock::{MockServer, Script};
 
 const SCRIPT: &str = r#"
 replies:
@@ -24,9 +23,7 @@ replies:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openai_sdk_talks_to_bundles_streaming_and_not() {
-    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let mock = mock_server(SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
         "greeter",

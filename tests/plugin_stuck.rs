@@ -180,15 +180,8 @@ fn a_plugin_call_that_never_returns_times_out_and_leaves_the_blocking_pool_free(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_exits_after_the_drain_timeout_with_stuck_plugin_threads() {
     let plugins = build_plugin();
-    let server = structured_agents::mock::MockServer::start(
-        structured_agents::mock::Script::parse(
-            "replies:\n  - tool_calls: [{name: hang, arguments: {}}]\n",
-            "stuck",
-        )
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+    let server =
+        common::mock_server("replies:\n  - tool_calls: [{name: hang, arguments: {}}]\n").await;
     let site = common::daemon::Site::new(&server.base_url(), "");
     let so = site.path().join("plugins/libsa_test_stuck.so");
     std::fs::copy(plugins.path().join("libsa_test_stuck.so"), &so).unwrap();

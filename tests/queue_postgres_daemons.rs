@@ -20,8 +20,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::daemon::{
-    Daemon, Site, client, eventually, file_lines, get, metric, read_sse, submit, wait_terminal,
+    Daemon, Site, client, eventually, file_lines, get, job_events, metric, read_sse, submit,
+    wait_terminal,
 };
+use common::mock_server;
 use common::postgres::{START_POSTGRES, Schema, postgres_url};
 use serde_json::{Value, json};
 use structured_agents::mock::MockServer;
@@ -68,10 +70,7 @@ fn start(site: &Site, schema: &Schema, extra: &[(&str, &str)]) -> Daemon {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_of_a_killed_daemon_is_resumed_by_another_from_its_journal() {
-    let server =
-        MockServer::start(structured_agents::mock::Script::parse(SCRIPT, "lines").unwrap())
-            .await
-            .unwrap();
+    let server = mock_server(SCRIPT).await;
     // Two deployments (own config, bundles and state directories) sharing
     // one queue schema and one effects file.
     let site_a = Site::new(&server.base_url(), "");
@@ -123,12 +122,7 @@ async fn a_job_of_a_killed_daemon_is_resumed_by_another_from_its_journal() {
         "{journal}"
     );
 
-    let events = read_sse(&http, &b.url(&format!("/v1/jobs/{id}/events")), None, None).await;
-    let data: Vec<Value> = events
-        .iter()
-        .filter(|(_, name, _)| name != "end")
-        .map(|(_, _, d)| serde_json::from_str(d).unwrap())
-        .collect();
+    let data = job_events(&http, &b, &id).await;
     let seqs: Vec<u64> = data.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(
         seqs,
@@ -199,12 +193,6 @@ const SCALE_ENV: &[(&str, &str)] = &[
     ("STRUCTURED_AGENTS_QUEUE__MAX_ATTEMPTS", "5"),
     ("STRUCTURED_AGENTS_QUEUE__POOL_SIZE", "8"),
 ];
-
-async fn scan_server() -> MockServer {
-    MockServer::start(structured_agents::mock::Script::parse(SCAN_SCRIPT, "scan").unwrap())
-        .await
-        .unwrap()
-}
 
 /// A deployment of its own (config, bundles, state) running the scan bundle.
 fn scan_site(server: &MockServer) -> Site {
@@ -377,7 +365,7 @@ fn assert_model_calls(server: &MockServer, jobs: i64, extra_attempts: i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_three_daemons_finish_1000_jobs_when_one_is_killed() {
     const JOBS: usize = 1000;
-    let server = scan_server().await;
+    let server = mock_server(SCAN_SCRIPT).await;
     let schema = Schema::fresh();
     let sites = [scan_site(&server), scan_site(&server), scan_site(&server)];
     let a = start_scale(&sites[0], &schema, &[]);
@@ -494,7 +482,7 @@ struct BusyAndIdle {
 const SLOW_POLL: &[(&str, &str)] = &[("STRUCTURED_AGENTS_QUEUE__POLL_INTERVAL", "60s")];
 
 async fn busy_and_idle() -> BusyAndIdle {
-    let server = scan_server().await;
+    let server = mock_server(SCAN_SCRIPT).await;
     let schema = Schema::fresh();
     let sites = (scan_site(&server), scan_site(&server));
     let mut a_env = SLOW_POLL.to_vec();
@@ -724,7 +712,7 @@ async fn readyz(http: &reqwest::Client, daemon: &Daemon) -> (u16, Value) {
 async fn postgres_restart_mid_load_loses_no_job_and_shows_the_outage() {
     const JOBS: usize = 400;
     let cluster = Cluster::local();
-    let server = scan_server().await;
+    let server = mock_server(SCAN_SCRIPT).await;
     let schema = Schema::fresh();
     let sites = [scan_site(&server), scan_site(&server)];
     let a = start_scale(&sites[0], &schema, &[]);

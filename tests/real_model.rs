@@ -13,18 +13,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::daemon::{Daemon, Site, client, read_sse, submit, wait_terminal};
+use common::repo;
 use serde_json::{Map, Value, json};
 use structured_agents::client::{ChatBackend, ChatRequest, EndpointSettings, HttpBackend};
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
 
 /// A running `llama-server`, stopped (the process itself) when dropped.
 struct LlamaServer {

@@ -19,9 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use common::daemon::{Daemon, Site, client, eventually, get, wait_terminal};
+use common::mock_server;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
+use structured_agents::mock::MockServer;
 
 /// The router asks the arithmetic agent, then the weather agent, then answers.
 const TWO_AGENTS_SCRIPT: &str = r#"
@@ -114,12 +115,7 @@ async fn agents_lists_local_bundles_and_remote_agents() {
         reply["messageId"].as_str().is_some_and(|id| !id.is_empty()),
         "{reply}"
     );
-    let job = get(
-        &http,
-        &daemon,
-        &format!("/v1/jobs/{}", reply["job_id"].as_str().unwrap()),
-    )
-    .await;
+    let job = job_of(&http, &daemon, &reply).await;
     assert_eq!(job["bundle"], "arithmetic", "{job}");
     assert_eq!(job["state"], "succeeded");
     assert_eq!(job["conversation_id"], "dm-1");
@@ -163,8 +159,7 @@ async fn agents_lists_local_bundles_and_remote_agents() {
     )
     .await;
     assert_error(&failed, 500, "job_failed", None);
-    let jobs = get(&http, &daemon, "/v1/jobs?bundle=broken").await;
-    let broken_job = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    let broken_job = first_job_id(&http, &daemon, "broken").await.unwrap();
     assert!(
         message_of(&failed).contains(&broken_job),
         "{} does not name job {broken_job}",
@@ -373,8 +368,7 @@ async fn query_stream_error_ends_with_error_then_done() {
         json!({"query": "Hello?", "stream": true}),
     )
     .await;
-    let jobs = get(&http, &daemon, "/v1/jobs?bundle=router").await;
-    let id = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    let id = first_job_id(&http, &daemon, "router").await.unwrap();
     let job = wait_terminal(&http, &daemon, &id, Duration::from_secs(20)).await;
     assert!(
         matches!(job["state"].as_str(), Some("failed" | "dead")),
@@ -518,12 +512,7 @@ replies:
     assert!(results[0].contains("2+3 = 5"), "{results:?}");
     assert!(results[1].contains("max_agents (1) reached"), "{results:?}");
 
-    let job = get(
-        &http,
-        &daemon,
-        &format!("/v1/jobs/{}", answer["job_id"].as_str().unwrap()),
-    )
-    .await;
+    let job = job_of(&http, &daemon, &answer).await;
     assert_eq!(job["variables"]["max_agents"], 1, "{job}");
 }
 
@@ -615,12 +604,7 @@ async fn group_chat_each_termination_strategy() {
     ] {
         assert!(round_two.contains(line), "{line:?} not in {round_two:?}");
     }
-    let job = get(
-        &http,
-        &daemon,
-        &format!("/v1/jobs/{}", chat["job_id"].as_str().unwrap()),
-    )
-    .await;
+    let job = job_of(&http, &daemon, &chat).await;
     assert_eq!(job["bundle"], "group-chat", "{job}");
     assert_eq!(job["state"], "succeeded");
     assert!(
@@ -1058,9 +1042,8 @@ async fn client_disconnect_leaves_the_job_running() {
     // Hang up while the model is still thinking.
     drop(body);
 
-    let id = eventually(Duration::from_secs(10), "the router job", || async {
-        let jobs = get(&http, &daemon, "/v1/jobs?bundle=router").await;
-        jobs["jobs"][0]["id"].as_str().map(str::to_string)
+    let id = eventually(Duration::from_secs(10), "the router job", || {
+        first_job_id(&http, &daemon, "router")
     })
     .await;
     let job = wait_terminal(&http, &daemon, &id, Duration::from_secs(20)).await;
@@ -1230,12 +1213,6 @@ fn weather_toml(endpoint: &str) -> String {
     )
 }
 
-async fn mock_server(script: &str) -> MockServer {
-    MockServer::start(Script::parse(script, "test script").unwrap())
-        .await
-        .unwrap()
-}
-
 /// A site with the router (scripted by `router_script`), the group-chat
 /// host, the local `arithmetic` agent and the remote `weather` agent.
 struct World {
@@ -1248,12 +1225,17 @@ struct World {
 }
 
 async fn world(router_script: &str) -> World {
+    world_with(router_script, "").await
+}
+
+/// The same, with `extra_toml` appended to the daemon config.
+async fn world_with(router_script: &str, extra_toml: &str) -> World {
     let mock = mock_server(router_script).await;
     let arithmetic = mock_server(ARITHMETIC_SCRIPT).await;
     let weather = FakeAgent::start("Sunny tomorrow.").await;
     let site = Site::new(
         &mock.base_url(),
-        &format!("{RUNTIME}{}", weather_toml(&weather.url)),
+        &format!("{RUNTIME}{}{extra_toml}", weather_toml(&weather.url)),
     );
     site.put_bundle("router", &router_bundle(TWO_AGENT_TOOLS));
     site.put_bundle("group-chat", GROUP_CHAT);
@@ -1355,6 +1337,22 @@ async fn post_ok(http: &reqwest::Client, daemon: &Daemon, path: &str, body: Valu
         daemon.log()
     );
     answer
+}
+
+/// The job behind a runtime reply (its `job_id`).
+async fn job_of(http: &reqwest::Client, daemon: &Daemon, reply: &Value) -> Value {
+    get(
+        http,
+        daemon,
+        &format!("/v1/jobs/{}", reply["job_id"].as_str().unwrap()),
+    )
+    .await
+}
+
+/// The id of the first job `/v1/jobs?bundle=…` lists, if any.
+async fn first_job_id(http: &reqwest::Client, daemon: &Daemon, bundle: &str) -> Option<String> {
+    let jobs = get(http, daemon, &format!("/v1/jobs?bundle={bundle}")).await;
+    jobs["jobs"][0]["id"].as_str().map(str::to_string)
 }
 
 /// Asserts an error answer: its status, `code` and, when given, `field`.
@@ -1525,8 +1523,7 @@ async fn a_killed_group_chat_resumes_without_asking_an_agent_again() {
     daemon.wait_killed_at("after_group_reply_recorded");
     let _ = request.await;
     let daemon = w.site.start();
-    let jobs = get(&http, &daemon, "/v1/jobs?bundle=group-chat").await;
-    let id = jobs["jobs"][0]["id"].as_str().unwrap().to_string();
+    let id = first_job_id(&http, &daemon, "group-chat").await.unwrap();
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(30)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(done["attempts"], 2, "{done}");
@@ -1551,21 +1548,13 @@ async fn a_killed_group_chat_resumes_without_asking_an_agent_again() {
 /// agent's own `invoke_agent` span under it, all in one trace.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_group_chat_is_one_trace_with_a_span_per_reply() {
-    let w = world("replies:\n  - content: CONTINUE\n").await;
     let (otlp, spans, _) = common::otlp::collector().await;
-    let site = Site::new(
-        &w.mock.base_url(),
-        &format!(
-            "{RUNTIME}{}\n[telemetry]\notlp_endpoint = \"{otlp}\"\n",
-            weather_toml(&w.weather.url)
-        ),
-    );
-    site.put_bundle("group-chat", GROUP_CHAT);
-    site.put_bundle(
-        "arithmetic",
-        &agent_bundle("arithmetic", &w.arithmetic.base_url(), ARITHMETIC_AGENT),
-    );
-    let daemon = site.start();
+    let w = world_with(
+        "replies:\n  - content: CONTINUE\n",
+        &format!("\n[telemetry]\notlp_endpoint = \"{otlp}\"\n"),
+    )
+    .await;
+    let daemon = w.site.start();
     let http = client();
     let reply = post_ok(
         &http,

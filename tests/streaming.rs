@@ -10,8 +10,8 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::daemon::{Site, client, read_sse, submit_body, wait_terminal};
+use common::mock_server;
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
 
 const SCRIPT: &str = r#"
 replies:
@@ -23,9 +23,7 @@ const BUNDLE: &str = "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sse_carries_tokens_without_ids_between_the_durable_events() {
-    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let mock = mock_server(SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle("talker", BUNDLE);
     let daemon = site.start();
@@ -96,9 +94,7 @@ async fn sse_carries_tokens_without_ids_between_the_durable_events() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn submit_follow_prints_the_answer_as_it_streams() {
-    let mock = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let mock = mock_server(SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle("talker", BUNDLE);
     let daemon = site.start();

@@ -6,11 +6,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Site, client, submit_body, wait_terminal};
+use common::daemon::{Site, client, submit_and_wait};
+use common::mock_server;
 use common::otlp::{attrs, collector};
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind, status::StatusCode};
 use serde_json::json;
-use structured_agents::mock::{MockServer, Script};
 
 const SCRIPT: &str = r#"
 replies:
@@ -30,9 +30,7 @@ tools:
 "#;
 
 async fn run_job(capture: bool) -> (Vec<Span>, Vec<String>) {
-    let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let server = mock_server(SCRIPT).await;
     let (otlp, spans, names) = collector().await;
     let extra =
         format!("[telemetry]\notlp_endpoint = \"{otlp}\"\ncapture_message_content = {capture}\n");
@@ -40,14 +38,7 @@ async fn run_job(capture: bool) -> (Vec<Span>, Vec<String>) {
     site.put_bundle("traced", BUNDLE);
     let daemon = site.start();
     let http = client();
-    let job = submit_body(&http, &daemon, json!({"bundle": "traced", "input": "secret input", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})).await;
-    let done = wait_terminal(
-        &http,
-        &daemon,
-        job["id"].as_str().unwrap(),
-        Duration::from_secs(30),
-    )
-    .await;
+    let done = submit_and_wait(&http, &daemon, json!({"bundle": "traced", "input": "secret input", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}), Duration::from_secs(30)).await;
     assert_eq!(done["state"], "succeeded");
     // Shutdown flushes the exporter.
     assert_eq!(daemon.stop(), Some(0));
@@ -183,9 +174,7 @@ fn hex(bytes: &[u8]) -> String {
 /// An unreachable collector never fails a job; the failure is logged once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
-    let server = MockServer::start(Script::parse(SCRIPT, "t").unwrap())
-        .await
-        .unwrap();
+    let server = mock_server(SCRIPT).await;
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -197,16 +186,10 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     let daemon = site.start();
     let http = client();
     for i in 0..3 {
-        let job = submit_body(
+        let done = submit_and_wait(
             &http,
             &daemon,
             json!({"bundle": "traced", "input": format!("x{i}")}),
-        )
-        .await;
-        let done = wait_terminal(
-            &http,
-            &daemon,
-            job["id"].as_str().unwrap(),
             Duration::from_secs(30),
         )
         .await;
@@ -237,9 +220,7 @@ tools:
   - {name: slow, kind: process, command: [python3, -c, "import time; time.sleep(0.6); print('{}')"]}
   - {name: fast, kind: process, command: [python3, -c, "print('{}')"]}
 "#;
-    let server = MockServer::start(Script::parse(script, "t").unwrap())
-        .await
-        .unwrap();
+    let server = mock_server(script).await;
     let (otlp, spans, _) = collector().await;
     let site = Site::new(
         &server.base_url(),
@@ -248,11 +229,10 @@ tools:
     site.put_bundle("timed", bundle);
     let daemon = site.start();
     let http = client();
-    let job = submit_body(&http, &daemon, json!({"bundle": "timed", "input": "go"})).await;
-    let done = wait_terminal(
+    let done = submit_and_wait(
         &http,
         &daemon,
-        job["id"].as_str().unwrap(),
+        json!({"bundle": "timed", "input": "go"}),
         Duration::from_secs(30),
     )
     .await;

@@ -9,17 +9,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, get, metric_samples, read_sse, submit, wait_terminal};
+use common::daemon::{
+    Daemon, Site, client, get, job_events, metric_samples, submit, wait_terminal,
+};
+use common::{mock_server, repo};
 use serde_json::Value;
-use structured_agents::mock::{MockServer, Script};
-
-fn repo(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
+use structured_agents::mock::MockServer;
 
 /// A site with the example bundle, a demo repository of its own, and the
 /// example's replies served by a mock server that outlives daemon restarts
@@ -37,9 +36,7 @@ async fn example() -> Example {
 async fn example_with(extra_config: &str) -> Example {
     let shipped = repo("config/examples/implement-review");
     let script = std::fs::read_to_string(shipped.join("script.yaml")).unwrap();
-    let mock = MockServer::start(Script::parse(&script, "script.yaml").unwrap())
-        .await
-        .unwrap();
+    let mock = mock_server(&script).await;
     let demo = tempfile::tempdir().unwrap();
     let made = Command::new(repo("scripts/workflow-demo"))
         .env("SA_DEMO_DIR", demo.path())
@@ -69,17 +66,7 @@ async fn example_with(extra_config: &str) -> Example {
 
 /// The (stage, event) of every `StageEnd`, and the whole event log, of a job.
 async fn stages(daemon: &Daemon, id: &str) -> (Vec<(String, String)>, Vec<Value>) {
-    let events: Vec<Value> = read_sse(
-        &client(),
-        &daemon.url(&format!("/v1/jobs/{id}/events")),
-        None,
-        None,
-    )
-    .await
-    .into_iter()
-    .filter(|(_, kind, _)| kind != "end")
-    .map(|(_, _, data)| serde_json::from_str(&data).unwrap())
-    .collect();
+    let events = job_events(&client(), daemon, id).await;
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(
         seqs,

@@ -222,6 +222,17 @@ pub async fn submit_body(http: &reqwest::Client, daemon: &Daemon, body: Value) -
     job
 }
 
+/// Submits a job body and waits until the job reaches a terminal state.
+pub async fn submit_and_wait(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    body: Value,
+    within: Duration,
+) -> Value {
+    let job = submit_body(http, daemon, body).await;
+    wait_terminal(http, daemon, job["id"].as_str().unwrap(), within).await
+}
+
 pub async fn get(http: &reqwest::Client, daemon: &Daemon, path: &str) -> Value {
     http.get(daemon.url(path))
         .send()
@@ -341,4 +352,19 @@ pub async fn read_sse(
         }
     }
     out
+}
+
+/// The stored events of a finished job (its `event` entries' data, in order).
+pub async fn job_events(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Vec<Value> {
+    read_sse(
+        http,
+        &daemon.url(&format!("/v1/jobs/{id}/events")),
+        None,
+        None,
+    )
+    .await
+    .into_iter()
+    .filter(|(_, kind, _)| kind == "event")
+    .map(|(_, _, data)| serde_json::from_str(&data).unwrap())
+    .collect()
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use structured_agents::events::{EventEnvelope, Observer, ObserverError};
-use structured_agents::mock::Script;
+use structured_agents::mock::{MockServer, Script};
 use structured_agents::tools::{Tool, ToolContext, ToolError, ToolOutput};
 use structured_agents::types::ToolSchema;
 
@@ -115,6 +115,16 @@ impl Tool for TestTool {
 
 pub fn script(yaml: &str) -> Script {
     Script::parse(yaml, "test script").unwrap()
+}
+
+/// A mock model server playing the script `yaml`.
+pub async fn mock_server(yaml: &str) -> MockServer {
+    MockServer::start(script(yaml)).await.unwrap()
+}
+
+/// A path inside the repository (relative to its root).
+pub fn repo(path: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
 }
 
 /// The Python with the peers the tests use (`mcp`, `openai`, `xgrammar`):
