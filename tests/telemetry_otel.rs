@@ -6,7 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Site, client, submit_and_wait};
+use common::daemon::{
+    Site, client, eventually, metric_samples, submit_and_wait, submit_body, wait_terminal,
+};
 use common::mock_server;
 use common::otlp::{attrs, collector};
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind, status::StatusCode};
@@ -203,7 +205,10 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
 }
 
 /// Concurrent tools of different lengths: each `execute_tool` span covers
-/// its own call, so the short one ends long before the long one.
+/// its own call. Proven by order, never by duration: the slow tool blocks
+/// until the test releases it, which it does only after it has seen the fast
+/// tool's result counted, so the fast call provably ends first
+/// however loaded the machine is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_spans_cover_their_own_call_when_tools_run_together() {
     let script = r#"
@@ -211,31 +216,51 @@ replies:
   - tool_calls: [{id: s-1, name: slow, arguments: {}}, {id: f-1, name: fast, arguments: {}}]
   - content: done
 "#;
-    let bundle = r#"name: timed
-version: "1"
-model: {endpoint: mock, name: mock-model}
-prompts: {user: "{{ input }}"}
-limits: {max_concurrency: 2}
-tools:
-  - {name: slow, kind: process, command: [python3, -c, "import time; time.sleep(0.6); print('{}')"]}
-  - {name: fast, kind: process, command: [python3, -c, "print('{}')"]}
-"#;
     let server = mock_server(script).await;
     let (otlp, spans, _) = collector().await;
     let site = Site::new(
         &server.base_url(),
         &format!("[telemetry]\notlp_endpoint = \"{otlp}\"\n"),
     );
-    site.put_bundle("timed", bundle);
+    let release = site.path().join("release-slow");
+    let bundle = format!(
+        r#"name: timed
+version: "1"
+model: {{endpoint: mock, name: mock-model}}
+prompts: {{user: "{{{{ input }}}}"}}
+limits: {{max_concurrency: 2}}
+tools:
+  - {{name: slow, kind: process, timeout: 10m, command: [sh, -c, "while [ ! -e '{release}' ]; do sleep 0.02; done; echo '{{}}'"]}}
+  - {{name: fast, kind: process, command: [python3, -c, "print('{{}}')"]}}
+"#,
+        release = release.display()
+    );
+    site.put_bundle("timed", &bundle);
     let daemon = site.start();
     let http = client();
-    let done = submit_and_wait(
-        &http,
-        &daemon,
-        json!({"bundle": "timed", "input": "go"}),
-        Duration::from_secs(30),
+    let job = submit_body(&http, &daemon, json!({"bundle": "timed", "input": "go"})).await;
+    let id = job["id"].as_str().unwrap();
+    // The metrics observer counts a call when it sees its `ToolResult`
+    // event, which is stamped (the span's end) before that: once the fast
+    // call is counted, its span has ended.
+    eventually(
+        Duration::from_secs(120),
+        "the fast tool's result",
+        || async {
+            let calls = metric_samples(&http, &daemon, "structured_agents_tool_calls_total").await;
+            calls
+                .keys()
+                .any(|series| series.contains(r#"tool="fast""#))
+                .then_some(())
+        },
     )
     .await;
+    let released = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    std::fs::write(&release, "").unwrap();
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(120)).await;
     assert_eq!(done["state"], "succeeded");
     assert_eq!(daemon.stop(), Some(0));
     let spans = spans.lock().unwrap().clone();
@@ -248,20 +273,17 @@ tools:
     };
     let (slow, fast) = (span("execute_tool slow"), span("execute_tool fast"));
     let ms = |nanos: u64| nanos / 1_000_000;
-    let length = |s: &opentelemetry_proto::tonic::trace::v1::Span| {
-        ms(s.end_time_unix_nano - s.start_time_unix_nano)
-    };
-    assert!(length(&slow) >= 600, "slow span {} ms", length(&slow));
-    assert!(length(&fast) < 400, "fast span {} ms", length(&fast));
     assert!(
-        ms(slow.end_time_unix_nano) >= ms(fast.end_time_unix_nano) + 200,
-        "the fast span ended with the slow one"
+        ms(fast.end_time_unix_nano) <= released,
+        "the fast span ends with its own call, before the slow tool was released"
     );
     assert!(
-        ms(fast
-            .start_time_unix_nano
-            .abs_diff(slow.start_time_unix_nano))
-            < 300,
-        "the calls started together"
+        ms(slow.end_time_unix_nano) >= released,
+        "the slow span ends with its own call, after it was released"
+    );
+    assert!(
+        slow.start_time_unix_nano < fast.end_time_unix_nano
+            && fast.start_time_unix_nano < slow.end_time_unix_nano,
+        "the two calls ran together (their spans overlap)"
     );
 }
