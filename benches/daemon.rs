@@ -393,6 +393,7 @@ async fn durable_turn_overhead(samples: usize) {
             Arc::new(OpenAiPlugin),
             backend.clone(),
             Arc::new(ToolEngine::new()),
+            None,
         )
     };
     let (short, long) = (kernel(1), kernel(LONG));

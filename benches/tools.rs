@@ -17,7 +17,7 @@ use structured_agents::events::{EventSink, NullObserver, RunContext};
 use structured_agents::plugins::PluginRegistry;
 use structured_agents::tools::engine::ToolPolicy;
 use structured_agents::tools::plugin::PluginTool;
-use structured_agents::tools::{Tool, ToolContext, ToolEngine, ToolError, ToolOutput};
+use structured_agents::tools::{CallPlace, Tool, ToolContext, ToolEngine, ToolError, ToolOutput};
 use structured_agents::types::{ToolCall, ToolSchema};
 use tokio_util::sync::CancellationToken;
 
@@ -87,11 +87,13 @@ fn main() {
                     serde_json::from_str(c.raw_arguments.as_deref().unwrap()).unwrap();
                 let ctx = ToolContext {
                     call: &c,
-                    turn: 1,
+                    place: CallPlace {
+                        turn: 1,
+                        ..CallPlace::default()
+                    },
                     cancel: CancellationToken::new(),
                     deadline: Instant::now() + Duration::from_secs(5),
                     events: sink,
-                    journal: None,
                 };
                 black_box(direct.invoke(args, ctx).await.unwrap().into_json_string());
             }
@@ -167,11 +169,13 @@ fn main() {
             async move {
                 let ctx = ToolContext {
                     call: &c,
-                    turn: 1,
+                    place: CallPlace {
+                        turn: 1,
+                        ..CallPlace::default()
+                    },
                     cancel: CancellationToken::new(),
                     deadline: Instant::now() + Duration::from_secs(5),
                     events: sink,
-                    journal: None,
                 };
                 black_box(tool.invoke(json!({"a": i, "b": 1}), ctx).await.unwrap());
             }

@@ -24,18 +24,31 @@ use crate::types::{Message, TokenUsage, ToolResult};
 pub struct JournalEntry {
     pub scope: String,
     pub turn: u32,
-    /// `input`, `reply`, `start:<call id>` or `result:<call id>`.
+    /// `input`, `reply`, `start@<position>` or `result@<position>`.
     pub step: String,
     pub body: String,
 }
 
 impl JournalEntry {
-    pub fn start_key(call_id: &str) -> String {
-        format!("start:{call_id}")
+    /// The step that records the start of the call at `position` (0-based)
+    /// in its turn's reply. Keys are the daemon's own: the model's call id
+    /// is data (any id, duplicate or odd, is accepted), never a key.
+    pub fn start_key(position: usize) -> String {
+        format!("start@{position}")
     }
 
-    pub fn result_key(call_id: &str) -> String {
-        format!("result:{call_id}")
+    pub fn result_key(position: usize) -> String {
+        format!("result@{position}")
+    }
+
+    /// The keys journals written before 0.2 used (the model's call id), read
+    /// so a job in flight across an upgrade still resumes at its step.
+    fn legacy_keys(call_id: &str) -> (String, String) {
+        (format!("start:{call_id}"), format!("result:{call_id}"))
+    }
+
+    fn is_start(step: &str) -> bool {
+        step.starts_with("start@") || step.starts_with("start:")
     }
 }
 
@@ -84,11 +97,29 @@ pub struct PendingCall {
     /// The run scope (`""` for the job's own run).
     pub scope: String,
     pub turn: u32,
+    /// The call's position in its turn's reply: with the turn, its journal
+    /// key. Absent on calls parked before 0.2, whose key was the call id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<usize>,
+    /// The model's id of the call (data, shown to people).
     pub call_id: String,
     pub tool_name: String,
     pub arguments: serde_json::Value,
     pub effect: String,
     pub idempotency_key: String,
+}
+
+impl PendingCall {
+    /// The journal steps of this call's start and result records.
+    pub fn steps(&self) -> (String, String) {
+        match self.position {
+            Some(position) => (
+                JournalEntry::start_key(position),
+                JournalEntry::result_key(position),
+            ),
+            None => JournalEntry::legacy_keys(&self.call_id),
+        }
+    }
 }
 
 impl std::fmt::Display for PendingCall {
@@ -184,15 +215,28 @@ impl RunJournal {
         }
     }
 
-    /// The journal of the nested run started by `call_id` in `turn`.
-    pub fn child(&self, turn: u32, call_id: &str) -> Self {
+    /// The journal of the nested run started under `key` in `turn` (a
+    /// call's position in its reply, a workflow stage's or a group-chat
+    /// reply's key): scope `{scope}{turn}:{key}/`.
+    pub fn child(&self, turn: u32, key: &str) -> Self {
         Self {
             store: self.store.clone(),
             recorded: self.recorded.clone(),
-            scope: format!("{}{turn}:{call_id}/", self.scope),
-            key_prefix: self.idempotency_key(turn, call_id),
+            scope: format!("{}{turn}:{key}/", self.scope),
+            key_prefix: self.idempotency_key(turn, key),
             deferred: self.deferred.clone(),
         }
+    }
+
+    /// The journal of the nested run started by the call at `position` of
+    /// `turn`; a run an earlier version journaled under the call's id
+    /// resumes there.
+    pub fn child_of_call(&self, turn: u32, position: usize, call_id: &str) -> Self {
+        let legacy = self.child(turn, call_id);
+        if !call_id.contains('/') && legacy.has_records() {
+            return legacy;
+        }
+        self.child(turn, &position.to_string())
     }
 
     /// A journal of its own for something else the job records (a
@@ -235,10 +279,11 @@ impl RunJournal {
         }
     }
 
-    /// The stable key a backend receives for a call: `{job}:{turn}:{call_id}`
-    /// (a nested run's keys extend its agent call's key).
-    pub fn idempotency_key(&self, turn: u32, call_id: &str) -> String {
-        format!("{}:{turn}:{call_id}", self.key_prefix)
+    /// The stable key a backend receives for a call: `{job}:{turn}:{key}`,
+    /// `key` being the call's position in its reply (a nested run's keys
+    /// extend its agent call's key).
+    pub fn idempotency_key(&self, turn: u32, key: &str) -> String {
+        format!("{}:{turn}:{key}", self.key_prefix)
     }
 
     pub fn is_durable(&self) -> bool {
@@ -261,7 +306,7 @@ impl RunJournal {
     pub fn recorded_steps(&self) -> usize {
         self.recorded
             .keys()
-            .filter(|(scope, _, step)| scope == &self.scope && !step.starts_with("start:"))
+            .filter(|(scope, _, step)| scope == &self.scope && !JournalEntry::is_start(step))
             .count()
     }
 
@@ -297,18 +342,31 @@ impl RunJournal {
     pub fn recorded_result(
         &self,
         turn: u32,
+        position: usize,
         call_id: &str,
     ) -> Result<Option<RecordedResult>, JournalError> {
-        self.lookup(turn, &JournalEntry::result_key(call_id))
+        match self.lookup(turn, &JournalEntry::result_key(position))? {
+            Some(result) => Ok(Some(result)),
+            None => self.lookup(turn, &JournalEntry::legacy_keys(call_id).1),
+        }
     }
 
     /// A call that an earlier attempt started and left without a result.
     pub fn recorded_start(
         &self,
         turn: u32,
+        position: usize,
         call_id: &str,
     ) -> Result<Option<RecordedStart>, JournalError> {
-        self.lookup(turn, &JournalEntry::start_key(call_id))
+        match self.lookup(turn, &JournalEntry::start_key(position))? {
+            Some(start) => Ok(Some(start)),
+            None => self.lookup(turn, &JournalEntry::legacy_keys(call_id).0),
+        }
+    }
+
+    fn has_step(&self, turn: u32, step: String) -> bool {
+        self.recorded
+            .contains_key(&(self.scope.clone(), turn, step))
     }
 
     /// The first turn an earlier attempt did not finish: the turn of the last
@@ -326,12 +384,10 @@ impl RunJournal {
             .ok()
             .flatten()
             .is_some_and(|reply| {
-                reply.assistant.tool_calls.iter().all(|call| {
-                    self.recorded.contains_key(&(
-                        self.scope.clone(),
-                        turn,
-                        JournalEntry::result_key(&call.id),
-                    ))
+                let calls = reply.assistant.tool_calls.iter().enumerate();
+                calls.into_iter().all(|(position, call)| {
+                    self.has_step(turn, JournalEntry::result_key(position))
+                        || self.has_step(turn, JournalEntry::legacy_keys(&call.id).1)
                 })
             });
         if complete { turn + 1 } else { turn }
@@ -341,10 +397,21 @@ impl RunJournal {
     /// attempt that dies before then renders it again from the pinned
     /// bundle, identically.
     pub fn record_input(&self, messages: &[Message]) -> Result<(), JournalError> {
+        self.defer_value(0, "input", &messages)
+    }
+
+    /// Records `value` as `step` of `turn` with the run's next durable step
+    /// (for what an attempt that dies before then reproduces identically).
+    pub fn defer_value<T: Serialize>(
+        &self,
+        turn: u32,
+        step: &str,
+        value: &T,
+    ) -> Result<(), JournalError> {
         if self.store.is_none() {
             return Ok(());
         }
-        let entry = self.entry(0, "input".into(), &messages)?;
+        let entry = self.entry(turn, step.into(), value)?;
         self.deferred
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -359,24 +426,21 @@ impl RunJournal {
     pub async fn record_start(
         &self,
         turn: u32,
-        call_id: &str,
+        position: usize,
         start: &RecordedStart,
     ) -> Result<(), JournalError> {
-        self.record(turn, JournalEntry::start_key(call_id), start)
+        self.record(turn, JournalEntry::start_key(position), start)
             .await
     }
 
     pub async fn record_result(
         &self,
         turn: u32,
+        position: usize,
         result: &RecordedResult,
     ) -> Result<(), JournalError> {
-        self.record(
-            turn,
-            JournalEntry::result_key(&result.result.call_id),
-            result,
-        )
-        .await
+        self.record(turn, JournalEntry::result_key(position), result)
+            .await
     }
 
     fn entry<T: Serialize>(
@@ -487,7 +551,7 @@ mod tests {
             "j",
             vec![
                 entry("", 1, "reply", reply(&["a", "b"])),
-                entry("", 1, "result:a", result.clone()),
+                entry("", 1, "result@0", result.clone()),
             ],
             store.clone(),
         );
@@ -497,16 +561,39 @@ mod tests {
             "j",
             vec![
                 entry("", 1, "reply", reply(&["a"])),
+                entry("", 1, "result@0", result.clone()),
+                entry("2:0/", 1, "reply", reply(&[])),
+            ],
+            store.clone(),
+        );
+        assert_eq!(done.resume_turn(), 2);
+        let child = done.child(2, "0");
+        assert_eq!(child.resume_turn(), 2);
+        assert_eq!(child.idempotency_key(1, "1"), "j:2:0:1:1");
+        assert_eq!(done.idempotency_key(3, "0"), "j:3:0");
+
+        // Two calls with one id are two steps; a journal of 0.1 (keyed by
+        // the call id) still resumes.
+        let same_id = RunJournal::new(
+            "j",
+            vec![
+                entry("", 1, "reply", reply(&["a", "a"])),
+                entry("", 1, "result@0", result.clone()),
+            ],
+            store.clone(),
+        );
+        assert_eq!(same_id.resume_turn(), 1);
+        assert!(same_id.recorded_result(1, 1, "a/b").unwrap().is_none());
+        let legacy = RunJournal::new(
+            "j",
+            vec![
+                entry("", 1, "reply", reply(&["a"])),
                 entry("", 1, "result:a", result),
-                entry("2:a/", 1, "reply", reply(&[])),
             ],
             store,
         );
-        assert_eq!(done.resume_turn(), 2);
-        let child = done.child(2, "a");
-        assert_eq!(child.resume_turn(), 2);
-        assert_eq!(child.idempotency_key(1, "x"), "j:2:a:1:x");
-        assert_eq!(done.idempotency_key(3, "c"), "j:3:c");
+        assert_eq!(legacy.resume_turn(), 2);
+        assert!(legacy.recorded_result(1, 0, "a").unwrap().is_some());
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod model;
 pub mod plugins;
 pub mod queue;
 pub mod registry;
+pub mod runner;
 pub mod telemetry;
 pub mod tools;
 pub mod types;

@@ -510,7 +510,9 @@ replies:
     for e in &nested {
         assert_eq!(e["parent"]["call_id"], "call-7");
         assert_eq!(e["parent"]["run_id"], id.as_str());
-        assert_eq!(e["run_id"], format!("{id}/call-7"));
+        // The daemon's own key for the call (turn 1, first call of its
+        // reply), whatever id the model gave it.
+        assert_eq!(e["run_id"], format!("{id}/1:0"));
         assert_eq!(e["bundle"], "child");
     }
     assert!(nested.iter().any(|e| e["type"] == "KernelEnd"));

@@ -99,10 +99,11 @@ async fn history(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Vec<Value
         };
         let assistant = reply["assistant"].clone();
         out.push(assistant.clone());
-        for call in assistant["tool_calls"].as_array().into_iter().flatten() {
-            let id = call["id"].as_str().unwrap();
-            let result = find(turn, &format!("result:{id}"))
-                .unwrap_or_else(|| panic!("turn {turn}: no result for {id}"));
+        // Results are keyed by the call's position in the reply.
+        let calls = assistant["tool_calls"].as_array().into_iter().flatten();
+        for (position, _) in calls.enumerate() {
+            let result = find(turn, &format!("result@{position}"))
+                .unwrap_or_else(|| panic!("turn {turn}: no result for call {position}"));
             out.push(result["result"].clone());
         }
     }
@@ -137,9 +138,10 @@ async fn check_event_log(http: &reqwest::Client, daemon: &Daemon, id: &str) -> V
     data
 }
 
-/// The lines each turn's `append` call writes: its text and its idempotency key.
+/// The lines each turn's `append` call (the second of its turn) writes: its
+/// text and its idempotency key, `{job}:{turn}:{position}`.
 fn expected_lines(job: &str) -> Vec<String> {
-    (1..=3).map(|t| format!("t{t} {job}:{t}:c{t}b")).collect()
+    (1..=3).map(|t| format!("t{t} {job}:{t}:1")).collect()
 }
 
 /// An uninterrupted run of the same job on a fresh site: the reference.
@@ -373,14 +375,14 @@ tools:
     // Child turn 1 and its tool were replayed; only child turn 2 and parent
     // turn 2 were asked for.
     assert_eq!(server.requests().len(), 4);
-    assert_eq!(file_lines(&effects), [format!("c1 {id}:1:p1:1:k1")]);
+    assert_eq!(file_lines(&effects), [format!("c1 {id}:1:0:1:0")]);
     let journal = get(&http, &daemon, &format!("/v1/jobs/{id}/journal")).await;
     assert!(
         journal["steps"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|s| s["scope"] == "1:p1/" && s["step"] == "result:k1"),
+            .any(|s| s["scope"] == "1:0/" && s["step"] == "result@0"),
         "the child's steps are scoped under the agent call: {journal}"
     );
     check_event_log(&http, &daemon, &id).await;
@@ -417,4 +419,128 @@ async fn a_job_never_resumes_against_different_bundle_content() {
         "nothing ran against the new content"
     );
     assert!(file_lines(&run.effects).is_empty());
+}
+
+/// A child bundle whose `charge` tool writes its line, then runs until its
+/// daemon is gone (it is killed while the charge runs).
+fn charging_child(effects: &Path, effect: &str) -> String {
+    let effects = effects.display();
+    format!(
+        r#"
+name: child
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: charge
+    kind: process
+    effect: {effect}
+    timeout: 10m
+    command: [python3, -c, "import json,os,sys,time; a=json.load(sys.stdin); f=open('{effects}','a'); f.write(a['line'] + ' ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\nwhile os.getppid() == p: time.sleep(0.05)"]
+"#
+    )
+}
+
+const CHARGE_SCRIPT: &str = r#"
+replies:
+  - {match: parent task, turn: 1, tool_calls: [{id: dup, name: helper, arguments: {input: child go}}]}
+  - {match: parent task, turn: 2, content: parent done}
+  - {match: child go, turn: 1, tool_calls: [{id: dup/x, name: charge, arguments: {line: c1}}]}
+  - {match: child go, turn: 2, content: child done}
+"#;
+
+/// Starts a parent job whose nested agent's `charge` call is running, kills
+/// the daemon once the charge's line is written, and returns the job id.
+async fn kill_during_nested_charge(site: &Site, effects: &Path) -> String {
+    site.put_bundle(
+        "parent",
+        "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: helper, kind: agent, bundle: child}\n",
+    );
+    let http = client();
+    let daemon = site.start();
+    let job = common::daemon::submit(&http, &daemon, "parent", "parent task").await;
+    eventually(Duration::from_secs(60), "the charge is written", || async {
+        (!file_lines(effects).is_empty()).then_some(())
+    })
+    .await;
+    daemon.kill9();
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// An unsafe call of unknown outcome inside a nested agent parks the whole
+/// job (never an error string the parent model reads); `resolve --skip`
+/// hands the result to that innermost call and the job finishes once. The
+/// model's call ids (one with a `/`) are data, never journal keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_outcome_in_a_nested_agent_parks_the_whole_job() {
+    let server = mock_server(CHARGE_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle("child", &charging_child(&effects, "unsafe"));
+    let id = kill_during_nested_charge(&site, &effects).await;
+    assert_eq!(server.requests().len(), 2, "parent turn 1 and child turn 1");
+
+    let http = client();
+    let daemon = site.start();
+    let parked = eventually(Duration::from_secs(60), "the job parks", || async {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+        (job["state"] != "queued" && job["state"] != "running").then_some(job)
+    })
+    .await;
+    assert_eq!(
+        parked["state"],
+        "needs_attention",
+        "{parked}\n{}",
+        daemon.log()
+    );
+    let pending = &parked["pending_call"];
+    assert_eq!(pending["tool_name"], "charge", "{parked}");
+    assert_eq!(pending["scope"], "1:0/", "the innermost call, at its depth");
+    assert_eq!(
+        pending["call_id"], "dup/x",
+        "the model's id is kept as data"
+    );
+
+    let resolved = http
+        .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
+        .json(&json!({"action": "skip", "output": "{\"charged\": true}"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolved.status(), 200, "{}", resolved.text().await.unwrap());
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["result"]["output"], "parent done");
+    assert_eq!(file_lines(&effects), [format!("c1 {id}:1:0:1:0")]);
+    assert_eq!(server.requests().len(), 4, "no completed model call again");
+    check_event_log(&http, &daemon, &id).await;
+}
+
+/// The child bundle is edited while the daemon is down (its content, and its
+/// `charge` tool now claims to be `idempotent`): the resumed job never runs
+/// the charge again nor different content; it fails saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_run_never_resumes_against_an_edited_child() {
+    let server = mock_server(CHARGE_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle("child", &charging_child(&effects, "unsafe"));
+    let id = kill_during_nested_charge(&site, &effects).await;
+    site.put_bundle("child", &charging_child(&effects, "idempotent"));
+
+    let http = client();
+    let daemon = site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "failed", "{done}\n{}", daemon.log());
+    let error = done["error"].as_str().unwrap();
+    assert!(
+        error.contains("\"child\"") && error.contains("no longer loaded"),
+        "{error}"
+    );
+    assert_eq!(file_lines(&effects).len(), 1, "the charge ran once");
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "nothing asked of the edited child"
+    );
 }

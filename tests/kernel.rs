@@ -75,6 +75,7 @@ async fn harness_with(
         Arc::new(OpenAiPlugin),
         Arc::new(HttpBackend::new(endpoint).unwrap()),
         Arc::new(tools),
+        None,
     );
     Harness {
         server,
@@ -660,6 +661,7 @@ async fn no_tools_means_no_tool_choice_and_extra_body_is_merged() {
         Arc::new(OpenAiPlugin),
         Arc::new(HttpBackend::new(EndpointSettings::new("mock", server.base_url())).unwrap()),
         Arc::new(ToolEngine::new()),
+        None,
     );
     let sink = EventSink::new(RunContext::default(), 1, Arc::new(Recorder::default()));
     kernel
@@ -704,6 +706,7 @@ async fn streaming_is_used_when_an_observer_wants_tokens() {
         Arc::new(OpenAiPlugin),
         Arc::new(HttpBackend::new(EndpointSettings::new("mock", server.base_url())).unwrap()),
         Arc::new(ToolEngine::new()),
+        None,
     );
     let tokens = Arc::new(Tokens::default());
     let sink = EventSink::new(RunContext::default(), 1, tokens.clone());

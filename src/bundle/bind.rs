@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::schema::{ToolKind, ToolSpec};
 use super::{Bundle, BundleError, BundleErrors};
 use crate::plugins::PluginRegistry;
-use crate::tools::agent::{AgentHost, AgentTool};
+use crate::tools::agent::AgentTool;
 use crate::tools::engine::ToolPolicy;
 use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
 use crate::tools::mcp::{McpServerSpec, McpSource, McpTool};
@@ -24,8 +24,9 @@ const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
 /// What tool backends need from the daemon.
 #[derive(Clone, Default)]
 pub struct ToolEnv {
-    /// Runs other bundles for `agent` tools.
-    pub agents: Option<Arc<dyn AgentHost>>,
+    /// Whether `agent` tools can run (in the daemon, whose runner runs the
+    /// bundles they name; not in `structured-agents run`).
+    pub runs_agents: bool,
     /// Remote agents from the daemon config, for `http_agent` tools naming an `agent` id.
     pub remote_agents: Vec<HttpAgentSpec>,
     /// Plugins loaded from the plugins directory, for `plugin` tools.
@@ -300,13 +301,13 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
                     timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
                 },
             ))),
-            ToolKind::Agent => match (&env.agents, &spec.bundle) {
-                (Some(host), Some(target)) => {
+            ToolKind::Agent => match (env.runs_agents, &spec.bundle) {
+                (true, Some(target)) => {
                     let mut schema = schema_of(spec);
                     if schema.parameters == super::schema::default_parameters() {
                         schema.parameters = AgentTool::default_parameters();
                     }
-                    Ok(Arc::new(AgentTool::new(schema, target.clone(), host.clone())))
+                    Ok(Arc::new(AgentTool::new(schema, target.clone())))
                 }
                 _ => Err("`agent` tools run other bundles and need the daemon (`structured-agents serve`)".to_string()),
             },

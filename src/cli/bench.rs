@@ -8,11 +8,12 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{EndpointSettings, HttpBackend};
+use crate::bundle::LoadContext;
 use crate::events::{EventSink, NullObserver, RunContext};
-use crate::kernel::{Kernel, KernelConfig};
 use crate::mock::{MockServer, Script, ScriptedReply};
-use crate::model::OpenAiPlugin;
+use crate::model::ModelCatalog;
+use crate::registry::LoadedBundle;
+use crate::runner::{RunOptions, Runner};
 use crate::tools::ToolEngine;
 use crate::types::Message;
 
@@ -110,19 +111,26 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         }
     };
 
-    let backend = Arc::new(HttpBackend::new(EndpointSettings::new(
-        "bench",
-        server.base_url(),
-    ))?);
-    let kernel = Arc::new(Kernel::new(
-        KernelConfig {
-            model: "bench".into(),
-            ..KernelConfig::default()
-        },
-        Arc::new(OpenAiPlugin),
+    // The kernel as a daemon builds it: a bundle bound to its backend.
+    let text = format!(
+        "name: bench\nversion: \"1\"\nmodel: {{endpoint: \"{}\", name: bench}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n",
+        server.base_url()
+    );
+    let context = LoadContext {
+        endpoints: None,
+        models: &ModelCatalog::builtin(),
+    };
+    let here = std::path::Path::new(".");
+    let bundle = crate::bundle::load_str(&text, here, &here.join("bench.yaml"), &context)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let backend = crate::endpoints::backend_for(&bundle.endpoint, &Default::default())?;
+    let loaded = LoadedBundle {
+        bundle,
+        tools: Arc::new(ToolEngine::new()),
         backend,
-        Arc::new(ToolEngine::new()),
-    ));
+        loaded_at: crate::events::timestamp_now(),
+    };
+    let kernel = Arc::new(Runner::local().kernel(&loaded, &RunOptions::default()));
     let turns = move || {
         let kernel = kernel.clone();
         async move {

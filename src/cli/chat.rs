@@ -18,7 +18,7 @@ use super::remote::{Client, ServerArgs, Spinner};
 use crate::events::{
     Event, EventEnvelope, EventSink, Observer, ObserverError, RunContext, TokenDelta,
 };
-use crate::kernel::Kernel;
+use crate::runner::{RunOptions, Runner};
 use crate::types::Message;
 use serde_json::{Value, json};
 
@@ -203,12 +203,7 @@ async fn local(args: ChatArgs) -> anyhow::Result<i32> {
     )
     .await?;
     let variables = super::parse_vars(&args.vars)?;
-    let kernel = Kernel::new(
-        loaded.bundle.kernel_config(),
-        loaded.bundle.model.plugin.clone(),
-        loaded.backend,
-        loaded.tools,
-    );
+    let kernel = Runner::local().kernel(&loaded, &RunOptions::default());
     let view = Arc::new(ChatView {
         answering: false.into(),
     });

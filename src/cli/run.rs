@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 use super::printer::{Format, Printer};
 use crate::bundle::{self, EndpointRef, LoadContext, ToolEnv};
 use crate::events::{EventSink, RunContext};
-use crate::kernel::Kernel;
 use crate::model::ModelCatalog;
+use crate::registry::LoadedBundle;
+use crate::runner::{RunOptions, Runner};
 use crate::types::TerminationReason;
 
 #[derive(Debug, Args)]
@@ -34,13 +35,6 @@ pub struct RunArgs {
     /// Model-plugin configs (`<name>.toml`) the bundle may name.
     #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
     pub models_dir: PathBuf,
-}
-
-/// A bundle loaded from a directory for an in-process run.
-pub struct ForRun {
-    pub bundle: crate::bundle::Bundle,
-    pub backend: Arc<dyn crate::client::ChatBackend>,
-    pub tools: Arc<crate::tools::ToolEngine>,
 }
 
 /// Loads a bundle directory with the model configs of `models_dir`.
@@ -69,7 +63,7 @@ pub async fn load_for_run(
     dir: &std::path::Path,
     models_dir: &std::path::Path,
     endpoint: Option<&str>,
-) -> anyhow::Result<ForRun> {
+) -> anyhow::Result<LoadedBundle> {
     let bundle = load_bundle(dir, models_dir).await?;
     let endpoint = match endpoint {
         Some(url) => EndpointRef::Url(url.to_string()),
@@ -84,27 +78,20 @@ pub async fn load_for_run(
     })
     .await?;
     let tools = Arc::new(tools.map_err(|e| anyhow::anyhow!("{e}"))?);
-    Ok(ForRun {
+    Ok(LoadedBundle {
         bundle,
-        backend,
         tools,
+        backend,
+        loaded_at: crate::events::timestamp_now(),
     })
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let ForRun {
-        bundle,
-        backend,
-        tools,
-    } = load_for_run(&args.bundle_dir, &args.models_dir, args.endpoint.as_deref()).await?;
+    let loaded = load_for_run(&args.bundle_dir, &args.models_dir, args.endpoint.as_deref()).await?;
+    let bundle = &loaded.bundle;
     let variables = super::parse_vars(&args.vars)?;
     let messages = bundle.prompts.render(&args.input, &variables)?;
-    let kernel = Kernel::new(
-        bundle.kernel_config(),
-        bundle.model.plugin.clone(),
-        backend,
-        tools,
-    );
+    let kernel = Runner::local().kernel(&loaded, &RunOptions::default());
 
     let format = if args.json {
         Format::Json

@@ -87,6 +87,7 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
     // tools changed (the reload binds those bundles again).
     let (changed_tx, mut changed_rx) = mpsc::channel::<()>(1);
     let tool_env = ToolEnv {
+        runs_agents: true,
         remote_agents: config.agents.clone(),
         plugins: Some(plugins),
         tools_changed: Some(changed_tx.clone()),

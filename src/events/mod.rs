@@ -30,6 +30,25 @@ pub struct RunContext {
     pub parent: Option<ParentRun>,
 }
 
+impl RunContext {
+    /// The context of the run nested in this one under `key` (an agent
+    /// call's `{turn}:{position}`, a workflow stage's or a group-chat
+    /// reply's key): run id `{run}/{key}`, one level deeper. `call_id` is
+    /// what the parent's events call the step (the model's call id).
+    pub fn nested(&self, key: &str, call_id: &str, bundle: &str) -> RunContext {
+        RunContext {
+            run_id: format!("{}/{key}", self.run_id),
+            bundle: bundle.to_string(),
+            bundle_version: String::new(),
+            parent: Some(ParentRun {
+                run_id: self.run_id.clone(),
+                call_id: call_id.to_string(),
+                depth: self.parent.as_ref().map_or(0, |p| p.depth) + 1,
+            }),
+        }
+    }
+}
+
 /// The run and tool call that started a nested run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParentRun {

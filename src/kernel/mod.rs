@@ -11,6 +11,10 @@ pub mod history;
 pub use history::HistoryStrategy;
 
 use std::collections::BTreeMap;
+mod failure;
+
+pub use failure::RunFailure;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -25,7 +29,8 @@ use crate::journal::{
     JournalError, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
 };
 use crate::model::{ModelPlugin, ToolChoice};
-use crate::tools::{Effect, ToolEngine, ToolOutcome};
+use crate::tools::agent::AgentHost;
+use crate::tools::{CallPlace, Effect, ToolEngine, ToolOutcome};
 use crate::types::{
     Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult,
 };
@@ -194,6 +199,9 @@ pub enum RunError {
     /// An `unsafe` call of an earlier attempt has an unknown outcome.
     #[error("turn {turn}: {pending}", turn = .0.turn, pending = .0)]
     NeedsAttention(Box<PendingCall>),
+    /// A nested run cannot go on (its pinned bundle content is gone).
+    #[error("{0}")]
+    Aborted(String),
 }
 
 impl RunError {
@@ -201,7 +209,7 @@ impl RunError {
         match self {
             RunError::Model(err) => err.is_retryable(),
             RunError::Journal { .. } => true,
-            RunError::NeedsAttention(_) => false,
+            RunError::NeedsAttention(_) | RunError::Aborted(_) => false,
         }
     }
 
@@ -211,6 +219,7 @@ impl RunError {
             RunError::Model(err) => err.source.kind().to_string(),
             RunError::Journal { .. } => "journal".into(),
             RunError::NeedsAttention(_) => "needs_attention".into(),
+            RunError::Aborted(_) => "aborted".into(),
         }
     }
 }
@@ -242,6 +251,8 @@ pub struct Kernel {
     plugin: Arc<dyn ModelPlugin>,
     backend: Arc<dyn ChatBackend>,
     tools: Arc<ToolEngine>,
+    /// Runs the bundles of `agent` tools (the daemon's runner).
+    agents: Option<Arc<dyn AgentHost>>,
 }
 
 impl Kernel {
@@ -250,12 +261,14 @@ impl Kernel {
         plugin: Arc<dyn ModelPlugin>,
         backend: Arc<dyn ChatBackend>,
         tools: Arc<ToolEngine>,
+        agents: Option<Arc<dyn AgentHost>>,
     ) -> Self {
         Self {
             config,
             plugin,
             backend,
             tools,
+            agents,
         }
     }
 
@@ -406,18 +419,20 @@ impl Kernel {
     /// the call run now, with its start recorded first when repeating it
     /// would matter and its result recorded after (a result cut short by
     /// cancellation is never recorded).
+    #[allow(clippy::too_many_arguments)]
     async fn tool_call(
         &self,
         call: &ToolCall,
         not_run: Option<&NotRun>,
         turn: u32,
+        position: usize,
         events: &EventSink,
         cancel: &CancellationToken,
         journal: &RunJournal,
     ) -> Result<(ToolResult, bool), RunError> {
         let journal_err = |source| RunError::Journal { turn, source };
         if let Some(recorded) = journal
-            .recorded_result(turn, &call.id)
+            .recorded_result(turn, position, &call.id)
             .map_err(journal_err)?
         {
             return Ok((recorded.result, true));
@@ -438,6 +453,7 @@ impl Kernel {
                 cached: false,
                 duration: Duration::ZERO,
                 parked: None,
+                aborted: None,
             },
             Some(NotRun::BadArgs(detail)) => {
                 events
@@ -453,19 +469,23 @@ impl Kernel {
                     cached: false,
                     duration: Duration::ZERO,
                     parked: None,
+                    aborted: None,
                 }
             }
             None => {
                 let effect = self.tools.effect(&call.name);
                 if journal.is_durable() {
-                    if effect == Effect::Unsafe
-                        && let Some(start) = journal
-                            .recorded_start(turn, &call.id)
-                            .map_err(journal_err)?
+                    // A start is recorded only for a call whose repetition
+                    // matters: it parks the job whatever the tool is
+                    // declared as now (an edit must not make it run twice).
+                    if let Some(start) = journal
+                        .recorded_start(turn, position, &call.id)
+                        .map_err(journal_err)?
                     {
                         return Err(RunError::NeedsAttention(Box::new(PendingCall {
                             scope: journal.scope().to_string(),
                             turn,
+                            position: Some(position),
                             call_id: call.id.clone(),
                             tool_name: call.name.clone(),
                             arguments: start.arguments,
@@ -479,20 +499,26 @@ impl Kernel {
                             tool_name: call.name.clone(),
                             arguments: call.arguments.clone(),
                             effect: effect.as_str().to_string(),
-                            idempotency_key: journal.idempotency_key(turn, &call.id),
+                            idempotency_key: journal.idempotency_key(turn, &position.to_string()),
                         };
                         journal
-                            .record_start(turn, &call.id, &start)
+                            .record_start(turn, position, &start)
                             .await
                             .map_err(journal_err)?;
                     }
                 }
-                let outcome = self
-                    .tools
-                    .execute_journaled(call, turn, cancel, events, Some(journal))
-                    .await;
+                let place = CallPlace {
+                    turn,
+                    position,
+                    journal: Some(journal),
+                    agents: self.agents.as_deref(),
+                };
+                let outcome = self.tools.execute_at(call, place, cancel, events).await;
                 if let Some(pending) = outcome.parked {
                     return Err(RunError::NeedsAttention(pending));
+                }
+                if let Some(message) = outcome.aborted {
+                    return Err(RunError::Aborted(message));
                 }
                 if cancel.is_cancelled() {
                     // Cut short by cancellation: not a result to replay.
@@ -505,6 +531,7 @@ impl Kernel {
         journal
             .record_result(
                 turn,
+                position,
                 &RecordedResult {
                     result: outcome.result.clone(),
                     error_code: outcome.error_code.map(str::to_string),
@@ -554,7 +581,7 @@ impl Kernel {
             None => vec![None; calls.len()],
         };
         // Arguments that do not parse are reported before a budget is.
-        let items: Vec<(ToolCall, Option<NotRun>)> = calls
+        let items: Vec<(usize, ToolCall, Option<NotRun>)> = calls
             .iter()
             .zip(refusals)
             .enumerate()
@@ -563,12 +590,20 @@ impl Kernel {
                 let not_run = bad_args
                     .map(NotRun::BadArgs)
                     .or(refusal.map(NotRun::Refused));
-                (call.clone(), not_run)
+                (i, call.clone(), not_run)
             })
             .collect();
-        let run_call = |(call, not_run): (ToolCall, Option<NotRun>)| async move {
-            self.tool_call(&call, not_run.as_ref(), turn, events, cancel, journal)
-                .await
+        let run_call = |(position, call, not_run): (usize, ToolCall, Option<NotRun>)| async move {
+            self.tool_call(
+                &call,
+                not_run.as_ref(),
+                turn,
+                position,
+                events,
+                cancel,
+                journal,
+            )
+            .await
         };
         let outcomes: Vec<Result<(ToolResult, bool), RunError>> = futures::stream::iter(items)
             .map(run_call)

@@ -14,22 +14,15 @@ pub use limited::LimitedBackend;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Serialize;
 
 use crate::bundle::{self, Bundle, BundleErrors, EndpointRef, LoadContext, ToolEnv};
 use crate::client::{ChatBackend, EndpointSettings, HttpBackend, ScriptedBackend};
 use crate::config::{Config, EndpointKind};
-use crate::events::{EventSink, RunContext};
-use crate::journal::RunJournal;
-use crate::kernel::{Kernel, RunError};
 use crate::model::ModelCatalog;
 use crate::tools::ToolEngine;
-use crate::tools::ToolError;
-use crate::tools::agent::AgentHost;
-use futures::future::BoxFuture;
-use tokio_util::sync::CancellationToken;
 
 /// A bundle ready to run: validated, tools bound, backend chosen.
 pub struct LoadedBundle {
@@ -143,17 +136,12 @@ pub struct Registry {
 
 impl Registry {
     /// Builds the endpoint clients; no bundle is loaded until `reload`.
-    /// `agent` tools of the loaded bundles run other bundles of this registry.
     pub fn new(config: Arc<Config>, tool_env: ToolEnv) -> Result<Arc<Self>, RegistryError> {
         let endpoints = build_endpoints(&config)?;
-        let mut tool_env = tool_env;
-        Ok(Arc::new_cyclic(|weak: &Weak<Registry>| Self {
+        Ok(Arc::new(Self {
             config,
             endpoints,
-            tool_env: {
-                tool_env.agents = Some(Arc::new(NestedRuns(weak.clone())));
-                tool_env
-            },
+            tool_env,
             snapshot: RwLock::new(Arc::new(Snapshot {
                 generation: 0,
                 bundles: BTreeMap::new(),
@@ -175,12 +163,6 @@ impl Registry {
     /// The daemon config the registry was built with.
     pub fn config(&self) -> &Config {
         &self.config
-    }
-
-    /// Runs this registry's bundles as nested agents (for `agent` tools and
-    /// group chats).
-    pub fn agent_host(self: &Arc<Self>) -> Arc<dyn AgentHost> {
-        Arc::new(NestedRuns(Arc::downgrade(self)))
     }
 
     pub fn endpoints(&self) -> &BTreeMap<String, Arc<dyn ChatBackend>> {
@@ -419,56 +401,6 @@ impl Registry {
             backend,
             loaded_at: crate::events::timestamp_now(),
         }))
-    }
-}
-
-/// Runs a registry's bundles as nested agents for `agent` tools.
-struct NestedRuns(Weak<Registry>);
-
-impl AgentHost for NestedRuns {
-    fn run_nested<'a>(
-        &'a self,
-        bundle: &'a str,
-        input: String,
-        parent: &'a EventSink,
-        mut context: RunContext,
-        journal: RunJournal,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'a, Result<String, ToolError>> {
-        Box::pin(async move {
-            let registry = self
-                .0
-                .upgrade()
-                .ok_or_else(|| ToolError::Failed("the daemon is shutting down".into()))?;
-            let loaded = registry
-                .resolve(bundle, None)
-                .ok_or_else(|| ToolError::Failed(format!("bundle {bundle:?} is not loaded")))?;
-            context.bundle_version = loaded.version().to_string();
-            let sink = parent.child(context);
-            let messages = loaded
-                .bundle
-                .prompts
-                .render(&input, &serde_json::Map::new())
-                .map_err(|e| ToolError::Validation(format!("bundle {bundle:?}: {e}")))?;
-            let kernel = Kernel::new(
-                loaded.bundle.kernel_config(),
-                loaded.bundle.model.plugin.clone(),
-                loaded.backend.clone(),
-                loaded.tools.clone(),
-            );
-            let run = kernel
-                .run_journaled(messages, &sink, cancel, &journal)
-                .await
-                .map_err(|e| match e {
-                    RunError::NeedsAttention(pending) => ToolError::NeedsAttention(pending),
-                    e if e.is_retryable() => ToolError::Retryable(e.to_string()),
-                    e => ToolError::Failed(e.to_string()),
-                })?;
-            Ok(run
-                .final_output
-                .or(run.final_message.content)
-                .unwrap_or_default())
-        })
     }
 }
 

@@ -1,8 +1,9 @@
 //! The `agent` backend: another loaded bundle called as a tool. The nested
 //! run's events go to the parent's sink (same job log, same sequence), marked
 //! with the child run id and the parent call id; nesting depth is limited.
-
-use std::sync::Arc;
+//! The bundles are run by the run's [`AgentHost`] (the daemon's runner),
+//! which the call finds in its place: a bundle binds its agent tools
+//! without knowing who will run them.
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
@@ -10,14 +11,14 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Tool, ToolContext, ToolError, ToolOutput};
-use crate::events::{EventSink, ParentRun, RunContext};
+use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
 use crate::types::ToolSchema;
 
 /// Nesting deeper than this is refused.
 pub const MAX_DEPTH: u32 = 3;
 
-/// Runs bundles for `agent` tools (implemented by the registry, which knows them).
+/// Runs bundles as nested agents (the daemon's runner, which knows them).
 pub trait AgentHost: Send + Sync {
     /// Runs `bundle` with `input` as a child of `parent` (events through
     /// `parent.child(context)`, with the bundle version filled in), recording
@@ -37,16 +38,11 @@ pub trait AgentHost: Send + Sync {
 pub struct AgentTool {
     schema: ToolSchema,
     bundle: String,
-    host: Arc<dyn AgentHost>,
 }
 
 impl AgentTool {
-    pub fn new(schema: ToolSchema, bundle: String, host: Arc<dyn AgentHost>) -> Self {
-        Self {
-            schema,
-            bundle,
-            host,
-        }
+    pub fn new(schema: ToolSchema, bundle: String) -> Self {
+        Self { schema, bundle }
     }
 
     /// The default argument schema: one `input` string.
@@ -70,6 +66,12 @@ impl Tool for AgentTool {
         arguments: Value,
         ctx: ToolContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
+        let Some(host) = ctx.place.agents else {
+            return Err(ToolError::Failed(format!(
+                "agent `{}` runs another bundle, which needs the daemon (`structured-agents serve`)",
+                self.bundle
+            )));
+        };
         let parent = ctx.events.context();
         let depth = parent.parent.as_ref().map_or(0, |p| p.depth) + 1;
         if depth > MAX_DEPTH {
@@ -83,24 +85,15 @@ impl Tool for AgentTool {
             Some(other) => other.to_string(),
             None => arguments.to_string(),
         };
-        let child = RunContext {
-            run_id: format!("{}/{}", parent.run_id, ctx.call.id),
-            bundle: self.bundle.clone(),
-            bundle_version: String::new(),
-            parent: Some(ParentRun {
-                run_id: parent.run_id.clone(),
-                call_id: ctx.call.id.clone(),
-                depth,
-            }),
-        };
+        let (turn, position) = (ctx.place.turn, ctx.place.position);
+        let child = parent.nested(&format!("{turn}:{position}"), &ctx.call.id, &self.bundle);
         // The child run's tool keys extend this call's key, which is the
         // key a nested job is known by.
-        let journal = match ctx.journal {
-            Some(journal) => journal.child(ctx.turn, &ctx.call.id),
+        let journal = match ctx.place.journal {
+            Some(journal) => journal.child_of_call(turn, position, &ctx.call.id),
             None => RunJournal::disabled(ctx.idempotency_key()),
         };
-        let answer = self
-            .host
+        let answer = host
             .run_nested(
                 &self.bundle,
                 input,

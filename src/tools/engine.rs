@@ -23,9 +23,9 @@ use super::cache::ResultCache;
 use super::coerce::parse_and_coerce;
 use super::guardrails::{GuardrailError, Guardrails};
 use super::policy::{CacheSpec, GuardrailSpec};
-use super::{Effect, Tool, ToolContext, ToolError, panic_message};
+use super::{CallPlace, Effect, Tool, ToolContext, ToolError, panic_message};
 use crate::events::{Event, EventSink, preview};
-use crate::journal::{PendingCall, RunJournal};
+use crate::journal::PendingCall;
 use crate::types::{ToolCall, ToolResult, ToolSchema};
 
 /// Per-tool handling, compiled from the bundle.
@@ -92,6 +92,8 @@ pub struct ToolOutcome {
     pub duration: Duration,
     /// A nested run stopped at an unsafe call of unknown outcome.
     pub parked: Option<Box<PendingCall>>,
+    /// A nested run cannot go on: the job fails with this error.
+    pub aborted: Option<String>,
 }
 
 /// The tool map of one bundle, built once.
@@ -141,6 +143,7 @@ impl Trace<'_> {
             cached,
             duration: self.started.elapsed(),
             parked: None,
+            aborted: None,
         }
     }
 }
@@ -197,21 +200,24 @@ impl ToolEngine {
         cancel: &CancellationToken,
         events: &EventSink,
     ) -> ToolOutcome {
-        self.execute_journaled(call, turn, cancel, events, None)
-            .await
+        let place = CallPlace {
+            turn,
+            ..CallPlace::default()
+        };
+        self.execute_at(call, place, cancel, events).await
     }
 
-    /// Runs one call through the pipeline as a step of a journaled run (the
+    /// Runs one call through the pipeline at its place in a run (the
     /// journal gives the call its idempotency key and nested runs their own
     /// journal).
-    pub async fn execute_journaled(
+    pub async fn execute_at(
         &self,
         call: &ToolCall,
-        turn: u32,
+        place: CallPlace<'_>,
         cancel: &CancellationToken,
         events: &EventSink,
-        journal: Option<&RunJournal>,
     ) -> ToolOutcome {
+        let turn = place.turn;
         let trace = Trace {
             call,
             turn,
@@ -288,11 +294,10 @@ impl ToolEngine {
             attempts += 1;
             let ctx = ToolContext {
                 call,
-                turn,
+                place,
                 cancel: cancel.child_token(),
                 deadline: Instant::now() + policy.timeout,
                 events,
-                journal,
             };
             let attempt_cancel = ctx.cancel.clone();
             // A tool that panics (including one that blocks on the runtime
@@ -373,6 +378,22 @@ impl ToolEngine {
                         false,
                     );
                     outcome.parked = Some(pending);
+                    return outcome;
+                }
+                Ok(Ok(Err(ToolError::Abort(message)))) => {
+                    trace
+                        .emit(
+                            "tool.invoke.abort",
+                            json!({"attempt": attempts, "message": message}),
+                        )
+                        .await;
+                    let mut outcome = trace.done(
+                        format!("tool_error:{message}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    );
+                    outcome.aborted = Some(message);
                     return outcome;
                 }
                 Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= policy.retries => {

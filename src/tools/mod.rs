@@ -127,22 +127,37 @@ pub enum ToolError {
     /// job waits for an operator.
     #[error("{0}")]
     NeedsAttention(Box<PendingCall>),
+    /// A nested run cannot go on in a way no answer of this call mends (the
+    /// bundle content it is pinned to is gone): the whole job fails.
+    #[error("{0}")]
+    Abort(String),
+}
+
+/// Where a call stands in its run: the daemon's own key for it (the turn
+/// and its position in the model's reply; the model's call id is data), the
+/// run's journal (a nested run keeps its own under the call, and the call's
+/// idempotency key comes from it) and who runs nested agents.
+#[derive(Clone, Copy, Default)]
+pub struct CallPlace<'a> {
+    pub turn: u32,
+    /// 0-based, in the order of the reply's tool calls.
+    pub position: usize,
+    pub journal: Option<&'a RunJournal>,
+    /// Runs the bundles of `agent` tools (absent outside the daemon).
+    pub agents: Option<&'a dyn agent::AgentHost>,
 }
 
 /// What a tool receives besides its arguments.
 pub struct ToolContext<'a> {
     /// The call being answered.
     pub call: &'a ToolCall,
-    pub turn: u32,
+    pub place: CallPlace<'a>,
     /// Fires when the job is cancelled or the run's deadline passes.
     pub cancel: CancellationToken,
     /// When the engine will give up on this attempt.
     pub deadline: Instant,
     /// The run's event sink, for tools that start nested runs.
     pub events: &'a EventSink,
-    /// The run's journal, for nested runs (which keep their own, scoped
-    /// under this call) and the call's idempotency key.
-    pub journal: Option<&'a RunJournal>,
 }
 
 impl ToolContext<'_> {
@@ -150,17 +165,13 @@ impl ToolContext<'_> {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// The stable key of this call, `{job}:{turn}:{call_id}`: the same on
+    /// The stable key of this call, `{job}:{turn}:{position}`: the same on
     /// every attempt, so a backend can recognize a repetition.
     pub fn idempotency_key(&self) -> String {
-        match self.journal {
-            Some(journal) => journal.idempotency_key(self.turn, &self.call.id),
-            None => format!(
-                "{}:{}:{}",
-                self.events.context().run_id,
-                self.turn,
-                self.call.id
-            ),
+        let CallPlace { turn, position, .. } = self.place;
+        match self.place.journal {
+            Some(journal) => journal.idempotency_key(turn, &position.to_string()),
+            None => format!("{}:{turn}:{position}", self.events.context().run_id),
         }
     }
 }

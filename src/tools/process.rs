@@ -314,6 +314,7 @@ impl Tool for ProcessTool {
 mod tests {
     use super::*;
     use crate::events::{EventSink, NullObserver, RunContext};
+    use crate::tools::CallPlace;
     use crate::types::ToolCall;
     use serde_json::json;
     use std::sync::Arc;
@@ -346,11 +347,13 @@ mod tests {
         let call = ToolCall::new("c", "t", args.clone());
         let ctx = ToolContext {
             call: &call,
-            turn: 1,
+            place: CallPlace {
+                turn: 1,
+                ..CallPlace::default()
+            },
             cancel: Default::default(),
             deadline: Instant::now() + Duration::from_secs(30),
             events: &sink,
-            journal: None,
         };
         tool.invoke(args, ctx).await
     }

@@ -5,17 +5,17 @@
 //! `ToolResult` pair of events named after the agent (log, SSE, metrics,
 //! spans). An agent that fails answers with its error text: the chat goes on.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+use serde_json::{Map, Value, json};
 
-use crate::events::{Event, EventSink, ParentRun, RunContext, preview};
+use crate::events::{Event, preview};
 use crate::group_chat::{Ended, PLAN_VARIABLE, Participant, Place, Plan, Reply, transcript};
 use crate::journal::RunJournal;
+use crate::kernel::RunFailure;
 use crate::queue::{Job, Outcome};
-use crate::registry::{LoadedBundle, Registry};
+use crate::registry::LoadedBundle;
+use crate::runner::{RunOptions, RunScope, Runner};
 use crate::tools::http_agent::{self, Envelope};
 use crate::types::TerminationReason;
 
@@ -26,12 +26,10 @@ const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One attempt of a group-chat job.
 pub(super) struct GroupChatJob<'a> {
-    pub registry: &'a Arc<Registry>,
-    pub loaded: &'a Arc<LoadedBundle>,
+    pub runner: &'a Runner,
+    pub loaded: &'a LoadedBundle,
     pub job: &'a Job,
-    pub sink: &'a EventSink,
-    pub journal: &'a RunJournal,
-    pub cancel: CancellationToken,
+    pub scope: &'a RunScope,
     /// The conversation's earlier turns (question, answer), oldest first.
     pub earlier: Vec<(String, String)>,
 }
@@ -62,7 +60,7 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
         }
     };
     let chat = Chat {
-        replies_journal: run.journal.named("group"),
+        replies_journal: run.scope.journal.named("group"),
         http: reqwest::Client::new(),
         timeout: run
             .loaded
@@ -74,7 +72,8 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
         run: &run,
     };
     let started = Instant::now();
-    run.sink
+    run.scope
+        .sink
         .emit(Event::KernelStart {
             max_turns: plan.max_iterations,
             tools_count: plan.agents.len(),
@@ -86,13 +85,14 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
         Ok((_, Ended::MaxIterations, _)) => (TerminationReason::MaxTurns, None),
         // The strategy decided, as a termination tool would.
         Ok(_) => (TerminationReason::TerminationTool, None),
-        Err(Outcome::Failed { error, .. }) if run.cancel.is_cancelled() => {
+        Err(Outcome::Failed { error, .. }) if run.scope.cancel.is_cancelled() => {
             (TerminationReason::Cancelled, Some(error.clone()))
         }
         Err(Outcome::Failed { error, .. }) => (TerminationReason::Error, Some(error.clone())),
         Err(_) => (TerminationReason::Error, None),
     };
-    run.sink
+    run.scope
+        .sink
         .emit(Event::KernelEnd {
             turn_count: chatted.as_ref().map_or(0, |(_, _, rounds)| *rounds),
             termination_reason: reason,
@@ -199,7 +199,7 @@ impl Chat<'_> {
         {
             return Ok(reply);
         }
-        let sink = self.run.sink;
+        let sink = &self.run.scope.sink;
         sink.emit(Event::ToolCall {
             turn: round,
             tool_name: agent.id.clone(),
@@ -209,7 +209,12 @@ impl Chat<'_> {
         .await;
         let started = Instant::now();
         let answer = match &agent.place {
-            Place::Local { bundle } => self.ask_local(bundle, round, key, prompt).await,
+            Place::Local { bundle } => match self.ask_local(bundle, round, key, prompt).await {
+                // An unknown outcome inside the agent parks the whole job:
+                // never a reply that hides it.
+                Err(failure) if failure.ends_job() => return Err(failure.into()),
+                answer => answer.map_err(|e| e.to_string()),
+            },
             Place::Remote { endpoint } => {
                 let message = Envelope {
                     conversation_id: job.conversation_id.as_deref().unwrap_or(job.id.as_str()),
@@ -222,11 +227,11 @@ impl Chat<'_> {
                     sent = http_agent::send(&self.http, endpoint, &agent.id, message) => {
                         sent.map(answer_text).map_err(|e| e.to_string())
                     }
-                    _ = self.run.cancel.cancelled() => Err("cancelled".into()),
+                    _ = self.run.scope.cancel.cancelled() => Err("cancelled".into()),
                 }
             }
         };
-        if self.run.cancel.is_cancelled() {
+        if self.run.scope.cancel.is_cancelled() {
             return Err(Outcome::Failed {
                 error: "cancelled by request".into(),
                 retryable: false,
@@ -265,31 +270,17 @@ impl Chat<'_> {
         round: u32,
         key: &str,
         prompt: String,
-    ) -> Result<String, String> {
-        let job = self.run.job;
-        let context = RunContext {
-            run_id: format!("{}/{key}", job.id),
-            bundle: bundle.to_string(),
-            bundle_version: String::new(),
-            parent: Some(ParentRun {
-                run_id: job.id.to_string(),
-                call_id: key.to_string(),
-                depth: 1,
-            }),
-        };
-        self.run
-            .registry
-            .agent_host()
-            .run_nested(
-                bundle,
-                prompt,
-                self.run.sink,
-                context,
-                self.run.journal.child(round, key),
-                self.run.cancel.clone(),
-            )
-            .await
-            .map_err(|e| e.to_string())
+    ) -> Result<String, RunFailure> {
+        let scope = self.run.scope.nested(round, key, bundle);
+        let run = self
+            .run
+            .runner
+            .run_nested_bundle(bundle, &prompt, &Map::new(), &RunOptions::default(), scope)
+            .await?;
+        Ok(run
+            .final_output
+            .or(run.final_message.content)
+            .unwrap_or_default())
     }
 }
 

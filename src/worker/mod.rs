@@ -26,11 +26,12 @@ use crate::events::{
     CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
 use crate::journal::RunJournal;
-use crate::kernel::{Kernel, RunError};
-use crate::queue::{HealthProbe, HeartbeatReply, JobQueue, Lease, Outcome};
+use crate::kernel::RunFailure;
+use crate::queue::{HealthProbe, HeartbeatReply, Job, JobQueue, Lease, Outcome};
 use crate::registry::{LoadedBundle, Registry};
+use crate::runner::{RunOptions, RunScope, Runner, short_digest};
 use crate::tools::panic_message;
-use crate::types::{Message, TerminationReason};
+use crate::types::Message;
 use event_log::EventLogObserver;
 
 /// How the pool behaves.
@@ -53,6 +54,7 @@ pub type ObserverFactory =
 pub struct WorkerPool {
     queue: Arc<dyn JobQueue>,
     registry: Arc<Registry>,
+    runner: Runner,
     settings: WorkerSettings,
     observers: ObserverFactory,
     /// Woken by submissions so idle workers do not wait for the next poll.
@@ -70,6 +72,7 @@ impl WorkerPool {
         wake: Arc<Notify>,
     ) -> Self {
         Self {
+            runner: Runner::new(registry.clone()),
             queue,
             registry,
             settings,
@@ -177,7 +180,7 @@ impl WorkerPool {
                     "job {}: bundle {:?} content {} (version {}) that its first attempt ran is no longer loaded (it was edited or removed since); the job is never replayed against different content: resubmit it",
                     job.id,
                     job.bundle,
-                    short(digest),
+                    short_digest(digest),
                     version.as_deref().unwrap_or("?"),
                 ),
                 (None, _) => format!(
@@ -230,7 +233,6 @@ impl WorkerPool {
             job.id.clone(),
             attempt,
         ));
-        let journal = RunJournal::new(job.id.as_str(), recorded, log.clone());
         let context = RunContext {
             run_id: job.id.to_string(),
             bundle: loaded.name().to_string(),
@@ -254,10 +256,14 @@ impl WorkerPool {
         })
         .await;
 
-        let cancel = CancellationToken::new();
-        let heartbeat = self.spawn_heartbeat(&lease, cancel.clone());
+        let scope = RunScope {
+            sink,
+            journal: RunJournal::new(job.id.as_str(), recorded, log.clone()),
+            cancel: CancellationToken::new(),
+        };
+        let heartbeat = self.spawn_heartbeat(&lease, scope.cancel.clone());
         let stop_on_abandon = {
-            let cancel = cancel.clone();
+            let cancel = scope.cancel.clone();
             let abandon = abandon.clone();
             tokio::spawn(async move {
                 abandon.cancelled().await;
@@ -268,21 +274,18 @@ impl WorkerPool {
             match &loaded.bundle.workflow {
                 Some(workflow) => {
                     let run = workflow::WorkflowJob {
-                        registry: &self.registry,
+                        runner: &self.runner,
                         loaded: &loaded,
                         job,
-                        sink: &sink,
-                        journal: &journal,
-                        cancel: cancel.clone(),
+                        scope: &scope,
                         record_messages: self.settings.record_messages,
                     };
                     workflow::run(run, workflow).await
                 }
                 None if group_chat::is_group_chat(&loaded, job) => {
-                    self.run_group_chat(&loaded, job, &sink, &journal, &cancel)
-                        .await
+                    self.run_group_chat(&loaded, job, &scope).await
                 }
-                None => self.run_agent(&loaded, job, &sink, &journal, &cancel).await,
+                None => self.run_agent(&loaded, job, &scope).await,
             }
         };
         // A panic anywhere in the run (model plugin, client, template, tool
@@ -299,7 +302,7 @@ impl WorkerPool {
         if abandon.is_cancelled() {
             // Shutdown: the job goes back to the queue; its next attempt
             // resumes from the journal and continues the event log.
-            let final_event = sink.stamp(Event::JobState {
+            let final_event = scope.sink.stamp(Event::JobState {
                 state: JobStatus::Released,
                 attempt,
                 error: None,
@@ -326,20 +329,40 @@ impl WorkerPool {
             ),
             retryable: false,
         });
-        self.finish(&lease, outcome, &sink, &log, Some(&others), started)
+        self.finish(&lease, outcome, &scope.sink, &log, Some(&others), started)
             .await;
     }
 
     /// Runs an agent bundle's job: its prompts rendered with the job's
     /// input, then the kernel, resuming from the journal.
-    async fn run_agent(
+    async fn run_agent(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+        let messages = match self.agent_messages(loaded, job).await {
+            Ok(messages) => messages,
+            Err(outcome) => return outcome,
+        };
+        let options = RunOptions {
+            record_messages: self.settings.record_messages,
+            call_budget: agent_budget(loaded, job),
+        };
+        match self.runner.run(loaded, messages, &options, scope).await {
+            Ok(run) => Outcome::Succeeded(json!({
+                "output": run.final_output.clone().or_else(|| run.final_message.content.clone()),
+                "termination_reason": run.termination_reason,
+                "turn_count": run.turn_count,
+                "usage": run.usage,
+                "bundle_version": loaded.version(),
+            })),
+            Err(failure) => failure.into(),
+        }
+    }
+
+    /// The messages an agent job starts from: its chat, or its input after
+    /// its conversation's earlier turns, through the bundle's prompts.
+    async fn agent_messages(
         &self,
-        loaded: &Arc<LoadedBundle>,
-        job: &crate::queue::Job,
-        sink: &EventSink,
-        journal: &RunJournal,
-        cancel: &CancellationToken,
-    ) -> Outcome {
+        loaded: &LoadedBundle,
+        job: &Job,
+    ) -> Result<Vec<Message>, Outcome> {
         let rendered = match &job.messages {
             Some(chat) => match chat.iter().map(Message::from_wire).collect() {
                 Ok(chat) => loaded
@@ -347,99 +370,43 @@ impl WorkerPool {
                     .prompts
                     .render_over(&job.input, &job.variables, chat),
                 Err(e) => {
-                    return Outcome::Failed {
+                    return Err(Outcome::Failed {
                         error: format!("job {}: its messages are not chat messages: {e}", job.id),
                         retryable: false,
-                    };
+                    });
                 }
             },
             None if job.conversation_id.is_some() => {
                 // Each earlier turn is two messages; the history strategy
                 // trims further per request.
                 let turns = loaded.bundle.raw.limits.max_history_messages / 2;
-                match self.earlier_turns(job, turns).await {
-                    Ok(earlier) => loaded.bundle.prompts.render_continuing(
-                        &job.input,
-                        &job.variables,
-                        earlier.iter().flat_map(turn_messages).collect(),
-                    ),
-                    Err(outcome) => return outcome,
-                }
+                let earlier = self.earlier_turns(job, turns).await?;
+                loaded.bundle.prompts.render_continuing(
+                    &job.input,
+                    &job.variables,
+                    earlier.iter().flat_map(turn_messages).collect(),
+                )
             }
             None => loaded.bundle.prompts.render(&job.input, &job.variables),
         };
-        let messages = match rendered {
-            Ok(m) => m,
-            Err(e) => {
-                return Outcome::Failed {
-                    error: format!("job {}: bundle {:?}: {e}", job.id, job.bundle),
-                    retryable: false,
-                };
-            }
-        };
-        let mut config = loaded.bundle.kernel_config();
-        config.record_messages = self.settings.record_messages;
-        config.call_budget = agent_budget(loaded, job);
-        let timeout = config.timeout.unwrap_or_default();
-        let kernel = Kernel::new(
-            config,
-            loaded.bundle.model.plugin.clone(),
-            loaded.backend.clone(),
-            loaded.tools.clone(),
-        );
-        let result = kernel
-            .run_journaled(messages, sink, cancel.clone(), journal)
-            .await;
-        match result {
-            Ok(run) => match run.termination_reason {
-                TerminationReason::Cancelled => Outcome::Failed {
-                    error: "cancelled by request".into(),
-                    retryable: false,
-                },
-                TerminationReason::Timeout => Outcome::Failed {
-                    error: format!("the run exceeded its deadline ({timeout:?}, limits.timeout)"),
-                    retryable: false,
-                },
-                _ => Outcome::Succeeded(json!({
-                    "output": run.final_output.clone().or_else(|| run.final_message.content.clone()),
-                    "termination_reason": run.termination_reason,
-                    "turn_count": run.turn_count,
-                    "usage": run.usage,
-                    "bundle_version": loaded.version(),
-                })),
-            },
-            Err(RunError::NeedsAttention(pending)) => Outcome::NeedsAttention {
-                error: pending.to_string(),
-                pending_call: serde_json::to_value(&*pending).unwrap_or_default(),
-            },
-            Err(err) => Outcome::Failed {
-                error: err.to_string(),
-                retryable: err.is_retryable(),
-            },
-        }
+        rendered.map_err(|e| Outcome::Failed {
+            error: format!("job {}: bundle {:?}: {e}", job.id, job.bundle),
+            retryable: false,
+        })
     }
 
     /// Runs a group-chat job: its plan's rounds, after the conversation's
     /// earlier turns.
-    async fn run_group_chat(
-        &self,
-        loaded: &Arc<LoadedBundle>,
-        job: &crate::queue::Job,
-        sink: &EventSink,
-        journal: &RunJournal,
-        cancel: &CancellationToken,
-    ) -> Outcome {
+    async fn run_group_chat(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
         let earlier = match self.earlier_turns(job, GROUP_CHAT_HISTORY_TURNS).await {
             Ok(earlier) => earlier,
             Err(outcome) => return outcome,
         };
         let run = group_chat::GroupChatJob {
-            registry: &self.registry,
+            runner: &self.runner,
             loaded,
             job,
-            sink,
-            journal,
-            cancel: cancel.clone(),
+            scope,
             earlier: earlier
                 .iter()
                 .map(|j| (j.input.clone(), j.answer().unwrap_or_default().to_string()))
@@ -525,6 +492,24 @@ impl WorkerPool {
     }
 }
 
+/// A run's failure as its job's outcome (the one translation): an unknown
+/// outcome parks the job for an operator; the rest fail, retryable when a
+/// new attempt may succeed.
+impl From<RunFailure> for Outcome {
+    fn from(failure: RunFailure) -> Self {
+        match failure.pending_call() {
+            Some(pending) => Outcome::NeedsAttention {
+                error: pending.to_string(),
+                pending_call: serde_json::to_value(pending).unwrap_or_default(),
+            },
+            None => Outcome::Failed {
+                retryable: failure.is_retryable(),
+                error: failure.to_string(),
+            },
+        }
+    }
+}
+
 /// Earlier turns of its conversation a group chat's agents read.
 const GROUP_CHAT_HISTORY_TURNS: usize = 10;
 
@@ -543,10 +528,6 @@ fn agent_budget(
         max_calls: usize::try_from(max).unwrap_or(usize::MAX),
         refusal: format!("max_agents ({max}) reached: answer with what you have"),
     })
-}
-
-fn short(digest: &str) -> &str {
-    digest.get(..12).unwrap_or(digest)
 }
 
 struct Heartbeat {

@@ -4,29 +4,25 @@
 //! journal entries, written with the job's held events in one group
 //! commit; every stage run becomes a `StageEnd` event (log, metrics, spans).
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
 
-use crate::events::{Event, EventSink, ParentRun, RunContext};
+use crate::events::Event;
 use crate::journal::{ARTIFACTS_SCOPE, CHECKPOINTS_SCOPE, RunJournal};
-use crate::kernel::Kernel;
+use crate::kernel::RunFailure;
 use crate::queue::{Job, Outcome};
-use crate::registry::{LoadedBundle, Registry};
+use crate::registry::LoadedBundle;
+use crate::runner::{RunOptions, RunScope, Runner};
 use crate::workflow::{
     AgentOutput, Checkpoint, Engine, EngineError, StageReport, Workflow, WorkflowHost,
 };
 
 /// One attempt of a workflow job.
 pub(super) struct WorkflowJob<'a> {
-    pub registry: &'a Registry,
-    pub loaded: &'a Arc<LoadedBundle>,
+    pub runner: &'a Runner,
+    pub loaded: &'a LoadedBundle,
     pub job: &'a Job,
-    pub sink: &'a EventSink,
-    pub journal: &'a RunJournal,
-    pub cancel: CancellationToken,
+    pub scope: &'a RunScope,
     pub record_messages: bool,
 }
 
@@ -45,45 +41,37 @@ impl WorkflowHost for Host<'_> {
         key: &str,
         bundle: Option<&str>,
         prompt: String,
-    ) -> Result<AgentOutput, String> {
+    ) -> Result<AgentOutput, RunFailure> {
         let run = self.run;
-        let loaded = match bundle {
-            None => run.loaded.clone(),
-            Some(name) => run.registry.resolve(name, None).ok_or_else(|| {
-                format!("bundle {name:?} is not loaded; check `structured-agents bundles`")
-            })?,
+        let options = RunOptions {
+            record_messages: run.record_messages,
+            call_budget: None,
         };
-        let messages = loaded
-            .bundle
-            .prompts
-            .render(&prompt, &run.job.variables)
-            .map_err(|e| format!("bundle {:?}: {e}", loaded.name()))?;
-        let mut config = loaded.bundle.kernel_config();
-        config.record_messages = run.record_messages;
-        let kernel = Kernel::new(
-            config,
-            loaded.bundle.model.plugin.clone(),
-            loaded.backend.clone(),
-            loaded.tools.clone(),
-        );
-        let sink = run.sink.child(RunContext {
-            run_id: format!("{}/{key}", run.job.id),
-            bundle: loaded.name().to_string(),
-            bundle_version: loaded.version().to_string(),
-            parent: Some(ParentRun {
-                run_id: run.job.id.to_string(),
-                call_id: key.to_string(),
-                depth: 1,
-            }),
-        });
-        let journal = run.journal.child(0, key);
-        let result = kernel
-            .run_journaled(messages, &sink, run.cancel.clone(), &journal)
-            .await
-            .map_err(|e| e.to_string())?;
-        if run.cancel.is_cancelled() {
-            return Err("cancelled".into());
-        }
+        let scope = run
+            .scope
+            .nested(0, key, bundle.unwrap_or(run.loaded.name()));
+        let result = match bundle {
+            Some(name) => {
+                run.runner
+                    .run_nested_bundle(name, &prompt, &run.job.variables, &options, scope)
+                    .await?
+            }
+            // The workflow's own bundle: the content the job is pinned to.
+            None => {
+                let messages = run
+                    .loaded
+                    .bundle
+                    .prompts
+                    .render(&prompt, &run.job.variables)
+                    .map_err(|e| {
+                        RunFailure::Bundle(format!("bundle {:?}: {e}", run.loaded.name()))
+                    })?;
+                let scope = scope.running(run.loaded);
+                run.runner
+                    .run(run.loaded, messages, &options, &scope)
+                    .await?
+            }
+        };
         Ok(AgentOutput {
             text: result.final_message.content.unwrap_or_default(),
             final_output: result.final_output,
@@ -135,6 +123,7 @@ impl WorkflowHost for Host<'_> {
             "workflow stage"
         );
         self.run
+            .scope
             .sink
             .emit(Event::StageEnd {
                 step: report.step,
@@ -157,8 +146,8 @@ impl WorkflowHost for Host<'_> {
 pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
     let mut host = Host {
         run: &run,
-        checkpoints: run.journal.named(CHECKPOINTS_SCOPE),
-        artifacts: run.journal.named(ARTIFACTS_SCOPE),
+        checkpoints: run.scope.journal.named(CHECKPOINTS_SCOPE),
+        artifacts: run.scope.journal.named(ARTIFACTS_SCOPE),
         artifacts_dir: None,
     };
     let resumed: Option<Checkpoint> = match host.checkpoints.latest_value("checkpoint") {
@@ -205,7 +194,8 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
         || (workflow.spec.start.clone(), 1),
         |c| (c.stage.clone(), c.iteration),
     );
-    run.sink
+    run.scope
+        .sink
         .emit(Event::WorkflowStart {
             workflow: run.loaded.name().to_string(),
             stage,
@@ -220,7 +210,7 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
                 None => engine.start(&data).await,
             }
         } => r,
-        _ = run.cancel.cancelled() => {
+        _ = run.scope.cancel.cancelled() => {
             return Outcome::Failed { error: "cancelled by request".into(), retryable: false };
         }
     };
@@ -234,6 +224,10 @@ async fn outcome(
 ) -> Outcome {
     let ended = match result {
         Ok(ended) => ended,
+        // An unknown outcome inside a stage parks the whole job.
+        Err(EngineError::Agent { source, .. }) if source.ends_job() => {
+            return source.into();
+        }
         Err(e) => {
             // Storage and agent failures end this attempt; the next one
             // resumes from the last checkpoint. A checkpoint this workflow
@@ -252,7 +246,8 @@ async fn outcome(
     };
     let checkpoint = &ended.checkpoint;
     let fatal = ended.fatal();
-    run.sink
+    run.scope
+        .sink
         .emit(Event::WorkflowEnd {
             outcome: if fatal.is_some() { "fatal" } else { "finish" }.into(),
             stage: checkpoint.stage.clone(),

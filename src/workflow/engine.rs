@@ -19,6 +19,7 @@ use super::checkpoint::{
 };
 use super::compile::Workflow;
 use super::spec::{CapAction, FATAL, FINISH, StageSpec};
+use crate::kernel::RunFailure;
 
 /// The name of the fatal report artifact.
 pub const FATAL_ARTIFACT: &str = "fatal-report.json";
@@ -45,7 +46,7 @@ pub trait WorkflowHost: Send + Sync {
         key: &str,
         bundle: Option<&str>,
         prompt: String,
-    ) -> Result<AgentOutput, String>;
+    ) -> Result<AgentOutput, RunFailure>;
 
     /// Stores the checkpoint durably (with the job's progress, in one
     /// transaction). Called before every dispatch and at the end.
@@ -60,7 +61,7 @@ pub trait WorkflowHost: Send + Sync {
 
 /// Why the engine stopped without reaching `finish` or `fatal`. The job
 /// attempt fails; a new attempt resumes from the last stored checkpoint.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error(
         "the checkpoint belongs to workflow version {found:?}, but the bundle's workflow is version {expected:?}: resubmit the job, or run it with the bundle version it started with"
@@ -83,9 +84,13 @@ pub enum EngineError {
         message: String,
     },
     #[error(
-        "stage {stage:?}: the agent run failed: {message}; a new attempt of the job resumes this stage"
+        "stage {stage:?}: the agent run failed: {source}; a new attempt of the job resumes this stage"
     )]
-    Agent { stage: String, message: String },
+    Agent {
+        stage: String,
+        #[source]
+        source: RunFailure,
+    },
     #[error("stage {stage:?}: storing artifact {name:?} failed: {message}; check the job store")]
     Artifact {
         stage: String,

@@ -51,7 +51,14 @@ impl Engine<'_> {
                     .await
                 {
                     Ok(out) => parse_review(&out.text, &score.thresholds),
-                    Err(e) => Review::reviewer_error(&e),
+                    // Not a failed review: the job waits for an operator.
+                    Err(source) if source.ends_job() => {
+                        return Err(EngineError::Agent {
+                            stage: stage.to_string(),
+                            source,
+                        });
+                    }
+                    Err(e) => Review::reviewer_error(&e.to_string()),
                 };
                 let prefix = score.artifact.as_deref().unwrap_or(stage);
                 let name = format!("{prefix}-iter-{}.json", cp.iteration);
@@ -118,9 +125,9 @@ impl Engine<'_> {
             .host
             .run_agent(&key, agent.bundle.as_deref(), prompt)
             .await
-            .map_err(|message| EngineError::Agent {
+            .map_err(|source| EngineError::Agent {
                 stage: stage.to_string(),
-                message,
+                source,
             })?;
         let event = match self.result_event(&agent.result, at, vars, &output) {
             Ok(event) => event,

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::super::AppState;
 use super::super::error::ApiError;
-use crate::journal::{JournalEntry, RecordedResult};
+use crate::journal::{JournalEntry, RecordedReply, RecordedResult};
 use crate::queue::Job;
 
 /// Which of a job's tools call agents, and the agent each calls.
@@ -62,9 +62,18 @@ pub(super) fn query_of(arguments: &Value) -> String {
 /// The full reply of call `call_id` in `turn`: a router's recorded tool
 /// result, or a group chat's recorded reply.
 pub(super) fn response_of(journal: &[JournalEntry], turn: u32, call_id: &str) -> Option<String> {
-    let result_key = JournalEntry::result_key(call_id);
+    // Results are journaled by the call's position in its turn's reply.
+    let position = journal
+        .iter()
+        .find(|e| e.scope.is_empty() && e.turn == turn && e.step == "reply")
+        .and_then(|e| serde_json::from_str::<RecordedReply>(&e.body).ok())
+        .and_then(|reply| {
+            let calls = reply.assistant.tool_calls;
+            calls.iter().position(|call| call.id == call_id)
+        });
+    let result_key = position.map(JournalEntry::result_key);
     journal.iter().find_map(|e| {
-        if e.scope.is_empty() && e.turn == turn && e.step == result_key {
+        if e.scope.is_empty() && e.turn == turn && Some(&e.step) == result_key.as_ref() {
             let recorded: RecordedResult = serde_json::from_str(&e.body).ok()?;
             Some(plain(&recorded.result.output))
         } else if e.scope == "group/" && e.step == call_id {

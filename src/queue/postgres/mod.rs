@@ -692,7 +692,7 @@ impl PostgresQueue {
                         &id.as_str(),
                         &pending.scope,
                         &int(pending.turn),
-                        &JournalEntry::start_key(&pending.call_id),
+                        &pending.steps().0,
                     ],
                 )
                 .await?;
@@ -706,7 +706,7 @@ impl PostgresQueue {
                     id,
                     &pending.scope,
                     pending.turn,
-                    &JournalEntry::result_key(&pending.call_id),
+                    &pending.steps().1,
                     job.attempts,
                     &body,
                 )

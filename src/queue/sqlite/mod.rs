@@ -875,7 +875,7 @@ impl JobQueue for SqliteQueue {
                         // Without its start marker the next attempt runs the call afresh.
                         conn.execute(
                             "DELETE FROM journal WHERE job_id = ?1 AND scope = ?2 AND turn = ?3 AND step = ?4",
-                            params![job_id.as_str(), pending.scope, pending.turn, JournalEntry::start_key(&pending.call_id)],
+                            params![job_id.as_str(), pending.scope, pending.turn, pending.steps().0],
                         )?;
                         requeue(conn, &job_id, now)?;
                     }
@@ -883,7 +883,7 @@ impl JobQueue for SqliteQueue {
                         let body = Resolution::skipped_result(&pending, output, *is_error);
                         conn.execute(
                             "INSERT OR REPLACE INTO journal (job_id, scope, turn, step, attempt, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                            params![job_id.as_str(), pending.scope, pending.turn, JournalEntry::result_key(&pending.call_id), job.attempts, body],
+                            params![job_id.as_str(), pending.scope, pending.turn, pending.steps().1, job.attempts, body],
                         )?;
                         requeue(conn, &job_id, now)?;
                     }

@@ -519,12 +519,9 @@ async fn resume_refuses_other_versions_and_never_reruns_a_finished_workflow() {
     let mut cp = engine.initial(&Map::new());
     cp.version = "old".into();
     let err = engine.resume(cp.clone()).await.unwrap_err();
-    assert_eq!(
-        err,
-        EngineError::VersionMismatch {
-            found: "old".into(),
-            expected: "v1".into()
-        }
+    assert!(
+        matches!(&err, EngineError::VersionMismatch { found, expected } if found == "old" && expected == "v1"),
+        "{err:?}"
     );
     assert!(err.to_string().contains("resubmit the job"), "{err}");
 

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::kernel::RunFailure;
 use crate::workflow::{AgentOutput, Checkpoint, StageReport, WorkflowHost};
 
 /// A scripted reply: the answer, and files to create (`Some`) or delete (`None`).
@@ -89,7 +90,7 @@ impl WorkflowHost for FakeHost {
         key: &str,
         _bundle: Option<&str>,
         prompt: String,
-    ) -> Result<AgentOutput, String> {
+    ) -> Result<AgentOutput, RunFailure> {
         self.log.lock().unwrap().push(format!("agent:{key}"));
         let stage = key.split_once('-').map(|(_, s)| s.to_string()).unwrap();
         self.prompts.lock().unwrap().push((stage.clone(), prompt));
@@ -100,7 +101,7 @@ impl WorkflowHost for FakeHost {
             .get_mut(&stage)
             .and_then(VecDeque::pop_front);
         let Some(reply) = reply else {
-            return Err(format!("no scripted reply for {stage}"));
+            return Err(RunFailure::Bundle(format!("no scripted reply for {stage}")));
         };
         for (file, content) in reply.files {
             match content {
@@ -108,10 +109,13 @@ impl WorkflowHost for FakeHost {
                 None => drop(std::fs::remove_file(self.dir.join(file))),
             }
         }
-        reply.result.map(|text| AgentOutput {
-            text,
-            final_output: None,
-        })
+        reply
+            .result
+            .map(|text| AgentOutput {
+                text,
+                final_output: None,
+            })
+            .map_err(RunFailure::Bundle)
     }
 
     async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String> {

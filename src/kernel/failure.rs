@@ -1,0 +1,77 @@
+//! How a run ends without an answer, as one type for every kind of run (a
+//! job's agent, a nested agent, a workflow stage, a group-chat agent), and
+//! its one translation into the tool error of a call that started a nested
+//! run.
+
+use std::time::Duration;
+
+use super::RunError;
+use crate::journal::{JournalError, PendingCall};
+use crate::tools::ToolError;
+
+/// Why a run gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFailure {
+    #[error("cancelled by request")]
+    Cancelled,
+    #[error("the run exceeded its deadline ({0:?}, limits.timeout)")]
+    TimedOut(Duration),
+    /// The bundle to run is not loaded, or its prompts do not render.
+    #[error("{0}")]
+    Bundle(String),
+    /// The bundle content a resumed nested run is pinned to is gone: the
+    /// job fails rather than run different content.
+    #[error("{0}")]
+    PinnedContentGone(String),
+    /// The bundle's pin could not be read from the journal.
+    #[error("{0}")]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+impl RunFailure {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RunFailure::Run(err) => err.is_retryable(),
+            _ => false,
+        }
+    }
+
+    /// Whether this ends the whole job however deep the run is nested: an
+    /// unknown outcome (the job parks) or content that is gone (it fails).
+    /// A caller that would otherwise carry on (a group chat's reply, a
+    /// workflow review) passes it up instead.
+    pub fn ends_job(&self) -> bool {
+        matches!(
+            self,
+            RunFailure::PinnedContentGone(_)
+                | RunFailure::Run(RunError::NeedsAttention(_) | RunError::Aborted(_))
+        )
+    }
+
+    /// The call of unknown outcome the run stopped at, if that is why.
+    pub fn pending_call(&self) -> Option<&PendingCall> {
+        match self {
+            RunFailure::Run(RunError::NeedsAttention(pending)) => Some(pending),
+            _ => None,
+        }
+    }
+}
+
+/// A nested run's failure, for the call that started it: an unknown
+/// outcome parks the whole job, content that is gone fails it; the rest is
+/// the call's error.
+impl From<RunFailure> for ToolError {
+    fn from(failure: RunFailure) -> Self {
+        match failure {
+            RunFailure::Run(RunError::NeedsAttention(pending)) => {
+                ToolError::NeedsAttention(pending)
+            }
+            RunFailure::PinnedContentGone(message)
+            | RunFailure::Run(RunError::Aborted(message)) => ToolError::Abort(message),
+            failure if failure.is_retryable() => ToolError::Retryable(failure.to_string()),
+            failure => ToolError::Failed(failure.to_string()),
+        }
+    }
+}

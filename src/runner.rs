@@ -1,0 +1,233 @@
+//! The runner: the one place a loaded bundle runs as an agent. It builds the
+//! bundle's kernel and runs it under a [`RunScope`] (the run's event sink,
+//! journal scope and cancellation). Runs nested in a job — `agent` tools,
+//! workflow agent and score stages, group-chat local agents — go through the
+//! same door, each with its own scope under the step that started it, and
+//! each pinned to the bundle content it started with: the digest is
+//! journaled with the nested run's first step, and a resumed run gets that
+//! content or fails saying it is gone.
+//!
+//! How a run ends is a [`RunFailure`] or a [`RunResult`]; the failure turns
+//! into the tool error of the call that started a nested run (beside its
+//! type) and the worker turns a run into a job outcome (one place each).
+//!
+//! This module must not know about the queue, workers or HTTP.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Map;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{EventSink, RunContext};
+use crate::journal::RunJournal;
+use crate::kernel::{CallBudget, Kernel, RunFailure};
+use crate::registry::{LoadedBundle, Registry};
+use crate::tools::ToolError;
+use crate::tools::agent::AgentHost;
+use crate::types::{Message, RunResult, TerminationReason};
+
+/// Where a run happens: its events, its journal scope and what stops it.
+pub struct RunScope {
+    pub sink: EventSink,
+    pub journal: RunJournal,
+    pub cancel: CancellationToken,
+}
+
+impl RunScope {
+    /// The scope of the run nested in this one under `key` (a workflow
+    /// stage's or a group-chat reply's key) in `turn`: its events continue
+    /// this run's log as run `{run}/{key}`, its steps are journaled under
+    /// the key, and it stops with this run.
+    pub fn nested(&self, turn: u32, key: &str, bundle: &str) -> RunScope {
+        RunScope {
+            sink: self
+                .sink
+                .child(self.sink.context().nested(key, key, bundle)),
+            journal: self.journal.child(turn, key),
+            cancel: self.cancel.clone(),
+        }
+    }
+}
+
+impl RunScope {
+    /// This scope with the version of the bundle it runs on its events.
+    pub fn running(self, loaded: &LoadedBundle) -> RunScope {
+        let mut context = self.sink.context().clone();
+        context.bundle = loaded.name().to_string();
+        context.bundle_version = loaded.version().to_string();
+        RunScope {
+            sink: self.sink.child(context),
+            ..self
+        }
+    }
+}
+
+/// What a job asks of its run beyond the bundle's own settings.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Put prompts on ModelRequest events (the operator opted in to content capture).
+    pub record_messages: bool,
+    /// A cap on agent calls (the runtime API's `max_agents`).
+    pub call_budget: Option<CallBudget>,
+}
+
+/// The bundle content a nested run started with, journaled with its first
+/// step so a resumed run gets exactly that content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Pin {
+    bundle: String,
+    version: String,
+    digest: String,
+}
+
+const PIN_STEP: &str = "bundle";
+
+/// Runs loaded bundles as agents; runs the bundles nested in them from the
+/// registry (none in `structured-agents run` and `chat`).
+#[derive(Clone)]
+pub struct Runner {
+    registry: Option<Arc<Registry>>,
+}
+
+impl Runner {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry: Some(registry),
+        }
+    }
+
+    /// A runner for one bundle in this process (`run`, `chat`, benches).
+    pub fn local() -> Self {
+        Self { registry: None }
+    }
+
+    /// The bundle's kernel: the one place a kernel is assembled.
+    pub fn kernel(&self, loaded: &LoadedBundle, options: &RunOptions) -> Kernel {
+        let mut config = loaded.bundle.kernel_config();
+        config.record_messages = options.record_messages;
+        config.call_budget = options.call_budget.clone();
+        let agents = self
+            .registry
+            .is_some()
+            .then(|| Arc::new(self.clone()) as Arc<dyn AgentHost>);
+        Kernel::new(
+            config,
+            loaded.bundle.model.plugin.clone(),
+            loaded.backend.clone(),
+            loaded.tools.clone(),
+            agents,
+        )
+    }
+
+    /// Runs (or resumes, from `scope`'s journal) the bundle on `messages`.
+    pub async fn run(
+        &self,
+        loaded: &LoadedBundle,
+        messages: Vec<Message>,
+        options: &RunOptions,
+        scope: &RunScope,
+    ) -> Result<RunResult, RunFailure> {
+        let kernel = self.kernel(loaded, options);
+        let run = kernel
+            .run_journaled(messages, &scope.sink, scope.cancel.clone(), &scope.journal)
+            .await?;
+        match run.termination_reason {
+            TerminationReason::Cancelled => Err(RunFailure::Cancelled),
+            TerminationReason::Timeout => Err(RunFailure::TimedOut(
+                kernel.config().timeout.unwrap_or_default(),
+            )),
+            _ => Ok(run),
+        }
+    }
+
+    /// Runs the bundle `name` nested in a job (an agent call, a workflow
+    /// stage, a group-chat agent) on `input` rendered through its prompts
+    /// with `variables`: the content its first attempt ran when resuming,
+    /// else the current one (then pinned).
+    pub async fn run_nested_bundle(
+        &self,
+        name: &str,
+        input: &str,
+        variables: &Map<String, serde_json::Value>,
+        options: &RunOptions,
+        scope: RunScope,
+    ) -> Result<RunResult, RunFailure> {
+        let loaded = self.pinned(name, &scope.journal)?;
+        let messages = loaded
+            .bundle
+            .prompts
+            .render(input, variables)
+            .map_err(|e| RunFailure::Bundle(format!("bundle {name:?}: {e}")))?;
+        self.run(&loaded, messages, options, &scope.running(&loaded))
+            .await
+    }
+
+    /// The content of `name` a nested run with this journal is pinned to,
+    /// or the current content, pinned now (written with the run's first
+    /// durable step).
+    fn pinned(&self, name: &str, journal: &RunJournal) -> Result<Arc<LoadedBundle>, RunFailure> {
+        let registry = self.registry.as_ref().ok_or_else(|| {
+            RunFailure::Bundle(format!(
+                "bundle {name:?} runs nested, which needs the daemon (`structured-agents serve`)"
+            ))
+        })?;
+        if let Some(pin) = journal.latest_value::<Pin>(PIN_STEP)? {
+            return registry.resolve(name, Some(&pin.digest)).ok_or_else(|| {
+                RunFailure::PinnedContentGone(format!(
+                    "bundle {name:?} content {} (version {}) that this nested run started with is no longer loaded (it was edited or removed since); it is never resumed against different content: resubmit the job",
+                    short_digest(&pin.digest),
+                    pin.version
+                ))
+            });
+        }
+        let loaded = registry.resolve(name, None).ok_or_else(|| {
+            RunFailure::Bundle(format!(
+                "bundle {name:?} is not loaded; check `structured-agents bundles`"
+            ))
+        })?;
+        journal.defer_value(
+            0,
+            PIN_STEP,
+            &Pin {
+                bundle: name.to_string(),
+                version: loaded.version().to_string(),
+                digest: loaded.bundle.digest.clone(),
+            },
+        )?;
+        Ok(loaded)
+    }
+}
+
+/// The first 12 hex digits of a bundle digest, as people are shown it.
+pub fn short_digest(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
+impl AgentHost for Runner {
+    fn run_nested<'a>(
+        &'a self,
+        bundle: &'a str,
+        input: String,
+        parent: &'a EventSink,
+        context: RunContext,
+        journal: RunJournal,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            let scope = RunScope {
+                sink: parent.child(context),
+                journal,
+                cancel,
+            };
+            let run = self
+                .run_nested_bundle(bundle, &input, &Map::new(), &RunOptions::default(), scope)
+                .await?;
+            Ok(run
+                .final_output
+                .or(run.final_message.content)
+                .unwrap_or_default())
+        })
+    }
+}
