@@ -25,6 +25,12 @@ use structured_agents::queue::{
 };
 
 const LEASE: Duration = Duration::from_millis(150);
+/// A lease no stall between two calls can outlive: every "not handed out"
+/// check runs under it. A short `LEASE` is let expire only by a sleep, which
+/// is a lower bound: a stall makes it more expired, never less.
+const HELD: Duration = Duration::from_secs(30);
+/// How long a test waits for what must happen, however busy the machine.
+const DEADLINE: Duration = Duration::from_secs(60);
 
 fn job(bundle: &str) -> NewJob {
     NewJob {
@@ -57,8 +63,8 @@ fn fast_retry() -> RetryPolicy {
     }
 }
 
-async fn lease_until(q: &dyn JobQueue, within: Duration) -> structured_agents::queue::Lease {
-    let deadline = std::time::Instant::now() + within;
+async fn lease_until(q: &dyn JobQueue) -> structured_agents::queue::Lease {
+    let deadline = std::time::Instant::now() + DEADLINE;
     loop {
         if let Some(l) = q.lease("w", LEASE).await.unwrap() {
             return l;
@@ -71,31 +77,51 @@ async fn lease_until(q: &dyn JobQueue, within: Duration) -> structured_agents::q
     }
 }
 
+/// A time the queue stored (RFC 3339).
+fn at(stamp: &str) -> SystemTime {
+    humantime::parse_rfc3339(stamp).unwrap()
+}
+
+/// Checks that a lease was not handed out before its job's `run_at`. The
+/// clock is read after the lease returned, never before it was taken, so a
+/// slow machine can hide an early lease but never fail a correct one.
+fn assert_leased_when_due(lease: &structured_agents::queue::Lease) {
+    assert!(
+        SystemTime::now() >= at(&lease.job.run_at),
+        "job {} handed out before its run_at {}",
+        lease.job.id,
+        lease.job.run_at
+    );
+}
+
 pub async fn lease_expiry_makes_a_job_runnable_again(q: Arc<dyn JobQueue>) {
     let (submitted, _) = q.submit(job("b")).await.unwrap();
     let first = q.lease("w1", LEASE).await.unwrap().unwrap();
     assert_eq!(first.attempt, 1);
-    assert!(
-        q.lease("w2", LEASE).await.unwrap().is_none(),
-        "a leased job must not be handed out twice"
-    );
     tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
     let second = q
-        .lease("w2", LEASE)
+        .lease("w2", HELD)
         .await
         .unwrap()
         .expect("expired lease is runnable again");
     assert_eq!(second.job.id, submitted.id);
     assert_eq!(second.attempt, 2);
-    // Heartbeats keep a lease alive.
-    for _ in 0..4 {
-        tokio::time::sleep(LEASE / 2).await;
-        assert_eq!(
-            q.heartbeat(&second.job.id, 2, LEASE).await.unwrap(),
-            HeartbeatReply::Ok
-        );
-    }
-    assert!(q.lease("w3", LEASE).await.unwrap().is_none());
+    assert!(
+        q.lease("w3", LEASE).await.unwrap().is_none(),
+        "a leased job must not be handed out twice"
+    );
+    // Heartbeats keep a lease alive: a short lease renewed for `HELD` is
+    // still held once the short one has surely passed. A heartbeat that comes
+    // late still renews it, since nothing else leases in between.
+    let (beating, _) = q.submit(job("b")).await.unwrap();
+    let third = q.lease("w3", LEASE).await.unwrap().unwrap();
+    assert_eq!(third.job.id, beating.id);
+    assert_eq!(
+        q.heartbeat(&beating.id, third.attempt, HELD).await.unwrap(),
+        HeartbeatReply::Ok
+    );
+    tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
+    assert!(q.lease("w4", LEASE).await.unwrap().is_none());
 }
 
 pub async fn stale_worker_cannot_overwrite_newer_outcome(q: Arc<dyn JobQueue>) {
@@ -181,14 +207,13 @@ pub async fn priority_then_run_at_ordering(q: Arc<dyn JobQueue>) {
         })
         .await
         .unwrap();
-    let (later, _) = q
-        .submit(NewJob {
-            priority: 9,
-            run_at: Some(now + Duration::from_millis(300)),
-            ..job("later")
-        })
-        .await
-        .unwrap();
+    q.submit(NewJob {
+        priority: 9,
+        run_at: Some(now + Duration::from_secs(3600)),
+        ..job("later")
+    })
+    .await
+    .unwrap();
     let (early_low, _) = q
         .submit(NewJob {
             priority: 0,
@@ -198,9 +223,9 @@ pub async fn priority_then_run_at_ordering(q: Arc<dyn JobQueue>) {
         .await
         .unwrap();
     let order: Vec<_> = [
-        q.lease("w", LEASE * 20).await.unwrap().unwrap().job.id,
-        q.lease("w", LEASE * 20).await.unwrap().unwrap().job.id,
-        q.lease("w", LEASE * 20).await.unwrap().unwrap().job.id,
+        q.lease("w", HELD).await.unwrap().unwrap().job.id,
+        q.lease("w", HELD).await.unwrap().unwrap().job.id,
+        q.lease("w", HELD).await.unwrap().unwrap().job.id,
     ]
     .into();
     assert_eq!(order, vec![high.id, early_low.id, low.id]);
@@ -208,15 +233,26 @@ pub async fn priority_then_run_at_ordering(q: Arc<dyn JobQueue>) {
         q.lease("w", LEASE).await.unwrap().is_none(),
         "run_at in the future is not due yet"
     );
-    tokio::time::sleep(Duration::from_millis(350)).await;
-    assert_eq!(q.lease("w", LEASE).await.unwrap().unwrap().job.id, later.id);
+    // A job due soon becomes due: polled from its submit on, it is handed
+    // out, and not before its run_at.
+    let (soon, _) = q
+        .submit(NewJob {
+            run_at: Some(SystemTime::now() + Duration::from_millis(300)),
+            ..job("soon")
+        })
+        .await
+        .unwrap();
+    let lease = lease_until(q.as_ref()).await;
+    assert_eq!(lease.job.id, soon.id);
+    assert_leased_when_due(&lease);
 }
 
 pub async fn retries_back_off_then_die(q: Arc<dyn JobQueue>) {
     let (submitted, _) = q.submit(job("b")).await.unwrap();
     for attempt in 1..=3 {
-        let lease = lease_until(q.as_ref(), Duration::from_secs(5)).await;
+        let lease = lease_until(q.as_ref()).await;
         assert_eq!(lease.attempt, attempt);
+        assert_leased_when_due(&lease);
         let reply = q
             .complete(
                 &submitted.id,
@@ -231,10 +267,15 @@ pub async fn retries_back_off_then_die(q: Arc<dyn JobQueue>) {
             .unwrap();
         if attempt < 3 {
             assert_eq!(reply, CompleteReply::Recorded(JobState::Queued));
-            // Backed off: not runnable immediately.
+            // Backed off: the retry is due after the moment its failure was
+            // recorded (both stamped by the queue's clock), and the next
+            // lease is not taken before then.
+            let queued = q.get(&submitted.id).await.unwrap().unwrap();
             assert!(
-                q.lease("w", LEASE).await.unwrap().is_none(),
-                "retry must wait for its backoff"
+                at(&queued.run_at) > at(&queued.updated_at),
+                "retry must wait for its backoff: run_at {} updated_at {}",
+                queued.run_at,
+                queued.updated_at
             );
         } else {
             assert_eq!(reply, CompleteReply::Recorded(JobState::Dead));
@@ -247,7 +288,7 @@ pub async fn retries_back_off_then_die(q: Arc<dyn JobQueue>) {
     );
     // Non-retryable failures fail at once.
     let (other, _) = q.submit(job("b")).await.unwrap();
-    let lease = lease_until(q.as_ref(), Duration::from_secs(1)).await;
+    let lease = lease_until(q.as_ref()).await;
     let reply = q
         .complete(
             &other.id,
@@ -561,7 +602,7 @@ pub async fn finish_stamps_the_final_event_in_its_transaction(q: Arc<dyn JobQueu
     );
     assert_eq!(q.last_seq(id).await.unwrap(), 2);
     // A cancel request wins over a failure.
-    let second = lease_until(q.as_ref(), Duration::from_secs(5)).await;
+    let second = lease_until(q.as_ref()).await;
     q.cancel(id).await.unwrap();
     let finished = q
         .finish(
@@ -580,7 +621,7 @@ pub async fn finish_stamps_the_final_event_in_its_transaction(q: Arc<dyn JobQueu
     );
     // A refused final event rolls the outcome back with it.
     let (other, _) = q.submit(job("b")).await.unwrap();
-    let lease = lease_until(q.as_ref(), Duration::from_secs(5)).await;
+    let lease = lease_until(q.as_ref()).await;
     assert_eq!(lease.job.id, other.id);
     q.append_events(&other.id, lease.attempt, &[event(1)])
         .await
