@@ -42,10 +42,20 @@ async fn harness_with(
     let mut endpoint = EndpointSettings::new("mock", server.base_url());
     endpoint.backoff_base = Duration::from_millis(10);
     settings(&mut endpoint);
+    let recorder = Arc::new(Recorder::default());
+    // Tools that wait for a signal get a minute and more before the engine's
+    // timeout fails them: the signal, not the timeout, ends them.
+    let patient = || ToolPolicy {
+        timeout: Duration::from_secs(120),
+        ..Default::default()
+    };
     let mut tools = ToolEngine::new();
     tools.add(
-        TestTool::arc("slow_echo", Behaviour::Echo(Duration::from_millis(150))),
-        ToolPolicy::default(),
+        TestTool::arc(
+            "slow_echo",
+            Behaviour::EchoAfterOther(recorder.clone(), Duration::from_millis(150)),
+        ),
+        patient(),
     );
     tools.add(
         TestTool::arc("fast_echo", Behaviour::Echo(Duration::from_millis(1))),
@@ -68,7 +78,7 @@ async fn harness_with(
             "tracked",
             Behaviour::Tracked(tracker, Duration::from_millis(100)),
         ),
-        ToolPolicy::default(),
+        patient(),
     );
     let kernel = Kernel::new(
         config,
@@ -79,7 +89,7 @@ async fn harness_with(
     );
     Harness {
         server,
-        recorder: Arc::new(Recorder::default()),
+        recorder,
         kernel,
     }
 }
@@ -326,10 +336,11 @@ replies:
     let spans = tool_spans(&events);
     let (slow, fast) = (&spans[0], &spans[1]);
     assert_eq!((slow.0.as_str(), fast.0.as_str()), ("slow", "fast"));
-    // Both start together; the fast one ends long before the slow one
-    // (150 ms), whose span covers its own run only.
-    assert!(fast.1 - slow.1 < 100, "{spans:?}");
-    assert!(fast.2 - fast.1 < 100, "{spans:?}");
+    // Proven by order, not by how long anything took: the slow call starts
+    // first and ends only after the fast one's result was recorded (and
+    // 150 ms more), so the fast span ends inside the slow one, at its own
+    // call's end.
+    assert!(slow.1 <= fast.1, "{spans:?}");
     assert!(slow.2 - slow.1 >= 150, "{spans:?}");
     assert!(slow.2 > fast.2, "{spans:?}");
     let order: Vec<String> = events
@@ -436,7 +447,8 @@ replies:
     };
     let h = harness_with(yaml, config, |_| {}, tracker.clone()).await;
     let result = h.run(CancellationToken::new()).await.unwrap();
-    // Tools overlapped, but never more than max_concurrency at once.
+    // Tools overlapped (the first two tracked calls waited for each other),
+    // but never more than max_concurrency at once.
     assert_eq!(
         tracker
             .max_in_flight
@@ -523,8 +535,13 @@ async fn cancellation_stops_a_running_tool() {
     let h = harness(yaml, KernelConfig::default(), |_| {}).await;
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    // Cancelled once the call has started: alone in its turn, `slow_echo`
+    // never ends on its own, so only the cancel can end it.
+    let recorder = h.recorder.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        recorder
+            .recorded(|e| matches!(e, Event::ToolCall { .. }))
+            .await;
         trigger.cancel();
     });
     let result = h.run(cancel).await.unwrap();

@@ -10,16 +10,33 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use structured_agents::events::{EventEnvelope, Observer, ObserverError};
+use structured_agents::events::{Event, EventEnvelope, Observer, ObserverError};
 use structured_agents::mock::{MockServer, Script};
 use structured_agents::tools::{Tool, ToolContext, ToolError, ToolOutput};
 use structured_agents::types::ToolSchema;
 
-/// Records every event it receives.
+/// Records every event it receives, and wakes those waiting for one.
 #[derive(Default)]
-pub struct Recorder(pub Mutex<Vec<EventEnvelope>>);
+pub struct Recorder(pub Mutex<Vec<EventEnvelope>>, tokio::sync::Notify);
 
 impl Recorder {
+    /// Waits until an event `seen` accepts has been recorded: a test (or a
+    /// tool) orders itself after an event instead of guessing how long it
+    /// takes.
+    pub async fn recorded(&self, seen: impl Fn(&Event) -> bool) {
+        loop {
+            // Armed before looking, so an event recorded in between still
+            // wakes us.
+            let next = self.1.notified();
+            tokio::pin!(next);
+            next.as_mut().enable();
+            if self.0.lock().unwrap().iter().any(|e| seen(&e.event)) {
+                return;
+            }
+            next.await;
+        }
+    }
+
     pub fn events(&self) -> Vec<EventEnvelope> {
         self.0.lock().unwrap().clone()
     }
@@ -36,6 +53,7 @@ impl Recorder {
 impl Observer for Recorder {
     async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
         self.0.lock().unwrap().push(event.clone());
+        self.1.notify_waiters();
         Ok(())
     }
 }
@@ -51,17 +69,35 @@ pub fn schema(name: &str) -> ToolSchema {
 pub enum Behaviour {
     /// Sleep, then return the arguments back as `{"echo": args}`.
     Echo(Duration),
+    /// Wait until the recorder holds another call's `ToolResult`, then sleep
+    /// and echo: that other call provably ends first, and this one never
+    /// ends on its own without one.
+    EchoAfterOther(Arc<Recorder>, Duration),
     Fail(String),
     Panic,
     /// Sleep while counted in the tracker's in-flight count.
     Tracked(Arc<Tracker>, Duration),
 }
 
-/// Observes how many calls run at the same time.
-#[derive(Default)]
+/// Observes how many calls run at the same time. The first two calls wait
+/// for each other (for a minute at most) before they sleep, so two of them
+/// are provably in flight together however the machine schedules them.
 pub struct Tracker {
     in_flight: std::sync::atomic::AtomicUsize,
     pub max_in_flight: std::sync::atomic::AtomicUsize,
+    started: std::sync::atomic::AtomicUsize,
+    pair: tokio::sync::Barrier,
+}
+
+impl Default for Tracker {
+    fn default() -> Self {
+        Self {
+            in_flight: Default::default(),
+            max_in_flight: Default::default(),
+            started: Default::default(),
+            pair: tokio::sync::Barrier::new(2),
+        }
+    }
 }
 
 /// An in-process tool with scripted behaviour.
@@ -92,10 +128,19 @@ impl Tool for TestTool {
     async fn invoke(
         &self,
         arguments: Value,
-        _ctx: ToolContext<'_>,
+        ctx: ToolContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
         match &self.behaviour {
             Behaviour::Echo(delay) => {
+                tokio::time::sleep(*delay).await;
+                Ok(ToolOutput::Json(json!({"echo": arguments})))
+            }
+            Behaviour::EchoAfterOther(recorder, delay) => {
+                recorder
+                    .recorded(|e| {
+                        matches!(e, Event::ToolResult { call_id, .. } if *call_id != ctx.call.id)
+                    })
+                    .await;
                 tokio::time::sleep(*delay).await;
                 Ok(ToolOutput::Json(json!({"echo": arguments})))
             }
@@ -105,6 +150,11 @@ impl Tool for TestTool {
                 use std::sync::atomic::Ordering::SeqCst;
                 let now = tracker.in_flight.fetch_add(1, SeqCst) + 1;
                 tracker.max_in_flight.fetch_max(now, SeqCst);
+                if tracker.started.fetch_add(1, SeqCst) < 2 {
+                    tokio::time::timeout(Duration::from_secs(60), tracker.pair.wait())
+                        .await
+                        .expect("the first two calls never ran together");
+                }
                 tokio::time::sleep(*delay).await;
                 tracker.in_flight.fetch_sub(1, SeqCst);
                 Ok(ToolOutput::Null)

@@ -16,7 +16,7 @@ start: parse
 data: {issue: 13, tag: feat, title: Workflows}
 stages:
   parse: {kind: command, builtin: py_compile}
-  slow: {kind: command, argv: [sh, -c, "sleep 30 & echo $! > slow.pid; wait"], timeout: 300ms}
+  slow: {kind: command, argv: [sh, -c, "sleep 30 & echo $! > slow.pid.tmp && mv slow.pid.tmp slow.pid; wait"], timeout: 5s}
   pr:
     kind: command
     builtin: pr
@@ -194,8 +194,10 @@ async fn py_compile_handles_a_first_commit() {
 #[tokio::test]
 async fn a_command_that_times_out_fails_and_its_group_is_killed() {
     let tmp = tempfile::tempdir().unwrap();
-    // `sleep 30` outlives the 300 ms timeout: only the timeout can end the
-    // gate with "timed out", so no wall-clock bound is needed.
+    // `sleep 30` outlives the 5 s timeout: only the timeout can end the gate
+    // with "timed out", so no wall-clock bound is needed. The pid file is
+    // renamed into place, so it is whole once it exists, and the timeout
+    // leaves the shell seconds to write it.
     let report = gate("slow", tmp.path()).await;
     assert_eq!((report.pass, report.event.as_str()), (false, "fail"));
     assert!(
@@ -208,8 +210,9 @@ async fn a_command_that_times_out_fails_and_its_group_is_killed() {
         .trim()
         .parse()
         .unwrap();
+    // Up to a minute: a busy machine may be slow to deliver the kill.
     let mut gone = false;
-    for _ in 0..100 {
+    for _ in 0..3000 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         if stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z") {
             gone = true;
