@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use common::daemon::{
-    Site, client, eventually, get, job_events, read_sse, submit, submit_and_wait, wait_terminal,
+    SHORT_LEASE, Site, client, eventually, get, job_events, read_sse, submit, submit_and_wait,
+    wait_terminal,
 };
 use common::mock_server;
 use serde_json::{Value, json};
@@ -49,7 +50,7 @@ async fn two_hundred_jobs_survive_sigkill() {
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
     let http = client();
 
-    let daemon = site.start();
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
     let mut ids = Vec::new();
     for i in 0..200 {
         let job = submit(&http, &daemon, "b", &format!("job {i}")).await;
@@ -384,15 +385,20 @@ async fn api_errors_name_fields_and_tokens_are_required_when_set() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_queued_and_running_jobs() {
-    let script = "replies:\n  - tool_calls: [{name: echo, arguments: {}}]\n    delay_ms: 3000\n  - content: done\n";
+    // The model answers only after ten minutes, within a longer request
+    // timeout: however late the cancel comes, the job is still in its first
+    // model call, which only the cancel can end (the run learns of it at its
+    // next heartbeat, within a third of the lease).
+    let script = "replies:\n  - tool_calls: [{name: echo, arguments: {}}]\n    delay_ms: 600000\n  - content: done\n";
     let server = mock_server(script).await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", &bundle_yaml("b", "1", ""));
-    let daemon = site.start();
+    let daemon =
+        site.start_with_env(&[("STRUCTURED_AGENTS_ENDPOINTS__MOCK__REQUEST_TIMEOUT", "900s")]);
     let http = client();
     let running = submit(&http, &daemon, "b", "x").await;
     let id = running["id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(5), "running", || async {
+    eventually(Duration::from_secs(60), "running", || async {
         (get(&http, &daemon, &format!("/v1/jobs/{id}")).await["state"] == "running").then_some(())
     })
     .await;
@@ -400,7 +406,7 @@ async fn cancelling_queued_and_running_jobs() {
         .send()
         .await
         .unwrap();
-    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(10)).await;
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "cancelled", "{done}");
 
     let later = http

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::daemon::{
-    Daemon, Site, client, eventually, file_lines, get, job_events, wait_terminal,
+    Daemon, SHORT_LEASE, Site, client, eventually, file_lines, get, job_events, wait_terminal,
 };
 use common::mock_server;
 use serde_json::{Value, json};
@@ -164,7 +164,9 @@ async fn crash_at(failpoint: &str) {
     let reference = reference_history().await;
     let run = setup().await;
     let http = client();
-    let mut daemon = run.site.start_with_env(&[("SA_FAILPOINTS", failpoint)]);
+    let mut daemon = run
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", failpoint), SHORT_LEASE]);
     let body =
         json!({"bundle": "crash", "input": "write three lines", "idempotency_key": "crash-1"});
     // With `after_submit_commit` the daemon dies before answering.
@@ -361,7 +363,8 @@ tools:
     );
     let http = client();
     // The first tool result recorded is the child's `append`: die right after.
-    let mut daemon = site.start_with_env(&[("SA_FAILPOINTS", "after_tool_result_recorded")]);
+    let mut daemon =
+        site.start_with_env(&[("SA_FAILPOINTS", "after_tool_result_recorded"), SHORT_LEASE]);
     let job = common::daemon::submit(&http, &daemon, "parent", "parent task").await;
     let id = job["id"].as_str().unwrap().to_string();
     daemon.wait_killed_at("after_tool_result_recorded");
@@ -394,7 +397,7 @@ async fn a_job_never_resumes_against_different_bundle_content() {
     let http = client();
     let mut daemon = run
         .site
-        .start_with_env(&[("SA_FAILPOINTS", "after_reply_recorded")]);
+        .start_with_env(&[("SA_FAILPOINTS", "after_reply_recorded"), SHORT_LEASE]);
     let job = common::daemon::submit(&http, &daemon, "crash", "write three lines").await;
     let id = job["id"].as_str().unwrap().to_string();
     daemon.wait_killed_at("after_reply_recorded");

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, get, metric_samples};
+use common::daemon::{Daemon, Site, client, eventually, get, metric_samples};
 use serde_json::{Value, json};
 
 const JOBS: usize = 240;
@@ -24,7 +24,7 @@ replies:
   - {{match: fault-nan, turn: 1, status: 503, error: overloaded, retry_after: "nan"}}
   - {{match: fault-huge, turn: 1, content: "{huge}"}}
   - {{match: fault-pipe, turn: 1, tool_calls: [{{name: bigout, arguments: {{}}}}]}}
-  - {{match: fault-slow, turn: 1, content: slow, delay_ms: 3000}}
+  - {{match: fault-slow, turn: 1, content: slow, delay_ms: 600000}}
   - {{turn: 1, tool_calls: [{{name: echo, arguments: {{x: 1}}}}]}}
   - {{turn: 2, content: done}}
 "#,
@@ -99,7 +99,11 @@ async fn every_job_ends_under_all_faults_at_once_and_counters_agree() {
     );
     std::fs::write(&config, text).unwrap();
     site.put_bundle("load", BUNDLE);
-    let daemon = site.start();
+    // A slow job's model call answers only after ten minutes, within a longer
+    // request timeout: however late its cancel comes, only the cancel ends
+    // it.
+    let daemon =
+        site.start_with_env(&[("STRUCTURED_AGENTS_ENDPOINTS__MOCK__REQUEST_TIMEOUT", "900s")]);
     let http = client();
 
     let mut submits = Vec::new();
@@ -214,6 +218,21 @@ async fn every_job_ends_under_all_faults_at_once_and_counters_agree() {
     // The daemon is up and its counters agree with the job table.
     let health = http.get(daemon.url("/healthz")).send().await.unwrap();
     assert!(health.status().is_success());
+    // Each attempt's final JobState reaches the metrics observer after its
+    // commit, so the counters can trail the table that shows every job
+    // terminal. The in-flight gauge goes up with an attempt's first event
+    // and down with its final one: once it is back at 0, every attempt's
+    // end has been counted.
+    eventually(
+        Duration::from_secs(60),
+        "every attempt's end counted (jobs in flight back at 0)",
+        || async {
+            let in_flight =
+                metric_samples(&http, &daemon, "structured_agents_jobs_in_flight").await;
+            (in_flight.values().sum::<u64>() == 0).then_some(())
+        },
+    )
+    .await;
     let submitted = metric_samples(&http, &daemon, "structured_agents_jobs_submitted_total").await;
     assert_eq!(
         submitted.get("structured_agents_jobs_submitted_total{bundle=\"load\"}"),

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::Recorder;
+use common::daemon::eventually;
 use serde_json::json;
 use structured_agents::events::{EventSink, RunContext};
 use structured_agents::tools::ToolEngine;
@@ -119,17 +120,25 @@ async fn a_killed_server_fails_the_call_and_is_restarted() {
     };
     let pid = pid_of(&pid_out.result.output);
 
+    // Killed only once the slow call runs in the server (it creates
+    // `started` first), so the kill provably comes mid-call.
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("slow-started");
     let slow = {
         let engine = engine.clone();
-        tokio::spawn(async move { call(&engine, "t_slow", json!({"seconds": 30})).await })
+        let args = json!({"seconds": 30, "started": started});
+        tokio::spawn(async move { call(&engine, "t_slow", args).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually(Duration::from_secs(60), "the slow call started", || async {
+        started.exists().then_some(())
+    })
+    .await;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    let killed = tokio::time::timeout(Duration::from_secs(15), slow)
+    let killed = tokio::time::timeout(Duration::from_secs(60), slow)
         .await
         .expect("the in-flight call hung after the server died")
         .unwrap();
@@ -141,15 +150,15 @@ async fn a_killed_server_fails_the_call_and_is_restarted() {
     );
 
     // The next call restarts the server (after its backoff) and works.
-    let mut again = call(&engine, "t_add", json!({"a": 1, "b": 1})).await;
-    for _ in 0..20 {
-        if !again.result.is_error {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        again = call(&engine, "t_add", json!({"a": 1, "b": 1})).await;
-    }
-    assert!(!again.result.is_error, "{again:?}");
+    eventually(
+        Duration::from_secs(60),
+        "a call to the restarted server",
+        || async {
+            let again = call(&engine, "t_add", json!({"a": 1, "b": 1})).await;
+            (!again.result.is_error).then_some(())
+        },
+    )
+    .await;
     assert_eq!(source.restarts().await, 1);
     let new_pid = pid_of(&call(&engine, "t_pid", json!({})).await.result.output);
     assert_ne!(new_pid, pid);

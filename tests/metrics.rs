@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::daemon::{Site, client, submit_and_wait};
+use common::daemon::{Site, client, eventually, submit_and_wait};
 use common::mock_server;
 use serde_json::json;
 
@@ -48,14 +48,29 @@ pub async fn scrape_after_workload() -> String {
         )
         .await;
     }
-    let text = http
-        .get(daemon.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // A job's final JobState reaches the metrics observer after the job's
+    // commit, so its API state can be terminal a moment before it is
+    // counted. It is the last event of a job: once all three are counted as
+    // finished, every count of the workload is in.
+    let text = eventually(
+        Duration::from_secs(60),
+        "the three jobs counted as finished",
+        || async {
+            let text = http
+                .get(daemon.url("/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            text.contains(
+                "structured_agents_jobs_finished_total{bundle=\"metered\",state=\"succeeded\"} 3",
+            )
+            .then_some(text)
+        },
+    )
+    .await;
     assert_eq!(daemon.stop(), Some(0));
     text
 }

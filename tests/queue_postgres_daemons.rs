@@ -20,8 +20,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::daemon::{
-    Daemon, Site, client, eventually, file_lines, get, job_events, metric, read_sse, submit,
-    wait_terminal,
+    Daemon, SHORT_LEASE, Site, client, eventually, file_lines, get, job_events, metric, read_sse,
+    submit, wait_terminal,
 };
 use common::mock_server;
 use common::postgres::{START_POSTGRES, Schema, postgres_url};
@@ -86,7 +86,7 @@ async fn a_job_of_a_killed_daemon_is_resumed_by_another_from_its_journal() {
     let mut a = start(
         &site_a,
         &schema,
-        &[("SA_FAILPOINTS", "after_reply_recorded@2")],
+        &[("SA_FAILPOINTS", "after_reply_recorded@2"), SHORT_LEASE],
     );
     let response = http
         .post(a.url("/v1/jobs"))
@@ -370,7 +370,7 @@ async fn postgres_three_daemons_finish_1000_jobs_when_one_is_killed() {
     let sites = [scan_site(&server), scan_site(&server), scan_site(&server)];
     let a = start_scale(&sites[0], &schema, &[]);
     let b = start_scale(&sites[1], &schema, &[]);
-    let c = start_scale(&sites[2], &schema, &[]);
+    let c = start_scale(&sites[2], &schema, &[SHORT_LEASE]);
     let db = database(&schema).await;
     let http = client();
 
@@ -521,6 +521,17 @@ async fn busy_and_idle() -> BusyAndIdle {
     }
 }
 
+/// Waits until `daemon` counts one succeeded job: a job's final JobState
+/// reaches the metrics observer after the job's commit, so the count can
+/// trail the job's terminal state.
+async fn one_succeeded_here(http: &reqwest::Client, daemon: &Daemon, what: &str) {
+    eventually(Duration::from_secs(60), what, || async {
+        (succeeded_here(http, daemon).await >= 1).then_some(())
+    })
+    .await;
+    assert_eq!(succeeded_here(http, daemon).await, 1, "{what}");
+}
+
 /// Succeeded jobs of the scan bundle counted in a daemon's metrics.
 async fn succeeded_here(http: &reqwest::Client, daemon: &Daemon) -> u64 {
     metric(
@@ -555,7 +566,7 @@ async fn postgres_a_submission_wakes_an_idle_daemon_at_once() {
             t.b.log()
         )
     });
-    assert_eq!(succeeded_here(&t.http, &t.b).await, 1, "B ran the job");
+    one_succeeded_here(&t.http, &t.b, "B ran the job").await;
     assert_eq!(
         succeeded_here(&t.http, &t.a).await,
         0,
@@ -631,7 +642,7 @@ async fn postgres_an_sse_client_on_one_daemon_follows_a_job_another_runs() {
         "succeeded",
         "to the end: {kinds:?}"
     );
-    assert_eq!(succeeded_here(&t.http, &t.b).await, 1, "B ran the job");
+    one_succeeded_here(&t.http, &t.b, "B ran the job").await;
     assert_eq!(succeeded_here(&t.http, &t.a).await, 0, "A only streamed it");
     assert!(t.server.requests().len() >= TURNS);
 }

@@ -18,7 +18,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use common::daemon::{Daemon, Site, client, eventually, get, wait_terminal};
+use common::daemon::{Daemon, SHORT_LEASE, Site, client, eventually, get, wait_terminal};
 use common::mock_server;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -1510,9 +1510,10 @@ async fn run_cli(base: &str, args: &[&str], stdin: Option<&str>) -> (bool, Strin
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_group_chat_resumes_without_asking_an_agent_again() {
     let w = world("replies:\n  - content: CONTINUE\n").await;
-    let mut daemon = w
-        .site
-        .start_with_env(&[("SA_FAILPOINTS", "after_group_reply_recorded@2")]);
+    let mut daemon = w.site.start_with_env(&[
+        ("SA_FAILPOINTS", "after_group_reply_recorded@2"),
+        SHORT_LEASE,
+    ]);
     let http = client();
     let body = json!({"query": "Plan a picnic", "agent_ids": ["arithmetic", "weather"], "max_iterations": 2});
     // The answer dies with the daemon; the job is found in the queue.

@@ -7,11 +7,11 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use common::daemon::{Site, client, read_sse, submit_body, wait_terminal};
+use common::daemon::{Site, client, read_sse, read_sse_response, submit, wait_terminal};
 use common::mock_server;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const SCRIPT: &str = r#"
 replies:
@@ -21,29 +21,49 @@ replies:
 
 const BUNDLE: &str = "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n";
 
+/// The answer comes in turn 2, after a tool that waits for the test.
+const GATED_SCRIPT: &str = r#"
+replies:
+  - turn: 1
+    tool_calls: [{id: w1, name: wait, arguments: {}}]
+  - turn: 2
+    content: "The quick brown fox jumps over the lazy dog."
+"#;
+
+/// `talker` with a `wait` tool that ends once `release` exists.
+fn gated_bundle(release: &std::path::Path) -> String {
+    format!(
+        r#"name: talker
+version: "1"
+model: {{endpoint: mock, name: m}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - {{name: wait, kind: process, timeout: 10m, command: [sh, -c, "while [ ! -e '{release}' ]; do sleep 0.02; done; echo '{{}}'"]}}
+"#,
+        release = release.display()
+    )
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sse_carries_tokens_without_ids_between_the_durable_events() {
-    let mock = mock_server(SCRIPT).await;
+    let mock = mock_server(GATED_SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
-    site.put_bundle("talker", BUNDLE);
+    let release = site.path().join("release");
+    site.put_bundle("talker", &gated_bundle(&release));
     let daemon = site.start();
     let http = client();
-    // The job waits a moment, so the stream listens before its model call.
-    let run_at = humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_millis(800));
-    let job = submit_body(
-        &http,
-        &daemon,
-        json!({"bundle": "talker", "input": "go", "run_at": run_at.to_string()}),
-    )
-    .await;
+    // The stream listens before the answer's model call, by order: the job's
+    // first tool waits until the stream is open (the stream subscribes to
+    // the job's tokens before it answers), and only then is released.
+    let job = submit(&http, &daemon, "talker", "go").await;
     let id = job["id"].as_str().unwrap();
-    let events = read_sse(
-        &http,
-        &daemon.url(&format!("/v1/jobs/{id}/events")),
-        None,
-        None,
-    )
-    .await;
+    let stream = http
+        .get(daemon.url(&format!("/v1/jobs/{id}/events")))
+        .send()
+        .await
+        .unwrap();
+    std::fs::write(&release, "").unwrap();
+    let events = read_sse_response(stream, None).await;
     // A token has no `id:` of its own (an SSE client keeps reporting the
     // last durable id, which is what `Last-Event-ID` resumption needs).
     let mut last_durable = None;
@@ -71,15 +91,16 @@ async fn sse_carries_tokens_without_ids_between_the_durable_events() {
         .filter_map(|(seq, _, _)| *seq)
         .collect();
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
-    // Tokens arrive while the model answers, before its ModelResponse is stored.
+    // Tokens arrive while the model answers, before its ModelResponse (the
+    // answer's, turn 2's) is stored.
     let first_token = events.iter().position(|(_, k, _)| k == "token").unwrap();
     let response = events
         .iter()
-        .position(|(_, _, d)| d.contains("\"ModelResponse\""))
+        .rposition(|(_, _, d)| d.contains("\"ModelResponse\""))
         .unwrap();
     assert!(first_token < response, "{events:?}");
     // Resuming after the last durable event sends nothing again.
-    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(10)).await;
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded");
     let rest = read_sse(
         &http,

@@ -46,7 +46,8 @@ async fn agent(
             Json(json!({"error": {"message": "no such task"}})),
         ),
         "slow" => {
-            tokio::time::sleep(Duration::from_secs(5)).await;
+            // Longer than any test waits: only the caller's timeout ends it.
+            tokio::time::sleep(Duration::from_secs(600)).await;
             (StatusCode::OK, Json(json!({"content": "late"})))
         }
         other => (
@@ -58,7 +59,13 @@ async fn agent(
     }
 }
 
+/// An engine whose `ask` calls the agent with a per-attempt timeout long
+/// enough that only a hanging agent meets it.
 async fn setup() -> (ToolEngine, Seen, EventSink) {
+    setup_with(Duration::from_secs(30)).await
+}
+
+async fn setup_with(timeout: Duration) -> (ToolEngine, Seen, EventSink) {
     let seen: Seen = Arc::default();
     let app = axum::Router::new()
         .route("/messages", post(agent))
@@ -72,7 +79,7 @@ async fn setup() -> (ToolEngine, Seen, EventSink) {
         parameters: HttpAgentTool::default_parameters(),
     };
     let mut engine = ToolEngine::new();
-    let mut policy = ToolPolicy::compile(Duration::from_millis(500), 1, None, None).unwrap();
+    let mut policy = ToolPolicy::compile(timeout, 1, None, None).unwrap();
     policy.retry_backoff = Duration::from_millis(1);
     engine.add(
         Arc::new(HttpAgentTool::new(schema, url, "researcher".into()).unwrap()),
@@ -147,6 +154,8 @@ async fn errors_become_error_results() {
         bad.result.output,
         "tool_error:agent researcher answered HTTP 400 Bad Request: no such task"
     );
+    // A short timeout for the agent that never answers.
+    let (engine, _, sink) = setup_with(Duration::from_millis(500)).await;
     let slow = ask(&engine, &sink, "slow").await;
     assert_eq!(
         (slow.result.output.as_str(), slow.attempts),

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::{
-    Daemon, Site, client, get, job_events, metric_samples, submit, wait_terminal,
+    Daemon, SHORT_LEASE, Site, client, get, job_events, metric_samples, submit, wait_terminal,
 };
 use common::{mock_server, repo};
 use serde_json::Value;
@@ -244,7 +244,9 @@ async fn the_example_workflow_runs_end_to_end() {
 /// resumed exactly.
 async fn resumes_after_kill_at(failpoint: &str) {
     let ex = example().await;
-    let mut daemon = ex.site.start_with_env(&[("SA_FAILPOINTS", failpoint)]);
+    let mut daemon = ex
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", failpoint), SHORT_LEASE]);
     let http = client();
     let job = submit(&http, &daemon, "implement-review", "Implement issue 13").await;
     let id = job["id"].as_str().unwrap().to_string();

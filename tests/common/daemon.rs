@@ -9,6 +9,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+/// The lease of a daemon a test kills (SIGKILL) so that a restart or another
+/// daemon takes its jobs over, which happens only once that lease has run
+/// out: 2 s instead of the default 30 s. Only the daemon that dies needs it;
+/// the daemons that take over keep the default, under which only a stall of
+/// some 20 s (heartbeats go out every third of the lease) could hand a job
+/// they run to a second worker.
+pub const SHORT_LEASE: (&str, &str) = ("STRUCTURED_AGENTS_QUEUE__LEASE", "2s");
+
 pub struct Daemon {
     pub child: Child,
     pub base: String,
@@ -41,7 +49,7 @@ state_dir = "state"
 
 [queue]
 workers = 8
-lease = "2s"
+lease = "30s"
 max_attempts = 3
 backoff_base = "50ms"
 backoff_max = "200ms"
@@ -334,13 +342,21 @@ pub async fn read_sse(
     last_event_id: Option<u64>,
     stop_after: Option<usize>,
 ) -> Vec<(Option<u64>, String, String)> {
-    use eventsource_stream::Eventsource;
-    use futures::StreamExt;
     let mut request = http.get(url);
     if let Some(id) = last_event_id {
         request = request.header("Last-Event-ID", id.to_string());
     }
-    let response = request.send().await.unwrap();
+    read_sse_response(request.send().await.unwrap(), stop_after).await
+}
+
+/// Reads an SSE response like [`read_sse`]; for a test that acts once the
+/// stream is open (its response has arrived) and before reading it.
+pub async fn read_sse_response(
+    response: reqwest::Response,
+    stop_after: Option<usize>,
+) -> Vec<(Option<u64>, String, String)> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
     assert!(response.status().is_success(), "{}", response.status());
     let mut stream = response.bytes_stream().eventsource();
     let mut out = Vec::new();

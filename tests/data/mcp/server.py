@@ -26,8 +26,11 @@ def fail(reason: str) -> str:
 
 
 @server.tool()
-def slow(seconds: float) -> str:
-    """Sleep, then answer."""
+def slow(seconds: float, started: str = "") -> str:
+    """Sleep, then answer. Creates the file `started` first (when given), so
+    a test knows the call is running."""
+    if started:
+        open(started, "w").close()
     time.sleep(seconds)
     return "done"
 
