@@ -460,7 +460,8 @@ async fn kill_during_nested_charge(site: &Site, effects: &Path) -> String {
         "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: helper, kind: agent, bundle: child}\n",
     );
     let http = client();
-    let daemon = site.start();
+    // Its lease is what the restarted daemon waits out before resuming.
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
     let job = common::daemon::submit(&http, &daemon, "parent", "parent task").await;
     eventually(Duration::from_secs(60), "the charge is written", || async {
         (!file_lines(effects).is_empty()).then_some(())
