@@ -91,7 +91,6 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
         remote_agents: config.agents.clone(),
         plugins: Some(plugins),
         tools_changed: Some(changed_tx.clone()),
-        ..ToolEnv::default()
     };
     let registry = Registry::new(config.clone(), tool_env)?;
     let first = registry.reload().await?;
