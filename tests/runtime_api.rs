@@ -915,6 +915,13 @@ async fn malformed_bodies_are_422_naming_the_field() {
             "content",
         ),
         ("/api/agents/echo/message", json!({"content": 7}), "content"),
+        // A plan comes only from /api/group-chat, which checks it: never
+        // smuggled to the host bundle as a job variable.
+        (
+            "/v1/jobs",
+            json!({"bundle": "group-chat", "input": "hi", "variables": {"group_chat": {"agents": [{"id": "x", "name": "x", "place": {"remote": {"endpoint": "http://10.0.0.1/"}}}], "max_iterations": 1000}}}),
+            "variables.group_chat",
+        ),
     ] {
         let refused = post(&http, &daemon, path, body.clone()).await;
         assert_eq!(refused.0, 422, "{path} {body} → {}", refused.1);
@@ -1634,4 +1641,83 @@ async fn a_repeated_agent_message_is_answered_once_per_idempotency_key() {
     let other = send("job-1:1:call-2").await;
     assert_ne!(other["job_id"], first["job_id"]);
     assert_eq!(w.arithmetic.requests().len(), 2);
+}
+
+/// The local group-chat agent `charger`: its `charge` tool (unsafe) writes a
+/// line, then runs until its daemon is gone.
+fn charger_bundle(model_url: &str, effects: &std::path::Path) -> String {
+    let effects = effects.display();
+    agent_bundle(
+        "charger",
+        model_url,
+        &format!(
+            "description: Charges cards.\ntools:\n  - name: charge\n    kind: process\n    effect: unsafe\n    timeout: 10m\n    command: [python3, -c, \"import os,time; f=open('{effects}','a'); f.write('charged ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\\nwhile os.getppid() == p: time.sleep(0.05)\"]\n"
+        ),
+    )
+}
+
+/// An unsafe call of unknown outcome inside a group chat's local agent parks
+/// the whole job in `needs_attention` (never an "Error: agent … failed"
+/// reply the chat goes on with); `resolve --skip` hands the result to that
+/// call and the chat finishes with the agent's real answer, the charge made
+/// once and no completed model call asked again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_outcome_in_a_group_chat_agent_parks_the_whole_job() {
+    let w = world("replies:\n  - content: CONTINUE\n").await;
+    let charger = mock_server(
+        "replies:\n  - {turn: 1, tool_calls: [{id: c, name: charge, arguments: {}}]}\n  - {turn: 2, content: card charged}\n",
+    )
+    .await;
+    let effects = w.site.path().join("effects.txt");
+    w.site
+        .put_bundle("charger", &charger_bundle(&charger.base_url(), &effects));
+    let daemon = w.site.start_with_env(&[SHORT_LEASE]);
+    let http = client();
+    let body = json!({"query": "Charge my card", "agent_ids": ["charger"], "max_iterations": 1});
+    let request = tokio::spawn({
+        let (http, url) = (http.clone(), daemon.url("/api/group-chat"));
+        async move { http.post(url).json(&body).send().await }
+    });
+    eventually(Duration::from_secs(60), "the charge is written", || async {
+        std::fs::read_to_string(&effects)
+            .is_ok_and(|t| !t.is_empty())
+            .then_some(())
+    })
+    .await;
+    daemon.kill9();
+    let _ = request.await;
+
+    let daemon = w.site.start();
+    let id = first_job_id(&http, &daemon, "group-chat").await.unwrap();
+    let parked = eventually(Duration::from_secs(60), "the job parks", || async {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+        (job["state"] != "queued" && job["state"] != "running").then_some(job)
+    })
+    .await;
+    assert_eq!(
+        parked["state"],
+        "needs_attention",
+        "{parked}\n{}",
+        daemon.log()
+    );
+    assert_eq!(parked["pending_call"]["tool_name"], "charge", "{parked}");
+    assert_eq!(parked["pending_call"]["scope"], "1:reply-0/", "{parked}");
+
+    let (status, body) = post(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{id}/resolve"),
+        json!({"action": "skip", "output": "{\"charged\": true}"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(
+        done["result"]["agent_responses"][0]["response"], "card charged",
+        "{done}"
+    );
+    let lines = std::fs::read_to_string(&effects).unwrap();
+    assert_eq!(lines.lines().count(), 1, "charged once: {lines}");
+    assert_eq!(charger.requests().len(), 2, "no completed model call again");
 }

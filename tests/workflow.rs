@@ -390,3 +390,134 @@ async fn a_workflow_is_one_span_with_a_child_per_stage() {
         "finish"
     );
 }
+
+/// A workflow whose `work` stage runs `stage_bundle` (its own bundle when
+/// empty) or reviews with it (`kind` agent or score); the stage's agent has
+/// an unsafe `charge` tool that writes a line, then runs until its daemon is
+/// gone. Its directories come from its own `data.place`, the directory
+/// beside the effects file (outside the bundle, whose content files write
+/// would change).
+fn charging_workflow(effects: &Path, kind: &str, stage_bundle: &str) -> String {
+    let place = effects.parent().unwrap().join("place");
+    let place = place.display();
+    let effects = effects.display();
+    let stage = match kind {
+        "score" => format!("kind: score\n      bundle: {stage_bundle}\n      prompt: review it"),
+        _ => "kind: agent\n      prompt: charge it\n      result: {regex: '(?m)^RESULT: (?P<event>\\w+)$', events: [done], otherwise: done}".to_string(),
+    };
+    let next = if kind == "score" {
+        "{pass: finish, fail: finish}"
+    } else {
+        "{done: finish}"
+    };
+    format!(
+        r#"name: wf
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: charge
+    kind: process
+    effect: unsafe
+    timeout: 10m
+    command: [python3, -c, "import os,time; f=open('{effects}','a'); f.write('charged ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\nwhile os.getppid() == p: time.sleep(0.05)"]
+workflow:
+  start: work
+  working_dir: "{{{{ place }}}}"
+  artifacts_dir: "{{{{ place }}}}/artifacts"
+  data: {{place: "{place}"}}
+  stages:
+    work:
+      {stage}
+  transitions:
+    work: {next}
+"#
+    )
+}
+
+/// Kills the daemon while the stage's charge runs, restarts it and checks
+/// that the whole job parked on that call; skips it and checks the job
+/// finishes once, the charge made once and no model call asked again.
+async fn an_unknown_outcome_in_a_stage_parks_the_job(kind: &str) {
+    let mock = mock_server(
+        "replies:\n  - {turn: 1, tool_calls: [{id: c, name: charge, arguments: {}}]}\n  - {turn: 2, content: \"RESULT: done\"}\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    let elsewhere = tempfile::tempdir().unwrap();
+    if kind == "score" {
+        // The reviewer is another bundle with the same tool.
+        let reviewer =
+            charging_workflow(&effects, "agent", "").replace("name: wf", "name: reviewer");
+        let reviewer = reviewer.split("workflow:").next().unwrap().to_string();
+        site.put_bundle("reviewer", &reviewer);
+    }
+    site.put_bundle("wf", &charging_workflow(&effects, kind, "reviewer"));
+    let http = client();
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    // The variable tries to move where gates run and files are written.
+    let job = common::daemon::submit_body(
+        &http,
+        &daemon,
+        serde_json::json!({"bundle": "wf", "input": "go", "variables": {"place": elsewhere.path()}}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    common::daemon::eventually(Duration::from_secs(60), "the charge is written", || async {
+        (!common::daemon::file_lines(&effects).is_empty()).then_some(())
+    })
+    .await;
+    daemon.kill9();
+
+    let daemon = site.start();
+    let parked = common::daemon::eventually(Duration::from_secs(60), "the job parks", || async {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+        (job["state"] != "queued" && job["state"] != "running").then_some(job)
+    })
+    .await;
+    assert_eq!(
+        parked["state"],
+        "needs_attention",
+        "{parked}\n{}",
+        daemon.log()
+    );
+    let pending = &parked["pending_call"];
+    assert_eq!(pending["tool_name"], "charge", "{parked}");
+    assert!(
+        pending["scope"].as_str().unwrap().ends_with("-work/"),
+        "the call inside the stage: {parked}"
+    );
+    let resolved = http
+        .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
+        .json(&serde_json::json!({"action": "skip", "output": "{\"charged\": true}"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolved.status(), 200, "{}", resolved.text().await.unwrap());
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(
+        common::daemon::file_lines(&effects).len(),
+        1,
+        "charged once"
+    );
+    assert_eq!(mock.requests().len(), 2, "no completed model call again");
+    // The bundle's own `place` decided where files went, not the variable.
+    let own = site.path().join("place/artifacts");
+    assert!(
+        own.join("work-input-1").exists() || kind == "score",
+        "{own:?}"
+    );
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_outcome_in_an_agent_stage_parks_the_job() {
+    an_unknown_outcome_in_a_stage_parks_the_job("agent").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_outcome_in_a_score_stage_parks_the_job() {
+    an_unknown_outcome_in_a_stage_parks_the_job("score").await;
+}

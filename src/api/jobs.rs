@@ -41,6 +41,7 @@ pub async fn submit(
     JsonBody(request): JsonBody<SubmitRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     known_bundle(&state, &request.bundle, "bundle")?;
+    daemon_only_variables(&state, &request.bundle, &request.variables)?;
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
             ApiError::field(
@@ -119,6 +120,33 @@ pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<
             known.join(", ")
         ),
     ))
+}
+
+/// Refuses variables only the daemon may set: a group-chat plan (which
+/// names the agents, endpoints and rounds of a chat) comes only from
+/// `POST /api/group-chat`, which checks it; a submitter cannot hand one to
+/// the host bundle directly.
+pub(super) fn daemon_only_variables(
+    state: &AppState,
+    bundle: &str,
+    variables: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let plan = crate::group_chat::PLAN_VARIABLE;
+    let hosts_chats = state
+        .registry
+        .snapshot()
+        .bundle(bundle)
+        .is_some_and(|b| b.bundle.raw.group_chat.is_some());
+    if hosts_chats && variables.contains_key(plan) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            format!("variables.{plan}"),
+            format!(
+                "`variables.{plan}` is set by the daemon: bundle {bundle:?} hosts group chats, which start with POST /api/group-chat"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Queues a job (or finds the one its idempotency key names). axum drops a

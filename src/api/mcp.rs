@@ -169,6 +169,9 @@ impl ServerHandler for BundleTools {
                 .into());
             }
         };
+        if let Err(refused) = super::jobs::daemon_only_variables(&self.state, &name, &variables) {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
+        }
         // A client that cancels stops waiting; the job itself runs on, like
         // any job whose submitter went away.
         let outcome = tokio::select! {

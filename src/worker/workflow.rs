@@ -163,20 +163,14 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
     data.insert("input".into(), Value::String(run.job.input.clone()));
     data.extend(run.job.variables.clone());
     // Command gates run and marker files are read here: the spec's
-    // `working_dir` (a template over the workflow's data), relative to the
-    // bundle directory.
+    // `working_dir` (a template over the workflow's own `data`), relative to
+    // the bundle directory. Job variables never decide where gates run or
+    // files are written: the bundle does.
     let base = &run.loaded.bundle.dir;
-    let all_data = match resumed.as_ref() {
-        Some(checkpoint) => checkpoint.data.clone(),
-        None => {
-            let mut all = workflow.spec.data.clone();
-            all.extend(data.clone());
-            all
-        }
-    };
+    let own_data = &workflow.spec.data;
     let dirs = workflow
-        .working_dir(base, &all_data)
-        .and_then(|work| Ok((work, workflow.artifacts_dir(base, &all_data)?)));
+        .working_dir(base, own_data)
+        .and_then(|work| Ok((work, workflow.artifacts_dir(base, own_data)?)));
     let work_dir = match dirs {
         Ok((dir, artifacts_dir)) => {
             host.artifacts_dir = artifacts_dir;
