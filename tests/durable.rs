@@ -548,3 +548,72 @@ async fn a_nested_run_never_resumes_against_an_edited_child() {
         "nothing asked of the edited child"
     );
 }
+
+/// A crash is not a failed attempt: with `max_attempts = 1`, a kill just
+/// before the completion commit leaves a job that resumes from its journal
+/// and succeeds, without asking the model again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_does_not_use_up_the_attempts() {
+    let run = setup().await;
+    let http = client();
+    let mut daemon = run
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", "before_completion_commit"), SHORT_LEASE]);
+    let job = common::daemon::submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "crash", "input": "write three lines", "max_attempts": 1}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    daemon.wait_killed_at("before_completion_commit");
+    drop(daemon);
+
+    let daemon = run.site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(
+        (done["attempts"].as_u64(), done["crash_resumes"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(run.server.requests().len(), 4, "no model call asked again");
+    assert_eq!(file_lines(&run.effects), expected_lines(&id));
+    check_event_log(&http, &daemon, &id).await;
+}
+
+/// A job that kills its daemon on every attempt is a poison pill: after
+/// `queue.max_crash_resumes` resumes it parks in `needs_attention` saying
+/// so and where it was — never `dead` in silence — and waits for an operator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_kills_its_daemon_every_time_parks() {
+    let run = setup().await;
+    let http = client();
+    let resumes = ("STRUCTURED_AGENTS_QUEUE__MAX_CRASH_RESUMES", "1");
+    let mut id = String::new();
+    for _ in 0..2 {
+        // Each daemon dies at its first recorded reply.
+        let mut daemon = run.site.start_with_env(&[
+            ("SA_FAILPOINTS", "after_reply_recorded"),
+            SHORT_LEASE,
+            resumes,
+        ]);
+        if id.is_empty() {
+            let job = common::daemon::submit(&http, &daemon, "crash", "write three lines").await;
+            id = job["id"].as_str().unwrap().to_string();
+        }
+        daemon.wait_killed_at("after_reply_recorded");
+    }
+    let daemon = run.site.start_with_env(&[resumes]);
+    let parked = eventually(Duration::from_secs(60), "the job parks", || async {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+        (job["state"] == "needs_attention").then_some(job)
+    })
+    .await;
+    let error = parked["error"].as_str().unwrap();
+    assert!(
+        error.contains("died") && error.contains("2 times") && error.contains("max_crash_resumes"),
+        "{error}"
+    );
+    assert_eq!(parked["pending_call"], Value::Null);
+    assert_eq!(run.server.requests().len(), 2, "one new turn per attempt");
+}

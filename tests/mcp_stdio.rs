@@ -315,10 +315,10 @@ async fn a_stdio_server_gets_a_cleared_environment_its_own_group_and_the_call_ke
     let pid = result(&pid).as_i64().unwrap() as i32;
     let pid = nix::unistd::Pid::from_raw(pid);
     assert_eq!(nix::unistd::getpgid(Some(pid)).unwrap(), pid);
-    // The call's idempotency key travels in `_meta` (`{run}:{turn}:{call}`;
+    // The call's idempotency key travels in `_meta` (`{run}:{turn}:{position}`;
     // the run id is empty outside a job).
     let key = call(&engine, "t_idempotency_key", json!({})).await;
-    assert_eq!(result(&key), ":1:c", "{key:?}");
+    assert_eq!(result(&key), ":1:0", "{key:?}");
     drop(engine);
     drop(source);
     // Dropping the source kills the group.

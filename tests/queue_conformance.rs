@@ -60,6 +60,7 @@ fn fast_retry() -> RetryPolicy {
     RetryPolicy {
         backoff_base: Duration::from_millis(400),
         backoff_max: Duration::from_millis(800),
+        max_crash_resumes: 2,
     }
 }
 
@@ -443,7 +444,10 @@ pub async fn listing_pages_and_counts(q: Arc<dyn JobQueue>) {
     assert!(counts.contains(&("even".to_string(), JobState::Queued, 3)));
 }
 
-pub async fn an_expired_lease_on_the_last_attempt_ends_dead(q: Arc<dyn JobQueue>) {
+/// A lease that expires (its daemon died) is resumed, not failed: the
+/// resumed attempt fences the lost one out, and `max_attempts` still allows
+/// one retryable failure.
+pub async fn an_expired_lease_resumes_without_using_an_attempt(q: Arc<dyn JobQueue>) {
     let (submitted, _) = q
         .submit(NewJob {
             max_attempts: Some(1),
@@ -451,18 +455,80 @@ pub async fn an_expired_lease_on_the_last_attempt_ends_dead(q: Arc<dyn JobQueue>
         })
         .await
         .unwrap();
-    q.lease("w", LEASE).await.unwrap().unwrap();
+    let lost = q.lease("w", LEASE).await.unwrap().unwrap();
     tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
-    assert!(q.lease("w", LEASE).await.unwrap().is_none());
-    let dead = q.get(&submitted.id).await.unwrap().unwrap();
-    assert_eq!(dead.state, JobState::Dead);
-    assert!(
-        dead.error
-            .as_deref()
-            .is_some_and(|e| e.contains("lease expired on attempt 1 of 1")),
-        "{:?}",
-        dead.error
+    let resumed = lease_until(&*q).await;
+    assert_eq!(resumed.job.id, submitted.id);
+    assert_eq!(resumed.attempt, lost.attempt + 1);
+    assert_eq!(resumed.job.crash_resumes, 1);
+    assert_eq!(
+        q.heartbeat(&submitted.id, lost.attempt, HELD)
+            .await
+            .unwrap(),
+        HeartbeatReply::Lost,
+        "the lost attempt is fenced out"
     );
+    q.heartbeat(&submitted.id, resumed.attempt, HELD)
+        .await
+        .unwrap();
+    // Its one attempt is still there: a retryable failure now is its first.
+    let finished = q
+        .finish(
+            &submitted.id,
+            resumed.attempt,
+            Outcome::Failed {
+                error: "model down".into(),
+                retryable: true,
+            },
+            &[],
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Dead));
+}
+
+/// A job whose worker dies on every attempt is a poison pill: after
+/// `max_crash_resumes` resumes (2 here) it parks in `needs_attention` with
+/// the reason and where it was, never `dead` in silence; skip has nothing
+/// to skip, retry resumes it with a fresh count.
+pub async fn a_job_whose_worker_keeps_dying_parks_as_a_poison_pill(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q.submit(job("b")).await.unwrap();
+    let id = &submitted.id;
+    for resumes in 0..=2 {
+        let lease = lease_until(&*q).await;
+        assert_eq!(lease.job.crash_resumes, resumes);
+        if resumes == 0 {
+            q.append_events(id, lease.attempt, &[event(1)])
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
+    }
+    assert!(q.lease("w", LEASE).await.unwrap().is_none());
+    let parked = q.get(id).await.unwrap().unwrap();
+    assert_eq!(parked.state, JobState::NeedsAttention, "{parked:?}");
+    assert_eq!(parked.pending_call, None);
+    let error = parked.error.unwrap_or_default();
+    assert!(
+        error.contains("died") && error.contains("3 times") && error.contains("event 1"),
+        "{error}"
+    );
+    let skip = q
+        .resolve(
+            id,
+            Resolution::Skip {
+                output: "x".into(),
+                is_error: false,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(skip, QueueError::NoCallToSkip(_)), "{skip}");
+    let retried = q.resolve(id, Resolution::Retry).await.unwrap();
+    assert_eq!(retried.state, JobState::Queued);
+    assert_eq!(retried.crash_resumes, 0);
+    assert_eq!(lease_until(&*q).await.job.id, *id);
 }
 
 fn step(scope: &str, turn: u32, step: &str, body: &str) -> JournalEntry {
@@ -919,7 +985,8 @@ macro_rules! suite {
             case!(event_log_is_ordered_guarded_and_continues_across_attempts);
             case!(release_does_not_consume_an_attempt);
             case!(listing_pages_and_counts);
-            case!(an_expired_lease_on_the_last_attempt_ends_dead);
+            case!(an_expired_lease_resumes_without_using_an_attempt);
+            case!(a_job_whose_worker_keeps_dying_parks_as_a_poison_pill);
             case!(journal_round_trip_with_held_events);
             case!(finish_stamps_the_final_event_in_its_transaction);
             case!(release_of_a_cancel_requested_job_cancels_it);

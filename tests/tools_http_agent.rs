@@ -119,7 +119,7 @@ async fn posts_the_envelope_and_returns_the_reply_content() {
     assert_eq!(message["recipientId"], "researcher");
     assert_eq!(message["senderId"], "structured-agents/b");
     assert_eq!(message["type"], "request");
-    assert_eq!(message["_idempotency_key"], "job-9:1:c1");
+    assert_eq!(message["_idempotency_key"], "job-9:1:0");
     assert!(uuid::Uuid::parse_str(message["messageId"].as_str().unwrap()).is_ok());
     let ts = message["timestamp"].as_str().unwrap();
     assert!(
@@ -146,7 +146,7 @@ async fn errors_become_error_results() {
         .collect();
     assert_eq!(
         keys,
-        [json!("job-9:1:c1"), json!("job-9:1:c1")],
+        [json!("job-9:1:0"), json!("job-9:1:0")],
         "the same key on every attempt"
     );
     let bad = ask(&engine, &sink, "bad").await;

@@ -103,7 +103,9 @@ impl From<crate::queue::QueueError> for ApiError {
         use crate::queue::QueueError;
         match e {
             QueueError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
-            QueueError::NotParked { .. } => ApiError::new(ErrorCode::InvalidState, e.to_string()),
+            QueueError::NotParked { .. } | QueueError::NoCallToSkip(_) => {
+                ApiError::new(ErrorCode::InvalidState, e.to_string())
+            }
             e => ApiError::internal(e),
         }
     }

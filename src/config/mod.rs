@@ -144,8 +144,12 @@ pub struct QueueConfig {
     pub workers: usize,
     /// How long a leased job stays with its worker without a heartbeat.
     pub lease: HumanDuration,
-    /// Attempts before a job is dead.
+    /// Attempts before a job is dead (retryable failures; a resume after a
+    /// crash is not one).
     pub max_attempts: u32,
+    /// Resumes after its worker died (its lease expired) before a job is
+    /// taken for a poison pill and parks in `needs_attention`.
+    pub max_crash_resumes: u32,
     /// First retry delay; doubles per attempt, with jitter.
     pub backoff_base: HumanDuration,
     pub backoff_max: HumanDuration,
@@ -183,6 +187,7 @@ impl Default for QueueConfig {
             workers: 8,
             lease: HumanDuration::from_secs(30),
             max_attempts: 3,
+            max_crash_resumes: 5,
             backoff_base: HumanDuration::from_secs(1),
             backoff_max: HumanDuration::from_secs(60),
             drain_timeout: HumanDuration::from_secs(30),

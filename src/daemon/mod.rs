@@ -540,6 +540,7 @@ pub async fn open_queue(config: &Config) -> Result<Arc<dyn JobQueue>, QueueError
     let retry = crate::queue::RetryPolicy {
         backoff_base: config.queue.backoff_base.into(),
         backoff_max: config.queue.backoff_max.into(),
+        max_crash_resumes: config.queue.max_crash_resumes,
     };
     Ok(match config.queue.backend {
         QueueBackend::Sqlite => {

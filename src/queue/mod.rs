@@ -202,8 +202,15 @@ pub struct Job {
     pub conversation_id: Option<String>,
     pub priority: i32,
     pub state: JobState,
+    /// Leases taken, including resumes after a crash (each lease is a new
+    /// attempt number, so a stale worker can write nothing).
     pub attempts: u32,
+    /// Retryable failures allowed; resumes after a crash do not count.
     pub max_attempts: u32,
+    /// Attempts that began because the worker of the one before died (its
+    /// lease expired): resumed from the journal, not failures.
+    #[serde(default)]
+    pub crash_resumes: u32,
     pub idempotency_key: Option<String>,
     pub traceparent: Option<String>,
     pub cancel_requested: bool,
@@ -352,8 +359,7 @@ pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelo
 pub(crate) struct Candidate {
     pub id: String,
     pub running: bool,
-    pub attempts: u32,
-    pub max_attempts: u32,
+    pub crash_resumes: u32,
     pub cancel_requested: bool,
     pub priority: i32,
     pub run_at: i64,
@@ -374,40 +380,79 @@ impl Candidate {
         }
     }
 
-    /// How an abandoned run ends instead of running again: asked to stop
-    /// (cancelled), or out of attempts (dead, with this error). `None` when
-    /// it may be leased.
-    pub(crate) fn fate(&self) -> Option<(JobState, Option<String>)> {
+    /// What happens to an abandoned run (its worker's lease expired: the
+    /// daemon died or stalled) instead of resuming: asked to stop, it is
+    /// cancelled; after `max_crash_resumes` resumes it is a poison pill and
+    /// parks for an operator, with this reason. `None`: lease it (a resume,
+    /// which uses no attempt of `max_attempts`).
+    pub(crate) fn fate(&self, max_crash_resumes: u32) -> Option<(JobState, Option<String>)> {
         if !self.running {
             return None;
         }
         if self.cancel_requested {
             return Some((JobState::Cancelled, None));
         }
-        (self.attempts >= self.max_attempts).then(|| {
-            (
-                JobState::Dead,
-                Some(format!(
-                    "the worker's lease expired on attempt {} of {} (daemon killed or stuck)",
-                    self.attempts, self.max_attempts
-                )),
-            )
-        })
+        (self.crash_resumes >= max_crash_resumes).then_some((JobState::NeedsAttention, None))
+    }
+
+    /// Why a poison pill parked: how often its worker died, the last step
+    /// its journal holds (where it crashed), and what to do.
+    pub(crate) fn poison_reason(
+        &self,
+        max_crash_resumes: u32,
+        last_step: Option<String>,
+    ) -> String {
+        format!(
+            "job {}: its worker died (or stalled past its lease) {} times running it, last after {}; it may be what kills the daemon, so it is not resumed again on its own (queue.max_crash_resumes = {max_crash_resumes}): read its journal and events, then `structured-agents resolve {} --retry` to resume it or `--fail` to end it",
+            self.id,
+            self.crash_resumes + 1,
+            last_step.unwrap_or_else(|| "no recorded step".into()),
+            self.id,
+        )
     }
 }
 
-/// The call a job is parked on, or why the job cannot be resolved.
-pub(crate) fn parked_call(job: &Job, store: &str) -> Result<PendingCall, QueueError> {
+/// A stored event, as people read where a run was: `event 12 (ToolCall
+/// charge, turn 2, run <job>/1:0)`.
+pub(crate) fn describe_event(stored: &str) -> String {
+    let Ok(event) = serde_json::from_str::<EventEnvelope>(stored) else {
+        return "an event this version cannot read".into();
+    };
+    let mut what = event.event.kind().to_string();
+    if let Event::ToolCall {
+        tool_name, turn, ..
+    }
+    | Event::ToolResult {
+        tool_name, turn, ..
+    } = &event.event
+    {
+        what = format!("{what} {tool_name}, turn {turn}");
+    }
+    format!("event {} ({what}, run {})", event.seq, event.run_id)
+}
+
+/// The call a job is parked on (`None`: parked as a poison pill, on no
+/// call), or why the job cannot be resolved this way.
+pub(crate) fn parked_call(
+    job: &Job,
+    resolution: &Resolution,
+    store: &str,
+) -> Result<Option<PendingCall>, QueueError> {
     if job.state != JobState::NeedsAttention {
         return Err(QueueError::NotParked {
             job: job.id.clone(),
             state: job.state,
         });
     }
-    job.pending_call
-        .clone()
-        .and_then(|p| serde_json::from_value(p).ok())
-        .ok_or_else(|| QueueError::Store {
+    let Some(pending) = job.pending_call.clone() else {
+        return match resolution {
+            Resolution::Skip { .. } => Err(QueueError::NoCallToSkip(job.id.clone())),
+            _ => Ok(None),
+        };
+    };
+    serde_json::from_value(pending)
+        .map(Some)
+        .map_err(|_| QueueError::Store {
             path: store.to_string(),
             detail: format!("job {} is parked without a readable pending call", job.id),
         })
@@ -434,12 +479,13 @@ pub enum Resolution {
 
 impl Resolution {
     /// The error a `fail` records.
-    pub(crate) fn failure(reason: &Option<String>, pending: &PendingCall) -> String {
-        reason.clone().unwrap_or_else(|| {
-            format!(
+    pub(crate) fn failure(reason: &Option<String>, pending: Option<&PendingCall>) -> String {
+        reason.clone().unwrap_or_else(|| match pending {
+            Some(pending) => format!(
                 "an operator failed the job at the unresolved call {} of tool `{}`",
                 pending.call_id, pending.tool_name
-            )
+            ),
+            None => "an operator failed the job after its worker died repeatedly".into(),
         })
     }
 
@@ -551,6 +597,8 @@ pub struct StoredEvent {
 pub struct RetryPolicy {
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// Resumes after a crash before a job parks as a poison pill.
+    pub max_crash_resumes: u32,
 }
 
 impl RetryPolicy {
@@ -570,6 +618,7 @@ impl Default for RetryPolicy {
         Self {
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
+            max_crash_resumes: 5,
         }
     }
 }
@@ -615,6 +664,10 @@ pub enum QueueError {
         "job {job} is {state}, not needs_attention: only a parked job can be resolved (see its state with `structured-agents job {job}`)"
     )]
     NotParked { job: JobId, state: JobState },
+    #[error(
+        "job {0} parked because its worker died repeatedly, not at a call: there is no result to skip; use --retry or --fail"
+    )]
+    NoCallToSkip(JobId),
 }
 
 /// The seam between API, workers and storage.

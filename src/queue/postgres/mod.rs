@@ -259,7 +259,7 @@ impl PostgresQueue {
     }
 }
 
-const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id";
+const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes";
 
 /// The database's clock in milliseconds: every daemon measures leases
 /// against the same clock.
@@ -287,6 +287,7 @@ fn job_from_row(row: &Row) -> Result<Job, tokio_postgres::Error> {
         state: JobState::parse(&state).unwrap_or(JobState::Failed),
         attempts: count(row.try_get(7)?),
         max_attempts: count(row.try_get(8)?),
+        crash_resumes: count(row.try_get(24)?),
         idempotency_key: row.try_get(9)?,
         traceparent: row.try_get(10)?,
         cancel_requested: row.try_get(11)?,
@@ -376,7 +377,8 @@ async fn insert_events(
 async fn require_current(tx: &Tx<'_>, id: &JobId, attempt: u32) -> Result<(u32, bool), Fail> {
     let statement = tx
         .prepare_cached(
-            "SELECT state, attempts, max_attempts, cancel_requested FROM jobs WHERE id = $1 FOR UPDATE",
+            // Attempts that resumed after a crash are not failures.
+            "SELECT state, attempts, max_attempts + crash_resumes, cancel_requested FROM jobs WHERE id = $1 FOR UPDATE",
         )
         .await?;
     let row = tx.query_opt(&statement, &[&id.as_str()]).await?;
@@ -397,11 +399,10 @@ fn candidate(r: &Row) -> Result<Candidate, tokio_postgres::Error> {
     Ok(Candidate {
         id: r.try_get(0)?,
         running: r.try_get::<_, String>(1)? == "running",
-        attempts: count(r.try_get(2)?),
-        max_attempts: count(r.try_get(3)?),
-        cancel_requested: r.try_get(4)?,
-        priority: r.try_get(5)?,
-        run_at: r.try_get(6)?,
+        crash_resumes: count(r.try_get(2)?),
+        cancel_requested: r.try_get(3)?,
+        priority: r.try_get(4)?,
+        run_at: r.try_get(5)?,
     })
 }
 
@@ -411,14 +412,14 @@ fn candidate(r: &Row) -> Result<Candidate, tokio_postgres::Error> {
 async fn next_candidate(tx: &Tx<'_>, now: i64) -> Result<Option<Candidate>, Fail> {
     let queued = tx
         .prepare_cached(
-            "SELECT id, state, attempts, max_attempts, cancel_requested, priority, run_at FROM jobs
+            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs
              WHERE state = 'queued' AND run_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
              LIMIT 1 FOR UPDATE SKIP LOCKED",
         )
         .await?;
     let expired = tx
         .prepare_cached(
-            "SELECT id, state, attempts, max_attempts, cancel_requested, priority, run_at FROM jobs
+            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs
              WHERE state = 'running' AND lease_expires_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
              LIMIT 1 FOR UPDATE SKIP LOCKED",
         )
@@ -434,24 +435,49 @@ async fn next_candidate(tx: &Tx<'_>, now: i64) -> Result<Option<Candidate>, Fail
     Ok(Candidate::better(queued, expired))
 }
 
-/// Leases the best runnable job; an abandoned run that was asked to stop, or
-/// that used up its attempts, ends instead of running again.
-async fn lease_next(tx: &Tx<'_>, worker: &str, lease_for: Duration) -> Result<Option<Lease>, Fail> {
+/// Leases the best runnable job. An abandoned run (its worker's lease
+/// expired) resumes without using an attempt, unless it was asked to stop
+/// (it is cancelled) or has resumed `max_crash_resumes` times (it parks).
+async fn lease_next(
+    tx: &Tx<'_>,
+    worker: &str,
+    lease_for: Duration,
+    max_crash_resumes: u32,
+) -> Result<Option<Lease>, Fail> {
     let now = db_now(tx).await?;
     while let Some(candidate) = next_candidate(tx, now).await? {
         let id = &candidate.id;
-        if let Some((state, error)) = candidate.fate() {
-            tx.execute(
-                "UPDATE jobs SET state = $3, error = COALESCE($4, error), finished_at = $2, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1",
-                &[id, &now, &state.as_str(), &error],
-            )
-            .await?;
-            continue;
+        match candidate.fate(max_crash_resumes) {
+            Some((JobState::NeedsAttention, _)) => {
+                let last = tx
+                    .query_opt(
+                        "SELECT event FROM events WHERE job_id = $1 ORDER BY seq DESC LIMIT 1",
+                        &[id],
+                    )
+                    .await?
+                    .map(|row| row.try_get::<_, String>(0))
+                    .transpose()?
+                    .map(|event| describe_event(&event));
+                tx.execute(
+                    "UPDATE jobs SET state = 'needs_attention', error = $3, pending_call = NULL, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1",
+                    &[id, &now, &candidate.poison_reason(max_crash_resumes, last)],
+                )
+                .await?;
+                continue;
+            }
+            Some((state, error)) => {
+                tx.execute(
+                    "UPDATE jobs SET state = $3, error = COALESCE($4, error), finished_at = $2, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1",
+                    &[id, &now, &state.as_str(), &error],
+                )
+                .await?;
+                continue;
+            }
+            None => {}
         }
-        let attempt = candidate.attempts + 1;
         let statement = tx
             .prepare_cached(&format!(
-                "UPDATE jobs SET state = 'running', attempts = $2, lease_owner = $3, lease_expires_at = $4, started_at = COALESCE(started_at, $5), updated_at = $5 WHERE id = $1 RETURNING {JOB_COLUMNS}"
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + $2, lease_owner = $3, lease_expires_at = $4, started_at = COALESCE(started_at, $5), updated_at = $5 WHERE id = $1 RETURNING {JOB_COLUMNS}"
             ))
             .await?;
         let row = tx
@@ -459,16 +485,17 @@ async fn lease_next(tx: &Tx<'_>, worker: &str, lease_for: Duration) -> Result<Op
                 &statement,
                 &[
                     &id,
-                    &int(attempt),
+                    &i32::from(candidate.running),
                     &worker,
                     &now.saturating_add(ms(lease_for)),
                     &now,
                 ],
             )
             .await?;
+        let job = job_from_row(&row)?;
         return Ok(Some(Lease {
-            job: job_from_row(&row)?,
-            attempt,
+            attempt: job.attempts,
+            job,
         }));
     }
     Ok(None)
@@ -477,7 +504,7 @@ async fn lease_next(tx: &Tx<'_>, worker: &str, lease_for: Duration) -> Result<Op
 /// Puts a resolved job back in the queue, with one more attempt than it used.
 async fn requeue(tx: &Tx<'_>, id: &JobId, now: i64) -> Result<(), Fail> {
     tx.execute(
-        "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = $2, updated_at = $2, max_attempts = GREATEST(max_attempts, attempts + 1) WHERE id = $1",
+        "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = $2, updated_at = $2, max_attempts = GREATEST(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = $1",
         &[&id.as_str(), &now],
     )
     .await?;
@@ -672,11 +699,11 @@ impl PostgresQueue {
         let job = load(tx, id.as_str())
             .await?
             .ok_or_else(|| Fail::Refused(QueueError::NotFound(id.clone())))?;
-        let pending = parked_call(&job, &self.label).map_err(Fail::Refused)?;
+        let pending = parked_call(&job, resolution, &self.label).map_err(Fail::Refused)?;
         let now = db_now(tx).await?;
         let change = match resolution {
             Resolution::Fail { reason } => {
-                let error = Resolution::failure(reason, &pending);
+                let error = Resolution::failure(reason, pending.as_ref());
                 tx.execute(
                     "UPDATE jobs SET state = 'failed', error = $2, pending_call = NULL, finished_at = $3, updated_at = $3 WHERE id = $1",
                     &[&id.as_str(), &error, &now],
@@ -686,21 +713,26 @@ impl PostgresQueue {
             }
             Resolution::Retry => {
                 // Without its start marker the next attempt runs the call afresh.
-                tx.execute(
-                    "DELETE FROM journal WHERE job_id = $1 AND scope = $2 AND turn = $3 AND step = $4",
-                    &[
-                        &id.as_str(),
-                        &pending.scope,
-                        &int(pending.turn),
-                        &pending.steps().0,
-                    ],
-                )
-                .await?;
+                if let Some(pending) = &pending {
+                    tx.execute(
+                        "DELETE FROM journal WHERE job_id = $1 AND scope = $2 AND turn = $3 AND step = $4",
+                        &[
+                            &id.as_str(),
+                            &pending.scope,
+                            &int(pending.turn),
+                            &pending.steps().0,
+                        ],
+                    )
+                    .await?;
+                }
                 requeue(tx, id, now).await?;
                 Change::Runnable
             }
             Resolution::Skip { output, is_error } => {
-                let body = Resolution::skipped_result(&pending, output, *is_error);
+                let Some(pending) = &pending else {
+                    return Err(Fail::Refused(QueueError::NoCallToSkip(id.clone())));
+                };
+                let body = Resolution::skipped_result(pending, output, *is_error);
                 put_journal(
                     tx,
                     id,
@@ -870,7 +902,7 @@ impl JobQueue for PostgresQueue {
     async fn lease(&self, worker: &str, lease_for: Duration) -> Result<Option<Lease>, QueueError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.store(&e))?;
-        let outcome = match lease_next(&tx, worker, lease_for).await {
+        let outcome = match lease_next(&tx, worker, lease_for, self.retry.max_crash_resumes).await {
             Ok(Some(lease)) => self
                 .notify_in(&tx, Change::Updated, &lease.job.id)
                 .await

@@ -80,6 +80,10 @@ ALTER TABLE jobs ADD COLUMN messages TEXT;
 ALTER TABLE jobs ADD COLUMN conversation_id TEXT COLLATE "C";
 CREATE INDEX jobs_conversation ON jobs (conversation_id, id) WHERE conversation_id IS NOT NULL;
 "#,
+    r#"
+-- A resume after the worker died is counted apart from attempts.
+ALTER TABLE jobs ADD COLUMN crash_resumes INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// The schema version this binary writes.

@@ -73,6 +73,9 @@ ALTER TABLE jobs ADD COLUMN messages TEXT;
 ALTER TABLE jobs ADD COLUMN conversation_id TEXT;
 CREATE INDEX jobs_conversation ON jobs (conversation_id, id) WHERE conversation_id IS NOT NULL;
 "#,
+    r#"
+ALTER TABLE jobs ADD COLUMN crash_resumes INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// The schema version this binary writes.
@@ -250,7 +253,7 @@ fn now_ms() -> i64 {
     millis(SystemTime::now())
 }
 
-const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id";
+const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes";
 
 fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
     let variables: String = row.get(4)?;
@@ -274,6 +277,7 @@ fn job_from_row(row: &Row<'_>) -> rusqlite::Result<Job> {
         state: JobState::parse(&state).unwrap_or(JobState::Failed),
         attempts: row.get(7)?,
         max_attempts: row.get(8)?,
+        crash_resumes: row.get(24)?,
         idempotency_key: row.get(9)?,
         traceparent: row.get(10)?,
         cancel_requested: row.get::<_, i64>(11)? != 0,
@@ -343,9 +347,11 @@ fn insert_events(
 /// The job's `(max_attempts, cancel_requested)` while `attempt` is its
 /// current running attempt; any other attempt is refused as stale.
 fn require_current(conn: &Connection, id: &JobId, attempt: u32) -> Result<(u32, bool), WriteError> {
+    // Attempts that resumed after a crash are not failures: they extend the
+    // attempts a job may use.
     let found: Option<(String, u32, u32, i64)> = conn
         .query_row(
-            "SELECT state, attempts, max_attempts, cancel_requested FROM jobs WHERE id = ?1",
+            "SELECT state, attempts, max_attempts + crash_resumes, cancel_requested FROM jobs WHERE id = ?1",
             [id.as_str()],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
@@ -379,11 +385,10 @@ fn candidate(r: &Row<'_>) -> rusqlite::Result<Candidate> {
     Ok(Candidate {
         id: r.get(0)?,
         running: r.get::<_, String>(1)? == "running",
-        attempts: r.get(2)?,
-        max_attempts: r.get(3)?,
-        cancel_requested: r.get::<_, i64>(4)? != 0,
-        priority: r.get(5)?,
-        run_at: r.get(6)?,
+        crash_resumes: r.get(2)?,
+        cancel_requested: r.get::<_, i64>(3)? != 0,
+        priority: r.get(4)?,
+        run_at: r.get(5)?,
     })
 }
 
@@ -392,14 +397,14 @@ fn candidate(r: &Row<'_>) -> rusqlite::Result<Candidate> {
 fn next_candidate(conn: &Connection, now: i64) -> rusqlite::Result<Option<Candidate>> {
     let queued = conn
         .prepare_cached(
-            "SELECT id, state, attempts, max_attempts, cancel_requested, priority, run_at FROM jobs INDEXED BY jobs_due
+            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs INDEXED BY jobs_due
              WHERE state = 'queued' AND run_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT 1",
         )?
         .query_row([now], candidate)
         .optional()?;
     let expired = conn
         .prepare_cached(
-            "SELECT id, state, attempts, max_attempts, cancel_requested, priority, run_at FROM jobs INDEXED BY jobs_lease
+            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs INDEXED BY jobs_lease
              WHERE state = 'running' AND lease_expires_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT 1",
         )?
         .query_row([now], candidate)
@@ -410,37 +415,62 @@ fn next_candidate(conn: &Connection, now: i64) -> rusqlite::Result<Option<Candid
 /// Puts a resolved job back in the queue, with one more attempt than it used.
 fn requeue(conn: &Connection, id: &JobId, now: i64) -> rusqlite::Result<()> {
     conn.execute(
-        "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = ?2, updated_at = ?2, max_attempts = MAX(max_attempts, attempts + 1) WHERE id = ?1",
+        "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = ?2, updated_at = ?2, max_attempts = MAX(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = ?1",
         params![id.as_str(), now],
     )?;
     Ok(())
 }
 
-/// Leases the best runnable job; an abandoned run that was asked to stop, or
-/// that used up its attempts, ends instead of running again.
+/// Leases the best runnable job. An abandoned run (its worker's lease
+/// expired) resumes without using an attempt, unless it was asked to stop
+/// (it is cancelled) or has resumed `max_crash_resumes` times (it parks).
 fn lease_next(
     conn: &Connection,
     worker: &str,
     lease_for: Duration,
+    max_crash_resumes: u32,
 ) -> rusqlite::Result<Option<Lease>> {
     let now = now_ms();
     while let Some(candidate) = next_candidate(conn, now)? {
         let id = &candidate.id;
-        if let Some((state, error)) = candidate.fate() {
-            conn.execute(
-                "UPDATE jobs SET state = ?3, error = COALESCE(?4, error), finished_at = ?2, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
-                params![id, now, state.as_str(), error],
-            )?;
-            continue;
+        match candidate.fate(max_crash_resumes) {
+            Some((JobState::NeedsAttention, _)) => {
+                let last = last_event(conn, id)?;
+                conn.execute(
+                    "UPDATE jobs SET state = 'needs_attention', error = ?3, pending_call = NULL, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
+                    params![id, now, candidate.poison_reason(max_crash_resumes, last)],
+                )?;
+                continue;
+            }
+            Some((state, error)) => {
+                conn.execute(
+                    "UPDATE jobs SET state = ?3, error = COALESCE(?4, error), finished_at = ?2, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
+                    params![id, now, state.as_str(), error],
+                )?;
+                continue;
+            }
+            None => {}
         }
-        let attempt = candidate.attempts + 1;
         conn.execute(
-            "UPDATE jobs SET state = 'running', attempts = ?2, lease_owner = ?3, lease_expires_at = ?4, started_at = COALESCE(started_at, ?5), updated_at = ?5 WHERE id = ?1",
-            params![id, attempt, worker, now + lease_for.as_millis() as i64, now],
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + ?2, lease_owner = ?3, lease_expires_at = ?4, started_at = COALESCE(started_at, ?5), updated_at = ?5 WHERE id = ?1",
+            params![id, i64::from(candidate.running), worker, now + lease_for.as_millis() as i64, now],
         )?;
-        return Ok(load(conn, id)?.map(|job| Lease { job, attempt }));
+        return Ok(load(conn, id)?.map(|job| Lease {
+            attempt: job.attempts,
+            job,
+        }));
     }
     Ok(None)
+}
+
+/// The event a job's log recorded last, as people read it.
+fn last_event(conn: &Connection, id: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT event FROM events WHERE job_id = ?1 ORDER BY seq DESC LIMIT 1",
+        [id],
+        |r| Ok(describe_event(&r.get::<_, String>(0)?)),
+    )
+    .optional()
 }
 
 #[async_trait]
@@ -564,8 +594,9 @@ impl JobQueue for SqliteQueue {
 
     async fn lease(&self, worker: &str, lease_for: Duration) -> Result<Option<Lease>, QueueError> {
         let worker = worker.to_string();
+        let max_crash_resumes = self.retry.max_crash_resumes;
         let leased = self
-            .write(move |conn| Ok(lease_next(conn, &worker, lease_for)?))
+            .write(move |conn| Ok(lease_next(conn, &worker, lease_for, max_crash_resumes)?))
             .await?;
         if let Some(lease) = &leased {
             self.notify(&lease.job.id);
@@ -861,11 +892,12 @@ impl JobQueue for SqliteQueue {
             .write(move |conn| {
                 let job = load(conn, job_id.as_str())?
                     .ok_or_else(|| WriteError::Refused(QueueError::NotFound(job_id.clone())))?;
-                let pending = parked_call(&job, &path).map_err(WriteError::Refused)?;
+                let pending =
+                    parked_call(&job, &resolution, &path).map_err(WriteError::Refused)?;
                 let now = now_ms();
                 match &resolution {
                     Resolution::Fail { reason } => {
-                        let error = Resolution::failure(reason, &pending);
+                        let error = Resolution::failure(reason, pending.as_ref());
                         conn.execute(
                             "UPDATE jobs SET state = 'failed', error = ?2, pending_call = NULL, finished_at = ?3, updated_at = ?3 WHERE id = ?1",
                             params![job_id.as_str(), error, now],
@@ -873,14 +905,19 @@ impl JobQueue for SqliteQueue {
                     }
                     Resolution::Retry => {
                         // Without its start marker the next attempt runs the call afresh.
-                        conn.execute(
-                            "DELETE FROM journal WHERE job_id = ?1 AND scope = ?2 AND turn = ?3 AND step = ?4",
-                            params![job_id.as_str(), pending.scope, pending.turn, pending.steps().0],
-                        )?;
+                        if let Some(pending) = &pending {
+                            conn.execute(
+                                "DELETE FROM journal WHERE job_id = ?1 AND scope = ?2 AND turn = ?3 AND step = ?4",
+                                params![job_id.as_str(), pending.scope, pending.turn, pending.steps().0],
+                            )?;
+                        }
                         requeue(conn, &job_id, now)?;
                     }
                     Resolution::Skip { output, is_error } => {
-                        let body = Resolution::skipped_result(&pending, output, *is_error);
+                        let Some(pending) = &pending else {
+                            return Err(WriteError::Refused(QueueError::NoCallToSkip(job_id.clone())));
+                        };
+                        let body = Resolution::skipped_result(pending, output, *is_error);
                         conn.execute(
                             "INSERT OR REPLACE INTO journal (job_id, scope, turn, step, attempt, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                             params![job_id.as_str(), pending.scope, pending.turn, pending.steps().1, job.attempts, body],
