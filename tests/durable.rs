@@ -617,3 +617,61 @@ async fn a_job_that_kills_its_daemon_every_time_parks() {
     assert_eq!(parked["pending_call"], Value::Null);
     assert_eq!(run.server.requests().len(), 2, "one new turn per attempt");
 }
+
+/// Submits a `crash` job to a daemon that dies while its first `append`
+/// (unsafe) runs; the job parks when a later daemon takes it up.
+async fn job_killed_in_its_unsafe_call(run: &Run, http: &reqwest::Client) -> String {
+    let mut daemon = run
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", "tool_running@2"), SHORT_LEASE]);
+    let job = common::daemon::submit(http, &daemon, "crash", "write three lines").await;
+    daemon.wait_killed_at("tool_running");
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// Every terminal transition an operator makes writes the job's final
+/// `JobState` event and counts it: cancelling a parked job, and `resolve
+/// --fail`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_or_failing_a_parked_job_writes_its_final_event() {
+    let run = setup().await;
+    let http = client();
+    let first = job_killed_in_its_unsafe_call(&run, &http).await;
+    let second = job_killed_in_its_unsafe_call(&run, &http).await;
+    let daemon = run.site.start();
+    for id in [&first, &second] {
+        eventually(Duration::from_secs(60), "the job parks", || async {
+            let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+            (job["state"] == "needs_attention").then_some(())
+        })
+        .await;
+    }
+    let cancelled = http
+        .post(daemon.url(&format!("/v1/jobs/{first}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    let failed = http
+        .post(daemon.url(&format!("/v1/jobs/{second}/resolve")))
+        .json(&json!({"action": "fail", "reason": "refunded by hand"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(failed.status(), 200);
+    for (id, state) in [(&first, "cancelled"), (&second, "failed")] {
+        let events = check_event_log(&http, &daemon, id).await;
+        let last = events.last().unwrap();
+        assert_eq!(
+            (&last["type"], &last["state"]),
+            (&json!("JobState"), &json!(state))
+        );
+        let series =
+            format!("structured_agents_jobs_finished_total{{bundle=\"crash\",state=\"{state}\"}}");
+        assert_eq!(
+            common::daemon::metric(&http, &daemon, &series).await,
+            1,
+            "{series}"
+        );
+    }
+}

@@ -313,13 +313,28 @@ pub async fn cancellation_of_queued_and_running_jobs(q: Arc<dyn JobQueue>) {
         })
         .await
         .unwrap();
-    assert_eq!(
-        q.cancel(&queued.id).await.unwrap().unwrap().state,
-        JobState::Cancelled
-    );
+    let cancelled = q.cancel(&queued.id).await.unwrap().unwrap();
+    assert_eq!(cancelled.job.state, JobState::Cancelled);
+    // The cancel ends the job with its final event, in its transaction.
+    let ended = cancelled.final_event.expect("a final JobState event");
+    assert!(matches!(
+        ended.event,
+        Event::JobState {
+            state: JobStatus::Cancelled,
+            ..
+        }
+    ));
+    let stored = q.events_after(&queued.id, 0, 10).await.unwrap();
+    assert_eq!(stored.len(), 1, "the final event is the log's last");
+    assert_eq!(ended.seq, 1);
     let (running, _) = q.submit(job("b")).await.unwrap();
     let lease = q.lease("w", LEASE * 10).await.unwrap().unwrap();
     let after = q.cancel(&running.id).await.unwrap().unwrap();
+    assert!(
+        after.final_event.is_none(),
+        "a running job ends in its worker"
+    );
+    let after = after.job;
     assert_eq!(after.state, JobState::Running);
     assert!(after.cancel_requested);
     assert_eq!(
@@ -341,16 +356,28 @@ pub async fn cancellation_of_queued_and_running_jobs(q: Arc<dyn JobQueue>) {
         .await
         .unwrap();
     assert_eq!(reply, CompleteReply::Recorded(JobState::Cancelled));
-    // A cancel request on a running job whose worker vanished ends it when the lease expires.
+    // A cancel request on a running job whose worker vanished: the next
+    // lease hands it out marked, and its worker ends it by the one rule
+    // (with its final event, as any outcome).
     let (orphan, _) = q.submit(job("b")).await.unwrap();
     q.lease("w", LEASE).await.unwrap().unwrap();
     q.cancel(&orphan.id).await.unwrap();
     tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
-    assert!(q.lease("w", LEASE).await.unwrap().is_none());
-    assert_eq!(
-        q.get(&orphan.id).await.unwrap().unwrap().state,
-        JobState::Cancelled
-    );
+    let marked = lease_until(&*q).await;
+    assert!(marked.job.id == orphan.id && marked.job.cancel_requested);
+    let reply = q
+        .complete(
+            &orphan.id,
+            marked.attempt,
+            Outcome::Failed {
+                error: "cancelled by request".into(),
+                retryable: false,
+            },
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply, CompleteReply::Recorded(JobState::Cancelled));
     assert!(
         q.cancel(&structured_agents::queue::JobId::from("missing"))
             .await
@@ -525,7 +552,7 @@ pub async fn a_job_whose_worker_keeps_dying_parks_as_a_poison_pill(q: Arc<dyn Jo
         .await
         .unwrap_err();
     assert!(matches!(skip, QueueError::NoCallToSkip(_)), "{skip}");
-    let retried = q.resolve(id, Resolution::Retry).await.unwrap();
+    let retried = q.resolve(id, Resolution::Retry).await.unwrap().job;
     assert_eq!(retried.state, JobState::Queued);
     assert_eq!(retried.crash_resumes, 0);
     assert_eq!(lease_until(&*q).await.job.id, *id);
@@ -825,6 +852,8 @@ pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
         )
         .await
         .unwrap();
+    assert!(job.final_event.is_none());
+    let job = job.job;
     assert_eq!(
         (job.state, job.pending_call.clone()),
         (JobState::Queued, None)
@@ -847,7 +876,7 @@ pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
 
     // Retry: the start marker goes, so the next attempt runs the call afresh.
     let (id, _) = parked(q.as_ref()).await;
-    let job = q.resolve(&id, Resolution::Retry).await.unwrap();
+    let job = q.resolve(&id, Resolution::Retry).await.unwrap().job;
     assert_eq!(job.state, JobState::Queued);
     assert!(q.journal(&id).await.unwrap().is_empty());
     let again = q.lease("w", LEASE).await.unwrap().unwrap();
@@ -858,10 +887,18 @@ pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
 
     // Fail: the job ends, with the operator's reason or one naming the call.
     let (id, _) = parked(q.as_ref()).await;
-    let job = q
+    let failed = q
         .resolve(&id, Resolution::Fail { reason: None })
         .await
         .unwrap();
+    assert!(matches!(
+        failed.final_event.as_ref().map(|e| &e.event),
+        Some(Event::JobState {
+            state: JobStatus::Failed,
+            ..
+        })
+    ));
+    let job = failed.job;
     assert_eq!(job.state, JobState::Failed);
     assert!(job.finished_at.is_some());
     let error = job.error.unwrap_or_default();
@@ -883,7 +920,7 @@ pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
         )
         .await
         .unwrap();
-    assert_eq!(job.error.as_deref(), Some("refunded by hand"));
+    assert_eq!(job.job.error.as_deref(), Some("refunded by hand"));
     assert!(q.lease("w", LEASE).await.unwrap().is_none());
 }
 

@@ -359,12 +359,21 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    state
+    let changed = state
         .queue
         .cancel(&id)
         .await?
-        .map(Json)
-        .ok_or_else(|| not_found(&id))
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(settled(&state, changed)))
+}
+
+/// The job an operator's request left; a final event it recorded is
+/// counted (metrics) like a run's.
+fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
+    if let Some(event) = &changed.final_event {
+        (state.on_ended)(event);
+    }
+    changed.job
 }
 
 /// `POST /v1/jobs/{id}/resolve`: an operator's answer for a parked job.
@@ -374,7 +383,8 @@ pub async fn resolve(
     JsonBody(resolution): JsonBody<Resolution>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    let job = state.queue.resolve(&id, resolution).await?;
+    let changed = state.queue.resolve(&id, resolution).await?;
+    let job = settled(&state, changed);
     if job.state == JobState::Queued {
         state.wake.notify_one();
     }

@@ -64,6 +64,9 @@ pub struct AppState {
     pub sse_recheck: Duration,
     /// Called after a job is accepted (metrics).
     pub on_submit: Arc<dyn Fn(&str) + Send + Sync>,
+    /// Called with the final event of a job an operator's request ended
+    /// (a cancelled queued or parked job, a failed resolve): metrics.
+    pub on_ended: Arc<dyn Fn(&crate::events::EventEnvelope) + Send + Sync>,
     /// Told whether `/readyz`'s ping reached the queue (metrics, outage logs).
     pub queue_probe: Option<HealthProbe>,
     /// The answer token by token while a job runs in this daemon.

@@ -220,6 +220,12 @@ pub async fn serve(config: Config) -> Result<(), ServeError> {
             let metrics = metrics.clone();
             Arc::new(move |bundle: &str| metrics.job_submitted(bundle))
         },
+        on_ended: {
+            let metrics = metrics.clone();
+            Arc::new(move |event: &crate::events::EventEnvelope| {
+                metrics.job_ended_by_request(event)
+            })
+        },
     };
     let app = api::router(
         state,

@@ -354,13 +354,45 @@ pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelo
     event
 }
 
+/// A job as an operator's request left it, and the final `JobState` event
+/// the same transaction recorded when the request ended it.
+#[derive(Debug, Clone)]
+pub struct Changed {
+    pub job: Job,
+    pub final_event: Option<EventEnvelope>,
+}
+
+/// The final event of a job the queue ends itself (a cancelled queued or
+/// parked job, a failed resolve): the next event of its log, in the
+/// transaction that ends it.
+pub(crate) fn ended_by_request(job: &Job, seq: u64) -> Option<EventEnvelope> {
+    let status = match job.state {
+        JobState::Cancelled => JobStatus::Cancelled,
+        JobState::Failed => JobStatus::Failed,
+        _ => return None,
+    };
+    Some(EventEnvelope {
+        run_id: job.id.to_string(),
+        bundle: job.bundle.clone(),
+        bundle_version: job.bundle_version.clone().unwrap_or_default(),
+        parent: None,
+        seq,
+        timestamp: crate::events::timestamp_now(),
+        event: Event::JobState {
+            state: status,
+            attempt: job.attempts,
+            error: job.error.clone(),
+            duration_ms: None,
+        },
+    })
+}
+
 /// A runnable job as a backend's lease queries see it: the best due queued
 /// job, or the best expired lease.
 pub(crate) struct Candidate {
     pub id: String,
     pub running: bool,
     pub crash_resumes: u32,
-    pub cancel_requested: bool,
     pub priority: i32,
     pub run_at: i64,
 }
@@ -380,19 +412,14 @@ impl Candidate {
         }
     }
 
-    /// What happens to an abandoned run (its worker's lease expired: the
-    /// daemon died or stalled) instead of resuming: asked to stop, it is
-    /// cancelled; after `max_crash_resumes` resumes it is a poison pill and
-    /// parks for an operator, with this reason. `None`: lease it (a resume,
-    /// which uses no attempt of `max_attempts`).
-    pub(crate) fn fate(&self, max_crash_resumes: u32) -> Option<(JobState, Option<String>)> {
-        if !self.running {
-            return None;
-        }
-        if self.cancel_requested {
-            return Some((JobState::Cancelled, None));
-        }
-        (self.crash_resumes >= max_crash_resumes).then_some((JobState::NeedsAttention, None))
+    /// Whether an abandoned run (its worker's lease expired: the daemon
+    /// died or stalled) is a poison pill, to park for an operator instead of
+    /// resuming: it has resumed `max_crash_resumes` times. Otherwise it is
+    /// leased (a resume, which uses no attempt of `max_attempts`); one asked
+    /// to stop ends `cancelled` at once in its worker, through the one rule
+    /// of [`decide`], with its final event.
+    pub(crate) fn is_poison_pill(&self, max_crash_resumes: u32) -> bool {
+        self.running && self.crash_resumes >= max_crash_resumes
     }
 
     /// Why a poison pill parked: how often its worker died, the last step
@@ -774,10 +801,11 @@ pub trait JobQueue: Send + Sync {
         events: &[EventEnvelope],
     ) -> Result<(), QueueError>;
     /// Resolves a `needs_attention` job: retry its pending call, skip it
-    /// with a supplied result, or fail the job.
-    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Job, QueueError>;
-    /// Cancels a queued job at once; asks a running job to stop.
-    async fn cancel(&self, id: &JobId) -> Result<Option<Job>, QueueError>;
+    /// with a supplied result, or fail the job (with its final event).
+    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError>;
+    /// Cancels a queued or parked job at once (with its final event); asks
+    /// a running job to stop.
+    async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError>;
     async fn append_events(
         &self,
         id: &JobId,

@@ -257,6 +257,20 @@ impl Metrics {
         }
     }
 
+    /// Counts a job an operator's request ended without a run (a cancelled
+    /// queued or parked job, a failed resolve), from its final event.
+    pub fn job_ended_by_request(&self, event: &EventEnvelope) {
+        let Event::JobState { state, .. } = &event.event else {
+            return;
+        };
+        let (bundle, state) = (event.bundle.as_str(), state.as_str());
+        self.jobs_finished.with_label_values(&[bundle, state]).inc();
+        if let Some(o) = self.otlp.get() {
+            o.jobs_finished
+                .add(1, &[kv("bundle", bundle), kv("state", state)]);
+        }
+    }
+
     /// Records whether a queue operation (`lease`, `ping`) reached the store.
     pub fn queue_operation(&self, operation: &str, worked: bool) {
         self.queue_up.set(i64::from(worked));

@@ -256,6 +256,17 @@ impl WorkerPool {
         })
         .await;
 
+        if job.cancel_requested {
+            // Its last worker died after a cancel was asked for: it ends
+            // here, by the one rule (a cancel wins), with its final event.
+            let cancelled = Outcome::Failed {
+                error: "cancelled by request".into(),
+                retryable: false,
+            };
+            self.finish(&lease, cancelled, &sink, &log, Some(&others), started)
+                .await;
+            return;
+        }
         let scope = RunScope {
             sink,
             journal: RunJournal::new(job.id.as_str(), recorded, log.clone()),

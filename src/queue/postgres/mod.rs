@@ -400,9 +400,8 @@ fn candidate(r: &Row) -> Result<Candidate, tokio_postgres::Error> {
         id: r.try_get(0)?,
         running: r.try_get::<_, String>(1)? == "running",
         crash_resumes: count(r.try_get(2)?),
-        cancel_requested: r.try_get(3)?,
-        priority: r.try_get(4)?,
-        run_at: r.try_get(5)?,
+        priority: r.try_get(3)?,
+        run_at: r.try_get(4)?,
     })
 }
 
@@ -412,14 +411,14 @@ fn candidate(r: &Row) -> Result<Candidate, tokio_postgres::Error> {
 async fn next_candidate(tx: &Tx<'_>, now: i64) -> Result<Option<Candidate>, Fail> {
     let queued = tx
         .prepare_cached(
-            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs
+            "SELECT id, state, crash_resumes, priority, run_at FROM jobs
              WHERE state = 'queued' AND run_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
              LIMIT 1 FOR UPDATE SKIP LOCKED",
         )
         .await?;
     let expired = tx
         .prepare_cached(
-            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs
+            "SELECT id, state, crash_resumes, priority, run_at FROM jobs
              WHERE state = 'running' AND lease_expires_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
              LIMIT 1 FOR UPDATE SKIP LOCKED",
         )
@@ -436,8 +435,8 @@ async fn next_candidate(tx: &Tx<'_>, now: i64) -> Result<Option<Candidate>, Fail
 }
 
 /// Leases the best runnable job. An abandoned run (its worker's lease
-/// expired) resumes without using an attempt, unless it was asked to stop
-/// (it is cancelled) or has resumed `max_crash_resumes` times (it parks).
+/// expired) resumes without using an attempt, unless it is a poison pill
+/// (it parks).
 async fn lease_next(
     tx: &Tx<'_>,
     worker: &str,
@@ -447,33 +446,22 @@ async fn lease_next(
     let now = db_now(tx).await?;
     while let Some(candidate) = next_candidate(tx, now).await? {
         let id = &candidate.id;
-        match candidate.fate(max_crash_resumes) {
-            Some((JobState::NeedsAttention, _)) => {
-                let last = tx
-                    .query_opt(
-                        "SELECT event FROM events WHERE job_id = $1 ORDER BY seq DESC LIMIT 1",
-                        &[id],
-                    )
-                    .await?
-                    .map(|row| row.try_get::<_, String>(0))
-                    .transpose()?
-                    .map(|event| describe_event(&event));
-                tx.execute(
-                    "UPDATE jobs SET state = 'needs_attention', error = $3, pending_call = NULL, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1",
-                    &[id, &now, &candidate.poison_reason(max_crash_resumes, last)],
+        if candidate.is_poison_pill(max_crash_resumes) {
+            let last = tx
+                .query_opt(
+                    "SELECT event FROM events WHERE job_id = $1 ORDER BY seq DESC LIMIT 1",
+                    &[id],
                 )
-                .await?;
-                continue;
-            }
-            Some((state, error)) => {
-                tx.execute(
-                    "UPDATE jobs SET state = $3, error = COALESCE($4, error), finished_at = $2, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1",
-                    &[id, &now, &state.as_str(), &error],
-                )
-                .await?;
-                continue;
-            }
-            None => {}
+                .await?
+                .map(|row| row.try_get::<_, String>(0))
+                .transpose()?
+                .map(|event| describe_event(&event));
+            tx.execute(
+                "UPDATE jobs SET state = 'needs_attention', error = $3, pending_call = NULL, updated_at = $2, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1",
+                &[id, &now, &candidate.poison_reason(max_crash_resumes, last)],
+            )
+            .await?;
+            continue;
         }
         let statement = tx
             .prepare_cached(&format!(
@@ -691,7 +679,7 @@ impl PostgresQueue {
         tx: &Tx<'_>,
         id: &JobId,
         resolution: &Resolution,
-    ) -> Result<(Job, Change), Fail> {
+    ) -> Result<(Changed, Change), Fail> {
         let lock = tx
             .prepare_cached("SELECT 1 FROM jobs WHERE id = $1 FOR UPDATE")
             .await?;
@@ -751,8 +739,28 @@ impl PostgresQueue {
         let job = load(tx, id.as_str())
             .await?
             .ok_or_else(|| Fail::Refused(QueueError::NotFound(id.clone())))?;
-        Ok((job, change))
+        let failed = matches!(resolution, Resolution::Fail { .. });
+        Ok((record_ending(tx, job, failed).await?, change))
     }
+}
+
+/// The job an operator's request left, with the final event it records (as
+/// the next of the job's log) when the request `ended` the job.
+async fn record_ending(tx: &Tx<'_>, job: Job, ended: bool) -> Result<Changed, Fail> {
+    let final_event = if ended {
+        let last: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events WHERE job_id = $1",
+                &[&job.id.as_str()],
+            )
+            .await?
+            .try_get(0)?;
+        ended_by_request(&job, last as u64 + 1)
+    } else {
+        None
+    };
+    insert_events(tx, &job.id, job.attempts, final_event.as_slice()).await?;
+    Ok(Changed { job, final_event })
 }
 
 #[async_trait]
@@ -1002,12 +1010,12 @@ impl JobQueue for PostgresQueue {
         Ok(finished)
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
+    async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.store(&e))?;
         let outcome = async {
             let now = db_now(&tx).await?;
-            tx.execute(
+            let ended = tx.execute(
                 "UPDATE jobs SET state = 'cancelled', finished_at = $2, updated_at = $2, error = 'cancelled by request', pending_call = NULL WHERE id = $1 AND state IN ('queued', 'needs_attention')",
                 &[&id.as_str(), &now],
             )
@@ -1017,16 +1025,16 @@ impl JobQueue for PostgresQueue {
                 &[&id.as_str(), &now],
             )
             .await?;
-            let job = load(&tx, id.as_str()).await?;
-            if job.is_some() {
-                self.notify_in(&tx, Change::Updated, id).await?;
-            }
-            Ok(job)
+            let Some(job) = load(&tx, id.as_str()).await? else {
+                return Ok(None);
+            };
+            self.notify_in(&tx, Change::Updated, id).await?;
+            Ok(Some(record_ending(&tx, job, ended > 0).await?))
         }
         .await;
-        let job = self.settle(tx, outcome).await?;
+        let changed = self.settle(tx, outcome).await?;
         self.sinks.publish(Change::Updated, id);
-        Ok(job)
+        Ok(changed)
     }
 
     async fn append_events(
@@ -1156,13 +1164,13 @@ impl JobQueue for PostgresQueue {
         Ok(())
     }
 
-    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Job, QueueError> {
+    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.store(&e))?;
         let outcome = self.resolve_in(&tx, id, &resolution).await;
-        let (job, change) = self.settle(tx, outcome).await?;
+        let (changed, change) = self.settle(tx, outcome).await?;
         self.sinks.publish(change, id);
-        Ok(job)
+        Ok(changed)
     }
 
     fn subscribe(&self) -> broadcast::Receiver<JobId> {

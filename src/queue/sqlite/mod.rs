@@ -386,9 +386,8 @@ fn candidate(r: &Row<'_>) -> rusqlite::Result<Candidate> {
         id: r.get(0)?,
         running: r.get::<_, String>(1)? == "running",
         crash_resumes: r.get(2)?,
-        cancel_requested: r.get::<_, i64>(3)? != 0,
-        priority: r.get(4)?,
-        run_at: r.get(5)?,
+        priority: r.get(3)?,
+        run_at: r.get(4)?,
     })
 }
 
@@ -397,14 +396,14 @@ fn candidate(r: &Row<'_>) -> rusqlite::Result<Candidate> {
 fn next_candidate(conn: &Connection, now: i64) -> rusqlite::Result<Option<Candidate>> {
     let queued = conn
         .prepare_cached(
-            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs INDEXED BY jobs_due
+            "SELECT id, state, crash_resumes, priority, run_at FROM jobs INDEXED BY jobs_due
              WHERE state = 'queued' AND run_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT 1",
         )?
         .query_row([now], candidate)
         .optional()?;
     let expired = conn
         .prepare_cached(
-            "SELECT id, state, crash_resumes, cancel_requested, priority, run_at FROM jobs INDEXED BY jobs_lease
+            "SELECT id, state, crash_resumes, priority, run_at FROM jobs INDEXED BY jobs_lease
              WHERE state = 'running' AND lease_expires_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT 1",
         )?
         .query_row([now], candidate)
@@ -422,8 +421,8 @@ fn requeue(conn: &Connection, id: &JobId, now: i64) -> rusqlite::Result<()> {
 }
 
 /// Leases the best runnable job. An abandoned run (its worker's lease
-/// expired) resumes without using an attempt, unless it was asked to stop
-/// (it is cancelled) or has resumed `max_crash_resumes` times (it parks).
+/// expired) resumes without using an attempt, unless it is a poison pill
+/// (it parks).
 fn lease_next(
     conn: &Connection,
     worker: &str,
@@ -433,23 +432,13 @@ fn lease_next(
     let now = now_ms();
     while let Some(candidate) = next_candidate(conn, now)? {
         let id = &candidate.id;
-        match candidate.fate(max_crash_resumes) {
-            Some((JobState::NeedsAttention, _)) => {
-                let last = last_event(conn, id)?;
-                conn.execute(
-                    "UPDATE jobs SET state = 'needs_attention', error = ?3, pending_call = NULL, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
-                    params![id, now, candidate.poison_reason(max_crash_resumes, last)],
-                )?;
-                continue;
-            }
-            Some((state, error)) => {
-                conn.execute(
-                    "UPDATE jobs SET state = ?3, error = COALESCE(?4, error), finished_at = ?2, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
-                    params![id, now, state.as_str(), error],
-                )?;
-                continue;
-            }
-            None => {}
+        if candidate.is_poison_pill(max_crash_resumes) {
+            let last = last_event(conn, id)?;
+            conn.execute(
+                "UPDATE jobs SET state = 'needs_attention', error = ?3, pending_call = NULL, updated_at = ?2, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
+                params![id, now, candidate.poison_reason(max_crash_resumes, last)],
+            )?;
+            continue;
         }
         conn.execute(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + ?2, lease_owner = ?3, lease_expires_at = ?4, started_at = COALESCE(started_at, ?5), updated_at = ?5 WHERE id = ?1",
@@ -461,6 +450,23 @@ fn lease_next(
         }));
     }
     Ok(None)
+}
+
+/// The job an operator's request left, with the final event it records
+/// (as the next of the job's log) when the request `ended` the job.
+fn record_ending(conn: &Connection, job: Job, ended: bool) -> Result<Changed, WriteError> {
+    let final_event = if ended {
+        let last: i64 = conn.query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1",
+            [job.id.as_str()],
+            |r| r.get(0),
+        )?;
+        ended_by_request(&job, last as u64 + 1)
+    } else {
+        None
+    };
+    insert_events(conn, &job.id, job.attempts, final_event.as_slice())?;
+    Ok(Changed { job, final_event })
 }
 
 /// The event a job's log recorded last, as people read it.
@@ -728,21 +734,24 @@ impl JobQueue for SqliteQueue {
         Ok(finished)
     }
 
-    async fn cancel(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
-        let job_id = id.0.clone();
-        let job = self
+    async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError> {
+        let job_id = id.clone();
+        let changed = self
             .write(move |conn| {
                 let now = now_ms();
-                conn.execute(
+                let ended = conn.execute(
                     "UPDATE jobs SET state = 'cancelled', finished_at = ?2, updated_at = ?2, error = 'cancelled by request', pending_call = NULL WHERE id = ?1 AND state IN ('queued', 'needs_attention')",
-                    params![job_id, now],
+                    params![job_id.as_str(), now],
                 )?;
-                conn.execute("UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1 AND state = 'running'", params![job_id, now])?;
-                Ok(load(conn, &job_id)?)
+                conn.execute("UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1 AND state = 'running'", params![job_id.as_str(), now])?;
+                let Some(job) = load(conn, job_id.as_str())? else {
+                    return Ok(None);
+                };
+                Ok(Some(record_ending(conn, job, ended > 0)?))
             })
             .await?;
         self.notify(id);
-        Ok(job)
+        Ok(changed)
     }
 
     async fn append_events(
@@ -885,7 +894,7 @@ impl JobQueue for SqliteQueue {
         Ok(())
     }
 
-    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Job, QueueError> {
+    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError> {
         let job_id = id.clone();
         let path = self.path.display().to_string();
         let job = self
@@ -925,8 +934,10 @@ impl JobQueue for SqliteQueue {
                         requeue(conn, &job_id, now)?;
                     }
                 }
-                load(conn, job_id.as_str())?
-                    .ok_or_else(|| WriteError::Refused(QueueError::NotFound(job_id.clone())))
+                let job = load(conn, job_id.as_str())?
+                    .ok_or_else(|| WriteError::Refused(QueueError::NotFound(job_id.clone())))?;
+                let failed = matches!(resolution, Resolution::Fail { .. });
+                record_ending(conn, job, failed)
             })
             .await?;
         self.notify(id);
