@@ -19,6 +19,7 @@
 //! | `gate_started` | a workflow command gate's process has started |
 //! | `after_group_reply_recorded` | a group chat's reply is in the journal |
 //! | `before_completion_commit` | the job's outcome is about to be committed |
+//! | `steps_reply_lost` | a journal write committed, and its answer is then lost (the write returns an error; never kills) |
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -89,6 +90,12 @@ fn kill_self(name: &str) -> ! {
     // SIGKILL to ourselves: no destructor, flush or atexit handler runs, as with `kill -9`.
     let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);
     std::process::abort()
+}
+
+/// Whether `name` fires on this hit, for failpoints that inject an error
+/// instead of killing (a lost reply).
+pub fn fails(name: &str) -> bool {
+    fires(name).is_some()
 }
 
 /// Kills the process (or panics) here when `name` is armed for this hit.

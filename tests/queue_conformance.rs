@@ -41,6 +41,14 @@ fn job(bundle: &str) -> NewJob {
     }
 }
 
+/// Another event than `event(seq)` at the same sequence number.
+fn other_event(seq: u64) -> EventEnvelope {
+    EventEnvelope {
+        timestamp: "2026-01-02T00:00:00.000Z".into(),
+        ..event(seq)
+    }
+}
+
 fn event(seq: u64) -> EventEnvelope {
     EventEnvelope {
         run_id: "r".into(),
@@ -392,8 +400,13 @@ pub async fn event_log_is_ordered_guarded_and_continues_across_attempts(q: Arc<d
     q.append_events(&submitted.id, first.attempt, &[event(1), event(2)])
         .await
         .unwrap();
+    // A write whose commit happened but whose reply was lost, retried, is
+    // recognised (same attempt, same event); another event there is not.
+    q.append_events(&submitted.id, first.attempt, &[event(1), event(2)])
+        .await
+        .unwrap();
     assert!(matches!(
-        q.append_events(&submitted.id, first.attempt, &[event(2)])
+        q.append_events(&submitted.id, first.attempt, &[other_event(2)])
             .await,
         Err(QueueError::DuplicateEvent { seq: 2, .. })
     ));
@@ -615,7 +628,7 @@ pub async fn journal_round_trip_with_held_events(q: Arc<dyn JobQueue>) {
     assert_eq!(journal[1].body, r#"{"turn":"again"}"#);
     // A duplicate held event refuses the whole write: no step without its events.
     assert!(matches!(
-        q.record_steps(id, a, &[step("", 2, "reply", "{}")], &[event(6)])
+        q.record_steps(id, a, &[step("", 2, "reply", "{}")], &[other_event(6)])
             .await,
         Err(QueueError::DuplicateEvent { seq: 6, .. })
     ));

@@ -354,6 +354,27 @@ pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelo
     event
 }
 
+/// The answer of a committed write, or the error of one whose answer was
+/// lost on the way (the `steps_reply_lost` failpoint: a connection that drops
+/// right after COMMIT), which the writer retries.
+pub(crate) fn lost_reply(store: &str) -> Result<(), QueueError> {
+    if crate::failpoint::fails("steps_reply_lost") {
+        return Err(QueueError::Store {
+            path: store.to_string(),
+            detail: "the write committed but its answer was lost (failpoint steps_reply_lost)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether the event stored at a sequence number (its attempt and JSON) is
+/// the one an attempt writes again: a write whose commit happened but whose
+/// reply was lost, retried. Anything else at that number is a duplicate.
+pub(crate) fn same_event(stored: (u32, String), attempt: u32, json: &str) -> bool {
+    stored.0 == attempt && stored.1 == json
+}
+
 /// A job as an operator's request left it, and the final `JobState` event
 /// the same transaction recorded when the request ended it.
 #[derive(Debug, Clone)]

@@ -23,7 +23,6 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use serde_json::Value;
 use tokio::sync::broadcast;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -348,25 +347,30 @@ async fn insert_events(
         return Ok(());
     }
     let insert = tx
-        .prepare_cached("INSERT INTO events (job_id, seq, attempt, event) VALUES ($1, $2, $3, $4)")
+        .prepare_cached("INSERT INTO events (job_id, seq, attempt, event) VALUES ($1, $2, $3, $4) ON CONFLICT (job_id, seq) DO NOTHING")
+        .await?;
+    let stored = tx
+        .prepare_cached("SELECT attempt, event FROM events WHERE job_id = $1 AND seq = $2")
         .await?;
     for event in events {
         let json = serde_json::to_string(event).unwrap_or_default();
-        match tx
+        let inserted = tx
             .execute(
                 &insert,
                 &[&id.as_str(), &big(event.seq), &int(attempt), &json],
             )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+            .await?;
+        if inserted == 0 {
+            let row = tx
+                .query_one(&stored, &[&id.as_str(), &big(event.seq)])
+                .await?;
+            let found = (count(row.try_get(0)?), row.try_get::<_, String>(1)?);
+            if !same_event(found, attempt, &json) {
                 return Err(Fail::Refused(QueueError::DuplicateEvent {
                     job: id.clone(),
                     seq: event.seq,
                 }));
             }
-            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
@@ -1161,7 +1165,7 @@ impl JobQueue for PostgresQueue {
         if !events.is_empty() {
             self.sinks.publish(Change::Updated, id);
         }
-        Ok(())
+        lost_reply(&self.label)
     }
 
     async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError> {

@@ -323,21 +323,23 @@ fn insert_events(
     events: &[EventEnvelope],
 ) -> Result<(), WriteError> {
     let mut insert = conn.prepare_cached(
-        "INSERT INTO events (job_id, seq, attempt, event) VALUES (?1, ?2, ?3, ?4)",
+        "INSERT INTO events (job_id, seq, attempt, event) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (job_id, seq) DO NOTHING",
     )?;
+    let mut stored =
+        conn.prepare_cached("SELECT attempt, event FROM events WHERE job_id = ?1 AND seq = ?2")?;
     for event in events {
         let json = serde_json::to_string(event).unwrap_or_default();
-        match insert.execute(params![id.as_str(), event.seq as i64, attempt, json]) {
-            Ok(_) => {}
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::ConstraintViolation =>
-            {
+        if insert.execute(params![id.as_str(), event.seq as i64, attempt, json])? == 0 {
+            let found: (u32, String) = stored
+                .query_row(params![id.as_str(), event.seq as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            if !same_event(found, attempt, &json) {
                 return Err(WriteError::Refused(QueueError::DuplicateEvent {
                     job: id.clone(),
                     seq: event.seq,
                 }));
             }
-            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
@@ -891,7 +893,7 @@ impl JobQueue for SqliteQueue {
         if notify {
             self.notify(id);
         }
-        Ok(())
+        lost_reply(&self.path.display().to_string())
     }
 
     async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError> {
