@@ -414,6 +414,10 @@ pub async fn event_log_is_ordered_guarded_and_continues_across_attempts(q: Arc<d
     let second = q.lease("w", LEASE).await.unwrap().unwrap();
     let next = q.last_seq(&submitted.id).await.unwrap() + 1;
     assert_eq!(next, 3);
+    assert_eq!(
+        second.next_seq, next,
+        "the lease brings the log's next number"
+    );
     q.append_events(&submitted.id, second.attempt, &[event(3)])
         .await
         .unwrap();

@@ -232,6 +232,11 @@ pub struct Job {
 pub struct Lease {
     pub job: Job,
     pub attempt: u32,
+    /// The next sequence number of the job's event log.
+    pub next_seq: u64,
+    /// What earlier attempts journaled (empty on a first attempt): all a run
+    /// needs comes with its lease, in one round trip.
+    pub journal: Vec<JournalEntry>,
 }
 
 /// How an attempt ended.

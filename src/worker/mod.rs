@@ -160,17 +160,10 @@ impl WorkerPool {
         }
     }
 
-    async fn run_job(&self, lease: Lease, abandon: CancellationToken) {
+    async fn run_job(&self, mut lease: Lease, abandon: CancellationToken) {
         let job = &lease.job;
         let attempt = lease.attempt;
-        let first_seq = match self.queue.last_seq(&job.id).await {
-            Ok(seq) => seq + 1,
-            Err(err) => {
-                tracing::error!(job_id = %job.id, error = %err, "cannot read the event log; releasing the job");
-                let _ = self.queue.release(&job.id, attempt, &[], None).await;
-                return;
-            }
-        };
+        let first_seq = lease.next_seq;
         let Some(loaded) = self
             .registry
             .resolve(&job.bundle, job.bundle_digest.as_deref())
@@ -217,14 +210,6 @@ impl WorkerPool {
         {
             tracing::warn!(job_id = %job.id, error = %err, "cannot pin bundle version");
         }
-        let recorded = match self.queue.journal(&job.id).await {
-            Ok(entries) => entries,
-            Err(err) => {
-                tracing::error!(job_id = %job.id, error = %err, "cannot read the step journal; releasing the job");
-                let _ = self.queue.release(&job.id, attempt, &[], None).await;
-                return;
-            }
-        };
 
         let others: Arc<dyn Observer> =
             Arc::new(CompositeObserver::new((self.observers)(&loaded, job)));
@@ -269,7 +254,11 @@ impl WorkerPool {
         }
         let scope = RunScope {
             sink,
-            journal: RunJournal::new(job.id.as_str(), recorded, log.clone()),
+            journal: RunJournal::new(
+                job.id.as_str(),
+                std::mem::take(&mut lease.journal),
+                log.clone(),
+            ),
             cancel: CancellationToken::new(),
         };
         let heartbeat = self.spawn_heartbeat(&lease, scope.cancel.clone());

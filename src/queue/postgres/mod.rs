@@ -485,8 +485,17 @@ async fn lease_next(
             )
             .await?;
         let job = job_from_row(&row)?;
+        let last: i64 = tx
+            .query_one(
+                "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events WHERE job_id = $1",
+                &[id],
+            )
+            .await?
+            .try_get(0)?;
         return Ok(Some(Lease {
             attempt: job.attempts,
+            next_seq: last as u64 + 1,
+            journal: read_journal(tx, id).await?,
             job,
         }));
     }
@@ -746,6 +755,28 @@ impl PostgresQueue {
         let failed = matches!(resolution, Resolution::Fail { .. });
         Ok((record_ending(tx, job, failed).await?, change))
     }
+}
+
+/// A job's journal in (scope, turn, step) order.
+async fn read_journal(tx: &Tx<'_>, id: &str) -> Result<Vec<JournalEntry>, Fail> {
+    let statement = tx
+        .prepare_cached(
+            "SELECT scope, turn, step, body FROM journal WHERE job_id = $1 ORDER BY scope, turn, step",
+        )
+        .await?;
+    let rows = tx.query(&statement, &[&id]).await?;
+    let entries = rows
+        .iter()
+        .map(|r| {
+            Ok(JournalEntry {
+                scope: r.try_get(0)?,
+                turn: count(r.try_get(1)?),
+                step: r.try_get(2)?,
+                body: r.try_get(3)?,
+            })
+        })
+        .collect::<Result<_, tokio_postgres::Error>>()?;
+    Ok(entries)
 }
 
 /// The job an operator's request left, with the final event it records (as
@@ -1107,28 +1138,10 @@ impl JobQueue for PostgresQueue {
     }
 
     async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached(
-                "SELECT scope, turn, step, body FROM journal WHERE job_id = $1 ORDER BY scope, turn, step",
-            )
-            .await
-            .map_err(|e| self.store(&e))?;
-        let rows = client
-            .query(&statement, &[&id.as_str()])
-            .await
-            .map_err(|e| self.store(&e))?;
-        rows.iter()
-            .map(|r| {
-                Ok(JournalEntry {
-                    scope: r.try_get(0)?,
-                    turn: count(r.try_get(1)?),
-                    step: r.try_get(2)?,
-                    body: r.try_get(3)?,
-                })
-            })
-            .collect::<Result<_, tokio_postgres::Error>>()
-            .map_err(|e| self.store(&e))
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.store(&e))?;
+        let outcome = read_journal(&tx, id.as_str()).await;
+        self.settle(tx, outcome).await
     }
 
     async fn record_steps(

@@ -446,8 +446,18 @@ fn lease_next(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + ?2, lease_owner = ?3, lease_expires_at = ?4, started_at = COALESCE(started_at, ?5), updated_at = ?5 WHERE id = ?1",
             params![id, i64::from(candidate.running), worker, now + lease_for.as_millis() as i64, now],
         )?;
-        return Ok(load(conn, id)?.map(|job| Lease {
+        let Some(job) = load(conn, id)? else {
+            return Ok(None);
+        };
+        let last: i64 = conn.query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1",
+            [id],
+            |r| r.get(0),
+        )?;
+        return Ok(Some(Lease {
             attempt: job.attempts,
+            next_seq: last as u64 + 1,
+            journal: read_journal(conn, id)?,
             job,
         }));
     }
@@ -469,6 +479,22 @@ fn record_ending(conn: &Connection, job: Job, ended: bool) -> Result<Changed, Wr
     };
     insert_events(conn, &job.id, job.attempts, final_event.as_slice())?;
     Ok(Changed { job, final_event })
+}
+
+/// A job's journal in (scope, turn, step) order.
+fn read_journal(conn: &Connection, id: &str) -> rusqlite::Result<Vec<JournalEntry>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT scope, turn, step, body FROM journal WHERE job_id = ?1 ORDER BY scope, turn, step",
+    )?;
+    let rows = stmt.query_map([id], |r| {
+        Ok(JournalEntry {
+            scope: r.get(0)?,
+            turn: r.get(1)?,
+            step: r.get(2)?,
+            body: r.get(3)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// The event a job's log recorded last, as people read it.
@@ -851,21 +877,7 @@ impl JobQueue for SqliteQueue {
 
     async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError> {
         let job_id = id.0.clone();
-        self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT scope, turn, step, body FROM journal WHERE job_id = ?1 ORDER BY scope, turn, step",
-            )?;
-            let rows = stmt.query_map([job_id], |r| {
-                Ok(JournalEntry {
-                    scope: r.get(0)?,
-                    turn: r.get(1)?,
-                    step: r.get(2)?,
-                    body: r.get(3)?,
-                })
-            })?;
-            rows.collect()
-        })
-        .await
+        self.read(move |conn| read_journal(conn, &job_id)).await
     }
 
     async fn record_steps(
