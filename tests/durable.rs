@@ -13,7 +13,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::daemon::{
-    Daemon, SHORT_LEASE, Site, client, eventually, file_lines, get, job_events, wait_terminal,
+    Daemon, SHORT_LEASE, Site, client, eventually, file_lines, get, job_events, resolve,
+    wait_settled, wait_terminal,
 };
 use common::mock_server;
 use serde_json::{Value, json};
@@ -427,20 +428,9 @@ async fn a_job_never_resumes_against_different_bundle_content() {
 /// A child bundle whose `charge` tool writes its line, then runs until its
 /// daemon is gone (it is killed while the charge runs).
 fn charging_child(effects: &Path, effect: &str) -> String {
-    let effects = effects.display();
     format!(
-        r#"
-name: child
-version: "1"
-model: {{endpoint: mock, name: m, plugin: openai}}
-prompts: {{user: "{{{{ input }}}}"}}
-tools:
-  - name: charge
-    kind: process
-    effect: {effect}
-    timeout: 10m
-    command: [python3, -c, "import json,os,sys,time; a=json.load(sys.stdin); f=open('{effects}','a'); f.write(a['line'] + ' ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\nwhile os.getppid() == p: time.sleep(0.05)"]
-"#
+        "name: child\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{}",
+        common::daemon::charge_tools(effects, effect)
     )
 }
 
@@ -448,7 +438,7 @@ const CHARGE_SCRIPT: &str = r#"
 replies:
   - {match: parent task, turn: 1, tool_calls: [{id: dup, name: helper, arguments: {input: child go}}]}
   - {match: parent task, turn: 2, content: parent done}
-  - {match: child go, turn: 1, tool_calls: [{id: dup/x, name: charge, arguments: {line: c1}}]}
+  - {match: child go, turn: 1, tool_calls: [{id: dup/x, name: charge, arguments: {}}]}
   - {match: child go, turn: 2, content: child done}
 "#;
 
@@ -486,11 +476,7 @@ async fn an_unknown_outcome_in_a_nested_agent_parks_the_whole_job() {
 
     let http = client();
     let daemon = site.start();
-    let parked = eventually(Duration::from_secs(60), "the job parks", || async {
-        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
-        (job["state"] != "queued" && job["state"] != "running").then_some(job)
-    })
-    .await;
+    let parked = wait_settled(&http, &daemon, &id).await;
     assert_eq!(
         parked["state"],
         "needs_attention",
@@ -505,17 +491,12 @@ async fn an_unknown_outcome_in_a_nested_agent_parks_the_whole_job() {
         "the model's id is kept as data"
     );
 
-    let resolved = http
-        .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
-        .json(&json!({"action": "skip", "output": "{\"charged\": true}"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resolved.status(), 200, "{}", resolved.text().await.unwrap());
+    let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
+    resolve(&http, &daemon, &id, skip).await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(done["result"]["output"], "parent done");
-    assert_eq!(file_lines(&effects), [format!("c1 {id}:1:0:1:0")]);
+    assert_eq!(file_lines(&effects), [format!("charged {id}:1:0:1:0")]);
     assert_eq!(server.requests().len(), 4, "no completed model call again");
     check_event_log(&http, &daemon, &id).await;
 }
@@ -604,11 +585,8 @@ async fn a_job_that_kills_its_daemon_every_time_parks() {
         daemon.wait_killed_at("after_reply_recorded");
     }
     let daemon = run.site.start_with_env(&[resumes]);
-    let parked = eventually(Duration::from_secs(60), "the job parks", || async {
-        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
-        (job["state"] == "needs_attention").then_some(job)
-    })
-    .await;
+    let parked = wait_settled(&http, &daemon, &id).await;
+    assert_eq!(parked["state"], "needs_attention", "{parked}");
     let error = parked["error"].as_str().unwrap();
     assert!(
         error.contains("died") && error.contains("2 times") && error.contains("max_crash_resumes"),
@@ -640,11 +618,8 @@ async fn cancelling_or_failing_a_parked_job_writes_its_final_event() {
     let second = job_killed_in_its_unsafe_call(&run, &http).await;
     let daemon = run.site.start();
     for id in [&first, &second] {
-        eventually(Duration::from_secs(60), "the job parks", || async {
-            let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
-            (job["state"] == "needs_attention").then_some(())
-        })
-        .await;
+        let parked = wait_settled(&http, &daemon, id).await;
+        assert_eq!(parked["state"], "needs_attention", "{parked}");
     }
     let cancelled = http
         .post(daemon.url(&format!("/v1/jobs/{first}/cancel")))
@@ -652,13 +627,8 @@ async fn cancelling_or_failing_a_parked_job_writes_its_final_event() {
         .await
         .unwrap();
     assert_eq!(cancelled.status(), 200);
-    let failed = http
-        .post(daemon.url(&format!("/v1/jobs/{second}/resolve")))
-        .json(&json!({"action": "fail", "reason": "refunded by hand"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(failed.status(), 200);
+    let fail = json!({"action": "fail", "reason": "refunded by hand"});
+    resolve(&http, &daemon, &second, fail).await;
     for (id, state) in [(&first, "cancelled"), (&second, "failed")] {
         let events = check_event_log(&http, &daemon, id).await;
         let last = events.last().unwrap();

@@ -1646,13 +1646,11 @@ async fn a_repeated_agent_message_is_answered_once_per_idempotency_key() {
 /// The local group-chat agent `charger`: its `charge` tool (unsafe) writes a
 /// line, then runs until its daemon is gone.
 fn charger_bundle(model_url: &str, effects: &std::path::Path) -> String {
-    let effects = effects.display();
+    let tools = common::daemon::charge_tools(effects, "unsafe");
     agent_bundle(
         "charger",
         model_url,
-        &format!(
-            "description: Charges cards.\ntools:\n  - name: charge\n    kind: process\n    effect: unsafe\n    timeout: 10m\n    command: [python3, -c, \"import os,time; f=open('{effects}','a'); f.write('charged ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\\nwhile os.getppid() == p: time.sleep(0.05)\"]\n"
-        ),
+        &format!("description: Charges cards.\n{tools}"),
     )
 }
 
@@ -1689,11 +1687,7 @@ async fn an_unknown_outcome_in_a_group_chat_agent_parks_the_whole_job() {
 
     let daemon = w.site.start();
     let id = first_job_id(&http, &daemon, "group-chat").await.unwrap();
-    let parked = eventually(Duration::from_secs(60), "the job parks", || async {
-        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
-        (job["state"] != "queued" && job["state"] != "running").then_some(job)
-    })
-    .await;
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
     assert_eq!(
         parked["state"],
         "needs_attention",
@@ -1703,14 +1697,8 @@ async fn an_unknown_outcome_in_a_group_chat_agent_parks_the_whole_job() {
     assert_eq!(parked["pending_call"]["tool_name"], "charge", "{parked}");
     assert_eq!(parked["pending_call"]["scope"], "1:reply-0/", "{parked}");
 
-    let (status, body) = post(
-        &http,
-        &daemon,
-        &format!("/v1/jobs/{id}/resolve"),
-        json!({"action": "skip", "output": "{\"charged\": true}"}),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let skip = json!({"action": "skip", "output": "{\"charged\": true}"});
+    common::daemon::resolve(&http, &daemon, &id, skip).await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(

@@ -400,7 +400,7 @@ async fn a_workflow_is_one_span_with_a_child_per_stage() {
 fn charging_workflow(effects: &Path, kind: &str, stage_bundle: &str) -> String {
     let place = effects.parent().unwrap().join("place");
     let place = place.display();
-    let effects = effects.display();
+    let tools = common::daemon::charge_tools(effects, "unsafe");
     let stage = match kind {
         "score" => format!("kind: score\n      bundle: {stage_bundle}\n      prompt: review it"),
         _ => "kind: agent\n      prompt: charge it\n      result: {regex: '(?m)^RESULT: (?P<event>\\w+)$', events: [done], otherwise: done}".to_string(),
@@ -415,13 +415,7 @@ fn charging_workflow(effects: &Path, kind: &str, stage_bundle: &str) -> String {
 version: "1"
 model: {{endpoint: mock, name: m, plugin: openai}}
 prompts: {{user: "{{{{ input }}}}"}}
-tools:
-  - name: charge
-    kind: process
-    effect: unsafe
-    timeout: 10m
-    command: [python3, -c, "import os,time; f=open('{effects}','a'); f.write('charged ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\nwhile os.getppid() == p: time.sleep(0.05)"]
-workflow:
+{tools}workflow:
   start: work
   working_dir: "{{{{ place }}}}"
   artifacts_dir: "{{{{ place }}}}/artifacts"
@@ -471,11 +465,7 @@ async fn an_unknown_outcome_in_a_stage_parks_the_job(kind: &str) {
     daemon.kill9();
 
     let daemon = site.start();
-    let parked = common::daemon::eventually(Duration::from_secs(60), "the job parks", || async {
-        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
-        (job["state"] != "queued" && job["state"] != "running").then_some(job)
-    })
-    .await;
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
     assert_eq!(
         parked["state"],
         "needs_attention",
@@ -488,13 +478,8 @@ async fn an_unknown_outcome_in_a_stage_parks_the_job(kind: &str) {
         pending["scope"].as_str().unwrap().ends_with("-work/"),
         "the call inside the stage: {parked}"
     );
-    let resolved = http
-        .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
-        .json(&serde_json::json!({"action": "skip", "output": "{\"charged\": true}"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resolved.status(), 200, "{}", resolved.text().await.unwrap());
+    let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
+    common::daemon::resolve(&http, &daemon, &id, skip).await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(

@@ -384,3 +384,37 @@ pub async fn job_events(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Ve
     .map(|(_, _, data)| serde_json::from_str(&data).unwrap())
     .collect()
 }
+
+/// A `tools:` section with one `charge` tool of `effect` that appends
+/// `charged <idempotency key>` to `effects`, then runs until its daemon is
+/// gone: for tests that kill the daemon while a side effect is under way.
+pub fn charge_tools(effects: &Path, effect: &str) -> String {
+    let effects = effects.display();
+    format!(
+        "tools:\n  - name: charge\n    kind: process\n    effect: {effect}\n    timeout: 10m\n    command: [python3, -c, \"import os,time; f=open('{effects}','a'); f.write('charged ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\\nwhile os.getppid() == p: time.sleep(0.05)\"]\n"
+    )
+}
+
+/// Polls until the job has left `queued` and `running` (it finished, or
+/// parked in `needs_attention`) and returns it.
+pub async fn wait_settled(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
+    eventually(Duration::from_secs(60), "the job settles", || async {
+        let job = get(http, daemon, &format!("/v1/jobs/{id}")).await;
+        (job["state"] != "queued" && job["state"] != "running").then_some(job)
+    })
+    .await
+}
+
+/// `POST /v1/jobs/{id}/resolve` with `body`, which must be accepted.
+pub async fn resolve(http: &reqwest::Client, daemon: &Daemon, id: &str, body: Value) -> Value {
+    let response = http
+        .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let job: Value = response.json().await.unwrap();
+    assert_eq!(status, 200, "{job}");
+    job
+}
