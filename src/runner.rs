@@ -49,9 +49,7 @@ impl RunScope {
             cancel: self.cancel.clone(),
         }
     }
-}
 
-impl RunScope {
     /// This scope with the version of the bundle it runs on its events.
     pub fn running(self, loaded: &LoadedBundle) -> RunScope {
         let mut context = self.sink.context().clone();
