@@ -501,6 +501,35 @@ async fn an_unknown_outcome_in_a_nested_agent_parks_the_whole_job() {
     check_event_log(&http, &daemon, &id).await;
 }
 
+/// A nested agent's `idempotent` or `read_only` call cut short by the kill
+/// runs again on resume (with the same idempotency key, which the backend
+/// honours): the job succeeds without parking, the charge made once, no
+/// completed model call asked again.
+async fn a_repeatable_call_in_a_nested_agent_runs_again(effect: &str) {
+    let server = mock_server(CHARGE_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle("child", &charging_child(&effects, effect));
+    let id = kill_during_nested_charge(&site, &effects).await;
+    let http = client();
+    let daemon = site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(file_lines(&effects), [format!("charged {id}:1:0:1:0")]);
+    assert_eq!(server.requests().len(), 4, "no completed model call again");
+    check_event_log(&http, &daemon, &id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_call_in_a_nested_agent_runs_again() {
+    a_repeatable_call_in_a_nested_agent_runs_again("idempotent").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_call_in_a_nested_agent_runs_again() {
+    a_repeatable_call_in_a_nested_agent_runs_again("read_only").await;
+}
+
 /// The child bundle is edited while the daemon is down (its content, and its
 /// `charge` tool now claims to be `idempotent`): the resumed job never runs
 /// the charge again nor different content; it fails saying why.

@@ -391,16 +391,16 @@ async fn a_workflow_is_one_span_with_a_child_per_stage() {
     );
 }
 
-/// A workflow whose `work` stage runs `stage_bundle` (its own bundle when
-/// empty) or reviews with it (`kind` agent or score); the stage's agent has
-/// an unsafe `charge` tool that writes a line, then runs until its daemon is
-/// gone. Its directories come from its own `data.place`, the directory
-/// beside the effects file (outside the bundle, whose content files write
-/// would change).
-fn charging_workflow(effects: &Path, kind: &str, stage_bundle: &str) -> String {
+/// A workflow whose `work` stage is an agent stage of its own bundle, or a
+/// score stage reviewed by the `reviewer` bundle (`kind`); the stage's agent
+/// has a `charge` tool of `effect` (see `charge_tools`). Its directories
+/// come from its own `data.place`, the directory beside the effects file
+/// (outside the bundle, whose content the files written would change).
+fn charging_workflow(effects: &Path, kind: &str, effect: &str) -> String {
     let place = effects.parent().unwrap().join("place");
     let place = place.display();
-    let tools = common::daemon::charge_tools(effects, "unsafe");
+    let tools = common::daemon::charge_tools(effects, effect);
+    let stage_bundle = "reviewer";
     let stage = match kind {
         "score" => format!("kind: score\n      bundle: {stage_bundle}\n      prompt: review it"),
         _ => "kind: agent\n      prompt: charge it\n      result: {regex: '(?m)^RESULT: (?P<event>\\w+)$', events: [done], otherwise: done}".to_string(),
@@ -429,10 +429,11 @@ prompts: {{user: "{{{{ input }}}}"}}
     )
 }
 
-/// Kills the daemon while the stage's charge runs, restarts it and checks
-/// that the whole job parked on that call; skips it and checks the job
-/// finishes once, the charge made once and no model call asked again.
-async fn an_unknown_outcome_in_a_stage_parks_the_job(kind: &str) {
+/// Kills the daemon while the stage's charge (of `effect`) runs, restarts
+/// it and checks that an `unsafe` call parked the whole job (then skips
+/// it), while a repeatable one ran again; either way the job finishes once,
+/// the charge made once and no completed model call asked again.
+async fn a_stage_survives_a_kill_during_its_charge(kind: &str, effect: &str) {
     let mock = mock_server(
         "replies:\n  - {turn: 1, tool_calls: [{id: c, name: charge, arguments: {}}]}\n  - {turn: 2, content: \"RESULT: done\"}\n",
     )
@@ -443,11 +444,11 @@ async fn an_unknown_outcome_in_a_stage_parks_the_job(kind: &str) {
     if kind == "score" {
         // The reviewer is another bundle with the same tool.
         let reviewer =
-            charging_workflow(&effects, "agent", "").replace("name: wf", "name: reviewer");
+            charging_workflow(&effects, "agent", effect).replace("name: wf", "name: reviewer");
         let reviewer = reviewer.split("workflow:").next().unwrap().to_string();
         site.put_bundle("reviewer", &reviewer);
     }
-    site.put_bundle("wf", &charging_workflow(&effects, kind, "reviewer"));
+    site.put_bundle("wf", &charging_workflow(&effects, kind, effect));
     let http = client();
     let daemon = site.start_with_env(&[SHORT_LEASE]);
     // The variable tries to move where gates run and files are written.
@@ -465,21 +466,23 @@ async fn an_unknown_outcome_in_a_stage_parks_the_job(kind: &str) {
     daemon.kill9();
 
     let daemon = site.start();
-    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
-    assert_eq!(
-        parked["state"],
-        "needs_attention",
-        "{parked}\n{}",
-        daemon.log()
-    );
-    let pending = &parked["pending_call"];
-    assert_eq!(pending["tool_name"], "charge", "{parked}");
-    assert!(
-        pending["scope"].as_str().unwrap().ends_with("-work/"),
-        "the call inside the stage: {parked}"
-    );
-    let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
-    common::daemon::resolve(&http, &daemon, &id, skip).await;
+    if effect == "unsafe" {
+        let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+        assert_eq!(
+            parked["state"],
+            "needs_attention",
+            "{parked}\n{}",
+            daemon.log()
+        );
+        let pending = &parked["pending_call"];
+        assert_eq!(pending["tool_name"], "charge", "{parked}");
+        assert!(
+            pending["scope"].as_str().unwrap().ends_with("-work/"),
+            "the call inside the stage: {parked}"
+        );
+        let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
+        common::daemon::resolve(&http, &daemon, &id, skip).await;
+    }
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(
@@ -499,10 +502,20 @@ async fn an_unknown_outcome_in_a_stage_parks_the_job(kind: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_outcome_in_an_agent_stage_parks_the_job() {
-    an_unknown_outcome_in_a_stage_parks_the_job("agent").await;
+    a_stage_survives_a_kill_during_its_charge("agent", "unsafe").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_outcome_in_a_score_stage_parks_the_job() {
-    an_unknown_outcome_in_a_stage_parks_the_job("score").await;
+    a_stage_survives_a_kill_during_its_charge("score", "unsafe").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_call_in_an_agent_stage_runs_again() {
+    a_stage_survives_a_kill_during_its_charge("agent", "idempotent").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_call_in_a_score_stage_runs_again() {
+    a_stage_survives_a_kill_during_its_charge("score", "read_only").await;
 }

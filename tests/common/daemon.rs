@@ -386,12 +386,15 @@ pub async fn job_events(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Ve
 }
 
 /// A `tools:` section with one `charge` tool of `effect` that appends
-/// `charged <idempotency key>` to `effects`, then runs until its daemon is
-/// gone: for tests that kill the daemon while a side effect is under way.
+/// `charged <idempotency key>` to `effects` and then runs until its daemon
+/// is gone — for tests that kill the daemon while a side effect is under
+/// way. Like a well-behaved backend it honours its key: a repeated call
+/// (a resumed `idempotent` or `read_only` one) finds its line and answers
+/// at once without charging again.
 pub fn charge_tools(effects: &Path, effect: &str) -> String {
     let effects = effects.display();
     format!(
-        "tools:\n  - name: charge\n    kind: process\n    effect: {effect}\n    timeout: 10m\n    command: [python3, -c, \"import os,time; f=open('{effects}','a'); f.write('charged ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); p=os.getppid()\\nwhile os.getppid() == p: time.sleep(0.05)\"]\n"
+        "tools:\n  - name: charge\n    kind: process\n    effect: {effect}\n    timeout: 10m\n    command: [python3, -c, \"import os,time; k='charged ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10); seen=os.path.exists('{effects}') and k in open('{effects}').read()\\nif not seen:\\n  f=open('{effects}','a'); f.write(k); f.close(); p=os.getppid()\\n  while os.getppid() == p: time.sleep(0.05)\\nprint('{{}}')\"]\n"
     )
 }
 
