@@ -1645,8 +1645,8 @@ async fn a_repeated_agent_message_is_answered_once_per_idempotency_key() {
 
 /// The local group-chat agent `charger`: its `charge` tool (unsafe) writes a
 /// line, then runs until its daemon is gone.
-fn charger_bundle(model_url: &str, effects: &std::path::Path) -> String {
-    let tools = common::daemon::charge_tools(effects, "unsafe");
+fn charger_bundle(model_url: &str, effects: &std::path::Path, effect: &str) -> String {
+    let tools = common::daemon::charge_tools(effects, effect);
     agent_bundle(
         "charger",
         model_url,
@@ -1661,14 +1661,27 @@ fn charger_bundle(model_url: &str, effects: &std::path::Path) -> String {
 /// once and no completed model call asked again.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unknown_outcome_in_a_group_chat_agent_parks_the_whole_job() {
+    a_group_chat_survives_a_kill_during_a_charge("unsafe").await;
+}
+
+/// An `idempotent` call cut short there runs again (with its key): the chat
+/// finishes without parking, the charge made once.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idempotent_call_in_a_group_chat_agent_runs_again() {
+    a_group_chat_survives_a_kill_during_a_charge("idempotent").await;
+}
+
+async fn a_group_chat_survives_a_kill_during_a_charge(effect: &str) {
     let w = world("replies:\n  - content: CONTINUE\n").await;
     let charger = mock_server(
         "replies:\n  - {turn: 1, tool_calls: [{id: c, name: charge, arguments: {}}]}\n  - {turn: 2, content: card charged}\n",
     )
     .await;
     let effects = w.site.path().join("effects.txt");
-    w.site
-        .put_bundle("charger", &charger_bundle(&charger.base_url(), &effects));
+    w.site.put_bundle(
+        "charger",
+        &charger_bundle(&charger.base_url(), &effects, effect),
+    );
     let daemon = w.site.start_with_env(&[SHORT_LEASE]);
     let http = client();
     let body = json!({"query": "Charge my card", "agent_ids": ["charger"], "max_iterations": 1});
@@ -1687,18 +1700,19 @@ async fn an_unknown_outcome_in_a_group_chat_agent_parks_the_whole_job() {
 
     let daemon = w.site.start();
     let id = first_job_id(&http, &daemon, "group-chat").await.unwrap();
-    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
-    assert_eq!(
-        parked["state"],
-        "needs_attention",
-        "{parked}\n{}",
-        daemon.log()
-    );
-    assert_eq!(parked["pending_call"]["tool_name"], "charge", "{parked}");
-    assert_eq!(parked["pending_call"]["scope"], "1:reply-0/", "{parked}");
-
-    let skip = json!({"action": "skip", "output": "{\"charged\": true}"});
-    common::daemon::resolve(&http, &daemon, &id, skip).await;
+    if effect == "unsafe" {
+        let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+        assert_eq!(
+            parked["state"],
+            "needs_attention",
+            "{parked}\n{}",
+            daemon.log()
+        );
+        assert_eq!(parked["pending_call"]["tool_name"], "charge", "{parked}");
+        assert_eq!(parked["pending_call"]["scope"], "1:reply-0/", "{parked}");
+        let skip = json!({"action": "skip", "output": "{\"charged\": true}"});
+        common::daemon::resolve(&http, &daemon, &id, skip).await;
+    }
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(
