@@ -191,16 +191,30 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The answer of a finished job, or its failure in OpenAI's shape.
+/// The answer of a finished job, or in OpenAI's shape why there is none: it
+/// failed, or it is parked until an operator resolves it (a 503 naming the
+/// job and what to do, never an answer).
 fn answer(job: &Job) -> Result<String, OpenAiError> {
+    let parked = job.state == crate::queue::JobState::NeedsAttention;
     job.answer_or_error()
         .map(str::to_string)
         .map_err(|message| OpenAiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
+            status: if parked {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            },
             message,
             kind: "server_error",
             param: None,
-            code: Some("job_failed".into()),
+            code: Some(
+                if parked {
+                    "job_needs_attention"
+                } else {
+                    "job_failed"
+                }
+                .into(),
+            ),
         })
 }
 

@@ -146,6 +146,14 @@ impl Job {
     pub fn answer_or_error(&self) -> Result<&str, String> {
         match self.state {
             JobState::Succeeded => Ok(self.answer().unwrap_or_default()),
+            // Parked, not ended: say so, and what the operator can do.
+            JobState::NeedsAttention => Err(format!(
+                "job {} needs attention (it is parked, not ended): {}; see `structured-agents job {}` and `structured-agents resolve {} --retry | --skip RESULT | --fail`",
+                self.id,
+                self.error.as_deref().unwrap_or("no reason recorded"),
+                self.id,
+                self.id,
+            )),
             state => Err(format!(
                 "job {} ended {}: {}",
                 self.id,
@@ -917,6 +925,27 @@ pub async fn conversation_history(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_parked_job_answers_that_it_needs_attention_never_that_it_ended() {
+        let job: Job = serde_json::from_value(serde_json::json!({
+            "id": "j1", "bundle": "b", "bundle_version": null, "bundle_digest": null,
+            "input": "x", "variables": {}, "priority": 0, "state": "needs_attention",
+            "attempts": 1, "max_attempts": 3, "idempotency_key": null, "traceparent": null,
+            "cancel_requested": false, "result": null, "error": "tool `charge` was started",
+            "pending_call": null, "run_at": "", "created_at": "", "updated_at": "",
+            "started_at": null, "finished_at": null, "lease_expires_at": null,
+        }))
+        .unwrap();
+        let said = job.answer_or_error().unwrap_err();
+        assert!(
+            said.contains("job j1 needs attention")
+                && said.contains("tool `charge` was started")
+                && said.contains("resolve j1")
+                && !said.contains("ended needs_attention"),
+            "{said}"
+        );
+    }
 
     fn failed(retryable: bool) -> Outcome {
         Outcome::Failed {
