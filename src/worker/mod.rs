@@ -163,44 +163,11 @@ impl WorkerPool {
     async fn run_job(&self, mut lease: Lease, abandon: CancellationToken) {
         let job = &lease.job;
         let attempt = lease.attempt;
-        let first_seq = lease.next_seq;
         let Some(loaded) = self
             .registry
             .resolve(&job.bundle, job.bundle_digest.as_deref())
         else {
-            let error = match (&job.bundle_digest, &job.bundle_version) {
-                (Some(digest), version) => format!(
-                    "job {}: bundle {:?} content {} (version {}) that its first attempt ran is no longer loaded (it was edited or removed since); the job is never replayed against different content: resubmit it",
-                    job.id,
-                    job.bundle,
-                    short_digest(digest),
-                    version.as_deref().unwrap_or("?"),
-                ),
-                (None, _) => format!(
-                    "job {}: bundle {:?} is not loaded; check `structured-agents bundles`",
-                    job.id, job.bundle
-                ),
-            };
-            let context = RunContext {
-                run_id: job.id.to_string(),
-                bundle: job.bundle.clone(),
-                bundle_version: job.bundle_version.clone().unwrap_or_default(),
-                parent: None,
-            };
-            let sink = EventSink::new(context, first_seq, Arc::new(NullObserver));
-            self.finish(
-                &lease,
-                Outcome::Failed {
-                    error,
-                    retryable: false,
-                },
-                &sink,
-                &EventLogObserver::new(self.queue.clone(), job.id.clone(), attempt),
-                None,
-                std::time::Instant::now(),
-            )
-            .await;
-            return;
+            return self.fail_unloaded(&lease).await;
         };
         if job.bundle_digest.is_none()
             && let Err(err) = self
@@ -226,7 +193,7 @@ impl WorkerPool {
         };
         let sink = EventSink::new(
             context,
-            first_seq,
+            lease.next_seq,
             Arc::new(CompositeObserver::new(vec![
                 log.clone() as Arc<dyn Observer>,
                 others.clone(),
@@ -270,56 +237,22 @@ impl WorkerPool {
                 cancel.cancel();
             })
         };
-        let work = async {
-            match &loaded.bundle.workflow {
-                Some(workflow) => {
-                    let run = workflow::WorkflowJob {
-                        runner: &self.runner,
-                        loaded: &loaded,
-                        job,
-                        scope: &scope,
-                        record_messages: self.settings.record_messages,
-                    };
-                    workflow::run(run, workflow).await
-                }
-                None if group_chat::is_group_chat(&loaded, job) => {
-                    self.run_group_chat(&loaded, job, &scope).await
-                }
-                None => self.run_agent(&loaded, job, &scope).await,
-            }
-        };
         // A panic anywhere in the run (model plugin, client, template, tool
         // glue) ends this attempt as a failure instead of killing the task
         // and stranding the job with a live heartbeat.
-        let result = AssertUnwindSafe(work).catch_unwind().await;
+        let result = AssertUnwindSafe(self.run_kind(&loaded, &lease.job, &scope))
+            .catch_unwind()
+            .await;
         stop_on_abandon.abort();
         heartbeat.handle.abort();
 
+        let job = &lease.job;
         if heartbeat.lost.is_cancelled() {
             tracing::warn!(job_id = %job.id, attempt, "lease lost to a newer attempt; discarding this attempt's outcome");
             return;
         }
         if abandon.is_cancelled() {
-            // Shutdown: the job goes back to the queue; its next attempt
-            // resumes from the journal and continues the event log.
-            let final_event = scope.sink.stamp(Event::JobState {
-                state: JobStatus::Released,
-                attempt,
-                error: None,
-                duration_ms: Some(started.elapsed().as_millis() as u64),
-            });
-            let released = log.release(final_event).await;
-            match released {
-                Ok(finished) => {
-                    if let Some(event) = finished.final_event {
-                        let _ = others.on_event(&event).await;
-                    }
-                }
-                Err(err) => {
-                    tracing::error!(job_id = %job.id, error = %err, "cannot release job")
-                }
-            }
-            return;
+            return release(&lease, &scope.sink, &log, &others, started).await;
         }
         let outcome = result.unwrap_or_else(|panic| Outcome::Failed {
             error: format!(
@@ -330,6 +263,59 @@ impl WorkerPool {
             retryable: false,
         });
         self.finish(&lease, outcome, &scope.sink, &log, Some(&others), started)
+            .await;
+    }
+
+    /// Runs the job as what it is: a workflow, a group chat or an agent.
+    async fn run_kind(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+        match &loaded.bundle.workflow {
+            Some(workflow) => {
+                let run = workflow::WorkflowJob {
+                    runner: &self.runner,
+                    loaded,
+                    job,
+                    scope,
+                    record_messages: self.settings.record_messages,
+                };
+                workflow::run(run, workflow).await
+            }
+            None if group_chat::is_group_chat(loaded, job) => {
+                self.run_group_chat(loaded, job, scope).await
+            }
+            None => self.run_agent(loaded, job, scope).await,
+        }
+    }
+
+    /// Ends the attempt of a job whose bundle is not loaded (or whose pinned
+    /// content is gone): it fails, saying which and what to do.
+    async fn fail_unloaded(&self, lease: &Lease) {
+        let job = &lease.job;
+        let error = match (&job.bundle_digest, &job.bundle_version) {
+            (Some(digest), version) => format!(
+                "job {}: bundle {:?} content {} (version {}) that its first attempt ran is no longer loaded (it was edited or removed since); the job is never replayed against different content: resubmit it",
+                job.id,
+                job.bundle,
+                short_digest(digest),
+                version.as_deref().unwrap_or("?"),
+            ),
+            (None, _) => format!(
+                "job {}: bundle {:?} is not loaded; check `structured-agents bundles`",
+                job.id, job.bundle
+            ),
+        };
+        let context = RunContext {
+            run_id: job.id.to_string(),
+            bundle: job.bundle.clone(),
+            bundle_version: job.bundle_version.clone().unwrap_or_default(),
+            parent: None,
+        };
+        let sink = EventSink::new(context, lease.next_seq, Arc::new(NullObserver));
+        let log = EventLogObserver::new(self.queue.clone(), job.id.clone(), lease.attempt);
+        let failed = Outcome::Failed {
+            error,
+            retryable: false,
+        };
+        self.finish(lease, failed, &sink, &log, None, std::time::Instant::now())
             .await;
     }
 
@@ -489,6 +475,33 @@ impl WorkerPool {
             }
         });
         Heartbeat { handle, lost }
+    }
+}
+
+/// Shutdown: the job goes back to the queue; its next attempt resumes from
+/// the journal and continues the event log.
+async fn release(
+    lease: &Lease,
+    sink: &EventSink,
+    log: &EventLogObserver,
+    others: &Arc<dyn Observer>,
+    started: std::time::Instant,
+) {
+    let final_event = sink.stamp(Event::JobState {
+        state: JobStatus::Released,
+        attempt: lease.attempt,
+        error: None,
+        duration_ms: Some(started.elapsed().as_millis() as u64),
+    });
+    match log.release(final_event).await {
+        Ok(finished) => {
+            if let Some(event) = finished.final_event {
+                let _ = others.on_event(&event).await;
+            }
+        }
+        Err(err) => {
+            tracing::error!(job_id = %lease.job.id, error = %err, "cannot release job")
+        }
     }
 }
 
