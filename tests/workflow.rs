@@ -519,3 +519,69 @@ async fn an_idempotent_call_in_an_agent_stage_runs_again() {
 async fn a_read_only_call_in_a_score_stage_runs_again() {
     a_stage_survives_a_kill_during_its_charge("score", "read_only").await;
 }
+
+/// `resolve --skip` works at any depth: an unsafe charge of unknown outcome
+/// in an agent nested inside a workflow's agent stage parks the whole job
+/// naming that innermost call; skipping it finishes the stage and the job
+/// once, the charge made once and no completed model call asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skip_reaches_a_call_in_an_agent_nested_in_a_stage() {
+    let mock = mock_server(
+        r#"
+replies:
+  - {match: charge it, turn: 1, tool_calls: [{id: h, name: helper, arguments: {input: child go}}]}
+  - {match: charge it, turn: 2, content: "RESULT: done"}
+  - {match: child go, turn: 1, tool_calls: [{id: c, name: charge, arguments: {}}]}
+  - {match: child go, turn: 2, content: child done}
+"#,
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    let child = format!(
+        "name: child\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{}",
+        common::daemon::charge_tools(&effects, "unsafe")
+    );
+    site.put_bundle("child", &child);
+    let workflow = charging_workflow(&effects, "agent", "unsafe").replace(
+        &common::daemon::charge_tools(&effects, "unsafe"),
+        "tools:\n  - {name: helper, kind: agent, bundle: child}\n",
+    );
+    site.put_bundle("wf", &workflow);
+    let http = client();
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let job = submit(&http, &daemon, "wf", "go").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    common::daemon::eventually(Duration::from_secs(60), "the charge is written", || async {
+        (!common::daemon::file_lines(&effects).is_empty()).then_some(())
+    })
+    .await;
+    daemon.kill9();
+
+    let daemon = site.start();
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+    assert_eq!(
+        parked["state"],
+        "needs_attention",
+        "{parked}\n{}",
+        daemon.log()
+    );
+    let scope = parked["pending_call"]["scope"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        scope.starts_with("0:s") && scope.ends_with("-work/1:0/"),
+        "the charge inside the agent inside the stage: {parked}"
+    );
+    let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
+    common::daemon::resolve(&http, &daemon, &id, skip).await;
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(
+        common::daemon::file_lines(&effects).len(),
+        1,
+        "charged once"
+    );
+    assert_eq!(mock.requests().len(), 4, "no completed model call again");
+}
