@@ -456,18 +456,18 @@ impl Candidate {
         self.running && self.crash_resumes >= max_crash_resumes
     }
 
-    /// Why a poison pill parked: how often its worker died, the last step
-    /// its journal holds (where it crashed), and what to do.
+    /// Why a poison pill parked: how often its worker died, the last event
+    /// its log holds (where it crashed), and what to do.
     pub(crate) fn poison_reason(
         &self,
         max_crash_resumes: u32,
-        last_step: Option<String>,
+        last_event: Option<String>,
     ) -> String {
         format!(
             "job {}: its worker died (or stalled past its lease) {} times running it, last after {}; it may be what kills the daemon, so it is not resumed again on its own (queue.max_crash_resumes = {max_crash_resumes}): read its journal and events, then `structured-agents resolve {} --retry` to resume it or `--fail` to end it",
             self.id,
             self.crash_resumes + 1,
-            last_step.unwrap_or_else(|| "no recorded step".into()),
+            last_event.unwrap_or_else(|| "no recorded event".into()),
             self.id,
         )
     }
