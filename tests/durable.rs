@@ -453,11 +453,7 @@ async fn kill_during_nested_charge(site: &Site, effects: &Path) -> String {
     // Its lease is what the restarted daemon waits out before resuming.
     let daemon = site.start_with_env(&[SHORT_LEASE]);
     let job = common::daemon::submit(&http, &daemon, "parent", "parent task").await;
-    eventually(Duration::from_secs(60), "the charge is written", || async {
-        (!file_lines(effects).is_empty()).then_some(())
-    })
-    .await;
-    daemon.kill9();
+    common::daemon::kill_while_charging(daemon, effects).await;
     job["id"].as_str().unwrap().to_string()
 }
 

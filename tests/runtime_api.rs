@@ -1689,13 +1689,7 @@ async fn a_group_chat_survives_a_kill_during_a_charge(effect: &str) {
         let (http, url) = (http.clone(), daemon.url("/api/group-chat"));
         async move { http.post(url).json(&body).send().await }
     });
-    eventually(Duration::from_secs(60), "the charge is written", || async {
-        std::fs::read_to_string(&effects)
-            .is_ok_and(|t| !t.is_empty())
-            .then_some(())
-    })
-    .await;
-    daemon.kill9();
+    common::daemon::kill_while_charging(daemon, &effects).await;
     let _ = request.await;
 
     let daemon = w.site.start();

@@ -459,11 +459,7 @@ async fn a_stage_survives_a_kill_during_its_charge(kind: &str, effect: &str) {
     )
     .await;
     let id = job["id"].as_str().unwrap().to_string();
-    common::daemon::eventually(Duration::from_secs(60), "the charge is written", || async {
-        (!common::daemon::file_lines(&effects).is_empty()).then_some(())
-    })
-    .await;
-    daemon.kill9();
+    common::daemon::kill_while_charging(daemon, &effects).await;
 
     let daemon = site.start();
     if effect == "unsafe" {
@@ -552,11 +548,7 @@ replies:
     let daemon = site.start_with_env(&[SHORT_LEASE]);
     let job = submit(&http, &daemon, "wf", "go").await;
     let id = job["id"].as_str().unwrap().to_string();
-    common::daemon::eventually(Duration::from_secs(60), "the charge is written", || async {
-        (!common::daemon::file_lines(&effects).is_empty()).then_some(())
-    })
-    .await;
-    daemon.kill9();
+    common::daemon::kill_while_charging(daemon, &effects).await;
 
     let daemon = site.start();
     let parked = common::daemon::wait_settled(&http, &daemon, &id).await;

@@ -398,6 +398,16 @@ pub fn charge_tools(effects: &Path, effect: &str) -> String {
     )
 }
 
+/// Kills the daemon (SIGKILL) once a `charge` tool (see [`charge_tools`])
+/// has written its line to `effects`: while the side effect is under way.
+pub async fn kill_while_charging(daemon: Daemon, effects: &Path) {
+    eventually(Duration::from_secs(60), "the charge is written", || async {
+        (!file_lines(effects).is_empty()).then_some(())
+    })
+    .await;
+    daemon.kill9();
+}
+
 /// Polls until the job has left `queued` and `running` (it finished, or
 /// parked in `needs_attention`) and returns it.
 pub async fn wait_settled(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
