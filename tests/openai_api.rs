@@ -134,3 +134,46 @@ async fn malformed_requests_get_openai_errors_naming_the_field() {
         assert!(error["error"]["type"].is_string(), "{error}");
     }
 }
+
+/// A streamed completion carries the job's own answer only: the tokens a
+/// nested agent streams while it runs are not the answer, and the streamed
+/// text equals the non-streamed one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_carries_the_answer_not_a_nested_agents_text() {
+    let server = mock_server(
+        r#"
+replies:
+  - {match: parent question, turn: 1, tool_calls: [{id: h, name: helper, arguments: {input: child question}}]}
+  - {match: parent question, turn: 2, content: "The parent answers plainly."}
+  - {match: child question, content: "The child whispers secrets."}
+"#,
+    )
+    .await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("child", "name: child\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n");
+    site.put_bundle("parent", "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: helper, kind: agent, bundle: child}\n");
+    let daemon = site.start();
+    let http = client();
+    let body = serde_json::json!({"model": "bundle/parent", "stream": true, "messages": [{"role": "user", "content": "parent question"}]});
+    let response = http
+        .post(daemon.url("/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let streamed: String = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|chunk| {
+            chunk["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(streamed, "The parent answers plainly.", "{text}");
+    assert_eq!(server.requests().len(), 3, "parent, child, parent");
+}

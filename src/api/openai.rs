@@ -265,7 +265,9 @@ fn stream(job: Job, feed: Feed) -> Sse<impl Stream<Item = Result<SseEvent, Infal
             let job = job?;
             loop {
                 match feed.next().await {
-                    Some(Item::Token(token)) => {
+                    // Only the job's own run answers: nested agent runs
+                    // stream their tokens too.
+                    Some(Item::Token(token)) if token.run_id == job.id.as_str() => {
                         streamed = true;
                         let event = chunk(&job, json!({"content": token.text}), None);
                         return Some((vec![event], (feed, Some(job), streamed)));
