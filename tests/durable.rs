@@ -472,23 +472,13 @@ async fn an_unknown_outcome_in_a_nested_agent_parks_the_whole_job() {
 
     let http = client();
     let daemon = site.start();
-    let parked = wait_settled(&http, &daemon, &id).await;
-    assert_eq!(
-        parked["state"],
-        "needs_attention",
-        "{parked}\n{}",
-        daemon.log()
-    );
-    let pending = &parked["pending_call"];
-    assert_eq!(pending["tool_name"], "charge", "{parked}");
+    let pending = common::daemon::parked_on_charge(&http, &daemon, &id).await;
     assert_eq!(pending["scope"], "1:0/", "the innermost call, at its depth");
     assert_eq!(
         pending["call_id"], "dup/x",
         "the model's id is kept as data"
     );
-
-    let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
-    resolve(&http, &daemon, &id, skip).await;
+    common::daemon::skip_charge(&http, &daemon, &id).await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(done["result"]["output"], "parent done");

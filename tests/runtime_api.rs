@@ -1695,17 +1695,9 @@ async fn a_group_chat_survives_a_kill_during_a_charge(effect: &str) {
     let daemon = w.site.start();
     let id = first_job_id(&http, &daemon, "group-chat").await.unwrap();
     if effect == "unsafe" {
-        let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
-        assert_eq!(
-            parked["state"],
-            "needs_attention",
-            "{parked}\n{}",
-            daemon.log()
-        );
-        assert_eq!(parked["pending_call"]["tool_name"], "charge", "{parked}");
-        assert_eq!(parked["pending_call"]["scope"], "1:reply-0/", "{parked}");
-        let skip = json!({"action": "skip", "output": "{\"charged\": true}"});
-        common::daemon::resolve(&http, &daemon, &id, skip).await;
+        let pending = common::daemon::parked_on_charge(&http, &daemon, &id).await;
+        assert_eq!(pending["scope"], "1:reply-0/", "{pending}");
+        common::daemon::skip_charge(&http, &daemon, &id).await;
     }
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());

@@ -463,21 +463,12 @@ async fn a_stage_survives_a_kill_during_its_charge(kind: &str, effect: &str) {
 
     let daemon = site.start();
     if effect == "unsafe" {
-        let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
-        assert_eq!(
-            parked["state"],
-            "needs_attention",
-            "{parked}\n{}",
-            daemon.log()
-        );
-        let pending = &parked["pending_call"];
-        assert_eq!(pending["tool_name"], "charge", "{parked}");
+        let pending = common::daemon::parked_on_charge(&http, &daemon, &id).await;
         assert!(
             pending["scope"].as_str().unwrap().ends_with("-work/"),
-            "the call inside the stage: {parked}"
+            "the call inside the stage: {pending}"
         );
-        let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
-        common::daemon::resolve(&http, &daemon, &id, skip).await;
+        common::daemon::skip_charge(&http, &daemon, &id).await;
     }
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
@@ -551,23 +542,13 @@ replies:
     common::daemon::kill_while_charging(daemon, &effects).await;
 
     let daemon = site.start();
-    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
-    assert_eq!(
-        parked["state"],
-        "needs_attention",
-        "{parked}\n{}",
-        daemon.log()
-    );
-    let scope = parked["pending_call"]["scope"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let pending = common::daemon::parked_on_charge(&http, &daemon, &id).await;
+    let scope = pending["scope"].as_str().unwrap();
     assert!(
         scope.starts_with("0:s") && scope.ends_with("-work/1:0/"),
-        "the charge inside the agent inside the stage: {parked}"
+        "the charge inside the agent inside the stage: {pending}"
     );
-    let skip = serde_json::json!({"action": "skip", "output": "{\"charged\": true}"});
-    common::daemon::resolve(&http, &daemon, &id, skip).await;
+    common::daemon::skip_charge(&http, &daemon, &id).await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(

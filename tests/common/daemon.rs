@@ -418,6 +418,27 @@ pub async fn wait_settled(http: &reqwest::Client, daemon: &Daemon, id: &str) -> 
     .await
 }
 
+/// Waits until the job parks in `needs_attention` on a call of the `charge`
+/// tool (see [`charge_tools`]) and returns its pending call.
+pub async fn parked_on_charge(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
+    let parked = wait_settled(http, daemon, id).await;
+    assert_eq!(
+        parked["state"],
+        "needs_attention",
+        "{parked}\n{}",
+        daemon.log()
+    );
+    assert_eq!(parked["pending_call"]["tool_name"], "charge", "{parked}");
+    parked["pending_call"].clone()
+}
+
+/// Resolves a job parked on a `charge` call by skipping it with a result:
+/// the operator says the charge happened.
+pub async fn skip_charge(http: &reqwest::Client, daemon: &Daemon, id: &str) {
+    let skip = json!({"action": "skip", "output": "{\"charged\": true}"});
+    resolve(http, daemon, id, skip).await;
+}
+
 /// `POST /v1/jobs/{id}/resolve` with `body`, which must be accepted.
 pub async fn resolve(http: &reqwest::Client, daemon: &Daemon, id: &str, body: Value) -> Value {
     let response = http
