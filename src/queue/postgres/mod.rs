@@ -485,16 +485,9 @@ async fn lease_next(
             )
             .await?;
         let job = job_from_row(&row)?;
-        let last: i64 = tx
-            .query_one(
-                "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events WHERE job_id = $1",
-                &[id],
-            )
-            .await?
-            .try_get(0)?;
         return Ok(Some(Lease {
             attempt: job.attempts,
-            next_seq: last as u64 + 1,
+            next_seq: last_seq(tx, id).await? + 1,
             journal: read_journal(tx, id).await?,
             job,
         }));
@@ -779,18 +772,20 @@ async fn read_journal(tx: &Tx<'_>, id: &str) -> Result<Vec<JournalEntry>, Fail> 
     Ok(entries)
 }
 
+/// The sequence number of a job's last stored event (0: none yet).
+async fn last_seq(tx: &Tx<'_>, id: &str) -> Result<u64, Fail> {
+    let statement = tx
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events WHERE job_id = $1")
+        .await?;
+    let last: i64 = tx.query_one(&statement, &[&id]).await?.try_get(0)?;
+    Ok(last.max(0) as u64)
+}
+
 /// The job an operator's request left, with the final event it records (as
 /// the next of the job's log) when the request `ended` the job.
 async fn record_ending(tx: &Tx<'_>, job: Job, ended: bool) -> Result<Changed, Fail> {
     let final_event = if ended {
-        let last: i64 = tx
-            .query_one(
-                "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events WHERE job_id = $1",
-                &[&job.id.as_str()],
-            )
-            .await?
-            .try_get(0)?;
-        ended_by_request(&job, last as u64 + 1)
+        ended_by_request(&job, last_seq(tx, job.id.as_str()).await? + 1)
     } else {
         None
     };
@@ -1124,17 +1119,10 @@ impl JobQueue for PostgresQueue {
     }
 
     async fn last_seq(&self, id: &JobId) -> Result<u64, QueueError> {
-        let client = self.client().await?;
-        let statement = client
-            .prepare_cached("SELECT MAX(seq) FROM events WHERE job_id = $1")
-            .await
-            .map_err(|e| self.store(&e))?;
-        let seq: Option<i64> = client
-            .query_one(&statement, &[&id.as_str()])
-            .await
-            .and_then(|r| r.try_get(0))
-            .map_err(|e| self.store(&e))?;
-        Ok(seq.unwrap_or(0).max(0) as u64)
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(|e| self.store(&e))?;
+        let outcome = last_seq(&tx, id.as_str()).await;
+        self.settle(tx, outcome).await
     }
 
     async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError> {

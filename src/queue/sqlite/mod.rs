@@ -449,14 +449,9 @@ fn lease_next(
         let Some(job) = load(conn, id)? else {
             return Ok(None);
         };
-        let last: i64 = conn.query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1",
-            [id],
-            |r| r.get(0),
-        )?;
         return Ok(Some(Lease {
             attempt: job.attempts,
-            next_seq: last as u64 + 1,
+            next_seq: last_seq(conn, id)? + 1,
             journal: read_journal(conn, id)?,
             job,
         }));
@@ -464,16 +459,21 @@ fn lease_next(
     Ok(None)
 }
 
+/// The sequence number of a job's last stored event (0: none yet).
+fn last_seq(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+    let last: i64 = conn.query_row(
+        "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1",
+        [id],
+        |r| r.get(0),
+    )?;
+    Ok(last.max(0) as u64)
+}
+
 /// The job an operator's request left, with the final event it records
 /// (as the next of the job's log) when the request `ended` the job.
 fn record_ending(conn: &Connection, job: Job, ended: bool) -> Result<Changed, WriteError> {
     let final_event = if ended {
-        let last: i64 = conn.query_row(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1",
-            [job.id.as_str()],
-            |r| r.get(0),
-        )?;
-        ended_by_request(&job, last as u64 + 1)
+        ended_by_request(&job, last_seq(conn, job.id.as_str())? + 1)
     } else {
         None
     };
@@ -822,15 +822,7 @@ impl JobQueue for SqliteQueue {
 
     async fn last_seq(&self, id: &JobId) -> Result<u64, QueueError> {
         let job_id = id.0.clone();
-        self.read(move |conn| {
-            let seq: Option<i64> = conn.query_row(
-                "SELECT MAX(seq) FROM events WHERE job_id = ?1",
-                [job_id],
-                |r| r.get(0),
-            )?;
-            Ok(seq.unwrap_or(0) as u64)
-        })
-        .await
+        self.read(move |conn| last_seq(conn, &job_id)).await
     }
 
     async fn forget_conversation(
