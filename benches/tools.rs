@@ -139,7 +139,8 @@ fn main() {
         )
         .unwrap();
         let cache = tempfile::tempdir().unwrap();
-        let (registry, errors) = PluginRegistry::load_dir(dir.path(), cache.path());
+        let (registry, errors) =
+            PluginRegistry::load_dir(dir.path(), cache.path(), &Default::default());
         assert!(errors.is_empty(), "{errors:?}");
         let plugin = registry.get("calculator").unwrap().clone();
         let instance = Arc::new(plugin.instantiate(&Value::Null).unwrap());

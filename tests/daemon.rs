@@ -609,7 +609,7 @@ async fn a_broken_or_duplicate_directory_never_displaces_a_healthy_bundle() {
         rejected.iter().any(|r| r["last_error"]
             .as_str()
             .unwrap()
-            .contains("already used by")),
+            .contains("already served by")),
         "{bundles}"
     );
     let done = submit_and_wait(

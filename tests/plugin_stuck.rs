@@ -94,7 +94,8 @@ fn build_plugin() -> tempfile::TempDir {
 fn a_plugin_call_that_never_returns_times_out_and_leaves_the_blocking_pool_free() {
     let dir = build_plugin();
     let cache = tempfile::tempdir().unwrap();
-    let (registry, errors) = PluginRegistry::load_dir(dir.path(), cache.path());
+    let (registry, errors) =
+        PluginRegistry::load_dir(dir.path(), cache.path(), &Default::default());
     assert!(errors.is_empty(), "{errors:?}");
     let plugin = registry.get("stuck").unwrap().clone();
     let instance = Arc::new(plugin.instantiate(&Value::Null).unwrap());

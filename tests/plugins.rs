@@ -118,7 +118,8 @@ async fn call(
 async fn example_plugins_load_and_answer_through_the_engine() {
     let dir = plugin_dir(&["libsa_plugin_calculator.so", "libsa_plugin_text_tools.so"]);
     let cache = tempfile::tempdir().unwrap();
-    let (registry, errors) = PluginRegistry::load_dir(dir.path(), cache.path());
+    let (registry, errors) =
+        PluginRegistry::load_dir(dir.path(), cache.path(), &Default::default());
     assert!(errors.is_empty(), "{errors:?}");
     let info = registry.list();
     assert_eq!(
@@ -181,7 +182,7 @@ async fn example_plugins_load_and_answer_through_the_engine() {
 async fn a_rebuilt_library_is_really_loaded() {
     let dir = plugin_dir(&["libsa_plugin_calculator.so"]);
     let cache = tempfile::tempdir().unwrap();
-    let (first, _) = PluginRegistry::load_dir(dir.path(), cache.path());
+    let (first, _) = PluginRegistry::load_dir(dir.path(), cache.path(), &Default::default());
     let before = call(
         &engine_for(&first, "calculator", &["multiply"]),
         "multiply",
@@ -194,7 +195,7 @@ async fn a_rebuilt_library_is_really_loaded() {
     let path = dir.path().join("libsa_plugin_calculator.so");
     std::fs::copy(&built().1, &path).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (second, errors) = PluginRegistry::load_dir(dir.path(), cache.path());
+    let (second, errors) = PluginRegistry::load_dir(dir.path(), cache.path(), &first);
     assert!(errors.is_empty(), "{errors:?}");
     assert_ne!(first.list()[0].sha256, second.list()[0].sha256);
     let after = call(
@@ -223,7 +224,8 @@ fn world_writable_and_abi_mismatched_libraries_are_refused() {
     let path = dir.path().join("libsa_plugin_calculator.so");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let (registry, errors) = PluginRegistry::load_dir(dir.path(), cache.path());
+    let (registry, errors) =
+        PluginRegistry::load_dir(dir.path(), cache.path(), &Default::default());
     assert!(registry.list().is_empty());
     assert!(matches!(errors[0], PluginLoadError::Writable { .. }));
     let message = errors[0].to_string();
@@ -250,7 +252,8 @@ fn world_writable_and_abi_mismatched_libraries_are_refused() {
         .expect("gcc is needed for this test");
     assert!(status.success());
     std::fs::remove_file(&source).unwrap();
-    let (registry, errors) = PluginRegistry::load_dir(other.path(), cache.path());
+    let (registry, errors) =
+        PluginRegistry::load_dir(other.path(), cache.path(), &Default::default());
     assert!(registry.list().is_empty());
     let message = errors[0].to_string();
     assert!(
@@ -276,7 +279,8 @@ fn envelope(seq: u64, event: Event) -> EventEnvelope {
 fn observer(config: Value, capacity: usize) -> (Arc<PluginObserver>, tempfile::TempDir) {
     let dir = plugin_dir(&["libsa_plugin_audit_observer.so"]);
     let cache = tempfile::tempdir().unwrap();
-    let (registry, errors) = PluginRegistry::load_dir(dir.path(), cache.path());
+    let (registry, errors) =
+        PluginRegistry::load_dir(dir.path(), cache.path(), &Default::default());
     assert!(errors.is_empty(), "{errors:?}");
     let plugin = registry.get("audit").unwrap().clone();
     assert_eq!(plugin.info.kind, "observer");

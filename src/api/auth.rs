@@ -1,4 +1,5 @@
-//! Bearer-token authentication with a constant-time comparison.
+//! Bearer-token authentication with a constant-time comparison. The token
+//! is the registry snapshot's, so a reload that changes it applies at once.
 
 use std::sync::Arc;
 
@@ -10,12 +11,12 @@ use subtle::ConstantTimeEq;
 
 use super::error::{ApiError, ErrorCode};
 
-/// The expected token, if any.
+/// Where the expected token is read, per request.
 #[derive(Clone)]
-pub struct Auth(pub Option<Arc<String>>);
+pub struct Auth(pub Arc<crate::registry::Registry>);
 
 pub async fn require_token(State(auth): State<Auth>, request: Request, next: Next) -> Response {
-    let Some(expected) = &auth.0 else {
+    let Some(expected) = auth.0.snapshot().token.clone() else {
         return next.run(request).await;
     };
     let given = request

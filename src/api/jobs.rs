@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::body::JsonBody;
 use super::error::{ApiError, ErrorCode};
+use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, JobFilter, JobId, JobState, NewJob, Resolution};
 
 #[derive(Debug, Deserialize)]
@@ -168,7 +169,7 @@ pub(super) async fn enqueue(
         async move {
             let (job, created) = state.queue.submit(new_job).await?;
             if created {
-                (state.on_submit)(&bundle);
+                state.bus.publish(DaemonEvent::JobSubmitted { bundle });
                 state.wake.notify_one();
             }
             Ok::<_, crate::queue::QueueError>((job, created))
@@ -370,8 +371,10 @@ pub async fn cancel(
 /// The job an operator's request left; a final event it recorded is
 /// counted (metrics) like a run's.
 fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
-    if let Some(event) = &changed.final_event {
-        (state.on_ended)(event);
+    if let Some(event) = changed.final_event {
+        state.bus.publish(DaemonEvent::JobEndedByRequest {
+            event: Box::new(event),
+        });
     }
     changed.job
 }

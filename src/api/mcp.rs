@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::jobs::run_to_end;
+use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use crate::queue::NewJob;
 
 /// The MCP clients connected now, told when the bundle list changes.
@@ -53,6 +54,19 @@ impl McpHub {
             }
         }))
         .await;
+    }
+}
+
+/// A reload that changed the bundles tells every MCP client to list them
+/// again; a slow client must not hold up the reload.
+impl DaemonObserver for McpHub {
+    fn on_daemon_event(&self, event: &DaemonEvent) {
+        if let DaemonEvent::Reload(outcome) = event
+            && outcome.bundles_changed()
+        {
+            let hub = self.clone();
+            tokio::spawn(async move { hub.notify_tools_changed().await });
+        }
     }
 }
 

@@ -29,29 +29,34 @@ use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
-use futures::future::BoxFuture;
 use serde_json::json;
 use tokio::sync::Notify;
 
-use crate::queue::{HealthProbe, JobQueue};
-use crate::registry::{Registry, RegistryError, ReloadReport};
+use crate::events::daemon::{
+    Change, DaemonBus, InputKind, QueueHealth, ReloadResult, ReloadTrigger,
+};
+use crate::queue::JobQueue;
+use crate::registry::{Registry, ReloadHandle};
 
-/// Triggers a reload the way SIGHUP does (with notifications and events).
-pub type ReloadFn =
-    Arc<dyn Fn() -> BoxFuture<'static, Result<ReloadReport, RegistryError>> + Send + Sync>;
+/// Renders the Prometheus text exposition (live gauges read at scrape time).
+#[async_trait::async_trait]
+pub trait MetricsPage: Send + Sync {
+    async fn render(&self) -> String;
+}
 
-/// Renders the Prometheus text exposition.
-pub type MetricsFn = Arc<dyn Fn() -> BoxFuture<'static, String> + Send + Sync>;
-
+/// What the handlers share: data and handles, no behaviour of its own.
 #[derive(Clone)]
 pub struct AppState {
     pub queue: Arc<dyn JobQueue>,
     pub registry: Arc<Registry>,
-    pub reload: ReloadFn,
-    pub metrics: Option<MetricsFn>,
+    pub auth: Auth,
+    pub reloads: ReloadHandle,
+    pub metrics: Option<Arc<dyn MetricsPage>>,
+    /// Where the daemon's happenings are published (job submitted, …).
+    pub bus: DaemonBus,
     /// Wakes idle workers after a submission.
     pub wake: Arc<Notify>,
     /// Set once the first snapshot is loaded.
@@ -62,13 +67,8 @@ pub struct AppState {
     /// reads the store anyway (notifications from other daemons can be
     /// missed while the LISTEN connection is down).
     pub sse_recheck: Duration,
-    /// Called after a job is accepted (metrics).
-    pub on_submit: Arc<dyn Fn(&str) + Send + Sync>,
-    /// Called with the final event of a job an operator's request ended
-    /// (a cancelled queued or parked job, a failed resolve): metrics.
-    pub on_ended: Arc<dyn Fn(&crate::events::EventEnvelope) + Send + Sync>,
     /// Told whether `/readyz`'s ping reached the queue (metrics, outage logs).
-    pub queue_probe: Option<HealthProbe>,
+    pub queue_health: Arc<QueueHealth>,
     /// The answer token by token while a job runs in this daemon.
     pub tokens: Arc<crate::events::tokens::TokenHub>,
     /// MCP clients of `/mcp`, told when the bundles change.
@@ -77,7 +77,8 @@ pub struct AppState {
     pub stop: tokio_util::sync::CancellationToken,
 }
 
-pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
+pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    let auth = state.auth.clone();
     let v1 = Router::new()
         .route("/jobs", post(jobs::submit).get(jobs::list))
         .route("/jobs/{id}", get(jobs::get))
@@ -131,21 +132,38 @@ pub fn router(state: AppState, auth: Auth, max_body_bytes: usize) -> Router {
         .with_state(state)
 }
 
-async fn reload(State(state): State<AppState>) -> Result<Json<ReloadReport>, error::ApiError> {
-    (state.reload)().await.map(Json).map_err(|e| {
-        error::ApiError::new(
-            error::ErrorCode::InvalidRequest,
-            format!("reload rejected: {e}"),
-        )
-    })
+/// Reloads every input now and answers with the outcome: 200 when applied
+/// or partially applied (the failed bundles named), 422 when rejected.
+async fn reload(State(state): State<AppState>) -> Response {
+    let Some(outcome) = state.reloads.reload(ReloadTrigger::Api).await else {
+        return error::ApiError::new(error::ErrorCode::Unavailable, "the daemon is shutting down")
+            .into_response();
+    };
+    let bundles = |change| outcome.names(InputKind::Bundle, change).to_vec();
+    let body = json!({
+        "generation": outcome.generation,
+        "result": outcome.result,
+        "trigger": outcome.trigger,
+        "added": bundles(Change::Added),
+        "changed": bundles(Change::Changed),
+        "removed": bundles(Change::Removed),
+        "failed": outcome.failed,
+        "errors": outcome.errors,
+        "changes": outcome.changes,
+        "bundles": outcome.bundles,
+    });
+    let status = if outcome.result == ReloadResult::Rejected {
+        StatusCode::UNPROCESSABLE_ENTITY
+    } else {
+        StatusCode::OK
+    };
+    (status, Json(body)).into_response()
 }
 
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let loaded = state.ready.load(Ordering::SeqCst);
     let queue_ok = state.queue.ping().await.is_ok();
-    if let Some(probe) = &state.queue_probe {
-        probe("ping", queue_ok);
-    }
+    state.queue_health.report("ping", queue_ok);
     let status = if loaded && queue_ok {
         StatusCode::OK
     } else {
@@ -161,12 +179,12 @@ async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     match &state.metrics {
-        Some(render) => (
+        Some(page) => (
             [(
                 header::CONTENT_TYPE,
                 "text/plain; version=0.0.4; charset=utf-8",
             )],
-            render().await,
+            page.render().await,
         )
             .into_response(),
         None => error::ApiError::new(

@@ -124,12 +124,7 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
     let bundle = crate::bundle::load_str(&text, here, &here.join("bench.yaml"), &context)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let backend = crate::endpoints::backend_for(&bundle.endpoint, &Default::default())?;
-    let loaded = LoadedBundle {
-        bundle,
-        tools: Arc::new(ToolEngine::new()),
-        backend,
-        loaded_at: crate::events::timestamp_now(),
-    };
+    let loaded = LoadedBundle::new(bundle, Arc::new(ToolEngine::new()), backend);
     let kernel = Arc::new(Runner::local().kernel(&loaded, &RunOptions::default()));
     let turns = move || {
         let kernel = kernel.clone();

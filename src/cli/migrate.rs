@@ -12,7 +12,7 @@ use crate::queue::sqlite::{self, SqliteQueue};
 /// Returns the exit code: 1 when `check` finds pending migrations.
 pub async fn migrate(config: Option<&Path>, check: bool) -> anyhow::Result<i32> {
     let config = Config::load(config)?;
-    let location = crate::daemon::queue_location(&config);
+    let location = crate::queue::location(&config);
     let status: MigrationStatus = match config.queue.backend {
         QueueBackend::Sqlite => {
             let path = config.queue_path();
@@ -29,7 +29,7 @@ pub async fn migrate(config: Option<&Path>, check: bool) -> anyhow::Result<i32> 
             }
         }
         QueueBackend::Postgres => {
-            let options = crate::daemon::postgres_options(&config)?;
+            let options = crate::queue::postgres_options(&config)?;
             PostgresQueue::migrate(&options, check).await?
         }
     };

@@ -4,7 +4,6 @@
 mod bench;
 mod chat;
 mod inspect;
-mod logging;
 mod migrate;
 pub mod printer;
 mod remote;
@@ -12,7 +11,7 @@ mod run;
 mod runtime;
 mod validate;
 
-pub use logging::init_logging;
+pub use crate::telemetry::logging::init_logging;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -187,16 +186,16 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let server = cli.server;
     match cli.command {
         Command::Serve { config } => {
-            let config = crate::config::Config::load(config.as_deref())?;
-            init_logging(
-                cli.log_format.unwrap_or(config.telemetry.log_format),
-                &config.telemetry.log_filter,
+            let loaded = crate::config::Config::load(config.as_deref())?;
+            let log_filter = init_logging(
+                cli.log_format.unwrap_or(loaded.telemetry.log_format),
+                &loaded.telemetry.log_filter,
             );
-            crate::daemon::serve(config).await?;
+            crate::daemon::serve(loaded, config, log_filter).await?;
             Ok(0)
         }
         command => {
-            init_logging(cli.log_format.unwrap_or_default(), "warn");
+            let _ = init_logging(cli.log_format.unwrap_or_default(), "warn");
             dispatch_client(command, &server).await
         }
     }
@@ -212,7 +211,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             let dir = dir.unwrap_or(config.paths.plugins_dir.clone());
             let cache = config.paths.state_dir.join("plugin-cache");
             let (registry, errors) = tokio::task::spawn_blocking(move || {
-                crate::plugins::PluginRegistry::load_dir(&dir, &cache)
+                crate::plugins::PluginRegistry::load_dir(&dir, &cache, &Default::default())
             })
             .await?;
             for p in registry.list() {

@@ -78,12 +78,7 @@ pub async fn load_for_run(
     })
     .await?;
     let tools = Arc::new(tools.map_err(|e| anyhow::anyhow!("{e}"))?);
-    Ok(LoadedBundle {
-        bundle,
-        tools,
-        backend,
-        loaded_at: crate::events::timestamp_now(),
-    })
+    Ok(LoadedBundle::new(bundle, tools, backend))
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {

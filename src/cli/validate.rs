@@ -46,7 +46,7 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
             match crate::config::Config::load(Some(file)) {
                 Ok(config) => {
                     println!("ok   config {}", file.display());
-                    for problem in crate::daemon::check_paths(&config) {
+                    for problem in config.check_paths() {
                         eprintln!("{}: {problem}", file.display());
                         failed += 1;
                     }
@@ -136,7 +136,8 @@ pub fn load_plugins_transient(
 ) {
     let cache =
         std::env::temp_dir().join(format!("structured-agents-plugins-{}", std::process::id()));
-    let (registry, errors) = crate::plugins::PluginRegistry::load_dir(dir, &cache);
+    let (registry, errors) =
+        crate::plugins::PluginRegistry::load_dir(dir, &cache, &Default::default());
     let _ = std::fs::remove_dir_all(&cache);
     (std::sync::Arc::new(registry), errors)
 }

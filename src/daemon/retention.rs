@@ -7,18 +7,29 @@ use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::events::daemon::{DaemonBus, DaemonEvent};
 use crate::queue::JobQueue;
-use crate::telemetry::metrics::Metrics;
 
 /// Jobs deleted per transaction.
 const BATCH: usize = 200;
 
-/// Runs until `shutdown`: every `every`, deletes what is past `retention`.
+/// Runs until `shutdown`: every tenth of `retention` (at most a minute),
+/// deletes what is past `retention` and publishes how many went.
 pub fn spawn(
     queue: Arc<dyn JobQueue>,
     retention: Duration,
+    bus: DaemonBus,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let every = (retention / 10).min(Duration::from_secs(60));
+    spawn_every(queue, retention, every, bus, shutdown)
+}
+
+fn spawn_every(
+    queue: Arc<dyn JobQueue>,
+    retention: Duration,
     every: Duration,
-    metrics: Arc<Metrics>,
+    bus: DaemonBus,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -32,8 +43,7 @@ pub fn spawn(
             loop {
                 match queue.purge_finished(cutoff, BATCH).await {
                     Ok(n) => {
-                        purged += n;
-                        metrics.jobs_purged.inc_by(n as u64);
+                        purged += n as u64;
                         if n < BATCH || shutdown.is_cancelled() {
                             break;
                         }
@@ -47,7 +57,7 @@ pub fn spawn(
                 }
             }
             if purged > 0 {
-                tracing::info!(purged, retention = ?retention, "retention: deleted finished jobs with their events and journals");
+                bus.publish(DaemonEvent::JobsPurged { count: purged });
             }
         }
     })
@@ -90,13 +100,16 @@ mod tests {
                 .unwrap();
         }
         let (waiting, _) = queue.submit(submit()).await.unwrap();
-        let metrics = Metrics::new().unwrap();
+        // Counted the way the daemon counts it: metrics subscribe to the bus.
+        let metrics = crate::telemetry::Metrics::new().unwrap();
+        let bus = DaemonBus::new();
+        bus.subscribe(metrics.clone());
         let shutdown = CancellationToken::new();
-        let task = spawn(
+        let task = spawn_every(
             queue.clone(),
             Duration::ZERO,
             Duration::from_millis(10),
-            metrics.clone(),
+            bus,
             shutdown.clone(),
         );
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -1,11 +1,12 @@
-//! Typed events: the seven kernel events (and the daemon's own happenings as
-//! they join), the envelope that places an event in a run, and the `Observer`
+//! Typed events: the kernel events of a run (`daemon` holds the daemon's own
+//! happenings, which belong to no run), the envelope that places an event in a run, and the `Observer`
 //! seam through which every consumer (event log, telemetry, plugins, the CLI)
 //! receives them.
 //!
 //! This module must not know who consumes events; it only defines the shapes
 //! and the fan-out rules.
 
+pub mod daemon;
 mod observer;
 pub mod tokens;
 
@@ -160,17 +161,6 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Value::is_null")]
         detail: Value,
     },
-    /// A registry reload: what changed and what failed (with file and line).
-    Reload {
-        generation: u64,
-        /// `applied`, `partial` or `rejected`.
-        result: String,
-        added: Vec<String>,
-        changed: Vec<String>,
-        removed: Vec<String>,
-        failed: Vec<String>,
-        errors: Vec<String>,
-    },
     /// A workflow job starts, or resumes from its checkpoint, at `stage`.
     WorkflowStart {
         workflow: String,
@@ -230,7 +220,6 @@ impl Event {
             Event::ParseError { .. } => "ParseError",
             Event::ToolTrace { .. } => "ToolTrace",
             Event::JobState { .. } => "JobState",
-            Event::Reload { .. } => "Reload",
             Event::WorkflowStart { .. } => "WorkflowStart",
             Event::StageEnd { .. } => "StageEnd",
             Event::WorkflowEnd { .. } => "WorkflowEnd",

@@ -83,8 +83,14 @@ pub struct PluginRegistry {
 
 impl PluginRegistry {
     /// Loads every `lib*.so` in `dir`; one bad plugin does not stop the
-    /// others. A missing directory is an empty registry. Blocking.
-    pub fn load_dir(dir: &Path, cache_dir: &Path) -> (PluginRegistry, Vec<PluginLoadError>) {
+    /// others. A missing directory is an empty registry. A library whose
+    /// content `previous` already loaded from the same file is reused as it
+    /// is (no second init, no second log line). Blocking.
+    pub fn load_dir(
+        dir: &Path,
+        cache_dir: &Path,
+        previous: &PluginRegistry,
+    ) -> (PluginRegistry, Vec<PluginLoadError>) {
         let mut registry = PluginRegistry::default();
         let mut errors = Vec::new();
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -101,6 +107,13 @@ impl PluginRegistry {
             return (registry, errors);
         }
         for file in files {
+            let reused = previous.plugins.iter().find(|p| {
+                p.info.file == file && file_sha256(&file).is_some_and(|sha| sha == p.info.sha256)
+            });
+            if let Some(same) = reused.filter(|_| check_not_writable(&file).is_ok()) {
+                registry.plugins.push(same.clone());
+                continue;
+            }
             match load_file(&file, cache_dir) {
                 Ok(plugin) => {
                     if let Some(other) = registry
@@ -163,10 +176,7 @@ pub fn load_file(file: &Path, cache_dir: &Path) -> Result<Plugin, PluginLoadErro
         detail,
     };
     let bytes = std::fs::read(file).map_err(|e| err(format!("cannot read: {e}")))?;
-    let sha256: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let sha256 = sha256_hex(&bytes);
     std::fs::create_dir_all(cache_dir).map_err(|e| {
         err(format!(
             "cannot create plugin cache {}: {e}",
@@ -184,6 +194,18 @@ pub fn load_file(file: &Path, cache_dir: &Path) -> Result<Plugin, PluginLoadErro
             .map_err(|e| err(format!("cannot copy to {}: {e}", copy.display())))?;
     }
     Plugin::open(file, &copy, sha256)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The content hash of a library file, if it can be read.
+fn file_sha256(file: &Path) -> Option<String> {
+    std::fs::read(file).ok().map(|bytes| sha256_hex(&bytes))
 }
 
 /// Serializes a plugin's init config.

@@ -88,24 +88,29 @@ impl PluginObserver {
     pub fn plugin_name(&self) -> &str {
         &self.name
     }
+
+    /// Queues one JSON document for the plugin without waiting: a full
+    /// queue drops it (counted), a disabled plugin ignores it.
+    pub fn send_json(&self, json: String) {
+        if self.is_disabled() {
+            return;
+        }
+        match self.queue.try_send(json) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            // The thread ended (disabled): nothing to deliver to.
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
 }
 
 #[async_trait]
 impl Observer for PluginObserver {
     async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
-        if self.is_disabled() {
-            return Ok(());
-        }
-        let json = serde_json::to_string(event).unwrap_or_default();
-        match self.queue.try_send(json) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            // The thread ended (disabled): nothing to deliver to.
-            Err(TrySendError::Disconnected(_)) => Ok(()),
-        }
+        self.send_json(serde_json::to_string(event).unwrap_or_default());
+        Ok(())
     }
 
     fn name(&self) -> &str {

@@ -19,8 +19,11 @@
 //!
 //! This module must not know about bundles, the kernel or HTTP.
 
+mod open;
 pub mod postgres;
 pub mod sqlite;
+
+pub use open::{location, open, postgres_options};
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -32,12 +35,6 @@ use tokio::sync::broadcast;
 
 use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::journal::{JournalEntry, PendingCall, RecordedResult};
-
-/// Told whether a queue operation reached the store: the operation's name
-/// (`lease`, `ping`) and `true` when it worked. The daemon turns it into the
-/// `structured_agents_queue_up` gauge, `structured_agents_queue_errors_total`
-/// and a log line when the store becomes unreachable or comes back.
-pub type HealthProbe = std::sync::Arc<dyn Fn(&'static str, bool) + Send + Sync>;
 
 /// A job's id (a UUIDv7: time-ordered).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

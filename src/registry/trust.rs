@@ -1,8 +1,9 @@
 //! The watched directories are a trust boundary: whoever can write a bundle
 //! runs code as the daemon user (process tools, MCP servers). So the bundles
-//! and models directories, and each bundle directory, must not be group- or
-//! world-writable and must belong to the daemon's user or root, unless the
-//! operator opts out with `paths.allow_insecure_dirs = true`.
+//! and models directories, and every file and directory inside a bundle
+//! (symlinks judged by their target), must not be group- or world-writable
+//! and must belong to the daemon's user or root, unless the operator opts
+//! out with `paths.allow_insecure_dirs = true`.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -31,6 +32,42 @@ pub fn check_dir(dir: &Path, allow_insecure: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// How deep a bundle's tree (symlinked directories included) may go: a
+/// symlink loop ends here instead of hanging the reload.
+const MAX_DEPTH: usize = 16;
+
+/// Checks `dir` and everything under it (hidden entries too: a writable
+/// `.venv` runs code just as well). The error names the first bad path.
+pub fn check_tree(dir: &Path, allow_insecure: bool) -> Result<(), String> {
+    if allow_insecure {
+        return Ok(());
+    }
+    let mut pending = vec![(dir.to_path_buf(), 0)];
+    while let Some((path, depth)) = pending.pop() {
+        // Follows symlinks: the target is what runs.
+        check_dir(&path, false).map_err(|why| format!("{}: {why}", path.display()))?;
+        let entries = std::fs::read_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", path.display()))?;
+            let child = entry.path();
+            let meta = std::fs::metadata(&child)
+                .map_err(|e| format!("{}: {e} (a dangling symlink?)", child.display()))?;
+            if meta.is_dir() {
+                if depth + 1 >= MAX_DEPTH {
+                    return Err(format!(
+                        "{}: nested deeper than {MAX_DEPTH} directories (a symlink loop?)",
+                        child.display()
+                    ));
+                }
+                pending.push((child, depth + 1));
+            } else {
+                check_dir(&child, false).map_err(|why| format!("{}: {why}", child.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,6 +86,55 @@ mod tests {
         assert!(check_dir(dir.path(), true).is_ok());
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o757)).unwrap();
         assert!(check_dir(dir.path(), false).is_err());
+    }
+
+    #[test]
+    fn a_writable_file_or_symlink_target_deep_in_a_bundle_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("b");
+        let tools = bundle.join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        for d in [dir.path(), bundle.as_path(), tools.as_path()] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let script = tools.join("run.py");
+        std::fs::write(&script, "print(1)").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(check_tree(&bundle, false).is_ok());
+
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let err = check_tree(&bundle, false).unwrap_err();
+        assert!(
+            err.contains("run.py") && err.contains("chmod go-w"),
+            "{err}"
+        );
+        assert!(check_tree(&bundle, true).is_ok());
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+        // A symlink is judged by its target.
+        let outside = dir.path().join("outside.py");
+        std::fs::write(&outside, "print(2)").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o646)).unwrap();
+        std::os::unix::fs::symlink(&outside, tools.join("link.py")).unwrap();
+        let err = check_tree(&bundle, false).unwrap_err();
+        assert!(err.contains("link.py"), "{err}");
+
+        // A writable subdirectory is refused too.
+        std::fs::remove_file(tools.join("link.py")).unwrap();
+        std::fs::set_permissions(&tools, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check_tree(&bundle, false).unwrap_err();
+        assert!(err.contains("tools"), "{err}");
+    }
+
+    #[test]
+    fn a_symlink_loop_is_refused_not_followed_forever() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("b");
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::set_permissions(&bundle, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink(&bundle, bundle.join("self")).unwrap();
+        let err = check_tree(&bundle, false).unwrap_err();
+        assert!(err.contains("symlink loop"), "{err}");
     }
 
     #[test]

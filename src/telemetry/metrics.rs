@@ -7,6 +7,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+
+use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -44,6 +46,7 @@ pub struct Metrics {
     pub queue_up: IntGauge,
     pub queue_errors: IntCounterVec,
     pub jobs_purged: IntCounter,
+    pub leases_lost: IntCounter,
     pub turns: IntCounterVec,
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
@@ -126,6 +129,11 @@ impl Metrics {
             "Finished jobs deleted with their events and journals after queue.retention.",
         )?;
         registry.register(Box::new(jobs_purged.clone()))?;
+        let leases_lost = IntCounter::new(
+            "structured_agents_leases_lost_total",
+            "Attempts whose outcome was dropped because a newer attempt of the job took it over (a stalled daemon's lease expired).",
+        )?;
+        registry.register(Box::new(leases_lost.clone()))?;
         let queue_up = IntGauge::new(
             "structured_agents_queue_up",
             "1 when the last queue operation of the workers or /readyz reached the store, 0 when it failed.",
@@ -141,6 +149,7 @@ impl Metrics {
                 &["operation"],
             )?,
             jobs_purged,
+            leases_lost,
             operation_duration: histogram(
                 "gen_ai_client_operation_duration_seconds",
                 "GenAI operation duration (model calls), per the OpenTelemetry GenAI conventions.",
@@ -293,6 +302,33 @@ impl Metrics {
             tracing::error!(error = %e, "cannot encode metrics");
         }
         String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+/// The daemon's happenings as metrics: the one place they are counted.
+impl DaemonObserver for Metrics {
+    fn on_daemon_event(&self, event: &DaemonEvent) {
+        match event {
+            DaemonEvent::Reload(outcome) => {
+                self.reload(outcome.result.as_str());
+                let counts = &outcome.bundles;
+                for (status, n) in [
+                    ("ok", counts.ok),
+                    ("degraded", counts.degraded),
+                    ("invalid", counts.invalid),
+                ] {
+                    self.bundles.with_label_values(&[status]).set(n as i64);
+                }
+            }
+            DaemonEvent::JobSubmitted { bundle } => self.job_submitted(bundle),
+            DaemonEvent::JobEndedByRequest { event } => self.job_ended_by_request(event),
+            DaemonEvent::QueueOperation { operation, worked } => {
+                self.queue_operation(operation, *worked)
+            }
+            DaemonEvent::JobsPurged { count } => self.jobs_purged.inc_by(*count),
+            DaemonEvent::LeaseLost { .. } => self.leases_lost.inc(),
+            _ => {}
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! `otel`, OpenTelemetry spans). Both are observers; the kernel never calls
 //! them directly.
 
+pub mod logging;
 pub mod metrics;
 pub mod otel;
 pub mod otel_metrics;

@@ -30,6 +30,9 @@ use opentelemetry_sdk::trace::{
 mod workflow;
 
 use crate::client::EndpointInfo;
+use crate::events::daemon::{
+    Change, DaemonEvent, DaemonObserver, InputKind, ReloadOutcome, ReloadResult,
+};
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
 
 /// Operator settings (config `[telemetry]` plus the standard OTEL_* variables).
@@ -69,8 +72,22 @@ pub struct JobSpanInfo {
 
 enum Item {
     Event(Arc<JobSpanInfo>, Box<EventEnvelope>),
+    /// A reload's outcome, as a span of its own.
+    Reload(Arc<ReloadOutcome>, SystemTime),
     /// Flush what is pending and stop (shutdown).
     Stop,
+}
+
+impl DaemonObserver for OtelTelemetry {
+    fn on_daemon_event(&self, event: &DaemonEvent) {
+        if let DaemonEvent::Reload(outcome) = event
+            && let Err(TrySendError::Full(_)) = self
+                .queue
+                .try_send(Item::Reload(outcome.clone(), SystemTime::now()))
+        {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The running exporter.
@@ -186,16 +203,6 @@ impl OtelTelemetry {
             otel: self.clone(),
             info: Arc::new(info),
         })
-    }
-
-    /// Records a daemon-level event (a reload) as its own span.
-    pub fn record(&self, event: EventEnvelope) {
-        if let Err(TrySendError::Full(_)) = self.queue.try_send(Item::Event(
-            Arc::new(JobSpanInfo::default()),
-            Box::new(event),
-        )) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     /// Events not turned into spans because the queue was full.
@@ -344,9 +351,48 @@ impl SpanBuilder {
         for item in events {
             match item {
                 Item::Event(info, event) => self.handle(&info, &event),
+                Item::Reload(outcome, at) => self.reload(&outcome, at),
                 Item::Stop => return,
             }
         }
+    }
+
+    fn reload(&mut self, outcome: &ReloadOutcome, at: SystemTime) {
+        let count = |change: Change| {
+            InputKind::ALL
+                .iter()
+                .map(|kind| outcome.names(*kind, change).len() as i64)
+                .sum::<i64>()
+        };
+        let mut span = self
+            .tracer
+            .span_builder("reload")
+            .with_kind(SpanKind::Internal)
+            .with_start_time(at)
+            .with_attributes(vec![
+                KeyValue::new(
+                    "structured_agents.reload.generation",
+                    outcome.generation as i64,
+                ),
+                KeyValue::new("structured_agents.reload.result", outcome.result.as_str()),
+                KeyValue::new(
+                    "structured_agents.reload.trigger",
+                    format!("{:?}", outcome.trigger).to_lowercase(),
+                ),
+                KeyValue::new("structured_agents.reload.added", count(Change::Added)),
+                KeyValue::new("structured_agents.reload.changed", count(Change::Changed)),
+                KeyValue::new("structured_agents.reload.removed", count(Change::Removed)),
+                KeyValue::new("structured_agents.reload.failed", outcome.failed.join(",")),
+            ])
+            .start_with_context(&self.tracer, &Context::new());
+        if outcome.result != ReloadResult::Applied {
+            span.set_attribute(KeyValue::new(
+                "error.type",
+                format!("reload_{}", outcome.result.as_str()),
+            ));
+            span.set_status(Status::error(outcome.errors.join("; ")));
+        }
+        span.end_with_timestamp(SystemTime::now().max(at));
     }
 
     fn handle(&mut self, info: &JobSpanInfo, envelope: &EventEnvelope) {
@@ -590,35 +636,6 @@ impl SpanBuilder {
                     root.set_status(Status::error(kind.clone()));
                 }
                 root.end_with_timestamp(at);
-            }
-            Event::Reload {
-                generation,
-                result,
-                added,
-                changed,
-                removed,
-                failed,
-                errors,
-            } => {
-                let mut span = self
-                    .tracer
-                    .span_builder("reload")
-                    .with_kind(SpanKind::Internal)
-                    .with_start_time(at)
-                    .with_attributes(vec![
-                        KeyValue::new("structured_agents.reload.generation", *generation as i64),
-                        KeyValue::new("structured_agents.reload.result", result.clone()),
-                        KeyValue::new("structured_agents.reload.added", added.len() as i64),
-                        KeyValue::new("structured_agents.reload.changed", changed.len() as i64),
-                        KeyValue::new("structured_agents.reload.removed", removed.len() as i64),
-                        KeyValue::new("structured_agents.reload.failed", failed.join(",")),
-                    ])
-                    .start_with_context(&self.tracer, &Context::new());
-                if result != "applied" {
-                    span.set_attribute(KeyValue::new("error.type", "reload_".to_string() + result));
-                    span.set_status(Status::error(errors.join("; ")));
-                }
-                span.end_with_timestamp(at);
             }
             _ => {}
         }

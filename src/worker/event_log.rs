@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use crate::events::{Event, EventEnvelope, Observer, ObserverError};
+use crate::events::{EventEnvelope, Observer, ObserverError};
 use crate::journal::{JournalEntry, JournalStore};
 use crate::queue::{Finished, JobId, JobQueue, Outcome, QueueError};
 
@@ -36,12 +36,6 @@ impl EventLogObserver {
             pending: Mutex::new(Vec::new()),
             writing: tokio::sync::Mutex::new(()),
         }
-    }
-
-    /// Events written at once (with whatever is held before them): those
-    /// no journal step or outcome follows.
-    fn flushes(event: &Event) -> bool {
-        matches!(event, Event::Reload { .. })
     }
 
     fn take_pending(&self) -> Vec<EventEnvelope> {
@@ -100,18 +94,6 @@ impl EventLogObserver {
         })
         .await
     }
-
-    /// Writes the held events now.
-    pub async fn flush(&self) -> Result<(), QueueError> {
-        let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
-        self.write_with(|held| async move {
-            if held.is_empty() {
-                return Ok(());
-            }
-            queue.append_events(&job, attempt, &held).await
-        })
-        .await
-    }
 }
 
 /// The journal's store: each step is written with the events held until
@@ -135,13 +117,8 @@ impl Observer for EventLogObserver {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(event.clone());
-        if !Self::flushes(&event.event) {
-            return Ok(());
-        }
-        self.flush().await.map_err(|e| ObserverError {
-            observer: "event-log".into(),
-            message: e.to_string(),
-        })
+        // Held until the next journal write or the outcome carries it.
+        Ok(())
     }
 
     fn name(&self) -> &str {
@@ -152,6 +129,7 @@ impl Observer for EventLogObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::Event;
 
     fn event(seq: u64) -> EventEnvelope {
         EventEnvelope {

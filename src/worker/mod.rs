@@ -22,12 +22,13 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
 use crate::events::{
     CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
 use crate::journal::RunJournal;
 use crate::kernel::RunFailure;
-use crate::queue::{HealthProbe, HeartbeatReply, Job, JobQueue, Lease, Outcome};
+use crate::queue::{HeartbeatReply, Job, JobQueue, Lease, Outcome};
 use crate::registry::{LoadedBundle, Registry};
 use crate::runner::{RunOptions, RunScope, Runner, short_digest};
 use crate::tools::panic_message;
@@ -48,19 +49,21 @@ pub struct WorkerSettings {
 
 /// Builds the observers of one job (metrics, spans, plugins); the durable
 /// event log is always added by the pool.
-pub type ObserverFactory =
-    Arc<dyn Fn(&LoadedBundle, &crate::queue::Job) -> Vec<Arc<dyn Observer>> + Send + Sync>;
+pub trait JobObservers: Send + Sync {
+    fn observers(&self, loaded: &LoadedBundle, job: &crate::queue::Job) -> Vec<Arc<dyn Observer>>;
+}
 
 pub struct WorkerPool {
     queue: Arc<dyn JobQueue>,
     registry: Arc<Registry>,
     runner: Runner,
     settings: WorkerSettings,
-    observers: ObserverFactory,
+    observers: Arc<dyn JobObservers>,
     /// Woken by submissions so idle workers do not wait for the next poll.
     wake: Arc<Notify>,
     /// Told whether each lease reached the queue (metrics, outage logs).
-    probe: Option<HealthProbe>,
+    health: Arc<QueueHealth>,
+    bus: DaemonBus,
 }
 
 impl WorkerPool {
@@ -68,8 +71,10 @@ impl WorkerPool {
         queue: Arc<dyn JobQueue>,
         registry: Arc<Registry>,
         settings: WorkerSettings,
-        observers: ObserverFactory,
+        observers: Arc<dyn JobObservers>,
         wake: Arc<Notify>,
+        health: Arc<QueueHealth>,
+        bus: DaemonBus,
     ) -> Self {
         Self {
             runner: Runner::new(registry.clone()),
@@ -78,19 +83,8 @@ impl WorkerPool {
             settings,
             observers,
             wake,
-            probe: None,
-        }
-    }
-
-    /// Reports every lease attempt's success or failure to `probe`.
-    pub fn with_health_probe(mut self, probe: HealthProbe) -> Self {
-        self.probe = Some(probe);
-        self
-    }
-
-    fn report(&self, worked: bool) {
-        if let Some(probe) = &self.probe {
-            probe("lease", worked);
+            health,
+            bus,
         }
     }
 
@@ -109,7 +103,7 @@ impl WorkerPool {
                 .queue
                 .lease(&self.settings.worker_id, self.settings.lease)
                 .await;
-            self.report(leased.is_ok());
+            self.health.report("lease", leased.is_ok());
             let lease = match leased {
                 Ok(Some(lease)) => lease,
                 Ok(None) => {
@@ -178,8 +172,9 @@ impl WorkerPool {
             tracing::warn!(job_id = %job.id, error = %err, "cannot pin bundle version");
         }
 
-        let others: Arc<dyn Observer> =
-            Arc::new(CompositeObserver::new((self.observers)(&loaded, job)));
+        let others: Arc<dyn Observer> = Arc::new(CompositeObserver::new(
+            self.observers.observers(&loaded, job),
+        ));
         let log = Arc::new(EventLogObserver::new(
             self.queue.clone(),
             job.id.clone(),
@@ -248,7 +243,10 @@ impl WorkerPool {
 
         let job = &lease.job;
         if heartbeat.lost.is_cancelled() {
-            tracing::warn!(job_id = %job.id, attempt, "lease lost to a newer attempt; discarding this attempt's outcome");
+            self.bus.publish(DaemonEvent::LeaseLost {
+                job: job.id.to_string(),
+                attempt,
+            });
             return;
         }
         if abandon.is_cancelled() {

@@ -55,8 +55,8 @@ const LOCAL: &str = "local";
 
 /// Every agent: local bundles by name, then remote agents in config order.
 pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
-    let runtime = &state.registry.config().runtime;
     let snapshot = state.registry.snapshot();
+    let runtime = &snapshot.config.runtime;
     let mut local: Vec<AgentCard> = snapshot
         .loaded()
         .filter(|b| b.name() != runtime.router && b.name() != runtime.group_chat)
@@ -77,7 +77,7 @@ pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
         })
         .collect();
     local.sort_by(|a, b| a.id.cmp(&b.id));
-    let remote = state.registry.config().agents.iter().map(|a| AgentCard {
+    let remote = snapshot.config.agents.iter().map(|a| AgentCard {
         id: a.id.clone(),
         name: a.name.clone(),
         description: a.description.clone(),

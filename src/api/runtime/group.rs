@@ -47,7 +47,7 @@ pub async fn group_chat(
     JsonBody(request): JsonBody<GroupChatRequest>,
 ) -> Result<Response, ApiError> {
     super::non_blank("query", &request.query)?;
-    let host_name = state.registry.config().runtime.group_chat.clone();
+    let host_name = state.registry.snapshot().config.runtime.group_chat.clone();
     let host = super::configured_bundle(&state, "group_chat", &host_name)?;
     let plan = plan(&state, &host, &request)?;
     let conversation = super::conversation_of(request.conversation_id)?;

@@ -43,7 +43,7 @@ pub async fn query(
             "`max_agents` must be at least 1 (leave it out for no limit)",
         ));
     }
-    let router_name = state.registry.config().runtime.router.clone();
+    let router_name = state.registry.snapshot().config.runtime.router.clone();
     let router = super::configured_bundle(&state, "router", &router_name)?;
     let conversation = super::conversation_of(request.conversation_id)?;
     let mut variables = Map::new();

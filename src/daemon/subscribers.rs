@@ -1,0 +1,207 @@
+//! Where the daemon's telemetry plugs in: the observers of each job (metrics,
+//! spans, observer plugins, live tokens), the `/metrics` page, and the
+//! subscribers of the daemon bus that are not a telemetry module's own
+//! (one log line per happening; observer plugins hearing them too).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::events::daemon::{DaemonEvent, DaemonObserver, ReloadResult};
+use crate::events::{Observer, tokens};
+use crate::queue::{Job, JobQueue};
+use crate::registry::{LoadedBundle, Registry};
+use crate::telemetry::logging::LogFilter;
+use crate::telemetry::otel::{JobSpanInfo, OtelTelemetry};
+use crate::telemetry::{Metrics, MetricsObserver};
+use crate::worker::JobObservers;
+
+/// The observers of one job, from what the registry serves now.
+pub struct JobTelemetry {
+    pub metrics: Arc<Metrics>,
+    pub otel: Option<Arc<OtelTelemetry>>,
+    pub tokens: Arc<tokens::TokenHub>,
+    pub registry: Arc<Registry>,
+}
+
+impl JobObservers for JobTelemetry {
+    fn observers(&self, loaded: &LoadedBundle, job: &Job) -> Vec<Arc<dyn Observer>> {
+        let endpoint = loaded.backend.info();
+        // Only the bundle's declared tools become label values.
+        let declared = loaded.tools.schemas().iter().map(|s| s.name.clone());
+        let mut observers = vec![Arc::new(
+            MetricsObserver::new(self.metrics.clone(), endpoint.provider.clone())
+                .with_declared_tools(loaded.name(), declared),
+        ) as Arc<dyn Observer>];
+        if let Some(otel) = &self.otel {
+            observers.push(otel.observer(JobSpanInfo {
+                job_id: job.id.to_string(),
+                bundle: loaded.name().to_string(),
+                bundle_version: loaded.version().to_string(),
+                model: loaded.bundle.raw.model.name.clone(),
+                endpoint,
+                traceparent: job.traceparent.clone(),
+            }));
+        }
+        for plugin in self.registry.snapshot().observers_of(&loaded.bundle) {
+            observers.push(plugin);
+        }
+        observers.push(Arc::new(tokens::TokenObserver::new(
+            self.tokens.clone(),
+            job.id.to_string(),
+        )));
+        observers
+    }
+}
+
+/// `/metrics`: the live queue gauges and drop counters are read at scrape
+/// time (finished jobs are counted by `jobs_finished_total`).
+pub struct MetricsScrape {
+    pub metrics: Arc<Metrics>,
+    pub queue: Arc<dyn JobQueue>,
+    pub otel: Option<Arc<OtelTelemetry>>,
+    pub registry: Arc<Registry>,
+}
+
+#[async_trait]
+impl crate::api::MetricsPage for MetricsScrape {
+    async fn render(&self) -> String {
+        let metrics = &self.metrics;
+        if let Some(otel) = &self.otel {
+            metrics.spans_dropped.set(otel.dropped() as i64);
+        }
+        for observer in self.registry.snapshot().observers.values() {
+            metrics
+                .observer_dropped
+                .with_label_values(&[observer.plugin_name()])
+                .set(observer.dropped() as f64);
+        }
+        match self.queue.live_counts().await {
+            Ok(counts) => {
+                for (state, n) in counts {
+                    metrics
+                        .queue_jobs
+                        .with_label_values(&[state.as_str()])
+                        .set(n as i64);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read queue depth for metrics"),
+        }
+        metrics.render()
+    }
+}
+
+/// Observer plugins hear the daemon's happenings too, as
+/// `{"daemon_event": {...}}` (queue operations excepted: one per lease).
+pub struct PluginFeed {
+    registry: Arc<Registry>,
+}
+
+impl PluginFeed {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry }
+    }
+}
+
+impl DaemonObserver for PluginFeed {
+    fn on_daemon_event(&self, event: &DaemonEvent) {
+        if matches!(event, DaemonEvent::QueueOperation { .. }) {
+            return;
+        }
+        let snapshot = self.registry.snapshot();
+        if snapshot.observers.is_empty() {
+            return;
+        }
+        let json = serde_json::json!({ "daemon_event": event }).to_string();
+        for observer in snapshot.observers.values() {
+            observer.send_json(json.clone());
+        }
+    }
+}
+
+/// One log line per happening, and the log filter a reload set.
+pub struct LogLines {
+    filter: Option<LogFilter>,
+    registry: Arc<Registry>,
+}
+
+impl LogLines {
+    pub fn new(filter: Option<LogFilter>, registry: Arc<Registry>) -> Self {
+        Self { filter, registry }
+    }
+}
+
+impl DaemonObserver for LogLines {
+    fn on_daemon_event(&self, event: &DaemonEvent) {
+        match event {
+            DaemonEvent::ReloadStarted { trigger } => {
+                tracing::debug!(trigger = ?trigger, "reload started")
+            }
+            DaemonEvent::Reload(outcome) => {
+                let changes = serde_json::to_string(&outcome.changes).unwrap_or_default();
+                match outcome.result {
+                    ReloadResult::Rejected => tracing::error!(
+                        trigger = ?outcome.trigger,
+                        generation = outcome.generation,
+                        errors = ?outcome.errors,
+                        "reload rejected; the last good state keeps serving"
+                    ),
+                    result => {
+                        tracing::info!(trigger = ?outcome.trigger, generation = outcome.generation, result = result.as_str(), %changes, failed = ?outcome.failed, "reload");
+                        for error in &outcome.errors {
+                            tracing::warn!(%error, "reload error");
+                        }
+                    }
+                }
+                let log_filter_changed = outcome
+                    .of(crate::events::daemon::InputKind::LogFilter)
+                    .is_some_and(|c| !c.is_empty());
+                if log_filter_changed && let Some(filter) = &self.filter {
+                    let wanted = self.registry.snapshot().config.telemetry.log_filter.clone();
+                    match filter.set(&wanted) {
+                        Ok(()) => tracing::info!(filter = %wanted, "log filter changed"),
+                        Err(e) => tracing::warn!(error = %e, "log filter not changed"),
+                    }
+                }
+            }
+            DaemonEvent::JobSubmitted { bundle } => tracing::debug!(%bundle, "job submitted"),
+            DaemonEvent::JobEndedByRequest { event } => {
+                tracing::info!(job_id = %event.run_id, bundle = %event.bundle, "job ended by an operator's request")
+            }
+            DaemonEvent::PluginLoaded { name, kind, sha256 } => {
+                tracing::info!(plugin = %name, %kind, %sha256, "plugin loaded")
+            }
+            DaemonEvent::PluginUnloaded { name } => {
+                tracing::info!(plugin = %name, "plugin unloaded: no longer called by new jobs")
+            }
+            DaemonEvent::BundleDegraded(degraded) => tracing::warn!(
+                bundle = %degraded.name,
+                errors = ?degraded.errors,
+                "bundle degraded: its last edit is broken; the last good version keeps serving"
+            ),
+            DaemonEvent::QueueOperation { .. } => {}
+            DaemonEvent::QueueUp { location } => {
+                tracing::info!(queue = %location, "queue reachable again")
+            }
+            DaemonEvent::QueueDown {
+                location,
+                operation,
+            } => tracing::error!(
+                queue = %location,
+                operation,
+                "queue unreachable: no job is leased or recorded until it answers (retrying; see structured_agents_queue_up)"
+            ),
+            DaemonEvent::JobsPurged { count } => tracing::info!(
+                purged = count,
+                "retention: deleted finished jobs with their events and journals"
+            ),
+            DaemonEvent::LeaseLost { job, attempt } => tracing::warn!(
+                job_id = %job,
+                attempt,
+                "lease lost to a newer attempt; discarding this attempt's outcome"
+            ),
+            DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
+            DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
+        }
+    }
+}

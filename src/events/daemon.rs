@@ -1,0 +1,365 @@
+//! What happened in the daemon, as opposed to inside a run: reloads, plugins
+//! coming and going, the queue's reachability, purges, lost leases, drains.
+//!
+//! One enum, published once per occurrence on one [`DaemonBus`]; logs,
+//! metrics, spans, observer plugins, MCP `list_changed` and sd_notify are
+//! subscribers, so none of them can disagree with another about what
+//! happened. Publishing is synchronous and must stay cheap: a subscriber
+//! that has slow work to do (an HTTP notification) spawns it.
+//!
+//! This module knows the shapes only, never who subscribes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use serde::Serialize;
+
+use super::EventEnvelope;
+
+/// One happening of the daemon.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DaemonEvent {
+    /// A reload began (systemd hears RELOADING=1).
+    ReloadStarted { trigger: ReloadTrigger },
+    /// A reload finished: applied, partially applied or rejected.
+    Reload(Arc<ReloadOutcome>),
+    /// A job was accepted by the API.
+    JobSubmitted { bundle: String },
+    /// An operator's request ended a job that no worker held (a cancelled
+    /// queued or parked job, a failed resolve): its final event.
+    JobEndedByRequest { event: Box<EventEnvelope> },
+    /// A plugin library was loaded (or a changed one loaded again).
+    PluginLoaded {
+        name: String,
+        kind: String,
+        sha256: String,
+    },
+    /// A plugin library is no longer called (removed, or replaced).
+    PluginUnloaded { name: String },
+    /// A bundle's last edit is broken; its last good version keeps serving.
+    BundleDegraded(Degraded),
+    /// One queue operation and whether it reached the store.
+    QueueOperation {
+        operation: &'static str,
+        worked: bool,
+    },
+    /// The queue answers again after failing.
+    QueueUp { location: String },
+    /// The queue stopped answering.
+    QueueDown {
+        location: String,
+        operation: &'static str,
+    },
+    /// Retention deleted finished jobs.
+    JobsPurged { count: u64 },
+    /// A newer attempt of a job took it over; this attempt's outcome is dropped.
+    LeaseLost { job: String, attempt: u32 },
+    /// Shutdown began: no new job is leased; running ones get the drain timeout.
+    DrainStarted,
+    /// Every running job finished or was released.
+    DrainDone,
+}
+
+impl DaemonEvent {
+    /// A short, stable name (metric label, log field).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DaemonEvent::ReloadStarted { .. } => "reload_started",
+            DaemonEvent::Reload(_) => "reload",
+            DaemonEvent::JobSubmitted { .. } => "job_submitted",
+            DaemonEvent::JobEndedByRequest { .. } => "job_ended_by_request",
+            DaemonEvent::PluginLoaded { .. } => "plugin_loaded",
+            DaemonEvent::PluginUnloaded { .. } => "plugin_unloaded",
+            DaemonEvent::BundleDegraded(_) => "bundle_degraded",
+            DaemonEvent::QueueOperation { .. } => "queue_operation",
+            DaemonEvent::QueueUp { .. } => "queue_up",
+            DaemonEvent::QueueDown { .. } => "queue_down",
+            DaemonEvent::JobsPurged { .. } => "jobs_purged",
+            DaemonEvent::LeaseLost { .. } => "lease_lost",
+            DaemonEvent::DrainStarted => "drain_started",
+            DaemonEvent::DrainDone => "drain_done",
+        }
+    }
+}
+
+/// How a reload ended. The whole reload is one of these; its `report` says
+/// what changed, kind by kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadOutcome {
+    /// The snapshot generation now serving (unchanged when rejected).
+    pub generation: u64,
+    pub result: ReloadResult,
+    /// What asked for it.
+    pub trigger: ReloadTrigger,
+    /// Added / changed / removed, per kind of input (empty when rejected).
+    pub changes: Vec<KindChanges>,
+    /// Bundles whose last edit failed (they keep their last good version,
+    /// or are not served at all).
+    pub failed: Vec<String>,
+    /// The failed bundles that keep serving their last good version.
+    pub degraded: Vec<Degraded>,
+    /// What the registry serves after it, by status.
+    pub bundles: BundleCounts,
+    /// Every error, located (file:line: key: message).
+    pub errors: Vec<String>,
+}
+
+/// Bundle directories by status: `ok` serve their current content,
+/// `degraded` their last good version, `invalid` nothing.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct BundleCounts {
+    pub ok: usize,
+    pub degraded: usize,
+    pub invalid: usize,
+}
+
+/// A bundle whose last edit is broken, with that edit's errors.
+#[derive(Debug, Clone, Serialize)]
+pub struct Degraded {
+    pub name: String,
+    pub errors: Vec<String>,
+}
+
+impl ReloadOutcome {
+    /// The changes of one kind, if any.
+    pub fn of(&self, kind: InputKind) -> Option<&KindChanges> {
+        self.changes.iter().find(|c| c.kind == kind)
+    }
+
+    /// Whether the set of runnable bundles or their content changed.
+    pub fn bundles_changed(&self) -> bool {
+        self.of(InputKind::Bundle).is_some_and(|c| !c.is_empty())
+    }
+
+    /// The names of one kind that were added, changed or removed.
+    pub fn names(&self, kind: InputKind, change: Change) -> &[String] {
+        match (self.of(kind), change) {
+            (None, _) => &[],
+            (Some(c), Change::Added) => &c.added,
+            (Some(c), Change::Changed) => &c.changed,
+            (Some(c), Change::Removed) => &c.removed,
+        }
+    }
+}
+
+/// `applied`, `partial` (some bundles failed; the rest applied) or `rejected`
+/// (nothing changed: the last good state keeps serving).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReloadResult {
+    Applied,
+    Partial,
+    Rejected,
+}
+
+impl ReloadResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReloadResult::Applied => "applied",
+            ReloadResult::Partial => "partial",
+            ReloadResult::Rejected => "rejected",
+        }
+    }
+}
+
+/// What asked for a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReloadTrigger {
+    /// The daemon's first load.
+    Start,
+    /// A file changed under a watched directory.
+    Watcher,
+    /// SIGHUP (`systemctl reload` sends it through `structured-agents reload`).
+    Signal,
+    /// `POST /v1/reload`.
+    Api,
+    /// An MCP server announced that its tools changed.
+    ToolsChanged,
+}
+
+/// One kind of input a reload reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    #[default]
+    Bundle,
+    ModelConfig,
+    ToolPlugin,
+    ObserverPlugin,
+    Endpoint,
+    Agent,
+    Observer,
+    Runtime,
+    Auth,
+    LogFilter,
+}
+
+impl InputKind {
+    pub const ALL: [InputKind; 10] = [
+        InputKind::Bundle,
+        InputKind::ModelConfig,
+        InputKind::ToolPlugin,
+        InputKind::ObserverPlugin,
+        InputKind::Endpoint,
+        InputKind::Agent,
+        InputKind::Observer,
+        InputKind::Runtime,
+        InputKind::Auth,
+        InputKind::LogFilter,
+    ];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Added,
+    Changed,
+    Removed,
+}
+
+/// Added / changed / removed names of one kind of input.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KindChanges {
+    pub kind: InputKind,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+}
+
+impl KindChanges {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// A subscriber of the daemon's events.
+pub trait DaemonObserver: Send + Sync {
+    /// Must not block: spawn slow work.
+    fn on_daemon_event(&self, event: &DaemonEvent);
+}
+
+/// The one bus every daemon event is published on.
+#[derive(Clone, Default)]
+pub struct DaemonBus {
+    subscribers: Arc<RwLock<Vec<Arc<dyn DaemonObserver>>>>,
+}
+
+impl DaemonBus {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn subscribe(&self, subscriber: Arc<dyn DaemonObserver>) {
+        self.subscribers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(subscriber);
+    }
+
+    /// Hands `event` to every subscriber, once each, in subscription order.
+    pub fn publish(&self, event: DaemonEvent) {
+        let subscribers = self
+            .subscribers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for subscriber in subscribers {
+            subscriber.on_daemon_event(&event);
+        }
+    }
+}
+
+/// Tracks whether the queue answers: every operation is published, and each
+/// change between reachable and unreachable once more as up / down.
+pub struct QueueHealth {
+    bus: DaemonBus,
+    location: String,
+    up: AtomicBool,
+}
+
+impl QueueHealth {
+    pub fn new(bus: DaemonBus, location: String) -> Arc<Self> {
+        Arc::new(Self {
+            bus,
+            location,
+            up: AtomicBool::new(true),
+        })
+    }
+
+    pub fn report(&self, operation: &'static str, worked: bool) {
+        self.bus
+            .publish(DaemonEvent::QueueOperation { operation, worked });
+        if self.up.swap(worked, Ordering::SeqCst) != worked {
+            let location = self.location.clone();
+            self.bus.publish(if worked {
+                DaemonEvent::QueueUp { location }
+            } else {
+                DaemonEvent::QueueDown {
+                    location,
+                    operation,
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records every event's kind (for tests that count what fired).
+    #[derive(Default)]
+    pub struct Recorder(pub Mutex<Vec<&'static str>>);
+
+    impl DaemonObserver for Recorder {
+        fn on_daemon_event(&self, event: &DaemonEvent) {
+            self.0.lock().unwrap().push(event.kind());
+        }
+    }
+
+    #[test]
+    fn every_subscriber_sees_each_event_once_in_order() {
+        let bus = DaemonBus::new();
+        let (a, b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+        bus.subscribe(a.clone());
+        bus.subscribe(b.clone());
+        bus.publish(DaemonEvent::DrainStarted);
+        bus.publish(DaemonEvent::JobsPurged { count: 3 });
+        bus.publish(DaemonEvent::DrainDone);
+        for r in [a, b] {
+            assert_eq!(
+                *r.0.lock().unwrap(),
+                ["drain_started", "jobs_purged", "drain_done"]
+            );
+        }
+    }
+
+    #[test]
+    fn queue_health_publishes_each_transition_once() {
+        let bus = DaemonBus::new();
+        let recorder = Arc::new(Recorder::default());
+        bus.subscribe(recorder.clone());
+        let health = QueueHealth::new(bus, "q.db".into());
+        health.report("lease", true);
+        health.report("lease", false);
+        health.report("lease", false);
+        health.report("ping", true);
+        let kinds = recorder.0.lock().unwrap().clone();
+        assert_eq!(
+            kinds,
+            [
+                "queue_operation",
+                "queue_operation",
+                "queue_down",
+                "queue_operation",
+                "queue_operation",
+                "queue_up"
+            ]
+        );
+    }
+}

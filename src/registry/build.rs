@@ -1,0 +1,596 @@
+//! Builds the next snapshot from a daemon config and the files it points
+//! at (blocking; the registry runs it off the runtime). What did not change
+//! is carried over from the previous snapshot — endpoint clients, plugin
+//! libraries, started observer plugins, bound bundles — so a reload costs
+//! what changed, and in-flight state (concurrency limits, MCP servers) stays.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::diff::Inventory;
+use super::{
+    Applied, BundleEntry, BundleStatus, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend,
+    LoadedBundle, RegistryError, Snapshot, trust,
+};
+use crate::bundle::{self, Bundle, BundleErrors, EndpointRef, LoadContext, ToolEnv};
+use crate::client::{ChatBackend, EndpointSettings, HttpBackend, ScriptedBackend};
+use crate::config::{Config, EndpointKind};
+use crate::events::daemon::InputKind;
+use crate::model::ModelCatalog;
+use crate::plugins::{PluginObserver, PluginRegistry};
+
+/// Everything `snapshot` needs that is not in the config.
+pub(super) struct BuildEnv {
+    pub runs_agents: bool,
+    pub tools_changed: Option<tokio::sync::mpsc::Sender<()>>,
+}
+
+/// The next snapshot: every input read again, errors collected; only a
+/// problem that leaves nothing sound to serve (an unreadable directory, a
+/// bad endpoint or token, broken model configs) rejects it all.
+pub(super) fn snapshot(
+    previous: &Snapshot,
+    config: Arc<Config>,
+    env: &BuildEnv,
+) -> Result<(Snapshot, Applied), RegistryError> {
+    let token = load_token(&config)?;
+    let allow_insecure = config.paths.allow_insecure_dirs;
+    for dir in [&config.paths.bundles_dir, &config.paths.models_dir] {
+        if dir.exists() {
+            trust::check_dir(dir, allow_insecure)
+                .map_err(|why| RegistryError::Untrusted(format!("{}: {why}", dir.display())))?;
+        }
+    }
+    let endpoints = Arc::new(build_endpoints(&config, previous)?);
+    let mut applied = Applied {
+        generation: previous.generation + 1,
+        ..Default::default()
+    };
+    let plugins = load_plugins(&config, &previous.plugins, &mut applied.errors);
+    let observers = start_observers(&config, &plugins, previous, &mut applied.errors);
+    let models = Arc::new(
+        ModelCatalog::load(&config.paths.models_dir)
+            .map_err(|e| RegistryError::Models(e.to_string()))?,
+    );
+    let binder = Binder {
+        config: &config,
+        endpoints: &endpoints,
+        plugins: &plugins,
+        tool_env: ToolEnv {
+            runs_agents: env.runs_agents,
+            remote_agents: config.agents.clone(),
+            plugins: Some(plugins.clone()),
+            tools_changed: env.tools_changed.clone(),
+        },
+    };
+    let (bundles, rejected) = bind_bundles(previous, &binder, &models, &mut applied)?;
+    let next = Snapshot {
+        generation: applied.generation,
+        inventory: Inventory::default(),
+        config,
+        token,
+        endpoints,
+        plugins,
+        observers: Arc::new(observers),
+        bundles,
+        rejected,
+        models,
+    };
+    let next = Snapshot {
+        inventory: inventory_of(&next),
+        ..next
+    };
+    Ok((next, applied))
+}
+
+/// What a snapshot was built from, with a fingerprint per input.
+fn inventory_of(s: &Snapshot) -> Inventory {
+    let mut inventory = Inventory::default();
+    for (name, entry) in &s.bundles {
+        if let Some(b) = &entry.current {
+            inventory.insert(
+                InputKind::Bundle,
+                name,
+                format!("{}#{}", b.bundle.digest, b.bind),
+            );
+        }
+    }
+    for name in s.models.names() {
+        if let Ok(model) = s.models.resolve(name) {
+            inventory.insert(InputKind::ModelConfig, name, format!("{model:?}"));
+        }
+    }
+    for info in s.plugins.list() {
+        let kind = if info.kind == "observer" {
+            InputKind::ObserverPlugin
+        } else {
+            InputKind::ToolPlugin
+        };
+        inventory.insert(kind, info.name, info.sha256);
+    }
+    let config = &s.config;
+    for (name, endpoint) in &config.endpoints {
+        inventory.insert(InputKind::Endpoint, name, json(endpoint));
+    }
+    for agent in &config.agents {
+        inventory.insert(InputKind::Agent, agent.id.clone(), json(agent));
+    }
+    for name in &config.observers.enabled {
+        let settings = config.observers.config.get(name);
+        inventory.insert(InputKind::Observer, name, json(&settings));
+    }
+    inventory.insert(InputKind::Runtime, "router", config.runtime.router.clone());
+    inventory.insert(
+        InputKind::Runtime,
+        "group_chat",
+        config.runtime.group_chat.clone(),
+    );
+    if let Some(token) = &s.token {
+        // Never the token itself: the inventory may be logged.
+        inventory.insert(InputKind::Auth, "token", sha256_hex(token.as_bytes()));
+    }
+    inventory.insert(
+        InputKind::LogFilter,
+        "telemetry.log_filter",
+        config.telemetry.log_filter.clone(),
+    );
+    inventory
+}
+
+/// Canonical JSON of a config value, for fingerprints.
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sha256_prefix(digest: &[u8]) -> String {
+    hex(&digest[..digest.len().min(8)])
+}
+
+/// The API token from `server.token_file` (first line) or `server.token_env`.
+pub(crate) fn load_token(config: &Config) -> Result<Option<Arc<str>>, RegistryError> {
+    if let Some(file) = &config.server.token_file {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            RegistryError::Token(format!(
+                "{} (server.token_file): {e}; create it with the token on its first line",
+                file.display()
+            ))
+        })?;
+        let token = text.lines().next().unwrap_or_default().trim();
+        if token.is_empty() {
+            return Err(RegistryError::Token(format!(
+                "{} (server.token_file) is empty; put the token on its first line",
+                file.display()
+            )));
+        }
+        return Ok(Some(token.into()));
+    }
+    if let Some(var) = &config.server.token_env {
+        return match std::env::var(var) {
+            Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().into())),
+            _ => Err(RegistryError::Token(format!(
+                "environment variable {var} (server.token_env) is not set; export it or remove server.token_env"
+            ))),
+        };
+    }
+    Ok(None)
+}
+
+/// The plugins directory, reusing every library whose content is unchanged.
+fn load_plugins(
+    config: &Config,
+    previous: &Arc<PluginRegistry>,
+    errors: &mut Vec<String>,
+) -> Arc<PluginRegistry> {
+    let cache = config.paths.state_dir.join("plugin-cache");
+    let (registry, failures) =
+        PluginRegistry::load_dir(&config.paths.plugins_dir, &cache, previous);
+    errors.extend(failures.iter().map(|e| format!("plugin not loaded: {e}")));
+    Arc::new(registry)
+}
+
+/// Starts every observer plugin with its `[observers.config.<name>]`; one
+/// whose library and settings are unchanged keeps running as it was.
+fn start_observers(
+    config: &Config,
+    plugins: &PluginRegistry,
+    previous: &Snapshot,
+    errors: &mut Vec<String>,
+) -> BTreeMap<String, Arc<PluginObserver>> {
+    let settings = &config.observers;
+    let capacity = settings.queue_capacity.unwrap_or(1024);
+    let unchanged = |name: &str, sha: &str| {
+        previous.plugins.get(name).map(|p| p.info.sha256.as_str()) == Some(sha)
+            && previous.config.observers.config.get(name) == settings.config.get(name)
+            && previous.config.observers.queue_capacity == settings.queue_capacity
+    };
+    let mut observers = BTreeMap::new();
+    for info in plugins.list().into_iter().filter(|p| p.kind == "observer") {
+        if unchanged(&info.name, &info.sha256)
+            && let Some(running) = previous.observers.get(&info.name)
+        {
+            observers.insert(info.name.clone(), running.clone());
+            continue;
+        }
+        let Some(plugin) = plugins.get(&info.name) else {
+            continue;
+        };
+        let plugin_config = settings
+            .config
+            .get(&info.name)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        match PluginObserver::start(plugin.clone(), &plugin_config, capacity, 5) {
+            Ok(observer) => {
+                observers.insert(info.name.clone(), observer);
+            }
+            Err(e) => errors.push(format!("observer plugin {} not started: {e}", info.name)),
+        }
+    }
+    for name in &settings.enabled {
+        if !observers.contains_key(name) {
+            errors.push(format!(
+                "observers.enabled names {name:?}, which is not a loaded observer plugin (loaded: {})",
+                observers.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    observers
+}
+
+/// Binds bundles to what this snapshot offers.
+struct Binder<'a> {
+    config: &'a Config,
+    endpoints: &'a Endpoints,
+    plugins: &'a PluginRegistry,
+    tool_env: ToolEnv,
+}
+
+impl Binder<'_> {
+    /// A bundle's identity: its content digest (files and model config),
+    /// the definition of the endpoint it names, the hashes of the plugin
+    /// libraries its tools use and, when it calls remote agents, their
+    /// definitions. A change to any of them is another bundle.
+    fn identity(&self, bundle: &Bundle) -> String {
+        let mut hash = Sha256::new();
+        hash.update(bundle.digest.as_bytes());
+        let endpoint = match &bundle.endpoint {
+            EndpointRef::Named(name) => {
+                serde_json::to_string(&self.config.endpoints.get(name)).unwrap_or_default()
+            }
+            other => format!("{other:?}"),
+        };
+        hash.update(b"\0endpoint\0");
+        hash.update(endpoint.as_bytes());
+        for spec in &bundle.raw.tools {
+            if let Some(plugin) = &spec.plugin {
+                hash.update(b"\0plugin\0");
+                hash.update(plugin.as_bytes());
+                if let Some(p) = self.plugins.get(plugin) {
+                    hash.update(p.info.sha256.as_bytes());
+                }
+            }
+            if spec.kind == crate::bundle::schema::ToolKind::HttpAgent {
+                hash.update(b"\0agents\0");
+                hash.update(serde_json::to_string(&self.config.agents).unwrap_or_default());
+            }
+        }
+        // As long as a content digest (8 bytes in hex).
+        sha256_prefix(&hash.finalize())
+    }
+
+    fn bind(&self, mut bundle: Bundle) -> Result<Arc<LoadedBundle>, BundleErrors> {
+        let locate = |message: String| {
+            BundleErrors(vec![bundle::BundleError {
+                file: bundle.file.clone(),
+                line: None,
+                path: "model.endpoint".into(),
+                message,
+            }])
+        };
+        let backend = match &bundle.endpoint {
+            EndpointRef::Named(_) => {
+                crate::endpoints::backend_for(&bundle.endpoint, self.endpoints)
+            }
+            other => crate::endpoints::backend_for(other, &BTreeMap::new())
+                .map(|b| LimitedBackend::wrap(b, DEFAULT_URL_CONCURRENCY)),
+        }
+        .map_err(|e| locate(e.to_string()))?;
+        let tools = bundle::build_tools(&mut bundle, &self.tool_env)?;
+        Ok(Arc::new(LoadedBundle::new(
+            bundle,
+            Arc::new(tools),
+            backend,
+        )))
+    }
+}
+
+type Entries = (BTreeMap<String, BundleEntry>, Vec<BundleEntry>);
+
+/// Loads every bundle directory and settles who serves each name.
+fn bind_bundles(
+    previous: &Snapshot,
+    binder: &Binder<'_>,
+    models: &ModelCatalog,
+    applied: &mut Applied,
+) -> Result<Entries, RegistryError> {
+    let config = binder.config;
+    let allow_insecure = config.paths.allow_insecure_dirs;
+    let endpoint_servers = config
+        .endpoints
+        .iter()
+        .map(|(name, ep)| (name.clone(), ep.server))
+        .collect();
+    let ctx = LoadContext {
+        endpoints: Some(&endpoint_servers),
+        models,
+    };
+    let before_by_dir: HashMap<&Path, &BundleEntry> = previous
+        .bundles
+        .values()
+        .map(|e| (e.dir.as_path(), e))
+        .collect();
+    let mut healthy: Vec<(PathBuf, Arc<LoadedBundle>)> = Vec::new();
+    let mut broken: Vec<(PathBuf, Vec<String>)> = Vec::new();
+    for dir in bundle_dirs(&config.paths.bundles_dir)? {
+        let before = before_by_dir
+            .get(dir.as_path())
+            .and_then(|e| e.current.as_ref());
+        let loaded = trust::check_tree(&dir, allow_insecure)
+            .map_err(|message| located(&dir, message))
+            .and_then(|()| bundle::load_dir(&dir, &ctx))
+            .and_then(|mut b| {
+                b.digest = binder.identity(&b);
+                match before.filter(|p| {
+                    p.bundle.digest == b.digest
+                        && p.name() == b.name()
+                        // An MCP server announced new tools: bind again.
+                        && !p.tools.stale()
+                }) {
+                    Some(unchanged) => Ok(unchanged.clone()),
+                    None => binder.bind(b),
+                }
+            });
+        match loaded {
+            Ok(loaded) => healthy.push((dir, loaded)),
+            Err(errors) => {
+                let messages: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+                for m in &messages {
+                    tracing::warn!(bundle_dir = %dir.display(), error = %m, "bundle rejected");
+                }
+                applied.errors.extend(messages.iter().cloned());
+                broken.push((dir, messages));
+            }
+        }
+    }
+    Ok(settle_names(previous, healthy, broken, applied))
+}
+
+fn located(dir: &Path, message: String) -> BundleErrors {
+    BundleErrors(vec![bundle::BundleError {
+        file: dir.to_path_buf(),
+        line: None,
+        path: String::new(),
+        message,
+    }])
+}
+
+/// Who serves each name. The directory already serving a name keeps it
+/// (even while its last edit is broken: then degraded); otherwise a
+/// directory named like its bundle wins, then the first in name order.
+/// Every other claimant is rejected with the conflict named.
+fn settle_names(
+    previous: &Snapshot,
+    healthy: Vec<(PathBuf, Arc<LoadedBundle>)>,
+    broken: Vec<(PathBuf, Vec<String>)>,
+    applied: &mut Applied,
+) -> Entries {
+    let serving: HashMap<&str, &BundleEntry> = previous
+        .bundles
+        .iter()
+        .filter(|(_, e)| e.current.is_some())
+        .map(|(name, e)| (name.as_str(), e))
+        .collect();
+    let broken_dirs: HashMap<&Path, &Vec<String>> =
+        broken.iter().map(|(d, m)| (d.as_path(), m)).collect();
+    let mut claims: BTreeMap<String, Vec<(PathBuf, Arc<LoadedBundle>)>> = BTreeMap::new();
+    for (dir, loaded) in healthy {
+        claims
+            .entry(loaded.name().to_string())
+            .or_default()
+            .push((dir, loaded));
+    }
+    let mut bundles = BTreeMap::new();
+    let mut rejected = Vec::new();
+    let mut reject = |name: &str, dir: PathBuf, owner: &Path, applied: &mut Applied| {
+        let message = format!(
+            "{}: bundle name {name:?} is already served by {}; rename one of them (the directory serving a name keeps it)",
+            dir.display(),
+            owner.display()
+        );
+        tracing::warn!(bundle_dir = %dir.display(), error = %message, "bundle rejected");
+        applied.failed.push(name.to_string());
+        applied.errors.push(message.clone());
+        rejected.push(BundleEntry {
+            name: name.to_string(),
+            dir,
+            current: None,
+            status: BundleStatus::Invalid,
+            errors: vec![message],
+        });
+    };
+    for (name, mut claimants) in claims {
+        let holder = serving.get(name.as_str());
+        let winner =
+            if let Some(held) = holder.filter(|h| broken_dirs.contains_key(h.dir.as_path())) {
+                // The serving directory's edit is broken: it keeps the name, degraded.
+                for (dir, _) in claimants {
+                    reject(&name, dir, &held.dir, applied);
+                }
+                continue_degraded(&name, held, &broken_dirs, &mut bundles, applied);
+                continue;
+            } else {
+                let position = holder
+                    .and_then(|h| claimants.iter().position(|(d, _)| *d == h.dir))
+                    .or_else(|| claimants.iter().position(|(d, _)| dir_name(d) == name))
+                    .unwrap_or(0);
+                claimants.remove(position)
+            };
+        for (dir, _) in claimants {
+            reject(&name, dir, &winner.0, applied);
+        }
+        bundles.insert(
+            name.clone(),
+            BundleEntry {
+                name,
+                dir: winner.0,
+                current: Some(winner.1),
+                status: BundleStatus::Ok,
+                errors: vec![],
+            },
+        );
+    }
+    // Broken directories: a serving one keeps its last good version under its
+    // name if nobody took it above; the others are invalid.
+    for (dir, messages) in broken {
+        if bundles.values().any(|e| e.dir == dir) {
+            continue;
+        }
+        let held = serving.values().find(|e| e.dir == dir);
+        let (name, current, status) = match held {
+            Some(e) => (e.name.clone(), e.current.clone(), BundleStatus::Degraded),
+            None => (dir_name(&dir), None, BundleStatus::Invalid),
+        };
+        applied.failed.push(name.clone());
+        if status == BundleStatus::Degraded {
+            applied.degraded.push((name.clone(), messages.clone()));
+        }
+        let entry = BundleEntry {
+            name: name.clone(),
+            dir,
+            current,
+            status,
+            errors: messages,
+        };
+        match bundles.entry(name) {
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(entry);
+            }
+            std::collections::btree_map::Entry::Occupied(_) => rejected.push(BundleEntry {
+                current: None,
+                status: BundleStatus::Invalid,
+                ..entry
+            }),
+        }
+    }
+    (bundles, rejected)
+}
+
+/// Keeps a serving bundle whose directory's last edit is broken, degraded.
+fn continue_degraded(
+    name: &str,
+    held: &BundleEntry,
+    broken_dirs: &HashMap<&Path, &Vec<String>>,
+    bundles: &mut BTreeMap<String, BundleEntry>,
+    applied: &mut Applied,
+) {
+    let messages = broken_dirs
+        .get(held.dir.as_path())
+        .map(|m| (*m).clone())
+        .unwrap_or_default();
+    applied.failed.push(name.to_string());
+    applied.degraded.push((name.to_string(), messages.clone()));
+    bundles.insert(
+        name.to_string(),
+        BundleEntry {
+            name: name.to_string(),
+            dir: held.dir.clone(),
+            current: held.current.clone(),
+            status: BundleStatus::Degraded,
+            errors: messages,
+        },
+    );
+}
+
+fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
+
+fn bundle_dirs(root: &Path) -> Result<Vec<PathBuf>, RegistryError> {
+    let entries = std::fs::read_dir(root).map_err(|source| RegistryError::BundlesDir {
+        dir: root.to_path_buf(),
+        source,
+    })?;
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        // Hidden and editor-temporary directories are not bundles.
+        .filter(|p| !dir_name(p).starts_with('.'))
+        .filter(|p| p.is_dir() && bundle::bundle_file(p).is_some())
+        .collect();
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// The endpoint clients; one whose definition is unchanged is the same
+/// client as before (its concurrency limit and connections carry over).
+fn build_endpoints(config: &Config, previous: &Snapshot) -> Result<Endpoints, RegistryError> {
+    let mut out = BTreeMap::new();
+    for (name, ep) in &config.endpoints {
+        let same = previous
+            .config
+            .endpoints
+            .get(name)
+            .is_some_and(|old| serde_json::to_value(old).ok() == serde_json::to_value(ep).ok());
+        if same && let Some(client) = previous.endpoints.get(name) {
+            out.insert(name.clone(), client.clone());
+            continue;
+        }
+        let failed = |detail: String| RegistryError::Endpoint {
+            name: name.clone(),
+            detail,
+        };
+        let backend: Arc<dyn ChatBackend> = match ep.kind {
+            EndpointKind::Http => {
+                let base_url = ep.base_url.clone().unwrap_or_default();
+                let mut settings = EndpointSettings::new(name.clone(), base_url);
+                settings.connect_timeout = ep.connect_timeout.into();
+                settings.request_timeout = ep.request_timeout.into();
+                settings.max_retries = ep.max_retries;
+                settings.backoff_max = ep.backoff_max.into();
+                settings.max_response_bytes = ep.max_response_bytes;
+                settings.provider = ep.provider.clone();
+                if let Some(var) = &ep.api_key_env {
+                    settings.api_key = Some(std::env::var(var).map_err(|_| {
+                        failed(format!(
+                            "the API key variable `{var}` (api_key_env) is not set"
+                        ))
+                    })?);
+                }
+                Arc::new(HttpBackend::new(settings).map_err(|e| failed(e.to_string()))?)
+            }
+            EndpointKind::Scripted => {
+                let path = ep.script.clone().unwrap_or_default();
+                let script = crate::mock::Script::load(&path).map_err(|e| failed(e.to_string()))?;
+                Arc::new(ScriptedBackend::new(name.clone(), script))
+            }
+        };
+        out.insert(
+            name.clone(),
+            LimitedBackend::wrap(backend, ep.max_concurrent),
+        );
+    }
+    Ok(out)
+}

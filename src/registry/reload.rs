@@ -1,0 +1,249 @@
+//! The one reload pipeline. Every trigger — the first load, the file
+//! watcher, SIGHUP, `POST /v1/reload`, an MCP server's `list_changed` — is a
+//! request on one channel into one [`Reloader`], which reads every input
+//! (the daemon config file, then what it points at), rejects settings that
+//! cannot change live, applies the rest through [`Registry::apply`] and
+//! publishes the typed outcome once on the daemon bus. Requests that arrive
+//! while a reload runs are answered by the next one, together.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::watch::{self, DirWatcher};
+use super::{Applied, Registry, Snapshot};
+use crate::config::Config;
+use crate::events::daemon::{
+    DaemonBus, DaemonEvent, Degraded, InputKind, ReloadOutcome, ReloadResult, ReloadTrigger,
+};
+
+/// How long the watcher waits for a burst of file changes to end.
+const DEBOUNCE: Duration = Duration::from_millis(50);
+
+struct Request {
+    trigger: ReloadTrigger,
+    reply: Option<oneshot::Sender<Arc<ReloadOutcome>>>,
+}
+
+/// Asks the reloader for reloads; cheap to clone.
+#[derive(Clone)]
+pub struct ReloadHandle {
+    requests: mpsc::Sender<Request>,
+}
+
+impl ReloadHandle {
+    /// Asks for a reload and waits for its outcome; `None` once the daemon
+    /// is shutting down.
+    pub async fn reload(&self, trigger: ReloadTrigger) -> Option<Arc<ReloadOutcome>> {
+        let (reply, outcome) = oneshot::channel();
+        self.requests
+            .send(Request {
+                trigger,
+                reply: Some(reply),
+            })
+            .await
+            .ok()?;
+        outcome.await.ok()
+    }
+
+    /// Asks for a reload without waiting (a full queue already holds one).
+    pub fn request(&self, trigger: ReloadTrigger) {
+        let _ = self.requests.try_send(Request {
+            trigger,
+            reply: None,
+        });
+    }
+}
+
+/// Owns the reloads of one daemon.
+pub struct Reloader {
+    registry: Arc<Registry>,
+    /// `--config`, read again by every reload but the first.
+    config_file: Option<PathBuf>,
+    bus: DaemonBus,
+    requests: mpsc::Receiver<Request>,
+    tools_changed: mpsc::Receiver<()>,
+    handle: ReloadHandle,
+}
+
+/// The registry (holding `config`, nothing loaded yet), the handle that
+/// asks for reloads, and the reloader to run.
+pub fn pipeline(
+    config: Arc<Config>,
+    config_file: Option<PathBuf>,
+    bus: DaemonBus,
+) -> (Arc<Registry>, ReloadHandle, Reloader) {
+    let (tools_tx, tools_changed) = mpsc::channel(1);
+    let registry = Registry::new(config, Some(tools_tx));
+    let (tx, requests) = mpsc::channel(16);
+    let handle = ReloadHandle { requests: tx };
+    let reloader = Reloader {
+        registry: registry.clone(),
+        config_file,
+        bus,
+        requests,
+        tools_changed,
+        handle: handle.clone(),
+    };
+    (registry, handle, reloader)
+}
+
+impl Reloader {
+    /// Serves reload requests until `stop`.
+    pub async fn run(mut self, stop: CancellationToken) {
+        let mut watched = Watched::default();
+        loop {
+            let first = tokio::select! {
+                Some(request) = self.requests.recv() => request,
+                Some(()) = self.tools_changed.recv() => Request { trigger: ReloadTrigger::ToolsChanged, reply: None },
+                _ = stop.cancelled() => return,
+            };
+            let mut batch = vec![first];
+            while let Ok(more) = self.requests.try_recv() {
+                batch.push(more);
+            }
+            let outcome = Arc::new(self.reload(batch[0].trigger).await);
+            self.publish(&outcome);
+            for request in batch {
+                if let Some(reply) = request.reply {
+                    let _ = reply.send(outcome.clone());
+                }
+            }
+            watched.follow(&self.registry.snapshot().config, &self.handle);
+        }
+    }
+
+    /// The outcome, then what it did to plugins and bundles, each once.
+    fn publish(&self, outcome: &Arc<ReloadOutcome>) {
+        self.bus.publish(DaemonEvent::Reload(outcome.clone()));
+        let snapshot = self.registry.snapshot();
+        for kind in [InputKind::ToolPlugin, InputKind::ObserverPlugin] {
+            let Some(changes) = outcome.of(kind) else {
+                continue;
+            };
+            for name in changes.changed.iter().chain(&changes.removed) {
+                self.bus
+                    .publish(DaemonEvent::PluginUnloaded { name: name.clone() });
+            }
+            for name in changes.added.iter().chain(&changes.changed) {
+                if let Some(plugin) = snapshot.plugins.get(name) {
+                    self.bus.publish(DaemonEvent::PluginLoaded {
+                        name: name.clone(),
+                        kind: plugin.info.kind.clone(),
+                        sha256: plugin.info.sha256.clone(),
+                    });
+                }
+            }
+        }
+        for degraded in &outcome.degraded {
+            self.bus
+                .publish(DaemonEvent::BundleDegraded(degraded.clone()));
+        }
+    }
+
+    /// One reload: read, check, apply.
+    async fn reload(&self, trigger: ReloadTrigger) -> ReloadOutcome {
+        self.bus.publish(DaemonEvent::ReloadStarted { trigger });
+        let running = self.registry.snapshot();
+        let config = if trigger == ReloadTrigger::Start {
+            running.config.clone()
+        } else {
+            match read_config(self.config_file.clone()).await {
+                Ok(config) => config,
+                Err(error) => return rejected(trigger, &running, vec![error]),
+            }
+        };
+        let refused = running
+            .config
+            .restart_only_changes(&config, self.config_file.as_deref());
+        if !refused.is_empty() {
+            let errors = refused.iter().map(ToString::to_string).collect();
+            return rejected(trigger, &running, errors);
+        }
+        let mut outcome = match self.registry.apply(config).await {
+            Ok(applied) => outcome(trigger, applied),
+            Err(e) => rejected(trigger, &running, vec![e.to_string()]),
+        };
+        outcome.bundles = self.registry.snapshot().bundle_counts();
+        outcome
+    }
+}
+
+async fn read_config(file: Option<PathBuf>) -> Result<Arc<Config>, String> {
+    tokio::task::spawn_blocking(move || Config::load(file.as_deref()))
+        .await
+        .map_err(|e| format!("reading the config failed: {e}"))?
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
+}
+
+fn rejected(trigger: ReloadTrigger, running: &Snapshot, errors: Vec<String>) -> ReloadOutcome {
+    ReloadOutcome {
+        generation: running.generation,
+        result: ReloadResult::Rejected,
+        trigger,
+        changes: Vec::new(),
+        failed: Vec::new(),
+        degraded: Vec::new(),
+        bundles: running.bundle_counts(),
+        errors,
+    }
+}
+
+fn outcome(trigger: ReloadTrigger, applied: Applied) -> ReloadOutcome {
+    ReloadOutcome {
+        generation: applied.generation,
+        result: if applied.failed.is_empty() && applied.errors.is_empty() {
+            ReloadResult::Applied
+        } else {
+            ReloadResult::Partial
+        },
+        trigger,
+        changes: applied.changes,
+        failed: applied.failed,
+        degraded: applied
+            .degraded
+            .into_iter()
+            .map(|(name, errors)| Degraded { name, errors })
+            .collect(),
+        bundles: Default::default(),
+        errors: applied.errors,
+    }
+}
+
+/// The directories being watched, following the config as it changes.
+#[derive(Default)]
+struct Watched {
+    dirs: Vec<PathBuf>,
+    watcher: Option<DirWatcher>,
+}
+
+impl Watched {
+    fn follow(&mut self, config: &Config, handle: &ReloadHandle) {
+        let dirs = vec![
+            config.paths.bundles_dir.clone(),
+            config.paths.models_dir.clone(),
+            config.paths.plugins_dir.clone(),
+        ];
+        if dirs == self.dirs && self.watcher.is_some() {
+            return;
+        }
+        let (tx, mut changed) = mpsc::channel::<()>(1);
+        match watch::watch(&dirs, DEBOUNCE, tx) {
+            Ok(watcher) => {
+                let handle = handle.clone();
+                tokio::spawn(async move {
+                    while changed.recv().await.is_some() {
+                        handle.request(ReloadTrigger::Watcher);
+                    }
+                });
+                self.watcher = Some(watcher);
+                self.dirs = dirs;
+            }
+            Err(e) => tracing::error!(error = %e, "not watching for changes; reload with SIGHUP"),
+        }
+    }
+}
