@@ -13,8 +13,7 @@ fn unit_verifies_and_is_hardened() {
     for directive in [
         "Type=notify",
         "ExecStartPre=/usr/bin/structured-agents validate --config",
-        "ExecReload=/usr/bin/structured-agents validate --config",
-        "ExecReload=/bin/kill -HUP $MAINPID",
+        "ExecReload=/usr/bin/structured-agents reload --config",
         "StateDirectory=structured-agents",
         "ConfigurationDirectory=structured-agents",
         "User=structured-agents",

@@ -115,8 +115,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Ask the daemon to reload bundles and model configs (like SIGHUP).
-    Reload,
+    /// Ask the daemon to reload every input (its config file, bundles, model
+    /// configs, plugins) and wait for the outcome: exits 0 when applied, 1
+    /// when some bundles failed (the rest applied), 2 when the reload was
+    /// rejected (nothing changed). systemd's ExecReload runs this.
+    Reload {
+        /// Reach the daemon this config file describes (its server.listen
+        /// address and token) instead of --server / --token.
+        #[arg(long, env = "STRUCTURED_AGENTS_CONFIG")]
+        config: Option<std::path::PathBuf>,
+    },
     /// Check bundles (directories with bundle.yaml, or directories of them); exit non-zero on errors.
     Validate(validate::ValidateArgs),
     /// Print the keys a bundle's requests carry (tool_choice, grammar on each
@@ -287,7 +295,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             remote::resolve(server, id, body).await
         }
         Command::Bundles { json } => remote::bundles(server, json).await,
-        Command::Reload => remote::reload(server).await,
+        Command::Reload { config } => remote::reload(server, config.as_deref()).await,
         Command::Validate(args) => validate::validate(args).await,
         Command::Schema {
             what: SchemaKind::Bundle,

@@ -480,14 +480,66 @@ pub async fn bundles(server: &ServerArgs, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-pub async fn reload(server: &ServerArgs) -> anyhow::Result<i32> {
-    let report = Client::new(server)?.post("/v1/reload", json!({})).await?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
-    Ok(
-        if report["failed"].as_array().is_some_and(|f| !f.is_empty()) {
-            1
-        } else {
-            0
-        },
-    )
+pub async fn reload(server: &ServerArgs, config: Option<&std::path::Path>) -> anyhow::Result<i32> {
+    let client = match config {
+        Some(file) => {
+            let config = crate::config::Config::load(Some(file))?;
+            let token = config.read_token()?;
+            Client::new(&ServerArgs {
+                server: format!("http://{}", loopback_of(config.server.listen)),
+                token: token.or_else(|| server.token.clone()),
+            })?
+        }
+        None => Client::new(server)?,
+    };
+    let response = client
+        .request(reqwest::Method::POST, "/v1/reload")
+        .timeout(Duration::from_secs(120))
+        .send()
+        .await
+        .with_context(|| {
+            format!(
+                "cannot reach the daemon at {} (is it running?)",
+                client.base
+            )
+        })?;
+    let status = response.status();
+    let outcome: Value = response.json().await.unwrap_or(Value::Null);
+    let result = outcome["result"].as_str().unwrap_or_default();
+    if outcome["generation"].is_null() {
+        bail!("the daemon answered HTTP {status} without a reload outcome: {outcome}");
+    }
+    println!("{}", serde_json::to_string_pretty(&outcome)?);
+    let errors: Vec<&str> = outcome["errors"]
+        .as_array()
+        .map(|e| e.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for error in &errors {
+        eprintln!("error: {error}");
+    }
+    Ok(match result {
+        "applied" => 0,
+        "partial" => 1,
+        _ => {
+            eprintln!(
+                "error: reload rejected; generation {} keeps serving unchanged",
+                outcome["generation"]
+            );
+            2
+        }
+    })
+}
+
+/// Where a daemon listening on `listen` is reached from this host (a
+/// wildcard address is reached over loopback).
+fn loopback_of(listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    let ip = if listen.ip().is_unspecified() {
+        match listen {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        }
+    } else {
+        listen.ip()
+    };
+    std::net::SocketAddr::new(ip, listen.port())
 }

@@ -548,6 +548,50 @@ impl Config {
         .collect()
     }
 
+    /// The API token from `server.token_file` (its first line) or the
+    /// variable `server.token_env` names; `None` when neither is set.
+    pub fn read_token(&self) -> Result<Option<String>, ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            location: String::new(),
+            key: key.to_string(),
+            message,
+        };
+        if let Some(file) = &self.server.token_file {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                invalid(
+                    "server.token_file",
+                    format!(
+                        "cannot read {}: {e}; create it with the token on its first line",
+                        file.display()
+                    ),
+                )
+            })?;
+            let token = text.lines().next().unwrap_or_default().trim();
+            if token.is_empty() {
+                return Err(invalid(
+                    "server.token_file",
+                    format!(
+                        "{} is empty; put the token on its first line",
+                        file.display()
+                    ),
+                ));
+            }
+            return Ok(Some(token.to_string()));
+        }
+        if let Some(var) = &self.server.token_env {
+            return match std::env::var(var) {
+                Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
+                _ => Err(invalid(
+                    "server.token_env",
+                    format!(
+                        "the environment variable {var} is not set; export it or remove server.token_env"
+                    ),
+                )),
+            };
+        }
+        Ok(None)
+    }
+
     pub fn queue_path(&self) -> PathBuf {
         self.queue
             .path

@@ -36,7 +36,10 @@ pub(super) fn snapshot(
     config: Arc<Config>,
     env: &BuildEnv,
 ) -> Result<(Snapshot, Applied), RegistryError> {
-    let token = load_token(&config)?;
+    let token = config
+        .read_token()
+        .map_err(|e| RegistryError::Token(e.to_string()))?
+        .map(Arc::<str>::from);
     let allow_insecure = config.paths.allow_insecure_dirs;
     for dir in [&config.paths.bundles_dir, &config.paths.models_dir] {
         if dir.exists() {
@@ -155,35 +158,6 @@ fn hex(bytes: &[u8]) -> String {
 
 fn sha256_prefix(digest: &[u8]) -> String {
     hex(&digest[..digest.len().min(8)])
-}
-
-/// The API token from `server.token_file` (first line) or `server.token_env`.
-pub(crate) fn load_token(config: &Config) -> Result<Option<Arc<str>>, RegistryError> {
-    if let Some(file) = &config.server.token_file {
-        let text = std::fs::read_to_string(file).map_err(|e| {
-            RegistryError::Token(format!(
-                "{} (server.token_file): {e}; create it with the token on its first line",
-                file.display()
-            ))
-        })?;
-        let token = text.lines().next().unwrap_or_default().trim();
-        if token.is_empty() {
-            return Err(RegistryError::Token(format!(
-                "{} (server.token_file) is empty; put the token on its first line",
-                file.display()
-            )));
-        }
-        return Ok(Some(token.into()));
-    }
-    if let Some(var) = &config.server.token_env {
-        return match std::env::var(var) {
-            Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().into())),
-            _ => Err(RegistryError::Token(format!(
-                "environment variable {var} (server.token_env) is not set; export it or remove server.token_env"
-            ))),
-        };
-    }
-    Ok(None)
 }
 
 /// The plugins directory, reusing every library whose content is unchanged.

@@ -195,7 +195,7 @@ pub enum RegistryError {
     Untrusted(String),
     #[error("endpoint `{name}`: {detail}")]
     Endpoint { name: String, detail: String },
-    #[error("cannot read the API token: {0}")]
+    #[error("the API token: {0}")]
     Token(String),
     #[error("the reload task failed: {0}")]
     Task(String),
