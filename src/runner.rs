@@ -152,7 +152,7 @@ impl Runner {
         options: &RunOptions,
         scope: RunScope,
     ) -> Result<RunResult, RunFailure> {
-        let loaded = self.pinned(name, &scope.journal)?;
+        let loaded = self.pinned(name, &scope.journal).await?;
         let messages = loaded
             .bundle
             .prompts
@@ -165,22 +165,26 @@ impl Runner {
     /// The content of `name` a nested run with this journal is pinned to,
     /// or the current content, pinned now (written with the run's first
     /// durable step).
-    fn pinned(&self, name: &str, journal: &RunJournal) -> Result<Arc<LoadedBundle>, RunFailure> {
+    async fn pinned(
+        &self,
+        name: &str,
+        journal: &RunJournal,
+    ) -> Result<Arc<LoadedBundle>, RunFailure> {
         let registry = self.registry.as_ref().ok_or_else(|| {
             RunFailure::Bundle(format!(
                 "bundle {name:?} runs nested, which needs the daemon (`structured-agents serve`)"
             ))
         })?;
         if let Some(pin) = journal.latest_value::<Pin>(PIN_STEP)? {
-            return registry.resolve(name, Some(&pin.digest)).ok_or_else(|| {
+            return registry.resolve(name, Some(&pin.digest)).await.ok_or_else(|| {
                 RunFailure::PinnedContentGone(format!(
-                    "bundle {name:?} content {} (version {}) that this nested run started with is no longer loaded (it was edited or removed since); it is never resumed against different content: resubmit the job",
+                    "bundle {name:?} content {} (version {}) that this nested run started with can no longer be loaded (its copy in the state directory was pruned, or the endpoint or plugins it was bound to changed since); it is never resumed against different content: resubmit the job",
                     short_digest(&pin.digest),
                     pin.version
                 ))
             });
         }
-        let loaded = registry.resolve(name, None).ok_or_else(|| {
+        let loaded = registry.resolve(name, None).await.ok_or_else(|| {
             RunFailure::Bundle(format!(
                 "bundle {name:?} is not loaded; check `structured-agents bundles`"
             ))

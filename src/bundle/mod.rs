@@ -259,10 +259,13 @@ pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleError
 
 /// The digest of everything in a bundle's directory that resolves into it —
 /// every file's relative path and bytes (hidden entries and `__pycache__`
-/// left out; a symlink counts by its target path) — and the model-plugin
-/// config file it uses. Any change to any of them is another bundle.
+/// left out; a symlink counts by its target's content, as it runs) — and
+/// the model-plugin config file it uses. Any change to any of them is
+/// another bundle.
 fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, BundleError> {
     use sha2::{Digest, Sha256};
+    /// A symlink loop ends here.
+    const MAX_DEPTH: usize = 16;
     let unreadable = |path: &Path, e: std::io::Error| BundleError {
         file: path.to_path_buf(),
         line: None,
@@ -270,9 +273,9 @@ fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, Bun
         message: format!("cannot read for the bundle's digest: {e}"),
     };
     let mut hash = Sha256::new();
-    let mut pending = vec![dir.to_path_buf()];
+    let mut pending = vec![(dir.to_path_buf(), 0)];
     let mut files = Vec::new();
-    while let Some(current) = pending.pop() {
+    while let Some((current, depth)) = pending.pop() {
         let entries = std::fs::read_dir(&current).map_err(|e| unreadable(&current, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| unreadable(&current, e))?;
@@ -282,26 +285,29 @@ fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, Bun
                 continue;
             }
             let path = entry.path();
-            let kind = entry.file_type().map_err(|e| unreadable(&path, e))?;
-            if kind.is_dir() {
-                pending.push(path);
+            let meta = std::fs::metadata(&path).map_err(|e| unreadable(&path, e))?;
+            if !meta.is_dir() {
+                files.push(path);
+            } else if depth + 1 < MAX_DEPTH {
+                pending.push((path, depth + 1));
             } else {
-                files.push((path, kind.is_symlink()));
+                return Err(BundleError {
+                    file: path,
+                    line: None,
+                    path: String::new(),
+                    message: format!(
+                        "nested deeper than {MAX_DEPTH} directories (a symlink loop?)"
+                    ),
+                });
             }
         }
     }
     files.sort();
-    for (path, symlink) in files {
+    for path in files {
         let relative = path.strip_prefix(dir).unwrap_or(&path);
         hash.update(relative.to_string_lossy().as_bytes());
         hash.update([0]);
-        let content = if symlink {
-            std::fs::read_link(&path)
-                .map(|target| target.to_string_lossy().into_owned().into_bytes())
-        } else {
-            std::fs::read(&path)
-        }
-        .map_err(|e| unreadable(&path, e))?;
+        let content = std::fs::read(&path).map_err(|e| unreadable(&path, e))?;
         hash.update((content.len() as u64).to_le_bytes());
         hash.update(&content);
     }

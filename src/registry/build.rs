@@ -11,6 +11,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::diff::Inventory;
+use super::store::BundleStore;
 use super::{
     Applied, BundleEntry, BundleStatus, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend,
     LoadedBundle, RegistryError, Snapshot, trust,
@@ -21,6 +22,24 @@ use crate::config::{Config, EndpointKind};
 use crate::events::daemon::InputKind;
 use crate::model::ModelCatalog;
 use crate::plugins::{PluginObserver, PluginRegistry};
+
+/// `name` at `identity`, loaded again from the store against what
+/// `snapshot` offers (blocking).
+pub(super) fn revive(
+    snapshot: &Snapshot,
+    env: &BuildEnv,
+    name: &str,
+    identity: &str,
+) -> Option<Arc<LoadedBundle>> {
+    Binder::new(
+        &snapshot.config,
+        &snapshot.endpoints,
+        &snapshot.plugins,
+        &snapshot.models,
+        env,
+    )
+    .revive(name, identity)
+}
 
 /// Everything `snapshot` needs that is not in the config.
 pub(super) struct BuildEnv {
@@ -58,18 +77,8 @@ pub(super) fn snapshot(
         ModelCatalog::load(&config.paths.models_dir)
             .map_err(|e| RegistryError::Models(e.to_string()))?,
     );
-    let binder = Binder {
-        config: &config,
-        endpoints: &endpoints,
-        plugins: &plugins,
-        tool_env: ToolEnv {
-            runs_agents: env.runs_agents,
-            remote_agents: config.agents.clone(),
-            plugins: Some(plugins.clone()),
-            tools_changed: env.tools_changed.clone(),
-        },
-    };
-    let (bundles, rejected) = bind_bundles(previous, &binder, &models, &mut applied)?;
+    let binder = Binder::new(&config, &endpoints, &plugins, &models, env);
+    let (bundles, rejected) = bind_bundles(previous, &binder, &mut applied)?;
     let next = Snapshot {
         generation: applied.generation,
         inventory: Inventory::default(),
@@ -222,15 +231,102 @@ fn start_observers(
     observers
 }
 
-/// Binds bundles to what this snapshot offers.
+/// Loads and binds bundles against what one snapshot offers.
 struct Binder<'a> {
     config: &'a Config,
     endpoints: &'a Endpoints,
     plugins: &'a PluginRegistry,
+    models: &'a ModelCatalog,
+    /// The endpoints' server families, for validating bundles.
+    servers: BTreeMap<String, crate::model::ServerKind>,
+    store: BundleStore,
     tool_env: ToolEnv,
 }
 
-impl Binder<'_> {
+impl<'a> Binder<'a> {
+    fn new(
+        config: &'a Config,
+        endpoints: &'a Endpoints,
+        plugins: &'a Arc<PluginRegistry>,
+        models: &'a ModelCatalog,
+        env: &BuildEnv,
+    ) -> Self {
+        Binder {
+            config,
+            endpoints,
+            plugins,
+            models,
+            servers: config
+                .endpoints
+                .iter()
+                .map(|(name, ep)| (name.clone(), ep.server))
+                .collect(),
+            store: BundleStore::new(&config.paths.state_dir),
+            tool_env: ToolEnv {
+                runs_agents: env.runs_agents,
+                remote_agents: config.agents.clone(),
+                plugins: Some(plugins.clone()),
+                tools_changed: env.tools_changed.clone(),
+            },
+        }
+    }
+
+    fn context(&self) -> LoadContext<'_> {
+        LoadContext {
+            endpoints: Some(&self.servers),
+            models: self.models,
+        }
+    }
+
+    /// The bundle in the operator's directory `dir`, validated; unless
+    /// `before` already serves the same identity, bound from its copy in
+    /// the store (what runs is what the identity was computed from).
+    fn load(
+        &self,
+        dir: &Path,
+        before: Option<&Arc<LoadedBundle>>,
+    ) -> Result<Arc<LoadedBundle>, BundleErrors> {
+        let live = bundle::load_dir(dir, &self.context())?;
+        let identity = self.identity(&live);
+        let unchanged = before.filter(|p| {
+            p.bundle.digest == identity
+                && p.name() == live.name()
+                // An MCP server announced new tools: bind again.
+                && !p.tools.stale()
+        });
+        if let Some(unchanged) = unchanged {
+            return Ok(unchanged.clone());
+        }
+        let copy = self
+            .store
+            .keep(dir, &identity, &live.digest)
+            .map_err(|message| located(dir, message))?;
+        let mut pinned = bundle::load_dir(&copy, &self.context())?;
+        if pinned.digest != live.digest {
+            self.store.discard(&identity);
+            return Err(located(
+                dir,
+                "changed while it was being loaded; the next reload loads it".into(),
+            ));
+        }
+        pinned.digest = identity;
+        self.bind(pinned)
+    }
+
+    /// The bundle `name` of identity `identity` loaded again from its copy
+    /// (a job pinned to it resumes after a restart), if its endpoint and
+    /// plugins are still what the identity names.
+    fn revive(&self, name: &str, identity: &str) -> Option<Arc<LoadedBundle>> {
+        let (copy, content) = self.store.find(identity)?;
+        let mut bundle = bundle::load_dir(&copy, &self.context()).ok()?;
+        bundle.digest = content;
+        if bundle.name() != name || self.identity(&bundle) != identity {
+            return None;
+        }
+        bundle.digest = identity.to_string();
+        self.bind(bundle).ok()
+    }
+
     /// A bundle's identity: its content digest (files and model config),
     /// the definition of the endpoint it names, the hashes of the plugin
     /// libraries its tools use and, when it calls remote agents, their
@@ -295,20 +391,10 @@ type Entries = (BTreeMap<String, BundleEntry>, Vec<BundleEntry>);
 fn bind_bundles(
     previous: &Snapshot,
     binder: &Binder<'_>,
-    models: &ModelCatalog,
     applied: &mut Applied,
 ) -> Result<Entries, RegistryError> {
     let config = binder.config;
     let allow_insecure = config.paths.allow_insecure_dirs;
-    let endpoint_servers = config
-        .endpoints
-        .iter()
-        .map(|(name, ep)| (name.clone(), ep.server))
-        .collect();
-    let ctx = LoadContext {
-        endpoints: Some(&endpoint_servers),
-        models,
-    };
     let before_by_dir: HashMap<&Path, &BundleEntry> = previous
         .bundles
         .values()
@@ -322,19 +408,7 @@ fn bind_bundles(
             .and_then(|e| e.current.as_ref());
         let loaded = trust::check_tree(&dir, allow_insecure)
             .map_err(|message| located(&dir, message))
-            .and_then(|()| bundle::load_dir(&dir, &ctx))
-            .and_then(|mut b| {
-                b.digest = binder.identity(&b);
-                match before.filter(|p| {
-                    p.bundle.digest == b.digest
-                        && p.name() == b.name()
-                        // An MCP server announced new tools: bind again.
-                        && !p.tools.stale()
-                }) {
-                    Some(unchanged) => Ok(unchanged.clone()),
-                    None => binder.bind(b),
-                }
-            });
+            .and_then(|()| binder.load(&dir, before));
         match loaded {
             Ok(loaded) => healthy.push((dir, loaded)),
             Err(errors) => {

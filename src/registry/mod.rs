@@ -14,13 +14,14 @@ mod build;
 pub mod diff;
 mod limited;
 pub mod reload;
+mod store;
 pub mod trust;
 pub mod watch;
 
 pub use limited::LimitedBackend;
 pub use reload::{ReloadHandle, Reloader};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -236,17 +237,42 @@ impl Registry {
         }
     }
 
-    /// The bundle to run: exactly the pinned content (by digest) if given and
-    /// still known, else the current one. `None` when the pinned content is
-    /// gone: a job never runs different content than it started with.
-    pub fn resolve(&self, name: &str, digest: Option<&str>) -> Option<Arc<LoadedBundle>> {
-        let current = self.snapshot().bundle(name).cloned();
+    /// The bundle to run: exactly the pinned content (by identity) if given
+    /// — the current version, one still in memory, or its copy in the store
+    /// loaded again — else the current one. `None` when the pinned content
+    /// cannot be had: a job never runs different content than it started with.
+    pub async fn resolve(
+        self: &Arc<Self>,
+        name: &str,
+        digest: Option<&str>,
+    ) -> Option<Arc<LoadedBundle>> {
+        let snapshot = self.snapshot();
+        let current = snapshot.bundle(name).cloned();
         let Some(d) = digest else { return current };
         if let Some(current) = current.filter(|b| b.bundle.digest == d) {
             return Some(current);
         }
         let key = (name.to_string(), d.to_string());
-        self.versions.lock().ok().and_then(|m| m.get(&key).cloned())
+        if let Some(kept) = self.versions.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Some(kept);
+        }
+        let env = self.build_env();
+        let revived = tokio::task::spawn_blocking(move || {
+            build::revive(&snapshot, &env, &key.0, &key.1).map(|b| (key, b))
+        })
+        .await
+        .ok()
+        .flatten()?;
+        let (key, loaded) = revived;
+        let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+        Some(versions.entry(key).or_insert(loaded).clone())
+    }
+
+    fn build_env(&self) -> build::BuildEnv {
+        build::BuildEnv {
+            runs_agents: self.runs_agents,
+            tools_changed: self.tools_changed.clone(),
+        }
     }
 
     /// Builds a snapshot from `config` and every file it points at and swaps
@@ -255,10 +281,7 @@ impl Registry {
         let _guard = self.reload_lock.lock().await;
         let previous = self.snapshot();
         let prev = previous.clone();
-        let env = build::BuildEnv {
-            runs_agents: self.runs_agents,
-            tools_changed: self.tools_changed.clone(),
-        };
+        let env = self.build_env();
         let (next, mut applied) =
             tokio::task::spawn_blocking(move || build::snapshot(&prev, config, &env))
                 .await
@@ -289,8 +312,15 @@ impl Registry {
             }
         }
         drop(previous);
-        // Held only by this map: no job runs it any more.
+        // Held only by this map: no job runs it any more (its copy stays in
+        // the store for a retry or a resume).
         versions.retain(|_, b| Arc::strong_count(b) > 1);
+        let mut in_use: HashSet<String> = versions.keys().map(|(_, d)| d.clone()).collect();
+        in_use.extend(next.loaded().map(|b| b.bundle.digest.clone()));
+        let store = store::BundleStore::new(&next.config.paths.state_dir);
+        let keep_for = next.config.queue.retention.into();
+        // Pruning reads the disk: off the runtime.
+        tokio::task::spawn_blocking(move || store.prune(&in_use, keep_for));
     }
 }
 

@@ -160,6 +160,7 @@ impl WorkerPool {
         let Some(loaded) = self
             .registry
             .resolve(&job.bundle, job.bundle_digest.as_deref())
+            .await
         else {
             return self.fail_unloaded(&lease).await;
         };
@@ -290,7 +291,7 @@ impl WorkerPool {
         let job = &lease.job;
         let error = match (&job.bundle_digest, &job.bundle_version) {
             (Some(digest), version) => format!(
-                "job {}: bundle {:?} content {} (version {}) that its first attempt ran is no longer loaded (it was edited or removed since); the job is never replayed against different content: resubmit it",
+                "job {}: bundle {:?} content {} (version {}) that its first attempt ran can no longer be loaded (its copy in the state directory was pruned, or the endpoint or plugins it was bound to changed since); the job is never replayed against different content: resubmit it",
                 job.id,
                 job.bundle,
                 short_digest(digest),
