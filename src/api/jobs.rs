@@ -168,9 +168,9 @@ pub(super) async fn enqueue(
         let bundle = bundle.clone();
         async move {
             let (job, created) = state.queue.submit(new_job).await?;
+            // The queue's `runnable()` wakes the workers at commit.
             if created {
                 state.bus.publish(DaemonEvent::JobSubmitted { bundle });
-                state.wake.notify_one();
             }
             Ok::<_, crate::queue::QueueError>((job, created))
         }
@@ -388,9 +388,6 @@ pub async fn resolve(
     let id = JobId::from(id);
     let changed = state.queue.resolve(&id, resolution).await?;
     let job = settled(&state, changed);
-    if job.state == JobState::Queued {
-        state.wake.notify_one();
-    }
     tracing::info!(job_id = %id, state = %job.state, "job resolved by an operator");
     Ok(Json(job))
 }

@@ -19,9 +19,17 @@
 //!
 //! This module must not know about bundles, the kernel or HTTP.
 
+mod lifecycle;
 mod open;
 pub mod postgres;
+mod rules;
 pub mod sqlite;
+mod tx;
+
+pub use lifecycle::Pinner;
+pub(crate) use rules::{Candidate, lost_reply, parked_call};
+pub use rules::{Decision, decide, decide_release, stamp_final};
+pub use tx::Pin;
 
 pub use open::{location, open, postgres_options};
 
@@ -33,8 +41,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
-use crate::events::{Event, EventEnvelope, JobStatus};
-use crate::journal::{JournalEntry, PendingCall, RecordedResult};
+use crate::events::EventEnvelope;
+use crate::journal::JournalEntry;
 
 /// A job's id (a UUIDv7: time-ordered).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -259,261 +267,12 @@ pub enum Outcome {
     },
 }
 
-/// What the queue records for an attempt's outcome.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    /// The job's state from now on (`Queued` means a retry after backoff).
-    pub state: JobState,
-    /// What the attempt's final event says.
-    pub status: JobStatus,
-    pub error: Option<String>,
-    /// A retry waits for the backoff.
-    pub retry: bool,
-}
-
-impl Decision {
-    /// What the job row keeps of the outcome: the result of a success, the
-    /// pending call of a parked job (as JSON text).
-    pub fn stored(&self, outcome: &Outcome) -> (Option<String>, Option<String>) {
-        match outcome {
-            Outcome::Succeeded(value) if self.state == JobState::Succeeded => {
-                (Some(value.to_string()), None)
-            }
-            Outcome::NeedsAttention { pending_call, .. }
-                if self.state == JobState::NeedsAttention =>
-            {
-                (None, Some(pending_call.to_string()))
-            }
-            _ => (None, None),
-        }
-    }
-}
-
-/// The rule for a released attempt (shutdown): a job someone asked to
-/// cancel ends cancelled rather than run again; any other goes back to the
-/// queue.
-pub fn decide_release(cancel_requested: bool) -> Decision {
-    let (state, status) = if cancel_requested {
-        (JobState::Cancelled, JobStatus::Cancelled)
-    } else {
-        (JobState::Queued, JobStatus::Released)
-    };
-    Decision {
-        state,
-        status,
-        error: None,
-        retry: false,
-    }
-}
-
-/// The one rule for a job's outcome: a cancel request wins over anything
-/// but success; a retryable failure is retried while attempts remain, then
-/// the job is dead.
-pub fn decide(
-    outcome: &Outcome,
-    attempt: u32,
-    max_attempts: u32,
-    cancel_requested: bool,
-) -> Decision {
-    let settle = |state, status, error: Option<&String>| Decision {
-        state,
-        status,
-        error: error.cloned(),
-        retry: false,
-    };
-    match outcome {
-        Outcome::Succeeded(_) => settle(JobState::Succeeded, JobStatus::Succeeded, None),
-        Outcome::Failed { .. } | Outcome::NeedsAttention { .. } if cancel_requested => Decision {
-            state: JobState::Cancelled,
-            status: JobStatus::Cancelled,
-            error: Some("cancelled by request".into()),
-            retry: false,
-        },
-        Outcome::NeedsAttention { error, .. } => settle(
-            JobState::NeedsAttention,
-            JobStatus::NeedsAttention,
-            Some(error),
-        ),
-        Outcome::Failed {
-            error,
-            retryable: true,
-        } if attempt < max_attempts => Decision {
-            state: JobState::Queued,
-            status: JobStatus::Retrying,
-            error: Some(error.clone()),
-            retry: true,
-        },
-        Outcome::Failed {
-            error,
-            retryable: true,
-        } => settle(JobState::Dead, JobStatus::Dead, Some(error)),
-        Outcome::Failed {
-            error,
-            retryable: false,
-        } => settle(JobState::Failed, JobStatus::Failed, Some(error)),
-    }
-}
-
-/// Stamps the decision into the attempt's final event (a `JobState` event
-/// prepared by the worker with its sequence number and duration).
-pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelope {
-    if let Event::JobState { state, error, .. } = &mut event.event {
-        *state = decision.status;
-        *error = decision.error.clone();
-    }
-    event
-}
-
-/// The answer of a committed write, or the error of one whose answer was
-/// lost on the way (the `steps_reply_lost` failpoint: a connection that drops
-/// right after COMMIT), which the writer retries.
-pub(crate) fn lost_reply(store: &str) -> Result<(), QueueError> {
-    if crate::failpoint::fails("steps_reply_lost") {
-        return Err(QueueError::Store {
-            path: store.to_string(),
-            detail: "the write committed but its answer was lost (failpoint steps_reply_lost)"
-                .into(),
-        });
-    }
-    Ok(())
-}
-
-/// Whether the event stored at a sequence number (its attempt and JSON) is
-/// the one an attempt writes again: a write whose commit happened but whose
-/// reply was lost, retried. Anything else at that number is a duplicate.
-pub(crate) fn same_event(stored: (u32, String), attempt: u32, json: &str) -> bool {
-    stored.0 == attempt && stored.1 == json
-}
-
 /// A job as an operator's request left it, and the final `JobState` event
 /// the same transaction recorded when the request ended it.
 #[derive(Debug, Clone)]
 pub struct Changed {
     pub job: Job,
     pub final_event: Option<EventEnvelope>,
-}
-
-/// The final event of a job the queue ends itself (a cancelled queued or
-/// parked job, a failed resolve): the next event of its log, in the
-/// transaction that ends it.
-pub(crate) fn ended_by_request(job: &Job, seq: u64) -> Option<EventEnvelope> {
-    let status = match job.state {
-        JobState::Cancelled => JobStatus::Cancelled,
-        JobState::Failed => JobStatus::Failed,
-        _ => return None,
-    };
-    Some(EventEnvelope {
-        run_id: job.id.to_string(),
-        bundle: job.bundle.clone(),
-        bundle_version: job.bundle_version.clone().unwrap_or_default(),
-        parent: None,
-        seq,
-        timestamp: crate::events::timestamp_now(),
-        event: Event::JobState {
-            state: status,
-            attempt: job.attempts,
-            error: job.error.clone(),
-            duration_ms: None,
-        },
-    })
-}
-
-/// A runnable job as a backend's lease queries see it: the best due queued
-/// job, or the best expired lease.
-pub(crate) struct Candidate {
-    pub id: String,
-    pub running: bool,
-    pub crash_resumes: u32,
-    pub priority: i32,
-    pub run_at: i64,
-}
-
-impl Candidate {
-    /// Lease order: highest priority, then earliest `run_at`, then oldest.
-    fn order(&self) -> (std::cmp::Reverse<i32>, i64, &str) {
-        (std::cmp::Reverse(self.priority), self.run_at, &self.id)
-    }
-
-    /// The one to lease of the best queued job and the best expired lease.
-    pub(crate) fn better(queued: Option<Self>, expired: Option<Self>) -> Option<Self> {
-        match (queued, expired) {
-            (Some(q), Some(e)) if e.order() < q.order() => Some(e),
-            (Some(q), _) => Some(q),
-            (None, e) => e,
-        }
-    }
-
-    /// Whether an abandoned run (its worker's lease expired: the daemon
-    /// died or stalled) is a poison pill, to park for an operator instead of
-    /// resuming: it has resumed `max_crash_resumes` times. Otherwise it is
-    /// leased (a resume, which uses no attempt of `max_attempts`); one asked
-    /// to stop ends `cancelled` at once in its worker, through the one rule
-    /// of [`decide`], with its final event.
-    pub(crate) fn is_poison_pill(&self, max_crash_resumes: u32) -> bool {
-        self.running && self.crash_resumes >= max_crash_resumes
-    }
-
-    /// Why a poison pill parked: how often its worker died, the last event
-    /// its log holds (where it crashed), and what to do.
-    pub(crate) fn poison_reason(
-        &self,
-        max_crash_resumes: u32,
-        last_event: Option<String>,
-    ) -> String {
-        format!(
-            "job {}: its worker died (or stalled past its lease) {} times running it, last after {}; it may be what kills the daemon, so it is not resumed again on its own (queue.max_crash_resumes = {max_crash_resumes}): read its journal and events, then `structured-agents resolve {} --retry` to resume it or `--fail` to end it",
-            self.id,
-            self.crash_resumes + 1,
-            last_event.unwrap_or_else(|| "no recorded event".into()),
-            self.id,
-        )
-    }
-}
-
-/// A stored event, as people read where a run was: `event 12 (ToolCall
-/// charge, turn 2, run <job>/1:0)`.
-pub(crate) fn describe_event(stored: &str) -> String {
-    let Ok(event) = serde_json::from_str::<EventEnvelope>(stored) else {
-        return "an event this version cannot read".into();
-    };
-    let mut what = event.event.kind().to_string();
-    if let Event::ToolCall {
-        tool_name, turn, ..
-    }
-    | Event::ToolResult {
-        tool_name, turn, ..
-    } = &event.event
-    {
-        what = format!("{what} {tool_name}, turn {turn}");
-    }
-    format!("event {} ({what}, run {})", event.seq, event.run_id)
-}
-
-/// The call a job is parked on (`None`: parked as a poison pill, on no
-/// call), or why the job cannot be resolved this way.
-pub(crate) fn parked_call(
-    job: &Job,
-    resolution: &Resolution,
-    store: &str,
-) -> Result<Option<PendingCall>, QueueError> {
-    if job.state != JobState::NeedsAttention {
-        return Err(QueueError::NotParked {
-            job: job.id.clone(),
-            state: job.state,
-        });
-    }
-    let Some(pending) = job.pending_call.clone() else {
-        return match resolution {
-            Resolution::Skip { .. } => Err(QueueError::NoCallToSkip(job.id.clone())),
-            _ => Ok(None),
-        };
-    };
-    serde_json::from_value(pending)
-        .map(Some)
-        .map_err(|_| QueueError::Store {
-            path: store.to_string(),
-            detail: format!("job {} is parked without a readable pending call", job.id),
-        })
 }
 
 /// An operator's answer for a `needs_attention` job.
@@ -533,34 +292,6 @@ pub enum Resolution {
         #[serde(default)]
         reason: Option<String>,
     },
-}
-
-impl Resolution {
-    /// The error a `fail` records.
-    pub(crate) fn failure(reason: &Option<String>, pending: Option<&PendingCall>) -> String {
-        reason.clone().unwrap_or_else(|| match pending {
-            Some(pending) => format!(
-                "an operator failed the job at the unresolved call {} of tool `{}`",
-                pending.call_id, pending.tool_name
-            ),
-            None => "an operator failed the job after its worker died repeatedly".into(),
-        })
-    }
-
-    /// The journal body of the result a `skip` supplies, as the kernel
-    /// records a tool result.
-    pub(crate) fn skipped_result(pending: &PendingCall, output: &str, is_error: bool) -> String {
-        let recorded = RecordedResult {
-            result: crate::types::ToolResult {
-                call_id: pending.call_id.clone(),
-                name: pending.tool_name.clone(),
-                output: output.to_string(),
-                is_error,
-            },
-            error_code: is_error.then(|| "tool_error".to_string()),
-        };
-        serde_json::to_string(&recorded).unwrap_or_default()
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -755,7 +486,24 @@ pub trait JobQueue: Send + Sync {
     }
     /// The best runnable job: highest priority, then earliest `run_at`, then
     /// oldest; queued and due, or running with an expired lease.
-    async fn lease(&self, worker: &str, lease_for: Duration) -> Result<Option<Lease>, QueueError>;
+    async fn lease(&self, worker: &str, lease_for: Duration) -> Result<Option<Lease>, QueueError> {
+        Ok(self
+            .lease_many(worker, lease_for, 1, None)
+            .await?
+            .into_iter()
+            .next())
+    }
+    /// Up to `n` of the best runnable jobs in lease order, in one write. A
+    /// first attempt is pinned in the same write to what `pin` answers for
+    /// its bundle (then `pin_version` is not needed). Jobs leased and never
+    /// started come back when their lease expires, like any other.
+    async fn lease_many(
+        &self,
+        worker: &str,
+        lease_for: Duration,
+        n: usize,
+        pin: Option<std::sync::Arc<Pinner>>,
+    ) -> Result<Vec<Lease>, QueueError>;
     async fn heartbeat(
         &self,
         id: &JobId,
@@ -853,14 +601,50 @@ pub trait JobQueue: Send + Sync {
     /// Job ids whose events or state changed: in this process, and with a
     /// shared backend (PostgreSQL) in every daemon using the same database.
     fn subscribe(&self) -> broadcast::Receiver<JobId>;
-    /// For a backend shared by several daemons: ids of jobs that became
-    /// runnable anywhere (submitted, released, resolved), to wake idle
-    /// workers at once. `None` for a backend only this process writes (its
-    /// API wakes the workers itself).
+    /// Ids of jobs that became runnable (submitted, released, resolved):
+    /// in this process, and with a shared backend in every daemon using the
+    /// same database; they wake idle workers at once. `None` for a backend
+    /// that cannot tell (its callers wake the workers themselves).
     fn runnable(&self) -> Option<broadcast::Receiver<JobId>> {
         None
     }
+    /// The writes this handle committed and the transactions that carried
+    /// them (group commit puts many writes in one), for benchmarks.
+    fn write_stats(&self) -> WriteCounts {
+        WriteCounts::default()
+    }
     async fn ping(&self) -> Result<(), QueueError>;
+}
+
+/// Counts of committed writes and of the commits that carried them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct WriteCounts {
+    pub writes: u64,
+    pub commits: u64,
+}
+
+/// The live counters behind [`WriteCounts`].
+#[derive(Debug, Default)]
+pub(crate) struct WriteStats {
+    writes: std::sync::atomic::AtomicU64,
+    commits: std::sync::atomic::AtomicU64,
+}
+
+impl WriteStats {
+    /// One commit carrying `writes` writes.
+    pub(crate) fn count(&self, writes: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.writes.fetch_add(writes as u64, Relaxed);
+        self.commits.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn counts(&self) -> WriteCounts {
+        use std::sync::atomic::Ordering::Relaxed;
+        WriteCounts {
+            writes: self.writes.load(Relaxed),
+            commits: self.commits.load(Relaxed),
+        }
+    }
 }
 
 /// Where a backend's schema stands (`structured-agents migrate`).
@@ -942,69 +726,5 @@ mod tests {
                 && !said.contains("ended needs_attention"),
             "{said}"
         );
-    }
-
-    fn failed(retryable: bool) -> Outcome {
-        Outcome::Failed {
-            error: "e".into(),
-            retryable,
-        }
-    }
-
-    #[test]
-    fn one_rule_decides_every_outcome() {
-        let parked = Outcome::NeedsAttention {
-            error: "e".into(),
-            pending_call: Value::Null,
-        };
-        let cases = [
-            (
-                Outcome::Succeeded(Value::Null),
-                1,
-                false,
-                JobState::Succeeded,
-                JobStatus::Succeeded,
-            ),
-            (
-                Outcome::Succeeded(Value::Null),
-                1,
-                true,
-                JobState::Succeeded,
-                JobStatus::Succeeded,
-            ),
-            (
-                failed(true),
-                1,
-                false,
-                JobState::Queued,
-                JobStatus::Retrying,
-            ),
-            (failed(true), 3, false, JobState::Dead, JobStatus::Dead),
-            (failed(false), 1, false, JobState::Failed, JobStatus::Failed),
-            (
-                failed(true),
-                1,
-                true,
-                JobState::Cancelled,
-                JobStatus::Cancelled,
-            ),
-            (
-                parked.clone(),
-                1,
-                false,
-                JobState::NeedsAttention,
-                JobStatus::NeedsAttention,
-            ),
-            (parked, 1, true, JobState::Cancelled, JobStatus::Cancelled),
-        ];
-        for (outcome, attempt, cancel, state, status) in cases {
-            let d = decide(&outcome, attempt, 3, cancel);
-            assert_eq!(
-                (d.state, d.status),
-                (state, status),
-                "{outcome:?} attempt {attempt} cancel {cancel}"
-            );
-            assert_eq!(d.retry, state == JobState::Queued);
-        }
     }
 }

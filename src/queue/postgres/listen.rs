@@ -15,12 +15,13 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Client, NoTls, Notification};
 use tokio_util::sync::CancellationToken;
 
 use super::describe;
 use crate::queue::JobId;
+use crate::queue::tx::{Change, Wakeups};
 
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -29,22 +30,35 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const PING_EVERY: Duration = Duration::from_secs(15);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a notification tells the other daemons.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Change {
-    /// The job may be leased now (submitted, released, resolved).
-    Runnable,
-    /// Its state or its event log changed.
-    Updated,
-}
+/// Largest payload of one notification (PostgreSQL refuses 8000 bytes and
+/// more): a transaction's changes go out in as few notifications as fit.
+const MAX_PAYLOAD: usize = 7900;
 
-/// The payload: `<sender instance> <r|u> <job id>`.
-pub(super) fn payload(instance: &str, change: Change, id: &JobId) -> String {
-    let kind = match change {
-        Change::Runnable => 'r',
-        Change::Updated => 'u',
-    };
-    format!("{instance} {kind} {id}")
+/// The payloads announcing a transaction's changes, coalesced:
+/// `<sender instance> <r|u> <job id> [<r|u> <job id>]...`, each job once
+/// (runnable wins over updated).
+pub(super) fn payloads(instance: &str, changes: &[(Change, JobId)]) -> Vec<String> {
+    let mut seen: Vec<(Change, &JobId)> = Vec::new();
+    for (change, id) in changes {
+        match seen.iter_mut().find(|(_, seen)| *seen == id) {
+            Some(entry) if *change == Change::Runnable => entry.0 = Change::Runnable,
+            Some(_) => {}
+            None => seen.push((*change, id)),
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (change, id) in seen {
+        let kind = match change {
+            Change::Runnable => 'r',
+            Change::Updated => 'u',
+        };
+        let item = format!(" {kind} {id}");
+        match out.last_mut() {
+            Some(last) if last.len() + item.len() <= MAX_PAYLOAD => last.push_str(&item),
+            _ => out.push(format!("{instance}{item}")),
+        }
+    }
+    out
 }
 
 /// Where notifications from other daemons go.
@@ -52,40 +66,26 @@ pub(super) fn payload(instance: &str, change: Change, id: &JobId) -> String {
 pub(super) struct Sinks {
     /// This handle's id; its own notifications are dropped.
     pub instance: String,
-    pub changes: broadcast::Sender<JobId>,
-    pub runnable: broadcast::Sender<JobId>,
+    pub wake: Wakeups,
 }
 
 impl Sinks {
-    /// Tells this handle's subscribers about a change (also used at commit
-    /// for the handle's own writes).
-    pub(super) fn publish(&self, change: Change, id: &JobId) {
-        // No subscriber is not an error.
-        let _ = self.changes.send(id.clone());
-        if change == Change::Runnable {
-            let _ = self.runnable.send(id.clone());
-        }
-    }
-
     fn deliver(&self, notification: &Notification) {
-        let mut parts = notification.payload().splitn(3, ' ');
-        let (Some(sender), Some(kind), Some(id)) = (parts.next(), parts.next(), parts.next())
-        else {
-            tracing::debug!(
-                payload = notification.payload(),
-                "ignoring a malformed queue notification"
-            );
+        let mut parts = notification.payload().split(' ');
+        let Some(sender) = parts.next() else {
             return;
         };
         if sender == self.instance {
             return;
         }
-        let change = if kind == "r" {
-            Change::Runnable
-        } else {
-            Change::Updated
-        };
-        self.publish(change, &JobId::from(id));
+        while let (Some(kind), Some(id)) = (parts.next(), parts.next()) {
+            let change = if kind == "r" {
+                Change::Runnable
+            } else {
+                Change::Updated
+            };
+            self.wake.publish(change, &JobId::from(id));
+        }
     }
 }
 

@@ -20,70 +20,10 @@ use crate::queue::{MigrationStatus, QueueError};
 /// `step`) use the "C" collation so they order byte-wise, exactly as SQLite
 /// orders them, whatever the database's locale.
 const MIGRATIONS: &[&str] = &[
-    r#"
-CREATE TABLE jobs (
-    id TEXT COLLATE "C" PRIMARY KEY,
-    bundle TEXT NOT NULL,
-    bundle_version TEXT,
-    bundle_digest TEXT,
-    input TEXT NOT NULL,
-    variables TEXT NOT NULL,
-    priority INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    attempts INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    idempotency_key TEXT UNIQUE,
-    traceparent TEXT,
-    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
-    result TEXT,
-    error TEXT,
-    pending_call TEXT,
-    run_at BIGINT NOT NULL,
-    created_at BIGINT NOT NULL,
-    updated_at BIGINT NOT NULL,
-    started_at BIGINT,
-    finished_at BIGINT,
-    lease_owner TEXT,
-    lease_expires_at BIGINT
-);
--- The lease queries walk these in lease order and stop at the first row
--- that is not locked by another daemon.
-CREATE INDEX jobs_due ON jobs (priority DESC, run_at, id) WHERE state = 'queued';
-CREATE INDEX jobs_lease ON jobs (lease_expires_at) WHERE state = 'running';
-CREATE INDEX jobs_bundle ON jobs (bundle, state);
-CREATE TABLE events (
-    job_id TEXT COLLATE "C" NOT NULL,
-    seq BIGINT NOT NULL,
-    attempt INTEGER NOT NULL,
-    event TEXT NOT NULL,
-    PRIMARY KEY (job_id, seq)
-);
-CREATE TABLE journal (
-    job_id TEXT COLLATE "C" NOT NULL,
-    scope TEXT COLLATE "C" NOT NULL,
-    turn INTEGER NOT NULL,
-    step TEXT COLLATE "C" NOT NULL,
-    attempt INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (job_id, scope, turn, step)
-);
-"#,
-    r#"
--- Retention finds finished jobs in order; the metrics gauge counts parked ones.
-CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX jobs_parked ON jobs (id) WHERE state = 'needs_attention';
-"#,
-    r#"
--- A job may run over given chat messages instead of its bundle's user prompt,
--- and may continue a conversation.
-ALTER TABLE jobs ADD COLUMN messages TEXT;
-ALTER TABLE jobs ADD COLUMN conversation_id TEXT COLLATE "C";
-CREATE INDEX jobs_conversation ON jobs (conversation_id, id) WHERE conversation_id IS NOT NULL;
-"#,
-    r#"
--- A resume after the worker died is counted apart from attempts.
-ALTER TABLE jobs ADD COLUMN crash_resumes INTEGER NOT NULL DEFAULT 0;
-"#,
+    include_str!("migrations/0001_jobs_events_journal.sql"),
+    include_str!("migrations/0002_finished_and_parked.sql"),
+    include_str!("migrations/0003_messages_conversations.sql"),
+    include_str!("migrations/0004_crash_resumes.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -1,0 +1,440 @@
+//! The job lifecycle, written once for every dialect: submit, lease (with
+//! the first attempt's pin), heartbeat, finish, release, cancel, resolve,
+//! the journal, the event log, retention and the live counts. Each
+//! operation runs inside one transaction of a [`Tx`]; the backend only
+//! opens, commits and announces it.
+//!
+//! Every write guarded by an attempt starts by reading (and on PostgreSQL
+//! locking) the job's row, so a stale worker writes nothing; every
+//! transition that ends a job writes its final event in the same
+//! transaction.
+
+use std::time::Duration;
+
+use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx};
+use super::*;
+
+/// Given the name of a first attempt's bundle, the version and digest to
+/// pin it to (the daemon's registry knows; the queue does not).
+pub type Pinner = dyn Fn(&str) -> Option<Pin> + Send + Sync;
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Inserts a job, or finds the one its idempotency key already names.
+pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(Job, bool)> {
+    let now = tx.now().await?;
+    if let Some(created) = tx.insert_job(id, job, now).await? {
+        tx.changed(Change::Runnable, &created.id);
+        return Ok((created, true));
+    }
+    // The key is taken: a concurrent submit with the same key waited for the
+    // first and inserted nothing.
+    let existing = match &job.idempotency_key {
+        Some(key) => tx.job_by_key(key).await?,
+        None => None,
+    };
+    existing.map(|job| (job, false)).ok_or_else(|| {
+        Fail::Db("the job with this idempotency key vanished during the submit".into())
+    })
+}
+
+/// What a lease asks for: who, for how long, how many jobs at most, and how
+/// a first attempt is pinned.
+pub(crate) struct LeaseAsk<'a> {
+    pub worker: &'a str,
+    pub lease_for: Duration,
+    pub n: usize,
+    pub max_crash_resumes: u32,
+    pub pin: Option<&'a Pinner>,
+}
+
+/// Leases up to `n` of the best runnable jobs, in lease order. An abandoned
+/// run (its worker's lease expired) resumes without using an attempt,
+/// unless it is a poison pill (it parks instead).
+pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease>> {
+    let now = tx.now().await?;
+    let expires = now.saturating_add(ms(ask.lease_for));
+    let mut leases = Vec::new();
+    while leases.len() < ask.n {
+        let want = ask.n - leases.len();
+        let due = tx.due(now, want).await?;
+        let expired = tx.expired(now, want).await?;
+        let candidates = Candidate::best(due, expired, want);
+        if candidates.is_empty() {
+            break;
+        }
+        let mut parked = false;
+        for candidate in candidates {
+            if candidate.is_poison_pill(ask.max_crash_resumes) {
+                park_poison_pill(tx, &candidate, ask.max_crash_resumes, now).await?;
+                parked = true;
+                continue;
+            }
+            let pin = ask.pin.and_then(|pin| pin(&candidate.bundle));
+            let job = tx
+                .start_attempt(&candidate, ask.worker, expires, now, pin.as_ref())
+                .await?;
+            tx.changed(Change::Updated, &job.id);
+            leases.push(Lease {
+                attempt: job.attempts,
+                next_seq: tx.last_seq(job.id.as_str()).await? + 1,
+                journal: tx.journal(job.id.as_str()).await?,
+                job,
+            });
+        }
+        // Only a parked poison pill leaves room for more in this round.
+        if !parked {
+            break;
+        }
+    }
+    Ok(leases)
+}
+
+async fn park_poison_pill(
+    tx: &mut impl Tx,
+    candidate: &Candidate,
+    max_crash_resumes: u32,
+    now: i64,
+) -> Res<()> {
+    let last = tx.last_event(&candidate.id).await?;
+    let reason = candidate.poison_reason(max_crash_resumes, last.as_deref().map(describe));
+    let settle = Settle {
+        state: JobState::NeedsAttention,
+        result: None,
+        error: Some(&reason),
+        run_at: None,
+        finished_at: None,
+        pending_call: None,
+    };
+    tx.settle(&candidate.id, &settle, now).await?;
+    tx.changed(Change::Updated, &JobId::from(candidate.id.as_str()));
+    Ok(())
+}
+
+fn describe(event: &str) -> String {
+    rules::describe_event(event)
+}
+
+pub(crate) async fn heartbeat(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+    lease_for: Duration,
+) -> Res<HeartbeatReply> {
+    let now = tx.now().await?;
+    let expires = now.saturating_add(ms(lease_for));
+    Ok(match tx.renew(id.as_str(), attempt, expires, now).await? {
+        None => HeartbeatReply::Lost,
+        Some(true) => HeartbeatReply::CancelRequested,
+        Some(false) => HeartbeatReply::Ok,
+    })
+}
+
+/// The job's `(allowed attempts, cancel_requested)` while `attempt` is its
+/// current running attempt; `None` for a stale attempt.
+async fn current(tx: &mut impl Tx, id: &JobId, attempt: u32) -> Res<Option<(u32, bool)>> {
+    Ok(match tx.attempt_row(id.as_str()).await? {
+        Some(AttemptRow {
+            state,
+            attempts,
+            allowed,
+            cancel_requested,
+        }) if state == JobState::Running.as_str() && attempts == attempt => {
+            Some((allowed, cancel_requested))
+        }
+        _ => None,
+    })
+}
+
+/// [`current`], refusing a stale attempt.
+async fn require_current(tx: &mut impl Tx, id: &JobId, attempt: u32) -> Res<(u32, bool)> {
+    current(tx, id, attempt).await?.ok_or_else(|| {
+        Fail::Refused(QueueError::StaleAttempt {
+            job: id.clone(),
+            attempt,
+        })
+    })
+}
+
+/// Appends events; a sequence number already stored refuses the write,
+/// unless it holds this very event (a write whose reply was lost, retried).
+async fn insert_events(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+    events: &[EventEnvelope],
+) -> Res<()> {
+    for event in events {
+        let json = serde_json::to_string(event)
+            .map_err(|e| Fail::Db(format!("event {} cannot be encoded: {e}", event.seq)))?;
+        if tx
+            .insert_event(id.as_str(), event.seq, attempt, &json)
+            .await?
+        {
+            continue;
+        }
+        let stored = tx.stored_event(id.as_str(), event.seq).await?;
+        if !stored.is_some_and(|stored| rules::same_event(stored, attempt, &json)) {
+            return Err(Fail::Refused(QueueError::DuplicateEvent {
+                job: id.clone(),
+                seq: event.seq,
+            }));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) async fn pin_version(tx: &mut impl Tx, id: &JobId, attempt: u32, pin: &Pin) -> Res<()> {
+    tx.pin(id.as_str(), attempt, pin).await
+}
+
+/// What an attempt's end writes: the events held until then, and the
+/// final event stamped with the decision.
+pub(crate) struct Ending<'a> {
+    pub events: &'a [EventEnvelope],
+    pub final_event: Option<EventEnvelope>,
+}
+
+async fn write_ending(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+    ending: Ending<'_>,
+    decision: &Decision,
+    change: Change,
+) -> Res<Finished> {
+    let final_event = ending.final_event.map(|e| stamp_final(e, decision));
+    insert_events(tx, id, attempt, ending.events).await?;
+    insert_events(tx, id, attempt, final_event.as_slice()).await?;
+    tx.changed(change, id);
+    Ok(Finished {
+        reply: CompleteReply::Recorded(decision.state),
+        final_event,
+    })
+}
+
+/// Records an attempt's outcome by the one rule, [`decide`].
+pub(crate) async fn finish(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+    outcome: Outcome,
+    ending: Ending<'_>,
+    retry: &RetryPolicy,
+) -> Res<Finished> {
+    let Some((allowed, cancel_requested)) = current(tx, id, attempt).await? else {
+        return Ok(Finished::stale());
+    };
+    let decision = decide(&outcome, attempt, allowed, cancel_requested);
+    let now = tx.now().await?;
+    let (result, pending_call) = decision.stored(&outcome);
+    let settle = Settle {
+        state: decision.state,
+        result,
+        error: decision.error.as_deref(),
+        run_at: decision
+            .retry
+            .then(|| now.saturating_add(ms(retry.delay(attempt)))),
+        finished_at: decision.state.is_terminal().then_some(now),
+        pending_call,
+    };
+    tx.settle(id.as_str(), &settle, now).await?;
+    write_ending(tx, id, attempt, ending, &decision, Change::Updated).await
+}
+
+/// Gives a running job back (drain) without using its attempt; a job whose
+/// cancellation was requested ends `cancelled` instead of running again.
+pub(crate) async fn release(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+    ending: Ending<'_>,
+) -> Res<Finished> {
+    let Some((_, cancel_requested)) = current(tx, id, attempt).await? else {
+        return Ok(Finished::stale());
+    };
+    let now = tx.now().await?;
+    let decision = decide_release(cancel_requested);
+    let change = if cancel_requested {
+        let settle = Settle {
+            state: JobState::Cancelled,
+            result: None,
+            error: Some(CANCELLED),
+            run_at: None,
+            finished_at: Some(now),
+            pending_call: None,
+        };
+        tx.settle(id.as_str(), &settle, now).await?;
+        Change::Updated
+    } else {
+        tx.unlease(id.as_str(), now).await?;
+        Change::Runnable
+    };
+    write_ending(tx, id, attempt, ending, &decision, change).await
+}
+
+const CANCELLED: &str = "cancelled by request";
+
+/// The job an operator's request left, with the final event it records (as
+/// the next of the job's log) when the request `ended` the job.
+async fn record_ending(tx: &mut impl Tx, job: Job, ended: bool) -> Res<Changed> {
+    let final_event = if ended {
+        rules::ended_by_request(&job, tx.last_seq(job.id.as_str()).await? + 1)
+    } else {
+        None
+    };
+    insert_events(tx, &job.id, job.attempts, final_event.as_slice()).await?;
+    Ok(Changed { job, final_event })
+}
+
+/// Cancels a queued or parked job at once (with its final event); asks a
+/// running one to stop at its next heartbeat.
+pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>> {
+    let now = tx.now().await?;
+    let ended = tx.cancel_waiting(id.as_str(), now).await?;
+    if !ended {
+        tx.request_cancel(id.as_str(), now).await?;
+    }
+    let Some(job) = tx.job(id.as_str(), false).await? else {
+        return Ok(None);
+    };
+    tx.changed(Change::Updated, id);
+    record_ending(tx, job, ended).await.map(Some)
+}
+
+/// Resolves a parked job: run its pending call again, skip it with a given
+/// result, or fail the job.
+pub(crate) async fn resolve(
+    tx: &mut impl Tx,
+    id: &JobId,
+    resolution: &Resolution,
+    store: &str,
+) -> Res<Changed> {
+    let not_found = || Fail::Refused(QueueError::NotFound(id.clone()));
+    let job = tx.job(id.as_str(), true).await?.ok_or_else(not_found)?;
+    let pending = parked_call(&job, resolution, store).map_err(Fail::Refused)?;
+    let now = tx.now().await?;
+    let change = match resolution {
+        Resolution::Fail { reason } => {
+            let error = Resolution::failure(reason, pending.as_ref());
+            let settle = Settle {
+                state: JobState::Failed,
+                result: None,
+                error: Some(&error),
+                run_at: None,
+                finished_at: Some(now),
+                pending_call: None,
+            };
+            tx.settle(id.as_str(), &settle, now).await?;
+            Change::Updated
+        }
+        Resolution::Retry => {
+            // Without its start marker the next attempt runs the call afresh.
+            if let Some(pending) = &pending {
+                let (start, _) = pending.steps();
+                tx.delete_step(id.as_str(), &pending.scope, pending.turn, &start)
+                    .await?;
+            }
+            tx.requeue(id.as_str(), now).await?;
+            Change::Runnable
+        }
+        Resolution::Skip { output, is_error } => {
+            let pending =
+                pending.ok_or_else(|| Fail::Refused(QueueError::NoCallToSkip(id.clone())))?;
+            let entry = JournalEntry {
+                scope: pending.scope.clone(),
+                turn: pending.turn,
+                step: pending.steps().1,
+                body: Resolution::skipped_result(&pending, output, *is_error),
+            };
+            tx.put_step(id.as_str(), &entry, job.attempts).await?;
+            tx.requeue(id.as_str(), now).await?;
+            Change::Runnable
+        }
+    };
+    tx.changed(change, id);
+    let job = tx.job(id.as_str(), false).await?.ok_or_else(not_found)?;
+    let failed = matches!(resolution, Resolution::Fail { .. });
+    record_ending(tx, job, failed).await
+}
+
+/// Records journal steps with the events held until then, guarded by the
+/// attempt.
+pub(crate) async fn record_steps(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+    entries: &[JournalEntry],
+    events: &[EventEnvelope],
+) -> Res<()> {
+    require_current(tx, id, attempt).await?;
+    insert_events(tx, id, attempt, events).await?;
+    for entry in entries {
+        tx.put_step(id.as_str(), entry, attempt).await?;
+    }
+    if !events.is_empty() {
+        tx.changed(Change::Updated, id);
+    }
+    Ok(())
+}
+
+pub(crate) async fn append_events(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+    events: &[EventEnvelope],
+) -> Res<()> {
+    require_current(tx, id, attempt).await?;
+    insert_events(tx, id, attempt, events).await?;
+    tx.changed(Change::Updated, id);
+    Ok(())
+}
+
+/// A page of jobs, newest first (ids are UUIDv7, so they sort by creation).
+pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
+    let limit = filter.limit.clamp(1, 1000);
+    let mut jobs = tx.list(filter, limit + 1).await?;
+    let more = jobs.len() > limit;
+    jobs.truncate(limit);
+    let next_cursor = more.then(|| jobs.last().map(|j| j.id.0.clone())).flatten();
+    Ok(Page { jobs, next_cursor })
+}
+
+pub(crate) async fn counts_by_state(tx: &mut impl Tx) -> Res<Vec<(String, JobState, u64)>> {
+    let rows = tx.counts_by_state().await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(bundle, state, n)| {
+            JobState::parse(&state).map(|state| (bundle, state, n.max(0) as u64))
+        })
+        .collect())
+}
+
+/// The live gauges: one indexed count per live state.
+pub(crate) async fn live_counts(tx: &mut impl Tx) -> Res<Vec<(JobState, u64)>> {
+    let mut out = Vec::new();
+    for state in JobState::LIVE {
+        out.push((state, tx.count_in_state(state).await?.max(0) as u64));
+    }
+    Ok(out)
+}
+
+/// Retention: deletes up to `limit` jobs finished before `cutoff` (ms).
+pub(crate) async fn purge_finished(tx: &mut impl Tx, cutoff: i64, limit: usize) -> Res<usize> {
+    let ids = tx.finished_before(cutoff, limit).await?;
+    tx.delete_jobs(&ids).await?;
+    Ok(ids.len())
+}
+
+/// Deletes a conversation's finished jobs; (deleted, left unfinished).
+pub(crate) async fn forget_conversation(
+    tx: &mut impl Tx,
+    conversation: &str,
+) -> Res<(usize, usize)> {
+    let ids = tx.finished_in_conversation(conversation).await?;
+    tx.delete_jobs(&ids).await?;
+    let left = tx.count_in_conversation(conversation).await?;
+    Ok((ids.len(), left.max(0) as usize))
+}

@@ -1,0 +1,401 @@
+//! The PostgreSQL dialect of [`Tx`]: one statement per method, on a
+//! transaction or (for reads) a pooled connection. Nothing here decides
+//! anything; the lifecycle does.
+//!
+//! What differs from SQLite is how writers are kept apart: the attempt row
+//! and the lease candidates are read `FOR UPDATE` (candidates `SKIP LOCKED`),
+//! so two daemons never lease one job and never interleave two writes to
+//! it; and times come from the database's clock, so daemons whose clocks
+//! disagree still agree on when a lease expires.
+
+use deadpool_postgres::GenericClient;
+use serde_json::Value;
+use tokio_postgres::Row;
+use tokio_postgres::types::{ToSql, Type};
+
+use super::describe;
+use crate::queue::tx::{
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, Pin, Res, Settle, Tx,
+    candidate_from_row, entry_from_row, job_from_row,
+};
+use crate::queue::*;
+
+/// The database's clock in milliseconds.
+pub(super) const NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+
+impl From<tokio_postgres::Error> for Fail {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Fail::Db(describe(&e))
+    }
+}
+
+impl Columns for Row {
+    fn text(&self, i: usize) -> Res<Option<String>> {
+        Ok(self.try_get(i)?)
+    }
+
+    fn int(&self, i: usize) -> Res<Option<i64>> {
+        let Some(column) = self.columns().get(i) else {
+            return Err(Fail::Db(format!("no column {i}")));
+        };
+        Ok(match *column.type_() {
+            Type::INT2 => self.try_get::<_, Option<i16>>(i)?.map(i64::from),
+            Type::INT4 => self.try_get::<_, Option<i32>>(i)?.map(i64::from),
+            Type::BOOL => self.try_get::<_, Option<bool>>(i)?.map(i64::from),
+            _ => self.try_get::<_, Option<i64>>(i)?,
+        })
+    }
+}
+
+/// Counters and sequence numbers as PostgreSQL integers (saturating: no
+/// real job gets near the limits).
+fn int(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn big(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn big_usize(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
+
+/// A transaction (`C` = a `Transaction`) or a read (`C` = a pooled client).
+pub(super) struct PgTx<'a, C> {
+    client: &'a C,
+    pub(super) changes: Vec<(Change, JobId)>,
+}
+
+impl<'a, C: GenericClient> PgTx<'a, C> {
+    pub(super) fn new(client: &'a C) -> Self {
+        Self {
+            client,
+            changes: Vec::new(),
+        }
+    }
+
+    async fn rows(&self, sql: &str, p: Params<'_>) -> Res<Vec<Row>> {
+        let statement = self.client.prepare_cached(sql).await?;
+        Ok(self.client.query(&statement, p).await?)
+    }
+
+    async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
+        let statement = self.client.prepare_cached(sql).await?;
+        Ok(self.client.query_opt(&statement, p).await?)
+    }
+
+    async fn exec(&self, sql: &str, p: Params<'_>) -> Res<u64> {
+        let statement = self.client.prepare_cached(sql).await?;
+        Ok(self.client.execute(&statement, p).await?)
+    }
+
+    async fn one_int(&self, sql: &str, p: Params<'_>) -> Res<i64> {
+        let row = self
+            .client
+            .query_one(&self.client.prepare_cached(sql).await?, p)
+            .await?;
+        row.req_int(0)
+    }
+
+    async fn job_where(&self, sql: &str, p: Params<'_>) -> Res<Option<Job>> {
+        self.first(sql, p)
+            .await?
+            .as_ref()
+            .map(job_from_row)
+            .transpose()
+    }
+
+    async fn candidates(&self, sql: &str, now: i64, n: usize) -> Res<Vec<Candidate>> {
+        let rows = self.rows(sql, &[&now, &big_usize(n)]).await?;
+        rows.iter().map(candidate_from_row).collect()
+    }
+
+    async fn ids(&self, sql: &str, p: Params<'_>) -> Res<Vec<String>> {
+        self.rows(sql, p)
+            .await?
+            .iter()
+            .map(|r| r.req_text(0))
+            .collect()
+    }
+}
+
+impl<C: GenericClient> Tx for PgTx<'_, C> {
+    async fn now(&mut self) -> Res<i64> {
+        self.one_int(&format!("SELECT {NOW}"), &[]).await
+    }
+
+    fn changed(&mut self, change: Change, id: &JobId) {
+        self.changes.push((change, id.clone()));
+    }
+
+    async fn job(&mut self, id: &str, lock: bool) -> Res<Option<Job>> {
+        let lock = if lock { " FOR UPDATE" } else { "" };
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1{lock}");
+        self.job_where(&sql, &[&id]).await
+    }
+
+    async fn job_by_key(&mut self, key: &str) -> Res<Option<Job>> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = $1");
+        self.job_where(&sql, &[&key]).await
+    }
+
+    async fn attempt_row(&mut self, id: &str) -> Res<Option<AttemptRow>> {
+        let sql = "SELECT state, attempts, max_attempts + crash_resumes, cancel_requested FROM jobs WHERE id = $1 FOR UPDATE";
+        let row = self.first(sql, &[&id]).await?;
+        row.as_ref().map(AttemptRow::from_row).transpose()
+    }
+
+    async fn due(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM jobs
+             WHERE state = 'queued' AND run_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
+             LIMIT $2 FOR UPDATE SKIP LOCKED"
+        );
+        self.candidates(&sql, now, n).await
+    }
+
+    async fn expired(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM jobs
+             WHERE state = 'running' AND lease_expires_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
+             LIMIT $2 FOR UPDATE SKIP LOCKED"
+        );
+        self.candidates(&sql, now, n).await
+    }
+
+    async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>> {
+        let (conditions, args) = filter.conditions(|n| format!("${n}"));
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE TRUE{conditions} ORDER BY id DESC LIMIT {limit}"
+        );
+        let p: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        // Not cached: the conditions vary with the filter.
+        let rows = self.client.query(&sql, &p).await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>> {
+        let sql = "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state";
+        let rows = self.rows(sql, &[]).await?;
+        rows.iter()
+            .map(|r| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?)))
+            .collect()
+    }
+
+    async fn count_in_state(&mut self, state: JobState) -> Res<i64> {
+        // The state as a literal, so each count walks its partial index.
+        let sql = format!(
+            "SELECT COUNT(*) FROM jobs WHERE state = '{}'",
+            state.as_str()
+        );
+        self.one_int(&sql, &[]).await
+    }
+
+    async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>> {
+        let sql = "SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1
+                   ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED";
+        self.ids(sql, &[&cutoff, &big_usize(limit)]).await
+    }
+
+    async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>> {
+        let sql = "SELECT id FROM jobs WHERE conversation_id = $1 AND finished_at IS NOT NULL
+                   FOR UPDATE SKIP LOCKED";
+        self.ids(sql, &[&conversation]).await
+    }
+
+    async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64> {
+        let sql = "SELECT COUNT(*) FROM jobs WHERE conversation_id = $1";
+        self.one_int(sql, &[&conversation]).await
+    }
+
+    async fn insert_job(&mut self, id: &JobId, job: &NewJob, now: i64) -> Res<Option<Job>> {
+        // ON CONFLICT waits for a concurrent submit with the same key and
+        // then inserts nothing.
+        let sql = format!(
+            "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
+             VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $11, $12, $13)
+             ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}"
+        );
+        let variables = Value::Object(job.variables.clone()).to_string();
+        let messages = job.messages.clone().map(|m| Value::Array(m).to_string());
+        let run_at = job.run_at.map(millis).unwrap_or(now);
+        let max_attempts = int(job.max_attempts.unwrap_or(3).max(1));
+        let p: Params = &[
+            &id.as_str(),
+            &job.bundle,
+            &job.bundle_version,
+            &job.input,
+            &variables,
+            &job.priority,
+            &max_attempts,
+            &job.idempotency_key,
+            &job.traceparent,
+            &run_at,
+            &now,
+            &messages,
+            &job.conversation_id,
+        ];
+        self.job_where(&sql, p).await
+    }
+
+    async fn start_attempt(
+        &mut self,
+        c: &Candidate,
+        worker: &str,
+        expires: i64,
+        now: i64,
+        pin: Option<&Pin>,
+    ) -> Res<Job> {
+        let sql = format!(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + $2, lease_owner = $3, lease_expires_at = $4, started_at = COALESCE(started_at, $5), updated_at = $5,
+             bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, $6) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, $7)
+             WHERE id = $1 RETURNING {JOB_COLUMNS}"
+        );
+        let (version, digest) = (pin.map(|p| &p.version), pin.map(|p| &p.digest));
+        let resumed = i32::from(c.running);
+        let p: Params = &[&c.id, &resumed, &worker, &expires, &now, &version, &digest];
+        self.job_where(&sql, p)
+            .await?
+            .ok_or_else(|| Fail::Db(format!("job {} vanished while it was leased", c.id)))
+    }
+
+    async fn renew(&mut self, id: &str, attempt: u32, expires: i64, now: i64) -> Res<Option<bool>> {
+        let sql = "UPDATE jobs SET lease_expires_at = $3, updated_at = $4 WHERE id = $1 AND attempts = $2 AND state = 'running' RETURNING cancel_requested";
+        let row = self
+            .first(sql, &[&id, &int(attempt), &expires, &now])
+            .await?;
+        Ok(match row {
+            Some(row) => Some(row.try_get::<_, bool>(0)?),
+            None => None,
+        })
+    }
+
+    async fn pin(&mut self, id: &str, attempt: u32, pin: &Pin) -> Res<()> {
+        let sql = "UPDATE jobs SET bundle_version = COALESCE(bundle_version, $3), bundle_digest = $4 WHERE id = $1 AND attempts = $2 AND bundle_digest IS NULL";
+        self.exec(sql, &[&id, &int(attempt), &pin.version, &pin.digest])
+            .await?;
+        Ok(())
+    }
+
+    async fn settle(&mut self, id: &str, s: &Settle<'_>, now: i64) -> Res<()> {
+        let sql = "UPDATE jobs SET state = $2, result = $3, error = $4, run_at = COALESCE($5, run_at), finished_at = $6, updated_at = $7, pending_call = $8, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1";
+        let state = s.state.as_str();
+        let p: Params = &[
+            &id,
+            &state,
+            &s.result,
+            &s.error,
+            &s.run_at,
+            &s.finished_at,
+            &now,
+            &s.pending_call,
+        ];
+        self.exec(sql, p).await?;
+        Ok(())
+    }
+
+    async fn unlease(&mut self, id: &str, now: i64) -> Res<()> {
+        let sql = "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = $2 WHERE id = $1";
+        self.exec(sql, &[&id, &now]).await?;
+        Ok(())
+    }
+
+    async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool> {
+        let sql = "UPDATE jobs SET state = 'cancelled', finished_at = $2, updated_at = $2, error = 'cancelled by request', pending_call = NULL WHERE id = $1 AND state IN ('queued', 'needs_attention')";
+        Ok(self.exec(sql, &[&id, &now]).await? > 0)
+    }
+
+    async fn request_cancel(&mut self, id: &str, now: i64) -> Res<()> {
+        let sql = "UPDATE jobs SET cancel_requested = TRUE, updated_at = $2 WHERE id = $1 AND state = 'running'";
+        self.exec(sql, &[&id, &now]).await?;
+        Ok(())
+    }
+
+    async fn requeue(&mut self, id: &str, now: i64) -> Res<()> {
+        let sql = "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = $2, updated_at = $2, max_attempts = GREATEST(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = $1";
+        self.exec(sql, &[&id, &now]).await?;
+        Ok(())
+    }
+
+    async fn delete_jobs(&mut self, ids: &[String]) -> Res<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let sql = "WITH gone_events AS (DELETE FROM events WHERE job_id = ANY($1)),
+                        gone_steps AS (DELETE FROM journal WHERE job_id = ANY($1))
+                   DELETE FROM jobs WHERE id = ANY($1)";
+        self.exec(sql, &[&ids]).await?;
+        Ok(())
+    }
+
+    async fn insert_event(&mut self, id: &str, seq: u64, attempt: u32, json: &str) -> Res<bool> {
+        let sql = "INSERT INTO events (job_id, seq, attempt, event) VALUES ($1, $2, $3, $4) ON CONFLICT (job_id, seq) DO NOTHING";
+        Ok(self
+            .exec(sql, &[&id, &big(seq), &int(attempt), &json])
+            .await?
+            > 0)
+    }
+
+    async fn stored_event(&mut self, id: &str, seq: u64) -> Res<Option<(u32, String)>> {
+        let sql = "SELECT attempt, event FROM events WHERE job_id = $1 AND seq = $2";
+        let Some(row) = self.first(sql, &[&id, &big(seq)]).await? else {
+            return Ok(None);
+        };
+        let attempt = u32::try_from(row.req_int(0)?.max(0)).unwrap_or(u32::MAX);
+        Ok(Some((attempt, row.req_text(1)?)))
+    }
+
+    async fn last_seq(&mut self, id: &str) -> Res<u64> {
+        let sql = "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM events WHERE job_id = $1";
+        Ok(self.one_int(sql, &[&id]).await?.max(0) as u64)
+    }
+
+    async fn last_event(&mut self, id: &str) -> Res<Option<String>> {
+        let sql = "SELECT event FROM events WHERE job_id = $1 ORDER BY seq DESC LIMIT 1";
+        let row = self.first(sql, &[&id]).await?;
+        row.map(|r| r.req_text(0)).transpose()
+    }
+
+    async fn events_after(&mut self, id: &str, after: u64, limit: usize) -> Res<Vec<StoredEvent>> {
+        let sql =
+            "SELECT seq, event FROM events WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3";
+        let rows = self
+            .rows(sql, &[&id, &big(after), &big_usize(limit)])
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StoredEvent {
+                    seq: r.req_int(0)?.max(0) as u64,
+                    event_json: r.req_text(1)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn journal(&mut self, id: &str) -> Res<Vec<JournalEntry>> {
+        let sql = "SELECT scope, turn, step, body FROM journal WHERE job_id = $1 ORDER BY scope, turn, step";
+        self.rows(sql, &[&id])
+            .await?
+            .iter()
+            .map(entry_from_row)
+            .collect()
+    }
+
+    async fn put_step(&mut self, id: &str, e: &JournalEntry, attempt: u32) -> Res<()> {
+        let sql = "INSERT INTO journal (job_id, scope, turn, step, attempt, body) VALUES ($1, $2, $3, $4, $5, $6)
+                   ON CONFLICT (job_id, scope, turn, step) DO UPDATE SET attempt = EXCLUDED.attempt, body = EXCLUDED.body";
+        let p: Params = &[&id, &e.scope, &int(e.turn), &e.step, &int(attempt), &e.body];
+        self.exec(sql, p).await?;
+        Ok(())
+    }
+
+    async fn delete_step(&mut self, id: &str, scope: &str, turn: u32, step: &str) -> Res<()> {
+        let sql =
+            "DELETE FROM journal WHERE job_id = $1 AND scope = $2 AND turn = $3 AND step = $4";
+        self.exec(sql, &[&id, &scope, &int(turn), &step]).await?;
+        Ok(())
+    }
+}

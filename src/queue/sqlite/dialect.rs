@@ -1,0 +1,362 @@
+//! The SQLite dialect of [`Tx`]: one statement per method, on the writer's
+//! savepoint or the reader connection. Nothing here decides anything; the
+//! lifecycle does. Every method returns at once (SQLite is synchronous), so
+//! the backend drives the lifecycle with `block_on` on its own threads.
+
+use rusqlite::{Connection, OptionalExtension, Params, Row, params};
+use serde_json::Value;
+
+use crate::queue::tx::{
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, Pin, Res, Settle, Tx,
+    candidate_from_row, entry_from_row, job_from_row,
+};
+use crate::queue::*;
+
+impl From<rusqlite::Error> for Fail {
+    fn from(e: rusqlite::Error) -> Self {
+        Fail::Db(e.to_string())
+    }
+}
+
+impl Columns for Row<'_> {
+    fn text(&self, i: usize) -> Res<Option<String>> {
+        Ok(self.get(i)?)
+    }
+
+    fn int(&self, i: usize) -> Res<Option<i64>> {
+        Ok(self.get(i)?)
+    }
+}
+
+/// A transaction (a savepoint of the writer's group commit) or a read.
+pub(super) struct SqliteTx<'c> {
+    conn: &'c Connection,
+    pub(super) changes: Vec<(Change, JobId)>,
+}
+
+impl<'c> SqliteTx<'c> {
+    pub(super) fn new(conn: &'c Connection) -> Self {
+        Self {
+            conn,
+            changes: Vec::new(),
+        }
+    }
+
+    /// Every row of a cached statement, mapped.
+    fn rows<T>(&self, sql: &str, p: impl Params, map: impl Fn(&Row<'_>) -> Res<T>) -> Res<Vec<T>> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(p)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push(map(row)?);
+        }
+        Ok(out)
+    }
+
+    fn first<T>(
+        &self,
+        sql: &str,
+        p: impl Params,
+        map: impl Fn(&Row<'_>) -> Res<T>,
+    ) -> Res<Option<T>> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(p)?;
+        rows.next()?.map(map).transpose()
+    }
+
+    fn exec(&self, sql: &str, p: impl Params) -> Res<usize> {
+        Ok(self.conn.prepare_cached(sql)?.execute(p)?)
+    }
+
+    fn one_int(&self, sql: &str, p: impl Params) -> Res<i64> {
+        Ok(self.conn.prepare_cached(sql)?.query_row(p, |r| r.get(0))?)
+    }
+}
+
+fn millis_now() -> i64 {
+    millis(std::time::SystemTime::now())
+}
+
+fn id_of(row: &Row<'_>) -> Res<String> {
+    row.req_text(0)
+}
+
+impl Tx for SqliteTx<'_> {
+    async fn now(&mut self) -> Res<i64> {
+        Ok(millis_now())
+    }
+
+    fn changed(&mut self, change: Change, id: &JobId) {
+        self.changes.push((change, id.clone()));
+    }
+
+    async fn job(&mut self, id: &str, _lock: bool) -> Res<Option<Job>> {
+        // One writer: every write already excludes every other.
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE id = ?1");
+        self.first(&sql, [id], |r| job_from_row(r))
+    }
+
+    async fn job_by_key(&mut self, key: &str) -> Res<Option<Job>> {
+        let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = ?1");
+        self.first(&sql, [key], |r| job_from_row(r))
+    }
+
+    async fn attempt_row(&mut self, id: &str) -> Res<Option<AttemptRow>> {
+        self.first(
+            "SELECT state, attempts, max_attempts + crash_resumes, cancel_requested FROM jobs WHERE id = ?1",
+            [id],
+            |r| AttemptRow::from_row(r),
+        )
+    }
+
+    async fn due(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_due
+             WHERE state = 'queued' AND run_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT ?2"
+        );
+        self.rows(&sql, params![now, n as i64], |r| candidate_from_row(r))
+    }
+
+    async fn expired(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
+        let sql = format!(
+            "SELECT {CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_lease
+             WHERE state = 'running' AND lease_expires_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT ?2"
+        );
+        self.rows(&sql, params![now, n as i64], |r| candidate_from_row(r))
+    }
+
+    async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>> {
+        let (conditions, args) = filter.conditions(|n| format!("?{n}"));
+        let sql = format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE 1=1{conditions} ORDER BY id DESC LIMIT {limit}"
+        );
+        self.rows(&sql, rusqlite::params_from_iter(args.iter()), |r| {
+            job_from_row(r)
+        })
+    }
+
+    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>> {
+        self.rows(
+            "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state",
+            [],
+            |r| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?)),
+        )
+    }
+
+    async fn count_in_state(&mut self, state: JobState) -> Res<i64> {
+        self.one_int(
+            "SELECT COUNT(*) FROM jobs INDEXED BY jobs_due WHERE state = ?1",
+            [state.as_str()],
+        )
+    }
+
+    async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>> {
+        self.rows(
+            "SELECT id FROM jobs INDEXED BY jobs_finished WHERE finished_at IS NOT NULL AND finished_at < ?1 ORDER BY finished_at LIMIT ?2",
+            params![cutoff, limit as i64],
+            id_of,
+        )
+    }
+
+    async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>> {
+        self.rows(
+            "SELECT id FROM jobs WHERE conversation_id = ?1 AND finished_at IS NOT NULL",
+            [conversation],
+            id_of,
+        )
+    }
+
+    async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64> {
+        self.one_int(
+            "SELECT COUNT(*) FROM jobs WHERE conversation_id = ?1",
+            [conversation],
+        )
+    }
+
+    async fn insert_job(&mut self, id: &JobId, job: &NewJob, now: i64) -> Res<Option<Job>> {
+        let sql = format!(
+            "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', 0, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)
+             ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}"
+        );
+        let variables = Value::Object(job.variables.clone()).to_string();
+        let messages = job.messages.clone().map(|m| Value::Array(m).to_string());
+        let p = params![
+            id.as_str(),
+            job.bundle,
+            job.bundle_version,
+            job.input,
+            variables,
+            job.priority,
+            job.max_attempts.unwrap_or(3).max(1),
+            job.idempotency_key,
+            job.traceparent,
+            job.run_at.map(millis).unwrap_or(now),
+            now,
+            messages,
+            job.conversation_id,
+        ];
+        self.first(&sql, p, |r| job_from_row(r))
+    }
+
+    async fn start_attempt(
+        &mut self,
+        c: &Candidate,
+        worker: &str,
+        expires: i64,
+        now: i64,
+        pin: Option<&Pin>,
+    ) -> Res<Job> {
+        let sql = format!(
+            "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + ?2, lease_owner = ?3, lease_expires_at = ?4, started_at = COALESCE(started_at, ?5), updated_at = ?5,
+             bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, ?6) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, ?7)
+             WHERE id = ?1 RETURNING {JOB_COLUMNS}"
+        );
+        let (version, digest) = (pin.map(|p| &p.version), pin.map(|p| &p.digest));
+        let p = params![
+            c.id,
+            i64::from(c.running),
+            worker,
+            expires,
+            now,
+            version,
+            digest
+        ];
+        self.first(&sql, p, |r| job_from_row(r))?
+            .ok_or_else(|| Fail::Db(format!("job {} vanished while it was leased", c.id)))
+    }
+
+    async fn renew(&mut self, id: &str, attempt: u32, expires: i64, now: i64) -> Res<Option<bool>> {
+        self.first(
+            "UPDATE jobs SET lease_expires_at = ?3, updated_at = ?4 WHERE id = ?1 AND attempts = ?2 AND state = 'running' RETURNING cancel_requested",
+            params![id, attempt, expires, now],
+            |r| Ok(r.req_int(0)? != 0),
+        )
+    }
+
+    async fn pin(&mut self, id: &str, attempt: u32, pin: &Pin) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET bundle_version = COALESCE(bundle_version, ?3), bundle_digest = ?4 WHERE id = ?1 AND attempts = ?2 AND bundle_digest IS NULL",
+            params![id, attempt, pin.version, pin.digest],
+        )?;
+        Ok(())
+    }
+
+    async fn settle(&mut self, id: &str, s: &Settle<'_>, now: i64) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET state = ?2, result = ?3, error = ?4, run_at = COALESCE(?5, run_at), finished_at = ?6, updated_at = ?7, pending_call = ?8, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
+            params![id, s.state.as_str(), s.result, s.error, s.run_at, s.finished_at, now, s.pending_call],
+        )?;
+        Ok(())
+    }
+
+    async fn unlease(&mut self, id: &str, now: i64) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_owner = NULL, lease_expires_at = NULL, updated_at = ?2 WHERE id = ?1",
+            params![id, now],
+        )?;
+        Ok(())
+    }
+
+    async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool> {
+        let ended = self.exec(
+            "UPDATE jobs SET state = 'cancelled', finished_at = ?2, updated_at = ?2, error = 'cancelled by request', pending_call = NULL WHERE id = ?1 AND state IN ('queued', 'needs_attention')",
+            params![id, now],
+        )?;
+        Ok(ended > 0)
+    }
+
+    async fn request_cancel(&mut self, id: &str, now: i64) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET cancel_requested = 1, updated_at = ?2 WHERE id = ?1 AND state = 'running'",
+            params![id, now],
+        )?;
+        Ok(())
+    }
+
+    async fn requeue(&mut self, id: &str, now: i64) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = ?2, updated_at = ?2, max_attempts = MAX(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = ?1",
+            params![id, now],
+        )?;
+        Ok(())
+    }
+
+    async fn delete_jobs(&mut self, ids: &[String]) -> Res<()> {
+        for id in ids {
+            self.exec("DELETE FROM events WHERE job_id = ?1", [id])?;
+            self.exec("DELETE FROM journal WHERE job_id = ?1", [id])?;
+            self.exec("DELETE FROM jobs WHERE id = ?1", [id])?;
+        }
+        Ok(())
+    }
+
+    async fn insert_event(&mut self, id: &str, seq: u64, attempt: u32, json: &str) -> Res<bool> {
+        let inserted = self.exec(
+            "INSERT INTO events (job_id, seq, attempt, event) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (job_id, seq) DO NOTHING",
+            params![id, seq as i64, attempt, json],
+        )?;
+        Ok(inserted > 0)
+    }
+
+    async fn stored_event(&mut self, id: &str, seq: u64) -> Res<Option<(u32, String)>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT attempt, event FROM events WHERE job_id = ?1 AND seq = ?2")?
+            .query_row(params![id, seq as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?)
+    }
+
+    async fn last_seq(&mut self, id: &str) -> Res<u64> {
+        let last = self.one_int(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE job_id = ?1",
+            [id],
+        )?;
+        Ok(last.max(0) as u64)
+    }
+
+    async fn last_event(&mut self, id: &str) -> Res<Option<String>> {
+        self.first(
+            "SELECT event FROM events WHERE job_id = ?1 ORDER BY seq DESC LIMIT 1",
+            [id],
+            |r| r.req_text(0),
+        )
+    }
+
+    async fn events_after(&mut self, id: &str, after: u64, limit: usize) -> Res<Vec<StoredEvent>> {
+        self.rows(
+            "SELECT seq, event FROM events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+            params![id, after as i64, limit as i64],
+            |r| {
+                Ok(StoredEvent {
+                    seq: r.req_int(0)?.max(0) as u64,
+                    event_json: r.req_text(1)?,
+                })
+            },
+        )
+    }
+
+    async fn journal(&mut self, id: &str) -> Res<Vec<JournalEntry>> {
+        self.rows(
+            "SELECT scope, turn, step, body FROM journal WHERE job_id = ?1 ORDER BY scope, turn, step",
+            [id],
+            |r| entry_from_row(r),
+        )
+    }
+
+    async fn put_step(&mut self, id: &str, e: &JournalEntry, attempt: u32) -> Res<()> {
+        self.exec(
+            "INSERT OR REPLACE INTO journal (job_id, scope, turn, step, attempt, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![id, e.scope, e.turn, e.step, attempt, e.body],
+        )?;
+        Ok(())
+    }
+
+    async fn delete_step(&mut self, id: &str, scope: &str, turn: u32, step: &str) -> Res<()> {
+        self.exec(
+            "DELETE FROM journal WHERE job_id = ?1 AND scope = ?2 AND turn = ?3 AND step = ?4",
+            params![id, scope, turn, step],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,284 @@
+//! The seam between the lifecycle and a database: [`Tx`], the statements a
+//! transaction of either dialect can run (each one statement, no rule), the
+//! one row → [`Job`] mapping over [`Columns`], and the change list every
+//! write leaves for the wake-ups.
+//!
+//! A dialect (`sqlite`, `postgres`) implements `Tx` with its SQL; it must
+//! not decide anything: which job leases, what an outcome records, when an
+//! attempt is stale, all live in `lifecycle` and `rules`.
+
+use serde_json::Value;
+
+use super::*;
+
+/// Why a statement or a whole write did not happen: the database failed
+/// (its message), or the write refused itself (stale attempt, duplicate
+/// event, ...). Either way the write's transaction or savepoint rolls back.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    Db(String),
+    Refused(QueueError),
+}
+
+pub(crate) type Res<T> = Result<T, Fail>;
+
+impl Fail {
+    /// The error a caller sees, naming the store (`path`) for a database
+    /// failure.
+    pub(crate) fn into_error(self, store: &str) -> QueueError {
+        match self {
+            Fail::Db(detail) => QueueError::Store {
+                path: store.to_string(),
+                detail,
+            },
+            Fail::Refused(e) => e,
+        }
+    }
+}
+
+/// What a committed write changed, for the wake-ups: `Runnable` wakes idle
+/// workers (here and, through NOTIFY, on other daemons); every change wakes
+/// the job's event streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change {
+    Updated,
+    Runnable,
+}
+
+/// The columns every job query selects, in the order [`job_from_row`]
+/// reads them.
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes";
+
+/// The columns the lease queries select, in the order [`candidate_from_row`]
+/// reads them.
+pub(crate) const CANDIDATE_COLUMNS: &str = "id, state, crash_resumes, priority, run_at, bundle";
+
+/// A result row as the mapping reads it. Integers of any width (and
+/// PostgreSQL's booleans) read as `i64`.
+pub(crate) trait Columns {
+    fn text(&self, i: usize) -> Res<Option<String>>;
+    fn int(&self, i: usize) -> Res<Option<i64>>;
+
+    fn req_text(&self, i: usize) -> Res<String> {
+        self.text(i)?
+            .ok_or_else(|| Fail::Db(format!("column {i} is NULL")))
+    }
+
+    fn req_int(&self, i: usize) -> Res<i64> {
+        self.int(i)?
+            .ok_or_else(|| Fail::Db(format!("column {i} is NULL")))
+    }
+}
+
+/// Counters are stored signed and never negative.
+fn count(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+/// The one mapping of a job row (selected with [`JOB_COLUMNS`]).
+pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
+    let json =
+        |i| -> Res<Option<Value>> { Ok(row.text(i)?.and_then(|t| serde_json::from_str(&t).ok())) };
+    let ts = |i| -> Res<Option<String>> { Ok(row.int(i)?.map(rfc3339)) };
+    let state = row.req_text(6)?;
+    Ok(Job {
+        id: JobId(row.req_text(0)?),
+        bundle: row.req_text(1)?,
+        bundle_version: row.text(2)?,
+        bundle_digest: row.text(20)?,
+        input: row.req_text(3)?,
+        variables: match json(4)? {
+            Some(Value::Object(map)) => map,
+            _ => Default::default(),
+        },
+        messages: match json(22)? {
+            Some(Value::Array(messages)) => Some(messages),
+            _ => None,
+        },
+        conversation_id: row.text(23)?,
+        priority: i32::try_from(row.req_int(5)?).unwrap_or_default(),
+        state: JobState::parse(&state).unwrap_or(JobState::Failed),
+        attempts: count(row.req_int(7)?),
+        max_attempts: count(row.req_int(8)?),
+        crash_resumes: count(row.req_int(24)?),
+        idempotency_key: row.text(9)?,
+        traceparent: row.text(10)?,
+        cancel_requested: row.req_int(11)? != 0,
+        result: json(12)?,
+        error: row.text(13)?,
+        pending_call: json(21)?,
+        run_at: rfc3339(row.req_int(14)?),
+        created_at: rfc3339(row.req_int(15)?),
+        updated_at: rfc3339(row.req_int(16)?),
+        started_at: ts(17)?,
+        finished_at: ts(18)?,
+        lease_expires_at: ts(19)?,
+    })
+}
+
+/// A lease candidate (selected with [`CANDIDATE_COLUMNS`]).
+pub(crate) fn candidate_from_row(row: &impl Columns) -> Res<Candidate> {
+    Ok(Candidate {
+        id: row.req_text(0)?,
+        running: row.req_text(1)? == "running",
+        crash_resumes: count(row.req_int(2)?),
+        priority: i32::try_from(row.req_int(3)?).unwrap_or_default(),
+        run_at: row.req_int(4)?,
+        bundle: row.req_text(5)?,
+    })
+}
+
+/// A journal row (`scope, turn, step, body`).
+pub(crate) fn entry_from_row(row: &impl Columns) -> Res<JournalEntry> {
+    Ok(JournalEntry {
+        scope: row.req_text(0)?,
+        turn: count(row.req_int(1)?),
+        step: row.req_text(2)?,
+        body: row.req_text(3)?,
+    })
+}
+
+/// The job row's attempt fields, read (and on PostgreSQL locked) before a
+/// write guarded by the attempt.
+pub(crate) struct AttemptRow {
+    pub state: String,
+    pub attempts: u32,
+    /// `max_attempts + crash_resumes`: resumes after a crash are not
+    /// failures, so they extend the attempts a job may use.
+    pub allowed: u32,
+    pub cancel_requested: bool,
+}
+
+impl AttemptRow {
+    pub(crate) fn from_row(row: &impl Columns) -> Res<Self> {
+        Ok(Self {
+            state: row.req_text(0)?,
+            attempts: count(row.req_int(1)?),
+            allowed: count(row.req_int(2)?),
+            cancel_requested: row.req_int(3)? != 0,
+        })
+    }
+}
+
+/// The outcome fields a transition writes to a job row; the lease is
+/// cleared with them.
+pub(crate) struct Settle<'a> {
+    pub state: JobState,
+    pub result: Option<String>,
+    pub error: Option<&'a str>,
+    /// A retry's new `run_at` (`None` keeps it).
+    pub run_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub pending_call: Option<String>,
+}
+
+/// A first attempt's pin, taken in the lease that starts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    pub version: String,
+    pub digest: String,
+}
+
+/// The statements of one transaction (or one read connection). Each is one
+/// statement of the dialect, holding no rule. Methods that take `now` get
+/// it from [`Tx::now`], so PostgreSQL daemons share the database's clock.
+#[allow(async_fn_in_trait)]
+pub(crate) trait Tx {
+    /// The clock of leases and timestamps, in milliseconds.
+    async fn now(&mut self) -> Res<i64>;
+    /// Records a change to announce once the transaction commits.
+    fn changed(&mut self, change: Change, id: &JobId);
+
+    // Reading jobs.
+    /// `lock`: keep other writers off the row until commit (PostgreSQL).
+    async fn job(&mut self, id: &str, lock: bool) -> Res<Option<Job>>;
+    async fn job_by_key(&mut self, key: &str) -> Res<Option<Job>>;
+    /// Read and lock: writes guarded by the attempt start here.
+    async fn attempt_row(&mut self, id: &str) -> Res<Option<AttemptRow>>;
+    /// Up to `n` due queued jobs, in lease order (locked, skipping locked
+    /// rows, on PostgreSQL).
+    async fn due(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>>;
+    /// Up to `n` running jobs whose lease expired, in lease order (as `due`).
+    async fn expired(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>>;
+    async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>>;
+    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>>;
+    /// From the index on live states, never a scan of finished jobs.
+    async fn count_in_state(&mut self, state: JobState) -> Res<i64>;
+    async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>>;
+    async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>>;
+    async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64>;
+
+    // Writing jobs.
+    /// Inserts a queued job; `None` when its idempotency key is taken.
+    async fn insert_job(&mut self, id: &JobId, job: &NewJob, now: i64) -> Res<Option<Job>>;
+    /// Starts an attempt (`resumed`: its last worker died), pinning a first
+    /// attempt's bundle when `pin` is given and none is pinned yet.
+    async fn start_attempt(
+        &mut self,
+        c: &Candidate,
+        worker: &str,
+        expires: i64,
+        now: i64,
+        pin: Option<&Pin>,
+    ) -> Res<Job>;
+    /// Renews a current attempt's lease: `Some(cancel_requested)`, or `None`
+    /// when the attempt is not current.
+    async fn renew(&mut self, id: &str, attempt: u32, expires: i64, now: i64) -> Res<Option<bool>>;
+    async fn pin(&mut self, id: &str, attempt: u32, pin: &Pin) -> Res<()>;
+    async fn settle(&mut self, id: &str, settle: &Settle<'_>, now: i64) -> Res<()>;
+    /// Puts a running job back without using its attempt.
+    async fn unlease(&mut self, id: &str, now: i64) -> Res<()>;
+    /// Cancels a queued or parked job; whether it did.
+    async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool>;
+    async fn request_cancel(&mut self, id: &str, now: i64) -> Res<()>;
+    /// Queues a resolved job again, with one more attempt than it used.
+    async fn requeue(&mut self, id: &str, now: i64) -> Res<()>;
+    /// Deletes jobs with their events and journals.
+    async fn delete_jobs(&mut self, ids: &[String]) -> Res<()>;
+
+    // The event log.
+    /// Inserts an event; `false` when its sequence number is taken.
+    async fn insert_event(&mut self, id: &str, seq: u64, attempt: u32, json: &str) -> Res<bool>;
+    /// The attempt and JSON stored at a sequence number.
+    async fn stored_event(&mut self, id: &str, seq: u64) -> Res<Option<(u32, String)>>;
+    async fn last_seq(&mut self, id: &str) -> Res<u64>;
+    async fn last_event(&mut self, id: &str) -> Res<Option<String>>;
+    async fn events_after(&mut self, id: &str, after: u64, limit: usize) -> Res<Vec<StoredEvent>>;
+
+    // The journal.
+    async fn journal(&mut self, id: &str) -> Res<Vec<JournalEntry>>;
+    async fn put_step(&mut self, id: &str, entry: &JournalEntry, attempt: u32) -> Res<()>;
+    async fn delete_step(&mut self, id: &str, scope: &str, turn: u32, step: &str) -> Res<()>;
+}
+
+/// The wake-ups of one queue handle: every change wakes the job's event
+/// streams (`subscribe`), a runnable job wakes idle workers (`runnable`).
+#[derive(Clone)]
+pub(crate) struct Wakeups {
+    pub changes: tokio::sync::broadcast::Sender<JobId>,
+    pub runnable: tokio::sync::broadcast::Sender<JobId>,
+}
+
+impl Wakeups {
+    pub(crate) fn new() -> Self {
+        Self {
+            changes: tokio::sync::broadcast::channel(1024).0,
+            runnable: tokio::sync::broadcast::channel(1024).0,
+        }
+    }
+
+    /// Tells this handle's subscribers about a committed change.
+    pub(crate) fn publish(&self, change: Change, id: &JobId) {
+        // No subscriber is not an error.
+        let _ = self.changes.send(id.clone());
+        if change == Change::Runnable {
+            let _ = self.runnable.send(id.clone());
+        }
+    }
+
+    pub(crate) fn publish_all(&self, changes: &[(Change, JobId)]) {
+        for (change, id) in changes {
+            self.publish(*change, id);
+        }
+    }
+}
