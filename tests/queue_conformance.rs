@@ -20,7 +20,7 @@ use structured_agents::journal::{JournalEntry, PendingCall};
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, Outcome,
+    CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, Outcome, Pin,
     QueueError, Resolution, RetryPolicy,
 };
 
@@ -1017,6 +1017,128 @@ pub async fn conversations_list_in_order_and_are_forgotten(q: Arc<dyn JobQueue>)
     assert_eq!(q.forget_conversation("nope").await.unwrap(), (0, 0));
 }
 
+/// What a test's pinner answers: every bundle is at version 1, digest `d1`.
+fn pin_d1() -> Arc<structured_agents::queue::Pinner> {
+    Arc::new(|_bundle: &str| {
+        Some(Pin {
+            version: "1".into(),
+            digest: "d1".into(),
+        })
+    })
+}
+
+pub async fn batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted(
+    q: Arc<dyn JobQueue>,
+) {
+    let past = SystemTime::now() - Duration::from_secs(60);
+    let mut expected = Vec::new();
+    for (priority, back) in [(0, 0), (5, 10), (5, 20), (1, 0), (0, 30), (9, 0)] {
+        let (job, _) = q
+            .submit(NewJob {
+                priority,
+                run_at: Some(past + Duration::from_secs(back)),
+                ..job("b")
+            })
+            .await
+            .unwrap();
+        expected.push((std::cmp::Reverse(priority), back, job.id));
+    }
+    // Not due yet: never leased, however many are asked for.
+    q.submit(NewJob {
+        run_at: Some(SystemTime::now() + Duration::from_secs(3600)),
+        ..job("b")
+    })
+    .await
+    .unwrap();
+    expected.sort();
+    let order: Vec<JobId> = expected.into_iter().map(|(_, _, id)| id).collect();
+
+    let first = q.lease_many("w1", LEASE, 4, Some(pin_d1())).await.unwrap();
+    let ids: Vec<JobId> = first.iter().map(|l| l.job.id.clone()).collect();
+    assert_eq!(
+        ids,
+        order[..4],
+        "one batch takes the best jobs in lease order"
+    );
+    for lease in &first {
+        assert_eq!(lease.attempt, 1);
+        assert_eq!(lease.next_seq, 1);
+        assert_eq!(
+            lease.job.bundle_digest.as_deref(),
+            Some("d1"),
+            "pinned in the lease"
+        );
+        assert_eq!(lease.job.bundle_version.as_deref(), Some("1"));
+    }
+    // The daemon dies with the batch leased and not started: once the
+    // leases expire the jobs come back, before the ones never leased, and
+    // the pin of the first attempt stays.
+    tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
+    let other: Arc<structured_agents::queue::Pinner> = Arc::new(|_: &str| {
+        Some(Pin {
+            version: "2".into(),
+            digest: "d2".into(),
+        })
+    });
+    let again = q.lease_many("w2", HELD, 10, Some(other)).await.unwrap();
+    let ids: Vec<JobId> = again.iter().map(|l| l.job.id.clone()).collect();
+    assert_eq!(ids, order, "every due job, each once, in lease order");
+    for lease in &again {
+        let resumed = order[..4].contains(&lease.job.id);
+        assert_eq!(lease.attempt, if resumed { 2 } else { 1 });
+        assert_eq!(lease.job.crash_resumes, u32::from(resumed));
+        let digest = if resumed { "d1" } else { "d2" };
+        assert_eq!(lease.job.bundle_digest.as_deref(), Some(digest));
+    }
+    assert!(q.lease_many("w3", HELD, 10, None).await.unwrap().is_empty());
+}
+
+pub async fn concurrent_batch_leasers_never_share_a_job(q: Arc<dyn JobQueue>) {
+    const JOBS: usize = 120;
+    let mut submitted = std::collections::BTreeSet::new();
+    for _ in 0..JOBS {
+        submitted.insert(q.submit(job("b")).await.unwrap().0.id);
+    }
+    let leased = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut leasers = tokio::task::JoinSet::new();
+    for n in 0..8usize {
+        let (q, leased) = (q.clone(), leased.clone());
+        leasers.spawn(async move {
+            let worker = format!("w{n}");
+            let mut empty = 0;
+            while empty < 1000 && leased.lock().unwrap().len() < JOBS {
+                // Batches of 1 to 8, different per leaser and round.
+                let want = 1 + (n + leased.lock().unwrap().len()) % 8;
+                let batch = q
+                    .lease_many(&worker, Duration::from_secs(600), want, None)
+                    .await
+                    .unwrap();
+                assert!(batch.len() <= want);
+                if batch.is_empty() {
+                    empty += 1;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                empty = 0;
+                for lease in batch {
+                    assert_eq!(lease.attempt, 1, "{} leased twice", lease.job.id);
+                    leased.lock().unwrap().push(lease.job.id.clone());
+                    let done = Outcome::Succeeded(json!(worker));
+                    let reply = q.complete(&lease.job.id, 1, done, &[]).await.unwrap();
+                    assert_eq!(reply, CompleteReply::Recorded(JobState::Succeeded));
+                }
+            }
+        });
+    }
+    while let Some(done) = leasers.join_next().await {
+        done.unwrap();
+    }
+    let leased = leased.lock().unwrap().clone();
+    let unique: std::collections::BTreeSet<_> = leased.iter().cloned().collect();
+    assert_eq!(leased.len(), JOBS, "every job leased exactly once");
+    assert_eq!(unique, submitted);
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -1047,6 +1169,8 @@ macro_rules! suite {
             case!(resolve_skip_retry_and_fail_a_parked_job);
             case!(live_counts_and_retention);
             case!(conversations_list_in_order_and_are_forgotten);
+            case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
+            case!(concurrent_batch_leasers_never_share_a_job);
         }
     };
 }

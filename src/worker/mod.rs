@@ -28,12 +28,15 @@ use crate::events::{
 };
 use crate::journal::RunJournal;
 use crate::kernel::RunFailure;
-use crate::queue::{HeartbeatReply, Job, JobQueue, Lease, Outcome};
+use crate::queue::{HeartbeatReply, Job, JobQueue, Lease, Outcome, Pin, Pinner};
 use crate::registry::{LoadedBundle, Registry};
 use crate::runner::{RunOptions, RunScope, Runner, short_digest};
 use crate::tools::panic_message;
 use crate::types::Message;
 use event_log::EventLogObserver;
+
+/// Jobs one lease write takes at most (when that many slots are free).
+const MAX_LEASE_BATCH: usize = 16;
 
 /// How the pool behaves.
 #[derive(Debug, Clone)]
@@ -88,6 +91,17 @@ impl WorkerPool {
         }
     }
 
+    /// How a lease pins a first attempt: to the bundle's current content.
+    fn pinner(&self) -> Arc<Pinner> {
+        let registry = self.registry.clone();
+        Arc::new(move |bundle: &str| {
+            registry.snapshot().bundle(bundle).map(|loaded| Pin {
+                version: loaded.version().to_string(),
+                digest: loaded.bundle.digest.clone(),
+            })
+        })
+    }
+
     /// Runs until `shutdown` fires, then drains.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
@@ -99,15 +113,30 @@ impl WorkerPool {
                 p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
                 _ = shutdown.cancelled() => break,
             };
+            // Every free slot is filled by one lease write: a busy pool takes
+            // several jobs per query, and each starts at once (a leased job
+            // never waits in a buffer, so a dead daemon strands none).
+            let mut permits = vec![permit];
+            while permits.len() < MAX_LEASE_BATCH {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
             let leased = self
                 .queue
-                .lease(&self.settings.worker_id, self.settings.lease)
+                .lease_many(
+                    &self.settings.worker_id,
+                    self.settings.lease,
+                    permits.len(),
+                    Some(self.pinner()),
+                )
                 .await;
             self.health.report("lease", leased.is_ok());
-            let lease = match leased {
-                Ok(Some(lease)) => lease,
-                Ok(None) => {
-                    drop(permit);
+            let leases = match leased {
+                Ok(leases) if !leases.is_empty() => leases,
+                Ok(_) => {
+                    drop(permits);
                     tokio::select! {
                         _ = self.wake.notified() => {}
                         _ = tokio::time::sleep(self.settings.poll_interval) => {}
@@ -116,7 +145,7 @@ impl WorkerPool {
                     continue;
                 }
                 Err(err) => {
-                    drop(permit);
+                    drop(permits);
                     tracing::error!(error = %err, "cannot lease jobs; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(self.settings.poll_interval * 4) => {}
@@ -125,12 +154,14 @@ impl WorkerPool {
                     continue;
                 }
             };
-            let this = self.clone();
-            let abandon = abandon.clone();
-            running.spawn(async move {
-                this.run_job(lease, abandon).await;
-                drop(permit);
-            });
+            for (lease, permit) in leases.into_iter().zip(permits) {
+                let this = self.clone();
+                let abandon = abandon.clone();
+                running.spawn(async move {
+                    this.run_job(lease, abandon).await;
+                    drop(permit);
+                });
+            }
             // Reap finished tasks so the set does not grow.
             while running.try_join_next().is_some() {}
         }
@@ -164,6 +195,8 @@ impl WorkerPool {
         else {
             return self.fail_unloaded(&lease).await;
         };
+        // The lease pinned the first attempt already, unless the bundle was
+        // not loaded then (it appeared since): pin it now.
         if job.bundle_digest.is_none()
             && let Err(err) = self
                 .queue
