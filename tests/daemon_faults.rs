@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::daemon::{Daemon, Site, client, get, metric_samples};
+use common::daemon::{Daemon, Site, client, get, metric_samples, wait_terminal};
 use common::mock_server;
 use serde_json::{Value, json};
 use structured_agents::mock::MockServer;
@@ -191,5 +191,127 @@ async fn a_client_that_hangs_up_mid_submit_still_has_its_job_counted() {
         "jobs in the table but not counted\nlog:\n{}",
         daemon.log()
     );
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+async fn post_batch(http: &reqwest::Client, daemon: &Daemon, jobs: Value) -> (u16, Value) {
+    let response = http
+        .post(daemon.url("/v1/jobs/batch"))
+        .json(&json!({"jobs": jobs}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// `POST /v1/jobs/batch`: all jobs or none. A bad job is a 422 naming its
+/// index; a key reused for other content a 409 naming its index; keys are
+/// honoured within the batch and across batches; every created job is
+/// counted and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_submit_is_all_or_nothing_and_honours_each_key() {
+    let (_mock, _site, daemon) = start(&["b"]).await;
+    let http = client();
+    let bad = [
+        (
+            json!({"bundle": "nope", "input": "x"}),
+            "jobs[2].bundle",
+            422,
+        ),
+        (
+            json!({"bundle": "b", "input": "x", "run_at": "soon"}),
+            "jobs[2].run_at",
+            422,
+        ),
+        (
+            json!({"bundle": "b", "input": "x", "idempotency_key": " "}),
+            "jobs[2].idempotency_key",
+            422,
+        ),
+    ];
+    for (job, field, status) in bad {
+        let jobs = json!([{"bundle": "b", "input": "a"}, {"bundle": "b", "input": "b"}, job]);
+        let (got, body) = post_batch(&http, &daemon, jobs).await;
+        assert_eq!(got, status, "{body}");
+        assert_eq!(body["error"]["field"], field, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("job 2 of the batch"),
+            "{body}"
+        );
+    }
+    let (status, body) = post_batch(&http, &daemon, json!([])).await;
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (422, Some("jobs"))
+    );
+    assert_eq!(
+        jobs_in_table(&http, &daemon).await,
+        0,
+        "refused batches queue nothing"
+    );
+
+    let jobs = json!([
+        {"bundle": "b", "input": "one", "idempotency_key": "k1"},
+        {"bundle": "b", "input": "two"},
+        {"bundle": "b", "input": "one", "idempotency_key": "k1"},
+    ]);
+    let (status, first) = post_batch(&http, &daemon, jobs.clone()).await;
+    assert_eq!(status, 201, "{first}");
+    assert_eq!(first["created"], json!([true, true, false]), "{first}");
+    let ids: Vec<&str> = first["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids[0], ids[2],
+        "a key repeated in the batch names the first job"
+    );
+    assert_eq!(first["jobs"][1]["input"], "two");
+
+    // A repeat of a keyed job is answered with it; nothing new → 200.
+    let (status, again) = post_batch(
+        &http,
+        &daemon,
+        json!([{"bundle": "b", "input": "one", "idempotency_key": "k1"}]),
+    )
+    .await;
+    assert_eq!(
+        (status, again["jobs"][0]["id"].as_str()),
+        (200, Some(ids[0])),
+        "{again}"
+    );
+
+    // A key reused for other content refuses the whole batch, naming the index.
+    let jobs = json!([{"bundle": "b", "input": "three"}, {"bundle": "b", "input": "other", "idempotency_key": "k1"}]);
+    let (status, conflict) = post_batch(&http, &daemon, jobs).await;
+    assert_eq!(status, 409, "{conflict}");
+    assert_eq!(
+        conflict["error"]["field"], "jobs[1].idempotency_key",
+        "{conflict}"
+    );
+    assert!(
+        conflict["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(ids[0]),
+        "{conflict}"
+    );
+    assert_eq!(
+        jobs_in_table(&http, &daemon).await,
+        2,
+        "the refused batch queued nothing"
+    );
+
+    assert_eq!(submitted_counter(&http, &daemon).await, 2);
+    for id in [ids[0], ids[1]] {
+        let job = wait_terminal(&http, &daemon, id, std::time::Duration::from_secs(60)).await;
+        assert_eq!(job["state"], "succeeded", "{job}");
+    }
     assert_eq!(daemon.stop(), Some(0));
 }

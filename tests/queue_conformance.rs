@@ -1139,6 +1139,58 @@ pub async fn concurrent_batch_leasers_never_share_a_job(q: Arc<dyn JobQueue>) {
     assert_eq!(unique, submitted);
 }
 
+pub async fn batch_submit_is_one_transaction_honouring_each_key(q: Arc<dyn JobQueue>) {
+    let keyed = |input: &str, key: &str| NewJob {
+        input: input.into(),
+        idempotency_key: Some(key.into()),
+        ..job("b")
+    };
+    let (earlier, _) = q.submit(keyed("one", "k1")).await.unwrap();
+    let mut batch: Vec<NewJob> = (0..1200)
+        .map(|i| NewJob {
+            input: format!("n{i}"),
+            ..job("b")
+        })
+        .collect();
+    batch.push(keyed("one", "k1"));
+    batch.push(keyed("two", "k2"));
+    batch.push(keyed("two", "k2"));
+    let submitted = q.submit_many(batch).await.unwrap();
+    assert_eq!(submitted.len(), 1203);
+    assert!(submitted[..1200].iter().all(|(_, created)| *created));
+    assert_eq!(submitted[7].0.input, "n7", "answers come in the order sent");
+    assert_eq!(
+        (&submitted[1200].0.id, submitted[1200].1),
+        (&earlier.id, false)
+    );
+    assert!(submitted[1201].1 && !submitted[1202].1);
+    assert_eq!(submitted[1201].0.id, submitted[1202].0.id);
+    let queued = q.live_counts().await.unwrap();
+    assert!(queued.contains(&(JobState::Queued, 1202)), "{queued:?}");
+
+    // A key reused for other content refuses the whole batch.
+    let refused = q
+        .submit_many(vec![job("b"), keyed("other", "k2")])
+        .await
+        .unwrap_err();
+    match refused {
+        QueueError::KeyConflict {
+            index,
+            key,
+            existing,
+        } => {
+            assert_eq!((index, key.as_str()), (1, "k2"));
+            assert_eq!(existing.id, submitted[1201].0.id);
+        }
+        other => panic!("expected a key conflict, got {other}"),
+    }
+    let queued = q.live_counts().await.unwrap();
+    assert!(
+        queued.contains(&(JobState::Queued, 1202)),
+        "nothing inserted: {queued:?}"
+    );
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -1171,6 +1223,7 @@ macro_rules! suite {
             case!(conversations_list_in_order_and_are_forgotten);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
+            case!(batch_submit_is_one_transaction_honouring_each_key);
         }
     };
 }

@@ -39,10 +39,30 @@ pub struct SubmitRequest {
 pub async fn submit(
     State(state): State<AppState>,
     headers: HeaderMap,
-    JsonBody(request): JsonBody<SubmitRequest>,
+    JsonBody(mut request): JsonBody<SubmitRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
-    known_bundle(&state, &request.bundle, "bundle")?;
-    daemon_only_variables(&state, &request.bundle, &request.variables)?;
+    request.idempotency_key = idempotency_key(request.idempotency_key, &headers)?;
+    let new_job = checked(&state, request)?;
+    let expected = new_job.clone();
+    let (job, created) = enqueue(&state, new_job).await?;
+    if !created {
+        same_job(&job, &expected)?;
+    }
+    Ok((
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        Json(job),
+    ))
+}
+
+/// A submit request checked against the loaded bundles, as the job to
+/// queue (its idempotency key already taken from the body or header).
+fn checked(state: &AppState, request: SubmitRequest) -> Result<NewJob, ApiError> {
+    known_bundle(state, &request.bundle, "bundle")?;
+    daemon_only_variables(state, &request.bundle, &request.variables)?;
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
             ApiError::field(
@@ -72,13 +92,18 @@ pub async fn submit(
             "must be at least 1",
         ));
     }
-    let idempotency_key = idempotency_key(request.idempotency_key, &headers)?;
-    // What a repeat must match to be the same job (only kept when a key is given).
-    let expected = idempotency_key
+    if request
+        .idempotency_key
         .as_ref()
-        .map(|_| (request.input.clone(), request.variables.clone()));
-    let bundle = request.bundle.clone();
-    let new_job = NewJob {
+        .is_some_and(|k| k.trim().is_empty())
+    {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "idempotency_key",
+            "the idempotency key is empty; send a non-blank key or leave the field out",
+        ));
+    }
+    Ok(NewJob {
         id: None,
         bundle: request.bundle,
         bundle_version: None,
@@ -88,22 +113,87 @@ pub async fn submit(
         conversation_id: request.conversation_id,
         priority: request.priority,
         run_at,
-        idempotency_key,
-        max_attempts: request.max_attempts,
+        idempotency_key: request.idempotency_key,
+        max_attempts: request.max_attempts.or(Some(state.max_attempts)),
         traceparent: request.traceparent,
-    };
-    let (job, created) = enqueue(&state, new_job).await?;
-    if !created && let Some((input, variables)) = &expected {
-        same_job(&job, &bundle, input, variables)?;
+    })
+}
+
+/// Jobs one batch may carry.
+pub const MAX_BATCH: usize = 10_000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    pub jobs: Vec<SubmitRequest>,
+}
+
+/// `POST /v1/jobs/batch`: many jobs in one transaction (multi-row
+/// inserts), all or none. A job the API refuses is a 422 naming its index
+/// (`jobs[3].run_at`) and nothing is queued; a key reused for different
+/// content is a 409 naming its index. 201 when any job was created, else
+/// 200 (every job was an idempotent repeat).
+pub async fn submit_batch(
+    State(state): State<AppState>,
+    JsonBody(request): JsonBody<BatchRequest>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if request.jobs.is_empty() || request.jobs.len() > MAX_BATCH {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "jobs",
+            format!(
+                "a batch holds 1 to {MAX_BATCH} jobs, not {}",
+                request.jobs.len()
+            ),
+        ));
     }
-    Ok((
-        if created {
-            StatusCode::CREATED
-        } else {
-            StatusCode::OK
-        },
-        Json(job),
-    ))
+    let jobs = request
+        .jobs
+        .into_iter()
+        .enumerate()
+        .map(|(i, job)| checked(&state, job).map_err(|e| at_index(i, e)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let submission = tokio::spawn({
+        // As for one job: the queue's answer is counted even if the client
+        // hung up.
+        let state = state.clone();
+        async move {
+            let submitted = state.queue.submit_many(jobs).await?;
+            for (job, _) in submitted.iter().filter(|(_, created)| *created) {
+                (state.on_submit)(&job.bundle);
+            }
+            Ok::<_, crate::queue::QueueError>(submitted)
+        }
+    });
+    let submitted = submission
+        .await
+        .map_err(|e| ApiError::internal(format!("batch submit task failed: {e}")))?
+        .map_err(|e| match e {
+            crate::queue::QueueError::KeyConflict { index, .. } => ApiError::field(
+                ErrorCode::IdempotencyConflict,
+                format!("jobs[{index}].idempotency_key"),
+                e.to_string(),
+            ),
+            e => e.into(),
+        })?;
+    let any_created = submitted.iter().any(|(_, created)| *created);
+    let (jobs, created): (Vec<Job>, Vec<bool>) = submitted.into_iter().unzip();
+    let status = if any_created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(json!({"jobs": jobs, "created": created}))))
+}
+
+/// A job's refusal within a batch: its field and message name its index.
+fn at_index(index: usize, mut e: ApiError) -> ApiError {
+    e.field = Some(match e.field {
+        Some(field) => format!("jobs[{index}].{field}"),
+        None => format!("jobs[{index}]"),
+    });
+    e.message = format!("job {index} of the batch: {}", e.message);
+    e
 }
 
 /// A 422 naming `field` and the loaded bundles unless `name` is loaded.
@@ -253,17 +343,12 @@ fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<S
 
 /// A repeated idempotency key must describe the same job; otherwise the
 /// caller would believe a different job had been queued.
-fn same_job(
-    existing: &Job,
-    bundle: &str,
-    input: &str,
-    variables: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let differs = if existing.bundle != bundle {
+fn same_job(existing: &Job, asked: &NewJob) -> Result<(), ApiError> {
+    let differs = if existing.bundle != asked.bundle {
         "bundle"
-    } else if existing.input != input {
+    } else if existing.input != asked.input {
         "input"
-    } else if &existing.variables != variables {
+    } else if existing.variables != asked.variables {
         "variables"
     } else {
         return Ok(());

@@ -81,6 +81,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let auth = state.auth.clone();
     let v1 = Router::new()
         .route("/jobs", post(jobs::submit).get(jobs::list))
+        .route("/jobs/batch", post(jobs::submit_batch))
         .route("/jobs/{id}", get(jobs::get))
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/jobs/{id}/resolve", post(jobs::resolve))

@@ -23,21 +23,65 @@ fn ms(d: Duration) -> i64 {
 }
 
 /// Inserts a job, or finds the one its idempotency key already names.
-pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(Job, bool)> {
+pub(crate) async fn submit(tx: &mut impl Tx, id: JobId, job: NewJob) -> Res<(Job, bool)> {
     let now = tx.now().await?;
-    if let Some(created) = tx.insert_job(id, job, now).await? {
+    let key = job.idempotency_key.clone();
+    if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
         tx.changed(Change::Runnable, &created.id);
         return Ok((created, true));
     }
     // The key is taken: a concurrent submit with the same key waited for the
     // first and inserted nothing.
-    let existing = match &job.idempotency_key {
+    let existing = match &key {
         Some(key) => tx.job_by_key(key).await?,
         None => None,
     };
     existing.map(|job| (job, false)).ok_or_else(|| {
         Fail::Db("the job with this idempotency key vanished during the submit".into())
     })
+}
+
+/// Rows one multi-row insert carries at most (13 values each, well under
+/// both dialects' limits on bound values).
+const INSERT_CHUNK: usize = 500;
+
+/// Inserts many jobs, in chunks of multi-row inserts; each job is answered
+/// as [`submit`] answers. A key already used for other content (by an
+/// earlier job or one earlier in the batch) refuses the whole batch.
+pub(crate) async fn submit_many(
+    tx: &mut impl Tx,
+    jobs: Vec<(JobId, NewJob)>,
+) -> Res<Vec<(Job, bool)>> {
+    let now = tx.now().await?;
+    let mut inserted = std::collections::HashMap::new();
+    for chunk in jobs.chunks(INSERT_CHUNK) {
+        for job in tx.insert_jobs(chunk, now).await? {
+            tx.changed(Change::Runnable, &job.id);
+            inserted.insert(job.id.clone(), job);
+        }
+    }
+    let mut out = Vec::with_capacity(jobs.len());
+    for (index, (id, job)) in jobs.into_iter().enumerate() {
+        if let Some(created) = inserted.remove(&id) {
+            out.push((created, true));
+            continue;
+        }
+        let key = job.idempotency_key.clone().unwrap_or_default();
+        let existing = tx.job_by_key(&key).await?.ok_or_else(|| {
+            Fail::Db(format!(
+                "job {index} of the batch was neither inserted nor found by its key"
+            ))
+        })?;
+        if !existing.same_content(&job) {
+            return Err(Fail::Refused(QueueError::KeyConflict {
+                index,
+                key,
+                existing: Box::new(existing),
+            }));
+        }
+        out.push((existing, false));
+    }
+    Ok(out)
 }
 
 /// What a lease asks for: who, for how long, how many jobs at most, and how

@@ -147,6 +147,12 @@ impl Job {
         self.result.as_ref().and_then(|r| r["output"].as_str())
     }
 
+    /// Whether a repeat submit with this job's idempotency key asks for the
+    /// same job (bundle, input and variables).
+    pub fn same_content(&self, job: &NewJob) -> bool {
+        self.bundle == job.bundle && self.input == job.input && self.variables == job.variables
+    }
+
     /// The answer of a succeeded job, or why the job has none, naming it.
     pub fn answer_or_error(&self) -> Result<&str, String> {
         match self.state {
@@ -445,6 +451,17 @@ pub enum QueueError {
     StaleAttempt { job: JobId, attempt: u32 },
     #[error("job {job}: event {seq} is already stored")]
     DuplicateEvent { job: JobId, seq: u64 },
+    /// A batch submit reused an idempotency key for different content: the
+    /// whole batch is refused.
+    #[error(
+        "job {index} of the batch: idempotency key {key:?} was already used for job {} with a different bundle, input or variables; use a new key, or GET /v1/jobs/{} for the existing job",
+        existing.id, existing.id
+    )]
+    KeyConflict {
+        index: usize,
+        key: String,
+        existing: Box<Job>,
+    },
     #[error("invalid cursor {0:?}")]
     Cursor(String),
     #[error("job {0} does not exist")]
@@ -463,6 +480,10 @@ pub enum QueueError {
 #[async_trait]
 pub trait JobQueue: Send + Sync {
     async fn submit(&self, job: NewJob) -> Result<(Job, bool), QueueError>;
+    /// Submits many jobs in one transaction (multi-row inserts), each
+    /// answered as `submit` would, in order. All or nothing: a key reused
+    /// for different content ([`QueueError::KeyConflict`]) refuses the batch.
+    async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError>;
     async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError>;
     async fn list(&self, filter: JobFilter) -> Result<Page, QueueError>;
     /// (bundle, state, count) for every non-empty combination.
@@ -663,6 +684,13 @@ impl MigrationStatus {
         self.supported
             .saturating_sub(self.found + self.applied.len() as u32)
     }
+}
+
+/// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).
+pub(crate) fn with_ids(jobs: Vec<NewJob>) -> Vec<(JobId, NewJob)> {
+    jobs.into_iter()
+        .map(|mut job| (job.id.take().unwrap_or_default(), job))
+        .collect()
 }
 
 /// Milliseconds since the Unix epoch.

@@ -160,6 +160,75 @@ impl AttemptRow {
     }
 }
 
+/// A new job's column values, as every dialect binds them (12 a row).
+pub(crate) struct JobValues<'a> {
+    pub id: &'a str,
+    pub bundle: &'a str,
+    pub bundle_version: Option<&'a str>,
+    pub input: &'a str,
+    pub variables: String,
+    pub priority: i32,
+    pub max_attempts: u32,
+    pub idempotency_key: Option<&'a str>,
+    pub traceparent: Option<&'a str>,
+    pub run_at: i64,
+    pub messages: Option<String>,
+    pub conversation_id: Option<&'a str>,
+}
+
+impl<'a> JobValues<'a> {
+    pub(crate) fn of(id: &'a JobId, job: &'a NewJob, now: i64) -> Self {
+        Self {
+            id: id.as_str(),
+            bundle: &job.bundle,
+            bundle_version: job.bundle_version.as_deref(),
+            input: &job.input,
+            variables: Value::Object(job.variables.clone()).to_string(),
+            priority: job.priority,
+            max_attempts: job.max_attempts.unwrap_or(3).max(1),
+            idempotency_key: job.idempotency_key.as_deref(),
+            traceparent: job.traceparent.as_deref(),
+            run_at: job.run_at.map(millis).unwrap_or(now),
+            messages: job.messages.clone().map(|m| Value::Array(m).to_string()),
+            conversation_id: job.conversation_id.as_deref(),
+        }
+    }
+}
+
+/// The multi-row insert of `rows` new jobs, in either dialect: value `n`
+/// is spelled `placeholder(n)`; value 1 is the time, then 12 a row in the
+/// order of [`JobValues`]. A job whose idempotency key is taken is skipped
+/// (a concurrent submit with that key is waited for); the inserted rows come
+/// back.
+pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String) -> String {
+    let now = placeholder(1);
+    let values: Vec<String> = (0..rows)
+        .map(|row| {
+            let p = |i: usize| placeholder(2 + row * 12 + i);
+            format!(
+                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {})",
+                p(0),
+                p(1),
+                p(2),
+                p(3),
+                p(4),
+                p(5),
+                p(6),
+                p(7),
+                p(8),
+                p(9),
+                p(10),
+                p(11)
+            )
+        })
+        .collect();
+    format!(
+        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
+         VALUES {} ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}",
+        values.join(", ")
+    )
+}
+
 /// The outcome fields a transition writes to a job row; the lease is
 /// cleared with them.
 pub(crate) struct Settle<'a> {
@@ -209,8 +278,9 @@ pub(crate) trait Tx {
     async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64>;
 
     // Writing jobs.
-    /// Inserts a queued job; `None` when its idempotency key is taken.
-    async fn insert_job(&mut self, id: &JobId, job: &NewJob, now: i64) -> Res<Option<Job>>;
+    /// Inserts queued jobs in one statement; returns those inserted (a job
+    /// whose idempotency key is taken is left out), in any order.
+    async fn insert_jobs(&mut self, jobs: &[(JobId, NewJob)], now: i64) -> Res<Vec<Job>>;
     /// Starts an attempt (`resumed`: its last worker died), pinning a first
     /// attempt's bundle when `pin` is given and none is pinned yet.
     async fn start_attempt(

@@ -9,14 +9,13 @@
 //! disagree still agree on when a lease expires.
 
 use deadpool_postgres::GenericClient;
-use serde_json::Value;
 use tokio_postgres::Row;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::describe;
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, Pin, Res, Settle, Tx,
-    candidate_from_row, entry_from_row, job_from_row,
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobValues, Pin, Res, Settle,
+    Tx, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
 };
 use crate::queue::*;
 
@@ -211,34 +210,33 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         self.one_int(sql, &[&conversation]).await
     }
 
-    async fn insert_job(&mut self, id: &JobId, job: &NewJob, now: i64) -> Res<Option<Job>> {
-        // ON CONFLICT waits for a concurrent submit with the same key and
-        // then inserts nothing.
-        let sql = format!(
-            "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
-             VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $11, $12, $13)
-             ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}"
-        );
-        let variables = Value::Object(job.variables.clone()).to_string();
-        let messages = job.messages.clone().map(|m| Value::Array(m).to_string());
-        let run_at = job.run_at.map(millis).unwrap_or(now);
-        let max_attempts = int(job.max_attempts.unwrap_or(3).max(1));
-        let p: Params = &[
-            &id.as_str(),
-            &job.bundle,
-            &job.bundle_version,
-            &job.input,
-            &variables,
-            &job.priority,
-            &max_attempts,
-            &job.idempotency_key,
-            &job.traceparent,
-            &run_at,
-            &now,
-            &messages,
-            &job.conversation_id,
-        ];
-        self.job_where(&sql, p).await
+    async fn insert_jobs(&mut self, jobs: &[(JobId, NewJob)], now: i64) -> Res<Vec<Job>> {
+        let values: Vec<JobValues> = jobs
+            .iter()
+            .map(|(id, job)| JobValues::of(id, job, now))
+            .collect();
+        let max_attempts: Vec<i32> = values.iter().map(|v| int(v.max_attempts)).collect();
+        let mut p: Vec<&(dyn ToSql + Sync)> = vec![&now];
+        for (v, max_attempts) in values.iter().zip(&max_attempts) {
+            p.extend([
+                &v.id as &(dyn ToSql + Sync),
+                &v.bundle,
+                &v.bundle_version,
+                &v.input,
+                &v.variables,
+                &v.priority,
+                max_attempts,
+                &v.idempotency_key,
+                &v.traceparent,
+                &v.run_at,
+                &v.messages,
+                &v.conversation_id,
+            ]);
+        }
+        // Not cached: the statement's shape depends on the number of rows.
+        let sql = insert_jobs_sql(jobs.len(), |n| format!("${n}"));
+        let rows = self.client.query(&sql, &p).await?;
+        rows.iter().map(job_from_row).collect()
     }
 
     async fn start_attempt(

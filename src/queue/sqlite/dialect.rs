@@ -4,11 +4,10 @@
 //! the backend drives the lifecycle with `block_on` on its own threads.
 
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
-use serde_json::Value;
 
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, Pin, Res, Settle, Tx,
-    candidate_from_row, entry_from_row, job_from_row,
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobValues, Pin, Res, Settle,
+    Tx, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
 };
 use crate::queue::*;
 
@@ -173,30 +172,31 @@ impl Tx for SqliteTx<'_> {
         )
     }
 
-    async fn insert_job(&mut self, id: &JobId, job: &NewJob, now: i64) -> Res<Option<Job>> {
-        let sql = format!(
-            "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued', 0, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?13)
-             ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}"
-        );
-        let variables = Value::Object(job.variables.clone()).to_string();
-        let messages = job.messages.clone().map(|m| Value::Array(m).to_string());
-        let p = params![
-            id.as_str(),
-            job.bundle,
-            job.bundle_version,
-            job.input,
-            variables,
-            job.priority,
-            job.max_attempts.unwrap_or(3).max(1),
-            job.idempotency_key,
-            job.traceparent,
-            job.run_at.map(millis).unwrap_or(now),
-            now,
-            messages,
-            job.conversation_id,
-        ];
-        self.first(&sql, p, |r| job_from_row(r))
+    async fn insert_jobs(&mut self, jobs: &[(JobId, NewJob)], now: i64) -> Res<Vec<Job>> {
+        use rusqlite::types::Value as V;
+        let text = |t: Option<&str>| t.map_or(V::Null, |t| V::Text(t.to_string()));
+        let mut values = vec![V::Integer(now)];
+        for (id, job) in jobs {
+            let v = JobValues::of(id, job, now);
+            values.extend([
+                V::Text(v.id.to_string()),
+                V::Text(v.bundle.to_string()),
+                text(v.bundle_version),
+                V::Text(v.input.to_string()),
+                V::Text(v.variables),
+                V::Integer(v.priority.into()),
+                V::Integer(v.max_attempts.into()),
+                text(v.idempotency_key),
+                text(v.traceparent),
+                V::Integer(v.run_at),
+                v.messages.map_or(V::Null, V::Text),
+                text(v.conversation_id),
+            ]);
+        }
+        let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"));
+        self.rows(&sql, rusqlite::params_from_iter(values), |r| {
+            job_from_row(r)
+        })
     }
 
     async fn start_attempt(

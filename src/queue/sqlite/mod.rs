@@ -207,12 +207,18 @@ impl JobQueue for SqliteQueue {
     async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
         let id = job.id.take().unwrap_or_default();
         let submitted = self
-            .write(move |tx| block_on(lifecycle::submit(tx, &id, &job)))
+            .write(move |tx| block_on(lifecycle::submit(tx, id, job)))
             .await?;
         if submitted.1 {
             crate::failpoint::hit("after_submit_commit");
         }
         Ok(submitted)
+    }
+
+    async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError> {
+        let jobs = with_ids(jobs);
+        self.write(move |tx| block_on(lifecycle::submit_many(tx, jobs)))
+            .await
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
