@@ -771,6 +771,162 @@ async fn chat_overhead(requests: usize, concurrency: usize) {
     );
 }
 
+/// Accepted jobs/s of a bulk submit: `jobs` jobs through
+/// `POST /v1/jobs/batch` in batches of 1,000, on SQLite (FULL) and on
+/// PostgreSQL, with no worker taking them (`run_at` in an hour).
+async fn bulk_submit(jobs: usize) {
+    let server = mock("replies:\n  - content: ok\n").await;
+    let http = reqwest::Client::new();
+    let run_at =
+        humantime::format_rfc3339(std::time::SystemTime::now() + Duration::from_secs(3600))
+            .to_string();
+    println!("bulk: {jobs} jobs through POST /v1/jobs/batch, 1,000 a request");
+    for postgres in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        write_site(dir.path(), &server.base_url(), WORKERS);
+        put_bundle(dir.path(), "b", &bundle("b"));
+        let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
+        let env = [
+            ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".to_string()),
+            ("STRUCTURED_AGENTS_QUEUE__URL", postgres_url()),
+            ("STRUCTURED_AGENTS_QUEUE__SCHEMA", schema.clone()),
+        ];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let daemon = start_env(dir.path(), if postgres { &env } else { &[] });
+        let started = Instant::now();
+        for chunk in 0..jobs / 1000 {
+            let batch: Vec<Value> = (0..1000)
+                .map(|i| json!({"bundle": "b", "input": format!("{chunk}-{i}"), "run_at": run_at}))
+                .collect();
+            let response = http
+                .post(format!("{}/v1/jobs/batch", daemon.base))
+                .json(&json!({"jobs": batch}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 201);
+        }
+        let rate = (jobs / 1000 * 1000) as f64 / started.elapsed().as_secs_f64();
+        drop(daemon);
+        if postgres {
+            drop_schema(&schema).await;
+        }
+        let label = if postgres {
+            "PostgreSQL"
+        } else {
+            "SQLite FULL"
+        };
+        println!("  {label:<12} {rate:>10.0} accepted jobs/s   (aim >= 20,000)");
+    }
+}
+
+/// Writes and commits per one-turn job, counted by the queue itself
+/// (`JobQueue::write_stats`), in process: 32 submitters and 8 workers doing
+/// what the worker does for a one-turn job (a lease filling its free slots
+/// with the pin in it, the reply journaled with its held events, the
+/// finish), with no model call between: the queue's own ceiling.
+async fn commits_per_job(jobs: usize) {
+    use std::sync::Arc;
+    use structured_agents::queue::{JobQueue, NewJob, Outcome, Pin, RetryPolicy};
+    println!("commits: {jobs} one-turn jobs through the queue alone, 32 submitters, 8 workers");
+    let dir = tempfile::tempdir().unwrap();
+    let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
+    let sqlite: Arc<dyn JobQueue> = Arc::new(
+        structured_agents::queue::sqlite::SqliteQueue::open(
+            &dir.path().join("q.db"),
+            RetryPolicy::default(),
+        )
+        .await
+        .unwrap(),
+    );
+    let mut options = structured_agents::queue::postgres::PostgresOptions::new(postgres_url());
+    options.schema = schema.clone();
+    options.pool_size = WORKERS + 4;
+    let postgres: Arc<dyn JobQueue> = Arc::new(
+        structured_agents::queue::postgres::PostgresQueue::open(options, RetryPolicy::default())
+            .await
+            .unwrap(),
+    );
+    for (label, q) in [("SQLite FULL", sqlite), ("PostgreSQL", postgres)] {
+        let before = q.write_stats();
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for c in 0..32 {
+            let q = q.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..jobs / 32 {
+                    let job = NewJob {
+                        bundle: "b".into(),
+                        input: format!("{c}-{i}"),
+                        ..Default::default()
+                    };
+                    q.submit(job).await.unwrap();
+                }
+            }));
+        }
+        let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let total = jobs / 32 * 32;
+        for w in 0..WORKERS {
+            let (q, done) = (q.clone(), done.clone());
+            tasks.push(tokio::spawn(async move {
+                let pin: Arc<structured_agents::queue::Pinner> = Arc::new(|_: &str| {
+                    Some(Pin {
+                        version: "1".into(),
+                        digest: "d".into(),
+                    })
+                });
+                while done.load(std::sync::atomic::Ordering::Relaxed) < total {
+                    let leases = q
+                        .lease_many(
+                            &format!("w{w}"),
+                            Duration::from_secs(60),
+                            1,
+                            Some(pin.clone()),
+                        )
+                        .await
+                        .unwrap();
+                    if leases.is_empty() {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    }
+                    for lease in leases {
+                        let step = structured_agents::journal::JournalEntry {
+                            scope: String::new(),
+                            turn: 1,
+                            step: "reply".into(),
+                            body: "{}".into(),
+                        };
+                        q.record_steps(&lease.job.id, lease.attempt, &[step], &[])
+                            .await
+                            .unwrap();
+                        q.complete(
+                            &lease.job.id,
+                            lease.attempt,
+                            Outcome::Succeeded(json!("ok")),
+                            &[],
+                        )
+                        .await
+                        .unwrap();
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let rate = total as f64 / started.elapsed().as_secs_f64();
+        let after = q.write_stats();
+        let (writes, commits) = (after.writes - before.writes, after.commits - before.commits);
+        println!(
+            "  {label:<12} {rate:>8.0} jobs/s   {:.2} writes/job   {:.2} commits/job",
+            writes as f64 / total as f64,
+            commits as f64 / total as f64
+        );
+    }
+    drop_schema(&schema).await;
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let only = |name: &str| {
@@ -798,6 +954,12 @@ fn main() {
         }
         if only("chat") {
             chat_overhead(2000, 32).await;
+        }
+        if only("bulk") {
+            bulk_submit(10_000).await;
+        }
+        if only("commits") {
+            commits_per_job(4000).await;
         }
         if only("memory") {
             memory_per_job(10_000).await;
