@@ -160,7 +160,9 @@ pub async fn submit_batch(
         async move {
             let submitted = state.queue.submit_many(jobs).await?;
             for (job, _) in submitted.iter().filter(|(_, created)| *created) {
-                (state.on_submit)(&job.bundle);
+                state.bus.publish(DaemonEvent::JobSubmitted {
+                    bundle: job.bundle.clone(),
+                });
             }
             Ok::<_, crate::queue::QueueError>(submitted)
         }

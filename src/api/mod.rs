@@ -33,7 +33,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
-use tokio::sync::Notify;
 
 use crate::events::daemon::{
     Change, DaemonBus, InputKind, QueueHealth, ReloadResult, ReloadTrigger,
@@ -57,8 +56,6 @@ pub struct AppState {
     pub metrics: Option<Arc<dyn MetricsPage>>,
     /// Where the daemon's happenings are published (job submitted, …).
     pub bus: DaemonBus,
-    /// Wakes idle workers after a submission.
-    pub wake: Arc<Notify>,
     /// Set once the first snapshot is loaded.
     pub ready: Arc<AtomicBool>,
     pub max_attempts: u32,

@@ -264,7 +264,6 @@ impl Daemon {
             reloads: self.reloads.clone(),
             metrics,
             bus: self.bus.clone(),
-            wake: self.wake.clone(),
             ready,
             max_attempts: config.queue.max_attempts,
             sse_heartbeat: config.server.sse_heartbeat.into(),
