@@ -4,7 +4,8 @@
 //! 1. throughput: one-turn jobs submitted over HTTP and completed (event log
 //!    on), against raw HTTP round trips/s to the same mock model server;
 //! 2. reload latency: from a bundle's rename into the watched directory to
-//!    its first job accepted and to that job completed (p50/p99);
+//!    its first job accepted and to that job completed (p50/p99); and a
+//!    reload of a directory of 100 bundles with one changed, and unchanged;
 //! 3. memory per in-flight job with 10,000 jobs waiting on a slow mock server;
 //! 4. durable: the per-turn cost of the step journal (daemon, synchronous=FULL)
 //!    against the same turn in-process without persistence, and durable
@@ -248,6 +249,60 @@ async fn reload_latency(rounds: usize) {
         pct(&mut completed, 0.5),
         pct(&mut completed, 0.99)
     );
+}
+
+/// A directory of `bundles` bundles: `POST /v1/reload` after one of them
+/// changed (it is rebound; the others are kept), and after nothing changed,
+/// median and max over `rounds` reloads each.
+async fn reload_directory(bundles: usize, rounds: usize) {
+    let server = mock("replies:\n  - content: ok\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    write_site(dir.path(), &server.base_url(), 4);
+    for i in 0..bundles {
+        put_bundle(dir.path(), &format!("b{i}"), &bundle(&format!("b{i}")));
+    }
+    let daemon = start(dir.path());
+    let http = reqwest::Client::new();
+    let reload = || async {
+        let started = Instant::now();
+        let outcome: Value = http
+            .post(format!("{}/v1/reload", daemon.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        (started.elapsed(), outcome)
+    };
+    let (mut one_changed, mut unchanged) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let edited = format!("{}description: round {round}\n", bundle("b0"));
+        put_bundle(dir.path(), "b0", &edited);
+        let (took, outcome) = reload().await;
+        // The watcher may have reloaded first: then this reload found nothing.
+        if outcome["changed"] == json!(["b0"]) {
+            one_changed.push(took);
+        }
+        let (took, outcome) = reload().await;
+        assert_eq!(outcome["changed"], json!([]), "{outcome}");
+        unchanged.push(took);
+    }
+    let stats = |v: &mut Vec<Duration>| {
+        v.sort();
+        (
+            v.get(v.len() / 2).copied().unwrap_or_default(),
+            v.last().copied().unwrap_or_default(),
+        )
+    };
+    let (changed_p50, changed_max) = stats(&mut one_changed);
+    let (same_p50, same_max) = stats(&mut unchanged);
+    println!("reload of a directory of {bundles} bundles (POST /v1/reload round trip)");
+    println!(
+        "  one bundle changed ({} of {rounds} reloads)  p50 {changed_p50:?}  max {changed_max:?}",
+        one_changed.len()
+    );
+    println!("  nothing changed                  p50 {same_p50:?}  max {same_max:?}");
 }
 
 async fn memory_per_job(in_flight: usize) {
@@ -945,6 +1000,7 @@ fn main() {
         }
         if only("reload") {
             reload_latency(50).await;
+            reload_directory(100, 10).await;
         }
         if only("telemetry") {
             telemetry_overhead(3).await;

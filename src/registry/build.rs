@@ -11,10 +11,11 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::diff::Inventory;
+use super::names::{self, Entries};
 use super::store::BundleStore;
 use super::{
-    Applied, BundleEntry, BundleStatus, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend,
-    LoadedBundle, RegistryError, Snapshot, trust,
+    Applied, BundleEntry, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend, LoadedBundle,
+    RegistryError, Snapshot, trust,
 };
 use crate::bundle::{self, Bundle, BundleErrors, EndpointRef, LoadContext, ToolEnv};
 use crate::client::{ChatBackend, EndpointSettings, HttpBackend, ScriptedBackend};
@@ -385,8 +386,6 @@ impl<'a> Binder<'a> {
     }
 }
 
-type Entries = (BTreeMap<String, BundleEntry>, Vec<BundleEntry>);
-
 /// Loads every bundle directory and settles who serves each name.
 fn bind_bundles(
     previous: &Snapshot,
@@ -421,7 +420,7 @@ fn bind_bundles(
             }
         }
     }
-    Ok(settle_names(previous, healthy, broken, applied))
+    Ok(names::settle(previous, healthy, broken, applied))
 }
 
 fn located(dir: &Path, message: String) -> BundleErrors {
@@ -433,144 +432,7 @@ fn located(dir: &Path, message: String) -> BundleErrors {
     }])
 }
 
-/// Who serves each name. The directory already serving a name keeps it
-/// (even while its last edit is broken: then degraded); otherwise a
-/// directory named like its bundle wins, then the first in name order.
-/// Every other claimant is rejected with the conflict named.
-fn settle_names(
-    previous: &Snapshot,
-    healthy: Vec<(PathBuf, Arc<LoadedBundle>)>,
-    broken: Vec<(PathBuf, Vec<String>)>,
-    applied: &mut Applied,
-) -> Entries {
-    let serving: HashMap<&str, &BundleEntry> = previous
-        .bundles
-        .iter()
-        .filter(|(_, e)| e.current.is_some())
-        .map(|(name, e)| (name.as_str(), e))
-        .collect();
-    let broken_dirs: HashMap<&Path, &Vec<String>> =
-        broken.iter().map(|(d, m)| (d.as_path(), m)).collect();
-    let mut claims: BTreeMap<String, Vec<(PathBuf, Arc<LoadedBundle>)>> = BTreeMap::new();
-    for (dir, loaded) in healthy {
-        claims
-            .entry(loaded.name().to_string())
-            .or_default()
-            .push((dir, loaded));
-    }
-    let mut bundles = BTreeMap::new();
-    let mut rejected = Vec::new();
-    let mut reject = |name: &str, dir: PathBuf, owner: &Path, applied: &mut Applied| {
-        let message = format!(
-            "{}: bundle name {name:?} is already served by {}; rename one of them (the directory serving a name keeps it)",
-            dir.display(),
-            owner.display()
-        );
-        tracing::warn!(bundle_dir = %dir.display(), error = %message, "bundle rejected");
-        applied.failed.push(name.to_string());
-        applied.errors.push(message.clone());
-        rejected.push(BundleEntry {
-            name: name.to_string(),
-            dir,
-            current: None,
-            status: BundleStatus::Invalid,
-            errors: vec![message],
-        });
-    };
-    for (name, mut claimants) in claims {
-        let holder = serving.get(name.as_str());
-        let winner =
-            if let Some(held) = holder.filter(|h| broken_dirs.contains_key(h.dir.as_path())) {
-                // The serving directory's edit is broken: it keeps the name, degraded.
-                for (dir, _) in claimants {
-                    reject(&name, dir, &held.dir, applied);
-                }
-                continue_degraded(&name, held, &broken_dirs, &mut bundles, applied);
-                continue;
-            } else {
-                let position = holder
-                    .and_then(|h| claimants.iter().position(|(d, _)| *d == h.dir))
-                    .or_else(|| claimants.iter().position(|(d, _)| dir_name(d) == name))
-                    .unwrap_or(0);
-                claimants.remove(position)
-            };
-        for (dir, _) in claimants {
-            reject(&name, dir, &winner.0, applied);
-        }
-        bundles.insert(
-            name.clone(),
-            BundleEntry {
-                name,
-                dir: winner.0,
-                current: Some(winner.1),
-                status: BundleStatus::Ok,
-                errors: vec![],
-            },
-        );
-    }
-    // Broken directories: a serving one keeps its last good version under its
-    // name if nobody took it above; the others are invalid.
-    for (dir, messages) in broken {
-        if bundles.values().any(|e| e.dir == dir) {
-            continue;
-        }
-        let held = serving.values().find(|e| e.dir == dir);
-        let (name, current, status) = match held {
-            Some(e) => (e.name.clone(), e.current.clone(), BundleStatus::Degraded),
-            None => (dir_name(&dir), None, BundleStatus::Invalid),
-        };
-        applied.failed.push(name.clone());
-        if status == BundleStatus::Degraded {
-            applied.degraded.push((name.clone(), messages.clone()));
-        }
-        let entry = BundleEntry {
-            name: name.clone(),
-            dir,
-            current,
-            status,
-            errors: messages,
-        };
-        match bundles.entry(name) {
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                slot.insert(entry);
-            }
-            std::collections::btree_map::Entry::Occupied(_) => rejected.push(BundleEntry {
-                current: None,
-                status: BundleStatus::Invalid,
-                ..entry
-            }),
-        }
-    }
-    (bundles, rejected)
-}
-
-/// Keeps a serving bundle whose directory's last edit is broken, degraded.
-fn continue_degraded(
-    name: &str,
-    held: &BundleEntry,
-    broken_dirs: &HashMap<&Path, &Vec<String>>,
-    bundles: &mut BTreeMap<String, BundleEntry>,
-    applied: &mut Applied,
-) {
-    let messages = broken_dirs
-        .get(held.dir.as_path())
-        .map(|m| (*m).clone())
-        .unwrap_or_default();
-    applied.failed.push(name.to_string());
-    applied.degraded.push((name.to_string(), messages.clone()));
-    bundles.insert(
-        name.to_string(),
-        BundleEntry {
-            name: name.to_string(),
-            dir: held.dir.clone(),
-            current: held.current.clone(),
-            status: BundleStatus::Degraded,
-            errors: messages,
-        },
-    );
-}
-
-fn dir_name(dir: &Path) -> String {
+pub(super) fn dir_name(dir: &Path) -> String {
     dir.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| dir.display().to_string())

@@ -13,6 +13,7 @@
 mod build;
 pub mod diff;
 mod limited;
+mod names;
 pub mod reload;
 mod store;
 pub mod trust;
