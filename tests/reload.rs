@@ -159,6 +159,25 @@ fn processes_with(marker: &str) -> Vec<i32> {
     pids
 }
 
+/// Waits until exactly one process carries `marker` (stopped MCP servers
+/// end asynchronously) and returns its pid; fails listing them otherwise.
+async fn one_process_with(marker: &str, daemon: &Daemon) -> i32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let pids = processes_with(marker);
+        if pids.len() == 1 {
+            return pids[0];
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} MCP server processes still run (pids {pids:?}), not one\n{}",
+            pids.len(),
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The directory's file name of a bundle entry of `GET /v1/bundles`.
 fn dir_of(entry: &Value) -> String {
     Path::new(entry["dir"].as_str().unwrap())
@@ -608,10 +627,7 @@ async fn five_edits_of_an_mcp_bundle_leave_one_server_process() {
     let http = client();
     let first = get(&http, &daemon, "/v1/bundles/mcp").await;
     assert_eq!(first["status"], "ok", "{first}\n{}", daemon.log());
-    eventually(Duration::from_secs(30), "one MCP server runs", || async {
-        (processes_with(&marker).len() == 1).then_some(())
-    })
-    .await;
+    one_process_with(&marker, &daemon).await;
 
     for edit in 1..=5 {
         site.put_bundle("mcp", &mcp_bundle(&marker, &format!("edit {edit}")));
@@ -622,18 +638,7 @@ async fn five_edits_of_an_mcp_bundle_leave_one_server_process() {
     }
     run_ok(&http, &daemon, "mcp", "after five edits").await;
 
-    // Stopped servers end asynchronously.
-    let last = eventually(
-        Duration::from_secs(60),
-        "exactly one MCP server process remains",
-        || async {
-            let pids = processes_with(&marker);
-            (pids.len() == 1).then_some(pids)
-        },
-    )
-    .await
-    .pop();
-    assert!(last.is_some());
+    one_process_with(&marker, &daemon).await;
 }
 
 /// A bundle rebound by a change outside its directory (its endpoint's URL,
@@ -648,11 +653,7 @@ async fn a_bundle_rebound_by_a_config_change_stops_its_old_mcp_server() {
     site.put_bundle("mcp", &mcp_bundle(&marker, "only"));
     let daemon = site.start();
     let http = client();
-    eventually(Duration::from_secs(30), "one MCP server runs", || async {
-        (processes_with(&marker).len() == 1).then_some(())
-    })
-    .await;
-    let first = processes_with(&marker);
+    let first = one_process_with(&marker, &daemon).await;
 
     let before = get(&http, &daemon, "/v1/bundles/mcp").await;
     edit_config(
@@ -669,15 +670,7 @@ async fn a_bundle_rebound_by_a_config_change_stops_its_old_mcp_server() {
     run_ok(&http, &daemon, "mcp", "on b").await;
     assert!(!b.requests().is_empty());
 
-    let left = eventually(
-        Duration::from_secs(60),
-        "exactly one MCP server process remains after the rebind",
-        || async {
-            let pids = processes_with(&marker);
-            (pids.len() == 1).then_some(pids)
-        },
-    )
-    .await;
+    let left = one_process_with(&marker, &daemon).await;
     assert_ne!(left, first, "the rebound bundle runs a server of its own");
 }
 
