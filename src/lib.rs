@@ -14,6 +14,7 @@ pub mod bundle;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod duration;
 pub mod endpoints;

@@ -94,11 +94,17 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/jobs/{id}/events", get(sse::events))
         .route("/bundles", get(bundles::list))
         .route("/bundles/{name}", get(bundles::get))
-        .route("/reload", post(reload))
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
             auth::require_token,
-        ));
+        ))
+        .route(
+            "/reload",
+            post(reload).route_layer(middleware::from_fn_with_state(
+                auth.clone(),
+                auth::require_token_or_reload_key,
+            )),
+        );
     let runtime = runtime::routes().route_layer(middleware::from_fn_with_state(
         auth.clone(),
         auth::require_token,

@@ -286,8 +286,16 @@ fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, Bun
             }
             let path = entry.path();
             let meta = std::fs::metadata(&path).map_err(|e| unreadable(&path, e))?;
-            if !meta.is_dir() {
+            if meta.is_file() {
                 files.push(path);
+            } else if !meta.is_dir() {
+                // Reading a FIFO or a device would hang or never end.
+                return Err(BundleError {
+                    file: path,
+                    line: None,
+                    path: String::new(),
+                    message: "is not a regular file (a FIFO, socket or device); a bundle holds files and directories only".into(),
+                });
             } else if depth + 1 < MAX_DEPTH {
                 pending.push((path, depth + 1));
             } else {

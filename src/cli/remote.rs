@@ -481,19 +481,9 @@ pub async fn bundles(server: &ServerArgs, json: bool) -> anyhow::Result<i32> {
 }
 
 pub async fn reload(server: &ServerArgs, config: Option<&std::path::Path>) -> anyhow::Result<i32> {
-    let client = match config {
-        Some(file) => {
-            let config = crate::config::Config::load(Some(file))?;
-            let token = config.read_token()?;
-            Client::new(&ServerArgs {
-                server: format!("http://{}", loopback_of(config.server.listen)),
-                token: token.or_else(|| server.token.clone()),
-            })?
-        }
-        None => Client::new(server)?,
-    };
+    let client = reload_client(server, config)?;
     let response = client
-        .request(reqwest::Method::POST, "/v1/reload")
+        .request
         .timeout(Duration::from_secs(120))
         .send()
         .await
@@ -505,19 +495,17 @@ pub async fn reload(server: &ServerArgs, config: Option<&std::path::Path>) -> an
         })?;
     let status = response.status();
     let outcome: Value = response.json().await.unwrap_or(Value::Null);
-    let result = outcome["result"].as_str().unwrap_or_default();
     if outcome["generation"].is_null() {
-        bail!("the daemon answered HTTP {status} without a reload outcome: {outcome}");
+        bail!(
+            "the daemon at {} answered HTTP {status} without a reload outcome: {outcome}",
+            client.base
+        );
     }
     println!("{}", serde_json::to_string_pretty(&outcome)?);
-    let errors: Vec<&str> = outcome["errors"]
-        .as_array()
-        .map(|e| e.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    for error in &errors {
-        eprintln!("error: {error}");
+    for error in outcome["errors"].as_array().into_iter().flatten() {
+        eprintln!("error: {}", error.as_str().unwrap_or_default());
     }
-    Ok(match result {
+    Ok(match outcome["result"].as_str().unwrap_or_default() {
         "applied" => 0,
         "partial" => 1,
         _ => {
@@ -530,16 +518,42 @@ pub async fn reload(server: &ServerArgs, config: Option<&std::path::Path>) -> an
     })
 }
 
-/// Where a daemon listening on `listen` is reached from this host (a
-/// wildcard address is reached over loopback).
-fn loopback_of(listen: std::net::SocketAddr) -> std::net::SocketAddr {
-    let ip = if listen.ip().is_unspecified() {
-        match listen {
-            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        }
-    } else {
-        listen.ip()
+/// The reload request and where it goes. With `--config`, the daemon is
+/// found through the control file in that config's state directory (its
+/// real address, and a reload key that works even when the edit being
+/// applied changes the token or the address); without a control file, at
+/// the config's address with its token.
+struct ReloadClient {
+    base: String,
+    request: reqwest::RequestBuilder,
+}
+
+fn reload_client(
+    server: &ServerArgs,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<ReloadClient> {
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()?;
+    let Some(file) = config else {
+        let client = Client::new(server)?;
+        return Ok(ReloadClient {
+            request: client.request(reqwest::Method::POST, "/v1/reload"),
+            base: client.base,
+        });
     };
-    std::net::SocketAddr::new(ip, listen.port())
+    let config = crate::config::Config::load(Some(file))?;
+    if let Some(control) = crate::control::Control::read(&config.paths.state_dir) {
+        let base = format!("http://{}", control.address);
+        let request = http
+            .post(format!("{base}/v1/reload"))
+            .header(crate::control::RELOAD_KEY_HEADER, control.reload_key);
+        return Ok(ReloadClient { base, request });
+    }
+    let base = format!("http://{}", crate::control::reachable(config.server.listen));
+    let mut request = http.post(format!("{base}/v1/reload"));
+    if let Some(token) = config.read_token()?.or_else(|| server.token.clone()) {
+        request = request.bearer_auth(token);
+    }
+    Ok(ReloadClient { base, request })
 }

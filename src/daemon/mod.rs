@@ -167,12 +167,17 @@ impl Daemon {
             self.bus.clone(),
             self.shutdown.clone(),
         );
+        let control = crate::control::Control::new(addr);
+        let _control_file = control
+            .publish(&self.config.paths.state_dir)
+            .map_err(|e| {
+                tracing::warn!(error = %e, "cannot write the control file; `structured-agents reload --config` falls back to the config's address and token")
+            })
+            .ok();
         let ready = Arc::new(AtomicBool::new(true));
         let server_stop = CancellationToken::new();
-        let app = api::router(
-            self.app_state(ready.clone()),
-            self.config.server.max_body_bytes,
-        );
+        let state = self.app_state(ready.clone(), control.reload_key.into());
+        let app = api::router(state, self.config.server.max_body_bytes);
         let server = {
             let stop = server_stop.clone();
             tokio::spawn(async move {
@@ -247,7 +252,7 @@ impl Daemon {
         ))
     }
 
-    fn app_state(&self, ready: Arc<AtomicBool>) -> AppState {
+    fn app_state(&self, ready: Arc<AtomicBool>, reload_key: Arc<str>) -> AppState {
         let config = &self.config;
         let metrics = config.telemetry.metrics.then(|| {
             Arc::new(MetricsScrape {
@@ -260,7 +265,10 @@ impl Daemon {
         AppState {
             queue: self.queue.clone(),
             registry: self.registry.clone(),
-            auth: Auth(self.registry.clone()),
+            auth: Auth {
+                registry: self.registry.clone(),
+                reload_key: Some(reload_key),
+            },
             reloads: self.reloads.clone(),
             metrics,
             bus: self.bus.clone(),

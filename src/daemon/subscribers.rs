@@ -153,9 +153,10 @@ impl DaemonObserver for LogLines {
                         }
                     }
                 }
+                // The first load "adds" the filter the logger started with.
                 let log_filter_changed = outcome
                     .of(crate::events::daemon::InputKind::LogFilter)
-                    .is_some_and(|c| !c.is_empty());
+                    .is_some_and(|c| !c.changed.is_empty());
                 if log_filter_changed && let Some(filter) = &self.filter {
                     let wanted = self.registry.snapshot().config.telemetry.log_filter.clone();
                     match filter.set(&wanted) {

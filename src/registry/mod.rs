@@ -297,6 +297,19 @@ impl Registry {
         Ok(applied)
     }
 
+    /// Drops the superseded versions no job runs any more (a job calls it
+    /// when it ends), stopping their MCP servers and releasing their plugin
+    /// instances; a retry or a resume loads them again from the store.
+    pub fn release_unused(&self) {
+        let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+        Self::drop_unheld(&mut versions);
+    }
+
+    /// Held only by the map: no job runs it.
+    fn drop_unheld(versions: &mut HashMap<(String, String), Arc<LoadedBundle>>) {
+        versions.retain(|_, b| Arc::strong_count(b) > 1);
+    }
+
     /// Keeps superseded bundle versions that a running job still holds, so
     /// its retry finds them; drops the rest (stopping their MCP servers and
     /// releasing their plugin instances).
@@ -313,9 +326,7 @@ impl Registry {
             }
         }
         drop(previous);
-        // Held only by this map: no job runs it any more (its copy stays in
-        // the store for a retry or a resume).
-        versions.retain(|_, b| Arc::strong_count(b) > 1);
+        Self::drop_unheld(&mut versions);
         let mut in_use: HashSet<String> = versions.keys().map(|(_, d)| d.clone()).collect();
         in_use.extend(next.loaded().map(|b| b.bundle.digest.clone()));
         let store = store::BundleStore::new(&next.config.paths.state_dir);

@@ -163,9 +163,12 @@ impl Reloader {
             let errors = refused.iter().map(ToString::to_string).collect();
             return rejected(trigger, &running, errors);
         }
+        // The old snapshot must not outlive the swap here: the versions it
+        // holds are dropped (their MCP servers stopped) only once unheld.
+        drop(running);
         let mut outcome = match self.registry.apply(config).await {
             Ok(applied) => outcome(trigger, applied),
-            Err(e) => rejected(trigger, &running, vec![e.to_string()]),
+            Err(e) => rejected(trigger, &self.registry.snapshot(), vec![e.to_string()]),
         };
         outcome.bundles = self.registry.snapshot().bundle_counts();
         outcome

@@ -60,6 +60,12 @@ pub fn check_tree(dir: &Path, allow_insecure: bool) -> Result<(), String> {
                     ));
                 }
                 pending.push((child, depth + 1));
+            } else if !meta.is_file() {
+                // Reading a FIFO or a device would hang or never end.
+                return Err(format!(
+                    "{}: is not a regular file (a FIFO, socket or device); a bundle holds files and directories only",
+                    child.display()
+                ));
             } else {
                 check_dir(&child, false).map_err(|why| format!("{}: {why}", child.display()))?;
             }
@@ -124,6 +130,22 @@ mod tests {
         std::fs::set_permissions(&tools, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = check_tree(&bundle, false).unwrap_err();
         assert!(err.contains("tools"), "{err}");
+    }
+
+    #[test]
+    fn a_fifo_in_a_bundle_is_refused_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let err = check_tree(dir.path(), false).unwrap_err();
+        assert!(
+            err.contains("pipe") && err.contains("not a regular file"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -159,6 +159,8 @@ impl WorkerPool {
                 let abandon = abandon.clone();
                 running.spawn(async move {
                     this.run_job(lease, abandon).await;
+                    // The bundle version it ran may have been superseded.
+                    this.registry.release_unused();
                     drop(permit);
                 });
             }
