@@ -403,6 +403,7 @@ async fn cancelling_queued_and_running_jobs() {
     })
     .await;
     http.post(daemon.url(&format!("/v1/jobs/{id}/cancel")))
+        .json(&serde_json::json!({}))
         .send()
         .await
         .unwrap();
@@ -423,6 +424,7 @@ async fn cancelling_queued_and_running_jobs() {
             "/v1/jobs/{}/cancel",
             later["id"].as_str().unwrap()
         )))
+        .json(&serde_json::json!({}))
         .send()
         .await
         .unwrap()
@@ -572,6 +574,7 @@ async fn a_broken_or_duplicate_directory_never_displaces_a_healthy_bundle() {
     site.put_bundle("beta", &bundle_yaml("zeta", "2", ""));
     let report: Value = http
         .post(daemon.url("/v1/reload"))
+        .json(&serde_json::json!({}))
         .send()
         .await
         .unwrap()
@@ -645,6 +648,7 @@ async fn edits_to_a_model_config_or_a_tool_script_rebind_the_bundle() {
     let reload = || async {
         let report: Value = http
             .post(daemon.url("/v1/reload"))
+            .json(&serde_json::json!({}))
             .send()
             .await
             .unwrap()

@@ -682,6 +682,7 @@ async fn cancelling_or_failing_a_parked_job_writes_its_final_event() {
     }
     let cancelled = http
         .post(daemon.url(&format!("/v1/jobs/{first}/cancel")))
+        .json(&serde_json::json!({}))
         .send()
         .await
         .unwrap();

@@ -130,6 +130,7 @@ async fn every_job_ends_under_all_faults_at_once_and_counters_agree() {
         if kind(i) == "fault-slow" {
             let cancelled = http
                 .post(daemon.url(&format!("/v1/jobs/{id}/cancel")))
+                .json(&serde_json::json!({}))
                 .send()
                 .await
                 .unwrap();

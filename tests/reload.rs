@@ -29,7 +29,9 @@ fn plain_bundle(name: &str) -> String {
 
 /// `POST /v1/reload` (with `token`, if any) → (status, outcome).
 async fn reload_as(http: &reqwest::Client, daemon: &Daemon, token: Option<&str>) -> (u16, Value) {
-    let mut request = http.post(daemon.url("/v1/reload"));
+    let mut request = http
+        .post(daemon.url("/v1/reload"))
+        .json(&serde_json::json!({}));
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -384,6 +386,7 @@ async fn a_changed_token_applies_at_the_next_reload() {
     assert_eq!(status_with(&http, &daemon, "new-secret").await, 200);
     assert_eq!(
         http.post(daemon.url("/v1/reload"))
+            .json(&serde_json::json!({}))
             .send()
             .await
             .unwrap()
@@ -679,7 +682,6 @@ fn racy_bundle(description: &str) -> String {
         "name: racy\nversion: \"1\"\ndescription: {description:?}\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n"
     )
 }
-
 
 /// A FIFO inside a bundle (reading it would hang the reload, or feed it
 /// text that is not the bundle's) is refused by name; the bundle's other

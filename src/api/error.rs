@@ -11,6 +11,12 @@ use serde_json::json;
 pub enum ErrorCode {
     InvalidRequest,
     PayloadTooLarge,
+    /// A body that is not `application/json` (a browser's simple request).
+    UnsupportedMediaType,
+    /// A `Host` the daemon does not serve (DNS rebinding).
+    MisdirectedHost,
+    /// A request from a web page whose origin is not allowed.
+    ForbiddenOrigin,
     Unauthorized,
     NotFound,
     UnknownBundle,
@@ -30,6 +36,9 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::MisdirectedHost => StatusCode::MISDIRECTED_REQUEST,
+            Self::ForbiddenOrigin => StatusCode::FORBIDDEN,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::UnknownBundle => StatusCode::UNPROCESSABLE_ENTITY,
@@ -45,6 +54,9 @@ impl ErrorCode {
         match self {
             Self::InvalidRequest => "invalid_request",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::MisdirectedHost => "misdirected_host",
+            Self::ForbiddenOrigin => "forbidden_origin",
             Self::Unauthorized => "unauthorized",
             Self::NotFound => "not_found",
             Self::UnknownBundle => "unknown_bundle",

@@ -210,11 +210,18 @@ pub fn service(
     // The default (5 minutes idle) would close a session in the middle of
     // a long tools/call.
     sessions.session_config.keep_alive = Some(Duration::from_secs(24 * 3600));
+    // The front door already refuses other hosts; the SDK's own check stays
+    // on as a second line, with the same names.
+    let server = &state.registry.snapshot().config.server;
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    hosts.extend(server.public_hosts.iter().cloned());
+    if !server.listen.ip().is_unspecified() {
+        hosts.push(server.listen.ip().to_string());
+    }
     let config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(max_body_bytes)
         .with_cancellation_token(stop)
-        // The bearer token guards /mcp; the listen address decides who reaches it.
-        .disable_allowed_hosts();
+        .with_allowed_hosts(hosts);
     StreamableHttpService::new(
         move || {
             Ok(BundleTools {

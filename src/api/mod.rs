@@ -14,6 +14,7 @@ mod bundles;
 mod conversations;
 pub mod error;
 mod feed;
+pub mod guard;
 mod jobs;
 pub mod mcp;
 mod openai;
@@ -52,6 +53,8 @@ pub struct AppState {
     pub queue: Arc<dyn JobQueue>,
     pub registry: Arc<Registry>,
     pub auth: Auth,
+    /// Which requests may come in at all (Host, Origin, JSON bodies).
+    pub front_door: guard::FrontDoor,
     pub reloads: ReloadHandle,
     pub metrics: Option<Arc<dyn MetricsPage>>,
     /// Where the daemon's happenings are published (job submitted, …).
@@ -133,6 +136,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn_with_state(
+            state.front_door.clone(),
+            guard::front_door,
+        ))
         .with_state(state)
 }
 

@@ -538,7 +538,9 @@ fn reload_client(
     let Some(file) = config else {
         let client = Client::new(server)?;
         return Ok(ReloadClient {
-            request: client.request(reqwest::Method::POST, "/v1/reload"),
+            request: client
+                .request(reqwest::Method::POST, "/v1/reload")
+                .json(&json!({})),
             base: client.base,
         });
     };
@@ -547,11 +549,12 @@ fn reload_client(
         let base = format!("http://{}", control.address);
         let request = http
             .post(format!("{base}/v1/reload"))
+            .json(&json!({}))
             .header(crate::control::RELOAD_KEY_HEADER, control.reload_key);
         return Ok(ReloadClient { base, request });
     }
     let base = format!("http://{}", crate::control::reachable(config.server.listen));
-    let mut request = http.post(format!("{base}/v1/reload"));
+    let mut request = http.post(format!("{base}/v1/reload")).json(&json!({}));
     if let Some(token) = config.read_token()?.or_else(|| server.token.clone()) {
         request = request.bearer_auth(token);
     }

@@ -75,6 +75,14 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Interval of SSE heartbeat comments.
     pub sse_heartbeat: HumanDuration,
+    /// Host names clients use to reach the daemon besides loopback names and
+    /// IP literals (`agents.example.com`); any other `Host` is refused (421),
+    /// which stops DNS-rebinding pages.
+    pub public_hosts: Vec<String>,
+    /// Origins of web pages allowed to call the API
+    /// (`https://console.example.com`); requests from any other page are
+    /// refused (403). Empty by default: no web page can drive the daemon.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +93,8 @@ impl Default for ServerConfig {
             token_env: None,
             max_body_bytes: 1024 * 1024,
             sse_heartbeat: HumanDuration::from_secs(15),
+            public_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }

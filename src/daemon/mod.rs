@@ -269,6 +269,11 @@ impl Daemon {
                 registry: self.registry.clone(),
                 reload_key: Some(reload_key),
             },
+            front_door: api::guard::FrontDoor::new(
+                self.bus.clone(),
+                &config.server.public_hosts,
+                &config.server.allowed_origins,
+            ),
             reloads: self.reloads.clone(),
             metrics,
             bus: self.bus.clone(),

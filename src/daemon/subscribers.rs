@@ -201,6 +201,9 @@ impl DaemonObserver for LogLines {
                 attempt,
                 "lease lost to a newer attempt; discarding this attempt's outcome"
             ),
+            DaemonEvent::RequestRefused { reason } => {
+                tracing::debug!(reason, "request refused at the front door")
+            }
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
         }

@@ -55,6 +55,9 @@ pub enum DaemonEvent {
     JobsPurged { count: u64 },
     /// A newer attempt of a job took it over; this attempt's outcome is dropped.
     LeaseLost { job: String, attempt: u32 },
+    /// The front door refused a request before any handler (`host`,
+    /// `origin` or `media_type`): a web page, or a misconfigured client.
+    RequestRefused { reason: &'static str },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
     /// Every running job finished or was released.
@@ -77,6 +80,7 @@ impl DaemonEvent {
             DaemonEvent::QueueDown { .. } => "queue_down",
             DaemonEvent::JobsPurged { .. } => "jobs_purged",
             DaemonEvent::LeaseLost { .. } => "lease_lost",
+            DaemonEvent::RequestRefused { .. } => "request_refused",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
         }

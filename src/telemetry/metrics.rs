@@ -47,6 +47,7 @@ pub struct Metrics {
     pub queue_errors: IntCounterVec,
     pub jobs_purged: IntCounter,
     pub leases_lost: IntCounter,
+    pub requests_refused: IntCounterVec,
     pub turns: IntCounterVec,
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
@@ -150,6 +151,11 @@ impl Metrics {
             )?,
             jobs_purged,
             leases_lost,
+            requests_refused: counter(
+                "structured_agents_http_requests_refused_total",
+                "Requests the front door refused before any handler: a Host not served (host), a web page's origin (origin), a body that is not JSON (media_type).",
+                &["reason"],
+            )?,
             operation_duration: histogram(
                 "gen_ai_client_operation_duration_seconds",
                 "GenAI operation duration (model calls), per the OpenTelemetry GenAI conventions.",
@@ -327,6 +333,9 @@ impl DaemonObserver for Metrics {
             }
             DaemonEvent::JobsPurged { count } => self.jobs_purged.inc_by(*count),
             DaemonEvent::LeaseLost { .. } => self.leases_lost.inc(),
+            DaemonEvent::RequestRefused { reason } => {
+                self.requests_refused.with_label_values(&[reason]).inc()
+            }
             _ => {}
         }
     }
