@@ -368,6 +368,10 @@ pub enum WireError {
     Invalid(&'static str),
 }
 
+/// The tools each loaded bundle declares, by bundle name: the only tool
+/// names that may become metric labels.
+pub type DeclaredTools = std::collections::HashMap<String, std::collections::HashSet<String>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,11 +27,11 @@ pub struct JobTelemetry {
 impl JobObservers for JobTelemetry {
     fn observers(&self, loaded: &LoadedBundle, job: &Job) -> Vec<Arc<dyn Observer>> {
         let endpoint = loaded.backend.info();
-        // Only the bundle's declared tools become label values.
-        let declared = loaded.tools.schemas().iter().map(|s| s.name.clone());
+        let snapshot = self.registry.snapshot();
+        // Only declared tools become label values, in nested runs too.
         let mut observers = vec![Arc::new(
             MetricsObserver::new(self.metrics.clone(), endpoint.provider.clone())
-                .with_declared_tools(loaded.name(), declared),
+                .with_declared_tools(snapshot.declared_tools.clone()),
         ) as Arc<dyn Observer>];
         if let Some(otel) = &self.otel {
             observers.push(otel.observer(JobSpanInfo {
@@ -43,7 +43,7 @@ impl JobObservers for JobTelemetry {
                 traceparent: job.traceparent.clone(),
             }));
         }
-        for plugin in self.registry.snapshot().observers_of(&loaded.bundle) {
+        for plugin in snapshot.observers_of(&loaded.bundle) {
             observers.push(plugin);
         }
         observers.push(Arc::new(tokens::TokenObserver::new(

@@ -83,6 +83,7 @@ pub(super) fn snapshot(
     let next = Snapshot {
         generation: applied.generation,
         inventory: Inventory::default(),
+        declared_tools: Arc::default(),
         config,
         token,
         endpoints,
@@ -94,9 +95,20 @@ pub(super) fn snapshot(
     };
     let next = Snapshot {
         inventory: inventory_of(&next),
+        declared_tools: Arc::new(declared_tools(&next)),
         ..next
     };
     Ok((next, applied))
+}
+
+/// The tools each loaded bundle declares.
+fn declared_tools(s: &Snapshot) -> crate::types::DeclaredTools {
+    s.loaded()
+        .map(|b| {
+            let names = b.tools.schemas().iter().map(|t| t.name.clone()).collect();
+            (b.name().to_string(), names)
+        })
+        .collect()
 }
 
 /// What a snapshot was built from, with a fingerprint per input.

@@ -36,6 +36,7 @@ use crate::events::daemon::{BundleCounts, KindChanges};
 use crate::model::ModelCatalog;
 use crate::plugins::{PluginObserver, PluginRegistry};
 use crate::tools::ToolEngine;
+use crate::types::DeclaredTools;
 
 /// A bundle ready to run: validated, tools bound, backend chosen.
 pub struct LoadedBundle {
@@ -116,6 +117,9 @@ pub struct Snapshot {
     pub models: Arc<ModelCatalog>,
     /// What it was built from, for the next reload's diff.
     pub inventory: diff::Inventory,
+    /// The tools each loaded bundle declares (the only tool names metrics
+    /// may use as labels).
+    pub declared_tools: Arc<DeclaredTools>,
 }
 
 impl Snapshot {
@@ -132,6 +136,7 @@ impl Snapshot {
             rejected: Vec::new(),
             models: Arc::new(ModelCatalog::builtin()),
             inventory: diff::Inventory::default(),
+            declared_tools: Arc::default(),
         }
     }
 

@@ -3,12 +3,12 @@
 //! bundle, model, tool, state, outcome — never a job id), fed by kernel
 //! events through `MetricsObserver`.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
+use crate::types::DeclaredTools;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -351,9 +351,10 @@ pub struct MetricsObserver {
     metrics: Arc<Metrics>,
     provider: String,
     model: Mutex<String>,
-    /// A bundle and the tools it declares: that bundle's events may use
-    /// only these names as labels.
-    declared: Option<(String, HashSet<String>)>,
+    /// Every loaded bundle and the tools it declares: a run's events (the
+    /// job's own or a nested run's) may use only its bundle's names as
+    /// labels, and a bundle not listed has none.
+    declared: Option<Arc<DeclaredTools>>,
 }
 
 impl MetricsObserver {
@@ -366,15 +367,10 @@ impl MetricsObserver {
         }
     }
 
-    /// Restricts the tool labels of `bundle`'s events to the tools it
-    /// declares (events of nested runs of other bundles are checked by the
-    /// engine's verdict only, see `tool_label`).
-    pub fn with_declared_tools(
-        mut self,
-        bundle: impl Into<String>,
-        tools: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Self {
-        self.declared = Some((bundle.into(), tools.into_iter().map(Into::into).collect()));
+    /// Restricts the tool labels of every run's events (nested runs of
+    /// other bundles included) to the tools its bundle declares.
+    pub fn with_declared_tools(mut self, declared: Arc<DeclaredTools>) -> Self {
+        self.declared = Some(declared);
         self
     }
 
@@ -387,8 +383,10 @@ impl MetricsObserver {
             return UNKNOWN_TOOL_LABEL;
         }
         match &self.declared {
-            Some((declared_bundle, tools))
-                if declared_bundle == bundle && !tools.contains(tool) =>
+            Some(declared)
+                if !declared
+                    .get(bundle)
+                    .is_some_and(|tools| tools.contains(tool)) =>
             {
                 UNKNOWN_TOOL_LABEL
             }
@@ -603,17 +601,38 @@ mod tests {
     #[tokio::test]
     async fn with_declared_tools_only_declared_names_are_labels() {
         let metrics = Metrics::new().unwrap();
+        let declared: DeclaredTools = [
+            (
+                "b".to_string(),
+                std::collections::HashSet::from(["add".to_string()]),
+            ),
+            (
+                "other".to_string(),
+                std::collections::HashSet::from(["search".to_string()]),
+            ),
+        ]
+        .into();
         let observer =
-            MetricsObserver::new(metrics.clone(), "openai").with_declared_tools("b", ["add"]);
+            MetricsObserver::new(metrics.clone(), "openai").with_declared_tools(Arc::new(declared));
         observer.on_event(&result("b", "add", None)).await.unwrap();
         // Whatever the engine said, an undeclared name is not a label.
         observer
             .on_event(&result("b", "made_up", Some("tool_error")))
             .await
             .unwrap();
-        // A nested run of another bundle keeps its own tool names.
+        // A nested run of another bundle keeps its own declared names…
         observer
             .on_event(&result("other", "search", None))
+            .await
+            .unwrap();
+        // …and a name the model invented there is not a label either.
+        observer
+            .on_event(&result("other", "invented_in_a_nested_run", None))
+            .await
+            .unwrap();
+        // Nor is anything of a bundle that is not loaded.
+        observer
+            .on_event(&result("gone", "search", None))
             .await
             .unwrap();
         assert_eq!(tool_labels(&metrics), ["add", "search", UNKNOWN_TOOL_LABEL]);
