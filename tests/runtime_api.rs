@@ -1609,7 +1609,8 @@ async fn a_group_chat_is_one_trace_with_a_span_per_reply() {
 
 /// A message repeated with the same `Idempotency-Key` (as a resumed job's
 /// `http_agent` call repeats it) is answered by the first job, without a
-/// second run; a new key is a new job.
+/// second run; a new key is a new job; the same key with other content is
+/// a 409 naming the first job.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_repeated_agent_message_is_answered_once_per_idempotency_key() {
     let w = world("replies:\n  - content: unused\n").await;
@@ -1641,6 +1642,25 @@ async fn a_repeated_agent_message_is_answered_once_per_idempotency_key() {
     let other = send("job-1:1:call-2").await;
     assert_ne!(other["job_id"], first["job_id"]);
     assert_eq!(w.arithmetic.requests().len(), 2);
+
+    // The same key with different content is a conflict naming the job,
+    // never the old answer passed off as the new one's.
+    let conflict = http
+        .post(daemon.url("/api/agents/arithmetic/message"))
+        .header("Idempotency-Key", "job-1:1:call-1")
+        .json(&json!({"content": "What is 7*6?", "senderId": "peer"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(conflict.status(), 409);
+    let error: Value = conflict.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "idempotency_conflict", "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(first["job_id"].as_str().unwrap()) && message.contains("input"),
+        "{message}"
+    );
+    assert_eq!(w.arithmetic.requests().len(), 2, "nothing ran for it");
 }
 
 /// The local group-chat agent `charger`: its `charge` tool (unsafe) writes a

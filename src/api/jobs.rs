@@ -43,11 +43,7 @@ pub async fn submit(
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     request.idempotency_key = idempotency_key(request.idempotency_key, &headers)?;
     let new_job = checked(&state, request)?;
-    let expected = new_job.clone();
     let (job, created) = enqueue(&state, new_job).await?;
-    if !created {
-        same_job(&job, &expected)?;
-    }
     Ok((
         if created {
             StatusCode::CREATED
@@ -255,6 +251,7 @@ pub(super) async fn enqueue(
 ) -> Result<(Job, bool), ApiError> {
     new_job.max_attempts.get_or_insert(state.max_attempts);
     let bundle = new_job.bundle.clone();
+    let expected = new_job.clone();
     let submission = tokio::spawn({
         let state = state.clone();
         let bundle = bundle.clone();
@@ -267,9 +264,15 @@ pub(super) async fn enqueue(
             Ok::<_, crate::queue::QueueError>((job, created))
         }
     });
-    Ok(submission.await.map_err(|e| {
+    let (job, created) = submission.await.map_err(|e| {
         ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
-    })??)
+    })??;
+    // Every way in (`/v1/jobs`, `/api/agents/{id}/message`, …) refuses a
+    // reused key for a different job the same way.
+    if !created {
+        same_job(&job, &expected)?;
+    }
+    Ok((job, created))
 }
 
 /// Queues a job and waits until it is finished or parked: a synchronous
