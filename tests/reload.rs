@@ -937,3 +937,44 @@ replies:
         assert_eq!(request["stop"], json!(["<old>"]), "job 1: {request}");
     }
 }
+
+/// `[egress] allow` fences the URLs a bundle names itself: an `http_agent`
+/// tool's `url` outside it is refused naming the key and the setting; the
+/// fence is a live setting, so widening it and reloading binds the bundle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_url_outside_egress_allow_is_refused_until_the_config_allows_it() {
+    let server = mock_server(DONE).await;
+    let site = Site::new(
+        &server.base_url(),
+        "[egress]\nallow = [\"https://agents.allowed.example/\"]\n",
+    );
+    site.put_bundle(
+        "caller",
+        "name: caller\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: peer, kind: http_agent, url: \"http://127.0.0.1:9/api/agents/x/message\"}\n",
+    );
+    site.put_bundle("plain", &plain_bundle("plain"));
+    let daemon = site.start();
+    let http = client();
+    let outcome = reload(&http, &daemon).await;
+    let errors = outcome["errors"].to_string();
+    assert!(
+        errors.contains("tools[0].url") && errors.contains("egress.allow"),
+        "{outcome}"
+    );
+    // The named endpoint of the config is always reachable.
+    run_ok(&http, &daemon, "plain", "still fine").await;
+
+    edit_config(
+        &site,
+        "allow = [\"https://agents.allowed.example/\"]",
+        "allow = [\"https://agents.allowed.example/\", \"http://127.0.0.1:9/\"]",
+    );
+    let outcome = reload(&http, &daemon).await;
+    assert_eq!(outcome["result"], "applied", "{outcome}");
+    assert!(
+        outcome["changes"].to_string().contains("caller"),
+        "{outcome}"
+    );
+    let caller = get(&http, &daemon, "/v1/bundles/caller").await;
+    assert_eq!(caller["status"], "ok", "{caller}");
+}

@@ -11,6 +11,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "agents",
     "observers",
     "runtime",
+    "egress",
     "server.token_file",
     "server.token_env",
     "telemetry.log_filter",

@@ -41,6 +41,39 @@ pub struct Config {
     pub agents: Vec<crate::tools::http_agent::HttpAgentSpec>,
     /// The runtime API (`/api`): which bundles answer queries and host group chats.
     pub runtime: RuntimeConfig,
+    /// Where bundles may make the daemon connect on their own (their
+    /// `http_agent` tools' `url` and a model `endpoint` given as a URL).
+    /// Endpoints and agents named in this config are always reachable.
+    pub egress: EgressConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EgressConfig {
+    /// URL prefixes a bundle's own URLs must start with
+    /// (`"https://agents.internal.example.com/"`). Unset: any URL a bundle
+    /// names; set (even empty): only these.
+    pub allow: Option<Vec<String>>,
+}
+
+impl EgressConfig {
+    /// Why a bundle may not make the daemon connect to `url`, if it may not.
+    pub fn check(&self, url: &str) -> Result<(), String> {
+        let Some(allow) = &self.allow else {
+            return Ok(());
+        };
+        if allow.iter().any(|prefix| url.starts_with(prefix.as_str())) {
+            return Ok(());
+        }
+        Err(format!(
+            "{url:?} is not in egress.allow ({}); add its prefix there, or name an endpoint or agent of the daemon config instead",
+            if allow.is_empty() {
+                "which is empty".to_string()
+            } else {
+                allow.join(", ")
+            }
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -542,6 +575,30 @@ mod tests {
         std::fs::write(&file, text).unwrap();
         let err = Config::load(Some(&file)).unwrap_err().to_string();
         (err, file, dir)
+    }
+
+    #[test]
+    fn egress_allows_any_url_when_unset_and_only_listed_prefixes_when_set() {
+        let open = EgressConfig::default();
+        assert!(open.check("http://anything.example/x").is_ok());
+        let fenced = EgressConfig {
+            allow: Some(vec!["https://agents.example/".into()]),
+        };
+        assert!(fenced.check("https://agents.example/a/message").is_ok());
+        let err = fenced.check("https://agents.example.evil/x").unwrap_err();
+        assert!(
+            err.contains("egress.allow") && err.contains("https://agents.example/"),
+            "{err}"
+        );
+        let closed = EgressConfig {
+            allow: Some(vec![]),
+        };
+        assert!(
+            closed
+                .check("http://127.0.0.1/x")
+                .unwrap_err()
+                .contains("empty")
+        );
     }
 
     #[test]

@@ -355,6 +355,10 @@ impl<'a> Binder<'a> {
         };
         hash.update(b"\0endpoint\0");
         hash.update(endpoint.as_bytes());
+        if !own_urls(bundle).is_empty() {
+            hash.update(b"\0egress\0");
+            hash.update(serde_json::to_string(&self.config.egress).unwrap_or_default());
+        }
         for spec in &bundle.raw.tools {
             if let Some(plugin) = &spec.plugin {
                 hash.update(b"\0plugin\0");
@@ -381,6 +385,22 @@ impl<'a> Binder<'a> {
                 message,
             }])
         };
+        // A bundle's own URLs are where it makes the daemon connect.
+        let refused: Vec<bundle::BundleError> = own_urls(&bundle)
+            .into_iter()
+            .filter_map(|(path, url)| {
+                let message = self.config.egress.check(&url).err()?;
+                Some(bundle::BundleError {
+                    file: bundle.file.clone(),
+                    line: None,
+                    path,
+                    message,
+                })
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(BundleErrors(refused));
+        }
         let backend = match &bundle.endpoint {
             EndpointRef::Named(_) => {
                 crate::endpoints::backend_for(&bundle.endpoint, self.endpoints)
@@ -442,6 +462,23 @@ fn located(dir: &Path, message: String) -> BundleErrors {
         path: String::new(),
         message,
     }])
+}
+
+/// The URLs a bundle names itself (not through the daemon config), with
+/// their key paths: its model endpoint and its `http_agent` tools' `url`.
+fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
+    let mut urls = Vec::new();
+    if let EndpointRef::Url(url) = &bundle.endpoint {
+        urls.push(("model.endpoint".to_string(), url.clone()));
+    }
+    for (i, spec) in bundle.raw.tools.iter().enumerate() {
+        if spec.agent.is_none()
+            && let Some(url) = &spec.url
+        {
+            urls.push((format!("tools[{i}].url"), url.clone()));
+        }
+    }
+    urls
 }
 
 pub(super) fn dir_name(dir: &Path) -> String {
