@@ -65,7 +65,12 @@ pub enum Place {
     /// A loaded bundle, run inside the group-chat job.
     Local { bundle: String },
     /// A remote agent, sent the message envelope.
-    Remote { endpoint: String },
+    Remote {
+        endpoint: String,
+        /// The largest reply accepted (the agent's `max_response_bytes`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_response_bytes: Option<usize>,
+    },
 }
 
 /// One agent of a group chat (or its selector).

@@ -108,3 +108,144 @@ fn client_with_token() -> reqwest::Client {
         .build()
         .unwrap()
 }
+
+/// One JSON-RPC message to `/mcp`, in `session` when given.
+async fn mcp_post(
+    http: &reqwest::Client,
+    daemon: &common::daemon::Daemon,
+    session: Option<&str>,
+    body: Value,
+) -> reqwest::Response {
+    let mut request = http
+        .post(daemon.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.unwrap()
+}
+
+/// Opens a session (initialize, then initialized); its id.
+async fn open_session(http: &reqwest::Client, daemon: &common::daemon::Daemon) -> String {
+    let response = try_open_session(http, daemon).await;
+    assert_eq!(response.status(), 200);
+    let id = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = response.text().await.unwrap();
+    let initialized = mcp_post(
+        http,
+        daemon,
+        Some(&id),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(initialized.status(), 202);
+    id
+}
+
+async fn try_open_session(
+    http: &reqwest::Client,
+    daemon: &common::daemon::Daemon,
+) -> reqwest::Response {
+    mcp_post(
+        http,
+        daemon,
+        None,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "bounds-test", "version": "1"}}}),
+    )
+    .await
+}
+
+const GREETER: &str = "name: greeter\nversion: \"1\"\ndescription: Greets.\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n";
+
+/// `server.mcp.max_sessions` open sessions at most: the next `initialize`
+/// is a 503 naming the setting (with `Retry-After`); ending a session
+/// (`DELETE /mcp`) makes room.
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_sessions_are_capped_in_number() {
+    let mock = mock_server("replies:\n  - content: hi\n").await;
+    let site = Site::new(&mock.base_url(), "[server.mcp]\nmax_sessions = 2\n");
+    site.put_bundle("greeter", GREETER);
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let first = open_session(&http, &daemon).await;
+    let _second = open_session(&http, &daemon).await;
+
+    let refused = try_open_session(&http, &daemon).await;
+    assert_eq!(refused.status(), 503);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unavailable", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("too many MCP sessions: 2 of server.mcp.max_sessions (2)")
+            && message.contains("DELETE /mcp"),
+        "{message}"
+    );
+
+    let ended = http
+        .delete(daemon.url("/mcp"))
+        .header("mcp-session-id", &first)
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let _third = open_session(&http, &daemon).await;
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A session without a request for `server.mcp.session_idle` is closed
+/// (its id is then unknown, and its place free), but never while one of
+/// its calls runs, however long that takes.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_mcp_sessions_expire_but_not_during_a_call() {
+    // The model answers after 3 s: a call three times the idle timeout.
+    let mock = mock_server("replies:\n  - content: \"slow hello\"\n    delay_ms: 3000\n").await;
+    let site = Site::new(
+        &mock.base_url(),
+        "[server.mcp]\nmax_sessions = 1\nsession_idle = \"1s\"\n",
+    );
+    site.put_bundle("greeter", GREETER);
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let busy = open_session(&http, &daemon).await;
+    let call = mcp_post(
+        &http,
+        &daemon,
+        Some(&busy),
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "greeter", "arguments": {"input": "hello"}}}),
+    )
+    .await;
+    assert_eq!(call.status(), 200);
+    let answer = call.text().await.unwrap();
+    assert!(
+        answer.contains("slow hello") && !answer.contains("\"isError\":true"),
+        "the session closed during its call: {answer}"
+    );
+
+    // Now idle: it expires, which frees the only place.
+    let _next = common::daemon::eventually(
+        std::time::Duration::from_secs(60),
+        "the idle session to expire and free its place",
+        || async {
+            let response = try_open_session(&http, &daemon).await;
+            (response.status() == 200).then_some(())
+        },
+    )
+    .await;
+    let gone = mcp_post(
+        &http,
+        &daemon,
+        Some(&busy),
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(gone.status(), 404, "an expired session is unknown");
+    assert_eq!(daemon.stop(), Some(0));
+}

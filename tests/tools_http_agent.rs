@@ -20,7 +20,42 @@ use tokio_util::sync::CancellationToken;
 
 type Seen = Arc<Mutex<Vec<Value>>>;
 
+/// The reply to `pad` and `pad-chunked`: `{"content":"aaa…"}`, exactly
+/// `REPLY_BYTES` bytes (with and without a Content-Length).
+const REPLY_BYTES: usize = 114;
+
+fn padded_reply() -> String {
+    let reply = json!({"content": "a".repeat(100)}).to_string();
+    assert_eq!(reply.len(), REPLY_BYTES);
+    reply
+}
+
 async fn agent(
+    State(seen): State<Seen>,
+    headers: axum::http::HeaderMap,
+    Json(message): Json<Value>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    match message["content"].as_str() {
+        Some("pad") => {
+            return ([("content-type", "application/json")], padded_reply()).into_response();
+        }
+        Some("pad-chunked") => {
+            let chunks = padded_reply()
+                .into_bytes()
+                .chunks(10)
+                .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+                .collect::<Vec<_>>();
+            return axum::body::Body::from_stream(futures::stream::iter(chunks)).into_response();
+        }
+        _ => {}
+    }
+    answer(State(seen), headers, Json(message))
+        .await
+        .into_response()
+}
+
+async fn answer(
     State(seen): State<Seen>,
     headers: axum::http::HeaderMap,
     Json(mut message): Json<Value>,
@@ -66,6 +101,14 @@ async fn setup() -> (ToolEngine, Seen, EventSink) {
 }
 
 async fn setup_with(timeout: Duration) -> (ToolEngine, Seen, EventSink) {
+    setup_capped(
+        timeout,
+        structured_agents::tools::http_agent::DEFAULT_MAX_RESPONSE_BYTES,
+    )
+    .await
+}
+
+async fn setup_capped(timeout: Duration, cap: usize) -> (ToolEngine, Seen, EventSink) {
     let seen: Seen = Arc::default();
     let app = axum::Router::new()
         .route("/messages", post(agent))
@@ -82,7 +125,7 @@ async fn setup_with(timeout: Duration) -> (ToolEngine, Seen, EventSink) {
     let mut policy = ToolPolicy::compile(timeout, 1, None, None).unwrap();
     policy.retry_backoff = Duration::from_millis(1);
     engine.add(
-        Arc::new(HttpAgentTool::new(schema, url, "researcher".into()).unwrap()),
+        Arc::new(HttpAgentTool::new(schema, url, "researcher".into(), cap).unwrap()),
         policy,
     );
     let context = RunContext {
@@ -161,4 +204,33 @@ async fn errors_become_error_results() {
         (slow.result.output.as_str(), slow.attempts),
         ("tool_error:timeout", 1)
     );
+}
+
+/// A reply of exactly `max_response_bytes` is read; one byte more is a
+/// failure naming the agent and the cap, whether the agent announced its
+/// length or streamed the body.
+#[tokio::test]
+async fn a_reply_one_byte_over_max_response_bytes_is_refused() {
+    let (engine, _, sink) = setup_capped(Duration::from_secs(30), REPLY_BYTES).await;
+    for content in ["pad", "pad-chunked"] {
+        let fits = ask(&engine, &sink, content).await;
+        assert!(!fits.result.is_error, "{content}: {fits:?}");
+        assert_eq!(fits.result.output, format!("\"{}\"", "a".repeat(100)));
+    }
+    let (engine, _, sink) = setup_capped(Duration::from_secs(30), REPLY_BYTES - 1).await;
+    for content in ["pad", "pad-chunked"] {
+        let over = ask(&engine, &sink, content).await;
+        assert!(over.result.is_error, "{content}: {over:?}");
+        assert!(
+            over.result.output.contains("agent researcher at http://")
+                && over.result.output.contains(&format!(
+                    "sent a reply larger than max_response_bytes ({} bytes)",
+                    REPLY_BYTES - 1
+                ))
+                && over.result.output.contains("raise `max_response_bytes`"),
+            "{content}: {}",
+            over.result.output
+        );
+        assert_eq!(over.attempts, 1, "{content}: not retried");
+    }
 }

@@ -558,3 +558,46 @@ replies:
     );
     assert_eq!(mock.requests().len(), 4, "no completed model call again");
 }
+
+/// A gate command printing `bytes` bytes on `stream`, capped at `cap`.
+async fn gate_printing(
+    bytes: usize,
+    stream: &str,
+    cap: usize,
+) -> structured_agents::workflow::gates::CommandRun {
+    let redirect = if stream == "stderr" { " >&2" } else { "" };
+    let argv = [
+        "sh".to_string(),
+        "-c".to_string(),
+        format!("printf '%{bytes}s' ''{redirect}"),
+    ];
+    structured_agents::workflow::gates::run_command(
+        &argv,
+        &std::env::temp_dir(),
+        Duration::from_secs(60),
+        cap,
+        &[],
+    )
+    .await
+}
+
+/// Gate output of exactly `max_output_bytes` is kept; one byte more on
+/// either stream fails the command with an error naming the cap.
+#[tokio::test]
+async fn gate_output_one_byte_over_max_output_bytes_fails_the_gate() {
+    for stream in ["stdout", "stderr"] {
+        let fits = gate_printing(100, stream, 100).await;
+        assert!(fits.success(), "{stream}: {fits:?}");
+        assert_eq!(fits.output().len(), 100, "{stream}");
+
+        let over = gate_printing(101, stream, 100).await;
+        assert!(!over.success(), "{stream}: {over:?}");
+        let error = over.error.clone().unwrap_or_default();
+        assert!(
+            error.contains(&format!("wrote more than 100 bytes on {stream}"))
+                && error.contains("raise `max_output_bytes` on its stage"),
+            "{stream}: {error}"
+        );
+        assert!(over.describe("sh").contains("max_output_bytes"));
+    }
+}

@@ -3,10 +3,11 @@
 //! from the job's journal where the worker stores them.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::not_found;
 use crate::journal::ARTIFACTS_SCOPE;

@@ -1,7 +1,10 @@
-//! A JSON body extractor whose errors name the offending field.
+//! The request extractors: a JSON body, path and query parameters, whose
+//! errors are the API's error shape (`error.rs`) and name the offending
+//! field (axum's own rejections are plain text).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, ErrorCode};
@@ -55,5 +58,61 @@ fn field_of(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<String>
             Some(format!("{path}.{field}"))
         }
         _ => Some(path),
+    }
+}
+
+/// Path parameters. A segment that cannot be one (not UTF-8 once
+/// percent-decoded) names no resource: a 404 saying which segment.
+pub struct Path<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Path<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(value)| Path(value))
+            .map_err(|e| {
+                ApiError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "no such resource: {}; path segments must be percent-encoded UTF-8",
+                        e.body_text()
+                    ),
+                )
+            })
+    }
+}
+
+/// Query parameters: a 422 naming the parameter that is unknown or does
+/// not parse.
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Query(value)| Query(value))
+            .map_err(|e| {
+                let text = e.body_text();
+                let detail = text
+                    .strip_prefix("Failed to deserialize query string: ")
+                    .unwrap_or(&text);
+                let message = format!("invalid query string: {detail}");
+                // serde names the parameter first: `limit: invalid digit…`.
+                match detail.split_once(": ") {
+                    Some((name, _))
+                        if !name.is_empty()
+                            && name
+                                .chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "_-.[]".contains(c)) =>
+                    {
+                        ApiError::field(ErrorCode::InvalidRequest, name, message)
+                    }
+                    _ => ApiError::new(ErrorCode::InvalidRequest, message),
+                }
+            })
     }
 }

@@ -1,10 +1,11 @@
 //! `GET /v1/bundles` and `GET /v1/bundles/{name}`.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use crate::registry::BundleEntry;
 

@@ -5,10 +5,11 @@
 //! `conversation_id` starts from the earlier turns (the worker reads them).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use crate::queue::{Job, JobFilter};
 

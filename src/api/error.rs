@@ -19,6 +19,8 @@ pub enum ErrorCode {
     ForbiddenOrigin,
     Unauthorized,
     NotFound,
+    /// The route exists, not with this method.
+    MethodNotAllowed,
     UnknownBundle,
     /// An idempotency key reused for a different job.
     IdempotencyConflict,
@@ -41,6 +43,7 @@ impl ErrorCode {
             Self::ForbiddenOrigin => StatusCode::FORBIDDEN,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnknownBundle => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IdempotencyConflict => StatusCode::CONFLICT,
             Self::InvalidState => StatusCode::CONFLICT,
@@ -59,6 +62,7 @@ impl ErrorCode {
             Self::ForbiddenOrigin => "forbidden_origin",
             Self::Unauthorized => "unauthorized",
             Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
             Self::UnknownBundle => "unknown_bundle",
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::InvalidState => "invalid_state",

@@ -1,13 +1,13 @@
 //! `/v1/jobs`: submit, list, get, cancel.
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::body::JsonBody;
+use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorCode};
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, JobFilter, JobId, JobState, NewJob, Resolution};

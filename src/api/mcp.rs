@@ -5,22 +5,35 @@
 //! its final answer, or an error result naming the job when it fails;
 //! connected clients get `notifications/tools/list_changed` when a reload
 //! changes the bundles.
+//!
+//! Sessions are bounded (`sessions`): closed after `server.mcp.session_idle`
+//! without a request, at most `server.mcp.max_sessions` open (the next
+//! `initialize` is a 503). rmcp's own plain-text refusals (406, 415, …) are
+//! answered in the API's JSON error shape; JSON-RPC errors pass unchanged.
+
+mod sessions;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::error::{ApiError, ErrorCode};
 use super::jobs::run_to_end;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use crate::queue::NewJob;
@@ -201,18 +214,11 @@ impl ServerHandler for BundleTools {
 }
 
 /// The `/mcp` service. `stop` ends open streams at shutdown.
-pub fn service(
-    state: AppState,
-    max_body_bytes: usize,
-    stop: CancellationToken,
-) -> StreamableHttpService<BundleTools, LocalSessionManager> {
-    let mut sessions = LocalSessionManager::default();
-    // The default (5 minutes idle) would close a session in the middle of
-    // a long tools/call.
-    sessions.session_config.keep_alive = Some(Duration::from_secs(24 * 3600));
+pub fn service(state: AppState, max_body_bytes: usize, stop: CancellationToken) -> Router {
+    let server = state.registry.snapshot().config.server.clone();
+    let sessions = sessions::Sessions::new(server.mcp.session_idle.into(), stop.clone());
     // The front door already refuses other hosts; the SDK's own check stays
     // on as a second line, with the same names.
-    let server = &state.registry.snapshot().config.server;
     let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     hosts.extend(server.public_hosts.iter().cloned());
     if !server.listen.ip().is_unspecified() {
@@ -222,13 +228,114 @@ pub fn service(
         .with_max_request_body_bytes(max_body_bytes)
         .with_cancellation_token(stop)
         .with_allowed_hosts(hosts);
-    StreamableHttpService::new(
+    let mcp = StreamableHttpService::new(
         move || {
             Ok(BundleTools {
                 state: state.clone(),
             })
         },
-        Arc::new(sessions),
+        sessions.clone(),
         config,
-    )
+    );
+    let door = Door {
+        sessions,
+        max_sessions: server.mcp.max_sessions,
+    };
+    Router::new()
+        .fallback_service(mcp)
+        .layer(axum::middleware::from_fn_with_state(door, at_the_door))
+}
+
+/// What `/mcp` checks before rmcp sees a request.
+#[derive(Clone)]
+struct Door {
+    sessions: Arc<sessions::Sessions>,
+    max_sessions: usize,
+}
+
+/// Refuses a new session beyond `server.mcp.max_sessions` (a POST without
+/// `Mcp-Session-Id` opens one), and reshapes rmcp's plain-text refusals.
+async fn at_the_door(State(door): State<Door>, request: Request, next: Next) -> Response {
+    let opens_session =
+        request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
+    let response = if opens_session {
+        // Held until the session is open: counting and opening do not
+        // interleave between two clients.
+        let _opening = door.sessions.opening.lock().await;
+        let open = door.sessions.open().await;
+        if open >= door.max_sessions {
+            tracing::warn!(
+                open,
+                max = door.max_sessions,
+                "refused an MCP session: server.mcp.max_sessions reached"
+            );
+            let mut refused = ApiError::new(
+                ErrorCode::Unavailable,
+                format!(
+                    "too many MCP sessions: {open} of server.mcp.max_sessions ({}) are open; \
+                     end unused ones (DELETE /mcp with their Mcp-Session-Id), wait until they \
+                     expire after server.mcp.session_idle without a request, or raise \
+                     server.mcp.max_sessions",
+                    door.max_sessions
+                ),
+            )
+            .into_response();
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+            return refused;
+        }
+        next.run(request).await
+    } else {
+        next.run(request).await
+    };
+    shaped(response).await
+}
+
+/// rmcp answers some refusals in plain text (`Not Acceptable: …`); those
+/// get the API's JSON error shape, keeping their status and headers. JSON
+/// (JSON-RPC errors) and successes pass unchanged.
+async fn shaped(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // rmcp's refusals are one short line; more is not worth keeping.
+    let text = match axum::body::to_bytes(body, 4096).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let code = match status {
+        StatusCode::BAD_REQUEST => "invalid_request",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        _ if status.is_server_error() => "internal",
+        _ => "invalid_request",
+    };
+    let message = if status.is_server_error() {
+        tracing::error!(status = %status, detail = %text, "/mcp failed");
+        "internal error; see the daemon log".to_string()
+    } else if text.is_empty() {
+        format!("/mcp refused the request ({status}); see docs/api.md, Bundles as MCP tools")
+    } else {
+        format!("/mcp: {text}")
+    };
+    let body = serde_json::to_vec(&json!({"error": {"code": code, "message": message}}))
+        .unwrap_or_default();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
 }

@@ -129,6 +129,13 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         )
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        // After every route: it applies to the routes present.
+        .method_not_allowed_fallback(|| async {
+            error::ApiError::new(
+                error::ErrorCode::MethodNotAllowed,
+                "this route does not take that method; see /v1/openapi.json",
+            )
+        })
         .fallback(|| async {
             error::ApiError::new(
                 error::ErrorCode::NotFound,

@@ -57,7 +57,8 @@ impl OpenAiError {
             message: message.into(),
             kind: "invalid_request_error",
             param: Some(param.into()),
-            code: None,
+            // Clients may branch on `code`; it is never null.
+            code: Some("invalid_request".into()),
         }
     }
 

@@ -6,7 +6,7 @@
 //! the model's answer also arrives token by token as `token` events with no
 //! `id:` (never stored, so resumption is unaffected).
 
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
@@ -15,6 +15,7 @@ use serde_json::json;
 use std::convert::Infallible;
 
 use super::AppState;
+use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
 use super::jobs::not_found;

@@ -77,6 +77,11 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     if kind != ToolKind::HttpAgent {
         forbid(spec.agent.is_some(), "agent", "http_agent");
         forbid(spec.url.is_some(), "url", "http_agent");
+        forbid(
+            spec.max_response_bytes.is_some(),
+            "max_response_bytes",
+            "http_agent",
+        );
     }
     if kind != ToolKind::Agent {
         forbid(spec.bundle.is_some(), "bundle", "agent");
@@ -115,6 +120,12 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
                 problems.push((
                     "agent",
                     "an http_agent tool needs exactly one of `agent` (an id from the config) or `url`".into(),
+                ));
+            }
+            if spec.max_response_bytes == Some(0) {
+                problems.push((
+                    "max_response_bytes",
+                    "must be at least 1 (bytes); leave it out for the default of 1 MiB".into(),
                 ));
             }
         }
@@ -210,7 +221,7 @@ fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> 
 }
 
 fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
-    let (endpoint, recipient) = match (&spec.agent, &spec.url) {
+    let (endpoint, recipient, agent_cap) = match (&spec.agent, &spec.url) {
         (Some(id), _) => {
             let agent = env
                 .remote_agents
@@ -224,16 +235,24 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
                         known.join(", ")
                     )
                 })?;
-            (agent.endpoint.clone(), agent.id.clone())
+            (
+                agent.endpoint.clone(),
+                agent.id.clone(),
+                agent.max_response_bytes,
+            )
         }
-        (None, Some(url)) => (url.clone(), spec.name.clone()),
+        (None, Some(url)) => (url.clone(), spec.name.clone(), None),
         (None, None) => return Err("an http_agent tool needs `agent` or `url`".into()),
     };
     let mut schema = schema_of(spec);
     if schema.parameters == super::schema::default_parameters() {
         schema.parameters = HttpAgentTool::default_parameters();
     }
-    HttpAgentTool::new(schema, endpoint, recipient)
+    let cap = spec
+        .max_response_bytes
+        .or(agent_cap)
+        .unwrap_or(crate::tools::http_agent::DEFAULT_MAX_RESPONSE_BYTES);
+    HttpAgentTool::new(schema, endpoint, recipient, cap)
         .map(|t| Arc::new(t) as Arc<dyn Tool>)
         .map_err(|e| e.to_string())
 }

@@ -279,6 +279,10 @@ pub struct ToolSpec {
     /// http_agent: the agent's endpoint URL (instead of `agent`).
     #[serde(default)]
     pub url: Option<String>,
+    /// http_agent: the largest reply body accepted, in bytes (default: the
+    /// agent's `max_response_bytes` in `[[agents]]`, else 1 MiB).
+    #[serde(default)]
+    pub max_response_bytes: Option<usize>,
 
     /// agent: the bundle to run as a nested agent.
     #[serde(default)]

@@ -25,7 +25,7 @@ pub const DEFAULT_BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// How much of an error reply is read for its message.
-const ERROR_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// How to reach one model server.
 #[derive(Debug, Clone)]
@@ -280,7 +280,7 @@ impl HttpBackend {
 /// Reads at most `limit` bytes of a body, chunk by chunk (never the whole
 /// body at once: a broken or hostile server decides its size). The flag says
 /// whether more was sent; the rest is not read.
-async fn read_capped(
+pub(crate) async fn read_capped(
     mut response: reqwest::Response,
     limit: usize,
 ) -> Result<(Vec<u8>, bool), reqwest::Error> {

@@ -9,6 +9,7 @@ mod scripted;
 mod sse;
 
 pub use http::{DEFAULT_BACKOFF_MAX, DEFAULT_MAX_RESPONSE_BYTES, EndpointSettings, HttpBackend};
+pub(crate) use http::{ERROR_BODY_BYTES, read_capped};
 pub use scripted::ScriptedBackend;
 
 use std::time::Duration;

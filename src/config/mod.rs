@@ -116,6 +116,8 @@ pub struct ServerConfig {
     /// (`https://console.example.com`); requests from any other page are
     /// refused (403). Empty by default: no web page can drive the daemon.
     pub allowed_origins: Vec<String>,
+    /// The MCP sessions of `/mcp`.
+    pub mcp: McpServerConfig,
 }
 
 impl Default for ServerConfig {
@@ -128,6 +130,29 @@ impl Default for ServerConfig {
             sse_heartbeat: HumanDuration::from_secs(15),
             public_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            mcp: McpServerConfig::default(),
+        }
+    }
+}
+
+/// `[server.mcp]`: how many MCP sessions `/mcp` keeps, and for how long.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpServerConfig {
+    /// A session with no request for this long is closed (a `tools/call`
+    /// still running keeps its session open); its client must initialize
+    /// a new one.
+    pub session_idle: HumanDuration,
+    /// Sessions open at once; the next `initialize` is refused with a 503
+    /// until one ends (`DELETE /mcp`) or expires.
+    pub max_sessions: usize,
+}
+
+impl Default for McpServerConfig {
+    fn default() -> Self {
+        Self {
+            session_idle: HumanDuration::from_secs(600),
+            max_sessions: 64,
         }
     }
 }
@@ -395,6 +420,18 @@ impl Config {
         if self.queue.workers == 0 {
             return Err(invalid("queue.workers", "must be at least 1".into()));
         }
+        if self.server.mcp.max_sessions == 0 {
+            return Err(invalid(
+                "server.mcp.max_sessions",
+                "must be at least 1 (the default is 64)".into(),
+            ));
+        }
+        if std::time::Duration::from(self.server.mcp.session_idle).is_zero() {
+            return Err(invalid(
+                "server.mcp.session_idle",
+                "must be longer than zero (the default is \"10m\")".into(),
+            ));
+        }
         if self.queue.max_attempts == 0 {
             return Err(invalid("queue.max_attempts", "must be at least 1".into()));
         }
@@ -471,6 +508,12 @@ impl Config {
                     "must be at least 1".into(),
                 ));
             }
+        }
+        if let Some(agent) = self.agents.iter().find(|a| a.max_response_bytes == Some(0)) {
+            return Err(invalid(
+                &format!("agents.{}.max_response_bytes", agent.id),
+                "must be at least 1 (bytes); leave it out for the default of 1 MiB".into(),
+            ));
         }
         Ok(())
     }

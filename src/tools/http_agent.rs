@@ -3,7 +3,8 @@
 //! recipientId, content, timestamp, type}`; the reply's `content` is the
 //! tool output. Connection failures and 5xx are retryable; other non-2xx
 //! replies and undecodable bodies are failures; the engine's timeout bounds
-//! every call.
+//! every call, and `max_response_bytes` every reply body (a bigger one is a
+//! failure naming the agent and the cap).
 
 use std::time::Duration;
 
@@ -30,7 +31,16 @@ pub struct HttpAgentSpec {
     /// Example questions clients may offer (`GET /api/agents`).
     #[serde(default)]
     pub conversation_starters: Vec<String>,
+    /// The largest reply body accepted from this agent, in bytes (default
+    /// 1 MiB): for `http_agent` tools naming it (unless the tool sets its
+    /// own) and group chats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<usize>,
 }
+
+/// The largest reply body an agent may send unless its `[[agents]]` entry
+/// or the tool says otherwise.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
 /// One message for a remote agent.
 pub struct Envelope<'a> {
@@ -41,6 +51,8 @@ pub struct Envelope<'a> {
     /// recognised by the agent.
     pub idempotency_key: String,
     pub timeout: Duration,
+    /// The largest reply body accepted, in bytes.
+    pub max_response_bytes: usize,
 }
 
 /// POSTs the message envelope to `endpoint`; the reply's `content` is the
@@ -76,7 +88,33 @@ pub async fn send(
             }
         })?;
     let status = response.status();
-    let body = response.text().await.unwrap_or_default();
+    let cap = message.max_response_bytes;
+    let too_large = || {
+        ToolError::Failed(format!(
+            "agent {recipient} at {endpoint} sent a reply larger than max_response_bytes ({cap} bytes); \
+             raise `max_response_bytes` on the http_agent tool or the agent's [[agents]] entry if such replies are expected"
+        ))
+    };
+    if status.is_success() && response.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(too_large());
+    }
+    // Only the message of an error page is wanted: it is cut short.
+    let limit = if status.is_success() {
+        cap
+    } else {
+        crate::client::ERROR_BODY_BYTES
+    };
+    let (bytes, truncated) = crate::client::read_capped(response, limit)
+        .await
+        .map_err(|e| {
+            ToolError::Retryable(format!(
+                "agent {recipient} at {endpoint}: the reply broke off: {e}"
+            ))
+        })?;
+    if truncated && status.is_success() {
+        return Err(too_large());
+    }
+    let body = String::from_utf8_lossy(&bytes);
     if !status.is_success() {
         let message = format!(
             "agent {recipient} answered HTTP {status}: {}",
@@ -106,11 +144,17 @@ pub struct HttpAgentTool {
     schema: ToolSchema,
     endpoint: String,
     recipient: String,
+    max_response_bytes: usize,
     http: reqwest::Client,
 }
 
 impl HttpAgentTool {
-    pub fn new(schema: ToolSchema, endpoint: String, recipient: String) -> Result<Self, ToolError> {
+    pub fn new(
+        schema: ToolSchema,
+        endpoint: String,
+        recipient: String,
+        max_response_bytes: usize,
+    ) -> Result<Self, ToolError> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .build()
@@ -119,6 +163,7 @@ impl HttpAgentTool {
             schema,
             endpoint,
             recipient,
+            max_response_bytes,
             http,
         })
     }
@@ -156,6 +201,7 @@ impl Tool for HttpAgentTool {
             content,
             idempotency_key: ctx.idempotency_key(),
             timeout: ctx.remaining(),
+            max_response_bytes: self.max_response_bytes,
         };
         send(&self.http, &self.endpoint, &self.recipient, message).await
     }

@@ -215,13 +215,18 @@ impl Chat<'_> {
                 Err(failure) if failure.ends_job() => return Err(failure.into()),
                 answer => answer.map_err(|e| e.to_string()),
             },
-            Place::Remote { endpoint } => {
+            Place::Remote {
+                endpoint,
+                max_response_bytes,
+            } => {
                 let message = Envelope {
                     conversation_id: job.conversation_id.as_deref().unwrap_or(job.id.as_str()),
                     sender: SENDER.to_string(),
                     content: prompt,
                     idempotency_key: self.replies_journal.idempotency_key(round, key),
                     timeout: self.timeout,
+                    max_response_bytes: max_response_bytes
+                        .unwrap_or(http_agent::DEFAULT_MAX_RESPONSE_BYTES),
                 };
                 tokio::select! {
                     sent = http_agent::send(&self.http, endpoint, &agent.id, message) => {

@@ -1,6 +1,7 @@
 //! Command gates: an argv command (never a shell) or a built-in gate
 //! (`py_compile`, `pr`, `rebase`), run in the workflow's working directory
-//! in its own process group with a cleared environment and a deadline. Each
+//! in its own process group with a cleared environment, a deadline and a cap
+//! on the output it may write (`max_output_bytes`). Each
 //! gate yields an event and the report `{pass, failed_files, traceback,
 //! suggestions}`.
 //!
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::compile::Workflow;
 use super::spec::{Builtin, CommandStage, PrSettings, RebaseSettings};
@@ -85,7 +87,8 @@ pub struct CommandRun {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
-    /// Why the command did not finish normally (timeout, cannot start).
+    /// Why the command did not finish normally (timeout, cannot start,
+    /// output over `max_output_bytes`).
     pub error: Option<String>,
 }
 
@@ -124,12 +127,38 @@ fn tail(text: &str, max: usize) -> String {
     format!("…{}", &text[skip..])
 }
 
+/// Reads a pipe to its end keeping at most `cap` bytes, draining the rest
+/// so the command never blocks on a full pipe; says whether it wrote more.
+async fn read_capped<R: AsyncRead + Unpin>(reader: Option<R>, cap: usize) -> (Vec<u8>, bool) {
+    let Some(mut reader) = reader else {
+        return (Vec::new(), false);
+    };
+    let (mut out, mut over) = (Vec::new(), false);
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => return (out, over),
+            Ok(n) => n,
+        };
+        let room = cap - out.len();
+        if n > room {
+            out.extend_from_slice(&chunk[..room]);
+            over = true;
+        } else {
+            out.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
+
 /// Runs `argv` in `dir` (own process group, cleared environment except an
-/// allowlist plus `env`), killing the group on timeout or when dropped.
+/// allowlist plus `env`), killing the group on timeout or when dropped. At
+/// most `max_output_bytes` of each of stdout and stderr are kept; more is
+/// an error naming the cap.
 pub async fn run_command(
     argv: &[String],
     dir: &Path,
     timeout: Duration,
+    max_output_bytes: usize,
     env: &[(&str, &str)],
 ) -> CommandRun {
     let not_run = |error: String| CommandRun {
@@ -152,7 +181,7 @@ pub async fn run_command(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let child = match command.spawn() {
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             return not_run(format!(
@@ -164,14 +193,33 @@ pub async fn run_command(
     // Dropped on every path: kills whatever the command left in its group.
     let _group = GroupGuard::of(child.id());
     crate::failpoint::hit("gate_started");
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Ok(Ok(out)) => CommandRun {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            error: None,
-        },
-        Ok(Err(e)) => not_run(format!("waiting for `{program}`: {e}")),
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let finished = async {
+        let (out, err) = tokio::join!(
+            read_capped(stdout, max_output_bytes),
+            read_capped(stderr, max_output_bytes)
+        );
+        (out, err, child.wait().await)
+    };
+    match tokio::time::timeout(timeout, finished).await {
+        Ok(((stdout, out_over), (stderr, err_over), Ok(status))) => {
+            let over = [("stdout", out_over), ("stderr", err_over)]
+                .into_iter()
+                .find(|(_, over)| *over);
+            CommandRun {
+                code: if over.is_some() { None } else { status.code() },
+                stdout: String::from_utf8_lossy(&stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+                error: over.map(|(stream, _)| {
+                    format!(
+                        "`{program}` wrote more than {max_output_bytes} bytes on {stream} \
+                         (the gate's max_output_bytes); make the command quieter or raise \
+                         `max_output_bytes` on its stage"
+                    )
+                }),
+            }
+        }
+        Ok((_, _, Err(e))) => not_run(format!("waiting for `{program}`: {e}")),
         Err(_) => not_run(format!(
             "timed out after {}",
             humantime::format_duration(timeout)
@@ -213,7 +261,7 @@ impl GateContext<'_> {
             .chain(args.iter().copied())
             .map(String::from)
             .collect();
-        run_command(&argv, dir, self.timeout(), &[]).await
+        run_command(&argv, dir, self.timeout(), self.spec.max_output_bytes, &[]).await
     }
 }
 
@@ -272,7 +320,7 @@ async fn argv_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
             }
         }
     }
-    let run = run_command(&argv, dir, ctx.timeout(), &[]).await;
+    let run = run_command(&argv, dir, ctx.timeout(), ctx.spec.max_output_bytes, &[]).await;
     let output = run.output();
     let by_output = ctx.spec.output.iter().enumerate().find_map(|(i, rule)| {
         let regex = ctx
@@ -367,6 +415,7 @@ async fn py_compile_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
             &argv,
             dir,
             ctx.timeout(),
+            ctx.spec.max_output_bytes,
             &[("PYTHONPYCACHEPREFIX", &cache)],
         )
         .await;
@@ -482,7 +531,7 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
         Ok(argv) => argv,
         Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.create_command` template"),
     };
-    let created = run_command(&argv, dir, ctx.timeout(), &[]).await;
+    let created = run_command(&argv, dir, ctx.timeout(), ctx.spec.max_output_bytes, &[]).await;
     // A re-run after a crash finds its own PR: that is success, not a failure.
     if !created.success() && !created.output().contains("already exists") {
         return GateReport::fail(

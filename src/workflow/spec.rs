@@ -193,6 +193,11 @@ pub struct CommandStage {
     /// Deadline; on expiry the command's process group is killed and the gate fails. Default 10m.
     #[serde(default = "default_gate_timeout")]
     pub timeout: HumanDuration,
+    /// The most output read from each of the command's stdout and stderr,
+    /// in bytes (default 1 MiB); a command that writes more fails the gate
+    /// with an error naming this cap.
+    #[serde(default = "default_gate_max_output")]
+    pub max_output_bytes: usize,
     /// Exit code → event (default: 0 → `pass`, anything else → `fail`).
     #[serde(default)]
     pub exit_codes: BTreeMap<String, String>,
@@ -340,6 +345,9 @@ fn default_after() -> String {
 }
 fn default_gate_timeout() -> HumanDuration {
     HumanDuration::from_secs(600)
+}
+fn default_gate_max_output() -> usize {
+    1024 * 1024
 }
 fn default_base() -> String {
     "main".into()

@@ -6,13 +6,13 @@
 //! `Idempotency-Key`, which `http_agent` tools send).
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::super::AppState;
-use super::super::body::JsonBody;
+use super::super::body::{JsonBody, Path};
 use super::super::error::{ApiError, ErrorCode};
 use super::super::jobs::run_to_end;
 use super::{USER_VARIABLE, envelope};
@@ -30,6 +30,9 @@ pub(super) struct AgentCard {
     pub endpoint: String,
     /// `local` (a bundle of this daemon) or `remote`.
     pub kind: &'static str,
+    /// A remote agent's reply cap (`[[agents]] max_response_bytes`).
+    #[serde(skip)]
+    pub max_response_bytes: Option<usize>,
 }
 
 impl AgentCard {
@@ -41,6 +44,7 @@ impl AgentCard {
         } else {
             Place::Remote {
                 endpoint: self.endpoint.clone(),
+                max_response_bytes: self.max_response_bytes,
             }
         };
         Participant {
@@ -73,6 +77,7 @@ pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
                 conversation_starters: card.conversation_starters,
                 endpoint: format!("/api/agents/{}/message", raw.name),
                 kind: LOCAL,
+                max_response_bytes: None,
             }
         })
         .collect();
@@ -85,6 +90,7 @@ pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
         conversation_starters: a.conversation_starters.clone(),
         endpoint: a.endpoint.clone(),
         kind: "remote",
+        max_response_bytes: a.max_response_bytes,
     });
     local.extend(remote);
     local

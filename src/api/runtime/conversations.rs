@@ -2,10 +2,11 @@
 //! read it — each turn's question and answer as message envelopes.
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::super::AppState;
+use super::super::body::Path;
 use super::super::conversations::turns_of;
 use super::super::error::ApiError;
 use super::{GROUP_RUNTIME, RUNTIME, USER_VARIABLE};

@@ -1,0 +1,219 @@
+//! The API under a fuzzer: Schemathesis (from `.venv`, see
+//! `scripts/python-env`) reads the real daemon's `/v1/openapi.json` and
+//! sends every operation a bounded number of generated requests, valid and
+//! invalid, with a fixed seed. No answer may be a 5xx, every 4xx must carry
+//! the JSON error shape (`tests/data/fuzz_api/checks.py`), and answers must
+//! match what the document says (status codes, content types, schemas).
+//! A missing Schemathesis is a failure, never a skip.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::daemon::Site;
+use common::{mock_server, repo};
+
+/// Generated requests per operation and phase: enough to reach the
+/// extractors' error paths, few enough that the run stays within a few
+/// minutes on a 2-core machine (about one minute when it is quiet).
+const EXAMPLES: &str = "100";
+/// The same requests on every run: a failure reproduces.
+const SEED: &str = "20261124";
+
+fn schemathesis() -> PathBuf {
+    let st = repo(".venv/bin/st");
+    assert!(
+        st.exists(),
+        "Schemathesis is missing ({}): run ./scripts/python-env, which installs the version pinned in ci/requirements.txt into .venv",
+        st.display()
+    );
+    st
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
+    let st = schemathesis();
+    let mock = mock_server("replies:\n  - content: fuzzed\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    // A deployment as configured: the runtime API's router and group-chat
+    // host are loaded (without them `/api/query` and `/api/group-chat`
+    // answer 503 by design), and one plain bundle.
+    let bundle = |name: &str, extra: &str| {
+        format!(
+            "name: {name}\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{system: \"You answer.\", user: \"{{{{ input }}}}\"}}\n{extra}"
+        )
+    };
+    site.put_bundle("echo", &bundle("echo", ""));
+    site.put_bundle("router", &bundle("router", ""));
+    site.put_bundle(
+        "group-chat",
+        &bundle(
+            "group-chat",
+            "group_chat: {max_rounds: 2, stop_word: DONE}\n",
+        ),
+    );
+    let daemon = site.start();
+    let report = site.path().join("schemathesis-report");
+    let output = tokio::task::spawn_blocking({
+        let schema = daemon.url("/v1/openapi.json");
+        let base = daemon.base.clone();
+        let report = report.clone();
+        let cwd = site.path().to_path_buf();
+        move || {
+            Command::new(st)
+                .arg("run")
+                .arg(&schema)
+                .args(["--url", &base])
+                .args([
+                    "--checks",
+                    "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,error_shape",
+                ])
+                .args(["--phases", "examples,coverage,fuzzing,stateful"])
+                .args(["--max-examples", EXAMPLES, "--seed", SEED])
+                .args(["--workers", "2", "--request-timeout", "20"])
+                .args(["--generation-database", "none"])
+                .args(["--suppress-health-check", "all"])
+                .args(["--no-color", "--output-truncate", "false"])
+                .arg("--report-dir")
+                .arg(&report)
+                // Its cache (`.schemathesis/`) goes with the site, not the repository.
+                .current_dir(&cwd)
+                .env(
+                    "SCHEMATHESIS_HOOKS",
+                    repo("tests/data/fuzz_api/checks.py"),
+                )
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "Schemathesis found problems (seed {SEED}):\n{stdout}\n{}\n== daemon log (tail)\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        tail(&daemon.log(), 80),
+    );
+    // It really tested every operation of the document (one it could not
+    // read, or a filter that matched nothing, would pass vacuously).
+    let document: serde_json::Value =
+        serde_json::from_str(include_str!("../src/api/openapi.json")).unwrap();
+    let operations: usize = document["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|path| {
+            path.as_object()
+                .unwrap()
+                .keys()
+                .filter(|k| ["get", "post", "put", "patch", "delete"].contains(&k.as_str()))
+                .count()
+        })
+        .sum();
+    let number_after = |label: &str| -> usize {
+        let rest = stdout.split(label).nth(1).unwrap_or_default().trim_start();
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap_or(0)
+    };
+    let (selected, total, tested) = (
+        number_after("Operations:"),
+        number_after("selected /"),
+        number_after("Tested:"),
+    );
+    // Schemathesis leaves out the document's own route.
+    assert!(
+        selected == total && tested == total && total + 1 >= operations,
+        "Schemathesis tested {tested} of {total} operations ({selected} selected), the document has {operations}:\n{stdout}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// What Schemathesis found, pinned: each answer is the JSON error shape
+/// with the status the document gives.
+#[tokio::test(flavor = "multi_thread")]
+async fn found_by_schemathesis_answers_are_shaped() {
+    let mock = mock_server("replies:\n  - content: fuzzed\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let cases: [(reqwest::Method, &str, Option<&str>, u16, &str); 6] = [
+        // axum's default 405 has an empty body.
+        (
+            reqwest::Method::TRACE,
+            "/v1/jobs",
+            None,
+            405,
+            "method_not_allowed",
+        ),
+        // axum's query rejection is text/plain.
+        (
+            reqwest::Method::GET,
+            "/v1/jobs?limit=abc",
+            None,
+            422,
+            "invalid_request",
+        ),
+        (
+            reqwest::Method::GET,
+            "/v1/jobs?x-unknown=1",
+            None,
+            422,
+            "invalid_request",
+        ),
+        // axum's path rejection (not UTF-8) is text/plain.
+        (reqwest::Method::GET, "/v1/jobs/%FF", None, 404, "not_found"),
+        // rmcp's refusal without the Accept it wants is text/plain.
+        (
+            reqwest::Method::POST,
+            "/mcp",
+            Some("{}"),
+            406,
+            "not_acceptable",
+        ),
+        // OpenAI's shape had `code: null`.
+        (
+            reqwest::Method::POST,
+            "/v1/chat/completions",
+            Some(""),
+            400,
+            "invalid_request",
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let mut request = http.request(method.clone(), daemon.url(path));
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{method} {path}");
+        let answer: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{method} {path}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{method} {path}: {answer}"
+        );
+    }
+    let bad_limit: serde_json::Value = http
+        .get(daemon.url("/v1/jobs?limit=abc"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(bad_limit["error"]["field"], "limit", "{bad_limit}");
+    assert_eq!(daemon.stop(), Some(0));
+}
