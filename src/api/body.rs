@@ -28,22 +28,30 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 )
             }
         })?;
-        let de = &mut serde_json::Deserializer::from_slice(&bytes);
-        serde_path_to_error::deserialize(de)
-            .map(JsonBody)
-            .map_err(|e| {
-                let message = format!("invalid JSON body: {}", e.inner());
-                match field_of(&e) {
-                    Some(field) => ApiError::field(ErrorCode::InvalidRequest, field, message),
-                    None => ApiError::new(ErrorCode::InvalidRequest, message),
-                }
-            })
+        parse(&bytes).map(JsonBody)
     }
 }
 
+/// A JSON body as `T`, or the 422 naming the field that is wrong.
+pub(super) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let message = format!("invalid JSON body: {}", e.inner());
+        match field_of(&e) {
+            Some(field) => ApiError::field(ErrorCode::InvalidRequest, field, message),
+            None => ApiError::new(ErrorCode::InvalidRequest, message),
+        }
+    })
+}
+
 /// The field an error is about: its path, or the field serde names in a
-/// missing- or unknown-field error at the top level.
+/// missing- or unknown-field error at the top level. Never an empty name
+/// (`{"": 1}` is an unknown field without one: the message says so).
 fn field_of(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<String> {
+    named_field(e).filter(|field| !field.is_empty())
+}
+
+fn named_field(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<String> {
     let path = e.path().to_string();
     let named = |text: &str| {
         let inner = e.inner().to_string();

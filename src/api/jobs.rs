@@ -59,6 +59,14 @@ pub async fn submit(
 fn checked(state: &AppState, request: SubmitRequest) -> Result<NewJob, ApiError> {
     known_bundle(state, &request.bundle, "bundle")?;
     daemon_only_variables(state, &request.bundle, &request.variables)?;
+    let mut new_job = validated(request)?;
+    new_job.max_attempts = new_job.max_attempts.or(Some(state.max_attempts));
+    Ok(new_job)
+}
+
+/// The checks of a submit request that need no loaded bundles: times,
+/// trace context, conversation id, attempts, idempotency key.
+pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
             ApiError::field(
@@ -110,7 +118,7 @@ fn checked(state: &AppState, request: SubmitRequest) -> Result<NewJob, ApiError>
         priority: request.priority,
         run_at,
         idempotency_key: request.idempotency_key,
-        max_attempts: request.max_attempts.or(Some(state.max_attempts)),
+        max_attempts: request.max_attempts,
         traceparent: request.traceparent,
     })
 }

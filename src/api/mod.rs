@@ -14,6 +14,7 @@ mod bundles;
 mod conversations;
 pub mod error;
 mod feed;
+pub mod fuzzing;
 pub mod guard;
 mod jobs;
 pub mod mcp;

@@ -42,6 +42,7 @@ struct ChatRequest {
 }
 
 /// An error in OpenAI's shape.
+#[derive(Debug)]
 pub struct OpenAiError {
     status: StatusCode,
     message: String,
@@ -62,7 +63,11 @@ impl OpenAiError {
         }
     }
 
-    fn body(&self) -> Value {
+    pub(super) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub(super) fn body(&self) -> Value {
         json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
     }
 }
@@ -135,26 +140,12 @@ type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
 /// Validates the request and queues its job; with `stream`, follows the
 /// job's feed from the start.
 async fn start(state: &AppState, body: &[u8]) -> Result<(Job, Option<Feed>), OpenAiError> {
-    let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
-        let param = if e.to_string().contains("messages") {
-            "messages"
-        } else {
-            "body"
-        };
-        OpenAiError::invalid(param, format!("invalid chat completion request: {e}"))
-    })?;
-    let bundle = request.model.strip_prefix(MODEL_PREFIX).ok_or_else(|| OpenAiError {
-        status: StatusCode::NOT_FOUND,
-        message: format!(
-            "the model {:?} does not exist: models here are bundles, named `bundle/<name>` (GET /v1/models lists them)",
-            request.model
-        ),
-        kind: "invalid_request_error",
-        param: Some("model".into()),
-        code: Some("model_not_found".into()),
-    })?;
-    known_bundle(state, bundle, "model")?;
-    let input = last_user_text(&request.messages)?;
+    let Parsed {
+        request,
+        bundle,
+        input,
+    } = parse(body)?;
+    known_bundle(state, &bundle, "model")?;
     // The job's id is chosen here so the stream listens before the job can
     // start: its first model call already streams.
     let id = JobId::new();
@@ -163,13 +154,56 @@ async fn start(state: &AppState, body: &[u8]) -> Result<(Job, Option<Feed>), Ope
         .then(|| Box::pin(job_feed(state.clone(), id.clone(), 0, false)) as Feed);
     let new_job = NewJob {
         id: Some(id),
-        bundle: bundle.to_string(),
+        bundle,
         input,
         messages: Some(request.messages),
         ..Default::default()
     };
     let (job, _) = enqueue(state, new_job).await?;
     Ok((job, feed))
+}
+
+/// A chat completion request as read from its body, before the bundle is
+/// looked up.
+pub(super) struct Parsed {
+    request: ChatRequest,
+    /// The model's name without `bundle/`.
+    pub bundle: String,
+    /// The last user message's text: the job's input.
+    pub input: String,
+}
+
+/// Reads a request body: JSON of the right shape, a `bundle/<name>` model,
+/// chat messages with a user message among them.
+pub(super) fn parse(body: &[u8]) -> Result<Parsed, OpenAiError> {
+    let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
+        let param = if e.to_string().contains("messages") {
+            "messages"
+        } else {
+            "body"
+        };
+        OpenAiError::invalid(param, format!("invalid chat completion request: {e}"))
+    })?;
+    let bundle = request
+        .model
+        .strip_prefix(MODEL_PREFIX)
+        .ok_or_else(|| OpenAiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!(
+                "the model {:?} does not exist: models here are bundles, named `bundle/<name>` (GET /v1/models lists them)",
+                request.model
+            ),
+            kind: "invalid_request_error",
+            param: Some("model".into()),
+            code: Some("model_not_found".into()),
+        })?
+        .to_string();
+    let input = last_user_text(&request.messages)?;
+    Ok(Parsed {
+        request,
+        bundle,
+        input,
+    })
 }
 
 /// The text of the last user message (the job's `input`), checking that
