@@ -738,3 +738,41 @@ async fn streaming_is_used_when_an_observer_wants_tokens() {
     assert_eq!(*tokens.0.lock().unwrap(), "streamed answer here");
     assert_eq!(server.requests()[0]["stream"], Value::Bool(true));
 }
+
+/// A model reply of exactly `max_response_bytes` is read; one byte more is
+/// a `too_large` error naming the endpoint and the cap, not retried.
+#[tokio::test]
+async fn a_model_reply_one_byte_over_max_response_bytes_is_refused() {
+    use structured_agents::client::{ChatBackend, ChatRequest, ClientError};
+    let raw = json!({"choices": [{"message": {"role": "assistant", "content": "fits exactly"}}]})
+        .to_string();
+    let server = MockServer::start(script(&format!(
+        "replies:\n  - raw_body: {}\n",
+        serde_json::to_string(&raw).unwrap()
+    )))
+    .await
+    .unwrap();
+    let request = ChatRequest {
+        body: json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            .as_object()
+            .unwrap()
+            .clone(),
+    };
+    let backend = |cap: usize| {
+        let mut settings = EndpointSettings::new("small", server.base_url());
+        settings.max_response_bytes = cap;
+        settings.max_retries = 0;
+        HttpBackend::new(settings).unwrap()
+    };
+    let fits = backend(raw.len()).complete(&request, None).await.unwrap();
+    assert_eq!(fits.message.content.as_deref(), Some("fits exactly"));
+    let over = backend(raw.len() - 1)
+        .complete(&request, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&over, ClientError::TooLarge { limit, .. } if *limit == raw.len() - 1),
+        "{over:?}"
+    );
+    assert!(over.to_string().contains("max_response_bytes") && !over.is_retryable());
+}
