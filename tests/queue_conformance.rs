@@ -145,7 +145,7 @@ pub async fn stale_worker_cannot_overwrite_newer_outcome(q: Arc<dyn JobQueue>) {
         HeartbeatReply::Lost
     );
     assert!(matches!(
-        q.append_events(&submitted.id, stale.attempt, &[event(1)])
+        q.record_steps(&submitted.id, stale.attempt, &[], &[event(1)])
             .await,
         Err(QueueError::StaleAttempt { .. })
     ));
@@ -397,16 +397,16 @@ pub async fn cancellation_of_queued_and_running_jobs(q: Arc<dyn JobQueue>) {
 pub async fn event_log_is_ordered_guarded_and_continues_across_attempts(q: Arc<dyn JobQueue>) {
     let (submitted, _) = q.submit(job("b")).await.unwrap();
     let first = q.lease("w", LEASE).await.unwrap().unwrap();
-    q.append_events(&submitted.id, first.attempt, &[event(1), event(2)])
+    q.record_steps(&submitted.id, first.attempt, &[], &[event(1), event(2)])
         .await
         .unwrap();
     // A write whose commit happened but whose reply was lost, retried, is
     // recognised (same attempt, same event); another event there is not.
-    q.append_events(&submitted.id, first.attempt, &[event(1), event(2)])
+    q.record_steps(&submitted.id, first.attempt, &[], &[event(1), event(2)])
         .await
         .unwrap();
     assert!(matches!(
-        q.append_events(&submitted.id, first.attempt, &[other_event(2)])
+        q.record_steps(&submitted.id, first.attempt, &[], &[other_event(2)])
             .await,
         Err(QueueError::DuplicateEvent { seq: 2, .. })
     ));
@@ -418,7 +418,7 @@ pub async fn event_log_is_ordered_guarded_and_continues_across_attempts(q: Arc<d
         second.next_seq, next,
         "the lease brings the log's next number"
     );
-    q.append_events(&submitted.id, second.attempt, &[event(3)])
+    q.record_steps(&submitted.id, second.attempt, &[], &[event(3)])
         .await
         .unwrap();
     q.complete(
@@ -543,7 +543,7 @@ pub async fn a_job_whose_worker_keeps_dying_parks_as_a_poison_pill(q: Arc<dyn Jo
         let lease = lease_until(&*q).await;
         assert_eq!(lease.job.crash_resumes, resumes);
         if resumes == 0 {
-            q.append_events(id, lease.attempt, &[event(1)])
+            q.record_steps(id, lease.attempt, &[], &[event(1)])
                 .await
                 .unwrap();
         }
@@ -733,7 +733,7 @@ pub async fn finish_stamps_the_final_event_in_its_transaction(q: Arc<dyn JobQueu
     let (other, _) = q.submit(job("b")).await.unwrap();
     let lease = lease_until(q.as_ref()).await;
     assert_eq!(lease.job.id, other.id);
-    q.append_events(&other.id, lease.attempt, &[event(1)])
+    q.record_steps(&other.id, lease.attempt, &[], &[event(1)])
         .await
         .unwrap();
     assert!(matches!(
@@ -1253,7 +1253,7 @@ async fn sqlite_survives_reopen_and_refuses_newer_schema() {
         let q = SqliteQueue::open(&path, fast_retry()).await.unwrap();
         let (j, _) = q.submit(job("b")).await.unwrap();
         let lease = q.lease("w", LEASE).await.unwrap().unwrap();
-        q.append_events(&j.id, lease.attempt, &[event(1)])
+        q.record_steps(&j.id, lease.attempt, &[], &[event(1)])
             .await
             .unwrap();
         j.id
@@ -1370,7 +1370,7 @@ async fn postgres_changes_on_one_handle_reach_subscribers_of_another() {
     // The lease, then an event appended on A, each wake B's subscribers (SSE).
     let lease = a.lease("w", LEASE * 20).await.unwrap().unwrap();
     assert_eq!(next_id(&mut changes).await, submitted.id);
-    a.append_events(&submitted.id, lease.attempt, &[event(1)])
+    a.record_steps(&submitted.id, lease.attempt, &[], &[event(1)])
         .await
         .unwrap();
     assert_eq!(next_id(&mut changes).await, submitted.id);

@@ -424,18 +424,6 @@ pub(crate) async fn record_steps(
     Ok(())
 }
 
-pub(crate) async fn append_events(
-    tx: &mut impl Tx,
-    id: &JobId,
-    attempt: u32,
-    events: &[EventEnvelope],
-) -> Res<()> {
-    require_current(tx, id, attempt).await?;
-    insert_events(tx, id, attempt, events).await?;
-    tx.changed(Change::Updated, id);
-    Ok(())
-}
-
 /// A page of jobs, newest first (ids are UUIDv7, so they sort by creation).
 pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
     let limit = filter.limit.clamp(1, 1000);

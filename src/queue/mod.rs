@@ -19,16 +19,28 @@
 //!
 //! This module must not know about bundles, the kernel or HTTP.
 
+mod driver;
+mod error;
 mod lifecycle;
+mod listing;
+mod op;
 mod open;
 pub mod postgres;
+mod retry;
 mod rules;
 pub mod sqlite;
+mod stats;
 mod tx;
 
+pub use driver::Queue;
+pub use error::QueueError;
 pub use lifecycle::Pinner;
+pub use listing::{JobFilter, Page, conversation_history};
+pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};
+pub use stats::WriteCounts;
+pub(crate) use stats::WriteStats;
 pub use tx::Pin;
 
 pub use open::{location, open, postgres_options};
@@ -338,142 +350,11 @@ impl Finished {
     }
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct JobFilter {
-    pub state: Option<JobState>,
-    pub bundle: Option<String>,
-    pub conversation_id: Option<String>,
-    pub limit: usize,
-    /// From a previous page's `next_cursor`.
-    pub cursor: Option<String>,
-}
-
-impl JobFilter {
-    /// The filter as SQL conditions (` AND …`, each value a placeholder
-    /// that `placeholder(n)` spells for the n-th argument) and their
-    /// arguments, shared by the backends' listings.
-    pub(crate) fn conditions(
-        &self,
-        placeholder: impl Fn(usize) -> String,
-    ) -> (String, Vec<String>) {
-        let mut sql = String::new();
-        let mut args = Vec::new();
-        for (column, op, value) in [
-            ("state", "=", self.state.map(|s| s.as_str().to_string())),
-            ("bundle", "=", self.bundle.clone()),
-            ("conversation_id", "=", self.conversation_id.clone()),
-            // Newest first: ids are UUIDv7, so a page continues below the cursor.
-            ("id", "<", self.cursor.clone()),
-        ] {
-            if let Some(value) = value {
-                args.push(value);
-                sql.push_str(&format!(" AND {column} {op} {}", placeholder(args.len())));
-            }
-        }
-        (sql, args)
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Page {
-    pub jobs: Vec<Job>,
-    pub next_cursor: Option<String>,
-}
-
 /// One stored event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEvent {
     pub seq: u64,
     pub event_json: String,
-}
-
-/// Retry timing.
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    pub backoff_base: Duration,
-    pub backoff_max: Duration,
-    /// Resumes after a crash before a job parks as a poison pill.
-    pub max_crash_resumes: u32,
-}
-
-impl RetryPolicy {
-    /// Exponential backoff with jitter (50–100 % of the capped delay).
-    pub fn delay(&self, attempt: u32) -> Duration {
-        use rand::Rng;
-        let exp = self
-            .backoff_base
-            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
-        exp.min(self.backoff_max)
-            .mul_f64(rand::rng().random_range(0.5..=1.0))
-    }
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            backoff_base: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(60),
-            max_crash_resumes: 5,
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum QueueError {
-    #[error("queue database {path}: {detail}")]
-    Store { path: String, detail: String },
-    #[error(
-        "queue database {path} has schema version {found}, newer than this binary supports ({supported}); upgrade structured-agents or point queue.path elsewhere"
-    )]
-    TooNew {
-        path: String,
-        found: u32,
-        supported: u32,
-    },
-    #[error(
-        "PostgreSQL queue {location} has schema version {found}, newer than this binary supports ({supported}); upgrade structured-agents, or point queue.schema at another schema"
-    )]
-    SchemaTooNew {
-        location: String,
-        found: u32,
-        supported: u32,
-    },
-    #[error(
-        "cannot connect to PostgreSQL at {url} (queue.url): {detail}; check that the server is running (e.g. `pg_ctlcluster 15 main start`) and that queue.url and queue.password_env are right"
-    )]
-    Connect { url: String, detail: String },
-    /// A queue setting that cannot work, named by its config key.
-    #[error("{key}: {message}")]
-    Setting { key: &'static str, message: String },
-    #[error(
-        "job {job}: attempt {attempt} is not the current attempt (a newer attempt owns the job, or it ended)"
-    )]
-    StaleAttempt { job: JobId, attempt: u32 },
-    #[error("job {job}: event {seq} is already stored")]
-    DuplicateEvent { job: JobId, seq: u64 },
-    /// A batch submit reused an idempotency key for different content: the
-    /// whole batch is refused.
-    #[error(
-        "job {index} of the batch: idempotency key {key:?} was already used for job {} with a different bundle, input or variables; use a new key, or GET /v1/jobs/{} for the existing job",
-        existing.id, existing.id
-    )]
-    KeyConflict {
-        index: usize,
-        key: String,
-        existing: Box<Job>,
-    },
-    #[error("invalid cursor {0:?}")]
-    Cursor(String),
-    #[error("job {0} does not exist")]
-    NotFound(JobId),
-    #[error(
-        "job {job} is {state}, not needs_attention: only a parked job can be resolved (see its state with `structured-agents job {job}`)"
-    )]
-    NotParked { job: JobId, state: JobState },
-    #[error(
-        "job {0} parked because its worker died repeatedly, not at a call: there is no result to skip; use --retry or --fail"
-    )]
-    NoCallToSkip(JobId),
 }
 
 /// The seam between API, workers and storage.
@@ -606,12 +487,6 @@ pub trait JobQueue: Send + Sync {
     /// Cancels a queued or parked job at once (with its final event); asks
     /// a running job to stop.
     async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError>;
-    async fn append_events(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        events: &[EventEnvelope],
-    ) -> Result<(), QueueError>;
     async fn events_after(
         &self,
         id: &JobId,
@@ -635,37 +510,6 @@ pub trait JobQueue: Send + Sync {
         WriteCounts::default()
     }
     async fn ping(&self) -> Result<(), QueueError>;
-}
-
-/// Counts of committed writes and of the commits that carried them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct WriteCounts {
-    pub writes: u64,
-    pub commits: u64,
-}
-
-/// The live counters behind [`WriteCounts`].
-#[derive(Debug, Default)]
-pub(crate) struct WriteStats {
-    writes: std::sync::atomic::AtomicU64,
-    commits: std::sync::atomic::AtomicU64,
-}
-
-impl WriteStats {
-    /// One commit carrying `writes` writes.
-    pub(crate) fn count(&self, writes: usize) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.writes.fetch_add(writes as u64, Relaxed);
-        self.commits.fetch_add(1, Relaxed);
-    }
-
-    pub(crate) fn counts(&self) -> WriteCounts {
-        use std::sync::atomic::Ordering::Relaxed;
-        WriteCounts {
-            writes: self.writes.load(Relaxed),
-            commits: self.commits.load(Relaxed),
-        }
-    }
 }
 
 /// Where a backend's schema stands (`structured-agents migrate`).
@@ -703,32 +547,6 @@ pub(crate) fn millis(t: SystemTime) -> i64 {
 pub(crate) fn rfc3339(ms: i64) -> String {
     let t = SystemTime::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
     humantime::format_rfc3339_millis(t).to_string()
-}
-
-/// The conversation's earlier finished turns before `job`, oldest first, at
-/// most `limit` of them: what the job starts from.
-pub async fn conversation_history(
-    queue: &dyn JobQueue,
-    job: &Job,
-    limit: usize,
-) -> Result<Vec<Job>, QueueError> {
-    let Some(conversation) = &job.conversation_id else {
-        return Ok(Vec::new());
-    };
-    let mut jobs: Vec<Job> = queue
-        .list(JobFilter {
-            conversation_id: Some(conversation.clone()),
-            cursor: Some(job.id.to_string()),
-            limit: limit.max(1),
-            ..Default::default()
-        })
-        .await?
-        .jobs
-        .into_iter()
-        .filter(|j| j.state == JobState::Succeeded)
-        .collect();
-    jobs.reverse();
-    Ok(jobs)
 }
 
 #[cfg(test)]

@@ -19,19 +19,17 @@ mod listen;
 mod schema;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{
-    Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Transaction,
-};
-use futures::future::BoxFuture;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
 use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
-use super::tx::{Change, Res, Tx, Wakeups};
+use super::driver::Driver;
+use super::op::{Done, Op};
+use super::tx::{Change, Res, Wakeups};
 use super::*;
 use dialect::PgTx;
 use listen::Sinks;
@@ -79,24 +77,28 @@ fn pool_error(options: &PostgresOptions, e: deadpool_postgres::PoolError) -> Que
     }
 }
 
-pub struct PostgresQueue {
+/// The PostgreSQL driver: a pool of connections, a transaction per write,
+/// and the LISTEN task that hears the other daemons.
+pub struct Postgres {
     pool: Pool,
     options: PostgresOptions,
     label: String,
     channel: String,
-    retry: RetryPolicy,
     sinks: Sinks,
     stats: Arc<WriteStats>,
     /// Stops the LISTEN task when the handle goes away.
     _listener: DropGuard,
 }
 
-impl PostgresQueue {
+/// The shared queue.
+pub type PostgresQueue = Queue<Postgres>;
+
+impl Queue<Postgres> {
     /// Connects, applies pending migrations (once across daemons starting
     /// together), and starts listening for other daemons' changes.
     pub async fn open(options: PostgresOptions, retry: RetryPolicy) -> Result<Self, QueueError> {
         let config = options.connect_config()?;
-        let pool = Self::pool(&options, config.clone())?;
+        let pool = Postgres::pool(&options, config.clone())?;
         schema::migrate(&pool, &options, false).await?;
         let channel = format!("sa_jobs_{}", options.schema);
         let first = listen::listen(&config, &channel)
@@ -119,16 +121,16 @@ impl PostgresQueue {
             stop.clone(),
             label.clone(),
         ));
-        Ok(Self {
+        let driver = Postgres {
             pool,
             label,
             channel,
-            retry,
             sinks,
             stats: Arc::new(WriteStats::default()),
             _listener: stop.drop_guard(),
             options,
-        })
+        };
+        Ok(Queue { driver, retry })
     }
 
     /// Applies pending migrations (or with `check_only` only reports them)
@@ -137,10 +139,21 @@ impl PostgresQueue {
         options: &PostgresOptions,
         check_only: bool,
     ) -> Result<MigrationStatus, QueueError> {
-        let pool = Self::pool(options, options.connect_config()?)?;
+        let pool = Postgres::pool(options, options.connect_config()?)?;
         schema::migrate(&pool, options, check_only).await
     }
 
+    /// Ids of jobs that became runnable, here or on any daemon sharing the
+    /// database (submitted, released, resolved). A daemon wakes its idle
+    /// workers from it, e.g.
+    /// `while rx.recv().await.is_ok() { wake.notify_one() }` (a lagged
+    /// receiver should wake them too).
+    pub fn runnable(&self) -> broadcast::Receiver<JobId> {
+        self.driver.sinks.wake.runnable.subscribe()
+    }
+}
+
+impl Postgres {
     fn pool(options: &PostgresOptions, config: tokio_postgres::Config) -> Result<Pool, QueueError> {
         let manager = Manager::from_config(
             config,
@@ -162,15 +175,6 @@ impl PostgresQueue {
             })
     }
 
-    /// Ids of jobs that became runnable, here or on any daemon sharing the
-    /// database (submitted, released, resolved). A daemon wakes its idle
-    /// workers from it, e.g.
-    /// `while rx.recv().await.is_ok() { wake.notify_one() }` (a lagged
-    /// receiver should wake them too).
-    pub fn runnable(&self) -> broadcast::Receiver<JobId> {
-        self.sinks.wake.runnable.subscribe()
-    }
-
     async fn client(&self) -> Result<deadpool_postgres::Object, QueueError> {
         self.pool
             .get()
@@ -188,14 +192,11 @@ impl PostgresQueue {
     /// Runs `f` in a transaction of its own and commits it; its changes are
     /// announced in one coalesced `NOTIFY` (delivered at commit) and to this
     /// handle's subscribers once committed.
-    async fn write<T: Send>(
-        &self,
-        f: impl for<'t> FnOnce(&'t mut PgTx<'_, Transaction<'_>>) -> BoxFuture<'t, Res<T>> + Send,
-    ) -> Result<T, QueueError> {
+    async fn commit_alone(&self, op: Op) -> Result<Done, QueueError> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(|e| self.store(&e))?;
         let mut pg = PgTx::new(&tx);
-        let mut outcome = f(&mut pg).await;
+        let mut outcome = op.run(&mut pg).await;
         let changes = std::mem::take(&mut pg.changes);
         if outcome.is_ok()
             && let Err(e) = self.notify_in(&tx, &changes).await
@@ -232,257 +233,19 @@ impl PostgresQueue {
         }
         Ok(())
     }
-
-    /// Runs a read on a pooled connection, outside any transaction.
-    async fn read<T: Send>(
-        &self,
-        f: impl for<'t> FnOnce(&'t mut PgTx<'_, Object>) -> BoxFuture<'t, Res<T>> + Send,
-    ) -> Result<T, QueueError> {
-        let client = self.client().await?;
-        let mut pg = PgTx::new(&client);
-        f(&mut pg).await.map_err(|e| e.into_error(&self.label))
-    }
 }
 
 #[async_trait]
-impl JobQueue for PostgresQueue {
-    async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
-        let id = job.id.take().unwrap_or_default();
-        let submitted = self
-            .write(move |tx| Box::pin(lifecycle::submit(tx, id, job)))
-            .await?;
-        if submitted.1 {
-            crate::failpoint::hit("after_submit_commit");
-        }
-        Ok(submitted)
+impl Driver for Postgres {
+    async fn write(&self, op: Op) -> Result<Done, QueueError> {
+        self.commit_alone(op).await
     }
 
-    async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError> {
-        let jobs = with_ids(jobs);
-        self.write(move |tx| Box::pin(lifecycle::submit_many(tx, jobs)))
-            .await
-    }
-
-    async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| Box::pin(async move { tx.job(id.as_str(), false).await }))
-            .await
-    }
-
-    async fn list(&self, filter: JobFilter) -> Result<Page, QueueError> {
-        self.read(move |tx| Box::pin(async move { lifecycle::list(tx, &filter).await }))
-            .await
-    }
-
-    async fn counts_by_state(&self) -> Result<Vec<(String, JobState, u64)>, QueueError> {
-        self.read(|tx| Box::pin(lifecycle::counts_by_state(tx)))
-            .await
-    }
-
-    async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
-        self.read(|tx| Box::pin(lifecycle::live_counts(tx))).await
-    }
-
-    async fn forget_conversation(
-        &self,
-        conversation_id: &str,
-    ) -> Result<(usize, usize), QueueError> {
-        let conversation = conversation_id.to_string();
-        self.write(move |tx| {
-            Box::pin(async move { lifecycle::forget_conversation(tx, &conversation).await })
-        })
-        .await
-    }
-
-    async fn purge_finished(
-        &self,
-        finished_before: SystemTime,
-        limit: usize,
-    ) -> Result<usize, QueueError> {
-        let cutoff = millis(finished_before);
-        self.write(|tx| Box::pin(lifecycle::purge_finished(tx, cutoff, limit)))
-            .await
-    }
-
-    async fn lease_many(
-        &self,
-        worker: &str,
-        lease_for: Duration,
-        n: usize,
-        pin: Option<Arc<Pinner>>,
-    ) -> Result<Vec<Lease>, QueueError> {
-        let (worker, max_crash_resumes) = (worker.to_string(), self.retry.max_crash_resumes);
-        self.write(move |tx| {
-            Box::pin(async move {
-                let ask = LeaseAsk {
-                    worker: &worker,
-                    lease_for,
-                    n,
-                    max_crash_resumes,
-                    pin: pin.as_deref(),
-                };
-                lifecycle::lease(tx, &ask).await
-            })
-        })
-        .await
-    }
-
-    async fn heartbeat(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        lease_for: Duration,
-    ) -> Result<HeartbeatReply, QueueError> {
-        // One statement: no transaction of its own.
-        let id = id.clone();
-        self.read(move |tx| {
-            Box::pin(async move { lifecycle::heartbeat(tx, &id, attempt, lease_for).await })
-        })
-        .await
-    }
-
-    async fn pin_version(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        version: &str,
-        digest: &str,
-    ) -> Result<(), QueueError> {
-        let pin = Pin {
-            version: version.to_string(),
-            digest: digest.to_string(),
-        };
-        let id = id.clone();
-        self.read(move |tx| {
-            Box::pin(async move { lifecycle::pin_version(tx, &id, attempt, &pin).await })
-        })
-        .await
-    }
-
-    async fn finish(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        outcome: Outcome,
-        events: &[EventEnvelope],
-        final_event: Option<EventEnvelope>,
-    ) -> Result<Finished, QueueError> {
-        crate::failpoint::hit("before_completion_commit");
-        let (id, events, retry) = (id.clone(), events.to_vec(), self.retry);
-        self.write(move |tx| {
-            Box::pin(async move {
-                let ending = Ending {
-                    events: &events,
-                    final_event,
-                };
-                lifecycle::finish(tx, &id, attempt, outcome, ending, &retry).await
-            })
-        })
-        .await
-    }
-
-    async fn release(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        events: &[EventEnvelope],
-        final_event: Option<EventEnvelope>,
-    ) -> Result<Finished, QueueError> {
-        let (id, events) = (id.clone(), events.to_vec());
-        self.write(move |tx| {
-            Box::pin(async move {
-                let ending = Ending {
-                    events: &events,
-                    final_event,
-                };
-                lifecycle::release(tx, &id, attempt, ending).await
-            })
-        })
-        .await
-    }
-
-    async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError> {
-        let id = id.clone();
-        self.write(move |tx| Box::pin(async move { lifecycle::cancel(tx, &id).await }))
-            .await
-    }
-
-    async fn append_events(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        events: &[EventEnvelope],
-    ) -> Result<(), QueueError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let (id, events) = (id.clone(), events.to_vec());
-        self.write(move |tx| {
-            Box::pin(async move { lifecycle::append_events(tx, &id, attempt, &events).await })
-        })
-        .await
-    }
-
-    async fn events_after(
-        &self,
-        id: &JobId,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredEvent>, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| {
-            Box::pin(async move { tx.events_after(id.as_str(), after_seq, limit).await })
-        })
-        .await
-    }
-
-    async fn last_seq(&self, id: &JobId) -> Result<u64, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| Box::pin(async move { tx.last_seq(id.as_str()).await }))
-            .await
-    }
-
-    async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| Box::pin(async move { tx.journal(id.as_str()).await }))
-            .await
-    }
-
-    async fn record_steps(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        entries: &[JournalEntry],
-        events: &[EventEnvelope],
-    ) -> Result<(), QueueError> {
-        let (id, entries, events) = (id.clone(), entries.to_vec(), events.to_vec());
-        self.write(move |tx| {
-            Box::pin(
-                async move { lifecycle::record_steps(tx, &id, attempt, &entries, &events).await },
-            )
-        })
-        .await?;
-        lost_reply(&self.label)
-    }
-
-    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError> {
-        let (id, label) = (id.clone(), self.label.clone());
-        self.write(move |tx| {
-            Box::pin(async move { lifecycle::resolve(tx, &id, &resolution, &label).await })
-        })
-        .await
-    }
-
-    fn subscribe(&self) -> broadcast::Receiver<JobId> {
-        self.sinks.wake.changes.subscribe()
-    }
-
-    fn runnable(&self) -> Option<broadcast::Receiver<JobId>> {
-        Some(PostgresQueue::runnable(self))
-    }
-
-    fn write_stats(&self) -> WriteCounts {
-        self.stats.counts()
+    /// Runs a read on a pooled connection, outside any transaction.
+    async fn read(&self, op: Op) -> Result<Done, QueueError> {
+        let client = self.client().await?;
+        let mut pg = PgTx::new(&client);
+        op.run(&mut pg).await.map_err(|e| e.into_error(&self.label))
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -492,5 +255,17 @@ impl JobQueue for PostgresQueue {
             .await
             .map_err(|e| self.store(&e))?;
         Ok(())
+    }
+
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn wakeups(&self) -> &Wakeups {
+        &self.sinks.wake
+    }
+
+    fn write_counts(&self) -> WriteCounts {
+        self.stats.counts()
     }
 }

@@ -6,17 +6,17 @@
 mod dialect;
 mod writer;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::executor::block_on;
 use rusqlite::Connection;
-use tokio::sync::broadcast;
 
-use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
-use super::tx::{Res, Tx, Wakeups};
+use super::driver::Driver;
+use super::op::{Done, Op};
+use super::tx::Wakeups;
 use super::*;
 use dialect::SqliteTx;
 use writer::Writer;
@@ -75,13 +75,17 @@ pub enum Durability {
     Fast,
 }
 
-pub struct SqliteQueue {
-    path: PathBuf,
+/// The SQLite driver: the writer thread's group commit for writes, one
+/// reader connection on the blocking pool for reads.
+pub struct Sqlite {
+    label: String,
     writer: Writer,
     reader: Arc<Mutex<Connection>>,
-    retry: RetryPolicy,
     wake: Wakeups,
 }
+
+/// The embedded queue.
+pub type SqliteQueue = Queue<Sqlite>;
 
 fn store_err(path: &Path) -> impl Fn(rusqlite::Error) -> QueueError + '_ {
     move |e| QueueError::Store {
@@ -90,7 +94,7 @@ fn store_err(path: &Path) -> impl Fn(rusqlite::Error) -> QueueError + '_ {
     }
 }
 
-impl SqliteQueue {
+impl Queue<Sqlite> {
     /// Opens (creating if needed) the queue file with full durability and
     /// runs pending migrations.
     pub async fn open(path: &Path, retry: RetryPolicy) -> Result<Self, QueueError> {
@@ -106,7 +110,7 @@ impl SqliteQueue {
         let (write, read) = tokio::task::spawn_blocking({
             let path = path.clone();
             move || -> Result<_, QueueError> {
-                let write = Self::open_blocking(&path, durability)?;
+                let write = Sqlite::open_blocking(&path, durability)?;
                 let read = Connection::open(&path).map_err(store_err(&path))?;
                 read.busy_timeout(Duration::from_secs(5))
                     .map_err(store_err(&path))?;
@@ -119,15 +123,17 @@ impl SqliteQueue {
             detail: e.to_string(),
         })??;
         let wake = Wakeups::new();
-        Ok(Self {
+        let driver = Sqlite {
             writer: Writer::start(write, path.clone(), wake.clone())?,
             reader: Arc::new(Mutex::new(read)),
-            path,
-            retry,
+            label: path.display().to_string(),
             wake,
-        })
+        };
+        Ok(Queue { driver, retry })
     }
+}
 
+impl Sqlite {
     fn open_blocking(path: &Path, durability: Durability) -> Result<Connection, QueueError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| QueueError::Store {
@@ -168,261 +174,43 @@ impl SqliteQueue {
         }
         Ok(conn)
     }
-
-    /// Runs a read with the reader connection on the blocking pool (the
-    /// lifecycle's reads never wait: SQLite answers at once).
-    async fn read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut SqliteTx<'_>) -> Res<T> + Send + 'static,
-    ) -> Result<T, QueueError> {
-        let conn = self.reader.clone();
-        let label = self.label();
-        tokio::task::spawn_blocking(move || {
-            let guard = conn.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut SqliteTx::new(&guard)).map_err(|e| e.into_error(&label))
-        })
-        .await
-        .map_err(|e| QueueError::Store {
-            path: self.label(),
-            detail: e.to_string(),
-        })?
-    }
-
-    /// Runs a write in the next group commit; returns once it is durable
-    /// (and its changes have woken the subscribers).
-    async fn write<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut SqliteTx<'_>) -> Res<T> + Send + 'static,
-    ) -> Result<T, QueueError> {
-        self.writer.write(f).await
-    }
-
-    fn label(&self) -> String {
-        self.path.display().to_string()
-    }
 }
 
 #[async_trait]
-impl JobQueue for SqliteQueue {
-    async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
-        let id = job.id.take().unwrap_or_default();
-        let submitted = self
-            .write(move |tx| block_on(lifecycle::submit(tx, id, job)))
-            .await?;
-        if submitted.1 {
-            crate::failpoint::hit("after_submit_commit");
-        }
-        Ok(submitted)
+impl Driver for Sqlite {
+    async fn write(&self, op: Op) -> Result<Done, QueueError> {
+        self.writer.write(move |tx| block_on(op.run(tx))).await
     }
 
-    async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError> {
-        let jobs = with_ids(jobs);
-        self.write(move |tx| block_on(lifecycle::submit_many(tx, jobs)))
-            .await
-    }
-
-    async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| block_on(tx.job(id.as_str(), false)))
-            .await
-    }
-
-    async fn list(&self, filter: JobFilter) -> Result<Page, QueueError> {
-        self.read(move |tx| block_on(lifecycle::list(tx, &filter)))
-            .await
-    }
-
-    async fn counts_by_state(&self) -> Result<Vec<(String, JobState, u64)>, QueueError> {
-        self.read(|tx| block_on(lifecycle::counts_by_state(tx)))
-            .await
-    }
-
-    async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
-        self.read(|tx| block_on(lifecycle::live_counts(tx))).await
-    }
-
-    async fn lease_many(
-        &self,
-        worker: &str,
-        lease_for: Duration,
-        n: usize,
-        pin: Option<Arc<Pinner>>,
-    ) -> Result<Vec<Lease>, QueueError> {
-        let worker = worker.to_string();
-        let max_crash_resumes = self.retry.max_crash_resumes;
-        self.write(move |tx| {
-            let ask = LeaseAsk {
-                worker: &worker,
-                lease_for,
-                n,
-                max_crash_resumes,
-                pin: pin.as_deref(),
-            };
-            block_on(lifecycle::lease(tx, &ask))
+    /// Runs a read with the reader connection on the blocking pool (SQLite
+    /// answers at once: the lifecycle's futures never wait).
+    async fn read(&self, op: Op) -> Result<Done, QueueError> {
+        let conn = self.reader.clone();
+        let label = self.label.clone();
+        tokio::task::spawn_blocking(move || {
+            let guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+            block_on(op.run(&mut SqliteTx::new(&guard))).map_err(|e| e.into_error(&label))
         })
         .await
-    }
-
-    async fn heartbeat(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        lease_for: Duration,
-    ) -> Result<HeartbeatReply, QueueError> {
-        let id = id.clone();
-        self.write(move |tx| block_on(lifecycle::heartbeat(tx, &id, attempt, lease_for)))
-            .await
-    }
-
-    async fn pin_version(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        version: &str,
-        digest: &str,
-    ) -> Result<(), QueueError> {
-        let id = id.clone();
-        let pin = Pin {
-            version: version.to_string(),
-            digest: digest.to_string(),
-        };
-        self.write(move |tx| block_on(lifecycle::pin_version(tx, &id, attempt, &pin)))
-            .await
-    }
-
-    async fn finish(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        outcome: Outcome,
-        events: &[EventEnvelope],
-        final_event: Option<EventEnvelope>,
-    ) -> Result<Finished, QueueError> {
-        let (id, events, retry) = (id.clone(), events.to_vec(), self.retry);
-        crate::failpoint::hit("before_completion_commit");
-        self.write(move |tx| {
-            let ending = Ending {
-                events: &events,
-                final_event,
-            };
-            block_on(lifecycle::finish(tx, &id, attempt, outcome, ending, &retry))
-        })
-        .await
-    }
-
-    async fn release(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        events: &[EventEnvelope],
-        final_event: Option<EventEnvelope>,
-    ) -> Result<Finished, QueueError> {
-        let (id, events) = (id.clone(), events.to_vec());
-        self.write(move |tx| {
-            let ending = Ending {
-                events: &events,
-                final_event,
-            };
-            block_on(lifecycle::release(tx, &id, attempt, ending))
-        })
-        .await
-    }
-
-    async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError> {
-        let id = id.clone();
-        self.write(move |tx| block_on(lifecycle::cancel(tx, &id)))
-            .await
-    }
-
-    async fn append_events(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        events: &[EventEnvelope],
-    ) -> Result<(), QueueError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let (id, events) = (id.clone(), events.to_vec());
-        self.write(move |tx| block_on(lifecycle::append_events(tx, &id, attempt, &events)))
-            .await
-    }
-
-    async fn events_after(
-        &self,
-        id: &JobId,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredEvent>, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| block_on(tx.events_after(id.as_str(), after_seq, limit)))
-            .await
-    }
-
-    async fn last_seq(&self, id: &JobId) -> Result<u64, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| block_on(tx.last_seq(id.as_str())))
-            .await
-    }
-
-    async fn forget_conversation(
-        &self,
-        conversation_id: &str,
-    ) -> Result<(usize, usize), QueueError> {
-        let conversation = conversation_id.to_string();
-        self.write(move |tx| block_on(lifecycle::forget_conversation(tx, &conversation)))
-            .await
-    }
-
-    async fn purge_finished(
-        &self,
-        finished_before: SystemTime,
-        limit: usize,
-    ) -> Result<usize, QueueError> {
-        let cutoff = millis(finished_before);
-        self.write(move |tx| block_on(lifecycle::purge_finished(tx, cutoff, limit)))
-            .await
-    }
-
-    async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError> {
-        let id = id.clone();
-        self.read(move |tx| block_on(tx.journal(id.as_str()))).await
-    }
-
-    async fn record_steps(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        entries: &[JournalEntry],
-        events: &[EventEnvelope],
-    ) -> Result<(), QueueError> {
-        let (id, entries, events) = (id.clone(), entries.to_vec(), events.to_vec());
-        self.write(move |tx| {
-            block_on(lifecycle::record_steps(tx, &id, attempt, &entries, &events))
-        })
-        .await?;
-        lost_reply(&self.label())
-    }
-
-    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError> {
-        let (id, label) = (id.clone(), self.label());
-        self.write(move |tx| block_on(lifecycle::resolve(tx, &id, &resolution, &label)))
-            .await
-    }
-
-    fn subscribe(&self) -> broadcast::Receiver<JobId> {
-        self.wake.changes.subscribe()
-    }
-
-    fn runnable(&self) -> Option<broadcast::Receiver<JobId>> {
-        Some(self.wake.runnable.subscribe())
-    }
-
-    fn write_stats(&self) -> WriteCounts {
-        self.writer.stats.counts()
+        .map_err(|e| QueueError::Store {
+            path: self.label.clone(),
+            detail: format!("the read task failed: {e}"),
+        })?
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
-        self.read(|tx| block_on(tx.last_seq(""))).await.map(|_| ())
+        self.read(Op::LastSeq(JobId::from(""))).await.map(|_| ())
+    }
+
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn wakeups(&self) -> &Wakeups {
+        &self.wake
+    }
+
+    fn write_counts(&self) -> WriteCounts {
+        self.writer.stats.counts()
     }
 }

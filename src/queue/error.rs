@@ -1,0 +1,62 @@
+//! What a queue operation can fail with, each saying what failed, where,
+//! and what to do about it.
+
+use super::{Job, JobId, JobState};
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("queue database {path}: {detail}")]
+    Store { path: String, detail: String },
+    #[error(
+        "queue database {path} has schema version {found}, newer than this binary supports ({supported}); upgrade structured-agents or point queue.path elsewhere"
+    )]
+    TooNew {
+        path: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error(
+        "PostgreSQL queue {location} has schema version {found}, newer than this binary supports ({supported}); upgrade structured-agents, or point queue.schema at another schema"
+    )]
+    SchemaTooNew {
+        location: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error(
+        "cannot connect to PostgreSQL at {url} (queue.url): {detail}; check that the server is running (e.g. `pg_ctlcluster 15 main start`) and that queue.url and queue.password_env are right"
+    )]
+    Connect { url: String, detail: String },
+    /// A queue setting that cannot work, named by its config key.
+    #[error("{key}: {message}")]
+    Setting { key: &'static str, message: String },
+    #[error(
+        "job {job}: attempt {attempt} is not the current attempt (a newer attempt owns the job, or it ended)"
+    )]
+    StaleAttempt { job: JobId, attempt: u32 },
+    #[error("job {job}: event {seq} is already stored")]
+    DuplicateEvent { job: JobId, seq: u64 },
+    /// A batch submit reused an idempotency key for different content: the
+    /// whole batch is refused.
+    #[error(
+        "job {index} of the batch: idempotency key {key:?} was already used for job {} with a different bundle, input or variables; use a new key, or GET /v1/jobs/{} for the existing job",
+        existing.id, existing.id
+    )]
+    KeyConflict {
+        index: usize,
+        key: String,
+        existing: Box<Job>,
+    },
+    #[error("invalid cursor {0:?}")]
+    Cursor(String),
+    #[error("job {0} does not exist")]
+    NotFound(JobId),
+    #[error(
+        "job {job} is {state}, not needs_attention: only a parked job can be resolved (see its state with `structured-agents job {job}`)"
+    )]
+    NotParked { job: JobId, state: JobState },
+    #[error(
+        "job {0} parked because its worker died repeatedly, not at a call: there is no result to skip; use --retry or --fail"
+    )]
+    NoCallToSkip(JobId),
+}

@@ -1,0 +1,226 @@
+//! One queue operation as data ([`Op`]) and what it answers ([`Done`]), so
+//! a backend's driver can run any of them in its own transaction (or queue
+//! it for a group commit) without knowing what it does: [`Op::run`] hands
+//! each one to its rule in `lifecycle`, written once for every dialect.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
+use super::tx::{Pin, Res, Tx};
+use super::*;
+
+/// A queue operation with everything it needs, owned, so it can cross to a
+/// writer thread or task.
+pub(crate) enum Op {
+    Submit(JobId, NewJob),
+    SubmitMany(Vec<(JobId, NewJob)>),
+    Lease {
+        worker: String,
+        lease_for: Duration,
+        n: usize,
+        max_crash_resumes: u32,
+        pin: Option<Arc<Pinner>>,
+    },
+    Heartbeat {
+        id: JobId,
+        attempt: u32,
+        lease_for: Duration,
+    },
+    Pin {
+        id: JobId,
+        attempt: u32,
+        pin: Pin,
+    },
+    Finish {
+        id: JobId,
+        attempt: u32,
+        outcome: Outcome,
+        events: Vec<EventEnvelope>,
+        final_event: Option<EventEnvelope>,
+        retry: RetryPolicy,
+    },
+    Release {
+        id: JobId,
+        attempt: u32,
+        events: Vec<EventEnvelope>,
+        final_event: Option<EventEnvelope>,
+    },
+    Cancel(JobId),
+    Resolve {
+        id: JobId,
+        resolution: Resolution,
+        store: String,
+    },
+    RecordSteps {
+        id: JobId,
+        attempt: u32,
+        entries: Vec<JournalEntry>,
+        events: Vec<EventEnvelope>,
+    },
+    Forget(String),
+    Purge {
+        cutoff: i64,
+        limit: usize,
+    },
+    // Reads.
+    Get(JobId),
+    List(JobFilter),
+    CountsByState,
+    LiveCounts,
+    EventsAfter {
+        id: JobId,
+        after: u64,
+        limit: usize,
+    },
+    LastSeq(JobId),
+    Journal(JobId),
+}
+
+/// What an [`Op`] answers: one variant per kind of answer.
+pub(crate) enum Done {
+    Submitted((Job, bool)),
+    SubmittedMany(Vec<(Job, bool)>),
+    Leases(Vec<Lease>),
+    Heartbeat(HeartbeatReply),
+    Nothing(()),
+    Finished(Finished),
+    Changed(Changed),
+    Cancelled(Option<Changed>),
+    Forgotten((usize, usize)),
+    Purged(usize),
+    Job(Option<Job>),
+    Page(Page),
+    CountsByState(Vec<(String, JobState, u64)>),
+    LiveCounts(Vec<(JobState, u64)>),
+    Events(Vec<StoredEvent>),
+    LastSeq(u64),
+    Journal(Vec<JournalEntry>),
+}
+
+impl Op {
+    /// Runs the operation's rule inside `tx` (the backend opened it and
+    /// commits it).
+    pub(crate) async fn run(self, tx: &mut impl Tx) -> Res<Done> {
+        Ok(match self {
+            Op::Submit(id, job) => Done::Submitted(lifecycle::submit(tx, id, job).await?),
+            Op::SubmitMany(jobs) => Done::SubmittedMany(lifecycle::submit_many(tx, jobs).await?),
+            Op::Lease {
+                worker,
+                lease_for,
+                n,
+                max_crash_resumes,
+                pin,
+            } => {
+                let ask = LeaseAsk {
+                    worker: &worker,
+                    lease_for,
+                    n,
+                    max_crash_resumes,
+                    pin: pin.as_deref(),
+                };
+                Done::Leases(lifecycle::lease(tx, &ask).await?)
+            }
+            Op::Heartbeat {
+                id,
+                attempt,
+                lease_for,
+            } => Done::Heartbeat(lifecycle::heartbeat(tx, &id, attempt, lease_for).await?),
+            Op::Pin { id, attempt, pin } => {
+                Done::Nothing(lifecycle::pin_version(tx, &id, attempt, &pin).await?)
+            }
+            Op::Finish {
+                id,
+                attempt,
+                outcome,
+                events,
+                final_event,
+                retry,
+            } => {
+                let ending = Ending {
+                    events: &events,
+                    final_event,
+                };
+                let finished = lifecycle::finish(tx, &id, attempt, outcome, ending, &retry);
+                Done::Finished(finished.await?)
+            }
+            Op::Release {
+                id,
+                attempt,
+                events,
+                final_event,
+            } => {
+                let ending = Ending {
+                    events: &events,
+                    final_event,
+                };
+                Done::Finished(lifecycle::release(tx, &id, attempt, ending).await?)
+            }
+            Op::Cancel(id) => Done::Cancelled(lifecycle::cancel(tx, &id).await?),
+            Op::Resolve {
+                id,
+                resolution,
+                store,
+            } => Done::Changed(lifecycle::resolve(tx, &id, &resolution, &store).await?),
+            Op::RecordSteps {
+                id,
+                attempt,
+                entries,
+                events,
+            } => Done::Nothing(lifecycle::record_steps(tx, &id, attempt, &entries, &events).await?),
+            Op::Forget(conversation) => {
+                Done::Forgotten(lifecycle::forget_conversation(tx, &conversation).await?)
+            }
+            Op::Purge { cutoff, limit } => {
+                Done::Purged(lifecycle::purge_finished(tx, cutoff, limit).await?)
+            }
+            read => read.run_read(tx).await?,
+        })
+    }
+
+    /// The reads: one statement or a few, no rule.
+    async fn run_read(self, tx: &mut impl Tx) -> Res<Done> {
+        Ok(match self {
+            Op::Get(id) => Done::Job(tx.job(id.as_str(), false).await?),
+            Op::List(filter) => Done::Page(lifecycle::list(tx, &filter).await?),
+            Op::CountsByState => Done::CountsByState(lifecycle::counts_by_state(tx).await?),
+            Op::LiveCounts => Done::LiveCounts(lifecycle::live_counts(tx).await?),
+            Op::EventsAfter { id, after, limit } => {
+                Done::Events(tx.events_after(id.as_str(), after, limit).await?)
+            }
+            Op::LastSeq(id) => Done::LastSeq(tx.last_seq(id.as_str()).await?),
+            Op::Journal(id) => Done::Journal(tx.journal(id.as_str()).await?),
+            write => {
+                return Err(tx::Fail::Db(format!(
+                    "{} is a write, not a read",
+                    write.name()
+                )));
+            }
+        })
+    }
+
+    /// The operation's name, for errors.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Op::Submit(..) => "submit",
+            Op::SubmitMany(..) => "submit_many",
+            Op::Lease { .. } => "lease",
+            Op::Heartbeat { .. } => "heartbeat",
+            Op::Pin { .. } => "pin_version",
+            Op::Finish { .. } => "finish",
+            Op::Release { .. } => "release",
+            Op::Cancel(..) => "cancel",
+            Op::Resolve { .. } => "resolve",
+            Op::RecordSteps { .. } => "record_steps",
+            Op::Forget(..) => "forget_conversation",
+            Op::Purge { .. } => "purge_finished",
+            Op::Get(..) => "get",
+            Op::List(..) => "list",
+            Op::CountsByState => "counts_by_state",
+            Op::LiveCounts => "live_counts",
+            Op::EventsAfter { .. } => "events_after",
+            Op::LastSeq(..) => "last_seq",
+            Op::Journal(..) => "journal",
+        }
+    }
+}
