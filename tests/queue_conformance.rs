@@ -1093,6 +1093,61 @@ pub async fn batch_leases_keep_lease_order_pin_first_attempts_and_return_when_un
     assert!(q.lease_many("w3", HELD, 10, None).await.unwrap().is_empty());
 }
 
+/// Writes that run together (one group commit where the backend has one)
+/// stay apart: a write refused halfway (its first event stored, its second
+/// a duplicate) leaves nothing, and the writes beside it all commit.
+pub async fn a_refused_write_rolls_back_alone_beside_concurrent_writes(q: Arc<dyn JobQueue>) {
+    let (target, _) = q.submit(job("b")).await.unwrap();
+    let lease = q.lease("w", HELD).await.unwrap().unwrap();
+    q.record_steps(&target.id, lease.attempt, &[], &[event(1)])
+        .await
+        .unwrap();
+    let attempt = lease.attempt;
+    let submits: Vec<_> = (0..16)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.submit(job("other")).await })
+        })
+        .collect();
+    let refused: Vec<_> = (2..10)
+        .map(|seq| {
+            let (q, id) = (q.clone(), target.id.clone());
+            tokio::spawn(async move {
+                q.record_steps(&id, attempt, &[], &[event(seq), other_event(1)])
+                    .await
+            })
+        })
+        .collect();
+    let good = {
+        let (q, id) = (q.clone(), target.id.clone());
+        tokio::spawn(async move { q.record_steps(&id, attempt, &[], &[event(10)]).await })
+    };
+    let submitted: Vec<_> = futures::future::join_all(submits).await;
+    for result in futures::future::join_all(refused).await {
+        assert!(
+            matches!(
+                result.unwrap(),
+                Err(QueueError::DuplicateEvent { seq: 1, .. })
+            ),
+            "a write with a duplicate event is refused"
+        );
+    }
+    good.await.unwrap().unwrap();
+    for result in submitted {
+        let (created, new) = result.unwrap().unwrap();
+        assert!(new);
+        assert_eq!(q.get(&created.id).await.unwrap().unwrap().bundle, "other");
+    }
+    let seqs: Vec<u64> = q
+        .events_after(&target.id, 0, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, vec![1, 10], "nothing of a refused write is stored");
+}
+
 pub async fn concurrent_batch_leasers_never_share_a_job(q: Arc<dyn JobQueue>) {
     const JOBS: usize = 120;
     let mut submitted = std::collections::BTreeSet::new();
@@ -1223,6 +1278,7 @@ macro_rules! suite {
             case!(conversations_list_in_order_and_are_forgotten);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
+            case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
             case!(batch_submit_is_one_transaction_honouring_each_key);
         }
     };

@@ -2,10 +2,11 @@
 //!
 //! Semantics are the SQLite backend's, statement for statement (both pass
 //! `tests/queue_conformance.rs`); what differs is how writers are kept
-//! apart. SQLite has one writer; here every write is a transaction that
-//! locks the job's row first (`require_current` reads it `FOR UPDATE`), and
-//! leasing takes the best row with `FOR UPDATE SKIP LOCKED`, so two daemons
-//! never lease the same job and never interleave two writes to one job.
+//! apart. SQLite has one writer; here each daemon has one writer task that
+//! group-commits its writes (see `writer`), every write locks the job's row
+//! first (`require_current` reads it `FOR UPDATE`), and leasing takes the
+//! best rows with `FOR UPDATE SKIP LOCKED`, so two daemons never lease the
+//! same job and never interleave two writes to one job.
 //!
 //! Times are BIGINT milliseconds, as in SQLite, taken from the database's
 //! clock: daemons on hosts whose clocks disagree still agree on when a lease
@@ -17,23 +18,25 @@
 mod dialect;
 mod listen;
 mod schema;
+mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Transaction};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::driver::Driver;
 use super::op::{Done, Op};
-use super::tx::{Change, Res, Wakeups};
+use super::tx::Wakeups;
 use super::*;
 use dialect::PgTx;
 use listen::Sinks;
 pub use schema::{PostgresOptions, SCHEMA_VERSION};
+use writer::Writer;
 
 /// A PostgreSQL error with the server's message, detail and hint (the
 /// driver's own `Display` says only "db error").
@@ -77,13 +80,14 @@ fn pool_error(options: &PostgresOptions, e: deadpool_postgres::PoolError) -> Que
     }
 }
 
-/// The PostgreSQL driver: a pool of connections, a transaction per write,
-/// and the LISTEN task that hears the other daemons.
+/// The PostgreSQL driver: a pool of connections for reads, the writer task
+/// that group-commits writes (see `writer`), and the LISTEN task that hears
+/// the other daemons.
 pub struct Postgres {
     pool: Pool,
     options: PostgresOptions,
     label: String,
-    channel: String,
+    writer: Writer,
     sinks: Sinks,
     stats: Arc<WriteStats>,
     /// Stops the LISTEN task when the handle goes away.
@@ -121,12 +125,21 @@ impl Queue<Postgres> {
             stop.clone(),
             label.clone(),
         ));
+        let stats = Arc::new(WriteStats::default());
+        let writer = Writer::start(writer::Shared {
+            pool: pool.clone(),
+            options: options.clone(),
+            label: label.clone(),
+            channel,
+            sinks: sinks.clone(),
+            stats: stats.clone(),
+        });
         let driver = Postgres {
             pool,
             label,
-            channel,
+            writer,
             sinks,
-            stats: Arc::new(WriteStats::default()),
+            stats,
             _listener: stop.drop_guard(),
             options,
         };
@@ -188,57 +201,12 @@ impl Postgres {
             detail: describe(e),
         }
     }
-
-    /// Runs `f` in a transaction of its own and commits it; its changes are
-    /// announced in one coalesced `NOTIFY` (delivered at commit) and to this
-    /// handle's subscribers once committed.
-    async fn commit_alone(&self, op: Op) -> Result<Done, QueueError> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(|e| self.store(&e))?;
-        let mut pg = PgTx::new(&tx);
-        let mut outcome = op.run(&mut pg).await;
-        let changes = std::mem::take(&mut pg.changes);
-        if outcome.is_ok()
-            && let Err(e) = self.notify_in(&tx, &changes).await
-        {
-            outcome = Err(e);
-        }
-        match outcome {
-            Ok(value) => {
-                tx.commit().await.map_err(|e| self.store(&e))?;
-                self.stats.count(1);
-                self.sinks.wake.publish_all(&changes);
-                Ok(value)
-            }
-            Err(e) => {
-                // Rolled back now rather than whenever the dropped
-                // transaction's ROLLBACK gets sent, so its row locks go at
-                // once; if this fails the connection is broken, which ends
-                // the transaction as well.
-                let _ = tx.rollback().await;
-                Err(e.into_error(&self.label))
-            }
-        }
-    }
-
-    /// Queues the notifications of `changes`; PostgreSQL delivers them at
-    /// commit.
-    async fn notify_in(&self, tx: &Transaction<'_>, changes: &[(Change, JobId)]) -> Res<()> {
-        if changes.is_empty() {
-            return Ok(());
-        }
-        let statement = tx.prepare_cached("SELECT pg_notify($1, $2)").await?;
-        for payload in listen::payloads(&self.sinks.instance, changes) {
-            tx.execute(&statement, &[&self.channel, &payload]).await?;
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
 impl Driver for Postgres {
     async fn write(&self, op: Op) -> Result<Done, QueueError> {
-        self.commit_alone(op).await
+        self.writer.write(op).await
     }
 
     /// Runs a read on a pooled connection, outside any transaction.
