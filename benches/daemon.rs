@@ -877,12 +877,13 @@ async fn bulk_submit(jobs: usize) {
 
 /// Writes and commits per one-turn job, counted by the queue itself
 /// (`JobQueue::write_stats`), in process: 32 submitters and 8 workers doing
-/// what the worker does for a one-turn job (a lease filling its free slots
-/// with the pin in it, the reply journaled with its held events, the
-/// finish), with no model call between: the queue's own ceiling.
+/// what the worker does for a one-turn job (the reply journaled with its
+/// held events, the finish carrying the slot's next lease with the pin in
+/// it; a lease of its own only when the slot found nothing), with no model
+/// call between: the queue's own ceiling.
 async fn commits_per_job(jobs: usize) {
     use std::sync::Arc;
-    use structured_agents::queue::{JobQueue, NewJob, Outcome, Pin, RetryPolicy};
+    use structured_agents::queue::{JobQueue, NewJob, NextLease, Outcome, Pin, RetryPolicy};
     println!("commits: {jobs} one-turn jobs through the queue alone, 32 submitters, 8 workers");
     let dir = tempfile::tempdir().unwrap();
     let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
@@ -930,40 +931,43 @@ async fn commits_per_job(jobs: usize) {
                         digest: "d".into(),
                     })
                 });
+                let worker = format!("w{w}");
+                let ask = || NextLease {
+                    worker: worker.clone(),
+                    lease_for: Duration::from_secs(60),
+                    n: 1,
+                    pin: Some(pin.clone()),
+                };
+                let mut next = Vec::new();
                 while done.load(std::sync::atomic::Ordering::Relaxed) < total {
-                    let leases = q
-                        .lease_many(
-                            &format!("w{w}"),
-                            Duration::from_secs(60),
-                            1,
-                            Some(pin.clone()),
-                        )
-                        .await
-                        .unwrap();
-                    if leases.is_empty() {
-                        tokio::time::sleep(Duration::from_millis(1)).await;
-                        continue;
-                    }
-                    for lease in leases {
-                        let step = structured_agents::journal::JournalEntry {
-                            scope: String::new(),
-                            turn: 1,
-                            step: "reply".into(),
-                            body: "{}".into(),
-                        };
-                        q.record_steps(&lease.job.id, lease.attempt, &[step], &[])
+                    if next.is_empty() {
+                        let ask = ask();
+                        next = q
+                            .lease_many(&ask.worker, ask.lease_for, ask.n, ask.pin)
                             .await
                             .unwrap();
-                        q.complete(
-                            &lease.job.id,
-                            lease.attempt,
-                            Outcome::Succeeded(json!("ok")),
-                            &[],
-                        )
+                    }
+                    let Some(lease) = next.pop() else {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    };
+                    let step = structured_agents::journal::JournalEntry {
+                        scope: String::new(),
+                        turn: 1,
+                        step: "reply".into(),
+                        body: "{}".into(),
+                    };
+                    q.record_steps(&lease.job.id, lease.attempt, &[step], &[])
                         .await
                         .unwrap();
-                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
+                    // As the worker does: the finish carries the slot's next lease.
+                    let ok = Outcome::Succeeded(json!("ok"));
+                    let (_, leased) = q
+                        .finish_and_lease(&lease.job.id, lease.attempt, ok, &[], None, ask())
+                        .await
+                        .unwrap();
+                    next = leased;
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
             }));
         }

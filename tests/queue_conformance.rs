@@ -20,8 +20,8 @@ use structured_agents::journal::{JournalEntry, PendingCall};
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, Outcome, Pin,
-    QueueError, Resolution, RetryPolicy,
+    CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, NextLease,
+    Outcome, Pin, QueueError, Resolution, RetryPolicy,
 };
 
 const LEASE: Duration = Duration::from_millis(150);
@@ -1093,6 +1093,64 @@ pub async fn batch_leases_keep_lease_order_pin_first_attempts_and_return_when_un
     assert!(q.lease_many("w3", HELD, 10, None).await.unwrap().is_empty());
 }
 
+/// A worker ending a job takes its slot's next job in the same write:
+/// both or neither (a refused finish leases nothing).
+pub async fn finish_and_lease_records_the_outcome_and_leases_in_one_write(q: Arc<dyn JobQueue>) {
+    let (first, _) = q.submit(job("b")).await.unwrap();
+    let lease = q.lease("w", HELD).await.unwrap().unwrap();
+    let (second, _) = q.submit(job("b")).await.unwrap();
+    q.record_steps(&first.id, lease.attempt, &[], &[event(1)])
+        .await
+        .unwrap();
+    let next = NextLease {
+        worker: "w".into(),
+        lease_for: HELD,
+        n: 1,
+        pin: Some(pin_d1()),
+    };
+    let ok = || Outcome::Succeeded(json!("done"));
+    let refused = q
+        .finish_and_lease(
+            &first.id,
+            lease.attempt,
+            ok(),
+            &[other_event(1)],
+            None,
+            next.clone(),
+        )
+        .await;
+    assert!(matches!(
+        refused,
+        Err(QueueError::DuplicateEvent { seq: 1, .. })
+    ));
+    assert_eq!(
+        q.get(&first.id).await.unwrap().unwrap().state,
+        JobState::Running
+    );
+    assert_eq!(
+        q.get(&second.id).await.unwrap().unwrap().state,
+        JobState::Queued
+    );
+
+    let (finished, leased) = q
+        .finish_and_lease(&first.id, lease.attempt, ok(), &[event(2)], None, next)
+        .await
+        .unwrap();
+    assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Succeeded));
+    assert_eq!(
+        q.get(&first.id).await.unwrap().unwrap().state,
+        JobState::Succeeded
+    );
+    let leased: Vec<_> = leased
+        .iter()
+        .map(|l| (l.job.id.clone(), l.attempt))
+        .collect();
+    assert_eq!(leased, vec![(second.id.clone(), 1)]);
+    let second = q.get(&second.id).await.unwrap().unwrap();
+    assert_eq!(second.state, JobState::Running);
+    assert_eq!(second.bundle_digest.as_deref(), Some("d1"));
+}
+
 /// Writes that run together (one group commit where the backend has one)
 /// stay apart: a write refused halfway (its first event stored, its second
 /// a duplicate) leaves nothing, and the writes beside it all commit.
@@ -1279,6 +1337,7 @@ macro_rules! suite {
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
             case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
+            case!(finish_and_lease_records_the_outcome_and_leases_in_one_write);
             case!(batch_submit_is_one_transaction_honouring_each_key);
         }
     };

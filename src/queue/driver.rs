@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use super::op::{Done, Op};
+use super::op::{Done, FinishOp, LeaseOp, Op};
 use super::tx::Wakeups;
 use super::*;
 
@@ -62,6 +62,26 @@ fn mismatch(store: &str, expected: &str) -> QueueError {
     }
 }
 
+impl<D> Queue<D> {
+    fn finish_op(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        outcome: Outcome,
+        events: &[EventEnvelope],
+        final_event: Option<EventEnvelope>,
+    ) -> FinishOp {
+        FinishOp {
+            id: id.clone(),
+            attempt,
+            outcome,
+            events: events.to_vec(),
+            final_event,
+            retry: self.retry,
+        }
+    }
+}
+
 #[async_trait]
 impl<D: Driver> JobQueue for Queue<D> {
     async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
@@ -109,13 +129,13 @@ impl<D: Driver> JobQueue for Queue<D> {
         n: usize,
         pin: Option<Arc<Pinner>>,
     ) -> Result<Vec<Lease>, QueueError> {
-        let op = Op::Lease {
+        let op = Op::Lease(LeaseOp {
             worker: worker.to_string(),
             lease_for,
             n,
             max_crash_resumes: self.retry.max_crash_resumes,
             pin,
-        };
+        });
         expect!(self, self.driver.write(op).await?, Leases)
     }
 
@@ -161,15 +181,30 @@ impl<D: Driver> JobQueue for Queue<D> {
         final_event: Option<EventEnvelope>,
     ) -> Result<Finished, QueueError> {
         crate::failpoint::hit("before_completion_commit");
-        let op = Op::Finish {
-            id: id.clone(),
-            attempt,
-            outcome,
-            events: events.to_vec(),
-            final_event,
-            retry: self.retry,
-        };
+        let op = Op::Finish(self.finish_op(id, attempt, outcome, events, final_event));
         expect!(self, self.driver.write(op).await?, Finished)
+    }
+
+    async fn finish_and_lease(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        outcome: Outcome,
+        events: &[EventEnvelope],
+        final_event: Option<EventEnvelope>,
+        next: NextLease,
+    ) -> Result<(Finished, Vec<Lease>), QueueError> {
+        crate::failpoint::hit("before_completion_commit");
+        let finish = self.finish_op(id, attempt, outcome, events, final_event);
+        let lease = LeaseOp {
+            worker: next.worker,
+            lease_for: next.lease_for,
+            n: next.n,
+            max_crash_resumes: self.retry.max_crash_resumes,
+            pin: next.pin,
+        };
+        let op = Op::FinishAndLease(finish, lease);
+        expect!(self, self.driver.write(op).await?, FinishedAndLeased)
     }
 
     async fn release(

@@ -270,6 +270,18 @@ pub struct Lease {
     pub journal: Vec<JournalEntry>,
 }
 
+/// The lease a worker asks for as it ends an attempt
+/// ([`JobQueue::finish_and_lease`]): the slot it frees takes its next job
+/// in the same write.
+#[derive(Clone)]
+pub struct NextLease {
+    pub worker: String,
+    pub lease_for: Duration,
+    /// Jobs at most (0: only finish).
+    pub n: usize,
+    pub pin: Option<std::sync::Arc<Pinner>>,
+}
+
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -432,6 +444,30 @@ pub trait JobQueue: Send + Sync {
         events: &[EventEnvelope],
         final_event: Option<EventEnvelope>,
     ) -> Result<Finished, QueueError>;
+    /// [`finish`](JobQueue::finish), then [`lease_many`](JobQueue::lease_many)
+    /// for `next`, in one write: the worker ending a job takes its next one
+    /// without a commit of its own. Both or neither: an error records
+    /// nothing. (The default, for a backend without it, makes two writes.)
+    async fn finish_and_lease(
+        &self,
+        id: &JobId,
+        attempt: u32,
+        outcome: Outcome,
+        events: &[EventEnvelope],
+        final_event: Option<EventEnvelope>,
+        next: NextLease,
+    ) -> Result<(Finished, Vec<Lease>), QueueError> {
+        let finished = self
+            .finish(id, attempt, outcome, events, final_event)
+            .await?;
+        if next.n == 0 {
+            return Ok((finished, Vec::new()));
+        }
+        let leases = self
+            .lease_many(&next.worker, next.lease_for, next.n, next.pin)
+            .await?;
+        Ok((finished, leases))
+    }
     /// `finish` without a final event to stamp.
     async fn complete(
         &self,

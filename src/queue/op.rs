@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
-use super::tx::{Pin, Res, Tx};
+use super::tx::{Fail, Pin, Res, Tx};
 use super::*;
 
 /// A queue operation with everything it needs, owned, so it can cross to a
@@ -15,13 +15,7 @@ use super::*;
 pub(crate) enum Op {
     Submit(JobId, NewJob),
     SubmitMany(Vec<(JobId, NewJob)>),
-    Lease {
-        worker: String,
-        lease_for: Duration,
-        n: usize,
-        max_crash_resumes: u32,
-        pin: Option<Arc<Pinner>>,
-    },
+    Lease(LeaseOp),
     Heartbeat {
         id: JobId,
         attempt: u32,
@@ -32,14 +26,9 @@ pub(crate) enum Op {
         attempt: u32,
         pin: Pin,
     },
-    Finish {
-        id: JobId,
-        attempt: u32,
-        outcome: Outcome,
-        events: Vec<EventEnvelope>,
-        final_event: Option<EventEnvelope>,
-        retry: RetryPolicy,
-    },
+    Finish(FinishOp),
+    /// A finish, then a lease, in the same transaction.
+    FinishAndLease(FinishOp, LeaseOp),
     Release {
         id: JobId,
         attempt: u32,
@@ -77,6 +66,54 @@ pub(crate) enum Op {
     Journal(JobId),
 }
 
+pub(crate) struct LeaseOp {
+    pub worker: String,
+    pub lease_for: Duration,
+    pub n: usize,
+    pub max_crash_resumes: u32,
+    pub pin: Option<Arc<Pinner>>,
+}
+
+impl LeaseOp {
+    async fn run(self, tx: &mut impl Tx) -> Res<Vec<Lease>> {
+        let ask = LeaseAsk {
+            worker: &self.worker,
+            lease_for: self.lease_for,
+            n: self.n,
+            max_crash_resumes: self.max_crash_resumes,
+            pin: self.pin.as_deref(),
+        };
+        lifecycle::lease(tx, &ask).await
+    }
+}
+
+pub(crate) struct FinishOp {
+    pub id: JobId,
+    pub attempt: u32,
+    pub outcome: Outcome,
+    pub events: Vec<EventEnvelope>,
+    pub final_event: Option<EventEnvelope>,
+    pub retry: RetryPolicy,
+}
+
+impl FinishOp {
+    async fn run(self, tx: &mut impl Tx) -> Res<Finished> {
+        let ending = Ending {
+            events: &self.events,
+            final_event: self.final_event,
+        };
+        lifecycle::finish(
+            tx,
+            &self.id,
+            self.attempt,
+            self.outcome,
+            ending,
+            &self.retry,
+        )
+        .await
+    }
+}
+
 /// What an [`Op`] answers: one variant per kind of answer.
 pub(crate) enum Done {
     Submitted((Job, bool)),
@@ -85,6 +122,7 @@ pub(crate) enum Done {
     Heartbeat(HeartbeatReply),
     Nothing(()),
     Finished(Finished),
+    FinishedAndLeased((Finished, Vec<Lease>)),
     Changed(Changed),
     Cancelled(Option<Changed>),
     Forgotten((usize, usize)),
@@ -105,22 +143,7 @@ impl Op {
         Ok(match self {
             Op::Submit(id, job) => Done::Submitted(lifecycle::submit(tx, id, job).await?),
             Op::SubmitMany(jobs) => Done::SubmittedMany(lifecycle::submit_many(tx, jobs).await?),
-            Op::Lease {
-                worker,
-                lease_for,
-                n,
-                max_crash_resumes,
-                pin,
-            } => {
-                let ask = LeaseAsk {
-                    worker: &worker,
-                    lease_for,
-                    n,
-                    max_crash_resumes,
-                    pin: pin.as_deref(),
-                };
-                Done::Leases(lifecycle::lease(tx, &ask).await?)
-            }
+            Op::Lease(lease) => Done::Leases(lease.run(tx).await?),
             Op::Heartbeat {
                 id,
                 attempt,
@@ -129,20 +152,10 @@ impl Op {
             Op::Pin { id, attempt, pin } => {
                 Done::Nothing(lifecycle::pin_version(tx, &id, attempt, &pin).await?)
             }
-            Op::Finish {
-                id,
-                attempt,
-                outcome,
-                events,
-                final_event,
-                retry,
-            } => {
-                let ending = Ending {
-                    events: &events,
-                    final_event,
-                };
-                let finished = lifecycle::finish(tx, &id, attempt, outcome, ending, &retry);
-                Done::Finished(finished.await?)
+            Op::Finish(finish) => Done::Finished(finish.run(tx).await?),
+            Op::FinishAndLease(finish, lease) => {
+                let finished = finish.run(tx).await?;
+                Done::FinishedAndLeased((finished, lease.run(tx).await?))
             }
             Op::Release {
                 id,
@@ -191,10 +204,7 @@ impl Op {
             Op::LastSeq(id) => Done::LastSeq(tx.last_seq(id.as_str()).await?),
             Op::Journal(id) => Done::Journal(tx.journal(id.as_str()).await?),
             write => {
-                return Err(tx::Fail::Db(format!(
-                    "{} is a write, not a read",
-                    write.name()
-                )));
+                return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
         })
     }
@@ -204,10 +214,11 @@ impl Op {
         match self {
             Op::Submit(..) => "submit",
             Op::SubmitMany(..) => "submit_many",
-            Op::Lease { .. } => "lease",
+            Op::Lease(..) => "lease",
             Op::Heartbeat { .. } => "heartbeat",
             Op::Pin { .. } => "pin_version",
-            Op::Finish { .. } => "finish",
+            Op::Finish(..) => "finish",
+            Op::FinishAndLease(..) => "finish_and_lease",
             Op::Release { .. } => "release",
             Op::Cancel(..) => "cancel",
             Op::Resolve { .. } => "resolve",

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 
 use crate::events::{EventEnvelope, Observer, ObserverError};
 use crate::journal::{JournalEntry, JournalStore};
-use crate::queue::{Finished, JobId, JobQueue, Outcome, QueueError};
+use crate::queue::{Finished, JobId, JobQueue, Lease, NextLease, Outcome, QueueError};
 
 pub struct EventLogObserver {
     queue: Arc<dyn JobQueue>,
@@ -71,17 +71,28 @@ impl EventLogObserver {
     }
 
     /// Records the attempt's outcome with the held events (the queue
-    /// decides the job's state and stamps `final_event`).
+    /// decides the job's state and stamps `final_event`), and with `next`
+    /// leases the slot's next job in the same write.
     pub async fn finish(
         &self,
         outcome: Outcome,
         final_event: EventEnvelope,
-    ) -> Result<Finished, QueueError> {
+        next: Option<NextLease>,
+    ) -> Result<(Finished, Vec<Lease>), QueueError> {
         let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
         self.write_with(|held| async move {
-            queue
-                .finish(&job, attempt, outcome, &held, Some(final_event))
-                .await
+            let final_event = Some(final_event);
+            match next {
+                Some(next) => {
+                    queue
+                        .finish_and_lease(&job, attempt, outcome, &held, final_event, next)
+                        .await
+                }
+                None => queue
+                    .finish(&job, attempt, outcome, &held, final_event)
+                    .await
+                    .map(|finished| (finished, Vec::new())),
+            }
         })
         .await
     }

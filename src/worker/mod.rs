@@ -7,6 +7,7 @@
 //! This module must not know about HTTP or telemetry exporters; it emits
 //! events to the observers it is given.
 
+mod ending;
 mod event_log;
 mod group_chat;
 mod workflow;
@@ -27,12 +28,12 @@ use crate::events::{
     CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
 use crate::journal::RunJournal;
-use crate::kernel::RunFailure;
 use crate::queue::{HeartbeatReply, Job, JobQueue, Lease, Outcome, Pin, Pinner};
 use crate::registry::{LoadedBundle, Registry};
 use crate::runner::{RunOptions, RunScope, Runner, short_digest};
 use crate::tools::panic_message;
 use crate::types::Message;
+use ending::{End, release};
 use event_log::EventLogObserver;
 
 /// Jobs one lease write takes at most (when that many slots are free).
@@ -155,12 +156,15 @@ impl WorkerPool {
                 }
             };
             for (lease, permit) in leases.into_iter().zip(permits) {
-                let this = self.clone();
-                let abandon = abandon.clone();
+                let (this, abandon, shutdown) = (self.clone(), abandon.clone(), shutdown.clone());
                 running.spawn(async move {
-                    this.run_job(lease, abandon).await;
-                    // The bundle version it ran may have been superseded.
-                    this.registry.release_unused();
+                    // A job's end leases the slot's next job in the same write.
+                    let mut next = Some(lease);
+                    while let Some(lease) = next {
+                        next = this.run_job(lease, &abandon, &shutdown).await;
+                        // The bundle version it ran may have been superseded.
+                        this.registry.release_unused();
+                    }
                     drop(permit);
                 });
             }
@@ -187,7 +191,14 @@ impl WorkerPool {
         }
     }
 
-    async fn run_job(&self, mut lease: Lease, abandon: CancellationToken) {
+    /// Runs one attempt; answers the slot's next lease, taken with the
+    /// attempt's outcome unless the pool is stopping.
+    async fn run_job(
+        &self,
+        mut lease: Lease,
+        abandon: &CancellationToken,
+        shutdown: &CancellationToken,
+    ) -> Option<Lease> {
         let job = &lease.job;
         let attempt = lease.attempt;
         let Some(loaded) = self
@@ -195,7 +206,8 @@ impl WorkerPool {
             .resolve(&job.bundle, job.bundle_digest.as_deref())
             .await
         else {
-            return self.fail_unloaded(&lease).await;
+            self.fail_unloaded(&lease).await;
+            return None;
         };
         // The lease pinned the first attempt already, unless the bundle was
         // not loaded then (it appeared since): pin it now.
@@ -246,9 +258,14 @@ impl WorkerPool {
                 error: "cancelled by request".into(),
                 retryable: false,
             };
-            self.finish(&lease, cancelled, &sink, &log, Some(&others), started)
-                .await;
-            return;
+            let end = End {
+                sink: &sink,
+                log: &log,
+                others: Some(&others),
+                started,
+                next: self.next_lease(shutdown),
+            };
+            return self.finish(&lease, cancelled, end).await;
         }
         let scope = RunScope {
             sink,
@@ -283,10 +300,11 @@ impl WorkerPool {
                 job: job.id.to_string(),
                 attempt,
             });
-            return;
+            return None;
         }
         if abandon.is_cancelled() {
-            return release(&lease, &scope.sink, &log, &others, started).await;
+            release(&lease, &scope.sink, &log, &others, started).await;
+            return None;
         }
         let outcome = result.unwrap_or_else(|panic| Outcome::Failed {
             error: format!(
@@ -296,8 +314,14 @@ impl WorkerPool {
             ),
             retryable: false,
         });
-        self.finish(&lease, outcome, &scope.sink, &log, Some(&others), started)
-            .await;
+        let end = End {
+            sink: &scope.sink,
+            log: &log,
+            others: Some(&others),
+            started,
+            next: self.next_lease(shutdown),
+        };
+        self.finish(&lease, outcome, end).await
     }
 
     /// Runs the job as what it is: a workflow, a group chat or an agent.
@@ -349,8 +373,14 @@ impl WorkerPool {
             error,
             retryable: false,
         };
-        self.finish(lease, failed, &sink, &log, None, std::time::Instant::now())
-            .await;
+        let end = End {
+            sink: &sink,
+            log: &log,
+            others: None,
+            started: std::time::Instant::now(),
+            next: None,
+        };
+        self.finish(lease, failed, end).await;
     }
 
     /// Runs an agent bundle's job: its prompts rendered with the job's
@@ -450,38 +480,6 @@ impl WorkerPool {
             })
     }
 
-    /// Records the outcome. The queue decides the final state and stamps the
-    /// final JobState event in the same transaction (after the events still
-    /// held by the log); only a recorded event reaches the other observers.
-    async fn finish(
-        &self,
-        lease: &Lease,
-        outcome: Outcome,
-        sink: &EventSink,
-        log: &EventLogObserver,
-        others: Option<&Arc<dyn Observer>>,
-        started: std::time::Instant,
-    ) {
-        let job = &lease.job;
-        let final_event = sink.stamp(Event::JobState {
-            state: JobStatus::Failed,
-            attempt: lease.attempt,
-            error: None,
-            duration_ms: Some(started.elapsed().as_millis() as u64),
-        });
-        match log.finish(outcome, final_event).await {
-            Ok(finished) => {
-                tracing::info!(job_id = %job.id, attempt = lease.attempt, outcome = ?finished.reply, "job finished");
-                if let (Some(others), Some(event)) = (others, &finished.final_event) {
-                    let _ = others.on_event(event).await;
-                }
-            }
-            Err(err) => {
-                tracing::error!(job_id = %job.id, attempt = lease.attempt, error = %err, "cannot record job outcome; the lease will expire and the job resumes from its journal")
-            }
-        }
-    }
-
     fn spawn_heartbeat(&self, lease: &Lease, cancel: CancellationToken) -> Heartbeat {
         let queue = self.queue.clone();
         let id = lease.job.id.clone();
@@ -509,51 +507,6 @@ impl WorkerPool {
             }
         });
         Heartbeat { handle, lost }
-    }
-}
-
-/// Shutdown: the job goes back to the queue; its next attempt resumes from
-/// the journal and continues the event log.
-async fn release(
-    lease: &Lease,
-    sink: &EventSink,
-    log: &EventLogObserver,
-    others: &Arc<dyn Observer>,
-    started: std::time::Instant,
-) {
-    let final_event = sink.stamp(Event::JobState {
-        state: JobStatus::Released,
-        attempt: lease.attempt,
-        error: None,
-        duration_ms: Some(started.elapsed().as_millis() as u64),
-    });
-    match log.release(final_event).await {
-        Ok(finished) => {
-            if let Some(event) = finished.final_event {
-                let _ = others.on_event(&event).await;
-            }
-        }
-        Err(err) => {
-            tracing::error!(job_id = %lease.job.id, error = %err, "cannot release job")
-        }
-    }
-}
-
-/// A run's failure as its job's outcome (the one translation): an unknown
-/// outcome parks the job for an operator; the rest fail, retryable when a
-/// new attempt may succeed.
-impl From<RunFailure> for Outcome {
-    fn from(failure: RunFailure) -> Self {
-        match failure.pending_call() {
-            Some(pending) => Outcome::NeedsAttention {
-                error: pending.to_string(),
-                pending_call: serde_json::to_value(pending).unwrap_or_default(),
-            },
-            None => Outcome::Failed {
-                retryable: failure.is_retryable(),
-                error: failure.to_string(),
-            },
-        }
     }
 }
 
