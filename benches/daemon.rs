@@ -124,6 +124,13 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// Jobs of bundle `b` that ended in `state`, from the daemon's counters.
 async fn count(http: &reqwest::Client, d: &Daemon, state: &str) -> usize {
+    let line = format!("structured_agents_jobs_finished_total{{bundle=\"b\",state=\"{state}\"}}");
+    metric(http, d, &line).await
+}
+
+/// The value of the daemon's metric whose line starts with `name ` (name
+/// with its labels).
+async fn metric(http: &reqwest::Client, d: &Daemon, name: &str) -> usize {
     let metrics = http
         .get(format!("{}/metrics", d.base))
         .send()
@@ -135,9 +142,8 @@ async fn count(http: &reqwest::Client, d: &Daemon, state: &str) -> usize {
     metrics
         .lines()
         .find(|l| {
-            l.starts_with(&format!(
-                "structured_agents_jobs_finished_total{{bundle=\"b\",state=\"{state}\"}}"
-            ))
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' '))
         })
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse::<f64>().ok())
@@ -337,10 +343,12 @@ async fn memory_per_job(in_flight: usize) {
         t.await.unwrap();
     }
     let deadline = Instant::now() + Duration::from_secs(300);
-    while count(&http, &daemon, "running").await < in_flight && Instant::now() < deadline {
+    // Jobs its workers are running now (a finished-jobs counter never sees them).
+    let running = || metric(&http, &daemon, "structured_agents_jobs_in_flight");
+    while running().await < in_flight && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let running = count(&http, &daemon, "running").await;
+    let running = running().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let loaded = rss_kib(daemon.child.id());
     println!("memory with {running} jobs in flight on a slow model server (aim: < 64 KiB each)");
