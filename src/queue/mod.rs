@@ -43,7 +43,7 @@ pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
 pub use tx::Pin;
 
-pub use open::{location, open, postgres_options};
+pub use open::{MigrationStatus, location, open, postgres_options};
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -546,24 +546,6 @@ pub trait JobQueue: Send + Sync {
         WriteCounts::default()
     }
     async fn ping(&self) -> Result<(), QueueError>;
-}
-
-/// Where a backend's schema stands (`structured-agents migrate`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MigrationStatus {
-    /// The version found before this run (0: no queue tables yet).
-    pub found: u32,
-    /// The version this binary writes.
-    pub supported: u32,
-    /// The versions this run applied (empty when only checking).
-    pub applied: Vec<u32>,
-}
-
-impl MigrationStatus {
-    pub fn pending(&self) -> u32 {
-        self.supported
-            .saturating_sub(self.found + self.applied.len() as u32)
-    }
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

@@ -1,5 +1,6 @@
 //! Opening the configured queue backend: the one place that reads the
-//! `[queue]` section to choose and connect a store.
+//! `[queue]` section to choose and connect a store; and where a backend's
+//! schema stands.
 
 use std::sync::Arc;
 
@@ -66,4 +67,22 @@ pub fn postgres_options(config: &Config) -> Result<PostgresOptions, QueueError> 
         schema: queue.schema.clone(),
         pool_size: queue.pool_size,
     })
+}
+
+/// Where a backend's schema stands (`structured-agents migrate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationStatus {
+    /// The version found before this run (0: no queue tables yet).
+    pub found: u32,
+    /// The version this binary writes.
+    pub supported: u32,
+    /// The versions this run applied (empty when only checking).
+    pub applied: Vec<u32>,
+}
+
+impl MigrationStatus {
+    pub fn pending(&self) -> u32 {
+        self.supported
+            .saturating_sub(self.found + self.applied.len() as u32)
+    }
 }
