@@ -278,6 +278,7 @@ async fn reload_directory(bundles: usize, rounds: usize) {
         let started = Instant::now();
         let outcome: Value = http
             .post(format!("{}/v1/reload", daemon.base))
+            .json(&json!({}))
             .send()
             .await
             .unwrap()
