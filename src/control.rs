@@ -33,7 +33,7 @@ impl Control {
         Self {
             address: reachable(address),
             pid: std::process::id(),
-            reload_key: key.iter().map(|b| format!("{b:02x}")).collect(),
+            reload_key: crate::hex::hex(&key),
         }
     }
 

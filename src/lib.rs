@@ -21,6 +21,7 @@ pub mod endpoints;
 pub mod events;
 pub mod failpoint;
 pub mod group_chat;
+pub mod hex;
 pub mod journal;
 pub mod kernel;
 pub mod mock;

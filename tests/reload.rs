@@ -676,13 +676,6 @@ async fn a_bundle_rebound_by_a_config_change_stops_its_old_mcp_server() {
     assert_ne!(left, first, "the rebound bundle runs a server of its own");
 }
 
-/// The bundle text in `racy/` with `description`.
-fn racy_bundle(description: &str) -> String {
-    format!(
-        "name: racy\nversion: \"1\"\ndescription: {description:?}\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n"
-    )
-}
-
 /// A FIFO inside a bundle (reading it would hang the reload, or feed it
 /// text that is not the bundle's) is refused by name; the bundle's other
 /// files never matter. (The race of an edit landing between a reload's
@@ -692,7 +685,7 @@ fn racy_bundle(description: &str) -> String {
 async fn a_fifo_inside_a_bundle_is_refused_not_read() {
     let server = mock_server(DONE).await;
     let site = Site::new(&server.base_url(), "");
-    site.put_bundle("racy", &racy_bundle("edit 0"));
+    site.put_bundle("racy", &plain_bundle("racy"));
     let made = Command::new("mkfifo")
         .args(["-m", "644"])
         .arg(site.path().join("bundles/racy/a-data.fifo"))

@@ -323,7 +323,7 @@ fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, Bun
         hash.update(b"\0model\0");
         hash.update(std::fs::read(source).map_err(|e| unreadable(source, e))?);
     }
-    Ok(short_hex(&hash.finalize()))
+    Ok(crate::hex::short_hex(&hash.finalize()))
 }
 
 /// Parses and validates bundle text as if it were `file` in `dir`.
@@ -591,10 +591,5 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
 
 fn digest(text: &str) -> String {
     use sha2::{Digest, Sha256};
-    short_hex(&Sha256::digest(text.as_bytes()))
-}
-
-/// A digest as people read it: its first 8 bytes in hex.
-fn short_hex(hash: &[u8]) -> String {
-    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::hex::short_hex(&Sha256::digest(text.as_bytes()))
 }

@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::types::ToolSchema;
 
@@ -176,7 +175,7 @@ pub fn load_file(file: &Path, cache_dir: &Path) -> Result<Plugin, PluginLoadErro
         detail,
     };
     let bytes = std::fs::read(file).map_err(|e| err(format!("cannot read: {e}")))?;
-    let sha256 = sha256_hex(&bytes);
+    let sha256 = crate::hex::sha256_hex(&bytes);
     std::fs::create_dir_all(cache_dir).map_err(|e| {
         err(format!(
             "cannot create plugin cache {}: {e}",
@@ -196,16 +195,11 @@ pub fn load_file(file: &Path, cache_dir: &Path) -> Result<Plugin, PluginLoadErro
     Plugin::open(file, &copy, sha256)
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// The content hash of a library file, if it can be read.
 fn file_sha256(file: &Path) -> Option<String> {
-    std::fs::read(file).ok().map(|bytes| sha256_hex(&bytes))
+    std::fs::read(file)
+        .ok()
+        .map(|bytes| crate::hex::sha256_hex(&bytes))
 }
 
 /// Serializes a plugin's init config.

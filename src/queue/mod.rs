@@ -447,7 +447,7 @@ pub trait JobQueue: Send + Sync {
     /// [`finish`](JobQueue::finish), then [`lease_many`](JobQueue::lease_many)
     /// for `next`, in one write: the worker ending a job takes its next one
     /// without a commit of its own. Both or neither: an error records
-    /// nothing. (The default, for a backend without it, makes two writes.)
+    /// nothing.
     async fn finish_and_lease(
         &self,
         id: &JobId,
@@ -456,18 +456,7 @@ pub trait JobQueue: Send + Sync {
         events: &[EventEnvelope],
         final_event: Option<EventEnvelope>,
         next: NextLease,
-    ) -> Result<(Finished, Vec<Lease>), QueueError> {
-        let finished = self
-            .finish(id, attempt, outcome, events, final_event)
-            .await?;
-        if next.n == 0 {
-            return Ok((finished, Vec::new()));
-        }
-        let leases = self
-            .lease_many(&next.worker, next.lease_for, next.n, next.pin)
-            .await?;
-        Ok((finished, leases))
-    }
+    ) -> Result<(Finished, Vec<Lease>), QueueError>;
     /// `finish` without a final event to stamp.
     async fn complete(
         &self,

@@ -155,7 +155,11 @@ fn inventory_of(s: &Snapshot) -> Inventory {
     );
     if let Some(token) = &s.token {
         // Never the token itself: the inventory may be logged.
-        inventory.insert(InputKind::Auth, "token", sha256_hex(token.as_bytes()));
+        inventory.insert(
+            InputKind::Auth,
+            "token",
+            crate::hex::sha256_hex(token.as_bytes()),
+        );
     }
     inventory.insert(
         InputKind::LogFilter,
@@ -168,18 +172,6 @@ fn inventory_of(s: &Snapshot) -> Inventory {
 /// Canonical JSON of a config value, for fingerprints.
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn sha256_prefix(digest: &[u8]) -> String {
-    hex(&digest[..digest.len().min(8)])
 }
 
 /// The plugins directory, reusing every library whose content is unchanged.
@@ -373,7 +365,7 @@ impl<'a> Binder<'a> {
             }
         }
         // As long as a content digest (8 bytes in hex).
-        sha256_prefix(&hash.finalize())
+        crate::hex::short_hex(&hash.finalize())
     }
 
     fn bind(&self, mut bundle: Bundle) -> Result<Arc<LoadedBundle>, BundleErrors> {

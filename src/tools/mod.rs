@@ -55,7 +55,7 @@ impl ToolOutput {
                 Ok(text) => ToolOutput::Text(text).into_json_string(),
                 Err(e) => {
                     let bytes = e.into_bytes();
-                    serde_json::json!({"bytes_hex": hex(&bytes)}).to_string()
+                    serde_json::json!({"bytes_hex": crate::hex::hex(&bytes)}).to_string()
                 }
             },
             ToolOutput::Null => "null".to_string(),
@@ -70,10 +70,6 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What running a tool again does to the world, declared per tool in
