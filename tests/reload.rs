@@ -971,3 +971,62 @@ async fn a_bundle_url_outside_egress_allow_is_refused_until_the_config_allows_it
     let caller = get(&http, &daemon, "/v1/bundles/caller").await;
     assert_eq!(caller["status"], "ok", "{caller}");
 }
+
+/// A tool script edited while a job runs: the job's later calls still run
+/// the script it started with (its bundle runs from its content-addressed
+/// copy), while the next job runs the edit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_keeps_running_the_tool_script_it_started_with() {
+    let script = "replies:\n  - {turn: 1, tool_calls: [{id: a, name: which, arguments: {}}]}\n  - {turn: 2, tool_calls: [{id: b, name: which, arguments: {}}]}\n  - {turn: 3, content: done}\n";
+    let server = mock_server(script).await;
+    let site = Site::new(&server.base_url(), "");
+    let go = site.path().join("go");
+    site.put_bundle(
+        "b",
+        "name: b\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: which, kind: process, effect: read_only, command: [python3, tools/which.py]}\n",
+    );
+    let tools = site.path().join("bundles/b/tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    // The first version's first call waits for `go`, so the edit lands
+    // between the job's two calls.
+    std::fs::write(
+        tools.join("which.py"),
+        format!(
+            "import os, time\nwhile not os.path.exists({:?}): time.sleep(0.05)\nprint('\"script one\"')\n",
+            go.display().to_string()
+        ),
+    )
+    .unwrap();
+    let daemon = site.start();
+    let http = client();
+    reload(&http, &daemon).await;
+    let job = submit(&http, &daemon, "b", "first").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    eventually(
+        Duration::from_secs(30),
+        "the job's first call runs",
+        || async { (!server.requests().is_empty()).then_some(()) },
+    )
+    .await;
+
+    std::fs::write(tools.join("which.py"), "print('\"script two\"')\n").unwrap();
+    eventually(Duration::from_secs(30), "the edit is loaded", || async {
+        let outcome = reload(&http, &daemon).await;
+        let bundle = get(&http, &daemon, "/v1/bundles/b").await;
+        (outcome["result"] == "applied" && bundle["status"] == "ok").then_some(())
+    })
+    .await;
+    std::fs::write(&go, "").unwrap();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    let last = server.requests().last().unwrap()["messages"].to_string();
+    assert_eq!(last.matches("script one").count(), 2, "{last}");
+    assert!(!last.contains("script two"), "{last}");
+
+    run_ok(&http, &daemon, "b", "second").await;
+    let last = server.requests().last().unwrap()["messages"].to_string();
+    assert!(
+        last.contains("script two"),
+        "the next job runs the edit: {last}"
+    );
+}
