@@ -15,6 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::approval::{ApprovalRequest, RecordedDecision};
 use crate::types::{Message, TokenUsage, ToolResult};
 
 /// One journal row as a store keeps it: a run scope (`""` for the job's own
@@ -47,8 +48,22 @@ impl JournalEntry {
         (format!("start:{call_id}"), format!("result:{call_id}"))
     }
 
-    fn is_start(step: &str) -> bool {
-        step.starts_with("start@") || step.starts_with("start:")
+    /// The step that records the approval request of the call at `position`.
+    pub fn approval_key(position: usize) -> String {
+        format!("approval@{position}")
+    }
+
+    /// The step that records the decision on that request.
+    pub fn decision_key(position: usize) -> String {
+        format!("decision@{position}")
+    }
+
+    /// Whether the step marks something about a call (its start, its
+    /// approval) rather than completing one.
+    fn is_marker(step: &str) -> bool {
+        ["start@", "start:", "approval@", "decision@"]
+            .iter()
+            .any(|prefix| step.starts_with(prefix))
     }
 }
 
@@ -137,6 +152,35 @@ impl std::fmt::Display for PendingCall {
             },
             self.effect
         )
+    }
+}
+
+/// Why a run stopped to wait for a person: the job parks, however deep the
+/// run is nested.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parked {
+    /// An `unsafe` call's outcome is unknown (`needs_attention`).
+    Attention(PendingCall),
+    /// A call waits for a decision (`awaiting_approval`).
+    Approval(ApprovalRequest),
+}
+
+impl std::fmt::Display for Parked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Parked::Attention(pending) => pending.fmt(f),
+            Parked::Approval(request) => request.fmt(f),
+        }
+    }
+}
+
+impl Parked {
+    /// The call it parked on (the model's id).
+    pub fn call_id(&self) -> &str {
+        match self {
+            Parked::Attention(pending) => &pending.call_id,
+            Parked::Approval(request) => &request.call,
+        }
     }
 }
 
@@ -306,7 +350,7 @@ impl RunJournal {
     pub fn recorded_steps(&self) -> usize {
         self.recorded
             .keys()
-            .filter(|(scope, _, step)| scope == &self.scope && !JournalEntry::is_start(step))
+            .filter(|(scope, _, step)| scope == &self.scope && !JournalEntry::is_marker(step))
             .count()
     }
 
@@ -362,6 +406,36 @@ impl RunJournal {
             Some(start) => Ok(Some(start)),
             None => self.lookup(turn, &JournalEntry::legacy_keys(call_id).0),
         }
+    }
+
+    /// The approval request an earlier attempt recorded for the call at
+    /// `position` of `turn`.
+    pub fn recorded_approval(
+        &self,
+        turn: u32,
+        position: usize,
+    ) -> Result<Option<ApprovalRequest>, JournalError> {
+        self.lookup(turn, &JournalEntry::approval_key(position))
+    }
+
+    /// The decision on that request (written by the queue when a person
+    /// decided, before the job ran again).
+    pub fn recorded_decision(
+        &self,
+        turn: u32,
+        position: usize,
+    ) -> Result<Option<RecordedDecision>, JournalError> {
+        self.lookup(turn, &JournalEntry::decision_key(position))
+    }
+
+    pub async fn record_approval(
+        &self,
+        turn: u32,
+        position: usize,
+        request: &ApprovalRequest,
+    ) -> Result<(), JournalError> {
+        self.record(turn, JournalEntry::approval_key(position), request)
+            .await
     }
 
     fn has_step(&self, turn: u32, step: String) -> bool {

@@ -10,6 +10,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod api;
+pub mod approval;
 pub mod bundle;
 pub mod cli;
 pub mod client;

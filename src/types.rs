@@ -316,6 +316,9 @@ pub enum TerminationReason {
     /// A tool call with an `unsafe` effect was interrupted and its outcome is
     /// unknown: an operator decides (the job is `needs_attention`).
     NeedsAttention,
+    /// A tool call waits for a person's decision (the job is
+    /// `awaiting_approval`).
+    AwaitingApproval,
 }
 
 impl TerminationReason {
@@ -328,6 +331,7 @@ impl TerminationReason {
             Self::Timeout => "timeout",
             Self::Error => "error",
             Self::NeedsAttention => "needs_attention",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 }

@@ -117,6 +117,9 @@ impl IntoResponse for ApiError {
 impl From<crate::queue::QueueError> for ApiError {
     fn from(e: crate::queue::QueueError) -> Self {
         use crate::queue::QueueError;
+        if let Some(refused) = super::approvals::refused(&e) {
+            return refused;
+        }
         match e {
             QueueError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
             QueueError::NotParked { .. } | QueueError::NoCallToSkip(_) => {

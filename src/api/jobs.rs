@@ -290,8 +290,8 @@ pub(super) async fn run_to_end(state: &AppState, new_job: NewJob) -> Result<Job,
     wait_finished(state, &job.id).await
 }
 
-/// Waits until the job is finished, or parked for an operator (which only
-/// `resolve` ends): the answer a synchronous caller can get.
+/// Waits until the job is finished, or parked for a person (which only a
+/// resolution or a decision ends): the answer a synchronous caller can get.
 pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, ApiError> {
     let mut updates = state.queue.subscribe();
     loop {
@@ -300,7 +300,7 @@ pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, A
             .get(id)
             .await?
             .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))?;
-        if job.state.is_terminal() || job.state == JobState::NeedsAttention {
+        if job.state.is_terminal() || job.state.is_parked() {
             return Ok(job);
         }
         // Only this job's updates are worth a read; the recheck covers

@@ -7,6 +7,7 @@
 //! This module translates HTTP to calls on the queue and the registry; it
 //! must not run jobs or load bundles itself.
 
+mod approvals;
 mod artifacts;
 mod auth;
 mod body;
@@ -87,6 +88,8 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/jobs/{id}/resolve", post(jobs::resolve))
         .route("/jobs/{id}/journal", get(jobs::journal))
+        .route("/jobs/{id}/approvals", get(approvals::list))
+        .route("/jobs/{id}/approvals/{call}", post(approvals::decide))
         .route(
             "/conversations/{id}",
             get(conversations::get).delete(conversations::delete),

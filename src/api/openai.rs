@@ -230,7 +230,7 @@ fn now_secs() -> u64 {
 /// failed, or it is parked until an operator resolves it (a 503 naming the
 /// job and what to do, never an answer).
 fn answer(job: &Job) -> Result<String, OpenAiError> {
-    let parked = job.state == crate::queue::JobState::NeedsAttention;
+    let parked = job.state.is_parked();
     job.answer_or_error()
         .map(str::to_string)
         .map_err(|message| OpenAiError {
@@ -243,10 +243,10 @@ fn answer(job: &Job) -> Result<String, OpenAiError> {
             kind: "server_error",
             param: None,
             code: Some(
-                if parked {
-                    "job_needs_attention"
-                } else {
-                    "job_failed"
+                match job.state {
+                    crate::queue::JobState::NeedsAttention => "job_needs_attention",
+                    crate::queue::JobState::AwaitingApproval => "job_awaiting_approval",
+                    _ => "job_failed",
                 }
                 .into(),
             ),

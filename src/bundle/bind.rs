@@ -9,6 +9,7 @@ use super::schema::{ToolKind, ToolSpec};
 use super::{Bundle, BundleError, BundleErrors};
 use crate::plugins::PluginRegistry;
 use crate::tools::agent::AgentTool;
+use crate::approval::ApprovalSpec;
 use crate::tools::engine::ToolPolicy;
 use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
 use crate::tools::mcp::{McpServerSpec, McpSource, McpTool};
@@ -257,7 +258,11 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
         .map_err(|e| e.to_string())
 }
 
-fn policy_of(spec: &ToolSpec) -> Result<ToolPolicy, String> {
+fn policy_of(spec: &ToolSpec, default_approval: Option<&ApprovalSpec>) -> Result<ToolPolicy, String> {
+    let approval = match spec.approval.as_ref().or(default_approval) {
+        Some(approval) => approval.compile().map_err(|e| format!("approval: {e}"))?,
+        None => Default::default(),
+    };
     ToolPolicy::compile(
         spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
         spec.retries,
@@ -269,6 +274,7 @@ fn policy_of(spec: &ToolSpec) -> Result<ToolPolicy, String> {
             ToolKind::Agent => Effect::Idempotent,
             _ => Effect::Unsafe,
         });
+        policy.approval = approval;
         policy
     })
     .map_err(|e| e.to_string())
@@ -285,7 +291,7 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
             match mcp_tools(spec, &bundle.dir, env.tools_changed.clone()) {
                 Ok(tools) => {
                     for tool in tools {
-                        match policy_of(spec) {
+                        match policy_of(spec, bundle.raw.approval.as_ref()) {
                             Ok(policy) => engine.add(tool, policy),
                             Err(message) => errors.push(BundleError {
                                 file: bundle.file.clone(),
@@ -334,7 +340,7 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
             ToolKind::Plugin => plugin_tool(spec, env),
             other => Err(format!("tool kind {other:?} is not available in this build")),
         };
-        match tool.and_then(|tool| Ok((tool, policy_of(spec)?))) {
+        match tool.and_then(|tool| Ok((tool, policy_of(spec, bundle.raw.approval.as_ref())?))) {
             Ok((tool, policy)) => engine.add(tool, policy),
             Err(message) => errors.push(BundleError {
                 file: bundle.file.clone(),

@@ -40,6 +40,10 @@ pub struct RawBundle {
     /// The tools the model may call.
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// The approval policy of every tool without its own `approval`
+    /// (default `never`; see docs/approvals.md).
+    #[serde(default)]
+    pub approval: Option<crate::approval::ApprovalSpec>,
     /// Observer plugins (by name, from the plugins directory) that receive this bundle's events.
     #[serde(default)]
     pub observers: Vec<String>,
@@ -238,6 +242,13 @@ pub struct ToolSpec {
     /// from its own journal).
     #[serde(default)]
     pub effect: Option<crate::tools::Effect>,
+    /// Which calls wait for a person's decision before they run: `never`,
+    /// `always`, `{when: "args.amount > 100"}` (a minijinja expression over
+    /// the arguments) or `{matches: <JSON Schema>}`, each with an optional
+    /// `timeout` after which the call is denied. Default: the bundle's
+    /// `approval`, else `never`. See docs/approvals.md.
+    #[serde(default)]
+    pub approval: Option<crate::approval::ApprovalSpec>,
 
     /// process: the command as an argv list (never run through a shell).
     #[serde(default)]

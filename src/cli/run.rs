@@ -122,8 +122,21 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
                 TerminationReason::NoToolCalls | TerminationReason::TerminationTool => 0,
                 TerminationReason::MaxTurns => 3,
                 TerminationReason::Cancelled | TerminationReason::Timeout => 4,
-                TerminationReason::Error | TerminationReason::NeedsAttention => 1,
+                TerminationReason::Error
+                | TerminationReason::NeedsAttention
+                | TerminationReason::AwaitingApproval => 1,
             })
+        }
+        Err(crate::kernel::RunError::Parked(parked)) => {
+            if let crate::journal::Parked::Approval(request) = *parked {
+                eprintln!(
+                    "error: tool `{}` (call {} of turn {}) needs a person's approval by the bundle's policy; approvals need the daemon, which keeps the job parked until someone decides: submit it with `structured-agents submit`",
+                    request.tool, request.call, request.turn
+                );
+            } else {
+                eprintln!("error: {parked}");
+            }
+            Ok(1)
         }
         Err(err) => {
             eprintln!("error: {err}");

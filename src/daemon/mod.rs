@@ -8,6 +8,7 @@
 
 mod lifecycle;
 pub mod notify;
+mod approval_timeouts;
 mod retention;
 mod subscribers;
 
@@ -164,6 +165,11 @@ impl Daemon {
         let _retention = retention::spawn(
             self.queue.clone(),
             self.config.queue.retention.into(),
+            self.bus.clone(),
+            self.shutdown.clone(),
+        );
+        let _approval_timeouts = approval_timeouts::spawn(
+            self.queue.clone(),
             self.bus.clone(),
             self.shutdown.clone(),
         );

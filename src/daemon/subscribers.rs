@@ -192,6 +192,18 @@ impl DaemonObserver for LogLines {
                 operation,
                 "queue unreachable: no job is leased or recorded until it answers (retrying; see structured_agents_queue_up)"
             ),
+            DaemonEvent::ApprovalDecided {
+                job,
+                bundle,
+                decision,
+                by,
+            } => tracing::info!(
+                job_id = %job,
+                %bundle,
+                decision,
+                by = %by,
+                "approval decided; the job runs again"
+            ),
             DaemonEvent::JobsPurged { count } => tracing::info!(
                 purged = count,
                 "retention: deleted finished jobs with their events and journals"

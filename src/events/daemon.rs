@@ -51,6 +51,16 @@ pub enum DaemonEvent {
         location: String,
         operation: &'static str,
     },
+    /// A decision on a call awaiting approval was taken (by a person, or
+    /// by the approval timeout): the job runs again.
+    ApprovalDecided {
+        job: String,
+        bundle: String,
+        /// `approve`, `deny` or `edit`.
+        decision: &'static str,
+        /// Who decided (an API key's name, `local`, `token` or `timeout`).
+        by: String,
+    },
     /// Retention deleted finished jobs.
     JobsPurged { count: u64 },
     /// A newer attempt of a job took it over; this attempt's outcome is dropped.
@@ -78,6 +88,7 @@ impl DaemonEvent {
             DaemonEvent::QueueOperation { .. } => "queue_operation",
             DaemonEvent::QueueUp { .. } => "queue_up",
             DaemonEvent::QueueDown { .. } => "queue_down",
+            DaemonEvent::ApprovalDecided { .. } => "approval_decided",
             DaemonEvent::JobsPurged { .. } => "jobs_purged",
             DaemonEvent::LeaseLost { .. } => "lease_lost",
             DaemonEvent::RequestRefused { .. } => "request_refused",

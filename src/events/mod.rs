@@ -150,6 +150,28 @@ pub enum Event {
         from_turn: u32,
         replayed_steps: usize,
     },
+    /// A call waits for a person's decision; the job parks in
+    /// `awaiting_approval`.
+    ApprovalRequested {
+        turn: u32,
+        tool_name: String,
+        call_id: String,
+        arguments: Value,
+        /// The digest a decision must name (`sha256:…`).
+        digest: String,
+    },
+    /// A person (or the approval timeout) decided; the job runs again.
+    ApprovalDecided {
+        turn: u32,
+        tool_name: String,
+        call_id: String,
+        /// `approve`, `deny` or `edit`.
+        decision: String,
+        /// Who decided: an API key's name, `local` or `timeout`.
+        by: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A model reply whose tool-call text could not be parsed.
     ParseError { turn: u32, detail: String },
     /// A trace event from the tool engine pipeline (`cache.hit`, ...).
@@ -217,6 +239,8 @@ impl Event {
             Event::TurnComplete { .. } => "TurnComplete",
             Event::KernelEnd { .. } => "KernelEnd",
             Event::Resumed { .. } => "Resumed",
+            Event::ApprovalRequested { .. } => "ApprovalRequested",
+            Event::ApprovalDecided { .. } => "ApprovalDecided",
             Event::ParseError { .. } => "ParseError",
             Event::ToolTrace { .. } => "ToolTrace",
             Event::JobState { .. } => "JobState",
@@ -243,6 +267,8 @@ pub enum JobStatus {
     Released,
     /// Parked: an operator must resolve an `unsafe` call of unknown outcome.
     NeedsAttention,
+    /// Parked: a call waits for a person's decision.
+    AwaitingApproval,
 }
 
 impl JobStatus {
@@ -256,6 +282,7 @@ impl JobStatus {
             Self::Cancelled => "cancelled",
             Self::Released => "released",
             Self::NeedsAttention => "needs_attention",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 }

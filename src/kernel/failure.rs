@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::RunError;
-use crate::journal::{JournalError, PendingCall};
+use crate::journal::{JournalError, Parked};
 use crate::tools::ToolError;
 
 /// Why a run gave no answer.
@@ -46,28 +46,26 @@ impl RunFailure {
         matches!(
             self,
             RunFailure::PinnedContentGone(_)
-                | RunFailure::Run(RunError::NeedsAttention(_) | RunError::Aborted(_))
+                | RunFailure::Run(RunError::Parked(_) | RunError::Aborted(_))
         )
     }
 
-    /// The call of unknown outcome the run stopped at, if that is why.
-    pub fn pending_call(&self) -> Option<&PendingCall> {
+    /// Why the run waits for a person, if that is why it stopped.
+    pub fn parked(&self) -> Option<&Parked> {
         match self {
-            RunFailure::Run(RunError::NeedsAttention(pending)) => Some(pending),
+            RunFailure::Run(RunError::Parked(parked)) => Some(parked),
             _ => None,
         }
     }
 }
 
-/// A nested run's failure, for the call that started it: an unknown
-/// outcome parks the whole job, content that is gone fails it; the rest is
+/// A nested run's failure, for the call that started it: a run waiting
+/// for a person parks the whole job, content that is gone fails it; the rest is
 /// the call's error.
 impl From<RunFailure> for ToolError {
     fn from(failure: RunFailure) -> Self {
         match failure {
-            RunFailure::Run(RunError::NeedsAttention(pending)) => {
-                ToolError::NeedsAttention(pending)
-            }
+            RunFailure::Run(RunError::Parked(parked)) => ToolError::Parked(parked),
             RunFailure::PinnedContentGone(message)
             | RunFailure::Run(RunError::Aborted(message)) => ToolError::Abort(message),
             failure if failure.is_retryable() => ToolError::Retryable(failure.to_string()),

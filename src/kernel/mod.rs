@@ -25,8 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken};
 use crate::events::{Event, EventSink, preview};
+use crate::approval::{ApprovalRequest, Verdict};
 use crate::journal::{
-    JournalError, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
+    JournalError, Parked, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
 };
 use crate::model::{ModelPlugin, ToolChoice};
 use crate::tools::agent::AgentHost;
@@ -89,6 +90,15 @@ pub struct KernelConfig {
     /// A cap on calls of some tools in one run (the runtime API's
     /// `max_agents`); calls beyond it get a tool error instead of running.
     pub call_budget: Option<CallBudget>,
+}
+
+/// What the approval gate lets a call do.
+enum Gate {
+    Run,
+    /// Run with the arguments a person gave instead.
+    RunEdited(ToolCall),
+    /// Answer with this tool error (`denied:…`) instead.
+    Deny(String),
 }
 
 /// Why a tool call is answered without running its tool.
@@ -196,9 +206,10 @@ pub enum RunError {
         #[source]
         source: JournalError,
     },
-    /// An `unsafe` call of an earlier attempt has an unknown outcome.
-    #[error("turn {turn}: {pending}", turn = .0.turn, pending = .0)]
-    NeedsAttention(Box<PendingCall>),
+    /// The run waits for a person: an `unsafe` call of an earlier attempt
+    /// has an unknown outcome, or a call waits for approval.
+    #[error("{0}")]
+    Parked(Box<Parked>),
     /// A nested run cannot go on (its pinned bundle content is gone).
     #[error("{0}")]
     Aborted(String),
@@ -209,7 +220,7 @@ impl RunError {
         match self {
             RunError::Model(err) => err.is_retryable(),
             RunError::Journal { .. } => true,
-            RunError::NeedsAttention(_) | RunError::Aborted(_) => false,
+            RunError::Parked(_) | RunError::Aborted(_) => false,
         }
     }
 
@@ -218,7 +229,10 @@ impl RunError {
         match self {
             RunError::Model(err) => err.source.kind().to_string(),
             RunError::Journal { .. } => "journal".into(),
-            RunError::NeedsAttention(_) => "needs_attention".into(),
+            RunError::Parked(parked) => match **parked {
+                Parked::Attention(_) => "needs_attention".into(),
+                Parked::Approval(_) => "awaiting_approval".into(),
+            },
             RunError::Aborted(_) => "aborted".into(),
         }
     }
@@ -473,6 +487,22 @@ impl Kernel {
                 }
             }
             None => {
+                let edited;
+                let call = match self
+                    .approval_gate(call, turn, position, events, journal)
+                    .await?
+                {
+                    Gate::Run => call,
+                    Gate::RunEdited(call) => {
+                        edited = call;
+                        &edited
+                    }
+                    Gate::Deny(reason) => {
+                        return self
+                            .answer_without_running(call, turn, position, events, journal, reason)
+                            .await;
+                    }
+                };
                 let effect = self.tools.effect(&call.name);
                 if journal.is_durable() {
                     // A start is recorded only for a call whose repetition
@@ -482,16 +512,18 @@ impl Kernel {
                         .recorded_start(turn, position, &call.id)
                         .map_err(journal_err)?
                     {
-                        return Err(RunError::NeedsAttention(Box::new(PendingCall {
-                            scope: journal.scope().to_string(),
-                            turn,
-                            position: Some(position),
-                            call_id: call.id.clone(),
-                            tool_name: call.name.clone(),
-                            arguments: start.arguments,
-                            effect: start.effect,
-                            idempotency_key: start.idempotency_key,
-                        })));
+                        return Err(RunError::Parked(Box::new(Parked::Attention(
+                            PendingCall {
+                                scope: journal.scope().to_string(),
+                                turn,
+                                position: Some(position),
+                                call_id: call.id.clone(),
+                                tool_name: call.name.clone(),
+                                arguments: start.arguments,
+                                effect: start.effect,
+                                idempotency_key: start.idempotency_key,
+                            },
+                        ))));
                     }
                     crate::failpoint::hit("before_tool_start");
                     if effect == Effect::Unsafe {
@@ -514,8 +546,8 @@ impl Kernel {
                     agents: self.agents.as_deref(),
                 };
                 let outcome = self.tools.execute_at(call, place, cancel, events).await;
-                if let Some(pending) = outcome.parked {
-                    return Err(RunError::NeedsAttention(pending));
+                if let Some(parked) = outcome.parked {
+                    return Err(RunError::Parked(parked));
                 }
                 if let Some(message) = outcome.aborted {
                     return Err(RunError::Aborted(message));
@@ -542,6 +574,122 @@ impl Kernel {
         crate::failpoint::hit("after_tool_result_recorded");
         // Each result when its tool ends, so a tool's span has its true end
         // even while other tools of the turn still run.
+        emit_result(events, turn, &outcome).await;
+        Ok((outcome.result, false))
+    }
+
+    /// Whether the call may run: no approval needed, a decision recorded
+    /// (approve, edit or deny), or none yet — then the request is journaled
+    /// (once) and the run parks until a person decides. A request once
+    /// recorded stands: the run never skips a pending decision.
+    async fn approval_gate(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+        position: usize,
+        events: &EventSink,
+        journal: &RunJournal,
+    ) -> Result<Gate, RunError> {
+        let journal_err = |source| RunError::Journal { turn, source };
+        let recorded = journal
+            .recorded_approval(turn, position)
+            .map_err(journal_err)?;
+        let policy = self.tools.approval(&call.name);
+        let needed = policy.is_some_and(|policy| policy.needs_approval(&call.arguments));
+        if recorded.is_none() && !needed {
+            return Ok(Gate::Run);
+        }
+        if let Some(decision) = journal
+            .recorded_decision(turn, position)
+            .map_err(journal_err)?
+        {
+            return Ok(match decision.verdict {
+                Verdict::Approve => Gate::Run,
+                Verdict::Edit { arguments } => Gate::RunEdited(ToolCall {
+                    arguments,
+                    raw_arguments: None,
+                    ..call.clone()
+                }),
+                Verdict::Deny { reason } => Gate::Deny(format!(
+                    "denied:{}",
+                    reason.unwrap_or_else(|| format!("a person ({}) denied this call", decision.by))
+                )),
+            });
+        }
+        let request = match recorded {
+            Some(request) => request,
+            None => {
+                let request = ApprovalRequest {
+                    scope: journal.scope().to_string(),
+                    turn,
+                    position,
+                    call: call.id.clone(),
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    digest: crate::approval::digest(&call.arguments),
+                    parameters: self
+                        .tools
+                        .parameters(&call.name)
+                        .cloned()
+                        .unwrap_or_default(),
+                    effect: self.tools.effect(&call.name).as_str().to_string(),
+                    idempotency_key: journal.idempotency_key(turn, &position.to_string()),
+                    timeout_ms: policy
+                        .and_then(|p| p.timeout)
+                        .map(|t| t.as_millis() as u64),
+                    requested_at: None,
+                    expires_at: None,
+                };
+                journal
+                    .record_approval(turn, position, &request)
+                    .await
+                    .map_err(journal_err)?;
+                events
+                    .emit(Event::ApprovalRequested {
+                        turn,
+                        tool_name: call.name.clone(),
+                        call_id: call.id.clone(),
+                        arguments: call.arguments.clone(),
+                        digest: request.digest.clone(),
+                    })
+                    .await;
+                request
+            }
+        };
+        Err(RunError::Parked(Box::new(Parked::Approval(request))))
+    }
+
+    /// A call answered with an error instead of running (a person denied
+    /// it): the result is journaled like any other.
+    async fn answer_without_running(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+        position: usize,
+        events: &EventSink,
+        journal: &RunJournal,
+        error: String,
+    ) -> Result<(ToolResult, bool), RunError> {
+        let outcome = ToolOutcome {
+            result: ToolResult::error(call, error),
+            error_code: Some("denied"),
+            attempts: 0,
+            cached: false,
+            duration: Duration::ZERO,
+            parked: None,
+            aborted: None,
+        };
+        journal
+            .record_result(
+                turn,
+                position,
+                &RecordedResult {
+                    result: outcome.result.clone(),
+                    error_code: outcome.error_code.map(str::to_string),
+                },
+            )
+            .await
+            .map_err(|source| RunError::Journal { turn, source })?;
         emit_result(events, turn, &outcome).await;
         Ok((outcome.result, false))
     }
@@ -782,8 +930,11 @@ impl Kernel {
     ) {
         let (reason, error, error_type) = match outcome {
             Ok(reason) => (reason, None, None),
-            Err(err @ RunError::NeedsAttention(_)) => (
-                TerminationReason::NeedsAttention,
+            Err(err @ RunError::Parked(parked)) => (
+                match **parked {
+                    Parked::Attention(_) => TerminationReason::NeedsAttention,
+                    Parked::Approval(_) => TerminationReason::AwaitingApproval,
+                },
                 Some(err.to_string()),
                 Some(err.kind()),
             ),

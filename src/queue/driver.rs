@@ -277,6 +277,31 @@ impl<D: Driver> JobQueue for Queue<D> {
         expect!(self, self.driver.write(op).await?, Changed)
     }
 
+    async fn decide_approval(
+        &self,
+        id: &JobId,
+        call: &str,
+        decision: crate::approval::Decision,
+        by: &str,
+    ) -> Result<Changed, QueueError> {
+        let op = Op::DecideApproval {
+            id: id.clone(),
+            call: call.to_string(),
+            decision,
+            by: by.to_string(),
+            store: self.driver.label().to_string(),
+        };
+        expect!(self, self.driver.write(op).await?, Changed)
+    }
+
+    async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError> {
+        let op = Op::ExpireApprovals {
+            limit,
+            store: self.driver.label().to_string(),
+        };
+        expect!(self, self.driver.write(op).await?, Expired)
+    }
+
     async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError> {
         expect!(
             self,

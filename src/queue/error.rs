@@ -59,4 +59,23 @@ pub enum QueueError {
         "job {0} parked because its worker died repeatedly, not at a call: there is no result to skip; use --retry or --fail"
     )]
     NoCallToSkip(JobId),
+    #[error(
+        "job {job} is {state}, not awaiting_approval: there is nothing to decide (each decision is taken once; see `structured-agents job {job}`)"
+    )]
+    NotAwaitingApproval { job: JobId, state: JobState },
+    #[error(
+        "job {job} awaits a decision on call {awaited} of tool `{tool}`, not on call {call}: decide on {awaited} (`structured-agents approvals {job}`)"
+    )]
+    NotTheAwaitedCall {
+        job: JobId,
+        call: String,
+        awaited: String,
+        tool: String,
+    },
+    #[error("job {job}: {source}")]
+    Decision {
+        job: JobId,
+        #[source]
+        source: crate::approval::DecisionError,
+    },
 }

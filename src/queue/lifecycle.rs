@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx};
 use super::*;
+use crate::approval::{self, Verdict};
 
 /// Given the name of a first attempt's bundle, the version and digest to
 /// pin it to (the daemon's registry knows; the queue does not).
@@ -273,14 +274,16 @@ pub(crate) async fn finish(
     };
     let decision = decide(&outcome, attempt, allowed, cancel_requested);
     let now = tx.now().await?;
+    let mut outcome = outcome;
+    if let Outcome::AwaitingApproval { request, .. } = &mut outcome {
+        rules::stamp_request(request, now);
+    }
     let (result, pending_call) = decision.stored(&outcome);
     let settle = Settle {
         state: decision.state,
         result,
         error: decision.error.as_deref(),
-        run_at: decision
-            .retry
-            .then(|| now.saturating_add(ms(retry.delay(attempt)))),
+        run_at: decision.run_at(&outcome, now, retry.delay(attempt)),
         finished_at: decision.state.is_terminal().then_some(now),
         pending_call,
     };
@@ -402,6 +405,87 @@ pub(crate) async fn resolve(
     let job = tx.job(id.as_str(), false).await?.ok_or_else(not_found)?;
     let failed = matches!(resolution, Resolution::Fail { .. });
     record_ending(tx, job, failed).await
+}
+
+/// Takes a person's decision on the call a job awaits approval for: checked
+/// against the request, journaled as the step the resumed run reads, the
+/// job queued again and an `ApprovalDecided` event added to its log, all in
+/// one write — a second decision finds the job no longer waiting.
+pub(crate) async fn decide_approval(
+    tx: &mut impl Tx,
+    id: &JobId,
+    call: &str,
+    decision: approval::Decision,
+    by: &str,
+    store: &str,
+) -> Res<Changed> {
+    let not_found = || Fail::Refused(QueueError::NotFound(id.clone()));
+    let job = tx.job(id.as_str(), true).await?.ok_or_else(not_found)?;
+    let request = rules::awaited_request(&job, call, store).map_err(Fail::Refused)?;
+    let now = tx.now().await?;
+    let recorded = decision
+        .accept(&request, by, rfc3339(now))
+        .map_err(|source| {
+            Fail::Refused(QueueError::Decision {
+                job: id.clone(),
+                source,
+            })
+        })?;
+    let body = serde_json::to_string(&recorded)
+        .map_err(|e| Fail::Db(format!("decision cannot be encoded: {e}")))?;
+    let entry = JournalEntry {
+        scope: request.scope.clone(),
+        turn: request.turn,
+        step: JournalEntry::decision_key(request.position),
+        body,
+    };
+    tx.put_step(id.as_str(), &entry, job.attempts).await?;
+    tx.requeue(id.as_str(), now).await?;
+    let event = rules::decided_event(&job, &request, &recorded, tx.last_seq(id.as_str()).await? + 1);
+    insert_events(tx, id, job.attempts, &[event]).await?;
+    tx.changed(Change::Runnable, id);
+    let job = tx.job(id.as_str(), false).await?.ok_or_else(not_found)?;
+    Ok(Changed {
+        job,
+        final_event: None,
+    })
+}
+
+/// Denies the calls whose approval timeout has passed (at most `limit`
+/// jobs), as a decision `by` "timeout"; returns the jobs as they are now.
+pub(crate) async fn expire_approvals(
+    tx: &mut impl Tx,
+    limit: usize,
+    store: &str,
+) -> Res<Vec<Job>> {
+    let now = tx.now().await?;
+    let due = tx.approvals_due(now, limit).await?;
+    let mut expired = Vec::with_capacity(due.len());
+    for id in &due {
+        let id = JobId(id.clone());
+        let Some(job) = tx.job(id.as_str(), true).await? else {
+            continue;
+        };
+        let Some(call) = job.pending_call.as_ref().and_then(|p| p["call"].as_str()) else {
+            continue;
+        };
+        let decision = approval::Decision {
+            verdict: Verdict::Deny {
+                reason: Some(format!(
+                    "no decision came before the approval timeout (requested {}); the call was denied",
+                    job.pending_call
+                        .as_ref()
+                        .and_then(|p| p["requested_at"].as_str())
+                        .unwrap_or("earlier")
+                )),
+            },
+            digest: None,
+        };
+        let call = call.to_string();
+        let changed = decide_approval(tx, &id, &call, decision, "timeout", store).await?;
+        expired.push(changed.job);
+    }
+    Ok(expired)
 }
 
 /// Records journal steps with the events held until then, guarded by the

@@ -107,10 +107,13 @@ pub enum JobState {
     /// An `unsafe` tool call of an interrupted attempt has an unknown
     /// outcome; an operator resolves the job (retry, skip or fail).
     NeedsAttention,
+    /// A tool call waits for a person's decision (approve, deny, edit);
+    /// the job holds no worker meanwhile.
+    AwaitingApproval,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 7] = [
+    pub const ALL: [JobState; 8] = [
         Self::Queued,
         Self::Running,
         Self::Succeeded,
@@ -118,10 +121,21 @@ impl JobState {
         Self::Cancelled,
         Self::Dead,
         Self::NeedsAttention,
+        Self::AwaitingApproval,
     ];
 
     /// The states a job can still leave.
-    pub const LIVE: [JobState; 3] = [Self::Queued, Self::Running, Self::NeedsAttention];
+    pub const LIVE: [JobState; 4] = [
+        Self::Queued,
+        Self::Running,
+        Self::NeedsAttention,
+        Self::AwaitingApproval,
+    ];
+
+    /// Parked: the job waits for a person, holding no worker.
+    pub fn is_parked(self) -> bool {
+        matches!(self, Self::NeedsAttention | Self::AwaitingApproval)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -132,6 +146,7 @@ impl JobState {
             Self::Cancelled => "cancelled",
             Self::Dead => "dead",
             Self::NeedsAttention => "needs_attention",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 
@@ -174,6 +189,14 @@ impl Job {
                 "job {} needs attention (it is parked, not ended): {}; see `structured-agents job {}` and `structured-agents resolve {} --retry | --skip RESULT | --fail`",
                 self.id,
                 self.error.as_deref().unwrap_or("no reason recorded"),
+                self.id,
+                self.id,
+            )),
+            JobState::AwaitingApproval => Err(format!(
+                "job {} awaits approval (it is parked, not ended): {}; see `structured-agents approvals {}`, then `structured-agents approve {}` or `deny {} --reason R`",
+                self.id,
+                self.error.as_deref().unwrap_or("no reason recorded"),
+                self.id,
                 self.id,
                 self.id,
             )),
@@ -247,7 +270,8 @@ pub struct Job {
     pub cancel_requested: bool,
     pub result: Option<Value>,
     pub error: Option<String>,
-    /// For `needs_attention`: the call whose outcome is unknown.
+    /// For `needs_attention`: the call whose outcome is unknown; for
+    /// `awaiting_approval`: the approval request.
     pub pending_call: Option<Value>,
     /// RFC 3339 UTC.
     pub run_at: String,
@@ -294,6 +318,12 @@ pub enum Outcome {
     NeedsAttention {
         error: String,
         pending_call: Value,
+    },
+    /// A call waits for a person's decision: park the job until one comes
+    /// (or its timeout denies the call).
+    AwaitingApproval {
+        error: String,
+        request: Box<crate::approval::ApprovalRequest>,
     },
 }
 
@@ -509,6 +539,20 @@ pub trait JobQueue: Send + Sync {
     /// Resolves a `needs_attention` job: retry its pending call, skip it
     /// with a supplied result, or fail the job (with its final event).
     async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError>;
+    /// Takes a person's decision on the call an `awaiting_approval` job
+    /// waits for: checked against the request (its call and argument
+    /// digest), journaled where the run finds it, and the job queued again
+    /// — in one write, so a decision is taken at most once.
+    async fn decide_approval(
+        &self,
+        id: &JobId,
+        call: &str,
+        decision: crate::approval::Decision,
+        by: &str,
+    ) -> Result<Changed, QueueError>;
+    /// Denies the calls whose approval timeout passed (at most `limit`
+    /// jobs); returns those jobs, queued again.
+    async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError>;
     /// Cancels a queued or parked job at once (with its final event); asks
     /// a running job to stop.
     async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError>;

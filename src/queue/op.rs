@@ -41,6 +41,17 @@ pub(crate) enum Op {
         resolution: Resolution,
         store: String,
     },
+    DecideApproval {
+        id: JobId,
+        call: String,
+        decision: crate::approval::Decision,
+        by: String,
+        store: String,
+    },
+    ExpireApprovals {
+        limit: usize,
+        store: String,
+    },
     RecordSteps {
         id: JobId,
         attempt: u32,
@@ -127,6 +138,7 @@ pub(crate) enum Done {
     Cancelled(Option<Changed>),
     Forgotten((usize, usize)),
     Purged(usize),
+    Expired(Vec<Job>),
     Job(Option<Job>),
     Page(Page),
     CountsByState(Vec<(String, JobState, u64)>),
@@ -175,6 +187,18 @@ impl Op {
                 resolution,
                 store,
             } => Done::Changed(lifecycle::resolve(tx, &id, &resolution, &store).await?),
+            Op::DecideApproval {
+                id,
+                call,
+                decision,
+                by,
+                store,
+            } => Done::Changed(
+                lifecycle::decide_approval(tx, &id, &call, decision, &by, &store).await?,
+            ),
+            Op::ExpireApprovals { limit, store } => {
+                Done::Expired(lifecycle::expire_approvals(tx, limit, &store).await?)
+            }
             Op::RecordSteps {
                 id,
                 attempt,
@@ -222,6 +246,8 @@ impl Op {
             Op::Release { .. } => "release",
             Op::Cancel(..) => "cancel",
             Op::Resolve { .. } => "resolve",
+            Op::DecideApproval { .. } => "decide_approval",
+            Op::ExpireApprovals { .. } => "expire_approvals",
             Op::RecordSteps { .. } => "record_steps",
             Op::Forget(..) => "forget_conversation",
             Op::Purge { .. } => "purge_finished",

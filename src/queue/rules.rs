@@ -6,6 +6,7 @@
 
 use super::*;
 use crate::events::{Event, EventEnvelope, JobStatus};
+use crate::approval::{ApprovalRequest, RecordedDecision, Verdict};
 use crate::journal::{PendingCall, RecordedResult};
 
 /// What the queue records for an attempt's outcome.
@@ -33,8 +34,102 @@ impl Decision {
             {
                 (None, Some(pending_call.to_string()))
             }
+            Outcome::AwaitingApproval { request, .. }
+                if self.state == JobState::AwaitingApproval =>
+            {
+                (None, Some(serde_json::to_string(request).unwrap_or_default()))
+            }
             _ => (None, None),
         }
+    }
+
+    /// When the job acts next on its own: a retry after its backoff; an
+    /// approval request when its timeout denies it (never, without one).
+    pub fn run_at(&self, outcome: &Outcome, now: i64, backoff: Duration) -> Option<i64> {
+        match outcome {
+            _ if self.retry => Some(now.saturating_add(backoff.as_millis() as i64)),
+            Outcome::AwaitingApproval { request, .. }
+                if self.state == JobState::AwaitingApproval =>
+            {
+                Some(approval_deadline(request, now))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `run_at` of a request that waits forever: the last millisecond of 9999.
+const NO_DEADLINE: i64 = 253_402_300_799_999;
+
+fn approval_deadline(request: &ApprovalRequest, now: i64) -> i64 {
+    request
+        .timeout_ms
+        .map_or(NO_DEADLINE, |ms| now.saturating_add(ms as i64))
+}
+
+/// The request a parking job keeps, stamped with when it was made and when
+/// its timeout denies it.
+pub(crate) fn stamp_request(request: &mut ApprovalRequest, now: i64) {
+    request.requested_at = Some(rfc3339(now));
+    request.expires_at = request
+        .timeout_ms
+        .map(|_| rfc3339(approval_deadline(request, now)));
+}
+
+/// The request a job awaits a decision on, if it is `call`; else why no
+/// decision can be taken.
+pub(crate) fn awaited_request(job: &Job, call: &str, store: &str) -> Result<ApprovalRequest, QueueError> {
+    if job.state != JobState::AwaitingApproval {
+        return Err(QueueError::NotAwaitingApproval {
+            job: job.id.clone(),
+            state: job.state,
+        });
+    }
+    let request: ApprovalRequest = job
+        .pending_call
+        .clone()
+        .and_then(|value| serde_json::from_value(value).ok())
+        .ok_or_else(|| QueueError::Store {
+            path: store.to_string(),
+            detail: format!("job {} awaits approval without a readable request", job.id),
+        })?;
+    if request.call != call {
+        return Err(QueueError::NotTheAwaitedCall {
+            job: job.id.clone(),
+            call: call.to_string(),
+            awaited: request.call,
+            tool: request.tool,
+        });
+    }
+    Ok(request)
+}
+
+/// The `ApprovalDecided` event a decision adds to the job's log (as its
+/// next event).
+pub(crate) fn decided_event(
+    job: &Job,
+    request: &ApprovalRequest,
+    decision: &RecordedDecision,
+    seq: u64,
+) -> EventEnvelope {
+    EventEnvelope {
+        run_id: job.id.to_string(),
+        bundle: job.bundle.clone(),
+        bundle_version: job.bundle_version.clone().unwrap_or_default(),
+        parent: None,
+        seq,
+        timestamp: crate::events::timestamp_now(),
+        event: Event::ApprovalDecided {
+            turn: request.turn,
+            tool_name: request.tool.clone(),
+            call_id: request.call.clone(),
+            decision: decision.verdict.kind().to_string(),
+            by: decision.by.clone(),
+            reason: match &decision.verdict {
+                Verdict::Deny { reason } => reason.clone(),
+                _ => None,
+            },
+        },
     }
 }
 
@@ -72,12 +167,21 @@ pub fn decide(
     };
     match outcome {
         Outcome::Succeeded(_) => settle(JobState::Succeeded, JobStatus::Succeeded, None),
-        Outcome::Failed { .. } | Outcome::NeedsAttention { .. } if cancel_requested => Decision {
+        Outcome::Failed { .. } | Outcome::NeedsAttention { .. } | Outcome::AwaitingApproval { .. }
+            if cancel_requested =>
+        {
+            Decision {
             state: JobState::Cancelled,
             status: JobStatus::Cancelled,
-            error: Some("cancelled by request".into()),
-            retry: false,
-        },
+                error: Some("cancelled by request".into()),
+                retry: false,
+            }
+        }
+        Outcome::AwaitingApproval { error, .. } => settle(
+            JobState::AwaitingApproval,
+            JobStatus::AwaitingApproval,
+            Some(error),
+        ),
         Outcome::NeedsAttention { error, .. } => settle(
             JobState::NeedsAttention,
             JobStatus::NeedsAttention,

@@ -274,6 +274,8 @@ pub(crate) trait Tx {
     /// From the index on live states, never a scan of finished jobs.
     async fn count_in_state(&mut self, state: JobState) -> Res<i64>;
     async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>>;
+    /// Jobs awaiting approval whose timeout (`run_at`) has passed.
+    async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>>;
     async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>>;
     async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64>;
 

@@ -48,6 +48,8 @@ pub struct Metrics {
     pub jobs_purged: IntCounter,
     pub leases_lost: IntCounter,
     pub requests_refused: IntCounterVec,
+    pub approvals_requested: IntCounterVec,
+    pub approval_decisions: IntCounterVec,
     pub turns: IntCounterVec,
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
@@ -155,6 +157,16 @@ impl Metrics {
                 "structured_agents_http_requests_refused_total",
                 "Requests the front door refused before any handler: a Host not served (host), a web page's origin (origin), a body that is not JSON (media_type).",
                 &["reason"],
+            )?,
+            approvals_requested: counter(
+                "structured_agents_approvals_requested_total",
+                "Tool calls that waited for a person's decision (the job parked in awaiting_approval).",
+                &["bundle", "tool"],
+            )?,
+            approval_decisions: counter(
+                "structured_agents_approval_decisions_total",
+                "Decisions on calls awaiting approval: approve, deny or edit, by a person or by the approval timeout.",
+                &["bundle", "decision", "by"],
             )?,
             operation_duration: histogram(
                 "gen_ai_client_operation_duration_seconds",
@@ -332,6 +344,17 @@ impl DaemonObserver for Metrics {
                 self.queue_operation(operation, *worked)
             }
             DaemonEvent::JobsPurged { count } => self.jobs_purged.inc_by(*count),
+            DaemonEvent::ApprovalDecided {
+                bundle,
+                decision,
+                by,
+                ..
+            } => {
+                let by = if by == "timeout" { "timeout" } else { "person" };
+                self.approval_decisions
+                    .with_label_values(&[bundle.as_str(), decision, by])
+                    .inc()
+            }
             DaemonEvent::LeaseLost { .. } => self.leases_lost.inc(),
             DaemonEvent::RequestRefused { reason } => {
                 self.requests_refused.with_label_values(&[reason]).inc()
@@ -467,6 +490,12 @@ impl Observer for MetricsObserver {
                         .record(*duration_ms as f64 / 1000.0, &attrs[1..]);
                 }
             }
+            Event::ApprovalRequested { tool_name, .. } => {
+                let tool_name = self.tool_label(bundle, tool_name, None);
+                m.approvals_requested
+                    .with_label_values(&[bundle, tool_name])
+                    .inc();
+            }
             Event::ToolTrace {
                 tool_name, stage, ..
             } if stage == "cache.hit" => {
@@ -497,10 +526,11 @@ impl Observer for MetricsObserver {
                     o.turns.add(1, &[kv("bundle", bundle)]);
                 }
             }
+            // A run that parks for a person did not fail.
             Event::KernelEnd {
                 error_type: Some(kind),
                 ..
-            } => {
+            } if kind != "needs_attention" && kind != "awaiting_approval" => {
                 m.model_errors
                     .with_label_values(&[&self.model(), kind])
                     .inc();

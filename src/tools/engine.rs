@@ -25,7 +25,7 @@ use super::guardrails::{GuardrailError, Guardrails};
 use super::policy::{CacheSpec, GuardrailSpec};
 use super::{CallPlace, Effect, Tool, ToolContext, ToolError, panic_message};
 use crate::events::{Event, EventSink, preview};
-use crate::journal::PendingCall;
+use crate::journal::Parked;
 use crate::types::{ToolCall, ToolResult, ToolSchema};
 
 /// Per-tool handling, compiled from the bundle.
@@ -39,6 +39,8 @@ pub struct ToolPolicy {
     pub guardrails: Option<Guardrails>,
     /// What repeating a call does; decides resumption after a crash.
     pub effect: Effect,
+    /// Which calls wait for a person's decision.
+    pub approval: crate::approval::ApprovalPolicy,
 }
 
 impl Default for ToolPolicy {
@@ -50,6 +52,7 @@ impl Default for ToolPolicy {
             cache: None,
             guardrails: None,
             effect: Effect::default(),
+            approval: Default::default(),
         }
     }
 }
@@ -71,6 +74,7 @@ impl ToolPolicy {
                 .map(|c| ResultCache::new(c.max_entries, c.ttl.map(Into::into))),
             guardrails: guardrails.map(Guardrails::compile).transpose()?,
             effect: Effect::default(),
+            approval: Default::default(),
         })
     }
 }
@@ -90,8 +94,8 @@ pub struct ToolOutcome {
     pub attempts: u32,
     pub cached: bool,
     pub duration: Duration,
-    /// A nested run stopped at an unsafe call of unknown outcome.
-    pub parked: Option<Box<PendingCall>>,
+    /// A nested run waits for a person: the job parks.
+    pub parked: Option<Box<Parked>>,
     /// A nested run cannot go on: the job fails with this error.
     pub aborted: Option<String>,
 }
@@ -189,6 +193,20 @@ impl ToolEngine {
         self.tools
             .get(name)
             .map_or(Effect::Unsafe, |e| e.policy.effect)
+    }
+
+    /// The approval policy of `name` (an unknown tool needs none: it never
+    /// runs).
+    pub fn approval(&self, name: &str) -> Option<&crate::approval::ApprovalPolicy> {
+        self.tools
+            .get(name)
+            .map(|e| &e.policy.approval)
+            .filter(|policy| !policy.is_never())
+    }
+
+    /// The parameter schema of `name`.
+    pub fn parameters(&self, name: &str) -> Option<&Value> {
+        self.tools.get(name).map(|e| &e.tool.schema().parameters)
     }
 
     /// Runs one call through the pipeline outside any journal. Never fails:
@@ -364,20 +382,20 @@ impl ToolEngine {
                         false,
                     );
                 }
-                Ok(Ok(Err(ToolError::NeedsAttention(pending)))) => {
+                Ok(Ok(Err(ToolError::Parked(parked)))) => {
                     trace
                         .emit(
-                            "tool.invoke.needs_attention",
-                            json!({"attempt": attempts, "pending_call": pending.call_id}),
+                            "tool.invoke.parked",
+                            json!({"attempt": attempts, "pending_call": parked.call_id()}),
                         )
                         .await;
                     let mut outcome = trace.done(
-                        format!("tool_error:{pending}"),
+                        format!("tool_error:{parked}"),
                         Some("tool_error"),
                         attempts,
                         false,
                     );
-                    outcome.parked = Some(pending);
+                    outcome.parked = Some(parked);
                     return outcome;
                 }
                 Ok(Ok(Err(ToolError::Abort(message)))) => {

@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventSink;
-use crate::journal::{PendingCall, RunJournal};
+use crate::journal::{Parked, RunJournal};
 use crate::types::{ToolCall, ToolSchema};
 
 /// What a backend produced; the engine normalizes it to a JSON string.
@@ -119,10 +119,10 @@ pub enum ToolError {
     /// Anything else.
     #[error("{0}")]
     Failed(String),
-    /// A nested run stopped at an unsafe call of unknown outcome: the whole
-    /// job waits for an operator.
+    /// A nested run waits for a person (an unsafe call of unknown outcome,
+    /// or a call awaiting approval): the whole job parks.
     #[error("{0}")]
-    NeedsAttention(Box<PendingCall>),
+    Parked(Box<Parked>),
     /// A nested run cannot go on in a way no answer of this call mends (the
     /// bundle content it is pinned to is gone): the whole job fails.
     #[error("{0}")]

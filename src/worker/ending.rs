@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::WorkerPool;
 use super::event_log::EventLogObserver;
 use crate::events::{Event, EventSink, JobStatus, Observer};
+use crate::journal::Parked;
 use crate::kernel::RunFailure;
 use crate::queue::{Lease, NextLease, Outcome};
 
@@ -97,15 +98,20 @@ pub(super) async fn release(
     }
 }
 
-/// A run's failure as its job's outcome (the one translation): an unknown
-/// outcome parks the job for an operator; the rest fail, retryable when a
-/// new attempt may succeed.
+/// A run's failure as its job's outcome (the one translation): a run that
+/// waits for a person parks the job (an unknown outcome for an operator, a
+/// call for a decision); the rest fail, retryable when a new attempt may
+/// succeed.
 impl From<RunFailure> for Outcome {
     fn from(failure: RunFailure) -> Self {
-        match failure.pending_call() {
-            Some(pending) => Outcome::NeedsAttention {
+        match failure.parked() {
+            Some(Parked::Attention(pending)) => Outcome::NeedsAttention {
                 error: pending.to_string(),
                 pending_call: serde_json::to_value(pending).unwrap_or_default(),
+            },
+            Some(Parked::Approval(request)) => Outcome::AwaitingApproval {
+                error: request.to_string(),
+                request: Box::new(request.clone()),
             },
             None => Outcome::Failed {
                 retryable: failure.is_retryable(),

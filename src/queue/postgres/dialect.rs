@@ -193,6 +193,13 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         self.one_int(&sql, &[]).await
     }
 
+    async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>> {
+        // Several daemons sweep: each takes rows no other holds.
+        let sql = "SELECT id FROM jobs WHERE state = 'awaiting_approval' AND run_at <= $1
+                   ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED";
+        self.ids(sql, &[&now, &big_usize(limit)]).await
+    }
+
     async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>> {
         let sql = "SELECT id FROM jobs WHERE finished_at IS NOT NULL AND finished_at < $1
                    ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED";
@@ -302,7 +309,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
     }
 
     async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool> {
-        let sql = "UPDATE jobs SET state = 'cancelled', finished_at = $2, updated_at = $2, error = 'cancelled by request', pending_call = NULL WHERE id = $1 AND state IN ('queued', 'needs_attention')";
+        let sql = "UPDATE jobs SET state = 'cancelled', finished_at = $2, updated_at = $2, error = 'cancelled by request', pending_call = NULL WHERE id = $1 AND state IN ('queued', 'needs_attention', 'awaiting_approval')";
         Ok(self.exec(sql, &[&id, &now]).await? > 0)
     }
 

@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_finished_and_parked.sql"),
     include_str!("migrations/0003_messages_conversations.sql"),
     include_str!("migrations/0004_crash_resumes.sql"),
+    include_str!("migrations/0005_awaiting_approval.sql"),
 ];
 
 /// The schema version this binary writes.

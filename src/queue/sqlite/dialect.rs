@@ -149,6 +149,14 @@ impl Tx for SqliteTx<'_> {
         )
     }
 
+    async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>> {
+        self.rows(
+            "SELECT id FROM jobs INDEXED BY jobs_due WHERE state = 'awaiting_approval' AND run_at <= ?1 LIMIT ?2",
+            params![now, limit as i64],
+            id_of,
+        )
+    }
+
     async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>> {
         self.rows(
             "SELECT id FROM jobs INDEXED BY jobs_finished WHERE finished_at IS NOT NULL AND finished_at < ?1 ORDER BY finished_at LIMIT ?2",
@@ -260,7 +268,7 @@ impl Tx for SqliteTx<'_> {
 
     async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool> {
         let ended = self.exec(
-            "UPDATE jobs SET state = 'cancelled', finished_at = ?2, updated_at = ?2, error = 'cancelled by request', pending_call = NULL WHERE id = ?1 AND state IN ('queued', 'needs_attention')",
+            "UPDATE jobs SET state = 'cancelled', finished_at = ?2, updated_at = ?2, error = 'cancelled by request', pending_call = NULL WHERE id = ?1 AND state IN ('queued', 'needs_attention', 'awaiting_approval')",
             params![id, now],
         )?;
         Ok(ended > 0)
