@@ -15,6 +15,7 @@
 //! | `before_tool_start` | a tool call is about to be recorded as started |
 //! | `tool_running` | 300 ms into a tool call (it is still running) |
 //! | `after_tool_result_recorded` | a tool result is in the journal |
+//! | `after_approval_recorded` | a decision on a call awaiting approval is committed, before the HTTP answer |
 //! | `after_checkpoint` | a workflow checkpoint is durable, before its stage runs |
 //! | `gate_started` | a workflow command gate's process has started |
 //! | `after_group_reply_recorded` | a group chat's reply is in the journal |

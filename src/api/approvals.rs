@@ -53,6 +53,7 @@ pub async fn decide(
         .queue
         .decide_approval(&id, &call, decision, &by)
         .await?;
+    crate::failpoint::hit("after_approval_recorded");
     state.bus.publish(crate::events::daemon::DaemonEvent::ApprovalDecided {
         job: id.to_string(),
         bundle: changed.job.bundle.clone(),

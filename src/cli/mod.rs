@@ -1,6 +1,7 @@
 //! The command line: one `structured-agents` binary with subcommands. Each
 //! subcommand lives in its own file; this one only declares the flags.
 
+mod approvals;
 mod bench;
 mod chat;
 mod inspect;
@@ -109,6 +110,31 @@ pub enum Command {
         /// End the job as failed, optionally with a reason.
         #[arg(long, value_name = "REASON", num_args = 0..=1, default_missing_value = "")]
         fail: Option<String>,
+    },
+    /// Show the call a job awaits approval for (tool, arguments, digest).
+    Approvals {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve the call a job awaits approval for (or, with --edit, run it
+    /// with other arguments).
+    Approve {
+        id: String,
+        /// The call id (default: the one the job awaits).
+        call: Option<String>,
+        /// Run the call with these arguments instead (a JSON object,
+        /// checked against the tool's parameters).
+        #[arg(long, value_name = "JSON")]
+        edit: Option<String>,
+    },
+    /// Deny the call a job awaits approval for: the model gets a tool error
+    /// with the reason.
+    Deny {
+        id: String,
+        call: Option<String>,
+        #[arg(long)]
+        reason: Option<String>,
     },
     /// List the daemon's bundles and their status.
     Bundles {
@@ -293,6 +319,15 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
                 }
             };
             remote::resolve(server, id, body).await
+        }
+        Command::Approvals { id, json } => approvals::list(server, id, json).await,
+        Command::Approve { id, call, edit } => {
+            let decision = approvals::decision(true, edit.as_deref(), None)?;
+            approvals::decide(server, id, call, decision).await
+        }
+        Command::Deny { id, call, reason } => {
+            let decision = approvals::decision(false, None, reason)?;
+            approvals::decide(server, id, call, decision).await
         }
         Command::Bundles { json } => remote::bundles(server, json).await,
         Command::Reload { config } => remote::reload(server, config.as_deref()).await,

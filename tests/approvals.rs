@@ -1,0 +1,377 @@
+//! Approvals on the real daemon: a call its policy says needs a person parks
+//! the job in `awaiting_approval`; approve, deny, edit and the timeout each
+//! resume it, checked on the side-effect file the tool writes; a second or
+//! stale decision is refused naming the call; a kill while parked or right
+//! after a decision neither loses the decision nor runs the tool twice; a
+//! call in a nested agent or a workflow stage parks the whole job.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::daemon::{
+    Daemon, Site, client, eventually, file_lines, get, job_events, submit, wait_terminal,
+};
+use common::mock_server;
+use serde_json::{Value, json};
+use structured_agents::mock::MockServer;
+
+const SCRIPT: &str = r#"
+replies:
+  - {match: big, turn: 1, tool_calls: [{id: w1, name: wire_money, arguments: {amount: 500, to: alice}}]}
+  - {match: big, turn: 2, content: wired}
+  - {match: small, turn: 1, tool_calls: [{id: w1, name: wire_money, arguments: {amount: 5, to: bob}}]}
+  - {match: small, turn: 2, content: wired small}
+  - {match: nested task, turn: 1, tool_calls: [{id: a1, name: banker, arguments: {input: big child}}]}
+  - {match: nested task, turn: 2, content: parent done}
+"#;
+
+/// A `wire_money` tool that appends `<amount> <to> <idempotency key>` to
+/// `effects`; calls over 100 need approval (`timeout` denies them).
+fn bank_bundle(name: &str, effects: &Path, approval_extra: &str) -> String {
+    let effects = effects.display();
+    format!(
+        r#"
+name: {name}
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: wire_money
+    kind: process
+    effect: unsafe
+    description: wire money
+    parameters: {{type: object, properties: {{amount: {{type: integer}}, to: {{type: string}}}}, required: [amount, to]}}
+    approval: {{when: "args.amount > 100"{approval_extra}}}
+    command: [python3, -c, "import json,os,sys; a=json.load(sys.stdin); f=open('{effects}','a'); f.write(str(a['amount']) + ' ' + a['to'] + ' ' + os.environ['SA_IDEMPOTENCY_KEY'] + chr(10)); f.close(); print(json.dumps({{'sent': a['amount']}}))"]
+"#
+    )
+}
+
+struct Bank {
+    site: Site,
+    server: MockServer,
+    effects: PathBuf,
+}
+
+async fn setup(approval_extra: &str) -> Bank {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle("bank", &bank_bundle("bank", &effects, approval_extra));
+    Bank {
+        site,
+        server,
+        effects,
+    }
+}
+
+/// Waits until the job parks awaiting approval; returns its one pending
+/// request as `GET /v1/jobs/{id}/approvals` shows it.
+async fn awaiting(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
+    let job = common::daemon::wait_settled(http, daemon, id).await;
+    assert_eq!(job["state"], "awaiting_approval", "{job}\n{}", daemon.log());
+    let approvals = get(http, daemon, &format!("/v1/jobs/{id}/approvals")).await;
+    let list = approvals["approvals"].as_array().unwrap();
+    assert_eq!(list.len(), 1, "{approvals}");
+    list[0].clone()
+}
+
+async fn decide(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    id: &str,
+    call: &str,
+    body: Value,
+) -> (u16, Value) {
+    let response = http
+        .post(daemon.url(&format!("/v1/jobs/{id}/approvals/{call}")))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// The journaled result of the job's call at turn 1, position 0.
+async fn first_result(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
+    let journal = get(http, daemon, &format!("/v1/jobs/{id}/journal")).await;
+    journal["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["scope"] == "" && s["turn"] == 1 && s["step"] == "result@0")
+        .map(|s| s["body"]["result"].clone())
+        .unwrap_or_else(|| panic!("no result@0 in {journal}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_runs_once_with_its_idempotency_key() {
+    let bank = setup("").await;
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let request = awaiting(&http, &daemon, &id).await;
+    assert_eq!(request["call"], "w1");
+    assert_eq!(request["tool"], "wire_money");
+    assert_eq!(request["arguments"], json!({"amount": 500, "to": "alice"}));
+    assert!(request["digest"].as_str().unwrap().starts_with("sha256:"));
+    assert!(file_lines(&bank.effects).is_empty(), "nothing ran before the decision");
+    let parked = common::daemon::metric(
+        &http,
+        &daemon,
+        "structured_agents_queue_jobs{state=\"awaiting_approval\"}",
+    )
+    .await;
+    assert_eq!(parked, 1, "the live gauge counts the parked job");
+
+    let (status, answer) = decide(
+        &http,
+        &daemon,
+        &id,
+        "w1",
+        json!({"decision": "approve", "digest": request["digest"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["by"], "local");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(file_lines(&bank.effects), [format!("500 alice {id}:1:0")]);
+
+    // A second decision finds nothing to decide, and says which job and why.
+    let (status, again) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
+    assert_eq!(status, 409, "{again}");
+    let message = again["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&id) && message.contains("not awaiting_approval"), "{message}");
+
+    // The log tells the story in order.
+    let kinds: Vec<String> = job_events(&http, &daemon, &id)
+        .await
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_string())
+        .collect();
+    let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap_or(usize::MAX);
+    assert!(at("ApprovalRequested") < at("ApprovalDecided"), "{kinds:?}");
+    assert!(at("ApprovalDecided") < at("ToolResult"), "{kinds:?}");
+    assert_eq!(
+        common::daemon::metric(
+            &http,
+            &daemon,
+            "structured_agents_approval_decisions_total{bundle=\"bank\",by=\"person\",decision=\"approve\"}",
+        )
+        .await,
+        1
+    );
+    assert_eq!(bank.server.requests().len(), 2, "one model call per turn");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_under_the_rule_needs_no_approval() {
+    let bank = setup("").await;
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "bank", "small transfer").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(file_lines(&bank.effects), [format!("5 bob {id}:1:0")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_never_runs_and_the_model_reads_the_reason() {
+    let bank = setup("").await;
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    awaiting(&http, &daemon, &id).await;
+    let (status, answer) = decide(
+        &http,
+        &daemon,
+        &id,
+        "w1",
+        json!({"decision": "deny", "reason": "alice is not a customer"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert!(file_lines(&bank.effects).is_empty(), "a denied call never runs");
+    let result = first_result(&http, &daemon, &id).await;
+    assert_eq!(result["is_error"], true);
+    assert_eq!(result["output"], "denied:alice is not a customer");
+    // The model's second request carries the denial as the tool's answer.
+    let second = &bank.server.requests()[1];
+    assert!(second.to_string().contains("alice is not a customer"), "{second}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_runs_the_call_with_the_new_arguments_checked_against_the_schema() {
+    let bank = setup("").await;
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let request = awaiting(&http, &daemon, &id).await;
+
+    let bad = json!({"decision": "edit", "arguments": {"amount": "all", "to": "alice"}});
+    let (status, refused) = decide(&http, &daemon, &id, "w1", bad).await;
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("wire_money") && message.contains("amount"), "{message}");
+    assert_eq!(refused["error"]["field"], "arguments");
+
+    let stale = json!({"decision": "approve", "digest": "sha256:0000"});
+    let (status, refused) = decide(&http, &daemon, &id, "w1", stale).await;
+    assert_eq!(status, 409, "a decision for other arguments is stale: {refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("w1"));
+
+    let (status, refused) = decide(&http, &daemon, &id, "w9", json!({"decision": "approve"})).await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("not on call w9"));
+
+    let edit = json!({"decision": "edit", "arguments": {"amount": 50, "to": "alice"}, "digest": request["digest"]});
+    let (status, answer) = decide(&http, &daemon, &id, "w1", edit).await;
+    assert_eq!(status, 200, "{answer}");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(file_lines(&bank.effects), [format!("50 alice {id}:1:0")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeout_denies_a_call_nobody_decided() {
+    let bank = setup(", timeout: 1s").await;
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let request = awaiting(&http, &daemon, &id).await;
+    assert!(request["expires_at"].is_string(), "{request}");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert!(file_lines(&bank.effects).is_empty());
+    let result = first_result(&http, &daemon, &id).await;
+    assert!(
+        result["output"].as_str().unwrap().starts_with("denied:no decision came before the approval timeout"),
+        "{result}"
+    );
+    let decided = job_events(&http, &daemon, &id)
+        .await
+        .into_iter()
+        .find(|e| e["type"] == "ApprovalDecided")
+        .unwrap();
+    assert_eq!(decided["by"], "timeout");
+    assert_eq!(decided["decision"], "deny");
+}
+
+/// Killed while parked: the restarted daemon still holds the request and
+/// takes the decision. Killed right after a decision is committed (before
+/// its HTTP answer): the restarted daemon runs the call exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kills_while_parked_and_after_a_decision_lose_nothing_and_repeat_nothing() {
+    let bank = setup("").await;
+    let http = client();
+    let mut daemon = bank
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", "after_approval_recorded")]);
+    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    awaiting(&http, &daemon, &id).await;
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+
+    let mut daemon = bank
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", "after_approval_recorded")]);
+    let request = awaiting(&http, &daemon, &id).await;
+    let url = daemon.url(&format!("/v1/jobs/{id}/approvals/w1"));
+    // The daemon dies before it answers.
+    let answer = http
+        .post(url)
+        .json(&json!({"decision": "approve", "digest": request["digest"]}))
+        .send()
+        .await;
+    assert!(answer.is_err(), "the daemon died before answering: {answer:?}");
+    daemon.wait_killed_at("after_approval_recorded");
+
+    let daemon = bank.site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(file_lines(&bank.effects), [format!("500 alice {id}:1:0")]);
+    assert_eq!(bank.server.requests().len(), 2, "no model call repeated");
+}
+
+/// A call awaiting approval in a nested agent parks the whole job; the
+/// decision reaches that innermost call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_agents_call_parks_the_whole_job() {
+    let bank = setup("").await;
+    bank.site.put_bundle(
+        "parent",
+        "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: banker, kind: agent, bundle: bank}\n",
+    );
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "parent", "nested task").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let request = awaiting(&http, &daemon, &id).await;
+    assert_eq!(request["scope"], "1:0/", "the innermost call, at its depth");
+    let (status, answer) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
+    assert_eq!(status, 200, "{answer}");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["result"]["output"], "parent done");
+    assert_eq!(file_lines(&bank.effects), [format!("500 alice {id}:1:0:1:0")]);
+    assert_eq!(bank.server.requests().len(), 4, "each model call once");
+}
+
+/// A workflow stage's agent call that needs approval parks the job; after
+/// the decision the workflow goes on from that stage.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_stages_call_parks_the_whole_job() {
+    let bank = setup("").await;
+    let effects = bank.effects.display().to_string();
+    let workflow = format!(
+        "{}workflow:\n  start: pay\n  stages:\n    pay:\n      kind: agent\n      prompt: \"big {{{{ input }}}}\"\n      result: {{regex: '^(?P<event>wired)$', events: [wired], otherwise: not_done}}\n  transitions:\n    pay: {{wired: finish, not_done: fatal}}\n",
+        bank_bundle("payday", Path::new(&effects), "")
+    );
+    bank.site.put_bundle("payday", &workflow);
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "payday", "monthly").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    awaiting(&http, &daemon, &id).await;
+    let (status, answer) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
+    assert_eq!(status, 200, "{answer}");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(file_lines(&bank.effects).len(), 1, "the call ran once");
+    eventually(Duration::from_secs(5), "the workflow ended", || async {
+        job_events(&http, &daemon, &id)
+            .await
+            .iter()
+            .any(|e| e["type"] == "WorkflowEnd")
+            .then_some(())
+    })
+    .await;
+}
