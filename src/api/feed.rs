@@ -128,6 +128,25 @@ pub fn job_feed(state: AppState, id: JobId, after: u64, calls: bool) -> impl Str
     })
 }
 
+/// The frame a stream sends when the job parks for a decision (at any
+/// depth of nesting): which job and call, what the call would do, and where
+/// to decide. `None` for any other stored event.
+pub fn approval_required(job_id: &str, event_json: &str) -> Option<serde_json::Value> {
+    let event: serde_json::Value = serde_json::from_str(event_json).ok()?;
+    if event["type"] != "ApprovalRequested" {
+        return None;
+    }
+    let call = event["call_id"].as_str()?;
+    Some(serde_json::json!({
+        "job_id": job_id,
+        "call": call,
+        "tool": event["tool_name"],
+        "arguments": event["arguments"],
+        "digest": event["digest"],
+        "decide": format!("POST /v1/jobs/{job_id}/approvals/{call}"),
+    }))
+}
+
 /// What one read of the store found.
 enum Read {
     Events,

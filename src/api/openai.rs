@@ -278,15 +278,18 @@ fn completion(job: &Job) -> Result<Value, OpenAiError> {
     }))
 }
 
-fn chunk(job: &Job, delta: Value, finish: Option<&str>) -> SseEvent {
-    let body = json!({
+fn chunk_body(job: &Job, delta: Value, finish: Option<&str>) -> Value {
+    json!({
         "id": format!("chatcmpl-{}", job.id),
         "object": "chat.completion.chunk",
         "created": now_secs(),
         "model": format!("{MODEL_PREFIX}{}", job.bundle),
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    });
-    SseEvent::default().data(body.to_string())
+    })
+}
+
+fn chunk(job: &Job, delta: Value, finish: Option<&str>) -> SseEvent {
+    SseEvent::default().data(chunk_body(job, delta, finish).to_string())
 }
 
 /// `chat.completion.chunk`s as the answer streams, the final chunk when the
@@ -309,6 +312,19 @@ fn stream(job: Job, feed: Feed) -> Sse<impl Stream<Item = Result<SseEvent, Infal
                     }
                     Some(Item::End(ended)) => {
                         return Some((last(&ended, streamed), (feed, None, true)));
+                    }
+                    // The job parks for a person: an empty chunk that says
+                    // so (clients that do not know the field ignore it); the
+                    // stream goes on once someone decides.
+                    Some(Item::Event { json, .. }) => {
+                        let Some(frame) = super::feed::approval_required(job.id.as_str(), &json)
+                        else {
+                            continue;
+                        };
+                        let mut body = chunk_body(&job, json!({}), None);
+                        body["approval_required"] = frame;
+                        let event = SseEvent::default().data(body.to_string());
+                        return Some((vec![event], (feed, Some(job), streamed)));
                     }
                     Some(_) => continue,
                     None => {

@@ -47,6 +47,8 @@ pub struct ChatArgs {
 /// as `ƒ(x) calling <tool>...` with ` ↪ ` lines.
 struct ChatView {
     answering: std::sync::atomic::AtomicBool,
+    /// Calls awaiting approval, for the prompt loop to ask about.
+    approvals: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
 }
 
 impl ChatView {
@@ -92,6 +94,24 @@ impl Observer for ChatView {
                     if *is_error { "error: " } else { "" }
                 );
             }
+            Event::ApprovalRequested {
+                tool_name,
+                call_id,
+                arguments,
+                digest,
+                ..
+            } => {
+                if let Some(approvals) = &self.approvals {
+                    let _ = approvals.send(json!({
+                        "call": call_id, "tool": tool_name, "arguments": arguments, "digest": digest,
+                    }));
+                }
+            }
+            // Parked for a person: the prompt asks; not an error.
+            Event::KernelEnd {
+                error_type: Some(kind),
+                ..
+            } if kind == "awaiting_approval" => {}
             Event::KernelEnd { error: Some(e), .. } => println!("runtime → (error: {e})"),
             _ => {}
         }
@@ -151,8 +171,10 @@ async fn remote(server: &ServerArgs, args: ChatArgs) -> anyhow::Result<i32> {
         "chatting with {} (conversation {conversation}) — an empty line or Ctrl-D ends",
         args.bundle
     );
+    let (approvals, mut asked) = tokio::sync::mpsc::unbounded_channel();
     let view = ChatView {
         answering: false.into(),
+        approvals: Some(approvals),
     };
     let spinner = Spinner::new(false);
     let mut lines = input_lines();
@@ -173,9 +195,19 @@ async fn remote(server: &ServerArgs, args: ChatArgs) -> anyhow::Result<i32> {
                 text: token["text"].as_str().unwrap_or_default(),
             });
         };
-        let end = client
-            .follow_with(&id, &view, &on_token, &spinner, false)
-            .await?;
+        let follow = client.follow_with(&id, &view, &on_token, &spinner, false);
+        tokio::pin!(follow);
+        // A call that waits for approval is asked about here, inline; the
+        // stream goes on once the decision is taken.
+        let end = loop {
+            tokio::select! {
+                end = &mut follow => break end?,
+                Some(request) = asked.recv() => {
+                    view.end_answer();
+                    ask_approval(&client, &id, &request, &mut lines).await;
+                }
+            }
+        };
         view.end_answer();
         match (
             end["state"].as_str(),
@@ -194,6 +226,37 @@ async fn remote(server: &ServerArgs, args: ChatArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// Asks `approve? [y/N]` about a call awaiting approval and sends the
+/// answer, bound to the digest shown; anything but `y` denies it.
+async fn ask_approval(
+    client: &Client,
+    job: &str,
+    request: &Value,
+    lines: &mut tokio::sync::mpsc::Receiver<String>,
+) {
+    print!(
+        "⚠ {} wants to run with {} — approve? [y/N] ",
+        request["tool"].as_str().unwrap_or("?"),
+        request["arguments"]
+    );
+    let _ = std::io::stdout().flush();
+    let answer = lines.recv().await.unwrap_or_default();
+    let approve = matches!(answer.trim(), "y" | "Y" | "yes");
+    let decision = if approve {
+        json!({"decision": "approve", "digest": request["digest"]})
+    } else {
+        json!({"decision": "deny", "reason": "denied in chat", "digest": request["digest"]})
+    };
+    let call = request["call"].as_str().unwrap_or_default();
+    match client
+        .post(&format!("/v1/jobs/{job}/approvals/{call}"), decision)
+        .await
+    {
+        Ok(_) => println!(" ↪ {}", if approve { "approved" } else { "denied" }),
+        Err(e) => println!(" ↪ the decision was not taken: {e}"),
+    }
+}
+
 /// The bundle directory in this process; the conversation lives in memory.
 async fn local(args: ChatArgs) -> anyhow::Result<i32> {
     let loaded = super::run::load_for_run(
@@ -206,6 +269,7 @@ async fn local(args: ChatArgs) -> anyhow::Result<i32> {
     let kernel = Runner::local().kernel(&loaded, &RunOptions::default());
     let view = Arc::new(ChatView {
         answering: false.into(),
+        approvals: None,
     });
     let context = RunContext {
         run_id: uuid::Uuid::now_v7().to_string(),

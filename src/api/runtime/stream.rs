@@ -1,7 +1,8 @@
 //! The runtime's SSE frames for a query or group-chat job, from the job's
 //! feed: a start chunk; then in arrival order `{"content"}` tokens of the
 //! answer and an `{"agent_call", "agent_query"}` / `{"agent_id",
-//! "agent_response"}` pair around each agent call; then the complete frame,
+//! "agent_response"}` pair around each agent call, an `{"approval_required"}`
+//! frame when the job parks for a person's decision; then the complete frame,
 //! "Streaming complete" and `[DONE]` — or `{"error"}` and `[DONE]`. A
 //! client that hangs up only stops the frames: the job runs on.
 
@@ -14,7 +15,7 @@ use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
 use super::super::AppState;
-use super::super::feed::Item;
+use super::super::feed::{Item, approval_required};
 use super::trace::{AgentTools, query_of, response_of, top_level};
 use crate::events::tokens::Token;
 use crate::queue::Job;
@@ -101,6 +102,9 @@ impl Frames {
             // Only the job's own answer: nested agent runs stream too.
             Item::Token(token) if token.run_id == self.job_id => {
                 vec![data(&json!({"content": token.text}))]
+            }
+            Item::Event { json, .. } if let Some(frame) = approval_required(&self.job_id, &json) => {
+                vec![data(&json!({"approval_required": frame}))]
             }
             Item::Event { json, .. } => match top_level(&json) {
                 Some(event) => self.event(event).await.into_iter().collect(),
