@@ -61,7 +61,7 @@ impl JournalEntry {
     /// Whether the step marks something about a call (its start, its
     /// approval) rather than completing one.
     fn is_marker(step: &str) -> bool {
-        ["start@", "start:", "approval@", "decision@"]
+        ["start@", "start:", "approval@", "decision@", "budget"]
             .iter()
             .any(|prefix| step.starts_with(prefix))
     }
@@ -406,6 +406,15 @@ impl RunJournal {
             Some(start) => Ok(Some(start)),
             None => self.lookup(turn, &JournalEntry::legacy_keys(call_id).0),
         }
+    }
+
+    /// The value an earlier attempt recorded as `step` of `turn` in this scope.
+    pub fn recorded_step<T: serde::de::DeserializeOwned>(
+        &self,
+        turn: u32,
+        step: &str,
+    ) -> Result<Option<T>, JournalError> {
+        self.lookup(turn, step)
     }
 
     /// The approval request an earlier attempt recorded for the call at

@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod approval;
+pub mod budget;
 pub mod bundle;
 pub mod cli;
 pub mod client;

@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
-use crate::kernel::{CallBudget, Kernel, RunFailure};
+use crate::budget::Budget;
+use crate::kernel::{CallBudget, Kernel, RunError, RunFailure};
 use crate::registry::{LoadedBundle, Registry};
 use crate::tools::ToolError;
 use crate::tools::agent::AgentHost;
@@ -33,6 +34,8 @@ pub struct RunScope {
     pub sink: EventSink,
     pub journal: RunJournal,
     pub cancel: CancellationToken,
+    /// What the job may spend, shared by all its runs.
+    pub budget: Option<Budget>,
 }
 
 impl RunScope {
@@ -47,6 +50,7 @@ impl RunScope {
                 .child(self.sink.context().nested(key, key, bundle)),
             journal: self.journal.child(turn, key),
             cancel: self.cancel.clone(),
+            budget: self.budget.clone(),
         }
     }
 
@@ -103,9 +107,19 @@ impl Runner {
 
     /// The bundle's kernel: the one place a kernel is assembled.
     pub fn kernel(&self, loaded: &LoadedBundle, options: &RunOptions) -> Kernel {
+        self.kernel_with_budget(loaded, options, None)
+    }
+
+    fn kernel_with_budget(
+        &self,
+        loaded: &LoadedBundle,
+        options: &RunOptions,
+        budget: Option<&Budget>,
+    ) -> Kernel {
         let mut config = loaded.bundle.kernel_config();
         config.record_messages = options.record_messages;
         config.call_budget = options.call_budget.clone();
+        config.budget = budget.cloned();
         let agents = self
             .registry
             .is_some()
@@ -127,7 +141,7 @@ impl Runner {
         options: &RunOptions,
         scope: &RunScope,
     ) -> Result<RunResult, RunFailure> {
-        let kernel = self.kernel(loaded, options);
+        let kernel = self.kernel_with_budget(loaded, options, scope.budget.as_ref());
         let run = kernel
             .run_journaled(messages, &scope.sink, scope.cancel.clone(), &scope.journal)
             .await?;
@@ -152,6 +166,13 @@ impl Runner {
         options: &RunOptions,
         scope: RunScope,
     ) -> Result<RunResult, RunFailure> {
+        if let Some(budget) = &scope.budget {
+            // The scope `{turn}:{key}/…`: one `/` per level of nesting.
+            let depth = scope.journal.scope().matches('/').count() as u32;
+            budget
+                .before_nested_run(depth)
+                .map_err(|stop| RunFailure::Run(RunError::OverBudget(Box::new(stop))))?;
+        }
         let loaded = self.pinned(name, &scope.journal).await?;
         let messages = loaded
             .bundle
@@ -216,12 +237,14 @@ impl AgentHost for Runner {
         context: RunContext,
         journal: RunJournal,
         cancel: CancellationToken,
+        budget: Option<Budget>,
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             let scope = RunScope {
                 sink: parent.child(context),
                 journal,
                 cancel,
+                budget,
             };
             let run = self
                 .run_nested_bundle(bundle, &input, &Map::new(), &RunOptions::default(), scope)

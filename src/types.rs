@@ -319,6 +319,8 @@ pub enum TerminationReason {
     /// A tool call waits for a person's decision (the job is
     /// `awaiting_approval`).
     AwaitingApproval,
+    /// The job used up one of its budgets.
+    BudgetExceeded,
 }
 
 impl TerminationReason {
@@ -332,6 +334,7 @@ impl TerminationReason {
             Self::Error => "error",
             Self::NeedsAttention => "needs_attention",
             Self::AwaitingApproval => "awaiting_approval",
+            Self::BudgetExceeded => "budget_exceeded",
         }
     }
 }

@@ -27,6 +27,8 @@ pub enum ErrorCode {
     /// The job is not in a state that allows this (e.g. resolving a job
     /// that is not `needs_attention`).
     InvalidState,
+    /// A bundle's daily budget is used up.
+    BudgetExhausted,
     Unavailable,
     /// The job behind a synchronous answer ended without one.
     JobFailed,
@@ -47,6 +49,7 @@ impl ErrorCode {
             Self::UnknownBundle => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IdempotencyConflict => StatusCode::CONFLICT,
             Self::InvalidState => StatusCode::CONFLICT,
+            Self::BudgetExhausted => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::JobFailed => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
@@ -66,6 +69,7 @@ impl ErrorCode {
             Self::UnknownBundle => "unknown_bundle",
             Self::IdempotencyConflict => "idempotency_conflict",
             Self::InvalidState => "invalid_state",
+            Self::BudgetExhausted => "budget_exhausted",
             Self::Unavailable => "unavailable",
             Self::JobFailed => "job_failed",
             Self::Internal => "internal",

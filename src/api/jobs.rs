@@ -34,6 +34,11 @@ pub struct SubmitRequest {
     /// Continue this conversation: the job starts from its earlier turns.
     #[serde(default)]
     pub conversation_id: Option<String>,
+    /// Lower the bundle's budgets for this job (`prompt_tokens`,
+    /// `completion_tokens`, `cost`, `wall_time`, `tool_calls`,
+    /// `model_calls`, `depth`); a limit above the bundle's is refused.
+    #[serde(default)]
+    pub limits: Option<crate::budget::BudgetLimits>,
 }
 
 pub async fn submit(
@@ -120,6 +125,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         idempotency_key: request.idempotency_key,
         max_attempts: request.max_attempts,
         traceparent: request.traceparent,
+        limits: request.limits,
     })
 }
 
@@ -258,6 +264,7 @@ pub(super) async fn enqueue(
     mut new_job: NewJob,
 ) -> Result<(Job, bool), ApiError> {
     new_job.max_attempts.get_or_insert(state.max_attempts);
+    super::budgets::admit(state, &new_job).await?;
     let bundle = new_job.bundle.clone();
     let expected = new_job.clone();
     let submission = tokio::spawn({

@@ -9,6 +9,7 @@
 
 mod approvals;
 mod artifacts;
+mod budgets;
 mod auth;
 mod body;
 mod bundles;

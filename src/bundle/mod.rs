@@ -221,6 +221,7 @@ impl Bundle {
             extra_body: raw.model.extra_body.clone(),
             record_messages: false,
             call_budget: None,
+            budget: None,
         }
     }
 }

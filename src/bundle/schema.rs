@@ -171,6 +171,49 @@ pub struct LimitsSection {
     /// A deadline for the whole run, e.g. "5m".
     #[serde(default)]
     pub timeout: Option<HumanDuration>,
+    /// Budgets of one job (its nested agents, stages and group-chat replies
+    /// included): checked before each model call and each tool call; using
+    /// one up ends the job `budget_exceeded`. A submitter may lower each.
+    /// Prompt tokens.
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    /// Completion tokens.
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+    /// Cost, by the daemon's `[prices]` table.
+    #[serde(default)]
+    pub cost: Option<f64>,
+    /// Time since the job's first attempt started, e.g. "10m".
+    #[serde(default)]
+    pub wall_time: Option<HumanDuration>,
+    /// Tool calls.
+    #[serde(default)]
+    pub tool_calls: Option<u64>,
+    /// Model calls.
+    #[serde(default)]
+    pub model_calls: Option<u64>,
+    /// How deep agents may nest (1: the job's agent may call agents that call none).
+    #[serde(default)]
+    pub depth: Option<u32>,
+    /// The bundle's spend over the last 24 hours past which new jobs are
+    /// refused (HTTP 429): `{tokens: N, cost: X}`.
+    #[serde(default)]
+    pub per_day: Option<crate::budget::DailyLimits>,
+}
+
+impl LimitsSection {
+    /// The per-job budgets this section sets.
+    pub fn budget(&self) -> crate::budget::BudgetLimits {
+        crate::budget::BudgetLimits {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cost: self.cost,
+            wall_time: self.wall_time,
+            tool_calls: self.tool_calls,
+            model_calls: self.model_calls,
+            depth: self.depth,
+        }
+    }
 }
 
 impl Default for LimitsSection {
@@ -181,6 +224,14 @@ impl Default for LimitsSection {
             history: HistoryStrategy::default(),
             max_concurrency: default_concurrency(),
             timeout: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            cost: None,
+            wall_time: None,
+            tool_calls: None,
+            model_calls: None,
+            depth: None,
+            per_day: None,
         }
     }
 }

@@ -124,7 +124,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
                 TerminationReason::Cancelled | TerminationReason::Timeout => 4,
                 TerminationReason::Error
                 | TerminationReason::NeedsAttention
-                | TerminationReason::AwaitingApproval => 1,
+                | TerminationReason::AwaitingApproval
+                | TerminationReason::BudgetExceeded => 1,
             })
         }
         Err(crate::kernel::RunError::Parked(parked)) => {

@@ -12,6 +12,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "observers",
     "runtime",
     "egress",
+    "prices",
     "server.token_file",
     "server.token_env",
     "telemetry.log_filter",

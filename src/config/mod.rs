@@ -45,6 +45,10 @@ pub struct Config {
     /// `http_agent` tools' `url` and a model `endpoint` given as a URL).
     /// Endpoints and agents named in this config are always reachable.
     pub egress: EgressConfig,
+    /// What each model's tokens cost, per million, by the model name a
+    /// request sends (`[prices."gpt-4o-mini"] prompt_per_million = 0.15`):
+    /// the `cost` budgets and the spend metrics read it.
+    pub prices: crate::budget::Prices,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default, PartialEq)]

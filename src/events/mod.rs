@@ -109,6 +109,9 @@ pub enum Event {
         finish_reason: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         response_model: Option<String>,
+        /// What the call cost by the daemon's price table (with a budget).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
     },
     ToolCall {
         turn: u32,
@@ -172,6 +175,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// The job used up a budget; its run ends (`budget_exceeded`).
+    BudgetExceeded {
+        turn: u32,
+        budget: String,
+        limit: String,
+        spent: String,
+    },
     /// A model reply whose tool-call text could not be parsed.
     ParseError { turn: u32, detail: String },
     /// A trace event from the tool engine pipeline (`cache.hit`, ...).
@@ -224,6 +234,10 @@ pub enum Event {
         /// How long the attempt ran, on its final event.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         duration_ms: Option<u64>,
+        /// What the job has spent so far, on an attempt's final event (the
+        /// queue keeps it for the bundle's daily budget).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        spent: Option<crate::budget::Spent>,
     },
 }
 
@@ -241,6 +255,7 @@ impl Event {
             Event::Resumed { .. } => "Resumed",
             Event::ApprovalRequested { .. } => "ApprovalRequested",
             Event::ApprovalDecided { .. } => "ApprovalDecided",
+            Event::BudgetExceeded { .. } => "BudgetExceeded",
             Event::ParseError { .. } => "ParseError",
             Event::ToolTrace { .. } => "ToolTrace",
             Event::JobState { .. } => "JobState",

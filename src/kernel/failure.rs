@@ -46,7 +46,9 @@ impl RunFailure {
         matches!(
             self,
             RunFailure::PinnedContentGone(_)
-                | RunFailure::Run(RunError::Parked(_) | RunError::Aborted(_))
+                | RunFailure::Run(
+                    RunError::Parked(_) | RunError::Aborted(_) | RunError::OverBudget(_)
+                )
         )
     }
 
@@ -66,6 +68,7 @@ impl From<RunFailure> for ToolError {
     fn from(failure: RunFailure) -> Self {
         match failure {
             RunFailure::Run(RunError::Parked(parked)) => ToolError::Parked(parked),
+            RunFailure::Run(RunError::OverBudget(stop)) => ToolError::OverBudget(stop),
             RunFailure::PinnedContentGone(message)
             | RunFailure::Run(RunError::Aborted(message)) => ToolError::Abort(message),
             failure if failure.is_retryable() => ToolError::Retryable(failure.to_string()),

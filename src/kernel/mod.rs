@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken};
 use crate::events::{Event, EventSink, preview};
 use crate::approval::{ApprovalRequest, Verdict};
+use crate::budget::{Budget, BudgetStop};
 use crate::journal::{
     JournalError, Parked, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
 };
@@ -90,6 +91,9 @@ pub struct KernelConfig {
     /// A cap on calls of some tools in one run (the runtime API's
     /// `max_agents`); calls beyond it get a tool error instead of running.
     pub call_budget: Option<CallBudget>,
+    /// What the job may spend, shared with its other runs; checked before
+    /// each model call and each tool call.
+    pub budget: Option<Budget>,
 }
 
 /// What the approval gate lets a call do.
@@ -159,6 +163,7 @@ impl Default for KernelConfig {
             extra_body: Map::new(),
             record_messages: false,
             call_budget: None,
+            budget: None,
         }
     }
 }
@@ -213,6 +218,9 @@ pub enum RunError {
     /// A nested run cannot go on (its pinned bundle content is gone).
     #[error("{0}")]
     Aborted(String),
+    /// The job used up one of its budgets.
+    #[error("{0}")]
+    OverBudget(Box<BudgetStop>),
 }
 
 impl RunError {
@@ -220,7 +228,7 @@ impl RunError {
         match self {
             RunError::Model(err) => err.is_retryable(),
             RunError::Journal { .. } => true,
-            RunError::Parked(_) | RunError::Aborted(_) => false,
+            RunError::Parked(_) | RunError::Aborted(_) | RunError::OverBudget(_) => false,
         }
     }
 
@@ -234,6 +242,7 @@ impl RunError {
                 Parked::Approval(_) => "awaiting_approval".into(),
             },
             RunError::Aborted(_) => "aborted".into(),
+            RunError::OverBudget(_) => "budget_exceeded".into(),
         }
     }
 }
@@ -344,11 +353,16 @@ impl Kernel {
     ) -> Result<Reply, StepError> {
         let journal_err = |source| RunError::Journal { turn, source };
         if let Some(recorded) = journal.recorded_reply(turn).map_err(journal_err)? {
+            if let Some(budget) = &self.config.budget {
+                budget.add_reply(&recorded.model, &recorded.usage);
+            }
             return Ok(Reply {
                 recorded,
                 replayed: true,
             });
         }
+        self.check_budget(turn, "budget", journal, events, Budget::before_model_call)
+            .await?;
         let schemas = self.tools.schemas();
         let window = history::trim(
             history,
@@ -411,6 +425,11 @@ impl Kernel {
             .await
             .map_err(journal_err)?;
         crate::failpoint::hit("after_reply_recorded");
+        let cost = self
+            .config
+            .budget
+            .as_ref()
+            .map(|budget| budget.add_reply(&recorded.model, &recorded.usage));
         events
             .emit(Event::ModelResponse {
                 turn,
@@ -421,6 +440,7 @@ impl Kernel {
                 response_id: response.id,
                 finish_reason: response.finish_reason,
                 response_model: response.model,
+                cost,
             })
             .await;
         Ok(Reply {
@@ -449,6 +469,9 @@ impl Kernel {
             .recorded_result(turn, position, &call.id)
             .map_err(journal_err)?
         {
+            if let Some(budget) = &self.config.budget {
+                budget.add_tool_call();
+            }
             return Ok((recorded.result, true));
         }
         events
@@ -468,6 +491,7 @@ impl Kernel {
                 duration: Duration::ZERO,
                 parked: None,
                 aborted: None,
+                over_budget: None,
             },
             Some(NotRun::BadArgs(detail)) => {
                 events
@@ -484,9 +508,13 @@ impl Kernel {
                     duration: Duration::ZERO,
                     parked: None,
                     aborted: None,
+                    over_budget: None,
                 }
             }
             None => {
+                let step = format!("budget@{position}");
+                self.check_budget(turn, &step, journal, events, Budget::before_tool_call)
+                    .await?;
                 let edited;
                 let call = match self
                     .approval_gate(call, turn, position, events, journal)
@@ -544,6 +572,7 @@ impl Kernel {
                     position,
                     journal: Some(journal),
                     agents: self.agents.as_deref(),
+                    budget: self.config.budget.as_ref(),
                 };
                 let outcome = self.tools.execute_at(call, place, cancel, events).await;
                 if let Some(parked) = outcome.parked {
@@ -551,6 +580,9 @@ impl Kernel {
                 }
                 if let Some(message) = outcome.aborted {
                     return Err(RunError::Aborted(message));
+                }
+                if let Some(stop) = outcome.over_budget {
+                    return Err(RunError::OverBudget(stop));
                 }
                 if cancel.is_cancelled() {
                     // Cut short by cancellation: not a result to replay.
@@ -571,6 +603,9 @@ impl Kernel {
             )
             .await
             .map_err(journal_err)?;
+        if let Some(budget) = &self.config.budget {
+            budget.add_tool_call();
+        }
         crate::failpoint::hit("after_tool_result_recorded");
         // Each result when its tool ends, so a tool's span has its true end
         // even while other tools of the turn still run.
@@ -659,6 +694,46 @@ impl Kernel {
         Err(RunError::Parked(Box::new(Parked::Approval(request))))
     }
 
+    /// Whether `check` lets the next step happen: a stop an earlier attempt
+    /// recorded at this step stands (so a resumed job stops where it
+    /// stopped), else the budget is checked now and a stop is journaled
+    /// before the run ends on it.
+    async fn check_budget(
+        &self,
+        turn: u32,
+        step: &str,
+        journal: &RunJournal,
+        events: &EventSink,
+        check: impl Fn(&Budget) -> Result<(), BudgetStop>,
+    ) -> Result<(), RunError> {
+        let Some(budget) = &self.config.budget else {
+            return Ok(());
+        };
+        let journal_err = |source| RunError::Journal { turn, source };
+        let stop = match journal.recorded_step::<BudgetStop>(turn, step).map_err(journal_err)? {
+            Some(stop) => stop,
+            None => {
+                let Err(stop) = check(budget) else {
+                    return Ok(());
+                };
+                journal
+                    .record_value(turn, step, &stop)
+                    .await
+                    .map_err(journal_err)?;
+                events
+                    .emit(Event::BudgetExceeded {
+                        turn,
+                        budget: stop.budget.clone(),
+                        limit: stop.limit.clone(),
+                        spent: stop.spent.clone(),
+                    })
+                    .await;
+                stop
+            }
+        };
+        Err(RunError::OverBudget(Box::new(stop)))
+    }
+
     /// A call answered with an error instead of running (a person denied
     /// it): the result is journaled like any other.
     async fn answer_without_running(
@@ -678,6 +753,7 @@ impl Kernel {
             duration: Duration::ZERO,
             parked: None,
             aborted: None,
+            over_budget: None,
         };
         journal
             .record_result(
@@ -690,6 +766,9 @@ impl Kernel {
             )
             .await
             .map_err(|source| RunError::Journal { turn, source })?;
+        if let Some(budget) = &self.config.budget {
+            budget.add_tool_call();
+        }
         emit_result(events, turn, &outcome).await;
         Ok((outcome.result, false))
     }
@@ -935,6 +1014,11 @@ impl Kernel {
                     Parked::Attention(_) => TerminationReason::NeedsAttention,
                     Parked::Approval(_) => TerminationReason::AwaitingApproval,
                 },
+                Some(err.to_string()),
+                Some(err.kind()),
+            ),
+            Err(err @ RunError::OverBudget(_)) => (
+                TerminationReason::BudgetExceeded,
                 Some(err.to_string()),
                 Some(err.kind()),
             ),

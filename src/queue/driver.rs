@@ -294,6 +294,18 @@ impl<D: Driver> JobQueue for Queue<D> {
         expect!(self, self.driver.write(op).await?, Changed)
     }
 
+    async fn spend_since(
+        &self,
+        bundle: &str,
+        since: std::time::SystemTime,
+    ) -> Result<(u64, f64), QueueError> {
+        let op = Op::SpendSince {
+            bundle: bundle.to_string(),
+            since: super::millis(since),
+        };
+        expect!(self, self.driver.read(op).await?, Spend)
+    }
+
     async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError> {
         let op = Op::ExpireApprovals {
             limit,

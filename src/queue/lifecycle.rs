@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx};
 use super::*;
 use crate::approval::{self, Verdict};
+use crate::events::Event;
 
 /// Given the name of a first attempt's bundle, the version and digest to
 /// pin it to (the daemon's registry knows; the queue does not).
@@ -251,6 +252,18 @@ async fn write_ending(
     change: Change,
 ) -> Res<Finished> {
     let final_event = ending.final_event.map(|e| stamp_final(e, decision));
+    if let Some(EventEnvelope {
+        event: Event::JobState {
+            spent: Some(spent), ..
+        },
+        ..
+    }) = &final_event
+    {
+        let tokens = spent.prompt_tokens.saturating_add(spent.completion_tokens);
+        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
+        tx.record_spend(id.as_str(), tokens, super::tx::cost_to_micros(spent.cost))
+            .await?;
+    }
     insert_events(tx, id, attempt, ending.events).await?;
     insert_events(tx, id, attempt, final_event.as_slice()).await?;
     tx.changed(change, id);
@@ -486,6 +499,12 @@ pub(crate) async fn expire_approvals(
         expired.push(changed.job);
     }
     Ok(expired)
+}
+
+/// What the jobs of `bundle` created since `since` (ms) spent.
+pub(crate) async fn spend_since(tx: &mut impl Tx, bundle: &str, since: i64) -> Res<(u64, f64)> {
+    let (tokens, micros) = tx.spend_since(bundle, since).await?;
+    Ok((tokens.max(0) as u64, micros as f64 / 1_000_000.0))
 }
 
 /// Records journal steps with the events held until then, guarded by the

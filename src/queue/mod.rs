@@ -237,6 +237,8 @@ pub struct NewJob {
     pub idempotency_key: Option<String>,
     pub max_attempts: Option<u32>,
     pub traceparent: Option<String>,
+    /// The submitter's budget limits (each at most the bundle's).
+    pub limits: Option<crate::budget::BudgetLimits>,
 }
 
 /// A job as stored.
@@ -280,6 +282,16 @@ pub struct Job {
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub lease_expires_at: Option<String>,
+    /// The submitter's budget limits, lowering the bundle's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::budget::BudgetLimits>,
+    /// Tokens (prompt and completion) the job spent, as its last attempt's
+    /// final event said.
+    #[serde(default)]
+    pub tokens_spent: u64,
+    /// What those tokens cost by the daemon's price table.
+    #[serde(default)]
+    pub cost_spent: f64,
 }
 
 /// A job handed to a worker for one attempt.
@@ -550,6 +562,9 @@ pub trait JobQueue: Send + Sync {
         decision: crate::approval::Decision,
         by: &str,
     ) -> Result<Changed, QueueError>;
+    /// What the jobs of `bundle` created since `since` spent: (tokens,
+    /// cost), for the bundle's daily budget.
+    async fn spend_since(&self, bundle: &str, since: SystemTime) -> Result<(u64, f64), QueueError>;
     /// Denies the calls whose approval timeout passed (at most `limit`
     /// jobs); returns those jobs, queued again.
     async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError>;

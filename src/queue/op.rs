@@ -75,6 +75,10 @@ pub(crate) enum Op {
     },
     LastSeq(JobId),
     Journal(JobId),
+    SpendSince {
+        bundle: String,
+        since: i64,
+    },
 }
 
 pub(crate) struct LeaseOp {
@@ -146,6 +150,7 @@ pub(crate) enum Done {
     Events(Vec<StoredEvent>),
     LastSeq(u64),
     Journal(Vec<JournalEntry>),
+    Spend((u64, f64)),
 }
 
 impl Op {
@@ -227,6 +232,9 @@ impl Op {
             }
             Op::LastSeq(id) => Done::LastSeq(tx.last_seq(id.as_str()).await?),
             Op::Journal(id) => Done::Journal(tx.journal(id.as_str()).await?),
+            Op::SpendSince { bundle, since } => {
+                Done::Spend(lifecycle::spend_since(tx, &bundle, since).await?)
+            }
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
@@ -258,6 +266,7 @@ impl Op {
             Op::EventsAfter { .. } => "events_after",
             Op::LastSeq(..) => "last_seq",
             Op::Journal(..) => "journal",
+            Op::SpendSince { .. } => "spend_since",
         }
     }
 }

@@ -259,6 +259,7 @@ pub(crate) fn ended_by_request(job: &Job, seq: u64) -> Option<EventEnvelope> {
             attempt: job.attempts,
             error: job.error.clone(),
             duration_ms: None,
+            spent: None,
         },
     })
 }

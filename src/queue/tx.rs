@@ -47,7 +47,7 @@ pub(crate) enum Change {
 
 /// The columns every job query selects, in the order [`job_from_row`]
 /// reads them.
-pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes";
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros";
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
@@ -113,7 +113,21 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
         started_at: ts(17)?,
         finished_at: ts(18)?,
         lease_expires_at: ts(19)?,
+        limits: row
+            .text(25)?
+            .and_then(|text| serde_json::from_str(&text).ok()),
+        tokens_spent: row.req_int(26)?.max(0) as u64,
+        cost_spent: micros_to_cost(row.req_int(27)?),
     })
+}
+
+/// Cost is stored in millionths (an integer in both dialects).
+pub(crate) fn cost_to_micros(cost: f64) -> i64 {
+    (cost * 1_000_000.0).round() as i64
+}
+
+fn micros_to_cost(micros: i64) -> f64 {
+    micros as f64 / 1_000_000.0
 }
 
 /// A lease candidate (selected with [`CANDIDATE_COLUMNS`]).
@@ -160,7 +174,7 @@ impl AttemptRow {
     }
 }
 
-/// A new job's column values, as every dialect binds them (12 a row).
+/// A new job's column values, as every dialect binds them (13 a row).
 pub(crate) struct JobValues<'a> {
     pub id: &'a str,
     pub bundle: &'a str,
@@ -174,6 +188,7 @@ pub(crate) struct JobValues<'a> {
     pub run_at: i64,
     pub messages: Option<String>,
     pub conversation_id: Option<&'a str>,
+    pub limits: Option<String>,
 }
 
 impl<'a> JobValues<'a> {
@@ -191,12 +206,16 @@ impl<'a> JobValues<'a> {
             run_at: job.run_at.map(millis).unwrap_or(now),
             messages: job.messages.clone().map(|m| Value::Array(m).to_string()),
             conversation_id: job.conversation_id.as_deref(),
+            limits: job
+                .limits
+                .as_ref()
+                .and_then(|l| serde_json::to_string(l).ok()),
         }
     }
 }
 
 /// The multi-row insert of `rows` new jobs, in either dialect: value `n`
-/// is spelled `placeholder(n)`; value 1 is the time, then 12 a row in the
+/// is spelled `placeholder(n)`; value 1 is the time, then 13 a row in the
 /// order of [`JobValues`]. A job whose idempotency key is taken is skipped
 /// (a concurrent submit with that key is waited for); the inserted rows come
 /// back.
@@ -204,9 +223,9 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
     let now = placeholder(1);
     let values: Vec<String> = (0..rows)
         .map(|row| {
-            let p = |i: usize| placeholder(2 + row * 12 + i);
+            let p = |i: usize| placeholder(2 + row * 13 + i);
             format!(
-                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {})",
+                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {})",
                 p(0),
                 p(1),
                 p(2),
@@ -218,12 +237,13 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
                 p(8),
                 p(9),
                 p(10),
-                p(11)
+                p(11),
+                p(12)
             )
         })
         .collect();
     format!(
-        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id)
+        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits)
          VALUES {} ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}",
         values.join(", ")
     )
@@ -274,6 +294,11 @@ pub(crate) trait Tx {
     /// From the index on live states, never a scan of finished jobs.
     async fn count_in_state(&mut self, state: JobState) -> Res<i64>;
     async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>>;
+    /// Records what a job has spent (tokens, cost in millionths).
+    async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()>;
+    /// What the jobs of `bundle` created since `since` spent (tokens,
+    /// cost in millionths).
+    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)>;
     /// Jobs awaiting approval whose timeout (`run_at`) has passed.
     async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>>;
     async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>>;

@@ -50,6 +50,9 @@ pub struct Metrics {
     pub requests_refused: IntCounterVec,
     pub approvals_requested: IntCounterVec,
     pub approval_decisions: IntCounterVec,
+    pub tokens_spent: IntCounterVec,
+    pub cost_spent: prometheus::CounterVec,
+    pub budget_stops: IntCounterVec,
     pub turns: IntCounterVec,
     pub tool_calls: IntCounterVec,
     pub tool_duration: HistogramVec,
@@ -167,6 +170,27 @@ impl Metrics {
                 "structured_agents_approval_decisions_total",
                 "Decisions on calls awaiting approval: approve, deny or edit, by a person or by the approval timeout.",
                 &["bundle", "decision", "by"],
+            )?,
+            tokens_spent: counter(
+                "structured_agents_tokens_spent_total",
+                "Tokens spent by model calls, per bundle, model and kind (prompt, completion).",
+                &["bundle", "model", "kind"],
+            )?,
+            cost_spent: {
+                let c = prometheus::CounterVec::new(
+                    Opts::new(
+                        "structured_agents_cost_spent_total",
+                        "What model calls cost by the daemon's [prices] table, per bundle and model.",
+                    ),
+                    &["bundle", "model"],
+                )?;
+                registry.register(Box::new(c.clone()))?;
+                c
+            },
+            budget_stops: counter(
+                "structured_agents_budget_stops_total",
+                "Jobs ended because they used up a budget, per bundle and budget.",
+                &["bundle", "budget"],
             )?,
             operation_duration: histogram(
                 "gen_ai_client_operation_duration_seconds",
@@ -434,9 +458,25 @@ impl Observer for MetricsObserver {
                 }
             }
             Event::ModelResponse {
-                duration_ms, usage, ..
+                duration_ms,
+                usage,
+                cost,
+                ..
             } => {
                 let model = self.model();
+                for (kind, n) in [
+                    ("prompt", usage.prompt_tokens),
+                    ("completion", usage.completion_tokens),
+                ] {
+                    m.tokens_spent
+                        .with_label_values(&[bundle, &model, kind])
+                        .inc_by(n);
+                }
+                if let Some(cost) = cost {
+                    m.cost_spent
+                        .with_label_values(&[bundle, &model])
+                        .inc_by(*cost);
+                }
                 m.operation_duration
                     .with_label_values(&["chat", &model, &self.provider, ""])
                     .observe(*duration_ms as f64 / 1000.0);
@@ -490,6 +530,9 @@ impl Observer for MetricsObserver {
                         .record(*duration_ms as f64 / 1000.0, &attrs[1..]);
                 }
             }
+            Event::BudgetExceeded { budget, .. } => {
+                m.budget_stops.with_label_values(&[bundle, budget]).inc();
+            }
             Event::ApprovalRequested { tool_name, .. } => {
                 let tool_name = self.tool_label(bundle, tool_name, None);
                 m.approvals_requested
@@ -530,7 +573,10 @@ impl Observer for MetricsObserver {
             Event::KernelEnd {
                 error_type: Some(kind),
                 ..
-            } if kind != "needs_attention" && kind != "awaiting_approval" => {
+            } if !matches!(
+                kind.as_str(),
+                "needs_attention" | "awaiting_approval" | "budget_exceeded"
+            ) => {
                 m.model_errors
                     .with_label_values(&[&self.model(), kind])
                     .inc();

@@ -32,6 +32,7 @@ pub trait AgentHost: Send + Sync {
         context: RunContext,
         journal: RunJournal,
         cancel: CancellationToken,
+        budget: Option<crate::budget::Budget>,
     ) -> BoxFuture<'a, Result<String, ToolError>>;
 }
 
@@ -101,6 +102,7 @@ impl Tool for AgentTool {
                 child,
                 journal,
                 ctx.cancel.clone(),
+                ctx.place.budget.cloned(),
             )
             .await?;
         Ok(ToolOutput::Text(answer))

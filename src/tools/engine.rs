@@ -98,6 +98,8 @@ pub struct ToolOutcome {
     pub parked: Option<Box<Parked>>,
     /// A nested run cannot go on: the job fails with this error.
     pub aborted: Option<String>,
+    /// A nested run used up one of the job's budgets: the job ends.
+    pub over_budget: Option<Box<crate::budget::BudgetStop>>,
 }
 
 /// The tool map of one bundle, built once.
@@ -148,6 +150,7 @@ impl Trace<'_> {
             duration: self.started.elapsed(),
             parked: None,
             aborted: None,
+            over_budget: None,
         }
     }
 }
@@ -396,6 +399,22 @@ impl ToolEngine {
                         false,
                     );
                     outcome.parked = Some(parked);
+                    return outcome;
+                }
+                Ok(Ok(Err(ToolError::OverBudget(stop)))) => {
+                    trace
+                        .emit(
+                            "tool.invoke.over_budget",
+                            json!({"attempt": attempts, "budget": stop.budget}),
+                        )
+                        .await;
+                    let mut outcome = trace.done(
+                        format!("tool_error:{stop}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    );
+                    outcome.over_budget = Some(stop);
                     return outcome;
                 }
                 Ok(Ok(Err(ToolError::Abort(message)))) => {

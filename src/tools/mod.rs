@@ -123,6 +123,9 @@ pub enum ToolError {
     /// or a call awaiting approval): the whole job parks.
     #[error("{0}")]
     Parked(Box<Parked>),
+    /// A nested run used up one of the job's budgets: the whole job ends.
+    #[error("{0}")]
+    OverBudget(Box<crate::budget::BudgetStop>),
     /// A nested run cannot go on in a way no answer of this call mends (the
     /// bundle content it is pinned to is gone): the whole job fails.
     #[error("{0}")]
@@ -141,6 +144,8 @@ pub struct CallPlace<'a> {
     pub journal: Option<&'a RunJournal>,
     /// Runs the bundles of `agent` tools (absent outside the daemon).
     pub agents: Option<&'a dyn agent::AgentHost>,
+    /// The job's budget, which a nested run shares.
+    pub budget: Option<&'a crate::budget::Budget>,
 }
 
 /// What a tool receives besides its arguments.

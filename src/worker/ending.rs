@@ -40,6 +40,7 @@ impl WorkerPool {
             attempt: lease.attempt,
             error: None,
             duration_ms: Some(end.started.elapsed().as_millis() as u64),
+            spent: end.spent,
         });
         let asked = end.next.is_some();
         match end.log.finish(outcome, final_event, end.next).await {
@@ -69,6 +70,8 @@ pub(super) struct End<'a> {
     pub(super) others: Option<&'a Arc<dyn Observer>>,
     pub(super) started: std::time::Instant,
     pub(super) next: Option<NextLease>,
+    /// What the job has spent, for its final event.
+    pub(super) spent: Option<crate::budget::Spent>,
 }
 
 /// Shutdown: the job goes back to the queue; its next attempt resumes from
@@ -85,6 +88,7 @@ pub(super) async fn release(
         attempt: lease.attempt,
         error: None,
         duration_ms: Some(started.elapsed().as_millis() as u64),
+        spent: None,
     });
     match log.release(final_event).await {
         Ok(finished) => {

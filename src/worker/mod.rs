@@ -248,6 +248,7 @@ impl WorkerPool {
             attempt,
             error: None,
             duration_ms: None,
+            spent: None,
         })
         .await;
 
@@ -264,6 +265,7 @@ impl WorkerPool {
                 others: Some(&others),
                 started,
                 next: self.next_lease(shutdown),
+                spent: None,
             };
             return self.finish(&lease, cancelled, end).await;
         }
@@ -275,6 +277,7 @@ impl WorkerPool {
                 log.clone(),
             ),
             cancel: CancellationToken::new(),
+            budget: self.budget(&loaded, &lease.job),
         };
         let heartbeat = self.spawn_heartbeat(&lease, scope.cancel.clone());
         let stop_on_abandon = {
@@ -320,6 +323,7 @@ impl WorkerPool {
             others: Some(&others),
             started,
             next: self.next_lease(shutdown),
+            spent: scope.budget.as_ref().map(|budget| budget.spent()),
         };
         self.finish(&lease, outcome, end).await
     }
@@ -379,6 +383,7 @@ impl WorkerPool {
             others: None,
             started: std::time::Instant::now(),
             next: None,
+            spent: None,
         };
         self.finish(lease, failed, end).await;
     }
@@ -507,6 +512,34 @@ impl WorkerPool {
             }
         });
         Heartbeat { handle, lost }
+    }
+}
+
+impl WorkerPool {
+    /// The job's budget: the bundle's limits lowered by the submitter's,
+    /// priced by the daemon's table, its wall time counted from the job's
+    /// first start. `None` when neither sets any limit (nothing to check).
+    fn budget(&self, loaded: &LoadedBundle, job: &Job) -> Option<crate::budget::Budget> {
+        let bundle = loaded.bundle.raw.limits.budget();
+        let limits = match &job.limits {
+            Some(asked) => bundle.lowered_by(asked).unwrap_or_else(|e| {
+                // Checked at submit; a bundle edit since then may have
+                // lowered its own limits: the lower of the two applies.
+                tracing::warn!(job_id = %job.id, error = %e, "the job's limits are above its bundle's; the bundle's apply");
+                bundle.clone()
+            }),
+            None => bundle,
+        };
+        let prices = self.registry.snapshot().config.prices.clone();
+        if limits.is_empty() && prices.is_empty() {
+            return None;
+        }
+        let started = job
+            .started_at
+            .as_deref()
+            .and_then(|at| humantime::parse_rfc3339(at).ok())
+            .unwrap_or_else(std::time::SystemTime::now);
+        Some(crate::budget::Budget::new(limits, Arc::new(prices), started))
     }
 }
 

@@ -193,6 +193,21 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         self.one_int(&sql, &[]).await
     }
 
+    async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()> {
+        let sql = "UPDATE jobs SET tokens_spent = $2, cost_micros = $3 WHERE id = $1";
+        self.exec(sql, &[&id, &tokens, &cost_micros]).await?;
+        Ok(())
+    }
+
+    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
+        let tokens = "SELECT COALESCE(SUM(tokens_spent), 0)::BIGINT FROM jobs WHERE bundle = $1 AND created_at >= $2";
+        let cost = "SELECT COALESCE(SUM(cost_micros), 0)::BIGINT FROM jobs WHERE bundle = $1 AND created_at >= $2";
+        Ok((
+            self.one_int(tokens, &[&bundle, &since]).await?,
+            self.one_int(cost, &[&bundle, &since]).await?,
+        ))
+    }
+
     async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>> {
         // Several daemons sweep: each takes rows no other holds.
         let sql = "SELECT id FROM jobs WHERE state = 'awaiting_approval' AND run_at <= $1
@@ -238,6 +253,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
                 &v.run_at,
                 &v.messages,
                 &v.conversation_id,
+                &v.limits,
             ]);
         }
         // Not cached: the statement's shape depends on the number of rows.

@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_messages_conversations.sql"),
     include_str!("migrations/0004_crash_resumes.sql"),
     include_str!("migrations/0005_awaiting_approval.sql"),
+    include_str!("migrations/0006_budgets.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -149,6 +149,26 @@ impl Tx for SqliteTx<'_> {
         )
     }
 
+    async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET tokens_spent = ?2, cost_micros = ?3 WHERE id = ?1",
+            params![id, tokens, cost_micros],
+        )?;
+        Ok(())
+    }
+
+    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
+        let tokens = self.one_int(
+            "SELECT COALESCE(SUM(tokens_spent), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2",
+            params![bundle, since],
+        )?;
+        let cost = self.one_int(
+            "SELECT COALESCE(SUM(cost_micros), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2",
+            params![bundle, since],
+        )?;
+        Ok((tokens, cost))
+    }
+
     async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>> {
         self.rows(
             "SELECT id FROM jobs INDEXED BY jobs_due WHERE state = 'awaiting_approval' AND run_at <= ?1 LIMIT ?2",
@@ -199,6 +219,7 @@ impl Tx for SqliteTx<'_> {
                 V::Integer(v.run_at),
                 v.messages.map_or(V::Null, V::Text),
                 text(v.conversation_id),
+                v.limits.map_or(V::Null, V::Text),
             ]);
         }
         let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"));

@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_digest_journal_leases.sql"),
     include_str!("migrations/0003_messages_conversations.sql"),
     include_str!("migrations/0004_crash_resumes.sql"),
+    include_str!("migrations/0005_budgets.sql"),
 ];
 
 /// The schema version this binary writes.
