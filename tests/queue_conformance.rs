@@ -653,6 +653,7 @@ fn final_event(seq: u64, attempt: u32) -> EventEnvelope {
             attempt,
             error: None,
             duration_ms: Some(7),
+            spent: None,
         },
         ..event(seq)
     }
