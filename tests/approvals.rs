@@ -375,3 +375,111 @@ async fn a_workflow_stages_call_parks_the_whole_job() {
     })
     .await;
 }
+
+/// Copies the shipped `config/examples/refunds` bundle into the site.
+fn install_refunds(site: &Site) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).unwrap();
+            }
+        }
+    }
+    let staging = site.path().join(".staging-refunds");
+    copy(&common::repo("config/examples/refunds"), &staging);
+    std::fs::rename(staging, site.path().join("bundles/refunds")).unwrap();
+}
+
+fn cli(daemon: &Daemon, args: &[&str], stdin: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["--server", &daemon.base])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The shipped example: its refund over 100 waits; `approvals` shows it and
+/// `approve` (bound to the digest shown) lets it run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_refunds_example_waits_for_the_cli_to_approve() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    install_refunds(&site);
+    let daemon = site.start();
+    let http = client();
+    let id = submit(&http, &daemon, "refunds", "Refund order 1042").await["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    awaiting(&http, &daemon, &id).await;
+    let (daemon, id) = tokio::task::spawn_blocking(move || {
+        let (ok, shown) = cli(&daemon, &["approvals", &id], "");
+        assert!(ok, "{shown}");
+        assert!(
+            shown.contains("tool `refund` (unsafe) wants to run with {\"order\":1042,\"amount\":250}"),
+            "{shown}"
+        );
+        let (ok, said) = cli(&daemon, &["approve", &id], "");
+        assert!(ok, "{said}");
+        assert!(said.contains("approved; the job is queued"), "{said}");
+        let (ok, again) = cli(&daemon, &["deny", &id, "--reason", "late"], "");
+        assert!(!ok, "nothing left to decide: {again}");
+        assert!(again.contains("awaits no approval"), "{again}");
+        (daemon, id)
+    })
+    .await
+    .unwrap();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let result = first_result(&http, &daemon, &id).await;
+    assert_eq!(result["name"], "lookup_order");
+}
+
+/// `chat` asks `approve? [y/N]` inline when a call waits, and sends the
+/// answer typed at its prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_asks_inline_and_approves() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    install_refunds(&site);
+    let daemon = site.start();
+    let (daemon, out) = tokio::task::spawn_blocking(move || {
+        let out = cli(&daemon, &["chat", "refunds"], "Refund order 1042\ny\n\n");
+        (daemon, out)
+    })
+    .await
+    .unwrap();
+    let (ok, text) = out;
+    assert!(ok, "{text}");
+    assert!(
+        text.contains("refund wants to run with {\"order\":1042,\"amount\":250} — approve? [y/N]"),
+        "{text}"
+    );
+    assert!(text.contains(" ↪ approved"), "{text}");
+    assert!(text.contains("runtime → Order 1042 is handled"), "{text}");
+    let http = client();
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=refunds").await;
+    assert_eq!(jobs["jobs"][0]["state"], "succeeded", "{jobs}");
+}

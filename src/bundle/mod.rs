@@ -459,9 +459,19 @@ pub fn load_str(
                 format!("invalid regex {:?}: {}", e.pattern, e.detail),
             ));
         }
+        if let Some(approval) = &tool.approval
+            && let Err(e) = approval.compile()
+        {
+            errors.push(err(&at("approval"), e));
+        }
         for (problem_key, problem) in bind::check_spec(tool, dir) {
             errors.push(err(&at(problem_key), problem));
         }
+    }
+    if let Some(approval) = &raw.approval
+        && let Err(e) = approval.compile()
+    {
+        errors.push(err("approval", e));
     }
     if let Some(term) = &raw.termination
         && !raw
