@@ -249,3 +249,63 @@ async fn idle_mcp_sessions_expire_but_not_during_a_call() {
     assert_eq!(gone.status(), 404, "an expired session is unknown");
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A bundle called as an MCP tool whose call needs approval: a client that
+/// declared elicitation is asked and its answer decides (approve runs the
+/// tool once, deny never runs it); any other client gets an error result
+/// naming the job to approve.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_is_asked_through_elicitation_or_named_in_the_error() {
+    let mock = mock_server(
+        "replies:\n  - {turn: 1, tool_calls: [{id: w1, name: wire, arguments: {amount: 500}}]}\n  - {turn: 2, content: done}\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle(
+        "bank",
+        &format!(
+            "name: bank\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: wire\n    kind: process\n    approval: always\n    command: [python3, -c, \"open('{}', 'a').write('wired' + chr(10)); print('{{}}')\"]\n",
+            effects.display()
+        ),
+    );
+    let daemon = site.start();
+    let url = daemon.url("/mcp");
+    let run = |mode: &'static str| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = Command::new(python())
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/tests/data/mcp/approval_client.py"
+                ))
+                .args([&url, mode])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{mode}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let line = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string();
+            serde_json::from_str::<Value>(&line).unwrap()
+        })
+    };
+    let approved = run("approve").await.unwrap();
+    assert_eq!(approved["error"], false, "{approved}");
+    assert_eq!(approved["text"], "done");
+    let question = approved["asked"][0].as_str().unwrap();
+    assert!(question.contains("tool `wire` wants to run with {\"amount\":500}"), "{question}");
+    assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wired\n");
+
+    let denied = run("deny").await.unwrap();
+    assert_eq!(denied["error"], false, "the run goes on: {denied}");
+    assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wired\n", "never ran");
+
+    let unasked = run("none").await.unwrap();
+    assert_eq!(unasked["error"], true, "{unasked}");
+    let text = unasked["text"].as_str().unwrap();
+    assert!(text.contains("awaits approval") && text.contains("structured-agents approve"), "{text}");
+    let jobs = get(&reqwest::Client::new(), &daemon, "/v1/jobs?state=awaiting_approval").await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1, "{jobs}");
+}

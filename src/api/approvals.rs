@@ -49,23 +49,34 @@ pub async fn decide(
     let id = JobId::from(id);
     let by = decided_by(&state);
     let verdict = decision.verdict.kind();
-    let changed = state
-        .queue
-        .decide_approval(&id, &call, decision, &by)
-        .await?;
+    let job = take(&state, &id, &call, decision, &by).await?;
+    Ok(Json(json!({
+        "job": job,
+        "call": call,
+        "decision": verdict,
+        "by": by,
+    })))
+}
+
+/// Takes a decision (the queue checks it and takes it at most once) and
+/// tells the daemon: every way a decision comes in (HTTP, MCP) ends here.
+pub(super) async fn take(
+    state: &AppState,
+    id: &JobId,
+    call: &str,
+    decision: Decision,
+    by: &str,
+) -> Result<crate::queue::Job, ApiError> {
+    let verdict = decision.verdict.kind();
+    let changed = state.queue.decide_approval(id, call, decision, by).await?;
     crate::failpoint::hit("after_approval_recorded");
     state.bus.publish(crate::events::daemon::DaemonEvent::ApprovalDecided {
         job: id.to_string(),
         bundle: changed.job.bundle.clone(),
         decision: verdict,
-        by: by.clone(),
+        by: by.to_string(),
     });
-    Ok(Json(json!({
-        "job": changed.job,
-        "call": call,
-        "decision": verdict,
-        "by": by,
-    })))
+    Ok(changed.job)
 }
 
 /// Who a decision is recorded as made by: the holder of the daemon's token

@@ -11,6 +11,7 @@
 //! `initialize` is a 503). rmcp's own plain-text refusals (406, 415, …) are
 //! answered in the API's JSON error shape; JSON-RPC errors pass unchanged.
 
+mod approval;
 mod sessions;
 
 use std::sync::{Arc, Mutex};
@@ -34,9 +35,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
-use super::jobs::run_to_end;
+use super::jobs::{enqueue, wait_finished};
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
-use crate::queue::NewJob;
+use crate::queue::{JobState, NewJob};
 
 /// The MCP clients connected now, told when the bundle list changes.
 #[derive(Clone, Default)]
@@ -112,12 +113,14 @@ impl BundleTools {
             .collect()
     }
 
-    /// Runs `bundle` as a job and waits for its answer.
+    /// Runs `bundle` as a job and waits for its answer; a decision the job
+    /// waits for is asked of the client when it can be asked.
     async fn run(
         &self,
         bundle: &str,
         input: String,
         variables: JsonObject,
+        peer: &Peer<RoleServer>,
     ) -> Result<String, String> {
         let new_job = NewJob {
             bundle: bundle.to_string(),
@@ -125,10 +128,19 @@ impl BundleTools {
             variables,
             ..Default::default()
         };
-        let job = run_to_end(&self.state, new_job)
+        let (job, _) = enqueue(&self.state, new_job)
             .await
             .map_err(|e| e.message)?;
-        job.answer_or_error().map(str::to_string)
+        loop {
+            let job = wait_finished(&self.state, &job.id)
+                .await
+                .map_err(|e| e.message)?;
+            if job.state == JobState::AwaitingApproval && approval::can_ask(peer) {
+                approval::ask(&self.state, peer, &job).await?;
+                continue;
+            }
+            return job.answer_or_error().map(str::to_string);
+        }
     }
 }
 
@@ -202,7 +214,7 @@ impl ServerHandler for BundleTools {
         // A client that cancels stops waiting; the job itself runs on, like
         // any job whose submitter went away.
         let outcome = tokio::select! {
-            outcome = self.run(&name, input, variables) => outcome,
+            outcome = self.run(&name, input, variables, &context.peer) => outcome,
             () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
         };
         Ok(match outcome {
