@@ -18,6 +18,7 @@ fn describe(entry: &BundleEntry, detailed: bool) -> Value {
         "version": current.map(|b| b.version()),
         "description": current.map(|b| b.bundle.raw.description.clone()),
         "loaded_at": current.map(|b| b.loaded_at.clone()),
+        "digest": current.map(|b| b.bundle.digest.clone()),
         "errors": entry.errors,
         "last_error": entry.errors.first(),
     });
@@ -29,7 +30,8 @@ fn describe(entry: &BundleEntry, detailed: bool) -> Value {
             .iter()
             .map(|s| {
                 let kind = b.tools.tool(&s.name).map(|t| t.kind()).unwrap_or("unknown");
-                json!({"name": s.name, "kind": kind, "description": s.description, "parameters": s.parameters})
+                let effect = b.tools.effect(&s.name).as_str();
+                json!({"name": s.name, "kind": kind, "effect": effect, "description": s.description, "parameters": s.parameters})
             })
             .collect();
     }

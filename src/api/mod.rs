@@ -1,7 +1,7 @@
 //! The HTTP API (axum), versioned under `/v1`: jobs, their replayable event
 //! streams (SSE), bundles, reload, health, metrics and the OpenAPI document;
 //! the runtime API of the absorbed multi-agent runtime under `/api`; MCP at
-//! `/mcp`.
+//! `/mcp`; the operator's console (a web page) at `/ui`.
 //! One file per resource; errors come from one table (`error`).
 //!
 //! This module translates HTTP to calls on the queue and the registry; it
@@ -13,7 +13,9 @@ mod budgets;
 mod auth;
 mod body;
 mod bundles;
+mod console;
 mod conversations;
+mod counts;
 pub mod error;
 mod feed;
 pub mod fuzzing;
@@ -85,6 +87,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
     let v1 = Router::new()
         .route("/jobs", post(jobs::submit).get(jobs::list))
         .route("/jobs/batch", post(jobs::submit_batch))
+        .route("/jobs/counts", get(counts::counts))
         .route("/jobs/{id}", get(jobs::get))
         .route("/jobs/{id}/cancel", post(jobs::cancel))
         .route("/jobs/{id}/resolve", post(jobs::resolve))
@@ -127,6 +130,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .nest("/v1", v1)
         .nest("/api", runtime)
         .merge(mcp)
+        .merge(console::routes())
         .route("/v1/openapi.json", get(openapi))
         .route(
             "/healthz",

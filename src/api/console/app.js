@@ -1,0 +1,106 @@
+// The console's shell: a router from the URL to a view, links that change
+// the view without reloading, and the token prompt when the daemon wants
+// one. Each view is a module with `render(root, route)`, which draws into
+// `root` and may return a function that stops what it started (streams,
+// refresh timers) when the view is left.
+
+import { h, fill, link, navigate } from "./dom.js";
+import { token, setToken, whenUnauthorized } from "./api.js";
+import * as jobs from "./views/jobs.js";
+import * as job from "./views/job.js";
+import * as submit from "./views/submit.js";
+import * as bundles from "./views/bundles.js";
+import * as tokenView from "./views/token.js";
+
+/** URL patterns under /ui → view and the nav entry it lights up. */
+const ROUTES = [
+  { pattern: /^\/ui\/?$/, view: jobs, nav: "jobs" },
+  { pattern: /^\/ui\/jobs\/?$/, view: jobs, nav: "jobs" },
+  { pattern: /^\/ui\/jobs\/([^/]+)\/?$/, view: job, nav: "jobs" },
+  { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit" },
+  { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles" },
+];
+
+let stopView = null;
+let asking = false;
+
+function route() {
+  const view = document.getElementById("view");
+  if (stopView) stopView();
+  stopView = null;
+  const path = location.pathname;
+  const match = ROUTES.map((r) => ({ r, m: r.pattern.exec(path) })).find((x) => x.m);
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    a.classList.toggle("current", match?.r.nav === a.dataset.nav);
+  }
+  drawAuth();
+  if (!match) {
+    fill(view, h("h1", {}, "Not found"), h("p", {}, "No console view at ", h("code", {}, path), ". ", link("/ui/jobs", "See the jobs.")));
+    return;
+  }
+  const params = { path: match.m.slice(1).map(decodeURIComponent), query: new URLSearchParams(location.search) };
+  fill(view);
+  const controller = new AbortController();
+  const stop = match.r.view.render(view, params, controller.signal);
+  stopView = () => {
+    controller.abort();
+    if (typeof stop === "function") stop();
+  };
+}
+
+function drawAuth() {
+  const place = document.getElementById("auth");
+  if (!token()) {
+    fill(place);
+    return;
+  }
+  fill(
+    place,
+    h(
+      "button",
+      {
+        type: "button",
+        class: "link",
+        title: "Forget the token this tab keeps",
+        onclick: () => {
+          setToken(null);
+          route();
+        },
+      },
+      "Forget token",
+    ),
+  );
+}
+
+/** The daemon wants a token: ask, then draw the view again. */
+function askForToken(failure) {
+  if (asking) return;
+  asking = true;
+  if (stopView) stopView();
+  stopView = null;
+  const view = document.getElementById("view");
+  fill(view);
+  tokenView.render(view, {
+    rejected: Boolean(token()),
+    message: failure.message,
+    done: (value) => {
+      asking = false;
+      setToken(value);
+      route();
+    },
+  });
+}
+
+document.addEventListener("click", (event) => {
+  const a = event.target.closest("a");
+  if (!a || event.defaultPrevented || event.button !== 0) return;
+  if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey || a.target) return;
+  const url = new URL(a.href, location.href);
+  if (url.origin !== location.origin || !url.pathname.startsWith("/ui") || url.pathname.startsWith("/ui/assets/")) return;
+  event.preventDefault();
+  navigate(url.pathname + url.search);
+});
+
+window.addEventListener("popstate", route);
+whenUnauthorized(askForToken);
+route();

@@ -1,0 +1,160 @@
+// The bundles (`/ui/bundles`): every directory of the bundles directory,
+// loaded (ok), degraded (its last edit is broken; the last good version
+// serves) or rejected (nothing serves), with its errors located by file,
+// line and key, its digest and its tools; and a reload button that shows
+// the typed reload outcome.
+
+import { h, fill, link, banner, confirmAction, pretty, ago, errorText } from "../dom.js";
+import { api } from "../api.js";
+
+/** `/x/bundles/calc/bundle.yaml:12: tools[0].timeout: invalid duration "soon"` → its parts. */
+export function locate(error) {
+  const m = /^(.*?):(\d+): ([^\s:]+): ([\s\S]*)$/.exec(error);
+  return m ? { file: m[1], line: m[2], key: m[3], message: m[4] } : { message: error };
+}
+
+export function render(root, _route, signal) {
+  const outcome = h("div", { id: "reload-outcome" });
+  const list = h("div", { id: "bundles" });
+  const generation = h("span", { class: "muted" });
+  const reload = h("button", { type: "button", class: "primary", id: "reload", onclick: () => doReload() }, "Reload");
+  fill(root, h("div", { class: "title-row" }, h("h1", {}, "Bundles"), generation, reload), outcome, list);
+
+  async function load() {
+    try {
+      const answer = await api("/v1/bundles", { signal });
+      fill(generation, `snapshot generation ${answer.generation}`);
+      const details = await Promise.all(
+        answer.bundles.map((b) => api(`/v1/bundles/${encodeURIComponent(b.name)}`, { signal }).catch(() => b)),
+      );
+      const rejected = answer.rejected || [];
+      fill(
+        list,
+        details.length || rejected.length ? null : h("p", { class: "empty" }, "No bundle directory yet: drop one into the bundles directory."),
+        details.map((b) => bundleCard(b)),
+        rejected.length ? [h("h2", {}, `Rejected (${rejected.length})`), rejected.map((b) => bundleCard({ ...b, status: "invalid" }))] : null,
+      );
+    } catch (error) {
+      if (!signal.aborted) fill(list, banner("error", "Cannot read the bundles: ", errorText(error)));
+    }
+  }
+
+  async function doReload() {
+    const ok = await confirmAction({
+      title: "Reload",
+      body: "The daemon reads every bundle, model config, plugin and the config again. A broken bundle keeps its last good version; running jobs keep the content they started with.",
+      confirm: "Reload",
+    });
+    if (!ok) return;
+    reload.disabled = true;
+    fill(outcome, banner("info", "Reloading…"));
+    try {
+      fill(outcome, reloadReport(await api("/v1/reload", { method: "POST" })));
+    } catch (error) {
+      // A rejected reload is a 422 that carries the report.
+      fill(outcome, error.body && error.body.result ? reloadReport(error.body) : banner("error", "Reload failed: ", errorText(error)));
+    } finally {
+      reload.disabled = false;
+      load();
+    }
+  }
+
+  load();
+}
+
+function bundleCard(b) {
+  const tools = b.tools || [];
+  return h(
+    "section",
+    { class: `card bundle status-${b.status}`, dataset: { bundle: b.name, status: b.status } },
+    h(
+      "div",
+      { class: "title-row left" },
+      h("h2", {}, b.name),
+      h("span", { class: `badge bundle-${b.status}` }, b.status),
+      b.version ? h("span", { class: "muted" }, `version ${b.version}`) : null,
+      b.status !== "invalid" ? link(`/ui/submit?bundle=${encodeURIComponent(b.name)}`, "Submit a job") : null,
+      b.status !== "invalid" ? link(`/ui/jobs?bundle=${encodeURIComponent(b.name)}`, "Its jobs") : null,
+    ),
+    b.description ? h("p", {}, b.description) : null,
+    b.status === "degraded" ? banner("warn", `Its last edit is broken: version ${b.version} keeps serving.`) : null,
+    b.errors && b.errors.length ? errorTable(b.errors) : null,
+    h(
+      "dl",
+      { class: "facts" },
+      h("dt", {}, "directory"),
+      h("dd", {}, h("code", {}, b.dir)),
+      b.digest ? [h("dt", {}, "digest"), h("dd", {}, h("code", {}, b.digest))] : null,
+      b.loaded_at ? [h("dt", {}, "loaded"), h("dd", { title: b.loaded_at }, ago(b.loaded_at))] : null,
+      b.model ? [h("dt", {}, "model"), h("dd", {}, `${b.model.name} at ${b.model.endpoint} (${b.model.plugin})`)] : null,
+    ),
+    tools.length
+      ? h(
+          "table",
+          { class: "tools" },
+          h("thead", {}, h("tr", {}, ["tool", "kind", "effect", "description"].map((t) => h("th", {}, t)))),
+          h(
+            "tbody",
+            {},
+            tools.map((t) =>
+              h(
+                "tr",
+                {},
+                h("td", { "data-label": "tool" }, h("details", { class: "fold" }, h("summary", {}, h("code", {}, t.name)), h("pre", {}, pretty(t.parameters)))),
+                h("td", { "data-label": "kind" }, t.kind),
+                h("td", { "data-label": "effect" }, t.effect ? h("span", { class: `badge effect-${t.effect}` }, t.effect.replaceAll("_", " ")) : ""),
+                h("td", { "data-label": "description" }, t.description || ""),
+              ),
+            ),
+          ),
+        )
+      : null,
+  );
+}
+
+/** Errors as file, line, key and message. */
+function errorTable(errors) {
+  return h(
+    "table",
+    { class: "errors" },
+    h("thead", {}, h("tr", {}, ["file", "line", "key", "error"].map((t) => h("th", {}, t)))),
+    h(
+      "tbody",
+      {},
+      errors.map((text) => {
+        const e = locate(text);
+        return h(
+          "tr",
+          { class: "error-row" },
+          h("td", { "data-label": "file" }, e.file ? h("code", {}, e.file) : ""),
+          h("td", { "data-label": "line" }, e.line || ""),
+          h("td", { "data-label": "key" }, e.key ? h("code", {}, e.key) : ""),
+          h("td", { "data-label": "error" }, e.message),
+        );
+      }),
+    ),
+  );
+}
+
+/** The typed outcome of `POST /v1/reload`. */
+function reloadReport(r) {
+  const kind = { applied: "ok", partial: "warn", rejected: "error" }[r.result] || "info";
+  const names = (label, list) => (list && list.length ? [h("dt", {}, label), h("dd", {}, list.join(", "))] : null);
+  const counts = r.bundles ? `${r.bundles.ok} ok, ${r.bundles.degraded} degraded, ${r.bundles.invalid} invalid` : "";
+  return h(
+    "div",
+    { class: `card reload-report ${kind}`, dataset: { result: r.result } },
+    h("h2", {}, `Reload ${r.result}`, h("span", { class: "muted" }, ` · generation ${r.generation} · ${r.trigger}`)),
+    h(
+      "p",
+      {},
+      {
+        applied: "Everything read cleanly and is now served.",
+        partial: "Some bundles failed; the rest applied. The failed ones keep their last good version, if they had one.",
+        rejected: "Nothing changed: the last good state keeps serving.",
+      }[r.result] || "",
+    ),
+    h("dl", { class: "facts" }, names("added", r.added), names("changed", r.changed), names("removed", r.removed), names("failed", r.failed), counts ? [h("dt", {}, "bundles"), h("dd", {}, counts)] : null),
+    r.errors && r.errors.length ? errorTable(r.errors) : null,
+  );
+}

@@ -1,0 +1,32 @@
+//! `GET /v1/jobs/counts`: how many jobs are in each state, overall and per
+//! bundle — the console's state filter and its "needs a person" count.
+//! Every state is listed (zero when empty), so a client learns the states
+//! this daemon has from the answer.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::error::ApiError;
+use crate::queue::JobState;
+
+pub async fn counts(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let rows = state.queue.counts_by_state().await?;
+    let mut states: BTreeMap<&str, u64> = JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+    let mut bundles: BTreeMap<String, BTreeMap<&str, u64>> = BTreeMap::new();
+    for (bundle, job_state, n) in rows {
+        *states.entry(job_state.as_str()).or_default() += n;
+        *bundles
+            .entry(bundle)
+            .or_default()
+            .entry(job_state.as_str())
+            .or_default() += n;
+    }
+    let total: u64 = states.values().sum();
+    Ok(Json(
+        json!({"total": total, "states": states, "bundles": bundles}),
+    ))
+}

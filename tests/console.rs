@@ -1,0 +1,227 @@
+//! The console (`/ui`) in a real browser against the real daemon and its
+//! mock model: a job submitted from the form reaches `succeeded` in the
+//! live list; its page shows the tool call with arguments and result; a job
+//! whose `unsafe` call was cut short by a SIGKILL is found parked after the
+//! restart and resolved with skip from its page; a broken bundle's error is
+//! on the bundles page, and a reload shows its typed outcome. Each view is
+//! saved as a screenshot (the path is printed) to look at.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod browser;
+mod common;
+
+use std::time::Duration;
+
+use browser::Browser;
+use common::daemon::{SHORT_LEASE, Site, charge_tools, file_lines, kill_while_charging, parked_on_charge, submit};
+use common::mock_server;
+
+const TOKEN: &str = "console-test-token";
+
+const CALC_SCRIPT: &str = r#"
+replies:
+  - turn: 1
+    content: "Adding them."
+    tool_calls:
+      - {id: call_add, name: add, arguments: {a: 2, b: 3}}
+  - turn: 2
+    content: "2 + 3 = 5."
+"#;
+
+fn calc_bundle() -> String {
+    r#"name: calc
+version: "1"
+description: Adds two numbers with a tool.
+model: {endpoint: mock, name: m, plugin: openai}
+prompts: {system: "You add.", user: "{{ input }}"}
+tools:
+  - name: add
+    kind: process
+    effect: read_only
+    description: Add two numbers.
+    parameters:
+      type: object
+      properties: {a: {type: number}, b: {type: number}}
+      required: [a, b]
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(json.dumps({'sum': a['a'] + a['b']}))"]
+"#
+    .to_string()
+}
+
+/// A bundle whose one tool has a timeout that is not a duration (line 7).
+const BROKEN: &str = "name: broken\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - name: t\n    timeout: soon\n    kind: process\n    command: [\"true\"]\n";
+
+/// With a token configured, the console asks for it and sends it; a job
+/// submitted from the form appears in the live list and reaches
+/// `succeeded` there; its page shows the tool call with its arguments,
+/// result and effect class, and the answer; the bundles page shows the
+/// broken bundle's error by file, line and key, and a reload's outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submit_watch_inspect_and_reload_from_the_console() {
+    let mock = mock_server(CALC_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("calc", &calc_bundle());
+    site.put_bundle("broken", BROKEN);
+    let daemon = site.start_with_env(&[
+        ("STRUCTURED_AGENTS_SERVER__TOKEN_ENV", "CONSOLE_TEST_TOKEN"),
+        ("CONSOLE_TEST_TOKEN", TOKEN),
+    ]);
+    check_headers(&daemon).await;
+    let browser = Browser::start(1280, 900, false).await;
+
+    // The token prompt, then the (empty) list.
+    browser.goto(&daemon.url("/ui/submit")).await;
+    browser.type_into("#token", TOKEN).await;
+    browser.click("form button[type=submit]").await;
+
+    // Submit from the form.
+    browser.wait_for("#submit-bundle option[value=calc]").await;
+    let select = browser.wait_for("#submit-bundle").await;
+    select.select_by_value("calc").await.unwrap();
+    browser.type_into("#submit-input", "What is 2+3?").await;
+    browser.type_into("#submit-variables", r#"{"style": "short"}"#).await;
+    browser.click("#submit-job").await;
+    browser.wait_text("dialog[open]", "\"style\": \"short\"").await;
+    browser.screenshot("submit-confirm").await;
+    browser.confirm().await;
+    let id = browser.wait_text("#submitted-id", "-").await;
+    browser.screenshot("submit").await;
+
+    // The live list: the job appears and reaches succeeded without a reload.
+    browser.click("#submit-outcome a[href='/ui/jobs']").await;
+    browser
+        .wait_for(&format!("tr[data-job='{id}'][data-state='succeeded']"))
+        .await;
+    browser.wait_text(".chip[data-state=succeeded]", "1").await;
+    browser.screenshot("jobs").await;
+
+    // The job's page: the tool call with its arguments, result and effect.
+    browser.click(&format!("tr[data-job='{id}'] a")).await;
+    let call = browser.wait_text(".call[data-tool=add]", "sum").await;
+    assert!(call.contains(r#"{"a":2,"b":3}"#), "arguments: {call}");
+    assert!(call.contains("\"sum\"") && call.contains('5'), "result: {call}");
+    assert!(call.contains("read only"), "effect class: {call}");
+    browser.wait_text("#answer", "2 + 3 = 5.").await;
+    browser.wait_text(".timeline", "Adding them.").await;
+    browser.wait_text(".waterfall", "ƒ add").await;
+    browser.wait_text("#journal", "result@0").await;
+    browser.screenshot("job").await;
+    browser.close().await;
+
+    // A phone: the same page, stacked.
+    let phone = Browser::start(390, 844, false).await;
+    phone.goto(&daemon.url("/ui/jobs")).await;
+    phone.type_into("#token", TOKEN).await;
+    phone.click("form button[type=submit]").await;
+    phone.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    phone.wait_text(".call[data-tool=add]", "sum").await;
+    phone.screenshot("job-phone").await;
+
+    // Bundles: the broken one's error by file, line and key; a reload's outcome.
+    phone.goto(&daemon.url("/ui/bundles")).await;
+    let error = phone
+        .wait_text("[data-status=invalid] .error-row", "tools[0].timeout")
+        .await;
+    assert!(
+        error.contains("bundle.yaml") && error.contains('7') && error.contains("soon"),
+        "{error}"
+    );
+    phone.wait_text("[data-bundle=calc] table.tools", "read only").await;
+    phone.close().await;
+
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/bundles")).await;
+    browser.type_into("#token", TOKEN).await;
+    browser.click("form button[type=submit]").await;
+    browser.wait_text("[data-status=invalid]", "tools[0].timeout").await;
+    browser.click("#reload").await;
+    browser.confirm().await;
+    let report = browser.wait_text(".reload-report", "Reload").await;
+    assert!(report.contains("partial"), "a broken bundle makes the reload partial: {report}");
+    assert!(report.contains("tools[0].timeout"), "{report}");
+    browser.screenshot("bundles").await;
+    browser.close().await;
+}
+
+/// The page and its assets come with a CSP that allows only the daemon's
+/// own files and forbids framing; they need no token (they hold no data);
+/// an unknown asset is a 404 with the API's error shape.
+async fn check_headers(daemon: &common::daemon::Daemon) {
+    let http = common::daemon::client();
+    for path in ["/ui", "/ui/jobs/some-id", "/ui/assets/app.js"] {
+        let response = http.get(daemon.url(path)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        let headers = response.headers();
+        let csp = headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert_eq!(headers["x-frame-options"], "DENY", "{path}");
+    }
+    let missing = http.get(daemon.url("/ui/assets/nope.js")).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: serde_json::Value = missing.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "not_found", "{body}");
+    // The API behind it still wants the token.
+    let jobs = http.get(daemon.url("/v1/jobs/counts")).send().await.unwrap();
+    assert_eq!(jobs.status(), 401);
+}
+
+const PAY_SCRIPT: &str = r#"
+replies:
+  - turn: 1
+    tool_calls:
+      - {id: call_pay, name: charge, arguments: {amount: 5}}
+  - turn: 2
+    content: "Paid."
+"#;
+
+/// The daemon is killed (SIGKILL) while an `unsafe` call runs; after the
+/// restart the console lists the job first, parked; its page explains the
+/// call of unknown outcome, and skip with a result, confirmed, resumes the
+/// job to `succeeded` — the charge made once. In dark mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_job_is_resolved_from_the_console() {
+    let mock = mock_server(PAY_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle(
+        "pay",
+        &format!(
+            "name: pay\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{}",
+            charge_tools(&effects, "unsafe")
+        ),
+    );
+    let http = common::daemon::client();
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let job = submit(&http, &daemon, "pay", "pay the invoice").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    kill_while_charging(daemon, &effects).await;
+
+    let daemon = site.start();
+    parked_on_charge(&http, &daemon, &id).await;
+    let browser = Browser::start(1280, 900, true).await;
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    browser
+        .wait_text(&format!("#parked tr[data-job='{id}']"), "charge")
+        .await;
+    browser.wait_text(".chip[data-state=needs_attention]", "1").await;
+    browser.screenshot("jobs-parked").await;
+
+    browser.click(&format!("#parked tr[data-job='{id}'] a")).await;
+    let panel = browser.wait_text("#resolve", "charge").await;
+    assert!(panel.contains("unsafe") && panel.contains("\"amount\": 5"), "{panel}");
+    browser.wait_text(".call[data-tool=charge]", "no result yet").await;
+    browser.screenshot("job-parked").await;
+
+    browser.type_into("#skip-output", r#"{"charged": true}"#).await;
+    browser.click("#resolve-skip").await;
+    browser.wait_text("dialog[open]", r#"{"charged": true}"#).await;
+    browser.confirm().await;
+    browser.wait_text("#outcome .banner.ok", "Resolved with skip").await;
+    browser.wait_for(".title-row .badge[data-state=succeeded]").await;
+    browser.wait_text("#answer", "Paid.").await;
+    browser.wait_text(".call[data-tool=charge]", "charged").await;
+    browser.screenshot("job-resolved").await;
+    browser.close().await;
+    assert_eq!(file_lines(&effects).len(), 1, "the charge was made once");
+}
