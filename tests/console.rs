@@ -8,13 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
+#[path = "console/browser.rs"]
 mod browser;
 mod common;
 
-use std::time::Duration;
-
 use browser::Browser;
-use common::daemon::{SHORT_LEASE, Site, charge_tools, file_lines, kill_while_charging, parked_on_charge, submit};
+use common::daemon::{
+    SHORT_LEASE, Site, charge_tools, file_lines, kill_while_charging, parked_on_charge, submit,
+};
 use common::mock_server;
 
 const TOKEN: &str = "console-test-token";
@@ -80,9 +81,13 @@ async fn submit_watch_inspect_and_reload_from_the_console() {
     let select = browser.wait_for("#submit-bundle").await;
     select.select_by_value("calc").await.unwrap();
     browser.type_into("#submit-input", "What is 2+3?").await;
-    browser.type_into("#submit-variables", r#"{"style": "short"}"#).await;
+    browser
+        .type_into("#submit-variables", r#"{"style": "short"}"#)
+        .await;
     browser.click("#submit-job").await;
-    browser.wait_text("dialog[open]", "\"style\": \"short\"").await;
+    browser
+        .wait_text("dialog[open]", "\"style\": \"short\"")
+        .await;
     browser.screenshot("submit-confirm").await;
     browser.confirm().await;
     let id = browser.wait_text("#submitted-id", "-").await;
@@ -100,7 +105,10 @@ async fn submit_watch_inspect_and_reload_from_the_console() {
     browser.click(&format!("tr[data-job='{id}'] a")).await;
     let call = browser.wait_text(".call[data-tool=add]", "sum").await;
     assert!(call.contains(r#"{"a":2,"b":3}"#), "arguments: {call}");
-    assert!(call.contains("\"sum\"") && call.contains('5'), "result: {call}");
+    assert!(
+        call.contains("\"sum\"") && call.contains('5'),
+        "result: {call}"
+    );
     assert!(call.contains("read only"), "effect class: {call}");
     browser.wait_text("#answer", "2 + 3 = 5.").await;
     browser.wait_text(".timeline", "Adding them.").await;
@@ -127,18 +135,25 @@ async fn submit_watch_inspect_and_reload_from_the_console() {
         error.contains("bundle.yaml") && error.contains('7') && error.contains("soon"),
         "{error}"
     );
-    phone.wait_text("[data-bundle=calc] table.tools", "read only").await;
+    phone
+        .wait_text("[data-bundle=calc] table.tools", "read only")
+        .await;
     phone.close().await;
 
     let browser = Browser::start(1280, 900, false).await;
     browser.goto(&daemon.url("/ui/bundles")).await;
     browser.type_into("#token", TOKEN).await;
     browser.click("form button[type=submit]").await;
-    browser.wait_text("[data-status=invalid]", "tools[0].timeout").await;
+    browser
+        .wait_text("[data-status=invalid]", "tools[0].timeout")
+        .await;
     browser.click("#reload").await;
     browser.confirm().await;
     let report = browser.wait_text(".reload-report", "Reload").await;
-    assert!(report.contains("partial"), "a broken bundle makes the reload partial: {report}");
+    assert!(
+        report.contains("partial"),
+        "a broken bundle makes the reload partial: {report}"
+    );
     assert!(report.contains("tools[0].timeout"), "{report}");
     browser.screenshot("bundles").await;
     browser.close().await;
@@ -154,15 +169,26 @@ async fn check_headers(daemon: &common::daemon::Daemon) {
         assert_eq!(response.status(), 200, "{path}");
         let headers = response.headers();
         let csp = headers["content-security-policy"].to_str().unwrap();
-        assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert!(
+            csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"),
+            "{path}: {csp}"
+        );
         assert_eq!(headers["x-frame-options"], "DENY", "{path}");
     }
-    let missing = http.get(daemon.url("/ui/assets/nope.js")).send().await.unwrap();
+    let missing = http
+        .get(daemon.url("/ui/assets/nope.js"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(missing.status(), 404);
     let body: serde_json::Value = missing.json().await.unwrap();
     assert_eq!(body["error"]["code"], "not_found", "{body}");
     // The API behind it still wants the token.
-    let jobs = http.get(daemon.url("/v1/jobs/counts")).send().await.unwrap();
+    let jobs = http
+        .get(daemon.url("/v1/jobs/counts"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(jobs.status(), 401);
 }
 
@@ -204,23 +230,42 @@ async fn a_parked_job_is_resolved_from_the_console() {
     browser
         .wait_text(&format!("#parked tr[data-job='{id}']"), "charge")
         .await;
-    browser.wait_text(".chip[data-state=needs_attention]", "1").await;
+    browser
+        .wait_text(".chip[data-state=needs_attention]", "1")
+        .await;
     browser.screenshot("jobs-parked").await;
 
-    browser.click(&format!("#parked tr[data-job='{id}'] a")).await;
+    browser
+        .click(&format!("#parked tr[data-job='{id}'] a"))
+        .await;
     let panel = browser.wait_text("#resolve", "charge").await;
-    assert!(panel.contains("unsafe") && panel.contains("\"amount\": 5"), "{panel}");
-    browser.wait_text(".call[data-tool=charge]", "no result yet").await;
+    assert!(
+        panel.contains("unsafe") && panel.contains("\"amount\": 5"),
+        "{panel}"
+    );
+    browser
+        .wait_text(".call[data-tool=charge]", "no result yet")
+        .await;
     browser.screenshot("job-parked").await;
 
-    browser.type_into("#skip-output", r#"{"charged": true}"#).await;
+    browser
+        .type_into("#skip-output", r#"{"charged": true}"#)
+        .await;
     browser.click("#resolve-skip").await;
-    browser.wait_text("dialog[open]", r#"{"charged": true}"#).await;
+    browser
+        .wait_text("dialog[open]", r#"{"charged": true}"#)
+        .await;
     browser.confirm().await;
-    browser.wait_text("#outcome .banner.ok", "Resolved with skip").await;
-    browser.wait_for(".title-row .badge[data-state=succeeded]").await;
+    browser
+        .wait_text("#outcome .banner.ok", "Resolved with skip")
+        .await;
+    browser
+        .wait_for(".title-row .badge[data-state=succeeded]")
+        .await;
     browser.wait_text("#answer", "Paid.").await;
-    browser.wait_text(".call[data-tool=charge]", "charged").await;
+    browser
+        .wait_text(".call[data-tool=charge]", "charged")
+        .await;
     browser.screenshot("job-resolved").await;
     browser.close().await;
     assert_eq!(file_lines(&effects).len(), 1, "the charge was made once");

@@ -111,7 +111,10 @@ pub fn routes() -> Router<AppState> {
 
 /// The app shell: the views are drawn by its script from the URL.
 async fn shell() -> Response {
-    respond("text/html; charset=utf-8", include_str!("console/index.html"))
+    respond(
+        "text/html; charset=utf-8",
+        include_str!("console/index.html"),
+    )
 }
 
 /// An asset under `/ui/assets/`, or the shell for a view's URL.

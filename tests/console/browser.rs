@@ -45,10 +45,15 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromedriver is needed (Debian's chromium-driver; ./scripts/test installs it)");
+            .expect(
+                "chromedriver is needed (Debian's chromium-driver; ./scripts/test installs it)",
+            );
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "chromedriver did not listen on port {port}");
+            assert!(
+                Instant::now() < deadline,
+                "chromedriver did not listen on port {port}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let profile = tempfile::tempdir().unwrap();
@@ -175,7 +180,10 @@ impl Browser {
             .as_u64()
             .unwrap_or(height);
         let tall = page.clamp(height, 3000) as u32;
-        self.client.set_window_size(width as u32, tall).await.unwrap();
+        self.client
+            .set_window_size(width as u32, tall)
+            .await
+            .unwrap();
         let png = self.client.screenshot().await;
         self.client
             .set_window_size(width as u32, height as u32)

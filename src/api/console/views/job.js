@@ -3,18 +3,19 @@
 // (followed live, the model's tokens as they stream), a waterfall of where
 // the time went, its journal and, for workflows, its artifacts.
 
-import { h, fill, link, stateBadge, banner, field, pretty, compact, duration, millis, ago, errorText } from "../dom.js";
+import { h, fill, link, stateBadge, banner, field, pretty, compact, ago, errorText } from "../dom.js";
 import { api, follow, every } from "../api.js";
 import * as timeline from "./timeline.js";
 import * as waterfall from "./waterfall.js";
 import { drawActions, drawApprovals } from "./actions.js";
+import { took } from "./jobs.js";
 
 const TERMINAL = ["succeeded", "failed", "cancelled", "dead"];
 const POLL_MS = 3000;
 
 export function render(root, { path: [id] }, signal) {
   const base = `/v1/jobs/${encodeURIComponent(id)}`;
-  const model = { job: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, open: new Set(), stream: "connecting" };
+  const model = { job: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, journalResults: new Map(), open: new Set(), stream: "connecting" };
   const view = {
     head: h("div", { class: "title-row left" }),
     outcome: h("div", { id: "outcome" }),
@@ -137,6 +138,7 @@ async function loadJournal(view, model, base, signal) {
     for (const step of journal.steps) {
       const body = step.body || {};
       if (step.step.startsWith("start") && body.tool_name && body.effect) model.effects.set(body.tool_name, body.effect);
+      if (step.step.startsWith("result") && body.result) model.journalResults.set(`${step.scope}|${step.turn}|${body.result.call_id}`, body.result);
     }
     if (model.events.some((e) => e.type === "WorkflowStart")) {
       model.artifacts = (await api(`${base}/artifacts`, { signal })).artifacts;
@@ -156,7 +158,7 @@ function drawJob(view, { job, stream }) {
     job.state === "succeeded" ? h("div", { class: "card answer" }, h("h2", {}, "Answer"), h("div", { class: "reply final" }, answer || "(empty)")) : null,
     job.error && job.state !== "needs_attention" ? h("div", { class: "card failure" }, h("h2", {}, job.state === "failed" || job.state === "dead" ? "Error" : "Last error"), h("pre", {}, job.error)) : null,
   );
-  const took = job.started_at ? duration((job.finished_at ? millis(job.finished_at) : Date.now()) - millis(job.started_at)) : "";
+  const ran = took(job);
   fill(
     view.facts,
     h(
@@ -167,7 +169,7 @@ function drawJob(view, { job, stream }) {
       field("attempts", `${job.attempts} of ${job.max_attempts}`, job.crash_resumes ? ` · ${job.crash_resumes} resumed after a crash` : ""),
       job.conversation_id ? field("conversation", link(`/ui/jobs?conversation=${encodeURIComponent(job.conversation_id)}`, job.conversation_id)) : null,
       field("created", h("span", { title: job.created_at }, ago(job.created_at))),
-      took ? field("took", took, job.finished_at ? "" : " so far") : null,
+      ran ? field("took", ran) : null,
       field("input", h("div", { class: "input-text" }, job.input)),
       Object.keys(job.variables || {}).length ? field("variables", h("pre", {}, pretty(job.variables))) : null,
     ),
@@ -179,7 +181,15 @@ function drawProgress(view, model) {
   const status = document.getElementById("stream-status");
   if (status) status.textContent = streamText(model.stream);
   const root = timeline.build(model.events);
-  const ctx = { tokens: model.tokens, effects: model.effects, artifacts: model.artifacts, open: model.open, groupChat: Boolean(model.job.variables?.group_chat) };
+  const ctx = {
+    jobId: model.job.id,
+    tokens: model.tokens,
+    effects: model.effects,
+    journalResults: model.journalResults,
+    artifacts: model.artifacts,
+    open: model.open,
+    groupChat: Boolean(model.job.variables?.group_chat),
+  };
   fill(view.timeline, timeline.draw(root, ctx));
   fill(view.waterfall, waterfall.draw(root, TERMINAL.includes(model.job.state) || model.job.state === "needs_attention"));
 }

@@ -71,7 +71,7 @@ export function render(root, { query: params }, signal) {
       drawCounts(counts, stateSelect, countAnswer, filters);
       drawParked(parked, parkedJobs);
       const parkedIds = new Set(parkedJobs.map((j) => j.id));
-      drawList(list, page.jobs.filter((j) => !parkedIds.has(j.id)), filters);
+      drawList(list, page.jobs.filter((j) => !parkedIds.has(j.id)), filters, parkedJobs.length > 0);
       more.hidden = !page.next_cursor;
       fill(status, h("span", { class: "live-dot" }), `updated ${new Date().toLocaleTimeString()}`);
     } catch (error) {
@@ -141,7 +141,11 @@ function drawParked(section, jobs) {
   );
 }
 
-function drawList(section, jobs, filters) {
+function drawList(section, jobs, filters, parkedShown) {
+  if (!jobs.length && parkedShown) {
+    fill(section);
+    return;
+  }
   if (!jobs.length) {
     const filtered = filters.state || filters.bundle || filters.conversation_id;
     fill(section, h("p", { class: "empty" }, filtered ? "No job matches these filters." : "No jobs yet. ", filtered ? null : link("/ui/submit", "Submit one.")));
@@ -180,9 +184,11 @@ export function shortId(id) {
   return id.length > 12 ? "…" + id.slice(-8) : id;
 }
 
-function took(job) {
+/** How long the job ran: until it finished, until it parked, or so far. */
+export function took(job) {
   const start = millis(job.started_at);
   if (Number.isNaN(start)) return "";
-  const end = job.finished_at ? millis(job.finished_at) : Date.now();
-  return duration(end - start) + (job.finished_at ? "" : " …");
+  const running = !job.finished_at && !PARKED.includes(job.state);
+  const end = job.finished_at ? millis(job.finished_at) : running ? Date.now() : millis(job.updated_at);
+  return duration(end - start) + (running ? " so far" : "");
 }

@@ -68,7 +68,10 @@ export function build(events) {
     }
   }
   const root = nest(runs, calls);
-  if (root) root.latest = events[events.length - 1].timestamp;
+  if (root) {
+    root.latest = events[events.length - 1].timestamp;
+    root.runs = runs;
+  }
   return root;
 }
 
@@ -149,14 +152,22 @@ function nest(runs, calls) {
  * a redraw keeps what the person opened).
  */
 export function draw(run, ctx, depth = 0) {
-  if (!run) return h("p", { class: "muted" }, "No events yet.");
+  const unseen = depth === 0 ? unseenRuns(run, ctx) : [];
+  if (!run && !unseen.length) return h("p", { class: "muted" }, "No events yet.");
   return h(
     "ol",
     { class: `timeline depth-${Math.min(depth, 4)}` },
-    run.items.map((item) => h("li", { class: `item ${item.kind}` }, drawItem(run, item, ctx, depth))),
-    run.loose.map((child) => h("li", { class: "item nested" }, fold(child, ctx, depth, `run ${child.id}`))),
-    streaming(run, ctx, run.items.filter((i) => i.kind === "turn")),
+    run ? run.items.map((item) => h("li", { class: `item ${item.kind}` }, drawItem(run, item, ctx, depth))) : null,
+    run ? run.loose.map((child) => h("li", { class: "item nested" }, fold(child, ctx, depth, `run ${child.id}`))) : null,
+    run ? streaming(run, ctx, run.items.filter((i) => i.kind === "turn")) : null,
+    unseen.map((id) => streaming({ id }, ctx, [], id)),
   );
+}
+
+/** Runs whose tokens arrive before any of their events was stored. */
+function unseenRuns(root, ctx) {
+  const ids = new Set([...ctx.tokens.keys()].map((key) => key.split("|")[0]));
+  return [...ids].filter((id) => !root || !root.runs.has(id));
 }
 
 function drawItem(run, item, ctx, depth) {
@@ -166,13 +177,13 @@ function drawItem(run, item, ctx, depth) {
 }
 
 /** Tokens of a turn whose request has no reply yet: shown as they arrive. */
-function streaming(run, ctx, turns) {
+function streaming(run, ctx, turns, label) {
   const replied = new Set(turns.filter((t) => t.response).map((t) => t.turn));
   const live = [];
   for (const [key, text] of ctx.tokens) {
     const [runId, turn] = key.split("|");
     if (runId === run.id && !replied.has(Number(turn)) && !turns.some((t) => t.turn === Number(turn))) {
-      live.push(h("li", { class: "item turn" }, h("div", { class: "turn-head" }, h("b", {}, `Turn ${turn}`), " ", h("span", { class: "badge live" }, "streaming")), h("div", { class: "reply streaming" }, text)));
+      live.push(h("li", { class: "item turn" }, h("div", { class: "turn-head" }, h("b", {}, `Turn ${turn}`), label ? h("span", { class: "muted" }, ` run ${label}`) : null, " ", h("span", { class: "badge live" }, "streaming")), h("div", { class: "reply streaming" }, text)));
     }
   }
   return live;
@@ -203,11 +214,22 @@ function drawTurn(run, t, ctx, depth) {
   ];
 }
 
+/**
+ * The result the journal holds for a call that has no result event: one
+ * an operator supplied (resolve with skip), replayed by the next attempt.
+ */
+function journaled(run, c, ctx) {
+  if (c.result || !c.call) return null;
+  const scope = run.id === ctx.jobId ? "" : `${run.id.slice(ctx.jobId.length + 1)}/`;
+  return ctx.journalResults.get(`${scope}|${c.call.turn}|${c.call.call_id}`) || null;
+}
+
 function drawCall(run, c, ctx, depth) {
   const name = c.call?.tool_name || c.result?.tool_name;
   const id = c.call?.call_id || c.result?.call_id;
   const effect = ctx.effects.get(name);
-  const state = c.result ? (c.result.is_error ? "error" : "ok") : "running";
+  const recorded = journaled(run, c, ctx);
+  const state = c.result ? (c.result.is_error ? "error" : "ok") : recorded ? (recorded.is_error ? "error" : "ok") : "running";
   return h(
     "div",
     { class: `call ${state}`, dataset: { tool: name, call: id } },
@@ -217,12 +239,13 @@ function drawCall(run, c, ctx, depth) {
       h("span", { class: "fn" }, "ƒ"),
       h("b", { class: "tool-name" }, name),
       effect ? h("span", { class: `badge effect-${effect}`, title: "the tool's effect class" }, effect.replaceAll("_", " ")) : null,
-      h("span", { class: `badge call-${state}` }, c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : "no result yet"),
+      h("span", { class: `badge call-${state}` }, c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : recorded ? "result from the journal" : "no result yet"),
       c.result ? h("span", { class: "muted" }, duration(c.result.duration_ms)) : null,
       h("code", { class: "muted call-id" }, id),
     ),
     c.call ? h("div", { class: "kv" }, h("span", { class: "k" }, "arguments"), h("pre", { class: "args" }, compact(c.call.arguments, 2000))) : h("p", { class: "muted" }, "started by an earlier attempt"),
     c.result ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${c.result.is_error ? " error" : ""}` }, c.result.output_preview)) : null,
+    recorded ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${recorded.is_error ? " error" : ""}`, title: "recorded in the journal (an operator's skip, or a step replayed on resume)" }, recorded.output)) : null,
     c.traces.length ? h("div", { class: "traces" }, c.traces.map((t) => h("span", { class: "badge trace", title: compact(t.detail, 400) }, t.stage))) : null,
     c.approvals.map((e) => drawMarker(e)),
     c.runs.map((child) => fold(child, ctx, depth, `run ${child.id}`)),
@@ -251,7 +274,7 @@ function drawStage(stage, ctx, depth) {
 function drawMarker(e) {
   const { run_id, bundle, bundle_version, parent, seq, timestamp, type, ...fields } = e;
   const text = {
-    Resumed: () => `Resumed after a crash at turn ${e.from_turn}: ${e.replayed_steps} recorded steps replayed, no model or tool call repeated`,
+    Resumed: () => `Resumed at turn ${e.from_turn} from the journal: ${e.replayed_steps} recorded steps replayed, no model or tool call made again`,
     JobState: () => `Job ${String(e.state).replaceAll("_", " ")} (attempt ${e.attempt})${e.duration_ms !== undefined ? ` after ${duration(e.duration_ms)}` : ""}${e.error ? `: ${e.error}` : ""}`,
     KernelEnd: () => `Run ended: ${e.termination_reason} after ${e.turn_count} turns, ${duration(e.total_duration_ms)}${e.error ? `: ${e.error}` : ""}`,
     WorkflowStart: () => `Workflow ${e.workflow} ${e.resumed ? "resumed" : "started"} at stage ${e.stage} (iteration ${e.iteration})`,
