@@ -152,10 +152,9 @@ async function loadJournal(view, model, base, signal) {
 
 function drawJob(view, { job, stream }) {
   fill(view.head, h("h1", {}, "Job ", h("code", { class: "job-id" }, job.id)), stateBadge(job.state), h("span", { class: "muted stream", id: "stream-status" }, streamText(stream)));
-  const answer = job.result && (typeof job.result.output === "string" ? job.result.output : pretty(job.result.output ?? job.result));
   fill(
     view.answer,
-    job.state === "succeeded" ? h("div", { class: "card answer" }, h("h2", {}, "Answer"), h("div", { class: "reply final" }, answer || "(empty)")) : null,
+    job.state === "succeeded" ? h("div", { class: "card answer" }, h("h2", {}, "Answer"), answerOf(job.result || {})) : null,
     job.error && job.state !== "needs_attention" ? h("div", { class: "card failure" }, h("h2", {}, job.state === "failed" || job.state === "dead" ? "Error" : "Last error"), h("pre", {}, job.error)) : null,
   );
   const ran = took(job);
@@ -186,12 +185,19 @@ function drawProgress(view, model) {
     tokens: model.tokens,
     effects: model.effects,
     journalResults: model.journalResults,
-    artifacts: model.artifacts,
+    stageArtifacts: timeline.assignArtifacts(root, model.artifacts),
     open: model.open,
     groupChat: Boolean(model.job.variables?.group_chat),
   };
   fill(view.timeline, timeline.draw(root, ctx));
   fill(view.waterfall, waterfall.draw(root, TERMINAL.includes(model.job.state) || model.job.state === "needs_attention"));
+}
+
+/** A run's text answer as it is; a structured one (a workflow's outcome) summed up, in full when opened. */
+function answerOf(result) {
+  if (typeof result.output === "string") return h("div", { class: "reply final" }, result.output || "(empty)");
+  const summary = result.outcome ? `Workflow ${result.workflow || ""} reached ${result.outcome} after ${result.steps} steps (iteration ${result.iteration})` : "A structured result";
+  return h("details", { class: "fold" }, h("summary", {}, summary), h("pre", {}, pretty(result.output ?? result)));
 }
 
 function streamText(stream) {

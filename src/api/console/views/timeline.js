@@ -252,9 +252,33 @@ function drawCall(run, c, ctx, depth) {
   );
 }
 
+/**
+ * Which stage each workflow artifact belongs to (`impl-input-2`,
+ * `parse-iter-1.json`, `review-iter-2.json`: a prefix and an iteration):
+ * the stage of that iteration the prefix names, else the iteration's first
+ * agent stage (whose gate wrote it). Stage event seq → artifacts.
+ */
+export function assignArtifacts(root, artifacts) {
+  const byStage = new Map();
+  const stages = root ? root.stages.map((s) => s.event) : [];
+  for (const a of artifacts) {
+    const m = /^(.*)-(?:input|iter)-(\d+)(?:\.json)?$/.exec(a.name);
+    if (!m) continue;
+    const [, prefix, n] = m;
+    const same = stages.filter((e) => e.iteration === Number(n));
+    const stage =
+      same.find((e) => e.stage === prefix) ||
+      same.find((e) => e.stage.startsWith(prefix) || prefix.startsWith(e.stage)) ||
+      same.find((e) => e.kind === "agent") ||
+      same[0];
+    if (stage) byStage.set(stage.seq, [...(byStage.get(stage.seq) || []), a]);
+  }
+  return byStage;
+}
+
 function drawStage(stage, ctx, depth) {
   const e = stage.event;
-  const reports = ctx.artifacts.filter((a) => a.name.endsWith(`-iter-${e.iteration}.json`) && a.name.startsWith(e.stage));
+  const reports = ctx.stageArtifacts.get(e.seq) || [];
   return [
     h(
       "div",
@@ -265,7 +289,7 @@ function drawStage(stage, ctx, depth) {
       h("span", { class: "muted" }, ` → ${e.next} · iteration ${e.iteration} · ${duration(e.duration_ms)}${e.ran ? "" : " · not run (attempt cap)"}`),
     ),
     e.reason ? h("div", { class: "reply" }, e.reason) : null,
-    reports.map((a) => fold({ body: a.body }, ctx, depth, `artifact ${a.name}`, `gate report ${a.name}`)),
+    reports.map((a) => fold({ body: a.body }, ctx, depth, `artifact ${a.name}`, `artifact ${a.name}`)),
     stage.runs.map((child) => fold(child, ctx, depth, `run ${child.id}`)),
   ];
 }
