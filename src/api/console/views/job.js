@@ -54,6 +54,18 @@ export function render(root, { path: [id] }, signal) {
     });
   };
 
+  // The approvals panel reads its own route: after a decision or an
+  // approval event, it is read again even when the job's state is unchanged.
+  const refreshApprovals = () => {
+    if (model.job.state === "awaiting_approval" || hasApprovals(model.events)) {
+      const changed = () => {
+        loadJob().catch(() => {});
+        refreshApprovals();
+      };
+      drawApprovals(view.approvals, model.job, { outcome: view.outcome, changed, signal });
+    } else fill(view.approvals);
+  };
+
   let shownState = null;
   const loadJob = async (fresh) => {
     const job = fresh && fresh.id ? fresh : await api(base, { signal });
@@ -64,9 +76,7 @@ export function render(root, { path: [id] }, signal) {
       const first = shownState === null;
       shownState = key;
       drawActions(view.actions, job, { outcome: view.outcome, changed: (j) => loadJob(j).catch(() => {}) });
-      if (job.state === "awaiting_approval" || hasApprovals(model.events)) {
-        drawApprovals(view.approvals, job, { outcome: view.outcome, changed: () => loadJob().catch(() => {}), signal });
-      } else fill(view.approvals);
+      refreshApprovals();
       if (first || TERMINAL.includes(job.state) || job.state === "needs_attention") loadJournal(view, model, base, signal);
     }
     redraw();
@@ -85,7 +95,11 @@ export function render(root, { path: [id] }, signal) {
         loadJob().catch(() => {});
         loadJournal(view, model, base, signal);
       };
-      followEvents(base, model, { signal, redraw, ended, changed: () => loadJob().catch(() => {}) });
+      const changed = (event) => {
+        loadJob().catch(() => {});
+        if (/approval/i.test(event.type)) refreshApprovals();
+      };
+      followEvents(base, model, { signal, redraw, ended, changed });
       every(
         POLL_MS,
         async () => {
@@ -115,7 +129,7 @@ function followEvents(path, model, { signal, redraw, ended, changed }) {
       if (kind === "event") {
         const event = JSON.parse(data);
         model.events.push(event);
-        if (event.type === "JobState" || /approval/i.test(event.type)) changed();
+        if (event.type === "JobState" || /approval/i.test(event.type)) changed(event);
       } else if (kind === "token") {
         const token = JSON.parse(data);
         const key = `${token.run_id}|${token.turn}`;
