@@ -3,8 +3,9 @@
 //! live list; its page shows the tool call with arguments and result; a job
 //! whose `unsafe` call was cut short by a SIGKILL is found parked after the
 //! restart and resolved with skip from its page; a broken bundle's error is
-//! on the bundles page, and a reload shows its typed outcome. Each view is
-//! saved as a screenshot (the path is printed) to look at.
+//! on the bundles page, and a reload shows its typed outcome; an approval is
+//! posted with the digest the page read. Each view is saved as a screenshot
+//! (the path is printed) to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
