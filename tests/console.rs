@@ -3,8 +3,8 @@
 //! live list; its page shows the tool call with arguments and result; a job
 //! whose `unsafe` call was cut short by a SIGKILL is found parked after the
 //! restart and resolved with skip from its page; a broken bundle's error is
-//! on the bundles page, and a reload shows its typed outcome; an approval is
-//! posted with the digest the page read. Each view is saved as a screenshot
+//! on the bundles page, and a reload shows its typed outcome; a call awaiting
+//! approval is approved from its page and the job succeeds. Each view is saved as a screenshot
 //! (the path is printed) to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
@@ -272,78 +272,53 @@ async fn a_parked_job_is_resolved_from_the_console() {
     assert_eq!(file_lines(&effects).len(), 1, "the charge was made once");
 }
 
-/// The approvals panel, against the approvals API as specified (served by
-/// the page's own stand-in for `fetch`, since this daemon has no approvals
-/// yet): for a job awaiting approval it lists the call with its arguments,
-/// and an approval, confirmed, is posted with the digest the page read.
+/// The approvals panel against the real approvals API: a job whose `add`
+/// call needs approval is listed among the parked ones; its page shows the
+/// call with its arguments, and an approval, confirmed, is posted with the
+/// digest the page read — the job then runs the call and succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approval_is_posted_with_the_digest_the_page_read() {
+async fn a_call_awaiting_approval_is_approved_from_the_console() {
     let mock = mock_server(CALC_SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
-    site.put_bundle("calc", &calc_bundle());
+    site.put_bundle(
+        "calc",
+        &calc_bundle().replace("    effect: read_only\n", "    effect: read_only\n    approval: always\n"),
+    );
     let daemon = site.start();
     let http = common::daemon::client();
     let job = submit(&http, &daemon, "calc", "What is 2+3?").await;
     let id = job["id"].as_str().unwrap().to_string();
-    common::daemon::wait_terminal(&http, &daemon, &id, std::time::Duration::from_secs(60)).await;
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+    assert_eq!(parked["state"], "awaiting_approval", "{parked}");
 
     let browser = Browser::start(1280, 900, false).await;
     browser.goto(&daemon.url("/ui/jobs")).await;
-    browser.wait_for(&format!("tr[data-job='{id}'] a")).await;
-    // The console navigates without reloading, so the stand-in stays.
-    let stand_in = r#"
-const id = arguments[0];
-const real = window.fetch;
-window.decisions = [];
-const json = (body) => new Response(JSON.stringify(body), {status: 200, headers: {"content-type": "application/json"}});
-window.fetch = async (url, init = {}) => {
-  const path = new URL(url, location.href).pathname;
-  if (path === `/v1/jobs/${id}/approvals`) {
-    return json({approvals: [{call: "call_add", tool: "add", arguments: {a: 2, b: 3}, digest: "sha256:0a1b",
-      requested_at: new Date().toISOString(), expires_at: null}]});
-  }
-  if (path.startsWith(`/v1/jobs/${id}/approvals/`)) {
-    window.decisions.push({path, method: init.method, type: init.headers["Content-Type"], body: JSON.parse(init.body)});
-    return json({call: "call_add", decision: "approve"});
-  }
-  const response = await real(url, init);
-  if (path === `/v1/jobs/${id}`) {
-    const job = await response.json();
-    job.state = "awaiting_approval";
-    return json(job);
-  }
-  return response;
-};
-"#;
     browser
-        .client
-        .execute(stand_in, vec![serde_json::json!(id)])
-        .await
-        .unwrap();
+        .wait_text(".chip[data-state=awaiting_approval]", "1")
+        .await;
     browser.click(&format!("tr[data-job='{id}'] a")).await;
     let card = browser
         .wait_text("#approvals .approval[data-call=call_add]", "add")
         .await;
     assert!(card.contains("Approve") && card.contains("Deny"), "{card}");
+    assert!(card.contains("\"a\": 2"), "the arguments: {card}");
     browser.screenshot("job-approval").await;
     browser.click("#approvals .approval button.primary").await;
     browser.confirm().await;
     browser
         .wait_text("#outcome .banner.ok", "Recorded: approve")
         .await;
-    let decisions = browser
-        .client
-        .execute("return window.decisions", vec![])
-        .await
-        .unwrap();
-    assert_eq!(
-        decisions,
-        serde_json::json!([{
-            "path": format!("/v1/jobs/{id}/approvals/call_add"),
-            "method": "POST",
-            "type": "application/json",
-            "body": {"decision": "approve", "digest": "sha256:0a1b"},
-        }]),
-    );
+    browser
+        .wait_for(".title-row .badge[data-state=succeeded]")
+        .await;
+    browser.wait_text("#answer", "2 + 3 = 5.").await;
+    browser.screenshot("job-approved").await;
     browser.close().await;
+    let events = common::daemon::job_events(&http, &daemon, &id).await;
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "ApprovalDecided")
+        .expect("the decision is on the job's log");
+    assert_eq!(decided["decision"], "approve");
+    assert_eq!(decided["by"], "local");
 }
