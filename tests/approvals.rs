@@ -483,3 +483,89 @@ async fn chat_asks_inline_and_approves() {
     let jobs = get(&http, &daemon, "/v1/jobs?bundle=refunds").await;
     assert_eq!(jobs["jobs"][0]["state"], "succeeded", "{jobs}");
 }
+
+/// Reads an SSE response's `data:` frames until `[DONE]`; when a frame
+/// carries `approval_required` (at the top or, for chat completions, at the
+/// top of the chunk), approves that call with the digest it names.
+async fn stream_and_approve(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    response: reqwest::Response,
+) -> Vec<Value> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    assert!(response.status().is_success(), "{}", response.status());
+    let mut stream = response.bytes_stream().eventsource();
+    let mut frames = Vec::new();
+    while let Some(Ok(event)) = stream.next().await {
+        if event.data == "[DONE]" {
+            break;
+        }
+        let frame: Value = serde_json::from_str(&event.data).unwrap();
+        if let Some(asked) = frame.get("approval_required") {
+            let job = asked["job_id"].as_str().unwrap();
+            let call = asked["call"].as_str().unwrap();
+            assert_eq!(asked["decide"], format!("POST /v1/jobs/{job}/approvals/{call}"));
+            let body = json!({"decision": "approve", "digest": asked["digest"]});
+            let (status, answer) = decide(http, daemon, job, call, body).await;
+            assert_eq!(status, 200, "{answer}");
+        }
+        frames.push(frame);
+    }
+    frames
+}
+
+/// `/api/query` and `/v1/chat/completions` streams say when the job parks
+/// for a decision, naming the job and call, and go on once it is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "[runtime]\nrouter = \"bank\"\n");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle("bank", &bank_bundle("bank", &effects, ""));
+    let daemon = site.start();
+    let http = client();
+
+    let response = http
+        .post(daemon.url("/api/query"))
+        .json(&json!({"query": "big transfer", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    let frames = stream_and_approve(&http, &daemon, response).await;
+    let asked = frames
+        .iter()
+        .position(|f| f.get("approval_required").is_some())
+        .unwrap_or_else(|| panic!("no approval frame in {frames:#?}"));
+    let asked_for = &frames[asked]["approval_required"];
+    assert_eq!(asked_for["tool"], "wire_money");
+    assert_eq!(asked_for["arguments"], json!({"amount": 500, "to": "alice"}));
+    let complete = frames.iter().position(|f| f["complete"] == true).unwrap();
+    assert!(asked < complete, "{frames:#?}");
+    assert_eq!(frames[complete]["response"], "wired", "{frames:#?}");
+    assert_eq!(file_lines(&effects).len(), 1);
+
+    let response = http
+        .post(daemon.url("/v1/chat/completions"))
+        .json(&json!({
+            "model": "bundle/bank",
+            "stream": true,
+            "messages": [{"role": "user", "content": "big transfer"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    let chunks = stream_and_approve(&http, &daemon, response).await;
+    let asked = chunks
+        .iter()
+        .position(|c| c.get("approval_required").is_some())
+        .unwrap_or_else(|| panic!("no approval chunk in {chunks:#?}"));
+    assert_eq!(chunks[asked]["object"], "chat.completion.chunk");
+    assert_eq!(chunks[asked]["choices"][0]["delta"], json!({}));
+    let text: String = chunks[asked..]
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "wired", "{chunks:#?}");
+    assert_eq!(file_lines(&effects).len(), 2);
+}
