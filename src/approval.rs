@@ -390,7 +390,10 @@ mod tests {
         assert!(err.contains("not a valid expression"), "{err}");
         let err = spec(json!({"when": "true", "matches": {}})).unwrap_err();
         assert!(err.contains("exactly one"), "{err}");
-        assert!(serde_json::from_value::<ApprovalSpec>(json!({"always": true, "timeout": "soon"})).is_err());
+        assert!(
+            serde_json::from_value::<ApprovalSpec>(json!({"always": true, "timeout": "soon"}))
+                .is_err()
+        );
     }
 
     fn request() -> ApprovalRequest {
@@ -439,7 +442,10 @@ mod tests {
             .accept(&request, "local", "t".into())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("wire_money") && err.contains("amount"), "{err}");
+        assert!(
+            err.contains("wire_money") && err.contains("amount"),
+            "{err}"
+        );
         let edit = Decision {
             verdict: Verdict::Edit {
                 arguments: json!({"amount": 50}),

@@ -182,7 +182,10 @@ impl Budget {
 
     /// A tool call answered (run now or replayed).
     pub fn add_tool_call(&self) {
-        self.spent.lock().unwrap_or_else(|p| p.into_inner()).tool_calls += 1;
+        self.spent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .tool_calls += 1;
     }
 
     /// Before a model call: the first budget already used up.
@@ -206,7 +209,11 @@ impl Budget {
 
     /// Before a tool call: the first budget already used up.
     pub fn before_tool_call(&self) -> Result<(), BudgetStop> {
-        reached("tool_calls", self.limits.tool_calls, self.spent().tool_calls)?;
+        reached(
+            "tool_calls",
+            self.limits.tool_calls,
+            self.spent().tool_calls,
+        )?;
         self.wall_time()
     }
 
@@ -284,7 +291,10 @@ mod tests {
                 ..Default::default()
             })
             .unwrap_err();
-        assert!(err.contains("limits.model_calls") && err.contains("only lower"), "{err}");
+        assert!(
+            err.contains("limits.model_calls") && err.contains("only lower"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -313,7 +323,10 @@ mod tests {
         assert!(budget.before_model_call().is_ok());
         budget.add_reply("m", &usage(10, 5));
         let stop = budget.before_model_call().unwrap_err();
-        assert_eq!((stop.budget.as_str(), stop.limit.as_str()), ("model_calls", "2"));
+        assert_eq!(
+            (stop.budget.as_str(), stop.limit.as_str()),
+            ("model_calls", "2")
+        );
         assert!(budget.before_tool_call().is_ok());
         budget.add_tool_call();
         assert_eq!(budget.before_tool_call().unwrap_err().budget, "tool_calls");

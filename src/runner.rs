@@ -20,13 +20,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::Budget;
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
-use crate::budget::Budget;
-use crate::kernel::{CallBudget, Kernel, RunError, RunFailure};
+use crate::kernel::{CallBudget, Kernel, RunFailure};
 use crate::registry::{LoadedBundle, Registry};
 use crate::tools::ToolError;
-use crate::tools::agent::AgentHost;
+use crate::tools::agent::{AgentHost, Inherited};
 use crate::types::{Message, RunResult, TerminationReason};
 
 /// Where a run happens: its events, its journal scope and what stops it.
@@ -166,13 +166,6 @@ impl Runner {
         options: &RunOptions,
         scope: RunScope,
     ) -> Result<RunResult, RunFailure> {
-        if let Some(budget) = &scope.budget {
-            // The scope `{turn}:{key}/…`: one `/` per level of nesting.
-            let depth = scope.journal.scope().matches('/').count() as u32;
-            budget
-                .before_nested_run(depth)
-                .map_err(|stop| RunFailure::Run(RunError::OverBudget(Box::new(stop))))?;
-        }
         let loaded = self.pinned(name, &scope.journal).await?;
         let messages = loaded
             .bundle
@@ -235,16 +228,14 @@ impl AgentHost for Runner {
         input: String,
         parent: &'a EventSink,
         context: RunContext,
-        journal: RunJournal,
-        cancel: CancellationToken,
-        budget: Option<Budget>,
+        inherits: Inherited,
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
             let scope = RunScope {
                 sink: parent.child(context),
-                journal,
-                cancel,
-                budget,
+                journal: inherits.journal,
+                cancel: inherits.cancel,
+                budget: inherits.budget,
             };
             let run = self
                 .run_nested_bundle(bundle, &input, &Map::new(), &RunOptions::default(), scope)

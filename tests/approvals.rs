@@ -121,7 +121,10 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
     assert_eq!(request["tool"], "wire_money");
     assert_eq!(request["arguments"], json!({"amount": 500, "to": "alice"}));
     assert!(request["digest"].as_str().unwrap().starts_with("sha256:"));
-    assert!(file_lines(&bank.effects).is_empty(), "nothing ran before the decision");
+    assert!(
+        file_lines(&bank.effects).is_empty(),
+        "nothing ran before the decision"
+    );
     let parked = common::daemon::metric(
         &http,
         &daemon,
@@ -148,7 +151,10 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
     let (status, again) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
     assert_eq!(status, 409, "{again}");
     let message = again["error"]["message"].as_str().unwrap();
-    assert!(message.contains(&id) && message.contains("not awaiting_approval"), "{message}");
+    assert!(
+        message.contains(&id) && message.contains("not awaiting_approval"),
+        "{message}"
+    );
 
     // The log tells the story in order.
     let kinds: Vec<String> = job_events(&http, &daemon, &id)
@@ -206,13 +212,19 @@ async fn a_denied_call_never_runs_and_the_model_reads_the_reason() {
     assert_eq!(status, 200, "{answer}");
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
-    assert!(file_lines(&bank.effects).is_empty(), "a denied call never runs");
+    assert!(
+        file_lines(&bank.effects).is_empty(),
+        "a denied call never runs"
+    );
     let result = first_result(&http, &daemon, &id).await;
     assert_eq!(result["is_error"], true);
     assert_eq!(result["output"], "denied:alice is not a customer");
     // The model's second request carries the denial as the tool's answer.
     let second = &bank.server.requests()[1];
-    assert!(second.to_string().contains("alice is not a customer"), "{second}");
+    assert!(
+        second.to_string().contains("alice is not a customer"),
+        "{second}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,17 +242,28 @@ async fn an_edit_runs_the_call_with_the_new_arguments_checked_against_the_schema
     let (status, refused) = decide(&http, &daemon, &id, "w1", bad).await;
     assert_eq!(status, 422, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
-    assert!(message.contains("wire_money") && message.contains("amount"), "{message}");
+    assert!(
+        message.contains("wire_money") && message.contains("amount"),
+        "{message}"
+    );
     assert_eq!(refused["error"]["field"], "arguments");
 
     let stale = json!({"decision": "approve", "digest": "sha256:0000"});
     let (status, refused) = decide(&http, &daemon, &id, "w1", stale).await;
-    assert_eq!(status, 409, "a decision for other arguments is stale: {refused}");
+    assert_eq!(
+        status, 409,
+        "a decision for other arguments is stale: {refused}"
+    );
     assert!(refused["error"]["message"].as_str().unwrap().contains("w1"));
 
     let (status, refused) = decide(&http, &daemon, &id, "w9", json!({"decision": "approve"})).await;
     assert_eq!(status, 409, "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("not on call w9"));
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not on call w9")
+    );
 
     let edit = json!({"decision": "edit", "arguments": {"amount": 50, "to": "alice"}, "digest": request["digest"]});
     let (status, answer) = decide(&http, &daemon, &id, "w1", edit).await;
@@ -266,7 +289,10 @@ async fn the_timeout_denies_a_call_nobody_decided() {
     assert!(file_lines(&bank.effects).is_empty());
     let result = first_result(&http, &daemon, &id).await;
     assert!(
-        result["output"].as_str().unwrap().starts_with("denied:no decision came before the approval timeout"),
+        result["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("denied:no decision came before the approval timeout"),
         "{result}"
     );
     let decided = job_events(&http, &daemon, &id)
@@ -307,7 +333,10 @@ async fn kills_while_parked_and_after_a_decision_lose_nothing_and_repeat_nothing
         .json(&json!({"decision": "approve", "digest": request["digest"]}))
         .send()
         .await;
-    assert!(answer.is_err(), "the daemon died before answering: {answer:?}");
+    assert!(
+        answer.is_err(),
+        "the daemon died before answering: {answer:?}"
+    );
     daemon.wait_killed_at("after_approval_recorded");
 
     let daemon = bank.site.start();
@@ -339,7 +368,10 @@ async fn a_nested_agents_call_parks_the_whole_job() {
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(done["result"]["output"], "parent done");
-    assert_eq!(file_lines(&bank.effects), [format!("500 alice {id}:1:0:1:0")]);
+    assert_eq!(
+        file_lines(&bank.effects),
+        [format!("500 alice {id}:1:0:1:0")]
+    );
     assert_eq!(bank.server.requests().len(), 4, "each model call once");
 }
 
@@ -438,7 +470,9 @@ async fn the_refunds_example_waits_for_the_cli_to_approve() {
         let (ok, shown) = cli(&daemon, &["approvals", &id], "");
         assert!(ok, "{shown}");
         assert!(
-            shown.contains("tool `refund` (unsafe) wants to run with {\"order\":1042,\"amount\":250}"),
+            shown.contains(
+                "tool `refund` (unsafe) wants to run with {\"order\":1042,\"amount\":250}"
+            ),
             "{shown}"
         );
         let (ok, said) = cli(&daemon, &["approve", &id], "");
@@ -505,7 +539,10 @@ async fn stream_and_approve(
         if let Some(asked) = frame.get("approval_required") {
             let job = asked["job_id"].as_str().unwrap();
             let call = asked["call"].as_str().unwrap();
-            assert_eq!(asked["decide"], format!("POST /v1/jobs/{job}/approvals/{call}"));
+            assert_eq!(
+                asked["decide"],
+                format!("POST /v1/jobs/{job}/approvals/{call}")
+            );
             let body = json!({"decision": "approve", "digest": asked["digest"]});
             let (status, answer) = decide(http, daemon, job, call, body).await;
             assert_eq!(status, 200, "{answer}");
@@ -539,7 +576,10 @@ async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
         .unwrap_or_else(|| panic!("no approval frame in {frames:#?}"));
     let asked_for = &frames[asked]["approval_required"];
     assert_eq!(asked_for["tool"], "wire_money");
-    assert_eq!(asked_for["arguments"], json!({"amount": 500, "to": "alice"}));
+    assert_eq!(
+        asked_for["arguments"],
+        json!({"amount": 500, "to": "alice"})
+    );
     let complete = frames.iter().position(|f| f["complete"] == true).unwrap();
     assert!(asked < complete, "{frames:#?}");
     assert_eq!(frames[complete]["response"], "wired", "{frames:#?}");

@@ -115,15 +115,24 @@ async fn each_budget_stops_the_run_at_its_step() {
         ("tool_calls", json!(3), 4, 3),
     ];
     for (budget, limit, model_calls, tool_calls) in cases {
-        let (job, events) = run_with(&http, &daemon, "looper", "loop", json!({budget: limit})).await;
+        let (job, events) =
+            run_with(&http, &daemon, "looper", "loop", json!({budget: limit})).await;
         assert_eq!(job["state"], "failed", "{budget}: {job}");
         let error = job["error"].as_str().unwrap();
         assert!(
             error.contains(&format!("budget exceeded: {budget} is limited to")),
             "{budget}: {error}"
         );
-        assert_eq!(count(&events, "ModelResponse"), model_calls, "{budget}: model calls");
-        assert_eq!(count(&events, "ToolResult"), tool_calls, "{budget}: tool calls");
+        assert_eq!(
+            count(&events, "ModelResponse"),
+            model_calls,
+            "{budget}: model calls"
+        );
+        assert_eq!(
+            count(&events, "ToolResult"),
+            tool_calls,
+            "{budget}: tool calls"
+        );
         let stop = stop_of(&events);
         assert_eq!(stop["budget"], budget);
         let end = events.iter().find(|e| e["type"] == "KernelEnd").unwrap();
@@ -136,7 +145,8 @@ async fn each_budget_stops_the_run_at_its_step() {
     )
     .await;
     assert_eq!(stops, 1);
-    let spent = common::daemon::metric_samples(&http, &daemon, "structured_agents_cost_spent_total").await;
+    let spent =
+        common::daemon::metric_samples(&http, &daemon, "structured_agents_cost_spent_total").await;
     assert!(!spent.is_empty(), "cost is counted by bundle and model");
     assert!(setup.server.requests().len() >= 13);
 }
@@ -186,7 +196,10 @@ async fn a_submitter_lowers_a_limit_but_cannot_raise_it() {
     assert_eq!(status, 422, "{refused}");
     assert_eq!(refused["error"]["field"], "limits");
     assert!(
-        refused["error"]["message"].as_str().unwrap().contains("only lower"),
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only lower"),
         "{refused}"
     );
     let (job, events) = run_with(&http, &daemon, "looper", "loop", json!({"model_calls": 1})).await;
@@ -203,7 +216,12 @@ async fn a_daily_budget_refuses_new_jobs_with_429() {
     let http = client();
     let (job, _) = run_with(&http, &daemon, "looper", "loop", json!({})).await;
     assert_eq!(job["tokens_spent"], 220, "{job}");
-    let (status, refused) = post_job(&http, &daemon, json!({"bundle": "looper", "input": "again"})).await;
+    let (status, refused) = post_job(
+        &http,
+        &daemon,
+        json!({"bundle": "looper", "input": "again"}),
+    )
+    .await;
     assert_eq!(status, 429, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
     assert!(
@@ -222,7 +240,8 @@ async fn a_resumed_job_stops_where_an_uninterrupted_one_does() {
         SHORT_LEASE,
         ("SA_FAILPOINTS", "after_tool_result_recorded@2"),
     ]);
-    let (status, job) = post_job(&http, &daemon, json!({"bundle": "looper", "input": "loop"})).await;
+    let (status, job) =
+        post_job(&http, &daemon, json!({"bundle": "looper", "input": "loop"})).await;
     assert_eq!(status, 201);
     let id = job["id"].as_str().unwrap().to_string();
     daemon.wait_killed_at("after_tool_result_recorded");

@@ -277,17 +277,24 @@ fn approval_rules_and_budgets_are_checked_when_the_bundle_loads() {
     ) + "approval: {always: true, when: \"true\"}\nlimits: {model_calls: 3, per_day: {tokens: 10}}\n";
     let errors = load(&text).expect_err("expected errors");
     assert!(
-        errors[0].starts_with("bundle.yaml:16: tools[1].approval: when \"args.amount >\" is not a valid expression"),
+        errors[0].starts_with(
+            "bundle.yaml:16: tools[1].approval: when \"args.amount >\" is not a valid expression"
+        ),
         "{errors:#?}"
     );
     assert!(
         errors[1].starts_with("bundle.yaml:17: approval: give exactly one of"),
         "{errors:#?}"
     );
-    let good = GOOD.replace("    timeout: 2s\n", "    timeout: 2s\n    approval: always\n")
-        + "limits: {model_calls: 3, wall_time: 5m}\n";
+    let good = GOOD.replace(
+        "    timeout: 2s\n",
+        "    timeout: 2s\n    approval: always\n",
+    ) + "limits: {model_calls: 3, wall_time: 5m}\n";
     let bundle = load(&good).unwrap();
     assert_eq!(bundle.raw.limits.budget().model_calls, Some(3));
     let unknown = GOOD.to_string() + "limits: {tokens: 3}\n";
-    assert!(load(&unknown).unwrap_err()[0].contains("limits"), "unknown budget key");
+    assert!(
+        load(&unknown).unwrap_err()[0].contains("limits"),
+        "unknown budget key"
+    );
 }

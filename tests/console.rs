@@ -282,7 +282,10 @@ async fn a_call_awaiting_approval_is_approved_from_the_console() {
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
         "calc",
-        &calc_bundle().replace("    effect: read_only\n", "    effect: read_only\n    approval: always\n"),
+        &calc_bundle().replace(
+            "    effect: read_only\n",
+            "    effect: read_only\n    approval: always\n",
+        ),
     );
     let daemon = site.start();
     let http = common::daemon::client();

@@ -287,7 +287,11 @@ async fn an_approval_is_asked_through_elicitation_or_named_in_the_error() {
                 "{mode}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            let line = String::from_utf8_lossy(&out.stdout).lines().last().unwrap().to_string();
+            let line = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .last()
+                .unwrap()
+                .to_string();
             serde_json::from_str::<Value>(&line).unwrap()
         })
     };
@@ -295,17 +299,32 @@ async fn an_approval_is_asked_through_elicitation_or_named_in_the_error() {
     assert_eq!(approved["error"], false, "{approved}");
     assert_eq!(approved["text"], "done");
     let question = approved["asked"][0].as_str().unwrap();
-    assert!(question.contains("tool `wire` wants to run with {\"amount\":500}"), "{question}");
+    assert!(
+        question.contains("tool `wire` wants to run with {\"amount\":500}"),
+        "{question}"
+    );
     assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wired\n");
 
     let denied = run("deny").await.unwrap();
     assert_eq!(denied["error"], false, "the run goes on: {denied}");
-    assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wired\n", "never ran");
+    assert_eq!(
+        std::fs::read_to_string(&effects).unwrap(),
+        "wired\n",
+        "never ran"
+    );
 
     let unasked = run("none").await.unwrap();
     assert_eq!(unasked["error"], true, "{unasked}");
     let text = unasked["text"].as_str().unwrap();
-    assert!(text.contains("awaits approval") && text.contains("structured-agents approve"), "{text}");
-    let jobs = get(&reqwest::Client::new(), &daemon, "/v1/jobs?state=awaiting_approval").await;
+    assert!(
+        text.contains("awaits approval") && text.contains("structured-agents approve"),
+        "{text}"
+    );
+    let jobs = get(
+        &reqwest::Client::new(),
+        &daemon,
+        "/v1/jobs?state=awaiting_approval",
+    )
+    .await;
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1, "{jobs}");
 }

@@ -36,7 +36,9 @@ pub async fn list(
         })],
         _ => Vec::new(),
     };
-    Ok(Json(json!({"job_id": id, "state": job.state, "approvals": approvals})))
+    Ok(Json(
+        json!({"job_id": id, "state": job.state, "approvals": approvals}),
+    ))
 }
 
 /// A decision on the call `call` of job `id`: approve, deny (with a
@@ -70,12 +72,14 @@ pub(super) async fn take(
     let verdict = decision.verdict.kind();
     let changed = state.queue.decide_approval(id, call, decision, by).await?;
     crate::failpoint::hit("after_approval_recorded");
-    state.bus.publish(crate::events::daemon::DaemonEvent::ApprovalDecided {
-        job: id.to_string(),
-        bundle: changed.job.bundle.clone(),
-        decision: verdict,
-        by: by.to_string(),
-    });
+    state
+        .bus
+        .publish(crate::events::daemon::DaemonEvent::ApprovalDecided {
+            job: id.to_string(),
+            bundle: changed.job.bundle.clone(),
+            decision: verdict,
+            by: by.to_string(),
+        });
     Ok(changed.job)
 }
 

@@ -31,8 +31,12 @@ pub(super) async fn admit(state: &AppState, job: &NewJob) -> Result<(), ApiError
     let since = SystemTime::now() - DAY;
     let (tokens, cost) = state.queue.spend_since(&job.bundle, since).await?;
     let over = match (daily.tokens, daily.cost) {
-        (Some(limit), _) if tokens >= limit => Some(("tokens", limit.to_string(), tokens.to_string())),
-        (_, Some(limit)) if cost >= limit => Some(("cost", limit.to_string(), format!("{cost:.6}"))),
+        (Some(limit), _) if tokens >= limit => {
+            Some(("tokens", limit.to_string(), tokens.to_string()))
+        }
+        (_, Some(limit)) if cost >= limit => {
+            Some(("cost", limit.to_string(), format!("{cost:.6}")))
+        }
         _ => None,
     };
     match over {

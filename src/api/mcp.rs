@@ -128,9 +128,7 @@ impl BundleTools {
             variables,
             ..Default::default()
         };
-        let (job, _) = enqueue(&self.state, new_job)
-            .await
-            .map_err(|e| e.message)?;
+        let (job, _) = enqueue(&self.state, new_job).await.map_err(|e| e.message)?;
         loop {
             let job = wait_finished(&self.state, &job.id)
                 .await

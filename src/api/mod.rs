@@ -9,9 +9,9 @@
 
 mod approvals;
 mod artifacts;
-mod budgets;
 mod auth;
 mod body;
+mod budgets;
 mod bundles;
 mod console;
 mod conversations;

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use super::schema::{ToolKind, ToolSpec};
 use super::{Bundle, BundleError, BundleErrors};
+use crate::approval::ApprovalSpec;
 use crate::plugins::PluginRegistry;
 use crate::tools::agent::AgentTool;
-use crate::approval::ApprovalSpec;
 use crate::tools::engine::ToolPolicy;
 use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
 use crate::tools::mcp::{McpServerSpec, McpSource, McpTool};
@@ -258,7 +258,10 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
         .map_err(|e| e.to_string())
 }
 
-fn policy_of(spec: &ToolSpec, default_approval: Option<&ApprovalSpec>) -> Result<ToolPolicy, String> {
+fn policy_of(
+    spec: &ToolSpec,
+    default_approval: Option<&ApprovalSpec>,
+) -> Result<ToolPolicy, String> {
     let approval = match spec.approval.as_ref().or(default_approval) {
         Some(approval) => approval.compile().map_err(|e| format!("approval: {e}"))?,
         None => Default::default(),

@@ -85,7 +85,11 @@ pub async fn decide(
 }
 
 /// The body of an `approve` (with `--edit`, an edit) or a `deny`.
-pub fn decision(approve: bool, edit: Option<&str>, reason: Option<String>) -> anyhow::Result<Value> {
+pub fn decision(
+    approve: bool,
+    edit: Option<&str>,
+    reason: Option<String>,
+) -> anyhow::Result<Value> {
     Ok(match (approve, edit) {
         (true, None) => json!({"decision": "approve"}),
         (true, Some(arguments)) => {

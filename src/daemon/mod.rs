@@ -6,9 +6,9 @@
 //! its reload pipeline, workers, API, telemetry) and talk through traits and
 //! the daemon event bus, never through closures handed across.
 
+mod approval_timeouts;
 mod lifecycle;
 pub mod notify;
-mod approval_timeouts;
 mod retention;
 mod subscribers;
 
@@ -168,11 +168,8 @@ impl Daemon {
             self.bus.clone(),
             self.shutdown.clone(),
         );
-        let _approval_timeouts = approval_timeouts::spawn(
-            self.queue.clone(),
-            self.bus.clone(),
-            self.shutdown.clone(),
-        );
+        let _approval_timeouts =
+            approval_timeouts::spawn(self.queue.clone(), self.bus.clone(), self.shutdown.clone());
         let control = crate::control::Control::new(addr);
         let _control_file = control
             .publish(&self.config.paths.state_dir)

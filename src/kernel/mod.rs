@@ -12,6 +12,9 @@ pub use history::HistoryStrategy;
 
 use std::collections::BTreeMap;
 mod failure;
+mod gates;
+
+use gates::Gate;
 
 pub use failure::RunFailure;
 
@@ -23,10 +26,9 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::{Budget, BudgetStop};
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken};
 use crate::events::{Event, EventSink, preview};
-use crate::approval::{ApprovalRequest, Verdict};
-use crate::budget::{Budget, BudgetStop};
 use crate::journal::{
     JournalError, Parked, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
 };
@@ -94,15 +96,6 @@ pub struct KernelConfig {
     /// What the job may spend, shared with its other runs; checked before
     /// each model call and each tool call.
     pub budget: Option<Budget>,
-}
-
-/// What the approval gate lets a call do.
-enum Gate {
-    Run,
-    /// Run with the arguments a person gave instead.
-    RunEdited(ToolCall),
-    /// Answer with this tool error (`denied:…`) instead.
-    Deny(String),
 }
 
 /// Why a tool call is answered without running its tool.
@@ -540,18 +533,16 @@ impl Kernel {
                         .recorded_start(turn, position, &call.id)
                         .map_err(journal_err)?
                     {
-                        return Err(RunError::Parked(Box::new(Parked::Attention(
-                            PendingCall {
-                                scope: journal.scope().to_string(),
-                                turn,
-                                position: Some(position),
-                                call_id: call.id.clone(),
-                                tool_name: call.name.clone(),
-                                arguments: start.arguments,
-                                effect: start.effect,
-                                idempotency_key: start.idempotency_key,
-                            },
-                        ))));
+                        return Err(RunError::Parked(Box::new(Parked::Attention(PendingCall {
+                            scope: journal.scope().to_string(),
+                            turn,
+                            position: Some(position),
+                            call_id: call.id.clone(),
+                            tool_name: call.name.clone(),
+                            arguments: start.arguments,
+                            effect: start.effect,
+                            idempotency_key: start.idempotency_key,
+                        }))));
                     }
                     crate::failpoint::hit("before_tool_start");
                     if effect == Effect::Unsafe {
@@ -609,166 +600,6 @@ impl Kernel {
         crate::failpoint::hit("after_tool_result_recorded");
         // Each result when its tool ends, so a tool's span has its true end
         // even while other tools of the turn still run.
-        emit_result(events, turn, &outcome).await;
-        Ok((outcome.result, false))
-    }
-
-    /// Whether the call may run: no approval needed, a decision recorded
-    /// (approve, edit or deny), or none yet — then the request is journaled
-    /// (once) and the run parks until a person decides. A request once
-    /// recorded stands: the run never skips a pending decision.
-    async fn approval_gate(
-        &self,
-        call: &ToolCall,
-        turn: u32,
-        position: usize,
-        events: &EventSink,
-        journal: &RunJournal,
-    ) -> Result<Gate, RunError> {
-        let journal_err = |source| RunError::Journal { turn, source };
-        let recorded = journal
-            .recorded_approval(turn, position)
-            .map_err(journal_err)?;
-        let policy = self.tools.approval(&call.name);
-        let needed = policy.is_some_and(|policy| policy.needs_approval(&call.arguments));
-        if recorded.is_none() && !needed {
-            return Ok(Gate::Run);
-        }
-        if let Some(decision) = journal
-            .recorded_decision(turn, position)
-            .map_err(journal_err)?
-        {
-            return Ok(match decision.verdict {
-                Verdict::Approve => Gate::Run,
-                Verdict::Edit { arguments } => Gate::RunEdited(ToolCall {
-                    arguments,
-                    raw_arguments: None,
-                    ..call.clone()
-                }),
-                Verdict::Deny { reason } => Gate::Deny(format!(
-                    "denied:{}",
-                    reason.unwrap_or_else(|| format!("a person ({}) denied this call", decision.by))
-                )),
-            });
-        }
-        let request = match recorded {
-            Some(request) => request,
-            None => {
-                let request = ApprovalRequest {
-                    scope: journal.scope().to_string(),
-                    turn,
-                    position,
-                    call: call.id.clone(),
-                    tool: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    digest: crate::approval::digest(&call.arguments),
-                    parameters: self
-                        .tools
-                        .parameters(&call.name)
-                        .cloned()
-                        .unwrap_or_default(),
-                    effect: self.tools.effect(&call.name).as_str().to_string(),
-                    idempotency_key: journal.idempotency_key(turn, &position.to_string()),
-                    timeout_ms: policy
-                        .and_then(|p| p.timeout)
-                        .map(|t| t.as_millis() as u64),
-                    requested_at: None,
-                    expires_at: None,
-                };
-                journal
-                    .record_approval(turn, position, &request)
-                    .await
-                    .map_err(journal_err)?;
-                events
-                    .emit(Event::ApprovalRequested {
-                        turn,
-                        tool_name: call.name.clone(),
-                        call_id: call.id.clone(),
-                        arguments: call.arguments.clone(),
-                        digest: request.digest.clone(),
-                    })
-                    .await;
-                request
-            }
-        };
-        Err(RunError::Parked(Box::new(Parked::Approval(request))))
-    }
-
-    /// Whether `check` lets the next step happen: a stop an earlier attempt
-    /// recorded at this step stands (so a resumed job stops where it
-    /// stopped), else the budget is checked now and a stop is journaled
-    /// before the run ends on it.
-    async fn check_budget(
-        &self,
-        turn: u32,
-        step: &str,
-        journal: &RunJournal,
-        events: &EventSink,
-        check: impl Fn(&Budget) -> Result<(), BudgetStop>,
-    ) -> Result<(), RunError> {
-        let Some(budget) = &self.config.budget else {
-            return Ok(());
-        };
-        let journal_err = |source| RunError::Journal { turn, source };
-        let stop = match journal.recorded_step::<BudgetStop>(turn, step).map_err(journal_err)? {
-            Some(stop) => stop,
-            None => {
-                let Err(stop) = check(budget) else {
-                    return Ok(());
-                };
-                journal
-                    .record_value(turn, step, &stop)
-                    .await
-                    .map_err(journal_err)?;
-                events
-                    .emit(Event::BudgetExceeded {
-                        turn,
-                        budget: stop.budget.clone(),
-                        limit: stop.limit.clone(),
-                        spent: stop.spent.clone(),
-                    })
-                    .await;
-                stop
-            }
-        };
-        Err(RunError::OverBudget(Box::new(stop)))
-    }
-
-    /// A call answered with an error instead of running (a person denied
-    /// it): the result is journaled like any other.
-    async fn answer_without_running(
-        &self,
-        call: &ToolCall,
-        turn: u32,
-        position: usize,
-        events: &EventSink,
-        journal: &RunJournal,
-        error: String,
-    ) -> Result<(ToolResult, bool), RunError> {
-        let outcome = ToolOutcome {
-            result: ToolResult::error(call, error),
-            error_code: Some("denied"),
-            attempts: 0,
-            cached: false,
-            duration: Duration::ZERO,
-            parked: None,
-            aborted: None,
-            over_budget: None,
-        };
-        journal
-            .record_result(
-                turn,
-                position,
-                &RecordedResult {
-                    result: outcome.result.clone(),
-                    error_code: outcome.error_code.map(str::to_string),
-                },
-            )
-            .await
-            .map_err(|source| RunError::Journal { turn, source })?;
-        if let Some(budget) = &self.config.budget {
-            budget.add_tool_call();
-        }
         emit_result(events, turn, &outcome).await;
         Ok((outcome.result, false))
     }

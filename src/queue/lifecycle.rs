@@ -454,7 +454,12 @@ pub(crate) async fn decide_approval(
     };
     tx.put_step(id.as_str(), &entry, job.attempts).await?;
     tx.requeue(id.as_str(), now).await?;
-    let event = rules::decided_event(&job, &request, &recorded, tx.last_seq(id.as_str()).await? + 1);
+    let event = rules::decided_event(
+        &job,
+        &request,
+        &recorded,
+        tx.last_seq(id.as_str()).await? + 1,
+    );
     insert_events(tx, id, job.attempts, &[event]).await?;
     tx.changed(Change::Runnable, id);
     let job = tx.job(id.as_str(), false).await?.ok_or_else(not_found)?;
@@ -466,11 +471,7 @@ pub(crate) async fn decide_approval(
 
 /// Denies the calls whose approval timeout has passed (at most `limit`
 /// jobs), as a decision `by` "timeout"; returns the jobs as they are now.
-pub(crate) async fn expire_approvals(
-    tx: &mut impl Tx,
-    limit: usize,
-    store: &str,
-) -> Res<Vec<Job>> {
+pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str) -> Res<Vec<Job>> {
     let now = tx.now().await?;
     let due = tx.approvals_due(now, limit).await?;
     let mut expired = Vec::with_capacity(due.len());

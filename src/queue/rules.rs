@@ -5,8 +5,8 @@
 //! see them.
 
 use super::*;
-use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::approval::{ApprovalRequest, RecordedDecision, Verdict};
+use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::journal::{PendingCall, RecordedResult};
 
 /// What the queue records for an attempt's outcome.
@@ -37,7 +37,10 @@ impl Decision {
             Outcome::AwaitingApproval { request, .. }
                 if self.state == JobState::AwaitingApproval =>
             {
-                (None, Some(serde_json::to_string(request).unwrap_or_default()))
+                (
+                    None,
+                    Some(serde_json::to_string(request).unwrap_or_default()),
+                )
             }
             _ => (None, None),
         }
@@ -78,7 +81,11 @@ pub(crate) fn stamp_request(request: &mut ApprovalRequest, now: i64) {
 
 /// The request a job awaits a decision on, if it is `call`; else why no
 /// decision can be taken.
-pub(crate) fn awaited_request(job: &Job, call: &str, store: &str) -> Result<ApprovalRequest, QueueError> {
+pub(crate) fn awaited_request(
+    job: &Job,
+    call: &str,
+    store: &str,
+) -> Result<ApprovalRequest, QueueError> {
     if job.state != JobState::AwaitingApproval {
         return Err(QueueError::NotAwaitingApproval {
             job: job.id.clone(),
@@ -167,12 +174,14 @@ pub fn decide(
     };
     match outcome {
         Outcome::Succeeded(_) => settle(JobState::Succeeded, JobStatus::Succeeded, None),
-        Outcome::Failed { .. } | Outcome::NeedsAttention { .. } | Outcome::AwaitingApproval { .. }
+        Outcome::Failed { .. }
+        | Outcome::NeedsAttention { .. }
+        | Outcome::AwaitingApproval { .. }
             if cancel_requested =>
         {
             Decision {
-            state: JobState::Cancelled,
-            status: JobStatus::Cancelled,
+                state: JobState::Cancelled,
+                status: JobStatus::Cancelled,
                 error: Some("cancelled by request".into()),
                 retry: false,
             }

@@ -576,7 +576,8 @@ impl Observer for MetricsObserver {
             } if !matches!(
                 kind.as_str(),
                 "needs_attention" | "awaiting_approval" | "budget_exceeded"
-            ) => {
+            ) =>
+            {
                 m.model_errors
                     .with_label_values(&[&self.model(), kind])
                     .inc();

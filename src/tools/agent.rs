@@ -1,6 +1,7 @@
 //! The `agent` backend: another loaded bundle called as a tool. The nested
 //! run's events go to the parent's sink (same job log, same sequence), marked
-//! with the child run id and the parent call id; nesting depth is limited.
+//! with the child run id and the parent call id; nesting depth is limited
+//! (a tool error past `MAX_DEPTH`; past the job's `depth` budget, the job ends).
 //! The bundles are run by the run's [`AgentHost`] (the daemon's runner),
 //! which the call finds in its place: a bundle binds its agent tools
 //! without knowing who will run them.
@@ -18,21 +19,27 @@ use crate::types::ToolSchema;
 /// Nesting deeper than this is refused.
 pub const MAX_DEPTH: u32 = 3;
 
+/// What a nested run inherits from the call that starts it besides its
+/// events: its own journal (scoped under the agent call, so a new attempt
+/// resumes it too), the parent's cancellation and the job's budget.
+pub struct Inherited {
+    pub journal: RunJournal,
+    pub cancel: CancellationToken,
+    pub budget: Option<crate::budget::Budget>,
+}
+
 /// Runs bundles as nested agents (the daemon's runner, which knows them).
 pub trait AgentHost: Send + Sync {
     /// Runs `bundle` with `input` as a child of `parent` (events through
-    /// `parent.child(context)`, with the bundle version filled in), recording
-    /// its steps in `journal` (the child's own, scoped under the agent call)
-    /// so a new attempt resumes it too; returns its answer.
+    /// `parent.child(context)`, with the bundle version filled in), under
+    /// what it `inherits`; returns its answer.
     fn run_nested<'a>(
         &'a self,
         bundle: &'a str,
         input: String,
         parent: &'a EventSink,
         context: RunContext,
-        journal: RunJournal,
-        cancel: CancellationToken,
-        budget: Option<crate::budget::Budget>,
+        inherits: Inherited,
     ) -> BoxFuture<'a, Result<String, ToolError>>;
 }
 
@@ -75,6 +82,13 @@ impl Tool for AgentTool {
         };
         let parent = ctx.events.context();
         let depth = parent.parent.as_ref().map_or(0, |p| p.depth) + 1;
+        // The job's depth budget ends the job; the structural cap below is
+        // the model's to mend (a tool error).
+        if let Some(budget) = ctx.place.budget {
+            budget
+                .before_nested_run(depth)
+                .map_err(|stop| ToolError::OverBudget(Box::new(stop)))?;
+        }
         if depth > MAX_DEPTH {
             return Err(ToolError::Validation(format!(
                 "agent `{}` would nest {depth} levels deep (limit {MAX_DEPTH})",
@@ -100,9 +114,11 @@ impl Tool for AgentTool {
                 input,
                 ctx.events,
                 child,
-                journal,
-                ctx.cancel.clone(),
-                ctx.place.budget.cloned(),
+                Inherited {
+                    journal,
+                    cancel: ctx.cancel.clone(),
+                    budget: ctx.place.budget.cloned(),
+                },
             )
             .await?;
         Ok(ToolOutput::Text(answer))

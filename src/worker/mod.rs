@@ -539,7 +539,11 @@ impl WorkerPool {
             .as_deref()
             .and_then(|at| humantime::parse_rfc3339(at).ok())
             .unwrap_or_else(std::time::SystemTime::now);
-        Some(crate::budget::Budget::new(limits, Arc::new(prices), started))
+        Some(crate::budget::Budget::new(
+            limits,
+            Arc::new(prices),
+            started,
+        ))
     }
 }
 

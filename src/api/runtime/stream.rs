@@ -103,7 +103,9 @@ impl Frames {
             Item::Token(token) if token.run_id == self.job_id => {
                 vec![data(&json!({"content": token.text}))]
             }
-            Item::Event { json, .. } if let Some(frame) = approval_required(&self.job_id, &json) => {
+            Item::Event { json, .. }
+                if let Some(frame) = approval_required(&self.job_id, &json) =>
+            {
                 vec![data(&json!({"approval_required": frame}))]
             }
             Item::Event { json, .. } => match top_level(&json) {

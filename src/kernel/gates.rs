@@ -1,0 +1,187 @@
+//! What must hold before a call happens: a tool call that needs a person's
+//! approval waits for it (journaled, so a decision is acted on once and a
+//! resumed run finds it), and no model or tool call happens past the job's
+//! budget (a stop is journaled at its step, so a replay stops there too).
+
+use std::time::Duration;
+
+use super::{Kernel, RunError, emit_result};
+use crate::approval::{ApprovalRequest, Verdict};
+use crate::budget::{Budget, BudgetStop};
+use crate::events::{Event, EventSink};
+use crate::journal::{Parked, RecordedResult, RunJournal};
+use crate::tools::ToolOutcome;
+use crate::types::{ToolCall, ToolResult};
+
+/// What the approval gate lets a call do.
+pub(super) enum Gate {
+    Run,
+    /// Run with the arguments a person gave instead.
+    RunEdited(ToolCall),
+    /// Answer with this tool error (`denied:…`) instead.
+    Deny(String),
+}
+
+impl Kernel {
+    /// Whether the call may run: no approval needed, a decision recorded
+    /// (approve, edit or deny), or none yet — then the request is journaled
+    /// (once) and the run parks until a person decides. A request once
+    /// recorded stands: the run never skips a pending decision.
+    pub(super) async fn approval_gate(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+        position: usize,
+        events: &EventSink,
+        journal: &RunJournal,
+    ) -> Result<Gate, RunError> {
+        let journal_err = |source| RunError::Journal { turn, source };
+        let recorded = journal
+            .recorded_approval(turn, position)
+            .map_err(journal_err)?;
+        let policy = self.tools.approval(&call.name);
+        let needed = policy.is_some_and(|policy| policy.needs_approval(&call.arguments));
+        if recorded.is_none() && !needed {
+            return Ok(Gate::Run);
+        }
+        if let Some(decision) = journal
+            .recorded_decision(turn, position)
+            .map_err(journal_err)?
+        {
+            return Ok(match decision.verdict {
+                Verdict::Approve => Gate::Run,
+                Verdict::Edit { arguments } => Gate::RunEdited(ToolCall {
+                    arguments,
+                    raw_arguments: None,
+                    ..call.clone()
+                }),
+                Verdict::Deny { reason } => Gate::Deny(format!(
+                    "denied:{}",
+                    reason
+                        .unwrap_or_else(|| format!("a person ({}) denied this call", decision.by))
+                )),
+            });
+        }
+        let request = match recorded {
+            Some(request) => request,
+            None => {
+                let request = ApprovalRequest {
+                    scope: journal.scope().to_string(),
+                    turn,
+                    position,
+                    call: call.id.clone(),
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    digest: crate::approval::digest(&call.arguments),
+                    parameters: self
+                        .tools
+                        .parameters(&call.name)
+                        .cloned()
+                        .unwrap_or_default(),
+                    effect: self.tools.effect(&call.name).as_str().to_string(),
+                    idempotency_key: journal.idempotency_key(turn, &position.to_string()),
+                    timeout_ms: policy.and_then(|p| p.timeout).map(|t| t.as_millis() as u64),
+                    requested_at: None,
+                    expires_at: None,
+                };
+                journal
+                    .record_approval(turn, position, &request)
+                    .await
+                    .map_err(journal_err)?;
+                events
+                    .emit(Event::ApprovalRequested {
+                        turn,
+                        tool_name: call.name.clone(),
+                        call_id: call.id.clone(),
+                        arguments: call.arguments.clone(),
+                        digest: request.digest.clone(),
+                    })
+                    .await;
+                request
+            }
+        };
+        Err(RunError::Parked(Box::new(Parked::Approval(request))))
+    }
+
+    /// Whether `check` lets the next step happen: a stop an earlier attempt
+    /// recorded at this step stands (so a resumed job stops where it
+    /// stopped), else the budget is checked now and a stop is journaled
+    /// before the run ends on it.
+    pub(super) async fn check_budget(
+        &self,
+        turn: u32,
+        step: &str,
+        journal: &RunJournal,
+        events: &EventSink,
+        check: impl Fn(&Budget) -> Result<(), BudgetStop>,
+    ) -> Result<(), RunError> {
+        let Some(budget) = &self.config.budget else {
+            return Ok(());
+        };
+        let journal_err = |source| RunError::Journal { turn, source };
+        let stop = match journal
+            .recorded_step::<BudgetStop>(turn, step)
+            .map_err(journal_err)?
+        {
+            Some(stop) => stop,
+            None => {
+                let Err(stop) = check(budget) else {
+                    return Ok(());
+                };
+                journal
+                    .record_value(turn, step, &stop)
+                    .await
+                    .map_err(journal_err)?;
+                events
+                    .emit(Event::BudgetExceeded {
+                        turn,
+                        budget: stop.budget.clone(),
+                        limit: stop.limit.clone(),
+                        spent: stop.spent.clone(),
+                    })
+                    .await;
+                stop
+            }
+        };
+        Err(RunError::OverBudget(Box::new(stop)))
+    }
+
+    /// A call answered with an error instead of running (a person denied
+    /// it): the result is journaled like any other.
+    pub(super) async fn answer_without_running(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+        position: usize,
+        events: &EventSink,
+        journal: &RunJournal,
+        error: String,
+    ) -> Result<(ToolResult, bool), RunError> {
+        let outcome = ToolOutcome {
+            result: ToolResult::error(call, error),
+            error_code: Some("denied"),
+            attempts: 0,
+            cached: false,
+            duration: Duration::ZERO,
+            parked: None,
+            aborted: None,
+            over_budget: None,
+        };
+        journal
+            .record_result(
+                turn,
+                position,
+                &RecordedResult {
+                    result: outcome.result.clone(),
+                    error_code: outcome.error_code.map(str::to_string),
+                },
+            )
+            .await
+            .map_err(|source| RunError::Journal { turn, source })?;
+        if let Some(budget) = &self.config.budget {
+            budget.add_tool_call();
+        }
+        emit_result(events, turn, &outcome).await;
+        Ok((outcome.result, false))
+    }
+}
