@@ -78,6 +78,14 @@ async fn awaiting(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
     list[0].clone()
 }
 
+/// Submits a job and returns its id.
+async fn submit_id(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input: &str) -> String {
+    submit(http, daemon, bundle, input).await["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 async fn decide(
     http: &reqwest::Client,
     daemon: &Daemon,
@@ -112,10 +120,7 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
     let bank = setup("").await;
     let daemon = bank.site.start();
     let http = client();
-    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "bank", "big transfer").await;
     let request = awaiting(&http, &daemon, &id).await;
     assert_eq!(request["call"], "w1");
     assert_eq!(request["tool"], "wire_money");
@@ -182,10 +187,7 @@ async fn a_call_under_the_rule_needs_no_approval() {
     let bank = setup("").await;
     let daemon = bank.site.start();
     let http = client();
-    let id = submit(&http, &daemon, "bank", "small transfer").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "bank", "small transfer").await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(file_lines(&bank.effects), [format!("5 bob {id}:1:0")]);
@@ -196,10 +198,7 @@ async fn a_denied_call_never_runs_and_the_model_reads_the_reason() {
     let bank = setup("").await;
     let daemon = bank.site.start();
     let http = client();
-    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "bank", "big transfer").await;
     awaiting(&http, &daemon, &id).await;
     let (status, answer) = decide(
         &http,
@@ -232,10 +231,7 @@ async fn an_edit_runs_the_call_with_the_new_arguments_checked_against_the_schema
     let bank = setup("").await;
     let daemon = bank.site.start();
     let http = client();
-    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "bank", "big transfer").await;
     let request = awaiting(&http, &daemon, &id).await;
 
     let bad = json!({"decision": "edit", "arguments": {"amount": "all", "to": "alice"}});
@@ -278,10 +274,7 @@ async fn the_timeout_denies_a_call_nobody_decided() {
     let bank = setup(", timeout: 1s").await;
     let daemon = bank.site.start();
     let http = client();
-    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "bank", "big transfer").await;
     let request = awaiting(&http, &daemon, &id).await;
     assert!(request["expires_at"].is_string(), "{request}");
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
@@ -314,10 +307,7 @@ async fn kills_while_parked_and_after_a_decision_lose_nothing_and_repeat_nothing
     let mut daemon = bank
         .site
         .start_with_env(&[("SA_FAILPOINTS", "after_approval_recorded")]);
-    let id = submit(&http, &daemon, "bank", "big transfer").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "bank", "big transfer").await;
     awaiting(&http, &daemon, &id).await;
     daemon.child.kill().unwrap();
     daemon.child.wait().unwrap();
@@ -357,10 +347,7 @@ async fn a_nested_agents_call_parks_the_whole_job() {
     );
     let daemon = bank.site.start();
     let http = client();
-    let id = submit(&http, &daemon, "parent", "nested task").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "parent", "nested task").await;
     let request = awaiting(&http, &daemon, &id).await;
     assert_eq!(request["scope"], "1:0/", "the innermost call, at its depth");
     let (status, answer) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
@@ -388,10 +375,7 @@ async fn a_workflow_stages_call_parks_the_whole_job() {
     bank.site.put_bundle("payday", &workflow);
     let daemon = bank.site.start();
     let http = client();
-    let id = submit(&http, &daemon, "payday", "monthly").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "payday", "monthly").await;
     awaiting(&http, &daemon, &id).await;
     let (status, answer) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
     assert_eq!(status, 200, "{answer}");
@@ -461,10 +445,7 @@ async fn the_refunds_example_waits_for_the_cli_to_approve() {
     install_refunds(&site);
     let daemon = site.start();
     let http = client();
-    let id = submit(&http, &daemon, "refunds", "Refund order 1042").await["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = submit_id(&http, &daemon, "refunds", "Refund order 1042").await;
     awaiting(&http, &daemon, &id).await;
     let (daemon, id) = tokio::task::spawn_blocking(move || {
         let (ok, shown) = cli(&daemon, &["approvals", &id], "");
