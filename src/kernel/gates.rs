@@ -9,7 +9,7 @@ use super::{Kernel, RunError, emit_result};
 use crate::approval::{ApprovalRequest, Verdict};
 use crate::budget::{Budget, BudgetStop};
 use crate::events::{Event, EventSink};
-use crate::journal::{Parked, RecordedResult, RunJournal};
+use crate::journal::{Parked, RunJournal};
 use crate::tools::ToolOutcome;
 use crate::types::{ToolCall, ToolResult};
 
@@ -167,20 +167,8 @@ impl Kernel {
             aborted: None,
             over_budget: None,
         };
-        journal
-            .record_result(
-                turn,
-                position,
-                &RecordedResult {
-                    result: outcome.result.clone(),
-                    error_code: outcome.error_code.map(str::to_string),
-                },
-            )
-            .await
-            .map_err(|source| RunError::Journal { turn, source })?;
-        if let Some(budget) = &self.config.budget {
-            budget.add_tool_call();
-        }
+        self.record_answer(turn, position, &outcome, journal)
+            .await?;
         emit_result(events, turn, &outcome).await;
         Ok((outcome.result, false))
     }

@@ -583,25 +583,36 @@ impl Kernel {
                 outcome
             }
         };
-        journal
-            .record_result(
-                turn,
-                position,
-                &RecordedResult {
-                    result: outcome.result.clone(),
-                    error_code: outcome.error_code.map(str::to_string),
-                },
-            )
-            .await
-            .map_err(journal_err)?;
-        if let Some(budget) = &self.config.budget {
-            budget.add_tool_call();
-        }
+        self.record_answer(turn, position, &outcome, journal)
+            .await?;
         crate::failpoint::hit("after_tool_result_recorded");
         // Each result when its tool ends, so a tool's span has its true end
         // even while other tools of the turn still run.
         emit_result(events, turn, &outcome).await;
         Ok((outcome.result, false))
+    }
+
+    /// Journals a call's answer (what a replay hands the model) and counts
+    /// the call against the job's budget.
+    async fn record_answer(
+        &self,
+        turn: u32,
+        position: usize,
+        outcome: &ToolOutcome,
+        journal: &RunJournal,
+    ) -> Result<(), RunError> {
+        let recorded = RecordedResult {
+            result: outcome.result.clone(),
+            error_code: outcome.error_code.map(str::to_string),
+        };
+        journal
+            .record_result(turn, position, &recorded)
+            .await
+            .map_err(|source| RunError::Journal { turn, source })?;
+        if let Some(budget) = &self.config.budget {
+            budget.add_tool_call();
+        }
+        Ok(())
     }
 
     /// One turn outside any journal (see [`Kernel::step_journaled`]).

@@ -119,6 +119,23 @@ pub(crate) fn decided_event(
     decision: &RecordedDecision,
     seq: u64,
 ) -> EventEnvelope {
+    let event = Event::ApprovalDecided {
+        turn: request.turn,
+        tool_name: request.tool.clone(),
+        call_id: request.call.clone(),
+        decision: decision.verdict.kind().to_string(),
+        by: decision.by.clone(),
+        reason: match &decision.verdict {
+            Verdict::Deny { reason } => reason.clone(),
+            _ => None,
+        },
+    };
+    job_event(job, seq, event)
+}
+
+/// An event the queue adds to a job's log itself, as event `seq` of the
+/// job's own run.
+fn job_event(job: &Job, seq: u64, event: Event) -> EventEnvelope {
     EventEnvelope {
         run_id: job.id.to_string(),
         bundle: job.bundle.clone(),
@@ -126,17 +143,7 @@ pub(crate) fn decided_event(
         parent: None,
         seq,
         timestamp: crate::events::timestamp_now(),
-        event: Event::ApprovalDecided {
-            turn: request.turn,
-            tool_name: request.tool.clone(),
-            call_id: request.call.clone(),
-            decision: decision.verdict.kind().to_string(),
-            by: decision.by.clone(),
-            reason: match &decision.verdict {
-                Verdict::Deny { reason } => reason.clone(),
-                _ => None,
-            },
-        },
+        event,
     }
 }
 
@@ -256,21 +263,14 @@ pub(crate) fn ended_by_request(job: &Job, seq: u64) -> Option<EventEnvelope> {
         JobState::Failed => JobStatus::Failed,
         _ => return None,
     };
-    Some(EventEnvelope {
-        run_id: job.id.to_string(),
-        bundle: job.bundle.clone(),
-        bundle_version: job.bundle_version.clone().unwrap_or_default(),
-        parent: None,
-        seq,
-        timestamp: crate::events::timestamp_now(),
-        event: Event::JobState {
-            state: status,
-            attempt: job.attempts,
-            error: job.error.clone(),
-            duration_ms: None,
-            spent: None,
-        },
-    })
+    let event = Event::JobState {
+        state: status,
+        attempt: job.attempts,
+        error: job.error.clone(),
+        duration_ms: None,
+        spent: None,
+    };
+    Some(job_event(job, seq, event))
 }
 
 /// A runnable job as a backend's lease queries see it: the best due queued
