@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::RunError;
 use crate::journal::{JournalError, Parked};
-use crate::tools::ToolError;
+use crate::tools::{JobEnd, ToolError};
 
 /// Why a run gave no answer.
 #[derive(Debug, thiserror::Error)]
@@ -61,16 +61,31 @@ impl RunFailure {
     }
 }
 
-/// A nested run's failure, for the call that started it: a run waiting
-/// for a person parks the whole job, content that is gone fails it; the rest is
-/// the call's error.
+/// How a nested run's end that ends the job ends the run that called it.
+impl From<JobEnd> for RunError {
+    fn from(end: JobEnd) -> Self {
+        match end {
+            JobEnd::Parked(parked) => RunError::Parked(parked),
+            JobEnd::OverBudget(stop) => RunError::OverBudget(stop),
+            JobEnd::Aborted(message) => RunError::Aborted(message),
+        }
+    }
+}
+
+/// A nested run's failure, for the call that started it: a run waiting for
+/// a person parks the whole job, a used-up budget ends it, content that is
+/// gone fails it; the rest is the call's error.
 impl From<RunFailure> for ToolError {
     fn from(failure: RunFailure) -> Self {
         match failure {
-            RunFailure::Run(RunError::Parked(parked)) => ToolError::Parked(parked),
-            RunFailure::Run(RunError::OverBudget(stop)) => ToolError::OverBudget(stop),
+            RunFailure::Run(RunError::Parked(parked)) => ToolError::EndsJob(JobEnd::Parked(parked)),
+            RunFailure::Run(RunError::OverBudget(stop)) => {
+                ToolError::EndsJob(JobEnd::OverBudget(stop))
+            }
             RunFailure::PinnedContentGone(message)
-            | RunFailure::Run(RunError::Aborted(message)) => ToolError::Abort(message),
+            | RunFailure::Run(RunError::Aborted(message)) => {
+                ToolError::EndsJob(JobEnd::Aborted(message))
+            }
             failure if failure.is_retryable() => ToolError::Retryable(failure.to_string()),
             failure => ToolError::Failed(failure.to_string()),
         }

@@ -163,9 +163,7 @@ impl Kernel {
             attempts: 0,
             cached: false,
             duration: Duration::ZERO,
-            parked: None,
-            aborted: None,
-            over_budget: None,
+            ends_job: None,
         };
         self.record_answer(turn, position, &outcome, journal)
             .await?;

@@ -482,9 +482,7 @@ impl Kernel {
                 attempts: 0,
                 cached: false,
                 duration: Duration::ZERO,
-                parked: None,
-                aborted: None,
-                over_budget: None,
+                ends_job: None,
             },
             Some(NotRun::BadArgs(detail)) => {
                 events
@@ -499,9 +497,7 @@ impl Kernel {
                     attempts: 0,
                     cached: false,
                     duration: Duration::ZERO,
-                    parked: None,
-                    aborted: None,
-                    over_budget: None,
+                    ends_job: None,
                 }
             }
             None => {
@@ -566,14 +562,8 @@ impl Kernel {
                     budget: self.config.budget.as_ref(),
                 };
                 let outcome = self.tools.execute_at(call, place, cancel, events).await;
-                if let Some(parked) = outcome.parked {
-                    return Err(RunError::Parked(parked));
-                }
-                if let Some(message) = outcome.aborted {
-                    return Err(RunError::Aborted(message));
-                }
-                if let Some(stop) = outcome.over_budget {
-                    return Err(RunError::OverBudget(stop));
+                if let Some(end) = outcome.ends_job {
+                    return Err(end.into());
                 }
                 if cancel.is_cancelled() {
                     // Cut short by cancellation: not a result to replay.

@@ -87,7 +87,7 @@ impl Tool for AgentTool {
         if let Some(budget) = ctx.place.budget {
             budget
                 .before_nested_run(depth)
-                .map_err(|stop| ToolError::OverBudget(Box::new(stop)))?;
+                .map_err(|stop| ToolError::EndsJob(super::JobEnd::OverBudget(Box::new(stop))))?;
         }
         if depth > MAX_DEPTH {
             return Err(ToolError::Validation(format!(

@@ -19,13 +19,13 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::JobEnd;
 use super::cache::ResultCache;
 use super::coerce::parse_and_coerce;
 use super::guardrails::{GuardrailError, Guardrails};
 use super::policy::{CacheSpec, GuardrailSpec};
 use super::{CallPlace, Effect, Tool, ToolContext, ToolError, panic_message};
 use crate::events::{Event, EventSink, preview};
-use crate::journal::Parked;
 use crate::types::{ToolCall, ToolResult, ToolSchema};
 
 /// Per-tool handling, compiled from the bundle.
@@ -94,12 +94,9 @@ pub struct ToolOutcome {
     pub attempts: u32,
     pub cached: bool,
     pub duration: Duration,
-    /// A nested run waits for a person: the job parks.
-    pub parked: Option<Box<Parked>>,
-    /// A nested run cannot go on: the job fails with this error.
-    pub aborted: Option<String>,
-    /// A nested run used up one of the job's budgets: the job ends.
-    pub over_budget: Option<Box<crate::budget::BudgetStop>>,
+    /// A nested run ended the whole job (it parked, cannot go on, or used
+    /// up a budget).
+    pub ends_job: Option<JobEnd>,
 }
 
 /// The tool map of one bundle, built once.
@@ -148,9 +145,7 @@ impl Trace<'_> {
             attempts,
             cached,
             duration: self.started.elapsed(),
-            parked: None,
-            aborted: None,
-            over_budget: None,
+            ends_job: None,
         }
     }
 }
@@ -385,52 +380,17 @@ impl ToolEngine {
                         false,
                     );
                 }
-                Ok(Ok(Err(ToolError::Parked(parked)))) => {
-                    trace
-                        .emit(
-                            "tool.invoke.parked",
-                            json!({"attempt": attempts, "pending_call": parked.call_id()}),
-                        )
-                        .await;
+                Ok(Ok(Err(ToolError::EndsJob(end)))) => {
+                    let (stage, mut detail) = end.trace();
+                    detail["attempt"] = json!(attempts);
+                    trace.emit(stage, detail).await;
                     let mut outcome = trace.done(
-                        format!("tool_error:{parked}"),
+                        format!("tool_error:{end}"),
                         Some("tool_error"),
                         attempts,
                         false,
                     );
-                    outcome.parked = Some(parked);
-                    return outcome;
-                }
-                Ok(Ok(Err(ToolError::OverBudget(stop)))) => {
-                    trace
-                        .emit(
-                            "tool.invoke.over_budget",
-                            json!({"attempt": attempts, "budget": stop.budget}),
-                        )
-                        .await;
-                    let mut outcome = trace.done(
-                        format!("tool_error:{stop}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    );
-                    outcome.over_budget = Some(stop);
-                    return outcome;
-                }
-                Ok(Ok(Err(ToolError::Abort(message)))) => {
-                    trace
-                        .emit(
-                            "tool.invoke.abort",
-                            json!({"attempt": attempts, "message": message}),
-                        )
-                        .await;
-                    let mut outcome = trace.done(
-                        format!("tool_error:{message}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    );
-                    outcome.aborted = Some(message);
+                    outcome.ends_job = Some(end);
                     return outcome;
                 }
                 Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= policy.retries => {

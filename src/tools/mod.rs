@@ -119,17 +119,45 @@ pub enum ToolError {
     /// Anything else.
     #[error("{0}")]
     Failed(String),
-    /// A nested run waits for a person (an unsafe call of unknown outcome,
-    /// or a call awaiting approval): the whole job parks.
+    /// A nested run ended in a way no answer of this call mends: the whole
+    /// job ends with it.
+    #[error("{0}")]
+    EndsJob(JobEnd),
+}
+
+/// How a nested run can end the whole job, however deep it is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobEnd {
+    /// It waits for a person (an unsafe call of unknown outcome, or a call
+    /// awaiting approval): the job parks.
     #[error("{0}")]
     Parked(Box<Parked>),
-    /// A nested run used up one of the job's budgets: the whole job ends.
+    /// It used up one of the job's budgets: the job ends `budget_exceeded`.
     #[error("{0}")]
     OverBudget(Box<crate::budget::BudgetStop>),
-    /// A nested run cannot go on in a way no answer of this call mends (the
-    /// bundle content it is pinned to is gone): the whole job fails.
+    /// It cannot go on (the bundle content it is pinned to is gone): the job
+    /// fails.
     #[error("{0}")]
-    Abort(String),
+    Aborted(String),
+}
+
+impl JobEnd {
+    /// The tool engine's trace stage for it, and what the trace says.
+    pub fn trace(&self) -> (&'static str, serde_json::Value) {
+        match self {
+            JobEnd::Parked(parked) => (
+                "tool.invoke.parked",
+                serde_json::json!({"pending_call": parked.call_id()}),
+            ),
+            JobEnd::OverBudget(stop) => (
+                "tool.invoke.over_budget",
+                serde_json::json!({"budget": stop.budget}),
+            ),
+            JobEnd::Aborted(message) => {
+                ("tool.invoke.abort", serde_json::json!({"message": message}))
+            }
+        }
+    }
 }
 
 /// Where a call stands in its run: the daemon's own key for it (the turn
