@@ -493,7 +493,12 @@ async fn chat_asks_inline_and_approves() {
         "{text}"
     );
     assert!(text.contains(" ↪ approved"), "{text}");
-    assert!(text.contains("runtime → Order 1042 is handled"), "{text}");
+    assert!(text.contains("Order 1042 is handled"), "{text}");
+    assert_eq!(
+        text.matches("ƒ(x) calling refund").count(),
+        1,
+        "the call is shown once, not again when the job resumes: {text}"
+    );
     let http = client();
     let jobs = get(&http, &daemon, "/v1/jobs?bundle=refunds").await;
     assert_eq!(jobs["jobs"][0]["state"], "succeeded", "{jobs}");

@@ -467,14 +467,22 @@ impl Kernel {
             }
             return Ok((recorded.result, true));
         }
-        events
-            .emit(Event::ToolCall {
-                turn,
-                tool_name: call.name.clone(),
-                call_id: call.id.clone(),
-                arguments: call.arguments.clone(),
-            })
-            .await;
+        // A call that waited for approval was announced when it asked; its
+        // log shows it once.
+        let announced = journal
+            .recorded_approval(turn, position)
+            .map_err(journal_err)?
+            .is_some();
+        if !announced {
+            events
+                .emit(Event::ToolCall {
+                    turn,
+                    tool_name: call.name.clone(),
+                    call_id: call.id.clone(),
+                    arguments: call.arguments.clone(),
+                })
+                .await;
+        }
         let outcome = match not_run {
             Some(NotRun::Refused(reason)) => ToolOutcome {
                 result: ToolResult::error(call, format!("refused:{reason}")),
