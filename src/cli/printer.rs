@@ -120,12 +120,39 @@ pub fn human(event: &Event) -> Option<String> {
             let mut line = format!(
                 "■ end · {termination_reason} after {turn_count} turns in {total_duration_ms} ms"
             );
-            if let Some(e) = error {
+            // A run parked for a decision said why on its ⏸ line.
+            if let Some(e) = error
+                && *termination_reason != crate::types::TerminationReason::AwaitingApproval
+            {
                 line.push_str(&format!("\n  error: {e}"));
             }
             line
         }
         Event::ParseError { detail, .. } => format!("  ⚠ unparseable tool call: {detail}"),
+        Event::ApprovalRequested {
+            tool_name,
+            call_id,
+            arguments,
+            ..
+        } => format!(
+            "  ⏸ {tool_name} (call {call_id}) waits for approval with {arguments}: `structured-agents approve JOB` or `deny JOB --reason R` (still following)"
+        ),
+        Event::ApprovalDecided {
+            tool_name,
+            decision,
+            by,
+            reason,
+            ..
+        } => format!(
+            "  ▶ {tool_name}: {decision} by {by}{}",
+            reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+        ),
+        Event::BudgetExceeded {
+            budget,
+            limit,
+            spent,
+            ..
+        } => format!("  ■ budget {budget} used up: limit {limit}, spent {spent}"),
         Event::WorkflowStart {
             workflow,
             stage,
@@ -158,8 +185,10 @@ pub fn human(event: &Event) -> Option<String> {
             error,
             ..
         } => match error {
-            Some(e) => format!("job {state} (attempt {attempt}): {e}"),
-            None => format!("job {state} (attempt {attempt})"),
+            Some(e) if *state != crate::events::JobStatus::AwaitingApproval => {
+                format!("job {state} (attempt {attempt}): {e}")
+            }
+            _ => format!("job {state} (attempt {attempt})"),
         },
         _ => return None,
     })
