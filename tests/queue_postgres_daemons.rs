@@ -9,7 +9,9 @@
 //! shows in the logs, `/readyz` and the metrics.
 //!
 //! The restart test (`postgres_restart_…`) stops the whole PostgreSQL
-//! cluster for a moment, so `scripts/test` runs it alone, after the rest.
+//! cluster for a moment (the throwaway one of `scripts/with-postgres` with its
+//! `SA_TEST_POSTGRES_CTL` script, else the local one with `pg_ctlcluster`), so
+//! `scripts/test` runs it alone, after the rest.
 //!
 //! Needs PostgreSQL like `queue_conformance` (`SA_TEST_POSTGRES_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`); fails, never skips, without it.
@@ -650,15 +652,22 @@ async fn postgres_an_sse_client_on_one_daemon_follows_a_job_another_runs() {
     assert!(t.server.requests().len() >= TURNS);
 }
 
-/// The local PostgreSQL cluster, driven with `pg_ctlcluster` (the version is
-/// the one directory of /etc/postgresql); started again on drop, so a test
-/// that fails mid-outage never leaves the server down.
-struct Cluster {
-    version: String,
+/// The tests' PostgreSQL server, stopped and started: the throwaway cluster
+/// of `scripts/with-postgres` through its control script
+/// (`SA_TEST_POSTGRES_CTL stop|start`) when it set one, otherwise the
+/// distribution's local cluster through `pg_ctlcluster` (the version is the
+/// one directory of /etc/postgresql). Started again on drop, so a test that
+/// fails mid-outage never leaves the server down.
+enum Cluster {
+    Script(String),
+    Debian { version: String },
 }
 
 impl Cluster {
     fn local() -> Self {
+        if let Ok(script) = std::env::var("SA_TEST_POSTGRES_CTL") {
+            return Self::Script(script);
+        }
         let mut versions: Vec<String> = std::fs::read_dir("/etc/postgresql")
             .unwrap_or_else(|e| panic!("cannot list /etc/postgresql ({e}): this test restarts the local cluster with pg_ctlcluster; {START_POSTGRES}"))
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
@@ -668,18 +677,32 @@ impl Cluster {
         let version = versions
             .pop()
             .unwrap_or_else(|| panic!("no cluster `main` under /etc/postgresql; {START_POSTGRES}"));
-        Self { version }
+        Self::Debian { version }
+    }
+
+    fn command(&self, action: &str) -> std::process::Command {
+        match self {
+            Self::Script(script) => {
+                let mut command = std::process::Command::new(script);
+                command.arg(action);
+                command
+            }
+            Self::Debian { version } => {
+                let mut command = std::process::Command::new("pg_ctlcluster");
+                command.args(["--skip-systemctl-redirect", version, "main", action]);
+                command
+            }
+        }
     }
 
     fn ctl(&self, action: &str) {
-        let output = std::process::Command::new("pg_ctlcluster")
-            .args(["--skip-systemctl-redirect", &self.version, "main", action])
+        let output = self
+            .command(action)
             .output()
-            .unwrap_or_else(|e| panic!("cannot run pg_ctlcluster: {e}"));
+            .unwrap_or_else(|e| panic!("cannot stop/start PostgreSQL ({self:?}): {e}"));
         assert!(
             output.status.success(),
-            "pg_ctlcluster {} main {action}: {}{}",
-            self.version,
+            "{self:?} {action}: {}{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
@@ -687,9 +710,7 @@ impl Cluster {
 
     /// Starts the cluster (if down) and waits until it accepts connections.
     async fn start(&self) {
-        let _ = std::process::Command::new("pg_ctlcluster")
-            .args(["--skip-systemctl-redirect", &self.version, "main", "start"])
-            .output();
+        let _ = self.command("start").output();
         eventually(
             Duration::from_secs(60),
             "PostgreSQL accepts connections again",
@@ -704,11 +725,18 @@ impl Cluster {
     }
 }
 
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Script(script) => write!(f, "{script}"),
+            Self::Debian { version } => write!(f, "pg_ctlcluster {version} main"),
+        }
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("pg_ctlcluster")
-            .args(["--skip-systemctl-redirect", &self.version, "main", "start"])
-            .output();
+        let _ = self.command("start").output();
     }
 }
 

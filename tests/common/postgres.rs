@@ -3,7 +3,7 @@
 //! the server is missing — the tests fail saying so; they never skip.
 
 /// How to get a server for the PostgreSQL tests.
-pub const START_POSTGRES: &str = "start it with `pg_ctlcluster --skip-systemctl-redirect 15 main start` (trust auth, database `test`), or point SA_TEST_POSTGRES_URL at a server";
+pub const START_POSTGRES: &str = "run the tests through `scripts/test` or `scripts/with-postgres cargo nextest run …` (they start a throwaway cluster when none answers), start the local one with `pg_ctlcluster --skip-systemctl-redirect 15 main start` (trust auth, database `test`), or point SA_TEST_POSTGRES_URL at a server";
 
 pub fn postgres_url() -> String {
     std::env::var("SA_TEST_POSTGRES_URL")
