@@ -1,6 +1,7 @@
 //! The command line: one `structured-agents` binary with subcommands. Each
 //! subcommand lives in its own file; this one only declares the flags.
 
+mod answers;
 mod approvals;
 mod bench;
 mod chat;

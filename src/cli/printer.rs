@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
+use super::answers::{Answers, answer_lines};
 use crate::events::{Event, EventEnvelope, Observer, ObserverError, TokenDelta};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,9 +19,10 @@ pub enum Format {
 /// Writes each event to stdout.
 pub struct Printer {
     format: Format,
-    /// Whether streamed tokens are shown (chat).
+    /// Whether streamed tokens are shown (`submit --follow`, `watch`).
     stream_tokens: bool,
-    streamed: Mutex<bool>,
+    /// Where the streamed answer goes among the events.
+    answers: Mutex<Answers>,
 }
 
 impl Printer {
@@ -28,7 +30,7 @@ impl Printer {
         Self {
             format,
             stream_tokens: false,
-            streamed: Mutex::new(false),
+            answers: Mutex::default(),
         }
     }
 
@@ -45,10 +47,43 @@ impl Printer {
                 None => return,
             },
         };
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{text}");
-        let _ = out.flush();
+        write_out(&format!("{text}\n"));
     }
+
+    /// An event among streamed tokens: the answer line it ends, the event
+    /// (without the answer when the tokens showed it), the tokens it lets out.
+    fn print_among_tokens(&self, envelope: &EventEnvelope) {
+        let Ok(mut answers) = self.answers.lock() else {
+            return self.print(envelope);
+        };
+        let around = answers.before_event(envelope);
+        let mut text = around.before;
+        let line = match &envelope.event {
+            Event::ModelResponse { .. } if around.answer_shown => {
+                let mut event = envelope.event.clone();
+                if let Event::ModelResponse { content, .. } = &mut event {
+                    *content = None;
+                }
+                human(&event)
+            }
+            event => human(event),
+        };
+        if let Some(line) = line {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text.push_str(&answers.after_event(envelope));
+        write_out(&text);
+    }
+}
+
+fn write_out(text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{text}");
+    let _ = out.flush();
 }
 
 /// The readable line(s) for an event; `None` for events not worth a line.
@@ -78,17 +113,15 @@ pub fn human(event: &Event) -> Option<String> {
             content,
             ..
         } => {
-            let mut line = format!(
+            // The answer first: streamed, it is on screen before the figures.
+            let figures = format!(
                 "  model answered in {duration_ms} ms · {tool_calls_count} tool calls · {} tokens",
                 usage.total_tokens
             );
-            if let Some(text) = content.as_deref().filter(|t| !t.trim().is_empty()) {
-                line.push_str(&format!(
-                    "\n  💬 {}",
-                    crate::events::preview(text.trim(), 300)
-                ));
+            match content.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+                Some(text) => format!("{}\n{figures}", answer_lines(text)),
+                None => figures,
             }
-            line
         }
         Event::ToolCall {
             tool_name,
@@ -197,15 +230,11 @@ pub fn human(event: &Event) -> Option<String> {
 #[async_trait]
 impl Observer for Printer {
     async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
-        if self.stream_tokens
-            && matches!(event.event, Event::ModelResponse { .. })
-            && let Ok(mut streamed) = self.streamed.lock()
-            && *streamed
-        {
-            println!();
-            *streamed = false;
+        if self.stream_tokens && self.format == Format::Human {
+            self.print_among_tokens(event);
+        } else {
+            self.print(event);
         }
-        self.print(event);
         Ok(())
     }
 
@@ -214,11 +243,8 @@ impl Observer for Printer {
     }
 
     fn on_token(&self, delta: TokenDelta<'_>) {
-        let mut out = std::io::stdout().lock();
-        let _ = write!(out, "{}", delta.text);
-        let _ = out.flush();
-        if let Ok(mut streamed) = self.streamed.lock() {
-            *streamed = true;
+        if let Ok(mut answers) = self.answers.lock() {
+            write_out(&answers.token(delta.run_id, delta.turn, delta.text));
         }
     }
 

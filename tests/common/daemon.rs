@@ -95,48 +95,68 @@ max_concurrent = 64
     }
 
     pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
-        let stderr_log = self.path().join(format!(
-            "daemon-{}.log",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos()
-        ));
         let mut command = Command::new(env!("CARGO_BIN_EXE_structured-agents"));
         command
             .args(["serve", "--config"])
-            .arg(self.path().join("config.toml"))
-            .env("SA_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_log).unwrap());
+            .arg(self.path().join("config.toml"));
         for (k, v) in env {
             command.env(k, v);
         }
-        let mut child = command.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line.strip_prefix("listening on ") {
-                    let _ = tx.send(addr.to_string());
-                }
+        launch(command, self.path())
+    }
+}
+
+/// `structured-agents serve` as the README's quick start runs it: from the
+/// repository, on the embedded defaults (config/bundles, each bundle's
+/// scripted endpoint), except a random port and the state in `state_dir`.
+pub fn serve_embedded_defaults(state_dir: &Path) -> Daemon {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_structured-agents"));
+    command
+        .arg("serve")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("STRUCTURED_AGENTS_CONFIG")
+        .env("STRUCTURED_AGENTS_SERVER__LISTEN", "127.0.0.1:0")
+        .env("STRUCTURED_AGENTS_PATHS__STATE_DIR", state_dir);
+    launch(command, state_dir)
+}
+
+/// Spawns `command` (a `serve`), its log in `root`, and waits for its address.
+fn launch(mut command: Command, root: &Path) -> Daemon {
+    let stderr_log = root.join(format!(
+        "daemon-{}.log",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    command
+        .env("SA_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_log).unwrap());
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(addr) = line.strip_prefix("listening on ") {
+                let _ = tx.send(addr.to_string());
             }
-        });
-        let base = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "daemon did not start; log:\n{}",
-                    std::fs::read_to_string(&stderr_log).unwrap_or_default()
-                )
-            });
-        Daemon {
-            child,
-            base,
-            root: self.path().to_path_buf(),
-            stderr_log,
         }
+    });
+    let base = rx
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| {
+            panic!(
+                "daemon did not start; log:\n{}",
+                std::fs::read_to_string(&stderr_log).unwrap_or_default()
+            )
+        });
+    Daemon {
+        child,
+        base,
+        root: root.to_path_buf(),
+        stderr_log,
     }
 }
 
