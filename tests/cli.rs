@@ -308,3 +308,57 @@ fn validate_config_checks_the_plugins_directory_too() {
         "{stderr}"
     );
 }
+
+#[test]
+fn init_scaffolds_a_bundle_that_validate_accepts_and_run_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("word-counter");
+    let bundle_arg = bundle.to_str().unwrap();
+    let out = bin().args(["init", bundle_arg]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = std::fs::read_to_string(bundle.join("bundle.yaml")).unwrap();
+    assert!(yaml.contains("\nname: word-counter "), "{yaml}");
+    for key in ["guardrails:", "turn_models:", "termination:", "observers:"] {
+        assert!(yaml.contains(key), "bundle.yaml shows {key} commented: {yaml}");
+    }
+
+    let out = bin().args(["validate", bundle_arg]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "validate: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Run from elsewhere than the repository, as a newcomer would.
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["run", "word-counter", "--input", "How many words are in: the quick brown fox?"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "run: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("✓ count_words"), "the tool ran: {stdout}");
+    assert!(stdout.contains("{\"words\": 4}"), "{stdout}");
+    assert!(
+        stdout.trim_end().ends_with("The text has 4 words."),
+        "{stdout}"
+    );
+
+    // A second init into the same directory refuses to overwrite it.
+    let out = bin().args(["init", bundle_arg]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not empty"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -344,12 +344,7 @@ pub fn load_str(
     let raw = parse(text, file, &index)?;
     let mut errors = Vec::new();
 
-    if raw.name.is_empty()
-        || !raw
-            .name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+    if !is_valid_name(&raw.name) {
         errors.push(err(
             "name",
             format!(
@@ -604,3 +599,11 @@ fn digest(text: &str) -> String {
     use sha2::{Digest, Sha256};
     crate::hex::short_hex(&Sha256::digest(text.as_bytes()))
 }
+/// Whether `name` may name a bundle: letters, digits, `-` and `_`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+

@@ -5,6 +5,7 @@ mod answers;
 mod approvals;
 mod bench;
 mod chat;
+mod init;
 mod inspect;
 mod migrate;
 pub mod printer;
@@ -154,6 +155,8 @@ pub enum Command {
     },
     /// Check bundles (directories with bundle.yaml, or directories of them); exit non-zero on errors.
     Validate(validate::ValidateArgs),
+    /// Create a new bundle to start from: bundle.yaml with every key, a tool, a scripted endpoint.
+    Init(init::InitArgs),
     /// Print the keys a bundle's requests carry (tool_choice, grammar on each
     /// server family's wire, stop sequences), or why a server cannot take them.
     Grammar {
@@ -333,6 +336,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Bundles { json } => remote::bundles(server, json).await,
         Command::Reload { config } => remote::reload(server, config.as_deref()).await,
         Command::Validate(args) => validate::validate(args).await,
+        Command::Init(args) => init::init(args),
         Command::Schema {
             what: SchemaKind::Bundle,
         } => {
