@@ -1,6 +1,7 @@
 //! The README's first five minutes, as a newcomer types them: the daemon on
 //! embedded defaults (the shipped bundles, answered by their scripted
-//! endpoints), then the client commands of the quick start. Each command's
+//! endpoints), then the client commands of the quick start (submit and
+//! follow, watch, query, group). Each command's
 //! output is compared with the transcript under tests/data/quick_start/,
 //! after masking what changes from run to run (job ids, durations): the
 //! order of the lines is the point — a turn's answer after its header,
@@ -41,8 +42,10 @@ fn client(daemon: &Daemon, args: &[&str]) -> String {
 fn masked(text: &str) -> String {
     let uuid = Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").unwrap();
     let duration = Regex::new(r"\b\d+ ms\b").unwrap();
+    let seconds = Regex::new(r"\b\d+(\.\d+)?s\)").unwrap();
     let text = uuid.replace_all(text, "<id>");
     let text = duration.replace_all(&text, "<n> ms");
+    let text = seconds.replace_all(&text, "<t>s)");
     let mut out: Vec<String> = Vec::new();
     let mut results: Vec<String> = Vec::new();
     for line in text.split_inclusive('\n') {
@@ -103,4 +106,24 @@ fn the_quick_start_reads_as_the_transcripts_say() {
     let watch = client(&daemon, &["watch", job_id]);
     let (_, followed) = follow.split_once('\n').unwrap();
     assert_eq!(masked(&watch), masked(followed), "watch replays what --follow printed");
+
+    let query = client(&daemon, &["query", "What is 2+3 and 4*5?"]);
+    assert_transcript("query.txt", &masked(&query));
+
+    // The group chat worth showing: the planner drafts, the critic finds
+    // gaps, the planner revises, the critic's stop phrase ends the chat.
+    let group = client(
+        &daemon,
+        &[
+            "group",
+            "Plan a picnic",
+            "--agents",
+            "planner,critic",
+            "--max-iterations",
+            "3",
+            "--stop-phrase",
+            "ready to go",
+        ],
+    );
+    assert_transcript("group.txt", &masked(&group));
 }
