@@ -1,13 +1,14 @@
 //! `/v1/chat/completions` and `/v1/models` through the official Python
-//! `openai` SDK (from `.venv`, see `scripts/python-env`): a bundle answers
-//! as a model, non-streaming and streaming, every request is a job, and a
-//! missing model is a 404 in OpenAI's error shape.
+//! `openai` SDK, the pinned major (`.venv`) and the current one
+//! (`.venv-current`; see `scripts/python-env`): a bundle answers as a model,
+//! non-streaming and streaming, every request is a job, and a missing model
+//! is a 404 in OpenAI's error shape.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
 mod common;
 
-use common::{mock_server, python};
+use common::{mock_server, python, python_current};
 
 use std::time::Duration;
 
@@ -23,6 +24,15 @@ replies:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openai_sdk_talks_to_bundles_streaming_and_not() {
+    the_sdk_talks_to_bundles_streaming_and_not(python()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_current_openai_sdk_talks_to_bundles_streaming_and_not() {
+    the_sdk_talks_to_bundles_streaming_and_not(python_current()).await;
+}
+
+async fn the_sdk_talks_to_bundles_streaming_and_not(python: std::path::PathBuf) {
     let mock = mock_server(SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
@@ -33,7 +43,7 @@ async fn the_openai_sdk_talks_to_bundles_streaming_and_not() {
     let out = tokio::task::spawn_blocking({
         let base = daemon.url("/v1");
         move || {
-            std::process::Command::new(python())
+            std::process::Command::new(python)
                 .arg(concat!(
                     env!("CARGO_MANIFEST_DIR"),
                     "/tests/data/openai/client.py"

@@ -296,10 +296,24 @@ async fn at_the_door(State(door): State<Door>, request: Request, next: Next) -> 
             return refused;
         }
         next.run(request).await
+    } else if request.method() == Method::DELETE {
+        session_ended(next.run(request).await)
     } else {
         next.run(request).await
     };
     shaped(response).await
+}
+
+/// A client ending its session (`DELETE /mcp` with `Mcp-Session-Id`) gets
+/// 200 OK once the session is closed. rmcp answers 202 Accepted, which the
+/// Python SDK reports as `Session termination failed: 202`: the
+/// specification's answers are a success (the SDK accepts 200 and 204) or
+/// 405 for a server that does not let clients end sessions.
+fn session_ended(mut response: Response) -> Response {
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
 }
 
 /// rmcp answers some refusals in plain text (`Not Acceptable: …`); those

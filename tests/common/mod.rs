@@ -180,13 +180,30 @@ pub fn repo(path: &str) -> std::path::PathBuf {
 /// The Python with the peers the tests use (`mcp`, `openai`, `xgrammar`):
 /// `$SA_PYTHON`, else `.venv` from `scripts/python-env`; fails loudly when missing.
 pub fn python() -> std::path::PathBuf {
-    if let Ok(p) = std::env::var("SA_PYTHON") {
+    venv_python("SA_PYTHON", ".venv", "ci/requirements.txt")
+}
+
+/// The Python with the current majors of the client SDKs (`mcp`, `openai`;
+/// ci/requirements-current.txt): `$SA_PYTHON_CURRENT`, else `.venv-current`
+/// from `scripts/python-env`; fails loudly when missing.
+pub fn python_current() -> std::path::PathBuf {
+    venv_python(
+        "SA_PYTHON_CURRENT",
+        ".venv-current",
+        "ci/requirements-current.txt",
+    )
+}
+
+fn venv_python(variable: &str, venv: &str, requirements: &str) -> std::path::PathBuf {
+    if let Ok(p) = std::env::var(variable) {
         return p.into();
     }
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python3");
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(venv)
+        .join("bin/python3");
     assert!(
         p.exists(),
-        "the Python peers are missing: run ./scripts/python-env (it installs mcp, openai and xgrammar into .venv)"
+        "the Python peers are missing: run ./scripts/python-env (it installs {requirements} into {venv}), or set {variable}"
     );
     p
 }
