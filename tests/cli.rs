@@ -362,3 +362,35 @@ fn init_scaffolds_a_bundle_that_validate_accepts_and_run_answers() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The systemd unit sets STRUCTURED_AGENTS_CONFIG, and a token may come
+/// from STRUCTURED_AGENTS_TOKEN: the command line's own variables share the
+/// settings' prefix but are not settings.
+#[test]
+fn the_command_lines_own_variables_are_not_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["bundles", "models"] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+    }
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["validate", "--config"])
+        .arg(&config)
+        .env("STRUCTURED_AGENTS_CONFIG", &config)
+        .env("STRUCTURED_AGENTS_TOKEN", "s3cret")
+        .env("STRUCTURED_AGENTS_SERVER", "http://127.0.0.1:9")
+        .env("STRUCTURED_AGENTS_LOG_FORMAT", "json")
+        .env("STRUCTURED_AGENTS_QUEUE__WORKERS", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("unknown key"), "{stderr}");
+    // A real setting from the environment still applies (and is checked).
+    assert!(stderr.contains("queue.workers"), "{stderr}");
+    assert!(!out.status.success());
+}

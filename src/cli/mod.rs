@@ -5,6 +5,7 @@ mod answers;
 mod approvals;
 mod bench;
 mod chat;
+mod describe;
 mod init;
 mod inspect;
 mod migrate;
@@ -211,6 +212,15 @@ pub enum Command {
     },
     /// Measure overheads against limits measured in the same run.
     Bench(bench::BenchArgs),
+    /// Print shell completions for this command to stdout.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) to stdout (the Debian package ships it).
+    #[command(hide = true)]
+    Manpage,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -354,6 +364,8 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             Ok(0)
         }
         Command::Bench(args) => bench::bench(args).await,
+        Command::Completions { shell } => describe::completions(shell),
+        Command::Manpage => describe::manpage(),
     }
 }
 

@@ -408,7 +408,14 @@ impl Config {
         if let Some(f) = &file {
             figment = figment.merge(Toml::file_exact(f));
         }
-        figment = figment.merge(Env::prefixed("STRUCTURED_AGENTS_").split("__"));
+        // Settings are SECTION__KEY; the command line's own variables
+        // (STRUCTURED_AGENTS_CONFIG, which the systemd unit sets, _SERVER,
+        // _TOKEN, _LOG_FORMAT) share the prefix but name no section.
+        figment = figment.merge(
+            Env::prefixed("STRUCTURED_AGENTS_")
+                .split("__")
+                .filter(|key| key.as_str().contains('.')),
+        );
         let mut config: Config = figment
             .extract()
             .map_err(|e| locate::describe(e, file.as_deref()))?;
