@@ -323,7 +323,10 @@ fn init_scaffolds_a_bundle_that_validate_accepts_and_run_answers() {
     let yaml = std::fs::read_to_string(bundle.join("bundle.yaml")).unwrap();
     assert!(yaml.contains("\nname: word-counter "), "{yaml}");
     for key in ["guardrails:", "turn_models:", "termination:", "observers:"] {
-        assert!(yaml.contains(key), "bundle.yaml shows {key} commented: {yaml}");
+        assert!(
+            yaml.contains(key),
+            "bundle.yaml shows {key} commented: {yaml}"
+        );
     }
 
     let out = bin().args(["validate", bundle_arg]).output().unwrap();
@@ -337,7 +340,12 @@ fn init_scaffolds_a_bundle_that_validate_accepts_and_run_answers() {
     // Run from elsewhere than the repository, as a newcomer would.
     let out = bin()
         .current_dir(dir.path())
-        .args(["run", "word-counter", "--input", "How many words are in: the quick brown fox?"])
+        .args([
+            "run",
+            "word-counter",
+            "--input",
+            "How many words are in: the quick brown fox?",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -355,7 +363,12 @@ fn init_scaffolds_a_bundle_that_validate_accepts_and_run_answers() {
 
     // A second init into the same directory refuses to overwrite it.
     let out = bin().args(["init", bundle_arg]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "a usage error: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a usage error: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("is not empty"),
         "{}",

@@ -105,7 +105,11 @@ fn the_quick_start_reads_as_the_transcripts_say() {
         .unwrap_or_else(|| panic!("no job id in {follow:?}"));
     let watch = client(&daemon, &["watch", job_id]);
     let (_, followed) = follow.split_once('\n').unwrap();
-    assert_eq!(masked(&watch), masked(followed), "watch replays what --follow printed");
+    assert_eq!(
+        masked(&watch),
+        masked(followed),
+        "watch replays what --follow printed"
+    );
 
     let query = client(&daemon, &["query", "What is 2+3 and 4*5?"]);
     assert_transcript("query.txt", &masked(&query));

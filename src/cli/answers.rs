@@ -190,7 +190,11 @@ mod tests {
     #[test]
     fn tokens_before_their_header_wait_for_it_and_the_response_completes_the_line() {
         let mut answers = Answers::default();
-        assert_eq!(answers.token("r", 2, "2 + 3 "), "", "turn 2 has no header yet");
+        assert_eq!(
+            answers.token("r", 2, "2 + 3 "),
+            "",
+            "turn 2 has no header yet"
+        );
         let around = answers.before_event(&tool_result("r", 1));
         assert_eq!(around.before, "", "the tool line is not split");
         assert_eq!(answers.after_event(&tool_result("r", 1)), "");
