@@ -63,7 +63,44 @@ fn a_good_bundle_loads_with_a_numeric_version() {
     let b = load(GOOD).unwrap();
     assert_eq!(b.name(), "triage");
     assert_eq!(b.version(), "1");
-    assert_eq!(b.kernel_config().max_turns, 10);
+    assert_eq!(b.kernel_config().max_turns, 20);
+}
+
+/// A bundle that says nothing about sampling or limits gets the Python
+/// kernel's defaults: temperature 0.1, max_tokens 4096, 20 turns, tools one
+/// at a time.
+#[test]
+fn unset_sampling_and_limits_take_the_python_kernels_defaults() {
+    let config = load(GOOD).unwrap().kernel_config();
+    assert_eq!(config.sampling["temperature"], serde_json::json!(0.1));
+    assert_eq!(config.sampling["max_tokens"], serde_json::json!(4096));
+    assert_eq!(config.sampling.len(), 2, "{:?}", config.sampling);
+    assert_eq!(config.max_turns, 20);
+    assert_eq!(config.max_concurrency, 1);
+}
+
+#[test]
+fn null_sampling_keys_are_left_to_the_server_and_set_ones_override() {
+    let text = GOOD.replace(
+        "  name: m\n",
+        "  name: m\n  sampling: {temperature: null, max_tokens: 64, top_p: 0.5}\n",
+    );
+    let config = load(&text).unwrap().kernel_config();
+    assert!(
+        !config.sampling.contains_key("temperature"),
+        "{:?}",
+        config.sampling
+    );
+    assert_eq!(config.sampling["max_tokens"], serde_json::json!(64));
+    assert_eq!(config.sampling["top_p"], serde_json::json!(0.5));
+    let text = GOOD.replace("  name: m\n", "  name: m\n  sampling: {max_tokens: null}\n");
+    let config = load(&text).unwrap().kernel_config();
+    assert!(
+        !config.sampling.contains_key("max_tokens"),
+        "{:?}",
+        config.sampling
+    );
+    assert_eq!(config.sampling["temperature"], serde_json::json!(0.1));
 }
 
 #[test]

@@ -199,7 +199,7 @@ async fn three_turn_run_emits_events_in_order_with_fields() {
         } => {
             assert_eq!(
                 (*max_turns, *tools_count, *initial_messages_count),
-                (10, 6, 2)
+                (structured_agents::kernel::DEFAULT_MAX_TURNS, 6, 2)
             );
         }
         other => panic!("{other:?}"),
@@ -330,7 +330,12 @@ replies:
       - {id: fast, name: fast_echo, arguments: {}}
   - content: done
 "#;
-    let h = harness(yaml, KernelConfig::default(), |_| {}).await;
+    // Two at once (the default runs them one after another).
+    let config = KernelConfig {
+        max_concurrency: 2,
+        ..Default::default()
+    };
+    let h = harness(yaml, config, |_| {}).await;
     h.run(CancellationToken::new()).await.unwrap();
     let events = h.recorder.events();
     let spans = tool_spans(&events);
@@ -775,4 +780,69 @@ async fn a_model_reply_one_byte_over_max_response_bytes_is_refused() {
         "{over:?}"
     );
     assert!(over.to_string().contains("max_response_bytes") && !over.is_retryable());
+}
+
+/// `ModelResponse` carries the reply as the server sent it (`raw_content`,
+/// with the tool-call text the plugin took out of `content`) and how many
+/// of its calls were native `tool_calls`, as the Python kernel's does.
+#[tokio::test]
+async fn model_response_carries_the_raw_content_and_the_native_call_count() {
+    let yaml = r#"
+replies:
+  - content: "Adding.\n<tool_call>\n{\"name\": \"fast_echo\", \"arguments\": {\"n\": 1}}\n</tool_call>"
+  - tool_calls: [{id: n1, name: fast_echo, arguments: {n: 2}}]
+  - content: "done"
+"#;
+    let server = MockServer::start(script(yaml)).await.unwrap();
+    let mut tools = ToolEngine::new();
+    tools.add(
+        TestTool::arc("fast_echo", Behaviour::Echo(Duration::ZERO)),
+        ToolPolicy::default(),
+    );
+    let kernel = Kernel::new(
+        KernelConfig::default(),
+        Arc::new(structured_agents::model::QwenPlugin::new(Default::default())),
+        Arc::new(HttpBackend::new(EndpointSettings::new("mock", server.base_url())).unwrap()),
+        Arc::new(tools),
+        None,
+    );
+    let recorder = Arc::new(Recorder::default());
+    let sink = EventSink::new(RunContext::default(), 1, recorder.clone());
+    kernel
+        .run(vec![Message::user("x")], &sink, CancellationToken::new())
+        .await
+        .unwrap();
+    let responses: Vec<_> = recorder
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::ModelResponse {
+                content,
+                raw_content,
+                tool_calls_count,
+                native_tool_calls_count,
+                ..
+            } => Some((
+                content,
+                raw_content,
+                tool_calls_count,
+                native_tool_calls_count,
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(responses.len(), 3, "{responses:?}");
+    let (content, raw, calls, native) = &responses[0];
+    assert_eq!(content.as_deref(), Some("Adding."));
+    assert!(
+        raw.as_deref()
+            .is_some_and(|r| r.starts_with("Adding.\n<tool_call>")),
+        "{raw:?}"
+    );
+    assert_eq!((*calls, *native), (1, 0));
+    let (_, raw, calls, native) = &responses[1];
+    assert_eq!((raw.as_deref(), *calls, *native), (None, 1, 1));
+    let (content, raw, calls, native) = &responses[2];
+    assert_eq!(content.as_deref(), Some("done"));
+    assert_eq!((raw.as_deref(), *calls, *native), (Some("done"), 0, 0));
 }

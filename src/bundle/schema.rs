@@ -127,12 +127,17 @@ pub struct GrammarSection {
     pub allow_parallel_calls: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+/// Sampling parameters. `temperature` and `max_tokens` have the Python
+/// kernel's defaults (0.1 and 4096) so a bundle behaves the same on any
+/// server; `null` leaves a key out of the request (the server's default).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SamplingSection {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Default 0.1; `null` sends none.
+    #[serde(default = "default_temperature")]
     pub temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Default 4096; `null` sends none.
+    #[serde(default = "default_max_tokens")]
     pub max_tokens: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
@@ -140,6 +145,18 @@ pub struct SamplingSection {
     pub seed: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+}
+
+impl Default for SamplingSection {
+    fn default() -> Self {
+        Self {
+            temperature: default_temperature(),
+            max_tokens: default_max_tokens(),
+            top_p: None,
+            seed: None,
+            stop: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -156,7 +173,7 @@ pub struct PromptsSection {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSection {
-    /// Model calls per run.
+    /// Model calls per run (default 20).
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
     /// Messages sent to the model per turn (with `sliding_window`).
@@ -165,7 +182,8 @@ pub struct LimitsSection {
     /// `sliding_window` or `keep_all`.
     #[serde(default)]
     pub history: HistoryStrategy,
-    /// Tool calls of one turn that run at the same time.
+    /// Tool calls of one turn that run at the same time (default 1: one
+    /// after another, in call order).
     #[serde(default = "default_concurrency")]
     pub max_concurrency: usize,
     /// A deadline for the whole run, e.g. "5m".
@@ -361,13 +379,19 @@ fn default_user_prompt() -> String {
     "{{ input }}".into()
 }
 fn default_max_turns() -> u32 {
-    10
+    crate::kernel::DEFAULT_MAX_TURNS
 }
 fn default_max_history() -> usize {
     50
 }
 fn default_concurrency() -> usize {
-    4
+    crate::kernel::DEFAULT_MAX_CONCURRENCY
+}
+fn default_temperature() -> Option<f64> {
+    Some(0.1)
+}
+fn default_max_tokens() -> Option<u32> {
+    Some(4096)
 }
 pub(crate) fn default_parameters() -> Value {
     serde_json::json!({"type": "object", "properties": {}})

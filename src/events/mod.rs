@@ -112,6 +112,14 @@ pub enum Event {
         /// What the call cost by the daemon's price table (with a budget).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
+        /// The reply's text as the server sent it, before the model plugin
+        /// took tool calls out of it (`content` is what is left).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        raw_content: Option<String>,
+        /// Tool calls the server returned in its `tool_calls` field (the
+        /// rest of `tool_calls_count` was parsed from the text).
+        #[serde(default)]
+        native_tool_calls_count: usize,
     },
     ToolCall {
         turn: u32,

@@ -62,6 +62,12 @@ impl Default for TurnShape {
     }
 }
 
+/// Model calls per run unless the bundle says otherwise (the Python kernel's).
+pub const DEFAULT_MAX_TURNS: u32 = 20;
+/// Tool calls of one turn running at once unless the bundle says otherwise:
+/// one at a time, as in the Python kernel.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 1;
+
 /// How one run behaves; built from a bundle.
 #[derive(Debug, Clone)]
 pub struct KernelConfig {
@@ -144,10 +150,10 @@ impl Default for KernelConfig {
         Self {
             model: "default".into(),
             turn_models: BTreeMap::new(),
-            max_turns: 10,
+            max_turns: DEFAULT_MAX_TURNS,
             history: HistoryStrategy::SlidingWindow,
             max_history_messages: 50,
-            max_concurrency: 4,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
             termination_tool: None,
             timeout: None,
             sampling: Map::new(),
@@ -400,6 +406,8 @@ impl Kernel {
             phase: Phase::ModelCall,
             source,
         })?;
+        let raw_content = response.message.content.clone();
+        let native_tool_calls_count = response.message.tool_calls.len();
         let parsed = self.plugin.parse_reply(&response.message, schemas);
         let recorded = RecordedReply {
             parse_errors: parsed.calls.iter().map(|c| c.error.clone()).collect(),
@@ -434,6 +442,8 @@ impl Kernel {
                 finish_reason: response.finish_reason,
                 response_model: response.model,
                 cost,
+                raw_content,
+                native_tool_calls_count,
             })
             .await;
         Ok(Reply {
