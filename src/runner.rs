@@ -21,12 +21,13 @@ use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::Budget;
+use crate::bundle::ToolEnv;
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
 use crate::kernel::{CallBudget, Kernel, RunFailure};
 use crate::registry::{LoadedBundle, Registry};
-use crate::tools::ToolError;
 use crate::tools::agent::{AgentHost, Inherited};
+use crate::tools::{ToolEngine, ToolError};
 use crate::types::{Message, RunResult, TerminationReason};
 
 /// Where a run happens: its events, its journal scope and what stops it.
@@ -73,6 +74,9 @@ pub struct RunOptions {
     pub record_messages: bool,
     /// A cap on agent calls (the runtime API's `max_agents`).
     pub call_budget: Option<CallBudget>,
+    /// Offer the model only these of the bundle's tools (the job's `tools`
+    /// variable); `None` offers all.
+    pub tools: Option<Vec<String>>,
 }
 
 /// The bundle content a nested run started with, journaled with its first
@@ -105,8 +109,13 @@ impl Runner {
         Self { registry: None }
     }
 
-    /// The bundle's kernel: the one place a kernel is assembled.
-    pub fn kernel(&self, loaded: &LoadedBundle, options: &RunOptions) -> Kernel {
+    /// The bundle's kernel: the one place a kernel is assembled. Fails only
+    /// when `options.tools` names tools the bundle cannot offer alone.
+    pub fn kernel(
+        &self,
+        loaded: &LoadedBundle,
+        options: &RunOptions,
+    ) -> Result<Kernel, RunFailure> {
         self.kernel_with_budget(loaded, options, None)
     }
 
@@ -115,22 +124,71 @@ impl Runner {
         loaded: &LoadedBundle,
         options: &RunOptions,
         budget: Option<&Budget>,
-    ) -> Kernel {
+    ) -> Result<Kernel, RunFailure> {
         let mut config = loaded.bundle.kernel_config();
         config.record_messages = options.record_messages;
         config.call_budget = options.call_budget.clone();
         config.budget = budget.cloned();
+        let tools = self.offered_tools(loaded, options)?;
+        if !Arc::ptr_eq(&tools, &loaded.tools) {
+            let shapes = loaded.shapes_for(&tools).map_err(RunFailure::Bundle)?;
+            config.shape = shapes.default;
+            config.turn_shapes = shapes.turns;
+        }
         let agents = self
             .registry
             .is_some()
             .then(|| Arc::new(self.clone()) as Arc<dyn AgentHost>);
-        Kernel::new(
+        Ok(Kernel::new(
             config,
             loaded.bundle.model.plugin.clone(),
             loaded.backend.clone(),
-            loaded.tools.clone(),
+            tools,
             agents,
-        )
+        ))
+    }
+
+    /// The tools a run offers: the bind's own, with the router's reach of
+    /// the agent directory (in the daemon), narrowed to `options.tools`.
+    fn offered_tools(
+        &self,
+        loaded: &LoadedBundle,
+        options: &RunOptions,
+    ) -> Result<Arc<ToolEngine>, RunFailure> {
+        let mut tools = loaded.tools.clone();
+        if let Some(registry) = &self.registry {
+            let snapshot = registry.snapshot();
+            let reach = snapshot.router_reach(loaded);
+            if !reach.is_empty() {
+                let env = ToolEnv {
+                    runs_agents: true,
+                    remote_agents: snapshot.config.agents.clone(),
+                    plugins: None,
+                    tools_changed: None,
+                    sender_id: Some(snapshot.config.runtime.sender_id.clone()),
+                };
+                let bound = crate::bundle::bind::bind_specs(
+                    &reach,
+                    &loaded.bundle.dir,
+                    loaded.bundle.raw.approval.as_ref(),
+                    &env,
+                )
+                .map_err(|e| {
+                    RunFailure::Bundle(format!("the router's reach of the agent directory: {e}"))
+                })?;
+                tools = Arc::new(tools.with(bound));
+            }
+        }
+        match &options.tools {
+            None => Ok(tools),
+            Some(names) => tools.subset(names).map(Arc::new).map_err(|e| {
+                RunFailure::Bundle(format!(
+                    "variable `{}`: bundle {:?} has {e}",
+                    crate::bundle::TOOLS_VARIABLE,
+                    loaded.name()
+                ))
+            }),
+        }
     }
 
     /// Runs (or resumes, from `scope`'s journal) the bundle on `messages`.
@@ -141,7 +199,7 @@ impl Runner {
         options: &RunOptions,
         scope: &RunScope,
     ) -> Result<RunResult, RunFailure> {
-        let kernel = self.kernel_with_budget(loaded, options, scope.budget.as_ref());
+        let kernel = self.kernel_with_budget(loaded, options, scope.budget.as_ref())?;
         let run = kernel
             .run_journaled(messages, &scope.sink, scope.cancel.clone(), &scope.journal)
             .await?;

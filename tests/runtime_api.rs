@@ -1729,3 +1729,89 @@ async fn a_group_chat_survives_a_kill_during_a_charge(effect: &str) {
     assert_eq!(lines.lines().count(), 1, "charged once: {lines}");
     assert_eq!(charger.requests().len(), 2, "no completed model call again");
 }
+
+/// As in the multi-agent runtime, where every configured agent is a tool of
+/// the router: a router that declares no agent tools reaches every agent
+/// of the directory — a local bundle, a `[[agents]]` entry and an agent of
+/// the runtime's own `agents.json` — each a tool named after its id, except
+/// the ones `router_deny` names; the envelopes it sends come from
+/// `runtime`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_router_reaches_every_agent_of_the_directory_by_default() {
+    let router_script = r#"
+replies:
+  - tool_calls:
+      - {name: arithmetic, arguments: {input: "What is 2+3?"}}
+      - {name: weather, arguments: {content: "Will it rain?"}}
+      - {name: news, arguments: {content: "Any headlines?"}}
+  - content: "5, sunny, and nothing new."
+"#;
+    let mock = mock_server(router_script).await;
+    let arithmetic = mock_server(ARITHMETIC_SCRIPT).await;
+    let weather = FakeAgent::start("Sunny tomorrow.").await;
+    let news = FakeAgent::start("Nothing new.").await;
+    let site = Site::new(
+        &mock.base_url(),
+        &format!(
+            "[runtime]\nrouter = \"router\"\ngroup_chat = \"group-chat\"\nagents_file = \"agents.json\"\nrouter_deny = [\"hidden\"]\n{}",
+            weather_toml(&weather.url)
+        ),
+    );
+    std::fs::write(
+        site.path().join("agents.json"),
+        json!({"agents": [{"id": "news", "name": "News", "description": "Reads the news.",
+                           "capabilities": ["headlines"], "endpoint": news.url, "port": 5001}]})
+        .to_string(),
+    )
+    .unwrap();
+    site.put_bundle("router", &router_bundle(""));
+    site.put_bundle("group-chat", GROUP_CHAT);
+    site.put_bundle(
+        "arithmetic",
+        &agent_bundle("arithmetic", &arithmetic.base_url(), ARITHMETIC_AGENT),
+    );
+    site.put_bundle(
+        "hidden",
+        &agent_bundle("hidden", &arithmetic.base_url(), ""),
+    );
+    let daemon = site.start();
+    let http = client();
+
+    let listed = get(&http, &daemon, "/api/agents").await;
+    let ids: Vec<&str> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["arithmetic", "hidden", "weather", "news"], "{listed}");
+
+    let answer = post_ok(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": "Sum, rain, news?"}),
+    )
+    .await;
+    assert_eq!(answer["content"], "5, sunny, and nothing new.", "{answer}");
+    assert_eq!(
+        answer["agents_used"],
+        json!(["arithmetic", "weather", "news"])
+    );
+    let offered: Vec<String> = mock.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        offered,
+        ["arithmetic", "weather", "news"],
+        "denied `hidden` is not offered"
+    );
+    for agent in [&weather, &news] {
+        let sent = agent.seen();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0]["senderId"], "runtime", "{sent:?}");
+    }
+}

@@ -160,7 +160,7 @@ async fn posts_the_envelope_and_returns_the_reply_content() {
     let message = seen.lock().unwrap()[0].clone();
     assert_eq!(message["conversationId"], "job-9");
     assert_eq!(message["recipientId"], "researcher");
-    assert_eq!(message["senderId"], "structured-agents/b");
+    assert_eq!(message["senderId"], "runtime");
     assert_eq!(message["type"], "request");
     assert_eq!(message["_idempotency_key"], "job-9:1:0");
     assert!(uuid::Uuid::parse_str(message["messageId"].as_str().unwrap()).is_ok());

@@ -63,7 +63,7 @@ pub async fn submit(
 /// queue (its idempotency key already taken from the body or header).
 fn checked(state: &AppState, request: SubmitRequest) -> Result<NewJob, ApiError> {
     known_bundle(state, &request.bundle, "bundle")?;
-    daemon_only_variables(state, &request.bundle, &request.variables)?;
+    checked_variables(state, &request.bundle, &request.variables)?;
     let mut new_job = validated(request)?;
     new_job.max_attempts = new_job.max_attempts.or(Some(state.max_attempts));
     Ok(new_job)
@@ -225,21 +225,23 @@ pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<
     ))
 }
 
-/// Refuses variables only the daemon may set: a group-chat plan (which
-/// names the agents, endpoints and rounds of a chat) comes only from
+/// Refuses variables the job cannot have: a `tools` subset its bundle
+/// cannot offer, and variables only the daemon may set — a group-chat plan
+/// (which names the agents, endpoints and rounds of a chat) comes only from
 /// `POST /api/group-chat`, which checks it; a submitter cannot hand one to
 /// the host bundle directly.
-pub(super) fn daemon_only_variables(
+pub(super) fn checked_variables(
     state: &AppState,
     bundle: &str,
     variables: &Map<String, Value>,
 ) -> Result<(), ApiError> {
+    let snapshot = state.registry.snapshot();
+    let Some(loaded) = snapshot.bundle(bundle) else {
+        return Ok(());
+    };
+    offered_tools(loaded, variables)?;
     let plan = crate::group_chat::PLAN_VARIABLE;
-    let hosts_chats = state
-        .registry
-        .snapshot()
-        .bundle(bundle)
-        .is_some_and(|b| b.bundle.raw.group_chat.is_some());
+    let hosts_chats = loaded.bundle.raw.group_chat.is_some();
     if hosts_chats && variables.contains_key(plan) {
         return Err(ApiError::field(
             ErrorCode::InvalidRequest,
@@ -250,6 +252,42 @@ pub(super) fn daemon_only_variables(
         ));
     }
     Ok(())
+}
+
+/// A 422 unless the job's `tools` variable (when set) names tools its
+/// agent bundle can offer alone.
+fn offered_tools(
+    loaded: &crate::registry::LoadedBundle,
+    variables: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let variable = crate::bundle::TOOLS_VARIABLE;
+    let refused = |message: String| {
+        ApiError::field(
+            ErrorCode::InvalidRequest,
+            format!("variables.{variable}"),
+            message,
+        )
+    };
+    let Some(names) = crate::bundle::requested_tools(variables).map_err(refused)? else {
+        return Ok(());
+    };
+    let raw = &loaded.bundle.raw;
+    if raw.workflow.is_some() || raw.group_chat.is_some() {
+        return Err(refused(format!(
+            "`variables.{variable}` offers a subset of an agent bundle's tools; bundle {:?} is a {} (leave the variable out)",
+            loaded.name(),
+            if raw.workflow.is_some() {
+                "workflow"
+            } else {
+                "group-chat host"
+            }
+        )));
+    }
+    let tools = loaded
+        .tools
+        .subset(&names)
+        .map_err(|e| refused(format!("bundle {:?} has {e}", loaded.name())))?;
+    loaded.shapes_for(&tools).map(|_| ()).map_err(refused)
 }
 
 /// Queues a job (or finds the one its idempotency key names). axum drops a

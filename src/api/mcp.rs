@@ -206,7 +206,7 @@ impl ServerHandler for BundleTools {
                 .into());
             }
         };
-        if let Err(refused) = super::jobs::daemon_only_variables(&self.state, &name, &variables) {
+        if let Err(refused) = super::jobs::checked_variables(&self.state, &name, &variables) {
             return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
         }
         // A client that cancels stops waiting; the job itself runs on, like

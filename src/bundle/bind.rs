@@ -35,6 +35,9 @@ pub struct ToolEnv {
     /// Told when an MCP server announces that its tools changed (the daemon
     /// reloads, rebinding the bundles whose tools are stale).
     pub tools_changed: Option<tokio::sync::mpsc::Sender<()>>,
+    /// The `senderId` of `http_agent` envelopes (`[runtime] sender_id`;
+    /// default `runtime`).
+    pub sender_id: Option<String>,
 }
 
 /// The schema the model sees for a spec.
@@ -254,14 +257,79 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
         .or(agent_cap)
         .unwrap_or(crate::tools::http_agent::DEFAULT_MAX_RESPONSE_BYTES);
     HttpAgentTool::new(schema, endpoint, recipient, cap)
+        .map(|t| match &env.sender_id {
+            Some(sender) => t.with_sender(sender.clone()),
+            None => t,
+        })
         .map(|t| Arc::new(t) as Arc<dyn Tool>)
         .map_err(|e| e.to_string())
 }
 
-fn policy_of(
-    spec: &ToolSpec,
+/// The backend of a spec of any kind but `mcp` (which binds to many tools).
+fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
+    match spec.kind {
+        ToolKind::Process => Ok(Arc::new(ProcessTool::new(
+            schema_of(spec),
+            ProcessSpec {
+                command: spec.command.clone(),
+                working_dir: dir.join(spec.working_dir.as_deref().unwrap_or(".")),
+                env_allowlist: spec.env_allowlist.clone().unwrap_or_else(|| {
+                    DEFAULT_ENV_ALLOWLIST
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
+                }),
+                env: spec
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
+                timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
+            },
+        ))),
+        ToolKind::Agent => match (env.runs_agents, &spec.bundle) {
+            (true, Some(target)) => {
+                let mut schema = schema_of(spec);
+                if schema.parameters == super::schema::default_parameters() {
+                    schema.parameters = AgentTool::default_parameters();
+                }
+                Ok(Arc::new(AgentTool::new(schema, target.clone())))
+            }
+            _ => Err(
+                "`agent` tools run other bundles and need the daemon (`structured-agents serve`)"
+                    .to_string(),
+            ),
+        },
+        ToolKind::HttpAgent => http_agent(spec, env),
+        ToolKind::Plugin => plugin_tool(spec, env),
+        other => Err(format!(
+            "tool kind {other:?} is not available in this build"
+        )),
+    }
+}
+
+/// Binds specs the daemon makes up for a bundle (the router's reach of the
+/// agent directory: `agent` and `http_agent` specs), each with its policy
+/// under the bundle's default `approval`.
+pub fn bind_specs(
+    specs: &[ToolSpec],
+    dir: &Path,
     default_approval: Option<&ApprovalSpec>,
-) -> Result<ToolPolicy, String> {
+    env: &ToolEnv,
+) -> Result<Vec<(Arc<dyn Tool>, ToolPolicy)>, String> {
+    specs
+        .iter()
+        .map(|spec| {
+            let tool = bound(spec, dir, env).map_err(|e| format!("tool {:?}: {e}", spec.name))?;
+            let policy = policy_of(spec, default_approval)
+                .map_err(|e| format!("tool {:?}: {e}", spec.name))?;
+            Ok((tool, policy))
+        })
+        .collect()
+}
+
+fn policy_of(spec: &ToolSpec, default_approval: Option<&ApprovalSpec>) -> Result<ToolPolicy, String> {
     let approval = match spec.approval.as_ref().or(default_approval) {
         Some(approval) => approval.compile().map_err(|e| format!("approval: {e}"))?,
         None => Default::default(),
@@ -314,35 +382,7 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
             }
             continue;
         }
-        let tool: Result<Arc<dyn Tool>, String> = match spec.kind {
-            ToolKind::Process => Ok(Arc::new(ProcessTool::new(
-                schema_of(spec),
-                ProcessSpec {
-                    command: spec.command.clone(),
-                    working_dir: bundle.dir.join(spec.working_dir.as_deref().unwrap_or(".")),
-                    env_allowlist: spec
-                        .env_allowlist
-                        .clone()
-                        .unwrap_or_else(|| DEFAULT_ENV_ALLOWLIST.iter().map(|s| s.to_string()).collect()),
-                    env: spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                    max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
-                    timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
-                },
-            ))),
-            ToolKind::Agent => match (env.runs_agents, &spec.bundle) {
-                (true, Some(target)) => {
-                    let mut schema = schema_of(spec);
-                    if schema.parameters == super::schema::default_parameters() {
-                        schema.parameters = AgentTool::default_parameters();
-                    }
-                    Ok(Arc::new(AgentTool::new(schema, target.clone())))
-                }
-                _ => Err("`agent` tools run other bundles and need the daemon (`structured-agents serve`)".to_string()),
-            },
-            ToolKind::HttpAgent => http_agent(spec, env),
-            ToolKind::Plugin => plugin_tool(spec, env),
-            other => Err(format!("tool kind {other:?} is not available in this build")),
-        };
+        let tool = bound(spec, &bundle.dir, env);
         match tool.and_then(|tool| Ok((tool, policy_of(spec, bundle.raw.approval.as_ref())?))) {
             Ok((tool, policy)) => engine.add(tool, policy),
             Err(message) => errors.push(BundleError {

@@ -28,6 +28,39 @@ use locate::LineIndex;
 /// `http_agent` tools): the runtime API's `max_agents`.
 pub const MAX_AGENTS_VARIABLE: &str = "max_agents";
 
+/// The job variable that offers the model only some of the bundle's tools
+/// (the Python kernel's `tools=[names]`): a list of tool names, or one
+/// comma-separated string (as `--var tools=a,b` sends it).
+pub const TOOLS_VARIABLE: &str = "tools";
+
+/// The tool names a job's `tools` variable asks for; `None` when it does
+/// not set one (every tool is offered).
+pub fn requested_tools(variables: &Map<String, Value>) -> Result<Option<Vec<String>>, String> {
+    let names = match variables.get(TOOLS_VARIABLE) {
+        None => return Ok(None),
+        Some(Value::String(text)) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str().map(str::to_string).ok_or_else(|| {
+                    format!("`{TOOLS_VARIABLE}` lists tool names; {item} is not a string")
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(format!(
+                "`{TOOLS_VARIABLE}` is a list of tool names (or one comma-separated string), not {other}"
+            ));
+        }
+    };
+    Ok(Some(names))
+}
+
 /// One problem in a bundle, located.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BundleError {

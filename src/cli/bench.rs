@@ -125,7 +125,7 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let backend = crate::endpoints::backend_for(&bundle.endpoint, &Default::default())?;
     let loaded = LoadedBundle::new(bundle, Arc::new(ToolEngine::new()), backend);
-    let kernel = Arc::new(Runner::local().kernel(&loaded, &RunOptions::default()));
+    let kernel = Arc::new(Runner::local().kernel(&loaded, &RunOptions::default())?);
     let turns = move || {
         let kernel = kernel.clone();
         async move {

@@ -266,7 +266,11 @@ async fn local(args: ChatArgs) -> anyhow::Result<i32> {
     )
     .await?;
     let variables = super::parse_vars(&args.vars)?;
-    let kernel = Runner::local().kernel(&loaded, &RunOptions::default());
+    let options = RunOptions {
+        tools: crate::bundle::requested_tools(&variables).map_err(anyhow::Error::msg)?,
+        ..Default::default()
+    };
+    let kernel = Runner::local().kernel(&loaded, &options)?;
     let view = Arc::new(ChatView {
         answering: false.into(),
         approvals: None,

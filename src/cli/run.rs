@@ -86,7 +86,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let bundle = &loaded.bundle;
     let variables = super::parse_vars(&args.vars)?;
     let messages = bundle.prompts.render(&args.input, &variables)?;
-    let kernel = Runner::local().kernel(&loaded, &RunOptions::default());
+    let options = RunOptions {
+        tools: crate::bundle::requested_tools(&variables).map_err(anyhow::Error::msg)?,
+        ..Default::default()
+    };
+    let kernel = Runner::local().kernel(&loaded, &options)?;
 
     let format = if args.json {
         Format::Json

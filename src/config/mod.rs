@@ -5,6 +5,7 @@
 //! Raw settings only: resolving them (endpoints into clients, paths into a
 //! registry) happens in the daemon. This module must not know about bundles.
 
+mod agents_file;
 mod live;
 mod locate;
 
@@ -88,6 +89,22 @@ pub struct RuntimeConfig {
     /// The bundle that hosts `POST /api/group-chat` (its `group_chat:`
     /// section; its own model is the default selector).
     pub group_chat: String,
+    /// Which agents the router can call: `directory` (every agent of
+    /// `GET /api/agents`, each a tool named after its id, besides the
+    /// tools its bundle declares) or `declared` (only those tools).
+    pub router_reach: RouterReach,
+    /// With `router_reach = "directory"`: only these agent ids (all when unset).
+    pub router_allow: Option<Vec<String>>,
+    /// With `router_reach = "directory"`: never these agent ids.
+    pub router_deny: Vec<String>,
+    /// The `senderId` of the message envelopes the daemon sends to agents
+    /// (`http_agent` tools, group chats, `structured-agents direct`).
+    pub sender_id: String,
+    /// A JSON file of remote agents in the multi-agent runtime's format
+    /// (`agents.json`: `{"agents": [{id, name, description, capabilities,
+    /// endpoint}]}` or the bare list), read beside `[[agents]]`; relative
+    /// to the config file.
+    pub agents_file: Option<PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -95,8 +112,27 @@ impl Default for RuntimeConfig {
         Self {
             router: "router".into(),
             group_chat: "group-chat".into(),
+            router_reach: RouterReach::Directory,
+            router_allow: None,
+            router_deny: Vec::new(),
+            sender_id: DEFAULT_SENDER_ID.into(),
+            agents_file: None,
         }
     }
+}
+
+/// Who the daemon's envelopes come from unless `[runtime] sender_id` says
+/// otherwise (the multi-agent runtime's default).
+pub const DEFAULT_SENDER_ID: &str = "runtime";
+
+/// Which agents the runtime's router can call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterReach {
+    /// Every agent of the directory (as in the multi-agent runtime).
+    Directory,
+    /// Only the agent tools the router bundle declares.
+    Declared,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -423,6 +459,7 @@ impl Config {
         if let Some(f) = &file {
             config.resolve_relative_paths(f.parent().unwrap_or(Path::new(".")));
         }
+        agents_file::merge(&mut config, file.as_deref())?;
         Ok(config)
     }
 
@@ -550,6 +587,9 @@ impl Config {
         }
         if let Some(t) = &mut self.server.token_file {
             fix(t);
+        }
+        if let Some(f) = &mut self.runtime.agents_file {
+            fix(f);
         }
     }
 

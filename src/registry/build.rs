@@ -105,7 +105,14 @@ pub(super) fn snapshot(
 fn declared_tools(s: &Snapshot) -> crate::types::DeclaredTools {
     s.loaded()
         .map(|b| {
-            let names = b.tools.schemas().iter().map(|t| t.name.clone()).collect();
+            let reach = s.router_reach(b).into_iter().map(|spec| spec.name);
+            let names = b
+                .tools
+                .schemas()
+                .iter()
+                .map(|t| t.name.clone())
+                .chain(reach)
+                .collect();
             (b.name().to_string(), names)
         })
         .collect()
@@ -272,6 +279,7 @@ impl<'a> Binder<'a> {
                 remote_agents: config.agents.clone(),
                 plugins: Some(plugins.clone()),
                 tools_changed: env.tools_changed.clone(),
+                sender_id: Some(config.runtime.sender_id.clone()),
             },
         }
     }
@@ -362,6 +370,7 @@ impl<'a> Binder<'a> {
             if spec.kind == crate::bundle::schema::ToolKind::HttpAgent {
                 hash.update(b"\0agents\0");
                 hash.update(serde_json::to_string(&self.config.agents).unwrap_or_default());
+                hash.update(self.config.runtime.sender_id.as_bytes());
             }
         }
         // As long as a content digest (8 bytes in hex).

@@ -12,6 +12,7 @@
 
 mod build;
 pub mod diff;
+mod directory;
 mod limited;
 mod names;
 pub mod reload;
@@ -19,6 +20,7 @@ mod store;
 pub mod trust;
 pub mod watch;
 
+pub use directory::DirectoryAgent;
 pub use limited::LimitedBackend;
 pub use reload::{ReloadHandle, Reloader};
 
@@ -67,6 +69,15 @@ impl LoadedBundle {
 
     pub fn version(&self) -> &str {
         self.bundle.version()
+    }
+
+    /// The request shapes of a run offered `tools` instead of this bind's
+    /// own (a job's `tools` subset, the router's reach of the directory), or
+    /// why its `tool_choice` or grammar cannot take them.
+    pub fn shapes_for(&self, tools: &ToolEngine) -> Result<crate::bundle::RequestShapes, String> {
+        self.bundle
+            .request_shapes(self.bundle.target, tools.schemas())
+            .map_err(|e| format!("the bundle's requests cannot offer these tools: {e}"))
     }
 }
 

@@ -102,7 +102,9 @@ pub struct ToolOutcome {
 /// The tool map of one bundle, built once.
 #[derive(Default)]
 pub struct ToolEngine {
-    tools: HashMap<String, Entry>,
+    /// Shared, so a run offered a subset of the tools ([`ToolEngine::only`])
+    /// uses the same backends, caches and policies.
+    tools: HashMap<String, Arc<Entry>>,
     schemas: Vec<ToolSchema>,
 }
 
@@ -159,8 +161,52 @@ impl ToolEngine {
         let schema = tool.schema().clone();
         self.schemas.retain(|s| s.name != schema.name);
         self.tools
-            .insert(schema.name.clone(), Entry { tool, policy });
+            .insert(schema.name.clone(), Arc::new(Entry { tool, policy }));
         self.schemas.push(schema);
+    }
+
+    /// The same tools restricted to `names` (in this engine's order): a run
+    /// offered a subset of its tools. A name that is none of them is an
+    /// error naming it and the tools there are.
+    pub fn subset(&self, names: &[String]) -> Result<ToolEngine, String> {
+        let unknown: Vec<&str> = names
+            .iter()
+            .filter(|n| !self.tools.contains_key(n.as_str()))
+            .map(String::as_str)
+            .collect();
+        if !unknown.is_empty() {
+            let known: Vec<&str> = self.schemas.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!(
+                "no tool named {} (the tools: {})",
+                unknown.join(", "),
+                known.join(", ")
+            ));
+        }
+        let schemas: Vec<ToolSchema> = self
+            .schemas
+            .iter()
+            .filter(|s| names.contains(&s.name))
+            .cloned()
+            .collect();
+        let tools = schemas
+            .iter()
+            .filter_map(|s| Some((s.name.clone(), self.tools.get(&s.name)?.clone())))
+            .collect();
+        Ok(ToolEngine { tools, schemas })
+    }
+
+    /// These tools and `more` after them (a name already here keeps its tool).
+    pub fn with(&self, more: Vec<(Arc<dyn Tool>, ToolPolicy)>) -> ToolEngine {
+        let mut engine = ToolEngine {
+            tools: self.tools.clone(),
+            schemas: self.schemas.clone(),
+        };
+        for (tool, policy) in more {
+            if !engine.tools.contains_key(&tool.schema().name) {
+                engine.add(tool, policy);
+            }
+        }
+        engine
     }
 
     /// Schemas in the order the tools were added.

@@ -144,6 +144,8 @@ pub struct HttpAgentTool {
     schema: ToolSchema,
     endpoint: String,
     recipient: String,
+    /// The envelopes' `senderId` (`[runtime] sender_id`).
+    sender: String,
     max_response_bytes: usize,
     http: reqwest::Client,
 }
@@ -163,9 +165,16 @@ impl HttpAgentTool {
             schema,
             endpoint,
             recipient,
+            sender: crate::config::DEFAULT_SENDER_ID.to_string(),
             max_response_bytes,
             http,
         })
+    }
+
+    /// Sends its envelopes as `sender` instead of the default `runtime`.
+    pub fn with_sender(mut self, sender: String) -> Self {
+        self.sender = sender;
+        self
     }
 
     /// The default argument schema: one `content` string.
@@ -197,7 +206,7 @@ impl Tool for HttpAgentTool {
         let run = ctx.events.context();
         let message = Envelope {
             conversation_id: &run.run_id,
-            sender: format!("structured-agents/{}", run.bundle),
+            sender: self.sender.clone(),
             content,
             idempotency_key: ctx.idempotency_key(),
             timeout: ctx.remaining(),

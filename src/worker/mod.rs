@@ -395,9 +395,17 @@ impl WorkerPool {
             Ok(messages) => messages,
             Err(outcome) => return outcome,
         };
+        let tools = match crate::bundle::requested_tools(&job.variables) {
+            Ok(tools) => tools,
+            Err(error) => {
+                return crate::kernel::RunFailure::Bundle(format!("variable `tools`: {error}"))
+                    .into();
+            }
+        };
         let options = RunOptions {
             record_messages: self.settings.record_messages,
-            call_budget: agent_budget(loaded, job),
+            call_budget: agent_budget(&self.registry.snapshot(), loaded, job),
+            tools,
         };
         match self.runner.run(loaded, messages, &options, scope).await {
             Ok(run) => Outcome::Succeeded(json!({
@@ -553,6 +561,7 @@ const GROUP_CHAT_HISTORY_TURNS: usize = 10;
 /// The cap on agent calls a job asks for with its `max_agents` variable
 /// (the runtime API's query option).
 fn agent_budget(
+    snapshot: &crate::registry::Snapshot,
     loaded: &LoadedBundle,
     job: &crate::queue::Job,
 ) -> Option<crate::kernel::CallBudget> {
@@ -561,7 +570,7 @@ fn agent_budget(
         .get(crate::bundle::MAX_AGENTS_VARIABLE)?
         .as_u64()?;
     Some(crate::kernel::CallBudget {
-        tools: loaded.bundle.agent_tools().into_keys().collect(),
+        tools: snapshot.agent_tools(loaded).into_keys().collect(),
         max_calls: usize::try_from(max).unwrap_or(usize::MAX),
         refusal: format!("max_agents ({max}) reached: answer with what you have"),
     })

@@ -46,6 +46,7 @@ impl WorkflowHost for Host<'_> {
         let options = RunOptions {
             record_messages: run.record_messages,
             call_budget: None,
+            tools: None,
         };
         let scope = run
             .scope

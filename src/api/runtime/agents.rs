@@ -59,41 +59,25 @@ const LOCAL: &str = "local";
 
 /// Every agent: local bundles by name, then remote agents in config order.
 pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
-    let snapshot = state.registry.snapshot();
-    let runtime = &snapshot.config.runtime;
-    let mut local: Vec<AgentCard> = snapshot
-        .loaded()
-        .filter(|b| b.name() != runtime.router && b.name() != runtime.group_chat)
-        .map(|b| {
-            let raw = &b.bundle.raw;
-            let card = raw.agent.clone().unwrap_or_default();
-            AgentCard {
-                id: raw.name.clone(),
-                name: card.name.unwrap_or_else(|| raw.name.clone()),
-                description: raw.description.clone(),
-                capabilities: card
-                    .capabilities
-                    .unwrap_or_else(|| raw.tools.iter().map(|t| t.name.clone()).collect()),
-                conversation_starters: card.conversation_starters,
-                endpoint: format!("/api/agents/{}/message", raw.name),
-                kind: LOCAL,
-                max_response_bytes: None,
-            }
+    state
+        .registry
+        .snapshot()
+        .agent_directory()
+        .into_iter()
+        .map(|a| AgentCard {
+            endpoint: match a.remote {
+                Some(remote) => remote.endpoint.clone(),
+                None => format!("/api/agents/{}/message", a.id),
+            },
+            kind: if a.remote.is_some() { "remote" } else { LOCAL },
+            max_response_bytes: a.remote.and_then(|r| r.max_response_bytes),
+            id: a.id,
+            name: a.name,
+            description: a.description,
+            capabilities: a.capabilities,
+            conversation_starters: a.conversation_starters,
         })
-        .collect();
-    local.sort_by(|a, b| a.id.cmp(&b.id));
-    let remote = snapshot.config.agents.iter().map(|a| AgentCard {
-        id: a.id.clone(),
-        name: a.name.clone(),
-        description: a.description.clone(),
-        capabilities: a.capabilities.clone(),
-        conversation_starters: a.conversation_starters.clone(),
-        endpoint: a.endpoint.clone(),
-        kind: "remote",
-        max_response_bytes: a.max_response_bytes,
-    });
-    local.extend(remote);
-    local
+        .collect()
 }
 
 /// The agent named `id`, or a 404 naming it and the known ones.

@@ -30,7 +30,7 @@ impl AgentTools {
         Self::Tools(
             snapshot
                 .bundle(&job.bundle)
-                .map(|b| b.bundle.agent_tools())
+                .map(|b| snapshot.agent_tools(b))
                 .unwrap_or_default(),
         )
     }

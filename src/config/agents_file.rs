@@ -1,0 +1,170 @@
+//! The multi-agent runtime's `agents.json` (`[runtime] agents_file`): its
+//! remote agents join `[[agents]]`. The file is what that runtime read —
+//! `{"agents": [...]}` or the bare list, each agent `{id, name,
+//! description, capabilities, endpoint}` and optionally
+//! `conversation_starters` and `max_response_bytes`; keys the daemon has no
+//! use for (that runtime's own extras) are ignored.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{Config, ConfigError, locate};
+use crate::tools::http_agent::HttpAgentSpec;
+
+/// The largest agents file read.
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum AgentsFile {
+    Wrapped { agents: Vec<FileAgent> },
+    Bare(Vec<FileAgent>),
+}
+
+/// One agent as the file describes it.
+#[derive(Deserialize)]
+struct FileAgent {
+    id: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    capabilities: Vec<String>,
+    endpoint: String,
+    #[serde(default)]
+    conversation_starters: Vec<String>,
+    #[serde(default)]
+    max_response_bytes: Option<usize>,
+}
+
+/// Adds the agents of `config.runtime.agents_file` (when set) to
+/// `config.agents`; an unreadable or malformed file, or an id both define,
+/// is an error naming the file (and the id).
+pub(super) fn merge(config: &mut Config, config_file: Option<&Path>) -> Result<(), ConfigError> {
+    let Some(path) = config.runtime.agents_file.clone() else {
+        return Ok(());
+    };
+    let invalid = |message: String| locate::invalid(config_file, "runtime.agents_file", message);
+    let agents = read(&path).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    for agent in agents {
+        if agent.id.trim().is_empty() || agent.endpoint.trim().is_empty() {
+            return Err(invalid(format!(
+                "{}: every agent needs a non-empty `id` and `endpoint`",
+                path.display()
+            )));
+        }
+        if config.agents.iter().any(|a| a.id == agent.id) {
+            return Err(invalid(format!(
+                "{}: agent {:?} is defined twice (here, and in [[agents]] or earlier in the file); keep one",
+                path.display(),
+                agent.id
+            )));
+        }
+        if agent.max_response_bytes == Some(0) {
+            return Err(invalid(format!(
+                "{}: agent {:?}: max_response_bytes must be at least 1; leave it out for the default of 1 MiB",
+                path.display(),
+                agent.id
+            )));
+        }
+        config.agents.push(HttpAgentSpec {
+            name: agent.name.unwrap_or_else(|| agent.id.clone()),
+            id: agent.id,
+            description: agent.description,
+            capabilities: agent.capabilities,
+            endpoint: agent.endpoint,
+            conversation_starters: agent.conversation_starters,
+            max_response_bytes: agent.max_response_bytes,
+        });
+    }
+    Ok(())
+}
+
+fn read(path: &Path) -> Result<Vec<FileAgent>, String> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read: {e}"))?
+        .len();
+    if size > MAX_FILE_BYTES {
+        return Err(format!(
+            "is {size} bytes; an agents file holds at most {MAX_FILE_BYTES}"
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    match serde_json::from_str::<AgentsFile>(&text) {
+        Ok(AgentsFile::Wrapped { agents } | AgentsFile::Bare(agents)) => Ok(agents),
+        Err(_) => {
+            // The untagged error says nothing useful; the wrapped form's does.
+            let detail = serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| e.to_string())
+                .and_then(|value| {
+                    let list = value.get("agents").cloned().unwrap_or(value);
+                    serde_json::from_value::<Vec<FileAgent>>(list)
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                })
+                .err()
+                .unwrap_or_default();
+            Err(format!(
+                "not an agents file ({{\"agents\": [{{\"id\", \"name\", \"description\", \"capabilities\", \"endpoint\"}}]}} or the bare list): {detail}"
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_with(file_text: &str) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agents.json");
+        std::fs::write(&path, file_text).unwrap();
+        let mut config = Config::default();
+        config.runtime.agents_file = Some(path);
+        (dir, config)
+    }
+
+    #[test]
+    fn the_runtimes_agents_json_joins_the_config_agents() {
+        let (_dir, mut config) = config_with(
+            r#"{"agents": [{"id": "weather", "name": "Weather", "description": "Forecasts",
+                "capabilities": ["forecast"], "endpoint": "http://127.0.0.1:9/message", "color": "blue"}]}"#,
+        );
+        merge(&mut config, None).unwrap();
+        assert_eq!(config.agents.len(), 1);
+        let agent = &config.agents[0];
+        assert_eq!(
+            (
+                agent.id.as_str(),
+                agent.name.as_str(),
+                agent.endpoint.as_str()
+            ),
+            ("weather", "Weather", "http://127.0.0.1:9/message")
+        );
+        assert_eq!(agent.capabilities, ["forecast"]);
+    }
+
+    #[test]
+    fn a_bare_list_is_read_and_a_duplicate_id_is_refused() {
+        let (_dir, mut config) = config_with(
+            r#"[{"id": "a", "endpoint": "http://x/m"}, {"id": "a", "endpoint": "http://y/m"}]"#,
+        );
+        let err = merge(&mut config, None).unwrap_err().to_string();
+        assert!(
+            err.contains("runtime.agents_file") && err.contains("\"a\" is defined twice"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_file_names_the_problem() {
+        let (_dir, mut config) = config_with(r#"{"agents": [{"id": "a"}]}"#);
+        let err = merge(&mut config, None).unwrap_err().to_string();
+        assert!(
+            err.contains("agents.json") && err.contains("endpoint"),
+            "{err}"
+        );
+    }
+}

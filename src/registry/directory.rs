@@ -1,0 +1,148 @@
+//! The runtime's agent directory — the loaded bundles but the router and
+//! the group-chat host, then the remote agents of `[[agents]]` and the
+//! agents file — and the router's reach of it: as in the multi-agent
+//! runtime, where every configured agent is a tool of the router, the
+//! router can call every agent of the directory (`[runtime] router_reach =
+//! "directory"`, narrowed by `router_allow` and `router_deny`) besides the
+//! agent tools its bundle declares.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::{LoadedBundle, Snapshot};
+use crate::bundle::ToolSpec;
+use crate::config::RouterReach;
+use crate::tools::http_agent::HttpAgentSpec;
+
+/// One agent of the directory.
+pub struct DirectoryAgent<'a> {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub capabilities: Vec<String>,
+    pub conversation_starters: Vec<String>,
+    /// The remote agent's definition; `None` for a local bundle.
+    pub remote: Option<&'a HttpAgentSpec>,
+}
+
+/// The longest tool name model servers accept.
+const MAX_TOOL_NAME: usize = 64;
+
+impl Snapshot {
+    /// Every agent: local bundles by name, then remote agents in config order.
+    pub fn agent_directory(&self) -> Vec<DirectoryAgent<'_>> {
+        let runtime = &self.config.runtime;
+        let local = self
+            .loaded()
+            .filter(|b| b.name() != runtime.router && b.name() != runtime.group_chat)
+            .map(|b| {
+                let raw = &b.bundle.raw;
+                let card = raw.agent.clone().unwrap_or_default();
+                DirectoryAgent {
+                    id: raw.name.clone(),
+                    name: card.name.unwrap_or_else(|| raw.name.clone()),
+                    description: raw.description.clone(),
+                    capabilities: card
+                        .capabilities
+                        .unwrap_or_else(|| raw.tools.iter().map(|t| t.name.clone()).collect()),
+                    conversation_starters: card.conversation_starters,
+                    remote: None,
+                }
+            });
+        let remote = self.config.agents.iter().map(|a| DirectoryAgent {
+            id: a.id.clone(),
+            name: a.name.clone(),
+            description: a.description.clone(),
+            capabilities: a.capabilities.clone(),
+            conversation_starters: a.conversation_starters.clone(),
+            remote: Some(a),
+        });
+        // `loaded()` is in name order already.
+        local.chain(remote).collect()
+    }
+
+    /// The agent tools the router gains from the directory: one per agent
+    /// its bundle does not already call, allowed by `router_allow` and not
+    /// in `router_deny`, named after the agent (a name its declared tools
+    /// take keeps the declared tool). Empty for any other bundle, and with
+    /// `router_reach = "declared"`.
+    pub fn router_reach(&self, loaded: &LoadedBundle) -> Vec<ToolSpec> {
+        let runtime = &self.config.runtime;
+        if loaded.name() != runtime.router || runtime.router_reach != RouterReach::Directory {
+            return Vec::new();
+        }
+        let declared = loaded.bundle.agent_tools();
+        let taken = |name: &str| loaded.tools.tool(name).is_some();
+        self.agent_directory()
+            .into_iter()
+            .filter(|a| runtime.router_allow.as_ref().is_none_or(|allow| allow.contains(&a.id)))
+            .filter(|a| !runtime.router_deny.contains(&a.id))
+            .filter(|a| !declared.values().any(|id| *id == a.id))
+            .filter_map(|a| {
+                let name = tool_name(&a.id);
+                if taken(&name) {
+                    return None;
+                }
+                let mut description = if a.description.is_empty() {
+                    format!("Asks the agent {}.", a.name)
+                } else {
+                    a.description.clone()
+                };
+                if !a.capabilities.is_empty() {
+                    description.push_str(&format!(" Capabilities: {}.", a.capabilities.join(", ")));
+                }
+                let spec = match a.remote {
+                    None => json!({"name": name, "kind": "agent", "bundle": a.id,
+                                   "description": description, "effect": "idempotent"}),
+                    // The agent is sent an Idempotency-Key with each message.
+                    Some(_) => json!({"name": name, "kind": "http_agent", "agent": a.id,
+                                      "description": description, "effect": "idempotent"}),
+                };
+                serde_json::from_value(spec)
+                    .inspect_err(|e| tracing::warn!(agent = %a.id, error = %e, "the router cannot reach this agent"))
+                    .ok()
+            })
+            .collect()
+    }
+
+    /// The tools of `loaded` that call agents, each with the agent's id:
+    /// the ones its bundle declares and, for the router, its reach.
+    pub fn agent_tools(&self, loaded: &LoadedBundle) -> BTreeMap<String, String> {
+        let mut tools = loaded.bundle.agent_tools();
+        for spec in self.router_reach(loaded) {
+            let id = spec
+                .bundle
+                .or(spec.agent)
+                .unwrap_or_else(|| spec.name.clone());
+            tools.insert(spec.name, id);
+        }
+        tools
+    }
+}
+
+/// An agent id as a tool name: letters, digits, `_` and `-` (anything else
+/// becomes `_`), at most 64 characters.
+fn tool_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_TOOL_NAME)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tool_name;
+
+    #[test]
+    fn agent_ids_become_tool_names_servers_accept() {
+        assert_eq!(tool_name("weather.agent v2"), "weather_agent_v2");
+        assert_eq!(tool_name(&"a".repeat(80)).len(), 64);
+    }
+}
