@@ -89,8 +89,9 @@ pub fn validate(spec: &WorkflowSpec) -> Vec<SpecProblem> {
 
 impl Workflow {
     /// Validates and compiles `spec`; `version` identifies it in checkpoints.
-    pub fn compile(spec: WorkflowSpec, version: impl Into<String>) -> Result<Self, SpecErrors> {
+    pub fn compile(mut spec: WorkflowSpec, version: impl Into<String>) -> Result<Self, SpecErrors> {
         let mut c = Compiler::default();
+        c.canonical_events(&mut spec);
         c.templates
             .set_undefined_behavior(UndefinedBehavior::Strict);
         let mut stages = BTreeMap::new();
@@ -183,6 +184,19 @@ impl Workflow {
     /// The regex compiled under `path`.
     pub(crate) fn regex(&self, path: &str) -> Option<&Regex> {
         self.regexes.get(path)
+    }
+}
+
+/// The built-in gate's event that `event` names in the `lol impl`
+/// workflow, whose stage events carry the stage's name.
+fn original_alias(builtin: Builtin, event: &str) -> Option<&'static str> {
+    match (builtin, event) {
+        (Builtin::Pr, "pr_pass") => Some("pass"),
+        (Builtin::Pr, "pr_fail_fixable") => Some("fail_fixable"),
+        (Builtin::Pr, "pr_fail_need_rebase") => Some("fail_need_rebase"),
+        (Builtin::Rebase, "rebase_ok") => Some("ok"),
+        (Builtin::Rebase, "rebase_conflict") => Some("conflict"),
+        _ => None,
     }
 }
 
@@ -401,6 +415,34 @@ impl Compiler {
                 self.problem(&format!("{at}.pr"), "applies to `builtin: pr` only".into())
             }
             _ => {}
+        }
+    }
+
+    /// Renames the `lol impl` workflow's event names in the transition
+    /// table (`pr_pass`, `rebase_conflict`, …) to the built-in gates' own;
+    /// a row that names an event both ways is a problem.
+    fn canonical_events(&mut self, spec: &mut WorkflowSpec) {
+        for (stage, row) in spec.transitions.iter_mut() {
+            let Some(StageSpec::Command(command)) = spec.stages.get(stage) else {
+                continue;
+            };
+            let Some(builtin) = command.builtin else {
+                continue;
+            };
+            let aliased: Vec<(String, &'static str)> = row
+                .keys()
+                .filter_map(|event| Some((event.clone(), original_alias(builtin, event)?)))
+                .collect();
+            for (alias, event) in aliased {
+                if row.contains_key(event) {
+                    self.problem(
+                        &format!("workflow.transitions.{stage}.{alias}"),
+                        format!("{alias:?} is another name of {event:?}, which the row also has; keep one"),
+                    );
+                } else if let Some(target) = row.remove(&alias) {
+                    row.insert(event.to_string(), target);
+                }
+            }
         }
     }
 

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::compile::Workflow;
+use super::pr_text::{closing_body, pr_number, valid_pr_title};
 use super::spec::{Builtin, CommandStage, PrSettings, RebaseSettings};
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard, isolated_command};
 
@@ -354,24 +355,35 @@ async fn argv_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
 
 /// The files changed by the last commit (all files of a first commit).
 async fn changed_files(ctx: &GateContext<'_>, dir: &Path) -> Result<Vec<String>, String> {
-    let mut run = ctx
-        .git(dir, &["diff", "--name-only", "HEAD~1", "HEAD"])
-        .await;
+    last_commit_files(dir, ctx.timeout(), ctx.spec.max_output_bytes).await
+}
+
+/// The files the last commit in `dir` changed (all files of a first
+/// commit), each git command under `timeout` and `max_output` bytes.
+pub(crate) async fn last_commit_files(
+    dir: &Path,
+    timeout: Duration,
+    max_output: usize,
+) -> Result<Vec<String>, String> {
+    let git = |args: &[&str]| {
+        let argv: Vec<String> = std::iter::once("git")
+            .chain(args.iter().copied())
+            .map(String::from)
+            .collect();
+        async move { run_command(&argv, dir, timeout, max_output, &[]).await }
+    };
+    let mut run = git(&["diff", "--name-only", "HEAD~1", "HEAD"]).await;
     if !run.success() {
         // HEAD~1 does not exist on a first commit: list what it added.
-        run = ctx
-            .git(
-                dir,
-                &[
-                    "diff-tree",
-                    "--root",
-                    "--no-commit-id",
-                    "--name-only",
-                    "-r",
-                    "HEAD",
-                ],
-            )
-            .await;
+        run = git(&[
+            "diff-tree",
+            "--root",
+            "--no-commit-id",
+            "--name-only",
+            "-r",
+            "HEAD",
+        ])
+        .await;
     }
     if !run.success() {
         return Err(run.describe("git diff --name-only HEAD~1 HEAD"));
@@ -435,13 +447,6 @@ async fn py_compile_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
     report
 }
 
-/// Whether a title reads `[tag][#N] text`.
-pub fn valid_pr_title(title: &str) -> bool {
-    static TITLE: std::sync::LazyLock<Option<regex::Regex>> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"^\[[^\[\]\s][^\[\]]*\]\[#\d+\] \S").ok());
-    TITLE.as_ref().is_some_and(|r| r.is_match(title))
-}
-
 /// Whether a failed push was refused because the remote moved.
 fn needs_rebase(run: &CommandRun) -> bool {
     let out = run.output();
@@ -488,7 +493,7 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
         );
     }
     let body = match ctx.render("pr.body", ctx.vars) {
-        Ok(b) => b,
+        Ok(b) => closing_body(&title, &b),
         Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.body` template"),
     };
     let branch = pr_branch(ctx, pr, dir).await;
@@ -543,9 +548,11 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
     let mut report = GateReport::new("pass", true);
     report.details.insert("title".into(), title.into());
     report.details.insert("branch".into(), branch.into());
-    report
-        .details
-        .insert("url".into(), created.stdout.trim().into());
+    let url = created.stdout.trim();
+    if let Some(number) = pr_number(url) {
+        report.details.insert("pr_number".into(), number.into());
+    }
+    report.details.insert("url".into(), url.into());
     report
 }
 

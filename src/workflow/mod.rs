@@ -9,7 +9,8 @@
 //!   `Workflow` with compiled templates and regexes;
 //! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
 //! - `checkpoint`: the durable state and the fatal report;
-//! - `gates`: command gates and the built-in `py_compile`, `pr` and `rebase` gates;
+//! - `gates`: command gates and the built-in `py_compile`, `pr` and `rebase` gates
+//!   (`pr_text`: the PR's title rule, closing reference and number);
 //! - `review`: the review score parser.
 //!
 //! This module must not know about HTTP, the queue or OpenTelemetry: it
@@ -20,6 +21,7 @@ pub mod checkpoint;
 pub mod compile;
 pub mod engine;
 pub mod gates;
+mod pr_text;
 pub mod review;
 pub mod spec;
 mod stages;
@@ -31,5 +33,6 @@ pub use checkpoint::{Checkpoint, FatalReport, StageRecord, StageReport, Workflow
 pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
 pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
 pub use gates::{GateReport, run_command};
+pub use pr_text::valid_pr_title;
 pub use review::{Review, Scores, Thresholds, parse_review};
 pub use spec::{FATAL, FINISH, WorkflowSpec};

@@ -9,7 +9,8 @@
 //! last `}`. The dimensions are read from `scores` when it is an object, else
 //! from the top-level object. Without usable JSON the text is searched for
 //! "Score: N/100", then "Quality: N", then "Rating: X/10" (× 10), else every
-//! dimension gets the neutral 50.
+//! dimension gets the neutral 50, and the bullets of its `Feedback:` section
+//! are the findings and the suggestions (as `lol impl` read a text review).
 
 use std::sync::LazyLock;
 
@@ -195,7 +196,10 @@ pub fn parse_review(output: &str, thresholds: &Thresholds) -> Review {
                 strings(object.get("suggestions")),
             )
         }
-        None => (Scores::all(text_score(output)), Vec::new(), Vec::new()),
+        None => {
+            let feedback = feedback_bullets(output);
+            (Scores::all(text_score(output)), feedback.clone(), feedback)
+        }
     };
     Review {
         pass: passes(&scores, thresholds),
@@ -258,6 +262,44 @@ fn text_score(output: &str) -> u32 {
             Some(clamp(found * factor))
         })
         .unwrap_or(NEUTRAL_SCORE)
+}
+
+/// The items of a text review's `Feedback:` section: the text after the
+/// heading on its line, then each bullet (`-`, `*`, `•`, `1.`) below it, up
+/// to the next `Heading:` line or the end of the bullets.
+fn feedback_bullets(output: &str) -> Vec<String> {
+    static HEADING: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"(?i)^[#*\s]*feedback[*\s]*:[*\s]*(.*)$").ok());
+    static BULLET: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"^\s*(?:[-*•]|\d+[.)])\s+(.+)$").ok());
+    static OTHER_HEADING: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"^[#*\s]*[A-Za-z][\w ]{0,40}[*\s]*:").ok());
+    let (Some(heading), Some(bullet), Some(other)) =
+        (HEADING.as_ref(), BULLET.as_ref(), OTHER_HEADING.as_ref())
+    else {
+        return Vec::new();
+    };
+    let mut lines = output.lines();
+    let mut items = Vec::new();
+    for line in lines.by_ref() {
+        if let Some(found) = heading.captures(line) {
+            let rest = found.get(1).map_or("", |m| m.as_str()).trim();
+            if !rest.is_empty() {
+                items.push(rest.to_string());
+            }
+            break;
+        }
+    }
+    for line in lines {
+        if let Some(found) = bullet.captures(line) {
+            items.push(found[1].trim().to_string());
+        } else if line.trim().is_empty() && items.is_empty() {
+            continue;
+        } else if line.trim().is_empty() || other.is_match(line) {
+            break;
+        }
+    }
+    items
 }
 
 /// A dimension's value: a number or a numeric string, rounded and clamped;
@@ -363,6 +405,24 @@ mod tests {
         );
         assert_eq!(parse("looks fine to me").scores, Scores::all(NEUTRAL_SCORE));
         assert!(!parse("looks fine to me").pass);
+    }
+
+    #[test]
+    fn a_text_review_s_feedback_bullets_are_its_findings_and_suggestions() {
+        let text = "Score: 72/100\n\n**Feedback:**\n- Handle empty input\n* Add a docstring\n2. Test the error path\n\nSummary: close";
+        let r = parse(text);
+        assert_eq!(r.scores, Scores::all(72));
+        let expected = [
+            "Handle empty input",
+            "Add a docstring",
+            "Test the error path",
+        ];
+        assert_eq!(r.findings, expected);
+        assert_eq!(r.suggestions, expected);
+        assert_eq!(r.feedback(&Thresholds::default()), expected);
+        let r = parse("Rating: 6/10\nFeedback: the tests are missing\nVerdict: fail");
+        assert_eq!(r.findings, ["the tests are missing"]);
+        assert!(parse("Score: 90/100, nothing to add").findings.is_empty());
     }
 
     #[test]

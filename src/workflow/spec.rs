@@ -93,6 +93,11 @@ pub struct AgentStage {
     /// The artifact name prefix (`<artifact>-input-<iteration>`); default the stage name.
     #[serde(default)]
     pub artifact: Option<String>,
+    /// Gives the prompt a `files` variable: the files the last commit in
+    /// the working directory changed, at most this many (the `lol impl`
+    /// simplify stage works on at most 3). Unset: no `files`.
+    #[serde(default)]
+    pub max_files: Option<usize>,
 }
 
 /// Maps an agent's result to an event. At most one of `field`, `regex` and

@@ -6,9 +6,14 @@ use serde_json::{Map, Value};
 
 use super::checkpoint::Checkpoint;
 use super::engine::{AgentOutput, Engine, EngineError, StageResult};
-use super::gates::{GateContext, GateReport, run_gate};
+use super::gates::{GateContext, GateReport, last_commit_files, run_gate};
 use super::review::{Review, parse_review};
 use super::spec::{AgentStage, ResultRule, StageSpec};
+
+/// How long listing the last commit's files (`max_files`) may take, and
+/// how much `git` may print.
+const FILES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const FILES_MAX_OUTPUT: usize = 1024 * 1024;
 
 /// The template variables of a stage run.
 pub(crate) fn vars(cp: &Checkpoint) -> Map<String, Value> {
@@ -109,7 +114,21 @@ impl Engine<'_> {
         vars: &Map<String, Value>,
     ) -> Result<StageResult, EngineError> {
         let stage = cp.stage.as_str();
-        let prompt = match self.workflow.render(&format!("{at}.prompt"), vars) {
+        let mut prompt_vars = vars.clone();
+        if let Some(max) = agent.max_files {
+            match last_commit_files(&self.work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT).await {
+                Ok(files) => {
+                    let files: Vec<Value> = files.into_iter().take(max).map(Value::from).collect();
+                    prompt_vars.insert("files".into(), Value::Array(files));
+                }
+                Err(e) => {
+                    return Ok(StageResult::fatal(format!(
+                        "{at}.max_files: cannot list the files of the last commit: {e}"
+                    )));
+                }
+            }
+        }
+        let prompt = match self.workflow.render(&format!("{at}.prompt"), &prompt_vars) {
             Ok(p) => p,
             Err(e) => return Ok(StageResult::fatal(e)),
         };

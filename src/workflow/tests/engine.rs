@@ -605,3 +605,51 @@ transitions:
     let base = dir.path();
     assert_eq!(w.working_dir(base, &Map::new()).unwrap(), base);
 }
+
+/// As `lol impl`'s simplify stage: an agent stage with `max_files` gets
+/// the last commit's files, at most that many, as `files`.
+#[tokio::test]
+async fn max_files_gives_the_prompt_the_last_commits_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    for name in ["a.py", "b.py", "c.py", "d.py"] {
+        std::fs::write(dir.path().join(name), "x = 1\n").unwrap();
+    }
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "four files"]);
+    let w = flow(|f| {
+        f.replace(
+            "    prompt: \"Simplify\"",
+            "    prompt: \"Simplify{% for f in files %} {{ f }}{% endfor %}\"\n    max_files: 3",
+        )
+    });
+    let host = FakeHost::new(dir.path())
+        .script("implement", vec![ok("STATUS: done")])
+        .script("review", vec![ok(PASSING)])
+        .script("simplify", vec![ok("RESULT: pass")]);
+    let outcome = start(&w, &host).await.unwrap();
+    let prompts = host.prompts.lock().unwrap().clone();
+    assert_eq!(reason(&outcome), "", "{prompts:?}");
+    let simplify: Vec<&str> = prompts
+        .iter()
+        .filter(|(stage, _)| stage.contains("simplify"))
+        .map(|(_, prompt)| prompt.as_str())
+        .collect();
+    assert_eq!(simplify, ["Simplify a.py b.py c.py"], "{prompts:?}");
+}

@@ -8,8 +8,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::compile;
-use crate::workflow::gates::{GateContext, GateReport, run_gate, valid_pr_title};
+use crate::workflow::gates::{GateContext, GateReport, run_gate};
 use crate::workflow::spec::StageSpec;
+use crate::workflow::valid_pr_title;
 
 const GATES: &str = r#"
 start: parse
@@ -23,6 +24,13 @@ stages:
     pr:
       title: "[{{ tag }}][#{{ issue }}] {{ title }}"
       create_command: [sh, -c, "echo \"$0 $1\"", "{{ title }}", "{{ branch }}"]
+  pr_body:
+    kind: command
+    builtin: pr
+    pr:
+      title: "[{{ tag }}][#{{ issue }}] {{ title }}"
+      body: "Adds {{ title }}."
+      create_command: [sh, -c, "printf '%s' \"$0\" > ../pr-body.txt; echo https://github.com/o/r/pull/42", "{{ body }}"]
   bad_title:
     kind: command
     builtin: pr
@@ -42,6 +50,7 @@ transitions:
   parse: {pass: finish, fail: finish}
   slow: {pass: finish, fail: finish}
   pr: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
+  pr_body: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
   bad_title: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
   pr_exists: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
   pr_broken: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
@@ -262,6 +271,14 @@ async fn the_pr_gate_pushes_and_creates_or_says_what_to_do() {
         git(&repo.root.join("remote.git"), &["rev-parse", "feature"]),
         git(&repo.work, &["rev-parse", "HEAD"])
     );
+
+    // As in `lol impl`: the body closes the title's issue, and the PR's
+    // number is read from the URL the create command printed.
+    let report = gate("pr_body", &repo.work).await;
+    assert!(report.pass, "{report:?}");
+    let body = std::fs::read_to_string(repo.work.join("../pr-body.txt")).unwrap();
+    assert_eq!(body, "Adds Workflows.\n\nCloses #13");
+    assert_eq!(report.details["pr_number"], 42, "{report:?}");
 
     assert!(
         gate("pr_exists", &repo.work).await.pass,
