@@ -115,3 +115,89 @@ async fn defaults_and_a_jobs_tool_subset_shape_the_request() {
         .unwrap();
     assert_eq!(malformed.status(), 422);
 }
+
+/// A bundle directory with a `kind: grail` tool running `double.pym`,
+/// answered by a script that calls it once.
+fn grail_bundle() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = r#"name: grailed
+version: "1"
+model: {endpoint: "scripted:script.yaml", name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: double
+    kind: grail
+    script: double.pym
+    effect: read_only
+    parameters: {type: object, properties: {value: {type: integer}}, required: [value]}
+"#;
+    std::fs::write(dir.path().join("bundle.yaml"), bundle).unwrap();
+    std::fs::write(
+        dir.path().join("script.yaml"),
+        "replies:\n  - tool_calls: [{name: double, arguments: {value: 21}}]\n  - content: done\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("double.pym"),
+        "import json, sys\nprint(json.dumps({\"doubled\": json.load(sys.stdin)[\"value\"] * 2}))\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// The tool engine's GrailBackend as a process tool: `kind: grail` runs
+/// its `.pym` script with the `grail` interpreter from the daemon's PATH;
+/// without one, loading the bundle says so.
+#[test]
+fn grail_tools_run_their_script_with_the_grail_interpreter() {
+    use std::os::unix::fs::PermissionsExt;
+    let bundle = grail_bundle();
+    let bin_dir = tempfile::tempdir().unwrap();
+    let system_path = "/usr/local/bin:/usr/bin:/bin";
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .arg("validate")
+        .arg(bundle.path())
+        .env("PATH", system_path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&missing.stderr).into_owned()
+        + &String::from_utf8_lossy(&missing.stdout);
+    assert_eq!(missing.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("tools[0].kind")
+            && text.contains("`grail` interpreter, which is not installed"),
+        "{text}"
+    );
+
+    // A stand-in interpreter: runs the script with Python.
+    let grail = bin_dir.path().join("grail");
+    std::fs::write(&grail, "#!/bin/sh\nexec python3 \"$1\"\n").unwrap();
+    std::fs::set_permissions(&grail, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{system_path}", bin_dir.path().display());
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .arg("run")
+        .arg(bundle.path())
+        .args(["--input", "double 21", "--json"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let result = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["type"] == "ToolResult")
+        .unwrap_or_else(|| panic!("no ToolResult: {stdout}"));
+    assert_eq!(result["is_error"], false, "{result}");
+    assert!(
+        result["output_preview"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"doubled\": 42"),
+        "{result}"
+    );
+}

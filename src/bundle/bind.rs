@@ -60,14 +60,16 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     let kind = spec.kind;
     if kind != ToolKind::Process {
         forbid(!spec.command.is_empty(), "command", "process");
-        forbid(spec.working_dir.is_some(), "working_dir", "process");
-        forbid(!spec.env.is_empty(), "env", "process");
-        forbid(spec.env_allowlist.is_some(), "env_allowlist", "process");
-        forbid(
-            spec.max_output_bytes.is_some(),
-            "max_output_bytes",
-            "process",
-        );
+    }
+    if kind != ToolKind::Grail {
+        forbid(spec.script.is_some(), "script", "grail");
+    }
+    if kind != ToolKind::Process && kind != ToolKind::Grail {
+        let kinds = "process and grail";
+        forbid(spec.working_dir.is_some(), "working_dir", kinds);
+        forbid(!spec.env.is_empty(), "env", kinds);
+        forbid(spec.env_allowlist.is_some(), "env_allowlist", kinds);
+        forbid(spec.max_output_bytes.is_some(), "max_output_bytes", kinds);
     }
     if kind != ToolKind::Plugin {
         forbid(spec.plugin.is_some(), "plugin", "plugin");
@@ -90,6 +92,15 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     if kind != ToolKind::Agent {
         forbid(spec.bundle.is_some(), "bundle", "agent");
     }
+    if matches!(kind, ToolKind::Process | ToolKind::Grail) {
+        let wd = dir.join(spec.working_dir.as_deref().unwrap_or("."));
+        if !wd.is_dir() {
+            problems.push((
+                "working_dir",
+                format!("{} is not a directory", wd.display()),
+            ));
+        }
+    }
     match kind {
         ToolKind::Process => {
             if spec.command.is_empty() || spec.command[0].is_empty() {
@@ -98,14 +109,8 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
                     "a process tool needs `command`, an argv list such as [\"python3\", \"tool.py\"]".into(),
                 ));
             }
-            let wd = dir.join(spec.working_dir.as_deref().unwrap_or("."));
-            if !wd.is_dir() {
-                problems.push((
-                    "working_dir",
-                    format!("{} is not a directory", wd.display()),
-                ));
-            }
         }
+        ToolKind::Grail => problems.extend(grail_problems(spec, dir)),
         ToolKind::Plugin => {
             if spec.plugin.is_none() {
                 problems.push((
@@ -143,6 +148,46 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         }
     }
     problems
+}
+
+/// The interpreter `kind: grail` tools run their scripts with.
+pub const GRAIL_INTERPRETER: &str = "grail";
+
+/// What keeps a `kind: grail` spec from running: no `script`, a script
+/// that is not a file, or no `grail` interpreter on the daemon's `PATH`.
+fn grail_problems(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    match &spec.script {
+        None => problems.push((
+            "script",
+            "a grail tool needs `script`, its `.pym` file relative to the bundle".into(),
+        )),
+        Some(script) if !dir.join(script).is_file() => problems.push((
+            "script",
+            format!("{} is not a file", dir.join(script).display()),
+        )),
+        Some(_) => {}
+    }
+    if find_on_path(GRAIL_INTERPRETER).is_none() {
+        problems.push((
+            "kind",
+            format!(
+                "kind grail runs `.pym` scripts with the `{GRAIL_INTERPRETER}` interpreter, which is not installed (not found on the daemon's PATH): install it, or run the script as a `kind: process` tool"
+            ),
+        ));
+    }
+    problems
+}
+
+/// The first executable file named `program` in the daemon's `PATH`.
+fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| {
+            std::fs::metadata(path)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// Parses a `kind: mcp` entry's `server`.
@@ -268,10 +313,10 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
 /// The backend of a spec of any kind but `mcp` (which binds to many tools).
 fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
     match spec.kind {
-        ToolKind::Process => Ok(Arc::new(ProcessTool::new(
+        ToolKind::Process | ToolKind::Grail => Ok(Arc::new(ProcessTool::new(
             schema_of(spec),
             ProcessSpec {
-                command: spec.command.clone(),
+                command: process_command(spec, dir)?,
                 working_dir: dir.join(spec.working_dir.as_deref().unwrap_or(".")),
                 env_allowlist: spec.env_allowlist.clone().unwrap_or_else(|| {
                     DEFAULT_ENV_ALLOWLIST
@@ -307,6 +352,22 @@ fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, St
             "tool kind {other:?} is not available in this build"
         )),
     }
+}
+
+/// The argv of a process tool: its `command`, or for a grail tool the
+/// `grail` interpreter (as found on `PATH` now) on its script.
+fn process_command(spec: &ToolSpec, dir: &Path) -> Result<Vec<String>, String> {
+    if spec.kind != ToolKind::Grail {
+        return Ok(spec.command.clone());
+    }
+    let interpreter = find_on_path(GRAIL_INTERPRETER).ok_or_else(|| {
+        format!("the `{GRAIL_INTERPRETER}` interpreter of kind grail is not installed (not on the daemon's PATH)")
+    })?;
+    let script = spec.script.as_deref().unwrap_or_default();
+    Ok(vec![
+        interpreter.to_string_lossy().into_owned(),
+        dir.join(script).to_string_lossy().into_owned(),
+    ])
 }
 
 /// Binds specs the daemon makes up for a bundle (the router's reach of the

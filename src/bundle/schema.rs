@@ -275,6 +275,10 @@ pub enum ToolKind {
     HttpAgent,
     /// Another loaded bundle, run as a nested agent.
     Agent,
+    /// A `.pym` script run by the `grail` interpreter, as a process tool
+    /// (the Python tool engine's GrailBackend): JSON arguments on stdin,
+    /// one JSON value on stdout.
+    Grail,
 }
 
 /// One tool. Which keys apply depends on `kind`.
@@ -322,16 +326,19 @@ pub struct ToolSpec {
     /// process: the command as an argv list (never run through a shell).
     #[serde(default)]
     pub command: Vec<String>,
-    /// process: working directory, relative to the bundle (default: the bundle directory).
+    /// grail: the `.pym` script, relative to the bundle directory.
+    #[serde(default)]
+    pub script: Option<String>,
+    /// process, grail: working directory, relative to the bundle (default: the bundle directory).
     #[serde(default)]
     pub working_dir: Option<String>,
-    /// process: variables set for the command.
+    /// process, grail: variables set for the command.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// process: variables passed through from the daemon (default: PATH, LANG, LC_ALL, TZ, HOME, TMPDIR).
+    /// process, grail: variables passed through from the daemon (default: PATH, LANG, LC_ALL, TZ, HOME, TMPDIR).
     #[serde(default)]
     pub env_allowlist: Option<Vec<String>>,
-    /// process: largest stdout accepted, in bytes.
+    /// process, grail: largest stdout accepted, in bytes.
     #[serde(default)]
     pub max_output_bytes: Option<usize>,
 
