@@ -44,6 +44,10 @@ pub struct GateReport {
     /// Gate-specific facts (the PR title and URL, the exit code…).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub details: Map<String, Value>,
+    /// Nothing an agent does can fix it (a PR title template that does not
+    /// read `[tag][#N] text`): the workflow ends fatal, as in `lol impl`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fatal: bool,
 }
 
 impl GateReport {
@@ -55,6 +59,7 @@ impl GateReport {
             suggestions: Vec::new(),
             event: event.to_string(),
             details: Map::new(),
+            fatal: false,
         }
     }
 
@@ -486,11 +491,15 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
         }
     };
     if !valid_pr_title(&title) {
-        return GateReport::fail(
+        let mut report = GateReport::fail(
             FIXABLE,
             format!("PR title {title:?} does not read `[tag][#N] text`"),
-            "make the title `[tag][#N] summary`, e.g. `[fix][#13] Handle empty input`",
+            "make the `pr.title` template (or the data it reads) give `[tag][#N] summary`, e.g. `[fix][#13] Handle empty input`",
         );
+        // The title comes from the bundle's template and data, which no
+        // implementation iteration changes.
+        report.fatal = true;
+        return report;
     }
     let body = match ctx.render("pr.body", ctx.vars) {
         Ok(b) => closing_body(&title, &b),

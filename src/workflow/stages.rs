@@ -96,6 +96,9 @@ impl Engine<'_> {
         let name = format!("{prefix}-iter-{iteration}.json");
         let body = serde_json::to_value(&report).unwrap_or(Value::Null);
         self.store(stage, &name, &body).await?;
+        if report.fatal {
+            return Ok(StageResult::fatal(first_line(&report.traceback)));
+        }
         let reason = if report.pass {
             "gate passed".to_string()
         } else {

@@ -653,3 +653,31 @@ async fn max_files_gives_the_prompt_the_last_commits_files() {
         .collect();
     assert_eq!(simplify, ["Simplify a.py b.py c.py"], "{prompts:?}");
 }
+
+/// As in `lol impl`: a PR title that does not read `[tag][#N] text` ends
+/// the workflow (no implementation iteration can change it).
+#[tokio::test]
+async fn an_invalid_pr_title_is_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = flow(|f| {
+        f.replace(
+            "    argv: [sh, -c, \"exit $(cat pr_code 2>/dev/null || echo 0)\"]\n    exit_codes: {1: fail_fixable, 2: fail_need_rebase}",
+            "    builtin: pr\n    pr: {title: \"Issue {{ issue }}\", create_command: [\"true\"]}",
+        )
+        .replace(
+            "pr: {pass: finish, fail: implement, fail_fixable: implement, fail_need_rebase: rebase}",
+            "pr: {pass: finish, fail_fixable: implement, fail_need_rebase: rebase}",
+        )
+    });
+    let host = FakeHost::new(dir.path())
+        .script("implement", vec![ok("STATUS: done")])
+        .script("review", vec![ok(PASSING)])
+        .script("simplify", vec![ok("RESULT: pass")]);
+    let outcome = start(&w, &host).await.unwrap();
+    assert!(
+        reason(&outcome).contains("\"Issue 13\" does not read `[tag][#N] text`"),
+        "{}",
+        reason(&outcome)
+    );
+    assert!(host.artifact("pr-iter-1.json").is_some());
+}

@@ -252,10 +252,11 @@ fn pr_titles_must_read_tag_issue_text() {
 #[tokio::test]
 async fn the_pr_gate_pushes_and_creates_or_says_what_to_do() {
     let repo = Repo::new();
+    // As in `lol impl`, a title no iteration can fix ends the workflow.
     let report = gate("bad_title", &repo.work).await;
     assert_eq!(
-        (report.pass, report.event.as_str()),
-        (false, "fail_fixable")
+        (report.pass, report.fatal, report.event.as_str()),
+        (false, true, "fail_fixable")
     );
     assert!(
         report.traceback.contains("[tag][#N] text"),
