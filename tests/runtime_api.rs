@@ -1099,13 +1099,29 @@ replies:
     assert!(ok, "{out}\n{err}");
     assert!(has_line(&out, "you → What is 2+3?"), "{out}");
     assert!(
-        out.contains("ƒ(x) calling arithmetic...\n ↪ What is 2+3?\n ↪ 2+3 = 5\n"),
+        out.contains(
+            "talking with the agent(s):\n ↪ runtime to arithmetic → What is 2+3?\n ↪ arithmetic to runtime → 2+3 = 5\n"
+        ),
         "{out}"
     );
     assert!(has_line(&out, "runtime → The answer is 5."), "{out}");
     assert!(
-        out.find("ƒ(x) calling").unwrap() < out.find("runtime → ").unwrap(),
+        out.find("talking with").unwrap() < out.find("runtime → ").unwrap(),
         "{out}"
+    );
+    assert!(!err.contains("DEBUG chunk"), "{err}");
+    // The runtime's DEBUG switch prints the raw chunks.
+    let (ok, out, err) = run_cli_with_env(
+        &base,
+        &["query", "What is 2+3?"],
+        None,
+        &[("DEBUG", "True")],
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        err.contains("DEBUG chunk: {\"agent_call\":\"arithmetic\""),
+        "{err}"
     );
     let last = out.trim_end().lines().last().unwrap_or_default();
     assert!(
@@ -1155,14 +1171,21 @@ replies:
     let (ok, out, err) = run_cli(
         &base,
         &["interactive"],
-        Some("agents\nWhat is 2+3?\nexit\n"),
+        Some("agents\nWhat is 2+3?\ngroup weather Say hi to everyone.\nexit\n"),
     )
     .await;
     assert!(ok, "{out}\n{err}");
     assert!(out.contains("you → "), "{out}");
     assert!(out.contains("arithmetic — Arithmetic (local)"), "{out}");
-    assert!(out.contains("ƒ(x) calling arithmetic..."), "{out}");
+    assert!(
+        out.contains(" ↪ runtime to arithmetic → What is 2+3?"),
+        "{out}"
+    );
     assert!(out.contains("runtime → The answer is 5."), "{out}");
+    // `group AGENTS TEXT` asks only those agents.
+    assert!(out.contains("Weather → Sunny tomorrow."), "{out}");
+    let group_part = &out[out.find("Weather → ").unwrap_or(0)..];
+    assert!(!group_part.contains("Arithmetic → "), "{out}");
 }
 
 // ---------------------------------------------------------------------------
@@ -1472,6 +1495,19 @@ fn has_line(out: &str, line: &str) -> bool {
 /// Runs the CLI against the daemon at `base` (with `stdin` fed when given)
 /// → (success, stdout, stderr).
 async fn run_cli(base: &str, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    run_cli_with_env(base, args, stdin, &[]).await
+}
+
+async fn run_cli_with_env(
+    base: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> (bool, String, String) {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let base = base.to_string();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let stdin = stdin.map(str::to_string);
@@ -1482,6 +1518,7 @@ async fn run_cli(base: &str, args: &[&str], stdin: Option<&str>) -> (bool, Strin
             .arg("--server")
             .arg(&base)
             .args(&args)
+            .envs(env)
             .stdin(if stdin.is_some() {
                 Stdio::piped()
             } else {

@@ -1,7 +1,10 @@
 //! The runtime API's client commands: `agents`, `query`, `group`, `direct`
-//! and `interactive`, printing the runtime's format — `you → ` for what
-//! was asked, `ƒ(x) calling <agent>...` and ` ↪ ` lines around each agent
-//! call, `runtime → ` (or the agent's name) before an answer.
+//! and `interactive`, printing the multi-agent runtime's format — `you → `
+//! for what was asked, `talking with the agent(s):` then
+//! ` ↪ runtime to <agent> → <query>` and ` ↪ <agent> to runtime → <reply>`
+//! around agent calls, `runtime → ` (or the agent's name) before an answer;
+//! in colour on a terminal (unless `NO_COLOR` is set), and with `DEBUG=True`
+//! or `AGENT_RUNTIME_DEBUG=true` every raw stream chunk on stderr.
 
 use std::io::Write;
 
@@ -85,9 +88,14 @@ async fn ask(client: &Client, mut body: Value) -> anyhow::Result<Option<String>>
     let mut frames = client.post_frames("/api/query", body).await?;
     let mut answering = false;
     let mut streamed = false;
+    let mut talking = false;
     let mut conversation = None;
+    let debug = debug_chunks();
     while let Some(frame) = frames.next().await {
         let frame = frame?;
+        if debug {
+            eprintln!("DEBUG chunk: {frame}");
+        }
         if frame == "[DONE]" {
             break;
         }
@@ -101,11 +109,15 @@ async fn ask(client: &Client, mut body: Value) -> anyhow::Result<Option<String>>
             print!("{token}");
         } else if let Some(agent) = frame["agent_call"].as_str() {
             end_line(&mut answering);
-            println!("ƒ(x) calling {agent}...");
-            println!(" ↪ {}", text(&frame["agent_query"]));
+            if !std::mem::replace(&mut talking, true) {
+                println!("{}", paint(YELLOW, "talking with the agent(s):"));
+            }
+            let who = paint(CYAN, &format!("runtime to {agent}"));
+            println!(" ↪ {who} → {}", text(&frame["agent_query"]));
         } else if frame.get("agent_response").is_some() {
             end_line(&mut answering);
-            println!(" ↪ {}", text(&frame["agent_response"]));
+            let who = paint(GREEN, &format!("{} to runtime", text(&frame["agent_id"])));
+            println!(" ↪ {who} → {}", text(&frame["agent_response"]));
         } else if let Some(error) = frame.get("error") {
             end_line(&mut answering);
             println!("runtime → (error: {})", text(error));
@@ -226,9 +238,10 @@ pub async fn interactive(server: &ServerArgs) -> anyhow::Result<i32> {
             "exit" | "quit" => break,
             "agents" => agents(server).await.map(drop),
             "group" => {
+                let (agents, text) = group_agents(&client, rest).await;
                 let args = GroupArgs {
-                    text: rest.to_string(),
-                    agents: Vec::new(),
+                    text,
+                    agents,
                     max_iterations: 5,
                     stop_phrase: None,
                     selector: None,
@@ -254,6 +267,53 @@ pub async fn interactive(server: &ServerArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `group a,b TEXT` in interactive mode: the agents to include, when the
+/// first word lists only known agent ids (else all agents, on all of `rest`).
+async fn group_agents(client: &Client, rest: &str) -> (Vec<String>, String) {
+    let all = || (Vec::new(), rest.to_string());
+    let Some((first, question)) = rest.split_once(' ') else {
+        return all();
+    };
+    let Ok(listing) = client.get("/api/agents").await else {
+        return all();
+    };
+    let known: Vec<String> = listing["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| text(&a["id"]))
+        .collect();
+    let asked: Vec<String> = first.split(',').map(str::to_string).collect();
+    if asked.iter().all(|id| known.contains(id)) {
+        (asked, question.trim().to_string())
+    } else {
+        all()
+    }
+}
+
+/// Whether raw stream chunks go to stderr (the runtime's `DEBUG=True` or
+/// `AGENT_RUNTIME_DEBUG=true`).
+fn debug_chunks() -> bool {
+    ["DEBUG", "AGENT_RUNTIME_DEBUG"].iter().any(|name| {
+        std::env::var(name)
+            .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes"))
+    })
+}
+
+const YELLOW: &str = "33";
+const CYAN: &str = "36";
+const GREEN: &str = "32";
+
+/// `text` in an ANSI colour when stdout is a terminal and `NO_COLOR` is unset.
+fn paint(colour: &str, text: &str) -> String {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none() {
+        format!("\x1b[{colour}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
 }
 
 fn text(value: &Value) -> String {
