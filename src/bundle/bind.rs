@@ -378,7 +378,7 @@ pub fn bind_specs(
     dir: &Path,
     default_approval: Option<&ApprovalSpec>,
     env: &ToolEnv,
-) -> Result<Vec<(Arc<dyn Tool>, ToolPolicy)>, String> {
+) -> Result<Vec<crate::tools::engine::BoundTool>, String> {
     specs
         .iter()
         .map(|spec| {

@@ -99,6 +99,9 @@ pub struct ToolOutcome {
     pub ends_job: Option<JobEnd>,
 }
 
+/// A tool bound to its backend, with its policy.
+pub type BoundTool = (Arc<dyn Tool>, ToolPolicy);
+
 /// The tool map of one bundle, built once.
 #[derive(Default)]
 pub struct ToolEngine {
@@ -196,7 +199,7 @@ impl ToolEngine {
     }
 
     /// These tools and `more` after them (a name already here keeps its tool).
-    pub fn with(&self, more: Vec<(Arc<dyn Tool>, ToolPolicy)>) -> ToolEngine {
+    pub fn with(&self, more: Vec<BoundTool>) -> ToolEngine {
         let mut engine = ToolEngine {
             tools: self.tools.clone(),
             schemas: self.schemas.clone(),
