@@ -390,7 +390,10 @@ pub fn bind_specs(
         .collect()
 }
 
-fn policy_of(spec: &ToolSpec, default_approval: Option<&ApprovalSpec>) -> Result<ToolPolicy, String> {
+fn policy_of(
+    spec: &ToolSpec,
+    default_approval: Option<&ApprovalSpec>,
+) -> Result<ToolPolicy, String> {
     let approval = match spec.approval.as_ref().or(default_approval) {
         Some(approval) => approval.compile().map_err(|e| format!("approval: {e}"))?,
         None => Default::default(),

@@ -178,7 +178,10 @@ pub fn human(event: &Event) -> Option<String> {
             ..
         } => format!(
             "  ▶ {tool_name}: {decision} by {by}{}",
-            reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+            reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
         ),
         Event::BudgetExceeded {
             budget,
