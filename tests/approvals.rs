@@ -93,14 +93,8 @@ async fn decide(
     call: &str,
     body: Value,
 ) -> (u16, Value) {
-    let response = http
-        .post(daemon.url(&format!("/v1/jobs/{id}/approvals/{call}")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap())
+    let path = format!("/v1/jobs/{id}/approvals/{call}");
+    common::daemon::post_json(http, daemon, &path, body).await
 }
 
 /// The journaled result of the job's call at turn 1, position 0.

@@ -58,14 +58,7 @@ async fn setup(extra_limits: &str) -> Setup {
 }
 
 async fn post_job(http: &reqwest::Client, daemon: &Daemon, body: Value) -> (u16, Value) {
-    let response = http
-        .post(daemon.url("/v1/jobs"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap())
+    common::daemon::post_json(http, daemon, "/v1/jobs", body).await
 }
 
 /// Runs a looper job with `limits` until it ends; returns (job, events).

@@ -236,17 +236,28 @@ pub async fn submit(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input
     submit_body(http, daemon, json!({"bundle": bundle, "input": input})).await
 }
 
-/// Submits a job body (any of the API's fields) and returns the job.
-pub async fn submit_body(http: &reqwest::Client, daemon: &Daemon, body: Value) -> Value {
+/// POSTs `body` as JSON to `path`: the status and the answer, whatever
+/// they are.
+pub async fn post_json(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    path: &str,
+    body: Value,
+) -> (u16, Value) {
     let response = http
-        .post(daemon.url("/v1/jobs"))
+        .post(daemon.url(path))
         .json(&body)
         .send()
         .await
         .unwrap();
-    let status = response.status();
-    let job: Value = response.json().await.unwrap();
-    assert!(status.is_success(), "{status}: {job}");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// Submits a job body (any of the API's fields) and returns the job.
+pub async fn submit_body(http: &reqwest::Client, daemon: &Daemon, body: Value) -> Value {
+    let (status, job) = post_json(http, daemon, "/v1/jobs", body).await;
+    assert!((200..300).contains(&status), "{status}: {job}");
     job
 }
 
