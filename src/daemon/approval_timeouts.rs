@@ -21,12 +21,9 @@ pub fn spawn(
     bus: DaemonBus,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(EVERY) => {}
-                _ = shutdown.cancelled() => return,
-            }
+    super::sweep::every(EVERY, shutdown, move || {
+        let (queue, bus) = (queue.clone(), bus.clone());
+        async move {
             match queue.expire_approvals(BATCH).await {
                 Ok(jobs) => {
                     for job in jobs {

@@ -11,6 +11,7 @@ mod lifecycle;
 pub mod notify;
 mod retention;
 mod subscribers;
+mod sweep;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

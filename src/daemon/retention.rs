@@ -32,35 +32,38 @@ fn spawn_every(
     bus: DaemonBus,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = shutdown.cancelled() => return,
-            }
-            let cutoff = SystemTime::now() - retention;
-            let mut purged = 0;
-            loop {
-                match queue.purge_finished(cutoff, BATCH).await {
-                    Ok(n) => {
-                        purged += n as u64;
-                        if n < BATCH || shutdown.is_cancelled() {
-                            break;
-                        }
-                        // Let other writers in between batches.
-                        tokio::task::yield_now().await;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "retention: cannot delete finished jobs; trying again later");
-                        break;
-                    }
-                }
-            }
+    let stopping = shutdown.clone();
+    super::sweep::every(every, shutdown, move || {
+        let (queue, bus, stopping) = (queue.clone(), bus.clone(), stopping.clone());
+        async move {
+            let purged = purge(&*queue, SystemTime::now() - retention, &stopping).await;
             if purged > 0 {
                 bus.publish(DaemonEvent::JobsPurged { count: purged });
             }
         }
     })
+}
+
+/// Deletes what finished before `cutoff`, a batch at a time, until nothing
+/// is left or the daemon stops; returns how many jobs went.
+async fn purge(queue: &dyn JobQueue, cutoff: SystemTime, stopping: &CancellationToken) -> u64 {
+    let mut purged = 0;
+    loop {
+        match queue.purge_finished(cutoff, BATCH).await {
+            Ok(n) => {
+                purged += n as u64;
+                if n < BATCH || stopping.is_cancelled() {
+                    return purged;
+                }
+                // Let other writers in between batches.
+                tokio::task::yield_now().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "retention: cannot delete finished jobs; trying again later");
+                return purged;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
