@@ -21,7 +21,7 @@ use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::Budget;
-use crate::bundle::ToolEnv;
+use crate::bundle::{RequestShapes, ToolEnv};
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
 use crate::kernel::{CallBudget, Kernel, RunFailure};
@@ -95,18 +95,35 @@ const PIN_STEP: &str = "bundle";
 #[derive(Clone)]
 pub struct Runner {
     registry: Option<Arc<Registry>>,
+    /// The router's tools with its reach of the agent directory, bound once
+    /// per snapshot and bundle content rather than for every job.
+    reach: Arc<std::sync::Mutex<Option<BoundReach>>>,
+}
+
+/// The router's tools with its reach bound, and the request shapes they
+/// need, for one snapshot generation and one bundle content.
+#[derive(Clone)]
+struct BoundReach {
+    generation: u64,
+    digest: String,
+    tools: Arc<ToolEngine>,
+    shapes: RequestShapes,
 }
 
 impl Runner {
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
             registry: Some(registry),
+            reach: Arc::default(),
         }
     }
 
     /// A runner for one bundle in this process (`run`, `chat`, benches).
     pub fn local() -> Self {
-        Self { registry: None }
+        Self {
+            registry: None,
+            reach: Arc::default(),
+        }
     }
 
     /// The bundle's kernel: the one place a kernel is assembled. Fails only
@@ -129,9 +146,8 @@ impl Runner {
         config.record_messages = options.record_messages;
         config.call_budget = options.call_budget.clone();
         config.budget = budget.cloned();
-        let tools = self.offered_tools(loaded, options)?;
-        if !Arc::ptr_eq(&tools, &loaded.tools) {
-            let shapes = loaded.shapes_for(&tools).map_err(RunFailure::Bundle)?;
+        let (tools, shapes) = self.offered_tools(loaded, options)?;
+        if let Some(shapes) = shapes {
             config.shape = shapes.default;
             config.turn_shapes = shapes.turns;
         }
@@ -148,47 +164,77 @@ impl Runner {
         ))
     }
 
-    /// The tools a run offers: the bind's own, with the router's reach of
-    /// the agent directory (in the daemon), narrowed to `options.tools`.
+    /// The tools a run offers, with the request shapes they need when they
+    /// are not the bind's own: the router's reach of the agent directory
+    /// (in the daemon), narrowed to `options.tools`.
     fn offered_tools(
         &self,
         loaded: &LoadedBundle,
         options: &RunOptions,
-    ) -> Result<Arc<ToolEngine>, RunFailure> {
-        let mut tools = loaded.tools.clone();
-        if let Some(registry) = &self.registry {
-            let snapshot = registry.snapshot();
-            let reach = snapshot.router_reach(loaded);
-            if !reach.is_empty() {
-                let env = ToolEnv {
-                    runs_agents: true,
-                    remote_agents: snapshot.config.agents.clone(),
-                    plugins: None,
-                    tools_changed: None,
-                    sender_id: Some(snapshot.config.runtime.sender_id.clone()),
-                };
-                let bound = crate::bundle::bind::bind_specs(
-                    &reach,
-                    &loaded.bundle.dir,
-                    loaded.bundle.raw.approval.as_ref(),
-                    &env,
-                )
-                .map_err(|e| {
-                    RunFailure::Bundle(format!("the router's reach of the agent directory: {e}"))
-                })?;
-                tools = Arc::new(tools.with(bound));
-            }
+    ) -> Result<(Arc<ToolEngine>, Option<RequestShapes>), RunFailure> {
+        let reached = self.reached_tools(loaded)?;
+        let Some(names) = &options.tools else {
+            return Ok(match reached {
+                Some(bound) => (bound.tools, Some(bound.shapes)),
+                None => (loaded.tools.clone(), None),
+            });
+        };
+        let tools = reached.map_or_else(|| loaded.tools.clone(), |bound| bound.tools);
+        let subset = tools.subset(names).map_err(|e| {
+            RunFailure::Bundle(format!(
+                "variable `{}`: bundle {:?} has {e}",
+                crate::bundle::TOOLS_VARIABLE,
+                loaded.name()
+            ))
+        })?;
+        let shapes = loaded.shapes_for(&subset).map_err(RunFailure::Bundle)?;
+        Ok((Arc::new(subset), Some(shapes)))
+    }
+
+    /// The router's tools with its reach of the agent directory bound, once
+    /// per snapshot and bundle content; `None` for any other bundle (or
+    /// outside the daemon).
+    fn reached_tools(&self, loaded: &LoadedBundle) -> Result<Option<BoundReach>, RunFailure> {
+        let Some(registry) = &self.registry else {
+            return Ok(None);
+        };
+        let snapshot = registry.snapshot();
+        let mut cached = self.reach.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bound) = cached.as_ref().filter(|bound| {
+            bound.generation == snapshot.generation && bound.digest == loaded.bundle.digest
+        }) {
+            return Ok(Some(bound.clone()));
         }
-        match &options.tools {
-            None => Ok(tools),
-            Some(names) => tools.subset(names).map(Arc::new).map_err(|e| {
-                RunFailure::Bundle(format!(
-                    "variable `{}`: bundle {:?} has {e}",
-                    crate::bundle::TOOLS_VARIABLE,
-                    loaded.name()
-                ))
-            }),
+        let reach = snapshot.router_reach(loaded);
+        if reach.is_empty() {
+            return Ok(None);
         }
+        let env = ToolEnv {
+            runs_agents: true,
+            remote_agents: snapshot.config.agents.clone(),
+            plugins: None,
+            tools_changed: None,
+            sender_id: Some(snapshot.config.runtime.sender_id.clone()),
+        };
+        let bound = crate::bundle::bind::bind_specs(
+            &reach,
+            &loaded.bundle.dir,
+            loaded.bundle.raw.approval.as_ref(),
+            &env,
+        )
+        .map_err(|e| {
+            RunFailure::Bundle(format!("the router's reach of the agent directory: {e}"))
+        })?;
+        let tools = Arc::new(loaded.tools.with(bound));
+        let shapes = loaded.shapes_for(&tools).map_err(RunFailure::Bundle)?;
+        let bound = BoundReach {
+            generation: snapshot.generation,
+            digest: loaded.bundle.digest.clone(),
+            tools,
+            shapes,
+        };
+        *cached = Some(bound.clone());
+        Ok(Some(bound))
     }
 
     /// Runs (or resumes, from `scope`'s journal) the bundle on `messages`.
