@@ -406,22 +406,7 @@ fn install_refunds(site: &Site) {
 }
 
 fn cli(daemon: &Daemon, args: &[&str], stdin: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-        .args(["--server", &daemon.base])
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::daemon::run_cli(&daemon.base, args, stdin);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

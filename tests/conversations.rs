@@ -104,21 +104,11 @@ async fn chat_talks_to_the_daemon_one_job_per_line_in_one_conversation() {
     let out = tokio::task::spawn_blocking({
         let base = daemon.base.clone();
         move || {
-            use std::io::Write;
-            let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-                .args(["--server", &base, "chat", "friend"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(b"My name is Ada.\nWhat is my name?\n\n")
-                .unwrap();
-            child.wait_with_output().unwrap()
+            common::daemon::run_cli(
+                &base,
+                &["chat", "friend"],
+                "My name is Ada.\nWhat is my name?\n\n",
+            )
         }
     })
     .await

@@ -225,6 +225,27 @@ impl Drop for Daemon {
     }
 }
 
+/// Runs the CLI against the daemon at `base` (`--server`) with `stdin` as
+/// its input, to its end (blocking: call it from `spawn_blocking`).
+pub fn run_cli(base: &str, args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["--server", base])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
