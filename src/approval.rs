@@ -53,6 +53,27 @@ impl std::fmt::Debug for ApprovalRule {
 pub struct ApprovalPolicy {
     pub rule: ApprovalRule,
     pub timeout: Option<Duration>,
+    /// Who may decide.
+    pub approver: Approver,
+}
+
+/// Who may decide on a call: any key with the `approve` scope that may
+/// operate on the job, or only one that did not submit it (four eyes).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Approver {
+    #[default]
+    Anyone,
+    /// Not the API key that submitted the job.
+    Others,
+}
+
+impl Approver {
+    fn is_anyone(&self) -> bool {
+        *self == Approver::Anyone
+    }
 }
 
 /// What a bundle says about approvals, as written (`approval:` on a tool or
@@ -91,6 +112,10 @@ pub struct ApprovalRuleSpec {
     /// How long a request waits before it is denied ("30m"); none: forever.
     #[serde(default)]
     pub timeout: Option<crate::duration::HumanDuration>,
+    /// Who may decide: `anyone` (default) with the `approve` scope, or
+    /// `others`: not the API key that submitted the job.
+    #[serde(default)]
+    pub by: Approver,
 }
 
 impl ApprovalSpec {
@@ -102,6 +127,7 @@ impl ApprovalSpec {
                 return Ok(ApprovalPolicy {
                     rule: ApprovalRule::Always,
                     timeout: None,
+                    approver: Approver::Anyone,
                 });
             }
             Self::Rule(rule) => rule,
@@ -127,6 +153,7 @@ impl ApprovalSpec {
         Ok(ApprovalPolicy {
             rule: compiled,
             timeout,
+            approver: rule.by,
         })
     }
 }
@@ -197,6 +224,9 @@ pub struct ApprovalRequest {
     /// How long the request waits before it is denied (milliseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Who may decide (the tool's `approval.by`).
+    #[serde(default, skip_serializing_if = "Approver::is_anyone")]
+    pub approver: Approver,
     /// Stamped by the queue when the job parks (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_at: Option<String>,

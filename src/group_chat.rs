@@ -97,6 +97,20 @@ pub struct Plan {
     pub stop_word: String,
 }
 
+impl Plan {
+    /// The loaded bundles the chat runs (its local agents and selector).
+    pub fn local_bundles(&self) -> Vec<String> {
+        self.agents
+            .iter()
+            .chain(&self.selector)
+            .filter_map(|p| match &p.place {
+                Place::Local { bundle } => Some(bundle.clone()),
+                Place::Remote { .. } => None,
+            })
+            .collect()
+    }
+}
+
 /// One reply of a group chat.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Reply {

@@ -9,6 +9,7 @@
 // can influence; tests may.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod access;
 pub mod api;
 pub mod approval;
 pub mod budget;

@@ -8,20 +8,21 @@ use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::Caller;
 use super::body::JsonBody;
 use super::error::{ApiError, ErrorCode};
-use super::jobs::not_found;
-use crate::approval::Decision;
+use crate::approval::{ApprovalRequest, Approver, Decision};
 use crate::queue::{JobId, JobState};
 
 /// The pending approval requests of a job (one at most: a job parks on its
 /// first undecided call).
 pub async fn list(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = JobId::from(id);
-    let job = state.queue.get(&id).await?.ok_or_else(|| not_found(&id))?;
+    let job = caller.visible(&id, state.queue.get(&id).await?)?;
     let approvals: Vec<Value> = match (job.state, job.pending_call) {
         (JobState::AwaitingApproval, Some(request)) => vec![json!({
             "call": request["call"],
@@ -31,6 +32,7 @@ pub async fn list(
             "turn": request["turn"],
             "scope": request["scope"],
             "effect": request["effect"],
+            "approver": request.get("approver").cloned().unwrap_or(json!("anyone")),
             "requested_at": request["requested_at"],
             "expires_at": request["expires_at"],
         })],
@@ -45,13 +47,14 @@ pub async fn list(
 /// reason) or edit (new arguments), bound to the digest the person saw.
 pub async fn decide(
     State(state): State<AppState>,
+    caller: Caller,
     Path((id, call)): Path<(String, String)>,
     JsonBody(decision): JsonBody<Decision>,
 ) -> Result<Json<Value>, ApiError> {
     let id = JobId::from(id);
-    let by = decided_by(&state);
+    let by = caller.name().to_string();
     let verdict = decision.verdict.kind();
-    let job = take(&state, &id, &call, decision, &by).await?;
+    let job = take(&state, &caller, &id, &call, decision).await?;
     Ok(Json(json!({
         "job": job,
         "call": call,
@@ -60,15 +63,38 @@ pub async fn decide(
     })))
 }
 
-/// Takes a decision (the queue checks it and takes it at most once) and
-/// tells the daemon: every way a decision comes in (HTTP, MCP) ends here.
+/// Takes a decision of `caller` (the queue checks it against the request
+/// and takes it at most once) and tells the daemon: every way a decision
+/// comes in (HTTP, MCP) ends here. The caller must hold `approve` and may
+/// decide only on jobs it may operate on; a tool with `approval.by:
+/// others` refuses the key that submitted the job.
 pub(super) async fn take(
     state: &AppState,
+    caller: &Caller,
     id: &JobId,
     call: &str,
     decision: Decision,
-    by: &str,
 ) -> Result<crate::queue::Job, ApiError> {
+    caller.require(crate::access::Scope::Approve)?;
+    let job = caller.operable(id, state.queue.get(id).await?)?;
+    let request = job
+        .pending_call
+        .clone()
+        .and_then(|value| serde_json::from_value::<ApprovalRequest>(value).ok());
+    if let Some(request) = request
+        && request.approver == Approver::Others
+        && job.owner.as_deref() == Some(caller.name())
+    {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "tool `{}` of job {id} needs a decision by someone other than its submitter (approval.by: others), and API key {:?} submitted it; ask another approver",
+                request.tool,
+                caller.name()
+            ),
+        ));
+    }
+    let by = caller.name();
     let verdict = decision.verdict.kind();
     let changed = state.queue.decide_approval(id, call, decision, by).await?;
     crate::failpoint::hit("after_approval_recorded");
@@ -81,16 +107,6 @@ pub(super) async fn take(
             by: by.to_string(),
         });
     Ok(changed.job)
-}
-
-/// Who a decision is recorded as made by: the holder of the daemon's token
-/// when one is configured, else a local operator.
-fn decided_by(state: &AppState) -> String {
-    if state.registry.snapshot().token.is_some() {
-        "token".into()
-    } else {
-        "local".into()
-    }
 }
 
 /// A decision the queue refused, as the API says it.

@@ -7,27 +7,29 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
-use super::jobs::not_found;
 use crate::journal::ARTIFACTS_SCOPE;
 use crate::queue::JobId;
 
 /// Every artifact of the job: `{job_id, artifacts: [{name, body}]}` in name order.
 pub async fn list(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let artifacts = read(&state, &JobId::from(id.clone())).await?;
+    let artifacts = read(&state, &caller, &JobId::from(id.clone())).await?;
     Ok(Json(json!({"job_id": id, "artifacts": artifacts})))
 }
 
 /// One artifact's body; 404 naming the job and the artifacts it has.
 pub async fn get(
     State(state): State<AppState>,
+    caller: Caller,
     Path((id, name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let artifacts = read(&state, &JobId::from(id.clone())).await?;
+    let artifacts = read(&state, &caller, &JobId::from(id.clone())).await?;
     artifacts
         .iter()
         .find(|a| a["name"] == name.as_str())
@@ -51,10 +53,8 @@ pub async fn get(
         })
 }
 
-async fn read(state: &AppState, id: &JobId) -> Result<Vec<Value>, ApiError> {
-    if state.queue.get(id).await?.is_none() {
-        return Err(not_found(id));
-    }
+async fn read(state: &AppState, caller: &Caller, id: &JobId) -> Result<Vec<Value>, ApiError> {
+    caller.visible(id, state.queue.get(id).await?)?;
     let scope = format!("{ARTIFACTS_SCOPE}/");
     let mut artifacts: Vec<Value> = state
         .queue

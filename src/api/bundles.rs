@@ -5,6 +5,7 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use crate::registry::BundleEntry;
@@ -38,16 +39,19 @@ fn describe(entry: &BundleEntry, detailed: bool) -> Value {
     out
 }
 
-pub async fn list(State(state): State<AppState>) -> Json<Value> {
+/// The bundles the key may use, with their status and errors.
+pub async fn list(State(state): State<AppState>, caller: Caller) -> Json<Value> {
     let snapshot = state.registry.snapshot();
     let bundles: Vec<Value> = snapshot
         .bundles
         .values()
+        .filter(|e| caller.0.may_use(&e.name))
         .map(|e| describe(e, false))
         .collect();
     let rejected: Vec<Value> = snapshot
         .rejected
         .iter()
+        .filter(|e| caller.0.may_use(&e.name))
         .map(|e| describe(e, false))
         .collect();
     Json(json!({"generation": snapshot.generation, "bundles": bundles, "rejected": rejected}))
@@ -55,12 +59,14 @@ pub async fn list(State(state): State<AppState>) -> Json<Value> {
 
 pub async fn get(
     State(state): State<AppState>,
+    caller: Caller,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let snapshot = state.registry.snapshot();
     let entry = snapshot
         .bundles
         .get(&name)
+        .filter(|_| caller.0.may_use(&name))
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no bundle named {name:?}")))?;
     Ok(Json(describe(entry, true)))
 }

@@ -9,6 +9,7 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use crate::queue::{Job, JobFilter};
@@ -51,13 +52,19 @@ fn turn(job: &Job, agents: Vec<String>) -> Value {
     })
 }
 
-/// The turns (jobs) of conversation `id`, oldest first, or a 404 naming it.
-pub(super) async fn turns_of(state: &AppState, id: &str) -> Result<Vec<Job>, ApiError> {
+/// The turns (jobs) of conversation `id`, oldest first, or a 404 naming
+/// it; another key's conversation is a 404 too, unless the key reads all.
+pub(super) async fn turns_of(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Vec<Job>, ApiError> {
     check_id(id)?;
     let mut jobs = state
         .queue
         .list(JobFilter {
             conversation_id: Some(id.to_string()),
+            owner: (!caller.0.reads_all()).then(|| caller.name().to_string()),
             limit: MAX_TURNS,
             ..Default::default()
         })
@@ -75,9 +82,10 @@ pub(super) async fn turns_of(state: &AppState, id: &str) -> Result<Vec<Job>, Api
 
 pub async fn get(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let jobs = turns_of(&state, &id).await?;
+    let jobs = turns_of(&state, &caller, &id).await?;
     let mut turns = Vec::with_capacity(jobs.len());
     for job in &jobs {
         turns.push(turn(
@@ -90,9 +98,18 @@ pub async fn get(
 
 pub async fn delete(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    check_id(&id)?;
+    let turns = turns_of(&state, &caller, &id).await?;
+    if turns.iter().any(|job| !caller.operates_on(job)) {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "conversation {id:?} belongs to another API key; only its own key or one with `operate_all` may forget it"
+            ),
+        ));
+    }
     let (forgotten, left) = state.queue.forget_conversation(&id).await?;
     if forgotten == 0 && left == 0 {
         return Err(ApiError::new(

@@ -18,6 +18,10 @@ pub enum ErrorCode {
     /// A request from a web page whose origin is not allowed.
     ForbiddenOrigin,
     Unauthorized,
+    /// The API key lacks the scope or bundle the request needs.
+    Forbidden,
+    /// The API key's rate limit, jobs in flight or daily budget is used up.
+    QuotaExceeded,
     NotFound,
     /// The route exists, not with this method.
     MethodNotAllowed,
@@ -36,7 +40,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    fn status(self) -> StatusCode {
+    pub fn status(self) -> StatusCode {
         match self {
             Self::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -44,6 +48,8 @@ impl ErrorCode {
             Self::MisdirectedHost => StatusCode::MISDIRECTED_REQUEST,
             Self::ForbiddenOrigin => StatusCode::FORBIDDEN,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::UnknownBundle => StatusCode::UNPROCESSABLE_ENTITY,
@@ -64,6 +70,8 @@ impl ErrorCode {
             Self::MisdirectedHost => "misdirected_host",
             Self::ForbiddenOrigin => "forbidden_origin",
             Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::QuotaExceeded => "quota_exceeded",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::UnknownBundle => "unknown_bundle",
@@ -82,6 +90,8 @@ pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
     pub field: Option<String>,
+    /// Seconds a client should wait before it tries again (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -90,7 +100,14 @@ impl ApiError {
             code,
             message: message.into(),
             field: None,
+            retry_after: None,
         }
+    }
+
+    /// The same error, telling the client when to try again.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
     }
 
     pub fn field(code: ErrorCode, field: impl Into<String>, message: impl Into<String>) -> Self {
@@ -98,6 +115,7 @@ impl ApiError {
             code,
             message: message.into(),
             field: Some(field.into()),
+            retry_after: None,
         }
     }
 
@@ -114,7 +132,13 @@ impl IntoResponse for ApiError {
         if let Some(field) = self.field {
             body["field"] = json!(field);
         }
-        (self.code.status(), Json(json!({"error": body}))).into_response()
+        let mut response = (self.code.status(), Json(json!({"error": body}))).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

@@ -9,7 +9,6 @@
 //! Not part of the daemon's behaviour; public only so the fuzz crate can
 //! reach the parsers.
 
-use axum::response::IntoResponse;
 
 use super::error::ErrorCode;
 
@@ -79,12 +78,6 @@ fn refused(e: &super::error::ApiError) {
         e.field.as_deref().is_none_or(|f| !f.is_empty()),
         "an empty field name: {e:?}"
     );
-    let status = super::error::ApiError {
-        code: e.code,
-        message: String::new(),
-        field: None,
-    }
-    .into_response()
-    .status();
+    let status = e.code.status();
     assert!(status.is_client_error(), "{e:?} answers {status}");
 }

@@ -7,6 +7,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
+use super::admission::{Submission, admit, admit_batch};
+use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorCode};
 use crate::events::daemon::DaemonEvent;
@@ -43,12 +45,13 @@ pub struct SubmitRequest {
 
 pub async fn submit(
     State(state): State<AppState>,
+    caller: Caller,
     headers: HeaderMap,
     JsonBody(mut request): JsonBody<SubmitRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     request.idempotency_key = idempotency_key(request.idempotency_key, &headers)?;
-    let new_job = checked(&state, request)?;
-    let (job, created) = enqueue(&state, new_job).await?;
+    let submission = Submission::new(validated(request)?, "bundle");
+    let (job, created) = admit(&state, &caller, submission).await?;
     Ok((
         if created {
             StatusCode::CREATED
@@ -59,18 +62,9 @@ pub async fn submit(
     ))
 }
 
-/// A submit request checked against the loaded bundles, as the job to
-/// queue (its idempotency key already taken from the body or header).
-fn checked(state: &AppState, request: SubmitRequest) -> Result<NewJob, ApiError> {
-    known_bundle(state, &request.bundle, "bundle")?;
-    checked_variables(state, &request.bundle, &request.variables)?;
-    let mut new_job = validated(request)?;
-    new_job.max_attempts = new_job.max_attempts.or(Some(state.max_attempts));
-    Ok(new_job)
-}
-
-/// The checks of a submit request that need no loaded bundles: times,
-/// trace context, conversation id, attempts, idempotency key.
+/// A submit request read into the job it asks for: its wire's own checks
+/// (times, trace context, conversation id), then the rules every way in
+/// shares (`admission::check_fields`).
 pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
@@ -94,25 +88,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
     if let Some(id) = &request.conversation_id {
         super::conversations::check_id(id)?;
     }
-    if request.max_attempts == Some(0) {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "max_attempts",
-            "must be at least 1",
-        ));
-    }
-    if request
-        .idempotency_key
-        .as_ref()
-        .is_some_and(|k| k.trim().is_empty())
-    {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "idempotency_key",
-            "the idempotency key is empty; send a non-blank key or leave the field out",
-        ));
-    }
-    Ok(NewJob {
+    let job = NewJob {
         id: None,
         bundle: request.bundle,
         bundle_version: None,
@@ -126,7 +102,10 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         max_attempts: request.max_attempts,
         traceparent: request.traceparent,
         limits: request.limits,
-    })
+        owner: None,
+    };
+    super::admission::check_fields(&job)?;
+    Ok(job)
 }
 
 /// Jobs one batch may carry.
@@ -145,6 +124,7 @@ pub struct BatchRequest {
 /// 200 (every job was an idempotent repeat).
 pub async fn submit_batch(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     if request.jobs.is_empty() || request.jobs.len() > MAX_BATCH {
@@ -157,37 +137,17 @@ pub async fn submit_batch(
             ),
         ));
     }
-    let jobs = request
+    let submissions = request
         .jobs
         .into_iter()
         .enumerate()
-        .map(|(i, job)| checked(&state, job).map_err(|e| at_index(i, e)))
+        .map(|(i, job)| {
+            validated(job)
+                .map(|job| Submission::new(job, "bundle"))
+                .map_err(|e| super::admission::at_index(i, e))
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    let submission = tokio::spawn({
-        // As for one job: the queue's answer is counted even if the client
-        // hung up.
-        let state = state.clone();
-        async move {
-            let submitted = state.queue.submit_many(jobs).await?;
-            for (job, _) in submitted.iter().filter(|(_, created)| *created) {
-                state.bus.publish(DaemonEvent::JobSubmitted {
-                    bundle: job.bundle.clone(),
-                });
-            }
-            Ok::<_, crate::queue::QueueError>(submitted)
-        }
-    });
-    let submitted = submission
-        .await
-        .map_err(|e| ApiError::internal(format!("batch submit task failed: {e}")))?
-        .map_err(|e| match e {
-            crate::queue::QueueError::KeyConflict { index, .. } => ApiError::field(
-                ErrorCode::IdempotencyConflict,
-                format!("jobs[{index}].idempotency_key"),
-                e.to_string(),
-            ),
-            e => e.into(),
-        })?;
+    let submitted = admit_batch(&state, &caller, submissions).await?;
     let any_created = submitted.iter().any(|(_, created)| *created);
     let (jobs, created): (Vec<Job>, Vec<bool>) = submitted.into_iter().unzip();
     let status = if any_created {
@@ -198,140 +158,14 @@ pub async fn submit_batch(
     Ok((status, Json(json!({"jobs": jobs, "created": created}))))
 }
 
-/// A job's refusal within a batch: its field and message name its index.
-fn at_index(index: usize, mut e: ApiError) -> ApiError {
-    e.field = Some(match e.field {
-        Some(field) => format!("jobs[{index}].{field}"),
-        None => format!("jobs[{index}]"),
-    });
-    e.message = format!("job {index} of the batch: {}", e.message);
-    e
-}
-
-/// A 422 naming `field` and the loaded bundles unless `name` is loaded.
-pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<(), ApiError> {
-    let snapshot = state.registry.snapshot();
-    if snapshot.bundle(name).is_some() {
-        return Ok(());
-    }
-    let known: Vec<&str> = snapshot.loaded().map(|b| b.name()).collect();
-    Err(ApiError::field(
-        ErrorCode::UnknownBundle,
-        field,
-        format!(
-            "no loaded bundle named {name:?} (loaded: {})",
-            known.join(", ")
-        ),
-    ))
-}
-
-/// Refuses variables the job cannot have: a `tools` subset its bundle
-/// cannot offer, and variables only the daemon may set — a group-chat plan
-/// (which names the agents, endpoints and rounds of a chat) comes only from
-/// `POST /api/group-chat`, which checks it; a submitter cannot hand one to
-/// the host bundle directly.
-pub(super) fn checked_variables(
-    state: &AppState,
-    bundle: &str,
-    variables: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let snapshot = state.registry.snapshot();
-    let Some(loaded) = snapshot.bundle(bundle) else {
-        return Ok(());
-    };
-    offered_tools(loaded, variables)?;
-    let plan = crate::group_chat::PLAN_VARIABLE;
-    let hosts_chats = loaded.bundle.raw.group_chat.is_some();
-    if hosts_chats && variables.contains_key(plan) {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            format!("variables.{plan}"),
-            format!(
-                "`variables.{plan}` is set by the daemon: bundle {bundle:?} hosts group chats, which start with POST /api/group-chat"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A 422 unless the job's `tools` variable (when set) names tools its
-/// agent bundle can offer alone.
-fn offered_tools(
-    loaded: &crate::registry::LoadedBundle,
-    variables: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let variable = crate::bundle::TOOLS_VARIABLE;
-    let refused = |message: String| {
-        ApiError::field(
-            ErrorCode::InvalidRequest,
-            format!("variables.{variable}"),
-            message,
-        )
-    };
-    let Some(names) = crate::bundle::requested_tools(variables).map_err(refused)? else {
-        return Ok(());
-    };
-    let raw = &loaded.bundle.raw;
-    if raw.workflow.is_some() || raw.group_chat.is_some() {
-        return Err(refused(format!(
-            "`variables.{variable}` offers a subset of an agent bundle's tools; bundle {:?} is a {} (leave the variable out)",
-            loaded.name(),
-            if raw.workflow.is_some() {
-                "workflow"
-            } else {
-                "group-chat host"
-            }
-        )));
-    }
-    let tools = loaded
-        .tools
-        .subset(&names)
-        .map_err(|e| refused(format!("bundle {:?} has {e}", loaded.name())))?;
-    loaded.shapes_for(&tools).map(|_| ()).map_err(refused)
-}
-
-/// Queues a job (or finds the one its idempotency key names). axum drops a
-/// handler's future when the client hangs up, and the queue may still
-/// create the job, so the submission and its bookkeeping (counting, waking
-/// a worker) run in a task of their own that finishes whether or not anyone
-/// reads the answer.
-/// A job that does not say how many attempts it gets has the daemon's
-/// `queue.max_attempts`.
-pub(super) async fn enqueue(
-    state: &AppState,
-    mut new_job: NewJob,
-) -> Result<(Job, bool), ApiError> {
-    new_job.max_attempts.get_or_insert(state.max_attempts);
-    super::budgets::admit(state, &new_job).await?;
-    let bundle = new_job.bundle.clone();
-    let expected = new_job.clone();
-    let submission = tokio::spawn({
-        let state = state.clone();
-        let bundle = bundle.clone();
-        async move {
-            let (job, created) = state.queue.submit(new_job).await?;
-            // The queue's `runnable()` wakes the workers at commit.
-            if created {
-                state.bus.publish(DaemonEvent::JobSubmitted { bundle });
-            }
-            Ok::<_, crate::queue::QueueError>((job, created))
-        }
-    });
-    let (job, created) = submission.await.map_err(|e| {
-        ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
-    })??;
-    // Every way in (`/v1/jobs`, `/api/agents/{id}/message`, …) refuses a
-    // reused key for a different job the same way.
-    if !created {
-        same_job(&job, &expected)?;
-    }
-    Ok((job, created))
-}
-
-/// Queues a job and waits until it is finished or parked: a synchronous
+/// Admits a job and waits until it is finished or parked: a synchronous
 /// caller's answer (see [`wait_finished`]).
-pub(super) async fn run_to_end(state: &AppState, new_job: NewJob) -> Result<Job, ApiError> {
-    let (job, _) = enqueue(state, new_job).await?;
+pub(super) async fn run_to_end(
+    state: &AppState,
+    caller: &Caller,
+    submission: Submission,
+) -> Result<Job, ApiError> {
+    let (job, _) = admit(state, caller, submission).await?;
     wait_finished(state, &job.id).await
 }
 
@@ -399,31 +233,6 @@ fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<S
     Ok(Some(key.to_string()))
 }
 
-/// A repeated idempotency key must describe the same job; otherwise the
-/// caller would believe a different job had been queued.
-fn same_job(existing: &Job, asked: &NewJob) -> Result<(), ApiError> {
-    let differs = if existing.bundle != asked.bundle {
-        "bundle"
-    } else if existing.input != asked.input {
-        "input"
-    } else if existing.variables != asked.variables {
-        "variables"
-    } else {
-        return Ok(());
-    };
-    Err(ApiError::field(
-        ErrorCode::IdempotencyConflict,
-        "idempotency_key",
-        format!(
-            "idempotency key {:?} was already used for job {} with a different {differs}; \
-             use a new key for a new job, or GET /v1/jobs/{} for the existing one",
-            existing.idempotency_key.as_deref().unwrap_or_default(),
-            existing.id,
-            existing.id
-        ),
-    ))
-}
-
 fn valid_traceparent(tp: &str) -> bool {
     let parts: Vec<&str> = tp.split('-').collect();
     let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
@@ -448,6 +257,7 @@ pub struct ListQuery {
 
 pub async fn list(
     State(state): State<AppState>,
+    caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let job_state = match &query.state {
@@ -476,6 +286,8 @@ pub async fn list(
             state: job_state,
             bundle: query.bundle,
             conversation_id: query.conversation_id,
+            // A key sees its own jobs unless it may read all.
+            owner: (!caller.0.reads_all()).then(|| caller.name().to_string()),
             limit,
             cursor: query.cursor,
         })
@@ -487,22 +299,20 @@ pub async fn list(
 
 pub async fn get(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    state
-        .queue
-        .get(&id)
-        .await?
-        .map(Json)
-        .ok_or_else(|| not_found(&id))
+    caller.visible(&id, state.queue.get(&id).await?).map(Json)
 }
 
 pub async fn cancel(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
+    caller.operable(&id, state.queue.get(&id).await?)?;
     let changed = state
         .queue
         .cancel(&id)
@@ -525,25 +335,26 @@ fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
 /// `POST /v1/jobs/{id}/resolve`: an operator's answer for a parked job.
 pub async fn resolve(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     JsonBody(resolution): JsonBody<Resolution>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
+    caller.operable(&id, state.queue.get(&id).await?)?;
     let changed = state.queue.resolve(&id, resolution).await?;
     let job = settled(&state, changed);
-    tracing::info!(job_id = %id, state = %job.state, "job resolved by an operator");
+    tracing::info!(job_id = %id, state = %job.state, by = caller.name(), "job resolved by an operator");
     Ok(Json(job))
 }
 
 /// `GET /v1/jobs/{id}/journal`: the recorded steps, bodies as JSON.
 pub async fn journal(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = JobId::from(id);
-    if state.queue.get(&id).await?.is_none() {
-        return Err(not_found(&id));
-    }
+    caller.visible(&id, state.queue.get(&id).await?)?;
     let steps: Vec<Value> = state
         .queue
         .journal(&id)

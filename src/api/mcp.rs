@@ -35,7 +35,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
-use super::jobs::{enqueue, wait_finished};
+use super::admission::{Submission, admit};
+use super::auth::Caller;
+use super::jobs::wait_finished;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use crate::queue::{JobState, NewJob};
 
@@ -103,12 +105,13 @@ pub struct BundleTools {
 }
 
 impl BundleTools {
-    /// The loaded bundles: (name, description).
-    fn bundles(&self) -> Vec<(String, String)> {
+    /// The loaded bundles the caller may use: (name, description).
+    fn bundles(&self, caller: &Caller) -> Vec<(String, String)> {
         self.state
             .registry
             .snapshot()
             .loaded()
+            .filter(|b| caller.0.may_use(b.name()))
             .map(|b| (b.name().to_string(), b.bundle.raw.description.clone()))
             .collect()
     }
@@ -117,6 +120,7 @@ impl BundleTools {
     /// waits for is asked of the client when it can be asked.
     async fn run(
         &self,
+        caller: &Caller,
         bundle: &str,
         input: String,
         variables: JsonObject,
@@ -128,13 +132,17 @@ impl BundleTools {
             variables,
             ..Default::default()
         };
-        let (job, _) = enqueue(&self.state, new_job).await.map_err(|e| e.message)?;
+        let submission = Submission::new(new_job, "name");
+        let (job, _) = admit(&self.state, caller, submission)
+            .await
+            .map_err(|e| e.message)?;
         loop {
             let job = wait_finished(&self.state, &job.id)
                 .await
                 .map_err(|e| e.message)?;
-            if job.state == JobState::AwaitingApproval && approval::can_ask(peer) {
-                approval::ask(&self.state, peer, &job).await?;
+            if job.state == JobState::AwaitingApproval && approval::can_ask(peer, caller, &job)
+            {
+                approval::ask(&self.state, peer, caller, &job).await?;
                 continue;
             }
             return job.answer_or_error().map(str::to_string);
@@ -164,11 +172,12 @@ impl ServerHandler for BundleTools {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let caller = caller_of(&context)?;
         let schema = input_schema();
         let tools = self
-            .bundles()
+            .bundles(&caller)
             .into_iter()
             .map(|(name, description)| Tool::new(name, description, schema.clone()))
             .collect();
@@ -180,8 +189,9 @@ impl ServerHandler for BundleTools {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let caller = caller_of(&context)?;
         let name = request.name.to_string();
-        let bundles = self.bundles();
+        let bundles = self.bundles(&caller);
         if !bundles.iter().any(|(n, _)| *n == name) {
             let known: Vec<String> = bundles.into_iter().map(|(n, _)| n).collect();
             return Err(McpError::invalid_params(
@@ -206,13 +216,10 @@ impl ServerHandler for BundleTools {
                 .into());
             }
         };
-        if let Err(refused) = super::jobs::checked_variables(&self.state, &name, &variables) {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(refused.message)]).into());
-        }
         // A client that cancels stops waiting; the job itself runs on, like
         // any job whose submitter went away.
         let outcome = tokio::select! {
-            outcome = self.run(&name, input, variables, &context.peer) => outcome,
+            outcome = self.run(&caller, &name, input, variables, &context.peer) => outcome,
             () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
         };
         Ok(match outcome {
@@ -221,6 +228,17 @@ impl ServerHandler for BundleTools {
         }
         .into())
     }
+}
+
+/// The API key of the HTTP request that carried an MCP message (the API's
+/// authentication put it in the request's extensions).
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+        .ok_or_else(|| McpError::internal_error("the request carries no API key", None))
 }
 
 /// The `/mcp` service. `stop` ends open streams at shutdown.

@@ -8,6 +8,7 @@
 //! must not run jobs or load bundles itself.
 
 mod approvals;
+mod admission;
 mod artifacts;
 mod auth;
 mod body;
@@ -26,7 +27,7 @@ mod openai;
 mod runtime;
 mod sse;
 
-pub use auth::Auth;
+pub use auth::{Auth, Caller};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
 
 use std::sync::Arc;
@@ -36,10 +37,11 @@ use std::time::Duration;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, delete, get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
 
+use crate::access::Scope;
 use crate::events::daemon::{
     Change, DaemonBus, InputKind, QueueHealth, ReloadResult, ReloadTrigger,
 };
@@ -80,52 +82,73 @@ pub struct AppState {
     pub mcp: mcp::McpHub,
     /// Cancelled at shutdown: ends `/mcp`'s open streams.
     pub stop: tokio_util::sync::CancellationToken,
+    /// What admission keeps between requests (each key's rate limiter).
+    pub admission: Arc<admission::Gate>,
+}
+
+/// A route that needs `scope` of the caller's key (docs/api.md has the
+/// table of scopes per route).
+pub(super) fn with(scope: Scope, route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+    route.route_layer(middleware::from_fn(move |request, next| {
+        auth::require(scope, request, next)
+    }))
 }
 
 pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    use Scope::{Approve, Operate, Read, Submit};
     let auth = state.auth.clone();
     let v1 = Router::new()
-        .route("/jobs", post(jobs::submit).get(jobs::list))
-        .route("/jobs/batch", post(jobs::submit_batch))
-        .route("/jobs/counts", get(counts::counts))
-        .route("/jobs/{id}", get(jobs::get))
-        .route("/jobs/{id}/cancel", post(jobs::cancel))
-        .route("/jobs/{id}/resolve", post(jobs::resolve))
-        .route("/jobs/{id}/journal", get(jobs::journal))
-        .route("/jobs/{id}/approvals", get(approvals::list))
-        .route("/jobs/{id}/approvals/{call}", post(approvals::decide))
+        .route(
+            "/jobs",
+            with(Submit, post(jobs::submit)).merge(with(Read, get(jobs::list))),
+        )
+        .route("/jobs/batch", with(Submit, post(jobs::submit_batch)))
+        .route("/jobs/counts", with(Read, get(counts::counts)))
+        .route("/jobs/{id}", with(Read, get(jobs::get)))
+        .route("/jobs/{id}/cancel", with(Operate, post(jobs::cancel)))
+        .route("/jobs/{id}/resolve", with(Operate, post(jobs::resolve)))
+        .route("/jobs/{id}/journal", with(Read, get(jobs::journal)))
+        .route("/jobs/{id}/approvals", with(Read, get(approvals::list)))
+        .route(
+            "/jobs/{id}/approvals/{call}",
+            with(Approve, post(approvals::decide)),
+        )
         .route(
             "/conversations/{id}",
-            get(conversations::get).delete(conversations::delete),
+            with(Read, get(conversations::get)).merge(with(Submit, delete(conversations::delete))),
         )
-        .route("/chat/completions", post(openai::completions))
-        .route("/models", get(openai::models))
-        .route("/jobs/{id}/artifacts", get(artifacts::list))
-        .route("/jobs/{id}/artifacts/{name}", get(artifacts::get))
-        .route("/jobs/{id}/events", get(sse::events))
-        .route("/bundles", get(bundles::list))
-        .route("/bundles/{name}", get(bundles::get))
+        .route("/chat/completions", with(Submit, post(openai::completions)))
+        .route("/models", with(Read, get(openai::models)))
+        .route("/jobs/{id}/artifacts", with(Read, get(artifacts::list)))
+        .route("/jobs/{id}/artifacts/{name}", with(Read, get(artifacts::get)))
+        .route("/jobs/{id}/events", with(Read, get(sse::events)))
+        .route("/bundles", with(Read, get(bundles::list)))
+        .route("/bundles/{name}", with(Read, get(bundles::get)))
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
-            auth::require_token,
+            auth::authenticate,
         ))
         .route(
             "/reload",
-            post(reload).route_layer(middleware::from_fn_with_state(
+            with(Operate, post(reload)).route_layer(middleware::from_fn_with_state(
                 auth.clone(),
-                auth::require_token_or_reload_key,
+                auth::authenticate_or_reload_key,
             )),
         );
     let runtime = runtime::routes().route_layer(middleware::from_fn_with_state(
         auth.clone(),
-        auth::require_token,
+        auth::authenticate,
     ));
+    // Each MCP tool call is a submission: the whole endpoint needs `submit`.
     let mcp: Router<AppState> = Router::new()
         .nest_service(
             "/mcp",
             mcp::service(state.clone(), max_body_bytes, state.stop.child_token()),
         )
-        .route_layer(middleware::from_fn_with_state(auth, auth::require_token));
+        .route_layer(middleware::from_fn(|request, next| {
+            auth::require(Submit, request, next)
+        }))
+        .route_layer(middleware::from_fn_with_state(auth, auth::authenticate));
     Router::new()
         .nest("/v1", v1)
         .nest("/api", runtime)

@@ -23,7 +23,9 @@ use serde_json::{Map, Value, json};
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
-use super::jobs::{enqueue, known_bundle, wait_finished};
+use super::admission::{Submission, admit, known_bundle};
+use super::auth::Caller;
+use super::jobs::wait_finished;
 use crate::queue::{Job, JobId, NewJob};
 use crate::types::{Message, Role};
 
@@ -49,6 +51,8 @@ pub struct OpenAiError {
     kind: &'static str,
     param: Option<String>,
     code: Option<String>,
+    /// Seconds before a retry (`Retry-After`), as the API's own error says.
+    retry_after: Option<u64>,
 }
 
 impl OpenAiError {
@@ -60,6 +64,7 @@ impl OpenAiError {
             param: Some(param.into()),
             // Clients may branch on `code`; it is never null.
             code: Some("invalid_request".into()),
+            retry_after: None,
         }
     }
 
@@ -74,18 +79,32 @@ impl OpenAiError {
 
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut response = (self.status, Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 
 impl From<ApiError> for OpenAiError {
     fn from(e: ApiError) -> Self {
+        // The API's status where OpenAI's SDKs act on it (429 and 503 are
+        // retried, honouring Retry-After); 400 for the rest of the 4xx.
         let (status, kind) = match e.code {
             ErrorCode::UnknownBundle | ErrorCode::NotFound => {
                 (StatusCode::NOT_FOUND, "invalid_request_error")
             }
-            ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "invalid_request_error"),
-            ErrorCode::Unavailable | ErrorCode::Internal | ErrorCode::JobFailed => {
+            ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication_error"),
+            ErrorCode::Forbidden => (StatusCode::FORBIDDEN, "permission_error"),
+            ErrorCode::BudgetExhausted | ErrorCode::QuotaExceeded => {
+                (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error")
+            }
+            ErrorCode::IdempotencyConflict => (StatusCode::CONFLICT, "invalid_request_error"),
+            ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            ErrorCode::Internal | ErrorCode::JobFailed => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
             }
             _ => (StatusCode::BAD_REQUEST, "invalid_request_error"),
@@ -100,15 +119,18 @@ impl From<ApiError> for OpenAiError {
             kind,
             param: e.field,
             code: Some(code),
+            retry_after: e.retry_after,
         }
     }
 }
 
-/// `GET /v1/models`: every loaded bundle as `bundle/<name>`.
-pub async fn models(State(state): State<AppState>) -> Json<Value> {
+/// `GET /v1/models`: every loaded bundle the key may use, as
+/// `bundle/<name>`.
+pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value> {
     let snapshot = state.registry.snapshot();
     let data: Vec<Value> = snapshot
         .loaded()
+        .filter(|b| caller.0.may_use(b.name()))
         .map(|b| {
             json!({"id": format!("{MODEL_PREFIX}{}", b.name()), "object": "model", "created": 0, "owned_by": "structured-agents"})
         })
@@ -117,8 +139,8 @@ pub async fn models(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// `POST /v1/chat/completions`.
-pub async fn completions(State(state): State<AppState>, body: Bytes) -> Response {
-    match start(&state, &body).await {
+pub async fn completions(State(state): State<AppState>, caller: Caller, body: Bytes) -> Response {
+    match start(&state, &caller, &body).await {
         Err(e) => e.into_response(),
         Ok((job, Some(feed))) => stream(job, feed).into_response(),
         Ok((job, None)) => match wait_finished(&state, &job.id)
@@ -139,12 +161,18 @@ type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
 
 /// Validates the request and queues its job; with `stream`, follows the
 /// job's feed from the start.
-async fn start(state: &AppState, body: &[u8]) -> Result<(Job, Option<Feed>), OpenAiError> {
+async fn start(
+    state: &AppState,
+    caller: &Caller,
+    body: &[u8],
+) -> Result<(Job, Option<Feed>), OpenAiError> {
     let Parsed {
         request,
         bundle,
         input,
     } = parse(body)?;
+    // Refused before the stream listens (admission checks again).
+    caller.may_use(&bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
     // The job's id is chosen here so the stream listens before the job can
     // start: its first model call already streams.
@@ -159,7 +187,7 @@ async fn start(state: &AppState, body: &[u8]) -> Result<(Job, Option<Feed>), Ope
         messages: Some(request.messages),
         ..Default::default()
     };
-    let (job, _) = enqueue(state, new_job).await?;
+    let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
     Ok((job, feed))
 }
 
@@ -196,6 +224,7 @@ pub(super) fn parse(body: &[u8]) -> Result<Parsed, OpenAiError> {
             kind: "invalid_request_error",
             param: Some("model".into()),
             code: Some("model_not_found".into()),
+            retry_after: None,
         })?
         .to_string();
     let input = last_user_text(&request.messages)?;
@@ -250,6 +279,7 @@ fn answer(job: &Job) -> Result<String, OpenAiError> {
                 }
                 .into(),
             ),
+            retry_after: None,
         })
 }
 

@@ -15,10 +15,10 @@ use serde_json::json;
 use std::convert::Infallible;
 
 use super::AppState;
+use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
-use super::jobs::not_found;
 use crate::events::tokens::Token;
 use crate::queue::JobId;
 
@@ -29,14 +29,13 @@ pub struct EventsQuery {
 
 pub async fn events(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let id = JobId::from(id);
-    if state.queue.get(&id).await?.is_none() {
-        return Err(not_found(&id));
-    }
+    caller.visible(&id, state.queue.get(&id).await?)?;
     let after = match headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
         Some(text) => text.trim().parse::<u64>().map_err(|_| {
             ApiError::field(

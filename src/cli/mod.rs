@@ -8,6 +8,7 @@ mod chat;
 mod describe;
 mod init;
 mod inspect;
+mod keys;
 mod migrate;
 pub mod printer;
 mod remote;
@@ -156,6 +157,8 @@ pub enum Command {
     },
     /// Check bundles (directories with bundle.yaml, or directories of them); exit non-zero on errors.
     Validate(validate::ValidateArgs),
+    /// Manage API keys (`[auth] keys_file`): new, list, revoke.
+    Keys(keys::KeysArgs),
     /// Create a new bundle to start from: bundle.yaml with every key, a tool, a scripted endpoint.
     Init(init::InitArgs),
     /// Print the keys a bundle's requests carry (tool_choice, grammar on each
@@ -346,6 +349,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Bundles { json } => remote::bundles(server, json).await,
         Command::Reload { config } => remote::reload(server, config.as_deref()).await,
         Command::Validate(args) => validate::validate(args).await,
+        Command::Keys(args) => keys::keys(args),
         Command::Init(args) => init::init(args),
         Command::Schema {
             what: SchemaKind::Bundle,

@@ -50,6 +50,13 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                         eprintln!("{}: {problem}", file.display());
                         failed += 1;
                     }
+                    // The same key checks as `serve` and every reload.
+                    let keys = crate::access::KeyRing::load(&config)
+                        .and_then(|ring| ring.check_exposure(config.server.listen));
+                    if let Err(e) = keys {
+                        eprintln!("{}: {e}", file.display());
+                        failed += 1;
+                    }
                     match ModelCatalog::load(&config.paths.models_dir) {
                         Ok(c) => catalog = c,
                         Err(e) => {

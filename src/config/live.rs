@@ -15,6 +15,7 @@ pub const LIVE_KEYS: &[&str] = &[
     "prices",
     "server.token_file",
     "server.token_env",
+    "auth",
     "telemetry.log_filter",
     "paths.bundles_dir",
     "paths.models_dir",

@@ -32,6 +32,9 @@ pub const SYSTEM_CONFIG: &str = "/etc/structured-agents/config.toml";
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: ServerConfig,
+    /// API keys: who may call the daemon, with which scopes, bundles and
+    /// quotas (docs/security.md).
+    pub auth: AuthConfig,
     pub paths: PathsConfig,
     pub queue: QueueConfig,
     /// Named model servers that bundles refer to in `model.endpoint`.
@@ -50,6 +53,16 @@ pub struct Config {
     /// request sends (`[prices."gpt-4o-mini"] prompt_per_million = 0.15`):
     /// the `cost` budgets and the spend metrics read it.
     pub prices: crate::budget::Prices,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The API keys file (`structured-agents keys new NAME …` creates and
+    /// fills it); read again by every reload. Besides these keys, the
+    /// single `server.token_file` token keeps working as the key `token`
+    /// with every scope.
+    pub keys_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default, PartialEq)]
@@ -587,6 +600,9 @@ impl Config {
         }
         if let Some(t) = &mut self.server.token_file {
             fix(t);
+        }
+        if let Some(k) = &mut self.auth.keys_file {
+            fix(k);
         }
         if let Some(f) = &mut self.runtime.agents_file {
             fix(f);

@@ -48,10 +48,6 @@ pub enum ServeError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error(
-        "refusing to listen on non-loopback {0} without a token: set server.token_file or server.token_env"
-    )]
-    NoToken(SocketAddr),
     #[error("{0}")]
     Other(String),
 }
@@ -145,11 +141,9 @@ impl Daemon {
         if first.result == ReloadResult::Rejected {
             return Err(ServeError::FirstLoad(first.errors.join("; ")));
         }
-        let token = self.registry.snapshot().token.clone();
+        // An open key ring on a network address was refused by the load
+        // itself (`access::KeyRing::check_exposure`), as a reload would be.
         let listen = self.config.server.listen;
-        if !listen.ip().is_loopback() && token.is_none() {
-            return Err(ServeError::NoToken(listen));
-        }
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|source| ServeError::Listen {
@@ -289,6 +283,7 @@ impl Daemon {
             tokens: self.tokens.clone(),
             mcp: self.mcp.clone(),
             stop: self.shutdown.clone(),
+            admission: Arc::default(),
         }
     }
 }

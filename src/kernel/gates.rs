@@ -81,6 +81,7 @@ impl Kernel {
                     effect: self.tools.effect(&call.name).as_str().to_string(),
                     idempotency_key: journal.idempotency_key(turn, &position.to_string()),
                     timeout_ms: policy.and_then(|p| p.timeout).map(|t| t.as_millis() as u64),
+                    approver: policy.map(|p| p.approver).unwrap_or_default(),
                     requested_at: None,
                     expires_at: None,
                 };

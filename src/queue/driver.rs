@@ -306,6 +306,18 @@ impl<D: Driver> JobQueue for Queue<D> {
         expect!(self, self.driver.read(op).await?, Spend)
     }
 
+    async fn owner_load(
+        &self,
+        owner: &str,
+        since: std::time::SystemTime,
+    ) -> Result<super::OwnerLoad, QueueError> {
+        let op = Op::OwnerLoad {
+            owner: owner.to_string(),
+            since: super::millis(since),
+        };
+        expect!(self, self.driver.read(op).await?, OwnerLoad)
+    }
+
     async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError> {
         let op = Op::ExpireApprovals {
             limit,

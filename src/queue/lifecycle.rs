@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx};
+use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx, stored_key};
 use super::*;
 use crate::approval::{self, Verdict};
 use crate::events::Event;
@@ -27,7 +27,10 @@ fn ms(d: Duration) -> i64 {
 /// Inserts a job, or finds the one its idempotency key already names.
 pub(crate) async fn submit(tx: &mut impl Tx, id: JobId, job: NewJob) -> Res<(Job, bool)> {
     let now = tx.now().await?;
-    let key = job.idempotency_key.clone();
+    let key = job
+        .idempotency_key
+        .as_deref()
+        .map(|key| stored_key(job.owner.as_deref(), key));
     if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
         tx.changed(Change::Runnable, &created.id);
         return Ok((created, true));
@@ -43,7 +46,7 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: JobId, job: NewJob) -> Res<(Job
     })
 }
 
-/// Rows one multi-row insert carries at most (13 values each, well under
+/// Rows one multi-row insert carries at most (14 values each, well under
 /// both dialects' limits on bound values).
 const INSERT_CHUNK: usize = 500;
 
@@ -69,7 +72,8 @@ pub(crate) async fn submit_many(
             continue;
         }
         let key = job.idempotency_key.clone().unwrap_or_default();
-        let existing = tx.job_by_key(&key).await?.ok_or_else(|| {
+        let stored = stored_key(job.owner.as_deref(), &key);
+        let existing = tx.job_by_key(&stored).await?.ok_or_else(|| {
             Fail::Db(format!(
                 "job {index} of the batch was neither inserted nor found by its key"
             ))
@@ -506,6 +510,16 @@ pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str
 pub(crate) async fn spend_since(tx: &mut impl Tx, bundle: &str, since: i64) -> Res<(u64, f64)> {
     let (tokens, micros) = tx.spend_since(bundle, since).await?;
     Ok((tokens.max(0) as u64, micros as f64 / 1_000_000.0))
+}
+
+/// What an API key's jobs hold and spent: for its quotas at admission.
+pub(crate) async fn owner_load(tx: &mut impl Tx, owner: &str, since: i64) -> Res<OwnerLoad> {
+    let (in_flight, tokens, micros) = tx.owner_load(owner, since).await?;
+    Ok(OwnerLoad {
+        in_flight: in_flight.max(0) as u64,
+        tokens: tokens.max(0) as u64,
+        cost: micros as f64 / 1_000_000.0,
+    })
 }
 
 /// Records journal steps with the events held until then, guarded by the

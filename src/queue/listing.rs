@@ -10,6 +10,8 @@ pub struct JobFilter {
     pub state: Option<JobState>,
     pub bundle: Option<String>,
     pub conversation_id: Option<String>,
+    /// Only the jobs this API key submitted.
+    pub owner: Option<String>,
     pub limit: usize,
     /// From a previous page's `next_cursor`.
     pub cursor: Option<String>,
@@ -29,6 +31,7 @@ impl JobFilter {
             ("state", "=", self.state.map(|s| s.as_str().to_string())),
             ("bundle", "=", self.bundle.clone()),
             ("conversation_id", "=", self.conversation_id.clone()),
+            ("owner", "=", self.owner.clone()),
             // Newest first: ids are UUIDv7, so a page continues below the cursor.
             ("id", "<", self.cursor.clone()),
         ] {

@@ -239,6 +239,20 @@ pub struct NewJob {
     pub traceparent: Option<String>,
     /// The submitter's budget limits (each at most the bundle's).
     pub limits: Option<crate::budget::BudgetLimits>,
+    /// The name of the API key that submitted the job; its idempotency key
+    /// is namespaced by it.
+    pub owner: Option<String>,
+}
+
+/// What an API key's jobs hold and spent (see `JobQueue::owner_load`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OwnerLoad {
+    /// Its jobs not finished (queued, running or parked).
+    pub in_flight: u64,
+    /// Tokens of its jobs created in the window.
+    pub tokens: u64,
+    /// Their cost by the daemon's price table.
+    pub cost: f64,
 }
 
 /// A job as stored.
@@ -292,6 +306,10 @@ pub struct Job {
     /// What those tokens cost by the daemon's price table.
     #[serde(default)]
     pub cost_spent: f64,
+    /// The name of the API key that submitted the job (`None` for jobs from
+    /// before API keys).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// A job handed to a worker for one attempt.
@@ -565,6 +583,9 @@ pub trait JobQueue: Send + Sync {
     /// What the jobs of `bundle` created since `since` spent: (tokens,
     /// cost), for the bundle's daily budget.
     async fn spend_since(&self, bundle: &str, since: SystemTime) -> Result<(u64, f64), QueueError>;
+    /// What `owner`'s jobs hold (unfinished jobs) and spent since `since`:
+    /// an API key's quotas.
+    async fn owner_load(&self, owner: &str, since: SystemTime) -> Result<OwnerLoad, QueueError>;
     /// Denies the calls whose approval timeout passed (at most `limit`
     /// jobs); returns those jobs, queued again.
     async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError>;

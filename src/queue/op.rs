@@ -79,6 +79,10 @@ pub(crate) enum Op {
         bundle: String,
         since: i64,
     },
+    OwnerLoad {
+        owner: String,
+        since: i64,
+    },
 }
 
 pub(crate) struct LeaseOp {
@@ -151,6 +155,7 @@ pub(crate) enum Done {
     LastSeq(u64),
     Journal(Vec<JournalEntry>),
     Spend((u64, f64)),
+    OwnerLoad(super::OwnerLoad),
 }
 
 impl Op {
@@ -235,6 +240,9 @@ impl Op {
             Op::SpendSince { bundle, since } => {
                 Done::Spend(lifecycle::spend_since(tx, &bundle, since).await?)
             }
+            Op::OwnerLoad { owner, since } => {
+                Done::OwnerLoad(lifecycle::owner_load(tx, &owner, since).await?)
+            }
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
@@ -267,6 +275,7 @@ impl Op {
             Op::LastSeq(..) => "last_seq",
             Op::Journal(..) => "journal",
             Op::SpendSince { .. } => "spend_since",
+            Op::OwnerLoad { .. } => "owner_load",
         }
     }
 }

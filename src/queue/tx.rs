@@ -47,7 +47,7 @@ pub(crate) enum Change {
 
 /// The columns every job query selects, in the order [`job_from_row`]
 /// reads them.
-pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros";
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner";
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
@@ -81,6 +81,7 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
         |i| -> Res<Option<Value>> { Ok(row.text(i)?.and_then(|t| serde_json::from_str(&t).ok())) };
     let ts = |i| -> Res<Option<String>> { Ok(row.int(i)?.map(rfc3339)) };
     let state = row.req_text(6)?;
+    let owner = row.text(28)?;
     Ok(Job {
         id: JobId(row.req_text(0)?),
         bundle: row.req_text(1)?,
@@ -101,7 +102,9 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
         attempts: count(row.req_int(7)?),
         max_attempts: count(row.req_int(8)?),
         crash_resumes: count(row.req_int(24)?),
-        idempotency_key: row.text(9)?,
+        idempotency_key: row
+            .text(9)?
+            .map(|stored| shown_key(owner.as_deref(), stored)),
         traceparent: row.text(10)?,
         cancel_requested: row.req_int(11)? != 0,
         result: json(12)?,
@@ -118,7 +121,26 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
             .and_then(|text| serde_json::from_str(&text).ok()),
         tokens_spent: row.req_int(26)?.max(0) as u64,
         cost_spent: micros_to_cost(row.req_int(27)?),
+        owner,
     })
+}
+
+/// An idempotency key as stored: namespaced by the job's owner, so two API
+/// keys never share one (and one cannot learn the other's job ids by
+/// reusing its keys).
+pub(crate) fn stored_key(owner: Option<&str>, key: &str) -> String {
+    match owner {
+        Some(owner) => format!("{owner}/{key}"),
+        None => key.to_string(),
+    }
+}
+
+/// A stored idempotency key as its submitter sent it.
+fn shown_key(owner: Option<&str>, stored: String) -> String {
+    match owner.and_then(|o| stored.strip_prefix(o)?.strip_prefix('/')) {
+        Some(key) => key.to_string(),
+        None => stored,
+    }
 }
 
 /// Cost is stored in millionths (an integer in both dialects).
@@ -174,7 +196,7 @@ impl AttemptRow {
     }
 }
 
-/// A new job's column values, as every dialect binds them (13 a row).
+/// A new job's column values, as every dialect binds them (14 a row).
 pub(crate) struct JobValues<'a> {
     pub id: &'a str,
     pub bundle: &'a str,
@@ -183,12 +205,14 @@ pub(crate) struct JobValues<'a> {
     pub variables: String,
     pub priority: i32,
     pub max_attempts: u32,
-    pub idempotency_key: Option<&'a str>,
+    /// Namespaced by the owner ([`stored_key`]).
+    pub idempotency_key: Option<String>,
     pub traceparent: Option<&'a str>,
     pub run_at: i64,
     pub messages: Option<String>,
     pub conversation_id: Option<&'a str>,
     pub limits: Option<String>,
+    pub owner: Option<&'a str>,
 }
 
 impl<'a> JobValues<'a> {
@@ -201,7 +225,10 @@ impl<'a> JobValues<'a> {
             variables: Value::Object(job.variables.clone()).to_string(),
             priority: job.priority,
             max_attempts: job.max_attempts.unwrap_or(3).max(1),
-            idempotency_key: job.idempotency_key.as_deref(),
+            idempotency_key: job
+                .idempotency_key
+                .as_deref()
+                .map(|key| stored_key(job.owner.as_deref(), key)),
             traceparent: job.traceparent.as_deref(),
             run_at: job.run_at.map(millis).unwrap_or(now),
             messages: job.messages.clone().map(|m| Value::Array(m).to_string()),
@@ -210,12 +237,13 @@ impl<'a> JobValues<'a> {
                 .limits
                 .as_ref()
                 .and_then(|l| serde_json::to_string(l).ok()),
+            owner: job.owner.as_deref(),
         }
     }
 }
 
 /// The multi-row insert of `rows` new jobs, in either dialect: value `n`
-/// is spelled `placeholder(n)`; value 1 is the time, then 13 a row in the
+/// is spelled `placeholder(n)`; value 1 is the time, then 14 a row in the
 /// order of [`JobValues`]. A job whose idempotency key is taken is skipped
 /// (a concurrent submit with that key is waited for); the inserted rows come
 /// back.
@@ -223,9 +251,9 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
     let now = placeholder(1);
     let values: Vec<String> = (0..rows)
         .map(|row| {
-            let p = |i: usize| placeholder(2 + row * 13 + i);
+            let p = |i: usize| placeholder(2 + row * 14 + i);
             format!(
-                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {})",
+                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {})",
                 p(0),
                 p(1),
                 p(2),
@@ -238,12 +266,13 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
                 p(9),
                 p(10),
                 p(11),
-                p(12)
+                p(12),
+                p(13)
             )
         })
         .collect();
     format!(
-        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits)
+        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner)
          VALUES {} ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}",
         values.join(", ")
     )
@@ -299,6 +328,9 @@ pub(crate) trait Tx {
     /// What the jobs of `bundle` created since `since` spent (tokens,
     /// cost in millionths).
     async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)>;
+    /// An owner's jobs not finished, and the tokens and cost (micros) of
+    /// its jobs created since `since`.
+    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, i64, i64)>;
     /// Jobs awaiting approval whose timeout (`run_at`) has passed.
     async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>>;
     async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>>;

@@ -56,10 +56,12 @@ pub(super) fn snapshot(
     config: Arc<Config>,
     env: &BuildEnv,
 ) -> Result<(Snapshot, Applied), RegistryError> {
-    let token = config
-        .read_token()
-        .map_err(|e| RegistryError::Token(e.to_string()))?
-        .map(Arc::<str>::from);
+    // The same checks as `serve` and `validate`: no reload can take the
+    // last key off a daemon that listens on the network.
+    let keys = crate::access::KeyRing::load(&config)
+        .and_then(|ring| ring.check_exposure(config.server.listen).map(|()| ring))
+        .map_err(|e| RegistryError::Access(e.to_string()))?;
+    let keys = Arc::new(keys);
     let allow_insecure = config.paths.allow_insecure_dirs;
     for dir in [&config.paths.bundles_dir, &config.paths.models_dir] {
         if dir.exists() {
@@ -85,7 +87,7 @@ pub(super) fn snapshot(
         inventory: Inventory::default(),
         declared_tools: Arc::default(),
         config,
-        token,
+        keys,
         endpoints,
         plugins,
         observers: Arc::new(observers),
@@ -160,13 +162,9 @@ fn inventory_of(s: &Snapshot) -> Inventory {
         "group_chat",
         config.runtime.group_chat.clone(),
     );
-    if let Some(token) = &s.token {
-        // Never the token itself: the inventory may be logged.
-        inventory.insert(
-            InputKind::Auth,
-            "token",
-            crate::hex::sha256_hex(token.as_bytes()),
-        );
+    // Never a token itself: the inventory may be logged.
+    for (name, fingerprint) in s.keys.fingerprints() {
+        inventory.insert(InputKind::Auth, name, fingerprint.clone());
     }
     inventory.insert(
         InputKind::LogFilter,

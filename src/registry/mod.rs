@@ -114,8 +114,8 @@ pub struct Snapshot {
     pub generation: u64,
     /// The daemon config this snapshot was built from.
     pub config: Arc<Config>,
-    /// The API's bearer token (`server.token_file` / `server.token_env`).
-    pub token: Option<Arc<str>>,
+    /// The API keys (`[auth] keys_file` and the single token).
+    pub keys: Arc<crate::access::KeyRing>,
     pub endpoints: Arc<Endpoints>,
     pub plugins: Arc<PluginRegistry>,
     /// Started observer plugins by name.
@@ -139,7 +139,7 @@ impl Snapshot {
         Snapshot {
             generation: 0,
             config,
-            token: None,
+            keys: Arc::default(),
             endpoints: Arc::default(),
             plugins: Arc::default(),
             observers: Arc::default(),
@@ -213,8 +213,8 @@ pub enum RegistryError {
     Untrusted(String),
     #[error("endpoint `{name}`: {detail}")]
     Endpoint { name: String, detail: String },
-    #[error("the API token: {0}")]
-    Token(String),
+    #[error("API keys: {0}")]
+    Access(String),
     #[error("the reload task failed: {0}")]
     Task(String),
 }

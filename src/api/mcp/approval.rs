@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::super::AppState;
+use super::super::auth::Caller;
 use crate::approval::{Decision, Verdict};
 use crate::queue::Job;
 
@@ -30,15 +31,29 @@ rmcp::elicit_safe!(ApprovalAnswer);
 /// (where its approval timeout, or a person with the CLI, decides).
 const ASK_FOR: Duration = Duration::from_secs(600);
 
-/// Whether the client can be asked.
-pub fn can_ask(peer: &Peer<RoleServer>) -> bool {
+/// Whether the client can be asked: it declared elicitation, and its key
+/// may decide on the job (`approve`, and not its own job when the tool
+/// wants `approval.by: others`).
+pub fn can_ask(peer: &Peer<RoleServer>, caller: &Caller, job: &Job) -> bool {
+    let others_only = job
+        .pending_call
+        .as_ref()
+        .is_some_and(|request| request["approver"] == "others");
     peer.supported_elicitation_modes()
         .contains(&rmcp::service::ElicitationMode::Form)
+        && caller.0.can(crate::access::Scope::Approve)
+        && caller.operates_on(job)
+        && !(others_only && job.owner.as_deref() == Some(caller.name()))
 }
 
 /// Asks the client's user about the call `job` waits for and takes the
 /// answer; `Err` (the call's error result) when there is no answer.
-pub async fn ask(state: &AppState, peer: &Peer<RoleServer>, job: &Job) -> Result<(), String> {
+pub async fn ask(
+    state: &AppState,
+    peer: &Peer<RoleServer>,
+    caller: &Caller,
+    job: &Job,
+) -> Result<(), String> {
     let request = job.pending_call.clone().unwrap_or(Value::Null);
     let call = request["call"].as_str().unwrap_or_default().to_string();
     let message = format!(
@@ -65,7 +80,7 @@ pub async fn ask(state: &AppState, peer: &Peer<RoleServer>, job: &Job) -> Result
         verdict,
         digest: request["digest"].as_str().map(str::to_string),
     };
-    super::super::approvals::take(state, &job.id, &call, decision, "mcp")
+    super::super::approvals::take(state, caller, &job.id, &call, decision)
         .await
         .map(|_| ())
         .map_err(|e| e.message)

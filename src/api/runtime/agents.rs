@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 use super::super::AppState;
 use super::super::body::{JsonBody, Path};
 use super::super::error::{ApiError, ErrorCode};
+use super::super::admission::Submission;
+use super::super::auth::Caller;
 use super::super::jobs::run_to_end;
 use super::{USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place};
@@ -95,8 +97,14 @@ pub(super) fn find(cards: &[AgentCard], id: &str, field: &str) -> Result<AgentCa
     })
 }
 
-pub async fn list(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({"agents": directory(&state)}))
+/// The directory as the key sees it: local agents of bundles it may use,
+/// and the remote agents.
+pub async fn list(State(state): State<AppState>, caller: Caller) -> Json<Value> {
+    let agents: Vec<AgentCard> = directory(&state)
+        .into_iter()
+        .filter(|agent| agent.kind != LOCAL || caller.0.may_use(&agent.id))
+        .collect();
+    Json(json!({"agents": agents}))
 }
 
 /// A message envelope as callers send it; only `content` is required.
@@ -122,6 +130,7 @@ pub struct Message {
 /// `POST /api/agents/{id}/message`: the local bundle answers as a job.
 pub async fn message(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
     JsonBody(message): JsonBody<Message>,
@@ -155,18 +164,20 @@ pub async fn message(
             ));
         }
     };
-    let job = run_to_end(
-        &state,
-        NewJob {
-            bundle: id.clone(),
-            input: message.content,
-            variables,
-            conversation_id: Some(conversation.clone()),
-            idempotency_key,
-            ..Default::default()
-        },
-    )
-    .await?;
+    let job = NewJob {
+        bundle: id.clone(),
+        input: message.content,
+        variables,
+        conversation_id: Some(conversation.clone()),
+        idempotency_key,
+        ..Default::default()
+    };
+    let submission = Submission {
+        // The runtime sets `user_id` itself.
+        daemon_variables: true,
+        ..Submission::new(job, "id")
+    };
+    let job = run_to_end(&state, &caller, submission).await?;
     let answer = job.answer_or_error().map_err(|e| job_failed(&e))?;
     let mut reply = envelope(&conversation, &id, &sender, answer);
     reply["job_id"] = json!(job.id);

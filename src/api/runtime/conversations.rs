@@ -6,6 +6,7 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::super::AppState;
+use super::super::auth::Caller;
 use super::super::body::Path;
 use super::super::conversations::turns_of;
 use super::super::error::ApiError;
@@ -14,9 +15,10 @@ use crate::queue::Job;
 
 pub async fn get(
     State(state): State<AppState>,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let jobs = turns_of(&state, &id).await?;
+    let jobs = turns_of(&state, &caller, &id).await?;
     let mut messages = Vec::with_capacity(jobs.len() * 2);
     for job in &jobs {
         messages.extend(turn(&state, job).await?);

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::super::AppState;
+use super::super::auth::Caller;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
 use super::agents::{AgentCard, directory, find};
@@ -44,12 +45,14 @@ fn default_max_iterations() -> u32 {
 
 pub async fn group_chat(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<GroupChatRequest>,
 ) -> Result<Response, ApiError> {
     super::non_blank("query", &request.query)?;
     let host_name = state.registry.snapshot().config.runtime.group_chat.clone();
     let host = super::configured_bundle(&state, "group_chat", &host_name)?;
     let plan = plan(&state, &host, &request)?;
+    let local_agents = plan.local_bundles();
     let conversation = super::conversation_of(request.conversation_id)?;
     let mut variables = Map::new();
     variables.insert(USER_VARIABLE.into(), json!(request.user_id));
@@ -57,11 +60,16 @@ pub async fn group_chat(
         PLAN_VARIABLE.into(),
         serde_json::to_value(&plan).map_err(ApiError::internal)?,
     );
+    let submission = super::RunSubmission {
+        bundle: host.name(),
+        input: request.query,
+        variables,
+        also_runs: local_agents,
+    };
     let (job, answer) = match super::run(
         &state,
-        host.name(),
-        request.query,
-        variables,
+        &caller,
+        submission,
         &conversation,
         request.stream,
     )

@@ -20,7 +20,10 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use super::feed::job_feed;
-use super::jobs::{enqueue, wait_finished};
+use super::admission::{Submission, admit};
+use super::auth::Caller;
+use super::jobs::wait_finished;
+use super::with;
 use crate::queue::{Job, JobId, NewJob};
 use crate::registry::LoadedBundle;
 
@@ -32,12 +35,22 @@ const GROUP_RUNTIME: &str = "agent-runtime";
 const USER_VARIABLE: &str = "user_id";
 
 pub(super) fn routes() -> Router<AppState> {
+    use crate::access::Scope::{Read, Submit};
     Router::new()
-        .route("/agents", get(agents::list))
-        .route("/agents/{id}/message", post(agents::message))
-        .route("/query", post(query::query))
-        .route("/group-chat", post(group::group_chat))
-        .route("/conversations/{id}", get(conversations::get))
+        .route("/agents", with(Read, get(agents::list)))
+        .route("/agents/{id}/message", with(Submit, post(agents::message)))
+        .route("/query", with(Submit, post(query::query)))
+        .route("/group-chat", with(Submit, post(group::group_chat)))
+        .route("/conversations/{id}", with(Read, get(conversations::get)))
+}
+
+/// The job a runtime request asks for.
+struct RunSubmission<'a> {
+    bundle: &'a str,
+    input: String,
+    variables: serde_json::Map<String, Value>,
+    /// Bundles the job runs as agents (a group chat's local participants).
+    also_runs: Vec<String>,
 }
 
 /// What a runtime request gets back from its job.
@@ -55,12 +68,17 @@ enum Answer {
 /// are not missed.
 async fn run(
     state: &AppState,
-    bundle: &str,
-    input: String,
-    variables: serde_json::Map<String, Value>,
+    caller: &Caller,
+    submission: RunSubmission<'_>,
     conversation: &str,
     stream: bool,
 ) -> Result<Answer, ApiError> {
+    let RunSubmission {
+        bundle,
+        input,
+        variables,
+        also_runs,
+    } = submission;
     let id = JobId::new();
     let feed = stream.then(|| job_feed(state.clone(), id.clone(), 0, true));
     let started = std::time::Instant::now();
@@ -72,7 +90,14 @@ async fn run(
         conversation_id: Some(conversation.to_string()),
         ..Default::default()
     };
-    let (job, _) = enqueue(state, job).await?;
+    // The runtime sets its own variables (the user, a group chat's plan,
+    // which it checked); the bundle is the configured one.
+    let submission = Submission {
+        daemon_variables: true,
+        also_runs,
+        ..Submission::new(job, "query")
+    };
+    let (job, _) = admit(state, caller, submission).await?;
     if let Some(feed) = feed {
         return Ok(Answer::Streamed(
             stream::frames(state.clone(), job, feed, started).into_response(),

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, json};
 
 use super::super::AppState;
+use super::super::auth::Caller;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
 use super::{RUNTIME, USER_VARIABLE, envelope};
@@ -33,6 +34,7 @@ pub struct QueryRequest {
 
 pub async fn query(
     State(state): State<AppState>,
+    caller: Caller,
     JsonBody(request): JsonBody<QueryRequest>,
 ) -> Result<Response, ApiError> {
     super::non_blank("query", &request.query)?;
@@ -52,11 +54,16 @@ pub async fn query(
     if let Some(max) = request.max_agents {
         variables.insert(crate::bundle::MAX_AGENTS_VARIABLE.into(), json!(max));
     }
+    let submission = super::RunSubmission {
+        bundle: router.name(),
+        input: request.query,
+        variables,
+        also_runs: Vec::new(),
+    };
     let (job, answer) = match super::run(
         &state,
-        router.name(),
-        request.query,
-        variables,
+        &caller,
+        submission,
         &conversation,
         request.stream,
     )

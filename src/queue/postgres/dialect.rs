@@ -199,6 +199,15 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         Ok(())
     }
 
+    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, i64, i64)> {
+        let sql = "SELECT COUNT(*) FILTER (WHERE finished_at IS NULL),
+                          COALESCE(SUM(tokens_spent) FILTER (WHERE created_at >= $2), 0)::BIGINT,
+                          COALESCE(SUM(cost_micros) FILTER (WHERE created_at >= $2), 0)::BIGINT
+                   FROM jobs WHERE owner = $1 AND (finished_at IS NULL OR created_at >= $2)";
+        let row = self.client.query_one(sql, &[&owner, &since]).await?;
+        Ok((row.req_int(0)?, row.req_int(1)?, row.req_int(2)?))
+    }
+
     async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
         let tokens = "SELECT COALESCE(SUM(tokens_spent), 0)::BIGINT FROM jobs WHERE bundle = $1 AND created_at >= $2";
         let cost = "SELECT COALESCE(SUM(cost_micros), 0)::BIGINT FROM jobs WHERE bundle = $1 AND created_at >= $2";
@@ -254,6 +263,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
                 &v.messages,
                 &v.conversation_id,
                 &v.limits,
+                &v.owner,
             ]);
         }
         // Not cached: the statement's shape depends on the number of rows.

@@ -157,6 +157,19 @@ impl Tx for SqliteTx<'_> {
         Ok(())
     }
 
+    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, i64, i64)> {
+        self.first(
+            "SELECT COUNT(*) FILTER (WHERE finished_at IS NULL),
+                    COALESCE(SUM(tokens_spent) FILTER (WHERE created_at >= ?2), 0),
+                    COALESCE(SUM(cost_micros) FILTER (WHERE created_at >= ?2), 0)
+             FROM jobs INDEXED BY jobs_owner_created
+             WHERE owner = ?1 AND (finished_at IS NULL OR created_at >= ?2)",
+            params![owner, since],
+            |r| Ok((r.req_int(0)?, r.req_int(1)?, r.req_int(2)?)),
+        )
+        .map(|row| row.unwrap_or_default())
+    }
+
     async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
         let tokens = self.one_int(
             "SELECT COALESCE(SUM(tokens_spent), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2",
@@ -214,12 +227,13 @@ impl Tx for SqliteTx<'_> {
                 V::Text(v.variables),
                 V::Integer(v.priority.into()),
                 V::Integer(v.max_attempts.into()),
-                text(v.idempotency_key),
+                v.idempotency_key.map_or(V::Null, V::Text),
                 text(v.traceparent),
                 V::Integer(v.run_at),
                 v.messages.map_or(V::Null, V::Text),
                 text(v.conversation_id),
                 v.limits.map_or(V::Null, V::Text),
+                text(v.owner),
             ]);
         }
         let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"));

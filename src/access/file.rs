@@ -1,0 +1,256 @@
+//! The keys file (`[auth] keys_file`): one `[[keys]]` table per API key.
+//! `structured-agents keys new/list/revoke` manage it; an operator may
+//! edit it too, and a reload (or the file watcher's next reload) applies it
+//! live. Tokens are stored only as their SHA-256.
+//!
+//! ```toml
+//! [[keys]]
+//! name = "support"
+//! token_sha256 = "9f86d0…"
+//! scopes = ["submit", "read", "approve"]
+//! bundles = ["refunds", "support-*"]
+//! rate_per_minute = 120
+//! max_in_flight = 20
+//! max_priority = 10
+//! per_day = { tokens = 2000000, cost = 25.0 }
+//! ```
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{LOCAL, Principal, Scope, TOKEN_KEY, compile_globs};
+use crate::budget::DailyLimits;
+
+/// Why the keys file cannot be read, parsed or written.
+#[derive(Debug, thiserror::Error)]
+pub enum KeysFileError {
+    #[error("{}: cannot read the keys file: {source}; create it with `structured-agents keys new NAME` or fix `[auth] keys_file`", file.display())]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", file.display())]
+    Parse { file: PathBuf, message: String },
+    #[error("{}: {key}: {message}", file.display())]
+    Invalid {
+        file: PathBuf,
+        key: String,
+        message: String,
+    },
+    #[error("{}: cannot write the keys file: {source}", file.display())]
+    Write {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The file as stored.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeysFile {
+    #[serde(default)]
+    pub keys: Vec<KeyEntry>,
+}
+
+/// One key as stored.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    /// Shown in job owners, decisions, logs and metrics.
+    pub name: String,
+    /// The SHA-256 of the token, in hex.
+    pub token_sha256: String,
+    pub scopes: Vec<Scope>,
+    /// Globs of the bundle names it may use; every bundle when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundles: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_minute: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_priority: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_day: Option<DailyLimits>,
+    /// RFC 3339, when `keys new` made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+}
+
+impl KeyEntry {
+    /// The key as requests present it, or why it is unusable.
+    pub fn principal(&self) -> Result<Principal, String> {
+        check_name(&self.name)?;
+        if self.scopes.is_empty() {
+            return Err("scopes: a key needs at least one scope (submit, read, read_all, operate, operate_all, approve, admin)".into());
+        }
+        if self.rate_per_minute == Some(0) || self.max_in_flight == Some(0) {
+            return Err("rate_per_minute and max_in_flight must be at least 1 (remove the key to take its access away)".into());
+        }
+        let bundles = self.bundles.as_deref().map(compile_globs).transpose()?;
+        Ok(Principal {
+            name: self.name.clone(),
+            scopes: self.scopes.iter().copied().collect(),
+            bundle_patterns: self.bundles.clone(),
+            bundles,
+            rate_per_minute: self.rate_per_minute,
+            max_in_flight: self.max_in_flight,
+            per_day: self.per_day.clone(),
+            max_priority: self.max_priority,
+        })
+    }
+}
+
+/// A key name: 1 to 64 of `A-Z a-z 0-9 _ . -`, not a reserved name. It
+/// prefixes its jobs' idempotency keys (`name/key`), so never a `/`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if !valid {
+        return Err(format!(
+            "name {name:?}: use 1 to 64 letters, digits, `_`, `.` or `-`"
+        ));
+    }
+    if name == TOKEN_KEY || name == LOCAL {
+        return Err(format!(
+            "name {name:?} is reserved (the single token is `{TOKEN_KEY}`, requests without keys `{LOCAL}`)"
+        ));
+    }
+    Ok(())
+}
+
+impl KeysFile {
+    /// Reads and checks the file: names unique, hashes unique and well
+    /// formed, every key usable.
+    pub fn read(path: &Path) -> Result<KeysFile, KeysFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| KeysFileError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        let file: KeysFile = toml::from_str(&text).map_err(|e| KeysFileError::Parse {
+            file: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let invalid = |i: usize, message: String| KeysFileError::Invalid {
+            file: path.to_path_buf(),
+            key: format!("keys[{i}]"),
+            message,
+        };
+        let mut names = std::collections::HashSet::new();
+        let mut hashes = std::collections::HashSet::new();
+        for (i, key) in file.keys.iter().enumerate() {
+            key.principal().map_err(|e| invalid(i, e))?;
+            let hash = key.token_sha256.to_ascii_lowercase();
+            if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(invalid(
+                    i,
+                    "token_sha256: not a SHA-256 in hex (64 characters); `structured-agents keys new` writes it".into(),
+                ));
+            }
+            if !names.insert(key.name.clone()) {
+                return Err(invalid(i, format!("name {:?} is used twice", key.name)));
+            }
+            if !hashes.insert(hash) {
+                return Err(invalid(i, "token_sha256: two keys share one token".into()));
+            }
+        }
+        Ok(file)
+    }
+
+    /// The file at `path`, or an empty one when it does not exist yet.
+    pub fn read_or_empty(path: &Path) -> Result<KeysFile, KeysFileError> {
+        if path.exists() {
+            Self::read(path)
+        } else {
+            Ok(KeysFile::default())
+        }
+    }
+
+    /// Writes the file whole, owner-only (0600), by a rename so a reload
+    /// never reads half of it.
+    pub fn write(&self, path: &Path) -> Result<(), KeysFileError> {
+        let failed = |source| KeysFileError::Write {
+            file: path.to_path_buf(),
+            source,
+        };
+        let text = toml::to_string_pretty(self)
+            .map_err(|e| failed(std::io::Error::other(e.to_string())))?;
+        let text = format!(
+            "# API keys of structured-agents ([auth] keys_file). Managed by\n# `structured-agents keys new/list/revoke`; tokens are stored only as SHA-256.\n\n{text}"
+        );
+        let mut temp_name = path.as_os_str().to_owned();
+        temp_name.push(".tmp");
+        let temp = PathBuf::from(temp_name);
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(failed)?;
+        // `mode` applies only to a new file; an old temp file is tightened.
+        out.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(failed)?;
+        out.write_all(text.as_bytes()).map_err(failed)?;
+        out.sync_all().map_err(failed)?;
+        std::fs::rename(&temp, path).map_err(failed)?;
+        Ok(())
+    }
+}
+
+/// A fresh token: `sa_` and 32 random bytes in hex.
+pub fn new_token() -> String {
+    format!("sa_{}", crate::hex::hex(&rand::random::<[u8; 32]>()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_file_reads_back_and_bad_entries_are_located() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let token = new_token();
+        let file = KeysFile {
+            keys: vec![KeyEntry {
+                name: "team-a".into(),
+                token_sha256: crate::hex::sha256_hex(token.as_bytes()),
+                scopes: vec![Scope::Submit, Scope::Read],
+                bundles: Some(vec!["refunds*".into()]),
+                ..Default::default()
+            }],
+        };
+        file.write(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&token), "the token itself is never stored");
+        assert_eq!(KeysFile::read(&path).unwrap().keys[0].name, "team-a");
+
+        std::fs::write(
+            &path,
+            "[[keys]]\nname = \"a\"\ntoken_sha256 = \"00\"\nscopes = [\"read\"]\n",
+        )
+        .unwrap();
+        let err = KeysFile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("keys[0]") && err.contains("token_sha256"), "{err}");
+        std::fs::write(&path, "[[keys]]\nname = \"a\"\nscopes = [\"fly\"]\n").unwrap();
+        let err = KeysFile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("keys.toml") && err.contains("line"), "{err}");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("team-a.prod_1").is_ok());
+        for bad in ["", "a/b", "token", "local", "a b", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,597 @@
+//! The one way in: every route that starts a job — `POST /v1/jobs`, the
+//! batch, `/v1/chat/completions`, the runtime API, MCP `tools/call`, and so
+//! the console and the CLI, which use those — builds a [`Submission`] and
+//! calls [`admit`] (or [`admit_batch`]). Admission decides, in this order:
+//!
+//! 1. the caller's key has `submit` and may use the bundle (its globs);
+//! 2. the bundle is loaded, the fields are sound (no NUL bytes, a blank
+//!    idempotency key, a priority or attempt count out of range), the
+//!    variables are ones a submitter may set, the limits only lower the
+//!    bundle's, a continued conversation is the key's own;
+//! 3. the key's quotas: its rate, its jobs in flight, its daily budget;
+//! 4. the bundle's daily budget (`budgets`);
+//! 5. the job is queued, recording who asked (its idempotency key is
+//!    namespaced by that key in the queue).
+//!
+//! Each way in keeps only its wire format: what it reads from the body, and
+//! how it spells this module's refusals.
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use serde_json::{Map, Value};
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::{ApiError, ErrorCode};
+use crate::access::{Principal, Scope};
+use crate::events::daemon::DaemonEvent;
+use crate::queue::{Job, JobFilter, NewJob};
+
+/// The priorities a job may ask for (higher runs first); a key's
+/// `max_priority` lowers the top.
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
+/// The most attempts a submitter may give a job.
+pub const MAX_ATTEMPTS: u32 = 100;
+const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// One job as a way in asks for it.
+pub(super) struct Submission {
+    pub job: NewJob,
+    /// The wire's name for the field that named the bundle (`bundle`,
+    /// `model`, `id`), so a refusal points at what the client sent.
+    pub bundle_field: &'static str,
+    /// The way in set daemon-only variables itself (a group chat's plan,
+    /// checked by it): they are not refused as a submitter's would be.
+    pub daemon_variables: bool,
+    /// Other bundles the job runs as agents of its own (a group chat's
+    /// local participants): the key must be allowed to use each.
+    pub also_runs: Vec<String>,
+}
+
+impl Submission {
+    /// A submission of `job` whose bundle came in the field `bundle_field`.
+    pub fn new(job: NewJob, bundle_field: &'static str) -> Self {
+        Self {
+            job,
+            bundle_field,
+            daemon_variables: false,
+            also_runs: Vec::new(),
+        }
+    }
+}
+
+/// What admission keeps between requests: each key's rate limiter, and a
+/// lock per key with an in-flight cap so that concurrent submissions of
+/// one key cannot all pass the same count.
+#[derive(Default)]
+pub struct Gate {
+    limiters: Mutex<HashMap<String, (u32, Arc<DefaultDirectRateLimiter>)>>,
+    in_flight_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Gate {
+    /// The key's limiter, made again when its rate changed in a reload.
+    fn limiter(&self, name: &str, per_minute: u32) -> Arc<DefaultDirectRateLimiter> {
+        let mut limiters = self.limiters.lock().unwrap_or_else(|p| p.into_inner());
+        match limiters.get(name) {
+            Some((rate, limiter)) if *rate == per_minute => limiter.clone(),
+            _ => {
+                let rate = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
+                let limiter = Arc::new(RateLimiter::direct(Quota::per_minute(rate)));
+                limiters.insert(name.to_string(), (per_minute, limiter.clone()));
+                limiter
+            }
+        }
+    }
+
+    fn in_flight_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .in_flight_locks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        locks.entry(name.to_string()).or_default().clone()
+    }
+}
+
+/// Admits one job and queues it (or finds the one its idempotency key
+/// names): `(job, created)`.
+pub(super) async fn admit(
+    state: &AppState,
+    caller: &Caller,
+    submission: Submission,
+) -> Result<(Job, bool), ApiError> {
+    let job = checked(state, caller, submission)?;
+    conversation_is_own(state, caller, &job).await?;
+    let lock = caller
+        .0
+        .max_in_flight
+        .map(|_| state.admission.in_flight_lock(caller.name()));
+    let _held = match &lock {
+        Some(lock) => Some(lock.lock().await),
+        None => None,
+    };
+    key_quotas(state, &caller.0, 1).await?;
+    super::budgets::bundle_day(state, &job.bundle).await?;
+    enqueue(state, job).await
+}
+
+/// Admits every job of a batch or none: a refusal names the job's index.
+pub(super) async fn admit_batch(
+    state: &AppState,
+    caller: &Caller,
+    jobs: Vec<Submission>,
+) -> Result<Vec<(Job, bool)>, ApiError> {
+    let mut checked_jobs = Vec::with_capacity(jobs.len());
+    for (index, submission) in jobs.into_iter().enumerate() {
+        let job = checked(state, caller, submission).map_err(|e| at_index(index, e))?;
+        conversation_is_own(state, caller, &job)
+            .await
+            .map_err(|e| at_index(index, e))?;
+        checked_jobs.push(job);
+    }
+    let lock = caller
+        .0
+        .max_in_flight
+        .map(|_| state.admission.in_flight_lock(caller.name()));
+    let _held = match &lock {
+        Some(lock) => Some(lock.lock().await),
+        None => None,
+    };
+    key_quotas(state, &caller.0, checked_jobs.len() as u32).await?;
+    let mut bundles: Vec<&str> = checked_jobs.iter().map(|j| j.bundle.as_str()).collect();
+    bundles.sort_unstable();
+    bundles.dedup();
+    for bundle in bundles {
+        super::budgets::bundle_day(state, bundle).await?;
+    }
+    let submission = tokio::spawn({
+        // As for one job: the queue's answer is counted even if the client
+        // hung up.
+        let state = state.clone();
+        async move {
+            let submitted = state.queue.submit_many(checked_jobs).await?;
+            for (job, _) in submitted.iter().filter(|(_, created)| *created) {
+                state.bus.publish(DaemonEvent::JobSubmitted {
+                    bundle: job.bundle.clone(),
+                });
+            }
+            Ok::<_, crate::queue::QueueError>(submitted)
+        }
+    });
+    submission
+        .await
+        .map_err(|e| ApiError::internal(format!("batch submit task failed: {e}")))?
+        .map_err(|e| match e {
+            crate::queue::QueueError::KeyConflict { index, .. } => ApiError::field(
+                ErrorCode::IdempotencyConflict,
+                format!("jobs[{index}].idempotency_key"),
+                e.to_string(),
+            ),
+            e => e.into(),
+        })
+}
+
+/// A job's refusal within a batch: its field and message name its index.
+pub(super) fn at_index(index: usize, mut e: ApiError) -> ApiError {
+    e.field = Some(match e.field {
+        Some(field) => format!("jobs[{index}].{field}"),
+        None => format!("jobs[{index}]"),
+    });
+    e.message = format!("job {index} of the batch: {}", e.message);
+    e
+}
+
+/// Everything about one job that needs no store: who may, which bundle,
+/// which fields. The job comes back ready to queue, owned by the caller.
+fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, ApiError> {
+    caller.require(Scope::Submit)?;
+    let mut job = s.job;
+    no_nul(s.bundle_field, &job.bundle)?;
+    for bundle in std::iter::once(&job.bundle).chain(&s.also_runs) {
+        caller.may_use(bundle, s.bundle_field)?;
+    }
+    known_bundle(state, &job.bundle, s.bundle_field)?;
+    check_fields(&job)?;
+    check_priority(&caller.0, job.priority)?;
+    if !s.daemon_variables {
+        checked_variables(state, &job.bundle, &job.variables)?;
+    }
+    if let Some(asked) = &job.limits {
+        super::budgets::lowered(state, &job.bundle, asked)?;
+    }
+    job.max_attempts.get_or_insert(state.max_attempts);
+    job.owner = Some(caller.name().to_string());
+    Ok(job)
+}
+
+/// The rules of a job's own fields, for every way in (and the fuzz
+/// targets): no NUL byte anywhere (PostgreSQL cannot store one, SQLite
+/// would), a non-blank idempotency key, attempts in range.
+pub fn check_fields(job: &NewJob) -> Result<(), ApiError> {
+    no_nul("input", &job.input)?;
+    no_nul_in("variables", &Value::Object(job.variables.clone()))?;
+    if let Some(messages) = &job.messages {
+        no_nul_in("messages", &Value::Array(messages.clone()))?;
+    }
+    for (field, value) in [
+        ("idempotency_key", &job.idempotency_key),
+        ("conversation_id", &job.conversation_id),
+        ("traceparent", &job.traceparent),
+        ("bundle_version", &job.bundle_version),
+    ] {
+        if let Some(value) = value {
+            no_nul(field, value)?;
+        }
+    }
+    if job
+        .idempotency_key
+        .as_ref()
+        .is_some_and(|k| k.trim().is_empty())
+    {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "idempotency_key",
+            "the idempotency key is empty; send a non-blank key or leave the field out",
+        ));
+    }
+    if let Some(n) = job.max_attempts
+        && !(1..=MAX_ATTEMPTS).contains(&n)
+    {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "max_attempts",
+            format!("{n} is out of range: a job gets 1 to {MAX_ATTEMPTS} attempts"),
+        ));
+    }
+    if !PRIORITY_RANGE.contains(&job.priority) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "priority",
+            format!(
+                "{} is out of range: priorities go from {} to {}",
+                job.priority,
+                PRIORITY_RANGE.start(),
+                PRIORITY_RANGE.end()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn no_nul(field: &str, text: &str) -> Result<(), ApiError> {
+    if !text.contains('\0') {
+        return Ok(());
+    }
+    Err(ApiError::field(
+        ErrorCode::InvalidRequest,
+        field,
+        format!("`{field}` contains a NUL character (\\u0000), which a job cannot hold; remove it"),
+    ))
+}
+
+/// [`no_nul`] over every string and object key of a JSON value, naming the
+/// path (`variables.user.name`).
+fn no_nul_in(path: &str, value: &Value) -> Result<(), ApiError> {
+    match value {
+        Value::String(text) => no_nul(path, text),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, item)| no_nul_in(&format!("{path}[{i}]"), item)),
+        Value::Object(map) => map.iter().try_for_each(|(key, item)| {
+            let inner = format!("{path}.{key}");
+            no_nul(&inner, key)?;
+            no_nul_in(&inner, item)
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn check_priority(key: &Principal, priority: i32) -> Result<(), ApiError> {
+    match key.max_priority {
+        Some(max) if priority > max => Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "priority",
+            format!(
+                "API key {:?} may submit priorities up to {max}, not {priority}; lower it or ask the operator to raise the key's max_priority",
+                key.name
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A conversation continued by a job is the key's own: one that another
+/// key's jobs hold answers as if it did not exist.
+async fn conversation_is_own(
+    state: &AppState,
+    caller: &Caller,
+    job: &NewJob,
+) -> Result<(), ApiError> {
+    let Some(conversation) = &job.conversation_id else {
+        return Ok(());
+    };
+    let page = state
+        .queue
+        .list(JobFilter {
+            conversation_id: Some(conversation.clone()),
+            limit: 1,
+            ..Default::default()
+        })
+        .await?;
+    match page.jobs.first() {
+        Some(earlier) if earlier.owner.as_deref() != Some(caller.name()) => {
+            Err(ApiError::field(
+                ErrorCode::NotFound,
+                "conversation_id",
+                format!(
+                    "no conversation {conversation:?} of API key {:?}; leave the id out to start a new one",
+                    caller.name()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The key's own limits: its rate, its jobs in flight and its daily
+/// budget, for `n` new jobs.
+async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), ApiError> {
+    if let Some(per_minute) = key.rate_per_minute {
+        let limiter = state.admission.limiter(&key.name, per_minute);
+        let cells = NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+        let refused = |wait: Duration| {
+            ApiError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "API key {:?} may submit {per_minute} jobs a minute (rate_per_minute); retry after {} s",
+                    key.name,
+                    wait.as_secs().max(1)
+                ),
+            )
+            .retry_after(wait.as_secs().max(1))
+        };
+        match limiter.check_n(cells) {
+            Ok(Ok(())) => {}
+            Ok(Err(not_until)) => {
+                let clock = governor::clock::DefaultClock::default();
+                return Err(refused(not_until.wait_time_from(governor::clock::Clock::now(&clock))));
+            }
+            Err(_) => {
+                return Err(ApiError::field(
+                    ErrorCode::QuotaExceeded,
+                    "jobs",
+                    format!(
+                        "a batch of {n} jobs is more than API key {:?} may submit in a minute ({per_minute}); split it",
+                        key.name
+                    ),
+                ));
+            }
+        }
+    }
+    if key.max_in_flight.is_none() && key.per_day.is_none() {
+        return Ok(());
+    }
+    let load = state
+        .queue
+        .owner_load(&key.name, SystemTime::now() - DAY)
+        .await?;
+    if let Some(max) = key.max_in_flight
+        && load.in_flight + u64::from(n) > max
+    {
+        return Err(ApiError::new(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "API key {:?} has {} jobs not finished and may have {max} (max_in_flight); wait for some to finish",
+                key.name, load.in_flight
+            ),
+        )
+        .retry_after(5));
+    }
+    if let Some(daily) = &key.per_day {
+        super::budgets::day_left(daily, load.tokens, load.cost).map_err(|(budget, limit, spent)| {
+            ApiError::new(
+                ErrorCode::QuotaExceeded,
+                format!(
+                    "API key {:?} has used its daily budget: per_day.{budget} is {limit} and its jobs of the last 24 hours spent {spent}; retry later, or ask the operator to raise it",
+                    key.name
+                ),
+            )
+            .retry_after(super::budgets::RETRY_AFTER_SPENT.as_secs())
+        })?;
+    }
+    Ok(())
+}
+
+/// A 422 naming `field` and the loaded bundles unless `name` is loaded.
+pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<(), ApiError> {
+    let snapshot = state.registry.snapshot();
+    if snapshot.bundle(name).is_some() {
+        return Ok(());
+    }
+    let known: Vec<&str> = snapshot.loaded().map(|b| b.name()).collect();
+    Err(ApiError::field(
+        ErrorCode::UnknownBundle,
+        field,
+        format!(
+            "no loaded bundle named {name:?} (loaded: {})",
+            known.join(", ")
+        ),
+    ))
+}
+
+/// Refuses variables the job cannot have: a `tools` subset its bundle
+/// cannot offer, and variables only the daemon may set — a group-chat plan
+/// (which names the agents, endpoints and rounds of a chat) comes only from
+/// `POST /api/group-chat`, which checks it; a submitter cannot hand one to
+/// the host bundle directly.
+fn checked_variables(
+    state: &AppState,
+    bundle: &str,
+    variables: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let snapshot = state.registry.snapshot();
+    let Some(loaded) = snapshot.bundle(bundle) else {
+        return Ok(());
+    };
+    offered_tools(loaded, variables)?;
+    let plan = crate::group_chat::PLAN_VARIABLE;
+    let hosts_chats = loaded.bundle.raw.group_chat.is_some();
+    if hosts_chats && variables.contains_key(plan) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            format!("variables.{plan}"),
+            format!(
+                "`variables.{plan}` is set by the daemon: bundle {bundle:?} hosts group chats, which start with POST /api/group-chat"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A 422 unless the job's `tools` variable (when set) names tools its
+/// agent bundle can offer alone.
+fn offered_tools(
+    loaded: &crate::registry::LoadedBundle,
+    variables: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let variable = crate::bundle::TOOLS_VARIABLE;
+    let refused = |message: String| {
+        ApiError::field(
+            ErrorCode::InvalidRequest,
+            format!("variables.{variable}"),
+            message,
+        )
+    };
+    let Some(names) = crate::bundle::requested_tools(variables).map_err(refused)? else {
+        return Ok(());
+    };
+    let raw = &loaded.bundle.raw;
+    if raw.workflow.is_some() || raw.group_chat.is_some() {
+        return Err(refused(format!(
+            "`variables.{variable}` offers a subset of an agent bundle's tools; bundle {:?} is a {} (leave the variable out)",
+            loaded.name(),
+            if raw.workflow.is_some() {
+                "workflow"
+            } else {
+                "group-chat host"
+            }
+        )));
+    }
+    let tools = loaded
+        .tools
+        .subset(&names)
+        .map_err(|e| refused(format!("bundle {:?} has {e}", loaded.name())))?;
+    loaded.shapes_for(&tools).map(|_| ()).map_err(refused)
+}
+
+/// Queues an admitted job (or finds the one its idempotency key names).
+/// axum drops a handler's future when the client hangs up, and the queue
+/// may still create the job, so the submission and its bookkeeping
+/// (counting, waking a worker) run in a task of their own that finishes
+/// whether or not anyone reads the answer.
+async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, bool), ApiError> {
+    let bundle = new_job.bundle.clone();
+    let expected = new_job.clone();
+    let submission = tokio::spawn({
+        let state = state.clone();
+        let bundle = bundle.clone();
+        async move {
+            let (job, created) = state.queue.submit(new_job).await?;
+            // The queue's `runnable()` wakes the workers at commit.
+            if created {
+                state.bus.publish(DaemonEvent::JobSubmitted { bundle });
+            }
+            Ok::<_, crate::queue::QueueError>((job, created))
+        }
+    });
+    let (job, created) = submission.await.map_err(|e| {
+        ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
+    })??;
+    // Every way in refuses a reused key for a different job the same way.
+    if !created {
+        same_job(&job, &expected)?;
+    }
+    Ok((job, created))
+}
+
+/// A repeated idempotency key must describe the same job; otherwise the
+/// caller would believe a different job had been queued.
+fn same_job(existing: &Job, asked: &NewJob) -> Result<(), ApiError> {
+    let differs = if existing.bundle != asked.bundle {
+        "bundle"
+    } else if existing.input != asked.input {
+        "input"
+    } else if existing.variables != asked.variables {
+        "variables"
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::field(
+        ErrorCode::IdempotencyConflict,
+        "idempotency_key",
+        format!(
+            "idempotency key {:?} was already used for job {} with a different {differs}; \
+             use a new key for a new job, or GET /v1/jobs/{} for the existing one",
+            existing.idempotency_key.as_deref().unwrap_or_default(),
+            existing.id,
+            existing.id
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(input: &str) -> NewJob {
+        NewJob {
+            bundle: "b".into(),
+            input: input.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn nul_bytes_are_refused_naming_the_field() {
+        let err = check_fields(&job("a\0b")).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("input"));
+        let mut with_vars = job("ok");
+        with_vars
+            .variables
+            .insert("user".into(), serde_json::json!({"names": ["x", "y\0"]}));
+        let err = check_fields(&with_vars).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("variables.user.names[1]"));
+        let mut keyed = job("ok");
+        keyed.idempotency_key = Some("k\0".into());
+        assert_eq!(
+            check_fields(&keyed).unwrap_err().field.as_deref(),
+            Some("idempotency_key")
+        );
+    }
+
+    #[test]
+    fn priority_and_attempts_are_capped() {
+        let mut j = job("ok");
+        j.priority = i32::MAX;
+        assert_eq!(check_fields(&j).unwrap_err().field.as_deref(), Some("priority"));
+        j.priority = 5;
+        j.max_attempts = Some(u32::MAX);
+        assert_eq!(
+            check_fields(&j).unwrap_err().field.as_deref(),
+            Some("max_attempts")
+        );
+        j.max_attempts = Some(0);
+        assert!(check_fields(&j).is_err());
+        j.max_attempts = Some(3);
+        assert!(check_fields(&j).is_ok());
+        let mut key = Principal::unrestricted("k");
+        key.max_priority = Some(10);
+        assert!(check_priority(&key, 10).is_ok());
+        assert!(check_priority(&key, 11).is_err());
+    }
+}

@@ -1,0 +1,164 @@
+//! `structured-agents keys new/list/revoke`: the API keys file named by
+//! `[auth] keys_file`. `new` prints the token once (only its SHA-256 is
+//! stored); a running daemon applies the change at its next reload
+//! (`structured-agents reload`, or `systemctl reload`).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::access::Scope;
+use crate::access::file::{KeyEntry, KeysFile, new_token};
+use crate::budget::DailyLimits;
+
+#[derive(Debug, clap::Args)]
+pub struct KeysArgs {
+    /// The daemon's config file, whose `[auth] keys_file` is managed.
+    #[arg(long, short, env = "STRUCTURED_AGENTS_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// The keys file itself (instead of the config's `[auth] keys_file`).
+    #[arg(long, global = true)]
+    file: Option<PathBuf>,
+    #[command(subcommand)]
+    command: KeysCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum KeysCommand {
+    /// Make a key, add it to the file and print its token (once).
+    New {
+        /// Its name: in job owners, decisions, logs.
+        name: String,
+        /// What it may do: submit, read, read_all, operate, operate_all,
+        /// approve, admin (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        scopes: Vec<Scope>,
+        /// Globs of the bundles it may use (comma-separated); all when left out.
+        #[arg(long, value_delimiter = ',')]
+        bundles: Option<Vec<String>>,
+        /// Submissions a minute.
+        #[arg(long)]
+        rate_per_minute: Option<u32>,
+        /// Its jobs not finished at once.
+        #[arg(long)]
+        max_in_flight: Option<u64>,
+        /// The highest priority its jobs may ask for.
+        #[arg(long)]
+        max_priority: Option<i32>,
+        /// Its tokens over a rolling day.
+        #[arg(long)]
+        tokens_per_day: Option<u64>,
+        /// Its cost over a rolling day (the daemon's `[prices]`).
+        #[arg(long)]
+        cost_per_day: Option<f64>,
+    },
+    /// List the keys (never their tokens).
+    List,
+    /// Remove a key: requests with its token are refused after the next reload.
+    Revoke { name: String },
+}
+
+pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
+    let path = keys_file(args.config.as_deref(), args.file)?;
+    match args.command {
+        KeysCommand::New {
+            name,
+            scopes,
+            bundles,
+            rate_per_minute,
+            max_in_flight,
+            max_priority,
+            tokens_per_day,
+            cost_per_day,
+        } => {
+            let mut file = KeysFile::read_or_empty(&path)?;
+            if file.keys.iter().any(|k| k.name == name) {
+                anyhow::bail!(
+                    "{}: a key named {name:?} exists; revoke it first (`structured-agents keys revoke {name}`) or pick another name",
+                    path.display()
+                );
+            }
+            let token = new_token();
+            let per_day = (tokens_per_day.is_some() || cost_per_day.is_some()).then(|| DailyLimits {
+                tokens: tokens_per_day,
+                cost: cost_per_day,
+            });
+            let entry = KeyEntry {
+                name: name.clone(),
+                token_sha256: crate::hex::sha256_hex(token.as_bytes()),
+                scopes,
+                bundles,
+                rate_per_minute,
+                max_in_flight,
+                max_priority,
+                per_day,
+                created_at: Some(
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+                ),
+            };
+            entry
+                .principal()
+                .map_err(|e| anyhow::anyhow!("key {name:?}: {e}"))?;
+            file.keys.push(entry);
+            file.write(&path)?;
+            eprintln!(
+                "added key {name:?} to {}; a running daemon takes it at its next reload (`structured-agents reload`). The token, shown only now:",
+                path.display()
+            );
+            println!("{token}");
+            Ok(0)
+        }
+        KeysCommand::List => {
+            let file = KeysFile::read_or_empty(&path)?;
+            if file.keys.is_empty() {
+                eprintln!("no keys in {}", path.display());
+            }
+            for key in &file.keys {
+                let scopes: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
+                println!(
+                    "{:<20} scopes {:<30} bundles {}{}{}",
+                    key.name,
+                    scopes.join(","),
+                    key.bundles.as_deref().map_or("*".into(), |b| b.join(",")),
+                    key.rate_per_minute
+                        .map_or(String::new(), |r| format!("  {r}/min")),
+                    key.max_in_flight
+                        .map_or(String::new(), |n| format!("  ≤{n} in flight")),
+                );
+            }
+            Ok(0)
+        }
+        KeysCommand::Revoke { name } => {
+            let mut file = KeysFile::read(&path)?;
+            let before = file.keys.len();
+            file.keys.retain(|k| k.name != name);
+            if file.keys.len() == before {
+                let names: Vec<&str> = file.keys.iter().map(|k| k.name.as_str()).collect();
+                anyhow::bail!(
+                    "{}: no key named {name:?} (keys: {})",
+                    path.display(),
+                    names.join(", ")
+                );
+            }
+            file.write(&path)?;
+            eprintln!(
+                "revoked key {name:?} in {}; a running daemon refuses its token after its next reload (`structured-agents reload`)",
+                path.display()
+            );
+            Ok(0)
+        }
+    }
+}
+
+/// `--file`, or the config's `[auth] keys_file`.
+fn keys_file(config: Option<&Path>, file: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(file) = file {
+        return Ok(file);
+    }
+    let config = crate::config::Config::load(config).context("reading the config")?;
+    config.auth.keys_file.ok_or_else(|| {
+        anyhow::anyhow!(
+            "the config sets no `[auth] keys_file`: add `[auth]\\nkeys_file = \"keys.toml\"` to it, or give --file"
+        )
+    })
+}
