@@ -440,6 +440,7 @@ mod tests {
             effect: "unsafe".into(),
             idempotency_key: "j:1:0".into(),
             timeout_ms: None,
+            approver: Approver::Anyone,
             requested_at: None,
             expires_at: None,
         }

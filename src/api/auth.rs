@@ -86,12 +86,15 @@ impl Caller {
             .ok_or_else(|| super::jobs::not_found(id))
     }
 
-    /// `job` if this key may operate on it: a job it cannot see is a 404,
-    /// one it sees but may not touch a 403.
+    /// `job` if this key may operate on it: a job it can neither see nor
+    /// touch is a 404, one it sees but may not touch a 403.
     pub fn operable(&self, id: &JobId, job: Option<Job>) -> Result<Job, ApiError> {
-        let job = self.visible(id, job)?;
+        let job = job.ok_or_else(|| super::jobs::not_found(id))?;
         if self.operates_on(&job) {
             return Ok(job);
+        }
+        if !self.sees(&job) {
+            return Err(super::jobs::not_found(id));
         }
         Err(ApiError::new(
             ErrorCode::Forbidden,
