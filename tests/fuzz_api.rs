@@ -38,7 +38,17 @@ fn schemathesis() -> PathBuf {
 async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
     let st = schemathesis();
     let mock = mock_server("replies:\n  - content: fuzzed\n").await;
-    let site = Site::new(&mock.base_url(), "");
+    // With API keys, as a deployment has them: Schemathesis holds one with
+    // every scope.
+    let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let keys = site.path().join("keys.toml");
+    let made = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["keys", "new", "fuzzer", "--scopes", "admin", "--file"])
+        .arg(&keys)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
     // A deployment as configured: the runtime API's router and group-chat
     // host are loaded (without them `/api/query` and `/api/group-chat`
     // answer 503 by design), and one plain bundle.
@@ -68,6 +78,7 @@ async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
                 .arg("run")
                 .arg(&schema)
                 .args(["--url", &base])
+                .args(["--header", &format!("Authorization: Bearer {token}")])
                 .args([
                     "--checks",
                     "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,error_shape",
@@ -143,7 +154,17 @@ fn tail(text: &str, lines: usize) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn found_by_schemathesis_answers_are_shaped() {
     let mock = mock_server("replies:\n  - content: fuzzed\n").await;
-    let site = Site::new(&mock.base_url(), "");
+    // With API keys, as a deployment has them: Schemathesis holds one with
+    // every scope.
+    let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let keys = site.path().join("keys.toml");
+    let made = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["keys", "new", "fuzzer", "--scopes", "admin", "--file"])
+        .arg(&keys)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
     let daemon = site.start();
     let http = common::daemon::client();
     let cases: [(reqwest::Method, &str, Option<&str>, u16, &str); 6] = [
@@ -190,7 +211,9 @@ async fn found_by_schemathesis_answers_are_shaped() {
         ),
     ];
     for (method, path, body, status, code) in cases {
-        let mut request = http.request(method.clone(), daemon.url(path));
+        let mut request = http
+            .request(method.clone(), daemon.url(path))
+            .bearer_auth(&token);
         if let Some(body) = body {
             request = request
                 .header("content-type", "application/json")
@@ -209,6 +232,7 @@ async fn found_by_schemathesis_answers_are_shaped() {
     }
     let bad_limit: serde_json::Value = http
         .get(daemon.url("/v1/jobs?limit=abc"))
+        .bearer_auth(&token)
         .send()
         .await
         .unwrap()
