@@ -221,6 +221,49 @@ async fn a_daily_budget_refuses_new_jobs_with_429() {
         message.contains("looper") && message.contains("limits.per_day.tokens is 200"),
         "{message}"
     );
+    // Every way in refuses it the same way: the batch, and the OpenAI route
+    // with a 429 its SDKs retry (after `Retry-After`), not a 400.
+    let (status, refused) = common::daemon::post_json(
+        &http,
+        &daemon,
+        "/v1/jobs/batch",
+        json!({"jobs": [{"bundle": "looper", "input": "again"}]}),
+    )
+    .await;
+    assert_eq!(status, 429, "{refused}");
+    let chat = http
+        .post(daemon.url("/v1/chat/completions"))
+        .json(&json!({"model": "bundle/looper", "messages": [{"role": "user", "content": "again"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.status(), 429);
+    assert!(chat.headers().contains_key("retry-after"));
+    let body: Value = chat.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
+}
+
+/// A batch holds its jobs to the same limits as one job: a submitter's
+/// limit above the bundle's is refused, naming the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_cannot_raise_a_bundle_limit() {
+    let setup = setup(", model_calls: 3").await;
+    let daemon = setup.site.start();
+    let http = client();
+    let (status, refused) = common::daemon::post_json(
+        &http,
+        &daemon,
+        "/v1/jobs/batch",
+        json!({"jobs": [
+            {"bundle": "looper", "input": "ok"},
+            {"bundle": "looper", "input": "raise", "limits": {"model_calls": 40}}
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"]["field"], "jobs[1].limits", "{refused}");
+    let jobs = common::daemon::get(&http, &daemon, "/v1/jobs").await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "all or none: {jobs}");
 }
 
 /// A daemon killed mid-run resumes the job, which stops at the same step
