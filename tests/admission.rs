@@ -71,7 +71,10 @@ impl Answer {
 async fn ask(daemon: &Daemon, way: Way, token: Option<&str>, bundle: &str, input: &str) -> Answer {
     let http = client();
     let (path, body) = match way {
-        Way::Jobs => ("/v1/jobs".to_string(), json!({"bundle": bundle, "input": input})),
+        Way::Jobs => (
+            "/v1/jobs".to_string(),
+            json!({"bundle": bundle, "input": input}),
+        ),
         Way::Batch => (
             "/v1/jobs/batch".to_string(),
             json!({"jobs": [{"bundle": bundle, "input": input}]}),
@@ -80,7 +83,10 @@ async fn ask(daemon: &Daemon, way: Way, token: Option<&str>, bundle: &str, input
             "/v1/chat/completions".to_string(),
             json!({"model": format!("bundle/{bundle}"), "messages": [{"role": "user", "content": input}]}),
         ),
-        Way::AgentMessage => (format!("/api/agents/{bundle}/message"), json!({"content": input})),
+        Way::AgentMessage => (
+            format!("/api/agents/{bundle}/message"),
+            json!({"content": input}),
+        ),
         // The runtime's configured router and group-chat host are the bundles.
         Way::Query => ("/api/query".to_string(), json!({"query": input})),
         Way::GroupChat => (
@@ -137,7 +143,10 @@ async fn mcp_call(daemon: &Daemon, token: Option<&str>, bundle: &str, input: &st
             body: init.json().await.unwrap_or(Value::Null),
         };
     }
-    let session = init.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
     let _ = init.text().await;
     let _ = post(
         Some(session.clone()),
@@ -194,12 +203,19 @@ async fn every_way_in_answers_the_same_table_of_cases_the_same_way() {
             .args(args)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_string()
     };
     let full = key("full", &["--scopes", "submit,read"]);
     let reader = key("reader", &["--scopes", "read"]);
-    let elsewhere = key("elsewhere", &["--scopes", "submit", "--bundles", "nothing-*"]);
+    let elsewhere = key(
+        "elsewhere",
+        &["--scopes", "submit", "--bundles", "nothing-*"],
+    );
     let busy = key("busy", &["--scopes", "submit,read", "--max-in-flight", "1"]);
     site.put_bundle("helper", AGENT);
     site.put_bundle("router", ROUTER);
@@ -218,7 +234,10 @@ async fn every_way_in_answers_the_same_table_of_cases_the_same_way() {
         let no_scope = ask(&daemon, way, Some(&reader), bundle, "hello").await;
         assert_eq!(no_scope.status, 403, "{way:?} without submit: {no_scope:?}");
         if way != Way::Mcp {
-            assert!(no_scope.text().contains("`submit` scope"), "{way:?}: {no_scope:?}");
+            assert!(
+                no_scope.text().contains("`submit` scope"),
+                "{way:?}: {no_scope:?}"
+            );
         }
 
         let outside = ask(&daemon, way, Some(&elsewhere), bundle, "hello").await;
@@ -243,7 +262,10 @@ async fn every_way_in_answers_the_same_table_of_cases_the_same_way() {
 
         let quota = ask(&daemon, way, Some(&busy), bundle, "hello").await;
         if way == Way::Mcp {
-            assert!(quota.mcp_refused() && quota.text().contains("max_in_flight"), "{quota:?}");
+            assert!(
+                quota.mcp_refused() && quota.text().contains("max_in_flight"),
+                "{quota:?}"
+            );
         } else {
             assert_eq!(quota.status, 429, "{way:?}: {quota:?}");
             assert!(quota.retry_after, "{way:?} without Retry-After: {quota:?}");
@@ -256,6 +278,19 @@ async fn every_way_in_answers_the_same_table_of_cases_the_same_way() {
             assert!(!ok.mcp_refused(), "{ok:?}");
         }
     }
+
+    // Each refusal is counted, by key and reason; each way in counted once.
+    let http = client();
+    let quota = "structured_agents_submissions_refused_total{key=\"busy\",reason=\"quota\"}";
+    assert_eq!(
+        common::daemon::metric(&http, &daemon, quota).await,
+        WAYS.len() as u64
+    );
+    let nul = "structured_agents_submissions_refused_total{key=\"full\",reason=\"invalid\"}";
+    // MCP refuses before admission only what its wire cannot carry.
+    assert!(common::daemon::metric(&http, &daemon, nul).await >= WAYS.len() as u64 - 1);
+    let unauthorized = "structured_agents_http_requests_refused_total{reason=\"unauthorized\"}";
+    assert!(common::daemon::metric(&http, &daemon, unauthorized).await >= WAYS.len() as u64);
 
     // Every admitted job is owned by the key that asked.
     let jobs = eventually(Duration::from_secs(10), "the jobs are listed", || async {

@@ -233,7 +233,9 @@ async fn a_daily_budget_refuses_new_jobs_with_429() {
     assert_eq!(status, 429, "{refused}");
     let chat = http
         .post(daemon.url("/v1/chat/completions"))
-        .json(&json!({"model": "bundle/looper", "messages": [{"role": "user", "content": "again"}]}))
+        .json(
+            &json!({"model": "bundle/looper", "messages": [{"role": "user", "content": "again"}]}),
+        )
         .send()
         .await
         .unwrap();
@@ -263,7 +265,11 @@ async fn a_batch_cannot_raise_a_bundle_limit() {
     assert_eq!(status, 422, "{refused}");
     assert_eq!(refused["error"]["field"], "jobs[1].limits", "{refused}");
     let jobs = common::daemon::get(&http, &daemon, "/v1/jobs").await;
-    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 0, "all or none: {jobs}");
+    assert_eq!(
+        jobs["jobs"].as_array().unwrap().len(),
+        0,
+        "all or none: {jobs}"
+    );
 }
 
 /// A daemon killed mid-run resumes the job, which stops at the same step

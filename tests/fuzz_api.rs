@@ -47,7 +47,11 @@ async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
         .arg(&keys)
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
     // A deployment as configured: the runtime API's router and group-chat
     // host are loaded (without them `/api/query` and `/api/group-chat`
@@ -163,7 +167,11 @@ async fn found_by_schemathesis_answers_are_shaped() {
         .arg(&keys)
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
     let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
     let daemon = site.start();
     let http = common::daemon::client();

@@ -51,7 +51,11 @@ fn new_key(file: &Path, name: &str, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(token.starts_with("sa_"), "{token}");
     token
@@ -105,7 +109,10 @@ async fn call(
     let response = request.send().await.unwrap();
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -132,11 +139,27 @@ async fn each_key_sees_and_touches_only_its_own_jobs_and_a_reader_of_all_sees_bo
     // Another key's job answers as an unknown one, on every route.
     let unknown = "0190aaaa-0000-7000-8000-000000000000";
     for route in ["", "/events", "/journal", "/approvals", "/artifacts"] {
-        let (theirs, theirs_body) =
-            call(&daemon, "GET", &format!("/v1/jobs/{id}{route}"), Some(&keys.b), None).await;
-        let (missing, missing_body) =
-            call(&daemon, "GET", &format!("/v1/jobs/{unknown}{route}"), Some(&keys.b), None).await;
-        assert_eq!((theirs, missing), (404, 404), "{route}: {theirs_body} / {missing_body}");
+        let (theirs, theirs_body) = call(
+            &daemon,
+            "GET",
+            &format!("/v1/jobs/{id}{route}"),
+            Some(&keys.b),
+            None,
+        )
+        .await;
+        let (missing, missing_body) = call(
+            &daemon,
+            "GET",
+            &format!("/v1/jobs/{unknown}{route}"),
+            Some(&keys.b),
+            None,
+        )
+        .await;
+        assert_eq!(
+            (theirs, missing),
+            (404, 404),
+            "{route}: {theirs_body} / {missing_body}"
+        );
         assert_eq!(theirs_body["error"]["code"], missing_body["error"]["code"]);
         assert_eq!(
             theirs_body["error"]["message"]
@@ -150,7 +173,14 @@ async fn each_key_sees_and_touches_only_its_own_jobs_and_a_reader_of_all_sees_bo
             "{route}"
         );
     }
-    let (status, _) = call(&daemon, "POST", &format!("/v1/jobs/{id}/cancel"), Some(&keys.b), None).await;
+    let (status, _) = call(
+        &daemon,
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        Some(&keys.b),
+        None,
+    )
+    .await;
     assert_eq!(status, 404, "another key cannot cancel");
 
     // Idempotency keys are per API key: the same key makes two jobs.
@@ -163,17 +193,40 @@ async fn each_key_sees_and_touches_only_its_own_jobs_and_a_reader_of_all_sees_bo
     assert_eq!(first["id"], again["id"]);
     assert_eq!(other["idempotency_key"], "k1", "shown as sent");
     // b's conflicting reuse says nothing of a's job.
-    let (status, conflict) = submit(&keys.b, json!({"bundle": "alpha", "input": "other", "idempotency_key": "k1"})).await;
+    let (status, conflict) = submit(
+        &keys.b,
+        json!({"bundle": "alpha", "input": "other", "idempotency_key": "k1"}),
+    )
+    .await;
     assert_eq!(status, 409);
-    assert!(!conflict.to_string().contains(first["id"].as_str().unwrap()), "{conflict}");
+    assert!(
+        !conflict.to_string().contains(first["id"].as_str().unwrap()),
+        "{conflict}"
+    );
 
     // Listing: own jobs only; the auditor sees both keys' jobs.
     let (_, mine) = call(&daemon, "GET", "/v1/jobs", Some(&keys.b), None).await;
-    let owners: Vec<&str> = mine["jobs"].as_array().unwrap().iter().map(|j| j["owner"].as_str().unwrap()).collect();
-    assert!(!owners.is_empty() && owners.iter().all(|o| *o == "team-b"), "{owners:?}");
+    let owners: Vec<&str> = mine["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["owner"].as_str().unwrap())
+        .collect();
+    assert!(
+        !owners.is_empty() && owners.iter().all(|o| *o == "team-b"),
+        "{owners:?}"
+    );
     let (_, all) = call(&daemon, "GET", "/v1/jobs", Some(&keys.auditor), None).await;
-    let owners: Vec<&str> = all["jobs"].as_array().unwrap().iter().map(|j| j["owner"].as_str().unwrap()).collect();
-    assert!(owners.contains(&"team-a") && owners.contains(&"team-b"), "{owners:?}");
+    let owners: Vec<&str> = all["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["owner"].as_str().unwrap())
+        .collect();
+    assert!(
+        owners.contains(&"team-a") && owners.contains(&"team-b"),
+        "{owners:?}"
+    );
     let events = client()
         .get(daemon.url(&format!("/v1/jobs/{id}/events")))
         .bearer_auth(&keys.auditor)
@@ -186,16 +239,34 @@ async fn each_key_sees_and_touches_only_its_own_jobs_and_a_reader_of_all_sees_bo
     // Scopes and bundle globs.
     let (status, body) = submit(&keys.auditor, json!({"bundle": "alpha", "input": "x"})).await;
     assert_eq!(status, 403, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("submit"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("submit"),
+        "{body}"
+    );
     let (status, body) = submit(&keys.a, json!({"bundle": "beta", "input": "x"})).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["field"], "bundle");
     let (_, bundles) = call(&daemon, "GET", "/v1/bundles", Some(&keys.a), None).await;
-    let names: Vec<&str> = bundles["bundles"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = bundles["bundles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["alpha"]);
 
     // The owner cancels its own job.
-    let (status, body) = call(&daemon, "POST", &format!("/v1/jobs/{id}/cancel"), Some(&keys.a), None).await;
+    let (status, body) = call(
+        &daemon,
+        "POST",
+        &format!("/v1/jobs/{id}/cancel"),
+        Some(&keys.a),
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     drop(daemon);
 }
@@ -205,29 +276,72 @@ async fn an_approval_by_others_refuses_the_submitter_and_records_the_approver() 
     let server = mock_server(SCRIPT).await;
     let (site, keys) = site_with_keys(&server.base_url());
     let daemon = site.start();
-    let (status, job) = call(&daemon, "POST", "/v1/jobs", Some(&keys.b), Some(json!({"bundle": "beta", "input": "pay it"}))).await;
+    let (status, job) = call(
+        &daemon,
+        "POST",
+        "/v1/jobs",
+        Some(&keys.b),
+        Some(json!({"bundle": "beta", "input": "pay it"})),
+    )
+    .await;
     assert_eq!(status, 201, "{job}");
     let id = job["id"].as_str().unwrap().to_string();
     let pending = eventually(Duration::from_secs(20), "the job parks", || async {
-        let (_, body) = call(&daemon, "GET", &format!("/v1/jobs/{id}/approvals"), Some(&keys.b), None).await;
-        body["approvals"].as_array().and_then(|a| a.first().cloned())
+        let (_, body) = call(
+            &daemon,
+            "GET",
+            &format!("/v1/jobs/{id}/approvals"),
+            Some(&keys.b),
+            None,
+        )
+        .await;
+        body["approvals"]
+            .as_array()
+            .and_then(|a| a.first().cloned())
     })
     .await;
     assert_eq!(pending["approver"], "others");
-    let decide = format!("/v1/jobs/{id}/approvals/{}", pending["call"].as_str().unwrap());
+    let decide = format!(
+        "/v1/jobs/{id}/approvals/{}",
+        pending["call"].as_str().unwrap()
+    );
     let decision = json!({"decision": "approve", "digest": pending["digest"]});
-    let (status, body) = call(&daemon, "POST", &decide, Some(&keys.b), Some(decision.clone())).await;
+    let (status, body) = call(
+        &daemon,
+        "POST",
+        &decide,
+        Some(&keys.b),
+        Some(decision.clone()),
+    )
+    .await;
     assert_eq!(status, 403, "the submitter may not approve: {body}");
-    let (status, body) = call(&daemon, "POST", &decide, Some(&keys.a), Some(decision.clone())).await;
+    let (status, body) = call(
+        &daemon,
+        "POST",
+        &decide,
+        Some(&keys.a),
+        Some(decision.clone()),
+    )
+    .await;
     assert_eq!(status, 404, "team-a cannot see team-b's job: {body}");
-    let (status, body) = call(&daemon, "POST", &decide, Some(&keys.approver), Some(decision)).await;
+    let (status, body) = call(
+        &daemon,
+        "POST",
+        &decide,
+        Some(&keys.approver),
+        Some(decision),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["by"], "approver");
     let http = reqwest::Client::builder()
         .default_headers(
-            [(reqwest::header::AUTHORIZATION, format!("Bearer {}", keys.admin).parse().unwrap())]
-                .into_iter()
-                .collect(),
+            [(
+                reqwest::header::AUTHORIZATION,
+                format!("Bearer {}", keys.admin).parse().unwrap(),
+            )]
+            .into_iter()
+            .collect(),
         )
         .build()
         .unwrap();
@@ -240,10 +354,22 @@ async fn quotas_are_per_key_and_a_revoked_key_is_refused_after_a_reload() {
     let server = mock_server(SCRIPT).await;
     let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
     let file = site.path().join("keys.toml");
-    let flood = new_key(&file, "flood", &["--scopes", "submit,read", "--rate-per-minute", "5"]);
+    let flood = new_key(
+        &file,
+        "flood",
+        &["--scopes", "submit,read", "--rate-per-minute", "5"],
+    );
     let steady = new_key(&file, "steady", &["--scopes", "submit,read"]);
-    let capped = new_key(&file, "capped", &["--scopes", "submit", "--max-in-flight", "1"]);
-    let thrifty = new_key(&file, "thrifty", &["--scopes", "submit,read", "--tokens-per-day", "60"]);
+    let capped = new_key(
+        &file,
+        "capped",
+        &["--scopes", "submit", "--max-in-flight", "1"],
+    );
+    let thrifty = new_key(
+        &file,
+        "thrifty",
+        &["--scopes", "submit,read", "--tokens-per-day", "60"],
+    );
     let admin = new_key(&file, "ops", &["--scopes", "admin"]);
     site.put_bundle("alpha", &bundle("alpha"));
     let daemon = site.start();
@@ -254,7 +380,14 @@ async fn quotas_are_per_key_and_a_revoked_key_is_refused_after_a_reload() {
     let started = std::time::Instant::now();
     let mut refused = 0;
     for i in 0..20 {
-        let (status, body) = call(&daemon, "POST", "/v1/jobs", Some(&flood), Some(job(&format!("f{i}")))).await;
+        let (status, body) = call(
+            &daemon,
+            "POST",
+            "/v1/jobs",
+            Some(&flood),
+            Some(job(&format!("f{i}"))),
+        )
+        .await;
         match status {
             201 => {}
             429 => {
@@ -264,13 +397,18 @@ async fn quotas_are_per_key_and_a_revoked_key_is_refused_after_a_reload() {
             other => panic!("{other}: {body}"),
         }
         if i % 5 == 0 {
-            let (status, body) = call(&daemon, "POST", "/v1/jobs", Some(&steady), Some(job("s"))).await;
+            let (status, body) =
+                call(&daemon, "POST", "/v1/jobs", Some(&steady), Some(job("s"))).await;
             assert_eq!(status, 201, "the steady key is not starved: {body}");
         }
     }
     // A burst of 5, then one more every 12 s the loop took.
     let refilled = (started.elapsed().as_secs() / 12) as usize;
-    assert!(20 - refused <= 5 + refilled, "admitted {} of 20", 20 - refused);
+    assert!(
+        20 - refused <= 5 + refilled,
+        "admitted {} of 20",
+        20 - refused
+    );
     assert!(refused >= 10, "refused {refused} of 20");
     let response = client()
         .post(daemon.url("/v1/jobs"))
@@ -283,22 +421,54 @@ async fn quotas_are_per_key_and_a_revoked_key_is_refused_after_a_reload() {
     assert!(response.headers().contains_key("retry-after"));
 
     // At most one job in flight.
-    let (status, _) = call(&daemon, "POST", "/v1/jobs", Some(&capped), Some(job("slow"))).await;
+    let (status, _) = call(
+        &daemon,
+        "POST",
+        "/v1/jobs",
+        Some(&capped),
+        Some(job("slow")),
+    )
+    .await;
     assert_eq!(status, 201);
-    let (status, body) = call(&daemon, "POST", "/v1/jobs", Some(&capped), Some(job("slow 2"))).await;
+    let (status, body) = call(
+        &daemon,
+        "POST",
+        "/v1/jobs",
+        Some(&capped),
+        Some(job("slow 2")),
+    )
+    .await;
     assert_eq!(status, 429, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("max_in_flight"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_in_flight"),
+        "{body}"
+    );
 
     // A key's own daily budget: 40 tokens a job, 60 a day → the third is refused.
     let http = client();
     for i in 0..2 {
-        let (status, body) = call(&daemon, "POST", "/v1/jobs", Some(&thrifty), Some(job(&format!("t{i}")))).await;
+        let (status, body) = call(
+            &daemon,
+            "POST",
+            "/v1/jobs",
+            Some(&thrifty),
+            Some(job(&format!("t{i}"))),
+        )
+        .await;
         assert_eq!(status, 201, "{body}");
         let id = body["id"].as_str().unwrap().to_string();
         eventually(Duration::from_secs(20), "the job ends", || {
             let (http, daemon, thrifty, id) = (&http, &daemon, &thrifty, id.clone());
             async move {
-                let response = http.get(daemon.url(&format!("/v1/jobs/{id}"))).bearer_auth(thrifty).send().await.ok()?;
+                let response = http
+                    .get(daemon.url(&format!("/v1/jobs/{id}")))
+                    .bearer_auth(thrifty)
+                    .send()
+                    .await
+                    .ok()?;
                 let job: Value = response.json().await.ok()?;
                 (job["state"] == "succeeded").then_some(())
             }
@@ -307,7 +477,13 @@ async fn quotas_are_per_key_and_a_revoked_key_is_refused_after_a_reload() {
     }
     let (status, body) = call(&daemon, "POST", "/v1/jobs", Some(&thrifty), Some(job("t3"))).await;
     assert_eq!(status, 429, "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("per_day.tokens"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("per_day.tokens"),
+        "{body}"
+    );
 
     // Revoked: refused after the reload that reads the file again.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
@@ -315,7 +491,11 @@ async fn quotas_are_per_key_and_a_revoked_key_is_refused_after_a_reload() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (status, body) = call(&daemon, "POST", "/v1/reload", Some(&admin), None).await;
     assert_eq!(status, 200, "{body}");
     let (status, _) = call(&daemon, "GET", "/v1/jobs", Some(&steady), None).await;
@@ -361,7 +541,10 @@ async fn a_reload_cannot_take_the_last_key_off_a_daemon_on_the_network() {
         .unwrap();
     assert_eq!(reload.status(), 422);
     let body: Value = reload.json().await.unwrap();
-    assert!(body.to_string().contains("not a loopback address"), "{body}");
+    assert!(
+        body.to_string().contains("not a loopback address"),
+        "{body}"
+    );
     assert_eq!(get(None).await, 401, "still closed");
 
     // `validate` says the same about the file.

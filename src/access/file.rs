@@ -240,7 +240,10 @@ mod tests {
         )
         .unwrap();
         let err = KeysFile::read(&path).unwrap_err().to_string();
-        assert!(err.contains("keys[0]") && err.contains("token_sha256"), "{err}");
+        assert!(
+            err.contains("keys[0]") && err.contains("token_sha256"),
+            "{err}"
+        );
         std::fs::write(&path, "[[keys]]\nname = \"a\"\nscopes = [\"fly\"]\n").unwrap();
         let err = KeysFile::read(&path).unwrap_err().to_string();
         assert!(err.contains("keys.toml") && err.contains("line"), "{err}");

@@ -209,13 +209,13 @@ impl KeyRing {
         let mut ring = KeyRing::default();
         if let Some(path) = &config.auth.keys_file {
             for key in file::KeysFile::read(path)?.keys {
-                let principal = key.principal().map_err(|message| {
-                    file::KeysFileError::Invalid {
-                        file: path.clone(),
-                        key: format!("keys.{}", key.name),
-                        message,
-                    }
-                })?;
+                let principal =
+                    key.principal()
+                        .map_err(|message| file::KeysFileError::Invalid {
+                            file: path.clone(),
+                            key: format!("keys.{}", key.name),
+                            message,
+                        })?;
                 let entry = serde_json::to_string(&key).unwrap_or_default();
                 ring.insert(
                     key.token_sha256.to_ascii_lowercase(),
@@ -224,7 +224,9 @@ impl KeyRing {
                 );
             }
         }
-        let token = config.read_token().map_err(|e| AccessError::Token(e.to_string()))?;
+        let token = config
+            .read_token()
+            .map_err(|e| AccessError::Token(e.to_string()))?;
         if let Some(token) = token {
             let hash = crate::hex::sha256_hex(token.as_bytes());
             let fingerprint = crate::hex::sha256_hex(hash.as_bytes());
@@ -234,7 +236,8 @@ impl KeyRing {
     }
 
     fn insert(&mut self, hash: String, principal: Principal, fingerprint: String) {
-        self.fingerprints.push((principal.name.clone(), fingerprint));
+        self.fingerprints
+            .push((principal.name.clone(), fingerprint));
         self.by_hash.insert(hash, Arc::new(principal));
     }
 
@@ -288,8 +291,8 @@ impl KeyRing {
 fn compile_globs(patterns: &[String]) -> Result<GlobSet, String> {
     let mut builder = GlobSetBuilder::new();
     for pattern in patterns {
-        let glob = Glob::new(pattern)
-            .map_err(|e| format!("bundles: {pattern:?} is not a glob ({e})"))?;
+        let glob =
+            Glob::new(pattern).map_err(|e| format!("bundles: {pattern:?} is not a glob ({e})"))?;
         builder.add(glob);
     }
     builder
@@ -318,14 +321,23 @@ mod tests {
         let ring = KeyRing::default();
         let who = ring.authenticate(None).unwrap();
         assert_eq!(who.name, LOCAL);
-        assert_eq!(LOCAL, "local", "decisions were recorded as `local` before keys");
+        assert_eq!(
+            LOCAL, "local",
+            "decisions were recorded as `local` before keys"
+        );
         assert!(Scope::ALL.iter().all(|s| who.can(*s)));
-        assert!(ring.check_exposure("127.0.0.1:7860".parse().unwrap()).is_ok());
+        assert!(
+            ring.check_exposure("127.0.0.1:7860".parse().unwrap())
+                .is_ok()
+        );
         let err = ring
             .check_exposure("0.0.0.0:7860".parse().unwrap())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("0.0.0.0:7860") && err.contains("keys_file"), "{err}");
+        assert!(
+            err.contains("0.0.0.0:7860") && err.contains("keys_file"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -345,7 +357,11 @@ mod tests {
 
     #[test]
     fn scopes_imply_their_narrower_ones_and_bundles_follow_globs() {
-        let a = key("a", &[Scope::Submit, Scope::Read], Some(&["refunds", "support-*"]));
+        let a = key(
+            "a",
+            &[Scope::Submit, Scope::Read],
+            Some(&["refunds", "support-*"]),
+        );
         assert!(a.can(Scope::Read) && !a.can(Scope::ReadAll) && !a.can(Scope::Approve));
         assert!(a.may_use("refunds") && a.may_use("support-mail") && !a.may_use("payments"));
         assert!(a.sees(Some("a")) && !a.sees(Some("b")) && !a.sees(None));

@@ -104,6 +104,35 @@ pub(super) async fn admit(
     caller: &Caller,
     submission: Submission,
 ) -> Result<(Job, bool), ApiError> {
+    admit_one(state, caller, submission)
+        .await
+        .inspect_err(|e| refused(state, caller, e))
+}
+
+/// Tells the daemon (log, metric) that admission refused `caller`.
+fn refused(state: &AppState, caller: &Caller, e: &ApiError) {
+    let reason = match e.code {
+        ErrorCode::Forbidden => "forbidden",
+        ErrorCode::UnknownBundle => "unknown_bundle",
+        ErrorCode::QuotaExceeded => "quota",
+        ErrorCode::BudgetExhausted => "budget",
+        ErrorCode::IdempotencyConflict => "conflict",
+        ErrorCode::NotFound => "not_found",
+        ErrorCode::InvalidRequest => "invalid",
+        ErrorCode::Unavailable => "unavailable",
+        _ => "other",
+    };
+    state.bus.publish(DaemonEvent::SubmissionRefused {
+        key: caller.name().to_string(),
+        reason,
+    });
+}
+
+async fn admit_one(
+    state: &AppState,
+    caller: &Caller,
+    submission: Submission,
+) -> Result<(Job, bool), ApiError> {
     let job = checked(state, caller, submission)?;
     conversation_is_own(state, caller, &job).await?;
     let lock = caller
@@ -121,6 +150,16 @@ pub(super) async fn admit(
 
 /// Admits every job of a batch or none: a refusal names the job's index.
 pub(super) async fn admit_batch(
+    state: &AppState,
+    caller: &Caller,
+    jobs: Vec<Submission>,
+) -> Result<Vec<(Job, bool)>, ApiError> {
+    admit_all(state, caller, jobs)
+        .await
+        .inspect_err(|e| refused(state, caller, e))
+}
+
+async fn admit_all(
     state: &AppState,
     caller: &Caller,
     jobs: Vec<Submission>,
@@ -324,16 +363,14 @@ async fn conversation_is_own(
         })
         .await?;
     match page.jobs.first() {
-        Some(earlier) if earlier.owner.as_deref() != Some(caller.name()) => {
-            Err(ApiError::field(
-                ErrorCode::NotFound,
-                "conversation_id",
-                format!(
-                    "no conversation {conversation:?} of API key {:?}; leave the id out to start a new one",
-                    caller.name()
-                ),
-            ))
-        }
+        Some(earlier) if earlier.owner.as_deref() != Some(caller.name()) => Err(ApiError::field(
+            ErrorCode::NotFound,
+            "conversation_id",
+            format!(
+                "no conversation {conversation:?} of API key {:?}; leave the id out to start a new one",
+                caller.name()
+            ),
+        )),
         _ => Ok(()),
     }
 }
@@ -359,7 +396,9 @@ async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), Api
             Ok(Ok(())) => {}
             Ok(Err(not_until)) => {
                 let clock = governor::clock::DefaultClock::default();
-                return Err(refused(not_until.wait_time_from(governor::clock::Clock::now(&clock))));
+                return Err(refused(
+                    not_until.wait_time_from(governor::clock::Clock::now(&clock)),
+                ));
             }
             Err(_) => {
                 return Err(ApiError::field(
@@ -578,7 +617,10 @@ mod tests {
     fn priority_and_attempts_are_capped() {
         let mut j = job("ok");
         j.priority = i32::MAX;
-        assert_eq!(check_fields(&j).unwrap_err().field.as_deref(), Some("priority"));
+        assert_eq!(
+            check_fields(&j).unwrap_err().field.as_deref(),
+            Some("priority")
+        );
         j.priority = 5;
         j.max_attempts = Some(u32::MAX);
         assert_eq!(

@@ -17,6 +17,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::{ApiError, ErrorCode};
 use crate::access::{Principal, Scope};
+use crate::events::daemon::{DaemonBus, DaemonEvent};
 use crate::queue::{Job, JobId};
 
 /// Where the key ring is read, per request, and this run's reload key
@@ -25,6 +26,8 @@ use crate::queue::{Job, JobId};
 pub struct Auth {
     pub registry: Arc<crate::registry::Registry>,
     pub reload_key: Option<Arc<str>>,
+    /// Where refusals are told (metrics, log).
+    pub bus: DaemonBus,
 }
 
 /// The API key a request presents (set by [`authenticate`]).
@@ -65,7 +68,11 @@ impl Caller {
             format!(
                 "API key {:?} may not use bundle {bundle:?} (its bundles: {}); ask the operator to add it to the key's `bundles`",
                 self.0.name,
-                self.0.bundle_patterns.as_deref().unwrap_or_default().join(", ")
+                self.0
+                    .bundle_patterns
+                    .as_deref()
+                    .unwrap_or_default()
+                    .join(", ")
             ),
         ))
     }
@@ -109,11 +116,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Caller>()
-            .cloned()
-            .ok_or_else(|| ApiError::internal("a route without authentication asked for its caller"))
+        parts.extensions.get::<Caller>().cloned().ok_or_else(|| {
+            ApiError::internal("a route without authentication asked for its caller")
+        })
     }
 }
 
@@ -135,7 +140,12 @@ pub async fn authenticate(State(auth): State<Auth>, mut request: Request, next: 
             request.extensions_mut().insert(Caller(principal));
             next.run(request).await
         }
-        Err(e) => ApiError::new(ErrorCode::Unauthorized, e.to_string()).into_response(),
+        Err(e) => {
+            auth.bus.publish(DaemonEvent::RequestRefused {
+                reason: "unauthorized",
+            });
+            ApiError::new(ErrorCode::Unauthorized, e.to_string()).into_response()
+        }
     }
 }
 

@@ -17,7 +17,11 @@ const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 pub(super) const RETRY_AFTER_SPENT: Duration = Duration::from_secs(60);
 
 /// Refuses limits that raise the bundle's.
-pub(super) fn lowered(state: &AppState, bundle: &str, asked: &BudgetLimits) -> Result<(), ApiError> {
+pub(super) fn lowered(
+    state: &AppState,
+    bundle: &str,
+    asked: &BudgetLimits,
+) -> Result<(), ApiError> {
     let snapshot = state.registry.snapshot();
     let Some(loaded) = snapshot.bundle(bundle) else {
         return Ok(());
@@ -43,9 +47,7 @@ pub(super) fn day_left(
         (Some(limit), _) if tokens >= limit => {
             Err(("tokens", limit.to_string(), tokens.to_string()))
         }
-        (_, Some(limit)) if cost >= limit => {
-            Err(("cost", limit.to_string(), format!("{cost:.6}")))
-        }
+        (_, Some(limit)) if cost >= limit => Err(("cost", limit.to_string(), format!("{cost:.6}"))),
         _ => Ok(()),
     }
 }

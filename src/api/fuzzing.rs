@@ -9,7 +9,6 @@
 //! Not part of the daemon's behaviour; public only so the fuzz crate can
 //! reach the parsers.
 
-
 use super::error::ErrorCode;
 
 /// `POST /v1/jobs` (and each job of a batch): bytes → `SubmitRequest` →
@@ -20,7 +19,10 @@ pub fn submit_body(data: &[u8]) {
         Err(e) => return refused(&e),
     };
     let key = request.idempotency_key.clone();
-    match super::jobs::validated(request) {
+    // The wire's checks, then admission's own rules on the job's fields.
+    let checked = super::jobs::validated(request)
+        .and_then(|job| super::admission::check_fields(&job).map(|()| job));
+    match checked {
         Ok(job) => {
             assert!(
                 job.idempotency_key
@@ -30,6 +32,7 @@ pub fn submit_body(data: &[u8]) {
             );
             assert_eq!(job.idempotency_key, key, "the key changed");
             assert_ne!(job.max_attempts, Some(0), "accepted max_attempts 0");
+            assert!(!job.input.contains('\0'), "accepted a NUL byte");
         }
         Err(e) => refused(&e),
     }

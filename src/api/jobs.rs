@@ -63,8 +63,8 @@ pub async fn submit(
 }
 
 /// A submit request read into the job it asks for: its wire's own checks
-/// (times, trace context, conversation id), then the rules every way in
-/// shares (`admission::check_fields`).
+/// (times, trace context, conversation id); the rules every way in shares
+/// are admission's.
 pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
@@ -88,7 +88,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
     if let Some(id) = &request.conversation_id {
         super::conversations::check_id(id)?;
     }
-    let job = NewJob {
+    Ok(NewJob {
         id: None,
         bundle: request.bundle,
         bundle_version: None,
@@ -103,9 +103,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         traceparent: request.traceparent,
         limits: request.limits,
         owner: None,
-    };
-    super::admission::check_fields(&job)?;
-    Ok(job)
+    })
 }
 
 /// Jobs one batch may carry.

@@ -34,9 +34,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use super::error::{ApiError, ErrorCode};
 use super::admission::{Submission, admit};
 use super::auth::Caller;
+use super::error::{ApiError, ErrorCode};
 use super::jobs::wait_finished;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use crate::queue::{JobState, NewJob};
@@ -140,8 +140,7 @@ impl BundleTools {
             let job = wait_finished(&self.state, &job.id)
                 .await
                 .map_err(|e| e.message)?;
-            if job.state == JobState::AwaitingApproval && approval::can_ask(peer, caller, &job)
-            {
+            if job.state == JobState::AwaitingApproval && approval::can_ask(peer, caller, &job) {
                 approval::ask(&self.state, peer, caller, &job).await?;
                 continue;
             }

@@ -7,8 +7,8 @@
 //! This module translates HTTP to calls on the queue and the registry; it
 //! must not run jobs or load bundles itself.
 
-mod approvals;
 mod admission;
+mod approvals;
 mod artifacts;
 mod auth;
 mod body;
@@ -120,7 +120,10 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/chat/completions", with(Submit, post(openai::completions)))
         .route("/models", with(Read, get(openai::models)))
         .route("/jobs/{id}/artifacts", with(Read, get(artifacts::list)))
-        .route("/jobs/{id}/artifacts/{name}", with(Read, get(artifacts::get)))
+        .route(
+            "/jobs/{id}/artifacts/{name}",
+            with(Read, get(artifacts::get)),
+        )
         .route("/jobs/{id}/events", with(Read, get(sse::events)))
         .route("/bundles", with(Read, get(bundles::list)))
         .route("/bundles/{name}", with(Read, get(bundles::get)))

@@ -21,10 +21,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use super::error::{ApiError, ErrorCode};
-use super::feed::{Item, job_feed};
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
+use super::error::{ApiError, ErrorCode};
+use super::feed::{Item, job_feed};
 use super::jobs::wait_finished;
 use crate::queue::{Job, JobId, NewJob};
 use crate::types::{Message, Role};

@@ -79,10 +79,11 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
                 );
             }
             let token = new_token();
-            let per_day = (tokens_per_day.is_some() || cost_per_day.is_some()).then(|| DailyLimits {
-                tokens: tokens_per_day,
-                cost: cost_per_day,
-            });
+            let per_day =
+                (tokens_per_day.is_some() || cost_per_day.is_some()).then_some(DailyLimits {
+                    tokens: tokens_per_day,
+                    cost: cost_per_day,
+                });
             let entry = KeyEntry {
                 name: name.clone(),
                 token_sha256: crate::hex::sha256_hex(token.as_bytes()),

@@ -266,6 +266,7 @@ impl Daemon {
             auth: Auth {
                 registry: self.registry.clone(),
                 reload_key: Some(reload_key),
+                bus: self.bus.clone(),
             },
             front_door: api::guard::FrontDoor::new(
                 self.bus.clone(),

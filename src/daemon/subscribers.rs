@@ -216,6 +216,9 @@ impl DaemonObserver for LogLines {
             DaemonEvent::RequestRefused { reason } => {
                 tracing::debug!(reason, "request refused at the front door")
             }
+            DaemonEvent::SubmissionRefused { key, reason } => {
+                tracing::info!(key = %key, reason, "submission refused by admission")
+            }
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
         }

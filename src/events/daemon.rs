@@ -68,6 +68,10 @@ pub enum DaemonEvent {
     /// The front door refused a request before any handler (`host`,
     /// `origin` or `media_type`): a web page, or a misconfigured client.
     RequestRefused { reason: &'static str },
+    /// Admission refused a job (every way in): the API key that asked
+    /// (`local`, `token` or a keys-file name) and why (`forbidden`,
+    /// `invalid`, `unknown_bundle`, `quota`, `budget`, `conflict`, …).
+    SubmissionRefused { key: String, reason: &'static str },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
     /// Every running job finished or was released.
@@ -92,6 +96,7 @@ impl DaemonEvent {
             DaemonEvent::JobsPurged { .. } => "jobs_purged",
             DaemonEvent::LeaseLost { .. } => "lease_lost",
             DaemonEvent::RequestRefused { .. } => "request_refused",
+            DaemonEvent::SubmissionRefused { .. } => "submission_refused",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
         }

@@ -48,6 +48,7 @@ pub struct Metrics {
     pub jobs_purged: IntCounter,
     pub leases_lost: IntCounter,
     pub requests_refused: IntCounterVec,
+    pub submissions_refused: IntCounterVec,
     pub approvals_requested: IntCounterVec,
     pub approval_decisions: IntCounterVec,
     pub tokens_spent: IntCounterVec,
@@ -158,8 +159,13 @@ impl Metrics {
             leases_lost,
             requests_refused: counter(
                 "structured_agents_http_requests_refused_total",
-                "Requests the front door refused before any handler: a Host not served (host), a web page's origin (origin), a body that is not JSON (media_type).",
+                "Requests refused before any handler: a Host not served (host), a web page's origin (origin), a body that is not JSON (media_type), no or an unknown API key (unauthorized), a key without the route's scope (forbidden).",
                 &["reason"],
+            )?,
+            submissions_refused: counter(
+                "structured_agents_submissions_refused_total",
+                "Jobs admission refused, by API key and reason (forbidden, invalid, unknown_bundle, quota, budget, conflict, not_found).",
+                &["key", "reason"],
             )?,
             approvals_requested: counter(
                 "structured_agents_approvals_requested_total",
@@ -383,6 +389,12 @@ impl DaemonObserver for Metrics {
             DaemonEvent::RequestRefused { reason } => {
                 self.requests_refused.with_label_values(&[reason]).inc()
             }
+            // Key names come from the operator's keys file, never from a
+            // request: a bounded label set.
+            DaemonEvent::SubmissionRefused { key, reason } => self
+                .submissions_refused
+                .with_label_values(&[key.as_str(), reason])
+                .inc(),
             _ => {}
         }
     }

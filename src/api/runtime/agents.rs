@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::super::AppState;
-use super::super::body::{JsonBody, Path};
-use super::super::error::{ApiError, ErrorCode};
 use super::super::admission::Submission;
 use super::super::auth::Caller;
+use super::super::body::{JsonBody, Path};
+use super::super::error::{ApiError, ErrorCode};
 use super::super::jobs::run_to_end;
 use super::{USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place};

@@ -18,10 +18,10 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::error::{ApiError, ErrorCode};
-use super::feed::job_feed;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
+use super::error::{ApiError, ErrorCode};
+use super::feed::job_feed;
 use super::jobs::wait_finished;
 use super::with;
 use crate::queue::{Job, JobId, NewJob};

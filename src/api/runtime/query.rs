@@ -60,18 +60,11 @@ pub async fn query(
         variables,
         also_runs: Vec::new(),
     };
-    let (job, answer) = match super::run(
-        &state,
-        &caller,
-        submission,
-        &conversation,
-        request.stream,
-    )
-    .await?
-    {
-        super::Answer::Streamed(frames) => return Ok(frames),
-        super::Answer::Answered(job, answer) => (job, answer),
-    };
+    let (job, answer) =
+        match super::run(&state, &caller, submission, &conversation, request.stream).await? {
+            super::Answer::Streamed(frames) => return Ok(frames),
+            super::Answer::Answered(job, answer) => (job, answer),
+        };
     let (trace, used) = super::trace::execution_trace(&state, &job, request.verbose).await?;
     let mut reply = envelope(&conversation, RUNTIME, &request.user_id, &answer);
     reply["execution_trace"] = json!(trace);
