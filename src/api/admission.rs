@@ -362,8 +362,14 @@ async fn conversation_is_own(
             ..Default::default()
         })
         .await?;
+    // A conversation from before API keys (no owner) is continued only by
+    // a key that may read every job, as it alone may read it.
+    let foreign = |earlier: &Job| match earlier.owner.as_deref() {
+        Some(owner) => owner != caller.name(),
+        None => !caller.0.reads_all(),
+    };
     match page.jobs.first() {
-        Some(earlier) if earlier.owner.as_deref() != Some(caller.name()) => Err(ApiError::field(
+        Some(earlier) if foreign(earlier) => Err(ApiError::field(
             ErrorCode::NotFound,
             "conversation_id",
             format!(
