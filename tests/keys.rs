@@ -204,6 +204,42 @@ async fn each_key_sees_and_touches_only_its_own_jobs_and_a_reader_of_all_sees_bo
         "{conflict}"
     );
 
+    // A conversation is its key's: another key can neither read, continue
+    // nor forget it.
+    let (status, body) = submit(
+        &keys.a,
+        json!({"bundle": "alpha", "input": "hi", "conversation_id": "conv-a"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = submit(
+        &keys.b,
+        json!({"bundle": "alpha", "input": "me too", "conversation_id": "conv-a"}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["field"], "conversation_id");
+    for method in ["GET", "DELETE"] {
+        let (status, _) = call(
+            &daemon,
+            method,
+            "/v1/conversations/conv-a",
+            Some(&keys.b),
+            None,
+        )
+        .await;
+        assert_eq!(status, 404, "{method}");
+    }
+    let (status, body) = call(
+        &daemon,
+        "GET",
+        "/v1/conversations/conv-a",
+        Some(&keys.a),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
     // Listing: own jobs only; the auditor sees both keys' jobs.
     let (_, mine) = call(&daemon, "GET", "/v1/jobs", Some(&keys.b), None).await;
     let owners: Vec<&str> = mine["jobs"]
