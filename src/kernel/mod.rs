@@ -518,19 +518,27 @@ impl Kernel {
                     ends_job: None,
                 }
             }
-            None => {
+            None => 'run: {
                 let step = format!("budget@{position}");
                 self.check_budget(turn, &step, journal, events, Budget::before_tool_call)
                     .await?;
-                let edited;
-                let call = match self
-                    .approval_gate(call, turn, position, events, journal)
+                // The arguments are coerced to the tool's schema once, here:
+                // the approval rule, its digest, the journal and the tool all
+                // see this one form of the call.
+                let prepared = match self.tools.prepare(call, turn, events).await {
+                    Ok(prepared) => prepared,
+                    Err(outcome) => break 'run outcome,
+                };
+                let prepared = match self
+                    .approval_gate(prepared.call(), turn, position, events, journal)
                     .await?
                 {
-                    Gate::Run => call,
-                    Gate::RunEdited(call) => {
-                        edited = call;
-                        &edited
+                    Gate::Run => prepared,
+                    Gate::RunEdited(edited) => {
+                        match self.tools.prepare(&edited, turn, events).await {
+                            Ok(prepared) => prepared,
+                            Err(outcome) => break 'run outcome,
+                        }
                     }
                     Gate::Deny(reason) => {
                         return self
@@ -538,6 +546,7 @@ impl Kernel {
                             .await;
                     }
                 };
+                let call = prepared.call();
                 let effect = self.tools.effect(&call.name);
                 if journal.is_durable() {
                     // A start is recorded only for a call whose repetition
@@ -579,7 +588,10 @@ impl Kernel {
                     agents: self.agents.as_deref(),
                     budget: self.config.budget.as_ref(),
                 };
-                let outcome = self.tools.execute_at(call, place, cancel, events).await;
+                let outcome = self
+                    .tools
+                    .execute_at(&prepared, place, cancel, events)
+                    .await;
                 if let Some(end) = outcome.ends_job {
                     return Err(end.into());
                 }

@@ -493,7 +493,12 @@ pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str
                         .unwrap_or("earlier")
                 )),
             },
-            digest: None,
+            // The timeout decides on the arguments the job waits with.
+            digest: job
+                .pending_call
+                .as_ref()
+                .and_then(|p| p["digest"].as_str())
+                .map(str::to_string),
         };
         let call = call.to_string();
         let changed = decide_approval(tx, &id, &call, decision, "timeout", store).await?;
