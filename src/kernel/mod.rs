@@ -413,7 +413,15 @@ impl Kernel {
             parse_errors: parsed.calls.iter().map(|c| c.error.clone()).collect(),
             assistant: Message::assistant(
                 parsed.content,
-                parsed.calls.into_iter().map(|c| c.call).collect(),
+                parsed
+                    .calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(position, c)| ToolCall {
+                        id: storable_call_id(c.call.id, turn, position),
+                        ..c.call
+                    })
+                    .collect(),
             ),
             usage: response.usage,
             model: request.model().to_string(),
@@ -915,6 +923,21 @@ fn append(history: &mut Vec<Message>, step: StepResult) {
     history.extend(step.tool_results.iter().map(Message::tool));
 }
 
+/// The model's id for the call at `position` of `turn`'s reply, or the
+/// daemon's own key of that call (`call_{turn}_{position}`) when the model's
+/// holds a control character (a NUL, which PostgreSQL refuses in text,
+/// failed the journal write on every attempt of the job). The replacement
+/// is made before the reply is journaled, so the history, the journal, the
+/// events and the next request all carry it. (An empty id is the model
+/// plugins' to fill: they mint one.)
+fn storable_call_id(id: String, turn: u32, position: usize) -> String {
+    if id.chars().any(char::is_control) {
+        format!("call_{turn}_{position}")
+    } else {
+        id
+    }
+}
+
 /// Aborts the deadline timer when the run ends.
 struct DropGuard(tokio::task::JoinHandle<()>);
 
@@ -950,6 +973,15 @@ mod tests {
             arguments: Value::Null,
             raw_arguments: None,
         }
+    }
+
+    #[test]
+    fn call_ids_with_control_characters_are_replaced_by_the_daemons_key() {
+        assert_eq!(storable_call_id("call_9".into(), 1, 0), "call_9");
+        assert_eq!(storable_call_id("id-\u{e9}".into(), 1, 0), "id-\u{e9}");
+        assert_eq!(storable_call_id("bad\0id".into(), 2, 1), "call_2_1");
+        assert_eq!(storable_call_id("line\nbreak".into(), 3, 0), "call_3_0");
+        assert_eq!(storable_call_id("\u{7f}".into(), 1, 4), "call_1_4");
     }
 
     #[test]
