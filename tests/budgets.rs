@@ -22,6 +22,9 @@ replies:
   - {match: bravo, turn: 1, tool_calls: [{id: b, name: deeper, arguments: {input: charlie}}]}
   - {match: bravo, turn: 2, content: child done}
   - {match: charlie, content: bottom}
+  - match: small talk
+    content: hi
+    usage: {prompt_tokens: 30, completion_tokens: 10, total_tokens: 40}
   - tool_calls: [{id: c, name: count, arguments: {}}]
     usage: {prompt_tokens: 100, completion_tokens: 10, total_tokens: 110}
 "#;
@@ -221,6 +224,42 @@ async fn a_daily_budget_refuses_new_jobs_with_429() {
         message.contains("looper") && message.contains("limits.per_day.tokens is 200"),
         "{message}"
     );
+}
+
+/// The daily budget counts every job's tokens, on a bundle with no per-job
+/// limit and a daemon with no `[prices]`: five jobs of 40 tokens against a
+/// day of 20 tokens — the first runs, the rest are refused with 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daily_budget_counts_jobs_without_limits_or_prices() {
+    let server = mock_server(LOOP).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("looper", &looper(", per_day: {tokens: 20}", 0.0));
+    let daemon = site.start();
+    let http = client();
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let (status, job) = post_job(
+            &http,
+            &daemon,
+            json!({"bundle": "looper", "input": "small talk"}),
+        )
+        .await;
+        statuses.push(status);
+        if status == 201 {
+            let id = job["id"].as_str().unwrap();
+            let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+            assert_eq!(done["state"], "succeeded", "{done}");
+            assert_eq!(done["tokens_spent"], 40, "{done}");
+        } else {
+            let message = job["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("limits.per_day.tokens is 20") && message.contains("spent 40"),
+                "{message}"
+            );
+        }
+    }
+    assert_eq!(statuses, [201, 429, 429, 429, 429]);
+    assert_eq!(server.requests().len(), 1, "only the first job ran");
 }
 
 /// A daemon killed mid-run resumes the job, which stops at the same step

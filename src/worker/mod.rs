@@ -277,7 +277,7 @@ impl WorkerPool {
                 log.clone(),
             ),
             cancel: CancellationToken::new(),
-            budget: self.budget(&loaded, &lease.job),
+            budget: Some(self.budget(&loaded, &lease.job)),
         };
         let heartbeat = self.spawn_heartbeat(&lease, scope.cancel.clone());
         let stop_on_abandon = {
@@ -526,8 +526,9 @@ impl WorkerPool {
 impl WorkerPool {
     /// The job's budget: the bundle's limits lowered by the submitter's,
     /// priced by the daemon's table, its wall time counted from the job's
-    /// first start. `None` when neither sets any limit (nothing to check).
-    fn budget(&self, loaded: &LoadedBundle, job: &Job) -> Option<crate::budget::Budget> {
+    /// first start. Every job has one, limits or not, prices or not: its
+    /// spend is what the bundle's daily budget (`limits.per_day`) counts.
+    fn budget(&self, loaded: &LoadedBundle, job: &Job) -> crate::budget::Budget {
         let bundle = loaded.bundle.raw.limits.budget();
         let limits = match &job.limits {
             Some(asked) => bundle.lowered_by(asked).unwrap_or_else(|e| {
@@ -539,19 +540,12 @@ impl WorkerPool {
             None => bundle,
         };
         let prices = self.registry.snapshot().config.prices.clone();
-        if limits.is_empty() && prices.is_empty() {
-            return None;
-        }
         let started = job
             .started_at
             .as_deref()
             .and_then(|at| humantime::parse_rfc3339(at).ok())
             .unwrap_or_else(std::time::SystemTime::now);
-        Some(crate::budget::Budget::new(
-            limits,
-            Arc::new(prices),
-            started,
-        ))
+        crate::budget::Budget::new(limits, Arc::new(prices), started)
     }
 }
 
