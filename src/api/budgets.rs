@@ -2,13 +2,11 @@
 //! bundle's, and a bundle whose jobs spent its daily budget takes no new
 //! job (HTTP 429 naming the budget) until the rolling day frees some.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use crate::queue::NewJob;
-
-const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Refuses a job whose limits raise its bundle's, or whose bundle has used
 /// up its daily budget.
@@ -28,25 +26,9 @@ pub(super) async fn admit(state: &AppState, job: &NewJob) -> Result<(), ApiError
     let Some(daily) = &limits.per_day else {
         return Ok(());
     };
-    let since = SystemTime::now() - DAY;
+    let since = SystemTime::now() - crate::budget::DAY;
     let (tokens, cost) = state.queue.spend_since(&job.bundle, since).await?;
-    let over = match (daily.tokens, daily.cost) {
-        (Some(limit), _) if tokens >= limit => {
-            Some(("tokens", limit.to_string(), tokens.to_string()))
-        }
-        (_, Some(limit)) if cost >= limit => {
-            Some(("cost", limit.to_string(), format!("{cost:.6}")))
-        }
-        _ => None,
-    };
-    match over {
-        Some((budget, limit, spent)) => Err(ApiError::new(
-            ErrorCode::BudgetExhausted,
-            format!(
-                "bundle {:?} has used its daily budget: limits.per_day.{budget} is {limit} and its jobs of the last 24 hours spent {spent}; retry later, or raise the limit in its bundle.yaml",
-                job.bundle
-            ),
-        )),
-        None => Ok(()),
-    }
+    daily
+        .admit(&job.bundle, tokens, cost)
+        .map_err(|stop| ApiError::new(ErrorCode::BudgetExhausted, stop.to_string()))
 }

@@ -253,16 +253,34 @@ async fn write_ending(
 ) -> Res<Finished> {
     let final_event = ending.final_event.map(|e| stamp_final(e, decision));
     if let Some(EventEnvelope {
-        event: Event::JobState {
-            spent: Some(spent), ..
-        },
+        event:
+            Event::JobState {
+                spent: Some(spent),
+                spent_by_bundle,
+                ..
+            },
         ..
     }) = &final_event
     {
-        let tokens = spent.prompt_tokens.saturating_add(spent.completion_tokens);
-        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        tx.record_spend(id.as_str(), tokens, super::tx::cost_to_micros(spent.cost))
+        let tokens = |spent: &crate::budget::Spent| {
+            i64::try_from(spent.prompt_tokens.saturating_add(spent.completion_tokens))
+                .unwrap_or(i64::MAX)
+        };
+        tx.record_spend(
+            id.as_str(),
+            tokens(spent),
+            super::tx::cost_to_micros(spent.cost),
+        )
+        .await?;
+        for (bundle, spent) in spent_by_bundle {
+            tx.record_nested_spend(
+                id.as_str(),
+                bundle,
+                tokens(spent),
+                super::tx::cost_to_micros(spent.cost),
+            )
             .await?;
+        }
     }
     insert_events(tx, id, attempt, ending.events).await?;
     insert_events(tx, id, attempt, final_event.as_slice()).await?;

@@ -81,7 +81,7 @@ impl WorkerPool {
         bus: DaemonBus,
     ) -> Self {
         Self {
-            runner: Runner::new(registry.clone()),
+            runner: Runner::new(registry.clone(), Arc::new(QueueSpend(queue.clone()))),
             queue,
             registry,
             settings,
@@ -249,6 +249,7 @@ impl WorkerPool {
             error: None,
             duration_ms: None,
             spent: None,
+            spent_by_bundle: Default::default(),
         })
         .await;
 
@@ -266,6 +267,7 @@ impl WorkerPool {
                 started,
                 next: self.next_lease(shutdown),
                 spent: None,
+                spent_by_bundle: Default::default(),
             };
             return self.finish(&lease, cancelled, end).await;
         }
@@ -324,6 +326,11 @@ impl WorkerPool {
             started,
             next: self.next_lease(shutdown),
             spent: scope.budget.as_ref().map(|budget| budget.spent()),
+            spent_by_bundle: scope
+                .budget
+                .as_ref()
+                .map(|budget| budget.spent_by_bundle())
+                .unwrap_or_default(),
         };
         self.finish(&lease, outcome, end).await
     }
@@ -384,6 +391,7 @@ impl WorkerPool {
             started: std::time::Instant::now(),
             next: None,
             spent: None,
+            spent_by_bundle: Default::default(),
         };
         self.finish(lease, failed, end).await;
     }
@@ -546,6 +554,23 @@ impl WorkerPool {
             .and_then(|at| humantime::parse_rfc3339(at).ok())
             .unwrap_or_else(std::time::SystemTime::now);
         crate::budget::Budget::new(limits, Arc::new(prices), started)
+    }
+}
+
+/// The queue as where a nested agent's bundle's daily spend is read.
+struct QueueSpend(Arc<dyn JobQueue>);
+
+#[async_trait::async_trait]
+impl crate::budget::DailySpend for QueueSpend {
+    async fn spent_since(
+        &self,
+        bundle: &str,
+        since: std::time::SystemTime,
+    ) -> Result<(u64, f64), String> {
+        self.0
+            .spend_since(bundle, since)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

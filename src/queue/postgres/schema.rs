@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_crash_resumes.sql"),
     include_str!("migrations/0005_awaiting_approval.sql"),
     include_str!("migrations/0006_budgets.sql"),
+    include_str!("migrations/0007_nested_spend.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -28,6 +28,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_messages_conversations.sql"),
     include_str!("migrations/0004_crash_resumes.sql"),
     include_str!("migrations/0005_budgets.sql"),
+    include_str!("migrations/0006_nested_spend.sql"),
 ];
 
 /// The schema version this binary writes.
