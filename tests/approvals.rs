@@ -183,12 +183,19 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
         "{message}"
     );
 
-    // The log tells the story in order.
-    let kinds: Vec<String> = job_events(&http, &daemon, &id)
-        .await
+    // The log tells the story in order, each stage of the call once.
+    let events = job_events(&http, &daemon, &id).await;
+    let kinds: Vec<String> = events
         .iter()
         .map(|e| e["type"].as_str().unwrap().to_string())
         .collect();
+    for stage in ["tool.resolve.ok", "args.parse.ok", "tool.invoke.ok"] {
+        let traced = events
+            .iter()
+            .filter(|e| e["type"] == "ToolTrace" && e["stage"] == stage)
+            .count();
+        assert_eq!(traced, 1, "{stage} in {events:#?}");
+    }
     let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap_or(usize::MAX);
     assert!(at("ApprovalRequested") < at("ApprovalDecided"), "{kinds:?}");
     assert!(at("ApprovalDecided") < at("ToolResult"), "{kinds:?}");

@@ -533,7 +533,12 @@ impl Kernel {
                 // The arguments are coerced to the tool's schema once, here:
                 // the approval rule, its digest, the journal and the tool all
                 // see this one form of the call.
-                let prepared = match self.tools.prepare(call, turn, events).await {
+                let prepared = if announced {
+                    self.tools.prepare_again(call, turn).await
+                } else {
+                    self.tools.prepare(call, turn, events).await
+                };
+                let prepared = match prepared {
                     Ok(prepared) => prepared,
                     Err(outcome) => break 'run outcome,
                 };

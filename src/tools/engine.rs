@@ -134,13 +134,18 @@ pub struct ToolEngine {
 struct Trace<'a> {
     call: &'a ToolCall,
     turn: u32,
-    events: &'a EventSink,
+    /// `None`: the stages already emitted their events (see
+    /// [`ToolEngine::prepare_again`]).
+    events: Option<&'a EventSink>,
     started: Instant,
 }
 
 impl Trace<'_> {
     async fn emit(&self, stage: &str, detail: Value) {
-        self.events
+        let Some(events) = self.events else {
+            return;
+        };
+        events
             .emit(Event::ToolTrace {
                 turn: self.turn,
                 call_id: self.call.id.clone(),
@@ -306,6 +311,26 @@ impl ToolEngine {
         turn: u32,
         events: &EventSink,
     ) -> Result<PreparedCall, ToolOutcome> {
+        self.prepare_traced(call, turn, Some(events)).await
+    }
+
+    /// [`ToolEngine::prepare`] without its trace events, for a call whose
+    /// preparation an earlier attempt already traced (one that waited for
+    /// approval): the job's log shows each stage once.
+    pub async fn prepare_again(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+    ) -> Result<PreparedCall, ToolOutcome> {
+        self.prepare_traced(call, turn, None).await
+    }
+
+    async fn prepare_traced(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+        events: Option<&EventSink>,
+    ) -> Result<PreparedCall, ToolOutcome> {
         let trace = Trace {
             call,
             turn,
@@ -374,7 +399,7 @@ impl ToolEngine {
         let trace = Trace {
             call,
             turn,
-            events,
+            events: Some(events),
             started: Instant::now(),
         };
         let entry = &prepared.entry;
