@@ -280,7 +280,10 @@ impl Verdict {
 }
 
 /// A decision as submitted: the verdict and the digest of the arguments the
-/// person saw (a decision for other arguments is stale).
+/// person saw (a decision for other arguments is stale). The digest is
+/// required; it is optional here only so that its absence is refused by
+/// [`Decision::accept`] with a message saying where to get it, rather than
+/// by the JSON reader.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     #[serde(flatten)]
@@ -304,6 +307,10 @@ pub struct RecordedDecision {
 /// Why a decision cannot be taken.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DecisionError {
+    #[error(
+        "the decision on call {call} of tool `{tool}` has no `digest`: every decision names the digest of the arguments it decides on; read it from GET /v1/jobs/JOB/approvals (or `structured-agents approvals JOB`) and send it with the decision"
+    )]
+    MissingDigest { call: String, tool: String },
     #[error(
         "the decision is for arguments with digest {given}, but call {call} of tool `{tool}` waits with arguments of digest {current}: fetch the pending approval again and decide on what it shows"
     )]
@@ -331,9 +338,13 @@ impl Decision {
         by: &str,
         decided_at: String,
     ) -> Result<RecordedDecision, DecisionError> {
-        if let Some(given) = &self.digest
-            && given != &request.digest
-        {
+        let Some(given) = &self.digest else {
+            return Err(DecisionError::MissingDigest {
+                call: request.call.clone(),
+                tool: request.tool.clone(),
+            });
+        };
+        if given != &request.digest {
             return Err(DecisionError::Stale {
                 call: request.call.clone(),
                 tool: request.tool.clone(),
@@ -467,7 +478,7 @@ mod tests {
             verdict: Verdict::Edit {
                 arguments: json!({"amount": "all"}),
             },
-            digest: None,
+            digest: Some(request.digest.clone()),
         };
         let err = bad_edit
             .accept(&request, "local", "t".into())
@@ -481,9 +492,27 @@ mod tests {
             verdict: Verdict::Edit {
                 arguments: json!({"amount": 50}),
             },
-            digest: None,
+            digest: Some(request.digest.clone()),
         };
         assert!(edit.accept(&request, "local", "t".into()).is_ok());
+    }
+
+    #[test]
+    fn a_decision_without_a_digest_is_refused_saying_where_to_get_one() {
+        let request = request();
+        let unbound = Decision {
+            verdict: Verdict::Approve,
+            digest: None,
+        };
+        let err = unbound.accept(&request, "local", "t".into()).unwrap_err();
+        assert!(matches!(err, DecisionError::MissingDigest { .. }));
+        let message = err.to_string();
+        assert!(
+            message.contains("`digest`")
+                && message.contains("call_1")
+                && message.contains("GET /v1/jobs/JOB/approvals"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -125,25 +125,128 @@ pub struct Spent {
     pub model_calls: u64,
 }
 
-/// Why a run stopped: the budget, its limit and what was spent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
-#[error(
-    "budget exceeded: {budget} is limited to {limit} and the job has spent {spent}; raise limits.{budget} in the bundle (a submitter can only lower it) or resubmit with less to do"
-)]
+/// Why a run stopped: the budget, its limit and what was spent, and whose
+/// limits they are (the job's, or a nested agent's own bundle's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetStop {
     pub budget: String,
     pub limit: String,
     pub spent: String,
+    /// The bundle of a nested agent run whose own `limits` stopped it;
+    /// `None` for the job's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
 }
 
-/// One job's limits and running spend, shared by all its runs.
+impl std::error::Error for BudgetStop {}
+
+impl std::fmt::Display for BudgetStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            budget,
+            limit,
+            spent,
+            bundle,
+        } = self;
+        match bundle {
+            None => write!(
+                f,
+                "budget exceeded: {budget} is limited to {limit} and the job has spent {spent}; raise limits.{budget} in the bundle (a submitter can only lower it) or resubmit with less to do"
+            ),
+            Some(bundle) => write!(
+                f,
+                "budget exceeded: the nested run of bundle {bundle:?} is limited to {limit} {budget} by its own limits.{budget} and has spent {spent}; ask it for less, or raise limits.{budget} in that bundle's bundle.yaml"
+            ),
+        }
+    }
+}
+
+/// How long the rolling window of a bundle's daily budget is.
+pub const DAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A bundle whose jobs and nested runs used up its daily budget.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "bundle {bundle:?} has used its daily budget: limits.per_day.{budget} is {limit} and its jobs and nested runs of the last 24 hours spent {spent}; retry later, or raise the limit in its bundle.yaml"
+)]
+pub struct DailyStop {
+    pub bundle: String,
+    pub budget: &'static str,
+    pub limit: String,
+    pub spent: String,
+}
+
+impl DailyLimits {
+    /// Whether `bundle`, whose jobs and nested runs of the last day spent
+    /// `tokens` and `cost`, may start another: the one rule for a new job
+    /// and a nested agent run alike.
+    pub fn admit(&self, bundle: &str, tokens: u64, cost: f64) -> Result<(), DailyStop> {
+        match self.reached(tokens, cost) {
+            Some(reached) => Err(DailyStop {
+                bundle: bundle.to_string(),
+                budget: reached.budget,
+                limit: reached.limit,
+                spent: reached.spent,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Which of these limits a day's `tokens` and `cost` reached, if any:
+    /// the one comparison for a bundle's day and an API key's.
+    pub fn reached(&self, tokens: u64, cost: f64) -> Option<DailyReached> {
+        let (budget, limit, spent) = match (self.tokens, self.cost) {
+            (Some(limit), _) if tokens >= limit => {
+                ("tokens", limit.to_string(), tokens.to_string())
+            }
+            (_, Some(limit)) if cost >= limit => ("cost", limit.to_string(), format!("{cost:.6}")),
+            _ => return None,
+        };
+        Some(DailyReached {
+            budget,
+            limit,
+            spent,
+        })
+    }
+}
+
+/// A daily limit reached, as people read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DailyReached {
+    /// `tokens` or `cost`.
+    pub budget: &'static str,
+    pub limit: String,
+    pub spent: String,
+}
+
+/// Where the spend of a bundle's last day is read (the queue, in the
+/// daemon): what its jobs, and the nested runs of it in any job, created
+/// since `since` spent (tokens, cost).
+#[async_trait::async_trait]
+pub trait DailySpend: Send + Sync {
+    async fn spent_since(&self, bundle: &str, since: SystemTime) -> Result<(u64, f64), String>;
+}
+
+/// One job's limits and running spend, shared by all its runs. A nested
+/// agent run has its own, on top of the job's ([`Budget::nested`]): what
+/// it spends counts on both, and a step needs both to allow it.
 #[derive(Clone, Debug)]
 pub struct Budget {
     limits: Arc<BudgetLimits>,
     prices: Arc<Prices>,
     spent: Arc<Mutex<Spent>>,
-    /// When the job's first attempt started (wall time runs across attempts).
+    /// When the job's first attempt started (wall time runs across attempts);
+    /// a nested run's own budget: when it started.
     started: SystemTime,
+    /// The budget of the run this one is nested in.
+    parent: Option<Arc<Budget>>,
+    /// The bundle whose own limits these are, for a nested run's budget.
+    bundle: Option<String>,
+    /// The depth the run of this budget runs at (0: the job's own agent).
+    depth: u32,
+    /// What the job's nested runs spent, per bundle: shared by the whole
+    /// job, recorded with its outcome for those bundles' daily budgets.
+    by_bundle: Arc<Mutex<BTreeMap<String, Spent>>>,
 }
 
 impl Budget {
@@ -153,6 +256,26 @@ impl Budget {
             prices,
             spent: Arc::default(),
             started,
+            parent: None,
+            bundle: None,
+            depth: 0,
+            by_bundle: Arc::default(),
+        }
+    }
+
+    /// The budget of a run of `bundle` nested at `depth`, held to the lower
+    /// of this budget's remainder and the bundle's own `limits` (its
+    /// `depth` counted from the nested run, its wall time from now).
+    pub fn nested(&self, bundle: &str, limits: BudgetLimits, depth: u32) -> Budget {
+        Budget {
+            limits: Arc::new(limits),
+            prices: self.prices.clone(),
+            spent: Arc::default(),
+            started: SystemTime::now(),
+            parent: Some(Arc::new(self.clone())),
+            bundle: Some(bundle.to_string()),
+            depth,
+            by_bundle: self.by_bundle.clone(),
         }
     }
 
@@ -160,18 +283,48 @@ impl Budget {
         &self.limits
     }
 
+    /// What the run of this budget (with its nested runs) has spent; for
+    /// the job's budget, what the job has.
     pub fn spent(&self) -> Spent {
         *self.spent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the job's nested agent runs spent, per bundle.
+    pub fn spent_by_bundle(&self) -> BTreeMap<String, Spent> {
+        self.by_bundle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Counts `add` on this budget, on each budget it is nested in, and on
+    /// the nested runs' per-bundle spend (once per bundle, however deep
+    /// it recurses into itself).
+    fn charge(&self, add: &dyn Fn(&mut Spent)) {
+        let mut charged: Vec<&str> = Vec::new();
+        let mut budget = Some(self);
+        while let Some(b) = budget {
+            add(&mut b.spent.lock().unwrap_or_else(|p| p.into_inner()));
+            if let Some(bundle) = b.bundle.as_deref()
+                && !charged.contains(&bundle)
+            {
+                charged.push(bundle);
+                let mut by_bundle = self.by_bundle.lock().unwrap_or_else(|p| p.into_inner());
+                add(by_bundle.entry(bundle.to_string()).or_default());
+            }
+            budget = b.parent.as_deref();
+        }
     }
 
     /// A model reply (made now or replayed): its tokens, its cost.
     pub fn add_reply(&self, model: &str, usage: &TokenUsage) -> f64 {
         let cost = self.cost_of(model, usage);
-        let mut spent = self.spent.lock().unwrap_or_else(|p| p.into_inner());
-        spent.model_calls += 1;
-        spent.prompt_tokens += usage.prompt_tokens;
-        spent.completion_tokens += usage.completion_tokens;
-        spent.cost += cost;
+        self.charge(&|spent| {
+            spent.model_calls += 1;
+            spent.prompt_tokens += usage.prompt_tokens;
+            spent.completion_tokens += usage.completion_tokens;
+            spent.cost += cost;
+        });
         cost
     }
 
@@ -182,47 +335,62 @@ impl Budget {
 
     /// A tool call answered (run now or replayed).
     pub fn add_tool_call(&self) {
-        self.spent
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .tool_calls += 1;
+        self.charge(&|spent| spent.tool_calls += 1);
+    }
+
+    /// Runs `check` on this budget, then on each budget it is nested in:
+    /// the first stop.
+    fn each(&self, check: impl Fn(&Budget) -> Result<(), BudgetStop>) -> Result<(), BudgetStop> {
+        let mut budget = Some(self);
+        while let Some(b) = budget {
+            check(b).map_err(|mut stop| {
+                stop.bundle = b.bundle.clone();
+                stop
+            })?;
+            budget = b.parent.as_deref();
+        }
+        Ok(())
     }
 
     /// Before a model call: the first budget already used up.
     pub fn before_model_call(&self) -> Result<(), BudgetStop> {
-        let spent = self.spent();
-        let l = &self.limits;
-        reached("prompt_tokens", l.prompt_tokens, spent.prompt_tokens)?;
-        reached(
-            "completion_tokens",
-            l.completion_tokens,
-            spent.completion_tokens,
-        )?;
-        if let Some(limit) = l.cost
-            && spent.cost >= limit
-        {
-            return Err(stop("cost", limit, format!("{:.6}", spent.cost)));
-        }
-        reached("model_calls", l.model_calls, spent.model_calls)?;
-        self.wall_time()
+        self.each(|b| {
+            let spent = b.spent();
+            let l = &b.limits;
+            reached("prompt_tokens", l.prompt_tokens, spent.prompt_tokens)?;
+            reached(
+                "completion_tokens",
+                l.completion_tokens,
+                spent.completion_tokens,
+            )?;
+            if let Some(limit) = l.cost
+                && spent.cost >= limit
+            {
+                return Err(stop("cost", limit, format!("{:.6}", spent.cost)));
+            }
+            reached("model_calls", l.model_calls, spent.model_calls)?;
+            b.wall_time()
+        })
     }
 
     /// Before a tool call: the first budget already used up.
     pub fn before_tool_call(&self) -> Result<(), BudgetStop> {
-        reached(
-            "tool_calls",
-            self.limits.tool_calls,
-            self.spent().tool_calls,
-        )?;
-        self.wall_time()
+        self.each(|b| {
+            reached("tool_calls", b.limits.tool_calls, b.spent().tool_calls)?;
+            b.wall_time()
+        })
     }
 
-    /// Before a nested run at `depth` (1: called by the job's own agent).
+    /// Before a nested run at `depth` (1: called by the job's own agent);
+    /// a nested run's own `depth` counts from the depth it runs at.
     pub fn before_nested_run(&self, depth: u32) -> Result<(), BudgetStop> {
-        match self.limits.depth {
-            Some(limit) if depth > limit => Err(stop("depth", limit, depth.to_string())),
-            _ => Ok(()),
-        }
+        self.each(|b| {
+            let relative = depth.saturating_sub(b.depth);
+            match b.limits.depth {
+                Some(limit) if relative > limit => Err(stop("depth", limit, relative.to_string())),
+                _ => Ok(()),
+            }
+        })
     }
 
     fn wall_time(&self) -> Result<(), BudgetStop> {
@@ -253,6 +421,7 @@ fn stop(budget: &str, limit: impl std::fmt::Display, spent: String) -> BudgetSto
         budget: budget.to_string(),
         limit: limit.to_string(),
         spent,
+        bundle: None,
     }
 }
 
@@ -345,6 +514,72 @@ mod tests {
         let stop = costly.before_model_call().unwrap_err();
         assert_eq!(stop.budget, "cost");
         assert!(stop.to_string().contains("spent 20.000000"), "{stop}");
+    }
+
+    #[test]
+    fn a_nested_budget_holds_to_the_lower_of_its_own_limits_and_the_jobs() {
+        let job = Budget::new(
+            BudgetLimits {
+                model_calls: Some(3),
+                depth: Some(3),
+                ..Default::default()
+            },
+            Arc::default(),
+            SystemTime::now(),
+        );
+        let helper = job.nested(
+            "helper",
+            BudgetLimits {
+                model_calls: Some(1),
+                depth: Some(1),
+                ..Default::default()
+            },
+            1,
+        );
+        assert!(helper.before_model_call().is_ok());
+        helper.add_reply("m", &usage(10, 5));
+        let stop = helper.before_model_call().unwrap_err();
+        assert_eq!(stop.budget, "model_calls");
+        assert_eq!(stop.bundle.as_deref(), Some("helper"));
+        assert!(
+            stop.to_string().contains("bundle \"helper\"")
+                && stop.to_string().contains("limits.model_calls"),
+            "{stop}"
+        );
+        assert_eq!(job.spent().model_calls, 1, "the job counts it");
+        assert!(job.before_model_call().is_ok(), "the job may go on");
+        assert_eq!(job.spent_by_bundle()["helper"].prompt_tokens, 10);
+
+        // Own limits roomier than the job's remainder: the job's stop.
+        let roomy = job.nested("roomy", BudgetLimits::default(), 1);
+        roomy.add_reply("m", &usage(1, 1));
+        roomy.add_reply("m", &usage(1, 1));
+        let stop = roomy.before_model_call().unwrap_err();
+        assert_eq!((stop.budget.as_str(), stop.bundle), ("model_calls", None));
+
+        // A nested run's own depth counts from where it runs.
+        assert!(helper.before_nested_run(2).is_ok());
+        let stop = helper.before_nested_run(3).unwrap_err();
+        assert_eq!(stop.bundle.as_deref(), Some("helper"));
+        // A bundle nested in itself counts once for its day.
+        let inner = helper.nested("helper", BudgetLimits::default(), 2);
+        inner.add_reply("m", &usage(5, 0));
+        assert_eq!(job.spent_by_bundle()["helper"].prompt_tokens, 15);
+        assert_eq!(helper.spent().prompt_tokens, 15);
+        assert_eq!(job.spent().prompt_tokens, 17);
+    }
+
+    #[test]
+    fn a_daily_budget_admits_until_used_up() {
+        let daily = DailyLimits {
+            tokens: Some(100),
+            cost: Some(1.0),
+        };
+        assert!(daily.admit("b", 99, 0.5).is_ok());
+        let stop = daily.admit("b", 100, 0.5).unwrap_err();
+        assert_eq!((stop.budget, stop.spent.as_str()), ("tokens", "100"));
+        assert!(stop.to_string().contains("limits.per_day.tokens is 100"));
+        assert_eq!(daily.admit("b", 0, 1.0).unwrap_err().budget, "cost");
     }
 
     #[test]

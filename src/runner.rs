@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::Budget;
+use crate::budget::{Budget, DailySpend};
 use crate::bundle::{RequestShapes, ToolEnv};
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
@@ -95,6 +95,8 @@ const PIN_STEP: &str = "bundle";
 #[derive(Clone)]
 pub struct Runner {
     registry: Option<Arc<Registry>>,
+    /// Where a nested agent's bundle's daily spend is read (the queue).
+    daily: Option<Arc<dyn DailySpend>>,
     /// The router's tools with its reach of the agent directory, bound once
     /// per snapshot and bundle content rather than for every job.
     reach: Arc<std::sync::Mutex<Option<BoundReach>>>,
@@ -111,9 +113,10 @@ struct BoundReach {
 }
 
 impl Runner {
-    pub fn new(registry: Arc<Registry>) -> Self {
+    pub fn new(registry: Arc<Registry>, daily: Arc<dyn DailySpend>) -> Self {
         Self {
             registry: Some(registry),
+            daily: Some(daily),
             reach: Arc::default(),
         }
     }
@@ -122,6 +125,7 @@ impl Runner {
     pub fn local() -> Self {
         Self {
             registry: None,
+            daily: None,
             reach: Arc::default(),
         }
     }
@@ -271,12 +275,26 @@ impl Runner {
         scope: RunScope,
     ) -> Result<RunResult, RunFailure> {
         let loaded = self.pinned(name, &scope.journal).await?;
+        self.run_pinned(&loaded, input, variables, options, scope)
+            .await
+    }
+
+    /// Runs `loaded` (the content a nested run is pinned to) on `input`
+    /// rendered through its prompts with `variables`.
+    async fn run_pinned(
+        &self,
+        loaded: &LoadedBundle,
+        input: &str,
+        variables: &Map<String, serde_json::Value>,
+        options: &RunOptions,
+        scope: RunScope,
+    ) -> Result<RunResult, RunFailure> {
         let messages = loaded
             .bundle
             .prompts
             .render(input, variables)
-            .map_err(|e| RunFailure::Bundle(format!("bundle {name:?}: {e}")))?;
-        self.run(&loaded, messages, options, &scope.running(&loaded))
+            .map_err(|e| RunFailure::Bundle(format!("bundle {:?}: {e}", loaded.name())))?;
+        self.run(loaded, messages, options, &scope.running(loaded))
             .await
     }
 
@@ -318,6 +336,31 @@ impl Runner {
         )?;
         Ok(loaded)
     }
+
+    /// Refuses a nested run of `bundle` when its jobs and nested runs of
+    /// the last day used up its `limits.per_day`: a tool error naming the
+    /// budget, so the model can answer without it.
+    async fn admit_nested(&self, bundle: &str) -> Result<(), ToolError> {
+        let (Some(registry), Some(daily)) = (&self.registry, &self.daily) else {
+            return Ok(());
+        };
+        let Some(per_day) = registry
+            .snapshot()
+            .bundle(bundle)
+            .and_then(|loaded| loaded.bundle.raw.limits.per_day.clone())
+        else {
+            return Ok(());
+        };
+        let since = std::time::SystemTime::now() - crate::budget::DAY;
+        let (tokens, cost) = daily.spent_since(bundle, since).await.map_err(|e| {
+            ToolError::Retryable(format!(
+                "agent bundle {bundle:?}: its daily spend cannot be read ({e}); try again"
+            ))
+        })?;
+        per_day.admit(bundle, tokens, cost).map_err(|stop| {
+            ToolError::Failed(format!("agent bundle {bundle:?} did not run: {stop}"))
+        })
+    }
 }
 
 /// The first 12 hex digits of a bundle digest, as people are shown it.
@@ -335,14 +378,29 @@ impl AgentHost for Runner {
         inherits: Inherited,
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
+            // A nested run that already started (it is resumed) was
+            // admitted then; a new one is admitted by its bundle's day.
+            let started = inherits
+                .journal
+                .latest_value::<Pin>(PIN_STEP)
+                .map_err(RunFailure::from)?
+                .is_some();
+            if !started {
+                self.admit_nested(bundle).await?;
+            }
+            let loaded = self.pinned(bundle, &inherits.journal).await?;
+            // Held to the lower of the job's remaining budget and the
+            // bundle's own limits; its spend counts for its bundle's day.
+            let depth = context.parent.as_ref().map_or(0, |p| p.depth);
+            let own = loaded.bundle.raw.limits.budget();
             let scope = RunScope {
                 sink: parent.child(context),
                 journal: inherits.journal,
                 cancel: inherits.cancel,
-                budget: inherits.budget,
+                budget: inherits.budget.map(|job| job.nested(bundle, own, depth)),
             };
             let run = self
-                .run_nested_bundle(bundle, &input, &Map::new(), &RunOptions::default(), scope)
+                .run_pinned(&loaded, &input, &Map::new(), &RunOptions::default(), scope)
                 .await?;
             Ok(run
                 .final_output

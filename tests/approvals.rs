@@ -25,7 +25,34 @@ replies:
   - {match: small, turn: 2, content: wired small}
   - {match: nested task, turn: 1, tool_calls: [{id: a1, name: banker, arguments: {input: big child}}]}
   - {match: nested task, turn: 2, content: parent done}
+  - {match: not a dry run, turn: 1, tool_calls: [{id: p1, name: pay, arguments: {amount: 5000, dry_run: "false"}}]}
+  - {match: not a dry run, turn: 2, content: paid}
+  - {match: amount as text, turn: 1, tool_calls: [{id: p1, name: pay, arguments: {amount: "5000"}}]}
+  - {match: amount as text, turn: 2, content: paid}
 "#;
+
+/// A `pay` tool with a boolean `dry_run` and an integer `amount` under
+/// `approval` (a YAML flow mapping); it appends its arguments as it got
+/// them to `effects`.
+fn pay_bundle(name: &str, effects: &Path, approval: &str) -> String {
+    let effects = effects.display();
+    format!(
+        r#"
+name: {name}
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: pay
+    kind: process
+    effect: unsafe
+    description: pay
+    parameters: {{type: object, properties: {{amount: {{type: integer}}, dry_run: {{type: boolean, default: true}}}}, required: [amount]}}
+    approval: {approval}
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); f=open('{effects}','a'); f.write(json.dumps(a, sort_keys=True) + chr(10)); f.close(); print('{{}}')"]
+"#
+    )
+}
 
 /// A `wire_money` tool that appends `<amount> <to> <idempotency key>` to
 /// `effects`; calls over 100 need approval (`timeout` denies them).
@@ -147,7 +174,8 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
     assert_eq!(file_lines(&bank.effects), [format!("500 alice {id}:1:0")]);
 
     // A second decision finds nothing to decide, and says which job and why.
-    let (status, again) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
+    let body = json!({"decision": "approve", "digest": request["digest"]});
+    let (status, again) = decide(&http, &daemon, &id, "w1", body).await;
     assert_eq!(status, 409, "{again}");
     let message = again["error"]["message"].as_str().unwrap();
     assert!(
@@ -155,12 +183,19 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
         "{message}"
     );
 
-    // The log tells the story in order.
-    let kinds: Vec<String> = job_events(&http, &daemon, &id)
-        .await
+    // The log tells the story in order, each stage of the call once.
+    let events = job_events(&http, &daemon, &id).await;
+    let kinds: Vec<String> = events
         .iter()
         .map(|e| e["type"].as_str().unwrap().to_string())
         .collect();
+    for stage in ["tool.resolve.ok", "args.parse.ok", "tool.invoke.ok"] {
+        let traced = events
+            .iter()
+            .filter(|e| e["type"] == "ToolTrace" && e["stage"] == stage)
+            .count();
+        assert_eq!(traced, 1, "{stage} in {events:#?}");
+    }
     let at = |kind: &str| kinds.iter().position(|k| k == kind).unwrap_or(usize::MAX);
     assert!(at("ApprovalRequested") < at("ApprovalDecided"), "{kinds:?}");
     assert!(at("ApprovalDecided") < at("ToolResult"), "{kinds:?}");
@@ -193,13 +228,13 @@ async fn a_denied_call_never_runs_and_the_model_reads_the_reason() {
     let daemon = bank.site.start();
     let http = client();
     let id = submit_id(&http, &daemon, "bank", "big transfer").await;
-    awaiting(&http, &daemon, &id).await;
+    let request = awaiting(&http, &daemon, &id).await;
     let (status, answer) = decide(
         &http,
         &daemon,
         &id,
         "w1",
-        json!({"decision": "deny", "reason": "alice is not a customer"}),
+        json!({"decision": "deny", "reason": "alice is not a customer", "digest": request["digest"]}),
     )
     .await;
     assert_eq!(status, 200, "{answer}");
@@ -228,7 +263,7 @@ async fn an_edit_runs_the_call_with_the_new_arguments_checked_against_the_schema
     let id = submit_id(&http, &daemon, "bank", "big transfer").await;
     let request = awaiting(&http, &daemon, &id).await;
 
-    let bad = json!({"decision": "edit", "arguments": {"amount": "all", "to": "alice"}});
+    let bad = json!({"decision": "edit", "arguments": {"amount": "all", "to": "alice"}, "digest": request["digest"]});
     let (status, refused) = decide(&http, &daemon, &id, "w1", bad).await;
     assert_eq!(status, 422, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
@@ -246,7 +281,8 @@ async fn an_edit_runs_the_call_with_the_new_arguments_checked_against_the_schema
     );
     assert!(refused["error"]["message"].as_str().unwrap().contains("w1"));
 
-    let (status, refused) = decide(&http, &daemon, &id, "w9", json!({"decision": "approve"})).await;
+    let body = json!({"decision": "approve", "digest": request["digest"]});
+    let (status, refused) = decide(&http, &daemon, &id, "w9", body).await;
     assert_eq!(status, 409, "{refused}");
     assert!(
         refused["error"]["message"]
@@ -344,7 +380,8 @@ async fn a_nested_agents_call_parks_the_whole_job() {
     let id = submit_id(&http, &daemon, "parent", "nested task").await;
     let request = awaiting(&http, &daemon, &id).await;
     assert_eq!(request["scope"], "1:0/", "the innermost call, at its depth");
-    let (status, answer) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
+    let body = json!({"decision": "approve", "digest": request["digest"]});
+    let (status, answer) = decide(&http, &daemon, &id, "w1", body).await;
     assert_eq!(status, 200, "{answer}");
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
@@ -370,8 +407,9 @@ async fn a_workflow_stages_call_parks_the_whole_job() {
     let daemon = bank.site.start();
     let http = client();
     let id = submit_id(&http, &daemon, "payday", "monthly").await;
-    awaiting(&http, &daemon, &id).await;
-    let (status, answer) = decide(&http, &daemon, &id, "w1", json!({"decision": "approve"})).await;
+    let request = awaiting(&http, &daemon, &id).await;
+    let body = json!({"decision": "approve", "digest": request["digest"]});
+    let (status, answer) = decide(&http, &daemon, &id, "w1", body).await;
     assert_eq!(status, 200, "{answer}");
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
@@ -573,4 +611,100 @@ async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
         .collect();
     assert_eq!(text, "wired", "{chunks:#?}");
     assert_eq!(file_lines(&effects).len(), 2);
+}
+
+/// Issue 32's exploits: the approval rule read the arguments as the model
+/// sent them (`"false"`, a truthy string; `"5000"`, not a number over 100)
+/// while the tool ran on them coerced. Now the call is coerced once: the job
+/// parks, showing (and binding the digest to) the arguments the tool runs
+/// on, and runs on exactly those once approved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_approval_rule_reads_the_arguments_the_tool_runs_on() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle(
+        "dry",
+        &pay_bundle("dry", &effects, r#"{when: "not args.dry_run"}"#),
+    );
+    site.put_bundle(
+        "floor",
+        &pay_bundle(
+            "floor",
+            &effects,
+            "{matches: {properties: {amount: {type: integer, minimum: 100}}}}",
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+    for (bundle, input, runs_on) in [
+        (
+            "dry",
+            "not a dry run",
+            json!({"amount": 5000, "dry_run": false}),
+        ),
+        (
+            "floor",
+            "amount as text",
+            json!({"amount": 5000, "dry_run": true}),
+        ),
+    ] {
+        let id = submit_id(&http, &daemon, bundle, input).await;
+        let request = awaiting(&http, &daemon, &id).await;
+        assert_eq!(request["tool"], "pay");
+        assert_eq!(request["arguments"], runs_on, "{bundle}");
+        assert_eq!(
+            request["digest"],
+            structured_agents::approval::digest(&runs_on),
+            "the digest binds the coerced arguments ({bundle})"
+        );
+        assert!(
+            file_lines(&effects).is_empty(),
+            "nothing ran before the decision"
+        );
+        let body = json!({"decision": "approve", "digest": request["digest"]});
+        let (status, answer) = decide(&http, &daemon, &id, "p1", body).await;
+        assert_eq!(status, 200, "{answer}");
+        let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+        assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+        let ran: Vec<Value> = file_lines(&effects)
+            .iter()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(
+            ran,
+            [runs_on],
+            "{bundle}: the tool ran on what was approved"
+        );
+        std::fs::remove_file(&effects).unwrap();
+    }
+}
+
+/// A decision must carry the digest of the arguments it decides on: one
+/// without is refused with 422 naming the field and where to read it, and
+/// the job keeps waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decision_without_a_digest_is_refused() {
+    let bank = setup("").await;
+    let daemon = bank.site.start();
+    let http = client();
+    let id = submit_id(&http, &daemon, "bank", "big transfer").await;
+    awaiting(&http, &daemon, &id).await;
+    for body in [
+        json!({"decision": "approve"}),
+        json!({"decision": "deny", "reason": "no"}),
+        json!({"decision": "edit", "arguments": {"amount": 5, "to": "alice"}}),
+    ] {
+        let (status, refused) = decide(&http, &daemon, &id, "w1", body).await;
+        assert_eq!(status, 422, "{refused}");
+        assert_eq!(refused["error"]["field"], "digest", "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&id) && message.contains("w1") && message.contains("/approvals"),
+            "{message}"
+        );
+    }
+    let request = awaiting(&http, &daemon, &id).await;
+    assert_eq!(request["call"], "w1", "the job still waits");
+    assert!(file_lines(&bank.effects).is_empty());
 }

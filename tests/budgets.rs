@@ -22,6 +22,11 @@ replies:
   - {match: bravo, turn: 1, tool_calls: [{id: b, name: deeper, arguments: {input: charlie}}]}
   - {match: bravo, turn: 2, content: child done}
   - {match: charlie, content: bottom}
+  - {match: delegate, turn: 1, tool_calls: [{id: d1, name: ask, arguments: {input: delta}}]}
+  - {match: delegate, turn: 2, content: boss done}
+  - match: small talk
+    content: hi
+    usage: {prompt_tokens: 30, completion_tokens: 10, total_tokens: 40}
   - tool_calls: [{id: c, name: count, arguments: {}}]
     usage: {prompt_tokens: 100, completion_tokens: 10, total_tokens: 110}
 "#;
@@ -269,6 +274,131 @@ async fn a_batch_cannot_raise_a_bundle_limit() {
         jobs["jobs"].as_array().unwrap().len(),
         0,
         "all or none: {jobs}"
+    );
+}
+
+/// The daily budget counts every job's tokens, on a bundle with no per-job
+/// limit and a daemon with no `[prices]`: five jobs of 40 tokens against a
+/// day of 20 tokens — the first runs, the rest are refused with 429.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daily_budget_counts_jobs_without_limits_or_prices() {
+    let server = mock_server(LOOP).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("looper", &looper(", per_day: {tokens: 20}", 0.0));
+    let daemon = site.start();
+    let http = client();
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let (status, job) = post_job(
+            &http,
+            &daemon,
+            json!({"bundle": "looper", "input": "small talk"}),
+        )
+        .await;
+        statuses.push(status);
+        if status == 201 {
+            let id = job["id"].as_str().unwrap();
+            let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+            assert_eq!(done["state"], "succeeded", "{done}");
+            assert_eq!(done["tokens_spent"], 40, "{done}");
+        } else {
+            let message = job["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("limits.per_day.tokens is 20") && message.contains("spent 40"),
+                "{message}"
+            );
+        }
+    }
+    assert_eq!(statuses, [201, 429, 429, 429, 429]);
+    assert_eq!(server.requests().len(), 1, "only the first job ran");
+}
+
+/// The result the model got for the job's first call (turn 1, position 0).
+async fn first_result(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
+    let journal = common::daemon::get(http, daemon, &format!("/v1/jobs/{id}/journal")).await;
+    journal["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["scope"] == "" && s["turn"] == 1 && s["step"] == "result@0")
+        .map(|s| s["body"]["result"].clone())
+        .unwrap_or_else(|| panic!("no result@0 in {journal}"))
+}
+
+/// A nested `agent` run is held to its own bundle's `limits` (here one model
+/// call) as well as the job's: past them its call is a tool error naming the
+/// bundle and the limit, and the job goes on. Its spend counts toward its
+/// own bundle's day: once that is used up, a new nested run of it is refused
+/// (a tool error) and so is a job of it (429).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_agent_keeps_its_own_bundles_limits_and_daily_budget() {
+    let server = mock_server(LOOP).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle(
+        "helper",
+        &looper(", model_calls: 1, per_day: {tokens: 100}", 0.0)
+            .replace("name: looper", "name: helper"),
+    );
+    site.put_bundle(
+        "boss",
+        "name: boss\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: ask, kind: agent, bundle: helper}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+
+    let (job, events) = run_with(&http, &daemon, "boss", "delegate", json!({})).await;
+    assert_eq!(job["state"], "succeeded", "{job}\n{}", daemon.log());
+    assert_eq!(job["result"]["output"], "boss done", "{job}");
+    // The boss's two replies (15 tokens each by default) and the helper's.
+    assert_eq!(
+        job["tokens_spent"], 140,
+        "the job counts its nested run: {job}"
+    );
+    let id = job["id"].as_str().unwrap();
+    let result = first_result(&http, &daemon, id).await;
+    assert_eq!(result["is_error"], true, "{result}");
+    let output = result["output"].as_str().unwrap();
+    assert!(
+        output.contains("bundle \"helper\"")
+            && output.contains("limits.model_calls")
+            && output.contains("limited to 1"),
+        "{output}"
+    );
+    assert_eq!(
+        count(&events, "ModelResponse"),
+        3,
+        "boss twice, helper once"
+    );
+
+    // The helper's 110 tokens in the boss's job count for the helper's day.
+    let (status, refused) = post_job(
+        &http,
+        &daemon,
+        json!({"bundle": "helper", "input": "direct"}),
+    )
+    .await;
+    assert_eq!(status, 429, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("limits.per_day.tokens is 100") && message.contains("spent 110"),
+        "{message}"
+    );
+
+    let calls_before = server.requests().len();
+    let (job, _) = run_with(&http, &daemon, "boss", "delegate", json!({})).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    let id = job["id"].as_str().unwrap();
+    let result = first_result(&http, &daemon, id).await;
+    let output = result["output"].as_str().unwrap();
+    assert!(
+        output.contains("agent bundle \"helper\" did not run")
+            && output.contains("limits.per_day.tokens is 100"),
+        "{output}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        calls_before + 2,
+        "only the boss's two model calls: the helper never ran"
     );
 }
 

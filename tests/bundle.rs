@@ -335,3 +335,55 @@ fn approval_rules_and_budgets_are_checked_when_the_bundle_loads() {
         "unknown budget key"
     );
 }
+
+/// `max_output_bytes` caps an MCP tool's results too, within the MCP
+/// transport's bound on one message; it still does not apply to other kinds.
+#[test]
+fn an_mcp_tools_byte_cap_is_checked_when_the_bundle_loads() {
+    let bundle = |tool: &str| {
+        format!(
+            "name: b\nversion: \"1\"\nmodel: {{endpoint: scripted:s.yaml, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - {tool}\n"
+        )
+    };
+    let too_big = structured_agents::tools::mcp::MAX_OUTPUT_BYTES + 1;
+    let errors = load(&bundle(&format!(
+        "{{name: m, kind: mcp, server: {{url: \"http://127.0.0.1:9/mcp\"}}, max_output_bytes: {too_big}}}"
+    )))
+    .unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("tools[0].max_output_bytes")
+                && e.contains(&format!("{too_big} is outside 1..="))),
+        "{errors:#?}"
+    );
+    let errors = load(&bundle(
+        "{name: m, kind: mcp, server: {url: \"http://127.0.0.1:9/mcp\"}, max_output_bytes: 0}",
+    ))
+    .unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("tools[0].max_output_bytes")),
+        "{errors:#?}"
+    );
+    let errors = load(&bundle(
+        "{name: m, kind: mcp, server: {url: \"http://127.0.0.1:9/mcp\"}, max_output_bytes: 2048}",
+    ))
+    .err()
+    .unwrap_or_default();
+    assert!(
+        !errors.iter().any(|e| e.contains("max_output_bytes")),
+        "an mcp tool takes a cap: {errors:#?}"
+    );
+    let errors = load(&bundle(
+        "{name: m, kind: agent, bundle: other, max_output_bytes: 2048}",
+    ))
+    .unwrap_err();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("`max_output_bytes` only applies to kind process, grail and mcp")),
+        "{errors:#?}"
+    );
+}

@@ -846,3 +846,36 @@ replies:
     assert_eq!(content.as_deref(), Some("done"));
     assert_eq!((raw.as_deref(), *calls, *native), (Some("done"), 0, 0));
 }
+
+/// A call id with a NUL (or another control character) is never kept: the
+/// daemon's own key of the call replaces it before anything records it, in
+/// the history, the events and the next request alike.
+#[tokio::test]
+async fn a_call_id_with_a_nul_is_replaced_by_the_daemons_key() {
+    let script = "replies:\n  - tool_calls:\n      - {id: \"bad\\0id\", name: fast_echo, arguments: {n: 1}}\n      - {id: \"line\\nbreak\", name: fast_echo, arguments: {n: 2}}\n      - {id: fine_id, name: fast_echo, arguments: {n: 3}}\n  - content: done\n";
+    let h = harness(script, KernelConfig::default(), |_| {}).await;
+    let result = h.run(CancellationToken::new()).await.unwrap();
+    let ids: Vec<&str> = result.history[2]
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(ids, ["call_1_0", "call_1_1", "fine_id"]);
+    let answered: Vec<&str> = result.history[3..6]
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    assert_eq!(answered, ["call_1_0", "call_1_1", "fine_id"]);
+    let events = h.recorder.events();
+    assert!(
+        events
+            .iter()
+            .all(|e| !serde_json::to_string(&e.event).unwrap().contains("\\u0000")),
+        "no event carries the NUL"
+    );
+    let second = h.server.requests()[1].to_string();
+    assert!(
+        second.contains("\"call_1_0\"") && !second.contains("\\u0000"),
+        "{second}"
+    );
+}

@@ -32,8 +32,19 @@ fn spec() -> McpServerSpec {
 }
 
 async fn engine(source: &Arc<McpSource>, allow: Option<&[String]>) -> ToolEngine {
+    capped_engine(source, allow, 1024 * 1024).await
+}
+
+async fn capped_engine(
+    source: &Arc<McpSource>,
+    allow: Option<&[String]>,
+    max_output_bytes: usize,
+) -> ToolEngine {
     let mut engine = ToolEngine::new();
-    for tool in McpTool::from_source(source, allow, "t_").await.unwrap() {
+    for tool in McpTool::from_source(source, allow, "t_", max_output_bytes)
+        .await
+        .unwrap()
+    {
         engine.add(
             Arc::new(tool),
             ToolPolicy::compile(Duration::from_secs(20), 0, None, None).unwrap(),
@@ -90,7 +101,7 @@ async fn tools_are_listed_filtered_prefixed_and_called() {
         fail.result.output
     );
 
-    let missing = McpTool::from_source(&source, Some(&["nope".to_string()]), "")
+    let missing = McpTool::from_source(&source, Some(&["nope".to_string()]), "", 1024)
         .await
         .err()
         .unwrap();
@@ -98,6 +109,29 @@ async fn tools_are_listed_filtered_prefixed_and_called() {
         missing.to_string().contains("has no tool \"nope\""),
         "{missing}"
     );
+}
+
+/// A result over the tool's `max_output_bytes` is a tool error naming the
+/// tool and the cap; one under it passes, and the server stays usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_over_the_tools_byte_cap_is_a_tool_error() {
+    let source = tokio::time::timeout(
+        Duration::from_secs(60),
+        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+    )
+    .await
+    .expect("connect hung")
+    .unwrap();
+    let engine = capped_engine(&source, Some(&["echo".to_string()]), 1000).await;
+    let big = call(&engine, "t_echo", json!({"text": "x".repeat(5000)})).await;
+    assert_eq!(big.error_code, Some("tool_error"), "{big:?}");
+    let message = &big.result.output;
+    assert!(
+        message.contains("mcp tool `echo`") && message.contains("max_output_bytes of 1000"),
+        "{message}"
+    );
+    let small = call(&engine, "t_echo", json!({"text": "x".repeat(900)})).await;
+    assert!(!small.result.is_error, "{small:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -654,6 +654,7 @@ fn final_event(seq: u64, attempt: u32) -> EventEnvelope {
             error: None,
             duration_ms: Some(7),
             spent: None,
+            spent_by_bundle: Default::default(),
         },
         ..event(seq)
     }
@@ -778,6 +779,43 @@ pub async fn release_of_a_cancel_requested_job_cancels_it(q: Arc<dyn JobQueue>) 
     );
     assert_eq!(q.last_seq(&submitted.id).await.unwrap(), 2);
     assert!(q.lease("w", LEASE).await.unwrap().is_none());
+}
+
+/// A job's final event records what it spent for its own bundle's day, and
+/// what its nested agent runs spent for theirs.
+pub async fn spend_counts_for_the_job_and_its_nested_bundles(q: Arc<dyn JobQueue>) {
+    let spent = |tokens: u64, cost: f64| structured_agents::budget::Spent {
+        prompt_tokens: tokens,
+        cost,
+        ..Default::default()
+    };
+    let (submitted, _) = q.submit(job("boss")).await.unwrap();
+    let since = SystemTime::now() - Duration::from_secs(60);
+    let lease = lease_until(q.as_ref()).await;
+    let mut end = final_event(1, lease.attempt);
+    if let Event::JobState {
+        spent: s,
+        spent_by_bundle,
+        ..
+    } = &mut end.event
+    {
+        *s = Some(spent(140, 0.5));
+        spent_by_bundle.insert("helper".into(), spent(40, 0.25));
+    }
+    q.finish(
+        &submitted.id,
+        lease.attempt,
+        Outcome::Succeeded(json!(1)),
+        &[],
+        Some(end),
+    )
+    .await
+    .unwrap();
+    assert_eq!(q.spend_since("boss", since).await.unwrap(), (140, 0.5));
+    assert_eq!(q.spend_since("helper", since).await.unwrap(), (40, 0.25));
+    assert_eq!(q.spend_since("nobody", since).await.unwrap(), (0, 0.0));
+    let later = SystemTime::now() + Duration::from_secs(60);
+    assert_eq!(q.spend_since("helper", later).await.unwrap(), (0, 0.0));
 }
 
 /// A job parked on call `c1` of turn 1 by its first (and only) attempt.
@@ -1332,6 +1370,7 @@ macro_rules! suite {
             case!(journal_round_trip_with_held_events);
             case!(finish_stamps_the_final_event_in_its_transaction);
             case!(release_of_a_cancel_requested_job_cancels_it);
+            case!(spend_counts_for_the_job_and_its_nested_bundles);
             case!(resolve_skip_retry_and_fail_a_parked_job);
             case!(live_counts_and_retention);
             case!(conversations_list_in_order_and_are_forgotten);

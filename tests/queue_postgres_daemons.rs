@@ -6,7 +6,8 @@
 //! when one of them is killed mid-load; an SSE client on one daemon follows
 //! a job another runs; a submission wakes an idle daemon at once (LISTEN/
 //! NOTIFY, not polling); and a database restart mid-load loses nothing and
-//! shows in the logs, `/readyz` and the metrics.
+//! shows in the logs, `/readyz` and the metrics. A model's call id with a
+//! NUL, which PostgreSQL refuses in text, is replaced before it is stored.
 //!
 //! The restart test (`postgres_restart_…`) stops the whole PostgreSQL
 //! cluster for a moment (the throwaway one of `scripts/with-postgres` with its
@@ -68,6 +69,54 @@ fn start(site: &Site, schema: &Schema, extra: &[(&str, &str)]) -> Daemon {
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     all.extend_from_slice(extra);
     site.start_with_env(&all)
+}
+
+/// A call id with a NUL failed the job's writes where it went into text (a
+/// parked job's `error` names its call), and the job was resumed again and
+/// again; the daemon's own key of the call replaces it: the job parks for
+/// approval once, named by that key, and runs its call once when approved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_id_with_a_nul_is_stored_as_the_daemons_key() {
+    let script = "replies:\n  - turn: 1\n    tool_calls:\n      - {id: \"c\\0nul\", name: append, arguments: {line: t1}}\n  - turn: 2\n    content: written\n";
+    let server = mock_server(script).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle(
+        "lines",
+        &bundle(&effects).replace("effect: unsafe", "effect: unsafe\n    approval: always"),
+    );
+    let schema = Schema::fresh();
+    let http = client();
+    let daemon = start(&site, &schema, &[]);
+    let job = submit(&http, &daemon, "lines", "write a line").await;
+    let id = job["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{job}\n{START_POSTGRES}\nlog:\n{}", daemon.log()))
+        .to_string();
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+    assert_eq!(
+        parked["state"],
+        "awaiting_approval",
+        "{parked}\n{}",
+        daemon.log()
+    );
+    assert_eq!(parked["crash_resumes"], 0, "{parked}");
+    let approvals = get(&http, &daemon, &format!("/v1/jobs/{id}/approvals")).await;
+    let request = &approvals["approvals"][0];
+    assert_eq!(request["call"], "call_1_0", "{approvals}");
+    let (status, answer) = common::daemon::post_json(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{id}/approvals/call_1_0"),
+        json!({"decision": "approve", "digest": request["digest"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(file_lines(&effects).len(), 1, "the call ran once");
+    let journal = get(&http, &daemon, &format!("/v1/jobs/{id}/journal")).await;
+    assert!(!journal.to_string().contains("\\u0000"), "{journal}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

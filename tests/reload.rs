@@ -972,6 +972,56 @@ async fn a_bundle_url_outside_egress_allow_is_refused_until_the_config_allows_it
     assert_eq!(caller["status"], "ok", "{caller}");
 }
 
+/// An MCP server reached over HTTP is a URL the bundle names too: outside
+/// `egress.allow` the bundle is refused at load naming its file and key,
+/// and the daemon never connects to the server (no `initialize` is sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_server_url_outside_egress_allow_is_refused_before_any_connection() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = connections.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            if stream.is_ok() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let server = mock_server(DONE).await;
+    let site = Site::new(
+        &server.base_url(),
+        "[egress]\nallow = [\"https://agents.allowed.example/\"]\n",
+    );
+    site.put_bundle(
+        "mcp_caller",
+        &format!(
+            "name: mcp_caller\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - {{name: remote, kind: mcp, server: {{url: \"http://127.0.0.1:{port}/mcp\"}}}}\n"
+        ),
+    );
+    site.put_bundle("plain", &plain_bundle("plain"));
+    let daemon = site.start();
+    let http = client();
+    let outcome = reload(&http, &daemon).await;
+    let errors = outcome["errors"].to_string();
+    assert!(
+        errors.contains("tools[0].server.url")
+            && errors.contains("egress.allow")
+            && errors.contains(&format!("127.0.0.1:{port}"))
+            && errors.contains("bundle.yaml"),
+        "{outcome}"
+    );
+    let caller = get(&http, &daemon, "/v1/bundles/mcp_caller").await;
+    assert_ne!(caller["status"], "ok", "{caller}");
+    run_ok(&http, &daemon, "plain", "still fine").await;
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the daemon connected to the refused MCP server\n{}",
+        daemon.log()
+    );
+}
+
 /// A tool script edited while a job runs: the job's later calls still run
 /// the script it started with (its bundle runs from its content-addressed
 /// copy), while the next job runs the edit.

@@ -36,7 +36,6 @@ use crate::queue::{Job, JobFilter, NewJob};
 pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
 /// The most attempts a submitter may give a job.
 pub const MAX_ATTEMPTS: u32 = 100;
-const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// One job as a way in asks for it.
 pub(super) struct Submission {
@@ -423,7 +422,7 @@ async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), Api
     }
     let load = state
         .queue
-        .owner_load(&key.name, SystemTime::now() - DAY)
+        .owner_load(&key.name, SystemTime::now() - crate::budget::DAY)
         .await?;
     if let Some(max) = key.max_in_flight
         && load.in_flight + u64::from(n) > max
@@ -437,17 +436,19 @@ async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), Api
         )
         .retry_after(5));
     }
-    if let Some(daily) = &key.per_day {
-        super::budgets::day_left(daily, load.tokens, load.cost).map_err(|(budget, limit, spent)| {
-            ApiError::new(
-                ErrorCode::QuotaExceeded,
-                format!(
-                    "API key {:?} has used its daily budget: per_day.{budget} is {limit} and its jobs of the last 24 hours spent {spent}; retry later, or ask the operator to raise it",
-                    key.name
-                ),
-            )
-            .retry_after(super::budgets::RETRY_AFTER_SPENT.as_secs())
-        })?;
+    if let Some(reached) = key
+        .per_day
+        .as_ref()
+        .and_then(|daily| daily.reached(load.tokens, load.cost))
+    {
+        return Err(ApiError::new(
+            ErrorCode::QuotaExceeded,
+            format!(
+                "API key {:?} has used its daily budget: per_day.{} is {} and its jobs of the last 24 hours spent {}; retry later, or ask the operator to raise it",
+                key.name, reached.budget, reached.limit, reached.spent
+            ),
+        )
+        .retry_after(super::budgets::RETRY_AFTER_SPENT.as_secs()));
     }
     Ok(())
 }

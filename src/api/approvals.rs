@@ -122,6 +122,14 @@ pub(super) fn refused(e: &crate::queue::QueueError) -> Option<ApiError> {
             ..
         } => Some(ApiError::new(ErrorCode::InvalidState, e.to_string())),
         QueueError::Decision {
+            source: DecisionError::MissingDigest { .. },
+            ..
+        } => Some(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "digest",
+            e.to_string(),
+        )),
+        QueueError::Decision {
             source: DecisionError::BadEdit { .. },
             ..
         } => Some(ApiError::field(

@@ -20,6 +20,8 @@ use crate::types::ToolSchema;
 
 /// Default per-attempt tool deadline.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest output of a process, grail or mcp tool unless its
+/// `max_output_bytes` says otherwise.
 const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
 
 /// What tool backends need from the daemon.
@@ -69,6 +71,9 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         forbid(spec.working_dir.is_some(), "working_dir", kinds);
         forbid(!spec.env.is_empty(), "env", kinds);
         forbid(spec.env_allowlist.is_some(), "env_allowlist", kinds);
+    }
+    if !matches!(kind, ToolKind::Process | ToolKind::Grail | ToolKind::Mcp) {
+        let kinds = "process, grail and mcp";
         forbid(spec.max_output_bytes.is_some(), "max_output_bytes", kinds);
     }
     if kind != ToolKind::Plugin {
@@ -122,6 +127,17 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         ToolKind::Mcp => {
             if let Err(problem) = mcp_spec(spec) {
                 problems.push(("server", problem));
+            }
+            if let Some(cap) = spec.max_output_bytes
+                && !(1..=crate::tools::mcp::MAX_OUTPUT_BYTES).contains(&cap)
+            {
+                problems.push((
+                    "max_output_bytes",
+                    format!(
+                        "{cap} is outside 1..={} bytes (the MCP transport's bound on one message); leave it out for the default of 1 MiB",
+                        crate::tools::mcp::MAX_OUTPUT_BYTES
+                    ),
+                ));
             }
         }
         ToolKind::HttpAgent => {
@@ -214,7 +230,8 @@ fn mcp_tools(
         let source = McpSource::connect_notifying(&spec.name, &server, dir, on_change)
             .await
             .map_err(|e| e.to_string())?;
-        let tools = McpTool::from_source(&source, spec.allow.as_deref(), &prefix)
+        let cap = spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT);
+        let tools = McpTool::from_source(&source, spec.allow.as_deref(), &prefix, cap)
             .await
             .map_err(|e| e.to_string())?;
         Ok(tools

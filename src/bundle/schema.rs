@@ -338,7 +338,8 @@ pub struct ToolSpec {
     /// process, grail: variables passed through from the daemon (default: PATH, LANG, LC_ALL, TZ, HOME, TMPDIR).
     #[serde(default)]
     pub env_allowlist: Option<Vec<String>>,
-    /// process, grail: largest stdout accepted, in bytes.
+    /// process, grail: largest stdout accepted; mcp: largest result of
+    /// each of the server's tools (at most 16 MiB); in bytes (default 1 MiB).
     #[serde(default)]
     pub max_output_bytes: Option<usize>,
 

@@ -246,6 +246,10 @@ pub enum Event {
         /// queue keeps it for the bundle's daily budget).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         spent: Option<crate::budget::Spent>,
+        /// What its nested agent runs spent, per bundle they ran (counted in
+        /// `spent` too): each such bundle's daily budget counts its part.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        spent_by_bundle: std::collections::BTreeMap<String, crate::budget::Spent>,
     },
 }
 

@@ -43,13 +43,14 @@ impl RunFailure {
     /// A caller that would otherwise carry on (a group chat's reply, a
     /// workflow review) passes it up instead.
     pub fn ends_job(&self) -> bool {
-        matches!(
-            self,
-            RunFailure::PinnedContentGone(_)
-                | RunFailure::Run(
-                    RunError::Parked(_) | RunError::Aborted(_) | RunError::OverBudget(_)
-                )
-        )
+        match self {
+            RunFailure::Run(RunError::OverBudget(stop)) => stop.bundle.is_none(),
+            _ => matches!(
+                self,
+                RunFailure::PinnedContentGone(_)
+                    | RunFailure::Run(RunError::Parked(_) | RunError::Aborted(_))
+            ),
+        }
     }
 
     /// Why the run waits for a person, if that is why it stopped.
@@ -73,13 +74,14 @@ impl From<JobEnd> for RunError {
 }
 
 /// A nested run's failure, for the call that started it: a run waiting for
-/// a person parks the whole job, a used-up budget ends it, content that is
-/// gone fails it; the rest is the call's error.
+/// a person parks the whole job, a used-up job budget ends it, content that
+/// is gone fails it; the rest — a nested run's own bundle limits used up
+/// among them — is the call's error, which the model can work around.
 impl From<RunFailure> for ToolError {
     fn from(failure: RunFailure) -> Self {
         match failure {
             RunFailure::Run(RunError::Parked(parked)) => ToolError::EndsJob(JobEnd::Parked(parked)),
-            RunFailure::Run(RunError::OverBudget(stop)) => {
+            RunFailure::Run(RunError::OverBudget(stop)) if stop.bundle.is_none() => {
                 ToolError::EndsJob(JobEnd::OverBudget(stop))
             }
             RunFailure::PinnedContentGone(message)

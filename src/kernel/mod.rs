@@ -413,7 +413,15 @@ impl Kernel {
             parse_errors: parsed.calls.iter().map(|c| c.error.clone()).collect(),
             assistant: Message::assistant(
                 parsed.content,
-                parsed.calls.into_iter().map(|c| c.call).collect(),
+                parsed
+                    .calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(position, c)| ToolCall {
+                        id: storable_call_id(c.call.id, turn, position),
+                        ..c.call
+                    })
+                    .collect(),
             ),
             usage: response.usage,
             model: request.model().to_string(),
@@ -518,19 +526,32 @@ impl Kernel {
                     ends_job: None,
                 }
             }
-            None => {
+            None => 'run: {
                 let step = format!("budget@{position}");
                 self.check_budget(turn, &step, journal, events, Budget::before_tool_call)
                     .await?;
-                let edited;
-                let call = match self
-                    .approval_gate(call, turn, position, events, journal)
+                // The arguments are coerced to the tool's schema once, here:
+                // the approval rule, its digest, the journal and the tool all
+                // see this one form of the call.
+                let prepared = if announced {
+                    self.tools.prepare_again(call, turn).await
+                } else {
+                    self.tools.prepare(call, turn, events).await
+                };
+                let prepared = match prepared {
+                    Ok(prepared) => prepared,
+                    Err(outcome) => break 'run outcome,
+                };
+                let prepared = match self
+                    .approval_gate(prepared.call(), turn, position, events, journal)
                     .await?
                 {
-                    Gate::Run => call,
-                    Gate::RunEdited(call) => {
-                        edited = call;
-                        &edited
+                    Gate::Run => prepared,
+                    Gate::RunEdited(edited) => {
+                        match self.tools.prepare(&edited, turn, events).await {
+                            Ok(prepared) => prepared,
+                            Err(outcome) => break 'run outcome,
+                        }
                     }
                     Gate::Deny(reason) => {
                         return self
@@ -538,6 +559,7 @@ impl Kernel {
                             .await;
                     }
                 };
+                let call = prepared.call();
                 let effect = self.tools.effect(&call.name);
                 if journal.is_durable() {
                     // A start is recorded only for a call whose repetition
@@ -579,7 +601,10 @@ impl Kernel {
                     agents: self.agents.as_deref(),
                     budget: self.config.budget.as_ref(),
                 };
-                let outcome = self.tools.execute_at(call, place, cancel, events).await;
+                let outcome = self
+                    .tools
+                    .execute_at(&prepared, place, cancel, events)
+                    .await;
                 if let Some(end) = outcome.ends_job {
                     return Err(end.into());
                 }
@@ -903,6 +928,21 @@ fn append(history: &mut Vec<Message>, step: StepResult) {
     history.extend(step.tool_results.iter().map(Message::tool));
 }
 
+/// The model's id for the call at `position` of `turn`'s reply, or the
+/// daemon's own key of that call (`call_{turn}_{position}`) when the model's
+/// holds a control character (a NUL, which PostgreSQL refuses in text,
+/// failed the journal write on every attempt of the job). The replacement
+/// is made before the reply is journaled, so the history, the journal, the
+/// events and the next request all carry it. (An empty id is the model
+/// plugins' to fill: they mint one.)
+fn storable_call_id(id: String, turn: u32, position: usize) -> String {
+    if id.chars().any(char::is_control) {
+        format!("call_{turn}_{position}")
+    } else {
+        id
+    }
+}
+
 /// Aborts the deadline timer when the run ends.
 struct DropGuard(tokio::task::JoinHandle<()>);
 
@@ -938,6 +978,15 @@ mod tests {
             arguments: Value::Null,
             raw_arguments: None,
         }
+    }
+
+    #[test]
+    fn call_ids_with_control_characters_are_replaced_by_the_daemons_key() {
+        assert_eq!(storable_call_id("call_9".into(), 1, 0), "call_9");
+        assert_eq!(storable_call_id("id-\u{e9}".into(), 1, 0), "id-\u{e9}");
+        assert_eq!(storable_call_id("bad\0id".into(), 2, 1), "call_2_1");
+        assert_eq!(storable_call_id("line\nbreak".into(), 3, 0), "call_3_0");
+        assert_eq!(storable_call_id("\u{7f}".into(), 1, 4), "call_1_4");
     }
 
     #[test]

@@ -257,16 +257,34 @@ async fn write_ending(
 ) -> Res<Finished> {
     let final_event = ending.final_event.map(|e| stamp_final(e, decision));
     if let Some(EventEnvelope {
-        event: Event::JobState {
-            spent: Some(spent), ..
-        },
+        event:
+            Event::JobState {
+                spent: Some(spent),
+                spent_by_bundle,
+                ..
+            },
         ..
     }) = &final_event
     {
-        let tokens = spent.prompt_tokens.saturating_add(spent.completion_tokens);
-        let tokens = i64::try_from(tokens).unwrap_or(i64::MAX);
-        tx.record_spend(id.as_str(), tokens, super::tx::cost_to_micros(spent.cost))
+        let tokens = |spent: &crate::budget::Spent| {
+            i64::try_from(spent.prompt_tokens.saturating_add(spent.completion_tokens))
+                .unwrap_or(i64::MAX)
+        };
+        tx.record_spend(
+            id.as_str(),
+            tokens(spent),
+            super::tx::cost_to_micros(spent.cost),
+        )
+        .await?;
+        for (bundle, spent) in spent_by_bundle {
+            tx.record_nested_spend(
+                id.as_str(),
+                bundle,
+                tokens(spent),
+                super::tx::cost_to_micros(spent.cost),
+            )
             .await?;
+        }
     }
     insert_events(tx, id, attempt, ending.events).await?;
     insert_events(tx, id, attempt, final_event.as_slice()).await?;
@@ -497,7 +515,12 @@ pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str
                         .unwrap_or("earlier")
                 )),
             },
-            digest: None,
+            // The timeout decides on the arguments the job waits with.
+            digest: job
+                .pending_call
+                .as_ref()
+                .and_then(|p| p["digest"].as_str())
+                .map(str::to_string),
         };
         let call = call.to_string();
         let changed = decide_approval(tx, &id, &call, decision, "timeout", store).await?;

@@ -269,6 +269,7 @@ pub(crate) fn ended_by_request(job: &Job, seq: u64) -> Option<EventEnvelope> {
         error: job.error.clone(),
         duration_ms: None,
         spent: None,
+        spent_by_bundle: Default::default(),
     };
     Some(job_event(job, seq, event))
 }

@@ -325,6 +325,15 @@ pub(crate) trait Tx {
     async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>>;
     /// Records what a job has spent (tokens, cost in millionths).
     async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()>;
+    /// What job `id`'s nested runs of `bundle` spent (replacing an earlier
+    /// attempt's figure), dated as the job.
+    async fn record_nested_spend(
+        &mut self,
+        id: &str,
+        bundle: &str,
+        tokens: i64,
+        cost_micros: i64,
+    ) -> Res<()>;
     /// What the jobs of `bundle` created since `since` spent (tokens,
     /// cost in millionths).
     async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)>;

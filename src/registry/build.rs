@@ -464,7 +464,8 @@ fn located(dir: &Path, message: String) -> BundleErrors {
 }
 
 /// The URLs a bundle names itself (not through the daemon config), with
-/// their key paths: its model endpoint and its `http_agent` tools' `url`.
+/// their key paths: its model endpoint, its `http_agent` tools' `url` and
+/// its MCP servers' `server.url`.
 fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
     let mut urls = Vec::new();
     if let EndpointRef::Url(url) = &bundle.endpoint {
@@ -475,6 +476,16 @@ fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
             && let Some(url) = &spec.url
         {
             urls.push((format!("tools[{i}].url"), url.clone()));
+        }
+        // An MCP server reached over HTTP: checked here, before binding
+        // sends it `initialize`.
+        if let Some(url) = spec
+            .server
+            .as_ref()
+            .and_then(|server| server.get("url"))
+            .and_then(serde_json::Value::as_str)
+        {
+            urls.push((format!("tools[{i}].server.url"), url.to_string()));
         }
     }
     urls

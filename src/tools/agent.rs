@@ -82,12 +82,16 @@ impl Tool for AgentTool {
         };
         let parent = ctx.events.context();
         let depth = parent.parent.as_ref().map_or(0, |p| p.depth) + 1;
-        // The job's depth budget ends the job; the structural cap below is
-        // the model's to mend (a tool error).
+        // The job's depth budget ends the job; a nested run's own bundle's
+        // and the structural cap below are the model's to mend (a tool
+        // error).
         if let Some(budget) = ctx.place.budget {
             budget
                 .before_nested_run(depth)
-                .map_err(|stop| ToolError::EndsJob(super::JobEnd::OverBudget(Box::new(stop))))?;
+                .map_err(|stop| match stop.bundle {
+                    None => ToolError::EndsJob(super::JobEnd::OverBudget(Box::new(stop))),
+                    Some(_) => ToolError::Validation(stop.to_string()),
+                })?;
         }
         if depth > MAX_DEPTH {
             return Err(ToolError::Validation(format!(

@@ -99,6 +99,25 @@ pub struct ToolOutcome {
     pub ends_job: Option<JobEnd>,
 }
 
+/// A call resolved to a tool of this engine, its arguments coerced to the
+/// tool's schema (see [`ToolEngine::prepare`], the only way to make one).
+pub struct PreparedCall {
+    /// The tool it resolved to.
+    entry: Arc<Entry>,
+    /// The call with its coerced arguments (and no raw text).
+    call: ToolCall,
+    /// The argument text as the model wrote it: the cache key and what the
+    /// whole-text guardrails (`*`, `max_argument_bytes`) read.
+    raw: String,
+}
+
+impl PreparedCall {
+    /// The call in its one canonical form.
+    pub fn call(&self) -> &ToolCall {
+        &self.call
+    }
+}
+
 /// A tool bound to its backend, with its policy.
 pub type BoundTool = (Arc<dyn Tool>, ToolPolicy);
 
@@ -115,13 +134,18 @@ pub struct ToolEngine {
 struct Trace<'a> {
     call: &'a ToolCall,
     turn: u32,
-    events: &'a EventSink,
+    /// `None`: the stages already emitted their events (see
+    /// [`ToolEngine::prepare_again`]).
+    events: Option<&'a EventSink>,
     started: Instant,
 }
 
 impl Trace<'_> {
     async fn emit(&self, stage: &str, detail: Value) {
-        self.events
+        let Some(events) = self.events else {
+            return;
+        };
+        events
             .emit(Event::ToolTrace {
                 turn: self.turn,
                 call_id: self.call.id.clone(),
@@ -269,20 +293,44 @@ impl ToolEngine {
             turn,
             ..CallPlace::default()
         };
-        self.execute_at(call, place, cancel, events).await
+        match self.prepare(call, turn, events).await {
+            Ok(prepared) => self.execute_at(&prepared, place, cancel, events).await,
+            Err(outcome) => outcome,
+        }
     }
 
-    /// Runs one call through the pipeline at its place in a run (the
-    /// journal gives the call its idempotency key and nested runs their own
-    /// journal).
-    pub async fn execute_at(
+    /// Stages 1 and 2 of the pipeline: resolves the call's tool and coerces
+    /// its arguments to the tool's schema. The [`PreparedCall`] is the one
+    /// form of the call everything after sees — the approval rule and its
+    /// digest, the journal, the tool — so no check can read one value while
+    /// the tool runs on another. A call that cannot be prepared is answered
+    /// with its error (`unknown_tool:…`, `bad_args:…`).
+    pub async fn prepare(
         &self,
         call: &ToolCall,
-        place: CallPlace<'_>,
-        cancel: &CancellationToken,
+        turn: u32,
         events: &EventSink,
-    ) -> ToolOutcome {
-        let turn = place.turn;
+    ) -> Result<PreparedCall, ToolOutcome> {
+        self.prepare_traced(call, turn, Some(events)).await
+    }
+
+    /// [`ToolEngine::prepare`] without its trace events, for a call whose
+    /// preparation an earlier attempt already traced (one that waited for
+    /// approval): the job's log shows each stage once.
+    pub async fn prepare_again(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+    ) -> Result<PreparedCall, ToolOutcome> {
+        self.prepare_traced(call, turn, None).await
+    }
+
+    async fn prepare_traced(
+        &self,
+        call: &ToolCall,
+        turn: u32,
+        events: Option<&EventSink>,
+    ) -> Result<PreparedCall, ToolOutcome> {
         let trace = Trace {
             call,
             turn,
@@ -295,12 +343,12 @@ impl ToolEngine {
             trace
                 .emit("tool.resolve.fail", json!({"requested": call.name}))
                 .await;
-            return trace.done(
+            return Err(trace.done(
                 format!("unknown_tool:{}", call.name),
                 Some("unknown_tool"),
                 0,
                 false,
-            );
+            ));
         };
         trace
             .emit("tool.resolve.ok", json!({"kind": entry.tool.kind()}))
@@ -308,7 +356,7 @@ impl ToolEngine {
 
         // 2. arguments
         let raw = call.arguments_text();
-        let arguments = match parse_and_coerce(&raw, &entry.tool.schema().parameters) {
+        match parse_and_coerce(&raw, &entry.tool.schema().parameters) {
             Ok(args) => {
                 trace
                     .emit(
@@ -316,19 +364,58 @@ impl ToolEngine {
                         json!({"arguments": Value::Object(args.clone())}),
                     )
                     .await;
-                args
+                Ok(PreparedCall {
+                    entry: entry.clone(),
+                    call: ToolCall {
+                        arguments: Value::Object(args),
+                        raw_arguments: None,
+                        ..call.clone()
+                    },
+                    raw,
+                })
             }
             Err(detail) => {
                 trace
                     .emit("args.parse.fail", json!({"detail": detail, "raw": raw}))
                     .await;
-                return trace.done(format!("bad_args:{detail}"), Some("bad_args"), 0, false);
+                Err(trace.done(format!("bad_args:{detail}"), Some("bad_args"), 0, false))
             }
+        }
+    }
+
+    /// Runs a prepared call (on the tool it resolved to) through the rest
+    /// of the pipeline at its place in a run (the journal gives the call its idempotency key and nested
+    /// runs their own journal).
+    pub async fn execute_at(
+        &self,
+        prepared: &PreparedCall,
+        place: CallPlace<'_>,
+        cancel: &CancellationToken,
+        events: &EventSink,
+    ) -> ToolOutcome {
+        let turn = place.turn;
+        let call = &prepared.call;
+        let raw = &prepared.raw;
+        let trace = Trace {
+            call,
+            turn,
+            events: Some(events),
+            started: Instant::now(),
+        };
+        let entry = &prepared.entry;
+        let Value::Object(arguments) = &call.arguments else {
+            // `prepare` only makes objects.
+            return trace.done(
+                "bad_args:expected a JSON object".into(),
+                Some("bad_args"),
+                0,
+                false,
+            );
         };
 
         // 3. cache
         if let Some(cache) = &entry.policy.cache {
-            if let Some(output) = cache.get(&call.name, &raw) {
+            if let Some(output) = cache.get(&call.name, raw) {
                 trace
                     .emit(
                         "cache.hit",
@@ -342,7 +429,7 @@ impl ToolEngine {
 
         // 4. input guardrails
         if let Some(guards) = &entry.policy.guardrails {
-            if let Err(reason) = guards.check_input(&raw, &arguments) {
+            if let Err(reason) = guards.check_input(raw, arguments) {
                 trace
                     .emit("guard.input.block", json!({"reason": reason}))
                     .await;
@@ -352,7 +439,7 @@ impl ToolEngine {
         }
 
         // 5. invoke with retries and a timeout
-        let arguments = Value::Object(arguments);
+        let arguments = &call.arguments;
         let policy = &entry.policy;
         let mut attempts = 0;
         let output = loop {
@@ -506,9 +593,135 @@ impl ToolEngine {
 
         // 8. store
         if let Some(cache) = &policy.cache {
-            cache.put(&call.name, &raw, output.clone());
+            cache.put(&call.name, raw, output.clone());
             trace.emit("cache.store", Value::Null).await;
         }
         trace.done(output, None, attempts, false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approval::ApprovalSpec;
+    use crate::events::{NullObserver, RunContext};
+    use async_trait::async_trait;
+
+    /// Answers with the arguments it was given.
+    struct Echo(ToolSchema);
+
+    #[async_trait]
+    impl Tool for Echo {
+        fn schema(&self) -> &ToolSchema {
+            &self.0
+        }
+        fn kind(&self) -> &'static str {
+            "echo"
+        }
+        async fn invoke(
+            &self,
+            arguments: Value,
+            _ctx: ToolContext<'_>,
+        ) -> Result<super::super::ToolOutput, ToolError> {
+            Ok(super::super::ToolOutput::Json(arguments))
+        }
+    }
+
+    fn engine() -> ToolEngine {
+        let mut engine = ToolEngine::new();
+        engine.add(
+            Arc::new(Echo(ToolSchema {
+                name: "pay".into(),
+                description: String::new(),
+                parameters: json!({"type": "object", "properties": {
+                    "amount": {"type": "integer"}, "dry_run": {"type": "boolean"}
+                }}),
+            })),
+            ToolPolicy::default(),
+        );
+        engine
+    }
+
+    fn sink() -> EventSink {
+        EventSink::new(RunContext::default(), 1, Arc::new(NullObserver))
+    }
+
+    fn call(raw: &str) -> ToolCall {
+        ToolCall {
+            id: "c1".into(),
+            name: "pay".into(),
+            arguments: serde_json::from_str(raw).unwrap_or(Value::Null),
+            raw_arguments: Some(raw.into()),
+        }
+    }
+
+    fn policy(spec: Value) -> crate::approval::ApprovalPolicy {
+        serde_json::from_value::<ApprovalSpec>(spec)
+            .unwrap()
+            .compile()
+            .unwrap()
+    }
+
+    /// The exploits of issue 32: the rule read `"false"` (a truthy string)
+    /// and `"5000"` (not a number over 100) while the tool ran on `false`
+    /// and `5000`. On the prepared call the rule reads what the tool gets.
+    #[tokio::test]
+    async fn the_approval_rule_and_the_tool_see_the_same_coerced_arguments() {
+        let engine = engine();
+        let events = sink();
+        let prepared = engine
+            .prepare(
+                &call(r#"{"amount": "5000", "dry_run": "false"}"#),
+                1,
+                &events,
+            )
+            .await
+            .unwrap();
+        let canonical = json!({"amount": 5000, "dry_run": false});
+        assert_eq!(prepared.call().arguments, canonical);
+        assert_eq!(prepared.call().raw_arguments, None);
+        assert!(
+            policy(json!({"when": "not args.dry_run"})).needs_approval(&prepared.call().arguments)
+        );
+        let matches = policy(
+            json!({"matches": {"properties": {"amount": {"type": "integer", "minimum": 100}}}}),
+        );
+        assert!(matches.needs_approval(&prepared.call().arguments));
+        assert_eq!(
+            crate::approval::digest(&prepared.call().arguments),
+            crate::approval::digest(&canonical)
+        );
+        let outcome = engine
+            .execute_at(
+                &prepared,
+                CallPlace::default(),
+                &CancellationToken::new(),
+                &events,
+            )
+            .await;
+        assert_eq!(outcome.error_code, None, "{:?}", outcome.result);
+        let ran_on: Value = serde_json::from_str(&outcome.result.output).unwrap();
+        assert_eq!(ran_on, canonical, "the tool ran on what the rule read");
+    }
+
+    #[tokio::test]
+    async fn arguments_that_cannot_be_coerced_stay_a_tool_error() {
+        let engine = engine();
+        let events = sink();
+        let Err(outcome) = engine
+            .prepare(&call(r#"{"amount": "lots"}"#), 1, &events)
+            .await
+        else {
+            panic!("\"lots\" is no integer");
+        };
+        assert_eq!(outcome.error_code, Some("bad_args"));
+        assert_eq!(outcome.result.output, "bad_args:bad_integer:amount");
+        let Err(outcome) = engine
+            .prepare(&ToolCall::new("c2", "nope", json!({})), 1, &events)
+            .await
+        else {
+            panic!("no tool is named nope");
+        };
+        assert_eq!(outcome.result.output, "unknown_tool:nope");
     }
 }

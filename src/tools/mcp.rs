@@ -296,11 +296,16 @@ impl McpSource {
         Ok(tools)
     }
 
+    /// Calls `tool`; a result over `max_output_bytes` (counted as the JSON
+    /// the model would read) is a tool error naming the tool and the cap.
+    /// The transport itself never buffers more than rmcp's bound on one
+    /// message ([`MAX_OUTPUT_BYTES`]), so a larger cap is refused at load.
     async fn call(
         &self,
         tool: &str,
         arguments: Value,
         ctx: &ToolContext<'_>,
+        max_output_bytes: usize,
     ) -> Result<ToolOutput, ToolError> {
         let connection = {
             let mut state = self.state.lock().await;
@@ -355,27 +360,49 @@ impl McpSource {
                 text.join("\n")
             )));
         }
-        Ok(match (result.structured_content, text.len()) {
+        let output = match (result.structured_content, text.len()) {
             (Some(structured), _) => ToolOutput::Json(structured),
             (None, 1) => ToolOutput::Text(text.into_iter().next().unwrap_or_default()),
             (None, _) => ToolOutput::Json(content),
-        })
+        };
+        let size = match &output {
+            ToolOutput::Text(text) => text.len(),
+            ToolOutput::Json(value) => value.to_string().len(),
+            ToolOutput::Bytes(bytes) => bytes.len(),
+            ToolOutput::Null => 0,
+        };
+        if size > max_output_bytes {
+            return Err(ToolError::Failed(format!(
+                "mcp tool `{tool}` of server `{}` answered with {size} bytes, more than its max_output_bytes of {max_output_bytes}; raise `max_output_bytes` on the tool's entry in bundle.yaml (at most {MAX_OUTPUT_BYTES}) or ask for less",
+                self.name
+            )));
+        }
+        Ok(output)
     }
 }
+
+/// The largest `max_output_bytes` an MCP tool may have: rmcp's bound on one
+/// incoming message (a stdio line, an SSE event), past which a result never
+/// reaches the tool at all.
+pub const MAX_OUTPUT_BYTES: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
 /// One tool of an MCP server.
 pub struct McpTool {
     schema: ToolSchema,
     remote: String,
     source: Arc<McpSource>,
+    /// The largest result accepted, in bytes.
+    max_output_bytes: usize,
 }
 
 impl McpTool {
-    /// The source's tools, filtered by `allow` and renamed with `prefix`.
+    /// The source's tools, filtered by `allow` and renamed with `prefix`,
+    /// each accepting results of at most `max_output_bytes`.
     pub async fn from_source(
         source: &Arc<McpSource>,
         allow: Option<&[String]>,
         prefix: &str,
+        max_output_bytes: usize,
     ) -> Result<Vec<McpTool>, McpError> {
         let tools = source.tools().await?;
         if let Some(allow) = allow {
@@ -400,6 +427,7 @@ impl McpTool {
                 },
                 remote: t.name.to_string(),
                 source: source.clone(),
+                max_output_bytes,
             })
             .collect())
     }
@@ -424,6 +452,8 @@ impl Tool for McpTool {
         arguments: Value,
         ctx: ToolContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        self.source.call(&self.remote, arguments, &ctx).await
+        self.source
+            .call(&self.remote, arguments, &ctx, self.max_output_bytes)
+            .await
     }
 }

@@ -16,7 +16,7 @@ pub mod plugin;
 pub mod policy;
 pub mod process;
 
-pub use engine::{ToolEngine, ToolOutcome};
+pub use engine::{PreparedCall, ToolEngine, ToolOutcome};
 
 use std::time::{Duration, Instant};
 

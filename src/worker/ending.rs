@@ -41,6 +41,7 @@ impl WorkerPool {
             error: None,
             duration_ms: Some(end.started.elapsed().as_millis() as u64),
             spent: end.spent,
+            spent_by_bundle: end.spent_by_bundle,
         });
         let asked = end.next.is_some();
         match end.log.finish(outcome, final_event, end.next).await {
@@ -72,6 +73,8 @@ pub(super) struct End<'a> {
     pub(super) next: Option<NextLease>,
     /// What the job has spent, for its final event.
     pub(super) spent: Option<crate::budget::Spent>,
+    /// What its nested agent runs spent, per bundle.
+    pub(super) spent_by_bundle: std::collections::BTreeMap<String, crate::budget::Spent>,
 }
 
 /// Shutdown: the job goes back to the queue; its next attempt resumes from
@@ -89,6 +92,7 @@ pub(super) async fn release(
         error: None,
         duration_ms: Some(started.elapsed().as_millis() as u64),
         spent: None,
+        spent_by_bundle: Default::default(),
     });
     match log.release(final_event).await {
         Ok(finished) => {

@@ -81,7 +81,7 @@ impl WorkerPool {
         bus: DaemonBus,
     ) -> Self {
         Self {
-            runner: Runner::new(registry.clone()),
+            runner: Runner::new(registry.clone(), Arc::new(QueueSpend(queue.clone()))),
             queue,
             registry,
             settings,
@@ -249,6 +249,7 @@ impl WorkerPool {
             error: None,
             duration_ms: None,
             spent: None,
+            spent_by_bundle: Default::default(),
         })
         .await;
 
@@ -266,6 +267,7 @@ impl WorkerPool {
                 started,
                 next: self.next_lease(shutdown),
                 spent: None,
+                spent_by_bundle: Default::default(),
             };
             return self.finish(&lease, cancelled, end).await;
         }
@@ -277,7 +279,7 @@ impl WorkerPool {
                 log.clone(),
             ),
             cancel: CancellationToken::new(),
-            budget: self.budget(&loaded, &lease.job),
+            budget: Some(self.budget(&loaded, &lease.job)),
         };
         let heartbeat = self.spawn_heartbeat(&lease, scope.cancel.clone());
         let stop_on_abandon = {
@@ -324,6 +326,11 @@ impl WorkerPool {
             started,
             next: self.next_lease(shutdown),
             spent: scope.budget.as_ref().map(|budget| budget.spent()),
+            spent_by_bundle: scope
+                .budget
+                .as_ref()
+                .map(|budget| budget.spent_by_bundle())
+                .unwrap_or_default(),
         };
         self.finish(&lease, outcome, end).await
     }
@@ -384,6 +391,7 @@ impl WorkerPool {
             started: std::time::Instant::now(),
             next: None,
             spent: None,
+            spent_by_bundle: Default::default(),
         };
         self.finish(lease, failed, end).await;
     }
@@ -526,8 +534,9 @@ impl WorkerPool {
 impl WorkerPool {
     /// The job's budget: the bundle's limits lowered by the submitter's,
     /// priced by the daemon's table, its wall time counted from the job's
-    /// first start. `None` when neither sets any limit (nothing to check).
-    fn budget(&self, loaded: &LoadedBundle, job: &Job) -> Option<crate::budget::Budget> {
+    /// first start. Every job has one, limits or not, prices or not: its
+    /// spend is what the bundle's daily budget (`limits.per_day`) counts.
+    fn budget(&self, loaded: &LoadedBundle, job: &Job) -> crate::budget::Budget {
         let bundle = loaded.bundle.raw.limits.budget();
         let limits = match &job.limits {
             Some(asked) => bundle.lowered_by(asked).unwrap_or_else(|e| {
@@ -539,19 +548,29 @@ impl WorkerPool {
             None => bundle,
         };
         let prices = self.registry.snapshot().config.prices.clone();
-        if limits.is_empty() && prices.is_empty() {
-            return None;
-        }
         let started = job
             .started_at
             .as_deref()
             .and_then(|at| humantime::parse_rfc3339(at).ok())
             .unwrap_or_else(std::time::SystemTime::now);
-        Some(crate::budget::Budget::new(
-            limits,
-            Arc::new(prices),
-            started,
-        ))
+        crate::budget::Budget::new(limits, Arc::new(prices), started)
+    }
+}
+
+/// The queue as where a nested agent's bundle's daily spend is read.
+struct QueueSpend(Arc<dyn JobQueue>);
+
+#[async_trait::async_trait]
+impl crate::budget::DailySpend for QueueSpend {
+    async fn spent_since(
+        &self,
+        bundle: &str,
+        since: std::time::SystemTime,
+    ) -> Result<(u64, f64), String> {
+        self.0
+            .spend_since(bundle, since)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -208,9 +208,26 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         Ok((row.req_int(0)?, row.req_int(1)?, row.req_int(2)?))
     }
 
+    async fn record_nested_spend(
+        &mut self,
+        id: &str,
+        bundle: &str,
+        tokens: i64,
+        cost_micros: i64,
+    ) -> Res<()> {
+        let sql = "INSERT INTO nested_spend (job_id, bundle, created_at, tokens, cost_micros)
+                   SELECT id, $2, created_at, $3, $4 FROM jobs WHERE id = $1
+                   ON CONFLICT (job_id, bundle) DO UPDATE SET tokens = EXCLUDED.tokens, cost_micros = EXCLUDED.cost_micros";
+        self.exec(sql, &[&id, &bundle, &tokens, &cost_micros])
+            .await?;
+        Ok(())
+    }
+
     async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
-        let tokens = "SELECT COALESCE(SUM(tokens_spent), 0)::BIGINT FROM jobs WHERE bundle = $1 AND created_at >= $2";
-        let cost = "SELECT COALESCE(SUM(cost_micros), 0)::BIGINT FROM jobs WHERE bundle = $1 AND created_at >= $2";
+        let tokens = "SELECT ((SELECT COALESCE(SUM(tokens_spent), 0) FROM jobs WHERE bundle = $1 AND created_at >= $2)
+                            + (SELECT COALESCE(SUM(tokens), 0) FROM nested_spend WHERE bundle = $1 AND created_at >= $2))::BIGINT";
+        let cost = "SELECT ((SELECT COALESCE(SUM(cost_micros), 0) FROM jobs WHERE bundle = $1 AND created_at >= $2)
+                          + (SELECT COALESCE(SUM(cost_micros), 0) FROM nested_spend WHERE bundle = $1 AND created_at >= $2))::BIGINT";
         Ok((
             self.one_int(tokens, &[&bundle, &since]).await?,
             self.one_int(cost, &[&bundle, &since]).await?,
@@ -356,7 +373,8 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
             return Ok(());
         }
         let sql = "WITH gone_events AS (DELETE FROM events WHERE job_id = ANY($1)),
-                        gone_steps AS (DELETE FROM journal WHERE job_id = ANY($1))
+                        gone_steps AS (DELETE FROM journal WHERE job_id = ANY($1)),
+                        gone_spend AS (DELETE FROM nested_spend WHERE job_id = ANY($1))
                    DELETE FROM jobs WHERE id = ANY($1)";
         self.exec(sql, &[&ids]).await?;
         Ok(())

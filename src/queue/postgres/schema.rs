@@ -26,7 +26,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_crash_resumes.sql"),
     include_str!("migrations/0005_awaiting_approval.sql"),
     include_str!("migrations/0006_budgets.sql"),
-    include_str!("migrations/0007_owners.sql"),
+    include_str!("migrations/0007_nested_spend.sql"),
+    include_str!("migrations/0008_owners.sql"),
 ];
 
 /// The schema version this binary writes.

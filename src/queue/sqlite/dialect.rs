@@ -170,13 +170,31 @@ impl Tx for SqliteTx<'_> {
         .map(|row| row.unwrap_or_default())
     }
 
+    async fn record_nested_spend(
+        &mut self,
+        id: &str,
+        bundle: &str,
+        tokens: i64,
+        cost_micros: i64,
+    ) -> Res<()> {
+        self.exec(
+            "INSERT INTO nested_spend (job_id, bundle, created_at, tokens, cost_micros)
+             SELECT id, ?2, created_at, ?3, ?4 FROM jobs WHERE id = ?1
+             ON CONFLICT (job_id, bundle) DO UPDATE SET tokens = excluded.tokens, cost_micros = excluded.cost_micros",
+            params![id, bundle, tokens, cost_micros],
+        )?;
+        Ok(())
+    }
+
     async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
         let tokens = self.one_int(
-            "SELECT COALESCE(SUM(tokens_spent), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2",
+            "SELECT (SELECT COALESCE(SUM(tokens_spent), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2)
+                  + (SELECT COALESCE(SUM(tokens), 0) FROM nested_spend WHERE bundle = ?1 AND created_at >= ?2)",
             params![bundle, since],
         )?;
         let cost = self.one_int(
-            "SELECT COALESCE(SUM(cost_micros), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2",
+            "SELECT (SELECT COALESCE(SUM(cost_micros), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2)
+                  + (SELECT COALESCE(SUM(cost_micros), 0) FROM nested_spend WHERE bundle = ?1 AND created_at >= ?2)",
             params![bundle, since],
         )?;
         Ok((tokens, cost))
@@ -329,6 +347,7 @@ impl Tx for SqliteTx<'_> {
         for id in ids {
             self.exec("DELETE FROM events WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM journal WHERE job_id = ?1", [id])?;
+            self.exec("DELETE FROM nested_spend WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM jobs WHERE id = ?1", [id])?;
         }
         Ok(())

@@ -28,7 +28,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_messages_conversations.sql"),
     include_str!("migrations/0004_crash_resumes.sql"),
     include_str!("migrations/0005_budgets.sql"),
-    include_str!("migrations/0006_owners.sql"),
+    include_str!("migrations/0006_nested_spend.sql"),
+    include_str!("migrations/0007_owners.sql"),
 ];
 
 /// The schema version this binary writes.
