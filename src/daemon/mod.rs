@@ -10,6 +10,7 @@ mod approval_timeouts;
 mod lifecycle;
 pub mod notify;
 mod retention;
+pub mod state_dir;
 mod subscribers;
 mod sweep;
 
@@ -34,6 +35,10 @@ use crate::worker::{WorkerPool, WorkerSettings};
 
 use subscribers::{JobTelemetry, LogLines, MetricsScrape, PluginFeed};
 
+/// How often the daemon checks its queue on its own (see
+/// [`api::check_queue`]).
+const HEALTH_CHECK_PERIOD: Duration = Duration::from_secs(10);
+
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -41,6 +46,8 @@ pub enum ServeError {
     Config(#[from] crate::config::ConfigError),
     #[error("queue: {0}")]
     Queue(#[from] crate::queue::QueueError),
+    #[error(transparent)]
+    StateDir(#[from] state_dir::StateDirError),
     #[error("the first load failed: {0}")]
     FirstLoad(String),
     #[error("cannot listen on {addr}: {source}")]
@@ -57,14 +64,16 @@ pub enum ServeError {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT; returns after draining.
-/// `config_file` is `--config`, read again by every reload.
+/// `config_file` is `--config`, read again by every reload; `new_queue`
+/// is `--new-queue` (start an empty queue where one was lost).
 pub async fn serve(
     config: Config,
     config_file: Option<PathBuf>,
     log_filter: Option<LogFilter>,
+    new_queue: bool,
 ) -> Result<(), ServeError> {
     let termination = lifecycle::termination_signal()?;
-    let daemon = Daemon::build(config, config_file, log_filter).await?;
+    let daemon = Daemon::build(config, config_file, log_filter, new_queue).await?;
     daemon.run(termination).await
 }
 
@@ -86,14 +95,22 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Opens the queue, starts telemetry and wires every subscriber of the
-    /// daemon bus. Nothing is loaded or served until [`Daemon::run`].
+    /// Makes the state directory private, opens the queue, starts
+    /// telemetry and wires every subscriber of the daemon bus. Nothing is
+    /// loaded or served until [`Daemon::run`].
     pub async fn build(
         config: Config,
         config_file: Option<PathBuf>,
         log_filter: Option<LogFilter>,
+        new_queue: bool,
     ) -> Result<Daemon, ServeError> {
         let config = Arc::new(config);
+        {
+            let config = config.clone();
+            tokio::task::spawn_blocking(move || state_dir::prepare(&config, new_queue))
+                .await
+                .map_err(|e| ServeError::Other(format!("preparing the state directory: {e}")))??;
+        }
         let queue = queue::open(&config).await?;
         let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
         let otel = lifecycle::start_otel(&config, &metrics).await?;
@@ -171,6 +188,17 @@ impl Daemon {
         );
         let _approval_timeouts =
             approval_timeouts::spawn(self.queue.clone(), self.bus.clone(), self.shutdown.clone());
+        // Without a reader of /readyz, a deleted queue file or a full disk
+        // is still noticed (logged, counted) within a period.
+        let _health_checks = {
+            let (queue, health) = (self.queue.clone(), self.health.clone());
+            sweep::every(HEALTH_CHECK_PERIOD, self.shutdown.clone(), move || {
+                let (queue, health) = (queue.clone(), health.clone());
+                async move {
+                    api::check_queue(queue.as_ref(), &health).await;
+                }
+            })
+        };
         let control = crate::control::Control::new(addr);
         let _control_file = control
             .publish(&self.config.paths.state_dir)
@@ -181,15 +209,26 @@ impl Daemon {
         let ready = Arc::new(AtomicBool::new(true));
         let server_stop = CancellationToken::new();
         let state = self.app_state(ready.clone(), control.reload_key.into());
-        let app = api::router(state, self.config.server.max_body_bytes);
-        let server = {
-            let stop = server_stop.clone();
-            tokio::spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async move { stop.cancelled().await })
-                    .await
-            })
+        let server_settings = &self.config.server;
+        let app = api::router(
+            state,
+            api::serve::BodyLimits {
+                timeout: server_settings.body_timeout.into(),
+                max_bytes: server_settings.max_body_bytes,
+            },
+        );
+        let limits = api::serve::ConnectionLimits {
+            max_connections: server_settings.max_connections,
+            header_timeout: server_settings.header_timeout.into(),
+            idle_timeout: server_settings.idle_timeout.into(),
         };
+        lifecycle::raise_open_files(limits.max_connections);
+        let server = tokio::spawn(api::serve::serve(
+            listener,
+            app,
+            limits,
+            server_stop.clone(),
+        ));
         let bundles = self.registry.snapshot().bundles.len();
         let location = queue::location(&self.config);
         tracing::info!(%addr, bundles, queue = %location, "structured-agents is ready");
@@ -209,7 +248,7 @@ impl Daemon {
     async fn shutdown(
         self,
         workers: tokio::task::JoinHandle<()>,
-        server: tokio::task::JoinHandle<std::io::Result<()>>,
+        server: tokio::task::JoinHandle<()>,
         server_stop: CancellationToken,
         stop_reloads: CancellationToken,
     ) {
@@ -223,9 +262,9 @@ impl Daemon {
         stop_reloads.cancel();
         lifecycle::flush_telemetry(&self.config, self.otel, &self.metrics).await;
         match tokio::time::timeout(Duration::from_secs(5), server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
-            _ => tracing::warn!("HTTP server did not stop in time (open event streams)"),
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
+            Err(_) => tracing::warn!("HTTP server did not stop in time (open event streams)"),
         }
         tracing::info!("stopped");
     }
@@ -289,6 +328,10 @@ impl Daemon {
             tokens: self.tokens.clone(),
             mcp: self.mcp.clone(),
             stop: self.shutdown.clone(),
+            streams: api::limits::StreamPermits::new(
+                config.server.max_event_streams,
+                config.server.max_event_streams_per_caller,
+            ),
         }
     }
 }
