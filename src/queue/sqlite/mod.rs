@@ -87,6 +87,10 @@ pub struct Sqlite {
     /// running daemon is noticed by [`Driver::ping`] (SQLite would go on
     /// writing to the deleted file, and every job would be lost at restart).
     file: FileIdentity,
+    /// Why the file is no longer the one opened, once a ping found out:
+    /// from then on every write is refused with it rather than written
+    /// where the next start will not find it.
+    lost: Arc<std::sync::OnceLock<String>>,
 }
 
 /// Which file a path named when the queue was opened.
@@ -108,26 +112,26 @@ impl FileIdentity {
         })
     }
 
-    /// Whether the path still names the opened file, and the filesystem
-    /// holding it still takes data: a small file written and synced beside
-    /// the queue (a full disk fails here before the queue's next write
-    /// would), then removed.
-    fn check(&self) -> Result<(), String> {
+    /// Whether the path still names the opened file (`Lost` when not), and
+    /// the filesystem holding it still takes data: a small file written and
+    /// synced beside the queue (a full disk fails here before the queue's
+    /// next write would), then removed.
+    fn check(&self) -> Result<(), Check> {
         match Self::of(&self.path) {
             Ok(now) if now == *self => {}
             Ok(_) => {
-                return Err(
-                    "the queue file was replaced while the daemon ran (the daemon still writes to the file it opened); stop the daemon and restore the file it should use"
+                return Err(Check::Lost(
+                    "the queue file was replaced while the daemon ran; writes are refused until the daemon restarts on the file it should use"
                         .into(),
-                );
+                ));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(
-                    "the queue file was deleted while the daemon ran: what it records now is lost when it stops; stop the daemon, restore the file from a backup, or start it with --new-queue"
+                return Err(Check::Lost(
+                    "the queue file was deleted while the daemon ran; writes are refused (they would be lost at the next start): stop the daemon and restore the file from a backup, or start it with --new-queue"
                         .into(),
-                );
+                ));
             }
-            Err(e) => return Err(format!("cannot stat the queue file: {e}")),
+            Err(e) => return Err(Check::Failed(format!("cannot stat the queue file: {e}"))),
         }
         let mut probe = self.path.clone().into_os_string();
         probe.push(".probe");
@@ -147,9 +151,19 @@ impl FileIdentity {
         })();
         let _ = std::fs::remove_file(&probe);
         written.map_err(|e| {
-            format!("the queue's filesystem does not take writes ({e}); free disk space or fix the filesystem")
+            Check::Failed(format!(
+                "the queue's filesystem does not take writes ({e}); free disk space or fix the filesystem"
+            ))
         })
     }
+}
+
+/// Why a [`FileIdentity::check`] failed.
+enum Check {
+    /// The path no longer names the opened file (for good).
+    Lost(String),
+    /// Something that may pass again (a full disk).
+    Failed(String),
 }
 
 /// The embedded queue.
@@ -197,6 +211,7 @@ impl Queue<Sqlite> {
         let wake = Wakeups::new();
         let driver = Sqlite {
             file,
+            lost: Arc::default(),
             writer: Writer::start(write, path.clone(), wake.clone())?,
             reader: Arc::new(Mutex::new(read)),
             label: path.display().to_string(),
@@ -252,6 +267,12 @@ impl Sqlite {
 #[async_trait]
 impl Driver for Sqlite {
     async fn write(&self, op: Op) -> Result<Done, QueueError> {
+        if let Some(lost) = self.lost.get() {
+            return Err(QueueError::Store {
+                path: self.label.clone(),
+                detail: lost.clone(),
+            });
+        }
         let when_full = if op.refused_when_busy() {
             writer::WhenFull::Refuse
         } else {
@@ -281,15 +302,27 @@ impl Driver for Sqlite {
     /// The file is still the one opened, its filesystem takes writes, and
     /// a read answers.
     async fn ping(&self) -> Result<(), QueueError> {
+        if let Some(lost) = self.lost.get() {
+            return Err(QueueError::Store {
+                path: self.label.clone(),
+                detail: lost.clone(),
+            });
+        }
         let file = self.file.clone();
-        tokio::task::spawn_blocking(move || file.check())
+        let checked = tokio::task::spawn_blocking(move || file.check())
             .await
-            .map_err(|e| format!("the probe task failed: {e}"))
-            .and_then(|checked| checked)
-            .map_err(|detail| QueueError::Store {
+            .unwrap_or_else(|e| Err(Check::Failed(format!("the probe task failed: {e}"))));
+        let detail = match checked {
+            Ok(()) => None,
+            Err(Check::Lost(detail)) => Some(self.lost.get_or_init(|| detail).clone()),
+            Err(Check::Failed(detail)) => Some(detail),
+        };
+        if let Some(detail) = detail {
+            return Err(QueueError::Store {
                 path: self.label.clone(),
                 detail,
-            })?;
+            });
+        }
         self.read(Op::LastSeq(JobId::from(""))).await.map(|_| ())
     }
 
@@ -325,6 +358,13 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains("deleted"), "{message}");
         assert!(message.contains("queue.db"), "{message}");
+        // From then on writes are refused, not written where no start finds them.
+        let job = NewJob {
+            bundle: "b".into(),
+            ..NewJob::default()
+        };
+        let refused = queue.submit(job).await.unwrap_err();
+        assert!(refused.to_string().contains("deleted"), "{refused}");
     }
 
     #[tokio::test]
