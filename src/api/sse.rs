@@ -72,8 +72,9 @@ fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError
         });
     }
     match after {
+        // A query parameter that does not fit, like one that does not parse.
         Some(n) if i64::try_from(n).is_err() => Err(ApiError::field(
-            ErrorCode::BadRequest,
+            ErrorCode::InvalidRequest,
             "after",
             format!(
                 "?after={n} is past the largest sequence number ({}); send the `id:` of the last event received",
