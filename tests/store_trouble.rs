@@ -112,6 +112,54 @@ async fn a_start_over_a_lost_queue_refuses_unless_told_to_begin_a_new_one() {
     assert!(queue.exists());
 }
 
+/// A full disk: the daemon runs in a mount namespace of its own (an
+/// unprivileged user namespace: no root needed) with its state directory on
+/// a 4 MiB tmpfs, which a helper in the same namespace fills when told to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_answers_submits_503_with_retry_after_and_fails_readyz() {
+    let (_mock, site) = site().await;
+    let state = site.path().join("state");
+    let (fill, filled) = (site.path().join("fill-now"), site.path().join("filled"));
+    let script = r#"mount -t tmpfs -o size=4m tmpfs "$STATE" || exit 97
+( i=0
+  while [ ! -e "$FILL" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
+  dd if=/dev/zero of="$STATE/filler" bs=4k 2>/dev/null
+  touch "$FILLED" ) &
+exec "$BIN" serve --config "$CONFIG""#;
+    let mut command = std::process::Command::new("unshare");
+    command
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c", script])
+        .env("STATE", &state)
+        .env("FILL", &fill)
+        .env("FILLED", &filled)
+        .env("BIN", env!("CARGO_BIN_EXE_structured-agents"))
+        .env("CONFIG", site.path().join("config.toml"));
+    let daemon = site.start_command(command);
+    let http = client();
+    submit(&http, &daemon, "b", "before").await;
+    assert_eq!(readyz(&http, &daemon).await, 200);
+
+    std::fs::write(&fill, b"").unwrap();
+    eventually(Duration::from_secs(60), "the tmpfs is full", || {
+        let filled = filled.clone();
+        async move { filled.exists().then_some(()) }
+    })
+    .await;
+    let response = http
+        .post(daemon.url("/v1/jobs"))
+        .json(&json!({"bundle": "b", "input": "x".repeat(64 * 1024)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503, "{}", daemon.log());
+    assert_eq!(response.headers()["retry-after"], "2");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unavailable", "{body}");
+    assert_eq!(readyz(&http, &daemon).await, 503);
+    let log = daemon.log();
+    assert!(log.contains("full") || log.contains("No space"), "{log}");
+}
+
 /// A TCP proxy to the test PostgreSQL that the test can cut (every
 /// connection closed, new ones closed at once) and restore.
 struct Proxy {
