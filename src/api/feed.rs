@@ -18,8 +18,7 @@ use crate::queue::{Job, JobId};
 /// at once would otherwise hold thousands of large pages.
 const PAGE: usize = 32;
 /// Shortest wait for a notification before the store is read again (the
-/// daemon sets `AppState::sse_recheck` to this or `queue.poll_interval`,
-/// whichever is longer).
+/// daemon sets `AppState::sse_recheck`: see `daemon::sse_recheck`).
 pub const MIN_RECHECK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One item of a job's feed.

@@ -39,6 +39,22 @@ use subscribers::{JobTelemetry, LogLines, MetricsScrape, PluginFeed};
 /// [`api::check_queue`]).
 const HEALTH_CHECK_PERIOD: Duration = Duration::from_secs(10);
 
+/// How long an event stream waits for a change notification before it reads
+/// the store anyway. With PostgreSQL another daemon's changes arrive over
+/// LISTEN, which can miss some while its connection is down: the queue's
+/// poll interval. With SQLite every change is announced in this process
+/// (and a lagging stream rereads at once), so the recheck is only a safety
+/// net: thousands of open streams rereading every half second would keep
+/// the store's one reader busy for nothing.
+fn sse_recheck(config: &Config) -> Duration {
+    match config.queue.backend {
+        crate::config::QueueBackend::Sqlite => Duration::from_secs(30),
+        crate::config::QueueBackend::Postgres => {
+            Duration::from(config.queue.poll_interval).max(api::SSE_MIN_RECHECK)
+        }
+    }
+}
+
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -323,7 +339,7 @@ impl Daemon {
             ready,
             max_attempts: config.queue.max_attempts,
             sse_heartbeat: config.server.sse_heartbeat.into(),
-            sse_recheck: Duration::from(config.queue.poll_interval).max(api::SSE_MIN_RECHECK),
+            sse_recheck: sse_recheck(config),
             queue_health: self.health.clone(),
             tokens: self.tokens.clone(),
             mcp: self.mcp.clone(),
