@@ -183,7 +183,7 @@ pub fn hostname() -> String {
 
 /// File descriptors the daemon keeps besides its connections: the queue,
 /// plugins, MCP servers' pipes, tool processes, the log, watchers.
-const SPARE_FILES: u64 = 1024;
+pub const SPARE_FILES: u64 = 1024;
 
 /// Raises the soft limit of open files towards the hard limit, enough for
 /// `max_connections` plus [`SPARE_FILES`] (a shell's soft limit is often

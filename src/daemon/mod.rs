@@ -35,6 +35,8 @@ use crate::worker::{WorkerPool, WorkerSettings};
 
 use subscribers::{JobTelemetry, LogLines, MetricsScrape, PluginFeed};
 
+pub use lifecycle::SPARE_FILES;
+
 /// How often the daemon checks its queue on its own (see
 /// [`api::check_queue`]).
 const HEALTH_CHECK_PERIOD: Duration = Duration::from_secs(10);
