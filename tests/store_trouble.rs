@@ -257,6 +257,15 @@ async fn a_postgres_outage_answers_submits_503_with_retry_after() {
         "{body}"
     );
     assert_eq!(readyz(&http, &daemon).await, 503);
+    // The OpenAI route too, in its own error shape.
+    let response = http
+        .post(daemon.url("/v1/chat/completions"))
+        .json(&json!({"model": "bundle/b", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "2");
 
     proxy.restore();
     eventually(Duration::from_secs(60), "submits work again", || {

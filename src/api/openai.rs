@@ -74,7 +74,15 @@ impl OpenAiError {
 
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut response = (self.status, Json(self.body())).into_response();
+        // As every 503 of the daemon (see `error.rs`): try again later.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(super::error::RETRY_AFTER_SECS),
+            );
+        }
+        response
     }
 }
 
@@ -85,7 +93,8 @@ impl From<ApiError> for OpenAiError {
                 (StatusCode::NOT_FOUND, "invalid_request_error")
             }
             ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "invalid_request_error"),
-            ErrorCode::Unavailable | ErrorCode::Internal | ErrorCode::JobFailed => {
+            ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            ErrorCode::Internal | ErrorCode::JobFailed => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
             }
             _ => (StatusCode::BAD_REQUEST, "invalid_request_error"),
