@@ -20,9 +20,11 @@ const DIR_MODE: u32 = 0o700;
 /// What the owner only may do with the queue's files.
 const FILE_MODE: u32 = 0o600;
 
-/// Entries a daemon leaves in its state directory once it has run: their
-/// presence without a queue file means the queue was lost, not never made.
-const TRACES_OF_USE: &[&str] = &["bundles", "control.json", "plugin-cache"];
+/// Entries only a running daemon leaves in its state directory (its bundle
+/// copies and its control file): their presence without a queue file means
+/// the queue was lost, not never made. (Not `plugin-cache`: the `plugins`
+/// command writes it without a daemon.)
+const TRACES_OF_USE: &[&str] = &["bundles", "control.json"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateDirError {
