@@ -62,3 +62,27 @@ fn unit_verifies_and_is_hardened() {
         "warnings about the unit:\n{stderr}"
     );
 }
+
+/// The unit's open-files limit leaves room for the default connection cap
+/// and the descriptors the daemon keeps besides: past it, `accept` would
+/// fail for everyone instead of the cap answering 503.
+#[test]
+fn the_open_files_limit_is_above_the_connection_cap() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/systemd/structured-agents.service"
+    ))
+    .unwrap();
+    let limit: u64 = unit
+        .lines()
+        .find_map(|line| line.strip_prefix("LimitNOFILE="))
+        .expect("the unit sets LimitNOFILE=")
+        .trim()
+        .parse()
+        .expect("LimitNOFILE= is one number");
+    let cap = structured_agents::config::ServerConfig::default().max_connections as u64;
+    assert!(
+        limit >= cap + structured_agents::daemon::SPARE_FILES,
+        "LimitNOFILE={limit} leaves no room above server.max_connections = {cap}"
+    );
+}

@@ -1,6 +1,7 @@
 //! One table of API errors: each code has a status, and every error body has
 //! the same shape `{"error": {"code", "message", "field"?}}`. Internal errors
-//! return a generic message and log the detail.
+//! return a generic message and log the detail. Every 503 carries
+//! `Retry-After`: it always means "not now", never "not ever".
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -9,7 +10,11 @@ use serde_json::json;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
+    /// A malformed request header (`Last-Event-ID` that is no sequence number).
+    BadRequest,
     InvalidRequest,
+    /// The request body did not arrive within `server.body_timeout`.
+    RequestTimeout,
     PayloadTooLarge,
     /// A body that is not `application/json` (a browser's simple request).
     UnsupportedMediaType,
@@ -42,7 +47,9 @@ pub enum ErrorCode {
 impl ErrorCode {
     pub fn status(self) -> StatusCode {
         match self {
+            Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::InvalidRequest => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MisdirectedHost => StatusCode::MISDIRECTED_REQUEST,
@@ -64,7 +71,9 @@ impl ErrorCode {
 
     fn name(self) -> &'static str {
         match self {
+            Self::BadRequest => "bad_request",
             Self::InvalidRequest => "invalid_request",
+            Self::RequestTimeout => "request_timeout",
             Self::PayloadTooLarge => "payload_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::MisdirectedHost => "misdirected_host",
@@ -126,17 +135,28 @@ impl ApiError {
     }
 }
 
+/// How long a client told 503 waits before trying again, in seconds: long
+/// enough for a connection or stream slot to free up or a store to come
+/// back, short enough that a caller does not give up.
+pub const RETRY_AFTER_SECS: u64 = 2;
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({"code": self.code.name(), "message": self.message});
         if let Some(field) = self.field {
             body["field"] = json!(field);
         }
-        let mut response = (self.code.status(), Json(json!({"error": body}))).into_response();
-        if let Some(seconds) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        let status = self.code.status();
+        let mut response = (status, Json(json!({"error": body}))).into_response();
+        // Every 503 tells when to come back; a 429 says so itself.
+        let retry_after = self
+            .retry_after
+            .or((status == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_SECS));
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
         }
         response
     }
@@ -153,7 +173,55 @@ impl From<crate::queue::QueueError> for ApiError {
             QueueError::NotParked { .. } | QueueError::NoCallToSkip(_) => {
                 ApiError::new(ErrorCode::InvalidState, e.to_string())
             }
+            e if e.is_unavailable() => {
+                // The client gets the rule; the operator the detail.
+                tracing::warn!(error = %e, "the queue store cannot serve a request");
+                ApiError::new(ErrorCode::Unavailable, e.unavailable_message())
+            }
             e => ApiError::internal(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::QueueError;
+
+    #[test]
+    fn store_trouble_is_a_503_with_retry_after_and_no_detail() {
+        let full = QueueError::Store {
+            path: "/var/lib/structured-agents/queue.db".into(),
+            detail: "database or disk is full".into(),
+        };
+        let down = QueueError::Connect {
+            url: "postgres://sa@db/sa".into(),
+            detail: "connection refused".into(),
+        };
+        let busy = QueueError::Busy {
+            store: "/var/lib/structured-agents/queue.db".into(),
+            waiting: 1024,
+        };
+        for e in [full, down, busy] {
+            let error = ApiError::from(e);
+            assert_eq!(error.code, ErrorCode::Unavailable);
+            assert!(!error.message.contains("disk is full"), "{}", error.message);
+            let response = error.into_response();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(
+                response.headers()[axum::http::header::RETRY_AFTER],
+                RETRY_AFTER_SECS.to_string().as_str()
+            );
+        }
+    }
+
+    #[test]
+    fn other_queue_errors_keep_their_status() {
+        let e = QueueError::NotFound(crate::queue::JobId::from("j1"));
+        assert_eq!(ApiError::from(e).code, ErrorCode::NotFound);
+        let e = QueueError::Cursor("x".into());
+        let response = ApiError::from(e).into_response();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(response.headers().get("retry-after").is_none());
     }
 }

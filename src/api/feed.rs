@@ -12,11 +12,13 @@ use super::AppState;
 use crate::events::tokens::{Token, TokenSubscription};
 use crate::queue::{Job, JobId};
 
-/// Events read from the store per query.
-const PAGE: usize = 256;
+/// Events read from the store per query. Small: a page is held in memory
+/// until the client has read it, per stream, and an event can be large (a
+/// model response with its messages), so thousands of streams catching up
+/// at once would otherwise hold thousands of large pages.
+const PAGE: usize = 32;
 /// Shortest wait for a notification before the store is read again (the
-/// daemon sets `AppState::sse_recheck` to this or `queue.poll_interval`,
-/// whichever is longer).
+/// daemon sets `AppState::sse_recheck`: see `daemon::sse_recheck`).
 pub const MIN_RECHECK: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One item of a job's feed.

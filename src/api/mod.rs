@@ -22,9 +22,11 @@ mod feed;
 pub mod fuzzing;
 pub mod guard;
 mod jobs;
+pub mod limits;
 pub mod mcp;
 mod openai;
 mod runtime;
+pub mod serve;
 mod sse;
 
 pub use auth::{Auth, Caller};
@@ -84,6 +86,8 @@ pub struct AppState {
     pub stop: tokio_util::sync::CancellationToken,
     /// What admission keeps between requests (each key's rate limiter).
     pub admission: Arc<admission::Gate>,
+    /// The event streams open now, against `server.max_event_streams`.
+    pub streams: limits::StreamPermits,
 }
 
 /// A route that needs `scope` of the caller's key (docs/api.md has the
@@ -94,8 +98,9 @@ pub(super) fn with(scope: Scope, route: MethodRouter<AppState>) -> MethodRouter<
     }))
 }
 
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
     use Scope::{Approve, Operate, Read, Submit};
+    let max_body_bytes = body.max_bytes;
     let auth = state.auth.clone();
     let v1 = Router::new()
         .route(
@@ -178,6 +183,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(middleware::from_fn_with_state(body, serve::body_deadline))
         .layer(middleware::from_fn_with_state(
             state.front_door.clone(),
             guard::front_door,
@@ -213,10 +219,24 @@ async fn reload(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// Checks that the queue answers and can write (for SQLite: its file is
+/// still the one opened and its disk takes data), tells `health`, and logs
+/// why when it just stopped working. `/readyz` and the daemon's periodic
+/// check both ask here.
+pub async fn check_queue(queue: &dyn JobQueue, health: &QueueHealth) -> bool {
+    let checked = queue.ping().await;
+    if let Err(e) = &checked
+        && health.is_up()
+    {
+        tracing::error!(error = %e, "the queue failed its health check: /readyz answers 503 and submits 503 until it passes");
+    }
+    health.report("ping", checked.is_ok());
+    checked.is_ok()
+}
+
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
     let loaded = state.ready.load(Ordering::SeqCst);
-    let queue_ok = state.queue.ping().await.is_ok();
-    state.queue_health.report("ping", queue_ok);
+    let queue_ok = check_queue(state.queue.as_ref(), &state.queue_health).await;
     let status = if loaded && queue_ok {
         StatusCode::OK
     } else {

@@ -80,10 +80,16 @@ impl OpenAiError {
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body())).into_response();
-        if let Some(seconds) = self.retry_after {
-            response
-                .headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        // As every 503 of the daemon (see `error.rs`): try again later.
+        let retry_after = self.retry_after.or(
+            (self.status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(super::error::RETRY_AFTER_SECS),
+        );
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
         }
         response
     }

@@ -35,20 +35,51 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let id = JobId::from(id);
+    let after = resume_point(&headers, query.after)?;
+    // Before the store is read: a refused stream costs nothing.
+    let permit = state.streams.acquire(caller.name())?;
     caller.visible(&id, state.queue.get(&id).await?)?;
-    let after = match headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
-        Some(text) => text.trim().parse::<u64>().map_err(|_| {
-            ApiError::field(
-                ErrorCode::InvalidRequest,
-                "Last-Event-ID",
-                format!("not a sequence number: {text:?}"),
-            )
-        })?,
-        None => query.after.unwrap_or(0),
-    };
     let heartbeat = state.sse_heartbeat;
-    let stream = async_stream(state, id, after);
+    // The permit lives as long as the stream: dropped when it ends or its
+    // client goes away.
+    let stream = async_stream(state, id, after).map(move |event| {
+        let _open = &permit;
+        event
+    });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))
+}
+
+/// Where the stream resumes: after `Last-Event-ID`, else `?after=`, else the
+/// start. The store keeps sequence numbers as signed 64-bit integers, so a
+/// number past `i64::MAX` is refused rather than wrapped (a wrapped one is
+/// negative and would replay the whole log).
+fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError> {
+    let sequence = |text: &str| text.parse::<i64>().ok().and_then(|n| u64::try_from(n).ok());
+    if let Some(value) = headers.get("last-event-id") {
+        let text = String::from_utf8_lossy(value.as_bytes());
+        return sequence(text.trim()).ok_or_else(|| {
+            ApiError::field(
+                ErrorCode::BadRequest,
+                "Last-Event-ID",
+                format!(
+                    "the Last-Event-ID header {text:?} is not a sequence number (an integer from 0 to {}); send the `id:` of the last event received, or leave the header out to start from the beginning",
+                    i64::MAX
+                ),
+            )
+        });
+    }
+    match after {
+        // A query parameter that does not fit, like one that does not parse.
+        Some(n) if i64::try_from(n).is_err() => Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "after",
+            format!(
+                "?after={n} is past the largest sequence number ({}); send the `id:` of the last event received",
+                i64::MAX
+            ),
+        )),
+        after => Ok(after.unwrap_or(0)),
+    }
 }
 
 fn async_stream(
@@ -75,4 +106,45 @@ fn async_stream(
 fn token_event(token: &Token) -> SseEvent {
     let data = json!({"turn": token.turn, "run_id": token.run_id, "text": token.text});
     SseEvent::default().event("token").data(data.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with_id(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("last-event-id", HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn a_last_event_id_past_i64_is_a_400_naming_the_header() {
+        for bad in [
+            "9223372036854775808",
+            "18446744073709551615",
+            "-1",
+            "abc",
+            "",
+        ] {
+            let err = resume_point(&with_id(bad), None).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadRequest, "{bad:?}");
+            assert_eq!(err.field.as_deref(), Some("Last-Event-ID"), "{bad:?}");
+            assert!(err.message.contains("Last-Event-ID"), "{}", err.message);
+        }
+        let err = resume_point(&HeaderMap::new(), Some(1 << 63)).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("after"));
+    }
+
+    #[test]
+    fn valid_resume_points_are_kept() {
+        assert_eq!(resume_point(&with_id(" 42 "), Some(7)).unwrap(), 42);
+        assert_eq!(
+            resume_point(&with_id("9223372036854775807"), None).unwrap(),
+            i64::MAX as u64
+        );
+        assert_eq!(resume_point(&HeaderMap::new(), Some(7)).unwrap(), 7);
+        assert_eq!(resume_point(&HeaderMap::new(), None).unwrap(), 0);
+    }
 }

@@ -43,6 +43,13 @@ pub enum Command {
         /// The config file (default: /etc/structured-agents/config.toml if present, else built-in defaults).
         #[arg(long, short, env = "STRUCTURED_AGENTS_CONFIG")]
         config: Option<PathBuf>,
+        /// Start an empty SQLite queue even though the state directory was used before.
+        ///
+        /// Without it, a start that finds the queue file missing from a state directory
+        /// that held one (its bundle copies or control file are there) refuses, naming
+        /// the file: the queue, and every job in it, may have been deleted or moved.
+        #[arg(long, env = "STRUCTURED_AGENTS_NEW_QUEUE")]
+        new_queue: bool,
     },
     /// Apply the queue's schema migrations (SQLite file or PostgreSQL schema) and exit.
     Migrate {
@@ -236,13 +243,13 @@ pub enum SchemaKind {
 pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let server = cli.server;
     match cli.command {
-        Command::Serve { config } => {
+        Command::Serve { config, new_queue } => {
             let loaded = crate::config::Config::load(config.as_deref())?;
             let log_filter = init_logging(
                 cli.log_format.unwrap_or(loaded.telemetry.log_format),
                 &loaded.telemetry.log_filter,
             );
-            crate::daemon::serve(loaded, config, log_filter).await?;
+            crate::daemon::serve(loaded, config, log_filter, new_queue).await?;
             Ok(0)
         }
         command => {

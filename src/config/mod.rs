@@ -171,6 +171,27 @@ pub struct ServerConfig {
     pub allowed_origins: Vec<String>,
     /// The MCP sessions of `/mcp`.
     pub mcp: McpServerConfig,
+    /// Connections served at once. One more is answered 503 with
+    /// `Retry-After` and closed, so the daemon keeps serving the clients it
+    /// has. Keep `LimitNOFILE=` of the systemd unit well above it.
+    pub max_connections: usize,
+    /// Event streams (`GET /v1/jobs/{id}/events`) open at once, in all;
+    /// one more is refused with 503 and `Retry-After`.
+    pub max_event_streams: usize,
+    /// Event streams one caller may hold open at once (a caller is the
+    /// credential a request presents; with one shared token, or none,
+    /// every client is the same caller).
+    pub max_event_streams_per_caller: usize,
+    /// How long a connection has to send a request's headers, counted from
+    /// the accept (a socket that sends nothing is closed after it) or from
+    /// the end of the previous answer.
+    pub header_timeout: HumanDuration,
+    /// How long a request's body has to arrive whole; a slower one is
+    /// answered 408 and its connection closed.
+    pub body_timeout: HumanDuration,
+    /// A kept-alive connection with no request in progress is closed after
+    /// this (an open event stream is a request in progress).
+    pub idle_timeout: HumanDuration,
 }
 
 impl Default for ServerConfig {
@@ -184,6 +205,12 @@ impl Default for ServerConfig {
             public_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             mcp: McpServerConfig::default(),
+            max_connections: 4096,
+            max_event_streams: 2048,
+            max_event_streams_per_caller: 2048,
+            header_timeout: HumanDuration::from_secs(10),
+            body_timeout: HumanDuration::from_secs(30),
+            idle_timeout: HumanDuration::from_secs(5),
         }
     }
 }
@@ -492,6 +519,41 @@ impl Config {
                 "server.mcp.session_idle",
                 "must be longer than zero (the default is \"10m\")".into(),
             ));
+        }
+        let server = &self.server;
+        for (key, value, default) in [
+            ("server.max_connections", server.max_connections, 4096),
+            ("server.max_event_streams", server.max_event_streams, 2048),
+            (
+                "server.max_event_streams_per_caller",
+                server.max_event_streams_per_caller,
+                2048,
+            ),
+        ] {
+            if value == 0 {
+                return Err(invalid(
+                    key,
+                    format!("must be at least 1 (the default is {default})"),
+                ));
+            }
+        }
+        if server.max_connections > u32::MAX as usize {
+            return Err(invalid(
+                "server.max_connections",
+                format!("must be at most {} (the default is 4096)", u32::MAX),
+            ));
+        }
+        for (key, value, default) in [
+            ("server.header_timeout", server.header_timeout, "10s"),
+            ("server.body_timeout", server.body_timeout, "30s"),
+            ("server.idle_timeout", server.idle_timeout, "5s"),
+        ] {
+            if std::time::Duration::from(value).is_zero() {
+                return Err(invalid(
+                    key,
+                    format!("must be longer than zero (the default is \"{default}\")"),
+                ));
+            }
         }
         if self.queue.max_attempts == 0 {
             return Err(invalid("queue.max_attempts", "must be at least 1".into()));

@@ -180,3 +180,33 @@ pub fn hostname() -> String {
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "worker".into())
 }
+
+/// File descriptors the daemon keeps besides its connections: the queue,
+/// plugins, MCP servers' pipes, tool processes, the log, watchers.
+pub const SPARE_FILES: u64 = 1024;
+
+/// Raises the soft limit of open files towards the hard limit, enough for
+/// `max_connections` plus [`SPARE_FILES`] (a shell's soft limit is often
+/// 1024, which a few hundred idle sockets used to exhaust, stopping
+/// `accept` for everyone). Says so when the hard limit is too low.
+pub fn raise_open_files(max_connections: usize) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let wanted = max_connections as u64 + SPARE_FILES;
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft < wanted {
+        let raised = wanted.min(hard);
+        match setrlimit(Resource::RLIMIT_NOFILE, raised, hard) {
+            Ok(()) => tracing::info!(from = soft, to = raised, "raised the open-files limit"),
+            Err(e) => tracing::warn!(error = %e, "cannot raise the open-files limit"),
+        }
+    }
+    if hard < wanted {
+        tracing::warn!(
+            hard_limit = hard,
+            wanted,
+            "the open-files limit is below server.max_connections plus {SPARE_FILES} spare: past it, accepting stops briefly; raise LimitNOFILE= (or `ulimit -n`) or lower server.max_connections"
+        );
+    }
+}

@@ -10,6 +10,7 @@ mod approval_timeouts;
 mod lifecycle;
 pub mod notify;
 mod retention;
+pub mod state_dir;
 mod subscribers;
 mod sweep;
 
@@ -34,6 +35,28 @@ use crate::worker::{WorkerPool, WorkerSettings};
 
 use subscribers::{JobTelemetry, LogLines, MetricsScrape, PluginFeed};
 
+pub use lifecycle::SPARE_FILES;
+
+/// How often the daemon checks its queue on its own (see
+/// [`api::check_queue`]).
+const HEALTH_CHECK_PERIOD: Duration = Duration::from_secs(10);
+
+/// How long an event stream waits for a change notification before it reads
+/// the store anyway. With PostgreSQL another daemon's changes arrive over
+/// LISTEN, which can miss some while its connection is down: the queue's
+/// poll interval. With SQLite every change is announced in this process
+/// (and a lagging stream rereads at once), so the recheck is only a safety
+/// net: thousands of open streams rereading every half second would keep
+/// the store's one reader busy for nothing.
+fn sse_recheck(config: &Config) -> Duration {
+    match config.queue.backend {
+        crate::config::QueueBackend::Sqlite => Duration::from_secs(30),
+        crate::config::QueueBackend::Postgres => {
+            Duration::from(config.queue.poll_interval).max(api::SSE_MIN_RECHECK)
+        }
+    }
+}
+
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -41,6 +64,8 @@ pub enum ServeError {
     Config(#[from] crate::config::ConfigError),
     #[error("queue: {0}")]
     Queue(#[from] crate::queue::QueueError),
+    #[error(transparent)]
+    StateDir(#[from] state_dir::StateDirError),
     #[error("the first load failed: {0}")]
     FirstLoad(String),
     #[error("cannot listen on {addr}: {source}")]
@@ -53,14 +78,16 @@ pub enum ServeError {
 }
 
 /// Runs the daemon until SIGTERM/SIGINT; returns after draining.
-/// `config_file` is `--config`, read again by every reload.
+/// `config_file` is `--config`, read again by every reload; `new_queue`
+/// is `--new-queue` (start an empty queue where one was lost).
 pub async fn serve(
     config: Config,
     config_file: Option<PathBuf>,
     log_filter: Option<LogFilter>,
+    new_queue: bool,
 ) -> Result<(), ServeError> {
     let termination = lifecycle::termination_signal()?;
-    let daemon = Daemon::build(config, config_file, log_filter).await?;
+    let daemon = Daemon::build(config, config_file, log_filter, new_queue).await?;
     daemon.run(termination).await
 }
 
@@ -82,14 +109,22 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Opens the queue, starts telemetry and wires every subscriber of the
-    /// daemon bus. Nothing is loaded or served until [`Daemon::run`].
+    /// Makes the state directory private, opens the queue, starts
+    /// telemetry and wires every subscriber of the daemon bus. Nothing is
+    /// loaded or served until [`Daemon::run`].
     pub async fn build(
         config: Config,
         config_file: Option<PathBuf>,
         log_filter: Option<LogFilter>,
+        new_queue: bool,
     ) -> Result<Daemon, ServeError> {
         let config = Arc::new(config);
+        {
+            let config = config.clone();
+            tokio::task::spawn_blocking(move || state_dir::prepare(&config, new_queue))
+                .await
+                .map_err(|e| ServeError::Other(format!("preparing the state directory: {e}")))??;
+        }
         let queue = queue::open(&config).await?;
         let metrics = Metrics::new().map_err(|e| ServeError::Other(e.to_string()))?;
         let otel = lifecycle::start_otel(&config, &metrics).await?;
@@ -165,6 +200,17 @@ impl Daemon {
         );
         let _approval_timeouts =
             approval_timeouts::spawn(self.queue.clone(), self.bus.clone(), self.shutdown.clone());
+        // Without a reader of /readyz, a deleted queue file or a full disk
+        // is still noticed (logged, counted) within a period.
+        let _health_checks = {
+            let (queue, health) = (self.queue.clone(), self.health.clone());
+            sweep::every(HEALTH_CHECK_PERIOD, self.shutdown.clone(), move || {
+                let (queue, health) = (queue.clone(), health.clone());
+                async move {
+                    api::check_queue(queue.as_ref(), &health).await;
+                }
+            })
+        };
         let control = crate::control::Control::new(addr);
         let _control_file = control
             .publish(&self.config.paths.state_dir)
@@ -175,15 +221,26 @@ impl Daemon {
         let ready = Arc::new(AtomicBool::new(true));
         let server_stop = CancellationToken::new();
         let state = self.app_state(ready.clone(), control.reload_key.into());
-        let app = api::router(state, self.config.server.max_body_bytes);
-        let server = {
-            let stop = server_stop.clone();
-            tokio::spawn(async move {
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async move { stop.cancelled().await })
-                    .await
-            })
+        let server_settings = &self.config.server;
+        let app = api::router(
+            state,
+            api::serve::BodyLimits {
+                timeout: server_settings.body_timeout.into(),
+                max_bytes: server_settings.max_body_bytes,
+            },
+        );
+        let limits = api::serve::ConnectionLimits {
+            max_connections: server_settings.max_connections,
+            header_timeout: server_settings.header_timeout.into(),
+            idle_timeout: server_settings.idle_timeout.into(),
         };
+        lifecycle::raise_open_files(limits.max_connections);
+        let server = tokio::spawn(api::serve::serve(
+            listener,
+            app,
+            limits,
+            server_stop.clone(),
+        ));
         let bundles = self.registry.snapshot().bundles.len();
         let location = queue::location(&self.config);
         tracing::info!(%addr, bundles, queue = %location, "structured-agents is ready");
@@ -203,7 +260,7 @@ impl Daemon {
     async fn shutdown(
         self,
         workers: tokio::task::JoinHandle<()>,
-        server: tokio::task::JoinHandle<std::io::Result<()>>,
+        server: tokio::task::JoinHandle<()>,
         server_stop: CancellationToken,
         stop_reloads: CancellationToken,
     ) {
@@ -217,9 +274,9 @@ impl Daemon {
         stop_reloads.cancel();
         lifecycle::flush_telemetry(&self.config, self.otel, &self.metrics).await;
         match tokio::time::timeout(Duration::from_secs(5), server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server stopped with an error"),
-            _ => tracing::warn!("HTTP server did not stop in time (open event streams)"),
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
+            Err(_) => tracing::warn!("HTTP server did not stop in time (open event streams)"),
         }
         tracing::info!("stopped");
     }
@@ -279,12 +336,16 @@ impl Daemon {
             ready,
             max_attempts: config.queue.max_attempts,
             sse_heartbeat: config.server.sse_heartbeat.into(),
-            sse_recheck: Duration::from(config.queue.poll_interval).max(api::SSE_MIN_RECHECK),
+            sse_recheck: sse_recheck(config),
             queue_health: self.health.clone(),
             tokens: self.tokens.clone(),
             mcp: self.mcp.clone(),
             stop: self.shutdown.clone(),
             admission: Arc::default(),
+            streams: api::limits::StreamPermits::new(
+                config.server.max_event_streams,
+                config.server.max_event_streams_per_caller,
+            ),
         }
     }
 }

@@ -310,6 +310,11 @@ impl QueueHealth {
         })
     }
 
+    /// Whether the last report said the queue worked.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::SeqCst)
+    }
+
     pub fn report(&self, operation: &'static str, worked: bool) {
         self.bus
             .publish(DaemonEvent::QueueOperation { operation, worked });

@@ -47,6 +47,11 @@ pub enum QueueError {
         key: String,
         existing: Box<Job>,
     },
+    /// The store's write queue is full: too many writes wait for it already.
+    #[error(
+        "queue database {store}: {waiting} writes are already waiting for the store; try again shortly"
+    )]
+    Busy { store: String, waiting: usize },
     #[error("invalid cursor {0:?}")]
     Cursor(String),
     #[error("job {0} does not exist")]
@@ -78,4 +83,31 @@ pub enum QueueError {
         #[source]
         source: crate::approval::DecisionError,
     },
+}
+
+impl QueueError {
+    /// Whether the store, not the request, is the trouble: it cannot be
+    /// reached, cannot write (a full disk, a deleted file, an I/O error) or
+    /// has too many writes waiting. A caller should try again later (the
+    /// API answers 503 with `Retry-After`); everything else is the request's
+    /// fault or a bug.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            QueueError::Store { .. } | QueueError::Connect { .. } | QueueError::Busy { .. }
+        )
+    }
+
+    /// What a client is told when [`Self::is_unavailable`]: the rule, not
+    /// the store's path or error text (those go to the daemon log).
+    pub fn unavailable_message(&self) -> &'static str {
+        match self {
+            QueueError::Busy { .. } => {
+                "the job queue has too many writes waiting; try again after Retry-After seconds"
+            }
+            _ => {
+                "the job queue cannot be reached or cannot write (see the daemon log and GET /readyz); try again after Retry-After seconds"
+            }
+        }
+    }
 }

@@ -249,6 +249,15 @@ impl Op {
         })
     }
 
+    /// Whether a full write backlog refuses this operation
+    /// ([`QueueError::Busy`]) rather than making it wait for room: only new
+    /// work is refused; the writes of jobs already running (leases,
+    /// heartbeats, outcomes, journal steps) and operators' decisions wait,
+    /// because they are what drains the backlog.
+    pub(crate) fn refused_when_busy(&self) -> bool {
+        matches!(self, Op::Submit(..) | Op::SubmitMany(..))
+    }
+
     /// The operation's name, for errors.
     pub(crate) fn name(&self) -> &'static str {
         match self {

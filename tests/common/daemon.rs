@@ -94,6 +94,12 @@ max_concurrent = 64
         self.start_with_env(&[])
     }
 
+    /// Starts `command`, a `serve` of this site set up by the caller (a
+    /// wrapper around the binary, say), and waits for its address.
+    pub fn start_command(&self, command: Command) -> Daemon {
+        launch(command, self.path())
+    }
+
     pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
         let mut command = Command::new(env!("CARGO_BIN_EXE_structured-agents"));
         command

@@ -28,7 +28,8 @@ use crate::queue::{JobId, QueueError, WriteStats};
 /// `pg_subtrans`, which slows every backend down.
 const MAX_BATCH: usize = 64;
 
-/// Writes waiting for the writer at most; a caller beyond waits to queue.
+/// Writes waiting for the writer at most; past it a submit is refused
+/// (`QueueError::Busy`) and other writes wait to queue.
 const BACKLOG: usize = 1024;
 
 type Answer = Result<Done, QueueError>;
@@ -87,10 +88,20 @@ impl Writer {
             detail: "the queue's writer task stopped (is the daemon shutting down?)".into(),
         };
         let (reply, answer) = oneshot::channel();
-        self.sender
-            .send(Pending { op, reply })
-            .await
-            .map_err(|_| stopped())?;
+        let pending = Pending { op, reply };
+        if pending.op.refused_when_busy() {
+            // New work is refused at once when the backlog is full; the
+            // writes of running jobs wait for room (they drain it).
+            self.sender.try_send(pending).map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => QueueError::Busy {
+                    store: self.label.clone(),
+                    waiting: BACKLOG,
+                },
+                mpsc::error::TrySendError::Closed(_) => stopped(),
+            })?;
+        } else {
+            self.sender.send(pending).await.map_err(|_| stopped())?;
+        }
         answer.await.map_err(|_| stopped())?
     }
 }

@@ -85,6 +85,87 @@ pub struct Sqlite {
     writer: Writer,
     reader: Arc<Mutex<Connection>>,
     wake: Wakeups,
+    /// The queue file as opened: a file deleted or replaced under the
+    /// running daemon is noticed by [`Driver::ping`] (SQLite would go on
+    /// writing to the deleted file, and every job would be lost at restart).
+    file: FileIdentity,
+    /// Why the file is no longer the one opened, once a ping found out:
+    /// from then on every write is refused with it rather than written
+    /// where the next start will not find it.
+    lost: Arc<std::sync::OnceLock<String>>,
+}
+
+/// Which file a path named when the queue was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileIdentity {
+    path: std::path::PathBuf,
+    device: u64,
+    inode: u64,
+}
+
+impl FileIdentity {
+    fn of(path: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            device: meta.dev(),
+            inode: meta.ino(),
+        })
+    }
+
+    /// Whether the path still names the opened file (`Lost` when not), and
+    /// the filesystem holding it still takes data: a small file written and
+    /// synced beside the queue (a full disk fails here before the queue's
+    /// next write would), then removed.
+    fn check(&self) -> Result<(), Check> {
+        match Self::of(&self.path) {
+            Ok(now) if now == *self => {}
+            Ok(_) => {
+                return Err(Check::Lost(
+                    "the queue file was replaced while the daemon ran; writes are refused until the daemon restarts on the file it should use"
+                        .into(),
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Check::Lost(
+                    "the queue file was deleted while the daemon ran; writes are refused (they would be lost at the next start): stop the daemon and restore the file from a backup, or start it with --new-queue"
+                        .into(),
+                ));
+            }
+            Err(e) => return Err(Check::Failed(format!("cannot stat the queue file: {e}"))),
+        }
+        let mut probe = self.path.clone().into_os_string();
+        probe.push(".probe");
+        let probe = std::path::PathBuf::from(probe);
+        let written = (|| {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&probe)?;
+            // One page: what the next WAL frame needs.
+            file.write_all(&[0u8; 4096])?;
+            file.sync_data()
+        })();
+        let _ = std::fs::remove_file(&probe);
+        written.map_err(|e| {
+            Check::Failed(format!(
+                "the queue's filesystem does not take writes ({e}); free disk space or fix the filesystem"
+            ))
+        })
+    }
+}
+
+/// Why a [`FileIdentity::check`] failed.
+enum Check {
+    /// The path no longer names the opened file (for good).
+    Lost(String),
+    /// Something that may pass again (a full disk).
+    Failed(String),
 }
 
 /// The embedded queue.
@@ -125,8 +206,14 @@ impl Queue<Sqlite> {
             path: path.display().to_string(),
             detail: e.to_string(),
         })??;
+        let file = FileIdentity::of(&path).map_err(|e| QueueError::Store {
+            path: path.display().to_string(),
+            detail: format!("cannot stat the queue file just opened: {e}"),
+        })?;
         let wake = Wakeups::new();
         let driver = Sqlite {
+            file,
+            lost: Arc::default(),
             writer: Writer::start(write, path.clone(), wake.clone())?,
             reader: Arc::new(Mutex::new(read)),
             label: path.display().to_string(),
@@ -182,7 +269,20 @@ impl Sqlite {
 #[async_trait]
 impl Driver for Sqlite {
     async fn write(&self, op: Op) -> Result<Done, QueueError> {
-        self.writer.write(move |tx| block_on(op.run(tx))).await
+        if let Some(lost) = self.lost.get() {
+            return Err(QueueError::Store {
+                path: self.label.clone(),
+                detail: lost.clone(),
+            });
+        }
+        let when_full = if op.refused_when_busy() {
+            writer::WhenFull::Refuse
+        } else {
+            writer::WhenFull::Wait
+        };
+        self.writer
+            .write(when_full, move |tx| block_on(op.run(tx)))
+            .await
     }
 
     /// Runs a read with the reader connection on the blocking pool (SQLite
@@ -201,7 +301,30 @@ impl Driver for Sqlite {
         })?
     }
 
+    /// The file is still the one opened, its filesystem takes writes, and
+    /// a read answers.
     async fn ping(&self) -> Result<(), QueueError> {
+        if let Some(lost) = self.lost.get() {
+            return Err(QueueError::Store {
+                path: self.label.clone(),
+                detail: lost.clone(),
+            });
+        }
+        let file = self.file.clone();
+        let checked = tokio::task::spawn_blocking(move || file.check())
+            .await
+            .unwrap_or_else(|e| Err(Check::Failed(format!("the probe task failed: {e}"))));
+        let detail = match checked {
+            Ok(()) => None,
+            Err(Check::Lost(detail)) => Some(self.lost.get_or_init(|| detail).clone()),
+            Err(Check::Failed(detail)) => Some(detail),
+        };
+        if let Some(detail) = detail {
+            return Err(QueueError::Store {
+                path: self.label.clone(),
+                detail,
+            });
+        }
         self.read(Op::LastSeq(JobId::from(""))).await.map(|_| ())
     }
 
@@ -215,5 +338,47 @@ impl Driver for Sqlite {
 
     fn write_counts(&self) -> WriteCounts {
         self.writer.stats.counts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_deleted_queue_file_fails_the_ping_saying_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let queue = SqliteQueue::open(&path, RetryPolicy::default())
+            .await
+            .unwrap();
+        queue.driver.ping().await.unwrap();
+        assert!(!dir.path().join("queue.db.probe").exists());
+        std::fs::remove_file(&path).unwrap();
+        let err = queue.driver.ping().await.unwrap_err();
+        assert!(err.is_unavailable());
+        let message = err.to_string();
+        assert!(message.contains("deleted"), "{message}");
+        assert!(message.contains("queue.db"), "{message}");
+        // From then on writes are refused, not written where no start finds them.
+        let job = NewJob {
+            bundle: "b".into(),
+            ..NewJob::default()
+        };
+        let refused = queue.submit(job).await.unwrap_err();
+        assert!(refused.to_string().contains("deleted"), "{refused}");
+    }
+
+    #[tokio::test]
+    async fn a_replaced_queue_file_fails_the_ping() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let queue = SqliteQueue::open(&path, RetryPolicy::default())
+            .await
+            .unwrap();
+        std::fs::rename(&path, dir.path().join("moved.db")).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        let message = queue.driver.ping().await.unwrap_err().to_string();
+        assert!(message.contains("replaced"), "{message}");
     }
 }

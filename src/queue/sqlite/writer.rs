@@ -3,13 +3,19 @@
 //! its own savepoint so a failing one rolls back alone. A caller's write is
 //! answered only once its transaction is durable, and its changes wake
 //! the handle's subscribers and workers only then.
+//!
+//! The backlog is bounded: at most [`BACKLOG`] writes wait for the thread.
+//! Past that, a write that may be refused (a submit) is answered
+//! [`QueueError::Busy`] at once and others wait for room, so a slow or
+//! stuck disk turns into 503s for new work instead of memory that grows
+//! without bound.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 
 use rusqlite::Connection;
-use tokio::sync::oneshot;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use super::dialect::SqliteTx;
 use crate::queue::tx::{Change, Fail, Wakeups};
@@ -17,6 +23,18 @@ use crate::queue::{JobId, QueueError, WriteStats};
 
 /// Writes taken into one transaction at most.
 const MAX_BATCH: usize = 256;
+
+/// Writes waiting for the writer thread at most (four full batches).
+pub(super) const BACKLOG: usize = 4 * MAX_BATCH;
+
+/// What a write does when the backlog is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum WhenFull {
+    /// Answer [`QueueError::Busy`] at once.
+    Refuse,
+    /// Wait (asynchronously) for room.
+    Wait,
+}
 
 type Reply<T> = oneshot::Sender<Result<T, QueueError>>;
 
@@ -36,6 +54,8 @@ trait Settle: Send {
 struct Write<T, F> {
     work: F,
     reply: Reply<T>,
+    /// Its place in the backlog, given back when the thread takes it.
+    slot: OwnedSemaphorePermit,
 }
 
 struct Ran<T> {
@@ -57,7 +77,9 @@ where
     F: FnOnce(&mut SqliteTx<'_>) -> Result<T, Fail> + Send + 'static,
 {
     fn run(self: Box<Self>, conn: &mut Connection, path: &str) -> Box<dyn Settle> {
-        let Write { work, reply } = *self;
+        let Write { work, reply, slot } = *self;
+        // Taken by the thread: it no longer waits.
+        drop(slot);
         let mut changes = Vec::new();
         let result = match conn.savepoint() {
             Err(e) => Err(store_error(path, e)),
@@ -116,6 +138,10 @@ pub(super) struct Writer {
     sender: mpsc::Sender<Box<dyn Pending>>,
     path: PathBuf,
     pub(super) stats: Arc<WriteStats>,
+    /// Room in the backlog: the channel itself is unbounded so the thread
+    /// never waits on it, and a sender waits (or is refused) here instead.
+    slots: Arc<Semaphore>,
+    backlog: usize,
 }
 
 impl Writer {
@@ -124,6 +150,16 @@ impl Writer {
         conn: Connection,
         path: PathBuf,
         wake: Wakeups,
+    ) -> Result<Self, QueueError> {
+        Self::start_with(conn, path, wake, BACKLOG)
+    }
+
+    /// [`Writer::start`] with a backlog of `backlog` writes.
+    pub(super) fn start_with(
+        conn: Connection,
+        path: PathBuf,
+        wake: Wakeups,
+        backlog: usize,
     ) -> Result<Self, QueueError> {
         let (sender, receiver) = mpsc::channel::<Box<dyn Pending>>();
         let label = path.display().to_string();
@@ -137,24 +173,42 @@ impl Writer {
             sender,
             path,
             stats,
+            slots: Arc::new(Semaphore::new(backlog)),
+            backlog,
         })
     }
 
     /// Runs `work` in the next group commit; answers once it is durable.
-    pub(super) async fn write<T, F>(&self, work: F) -> Result<T, QueueError>
+    /// With a full backlog, `when_full` decides between waiting for room
+    /// and [`QueueError::Busy`].
+    pub(super) async fn write<T, F>(&self, when_full: WhenFull, work: F) -> Result<T, QueueError>
     where
         T: Send + 'static,
         F: FnOnce(&mut SqliteTx<'_>) -> Result<T, Fail> + Send + 'static,
     {
-        let (reply, answer) = oneshot::channel();
         let stopped = || {
             store_error(
                 &self.path.display().to_string(),
                 "the writer thread stopped",
             )
         };
+        let slot = match when_full {
+            WhenFull::Wait => self.slots.clone().acquire_owned().await.ok(),
+            WhenFull::Refuse => match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(tokio::sync::TryAcquireError::NoPermits) => {
+                    return Err(QueueError::Busy {
+                        store: self.path.display().to_string(),
+                        waiting: self.backlog,
+                    });
+                }
+                Err(tokio::sync::TryAcquireError::Closed) => None,
+            },
+        };
+        let slot = slot.ok_or_else(stopped)?;
+        let (reply, answer) = oneshot::channel();
         self.sender
-            .send(Box::new(Write { work, reply }))
+            .send(Box::new(Write { work, reply, slot }))
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
@@ -195,5 +249,76 @@ fn write_loop(
             let commit = committed.as_ref().map(|_| ()).map_err(String::as_str);
             settle.settle(path, commit, wake);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer over a scratch file whose thread is held inside a write
+    /// until the returned sender is dropped.
+    async fn held_writer(backlog: usize) -> (tempfile::TempDir, Arc<Writer>, mpsc::Sender<()>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let writer = Writer::start_with(
+            Connection::open(&path).unwrap(),
+            path,
+            Wakeups::new(),
+            backlog,
+        )
+        .unwrap();
+        let writer = Arc::new(writer);
+        let (started, is_started) = oneshot::channel();
+        let (release, held) = mpsc::channel::<()>();
+        let holder = writer.clone();
+        tokio::spawn(async move {
+            let _ = holder
+                .write(WhenFull::Wait, move |_tx| {
+                    let _ = started.send(());
+                    let _ = held.recv();
+                    Ok(())
+                })
+                .await;
+        });
+        is_started.await.unwrap();
+        (dir, writer, release)
+    }
+
+    #[tokio::test]
+    async fn a_full_backlog_refuses_a_submit_at_once_and_lets_others_wait() {
+        let (_dir, writer, release) = held_writer(2).await;
+        let mut waiting = Vec::new();
+        for n in 0..2u32 {
+            let writer = writer.clone();
+            waiting.push(tokio::spawn(async move {
+                writer.write(WhenFull::Refuse, move |_tx| Ok(n)).await
+            }));
+        }
+        while writer.slots.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        let refused = writer.write(WhenFull::Refuse, |_tx| Ok(9)).await;
+        match refused {
+            Err(QueueError::Busy { waiting, ref store }) => {
+                assert_eq!(waiting, 2);
+                assert!(store.ends_with("queue.db"), "{store}");
+            }
+            other => panic!("expected Busy, got {other:?}"),
+        }
+        let patient = {
+            let writer = writer.clone();
+            tokio::spawn(async move { writer.write(WhenFull::Wait, |_tx| Ok(7)).await })
+        };
+        drop(release);
+        for (n, task) in waiting.into_iter().enumerate() {
+            assert_eq!(task.await.unwrap().unwrap(), n as u32);
+        }
+        assert_eq!(patient.await.unwrap().unwrap(), 7);
+        // Room again: a submit is taken.
+        assert_eq!(
+            writer.write(WhenFull::Refuse, |_tx| Ok(1)).await.unwrap(),
+            1
+        );
     }
 }
