@@ -593,3 +593,51 @@ async fn a_reload_cannot_take_the_last_key_off_a_daemon_on_the_network() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a loopback address"));
     drop(daemon);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn event_streams_are_capped_per_key_on_every_streaming_route() {
+    let server = mock_server(SCRIPT).await;
+    let (site, keys) = site_with_keys(&server.base_url());
+    let daemon = site.start_with_env(&[(
+        "STRUCTURED_AGENTS_SERVER__MAX_EVENT_STREAMS_PER_CALLER",
+        "1",
+    )]);
+    let (status, job) = call(
+        &daemon,
+        "POST",
+        "/v1/jobs",
+        Some(&keys.a),
+        Some(json!({"bundle": "alpha", "input": "later", "run_at": "2099-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let events = daemon.url(&format!("/v1/jobs/{}/events", job["id"].as_str().unwrap()));
+    let open = |token: &str| client().get(&events).bearer_auth(token).send();
+    let held = open(&keys.a).await.unwrap();
+    assert_eq!(held.status(), 200);
+    let refused = open(&keys.a).await.unwrap();
+    assert_eq!(refused.status(), 503, "the key's one stream is open");
+    assert!(refused.headers().contains_key("retry-after"));
+    // A streamed chat completion is a stream too.
+    let chat = client()
+        .post(daemon.url("/v1/chat/completions"))
+        .bearer_auth(&keys.a)
+        .json(&json!({"model": "bundle/alpha", "stream": true, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.status(), 503);
+    // Another key's streams are its own.
+    let other = open(&keys.auditor).await.unwrap();
+    assert_eq!(other.status(), 200, "another key is not held back");
+    drop(held);
+    eventually(
+        Duration::from_secs(30),
+        "the key's stream slot frees",
+        || async {
+            let again = open(&keys.a).await.ok()?;
+            (again.status() == 200).then_some(())
+        },
+    )
+    .await;
+}

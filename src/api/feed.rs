@@ -34,9 +34,18 @@ pub enum Item {
 /// The feed of job `id` from the event after `after`. It ends after
 /// [`Item::End`], or early when the store cannot be read. With `calls`, the
 /// job's tool calls also arrive live, as tokens with an event
-/// ([`Token::event`]), before their stored events.
-pub fn job_feed(state: AppState, id: JobId, after: u64, calls: bool) -> impl Stream<Item = Item> {
+/// ([`Token::event`]), before their stored events. Every feed holds one of
+/// the daemon's stream permits (`server.max_event_streams`, in all and per
+/// API key) until it is dropped.
+pub fn job_feed(
+    state: AppState,
+    id: JobId,
+    after: u64,
+    calls: bool,
+    permit: super::limits::StreamPermit,
+) -> impl Stream<Item = Item> {
     struct Cursor {
+        _permit: super::limits::StreamPermit,
         state: AppState,
         id: JobId,
         after: u64,
@@ -54,6 +63,7 @@ pub fn job_feed(state: AppState, id: JobId, after: u64, calls: bool) -> impl Str
         state.tokens.subscribe(id.as_str())
     };
     let cursor = Cursor {
+        _permit: permit,
         state,
         id,
         after,

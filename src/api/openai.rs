@@ -81,10 +81,10 @@ impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body())).into_response();
         // As every 503 of the daemon (see `error.rs`): try again later.
-        let retry_after = self.retry_after.or(
-            (self.status == StatusCode::SERVICE_UNAVAILABLE)
-                .then_some(super::error::RETRY_AFTER_SECS),
-        );
+        let retry_after = self
+            .retry_after
+            .or((self.status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(super::error::RETRY_AFTER_SECS));
         if let Some(seconds) = retry_after {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
@@ -183,9 +183,16 @@ async fn start(
     // The job's id is chosen here so the stream listens before the job can
     // start: its first model call already streams.
     let id = JobId::new();
-    let feed = request
-        .stream
-        .then(|| Box::pin(job_feed(state.clone(), id.clone(), 0, false)) as Feed);
+    let feed = match request.stream {
+        true => {
+            let permit = state
+                .streams
+                .acquire(caller.name())
+                .map_err(ApiError::from)?;
+            Some(Box::pin(job_feed(state.clone(), id.clone(), 0, false, permit)) as Feed)
+        }
+        false => None,
+    };
     let new_job = NewJob {
         id: Some(id),
         bundle,

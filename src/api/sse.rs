@@ -40,12 +40,7 @@ pub async fn events(
     let permit = state.streams.acquire(caller.name())?;
     caller.visible(&id, state.queue.get(&id).await?)?;
     let heartbeat = state.sse_heartbeat;
-    // The permit lives as long as the stream: dropped when it ends or its
-    // client goes away.
-    let stream = async_stream(state, id, after).map(move |event| {
-        let _open = &permit;
-        event
-    });
+    let stream = async_stream(state, id, after, permit);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))
 }
 
@@ -86,8 +81,9 @@ fn async_stream(
     state: AppState,
     id: JobId,
     after: u64,
+    permit: super::limits::StreamPermit,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    job_feed(state, id, after, false).map(|item| {
+    job_feed(state, id, after, false, permit).map(|item| {
         Ok(match item {
             Item::Token(token) => token_event(&token),
             Item::Event { seq, json } => SseEvent::default()

@@ -80,7 +80,13 @@ async fn run(
         also_runs,
     } = submission;
     let id = JobId::new();
-    let feed = stream.then(|| job_feed(state.clone(), id.clone(), 0, true));
+    let feed = match stream {
+        true => {
+            let permit = state.streams.acquire(caller.name())?;
+            Some(job_feed(state.clone(), id.clone(), 0, true, permit))
+        }
+        false => None,
+    };
     let started = std::time::Instant::now();
     let job = NewJob {
         id: Some(id),
