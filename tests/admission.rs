@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, eventually};
+use common::daemon::{Daemon, Site, client, eventually, new_key};
 use common::mock_server;
 use serde_json::{Value, json};
 
@@ -196,20 +196,7 @@ async fn every_way_in_answers_the_same_table_of_cases_the_same_way() {
         "[auth]\nkeys_file = \"keys.toml\"\n\n[runtime]\nrouter = \"router\"\ngroup_chat = \"group-chat\"\n",
     );
     let file = site.path().join("keys.toml");
-    let key = |name: &str, args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-            .args(["keys", "new", name, "--file"])
-            .arg(&file)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    let key = |name: &str, args: &[&str]| new_key(&file, name, args);
     let full = key("full", &["--scopes", "submit,read"]);
     let reader = key("reader", &["--scopes", "read"]);
     let elsewhere = key(

@@ -41,18 +41,11 @@ async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
     // With API keys, as a deployment has them: Schemathesis holds one with
     // every scope.
     let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let keys = site.path().join("keys.toml");
-    let made = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-        .args(["keys", "new", "fuzzer", "--scopes", "admin", "--file"])
-        .arg(&keys)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
+    let token = common::daemon::new_key(
+        &site.path().join("keys.toml"),
+        "fuzzer",
+        &["--scopes", "admin"],
     );
-    let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
     // A deployment as configured: the runtime API's router and group-chat
     // host are loaded (without them `/api/query` and `/api/group-chat`
     // answer 503 by design), and one plain bundle.
@@ -161,18 +154,11 @@ async fn found_by_schemathesis_answers_are_shaped() {
     // With API keys, as a deployment has them: Schemathesis holds one with
     // every scope.
     let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let keys = site.path().join("keys.toml");
-    let made = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-        .args(["keys", "new", "fuzzer", "--scopes", "admin", "--file"])
-        .arg(&keys)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
+    let token = common::daemon::new_key(
+        &site.path().join("keys.toml"),
+        "fuzzer",
+        &["--scopes", "admin"],
     );
-    let token = String::from_utf8(made.stdout).unwrap().trim().to_string();
     let daemon = site.start();
     let http = common::daemon::client();
     let cases: [(reqwest::Method, &str, Option<&str>, u16, &str); 6] = [

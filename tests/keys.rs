@@ -9,10 +9,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, eventually, wait_terminal};
+use common::daemon::{Daemon, Site, client, eventually, new_key, wait_terminal};
 use common::mock_server;
 use serde_json::{Value, json};
 
@@ -41,24 +40,6 @@ tools:
     command: [python3, -c, "print('{{}}')"]
 "#
     )
-}
-
-/// `structured-agents keys new NAME ARGS… --file FILE`: the printed token.
-fn new_key(file: &Path, name: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-        .args(["keys", "new", name, "--file"])
-        .arg(file)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(token.starts_with("sa_"), "{token}");
-    token
 }
 
 struct Keys {

@@ -87,12 +87,18 @@ impl Gate {
         }
     }
 
-    fn in_flight_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self
-            .in_flight_locks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        locks.entry(name.to_string()).or_default().clone()
+    /// For a key with a jobs-in-flight cap: its lock, held from the count
+    /// to the enqueue, so concurrent submissions cannot all pass one count.
+    async fn hold_in_flight(&self, key: &Principal) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        key.max_in_flight?;
+        let lock = {
+            let mut locks = self
+                .in_flight_locks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            locks.entry(key.name.clone()).or_default().clone()
+        };
+        Some(lock.lock_owned().await)
     }
 }
 
@@ -134,14 +140,7 @@ async fn admit_one(
 ) -> Result<(Job, bool), ApiError> {
     let job = checked(state, caller, submission)?;
     conversation_is_own(state, caller, &job).await?;
-    let lock = caller
-        .0
-        .max_in_flight
-        .map(|_| state.admission.in_flight_lock(caller.name()));
-    let _held = match &lock {
-        Some(lock) => Some(lock.lock().await),
-        None => None,
-    };
+    let _held = state.admission.hold_in_flight(&caller.0).await;
     key_quotas(state, &caller.0, 1).await?;
     super::budgets::bundle_day(state, &job.bundle).await?;
     enqueue(state, job).await
@@ -171,14 +170,7 @@ async fn admit_all(
             .map_err(|e| at_index(index, e))?;
         checked_jobs.push(job);
     }
-    let lock = caller
-        .0
-        .max_in_flight
-        .map(|_| state.admission.in_flight_lock(caller.name()));
-    let _held = match &lock {
-        Some(lock) => Some(lock.lock().await),
-        None => None,
-    };
+    let _held = state.admission.hold_in_flight(&caller.0).await;
     key_quotas(state, &caller.0, checked_jobs.len() as u32).await?;
     let mut bundles: Vec<&str> = checked_jobs.iter().map(|j| j.bundle.as_str()).collect();
     bundles.sort_unstable();

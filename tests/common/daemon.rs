@@ -252,6 +252,25 @@ pub fn run_cli(base: &str, args: &[&str], stdin: &str) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// `structured-agents keys new NAME ARGS… --file FILE`, as an operator runs
+/// it: the token it prints (once).
+pub fn new_key(file: &Path, name: &str, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["keys", "new", name, "--file"])
+        .arg(file)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(token.starts_with("sa_"), "{token}");
+    token
+}
+
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
