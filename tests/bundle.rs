@@ -126,6 +126,20 @@ fn unknown_key_points_at_the_key() {
     );
 }
 
+/// The loader (`validate`, the daemon's bundle status) meets a key of the
+/// Python agent kernel's format: it names it and the command that converts
+/// the bundle, even in an otherwise valid bundle of this format.
+#[test]
+fn an_original_key_names_itself_and_the_import_command() {
+    let text = format!("{GOOD}max_turns: 5\n");
+    let e = one_error(&text);
+    assert!(
+        e.starts_with("bundle.yaml:16: max_turns: unknown key: `max_turns` belongs to the Python agent kernel's bundle format (here: `limits.max_turns`); run `structured-agents import "),
+        "{e}"
+    );
+    assert!(e.ends_with(" to convert this bundle"), "{e}");
+}
+
 #[test]
 fn yaml_syntax_errors_have_a_line() {
     let text = GOOD.replace("  name: m", "  name: [m");
