@@ -100,7 +100,12 @@ pub enum Event {
     ModelResponse {
         turn: u32,
         duration_ms: u64,
+        /// The reply's text as the server sent it, tool-call text included
+        /// (the Python kernel's `content`).
         content: Option<String>,
+        /// Tool calls the server returned in its `tool_calls` field (the
+        /// Python kernel's `tool_calls_count`); calls written in the text
+        /// are in `parsed_tool_calls_count`.
         tool_calls_count: usize,
         usage: TokenUsage,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,14 +117,14 @@ pub enum Event {
         /// What the call cost by the daemon's price table (with a budget).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
-        /// The reply's text as the server sent it, before the model plugin
-        /// took tool calls out of it (`content` is what is left).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        raw_content: Option<String>,
-        /// Tool calls the server returned in its `tool_calls` field (the
-        /// rest of `tool_calls_count` was parsed from the text).
+        /// What is left of `content` once the model plugin took the tool
+        /// calls out of it: the answer the run records and shows.
         #[serde(default)]
-        native_tool_calls_count: usize,
+        parsed_content: Option<String>,
+        /// The tool calls the run goes on with: the native ones and those
+        /// the model plugin parsed from the text.
+        #[serde(default)]
+        parsed_tool_calls_count: usize,
     },
     ToolCall {
         turn: u32,

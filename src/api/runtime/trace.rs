@@ -138,8 +138,9 @@ pub(super) async fn execution_trace(
                 }
             }
             Some("ModelResponse") if verbose => {
-                trace
-                    .push(json!({"type": "model_turn", "turn": turn, "content": event["content"]}));
+                trace.push(
+                    json!({"type": "model_turn", "turn": turn, "content": event["parsed_content"]}),
+                );
             }
             _ => {}
         }
