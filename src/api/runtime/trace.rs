@@ -46,7 +46,8 @@ impl AgentTools {
 
 /// A stored event of the job's own run (not of a nested agent run).
 pub(super) fn top_level(json: &str) -> Option<Value> {
-    let event: Value = serde_json::from_str(json).ok()?;
+    let mut event: Value = serde_json::from_str(json).ok()?;
+    crate::events::legacy::upgrade(&mut event);
     event["parent"].is_null().then_some(event)
 }
 
