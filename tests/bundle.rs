@@ -127,17 +127,19 @@ fn unknown_key_points_at_the_key() {
 }
 
 /// The loader (`validate`, the daemon's bundle status) meets a key of the
-/// Python agent kernel's format: it names it and the command that converts
-/// the bundle, even in an otherwise valid bundle of this format.
+/// Python agent kernel's format in a bundle otherwise of this one: it names
+/// the key, where it goes, and the command for whole original bundles.
+/// (`tests/cli.rs` `validate_names_the_original_keys_and_the_import_command`
+/// has a whole original bundle.)
 #[test]
-fn an_original_key_names_itself_and_the_import_command() {
+fn an_original_key_names_itself_where_it_goes_and_the_import_command() {
     let text = format!("{GOOD}max_turns: 5\n");
     let e = one_error(&text);
     assert!(
-        e.starts_with("bundle.yaml:16: max_turns: unknown key: `max_turns` belongs to the Python agent kernel's bundle format (here: `limits.max_turns`); run `structured-agents import "),
+        e.starts_with("bundle.yaml:16: max_turns: unknown key: `max_turns` belongs to the Python agent kernel's bundle format (here: `limits.max_turns`); the rest of this bundle is of this format: move it to `limits.max_turns` (a whole original bundle converts with `structured-agents import "),
         "{e}"
     );
-    assert!(e.ends_with(" to convert this bundle"), "{e}");
+    assert!(e.ends_with("`)"), "{e}");
 }
 
 #[test]

@@ -70,12 +70,25 @@ pub fn original_keys(value: &Value) -> Vec<OriginalKey> {
 }
 
 /// The message a load error gives for an original key met in `dir`.
-pub fn original_key_message(key: &OriginalKey, dir: &Path) -> String {
+/// `converted` says the rest of the file is already of this format (it has
+/// `prompts`): `import` takes whole original bundles, so the key is moved
+/// by hand.
+pub fn original_key_message(key: &OriginalKey, dir: &Path, converted: bool) -> String {
+    let what_to_do = if converted {
+        format!(
+            "the rest of this bundle is of this format: move it to {} (a whole original bundle converts with `structured-agents import {}`)",
+            key.goes_to,
+            dir.display()
+        )
+    } else {
+        format!(
+            "run `structured-agents import {}` to convert this bundle",
+            dir.display()
+        )
+    };
     format!(
-        "unknown key: `{}` belongs to the Python agent kernel's bundle format (here: {}); run `structured-agents import {}` to convert this bundle",
-        key.path,
-        key.goes_to,
-        dir.display()
+        "unknown key: `{}` belongs to the Python agent kernel's bundle format (here: {}); {what_to_do}",
+        key.path, key.goes_to
     )
 }
 
@@ -726,6 +739,15 @@ fn json_type(annotation: &str) -> Option<&'static str> {
     })
 }
 
+/// What [`import_dir`] did: the conversion of `source` and where it went.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The original bundle file, where it is now.
+    pub source: PathBuf,
+    pub conversion: Conversion,
+    pub written: Written,
+}
+
 /// Where [`import_dir`] put the converted bundle.
 #[derive(Debug, Clone)]
 pub enum Written {
@@ -749,7 +771,7 @@ pub fn import_dir(
     out: Option<&Path>,
     dry_run: bool,
     options: &ImportOptions,
-) -> Result<(Conversion, Written), ImportError> {
+) -> Result<Imported, ImportError> {
     let file =
         super::bundle_file(dir).ok_or_else(|| ImportError::NoBundleFile(dir.to_path_buf()))?;
     let text = std::fs::read_to_string(&file).map_err(|e| ImportError::Read {
@@ -758,7 +780,11 @@ pub fn import_dir(
     })?;
     let conversion = convert(&text, dir, &file, options)?;
     if dry_run {
-        return Ok((conversion, Written::Nothing));
+        return Ok(Imported {
+            source: file,
+            conversion,
+            written: Written::Nothing,
+        });
     }
     let write = |path: &Path, content: &str| {
         std::fs::write(path, content).map_err(|e| ImportError::Write {
@@ -796,7 +822,15 @@ pub fn import_dir(
             }
         }
     };
-    Ok((conversion, written))
+    let source = match &written {
+        Written::InPlace { original, .. } => original.clone(),
+        _ => file,
+    };
+    Ok(Imported {
+        source,
+        conversion,
+        written,
+    })
 }
 
 /// Copies `from` into `to` (created), every file but `skip` (the original

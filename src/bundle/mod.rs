@@ -624,6 +624,7 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
     // An original bundle fails on whichever of its keys serde meets first;
     // naming all of them, with the command that converts them, says more.
     let original = import::original_keys(&value);
+    let converted = value.get("prompts").is_some();
     serde_path_to_error::deserialize::<_, RawBundle>(value).map_err(|e| {
         if !original.is_empty() {
             let dir = file.parent().unwrap_or(Path::new("."));
@@ -634,7 +635,7 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
                         file: file.to_path_buf(),
                         line: index.line_of(&key.path),
                         path: key.path.clone(),
-                        message: import::original_key_message(key, dir),
+                        message: import::original_key_message(key, dir, converted),
                     })
                     .collect(),
             );

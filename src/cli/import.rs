@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::bundle::import::{self, ImportOptions, ReportItem, Written};
+use crate::bundle::import::{self, ImportOptions, Imported, ReportItem, Written};
 use crate::bundle::{self, LoadContext};
 use crate::model::ModelCatalog;
 
@@ -45,13 +45,14 @@ fn run(args: ImportArgs) -> anyhow::Result<i32> {
         model: args.model,
     };
     let dir = &args.bundle_dir;
-    let (conversion, written) =
-        import::import_dir(dir, args.out.as_deref(), args.dry_run, &options)?;
-    let source = bundle::bundle_file(dir).unwrap_or_else(|| dir.join(import::ORIGINAL_BACKUP));
-    let (source, result_dir) = match &written {
-        Written::Nothing => (source, dir.clone()),
-        Written::InPlace { original, .. } => (original.clone(), dir.clone()),
-        Written::Copy { dir: out } => (source, out.clone()),
+    let Imported {
+        source,
+        conversion,
+        written,
+    } = import::import_dir(dir, args.out.as_deref(), args.dry_run, &options)?;
+    let result_dir = match &written {
+        Written::Copy { dir: out } => out.clone(),
+        Written::Nothing | Written::InPlace { .. } => dir.clone(),
     };
     println!(
         "{}: the Python agent kernel's format, converted",
