@@ -174,6 +174,8 @@ pub enum ImportError {
     BackupExists(PathBuf),
     #[error("{}: is not empty: give --out a new or empty directory", .0.display())]
     OutNotEmpty(PathBuf),
+    #[error("{}: is inside the bundle being converted ({}): give --out a directory outside it", out.display(), dir.display())]
+    OutInside { out: PathBuf, dir: PathBuf },
     #[error("the converted bundle cannot be written as YAML: {0}")]
     Serialize(String),
 }
@@ -794,6 +796,14 @@ pub fn import_dir(
     };
     let written = match out {
         Some(target) => {
+            // Copying a directory into itself would never end.
+            let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            if absolute(target).starts_with(absolute(dir)) {
+                return Err(ImportError::OutInside {
+                    out: target.to_path_buf(),
+                    dir: dir.to_path_buf(),
+                });
+            }
             let occupied =
                 std::fs::read_dir(target).is_ok_and(|mut entries| entries.next().is_some());
             if occupied {
@@ -1037,6 +1047,43 @@ registries: [grail, python]
         .unwrap_err()
         .to_string();
         assert!(ours.contains("not an original bundle"), "{ours}");
+    }
+
+    #[test]
+    fn import_dir_writes_a_copy_or_in_place_and_never_into_itself() {
+        let dir = bundle_dir();
+        std::fs::write(dir.path().join("bundle.yaml"), ORIGINAL).unwrap();
+        let options = ImportOptions::default();
+        let inside = import_dir(dir.path(), Some(&dir.path().join("new")), false, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            inside.contains("is inside the bundle being converted"),
+            "{inside}"
+        );
+        assert!(!dir.path().join("new").exists());
+
+        let out = tempfile::tempdir().unwrap();
+        let copy = out.path().join("copy");
+        let imported = import_dir(dir.path(), Some(&copy), false, &options).unwrap();
+        assert_eq!(imported.source, dir.path().join("bundle.yaml"));
+        assert!(copy.join("tools/count_words.pym").is_file());
+        assert_eq!(
+            std::fs::read_to_string(copy.join("bundle.yaml")).unwrap(),
+            imported.conversion.yaml
+        );
+        let again = import_dir(dir.path(), Some(&copy), false, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(again.contains("is not empty"), "{again}");
+
+        let imported = import_dir(dir.path(), None, false, &options).unwrap();
+        assert_eq!(imported.source, dir.path().join(ORIGINAL_BACKUP));
+        assert_eq!(std::fs::read_to_string(&imported.source).unwrap(), ORIGINAL);
+        let twice = import_dir(dir.path(), None, false, &options)
+            .unwrap_err()
+            .to_string();
+        assert!(twice.contains("not an original bundle"), "{twice}");
     }
 
     #[test]

@@ -163,6 +163,11 @@ pub enum Command {
     /// Convert a bundle written for the Python agent kernel (`initial_context`,
     /// `max_turns`, `termination_tool`, `tools[].registry`, `registries`) into
     /// this format, and report what changed and what could not be converted.
+    ///
+    /// Each report line names the original key and its line. The result is
+    /// checked with the loader `validate` uses. Exit 0 when everything was
+    /// converted and the result loads, 1 when something was left out or it
+    /// does not load yet, 2 when nothing could be converted.
     Import(import::ImportArgs),
     /// Create a new bundle to start from: bundle.yaml with every key, a tool, a scripted endpoint.
     Init(init::InitArgs),
