@@ -126,6 +126,22 @@ fn unknown_key_points_at_the_key() {
     );
 }
 
+/// The loader (`validate`, the daemon's bundle status) meets a key of the
+/// Python agent kernel's format in a bundle otherwise of this one: it names
+/// the key, where it goes, and the command for whole original bundles.
+/// (`tests/cli.rs` `validate_names_the_original_keys_and_the_import_command`
+/// has a whole original bundle.)
+#[test]
+fn an_original_key_names_itself_where_it_goes_and_the_import_command() {
+    let text = format!("{GOOD}max_turns: 5\n");
+    let e = one_error(&text);
+    assert!(
+        e.starts_with("bundle.yaml:16: max_turns: unknown key: `max_turns` belongs to the Python agent kernel's bundle format (here: `limits.max_turns`); the rest of this bundle is of this format: move it to `limits.max_turns` (a whole original bundle converts with `structured-agents import "),
+        "{e}"
+    );
+    assert!(e.ends_with("`)"), "{e}");
+}
+
 #[test]
 fn yaml_syntax_errors_have_a_line() {
     let text = GOOD.replace("  name: m", "  name: [m");

@@ -1,4 +1,4 @@
-//! The real binary: `run`, `validate`, `schema`.
+//! The real binary: `run`, `validate`, `schema`, `import`.
 
 use std::process::Command;
 
@@ -406,4 +406,215 @@ fn the_command_lines_own_variables_are_not_settings() {
     // A real setting from the environment still applies (and is checked).
     assert!(stderr.contains("queue.workers"), "{stderr}");
     assert!(!out.status.success());
+}
+
+/// A bundle in the Python agent kernel's format, as its `BundleManifest`
+/// documents it: prompts under `initial_context`, top-level `max_turns` and
+/// `termination_tool`, tools found in a registry, and the registries used.
+const ORIGINAL_BUNDLE: &str = r#"name: doubler
+version: "1.0"
+model:
+  plugin: qwen
+  adapter: Qwen/Qwen2.5-7B-Instruct
+initial_context:
+  system_prompt: "You double numbers with the tool, then submit."
+  user_template: "Double {{ input }}"
+max_turns: 5
+termination_tool: submit_result
+tools:
+  - name: double
+    registry: grail
+    description: Doubles a number.
+  - name: submit_result
+    description: Submits the answer.
+  - name: lookup
+    registry: python
+registries: [grail, python]
+"#;
+
+/// A stand-in for Grail's `Input()`: the call's arguments arrive as JSON on
+/// stdin (how `kind: grail` runs a script today).
+const GRAIL_PRELUDE: &str = "import json, sys\n_args = json.load(sys.stdin)\ndef Input(name, **options): return _args.get(name, options.get(\"default\"))\n";
+
+fn original_bundle(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::write(dir.join("bundle.yaml"), ORIGINAL_BUNDLE).unwrap();
+    std::fs::write(
+        dir.join("tools/double.pym"),
+        format!("{GRAIL_PRELUDE}value: int = Input(\"value\")\nprint(json.dumps({{\"doubled\": value * 2}}))\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("tools/submit_result.pym"),
+        format!("{GRAIL_PRELUDE}answer: str = Input(\"answer\")\nprint(json.dumps({{\"answer\": answer}}))\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("script.yaml"),
+        "replies:\n  - tool_calls: [{name: double, arguments: {value: 21}}]\n  - tool_calls: [{name: submit_result, arguments: {answer: \"42\"}}]\n",
+    )
+    .unwrap();
+}
+
+/// `PATH` with a stand-in `grail` interpreter (Python on the script).
+fn grail_path(bin_dir: &std::path::Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let grail = bin_dir.join("grail");
+    std::fs::write(&grail, "#!/bin/sh\nexec python3 \"$1\"\n").unwrap();
+    std::fs::set_permissions(&grail, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display())
+}
+
+fn text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn validate_names_the_original_keys_and_the_import_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("doubler");
+    original_bundle(&bundle);
+    let out = bin().arg("validate").arg(&bundle).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let command = format!("run `structured-agents import {}`", bundle.display());
+    for (line, key) in [
+        (6, "initial_context"),
+        (9, "max_turns"),
+        (10, "termination_tool"),
+        (19, "registries"),
+        (5, "model.adapter"),
+        (13, "tools[0].registry"),
+        (18, "tools[2].registry"),
+    ] {
+        let expected = format!(
+            "doubler/bundle.yaml:{line}: {key}: unknown key: `{key}` belongs to the Python agent kernel's bundle format"
+        );
+        assert!(
+            stderr.lines().any(|l| l.contains(&expected)
+                && l.ends_with(&format!("{command} to convert this bundle"))),
+            "{expected}\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn import_converts_an_original_bundle_that_then_validates_and_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("doubler");
+    original_bundle(&original);
+    let bin_dir = tempfile::tempdir().unwrap();
+    let path = grail_path(bin_dir.path());
+
+    // A dry run reports and prints, and writes nothing.
+    let dry = bin()
+        .arg("import")
+        .arg(&original)
+        .args(["--dry-run", "--endpoint", "scripted:script.yaml"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let report = text(&dry);
+    assert_eq!(dry.status.code(), Some(1), "a tool was left out: {report}");
+    assert!(report.contains("dry run: nothing written"), "{report}");
+    assert!(report.contains("prompts:"), "the converted file: {report}");
+    assert_eq!(
+        std::fs::read_to_string(original.join("bundle.yaml")).unwrap(),
+        ORIGINAL_BUNDLE
+    );
+
+    let converted = dir.path().join("converted");
+    let out = bin()
+        .arg("import")
+        .arg(&original)
+        .arg("--out")
+        .arg(&converted)
+        .args(["--endpoint", "scripted:script.yaml"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let file = original.join("bundle.yaml");
+    let file = file.display();
+    for expected in [
+        format!("{file}:7: initial_context.system_prompt: became `prompts.system`"),
+        format!("{file}:8: initial_context.user_template: became `prompts.user`"),
+        format!("{file}:9: max_turns: became `limits.max_turns`"),
+        format!("{file}:10: termination_tool: became `termination.tool`"),
+        format!(
+            "{file}:13: tools[0].registry: tool \"double\": `registry: grail` became `kind: grail`"
+        ),
+        format!("{file}:5: model.adapter: became `model.name`"),
+    ] {
+        assert!(report.contains(&expected), "{expected}\n{report}");
+    }
+    let (_, left_out) = report
+        .split_once("not converted (left out):")
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        left_out.contains(&format!(
+            "{file}:17: tools[2]: tool \"lookup\": a `python` registry tool"
+        )) && left_out.contains(&format!("{file}:19: registries[1]:")),
+        "{report}"
+    );
+    assert!(
+        report.contains("check: the converted bundle loads"),
+        "{report}"
+    );
+
+    let out = bin()
+        .arg("validate")
+        .arg(&converted)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+
+    let run = bin()
+        .arg("run")
+        .arg(&converted)
+        .args(["--input", "21", "--json"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{}", text(&run));
+    let events: Vec<Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let results: Vec<_> = events
+        .iter()
+        .filter(|e| e["type"] == "ToolResult")
+        .map(|e| e["output_preview"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        results.len() == 2 && results[0].contains("\"doubled\": 42"),
+        "{stdout}"
+    );
+    let request = events
+        .iter()
+        .find(|e| e["type"] == "ModelRequest")
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(request["model"], "Qwen/Qwen2.5-7B-Instruct", "{request}");
+
+    // In place: the original file is kept beside the converted one.
+    let out = bin()
+        .arg("import")
+        .arg(&original)
+        .args(["--model", "other-model"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(original.join("bundle.original.yaml")).unwrap(),
+        ORIGINAL_BUNDLE
+    );
+    let yaml = std::fs::read_to_string(original.join("bundle.yaml")).unwrap();
+    assert!(
+        yaml.contains("other-model") && !yaml.contains("initial_context"),
+        "{yaml}"
+    );
 }

@@ -719,3 +719,51 @@ async fn edits_to_a_model_config_or_a_tool_script_rebind_the_bundle() {
     assert_eq!(report["changed"], json!([]), "{report}");
     assert_eq!(loaded_at().await, before);
 }
+
+/// A bundle in the Python agent kernel's format dropped into the bundles
+/// directory: its status names each original key with its line and the
+/// command that converts it (the same loader as `validate`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_original_bundle_s_status_names_its_keys_and_the_import_command() {
+    let server = mock_server("replies:\n  - content: hi\n").await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle(
+        "legacy",
+        "name: legacy\nmodel: {plugin: qwen, adapter: m}\ninitial_context:\n  system_prompt: hi\nmax_turns: 3\ntools: []\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let errors = eventually(
+        Duration::from_secs(10),
+        "the legacy bundle's status",
+        || async {
+            let listed = get(&http, &daemon, "/v1/bundles").await;
+            let all = listed["bundles"]
+                .as_array()
+                .into_iter()
+                .chain(listed["rejected"].as_array())
+                .flatten()
+                .cloned()
+                .collect::<Vec<_>>();
+            all.into_iter()
+                .find(|b| b["dir"].as_str().is_some_and(|d| d.ends_with("legacy")))
+                .map(|b| b["errors"].to_string())
+        },
+    )
+    .await;
+    for (line, key) in [
+        (2, "model.adapter"),
+        (3, "initial_context"),
+        (5, "max_turns"),
+    ] {
+        assert!(
+            errors.contains(&format!("legacy/bundle.yaml:{line}: {key}: unknown key: `{key}` belongs to the Python agent kernel's bundle format")),
+            "{key}: {errors}"
+        );
+    }
+    assert!(
+        errors.contains("run `structured-agents import "),
+        "{errors}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

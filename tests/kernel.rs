@@ -782,11 +782,12 @@ async fn a_model_reply_one_byte_over_max_response_bytes_is_refused() {
     assert!(over.to_string().contains("max_response_bytes") && !over.is_retryable());
 }
 
-/// `ModelResponse` carries the reply as the server sent it (`raw_content`,
-/// with the tool-call text the plugin took out of `content`) and how many
-/// of its calls were native `tool_calls`, as the Python kernel's does.
+/// `ModelResponse` means what the Python kernel's did: `content` is the
+/// reply as the server sent it (tool-call text included) and
+/// `tool_calls_count` counts the native `tool_calls`; what the model plugin
+/// parsed is `parsed_content` and `parsed_tool_calls_count`.
 #[tokio::test]
-async fn model_response_carries_the_raw_content_and_the_native_call_count() {
+async fn model_response_keeps_the_python_kernels_meanings_and_adds_the_parsed_values() {
     let yaml = r#"
 replies:
   - content: "Adding.\n<tool_call>\n{\"name\": \"fast_echo\", \"arguments\": {\"n\": 1}}\n</tool_call>"
@@ -818,33 +819,51 @@ replies:
         .filter_map(|e| match e.event {
             Event::ModelResponse {
                 content,
-                raw_content,
+                parsed_content,
                 tool_calls_count,
-                native_tool_calls_count,
+                parsed_tool_calls_count,
                 ..
             } => Some((
                 content,
-                raw_content,
+                parsed_content,
                 tool_calls_count,
-                native_tool_calls_count,
+                parsed_tool_calls_count,
             )),
             _ => None,
         })
         .collect();
     assert_eq!(responses.len(), 3, "{responses:?}");
-    let (content, raw, calls, native) = &responses[0];
-    assert_eq!(content.as_deref(), Some("Adding."));
+    let (raw, parsed, native, calls) = &responses[0];
+    assert_eq!(parsed.as_deref(), Some("Adding."));
     assert!(
         raw.as_deref()
             .is_some_and(|r| r.starts_with("Adding.\n<tool_call>")),
         "{raw:?}"
     );
-    assert_eq!((*calls, *native), (1, 0));
-    let (_, raw, calls, native) = &responses[1];
-    assert_eq!((raw.as_deref(), *calls, *native), (None, 1, 1));
-    let (content, raw, calls, native) = &responses[2];
-    assert_eq!(content.as_deref(), Some("done"));
-    assert_eq!((raw.as_deref(), *calls, *native), (Some("done"), 0, 0));
+    assert_eq!((*native, *calls), (0, 1));
+    let (raw, _, native, calls) = &responses[1];
+    assert_eq!((raw.as_deref(), *native, *calls), (None, 1, 1));
+    let (raw, parsed, native, calls) = &responses[2];
+    assert_eq!(parsed.as_deref(), Some("done"));
+    assert_eq!((raw.as_deref(), *native, *calls), (Some("done"), 0, 0));
+
+    // On the wire (the event log, SSE, observer plugins) under these names.
+    let wire = recorder
+        .events()
+        .into_iter()
+        .find(|e| matches!(e.event, Event::ModelResponse { turn: 1, .. }))
+        .map(|e| serde_json::to_value(&e).unwrap())
+        .unwrap();
+    assert_eq!(wire["parsed_content"], "Adding.", "{wire}");
+    assert_eq!(wire["tool_calls_count"], 0, "{wire}");
+    assert_eq!(wire["parsed_tool_calls_count"], 1, "{wire}");
+    assert!(
+        wire["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("<tool_call>")),
+        "{wire}"
+    );
+    assert!(wire.get("raw_content").is_none(), "{wire}");
 }
 
 /// A call id with a NUL (or another control character) is never kept: the

@@ -5,6 +5,7 @@
 //! This module must not know about the daemon, the queue or HTTP serving.
 
 pub mod bind;
+pub mod import;
 mod locate;
 pub mod schema;
 mod shape;
@@ -620,7 +621,25 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
     if value.is_null() {
         return Err(one(None, String::new(), "the file is empty".into()));
     }
+    // An original bundle fails on whichever of its keys serde meets first;
+    // naming all of them, with the command that converts them, says more.
+    let original = import::original_keys(&value);
+    let converted = value.get("prompts").is_some();
     serde_path_to_error::deserialize::<_, RawBundle>(value).map_err(|e| {
+        if !original.is_empty() {
+            let dir = file.parent().unwrap_or(Path::new("."));
+            return BundleErrors(
+                original
+                    .iter()
+                    .map(|key| BundleError {
+                        file: file.to_path_buf(),
+                        line: index.line_of(&key.path),
+                        path: key.path.clone(),
+                        message: import::original_key_message(key, dir, converted),
+                    })
+                    .collect(),
+            );
+        }
         let path = e.path().to_string();
         let path = if path == "." { String::new() } else { path };
         // The path ends at the offending key (also for unknown keys).

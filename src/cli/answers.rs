@@ -101,7 +101,12 @@ impl Answers {
     /// What to print before a durable event, and whether its answer is
     /// already on screen.
     pub fn before_event(&mut self, envelope: &EventEnvelope) -> AroundEvent {
-        let Event::ModelResponse { turn, content, .. } = &envelope.event else {
+        let Event::ModelResponse {
+            turn,
+            parsed_content: content,
+            ..
+        } = &envelope.event
+        else {
             return AroundEvent {
                 before: self.close_line(),
                 answer_shown: false,
@@ -175,7 +180,7 @@ mod tests {
         event(
             run_id,
             json!({"type": "ModelResponse", "turn": turn, "duration_ms": 1, "content": content,
-                   "tool_calls_count": 0, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
+                   "parsed_content": content, "tool_calls_count": 0, "parsed_tool_calls_count": 0, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}),
         )
     }
 

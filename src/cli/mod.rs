@@ -6,6 +6,7 @@ mod approvals;
 mod bench;
 mod chat;
 mod describe;
+mod import;
 mod init;
 mod inspect;
 mod keys;
@@ -166,6 +167,15 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Manage API keys (`[auth] keys_file`): new, list, revoke.
     Keys(keys::KeysArgs),
+    /// Convert a bundle written for the Python agent kernel (`initial_context`,
+    /// `max_turns`, `termination_tool`, `tools[].registry`, `registries`) into
+    /// this format, and report what changed and what could not be converted.
+    ///
+    /// Each report line names the original key and its line. The result is
+    /// checked with the loader `validate` uses. Exit 0 when everything was
+    /// converted and the result loads, 1 when something was left out or it
+    /// does not load yet, 2 when nothing could be converted.
+    Import(import::ImportArgs),
     /// Create a new bundle to start from: bundle.yaml with every key, a tool, a scripted endpoint.
     Init(init::InitArgs),
     /// Print the keys a bundle's requests carry (tool_choice, grammar on each
@@ -358,6 +368,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Validate(args) => validate::validate(args).await,
         Command::Keys(args) => keys::keys(args),
         Command::Init(args) => init::init(args),
+        Command::Import(args) => import::import(args).await,
         Command::Schema {
             what: SchemaKind::Bundle,
         } => {

@@ -61,8 +61,8 @@ impl Printer {
         let line = match &envelope.event {
             Event::ModelResponse { .. } if around.answer_shown => {
                 let mut event = envelope.event.clone();
-                if let Event::ModelResponse { content, .. } = &mut event {
-                    *content = None;
+                if let Event::ModelResponse { parsed_content, .. } = &mut event {
+                    *parsed_content = None;
                 }
                 human(&event)
             }
@@ -108,9 +108,9 @@ pub fn human(event: &Event) -> Option<String> {
         }
         Event::ModelResponse {
             duration_ms,
-            tool_calls_count,
+            parsed_tool_calls_count: tool_calls_count,
             usage,
-            content,
+            parsed_content: content,
             ..
         } => {
             // The answer first: streamed, it is on screen before the figures.

@@ -7,6 +7,7 @@
 //! and the fan-out rules.
 
 pub mod daemon;
+pub mod legacy;
 mod observer;
 pub mod tokens;
 
@@ -59,8 +60,10 @@ pub struct ParentRun {
 }
 
 /// An event placed in its run: the unit that observers receive and the job
-/// event log stores.
+/// event log stores. Read back, an event of an earlier layout is upgraded
+/// ([`legacy`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Value")]
 pub struct EventEnvelope {
     pub run_id: String,
     pub bundle: String,
@@ -73,6 +76,38 @@ pub struct EventEnvelope {
     pub timestamp: String,
     #[serde(flatten)]
     pub event: Event,
+}
+
+/// [`EventEnvelope`] as stored, read after [`legacy::upgrade`].
+#[derive(Deserialize)]
+struct StoredEnvelope {
+    run_id: String,
+    bundle: String,
+    bundle_version: String,
+    #[serde(default)]
+    parent: Option<ParentRun>,
+    seq: u64,
+    timestamp: String,
+    #[serde(flatten)]
+    event: Event,
+}
+
+impl TryFrom<Value> for EventEnvelope {
+    type Error = serde_json::Error;
+
+    fn try_from(mut value: Value) -> Result<Self, Self::Error> {
+        legacy::upgrade(&mut value);
+        let stored: StoredEnvelope = serde_json::from_value(value)?;
+        Ok(EventEnvelope {
+            run_id: stored.run_id,
+            bundle: stored.bundle,
+            bundle_version: stored.bundle_version,
+            parent: stored.parent,
+            seq: stored.seq,
+            timestamp: stored.timestamp,
+            event: stored.event,
+        })
+    }
 }
 
 /// Everything that can happen. Kernel events keep the names and fields of the
@@ -100,7 +135,12 @@ pub enum Event {
     ModelResponse {
         turn: u32,
         duration_ms: u64,
+        /// The reply's text as the server sent it, tool-call text included
+        /// (the Python kernel's `content`).
         content: Option<String>,
+        /// Tool calls the server returned in its `tool_calls` field (the
+        /// Python kernel's `tool_calls_count`); calls written in the text
+        /// are in `parsed_tool_calls_count`.
         tool_calls_count: usize,
         usage: TokenUsage,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,14 +152,14 @@ pub enum Event {
         /// What the call cost by the daemon's price table (with a budget).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cost: Option<f64>,
-        /// The reply's text as the server sent it, before the model plugin
-        /// took tool calls out of it (`content` is what is left).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        raw_content: Option<String>,
-        /// Tool calls the server returned in its `tool_calls` field (the
-        /// rest of `tool_calls_count` was parsed from the text).
+        /// What is left of `content` once the model plugin took the tool
+        /// calls out of it: the answer the run records and shows.
         #[serde(default)]
-        native_tool_calls_count: usize,
+        parsed_content: Option<String>,
+        /// The tool calls the run goes on with: the native ones and those
+        /// the model plugin parsed from the text.
+        #[serde(default)]
+        parsed_tool_calls_count: usize,
     },
     ToolCall {
         turn: u32,
@@ -359,6 +399,31 @@ mod tests {
         assert_eq!(v["errors_count"], 1);
         let back: EventEnvelope = serde_json::from_value(v).unwrap();
         assert_eq!(back, env);
+    }
+
+    /// An event log written before `parsed_content` existed reads in
+    /// today's layout (`watch`, `submit --follow`, the queue's rules).
+    #[test]
+    fn a_stored_model_response_of_the_earlier_layout_reads_in_todays() {
+        let stored = serde_json::json!({"run_id": "j1", "bundle": "b", "bundle_version": "1",
+            "seq": 2, "timestamp": "2026-01-01T00:00:00.000Z", "type": "ModelResponse",
+            "turn": 1, "duration_ms": 5, "content": "Adding.", "tool_calls_count": 1,
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+            "raw_content": "Adding.<tool_call>…", "native_tool_calls_count": 0});
+        let envelope: EventEnvelope = serde_json::from_value(stored).unwrap();
+        let Event::ModelResponse {
+            content,
+            tool_calls_count,
+            parsed_content,
+            parsed_tool_calls_count,
+            ..
+        } = envelope.event
+        else {
+            panic!("{envelope:?}");
+        };
+        assert_eq!(content.as_deref(), Some("Adding.<tool_call>…"));
+        assert_eq!(parsed_content.as_deref(), Some("Adding."));
+        assert_eq!((tool_calls_count, parsed_tool_calls_count), (0, 1));
     }
 
     #[test]

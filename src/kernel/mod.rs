@@ -443,15 +443,15 @@ impl Kernel {
             .emit(Event::ModelResponse {
                 turn,
                 duration_ms: started.elapsed().as_millis() as u64,
-                content: recorded.assistant.content.clone(),
-                tool_calls_count: recorded.assistant.tool_calls.len(),
+                content: raw_content,
+                tool_calls_count: native_tool_calls_count,
                 usage: response.usage,
                 response_id: response.id,
                 finish_reason: response.finish_reason,
                 response_model: response.model,
                 cost,
-                raw_content,
-                native_tool_calls_count,
+                parsed_content: recorded.assistant.content.clone(),
+                parsed_tool_calls_count: recorded.assistant.tool_calls.len(),
             })
             .await;
         Ok(Reply {

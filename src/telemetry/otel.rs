@@ -494,7 +494,7 @@ impl SpanBuilder {
                 response_id,
                 finish_reason,
                 response_model,
-                content,
+                parsed_content,
                 ..
             } => {
                 let Some(run) = self.runs.get_mut(&key) else {
@@ -526,7 +526,8 @@ impl SpanBuilder {
                     ));
                 }
                 if self.capture {
-                    let output = serde_json::json!([{"role": "assistant", "content": content}]);
+                    let output =
+                        serde_json::json!([{"role": "assistant", "content": parsed_content}]);
                     span.set_attribute(KeyValue::new("gen_ai.output.messages", output.to_string()));
                 }
                 span.end_with_timestamp(at);

@@ -46,7 +46,8 @@ impl AgentTools {
 
 /// A stored event of the job's own run (not of a nested agent run).
 pub(super) fn top_level(json: &str) -> Option<Value> {
-    let event: Value = serde_json::from_str(json).ok()?;
+    let mut event: Value = serde_json::from_str(json).ok()?;
+    crate::events::legacy::upgrade(&mut event);
     event["parent"].is_null().then_some(event)
 }
 
@@ -138,8 +139,9 @@ pub(super) async fn execution_trace(
                 }
             }
             Some("ModelResponse") if verbose => {
-                trace
-                    .push(json!({"type": "model_turn", "turn": turn, "content": event["content"]}));
+                trace.push(
+                    json!({"type": "model_turn", "turn": turn, "content": event["parsed_content"]}),
+                );
             }
             _ => {}
         }

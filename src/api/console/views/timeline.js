@@ -189,6 +189,13 @@ function streaming(run, ctx, turns, label) {
   return live;
 }
 
+/** A reply's answer: what is left once the tool calls were parsed out of it
+ * (`parsed_content`; `content` is the reply as the server sent it). Events
+ * recorded before `parsed_content` existed carried the answer as `content`. */
+function answer(r) {
+  return "parsed_content" in r ? r.parsed_content : r.content;
+}
+
 function drawTurn(run, t, ctx, depth) {
   const label = ctx.groupChat && depth === 0 ? `Round ${t.turn}` : `Turn ${t.turn}`;
   const r = t.response;
@@ -206,7 +213,7 @@ function drawTurn(run, t, ctx, depth) {
       r?.finish_reason ? h("span", { class: "muted" }, ` · ${r.finish_reason}`) : null,
       !r && t.request ? h("span", { class: "badge live" }, live ? "streaming" : "waiting for the model") : null,
     ),
-    r && r.content ? h("div", { class: "reply" }, r.content) : null,
+    r && answer(r) ? h("div", { class: "reply" }, answer(r)) : null,
     !r && live ? h("div", { class: "reply streaming" }, live) : null,
     t.request?.messages ? fold({ messages: t.request.messages, parameters: t.request.parameters }, ctx, depth, `request ${run.id} ${t.turn}`, "messages sent") : null,
     t.parseErrors.map((e) => h("div", { class: "banner error" }, "The reply's tool call did not parse: ", e.detail)),
