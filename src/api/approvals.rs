@@ -97,7 +97,7 @@ pub(super) async fn take(
     let by = caller.name();
     let verdict = decision.verdict.kind();
     let changed = state.queue.decide_approval(id, call, decision, by).await?;
-    crate::failpoint::hit("after_approval_recorded");
+    crate::failpoint::hit(crate::failpoint::Failpoint::AfterApprovalRecorded);
     state
         .bus
         .publish(crate::events::daemon::DaemonEvent::ApprovalDecided {
@@ -107,36 +107,4 @@ pub(super) async fn take(
             by: by.to_string(),
         });
     Ok(changed.job)
-}
-
-/// A decision the queue refused, as the API says it.
-pub(super) fn refused(e: &crate::queue::QueueError) -> Option<ApiError> {
-    use crate::approval::DecisionError;
-    use crate::queue::QueueError;
-    match e {
-        QueueError::NotAwaitingApproval { .. } | QueueError::NotTheAwaitedCall { .. } => {
-            Some(ApiError::new(ErrorCode::InvalidState, e.to_string()))
-        }
-        QueueError::Decision {
-            source: DecisionError::Stale { .. },
-            ..
-        } => Some(ApiError::new(ErrorCode::InvalidState, e.to_string())),
-        QueueError::Decision {
-            source: DecisionError::MissingDigest { .. },
-            ..
-        } => Some(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "digest",
-            e.to_string(),
-        )),
-        QueueError::Decision {
-            source: DecisionError::BadEdit { .. },
-            ..
-        } => Some(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "arguments",
-            e.to_string(),
-        )),
-        _ => None,
-    }
 }

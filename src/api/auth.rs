@@ -90,18 +90,18 @@ impl Caller {
     /// `job` if this key may see it, else the 404 an unknown id gets.
     pub fn visible(&self, id: &JobId, job: Option<Job>) -> Result<Job, ApiError> {
         job.filter(|job| self.sees(job))
-            .ok_or_else(|| super::jobs::not_found(id))
+            .ok_or_else(|| ApiError::job_not_found(id))
     }
 
     /// `job` if this key may operate on it: a job it can neither see nor
     /// touch is a 404, one it sees but may not touch a 403.
     pub fn operable(&self, id: &JobId, job: Option<Job>) -> Result<Job, ApiError> {
-        let job = job.ok_or_else(|| super::jobs::not_found(id))?;
+        let job = job.ok_or_else(|| ApiError::job_not_found(id))?;
         if self.operates_on(&job) {
             return Ok(job);
         }
         if !self.sees(&job) {
-            return Err(super::jobs::not_found(id));
+            return Err(ApiError::job_not_found(id));
         }
         Err(ApiError::new(
             ErrorCode::Forbidden,

@@ -133,6 +133,12 @@ impl ApiError {
         tracing::error!(error = %detail, "internal API error");
         Self::new(ErrorCode::Internal, "internal error; see the daemon log")
     }
+
+    /// The answer for a job the caller may not see as well as for one that
+    /// does not exist: the two must read the same.
+    pub fn job_not_found(id: &crate::queue::JobId) -> Self {
+        Self::new(ErrorCode::NotFound, format!("no job with id {id}"))
+    }
 }
 
 /// How long a client told 503 waits before trying again, in seconds: long
@@ -165,7 +171,7 @@ impl IntoResponse for ApiError {
 impl From<crate::queue::QueueError> for ApiError {
     fn from(e: crate::queue::QueueError) -> Self {
         use crate::queue::QueueError;
-        if let Some(refused) = super::approvals::refused(&e) {
+        if let Some(refused) = decision_refused(&e) {
             return refused;
         }
         match e {
@@ -180,6 +186,38 @@ impl From<crate::queue::QueueError> for ApiError {
             }
             e => ApiError::internal(e),
         }
+    }
+}
+
+/// A decision the queue refused, as the API says it.
+fn decision_refused(e: &crate::queue::QueueError) -> Option<ApiError> {
+    use crate::approval::DecisionError;
+    use crate::queue::QueueError;
+    match e {
+        QueueError::NotAwaitingApproval { .. } | QueueError::NotTheAwaitedCall { .. } => {
+            Some(ApiError::new(ErrorCode::InvalidState, e.to_string()))
+        }
+        QueueError::Decision {
+            source: DecisionError::Stale { .. },
+            ..
+        } => Some(ApiError::new(ErrorCode::InvalidState, e.to_string())),
+        QueueError::Decision {
+            source: DecisionError::MissingDigest { .. },
+            ..
+        } => Some(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "digest",
+            e.to_string(),
+        )),
+        QueueError::Decision {
+            source: DecisionError::BadEdit { .. },
+            ..
+        } => Some(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "arguments",
+            e.to_string(),
+        )),
+        _ => None,
     }
 }
 

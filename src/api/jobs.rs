@@ -315,7 +315,7 @@ pub async fn cancel(
         .queue
         .cancel(&id)
         .await?
-        .ok_or_else(|| not_found(&id))?;
+        .ok_or_else(|| ApiError::job_not_found(&id))?;
     Ok(Json(settled(&state, changed)))
 }
 
@@ -368,10 +368,6 @@ pub async fn journal(
         })
         .collect();
     Ok(Json(json!({"job_id": id, "steps": steps})))
-}
-
-pub(super) fn not_found(id: &JobId) -> ApiError {
-    ApiError::new(ErrorCode::NotFound, format!("no job with id {id}"))
 }
 
 #[cfg(test)]

@@ -205,7 +205,7 @@ async fn message(client: &Client, agent: &str, content: &str) -> anyhow::Result<
     let envelope = json!({
         "messageId": uuid::Uuid::new_v4().to_string(),
         "conversationId": format!("direct-{}", uuid::Uuid::new_v4()),
-        "senderId": crate::config::DEFAULT_SENDER_ID,
+        "senderId": crate::tools::http_agent::DEFAULT_SENDER_ID,
         "recipientId": agent,
         "content": content,
         "timestamp": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),

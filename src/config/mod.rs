@@ -128,15 +128,11 @@ impl Default for RuntimeConfig {
             router_reach: RouterReach::Directory,
             router_allow: None,
             router_deny: Vec::new(),
-            sender_id: DEFAULT_SENDER_ID.into(),
+            sender_id: crate::tools::http_agent::DEFAULT_SENDER_ID.into(),
             agents_file: None,
         }
     }
 }
-
-/// Who the daemon's envelopes come from unless `[runtime] sender_id` says
-/// otherwise (the multi-agent runtime's default).
-pub const DEFAULT_SENDER_ID: &str = "runtime";
 
 /// Which agents the runtime's router can call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

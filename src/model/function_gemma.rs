@@ -8,13 +8,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value, json};
 
 use super::reply::{TextParse, combine, snippet};
-use super::schema_ebnf::{Dialect, Ebnf, ebnf_literal, is_gemma_key};
+use super::schema_ebnf::{Dialect, ESCAPE, Ebnf, ebnf_literal, is_gemma_key, render_value};
 use super::{CallRules, Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole};
 use crate::types::{Message, Role, ToolCall, ToolSchema};
 
 const START: &str = "<start_function_call>";
 const END: &str = "<end_function_call>";
-const ESCAPE: &str = "<escape>";
 /// Nesting past this is refused, so hostile input cannot exhaust the stack.
 const MAX_DEPTH: usize = 64;
 
@@ -127,36 +126,6 @@ impl FunctionGemmaPlugin {
     pub fn new(options: FunctionGemmaOptions) -> Self {
         Self { options }
     }
-}
-
-/// `value` in FunctionGemma's syntax; `None` when it cannot be written
-/// (a key that is not an identifier, a string holding `<escape>`).
-pub fn render_value(value: &Value) -> Option<String> {
-    Some(match value {
-        Value::String(s) if s.contains(ESCAPE) => return None,
-        Value::String(s) => format!("{ESCAPE}{s}{ESCAPE}"),
-        Value::Object(o) => {
-            let mut parts = Vec::with_capacity(o.len());
-            for (k, v) in o {
-                if !is_gemma_key(k) {
-                    return None;
-                }
-                parts.push(format!("{k}:{}", render_value(v)?));
-            }
-            format!("{{{}}}", parts.join(","))
-        }
-        Value::Array(items) => {
-            format!(
-                "[{}]",
-                items
-                    .iter()
-                    .map(render_value)
-                    .collect::<Option<Vec<_>>>()?
-                    .join(",")
-            )
-        }
-        other => other.to_string(),
-    })
 }
 
 pub(crate) fn parse_text(text: &str) -> TextParse {

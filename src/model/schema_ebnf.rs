@@ -354,6 +354,39 @@ pub(crate) fn required_set(schema: &Map<String, Value>) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// FunctionGemma's string quote, on both sides of a string value.
+pub(crate) const ESCAPE: &str = "<escape>";
+
+/// `value` in FunctionGemma's syntax; `None` when it cannot be written
+/// (a key that is not an identifier, a string holding `<escape>`).
+pub(crate) fn render_value(value: &Value) -> Option<String> {
+    Some(match value {
+        Value::String(s) if s.contains(ESCAPE) => return None,
+        Value::String(s) => format!("{ESCAPE}{s}{ESCAPE}"),
+        Value::Object(o) => {
+            let mut parts = Vec::with_capacity(o.len());
+            for (k, v) in o {
+                if !is_gemma_key(k) {
+                    return None;
+                }
+                parts.push(format!("{k}:{}", render_value(v)?));
+            }
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(items) => {
+            format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(render_value)
+                    .collect::<Option<Vec<_>>>()?
+                    .join(",")
+            )
+        }
+        other => other.to_string(),
+    })
+}
+
 /// Keys FunctionGemma writes bare.
 pub(crate) fn is_gemma_key(key: &str) -> bool {
     let mut chars = key.chars();
@@ -388,7 +421,7 @@ pub(crate) fn ebnf_literal(text: &str) -> String {
 fn literal(value: &Value, dialect: Dialect) -> Result<String, SchemaError> {
     match dialect {
         Dialect::Json => Ok(ebnf_literal(&value.to_string())),
-        Dialect::Gemma => crate::model::function_gemma::render_value(value)
+        Dialect::Gemma => render_value(value)
             .map(|text| ebnf_literal(&text))
             .ok_or_else(|| format!("constant {value} cannot be written in FunctionGemma's syntax")),
     }

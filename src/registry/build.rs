@@ -11,7 +11,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::diff::Inventory;
-use super::names::{self, Entries};
+use super::names::{self, Entries, dir_name};
 use super::store::BundleStore;
 use super::{
     Applied, BundleEntry, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend, LoadedBundle,
@@ -489,12 +489,6 @@ fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
         }
     }
     urls
-}
-
-pub(super) fn dir_name(dir: &Path) -> String {
-    dir.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| dir.display().to_string())
 }
 
 fn bundle_dirs(root: &Path) -> Result<Vec<PathBuf>, RegistryError> {

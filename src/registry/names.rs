@@ -8,8 +8,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::build::dir_name;
 use super::{Applied, BundleEntry, BundleStatus, LoadedBundle, Snapshot};
+
+/// A bundle directory's own name, the name it claims when its bundle is
+/// broken.
+pub(super) fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
 
 /// The bundles served by name, and the rejected directories.
 pub(super) type Entries = (BTreeMap<String, BundleEntry>, Vec<BundleEntry>);

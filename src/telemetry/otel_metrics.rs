@@ -11,8 +11,19 @@ use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 
-use super::metrics::{DURATION_BUCKETS, TOKEN_BUCKETS};
 use super::otel::OtelError;
+
+// The buckets come from the OpenTelemetry GenAI conventions; the Prometheus
+// registry uses the same ones, so both exports agree.
+/// GenAI semantic conventions: operation duration bucket boundaries (seconds).
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+/// GenAI semantic conventions: token usage bucket boundaries.
+pub const TOKEN_BUCKETS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
+];
 
 pub struct OtelMeters {
     provider: SdkMeterProvider,

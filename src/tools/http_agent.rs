@@ -16,6 +16,10 @@ use serde_json::{Value, json};
 use super::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::types::ToolSchema;
 
+/// Who the daemon's envelopes come from unless `[runtime] sender_id` says
+/// otherwise (the multi-agent runtime's default).
+pub const DEFAULT_SENDER_ID: &str = "runtime";
+
 /// A remote agent as the daemon config lists it (`[[agents]]`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -165,7 +169,7 @@ impl HttpAgentTool {
             schema,
             endpoint,
             recipient,
-            sender: crate::config::DEFAULT_SENDER_ID.to_string(),
+            sender: DEFAULT_SENDER_ID.to_string(),
             max_response_bytes,
             http,
         })
