@@ -101,7 +101,25 @@ impl DaemonObserver for SystemdStatus {
                 notify::ready(&status);
             }
             DaemonEvent::DrainStarted => notify::stopping(),
-            _ => {}
+            // systemd hears only of reloads and the drain; the start's own
+            // reload is announced as READY=1 by the daemon's start. Every
+            // variant is named so a new one is a decision, not an accident.
+            DaemonEvent::ReloadStarted { .. }
+            | DaemonEvent::Reload(_)
+            | DaemonEvent::JobSubmitted { .. }
+            | DaemonEvent::JobEndedByRequest { .. }
+            | DaemonEvent::PluginLoaded { .. }
+            | DaemonEvent::PluginUnloaded { .. }
+            | DaemonEvent::BundleDegraded(_)
+            | DaemonEvent::QueueOperation { .. }
+            | DaemonEvent::QueueUp { .. }
+            | DaemonEvent::QueueDown { .. }
+            | DaemonEvent::ApprovalDecided { .. }
+            | DaemonEvent::JobsPurged { .. }
+            | DaemonEvent::LeaseLost { .. }
+            | DaemonEvent::RequestRefused { .. }
+            | DaemonEvent::SubmissionRefused { .. }
+            | DaemonEvent::DrainDone => {}
         }
     }
 }

@@ -14,18 +14,9 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use super::otel_metrics::kv;
+use super::otel_metrics::{DURATION_BUCKETS, TOKEN_BUCKETS, kv};
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
 
-/// GenAI semantic conventions: operation duration bucket boundaries (seconds).
-pub const DURATION_BUCKETS: &[f64] = &[
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
-];
-/// GenAI semantic conventions: token usage bucket boundaries.
-pub const TOKEN_BUCKETS: &[f64] = &[
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
-    16777216.0, 67108864.0,
-];
 const JOB_BUCKETS: &[f64] = &[
     0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 ];
@@ -395,7 +386,18 @@ impl DaemonObserver for Metrics {
                 .submissions_refused
                 .with_label_values(&[key.as_str(), reason])
                 .inc(),
-            _ => {}
+            // Counted where they happen or by another family: the bundle
+            // gauge comes with the reload, `queue_up` with each operation,
+            // plugin loads are in the reload outcome. Every variant is named
+            // here so a new one cannot go unmeasured by accident.
+            DaemonEvent::ReloadStarted { .. }
+            | DaemonEvent::PluginLoaded { .. }
+            | DaemonEvent::PluginUnloaded { .. }
+            | DaemonEvent::BundleDegraded(_)
+            | DaemonEvent::QueueUp { .. }
+            | DaemonEvent::QueueDown { .. }
+            | DaemonEvent::DrainStarted
+            | DaemonEvent::DrainDone => {}
         }
     }
 }

@@ -80,11 +80,29 @@ enum Item {
 
 impl DaemonObserver for OtelTelemetry {
     fn on_daemon_event(&self, event: &DaemonEvent) {
-        if let DaemonEvent::Reload(outcome) = event
-            && let Err(TrySendError::Full(_)) = self
-                .queue
-                .try_send(Item::Reload(outcome.clone(), SystemTime::now()))
-        {
+        let item = match event {
+            DaemonEvent::Reload(outcome) => Item::Reload(outcome.clone(), SystemTime::now()),
+            // Only a reload is a span of its own; jobs' spans come from
+            // their kernel events, and the rest are metrics and log lines.
+            // Every variant is named so a new one is a decision.
+            DaemonEvent::ReloadStarted { .. }
+            | DaemonEvent::JobSubmitted { .. }
+            | DaemonEvent::JobEndedByRequest { .. }
+            | DaemonEvent::PluginLoaded { .. }
+            | DaemonEvent::PluginUnloaded { .. }
+            | DaemonEvent::BundleDegraded(_)
+            | DaemonEvent::QueueOperation { .. }
+            | DaemonEvent::QueueUp { .. }
+            | DaemonEvent::QueueDown { .. }
+            | DaemonEvent::ApprovalDecided { .. }
+            | DaemonEvent::JobsPurged { .. }
+            | DaemonEvent::LeaseLost { .. }
+            | DaemonEvent::RequestRefused { .. }
+            | DaemonEvent::SubmissionRefused { .. }
+            | DaemonEvent::DrainStarted
+            | DaemonEvent::DrainDone => return,
+        };
+        if let Err(TrySendError::Full(_)) = self.queue.try_send(item) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
