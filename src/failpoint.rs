@@ -5,7 +5,11 @@
 //! Inert unless `SA_FAILPOINTS` is set: a comma-separated list of
 //! `name` (fire on the first hit) or `name@N` (fire on the N-th hit), each
 //! optionally followed by `:panic` to panic there instead of dying (to prove
-//! a panic is contained). The names, in the order a job meets them:
+//! a panic is contained). The points are the variants of [`Failpoint`], so
+//! a call site cannot name one that does not exist, and `serve` refuses an
+//! `SA_FAILPOINTS` naming an unknown one ([`check_env`]): a misspelt name
+//! would otherwise never fire and a crash test would prove nothing. The
+//! names, in the order a job meets them:
 //!
 //! | name | where |
 //! |---|---|
@@ -27,13 +31,85 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// A place where a crash test can kill the daemon (see the table above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failpoint {
+    AfterSubmitCommit,
+    BeforeModelCall,
+    AfterReplyRecorded,
+    BeforeToolStart,
+    ToolRunning,
+    AfterToolResultRecorded,
+    AfterApprovalRecorded,
+    AfterCheckpoint,
+    GateStarted,
+    AfterGroupReplyRecorded,
+    BeforeCompletionCommit,
+    StepsReplyLost,
+}
+
+impl Failpoint {
+    /// Every failpoint, in the order a job meets them.
+    pub const ALL: [Failpoint; 12] = [
+        Failpoint::AfterSubmitCommit,
+        Failpoint::BeforeModelCall,
+        Failpoint::AfterReplyRecorded,
+        Failpoint::BeforeToolStart,
+        Failpoint::ToolRunning,
+        Failpoint::AfterToolResultRecorded,
+        Failpoint::AfterApprovalRecorded,
+        Failpoint::AfterCheckpoint,
+        Failpoint::GateStarted,
+        Failpoint::AfterGroupReplyRecorded,
+        Failpoint::BeforeCompletionCommit,
+        Failpoint::StepsReplyLost,
+    ];
+
+    /// The name `SA_FAILPOINTS` and the daemon's log use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failpoint::AfterSubmitCommit => "after_submit_commit",
+            Failpoint::BeforeModelCall => "before_model_call",
+            Failpoint::AfterReplyRecorded => "after_reply_recorded",
+            Failpoint::BeforeToolStart => "before_tool_start",
+            Failpoint::ToolRunning => "tool_running",
+            Failpoint::AfterToolResultRecorded => "after_tool_result_recorded",
+            Failpoint::AfterApprovalRecorded => "after_approval_recorded",
+            Failpoint::AfterCheckpoint => "after_checkpoint",
+            Failpoint::GateStarted => "gate_started",
+            Failpoint::AfterGroupReplyRecorded => "after_group_reply_recorded",
+            Failpoint::BeforeCompletionCommit => "before_completion_commit",
+            Failpoint::StepsReplyLost => "steps_reply_lost",
+        }
+    }
+
+    fn named(name: &str) -> Option<Failpoint> {
+        Failpoint::ALL
+            .into_iter()
+            .find(|point| point.name() == name)
+    }
+}
+
+/// An `SA_FAILPOINTS` entry that arms nothing.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FailpointError {
+    #[error(
+        "SA_FAILPOINTS names an unknown failpoint {name:?} (in {item:?}); the failpoints are: {}",
+        Failpoint::ALL.map(Failpoint::name).join(", ")
+    )]
+    Unknown { name: String, item: String },
+    #[error("SA_FAILPOINTS entry {item:?}: the hit after '@' must be a number from 1 up")]
+    BadHit { item: String },
+}
+
 /// What a firing failpoint does.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Action {
     Kill,
     Panic,
 }
 
+#[derive(Debug)]
 struct Point {
     /// Fire on this hit (1-based).
     at: u64,
@@ -41,97 +117,137 @@ struct Point {
     action: Action,
 }
 
-struct Armed {
-    points: HashMap<String, Point>,
-}
-
-fn parse(item: &str) -> (String, Point) {
+fn parse(item: &str) -> Result<(Failpoint, Point), FailpointError> {
     let (spec, action) = match item.strip_suffix(":panic") {
         Some(spec) => (spec, Action::Panic),
         None => (item, Action::Kill),
     };
     let (name, at) = match spec.split_once('@') {
-        Some((name, n)) => (name, n.parse().unwrap_or(1)),
+        Some((name, n)) => match n.parse::<u64>() {
+            Ok(at) if at >= 1 => (name, at),
+            _ => return Err(FailpointError::BadHit { item: item.into() }),
+        },
         None => (spec, 1),
     };
-    (
-        name.to_string(),
-        Point {
-            at,
-            hits: AtomicU64::new(0),
-            action,
-        },
-    )
+    let point = Failpoint::named(name).ok_or_else(|| FailpointError::Unknown {
+        name: name.into(),
+        item: item.into(),
+    })?;
+    let armed = Point {
+        at,
+        hits: AtomicU64::new(0),
+        action,
+    };
+    Ok((point, armed))
 }
 
-fn armed() -> Option<&'static Armed> {
-    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+fn parse_all(spec: &str) -> Result<HashMap<Failpoint, Point>, FailpointError> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(parse)
+        .collect()
+}
+
+/// Refuses an `SA_FAILPOINTS` that names no failpoint, so a crash test with
+/// a misspelt name fails at the start instead of proving nothing.
+pub fn check_env() -> Result<(), FailpointError> {
+    match std::env::var("SA_FAILPOINTS") {
+        Ok(spec) => parse_all(&spec).map(drop),
+        Err(_) => Ok(()),
+    }
+}
+
+fn armed() -> Option<&'static HashMap<Failpoint, Point>> {
+    static ARMED: OnceLock<Option<HashMap<Failpoint, Point>>> = OnceLock::new();
     ARMED
-        .get_or_init(|| {
-            let spec = std::env::var("SA_FAILPOINTS").ok()?;
-            let points = spec
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(parse)
-                .collect();
-            Some(Armed { points })
-        })
+        .get_or_init(|| parse_all(&std::env::var("SA_FAILPOINTS").ok()?).ok())
         .as_ref()
 }
 
-/// What this hit of `name` does, if it is the one that fires.
-fn fires(name: &str) -> Option<Action> {
-    let point = armed()?.points.get(name)?;
-    (point.hits.fetch_add(1, Ordering::SeqCst) + 1 == point.at).then_some(point.action)
+/// What this hit of `point` does, if it is the one that fires.
+fn fires(point: Failpoint) -> Option<Action> {
+    let armed = armed()?.get(&point)?;
+    (armed.hits.fetch_add(1, Ordering::SeqCst) + 1 == armed.at).then_some(armed.action)
 }
 
-fn kill_self(name: &str) -> ! {
-    eprintln!("failpoint {name}: killing the process");
+fn kill_self(point: Failpoint) -> ! {
+    eprintln!("failpoint {}: killing the process", point.name());
     // SIGKILL to ourselves: no destructor, flush or atexit handler runs, as with `kill -9`.
     let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);
     std::process::abort()
 }
 
-/// Whether `name` fires on this hit, for failpoints that inject an error
+/// Whether `point` fires on this hit, for failpoints that inject an error
 /// instead of killing (a lost reply).
-pub fn fails(name: &str) -> bool {
-    fires(name).is_some()
+pub fn fails(point: Failpoint) -> bool {
+    let fired = fires(point).is_some();
+    if fired {
+        eprintln!("failpoint {}: injecting its error", point.name());
+    }
+    fired
 }
 
-/// Kills the process (or panics) here when `name` is armed for this hit.
-pub fn hit(name: &str) {
-    match fires(name) {
-        Some(Action::Kill) => kill_self(name),
-        Some(Action::Panic) => panic!("failpoint {name}: injected panic"),
+/// Kills the process (or panics) here when `point` is armed for this hit.
+pub fn hit(point: Failpoint) {
+    match fires(point) {
+        Some(Action::Kill) => kill_self(point),
+        Some(Action::Panic) => panic!("failpoint {}: injected panic", point.name()),
         None => {}
     }
 }
 
-/// Kills the process `after` from now when `name` is armed for this hit
+/// Kills the process `after` from now when `point` is armed for this hit
 /// (for "while something runs").
-pub fn hit_after(name: &'static str, after: Duration) {
-    if fires(name).is_some() {
+pub fn hit_after(point: Failpoint, after: Duration) {
+    if fires(point).is_some() {
         std::thread::spawn(move || {
             std::thread::sleep(after);
-            kill_self(name);
+            kill_self(point);
         });
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn specs_parse_name_hit_and_action() {
-        let (name, point) = parse("tool_running@4");
-        assert_eq!((name.as_str(), point.at), ("tool_running", 4));
-        assert!(point.action == Action::Kill);
-        let (name, point) = parse("before_model_call:panic");
-        assert_eq!((name.as_str(), point.at), ("before_model_call", 1));
-        assert!(point.action == Action::Panic);
-        let (_, point) = parse("x@2:panic");
-        assert!(point.at == 2 && point.action == Action::Panic);
+        let (point, armed) = parse("tool_running@4").unwrap();
+        assert_eq!((point, armed.at), (Failpoint::ToolRunning, 4));
+        assert_eq!(armed.action, Action::Kill);
+        let (point, armed) = parse("before_model_call:panic").unwrap();
+        assert_eq!((point, armed.at), (Failpoint::BeforeModelCall, 1));
+        assert_eq!(armed.action, Action::Panic);
+        let (_, armed) = parse("gate_started@2:panic").unwrap();
+        assert!(armed.at == 2 && armed.action == Action::Panic);
+    }
+
+    #[test]
+    fn a_misspelt_name_or_hit_is_refused_naming_the_entry() {
+        let e = parse_all("after_reply_recorded, befor_model_call@2").unwrap_err();
+        assert_eq!(
+            e,
+            FailpointError::Unknown {
+                name: "befor_model_call".into(),
+                item: "befor_model_call@2".into()
+            }
+        );
+        assert!(e.to_string().contains("before_model_call"), "{e}");
+        for bad in ["tool_running@0", "tool_running@x", "tool_running@"] {
+            assert!(
+                matches!(parse(bad), Err(FailpointError::BadHit { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_name_maps_back_to_its_point() {
+        for point in Failpoint::ALL {
+            assert_eq!(Failpoint::named(point.name()), Some(point));
+        }
     }
 }

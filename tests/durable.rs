@@ -728,6 +728,11 @@ async fn a_lost_commit_reply_is_recognised(env: &[(&str, &str)]) {
     );
     assert_eq!(file_lines(&run.effects), expected_lines(&id));
     check_event_log(&http, &daemon, &id).await;
+    assert!(
+        daemon.log().contains("failpoint steps_reply_lost"),
+        "the lost reply was injected: {}",
+        daemon.log()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -741,4 +746,48 @@ async fn a_lost_commit_reply_is_recognised_on_postgres() {
     let env = schema.daemon_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     a_lost_commit_reply_is_recognised(&env).await;
+}
+
+/// A misspelt failpoint would never fire, and the crash test armed with it
+/// would prove nothing: `serve` refuses it, naming the entry and the names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelt_failpoint_refuses_the_start() {
+    let run = setup().await;
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["serve", "--config"])
+        .arg(run.site.path().join("config.toml"))
+        .env("SA_FAILPOINTS", "after_reply_recorded@2,befor_model_call")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("\"befor_model_call\"") && stderr.contains("before_model_call"),
+        "{stderr}"
+    );
+}
+
+/// Every failpoint is armed by a crash test (which then asserts that it
+/// fired: `wait_killed_at`, or the daemon's log). A new failpoint without a
+/// test fails here.
+#[test]
+fn every_failpoint_is_armed_by_a_crash_test() {
+    use structured_agents::failpoint::Failpoint;
+    let mut sources = String::new();
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            sources.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    let unarmed: Vec<&str> = Failpoint::ALL
+        .iter()
+        .map(|point| point.name())
+        .filter(|name| {
+            !["\"", "@", ":"]
+                .iter()
+                .any(|end| sources.contains(&format!("\"{name}{end}")))
+        })
+        .collect();
+    assert!(unarmed.is_empty(), "failpoints no test arms: {unarmed:?}");
 }

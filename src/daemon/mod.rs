@@ -66,6 +66,8 @@ pub enum ServeError {
     Queue(#[from] crate::queue::QueueError),
     #[error(transparent)]
     StateDir(#[from] state_dir::StateDirError),
+    #[error(transparent)]
+    Failpoints(#[from] crate::failpoint::FailpointError),
     #[error("the first load failed: {0}")]
     FirstLoad(String),
     #[error("cannot listen on {addr}: {source}")]
@@ -86,6 +88,7 @@ pub async fn serve(
     log_filter: Option<LogFilter>,
     new_queue: bool,
 ) -> Result<(), ServeError> {
+    crate::failpoint::check_env()?;
     let termination = lifecycle::termination_signal()?;
     let daemon = Daemon::build(config, config_file, log_filter, new_queue).await?;
     daemon.run(termination).await

@@ -237,7 +237,7 @@ pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelo
 /// lost on the way (the `steps_reply_lost` failpoint: a connection that drops
 /// right after COMMIT), which the writer retries.
 pub(crate) fn lost_reply(store: &str) -> Result<(), QueueError> {
-    if crate::failpoint::fails("steps_reply_lost") {
+    if crate::failpoint::fails(crate::failpoint::Failpoint::StepsReplyLost) {
         return Err(QueueError::Store {
             path: store.to_string(),
             detail: "the write committed but its answer was lost (failpoint steps_reply_lost)"

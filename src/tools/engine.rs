@@ -456,7 +456,10 @@ impl ToolEngine {
             // from inside it) is caught here and becomes a tool_error.
             let invocation =
                 AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
-            crate::failpoint::hit_after("tool_running", Duration::from_millis(300));
+            crate::failpoint::hit_after(
+                crate::failpoint::Failpoint::ToolRunning,
+                Duration::from_millis(300),
+            );
             let outcome = tokio::select! {
                 r = tokio::time::timeout(policy.timeout, invocation) => r,
                 _ = cancel.cancelled() => {

@@ -253,7 +253,7 @@ impl Chat<'_> {
             .record_value(round, key, &reply)
             .await
             .map_err(storage)?;
-        crate::failpoint::hit("after_group_reply_recorded");
+        crate::failpoint::hit(crate::failpoint::Failpoint::AfterGroupReplyRecorded);
         sink.emit(Event::ToolResult {
             turn: round,
             tool_name: agent.id.clone(),

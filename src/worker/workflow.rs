@@ -84,7 +84,7 @@ impl WorkflowHost for Host<'_> {
             .record_value(checkpoint.step, "checkpoint", checkpoint)
             .await
             .map_err(|e| e.to_string())?;
-        crate::failpoint::hit("after_checkpoint");
+        crate::failpoint::hit(crate::failpoint::Failpoint::AfterCheckpoint);
         Ok(())
     }
 

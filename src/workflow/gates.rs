@@ -198,7 +198,7 @@ pub async fn run_command(
     };
     // Dropped on every path: kills whatever the command left in its group.
     let _group = GroupGuard::of(child.id());
-    crate::failpoint::hit("gate_started");
+    crate::failpoint::hit(crate::failpoint::Failpoint::GateStarted);
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let finished = async {
         let (out, err) = tokio::join!(
