@@ -3,15 +3,12 @@
 //! resumed run finds it), and no model or tool call happens past the job's
 //! budget (a stop is journaled at its step, so a replay stops there too).
 
-use std::time::Duration;
-
-use super::{Kernel, RunError, emit_result};
+use super::{Kernel, RunError};
 use crate::approval::{ApprovalRequest, Verdict};
 use crate::budget::{Budget, BudgetStop};
 use crate::events::{Event, EventSink};
 use crate::journal::{Parked, RunJournal};
-use crate::tools::ToolOutcome;
-use crate::types::{ToolCall, ToolResult};
+use crate::types::ToolCall;
 
 /// What the approval gate lets a call do.
 pub(super) enum Gate {
@@ -145,30 +142,5 @@ impl Kernel {
             }
         };
         Err(RunError::OverBudget(Box::new(stop)))
-    }
-
-    /// A call answered with an error instead of running (a person denied
-    /// it): the result is journaled like any other.
-    pub(super) async fn answer_without_running(
-        &self,
-        call: &ToolCall,
-        turn: u32,
-        position: usize,
-        events: &EventSink,
-        journal: &RunJournal,
-        error: String,
-    ) -> Result<(ToolResult, bool), RunError> {
-        let outcome = ToolOutcome {
-            result: ToolResult::error(call, error),
-            error_code: Some("denied"),
-            attempts: 0,
-            cached: false,
-            duration: Duration::ZERO,
-            ends_job: None,
-        };
-        self.record_answer(turn, position, &outcome, journal)
-            .await?;
-        emit_result(events, turn, &outcome).await;
-        Ok((outcome.result, false))
     }
 }

@@ -1,7 +1,8 @@
 //! The agent loop. Each turn: trim the history, ask the model (through its
 //! plugin and a `ChatBackend`), read the tool calls, run them through the
 //! tool engine, append the assistant message and the tool messages — and
-//! emit the seven kernel events on the way.
+//! emit kernel events on the way. The order of one tool call is in
+//! [`call`], as types.
 //!
 //! The kernel knows nothing of HTTP servers, the queue or telemetry: it calls
 //! traits and emits events.
@@ -11,10 +12,11 @@ pub mod history;
 pub use history::HistoryStrategy;
 
 use std::collections::BTreeMap;
+mod call;
 mod failure;
 mod gates;
 
-use gates::Gate;
+use call::{Admission, CallSite, Executed, Replay, ToolCallAt};
 
 pub use failure::RunFailure;
 
@@ -28,13 +30,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::budget::{Budget, BudgetStop};
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken};
-use crate::events::{Event, EventSink, preview};
-use crate::journal::{
-    JournalError, Parked, PendingCall, RecordedReply, RecordedResult, RecordedStart, RunJournal,
-};
+use crate::events::{Event, EventSink};
+use crate::journal::{JournalError, Parked, RecordedReply, RunJournal};
 use crate::model::{ModelPlugin, ToolChoice};
+use crate::tools::ToolEngine;
 use crate::tools::agent::AgentHost;
-use crate::tools::{CallPlace, Effect, ToolEngine, ToolOutcome};
 use crate::types::{
     Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult,
 };
@@ -384,7 +384,7 @@ impl Kernel {
             })
             .await;
 
-        crate::failpoint::hit("before_model_call");
+        crate::failpoint::hit(crate::failpoint::Failpoint::BeforeModelCall);
         let started = Instant::now();
         let on_token: Option<OnToken> = events.observer().wants_tokens().then(|| {
             let observer = events.observer().clone();
@@ -433,7 +433,7 @@ impl Kernel {
             .record_reply(turn, &recorded)
             .await
             .map_err(journal_err)?;
-        crate::failpoint::hit("after_reply_recorded");
+        crate::failpoint::hit(crate::failpoint::Failpoint::AfterReplyRecorded);
         let cost = self
             .config
             .budget
@@ -461,191 +461,25 @@ impl Kernel {
     }
 
     /// One tool call of a turn: its recorded result (`true`: replayed), or
-    /// the call run now, with its start recorded first when repeating it
-    /// would matter and its result recorded after (a result cut short by
-    /// cancellation is never recorded).
-    #[allow(clippy::too_many_arguments)]
+    /// the call taken through the stages of [`call`] in their one order.
     async fn tool_call(
         &self,
         call: &ToolCall,
         not_run: Option<&NotRun>,
-        turn: u32,
-        position: usize,
-        events: &EventSink,
-        cancel: &CancellationToken,
-        journal: &RunJournal,
+        site: CallSite<'_>,
     ) -> Result<(ToolResult, bool), RunError> {
-        let journal_err = |source| RunError::Journal { turn, source };
-        if let Some(recorded) = journal
-            .recorded_result(turn, position, &call.id)
-            .map_err(journal_err)?
-        {
-            if let Some(budget) = &self.config.budget {
-                budget.add_tool_call();
-            }
-            return Ok((recorded.result, true));
-        }
-        // A call that waited for approval was announced when it asked; its
-        // log shows it once.
-        let announced = journal
-            .recorded_approval(turn, position)
-            .map_err(journal_err)?
-            .is_some();
-        if !announced {
-            events
-                .emit(Event::ToolCall {
-                    turn,
-                    tool_name: call.name.clone(),
-                    call_id: call.id.clone(),
-                    arguments: call.arguments.clone(),
-                })
-                .await;
-        }
-        let outcome = match not_run {
-            Some(NotRun::Refused(reason)) => ToolOutcome {
-                result: ToolResult::error(call, format!("refused:{reason}")),
-                error_code: Some("refused"),
-                attempts: 0,
-                cached: false,
-                duration: Duration::ZERO,
-                ends_job: None,
-            },
-            Some(NotRun::BadArgs(detail)) => {
-                events
-                    .emit(Event::ParseError {
-                        turn,
-                        detail: detail.clone(),
-                    })
-                    .await;
-                ToolOutcome {
-                    result: ToolResult::error(call, format!("bad_args:{detail}")),
-                    error_code: Some("bad_args"),
-                    attempts: 0,
-                    cached: false,
-                    duration: Duration::ZERO,
-                    ends_job: None,
-                }
-            }
-            None => 'run: {
-                let step = format!("budget@{position}");
-                self.check_budget(turn, &step, journal, events, Budget::before_tool_call)
-                    .await?;
-                // The arguments are coerced to the tool's schema once, here:
-                // the approval rule, its digest, the journal and the tool all
-                // see this one form of the call.
-                let prepared = if announced {
-                    self.tools.prepare_again(call, turn).await
-                } else {
-                    self.tools.prepare(call, turn, events).await
-                };
-                let prepared = match prepared {
-                    Ok(prepared) => prepared,
-                    Err(outcome) => break 'run outcome,
-                };
-                let prepared = match self
-                    .approval_gate(prepared.call(), turn, position, events, journal)
-                    .await?
-                {
-                    Gate::Run => prepared,
-                    Gate::RunEdited(edited) => {
-                        match self.tools.prepare(&edited, turn, events).await {
-                            Ok(prepared) => prepared,
-                            Err(outcome) => break 'run outcome,
-                        }
-                    }
-                    Gate::Deny(reason) => {
-                        return self
-                            .answer_without_running(call, turn, position, events, journal, reason)
-                            .await;
-                    }
-                };
-                let call = prepared.call();
-                let effect = self.tools.effect(&call.name);
-                if journal.is_durable() {
-                    // A start is recorded only for a call whose repetition
-                    // matters: it parks the job whatever the tool is
-                    // declared as now (an edit must not make it run twice).
-                    if let Some(start) = journal
-                        .recorded_start(turn, position, &call.id)
-                        .map_err(journal_err)?
-                    {
-                        return Err(RunError::Parked(Box::new(Parked::Attention(PendingCall {
-                            scope: journal.scope().to_string(),
-                            turn,
-                            position: Some(position),
-                            call_id: call.id.clone(),
-                            tool_name: call.name.clone(),
-                            arguments: start.arguments,
-                            effect: start.effect,
-                            idempotency_key: start.idempotency_key,
-                        }))));
-                    }
-                    crate::failpoint::hit("before_tool_start");
-                    if effect == Effect::Unsafe {
-                        let start = RecordedStart {
-                            tool_name: call.name.clone(),
-                            arguments: call.arguments.clone(),
-                            effect: effect.as_str().to_string(),
-                            idempotency_key: journal.idempotency_key(turn, &position.to_string()),
-                        };
-                        journal
-                            .record_start(turn, position, &start)
-                            .await
-                            .map_err(journal_err)?;
-                    }
-                }
-                let place = CallPlace {
-                    turn,
-                    position,
-                    journal: Some(journal),
-                    agents: self.agents.as_deref(),
-                    budget: self.config.budget.as_ref(),
-                };
-                let outcome = self
-                    .tools
-                    .execute_at(&prepared, place, cancel, events)
-                    .await;
-                if let Some(end) = outcome.ends_job {
-                    return Err(end.into());
-                }
-                if cancel.is_cancelled() {
-                    // Cut short by cancellation: not a result to replay.
-                    emit_result(events, turn, &outcome).await;
-                    return Ok((outcome.result, false));
-                }
-                outcome
-            }
+        let fresh = match ToolCallAt::new(self, call, site).replay()? {
+            Replay::Recorded(result) => return Ok((result, true)),
+            Replay::Fresh(fresh) => fresh,
         };
-        self.record_answer(turn, position, &outcome, journal)
-            .await?;
-        crate::failpoint::hit("after_tool_result_recorded");
-        // Each result when its tool ends, so a tool's span has its true end
-        // even while other tools of the turn still run.
-        emit_result(events, turn, &outcome).await;
-        Ok((outcome.result, false))
-    }
-
-    /// Journals a call's answer (what a replay hands the model) and counts
-    /// the call against the job's budget.
-    async fn record_answer(
-        &self,
-        turn: u32,
-        position: usize,
-        outcome: &ToolOutcome,
-        journal: &RunJournal,
-    ) -> Result<(), RunError> {
-        let recorded = RecordedResult {
-            result: outcome.result.clone(),
-            error_code: outcome.error_code.map(str::to_string),
+        let admitted = match fresh.announce().await?.admit(not_run).await? {
+            Admission::Run(admitted) => admitted,
+            Admission::Answer(answer) => return Ok((answer.record().await?, false)),
         };
-        journal
-            .record_result(turn, position, &recorded)
-            .await
-            .map_err(|source| RunError::Journal { turn, source })?;
-        if let Some(budget) = &self.config.budget {
-            budget.add_tool_call();
+        match admitted.start().await?.execute().await? {
+            Executed::Done(answer) => Ok((answer.record().await?, false)),
+            Executed::CutShort(result) => Ok((result, false)),
         }
-        Ok(())
     }
 
     /// One turn outside any journal (see [`Kernel::step_journaled`]).
@@ -696,16 +530,14 @@ impl Kernel {
             })
             .collect();
         let run_call = |(position, call, not_run): (usize, ToolCall, Option<NotRun>)| async move {
-            self.tool_call(
-                &call,
-                not_run.as_ref(),
+            let site = CallSite {
                 turn,
                 position,
                 events,
                 cancel,
                 journal,
-            )
-            .await
+            };
+            self.tool_call(&call, not_run.as_ref(), site).await
         };
         let outcomes: Vec<Result<(ToolResult, bool), RunError>> = futures::stream::iter(items)
             .map(run_call)
@@ -950,21 +782,6 @@ impl Drop for DropGuard {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// The `ToolResult` event of a tool call that ran in this attempt.
-async fn emit_result(events: &EventSink, turn: u32, outcome: &ToolOutcome) {
-    events
-        .emit(Event::ToolResult {
-            turn,
-            tool_name: outcome.result.name.clone(),
-            call_id: outcome.result.call_id.clone(),
-            is_error: outcome.result.is_error,
-            duration_ms: outcome.duration.as_millis() as u64,
-            output_preview: preview(&outcome.result.output, 200),
-            error_type: outcome.error_code.map(str::to_string),
-        })
-        .await;
 }
 
 #[cfg(test)]
