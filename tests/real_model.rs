@@ -172,7 +172,7 @@ async fn grammar_constrained_tool_calls_on_llama_cpp() {
     let site = Site::new(
         "http://127.0.0.1:9/v1",
         &format!(
-            "[endpoints.local]\nbase_url = \"{}/v1\"\nserver = \"llama_cpp\"\nrequest_timeout = \"120s\"\nmax_retries = 0\n",
+            "[endpoints.local]\nbase_url = \"{}/v1\"\nserver = \"llama_cpp\"\nrequest_timeout = \"300s\"\nmax_retries = 0\n",
             llama.base
         ),
     );
