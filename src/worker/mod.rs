@@ -7,34 +7,27 @@
 //! This module must not know about HTTP or telemetry exporters; it emits
 //! events to the observers it is given.
 
+mod attempt;
+mod attempt_log;
 mod ending;
-mod event_log;
 mod group_chat;
 mod workflow;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use std::panic::AssertUnwindSafe;
-
-use futures::FutureExt;
 use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::Observer;
 use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
-use crate::events::{
-    CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
-};
-use crate::journal::RunJournal;
-use crate::queue::{HeartbeatReply, Job, JobQueue, Lease, Outcome, Pin, Pinner};
+use crate::queue::{Job, JobQueue, Lease, Outcome, Pin, Pinner};
 use crate::registry::{LoadedBundle, Registry};
 use crate::runner::{RunOptions, RunScope, Runner, short_digest};
-use crate::tools::panic_message;
 use crate::types::Message;
-use ending::{End, release};
-use event_log::EventLogObserver;
+use attempt::{Attempt, Ran};
 
 /// Jobs one lease write takes at most (when that many slots are free).
 const MAX_LEASE_BATCH: usize = 16;
@@ -195,18 +188,19 @@ impl WorkerPool {
     /// attempt's outcome unless the pool is stopping.
     async fn run_job(
         &self,
-        mut lease: Lease,
+        lease: Lease,
         abandon: &CancellationToken,
         shutdown: &CancellationToken,
     ) -> Option<Lease> {
         let job = &lease.job;
-        let attempt = lease.attempt;
         let Some(loaded) = self
             .registry
             .resolve(&job.bundle, job.bundle_digest.as_deref())
             .await
         else {
-            self.fail_unloaded(&lease).await;
+            let failed = unloaded(job);
+            let attempt = Attempt::without_run(self, lease);
+            attempt.end(self, failed, None, None).await;
             return None;
         };
         // The lease pinned the first attempt already, unless the bundle was
@@ -214,125 +208,46 @@ impl WorkerPool {
         if job.bundle_digest.is_none()
             && let Err(err) = self
                 .queue
-                .pin_version(&job.id, attempt, loaded.version(), &loaded.bundle.digest)
+                .pin_version(
+                    &job.id,
+                    lease.attempt,
+                    loaded.version(),
+                    &loaded.bundle.digest,
+                )
                 .await
         {
             tracing::warn!(job_id = %job.id, error = %err, "cannot pin bundle version");
         }
 
-        let others: Arc<dyn Observer> = Arc::new(CompositeObserver::new(
-            self.observers.observers(&loaded, job),
-        ));
-        let log = Arc::new(EventLogObserver::new(
-            self.queue.clone(),
-            job.id.clone(),
-            attempt,
-        ));
-        let context = RunContext {
-            run_id: job.id.to_string(),
-            bundle: loaded.name().to_string(),
-            bundle_version: loaded.version().to_string(),
-            parent: None,
-        };
-        let sink = EventSink::new(
-            context,
-            lease.next_seq,
-            Arc::new(CompositeObserver::new(vec![
-                log.clone() as Arc<dyn Observer>,
-                others.clone(),
-            ])),
-        );
-        let started = std::time::Instant::now();
-        sink.emit(Event::JobState {
-            state: JobStatus::Running,
-            attempt,
-            error: None,
-            duration_ms: None,
-            spent: None,
-            spent_by_bundle: Default::default(),
-        })
-        .await;
-
-        if job.cancel_requested {
+        let mut attempt = Attempt::begin(self, lease, &loaded).await;
+        if attempt.job().cancel_requested {
             // Its last worker died after a cancel was asked for: it ends
             // here, by the one rule (a cancel wins), with its final event.
             let cancelled = Outcome::Failed {
                 error: "cancelled by request".into(),
                 retryable: false,
             };
-            let end = End {
-                sink: &sink,
-                log: &log,
-                others: Some(&others),
-                started,
-                next: self.next_lease(shutdown),
-                spent: None,
-                spent_by_bundle: Default::default(),
-            };
-            return self.finish(&lease, cancelled, end).await;
+            return attempt
+                .end(self, cancelled, None, self.next_lease(shutdown))
+                .await;
         }
-        let scope = RunScope {
-            sink,
-            journal: RunJournal::new(
-                job.id.as_str(),
-                std::mem::take(&mut lease.journal),
-                log.clone(),
-            ),
-            cancel: CancellationToken::new(),
-            budget: Some(self.budget(&loaded, &lease.job)),
-        };
-        let heartbeat = self.spawn_heartbeat(&lease, scope.cancel.clone());
-        let stop_on_abandon = {
-            let cancel = scope.cancel.clone();
-            let abandon = abandon.clone();
-            tokio::spawn(async move {
-                abandon.cancelled().await;
-                cancel.cancel();
-            })
-        };
-        // A panic anywhere in the run (model plugin, client, template, tool
-        // glue) ends this attempt as a failure instead of killing the task
-        // and stranding the job with a live heartbeat.
-        let result = AssertUnwindSafe(self.run_kind(&loaded, &lease.job, &scope))
-            .catch_unwind()
-            .await;
-        stop_on_abandon.abort();
-        heartbeat.handle.abort();
-
-        let job = &lease.job;
-        if heartbeat.lost.is_cancelled() {
-            self.bus.publish(DaemonEvent::LeaseLost {
-                job: job.id.to_string(),
-                attempt,
-            });
-            return None;
+        match attempt.run(self, &loaded, abandon).await {
+            Ran::Ended { outcome, budget } => {
+                let next = self.next_lease(shutdown);
+                attempt.end(self, outcome, budget.as_ref(), next).await
+            }
+            Ran::LeaseLost => {
+                self.bus.publish(DaemonEvent::LeaseLost {
+                    job: attempt.job().id.to_string(),
+                    attempt: attempt.number(),
+                });
+                None
+            }
+            Ran::Abandoned => {
+                attempt.release().await;
+                None
+            }
         }
-        if abandon.is_cancelled() {
-            release(&lease, &scope.sink, &log, &others, started).await;
-            return None;
-        }
-        let outcome = result.unwrap_or_else(|panic| Outcome::Failed {
-            error: format!(
-                "job {}: the run panicked: {} (a bug in a model plugin, client or tool; the attempt was stopped)",
-                job.id,
-                panic_message(panic.as_ref())
-            ),
-            retryable: false,
-        });
-        let end = End {
-            sink: &scope.sink,
-            log: &log,
-            others: Some(&others),
-            started,
-            next: self.next_lease(shutdown),
-            spent: scope.budget.as_ref().map(|budget| budget.spent()),
-            spent_by_bundle: scope
-                .budget
-                .as_ref()
-                .map(|budget| budget.spent_by_bundle())
-                .unwrap_or_default(),
-        };
-        self.finish(&lease, outcome, end).await
     }
 
     /// Runs the job as what it is: a workflow, a group chat or an agent.
@@ -353,47 +268,6 @@ impl WorkerPool {
             }
             None => self.run_agent(loaded, job, scope).await,
         }
-    }
-
-    /// Ends the attempt of a job whose bundle is not loaded (or whose pinned
-    /// content is gone): it fails, saying which and what to do.
-    async fn fail_unloaded(&self, lease: &Lease) {
-        let job = &lease.job;
-        let error = match (&job.bundle_digest, &job.bundle_version) {
-            (Some(digest), version) => format!(
-                "job {}: bundle {:?} content {} (version {}) that its first attempt ran can no longer be loaded (its copy in the state directory was pruned, or the endpoint or plugins it was bound to changed since); the job is never replayed against different content: resubmit it",
-                job.id,
-                job.bundle,
-                short_digest(digest),
-                version.as_deref().unwrap_or("?"),
-            ),
-            (None, _) => format!(
-                "job {}: bundle {:?} is not loaded; check `structured-agents bundles`",
-                job.id, job.bundle
-            ),
-        };
-        let context = RunContext {
-            run_id: job.id.to_string(),
-            bundle: job.bundle.clone(),
-            bundle_version: job.bundle_version.clone().unwrap_or_default(),
-            parent: None,
-        };
-        let sink = EventSink::new(context, lease.next_seq, Arc::new(NullObserver));
-        let log = EventLogObserver::new(self.queue.clone(), job.id.clone(), lease.attempt);
-        let failed = Outcome::Failed {
-            error,
-            retryable: false,
-        };
-        let end = End {
-            sink: &sink,
-            log: &log,
-            others: None,
-            started: std::time::Instant::now(),
-            next: None,
-            spent: None,
-            spent_by_bundle: Default::default(),
-        };
-        self.finish(lease, failed, end).await;
     }
 
     /// Runs an agent bundle's job: its prompts rendered with the job's
@@ -500,35 +374,6 @@ impl WorkerPool {
                 retryable: true,
             })
     }
-
-    fn spawn_heartbeat(&self, lease: &Lease, cancel: CancellationToken) -> Heartbeat {
-        let queue = self.queue.clone();
-        let id = lease.job.id.clone();
-        let attempt = lease.attempt;
-        let every = self.settings.lease / 3;
-        let lease_for = self.settings.lease;
-        let lost = CancellationToken::new();
-        let lost_flag = lost.clone();
-        let handle = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                match queue.heartbeat(&id, attempt, lease_for).await {
-                    Ok(HeartbeatReply::Ok) => {}
-                    Ok(HeartbeatReply::CancelRequested) => {
-                        tracing::info!(job_id = %id, "cancellation requested; stopping the run");
-                        cancel.cancel();
-                    }
-                    Ok(HeartbeatReply::Lost) => {
-                        lost_flag.cancel();
-                        cancel.cancel();
-                        return;
-                    }
-                    Err(err) => tracing::warn!(job_id = %id, error = %err, "heartbeat failed"),
-                }
-            }
-        });
-        Heartbeat { handle, lost }
-    }
 }
 
 impl WorkerPool {
@@ -595,11 +440,6 @@ fn agent_budget(
     })
 }
 
-struct Heartbeat {
-    handle: tokio::task::JoinHandle<()>,
-    lost: CancellationToken,
-}
-
 /// An earlier turn of a conversation as the messages a new turn starts from.
 fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
     let answer = job.answer().unwrap_or_default();
@@ -607,4 +447,26 @@ fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
         Message::user(job.input.clone()),
         Message::assistant(Some(answer.to_string()), Vec::new()),
     ]
+}
+
+/// The outcome of a job whose bundle is not loaded (or whose pinned content
+/// is gone): it fails, saying which and what to do.
+fn unloaded(job: &Job) -> Outcome {
+    let error = match (&job.bundle_digest, &job.bundle_version) {
+        (Some(digest), version) => format!(
+            "job {}: bundle {:?} content {} (version {}) that its first attempt ran can no longer be loaded (its copy in the state directory was pruned, or the endpoint or plugins it was bound to changed since); the job is never replayed against different content: resubmit it",
+            job.id,
+            job.bundle,
+            short_digest(digest),
+            version.as_deref().unwrap_or("?"),
+        ),
+        (None, _) => format!(
+            "job {}: bundle {:?} is not loaded; check `structured-agents bundles`",
+            job.id, job.bundle
+        ),
+    };
+    Outcome::Failed {
+        error,
+        retryable: false,
+    }
 }

@@ -1,10 +1,10 @@
-//! The observer that appends a job's events to its durable log in the queue
-//! store, guarded by the attempt number; it is also the attempt's journal
-//! store and records its end, since both are written with the held events. A run's events are held and written
-//! with the run's next durable write — a journal step (each model reply and
-//! each tool result is one) or the job's outcome — so the log costs no
-//! commit of its own on a turn's critical path; only events outside a run
-//! (a reload) are written at once.
+//! An attempt's write path. Everything one attempt writes goes through it:
+//! its journal steps (it is the attempt's [`JournalStore`]), its events
+//! (it is also an [`Observer`]) and its end, each guarded by the attempt
+//! number. A run's events are held and written with the run's next durable
+//! write — a journal step (each model reply and each tool result is one) or
+//! the job's outcome — so the log costs no commit of its own on a turn's
+//! critical path.
 //!
 //! Every write of a job's held events goes through one lock, so they reach
 //! the store in sequence order; a write that fails puts its events back, so a
@@ -18,7 +18,8 @@ use crate::events::{EventEnvelope, Observer, ObserverError};
 use crate::journal::{JournalEntry, JournalStore};
 use crate::queue::{Finished, JobId, JobQueue, Lease, NextLease, Outcome, QueueError};
 
-pub struct EventLogObserver {
+/// The write path of one attempt of one job.
+pub struct AttemptLog {
     queue: Arc<dyn JobQueue>,
     job: JobId,
     attempt: u32,
@@ -27,7 +28,7 @@ pub struct EventLogObserver {
     writing: tokio::sync::Mutex<()>,
 }
 
-impl EventLogObserver {
+impl AttemptLog {
     pub fn new(queue: Arc<dyn JobQueue>, job: JobId, attempt: u32) -> Self {
         Self {
             queue,
@@ -110,7 +111,7 @@ impl EventLogObserver {
 /// The journal's store: each step is written with the events held until
 /// then, guarded by the attempt.
 #[async_trait]
-impl JournalStore for EventLogObserver {
+impl JournalStore for AttemptLog {
     async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String> {
         let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
         self.write_with(
@@ -122,7 +123,7 @@ impl JournalStore for EventLogObserver {
 }
 
 #[async_trait]
-impl Observer for EventLogObserver {
+impl Observer for AttemptLog {
     async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
         self.pending
             .lock()
@@ -165,7 +166,7 @@ mod tests {
                 .await
                 .unwrap(),
         );
-        let log = EventLogObserver::new(queue, JobId::from("j"), 1);
+        let log = AttemptLog::new(queue, JobId::from("j"), 1);
         log.on_event(&event(1)).await.unwrap();
         let failed: Result<(), QueueError> = log
             .write_with(|held| async move {
