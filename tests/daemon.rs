@@ -435,6 +435,60 @@ async fn cancelling_queued_and_running_jobs() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// A cancel sent while a tool runs stops the run at once: the tool is cut
+/// short and the next model call never happens. The lease is long (its
+/// heartbeat comes only after the tool would have ended and the next turn
+/// begun), so only the queue's announcement of the cancel can stop it in
+/// time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_during_a_tool_call_stops_the_run_before_the_next_model_call() {
+    let script = "replies:\n  - tool_calls: [{id: s1, name: slow, arguments: {}}]\n  - tool_calls: [{id: s2, name: slow, arguments: {}}]\n  - content: done\n";
+    let server = mock_server(script).await;
+    let site = Site::new(&server.base_url(), "");
+    let started = site.path().join("slow-started");
+    site.put_bundle(
+        "slow",
+        &format!(
+            r#"
+name: slow
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: slow
+    kind: process
+    effect: read_only
+    timeout: 120s
+    command: [python3, -c, "import time; open('{}', 'w').close(); time.sleep(8); print('{{}}')"]
+"#,
+            started.display()
+        ),
+    );
+    let daemon = site.start_with_env(&[("STRUCTURED_AGENTS_QUEUE__LEASE", "600s")]);
+    let http = client();
+    let job = submit(&http, &daemon, "slow", "x").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(60), "the tool runs", || async {
+        started.exists().then_some(())
+    })
+    .await;
+    let cancelled = http
+        .post(daemon.url(&format!("/v1/jobs/{id}/cancel")))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "cancelled", "{done}");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no model call after the cancel\n{}",
+        daemon.log()
+    );
+}
+
 /// READY, RELOADING (with MONOTONIC_USEC) then READY around SIGHUP, STOPPING.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sd_notify_messages() {

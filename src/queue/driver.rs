@@ -364,6 +364,10 @@ impl<D: Driver> JobQueue for Queue<D> {
         Some(self.driver.wakeups().runnable.subscribe())
     }
 
+    fn cancels(&self) -> Option<broadcast::Receiver<JobId>> {
+        Some(self.driver.wakeups().cancels.subscribe())
+    }
+
     fn write_stats(&self) -> WriteCounts {
         self.driver.write_counts()
     }

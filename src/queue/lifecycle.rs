@@ -372,7 +372,8 @@ async fn record_ending(tx: &mut impl Tx, job: Job, ended: bool) -> Res<Changed> 
 }
 
 /// Cancels a queued or parked job at once (with its final event); asks a
-/// running one to stop at its next heartbeat.
+/// running one to stop (its worker hears of it through
+/// [`Change::CancelRequested`] at once, else at its next heartbeat).
 pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>> {
     let now = tx.now().await?;
     let ended = tx.cancel_waiting(id.as_str(), now).await?;
@@ -382,7 +383,14 @@ pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>>
     let Some(job) = tx.job(id.as_str(), false).await? else {
         return Ok(None);
     };
-    tx.changed(Change::Updated, id);
+    tx.changed(
+        if ended {
+            Change::Updated
+        } else {
+            Change::CancelRequested
+        },
+        id,
+    );
     record_ending(tx, job, ended).await.map(Some)
 }
 

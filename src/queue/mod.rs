@@ -609,6 +609,13 @@ pub trait JobQueue: Send + Sync {
     fn runnable(&self) -> Option<broadcast::Receiver<JobId>> {
         None
     }
+    /// Ids of running jobs someone asked to cancel: in this process, and with
+    /// a shared backend in every daemon using the same database; the worker
+    /// running one stops it at once. `None` for a backend that cannot tell
+    /// (its workers hear of it at their next heartbeat).
+    fn cancels(&self) -> Option<broadcast::Receiver<JobId>> {
+        None
+    }
     /// The writes this handle committed and the transactions that carried
     /// them (group commit puts many writes in one), for benchmarks.
     fn write_stats(&self) -> WriteCounts {

@@ -43,6 +43,9 @@ impl Fail {
 pub(crate) enum Change {
     Updated,
     Runnable,
+    /// A running job was asked to stop: its worker stops the run at once
+    /// instead of at its next heartbeat.
+    CancelRequested,
 }
 
 /// The columns every job query selects, in the order [`job_from_row`]
@@ -395,6 +398,7 @@ pub(crate) trait Tx {
 pub(crate) struct Wakeups {
     pub changes: tokio::sync::broadcast::Sender<JobId>,
     pub runnable: tokio::sync::broadcast::Sender<JobId>,
+    pub cancels: tokio::sync::broadcast::Sender<JobId>,
 }
 
 impl Wakeups {
@@ -402,6 +406,7 @@ impl Wakeups {
         Self {
             changes: tokio::sync::broadcast::channel(1024).0,
             runnable: tokio::sync::broadcast::channel(1024).0,
+            cancels: tokio::sync::broadcast::channel(1024).0,
         }
     }
 
@@ -409,8 +414,14 @@ impl Wakeups {
     pub(crate) fn publish(&self, change: Change, id: &JobId) {
         // No subscriber is not an error.
         let _ = self.changes.send(id.clone());
-        if change == Change::Runnable {
-            let _ = self.runnable.send(id.clone());
+        match change {
+            Change::Runnable => {
+                let _ = self.runnable.send(id.clone());
+            }
+            Change::CancelRequested => {
+                let _ = self.cancels.send(id.clone());
+            }
+            Change::Updated => {}
         }
     }
 

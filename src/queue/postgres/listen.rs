@@ -35,13 +35,16 @@ const PING_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_PAYLOAD: usize = 7900;
 
 /// The payloads announcing a transaction's changes, coalesced:
-/// `<sender instance> <r|u> <job id> [<r|u> <job id>]...`, each job once
-/// (runnable wins over updated).
+/// `<sender instance> <r|u|c> <job id> [<r|u|c> <job id>]...`, each job once
+/// (a cancel request wins, then runnable, then updated).
 pub(super) fn payloads(instance: &str, changes: &[(Change, JobId)]) -> Vec<String> {
     let mut seen: Vec<(Change, &JobId)> = Vec::new();
     for (change, id) in changes {
         match seen.iter_mut().find(|(_, seen)| *seen == id) {
-            Some(entry) if *change == Change::Runnable => entry.0 = Change::Runnable,
+            // A cancel request wins (the worker must hear it), then runnable.
+            Some(entry) if entry.0 != Change::CancelRequested && *change != Change::Updated => {
+                entry.0 = *change
+            }
             Some(_) => {}
             None => seen.push((*change, id)),
         }
@@ -51,6 +54,7 @@ pub(super) fn payloads(instance: &str, changes: &[(Change, JobId)]) -> Vec<Strin
         let kind = match change {
             Change::Runnable => 'r',
             Change::Updated => 'u',
+            Change::CancelRequested => 'c',
         };
         let item = format!(" {kind} {id}");
         match out.last_mut() {
@@ -70,8 +74,8 @@ pub(super) struct Sinks {
 }
 
 impl Sinks {
-    fn deliver(&self, notification: &Notification) {
-        let mut parts = notification.payload().split(' ');
+    fn deliver(&self, payload: &str) {
+        let mut parts = payload.split(' ');
         let Some(sender) = parts.next() else {
             return;
         };
@@ -79,10 +83,10 @@ impl Sinks {
             return;
         }
         while let (Some(kind), Some(id)) = (parts.next(), parts.next()) {
-            let change = if kind == "r" {
-                Change::Runnable
-            } else {
-                Change::Updated
+            let change = match kind {
+                "r" => Change::Runnable,
+                "c" => Change::CancelRequested,
+                _ => Change::Updated,
             };
             self.wake.publish(change, &JobId::from(id));
         }
@@ -188,7 +192,7 @@ async fn forward(
         tokio::select! {
             _ = stop.cancelled() => return None,
             received = listening.notifications.recv() => match received {
-                Some(n) => sinks.deliver(&n),
+                Some(n) => sinks.deliver(n.payload()),
                 None => return Some("the connection closed".into()),
             },
             _ = ping.tick() => {
@@ -199,5 +203,55 @@ async fn forward(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// What one daemon announces, another delivers to its own channels: a
+    /// cancel request reaches the workers of every daemon, once per job,
+    /// winning over the other changes of the same transaction.
+    #[test]
+    fn a_cancel_request_travels_between_daemons_and_wins_over_other_changes() {
+        let (a, b, c) = (JobId::from("a"), JobId::from("b"), JobId::from("c"));
+        let changes = [
+            (Change::Updated, a.clone()),
+            (Change::CancelRequested, a.clone()),
+            (Change::Runnable, a.clone()),
+            (Change::Runnable, b.clone()),
+            (Change::Updated, b.clone()),
+            (Change::Updated, c.clone()),
+        ];
+        let sent = payloads("one", &changes);
+        assert_eq!(sent, vec!["one c a r b u c".to_string()]);
+
+        let other = Sinks {
+            instance: "two".into(),
+            wake: Wakeups::new(),
+        };
+        let mut cancels = other.wake.cancels.subscribe();
+        let mut runnable = other.wake.runnable.subscribe();
+        let mut changed = other.wake.changes.subscribe();
+        for payload in &sent {
+            other.deliver(payload);
+        }
+        assert_eq!(cancels.try_recv().unwrap(), a);
+        assert!(cancels.try_recv().is_err());
+        assert_eq!(runnable.try_recv().unwrap(), b);
+        assert!(runnable.try_recv().is_err());
+        let all: Vec<JobId> = std::iter::from_fn(|| changed.try_recv().ok()).collect();
+        assert_eq!(all, vec![a, b, c]);
+
+        // A daemon drops its own announcements (it told its subscribers at commit).
+        let own = Sinks {
+            instance: "one".into(),
+            wake: Wakeups::new(),
+        };
+        let mut own_cancels = own.wake.cancels.subscribe();
+        own.deliver(&sent[0]);
+        assert!(own_cancels.try_recv().is_err());
     }
 }
