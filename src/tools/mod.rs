@@ -1,5 +1,5 @@
 //! Tools: the `Tool` seam every backend implements, the engine pipeline every
-//! call goes through, and the backends (`process`, and later `plugin`, `mcp`,
+//! call goes through, and the backends (`process`, `plugin`, `mcp`,
 //! `http_agent`, `agent`).
 //!
 //! This module must not know about models or the queue; it receives a
