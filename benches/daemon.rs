@@ -352,7 +352,9 @@ async fn memory_per_job(in_flight: usize) {
     let running = running().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let loaded = rss_kib(daemon.child.id());
-    println!("memory with {running} jobs in flight on a slow model server (aim: < 64 KiB each)");
+    println!(
+        "memory with {running} jobs in flight on a slow model server (aim: <= 24 KiB each, issue 34)"
+    );
     println!(
         "  RSS idle {idle} KiB, loaded {loaded} KiB, per in-flight job {:.1} KiB",
         (loaded.saturating_sub(idle)) as f64 / running.max(1) as f64

@@ -460,6 +460,116 @@ impl MetricsObserver {
     }
 }
 
+impl MetricsObserver {
+    /// A model call's tokens, cost and duration.
+    fn model_response(
+        &self,
+        bundle: &str,
+        duration_ms: u64,
+        usage: &crate::types::TokenUsage,
+        cost: Option<f64>,
+    ) {
+        let m = &self.metrics;
+        let model = self.model();
+        for (kind, n) in [
+            ("prompt", usage.prompt_tokens),
+            ("completion", usage.completion_tokens),
+        ] {
+            m.tokens_spent
+                .with_label_values(&[bundle, &model, kind])
+                .inc_by(n);
+        }
+        if let Some(cost) = cost {
+            m.cost_spent
+                .with_label_values(&[bundle, &model])
+                .inc_by(cost);
+        }
+        m.operation_duration
+            .with_label_values(&["chat", &model, &self.provider, ""])
+            .observe(duration_ms as f64 / 1000.0);
+        m.token_usage
+            .with_label_values(&["chat", &model, "input"])
+            .observe(usage.prompt_tokens as f64);
+        m.token_usage
+            .with_label_values(&["chat", &model, "output"])
+            .observe(usage.completion_tokens as f64);
+        if let Some(o) = m.otlp.get() {
+            let base = [
+                kv("gen_ai.operation.name", "chat"),
+                kv("gen_ai.request.model", &model),
+            ];
+            let mut with_provider = base.to_vec();
+            with_provider.push(kv("gen_ai.provider.name", &self.provider));
+            o.operation_duration
+                .record(duration_ms as f64 / 1000.0, &with_provider);
+            for (kind, n) in [
+                ("input", usage.prompt_tokens),
+                ("output", usage.completion_tokens),
+            ] {
+                let mut attrs = base.to_vec();
+                attrs.push(kv("gen_ai.token.type", kind));
+                o.token_usage.record(n, &attrs);
+            }
+        }
+    }
+
+    /// A tool call's outcome and duration.
+    fn tool_result(
+        &self,
+        bundle: &str,
+        tool_name: &str,
+        duration_ms: u64,
+        error_type: Option<&str>,
+    ) {
+        let m = &self.metrics;
+        let outcome = error_type.unwrap_or("ok");
+        let tool_name = self.tool_label(bundle, tool_name, error_type);
+        m.tool_calls
+            .with_label_values(&[bundle, tool_name, outcome])
+            .inc();
+        m.tool_duration
+            .with_label_values(&[tool_name, outcome])
+            .observe(duration_ms as f64 / 1000.0);
+        if let Some(o) = m.otlp.get() {
+            let attrs = [
+                kv("bundle", bundle),
+                kv("tool", tool_name),
+                kv("outcome", outcome),
+            ];
+            o.tool_calls.add(1, &attrs);
+            o.tool_duration
+                .record(duration_ms as f64 / 1000.0, &attrs[1..]);
+        }
+    }
+
+    /// A job attempt began or ended.
+    fn job_state(&self, bundle: &str, state: &str, duration_ms: Option<u64>) {
+        let m = &self.metrics;
+        match state {
+            "running" => m.jobs_in_flight.inc(),
+            finished => {
+                m.jobs_in_flight.dec();
+                if finished == "retrying" {
+                    m.job_retries.with_label_values(&[bundle]).inc();
+                }
+                m.jobs_finished.with_label_values(&[bundle, finished]).inc();
+                if let Some(o) = m.otlp.get() {
+                    let attrs = [kv("bundle", bundle), kv("state", finished)];
+                    o.jobs_finished.add(1, &attrs);
+                    if let Some(ms) = duration_ms {
+                        o.job_duration.record(ms as f64 / 1000.0, &attrs);
+                    }
+                }
+                if let Some(ms) = duration_ms {
+                    m.job_duration
+                        .with_label_values(&[bundle, finished])
+                        .observe(ms as f64 / 1000.0);
+                }
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Observer for MetricsObserver {
     async fn on_event(&self, envelope: &EventEnvelope) -> Result<(), ObserverError> {
@@ -476,74 +586,13 @@ impl Observer for MetricsObserver {
                 usage,
                 cost,
                 ..
-            } => {
-                let model = self.model();
-                for (kind, n) in [
-                    ("prompt", usage.prompt_tokens),
-                    ("completion", usage.completion_tokens),
-                ] {
-                    m.tokens_spent
-                        .with_label_values(&[bundle, &model, kind])
-                        .inc_by(n);
-                }
-                if let Some(cost) = cost {
-                    m.cost_spent
-                        .with_label_values(&[bundle, &model])
-                        .inc_by(*cost);
-                }
-                m.operation_duration
-                    .with_label_values(&["chat", &model, &self.provider, ""])
-                    .observe(*duration_ms as f64 / 1000.0);
-                m.token_usage
-                    .with_label_values(&["chat", &model, "input"])
-                    .observe(usage.prompt_tokens as f64);
-                m.token_usage
-                    .with_label_values(&["chat", &model, "output"])
-                    .observe(usage.completion_tokens as f64);
-                if let Some(o) = m.otlp.get() {
-                    let base = [
-                        kv("gen_ai.operation.name", "chat"),
-                        kv("gen_ai.request.model", &model),
-                    ];
-                    let mut with_provider = base.to_vec();
-                    with_provider.push(kv("gen_ai.provider.name", &self.provider));
-                    o.operation_duration
-                        .record(*duration_ms as f64 / 1000.0, &with_provider);
-                    for (kind, n) in [
-                        ("input", usage.prompt_tokens),
-                        ("output", usage.completion_tokens),
-                    ] {
-                        let mut attrs = base.to_vec();
-                        attrs.push(kv("gen_ai.token.type", kind));
-                        o.token_usage.record(n, &attrs);
-                    }
-                }
-            }
+            } => self.model_response(bundle, *duration_ms, usage, *cost),
             Event::ToolResult {
                 tool_name,
                 duration_ms,
                 error_type,
                 ..
-            } => {
-                let outcome = error_type.as_deref().unwrap_or("ok");
-                let tool_name = self.tool_label(bundle, tool_name, error_type.as_deref());
-                m.tool_calls
-                    .with_label_values(&[bundle, tool_name, outcome])
-                    .inc();
-                m.tool_duration
-                    .with_label_values(&[tool_name, outcome])
-                    .observe(*duration_ms as f64 / 1000.0);
-                if let Some(o) = m.otlp.get() {
-                    let attrs = [
-                        kv("bundle", bundle),
-                        kv("tool", tool_name),
-                        kv("outcome", outcome),
-                    ];
-                    o.tool_calls.add(1, &attrs);
-                    o.tool_duration
-                        .record(*duration_ms as f64 / 1000.0, &attrs[1..]);
-                }
-            }
+            } => self.tool_result(bundle, tool_name, *duration_ms, error_type.as_deref()),
             Event::BudgetExceeded { budget, .. } => {
                 m.budget_stops.with_label_values(&[bundle, budget]).inc();
             }
@@ -602,28 +651,7 @@ impl Observer for MetricsObserver {
             }
             Event::JobState {
                 state, duration_ms, ..
-            } => match state.as_str() {
-                "running" => m.jobs_in_flight.inc(),
-                finished => {
-                    m.jobs_in_flight.dec();
-                    if finished == "retrying" {
-                        m.job_retries.with_label_values(&[bundle]).inc();
-                    }
-                    m.jobs_finished.with_label_values(&[bundle, finished]).inc();
-                    if let Some(o) = m.otlp.get() {
-                        let attrs = [kv("bundle", bundle), kv("state", finished)];
-                        o.jobs_finished.add(1, &attrs);
-                        if let Some(ms) = duration_ms {
-                            o.job_duration.record(*ms as f64 / 1000.0, &attrs);
-                        }
-                    }
-                    if let Some(ms) = duration_ms {
-                        m.job_duration
-                            .with_label_values(&[bundle, finished])
-                            .observe(*ms as f64 / 1000.0);
-                    }
-                }
-            },
+            } => self.job_state(bundle, state.as_str(), *duration_ms),
             _ => {}
         }
         Ok(())

@@ -418,245 +418,299 @@ impl SpanBuilder {
         if self.workflow(info, envelope, at) {
             return;
         }
-        let key = envelope.run_id.clone();
         match &envelope.event {
-            Event::KernelStart {
-                max_turns,
-                tools_count,
-                ..
-            } => {
-                let parent = match &envelope.parent {
-                    // A nested agent run hangs under its parent's root span.
-                    Some(p) => self
-                        .runs
-                        .get(&p.run_id)
-                        .map(|r| r.root.clone())
-                        .unwrap_or_default(),
-                    None => remote_parent(info.traceparent.as_deref()),
-                };
-                let span = self
-                    .tracer
-                    .span_builder(format!("invoke_agent {}", envelope.bundle))
-                    .with_kind(SpanKind::Internal)
-                    .with_start_time(at)
-                    .with_attributes(vec![
-                        KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-                        KeyValue::new("gen_ai.agent.name", envelope.bundle.clone()),
-                        KeyValue::new("gen_ai.agent.version", envelope.bundle_version.clone()),
-                        KeyValue::new("gen_ai.conversation.id", info.job_id.clone()),
-                        KeyValue::new("gen_ai.request.model", info.model.clone()),
-                        KeyValue::new("gen_ai.provider.name", info.endpoint.provider.clone()),
-                        KeyValue::new("structured_agents.max_turns", *max_turns as i64),
-                        KeyValue::new("structured_agents.tools_count", *tools_count as i64),
-                    ])
-                    .start_with_context(&self.tracer, &parent);
-                let root = parent.with_span(span);
-                self.runs.insert(
-                    key,
-                    RunSpans {
-                        root,
-                        chat: None,
-                        tools: HashMap::new(),
-                        model_error: false,
-                    },
-                );
-            }
-            Event::ModelRequest {
-                model,
-                parameters,
-                messages,
-                ..
-            } => {
-                let Some(run) = self.runs.get_mut(&key) else {
-                    return;
-                };
-                let mut attributes = vec![
-                    KeyValue::new("gen_ai.operation.name", "chat"),
-                    KeyValue::new("gen_ai.provider.name", info.endpoint.provider.clone()),
-                    KeyValue::new("gen_ai.request.model", model.clone()),
-                    KeyValue::new("server.address", info.endpoint.address.clone()),
-                ];
-                if let Some(port) = info.endpoint.port {
-                    attributes.push(KeyValue::new("server.port", port as i64));
-                }
-                for (param, attr) in [
-                    ("temperature", "gen_ai.request.temperature"),
-                    ("top_p", "gen_ai.request.top_p"),
-                    ("max_tokens", "gen_ai.request.max_tokens"),
-                    ("seed", "gen_ai.request.seed"),
-                ] {
-                    match parameters.get(param) {
-                        Some(v) if v.is_i64() || v.is_u64() => {
-                            attributes.push(KeyValue::new(attr, v.as_i64().unwrap_or_default()))
-                        }
-                        Some(v) if v.is_f64() => {
-                            attributes.push(KeyValue::new(attr, v.as_f64().unwrap_or_default()))
-                        }
-                        _ => {}
-                    }
-                }
-                if self.capture && !messages.is_null() {
-                    attributes.push(KeyValue::new("gen_ai.input.messages", messages.to_string()));
-                }
-                let span = self
-                    .tracer
-                    .span_builder(format!("chat {model}"))
-                    .with_kind(SpanKind::Client)
-                    .with_start_time(at)
-                    .with_attributes(attributes)
-                    .start_with_context(&self.tracer, &run.root);
-                run.chat = Some(span);
-            }
-            Event::ModelResponse {
-                usage,
-                response_id,
-                finish_reason,
-                response_model,
-                parsed_content,
-                ..
-            } => {
-                let Some(run) = self.runs.get_mut(&key) else {
-                    return;
-                };
-                let Some(mut span) = run.chat.take() else {
-                    return;
-                };
-                span.set_attribute(KeyValue::new(
-                    "gen_ai.usage.input_tokens",
-                    usage.prompt_tokens as i64,
-                ));
-                span.set_attribute(KeyValue::new(
-                    "gen_ai.usage.output_tokens",
-                    usage.completion_tokens as i64,
-                ));
-                if let Some(id) = response_id {
-                    span.set_attribute(KeyValue::new("gen_ai.response.id", id.clone()));
-                }
-                if let Some(model) = response_model {
-                    span.set_attribute(KeyValue::new("gen_ai.response.model", model.clone()));
-                }
-                if let Some(reason) = finish_reason {
-                    span.set_attribute(KeyValue::new(
-                        "gen_ai.response.finish_reasons",
-                        opentelemetry::Value::Array(
-                            vec![opentelemetry::StringValue::from(reason.clone())].into(),
-                        ),
-                    ));
-                }
-                if self.capture {
-                    let output =
-                        serde_json::json!([{"role": "assistant", "content": parsed_content}]);
-                    span.set_attribute(KeyValue::new("gen_ai.output.messages", output.to_string()));
-                }
-                span.end_with_timestamp(at);
-            }
-            Event::ToolCall {
-                tool_name,
-                call_id,
-                arguments,
-                ..
-            } => {
-                let Some(run) = self.runs.get_mut(&key) else {
-                    return;
-                };
-                let mut attributes = vec![
-                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                    KeyValue::new("gen_ai.tool.name", tool_name.clone()),
-                    KeyValue::new("gen_ai.tool.call.id", call_id.clone()),
-                    KeyValue::new("gen_ai.tool.type", "function"),
-                ];
-                if self.capture {
-                    attributes.push(KeyValue::new(
-                        "gen_ai.tool.call.arguments",
-                        arguments.to_string(),
-                    ));
-                }
-                let span = self
-                    .tracer
-                    .span_builder(format!("execute_tool {tool_name}"))
-                    .with_kind(SpanKind::Internal)
-                    .with_start_time(at)
-                    .with_attributes(attributes)
-                    .start_with_context(&self.tracer, &run.root);
-                run.tools.insert(call_id.clone(), span);
-            }
-            Event::ToolResult {
-                call_id,
-                is_error,
-                error_type,
-                output_preview,
-                ..
-            } => {
-                let Some(run) = self.runs.get_mut(&key) else {
-                    return;
-                };
-                let Some(mut span) = run.tools.remove(call_id) else {
-                    return;
-                };
-                if *is_error {
-                    let kind = error_type.clone().unwrap_or_else(|| "tool_error".into());
-                    span.set_attribute(KeyValue::new("error.type", kind.clone()));
-                    span.set_status(Status::error(kind));
-                }
-                if self.capture {
-                    span.set_attribute(KeyValue::new(
-                        "gen_ai.tool.call.result",
-                        output_preview.clone(),
-                    ));
-                }
-                span.end_with_timestamp(at);
-            }
-            Event::TurnComplete {
-                turn,
-                tool_calls_count,
-                errors_count,
-                ..
-            } => {
-                let Some(run) = self.runs.get(&key) else {
-                    return;
-                };
-                run.root.span().add_event_with_timestamp(
-                    "turn",
-                    at,
-                    vec![
-                        KeyValue::new("structured_agents.turn", *turn as i64),
-                        KeyValue::new("structured_agents.tool_calls", *tool_calls_count as i64),
-                        KeyValue::new("structured_agents.tool_errors", *errors_count as i64),
-                    ],
-                );
-            }
-            Event::KernelEnd {
-                termination_reason,
-                error_type,
-                turn_count,
-                ..
-            } => {
-                let Some(mut run) = self.runs.remove(&key) else {
-                    return;
-                };
-                // A model call that failed leaves its chat span open: close it as an error.
-                if let (Some(mut chat), Some(kind)) = (run.chat.take(), error_type) {
-                    chat.set_attribute(KeyValue::new("error.type", kind.clone()));
-                    chat.set_status(Status::error(kind.clone()));
-                    chat.end_with_timestamp(at);
-                    run.model_error = true;
-                }
-                for (_, mut span) in run.tools.drain() {
-                    span.end_with_timestamp(at);
-                }
-                let root = run.root.span();
-                root.set_attribute(KeyValue::new(
-                    "structured_agents.termination_reason",
-                    termination_reason.as_str(),
-                ));
-                root.set_attribute(KeyValue::new("structured_agents.turns", *turn_count as i64));
-                if let Some(kind) = error_type {
-                    root.set_attribute(KeyValue::new("error.type", kind.clone()));
-                    root.set_status(Status::error(kind.clone()));
-                }
-                root.end_with_timestamp(at);
-            }
+            Event::KernelStart { .. } => self.start_run(info, envelope, at),
+            Event::ModelRequest { .. } => self.start_chat(info, envelope, at),
+            Event::ModelResponse { .. } => self.end_chat(envelope, at),
+            Event::ToolCall { .. } => self.start_tool(envelope, at),
+            Event::ToolResult { .. } => self.end_tool(envelope, at),
+            Event::TurnComplete { .. } => self.turn_event(envelope, at),
+            Event::KernelEnd { .. } => self.end_run(envelope, at),
             _ => {}
         }
+    }
+
+    /// The run's root span (`invoke_agent`), under its parent run's or the job's remote parent.
+    fn start_run(&mut self, info: &JobSpanInfo, envelope: &EventEnvelope, at: SystemTime) {
+        let Event::KernelStart {
+            max_turns,
+            tools_count,
+            ..
+        } = &envelope.event
+        else {
+            return;
+        };
+        let key = envelope.run_id.clone();
+        let parent = match &envelope.parent {
+            // A nested agent run hangs under its parent's root span.
+            Some(p) => self
+                .runs
+                .get(&p.run_id)
+                .map(|r| r.root.clone())
+                .unwrap_or_default(),
+            None => remote_parent(info.traceparent.as_deref()),
+        };
+        let span = self
+            .tracer
+            .span_builder(format!("invoke_agent {}", envelope.bundle))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(at)
+            .with_attributes(vec![
+                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                KeyValue::new("gen_ai.agent.name", envelope.bundle.clone()),
+                KeyValue::new("gen_ai.agent.version", envelope.bundle_version.clone()),
+                KeyValue::new("gen_ai.conversation.id", info.job_id.clone()),
+                KeyValue::new("gen_ai.request.model", info.model.clone()),
+                KeyValue::new("gen_ai.provider.name", info.endpoint.provider.clone()),
+                KeyValue::new("structured_agents.max_turns", *max_turns as i64),
+                KeyValue::new("structured_agents.tools_count", *tools_count as i64),
+            ])
+            .start_with_context(&self.tracer, &parent);
+        let root = parent.with_span(span);
+        self.runs.insert(
+            key,
+            RunSpans {
+                root,
+                chat: None,
+                tools: HashMap::new(),
+                model_error: false,
+            },
+        );
+    }
+
+    /// A model call's span (`chat`), open until its response.
+    fn start_chat(&mut self, info: &JobSpanInfo, envelope: &EventEnvelope, at: SystemTime) {
+        let Event::ModelRequest {
+            model,
+            parameters,
+            messages,
+            ..
+        } = &envelope.event
+        else {
+            return;
+        };
+        let key = envelope.run_id.clone();
+        let Some(run) = self.runs.get_mut(&key) else {
+            return;
+        };
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.provider.name", info.endpoint.provider.clone()),
+            KeyValue::new("gen_ai.request.model", model.clone()),
+            KeyValue::new("server.address", info.endpoint.address.clone()),
+        ];
+        if let Some(port) = info.endpoint.port {
+            attributes.push(KeyValue::new("server.port", port as i64));
+        }
+        for (param, attr) in [
+            ("temperature", "gen_ai.request.temperature"),
+            ("top_p", "gen_ai.request.top_p"),
+            ("max_tokens", "gen_ai.request.max_tokens"),
+            ("seed", "gen_ai.request.seed"),
+        ] {
+            match parameters.get(param) {
+                Some(v) if v.is_i64() || v.is_u64() => {
+                    attributes.push(KeyValue::new(attr, v.as_i64().unwrap_or_default()))
+                }
+                Some(v) if v.is_f64() => {
+                    attributes.push(KeyValue::new(attr, v.as_f64().unwrap_or_default()))
+                }
+                _ => {}
+            }
+        }
+        if self.capture && !messages.is_null() {
+            attributes.push(KeyValue::new("gen_ai.input.messages", messages.to_string()));
+        }
+        let span = self
+            .tracer
+            .span_builder(format!("chat {model}"))
+            .with_kind(SpanKind::Client)
+            .with_start_time(at)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &run.root);
+        run.chat = Some(span);
+    }
+
+    /// Closes the model call's span with its usage and response.
+    fn end_chat(&mut self, envelope: &EventEnvelope, at: SystemTime) {
+        let Event::ModelResponse {
+            usage,
+            response_id,
+            finish_reason,
+            response_model,
+            parsed_content,
+            ..
+        } = &envelope.event
+        else {
+            return;
+        };
+        let key = envelope.run_id.clone();
+        let Some(run) = self.runs.get_mut(&key) else {
+            return;
+        };
+        let Some(mut span) = run.chat.take() else {
+            return;
+        };
+        span.set_attribute(KeyValue::new(
+            "gen_ai.usage.input_tokens",
+            usage.prompt_tokens as i64,
+        ));
+        span.set_attribute(KeyValue::new(
+            "gen_ai.usage.output_tokens",
+            usage.completion_tokens as i64,
+        ));
+        if let Some(id) = response_id {
+            span.set_attribute(KeyValue::new("gen_ai.response.id", id.clone()));
+        }
+        if let Some(model) = response_model {
+            span.set_attribute(KeyValue::new("gen_ai.response.model", model.clone()));
+        }
+        if let Some(reason) = finish_reason {
+            span.set_attribute(KeyValue::new(
+                "gen_ai.response.finish_reasons",
+                opentelemetry::Value::Array(
+                    vec![opentelemetry::StringValue::from(reason.clone())].into(),
+                ),
+            ));
+        }
+        if self.capture {
+            let output = serde_json::json!([{"role": "assistant", "content": parsed_content}]);
+            span.set_attribute(KeyValue::new("gen_ai.output.messages", output.to_string()));
+        }
+        span.end_with_timestamp(at);
+    }
+
+    /// A tool call's span (`execute_tool`), open until its result.
+    fn start_tool(&mut self, envelope: &EventEnvelope, at: SystemTime) {
+        let Event::ToolCall {
+            tool_name,
+            call_id,
+            arguments,
+            ..
+        } = &envelope.event
+        else {
+            return;
+        };
+        let key = envelope.run_id.clone();
+        let Some(run) = self.runs.get_mut(&key) else {
+            return;
+        };
+        let mut attributes = vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", tool_name.clone()),
+            KeyValue::new("gen_ai.tool.call.id", call_id.clone()),
+            KeyValue::new("gen_ai.tool.type", "function"),
+        ];
+        if self.capture {
+            attributes.push(KeyValue::new(
+                "gen_ai.tool.call.arguments",
+                arguments.to_string(),
+            ));
+        }
+        let span = self
+            .tracer
+            .span_builder(format!("execute_tool {tool_name}"))
+            .with_kind(SpanKind::Internal)
+            .with_start_time(at)
+            .with_attributes(attributes)
+            .start_with_context(&self.tracer, &run.root);
+        run.tools.insert(call_id.clone(), span);
+    }
+
+    /// Closes the tool call's span, as an error when the call failed.
+    fn end_tool(&mut self, envelope: &EventEnvelope, at: SystemTime) {
+        let Event::ToolResult {
+            call_id,
+            is_error,
+            error_type,
+            output_preview,
+            ..
+        } = &envelope.event
+        else {
+            return;
+        };
+        let key = envelope.run_id.clone();
+        let Some(run) = self.runs.get_mut(&key) else {
+            return;
+        };
+        let Some(mut span) = run.tools.remove(call_id) else {
+            return;
+        };
+        if *is_error {
+            let kind = error_type.clone().unwrap_or_else(|| "tool_error".into());
+            span.set_attribute(KeyValue::new("error.type", kind.clone()));
+            span.set_status(Status::error(kind));
+        }
+        if self.capture {
+            span.set_attribute(KeyValue::new(
+                "gen_ai.tool.call.result",
+                output_preview.clone(),
+            ));
+        }
+        span.end_with_timestamp(at);
+    }
+
+    /// A finished turn, as an event on the run's root span.
+    fn turn_event(&mut self, envelope: &EventEnvelope, at: SystemTime) {
+        let Event::TurnComplete {
+            turn,
+            tool_calls_count,
+            errors_count,
+            ..
+        } = &envelope.event
+        else {
+            return;
+        };
+        let key = envelope.run_id.clone();
+        let Some(run) = self.runs.get(&key) else {
+            return;
+        };
+        run.root.span().add_event_with_timestamp(
+            "turn",
+            at,
+            vec![
+                KeyValue::new("structured_agents.turn", *turn as i64),
+                KeyValue::new("structured_agents.tool_calls", *tool_calls_count as i64),
+                KeyValue::new("structured_agents.tool_errors", *errors_count as i64),
+            ],
+        );
+    }
+
+    /// Closes the run: a failed model call's open span, its tools' spans, then its root.
+    fn end_run(&mut self, envelope: &EventEnvelope, at: SystemTime) {
+        let Event::KernelEnd {
+            termination_reason,
+            error_type,
+            turn_count,
+            ..
+        } = &envelope.event
+        else {
+            return;
+        };
+        let key = envelope.run_id.clone();
+        let Some(mut run) = self.runs.remove(&key) else {
+            return;
+        };
+        // A model call that failed leaves its chat span open: close it as an error.
+        if let (Some(mut chat), Some(kind)) = (run.chat.take(), error_type) {
+            chat.set_attribute(KeyValue::new("error.type", kind.clone()));
+            chat.set_status(Status::error(kind.clone()));
+            chat.end_with_timestamp(at);
+            run.model_error = true;
+        }
+        for (_, mut span) in run.tools.drain() {
+            span.end_with_timestamp(at);
+        }
+        let root = run.root.span();
+        root.set_attribute(KeyValue::new(
+            "structured_agents.termination_reason",
+            termination_reason.as_str(),
+        ));
+        root.set_attribute(KeyValue::new("structured_agents.turns", *turn_count as i64));
+        if let Some(kind) = error_type {
+            root.set_attribute(KeyValue::new("error.type", kind.clone()));
+            root.set_status(Status::error(kind.clone()));
+        }
+        root.end_with_timestamp(at);
     }
 }

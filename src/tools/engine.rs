@@ -439,130 +439,12 @@ impl ToolEngine {
         }
 
         // 5. invoke with retries and a timeout
-        let arguments = &call.arguments;
+        let (output, attempts) =
+            match Self::invoke(entry, call, place, cancel, events, &trace).await {
+                Ok(answered) => answered,
+                Err(outcome) => return outcome,
+            };
         let policy = &entry.policy;
-        let mut attempts = 0;
-        let output = loop {
-            attempts += 1;
-            let ctx = ToolContext {
-                call,
-                place,
-                cancel: cancel.child_token(),
-                deadline: Instant::now() + policy.timeout,
-                events,
-            };
-            let attempt_cancel = ctx.cancel.clone();
-            // A tool that panics (including one that blocks on the runtime
-            // from inside it) is caught here and becomes a tool_error.
-            let invocation =
-                AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
-            crate::failpoint::hit_after(
-                crate::failpoint::Failpoint::ToolRunning,
-                Duration::from_millis(300),
-            );
-            let outcome = tokio::select! {
-                r = tokio::time::timeout(policy.timeout, invocation) => r,
-                _ = cancel.cancelled() => {
-                    attempt_cancel.cancel();
-                    trace.emit("tool.invoke.cancelled", json!({"attempt": attempts})).await;
-                    return trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false);
-                }
-            };
-            match outcome {
-                Err(_) => {
-                    attempt_cancel.cancel();
-                    trace
-                        .emit(
-                            "tool.invoke.timeout",
-                            json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64}),
-                        )
-                        .await;
-                    return trace.done(
-                        "tool_error:timeout".into(),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    );
-                }
-                Ok(Err(panic)) => {
-                    let message = panic_message(panic.as_ref());
-                    trace
-                        .emit(
-                            "tool.invoke.panic",
-                            json!({"attempt": attempts, "message": message}),
-                        )
-                        .await;
-                    return trace.done(
-                        format!("tool_error:tool panicked: {message}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    );
-                }
-                Ok(Ok(Ok(output))) => {
-                    trace
-                        .emit("tool.invoke.ok", json!({"attempt": attempts}))
-                        .await;
-                    break output;
-                }
-                Ok(Ok(Err(ToolError::Validation(msg)))) => {
-                    trace
-                        .emit(
-                            "tool.invoke.user_error",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    return trace.done(
-                        format!("user_error:{msg}"),
-                        Some("user_error"),
-                        attempts,
-                        false,
-                    );
-                }
-                Ok(Ok(Err(ToolError::EndsJob(end)))) => {
-                    let (stage, mut detail) = end.trace();
-                    detail["attempt"] = json!(attempts);
-                    trace.emit(stage, detail).await;
-                    let mut outcome = trace.done(
-                        format!("tool_error:{end}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    );
-                    outcome.ends_job = Some(end);
-                    return outcome;
-                }
-                Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= policy.retries => {
-                    trace
-                        .emit(
-                            "tool.invoke.retryable",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    let backoff = policy
-                        .retry_backoff
-                        .saturating_mul(1 << (attempts - 1).min(8));
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
-                        _ = cancel.cancelled() => return trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false),
-                    }
-                }
-                Ok(Ok(Err(ToolError::Retryable(msg) | ToolError::Failed(msg)))) => {
-                    trace
-                        .emit(
-                            "tool.invoke.fail",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    return trace.done(
-                        format!("tool_error:{msg}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    );
-                }
-            }
-        };
 
         // 6. normalize
         let output = output.into_json_string();
@@ -600,6 +482,144 @@ impl ToolEngine {
             trace.emit("cache.store", Value::Null).await;
         }
         trace.done(output, None, attempts, false)
+    }
+
+    /// Invokes the tool with retries and a timeout until it answers, fails
+    /// for good or the call is cancelled: its output and the attempts it
+    /// took, or the call's outcome when it ends here.
+    async fn invoke(
+        entry: &Entry,
+        call: &ToolCall,
+        place: CallPlace<'_>,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        trace: &Trace<'_>,
+    ) -> Result<(super::ToolOutput, u32), ToolOutcome> {
+        let arguments = &call.arguments;
+        let policy = &entry.policy;
+        let mut attempts = 0;
+        let output = loop {
+            attempts += 1;
+            let ctx = ToolContext {
+                call,
+                place,
+                cancel: cancel.child_token(),
+                deadline: Instant::now() + policy.timeout,
+                events,
+            };
+            let attempt_cancel = ctx.cancel.clone();
+            // A tool that panics (including one that blocks on the runtime
+            // from inside it) is caught here and becomes a tool_error.
+            let invocation =
+                AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
+            crate::failpoint::hit_after(
+                crate::failpoint::Failpoint::ToolRunning,
+                Duration::from_millis(300),
+            );
+            let outcome = tokio::select! {
+                r = tokio::time::timeout(policy.timeout, invocation) => r,
+                _ = cancel.cancelled() => {
+                    attempt_cancel.cancel();
+                    trace.emit("tool.invoke.cancelled", json!({"attempt": attempts})).await;
+                    return Err(trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false));
+                }
+            };
+            match outcome {
+                Err(_) => {
+                    attempt_cancel.cancel();
+                    trace
+                        .emit(
+                            "tool.invoke.timeout",
+                            json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64}),
+                        )
+                        .await;
+                    return Err(trace.done(
+                        "tool_error:timeout".into(),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    ));
+                }
+                Ok(Err(panic)) => {
+                    let message = panic_message(panic.as_ref());
+                    trace
+                        .emit(
+                            "tool.invoke.panic",
+                            json!({"attempt": attempts, "message": message}),
+                        )
+                        .await;
+                    return Err(trace.done(
+                        format!("tool_error:tool panicked: {message}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    ));
+                }
+                Ok(Ok(Ok(output))) => {
+                    trace
+                        .emit("tool.invoke.ok", json!({"attempt": attempts}))
+                        .await;
+                    break output;
+                }
+                Ok(Ok(Err(ToolError::Validation(msg)))) => {
+                    trace
+                        .emit(
+                            "tool.invoke.user_error",
+                            json!({"attempt": attempts, "message": msg}),
+                        )
+                        .await;
+                    return Err(trace.done(
+                        format!("user_error:{msg}"),
+                        Some("user_error"),
+                        attempts,
+                        false,
+                    ));
+                }
+                Ok(Ok(Err(ToolError::EndsJob(end)))) => {
+                    let (stage, mut detail) = end.trace();
+                    detail["attempt"] = json!(attempts);
+                    trace.emit(stage, detail).await;
+                    let mut outcome = trace.done(
+                        format!("tool_error:{end}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    );
+                    outcome.ends_job = Some(end);
+                    return Err(outcome);
+                }
+                Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= policy.retries => {
+                    trace
+                        .emit(
+                            "tool.invoke.retryable",
+                            json!({"attempt": attempts, "message": msg}),
+                        )
+                        .await;
+                    let backoff = policy
+                        .retry_backoff
+                        .saturating_mul(1 << (attempts - 1).min(8));
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = cancel.cancelled() => return Err(trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false)),
+                    }
+                }
+                Ok(Ok(Err(ToolError::Retryable(msg) | ToolError::Failed(msg)))) => {
+                    trace
+                        .emit(
+                            "tool.invoke.fail",
+                            json!({"attempt": attempts, "message": msg}),
+                        )
+                        .await;
+                    return Err(trace.done(
+                        format!("tool_error:{msg}"),
+                        Some("tool_error"),
+                        attempts,
+                        false,
+                    ));
+                }
+            }
+        };
+        Ok((output, attempts))
     }
 }
 
