@@ -285,8 +285,18 @@ pub fn bundle_file(dir: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Every directory [`load_dir`] parsed, so tests count parses where they
+/// happen (each test filters by its own temporary directory).
+#[cfg(test)]
+pub(crate) static PARSED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
 /// Loads and validates the bundle in `dir`. Blocking (reads files).
 pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleErrors> {
+    #[cfg(test)]
+    PARSED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(dir.to_path_buf());
     let Some(file) = bundle_file(dir) else {
         return Err(BundleErrors(vec![BundleError {
             file: dir.join("bundle.yaml"),

@@ -475,7 +475,7 @@ fn bind_bundles(
         let load = match kept {
             Some(kept) => kept.clone(),
             None => {
-                applied.parsed.push(dir.clone());
+                applied.read.push(dir.clone());
                 let before = before_by_dir
                     .get(dir.as_path())
                     .and_then(|e| e.current.as_ref());

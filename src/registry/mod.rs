@@ -209,9 +209,9 @@ pub struct Applied {
     pub degraded: Vec<(String, Vec<String>)>,
     /// Every error, located: bundles, plugins, observers.
     pub errors: Vec<String>,
-    /// The bundle directories this reload read and parsed; every other one
-    /// kept its last load unread.
-    pub parsed: Vec<PathBuf>,
+    /// The bundle directories this reload read again (trust-checked, then
+    /// parsed unless refused); every other one kept its last load unread.
+    pub read: Vec<PathBuf>,
 }
 
 /// Problems that reject a whole reload (the last good snapshot stays).

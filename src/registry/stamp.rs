@@ -22,7 +22,7 @@ const MAX_DEPTH: usize = 16;
 /// an entry changed this recently could change again within the same tick
 /// without its stamp changing, so such a stamp is never trusted ("racy", as
 /// git calls it).
-const RACY: Duration = Duration::from_millis(20);
+pub(super) const RACY: Duration = Duration::from_millis(20);
 
 /// The stamp of one directory tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
