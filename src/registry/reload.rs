@@ -91,9 +91,8 @@ pub fn pipeline(
     let handle = ReloadHandle { requests: tx };
     let tools = handle.clone();
     // New MCP tools change nothing on disk: only the stale binds are redone.
-    let tools_changed: crate::tools::mcp::OnToolsChanged = Arc::new(move || {
-        tools.request_changed(ReloadTrigger::ToolsChanged, Changed::nothing())
-    });
+    let tools_changed: crate::tools::mcp::OnToolsChanged =
+        Arc::new(move || tools.request_changed(ReloadTrigger::ToolsChanged, Changed::nothing()));
     let registry = Registry::new(config, Some(tools_changed));
     let reloader = Reloader {
         registry: registry.clone(),

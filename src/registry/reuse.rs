@@ -349,7 +349,11 @@ mod tests {
         assert_eq!(parsed, NONE, "refused before parsing");
         assert_eq!(applied.read, [site.bundle_dir("a")]);
         assert_eq!(applied.failed, ["a"]);
-        assert!(applied.errors[0].contains("chmod go-w"), "{:?}", applied.errors);
+        assert!(
+            applied.errors[0].contains("chmod go-w"),
+            "{:?}",
+            applied.errors
+        );
         let snapshot = site.registry.snapshot();
         assert_eq!(snapshot.bundles["a"].status, BundleStatus::Degraded);
         // The refusal is kept, and reported again, until the mode is fixed.

@@ -96,7 +96,10 @@ pub fn watch(
                 }
                 // A path outside what was asked for (another spelling of
                 // it) cannot be placed: check everything.
-                if paths.iter().any(|p| !watched.iter().any(|d| p.starts_with(d))) {
+                if paths
+                    .iter()
+                    .any(|p| !watched.iter().any(|d| p.starts_with(d)))
+                {
                     return changed(Changed::Everything);
                 }
                 if !paths.is_empty() {
