@@ -111,6 +111,8 @@ impl Reloader {
         // Watching starts before the first load reads anything: a change
         // the watcher does not report has been read by the load.
         watched.follow(&self.registry.snapshot().config, &self.handle);
+        // What a rejected reload was asked to look at, for the next one.
+        let mut carried = None;
         loop {
             let first = tokio::select! {
                 Some(request) = self.requests.recv() => request,
@@ -118,12 +120,17 @@ impl Reloader {
             };
             let trigger = first.trigger;
             let mut changed = first.changed;
+            changed.merge(carried.take().unwrap_or_else(Changed::nothing));
             let mut replies: Vec<_> = first.reply.into_iter().collect();
             while let Ok(more) = self.requests.try_recv() {
                 changed.merge(more.changed);
                 replies.extend(more.reply);
             }
             let outcome = Arc::new(self.reload(trigger, changed).await);
+            if outcome.result == ReloadResult::Rejected {
+                // Nothing was applied: the changed paths must not be lost.
+                carried = Some(Changed::Everything);
+            }
             self.publish(&outcome);
             for reply in replies {
                 let _ = reply.send(outcome.clone());
