@@ -5,7 +5,8 @@
 //!    on), against raw HTTP round trips/s to the same mock model server;
 //! 2. reload latency: from a bundle's rename into the watched directory to
 //!    its first job accepted and to that job completed (p50/p99); and a
-//!    reload of a directory of 100 bundles with one changed, and unchanged;
+//!    reload of a directory of 100 and of 1,000 bundles with one changed,
+//!    and unchanged;
 //! 3. memory per in-flight job with 10,000 jobs waiting on a slow mock server;
 //! 4. durable: the per-turn cost of the step journal (daemon, synchronous=FULL)
 //!    against the same turn in-process without persistence, and durable
@@ -1035,6 +1036,7 @@ fn main() {
         if only("reload") {
             reload_latency(50).await;
             reload_directory(100, 10).await;
+            reload_directory(1000, 10).await;
         }
         if only("telemetry") {
             telemetry_overhead(3).await;

@@ -36,7 +36,7 @@ pub struct ToolEnv {
     pub plugins: Option<Arc<PluginRegistry>>,
     /// Told when an MCP server announces that its tools changed (the daemon
     /// reloads, rebinding the bundles whose tools are stale).
-    pub tools_changed: Option<tokio::sync::mpsc::Sender<()>>,
+    pub tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
     /// The `senderId` of `http_agent` envelopes (`[runtime] sender_id`;
     /// default `runtime`).
     pub sender_id: Option<String>,
@@ -220,7 +220,7 @@ pub(super) fn mcp_spec(spec: &ToolSpec) -> Result<McpServerSpec, String> {
 fn mcp_tools(
     spec: &ToolSpec,
     dir: &Path,
-    on_change: Option<tokio::sync::mpsc::Sender<()>>,
+    on_change: Option<crate::tools::mcp::OnToolsChanged>,
 ) -> Result<Vec<Arc<dyn Tool>>, String> {
     let server = mcp_spec(spec)?;
     let handle = tokio::runtime::Handle::try_current()

@@ -260,6 +260,23 @@ impl Bundle {
     }
 }
 
+impl Bundle {
+    /// The same bundle run from `to`, a verified copy of its directory: its
+    /// file, its directory and a scripted endpoint's script point into it.
+    pub fn relocate(&mut self, to: &Path) {
+        let from = std::mem::replace(&mut self.dir, to.to_path_buf());
+        let moved = |path: &Path| path.strip_prefix(&from).ok().map(|r| to.join(r));
+        if let Some(file) = moved(&self.file) {
+            self.file = file;
+        }
+        if let EndpointRef::Scripted(script) = &mut self.endpoint
+            && let Some(moved) = moved(script)
+        {
+            *script = moved;
+        }
+    }
+}
+
 /// The bundle file of a directory: `bundle.yaml`, else `bundle.yml`.
 pub fn bundle_file(dir: &Path) -> Option<PathBuf> {
     ["bundle.yaml", "bundle.yml"]
@@ -268,8 +285,18 @@ pub fn bundle_file(dir: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Every directory [`load_dir`] parsed, so tests count parses where they
+/// happen (each test filters by its own temporary directory).
+#[cfg(test)]
+pub(crate) static PARSED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
 /// Loads and validates the bundle in `dir`. Blocking (reads files).
 pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleErrors> {
+    #[cfg(test)]
+    PARSED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(dir.to_path_buf());
     let Some(file) = bundle_file(dir) else {
         return Err(BundleErrors(vec![BundleError {
             file: dir.join("bundle.yaml"),
@@ -297,7 +324,7 @@ pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleError
 /// left out; a symlink counts by its target's content, as it runs) — and
 /// the model-plugin config file it uses. Any change to any of them is
 /// another bundle.
-fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, BundleError> {
+pub fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, BundleError> {
     use sha2::{Digest, Sha256};
     /// A symlink loop ends here.
     const MAX_DEPTH: usize = 16;

@@ -11,8 +11,11 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::diff::Inventory;
-use super::names::{self, Entries, dir_name};
+use super::names::{self, Entries};
+use super::reuse::{DirLoad, DirLoads, Inputs, Plan};
+use super::stamp;
 use super::store::BundleStore;
+use super::watch::Changed;
 use super::{
     Applied, BundleEntry, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend, LoadedBundle,
     RegistryError, Snapshot, trust,
@@ -45,15 +48,18 @@ pub(super) fn revive(
 /// Everything `snapshot` needs that is not in the config.
 pub(super) struct BuildEnv {
     pub runs_agents: bool,
-    pub tools_changed: Option<tokio::sync::mpsc::Sender<()>>,
+    pub tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
 }
 
-/// The next snapshot: every input read again, errors collected; only a
-/// problem that leaves nothing sound to serve (an unreadable directory, a
-/// bad endpoint or token, broken model configs) rejects it all.
+/// The next snapshot: the config, keys, plugins and model configs read
+/// again, the bundle directories that `changed` (or whose inputs changed)
+/// loaded again, errors collected; only a problem that leaves nothing sound
+/// to serve (an unreadable directory, a bad endpoint or token, broken model
+/// configs) rejects it all.
 pub(super) fn snapshot(
     previous: &Snapshot,
     config: Arc<Config>,
+    changed: &Changed,
     env: &BuildEnv,
 ) -> Result<(Snapshot, Applied), RegistryError> {
     // The same checks as `serve` and `validate`: no reload can take the
@@ -80,10 +86,20 @@ pub(super) fn snapshot(
         ModelCatalog::load(&config.paths.models_dir)
             .map_err(|e| RegistryError::Models(e.to_string()))?,
     );
+    let inputs = Inputs::of(&config, &plugins, env.runs_agents)?;
     let binder = Binder::new(&config, &endpoints, &plugins, &models, env);
-    let (bundles, rejected) = bind_bundles(previous, &binder, &mut applied)?;
+    let plan = Plan::make(
+        &config.paths.bundles_dir,
+        changed,
+        &previous.loads,
+        previous.inputs,
+        inputs,
+    )?;
+    let ((bundles, rejected), loads) = bind_bundles(previous, &binder, plan, &mut applied);
     let next = Snapshot {
         generation: applied.generation,
+        loads: Arc::new(loads),
+        inputs: Some(inputs),
         inventory: Inventory::default(),
         declared_tools: Arc::default(),
         config,
@@ -289,39 +305,61 @@ impl<'a> Binder<'a> {
         }
     }
 
-    /// The bundle in the operator's directory `dir`, validated; unless
-    /// `before` already serves the same identity, bound from its copy in
-    /// the store (what runs is what the identity was computed from).
+    /// The bundle in the operator's directory `dir`, validated — parsed
+    /// once, from the directory itself; unless `before` already serves the
+    /// same identity, copied into the store, the copy's bytes checked
+    /// against what was parsed, and bound from the copy (what runs is what
+    /// the identity was computed from).
     fn load(
         &self,
         dir: &Path,
         before: Option<&Arc<LoadedBundle>>,
     ) -> Result<Arc<LoadedBundle>, BundleErrors> {
-        let live = bundle::load_dir(dir, &self.context())?;
-        let identity = self.identity(&live);
+        let mut bundle = bundle::load_dir(dir, &self.context())?;
+        let identity = self.identity(&bundle);
         let unchanged = before.filter(|p| {
             p.bundle.digest == identity
-                && p.name() == live.name()
+                && p.name() == bundle.name()
                 // An MCP server announced new tools: bind again.
                 && !p.tools.stale()
         });
         if let Some(unchanged) = unchanged {
             return Ok(unchanged.clone());
         }
+        // An existing copy of this identity holds this content (the
+        // identity covers the content digest); a new one is checked.
+        let fresh = !self.store.holds(&identity);
         let copy = self
             .store
-            .keep(dir, &identity, &live.digest)
+            .keep(dir, &identity, &bundle.digest)
             .map_err(|message| located(dir, message))?;
-        let mut pinned = bundle::load_dir(&copy, &self.context())?;
-        if pinned.digest != live.digest {
-            self.store.discard(&identity);
-            return Err(located(
-                dir,
-                "changed while it was being loaded; the next reload loads it".into(),
-            ));
+        if fresh {
+            let copied = bundle::content_digest(&copy, bundle.model.source.as_deref())
+                .map_err(|e| BundleErrors(vec![e]))?;
+            if copied != bundle.digest {
+                self.store.discard(&identity);
+                return Err(located(
+                    dir,
+                    "changed while it was being loaded; the next reload loads it".into(),
+                ));
+            }
         }
-        pinned.digest = identity;
-        self.bind(pinned)
+        bundle.relocate(&copy);
+        bundle.digest = identity;
+        // Binding errors name the operator's files, not the copy's.
+        self.bind(bundle).map_err(|BundleErrors(errors)| {
+            BundleErrors(
+                errors
+                    .into_iter()
+                    .map(|mut e| {
+                        if let Ok(relative) = e.file.strip_prefix(&copy) {
+                            e.file = dir.join(relative);
+                        }
+                        e
+                    })
+                    .collect(),
+            )
+        })
     }
 
     /// The bundle `name` of identity `identity` loaded again from its copy
@@ -417,41 +455,61 @@ impl<'a> Binder<'a> {
     }
 }
 
-/// Loads every bundle directory and settles who serves each name.
+/// Loads the bundle directories `plan` says to load, keeps the last load
+/// of the others, and settles who serves each name.
 fn bind_bundles(
     previous: &Snapshot,
     binder: &Binder<'_>,
+    plan: Plan<'_>,
     applied: &mut Applied,
-) -> Result<Entries, RegistryError> {
-    let config = binder.config;
-    let allow_insecure = config.paths.allow_insecure_dirs;
+) -> (Entries, DirLoads) {
     let before_by_dir: HashMap<&Path, &BundleEntry> = previous
         .bundles
         .values()
         .map(|e| (e.dir.as_path(), e))
         .collect();
+    let mut loads = DirLoads::new();
     let mut healthy: Vec<(PathBuf, Arc<LoadedBundle>)> = Vec::new();
     let mut broken: Vec<(PathBuf, Vec<String>)> = Vec::new();
-    for dir in bundle_dirs(&config.paths.bundles_dir)? {
-        let before = before_by_dir
-            .get(dir.as_path())
-            .and_then(|e| e.current.as_ref());
-        let loaded = trust::check_tree(&dir, allow_insecure)
-            .map_err(|message| located(&dir, message))
-            .and_then(|()| binder.load(&dir, before));
-        match loaded {
-            Ok(loaded) => healthy.push((dir, loaded)),
-            Err(errors) => {
-                let messages: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
-                for m in &messages {
-                    tracing::warn!(bundle_dir = %dir.display(), error = %m, "bundle rejected");
-                }
+    for (dir, kept) in plan.dirs {
+        let load = match kept {
+            Some(kept) => kept.clone(),
+            None => {
+                applied.read.push(dir.clone());
+                let before = before_by_dir
+                    .get(dir.as_path())
+                    .and_then(|e| e.current.as_ref());
+                load_dir(binder, &dir, before)
+            }
+        };
+        match &load.result {
+            Ok(loaded) => healthy.push((dir.clone(), loaded.clone())),
+            Err(messages) => {
                 applied.errors.extend(messages.iter().cloned());
-                broken.push((dir, messages));
+                broken.push((dir.clone(), messages.clone()));
             }
         }
+        loads.insert(dir, load);
     }
-    Ok(names::settle(previous, healthy, broken, applied))
+    (names::settle(previous, healthy, broken, applied), loads)
+}
+
+/// Loads one bundle directory: its stamp first (so an edit from now on
+/// shows), then the trust check, then the bundle.
+fn load_dir(binder: &Binder<'_>, dir: &Path, before: Option<&Arc<LoadedBundle>>) -> DirLoad {
+    let stamp = stamp::record(dir);
+    let allow_insecure = binder.config.paths.allow_insecure_dirs;
+    let result = trust::check_tree(dir, allow_insecure)
+        .map_err(|message| located(dir, message))
+        .and_then(|()| binder.load(dir, before))
+        .map_err(|errors| {
+            let messages: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
+            for m in &messages {
+                tracing::warn!(bundle_dir = %dir.display(), error = %m, "bundle rejected");
+            }
+            messages
+        });
+    DirLoad { stamp, result }
 }
 
 fn located(dir: &Path, message: String) -> BundleErrors {
@@ -489,22 +547,6 @@ fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
         }
     }
     urls
-}
-
-fn bundle_dirs(root: &Path) -> Result<Vec<PathBuf>, RegistryError> {
-    let entries = std::fs::read_dir(root).map_err(|source| RegistryError::BundlesDir {
-        dir: root.to_path_buf(),
-        source,
-    })?;
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        // Hidden and editor-temporary directories are not bundles.
-        .filter(|p| !dir_name(p).starts_with('.'))
-        .filter(|p| p.is_dir() && bundle::bundle_file(p).is_some())
-        .collect();
-    dirs.sort();
-    Ok(dirs)
 }
 
 /// The endpoint clients; one whose definition is unchanged is the same

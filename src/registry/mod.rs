@@ -6,9 +6,12 @@
 //! that fails keeps its last good version, marked degraded. Jobs hold an
 //! `Arc<LoadedBundle>` and so keep the version they started with.
 //!
-//! `reload` owns the pipeline every trigger goes through; `build` turns
-//! inputs into a snapshot; `diff` says what changed. This module must not
-//! know about the queue, workers or HTTP.
+//! `reload` owns the pipeline every trigger goes through; `reuse` decides,
+//! before anything is read, which bundle directories to load again (their
+//! `stamp`, the watcher's changed paths, the inputs every binding shares);
+//! `build` loads those and carries the rest over into a snapshot; `diff`
+//! says what changed. This module must not know about the queue, workers or
+//! HTTP.
 
 mod build;
 pub mod diff;
@@ -16,6 +19,8 @@ mod directory;
 mod limited;
 mod names;
 pub mod reload;
+mod reuse;
+mod stamp;
 mod store;
 pub mod trust;
 pub mod watch;
@@ -131,6 +136,11 @@ pub struct Snapshot {
     /// The tools each loaded bundle declares (the only tool names metrics
     /// may use as labels).
     pub declared_tools: Arc<DeclaredTools>,
+    /// The last load of every bundle directory, for the next reload to
+    /// reuse what did not change.
+    loads: Arc<reuse::DirLoads>,
+    /// What every bundle's binding depended on (`None` before the first load).
+    inputs: Option<reuse::Inputs>,
 }
 
 impl Snapshot {
@@ -148,6 +158,8 @@ impl Snapshot {
             models: Arc::new(ModelCatalog::builtin()),
             inventory: diff::Inventory::default(),
             declared_tools: Arc::default(),
+            loads: Arc::default(),
+            inputs: None,
         }
     }
 
@@ -197,6 +209,9 @@ pub struct Applied {
     pub degraded: Vec<(String, Vec<String>)>,
     /// Every error, located: bundles, plugins, observers.
     pub errors: Vec<String>,
+    /// The bundle directories this reload read again (trust-checked, then
+    /// parsed unless refused); every other one kept its last load unread.
+    pub read: Vec<PathBuf>,
 }
 
 /// Problems that reject a whole reload (the last good snapshot stays).
@@ -224,7 +239,7 @@ pub struct Registry {
     /// Whether `agent` tools can run (the daemon's runner runs them).
     runs_agents: bool,
     /// Told when an MCP server announces new tools (a reload rebinds).
-    tools_changed: Option<tokio::sync::mpsc::Sender<()>>,
+    tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
     snapshot: RwLock<Arc<Snapshot>>,
     /// Superseded content still running or pinned, by (name, digest), so a
     /// retried or resumed job finds the exact content it was pinned to.
@@ -236,7 +251,7 @@ impl Registry {
     /// An empty registry holding `config`; nothing is loaded until `apply`.
     pub fn new(
         config: Arc<Config>,
-        tools_changed: Option<tokio::sync::mpsc::Sender<()>>,
+        tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
     ) -> Arc<Self> {
         Arc::new(Self {
             runs_agents: true,
@@ -292,15 +307,20 @@ impl Registry {
         }
     }
 
-    /// Builds a snapshot from `config` and every file it points at and swaps
-    /// it in. Concurrent calls run one at a time.
-    pub async fn apply(self: &Arc<Self>, config: Arc<Config>) -> Result<Applied, RegistryError> {
+    /// Builds a snapshot from `config` and the files it points at — of the
+    /// bundle directories, those `changed` names or whose inputs changed —
+    /// and swaps it in. Concurrent calls run one at a time.
+    pub async fn apply(
+        self: &Arc<Self>,
+        config: Arc<Config>,
+        changed: watch::Changed,
+    ) -> Result<Applied, RegistryError> {
         let _guard = self.reload_lock.lock().await;
         let previous = self.snapshot();
         let prev = previous.clone();
         let env = self.build_env();
         let (next, mut applied) =
-            tokio::task::spawn_blocking(move || build::snapshot(&prev, config, &env))
+            tokio::task::spawn_blocking(move || build::snapshot(&prev, config, &changed, &env))
                 .await
                 .map_err(|e| RegistryError::Task(e.to_string()))??;
         applied.changes = diff::diff(&previous.inventory, &next.inventory);

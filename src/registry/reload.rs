@@ -1,10 +1,12 @@
 //! The one reload pipeline. Every trigger — the first load, the file
 //! watcher, SIGHUP, `POST /v1/reload`, an MCP server's `list_changed` — is a
-//! request on one channel into one [`Reloader`], which reads every input
-//! (the daemon config file, then what it points at), rejects settings that
-//! cannot change live, applies the rest through [`Registry::apply`] and
-//! publishes the typed outcome once on the daemon bus. Requests that arrive
-//! while a reload runs are answered by the next one, together.
+//! request on one channel into one [`Reloader`], saying what changed if it
+//! knows (the watcher's paths; nothing on disk for new MCP tools). The
+//! reloader reads the daemon config file, rejects settings that cannot
+//! change live, applies the rest through [`Registry::apply`] (which loads
+//! only what changed) and publishes the typed outcome once on the daemon
+//! bus. Requests that arrive while a reload runs are answered by the next
+//! one, together, their changed paths merged.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::watch::{self, DirWatcher};
+use super::watch::{self, Changed, DirWatcher};
 use super::{Applied, Registry, Snapshot};
 use crate::config::Config;
 use crate::events::daemon::{
@@ -25,13 +27,16 @@ const DEBOUNCE: Duration = Duration::from_millis(50);
 
 struct Request {
     trigger: ReloadTrigger,
+    changed: Changed,
     reply: Option<oneshot::Sender<Arc<ReloadOutcome>>>,
 }
 
 /// Asks the reloader for reloads; cheap to clone.
 #[derive(Clone)]
 pub struct ReloadHandle {
-    requests: mpsc::Sender<Request>,
+    // Unbounded: a request must never be dropped (its changed paths would
+    // be lost), and the reloader takes every waiting request at once.
+    requests: mpsc::UnboundedSender<Request>,
 }
 
 impl ReloadHandle {
@@ -42,17 +47,24 @@ impl ReloadHandle {
         self.requests
             .send(Request {
                 trigger,
+                changed: Changed::Everything,
                 reply: Some(reply),
             })
-            .await
             .ok()?;
         outcome.await.ok()
     }
 
-    /// Asks for a reload without waiting (a full queue already holds one).
+    /// Asks for a reload of everything without waiting.
     pub fn request(&self, trigger: ReloadTrigger) {
-        let _ = self.requests.try_send(Request {
+        self.request_changed(trigger, Changed::Everything);
+    }
+
+    /// Asks for a reload of what `changed` names without waiting (once the
+    /// daemon is shutting down, no one is asked).
+    fn request_changed(&self, trigger: ReloadTrigger, changed: Changed) {
+        let _ = self.requests.send(Request {
             trigger,
+            changed,
             reply: None,
         });
     }
@@ -64,8 +76,7 @@ pub struct Reloader {
     /// `--config`, read again by every reload but the first.
     config_file: Option<PathBuf>,
     bus: DaemonBus,
-    requests: mpsc::Receiver<Request>,
-    tools_changed: mpsc::Receiver<()>,
+    requests: mpsc::UnboundedReceiver<Request>,
     handle: ReloadHandle,
 }
 
@@ -76,16 +87,18 @@ pub fn pipeline(
     config_file: Option<PathBuf>,
     bus: DaemonBus,
 ) -> (Arc<Registry>, ReloadHandle, Reloader) {
-    let (tools_tx, tools_changed) = mpsc::channel(1);
-    let registry = Registry::new(config, Some(tools_tx));
-    let (tx, requests) = mpsc::channel(16);
+    let (tx, requests) = mpsc::unbounded_channel();
     let handle = ReloadHandle { requests: tx };
+    let tools = handle.clone();
+    // New MCP tools change nothing on disk: only the stale binds are redone.
+    let tools_changed: crate::tools::mcp::OnToolsChanged =
+        Arc::new(move || tools.request_changed(ReloadTrigger::ToolsChanged, Changed::nothing()));
+    let registry = Registry::new(config, Some(tools_changed));
     let reloader = Reloader {
         registry: registry.clone(),
         config_file,
         bus,
         requests,
-        tools_changed,
         handle: handle.clone(),
     };
     (registry, handle, reloader)
@@ -95,22 +108,32 @@ impl Reloader {
     /// Serves reload requests until `stop`.
     pub async fn run(mut self, stop: CancellationToken) {
         let mut watched = Watched::default();
+        // Watching starts before the first load reads anything: a change
+        // the watcher does not report has been read by the load.
+        watched.follow(&self.registry.snapshot().config, &self.handle);
+        // What a rejected reload was asked to look at, for the next one.
+        let mut carried = None;
         loop {
             let first = tokio::select! {
                 Some(request) = self.requests.recv() => request,
-                Some(()) = self.tools_changed.recv() => Request { trigger: ReloadTrigger::ToolsChanged, reply: None },
                 _ = stop.cancelled() => return,
             };
-            let mut batch = vec![first];
+            let trigger = first.trigger;
+            let mut changed = first.changed;
+            changed.merge(carried.take().unwrap_or_else(Changed::nothing));
+            let mut replies: Vec<_> = first.reply.into_iter().collect();
             while let Ok(more) = self.requests.try_recv() {
-                batch.push(more);
+                changed.merge(more.changed);
+                replies.extend(more.reply);
             }
-            let outcome = Arc::new(self.reload(batch[0].trigger).await);
+            let outcome = Arc::new(self.reload(trigger, changed).await);
+            if outcome.result == ReloadResult::Rejected {
+                // Nothing was applied: the changed paths must not be lost.
+                carried = Some(Changed::Everything);
+            }
             self.publish(&outcome);
-            for request in batch {
-                if let Some(reply) = request.reply {
-                    let _ = reply.send(outcome.clone());
-                }
+            for reply in replies {
+                let _ = reply.send(outcome.clone());
             }
             watched.follow(&self.registry.snapshot().config, &self.handle);
         }
@@ -144,8 +167,8 @@ impl Reloader {
         }
     }
 
-    /// One reload: read, check, apply.
-    async fn reload(&self, trigger: ReloadTrigger) -> ReloadOutcome {
+    /// One reload: read, check, apply what `changed`.
+    async fn reload(&self, trigger: ReloadTrigger, changed: Changed) -> ReloadOutcome {
         self.bus.publish(DaemonEvent::ReloadStarted { trigger });
         let running = self.registry.snapshot();
         let config = if trigger == ReloadTrigger::Start {
@@ -166,7 +189,7 @@ impl Reloader {
         // The old snapshot must not outlive the swap here: the versions it
         // holds are dropped (their MCP servers stopped) only once unheld.
         drop(running);
-        let mut outcome = match self.registry.apply(config).await {
+        let mut outcome = match self.registry.apply(config, changed).await {
             Ok(applied) => outcome(trigger, applied),
             Err(e) => rejected(trigger, &self.registry.snapshot(), vec![e.to_string()]),
         };
@@ -234,17 +257,17 @@ impl Watched {
         if dirs == self.dirs && self.watcher.is_some() {
             return;
         }
-        let (tx, mut changed) = mpsc::channel::<()>(1);
-        match watch::watch(&dirs, DEBOUNCE, tx) {
+        let sender = handle.clone();
+        let changed = move |changed| sender.request_changed(ReloadTrigger::Watcher, changed);
+        match watch::watch(&dirs, DEBOUNCE, changed) {
             Ok(watcher) => {
-                let handle = handle.clone();
-                tokio::spawn(async move {
-                    while changed.recv().await.is_some() {
-                        handle.request(ReloadTrigger::Watcher);
-                    }
-                });
-                self.watcher = Some(watcher);
+                let moved = self.watcher.replace(watcher).is_some();
                 self.dirs = dirs;
+                if moved {
+                    // What changed between the last load and this watch
+                    // began was seen by no one: the stamps will tell.
+                    handle.request_changed(ReloadTrigger::Watcher, Changed::Everything);
+                }
             }
             Err(e) => tracing::error!(error = %e, "not watching for changes; reload with SIGHUP"),
         }

@@ -37,6 +37,11 @@ impl BundleStore {
         self.root.join(identity)
     }
 
+    /// Whether the copy of `identity` exists (then [`Self::keep`] copies nothing).
+    pub fn holds(&self, identity: &str) -> bool {
+        self.path(identity).is_dir()
+    }
+
     /// The copy of `dir` for `identity`, made now unless it exists.
     /// `content_digest` is recorded in it. Blocking.
     pub fn keep(

@@ -75,21 +75,24 @@ pub enum McpError {
     Server { name: String, detail: String },
 }
 
+/// Told that a server's tool list changed (the daemon asks for a reload on
+/// its one trigger channel). Called from the connection's task: must not block.
+pub type OnToolsChanged = Arc<dyn Fn() + Send + Sync>;
+
 /// Invalidates the tool cache when the server says its tools changed, and
 /// tells whoever bound these tools (the daemon rebinds the bundle, so its
 /// tool list and grammar follow).
 #[derive(Clone)]
 struct Handler {
     tools_changed: Arc<AtomicBool>,
-    on_change: Option<tokio::sync::mpsc::Sender<()>>,
+    on_change: Option<OnToolsChanged>,
 }
 
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.store(true, Ordering::SeqCst);
-        if let Some(tx) = &self.on_change {
-            // Full means a reload is already pending; it will see this change.
-            let _ = tx.try_send(());
+        if let Some(notify) = &self.on_change {
+            notify();
         }
     }
 }
@@ -114,7 +117,7 @@ pub struct McpSource {
     spec: McpServerSpec,
     dir: PathBuf,
     tools_changed: Arc<AtomicBool>,
-    on_change: Option<tokio::sync::mpsc::Sender<()>>,
+    on_change: Option<OnToolsChanged>,
     state: tokio::sync::Mutex<State>,
 }
 
@@ -128,13 +131,13 @@ impl McpSource {
         Self::connect_notifying(name, spec, bundle_dir, None).await
     }
 
-    /// [`Self::connect`], and a message on `on_change` whenever the server
+    /// [`Self::connect`], and a call of `on_change` whenever the server
     /// announces that its tool list changed.
     pub async fn connect_notifying(
         name: &str,
         spec: &McpServerSpec,
         bundle_dir: &Path,
-        on_change: Option<tokio::sync::mpsc::Sender<()>>,
+        on_change: Option<OnToolsChanged>,
     ) -> Result<Arc<Self>, McpError> {
         let source = Arc::new(Self {
             on_change,
