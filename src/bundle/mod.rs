@@ -396,218 +396,30 @@ pub fn load_str(
     ctx: &LoadContext<'_>,
 ) -> Result<Bundle, BundleErrors> {
     let index = LineIndex::build(text);
-    let err = |path: &str, message: String| BundleError {
-        file: file.to_path_buf(),
-        line: index.line_of(path),
-        path: path.to_string(),
-        message,
-    };
     let raw = parse(text, file, &index)?;
-    let mut errors = Vec::new();
-
-    if !is_valid_name(&raw.name) {
-        errors.push(err(
-            "name",
-            format!(
-                "invalid bundle name {:?} (use letters, digits, `-` and `_`)",
-                raw.name
-            ),
-        ));
-    }
-    if raw.version.trim().is_empty() {
-        errors.push(err("version", "must not be empty".into()));
-    }
-
     let endpoint = EndpointRef::parse(&raw.model.endpoint, dir);
-    match (&endpoint, ctx.endpoints) {
-        (EndpointRef::Scripted(path), _) if !path.is_file() => {
-            errors.push(err(
-                "model.endpoint",
-                format!("script file {} does not exist", path.display()),
-            ));
-        }
-        (EndpointRef::Named(name), Some(known)) if !known.contains_key(name) => {
-            let known: Vec<_> = known.keys().map(String::as_str).collect();
-            errors.push(err(
-                "model.endpoint",
-                format!(
-                    "unknown endpoint {name:?} (configured: {}; or give a URL or `scripted:<file>`)",
-                    known.join(", ")
-                ),
-            ));
-        }
-        _ => {}
-    }
-    if raw.model.name.trim().is_empty() {
-        errors.push(err("model.name", "must not be empty".into()));
-    }
-
-    let limits = &raw.limits;
-    for (key, value) in [
-        ("limits.max_turns", limits.max_turns as usize),
-        ("limits.max_concurrency", limits.max_concurrency),
-        ("limits.max_history_messages", limits.max_history_messages),
-    ] {
-        if value == 0 {
-            errors.push(err(key, "must be at least 1".into()));
-        }
-    }
-
-    if let Some(chat) = &raw.group_chat {
-        if chat.max_rounds == 0 {
-            errors.push(err("group_chat.max_rounds", "must be at least 1".into()));
-        }
-        if chat.stop_word.trim().is_empty() {
-            errors.push(err(
-                "group_chat.stop_word",
-                "must not be empty: it is the word a selector answers to end a chat".into(),
-            ));
-        }
-    }
-
+    let mut problems = identity_problems(&raw);
+    problems.extend(endpoint_problems(&raw, &endpoint, ctx));
+    problems.extend(limit_problems(&raw));
     let prompts = match Prompts::compile(&raw.prompts) {
         Ok(p) => Some(p),
         Err(PromptError { key, message }) => {
-            errors.push(err(&format!("prompts.{key}"), message));
+            problems.push((format!("prompts.{key}"), message));
             None
         }
     };
-
-    let mut names = HashSet::new();
-    for (i, tool) in raw.tools.iter().enumerate() {
-        let at = |key: &str| format!("tools[{i}].{key}");
-        if tool.kind != ToolKind::Mcp && !names.insert(tool.name.clone()) {
-            errors.push(err(
-                &at("name"),
-                format!("duplicate tool name {:?}", tool.name),
-            ));
-        }
-        if tool.name.is_empty()
-            || !tool
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            errors.push(err(
-                &at("name"),
-                format!(
-                    "invalid tool name {:?} (use letters, digits, `-`, `_`, `.`)",
-                    tool.name
-                ),
-            ));
-        }
-        if tool.parameters.get("type").and_then(Value::as_str) != Some("object") {
-            errors.push(err(
-                &at("parameters"),
-                "must be a JSON Schema with `type: object`".into(),
-            ));
-        } else if let Err(e) = jsonschema::meta::validate(&tool.parameters) {
-            errors.push(err(
-                &at("parameters"),
-                format!("not a valid JSON Schema: {e}"),
-            ));
-        }
-        if let Some(guards) = &tool.guardrails
-            && let Err(e) = crate::tools::guardrails::Guardrails::compile(guards)
-        {
-            errors.push(err(
-                &at(&format!("guardrails.{}", e.key)),
-                format!("invalid regex {:?}: {}", e.pattern, e.detail),
-            ));
-        }
-        if let Some(approval) = &tool.approval
-            && let Err(e) = approval.compile()
-        {
-            errors.push(err(&at("approval"), e));
-        }
-        for (problem_key, problem) in bind::check_spec(tool, dir) {
-            errors.push(err(&at(problem_key), problem));
-        }
-    }
-    if let Some(approval) = &raw.approval
-        && let Err(e) = approval.compile()
-    {
-        errors.push(err("approval", e));
-    }
-    if let Some(term) = &raw.termination
-        && !raw
-            .tools
-            .iter()
-            .any(|t| t.name == term.tool || t.kind == ToolKind::Mcp)
-    {
-        errors.push(err(
-            "termination.tool",
-            format!("no tool named {:?} in `tools`", term.tool),
-        ));
-    }
-
+    problems.extend(tool_problems(&raw, dir));
     let model = match ctx.models.resolve(&raw.model.plugin) {
         Ok(m) => Some(m),
         Err(e) => {
-            errors.push(err("model.plugin", e.to_string()));
+            problems.push(("model.plugin".into(), e.to_string()));
             None
         }
     };
-    // Where the grammar goes: the bundle's `server`, else the named
-    // endpoint's, else vLLM's wire (URLs and scripts declare none).
-    let server = raw
-        .model
-        .server
-        .or_else(|| match (&endpoint, ctx.endpoints) {
-            (EndpointRef::Named(name), Some(known)) => known.get(name).copied(),
-            _ => None,
-        })
-        .unwrap_or_default();
-    let mut target = Target {
-        server,
-        wire: server.default_wire(),
-    };
-    let mut shapes = RequestShapes::default();
-    if let Some(model) = &model {
-        target.wire = model.wire_for(server);
-        // MCP tools are known only once bound; until then a grammar that
-        // needs them is not judged.
-        let has_mcp = raw.tools.iter().any(|t| t.kind == ToolKind::Mcp);
-        let schemas: Vec<_> = raw
-            .tools
-            .iter()
-            .filter(|t| t.kind != ToolKind::Mcp)
-            .map(bind::schema_of)
-            .collect();
-        match shape::for_target(&raw.name, &raw.model, model, target, &schemas, !has_mcp) {
-            Ok(built) => shapes = built,
-            Err(problems) => errors.extend(
-                problems
-                    .into_iter()
-                    .map(|(key, message)| err(&key, message)),
-            ),
-        }
-    }
+    let (target, shapes) = request_target(&raw, &endpoint, ctx, model.as_ref(), &mut problems);
+    let workflow = compile_workflow(&raw, &mut problems);
 
-    let workflow = raw.workflow.as_ref().and_then(|spec| {
-        // Checkpoints carry this version: a job never resumes a checkpoint
-        // of a different workflow definition.
-        let version = serde_json::to_string(spec)
-            .map(|t| digest(&t))
-            .unwrap_or_default();
-        match crate::workflow::Workflow::compile(spec.clone(), version) {
-            Ok(w) => Some(std::sync::Arc::new(w)),
-            Err(crate::workflow::SpecErrors(problems)) => {
-                for p in problems {
-                    // Paths already start at `workflow`.
-                    let path = if p.path.is_empty() {
-                        "workflow"
-                    } else {
-                        &p.path
-                    };
-                    errors.push(err(path, p.message));
-                }
-                None
-            }
-        }
-    });
-
-    match (errors.is_empty(), prompts, model) {
+    match (problems.is_empty(), prompts, model) {
         (true, Some(prompts), Some(model)) => Ok(Bundle {
             digest: digest(text),
             raw,
@@ -620,7 +432,234 @@ pub fn load_str(
             shapes,
             workflow,
         }),
-        _ => Err(BundleErrors(errors)),
+        _ => Err(BundleErrors(
+            problems
+                .into_iter()
+                .map(|(path, message)| BundleError {
+                    file: file.to_path_buf(),
+                    line: index.line_of(&path),
+                    path,
+                    message,
+                })
+                .collect(),
+        )),
+    }
+}
+
+/// A problem of a bundle file: the key path it is at, and what is wrong.
+type Problem = (String, String);
+
+/// The bundle's name and version.
+fn identity_problems(raw: &RawBundle) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if !is_valid_name(&raw.name) {
+        problems.push((
+            "name".into(),
+            format!(
+                "invalid bundle name {:?} (use letters, digits, `-` and `_`)",
+                raw.name
+            ),
+        ));
+    }
+    if raw.version.trim().is_empty() {
+        problems.push(("version".into(), "must not be empty".into()));
+    }
+    problems
+}
+
+/// Where the model is: a script that exists, an endpoint the daemon has.
+fn endpoint_problems(
+    raw: &RawBundle,
+    endpoint: &EndpointRef,
+    ctx: &LoadContext<'_>,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    match (endpoint, ctx.endpoints) {
+        (EndpointRef::Scripted(path), _) if !path.is_file() => {
+            problems.push((
+                "model.endpoint".into(),
+                format!("script file {} does not exist", path.display()),
+            ));
+        }
+        (EndpointRef::Named(name), Some(known)) if !known.contains_key(name) => {
+            let known: Vec<_> = known.keys().map(String::as_str).collect();
+            problems.push((
+                "model.endpoint".into(),
+                format!(
+                    "unknown endpoint {name:?} (configured: {}; or give a URL or `scripted:<file>`)",
+                    known.join(", ")
+                ),
+            ));
+        }
+        _ => {}
+    }
+    if raw.model.name.trim().is_empty() {
+        problems.push(("model.name".into(), "must not be empty".into()));
+    }
+    problems
+}
+
+/// Limits and a group chat's rounds and stop word.
+fn limit_problems(raw: &RawBundle) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let limits = &raw.limits;
+    for (key, value) in [
+        ("limits.max_turns", limits.max_turns as usize),
+        ("limits.max_concurrency", limits.max_concurrency),
+        ("limits.max_history_messages", limits.max_history_messages),
+    ] {
+        if value == 0 {
+            problems.push((key.into(), "must be at least 1".into()));
+        }
+    }
+    if let Some(chat) = &raw.group_chat {
+        if chat.max_rounds == 0 {
+            problems.push(("group_chat.max_rounds".into(), "must be at least 1".into()));
+        }
+        if chat.stop_word.trim().is_empty() {
+            problems.push((
+                "group_chat.stop_word".into(),
+                "must not be empty: it is the word a selector answers to end a chat".into(),
+            ));
+        }
+    }
+    problems
+}
+
+/// Each tool (names, schema, guardrails, approval, its backend's keys), the
+/// bundle's approval default and its termination tool.
+fn tool_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut names = HashSet::new();
+    for (i, tool) in raw.tools.iter().enumerate() {
+        let at = |key: &str| format!("tools[{i}].{key}");
+        if tool.kind != ToolKind::Mcp && !names.insert(tool.name.clone()) {
+            problems.push((at("name"), format!("duplicate tool name {:?}", tool.name)));
+        }
+        if tool.name.is_empty()
+            || !tool
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            problems.push((
+                at("name"),
+                format!(
+                    "invalid tool name {:?} (use letters, digits, `-`, `_`, `.`)",
+                    tool.name
+                ),
+            ));
+        }
+        if tool.parameters.get("type").and_then(Value::as_str) != Some("object") {
+            problems.push((
+                at("parameters"),
+                "must be a JSON Schema with `type: object`".into(),
+            ));
+        } else if let Err(e) = jsonschema::meta::validate(&tool.parameters) {
+            problems.push((at("parameters"), format!("not a valid JSON Schema: {e}")));
+        }
+        if let Some(guards) = &tool.guardrails
+            && let Err(e) = crate::tools::guardrails::Guardrails::compile(guards)
+        {
+            problems.push((
+                at(&format!("guardrails.{}", e.key)),
+                format!("invalid regex {:?}: {}", e.pattern, e.detail),
+            ));
+        }
+        if let Some(approval) = &tool.approval
+            && let Err(e) = approval.compile()
+        {
+            problems.push((at("approval"), e));
+        }
+        for (problem_key, problem) in bind::check_spec(tool, dir) {
+            problems.push((at(problem_key), problem));
+        }
+    }
+    if let Some(approval) = &raw.approval
+        && let Err(e) = approval.compile()
+    {
+        problems.push(("approval".into(), e));
+    }
+    if let Some(term) = &raw.termination
+        && !raw
+            .tools
+            .iter()
+            .any(|t| t.name == term.tool || t.kind == ToolKind::Mcp)
+    {
+        problems.push((
+            "termination.tool".into(),
+            format!("no tool named {:?} in `tools`", term.tool),
+        ));
+    }
+    problems
+}
+
+/// Where the grammar goes (the bundle's `server`, else the named endpoint's,
+/// else vLLM's wire: URLs and scripts declare none) and the request shapes
+/// its model plugin builds for it.
+fn request_target(
+    raw: &RawBundle,
+    endpoint: &EndpointRef,
+    ctx: &LoadContext<'_>,
+    model: Option<&crate::model::ResolvedModel>,
+    problems: &mut Vec<Problem>,
+) -> (Target, RequestShapes) {
+    let server = raw
+        .model
+        .server
+        .or_else(|| match (endpoint, ctx.endpoints) {
+            (EndpointRef::Named(name), Some(known)) => known.get(name).copied(),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let mut target = Target {
+        server,
+        wire: server.default_wire(),
+    };
+    let mut shapes = RequestShapes::default();
+    if let Some(model) = model {
+        target.wire = model.wire_for(server);
+        // MCP tools are known only once bound; until then a grammar that
+        // needs them is not judged.
+        let has_mcp = raw.tools.iter().any(|t| t.kind == ToolKind::Mcp);
+        let schemas: Vec<_> = raw
+            .tools
+            .iter()
+            .filter(|t| t.kind != ToolKind::Mcp)
+            .map(bind::schema_of)
+            .collect();
+        match shape::for_target(&raw.name, &raw.model, model, target, &schemas, !has_mcp) {
+            Ok(built) => shapes = built,
+            Err(found) => problems.extend(found),
+        }
+    }
+    (target, shapes)
+}
+
+/// The bundle's workflow, compiled; its problems' paths start at `workflow`.
+fn compile_workflow(
+    raw: &RawBundle,
+    problems: &mut Vec<Problem>,
+) -> Option<std::sync::Arc<crate::workflow::Workflow>> {
+    let spec = raw.workflow.as_ref()?;
+    // Checkpoints carry this version: a job never resumes a checkpoint of a
+    // different workflow definition.
+    let version = serde_json::to_string(spec)
+        .map(|t| digest(&t))
+        .unwrap_or_default();
+    match crate::workflow::Workflow::compile(spec.clone(), version) {
+        Ok(w) => Some(std::sync::Arc::new(w)),
+        Err(crate::workflow::SpecErrors(found)) => {
+            for p in found {
+                let path = if p.path.is_empty() {
+                    "workflow".to_string()
+                } else {
+                    p.path
+                };
+                problems.push((path, p.message));
+            }
+            None
+        }
     }
 }
 
