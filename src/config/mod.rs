@@ -467,6 +467,13 @@ pub enum ConfigError {
     Missing(PathBuf),
 }
 
+/// A setting that cannot work: its key path and what is wrong.
+type Problem = (String, String);
+
+fn bad(key: &str, message: String) -> Problem {
+    (key.to_string(), message)
+}
+
 impl Config {
     /// Loads defaults < file < environment. `file` is `--config`; without it
     /// the system file is used when it exists.
@@ -500,18 +507,22 @@ impl Config {
     }
 
     fn validate(&self, file: Option<&Path>) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: String| locate::invalid(file, key, message);
-        if self.queue.workers == 0 {
-            return Err(invalid("queue.workers", "must be at least 1".into()));
-        }
+        self.check_server()
+            .and_then(|()| self.check_queue())
+            .and_then(|()| self.check_endpoints())
+            .map_err(|(key, message)| locate::invalid(file, &key, message))
+    }
+
+    /// The API server's caps and timeouts.
+    fn check_server(&self) -> Result<(), Problem> {
         if self.server.mcp.max_sessions == 0 {
-            return Err(invalid(
+            return Err(bad(
                 "server.mcp.max_sessions",
                 "must be at least 1 (the default is 64)".into(),
             ));
         }
         if std::time::Duration::from(self.server.mcp.session_idle).is_zero() {
-            return Err(invalid(
+            return Err(bad(
                 "server.mcp.session_idle",
                 "must be longer than zero (the default is \"10m\")".into(),
             ));
@@ -527,14 +538,14 @@ impl Config {
             ),
         ] {
             if value == 0 {
-                return Err(invalid(
+                return Err(bad(
                     key,
                     format!("must be at least 1 (the default is {default})"),
                 ));
             }
         }
         if server.max_connections > u32::MAX as usize {
-            return Err(invalid(
+            return Err(bad(
                 "server.max_connections",
                 format!("must be at most {} (the default is 4096)", u32::MAX),
             ));
@@ -545,17 +556,25 @@ impl Config {
             ("server.idle_timeout", server.idle_timeout, "5s"),
         ] {
             if std::time::Duration::from(value).is_zero() {
-                return Err(invalid(
+                return Err(bad(
                     key,
                     format!("must be longer than zero (the default is \"{default}\")"),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The queue's workers, attempts, retention, lease, polling and store.
+    fn check_queue(&self) -> Result<(), Problem> {
+        if self.queue.workers == 0 {
+            return Err(bad("queue.workers", "must be at least 1".into()));
+        }
         if self.queue.max_attempts == 0 {
-            return Err(invalid("queue.max_attempts", "must be at least 1".into()));
+            return Err(bad("queue.max_attempts", "must be at least 1".into()));
         }
         if std::time::Duration::from(self.queue.retention) < std::time::Duration::from_secs(60) {
-            return Err(invalid(
+            return Err(bad(
                 "queue.retention",
                 "must be at least \"1m\" (the default is \"7d\")".into(),
             ));
@@ -564,7 +583,7 @@ impl Config {
         // would hammer the store and a brief stall would expire a healthy run.
         let lease: std::time::Duration = self.queue.lease.into();
         if lease < MIN_LEASE {
-            return Err(invalid(
+            return Err(bad(
                 "queue.lease",
                 format!(
                     "\"{}\" is too short; use at least \"1s\" (the default is \"30s\")",
@@ -575,7 +594,7 @@ impl Config {
         // Zero would make idle workers poll the store in a busy loop.
         let poll: std::time::Duration = self.queue.poll_interval.into();
         if poll.is_zero() {
-            return Err(invalid(
+            return Err(bad(
                 "queue.poll_interval",
                 "must be above zero (the default is \"250ms\")".into(),
             ));
@@ -587,28 +606,33 @@ impl Config {
                 .as_deref()
                 .is_none_or(|u| u.trim().is_empty())
             {
-                return Err(invalid(
+                return Err(bad(
                     "queue.url",
                     "backend \"postgres\" needs a url: add url = \"postgres://USER@HOST:PORT/DATABASE\" under [queue] (the password goes in the variable named by queue.password_env)".into(),
                 ));
             }
             if self.queue.pool_size == 0 {
-                return Err(invalid(
+                return Err(bad(
                     "queue.pool_size",
                     "must be at least 1 (the default is 16)".into(),
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Each model endpoint's and remote agent's settings.
+    fn check_endpoints(&self) -> Result<(), Problem> {
         for (name, ep) in &self.endpoints {
             match ep.kind {
                 EndpointKind::Http if ep.base_url.is_none() => {
-                    return Err(invalid(
+                    return Err(bad(
                         &format!("endpoints.{name}.base_url"),
                         "an http endpoint needs base_url (…/v1)".into(),
                     ));
                 }
                 EndpointKind::Scripted if ep.script.is_none() => {
-                    return Err(invalid(
+                    return Err(bad(
                         &format!("endpoints.{name}.script"),
                         "a scripted endpoint needs script".into(),
                     ));
@@ -616,20 +640,20 @@ impl Config {
                 _ => {}
             }
             if ep.max_response_bytes == 0 {
-                return Err(invalid(
+                return Err(bad(
                     &format!("endpoints.{name}.max_response_bytes"),
                     "must be at least 1 (the default is 8388608, 8 MiB)".into(),
                 ));
             }
             if ep.max_concurrent == 0 {
-                return Err(invalid(
+                return Err(bad(
                     &format!("endpoints.{name}.max_concurrent"),
                     "must be at least 1".into(),
                 ));
             }
         }
         if let Some(agent) = self.agents.iter().find(|a| a.max_response_bytes == Some(0)) {
-            return Err(invalid(
+            return Err(bad(
                 &format!("agents.{}.max_response_bytes", agent.id),
                 "must be at least 1 (bytes); leave it out for the default of 1 MiB".into(),
             ));
