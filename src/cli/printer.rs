@@ -88,6 +88,14 @@ fn write_out(text: &str) {
 
 /// The readable line(s) for an event; `None` for events not worth a line.
 pub fn human(event: &Event) -> Option<String> {
+    kernel_line(event)
+        .or_else(|| gate_line(event))
+        .or_else(|| workflow_line(event))
+        .or_else(|| job_line(event))
+}
+
+/// A run's start and end, its model calls and tool calls.
+fn kernel_line(event: &Event) -> Option<String> {
     Some(match event {
         Event::KernelStart {
             max_turns,
@@ -162,6 +170,13 @@ pub fn human(event: &Event) -> Option<String> {
             line
         }
         Event::ParseError { detail, .. } => format!("  ⚠ unparseable tool call: {detail}"),
+        _ => return None,
+    })
+}
+
+/// A call waiting for approval, its decision, and a budget used up.
+fn gate_line(event: &Event) -> Option<String> {
+    Some(match event {
         Event::ApprovalRequested {
             tool_name,
             call_id,
@@ -189,6 +204,13 @@ pub fn human(event: &Event) -> Option<String> {
             spent,
             ..
         } => format!("  ■ budget {budget} used up: limit {limit}, spent {spent}"),
+        _ => return None,
+    })
+}
+
+/// A workflow's start, each stage's end and the workflow's end.
+fn workflow_line(event: &Event) -> Option<String> {
+    Some(match event {
         Event::WorkflowStart {
             workflow,
             stage,
@@ -215,6 +237,13 @@ pub fn human(event: &Event) -> Option<String> {
         Event::WorkflowEnd {
             outcome, reason, ..
         } => format!("◆ workflow {outcome}: {reason}"),
+        _ => return None,
+    })
+}
+
+/// A job's state.
+fn job_line(event: &Event) -> Option<String> {
+    Some(match event {
         Event::JobState {
             state,
             attempt,
