@@ -274,33 +274,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Serve { .. } => unreachable!("handled by dispatch"),
         Command::Run(args) => run::run(args).await,
         Command::Migrate { config, check } => migrate::migrate(config.as_deref(), check).await,
-        Command::Plugins { config, dir } => {
-            let config = crate::config::Config::load(config.as_deref())?;
-            let dir = dir.unwrap_or(config.paths.plugins_dir.clone());
-            let cache = config.paths.state_dir.join("plugin-cache");
-            let (registry, errors) = tokio::task::spawn_blocking(move || {
-                crate::plugins::PluginRegistry::load_dir(&dir, &cache, &Default::default())
-            })
-            .await?;
-            for p in registry.list() {
-                println!(
-                    "{:<20} {:<8} {:<9} abi {}  sha256 {}  {}",
-                    p.name,
-                    p.version,
-                    p.kind,
-                    p.abi,
-                    &p.sha256[..16],
-                    p.file.display()
-                );
-                if !p.tools.is_empty() {
-                    println!("{:<20} tools: {}", "", p.tools.join(", "));
-                }
-            }
-            for e in &errors {
-                eprintln!("error: {e}");
-            }
-            Ok(if errors.is_empty() { 0 } else { 1 })
-        }
+        Command::Plugins { config, dir } => plugins(config.as_deref(), dir).await,
         Command::Grammar {
             bundle_dir,
             models_dir,
@@ -335,25 +309,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             skip,
             is_error,
             fail,
-        } => {
-            let body = match (retry, skip, fail) {
-                (true, None, None) => serde_json::json!({"action": "retry"}),
-                (false, Some(output), None) => {
-                    serde_json::json!({"action": "skip", "output": output, "is_error": is_error})
-                }
-                (false, None, Some(reason)) => serde_json::json!({
-                    "action": "fail",
-                    "reason": (!reason.is_empty()).then_some(reason),
-                }),
-                _ => {
-                    eprintln!(
-                        "error: say how to resolve job {id}: --retry, --skip RESULT or --fail [REASON]"
-                    );
-                    return Ok(2);
-                }
-            };
-            remote::resolve(server, id, body).await
-        }
+        } => resolve(server, id, retry, skip, is_error, fail).await,
         Command::Approvals { id, json } => approvals::list(server, id, json).await,
         Command::Approve { id, call, edit } => {
             let decision = approvals::decision(true, edit.as_deref(), None)?;
@@ -389,6 +345,67 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Completions { shell } => describe::completions(shell),
         Command::Manpage => describe::manpage(),
     }
+}
+
+/// `structured-agents plugins`: the plugin libraries of a directory, as the
+/// daemon would load them.
+async fn plugins(
+    config: Option<&std::path::Path>,
+    dir: Option<std::path::PathBuf>,
+) -> anyhow::Result<i32> {
+    let config = crate::config::Config::load(config)?;
+    let dir = dir.unwrap_or(config.paths.plugins_dir.clone());
+    let cache = config.paths.state_dir.join("plugin-cache");
+    let (registry, errors) = tokio::task::spawn_blocking(move || {
+        crate::plugins::PluginRegistry::load_dir(&dir, &cache, &Default::default())
+    })
+    .await?;
+    for p in registry.list() {
+        println!(
+            "{:<20} {:<8} {:<9} abi {}  sha256 {}  {}",
+            p.name,
+            p.version,
+            p.kind,
+            p.abi,
+            &p.sha256[..16],
+            p.file.display()
+        );
+        if !p.tools.is_empty() {
+            println!("{:<20} tools: {}", "", p.tools.join(", "));
+        }
+    }
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    Ok(if errors.is_empty() { 0 } else { 1 })
+}
+
+/// `structured-agents resolve`: one of retry, skip with a result, or fail.
+async fn resolve(
+    server: &remote::ServerArgs,
+    id: String,
+    retry: bool,
+    skip: Option<String>,
+    is_error: bool,
+    fail: Option<String>,
+) -> anyhow::Result<i32> {
+    let body = match (retry, skip, fail) {
+        (true, None, None) => serde_json::json!({"action": "retry"}),
+        (false, Some(output), None) => {
+            serde_json::json!({"action": "skip", "output": output, "is_error": is_error})
+        }
+        (false, None, Some(reason)) => serde_json::json!({
+            "action": "fail",
+            "reason": (!reason.is_empty()).then_some(reason),
+        }),
+        _ => {
+            eprintln!(
+                "error: say how to resolve job {id}: --retry, --skip RESULT or --fail [REASON]"
+            );
+            return Ok(2);
+        }
+    };
+    remote::resolve(server, id, body).await
 }
 
 /// Parses `--var k=v` flags.
