@@ -495,73 +495,19 @@ impl ToolEngine {
         events: &EventSink,
         trace: &Trace<'_>,
     ) -> Result<(super::ToolOutput, u32), ToolOutcome> {
-        let arguments = &call.arguments;
         let policy = &entry.policy;
         let mut attempts = 0;
         let output = loop {
             attempts += 1;
-            let ctx = ToolContext {
-                call,
-                place,
-                cancel: cancel.child_token(),
-                deadline: Instant::now() + policy.timeout,
-                events,
-            };
-            let attempt_cancel = ctx.cancel.clone();
-            // A tool that panics (including one that blocks on the runtime
-            // from inside it) is caught here and becomes a tool_error.
-            let invocation =
-                AssertUnwindSafe(entry.tool.invoke(arguments.clone(), ctx)).catch_unwind();
-            crate::failpoint::hit_after(
-                crate::failpoint::Failpoint::ToolRunning,
-                Duration::from_millis(300),
-            );
-            let outcome = tokio::select! {
-                r = tokio::time::timeout(policy.timeout, invocation) => r,
-                _ = cancel.cancelled() => {
-                    attempt_cancel.cancel();
-                    trace.emit("tool.invoke.cancelled", json!({"attempt": attempts})).await;
-                    return Err(trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false));
-                }
-            };
-            match outcome {
-                Err(_) => {
-                    attempt_cancel.cancel();
-                    trace
-                        .emit(
-                            "tool.invoke.timeout",
-                            json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64}),
-                        )
-                        .await;
-                    return Err(trace.done(
-                        "tool_error:timeout".into(),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    ));
-                }
-                Ok(Err(panic)) => {
-                    let message = panic_message(panic.as_ref());
-                    trace
-                        .emit(
-                            "tool.invoke.panic",
-                            json!({"attempt": attempts, "message": message}),
-                        )
-                        .await;
-                    return Err(trace.done(
-                        format!("tool_error:tool panicked: {message}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    ));
-                }
-                Ok(Ok(Ok(output))) => {
+            let answer = Self::attempt(entry, call, place, cancel, events, trace, attempts).await?;
+            match answer {
+                Ok(output) => {
                     trace
                         .emit("tool.invoke.ok", json!({"attempt": attempts}))
                         .await;
                     break output;
                 }
-                Ok(Ok(Err(ToolError::Validation(msg)))) => {
+                Err(ToolError::Validation(msg)) => {
                     trace
                         .emit(
                             "tool.invoke.user_error",
@@ -575,7 +521,7 @@ impl ToolEngine {
                         false,
                     ));
                 }
-                Ok(Ok(Err(ToolError::EndsJob(end)))) => {
+                Err(ToolError::EndsJob(end)) => {
                     let (stage, mut detail) = end.trace();
                     detail["attempt"] = json!(attempts);
                     trace.emit(stage, detail).await;
@@ -588,7 +534,7 @@ impl ToolEngine {
                     outcome.ends_job = Some(end);
                     return Err(outcome);
                 }
-                Ok(Ok(Err(ToolError::Retryable(msg)))) if attempts <= policy.retries => {
+                Err(ToolError::Retryable(msg)) if attempts <= policy.retries => {
                     trace
                         .emit(
                             "tool.invoke.retryable",
@@ -603,7 +549,7 @@ impl ToolEngine {
                         _ = cancel.cancelled() => return Err(trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false)),
                     }
                 }
-                Ok(Ok(Err(ToolError::Retryable(msg) | ToolError::Failed(msg)))) => {
+                Err(ToolError::Retryable(msg) | ToolError::Failed(msg)) => {
                     trace
                         .emit(
                             "tool.invoke.fail",
@@ -620,6 +566,77 @@ impl ToolEngine {
             }
         };
         Ok((output, attempts))
+    }
+
+    /// One attempt of a call: the tool's own answer, or the call's outcome
+    /// when the attempt ends it (cancelled, timed out, panicked).
+    async fn attempt(
+        entry: &Entry,
+        call: &ToolCall,
+        place: CallPlace<'_>,
+        cancel: &CancellationToken,
+        events: &EventSink,
+        trace: &Trace<'_>,
+        attempts: u32,
+    ) -> Result<Result<super::ToolOutput, ToolError>, ToolOutcome> {
+        let policy = &entry.policy;
+        let ctx = ToolContext {
+            call,
+            place,
+            cancel: cancel.child_token(),
+            deadline: Instant::now() + policy.timeout,
+            events,
+        };
+        let attempt_cancel = ctx.cancel.clone();
+        // A tool that panics (including one that blocks on the runtime
+        // from inside it) is caught here and becomes a tool_error.
+        let invocation =
+            AssertUnwindSafe(entry.tool.invoke(call.arguments.clone(), ctx)).catch_unwind();
+        crate::failpoint::hit_after(
+            crate::failpoint::Failpoint::ToolRunning,
+            Duration::from_millis(300),
+        );
+        let outcome = tokio::select! {
+            r = tokio::time::timeout(policy.timeout, invocation) => r,
+            _ = cancel.cancelled() => {
+                attempt_cancel.cancel();
+                trace.emit("tool.invoke.cancelled", json!({"attempt": attempts})).await;
+                return Err(trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false));
+            }
+        };
+        match outcome {
+            Ok(Ok(answer)) => Ok(answer),
+            Err(_) => {
+                attempt_cancel.cancel();
+                trace
+                    .emit(
+                        "tool.invoke.timeout",
+                        json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64}),
+                    )
+                    .await;
+                Err(trace.done(
+                    "tool_error:timeout".into(),
+                    Some("tool_error"),
+                    attempts,
+                    false,
+                ))
+            }
+            Ok(Err(panic)) => {
+                let message = panic_message(panic.as_ref());
+                trace
+                    .emit(
+                        "tool.invoke.panic",
+                        json!({"attempt": attempts, "message": message}),
+                    )
+                    .await;
+                Err(trace.done(
+                    format!("tool_error:tool panicked: {message}"),
+                    Some("tool_error"),
+                    attempts,
+                    false,
+                ))
+            }
+        }
     }
 }
 
