@@ -2009,3 +2009,103 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
         errors.join("\n")
     );
 }
+
+/// A deadlock the lock order cannot prevent (another client of the
+/// database takes the same two keys in the opposite order) is broken by
+/// PostgreSQL giving the queue's write up; the writer runs it again once
+/// the group committed, and the caller gets the answer, not the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_write_given_up_to_break_a_deadlock_runs_again() {
+    let db = Database::fresh().await;
+    let (other, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {}: {e}\n{START_POSTGRES}", db.url));
+    tokio::spawn(connection);
+    // The queue's connections look for the cycle after 2 s of waiting, the
+    // other client only after a minute: the queue's write is the victim,
+    // as long as the other client closes the cycle within those 2 s.
+    other
+        .batch_execute(&format!(
+            "ALTER DATABASE {} SET deadlock_timeout = '2s'",
+            db.name
+        ))
+        .await
+        .unwrap();
+    let options = PostgresOptions {
+        schema: "sa_locks".into(),
+        pool_size: 2,
+        ..PostgresOptions::new(db.url.clone())
+    };
+    let q = Arc::new(
+        PostgresQueue::open(options, fast_retry())
+            .await
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}")
+            }),
+    );
+    let insert = |id: &str, key: &str| {
+        format!(
+            "INSERT INTO jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, idempotency_key, run_at, created_at, updated_at)
+             VALUES ('{id}', 'b', 'in', '{{}}', 0, 'queued', 0, 3, '{key}', 0, 0, 0)"
+        )
+    };
+    other
+        .batch_execute(&format!(
+            "SET deadlock_timeout = '60s'; SET search_path = sa_locks; BEGIN; {}",
+            insert("other-k2", "k2")
+        ))
+        .await
+        .unwrap();
+    let keyed = |key: &str| NewJob {
+        idempotency_key: Some(key.into()),
+        ..job("b")
+    };
+    let batch = {
+        let q = q.clone();
+        tokio::spawn(async move { q.submit_many(vec![keyed("k2"), keyed("k1")]).await })
+    };
+    // The batch inserts k1, then waits for the other client's k2.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let waiting: i64 = other
+            .query_one(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the batch never waited for k2"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Now the other client waits for the batch's k1: a cycle, which the
+    // queue's backend breaks by failing the batch's statement.
+    other
+        .batch_execute(&insert("other-k1", "k1"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("the other client, not the queue, was given up (did the machine stall for 2 s?): {e:?}")
+        });
+    other.batch_execute("COMMIT").await.unwrap();
+    let answers = batch.await.unwrap().unwrap_or_else(|e| {
+        panic!("the deadlock reached the caller: {e}");
+    });
+    let ids: Vec<(&str, bool)> = answers
+        .iter()
+        .map(|(job, created)| (job.id.as_str(), *created))
+        .collect();
+    assert_eq!(ids, [("other-k2", false), ("other-k1", false)]);
+    drop(q);
+    drop(other);
+    assert_eq!(
+        db.deadlocks_once_idle().await,
+        1,
+        "one deadlock, broken once"
+    );
+}
