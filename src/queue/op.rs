@@ -348,3 +348,93 @@ impl Op {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keyed(key: &str, owner: Option<&str>) -> NewJob {
+        NewJob {
+            idempotency_key: Some(key.into()),
+            owner: owner.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn lease() -> LeaseOp {
+        LeaseOp {
+            worker: "w".into(),
+            lease_for: Duration::from_secs(1),
+            n: 1,
+            max_crash_resumes: 1,
+            pin: None,
+        }
+    }
+
+    fn finish(id: &str) -> FinishOp {
+        FinishOp {
+            id: JobId::from(id),
+            attempt: 1,
+            outcome: Outcome::Succeeded(serde_json::Value::Null),
+            events: Vec::new(),
+            final_event: None,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// A write group sorted by lock order takes keys (by the smallest of a
+    /// batch's, as stored: owner first), then job rows by id (a
+    /// finish-and-lease by its finish's job), then what only takes unlocked
+    /// rows; writes to one job keep the order they came in.
+    #[test]
+    fn a_group_locks_keys_then_job_ids_then_skips_locked_rows() {
+        let mut ops = vec![
+            Op::Lease(lease()),
+            Op::Cancel(JobId::from("j3")),
+            Op::FinishAndLease(finish("j2"), lease()),
+            Op::SubmitMany(vec![
+                (JobId::from("n1"), keyed("k9", None)),
+                (JobId::from("n2"), keyed("k2", None)),
+                (JobId::from("n3"), NewJob::default()),
+            ]),
+            Op::Heartbeat {
+                id: JobId::from("j1"),
+                attempt: 1,
+                lease_for: Duration::from_secs(1),
+            },
+            Op::Submit(JobId::from("n4"), keyed("k5", Some("alice"))),
+            Op::Purge {
+                cutoff: 0,
+                limit: 1,
+            },
+            Op::Cancel(JobId::from("j1")),
+            Op::Submit(JobId::from("n5"), NewJob::default()),
+            Op::ExpireApprovals {
+                limit: 1,
+                store: "s".into(),
+            },
+        ];
+        ops.sort_by_cached_key(Op::lock_order);
+        let names: Vec<&str> = ops.iter().map(Op::name).collect();
+        assert_eq!(
+            names,
+            [
+                "submit",
+                "submit",
+                "submit_many",
+                "heartbeat",
+                "cancel",
+                "finish_and_lease",
+                "cancel",
+                "lease",
+                "purge_finished",
+                "expire_approvals"
+            ]
+        );
+        let order: Vec<LockOrder> = ops.iter().map(Op::lock_order).collect();
+        assert_eq!(order[0], LockOrder::Nothing);
+        assert_eq!(order[1], LockOrder::Keys("alice/k5".into()));
+        assert_eq!(order[2], LockOrder::Keys("k2".into()));
+        assert_eq!(order[5], LockOrder::Row(JobId::from("j2")));
+    }
+}
