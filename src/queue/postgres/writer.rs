@@ -236,12 +236,6 @@ struct HalfDone {
     pending: Pending,
 }
 
-/// What one write's savepoint ran.
-enum Step {
-    Whole(Done),
-    Half(Finished),
-}
-
 /// Runs each write in its savepoint, in [`LockOrder`](crate::queue::op::LockOrder): submits by key, then
 /// writes to one job by its id, then what takes only unlocked rows (leases
 /// and sweeps, and last the leases of finish-and-lease writes, whose
@@ -276,28 +270,29 @@ async fn run_group(
             return None;
         }
         let mut pg = PgTx::new(tx);
-        let step = match &p.op {
-            Op::FinishAndLease(finish, _) => finish.run(&mut pg).await.map(Step::Half),
-            op => op.run(&mut pg).await.map(Step::Whole),
-        };
-        let fail = match step {
-            Ok(Step::Whole(done)) => {
-                ran.push(Ran {
-                    done,
-                    changes: std::mem::take(&mut pg.changes),
-                    reply: p.reply,
-                });
-                continue;
-            }
-            Ok(Step::Half(finished)) => {
-                halves.push(HalfDone {
-                    finished,
-                    changes: std::mem::take(&mut pg.changes),
-                    pending: p,
-                });
-                continue;
-            }
-            Err(fail) => fail,
+        let fail = match &p.op {
+            Op::FinishAndLease(finish, _) => match finish.run(&mut pg).await {
+                Ok(finished) => {
+                    halves.push(HalfDone {
+                        finished,
+                        changes: std::mem::take(&mut pg.changes),
+                        pending: p,
+                    });
+                    continue;
+                }
+                Err(fail) => fail,
+            },
+            op => match op.run(&mut pg).await {
+                Ok(done) => {
+                    ran.push(Ran {
+                        done,
+                        changes: std::mem::take(&mut pg.changes),
+                        reply: p.reply,
+                    });
+                    continue;
+                }
+                Err(fail) => fail,
+            },
         };
         if let Err(e) = tx.batch_execute("ROLLBACK TO SAVEPOINT w").await {
             let _ = p.reply.send(Err(fail.into_error(&shared.label)));
