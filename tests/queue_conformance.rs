@@ -13,7 +13,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use common::postgres::{START_POSTGRES, Schema, postgres_url};
+use common::postgres::{Database, START_POSTGRES, Schema, postgres_url};
 use serde_json::json;
 use structured_agents::events::{Event, EventEnvelope, JobStatus};
 use structured_agents::journal::{JournalEntry, PendingCall};
@@ -1753,4 +1753,359 @@ async fn postgres_listen_connection_is_reopened_after_loss() {
     let mut runnable = b.runnable();
     let (submitted, _) = a.submit(job("b")).await.unwrap();
     assert_eq!(next_id(&mut runnable).await, submitted.id);
+}
+
+/// A job parked (`needs_attention`) at an unsafe call, to be resolved. Its
+/// priority makes the lease take it before any other queued job.
+async fn park(q: &dyn JobQueue) -> JobId {
+    let (submitted, _) = q
+        .submit(NewJob {
+            max_attempts: Some(1),
+            priority: 10,
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    let lease = q.lease("parker", HELD).await.unwrap().unwrap();
+    assert_eq!(lease.job.id, submitted.id);
+    let pending = PendingCall {
+        position: Some(0),
+        scope: String::new(),
+        turn: 1,
+        call_id: "c1".into(),
+        tool_name: "charge".into(),
+        arguments: json!({"amount": 5}),
+        effect: "unsafe".into(),
+        idempotency_key: format!("{}:1:c1", submitted.id),
+    };
+    let reply = q
+        .complete(
+            &submitted.id,
+            lease.attempt,
+            Outcome::NeedsAttention {
+                error: pending.to_string(),
+                pending_call: serde_json::to_value(&pending).unwrap(),
+            },
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply, CompleteReply::Recorded(JobState::NeedsAttention));
+    submitted.id
+}
+
+/// `ids` in the order handle `h` locks them when nothing orders its writes:
+/// ascending, descending, or from the middle on.
+fn handle_order<T: Clone + Ord>(ids: &[T], h: usize) -> Vec<T> {
+    let mut ids = ids.to_vec();
+    ids.sort();
+    match h {
+        0 => ids,
+        1 => ids.into_iter().rev().collect(),
+        _ => {
+            let half = ids.len() / 2;
+            ids.rotate_left(half);
+            ids
+        }
+    }
+}
+
+fn failed() -> Outcome {
+    Outcome::Failed {
+        error: "gave up".into(),
+        retryable: false,
+    }
+}
+
+/// Three handles (three daemons' writers) on one database take the same
+/// jobs' locks in their own orders, each write group holding many: each
+/// handle cancels every job of a round (one ascending, one descending, one
+/// from the middle), resolves the same parked jobs, and submits batches
+/// with the same keys in its own order, while workers finish running jobs
+/// and lease new ones. No write fails, every cancel takes effect (the job
+/// ends `cancelled` unless it had already ended), and PostgreSQL detects no
+/// deadlock in the test's own database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
+    const ROUNDS: usize = 4;
+    const JOBS: usize = 24;
+    const RUNNING: usize = 8;
+    const PARKED: usize = 6;
+    const KEYS: usize = 16;
+    const BATCHES: usize = 3;
+    let db = Database::fresh().await;
+    let options = PostgresOptions {
+        schema: "sa_locks".into(),
+        pool_size: 4,
+        ..PostgresOptions::new(db.url.clone())
+    };
+    let mut queues = Vec::new();
+    for _ in 0..3 {
+        let q = PostgresQueue::open(options.clone(), fast_retry())
+            .await
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}")
+            });
+        queues.push(Arc::new(q));
+    }
+    let mut errors: Vec<String> = Vec::new();
+    let mut cancelled: Vec<(JobId, JobState)> = Vec::new();
+    for round in 0..ROUNDS {
+        let mut parked = Vec::new();
+        for _ in 0..PARKED {
+            parked.push(park(queues[0].as_ref()).await);
+        }
+        let mut ids = Vec::new();
+        for _ in 0..JOBS {
+            ids.push(
+                queues[0]
+                    .submit(NewJob {
+                        max_attempts: Some(1),
+                        priority: 5,
+                        ..job("b")
+                    })
+                    .await
+                    .unwrap()
+                    .0
+                    .id,
+            );
+        }
+        let running = queues[1]
+            .lease_many("runner", HELD, RUNNING, None)
+            .await
+            .unwrap();
+        assert_eq!(running.len(), RUNNING);
+        let targets: Vec<JobId> = ids.iter().chain(&parked).cloned().collect();
+        let keys: Vec<String> = (0..KEYS).map(|k| format!("r{round}k{k:02}")).collect();
+
+        let mut storm = Vec::new();
+        for (h, q) in queues.iter().enumerate() {
+            let q = q.clone();
+            let targets = handle_order(&targets, h);
+            let parked = handle_order(&parked, h);
+            let keys = handle_order(&keys, h);
+            let mine: Vec<_> = running
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 3 == h)
+                .map(|(_, l)| (l.job.id.clone(), l.attempt))
+                .collect();
+            storm.push(tokio::spawn(async move {
+                let mut errors = Vec::new();
+                let cancels = futures::future::join_all(targets.iter().map(|id| q.cancel(id)));
+                let resolves =
+                    futures::future::join_all(parked.iter().enumerate().map(|(i, id)| {
+                        let resolution = if (i + h) % 2 == 0 {
+                            Resolution::Retry
+                        } else {
+                            Resolution::Fail {
+                                reason: Some("no".into()),
+                            }
+                        };
+                        q.resolve(id, resolution)
+                    }));
+                let batches = futures::future::join_all((0..BATCHES).map(|_| {
+                    let batch = keys
+                        .iter()
+                        .map(|key| NewJob {
+                            input: key.clone(),
+                            idempotency_key: Some(key.clone()),
+                            max_attempts: Some(1),
+                            ..job("b")
+                        })
+                        .collect();
+                    q.submit_many(batch)
+                }));
+                let finishes = futures::future::join_all(
+                    mine.iter()
+                        .map(|(id, attempt)| q.complete(id, *attempt, failed(), &[])),
+                );
+                let leases = async {
+                    let mut outcomes = Vec::new();
+                    for _ in 0..2 {
+                        match q.lease_many(&format!("storm{h}"), HELD, 3, None).await {
+                            Ok(leases) => {
+                                for l in leases {
+                                    outcomes.push(
+                                        q.complete(&l.job.id, l.attempt, failed(), &[]).await,
+                                    );
+                                }
+                            }
+                            Err(e) => outcomes.push(Err(e)),
+                        }
+                    }
+                    outcomes
+                };
+                let (cancels, resolves, batches, finishes, leases) =
+                    tokio::join!(cancels, resolves, batches, finishes, leases);
+                let mut answered = Vec::new();
+                for (id, answer) in targets.iter().zip(cancels) {
+                    match answer {
+                        Ok(Some(changed)) => answered.push((id.clone(), changed.job.state)),
+                        Ok(None) => errors.push(format!("cancel {id}: not found")),
+                        Err(e) => errors.push(format!("cancel {id}: {e}")),
+                    }
+                }
+                for answer in resolves {
+                    match answer {
+                        Ok(_) | Err(QueueError::NotParked { .. }) => {}
+                        Err(e) => errors.push(format!("resolve: {e}")),
+                    }
+                }
+                let mut by_key = Vec::new();
+                for answer in batches {
+                    match answer {
+                        Ok(jobs) => by_key.push(
+                            jobs.into_iter()
+                                .map(|(job, _)| (job.input.clone(), job.id))
+                                .collect::<std::collections::BTreeMap<_, _>>(),
+                        ),
+                        Err(e) => errors.push(format!("batch submit: {e}")),
+                    }
+                }
+                for answer in finishes.into_iter().chain(leases) {
+                    if let Err(e) = answer {
+                        errors.push(format!("finish or lease: {e}"));
+                    }
+                }
+                (errors, answered, by_key)
+            }));
+        }
+        let mut ids_by_key: Vec<std::collections::BTreeMap<String, JobId>> = Vec::new();
+        for handle in storm {
+            let (e, answered, by_key) = handle.await.unwrap();
+            errors.extend(e);
+            cancelled.extend(answered);
+            ids_by_key.extend(by_key);
+        }
+        for pair in ids_by_key.windows(2) {
+            assert_eq!(
+                pair[0], pair[1],
+                "one job per key, whichever batch came first"
+            );
+        }
+        // What the storm leased and left running (none: each lease was
+        // completed), and the round's cancels took effect.
+        for (id, answered) in &cancelled {
+            if answered.is_terminal() && *answered != JobState::Cancelled {
+                continue; // It had ended before the cancel came.
+            }
+            let now = queues[2].get(id).await.unwrap().unwrap();
+            assert_eq!(
+                now.state,
+                JobState::Cancelled,
+                "cancel of {id} answered {answered} but the job is {}",
+                now.state
+            );
+        }
+        cancelled.clear();
+    }
+    drop(queues);
+    let deadlocks = db.deadlocks_once_idle().await;
+    assert!(
+        errors.is_empty() && deadlocks == 0,
+        "{deadlocks} deadlocks detected; {} writes failed:\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+}
+
+/// A deadlock the lock order cannot prevent (another client of the
+/// database takes the same two keys in the opposite order) is broken by
+/// PostgreSQL giving the queue's write up; the writer runs it again once
+/// the group committed, and the caller gets the answer, not the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_write_given_up_to_break_a_deadlock_runs_again() {
+    let db = Database::fresh().await;
+    let (other, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {}: {e}\n{START_POSTGRES}", db.url));
+    tokio::spawn(connection);
+    // The queue's connections look for the cycle after 2 s of waiting, the
+    // other client only after a minute: the queue's write is the victim,
+    // as long as the other client closes the cycle within those 2 s.
+    other
+        .batch_execute(&format!(
+            "ALTER DATABASE {} SET deadlock_timeout = '2s'",
+            db.name
+        ))
+        .await
+        .unwrap();
+    let options = PostgresOptions {
+        schema: "sa_locks".into(),
+        pool_size: 2,
+        ..PostgresOptions::new(db.url.clone())
+    };
+    let q = Arc::new(
+        PostgresQueue::open(options, fast_retry())
+            .await
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}")
+            }),
+    );
+    let insert = |id: &str, key: &str| {
+        format!(
+            "INSERT INTO jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, idempotency_key, run_at, created_at, updated_at)
+             VALUES ('{id}', 'b', 'in', '{{}}', 0, 'queued', 0, 3, '{key}', 0, 0, 0)"
+        )
+    };
+    other
+        .batch_execute(&format!(
+            "SET deadlock_timeout = '60s'; SET search_path = sa_locks; BEGIN; {}",
+            insert("other-k2", "k2")
+        ))
+        .await
+        .unwrap();
+    let keyed = |key: &str| NewJob {
+        idempotency_key: Some(key.into()),
+        ..job("b")
+    };
+    let batch = {
+        let q = q.clone();
+        tokio::spawn(async move { q.submit_many(vec![keyed("k2"), keyed("k1")]).await })
+    };
+    // The batch inserts k1, then waits for the other client's k2.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let waiting: i64 = other
+            .query_one(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the batch never waited for k2"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Now the other client waits for the batch's k1: a cycle, which the
+    // queue's backend breaks by failing the batch's statement.
+    other
+        .batch_execute(&insert("other-k1", "k1"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("the other client, not the queue, was given up (did the machine stall for 2 s?): {e:?}")
+        });
+    other.batch_execute("COMMIT").await.unwrap();
+    let answers = batch.await.unwrap().unwrap_or_else(|e| {
+        panic!("the deadlock reached the caller: {e}");
+    });
+    let ids: Vec<(&str, bool)> = answers
+        .iter()
+        .map(|(job, created)| (job.id.as_str(), *created))
+        .collect();
+    assert_eq!(ids, [("other-k2", false), ("other-k1", false)]);
+    drop(q);
+    drop(other);
+    assert_eq!(
+        db.deadlocks_once_idle().await,
+        1,
+        "one deadlock, broken once"
+    );
 }

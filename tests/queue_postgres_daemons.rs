@@ -23,11 +23,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::daemon::{
-    Daemon, SHORT_LEASE, Site, client, eventually, file_lines, get, job_events, metric, read_sse,
-    submit, wait_terminal,
+    Daemon, SHORT_LEASE, Site, client, eventually, file_lines, get, job_events, metric, post_json,
+    read_sse, submit, wait_terminal,
 };
 use common::mock_server;
-use common::postgres::{START_POSTGRES, Schema, postgres_url};
+use common::postgres::{Database, START_POSTGRES, Schema, postgres_url};
 use serde_json::{Value, json};
 use structured_agents::mock::MockServer;
 
@@ -891,4 +891,151 @@ async fn postgres_restart_mid_load_loses_no_job_and_shows_the_outage() {
     assert_eq!(a.stop(), Some(0));
     assert_eq!(b.stop(), Some(0));
     drop(cluster);
+}
+
+/// `ids` in the order daemon `d` cancels them: ascending, descending, or
+/// from the middle on (opposite orders, so their write groups would lock
+/// the same jobs in a cycle without the queue's lock order).
+fn daemon_order(ids: &[String], d: usize) -> Vec<String> {
+    let mut ids = ids.to_vec();
+    ids.sort();
+    match d {
+        0 => ids,
+        1 => ids.into_iter().rev().collect(),
+        _ => {
+            let half = ids.len() / 2;
+            ids.rotate_left(half);
+            ids
+        }
+    }
+}
+
+/// Three daemons on one database cancel the same jobs, each in its own
+/// order, and submit batches with the same idempotency keys, each in its
+/// own order, while their workers run and finish those jobs: every answer
+/// is a 2xx, every cancel takes effect (the job ends `cancelled`, unless it
+/// had ended already or, running, finished before its next heartbeat; the
+/// slow third cannot), one job per key, and PostgreSQL detects no deadlock
+/// in the test's own database (`pg_stat_database.deadlocks`, read once the
+/// daemons are gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_three_daemons_touch_the_same_jobs_without_deadlock() {
+    const JOBS: usize = 60;
+    const KEYS: usize = 20;
+    const BATCHES: usize = 3;
+    let server = mock_server(SCAN_SCRIPT).await;
+    let db = Database::fresh().await;
+    let mut env: Vec<(&str, &str)> = SCALE_ENV.to_vec();
+    env.extend([
+        ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres"),
+        ("STRUCTURED_AGENTS_QUEUE__URL", db.url.as_str()),
+        ("STRUCTURED_AGENTS_QUEUE__SCHEMA", "sa_locks"),
+    ]);
+    let sites = [scan_site(&server), scan_site(&server), scan_site(&server)];
+    let daemons: Vec<Daemon> = sites.iter().map(|s| s.start_with_env(&env)).collect();
+    let http = client();
+    // A third of the jobs wait on a slow model reply (running when the
+    // cancels come); the rest run and finish in between.
+    let inputs: Vec<String> = (0..JOBS)
+        .map(|i| {
+            if i % 3 == 0 {
+                format!("slow {i}")
+            } else {
+                format!("job {i}")
+            }
+        })
+        .collect();
+    let all: Vec<&Daemon> = daemons.iter().collect();
+    let ids = submit_all(&http, &all, inputs).await;
+    let keys: Vec<String> = (0..KEYS).map(|k| format!("k{k:02}")).collect();
+
+    let storm = daemons.iter().enumerate().map(|(d, daemon)| {
+        let http = &http;
+        let ids = daemon_order(&ids, d);
+        let keys = daemon_order(&keys, d);
+        async move {
+            let cancels = futures::future::join_all(ids.iter().map(|id| async move {
+                post_json(http, daemon, &format!("/v1/jobs/{id}/cancel"), json!({})).await
+            }));
+            let batches = futures::future::join_all((0..BATCHES).map(|_| {
+                let jobs: Vec<Value> = keys
+                    .iter()
+                    .map(|key| json!({"bundle": "scan", "input": key, "idempotency_key": key}))
+                    .collect();
+                post_json(http, daemon, "/v1/jobs/batch", json!({ "jobs": jobs }))
+            }));
+            let (cancels, batches) = tokio::join!(cancels, batches);
+            (ids, cancels, batches)
+        }
+    });
+    let answers = futures::future::join_all(storm).await;
+
+    let mut failures = Vec::new();
+    let mut by_key: Vec<Value> = Vec::new();
+    let mut must_be_cancelled = std::collections::BTreeSet::new();
+    for (ids, cancels, batches) in answers {
+        for (id, (status, job)) in ids.iter().zip(cancels) {
+            if !(200..300).contains(&status) {
+                failures.push(format!("cancel {id}: {status} {job}"));
+            } else if !matches!(job["state"].as_str(), Some("succeeded" | "failed" | "dead")) {
+                // Ended at once (queued), or asked to stop (running): a slow
+                // job cannot finish before it sees the request; another may.
+                let may_finish = job["state"] == "running"
+                    && !job["input"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .starts_with("slow");
+                must_be_cancelled.insert((id.clone(), may_finish));
+            }
+        }
+        for (status, body) in batches {
+            if !(200..300).contains(&status) {
+                failures.push(format!("batch: {status} {body}"));
+            } else {
+                by_key.push(Value::Array(
+                    body["jobs"]
+                        .as_array()
+                        .unwrap_or_else(|| panic!("{body}"))
+                        .iter()
+                        .map(|job| json!([job["input"], job["id"]]))
+                        .collect(),
+                ));
+            }
+        }
+    }
+    for (id, may_finish) in &must_be_cancelled {
+        let job = wait_terminal(&http, &daemons[0], id, Duration::from_secs(120)).await;
+        let finished = *may_finish && job["state"] == "succeeded";
+        if job["state"] != "cancelled" && !finished {
+            failures.push(format!("cancel of {id} did not take effect: {job}"));
+        }
+    }
+    let one_job_per_key = |jobs: &Value| {
+        let mut pairs: Vec<String> = jobs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| p.to_string())
+            .collect();
+        pairs.sort();
+        pairs
+    };
+    for pair in by_key.windows(2) {
+        assert_eq!(one_job_per_key(&pair[0]), one_job_per_key(&pair[1]));
+    }
+    let logs: Vec<String> = daemons.iter().map(|d| d.log()).collect();
+    for daemon in daemons {
+        daemon.stop();
+    }
+    let deadlocks = db.deadlocks_once_idle().await;
+    assert!(
+        failures.is_empty() && deadlocks == 0,
+        "{deadlocks} deadlocks; {} failures:\n{}\nlogs:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        logs.join("\n----\n")
+    );
+    for log in &logs {
+        assert!(!log.contains("deadlock detected"), "{log}");
+    }
 }

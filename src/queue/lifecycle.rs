@@ -25,12 +25,9 @@ fn ms(d: Duration) -> i64 {
 }
 
 /// Inserts a job, or finds the one its idempotency key already names.
-pub(crate) async fn submit(tx: &mut impl Tx, id: JobId, job: NewJob) -> Res<(Job, bool)> {
+pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(Job, bool)> {
     let now = tx.now().await?;
-    let key = job
-        .idempotency_key
-        .as_deref()
-        .map(|key| stored_key(job.owner.as_deref(), key));
+    let key = job_key(job);
     if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
         tx.changed(Change::Runnable, &created.id);
         return Ok((created, true));
@@ -46,6 +43,14 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: JobId, job: NewJob) -> Res<(Job
     })
 }
 
+/// A job's idempotency key as stored (namespaced by its owner), the order
+/// keyed inserts lock in.
+pub(crate) fn job_key(job: &NewJob) -> Option<String> {
+    job.idempotency_key
+        .as_deref()
+        .map(|key| stored_key(job.owner.as_deref(), key))
+}
+
 /// Rows one multi-row insert carries at most (14 values each, well under
 /// both dialects' limits on bound values).
 const INSERT_CHUNK: usize = 500;
@@ -53,21 +58,32 @@ const INSERT_CHUNK: usize = 500;
 /// Inserts many jobs, in chunks of multi-row inserts; each job is answered
 /// as [`submit`] answers. A key already used for other content (by an
 /// earlier job or one earlier in the batch) refuses the whole batch.
+///
+/// The jobs go in sorted by their stored idempotency key, whatever order
+/// they came in: inserting a key waits for a concurrent write holding the
+/// same key, so two batches with the same keys (on two daemons) wait for
+/// each other in one order, never in a cycle.
 pub(crate) async fn submit_many(
     tx: &mut impl Tx,
-    jobs: Vec<(JobId, NewJob)>,
+    jobs: &[(JobId, NewJob)],
 ) -> Res<Vec<(Job, bool)>> {
     let now = tx.now().await?;
+    let mut by_key: Vec<(Option<String>, &JobId, &NewJob)> = jobs
+        .iter()
+        .map(|(id, job)| (job_key(job), id, job))
+        .collect();
+    by_key.sort_by(|a, b| a.0.cmp(&b.0));
     let mut inserted = std::collections::HashMap::new();
-    for chunk in jobs.chunks(INSERT_CHUNK) {
-        for job in tx.insert_jobs(chunk, now).await? {
+    for chunk in by_key.chunks(INSERT_CHUNK) {
+        let rows: Vec<(&JobId, &NewJob)> = chunk.iter().map(|(_, id, job)| (*id, *job)).collect();
+        for job in tx.insert_jobs(&rows, now).await? {
             tx.changed(Change::Runnable, &job.id);
             inserted.insert(job.id.clone(), job);
         }
     }
     let mut out = Vec::with_capacity(jobs.len());
-    for (index, (id, job)) in jobs.into_iter().enumerate() {
-        if let Some(created) = inserted.remove(&id) {
+    for (index, (id, job)) in jobs.iter().enumerate() {
+        if let Some(created) = inserted.remove(id) {
             out.push((created, true));
             continue;
         }
@@ -78,7 +94,7 @@ pub(crate) async fn submit_many(
                 "job {index} of the batch was neither inserted nor found by its key"
             ))
         })?;
-        if !existing.same_content(&job) {
+        if !existing.same_content(job) {
             return Err(Fail::Refused(QueueError::KeyConflict {
                 index,
                 key,
@@ -244,7 +260,7 @@ pub(crate) async fn pin_version(tx: &mut impl Tx, id: &JobId, attempt: u32, pin:
 /// final event stamped with the decision.
 pub(crate) struct Ending<'a> {
     pub events: &'a [EventEnvelope],
-    pub final_event: Option<EventEnvelope>,
+    pub final_event: Option<&'a EventEnvelope>,
 }
 
 async fn write_ending(
@@ -255,7 +271,7 @@ async fn write_ending(
     decision: &Decision,
     change: Change,
 ) -> Res<Finished> {
-    let final_event = ending.final_event.map(|e| stamp_final(e, decision));
+    let final_event = ending.final_event.map(|e| stamp_final(e.clone(), decision));
     if let Some(EventEnvelope {
         event:
             Event::JobState {
@@ -300,25 +316,34 @@ pub(crate) async fn finish(
     tx: &mut impl Tx,
     id: &JobId,
     attempt: u32,
-    outcome: Outcome,
+    outcome: &Outcome,
     ending: Ending<'_>,
     retry: &RetryPolicy,
 ) -> Res<Finished> {
     let Some((allowed, cancel_requested)) = current(tx, id, attempt).await? else {
         return Ok(Finished::stale());
     };
-    let decision = decide(&outcome, attempt, allowed, cancel_requested);
+    let decision = decide(outcome, attempt, allowed, cancel_requested);
     let now = tx.now().await?;
-    let mut outcome = outcome;
-    if let Outcome::AwaitingApproval { request, .. } = &mut outcome {
-        rules::stamp_request(request, now);
-    }
-    let (result, pending_call) = decision.stored(&outcome);
+    let stamped;
+    let outcome = match outcome {
+        Outcome::AwaitingApproval { error, request } => {
+            let mut request = request.clone();
+            rules::stamp_request(&mut request, now);
+            stamped = Outcome::AwaitingApproval {
+                error: error.clone(),
+                request,
+            };
+            &stamped
+        }
+        other => other,
+    };
+    let (result, pending_call) = decision.stored(outcome);
     let settle = Settle {
         state: decision.state,
         result,
         error: decision.error.as_deref(),
-        run_at: decision.run_at(&outcome, now, retry.delay(attempt)),
+        run_at: decision.run_at(outcome, now, retry.delay(attempt)),
         finished_at: decision.state.is_terminal().then_some(now),
         pending_call,
     };
@@ -458,7 +483,7 @@ pub(crate) async fn decide_approval(
     tx: &mut impl Tx,
     id: &JobId,
     call: &str,
-    decision: approval::Decision,
+    decision: &approval::Decision,
     by: &str,
     store: &str,
 ) -> Res<Changed> {
@@ -467,6 +492,7 @@ pub(crate) async fn decide_approval(
     let request = rules::awaited_request(&job, call, store).map_err(Fail::Refused)?;
     let now = tx.now().await?;
     let recorded = decision
+        .clone()
         .accept(&request, by, rfc3339(now))
         .map_err(|source| {
             Fail::Refused(QueueError::Decision {
@@ -531,7 +557,7 @@ pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str
                 .map(str::to_string),
         };
         let call = call.to_string();
-        let changed = decide_approval(tx, &id, &call, decision, "timeout", store).await?;
+        let changed = decide_approval(tx, &id, &call, &decision, "timeout", store).await?;
         expired.push(changed.job);
     }
     Ok(expired)

@@ -94,7 +94,7 @@ pub(crate) struct LeaseOp {
 }
 
 impl LeaseOp {
-    async fn run(self, tx: &mut impl Tx) -> Res<Vec<Lease>> {
+    pub(crate) async fn run(&self, tx: &mut impl Tx) -> Res<Vec<Lease>> {
         let ask = LeaseAsk {
             worker: &self.worker,
             lease_for: self.lease_for,
@@ -116,21 +116,44 @@ pub(crate) struct FinishOp {
 }
 
 impl FinishOp {
-    async fn run(self, tx: &mut impl Tx) -> Res<Finished> {
+    pub(crate) async fn run(&self, tx: &mut impl Tx) -> Res<Finished> {
         let ending = Ending {
             events: &self.events,
-            final_event: self.final_event,
+            final_event: self.final_event.as_ref(),
         };
         lifecycle::finish(
             tx,
             &self.id,
             self.attempt,
-            self.outcome,
+            &self.outcome,
             ending,
             &self.retry,
         )
         .await
     }
+}
+
+/// Where an operation waits for locks other writes may hold, in the one
+/// order a transaction running several operations (PostgreSQL's group
+/// commit) takes them in: sorted by this, every transaction waits only for
+/// a lock that comes after every lock it holds, so no two wait for each
+/// other in a cycle (a deadlock).
+///
+/// - `Nothing`: waits for no lock (a submit without idempotency keys
+///   inserts rows no one else can see yet; reads).
+/// - `Keys`: inserts keyed jobs, which waits for a concurrent write of the
+///   same key; by its smallest stored key (a batch inserts its keys sorted).
+/// - `Row`: locks one job's row (`FOR UPDATE` or an `UPDATE`), and writes
+///   that job's events, journal and spend under it; by the job's id.
+/// - `Skipping`: takes only rows no other write holds (`FOR UPDATE SKIP
+///   LOCKED`: leases and the sweeps) and writes only those, so it never
+///   waits; last, since what it takes is in no order.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum LockOrder {
+    Nothing,
+    Keys(String),
+    Row(JobId),
+    Skipping,
 }
 
 /// What an [`Op`] answers: one variant per kind of answer.
@@ -160,8 +183,9 @@ pub(crate) enum Done {
 
 impl Op {
     /// Runs the operation's rule inside `tx` (the backend opened it and
-    /// commits it).
-    pub(crate) async fn run(self, tx: &mut impl Tx) -> Res<Done> {
+    /// commits it). It borrows the operation, so a write the database gave
+    /// up on ([`Fail::Conflict`]) can run again.
+    pub(crate) async fn run(&self, tx: &mut impl Tx) -> Res<Done> {
         Ok(match self {
             Op::Submit(id, job) => Done::Submitted(lifecycle::submit(tx, id, job).await?),
             Op::SubmitMany(jobs) => Done::SubmittedMany(lifecycle::submit_many(tx, jobs).await?),
@@ -170,9 +194,9 @@ impl Op {
                 id,
                 attempt,
                 lease_for,
-            } => Done::Heartbeat(lifecycle::heartbeat(tx, &id, attempt, lease_for).await?),
+            } => Done::Heartbeat(lifecycle::heartbeat(tx, id, *attempt, *lease_for).await?),
             Op::Pin { id, attempt, pin } => {
-                Done::Nothing(lifecycle::pin_version(tx, &id, attempt, &pin).await?)
+                Done::Nothing(lifecycle::pin_version(tx, id, *attempt, pin).await?)
             }
             Op::Finish(finish) => Done::Finished(finish.run(tx).await?),
             Op::FinishAndLease(finish, lease) => {
@@ -186,67 +210,103 @@ impl Op {
                 final_event,
             } => {
                 let ending = Ending {
-                    events: &events,
-                    final_event,
+                    events,
+                    final_event: final_event.as_ref(),
                 };
-                Done::Finished(lifecycle::release(tx, &id, attempt, ending).await?)
+                Done::Finished(lifecycle::release(tx, id, *attempt, ending).await?)
             }
-            Op::Cancel(id) => Done::Cancelled(lifecycle::cancel(tx, &id).await?),
+            Op::Cancel(id) => Done::Cancelled(lifecycle::cancel(tx, id).await?),
             Op::Resolve {
                 id,
                 resolution,
                 store,
-            } => Done::Changed(lifecycle::resolve(tx, &id, &resolution, &store).await?),
+            } => Done::Changed(lifecycle::resolve(tx, id, resolution, store).await?),
             Op::DecideApproval {
                 id,
                 call,
                 decision,
                 by,
                 store,
-            } => Done::Changed(
-                lifecycle::decide_approval(tx, &id, &call, decision, &by, &store).await?,
-            ),
+            } => {
+                Done::Changed(lifecycle::decide_approval(tx, id, call, decision, by, store).await?)
+            }
             Op::ExpireApprovals { limit, store } => {
-                Done::Expired(lifecycle::expire_approvals(tx, limit, &store).await?)
+                Done::Expired(lifecycle::expire_approvals(tx, *limit, store).await?)
             }
             Op::RecordSteps {
                 id,
                 attempt,
                 entries,
                 events,
-            } => Done::Nothing(lifecycle::record_steps(tx, &id, attempt, &entries, &events).await?),
+            } => Done::Nothing(lifecycle::record_steps(tx, id, *attempt, entries, events).await?),
             Op::Forget(conversation) => {
-                Done::Forgotten(lifecycle::forget_conversation(tx, &conversation).await?)
+                Done::Forgotten(lifecycle::forget_conversation(tx, conversation).await?)
             }
             Op::Purge { cutoff, limit } => {
-                Done::Purged(lifecycle::purge_finished(tx, cutoff, limit).await?)
+                Done::Purged(lifecycle::purge_finished(tx, *cutoff, *limit).await?)
             }
             read => read.run_read(tx).await?,
         })
     }
 
     /// The reads: one statement or a few, no rule.
-    async fn run_read(self, tx: &mut impl Tx) -> Res<Done> {
+    async fn run_read(&self, tx: &mut impl Tx) -> Res<Done> {
         Ok(match self {
             Op::Get(id) => Done::Job(tx.job(id.as_str(), false).await?),
-            Op::List(filter) => Done::Page(lifecycle::list(tx, &filter).await?),
+            Op::List(filter) => Done::Page(lifecycle::list(tx, filter).await?),
             Op::CountsByState => Done::CountsByState(lifecycle::counts_by_state(tx).await?),
             Op::LiveCounts => Done::LiveCounts(lifecycle::live_counts(tx).await?),
             Op::EventsAfter { id, after, limit } => {
-                Done::Events(tx.events_after(id.as_str(), after, limit).await?)
+                Done::Events(tx.events_after(id.as_str(), *after, *limit).await?)
             }
             Op::LastSeq(id) => Done::LastSeq(tx.last_seq(id.as_str()).await?),
             Op::Journal(id) => Done::Journal(tx.journal(id.as_str()).await?),
             Op::SpendSince { bundle, since } => {
-                Done::Spend(lifecycle::spend_since(tx, &bundle, since).await?)
+                Done::Spend(lifecycle::spend_since(tx, bundle, *since).await?)
             }
             Op::OwnerLoad { owner, since } => {
-                Done::OwnerLoad(lifecycle::owner_load(tx, &owner, since).await?)
+                Done::OwnerLoad(lifecycle::owner_load(tx, owner, *since).await?)
             }
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
         })
+    }
+
+    /// Where this operation waits for locks in the one order every write
+    /// group takes them in (see [`LockOrder`]).
+    pub(crate) fn lock_order(&self) -> LockOrder {
+        match self {
+            Op::Submit(_, job) => {
+                lifecycle::job_key(job).map_or(LockOrder::Nothing, LockOrder::Keys)
+            }
+            Op::SubmitMany(jobs) => jobs
+                .iter()
+                .filter_map(|(_, job)| lifecycle::job_key(job))
+                .min()
+                .map_or(LockOrder::Nothing, LockOrder::Keys),
+            Op::Heartbeat { id, .. }
+            | Op::Pin { id, .. }
+            | Op::Finish(FinishOp { id, .. })
+            | Op::FinishAndLease(FinishOp { id, .. }, _)
+            | Op::Release { id, .. }
+            | Op::Cancel(id)
+            | Op::Resolve { id, .. }
+            | Op::DecideApproval { id, .. }
+            | Op::RecordSteps { id, .. } => LockOrder::Row(id.clone()),
+            Op::Lease(..) | Op::ExpireApprovals { .. } | Op::Forget(..) | Op::Purge { .. } => {
+                LockOrder::Skipping
+            }
+            Op::Get(..)
+            | Op::List(..)
+            | Op::CountsByState
+            | Op::LiveCounts
+            | Op::EventsAfter { .. }
+            | Op::LastSeq(..)
+            | Op::Journal(..)
+            | Op::SpendSince { .. }
+            | Op::OwnerLoad { .. } => LockOrder::Nothing,
+        }
     }
 
     /// Whether a full write backlog refuses this operation
@@ -286,5 +346,95 @@ impl Op {
             Op::SpendSince { .. } => "spend_since",
             Op::OwnerLoad { .. } => "owner_load",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keyed(key: &str, owner: Option<&str>) -> NewJob {
+        NewJob {
+            idempotency_key: Some(key.into()),
+            owner: owner.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    fn lease() -> LeaseOp {
+        LeaseOp {
+            worker: "w".into(),
+            lease_for: Duration::from_secs(1),
+            n: 1,
+            max_crash_resumes: 1,
+            pin: None,
+        }
+    }
+
+    fn finish(id: &str) -> FinishOp {
+        FinishOp {
+            id: JobId::from(id),
+            attempt: 1,
+            outcome: Outcome::Succeeded(serde_json::Value::Null),
+            events: Vec::new(),
+            final_event: None,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// A write group sorted by lock order takes keys (by the smallest of a
+    /// batch's, as stored: owner first), then job rows by id (a
+    /// finish-and-lease by its finish's job), then what only takes unlocked
+    /// rows; writes to one job keep the order they came in.
+    #[test]
+    fn a_group_locks_keys_then_job_ids_then_skips_locked_rows() {
+        let mut ops = vec![
+            Op::Lease(lease()),
+            Op::Cancel(JobId::from("j3")),
+            Op::FinishAndLease(finish("j2"), lease()),
+            Op::SubmitMany(vec![
+                (JobId::from("n1"), keyed("k9", None)),
+                (JobId::from("n2"), keyed("k2", None)),
+                (JobId::from("n3"), NewJob::default()),
+            ]),
+            Op::Heartbeat {
+                id: JobId::from("j1"),
+                attempt: 1,
+                lease_for: Duration::from_secs(1),
+            },
+            Op::Submit(JobId::from("n4"), keyed("k5", Some("alice"))),
+            Op::Purge {
+                cutoff: 0,
+                limit: 1,
+            },
+            Op::Cancel(JobId::from("j1")),
+            Op::Submit(JobId::from("n5"), NewJob::default()),
+            Op::ExpireApprovals {
+                limit: 1,
+                store: "s".into(),
+            },
+        ];
+        ops.sort_by_cached_key(Op::lock_order);
+        let names: Vec<&str> = ops.iter().map(Op::name).collect();
+        assert_eq!(
+            names,
+            [
+                "submit",
+                "submit",
+                "submit_many",
+                "heartbeat",
+                "cancel",
+                "finish_and_lease",
+                "cancel",
+                "lease",
+                "purge_finished",
+                "expire_approvals"
+            ]
+        );
+        let order: Vec<LockOrder> = ops.iter().map(Op::lock_order).collect();
+        assert_eq!(order[0], LockOrder::Nothing);
+        assert_eq!(order[1], LockOrder::Keys("alice/k5".into()));
+        assert_eq!(order[2], LockOrder::Keys("k2".into()));
+        assert_eq!(order[5], LockOrder::Row(JobId::from("j2")));
     }
 }

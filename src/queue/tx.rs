@@ -12,11 +12,15 @@ use serde_json::Value;
 use super::*;
 
 /// Why a statement or a whole write did not happen: the database failed
-/// (its message), or the write refused itself (stale attempt, duplicate
-/// event, ...). Either way the write's transaction or savepoint rolls back.
+/// (its message), the database gave the write up to break a lock cycle or
+/// a serialization conflict with a concurrent write (nothing is wrong with
+/// it: the writer runs it again), or the write refused itself (stale
+/// attempt, duplicate event, ...). Either way the write's transaction or
+/// savepoint rolls back.
 #[derive(Debug)]
 pub(crate) enum Fail {
     Db(String),
+    Conflict(String),
     Refused(QueueError),
 }
 
@@ -27,7 +31,7 @@ impl Fail {
     /// failure.
     pub(crate) fn into_error(self, store: &str) -> QueueError {
         match self {
-            Fail::Db(detail) => QueueError::Store {
+            Fail::Db(detail) | Fail::Conflict(detail) => QueueError::Store {
                 path: store.to_string(),
                 detail,
             },
@@ -349,9 +353,11 @@ pub(crate) trait Tx {
     async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64>;
 
     // Writing jobs.
-    /// Inserts queued jobs in one statement; returns those inserted (a job
-    /// whose idempotency key is taken is left out), in any order.
-    async fn insert_jobs(&mut self, jobs: &[(JobId, NewJob)], now: i64) -> Res<Vec<Job>>;
+    /// Inserts queued jobs in one statement, in the order given (which is
+    /// the order their idempotency keys are locked in); returns those
+    /// inserted (a job whose idempotency key is taken is left out), in any
+    /// order.
+    async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>>;
     /// Starts an attempt (`resumed`: its last worker died), pinning a first
     /// attempt's bundle when `pin` is given and none is pinned yet.
     async fn start_attempt(

@@ -81,3 +81,103 @@ impl Drop for Schema {
         }
     }
 }
+
+/// `url` with its database replaced by `database` (the query string kept).
+fn with_database(url: &str, database: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let (scheme, rest) = base.split_once("://").unwrap_or(("postgres", base));
+    let authority = rest.split('/').next().unwrap_or(rest);
+    format!("{scheme}://{authority}/{database}{query}")
+}
+
+/// A database of its own, for a test that reads database-wide counters
+/// (`pg_stat_database.deadlocks`), which other tests' schemas in the shared
+/// database would disturb. Dropped (its connections ended) when the test
+/// ends.
+pub struct Database {
+    pub name: String,
+    pub url: String,
+}
+
+impl Database {
+    pub async fn fresh() -> Self {
+        let name = format!("sa_test_db_{}", uuid::Uuid::new_v4().simple());
+        let client = Schema::fresh().client().await;
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap_or_else(|e| panic!("creating database {name}: {e}\n{START_POSTGRES}"));
+        let url = with_database(&postgres_url(), &name);
+        Self { name, url }
+    }
+
+    /// The deadlocks PostgreSQL detected in this database, read once every
+    /// other connection to it has gone: a backend reports its counters when
+    /// it exits, so the figure then includes every deadlock of the test.
+    /// Drop the queues first.
+    pub async fn deadlocks_once_idle(&self) -> i64 {
+        let client = Schema::fresh().client().await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let others: i64 = client
+                .query_one(
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1",
+                    &[&self.name],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("reading pg_stat_activity: {e}"))
+                .get(0);
+            if others == 0 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{others} connections to {} never closed",
+                self.name
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await
+            .unwrap_or_else(|e| panic!("clearing the stats snapshot: {e}"));
+        client
+            .query_one(
+                "SELECT deadlocks FROM pg_stat_database WHERE datname = $1",
+                &[&self.name],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("reading pg_stat_database: {e}"))
+            .get(0)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(async {
+                let (client, connection) =
+                    tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+                        .await
+                        .ok()?;
+                tokio::spawn(connection);
+                client
+                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .await
+                    .ok()
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Some(()))) {
+            eprintln!("could not drop test database {}", self.name);
+        }
+    }
+}

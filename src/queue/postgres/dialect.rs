@@ -10,6 +10,7 @@
 
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 
 use super::describe;
@@ -23,8 +24,18 @@ use crate::queue::*;
 pub(super) const NOW: &str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
 
 impl From<tokio_postgres::Error> for Fail {
+    /// A deadlock or serialization failure is the database breaking a
+    /// conflict with a concurrent write, not a fault of this one: the
+    /// writer runs it again (see `writer`).
     fn from(e: tokio_postgres::Error) -> Self {
-        Fail::Db(describe(&e))
+        let conflict = [
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+        ];
+        match e.code() {
+            Some(code) if conflict.contains(code) => Fail::Conflict(describe(&e)),
+            _ => Fail::Db(describe(&e)),
+        }
     }
 }
 
@@ -258,7 +269,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         self.one_int(sql, &[&conversation]).await
     }
 
-    async fn insert_jobs(&mut self, jobs: &[(JobId, NewJob)], now: i64) -> Res<Vec<Job>> {
+    async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>> {
         let values: Vec<JobValues> = jobs
             .iter()
             .map(|(id, job)| JobValues::of(id, job, now))

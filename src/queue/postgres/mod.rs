@@ -6,7 +6,10 @@
 //! group-commits its writes (see `writer`), every write locks the job's row
 //! first (`require_current` reads it `FOR UPDATE`), and leasing takes the
 //! best rows with `FOR UPDATE SKIP LOCKED`, so two daemons never lease the
-//! same job and never interleave two writes to one job.
+//! same job and never interleave two writes to one job. A group of writes
+//! takes its locks in one order (`op::LockOrder`), the same on every
+//! daemon, so two daemons' groups never deadlock; one PostgreSQL gives up
+//! all the same runs again (see `writer`).
 //!
 //! Times are BIGINT milliseconds, as in SQLite, taken from the database's
 //! clock: daemons on hosts whose clocks disagree still agree on when a lease

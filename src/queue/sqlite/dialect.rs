@@ -231,7 +231,7 @@ impl Tx for SqliteTx<'_> {
         )
     }
 
-    async fn insert_jobs(&mut self, jobs: &[(JobId, NewJob)], now: i64) -> Res<Vec<Job>> {
+    async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>> {
         use rusqlite::types::Value as V;
         let text = |t: Option<&str>| t.map_or(V::Null, |t| V::Text(t.to_string()));
         let mut values = vec![V::Integer(now)];
