@@ -27,6 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::dialect::PgTx;
 use super::listen::{self, Sinks};
 use super::{PostgresOptions, describe, pool_error};
+#[cfg(doc)]
+use crate::queue::op::LockOrder;
 use crate::queue::op::{Done, Op};
 use crate::queue::tx::{Change, Fail, Res};
 use crate::queue::{Finished, JobId, QueueError, WriteStats};
@@ -129,8 +131,8 @@ async fn write_loop(mut receiver: mpsc::Receiver<Pending>, shared: Shared) {
                 break;
             }
         } else {
-            // Writes the last group gave back go first; what else waits
-            // joins them, without waiting for more.
+            // Writes the last group gave back run at once; what else
+            // waits joins them, without waiting for more.
             while batch.len() < MAX_BATCH {
                 match receiver.try_recv() {
                     Ok(pending) => batch.push(pending),
@@ -219,7 +221,7 @@ fn broken(shared: &Shared, detail: &str, ran: Vec<Ran>, unanswered: impl Iterato
 
 /// Times the database may give one write up to break a conflict (a
 /// deadlock or serialization failure) before its caller hears of it. With
-/// every group locking in [`LockOrder`](crate::queue::op::LockOrder) this is a backstop, not a path.
+/// every group locking in [`LockOrder`] this is a backstop, not a path.
 const MAX_CONFLICTS: u32 = 10;
 
 /// What a group ran, and the writes it gave back to run in the next one.
@@ -236,10 +238,10 @@ struct HalfDone {
     pending: Pending,
 }
 
-/// Runs each write in its savepoint, in [`LockOrder`](crate::queue::op::LockOrder): submits by key, then
-/// writes to one job by its id, then what takes only unlocked rows (leases
-/// and sweeps, and last the leases of finish-and-lease writes, whose
-/// finishes ran with the other writes to one job). So this transaction only
+/// Runs each write in its savepoint, in [`LockOrder`]: submits by key,
+/// then writes to one job by its id, then what takes only unlocked rows
+/// (leases and sweeps, and last the leases of finish-and-lease writes,
+/// whose finishes ran with the other writes to one job). So this transaction only
 /// ever waits for a lock that comes after every lock it holds, as every
 /// other daemon's does, and no two wait for each other in a cycle.
 ///
@@ -247,9 +249,9 @@ struct HalfDone {
 /// back). A write the database gave up on to break a conflict all the same
 /// (a deadlock: a batch whose keys interleave with another's, or a
 /// serialization failure) is rolled back and given back with every write
-/// after it, to run first in the next group: this group commits what ran,
-/// which frees its locks, and the conflict cannot recur between the same
-/// two transactions. When the transaction itself breaks (a savepoint cannot
+/// after it, to run in the next group, which starts at once: this group
+/// commits what ran, which frees its locks, so the conflict cannot recur
+/// between the same two transactions. When the transaction itself breaks (a savepoint cannot
 /// be taken or rolled back), every write of the group is answered with why,
 /// and there is nothing to commit (`None`).
 async fn run_group(
