@@ -1794,6 +1794,41 @@ async fn park(q: &dyn JobQueue) -> JobId {
     submitted.id
 }
 
+/// A job awaiting a person's decision on a call (`call_1`, digest `d`), to
+/// be decided. Its priority makes the lease take it first.
+async fn awaiting(q: &dyn JobQueue) -> JobId {
+    let (submitted, _) = q
+        .submit(NewJob {
+            max_attempts: Some(1),
+            priority: 10,
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    let lease = q.lease("asker", HELD).await.unwrap().unwrap();
+    assert_eq!(lease.job.id, submitted.id);
+    let request: structured_agents::approval::ApprovalRequest = serde_json::from_value(json!({
+        "scope": "", "turn": 1, "position": 0, "call": "call_1", "tool": "charge",
+        "arguments": {"amount": 5}, "digest": "d", "effect": "unsafe",
+        "idempotency_key": format!("{}:1:call_1", submitted.id),
+    }))
+    .unwrap();
+    let reply = q
+        .complete(
+            &submitted.id,
+            lease.attempt,
+            Outcome::AwaitingApproval {
+                error: "awaits approval".into(),
+                request: Box::new(request),
+            },
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(reply, CompleteReply::Recorded(JobState::AwaitingApproval));
+    submitted.id
+}
+
 /// `ids` in the order handle `h` locks them when nothing orders its writes:
 /// ascending, descending, or from the middle on.
 fn handle_order<T: Clone + Ord>(ids: &[T], h: usize) -> Vec<T> {
@@ -1820,7 +1855,8 @@ fn failed() -> Outcome {
 /// Three handles (three daemons' writers) on one database take the same
 /// jobs' locks in their own orders, each write group holding many: each
 /// handle cancels every job of a round (one ascending, one descending, one
-/// from the middle), resolves the same parked jobs, and submits batches
+/// from the middle), resolves the same parked jobs, decides on the same
+/// calls awaiting approval, and submits batches
 /// with the same keys in its own order, while workers finish running jobs
 /// and lease new ones. No write fails, every cancel takes effect (the job
 /// ends `cancelled` unless it had already ended), and PostgreSQL detects no
@@ -1831,6 +1867,7 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
     const JOBS: usize = 24;
     const RUNNING: usize = 8;
     const PARKED: usize = 6;
+    const AWAITING: usize = 4;
     const KEYS: usize = 16;
     const BATCHES: usize = 3;
     let db = Database::fresh().await;
@@ -1855,6 +1892,10 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
         for _ in 0..PARKED {
             parked.push(park(queues[0].as_ref()).await);
         }
+        let mut asking = Vec::new();
+        for _ in 0..AWAITING {
+            asking.push(awaiting(queues[0].as_ref()).await);
+        }
         let mut ids = Vec::new();
         for _ in 0..JOBS {
             ids.push(
@@ -1875,7 +1916,7 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
             .await
             .unwrap();
         assert_eq!(running.len(), RUNNING);
-        let targets: Vec<JobId> = ids.iter().chain(&parked).cloned().collect();
+        let targets: Vec<JobId> = ids.iter().chain(&parked).chain(&asking).cloned().collect();
         let keys: Vec<String> = (0..KEYS).map(|k| format!("r{round}k{k:02}")).collect();
 
         let mut storm = Vec::new();
@@ -1883,6 +1924,7 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
             let q = q.clone();
             let targets = handle_order(&targets, h);
             let parked = handle_order(&parked, h);
+            let asking = handle_order(&asking, h);
             let keys = handle_order(&keys, h);
             let mine: Vec<_> = running
                 .iter()
@@ -1904,6 +1946,13 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
                         };
                         q.resolve(id, resolution)
                     }));
+                let decisions = futures::future::join_all(asking.iter().map(|id| {
+                    let approve = structured_agents::approval::Decision {
+                        verdict: structured_agents::approval::Verdict::Approve,
+                        digest: Some("d".into()),
+                    };
+                    q.decide_approval(id, "call_1", approve, "tester")
+                }));
                 let batches = futures::future::join_all((0..BATCHES).map(|_| {
                     let batch = keys
                         .iter()
@@ -1936,8 +1985,8 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
                     }
                     outcomes
                 };
-                let (cancels, resolves, batches, finishes, leases) =
-                    tokio::join!(cancels, resolves, batches, finishes, leases);
+                let (cancels, resolves, decisions, batches, finishes, leases) =
+                    tokio::join!(cancels, resolves, decisions, batches, finishes, leases);
                 let mut answered = Vec::new();
                 for (id, answer) in targets.iter().zip(cancels) {
                     match answer {
@@ -1950,6 +1999,12 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
                     match answer {
                         Ok(_) | Err(QueueError::NotParked { .. }) => {}
                         Err(e) => errors.push(format!("resolve: {e}")),
+                    }
+                }
+                for answer in decisions {
+                    match answer {
+                        Ok(_) | Err(QueueError::NotAwaitingApproval { .. }) => {}
+                        Err(e) => errors.push(format!("decide: {e}")),
                     }
                 }
                 let mut by_key = Vec::new();
