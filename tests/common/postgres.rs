@@ -10,6 +10,21 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
+/// A connection to the test server's database; fails with how to start the
+/// server when it is not reachable.
+pub async fn server_client() -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "PostgreSQL at {} is not reachable: {e}\n{START_POSTGRES}",
+                postgres_url()
+            )
+        });
+    tokio::spawn(connection);
+    client
+}
+
 /// A uniquely named schema, dropped (with everything in it) when the test ends.
 pub struct Schema {
     pub name: String,
@@ -36,16 +51,7 @@ impl Schema {
     /// A direct connection to the server; fails with how to start it when it
     /// is not reachable.
     pub async fn client(&self) -> tokio_postgres::Client {
-        let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "PostgreSQL at {} is not reachable: {e}\n{START_POSTGRES}",
-                    postgres_url()
-                )
-            });
-        tokio::spawn(connection);
-        client
+        server_client().await
     }
 }
 
@@ -105,7 +111,7 @@ pub struct Database {
 impl Database {
     pub async fn fresh() -> Self {
         let name = format!("sa_test_db_{}", uuid::Uuid::new_v4().simple());
-        let client = Schema::fresh().client().await;
+        let client = server_client().await;
         client
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
@@ -119,7 +125,7 @@ impl Database {
     /// it exits, so the figure then includes every deadlock of the test.
     /// Drop the queues first.
     pub async fn deadlocks_once_idle(&self) -> i64 {
-        let client = Schema::fresh().client().await;
+        let client = server_client().await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         loop {
             let others: i64 = client
