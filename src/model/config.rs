@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 use toml::Spanned;
 
 use super::{
@@ -146,6 +147,10 @@ impl ResolvedModel {
 #[derive(Debug, Clone)]
 pub struct ModelCatalog {
     models: BTreeMap<String, ResolvedModel>,
+    /// SHA-256 over the files it was read from (path and bytes, in name
+    /// order): what a reload compares to know the catalog is unchanged
+    /// without reading the files twice.
+    files_digest: [u8; 32],
 }
 
 impl ModelCatalog {
@@ -168,7 +173,10 @@ impl ModelCatalog {
                 ))
             })
             .collect();
-        ModelCatalog { models }
+        ModelCatalog {
+            models,
+            files_digest: Sha256::new().finalize().into(),
+        }
     }
 
     /// Built-ins plus every `*.toml` in `dir` (a missing directory means
@@ -192,11 +200,16 @@ impl ModelCatalog {
             .collect();
         files.sort();
         let mut from_files: BTreeMap<String, PathBuf> = BTreeMap::new();
+        let mut digest = Sha256::new();
         for path in files {
             let text = std::fs::read_to_string(&path).map_err(|source| ModelConfigError::Read {
                 path: path.clone(),
                 source,
             })?;
+            digest.update(path.as_os_str().as_encoded_bytes());
+            digest.update([0]);
+            digest.update((text.len() as u64).to_le_bytes());
+            digest.update(text.as_bytes());
             for model in parse_file(&path, &text)? {
                 if let Some(first) = from_files.insert(model.name.clone(), path.clone()) {
                     return Err(ModelConfigError::Duplicate {
@@ -208,7 +221,13 @@ impl ModelCatalog {
                 catalog.models.insert(model.name.clone(), model);
             }
         }
+        catalog.files_digest = digest.finalize().into();
         Ok(catalog)
+    }
+
+    /// SHA-256 over the files the catalog was read from.
+    pub fn files_digest(&self) -> &[u8; 32] {
+        &self.files_digest
     }
 
     /// The model a bundle names.

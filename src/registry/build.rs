@@ -86,7 +86,7 @@ pub(super) fn snapshot(
         ModelCatalog::load(&config.paths.models_dir)
             .map_err(|e| RegistryError::Models(e.to_string()))?,
     );
-    let inputs = Inputs::of(&config, &plugins, env.runs_agents)?;
+    let inputs = Inputs::of(&config, &plugins, &models, env.runs_agents);
     let binder = Binder::new(&config, &endpoints, &plugins, &models, env);
     let plan = Plan::make(
         &config.paths.bundles_dir,

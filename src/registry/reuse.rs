@@ -16,6 +16,7 @@ use super::stamp::{self, Recorded};
 use super::watch::Changed;
 use super::{LoadedBundle, RegistryError};
 use crate::config::Config;
+use crate::model::ModelCatalog;
 use crate::plugins::PluginRegistry;
 
 /// The last load of one bundle directory.
@@ -39,12 +40,14 @@ pub(super) type DirLoads = BTreeMap<PathBuf, DirLoad>;
 pub(super) struct Inputs([u8; 32]);
 
 impl Inputs {
-    /// Blocking: reads the model config files (a few small files).
+    /// Reads no file: the model configs count by the digest of the files
+    /// the catalog was read from.
     pub(super) fn of(
         config: &Config,
         plugins: &PluginRegistry,
+        models: &ModelCatalog,
         runs_agents: bool,
-    ) -> Result<Inputs, RegistryError> {
+    ) -> Inputs {
         let mut hash = Sha256::new();
         let paths = &config.paths;
         for part in [
@@ -67,41 +70,14 @@ impl Inputs {
                 hash.update([0]);
             }
         }
-        hash_model_configs(&mut hash, &paths.models_dir)?;
-        Ok(Inputs(hash.finalize().into()))
+        hash.update(models.files_digest());
+        Inputs(hash.finalize().into())
     }
 }
 
 /// Canonical JSON of a config value.
 fn json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_default()
-}
-
-/// The bytes of every `*.toml` the model catalog reads (a missing directory
-/// is the built-ins only, as for the catalog).
-fn hash_model_configs(hash: &mut Sha256, dir: &Path) -> Result<(), RegistryError> {
-    let unreadable = |path: &Path, e: std::io::Error| {
-        RegistryError::Models(format!("cannot read {}: {e}", path.display()))
-    };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(unreadable(dir, e)),
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    files.sort();
-    for file in files {
-        let bytes = std::fs::read(&file).map_err(|e| unreadable(&file, e))?;
-        hash.update(file.as_os_str().as_encoded_bytes());
-        hash.update([0]);
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(&bytes);
-    }
-    Ok(())
 }
 
 /// What a reload does with each bundle directory.

@@ -439,11 +439,20 @@ impl ToolEngine {
         }
 
         // 5. invoke with retries and a timeout
-        let (output, attempts) =
-            match Self::invoke(entry, call, place, cancel, events, &trace).await {
-                Ok(answered) => answered,
-                Err(outcome) => return outcome,
-            };
+        let (output, attempts) = match (Invocation {
+            entry,
+            call,
+            place,
+            cancel,
+            events,
+            trace: &trace,
+        })
+        .invoke()
+        .await
+        {
+            Ok(answered) => answered,
+            Err(outcome) => return outcome,
+        };
         let policy = &entry.policy;
 
         // 6. normalize
@@ -483,23 +492,35 @@ impl ToolEngine {
         }
         trace.done(output, None, attempts, false)
     }
+}
 
+/// A prepared call on its way through the tool: what each attempt needs.
+#[derive(Clone, Copy)]
+struct Invocation<'a> {
+    entry: &'a Entry,
+    call: &'a ToolCall,
+    place: CallPlace<'a>,
+    cancel: &'a CancellationToken,
+    events: &'a EventSink,
+    trace: &'a Trace<'a>,
+}
+
+impl Invocation<'_> {
     /// Invokes the tool with retries and a timeout until it answers, fails
     /// for good or the call is cancelled: its output and the attempts it
     /// took, or the call's outcome when it ends here.
-    async fn invoke(
-        entry: &Entry,
-        call: &ToolCall,
-        place: CallPlace<'_>,
-        cancel: &CancellationToken,
-        events: &EventSink,
-        trace: &Trace<'_>,
-    ) -> Result<(super::ToolOutput, u32), ToolOutcome> {
+    async fn invoke(&self) -> Result<(super::ToolOutput, u32), ToolOutcome> {
+        let Invocation {
+            entry,
+            cancel,
+            trace,
+            ..
+        } = *self;
         let policy = &entry.policy;
         let mut attempts = 0;
         let output = loop {
             attempts += 1;
-            let answer = Self::attempt(entry, call, place, cancel, events, trace, attempts).await?;
+            let answer = self.attempt(attempts).await?;
             match answer {
                 Ok(output) => {
                     trace
@@ -571,14 +592,17 @@ impl ToolEngine {
     /// One attempt of a call: the tool's own answer, or the call's outcome
     /// when the attempt ends it (cancelled, timed out, panicked).
     async fn attempt(
-        entry: &Entry,
-        call: &ToolCall,
-        place: CallPlace<'_>,
-        cancel: &CancellationToken,
-        events: &EventSink,
-        trace: &Trace<'_>,
+        &self,
         attempts: u32,
     ) -> Result<Result<super::ToolOutput, ToolError>, ToolOutcome> {
+        let Invocation {
+            entry,
+            call,
+            place,
+            cancel,
+            events,
+            trace,
+        } = *self;
         let policy = &entry.policy;
         let ctx = ToolContext {
             call,

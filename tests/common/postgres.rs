@@ -57,35 +57,37 @@ impl Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        // Drop is not async: drop the schema from a thread with its own
-        // runtime. Failing here must not panic (it may run while unwinding).
-        let name = self.name.clone();
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let (client, connection) =
-                    tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
-                        .await
-                        .ok()?;
-                tokio::spawn(connection);
-                // Bounded: a connection the test left inside a transaction
-                // must not hang the test here.
-                client
-                    .batch_execute(&format!(
-                        "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {name} CASCADE"
-                    ))
-                    .await
-                    .ok()
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Some(()))) {
+        // Bounded: a connection the test left inside a transaction must not
+        // hang the test here.
+        let sql = format!(
+            "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {} CASCADE",
+            self.name
+        );
+        if !execute_while_dropping(sql) {
             eprintln!("could not drop test schema {}", self.name);
         }
     }
+}
+
+/// Runs `sql` on the test server from a thread with its own runtime (Drop is
+/// not async); whether it worked. Never panics: it may run while unwinding.
+fn execute_while_dropping(sql: String) -> bool {
+    let done = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        runtime.block_on(async {
+            let (client, connection) =
+                tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
+            tokio::spawn(connection);
+            client.batch_execute(&sql).await.ok()
+        })
+    })
+    .join();
+    matches!(done, Ok(Some(())))
 }
 
 /// `url` with its database replaced by `database` (the query string kept).
@@ -163,26 +165,8 @@ impl Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(async {
-                let (client, connection) =
-                    tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
-                        .await
-                        .ok()?;
-                tokio::spawn(connection);
-                client
-                    .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .await
-                    .ok()
-            })
-        })
-        .join();
-        if !matches!(dropped, Ok(Some(()))) {
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        if !execute_while_dropping(sql) {
             eprintln!("could not drop test database {}", self.name);
         }
     }
