@@ -1,15 +1,16 @@
 //! A job's live feed: its durable events from the store (after a sequence
 //! number, gap-free across restarts because it reads the store, not
-//! memory), the model's tokens while the job runs in this daemon, and the
-//! finished job at the end. The job's SSE stream, the runtime API's streams
+//! memory), the model's tokens and the run's progress while the job runs in
+//! this daemon (`events::live`), and the finished job at the end. The job's SSE stream, the runtime API's streams
 //! and anything else that follows a job read this one feed.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use futures::Stream;
 
 use super::AppState;
-use crate::events::tokens::{Token, TokenSubscription};
+use crate::events::live::{Live, LiveSubscription, Progress, Token, Wants};
 use crate::queue::{Job, JobId};
 
 /// Events read from the store per query. Small: a page is held in memory
@@ -25,6 +26,8 @@ pub const MIN_RECHECK: std::time::Duration = std::time::Duration::from_millis(50
 pub enum Item {
     /// Ephemeral: never stored, so it has no sequence number.
     Token(Token),
+    /// Ephemeral too: a step of the run as it happens.
+    Progress(Arc<Progress>),
     /// A stored event (its JSON as stored).
     Event { seq: u64, json: String },
     /// The job finished; nothing follows.
@@ -32,7 +35,10 @@ pub enum Item {
 }
 
 /// The feed of job `id` from the event after `after`. It ends after
-/// [`Item::End`], or early when the store cannot be read. With `calls`, the
+/// [`Item::End`], or early when the store cannot be read. Live items
+/// (tokens, [`Item::Progress`]) arrive as they happen, so before the stored
+/// events of the same step; a feed that starts late (a reconnect) gets the
+/// stored events first, then the live items from then on. With `calls`, the
 /// job's tool calls also arrive live, as tokens with an event
 /// ([`Token::event`]), before their stored events. Every feed holds one of
 /// the daemon's stream permits (`server.max_event_streams`, in all and per
@@ -54,14 +60,14 @@ pub fn job_feed(
         /// Whether the store may hold events not yet sent.
         stale: bool,
         updates: tokio::sync::broadcast::Receiver<JobId>,
-        tokens: TokenSubscription,
+        live: LiveSubscription,
     }
     let updates = state.queue.subscribe();
-    let tokens = if calls {
-        state.tokens.subscribe_with_calls(id.as_str())
-    } else {
-        state.tokens.subscribe(id.as_str())
+    let wants = Wants {
+        calls,
+        progress: true,
     };
+    let live = state.live.subscribe(id.as_str(), wants);
     let cursor = Cursor {
         _permit: permit,
         state,
@@ -71,7 +77,7 @@ pub fn job_feed(
         done: false,
         stale: true,
         updates,
-        tokens,
+        live,
     };
     futures::stream::unfold(cursor, |mut c| async move {
         loop {
@@ -81,28 +87,31 @@ pub fn job_feed(
             if c.done {
                 return None;
             }
-            // Tokens that arrived while the store was read go first: they
-            // come before the durable events that the model call ends with,
-            // and the feed must not end with some still waiting.
+            // Live items that arrived while the store was read go first:
+            // they come before the durable events of their step, and the
+            // feed must not end with some still waiting.
             let mut drained = false;
-            while let Some(token) = c.tokens.try_next() {
-                c.pending.push_back(Item::Token(token));
+            while let Some(live) = c.live.try_next() {
+                c.pending.push_back(live.into());
                 drained = true;
             }
             if drained {
                 continue;
             }
             if c.stale {
-                match read_store(&mut c.pending, &c.state, &c.id, &mut c.after).await {
+                let mut stored = VecDeque::new();
+                let read = read_store(&mut stored, &c.state, &c.id, &mut c.after).await;
+                // Live items published before the store was read go before
+                // the events it found: they happened before those events
+                // were committed (a call starts before its step is stored),
+                // and every one was published before the job ended.
+                while let Some(live) = c.live.try_next() {
+                    c.pending.push_back(live.into());
+                }
+                c.pending.append(&mut stored);
+                match read {
                     Read::Events => continue,
                     Read::End => {
-                        // Every token was published before the job ended:
-                        // send what is still waiting before the end.
-                        let end = c.pending.pop_back();
-                        while let Some(token) = c.tokens.try_next() {
-                            c.pending.push_back(Item::Token(token));
-                        }
-                        c.pending.extend(end);
                         c.done = true;
                         continue;
                     }
@@ -110,7 +119,7 @@ pub fn job_feed(
                     Read::Failed => return None,
                 }
             }
-            // Wait for this job's next update or token, or recheck periodically.
+            // Wait for this job's next update or live item, or recheck periodically.
             let deadline = tokio::time::sleep(c.state.sse_recheck.max(MIN_RECHECK));
             tokio::pin!(deadline);
             loop {
@@ -126,8 +135,8 @@ pub fn job_feed(
                             break;
                         }
                     },
-                    Some(token) = c.tokens.next() => {
-                        c.pending.push_back(Item::Token(token));
+                    Some(live) = c.live.next() => {
+                        c.pending.push_back(live.into());
                         break;
                     }
                     _ = &mut deadline => {
@@ -138,6 +147,15 @@ pub fn job_feed(
             }
         }
     })
+}
+
+impl From<Live> for Item {
+    fn from(live: Live) -> Self {
+        match live {
+            Live::Token(token) => Item::Token(token),
+            Live::Progress(progress) => Item::Progress(progress),
+        }
+    }
 }
 
 /// The frame a stream sends when the job parks for a decision (at any

@@ -78,8 +78,9 @@ pub struct AppState {
     pub sse_recheck: Duration,
     /// Told whether `/readyz`'s ping reached the queue (metrics, outage logs).
     pub queue_health: Arc<QueueHealth>,
-    /// The answer token by token while a job runs in this daemon.
-    pub tokens: Arc<crate::events::tokens::TokenHub>,
+    /// What jobs running in this daemon do now: their answer token by
+    /// token and their live progress.
+    pub live: Arc<crate::events::live::LiveHub>,
     /// MCP clients of `/mcp`, told when the bundles change.
     pub mcp: mcp::McpHub,
     /// Cancelled at shutdown: ends `/mcp`'s open streams.

@@ -3,8 +3,11 @@
 //! resumes with no gap and no duplicate, also across daemon restarts, because
 //! the stream reads the store, not memory. The stream ends with an `end`
 //! event carrying the job's final state. While the job runs in this daemon,
-//! the model's answer also arrives token by token as `token` events with no
-//! `id:` (never stored, so resumption is unaffected).
+//! the model's answer also arrives token by token as `token` events, and
+//! the run's steps as they happen as `progress` events (a model or tool
+//! call started or ended, a wait), both with no `id:`: never stored, so
+//! resumption is unaffected (a client that reconnects gets the stored
+//! events after its `Last-Event-ID`, then the live ones from then on).
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -19,7 +22,7 @@ use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
-use crate::events::tokens::Token;
+use crate::events::live::{Progress, Token};
 use crate::queue::JobId;
 
 #[derive(Debug, Deserialize)]
@@ -86,6 +89,7 @@ fn async_stream(
     job_feed(state, id, after, false, permit).map(|item| {
         Ok(match item {
             Item::Token(token) => token_event(&token),
+            Item::Progress(progress) => progress_event(&progress),
             Item::Event { seq, json } => SseEvent::default()
                 .id(seq.to_string())
                 .event("event")
@@ -102,6 +106,13 @@ fn async_stream(
 fn token_event(token: &Token) -> SseEvent {
     let data = json!({"turn": token.turn, "run_id": token.run_id, "text": token.text});
     SseEvent::default().event("token").data(data.to_string())
+}
+
+/// A `progress` event: ephemeral like a token (no `id:`); its data is the
+/// [`Progress`] as it serializes (`run_id`, `turn`, `at`, `kind`, …).
+fn progress_event(progress: &Progress) -> SseEvent {
+    let data = serde_json::to_string(progress).unwrap_or_else(|_| "{}".into());
+    SseEvent::default().event("progress").data(data)
 }
 
 #[cfg(test)]

@@ -228,10 +228,8 @@ impl HttpBackend {
         let mut retry = 0;
         loop {
             let result = {
-                // The semaphore is never closed, so acquiring cannot fail; if
-                // it ever were, running unthrottled beats failing the job.
                 let _permit = match limit {
-                    Some(limit) => limit.acquire().await.ok(),
+                    Some(limit) => super::watch::slot(limit).await,
                     None => None,
                 };
                 self.attempt(&body, on_token.clone()).await
@@ -240,8 +238,14 @@ impl HttpBackend {
                 Err(err) if err.is_retryable() && retry < self.settings.max_retries => {
                     let delay = self.delay_before(retry, &err);
                     tracing::warn!(endpoint = %self.settings.name, retry = retry + 1, delay_ms = delay.as_millis() as u64, error = %err, "model call failed; retrying");
+                    super::watch::note(super::watch::CallNote::Retrying {
+                        attempt: retry + 1,
+                        error: &err,
+                        delay,
+                    });
                     tokio::time::sleep(delay).await;
                     retry += 1;
+                    super::watch::note(super::watch::CallNote::Attempt(retry + 1));
                 }
                 other => return other,
             }

@@ -7,6 +7,7 @@
 mod http;
 mod scripted;
 mod sse;
+pub mod watch;
 
 pub use http::{DEFAULT_BACKOFF_MAX, DEFAULT_MAX_RESPONSE_BYTES, EndpointSettings, HttpBackend};
 pub(crate) use http::{ERROR_BODY_BYTES, read_capped};
@@ -114,9 +115,7 @@ pub trait ChatBackend: Send + Sync {
         on_token: Option<OnToken>,
         limit: &tokio::sync::Semaphore,
     ) -> Result<ChatResponse, ClientError> {
-        // The semaphore is never closed, so acquiring cannot fail; if it
-        // ever were, running unthrottled beats failing the job.
-        let _permit = limit.acquire().await.ok();
+        let _permit = watch::slot(limit).await;
         self.complete(request, on_token).await
     }
 

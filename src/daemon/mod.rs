@@ -107,7 +107,7 @@ pub struct Daemon {
     health: Arc<QueueHealth>,
     wake: Arc<Notify>,
     mcp: api::mcp::McpHub,
-    tokens: Arc<crate::events::tokens::TokenHub>,
+    live: Arc<crate::events::live::LiveHub>,
     shutdown: CancellationToken,
 }
 
@@ -156,7 +156,7 @@ impl Daemon {
             health,
             wake: Arc::new(Notify::new()),
             mcp,
-            tokens: crate::events::tokens::TokenHub::new(),
+            live: crate::events::live::LiveHub::new(),
             shutdown: CancellationToken::new(),
         })
     }
@@ -289,7 +289,7 @@ impl Daemon {
         let telemetry = JobTelemetry {
             metrics: self.metrics.clone(),
             otel: self.otel.clone(),
-            tokens: self.tokens.clone(),
+            live: self.live.clone(),
             registry: self.registry.clone(),
         };
         Arc::new(WorkerPool::new(
@@ -341,7 +341,7 @@ impl Daemon {
             sse_heartbeat: config.server.sse_heartbeat.into(),
             sse_recheck: sse_recheck(config),
             queue_health: self.health.clone(),
-            tokens: self.tokens.clone(),
+            live: self.live.clone(),
             mcp: self.mcp.clone(),
             stop: self.shutdown.clone(),
             admission: Arc::default(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::events::daemon::{DaemonEvent, DaemonObserver, ReloadResult};
-use crate::events::{Observer, tokens};
+use crate::events::{Observer, live};
 use crate::queue::{Job, JobQueue};
 use crate::registry::{LoadedBundle, Registry};
 use crate::telemetry::logging::LogFilter;
@@ -20,7 +20,7 @@ use crate::worker::JobObservers;
 pub struct JobTelemetry {
     pub metrics: Arc<Metrics>,
     pub otel: Option<Arc<OtelTelemetry>>,
-    pub tokens: Arc<tokens::TokenHub>,
+    pub live: Arc<live::LiveHub>,
     pub registry: Arc<Registry>,
 }
 
@@ -46,8 +46,8 @@ impl JobObservers for JobTelemetry {
         for plugin in snapshot.observers_of(&loaded.bundle) {
             observers.push(plugin);
         }
-        observers.push(Arc::new(tokens::TokenObserver::new(
-            self.tokens.clone(),
+        observers.push(Arc::new(live::LiveObserver::new(
+            self.live.clone(),
             job.id.to_string(),
         )));
         observers

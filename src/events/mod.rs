@@ -9,10 +9,10 @@
 pub mod daemon;
 pub mod legacy;
 mod observer;
-pub mod tokens;
+pub mod live;
 
 pub use observer::{
-    CompositeObserver, EventSink, NullObserver, Observer, ObserverError, TokenDelta,
+    CompositeObserver, EventSink, LiveOut, NullObserver, Observer, ObserverError, TokenDelta,
 };
 
 use serde::{Deserialize, Serialize};

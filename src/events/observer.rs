@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use futures::FutureExt;
 
+use super::live::{Progress, ProgressKind};
 use super::{Event, EventEnvelope, RunContext, timestamp_now};
 
 /// Why an observer could not take an event. Observers' failures are logged
@@ -41,6 +42,15 @@ pub trait Observer: Send + Sync {
 
     /// Called from inside the model call: must not block.
     fn on_token(&self, _delta: TokenDelta<'_>) {}
+
+    /// Whether this observer wants the run's live [`Progress`] (asked at
+    /// each step, so an unwatched run builds none).
+    fn wants_progress(&self) -> bool {
+        false
+    }
+
+    /// A step of the run as it happens; never stored. Must not block.
+    fn on_progress(&self, _progress: &Progress) {}
 
     /// A short name for logs.
     fn name(&self) -> &str {
@@ -112,8 +122,49 @@ impl Observer for CompositeObserver {
         }
     }
 
+    fn wants_progress(&self) -> bool {
+        self.observers.iter().any(|o| o.wants_progress())
+    }
+
+    fn on_progress(&self, progress: &Progress) {
+        for observer in self.observers.iter().filter(|o| o.wants_progress()) {
+            if std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_progress(progress))).is_err()
+            {
+                tracing::error!(observer = observer.name(), "observer panicked on progress");
+            }
+        }
+    }
+
     fn name(&self) -> &str {
         "composite"
+    }
+}
+
+/// A run's live progress out, detached from its sink (for callbacks that
+/// outlive a borrow of it, such as a model call's watcher).
+#[derive(Clone)]
+pub struct LiveOut {
+    run_id: String,
+    observer: Arc<dyn Observer>,
+}
+
+impl LiveOut {
+    /// Whether anyone watches the run now.
+    pub fn watched(&self) -> bool {
+        self.observer.wants_progress()
+    }
+
+    /// Publishes `kind` at `turn`, if anyone watches.
+    pub fn publish(&self, turn: u32, kind: ProgressKind) {
+        if !self.watched() {
+            return;
+        }
+        self.observer.on_progress(&Progress {
+            run_id: self.run_id.clone(),
+            turn,
+            at: timestamp_now(),
+            kind,
+        });
     }
 }
 
@@ -176,6 +227,22 @@ impl EventSink {
             seq: self.next_seq.fetch_add(1, Ordering::SeqCst),
             timestamp: timestamp_now(),
             event,
+        }
+    }
+
+    /// Where this run's live progress goes: to the observers that watch
+    /// it now; free when none does. Never stored, never numbered.
+    pub fn live(&self) -> LiveOut {
+        LiveOut {
+            run_id: self.context.run_id.clone(),
+            observer: self.observer.clone(),
+        }
+    }
+
+    /// Publishes a step of this run as it happens (see [`EventSink::live`]).
+    pub fn progress(&self, turn: u32, kind: ProgressKind) {
+        if self.observer.wants_progress() {
+            self.live().publish(turn, kind);
         }
     }
 

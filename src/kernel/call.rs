@@ -17,7 +17,8 @@
 //! - **start**: a start found in the journal parks the job (the call may have
 //!   had its effect), and an `unsafe` call's start marker is journaled before
 //!   it runs;
-//! - **execute**: the tool engine runs it;
+//! - **execute**: the tool engine runs it (its start and end are published
+//!   to the run's live watchers as they happen);
 //! - **record**: the answer is journaled, counted, and its `ToolResult` event
 //!   emitted.
 //!
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use super::gates::Gate;
 use super::{Kernel, NotRun, RunError};
 use crate::budget::Budget;
+use crate::events::live::{ProgressKind, capped_arguments};
 use crate::events::{Event, EventSink, preview};
 use crate::failpoint::{self, Failpoint};
 use crate::journal::{Parked, PendingCall, RecordedResult, RecordedStart, RunJournal};
@@ -308,10 +310,27 @@ impl<'a> Started<'a> {
             agents: kernel.agents.as_deref(),
             budget: kernel.config.budget.as_ref(),
         };
+        let call = prepared.call();
+        site.events.progress(
+            site.turn,
+            ProgressKind::ToolCallStarted {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: capped_arguments(&call.arguments),
+            },
+        );
         let outcome = kernel
             .tools
             .execute_at(&prepared, place, site.cancel, site.events)
             .await;
+        site.events.progress(
+            site.turn,
+            ProgressKind::ToolCallEnded {
+                call_id: outcome.result.call_id.clone(),
+                tool: outcome.result.name.clone(),
+                ok: !outcome.result.is_error && outcome.ends_job.is_none(),
+            },
+        );
         if let Some(end) = outcome.ends_job {
             return Err(end.into());
         }

@@ -2,12 +2,14 @@
 //! approval waits for it (journaled, so a decision is acted on once and a
 //! resumed run finds it), and no model or tool call happens past the job's
 //! budget (a stop is journaled at its step, so a replay stops there too).
+//! Each of these decisions is journaled in one commit with its event
+//! ([`with_its_event`]), so no crash leaves one without the other.
 
 use super::{Kernel, RunError};
 use crate::approval::{ApprovalRequest, Verdict};
 use crate::budget::{Budget, BudgetStop};
 use crate::events::{Event, EventSink};
-use crate::journal::{Parked, RunJournal};
+use crate::journal::{JournalError, Parked, RunJournal};
 use crate::types::ToolCall;
 
 /// What the approval gate lets a call do.
@@ -82,19 +84,16 @@ impl Kernel {
                     requested_at: None,
                     expires_at: None,
                 };
-                journal
-                    .record_approval(turn, position, &request)
+                let asked = Event::ApprovalRequested {
+                    turn,
+                    tool_name: call.name.clone(),
+                    call_id: call.id.clone(),
+                    arguments: call.arguments.clone(),
+                    digest: request.digest.clone(),
+                };
+                with_its_event(events, asked, journal.record_approval(turn, position, &request))
                     .await
                     .map_err(journal_err)?;
-                events
-                    .emit(Event::ApprovalRequested {
-                        turn,
-                        tool_name: call.name.clone(),
-                        call_id: call.id.clone(),
-                        arguments: call.arguments.clone(),
-                        digest: request.digest.clone(),
-                    })
-                    .await;
                 request
             }
         };
@@ -126,21 +125,34 @@ impl Kernel {
                 let Err(stop) = check(budget) else {
                     return Ok(());
                 };
-                journal
-                    .record_value(turn, step, &stop)
+                let exceeded = Event::BudgetExceeded {
+                    turn,
+                    budget: stop.budget.clone(),
+                    limit: stop.limit.clone(),
+                    spent: stop.spent.clone(),
+                };
+                with_its_event(events, exceeded, journal.record_value(turn, step, &stop))
                     .await
                     .map_err(journal_err)?;
-                events
-                    .emit(Event::BudgetExceeded {
-                        turn,
-                        budget: stop.budget.clone(),
-                        limit: stop.limit.clone(),
-                        spent: stop.spent.clone(),
-                    })
-                    .await;
                 stop
             }
         };
         Err(RunError::OverBudget(Box::new(stop)))
     }
+}
+
+/// Journals a decision that implies an event (a call asked for approval, a
+/// budget stop) so the two cannot part: the event is emitted first, held
+/// by the attempt's log, and written in the very commit that journals the
+/// decision. A crash before that commit loses both (the next attempt
+/// decides again and emits it then); after it, the log has the event the
+/// journal implies, and a replay, which reads the decision and emits
+/// nothing, cannot miss it.
+async fn with_its_event(
+    events: &EventSink,
+    event: Event,
+    record: impl std::future::Future<Output = Result<(), JournalError>>,
+) -> Result<(), JournalError> {
+    events.emit(event).await;
+    record.await
 }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 mod call;
 mod failure;
 mod gates;
+mod progress;
 
 use call::{Admission, CallSite, Executed, Replay, ToolCallAt};
 
@@ -29,7 +30,9 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::budget::{Budget, BudgetStop};
-use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken};
+use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken, watch};
+use crate::events::live::ProgressKind;
+use progress::model_started;
 use crate::events::{Event, EventSink};
 use crate::journal::{JournalError, Parked, RecordedReply, RunJournal};
 use crate::model::{ModelPlugin, ToolChoice};
@@ -386,26 +389,9 @@ impl Kernel {
 
         crate::failpoint::hit(crate::failpoint::Failpoint::BeforeModelCall);
         let started = Instant::now();
-        let on_token: Option<OnToken> = events.observer().wants_tokens().then(|| {
-            let observer = events.observer().clone();
-            let run_id = events.context().run_id.clone();
-            Arc::new(move |text: &str| {
-                observer.on_token(crate::events::TokenDelta {
-                    run_id: &run_id,
-                    turn,
-                    text,
-                });
-            }) as OnToken
-        });
-        let response = tokio::select! {
-            r = self.backend.complete(&request, on_token) => r,
-            _ = cancel.cancelled() => return Err(StepError::Interrupted { partial: None }),
-        };
-        let response = response.map_err(|source| KernelError {
-            turn,
-            phase: Phase::ModelCall,
-            source,
-        })?;
+        let response = self
+            .call_model(&request, turn, window.len(), events, cancel)
+            .await?;
         let raw_content = response.message.content.clone();
         let native_tool_calls_count = response.message.tool_calls.len();
         let parsed = self.plugin.parse_reply(&response.message, schemas);
@@ -458,6 +444,57 @@ impl Kernel {
             recorded,
             replayed: false,
         })
+    }
+
+    /// The model call itself, its tokens streamed to the observers that
+    /// want them and its progress (each HTTP attempt, backoff and wait for
+    /// an endpoint slot) published to those watching the run.
+    async fn call_model(
+        &self,
+        request: &ChatRequest,
+        turn: u32,
+        messages: usize,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<crate::client::ChatResponse, StepError> {
+        let on_token: Option<OnToken> = events.observer().wants_tokens().then(|| {
+            let observer = events.observer().clone();
+            let run_id = events.context().run_id.clone();
+            Arc::new(move |text: &str| {
+                observer.on_token(crate::events::TokenDelta {
+                    run_id: &run_id,
+                    turn,
+                    text,
+                });
+            }) as OnToken
+        });
+        let model = request.model().to_string();
+        let live = events.live();
+        live.publish(turn, model_started(&model, messages, 1));
+        let watcher = events
+            .observer()
+            .wants_progress()
+            .then(|| progress::model_call_watcher(live.clone(), turn, model, messages));
+        let call = watch::watching(watcher, self.backend.complete(request, on_token));
+        let response = tokio::select! {
+            r = call => r,
+            _ = cancel.cancelled() => {
+                live.publish(turn, ProgressKind::ModelCallEnded { ok: false, error: Some("cancelled".into()) });
+                return Err(StepError::Interrupted { partial: None });
+            }
+        };
+        live.publish(
+            turn,
+            ProgressKind::ModelCallEnded {
+                ok: response.is_ok(),
+                error: response.as_ref().err().map(ToString::to_string),
+            },
+        );
+        Ok(response.map_err(|source| KernelError {
+            turn,
+            phase: Phase::ModelCall,
+            source,
+        })?)
     }
 
     /// One tool call of a turn: its recorded result (`true`: replayed), or

@@ -158,14 +158,18 @@ pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease
     Ok(leases)
 }
 
+/// Parks a poison pill in `needs_attention`, saying where it died, with
+/// its `JobState` event (so its followers see it park) in the same write.
 async fn park_poison_pill(
     tx: &mut impl Tx,
     candidate: &Candidate,
     max_crash_resumes: u32,
     now: i64,
 ) -> Res<()> {
+    let journal = tx.journal(&candidate.id).await?;
     let last = tx.last_event(&candidate.id).await?;
-    let reason = candidate.poison_reason(max_crash_resumes, last.as_deref().map(describe));
+    let died = rules::where_it_died(&journal, last.as_deref());
+    let reason = candidate.poison_reason(max_crash_resumes, &died);
     let settle = Settle {
         state: JobState::NeedsAttention,
         result: None,
@@ -175,12 +179,13 @@ async fn park_poison_pill(
         pending_call: None,
     };
     tx.settle(&candidate.id, &settle, now).await?;
-    tx.changed(Change::Updated, &JobId::from(candidate.id.as_str()));
-    Ok(())
-}
-
-fn describe(event: &str) -> String {
-    rules::describe_event(event)
+    let id = JobId::from(candidate.id.as_str());
+    tx.changed(Change::Updated, &id);
+    let job = tx
+        .job(id.as_str(), false)
+        .await?
+        .ok_or_else(|| Fail::Db(format!("job {id} vanished while it was parked")))?;
+    record_ending(tx, job, true).await.map(|_| ())
 }
 
 pub(crate) async fn heartbeat(
@@ -308,6 +313,7 @@ async fn write_ending(
     Ok(Finished {
         reply: CompleteReply::Recorded(decision.state),
         final_event,
+        run_at: None,
     })
 }
 
@@ -348,7 +354,11 @@ pub(crate) async fn finish(
         pending_call,
     };
     tx.settle(id.as_str(), &settle, now).await?;
-    write_ending(tx, id, attempt, ending, &decision, Change::Updated).await
+    let finished = write_ending(tx, id, attempt, ending, &decision, Change::Updated).await?;
+    Ok(Finished {
+        run_at: settle.run_at.filter(|_| !decision.state.is_terminal()).map(super::rfc3339),
+        ..finished
+    })
 }
 
 /// Gives a running job back (drain) without using its attempt; a job whose

@@ -409,6 +409,9 @@ pub enum CompleteReply {
 pub struct Finished {
     pub reply: CompleteReply,
     pub final_event: Option<EventEnvelope>,
+    /// When a job that waits (a retry's backoff, an approval's timeout)
+    /// runs again at the latest (RFC 3339); `None` otherwise.
+    pub run_at: Option<String>,
 }
 
 impl Finished {
@@ -418,6 +421,7 @@ impl Finished {
         Self {
             reply: CompleteReply::Stale,
             final_event: None,
+            run_at: None,
         }
     }
 }

@@ -21,7 +21,8 @@ use crate::events::{
     CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
 use crate::journal::RunJournal;
-use crate::queue::{HeartbeatReply, Job, Lease, NextLease, Outcome};
+use crate::events::live::{ProgressKind, WaitFor};
+use crate::queue::{Finished, HeartbeatReply, Job, Lease, NextLease, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::RunScope;
 use crate::tools::panic_message;
@@ -198,6 +199,18 @@ impl Attempt {
         });
         let asked = next.is_some();
         let job = &self.lease.job;
+        let approval = match &outcome {
+            Outcome::AwaitingApproval { request, .. } => Some((
+                request.turn,
+                ProgressKind::Waiting {
+                    waiting_for: WaitFor::Approval,
+                    until: (request.expires_at.clone()).or_else(|| after_ms(request.timeout_ms)),
+                    call_id: Some(request.call.clone()),
+                    tool: Some(request.tool.clone()),
+                },
+            )),
+            _ => None,
+        };
         match self.log.finish(outcome, final_event, next).await {
             Ok((finished, mut next)) => {
                 tracing::info!(job_id = %job.id, attempt = self.lease.attempt, outcome = ?finished.reply, "job finished");
@@ -207,12 +220,31 @@ impl Attempt {
                 if let (Some(others), Some(event)) = (&self.others, &finished.final_event) {
                     let _ = others.on_event(event).await;
                 }
+                self.announce_wait(&finished, approval);
                 next.pop()
             }
             Err(err) => {
                 tracing::error!(job_id = %job.id, attempt = self.lease.attempt, error = %err, "cannot record job outcome; the lease will expire and the job resumes from its journal");
                 None
             }
+        }
+    }
+
+    /// Tells the job's live watchers what it waits for now that the
+    /// attempt ended: the backoff before its retry, or a person's decision
+    /// (`approval`, built from the request it parked with).
+    fn announce_wait(&self, finished: &Finished, approval: Option<(u32, ProgressKind)>) {
+        let Some(Event::JobState { state, .. }) = finished.final_event.as_ref().map(|e| &e.event)
+        else {
+            return;
+        };
+        match (state, approval) {
+            (JobStatus::Retrying, _) => self.sink.progress(
+                0,
+                ProgressKind::waiting(WaitFor::Backoff, finished.run_at.clone()),
+            ),
+            (JobStatus::AwaitingApproval, Some((turn, wait))) => self.sink.progress(turn, wait),
+            _ => {}
         }
     }
 
@@ -238,6 +270,12 @@ impl Attempt {
             }
         }
     }
+}
+
+/// `ms` from now (RFC 3339): when an approval's timeout denies the call.
+fn after_ms(ms: Option<u64>) -> Option<String> {
+    let at = std::time::SystemTime::now() + std::time::Duration::from_millis(ms?);
+    Some(humantime::format_rfc3339_millis(at).to_string())
 }
 
 /// Keeps an attempt's lease alive, and stops its run when a cancel is

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::super::AppState;
 use super::super::feed::{Item, approval_required};
 use super::trace::{AgentTools, query_of, response_of, top_level};
-use crate::events::tokens::Token;
+use crate::events::live::Token;
 use crate::queue::Job;
 
 /// What the stream remembers between items.

@@ -1,0 +1,453 @@
+//! What a job does right now, for whoever is watching it (SSE clients,
+//! `/v1/chat/completions` with `stream: true`, the runtime API): the
+//! model's answer token by token ([`Token`]) and the run's progress — a
+//! model or tool call starting and ending, a wait beginning and ending
+//! ([`Progress`]). Live items are ephemeral: never stored, never numbered,
+//! so the durable event log and `Last-Event-ID` resumption are unaffected,
+//! and no stored event depends on them. A job publishes only while someone
+//! listens ([`LiveObserver::wants_tokens`] and
+//! [`LiveObserver::wants_progress`] are asked each time), so unwatched jobs
+//! pay nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::{EventEnvelope, Observer, ObserverError, TokenDelta};
+
+/// Items a slow listener may fall behind by before it loses some (it is
+/// told how many, and the durable events still arrive complete).
+const BUFFER: usize = 1024;
+
+/// One streamed piece of a job's answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Token {
+    /// The run that produced it: the job id, or `<job>/<…>` for nested runs.
+    pub run_id: String,
+    pub turn: u32,
+    pub text: String,
+    /// Instead of text: a tool call of the job's own run starting or ending,
+    /// as it happens (the stored event can come later, after the next
+    /// durable write), for listeners that interleave calls with the answer
+    /// (the runtime API's streams). Only subscriptions that ask get these.
+    #[serde(skip)]
+    pub event: Option<Arc<EventEnvelope>>,
+}
+
+/// A step of a run as it happens (the `progress` frame of a job's event
+/// stream): `{"run_id", "turn", "at", "kind", …}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    /// The job id, or `<job>/<…>` for nested runs.
+    pub run_id: String,
+    pub turn: u32,
+    /// RFC 3339 UTC with milliseconds.
+    pub at: String,
+    #[serde(flatten)]
+    pub kind: ProgressKind,
+}
+
+/// What is happening.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ProgressKind {
+    /// A request goes to the model; `attempt` counts the tries of this one
+    /// call (from 1: the client retries a failed one after a backoff).
+    ModelCallStarted {
+        model: String,
+        messages: usize,
+        attempt: u32,
+    },
+    ModelCallEnded { ok: bool, error: Option<String> },
+    /// A tool starts running (after its admission: budget, approval).
+    ToolCallStarted {
+        call_id: String,
+        tool: String,
+        /// Cut to [`ARGUMENTS_CAP`] characters of JSON when larger.
+        arguments: Value,
+    },
+    ToolCallEnded {
+        call_id: String,
+        tool: String,
+        ok: bool,
+    },
+    /// The run waits: for a lease, a person's approval, a backoff or a
+    /// free slot of the model's endpoint.
+    Waiting {
+        #[serde(rename = "for")]
+        waiting_for: WaitFor,
+        /// When the wait ends at the latest, if known (RFC 3339).
+        until: Option<String>,
+        call_id: Option<String>,
+        tool: Option<String>,
+    },
+    WaitingEnded {
+        #[serde(rename = "for")]
+        waiting_for: WaitFor,
+    },
+}
+
+/// What a run waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitFor {
+    Lease,
+    Approval,
+    Backoff,
+    ModelSlot,
+}
+
+impl ProgressKind {
+    /// A wait for `waiting_for` with nothing more known.
+    pub fn waiting(waiting_for: WaitFor, until: Option<String>) -> Self {
+        ProgressKind::Waiting {
+            waiting_for,
+            until,
+            call_id: None,
+            tool: None,
+        }
+    }
+}
+
+/// The largest `arguments` a `tool_call_started` carries, in characters of
+/// JSON; larger ones arrive as a string cut at this length (the stored
+/// `ToolCall` event has them whole).
+pub const ARGUMENTS_CAP: usize = 2000;
+
+/// `arguments` as a progress frame carries them.
+pub fn capped_arguments(arguments: &Value) -> Value {
+    let text = arguments.to_string();
+    if text.chars().count() <= ARGUMENTS_CAP {
+        return arguments.clone();
+    }
+    Value::String(super::preview(&text, ARGUMENTS_CAP))
+}
+
+/// One live item of a job.
+#[derive(Debug, Clone)]
+pub enum Live {
+    Token(Token),
+    Progress(Arc<Progress>),
+}
+
+/// Which live items a subscription wants besides the answer's tokens.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wants {
+    /// The job's own tool calls as they start and end ([`Token::event`]).
+    pub calls: bool,
+    /// The run's [`Progress`].
+    pub progress: bool,
+}
+
+impl Wants {
+    fn takes(&self, item: &Live) -> bool {
+        match item {
+            Live::Token(token) => token.event.is_none() || self.calls,
+            Live::Progress(_) => self.progress,
+        }
+    }
+}
+
+/// Live streams by job id.
+#[derive(Default)]
+pub struct LiveHub {
+    streams: Mutex<HashMap<String, broadcast::Sender<Live>>>,
+}
+
+impl LiveHub {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Starts listening to `job`; its items stop being produced when the
+    /// last subscription is dropped.
+    pub fn subscribe(self: &Arc<Self>, job: &str, wants: Wants) -> LiveSubscription {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        let receiver = streams
+            .entry(job.to_string())
+            .or_insert_with(|| broadcast::channel(BUFFER).0)
+            .subscribe();
+        LiveSubscription {
+            hub: self.clone(),
+            job: job.to_string(),
+            receiver: Some(receiver),
+            wants,
+        }
+    }
+
+    /// Whether anyone listens to `job` now.
+    pub fn listening(&self, job: &str) -> bool {
+        self.streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(job)
+            .is_some_and(|s| s.receiver_count() > 0)
+    }
+
+    /// Hands `item` to `job`'s listeners, if any (nothing to do otherwise).
+    pub fn publish(&self, job: &str, item: Live) {
+        if let Some(sender) = self
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(job)
+        {
+            // No receiver left is not an error: the listener just went away.
+            let _ = sender.send(item);
+        }
+    }
+
+    fn unsubscribe(&self, job: &str) {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        if streams.get(job).is_some_and(|s| s.receiver_count() == 0) {
+            streams.remove(job);
+        }
+    }
+}
+
+/// A listener's end of a job's live stream.
+pub struct LiveSubscription {
+    hub: Arc<LiveHub>,
+    job: String,
+    /// `None` only while being dropped.
+    receiver: Option<broadcast::Receiver<Live>>,
+    wants: Wants,
+}
+
+impl LiveSubscription {
+    /// An item already waiting, without waiting for one.
+    pub fn try_next(&mut self) -> Option<Live> {
+        let receiver = self.receiver.as_mut()?;
+        loop {
+            match receiver.try_recv() {
+                Ok(item) if !self.wants.takes(&item) => continue,
+                Ok(item) => return Some(item),
+                Err(broadcast::error::TryRecvError::Lagged(missed)) => {
+                    tracing::debug!(job_id = %self.job, missed, "live listener lagged");
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The next item; `None` once the hub is gone. Items a slow listener
+    /// missed are skipped.
+    pub async fn next(&mut self) -> Option<Live> {
+        let receiver = self.receiver.as_mut()?;
+        loop {
+            match receiver.recv().await {
+                Ok(item) if !self.wants.takes(&item) => continue,
+                Ok(item) => return Some(item),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!(job_id = %self.job, missed, "live listener lagged");
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for LiveSubscription {
+    fn drop(&mut self) {
+        // The receiver must be gone before the count is checked.
+        drop(self.receiver.take());
+        self.hub.unsubscribe(&self.job);
+    }
+}
+
+/// The observer that feeds one job's live items to the hub.
+pub struct LiveObserver {
+    hub: Arc<LiveHub>,
+    job: String,
+}
+
+impl LiveObserver {
+    pub fn new(hub: Arc<LiveHub>, job: impl Into<String>) -> Self {
+        Self {
+            hub,
+            job: job.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Observer for LiveObserver {
+    async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
+        use super::Event;
+        let turn = match &event.event {
+            Event::ToolCall { turn, .. } | Event::ToolResult { turn, .. } => *turn,
+            _ => return Ok(()),
+        };
+        if event.parent.is_none() && self.hub.listening(&self.job) {
+            self.hub.publish(
+                &self.job,
+                Live::Token(Token {
+                    run_id: event.run_id.clone(),
+                    turn,
+                    text: String::new(),
+                    event: Some(Arc::new(event.clone())),
+                }),
+            );
+        }
+        Ok(())
+    }
+
+    fn wants_tokens(&self) -> bool {
+        self.hub.listening(&self.job)
+    }
+
+    fn on_token(&self, delta: TokenDelta<'_>) {
+        self.hub.publish(
+            &self.job,
+            Live::Token(Token {
+                run_id: delta.run_id.to_string(),
+                turn: delta.turn,
+                text: delta.text.to_string(),
+                event: None,
+            }),
+        );
+    }
+
+    fn wants_progress(&self) -> bool {
+        self.hub.listening(&self.job)
+    }
+
+    fn on_progress(&self, progress: &Progress) {
+        self.hub
+            .publish(&self.job, Live::Progress(Arc::new(progress.clone())));
+    }
+
+    fn name(&self) -> &str {
+        "live"
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn progress(kind: ProgressKind) -> Progress {
+        Progress {
+            run_id: "j1".into(),
+            turn: 2,
+            at: "2026-11-26T23:10:00.123Z".into(),
+            kind,
+        }
+    }
+
+    fn text(item: Option<Live>) -> String {
+        match item {
+            Some(Live::Token(token)) => token.text,
+            other => panic!("not a token: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn tokens_reach_listeners_of_their_job_only_while_they_listen() {
+        let hub = LiveHub::new();
+        let observer = LiveObserver::new(hub.clone(), "j1");
+        assert!(!observer.wants_tokens());
+        assert!(!observer.wants_progress());
+        let mut sub = hub.subscribe("j1", Wants::default());
+        let mut other = hub.subscribe("j2", Wants::default());
+        assert!(observer.wants_tokens());
+        assert!(observer.wants_progress());
+        for piece in ["Hel", "lo"] {
+            observer.on_token(TokenDelta {
+                run_id: "j1",
+                turn: 1,
+                text: piece,
+            });
+        }
+        assert_eq!(text(sub.next().await), "Hel");
+        assert_eq!(text(sub.next().await), "lo");
+        assert!(other.try_next().is_none());
+        drop(sub);
+        assert!(!observer.wants_tokens());
+        assert!(hub.listening("j2"));
+        drop(other);
+        assert!(hub.streams.lock().unwrap().is_empty());
+    }
+
+    /// Progress goes only to subscriptions that asked for it, in the order
+    /// it was published among the tokens.
+    #[tokio::test]
+    async fn progress_reaches_only_the_subscriptions_that_want_it_in_order() {
+        let hub = LiveHub::new();
+        let observer = LiveObserver::new(hub.clone(), "j1");
+        let mut answer_only = hub.subscribe("j1", Wants::default());
+        let wants = Wants {
+            calls: false,
+            progress: true,
+        };
+        let mut watcher = hub.subscribe("j1", wants);
+        observer.on_progress(&progress(ProgressKind::ModelCallStarted {
+            model: "m".into(),
+            messages: 3,
+            attempt: 1,
+        }));
+        observer.on_token(TokenDelta {
+            run_id: "j1",
+            turn: 2,
+            text: "Hi",
+        });
+        observer.on_progress(&progress(ProgressKind::ModelCallEnded {
+            ok: true,
+            error: None,
+        }));
+        assert_eq!(text(answer_only.try_next()), "Hi");
+        assert!(answer_only.try_next().is_none());
+        let kinds: Vec<String> = std::iter::from_fn(|| watcher.try_next())
+            .map(|item| match item {
+                Live::Progress(p) => serde_json::to_value(&*p).unwrap()["kind"].to_string(),
+                Live::Token(t) => t.text,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["\"model_call_started\"", "Hi", "\"model_call_ended\""]
+        );
+    }
+
+    /// The frame's JSON is the contract's: flat, `kind` tagged, `for` for
+    /// waits, nulls kept.
+    #[test]
+    fn progress_serializes_as_the_frame_contract_says() {
+        let frame = serde_json::to_value(progress(ProgressKind::Waiting {
+            waiting_for: WaitFor::ModelSlot,
+            until: None,
+            call_id: None,
+            tool: None,
+        }))
+        .unwrap();
+        assert_eq!(
+            frame,
+            serde_json::json!({"run_id": "j1", "turn": 2, "at": "2026-11-26T23:10:00.123Z",
+                "kind": "waiting", "for": "model_slot", "until": null, "call_id": null, "tool": null})
+        );
+        let started = serde_json::to_value(progress(ProgressKind::ModelCallStarted {
+            model: "m".into(),
+            messages: 3,
+            attempt: 2,
+        }))
+        .unwrap();
+        assert_eq!(started["kind"], "model_call_started");
+        assert_eq!((started["messages"].as_u64(), started["attempt"].as_u64()), (Some(3), Some(2)));
+    }
+
+    #[test]
+    fn large_arguments_are_cut_small_ones_kept() {
+        let small = serde_json::json!({"a": 1});
+        assert_eq!(capped_arguments(&small), small);
+        let large = serde_json::json!({"text": "x".repeat(ARGUMENTS_CAP * 2)});
+        let cut = capped_arguments(&large);
+        let cut = cut.as_str().unwrap();
+        assert_eq!(cut.chars().count(), ARGUMENTS_CAP + 1, "cut and marked");
+        assert!(cut.ends_with('…'));
+    }
+}
