@@ -48,10 +48,8 @@ fn site(server: &structured_agents::mock::MockServer) -> Site {
 /// Starts a daemon that dies as it is about to commit a job's outcome,
 /// submits `body` to it, and waits for the death.
 async fn submit_and_die_before_the_outcome(site: &Site, body: Value) -> String {
-    let mut daemon = site.start_with_env(&[
-        ("SA_FAILPOINTS", "before_completion_commit"),
-        SHORT_LEASE,
-    ]);
+    let mut daemon =
+        site.start_with_env(&[("SA_FAILPOINTS", "before_completion_commit"), SHORT_LEASE]);
     let (status, job) = post_json(&client(), &daemon, "/v1/jobs", body).await;
     assert_eq!(status, 201, "{job}");
     daemon.wait_killed_at("before_completion_commit");
@@ -98,9 +96,8 @@ fn count(events: &[Value], kind: &str) -> usize {
 async fn an_approval_request_is_in_the_log_after_a_crash_before_the_park_commits() {
     let server = mock_server(SCRIPT).await;
     let site = site(&server);
-    let id =
-        submit_and_die_before_the_outcome(&site, json!({"bundle": "crashy", "input": "wire"}))
-            .await;
+    let id = submit_and_die_before_the_outcome(&site, json!({"bundle": "crashy", "input": "wire"}))
+        .await;
     let daemon = site.start_with_env(&[SHORT_LEASE]);
     let http = client();
     let parked = wait_settled(&http, &daemon, &id).await;
@@ -111,8 +108,15 @@ async fn an_approval_request_is_in_the_log_after_a_crash_before_the_park_commits
         .iter()
         .find(|e| e["type"] == "ApprovalRequested")
         .unwrap();
-    assert_eq!((&asked["call_id"], &asked["tool_name"]), (&json!("w1"), &json!("wire")));
-    assert_eq!(server.requests().len(), 1, "the reply was replayed, not asked again");
+    assert_eq!(
+        (&asked["call_id"], &asked["tool_name"]),
+        (&json!("w1"), &json!("wire"))
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the reply was replayed, not asked again"
+    );
 }
 
 /// The daemon dies after a budget stop is journaled, before the failure
@@ -130,10 +134,16 @@ async fn a_budget_stop_is_in_the_log_after_a_crash_before_the_failure_commits() 
     assert_eq!(done["state"], "failed", "{done}");
     let events = events_through(&daemon, &id, "failed").await;
     assert_eq!(count(&events, "BudgetExceeded"), 1, "{events:#?}");
-    let stop = events.iter().find(|e| e["type"] == "BudgetExceeded").unwrap();
+    let stop = events
+        .iter()
+        .find(|e| e["type"] == "BudgetExceeded")
+        .unwrap();
     assert_eq!(stop["budget"], "tool_calls", "{stop}");
     let end = events.last().unwrap();
-    assert_eq!((&end["type"], &end["state"]), (&json!("JobState"), &json!("failed")));
+    assert_eq!(
+        (&end["type"], &end["state"]),
+        (&json!("JobState"), &json!("failed"))
+    );
 }
 
 /// A job whose tool kills its daemon every time parks as a poison pill: its

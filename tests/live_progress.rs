@@ -99,7 +99,11 @@ async fn read_until(
         if until(seen.last().unwrap()) {
             return seen.len() - 1;
         }
-        assert_ne!(seen.last().unwrap().kind, "end", "ended before {what}: {seen:#?}");
+        assert_ne!(
+            seen.last().unwrap().kind,
+            "end",
+            "ended before {what}: {seen:#?}"
+        );
     }
     panic!("the stream ended before {what}: {seen:#?}")
 }
@@ -130,7 +134,11 @@ async fn calls_in_progress_show_before_their_stored_events_and_survive_a_reconne
     let call = &seen[started].data;
     assert_eq!(
         (&call["call_id"], &call["tool"], &call["arguments"]),
-        (&Value::from("s1"), &Value::from("slow"), &serde_json::json!({"n": 1}))
+        (
+            &Value::from("s1"),
+            &Value::from("slow"),
+            &serde_json::json!({"n": 1})
+        )
     );
     assert_eq!(call["run_id"], id);
     // The tool runs (it waits for the test): neither its end nor its stored
@@ -146,14 +154,21 @@ async fn calls_in_progress_show_before_their_stored_events_and_survive_a_reconne
     let model_started = position(&seen, "model_call_started", |f| {
         f.progress("model_call_started", 2)
     });
-    let model_ended = position(&seen, "model_call_ended", |f| f.progress("model_call_ended", 2));
-    let stored_request = position(&seen, "stored ModelRequest", |f| f.stored("ModelRequest", 2));
+    let model_ended = position(&seen, "model_call_ended", |f| {
+        f.progress("model_call_ended", 2)
+    });
+    let stored_request = position(&seen, "stored ModelRequest", |f| {
+        f.stored("ModelRequest", 2)
+    });
     assert!(
         model_started < model_ended && model_ended < stored_request,
         "{seen:#?}"
     );
     let frame = &seen[model_started].data;
-    assert_eq!((frame["model"].as_str(), frame["attempt"].as_u64()), (Some("m"), Some(1)));
+    assert_eq!(
+        (frame["model"].as_str(), frame["attempt"].as_u64()),
+        (Some("m"), Some(1))
+    );
     assert!(frame["messages"].as_u64().unwrap() >= 3, "{frame}");
     assert_eq!(seen[model_ended].data["ok"], true);
     // Progress frames have no id of their own: the client still reports
@@ -176,7 +191,9 @@ async fn calls_in_progress_show_before_their_stored_events_and_survive_a_reconne
     let mut resumed = Vec::new();
     read_until(&mut second, &mut resumed, "the end", |f| f.kind == "end").await;
 
-    let ended = position(&seen, "tool_call_ended", |f| f.progress("tool_call_ended", 2));
+    let ended = position(&seen, "tool_call_ended", |f| {
+        f.progress("tool_call_ended", 2)
+    });
     let stored_result = position(&seen, "stored ToolResult", |f| f.stored("ToolResult", 2));
     assert!(started < ended && ended < stored_result, "{seen:#?}");
     assert_eq!(seen[ended].data["ok"], true);
@@ -188,8 +205,15 @@ async fn calls_in_progress_show_before_their_stored_events_and_survive_a_reconne
             .filter_map(|f| f.id)
             .collect()
     };
-    let after: Vec<u64> = ids(&seen).into_iter().filter(|&n| n > resume_after).collect();
-    assert_eq!(ids(&resumed), after, "the same stored events, no gap, no repeat");
+    let after: Vec<u64> = ids(&seen)
+        .into_iter()
+        .filter(|&n| n > resume_after)
+        .collect();
+    assert_eq!(
+        ids(&resumed),
+        after,
+        "the same stored events, no gap, no repeat"
+    );
     assert!(
         resumed.iter().any(|f| f.progress("tool_call_ended", 2)),
         "the reconnected stream has the live frames too: {resumed:#?}"

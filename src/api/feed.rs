@@ -1,8 +1,9 @@
 //! A job's live feed: its durable events from the store (after a sequence
 //! number, gap-free across restarts because it reads the store, not
 //! memory), the model's tokens and the run's progress while the job runs in
-//! this daemon (`events::live`), and the finished job at the end. The job's SSE stream, the runtime API's streams
-//! and anything else that follows a job read this one feed.
+//! this daemon (`events::live`), and the finished job at the end. The job's
+//! SSE stream, the runtime API's streams and anything else that follows a
+//! job read this one feed.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -59,8 +60,22 @@ pub fn job_feed(
         done: bool,
         /// Whether the store may hold events not yet sent.
         stale: bool,
+        /// Whether the stored events up to now were sent (live items wait
+        /// until then).
+        caught_up: bool,
         updates: tokio::sync::broadcast::Receiver<JobId>,
         live: LiveSubscription,
+    }
+    impl Cursor {
+        /// Queues the live items waiting; whether there were any.
+        fn drain_live(&mut self) -> bool {
+            let mut drained = false;
+            while let Some(live) = self.live.try_next() {
+                self.pending.push_back(live.into());
+                drained = true;
+            }
+            drained
+        }
     }
     let updates = state.queue.subscribe();
     let wants = Wants {
@@ -76,6 +91,7 @@ pub fn job_feed(
         pending: VecDeque::new(),
         done: false,
         stale: true,
+        caught_up: false,
         updates,
         live,
     };
@@ -87,35 +103,38 @@ pub fn job_feed(
             if c.done {
                 return None;
             }
-            // Live items that arrived while the store was read go first:
-            // they come before the durable events of their step, and the
-            // feed must not end with some still waiting.
-            let mut drained = false;
-            while let Some(live) = c.live.try_next() {
-                c.pending.push_back(live.into());
-                drained = true;
-            }
-            if drained {
+            // Once caught up, live items that arrived while the store was
+            // read go first: they come before the durable events of their
+            // step, and the feed must not end with some still waiting.
+            if c.caught_up && c.drain_live() {
                 continue;
             }
             if c.stale {
                 let mut stored = VecDeque::new();
                 let read = read_store(&mut stored, &c.state, &c.id, &mut c.after).await;
                 // Live items published before the store was read go before
-                // the events it found: they happened before those events
-                // were committed (a call starts before its step is stored),
-                // and every one was published before the job ended.
-                while let Some(live) = c.live.try_next() {
-                    c.pending.push_back(live.into());
+                // the events it found (they happened before those were
+                // committed: a call starts before its step is stored) —
+                // except while the feed catches up with what a client that
+                // reconnected missed: those stored events go first.
+                if c.caught_up {
+                    c.drain_live();
                 }
+                let end = matches!(read, Read::End).then(|| stored.pop_back());
                 c.pending.append(&mut stored);
                 match read {
                     Read::Events => continue,
                     Read::End => {
+                        // Every live item was published before the job ended.
+                        c.drain_live();
+                        c.pending.extend(end.flatten());
                         c.done = true;
                         continue;
                     }
-                    Read::Nothing => c.stale = false,
+                    Read::Nothing => {
+                        c.caught_up = true;
+                        c.stale = false;
+                    }
                     Read::Failed => return None,
                 }
             }

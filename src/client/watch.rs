@@ -93,6 +93,10 @@ mod tests {
             ["Attempt(2)", "WaitingForSlot", "SlotTaken"]
         );
         note(CallNote::Attempt(3));
-        assert_eq!(heard.lock().unwrap().len(), 3, "outside the call: nobody hears");
+        assert_eq!(
+            heard.lock().unwrap().len(),
+            3,
+            "outside the call: nobody hears"
+        );
     }
 }

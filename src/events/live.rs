@@ -62,7 +62,10 @@ pub enum ProgressKind {
         messages: usize,
         attempt: u32,
     },
-    ModelCallEnded { ok: bool, error: Option<String> },
+    ModelCallEnded {
+        ok: bool,
+        error: Option<String>,
+    },
     /// A tool starts running (after its admission: budget, approval).
     ToolCallStarted {
         call_id: String,
@@ -75,8 +78,8 @@ pub enum ProgressKind {
         tool: String,
         ok: bool,
     },
-    /// The run waits: for a lease, a person's approval, a backoff or a
-    /// free slot of the model's endpoint.
+    /// The run waits: for a person's approval, a backoff or a free slot
+    /// of the model's endpoint.
     Waiting {
         #[serde(rename = "for")]
         waiting_for: WaitFor,
@@ -95,7 +98,6 @@ pub enum ProgressKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitFor {
-    Lease,
     Approval,
     Backoff,
     ModelSlot,
@@ -437,7 +439,10 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(started["kind"], "model_call_started");
-        assert_eq!((started["messages"].as_u64(), started["attempt"].as_u64()), (Some(3), Some(2)));
+        assert_eq!(
+            (started["messages"].as_u64(), started["attempt"].as_u64()),
+            (Some(3), Some(2))
+        );
     }
 
     #[test]

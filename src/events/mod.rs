@@ -8,8 +8,8 @@
 
 pub mod daemon;
 pub mod legacy;
-mod observer;
 pub mod live;
+mod observer;
 
 pub use observer::{
     CompositeObserver, EventSink, LiveOut, NullObserver, Observer, ObserverError, TokenDelta,

@@ -128,7 +128,8 @@ impl Observer for CompositeObserver {
 
     fn on_progress(&self, progress: &Progress) {
         for observer in self.observers.iter().filter(|o| o.wants_progress()) {
-            if std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_progress(progress))).is_err()
+            if std::panic::catch_unwind(AssertUnwindSafe(|| observer.on_progress(progress)))
+                .is_err()
             {
                 tracing::error!(observer = observer.name(), "observer panicked on progress");
             }

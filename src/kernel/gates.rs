@@ -91,9 +91,13 @@ impl Kernel {
                     arguments: call.arguments.clone(),
                     digest: request.digest.clone(),
                 };
-                with_its_event(events, asked, journal.record_approval(turn, position, &request))
-                    .await
-                    .map_err(journal_err)?;
+                with_its_event(
+                    events,
+                    asked,
+                    journal.record_approval(turn, position, &request),
+                )
+                .await
+                .map_err(journal_err)?;
                 request
             }
         };

@@ -32,7 +32,6 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Budget, BudgetStop};
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken, watch};
 use crate::events::live::ProgressKind;
-use progress::model_started;
 use crate::events::{Event, EventSink};
 use crate::journal::{JournalError, Parked, RecordedReply, RunJournal};
 use crate::model::{ModelPlugin, ToolChoice};
@@ -41,6 +40,7 @@ use crate::tools::agent::AgentHost;
 use crate::types::{
     Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult,
 };
+use progress::model_started;
 
 /// What a turn's request says about tools besides their schemas.
 #[derive(Debug, Clone, PartialEq)]

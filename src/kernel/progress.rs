@@ -69,7 +69,12 @@ mod tests {
     fn kinds(note: CallNote<'_>) -> Vec<String> {
         progress_of(&note, "m", 4)
             .iter()
-            .map(|kind| serde_json::to_value(kind).unwrap()["kind"].as_str().unwrap().to_string())
+            .map(|kind| {
+                serde_json::to_value(kind).unwrap()["kind"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
             .collect()
     }
 
@@ -85,10 +90,14 @@ mod tests {
             delay: Duration::from_millis(200),
         };
         assert_eq!(kinds(retrying), ["model_call_ended", "waiting"]);
-        assert_eq!(kinds(CallNote::Attempt(2)), ["waiting_ended", "model_call_started"]);
+        assert_eq!(
+            kinds(CallNote::Attempt(2)),
+            ["waiting_ended", "model_call_started"]
+        );
         let next = progress_of(&CallNote::Attempt(2), "m", 4);
         assert_eq!(next[1], model_started("m", 4, 2));
-        let slot = serde_json::to_value(&progress_of(&CallNote::WaitingForSlot, "m", 4)[0]).unwrap();
+        let slot =
+            serde_json::to_value(&progress_of(&CallNote::WaitingForSlot, "m", 4)[0]).unwrap();
         assert_eq!(slot["for"], "model_slot");
     }
 }

@@ -356,7 +356,10 @@ pub(crate) async fn finish(
     tx.settle(id.as_str(), &settle, now).await?;
     let finished = write_ending(tx, id, attempt, ending, &decision, Change::Updated).await?;
     Ok(Finished {
-        run_at: settle.run_at.filter(|_| !decision.state.is_terminal()).map(super::rfc3339),
+        run_at: settle
+            .run_at
+            .filter(|_| !decision.state.is_terminal())
+            .map(super::rfc3339),
         ..finished
     })
 }

@@ -355,7 +355,11 @@ fn unfinished_step(journal: &[JournalEntry], scope: &str) -> Option<String> {
     } else {
         format!(", nested run {scope}")
     };
-    let Some(reply) = steps.iter().filter(|e| e.step == "reply").max_by_key(|e| e.turn) else {
+    let Some(reply) = steps
+        .iter()
+        .filter(|e| e.step == "reply")
+        .max_by_key(|e| e.turn)
+    else {
         return Some(format!("the model call of turn 1{run}"));
     };
     let turn = reply.turn;

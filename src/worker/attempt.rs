@@ -17,11 +17,11 @@ use tokio_util::sync::CancellationToken;
 use super::WorkerPool;
 use super::attempt_log::AttemptLog;
 use crate::budget::Budget;
+use crate::events::live::{ProgressKind, WaitFor};
 use crate::events::{
     CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
 use crate::journal::RunJournal;
-use crate::events::live::{ProgressKind, WaitFor};
 use crate::queue::{Finished, HeartbeatReply, Job, Lease, NextLease, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::RunScope;
