@@ -223,3 +223,58 @@ async fn calls_in_progress_show_before_their_stored_events_and_survive_a_reconne
         "{resumed:#?}"
     );
 }
+
+/// Turn 1 waits on `gate`; turn 2 calls `wire`, which needs approval.
+const APPROVAL_SCRIPT: &str = r#"
+replies:
+  - turn: 1
+    tool_calls: [{id: g1, name: gate, arguments: {}}]
+  - turn: 2
+    tool_calls: [{id: w1, name: wire, arguments: {amount: 500}}]
+"#;
+
+/// A job that parks for a person tells its watchers what it waits for:
+/// a `waiting` frame for `approval` naming the call and when its timeout
+/// denies it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_parked_for_approval_shows_what_it_waits_for() {
+    let mock = mock_server(APPROVAL_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    let gate = site.path().join("gate");
+    let wire = r#"  - {name: wire, kind: process, effect: idempotent, parameters: {type: object, properties: {amount: {type: integer}}}, approval: {when: "args.amount > 100", timeout: 1h}, command: [sh, -c, "echo '{}'"]}"#;
+    site.put_bundle(
+        "watched",
+        &format!(
+            "name: watched\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n{}\n{wire}\n",
+            waiting_tool("gate", &gate)
+        ),
+    );
+    let daemon = site.start();
+    let job = submit(&client(), &daemon, "watched", "go").await;
+    let id = job["id"].as_str().unwrap();
+    let mut stream = open(&daemon, id, None).await;
+    std::fs::write(&gate, "").unwrap();
+    let mut seen = Vec::new();
+    let waiting = read_until(&mut stream, &mut seen, "the approval wait", |f| {
+        f.progress("waiting", 2)
+    })
+    .await;
+    let wait = &seen[waiting].data;
+    assert_eq!(
+        (&wait["for"], &wait["call_id"], &wait["tool"]),
+        (
+            &Value::from("approval"),
+            &Value::from("w1"),
+            &Value::from("wire")
+        )
+    );
+    assert!(wait["until"].is_string(), "the approval timeout: {wait}");
+    // The stored `JobState` that parked it comes too (before or after the
+    // frame: the frame is published once the park is committed).
+    let parking = |f: &Frame| {
+        f.kind == "event" && f.data["type"] == "JobState" && f.data["state"] == "awaiting_approval"
+    };
+    if !seen.iter().any(parking) {
+        read_until(&mut stream, &mut seen, "the parking JobState", parking).await;
+    }
+}
