@@ -375,6 +375,18 @@ impl<'a> Binder<'a> {
             })?;
         let mut bundle = bundle::load_dir(&copy.path, &self.context())
             .map_err(|e| format!("its copy {} does not load: {e}", copy.path.display()))?;
+        if !copy.sealed {
+            // Made before manifests: its files must still hash to the
+            // content it records; then it gets its manifest.
+            if bundle.content_digest != copy.content {
+                return Err(format!(
+                    "its copy {} (made before copies had manifests) no longer holds content {}: it is damaged, and its source was edited since",
+                    copy.path.display(),
+                    copy.content
+                ));
+            }
+            self.store.seal(&copy).map_err(|e| e.to_string())?;
+        }
         // The copy's own digest counts files tools wrote into it: the
         // manifest's (verified) is the content it was made from.
         bundle.content_digest = copy.content;

@@ -49,6 +49,10 @@ pub enum StoreError {
 pub struct Copy {
     pub path: PathBuf,
     pub content: ContentDigest,
+    /// False for a copy made before manifests: its files are not verified
+    /// yet, and the caller checks their content digest, then
+    /// [`BundleStore::seal`]s it.
+    pub sealed: bool,
 }
 
 /// A copy that [`BundleStore::keep`] made now (the caller checks it holds
@@ -121,21 +125,36 @@ impl BundleStore {
         if !path.exists() {
             return Ok(None);
         }
-        match durable::verify(&path) {
+        let why = match durable::verify(&path) {
             Ok(manifest) => {
                 touch(&path);
-                Ok(Some(Copy {
+                return Ok(Some(Copy {
                     path,
                     content: manifest.content,
-                }))
+                    sealed: true,
+                }));
             }
-            Err(why) => Err(StoreError::Damaged {
-                content: durable::recorded_content(&path).unwrap_or_else(|| "unknown".into()),
+            Err(why) => why,
+        };
+        if let Some(content) = durable::legacy_content(&path) {
+            return Ok(Some(Copy {
                 path,
-                identity: identity.clone(),
-                why,
-            }),
+                content,
+                sealed: false,
+            }));
         }
+        Err(StoreError::Damaged {
+            content: durable::recorded_content(&path).unwrap_or_else(|| "unknown".into()),
+            path,
+            identity: identity.clone(),
+            why,
+        })
+    }
+
+    /// Gives a copy made before manifests, whose files were found to hold
+    /// `content`, its manifest. Blocking.
+    pub fn seal(&self, copy: &Copy) -> Result<(), StoreError> {
+        durable::seal(&copy.path, &copy.content)
     }
 
     /// Drops a copy that turned out not to match its identity.

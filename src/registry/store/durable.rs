@@ -24,6 +24,10 @@ use crate::bundle::ContentDigest;
 /// The manifest's file in a copy.
 const MANIFEST: &str = ".manifest.json";
 
+/// What a copy made before manifests existed recorded instead: its
+/// content digest alone.
+const LEGACY_DIGEST: &str = ".content-digest";
+
 /// How deep a bundle's tree may go (symlinked directories included).
 const MAX_DEPTH: usize = 16;
 
@@ -172,6 +176,54 @@ pub(super) fn verify(path: &Path) -> Result<Manifest, String> {
         }
     }
     Ok(manifest)
+}
+
+/// The content digest a copy made before manifests recorded, when it has
+/// no manifest: the caller checks the copy against it, then seals it.
+pub(super) fn legacy_content(path: &Path) -> Option<ContentDigest> {
+    if path.join(MANIFEST).exists() {
+        return None;
+    }
+    let text = std::fs::read_to_string(path.join(LEGACY_DIGEST)).ok()?;
+    Some(ContentDigest::recorded(&text))
+}
+
+/// Writes the manifest of the copy at `path` (made before manifests,
+/// checked against `content`): its files as they are now, hidden ones and
+/// `__pycache__` left out as the content digest leaves them out.
+pub(super) fn seal(path: &Path, content: &ContentDigest) -> Result<(), StoreError> {
+    let write_error = |detail: String| StoreError::Write {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let mut files = BTreeMap::new();
+    let mut pending = vec![(path.to_path_buf(), 0)];
+    while let Some((dir, depth)) = pending.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|e| write_error(e.to_string()))?;
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') || name == "__pycache__" {
+                continue;
+            }
+            let file = entry.path();
+            if file.is_dir() && depth + 1 < MAX_DEPTH {
+                pending.push((file, depth + 1));
+            } else if file.is_file() {
+                let sum =
+                    sum_of(&file).map_err(|e| write_error(format!("{}: {e}", file.display())))?;
+                let relative = file.strip_prefix(path).unwrap_or(&file);
+                files.insert(relative.to_string_lossy().into_owned(), sum);
+            }
+        }
+    }
+    let manifest = Manifest {
+        content: content.clone(),
+        files,
+    };
+    let text = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+    write_synced(&path.join(MANIFEST), &text)
+        .and_then(|()| sync_dir(path))
+        .map_err(write_error)
 }
 
 /// The content digest a copy's manifest records, if it can be read at all.

@@ -47,7 +47,8 @@ fn a_copy_keeps_its_content_while_the_source_changes() {
         found,
         Some(Copy {
             path: copy.clone(),
-            content: content("c1")
+            content: content("c1"),
+            sealed: true,
         })
     );
     assert_eq!(store.find(&id("../etc")).unwrap(), None);
@@ -156,4 +157,25 @@ fn pruning_keeps_copies_in_use_or_recently_used() {
     assert!(store.find(&id("aa")).unwrap().is_some());
     assert!(store.find(&id("bb")).unwrap().is_none());
     assert!(!state.path().join("bundles/.cc.1.0.tmp").exists());
+}
+
+#[test]
+fn a_copy_made_before_manifests_is_found_unsealed_then_sealed() {
+    let state = tempfile::tempdir().unwrap();
+    let source = source();
+    let store = BundleStore::new(state.path());
+    let copy = store
+        .keep(source.path(), &id("ab"), &content("c1"))
+        .unwrap()
+        .path;
+    std::fs::remove_file(copy.join(".manifest.json")).unwrap();
+    std::fs::write(copy.join(".content-digest"), "c1").unwrap();
+    let found = store.find(&id("ab")).unwrap().unwrap();
+    assert_eq!((found.sealed, &found.content), (false, &content("c1")));
+    store.seal(&found).unwrap();
+    let found = store.find(&id("ab")).unwrap().unwrap();
+    assert!(found.sealed);
+    // Sealed, it is verified like any copy.
+    std::fs::write(copy.join("tools/x.py"), "").unwrap();
+    assert!(store.find(&id("ab")).is_err());
 }
