@@ -3,9 +3,10 @@
 //! journal scope and cancellation). Runs nested in a job — `agent` tools,
 //! workflow agent and score stages, group-chat local agents — go through the
 //! same door, each with its own scope under the step that started it, and
-//! each pinned to the bundle content it started with: the digest is
+//! each pinned to the bundle content it started with: its identity is
 //! journaled with the nested run's first step, and a resumed run gets that
-//! content or fails saying it is gone.
+//! content (from its copy in the store, when the bundle was edited since)
+//! or fails saying why it is gone.
 //!
 //! How a run ends is a [`RunFailure`] or a [`RunResult`]; the failure turns
 //! into the tool error of the call that started a nested run (beside its
@@ -25,7 +26,7 @@ use crate::bundle::{RequestShapes, ToolEnv};
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
 use crate::kernel::{CallBudget, Kernel, RunFailure};
-use crate::registry::{LoadedBundle, Registry};
+use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
 use crate::tools::agent::{AgentHost, Inherited};
 use crate::tools::{ToolEngine, ToolError};
 use crate::types::{Message, RunResult, TerminationReason};
@@ -85,7 +86,9 @@ pub struct RunOptions {
 struct Pin {
     bundle: String,
     version: String,
-    digest: String,
+    /// Journals written before identities had their own name call it `digest`.
+    #[serde(alias = "digest")]
+    identity: BundleIdentity,
 }
 
 const PIN_STEP: &str = "bundle";
@@ -107,7 +110,7 @@ pub struct Runner {
 #[derive(Clone)]
 struct BoundReach {
     generation: u64,
-    digest: String,
+    identity: BundleIdentity,
     tools: Arc<ToolEngine>,
     shapes: RequestShapes,
 }
@@ -205,7 +208,7 @@ impl Runner {
         let snapshot = registry.snapshot();
         let mut cached = self.reach.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(bound) = cached.as_ref().filter(|bound| {
-            bound.generation == snapshot.generation && bound.digest == loaded.bundle.digest
+            bound.generation == snapshot.generation && bound.identity == loaded.identity
         }) {
             return Ok(Some(bound.clone()));
         }
@@ -233,7 +236,7 @@ impl Runner {
         let shapes = loaded.shapes_for(&tools).map_err(RunFailure::Bundle)?;
         let bound = BoundReach {
             generation: snapshot.generation,
-            digest: loaded.bundle.digest.clone(),
+            identity: loaded.identity.clone(),
             tools,
             shapes,
         };
@@ -312,26 +315,35 @@ impl Runner {
             ))
         })?;
         if let Some(pin) = journal.latest_value::<Pin>(PIN_STEP)? {
-            return registry.resolve(name, Some(&pin.digest)).await.ok_or_else(|| {
-                RunFailure::PinnedContentGone(format!(
-                    "bundle {name:?} content {} (version {}) that this nested run started with can no longer be loaded (its copy in the state directory was pruned, or the endpoint or plugins it was bound to changed since); it is never resumed against different content: resubmit the job",
-                    short_digest(&pin.digest),
-                    pin.version
-                ))
-            });
+            return registry
+                .resolve(name, Some(&pin.identity))
+                .await
+                .map_err(|why| {
+                    RunFailure::PinnedContentGone(format!(
+                        "bundle {name:?} identity {} (version {}) that this nested run started with can no longer be loaded: {why}; it is never resumed against different content: resubmit the job",
+                        pin.identity.short(),
+                        pin.version
+                    ))
+                });
         }
-        let loaded = registry.resolve(name, None).await.ok_or_else(|| {
-            RunFailure::Bundle(format!(
-                "bundle {name:?} is not loaded; check `structured-agents bundles`"
-            ))
-        })?;
+        let loaded = registry
+            .resolve(name, None)
+            .await
+            .map_err(|why| match why {
+                Unresolved::NotLoaded => RunFailure::Bundle(format!(
+                    "bundle {name:?} is not loaded; check `structured-agents bundles`"
+                )),
+                Unresolved::PinnedGone(why) => {
+                    RunFailure::Bundle(format!("bundle {name:?}: {why}"))
+                }
+            })?;
         journal.defer_value(
             0,
             PIN_STEP,
             &Pin {
                 bundle: name.to_string(),
                 version: loaded.version().to_string(),
-                digest: loaded.bundle.digest.clone(),
+                identity: loaded.identity.clone(),
             },
         )?;
         Ok(loaded)
@@ -361,11 +373,6 @@ impl Runner {
             ToolError::Failed(format!("agent bundle {bundle:?} did not run: {stop}"))
         })
     }
-}
-
-/// The first 12 hex digits of a bundle digest, as people are shown it.
-pub fn short_digest(digest: &str) -> &str {
-    digest.get(..12).unwrap_or(digest)
 }
 
 impl AgentHost for Runner {

@@ -19,7 +19,8 @@ fn describe(entry: &BundleEntry, detailed: bool) -> Value {
         "version": current.map(|b| b.version()),
         "description": current.map(|b| b.bundle.raw.description.clone()),
         "loaded_at": current.map(|b| b.loaded_at.clone()),
-        "digest": current.map(|b| b.bundle.digest.clone()),
+        "digest": current.map(|b| b.identity.to_string()),
+        "content_digest": current.map(|b| b.bundle.content_digest.to_string()),
         "errors": entry.errors,
         "last_error": entry.errors.first(),
     });

@@ -5,6 +5,7 @@
 //! This module must not know about the daemon, the queue or HTTP serving.
 
 pub mod bind;
+mod digest;
 pub mod import;
 mod locate;
 pub mod schema;
@@ -12,6 +13,7 @@ mod shape;
 mod template;
 
 pub use bind::{ToolEnv, build_tools};
+pub use digest::{ContentDigest, content_digest};
 pub use schema::{RawBundle, ToolKind, ToolSpec};
 pub use shape::{RequestShapes, Target};
 pub use template::{PromptError, Prompts};
@@ -145,8 +147,9 @@ pub struct Bundle {
     /// The compiled workflow when the bundle is one.
     pub workflow: Option<std::sync::Arc<crate::workflow::Workflow>>,
     /// The digest of everything that resolves into the bundle (its files
-    /// and its model config): jobs pin it, and any change rebinds it.
-    pub digest: String,
+    /// and its model config); the registry's identity of a bound bundle
+    /// covers it (`registry::BundleIdentity`), and any change rebinds it.
+    pub content_digest: ContentDigest,
 }
 
 impl fmt::Debug for Bundle {
@@ -314,78 +317,9 @@ pub fn load_dir(dir: &Path, ctx: &LoadContext<'_>) -> Result<Bundle, BundleError
         }])
     })?;
     let mut bundle = load_str(&text, dir, &file, ctx)?;
-    bundle.digest =
+    bundle.content_digest =
         content_digest(dir, bundle.model.source.as_deref()).map_err(|e| BundleErrors(vec![e]))?;
     Ok(bundle)
-}
-
-/// The digest of everything in a bundle's directory that resolves into it —
-/// every file's relative path and bytes (hidden entries and `__pycache__`
-/// left out; a symlink counts by its target's content, as it runs) — and
-/// the model-plugin config file it uses. Any change to any of them is
-/// another bundle.
-pub fn content_digest(dir: &Path, model_source: Option<&Path>) -> Result<String, BundleError> {
-    use sha2::{Digest, Sha256};
-    /// A symlink loop ends here.
-    const MAX_DEPTH: usize = 16;
-    let unreadable = |path: &Path, e: std::io::Error| BundleError {
-        file: path.to_path_buf(),
-        line: None,
-        path: String::new(),
-        message: format!("cannot read for the bundle's digest: {e}"),
-    };
-    let mut hash = Sha256::new();
-    let mut pending = vec![(dir.to_path_buf(), 0)];
-    let mut files = Vec::new();
-    while let Some((current, depth)) = pending.pop() {
-        let entries = std::fs::read_dir(&current).map_err(|e| unreadable(&current, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| unreadable(&current, e))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') || name == "__pycache__" {
-                continue;
-            }
-            let path = entry.path();
-            let meta = std::fs::metadata(&path).map_err(|e| unreadable(&path, e))?;
-            if meta.is_file() {
-                files.push(path);
-            } else if !meta.is_dir() {
-                // Reading a FIFO or a device would hang or never end.
-                return Err(BundleError {
-                    file: path,
-                    line: None,
-                    path: String::new(),
-                    message: "is not a regular file (a FIFO, socket or device); a bundle holds files and directories only".into(),
-                });
-            } else if depth + 1 < MAX_DEPTH {
-                pending.push((path, depth + 1));
-            } else {
-                return Err(BundleError {
-                    file: path,
-                    line: None,
-                    path: String::new(),
-                    message: format!(
-                        "nested deeper than {MAX_DEPTH} directories (a symlink loop?)"
-                    ),
-                });
-            }
-        }
-    }
-    files.sort();
-    for path in files {
-        let relative = path.strip_prefix(dir).unwrap_or(&path);
-        hash.update(relative.to_string_lossy().as_bytes());
-        hash.update([0]);
-        let content = std::fs::read(&path).map_err(|e| unreadable(&path, e))?;
-        hash.update((content.len() as u64).to_le_bytes());
-        hash.update(&content);
-    }
-    if let Some(source) = model_source {
-        hash.update(b"\0model\0");
-        hash.update(std::fs::read(source).map_err(|e| unreadable(source, e))?);
-    }
-    Ok(crate::hex::short_hex(&hash.finalize()))
 }
 
 /// Parses and validates bundle text as if it were `file` in `dir`.
@@ -421,7 +355,7 @@ pub fn load_str(
 
     match (problems.is_empty(), prompts, model) {
         (true, Some(prompts), Some(model)) => Ok(Bundle {
-            digest: digest(text),
+            content_digest: ContentDigest::of_text(text),
             raw,
             dir: dir.to_path_buf(),
             file: file.to_path_buf(),

@@ -124,7 +124,8 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
     let bundle = crate::bundle::load_str(&text, here, &here.join("bench.yaml"), &context)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let backend = crate::endpoints::backend_for(&bundle.endpoint, &Default::default())?;
-    let loaded = LoadedBundle::new(bundle, Arc::new(ToolEngine::new()), backend);
+    let identity = crate::registry::BundleIdentity::unbound(&bundle.content_digest);
+    let loaded = LoadedBundle::new(bundle, identity, Arc::new(ToolEngine::new()), backend);
     let kernel = Arc::new(Runner::local().kernel(&loaded, &RunOptions::default())?);
     let turns = move || {
         let kernel = kernel.clone();

@@ -12,7 +12,7 @@ use super::printer::{Format, Printer};
 use crate::bundle::{self, EndpointRef, LoadContext, ToolEnv};
 use crate::events::{EventSink, RunContext};
 use crate::model::ModelCatalog;
-use crate::registry::LoadedBundle;
+use crate::registry::{BundleIdentity, LoadedBundle};
 use crate::runner::{RunOptions, Runner};
 use crate::types::TerminationReason;
 
@@ -78,7 +78,8 @@ pub async fn load_for_run(
     })
     .await?;
     let tools = Arc::new(tools.map_err(|e| anyhow::anyhow!("{e}"))?);
-    Ok(LoadedBundle::new(bundle, tools, backend))
+    let identity = BundleIdentity::unbound(&bundle.content_digest);
+    Ok(LoadedBundle::new(bundle, identity, tools, backend))
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {

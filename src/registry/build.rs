@@ -8,8 +8,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
-
 use super::diff::Inventory;
 use super::names::{self, Entries};
 use super::reuse::{DirLoad, DirLoads, Inputs, Plan};
@@ -17,8 +15,8 @@ use super::stamp;
 use super::store::BundleStore;
 use super::watch::Changed;
 use super::{
-    Applied, BundleEntry, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend, LoadedBundle,
-    RegistryError, Snapshot, trust,
+    Applied, BundleEntry, BundleIdentity, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend,
+    LoadedBundle, RegistryError, Snapshot, trust,
 };
 use crate::bundle::{self, Bundle, BundleErrors, EndpointRef, LoadContext, ToolEnv};
 use crate::client::{ChatBackend, EndpointSettings, HttpBackend, ScriptedBackend};
@@ -27,14 +25,14 @@ use crate::events::daemon::InputKind;
 use crate::model::ModelCatalog;
 use crate::plugins::{PluginObserver, PluginRegistry};
 
-/// `name` at `identity`, loaded again from the store against what
-/// `snapshot` offers (blocking).
+/// `name` at `identity`, loaded again from its verified copy in the store
+/// against what `snapshot` offers (blocking), or why it cannot be.
 pub(super) fn revive(
     snapshot: &Snapshot,
     env: &BuildEnv,
     name: &str,
-    identity: &str,
-) -> Option<Arc<LoadedBundle>> {
+    identity: &BundleIdentity,
+) -> Result<Arc<LoadedBundle>, String> {
     Binder::new(
         &snapshot.config,
         &snapshot.endpoints,
@@ -144,7 +142,7 @@ fn inventory_of(s: &Snapshot) -> Inventory {
             inventory.insert(
                 InputKind::Bundle,
                 name,
-                format!("{}#{}", b.bundle.digest, b.bind),
+                format!("{}#{}", b.identity, b.bind),
             );
         }
     }
@@ -307,9 +305,9 @@ impl<'a> Binder<'a> {
 
     /// The bundle in the operator's directory `dir`, validated — parsed
     /// once, from the directory itself; unless `before` already serves the
-    /// same identity, copied into the store, the copy's bytes checked
-    /// against what was parsed, and bound from the copy (what runs is what
-    /// the identity was computed from).
+    /// same identity, copied into the store (or its copy there verified),
+    /// a new copy's bytes checked against what was parsed, and bound from
+    /// the copy (what runs is what the identity was computed from).
     fn load(
         &self,
         dir: &Path,
@@ -318,7 +316,7 @@ impl<'a> Binder<'a> {
         let mut bundle = bundle::load_dir(dir, &self.context())?;
         let identity = self.identity(&bundle);
         let unchanged = before.filter(|p| {
-            p.bundle.digest == identity
+            p.identity == identity
                 && p.name() == bundle.name()
                 // An MCP server announced new tools: bind again.
                 && !p.tools.stale()
@@ -326,17 +324,16 @@ impl<'a> Binder<'a> {
         if let Some(unchanged) = unchanged {
             return Ok(unchanged.clone());
         }
-        // An existing copy of this identity holds this content (the
-        // identity covers the content digest); a new one is checked.
-        let fresh = !self.store.holds(&identity);
-        let copy = self
+        // An existing copy verified against its manifest holds this
+        // content; a new (or rebuilt) one is checked against the parse.
+        let kept = self
             .store
-            .keep(dir, &identity, &bundle.digest)
-            .map_err(|message| located(dir, message))?;
-        if fresh {
-            let copied = bundle::content_digest(&copy, bundle.model.source.as_deref())
+            .keep(dir, &identity, &bundle.content_digest)
+            .map_err(|e| located(dir, e.to_string()))?;
+        if kept.made {
+            let copied = bundle::content_digest(&kept.path, bundle.model.source.as_deref())
                 .map_err(|e| BundleErrors(vec![e]))?;
-            if copied != bundle.digest {
+            if copied != bundle.content_digest {
                 self.store.discard(&identity);
                 return Err(located(
                     dir,
@@ -344,10 +341,10 @@ impl<'a> Binder<'a> {
                 ));
             }
         }
+        let copy = kept.path;
         bundle.relocate(&copy);
-        bundle.digest = identity;
         // Binding errors name the operator's files, not the copy's.
-        self.bind(bundle).map_err(|BundleErrors(errors)| {
+        self.bind(bundle, identity).map_err(|BundleErrors(errors)| {
             BundleErrors(
                 errors
                     .into_iter()
@@ -362,58 +359,65 @@ impl<'a> Binder<'a> {
         })
     }
 
-    /// The bundle `name` of identity `identity` loaded again from its copy
-    /// (a job pinned to it resumes after a restart), if its endpoint and
-    /// plugins are still what the identity names.
-    fn revive(&self, name: &str, identity: &str) -> Option<Arc<LoadedBundle>> {
-        let (copy, content) = self.store.find(identity)?;
-        let mut bundle = bundle::load_dir(&copy, &self.context()).ok()?;
-        bundle.digest = content;
-        if bundle.name() != name || self.identity(&bundle) != identity {
-            return None;
+    /// The bundle `name` of identity `identity` loaded again from its
+    /// verified copy (a job pinned to it resumes after a restart), if its
+    /// endpoint and plugins are still what the identity names; else why
+    /// not. A damaged copy is not rebuilt here: its source no longer holds
+    /// its content (else the current version would be this identity, and
+    /// its load would have rebuilt the copy).
+    fn revive(&self, name: &str, identity: &BundleIdentity) -> Result<Arc<LoadedBundle>, String> {
+        let copy = self
+            .store
+            .find(identity)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| {
+                "its copy in the state directory is gone (pruned after the queue's retention, or deleted)".to_string()
+            })?;
+        let mut bundle = bundle::load_dir(&copy.path, &self.context())
+            .map_err(|e| format!("its copy {} does not load: {e}", copy.path.display()))?;
+        if !copy.sealed {
+            // Made before manifests: its files must still hash to the
+            // content it records; then it gets its manifest.
+            if bundle.content_digest != copy.content {
+                return Err(format!(
+                    "its copy {} (made before copies had manifests) no longer holds content {}: it is damaged, and its source was edited since",
+                    copy.path.display(),
+                    copy.content
+                ));
+            }
+            self.store.seal(&copy).map_err(|e| e.to_string())?;
         }
-        bundle.digest = identity.to_string();
-        self.bind(bundle).ok()
+        // The copy's own digest counts files tools wrote into it: the
+        // manifest's (verified) is the content it was made from.
+        bundle.content_digest = copy.content;
+        if bundle.name() != name {
+            return Err(format!(
+                "its copy {} holds bundle {:?}",
+                copy.path.display(),
+                bundle.name()
+            ));
+        }
+        let now = self.identity(&bundle);
+        if now != *identity {
+            return Err(format!(
+                "the endpoint, plugins or agents it was bound to changed since (bound now it would be {})",
+                now.short()
+            ));
+        }
+        self.bind(bundle, now)
+            .map_err(|e| format!("binding its copy failed: {e}"))
     }
 
-    /// A bundle's identity: its content digest (files and model config),
-    /// the definition of the endpoint it names, the hashes of the plugin
-    /// libraries its tools use and, when it calls remote agents, their
-    /// definitions. A change to any of them is another bundle.
-    fn identity(&self, bundle: &Bundle) -> String {
-        let mut hash = Sha256::new();
-        hash.update(bundle.digest.as_bytes());
-        let endpoint = match &bundle.endpoint {
-            EndpointRef::Named(name) => {
-                serde_json::to_string(&self.config.endpoints.get(name)).unwrap_or_default()
-            }
-            other => format!("{other:?}"),
-        };
-        hash.update(b"\0endpoint\0");
-        hash.update(endpoint.as_bytes());
-        if !own_urls(bundle).is_empty() {
-            hash.update(b"\0egress\0");
-            hash.update(serde_json::to_string(&self.config.egress).unwrap_or_default());
-        }
-        for spec in &bundle.raw.tools {
-            if let Some(plugin) = &spec.plugin {
-                hash.update(b"\0plugin\0");
-                hash.update(plugin.as_bytes());
-                if let Some(p) = self.plugins.get(plugin) {
-                    hash.update(p.info.sha256.as_bytes());
-                }
-            }
-            if spec.kind == crate::bundle::schema::ToolKind::HttpAgent {
-                hash.update(b"\0agents\0");
-                hash.update(serde_json::to_string(&self.config.agents).unwrap_or_default());
-                hash.update(self.config.runtime.sender_id.as_bytes());
-            }
-        }
-        // As long as a content digest (8 bytes in hex).
-        crate::hex::short_hex(&hash.finalize())
+    /// A bundle's identity against this snapshot's config and plugins.
+    fn identity(&self, bundle: &Bundle) -> BundleIdentity {
+        super::identity::identity_of(bundle, self.config, self.plugins)
     }
 
-    fn bind(&self, mut bundle: Bundle) -> Result<Arc<LoadedBundle>, BundleErrors> {
+    fn bind(
+        &self,
+        mut bundle: Bundle,
+        identity: BundleIdentity,
+    ) -> Result<Arc<LoadedBundle>, BundleErrors> {
         let locate = |message: String| {
             BundleErrors(vec![bundle::BundleError {
                 file: bundle.file.clone(),
@@ -449,6 +453,7 @@ impl<'a> Binder<'a> {
         let tools = bundle::build_tools(&mut bundle, &self.tool_env)?;
         Ok(Arc::new(LoadedBundle::new(
             bundle,
+            identity,
             Arc::new(tools),
             backend,
         )))
@@ -524,7 +529,7 @@ fn located(dir: &Path, message: String) -> BundleErrors {
 /// The URLs a bundle names itself (not through the daemon config), with
 /// their key paths: its model endpoint, its `http_agent` tools' `url` and
 /// its MCP servers' `server.url`.
-fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
+pub(super) fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
     let mut urls = Vec::new();
     if let EndpointRef::Url(url) = &bundle.endpoint {
         urls.push(("model.endpoint".to_string(), url.clone()));

@@ -16,6 +16,7 @@
 mod build;
 pub mod diff;
 mod directory;
+mod identity;
 mod limited;
 mod names;
 pub mod reload;
@@ -26,6 +27,7 @@ pub mod trust;
 pub mod watch;
 
 pub use directory::DirectoryAgent;
+pub use identity::BundleIdentity;
 pub use limited::LimitedBackend;
 pub use reload::{ReloadHandle, Reloader};
 
@@ -48,6 +50,8 @@ use crate::types::DeclaredTools;
 /// A bundle ready to run: validated, tools bound, backend chosen.
 pub struct LoadedBundle {
     pub bundle: Bundle,
+    /// What jobs running it are pinned to (its content as bound).
+    pub identity: BundleIdentity,
     pub tools: Arc<ToolEngine>,
     pub backend: Arc<dyn ChatBackend>,
     pub loaded_at: String,
@@ -57,10 +61,16 @@ pub struct LoadedBundle {
 }
 
 impl LoadedBundle {
-    /// A bind of `bundle` to its tools and backend, stamped now.
-    pub fn new(bundle: Bundle, tools: Arc<ToolEngine>, backend: Arc<dyn ChatBackend>) -> Self {
+    /// A bind of `bundle`, as `identity`, to its tools and backend, stamped now.
+    pub fn new(
+        bundle: Bundle,
+        identity: BundleIdentity,
+        tools: Arc<ToolEngine>,
+        backend: Arc<dyn ChatBackend>,
+    ) -> Self {
         Self {
             bundle,
+            identity,
             tools,
             backend,
             loaded_at: crate::events::timestamp_now(),
@@ -234,6 +244,16 @@ pub enum RegistryError {
     Task(String),
 }
 
+/// Why [`Registry::resolve`] has no bundle to run.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresolved {
+    #[error("it is not loaded; check `structured-agents bundles`")]
+    NotLoaded,
+    /// The pinned content cannot be had, and why.
+    #[error("{0}")]
+    PinnedGone(String),
+}
+
 /// The daemon's live registry.
 pub struct Registry {
     /// Whether `agent` tools can run (the daemon's runner runs them).
@@ -241,9 +261,9 @@ pub struct Registry {
     /// Told when an MCP server announces new tools (a reload rebinds).
     tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
     snapshot: RwLock<Arc<Snapshot>>,
-    /// Superseded content still running or pinned, by (name, digest), so a
-    /// retried or resumed job finds the exact content it was pinned to.
-    versions: Mutex<HashMap<(String, String), Arc<LoadedBundle>>>,
+    /// Superseded content still running or pinned, by (name, identity), so
+    /// a retried or resumed job finds the exact content it was pinned to.
+    versions: Mutex<HashMap<(String, BundleIdentity), Arc<LoadedBundle>>>,
     reload_lock: tokio::sync::Mutex<()>,
 }
 
@@ -271,33 +291,35 @@ impl Registry {
 
     /// The bundle to run: exactly the pinned content (by identity) if given
     /// — the current version, one still in memory, or its copy in the store
-    /// loaded again — else the current one. `None` when the pinned content
-    /// cannot be had: a job never runs different content than it started with.
+    /// (verified) loaded again — else the current one. A job never runs
+    /// different content than it started with: when the pinned content
+    /// cannot be had, the error says why.
     pub async fn resolve(
         self: &Arc<Self>,
         name: &str,
-        digest: Option<&str>,
-    ) -> Option<Arc<LoadedBundle>> {
+        pinned: Option<&BundleIdentity>,
+    ) -> Result<Arc<LoadedBundle>, Unresolved> {
         let snapshot = self.snapshot();
         let current = snapshot.bundle(name).cloned();
-        let Some(d) = digest else { return current };
-        if let Some(current) = current.filter(|b| b.bundle.digest == d) {
-            return Some(current);
+        let Some(pinned) = pinned else {
+            return current.ok_or(Unresolved::NotLoaded);
+        };
+        if let Some(current) = current.filter(|b| b.identity == *pinned) {
+            return Ok(current);
         }
-        let key = (name.to_string(), d.to_string());
+        let key = (name.to_string(), pinned.clone());
         if let Some(kept) = self.versions.lock().ok().and_then(|m| m.get(&key).cloned()) {
-            return Some(kept);
+            return Ok(kept);
         }
         let env = self.build_env();
-        let revived = tokio::task::spawn_blocking(move || {
+        let (key, loaded) = tokio::task::spawn_blocking(move || {
             build::revive(&snapshot, &env, &key.0, &key.1).map(|b| (key, b))
         })
         .await
-        .ok()
-        .flatten()?;
-        let (key, loaded) = revived;
+        .map_err(|e| Unresolved::PinnedGone(format!("loading its copy failed: {e}")))?
+        .map_err(Unresolved::PinnedGone)?;
         let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
-        Some(versions.entry(key).or_insert(loaded).clone())
+        Ok(versions.entry(key).or_insert(loaded).clone())
     }
 
     fn build_env(&self) -> build::BuildEnv {
@@ -342,7 +364,7 @@ impl Registry {
     }
 
     /// Held only by the map: no job runs it.
-    fn drop_unheld(versions: &mut HashMap<(String, String), Arc<LoadedBundle>>) {
+    fn drop_unheld(versions: &mut HashMap<(String, BundleIdentity), Arc<LoadedBundle>>) {
         versions.retain(|_, b| Arc::strong_count(b) > 1);
     }
 
@@ -357,14 +379,15 @@ impl Registry {
                 .is_some_and(|b| Arc::ptr_eq(b, loaded));
             if !still_current {
                 versions
-                    .entry((loaded.name().to_string(), loaded.bundle.digest.clone()))
+                    .entry((loaded.name().to_string(), loaded.identity.clone()))
                     .or_insert_with(|| loaded.clone());
             }
         }
         drop(previous);
         Self::drop_unheld(&mut versions);
-        let mut in_use: HashSet<String> = versions.keys().map(|(_, d)| d.clone()).collect();
-        in_use.extend(next.loaded().map(|b| b.bundle.digest.clone()));
+        let mut in_use: HashSet<BundleIdentity> =
+            versions.keys().map(|(_, id)| id.clone()).collect();
+        in_use.extend(next.loaded().map(|b| b.identity.clone()));
         let store = store::BundleStore::new(&next.config.paths.state_dir);
         let keep_for = next.config.queue.retention.into();
         // Pruning reads the disk: off the runtime.

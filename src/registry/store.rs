@@ -7,19 +7,61 @@
 //! unchanged). Copies are written by the daemon only (mode 0700) and
 //! pruned once no loaded version uses them and they are older than the
 //! queue's retention.
+//!
+//! A copy survives a power cut: it is written into a staging directory,
+//! every file and directory synced, then renamed into place and the store
+//! synced (`durable`). It carries a manifest of its files' sizes and
+//! hashes, and is verified against it before every use: a damaged copy is
+//! never run — it is rebuilt from its source while the source still holds
+//! the same content, else the error names the copy and what to do.
+
+mod durable;
 
 use std::collections::HashSet;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// The file in a copy that records the content digest it was made from
-/// (tools may write into their working directory; the copy keeps its
-/// identity regardless).
-const CONTENT_DIGEST_FILE: &str = ".content-digest";
+use super::BundleIdentity;
+use crate::bundle::ContentDigest;
 
-/// How deep a bundle's tree may go (symlinked directories included).
-const MAX_DEPTH: usize = 16;
+/// Why a copy cannot be had. Every message names the copy and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "cannot write the bundle store {path}: {detail} (check paths.state_dir: it must be writable by the daemon)"
+    )]
+    Write { path: PathBuf, detail: String },
+    #[error("cannot copy the bundle from {from}: {detail}")]
+    Source { from: PathBuf, detail: String },
+    #[error(
+        "the bundle copy {path} (identity {identity}, content {content}) is damaged ({why}) and its source no longer holds that content, so it cannot be rebuilt; jobs pinned to it cannot resume: resubmit them (delete the copy once they are resolved)"
+    )]
+    Damaged {
+        path: PathBuf,
+        identity: BundleIdentity,
+        content: String,
+        why: String,
+    },
+}
+
+/// A verified copy: where it is and the content digest it was made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Copy {
+    pub path: PathBuf,
+    pub content: ContentDigest,
+    /// False for a copy made before manifests: its files are not verified
+    /// yet, and the caller checks their content digest, then
+    /// [`BundleStore::seal`]s it.
+    pub sealed: bool,
+}
+
+/// A copy that [`BundleStore::keep`] made now (the caller checks it holds
+/// what it parsed) or found intact.
+#[derive(Debug)]
+pub struct Kept {
+    pub path: PathBuf,
+    pub made: bool,
+}
 
 #[derive(Debug, Clone)]
 pub struct BundleStore {
@@ -33,82 +75,118 @@ impl BundleStore {
         }
     }
 
-    fn path(&self, identity: &str) -> PathBuf {
-        self.root.join(identity)
+    fn path(&self, identity: &BundleIdentity) -> PathBuf {
+        self.root.join(identity.as_str())
     }
 
-    /// Whether the copy of `identity` exists (then [`Self::keep`] copies nothing).
-    pub fn holds(&self, identity: &str) -> bool {
-        self.path(identity).is_dir()
-    }
-
-    /// The copy of `dir` for `identity`, made now unless it exists.
-    /// `content_digest` is recorded in it. Blocking.
+    /// The copy of `dir` for `identity`, whose content is `content`: the
+    /// existing one when it verifies, else made now (rebuilt, when it was
+    /// damaged). Blocking.
     pub fn keep(
         &self,
         dir: &Path,
-        identity: &str,
-        content_digest: &str,
-    ) -> Result<PathBuf, String> {
+        identity: &BundleIdentity,
+        content: &ContentDigest,
+    ) -> Result<Kept, StoreError> {
         let target = self.path(identity);
-        if target.is_dir() {
-            touch(&target);
-            return Ok(target);
+        if target.exists() {
+            match durable::verify(&target) {
+                Ok(manifest) if manifest.content == *content => {
+                    touch(&target);
+                    return Ok(Kept {
+                        path: target,
+                        made: false,
+                    });
+                }
+                Ok(manifest) => {
+                    tracing::warn!(copy = %target.display(), recorded = %manifest.content, expected = %content, "a bundle copy records other content than its identity names; rebuilding it from its source")
+                }
+                Err(why) => {
+                    tracing::warn!(copy = %target.display(), %why, "a bundle copy is damaged; rebuilding it from its source")
+                }
+            }
+            self.set_aside(&target)?;
         }
-        std::fs::create_dir_all(&self.root).map_err(|e| {
-            format!(
-                "cannot create the bundle store {}: {e}",
-                self.root.display()
-            )
-        })?;
-        let _ = std::fs::set_permissions(&self.root, std::fs::Permissions::from_mode(0o700));
-        let staging = self
-            .root
-            .join(format!(".{identity}.{}.tmp", std::process::id()));
-        let _ = std::fs::remove_dir_all(&staging);
-        let copied = copy_tree(dir, &staging, 0)
-            .and_then(|()| {
-                std::fs::write(staging.join(CONTENT_DIGEST_FILE), content_digest)
-                    .map_err(|e| format!("{}: {e}", staging.display()))
-            })
-            .and_then(|()| match std::fs::rename(&staging, &target) {
-                Ok(()) => Ok(()),
-                // Another reload made the same copy meanwhile.
-                Err(_) if target.is_dir() => Ok(()),
-                Err(e) => Err(format!("cannot move the copy to {}: {e}", target.display())),
-            });
-        let _ = std::fs::remove_dir_all(&staging);
-        copied.map_err(|e| format!("cannot copy the bundle into the store: {e}"))?;
-        Ok(target)
+        durable::make(&self.root, dir, &target, content)?;
+        Ok(Kept {
+            path: target,
+            made: true,
+        })
     }
 
-    /// The copy of `identity` and the content digest it was made from.
-    pub fn find(&self, identity: &str) -> Option<(PathBuf, String)> {
+    /// The copy of `identity`, verified; `None` when there is none.
+    /// Blocking.
+    pub fn find(&self, identity: &BundleIdentity) -> Result<Option<Copy>, StoreError> {
         // Identities are hex: anything else never names a path.
-        if identity.is_empty() || !identity.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return None;
+        if !identity.is_hex() {
+            return Ok(None);
         }
         let path = self.path(identity);
-        let digest = std::fs::read_to_string(path.join(CONTENT_DIGEST_FILE)).ok()?;
-        touch(&path);
-        Some((path, digest.trim().to_string()))
+        if !path.exists() {
+            return Ok(None);
+        }
+        let why = match durable::verify(&path) {
+            Ok(manifest) => {
+                touch(&path);
+                return Ok(Some(Copy {
+                    path,
+                    content: manifest.content,
+                    sealed: true,
+                }));
+            }
+            Err(why) => why,
+        };
+        if let Some(content) = durable::legacy_content(&path) {
+            return Ok(Some(Copy {
+                path,
+                content,
+                sealed: false,
+            }));
+        }
+        Err(StoreError::Damaged {
+            content: durable::recorded_content(&path).unwrap_or_else(|| "unknown".into()),
+            path,
+            identity: identity.clone(),
+            why,
+        })
+    }
+
+    /// Gives a copy made before manifests, whose files were found to hold
+    /// `content`, its manifest. Blocking.
+    pub fn seal(&self, copy: &Copy) -> Result<(), StoreError> {
+        durable::seal(&copy.path, &copy.content)
     }
 
     /// Drops a copy that turned out not to match its identity.
-    pub fn discard(&self, identity: &str) {
+    pub fn discard(&self, identity: &BundleIdentity) {
         let _ = std::fs::remove_dir_all(self.path(identity));
     }
 
+    /// Moves a damaged copy out of the way (jobs running from it keep
+    /// their open files) and removes it.
+    fn set_aside(&self, target: &Path) -> Result<(), StoreError> {
+        let aside = durable::staging_path(&self.root, target, "damaged");
+        std::fs::rename(target, &aside).map_err(|e| StoreError::Write {
+            path: target.to_path_buf(),
+            detail: format!("cannot move the damaged copy aside: {e}"),
+        })?;
+        if let Err(e) = std::fs::remove_dir_all(&aside) {
+            tracing::warn!(copy = %aside.display(), error = %e, "cannot remove a damaged bundle copy");
+        }
+        Ok(())
+    }
+
     /// Removes every copy that is not `in_use` and was not used within
-    /// `keep_for`. Blocking; failures are logged and retried next time.
-    pub fn prune(&self, in_use: &HashSet<String>, keep_for: Duration) {
+    /// `keep_for`, and staging left by a crash. Blocking; failures are
+    /// logged and retried next time.
+    pub fn prune(&self, in_use: &HashSet<BundleIdentity>, keep_for: Duration) {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return;
         };
         let now = SystemTime::now();
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if in_use.contains(&name) || name.starts_with('.') {
+            if in_use.contains(&BundleIdentity::recorded(&name)) {
                 continue;
             }
             let recent = entry
@@ -117,6 +195,7 @@ impl BundleStore {
                 .ok()
                 .and_then(|at| now.duration_since(at).ok())
                 .is_none_or(|age| age < keep_for);
+            // Staging under way is recent too; an old one is a crash's.
             if recent {
                 continue;
             }
@@ -134,76 +213,5 @@ fn touch(path: &Path) {
     }
 }
 
-/// Copies `from` into the new directory `to`, following symlinks (what a
-/// bundle runs is its targets' content), leaving out `__pycache__`.
-fn copy_tree(from: &Path, to: &Path, depth: usize) -> Result<(), String> {
-    if depth >= MAX_DEPTH {
-        return Err(format!(
-            "{}: nested deeper than {MAX_DEPTH} directories (a symlink loop?)",
-            from.display()
-        ));
-    }
-    std::fs::create_dir(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    let entries = std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
-        if entry.file_name() == "__pycache__" {
-            continue;
-        }
-        let source = entry.path();
-        let target = to.join(entry.file_name());
-        let meta = std::fs::metadata(&source).map_err(|e| format!("{}: {e}", source.display()))?;
-        if meta.is_dir() {
-            copy_tree(&source, &target, depth + 1)?;
-        } else {
-            std::fs::copy(&source, &target)
-                .map_err(|e| format!("{} → {}: {e}", source.display(), target.display()))?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_copy_keeps_its_content_while_the_source_changes() {
-        let state = tempfile::tempdir().unwrap();
-        let source = tempfile::tempdir().unwrap();
-        std::fs::create_dir(source.path().join("tools")).unwrap();
-        std::fs::write(source.path().join("tools/x.py"), "print(1)").unwrap();
-        std::fs::create_dir(source.path().join("__pycache__")).unwrap();
-        let store = BundleStore::new(state.path());
-        let copy = store.keep(source.path(), "abcd", "c1").unwrap();
-        std::fs::write(source.path().join("tools/x.py"), "print(2)").unwrap();
-        assert_eq!(
-            std::fs::read_to_string(copy.join("tools/x.py")).unwrap(),
-            "print(1)"
-        );
-        assert!(!copy.join("__pycache__").exists());
-        // Kept again: the existing copy, untouched.
-        assert_eq!(store.keep(source.path(), "abcd", "c1").unwrap(), copy);
-        assert_eq!(
-            std::fs::read_to_string(copy.join("tools/x.py")).unwrap(),
-            "print(1)"
-        );
-        assert_eq!(store.find("abcd"), Some((copy, "c1".to_string())));
-        assert_eq!(store.find("../etc"), None);
-        assert_eq!(store.find("ffff"), None);
-    }
-
-    #[test]
-    fn pruning_keeps_copies_in_use_or_recently_used() {
-        let state = tempfile::tempdir().unwrap();
-        let source = tempfile::tempdir().unwrap();
-        let store = BundleStore::new(state.path());
-        store.keep(source.path(), "aa", "c").unwrap();
-        store.keep(source.path(), "bb", "c").unwrap();
-        store.prune(&HashSet::new(), Duration::from_secs(3600));
-        assert!(store.find("aa").is_some() && store.find("bb").is_some());
-        store.prune(&HashSet::from(["aa".to_string()]), Duration::ZERO);
-        assert!(store.find("aa").is_some());
-        assert!(store.find("bb").is_none());
-    }
-}
+mod tests;

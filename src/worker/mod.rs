@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::events::Observer;
 use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
 use crate::queue::{Job, JobQueue, Lease, Outcome, Pin, Pinner};
-use crate::registry::{LoadedBundle, Registry};
-use crate::runner::{RunOptions, RunScope, Runner, short_digest};
+use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
+use crate::runner::{RunOptions, RunScope, Runner};
 use crate::types::Message;
 use attempt::{Attempt, Ran};
 
@@ -91,7 +91,7 @@ impl WorkerPool {
         Arc::new(move |bundle: &str| {
             registry.snapshot().bundle(bundle).map(|loaded| Pin {
                 version: loaded.version().to_string(),
-                digest: loaded.bundle.digest.clone(),
+                digest: loaded.identity.to_string(),
             })
         })
     }
@@ -193,15 +193,16 @@ impl WorkerPool {
         shutdown: &CancellationToken,
     ) -> Option<Lease> {
         let job = &lease.job;
-        let Some(loaded) = self
-            .registry
-            .resolve(&job.bundle, job.bundle_digest.as_deref())
-            .await
-        else {
-            let failed = unloaded(job);
-            let attempt = Attempt::without_run(self, lease);
-            attempt.end(self, failed, None, None).await;
-            return None;
+        let pinned = job.bundle_digest.as_deref().map(BundleIdentity::recorded);
+        let resolved = self.registry.resolve(&job.bundle, pinned.as_ref()).await;
+        let loaded = match resolved {
+            Ok(loaded) => loaded,
+            Err(why) => {
+                let failed = unloaded(job, &why);
+                let attempt = Attempt::without_run(self, lease);
+                attempt.end(self, failed, None, None).await;
+                return None;
+            }
         };
         // The lease pinned the first attempt already, unless the bundle was
         // not loaded then (it appeared since): pin it now.
@@ -212,7 +213,7 @@ impl WorkerPool {
                     &job.id,
                     lease.attempt,
                     loaded.version(),
-                    &loaded.bundle.digest,
+                    loaded.identity.as_str(),
                 )
                 .await
         {
@@ -450,17 +451,17 @@ fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
 }
 
 /// The outcome of a job whose bundle is not loaded (or whose pinned content
-/// is gone): it fails, saying which and what to do.
-fn unloaded(job: &Job) -> Outcome {
-    let error = match (&job.bundle_digest, &job.bundle_version) {
-        (Some(digest), version) => format!(
-            "job {}: bundle {:?} content {} (version {}) that its first attempt ran can no longer be loaded (its copy in the state directory was pruned, or the endpoint or plugins it was bound to changed since); the job is never replayed against different content: resubmit it",
+/// is gone): it fails, saying which, why and what to do.
+fn unloaded(job: &Job, why: &Unresolved) -> Outcome {
+    let error = match (&job.bundle_digest, why) {
+        (Some(identity), Unresolved::PinnedGone(why)) => format!(
+            "job {}: bundle {:?} identity {} (version {}) that its first attempt ran can no longer be loaded: {why}; the job is never replayed against different content: resubmit it",
             job.id,
             job.bundle,
-            short_digest(digest),
-            version.as_deref().unwrap_or("?"),
+            BundleIdentity::recorded(identity).short(),
+            job.bundle_version.as_deref().unwrap_or("?"),
         ),
-        (None, _) => format!(
+        _ => format!(
             "job {}: bundle {:?} is not loaded; check `structured-agents bundles`",
             job.id, job.bundle
         ),
