@@ -68,7 +68,9 @@ export function endText(a, max) {
 /** The header of attempt `a`; `previous` is the attempt before it (for the same-error note). */
 export function drawAttemptHead(a, previous, max) {
   const said = endText(a, max);
-  const error = a.end?.error;
+  // A park's "error" is the request for a person, which the job's panel shows.
+  const parked = ["awaiting_approval", "needs_attention"].includes(a.end?.state);
+  const error = parked ? null : a.end?.error;
   const same = error && previous?.end?.error === error;
   const state = a.crashed ? "crashed" : a.end ? a.end.state : "running";
   return h(
