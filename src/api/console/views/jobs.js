@@ -52,6 +52,9 @@ export function render(root, { query: params }, signal) {
       clearTimeout(typing);
       typing = setTimeout(() => update({ q: e.target.value.trim() }), 250);
     },
+    // A cleared field (its ✕, or a script) may say so only by `change` or `search`.
+    onchange: (e) => e.target.value.trim() !== filters.q && update({ q: e.target.value.trim() }),
+    onsearch: (e) => e.target.value.trim() !== filters.q && update({ q: e.target.value.trim() }),
   });
   const sortSelect = h(
     "select",
