@@ -32,11 +32,11 @@ const PATIENCE: Duration = Duration::from_secs(120);
 use structured_agents::mock::MockServer;
 
 /// `add …` jobs add with a tool; `break …` jobs meet a failing model;
-/// `slow …` jobs wait for a slow model.
+/// `slow …` jobs wait 8 s for a slow model (under the mock endpoint's 10 s request timeout).
 const SCRIPT: &str = r#"
 replies:
   - {match: "break", status: 500, error: "the upstream model broke"}
-  - {match: "slow", turn: 1, delay_ms: 15000, content: "Slowly done."}
+  - {match: "slow", turn: 1, delay_ms: 8000, content: "Slowly done."}
   - match: "add"
     turn: 1
     content: "Adding them."
