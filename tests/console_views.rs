@@ -32,11 +32,16 @@ const PATIENCE: Duration = Duration::from_secs(120);
 use structured_agents::mock::MockServer;
 
 /// `add …` jobs add with a tool; `break …` jobs meet a failing model;
-/// `slow …` jobs wait 8 s for a slow model (under the mock endpoint's 10 s request timeout).
+/// `slow …` jobs call `add`, then wait 8 s for a slow model (under the
+/// mock endpoint's 10 s request timeout).
 const SCRIPT: &str = r#"
 replies:
   - {match: "break", status: 500, error: "the upstream model broke"}
-  - {match: "slow", turn: 1, delay_ms: 8000, content: "Slowly done."}
+  - match: "slow"
+    turn: 1
+    tool_calls:
+      - {id: call_add, name: add, arguments: {a: 2, b: 3}}
+  - {match: "slow", turn: 2, delay_ms: 8000, content: "Slowly done."}
   - match: "add"
     turn: 1
     content: "Adding them."
@@ -238,23 +243,26 @@ async fn search_sort_focus_rerun_and_the_inbox() {
 }
 
 /// A slow model: the job's page shows the model call in progress (from the
-/// stream's progress frames) before it ends, and the list's row counts the
-/// running time instead of reading 0 ms.
+/// stream's progress frames, which only a page already watching gets)
+/// before it ends, with the run time counting. The page watches first: the
+/// job parks for an approval, which the page gives; the slow call follows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_model_call_is_shown_in_progress() {
     let (_mock, _site, daemon) = site_and_daemon().await;
     let http = client();
+    let id = id_of(&submit(&http, &daemon, "guarded", "slow sum").await);
+    assert_eq!(wait_settled(&http, &daemon, &id).await["state"], "awaiting_approval");
     let browser = Browser::start(390, 844, false).await;
-    browser.goto(&daemon.url("/ui/jobs")).await;
-    browser.wait_for("#counts .chip").await;
-    let id = id_of(&submit(&http, &daemon, "calc", "slow please").await);
-    browser.wait_text(&format!("tr[data-job='{id}'][data-state=running]"), "so far").await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_text("#stream-status", "live").await;
+    browser.click("#approvals .approval button.approve").await;
+    browser.confirm().await;
     // Shown only between the call's start and its end (its reply removes it).
     browser.wait_text("#in-progress [data-kind=model]", "Model call").await;
     browser.wait_text("#run-time", "so far").await;
     browser.screenshot("job-in-progress").await;
     browser.wait_for("#run-header[data-state=succeeded]").await;
+    browser.wait_text("#answer", "Slowly done.").await;
     browser.wait_until("document.querySelector('#in-progress').children.length === 0").await;
     browser.close().await;
 }
