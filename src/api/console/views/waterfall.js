@@ -65,7 +65,8 @@ export function rows(job, attempts, waits, now) {
   const out = [];
   if (attempts.length) out.push({ label: "queue wait", kind: "wait", depth: 0, start: millis(job.created_at), end: millis(attempts[0].start) });
   attempts.forEach((a, i) => {
-    const bound = a.over ? millis(a.last) : now;
+    // A parked attempt ends at its park (a decision recorded later is not its time).
+    const bound = a.end ? millis(a.end.timestamp) : a.over ? millis(a.last) : now;
     out.push({ label: `attempt ${a.attempt}`, kind: "attempt", depth: 0, start: millis(a.start), end: bound, open: !a.over });
     out.push(...spans(a.tree, bound, a.over).map((r) => ({ ...r, depth: r.depth + 1 })));
     const next = attempts[i + 1];
