@@ -274,9 +274,7 @@ async fn a_parked_job_is_resolved_from_the_console() {
     browser
         .wait_text("#outcome .banner.ok", "Resolved with skip")
         .await;
-    browser
-        .wait_for("#run-header[data-state=succeeded]")
-        .await;
+    browser.wait_for("#run-header[data-state=succeeded]").await;
     browser.wait_text("#answer", "Paid.").await;
     browser
         .wait_text(".call[data-tool=charge]", "charged")
@@ -325,9 +323,7 @@ async fn a_call_awaiting_approval_is_approved_from_the_console() {
     browser
         .wait_text("#outcome .banner.ok", "Recorded: approve")
         .await;
-    browser
-        .wait_for("#run-header[data-state=succeeded]")
-        .await;
+    browser.wait_for("#run-header[data-state=succeeded]").await;
     browser.wait_text("#answer", "2 + 3 = 5.").await;
     browser.screenshot("job-approved").await;
     browser.close().await;

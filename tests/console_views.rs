@@ -22,7 +22,9 @@ mod common;
 
 use browser::Browser;
 use checks::{audit, is_dark, occurrences};
-use common::daemon::{Daemon, Site, client, job_events, submit, submit_body, wait_settled, wait_terminal};
+use common::daemon::{
+    Daemon, Site, client, job_events, submit, submit_body, wait_settled, wait_terminal,
+};
 use common::mock_server;
 use serde_json::json;
 use std::time::Duration;
@@ -94,22 +96,52 @@ async fn every_view_tells_the_truth_in_both_sizes_and_themes() {
     let http = client();
     let ok = id_of(&submit(&http, &daemon, "calc", "add 2 and 3").await);
     let asks = id_of(&submit(&http, &daemon, "guarded", "add 2 and 3").await);
-    let dead = id_of(&submit_body(&http, &daemon, json!({"bundle": "calc", "input": "break it", "max_attempts": 2})).await);
-    assert_eq!(wait_terminal(&http, &daemon, &ok, PATIENCE).await["state"], "succeeded");
-    assert_eq!(wait_settled(&http, &daemon, &asks).await["state"], "awaiting_approval");
+    let dead = id_of(
+        &submit_body(
+            &http,
+            &daemon,
+            json!({"bundle": "calc", "input": "break it", "max_attempts": 2}),
+        )
+        .await,
+    );
+    assert_eq!(
+        wait_terminal(&http, &daemon, &ok, PATIENCE).await["state"],
+        "succeeded"
+    );
+    assert_eq!(
+        wait_settled(&http, &daemon, &asks).await["state"],
+        "awaiting_approval"
+    );
     let dead_job = wait_terminal(&http, &daemon, &dead, PATIENCE).await;
     assert_eq!(dead_job["state"], "dead", "{dead_job}");
-    let error: String = dead_job["error"].as_str().unwrap().chars().take(40).collect();
+    let error: String = dead_job["error"]
+        .as_str()
+        .unwrap()
+        .chars()
+        .take(40)
+        .collect();
 
-    for (width, height, dark) in [(1440, 900, false), (1440, 900, true), (390, 844, false), (390, 844, true)] {
+    for (width, height, dark) in [
+        (1440, 900, false),
+        (1440, 900, true),
+        (390, 844, false),
+        (390, 844, true),
+    ] {
         let browser = Browser::start(width, height, dark).await;
         let tag = format!("{width}-{}", if dark { "dark" } else { "light" });
         browser.goto(&daemon.url("/ui/jobs")).await;
         assert_eq!(is_dark(&browser).await, dark, "the colour scheme of {tag}");
 
         // The list: both kinds of parked call read the same way.
-        browser.wait_text(&format!("#parked tr[data-job='{asks}'] .parked-call"), "ƒ add (read only) · awaits approval").await;
-        browser.wait_for(&format!("tr[data-job='{ok}'][data-state=succeeded]")).await;
+        browser
+            .wait_text(
+                &format!("#parked tr[data-job='{asks}'] .parked-call"),
+                "ƒ add (read only) · awaits approval",
+            )
+            .await;
+        browser
+            .wait_for(&format!("tr[data-job='{ok}'][data-state=succeeded]"))
+            .await;
         audit(&browser, &format!("jobs-{tag}")).await;
 
         // A finished job: why it ended, its answer.
@@ -123,31 +155,69 @@ async fn every_view_tells_the_truth_in_both_sizes_and_themes() {
         // An approval park: no red error, no placeholder, a wait (not the tool running).
         browser.goto(&daemon.url(&format!("/ui/jobs/{asks}"))).await;
         browser.wait_for("#approvals .approval input[name=a]").await;
-        browser.wait_text("#approvals .approval-rule", "args.a > 1").await;
+        browser
+            .wait_text("#approvals .approval-rule", "args.a > 1")
+            .await;
         browser.wait_text("#approvals .auto-deny", "in ").await;
-        browser.wait_text(".waterfall", "ƒ add · approval wait").await;
-        browser.wait_text(".call[data-tool=add]", "awaiting approval").await;
-        assert!(browser.client.find_all(fantoccini::Locator::Css(".card.failure")).await.unwrap().is_empty(), "{tag}: an approval park is not an error");
+        browser
+            .wait_text(".waterfall", "ƒ add · approval wait")
+            .await;
+        browser
+            .wait_text(".call[data-tool=add]", "awaiting approval")
+            .await;
+        assert!(
+            browser
+                .client
+                .find_all(fantoccini::Locator::Css(".card.failure"))
+                .await
+                .unwrap()
+                .is_empty(),
+            "{tag}: an approval park is not an error"
+        );
         let main = browser.text_of("main").await;
-        assert!(!main.contains("JOB"), "{tag}: a placeholder on the page:\n{main}");
-        let tool_rows = browser.client.find_all(fantoccini::Locator::Css(".wf-row[data-kind=tool]")).await.unwrap();
-        assert!(tool_rows.is_empty(), "{tag}: the call that waits is drawn as running");
+        assert!(
+            !main.contains("JOB"),
+            "{tag}: a placeholder on the page:\n{main}"
+        );
+        let tool_rows = browser
+            .client
+            .find_all(fantoccini::Locator::Css(".wf-row[data-kind=tool]"))
+            .await
+            .unwrap();
+        assert!(
+            tool_rows.is_empty(),
+            "{tag}: the call that waits is drawn as running"
+        );
         audit(&browser, &format!("job-approval-{tag}")).await;
 
         // A dead job: its attempts apart, the backoff between, the error once.
         browser.goto(&daemon.url(&format!("/ui/jobs/{dead}"))).await;
-        browser.wait_text(".attempt[data-attempt='2']", "no attempts left").await;
-        browser.wait_text(".attempt[data-attempt='2']", "same error as attempt 1").await;
+        browser
+            .wait_text(".attempt[data-attempt='2']", "no attempts left")
+            .await;
+        browser
+            .wait_text(".attempt[data-attempt='2']", "same error as attempt 1")
+            .await;
         browser.wait_text("#why-ended", "dead").await;
-        browser.wait_text(".waterfall", "backoff before the retry").await;
+        browser
+            .wait_text(".waterfall", "backoff before the retry")
+            .await;
         let main = browser.text_of("main").await;
-        assert!(!main.contains("waiting for the model"), "{tag}: a dead job waits for the model:\n{main}");
+        assert!(
+            !main.contains("waiting for the model"),
+            "{tag}: a dead job waits for the model:\n{main}"
+        );
         let said = occurrences(&browser, "main", &error).await;
-        assert!((1..=2).contains(&said), "{tag}: the error {error:?} is said {said} times:\n{main}");
+        assert!(
+            (1..=2).contains(&said),
+            "{tag}: the error {error:?} is said {said} times:\n{main}"
+        );
         audit(&browser, &format!("job-dead-{tag}")).await;
 
         browser.goto(&daemon.url("/ui/approvals")).await;
-        browser.wait_for(&format!(".inbox-item[data-job='{asks}'] .approval")).await;
+        browser
+            .wait_for(&format!(".inbox-item[data-job='{asks}'] .approval"))
+            .await;
         audit(&browser, &format!("approvals-{tag}")).await;
 
         browser.goto(&daemon.url("/ui/submit")).await;
@@ -176,48 +246,74 @@ async fn search_sort_focus_rerun_and_the_inbox() {
     browser.goto(&daemon.url("/ui/jobs")).await;
     browser.wait_for(&format!("tr[data-job='{second}']")).await;
     browser.type_into("#filter-search", "ALPH").await;
-    browser.wait_for(&format!("#jobs tr[data-job='{first}']")).await;
+    browser
+        .wait_for(&format!("#jobs tr[data-job='{first}']"))
+        .await;
     wait_gone(&browser, &format!("#jobs tr[data-job='{second}']")).await;
     // Two refreshes later the field still has the focus and the caret.
     for _ in 0..2 {
         let before = browser.text_of(".list-status").await;
-        browser.wait_until(&format!("document.querySelector('.list-status').textContent !== {before:?}")).await;
+        browser
+            .wait_until(&format!(
+                "document.querySelector('.list-status').textContent !== {before:?}"
+            ))
+            .await;
     }
     let focus = browser
         .client
-        .execute("const e = document.activeElement; return [e.id, e.selectionStart, e.value];", vec![])
+        .execute(
+            "const e = document.activeElement; return [e.id, e.selectionStart, e.value];",
+            vec![],
+        )
         .await
         .unwrap();
     assert_eq!(focus, json!(["filter-search", 4, "ALPH"]));
     browser.type_into("#filter-search", "").await;
-    browser.wait_for(&format!("#jobs tr[data-job='{second}']")).await;
+    browser
+        .wait_for(&format!("#jobs tr[data-job='{second}']"))
+        .await;
 
     // A row's link keeps the focus though the rows are drawn again.
     browser
         .client
-        .execute(&format!("document.querySelector(\"tr[data-job='{first}'] a\").focus()"), vec![])
+        .execute(
+            &format!("document.querySelector(\"tr[data-job='{first}'] a\").focus()"),
+            vec![],
+        )
         .await
         .unwrap();
     let before = browser.text_of(".list-status").await;
-    browser.wait_until(&format!("document.querySelector('.list-status').textContent !== {before:?}")).await;
     browser
-        .wait_until(&format!("document.activeElement.closest(\"tr[data-job='{first}']\") !== null"))
+        .wait_until(&format!(
+            "document.querySelector('.list-status').textContent !== {before:?}"
+        ))
+        .await;
+    browser
+        .wait_until(&format!(
+            "document.activeElement.closest(\"tr[data-job='{first}']\") !== null"
+        ))
         .await;
 
     // Oldest first puts the first job on top.
     let select = browser.wait_for("#sort-jobs").await;
     select.select_by_value("oldest").await.unwrap();
     browser
-        .wait_until(&format!("document.querySelector('#jobs tbody tr').dataset.job === {first:?}"))
+        .wait_until(&format!(
+            "document.querySelector('#jobs tbody tr').dataset.job === {first:?}"
+        ))
         .await;
 
     // Run again: the same input as a new job, shown.
-    browser.goto(&daemon.url(&format!("/ui/jobs/{first}"))).await;
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{first}")))
+        .await;
     browser.click("#rerun-job").await;
     browser.wait_text("dialog[open]", "add alpha").await;
     browser.confirm().await;
     browser
-        .wait_until(&format!("location.pathname.startsWith('/ui/jobs/') && !location.pathname.endsWith({first:?})"))
+        .wait_until(&format!(
+            "location.pathname.startsWith('/ui/jobs/') && !location.pathname.endsWith({first:?})"
+        ))
         .await;
     browser.wait_for("#run-header[data-state=succeeded]").await;
     assert!(browser.text_of("#facts").await.contains("add alpha"));
@@ -229,16 +325,26 @@ async fn search_sort_focus_rerun_and_the_inbox() {
     browser.goto(&daemon.url("/ui/approvals")).await;
     let item = format!(".inbox-item[data-job='{asks}']");
     browser.click(&format!("{item} .edit-args summary")).await;
-    browser.type_into(&format!("{item} input[name=a]"), "4").await;
-    browser.click(&format!("{item} button.approve-edited")).await;
+    browser
+        .type_into(&format!("{item} input[name=a]"), "4")
+        .await;
+    browser
+        .click(&format!("{item} button.approve-edited"))
+        .await;
     browser.wait_text("dialog[open]", "\"a\": 4").await;
     browser.confirm().await;
-    browser.wait_text("#outcome .banner.ok", "Recorded: edit").await;
+    browser
+        .wait_text("#outcome .banner.ok", "Recorded: edit")
+        .await;
     wait_gone(&browser, &item).await;
     let done = wait_terminal(&http, &daemon, &asks, PATIENCE).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     let events = job_events(&http, &daemon, &asks).await;
-    assert!(events.iter().any(|e| e["type"] == "ToolResult" && e["output_preview"].as_str().unwrap_or("").contains('7')), "the edited call ran: {events:?}");
+    assert!(
+        events.iter().any(|e| e["type"] == "ToolResult"
+            && e["output_preview"].as_str().unwrap_or("").contains('7')),
+        "the edited call ran: {events:?}"
+    );
     browser.close().await;
 }
 
@@ -251,23 +357,32 @@ async fn a_slow_model_call_is_shown_in_progress() {
     let (_mock, _site, daemon) = site_and_daemon().await;
     let http = client();
     let id = id_of(&submit(&http, &daemon, "guarded", "slow sum").await);
-    assert_eq!(wait_settled(&http, &daemon, &id).await["state"], "awaiting_approval");
+    assert_eq!(
+        wait_settled(&http, &daemon, &id).await["state"],
+        "awaiting_approval"
+    );
     let browser = Browser::start(390, 844, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
     browser.wait_text("#stream-status", "live").await;
     browser.click("#approvals .approval button.approve").await;
     browser.confirm().await;
     // Shown only between the call's start and its end (its reply removes it).
-    browser.wait_text("#in-progress [data-kind=model]", "Model call").await;
+    browser
+        .wait_text("#in-progress [data-kind=model]", "Model call")
+        .await;
     browser.wait_text("#run-time", "so far").await;
     browser.screenshot("job-in-progress").await;
     browser.wait_for("#run-header[data-state=succeeded]").await;
     browser.wait_text("#answer", "Slowly done.").await;
-    browser.wait_until("document.querySelector('#in-progress').children.length === 0").await;
+    browser
+        .wait_until("document.querySelector('#in-progress').children.length === 0")
+        .await;
     browser.close().await;
 }
 
 /// Waits until nothing matches `css`.
 async fn wait_gone(browser: &Browser, css: &str) {
-    browser.wait_until(&format!("document.querySelector({css:?}) === null")).await;
+    browser
+        .wait_until(&format!("document.querySelector({css:?}) === null"))
+        .await;
 }

@@ -138,7 +138,8 @@ impl Browser {
     /// Waits until the JavaScript expression `condition` is true on the page.
     pub async fn wait_until(&self, condition: &str) {
         let deadline = Instant::now() + PATIENCE;
-        let script = format!("try {{ return Boolean({condition}); }} catch (e) {{ return false; }}");
+        let script =
+            format!("try {{ return Boolean({condition}); }} catch (e) {{ return false; }}");
         loop {
             if let Ok(serde_json::Value::Bool(true)) = self.client.execute(&script, vec![]).await {
                 return;

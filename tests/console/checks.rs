@@ -15,10 +15,12 @@ use super::browser::Browser;
 const TAP: f64 = 44.0;
 
 fn axe_source() -> String {
-    let path = std::env::var_os("SA_TEST_AXE").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var("HOME").unwrap_or_default())
-            .join(".cache/structured-agents/axe/node_modules/axe-core/axe.min.js")
-    });
+    let path = std::env::var_os("SA_TEST_AXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/structured-agents/axe/node_modules/axe-core/axe.min.js")
+        });
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "axe-core is needed at {} ({e}); ./scripts/test installs it (npm install --prefix ~/.cache/structured-agents/axe axe-core@4)",
@@ -31,7 +33,11 @@ fn axe_source() -> String {
 pub async fn audit(browser: &Browser, name: &str) {
     browser.screenshot(name).await;
     let violations = axe(browser).await;
-    assert_eq!(violations, Value::Array(vec![]), "{name}: axe-core found serious or critical violations:\n{violations:#}");
+    assert_eq!(
+        violations,
+        Value::Array(vec![]),
+        "{name}: axe-core found serious or critical violations:\n{violations:#}"
+    );
     let wide = browser
         .client
         .execute(
@@ -44,7 +50,11 @@ pub async fn audit(browser: &Browser, name: &str) {
         )
         .await
         .unwrap();
-    assert_eq!(wide, Value::Array(vec![]), "{name}: the page scrolls sideways");
+    assert_eq!(
+        wide,
+        Value::Array(vec![]),
+        "{name}: the page scrolls sideways"
+    );
     let small = browser
         .client
         .execute(
@@ -59,7 +69,11 @@ pub async fn audit(browser: &Browser, name: &str) {
         )
         .await
         .unwrap();
-    assert_eq!(small, Value::Array(vec![]), "{name}: tap targets under {TAP} px");
+    assert_eq!(
+        small,
+        Value::Array(vec![]),
+        "{name}: tap targets under {TAP} px"
+    );
 }
 
 /// The serious and critical violations axe-core finds on the page.
@@ -97,7 +111,10 @@ async fn axe(browser: &Browser) -> Value {
 pub async fn is_dark(browser: &Browser) -> bool {
     browser
         .client
-        .execute("return matchMedia('(prefers-color-scheme: dark)').matches", vec![])
+        .execute(
+            "return matchMedia('(prefers-color-scheme: dark)').matches",
+            vec![],
+        )
         .await
         .unwrap()
         == Value::Bool(true)
