@@ -380,6 +380,119 @@ async fn a_slow_model_call_is_shown_in_progress() {
     browser.close().await;
 }
 
+/// A group chat's answer is a transcript with its speakers, its internal
+/// variables folded away; the page passes the same checks as every view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_chat_reads_as_a_transcript() {
+    let alice = mock_server("replies:\n  - content: \"Alice here.\"\n").await;
+    let bob = mock_server("replies:\n  - content: \"Bob agrees.\"\n").await;
+    let host = mock_server("replies:\n  - content: \"Moderating.\"\n").await;
+    let site = Site::new(
+        &host.base_url(),
+        "[runtime]\nrouter = \"group-chat\"\ngroup_chat = \"group-chat\"\n",
+    );
+    site.put_bundle(
+        "group-chat",
+        "name: group-chat\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {system: \"You moderate.\", user: \"{{ input }}\"}\ngroup_chat: {max_rounds: 1, stop_word: DONE}\n",
+    );
+    for (id, name, mock) in [("alice", "Alice", &alice), ("bob", "Bob", &bob)] {
+        site.put_bundle(
+            id,
+            &format!(
+                "name: {id}\nversion: \"1\"\nmodel: {{endpoint: \"{}\", name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\nagent: {{name: {name}}}\n",
+                mock.base_url()
+            ),
+        );
+    }
+    let daemon = site.start();
+    let http = client();
+    let (status, chat) = common::daemon::post_json(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan the trip.", "agent_ids": ["alice", "bob"], "max_iterations": 1}),
+    )
+    .await;
+    assert_eq!(status, 200, "{chat}");
+    let id = chat["job_id"].as_str().unwrap().to_string();
+
+    let browser = Browser::start(390, 844, true).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    let said = browser.wait_text("#transcript", "Bob agrees.").await;
+    assert!(
+        said.find("Alice").unwrap() < said.find("Alice here.").unwrap()
+            && said.find("Alice here.").unwrap() < said.find("Bob").unwrap(),
+        "speakers before their lines, in order: {said}"
+    );
+    let speakers = browser
+        .client
+        .execute(
+            "return [...document.querySelectorAll('#transcript .speaker')].map((e) => e.textContent)",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(speakers, json!(["Alice", "Bob"]));
+    browser
+        .wait_until("!document.querySelector('#facts details[open]')")
+        .await;
+    audit(&browser, "job-group-chat-390-dark").await;
+    browser.close().await;
+}
+
+/// A workflow's stages as a graph: each stage, the transitions taken with
+/// their events, and where it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_reads_as_a_graph_of_its_stages() {
+    let mock = mock_server("replies:\n  - content: \"RESULT: done\"\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    let place = site.path().join("place");
+    std::fs::create_dir_all(&place).unwrap();
+    site.put_bundle(
+        "wf",
+        &format!(
+            r#"name: wf
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+workflow:
+  start: draft
+  working_dir: "{place}"
+  stages:
+    draft:
+      kind: agent
+      prompt: draft it
+      result: {{regex: '(?m)^RESULT: (?P<event>\w+)$', events: [done], otherwise: done}}
+    polish:
+      kind: agent
+      prompt: polish it
+      result: {{regex: '(?m)^RESULT: (?P<event>\w+)$', events: [done], otherwise: done}}
+  transitions:
+    draft: {{done: polish}}
+    polish: {{done: finish}}
+"#,
+            place = place.display()
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+    let id = id_of(&submit(&http, &daemon, "wf", "go").await);
+    let done = wait_terminal(&http, &daemon, &id, PATIENCE).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    let draft = browser
+        .wait_text(".workflow-graph [data-stage=draft]", "polish")
+        .await;
+    assert!(draft.contains("on done") && draft.contains("ran 1"), "{draft}");
+    browser
+        .wait_text(".workflow-graph .stage-node.final", "ended: finish")
+        .await;
+    audit(&browser, "job-workflow-1440-light").await;
+    browser.close().await;
+}
+
 /// Waits until nothing matches `css`.
 async fn wait_gone(browser: &Browser, css: &str) {
     browser

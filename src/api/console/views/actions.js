@@ -7,6 +7,7 @@
 import { h, fill, banner, confirmAction, pretty, navigate, errorText } from "../dom.js";
 import { api } from "../api.js";
 import { pendingCall } from "./pending.js";
+import { TERMINAL } from "./header.js";
 
 const CANCELLABLE = ["queued", "running", "needs_attention", "awaiting_approval"];
 
@@ -56,7 +57,7 @@ export function drawActions(root, job, { outcome, changed }) {
     );
   }
   parts.push(h("div", { class: "buttons" }, h("button", { type: "button", id: "rerun-job", onclick: () => rerun(job, outcome) }, "Run again")));
-  if (job.cancel_requested && !["cancelled", "succeeded", "failed", "dead"].includes(job.state)) {
+  if (job.cancel_requested && !TERMINAL.includes(job.state)) {
     parts.push(banner("warn", "A cancel was requested; the job stops at its next step."));
   }
   fill(root, parts);

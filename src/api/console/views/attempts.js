@@ -5,6 +5,7 @@
 // (an attempt that failed the same way as the one before says so).
 
 import { h, duration, millis } from "../dom.js";
+import { PARKED } from "./header.js";
 
 /** How an attempt ended → the wait before the next one, as the waterfall labels it. */
 export const GAP = {
@@ -69,7 +70,7 @@ export function endText(a, max) {
 export function drawAttemptHead(a, previous, max) {
   const said = endText(a, max);
   // A park's "error" is the request for a person, which the job's panel shows.
-  const parked = ["awaiting_approval", "needs_attention"].includes(a.end?.state);
+  const parked = PARKED.includes(a.end?.state);
   const error = parked ? null : a.end?.error;
   const same = error && previous?.end?.error === error;
   const state = a.crashed ? "crashed" : a.end ? a.end.state : "running";

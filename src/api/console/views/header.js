@@ -5,7 +5,9 @@
 
 import { h, fill, stateBadge, duration, millis } from "../dom.js";
 
+/** States a job ends in. */
 export const TERMINAL = ["succeeded", "failed", "cancelled", "dead"];
+/** States in which a job waits for a person (the jobs list shows them first). */
 export const PARKED = ["needs_attention", "awaiting_approval"];
 
 /** Waiting and running time of `job` at `now`: `{wait, run, ticking}` in ms (NaN when not begun). */

@@ -8,10 +8,8 @@
 import { h, fill, link, stateBadge, banner, ago, duration, compact, navigate, errorText } from "../dom.js";
 import { api, query, every } from "../api.js";
 import { pendingCall, parkedText } from "./pending.js";
-import { times } from "./header.js";
+import { times, PARKED } from "./header.js";
 
-/** States in which a job waits for a person: listed first. */
-export const PARKED = ["needs_attention", "awaiting_approval"];
 const PAGE = 50;
 const REFRESH_MS = 2000;
 
