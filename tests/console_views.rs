@@ -485,7 +485,10 @@ workflow:
     let draft = browser
         .wait_text(".workflow-graph [data-stage=draft]", "polish")
         .await;
-    assert!(draft.contains("on done") && draft.contains("ran 1"), "{draft}");
+    assert!(
+        draft.contains("on done") && draft.contains("ran 1"),
+        "{draft}"
+    );
     browser
         .wait_text(".workflow-graph .stage-node.final", "ended: finish")
         .await;

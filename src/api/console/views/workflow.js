@@ -48,7 +48,8 @@ export function draw(g) {
         h("b", {}, n.name),
         n.current ? h("span", { class: "badge live" }, "current") : null,
         n.final ? h("span", { class: "badge" }, `ended: ${g.end.outcome}`) : null,
-        h("span", { class: "muted" }, ` ran ${n.visits}×`),
+        // `finish` and `fatal` are where a workflow ends, not stages that run.
+        ["finish", "fatal"].includes(n.name) ? null : h("span", { class: "muted" }, ` ran ${n.visits}×`),
         h("ul", { class: "edges" }, (g.edges.get(n.name) || []).map((e) => h("li", {}, `→ ${e.to}`, h("span", { class: "muted" }, ` on ${e.event}${e.count > 1 ? ` ×${e.count}` : ""}`)))),
       ),
     ),
