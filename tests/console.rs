@@ -228,8 +228,12 @@ async fn a_parked_job_is_resolved_from_the_console() {
     parked_on_charge(&http, &daemon, &id).await;
     let browser = Browser::start(1280, 900, true).await;
     browser.goto(&daemon.url("/ui/jobs")).await;
+    // Parked on an unknown outcome, it reads as an approval park does.
     browser
-        .wait_text(&format!("#parked tr[data-job='{id}']"), "charge")
+        .wait_text(
+            &format!("#parked tr[data-job='{id}'] .parked-call"),
+            "ƒ charge (unsafe) · outcome unknown",
+        )
         .await;
     browser
         .wait_text(".chip[data-state=needs_attention]", "1")
@@ -245,7 +249,17 @@ async fn a_parked_job_is_resolved_from_the_console() {
         "{panel}"
     );
     browser
-        .wait_text(".call[data-tool=charge]", "no result yet")
+        .wait_text(".call[data-tool=charge]", "no result")
+        .await;
+    // The crashed attempt is its own section; the wait for its lease is labelled.
+    browser
+        .wait_text(".attempt[data-attempt='1']", "crash")
+        .await;
+    browser
+        .wait_text(".waterfall", "lease wait after a crash")
+        .await;
+    browser
+        .wait_until("!document.querySelector('#answer .card.failure')")
         .await;
     browser.screenshot("job-parked").await;
 
@@ -260,9 +274,7 @@ async fn a_parked_job_is_resolved_from_the_console() {
     browser
         .wait_text("#outcome .banner.ok", "Resolved with skip")
         .await;
-    browser
-        .wait_for(".title-row .badge[data-state=succeeded]")
-        .await;
+    browser.wait_for("#run-header[data-state=succeeded]").await;
     browser.wait_text("#answer", "Paid.").await;
     browser
         .wait_text(".call[data-tool=charge]", "charged")
@@ -311,9 +323,7 @@ async fn a_call_awaiting_approval_is_approved_from_the_console() {
     browser
         .wait_text("#outcome .banner.ok", "Recorded: approve")
         .await;
-    browser
-        .wait_for(".title-row .badge[data-state=succeeded]")
-        .await;
+    browser.wait_for("#run-header[data-state=succeeded]").await;
     browser.wait_text("#answer", "2 + 3 = 5.").await;
     browser.screenshot("job-approved").await;
     browser.close().await;

@@ -25,6 +25,7 @@ fn describe(entry: &BundleEntry, detailed: bool) -> Value {
         "last_error": entry.errors.first(),
     });
     if let (true, Some(b)) = (detailed, current) {
+        out["limits"] = json!(b.bundle.raw.limits);
         out["model"] = json!({"endpoint": b.bundle.raw.model.endpoint, "name": b.bundle.raw.model.name, "plugin": b.bundle.raw.model.plugin});
         out["tools"] = b
             .tools
@@ -33,7 +34,9 @@ fn describe(entry: &BundleEntry, detailed: bool) -> Value {
             .map(|s| {
                 let kind = b.tools.tool(&s.name).map(|t| t.kind()).unwrap_or("unknown");
                 let effect = b.tools.effect(&s.name).as_str();
-                json!({"name": s.name, "kind": kind, "effect": effect, "description": s.description, "parameters": s.parameters})
+                // The rule that asks for a person, as the console shows it.
+                let approval = b.tools.approval(&s.name).map(|p| format!("{:?}", p.rule));
+                json!({"name": s.name, "kind": kind, "effect": effect, "description": s.description, "parameters": s.parameters, "approval": approval})
             })
             .collect();
     }

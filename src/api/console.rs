@@ -91,6 +91,56 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/token.js"),
     },
     Asset {
+        path: "views/approval.js",
+        content_type: JS,
+        body: include_str!("console/views/approval.js"),
+    },
+    Asset {
+        path: "views/approvals.js",
+        content_type: JS,
+        body: include_str!("console/views/approvals.js"),
+    },
+    Asset {
+        path: "views/attempts.js",
+        content_type: JS,
+        body: include_str!("console/views/attempts.js"),
+    },
+    Asset {
+        path: "views/header.js",
+        content_type: JS,
+        body: include_str!("console/views/header.js"),
+    },
+    Asset {
+        path: "views/journal.js",
+        content_type: JS,
+        body: include_str!("console/views/journal.js"),
+    },
+    Asset {
+        path: "views/live.js",
+        content_type: JS,
+        body: include_str!("console/views/live.js"),
+    },
+    Asset {
+        path: "views/pending.js",
+        content_type: JS,
+        body: include_str!("console/views/pending.js"),
+    },
+    Asset {
+        path: "views/schemaform.js",
+        content_type: JS,
+        body: include_str!("console/views/schemaform.js"),
+    },
+    Asset {
+        path: "views/transcript.js",
+        content_type: JS,
+        body: include_str!("console/views/transcript.js"),
+    },
+    Asset {
+        path: "views/workflow.js",
+        content_type: JS,
+        body: include_str!("console/views/workflow.js"),
+    },
+    Asset {
         path: "icon.svg",
         content_type: "image/svg+xml",
         body: include_str!("console/icon.svg"),

@@ -251,6 +251,8 @@ pub struct ListQuery {
     pub conversation_id: Option<String>,
     pub limit: Option<usize>,
     pub cursor: Option<String>,
+    /// Text the job's id, bundle or input contains (any case).
+    pub q: Option<String>,
 }
 
 pub async fn list(
@@ -288,6 +290,7 @@ pub async fn list(
             owner: (!caller.0.reads_all()).then(|| caller.name().to_string()),
             limit,
             cursor: query.cursor,
+            search: query.q,
         })
         .await?;
     Ok(Json(

@@ -15,6 +15,8 @@ pub struct JobFilter {
     pub limit: usize,
     /// From a previous page's `next_cursor`.
     pub cursor: Option<String>,
+    /// Only jobs whose id, bundle or input contains this text (any case).
+    pub search: Option<String>,
 }
 
 impl JobFilter {
@@ -40,8 +42,27 @@ impl JobFilter {
                 sql.push_str(&format!(" AND {column} {op} {}", placeholder(args.len())));
             }
         }
+        if let Some(text) = self.search.as_deref().filter(|t| !t.is_empty()) {
+            args.push(format!("%{}%", like_escaped(&text.to_lowercase())));
+            sql.push_str(&format!(
+                " AND lower(id || ' ' || bundle || ' ' || input) LIKE {} ESCAPE '\\'",
+                placeholder(args.len())
+            ));
+        }
         (sql, args)
     }
+}
+
+/// `text` matched literally by LIKE: its wildcards and the escape escaped.
+fn like_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -74,4 +95,23 @@ pub async fn conversation_history(
         .collect();
     jobs.reverse();
     Ok(jobs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_search_is_one_literal_case_free_condition() {
+        let filter = JobFilter {
+            search: Some("50%_Off\\".into()),
+            ..Default::default()
+        };
+        let (sql, args) = filter.conditions(|n| format!("?{n}"));
+        assert_eq!(
+            sql,
+            " AND lower(id || ' ' || bundle || ' ' || input) LIKE ?1 ESCAPE '\\'"
+        );
+        assert_eq!(args, vec!["%50\\%\\_off\\\\%".to_string()]);
+    }
 }

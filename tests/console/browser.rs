@@ -135,6 +135,24 @@ impl Browser {
         }
     }
 
+    /// Waits until the JavaScript expression `condition` is true on the page.
+    pub async fn wait_until(&self, condition: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        let script =
+            format!("try {{ return Boolean({condition}); }} catch (e) {{ return false; }}");
+        loop {
+            if let Ok(serde_json::Value::Bool(true)) = self.client.execute(&script, vec![]).await {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never true: {condition}\npage:\n{}",
+                self.text_of("main").await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Clicks the element matching `css` (found afresh if a redraw replaced it).
     pub async fn click(&self, css: &str) {
         let deadline = Instant::now() + PATIENCE;

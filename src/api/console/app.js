@@ -11,12 +11,14 @@ import * as job from "./views/job.js";
 import * as submit from "./views/submit.js";
 import * as bundles from "./views/bundles.js";
 import * as tokenView from "./views/token.js";
+import * as approvals from "./views/approvals.js";
 
 /** URL patterns under /ui → view and the nav entry it lights up. */
 const ROUTES = [
   { pattern: /^\/ui\/?$/, view: jobs, nav: "jobs" },
   { pattern: /^\/ui\/jobs\/?$/, view: jobs, nav: "jobs" },
   { pattern: /^\/ui\/jobs\/([^/]+)\/?$/, view: job, nav: "jobs" },
+  { pattern: /^\/ui\/approvals\/?$/, view: approvals, nav: "approvals" },
   { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit" },
   { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles" },
 ];

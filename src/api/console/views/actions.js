@@ -1,10 +1,13 @@
 // What a person can do to one job: cancel it; resolve it when it is parked
 // on an `unsafe` call of unknown outcome (retry the call, skip it with a
-// result, or fail the job); approve, deny or edit a call awaiting approval.
-// Each asks for confirmation first and shows the daemon's answer.
+// result, or fail the job); run it again (the same bundle, input and
+// variables as a new job). A call awaiting approval is decided on its card
+// (approval.js). Each asks for confirmation first and shows the answer.
 
-import { h, fill, banner, confirmAction, pretty, compact, errorText, ago } from "../dom.js";
+import { h, fill, banner, confirmAction, pretty, navigate, errorText } from "../dom.js";
 import { api } from "../api.js";
+import { pendingCall } from "./pending.js";
+import { TERMINAL } from "./header.js";
 
 const CANCELLABLE = ["queued", "running", "needs_attention", "awaiting_approval"];
 
@@ -53,7 +56,8 @@ export function drawActions(root, job, { outcome, changed }) {
       ),
     );
   }
-  if (job.cancel_requested && !["cancelled", "succeeded", "failed", "dead"].includes(job.state)) {
+  parts.push(h("div", { class: "buttons" }, h("button", { type: "button", id: "rerun-job", onclick: () => rerun(job, outcome) }, "Run again")));
+  if (job.cancel_requested && !TERMINAL.includes(job.state)) {
     parts.push(banner("warn", "A cancel was requested; the job stops at its next step."));
   }
   fill(root, parts);
@@ -61,7 +65,7 @@ export function drawActions(root, job, { outcome, changed }) {
 
 /** A parked job: what is unknown, and the three answers an operator can give. */
 function resolvePanel(job, base, act) {
-  const call = job.pending_call || {};
+  const call = pendingCall(job) || {};
   const output = h("textarea", { id: "skip-output", name: "output", rows: 3, placeholder: '{"charged": true}' });
   const isError = h("input", { type: "checkbox", id: "skip-is-error", name: "is_error" });
   const reason = h("input", { type: "text", id: "fail-reason", name: "reason", placeholder: "why the job fails" });
@@ -75,14 +79,14 @@ function resolvePanel(job, base, act) {
       "p",
       {},
       "The tool ",
-      h("code", {}, call.tool_name),
+      h("code", {}, call.tool),
       ` (effect ${call.effect}) was started by an attempt that did not finish, so nobody knows whether it had its effect. It is never run again on its own.`,
     ),
     h(
       "dl",
       { class: "facts" },
       h("dt", {}, "call"),
-      h("dd", {}, h("code", {}, call.call_id), ` of turn ${call.turn}`, call.scope ? ` in nested run ${call.scope}` : ""),
+      h("dd", {}, h("code", {}, call.callId), ` of turn ${call.turn}`, call.scope ? ` in nested run ${call.scope}` : ""),
       h("dt", {}, "arguments"),
       h("dd", {}, h("pre", {}, pretty(call.arguments))),
     ),
@@ -94,7 +98,7 @@ function resolvePanel(job, base, act) {
         { class: "option" },
         h("h3", {}, "Retry"),
         h("p", { class: "muted" }, "Run the call again: only when you know it had no effect, or that repeating it is harmless."),
-        h("button", { type: "button", id: "resolve-retry", onclick: () => resolve("Retry the call", `The tool ${call.tool_name} runs again with the same arguments.`, { action: "retry" }, "retry") }, "Retry the call"),
+        h("button", { type: "button", id: "resolve-retry", onclick: () => resolve("Retry the call", `The tool ${call.tool} runs again with the same arguments.`, { action: "retry" }, "retry") }, "Retry the call"),
       ),
       h(
         "div",
@@ -112,7 +116,7 @@ function resolvePanel(job, base, act) {
             onclick: () =>
               resolve(
                 "Skip the call",
-                h("div", {}, `The tool ${call.tool_name} is not run; the model reads this result:`, h("pre", {}, output.value || "(empty)")),
+                h("div", {}, `The tool ${call.tool} is not run; the model reads this result:`, h("pre", {}, output.value || "(empty)")),
                 { action: "skip", output: output.value, is_error: isError.checked },
                 "skip",
               ),
@@ -141,65 +145,16 @@ function resolvePanel(job, base, act) {
   );
 }
 
-/**
- * The calls awaiting approval, from `GET /v1/jobs/{id}/approvals`. A
- * daemon without approvals answers 404: then nothing is shown.
- */
-export async function drawApprovals(root, job, { outcome, changed, signal }) {
-  let approvals;
+/** Submits the same bundle, input, variables and conversation as a new job, then shows it. */
+async function rerun(job, outcome) {
+  const body = { bundle: job.bundle, input: job.input, variables: job.variables || {} };
+  if (job.conversation_id) body.conversation_id = job.conversation_id;
+  const ok = await confirmAction({ title: "Run again", body: h("div", {}, `A new job of ${job.bundle} runs with:`, h("pre", {}, pretty(body))), confirm: "Run again" });
+  if (!ok) return;
   try {
-    approvals = (await api(`/v1/jobs/${encodeURIComponent(job.id)}/approvals`, { signal })).approvals || [];
+    const fresh = await api("/v1/jobs", { method: "POST", body });
+    navigate(`/ui/jobs/${encodeURIComponent(fresh.id)}`);
   } catch (error) {
-    if (error.status !== 404 && !signal.aborted) fill(root, banner("error", "Cannot read the approvals: ", errorText(error)));
-    else fill(root);
-    return;
+    fill(outcome, banner("error", "The daemon refused the new job: ", errorText(error)));
   }
-  if (!approvals.length) {
-    fill(root);
-    return;
-  }
-  fill(root, h("section", { class: "card attention", id: "approvals" }, h("h2", {}, `Waiting for approval (${approvals.length})`), approvals.map((a) => approvalCard(job, a, { outcome, changed }))));
-}
-
-function approvalCard(job, approval, { outcome, changed }) {
-  const path = `/v1/jobs/${encodeURIComponent(job.id)}/approvals/${encodeURIComponent(approval.call)}`;
-  const edited = h("textarea", { rows: 5, class: "approval-args" }, pretty(approval.arguments));
-  const reason = h("input", { type: "text", placeholder: "why (the model reads it)" });
-  const decide = async (title, body, decision) => {
-    if (!(await confirmAction({ title, body, confirm: title, danger: decision.decision === "deny" }))) return;
-    try {
-      const answer = await api(path, { method: "POST", body: { ...decision, digest: approval.digest } });
-      fill(outcome, banner("ok", `Recorded: ${answer.decision || decision.decision} for ${approval.tool} (call ${approval.call}).`));
-    } catch (error) {
-      const stale = error.status === 409 ? " It was already decided, or the call changed since this page read it: the page reads it again." : "";
-      fill(outcome, banner("error", `${title} failed: `, errorText(error), stale));
-    }
-    changed();
-  };
-  const editDecision = () => {
-    let args;
-    try {
-      args = JSON.parse(edited.value);
-    } catch (error) {
-      fill(outcome, banner("error", `The edited arguments are not JSON: ${error.message}`));
-      return;
-    }
-    decide("Approve with edits", h("div", {}, `${approval.tool} runs with:`, h("pre", {}, pretty(args))), { decision: "edit", arguments: args });
-  };
-  return h(
-    "div",
-    { class: "approval", dataset: { call: approval.call } },
-    h("div", { class: "call-head" }, h("span", { class: "fn" }, "ƒ"), h("b", {}, approval.tool), h("code", { class: "muted" }, approval.call)),
-    h("p", { class: "muted" }, `requested ${ago(approval.requested_at)}`, approval.expires_at ? ` · expires ${new Date(approval.expires_at).toLocaleString()}` : "", ` · ${compact(approval.digest, 24)}`),
-    h("label", {}, "Arguments (edit them to approve a changed call)"),
-    edited,
-    h(
-      "div",
-      { class: "buttons" },
-      h("button", { type: "button", class: "primary", onclick: () => decide("Approve", `${approval.tool} runs with the arguments the model gave.`, { decision: "approve" }) }, "Approve"),
-      h("button", { type: "button", onclick: editDecision }, "Approve edited"),
-      reason,
-      h("button", { type: "button", class: "danger", onclick: () => decide("Deny", `${approval.tool} does not run; the model is told${reason.value ? `: ${reason.value}` : " it was denied"}.`, { decision: "deny", reason: reason.value }) }, "Deny"),
-    ),
-  );
 }

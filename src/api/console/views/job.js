@@ -1,48 +1,44 @@
-// One job (`/ui/jobs/{id}`): what it is, what a person can do to it, its
-// answer or error, and how it got there — the timeline of its event stream
-// (followed live, the model's tokens as they stream), a waterfall of where
-// the time went, its journal and, for workflows, its artifacts.
+// One job (`/ui/jobs/{id}`): the run header (outcome, why it ended, wait
+// and run time, spend against the budget), what runs right now (live
+// progress frames), what a person can do to it, its answer (a transcript
+// for a group chat) or error, the workflow graph, each attempt's timeline,
+// where the time went, and its journal.
 
-import { h, fill, link, stateBadge, banner, field, pretty, compact, ago, errorText } from "../dom.js";
+import { h, fill, link, banner, field, pretty, errorText, ago } from "../dom.js";
 import { api, follow, every } from "../api.js";
 import * as timeline from "./timeline.js";
 import * as waterfall from "./waterfall.js";
-import { drawActions, drawApprovals } from "./actions.js";
-import { took } from "./jobs.js";
+import * as attempts from "./attempts.js";
+import * as live from "./live.js";
+import * as transcript from "./transcript.js";
+import * as workflow from "./workflow.js";
+import { drawHeader, tick, TERMINAL } from "./header.js";
+import { drawActions } from "./actions.js";
+import { approvalCard } from "./approval.js";
+import { pendingCall } from "./pending.js";
+import { drawJournal } from "./journal.js";
 
-const TERMINAL = ["succeeded", "failed", "cancelled", "dead"];
 const POLL_MS = 3000;
+const TICK_MS = 200;
 
 export function render(root, { path: [id] }, signal) {
   const base = `/v1/jobs/${encodeURIComponent(id)}`;
-  const model = { job: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, journalResults: new Map(), open: new Set(), stream: "connecting" };
+  const model = { job: null, bundle: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, journalResults: new Map(), open: new Set(), stream: "connecting", live: live.create() };
   const view = {
     head: h("div", { class: "title-row left" }),
+    header: h("div", { id: "header-place" }),
+    now: h("div", { id: "in-progress" }),
     outcome: h("div", { id: "outcome" }),
     actions: h("div", { id: "actions" }),
     approvals: h("div", { id: "approvals-place" }),
     answer: h("section", { id: "answer" }),
+    graph: h("section", { id: "workflow" }),
     facts: h("section", { class: "card", id: "facts" }),
     timeline: h("section", { id: "timeline" }),
     waterfall: h("section", { id: "waterfall" }),
     journal: h("section", { id: "journal" }),
   };
-  fill(
-    root,
-    h("p", { class: "crumbs" }, link("/ui/jobs", "← Jobs")),
-    view.head,
-    view.outcome,
-    view.actions,
-    view.approvals,
-    view.answer,
-    view.facts,
-    h("h2", {}, "Timeline"),
-    view.timeline,
-    h("h2", {}, "Where the time went"),
-    view.waterfall,
-    h("h2", {}, "Journal"),
-    view.journal,
-  );
+  fill(root, h("p", { class: "crumbs" }, link("/ui/jobs", "← Jobs")), view.head, view.header, view.now, view.outcome, view.actions, view.approvals, view.answer, view.graph, view.facts, h("h2", {}, "Attempts"), view.timeline, h("h2", {}, "Where the time went"), view.waterfall, h("h2", {}, "Journal"), view.journal);
 
   let scheduled = false;
   const redraw = () => {
@@ -54,18 +50,6 @@ export function render(root, { path: [id] }, signal) {
     });
   };
 
-  // The approvals panel reads its own route: after a decision or an
-  // approval event, it is read again even when the job's state is unchanged.
-  const refreshApprovals = () => {
-    if (model.job.state === "awaiting_approval" || hasApprovals(model.events)) {
-      const changed = () => {
-        loadJob().catch(() => {});
-        refreshApprovals();
-      };
-      drawApprovals(view.approvals, model.job, { outcome: view.outcome, changed, signal });
-    } else fill(view.approvals);
-  };
-
   let shownState = null;
   const loadJob = async (fresh) => {
     const job = fresh && fresh.id ? fresh : await api(base, { signal });
@@ -75,8 +59,9 @@ export function render(root, { path: [id] }, signal) {
     if (key !== shownState) {
       const first = shownState === null;
       shownState = key;
-      drawActions(view.actions, job, { outcome: view.outcome, changed: (j) => loadJob(j).catch(() => {}) });
-      refreshApprovals();
+      const changed = (j) => loadJob(j).catch(() => {});
+      drawActions(view.actions, job, { outcome: view.outcome, changed });
+      drawApproval(view, model, () => loadJob().catch(() => {}));
       if (first || TERMINAL.includes(job.state) || job.state === "needs_attention") loadJournal(view, model, base, signal);
     }
     redraw();
@@ -84,10 +69,12 @@ export function render(root, { path: [id] }, signal) {
 
   loadJob()
     .then(() => {
-      const job = model.job;
-      api(`/v1/bundles/${encodeURIComponent(job.bundle)}`, { signal })
+      api(`/v1/bundles/${encodeURIComponent(model.job.bundle)}`, { signal })
         .then((b) => {
+          model.bundle = b;
           for (const t of b.tools || []) if (!model.effects.has(t.name)) model.effects.set(t.name, t.effect);
+          drawJob(view, model);
+          drawApproval(view, model, () => loadJob().catch(() => {}));
           redraw();
         })
         .catch(() => {});
@@ -95,27 +82,24 @@ export function render(root, { path: [id] }, signal) {
         loadJob().catch(() => {});
         loadJournal(view, model, base, signal);
       };
-      const changed = (event) => {
-        loadJob().catch(() => {});
-        if (/approval/i.test(event.type)) refreshApprovals();
-      };
+      const changed = () => loadJob().catch(() => {});
       followEvents(base, model, { signal, redraw, ended, changed });
-      every(
-        POLL_MS,
-        async () => {
-          if (model.job && !TERMINAL.includes(model.job.state)) await loadJob().catch(() => {});
-        },
-        signal,
-      );
+      every(POLL_MS, async () => {
+        if (model.job && !TERMINAL.includes(model.job.state)) await loadJob().catch(() => {});
+      }, signal);
     })
     .catch((error) => {
       if (signal.aborted) return;
       fill(root, h("p", { class: "crumbs" }, link("/ui/jobs", "← Jobs")), banner("error", `Cannot show job ${id}: `, errorText(error)));
     });
-}
 
-function hasApprovals(events) {
-  return events.some((e) => /^(ApprovalRequested|approval_requested)$/.test(e.type));
+  // The clocks of the header and of the calls in progress tick on their own.
+  const clock = setInterval(() => {
+    if (!model.job) return;
+    tick(view.header, model.job);
+    live.tick(view.now);
+  }, TICK_MS);
+  return () => clearInterval(clock);
 }
 
 function followEvents(path, model, { signal, redraw, ended, changed }) {
@@ -129,7 +113,10 @@ function followEvents(path, model, { signal, redraw, ended, changed }) {
       if (kind === "event") {
         const event = JSON.parse(data);
         model.events.push(event);
+        live.onStored(model.live, event, model.job.id);
         if (event.type === "JobState" || /approval/i.test(event.type)) changed(event);
+      } else if (kind === "progress") {
+        live.onProgress(model.live, JSON.parse(data));
       } else if (kind === "token") {
         const token = JSON.parse(data);
         const key = `${token.run_id}|${token.turn}`;
@@ -145,6 +132,18 @@ function followEvents(path, model, { signal, redraw, ended, changed }) {
   });
 }
 
+/** The call awaiting approval, as a card to decide on (nothing for any other state). */
+function drawApproval(view, model, changed) {
+  const job = model.job;
+  const call = pendingCall(job);
+  if (job.state !== "awaiting_approval" || !call || call.kind !== "approval") {
+    fill(view.approvals);
+    return;
+  }
+  const rule = (model.bundle?.tools || []).find((t) => t.name === call.tool)?.approval || null;
+  fill(view.approvals, h("section", { class: "card attention", id: "approvals" }, h("h2", {}, "Waiting for approval"), approvalCard(job, call, { rule, outcome: view.outcome, changed })));
+}
+
 async function loadJournal(view, model, base, signal) {
   try {
     const journal = await api(`${base}/journal`, { signal });
@@ -154,9 +153,7 @@ async function loadJournal(view, model, base, signal) {
       if (step.step.startsWith("start") && body.tool_name && body.effect) model.effects.set(body.tool_name, body.effect);
       if (step.step.startsWith("result") && body.result) model.journalResults.set(`${step.scope}|${step.turn}|${body.result.call_id}`, body.result);
     }
-    if (model.events.some((e) => e.type === "WorkflowStart")) {
-      model.artifacts = (await api(`${base}/artifacts`, { signal })).artifacts;
-    }
+    if (model.events.some((e) => e.type === "WorkflowStart")) model.artifacts = (await api(`${base}/artifacts`, { signal })).artifacts;
     drawJournal(view.journal, model);
     drawProgress(view, model);
   } catch (error) {
@@ -164,14 +161,20 @@ async function loadJournal(view, model, base, signal) {
   }
 }
 
-function drawJob(view, { job, stream }) {
-  fill(view.head, h("h1", {}, "Job ", h("code", { class: "job-id" }, job.id)), stateBadge(job.state), h("span", { class: "muted stream", id: "stream-status" }, streamText(stream)));
+function drawJob(view, model) {
+  const { job, stream } = model;
+  fill(view.head, h("h1", {}, "Job ", h("code", { class: "job-id" }, job.id)), h("span", { class: "muted stream", id: "stream-status" }, streamText(stream)));
+  const own = model.events.filter((e) => e.run_id === job.id && e.type === "KernelEnd").pop();
+  const turns = new Set(model.events.filter((e) => e.run_id === job.id && e.type === "ModelRequest").map((e) => e.turn)).size;
+  drawHeader(view.header, job, { bundle: model.bundle, kernelEnd: own, turns });
+  const failed = ["failed", "dead", "cancelled"].includes(job.state);
+  const retrying = ["queued", "running"].includes(job.state);
   fill(
     view.answer,
-    job.state === "succeeded" ? h("div", { class: "card answer" }, h("h2", {}, "Answer"), answerOf(job.result || {})) : null,
-    job.error && job.state !== "needs_attention" ? h("div", { class: "card failure" }, h("h2", {}, job.state === "failed" || job.state === "dead" ? "Error" : "Last error"), h("pre", {}, job.error)) : null,
+    job.state === "succeeded" ? answerCard(job, model) : null,
+    job.error && failed ? h("div", { class: "card failure" }, h("h2", {}, "Error"), h("pre", {}, job.error)) : null,
+    job.error && retrying ? h("div", { class: "card warn-card" }, h("h2", {}, "The last attempt's error"), h("pre", {}, job.error)) : null,
   );
-  const ran = took(job);
   fill(
     view.facts,
     h(
@@ -179,32 +182,53 @@ function drawJob(view, { job, stream }) {
       { class: "facts" },
       field("bundle", link(`/ui/jobs?bundle=${encodeURIComponent(job.bundle)}`, job.bundle), job.bundle_version ? ` v${job.bundle_version}` : ""),
       job.bundle_digest ? field("digest", h("code", {}, job.bundle_digest)) : null,
-      field("attempts", `${job.attempts} of ${job.max_attempts}`, job.crash_resumes ? ` · ${job.crash_resumes} resumed after a crash` : ""),
       job.conversation_id ? field("conversation", link(`/ui/jobs?conversation=${encodeURIComponent(job.conversation_id)}`, job.conversation_id)) : null,
       field("created", h("span", { title: job.created_at }, ago(job.created_at))),
-      ran ? field("took", ran) : null,
       field("input", h("div", { class: "input-text" }, job.input)),
-      Object.keys(job.variables || {}).length ? field("variables", h("pre", {}, pretty(job.variables))) : null,
+      Object.keys(job.variables || {}).length ? field("variables", h("details", { class: "fold" }, h("summary", {}, `${Object.keys(job.variables).length} variables`), h("pre", {}, pretty(job.variables)))) : null,
     ),
   );
 }
 
+/** The answer: a transcript with speakers for a group chat, the text of a run, or a workflow's outcome. */
+function answerCard(job, model) {
+  const result = job.result || {};
+  const chat = job.variables?.group_chat || result.agent_responses || result.transcript;
+  const said = chat ? transcript.lines(result, timeline.build(model.events)) : null;
+  if (said) return h("div", { class: "card answer", id: "transcript" }, h("h2", {}, "Transcript"), transcript.draw(said));
+  return h("div", { class: "card answer" }, h("h2", {}, "Answer"), answerOf(result));
+}
+
 function drawProgress(view, model) {
   if (!model.job) return;
+  const job = model.job;
   const status = document.getElementById("stream-status");
   if (status) status.textContent = streamText(model.stream);
-  const root = timeline.build(model.events);
-  const ctx = {
-    jobId: model.job.id,
-    tokens: model.tokens,
+  live.draw(view.now, model.live, job.id);
+  const graph = workflow.graph(model.events);
+  fill(view.graph, graph ? [h("h2", {}, "Workflow"), workflow.draw(graph)] : null);
+  const finished = TERMINAL.includes(job.state);
+  const parts = attempts.partition(model.events, job.id);
+  const last = parts.length - 1;
+  const built = parts.map((a, i) => ({ ...a, tree: timeline.build(a.events), over: Boolean(a.end || a.crashed || (i === last && finished)) }));
+  const ctxOf = (a, i) => ({
+    jobId: job.id,
+    tokens: i === last ? model.tokens : new Map(),
     effects: model.effects,
     journalResults: model.journalResults,
-    stageArtifacts: timeline.assignArtifacts(root, model.artifacts),
+    stageArtifacts: timeline.assignArtifacts(a.tree, model.artifacts),
     open: model.open,
-    groupChat: Boolean(model.job.variables?.group_chat),
-  };
-  fill(view.timeline, timeline.draw(root, ctx));
-  fill(view.waterfall, waterfall.draw(root, TERMINAL.includes(model.job.state) || model.job.state === "needs_attention"));
+    groupChat: Boolean(job.variables?.group_chat),
+    finished: a.over,
+  });
+  fill(
+    view.timeline,
+    built.length
+      ? built.map((a, i) => h("section", { class: "attempt", dataset: { attempt: a.attempt } }, attempts.drawAttemptHead(a, built[i - 1], job.max_attempts), timeline.draw(a.tree, ctxOf(a, i))))
+      : timeline.draw(null, ctxOf({ tree: null, over: finished }, 0)),
+  );
+  const now = finished ? Math.max(...model.events.map((e) => Date.parse(e.timestamp)), 0) : Date.now();
+  fill(view.waterfall, waterfall.draw(waterfall.rows(job, built, [...model.live.waits.values()], now), finished, now));
 }
 
 /** A run's text answer as it is; a structured one (a workflow's outcome) summed up, in full when opened. */
@@ -216,46 +240,4 @@ function answerOf(result) {
 
 function streamText(stream) {
   return { live: "● live", ended: "", connecting: "connecting…", reconnecting: "reconnecting…" }[stream] ?? stream;
-}
-
-function drawJournal(root, model) {
-  if (!model.journal || !model.journal.length) {
-    fill(root, h("p", { class: "muted" }, "Nothing journaled yet."));
-    return;
-  }
-  fill(
-    root,
-    h("p", { class: "muted" }, "Each step recorded durably before the run acted on it; a resumed attempt replays these instead of calling the model or the tool again."),
-    h(
-      "table",
-      { class: "journal" },
-      h("thead", {}, h("tr", {}, ["scope", "turn", "step", "what"].map((t) => h("th", {}, t)))),
-      h(
-        "tbody",
-        {},
-        model.journal.map((s) =>
-          h(
-            "tr",
-            {},
-            h("td", { "data-label": "scope" }, h("code", {}, s.scope || "job")),
-            h("td", { "data-label": "turn" }, String(s.turn)),
-            h("td", { "data-label": "step" }, h("code", {}, s.step)),
-            h("td", { "data-label": "what" }, h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", {}, pretty(s.body)))),
-          ),
-        ),
-      ),
-    ),
-    model.artifacts.length ? [h("h3", {}, "Artifacts"), model.artifacts.map((a) => h("details", { class: "fold", dataset: { artifact: a.name } }, h("summary", {}, a.name), h("pre", {}, pretty(a.body))))] : null,
-  );
-}
-
-function journalSummary(step) {
-  const b = step.body || {};
-  if (b.tool_name) return `${b.tool_name} ${b.effect || ""}`;
-  if (b.assistant) {
-    const calls = (b.assistant.tool_calls || []).map((c) => c.function?.name || c.name).filter(Boolean);
-    return calls.length ? `model called ${calls.join(", ")}` : compact(b.assistant.content || "reply", 100);
-  }
-  if (b.result) return compact(b.result.output ?? b.result, 100);
-  return compact(b, 100);
 }

@@ -1,14 +1,15 @@
 // The jobs: counts by state, the jobs that wait for a person first, then
-// the newest jobs, filtered by state, bundle and conversation. The filters
-// are the URL's query (`/ui/jobs?state=failed&bundle=arithmetic`), so a
+// the newest jobs, filtered by state, bundle, conversation and a search of
+// id, bundle and input (the API's `q`), sorted as the person asks. The
+// filters are the URL's query (`/ui/jobs?state=failed&q=refund`), so a
 // filtered list can be linked; the list refreshes itself every two seconds
-// while the tab is visible.
+// while the tab is visible, keeping the focus where it was.
 
-import { h, fill, link, stateBadge, banner, ago, duration, millis, compact, navigate, errorText } from "../dom.js";
+import { h, fill, link, stateBadge, banner, ago, duration, compact, navigate, errorText } from "../dom.js";
 import { api, query, every } from "../api.js";
+import { pendingCall, parkedText } from "./pending.js";
+import { times, PARKED } from "./header.js";
 
-/** States in which a job waits for a person: listed first. */
-export const PARKED = ["needs_attention", "awaiting_approval"];
 const PAGE = 50;
 const REFRESH_MS = 2000;
 
@@ -17,7 +18,9 @@ export function render(root, { query: params }, signal) {
     state: params.get("state") || "",
     bundle: params.get("bundle") || "",
     conversation_id: params.get("conversation") || "",
+    q: params.get("q") || "",
   };
+  let sort = params.get("sort") || "newest";
   let shown = PAGE;
   const counts = h("div", { class: "counts", id: "counts" });
   const status = h("div", { class: "list-status" });
@@ -35,20 +38,60 @@ export function render(root, { query: params }, signal) {
     onchange: (e) => apply({ conversation_id: e.target.value.trim() }),
   });
 
+  let typing = null;
+  const search = h("input", {
+    type: "search",
+    name: "q",
+    id: "filter-search",
+    placeholder: "search id, bundle, input",
+    value: filters.q,
+    // Typing filters in place (the view is not redrawn, so the field keeps its focus).
+    oninput: (e) => {
+      clearTimeout(typing);
+      typing = setTimeout(() => update({ q: e.target.value.trim() }), 250);
+    },
+    // A cleared field (its ✕, or a script) may say so only by `change` or `search`.
+    onchange: (e) => e.target.value.trim() !== filters.q && update({ q: e.target.value.trim() }),
+    onsearch: (e) => e.target.value.trim() !== filters.q && update({ q: e.target.value.trim() }),
+  });
+  const sortSelect = h(
+    "select",
+    { name: "sort", id: "sort-jobs", onchange: (e) => ((sort = e.target.value), update({})) },
+    Object.entries(SORTS).map(([value, s]) => h("option", { value }, s.label)),
+  );
+  sortSelect.value = SORTS[sort] ? sort : "newest";
+  const labelled = (id, text, control) => [h("label", { for: id, class: "visually-hidden" }, text), control];
   fill(
     root,
     h("div", { class: "title-row" }, h("h1", {}, "Jobs"), link("/ui/submit", "New job")),
     counts,
-    h("div", { class: "filters" }, stateSelect, bundleSelect, conversation, status),
+    h(
+      "div",
+      { class: "filters" },
+      labelled("filter-search", "Search", search),
+      labelled("filter-state", "State", stateSelect),
+      labelled("filter-bundle", "Bundle", bundleSelect),
+      labelled("filter-conversation", "Conversation", conversation),
+      labelled("sort-jobs", "Sort", sortSelect),
+      status,
+    ),
     parked,
     list,
     more,
   );
 
+  function url() {
+    return "/ui/jobs" + query({ state: filters.state, bundle: filters.bundle, conversation: filters.conversation_id, q: filters.q, sort: sort === "newest" ? "" : sort });
+  }
   function apply(change) {
     Object.assign(filters, change);
-    const url = "/ui/jobs" + query({ state: filters.state, bundle: filters.bundle, conversation: filters.conversation_id });
-    navigate(url, { replace: true });
+    navigate(url(), { replace: true });
+  }
+  /** Changes the list without redrawing the view (the URL follows). */
+  function update(change) {
+    Object.assign(filters, change);
+    history.replaceState(null, "", url());
+    refresh();
   }
 
   api("/v1/bundles", { signal })
@@ -69,9 +112,11 @@ export function render(root, { query: params }, signal) {
         api("/v1/jobs" + query({ ...filters, limit: shown }), { signal }),
       ]);
       drawCounts(counts, stateSelect, countAnswer, filters);
+      const focus = rememberFocus(root);
       drawParked(parked, parkedJobs);
       const parkedIds = new Set(parkedJobs.map((j) => j.id));
-      drawList(list, page.jobs.filter((j) => !parkedIds.has(j.id)), filters, parkedJobs.length > 0);
+      drawList(list, SORTS[sort].order(page.jobs.filter((j) => !parkedIds.has(j.id))), filters, parkedJobs.length > 0);
+      focus();
       more.hidden = !page.next_cursor;
       fill(status, h("span", { class: "live-dot" }), `updated ${new Date().toLocaleTimeString()}`);
     } catch (error) {
@@ -100,7 +145,7 @@ function drawCounts(counts, stateSelect, answer, filters) {
   const states = Object.keys(answer.states).sort((a, b) => rank(a) - rank(b));
   const total = states.reduce((sum, s) => sum + (scope[s] || 0), 0);
   const chip = (state, n) => {
-    const url = "/ui/jobs" + query({ state, bundle: filters.bundle, conversation: filters.conversation_id });
+    const url = "/ui/jobs" + query({ state, bundle: filters.bundle, conversation: filters.conversation_id, q: filters.q });
     const current = (filters.state || "") === state;
     return h(
       "a",
@@ -131,13 +176,10 @@ function drawParked(section, jobs) {
   fill(
     section,
     h("h2", { class: "attention-title" }, `Waiting for a person (${jobs.length})`),
-    jobTable(jobs, (job) =>
-      job.pending_call
-        ? h("span", {}, "parked on ", h("code", {}, job.pending_call.tool_name), ` (${job.pending_call.effect})`)
-        : job.state === "awaiting_approval"
-          ? "a tool call awaits approval"
-          : compact(job.error || "", 120),
-    ),
+    jobTable(jobs, (job) => {
+      const call = pendingCall(job);
+      return call ? h("span", { class: "parked-call" }, parkedText(call)) : job.state === "awaiting_approval" ? "a tool call awaits approval" : compact(job.error || "", 120);
+    }),
   );
 }
 
@@ -147,7 +189,7 @@ function drawList(section, jobs, filters, parkedShown) {
     return;
   }
   if (!jobs.length) {
-    const filtered = filters.state || filters.bundle || filters.conversation_id;
+    const filtered = filters.state || filters.bundle || filters.conversation_id || filters.q;
     fill(section, h("p", { class: "empty" }, filtered ? "No job matches these filters." : "No jobs yet. ", filtered ? null : link("/ui/submit", "Submit one.")));
     return;
   }
@@ -184,11 +226,38 @@ export function shortId(id) {
   return id.length > 12 ? "…" + id.slice(-8) : id;
 }
 
-/** How long the job ran: until it finished, until it parked, or so far. */
+/** How long the job ran (until it finished, until it parked, or so far), or how long it has waited to start. */
 export function took(job) {
-  const start = millis(job.started_at);
-  if (Number.isNaN(start)) return "";
-  const running = !job.finished_at && !PARKED.includes(job.state);
-  const end = job.finished_at ? millis(job.finished_at) : running ? Date.now() : millis(job.updated_at);
-  return duration(end - start) + (running ? " so far" : "");
+  const t = times(job);
+  if (Number.isNaN(t.run)) return Number.isNaN(t.wait) ? "" : `waiting ${duration(t.wait)}`;
+  return duration(t.run) + (t.ticking ? " so far" : "");
+}
+
+/** Sort orders of the list (within the page the API gave, newest first). */
+const SORTS = {
+  newest: { label: "newest first", order: (jobs) => jobs },
+  oldest: { label: "oldest first", order: (jobs) => [...jobs].reverse() },
+  longest: { label: "longest run first", order: (jobs) => [...jobs].sort((a, b) => (times(b).run || 0) - (times(a).run || 0)) },
+  state: { label: "by state", order: (jobs) => [...jobs].sort((a, b) => rank(a.state) - rank(b.state)) },
+  bundle: { label: "by bundle", order: (jobs) => [...jobs].sort((a, b) => a.bundle.localeCompare(b.bundle)) },
+};
+
+/**
+ * What has the focus under `root` (a job's link, by its job id, or a
+ * field, with its selection), as a function that gives it back after a
+ * redraw replaced the element.
+ */
+function rememberFocus(root) {
+  const el = document.activeElement;
+  if (!el || !root.contains(el)) return () => {};
+  const row = el.closest("tr[data-job]");
+  const section = el.closest("section[id]");
+  const selection = "selectionStart" in el && el.selectionStart !== null ? [el.selectionStart, el.selectionEnd] : null;
+  return () => {
+    if (document.activeElement === el && root.contains(el)) return;
+    const again = row && section ? section.querySelector(`tr[data-job="${CSS.escape(row.dataset.job)}"] a`) : el.id ? document.getElementById(el.id) : null;
+    if (!again) return;
+    again.focus({ preventScroll: true });
+    if (selection && "setSelectionRange" in again) again.setSelectionRange(...selection);
+  };
 }

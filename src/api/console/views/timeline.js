@@ -173,7 +173,7 @@ function unseenRuns(root, ctx) {
 function drawItem(run, item, ctx, depth) {
   if (item.kind === "turn") return drawTurn(run, item, ctx, depth);
   if (item.kind === "stage") return drawStage(item, ctx, depth);
-  return drawMarker(item.event);
+  return drawMarker(item.event, ctx);
 }
 
 /** Tokens of a turn whose request has no reply yet: shown as they arrive. */
@@ -211,7 +211,8 @@ function drawTurn(run, t, ctx, depth) {
       r ? h("span", { class: "muted" }, ` · ${duration(r.duration_ms)}`) : null,
       usage ? h("span", { class: "muted" }, ` · ${usage}`) : null,
       r?.finish_reason ? h("span", { class: "muted" }, ` · ${r.finish_reason}`) : null,
-      !r && t.request ? h("span", { class: "badge live" }, live ? "streaming" : "waiting for the model") : null,
+      !r && t.request && !ctx.finished ? h("span", { class: "badge live" }, live ? "streaming" : "waiting for the model") : null,
+      !r && t.request && ctx.finished ? h("span", { class: "badge" }, "no reply: the attempt ended first") : null,
     ),
     r && answer(r) ? h("div", { class: "reply" }, answer(r)) : null,
     !r && live ? h("div", { class: "reply streaming" }, live) : null,
@@ -236,7 +237,10 @@ function drawCall(run, c, ctx, depth) {
   const id = c.call?.call_id || c.result?.call_id;
   const effect = ctx.effects.get(name);
   const recorded = journaled(run, c, ctx);
-  const state = c.result ? (c.result.is_error ? "error" : "ok") : recorded ? (recorded.is_error ? "error" : "ok") : "running";
+  const asked = c.approvals.some((e) => APPROVAL_REQUESTED.has(e.type));
+  const decision = c.approvals.find((e) => APPROVAL_DECIDED.has(e.type))?.decision;
+  const state = c.result ? (c.result.is_error ? "error" : "ok") : recorded ? (recorded.is_error ? "error" : "ok") : asked && !decision ? "approval" : ctx.finished ? "cut" : "running";
+  const waiting = { approval: "awaiting approval", cut: "no result: the attempt ended first", running: "no result yet" }[state];
   return h(
     "div",
     { class: `call ${state}`, dataset: { tool: name, call: id } },
@@ -246,7 +250,7 @@ function drawCall(run, c, ctx, depth) {
       h("span", { class: "fn" }, "ƒ"),
       h("b", { class: "tool-name" }, name),
       effect ? h("span", { class: `badge effect-${effect}`, title: "the tool's effect class" }, effect.replaceAll("_", " ")) : null,
-      h("span", { class: `badge call-${state}` }, c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : recorded ? "result from the journal" : "no result yet"),
+      h("span", { class: `badge call-${state}` }, c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : recorded ? "result from the journal" : waiting),
       c.result ? h("span", { class: "muted" }, duration(c.result.duration_ms)) : null,
       h("code", { class: "muted call-id" }, id),
     ),
@@ -254,7 +258,7 @@ function drawCall(run, c, ctx, depth) {
     c.result ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${c.result.is_error ? " error" : ""}` }, c.result.output_preview)) : null,
     recorded ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${recorded.is_error ? " error" : ""}`, title: "recorded in the journal (an operator's skip, or a step replayed on resume)" }, recorded.output)) : null,
     c.traces.length ? h("div", { class: "traces" }, c.traces.map((t) => h("span", { class: "badge trace", title: compact(t.detail, 400) }, t.stage))) : null,
-    c.approvals.map((e) => drawMarker(e)),
+    c.approvals.map((e) => drawMarker(e, ctx)),
     c.runs.map((child) => fold(child, ctx, depth, `run ${child.id}`)),
   );
 }
@@ -302,12 +306,16 @@ function drawStage(stage, ctx, depth) {
 }
 
 /** A marker event (resume, job state, workflow start and end, anything else): its kind and fields. */
-function drawMarker(e) {
+function drawMarker(e, ctx) {
   const { run_id, bundle, bundle_version, parent, seq, timestamp, type, ...fields } = e;
   const text = {
     Resumed: () => `Resumed at turn ${e.from_turn} from the journal: ${e.replayed_steps} recorded steps replayed, no model or tool call made again`,
     JobState: () => `Job ${String(e.state).replaceAll("_", " ")} (attempt ${e.attempt})${e.duration_ms !== undefined ? ` after ${duration(e.duration_ms)}` : ""}${e.error ? `: ${e.error}` : ""}`,
-    KernelEnd: () => `Run ended: ${e.termination_reason} after ${e.turn_count} turns, ${duration(e.total_duration_ms)}${e.error ? `: ${e.error}` : ""}`,
+    // The job's own run's error is said once, by its attempt.
+    KernelEnd: () => `Run ended: ${e.termination_reason} after ${e.turn_count} turns, ${duration(e.total_duration_ms)}${e.error && e.run_id !== ctx.jobId ? `: ${e.error}` : ""}`,
+    ApprovalRequested: () => `ƒ ${e.tool_name} (call ${e.call_id}, turn ${e.turn}) waits for a person's approval`,
+    ApprovalDecided: () => `${{ approve: "Approved", deny: "Denied", edit: "Approved with edited arguments" }[e.decision] || e.decision} by ${e.by === "timeout" ? "the approval timeout" : e.by}${e.reason ? `: ${e.reason}` : ""}`,
+    BudgetExceeded: () => `Budget ${e.budget} used up: spent ${e.spent} of ${e.limit}`,
     WorkflowStart: () => `Workflow ${e.workflow} ${e.resumed ? "resumed" : "started"} at stage ${e.stage} (iteration ${e.iteration})`,
     WorkflowEnd: () => `Workflow reached ${e.outcome} at stage ${e.stage} (iteration ${e.iteration})${e.reason ? `: ${e.reason}` : ""}`,
   }[type];

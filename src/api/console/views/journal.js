@@ -1,0 +1,47 @@
+// A job's journal: each step recorded durably before the run acted on it,
+// which a resumed attempt replays instead of calling again; and, for
+// workflows, the artifacts its stages wrote.
+
+import { h, fill, pretty, compact } from "../dom.js";
+
+export function drawJournal(root, model) {
+  if (!model.journal || !model.journal.length) {
+    fill(root, h("p", { class: "muted" }, "Nothing journaled yet."));
+    return;
+  }
+  fill(
+    root,
+    h("p", { class: "muted" }, "Each step recorded durably before the run acted on it; a resumed attempt replays these instead of calling the model or the tool again."),
+    h(
+      "table",
+      { class: "journal" },
+      h("thead", {}, h("tr", {}, ["scope", "turn", "step", "what"].map((t) => h("th", {}, t)))),
+      h(
+        "tbody",
+        {},
+        model.journal.map((s) =>
+          h(
+            "tr",
+            {},
+            h("td", { "data-label": "scope" }, h("code", {}, s.scope || "job")),
+            h("td", { "data-label": "turn" }, String(s.turn)),
+            h("td", { "data-label": "step" }, h("code", {}, s.step)),
+            h("td", { "data-label": "what" }, h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", {}, pretty(s.body)))),
+          ),
+        ),
+      ),
+    ),
+    model.artifacts.length ? [h("h3", {}, "Artifacts"), model.artifacts.map((a) => h("details", { class: "fold", dataset: { artifact: a.name } }, h("summary", {}, a.name), h("pre", {}, pretty(a.body))))] : null,
+  );
+}
+
+function journalSummary(step) {
+  const b = step.body || {};
+  if (b.tool_name) return `${b.tool_name} ${b.effect || ""}`;
+  if (b.assistant) {
+    const calls = (b.assistant.tool_calls || []).map((c) => c.function?.name || c.name).filter(Boolean);
+    return calls.length ? `model called ${calls.join(", ")}` : compact(b.assistant.content || "reply", 100);
+  }
+  if (b.result) return compact(b.result.output ?? b.result, 100);
+  return compact(b, 100);
+}

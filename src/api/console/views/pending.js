@@ -1,0 +1,39 @@
+// A parked call, read the same whatever parked it: an approval request or
+// an `unsafe` call of unknown outcome after a crash. The API's one shape
+// (`kind`, `call_id`, `tool`, …) is read first; the older spellings
+// (`call`, `tool_name`) only while a daemon still sends them.
+
+/** The job's pending call as `{kind, callId, tool, arguments, effect, turn, scope, …}`, or null. */
+export function pendingCall(job) {
+  const p = job && job.pending_call;
+  if (!p) return null;
+  const kind = p.kind || (job.state === "awaiting_approval" || p.digest ? "approval" : "unknown_outcome");
+  return {
+    kind,
+    callId: p.call_id ?? p.call ?? "",
+    tool: p.tool ?? p.tool_name ?? "",
+    arguments: p.arguments ?? null,
+    effect: p.effect || "",
+    turn: p.turn,
+    scope: p.scope || "",
+    digest: p.digest,
+    parameters: p.parameters,
+    timeoutMs: p.timeout_ms,
+    approver: p.approver || "anyone",
+    requestedAt: p.requested_at,
+    expiresAt: p.expires_at,
+  };
+}
+
+/** When an approval request is denied on its own (ms since the epoch), or NaN. */
+export function autoDenyAt(call) {
+  if (call.expiresAt) return Date.parse(call.expiresAt);
+  if (call.timeoutMs && call.requestedAt) return Date.parse(call.requestedAt) + call.timeoutMs;
+  return NaN;
+}
+
+/** One line for a parked call, the same for both kinds: "ƒ charge (unsafe) · outcome unknown". */
+export function parkedText(call) {
+  const why = call.kind === "approval" ? "awaits approval" : "outcome unknown";
+  return `ƒ ${call.tool || "?"}${call.effect ? ` (${call.effect.replaceAll("_", " ")})` : ""} · ${why}`;
+}
