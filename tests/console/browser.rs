@@ -21,7 +21,7 @@ const PATIENCE: Duration = Duration::from_secs(90);
 pub struct Browser {
     pub client: Client,
     driver: Child,
-    _profile: tempfile::TempDir,
+    profile: tempfile::TempDir,
     shots: PathBuf,
 }
 
@@ -88,7 +88,7 @@ impl Browser {
         Browser {
             client,
             driver,
-            _profile: profile,
+            profile,
             shots: screenshot_dir(),
         }
     }
@@ -214,10 +214,19 @@ impl Browser {
         path
     }
 
-    pub async fn close(mut self) {
+    pub async fn close(self) {
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        // Drop stops chromedriver and whatever chromium it left.
+    }
+
+    /// Kills the chromium this browser started, found by its profile
+    /// directory: killing chromedriver alone (a test that failed before
+    /// `close`) orphans chromium, and orphans pile up on a CI machine.
+    fn kill_chromium(&self) {
+        let profile = format!("--user-data-dir={}", self.profile.path().display());
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f", "--", &profile])
+            .status();
     }
 }
 
@@ -225,5 +234,6 @@ impl Drop for Browser {
     fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+        self.kill_chromium();
     }
 }
