@@ -24,7 +24,7 @@ use crate::budget::{Budget, DailySpend};
 use crate::bundle::{RequestShapes, ToolEnv};
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
-use crate::kernel::{CallBudget, Kernel, RunFailure};
+use crate::kernel::{CallBudget, Kernel, OnMaxTurns, RunFailure};
 use crate::registry::{LoadedBundle, Registry};
 use crate::tools::agent::{AgentHost, Inherited};
 use crate::tools::{ToolEngine, ToolError};
@@ -258,6 +258,9 @@ impl Runner {
             TerminationReason::Timeout => Err(RunFailure::TimedOut(
                 kernel.config().timeout.unwrap_or_default(),
             )),
+            TerminationReason::MaxTurns if kernel.config().on_max_turns == OnMaxTurns::Fail => {
+                Err(RunFailure::MaxTurns(run.turn_count))
+            }
             _ => Ok(run),
         }
     }

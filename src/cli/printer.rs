@@ -42,7 +42,7 @@ impl Printer {
     pub fn print(&self, envelope: &EventEnvelope) {
         let text = match self.format {
             Format::Json => serde_json::to_string(envelope).unwrap_or_default(),
-            Format::Human => match human(&envelope.event) {
+            Format::Human => match human(&envelope.run_id, &envelope.event) {
                 Some(t) => t,
                 None => return,
             },
@@ -64,9 +64,9 @@ impl Printer {
                 if let Event::ModelResponse { parsed_content, .. } = &mut event {
                     *parsed_content = None;
                 }
-                human(&event)
+                human(&envelope.run_id, &event)
             }
-            event => human(event),
+            event => human(&envelope.run_id, event),
         };
         if let Some(line) = line {
             text.push_str(&line);
@@ -86,10 +86,13 @@ fn write_out(text: &str) {
     let _ = out.flush();
 }
 
-/// The readable line(s) for an event; `None` for events not worth a line.
-pub fn human(event: &Event) -> Option<String> {
+/// The readable line(s) for an event of run `run_id`; `None` for events
+/// not worth a line.
+pub fn human(run_id: &str, event: &Event) -> Option<String> {
+    // A nested run's id is `{job}/{key}`: commands name the job.
+    let job = run_id.split('/').next().unwrap_or(run_id);
     kernel_line(event)
-        .or_else(|| gate_line(event))
+        .or_else(|| gate_line(job, event))
         .or_else(|| workflow_line(event))
         .or_else(|| job_line(event))
 }
@@ -175,7 +178,7 @@ fn kernel_line(event: &Event) -> Option<String> {
 }
 
 /// A call waiting for approval, its decision, and a budget used up.
-fn gate_line(event: &Event) -> Option<String> {
+fn gate_line(job: &str, event: &Event) -> Option<String> {
     Some(match event {
         Event::ApprovalRequested {
             tool_name,
@@ -183,7 +186,7 @@ fn gate_line(event: &Event) -> Option<String> {
             arguments,
             ..
         } => format!(
-            "  ⏸ {tool_name} (call {call_id}) waits for approval with {arguments}: `structured-agents approve JOB` or `deny JOB --reason R` (still following)"
+            "  ⏸ {tool_name} (call {call_id}) waits for approval with {arguments}: `structured-agents approve {job} {call_id}` or `structured-agents deny {job} {call_id} --reason R` (still following)"
         ),
         Event::ApprovalDecided {
             tool_name,

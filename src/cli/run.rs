@@ -14,6 +14,7 @@ use crate::events::{EventSink, RunContext};
 use crate::model::ModelCatalog;
 use crate::registry::LoadedBundle;
 use crate::runner::{RunOptions, Runner};
+use crate::kernel::{OnMaxTurns, RunFailure};
 use crate::types::TerminationReason;
 
 #[derive(Debug, Args)]
@@ -123,8 +124,14 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
                 println!("\n{answer}");
             }
             Ok(match result.termination_reason {
-                TerminationReason::NoToolCalls | TerminationReason::TerminationTool => 0,
-                TerminationReason::MaxTurns => 3,
+                TerminationReason::NoToolCalls
+                | TerminationReason::TerminationTool
+                | TerminationReason::WorkflowFinished => 0,
+                TerminationReason::MaxTurns if kernel.config().on_max_turns == OnMaxTurns::Succeed => 0,
+                TerminationReason::MaxTurns => {
+                    eprintln!("error: {}", RunFailure::MaxTurns(result.turn_count));
+                    3
+                }
                 TerminationReason::Cancelled | TerminationReason::Timeout => 4,
                 TerminationReason::Error
                 | TerminationReason::NeedsAttention
@@ -133,10 +140,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             })
         }
         Err(crate::kernel::RunError::Parked(parked)) => {
-            if let crate::journal::Parked::Approval(request) = *parked {
+            if parked.kind == crate::approval::ParkedKind::Approval {
                 eprintln!(
                     "error: tool `{}` (call {} of turn {}) needs a person's approval by the bundle's policy; approvals need the daemon, which keeps the job parked until someone decides: submit it with `structured-agents submit`",
-                    request.tool, request.call, request.turn
+                    parked.tool, parked.call_id, parked.turn
                 );
             } else {
                 eprintln!("error: {parked}");
