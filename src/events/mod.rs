@@ -6,6 +6,7 @@
 //! This module must not know who consumes events; it only defines the shapes
 //! and the fan-out rules.
 
+pub mod answer;
 pub mod daemon;
 pub mod legacy;
 mod observer;
