@@ -94,10 +94,7 @@ impl ModelPlugin for QwenPlugin {
     fn call_start(&self, partial: &str) -> Option<usize> {
         // A reply that is only JSON call objects is calls from its first
         // character.
-        let json = self.options.json_content_calls
-            && partial.trim_start().starts_with(['{', '['])
-            && partial.len() > 0;
-        if json {
+        if self.options.json_content_calls && partial.trim_start().starts_with(['{', '[']) {
             return Some(partial.len() - partial.trim_start().len());
         }
         crate::model::reply::marker_start(partial, &[TOOL_CALL, parse::FUNCTION])
