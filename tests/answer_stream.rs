@@ -28,8 +28,10 @@ async fn complete(
 ) -> Result<String, String> {
     let response = http
         .post(daemon.url("/v1/chat/completions"))
-        .json(&json!({"model": format!("bundle/{bundle}"), "stream": stream,
-                      "messages": [{"role": "user", "content": "What is 2+3 and 4*5?"}]}))
+        .json(
+            &json!({"model": format!("bundle/{bundle}"), "stream": stream,
+                      "messages": [{"role": "user", "content": "What is 2+3 and 4*5?"}]}),
+        )
         .send()
         .await
         .unwrap();
@@ -139,7 +141,10 @@ async fn streamed_content_equals_the_answer_for_shipped_bundles_markups_and_retr
             names.push(yaml_name(&yaml));
         }
     }
-    site.put_bundle("qwen-markup", &bundle("qwen-markup", &qwen.base_url(), "qwen"));
+    site.put_bundle(
+        "qwen-markup",
+        &bundle("qwen-markup", &qwen.base_url(), "qwen"),
+    );
     site.put_bundle(
         "gemma-markup",
         &bundle("gemma-markup", &gemma.base_url(), "function_gemma"),
@@ -166,7 +171,10 @@ async fn streamed_content_equals_the_answer_for_shipped_bundles_markups_and_retr
         let answer = complete(&http, &daemon, name, false).await.unwrap();
         let streamed = complete(&http, &daemon, name, true).await.unwrap();
         assert_eq!(streamed, answer, "bundle {name}");
-        assert!(!streamed.contains("look"), "a tool turn's text streamed: {streamed}");
+        assert!(
+            !streamed.contains("look"),
+            "a tool turn's text streamed: {streamed}"
+        );
     }
     // The retried bundle's script is sequential: the streamed request
     // takes its failures and replies first; then the last reply repeats.
@@ -217,7 +225,13 @@ async fn max_turns_without_an_answer_fails_unless_the_bundle_accepts_it() {
     let daemon = site.start();
     let http = client();
     let within = Duration::from_secs(60);
-    let failed = submit_and_wait(&http, &daemon, json!({"bundle": "looper", "input": "x"}), within).await;
+    let failed = submit_and_wait(
+        &http,
+        &daemon,
+        json!({"bundle": "looper", "input": "x"}),
+        within,
+    )
+    .await;
     assert_eq!(failed["state"], "failed", "{failed}");
     let error = failed["error"].as_str().unwrap();
     assert!(
@@ -229,8 +243,13 @@ async fn max_turns_without_an_answer_fails_unless_the_bundle_accepts_it() {
     assert!(failed["tokens_spent"].as_u64().unwrap() > 0, "{failed}");
     assert_eq!(failed["attempts"], 1, "a max_turns failure is not retried");
 
-    let accepted =
-        submit_and_wait(&http, &daemon, json!({"bundle": "accepting", "input": "x"}), within).await;
+    let accepted = submit_and_wait(
+        &http,
+        &daemon,
+        json!({"bundle": "accepting", "input": "x"}),
+        within,
+    )
+    .await;
     assert_eq!(accepted["state"], "succeeded", "{accepted}");
     assert_eq!(accepted["termination_reason"], "max_turns");
     assert_eq!(accepted["result"]["output"], "Let me look the customer up.");

@@ -15,16 +15,16 @@ use std::time::{Duration, SystemTime};
 
 use common::postgres::{Database, START_POSTGRES, Schema, postgres_url};
 use serde_json::json;
-use structured_agents::events::{Event, EventEnvelope, JobStatus};
 use structured_agents::approval::{ParkedCall, ParkedKind};
+use structured_agents::events::{Event, EventEnvelope, JobStatus};
 use structured_agents::journal::JournalEntry;
-use structured_agents::types::TerminationReason;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
     CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, NextLease,
     Outcome, Pin, QueueError, Resolution, RetryPolicy,
 };
+use structured_agents::types::TerminationReason;
 
 const LEASE: Duration = Duration::from_millis(150);
 /// A lease no stall between two calls can outlive: every "not handed out"
@@ -716,8 +716,12 @@ pub async fn a_finished_job_records_why_it_ended_and_its_tool_errors(q: Arc<dyn 
     // can still run, so it has no reason yet.
     let first = q.lease("w", LEASE * 20).await.unwrap().unwrap();
     let errors = [tool_result(1, 1, true), tool_result(2, 1, false)];
-    q.record_steps(id, first.attempt, &[], &errors).await.unwrap();
-    q.record_steps(id, first.attempt, &[], &errors).await.unwrap();
+    q.record_steps(id, first.attempt, &[], &errors)
+        .await
+        .unwrap();
+    q.record_steps(id, first.attempt, &[], &errors)
+        .await
+        .unwrap();
     q.finish(
         id,
         first.attempt,
@@ -731,7 +735,10 @@ pub async fn a_finished_job_records_why_it_ended_and_its_tool_errors(q: Arc<dyn 
     .await
     .unwrap();
     let row = q.get(id).await.unwrap().unwrap();
-    assert_eq!((row.state, row.termination_reason), (JobState::Queued, None));
+    assert_eq!(
+        (row.state, row.termination_reason),
+        (JobState::Queued, None)
+    );
     assert_eq!(row.tool_errors, 2);
     // Attempt 2 ends at max_turns without an answer: failed, and why.
     let second = lease_until(q.as_ref()).await;

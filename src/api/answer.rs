@@ -22,7 +22,6 @@ pub fn answer_stream(state: &AppState, job: &Job) -> AnswerStream {
     let call_start: CallStart = Arc::new(move |text: &str| plugin.call_start(text));
     // The runtime's router is given the agent directory as tools at run
     // time.
-    let tools_offered =
-        !loaded.tools.is_empty() || snapshot.config.runtime.router == job.bundle;
+    let tools_offered = !loaded.tools.is_empty() || snapshot.config.runtime.router == job.bundle;
     AnswerStream::new(job.id.as_str(), Some(call_start), tools_offered)
 }

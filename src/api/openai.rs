@@ -357,7 +357,9 @@ fn stream(
             let job = job?;
             loop {
                 let text = match feed.next().await {
-                    Some(Item::Token(token)) => answer.token(&token.run_id, token.turn, &token.text),
+                    Some(Item::Token(token)) => {
+                        answer.token(&token.run_id, token.turn, &token.text)
+                    }
                     Some(Item::End(ended)) => {
                         return Some((last(&ended, &mut answer), (feed, None, answer)));
                     }

@@ -199,7 +199,10 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(approval.kind, ParkedKind::Approval);
-        assert_eq!((approval.call_id.as_str(), approval.tool.as_str()), ("call_7", "refund"));
+        assert_eq!(
+            (approval.call_id.as_str(), approval.tool.as_str()),
+            ("call_7", "refund")
+        );
         assert_eq!(approval.digest(), "sha256:ab");
         let crash: ParkedCall = serde_json::from_value(json!({
             "scope": "", "turn": 1, "position": 1, "call_id": "c1", "tool_name": "charge",
@@ -207,7 +210,10 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(crash.kind, ParkedKind::UnknownOutcome);
-        assert_eq!((crash.call_id.as_str(), crash.tool.as_str()), ("c1", "charge"));
+        assert_eq!(
+            (crash.call_id.as_str(), crash.tool.as_str()),
+            ("c1", "charge")
+        );
         assert!(crash.approval.is_none());
     }
 
@@ -225,7 +231,14 @@ mod tests {
         }))
         .unwrap();
         let common = [
-            "kind", "scope", "turn", "position", "call_id", "tool", "arguments", "effect",
+            "kind",
+            "scope",
+            "turn",
+            "position",
+            "call_id",
+            "tool",
+            "arguments",
+            "effect",
             "idempotency_key",
         ];
         for parked in [&crash, &approval] {
@@ -256,7 +269,10 @@ mod tests {
         }))
         .unwrap();
         let said = parked.describe("0190-job");
-        assert!(said.contains("approve 0190-job c2") && !said.contains("JOB"), "{said}");
+        assert!(
+            said.contains("approve 0190-job c2") && !said.contains("JOB"),
+            "{said}"
+        );
         assert!(!parked.to_string().contains("JOB"));
     }
 }

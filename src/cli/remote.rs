@@ -449,7 +449,10 @@ pub fn outcome_line(job: &Value) -> String {
         "{errors} tool error{}",
         if errors == 1 { "" } else { "s" }
     ));
-    parts.push(format!("{} tokens", job["tokens_spent"].as_u64().unwrap_or(0)));
+    parts.push(format!(
+        "{} tokens",
+        job["tokens_spent"].as_u64().unwrap_or(0)
+    ));
     if let Some(cost) = job["cost_spent"].as_f64().filter(|c| *c > 0.0) {
         parts.push(format!("cost {cost}"));
     }

@@ -11,10 +11,10 @@ use tokio_util::sync::CancellationToken;
 use super::printer::{Format, Printer};
 use crate::bundle::{self, EndpointRef, LoadContext, ToolEnv};
 use crate::events::{EventSink, RunContext};
+use crate::kernel::{OnMaxTurns, RunFailure};
 use crate::model::ModelCatalog;
 use crate::registry::LoadedBundle;
 use crate::runner::{RunOptions, Runner};
-use crate::kernel::{OnMaxTurns, RunFailure};
 use crate::types::TerminationReason;
 
 #[derive(Debug, Args)]
@@ -127,7 +127,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
                 TerminationReason::NoToolCalls
                 | TerminationReason::TerminationTool
                 | TerminationReason::WorkflowFinished => 0,
-                TerminationReason::MaxTurns if kernel.config().on_max_turns == OnMaxTurns::Succeed => 0,
+                TerminationReason::MaxTurns
+                    if kernel.config().on_max_turns == OnMaxTurns::Succeed =>
+                {
+                    0
+                }
                 TerminationReason::MaxTurns => {
                     eprintln!("error: {}", RunFailure::MaxTurns(result.turn_count));
                     3

@@ -192,7 +192,10 @@ mod tests {
                 .iter()
                 .filter_map(|m| text.find(m))
                 .min()
-                .or_else(|| text.rfind('<').filter(|&i| "<tool_call>".starts_with(&text[i..])))
+                .or_else(|| {
+                    text.rfind('<')
+                        .filter(|&i| "<tool_call>".starts_with(&text[i..]))
+                })
         })
     }
 

@@ -31,10 +31,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::gates::Gate;
 use super::{Kernel, NotRun, RunError};
+use crate::approval::{ParkedCall, ParkedKind};
 use crate::budget::Budget;
 use crate::events::{Event, EventSink, preview};
 use crate::failpoint::{self, Failpoint};
-use crate::approval::{ParkedCall, ParkedKind};
 use crate::journal::{RecordedResult, RecordedStart, RunJournal};
 use crate::tools::{CallPlace, Effect, PreparedCall, ToolOutcome};
 use crate::types::{ToolCall, ToolResult};

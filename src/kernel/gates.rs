@@ -79,9 +79,7 @@ impl Kernel {
                             .parameters(&call.name)
                             .cloned()
                             .unwrap_or_default(),
-                        timeout_ms: policy
-                            .and_then(|p| p.timeout)
-                            .map(|t| t.as_millis() as u64),
+                        timeout_ms: policy.and_then(|p| p.timeout).map(|t| t.as_millis() as u64),
                         approver: policy.map(|p| p.approver).unwrap_or_default(),
                         requested_at: None,
                         expires_at: None,

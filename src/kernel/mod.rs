@@ -28,10 +28,10 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{ParkedCall, ParkedKind};
 use crate::budget::{Budget, BudgetStop};
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken};
 use crate::events::{Event, EventSink};
-use crate::approval::{ParkedCall, ParkedKind};
 use crate::journal::{JournalError, RecordedReply, RunJournal};
 use crate::model::{ModelPlugin, ToolChoice};
 use crate::tools::ToolEngine;

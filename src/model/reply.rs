@@ -202,7 +202,9 @@ pub(crate) fn marker_start(text: &str, markers: &[&str]) -> Option<usize> {
     let whole = markers.iter().filter_map(|m| text.find(m)).min();
     let partial = text.char_indices().map(|(i, _)| i).find(|&i| {
         let tail = &text[i..];
-        markers.iter().any(|m| m.len() > tail.len() && m.starts_with(tail))
+        markers
+            .iter()
+            .any(|m| m.len() > tail.len() && m.starts_with(tail))
     });
     [whole, partial].into_iter().flatten().min()
 }

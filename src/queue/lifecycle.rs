@@ -422,11 +422,7 @@ pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>>
 
 /// Resolves a parked job: run its pending call again, skip it with a given
 /// result, or fail the job.
-pub(crate) async fn resolve(
-    tx: &mut impl Tx,
-    id: &JobId,
-    resolution: &Resolution,
-) -> Res<Changed> {
+pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolution) -> Res<Changed> {
     let not_found = || Fail::Refused(QueueError::NotFound(id.clone()));
     let job = tx.job(id.as_str(), true).await?.ok_or_else(not_found)?;
     let pending = parked_call(&job, resolution).map_err(Fail::Refused)?;

@@ -215,7 +215,9 @@ impl Op {
                 Done::Finished(lifecycle::release(tx, id, *attempt, ending).await?)
             }
             Op::Cancel(id) => Done::Cancelled(lifecycle::cancel(tx, id).await?),
-            Op::Resolve { id, resolution } => Done::Changed(lifecycle::resolve(tx, id, resolution).await?),
+            Op::Resolve { id, resolution } => {
+                Done::Changed(lifecycle::resolve(tx, id, resolution).await?)
+            }
             Op::DecideApproval {
                 id,
                 call,

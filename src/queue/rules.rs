@@ -268,8 +268,7 @@ impl Decision {
                     if !reason.answered()
                         && !matches!(
                             reason,
-                            TerminationReason::NeedsAttention
-                                | TerminationReason::AwaitingApproval
+                            TerminationReason::NeedsAttention | TerminationReason::AwaitingApproval
                         ) =>
                 {
                     reason

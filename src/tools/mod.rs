@@ -24,8 +24,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::events::EventSink;
 use crate::approval::ParkedCall;
+use crate::events::EventSink;
 use crate::journal::RunJournal;
 use crate::types::{ToolCall, ToolSchema};
 

@@ -117,7 +117,9 @@ impl Frames {
                 }
                 out
             }
-            Item::Token(token) => content(&self.answer.token(&token.run_id, token.turn, &token.text)),
+            Item::Token(token) => {
+                content(&self.answer.token(&token.run_id, token.turn, &token.text))
+            }
             Item::Event { json, .. }
                 if let Some(frame) = approval_required(&self.job_id, &json) =>
             {
