@@ -15,7 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::approval::{ApprovalRequest, RecordedDecision};
+use crate::approval::{ParkedCall, RecordedDecision};
 use crate::types::{Message, TokenUsage, ToolResult};
 
 /// One journal row as a store keeps it: a run scope (`""` for the job's own
@@ -46,6 +46,14 @@ impl JournalEntry {
     /// so a job in flight across an upgrade still resumes at its step.
     fn legacy_keys(call_id: &str) -> (String, String) {
         (format!("start:{call_id}"), format!("result:{call_id}"))
+    }
+
+    /// The journal steps of a parked call's start and result records.
+    pub fn call_steps(call: &ParkedCall) -> (String, String) {
+        match call.position {
+            Some(position) => (Self::start_key(position), Self::result_key(position)),
+            None => Self::legacy_keys(&call.call_id),
+        }
     }
 
     /// The step that records the approval request of the call at `position`.
@@ -103,85 +111,6 @@ pub struct RecordedStart {
     /// `read_only`, `idempotent` or `unsafe`.
     pub effect: String,
     pub idempotency_key: String,
-}
-
-/// A started call whose outcome is unknown and whose tool is `unsafe`: the
-/// job waits for an operator (`needs_attention`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingCall {
-    /// The run scope (`""` for the job's own run).
-    pub scope: String,
-    pub turn: u32,
-    /// The call's position in its turn's reply: with the turn, its journal
-    /// key. Absent on calls parked before 0.2, whose key was the call id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub position: Option<usize>,
-    /// The model's id of the call (data, shown to people).
-    pub call_id: String,
-    pub tool_name: String,
-    pub arguments: serde_json::Value,
-    pub effect: String,
-    pub idempotency_key: String,
-}
-
-impl PendingCall {
-    /// The journal steps of this call's start and result records.
-    pub fn steps(&self) -> (String, String) {
-        match self.position {
-            Some(position) => (
-                JournalEntry::start_key(position),
-                JournalEntry::result_key(position),
-            ),
-            None => JournalEntry::legacy_keys(&self.call_id),
-        }
-    }
-}
-
-impl std::fmt::Display for PendingCall {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "tool `{}` (call {} of turn {}{}) was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: resolve the job with retry, skip (supplying the result) or fail",
-            self.tool_name,
-            self.call_id,
-            self.turn,
-            if self.scope.is_empty() {
-                String::new()
-            } else {
-                format!(", nested run {}", self.scope)
-            },
-            self.effect
-        )
-    }
-}
-
-/// Why a run stopped to wait for a person: the job parks, however deep the
-/// run is nested.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Parked {
-    /// An `unsafe` call's outcome is unknown (`needs_attention`).
-    Attention(PendingCall),
-    /// A call waits for a decision (`awaiting_approval`).
-    Approval(ApprovalRequest),
-}
-
-impl std::fmt::Display for Parked {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Parked::Attention(pending) => pending.fmt(f),
-            Parked::Approval(request) => request.fmt(f),
-        }
-    }
-}
-
-impl Parked {
-    /// The call it parked on (the model's id).
-    pub fn call_id(&self) -> &str {
-        match self {
-            Parked::Attention(pending) => &pending.call_id,
-            Parked::Approval(request) => &request.call,
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -423,7 +352,7 @@ impl RunJournal {
         &self,
         turn: u32,
         position: usize,
-    ) -> Result<Option<ApprovalRequest>, JournalError> {
+    ) -> Result<Option<ParkedCall>, JournalError> {
         self.lookup(turn, &JournalEntry::approval_key(position))
     }
 
@@ -441,7 +370,7 @@ impl RunJournal {
         &self,
         turn: u32,
         position: usize,
-        request: &ApprovalRequest,
+        request: &ParkedCall,
     ) -> Result<(), JournalError> {
         self.record(turn, JournalEntry::approval_key(position), request)
             .await

@@ -25,7 +25,7 @@ use crate::budget::{Budget, DailySpend};
 use crate::bundle::{RequestShapes, ToolEnv};
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
-use crate::kernel::{CallBudget, Kernel, RunFailure};
+use crate::kernel::{CallBudget, Kernel, OnMaxTurns, RunFailure};
 use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
 use crate::tools::agent::{AgentHost, Inherited};
 use crate::tools::{ToolEngine, ToolError};
@@ -261,6 +261,9 @@ impl Runner {
             TerminationReason::Timeout => Err(RunFailure::TimedOut(
                 kernel.config().timeout.unwrap_or_default(),
             )),
+            TerminationReason::MaxTurns if kernel.config().on_max_turns == OnMaxTurns::Fail => {
+                Err(RunFailure::MaxTurns(run.turn_count))
+            }
             _ => Ok(run),
         }
     }

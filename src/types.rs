@@ -321,9 +321,37 @@ pub enum TerminationReason {
     AwaitingApproval,
     /// The job used up one of its budgets.
     BudgetExceeded,
+    /// A workflow job reached its `finish` stage.
+    WorkflowFinished,
 }
 
 impl TerminationReason {
+    /// Every reason, for metrics that label by it (a bounded set).
+    pub const ALL: [TerminationReason; 10] = [
+        Self::NoToolCalls,
+        Self::MaxTurns,
+        Self::TerminationTool,
+        Self::Cancelled,
+        Self::Timeout,
+        Self::Error,
+        Self::NeedsAttention,
+        Self::AwaitingApproval,
+        Self::BudgetExceeded,
+        Self::WorkflowFinished,
+    ];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|reason| reason.as_str() == s)
+    }
+
+    /// Whether a run that ended so gave an answer.
+    pub fn answered(self) -> bool {
+        matches!(
+            self,
+            Self::NoToolCalls | Self::TerminationTool | Self::WorkflowFinished
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NoToolCalls => "no_tool_calls",
@@ -335,6 +363,7 @@ impl TerminationReason {
             Self::NeedsAttention => "needs_attention",
             Self::AwaitingApproval => "awaiting_approval",
             Self::BudgetExceeded => "budget_exceeded",
+            Self::WorkflowFinished => "workflow_finished",
         }
     }
 }

@@ -143,7 +143,7 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
     let http = client();
     let id = submit_id(&http, &daemon, "bank", "big transfer").await;
     let request = awaiting(&http, &daemon, &id).await;
-    assert_eq!(request["call"], "w1");
+    assert_eq!(request["call_id"], "w1");
     assert_eq!(request["tool"], "wire_money");
     assert_eq!(request["arguments"], json!({"amount": 500, "to": "alice"}));
     assert!(request["digest"].as_str().unwrap().starts_with("sha256:"));
@@ -541,7 +541,7 @@ async fn stream_and_approve(
         let frame: Value = serde_json::from_str(&event.data).unwrap();
         if let Some(asked) = frame.get("approval_required") {
             let job = asked["job_id"].as_str().unwrap();
-            let call = asked["call"].as_str().unwrap();
+            let call = asked["call_id"].as_str().unwrap();
             assert_eq!(
                 asked["decide"],
                 format!("POST /v1/jobs/{job}/approvals/{call}")
@@ -705,6 +705,6 @@ async fn a_decision_without_a_digest_is_refused() {
         );
     }
     let request = awaiting(&http, &daemon, &id).await;
-    assert_eq!(request["call"], "w1", "the job still waits");
+    assert_eq!(request["call_id"], "w1", "the job still waits");
     assert!(file_lines(&bank.effects).is_empty());
 }

@@ -209,7 +209,7 @@ async fn crash_at(failpoint: &str) {
         // The unsafe call was cut short after its effect: the operator tells
         // the daemon what it returned instead of running it again.
         let pending = &parked["pending_call"];
-        assert_eq!(pending["tool_name"], "append", "{parked}");
+        assert_eq!(pending["tool"], "append", "{parked}");
         let resolved = http
             .post(daemon.url(&format!("/v1/jobs/{id}/resolve")))
             .json(&json!({"action": "skip", "output": format!("{{\"written\": \"{}\"}}", pending["arguments"]["line"].as_str().unwrap())}))

@@ -320,7 +320,7 @@ async fn an_approval_by_others_refuses_the_submitter_and_records_the_approver() 
     assert_eq!(pending["approver"], "others");
     let decide = format!(
         "/v1/jobs/{id}/approvals/{}",
-        pending["call"].as_str().unwrap()
+        pending["call_id"].as_str().unwrap()
     );
     let decision = json!({"decision": "approve", "digest": pending["digest"]});
     let (status, body) = call(

@@ -15,14 +15,16 @@ use std::time::{Duration, SystemTime};
 
 use common::postgres::{Database, START_POSTGRES, Schema, postgres_url};
 use serde_json::json;
+use structured_agents::approval::{ParkedCall, ParkedKind};
 use structured_agents::events::{Event, EventEnvelope, JobStatus};
-use structured_agents::journal::{JournalEntry, PendingCall};
+use structured_agents::journal::JournalEntry;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
     CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, NextLease,
     Outcome, Pin, QueueError, Resolution, RetryPolicy,
 };
+use structured_agents::types::TerminationReason;
 
 const LEASE: Duration = Duration::from_millis(150);
 /// A lease no stall between two calls can outlive: every "not handed out"
@@ -646,6 +648,23 @@ pub async fn journal_round_trip_with_held_events(q: Arc<dyn JobQueue>) {
     assert!(q.journal(&JobId::from("missing")).await.unwrap().is_empty());
 }
 
+/// The unsafe call `c1` of job `id`'s turn 1, started with no result.
+fn unknown_outcome(id: &JobId) -> ParkedCall {
+    ParkedCall {
+        kind: ParkedKind::UnknownOutcome,
+        position: Some(0),
+        scope: String::new(),
+        turn: 1,
+        call_id: "c1".into(),
+        tool: "charge".into(),
+        arguments: json!({"amount": 5}),
+        effect: "unsafe".into(),
+        idempotency_key: format!("{id}:1:c1"),
+        approval: None,
+        decide: None,
+    }
+}
+
 fn final_event(seq: u64, attempt: u32) -> EventEnvelope {
     EventEnvelope {
         event: Event::JobState {
@@ -655,9 +674,148 @@ fn final_event(seq: u64, attempt: u32) -> EventEnvelope {
             duration_ms: Some(7),
             spent: None,
             spent_by_bundle: Default::default(),
+            termination_reason: None,
         },
         ..event(seq)
     }
+}
+
+/// A `ToolResult` event of turn `turn`, failed or not.
+fn tool_result(seq: u64, turn: u32, is_error: bool) -> EventEnvelope {
+    EventEnvelope {
+        event: Event::ToolResult {
+            turn,
+            tool_name: "lookup".into(),
+            call_id: format!("c{seq}"),
+            is_error,
+            duration_ms: 1,
+            output_preview: "no such customer".into(),
+            error_type: is_error.then(|| "tool_error".into()),
+        },
+        ..event(seq)
+    }
+}
+
+/// The worker's final event, reporting why its run ended.
+fn reporting(seq: u64, attempt: u32, reason: TerminationReason) -> EventEnvelope {
+    let mut event = final_event(seq, attempt);
+    if let Event::JobState {
+        termination_reason, ..
+    } = &mut event.event
+    {
+        *termination_reason = Some(reason);
+    }
+    event
+}
+
+pub async fn a_finished_job_records_why_it_ended_and_its_tool_errors(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q.submit(job("b")).await.unwrap();
+    let id = &submitted.id;
+    // Attempt 1: two failed tool calls (one written twice, as a retried
+    // write whose reply was lost does), then a retryable failure: the job
+    // can still run, so it has no reason yet.
+    let first = q.lease("w", LEASE * 20).await.unwrap().unwrap();
+    let errors = [tool_result(1, 1, true), tool_result(2, 1, false)];
+    q.record_steps(id, first.attempt, &[], &errors)
+        .await
+        .unwrap();
+    q.record_steps(id, first.attempt, &[], &errors)
+        .await
+        .unwrap();
+    q.finish(
+        id,
+        first.attempt,
+        Outcome::Failed {
+            error: "model down".into(),
+            retryable: true,
+        },
+        &[tool_result(3, 1, true)],
+        Some(reporting(4, first.attempt, TerminationReason::Error)),
+    )
+    .await
+    .unwrap();
+    let row = q.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.termination_reason),
+        (JobState::Queued, None)
+    );
+    assert_eq!(row.tool_errors, 2);
+    // Attempt 2 ends at max_turns without an answer: failed, and why.
+    let second = lease_until(q.as_ref()).await;
+    let finished = q
+        .finish(
+            id,
+            second.attempt,
+            Outcome::Failed {
+                error: "max_turns: the run used all 6 of its turns".into(),
+                retryable: false,
+            },
+            &[tool_result(5, 6, true)],
+            Some(reporting(6, second.attempt, TerminationReason::MaxTurns)),
+        )
+        .await
+        .unwrap();
+    let row = q.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.termination_reason, row.tool_errors),
+        (JobState::Failed, Some(TerminationReason::MaxTurns), 3)
+    );
+    // The final event says the same, and the job JSON names it.
+    assert!(matches!(
+        finished.final_event.map(|e| e.event),
+        Some(Event::JobState {
+            termination_reason: Some(TerminationReason::MaxTurns),
+            ..
+        })
+    ));
+    let served = serde_json::to_value(&row).unwrap();
+    assert_eq!(
+        (&served["termination_reason"], &served["tool_errors"]),
+        (&json!("max_turns"), &json!(3))
+    );
+    // A run that claims an answer cannot fail with it: `error`.
+    let (other, _) = q.submit(job("b")).await.unwrap();
+    let lease = lease_until(q.as_ref()).await;
+    q.finish(
+        &other.id,
+        lease.attempt,
+        Outcome::Failed {
+            error: "bad input".into(),
+            retryable: false,
+        },
+        &[],
+        Some(reporting(1, lease.attempt, TerminationReason::NoToolCalls)),
+    )
+    .await
+    .unwrap();
+    let row = q.get(&other.id).await.unwrap().unwrap();
+    assert_eq!(row.termination_reason, Some(TerminationReason::Error));
+    // A success keeps its run's reason; a cancelled queued job is `cancelled`.
+    let (ok, _) = q.submit(job("b")).await.unwrap();
+    let lease = lease_until(q.as_ref()).await;
+    q.finish(
+        &ok.id,
+        lease.attempt,
+        Outcome::Succeeded(json!({"output": "done"})),
+        &[],
+        Some(reporting(1, lease.attempt, TerminationReason::NoToolCalls)),
+    )
+    .await
+    .unwrap();
+    let row = q.get(&ok.id).await.unwrap().unwrap();
+    assert_eq!(row.termination_reason, Some(TerminationReason::NoToolCalls));
+    let (waiting, _) = q
+        .submit(NewJob {
+            run_at: Some(SystemTime::now() + Duration::from_secs(3600)),
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    let cancelled = q.cancel(&waiting.id).await.unwrap().unwrap();
+    assert_eq!(
+        cancelled.job.termination_reason,
+        Some(TerminationReason::Cancelled)
+    );
 }
 
 fn stamped(e: &EventEnvelope) -> (JobStatus, Option<String>) {
@@ -819,7 +977,7 @@ pub async fn spend_counts_for_the_job_and_its_nested_bundles(q: Arc<dyn JobQueue
 }
 
 /// A job parked on call `c1` of turn 1 by its first (and only) attempt.
-async fn parked(q: &dyn JobQueue) -> (JobId, PendingCall) {
+async fn parked(q: &dyn JobQueue) -> (JobId, ParkedCall) {
     let (submitted, _) = q
         .submit(NewJob {
             max_attempts: Some(1),
@@ -828,16 +986,7 @@ async fn parked(q: &dyn JobQueue) -> (JobId, PendingCall) {
         .await
         .unwrap();
     let lease = q.lease("w", LEASE * 20).await.unwrap().unwrap();
-    let pending = PendingCall {
-        position: Some(0),
-        scope: String::new(),
-        turn: 1,
-        call_id: "c1".into(),
-        tool_name: "charge".into(),
-        arguments: json!({"amount": 5}),
-        effect: "unsafe".into(),
-        idempotency_key: format!("{}:1:c1", submitted.id),
-    };
+    let pending = unknown_outcome(&submitted.id);
     q.record_steps(
         &submitted.id,
         lease.attempt,
@@ -857,7 +1006,7 @@ async fn parked(q: &dyn JobQueue) -> (JobId, PendingCall) {
             lease.attempt,
             Outcome::NeedsAttention {
                 error: pending.to_string(),
-                pending_call: serde_json::to_value(&pending).unwrap(),
+                pending_call: Box::new(pending.clone()),
             },
             &[],
         )
@@ -865,10 +1014,7 @@ async fn parked(q: &dyn JobQueue) -> (JobId, PendingCall) {
         .unwrap();
     assert_eq!(reply, CompleteReply::Recorded(JobState::NeedsAttention));
     let job = q.get(&submitted.id).await.unwrap().unwrap();
-    assert_eq!(
-        job.pending_call,
-        Some(serde_json::to_value(&pending).unwrap())
-    );
+    assert_eq!(job.pending_call, Some(pending.clone()));
     assert!(
         q.lease("w", LEASE).await.unwrap().is_none(),
         "parked jobs do not run"
@@ -1379,6 +1525,7 @@ macro_rules! suite {
             case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
             case!(finish_and_lease_records_the_outcome_and_leases_in_one_write);
             case!(batch_submit_is_one_transaction_honouring_each_key);
+            case!(a_finished_job_records_why_it_ended_and_its_tool_errors);
         }
     };
 }
@@ -1768,23 +1915,14 @@ async fn park(q: &dyn JobQueue) -> JobId {
         .unwrap();
     let lease = q.lease("parker", HELD).await.unwrap().unwrap();
     assert_eq!(lease.job.id, submitted.id);
-    let pending = PendingCall {
-        position: Some(0),
-        scope: String::new(),
-        turn: 1,
-        call_id: "c1".into(),
-        tool_name: "charge".into(),
-        arguments: json!({"amount": 5}),
-        effect: "unsafe".into(),
-        idempotency_key: format!("{}:1:c1", submitted.id),
-    };
+    let pending = unknown_outcome(&submitted.id);
     let reply = q
         .complete(
             &submitted.id,
             lease.attempt,
             Outcome::NeedsAttention {
                 error: pending.to_string(),
-                pending_call: serde_json::to_value(&pending).unwrap(),
+                pending_call: Box::new(pending.clone()),
             },
             &[],
         )
@@ -1807,7 +1945,8 @@ async fn awaiting(q: &dyn JobQueue) -> JobId {
         .unwrap();
     let lease = q.lease("asker", HELD).await.unwrap().unwrap();
     assert_eq!(lease.job.id, submitted.id);
-    let request: structured_agents::approval::ApprovalRequest = serde_json::from_value(json!({
+    // An approval request as stored before the one parked-call shape.
+    let request: ParkedCall = serde_json::from_value(json!({
         "scope": "", "turn": 1, "position": 0, "call": "call_1", "tool": "charge",
         "arguments": {"amount": 5}, "digest": "d", "effect": "unsafe",
         "idempotency_key": format!("{}:1:call_1", submitted.id),

@@ -103,7 +103,7 @@ async fn a_call_id_with_a_nul_is_stored_as_the_daemons_key() {
     assert_eq!(parked["crash_resumes"], 0, "{parked}");
     let approvals = get(&http, &daemon, &format!("/v1/jobs/{id}/approvals")).await;
     let request = &approvals["approvals"][0];
-    assert_eq!(request["call"], "call_1_0", "{approvals}");
+    assert_eq!(request["call_id"], "call_1_0", "{approvals}");
     let (status, answer) = common::daemon::post_json(
         &http,
         &daemon,

@@ -727,7 +727,8 @@ async fn group_chat_each_termination_strategy() {
         unknown_selector.1
     );
 
-    // (e) streamed: a call / response pair per reply, no content tokens.
+    // (e) streamed: a call / response pair per reply; the answer, which no
+    // token carried, arrives whole before the complete frame.
     let frames = stream_frames(
         &http,
         &daemon,
@@ -736,7 +737,7 @@ async fn group_chat_each_termination_strategy() {
     )
     .await;
     let n = frames.len();
-    assert_eq!(n, 8, "{frames:#?}");
+    assert_eq!(n, 9, "{frames:#?}");
     assert_eq!(
         frames[0],
         json!({"chunk": "Starting streaming response...", "complete": false})
@@ -757,7 +758,8 @@ async fn group_chat_each_termination_strategy() {
         frames[4],
         json!({"agent_id": "bob", "agent_response": "Bob here."})
     );
-    let complete = &frames[5];
+    assert_eq!(frames[5], json!({"content": "Alice here. Bob here."}));
+    let complete = &frames[6];
     assert_eq!(complete["complete"], true, "{complete}");
     assert_eq!(complete["response"], "Alice here. Bob here.");
     assert_eq!(complete["agents_used"], json!(["alice", "bob"]));
@@ -769,10 +771,10 @@ async fn group_chat_each_termination_strategy() {
         ])
     );
     assert_eq!(
-        frames[6],
+        frames[7],
         json!({"chunk": "Streaming complete", "complete": true})
     );
-    assert_eq!(frames[7], json!("[DONE]"));
+    assert_eq!(frames[8], json!("[DONE]"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

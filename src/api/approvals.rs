@@ -11,7 +11,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::JsonBody;
 use super::error::{ApiError, ErrorCode};
-use crate::approval::{ApprovalRequest, Approver, Decision};
+use crate::approval::{Approver, Decision, ParkedCall, ParkedKind};
 use crate::queue::{JobId, JobState};
 
 /// The pending approval requests of a job (one at most: a job parks on its
@@ -23,19 +23,11 @@ pub async fn list(
 ) -> Result<Json<Value>, ApiError> {
     let id = JobId::from(id);
     let job = caller.visible(&id, state.queue.get(&id).await?)?;
-    let approvals: Vec<Value> = match (job.state, job.pending_call) {
-        (JobState::AwaitingApproval, Some(request)) => vec![json!({
-            "call": request["call"],
-            "tool": request["tool"],
-            "arguments": request["arguments"],
-            "digest": request["digest"],
-            "turn": request["turn"],
-            "scope": request["scope"],
-            "effect": request["effect"],
-            "approver": request.get("approver").cloned().unwrap_or(json!("anyone")),
-            "requested_at": request["requested_at"],
-            "expires_at": request["expires_at"],
-        })],
+    // The parked call's one shape (docs/api.md), as the job shows it.
+    let approvals: Vec<&ParkedCall> = match (job.state, &job.pending_call) {
+        (JobState::AwaitingApproval, Some(request)) if request.kind == ParkedKind::Approval => {
+            vec![request]
+        }
         _ => Vec::new(),
     };
     Ok(Json(
@@ -77,12 +69,11 @@ pub(super) async fn take(
 ) -> Result<crate::queue::Job, ApiError> {
     caller.require(crate::access::Scope::Approve)?;
     let job = caller.operable(id, state.queue.get(id).await?)?;
-    let request = job
-        .pending_call
-        .clone()
-        .and_then(|value| serde_json::from_value::<ApprovalRequest>(value).ok());
-    if let Some(request) = request
-        && request.approver == Approver::Others
+    if let Some(request) = &job.pending_call
+        && request
+            .approval
+            .as_ref()
+            .is_some_and(|terms| terms.approver == Approver::Others)
         && job.owner.as_deref() == Some(caller.name())
     {
         return Err(ApiError::new(

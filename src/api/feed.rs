@@ -186,9 +186,12 @@ pub fn approval_required(job_id: &str, event_json: &str) -> Option<serde_json::V
         return None;
     }
     let call = event["call_id"].as_str()?;
+    // The parked call's names (docs/api.md): `call_id`, `tool`.
     Some(serde_json::json!({
         "job_id": job_id,
-        "call": call,
+        "kind": "approval",
+        "turn": event["turn"],
+        "call_id": call,
         "tool": event["tool_name"],
         "arguments": event["arguments"],
         "digest": event["digest"],

@@ -8,6 +8,7 @@
 //! must not run jobs or load bundles itself.
 
 mod admission;
+mod answer;
 mod approvals;
 mod artifacts;
 mod auth;

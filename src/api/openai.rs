@@ -26,6 +26,8 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
 use super::jobs::wait_finished;
+use crate::events::EventEnvelope;
+use crate::events::answer::AnswerStream;
 use crate::queue::{Job, JobId, NewJob};
 use crate::types::{Message, Role};
 
@@ -148,7 +150,10 @@ pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value
 pub async fn completions(State(state): State<AppState>, caller: Caller, body: Bytes) -> Response {
     match start(&state, &caller, &body).await {
         Err(e) => e.into_response(),
-        Ok((job, Some(feed))) => stream(job, feed).into_response(),
+        Ok((job, Some(feed))) => {
+            let answer = super::answer::answer_stream(&state, &job);
+            stream(job, feed, answer).into_response()
+        }
         Ok((job, None)) => match wait_finished(&state, &job.id)
             .await
             .map_err(OpenAiError::from)
@@ -335,41 +340,45 @@ fn chunk(job: &Job, delta: Value, finish: Option<&str>) -> SseEvent {
     SseEvent::default().data(chunk_body(job, delta, finish).to_string())
 }
 
-/// `chat.completion.chunk`s as the answer streams, the final chunk when the
-/// job ends, then `[DONE]`; a failed job sends `{"error": …}` then `[DONE]`.
-/// A client that goes away leaves the job running.
-fn stream(job: Job, feed: Feed) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+/// `chat.completion.chunk`s as the answer streams (the job's answer
+/// stream, [`crate::events::answer`]: their contents concatenated are the
+/// answer), the final chunk when the job ends, then `[DONE]`; a failed job
+/// sends `{"error": …}` then `[DONE]`. A client that goes away leaves the
+/// job running.
+fn stream(
+    job: Job,
+    feed: Feed,
+    answer: AnswerStream,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let first = chunk(&job, json!({"role": "assistant", "content": ""}), None);
     let body = futures::stream::unfold(
-        (feed, Some(job), false),
-        |(mut feed, job, mut streamed)| async move {
+        (feed, Some(job), answer),
+        |(mut feed, job, mut answer)| async move {
             let job = job?;
             loop {
-                match feed.next().await {
-                    // Only the job's own run answers: nested agent runs
-                    // stream their tokens too.
-                    Some(Item::Token(token)) if token.run_id == job.id.as_str() => {
-                        streamed = true;
-                        let event = chunk(&job, json!({"content": token.text}), None);
-                        return Some((vec![event], (feed, Some(job), streamed)));
+                let text = match feed.next().await {
+                    Some(Item::Token(token)) => {
+                        answer.token(&token.run_id, token.turn, &token.text)
                     }
                     Some(Item::End(ended)) => {
-                        return Some((last(&ended, streamed), (feed, None, true)));
+                        return Some((last(&ended, &mut answer), (feed, None, answer)));
                     }
                     // The job parks for a person: an empty chunk that says
                     // so (clients that do not know the field ignore it); the
                     // stream goes on once someone decides.
                     Some(Item::Event { json, .. }) => {
-                        let Some(frame) = super::feed::approval_required(job.id.as_str(), &json)
-                        else {
-                            continue;
-                        };
-                        let mut body = chunk_body(&job, json!({}), None);
-                        body["approval_required"] = frame;
-                        let event = SseEvent::default().data(body.to_string());
-                        return Some((vec![event], (feed, Some(job), streamed)));
+                        if let Some(frame) = super::feed::approval_required(job.id.as_str(), &json)
+                        {
+                            let mut body = chunk_body(&job, json!({}), None);
+                            body["approval_required"] = frame;
+                            let event = SseEvent::default().data(body.to_string());
+                            return Some((vec![event], (feed, Some(job), answer)));
+                        }
+                        match serde_json::from_str::<EventEnvelope>(&json) {
+                            Ok(event) => answer.event(&event),
+                            Err(_) => continue,
+                        }
                     }
-                    Some(_) => continue,
                     None => {
                         let lost = OpenAiError::from(ApiError::internal(format!(
                             "lost the feed of job {}",
@@ -377,8 +386,12 @@ fn stream(job: Job, feed: Feed) -> Sse<impl Stream<Item = Result<SseEvent, Infal
                         )));
                         let events =
                             vec![SseEvent::default().data(lost.body().to_string()), done()];
-                        return Some((events, (feed, None, true)));
+                        return Some((events, (feed, None, answer)));
                     }
+                };
+                if !text.is_empty() {
+                    let event = chunk(&job, json!({"content": text}), None);
+                    return Some((vec![event], (feed, Some(job), answer)));
                 }
             }
         },
@@ -388,15 +401,16 @@ fn stream(job: Job, feed: Feed) -> Sse<impl Stream<Item = Result<SseEvent, Infal
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
-/// The chunks that end a stream: what did not stream (a resumed job whose
-/// model call was journaled earlier arrives whole), the stop chunk, or the
-/// failure; then `[DONE]`.
-fn last(job: &Job, streamed: bool) -> Vec<SseEvent> {
+/// The chunks that end a stream: what of the answer did not stream (a
+/// resumed job whose model call was journaled earlier, a termination
+/// tool's output), the stop chunk, or the failure; then `[DONE]`.
+fn last(job: &Job, stream: &mut AnswerStream) -> Vec<SseEvent> {
     let mut events = Vec::new();
     match answer(job) {
         Ok(answer) => {
-            if !streamed && !answer.is_empty() {
-                events.push(chunk(job, json!({"content": answer}), None));
+            let rest = stream.end(&answer);
+            if !rest.is_empty() {
+                events.push(chunk(job, json!({"content": rest}), None));
             }
             events.push(chunk(job, json!({}), Some("stop")));
         }

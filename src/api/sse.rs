@@ -95,7 +95,10 @@ fn async_stream(
                 .event("event")
                 .data(json),
             Item::End(job) => {
-                let end = json!({"job_id": job.id, "state": job.state, "error": job.error, "result": job.result});
+                // The outcome with it: why the job ended, failed tool calls, spend.
+                let end = json!({"job_id": job.id, "state": job.state, "error": job.error, "result": job.result,
+                                 "termination_reason": job.termination_reason, "tool_errors": job.tool_errors,
+                                 "tokens_spent": job.tokens_spent, "cost_spent": job.cost_spent});
                 SseEvent::default().event("end").data(end.to_string())
             }
         })

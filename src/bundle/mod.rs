@@ -247,6 +247,7 @@ impl Bundle {
             model: raw.model.name.clone(),
             turn_models: raw.model.turn_models.clone(),
             max_turns: raw.limits.max_turns,
+            on_max_turns: raw.limits.on_max_turns,
             history: raw.limits.history,
             max_history_messages: raw.limits.max_history_messages,
             max_concurrency: raw.limits.max_concurrency,

@@ -176,6 +176,12 @@ pub struct LimitsSection {
     /// Model calls per run (default 20).
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
+    /// What a run that used `max_turns` without a final answer (its last
+    /// reply still called tools) ends as: `fail` (default: the job fails
+    /// with `max_turns: …`) or `succeed` (its last reply's text is the
+    /// answer).
+    #[serde(default)]
+    pub on_max_turns: crate::kernel::OnMaxTurns,
     /// Messages sent to the model per turn (with `sliding_window`).
     #[serde(default = "default_max_history")]
     pub max_history_messages: usize,
@@ -238,6 +244,7 @@ impl Default for LimitsSection {
     fn default() -> Self {
         Self {
             max_turns: default_max_turns(),
+            on_max_turns: Default::default(),
             max_history_messages: default_max_history(),
             history: HistoryStrategy::default(),
             max_concurrency: default_concurrency(),

@@ -30,11 +30,20 @@ pub async fn list(server: &ServerArgs, id: String, as_json: bool) -> anyhow::Res
     Ok(0)
 }
 
+/// The id of the call an approval is for (`call` from daemons before the
+/// parked call had one shape).
+fn call_id(approval: &Value) -> &str {
+    approval["call_id"]
+        .as_str()
+        .or_else(|| approval["call"].as_str())
+        .unwrap_or("?")
+}
+
 /// One request as a person reads it before deciding.
 pub fn describe(approval: &Value) -> String {
     format!(
         "call {} · tool `{}` ({}) wants to run with {}{}",
-        approval["call"].as_str().unwrap_or("?"),
+        call_id(approval),
         approval["tool"].as_str().unwrap_or("?"),
         approval["effect"].as_str().unwrap_or("?"),
         approval["arguments"],
@@ -56,7 +65,7 @@ pub async fn decide(
     let client = Client::new(server)?;
     let approvals = pending(&client, &id).await?;
     let approval = match &call {
-        Some(call) => approvals.iter().find(|a| a["call"] == call.as_str()),
+        Some(call) => approvals.iter().find(|a| call_id(a) == call.as_str()),
         None => approvals.first(),
     };
     let Some(approval) = approval else {
@@ -65,7 +74,7 @@ pub async fn decide(
             call.map(|c| format!(" of call {c}")).unwrap_or_default()
         );
     };
-    let call = approval["call"].as_str().unwrap_or_default().to_string();
+    let call = call_id(approval).to_string();
     decision["digest"] = approval["digest"].clone();
     let answer = client
         .post(&format!("/v1/jobs/{id}/approvals/{call}"), decision)

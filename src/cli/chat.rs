@@ -103,7 +103,7 @@ impl Observer for ChatView {
             } => {
                 if let Some(approvals) = &self.approvals {
                     let _ = approvals.send(json!({
-                        "call": call_id, "tool": tool_name, "arguments": arguments, "digest": digest,
+                        "call_id": call_id, "tool": tool_name, "arguments": arguments, "digest": digest,
                     }));
                 }
             }
@@ -247,7 +247,7 @@ async fn ask_approval(
     } else {
         json!({"decision": "deny", "reason": "denied in chat", "digest": request["digest"]})
     };
-    let call = request["call"].as_str().unwrap_or_default();
+    let call = request["call_id"].as_str().unwrap_or_default();
     match client
         .post(&format!("/v1/jobs/{job}/approvals/{call}"), decision)
         .await

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::answers::{Answers, answer_lines};
+use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope, Observer, ObserverError, TokenDelta};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +24,23 @@ pub struct Printer {
     stream_tokens: bool,
     /// Where the streamed answer goes among the events.
     answers: Mutex<Answers>,
+    /// What of the tokens is the job's answer (the daemon's one rule,
+    /// [`AnswerStream`]): a tool turn's text is not.
+    answer: Mutex<Option<AnswerStream>>,
+}
+
+impl Printer {
+    /// What the job's answer stream lets out of a token or an event of run
+    /// `run_id` (the stream starts with the first: its job is the run's).
+    fn answer_text(&self, run_id: &str, feed: impl FnOnce(&mut AnswerStream) -> String) -> String {
+        let Ok(mut answer) = self.answer.lock() else {
+            return String::new();
+        };
+        // The CLI knows neither the bundle's tools nor its model plugin:
+        // every turn is held until it is decided.
+        let job = run_id.split('/').next().unwrap_or(run_id);
+        feed(answer.get_or_insert_with(|| AnswerStream::new(job, None, true)))
+    }
 }
 
 impl Printer {
@@ -31,6 +49,7 @@ impl Printer {
             format,
             stream_tokens: false,
             answers: Mutex::default(),
+            answer: Mutex::default(),
         }
     }
 
@@ -42,7 +61,7 @@ impl Printer {
     pub fn print(&self, envelope: &EventEnvelope) {
         let text = match self.format {
             Format::Json => serde_json::to_string(envelope).unwrap_or_default(),
-            Format::Human => match human(&envelope.event) {
+            Format::Human => match human(&envelope.run_id, &envelope.event) {
                 Some(t) => t,
                 None => return,
             },
@@ -53,20 +72,28 @@ impl Printer {
     /// An event among streamed tokens: the answer line it ends, the event
     /// (without the answer when the tokens showed it), the tokens it lets out.
     fn print_among_tokens(&self, envelope: &EventEnvelope) {
+        let text = self.answer_text(&envelope.run_id, |answer| answer.event(envelope));
         let Ok(mut answers) = self.answers.lock() else {
             return self.print(envelope);
         };
+        // The answer a turn's end lets out goes on its line before the event.
+        let mut shown = String::new();
+        if let Event::ModelResponse { turn, .. } = &envelope.event
+            && !text.is_empty()
+        {
+            shown = answers.token(&envelope.run_id, *turn, &text);
+        }
         let around = answers.before_event(envelope);
-        let mut text = around.before;
+        let mut text = shown + &around.before;
         let line = match &envelope.event {
             Event::ModelResponse { .. } if around.answer_shown => {
                 let mut event = envelope.event.clone();
                 if let Event::ModelResponse { parsed_content, .. } = &mut event {
                     *parsed_content = None;
                 }
-                human(&event)
+                human(&envelope.run_id, &event)
             }
-            event => human(event),
+            event => human(&envelope.run_id, event),
         };
         if let Some(line) = line {
             text.push_str(&line);
@@ -86,10 +113,13 @@ fn write_out(text: &str) {
     let _ = out.flush();
 }
 
-/// The readable line(s) for an event; `None` for events not worth a line.
-pub fn human(event: &Event) -> Option<String> {
+/// The readable line(s) for an event of run `run_id`; `None` for events
+/// not worth a line.
+pub fn human(run_id: &str, event: &Event) -> Option<String> {
+    // A nested run's id is `{job}/{key}`: commands name the job.
+    let job = run_id.split('/').next().unwrap_or(run_id);
     kernel_line(event)
-        .or_else(|| gate_line(event))
+        .or_else(|| gate_line(job, event))
         .or_else(|| workflow_line(event))
         .or_else(|| job_line(event))
 }
@@ -175,7 +205,7 @@ fn kernel_line(event: &Event) -> Option<String> {
 }
 
 /// A call waiting for approval, its decision, and a budget used up.
-fn gate_line(event: &Event) -> Option<String> {
+fn gate_line(job: &str, event: &Event) -> Option<String> {
     Some(match event {
         Event::ApprovalRequested {
             tool_name,
@@ -183,7 +213,7 @@ fn gate_line(event: &Event) -> Option<String> {
             arguments,
             ..
         } => format!(
-            "  ⏸ {tool_name} (call {call_id}) waits for approval with {arguments}: `structured-agents approve JOB` or `deny JOB --reason R` (still following)"
+            "  ⏸ {tool_name} (call {call_id}) waits for approval with {arguments}: `structured-agents approve {job} {call_id}` or `structured-agents deny {job} {call_id} --reason R` (still following)"
         ),
         Event::ApprovalDecided {
             tool_name,
@@ -275,8 +305,14 @@ impl Observer for Printer {
     }
 
     fn on_token(&self, delta: TokenDelta<'_>) {
+        let text = self.answer_text(delta.run_id, |answer| {
+            answer.token(delta.run_id, delta.turn, delta.text)
+        });
+        if text.is_empty() {
+            return;
+        }
         if let Ok(mut answers) = self.answers.lock() {
-            write_out(&answers.token(delta.run_id, delta.turn, delta.text));
+            write_out(&answers.token(delta.run_id, delta.turn, &text));
         }
     }
 

@@ -159,7 +159,7 @@ impl Client {
         match format {
             Format::Json => println!("{}", json!({"type": "end", "job": end})),
             Format::Human => {
-                println!("job {job_id} {state}");
+                println!("job {job_id} {}", outcome_line(&end));
                 if let Some(output) = end.pointer("/result/output").and_then(Value::as_str) {
                     println!("\n{output}");
                 }
@@ -434,6 +434,29 @@ pub async fn artifacts(
     let body = Client::new(server)?.get(&path).await?;
     println!("{}", serde_json::to_string_pretty(&body)?);
     Ok(0)
+}
+
+/// A finished job's state and what happened: why it ended, its failed tool
+/// calls, tokens and cost (`succeeded · no_tool_calls · 0 tool errors ·
+/// 312 tokens · cost 0.0004`).
+pub fn outcome_line(job: &Value) -> String {
+    let mut parts = vec![job["state"].as_str().unwrap_or("unknown").to_string()];
+    if let Some(reason) = job["termination_reason"].as_str() {
+        parts.push(reason.to_string());
+    }
+    let errors = job["tool_errors"].as_u64().unwrap_or(0);
+    parts.push(format!(
+        "{errors} tool error{}",
+        if errors == 1 { "" } else { "s" }
+    ));
+    parts.push(format!(
+        "{} tokens",
+        job["tokens_spent"].as_u64().unwrap_or(0)
+    ));
+    if let Some(cost) = job["cost_spent"].as_f64().filter(|c| *c > 0.0) {
+        parts.push(format!("cost {cost}"));
+    }
+    parts.join(" · ")
 }
 
 pub async fn cancel(server: &ServerArgs, id: String) -> anyhow::Result<i32> {

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::printer::{Format, Printer};
 use crate::bundle::{self, EndpointRef, LoadContext, ToolEnv};
 use crate::events::{EventSink, RunContext};
+use crate::kernel::{OnMaxTurns, RunFailure};
 use crate::model::ModelCatalog;
 use crate::registry::{BundleIdentity, LoadedBundle};
 use crate::runner::{RunOptions, Runner};
@@ -124,8 +125,18 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
                 println!("\n{answer}");
             }
             Ok(match result.termination_reason {
-                TerminationReason::NoToolCalls | TerminationReason::TerminationTool => 0,
-                TerminationReason::MaxTurns => 3,
+                TerminationReason::NoToolCalls
+                | TerminationReason::TerminationTool
+                | TerminationReason::WorkflowFinished => 0,
+                TerminationReason::MaxTurns
+                    if kernel.config().on_max_turns == OnMaxTurns::Succeed =>
+                {
+                    0
+                }
+                TerminationReason::MaxTurns => {
+                    eprintln!("error: {}", RunFailure::MaxTurns(result.turn_count));
+                    3
+                }
                 TerminationReason::Cancelled | TerminationReason::Timeout => 4,
                 TerminationReason::Error
                 | TerminationReason::NeedsAttention
@@ -134,10 +145,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             })
         }
         Err(crate::kernel::RunError::Parked(parked)) => {
-            if let crate::journal::Parked::Approval(request) = *parked {
+            if parked.kind == crate::approval::ParkedKind::Approval {
                 eprintln!(
                     "error: tool `{}` (call {} of turn {}) needs a person's approval by the bundle's policy; approvals need the daemon, which keeps the job parked until someone decides: submit it with `structured-agents submit`",
-                    request.tool, request.call, request.turn
+                    parked.tool, parked.call_id, parked.turn
                 );
             } else {
                 eprintln!("error: {parked}");

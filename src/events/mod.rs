@@ -6,6 +6,7 @@
 //! This module must not know who consumes events; it only defines the shapes
 //! and the fan-out rules.
 
+pub mod answer;
 pub mod daemon;
 pub mod legacy;
 pub mod live;
@@ -290,6 +291,11 @@ pub enum Event {
         /// `spent` too): each such bundle's daily budget counts its part.
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         spent_by_bundle: std::collections::BTreeMap<String, crate::budget::Spent>,
+        /// Why the job ended, on the final event of a job that finished
+        /// (the queue decides it: the job's own run's reason, `cancelled`
+        /// or `error`); absent while the job can still run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        termination_reason: Option<TerminationReason>,
     },
 }
 

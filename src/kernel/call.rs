@@ -32,11 +32,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::gates::Gate;
 use super::{Kernel, NotRun, RunError};
+use crate::approval::{ParkedCall, ParkedKind};
 use crate::budget::Budget;
 use crate::events::live::{ProgressKind, capped_arguments};
 use crate::events::{Event, EventSink, preview};
 use crate::failpoint::{self, Failpoint};
-use crate::journal::{Parked, PendingCall, RecordedResult, RecordedStart, RunJournal};
+use crate::journal::{RecordedResult, RecordedStart, RunJournal};
 use crate::tools::{CallPlace, Effect, PreparedCall, ToolOutcome};
 use crate::types::{ToolCall, ToolResult};
 
@@ -266,16 +267,19 @@ impl<'a> Admitted<'a> {
                 .recorded_start(site.turn, site.position, &call.id)
                 .map_err(site.journal_error())?
             {
-                return Err(RunError::Parked(Box::new(Parked::Attention(PendingCall {
+                return Err(RunError::Parked(Box::new(ParkedCall {
+                    kind: ParkedKind::UnknownOutcome,
                     scope: journal.scope().to_string(),
                     turn: site.turn,
                     position: Some(site.position),
                     call_id: call.id.clone(),
-                    tool_name: call.name.clone(),
+                    tool: call.name.clone(),
                     arguments: start.arguments,
                     effect: start.effect,
                     idempotency_key: start.idempotency_key,
-                }))));
+                    approval: None,
+                    decide: None,
+                })));
             }
             failpoint::hit(Failpoint::BeforeToolStart);
             let effect = at.kernel.tools.effect(&call.name);

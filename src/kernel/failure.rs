@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use super::RunError;
-use crate::journal::{JournalError, Parked};
+use crate::approval::ParkedCall;
+use crate::journal::JournalError;
 use crate::tools::{JobEnd, ToolError};
 
 /// Why a run gave no answer.
@@ -16,6 +17,12 @@ pub enum RunFailure {
     Cancelled,
     #[error("the run exceeded its deadline ({0:?}, limits.timeout)")]
     TimedOut(Duration),
+    /// The run used its last turn and its last reply still called tools
+    /// (`limits.on_max_turns: fail`, the default).
+    #[error(
+        "max_turns: the run used all {0} of its turns (limits.max_turns) and its last reply still called tools, so it has no final answer; raise `limits.max_turns` in the bundle, or set `limits.on_max_turns: succeed` to take the last reply as the answer"
+    )]
+    MaxTurns(u32),
     /// The bundle to run is not loaded, or its prompts do not render.
     #[error("{0}")]
     Bundle(String),
@@ -54,7 +61,7 @@ impl RunFailure {
     }
 
     /// Why the run waits for a person, if that is why it stopped.
-    pub fn parked(&self) -> Option<&Parked> {
+    pub fn parked(&self) -> Option<&ParkedCall> {
         match self {
             RunFailure::Run(RunError::Parked(parked)) => Some(parked),
             _ => None,

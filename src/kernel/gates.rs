@@ -6,10 +6,10 @@
 //! ([`with_its_event`]), so no crash leaves one without the other.
 
 use super::{Kernel, RunError};
-use crate::approval::{ApprovalRequest, Verdict};
+use crate::approval::{ApprovalTerms, ParkedCall, ParkedKind, Verdict};
 use crate::budget::{Budget, BudgetStop};
 use crate::events::{Event, EventSink};
-use crate::journal::{JournalError, Parked, RunJournal};
+use crate::journal::{JournalError, RunJournal};
 use crate::types::ToolCall;
 
 /// What the approval gate lets a call do.
@@ -64,32 +64,36 @@ impl Kernel {
         let request = match recorded {
             Some(request) => request,
             None => {
-                let request = ApprovalRequest {
+                let request = ParkedCall {
+                    kind: ParkedKind::Approval,
                     scope: journal.scope().to_string(),
                     turn,
-                    position,
-                    call: call.id.clone(),
+                    position: Some(position),
+                    call_id: call.id.clone(),
                     tool: call.name.clone(),
                     arguments: call.arguments.clone(),
-                    digest: crate::approval::digest(&call.arguments),
-                    parameters: self
-                        .tools
-                        .parameters(&call.name)
-                        .cloned()
-                        .unwrap_or_default(),
                     effect: self.tools.effect(&call.name).as_str().to_string(),
                     idempotency_key: journal.idempotency_key(turn, &position.to_string()),
-                    timeout_ms: policy.and_then(|p| p.timeout).map(|t| t.as_millis() as u64),
-                    approver: policy.map(|p| p.approver).unwrap_or_default(),
-                    requested_at: None,
-                    expires_at: None,
+                    approval: Some(ApprovalTerms {
+                        digest: crate::approval::digest(&call.arguments),
+                        parameters: self
+                            .tools
+                            .parameters(&call.name)
+                            .cloned()
+                            .unwrap_or_default(),
+                        timeout_ms: policy.and_then(|p| p.timeout).map(|t| t.as_millis() as u64),
+                        approver: policy.map(|p| p.approver).unwrap_or_default(),
+                        requested_at: None,
+                        expires_at: None,
+                    }),
+                    decide: None,
                 };
                 let asked = Event::ApprovalRequested {
                     turn,
                     tool_name: call.name.clone(),
                     call_id: call.id.clone(),
                     arguments: call.arguments.clone(),
-                    digest: request.digest.clone(),
+                    digest: request.digest().to_string(),
                 };
                 with_its_event(
                     events,
@@ -101,7 +105,7 @@ impl Kernel {
                 request
             }
         };
-        Err(RunError::Parked(Box::new(Parked::Approval(request))))
+        Err(RunError::Parked(Box::new(request)))
     }
 
     /// Whether `check` lets the next step happen: a stop an earlier attempt

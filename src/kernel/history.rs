@@ -17,6 +17,19 @@ pub enum HistoryStrategy {
     KeepAll,
 }
 
+/// What a run that used its last turn without a final answer (its last
+/// reply still called tools) ends as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnMaxTurns {
+    /// The run fails (`max_turns: …`), as the OpenAI Agents SDK raises
+    /// `MaxTurnsExceeded`: its last reply is not an answer.
+    #[default]
+    Fail,
+    /// The run succeeds with its last reply's text as the answer.
+    Succeed,
+}
+
 /// The messages to send this turn.
 pub fn trim(messages: &[Message], strategy: HistoryStrategy, max_messages: usize) -> Vec<Message> {
     match strategy {

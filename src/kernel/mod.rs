@@ -9,7 +9,7 @@
 
 pub mod history;
 
-pub use history::HistoryStrategy;
+pub use history::{HistoryStrategy, OnMaxTurns};
 
 use std::collections::BTreeMap;
 mod call;
@@ -29,11 +29,12 @@ use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{ParkedCall, ParkedKind};
 use crate::budget::{Budget, BudgetStop};
 use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken, watch};
 use crate::events::live::ProgressKind;
 use crate::events::{Event, EventSink};
-use crate::journal::{JournalError, Parked, RecordedReply, RunJournal};
+use crate::journal::{JournalError, RecordedReply, RunJournal};
 use crate::model::{ModelPlugin, ToolChoice};
 use crate::tools::ToolEngine;
 use crate::tools::agent::AgentHost;
@@ -79,6 +80,8 @@ pub struct KernelConfig {
     /// A different model (e.g. a LoRA adapter) for particular turns.
     pub turn_models: BTreeMap<u32, String>,
     pub max_turns: u32,
+    /// Whether a run that used `max_turns` without a final answer fails.
+    pub on_max_turns: OnMaxTurns,
     pub history: HistoryStrategy,
     pub max_history_messages: usize,
     /// Tool calls of one turn run at most this many at a time.
@@ -154,6 +157,7 @@ impl Default for KernelConfig {
             model: "default".into(),
             turn_models: BTreeMap::new(),
             max_turns: DEFAULT_MAX_TURNS,
+            on_max_turns: OnMaxTurns::Fail,
             history: HistoryStrategy::SlidingWindow,
             max_history_messages: 50,
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
@@ -216,7 +220,7 @@ pub enum RunError {
     /// The run waits for a person: an `unsafe` call of an earlier attempt
     /// has an unknown outcome, or a call waits for approval.
     #[error("{0}")]
-    Parked(Box<Parked>),
+    Parked(Box<ParkedCall>),
     /// A nested run cannot go on (its pinned bundle content is gone).
     #[error("{0}")]
     Aborted(String),
@@ -239,9 +243,9 @@ impl RunError {
         match self {
             RunError::Model(err) => err.source.kind().to_string(),
             RunError::Journal { .. } => "journal".into(),
-            RunError::Parked(parked) => match **parked {
-                Parked::Attention(_) => "needs_attention".into(),
-                Parked::Approval(_) => "awaiting_approval".into(),
+            RunError::Parked(parked) => match parked.kind {
+                ParkedKind::UnknownOutcome => "needs_attention".into(),
+                ParkedKind::Approval => "awaiting_approval".into(),
             },
             RunError::Aborted(_) => "aborted".into(),
             RunError::OverBudget(_) => "budget_exceeded".into(),
@@ -754,9 +758,9 @@ impl Kernel {
         let (reason, error, error_type) = match outcome {
             Ok(reason) => (reason, None, None),
             Err(err @ RunError::Parked(parked)) => (
-                match **parked {
-                    Parked::Attention(_) => TerminationReason::NeedsAttention,
-                    Parked::Approval(_) => TerminationReason::AwaitingApproval,
+                match parked.kind {
+                    ParkedKind::UnknownOutcome => TerminationReason::NeedsAttention,
+                    ParkedKind::Approval => TerminationReason::AwaitingApproval,
                 },
                 Some(err.to_string()),
                 Some(err.kind()),

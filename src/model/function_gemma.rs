@@ -95,6 +95,10 @@ impl ModelPlugin for FunctionGemmaPlugin {
         )
     }
 
+    fn call_start(&self, partial: &str) -> Option<usize> {
+        crate::model::reply::marker_start(partial, &[START])
+    }
+
     fn build_grammar(
         &self,
         mode: GrammarMode,

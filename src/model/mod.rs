@@ -231,6 +231,17 @@ pub trait ModelPlugin: Send + Sync {
     /// Reads the assistant message returned by the server.
     fn parse_reply(&self, reply: &Message, tools: &[ToolSchema]) -> ParsedReply;
 
+    /// Where a tool call written in the text could begin in `partial`, a
+    /// reply's text so far while it streams: the byte offset from which the
+    /// text might be (the start of) a call, `None` when no call can begin
+    /// in it yet. Text before the offset is never call markup. The default
+    /// is for families whose calls never appear in the text (the server's
+    /// `tool_calls`): `None`.
+    fn call_start(&self, partial: &str) -> Option<usize> {
+        let _ = partial;
+        None
+    }
+
     /// The grammar that constrains output in `mode`, before it is placed
     /// on the wire. Plugins override this; the default supports nothing.
     /// [`ResolvedModel::request_fragment`] places it on a server's wire.

@@ -194,3 +194,33 @@ mod tests {
         );
     }
 }
+
+/// Where in `text` one of `markers` begins, or where a suffix of `text`
+/// could still grow into one (a streamed `<tool_ca`): the first such byte
+/// offset (a character boundary).
+pub(crate) fn marker_start(text: &str, markers: &[&str]) -> Option<usize> {
+    let whole = markers.iter().filter_map(|m| text.find(m)).min();
+    let partial = text.char_indices().map(|(i, _)| i).find(|&i| {
+        let tail = &text[i..];
+        markers
+            .iter()
+            .any(|m| m.len() > tail.len() && m.starts_with(tail))
+    });
+    [whole, partial].into_iter().flatten().min()
+}
+
+#[cfg(test)]
+mod marker_tests {
+    use super::marker_start;
+
+    #[test]
+    fn a_marker_or_the_start_of_one_is_found_where_it_begins() {
+        let markers = ["<tool_call>", "<function="];
+        assert_eq!(marker_start("Hello there.", &markers), None);
+        assert_eq!(marker_start("Sure.\n<tool_call>{", &markers), Some(6));
+        assert_eq!(marker_start("Sure. <tool_ca", &markers), Some(6));
+        assert_eq!(marker_start("a <fun", &markers), Some(2));
+        assert_eq!(marker_start("x <", &markers), Some(2));
+        assert_eq!(marker_start("héllo <f", &markers), Some(7));
+    }
+}

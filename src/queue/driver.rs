@@ -272,7 +272,6 @@ impl<D: Driver> JobQueue for Queue<D> {
         let op = Op::Resolve {
             id: id.clone(),
             resolution,
-            store: self.driver.label().to_string(),
         };
         expect!(self, self.driver.write(op).await?, Changed)
     }

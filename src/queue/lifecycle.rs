@@ -15,6 +15,7 @@ use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx, stored_key};
 use super::*;
 use crate::approval::{self, Verdict};
 use crate::events::Event;
+use crate::types::TerminationReason;
 
 /// Given the name of a first attempt's bundle, the version and digest to
 /// pin it to (the daemon's registry knows; the queue does not).
@@ -171,6 +172,7 @@ async fn park_poison_pill(
     let died = rules::where_it_died(&journal, last.as_deref());
     let reason = candidate.poison_reason(max_crash_resumes, &died);
     let settle = Settle {
+        termination_reason: None,
         state: JobState::NeedsAttention,
         result: None,
         error: Some(&reason),
@@ -237,6 +239,7 @@ async fn insert_events(
     attempt: u32,
     events: &[EventEnvelope],
 ) -> Res<()> {
+    let mut inserted = Vec::with_capacity(events.len());
     for event in events {
         let json = serde_json::to_string(event)
             .map_err(|e| Fail::Db(format!("event {} cannot be encoded: {e}", event.seq)))?;
@@ -244,6 +247,7 @@ async fn insert_events(
             .insert_event(id.as_str(), event.seq, attempt, &json)
             .await?
         {
+            inserted.push(event);
             continue;
         }
         let stored = tx.stored_event(id.as_str(), event.seq).await?;
@@ -253,6 +257,11 @@ async fn insert_events(
                 seq: event.seq,
             }));
         }
+    }
+    // Counted as stored: an event written again (a lost reply) counts once.
+    let errors = rules::tool_errors(&inserted);
+    if errors > 0 {
+        tx.add_tool_errors(id.as_str(), errors).await?;
     }
     Ok(())
 }
@@ -329,23 +338,14 @@ pub(crate) async fn finish(
     let Some((allowed, cancel_requested)) = current(tx, id, attempt).await? else {
         return Ok(Finished::stale());
     };
-    let decision = decide(outcome, attempt, allowed, cancel_requested);
     let now = tx.now().await?;
-    let stamped;
-    let outcome = match outcome {
-        Outcome::AwaitingApproval { error, request } => {
-            let mut request = request.clone();
-            rules::stamp_request(&mut request, now);
-            stamped = Outcome::AwaitingApproval {
-                error: error.clone(),
-                request,
-            };
-            &stamped
-        }
-        other => other,
-    };
+    let parked = rules::parked_for(outcome, id, now);
+    let outcome = parked.as_ref().unwrap_or(outcome);
+    let decision = decide(outcome, attempt, allowed, cancel_requested);
     let (result, pending_call) = decision.stored(outcome);
+    let reason = decision.termination_reason(rules::reported_reason(ending.final_event));
     let settle = Settle {
+        termination_reason: reason.map(TerminationReason::as_str),
         state: decision.state,
         result,
         error: decision.error.as_deref(),
@@ -379,6 +379,7 @@ pub(crate) async fn release(
     let decision = decide_release(cancel_requested);
     let change = if cancel_requested {
         let settle = Settle {
+            termination_reason: Some(TerminationReason::Cancelled.as_str()),
             state: JobState::Cancelled,
             result: None,
             error: Some(CANCELLED),
@@ -434,20 +435,16 @@ pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>>
 
 /// Resolves a parked job: run its pending call again, skip it with a given
 /// result, or fail the job.
-pub(crate) async fn resolve(
-    tx: &mut impl Tx,
-    id: &JobId,
-    resolution: &Resolution,
-    store: &str,
-) -> Res<Changed> {
+pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolution) -> Res<Changed> {
     let not_found = || Fail::Refused(QueueError::NotFound(id.clone()));
     let job = tx.job(id.as_str(), true).await?.ok_or_else(not_found)?;
-    let pending = parked_call(&job, resolution, store).map_err(Fail::Refused)?;
+    let pending = parked_call(&job, resolution).map_err(Fail::Refused)?;
     let now = tx.now().await?;
     let change = match resolution {
         Resolution::Fail { reason } => {
             let error = Resolution::failure(reason, pending.as_ref());
             let settle = Settle {
+                termination_reason: Some(TerminationReason::Error.as_str()),
                 state: JobState::Failed,
                 result: None,
                 error: Some(&error),
@@ -461,7 +458,7 @@ pub(crate) async fn resolve(
         Resolution::Retry => {
             // Without its start marker the next attempt runs the call afresh.
             if let Some(pending) = &pending {
-                let (start, _) = pending.steps();
+                let (start, _) = JournalEntry::call_steps(pending);
                 tx.delete_step(id.as_str(), &pending.scope, pending.turn, &start)
                     .await?;
             }
@@ -474,7 +471,7 @@ pub(crate) async fn resolve(
             let entry = JournalEntry {
                 scope: pending.scope.clone(),
                 turn: pending.turn,
-                step: pending.steps().1,
+                step: JournalEntry::call_steps(&pending).1,
                 body: Resolution::skipped_result(&pending, output, *is_error),
             };
             tx.put_step(id.as_str(), &entry, job.attempts).await?;
@@ -518,7 +515,8 @@ pub(crate) async fn decide_approval(
     let entry = JournalEntry {
         scope: request.scope.clone(),
         turn: request.turn,
-        step: JournalEntry::decision_key(request.position),
+        // Approvals are parked since 0.2, always with their position.
+        step: JournalEntry::decision_key(request.position.unwrap_or_default()),
         body,
     };
     tx.put_step(id.as_str(), &entry, job.attempts).await?;
@@ -549,27 +547,23 @@ pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str
         let Some(job) = tx.job(id.as_str(), true).await? else {
             continue;
         };
-        let Some(call) = job.pending_call.as_ref().and_then(|p| p["call"].as_str()) else {
+        let Some((call, terms)) = job
+            .pending_call
+            .as_ref()
+            .and_then(|p| Some((p.call_id.clone(), p.approval.as_ref()?)))
+        else {
             continue;
         };
         let decision = approval::Decision {
             verdict: Verdict::Deny {
                 reason: Some(format!(
                     "no decision came before the approval timeout (requested {}); the call was denied",
-                    job.pending_call
-                        .as_ref()
-                        .and_then(|p| p["requested_at"].as_str())
-                        .unwrap_or("earlier")
+                    terms.requested_at.as_deref().unwrap_or("earlier")
                 )),
             },
             // The timeout decides on the arguments the job waits with.
-            digest: job
-                .pending_call
-                .as_ref()
-                .and_then(|p| p["digest"].as_str())
-                .map(str::to_string),
+            digest: Some(terms.digest.clone()),
         };
-        let call = call.to_string();
         let changed = decide_approval(tx, &id, &call, &decision, "timeout", store).await?;
         expired.push(changed.job);
     }

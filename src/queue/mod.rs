@@ -286,9 +286,10 @@ pub struct Job {
     pub cancel_requested: bool,
     pub result: Option<Value>,
     pub error: Option<String>,
-    /// For `needs_attention`: the call whose outcome is unknown; for
-    /// `awaiting_approval`: the approval request.
-    pub pending_call: Option<Value>,
+    /// The call the job is parked on, in one shape whatever parked it
+    /// (`kind`: `approval` or `unknown_outcome`); `None` when it is not
+    /// parked, or parked as a poison pill on no call.
+    pub pending_call: Option<crate::approval::ParkedCall>,
     /// RFC 3339 UTC.
     pub run_at: String,
     pub created_at: String,
@@ -310,6 +311,14 @@ pub struct Job {
     /// before API keys).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Why the job ended (`null` while it can still run): its own run's
+    /// reason (`no_tool_calls`, `max_turns`, `termination_tool`, …),
+    /// `cancelled` or `error`, as the queue decided with its final state.
+    #[serde(default)]
+    pub termination_reason: Option<crate::types::TerminationReason>,
+    /// Tool calls of any of its runs that ended in an error, all attempts.
+    #[serde(default)]
+    pub tool_errors: u64,
 }
 
 /// A job handed to a worker for one attempt.
@@ -347,13 +356,13 @@ pub enum Outcome {
     /// An `unsafe` call's outcome is unknown: park the job for an operator.
     NeedsAttention {
         error: String,
-        pending_call: Value,
+        pending_call: Box<crate::approval::ParkedCall>,
     },
     /// A call waits for a person's decision: park the job until one comes
     /// (or its timeout denies the call).
     AwaitingApproval {
         error: String,
-        request: Box<crate::approval::ApprovalRequest>,
+        request: Box<crate::approval::ParkedCall>,
     },
 }
 

@@ -39,7 +39,6 @@ pub(crate) enum Op {
     Resolve {
         id: JobId,
         resolution: Resolution,
-        store: String,
     },
     DecideApproval {
         id: JobId,
@@ -216,11 +215,9 @@ impl Op {
                 Done::Finished(lifecycle::release(tx, id, *attempt, ending).await?)
             }
             Op::Cancel(id) => Done::Cancelled(lifecycle::cancel(tx, id).await?),
-            Op::Resolve {
-                id,
-                resolution,
-                store,
-            } => Done::Changed(lifecycle::resolve(tx, id, resolution, store).await?),
+            Op::Resolve { id, resolution } => {
+                Done::Changed(lifecycle::resolve(tx, id, resolution).await?)
+            }
             Op::DecideApproval {
                 id,
                 call,

@@ -5,9 +5,10 @@
 //! see them.
 
 use super::*;
-use crate::approval::{ApprovalRequest, RecordedDecision, Verdict};
+use crate::approval::{ParkedCall, RecordedDecision, Verdict};
 use crate::events::{Event, EventEnvelope, JobStatus};
-use crate::journal::{PendingCall, RecordedReply, RecordedResult};
+use crate::journal::{RecordedReply, RecordedResult};
+use crate::types::TerminationReason;
 
 /// What the queue records for an attempt's outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +33,10 @@ impl Decision {
             Outcome::NeedsAttention { pending_call, .. }
                 if self.state == JobState::NeedsAttention =>
             {
-                (None, Some(pending_call.to_string()))
+                (
+                    None,
+                    Some(serde_json::to_string(pending_call).unwrap_or_default()),
+                )
             }
             Outcome::AwaitingApproval { request, .. }
                 if self.state == JobState::AwaitingApproval =>
@@ -64,19 +68,42 @@ impl Decision {
 /// `run_at` of a request that waits forever: the last millisecond of 9999.
 const NO_DEADLINE: i64 = 253_402_300_799_999;
 
-fn approval_deadline(request: &ApprovalRequest, now: i64) -> i64 {
+fn approval_deadline(request: &ParkedCall, now: i64) -> i64 {
     request
-        .timeout_ms
+        .approval
+        .as_ref()
+        .and_then(|terms| terms.timeout_ms)
         .map_or(NO_DEADLINE, |ms| now.saturating_add(ms as i64))
 }
 
 /// The request a parking job keeps, stamped with when it was made and when
 /// its timeout denies it.
-pub(crate) fn stamp_request(request: &mut ApprovalRequest, now: i64) {
-    request.requested_at = Some(rfc3339(now));
-    request.expires_at = request
-        .timeout_ms
-        .map(|_| rfc3339(approval_deadline(request, now)));
+pub(crate) fn stamp_request(request: &mut ParkedCall, now: i64) {
+    let deadline = approval_deadline(request, now);
+    if let Some(terms) = &mut request.approval {
+        terms.requested_at = Some(rfc3339(now));
+        terms.expires_at = terms.timeout_ms.map(|_| rfc3339(deadline));
+    }
+}
+
+/// A parking outcome worded for its job: what it waits for and the
+/// commands that answer it, naming the job (its run knew no job id).
+pub(crate) fn parked_for(outcome: &Outcome, job: &JobId, now: i64) -> Option<Outcome> {
+    match outcome {
+        Outcome::AwaitingApproval { request, .. } => {
+            let mut request = request.clone();
+            stamp_request(&mut request, now);
+            Some(Outcome::AwaitingApproval {
+                error: request.describe(job.as_str()),
+                request,
+            })
+        }
+        Outcome::NeedsAttention { pending_call, .. } => Some(Outcome::NeedsAttention {
+            error: pending_call.describe(job.as_str()),
+            pending_call: pending_call.clone(),
+        }),
+        _ => None,
+    }
 }
 
 /// The request a job awaits a decision on, if it is `call`; else why no
@@ -85,26 +112,26 @@ pub(crate) fn awaited_request(
     job: &Job,
     call: &str,
     store: &str,
-) -> Result<ApprovalRequest, QueueError> {
+) -> Result<ParkedCall, QueueError> {
     if job.state != JobState::AwaitingApproval {
         return Err(QueueError::NotAwaitingApproval {
             job: job.id.clone(),
             state: job.state,
         });
     }
-    let request: ApprovalRequest = job
+    let request = job
         .pending_call
         .clone()
-        .and_then(|value| serde_json::from_value(value).ok())
+        .filter(|parked| parked.approval.is_some())
         .ok_or_else(|| QueueError::Store {
             path: store.to_string(),
             detail: format!("job {} awaits approval without a readable request", job.id),
         })?;
-    if request.call != call {
+    if request.call_id != call {
         return Err(QueueError::NotTheAwaitedCall {
             job: job.id.clone(),
             call: call.to_string(),
-            awaited: request.call,
+            awaited: request.call_id,
             tool: request.tool,
         });
     }
@@ -115,14 +142,14 @@ pub(crate) fn awaited_request(
 /// next event).
 pub(crate) fn decided_event(
     job: &Job,
-    request: &ApprovalRequest,
+    request: &ParkedCall,
     decision: &RecordedDecision,
     seq: u64,
 ) -> EventEnvelope {
     let event = Event::ApprovalDecided {
         turn: request.turn,
         tool_name: request.tool.clone(),
-        call_id: request.call.clone(),
+        call_id: request.call_id.clone(),
         decision: decision.verdict.kind().to_string(),
         by: decision.by.clone(),
         reason: match &decision.verdict {
@@ -223,14 +250,72 @@ pub fn decide(
     }
 }
 
+impl Decision {
+    /// Why the job ended, the one rule for every way a job ends: `None`
+    /// while it can still run (queued for a retry, parked); `cancelled` for
+    /// a cancelled job; else the reason its own run `reported`, unless that
+    /// contradicts the state (a failed job whose run claimed an answer, or
+    /// reported nothing, failed with an `error`).
+    pub fn termination_reason(
+        &self,
+        reported: Option<TerminationReason>,
+    ) -> Option<TerminationReason> {
+        match self.state {
+            JobState::Cancelled => Some(TerminationReason::Cancelled),
+            JobState::Succeeded => Some(reported.unwrap_or(TerminationReason::NoToolCalls)),
+            JobState::Failed | JobState::Dead => Some(match reported {
+                Some(reason)
+                    if !reason.answered()
+                        && !matches!(
+                            reason,
+                            TerminationReason::NeedsAttention | TerminationReason::AwaitingApproval
+                        ) =>
+                {
+                    reason
+                }
+                _ => TerminationReason::Error,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// What the worker's final event says its run ended with.
+pub(crate) fn reported_reason(event: Option<&EventEnvelope>) -> Option<TerminationReason> {
+    match event.map(|e| &e.event) {
+        Some(Event::JobState {
+            termination_reason, ..
+        }) => *termination_reason,
+        _ => None,
+    }
+}
+
 /// Stamps the decision into the attempt's final event (a `JobState` event
-/// prepared by the worker with its sequence number and duration).
+/// prepared by the worker with its sequence number, duration and the
+/// reason its run reported).
 pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelope {
-    if let Event::JobState { state, error, .. } = &mut event.event {
+    let reason = decision.termination_reason(reported_reason(Some(&event)));
+    if let Event::JobState {
+        state,
+        error,
+        termination_reason,
+        ..
+    } = &mut event.event
+    {
         *state = decision.status;
         *error = decision.error.clone();
+        *termination_reason = reason;
     }
     event
+}
+
+/// How many of `events` are tool calls that ended in an error (any run of
+/// the job): what the job's `tool_errors` counts.
+pub(crate) fn tool_errors(events: &[&EventEnvelope]) -> i64 {
+    events
+        .iter()
+        .filter(|e| matches!(e.event, Event::ToolResult { is_error: true, .. }))
+        .count() as i64
 }
 
 /// The answer of a committed write, or the error of one whose answer was
@@ -271,6 +356,7 @@ pub(crate) fn ended_by_request(job: &Job, seq: u64) -> Option<EventEnvelope> {
         duration_ms: None,
         spent: None,
         spent_by_bundle: Default::default(),
+        termination_reason: job.termination_reason,
     };
     Some(job_event(job, seq, event))
 }
@@ -411,35 +497,29 @@ pub(crate) fn describe_event(stored: &str) -> String {
 pub(crate) fn parked_call(
     job: &Job,
     resolution: &Resolution,
-    store: &str,
-) -> Result<Option<PendingCall>, QueueError> {
+) -> Result<Option<ParkedCall>, QueueError> {
     if job.state != JobState::NeedsAttention {
         return Err(QueueError::NotParked {
             job: job.id.clone(),
             state: job.state,
         });
     }
-    let Some(pending) = job.pending_call.clone() else {
-        return match resolution {
+    match job.pending_call.clone() {
+        Some(pending) => Ok(Some(pending)),
+        None => match resolution {
             Resolution::Skip { .. } => Err(QueueError::NoCallToSkip(job.id.clone())),
             _ => Ok(None),
-        };
-    };
-    serde_json::from_value(pending)
-        .map(Some)
-        .map_err(|_| QueueError::Store {
-            path: store.to_string(),
-            detail: format!("job {} is parked without a readable pending call", job.id),
-        })
+        },
+    }
 }
 
 impl Resolution {
     /// The error a `fail` records.
-    pub(crate) fn failure(reason: &Option<String>, pending: Option<&PendingCall>) -> String {
+    pub(crate) fn failure(reason: &Option<String>, pending: Option<&ParkedCall>) -> String {
         reason.clone().unwrap_or_else(|| match pending {
             Some(pending) => format!(
                 "an operator failed the job at the unresolved call {} of tool `{}`",
-                pending.call_id, pending.tool_name
+                pending.call_id, pending.tool
             ),
             None => "an operator failed the job after its worker died repeatedly".into(),
         })
@@ -447,11 +527,11 @@ impl Resolution {
 
     /// The journal body of the result a `skip` supplies, as the kernel
     /// records a tool result.
-    pub(crate) fn skipped_result(pending: &PendingCall, output: &str, is_error: bool) -> String {
+    pub(crate) fn skipped_result(pending: &ParkedCall, output: &str, is_error: bool) -> String {
         let recorded = RecordedResult {
             result: crate::types::ToolResult {
                 call_id: pending.call_id.clone(),
-                name: pending.tool_name.clone(),
+                name: pending.tool.clone(),
                 output: output.to_string(),
                 is_error,
             },
@@ -476,7 +556,12 @@ mod tests {
     fn one_rule_decides_every_outcome() {
         let parked = Outcome::NeedsAttention {
             error: "e".into(),
-            pending_call: Value::Null,
+            pending_call: Box::new(
+                serde_json::from_value(serde_json::json!({
+                    "turn": 1, "call_id": "c", "tool": "t", "effect": "unsafe"
+                }))
+                .unwrap(),
+            ),
         };
         let cases = [
             (

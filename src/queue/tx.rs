@@ -54,7 +54,7 @@ pub(crate) enum Change {
 
 /// The columns every job query selects, in the order [`job_from_row`]
 /// reads them.
-pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner";
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors";
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
@@ -89,8 +89,8 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
     let ts = |i| -> Res<Option<String>> { Ok(row.int(i)?.map(rfc3339)) };
     let state = row.req_text(6)?;
     let owner = row.text(28)?;
+    let id = row.req_text(0)?;
     Ok(Job {
-        id: JobId(row.req_text(0)?),
         bundle: row.req_text(1)?,
         bundle_version: row.text(2)?,
         bundle_digest: row.text(20)?,
@@ -116,19 +116,30 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
         cancel_requested: row.req_int(11)? != 0,
         result: json(12)?,
         error: row.text(13)?,
-        pending_call: json(21)?,
+        // Rows of any version read into today's shape, naming where a
+        // decision on this job goes.
+        pending_call: row
+            .text(21)?
+            .and_then(|text| serde_json::from_str::<crate::approval::ParkedCall>(&text).ok())
+            .map(|parked| parked.for_job(&id)),
         run_at: rfc3339(row.req_int(14)?),
         created_at: rfc3339(row.req_int(15)?),
         updated_at: rfc3339(row.req_int(16)?),
         started_at: ts(17)?,
         finished_at: ts(18)?,
         lease_expires_at: ts(19)?,
+        id: JobId(id),
         limits: row
             .text(25)?
             .and_then(|text| serde_json::from_str(&text).ok()),
         tokens_spent: row.req_int(26)?.max(0) as u64,
         cost_spent: micros_to_cost(row.req_int(27)?),
         owner,
+        termination_reason: row
+            .text(29)?
+            .as_deref()
+            .and_then(crate::types::TerminationReason::parse),
+        tool_errors: row.req_int(30)?.max(0) as u64,
     })
 }
 
@@ -289,6 +300,9 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
 /// cleared with them.
 pub(crate) struct Settle<'a> {
     pub state: JobState,
+    /// Why the job ended (`TerminationReason::as_str`), `None` while it can
+    /// still run.
+    pub termination_reason: Option<&'a str>,
     pub result: Option<String>,
     pub error: Option<&'a str>,
     /// A retry's new `run_at` (`None` keeps it).
@@ -332,6 +346,8 @@ pub(crate) trait Tx {
     async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>>;
     /// Records what a job has spent (tokens, cost in millionths).
     async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()>;
+    /// Adds `n` to the job's count of tool calls that ended in an error.
+    async fn add_tool_errors(&mut self, id: &str, n: i64) -> Res<()>;
     /// What job `id`'s nested runs of `bundle` spent (replacing an earlier
     /// attempt's figure), dated as the job.
     async fn record_nested_spend(

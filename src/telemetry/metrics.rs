@@ -30,6 +30,9 @@ pub struct Metrics {
     pub token_usage: HistogramVec,
     pub jobs_submitted: IntCounterVec,
     pub jobs_finished: IntCounterVec,
+    /// Jobs that ended (succeeded, failed, dead, cancelled) by why: the
+    /// kernel's termination reasons, a bounded set.
+    pub jobs_ended: IntCounterVec,
     pub job_duration: HistogramVec,
     pub queue_jobs: IntGaugeVec,
     pub jobs_in_flight: IntGauge,
@@ -220,6 +223,11 @@ impl Metrics {
                 "Job attempts that ended, by resulting state.",
                 &["bundle", "state"],
             )?,
+            jobs_ended: counter(
+                "structured_agents_jobs_ended_total",
+                "Jobs that ended, by termination reason (no_tool_calls, max_turns, termination_tool, cancelled, timeout, error, budget_exceeded, workflow_finished, ...).",
+                &["bundle", "reason"],
+            )?,
             job_duration: histogram(
                 "structured_agents_job_duration_seconds",
                 "Duration of job attempts.",
@@ -308,14 +316,29 @@ impl Metrics {
     /// Counts a job an operator's request ended without a run (a cancelled
     /// queued or parked job, a failed resolve), from its final event.
     pub fn job_ended_by_request(&self, event: &EventEnvelope) {
-        let Event::JobState { state, .. } = &event.event else {
+        let Event::JobState {
+            state,
+            termination_reason,
+            ..
+        } = &event.event
+        else {
             return;
         };
         let (bundle, state) = (event.bundle.as_str(), state.as_str());
         self.jobs_finished.with_label_values(&[bundle, state]).inc();
+        self.job_ended(bundle, *termination_reason);
         if let Some(o) = self.otlp.get() {
             o.jobs_finished
                 .add(1, &[kv("bundle", bundle), kv("state", state)]);
+        }
+    }
+
+    /// Counts a job that ended, by why (its final event says).
+    fn job_ended(&self, bundle: &str, reason: Option<crate::types::TerminationReason>) {
+        if let Some(reason) = reason {
+            self.jobs_ended
+                .with_label_values(&[bundle, reason.as_str()])
+                .inc();
         }
     }
 
@@ -650,8 +673,14 @@ impl Observer for MetricsObserver {
                 }
             }
             Event::JobState {
-                state, duration_ms, ..
-            } => self.job_state(bundle, state.as_str(), *duration_ms),
+                state,
+                duration_ms,
+                termination_reason,
+                ..
+            } => {
+                self.job_state(bundle, state.as_str(), *duration_ms);
+                m.job_ended(bundle, *termination_reason);
+            }
             _ => {}
         }
         Ok(())

@@ -24,8 +24,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::ParkedCall;
 use crate::events::EventSink;
-use crate::journal::{Parked, RunJournal};
+use crate::journal::RunJournal;
 use crate::types::{ToolCall, ToolSchema};
 
 /// What a backend produced; the engine normalizes it to a JSON string.
@@ -131,7 +132,7 @@ pub enum JobEnd {
     /// It waits for a person (an unsafe call of unknown outcome, or a call
     /// awaiting approval): the job parks.
     #[error("{0}")]
-    Parked(Box<Parked>),
+    Parked(Box<ParkedCall>),
     /// It used up one of the job's budgets: the job ends `budget_exceeded`.
     #[error("{0}")]
     OverBudget(Box<crate::budget::BudgetStop>),
@@ -147,7 +148,7 @@ impl JobEnd {
         match self {
             JobEnd::Parked(parked) => (
                 "tool.invoke.parked",
-                serde_json::json!({"pending_call": parked.call_id()}),
+                serde_json::json!({"pending_call": parked.call_id}),
             ),
             JobEnd::OverBudget(stop) => (
                 "tool.invoke.over_budget",

@@ -73,6 +73,7 @@ impl Attempt {
                 duration_ms: None,
                 spent: None,
                 spent_by_bundle: Default::default(),
+                termination_reason: None,
             })
             .await;
         attempt
@@ -196,6 +197,8 @@ impl Attempt {
             duration_ms: Some(self.started.elapsed().as_millis() as u64),
             spent,
             spent_by_bundle,
+            // What the run reported; the queue decides what the job records.
+            termination_reason: self.log.termination_reason(),
         });
         let asked = next.is_some();
         let job = &self.lease.job;
@@ -258,6 +261,7 @@ impl Attempt {
             duration_ms: Some(self.started.elapsed().as_millis() as u64),
             spent: None,
             spent_by_bundle: Default::default(),
+            termination_reason: None,
         });
         match self.log.release(final_event).await {
             Ok(finished) => {

@@ -14,9 +14,10 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use crate::events::{EventEnvelope, Observer, ObserverError};
+use crate::events::{Event, EventEnvelope, Observer, ObserverError};
 use crate::journal::{JournalEntry, JournalStore};
 use crate::queue::{Finished, JobId, JobQueue, Lease, NextLease, Outcome, QueueError};
+use crate::types::TerminationReason;
 
 /// The write path of one attempt of one job.
 pub struct AttemptLog {
@@ -26,6 +27,10 @@ pub struct AttemptLog {
     pending: Mutex<Vec<EventEnvelope>>,
     /// Held from taking the pending events until their write is answered.
     writing: tokio::sync::Mutex<()>,
+    /// Why the job's own run ended (its `KernelEnd`, or a workflow's end),
+    /// as the attempt reports it with its outcome; nested runs' ends are
+    /// not the job's.
+    ended: Mutex<Option<TerminationReason>>,
 }
 
 impl AttemptLog {
@@ -36,7 +41,13 @@ impl AttemptLog {
             attempt,
             pending: Mutex::new(Vec::new()),
             writing: tokio::sync::Mutex::new(()),
+            ended: Mutex::new(None),
         }
+    }
+
+    /// Why the job's own run ended, if it did in this attempt.
+    pub fn termination_reason(&self) -> Option<TerminationReason> {
+        *self.ended.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn take_pending(&self) -> Vec<EventEnvelope> {
@@ -125,6 +136,20 @@ impl JournalStore for AttemptLog {
 #[async_trait]
 impl Observer for AttemptLog {
     async fn on_event(&self, event: &EventEnvelope) -> Result<(), ObserverError> {
+        if event.parent.is_none() && event.run_id == self.job.as_str() {
+            let reason = match &event.event {
+                Event::KernelEnd {
+                    termination_reason, ..
+                } => Some(*termination_reason),
+                Event::WorkflowEnd { outcome, .. } if outcome == "finish" => {
+                    Some(TerminationReason::WorkflowFinished)
+                }
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+            }
+        }
         self.pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())

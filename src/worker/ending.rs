@@ -4,7 +4,7 @@
 use tokio_util::sync::CancellationToken;
 
 use super::WorkerPool;
-use crate::journal::Parked;
+use crate::approval::ParkedKind;
 use crate::kernel::RunFailure;
 use crate::queue::{NextLease, Outcome};
 
@@ -27,14 +27,15 @@ impl WorkerPool {
 /// succeed.
 impl From<RunFailure> for Outcome {
     fn from(failure: RunFailure) -> Self {
+        // The queue words a park's message: it knows the job's id.
         match failure.parked() {
-            Some(Parked::Attention(pending)) => Outcome::NeedsAttention {
-                error: pending.to_string(),
-                pending_call: serde_json::to_value(pending).unwrap_or_default(),
+            Some(parked) if parked.kind == ParkedKind::UnknownOutcome => Outcome::NeedsAttention {
+                error: parked.to_string(),
+                pending_call: Box::new(parked.clone()),
             },
-            Some(Parked::Approval(request)) => Outcome::AwaitingApproval {
-                error: request.to_string(),
-                request: Box::new(request.clone()),
+            Some(parked) => Outcome::AwaitingApproval {
+                error: parked.to_string(),
+                request: Box::new(parked.clone()),
             },
             None => Outcome::Failed {
                 retryable: failure.is_retryable(),

@@ -122,8 +122,20 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
             |r| json!({"agent_id": r.agent_id, "agent_name": r.agent_name, "response": r.response}),
         )
         .collect();
+    // Who said what, in order: the answer as a transcript. `output` keeps
+    // the replies joined, as the runtime API has always answered.
+    let transcript: Vec<Value> = replies
+        .iter()
+        .map(|r| {
+            json!({"speaker": r.agent_name, "agent_id": r.agent_id, "round": r.round,
+                   "text": r.response, "is_error": r.is_error})
+        })
+        .collect();
+    let final_text = replies.last().map(|r| r.response.as_str());
     Outcome::Succeeded(json!({
         "output": output,
+        "final_text": final_text,
+        "transcript": transcript,
         "agent_responses": responses,
         "agents_used": agents_used,
         "rounds": rounds,

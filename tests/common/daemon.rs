@@ -505,7 +505,7 @@ pub async fn parked_on_charge(http: &reqwest::Client, daemon: &Daemon, id: &str)
         "{parked}\n{}",
         daemon.log()
     );
-    assert_eq!(parked["pending_call"]["tool_name"], "charge", "{parked}");
+    assert_eq!(parked["pending_call"]["tool"], "charge", "{parked}");
     parked["pending_call"].clone()
 }
 

@@ -1,18 +1,17 @@
 //! A bundle called as an MCP tool whose job parks for a decision: a client
 //! that declared elicitation is asked in the call (approve, or deny with a
 //! reason) and the job goes on; any other client gets an error result
-//! naming the job and how to decide (`structured-agents approve JOB`).
+//! naming the job and how to decide (`structured-agents approve <job id>`).
 
 use std::time::Duration;
 
 use rmcp::service::ElicitationError;
 use rmcp::{Peer, RoleServer};
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::super::AppState;
 use super::super::auth::Caller;
-use crate::approval::{Decision, Verdict};
+use crate::approval::{Approver, Decision, Verdict};
 use crate::queue::Job;
 
 /// What the client's user answers.
@@ -38,7 +37,8 @@ pub fn can_ask(peer: &Peer<RoleServer>, caller: &Caller, job: &Job) -> bool {
     let others_only = job
         .pending_call
         .as_ref()
-        .is_some_and(|request| request["approver"] == "others");
+        .and_then(|request| request.approval.as_ref())
+        .is_some_and(|terms| terms.approver == Approver::Others);
     peer.supported_elicitation_modes()
         .contains(&rmcp::service::ElicitationMode::Form)
         && caller.0.can(crate::access::Scope::Approve)
@@ -54,14 +54,13 @@ pub async fn ask(
     caller: &Caller,
     job: &Job,
 ) -> Result<(), String> {
-    let request = job.pending_call.clone().unwrap_or(Value::Null);
-    let call = request["call"].as_str().unwrap_or_default().to_string();
+    let Some(request) = job.pending_call.as_ref() else {
+        return Err(unanswered(job));
+    };
+    let call = request.call_id.clone();
     let message = format!(
         "Job {} of bundle {}: tool `{}` wants to run with {}. Approve it?",
-        job.id,
-        job.bundle,
-        request["tool"].as_str().unwrap_or("?"),
-        request["arguments"]
+        job.id, job.bundle, request.tool, request.arguments
     );
     let verdict = match peer
         .elicit_with_timeout::<ApprovalAnswer>(message, Some(ASK_FOR))
@@ -78,7 +77,7 @@ pub async fn ask(
     };
     let decision = Decision {
         verdict,
-        digest: request["digest"].as_str().map(str::to_string),
+        digest: Some(request.digest().to_string()),
     };
     super::super::approvals::take(state, caller, &job.id, &call, decision)
         .await

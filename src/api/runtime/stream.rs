@@ -1,6 +1,7 @@
 //! The runtime's SSE frames for a query or group-chat job, from the job's
-//! feed: a start chunk; then in arrival order `{"content"}` tokens of the
-//! answer and an `{"agent_call", "agent_query"}` / `{"agent_id",
+//! feed: a start chunk; then in arrival order `{"content"}` pieces of the
+//! answer (the job's answer stream, [`crate::events::answer`]: together,
+//! the answer) and an `{"agent_call", "agent_query"}` / `{"agent_id",
 //! "agent_response"}` pair around each agent call, an `{"approval_required"}`
 //! frame when the job parks for a person's decision; then the complete frame,
 //! "Streaming complete" and `[DONE]` — or `{"error"}` and `[DONE]`. A
@@ -17,6 +18,8 @@ use serde_json::{Value, json};
 use super::super::AppState;
 use super::super::feed::{Item, approval_required};
 use super::trace::{AgentTools, query_of, response_of, top_level};
+use crate::events::EventEnvelope;
+use crate::events::answer::AnswerStream;
 use crate::events::live::Token;
 use crate::queue::Job;
 
@@ -30,6 +33,7 @@ struct Frames {
     /// Agent calls answered (each call arrives live and again from the store).
     answered: HashSet<String>,
     started: Instant,
+    answer: AnswerStream,
 }
 
 pub(super) fn frames(
@@ -39,6 +43,7 @@ pub(super) fn frames(
     started: Instant,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let frames = Frames {
+        answer: super::super::answer::answer_stream(&state, &job),
         agents: AgentTools::of(&state, &job),
         job_id: job.id.to_string(),
         state,
@@ -89,29 +94,47 @@ fn is_done(frame: &Frame) -> bool {
     frame.0
 }
 
+/// A `{"content"}` frame of the answer, none for no text.
+fn content(text: &str) -> Vec<Frame> {
+    if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![data(&json!({"content": text}))]
+    }
+}
+
 impl Frames {
     async fn item(&mut self, item: Item) -> Vec<Frame> {
         match item {
             // A tool call as it starts or ends.
             Item::Token(Token {
                 event: Some(event), ..
-            }) => match serde_json::to_value(&*event) {
-                Ok(event) => self.event(event).await.into_iter().collect(),
-                Err(_) => Vec::new(),
-            },
-            // Only the job's own answer: nested agent runs stream too.
-            Item::Token(token) if token.run_id == self.job_id => {
-                vec![data(&json!({"content": token.text}))]
+            }) => {
+                let text = self.answer.event(&event);
+                let mut out = content(&text);
+                if let Ok(event) = serde_json::to_value(&*event) {
+                    out.extend(self.event(event).await);
+                }
+                out
+            }
+            Item::Token(token) => {
+                content(&self.answer.token(&token.run_id, token.turn, &token.text))
             }
             Item::Event { json, .. }
                 if let Some(frame) = approval_required(&self.job_id, &json) =>
             {
                 vec![data(&json!({"approval_required": frame}))]
             }
-            Item::Event { json, .. } => match top_level(&json) {
-                Some(event) => self.event(event).await.into_iter().collect(),
-                None => Vec::new(),
-            },
+            Item::Event { json, .. } => {
+                let mut out = match serde_json::from_str::<EventEnvelope>(&json) {
+                    Ok(event) => content(&self.answer.event(&event)),
+                    Err(_) => Vec::new(),
+                };
+                if let Some(event) = top_level(&json) {
+                    out.extend(self.event(event).await);
+                }
+                out
+            }
             _ => Vec::new(),
         }
     }
@@ -158,11 +181,13 @@ impl Frames {
         }
     }
 
-    async fn end(&self, job: &Job) -> Vec<Frame> {
+    async fn end(&mut self, job: &Job) -> Vec<Frame> {
         let answer = match job.answer_or_error() {
             Ok(answer) => answer,
             Err(error) => return vec![data(&json!({"error": error})), done()],
         };
+        // What of the answer did not stream goes before the complete frame.
+        let mut frames = content(&self.answer.end(answer));
         let used = match super::trace::agents_used(&self.state, job).await {
             Ok(used) => used,
             Err(e) => return vec![data(&json!({"error": e.message})), done()],
@@ -178,10 +203,11 @@ impl Frames {
         if let Some(responses) = job.result.as_ref().and_then(|r| r.get("agent_responses")) {
             complete["agent_responses"] = responses.clone();
         }
-        vec![
+        frames.extend([
             data(&complete),
             data(&json!({"chunk": "Streaming complete", "complete": true})),
             done(),
-        ]
+        ]);
+        frames
     }
 }

@@ -91,6 +91,15 @@ impl ModelPlugin for QwenPlugin {
         )
     }
 
+    fn call_start(&self, partial: &str) -> Option<usize> {
+        // A reply that is only JSON call objects is calls from its first
+        // character.
+        if self.options.json_content_calls && partial.trim_start().starts_with(['{', '[']) {
+            return Some(partial.len() - partial.trim_start().len());
+        }
+        crate::model::reply::marker_start(partial, &[TOOL_CALL, parse::FUNCTION])
+    }
+
     fn build_grammar(
         &self,
         mode: GrammarMode,

@@ -204,6 +204,12 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         self.one_int(&sql, &[]).await
     }
 
+    async fn add_tool_errors(&mut self, id: &str, n: i64) -> Res<()> {
+        let sql = "UPDATE jobs SET tool_errors = tool_errors + $2 WHERE id = $1";
+        self.exec(sql, &[&id, &n]).await?;
+        Ok(())
+    }
+
     async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()> {
         let sql = "UPDATE jobs SET tokens_spent = $2, cost_micros = $3 WHERE id = $1";
         self.exec(sql, &[&id, &tokens, &cost_micros]).await?;
@@ -340,7 +346,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
     }
 
     async fn settle(&mut self, id: &str, s: &Settle<'_>, now: i64) -> Res<()> {
-        let sql = "UPDATE jobs SET state = $2, result = $3, error = $4, run_at = COALESCE($5, run_at), finished_at = $6, updated_at = $7, pending_call = $8, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1";
+        let sql = "UPDATE jobs SET state = $2, result = $3, error = $4, run_at = COALESCE($5, run_at), finished_at = $6, updated_at = $7, pending_call = $8, termination_reason = $9, lease_owner = NULL, lease_expires_at = NULL WHERE id = $1";
         let state = s.state.as_str();
         let p: Params = &[
             &id,
@@ -351,6 +357,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
             &s.finished_at,
             &now,
             &s.pending_call,
+            &s.termination_reason,
         ];
         self.exec(sql, p).await?;
         Ok(())
@@ -363,7 +370,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
     }
 
     async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool> {
-        let sql = "UPDATE jobs SET state = 'cancelled', finished_at = $2, updated_at = $2, error = 'cancelled by request', pending_call = NULL WHERE id = $1 AND state IN ('queued', 'needs_attention', 'awaiting_approval')";
+        let sql = "UPDATE jobs SET state = 'cancelled', finished_at = $2, updated_at = $2, error = 'cancelled by request', pending_call = NULL, termination_reason = 'cancelled' WHERE id = $1 AND state IN ('queued', 'needs_attention', 'awaiting_approval')";
         Ok(self.exec(sql, &[&id, &now]).await? > 0)
     }
 
@@ -374,7 +381,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
     }
 
     async fn requeue(&mut self, id: &str, now: i64) -> Res<()> {
-        let sql = "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = $2, updated_at = $2, max_attempts = GREATEST(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = $1";
+        let sql = "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, termination_reason = NULL, run_at = $2, updated_at = $2, max_attempts = GREATEST(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = $1";
         self.exec(sql, &[&id, &now]).await?;
         Ok(())
     }

@@ -149,6 +149,14 @@ impl Tx for SqliteTx<'_> {
         )
     }
 
+    async fn add_tool_errors(&mut self, id: &str, n: i64) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET tool_errors = tool_errors + ?2 WHERE id = ?1",
+            params![id, n],
+        )?;
+        Ok(())
+    }
+
     async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()> {
         self.exec(
             "UPDATE jobs SET tokens_spent = ?2, cost_micros = ?3 WHERE id = ?1",
@@ -305,8 +313,8 @@ impl Tx for SqliteTx<'_> {
 
     async fn settle(&mut self, id: &str, s: &Settle<'_>, now: i64) -> Res<()> {
         self.exec(
-            "UPDATE jobs SET state = ?2, result = ?3, error = ?4, run_at = COALESCE(?5, run_at), finished_at = ?6, updated_at = ?7, pending_call = ?8, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
-            params![id, s.state.as_str(), s.result, s.error, s.run_at, s.finished_at, now, s.pending_call],
+            "UPDATE jobs SET state = ?2, result = ?3, error = ?4, run_at = COALESCE(?5, run_at), finished_at = ?6, updated_at = ?7, pending_call = ?8, termination_reason = ?9, lease_owner = NULL, lease_expires_at = NULL WHERE id = ?1",
+            params![id, s.state.as_str(), s.result, s.error, s.run_at, s.finished_at, now, s.pending_call, s.termination_reason],
         )?;
         Ok(())
     }
@@ -321,7 +329,7 @@ impl Tx for SqliteTx<'_> {
 
     async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool> {
         let ended = self.exec(
-            "UPDATE jobs SET state = 'cancelled', finished_at = ?2, updated_at = ?2, error = 'cancelled by request', pending_call = NULL WHERE id = ?1 AND state IN ('queued', 'needs_attention', 'awaiting_approval')",
+            "UPDATE jobs SET state = 'cancelled', finished_at = ?2, updated_at = ?2, error = 'cancelled by request', pending_call = NULL, termination_reason = 'cancelled' WHERE id = ?1 AND state IN ('queued', 'needs_attention', 'awaiting_approval')",
             params![id, now],
         )?;
         Ok(ended > 0)
@@ -337,7 +345,7 @@ impl Tx for SqliteTx<'_> {
 
     async fn requeue(&mut self, id: &str, now: i64) -> Res<()> {
         self.exec(
-            "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, run_at = ?2, updated_at = ?2, max_attempts = MAX(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = ?1",
+            "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, termination_reason = NULL, run_at = ?2, updated_at = ?2, max_attempts = MAX(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = ?1",
             params![id, now],
         )?;
         Ok(())

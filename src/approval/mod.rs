@@ -15,6 +15,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod parked;
+
+pub use parked::{ApprovalTerms, ParkedCall, ParkedKind};
+
 /// Which calls of a tool need a person's decision.
 #[derive(Clone, Default)]
 pub enum ApprovalRule {
@@ -68,12 +72,6 @@ pub enum Approver {
     Anyone,
     /// Not the API key that submitted the job.
     Others,
-}
-
-impl Approver {
-    fn is_anyone(&self) -> bool {
-        *self == Approver::Anyone
-    }
 }
 
 /// What a bundle says about approvals, as written (`approval:` on a tool or
@@ -202,58 +200,6 @@ pub fn digest(arguments: &Value) -> String {
     )
 }
 
-/// A call waiting for a decision, as journaled and as the parked job keeps
-/// it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ApprovalRequest {
-    /// The run scope (`""` for the job's own run).
-    pub scope: String,
-    pub turn: u32,
-    /// The call's position in its turn's reply (with the turn, its journal key).
-    pub position: usize,
-    /// The model's id of the call: what a decision names.
-    pub call: String,
-    pub tool: String,
-    pub arguments: Value,
-    pub digest: String,
-    /// The tool's parameter schema, which edited arguments must satisfy.
-    #[serde(default)]
-    pub parameters: Value,
-    pub effect: String,
-    pub idempotency_key: String,
-    /// How long the request waits before it is denied (milliseconds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// Who may decide (the tool's `approval.by`).
-    #[serde(default, skip_serializing_if = "Approver::is_anyone")]
-    pub approver: Approver,
-    /// Stamped by the queue when the job parks (RFC 3339).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<String>,
-}
-
-impl std::fmt::Display for ApprovalRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "tool `{}` (call {} of turn {}{}) needs approval before it runs: approve, deny or edit it (`structured-agents approve JOB {}`, `deny JOB {} --reason R`, or POST /v1/jobs/JOB/approvals/{})",
-            self.tool,
-            self.call,
-            self.turn,
-            if self.scope.is_empty() {
-                String::new()
-            } else {
-                format!(", nested run {}", self.scope)
-            },
-            self.call,
-            self.call,
-            self.call,
-        )
-    }
-}
-
 /// A person's answer to a request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
@@ -308,7 +254,7 @@ pub struct RecordedDecision {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DecisionError {
     #[error(
-        "the decision on call {call} of tool `{tool}` has no `digest`: every decision names the digest of the arguments it decides on; read it from GET /v1/jobs/JOB/approvals (or `structured-agents approvals JOB`) and send it with the decision"
+        "the decision on call {call} of tool `{tool}` has no `digest`: every decision names the digest of the arguments it decides on; read it from the job's approvals (GET /v1/jobs/<job id>/approvals, or `structured-agents approvals <job id>`) and send it with the decision"
     )]
     MissingDigest { call: String, tool: String },
     #[error(
@@ -321,6 +267,10 @@ pub enum DecisionError {
         current: String,
     },
     #[error(
+        "call {call} of tool `{tool}` does not wait for a decision (its job is parked on an unknown outcome): resolve the job instead (`structured-agents resolve`)"
+    )]
+    NotAwaited { call: String, tool: String },
+    #[error(
         "the edited arguments for call {call} of tool `{tool}` do not match the tool's parameters: {detail}"
     )]
     BadEdit {
@@ -331,39 +281,48 @@ pub enum DecisionError {
 }
 
 impl Decision {
-    /// Checks the decision against the request it answers, and records it.
+    /// Checks the decision against the parked call it answers, and
+    /// records it.
     pub fn accept(
         self,
-        request: &ApprovalRequest,
+        request: &ParkedCall,
         by: &str,
         decided_at: String,
     ) -> Result<RecordedDecision, DecisionError> {
+        let call = || request.call_id.clone();
+        let tool = || request.tool.clone();
         let Some(given) = &self.digest else {
             return Err(DecisionError::MissingDigest {
-                call: request.call.clone(),
-                tool: request.tool.clone(),
+                call: call(),
+                tool: tool(),
             });
         };
-        if given != &request.digest {
+        let Some(terms) = &request.approval else {
+            return Err(DecisionError::NotAwaited {
+                call: call(),
+                tool: tool(),
+            });
+        };
+        if given != &terms.digest {
             return Err(DecisionError::Stale {
-                call: request.call.clone(),
-                tool: request.tool.clone(),
+                call: call(),
+                tool: tool(),
                 given: given.clone(),
-                current: request.digest.clone(),
+                current: terms.digest.clone(),
             });
         }
         if let Verdict::Edit { arguments } = &self.verdict {
-            check_arguments(&request.parameters, arguments).map_err(|detail| {
+            check_arguments(&terms.parameters, arguments).map_err(|detail| {
                 DecisionError::BadEdit {
-                    call: request.call.clone(),
-                    tool: request.tool.clone(),
+                    call: call(),
+                    tool: tool(),
                     detail,
                 }
             })?;
         }
         Ok(RecordedDecision {
             verdict: self.verdict,
-            digest: request.digest.clone(),
+            digest: terms.digest.clone(),
             by: by.to_string(),
             decided_at,
         })
@@ -437,23 +396,27 @@ mod tests {
         );
     }
 
-    fn request() -> ApprovalRequest {
+    fn request() -> ParkedCall {
         let arguments = json!({"amount": 500});
-        ApprovalRequest {
+        ParkedCall {
+            kind: ParkedKind::Approval,
             scope: String::new(),
             turn: 1,
-            position: 0,
-            call: "call_1".into(),
+            position: Some(0),
+            call_id: "call_1".into(),
             tool: "wire_money".into(),
-            digest: digest(&arguments),
+            approval: Some(ApprovalTerms {
+                digest: digest(&arguments),
+                parameters: json!({"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}),
+                timeout_ms: None,
+                approver: Approver::Anyone,
+                requested_at: None,
+                expires_at: None,
+            }),
             arguments,
-            parameters: json!({"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}),
             effect: "unsafe".into(),
             idempotency_key: "j:1:0".into(),
-            timeout_ms: None,
-            approver: Approver::Anyone,
-            requested_at: None,
-            expires_at: None,
+            decide: None,
         }
     }
 
@@ -462,10 +425,10 @@ mod tests {
         let request = request();
         let approve = Decision {
             verdict: Verdict::Approve,
-            digest: Some(request.digest.clone()),
+            digest: Some(request.digest().to_string()),
         };
         let recorded = approve.accept(&request, "local", "t".into()).unwrap();
-        assert_eq!(recorded.digest, request.digest);
+        assert_eq!(recorded.digest, request.digest());
         let stale = Decision {
             verdict: Verdict::Approve,
             digest: Some(digest(&json!({"amount": 5}))),
@@ -478,7 +441,7 @@ mod tests {
             verdict: Verdict::Edit {
                 arguments: json!({"amount": "all"}),
             },
-            digest: Some(request.digest.clone()),
+            digest: Some(request.digest().to_string()),
         };
         let err = bad_edit
             .accept(&request, "local", "t".into())
@@ -492,7 +455,7 @@ mod tests {
             verdict: Verdict::Edit {
                 arguments: json!({"amount": 50}),
             },
-            digest: Some(request.digest.clone()),
+            digest: Some(request.digest().to_string()),
         };
         assert!(edit.accept(&request, "local", "t".into()).is_ok());
     }
@@ -510,7 +473,7 @@ mod tests {
         assert!(
             message.contains("`digest`")
                 && message.contains("call_1")
-                && message.contains("GET /v1/jobs/JOB/approvals"),
+                && message.contains("GET /v1/jobs/<job id>/approvals"),
             "{message}"
         );
     }

@@ -1,0 +1,278 @@
+//! The one shape of a call a job is parked on, whatever parked it: a call
+//! waiting for a person's decision (`approval`) or an `unsafe` call an
+//! earlier attempt started whose outcome is unknown (`unknown_outcome`).
+//! The kernel makes it, the journal keeps an approval request in it, the
+//! queue stores it as the job's `pending_call` and every reader (API, MCP,
+//! CLI) reads it. Rows stored before this shape (an approval's `call`, a
+//! crash park's `tool_name`, no `kind`) are read into it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Approver;
+
+/// What parked a job on a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkedKind {
+    /// The call waits for a person's decision (`awaiting_approval`).
+    Approval,
+    /// An `unsafe` call was started by an earlier attempt and has no
+    /// recorded result (`needs_attention`).
+    UnknownOutcome,
+}
+
+/// A call a job is parked on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredParkedCall")]
+pub struct ParkedCall {
+    pub kind: ParkedKind,
+    /// The run scope (`""` for the job's own run).
+    pub scope: String,
+    pub turn: u32,
+    /// The call's position in its turn's reply: with the turn, its journal
+    /// key. `None` on calls parked before 0.2, whose key was the call id.
+    pub position: Option<usize>,
+    /// The model's id of the call: what a decision names.
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    /// `read_only`, `idempotent` or `unsafe`.
+    pub effect: String,
+    pub idempotency_key: String,
+    /// What an approval adds: the digest a decision is bound to, the
+    /// tool's parameters, the timeout and who may decide.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalTerms>,
+    /// Where a decision goes (`POST /v1/jobs/<id>/approvals/<call_id>`),
+    /// filled in as the job is read (see [`ParkedCall::for_job`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decide: Option<String>,
+}
+
+/// The approval part of a parked call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalTerms {
+    /// The digest of the arguments a decision must name (`sha256:…`).
+    pub digest: String,
+    /// The tool's parameter schema, which edited arguments must satisfy.
+    #[serde(default)]
+    pub parameters: Value,
+    /// How long the request waits before it is denied (milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Who may decide (the tool's `approval.by`).
+    #[serde(default)]
+    pub approver: Approver,
+    /// Stamped by the queue when the job parks (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+/// A parked call as stored by any version: today's names, or an approval
+/// request's `call` and a crash park's `tool_name`, without `kind`.
+#[derive(Deserialize)]
+struct StoredParkedCall {
+    #[serde(default)]
+    kind: Option<ParkedKind>,
+    #[serde(default)]
+    scope: String,
+    turn: u32,
+    #[serde(default)]
+    position: Option<usize>,
+    #[serde(alias = "call")]
+    call_id: String,
+    #[serde(alias = "tool_name")]
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+    effect: String,
+    #[serde(default)]
+    idempotency_key: String,
+    #[serde(flatten)]
+    approval: Option<ApprovalTerms>,
+    #[serde(default)]
+    decide: Option<String>,
+}
+
+impl From<StoredParkedCall> for ParkedCall {
+    fn from(stored: StoredParkedCall) -> Self {
+        // Only approvals carry a digest: that tells old rows apart.
+        let kind = stored.kind.unwrap_or(match stored.approval {
+            Some(_) => ParkedKind::Approval,
+            None => ParkedKind::UnknownOutcome,
+        });
+        Self {
+            kind,
+            scope: stored.scope,
+            turn: stored.turn,
+            position: stored.position,
+            call_id: stored.call_id,
+            tool: stored.tool,
+            arguments: stored.arguments,
+            effect: stored.effect,
+            idempotency_key: stored.idempotency_key,
+            approval: stored.approval.filter(|_| kind == ParkedKind::Approval),
+            decide: stored.decide,
+        }
+    }
+}
+
+impl ParkedCall {
+    /// The digest a decision must name (empty for a call not awaiting one).
+    pub fn digest(&self) -> &str {
+        self.approval.as_ref().map_or("", |terms| &terms.digest)
+    }
+
+    /// The call as job `job` shows it: an approval names where a decision
+    /// goes.
+    pub fn for_job(mut self, job: &str) -> Self {
+        self.decide = (self.kind == ParkedKind::Approval)
+            .then(|| format!("POST /v1/jobs/{job}/approvals/{}", self.call_id));
+        self
+    }
+
+    /// What the job waits for and what to do, naming job `job` in the
+    /// commands.
+    pub fn describe(&self, job: &str) -> String {
+        let place = format!(
+            "tool `{}` (call {} of turn {}{})",
+            self.tool,
+            self.call_id,
+            self.turn,
+            if self.scope.is_empty() {
+                String::new()
+            } else {
+                format!(", nested run {}", self.scope)
+            }
+        );
+        match self.kind {
+            ParkedKind::Approval => format!(
+                "{place} waits for a person's decision before it runs: `structured-agents approve {job} {call}`, `structured-agents deny {job} {call} --reason R`, or POST /v1/jobs/{job}/approvals/{call}",
+                call = self.call_id
+            ),
+            ParkedKind::UnknownOutcome => format!(
+                "{place} was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: `structured-agents resolve {job} --retry`, `--skip RESULT` or `--fail`",
+                self.effect
+            ),
+        }
+    }
+}
+
+/// Without a job id (a local run): what the call waits for.
+impl std::fmt::Display for ParkedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scope = if self.scope.is_empty() {
+            String::new()
+        } else {
+            format!(", nested run {}", self.scope)
+        };
+        match self.kind {
+            ParkedKind::Approval => write!(
+                f,
+                "tool `{}` (call {} of turn {}{scope}) needs approval before it runs",
+                self.tool, self.call_id, self.turn
+            ),
+            ParkedKind::UnknownOutcome => write!(
+                f,
+                "tool `{}` (call {} of turn {}{scope}) was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: resolve the job with retry, skip (supplying the result) or fail",
+                self.tool, self.call_id, self.turn, self.effect
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn old_approval_requests_and_crash_parks_read_into_one_shape() {
+        let approval: ParkedCall = serde_json::from_value(json!({
+            "scope": "", "turn": 2, "position": 0, "call": "call_7", "tool": "refund",
+            "arguments": {"amount": 5}, "digest": "sha256:ab", "parameters": {"type": "object"},
+            "effect": "unsafe", "idempotency_key": "j:2:0", "timeout_ms": 60000,
+            "requested_at": "2026-01-01T00:00:00.000Z"
+        }))
+        .unwrap();
+        assert_eq!(approval.kind, ParkedKind::Approval);
+        assert_eq!(
+            (approval.call_id.as_str(), approval.tool.as_str()),
+            ("call_7", "refund")
+        );
+        assert_eq!(approval.digest(), "sha256:ab");
+        let crash: ParkedCall = serde_json::from_value(json!({
+            "scope": "", "turn": 1, "position": 1, "call_id": "c1", "tool_name": "charge",
+            "arguments": {}, "effect": "unsafe", "idempotency_key": "j:1:1"
+        }))
+        .unwrap();
+        assert_eq!(crash.kind, ParkedKind::UnknownOutcome);
+        assert_eq!(
+            (crash.call_id.as_str(), crash.tool.as_str()),
+            ("c1", "charge")
+        );
+        assert!(crash.approval.is_none());
+    }
+
+    #[test]
+    fn both_kinds_serve_the_same_common_fields() {
+        let crash: ParkedCall = serde_json::from_value(json!({
+            "scope": "", "turn": 1, "call_id": "c1", "tool_name": "charge",
+            "arguments": {}, "effect": "unsafe", "idempotency_key": "k"
+        }))
+        .unwrap();
+        let approval: ParkedCall = serde_json::from_value(json!({
+            "kind": "approval", "scope": "", "turn": 1, "position": 0, "call_id": "c2",
+            "tool": "refund", "arguments": {}, "digest": "sha256:00", "effect": "unsafe",
+            "idempotency_key": "k"
+        }))
+        .unwrap();
+        let common = [
+            "kind",
+            "scope",
+            "turn",
+            "position",
+            "call_id",
+            "tool",
+            "arguments",
+            "effect",
+            "idempotency_key",
+        ];
+        for parked in [&crash, &approval] {
+            let served = serde_json::to_value(parked.clone().for_job("j1")).unwrap();
+            for key in common {
+                assert!(served.get(key).is_some(), "{key} missing in {served}");
+            }
+            assert!(served.get("call").is_none() && served.get("tool_name").is_none());
+        }
+        let served = serde_json::to_value(approval.for_job("j1")).unwrap();
+        assert_eq!(served["kind"], "approval");
+        assert_eq!(served["digest"], "sha256:00");
+        assert_eq!(served["decide"], "POST /v1/jobs/j1/approvals/c2");
+        let served = serde_json::to_value(crash.for_job("j1")).unwrap();
+        assert_eq!(served["kind"], "unknown_outcome");
+        assert!(served.get("decide").is_none() && served.get("digest").is_none());
+        // Read back as served: the same call.
+        let again: ParkedCall = serde_json::from_value(served).unwrap();
+        assert_eq!(again.kind, ParkedKind::UnknownOutcome);
+    }
+
+    #[test]
+    fn a_description_names_the_job_never_a_placeholder() {
+        let parked: ParkedCall = serde_json::from_value(json!({
+            "kind": "approval", "scope": "", "turn": 1, "position": 0, "call_id": "c2",
+            "tool": "refund", "arguments": {}, "digest": "sha256:00", "effect": "unsafe",
+            "idempotency_key": "k"
+        }))
+        .unwrap();
+        let said = parked.describe("0190-job");
+        assert!(
+            said.contains("approve 0190-job c2") && !said.contains("JOB"),
+            "{said}"
+        );
+        assert!(!parked.to_string().contains("JOB"));
+    }
+}
