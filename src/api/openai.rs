@@ -379,6 +379,8 @@ fn stream(
                             Err(_) => continue,
                         }
                     }
+                    // Progress is for watchers of the run, not the answer.
+                    Some(Item::Progress(_)) => continue,
                     None => {
                         let lost = OpenAiError::from(ApiError::internal(format!(
                             "lost the feed of job {}",

@@ -169,7 +169,7 @@ async fn park_poison_pill(
 ) -> Res<()> {
     let journal = tx.journal(&candidate.id).await?;
     let last = tx.last_event(&candidate.id).await?;
-    let died = rules::where_it_died(&journal, last.as_deref());
+    let died = poison::where_it_died(&journal, last.as_deref());
     let reason = candidate.poison_reason(max_crash_resumes, &died);
     let settle = Settle {
         termination_reason: None,

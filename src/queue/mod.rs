@@ -25,6 +25,7 @@ mod lifecycle;
 mod listing;
 mod op;
 mod open;
+mod poison;
 pub mod postgres;
 mod retry;
 mod rules;

@@ -207,8 +207,10 @@ impl Attempt {
                 request.turn,
                 ProgressKind::Waiting {
                     waiting_for: WaitFor::Approval,
-                    until: (request.expires_at.clone()).or_else(|| after_ms(request.timeout_ms)),
-                    call_id: Some(request.call.clone()),
+                    until: request.approval.as_ref().and_then(|terms| {
+                        (terms.expires_at.clone()).or_else(|| after_ms(terms.timeout_ms))
+                    }),
+                    call_id: Some(request.call_id.clone()),
                     tool: Some(request.tool.clone()),
                 },
             )),

@@ -32,8 +32,8 @@ export function whyEnded(job, kernelEnd) {
   if (!TERMINAL.includes(job.state)) return null;
   const reason = job.termination_reason || (job.state === "cancelled" ? "cancelled" : kernelEnd?.termination_reason);
   const words = {
-    final_answer: "the model gave its final answer",
     no_tool_calls: "the model gave its final answer (a reply without tool calls)",
+    workflow_finished: "the workflow reached its end",
     timeout: "the run's time limit passed",
     max_turns: "it reached max_turns without a final answer",
     termination_tool: "a termination tool ended it",
