@@ -316,6 +316,10 @@ impl Converter<'_> {
         );
         out.insert("prompts".into(), Value::Object(self.prompts(original)?));
 
+        // The original returned a run that reached max_turns as its result;
+        // here such a run fails unless the bundle says otherwise.
+        let mut limits = serde_json::Map::new();
+        limits.insert("on_max_turns".into(), json!("succeed"));
         if let Some(turns) = original.get("max_turns") {
             if !turns.is_u64() {
                 return Err(self.invalid(
@@ -323,9 +327,18 @@ impl Converter<'_> {
                     format!("expected a whole number of turns, got {turns}"),
                 ));
             }
-            out.insert("limits".into(), json!({"max_turns": turns}));
-            self.changed("max_turns", "became `limits.max_turns`");
+            limits.insert("max_turns".into(), turns.clone());
+            self.changed(
+                "max_turns",
+                "became `limits.max_turns`, with `limits.on_max_turns: succeed`: the original returned a run that reached it as its result (here it would fail)",
+            );
+        } else {
+            self.changed(
+                "max_turns",
+                "absent: `limits.on_max_turns: succeed` set, as the original returned a run that reached its default max_turns as its result (here it would fail)",
+            );
         }
+        out.insert("limits".into(), Value::Object(limits));
 
         let tools = self.tools(original)?;
         self.termination(original, &tools, &mut out)?;
@@ -944,7 +957,10 @@ registries: [grail, python]
             value["prompts"],
             json!({"system": "You summarise {{ topic }}.", "user": "Summarise: {{ input }}"})
         );
-        assert_eq!(value["limits"], json!({"max_turns": 6}));
+        assert_eq!(
+            value["limits"],
+            json!({"max_turns": 6, "on_max_turns": "succeed"})
+        );
         assert_eq!(value["termination"], json!({"tool": "submit_result"}));
         assert_eq!(value["version"], "2.0");
         let tools = value["tools"].as_array().unwrap();
