@@ -322,6 +322,44 @@ pub async fn cancel(
     Ok(Json(settled(&state, changed)))
 }
 
+/// `POST /v1/jobs/{id}/rerun`: the job again, as a new job admitted for
+/// the caller like any submit (its key's bundles, limits and budgets).
+pub async fn rerun(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    let id = JobId::from(id);
+    let source = caller.visible(&id, state.queue.get(&id).await?)?;
+    let submission = Submission::new(rerun_of(source), "bundle");
+    let (job, _) = admit(&state, &caller, submission).await?;
+    Ok((StatusCode::CREATED, Json(job)))
+}
+
+/// What a rerun copies: the bundle, the input, the variables, the chat
+/// messages, the priority, the attempts allowed and the budget limits. Not
+/// the conversation (continued again it would start from its end, not from
+/// where the source started), the idempotency key or the trace; the bundle
+/// runs at its current version.
+fn rerun_of(source: Job) -> NewJob {
+    NewJob {
+        id: None,
+        bundle: source.bundle,
+        bundle_version: None,
+        input: source.input,
+        variables: source.variables,
+        messages: source.messages,
+        conversation_id: None,
+        priority: source.priority,
+        run_at: None,
+        idempotency_key: None,
+        max_attempts: Some(source.max_attempts),
+        traceparent: None,
+        limits: source.limits,
+        owner: None,
+    }
+}
+
 /// The job an operator's request left; a final event it recorded is
 /// counted (metrics) like a run's.
 fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {

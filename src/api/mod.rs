@@ -113,6 +113,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .route("/jobs/counts", with(Read, get(counts::counts)))
         .route("/jobs/{id}", with(Read, get(jobs::get)))
         .route("/jobs/{id}/cancel", with(Operate, post(jobs::cancel)))
+        .route("/jobs/{id}/rerun", with(Submit, post(jobs::rerun)))
         .route("/jobs/{id}/resolve", with(Operate, post(jobs::resolve)))
         .route("/jobs/{id}/journal", with(Read, get(jobs::journal)))
         .route("/jobs/{id}/approvals", with(Read, get(approvals::list)))

@@ -104,6 +104,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a job again: a new job with its bundle (at its current version),
+    /// input, variables, messages, priority and limits.
+    Rerun {
+        id: String,
+        /// Follow the new job's events until it ends.
+        #[arg(long, short)]
+        follow: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Cancel a queued or running job.
     Cancel { id: String },
     /// Resolve a job in needs_attention: its `unsafe` tool call was cut short
@@ -302,6 +312,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Job { id } => remote::job(server, id).await,
         Command::Artifacts { id, name } => remote::artifacts(server, id, name).await,
         Command::Watch { id, json } => remote::watch(server, id, json).await,
+        Command::Rerun { id, follow, json } => remote::rerun(server, id, follow, json).await,
         Command::Cancel { id } => remote::cancel(server, id).await,
         Command::Resolve {
             id,

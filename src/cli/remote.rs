@@ -341,24 +341,40 @@ pub async fn submit(server: &ServerArgs, args: SubmitArgs) -> anyhow::Result<i32
         body["idempotency_key"] = json!(k);
     }
     let job = client.post("/v1/jobs", body).await?;
+    created(&client, &job, args.follow, args.json).await
+}
+
+/// `rerun ID`: the job again, as a new job (`POST /v1/jobs/{id}/rerun`).
+pub async fn rerun(
+    server: &ServerArgs,
+    id: String,
+    follow: bool,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let client = Client::new(server)?;
+    let job = client
+        .post(&format!("/v1/jobs/{id}/rerun"), json!({}))
+        .await?;
+    created(&client, &job, follow, json).await
+}
+
+/// Prints a job just created and, with `follow`, its events until it ends
+/// (the exit code says how it ended).
+async fn created(client: &Client, job: &Value, follow: bool, json: bool) -> anyhow::Result<i32> {
     let id = job["id"].as_str().unwrap_or_default().to_string();
-    if args.json && !args.follow {
+    if json && !follow {
         println!("{job}");
-    } else if !args.json {
+    } else if !json {
         println!(
             "job {id} {} (bundle {})",
             job["state"].as_str().unwrap_or("?"),
             job["bundle"].as_str().unwrap_or("?")
         );
     }
-    if !args.follow {
+    if !follow {
         return Ok(0);
     }
-    let format = if args.json {
-        Format::Json
-    } else {
-        Format::Human
-    };
+    let format = if json { Format::Json } else { Format::Human };
     let state = client.follow(&id, format).await?;
     Ok(exit_code(&state))
 }

@@ -145,14 +145,14 @@ function resolvePanel(job, base, act) {
   );
 }
 
-/** Submits the same bundle, input, variables and conversation as a new job, then shows it. */
+/** Runs the job again (`POST /v1/jobs/{id}/rerun`, which decides what is copied), then shows the new job. */
 async function rerun(job, outcome) {
-  const body = { bundle: job.bundle, input: job.input, variables: job.variables || {} };
-  if (job.conversation_id) body.conversation_id = job.conversation_id;
-  const ok = await confirmAction({ title: "Run again", body: h("div", {}, `A new job of ${job.bundle} runs with:`, h("pre", {}, pretty(body))), confirm: "Run again" });
+  const copied = { bundle: job.bundle, input: job.input, variables: job.variables || {} };
+  if (job.messages) copied.messages = job.messages;
+  const ok = await confirmAction({ title: "Run again", body: h("div", {}, `A new job of ${job.bundle} (its current version) runs with:`, h("pre", {}, pretty(copied))), confirm: "Run again" });
   if (!ok) return;
   try {
-    const fresh = await api("/v1/jobs", { method: "POST", body });
+    const fresh = await api(`/v1/jobs/${encodeURIComponent(job.id)}/rerun`, { method: "POST", body: {} });
     navigate(`/ui/jobs/${encodeURIComponent(fresh.id)}`);
   } catch (error) {
     fill(outcome, banner("error", "The daemon refused the new job: ", errorText(error)));
