@@ -33,6 +33,17 @@ fn client(daemon: &Daemon, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr),
         daemon.log()
     );
+    // What a newcomer sees on the terminal includes stderr: nothing there
+    // but the spinner's plain-text ticks (stdout is not a terminal here).
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let noise: Vec<&str> = stderr
+        .lines()
+        .filter(|line| !line.starts_with("… "))
+        .collect();
+    assert!(
+        noise.is_empty(),
+        "structured-agents {args:?} wrote to stderr:\n{stderr}"
+    );
     stdout
 }
 

@@ -238,6 +238,9 @@ impl Client {
                         on_token(&serde_json::from_str(&event.data).unwrap_or(Value::Null));
                         continue;
                     }
+                    // Live progress (no id): the printer tells the story
+                    // from the stored events, which follow.
+                    "progress" => continue,
                     _ => {}
                 }
                 if let Ok(seq) = event.id.parse::<u64>() {
