@@ -10,6 +10,7 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use common::daemon::{Daemon, Site, client, submit};
 use common::mock_server;
@@ -70,7 +71,15 @@ async fn open(
     id: &str,
     last_event_id: Option<u64>,
 ) -> impl Stream<Item = Frame> + Unpin {
-    let mut request = client().get(daemon.url(&format!("/v1/jobs/{id}/events")));
+    // A stream lives as long as the test: no total timeout (the shared
+    // client's 30 s cut it short on a loaded machine), only a limit on the
+    // quiet between two reads.
+    let streaming = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .read_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut request = streaming.get(daemon.url(&format!("/v1/jobs/{id}/events")));
     if let Some(last) = last_event_id {
         request = request.header("Last-Event-ID", last.to_string());
     }
@@ -157,9 +166,25 @@ async fn calls_in_progress_show_before_their_stored_events_and_survive_a_reconne
     let model_ended = position(&seen, "model_call_ended", |f| {
         f.progress("model_call_ended", 2)
     });
+    // Its stored events were written with its reply, before the tool
+    // started, but the live frame of the tool's start can overtake the
+    // store read they come by: read on until they are there (the tool
+    // still waits, so nothing of its own can be stored meanwhile).
+    if !seen.iter().any(|f| f.stored("ModelRequest", 2)) {
+        read_until(&mut first, &mut seen, "the stored ModelRequest", |f| {
+            f.stored("ModelRequest", 2)
+        })
+        .await;
+    }
     let stored_request = position(&seen, "stored ModelRequest", |f| {
         f.stored("ModelRequest", 2)
     });
+    assert!(
+        !seen.iter().any(|f| f.progress("tool_call_ended", 2)
+            || f.stored("ToolCall", 2)
+            || f.stored("ToolResult", 2)),
+        "{seen:#?}"
+    );
     assert!(
         model_started < model_ended && model_ended < stored_request,
         "{seen:#?}"

@@ -4,12 +4,14 @@
 //! model or tool call starting and ending, a wait beginning and ending
 //! ([`Progress`]). Live items are ephemeral: never stored, never numbered,
 //! so the durable event log and `Last-Event-ID` resumption are unaffected,
-//! and no stored event depends on them. A job publishes only while someone
-//! listens ([`LiveObserver::wants_tokens`] and
-//! [`LiveObserver::wants_progress`] are asked each time), so unwatched jobs
-//! pay nothing.
+//! and no stored event depends on them. Tokens are published only while
+//! someone listens ([`LiveObserver::wants_tokens`] is asked each time), so
+//! unwatched jobs pay nothing for them. Progress is always published (a
+//! few items per call): the hub keeps the calls in progress, so a client
+//! that connects, or reconnects, in the middle of a call is told of it
+//! first ([`LiveHub::subscribe`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -157,8 +159,58 @@ impl Wants {
 /// Live streams by job id.
 #[derive(Default)]
 pub struct LiveHub {
-    streams: Mutex<HashMap<String, broadcast::Sender<Live>>>,
+    streams: Mutex<Streams>,
 }
+
+/// The hub's state, behind one lock: what a new subscription is told as
+/// open and what it then receives cannot overlap or leave a gap.
+#[derive(Default)]
+struct Streams {
+    senders: HashMap<String, broadcast::Sender<Live>>,
+    /// Each job's calls in progress (started, not yet ended), oldest first.
+    open: HashMap<String, Vec<Arc<Progress>>>,
+}
+
+impl Streams {
+    /// Keeps `progress` among `job`'s open calls, or closes the call it ends.
+    fn track(&mut self, job: &str, progress: &Arc<Progress>) {
+        let same_call = |open: &Progress| {
+            open.run_id == progress.run_id
+                && match (&open.kind, &progress.kind) {
+                    (
+                        ProgressKind::ModelCallStarted { .. },
+                        ProgressKind::ModelCallEnded { .. },
+                    ) => open.turn == progress.turn,
+                    (
+                        ProgressKind::ToolCallStarted { call_id: a, .. },
+                        ProgressKind::ToolCallEnded { call_id: b, .. },
+                    ) => a == b,
+                    _ => false,
+                }
+        };
+        match progress.kind {
+            ProgressKind::ModelCallStarted { .. } | ProgressKind::ToolCallStarted { .. } => {
+                let calls = self.open.entry(job.to_string()).or_default();
+                // A runaway run cannot grow this without bound.
+                if calls.len() < MAX_OPEN {
+                    calls.push(progress.clone());
+                }
+            }
+            ProgressKind::ModelCallEnded { .. } | ProgressKind::ToolCallEnded { .. } => {
+                if let Some(calls) = self.open.get_mut(job) {
+                    calls.retain(|open| !same_call(open));
+                    if calls.is_empty() {
+                        self.open.remove(job);
+                    }
+                }
+            }
+            ProgressKind::Waiting { .. } | ProgressKind::WaitingEnded { .. } => {}
+        }
+    }
+}
+
+/// Calls kept open per job at most (parallel tool calls, nested runs).
+const MAX_OPEN: usize = 64;
 
 impl LiveHub {
     pub fn new() -> Arc<Self> {
@@ -167,15 +219,22 @@ impl LiveHub {
 
     /// Starts listening to `job`; its items stop being produced when the
     /// last subscription is dropped.
+    /// With `wants.progress`, the calls in progress now come first.
     pub fn subscribe(self: &Arc<Self>, job: &str, wants: Wants) -> LiveSubscription {
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         let receiver = streams
+            .senders
             .entry(job.to_string())
             .or_insert_with(|| broadcast::channel(BUFFER).0)
             .subscribe();
+        let open = match (wants.progress, streams.open.get(job)) {
+            (true, Some(calls)) => calls.iter().cloned().map(Live::Progress).collect(),
+            _ => VecDeque::new(),
+        };
         LiveSubscription {
             hub: self.clone(),
             job: job.to_string(),
+            open,
             receiver: Some(receiver),
             wants,
         }
@@ -186,27 +245,39 @@ impl LiveHub {
         self.streams
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .senders
             .get(job)
             .is_some_and(|s| s.receiver_count() > 0)
     }
 
-    /// Hands `item` to `job`'s listeners, if any (nothing to do otherwise).
+    /// Hands `item` to `job`'s listeners, if any, and keeps track of the
+    /// calls it starts or ends.
     pub fn publish(&self, job: &str, item: Live) {
-        if let Some(sender) = self
-            .streams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(job)
-        {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        if let Live::Progress(progress) = &item {
+            streams.track(job, progress);
+        }
+        if let Some(sender) = streams.senders.get(job) {
             // No receiver left is not an error: the listener just went away.
             let _ = sender.send(item);
         }
     }
 
+    /// Forgets `job`'s open calls: its attempt is over, whatever it did
+    /// not get to say (a run stopped mid-call).
+    fn attempt_over(&self, job: &str) {
+        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
+        streams.open.remove(job);
+    }
+
     fn unsubscribe(&self, job: &str) {
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        if streams.get(job).is_some_and(|s| s.receiver_count() == 0) {
-            streams.remove(job);
+        if streams
+            .senders
+            .get(job)
+            .is_some_and(|s| s.receiver_count() == 0)
+        {
+            streams.senders.remove(job);
         }
     }
 }
@@ -215,6 +286,8 @@ impl LiveHub {
 pub struct LiveSubscription {
     hub: Arc<LiveHub>,
     job: String,
+    /// The calls that were in progress when it subscribed, still to give.
+    open: VecDeque<Live>,
     /// `None` only while being dropped.
     receiver: Option<broadcast::Receiver<Live>>,
     wants: Wants,
@@ -223,6 +296,9 @@ pub struct LiveSubscription {
 impl LiveSubscription {
     /// An item already waiting, without waiting for one.
     pub fn try_next(&mut self) -> Option<Live> {
+        if let Some(open) = self.open.pop_front() {
+            return Some(open);
+        }
         let receiver = self.receiver.as_mut()?;
         loop {
             match receiver.try_recv() {
@@ -239,6 +315,9 @@ impl LiveSubscription {
     /// The next item; `None` once the hub is gone. Items a slow listener
     /// missed are skipped.
     pub async fn next(&mut self) -> Option<Live> {
+        if let Some(open) = self.open.pop_front() {
+            return Some(open);
+        }
         let receiver = self.receiver.as_mut()?;
         loop {
             match receiver.recv().await {
@@ -314,8 +393,10 @@ impl Observer for LiveObserver {
         );
     }
 
+    /// Always: the hub keeps the calls in progress for whoever connects
+    /// during one.
     fn wants_progress(&self) -> bool {
-        self.hub.listening(&self.job)
+        true
     }
 
     fn on_progress(&self, progress: &Progress) {
@@ -325,6 +406,13 @@ impl Observer for LiveObserver {
 
     fn name(&self) -> &str {
         "live"
+    }
+}
+
+impl Drop for LiveObserver {
+    /// The observer lives as long as the job's attempt.
+    fn drop(&mut self) {
+        self.hub.attempt_over(&self.job);
     }
 }
 
@@ -354,11 +442,9 @@ mod tests {
         let hub = LiveHub::new();
         let observer = LiveObserver::new(hub.clone(), "j1");
         assert!(!observer.wants_tokens());
-        assert!(!observer.wants_progress());
         let mut sub = hub.subscribe("j1", Wants::default());
         let mut other = hub.subscribe("j2", Wants::default());
         assert!(observer.wants_tokens());
-        assert!(observer.wants_progress());
         for piece in ["Hel", "lo"] {
             observer.on_token(TokenDelta {
                 run_id: "j1",
@@ -373,7 +459,7 @@ mod tests {
         assert!(!observer.wants_tokens());
         assert!(hub.listening("j2"));
         drop(other);
-        assert!(hub.streams.lock().unwrap().is_empty());
+        assert!(hub.streams.lock().unwrap().senders.is_empty());
     }
 
     /// Progress goes only to subscriptions that asked for it, in the order
@@ -413,6 +499,68 @@ mod tests {
         assert_eq!(
             kinds,
             ["\"model_call_started\"", "Hi", "\"model_call_ended\""]
+        );
+    }
+
+    /// A watcher that connects (or reconnects) during a call is told of it
+    /// first; once it ended, or its attempt is over, nobody is.
+    #[tokio::test]
+    async fn a_late_watcher_learns_the_calls_in_progress_first() {
+        let hub = LiveHub::new();
+        let observer = LiveObserver::new(hub.clone(), "j1");
+        let wants = Wants {
+            calls: false,
+            progress: true,
+        };
+        let tool = |kind| Progress {
+            kind,
+            ..progress(ProgressKind::ModelCallEnded {
+                ok: true,
+                error: None,
+            })
+        };
+        observer.on_progress(&progress(ProgressKind::ModelCallStarted {
+            model: "m".into(),
+            messages: 3,
+            attempt: 1,
+        }));
+        observer.on_progress(&tool(ProgressKind::ToolCallStarted {
+            call_id: "c1".into(),
+            tool: "slow".into(),
+            arguments: serde_json::json!({}),
+        }));
+        observer.on_progress(&progress(ProgressKind::ModelCallEnded {
+            ok: true,
+            error: None,
+        }));
+        let kind = |item: Option<Live>| match item {
+            Some(Live::Progress(p)) => serde_json::to_value(&*p).unwrap()["kind"].to_string(),
+            other => panic!("not progress: {other:?}"),
+        };
+        let mut late = hub.subscribe("j1", wants);
+        assert_eq!(kind(late.try_next()), "\"tool_call_started\"");
+        assert!(late.try_next().is_none());
+        let mut answer_only = hub.subscribe("j1", Wants::default());
+        assert!(
+            answer_only.try_next().is_none(),
+            "progress only to those who want it"
+        );
+        observer.on_progress(&tool(ProgressKind::ToolCallEnded {
+            call_id: "c1".into(),
+            tool: "slow".into(),
+            ok: true,
+        }));
+        assert_eq!(kind(late.try_next()), "\"tool_call_ended\"");
+        assert!(hub.subscribe("j1", wants).try_next().is_none());
+        observer.on_progress(&tool(ProgressKind::ToolCallStarted {
+            call_id: "c2".into(),
+            tool: "slow".into(),
+            arguments: serde_json::json!({}),
+        }));
+        drop(observer);
+        assert!(
+            hub.subscribe("j1", wants).try_next().is_none(),
+            "the attempt is over"
         );
     }
 

@@ -41,9 +41,15 @@ export function onStored(live, e, jobId) {
   else if (e.type === "ToolResult") live.calls.delete(`t|${e.run_id}|${e.call_id}`);
   else if (e.type === "KernelEnd") {
     for (const [key, c] of live.calls) if (c.run === e.run_id) live.calls.delete(key);
-  } else if (e.type === "JobState" && e.run_id === jobId && e.state !== "running") {
-    live.calls.clear();
-    live.waits.clear();
+  } else if (e.type === "JobState" && e.run_id === jobId) {
+    // A state change ends what began before it: every wait (a new attempt
+    // ends the backoff or approval wait that led to it), and every call
+    // unless the job runs. What began after it stays: the stream may carry
+    // a live frame of the next attempt ahead of this stored event.
+    const changed = Date.parse(e.timestamp);
+    const before = (item) => !(Date.parse(item.at) > changed);
+    for (const [key, w] of live.waits) if (before(w)) live.waits.delete(key);
+    if (e.state !== "running") for (const [key, c] of live.calls) if (before(c)) live.calls.delete(key);
   }
 }
 
