@@ -31,6 +31,15 @@ pub struct JournalEntry {
 }
 
 impl JournalEntry {
+    pub fn new(scope: &str, turn: u32, step: &str, body: String) -> Self {
+        Self {
+            scope: scope.into(),
+            turn,
+            step: step.into(),
+            body,
+        }
+    }
+
     /// The step that records the start of the call at `position` (0-based)
     /// in its turn's reply. Keys are the daemon's own: the model's call id
     /// is data (any id, duplicate or odd, is accepted), never a key.
@@ -534,12 +543,7 @@ mod tests {
     }
 
     fn entry(scope: &str, turn: u32, step: &str, body: String) -> JournalEntry {
-        JournalEntry {
-            scope: scope.into(),
-            turn,
-            step: step.into(),
-            body,
-        }
+        JournalEntry::new(scope, turn, step, body)
     }
 
     #[test]

@@ -162,11 +162,7 @@ mod tests {
     use serde_json::json;
 
     fn event(run_id: &str, event: serde_json::Value) -> EventEnvelope {
-        let mut envelope = json!({"run_id": run_id, "bundle": "b", "bundle_version": "1", "seq": 1, "timestamp": ""});
-        for (k, v) in event.as_object().unwrap() {
-            envelope[k] = v.clone();
-        }
-        serde_json::from_value(envelope).unwrap()
+        crate::events::test_envelope(run_id, event)
     }
 
     fn request(run_id: &str, turn: u32) -> EventEnvelope {

@@ -379,6 +379,18 @@ pub fn timestamp_now() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
+/// An envelope of run `run_id` with `event`'s fields (its `type` and the
+/// rest), for tests of what reads events.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn test_envelope(run_id: &str, event: serde_json::Value) -> EventEnvelope {
+    let mut envelope = serde_json::json!({"run_id": run_id, "bundle": "b", "bundle_version": "1", "seq": 1, "timestamp": ""});
+    for (k, v) in event.as_object().unwrap() {
+        envelope[k] = v.clone();
+    }
+    serde_json::from_value(envelope).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -92,12 +92,7 @@ mod tests {
     use serde_json::Value;
 
     fn entry(scope: &str, turn: u32, step: &str, body: String) -> JournalEntry {
-        JournalEntry {
-            scope: scope.into(),
-            turn,
-            step: step.into(),
-            body,
-        }
+        JournalEntry::new(scope, turn, step, body)
     }
 
     fn reply(calls: &[(&str, &str)]) -> String {
