@@ -16,6 +16,7 @@ mod remote;
 mod run;
 mod runtime;
 mod validate;
+mod verify;
 
 pub use crate::telemetry::logging::init_logging;
 
@@ -242,6 +243,16 @@ pub enum Command {
     },
     /// Measure overheads against limits measured in the same run.
     Bench(bench::BenchArgs),
+    /// The crash matrix of a bundle: run it against a reply script, crash
+    /// it at every journal write, resume it, and show per tool call whether
+    /// it ran once, twice or never.
+    ///
+    /// Each crash point is a new job in its own copy of the bundle directory
+    /// (under the system's temporary directory): the bundle's tools run for
+    /// real, no model server is called. Exit 0 when every call keeps its
+    /// declared `effect`, 1 when one does not (an `unsafe` call ran twice, a
+    /// call was lost, a resumed job failed), 2 when it cannot verify.
+    Verify(verify::VerifyArgs),
     /// Print shell completions for this command to stdout.
     Completions {
         /// The shell.
@@ -353,6 +364,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             Ok(0)
         }
         Command::Bench(args) => bench::bench(args).await,
+        Command::Verify(args) => verify::verify(args).await,
         Command::Completions { shell } => describe::completions(shell),
         Command::Manpage => describe::manpage(),
     }
