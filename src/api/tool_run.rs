@@ -1,7 +1,8 @@
 //! `POST /v1/bundles/{name}/tools/{tool}:run` (and its spelling without a
 //! colon, `…/tools/{tool}/run`): one tool call of a loaded bundle, outside
 //! any job. Admission decides who may ([`super::admission::admit_tool_run`]);
-//! [`crate::tools::direct`] runs it through the engine's pipeline.
+//! the loaded bundle runs it through its engine's pipeline
+//! ([`crate::registry::LoadedBundle::run_tool`]).
 //!
 //! axum's router (matchit) has no parameter suffixes, so the `:run` form
 //! is one path segment taken apart here.
@@ -19,7 +20,7 @@ use super::auth::Caller;
 use super::body::{JsonBody, Path};
 use super::error::{ApiError, ErrorCode};
 use crate::events::{EventSink, NullObserver, RunContext};
-use crate::tools::direct::{self, DirectRun, DirectRunError};
+use crate::registry::tool_run::{DirectRun, DirectRunError};
 
 /// The `:run` of `POST …/tools/{tool}:run`.
 const RUN_SUFFIX: &str = ":run";
@@ -74,17 +75,11 @@ pub async fn run(
     // A client that hangs up drops this future and with it the call (a
     // process tool's group is killed on drop); shutdown ends it here.
     let cancel: CancellationToken = state.stop.child_token();
-    direct::run(
-        loaded.name(),
-        &loaded.tools,
-        &tool,
-        &arguments,
-        &cancel,
-        &events,
-    )
-    .await
-    .map(Json)
-    .map_err(refusal)
+    loaded
+        .run_tool(&tool, &arguments, &cancel, &events)
+        .await
+        .map(Json)
+        .map_err(refusal)
 }
 
 /// How a call that needs a job, or names no tool, is refused.

@@ -129,6 +129,12 @@ impl Snapshot {
     }
 }
 
+/// What an agent call asks (its `content`, `input` or `query` argument),
+/// read as the agent tools read it, for the runtime's traces and frames.
+pub fn agent_query(arguments: &serde_json::Value) -> String {
+    crate::tools::agent::message_of(arguments)
+}
+
 /// The multi-agent runtime's function of an agent, as a tool name:
 /// `<id>-call_agent` (its plugin per agent, `-` joining plugin and
 /// function as on OpenAI's wire), the id cut to fit 64 characters.

@@ -53,7 +53,7 @@ pub(super) fn top_level(json: &str) -> Option<Value> {
 
 /// What was asked of an agent (its `content`, `input` or `query` argument).
 pub(super) fn query_of(arguments: &Value) -> String {
-    crate::tools::agent::message_of(arguments)
+    crate::registry::agent_query(arguments)
 }
 
 /// The full reply of call `call_id` in `turn`: a router's recorded tool
