@@ -15,6 +15,7 @@ pub mod printer;
 mod remote;
 mod run;
 mod runtime;
+mod tool;
 mod validate;
 mod verify;
 
@@ -214,6 +215,8 @@ pub enum Command {
         #[arg(long, env = "SA_PLUGINS_DIR")]
         plugins_dir: Option<PathBuf>,
     },
+    /// Run one tool call of a bundle outside any job: `tool run BUNDLE TOOL --args JSON`.
+    Tool(tool::ToolArgs),
     /// List the plugins of the plugins directory with version, ABI and file hash.
     Plugins {
         /// Read `paths.plugins_dir` from this config.
@@ -307,6 +310,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             models_dir,
             plugins_dir,
         } => inspect::tools(&bundle_dir, &models_dir, plugins_dir).await,
+        Command::Tool(args) => tool::tool(server, args).await,
         Command::Chat(args) => chat::chat(server, args).await,
         Command::Submit(args) => remote::submit(server, args).await,
         Command::Agents => runtime::agents(server).await,
