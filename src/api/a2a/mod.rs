@@ -24,7 +24,7 @@ mod send;
 mod stream;
 mod task;
 
-use a2a::{A2AError, GetTaskRequest, ListTasksRequest, error_code};
+use a2a::{A2AError, GetTaskRequest, ListTasksRequest, TaskState, error_code};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -264,7 +264,7 @@ const MAX_PAGE: i32 = 100;
 /// bundle, newest first, filtered by context and state.
 async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
     call.caller.require(Scope::Read)?;
-    let request: ListTasksRequest = params("ListTasks", raw)?;
+    let request: ListTasksRequest = params("ListTasks", lenient_list(raw))?;
     let page_size = request.page_size.unwrap_or(50);
     if !(1..=MAX_PAGE).contains(&page_size) {
         return Err(A2AError::invalid_params(format!(
@@ -272,7 +272,11 @@ async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
         ))
         .into());
     }
-    let state = match &request.status {
+    let status = request
+        .status
+        .as_ref()
+        .filter(|s| **s != TaskState::Unspecified);
+    let state = match status {
         Some(status) => Some(task::job_state(status).ok_or_else(|| {
             A2AError::invalid_params(format!(
                 "no task of this agent is ever in state {}; filter on SUBMITTED, WORKING, INPUT_REQUIRED, COMPLETED, FAILED or CANCELED",
@@ -287,7 +291,7 @@ async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
         .list(JobFilter {
             state,
             bundle: call.bundle.clone(),
-            conversation_id: request.context_id.clone(),
+            conversation_id: request.context_id.clone().filter(|c| !c.is_empty()),
             owner: (!call.caller.0.reads_all()).then(|| call.caller.name().to_string()),
             limit: page_size as usize,
             cursor: request.page_token.clone().filter(|t| !t.is_empty()),
@@ -312,6 +316,18 @@ async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
         next_page_token: page.next_cursor.unwrap_or_default(),
         page_size,
     }))
+}
+
+/// `ListTasks`' parameters as proto3 JSON clients send them: a status
+/// left unset may come as `UNRECOGNIZED` (the JavaScript SDK), which
+/// filters on nothing.
+fn lenient_list(mut raw: Value) -> Value {
+    if let Some(fields) = raw.as_object_mut()
+        && fields.get("status").and_then(Value::as_str) == Some("UNRECOGNIZED")
+    {
+        fields.remove("status");
+    }
+    raw
 }
 
 /// `GetExtendedAgentCard`: the card as the caller's key sees it.

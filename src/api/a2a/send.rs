@@ -35,7 +35,7 @@ pub async fn send(call: &Call, raw: Value) -> Result<Value, RpcError> {
         history_length: config.and_then(|c| c.history_length),
         artifacts: true,
     };
-    let job = match &request.message.task_id {
+    let job = match task_of(&request.message) {
         Some(task) => answer(call, task, &request.message).await?.0,
         None => submit(call, &request, None).await?,
     };
@@ -56,7 +56,7 @@ pub async fn send_streaming(call: &Call, raw: Value) -> Result<Response, RpcErro
         .streams
         .acquire(call.caller.name())
         .map_err(ApiError::from)?;
-    if let Some(task) = &request.message.task_id {
+    if let Some(task) = task_of(&request.message) {
         let (job, after) = answer(call, task, &request.message).await?;
         let feed = job_feed(state.clone(), job.id.clone(), after, false, permit);
         return Ok(stream::respond(call, job, feed));
@@ -77,6 +77,12 @@ pub async fn send_streaming(call: &Call, raw: Value) -> Result<Response, RpcErro
     Ok(stream::respond(call, job, feed))
 }
 
+/// The task a message is for (a client that leaves the field empty, as
+/// proto3 JSON may, names none).
+fn task_of(message: &Message) -> Option<&str> {
+    message.task_id.as_deref().filter(|t| !t.is_empty())
+}
+
 /// Queues the job a message asks for, as `id` when given.
 async fn submit(
     call: &Call,
@@ -86,7 +92,7 @@ async fn submit(
     let message = &request.message;
     let (bundle, field) = bundle_of(call, request)?;
     let (input, variables) = content(message)?;
-    let conversation = match &message.context_id {
+    let conversation = match message.context_id.as_ref().filter(|c| !c.is_empty()) {
         Some(context) => {
             super::super::conversations::check_id(context)?;
             context.clone()
@@ -189,7 +195,11 @@ async fn answer(call: &Call, task_id: &str, message: &Message) -> Result<(Job, u
     let id = JobId::from(task_id.to_string());
     let job = call.caller.visible(&id, state.queue.get(&id).await?)?;
     let context = context_of(&job);
-    if message.context_id.as_ref().is_some_and(|c| *c != context) {
+    if message
+        .context_id
+        .as_ref()
+        .is_some_and(|c| !c.is_empty() && *c != context)
+    {
         return Err(A2AError::invalid_params(format!(
             "task {id} belongs to context {context:?}, not {:?}",
             message.context_id.as_deref().unwrap_or_default()

@@ -4,7 +4,7 @@
 //! the parked call, WORKING again once decided, the final state), and the
 //! answer as chunks of the `answer` artifact (the job's answer stream, the
 //! one of chat completions). The stream ends with the final state, or with
-//! INPUT_REQUIRED while the job still waits there. Updates read from the
+//! INPUT_REQUIRED while the job is still parked there. Updates read from the
 //! store carry the event's sequence number as their SSE `id:`, so
 //! `SubscribeToTask` with `Last-Event-ID` resumes after it — also across a
 //! daemon restart; without it, the task's events are replayed from the
@@ -134,7 +134,7 @@ impl Follower {
                     vec![SseEvent::default().data(error_body(&self.rpc_id, &lost).to_string())]
                 }
             };
-            if !frames.is_empty() {
+            if !frames.is_empty() || self.done {
                 return frames;
             }
         }
@@ -151,12 +151,17 @@ impl Follower {
             Event::JobState { state, .. } if own => match state {
                 JobStatus::Running => Some((TaskState::Working, None)),
                 JobStatus::Retrying | JobStatus::Released => Some((TaskState::Submitted, None)),
+                // Parked (its INPUT_REQUIRED went with the request): the
+                // stream ends here unless it has been decided since.
+                JobStatus::AwaitingApproval => {
+                    self.done = still_parked(&self.state, &self.job.id, seq).await;
+                    None
+                }
                 // The final state comes with the job's end.
                 _ => None,
             },
-            Event::ApprovalRequested { call_id, .. } => {
+            Event::ApprovalRequested { .. } => {
                 let frame = approval_required(self.job.id.as_str(), json).unwrap_or_default();
-                self.done = still_waits(&self.state, &self.job.id, seq, call_id).await;
                 let message = task::approval_message(&self.job, &frame);
                 Some((TaskState::InputRequired, Some(message)))
             }
@@ -231,16 +236,15 @@ impl Follower {
     }
 }
 
-/// Whether job `id` still waits on call `call_id`, parked by event `seq`
-/// (a replayed request that was decided since is history).
-async fn still_waits(state: &AppState, id: &JobId, seq: u64, call_id: &str) -> bool {
+/// Whether job `id` is still parked by its event `seq` (the one that
+/// recorded the park, written with the job's state): a replayed park that
+/// was decided since is history.
+async fn still_parked(state: &AppState, id: &JobId, seq: u64) -> bool {
     let (Ok(Some(job)), Ok(last)) = (state.queue.get(id).await, state.queue.last_seq(id).await)
     else {
         return false;
     };
-    job.state == JobState::AwaitingApproval
-        && job.pending_call.is_some_and(|c| c.call_id == call_id)
-        && last == seq
+    job.state == JobState::AwaitingApproval && last == seq
 }
 
 /// One SSE event: a JSON-RPC response carrying `update`, with the stored
