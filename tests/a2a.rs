@@ -5,7 +5,7 @@
 //! and subscribes, answers an approval that parked the task as
 //! INPUT_REQUIRED, and meets the errors (an unknown task, a wrong key). A
 //! raw client checks what the SDKs cannot show: `SubscribeToTask` resumes
-//! after `Last-Event-ID`, and an answer is the decision the approvals API
+//! after `Last-Event-ID`, also after the daemon was killed (SIGKILL), and an answer is the decision the approvals API
 //! would take (the tool runs once).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
@@ -246,8 +246,29 @@ fn rpc(
         .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
 }
 
+/// `SubscribeToTask` of `task`, after `last` when given.
+async fn subscribe(
+    daemon: &Daemon,
+    token: &str,
+    task: &str,
+    last: Option<u64>,
+) -> reqwest::Response {
+    let mut request = rpc(
+        &client(),
+        daemon,
+        token,
+        "SubscribeToTask",
+        json!({"id": task}),
+    );
+    if let Some(last) = last {
+        request = request.header("Last-Event-ID", last.to_string());
+    }
+    request.send().await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_subscription_resumes_after_last_event_id_and_a_message_decides_the_parked_call() {
+async fn a_subscription_resumes_after_last_event_id_across_a_restart_and_a_message_decides_the_parked_call()
+ {
     let effects = tempfile::NamedTempFile::new().unwrap();
     let (_mock, site, token) = agent(effects.path()).await;
     let daemon = site.start();
@@ -287,28 +308,19 @@ async fn a_subscription_resumes_after_last_event_id_and_a_message_decides_the_pa
     )
     .await;
 
-    let subscribe = |last: Option<u64>| {
-        let mut request = rpc(
-            &http,
-            &daemon,
-            &token,
-            "SubscribeToTask",
-            json!({"id": task}),
-        );
-        if let Some(last) = last {
-            request = request.header("Last-Event-ID", last.to_string());
-        }
-        request
-    };
-    let all = read_sse_response(subscribe(None).send().await.unwrap(), None).await;
+    let all = read_sse_response(subscribe(&daemon, &token, &task, None).await, None).await;
     let ids: Vec<u64> = all.iter().filter_map(|(id, _, _)| *id).collect();
     assert!(ids.len() >= 2, "{all:?}");
+    // The daemon dies (the task stays parked in the store) and comes back:
+    // the subscription resumes with the task, then only what came after
+    // the given event, the last update.
+    daemon.kill9();
+    let daemon = site.start();
     let resumed = read_sse_response(
-        subscribe(Some(ids[ids.len() - 2])).send().await.unwrap(),
+        subscribe(&daemon, &token, &task, Some(ids[ids.len() - 2])).await,
         None,
     )
     .await;
-    // The task, then only what came after the given event: the last update.
     assert_eq!(resumed.len(), 2, "{resumed:?}");
     assert_eq!(resumed[1], all[all.len() - 1]);
     let last: Value = serde_json::from_str(&resumed[1].2).unwrap();
@@ -363,7 +375,11 @@ async fn a_subscription_resumes_after_last_event_id_and_a_message_decides_the_pa
         .await
         .unwrap();
     assert_eq!(late["error"]["code"], -32004, "{late}");
-    let ended: Value = subscribe(None).send().await.unwrap().json().await.unwrap();
+    let ended: Value = subscribe(&daemon, &token, &task, None)
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_eq!(ended["error"]["code"], -32004, "{ended}");
     // Push notifications are not offered.
     let push: Value = rpc(
