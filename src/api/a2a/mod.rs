@@ -346,3 +346,44 @@ fn extended_card(call: &Call) -> Result<Value, RpcError> {
     };
     Ok(json!(card))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn only_major_version_one_is_spoken() {
+        let mut headers = HeaderMap::new();
+        assert!(version(&headers).is_ok());
+        headers.insert("A2A-Version", HeaderValue::from_static("1.0"));
+        assert!(version(&headers).is_ok());
+        headers.insert("A2A-Version", HeaderValue::from_static("0.3"));
+        assert_eq!(
+            version(&headers).unwrap_err().code,
+            error_code::VERSION_NOT_SUPPORTED
+        );
+    }
+
+    #[test]
+    fn api_errors_become_protocol_errors_or_stay_http() {
+        let code = |e: ApiError| match RpcError::from(e) {
+            RpcError::Protocol(e) => Some(e.code),
+            RpcError::Http(_) => None,
+        };
+        let unknown = ApiError::job_not_found(&JobId::from("x".to_string()));
+        assert_eq!(code(unknown), Some(error_code::TASK_NOT_FOUND));
+        let conversation = ApiError::field(ErrorCode::NotFound, "conversation_id", "no");
+        assert_eq!(code(conversation), Some(error_code::INVALID_PARAMS));
+        assert_eq!(code(ApiError::new(ErrorCode::Forbidden, "scope")), None);
+        assert_eq!(code(ApiError::new(ErrorCode::QuotaExceeded, "rate")), None);
+    }
+
+    #[test]
+    fn an_unrecognized_status_filters_on_nothing() {
+        let raw = lenient_list(json!({"status": "UNRECOGNIZED", "pageSize": 5}));
+        let request: ListTasksRequest = params("ListTasks", raw).unwrap();
+        assert!(request.status.is_none());
+        assert_eq!(request.page_size, Some(5));
+    }
+}

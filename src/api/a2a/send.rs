@@ -323,18 +323,15 @@ mod tests {
             "idempotency_key": "k", "digest": "sha256:abc", "parameters": {}
         }))
         .unwrap();
-        let job = Job {
-            id: JobId::from("j1".to_string()),
-            ..serde_json::from_value(json!({
-                "id": "j1", "bundle": "b", "bundle_version": null, "bundle_digest": null,
-                "input": "hi", "variables": {}, "priority": 0, "state": "awaiting_approval",
-                "attempts": 1, "max_attempts": 3, "idempotency_key": null, "traceparent": null,
-                "cancel_requested": false, "result": null, "error": null, "pending_call": null,
-                "run_at": "", "created_at": "", "updated_at": "", "started_at": null,
-                "finished_at": null, "lease_expires_at": null
-            }))
-            .unwrap()
-        };
+        let job: Job = serde_json::from_value(json!({
+            "id": "j1", "bundle": "b", "bundle_version": null, "bundle_digest": null,
+            "input": "hi", "variables": {}, "priority": 0, "state": "awaiting_approval",
+            "attempts": 1, "max_attempts": 3, "idempotency_key": null, "traceparent": null,
+            "cancel_requested": false, "result": null, "error": null, "pending_call": null,
+            "run_at": "", "created_at": "", "updated_at": "", "started_at": null,
+            "finished_at": null, "lease_expires_at": null
+        }))
+        .unwrap();
         (job, call)
     }
 
