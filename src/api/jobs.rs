@@ -362,7 +362,7 @@ fn rerun_of(source: Job) -> NewJob {
 
 /// The job an operator's request left; a final event it recorded is
 /// counted (metrics) like a run's.
-fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
+pub(super) fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
     if let Some(event) = changed.final_event {
         state.bus.publish(DaemonEvent::JobEndedByRequest {
             event: Box::new(event),

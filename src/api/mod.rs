@@ -1,12 +1,14 @@
 //! The HTTP API (axum), versioned under `/v1`: jobs, their replayable event
 //! streams (SSE), bundles, reload, health, metrics and the OpenAPI document;
 //! the runtime API of the absorbed multi-agent runtime under `/api`; MCP at
-//! `/mcp`; the operator's console (a web page) at `/ui`.
+//! `/mcp`; A2A at `/a2a` (`/.well-known/agent-card.json`); the operator's
+//! console (a web page) at `/ui`.
 //! One file per resource; errors come from one table (`error`).
 //!
 //! This module translates HTTP to calls on the queue and the registry; it
 //! must not run jobs or load bundles itself.
 
+mod a2a;
 mod admission;
 mod answer;
 mod approvals;
@@ -159,6 +161,8 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         auth.clone(),
         auth::authenticate,
     ));
+    // A2A: the agent cards and the JSON-RPC interface (docs/api.md, A2A).
+    let a2a = self::a2a::routes(auth.clone());
     // Each MCP tool call is a submission: the whole endpoint needs `submit`.
     let mcp: Router<AppState> = Router::new()
         .nest_service(
@@ -173,6 +177,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .nest("/v1", v1)
         .nest("/api", runtime)
         .merge(mcp)
+        .merge(a2a)
         .merge(console::routes())
         .route("/v1/openapi.json", get(openapi))
         .route(
