@@ -8,6 +8,7 @@
 //! must not run jobs or load bundles itself.
 
 mod admission;
+mod agui;
 mod answer;
 mod approvals;
 mod artifacts;
@@ -135,6 +136,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             "/responses/{id}/cancel",
             with(Operate, post(responses::cancel)),
         )
+        .route("/agui/{bundle}", with(Submit, post(agui::run)))
         .route("/jobs/{id}/artifacts", with(Read, get(artifacts::list)))
         .route(
             "/jobs/{id}/artifacts/{name}",
