@@ -65,16 +65,17 @@ pub async fn run(
     headers: axum::http::HeaderMap,
     super::body::JsonBody(input): super::body::JsonBody<RunInput>,
 ) -> Response {
+    // Before anything is decided or queued: a refused stream costs nothing.
+    let permit = match state.streams.acquire(caller.name()) {
+        Ok(permit) => permit,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     let started = match input.resume.is_empty() {
         true => start(&state, &caller, &bundle, &headers, &input).await,
         false => resume(&state, &caller, &input.resume).await,
     };
     match started {
         Ok((job, after)) => {
-            let permit = match state.streams.acquire(caller.name()) {
-                Ok(permit) => permit,
-                Err(e) => return ApiError::from(e).into_response(),
-            };
             let feed = job_feed(state.clone(), job.id.clone(), after, false, permit);
             let answer = super::answer::answer_stream(&state, &job);
             let run = Run::new(&input, &job, answer);
@@ -177,8 +178,18 @@ async fn resume(
                 message,
             )
         })?;
-        if resumed.is_none() {
-            resumed = Some((job_id.clone(), state.queue.last_seq(&job_id).await?));
+        match &resumed {
+            None => resumed = Some((job_id.clone(), state.queue.last_seq(&job_id).await?)),
+            Some((first, _)) if *first != job_id => {
+                return Err(ApiError::field(
+                    ErrorCode::InvalidRequest,
+                    format!("{field}.interruptId"),
+                    format!(
+                        "resume[0] answers job {first} and {field} job {job_id}: a run continues one job; resume them in separate runs"
+                    ),
+                ));
+            }
+            Some(_) => {}
         }
         let decision = Decision {
             verdict,
