@@ -197,6 +197,31 @@ async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// A bundle without tools streams its answer token by token, through the
+/// SDK's stream helper (which accumulates the events into the response).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_streams_token_by_token() {
+    let mock = mock_server(&format!("replies:\n  - content: \"{ANSWER}\"\n")).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "echoer",
+        "name: echoer\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let events = run_client(&daemon, &["live", "Say it."]).await;
+    let (last, events) = events.split_last().unwrap();
+    assert_eq!(last["text"], ANSWER);
+    assert_eq!(text(events), ANSWER);
+    let deltas = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .count();
+    assert!(deltas > 1, "not streamed token by token: {events:?}");
+    assert!(events.windows(2).all(|w| seq(&w[0]) < seq(&w[1])));
+    assert_eq!(events.last().unwrap()["type"], "response.completed");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_response_is_cancelled() {
     let mock = mock_server(&script(20_000)).await;

@@ -5,6 +5,7 @@ Usage: client.py BASE_URL MODEL MODE [ARGS]. Prints one JSON line per event
 test can act mid-stream.
 
 - stream INPUT: a background streamed response; each event as it arrives.
+- live INPUT: a streamed (not background) response; each event.
 - resume ID AFTER: retrieve(ID, stream=True, starting_after=AFTER); each event.
 - finish ID INPUT: the finished response's text, a non-streamed create of the
   same input, and a follow-up with previous_response_id.
@@ -28,6 +29,11 @@ def emit(value):
 if mode == "stream":
     for event in client.responses.create(model=model, input=args[0], background=True, stream=True):
         emit(event.model_dump(mode="json"))
+elif mode == "live":
+    with client.responses.stream(model=model, input=args[0]) as stream:
+        for event in stream:
+            emit(event.model_dump(mode="json"))
+        emit({"type": "final", "text": stream.get_final_response().output_text})
 elif mode == "resume":
     for event in client.responses.retrieve(args[0], stream=True, starting_after=int(args[1])):
         emit(event.model_dump(mode="json"))
