@@ -65,7 +65,7 @@ pub fn response(job: &Job, items: &[Value]) -> Value {
         "error": error,
         "incomplete_details": null,
         "instructions": null,
-        "metadata": {"job_id": job.id, "conversation_id": job.conversation_id},
+        "metadata": metadata(job),
         "parallel_tool_calls": true,
         "temperature": null,
         "top_p": null,
@@ -80,6 +80,16 @@ pub fn response(job: &Job, items: &[Value]) -> Value {
             "total_tokens": count("total_tokens"),
         },
     })
+}
+
+/// The response's `metadata` (string values only, as the API has them):
+/// its job and conversation.
+fn metadata(job: &Job) -> Value {
+    let mut metadata = json!({"job_id": job.id});
+    if let Some(conversation) = &job.conversation_id {
+        metadata["conversation_id"] = json!(conversation);
+    }
+    metadata
 }
 
 #[cfg(test)]
