@@ -31,6 +31,7 @@ mod responses;
 mod runtime;
 pub mod serve;
 mod sse;
+mod tool_run;
 mod trace_context;
 
 pub use auth::{Auth, Caller};
@@ -145,6 +146,14 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .route("/jobs/{id}/events", with(Read, get(sse::events)))
         .route("/bundles", with(Read, get(bundles::list)))
         .route("/bundles/{name}", with(Read, get(bundles::get)))
+        .route(
+            "/bundles/{name}/tools/{tool_run}",
+            with(Submit, post(tool_run::run_suffixed)),
+        )
+        .route(
+            "/bundles/{name}/tools/{tool}/run",
+            with(Submit, post(tool_run::run)),
+        )
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
             auth::authenticate,

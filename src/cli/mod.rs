@@ -15,7 +15,9 @@ pub mod printer;
 mod remote;
 mod run;
 mod runtime;
+mod tool;
 mod validate;
+mod verify;
 
 pub use crate::telemetry::logging::init_logging;
 
@@ -213,6 +215,8 @@ pub enum Command {
         #[arg(long, env = "SA_PLUGINS_DIR")]
         plugins_dir: Option<PathBuf>,
     },
+    /// Run one tool call of a bundle outside any job: `tool run BUNDLE TOOL --args JSON`.
+    Tool(tool::ToolArgs),
     /// List the plugins of the plugins directory with version, ABI and file hash.
     Plugins {
         /// Read `paths.plugins_dir` from this config.
@@ -242,6 +246,16 @@ pub enum Command {
     },
     /// Measure overheads against limits measured in the same run.
     Bench(bench::BenchArgs),
+    /// The crash matrix of a bundle: run it against a reply script, crash
+    /// it at every journal write, resume it, and show per tool call whether
+    /// it ran once, twice or never.
+    ///
+    /// Each crash point is a new job in its own copy of the bundle directory
+    /// (under the system's temporary directory): the bundle's tools run for
+    /// real, no model server is called. Exit 0 when every call keeps its
+    /// declared `effect`, 1 when one does not (an `unsafe` call ran twice, a
+    /// call was lost, a resumed job failed), 2 when it cannot verify.
+    Verify(verify::VerifyArgs),
     /// Print shell completions for this command to stdout.
     Completions {
         /// The shell.
@@ -296,6 +310,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             models_dir,
             plugins_dir,
         } => inspect::tools(&bundle_dir, &models_dir, plugins_dir).await,
+        Command::Tool(args) => tool::tool(server, args).await,
         Command::Chat(args) => chat::chat(server, args).await,
         Command::Submit(args) => remote::submit(server, args).await,
         Command::Agents => runtime::agents(server).await,
@@ -353,6 +368,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             Ok(0)
         }
         Command::Bench(args) => bench::bench(args).await,
+        Command::Verify(args) => verify::verify(args).await,
         Command::Completions { shell } => describe::completions(shell),
         Command::Manpage => describe::manpage(),
     }
