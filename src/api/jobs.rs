@@ -77,7 +77,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         None => None,
     };
     if let Some(tp) = &request.traceparent
-        && !valid_traceparent(tp)
+        && !super::trace_context::valid_traceparent(tp)
     {
         return Err(ApiError::field(
             ErrorCode::InvalidRequest,
@@ -229,18 +229,6 @@ fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<S
         ));
     }
     Ok(Some(key.to_string()))
-}
-
-fn valid_traceparent(tp: &str) -> bool {
-    let parts: Vec<&str> = tp.split('-').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
-    parts.len() == 4
-        && hex(parts[0], 2)
-        && hex(parts[1], 32)
-        && hex(parts[2], 16)
-        && hex(parts[3], 2)
-        && parts[1] != "0".repeat(32)
-        && parts[2] != "0".repeat(16)
 }
 
 #[derive(Debug, Deserialize)]
@@ -409,20 +397,4 @@ pub async fn journal(
         })
         .collect();
     Ok(Json(json!({"job_id": id, "steps": steps})))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn traceparents() {
-        assert!(super::valid_traceparent(
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-        ));
-        assert!(!super::valid_traceparent(
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
-        ));
-        assert!(!super::valid_traceparent(
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
-        ));
-    }
 }

@@ -10,6 +10,7 @@
 
 mod a2a;
 mod admission;
+mod agui;
 mod answer;
 mod approvals;
 mod artifacts;
@@ -28,10 +29,12 @@ mod jobs;
 pub mod limits;
 pub mod mcp;
 mod openai;
+mod responses;
 mod runtime;
 pub mod serve;
 mod sse;
 mod tool_run;
+mod trace_context;
 
 pub use auth::{Auth, Caller};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
@@ -130,6 +133,13 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         )
         .route("/chat/completions", with(Submit, post(openai::completions)))
         .route("/models", with(Read, get(openai::models)))
+        .route("/responses", with(Submit, post(responses::create)))
+        .route("/responses/{id}", with(Read, get(responses::retrieve)))
+        .route(
+            "/responses/{id}/cancel",
+            with(Operate, post(responses::cancel)),
+        )
+        .route("/agui/{bundle}", with(Submit, post(agui::run)))
         .route("/jobs/{id}/artifacts", with(Read, get(artifacts::list)))
         .route(
             "/jobs/{id}/artifacts/{name}",
