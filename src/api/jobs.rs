@@ -343,7 +343,7 @@ pub async fn rerun(
 /// the conversation (continued again it would start from its end, not from
 /// where the source started), the idempotency key or the trace; the bundle
 /// runs at its current version.
-fn rerun_of(source: Job) -> NewJob {
+pub(super) fn rerun_of(source: Job) -> NewJob {
     NewJob {
         id: None,
         bundle: source.bundle,
