@@ -69,7 +69,10 @@ pub async fn fork(
         ));
     }
     let (version, identity) = match request.bundle_version {
-        ForkVersion::Pinned => (source.bundle_version.clone(), source.bundle_digest.clone()),
+        ForkVersion::Pinned => {
+            pinned_loads(&state, &source).await?;
+            (source.bundle_version.clone(), source.bundle_digest.clone())
+        }
         ForkVersion::Current => current_version(&state, &source, &journal, at_turn).await?,
     };
     let keep_input = request.input.is_none() && identity == source.bundle_digest;
@@ -117,6 +120,32 @@ fn agent_job(state: &AppState, source: &Job) -> Result<(), ApiError> {
             source.id, source.bundle, source.id
         ),
     ))
+}
+
+/// Refuses a fork on the source's pinned content when that content can no
+/// longer be loaded (its copy pruned, its bindings changed): the fork
+/// would only fail when it ran.
+async fn pinned_loads(state: &AppState, source: &Job) -> Result<(), ApiError> {
+    let Some(pinned) = source
+        .bundle_digest
+        .as_deref()
+        .map(BundleIdentity::recorded)
+    else {
+        return Ok(());
+    };
+    match state.registry.resolve(&source.bundle, Some(&pinned)).await {
+        Ok(_) => Ok(()),
+        Err(why) => Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "bundle_version",
+            format!(
+                "the content job {} ran (bundle {:?} version {}) can no longer be loaded: {why}; fork it with \"bundle_version\": \"current\"",
+                source.id,
+                source.bundle,
+                source.bundle_version.as_deref().unwrap_or("?")
+            ),
+        )),
+    }
 }
 
 /// The bundle's current version and identity for a fork of `source` at

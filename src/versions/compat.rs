@@ -128,3 +128,106 @@ fn nested_bundle<'a>(loaded: &'a LoadedBundle, name: &str) -> Option<&'a str> {
         .find(|spec| spec.name == name && spec.kind == ToolKind::Agent)
         .and_then(|spec| spec.bundle.as_deref())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::bundle::{LoadContext, ToolEnv};
+    use crate::journal::RecordedReply;
+    use crate::model::ModelCatalog;
+    use crate::registry::BundleIdentity;
+    use crate::types::{Message, TokenUsage, ToolCall};
+
+    /// Bundle `b` at `version`: a process tool `note` whose `text` is of
+    /// `text_type` (none when `None`) and an agent tool `helper` running
+    /// `nested`.
+    fn loaded(version: &str, text_type: Option<&str>, nested: &str) -> LoadedBundle {
+        let note = text_type.map_or(String::new(), |t| {
+            format!(
+                "  - name: note\n    kind: process\n    command: [\"true\"]\n    parameters: {{type: object, properties: {{text: {{type: {t}}}}}, required: [text]}}\n"
+            )
+        });
+        let text = format!(
+            "name: b\nversion: \"{version}\"\nmodel: {{endpoint: \"http://127.0.0.1:9/v1\", name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n{note}  - name: helper\n    kind: agent\n    bundle: {nested}\n"
+        );
+        let context = LoadContext {
+            endpoints: None,
+            models: &ModelCatalog::builtin(),
+        };
+        let here = Path::new(".");
+        let mut bundle =
+            crate::bundle::load_str(&text, here, &here.join("bundle.yaml"), &context).unwrap();
+        let env = ToolEnv {
+            runs_agents: true,
+            ..Default::default()
+        };
+        let tools = crate::bundle::build_tools(&mut bundle, &env).unwrap();
+        let identity = BundleIdentity::unbound(&bundle.content_digest);
+        let script = crate::mock::Script::parse("replies: [{content: x}]", "test").unwrap();
+        let backend = Arc::new(crate::client::ScriptedBackend::new("m", script));
+        LoadedBundle::new(bundle, identity, Arc::new(tools), backend)
+    }
+
+    /// Turn 1's reply: `note` with `text`, `helper`, and a call to a tool
+    /// no version has whose arguments did not parse.
+    fn journal() -> Vec<JournalEntry> {
+        let reply = RecordedReply {
+            assistant: Message::assistant(
+                None,
+                vec![
+                    ToolCall::new("a", "note", json!({"text": "x"})),
+                    ToolCall::new("b", "helper", json!({"input": "hi"})),
+                    ToolCall::new("c", "nowhere", json!("{not json")),
+                ],
+            ),
+            parse_errors: vec![None, None, Some("not JSON".into())],
+            usage: TokenUsage::default(),
+            model: "m".into(),
+            response_model: None,
+            response_id: None,
+            finish_reason: None,
+        };
+        vec![JournalEntry::new(
+            "",
+            1,
+            "reply",
+            serde_json::to_string(&reply).unwrap(),
+        )]
+    }
+
+    #[test]
+    fn a_journal_replays_where_its_calls_still_fit() {
+        let from = loaded("1", Some("string"), "child");
+        let journal = journal();
+        assert!(check(&from, &loaded("2", Some("string"), "child"), &journal).is_ok());
+
+        let schema = check(&from, &loaded("3", Some("integer"), "child"), &journal)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            schema.contains("turn 1 calls tool `note`, whose recorded arguments version 3"),
+            "{schema}"
+        );
+        let nested = check(&from, &loaded("4", Some("string"), "other"), &journal)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            nested.contains(
+                "turn 1 calls tool `helper`, which runs bundle \"child\" and in version 4 runs bundle \"other\""
+            ),
+            "{nested}"
+        );
+        let removed = check(&from, &loaded("5", None, "child"), &journal).unwrap_err();
+        assert_eq!(
+            removed.reasons,
+            ["turn 1 calls tool `note`, which version 5 of bundle \"b\" does not have"]
+        );
+        // Turns not replayed are not checked.
+        assert!(check(&from, &loaded("5", None, "child"), &[]).is_ok());
+    }
+}
