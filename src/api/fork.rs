@@ -158,12 +158,12 @@ async fn current_version(
 ) -> Result<(Option<String>, Option<String>), ApiError> {
     super::admission::known_bundle(state, &source.bundle, "bundle")?;
     let snapshot = state.registry.snapshot();
-    let Some(current) = snapshot.bundle(&source.bundle).cloned() else {
-        return Err(ApiError::new(
+    let current = snapshot.bundle(&source.bundle).cloned().ok_or_else(|| {
+        ApiError::new(
             ErrorCode::UnknownBundle,
             format!("bundle {:?} is not loaded", source.bundle),
-        ));
-    };
+        )
+    })?;
     let pinned = source
         .bundle_digest
         .as_deref()
@@ -244,7 +244,8 @@ pub async fn migrate_jobs(
         refused = plan.refused.len(),
         dry_run = plan.dry_run,
         by = caller.name(),
-        "jobs moved to the bundle's current version"
+        "migrate-jobs: the bundle's waiting and parked jobs {} to its current version",
+        if plan.dry_run { "were checked for a move" } else { "were moved" }
     );
     Ok(Json(plan))
 }
