@@ -92,6 +92,8 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         id: None,
         bundle: request.bundle,
         bundle_version: None,
+        bundle_digest: None,
+        fork: None,
         input: request.input,
         variables: request.variables,
         messages: None,
@@ -329,11 +331,13 @@ pub async fn rerun(
 /// the conversation (continued again it would start from its end, not from
 /// where the source started), the idempotency key or the trace; the bundle
 /// runs at its current version.
-fn rerun_of(source: Job) -> NewJob {
+pub(super) fn rerun_of(source: Job) -> NewJob {
     NewJob {
         id: None,
         bundle: source.bundle,
         bundle_version: None,
+        bundle_digest: None,
+        fork: None,
         input: source.input,
         variables: source.variables,
         messages: source.messages,

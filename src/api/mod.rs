@@ -23,6 +23,7 @@ mod conversations;
 mod counts;
 pub mod error;
 mod feed;
+mod fork;
 pub mod fuzzing;
 pub mod guard;
 mod jobs;
@@ -120,6 +121,11 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .route("/jobs/{id}", with(Read, get(jobs::get)))
         .route("/jobs/{id}/cancel", with(Operate, post(jobs::cancel)))
         .route("/jobs/{id}/rerun", with(Submit, post(jobs::rerun)))
+        .route("/jobs/{id}/fork", with(Submit, post(fork::fork)))
+        .route(
+            "/bundles/{name}/migrate-jobs",
+            with(Operate, post(fork::migrate_jobs)),
+        )
         .route("/jobs/{id}/resolve", with(Operate, post(jobs::resolve)))
         .route("/jobs/{id}/journal", with(Read, get(jobs::journal)))
         .route("/jobs/{id}/approvals", with(Read, get(approvals::list)))

@@ -6,6 +6,7 @@ mod approvals;
 mod bench;
 mod chat;
 mod describe;
+mod fork;
 mod import;
 mod init;
 mod inspect;
@@ -116,6 +117,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Fork a job: a new job that replays its turns before TURN from its
+    /// journal (no model call, no tool call) and runs live from TURN on.
+    Fork(fork::ForkArgs),
+    /// Move a bundle's waiting and parked jobs to its current version, each
+    /// only when its journal replays there.
+    MigrateJobs(fork::MigrateJobsArgs),
     /// Cancel a queued or running job.
     Cancel { id: String },
     /// Resolve a job in needs_attention: its `unsafe` tool call was cut short
@@ -328,6 +335,8 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Artifacts { id, name } => remote::artifacts(server, id, name).await,
         Command::Watch { id, json } => remote::watch(server, id, json).await,
         Command::Rerun { id, follow, json } => remote::rerun(server, id, follow, json).await,
+        Command::Fork(args) => fork::fork(server, args).await,
+        Command::MigrateJobs(args) => fork::migrate_jobs(server, args).await,
         Command::Cancel { id } => remote::cancel(server, id).await,
         Command::Resolve {
             id,

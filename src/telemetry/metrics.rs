@@ -419,6 +419,7 @@ impl DaemonObserver for Metrics {
             | DaemonEvent::BundleDegraded(_)
             | DaemonEvent::QueueUp { .. }
             | DaemonEvent::QueueDown { .. }
+            | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone => {}
         }
