@@ -33,6 +33,7 @@ pub mod plugins;
 pub mod queue;
 pub mod registry;
 pub mod runner;
+pub mod schedule;
 pub mod telemetry;
 pub mod tools;
 pub mod types;

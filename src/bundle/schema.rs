@@ -58,6 +58,9 @@ pub struct RawBundle {
     /// its own model and prompts are the default selector.
     #[serde(default)]
     pub group_chat: Option<crate::group_chat::GroupChatSpec>,
+    /// Runs the bundle on a cron schedule (see docs/daemon.md, Schedules).
+    #[serde(default)]
+    pub schedule: Option<crate::schedule::ScheduleSpec>,
 }
 
 /// The bundle as an agent of the runtime API.

@@ -374,4 +374,30 @@ impl<D: Driver> JobQueue for Queue<D> {
     async fn ping(&self) -> Result<(), QueueError> {
         self.driver.ping().await
     }
+
+    async fn put_schedule(&self, schedule: StoredSchedule) -> Result<(), QueueError> {
+        let op = Op::PutSchedule(schedule);
+        expect!(self, self.driver.write(op).await?, Nothing)
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, QueueError> {
+        expect!(self, self.driver.read(Op::Schedules).await?, Schedules)
+    }
+
+    async fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
+        let op = Op::DeleteSchedule(id.to_string());
+        expect!(self, self.driver.write(op).await?, Flag)
+    }
+
+    async fn pause_schedule(&self, id: &str, paused: bool) -> Result<bool, QueueError> {
+        let op = Op::PauseSchedule {
+            id: id.to_string(),
+            paused,
+        };
+        expect!(self, self.driver.write(op).await?, Flag)
+    }
+
+    async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError> {
+        expect!(self, self.driver.write(Op::RecordFire(fire)).await?, Flag)
+    }
 }

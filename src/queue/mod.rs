@@ -29,6 +29,7 @@ mod poison;
 pub mod postgres;
 mod retry;
 mod rules;
+mod schedules;
 pub mod sqlite;
 mod stats;
 mod tx;
@@ -40,6 +41,7 @@ pub use listing::{JobFilter, Page, conversation_history};
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};
+pub use schedules::{FireRecord, StoredSchedule};
 pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
 pub use tx::Pin;
@@ -636,6 +638,19 @@ pub trait JobQueue: Send + Sync {
         WriteCounts::default()
     }
     async fn ping(&self) -> Result<(), QueueError>;
+
+    // Schedules (see `schedules`): where each stands, shared by every
+    // daemon on the same store.
+    /// Inserts a schedule or replaces its spec, owner, source and next fire.
+    async fn put_schedule(&self, schedule: StoredSchedule) -> Result<(), QueueError>;
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, QueueError>;
+    /// Whether there was one to delete.
+    async fn delete_schedule(&self, id: &str) -> Result<bool, QueueError>;
+    /// Whether there was one to pause or resume.
+    async fn pause_schedule(&self, id: &str, paused: bool) -> Result<bool, QueueError>;
+    /// Records a schedule's handled fires if its next fire is still the
+    /// one the handler read; whether it was.
+    async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
+use super::schedules::{self, FireRecord, StoredSchedule};
 use super::tx::{Fail, Pin, Res, Tx};
 use super::*;
 
@@ -82,6 +83,15 @@ pub(crate) enum Op {
         owner: String,
         since: i64,
     },
+    // Schedules (see `schedules`).
+    PutSchedule(StoredSchedule),
+    DeleteSchedule(String),
+    PauseSchedule {
+        id: String,
+        paused: bool,
+    },
+    RecordFire(FireRecord),
+    Schedules,
 }
 
 pub(crate) struct LeaseOp {
@@ -152,6 +162,8 @@ pub(crate) enum LockOrder {
     Nothing,
     Keys(String),
     Row(JobId),
+    /// Locks one schedule's row; by its id.
+    Schedule(String),
     Skipping,
 }
 
@@ -178,6 +190,8 @@ pub(crate) enum Done {
     Journal(Vec<JournalEntry>),
     Spend((u64, f64)),
     OwnerLoad(super::OwnerLoad),
+    Schedules(Vec<StoredSchedule>),
+    Flag(bool),
 }
 
 impl Op {
@@ -242,6 +256,12 @@ impl Op {
             Op::Purge { cutoff, limit } => {
                 Done::Purged(lifecycle::purge_finished(tx, *cutoff, *limit).await?)
             }
+            Op::PutSchedule(schedule) => Done::Nothing(schedules::put(tx, schedule).await?),
+            Op::DeleteSchedule(id) => Done::Flag(tx.delete_schedule(id).await?),
+            Op::PauseSchedule { id, paused } => {
+                Done::Flag(schedules::pause(tx, id, *paused).await?)
+            }
+            Op::RecordFire(fire) => Done::Flag(schedules::record_fire(tx, fire).await?),
             read => read.run_read(tx).await?,
         })
     }
@@ -264,6 +284,7 @@ impl Op {
             Op::OwnerLoad { owner, since } => {
                 Done::OwnerLoad(lifecycle::owner_load(tx, owner, *since).await?)
             }
+            Op::Schedules => Done::Schedules(tx.schedules().await?),
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
@@ -302,7 +323,12 @@ impl Op {
             | Op::LastSeq(..)
             | Op::Journal(..)
             | Op::SpendSince { .. }
-            | Op::OwnerLoad { .. } => LockOrder::Nothing,
+            | Op::OwnerLoad { .. }
+            | Op::Schedules => LockOrder::Nothing,
+            Op::PutSchedule(StoredSchedule { id, .. })
+            | Op::DeleteSchedule(id)
+            | Op::PauseSchedule { id, .. }
+            | Op::RecordFire(FireRecord { id, .. }) => LockOrder::Schedule(id.clone()),
         }
     }
 
@@ -342,6 +368,11 @@ impl Op {
             Op::Journal(..) => "journal",
             Op::SpendSince { .. } => "spend_since",
             Op::OwnerLoad { .. } => "owner_load",
+            Op::PutSchedule(..) => "put_schedule",
+            Op::DeleteSchedule(..) => "delete_schedule",
+            Op::PauseSchedule { .. } => "pause_schedule",
+            Op::RecordFire(..) => "record_fire",
+            Op::Schedules => "schedules",
         }
     }
 }

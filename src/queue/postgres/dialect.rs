@@ -87,17 +87,17 @@ impl<'a, C: GenericClient> PgTx<'a, C> {
         }
     }
 
-    async fn rows(&self, sql: &str, p: Params<'_>) -> Res<Vec<Row>> {
+    pub(super) async fn rows(&self, sql: &str, p: Params<'_>) -> Res<Vec<Row>> {
         let statement = self.client.prepare_cached(sql).await?;
         Ok(self.client.query(&statement, p).await?)
     }
 
-    async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
+    pub(super) async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
         let statement = self.client.prepare_cached(sql).await?;
         Ok(self.client.query_opt(&statement, p).await?)
     }
 
-    async fn exec(&self, sql: &str, p: Params<'_>) -> Res<u64> {
+    pub(super) async fn exec(&self, sql: &str, p: Params<'_>) -> Res<u64> {
         let statement = self.client.prepare_cached(sql).await?;
         Ok(self.client.execute(&statement, p).await?)
     }

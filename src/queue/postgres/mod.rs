@@ -20,6 +20,7 @@
 
 mod dialect;
 mod listen;
+mod schedules;
 mod schema;
 mod writer;
 

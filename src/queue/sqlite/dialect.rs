@@ -42,7 +42,12 @@ impl<'c> SqliteTx<'c> {
     }
 
     /// Every row of a cached statement, mapped.
-    fn rows<T>(&self, sql: &str, p: impl Params, map: impl Fn(&Row<'_>) -> Res<T>) -> Res<Vec<T>> {
+    pub(super) fn rows<T>(
+        &self,
+        sql: &str,
+        p: impl Params,
+        map: impl Fn(&Row<'_>) -> Res<T>,
+    ) -> Res<Vec<T>> {
         let mut stmt = self.conn.prepare_cached(sql)?;
         let mut rows = stmt.query(p)?;
         let mut out = Vec::new();
@@ -52,7 +57,7 @@ impl<'c> SqliteTx<'c> {
         Ok(out)
     }
 
-    fn first<T>(
+    pub(super) fn first<T>(
         &self,
         sql: &str,
         p: impl Params,
@@ -63,7 +68,7 @@ impl<'c> SqliteTx<'c> {
         rows.next()?.map(map).transpose()
     }
 
-    fn exec(&self, sql: &str, p: impl Params) -> Res<usize> {
+    pub(super) fn exec(&self, sql: &str, p: impl Params) -> Res<usize> {
         Ok(self.conn.prepare_cached(sql)?.execute(p)?)
     }
 
