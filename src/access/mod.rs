@@ -251,6 +251,15 @@ impl KeyRing {
         ring
     }
 
+    /// The key named `name` (an open ring's `local` too): who a schedule's
+    /// fires are submitted as.
+    pub fn by_name(&self, name: &str) -> Option<Arc<Principal>> {
+        if self.is_open() {
+            return (name == LOCAL).then(|| Arc::new(Principal::unrestricted(LOCAL)));
+        }
+        self.by_hash.values().find(|p| p.name == name).cloned()
+    }
+
     /// Whether no key is configured: every request is `local`.
     pub fn is_open(&self) -> bool {
         self.by_hash.is_empty()

@@ -27,6 +27,7 @@ pub mod limits;
 pub mod mcp;
 mod openai;
 mod runtime;
+pub mod schedules;
 pub mod serve;
 mod sse;
 
@@ -135,6 +136,23 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .route("/jobs/{id}/events", with(Read, get(sse::events)))
         .route("/bundles", with(Read, get(bundles::list)))
         .route("/bundles/{name}", with(Read, get(bundles::get)))
+        .route(
+            "/schedules",
+            with(Submit, post(schedules::create)).merge(with(Read, get(schedules::list))),
+        )
+        .route(
+            "/schedules/{id}",
+            with(Read, get(schedules::get)).merge(with(Operate, delete(schedules::delete))),
+        )
+        .route(
+            "/schedules/{id}/pause",
+            with(Operate, post(schedules::pause)),
+        )
+        .route(
+            "/schedules/{id}/resume",
+            with(Operate, post(schedules::resume)),
+        )
+        .route("/schedules/{id}/run", with(Submit, post(schedules::run)))
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
             auth::authenticate,

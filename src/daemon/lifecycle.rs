@@ -119,6 +119,7 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::LeaseLost { .. }
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
+            | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::DrainDone => {}
         }
     }

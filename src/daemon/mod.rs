@@ -224,6 +224,7 @@ impl Daemon {
         let ready = Arc::new(AtomicBool::new(true));
         let server_stop = CancellationToken::new();
         let state = self.app_state(ready.clone(), control.reload_key.into());
+        let _scheduler = api::schedules::fire::spawn(state.clone(), self.shutdown.clone());
         let server_settings = &self.config.server;
         let app = api::router(
             state,

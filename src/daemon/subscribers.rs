@@ -87,6 +87,20 @@ impl crate::api::MetricsPage for MetricsScrape {
             }
             Err(e) => tracing::warn!(error = %e, "cannot read queue depth for metrics"),
         }
+        match self.queue.schedules().await {
+            Ok(schedules) => {
+                metrics.schedule_next_fire.reset();
+                for schedule in schedules.iter().filter(|s| !s.paused) {
+                    if let Some(next) = schedule.next_fire {
+                        metrics
+                            .schedule_next_fire
+                            .with_label_values(&[schedule.id.as_str()])
+                            .set(next / 1000);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the schedules for metrics"),
+        }
         metrics.render()
     }
 }
@@ -218,6 +232,13 @@ impl DaemonObserver for LogLines {
             }
             DaemonEvent::SubmissionRefused { key, reason } => {
                 tracing::info!(key = %key, reason, "submission refused by admission")
+            }
+            DaemonEvent::ScheduleFired {
+                schedule,
+                outcome,
+                lateness,
+            } => {
+                tracing::info!(schedule = %schedule, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
             }
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),

@@ -72,6 +72,14 @@ pub enum DaemonEvent {
     /// (`local`, `token` or a keys-file name) and why (`forbidden`,
     /// `invalid`, `unknown_bundle`, `quota`, `budget`, `conflict`, …).
     SubmissionRefused { key: String, reason: &'static str },
+    /// The scheduler handled a schedule's due fire(s): what it did
+    /// (`submitted`, `missed`, `skipped_overlap`, `refused`) and how late
+    /// after the fire's time.
+    ScheduleFired {
+        schedule: String,
+        outcome: &'static str,
+        lateness: std::time::Duration,
+    },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
     /// Every running job finished or was released.
@@ -97,6 +105,7 @@ impl DaemonEvent {
             DaemonEvent::LeaseLost { .. } => "lease_lost",
             DaemonEvent::RequestRefused { .. } => "request_refused",
             DaemonEvent::SubmissionRefused { .. } => "submission_refused",
+            DaemonEvent::ScheduleFired { .. } => "schedule_fired",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
         }

@@ -12,4 +12,4 @@ mod due;
 mod spec;
 
 pub use due::{Due, due_fires, fire_key};
-pub use spec::{Missed, Overlap, ScheduleError, ScheduleSpec, Stored};
+pub use spec::{Missed, Overlap, ScheduleError, ScheduleSpec, Stored, next_after};

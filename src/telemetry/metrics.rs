@@ -61,6 +61,9 @@ pub struct Metrics {
     pub workflows_finished: IntCounterVec,
     pub observer_dropped: GaugeVec,
     pub spans_dropped: IntGauge,
+    pub schedule_fires: IntCounterVec,
+    pub schedule_lateness: HistogramVec,
+    pub schedule_next_fire: IntGaugeVec,
     /// The same measurements over OTLP, when configured.
     pub otlp: std::sync::OnceLock<super::otel_metrics::OtelMeters>,
 }
@@ -301,6 +304,22 @@ impl Metrics {
             )?,
             observer_dropped,
             spans_dropped,
+            schedule_fires: counter(
+                "structured_agents_schedule_fires_total",
+                "Schedule fires this daemon handled, by schedule and outcome (submitted, missed, skipped_overlap, refused).",
+                &["schedule", "outcome"],
+            )?,
+            schedule_lateness: histogram(
+                "structured_agents_schedule_lateness_seconds",
+                "How late after its cron time a schedule's fire was submitted.",
+                &["schedule"],
+                &[0.1, 0.5, 1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 3600.0],
+            )?,
+            schedule_next_fire: gauge_vec(
+                "structured_agents_schedule_next_fire_timestamp_seconds",
+                "When each schedule fires next (Unix seconds; absent when paused or never again).",
+                &["schedule"],
+            )?,
             registry,
             otlp: std::sync::OnceLock::new(),
         }))
@@ -413,6 +432,22 @@ impl DaemonObserver for Metrics {
             // gauge comes with the reload, `queue_up` with each operation,
             // plugin loads are in the reload outcome. Every variant is named
             // here so a new one cannot go unmeasured by accident.
+            // Schedule ids are the operator's (bundles and schedules made
+            // with a `submit` key): bounded by the schedules that exist.
+            DaemonEvent::ScheduleFired {
+                schedule,
+                outcome,
+                lateness,
+            } => {
+                self.schedule_fires
+                    .with_label_values(&[schedule.as_str(), outcome])
+                    .inc();
+                if *outcome == "submitted" {
+                    self.schedule_lateness
+                        .with_label_values(&[schedule.as_str()])
+                        .observe(lateness.as_secs_f64());
+                }
+            }
             DaemonEvent::ReloadStarted { .. }
             | DaemonEvent::PluginLoaded { .. }
             | DaemonEvent::PluginUnloaded { .. }

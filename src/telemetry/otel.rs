@@ -99,6 +99,7 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::LeaseLost { .. }
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
+            | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone => return,
         };
