@@ -37,5 +37,6 @@ pub mod schedule;
 pub mod telemetry;
 pub mod tools;
 pub mod types;
+pub mod webhook;
 pub mod worker;
 pub mod workflow;

@@ -120,6 +120,7 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
             | DaemonEvent::ScheduleFired { .. }
+            | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::DrainDone => {}
         }
     }

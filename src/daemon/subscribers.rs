@@ -101,6 +101,10 @@ impl crate::api::MetricsPage for MetricsScrape {
             }
             Err(e) => tracing::warn!(error = %e, "cannot read the schedules for metrics"),
         }
+        match self.queue.dead_deliveries().await {
+            Ok(n) => metrics.webhooks_dead.set(i64::try_from(n).unwrap_or(i64::MAX)),
+            Err(e) => tracing::warn!(error = %e, "cannot count dead webhook deliveries for metrics"),
+        }
         metrics.render()
     }
 }
@@ -240,6 +244,7 @@ impl DaemonObserver for LogLines {
             } => {
                 tracing::info!(schedule = %schedule, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
             }
+            DaemonEvent::WebhookDelivery { .. } => {}
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
         }

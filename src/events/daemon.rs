@@ -80,6 +80,8 @@ pub enum DaemonEvent {
         outcome: &'static str,
         lateness: std::time::Duration,
     },
+    /// A webhook delivery attempt ended: `delivered`, `retry` or `dead`.
+    WebhookDelivery { outcome: &'static str },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
     /// Every running job finished or was released.
@@ -106,6 +108,7 @@ impl DaemonEvent {
             DaemonEvent::RequestRefused { .. } => "request_refused",
             DaemonEvent::SubmissionRefused { .. } => "submission_refused",
             DaemonEvent::ScheduleFired { .. } => "schedule_fired",
+            DaemonEvent::WebhookDelivery { .. } => "webhook_delivery",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
         }

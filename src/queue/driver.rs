@@ -400,4 +400,25 @@ impl<D: Driver> JobQueue for Queue<D> {
     async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError> {
         expect!(self, self.driver.write(Op::RecordFire(fire)).await?, Flag)
     }
+
+    async fn claim_deliveries(
+        &self,
+        lease_for: Duration,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        let op = Op::ClaimDeliveries { lease_for, limit };
+        expect!(self, self.driver.write(op).await?, Deliveries)
+    }
+
+    async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError> {
+        let op = Op::SettleDelivery {
+            id: id.to_string(),
+            result,
+        };
+        expect!(self, self.driver.write(op).await?, Nothing)
+    }
+
+    async fn dead_deliveries(&self) -> Result<u64, QueueError> {
+        expect!(self, self.driver.read(Op::DeadDeliveries).await?, LastSeq)
+    }
 }

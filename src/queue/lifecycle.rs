@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use super::outbox;
 use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx, stored_key};
 use super::*;
 use crate::approval::{self, Verdict};
@@ -30,6 +31,7 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     let now = tx.now().await?;
     let key = job_key(job);
     if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
+        outbox::set_webhook(tx, created.id.as_str(), job.webhook.as_deref()).await?;
         tx.changed(Change::Runnable, &created.id);
         return Ok((created, true));
     }
@@ -78,6 +80,11 @@ pub(crate) async fn submit_many(
     for chunk in by_key.chunks(INSERT_CHUNK) {
         let rows: Vec<(&JobId, &NewJob)> = chunk.iter().map(|(_, id, job)| (*id, *job)).collect();
         for job in tx.insert_jobs(&rows, now).await? {
+            let webhook = rows
+                .iter()
+                .find(|(id, _)| **id == job.id)
+                .and_then(|(_, new)| new.webhook.as_deref());
+            outbox::set_webhook(tx, job.id.as_str(), webhook).await?;
             tx.changed(Change::Runnable, &job.id);
             inserted.insert(job.id.clone(), job);
         }
@@ -181,6 +188,7 @@ async fn park_poison_pill(
         pending_call: None,
     };
     tx.settle(&candidate.id, &settle, now).await?;
+    outbox::state_changed(tx, &candidate.id, settle.state).await?;
     let id = JobId::from(candidate.id.as_str());
     tx.changed(Change::Updated, &id);
     let job = tx
@@ -354,6 +362,7 @@ pub(crate) async fn finish(
         pending_call,
     };
     tx.settle(id.as_str(), &settle, now).await?;
+    outbox::state_changed(tx, id.as_str(), settle.state).await?;
     let finished = write_ending(tx, id, attempt, ending, &decision, Change::Updated).await?;
     Ok(Finished {
         run_at: settle
@@ -388,6 +397,7 @@ pub(crate) async fn release(
             pending_call: None,
         };
         tx.settle(id.as_str(), &settle, now).await?;
+        outbox::state_changed(tx, id.as_str(), settle.state).await?;
         Change::Updated
     } else {
         tx.unlease(id.as_str(), now).await?;
@@ -416,7 +426,9 @@ async fn record_ending(tx: &mut impl Tx, job: Job, ended: bool) -> Res<Changed> 
 pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>> {
     let now = tx.now().await?;
     let ended = tx.cancel_waiting(id.as_str(), now).await?;
-    if !ended {
+    if ended {
+        outbox::state_changed(tx, id.as_str(), JobState::Cancelled).await?;
+    } else {
         tx.request_cancel(id.as_str(), now).await?;
     }
     let Some(job) = tx.job(id.as_str(), false).await? else {
@@ -453,6 +465,7 @@ pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolutio
                 pending_call: None,
             };
             tx.settle(id.as_str(), &settle, now).await?;
+            outbox::state_changed(tx, id.as_str(), settle.state).await?;
             Change::Updated
         }
         Resolution::Retry => {

@@ -25,6 +25,7 @@ mod lifecycle;
 mod listing;
 mod op;
 mod open;
+pub mod outbox;
 mod poison;
 pub mod postgres;
 mod retry;
@@ -41,6 +42,7 @@ pub use listing::{JobFilter, Page, conversation_history};
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};
+pub use outbox::{Delivery, DeliveryResult};
 pub use schedules::{FireRecord, StoredSchedule};
 pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
@@ -245,6 +247,9 @@ pub struct NewJob {
     /// The name of the API key that submitted the job; its idempotency key
     /// is namespaced by it.
     pub owner: Option<String>,
+    /// Where the job's state changes are sent (a completion webhook; see
+    /// `outbox`), as admission decided it.
+    pub webhook: Option<String>,
 }
 
 /// What an API key's jobs hold and spent (see `JobQueue::owner_load`).
@@ -651,6 +656,17 @@ pub trait JobQueue: Send + Sync {
     /// Records a schedule's handled fires if its next fire is still the
     /// one the handler read; whether it was.
     async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError>;
+
+    // The outbox (see `outbox`).
+    /// Up to `limit` due deliveries, leased for `lease_for`.
+    async fn claim_deliveries(
+        &self,
+        lease_for: Duration,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, QueueError>;
+    async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError>;
+    /// How many deliveries are dead-lettered.
+    async fn dead_deliveries(&self) -> Result<u64, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

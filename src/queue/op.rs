@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
+use super::outbox::{self, Delivery, DeliveryResult};
 use super::schedules::{self, FireRecord, StoredSchedule};
 use super::tx::{Fail, Pin, Res, Tx};
 use super::*;
@@ -92,6 +93,16 @@ pub(crate) enum Op {
     },
     RecordFire(FireRecord),
     Schedules,
+    // The outbox (see `outbox`).
+    ClaimDeliveries {
+        lease_for: Duration,
+        limit: usize,
+    },
+    SettleDelivery {
+        id: String,
+        result: DeliveryResult,
+    },
+    DeadDeliveries,
 }
 
 pub(crate) struct LeaseOp {
@@ -164,6 +175,8 @@ pub(crate) enum LockOrder {
     Row(JobId),
     /// Locks one schedule's row; by its id.
     Schedule(String),
+    /// Locks one outbox delivery's row; by its id.
+    Delivery(String),
     Skipping,
 }
 
@@ -192,6 +205,7 @@ pub(crate) enum Done {
     OwnerLoad(super::OwnerLoad),
     Schedules(Vec<StoredSchedule>),
     Flag(bool),
+    Deliveries(Vec<Delivery>),
 }
 
 impl Op {
@@ -262,6 +276,13 @@ impl Op {
                 Done::Flag(schedules::pause(tx, id, *paused).await?)
             }
             Op::RecordFire(fire) => Done::Flag(schedules::record_fire(tx, fire).await?),
+            Op::ClaimDeliveries { lease_for, limit } => {
+                let lease_ms = i64::try_from(lease_for.as_millis()).unwrap_or(i64::MAX);
+                Done::Deliveries(outbox::claim(tx, lease_ms, *limit).await?)
+            }
+            Op::SettleDelivery { id, result } => {
+                Done::Nothing(outbox::settle(tx, id, result).await?)
+            }
             read => read.run_read(tx).await?,
         })
     }
@@ -285,6 +306,9 @@ impl Op {
                 Done::OwnerLoad(lifecycle::owner_load(tx, owner, *since).await?)
             }
             Op::Schedules => Done::Schedules(tx.schedules().await?),
+            Op::DeadDeliveries => {
+                Done::LastSeq(u64::try_from(tx.dead_deliveries().await?).unwrap_or(0))
+            }
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
@@ -324,7 +348,10 @@ impl Op {
             | Op::Journal(..)
             | Op::SpendSince { .. }
             | Op::OwnerLoad { .. }
-            | Op::Schedules => LockOrder::Nothing,
+            | Op::Schedules
+            | Op::DeadDeliveries => LockOrder::Nothing,
+            Op::SettleDelivery { id, .. } => LockOrder::Delivery(id.clone()),
+            Op::ClaimDeliveries { .. } => LockOrder::Skipping,
             Op::PutSchedule(StoredSchedule { id, .. })
             | Op::DeleteSchedule(id)
             | Op::PauseSchedule { id, .. }
@@ -373,6 +400,9 @@ impl Op {
             Op::PauseSchedule { .. } => "pause_schedule",
             Op::RecordFire(..) => "record_fire",
             Op::Schedules => "schedules",
+            Op::ClaimDeliveries { .. } => "claim_deliveries",
+            Op::SettleDelivery { .. } => "settle_delivery",
+            Op::DeadDeliveries => "dead_deliveries",
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct Metrics {
     pub schedule_fires: IntCounterVec,
     pub schedule_lateness: HistogramVec,
     pub schedule_next_fire: IntGaugeVec,
+    pub webhook_deliveries: IntCounterVec,
+    pub webhooks_dead: IntGauge,
     /// The same measurements over OTLP, when configured.
     pub otlp: std::sync::OnceLock<super::otel_metrics::OtelMeters>,
 }
@@ -120,6 +122,11 @@ impl Metrics {
             "Spans dropped because the OTLP export queue was full (cumulative).",
         )?;
         registry.register(Box::new(spans_dropped.clone()))?;
+        let webhooks_dead = IntGauge::new(
+            "structured_agents_webhooks_dead",
+            "Webhook deliveries dead-lettered (all attempts failed), in the queue's store.",
+        )?;
+        registry.register(Box::new(webhooks_dead.clone()))?;
         let observer_dropped = GaugeVec::new(
             Opts::new(
                 "structured_agents_observer_plugin_events_dropped",
@@ -315,6 +322,12 @@ impl Metrics {
                 &["schedule"],
                 &[0.1, 0.5, 1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 3600.0],
             )?,
+            webhook_deliveries: counter(
+                "structured_agents_webhook_deliveries_total",
+                "Webhook delivery attempts this daemon made, by outcome (delivered, retry, dead).",
+                &["outcome"],
+            )?,
+            webhooks_dead,
             schedule_next_fire: gauge_vec(
                 "structured_agents_schedule_next_fire_timestamp_seconds",
                 "When each schedule fires next (Unix seconds; absent when paused or never again).",
@@ -448,6 +461,10 @@ impl DaemonObserver for Metrics {
                         .observe(lateness.as_secs_f64());
                 }
             }
+            DaemonEvent::WebhookDelivery { outcome } => self
+                .webhook_deliveries
+                .with_label_values(&[outcome])
+                .inc(),
             DaemonEvent::ReloadStarted { .. }
             | DaemonEvent::PluginLoaded { .. }
             | DaemonEvent::PluginUnloaded { .. }

@@ -100,6 +100,7 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
             | DaemonEvent::ScheduleFired { .. }
+            | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone => return,
         };

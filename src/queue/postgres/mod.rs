@@ -19,6 +19,7 @@
 //! Every change also `NOTIFY`s the other daemons (see `listen`).
 
 mod dialect;
+mod outbox;
 mod listen;
 mod schedules;
 mod schema;

@@ -72,7 +72,7 @@ impl<'c> SqliteTx<'c> {
         Ok(self.conn.prepare_cached(sql)?.execute(p)?)
     }
 
-    fn one_int(&self, sql: &str, p: impl Params) -> Res<i64> {
+    pub(super) fn one_int(&self, sql: &str, p: impl Params) -> Res<i64> {
         Ok(self.conn.prepare_cached(sql)?.query_row(p, |r| r.get(0))?)
     }
 }

@@ -4,6 +4,7 @@
 //! connection on the blocking pool (WAL readers never wait for the writer).
 
 mod dialect;
+mod outbox;
 mod schedules;
 mod writer;
 
