@@ -139,10 +139,14 @@ async fn each_state_change_is_delivered_once_in_order_and_signed_after_refusals(
     )
     .await;
     let id = job["id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(30), "the job to await approval", || async {
-        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
-        (job["state"] == "awaiting_approval").then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the job to await approval",
+        || async {
+            let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+            (job["state"] == "awaiting_approval").then_some(())
+        },
+    )
     .await;
     let out = run_cli(&daemon.url(""), &["approve", &id], "");
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -154,13 +158,24 @@ async fn each_state_change_is_delivered_once_in_order_and_signed_after_refusals(
     // Wait out any further retry round: nothing more comes.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let got_now = accepted(&hook);
-    assert_eq!(got_now.len(), 2, "a change was delivered twice: {got_now:?}");
-    let types: Vec<&str> = got.iter().map(|(_, b)| b["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        got_now.len(),
+        2,
+        "a change was delivered twice: {got_now:?}"
+    );
+    let types: Vec<&str> = got
+        .iter()
+        .map(|(_, b)| b["type"].as_str().unwrap())
+        .collect();
     assert_eq!(types, ["job.awaiting_approval", "job.succeeded"]);
     for (_, body) in &got {
         assert_eq!(body["data"]["job_id"], id.as_str());
     }
-    assert_eq!(got[1].1["data"]["result"]["output"], "noted", "{:?}", got[1].1);
+    assert_eq!(
+        got[1].1["data"]["result"]["output"], "noted",
+        "{:?}",
+        got[1].1
+    );
     let ids: Vec<&str> = got
         .iter()
         .map(|(h, _)| h["webhook-id"].to_str().unwrap())
@@ -168,8 +183,24 @@ async fn each_state_change_is_delivered_once_in_order_and_signed_after_refusals(
     assert_ne!(ids[0], ids[1]);
     // Three refusals, then two deliveries.
     assert_eq!(hook.seen.load(Ordering::SeqCst), 5);
-    assert_eq!(metric(&http, &daemon, "structured_agents_webhook_deliveries_total{outcome=\"delivered\"}").await, 2);
-    assert_eq!(metric(&http, &daemon, "structured_agents_webhook_deliveries_total{outcome=\"retry\"}").await, 3);
+    assert_eq!(
+        metric(
+            &http,
+            &daemon,
+            "structured_agents_webhook_deliveries_total{outcome=\"delivered\"}"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        metric(
+            &http,
+            &daemon,
+            "structured_agents_webhook_deliveries_total{outcome=\"retry\"}"
+        )
+        .await,
+        3
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -177,8 +208,16 @@ async fn a_change_recorded_before_a_sigkill_is_delivered_after_the_restart() {
     let (hook, url) = receiver(0).await;
     hook.down.store(true, Ordering::SeqCst);
     let server = mock_server("replies:\n  - content: done\n").await;
-    let site = Site::new(&server.base_url(), CONFIG.replace("max_attempts = 4", "max_attempts = 1000").as_str());
-    site.put_bundle("plain", &PLAIN.replace("prompts:", &format!("webhook: \"{url}\"\nprompts:")));
+    let site = Site::new(
+        &server.base_url(),
+        CONFIG
+            .replace("max_attempts = 4", "max_attempts = 1000")
+            .as_str(),
+    );
+    site.put_bundle(
+        "plain",
+        &PLAIN.replace("prompts:", &format!("webhook: \"{url}\"\nprompts:")),
+    );
     let daemon = start(&site);
     let http = client();
     let job = submit_body(&http, &daemon, json!({"bundle": "plain", "input": "x"})).await;
@@ -208,14 +247,27 @@ async fn a_receiver_that_always_fails_dead_letters_the_delivery() {
     site.put_bundle("plain", PLAIN);
     let daemon = start(&site);
     let http = client();
-    submit_body(&http, &daemon, json!({"bundle": "plain", "input": "x", "webhook": url})).await;
+    submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "plain", "input": "x", "webhook": url}),
+    )
+    .await;
     eventually(Duration::from_secs(30), "the dead letter", || async {
         let dead = metric(&http, &daemon, "structured_agents_webhooks_dead").await;
         (dead == 1).then_some(())
     })
     .await;
     assert_eq!(hook.seen.load(Ordering::SeqCst), 4, "max_attempts = 4");
-    assert_eq!(metric(&http, &daemon, "structured_agents_webhook_deliveries_total{outcome=\"dead\"}").await, 1);
+    assert_eq!(
+        metric(
+            &http,
+            &daemon,
+            "structured_agents_webhook_deliveries_total{outcome=\"dead\"}"
+        )
+        .await,
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -237,5 +289,11 @@ async fn a_webhook_outside_egress_allow_is_refused_at_submit() {
     assert_eq!(refused.status().as_u16(), 422);
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["field"], "webhook", "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("egress.allow"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("egress.allow"),
+        "{body}"
+    );
 }

@@ -102,8 +102,12 @@ impl crate::api::MetricsPage for MetricsScrape {
             Err(e) => tracing::warn!(error = %e, "cannot read the schedules for metrics"),
         }
         match self.queue.dead_deliveries().await {
-            Ok(n) => metrics.webhooks_dead.set(i64::try_from(n).unwrap_or(i64::MAX)),
-            Err(e) => tracing::warn!(error = %e, "cannot count dead webhook deliveries for metrics"),
+            Ok(n) => metrics
+                .webhooks_dead
+                .set(i64::try_from(n).unwrap_or(i64::MAX)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot count dead webhook deliveries for metrics")
+            }
         }
         metrics.render()
     }

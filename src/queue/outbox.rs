@@ -55,13 +55,17 @@ pub struct Delivery {
 pub enum DeliveryResult {
     Delivered,
     /// Try again at this time (ms since the epoch).
-    Retry { at: i64, error: String },
+    Retry {
+        at: i64,
+        error: String,
+    },
     /// No attempt is left: the delivery is dead-lettered.
-    Dead { error: String },
+    Dead {
+        error: String,
+    },
 }
 
-pub(crate) const DELIVERY_COLUMNS: &str =
-    "id, kind, target, job_id, seq, event, payload, attempts";
+pub(crate) const DELIVERY_COLUMNS: &str = "id, kind, target, job_id, seq, event, payload, attempts";
 
 pub(crate) fn delivery_from_row(row: &impl Columns) -> Res<Delivery> {
     Ok(Delivery {
@@ -147,9 +151,8 @@ pub fn payload(job: &Job, event: &str, now: i64) -> String {
         "owner": job.owner, "finished_at": job.finished_at,
         "pending_call": job.pending_call, "result": job.result,
     });
-    let body = |data: &Value| {
-        json!({"type": event, "timestamp": rfc3339(now), "data": data}).to_string()
-    };
+    let body =
+        |data: &Value| json!({"type": event, "timestamp": rfc3339(now), "data": data}).to_string();
     let full = body(&data);
     if full.len() <= MAX_PAYLOAD_BYTES {
         return full;

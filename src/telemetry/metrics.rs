@@ -461,10 +461,9 @@ impl DaemonObserver for Metrics {
                         .observe(lateness.as_secs_f64());
                 }
             }
-            DaemonEvent::WebhookDelivery { outcome } => self
-                .webhook_deliveries
-                .with_label_values(&[outcome])
-                .inc(),
+            DaemonEvent::WebhookDelivery { outcome } => {
+                self.webhook_deliveries.with_label_values(&[outcome]).inc()
+            }
             DaemonEvent::ReloadStarted { .. }
             | DaemonEvent::PluginLoaded { .. }
             | DaemonEvent::PluginUnloaded { .. }

@@ -9,7 +9,9 @@ use sha2::Sha256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
-    #[error("the webhook secret starts with `whsec_` but the rest is not base64 ({0}); copy it again from where it was made")]
+    #[error(
+        "the webhook secret starts with `whsec_` but the rest is not base64 ({0}); copy it again from where it was made"
+    )]
     BadSecret(String),
 }
 

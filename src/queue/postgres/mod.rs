@@ -19,8 +19,8 @@
 //! Every change also `NOTIFY`s the other daemons (see `listen`).
 
 mod dialect;
-mod outbox;
 mod listen;
+mod outbox;
 mod schedules;
 mod schema;
 mod writer;

@@ -31,7 +31,9 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
                    VALUES ($1, $2, $3, $4, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deliveries WHERE job_id = $4), $5, $6, 'pending', 0, $7, $7, $7)";
         self.exec(
             sql,
-            &[&d.id, &d.kind, &d.target, &d.job_id, &d.event, &d.payload, &now],
+            &[
+                &d.id, &d.kind, &d.target, &d.job_id, &d.event, &d.payload, &now,
+            ],
         )
         .await?;
         Ok(())
@@ -77,6 +79,8 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
     async fn dead_deliveries(&mut self) -> Res<i64> {
         let sql = "SELECT COUNT(*) FROM deliveries WHERE state = 'dead'";
         let row = self.first(sql, &[]).await?;
-        row.map(|row| row.req_int(0)).transpose().map(Option::unwrap_or_default)
+        row.map(|row| row.req_int(0))
+            .transpose()
+            .map(Option::unwrap_or_default)
     }
 }
