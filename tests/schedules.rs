@@ -135,6 +135,15 @@ async fn a_bundle_schedule_fires_once_a_second_and_can_be_paused_listed_and_run(
         assert!(metrics.contains(series), "{series} missing:\n{metrics}");
     }
 
+    // The console lists them (its view reads this same route).
+    let view = http
+        .get(daemon.url("/ui/assets/views/schedules.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(view.status().as_u16(), 200);
+    assert!(view.text().await.unwrap().contains("/v1/schedules"));
+
     // Dropped from the bundle, the schedule goes with the reload.
     site.put_bundle(
         "tick",
