@@ -270,6 +270,73 @@ async fn a_receiver_that_always_fails_dead_letters_the_delivery() {
     );
 }
 
+/// The outbox on PostgreSQL: the same lifecycle writes it, the sender
+/// claims with `SKIP LOCKED`; refusals, then one delivery.
+#[tokio::test(flavor = "multi_thread")]
+async fn on_postgres_a_state_change_is_delivered_once_after_refusals() {
+    let (hook, url) = receiver(2).await;
+    let server = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&server.base_url(), CONFIG);
+    site.put_bundle("plain", PLAIN);
+    let schema = common::postgres::Schema::fresh();
+    let mut env = schema.daemon_env();
+    env.push(("STRUCTURED_AGENTS_WEBHOOK_SECRET", SECRET.to_string()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let daemon = site.start_with_env(&env);
+    let http = client();
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "plain", "input": "x", "webhook": url}),
+    )
+    .await;
+    let got = eventually(Duration::from_secs(30), "the delivery", || async {
+        let got = accepted(&hook);
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
+    assert_eq!(got[0].1["type"], "job.succeeded");
+    assert_eq!(got[0].1["data"]["job_id"], job["id"]);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(accepted(&hook).len(), 1);
+    assert_eq!(hook.seen.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keys_webhook_serves_its_jobs_that_name_none() {
+    let (hook, url) = receiver(0).await;
+    let server = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(
+        &server.base_url(),
+        &format!("{CONFIG}\n[auth]\nkeys_file = \"keys.toml\"\n"),
+    );
+    let file = site.path().join("keys.toml");
+    let token = common::daemon::new_key(&file, "team-a", &["--scopes", "submit,read"]);
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(&format!("webhook = \"{url}\"\n"));
+    std::fs::write(&file, text).unwrap();
+    site.put_bundle("plain", PLAIN);
+    let daemon = start(&site);
+    let http = client();
+    let job: Value = http
+        .post(daemon.url("/v1/jobs"))
+        .bearer_auth(&token)
+        .json(&json!({"bundle": "plain", "input": "x"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let got = eventually(Duration::from_secs(30), "the key's delivery", || async {
+        let got = accepted(&hook);
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
+    assert_eq!(got[0].1["data"]["job_id"], job["id"], "{job}");
+    assert_eq!(got[0].1["data"]["owner"], "team-a");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_webhook_outside_egress_allow_is_refused_at_submit() {
     let server = mock_server("replies:\n  - content: done\n").await;

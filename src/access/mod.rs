@@ -111,6 +111,8 @@ pub struct Principal {
     pub per_day: Option<DailyLimits>,
     /// The highest `priority` its jobs may ask for.
     pub max_priority: Option<i32>,
+    /// Where its jobs' state changes go unless a job names its own.
+    pub webhook: Option<String>,
 }
 
 impl Principal {
@@ -125,6 +127,7 @@ impl Principal {
             max_in_flight: None,
             per_day: None,
             max_priority: None,
+            webhook: None,
         }
     }
 

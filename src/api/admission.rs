@@ -226,7 +226,7 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     }
     known_bundle(state, &job.bundle, s.bundle_field)?;
     check_fields(&job)?;
-    job.webhook = webhook(state, &job)?;
+    job.webhook = webhook(state, caller, &job)?;
     check_priority(&caller.0, job.priority)?;
     if !s.daemon_variables {
         checked_variables(state, &job.bundle, &job.variables)?;
@@ -239,14 +239,19 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     Ok(job)
 }
 
-/// The job's webhook: its own, else its bundle's; within `egress.allow`.
-fn webhook(state: &AppState, job: &NewJob) -> Result<Option<String>, ApiError> {
+/// The job's webhook: its own, else its key's, else its bundle's; within
+/// `egress.allow`.
+fn webhook(state: &AppState, caller: &Caller, job: &NewJob) -> Result<Option<String>, ApiError> {
     let snapshot = state.registry.snapshot();
-    let url = job.webhook.clone().or_else(|| {
-        snapshot
-            .bundle(&job.bundle)
-            .and_then(|b| b.bundle.raw.webhook.clone())
-    });
+    let url = job
+        .webhook
+        .clone()
+        .or_else(|| caller.0.webhook.clone())
+        .or_else(|| {
+            snapshot
+                .bundle(&job.bundle)
+                .and_then(|b| b.bundle.raw.webhook.clone())
+        });
     let Some(url) = url else {
         return Ok(None);
     };
