@@ -78,6 +78,10 @@ pub struct KeyEntry {
     /// RFC 3339, when `keys new` made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
+    /// Where its jobs' state changes are POSTed unless a job names its own
+    /// (docs/api.md, Completion webhooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
 }
 
 impl KeyEntry {
@@ -100,6 +104,7 @@ impl KeyEntry {
             max_in_flight: self.max_in_flight,
             per_day: self.per_day.clone(),
             max_priority: self.max_priority,
+            webhook: self.webhook.clone(),
         })
     }
 }

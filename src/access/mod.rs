@@ -111,6 +111,8 @@ pub struct Principal {
     pub per_day: Option<DailyLimits>,
     /// The highest `priority` its jobs may ask for.
     pub max_priority: Option<i32>,
+    /// Where its jobs' state changes go unless a job names its own.
+    pub webhook: Option<String>,
 }
 
 impl Principal {
@@ -125,6 +127,7 @@ impl Principal {
             max_in_flight: None,
             per_day: None,
             max_priority: None,
+            webhook: None,
         }
     }
 
@@ -249,6 +252,15 @@ impl KeyRing {
             ring.insert(hash.clone(), principal, hash);
         }
         ring
+    }
+
+    /// The key named `name` (an open ring's `local` too): who a schedule's
+    /// fires are submitted as.
+    pub fn by_name(&self, name: &str) -> Option<Arc<Principal>> {
+        if self.is_open() {
+            return (name == LOCAL).then(|| Arc::new(Principal::unrestricted(LOCAL)));
+        }
+        self.by_hash.values().find(|p| p.name == name).cloned()
     }
 
     /// Whether no key is configured: every request is `local`.

@@ -251,6 +251,7 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     }
     known_bundle(state, &job.bundle, s.bundle_field)?;
     check_fields(&job)?;
+    job.webhook = webhook(state, caller, &job)?;
     check_priority(&caller.0, job.priority)?;
     if !s.daemon_variables {
         checked_variables(state, &job.bundle, &job.variables)?;
@@ -261,6 +262,38 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     job.max_attempts.get_or_insert(state.max_attempts);
     job.owner = Some(caller.name().to_string());
     Ok(job)
+}
+
+/// The job's webhook: its own, else its key's, else its bundle's; within
+/// `egress.allow`.
+fn webhook(state: &AppState, caller: &Caller, job: &NewJob) -> Result<Option<String>, ApiError> {
+    let snapshot = state.registry.snapshot();
+    let url = job
+        .webhook
+        .clone()
+        .or_else(|| caller.0.webhook.clone())
+        .or_else(|| {
+            snapshot
+                .bundle(&job.bundle)
+                .and_then(|b| b.bundle.raw.webhook.clone())
+        });
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    let field = "webhook";
+    if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains('\0') {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            field,
+            format!("webhook {url:?} is not an http(s) URL"),
+        ));
+    }
+    snapshot
+        .config
+        .egress
+        .check(&url)
+        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("webhook: {e}")))?;
+    Ok(Some(url))
 }
 
 /// The rules of a job's own fields, for every way in (and the fuzz

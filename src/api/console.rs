@@ -101,6 +101,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/approvals.js"),
     },
     Asset {
+        path: "views/schedules.js",
+        content_type: JS,
+        body: include_str!("console/views/schedules.js"),
+    },
+    Asset {
         path: "views/attempts.js",
         content_type: JS,
         body: include_str!("console/views/attempts.js"),

@@ -41,6 +41,10 @@ pub struct SubmitRequest {
     /// `model_calls`, `depth`); a limit above the bundle's is refused.
     #[serde(default)]
     pub limits: Option<crate::budget::BudgetLimits>,
+    /// Where the job's state changes are POSTed (within `egress.allow`;
+    /// docs/api.md, Completion webhooks).
+    #[serde(default)]
+    pub webhook: Option<String>,
 }
 
 pub async fn submit(
@@ -105,6 +109,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         traceparent: request.traceparent,
         limits: request.limits,
         owner: None,
+        webhook: request.webhook,
     })
 }
 
@@ -349,6 +354,7 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         traceparent: None,
         limits: source.limits,
         owner: None,
+        webhook: None,
     }
 }
 

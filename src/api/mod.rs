@@ -32,6 +32,7 @@ pub mod mcp;
 mod openai;
 mod responses;
 mod runtime;
+pub mod schedules;
 pub mod serve;
 mod sse;
 mod tool_run;
@@ -162,6 +163,22 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             "/bundles/{name}/tools/{tool}/run",
             with(Submit, post(tool_run::run)),
         )
+            "/schedules",
+            with(Submit, post(schedules::create)).merge(with(Read, get(schedules::list))),
+        )
+        .route(
+            "/schedules/{id}",
+            with(Read, get(schedules::get)).merge(with(Operate, delete(schedules::delete))),
+        )
+        .route(
+            "/schedules/{id}/pause",
+            with(Operate, post(schedules::pause)),
+        )
+        .route(
+            "/schedules/{id}/resume",
+            with(Operate, post(schedules::resume)),
+        )
+        .route("/schedules/{id}/run", with(Submit, post(schedules::run)))
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
             auth::authenticate,

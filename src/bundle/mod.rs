@@ -515,6 +515,13 @@ fn tool_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
     {
         problems.push(("approval".into(), e));
     }
+    if let Some(schedule) = &raw.schedule
+        && let Err(e) = schedule.compile()
+    {
+        let text = e.to_string();
+        let (key, detail) = text.split_once(": ").unwrap_or(("schedule", &text));
+        problems.push((key.into(), detail.into()));
+    }
     if let Some(term) = &raw.termination
         && !raw
             .tools

@@ -96,6 +96,7 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
                 created_at: Some(
                     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
                 ),
+                webhook: None,
             };
             entry
                 .principal()

@@ -17,6 +17,7 @@ mod remote;
 mod run;
 mod runtime;
 mod tool;
+mod schedules;
 mod validate;
 mod verify;
 
@@ -186,6 +187,10 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     /// Manage API keys (`[auth] keys_file`): new, list, revoke.
     Keys(keys::KeysArgs),
+    /// List, make, pause, resume, delete or run now the daemon's schedules
+    /// (cron fires that submit a bundle's job).
+    #[command(subcommand)]
+    Schedules(schedules::SchedulesCommand),
     /// Convert a bundle written for the Python agent kernel (`initial_context`,
     /// `max_turns`, `termination_tool`, `tools[].registry`, `registries`) into
     /// this format, and report what changed and what could not be converted.
@@ -358,6 +363,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Reload { config } => remote::reload(server, config.as_deref()).await,
         Command::Validate(args) => validate::validate(args).await,
         Command::Keys(args) => keys::keys(args),
+        Command::Schedules(command) => schedules::run(server, command).await,
         Command::Init(args) => init::init(args),
         Command::Import(args) => import::import(args).await,
         Command::Schema {

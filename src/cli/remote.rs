@@ -86,6 +86,10 @@ impl Client {
         self.call(self.request(reqwest::Method::GET, path)).await
     }
 
+    pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        self.call(self.request(reqwest::Method::DELETE, path)).await
+    }
+
     pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Value> {
         self.call(self.request(reqwest::Method::POST, path).json(&body))
             .await

@@ -53,6 +53,8 @@ pub struct Config {
     /// request sends (`[prices."gpt-4o-mini"] prompt_per_million = 0.15`):
     /// the `cost` budgets and the spend metrics read it.
     pub prices: crate::budget::Prices,
+    /// Completion webhooks: signing secret, attempts, timeout, backoff.
+    pub webhooks: crate::webhook::WebhookConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default, PartialEq)]

@@ -120,6 +120,8 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
             | DaemonEvent::JobsMoved { .. }
+            | DaemonEvent::ScheduleFired { .. }
+            | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::DrainDone => {}
         }
     }

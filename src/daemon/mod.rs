@@ -230,6 +230,14 @@ impl Daemon {
         let ready = Arc::new(AtomicBool::new(true));
         let server_stop = CancellationToken::new();
         let state = self.app_state(ready.clone(), control.reload_key.into());
+        let _scheduler = api::schedules::fire::spawn(state.clone(), self.shutdown.clone());
+        let _webhooks = crate::webhook::Sender::new(
+            self.queue.clone(),
+            self.config.webhooks.clone(),
+            self.bus.clone(),
+        )
+        .map(|sender| crate::webhook::spawn(sender, self.shutdown.clone()))
+        .map_err(ServeError::Other)?;
         let server_settings = &self.config.server;
         let app = api::router(
             state,

@@ -87,6 +87,28 @@ impl crate::api::MetricsPage for MetricsScrape {
             }
             Err(e) => tracing::warn!(error = %e, "cannot read queue depth for metrics"),
         }
+        match self.queue.schedules().await {
+            Ok(schedules) => {
+                metrics.schedule_next_fire.reset();
+                for schedule in schedules.iter().filter(|s| !s.paused) {
+                    if let Some(next) = schedule.next_fire {
+                        metrics
+                            .schedule_next_fire
+                            .with_label_values(&[schedule.id.as_str()])
+                            .set(next / 1000);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the schedules for metrics"),
+        }
+        match self.queue.dead_deliveries().await {
+            Ok(n) => metrics
+                .webhooks_dead
+                .set(i64::try_from(n).unwrap_or(i64::MAX)),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot count dead webhook deliveries for metrics")
+            }
+        }
         metrics.render()
     }
 }
@@ -230,6 +252,14 @@ impl DaemonObserver for LogLines {
                     tracing::warn!(job_id = %job, bundle = %bundle, version = %version, "job stays on its pinned version: {reason}");
                 }
             }
+            DaemonEvent::ScheduleFired {
+                schedule,
+                outcome,
+                lateness,
+            } => {
+                tracing::info!(schedule = %schedule, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
+            }
+            DaemonEvent::WebhookDelivery { .. } => {}
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
         }

@@ -81,6 +81,16 @@ pub enum DaemonEvent {
         moved: usize,
         refused: Vec<(String, String)>,
     },
+    /// The scheduler handled a schedule's due fire(s): what it did
+    /// (`submitted`, `missed`, `skipped_overlap`, `refused`) and how late
+    /// after the fire's time.
+    ScheduleFired {
+        schedule: String,
+        outcome: &'static str,
+        lateness: std::time::Duration,
+    },
+    /// A webhook delivery attempt ended: `delivered`, `retry` or `dead`.
+    WebhookDelivery { outcome: &'static str },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
     /// Every running job finished or was released.
@@ -107,6 +117,8 @@ impl DaemonEvent {
             DaemonEvent::RequestRefused { .. } => "request_refused",
             DaemonEvent::SubmissionRefused { .. } => "submission_refused",
             DaemonEvent::JobsMoved { .. } => "jobs_moved",
+            DaemonEvent::ScheduleFired { .. } => "schedule_fired",
+            DaemonEvent::WebhookDelivery { .. } => "webhook_delivery",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
         }

@@ -392,4 +392,51 @@ impl<D: Driver> JobQueue for Queue<D> {
     async fn ping(&self) -> Result<(), QueueError> {
         self.driver.ping().await
     }
+
+    async fn put_schedule(&self, schedule: StoredSchedule) -> Result<(), QueueError> {
+        let op = Op::PutSchedule(schedule);
+        expect!(self, self.driver.write(op).await?, Nothing)
+    }
+
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, QueueError> {
+        expect!(self, self.driver.read(Op::Schedules).await?, Schedules)
+    }
+
+    async fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
+        let op = Op::DeleteSchedule(id.to_string());
+        expect!(self, self.driver.write(op).await?, Flag)
+    }
+
+    async fn pause_schedule(&self, id: &str, paused: bool) -> Result<bool, QueueError> {
+        let op = Op::PauseSchedule {
+            id: id.to_string(),
+            paused,
+        };
+        expect!(self, self.driver.write(op).await?, Flag)
+    }
+
+    async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError> {
+        expect!(self, self.driver.write(Op::RecordFire(fire)).await?, Flag)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        lease_for: Duration,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        let op = Op::ClaimDeliveries { lease_for, limit };
+        expect!(self, self.driver.write(op).await?, Deliveries)
+    }
+
+    async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError> {
+        let op = Op::SettleDelivery {
+            id: id.to_string(),
+            result,
+        };
+        expect!(self, self.driver.write(op).await?, Nothing)
+    }
+
+    async fn dead_deliveries(&self) -> Result<u64, QueueError> {
+        expect!(self, self.driver.read(Op::DeadDeliveries).await?, LastSeq)
+    }
 }

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use super::outbox;
 use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx, stored_key};
 use super::*;
 use crate::approval::{self, Verdict};
@@ -30,7 +31,7 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     let now = tx.now().await?;
     let key = job_key(job);
     if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
-        seed_journal(tx, id, job).await?;
+        write_beside(tx, id, job).await?;
         tx.changed(Change::Runnable, &created.id);
         return Ok((created, true));
     }
@@ -45,8 +46,16 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     })
 }
 
+/// What a new job's insert writes beside its row, in the same transaction:
+/// a fork's copied journal and the job's webhook.
+async fn write_beside(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<()> {
+    seed_journal(tx, id, job).await?;
+    outbox::set_webhook(tx, id.as_str(), job.webhook.as_deref()).await
+}
+
 /// Writes a fork's seeded journal with its job (attempt 0: before any
-/// attempt of its own), in the transaction that inserts it.
+/// attempt of its own).
+
 async fn seed_journal(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<()> {
     let Some(seed) = &job.fork else {
         return Ok(());
@@ -90,13 +99,10 @@ pub(crate) async fn submit_many(
     let mut inserted = std::collections::HashMap::new();
     for chunk in by_key.chunks(INSERT_CHUNK) {
         let rows: Vec<(&JobId, &NewJob)> = chunk.iter().map(|(_, id, job)| (*id, *job)).collect();
-        let created = tx.insert_jobs(&rows, now).await?;
-        for (_, id, new) in chunk.iter().filter(|(_, _, job)| job.fork.is_some()) {
-            if created.iter().any(|job| &job.id == *id) {
-                seed_journal(tx, id, new).await?;
+        for job in tx.insert_jobs(&rows, now).await? {
+            if let Some((id, new)) = rows.iter().find(|(id, _)| **id == job.id) {
+                write_beside(tx, id, new).await?;
             }
-        }
-        for job in created {
             tx.changed(Change::Runnable, &job.id);
             inserted.insert(job.id.clone(), job);
         }
@@ -200,6 +206,7 @@ async fn park_poison_pill(
         pending_call: None,
     };
     tx.settle(&candidate.id, &settle, now).await?;
+    outbox::state_changed(tx, &candidate.id, settle.state).await?;
     let id = JobId::from(candidate.id.as_str());
     tx.changed(Change::Updated, &id);
     let job = tx
@@ -373,6 +380,7 @@ pub(crate) async fn finish(
         pending_call,
     };
     tx.settle(id.as_str(), &settle, now).await?;
+    outbox::state_changed(tx, id.as_str(), settle.state).await?;
     let finished = write_ending(tx, id, attempt, ending, &decision, Change::Updated).await?;
     Ok(Finished {
         run_at: settle
@@ -407,6 +415,7 @@ pub(crate) async fn release(
             pending_call: None,
         };
         tx.settle(id.as_str(), &settle, now).await?;
+        outbox::state_changed(tx, id.as_str(), settle.state).await?;
         Change::Updated
     } else {
         tx.unlease(id.as_str(), now).await?;
@@ -435,7 +444,9 @@ async fn record_ending(tx: &mut impl Tx, job: Job, ended: bool) -> Res<Changed> 
 pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>> {
     let now = tx.now().await?;
     let ended = tx.cancel_waiting(id.as_str(), now).await?;
-    if !ended {
+    if ended {
+        outbox::state_changed(tx, id.as_str(), JobState::Cancelled).await?;
+    } else {
         tx.request_cancel(id.as_str(), now).await?;
     }
     let Some(job) = tx.job(id.as_str(), false).await? else {
@@ -472,6 +483,7 @@ pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolutio
                 pending_call: None,
             };
             tx.settle(id.as_str(), &settle, now).await?;
+            outbox::state_changed(tx, id.as_str(), settle.state).await?;
             Change::Updated
         }
         Resolution::Retry => {

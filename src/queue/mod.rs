@@ -26,10 +26,12 @@ mod listing;
 mod op;
 mod open;
 mod origin;
+pub mod outbox;
 mod poison;
 pub mod postgres;
 mod retry;
 mod rules;
+mod schedules;
 pub mod sqlite;
 mod stats;
 mod tx;
@@ -39,9 +41,11 @@ pub use driver::Queue;
 pub use error::QueueError;
 pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
+pub use outbox::{Delivery, DeliveryResult};
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};
+pub use schedules::{FireRecord, StoredSchedule};
 pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
 pub use tx::Pin;
@@ -252,6 +256,9 @@ pub struct NewJob {
     /// The name of the API key that submitted the job; its idempotency key
     /// is namespaced by it.
     pub owner: Option<String>,
+    /// Where the job's state changes are sent (a completion webhook; see
+    /// `outbox`), as admission decided it.
+    pub webhook: Option<String>,
 }
 
 /// What an API key's jobs hold and spent (see `JobQueue::owner_load`).
@@ -658,6 +665,30 @@ pub trait JobQueue: Send + Sync {
         version: &str,
         digest: &str,
     ) -> Result<Option<Job>, QueueError>;
+
+    // Schedules (see `schedules`): where each stands, shared by every
+    // daemon on the same store.
+    /// Inserts a schedule or replaces its spec, owner, source and next fire.
+    async fn put_schedule(&self, schedule: StoredSchedule) -> Result<(), QueueError>;
+    async fn schedules(&self) -> Result<Vec<StoredSchedule>, QueueError>;
+    /// Whether there was one to delete.
+    async fn delete_schedule(&self, id: &str) -> Result<bool, QueueError>;
+    /// Whether there was one to pause or resume.
+    async fn pause_schedule(&self, id: &str, paused: bool) -> Result<bool, QueueError>;
+    /// Records a schedule's handled fires if its next fire is still the
+    /// one the handler read; whether it was.
+    async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError>;
+
+    // The outbox (see `outbox`).
+    /// Up to `limit` due deliveries, leased for `lease_for`.
+    async fn claim_deliveries(
+        &self,
+        lease_for: Duration,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, QueueError>;
+    async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError>;
+    /// How many deliveries are dead-lettered.
+    async fn dead_deliveries(&self) -> Result<u64, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
+use super::outbox::{self, Delivery, DeliveryResult};
+use super::schedules::{self, FireRecord, StoredSchedule};
 use super::tx::{Fail, Pin, Res, Tx};
 use super::*;
 
@@ -87,6 +89,25 @@ pub(crate) enum Op {
         owner: String,
         since: i64,
     },
+    // Schedules (see `schedules`).
+    PutSchedule(StoredSchedule),
+    DeleteSchedule(String),
+    PauseSchedule {
+        id: String,
+        paused: bool,
+    },
+    RecordFire(FireRecord),
+    Schedules,
+    // The outbox (see `outbox`).
+    ClaimDeliveries {
+        lease_for: Duration,
+        limit: usize,
+    },
+    SettleDelivery {
+        id: String,
+        result: DeliveryResult,
+    },
+    DeadDeliveries,
 }
 
 pub(crate) struct LeaseOp {
@@ -157,6 +178,10 @@ pub(crate) enum LockOrder {
     Nothing,
     Keys(String),
     Row(JobId),
+    /// Locks one schedule's row; by its id.
+    Schedule(String),
+    /// Locks one outbox delivery's row; by its id.
+    Delivery(String),
     Skipping,
 }
 
@@ -183,6 +208,9 @@ pub(crate) enum Done {
     Journal(Vec<JournalEntry>),
     Spend((u64, f64)),
     OwnerLoad(super::OwnerLoad),
+    Schedules(Vec<StoredSchedule>),
+    Flag(bool),
+    Deliveries(Vec<Delivery>),
 }
 
 impl Op {
@@ -250,6 +278,19 @@ impl Op {
             Op::MoveVersion { id, from, to } => {
                 Done::Job(super::versions::move_version(tx, id, from, to).await?)
             }
+            Op::PutSchedule(schedule) => Done::Nothing(schedules::put(tx, schedule).await?),
+            Op::DeleteSchedule(id) => Done::Flag(tx.delete_schedule(id).await?),
+            Op::PauseSchedule { id, paused } => {
+                Done::Flag(schedules::pause(tx, id, *paused).await?)
+            }
+            Op::RecordFire(fire) => Done::Flag(schedules::record_fire(tx, fire).await?),
+            Op::ClaimDeliveries { lease_for, limit } => {
+                let lease_ms = i64::try_from(lease_for.as_millis()).unwrap_or(i64::MAX);
+                Done::Deliveries(outbox::claim(tx, lease_ms, *limit).await?)
+            }
+            Op::SettleDelivery { id, result } => {
+                Done::Nothing(outbox::settle(tx, id, result).await?)
+            }
             read => read.run_read(tx).await?,
         })
     }
@@ -271,6 +312,10 @@ impl Op {
             }
             Op::OwnerLoad { owner, since } => {
                 Done::OwnerLoad(lifecycle::owner_load(tx, owner, *since).await?)
+            }
+            Op::Schedules => Done::Schedules(tx.schedules().await?),
+            Op::DeadDeliveries => {
+                Done::LastSeq(u64::try_from(tx.dead_deliveries().await?).unwrap_or(0))
             }
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
@@ -311,7 +356,15 @@ impl Op {
             | Op::LastSeq(..)
             | Op::Journal(..)
             | Op::SpendSince { .. }
-            | Op::OwnerLoad { .. } => LockOrder::Nothing,
+            | Op::OwnerLoad { .. }
+            | Op::Schedules
+            | Op::DeadDeliveries => LockOrder::Nothing,
+            Op::SettleDelivery { id, .. } => LockOrder::Delivery(id.clone()),
+            Op::ClaimDeliveries { .. } => LockOrder::Skipping,
+            Op::PutSchedule(StoredSchedule { id, .. })
+            | Op::DeleteSchedule(id)
+            | Op::PauseSchedule { id, .. }
+            | Op::RecordFire(FireRecord { id, .. }) => LockOrder::Schedule(id.clone()),
         }
     }
 
@@ -352,6 +405,14 @@ impl Op {
             Op::Journal(..) => "journal",
             Op::SpendSince { .. } => "spend_since",
             Op::OwnerLoad { .. } => "owner_load",
+            Op::PutSchedule(..) => "put_schedule",
+            Op::DeleteSchedule(..) => "delete_schedule",
+            Op::PauseSchedule { .. } => "pause_schedule",
+            Op::RecordFire(..) => "record_fire",
+            Op::Schedules => "schedules",
+            Op::ClaimDeliveries { .. } => "claim_deliveries",
+            Op::SettleDelivery { .. } => "settle_delivery",
+            Op::DeadDeliveries => "dead_deliveries",
         }
     }
 }

@@ -341,7 +341,9 @@ pub struct Pin {
 /// statement of the dialect, holding no rule. Methods that take `now` get
 /// it from [`Tx::now`], so PostgreSQL daemons share the database's clock.
 #[allow(async_fn_in_trait)]
-pub(crate) trait Tx {
+pub(crate) trait Tx:
+    super::schedules::ScheduleStatements + super::outbox::OutboxStatements
+{
     /// The clock of leases and timestamps, in milliseconds.
     async fn now(&mut self) -> Res<i64>;
     /// Records a change to announce once the transaction commits.

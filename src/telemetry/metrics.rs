@@ -61,6 +61,11 @@ pub struct Metrics {
     pub workflows_finished: IntCounterVec,
     pub observer_dropped: GaugeVec,
     pub spans_dropped: IntGauge,
+    pub schedule_fires: IntCounterVec,
+    pub schedule_lateness: HistogramVec,
+    pub schedule_next_fire: IntGaugeVec,
+    pub webhook_deliveries: IntCounterVec,
+    pub webhooks_dead: IntGauge,
     /// The same measurements over OTLP, when configured.
     pub otlp: std::sync::OnceLock<super::otel_metrics::OtelMeters>,
 }
@@ -117,6 +122,11 @@ impl Metrics {
             "Spans dropped because the OTLP export queue was full (cumulative).",
         )?;
         registry.register(Box::new(spans_dropped.clone()))?;
+        let webhooks_dead = IntGauge::new(
+            "structured_agents_webhooks_dead",
+            "Webhook deliveries dead-lettered (all attempts failed), in the queue's store.",
+        )?;
+        registry.register(Box::new(webhooks_dead.clone()))?;
         let observer_dropped = GaugeVec::new(
             Opts::new(
                 "structured_agents_observer_plugin_events_dropped",
@@ -301,6 +311,28 @@ impl Metrics {
             )?,
             observer_dropped,
             spans_dropped,
+            schedule_fires: counter(
+                "structured_agents_schedule_fires_total",
+                "Schedule fires this daemon handled, by schedule and outcome (submitted, missed, skipped_overlap, refused).",
+                &["schedule", "outcome"],
+            )?,
+            schedule_lateness: histogram(
+                "structured_agents_schedule_lateness_seconds",
+                "How late after its cron time a schedule's fire was submitted.",
+                &["schedule"],
+                &[0.1, 0.5, 1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 3600.0],
+            )?,
+            webhook_deliveries: counter(
+                "structured_agents_webhook_deliveries_total",
+                "Webhook delivery attempts this daemon made, by outcome (delivered, retry, dead).",
+                &["outcome"],
+            )?,
+            webhooks_dead,
+            schedule_next_fire: gauge_vec(
+                "structured_agents_schedule_next_fire_timestamp_seconds",
+                "When each schedule fires next (Unix seconds; absent when paused or never again).",
+                &["schedule"],
+            )?,
             registry,
             otlp: std::sync::OnceLock::new(),
         }))
@@ -413,6 +445,25 @@ impl DaemonObserver for Metrics {
             // gauge comes with the reload, `queue_up` with each operation,
             // plugin loads are in the reload outcome. Every variant is named
             // here so a new one cannot go unmeasured by accident.
+            // Schedule ids are the operator's (bundles and schedules made
+            // with a `submit` key): bounded by the schedules that exist.
+            DaemonEvent::ScheduleFired {
+                schedule,
+                outcome,
+                lateness,
+            } => {
+                self.schedule_fires
+                    .with_label_values(&[schedule.as_str(), outcome])
+                    .inc();
+                if *outcome == "submitted" {
+                    self.schedule_lateness
+                        .with_label_values(&[schedule.as_str()])
+                        .observe(lateness.as_secs_f64());
+                }
+            }
+            DaemonEvent::WebhookDelivery { outcome } => {
+                self.webhook_deliveries.with_label_values(&[outcome]).inc()
+            }
             DaemonEvent::ReloadStarted { .. }
             | DaemonEvent::PluginLoaded { .. }
             | DaemonEvent::PluginUnloaded { .. }

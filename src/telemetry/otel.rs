@@ -100,6 +100,8 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
             | DaemonEvent::JobsMoved { .. }
+            | DaemonEvent::ScheduleFired { .. }
+            | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone => return,
         };

@@ -12,6 +12,7 @@ import * as submit from "./views/submit.js";
 import * as bundles from "./views/bundles.js";
 import * as tokenView from "./views/token.js";
 import * as approvals from "./views/approvals.js";
+import * as schedules from "./views/schedules.js";
 
 /** URL patterns under /ui → view and the nav entry it lights up. */
 const ROUTES = [
@@ -21,6 +22,7 @@ const ROUTES = [
   { pattern: /^\/ui\/approvals\/?$/, view: approvals, nav: "approvals" },
   { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit" },
   { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles" },
+  { pattern: /^\/ui\/schedules\/?$/, view: schedules, nav: "schedules" },
 ];
 
 let stopView = null;

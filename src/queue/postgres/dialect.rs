@@ -87,17 +87,17 @@ impl<'a, C: GenericClient> PgTx<'a, C> {
         }
     }
 
-    async fn rows(&self, sql: &str, p: Params<'_>) -> Res<Vec<Row>> {
+    pub(super) async fn rows(&self, sql: &str, p: Params<'_>) -> Res<Vec<Row>> {
         let statement = self.client.prepare_cached(sql).await?;
         Ok(self.client.query(&statement, p).await?)
     }
 
-    async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
+    pub(super) async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
         let statement = self.client.prepare_cached(sql).await?;
         Ok(self.client.query_opt(&statement, p).await?)
     }
 
-    async fn exec(&self, sql: &str, p: Params<'_>) -> Res<u64> {
+    pub(super) async fn exec(&self, sql: &str, p: Params<'_>) -> Res<u64> {
         let statement = self.client.prepare_cached(sql).await?;
         Ok(self.client.execute(&statement, p).await?)
     }
@@ -410,7 +410,9 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         }
         let sql = "WITH gone_events AS (DELETE FROM events WHERE job_id = ANY($1)),
                         gone_steps AS (DELETE FROM journal WHERE job_id = ANY($1)),
-                        gone_spend AS (DELETE FROM nested_spend WHERE job_id = ANY($1))
+                        gone_spend AS (DELETE FROM nested_spend WHERE job_id = ANY($1)),
+                        gone_hooks AS (DELETE FROM job_webhooks WHERE job_id = ANY($1)),
+                        gone_deliveries AS (DELETE FROM deliveries WHERE job_id = ANY($1))
                    DELETE FROM jobs WHERE id = ANY($1)";
         self.exec(sql, &[&ids]).await?;
         Ok(())

@@ -20,6 +20,8 @@
 
 mod dialect;
 mod listen;
+mod outbox;
+mod schedules;
 mod schema;
 mod writer;
 

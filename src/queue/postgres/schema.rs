@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0008_owners.sql"),
     include_str!("migrations/0009_outcomes.sql"),
     include_str!("migrations/0010_forks.sql"),
+    include_str!("migrations/0011_schedules_outbox.sql"),
 ];
 
 /// The schema version this binary writes.

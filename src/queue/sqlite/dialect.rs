@@ -42,7 +42,12 @@ impl<'c> SqliteTx<'c> {
     }
 
     /// Every row of a cached statement, mapped.
-    fn rows<T>(&self, sql: &str, p: impl Params, map: impl Fn(&Row<'_>) -> Res<T>) -> Res<Vec<T>> {
+    pub(super) fn rows<T>(
+        &self,
+        sql: &str,
+        p: impl Params,
+        map: impl Fn(&Row<'_>) -> Res<T>,
+    ) -> Res<Vec<T>> {
         let mut stmt = self.conn.prepare_cached(sql)?;
         let mut rows = stmt.query(p)?;
         let mut out = Vec::new();
@@ -52,7 +57,7 @@ impl<'c> SqliteTx<'c> {
         Ok(out)
     }
 
-    fn first<T>(
+    pub(super) fn first<T>(
         &self,
         sql: &str,
         p: impl Params,
@@ -63,11 +68,11 @@ impl<'c> SqliteTx<'c> {
         rows.next()?.map(map).transpose()
     }
 
-    fn exec(&self, sql: &str, p: impl Params) -> Res<usize> {
+    pub(super) fn exec(&self, sql: &str, p: impl Params) -> Res<usize> {
         Ok(self.conn.prepare_cached(sql)?.execute(p)?)
     }
 
-    fn one_int(&self, sql: &str, p: impl Params) -> Res<i64> {
+    pub(super) fn one_int(&self, sql: &str, p: impl Params) -> Res<i64> {
         Ok(self.conn.prepare_cached(sql)?.query_row(p, |r| r.get(0))?)
     }
 }
@@ -367,6 +372,8 @@ impl Tx for SqliteTx<'_> {
             self.exec("DELETE FROM events WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM journal WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM nested_spend WHERE job_id = ?1", [id])?;
+            self.exec("DELETE FROM job_webhooks WHERE job_id = ?1", [id])?;
+            self.exec("DELETE FROM deliveries WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM jobs WHERE id = ?1", [id])?;
         }
         Ok(())

@@ -4,6 +4,8 @@
 //! connection on the blocking pool (WAL readers never wait for the writer).
 
 mod dialect;
+mod outbox;
+mod schedules;
 mod writer;
 
 use std::path::Path;
@@ -32,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0007_owners.sql"),
     include_str!("migrations/0008_outcomes.sql"),
     include_str!("migrations/0009_forks.sql"),
+    include_str!("migrations/0010_schedules_outbox.sql"),
 ];
 
 /// The schema version this binary writes.

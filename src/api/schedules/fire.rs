@@ -1,0 +1,276 @@
+//! The scheduler: once a second it brings the bundles' `schedule:`s into
+//! the queue's schedules (the registry snapshot the one reload pipeline
+//! built decides them), then submits every due fire through admission —
+//! as the schedule's owner key, or as the daemon for a bundle's — with the
+//! fire's deterministic idempotency key, so several daemons sharing a
+//! PostgreSQL store make one job of it. The compare-and-set of
+//! `JobQueue::record_fire` lets one of them advance the schedule.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use super::super::AppState;
+use super::super::admission::{Submission, admit};
+use super::super::auth::Caller;
+use super::super::error::ErrorCode;
+use crate::access::Principal;
+use crate::events::daemon::DaemonEvent;
+use crate::queue::{FireRecord, JobId, NewJob, StoredSchedule};
+use crate::schedule::{Overlap, Stored, due_fires, fire_key};
+
+const EVERY: Duration = Duration::from_secs(1);
+/// The owner of a bundle's schedule's jobs.
+pub const SCHEDULER_KEY: &str = "scheduler";
+/// `source` of a schedule a bundle declares.
+pub const FROM_BUNDLE: &str = "bundle";
+
+/// Runs until `shutdown`.
+pub fn spawn(state: AppState, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut synced = None;
+        let mut ticks = tokio::time::interval(EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = shutdown.cancelled() => return,
+            }
+            if let Err(e) = tick(&state, &mut synced).await {
+                tracing::warn!(error = %e, "scheduler: cannot read or update the schedules; trying again in a second");
+            }
+        }
+    })
+}
+
+async fn tick(state: &AppState, synced: &mut Option<u64>) -> Result<(), crate::queue::QueueError> {
+    let generation = state.registry.snapshot().generation;
+    if *synced != Some(generation) {
+        sync_bundles(state).await?;
+        *synced = Some(generation);
+    }
+    let now = crate::queue::millis(SystemTime::now());
+    for schedule in state.queue.schedules().await? {
+        if schedule.paused || schedule.next_fire.is_none_or(|next| next > now) {
+            continue;
+        }
+        handle(state, schedule, now).await?;
+    }
+    Ok(())
+}
+
+/// Makes the stored bundle schedules what the loaded bundles declare: new
+/// or changed ones start from their next fire; ones no bundle declares
+/// any more go.
+async fn sync_bundles(state: &AppState) -> Result<(), crate::queue::QueueError> {
+    let snapshot = state.registry.snapshot();
+    let stored = state.queue.schedules().await?;
+    let now = crate::queue::millis(SystemTime::now());
+    let mut declared = Vec::new();
+    for loaded in snapshot.loaded() {
+        let bundle = &loaded.bundle;
+        let Some(spec) = &bundle.raw.schedule else {
+            continue;
+        };
+        declared.push(bundle.name().to_string());
+        let Ok(compiled) = spec.compile() else {
+            continue; // refused by the bundle's load already
+        };
+        let text = stored_spec(bundle.name(), spec);
+        if stored
+            .iter()
+            .any(|s| s.id == bundle.name() && s.source == FROM_BUNDLE && s.spec == text)
+        {
+            continue;
+        }
+        state
+            .queue
+            .put_schedule(StoredSchedule {
+                id: bundle.name().to_string(),
+                source: FROM_BUNDLE.into(),
+                spec: text,
+                owner: None,
+                paused: false,
+                next_fire: crate::schedule::next_after(&compiled, now),
+                last_fire: None,
+                last_job: None,
+                last_outcome: None,
+            })
+            .await?;
+    }
+    for gone in stored
+        .iter()
+        .filter(|s| s.source == FROM_BUNDLE && !declared.contains(&s.id))
+    {
+        state.queue.delete_schedule(&gone.id).await?;
+    }
+    Ok(())
+}
+
+/// A spec as the queue stores it (with its bundle).
+pub fn stored_spec(bundle: &str, spec: &crate::schedule::ScheduleSpec) -> String {
+    let stored = Stored {
+        bundle: bundle.to_string(),
+        spec: spec.clone(),
+    };
+    serde_json::to_string(&stored).unwrap_or_default()
+}
+
+/// Submits a schedule's due fires by its policies and records them.
+async fn handle(
+    state: &AppState,
+    schedule: StoredSchedule,
+    now: i64,
+) -> Result<(), crate::queue::QueueError> {
+    let Some(expected_next) = schedule.next_fire else {
+        return Ok(());
+    };
+    let Some((stored, compiled)) = parsed(&schedule) else {
+        return Ok(());
+    };
+    let spec = &stored.spec;
+    let due = due_fires(
+        &compiled,
+        spec.missed,
+        spec.max_catch_up,
+        expected_next,
+        now,
+    );
+    let mut outcome = if due.passed_over {
+        "missed"
+    } else {
+        "submitted"
+    };
+    let mut fires = due.fires.clone();
+    if !fires.is_empty()
+        && let Some(last) = live_last_job(state, &schedule).await?
+    {
+        match spec.overlap {
+            Overlap::Skip => {
+                fires.clear();
+                outcome = "skipped_overlap";
+            }
+            // The fire waits for the last job: the schedule is not advanced.
+            Overlap::Queue => return Ok(()),
+            Overlap::CancelPrevious => {
+                if let Some(changed) = state.queue.cancel(&last).await?
+                    && let Some(event) = changed.final_event
+                {
+                    state.bus.publish(DaemonEvent::JobEndedByRequest {
+                        event: Box::new(event),
+                    });
+                }
+            }
+        }
+    }
+    let mut last_job = None;
+    for fire in &fires {
+        match submit_fire(state, &schedule, &stored, *fire).await {
+            Ok(job) => last_job = Some(job),
+            Err(e) if e.code == ErrorCode::Unavailable || e.code == ErrorCode::Internal => {
+                // The store is down: the fire stays due for the next tick.
+                return Err(crate::queue::QueueError::Store {
+                    path: format!("schedule {}", schedule.id),
+                    detail: e.message,
+                });
+            }
+            Err(e) => {
+                tracing::warn!(schedule = %schedule.id, fire = %crate::queue::rfc3339(*fire), error = %e.message, "scheduler: admission refused the fire; it is dropped, the next one comes on time");
+                outcome = "refused";
+            }
+        }
+        state.bus.publish(DaemonEvent::ScheduleFired {
+            schedule: schedule.id.clone(),
+            outcome,
+            lateness: Duration::from_millis(u64::try_from(now - fire).unwrap_or(0)),
+        });
+    }
+    if fires.is_empty() {
+        state.bus.publish(DaemonEvent::ScheduleFired {
+            schedule: schedule.id.clone(),
+            outcome,
+            lateness: Duration::ZERO,
+        });
+    }
+    let record = FireRecord {
+        id: schedule.id.clone(),
+        expected_next,
+        next_fire: due.next,
+        last_fire: due.fires.last().copied(),
+        last_job,
+        last_outcome: outcome.to_string(),
+    };
+    state.queue.record_fire(record).await?;
+    Ok(())
+}
+
+/// The stored spec and its compiled cron; `None` (logged) when it no
+/// longer compiles (a time zone this binary lacks).
+fn parsed(schedule: &StoredSchedule) -> Option<(Stored, (croner::Cron, chrono_tz::Tz))> {
+    let stored: Stored = serde_json::from_str(&schedule.spec)
+        .inspect_err(|e| tracing::warn!(schedule = %schedule.id, error = %e, "scheduler: the stored spec cannot be read; delete the schedule and make it again"))
+        .ok()?;
+    let compiled = stored
+        .spec
+        .compile()
+        .inspect_err(|e| tracing::warn!(schedule = %schedule.id, error = %e, "scheduler: the stored spec is not valid; delete the schedule and make it again"))
+        .ok()?;
+    Some((stored, compiled))
+}
+
+/// The schedule's last job, if it has not ended.
+async fn live_last_job(
+    state: &AppState,
+    schedule: &StoredSchedule,
+) -> Result<Option<JobId>, crate::queue::QueueError> {
+    let Some(id) = &schedule.last_job else {
+        return Ok(None);
+    };
+    let id = JobId::from(id.as_str());
+    Ok(state
+        .queue
+        .get(&id)
+        .await?
+        .filter(|job| !job.state.is_terminal())
+        .map(|job| job.id))
+}
+
+/// Who a schedule's fires are submitted as: its owner key as the key ring
+/// now has it, or the daemon for a bundle's schedule.
+pub fn submitter(state: &AppState, owner: Option<&str>) -> Option<Caller> {
+    let principal = match owner {
+        None => Arc::new(Principal::unrestricted(SCHEDULER_KEY)),
+        Some(name) => state.registry.snapshot().keys.by_name(name)?,
+    };
+    Some(Caller(principal))
+}
+
+/// Submits one fire through admission; the job's id.
+async fn submit_fire(
+    state: &AppState,
+    schedule: &StoredSchedule,
+    stored: &Stored,
+    fire: i64,
+) -> Result<String, super::super::error::ApiError> {
+    let caller = submitter(state, schedule.owner.as_deref()).ok_or_else(|| {
+        super::super::error::ApiError::new(
+            ErrorCode::Forbidden,
+            format!(
+                "the API key {:?} that owns schedule {} is gone from the keys file; delete the schedule or make it again with another key",
+                schedule.owner.as_deref().unwrap_or_default(),
+                schedule.id
+            ),
+        )
+    })?;
+    let job = NewJob {
+        bundle: stored.bundle.clone(),
+        input: stored.spec.input.clone(),
+        variables: stored.spec.variables.clone(),
+        priority: stored.spec.priority,
+        idempotency_key: Some(fire_key(&schedule.id, fire)),
+        ..Default::default()
+    };
+    let (job, _) = admit(state, &caller, Submission::new(job, "bundle")).await?;
+    Ok(job.id.to_string())
+}

@@ -1,0 +1,258 @@
+//! `/v1/schedules`: make, list, pause, resume, delete and run now the
+//! schedules that submit a bundle's job on a cron (see `crate::schedule`).
+//! A schedule made here is owned by the caller's key, and its fires are
+//! submitted as that key; a bundle's own `schedule:` is listed too, owned
+//! by the daemon, and can be paused or run but is deleted only by removing
+//! it from the bundle. The scheduler that fires them is [`fire`].
+
+pub mod fire;
+
+use std::time::SystemTime;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::admission::{Submission, admit, known_bundle};
+use super::auth::Caller;
+use super::body::JsonBody;
+use super::error::{ApiError, ErrorCode};
+use crate::queue::{Job, NewJob, StoredSchedule, rfc3339};
+use crate::schedule::{ScheduleSpec, Stored};
+
+/// The body of `POST /v1/schedules`.
+#[derive(Debug, Deserialize)]
+pub struct NewSchedule {
+    /// The schedule's id (default: a fresh UUIDv7). Letters, digits, `-`, `_`, `.`.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub bundle: String,
+    #[serde(flatten)]
+    pub spec: ScheduleSpec,
+}
+
+/// A schedule as the API shows it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ScheduleView {
+    pub id: String,
+    /// `bundle` (the bundle's own `schedule:`) or `api`.
+    pub source: String,
+    pub bundle: String,
+    pub owner: Option<String>,
+    pub paused: bool,
+    /// RFC 3339 UTC; `null` when the cron never fires again.
+    pub next_fire: Option<String>,
+    pub last_fire: Option<String>,
+    pub last_job: Option<String>,
+    /// `submitted`, `missed` (fires passed over by `missed`),
+    /// `skipped_overlap` or `refused` (admission said no; see the log).
+    pub last_outcome: Option<String>,
+    pub spec: ScheduleSpec,
+}
+
+impl ScheduleView {
+    fn of(schedule: StoredSchedule) -> Option<Self> {
+        let stored: Stored = serde_json::from_str(&schedule.spec).ok()?;
+        Some(Self {
+            id: schedule.id,
+            source: schedule.source,
+            bundle: stored.bundle,
+            owner: schedule.owner,
+            paused: schedule.paused,
+            next_fire: schedule.next_fire.map(rfc3339),
+            last_fire: schedule.last_fire.map(rfc3339),
+            last_job: schedule.last_job,
+            last_outcome: schedule.last_outcome,
+            spec: stored.spec,
+        })
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no schedule {id:?}; see GET /v1/schedules"),
+    )
+}
+
+/// `POST /v1/schedules`.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody<NewSchedule>,
+) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
+    caller.may_use(&body.bundle, "bundle")?;
+    known_bundle(&state, &body.bundle, "bundle")?;
+    let compiled = body.spec.compile().map_err(|e| {
+        let text = e.to_string();
+        let field = text
+            .split(':')
+            .next()
+            .unwrap_or("schedule")
+            .replace("schedule.", "");
+        ApiError::field(ErrorCode::InvalidRequest, field, text)
+    })?;
+    let id = body.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "id",
+            format!("{id:?} is not a schedule id: use letters, digits, `-`, `_`, `.`"),
+        ));
+    }
+    if state.queue.schedules().await?.iter().any(|s| s.id == id) {
+        return Err(ApiError::field(
+            ErrorCode::IdempotencyConflict,
+            "id",
+            format!("a schedule {id:?} exists; pick another id or delete it first"),
+        ));
+    }
+    let now = crate::queue::millis(SystemTime::now());
+    let schedule = StoredSchedule {
+        id: id.clone(),
+        source: "api".into(),
+        spec: fire::stored_spec(&body.bundle, &body.spec),
+        owner: Some(caller.name().to_string()),
+        paused: false,
+        next_fire: crate::schedule::next_after(&compiled, now),
+        last_fire: None,
+        last_job: None,
+        last_outcome: None,
+    };
+    state.queue.put_schedule(schedule.clone()).await?;
+    tracing::info!(schedule = %id, bundle = %body.bundle, by = caller.name(), "schedule made");
+    let view = ScheduleView::of(schedule).ok_or_else(|| ApiError::internal("schedule view"))?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// `GET /v1/schedules`: the schedules the caller's key may see.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<ScheduleView>>, ApiError> {
+    let schedules = state.queue.schedules().await?;
+    Ok(Json(
+        schedules
+            .into_iter()
+            .filter(|s| caller.0.sees(s.owner.as_deref()))
+            .filter_map(ScheduleView::of)
+            .collect(),
+    ))
+}
+
+/// `GET /v1/schedules/{id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    let schedule = visible(&state, &caller, &id).await?;
+    ScheduleView::of(schedule)
+        .map(Json)
+        .ok_or_else(|| not_found(&id))
+}
+
+async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<StoredSchedule, ApiError> {
+    state
+        .queue
+        .schedules()
+        .await?
+        .into_iter()
+        .find(|s| s.id == id && caller.0.sees(s.owner.as_deref()))
+        .ok_or_else(|| not_found(id))
+}
+
+/// The schedule if the caller may change it: its own key's, or any with
+/// `operate_all`.
+async fn operable(state: &AppState, caller: &Caller, id: &str) -> Result<StoredSchedule, ApiError> {
+    let schedule = visible(state, caller, id).await?;
+    if caller.0.operates_on(schedule.owner.as_deref()) {
+        return Ok(schedule);
+    }
+    Err(ApiError::new(
+        ErrorCode::Forbidden,
+        format!(
+            "schedule {id} belongs to another API key; only its own key or one with `operate_all` may change it"
+        ),
+    ))
+}
+
+async fn set_paused(
+    state: AppState,
+    caller: Caller,
+    id: String,
+    paused: bool,
+) -> Result<Json<ScheduleView>, ApiError> {
+    operable(&state, &caller, &id).await?;
+    if !state.queue.pause_schedule(&id, paused).await? {
+        return Err(not_found(&id));
+    }
+    tracing::info!(schedule = %id, paused, by = caller.name(), "schedule paused or resumed");
+    get(State(state), caller, Path(id)).await
+}
+
+/// `POST /v1/schedules/{id}/pause`: no fire is submitted until resumed
+/// (fires meanwhile count as missed).
+pub async fn pause(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    set_paused(state, caller, id, true).await
+}
+
+/// `POST /v1/schedules/{id}/resume`.
+pub async fn resume(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<ScheduleView>, ApiError> {
+    set_paused(state, caller, id, false).await
+}
+
+/// `DELETE /v1/schedules/{id}`: a schedule made over the API (a bundle's
+/// goes with its `schedule:`).
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let schedule = operable(&state, &caller, &id).await?;
+    if schedule.source == fire::FROM_BUNDLE {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "schedule {id} is declared by bundle {id}'s `schedule:`; remove it there (and reload), or pause it"
+            ),
+        ));
+    }
+    state.queue.delete_schedule(&id).await?;
+    tracing::info!(schedule = %id, by = caller.name(), "schedule deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /v1/schedules/{id}/run`: one job of the schedule now, admitted as
+/// the caller, outside the cron (no fire is used up).
+pub async fn run(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<(StatusCode, Json<Job>), ApiError> {
+    let schedule = operable(&state, &caller, &id).await?;
+    let stored: Stored = serde_json::from_str(&schedule.spec).map_err(|_| not_found(&id))?;
+    let job = NewJob {
+        bundle: stored.bundle,
+        input: stored.spec.input,
+        variables: stored.spec.variables,
+        priority: stored.spec.priority,
+        ..Default::default()
+    };
+    let (job, _) = admit(&state, &caller, Submission::new(job, "bundle")).await?;
+    Ok((StatusCode::CREATED, Json(job)))
+}

@@ -1,0 +1,153 @@
+//! `structured-agents schedules list|create|pause|resume|delete|run`: the
+//! daemon's schedules over `/v1/schedules`.
+
+use clap::Subcommand;
+use serde_json::{Map, Value, json};
+
+use super::remote::{Client, ServerArgs};
+
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// Every schedule your key may see, with its next and last fire.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a schedule that submits BUNDLE's job on CRON.
+    Create {
+        bundle: String,
+        /// Five fields (minute hour day month weekday) or six with seconds first.
+        cron: String,
+        /// The schedule's id (default: a fresh one).
+        #[arg(long)]
+        id: Option<String>,
+        /// The IANA time zone the cron is read in.
+        #[arg(long, default_value = "UTC")]
+        timezone: String,
+        #[arg(long, default_value = "")]
+        input: String,
+        /// Job variables as a JSON object.
+        #[arg(long, value_name = "JSON")]
+        variables: Option<String>,
+        /// Fires missed while no daemon ran: skip, run_once or run_all.
+        #[arg(long, default_value = "skip")]
+        missed: String,
+        /// A fire while the last job still runs: skip, queue or cancel_previous.
+        #[arg(long, default_value = "skip")]
+        overlap: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Submit no fire until resumed.
+    Pause {
+        id: String,
+    },
+    Resume {
+        id: String,
+    },
+    /// Delete a schedule made over the API (a bundle's goes with its `schedule:`).
+    Delete {
+        id: String,
+    },
+    /// Submit one job of the schedule now.
+    Run {
+        id: String,
+    },
+}
+
+pub async fn run(server: &ServerArgs, command: SchedulesCommand) -> anyhow::Result<i32> {
+    let client = Client::new(server)?;
+    match command {
+        SchedulesCommand::List { json } => {
+            let schedules = client.get("/v1/schedules").await?;
+            if json {
+                println!("{schedules}");
+                return Ok(0);
+            }
+            let empty = Vec::new();
+            let list = schedules.as_array().unwrap_or(&empty);
+            if list.is_empty() {
+                println!("no schedules");
+            }
+            for schedule in list {
+                println!("{}", line(schedule));
+            }
+        }
+        SchedulesCommand::Create {
+            bundle,
+            cron,
+            id,
+            timezone,
+            input,
+            variables,
+            missed,
+            overlap,
+            json,
+        } => {
+            let variables: Map<String, Value> = match variables {
+                Some(text) => serde_json::from_str(&text)
+                    .map_err(|e| anyhow::anyhow!("--variables is not a JSON object: {e}"))?,
+                None => Map::new(),
+            };
+            let mut body = json!({
+                "bundle": bundle, "cron": cron, "timezone": timezone, "input": input,
+                "variables": variables, "missed": missed, "overlap": overlap,
+            });
+            if let Some(id) = id {
+                body["id"] = json!(id);
+            }
+            let made = client.post("/v1/schedules", body).await?;
+            if json {
+                println!("{made}");
+            } else {
+                println!("{}", line(&made));
+            }
+        }
+        SchedulesCommand::Pause { id } => {
+            let schedule = client
+                .post(&format!("/v1/schedules/{id}/pause"), json!({}))
+                .await?;
+            println!("{}", line(&schedule));
+        }
+        SchedulesCommand::Resume { id } => {
+            let schedule = client
+                .post(&format!("/v1/schedules/{id}/resume"), json!({}))
+                .await?;
+            println!("{}", line(&schedule));
+        }
+        SchedulesCommand::Delete { id } => {
+            client.delete(&format!("/v1/schedules/{id}")).await?;
+            println!("schedule {id} deleted");
+        }
+        SchedulesCommand::Run { id } => {
+            let job = client
+                .post(&format!("/v1/schedules/{id}/run"), json!({}))
+                .await?;
+            println!("{}", job["id"].as_str().unwrap_or_default());
+        }
+    }
+    Ok(0)
+}
+
+/// One schedule on one line.
+fn line(schedule: &Value) -> String {
+    let text = |key: &str| schedule[key].as_str().unwrap_or("-").to_string();
+    format!(
+        "{} · {} · {} ({}) · {} · next {} · last {} {}",
+        text("id"),
+        text("bundle"),
+        schedule["spec"]["cron"].as_str().unwrap_or("?"),
+        schedule["spec"]["timezone"].as_str().unwrap_or("UTC"),
+        if schedule["paused"].as_bool() == Some(true) {
+            "paused"
+        } else {
+            "active"
+        },
+        text("next_fire"),
+        text("last_fire"),
+        schedule["last_outcome"]
+            .as_str()
+            .map(|o| format!("({o})"))
+            .unwrap_or_default(),
+    )
+}

@@ -1,0 +1,86 @@
+//! The PostgreSQL statements of the outbox (see `queue::outbox`). Claims
+//! take rows no other daemon holds (`SKIP LOCKED`).
+
+use deadpool_postgres::GenericClient;
+
+use super::dialect::PgTx;
+use crate::queue::outbox::{
+    DELIVERY_COLUMNS, Delivery, DeliveryResult, NewDelivery, OutboxStatements, delivery_from_row,
+};
+use crate::queue::tx::{Columns, Res};
+
+impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
+    async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()> {
+        let sql = "INSERT INTO job_webhooks (job_id, url) VALUES ($1, $2)
+                   ON CONFLICT (job_id) DO UPDATE SET url = EXCLUDED.url";
+        self.exec(sql, &[&job_id, &url]).await?;
+        Ok(())
+    }
+
+    async fn job_webhook(&mut self, job_id: &str) -> Res<Option<String>> {
+        let sql = "SELECT url FROM job_webhooks WHERE job_id = $1";
+        self.first(sql, &[&job_id])
+            .await?
+            .map(|row| row.req_text(0))
+            .transpose()
+    }
+
+    async fn insert_delivery(&mut self, d: &NewDelivery<'_>, now: i64) -> Res<()> {
+        // The job's row is locked by the state change: one insert per job at a time.
+        let sql = "INSERT INTO deliveries (id, kind, target, job_id, seq, event, payload, state, attempts, next_attempt_at, created_at, updated_at)
+                   VALUES ($1, $2, $3, $4, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deliveries WHERE job_id = $4), $5, $6, 'pending', 0, $7, $7, $7)";
+        self.exec(
+            sql,
+            &[
+                &d.id, &d.kind, &d.target, &d.job_id, &d.event, &d.payload, &now,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn claim_deliveries(
+        &mut self,
+        now: i64,
+        lease_until: i64,
+        limit: usize,
+    ) -> Res<Vec<Delivery>> {
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM deliveries d
+             WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)
+               AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.job_id = d.job_id AND e.seq < d.seq AND e.state = 'pending')
+             ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let claimed: Vec<Delivery> = self
+            .rows(&sql, &[&now, &limit])
+            .await?
+            .iter()
+            .map(delivery_from_row)
+            .collect::<Res<_>>()?;
+        for delivery in &claimed {
+            let sql = "UPDATE deliveries SET lease_until = $2, updated_at = $3 WHERE id = $1";
+            self.exec(sql, &[&delivery.id, &lease_until, &now]).await?;
+        }
+        Ok(claimed)
+    }
+
+    async fn settle_delivery(&mut self, id: &str, result: &DeliveryResult, now: i64) -> Res<()> {
+        let (state, at, error) = match result {
+            DeliveryResult::Delivered => ("delivered", now, None),
+            DeliveryResult::Retry { at, error } => ("pending", *at, Some(error.as_str())),
+            DeliveryResult::Dead { error } => ("dead", now, Some(error.as_str())),
+        };
+        let sql = "UPDATE deliveries SET state = $2, next_attempt_at = $3, last_error = $4, attempts = attempts + 1, lease_until = NULL, updated_at = $5 WHERE id = $1";
+        self.exec(sql, &[&id, &state, &at, &error, &now]).await?;
+        Ok(())
+    }
+
+    async fn dead_deliveries(&mut self) -> Res<i64> {
+        let sql = "SELECT COUNT(*) FROM deliveries WHERE state = 'dead'";
+        let row = self.first(sql, &[]).await?;
+        row.map(|row| row.req_int(0))
+            .transpose()
+            .map(Option::unwrap_or_default)
+    }
+}

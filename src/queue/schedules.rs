@@ -1,0 +1,92 @@
+//! Where each schedule stands, kept in the queue's database so that every
+//! daemon sharing it sees one state: the schedule's spec (JSON the queue
+//! does not read: cron, time zone, input, policies), who owns it, whether
+//! it is paused, its next fire and its last one.
+//!
+//! A fire is recorded by a compare-and-set on `next_fire`: of several
+//! daemons that handled the same fire, one advances the schedule and the
+//! others learn that someone did. The fire's job itself is made once by
+//! its idempotency key (see `crate::schedule`).
+
+use serde::{Deserialize, Serialize};
+
+use super::tx::{Columns, Res, Tx};
+
+/// A schedule as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredSchedule {
+    pub id: String,
+    /// `bundle` (declared by a bundle's `schedule:`) or `api`.
+    pub source: String,
+    /// The spec as JSON text.
+    pub spec: String,
+    /// The API key the fires are submitted as (`None`: the daemon).
+    pub owner: Option<String>,
+    pub paused: bool,
+    /// The first fire not handled yet (ms since the epoch).
+    pub next_fire: Option<i64>,
+    pub last_fire: Option<i64>,
+    pub last_job: Option<String>,
+    /// What the last fire did (`submitted`, `skipped_overlap`, …).
+    pub last_outcome: Option<String>,
+}
+
+/// What handling a schedule's due fires changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FireRecord {
+    pub id: String,
+    /// The `next_fire` the handler read: the record is written only if it
+    /// still holds (compare-and-set).
+    pub expected_next: i64,
+    pub next_fire: Option<i64>,
+    pub last_fire: Option<i64>,
+    /// `None` keeps the last job (a fire that submitted nothing).
+    pub last_job: Option<String>,
+    pub last_outcome: String,
+}
+
+/// The columns every schedule query selects, in the order
+/// [`schedule_from_row`] reads them.
+pub(crate) const SCHEDULE_COLUMNS: &str =
+    "id, source, spec, owner, paused, next_fire, last_fire, last_job, last_outcome";
+
+pub(crate) fn schedule_from_row(row: &impl Columns) -> Res<StoredSchedule> {
+    Ok(StoredSchedule {
+        id: row.req_text(0)?,
+        source: row.req_text(1)?,
+        spec: row.req_text(2)?,
+        owner: row.text(3)?,
+        paused: row.req_int(4)? != 0,
+        next_fire: row.int(5)?,
+        last_fire: row.int(6)?,
+        last_job: row.text(7)?,
+        last_outcome: row.text(8)?,
+    })
+}
+
+/// The schedule statements of a dialect (one statement each, no rule).
+#[allow(async_fn_in_trait)]
+pub(crate) trait ScheduleStatements {
+    /// Inserts the schedule or replaces its spec, owner, source and next
+    /// fire (its pause and history stay).
+    async fn put_schedule(&mut self, schedule: &StoredSchedule, now: i64) -> Res<()>;
+    async fn schedules(&mut self) -> Res<Vec<StoredSchedule>>;
+    async fn delete_schedule(&mut self, id: &str) -> Res<bool>;
+    async fn pause_schedule(&mut self, id: &str, paused: bool, now: i64) -> Res<bool>;
+    async fn record_fire(&mut self, fire: &FireRecord, now: i64) -> Res<bool>;
+}
+
+pub(crate) async fn put(tx: &mut impl Tx, schedule: &StoredSchedule) -> Res<()> {
+    let now = tx.now().await?;
+    tx.put_schedule(schedule, now).await
+}
+
+pub(crate) async fn pause(tx: &mut impl Tx, id: &str, paused: bool) -> Res<bool> {
+    let now = tx.now().await?;
+    tx.pause_schedule(id, paused, now).await
+}
+
+pub(crate) async fn record_fire(tx: &mut impl Tx, fire: &FireRecord) -> Res<bool> {
+    let now = tx.now().await?;
+    tx.record_fire(fire, now).await
+}

@@ -1,0 +1,78 @@
+//! The SQLite statements of the outbox (see `queue::outbox`).
+
+use rusqlite::params;
+
+use super::dialect::SqliteTx;
+use crate::queue::outbox::{
+    DELIVERY_COLUMNS, Delivery, DeliveryResult, NewDelivery, OutboxStatements, delivery_from_row,
+};
+use crate::queue::tx::{Columns, Res};
+
+impl OutboxStatements for SqliteTx<'_> {
+    async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()> {
+        self.exec(
+            "INSERT OR REPLACE INTO job_webhooks (job_id, url) VALUES (?1, ?2)",
+            params![job_id, url],
+        )?;
+        Ok(())
+    }
+
+    async fn job_webhook(&mut self, job_id: &str) -> Res<Option<String>> {
+        self.first(
+            "SELECT url FROM job_webhooks WHERE job_id = ?1",
+            [job_id],
+            |row| row.req_text(0),
+        )
+    }
+
+    async fn insert_delivery(&mut self, d: &NewDelivery<'_>, now: i64) -> Res<()> {
+        self.exec(
+            "INSERT INTO deliveries (id, kind, target, job_id, seq, event, payload, state, attempts, next_attempt_at, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deliveries WHERE job_id = ?4), ?5, ?6, 'pending', 0, ?7, ?7, ?7)",
+            params![d.id, d.kind, d.target, d.job_id, d.event, d.payload, now],
+        )?;
+        Ok(())
+    }
+
+    async fn claim_deliveries(
+        &mut self,
+        now: i64,
+        lease_until: i64,
+        limit: usize,
+    ) -> Res<Vec<Delivery>> {
+        let claimed = self.rows(
+            &format!(
+                "SELECT {DELIVERY_COLUMNS} FROM deliveries d
+                 WHERE state = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)
+                   AND NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.job_id = d.job_id AND e.seq < d.seq AND e.state = 'pending')
+                 ORDER BY next_attempt_at LIMIT ?2"
+            ),
+            params![now, limit as i64],
+            |row| delivery_from_row(row),
+        )?;
+        for delivery in &claimed {
+            self.exec(
+                "UPDATE deliveries SET lease_until = ?2, updated_at = ?3 WHERE id = ?1",
+                params![delivery.id, lease_until, now],
+            )?;
+        }
+        Ok(claimed)
+    }
+
+    async fn settle_delivery(&mut self, id: &str, result: &DeliveryResult, now: i64) -> Res<()> {
+        let (state, at, error) = match result {
+            DeliveryResult::Delivered => ("delivered", now, None),
+            DeliveryResult::Retry { at, error } => ("pending", *at, Some(error.as_str())),
+            DeliveryResult::Dead { error } => ("dead", now, Some(error.as_str())),
+        };
+        self.exec(
+            "UPDATE deliveries SET state = ?2, next_attempt_at = ?3, last_error = ?4, attempts = attempts + 1, lease_until = NULL, updated_at = ?5 WHERE id = ?1",
+            params![id, state, at, error, now],
+        )?;
+        Ok(())
+    }
+
+    async fn dead_deliveries(&mut self) -> Res<i64> {
+        self.one_int("SELECT COUNT(*) FROM deliveries WHERE state = 'dead'", [])
+    }
+}

@@ -1,0 +1,166 @@
+//! The sender: twice a second it claims due deliveries (a lease, so a
+//! crashed sender's come back and several daemons never send one at once),
+//! POSTs each, and settles it: delivered on a 2xx, else again after a
+//! backoff with jitter, dead after the last attempt.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use rand::Rng as _;
+use tokio_util::sync::CancellationToken;
+
+use super::{Signer, WebhookConfig};
+use crate::events::daemon::{DaemonBus, DaemonEvent};
+use crate::queue::{Delivery, DeliveryResult, JobQueue, millis};
+
+const EVERY: Duration = Duration::from_millis(500);
+/// Deliveries claimed per round (each job's oldest only).
+const BATCH: usize = 32;
+/// What is read of a receiver's answer at most (it is only logged).
+const MAX_ANSWER_BYTES: usize = 4 * 1024;
+
+/// Sends the outbox's deliveries.
+pub struct Sender {
+    queue: Arc<dyn JobQueue>,
+    http: reqwest::Client,
+    signer: Option<Signer>,
+    config: WebhookConfig,
+    bus: DaemonBus,
+}
+
+impl Sender {
+    pub fn new(
+        queue: Arc<dyn JobQueue>,
+        config: WebhookConfig,
+        bus: DaemonBus,
+    ) -> Result<Self, String> {
+        let secret = std::env::var(&config.secret_env).unwrap_or_default();
+        let signer = if secret.is_empty() {
+            None
+        } else {
+            Some(Signer::new(&secret).map_err(|e| format!("{}: {e}", config.secret_env))?)
+        };
+        let timeout: Duration = config.timeout.into();
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
+        Ok(Self {
+            queue,
+            http,
+            signer,
+            config,
+            bus,
+        })
+    }
+
+    /// One round: claim, send, settle.
+    async fn round(&self) {
+        let lease = Duration::from(self.config.timeout) + Duration::from_secs(5);
+        let claimed = match self.queue.claim_deliveries(lease, BATCH).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::warn!(error = %e, "webhooks: cannot claim deliveries; trying again shortly");
+                return;
+            }
+        };
+        let sends = claimed.iter().map(|delivery| self.deliver(delivery));
+        futures::future::join_all(sends).await;
+    }
+
+    async fn deliver(&self, delivery: &Delivery) {
+        let result = match self.send(delivery).await {
+            Ok(()) => DeliveryResult::Delivered,
+            Err(error) if delivery.attempts + 1 >= self.config.max_attempts => {
+                tracing::warn!(delivery = %delivery.id, job_id = %delivery.job_id, url = %delivery.target, %error, "webhook dead-lettered after its last attempt");
+                DeliveryResult::Dead { error }
+            }
+            Err(error) => {
+                let at = millis(SystemTime::now()) + self.backoff_ms(delivery.attempts);
+                tracing::info!(delivery = %delivery.id, job_id = %delivery.job_id, url = %delivery.target, %error, "webhook not delivered; retrying");
+                DeliveryResult::Retry { at, error }
+            }
+        };
+        let outcome = match &result {
+            DeliveryResult::Delivered => "delivered",
+            DeliveryResult::Retry { .. } => "retry",
+            DeliveryResult::Dead { .. } => "dead",
+        };
+        if let Err(e) = self.queue.settle_delivery(&delivery.id, result).await {
+            // The lease runs out and the delivery is sent again: at least once.
+            tracing::warn!(delivery = %delivery.id, error = %e, "webhooks: cannot record a delivery's outcome; it will be sent again");
+            return;
+        }
+        self.bus.publish(DaemonEvent::WebhookDelivery { outcome });
+    }
+
+    /// Exponential from `backoff_base`, capped, with up to half taken off.
+    fn backoff_ms(&self, attempts: u32) -> i64 {
+        let base = Duration::from(self.config.backoff_base).as_millis() as f64;
+        let max = Duration::from(self.config.backoff_max).as_millis() as f64;
+        let full = (base * 2f64.powi(attempts.min(30) as i32)).min(max);
+        let jitter = rand::rng().random_range(0.5..=1.0);
+        (full * jitter) as i64
+    }
+
+    async fn send(&self, delivery: &Delivery) -> Result<(), String> {
+        let timestamp = millis(SystemTime::now()) / 1000;
+        let mut request = self
+            .http
+            .post(&delivery.target)
+            .header("content-type", "application/json")
+            .header("webhook-id", &delivery.id)
+            .header("webhook-timestamp", timestamp.to_string());
+        if let Some(signer) = &self.signer {
+            request = request.header(
+                "webhook-signature",
+                signer.sign(&delivery.id, timestamp, &delivery.payload),
+            );
+        }
+        let mut response = request
+            .body(delivery.payload.clone())
+            .send()
+            .await
+            .map_err(|e| format!("POST {} failed: {e}", delivery.target))?;
+        let status = response.status();
+        let mut answer = Vec::new();
+        while answer.len() < MAX_ANSWER_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => answer.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+        answer.truncate(MAX_ANSWER_BYTES);
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(format!(
+            "POST {} answered HTTP {status}: {}",
+            delivery.target,
+            String::from_utf8_lossy(&answer)
+        ))
+    }
+}
+
+/// Runs the sender until `shutdown`.
+pub fn spawn(sender: Sender, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+    if sender.signer.is_none() {
+        tracing::warn!(
+            env = %sender.config.secret_env,
+            "webhooks: no signing secret; deliveries go unsigned (set the variable to sign them)"
+        );
+    }
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(EVERY);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = shutdown.cancelled() => return,
+            }
+            sender.round().await;
+        }
+    })
+}

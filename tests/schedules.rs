@@ -1,0 +1,346 @@
+//! Schedules on the real daemon: a bundle's `schedule:` fires through
+//! admission with one idempotency key per fire, shows in `/v1/schedules`,
+//! the CLI and the metrics, pauses and resumes; missed fires are skipped or
+//! all run after a SIGKILL and restart; the overlap policies keep one job at
+//! a time or cancel the last; two daemons on one PostgreSQL store fire each
+//! fire once. Needs PostgreSQL like `queue_conformance` for the last one.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::daemon::{Daemon, Site, client, eventually, get, run_cli};
+use common::mock_server;
+use common::postgres::Schema;
+use serde_json::{Value, json};
+
+const QUICK: &str = "replies:\n  - content: done\n";
+const SLOW: &str = "replies:\n  - content: done\n    delay_ms: 2500\n";
+
+fn bundle(schedule: &str) -> String {
+    format!(
+        r#"
+name: tick
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}} {{{{ who | default('') }}}}"}}
+schedule:
+{schedule}
+"#
+    )
+}
+
+/// Every job the schedule made: (fire time in ms from its key, job).
+async fn fired(http: &reqwest::Client, daemon: &Daemon) -> Vec<(i64, Value)> {
+    let page = get(http, daemon, "/v1/jobs?bundle=tick&limit=500").await;
+    let mut jobs: Vec<(i64, Value)> = page["jobs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|job| {
+            let key = job["idempotency_key"].as_str()?.to_string();
+            let fire = key.strip_prefix("schedule:tick:")?.parse().ok()?;
+            Some((fire, job))
+        })
+        .collect();
+    jobs.sort_by_key(|(fire, _)| *fire);
+    jobs
+}
+
+async fn at_least(http: &reqwest::Client, daemon: &Daemon, n: usize) -> Vec<(i64, Value)> {
+    eventually(Duration::from_secs(30), &format!("{n} fires"), || async {
+        let jobs = fired(http, daemon).await;
+        (jobs.len() >= n).then_some(jobs)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bundle_schedule_fires_once_a_second_and_can_be_paused_listed_and_run() {
+    let server = mock_server(QUICK).await;
+    let site = Site::new(&server.base_url(), "");
+    let spec = "  cron: \"* * * * * *\"\n  timezone: Europe/Berlin\n  input: hello\n  variables: {who: Ada}\n";
+    site.put_bundle("tick", &bundle(spec));
+    let daemon = site.start();
+    let http = client();
+
+    let jobs = at_least(&http, &daemon, 2).await;
+    for (fire, job) in &jobs {
+        assert_eq!(fire % 1000, 0, "fires are on whole seconds: {job}");
+        assert_eq!(job["input"], "hello");
+        assert_eq!(job["variables"]["who"], "Ada");
+        assert_eq!(job["owner"], "scheduler");
+    }
+    let listed = get(&http, &daemon, "/v1/schedules").await;
+    let tick = &listed[0];
+    assert_eq!(tick["id"], "tick", "{listed}");
+    assert_eq!(tick["source"], "bundle");
+    assert_eq!(tick["spec"]["timezone"], "Europe/Berlin");
+    assert!(tick["next_fire"].is_string(), "{tick}");
+    assert!(tick["last_job"].is_string(), "{tick}");
+
+    // Paused, it fires no more; resumed, it goes on (the fires meanwhile
+    // are missed and skipped, by default).
+    let out = run_cli(&daemon.url(""), &["schedules", "pause", "tick"], "");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("paused"));
+    let before = eventually(Duration::from_secs(10), "fires settle", || async {
+        let a = fired(&http, &daemon).await.len();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let b = fired(&http, &daemon).await.len();
+        (a == b).then_some(b)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(
+        fired(&http, &daemon).await.len(),
+        before,
+        "a paused schedule fired"
+    );
+    let out = run_cli(&daemon.url(""), &["schedules", "resume", "tick"], "");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    at_least(&http, &daemon, before + 1).await;
+
+    // Run now: a job outside the cron.
+    let out = run_cli(&daemon.url(""), &["schedules", "run", "tick"], "");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["bundle"], "tick", "{job}");
+    assert!(job["idempotency_key"].is_null());
+
+    // A bundle's schedule is deleted in the bundle, not over the API.
+    let refused = http
+        .delete(daemon.url("/v1/schedules/tick"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 409, "{:?}", refused.text().await);
+
+    let metrics = http
+        .get(daemon.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "structured_agents_schedule_fires_total{outcome=\"submitted\",schedule=\"tick\"}",
+        "structured_agents_schedule_next_fire_timestamp_seconds{schedule=\"tick\"}",
+        "structured_agents_schedule_lateness_seconds_count{schedule=\"tick\"}",
+    ] {
+        assert!(metrics.contains(series), "{series} missing:\n{metrics}");
+    }
+
+    // The console lists them (its view reads this same route).
+    let view = http
+        .get(daemon.url("/ui/assets/views/schedules.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(view.status().as_u16(), 200);
+    assert!(view.text().await.unwrap().contains("/v1/schedules"));
+
+    // Dropped from the bundle, the schedule goes with the reload.
+    site.put_bundle(
+        "tick",
+        "name: tick\nversion: \"2\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    eventually(Duration::from_secs(20), "the schedule to go", || async {
+        let listed = get(&http, &daemon, "/v1/schedules").await;
+        (listed.as_array().is_some_and(Vec::is_empty)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schedules_made_over_the_api_are_the_callers_and_are_checked() {
+    let server = mock_server(QUICK).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle(
+        "tick",
+        "name: tick\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let bad = http
+        .post(daemon.url("/v1/schedules"))
+        .json(&json!({"bundle": "tick", "cron": "* * * * *", "timezone": "Mars/Olympus"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 422);
+    let bad: Value = bad.json().await.unwrap();
+    assert_eq!(bad["error"]["field"], "timezone", "{bad}");
+
+    let out = run_cli(
+        &daemon.url(""),
+        &[
+            "schedules",
+            "create",
+            "tick",
+            "*/2 * * * * *",
+            "--id",
+            "every-two",
+            "--input",
+            "hi",
+            "--json",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(made["owner"], "local");
+    assert_eq!(made["source"], "api");
+    let job = eventually(Duration::from_secs(20), "a fire", || async {
+        let page = get(&http, &daemon, "/v1/jobs?bundle=tick").await;
+        page["jobs"].as_array()?.first().cloned()
+    })
+    .await;
+    let key = job["idempotency_key"].as_str().unwrap();
+    let fire: i64 = key
+        .strip_prefix("schedule:every-two:")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(fire % 2000, 0, "{key}");
+    assert_eq!(job["owner"], "local");
+    let out = run_cli(&daemon.url(""), &["schedules", "list"], "");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("every-two · tick · */2 * * * * * (UTC) · active"),
+        "{out:?}"
+    );
+    let out = run_cli(&daemon.url(""), &["schedules", "delete", "every-two"], "");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let listed = get(&http, &daemon, "/v1/schedules").await;
+    assert_eq!(listed, json!([]));
+}
+
+/// The fires of the jobs, and where one second has no fire.
+fn gaps(jobs: &[(i64, Value)]) -> Vec<(i64, i64)> {
+    jobs.windows(2)
+        .map(|w| (w[0].0, w[1].0))
+        .filter(|(a, b)| b - a > 1000)
+        .collect()
+}
+
+async fn outage(missed: &str) -> Vec<(i64, i64)> {
+    let server = mock_server(QUICK).await;
+    let site = Site::new(&server.base_url(), "");
+    let spec = format!(
+        "  cron: \"* * * * * *\"\n  missed: {missed}\n  max_catch_up: 100\n  overlap: queue\n"
+    );
+    site.put_bundle("tick", &bundle(&spec));
+    let http = client();
+    let daemon = site.start();
+    at_least(&http, &daemon, 2).await;
+    daemon.kill9();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let daemon = site.start();
+    let before = fired(&http, &daemon).await.len();
+    let jobs = at_least(&http, &daemon, before + 2).await;
+    gaps(&jobs)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fires_missed_while_down_are_all_run_with_run_all_and_passed_over_with_skip() {
+    let all = outage("run_all").await;
+    assert!(all.is_empty(), "run_all left fires out: {all:?}");
+    let skip = outage("skip").await;
+    assert!(
+        skip.iter().any(|(a, b)| b - a >= 3000),
+        "skip ran the missed fires: {skip:?}"
+    );
+}
+
+async fn overlapping(overlap: &str) -> Vec<(i64, Value)> {
+    let server = mock_server(SLOW).await;
+    let site = Site::new(&server.base_url(), "");
+    let spec = format!("  cron: \"* * * * * *\"\n  overlap: {overlap}\n");
+    site.put_bundle("tick", &bundle(&spec));
+    let http = client();
+    let daemon = site.start();
+    let jobs = at_least(&http, &daemon, 3).await;
+    let first_three: BTreeSet<String> = jobs
+        .iter()
+        .take(3)
+        .map(|(_, job)| job["id"].as_str().unwrap().to_string())
+        .collect();
+    // Every one of them has ended.
+    eventually(
+        Duration::from_secs(30),
+        "the first three to end",
+        || async {
+            let jobs = fired(&http, &daemon).await;
+            let ended = jobs
+                .iter()
+                .filter(|(_, job)| first_three.contains(job["id"].as_str().unwrap_or_default()))
+                .filter(|(_, job)| job["finished_at"].is_string())
+                .cloned()
+                .collect::<Vec<_>>();
+            (ended.len() == 3).then_some(ended)
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn overlap_skip_and_queue_run_one_job_at_a_time_and_cancel_previous_cancels() {
+    for overlap in ["skip", "queue"] {
+        let jobs = overlapping(overlap).await;
+        for pair in jobs.windows(2) {
+            let (a, b) = (&pair[0].1, &pair[1].1);
+            assert!(
+                b["created_at"].as_str() >= a["finished_at"].as_str(),
+                "{overlap}: a fire came while the last job ran: {a}\n{b}"
+            );
+            assert_eq!(a["state"], "succeeded", "{overlap}: {a}");
+        }
+        // Fires during a 2.5 s run were dropped or held, never piled up.
+        assert!(gaps(&jobs).len() >= 2, "{overlap}: {jobs:?}");
+    }
+    let jobs = overlapping("cancel_previous").await;
+    assert_eq!(jobs[0].1["state"], "cancelled", "{:?}", jobs[0]);
+    assert_eq!(jobs[1].1["state"], "cancelled", "{:?}", jobs[1]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_daemons_on_one_postgres_store_fire_each_fire_once() {
+    let server = mock_server(QUICK).await;
+    let schema = Schema::fresh();
+    let env = schema.daemon_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (one, two) = (
+        Site::new(&server.base_url(), ""),
+        Site::new(&server.base_url(), ""),
+    );
+    for site in [&one, &two] {
+        site.put_bundle(
+            "tick",
+            &bundle("  cron: \"* * * * * *\"\n  overlap: queue\n"),
+        );
+    }
+    let (a, b) = (one.start_with_env(&env), two.start_with_env(&env));
+    let http = client();
+    let jobs = at_least(&http, &a, 6).await;
+    let fires: BTreeSet<i64> = jobs.iter().map(|(fire, _)| *fire).collect();
+    assert_eq!(fires.len(), jobs.len(), "a fire made two jobs: {jobs:?}");
+    // Both daemons handled fires; the store made one job of each.
+    let submitted = |daemon: &Daemon| {
+        let url = daemon.url("/metrics");
+        let http = http.clone();
+        async move {
+            let text = http.get(url).send().await.unwrap().text().await.unwrap();
+            text.contains(
+                "structured_agents_schedule_fires_total{outcome=\"submitted\",schedule=\"tick\"}",
+            )
+        }
+    };
+    assert!(submitted(&a).await || submitted(&b).await);
+    let seen_by_b = fired(&http, &b).await;
+    assert!(seen_by_b.len() >= jobs.len());
+}
