@@ -13,6 +13,7 @@
 
 mod approval;
 mod sessions;
+mod tasks;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,8 +25,9 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -39,7 +41,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::wait_finished;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
-use crate::queue::{JobState, NewJob};
+use crate::queue::{Job, JobState, NewJob};
 
 /// The MCP clients connected now, told when the bundle list changes.
 #[derive(Clone, Default)]
@@ -117,7 +119,9 @@ impl BundleTools {
     }
 
     /// Runs `bundle` as a job and waits for its answer; a decision the job
-    /// waits for is asked of the client when it can be asked.
+    /// waits for is asked of the client when it can be asked. With
+    /// `task_after` (a client that takes tasks), a job still going after
+    /// that long, or parked for a decision, is answered as its task.
     async fn run(
         &self,
         caller: &Caller,
@@ -125,7 +129,8 @@ impl BundleTools {
         input: String,
         variables: JsonObject,
         peer: &Peer<RoleServer>,
-    ) -> Result<String, String> {
+        task_after: Option<Duration>,
+    ) -> Result<Called, String> {
         let new_job = NewJob {
             bundle: bundle.to_string(),
             input,
@@ -136,17 +141,46 @@ impl BundleTools {
         let (job, _) = admit(&self.state, caller, submission)
             .await
             .map_err(|e| e.message)?;
+        let deadline = task_after.map(|after| tokio::time::Instant::now() + after);
         loop {
-            let job = wait_finished(&self.state, &job.id)
-                .await
-                .map_err(|e| e.message)?;
+            let waited = match deadline {
+                None => wait_finished(&self.state, &job.id).await,
+                Some(at) => {
+                    match tokio::time::timeout_at(at, wait_finished(&self.state, &job.id)).await {
+                        Ok(waited) => waited,
+                        Err(_) => self.current(&job.id).await,
+                    }
+                }
+            };
+            let job = waited.map_err(|e| e.message)?;
+            let going = !(job.state.is_terminal() || job.state.is_parked());
+            if deadline.is_some() && (going || job.state == JobState::AwaitingApproval) {
+                return Ok(Called::Task(Box::new(job)));
+            }
             if job.state == JobState::AwaitingApproval && approval::can_ask(peer, caller, &job) {
                 approval::ask(&self.state, peer, caller, &job).await?;
                 continue;
             }
-            return job.answer_or_error().map(str::to_string);
+            return job
+                .answer_or_error()
+                .map(|answer| Called::Answer(answer.to_string()));
         }
     }
+
+    /// The job as it is now.
+    async fn current(&self, id: &crate::queue::JobId) -> Result<Job, ApiError> {
+        self.state
+            .queue
+            .get(id)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))
+    }
+}
+
+/// How a bundle call ended: the job's answer, or the task the job became.
+enum Called {
+    Answer(String),
+    Task(Box<Job>),
 }
 
 impl ServerHandler for BundleTools {
@@ -155,6 +189,7 @@ impl ServerHandler for BundleTools {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -215,17 +250,69 @@ impl ServerHandler for BundleTools {
                 .into());
             }
         };
+        // A client that declared tasks gets one for a long call.
+        let task_after = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+            .then(|| {
+                self.state
+                    .registry
+                    .snapshot()
+                    .config
+                    .server
+                    .mcp
+                    .task_after
+                    .into()
+            });
         // A client that cancels stops waiting; the job itself runs on, like
         // any job whose submitter went away.
         let outcome = tokio::select! {
-            outcome = self.run(&caller, &name, input, variables, &context.peer) => outcome,
+            outcome = self.run(&caller, &name, input, variables, &context.peer, task_after) => outcome,
             () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
         };
         Ok(match outcome {
-            Ok(answer) => CallToolResult::success(vec![ContentBlock::text(answer)]),
-            Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]),
-        }
-        .into())
+            Ok(Called::Answer(answer)) => {
+                CallToolResult::success(vec![ContentBlock::text(answer)]).into()
+            }
+            Ok(Called::Task(job)) => {
+                CallToolResponse::Task(CreateTaskResult::new(tasks::detailed(&job).task))
+            }
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]).into(),
+        })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let caller = caller_of(&context)?;
+        let job = tasks::job_of(&self.state, &caller, &request.task_id).await?;
+        Ok(GetTaskResult::new(tasks::detailed(&job)))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&context)?;
+        tasks::update(
+            &self.state,
+            &caller,
+            &request.task_id,
+            &request.input_responses,
+        )
+        .await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&context)?;
+        tasks::cancel(&self.state, &caller, &request.task_id).await
     }
 }
 
@@ -267,6 +354,7 @@ pub fn service(state: AppState, max_body_bytes: usize, stop: CancellationToken) 
     let door = Door {
         sessions,
         max_sessions: server.mcp.max_sessions,
+        max_body_bytes,
     };
     Router::new()
         .fallback_service(mcp)
@@ -278,13 +366,22 @@ pub fn service(state: AppState, max_body_bytes: usize, stop: CancellationToken) 
 struct Door {
     sessions: Arc<sessions::Sessions>,
     max_sessions: usize,
+    max_body_bytes: usize,
 }
 
-/// Refuses a new session beyond `server.mcp.max_sessions` (a POST without
-/// `Mcp-Session-Id` opens one), and reshapes rmcp's plain-text refusals.
+/// Refuses a new session beyond `server.mcp.max_sessions` (an `initialize`
+/// without `Mcp-Session-Id` opens one; a 2026-07-28 request is stateless
+/// and opens none), and reshapes rmcp's plain-text refusals.
 async fn at_the_door(State(door): State<Door>, request: Request, next: Next) -> Response {
-    let opens_session =
-        request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
+    let (request, opens_session) =
+        if request.method() == Method::POST && !request.headers().contains_key("mcp-session-id") {
+            match initializes(request, door.max_body_bytes).await {
+                Ok(seen) => seen,
+                Err(refused) => return refused,
+            }
+        } else {
+            (request, false)
+        };
     let response = if opens_session {
         // Held until the session is open: counting and opening do not
         // interleave between two clients.
@@ -319,6 +416,28 @@ async fn at_the_door(State(door): State<Door>, request: Request, next: Next) -> 
         next.run(request).await
     };
     shaped(response).await
+}
+
+/// Whether a POST is an `initialize` (a JSON-RPC request with that
+/// method), reading its body (at most `max_body_bytes`) and handing it on.
+async fn initializes(request: Request, max_body_bytes: usize) -> Result<(Request, bool), Response> {
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body_bytes).await else {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("/mcp: the request body is larger than {max_body_bytes} bytes (server.max_body_bytes)"),
+        )
+        .into_response());
+    };
+    #[derive(serde::Deserialize)]
+    struct Method {
+        method: Option<String>,
+    }
+    let initialize = serde_json::from_slice::<Method>(&bytes)
+        .ok()
+        .and_then(|m| m.method)
+        .is_some_and(|m| m == "initialize");
+    Ok((Request::from_parts(parts, Body::from(bytes)), initialize))
 }
 
 /// A client ending its session (`DELETE /mcp` with `Mcp-Session-Id`) gets

@@ -1,0 +1,221 @@
+//! MCP 2026-07-28 on `/mcp`: stateless requests (no `initialize`, no
+//! session), `server/discover`, and a long bundle call answered as a task
+//! bound to its job — `tasks/get` polls it, `tasks/cancel` cancels the job,
+//! and an approval the job waits for is `input_required`, answered with
+//! `tasks/update`. The Python `mcp` client (1.x and 2.x) speaks only the
+//! 2025 revisions' tasks, so these requests are raw JSON-RPC over HTTP, the
+//! way the revision's specification writes them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::time::Duration;
+
+use common::daemon::{Daemon, Site, eventually};
+use common::mock_server;
+use serde_json::{Value, json};
+
+/// One stateless 2026-07-28 request (its `_meta` carries the version and
+/// the client's capabilities: the tasks extension); the JSON-RPC answer.
+async fn rpc(http: &reqwest::Client, daemon: &Daemon, method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        }
+    });
+    let mut request = http
+        .post(daemon.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    // The standard headers (SEP-2243) repeat what routes the request.
+    let name = ["name", "uri", "taskId"]
+        .iter()
+        .find_map(|key| params[*key].as_str());
+    if let Some(name) = name {
+        request = request.header("mcp-name", name);
+    }
+    let response = request
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        !response.headers().contains_key("mcp-session-id"),
+        "a 2026-07-28 request opens no session"
+    );
+    let text = response.text().await.unwrap();
+    answer_of(&text).unwrap_or_else(|| panic!("{method}: no JSON-RPC answer in {text}"))
+}
+
+/// The JSON-RPC answer (the message with an id) in a JSON or SSE body.
+fn answer_of(text: &str) -> Option<Value> {
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        return Some(value);
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+}
+
+/// Polls `tasks/get` until the task's status is `status`.
+async fn task_until(http: &reqwest::Client, daemon: &Daemon, task: &str, status: &str) -> Value {
+    eventually(
+        Duration::from_secs(60),
+        &format!("task {task} to be {status}"),
+        || async {
+            let got = rpc(http, daemon, "tasks/get", json!({"taskId": task})).await;
+            assert!(got["error"].is_null(), "{got}");
+            (got["result"]["status"] == status).then_some(got["result"].clone())
+        },
+    )
+    .await
+}
+
+/// Calls `bundle` with tasks declared; the task it answers with.
+async fn call_as_task(http: &reqwest::Client, daemon: &Daemon, bundle: &str) -> Value {
+    let called = rpc(
+        http,
+        daemon,
+        "tools/call",
+        json!({"name": bundle, "arguments": {"input": "go"}}),
+    )
+    .await;
+    assert_eq!(called["result"]["resultType"], "task", "{called}");
+    called["result"].clone()
+}
+
+const SLOW: &str = "name: slow\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_call_is_a_task_polled_to_its_answer_and_discover_names_the_revision() {
+    let mock = mock_server("replies:\n  - content: \"slow answer\"\n    delay_ms: 3000\n").await;
+    let site = Site::new(&mock.base_url(), "[server.mcp]\ntask_after = \"500ms\"\n");
+    site.put_bundle("slow", SLOW);
+    let daemon = site.start();
+    let http = common::daemon::client();
+
+    let discovered = rpc(&http, &daemon, "server/discover", json!({})).await;
+    let result = &discovered["result"];
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2026-07-28")) && v.contains(&json!("2025-06-18"))),
+        "{discovered}"
+    );
+    assert!(
+        result["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{discovered}"
+    );
+
+    let task = call_as_task(&http, &daemon, "slow").await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+    assert_eq!(task["status"], "working", "{task}");
+    // The task is the job.
+    let job = common::daemon::get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["bundle"], "slow", "{job}");
+
+    let done = task_until(&http, &daemon, &id, "completed").await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "slow answer",
+        "{done}"
+    );
+    assert_eq!(done["result"]["isError"], false, "{done}");
+
+    // A task id that names no job the caller sees.
+    let missing = rpc(
+        &http,
+        &daemon,
+        "tasks/get",
+        json!({"taskId": "no-such-job"}),
+    )
+    .await;
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no task no-such-job")),
+        "{missing}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_cancel_cancels_the_job() {
+    let mock = mock_server("replies:\n  - content: \"never\"\n    delay_ms: 60000\n").await;
+    let site = Site::new(&mock.base_url(), "[server.mcp]\ntask_after = \"200ms\"\n");
+    site.put_bundle("slow", SLOW);
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let task = call_as_task(&http, &daemon, "slow").await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+
+    let acked = rpc(&http, &daemon, "tasks/cancel", json!({"taskId": id})).await;
+    assert!(acked["result"].is_object(), "{acked}");
+    task_until(&http, &daemon, &id, "cancelled").await;
+    let job = common::daemon::get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "cancelled", "{job}");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_is_input_required_and_tasks_update_decides_it() {
+    let mock = mock_server(
+        "replies:\n  - {turn: 1, tool_calls: [{id: w1, name: wire, arguments: {amount: 500}}]}\n  - {turn: 2, content: done}\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle(
+        "bank",
+        &format!(
+            "name: bank\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: wire\n    kind: process\n    approval: always\n    command: [python3, -c, \"open('{}', 'a').write('wired' + chr(10)); print('{{}}')\"]\n",
+            effects.display()
+        ),
+    );
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let task = call_as_task(&http, &daemon, "bank").await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+
+    let waiting = task_until(&http, &daemon, &id, "input_required").await;
+    let asked = &waiting["inputRequests"]["approval-w1"];
+    assert_eq!(asked["method"], "elicitation/create", "{waiting}");
+    let question = asked["params"]["message"].as_str().unwrap();
+    assert!(
+        question.contains("tool `wire` wants to run with {\"amount\":500}"),
+        "{question}"
+    );
+    assert!(!effects.exists(), "nothing ran before the decision");
+
+    let wrong = rpc(
+        &http,
+        &daemon,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"approval-zz": {"action": "accept"}}}),
+    )
+    .await;
+    assert!(
+        wrong["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("approval-w1")),
+        "{wrong}"
+    );
+    let updated = rpc(
+        &http,
+        &daemon,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"approval-w1": {
+            "action": "accept", "content": {"approve": true}}}}),
+    )
+    .await;
+    assert!(updated["result"].is_object(), "{updated}");
+    let done = task_until(&http, &daemon, &id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "done", "{done}");
+    assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wired\n");
+    assert_eq!(daemon.stop(), Some(0));
+}
