@@ -2,9 +2,12 @@
 //! session), `server/discover`, and a long bundle call answered as a task
 //! bound to its job — `tasks/get` polls it, `tasks/cancel` cancels the job,
 //! and an approval the job waits for is `input_required`, answered with
-//! `tasks/update`. The Python `mcp` client (1.x and 2.x) speaks only the
-//! 2025 revisions' tasks, so these requests are raw JSON-RPC over HTTP, the
-//! way the revision's specification writes them.
+//! `tasks/update`; and the rest of the server a client expects of a job
+//! daemon: a call's log lines and progress as notifications, its job as a
+//! resource, each bundle's templates as a prompt. The Python `mcp` client
+//! (1.x and 2.x) speaks only the 2025 revisions' tasks, so these requests
+//! are raw JSON-RPC over HTTP, the way the revision's specification writes
+//! them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -19,7 +22,16 @@ use serde_json::{Value, json};
 /// One stateless 2026-07-28 request (its `_meta` carries the version and
 /// the client's capabilities: the tasks extension); the JSON-RPC answer.
 async fn rpc(http: &reqwest::Client, daemon: &Daemon, method: &str, params: Value) -> Value {
+    let text = rpc_text(http, daemon, method, params).await;
+    answer_of(&text).unwrap_or_else(|| panic!("{method}: no JSON-RPC answer in {text}"))
+}
+
+/// The whole answer of one stateless request (JSON, or SSE with the
+/// notifications before the answer); `params._meta` adds to the standard
+/// metadata.
+async fn rpc_text(http: &reqwest::Client, daemon: &Daemon, method: &str, params: Value) -> String {
     let mut params = params;
+    let extra = params["_meta"].as_object().cloned().unwrap_or_default();
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"},
@@ -27,6 +39,9 @@ async fn rpc(http: &reqwest::Client, daemon: &Daemon, method: &str, params: Valu
             "extensions": {"io.modelcontextprotocol/tasks": {}}
         }
     });
+    for (key, value) in extra {
+        params["_meta"][key] = value;
+    }
     let mut request = http
         .post(daemon.url("/mcp"))
         .header("accept", "application/json, text/event-stream")
@@ -48,8 +63,7 @@ async fn rpc(http: &reqwest::Client, daemon: &Daemon, method: &str, params: Valu
         !response.headers().contains_key("mcp-session-id"),
         "a 2026-07-28 request opens no session"
     );
-    let text = response.text().await.unwrap();
-    answer_of(&text).unwrap_or_else(|| panic!("{method}: no JSON-RPC answer in {text}"))
+    response.text().await.unwrap()
 }
 
 /// The JSON-RPC answer (the message with an id) in a JSON or SSE body.
@@ -217,5 +231,131 @@ async fn an_approval_is_input_required_and_tasks_update_decides_it() {
     let done = task_until(&http, &daemon, &id, "completed").await;
     assert_eq!(done["result"]["content"][0]["text"], "done", "{done}");
     assert_eq!(std::fs::read_to_string(&effects).unwrap(), "wired\n");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// The messages of an SSE answer.
+fn messages_of(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_logs_and_reports_progress_and_its_job_is_a_resource_and_bundles_are_prompts() {
+    let mock = mock_server("replies:\n  - content: \"Hello, Ada.\"\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "greeter",
+        "name: greeter\nversion: \"1\"\ndescription: Greets.\nmodel: {endpoint: mock, name: m}\nprompts: {system: \"You greet {{ name }}.\", user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = common::daemon::client();
+
+    // A call with a log level and a progress token hears of its job.
+    let text = rpc_text(
+        &http,
+        &daemon,
+        "tools/call",
+        json!({"name": "greeter", "arguments": {"input": "hi", "variables": {"name": "Ada"}},
+               "_meta": {"io.modelcontextprotocol/logLevel": "info", "progressToken": "p1"}}),
+    )
+    .await;
+    let messages = messages_of(&text);
+    let answer = messages.iter().find(|m| m.get("id").is_some()).unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Hello, Ada.",
+        "{text}"
+    );
+    let logged: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .collect();
+    assert!(
+        logged
+            .iter()
+            .any(|m| m["params"]["data"]["state"] == "succeeded"),
+        "{text}"
+    );
+    let job_id = logged[0]["params"]["data"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(
+        !progress.is_empty()
+            && progress
+                .iter()
+                .all(|m| m["params"]["progressToken"] == "p1"),
+        "{text}"
+    );
+
+    // The job is a resource.
+    let listed = rpc(&http, &daemon, "resources/list", json!({})).await;
+    let uri = format!("sa://jobs/{job_id}");
+    assert!(
+        listed["result"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["uri"] == uri.as_str()),
+        "{listed}"
+    );
+    let read = rpc(&http, &daemon, "resources/read", json!({"uri": uri})).await;
+    let job: Value =
+        serde_json::from_str(read["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(job["state"], "succeeded", "{read}");
+    let unknown = rpc(
+        &http,
+        &daemon,
+        "resources/read",
+        json!({"uri": "sa://jobs/nope"}),
+    )
+    .await;
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("sa://jobs/nope")),
+        "{unknown}"
+    );
+
+    // The bundle is a prompt with its template's variables as arguments.
+    let prompts = rpc(&http, &daemon, "prompts/list", json!({})).await;
+    let greeter = &prompts["result"]["prompts"][0];
+    assert_eq!(greeter["name"], "greeter", "{prompts}");
+    let arguments: Vec<&str> = greeter["arguments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(arguments, ["input", "name"], "{prompts}");
+    let got = rpc(
+        &http,
+        &daemon,
+        "prompts/get",
+        json!({"name": "greeter", "arguments": {"input": "hello", "name": "Bo"}}),
+    )
+    .await;
+    let rendered = &got["result"]["messages"];
+    assert_eq!(rendered[0]["content"]["text"], "You greet Bo.", "{got}");
+    assert_eq!(rendered[1]["content"]["text"], "hello", "{got}");
+    let missing = rpc(
+        &http,
+        &daemon,
+        "prompts/get",
+        json!({"name": "greeter", "arguments": {"input": "hello"}}),
+    )
+    .await;
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("prompts.system")),
+        "{missing}"
+    );
     assert_eq!(daemon.stop(), Some(0));
 }

@@ -12,6 +12,9 @@
 //! answered in the API's JSON error shape; JSON-RPC errors pass unchanged.
 
 mod approval;
+mod notify;
+mod prompts;
+mod resources;
 mod sessions;
 mod tasks;
 
@@ -28,6 +31,11 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+};
+use rmcp::model::{
+    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -104,6 +112,8 @@ fn input_schema() -> Arc<JsonObject> {
 #[derive(Clone)]
 pub struct BundleTools {
     state: AppState,
+    /// The session's `logging/setLevel`.
+    log_level: notify::Level,
 }
 
 impl BundleTools {
@@ -130,6 +140,7 @@ impl BundleTools {
         variables: JsonObject,
         peer: &Peer<RoleServer>,
         task_after: Option<Duration>,
+        notices: notify::Notices,
     ) -> Result<Called, String> {
         let new_job = NewJob {
             bundle: bundle.to_string(),
@@ -141,6 +152,13 @@ impl BundleTools {
         let (job, _) = admit(&self.state, caller, submission)
             .await
             .map_err(|e| e.message)?;
+        let following = notices.wanted().then(|| {
+            tokio::spawn(notices.follow(
+                self.state.clone(),
+                caller.name().to_string(),
+                job.id.clone(),
+            ))
+        });
         let deadline = task_after.map(|after| tokio::time::Instant::now() + after);
         loop {
             let waited = match deadline {
@@ -160,6 +178,11 @@ impl BundleTools {
             if job.state == JobState::AwaitingApproval && approval::can_ask(peer, caller, &job) {
                 approval::ask(&self.state, peer, caller, &job).await?;
                 continue;
+            }
+            // The job's last notices go out before the answer that ends
+            // the call's stream.
+            if let Some(following) = following {
+                let _ = tokio::time::timeout(Duration::from_secs(5), following).await;
             }
             return job
                 .answer_or_error()
@@ -184,9 +207,20 @@ enum Called {
 }
 
 impl ServerHandler for BundleTools {
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); the revisions clients use have it"
+    )]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
+                // Declared with rmcp's answer (no suggestions): bundle
+                // arguments are free text.
+                .enable_completions()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_tasks()
@@ -264,10 +298,18 @@ impl ServerHandler for BundleTools {
                     .task_after
                     .into()
             });
+        let notices = notify::Notices {
+            peer: context.peer.clone(),
+            level: context
+                .meta
+                .log_level()
+                .or_else(|| notify::level_of(&self.log_level)),
+            progress: context.meta.get_progress_token(),
+        };
         // A client that cancels stops waiting; the job itself runs on, like
         // any job whose submitter went away.
         let outcome = tokio::select! {
-            outcome = self.run(&caller, &name, input, variables, &context.peer, task_after) => outcome,
+            outcome = self.run(&caller, &name, input, variables, &context.peer, task_after, notices) => outcome,
             () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
         };
         Ok(match outcome {
@@ -304,6 +346,97 @@ impl ServerHandler for BundleTools {
             &request.input_responses,
         )
         .await
+    }
+
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); the revisions clients use have it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        notify::set(&self.log_level, request.level);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let caller = caller_of(&context)?;
+        Ok(ListPromptsResult::with_all_items(prompts::list(
+            &self.state,
+            &caller,
+        )))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let caller = caller_of(&context)?;
+        prompts::get(
+            &self.state,
+            &caller,
+            &request.name,
+            request.arguments.as_ref(),
+        )
+        .map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let caller = caller_of(&context)?;
+        Ok(ListResourcesResult::with_all_items(
+            resources::list(&self.state, &caller).await?,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let caller = caller_of(&context)?;
+        resources::read(&self.state, &caller, &request.uri)
+            .await
+            .map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&context)?;
+        resources::subscribe(&self.state, &caller, context.peer.clone(), &request.uri).await
+    }
+
+    /// A subscription ends by itself when its job ends or the session
+    /// closes; unsubscribing earlier is accepted and changes nothing.
+    async fn unsubscribe(
+        &self,
+        _request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
     }
 
     async fn cancel_task(
@@ -346,6 +479,7 @@ pub fn service(state: AppState, max_body_bytes: usize, stop: CancellationToken) 
         move || {
             Ok(BundleTools {
                 state: state.clone(),
+                log_level: notify::Level::default(),
             })
         },
         sessions.clone(),
