@@ -359,3 +359,73 @@ async fn a_call_logs_and_reports_progress_and_its_job_is_a_resource_and_bundles_
     );
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A session (2025-06-18) that subscribes to a job's resource hears of
+/// each change on its notification stream (`GET /mcp`).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_subscribed_to_a_job_hears_of_its_changes() {
+    let mock = mock_server("replies:\n  - content: \"later\"\n    delay_ms: 2000\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("slow", SLOW);
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let opened = http
+        .post(daemon.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "subscriber", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let _ = opened.text().await.unwrap();
+    let post = |body: Value| {
+        http.post(daemon.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .json(&body)
+            .send()
+    };
+    let initialized = post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await
+        .unwrap();
+    assert_eq!(initialized.status(), 202);
+    let mut stream = http
+        .get(daemon.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+
+    let job = common::daemon::submit(&http, &daemon, "slow", "go").await;
+    let uri = format!("sa://jobs/{}", job["id"].as_str().unwrap());
+    let subscribed = post(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+        "params": {"uri": uri}}),
+    )
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    assert!(subscribed.contains("\"result\""), "{subscribed}");
+
+    let mut heard = String::new();
+    while !heard.contains("notifications/resources/updated") {
+        let chunk = stream
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the stream ended unheard");
+        heard.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(heard.contains(&uri), "{heard}");
+    assert_eq!(daemon.stop(), Some(0));
+}

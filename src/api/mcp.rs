@@ -114,6 +114,8 @@ pub struct BundleTools {
     state: AppState,
     /// The session's `logging/setLevel`.
     log_level: notify::Level,
+    /// The session's room for `resources/subscribe`.
+    subscriptions: Arc<tokio::sync::Semaphore>,
 }
 
 impl BundleTools {
@@ -128,26 +130,18 @@ impl BundleTools {
             .collect()
     }
 
-    /// Runs `bundle` as a job and waits for its answer; a decision the job
-    /// waits for is asked of the client when it can be asked. With
+    /// Runs `new_job` and waits for its answer; a decision the job waits
+    /// for is asked of the client when it can be asked. With
     /// `task_after` (a client that takes tasks), a job still going after
     /// that long, or parked for a decision, is answered as its task.
     async fn run(
         &self,
         caller: &Caller,
-        bundle: &str,
-        input: String,
-        variables: JsonObject,
-        peer: &Peer<RoleServer>,
+        new_job: NewJob,
         task_after: Option<Duration>,
         notices: notify::Notices,
     ) -> Result<Called, String> {
-        let new_job = NewJob {
-            bundle: bundle.to_string(),
-            input,
-            variables,
-            ..Default::default()
-        };
+        let peer = notices.peer.clone();
         let submission = Submission::new(new_job, "name");
         let (job, _) = admit(&self.state, caller, submission)
             .await
@@ -175,8 +169,8 @@ impl BundleTools {
             if deadline.is_some() && (going || job.state == JobState::AwaitingApproval) {
                 return Ok(Called::Task(Box::new(job)));
             }
-            if job.state == JobState::AwaitingApproval && approval::can_ask(peer, caller, &job) {
-                approval::ask(&self.state, peer, caller, &job).await?;
+            if job.state == JobState::AwaitingApproval && approval::can_ask(&peer, caller, &job) {
+                approval::ask(&self.state, &peer, caller, &job).await?;
                 continue;
             }
             // The job's last notices go out before the answer that ends
@@ -306,10 +300,16 @@ impl ServerHandler for BundleTools {
                 .or_else(|| notify::level_of(&self.log_level)),
             progress: context.meta.get_progress_token(),
         };
+        let new_job = NewJob {
+            bundle: name,
+            input,
+            variables,
+            ..Default::default()
+        };
         // A client that cancels stops waiting; the job itself runs on, like
         // any job whose submitter went away.
         let outcome = tokio::select! {
-            outcome = self.run(&caller, &name, input, variables, &context.peer, task_after, notices) => outcome,
+            outcome = self.run(&caller, new_job, task_after, notices) => outcome,
             () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
         };
         Ok(match outcome {
@@ -426,7 +426,14 @@ impl ServerHandler for BundleTools {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let caller = caller_of(&context)?;
-        resources::subscribe(&self.state, &caller, context.peer.clone(), &request.uri).await
+        resources::subscribe(
+            &self.state,
+            &caller,
+            context.peer.clone(),
+            &self.subscriptions,
+            &request.uri,
+        )
+        .await
     }
 
     /// A subscription ends by itself when its job ends or the session
@@ -480,6 +487,7 @@ pub fn service(state: AppState, max_body_bytes: usize, stop: CancellationToken) 
             Ok(BundleTools {
                 state: state.clone(),
                 log_level: notify::Level::default(),
+                subscriptions: resources::subscriptions(),
             })
         },
         sessions.clone(),

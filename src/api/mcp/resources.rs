@@ -12,6 +12,8 @@ use rmcp::model::{
 };
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 use super::super::AppState;
 use super::super::auth::Caller;
@@ -134,15 +136,33 @@ pub async fn read(
     ]))
 }
 
+/// Subscriptions one session may hold at once.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+
+/// A session's room for subscriptions.
+pub fn subscriptions() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(MAX_SUBSCRIPTIONS))
+}
+
 /// Subscribes `peer` to the job `uri` names: a task tells it of each
-/// change of the job until the job ends or the session closes.
+/// change of the job until the job ends or the session closes. It holds
+/// one of the session's `room` meanwhile.
 pub async fn subscribe(
     state: &AppState,
     caller: &Caller,
     peer: Peer<RoleServer>,
+    room: &Arc<Semaphore>,
     uri: &str,
 ) -> Result<(), McpError> {
     let (Named::Job(id) | Named::Artifacts(id) | Named::Artifact(id, _)) = parse(uri)?;
+    let Ok(held) = room.clone().try_acquire_owned() else {
+        return Err(McpError::invalid_request(
+            format!(
+                "this session already watches {MAX_SUBSCRIPTIONS} jobs; each subscription ends with its job"
+            ),
+            None,
+        ));
+    };
     let id = JobId::from(id.to_string());
     // Only a job the caller sees can be watched.
     read(state, caller, &format!("{JOBS}{id}")).await?;
@@ -150,6 +170,7 @@ pub async fn subscribe(
     let state = state.clone();
     let uri = uri.to_string();
     tokio::spawn(async move {
+        let _held = held;
         loop {
             let changed = tokio::select! {
                 changed = updates.recv() => changed,
