@@ -136,6 +136,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn variables_are_what_the_templates_use_besides_input() {
+        let prompts = Prompts::compile(&PromptsSection {
+            system: Some("You greet {{ name }} in {{ lang }}.".into()),
+            user: "{{ input }} {{ name }}".into(),
+        })
+        .unwrap();
+        assert_eq!(prompts.variables(), ["lang", "name"]);
+    }
+
+    #[test]
     fn renders_input_and_variables_and_rejects_undefined() {
         let p = Prompts::compile(&PromptsSection {
             system: Some("You help {{ who }}.".into()),

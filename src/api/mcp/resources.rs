@@ -207,3 +207,32 @@ async fn peer_closed(peer: &Peer<RoleServer>) {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_name_a_job_its_artifacts_or_one_artifact() {
+        assert!(matches!(parse("sa://jobs/j1"), Ok(Named::Job("j1"))));
+        assert!(matches!(
+            parse("sa://jobs/j1/artifacts"),
+            Ok(Named::Artifacts("j1"))
+        ));
+        assert!(matches!(
+            parse("sa://jobs/j1/artifacts/review"),
+            Ok(Named::Artifact("j1", "review"))
+        ));
+        for wrong in [
+            "sa://jobs/",
+            "sa://jobs/j1/journal",
+            "sa://jobs/j1/artifacts/",
+            "test://static-text",
+        ] {
+            let Err(error) = parse(wrong) else {
+                panic!("{wrong} named something")
+            };
+            assert!(error.message.contains(wrong), "{}", error.message);
+        }
+    }
+}
