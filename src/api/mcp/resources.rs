@@ -23,8 +23,17 @@ const JOBS: &str = "sa://jobs/";
 /// How many of the caller's latest jobs `resources/list` gives.
 const LISTED: usize = 50;
 
+/// Resources are jobs: reading them takes the `read` scope, as
+/// `GET /v1/jobs` does.
+fn may_read(caller: &Caller) -> Result<(), McpError> {
+    caller
+        .require(crate::access::Scope::Read)
+        .map_err(|e| McpError::invalid_request(e.message, None))
+}
+
 /// The caller's latest jobs.
 pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<Resource>, McpError> {
+    may_read(caller)?;
     let page = state
         .queue
         .list(JobFilter {
@@ -95,6 +104,7 @@ pub async fn read(
     caller: &Caller,
     uri: &str,
 ) -> Result<ReadResourceResult, McpError> {
+    may_read(caller)?;
     let not_found = |e: super::super::error::ApiError| {
         McpError::resource_not_found(format!("{uri}: {}", e.message), None)
     };

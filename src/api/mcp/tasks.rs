@@ -106,8 +106,11 @@ pub async fn update(
 }
 
 /// `tasks/cancel`: cancels the task's job, as `POST /v1/jobs/{id}/cancel`
-/// does.
+/// does (with its `operate` scope).
 pub async fn cancel(state: &AppState, caller: &Caller, task_id: &str) -> Result<(), McpError> {
+    caller.require(crate::access::Scope::Operate).map_err(|e| {
+        McpError::invalid_request(format!("cannot cancel task {task_id}: {}", e.message), None)
+    })?;
     super::super::jobs::cancel(
         State(state.clone()),
         caller.clone(),
