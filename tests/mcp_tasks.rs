@@ -429,3 +429,51 @@ async fn a_session_subscribed_to_a_job_hears_of_its_changes() {
     assert!(heard.contains(&uri), "{heard}");
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A key with only `submit` polls the task of its own call, but reading
+/// jobs as resources takes `read` and cancelling a task `operate`, as on
+/// their HTTP routes.
+#[tokio::test(flavor = "multi_thread")]
+async fn resources_and_tasks_cancel_take_the_scopes_of_their_routes() {
+    let mock = mock_server("replies:\n  - content: \"later\"\n    delay_ms: 2000\n").await;
+    let site = Site::new(
+        &mock.base_url(),
+        "[auth]\nkeys_file = \"keys.toml\"\n\n[server.mcp]\ntask_after = \"200ms\"\n",
+    );
+    let token = common::daemon::new_key(
+        &site.path().join("keys.toml"),
+        "submitter",
+        &["--scopes", "submit"],
+    );
+    site.put_bundle("slow", SLOW);
+    let daemon = site.start();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
+
+    let task = call_as_task(&http, &daemon, "slow").await;
+    let id = task["taskId"].as_str().unwrap().to_string();
+    let refused = rpc(&http, &daemon, "tasks/cancel", json!({"taskId": id})).await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`operate` scope")),
+        "{refused}"
+    );
+    let listed = rpc(&http, &daemon, "resources/list", json!({})).await;
+    assert!(
+        listed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`read` scope")),
+        "{listed}"
+    );
+    let done = task_until(&http, &daemon, &id, "completed").await;
+    assert_eq!(done["result"]["content"][0]["text"], "later", "{done}");
+    assert_eq!(daemon.stop(), Some(0));
+}
