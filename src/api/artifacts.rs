@@ -53,7 +53,11 @@ pub async fn get(
         })
 }
 
-async fn read(state: &AppState, caller: &Caller, id: &JobId) -> Result<Vec<Value>, ApiError> {
+pub(super) async fn read(
+    state: &AppState,
+    caller: &Caller,
+    id: &JobId,
+) -> Result<Vec<Value>, ApiError> {
     caller.visible(id, state.queue.get(id).await?)?;
     let scope = format!("{ARTIFACTS_SCOPE}/");
     let mut artifacts: Vec<Value> = state

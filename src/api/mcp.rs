@@ -6,26 +6,38 @@
 //! connected clients get `notifications/tools/list_changed` when a reload
 //! changes the bundles.
 //!
+//! The 2025 revisions (a session per `initialize`) and the stateless
+//! 2026-07-28 revision are both served: a long call from a client that
+//! declared tasks becomes a task bound to its job (`tasks`); jobs are
+//! resources (`resources`), bundles prompts (`prompts`), and a call reports
+//! its job's events as log lines and progress (`notify`).
+//!
 //! Sessions are bounded (`sessions`): closed after `server.mcp.session_idle`
 //! without a request, at most `server.mcp.max_sessions` open (the next
-//! `initialize` is a 503). rmcp's own plain-text refusals (406, 415, …) are
-//! answered in the API's JSON error shape; JSON-RPC errors pass unchanged.
+//! `initialize` is a 503, checked at the `door`, which also answers rmcp's
+//! plain-text refusals in the API's JSON error shape).
 
 mod approval;
+mod door;
+mod notify;
+mod prompts;
+mod resources;
 mod sessions;
+mod tasks;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, UpdateTaskParams,
+};
+use rmcp::model::{
+    GetPromptRequestParams, GetPromptResponse, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -39,7 +51,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use super::jobs::wait_finished;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
-use crate::queue::{JobState, NewJob};
+use crate::queue::{Job, JobState, NewJob};
 
 /// The MCP clients connected now, told when the bundle list changes.
 #[derive(Clone, Default)]
@@ -102,6 +114,10 @@ fn input_schema() -> Arc<JsonObject> {
 #[derive(Clone)]
 pub struct BundleTools {
     state: AppState,
+    /// The session's `logging/setLevel`.
+    log_level: notify::Level,
+    /// The session's room for `resources/subscribe`.
+    subscriptions: Arc<tokio::sync::Semaphore>,
 }
 
 impl BundleTools {
@@ -116,45 +132,94 @@ impl BundleTools {
             .collect()
     }
 
-    /// Runs `bundle` as a job and waits for its answer; a decision the job
-    /// waits for is asked of the client when it can be asked.
+    /// Runs `new_job` and waits for its answer; a decision the job waits
+    /// for is asked of the client when it can be asked. With
+    /// `task_after` (a client that takes tasks), a job still going after
+    /// that long, or parked for a decision, is answered as its task.
     async fn run(
         &self,
         caller: &Caller,
-        bundle: &str,
-        input: String,
-        variables: JsonObject,
-        peer: &Peer<RoleServer>,
-    ) -> Result<String, String> {
-        let new_job = NewJob {
-            bundle: bundle.to_string(),
-            input,
-            variables,
-            ..Default::default()
-        };
+        new_job: NewJob,
+        task_after: Option<Duration>,
+        notices: notify::Notices,
+    ) -> Result<Called, String> {
+        let peer = notices.peer.clone();
         let submission = Submission::new(new_job, "name");
         let (job, _) = admit(&self.state, caller, submission)
             .await
             .map_err(|e| e.message)?;
+        let following = notices.wanted().then(|| {
+            tokio::spawn(notices.follow(
+                self.state.clone(),
+                caller.name().to_string(),
+                job.id.clone(),
+            ))
+        });
+        let deadline = task_after.map(|after| tokio::time::Instant::now() + after);
         loop {
-            let job = wait_finished(&self.state, &job.id)
-                .await
-                .map_err(|e| e.message)?;
-            if job.state == JobState::AwaitingApproval && approval::can_ask(peer, caller, &job) {
-                approval::ask(&self.state, peer, caller, &job).await?;
+            let waited = match deadline {
+                None => wait_finished(&self.state, &job.id).await,
+                Some(at) => {
+                    match tokio::time::timeout_at(at, wait_finished(&self.state, &job.id)).await {
+                        Ok(waited) => waited,
+                        Err(_) => self.current(&job.id).await,
+                    }
+                }
+            };
+            let job = waited.map_err(|e| e.message)?;
+            let going = !(job.state.is_terminal() || job.state.is_parked());
+            if deadline.is_some() && (going || job.state == JobState::AwaitingApproval) {
+                return Ok(Called::Task(Box::new(job)));
+            }
+            if job.state == JobState::AwaitingApproval && approval::can_ask(&peer, caller, &job) {
+                approval::ask(&self.state, &peer, caller, &job).await?;
                 continue;
             }
-            return job.answer_or_error().map(str::to_string);
+            // The job's last notices go out before the answer that ends
+            // the call's stream.
+            if let Some(following) = following {
+                let _ = tokio::time::timeout(Duration::from_secs(5), following).await;
+            }
+            return job
+                .answer_or_error()
+                .map(|answer| Called::Answer(answer.to_string()));
         }
+    }
+
+    /// The job as it is now.
+    async fn current(&self, id: &crate::queue::JobId) -> Result<Job, ApiError> {
+        self.state
+            .queue
+            .get(id)
+            .await?
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))
     }
 }
 
+/// How a bundle call ended: the job's answer, or the task the job became.
+enum Called {
+    Answer(String),
+    Task(Box<Job>),
+}
+
 impl ServerHandler for BundleTools {
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); the revisions clients use have it"
+    )]
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
+                // Declared with rmcp's answer (no suggestions): bundle
+                // arguments are free text.
+                .enable_completions()
+                .enable_prompts()
+                .enable_resources()
+                .enable_resources_subscribe()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -215,17 +280,181 @@ impl ServerHandler for BundleTools {
                 .into());
             }
         };
+        // A client that declared tasks gets one for a long call.
+        let task_after = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+            .then(|| {
+                self.state
+                    .registry
+                    .snapshot()
+                    .config
+                    .server
+                    .mcp
+                    .task_after
+                    .into()
+            });
+        let notices = notify::Notices {
+            peer: context.peer.clone(),
+            level: context
+                .meta
+                .log_level()
+                .or_else(|| notify::level_of(&self.log_level)),
+            progress: context.meta.get_progress_token(),
+        };
+        let new_job = NewJob {
+            bundle: name,
+            input,
+            variables,
+            ..Default::default()
+        };
         // A client that cancels stops waiting; the job itself runs on, like
         // any job whose submitter went away.
         let outcome = tokio::select! {
-            outcome = self.run(&caller, &name, input, variables, &context.peer) => outcome,
+            outcome = self.run(&caller, new_job, task_after, notices) => outcome,
             () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
         };
         Ok(match outcome {
-            Ok(answer) => CallToolResult::success(vec![ContentBlock::text(answer)]),
-            Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]),
-        }
-        .into())
+            Ok(Called::Answer(answer)) => {
+                CallToolResult::success(vec![ContentBlock::text(answer)]).into()
+            }
+            Ok(Called::Task(job)) => {
+                CallToolResponse::Task(CreateTaskResult::new(tasks::detailed(&job).task))
+            }
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]).into(),
+        })
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let caller = caller_of(&context)?;
+        let job = tasks::job_of(&self.state, &caller, &request.task_id).await?;
+        Ok(GetTaskResult::new(tasks::detailed(&job)))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&context)?;
+        tasks::update(
+            &self.state,
+            &caller,
+            &request.task_id,
+            &request.input_responses,
+        )
+        .await
+    }
+
+    #[expect(
+        deprecated,
+        reason = "rmcp marks MCP logging deprecated (SEP-2577); the revisions clients use have it"
+    )]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        notify::set(&self.log_level, request.level);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let caller = caller_of(&context)?;
+        Ok(ListPromptsResult::with_all_items(prompts::list(
+            &self.state,
+            &caller,
+        )))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let caller = caller_of(&context)?;
+        prompts::get(
+            &self.state,
+            &caller,
+            &request.name,
+            request.arguments.as_ref(),
+        )
+        .map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let caller = caller_of(&context)?;
+        Ok(ListResourcesResult::with_all_items(
+            resources::list(&self.state, &caller).await?,
+        ))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let caller = caller_of(&context)?;
+        resources::read(&self.state, &caller, &request.uri)
+            .await
+            .map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&context)?;
+        resources::subscribe(
+            &self.state,
+            &caller,
+            context.peer.clone(),
+            &self.subscriptions,
+            &request.uri,
+        )
+        .await
+    }
+
+    /// A subscription ends by itself when its job ends or the session
+    /// closes; unsubscribing earlier is accepted and changes nothing.
+    async fn unsubscribe(
+        &self,
+        _request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        Ok(())
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&context)?;
+        tasks::cancel(&self.state, &caller, &request.task_id).await
     }
 }
 
@@ -259,124 +488,22 @@ pub fn service(state: AppState, max_body_bytes: usize, stop: CancellationToken) 
         move || {
             Ok(BundleTools {
                 state: state.clone(),
+                log_level: notify::Level::default(),
+                subscriptions: resources::subscriptions(),
             })
         },
         sessions.clone(),
         config,
     );
-    let door = Door {
+    let door = door::Door {
         sessions,
         max_sessions: server.mcp.max_sessions,
+        max_body_bytes,
     };
     Router::new()
         .fallback_service(mcp)
-        .layer(axum::middleware::from_fn_with_state(door, at_the_door))
-}
-
-/// What `/mcp` checks before rmcp sees a request.
-#[derive(Clone)]
-struct Door {
-    sessions: Arc<sessions::Sessions>,
-    max_sessions: usize,
-}
-
-/// Refuses a new session beyond `server.mcp.max_sessions` (a POST without
-/// `Mcp-Session-Id` opens one), and reshapes rmcp's plain-text refusals.
-async fn at_the_door(State(door): State<Door>, request: Request, next: Next) -> Response {
-    let opens_session =
-        request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
-    let response = if opens_session {
-        // Held until the session is open: counting and opening do not
-        // interleave between two clients.
-        let _opening = door.sessions.opening.lock().await;
-        let open = door.sessions.open().await;
-        if open >= door.max_sessions {
-            tracing::warn!(
-                open,
-                max = door.max_sessions,
-                "refused an MCP session: server.mcp.max_sessions reached"
-            );
-            let mut refused = ApiError::new(
-                ErrorCode::Unavailable,
-                format!(
-                    "too many MCP sessions: {open} of server.mcp.max_sessions ({}) are open; \
-                     end unused ones (DELETE /mcp with their Mcp-Session-Id), wait until they \
-                     expire after server.mcp.session_idle without a request, or raise \
-                     server.mcp.max_sessions",
-                    door.max_sessions
-                ),
-            )
-            .into_response();
-            refused
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
-            return refused;
-        }
-        next.run(request).await
-    } else if request.method() == Method::DELETE {
-        session_ended(next.run(request).await)
-    } else {
-        next.run(request).await
-    };
-    shaped(response).await
-}
-
-/// A client ending its session (`DELETE /mcp` with `Mcp-Session-Id`) gets
-/// 200 OK once the session is closed. rmcp answers 202 Accepted, which the
-/// Python SDK reports as `Session termination failed: 202`: the
-/// specification's answers are a success (the SDK accepts 200 and 204) or
-/// 405 for a server that does not let clients end sessions.
-fn session_ended(mut response: Response) -> Response {
-    if response.status() == StatusCode::ACCEPTED {
-        *response.status_mut() = StatusCode::OK;
-    }
-    response
-}
-
-/// rmcp answers some refusals in plain text (`Not Acceptable: …`); those
-/// get the API's JSON error shape, keeping their status and headers. JSON
-/// (JSON-RPC errors) and successes pass unchanged.
-async fn shaped(response: Response) -> Response {
-    let status = response.status();
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    // rmcp's refusals are one short line; more is not worth keeping.
-    let text = match axum::body::to_bytes(body, 4096).await {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
-        Err(_) => String::new(),
-    };
-    let code = match status {
-        StatusCode::BAD_REQUEST => "invalid_request",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        _ if status.is_server_error() => "internal",
-        _ => "invalid_request",
-    };
-    let message = if status.is_server_error() {
-        tracing::error!(status = %status, detail = %text, "/mcp failed");
-        "internal error; see the daemon log".to_string()
-    } else if text.is_empty() {
-        format!("/mcp refused the request ({status}); see docs/api.md, Bundles as MCP tools")
-    } else {
-        format!("/mcp: {text}")
-    };
-    let body = serde_json::to_vec(&json!({"error": {"code": code, "message": message}}))
-        .unwrap_or_default();
-    parts.headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body))
+        .layer(axum::middleware::from_fn_with_state(
+            door,
+            door::at_the_door,
+        ))
 }

@@ -44,6 +44,20 @@ impl Prompts {
         })
     }
 
+    /// The variables the templates use besides `input`, in name order (an
+    /// MCP client shows them as the bundle's prompt arguments).
+    pub fn variables(&self) -> Vec<String> {
+        let mut names: Vec<String> = ["system", "user"]
+            .iter()
+            .filter_map(|key| self.env.get_template(key).ok())
+            .flat_map(|template| template.undeclared_variables(false))
+            .filter(|name| name != "input")
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// The opening messages for a job.
     pub fn render(
         &self,
@@ -120,6 +134,16 @@ fn describe(e: &minijinja::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variables_are_what_the_templates_use_besides_input() {
+        let prompts = Prompts::compile(&PromptsSection {
+            system: Some("You greet {{ name }} in {{ lang }}.".into()),
+            user: "{{ input }} {{ name }}".into(),
+        })
+        .unwrap();
+        assert_eq!(prompts.variables(), ["lang", "name"]);
+    }
 
     #[test]
     fn renders_input_and_variables_and_rejects_undefined() {

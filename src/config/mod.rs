@@ -244,6 +244,10 @@ pub struct McpServerConfig {
     /// Sessions open at once; the next `initialize` is refused with a 503
     /// until one ends (`DELETE /mcp`) or expires.
     pub max_sessions: usize,
+    /// A `tools/call` from a client that declared the tasks extension
+    /// (`io.modelcontextprotocol/tasks`) whose job runs longer than this, or
+    /// parks for an approval, answers with a task bound to the job.
+    pub task_after: HumanDuration,
 }
 
 impl Default for McpServerConfig {
@@ -251,6 +255,7 @@ impl Default for McpServerConfig {
         Self {
             session_idle: HumanDuration::from_secs(600),
             max_sessions: 64,
+            task_after: HumanDuration::from_secs(3),
         }
     }
 }

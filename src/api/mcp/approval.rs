@@ -2,16 +2,22 @@
 //! that declared elicitation is asked in the call (approve, or deny with a
 //! reason) and the job goes on; any other client gets an error result
 //! naming the job and how to decide (`structured-agents approve <job id>`).
+//! A 2026-07-28 client that called as a task gets the same form as the
+//! task's `input_required` request and answers it with `tasks/update`.
 
 use std::time::Duration;
 
+use rmcp::model::{
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputResponses,
+};
 use rmcp::service::ElicitationError;
 use rmcp::{Peer, RoleServer};
 use serde::Deserialize;
 
 use super::super::AppState;
 use super::super::auth::Caller;
-use crate::approval::{Approver, Decision, Verdict};
+use crate::approval::{Approver, Decision, ParkedCall, ParkedKind, Verdict};
 use crate::queue::Job;
 
 /// What the client's user answers.
@@ -58,12 +64,8 @@ pub async fn ask(
         return Err(unanswered(job));
     };
     let call = request.call_id.clone();
-    let message = format!(
-        "Job {} of bundle {}: tool `{}` wants to run with {}. Approve it?",
-        job.id, job.bundle, request.tool, request.arguments
-    );
     let verdict = match peer
-        .elicit_with_timeout::<ApprovalAnswer>(message, Some(ASK_FOR))
+        .elicit_with_timeout::<ApprovalAnswer>(question(job, request), Some(ASK_FOR))
         .await
     {
         Ok(Some(answer)) if answer.approve => Verdict::Approve,
@@ -75,14 +77,118 @@ pub async fn ask(
         },
         Ok(None) | Err(_) => return Err(unanswered(job)),
     };
+    decide(state, caller, job, &call, request, verdict).await
+}
+
+/// What the client's user is asked about the call `request` of `job`.
+fn question(job: &Job, request: &ParkedCall) -> String {
+    format!(
+        "Job {} of bundle {}: tool `{}` wants to run with {}. Approve it?",
+        job.id, job.bundle, request.tool, request.arguments
+    )
+}
+
+/// Takes `verdict` on the call the client's user saw (bound to its digest)
+/// through the approvals every way of deciding goes through.
+async fn decide(
+    state: &AppState,
+    caller: &Caller,
+    job: &Job,
+    call: &str,
+    request: &ParkedCall,
+    verdict: Verdict,
+) -> Result<(), String> {
     let decision = Decision {
         verdict,
         digest: Some(request.digest().to_string()),
     };
-    super::super::approvals::take(state, caller, &job.id, &call, decision)
+    super::super::approvals::take(state, caller, &job.id, call, decision)
         .await
         .map(|_| ())
         .map_err(|e| e.message)
+}
+
+/// The key of the task input request that asks about `call`.
+fn input_key(call: &str) -> String {
+    format!("approval-{call}")
+}
+
+/// The approval `job` waits for as a task's input request (an elicitation
+/// form), keyed by the parked call; `None` when it waits for none.
+pub fn input_request(job: &Job) -> Option<(String, InputRequest)> {
+    let request = job
+        .pending_call
+        .as_ref()
+        .filter(|r| r.kind == ParkedKind::Approval)?;
+    let schema = ElicitationSchema::from_type::<ApprovalAnswer>().ok()?;
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: question(job, request),
+        requested_schema: schema,
+    };
+    Some((
+        input_key(&request.call_id),
+        InputRequest::Elicitation(ElicitRequest::new(params)),
+    ))
+}
+
+/// Decides the call `job` waits for from the answer to its input request
+/// (`tasks/update`: an elicitation result under the request's key). A
+/// cancelled form leaves the job parked.
+pub async fn answer(
+    state: &AppState,
+    caller: &Caller,
+    job: &Job,
+    responses: &InputResponses,
+) -> Result<(), String> {
+    let Some(request) = job
+        .pending_call
+        .as_ref()
+        .filter(|r| r.kind == ParkedKind::Approval)
+    else {
+        return Err(format!(
+            "job {} awaits no approval (it is {})",
+            job.id,
+            job.state.as_str()
+        ));
+    };
+    let key = input_key(&request.call_id);
+    let Some(value) = responses.get(&key) else {
+        let given: Vec<&str> = responses.keys().map(String::as_str).collect();
+        return Err(format!(
+            "job {} waits for the answer to `{key}`; inputResponses has {}",
+            job.id,
+            if given.is_empty() {
+                "nothing".to_string()
+            } else {
+                given.join(", ")
+            }
+        ));
+    };
+    let result: ElicitResult = serde_json::from_value(value.clone())
+        .map_err(|e| format!("inputResponses.{key} is not an elicitation result: {e}"))?;
+    let verdict = match result.action {
+        ElicitationAction::Accept => {
+            let content = result.content.unwrap_or_default();
+            let answer: ApprovalAnswer = serde_json::from_value(content).map_err(|e| {
+                format!(
+                    "inputResponses.{key}.content must be {{approve: bool, reason?: string}}: {e}"
+                )
+            })?;
+            if answer.approve {
+                Verdict::Approve
+            } else {
+                Verdict::Deny {
+                    reason: Some(answer.reason).filter(|r| !r.trim().is_empty()),
+                }
+            }
+        }
+        ElicitationAction::Decline => Verdict::Deny {
+            reason: Some("declined by the MCP client's user".into()),
+        },
+        _ => return Ok(()),
+    };
+    decide(state, caller, job, &request.call_id, request, verdict).await
 }
 
 /// The error result of a call whose job waits for a decision nobody gave

@@ -1,0 +1,248 @@
+//! Jobs and their artifacts as MCP resources: `sa://jobs/{id}` is a job as
+//! `GET /v1/jobs/{id}` shows it, `sa://jobs/{id}/artifacts` its artifacts
+//! and `sa://jobs/{id}/artifacts/{name}` one of them. `resources/list`
+//! gives the caller's latest jobs; a session can subscribe to a job and is
+//! told (`notifications/resources/updated`) each time it changes, until
+//! it ends.
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+    ResourceUpdatedNotificationParam,
+};
+use rmcp::{Peer, RoleServer};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+use super::super::AppState;
+use super::super::auth::Caller;
+use crate::queue::{JobFilter, JobId};
+
+const JOBS: &str = "sa://jobs/";
+/// How many of the caller's latest jobs `resources/list` gives.
+const LISTED: usize = 50;
+
+/// Resources are jobs: reading them takes the `read` scope, as
+/// `GET /v1/jobs` does.
+fn may_read(caller: &Caller) -> Result<(), McpError> {
+    caller
+        .require(crate::access::Scope::Read)
+        .map_err(|e| McpError::invalid_request(e.message, None))
+}
+
+/// The caller's latest jobs.
+pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<Resource>, McpError> {
+    may_read(caller)?;
+    let page = state
+        .queue
+        .list(JobFilter {
+            owner: (!caller.0.reads_all()).then(|| caller.name().to_string()),
+            limit: LISTED,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| McpError::internal_error(format!("cannot list jobs: {e}"), None))?;
+    Ok(page
+        .jobs
+        .iter()
+        .map(|job| {
+            let mut resource =
+                Resource::new(format!("{JOBS}{}", job.id), format!("job {}", job.id));
+            resource.description = Some(format!(
+                "a job of bundle {}, {}",
+                job.bundle,
+                job.state.as_str()
+            ));
+            resource.mime_type = Some("application/json".into());
+            resource
+        })
+        .collect())
+}
+
+/// The URI templates of a job and its artifacts.
+pub fn templates() -> Vec<ResourceTemplate> {
+    let mut job = ResourceTemplate::new(format!("{JOBS}{{id}}"), "job");
+    job.description = Some("A job: its state, input, answer or error.".into());
+    job.mime_type = Some("application/json".into());
+    let mut artifact =
+        ResourceTemplate::new(format!("{JOBS}{{id}}/artifacts/{{name}}"), "artifact");
+    artifact.description =
+        Some("One artifact of a workflow job (`…/artifacts` lists them all).".into());
+    artifact.mime_type = Some("application/json".into());
+    vec![job, artifact]
+}
+
+/// What `uri` names: a job, and maybe its artifacts or one of them.
+enum Named<'a> {
+    Job(&'a str),
+    Artifacts(&'a str),
+    Artifact(&'a str, &'a str),
+}
+
+fn parse(uri: &str) -> Result<Named<'_>, McpError> {
+    let rest = uri.strip_prefix(JOBS).unwrap_or_default();
+    let mut parts = rest.splitn(3, '/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(id), None, None) if !id.is_empty() => Ok(Named::Job(id)),
+        (Some(id), Some("artifacts"), None) if !id.is_empty() => Ok(Named::Artifacts(id)),
+        (Some(id), Some("artifacts"), Some(name)) if !id.is_empty() && !name.is_empty() => {
+            Ok(Named::Artifact(id, name))
+        }
+        _ => Err(McpError::resource_not_found(
+            format!(
+                "no resource {uri}: resources are {JOBS}{{id}}, {JOBS}{{id}}/artifacts and {JOBS}{{id}}/artifacts/{{name}}"
+            ),
+            None,
+        )),
+    }
+}
+
+/// The resource `uri` as JSON text.
+pub async fn read(
+    state: &AppState,
+    caller: &Caller,
+    uri: &str,
+) -> Result<ReadResourceResult, McpError> {
+    may_read(caller)?;
+    let not_found = |e: super::super::error::ApiError| {
+        McpError::resource_not_found(format!("{uri}: {}", e.message), None)
+    };
+    let body: Value = match parse(uri)? {
+        Named::Job(id) => {
+            let id = JobId::from(id.to_string());
+            let job = state.queue.get(&id).await.map_err(|e| {
+                McpError::internal_error(format!("cannot read job {id}: {e}"), None)
+            })?;
+            json!(caller.visible(&id, job).map_err(not_found)?)
+        }
+        Named::Artifacts(id) => {
+            let artifacts =
+                super::super::artifacts::read(state, caller, &JobId::from(id.to_string()))
+                    .await
+                    .map_err(not_found)?;
+            json!({"job_id": id, "artifacts": artifacts})
+        }
+        Named::Artifact(id, name) => {
+            let artifacts =
+                super::super::artifacts::read(state, caller, &JobId::from(id.to_string()))
+                    .await
+                    .map_err(not_found)?;
+            artifacts
+                .into_iter()
+                .find(|a| a["name"] == name)
+                .map(|a| a["body"].clone())
+                .ok_or_else(|| {
+                    McpError::resource_not_found(
+                        format!("job {id} has no artifact {name:?} (see {JOBS}{id}/artifacts)"),
+                        None,
+                    )
+                })?
+        }
+    };
+    let text = serde_json::to_string_pretty(&body).unwrap_or_default();
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::text(text, uri).with_mime_type("application/json"),
+    ]))
+}
+
+/// Subscriptions one session may hold at once.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
+
+/// A session's room for subscriptions.
+pub fn subscriptions() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(MAX_SUBSCRIPTIONS))
+}
+
+/// Subscribes `peer` to the job `uri` names: a task tells it of each
+/// change of the job until the job ends or the session closes. It holds
+/// one of the session's `room` meanwhile.
+pub async fn subscribe(
+    state: &AppState,
+    caller: &Caller,
+    peer: Peer<RoleServer>,
+    room: &Arc<Semaphore>,
+    uri: &str,
+) -> Result<(), McpError> {
+    let (Named::Job(id) | Named::Artifacts(id) | Named::Artifact(id, _)) = parse(uri)?;
+    let Ok(held) = room.clone().try_acquire_owned() else {
+        return Err(McpError::invalid_request(
+            format!(
+                "this session already watches {MAX_SUBSCRIPTIONS} jobs; each subscription ends with its job"
+            ),
+            None,
+        ));
+    };
+    let id = JobId::from(id.to_string());
+    // Only a job the caller sees can be watched.
+    read(state, caller, &format!("{JOBS}{id}")).await?;
+    let mut updates = state.queue.subscribe();
+    let state = state.clone();
+    let uri = uri.to_string();
+    tokio::spawn(async move {
+        let _held = held;
+        loop {
+            let changed = tokio::select! {
+                changed = updates.recv() => changed,
+                () = peer_closed(&peer) => return,
+            };
+            match changed {
+                Ok(changed) if changed == id => {}
+                Ok(_) => continue,
+                // Lagged: the job may have changed among the lost ones.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return,
+            }
+            let told = tokio::time::timeout(
+                std::time::Duration::from_secs(5),
+                peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.clone())),
+            )
+            .await;
+            if !matches!(told, Ok(Ok(()))) {
+                return;
+            }
+            let ended =
+                matches!(state.queue.get(&id).await, Ok(Some(job)) if job.state.is_terminal());
+            if ended {
+                return;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Resolves once the peer's transport is closed (checked every second).
+async fn peer_closed(peer: &Peer<RoleServer>) {
+    while !peer.is_transport_closed() {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_name_a_job_its_artifacts_or_one_artifact() {
+        assert!(matches!(parse("sa://jobs/j1"), Ok(Named::Job("j1"))));
+        assert!(matches!(
+            parse("sa://jobs/j1/artifacts"),
+            Ok(Named::Artifacts("j1"))
+        ));
+        assert!(matches!(
+            parse("sa://jobs/j1/artifacts/review"),
+            Ok(Named::Artifact("j1", "review"))
+        ));
+        for wrong in [
+            "sa://jobs/",
+            "sa://jobs/j1/journal",
+            "sa://jobs/j1/artifacts/",
+            "test://static-text",
+        ] {
+            let Err(error) = parse(wrong) else {
+                panic!("{wrong} named something")
+            };
+            assert!(error.message.contains(wrong), "{}", error.message);
+        }
+    }
+}
