@@ -163,6 +163,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             "/bundles/{name}/tools/{tool}/run",
             with(Submit, post(tool_run::run)),
         )
+        .route(
             "/schedules",
             with(Submit, post(schedules::create)).merge(with(Read, get(schedules::list))),
         )

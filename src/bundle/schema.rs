@@ -64,6 +64,13 @@ pub struct RawBundle {
     /// journal replays there (docs/daemon.md, "Forks and versions").
     #[serde(default)]
     pub on_new_version: OnNewVersion,
+    /// Runs the bundle on a cron schedule (see docs/daemon.md, Schedules).
+    #[serde(default)]
+    pub schedule: Option<crate::schedule::ScheduleSpec>,
+    /// Where every job's state changes are POSTed unless the job names its
+    /// own (within `egress.allow`; docs/api.md, Completion webhooks).
+    #[serde(default)]
+    pub webhook: Option<String>,
 }
 
 /// What a new bundle version does to the jobs of earlier ones.
@@ -76,13 +83,6 @@ pub enum OnNewVersion {
     /// Waiting and parked jobs move to the new version when their journal
     /// replays on it.
     Move,
-    /// Runs the bundle on a cron schedule (see docs/daemon.md, Schedules).
-    #[serde(default)]
-    pub schedule: Option<crate::schedule::ScheduleSpec>,
-    /// Where every job's state changes are POSTed unless the job names its
-    /// own (within `egress.allow`; docs/api.md, Completion webhooks).
-    #[serde(default)]
-    pub webhook: Option<String>,
 }
 
 /// The bundle as an agent of the runtime API.
