@@ -8,8 +8,10 @@
 mod agents_file;
 mod live;
 mod locate;
+mod webhooks;
 
 pub use live::LIVE_KEYS;
+pub use webhooks::WebhookConfig;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -54,7 +56,7 @@ pub struct Config {
     /// the `cost` budgets and the spend metrics read it.
     pub prices: crate::budget::Prices,
     /// Completion webhooks: signing secret, attempts, timeout, backoff.
-    pub webhooks: crate::webhook::WebhookConfig,
+    pub webhooks: WebhookConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default, PartialEq)]
