@@ -20,22 +20,27 @@ pub(super) fn valid_traceparent(tp: &str) -> bool {
         && parts[2] != "0".repeat(16)
 }
 
-/// The caller's trace context: the `traceparent` header, else
-/// `traceparent` in the body's `metadata`. One that is not a W3C
-/// traceparent is left out, as the W3C recommends (the job starts a trace
-/// of its own).
+/// The caller's trace context: the `traceparent` header, else the one the
+/// wire carries in its body (`traceparent` in the body's `metadata` for
+/// Responses and A2A, `forwardedProps` for AG-UI, `_meta` for MCP). One
+/// that is not a W3C traceparent is left out, as the W3C recommends (the
+/// job starts a trace of its own).
 pub(super) fn traceparent(headers: &HeaderMap, metadata: Option<&Value>) -> Option<String> {
+    traceparent_or(
+        headers,
+        metadata
+            .and_then(|m| m.get("traceparent"))
+            .and_then(Value::as_str),
+    )
+}
+
+/// [`traceparent`] for a wire whose body field is already at hand.
+pub(super) fn traceparent_or(headers: &HeaderMap, from_body: Option<&str>) -> Option<String> {
     let from_header = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().to_string());
-    let from_body = || {
-        metadata
-            .and_then(|m| m.get("traceparent"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    };
-    let tp = from_header.or_else(from_body)?;
+    let tp = from_header.or_else(|| from_body.map(str::to_string))?;
     if valid_traceparent(&tp) {
         Some(tp)
     } else {

@@ -99,12 +99,17 @@ async fn submit(
         }
         None => a2a::new_context_id(),
     };
+    let body_traceparent = [&message.metadata, &request.metadata]
+        .into_iter()
+        .flatten()
+        .find_map(|m| m.get("traceparent").and_then(Value::as_str));
     let job = NewJob {
         id,
         bundle,
         input,
         variables,
         conversation_id: Some(conversation),
+        traceparent: super::super::trace_context::traceparent_or(&call.headers, body_traceparent),
         idempotency_key: (!message.message_id.trim().is_empty())
             .then(|| format!("a2a:{}", message.message_id)),
         ..Default::default()
