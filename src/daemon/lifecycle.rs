@@ -119,7 +119,8 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::LeaseLost { .. }
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
-            | DaemonEvent::DrainDone => {}
+            | DaemonEvent::DrainDone
+            | DaemonEvent::EndpointLoad { .. } => {}
         }
     }
 }

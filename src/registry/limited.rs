@@ -1,24 +1,46 @@
 //! Caps the model requests in flight to one endpoint across all jobs, so a
-//! small model server is not flooded.
+//! small model server is not flooded: a fixed permit, and in front of it
+//! the endpoint's load gate when it declares `load` (`crate::load`).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
+use crate::client::watch::{self, CallNote, CallWatcher};
 use crate::client::{ChatBackend, ChatRequest, ChatResponse, ClientError, EndpointInfo, OnToken};
+use crate::load::LoadGate;
 
 pub struct LimitedBackend {
     inner: Arc<dyn ChatBackend>,
     permits: Semaphore,
+    gate: Option<Arc<LoadGate>>,
 }
 
 impl LimitedBackend {
     pub fn wrap(inner: Arc<dyn ChatBackend>, max_concurrent: usize) -> Arc<dyn ChatBackend> {
+        Self::wrap_gated(inner, max_concurrent, None)
+    }
+
+    /// `wrap`, new calls first waiting at `gate` for the server's load.
+    pub fn wrap_gated(
+        inner: Arc<dyn ChatBackend>,
+        max_concurrent: usize,
+        gate: Option<Arc<LoadGate>>,
+    ) -> Arc<dyn ChatBackend> {
         Arc::new(Self {
             inner,
             permits: Semaphore::new(max_concurrent.max(1)),
+            gate,
         })
+    }
+}
+
+/// A 503 or 529 answer: the server says it is overloaded.
+fn overload_status(error: &ClientError) -> Option<u16> {
+    match error {
+        ClientError::Status { status, .. } if matches!(status, 503 | 529) => Some(*status),
+        _ => None,
     }
 }
 
@@ -31,9 +53,28 @@ impl ChatBackend for LimitedBackend {
     ) -> Result<ChatResponse, ClientError> {
         // The backend decides how long it holds a permit: an HTTP backend
         // holds one per attempt, never across its backoff sleeps.
-        self.inner
-            .complete_limited(request, on_token, &self.permits)
-            .await
+        let call = self
+            .inner
+            .complete_limited(request, on_token, &self.permits);
+        let Some(gate) = &self.gate else {
+            return call.await;
+        };
+        gate.admit().await;
+        // Refusals of earlier attempts are heard as they happen; the last
+        // one comes back as the call's error.
+        let hears = gate.clone();
+        let refusals: CallWatcher = Arc::new(move |note| {
+            if let CallNote::Retrying { error, .. } = note
+                && let Some(status) = overload_status(error)
+            {
+                hears.refused(status);
+            }
+        });
+        let result = watch::also_watching(refusals, call).await;
+        if let Some(status) = result.as_ref().err().and_then(overload_status) {
+            gate.refused(status);
+        }
+        result
     }
 
     fn info(&self) -> EndpointInfo {

@@ -61,6 +61,8 @@ pub struct Metrics {
     pub workflows_finished: IntCounterVec,
     pub observer_dropped: GaugeVec,
     pub spans_dropped: IntGauge,
+    /// Load-aware admission per endpoint.
+    pub load: super::load_metrics::LoadMetrics,
     /// The same measurements over OTLP, when configured.
     pub otlp: std::sync::OnceLock<super::otel_metrics::OtelMeters>,
 }
@@ -301,6 +303,7 @@ impl Metrics {
             )?,
             observer_dropped,
             spans_dropped,
+            load: super::load_metrics::LoadMetrics::register(&registry)?,
             registry,
             otlp: std::sync::OnceLock::new(),
         }))
@@ -400,6 +403,7 @@ impl DaemonObserver for Metrics {
                     .inc()
             }
             DaemonEvent::LeaseLost { .. } => self.leases_lost.inc(),
+            DaemonEvent::EndpointLoad { endpoint, change } => self.load.observe(endpoint, change),
             DaemonEvent::RequestRefused { reason } => {
                 self.requests_refused.with_label_values(&[reason]).inc()
             }
