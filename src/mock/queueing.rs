@@ -37,6 +37,10 @@ pub struct QueueLoad {
     pub peak_waiting: usize,
     pub peak_in_flight: usize,
     pub refused: usize,
+    /// Requests received, refused ones included.
+    pub received: usize,
+    /// Requests whose client went away (a timeout) before their reply.
+    pub abandoned: usize,
 }
 
 pub(super) struct Queue {
@@ -47,18 +51,36 @@ pub(super) struct Queue {
     peak_waiting: AtomicUsize,
     peak_in_flight: AtomicUsize,
     refused: AtomicUsize,
+    received: AtomicUsize,
+    abandoned: AtomicUsize,
+}
+
+/// A request in the queue: waiting, then running. Dropped before it is
+/// done (its client hung up), it leaves the queue and counts as abandoned.
+struct InQueue<'a> {
+    queue: &'a Queue,
+    running: bool,
+    done: bool,
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        let count = if self.running {
+            &self.queue.running
+        } else {
+            &self.queue.waiting
+        };
+        count.fetch_sub(1, Ordering::SeqCst);
+        if !self.done {
+            self.queue.abandoned.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 /// A request being served; its slot frees when it is dropped.
 pub(super) struct Served<'a> {
-    queue: &'a Queue,
+    _place: InQueue<'a>,
     _slot: Option<OwnedSemaphorePermit>,
-}
-
-impl Drop for Served<'_> {
-    fn drop(&mut self) {
-        self.queue.running.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 impl Queue {
@@ -71,12 +93,15 @@ impl Queue {
             peak_waiting: AtomicUsize::new(0),
             peak_in_flight: AtomicUsize::new(0),
             refused: AtomicUsize::new(0),
+            received: AtomicUsize::new(0),
+            abandoned: AtomicUsize::new(0),
         }
     }
 
     /// Waits for a slot and the request's service time; `None` when the
     /// queue is full (answer 503).
     pub(super) async fn serve(&self) -> Option<Served<'_>> {
+        self.received.fetch_add(1, Ordering::SeqCst);
         let queued = self.waiting.fetch_add(1, Ordering::SeqCst);
         if self.config.max_waiting.is_some_and(|max| queued >= max) {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -86,17 +111,23 @@ impl Queue {
         self.peak_waiting.fetch_max(queued + 1, Ordering::SeqCst);
         let in_flight = queued + 1 + self.running.load(Ordering::SeqCst);
         self.peak_in_flight.fetch_max(in_flight, Ordering::SeqCst);
+        let mut place = InQueue {
+            queue: self,
+            running: false,
+            done: false,
+        };
         // The semaphore is never closed.
         let slot = self.slots.clone().acquire_owned().await.ok();
-        let behind = self.waiting.fetch_sub(1, Ordering::SeqCst) - 1;
         self.running.fetch_add(1, Ordering::SeqCst);
-        let served = Served {
-            queue: self,
-            _slot: slot,
-        };
+        let behind = self.waiting.fetch_sub(1, Ordering::SeqCst) - 1;
+        place.running = true;
         let service = self.config.service_ms + self.config.per_waiting_ms * behind as u64;
         tokio::time::sleep(Duration::from_millis(service)).await;
-        Some(served)
+        place.done = true;
+        Some(Served {
+            _place: place,
+            _slot: slot,
+        })
     }
 
     pub(super) fn load(&self) -> QueueLoad {
@@ -106,6 +137,8 @@ impl Queue {
             peak_waiting: self.peak_waiting.load(Ordering::SeqCst),
             peak_in_flight: self.peak_in_flight.load(Ordering::SeqCst),
             refused: self.refused.load(Ordering::SeqCst),
+            received: self.received.load(Ordering::SeqCst),
+            abandoned: self.abandoned.load(Ordering::SeqCst),
         }
     }
 
