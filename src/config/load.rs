@@ -111,3 +111,39 @@ impl LoadConfig {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_load_section_is_checked_where_it_can_go_wrong() {
+        let vllm = LoadConfig {
+            kind: LoadKind::Vllm,
+            metrics_url: Some("http://127.0.0.1:8000/metrics".into()),
+            ..LoadConfig::default()
+        };
+        assert_eq!(vllm.problem(), None);
+        let key = |config: LoadConfig| config.problem().map(|(key, _)| key);
+        let no_url = LoadConfig {
+            metrics_url: None,
+            ..vllm.clone()
+        };
+        assert_eq!(key(no_url), Some("metrics_url"));
+        let too_often = LoadConfig {
+            poll_interval: HumanDuration(std::time::Duration::from_millis(1)),
+            ..vllm.clone()
+        };
+        assert_eq!(key(too_often), Some("poll_interval"));
+        let first_above = LoadConfig {
+            first_call_hold_above: LoadThresholds {
+                waiting: Some(10.0),
+                kv_cache: None,
+            },
+            ..vllm.clone()
+        };
+        assert_eq!(key(first_above), Some("first_call_hold_above"));
+        // `fixed` reads nothing, so it needs no page.
+        assert_eq!(key(LoadConfig::default()), None);
+    }
+}
