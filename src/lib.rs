@@ -37,5 +37,6 @@ pub mod runner;
 pub mod telemetry;
 pub mod tools;
 pub mod types;
+pub mod versions;
 pub mod worker;
 pub mod workflow;

@@ -4,8 +4,10 @@
 //! whose `unsafe` call was cut short by a SIGKILL is found parked after the
 //! restart and resolved with skip from its page; a broken bundle's error is
 //! on the bundles page, and a reload shows its typed outcome; a call awaiting
-//! approval is approved from its page and the job succeeds. Each view is saved as a screenshot
-//! (the path is printed) to look at.
+//! approval is approved from its page and the job succeeds; a finished job is
+//! forked from its second turn with "Fork from here" and the fork's page says
+//! where it came from. Each view is saved as a screenshot (the path is
+//! printed) to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -334,4 +336,50 @@ async fn a_call_awaiting_approval_is_approved_from_the_console() {
         .expect("the decision is on the job's log");
     assert_eq!(decided["decision"], "approve");
     assert_eq!(decided["by"], "local");
+}
+
+/// "Fork from here" on a turn of a finished job's journal forks it there:
+/// the console goes to the new job, whose header says "forked from" with a
+/// link to the source, and the fork asks the model only for that turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_forked_from_a_turn_in_the_console() {
+    let mock = mock_server(CALC_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("calc", &calc_bundle());
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let job = submit(&http, &daemon, "calc", "What is 2+3?").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let done =
+        common::daemon::wait_terminal(&http, &daemon, &id, std::time::Duration::from_secs(60))
+            .await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(mock.requests().len(), 2);
+
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser
+        .click("#journal button.fork-here[data-turn='2']")
+        .await;
+    browser.confirm().await;
+    let origin = browser.wait_text("#forked-from", &id).await;
+    assert!(origin.contains("at turn 2"), "{origin}");
+    browser.wait_for("#run-header[data-state=succeeded]").await;
+    browser.wait_text("#answer", "2 + 3 = 5.").await;
+    browser.screenshot("job-forked").await;
+    browser.close().await;
+    let jobs = common::daemon::get(&http, &daemon, "/v1/jobs?bundle=calc").await;
+    let forks: Vec<&serde_json::Value> = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["forked_from"]["job_id"] == id.as_str())
+        .collect();
+    assert_eq!(forks.len(), 1, "{jobs}");
+    assert_eq!(forks[0]["forked_from"]["at_turn"], 2, "{jobs}");
+    assert_eq!(
+        mock.requests().len(),
+        3,
+        "the fork asked the model for turn 2 only"
+    );
 }

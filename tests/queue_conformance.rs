@@ -21,8 +21,8 @@ use structured_agents::journal::JournalEntry;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, HeartbeatReply, JobFilter, JobId, JobQueue, JobState, NewJob, NextLease,
-    Outcome, Pin, QueueError, Resolution, RetryPolicy,
+    CompleteReply, ForkSeed, HeartbeatReply, JobFilter, JobId, JobOrigin, JobQueue, JobState,
+    NewJob, NextLease, Outcome, Pin, QueueError, Resolution, RetryPolicy,
 };
 use structured_agents::types::TerminationReason;
 
@@ -1489,6 +1489,89 @@ pub async fn batch_submit_is_one_transaction_honouring_each_key(q: Arc<dyn JobQu
     );
 }
 
+/// A fork goes in pinned, with its origin and its seeded journal in the
+/// insert's transaction (one job or a batch); the first lease keeps its pin
+/// and hands the journal over. A job that is not running moves to other
+/// content only from the content it is pinned to.
+pub async fn a_fork_is_inserted_pinned_with_its_journal_and_a_waiting_job_moves_versions(
+    q: Arc<dyn JobQueue>,
+) {
+    let seed = vec![
+        JournalEntry::new("", 0, "input", "[]".into()),
+        JournalEntry::new("", 1, "reply", "{}".into()),
+        JournalEntry::new("1:0/", 1, "reply", "{}".into()),
+    ];
+    let origin = JobOrigin {
+        job_id: JobId::from("source"),
+        at_turn: 2,
+    };
+    let forked = || NewJob {
+        bundle_version: Some("1".into()),
+        bundle_digest: Some("d1".into()),
+        fork: Some(ForkSeed {
+            origin: origin.clone(),
+            journal: seed.clone(),
+        }),
+        ..job("b")
+    };
+    let (created, _) = q.submit(forked()).await.unwrap();
+    assert_eq!(created.forked_from.as_ref(), Some(&origin));
+    assert_eq!(created.bundle_digest.as_deref(), Some("d1"));
+    assert_eq!(q.journal(&created.id).await.unwrap(), seed);
+    let batch = q.submit_many(vec![job("b"), forked()]).await.unwrap();
+    assert!(q.journal(&batch[0].0.id).await.unwrap().is_empty());
+    assert_eq!(q.journal(&batch[1].0.id).await.unwrap(), seed);
+    assert_eq!(batch[1].0.forked_from.as_ref(), Some(&origin));
+
+    let other = |_bundle: &str| {
+        Some(Pin {
+            version: "9".into(),
+            digest: "d9".into(),
+        })
+    };
+    let leases = q
+        .lease_many("w", HELD, 3, Some(Arc::new(other)))
+        .await
+        .unwrap();
+    let lease = leases.iter().find(|l| l.job.id == created.id).unwrap();
+    assert_eq!(
+        lease.job.bundle_digest.as_deref(),
+        Some("d1"),
+        "a fork keeps its pin"
+    );
+    assert_eq!(lease.journal, seed);
+    assert!(
+        q.move_version(&created.id, "d1", "2", "d2")
+            .await
+            .unwrap()
+            .is_none(),
+        "a running job does not move"
+    );
+    q.release(&created.id, lease.attempt, &[], None)
+        .await
+        .unwrap();
+    assert!(
+        q.move_version(&created.id, "d0", "2", "d2")
+            .await
+            .unwrap()
+            .is_none(),
+        "only from the content it is pinned to"
+    );
+    let moved = q
+        .move_version(&created.id, "d1", "2", "d2")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (
+            moved.bundle_version.as_deref(),
+            moved.bundle_digest.as_deref(),
+            moved.state
+        ),
+        (Some("2"), Some("d2"), JobState::Queued)
+    );
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -1526,6 +1609,7 @@ macro_rules! suite {
             case!(finish_and_lease_records_the_outcome_and_leases_in_one_write);
             case!(batch_submit_is_one_transaction_honouring_each_key);
             case!(a_finished_job_records_why_it_ended_and_its_tool_errors);
+            case!(a_fork_is_inserted_pinned_with_its_journal_and_a_waiting_job_moves_versions);
         }
     };
 }

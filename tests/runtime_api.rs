@@ -15,10 +15,10 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use common::daemon::{Daemon, SHORT_LEASE, Site, client, eventually, get, wait_terminal};
+use common::fake_agent::FakeAgent;
 use common::mock_server;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -1280,48 +1280,6 @@ async fn world_with(router_script: &str, extra_toml: &str) -> World {
         arithmetic,
         weather,
         site,
-    }
-}
-
-/// A remote agent over HTTP: answers every envelope with `reply` and keeps
-/// the envelopes it received.
-struct FakeAgent {
-    url: String,
-    seen: Arc<Mutex<Vec<Value>>>,
-}
-
-impl FakeAgent {
-    async fn start(reply: &'static str) -> Self {
-        let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-        let app = axum::Router::new().route(
-            "/message",
-            axum::routing::post({
-                let seen = seen.clone();
-                move |axum::Json(message): axum::Json<Value>| {
-                    let seen = seen.clone();
-                    async move {
-                        seen.lock().unwrap().push(message.clone());
-                        axum::Json(json!({
-                            "messageId": uuid::Uuid::new_v4().to_string(),
-                            "conversationId": message["conversationId"],
-                            "senderId": message["recipientId"],
-                            "recipientId": message["senderId"],
-                            "content": reply,
-                            "timestamp": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-                            "type": "Text",
-                        }))
-                    }
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/message", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { url, seen }
-    }
-
-    fn seen(&self) -> Vec<Value> {
-        self.seen.lock().unwrap().clone()
     }
 }
 

@@ -15,6 +15,10 @@
 //!
 //! Each way in keeps only its wire format: what it reads from the body, and
 //! how it spells this module's refusals.
+//!
+//! A direct tool call (`POST /v1/bundles/{name}/tools/{tool}:run`) starts
+//! no job but comes through here too ([`admit_tool_run`]): steps 1, 2
+//! (the bundle) and 3.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -213,6 +217,27 @@ pub(super) fn at_index(index: usize, mut e: ApiError) -> ApiError {
     });
     e.message = format!("job {index} of the batch: {}", e.message);
     e
+}
+
+/// Admits one direct tool call (`POST /v1/bundles/{name}/tools/{tool}:run`),
+/// which starts no job: the key has `submit` and may use the bundle, the
+/// bundle is loaded, and the key's quotas hold (the call counts against
+/// its rate like a submission). Returns the bundle as loaded now.
+pub(super) async fn admit_tool_run(
+    state: &AppState,
+    caller: &Caller,
+    bundle: &str,
+) -> Result<Arc<crate::registry::LoadedBundle>, ApiError> {
+    let admitted = async {
+        caller.require(Scope::Submit)?;
+        no_nul("bundle", bundle)?;
+        caller.may_use(bundle, "bundle")?;
+        let loaded = loaded_bundle(state, bundle, "bundle")?;
+        key_quotas(state, &caller.0, 1).await?;
+        Ok(loaded)
+    }
+    .await;
+    admitted.inspect_err(|e| refused(state, caller, e))
 }
 
 /// Everything about one job that needs no store: who may, which bundle,
@@ -447,9 +472,18 @@ async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), Api
 
 /// A 422 naming `field` and the loaded bundles unless `name` is loaded.
 pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<(), ApiError> {
+    loaded_bundle(state, name, field).map(|_| ())
+}
+
+/// The bundle `name` as loaded now, or [`known_bundle`]'s 422.
+fn loaded_bundle(
+    state: &AppState,
+    name: &str,
+    field: &str,
+) -> Result<Arc<crate::registry::LoadedBundle>, ApiError> {
     let snapshot = state.registry.snapshot();
-    if snapshot.bundle(name).is_some() {
-        return Ok(());
+    if let Some(loaded) = snapshot.bundle(name) {
+        return Ok(loaded.clone());
     }
     let known: Vec<&str> = snapshot.loaded().map(|b| b.name()).collect();
     Err(ApiError::field(

@@ -124,8 +124,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 
 /// The token of `Authorization: Bearer <token>`, if any.
 fn bearer(request: &Request) -> Option<&str> {
-    request
-        .headers()
+    bearer_of(request.headers())
+}
+
+/// The token of `Authorization: Bearer <token>` among `headers`, if any
+/// (the agent cards read it without requiring it).
+pub(super) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))

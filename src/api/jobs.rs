@@ -77,7 +77,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         None => None,
     };
     if let Some(tp) = &request.traceparent
-        && !valid_traceparent(tp)
+        && !super::trace_context::valid_traceparent(tp)
     {
         return Err(ApiError::field(
             ErrorCode::InvalidRequest,
@@ -92,6 +92,8 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         id: None,
         bundle: request.bundle,
         bundle_version: None,
+        bundle_digest: None,
+        fork: None,
         input: request.input,
         variables: request.variables,
         messages: None,
@@ -231,18 +233,6 @@ fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<S
     Ok(Some(key.to_string()))
 }
 
-fn valid_traceparent(tp: &str) -> bool {
-    let parts: Vec<&str> = tp.split('-').collect();
-    let hex = |s: &str, n: usize| s.len() == n && s.chars().all(|c| c.is_ascii_hexdigit());
-    parts.len() == 4
-        && hex(parts[0], 2)
-        && hex(parts[1], 32)
-        && hex(parts[2], 16)
-        && hex(parts[3], 2)
-        && parts[1] != "0".repeat(32)
-        && parts[2] != "0".repeat(16)
-}
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
@@ -341,11 +331,13 @@ pub async fn rerun(
 /// the conversation (continued again it would start from its end, not from
 /// where the source started), the idempotency key or the trace; the bundle
 /// runs at its current version.
-fn rerun_of(source: Job) -> NewJob {
+pub(super) fn rerun_of(source: Job) -> NewJob {
     NewJob {
         id: None,
         bundle: source.bundle,
         bundle_version: None,
+        bundle_digest: None,
+        fork: None,
         input: source.input,
         variables: source.variables,
         messages: source.messages,
@@ -362,7 +354,7 @@ fn rerun_of(source: Job) -> NewJob {
 
 /// The job an operator's request left; a final event it recorded is
 /// counted (metrics) like a run's.
-fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
+pub(super) fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
     if let Some(event) = changed.final_event {
         state.bus.publish(DaemonEvent::JobEndedByRequest {
             event: Box::new(event),
@@ -409,20 +401,4 @@ pub async fn journal(
         })
         .collect();
     Ok(Json(json!({"job_id": id, "steps": steps})))
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn traceparents() {
-        assert!(super::valid_traceparent(
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-        ));
-        assert!(!super::valid_traceparent(
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"
-        ));
-        assert!(!super::valid_traceparent(
-            "00-00000000000000000000000000000000-00f067aa0ba902b7-01"
-        ));
-    }
 }

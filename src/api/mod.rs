@@ -1,13 +1,16 @@
 //! The HTTP API (axum), versioned under `/v1`: jobs, their replayable event
 //! streams (SSE), bundles, reload, health, metrics and the OpenAPI document;
 //! the runtime API of the absorbed multi-agent runtime under `/api`; MCP at
-//! `/mcp`; the operator's console (a web page) at `/ui`.
+//! `/mcp`; A2A at `/a2a` (`/.well-known/agent-card.json`); the operator's
+//! console (a web page) at `/ui`.
 //! One file per resource; errors come from one table (`error`).
 //!
 //! This module translates HTTP to calls on the queue and the registry; it
 //! must not run jobs or load bundles itself.
 
+mod a2a;
 mod admission;
+mod agui;
 mod answer;
 mod approvals;
 mod artifacts;
@@ -20,15 +23,19 @@ mod conversations;
 mod counts;
 pub mod error;
 mod feed;
+mod fork;
 pub mod fuzzing;
 pub mod guard;
 mod jobs;
 pub mod limits;
 pub mod mcp;
 mod openai;
+mod responses;
 mod runtime;
 pub mod serve;
 mod sse;
+mod tool_run;
+mod trace_context;
 
 pub use auth::{Auth, Caller};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
@@ -114,6 +121,11 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .route("/jobs/{id}", with(Read, get(jobs::get)))
         .route("/jobs/{id}/cancel", with(Operate, post(jobs::cancel)))
         .route("/jobs/{id}/rerun", with(Submit, post(jobs::rerun)))
+        .route("/jobs/{id}/fork", with(Submit, post(fork::fork)))
+        .route(
+            "/bundles/{name}/migrate-jobs",
+            with(Operate, post(fork::migrate_jobs)),
+        )
         .route("/jobs/{id}/resolve", with(Operate, post(jobs::resolve)))
         .route("/jobs/{id}/journal", with(Read, get(jobs::journal)))
         .route("/jobs/{id}/approvals", with(Read, get(approvals::list)))
@@ -127,6 +139,13 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         )
         .route("/chat/completions", with(Submit, post(openai::completions)))
         .route("/models", with(Read, get(openai::models)))
+        .route("/responses", with(Submit, post(responses::create)))
+        .route("/responses/{id}", with(Read, get(responses::retrieve)))
+        .route(
+            "/responses/{id}/cancel",
+            with(Operate, post(responses::cancel)),
+        )
+        .route("/agui/{bundle}", with(Submit, post(agui::run)))
         .route("/jobs/{id}/artifacts", with(Read, get(artifacts::list)))
         .route(
             "/jobs/{id}/artifacts/{name}",
@@ -135,6 +154,14 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .route("/jobs/{id}/events", with(Read, get(sse::events)))
         .route("/bundles", with(Read, get(bundles::list)))
         .route("/bundles/{name}", with(Read, get(bundles::get)))
+        .route(
+            "/bundles/{name}/tools/{tool_run}",
+            with(Submit, post(tool_run::run_suffixed)),
+        )
+        .route(
+            "/bundles/{name}/tools/{tool}/run",
+            with(Submit, post(tool_run::run)),
+        )
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
             auth::authenticate,
@@ -150,6 +177,8 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         auth.clone(),
         auth::authenticate,
     ));
+    // A2A: the agent cards and the JSON-RPC interface (docs/api.md, A2A).
+    let a2a = self::a2a::routes(auth.clone());
     // Each MCP tool call is a submission: the whole endpoint needs `submit`.
     let mcp: Router<AppState> = Router::new()
         .nest_service(
@@ -164,6 +193,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .nest("/v1", v1)
         .nest("/api", runtime)
         .merge(mcp)
+        .merge(a2a)
         .merge(console::routes())
         .route("/v1/openapi.json", get(openapi))
         .route(

@@ -58,7 +58,7 @@ pub struct OpenAiError {
 }
 
 impl OpenAiError {
-    fn invalid(param: &str, message: impl Into<String>) -> Self {
+    pub(super) fn invalid(param: &str, message: impl Into<String>) -> Self {
         Self {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
@@ -147,8 +147,14 @@ pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value
 }
 
 /// `POST /v1/chat/completions`.
-pub async fn completions(State(state): State<AppState>, caller: Caller, body: Bytes) -> Response {
-    match start(&state, &caller, &body).await {
+pub async fn completions(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    let traceparent = super::trace_context::traceparent(&headers, None);
+    match start(&state, &caller, &body, traceparent).await {
         Err(e) => e.into_response(),
         Ok((job, Some(feed))) => {
             let answer = super::answer::answer_stream(&state, &job);
@@ -176,6 +182,7 @@ async fn start(
     state: &AppState,
     caller: &Caller,
     body: &[u8],
+    traceparent: Option<String>,
 ) -> Result<(Job, Option<Feed>), OpenAiError> {
     let Parsed {
         request,
@@ -203,6 +210,7 @@ async fn start(
         bundle,
         input,
         messages: Some(request.messages),
+        traceparent,
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
@@ -230,27 +238,31 @@ pub(super) fn parse(body: &[u8]) -> Result<Parsed, OpenAiError> {
         };
         OpenAiError::invalid(param, format!("invalid chat completion request: {e}"))
     })?;
-    let bundle = request
-        .model
-        .strip_prefix(MODEL_PREFIX)
-        .ok_or_else(|| OpenAiError {
-            status: StatusCode::NOT_FOUND,
-            message: format!(
-                "the model {:?} does not exist: models here are bundles, named `bundle/<name>` (GET /v1/models lists them)",
-                request.model
-            ),
-            kind: "invalid_request_error",
-            param: Some("model".into()),
-            code: Some("model_not_found".into()),
-            retry_after: None,
-        })?
-        .to_string();
+    let bundle = bundle_of(&request.model)?;
     let input = last_user_text(&request.messages)?;
     Ok(Parsed {
         request,
         bundle,
         input,
     })
+}
+
+/// The bundle a `model` names (`bundle/<name>`), or OpenAI's 404 for a
+/// model that does not exist.
+pub(super) fn bundle_of(model: &str) -> Result<String, OpenAiError> {
+    model
+        .strip_prefix(MODEL_PREFIX)
+        .map(str::to_string)
+        .ok_or_else(|| OpenAiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!(
+                "the model {model:?} does not exist: models here are bundles, named `bundle/<name>` (GET /v1/models lists them)"
+            ),
+            kind: "invalid_request_error",
+            param: Some("model".into()),
+            code: Some("model_not_found".into()),
+            retry_after: None,
+        })
 }
 
 /// The text of the last user message (the job's `input`), checking that

@@ -51,7 +51,7 @@ pub async fn events(
 /// start. The store keeps sequence numbers as signed 64-bit integers, so a
 /// number past `i64::MAX` is refused rather than wrapped (a wrapped one is
 /// negative and would replay the whole log).
-fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError> {
+pub(super) fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError> {
     let sequence = |text: &str| text.parse::<i64>().ok().and_then(|n| u64::try_from(n).ok());
     if let Some(value) = headers.get("last-event-id") {
         let text = String::from_utf8_lossy(value.as_bytes());

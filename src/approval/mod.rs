@@ -329,7 +329,7 @@ impl Decision {
     }
 }
 
-fn check_arguments(parameters: &Value, arguments: &Value) -> Result<(), String> {
+pub(crate) fn check_arguments(parameters: &Value, arguments: &Value) -> Result<(), String> {
     if !arguments.is_object() {
         return Err("arguments must be a JSON object".into());
     }

@@ -14,7 +14,7 @@ mod template;
 
 pub use bind::{ToolEnv, build_tools};
 pub use digest::{ContentDigest, content_digest};
-pub use schema::{RawBundle, ToolKind, ToolSpec};
+pub use schema::{OnNewVersion, RawBundle, ToolKind, ToolSpec};
 pub use shape::{RequestShapes, Target};
 pub use template::{PromptError, Prompts};
 

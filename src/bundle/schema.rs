@@ -58,6 +58,24 @@ pub struct RawBundle {
     /// its own model and prompts are the default selector.
     #[serde(default)]
     pub group_chat: Option<crate::group_chat::GroupChatSpec>,
+    /// What a new version of the bundle does to its waiting and parked
+    /// jobs: `pin` (default) keeps them on the content they started with;
+    /// `move` moves each to the new version after the reload, when its
+    /// journal replays there (docs/daemon.md, "Forks and versions").
+    #[serde(default)]
+    pub on_new_version: OnNewVersion,
+}
+
+/// What a new bundle version does to the jobs of earlier ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnNewVersion {
+    /// Jobs keep the content they started with.
+    #[default]
+    Pin,
+    /// Waiting and parked jobs move to the new version when their journal
+    /// replays on it.
+    Move,
 }
 
 /// The bundle as an agent of the runtime API.

@@ -13,7 +13,7 @@ use super::{run, validate};
 
 /// Loads and binds a bundle off the runtime threads (binding starts MCP
 /// servers and loads plugins).
-async fn bind(
+pub(super) async fn bind(
     bundle_dir: &Path,
     models_dir: &Path,
     plugins_dir: Option<PathBuf>,

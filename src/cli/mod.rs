@@ -6,6 +6,7 @@ mod approvals;
 mod bench;
 mod chat;
 mod describe;
+mod fork;
 mod import;
 mod init;
 mod inspect;
@@ -15,6 +16,7 @@ pub mod printer;
 mod remote;
 mod run;
 mod runtime;
+mod tool;
 mod validate;
 mod verify;
 
@@ -115,6 +117,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Fork a job: a new job that replays its turns before TURN from its
+    /// journal (no model call, no tool call) and runs live from TURN on.
+    Fork(fork::ForkArgs),
+    /// Move a bundle's waiting and parked jobs to its current version, each
+    /// only when its journal replays there.
+    MigrateJobs(fork::MigrateJobsArgs),
     /// Cancel a queued or running job.
     Cancel { id: String },
     /// Resolve a job in needs_attention: its `unsafe` tool call was cut short
@@ -214,6 +222,8 @@ pub enum Command {
         #[arg(long, env = "SA_PLUGINS_DIR")]
         plugins_dir: Option<PathBuf>,
     },
+    /// Run one tool call of a bundle outside any job: `tool run BUNDLE TOOL --args JSON`.
+    Tool(tool::ToolArgs),
     /// List the plugins of the plugins directory with version, ABI and file hash.
     Plugins {
         /// Read `paths.plugins_dir` from this config.
@@ -307,6 +317,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             models_dir,
             plugins_dir,
         } => inspect::tools(&bundle_dir, &models_dir, plugins_dir).await,
+        Command::Tool(args) => tool::tool(server, args).await,
         Command::Chat(args) => chat::chat(server, args).await,
         Command::Submit(args) => remote::submit(server, args).await,
         Command::Agents => runtime::agents(server).await,
@@ -324,6 +335,8 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Artifacts { id, name } => remote::artifacts(server, id, name).await,
         Command::Watch { id, json } => remote::watch(server, id, json).await,
         Command::Rerun { id, follow, json } => remote::rerun(server, id, follow, json).await,
+        Command::Fork(args) => fork::fork(server, args).await,
+        Command::MigrateJobs(args) => fork::migrate_jobs(server, args).await,
         Command::Cancel { id } => remote::cancel(server, id).await,
         Command::Resolve {
             id,

@@ -363,7 +363,12 @@ pub async fn rerun(
 
 /// Prints a job just created and, with `follow`, its events until it ends
 /// (the exit code says how it ended).
-async fn created(client: &Client, job: &Value, follow: bool, json: bool) -> anyhow::Result<i32> {
+pub(super) async fn created(
+    client: &Client,
+    job: &Value,
+    follow: bool,
+    json: bool,
+) -> anyhow::Result<i32> {
     let id = job["id"].as_str().unwrap_or_default().to_string();
     if json && !follow {
         println!("{job}");

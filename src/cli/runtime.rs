@@ -2,7 +2,9 @@
 //! and `interactive`, printing the multi-agent runtime's format — `you → `
 //! for what was asked, `talking with the agent(s):` then
 //! ` ↪ runtime to <agent> → <query>` and ` ↪ <agent> to runtime → <reply>`
-//! around agent calls, `runtime → ` (or the agent's name) before an answer;
+//! around agent calls, `ƒ(x) calling <tool>...` and ` ↪ ` lines for every
+//! tool call of the router (as `chat` prints them), `runtime → ` (or the
+//! agent's name) before an answer;
 //! in colour on a terminal (unless `NO_COLOR` is set), and with `DEBUG=True`
 //! or `AGENT_RUNTIME_DEBUG=true` every raw stream chunk on stderr.
 
@@ -85,6 +87,7 @@ pub async fn query(server: &ServerArgs, args: QueryArgs) -> anyhow::Result<i32> 
 /// Streams one query; prints it; the conversation id when it succeeded.
 async fn ask(client: &Client, mut body: Value) -> anyhow::Result<Option<String>> {
     body["stream"] = json!(true);
+    body["function_calls"] = json!(true);
     let mut frames = client.post_frames("/api/query", body).await?;
     let mut answering = false;
     let mut streamed = false;
@@ -107,6 +110,19 @@ async fn ask(client: &Client, mut body: Value) -> anyhow::Result<Option<String>>
             }
             streamed = true;
             print!("{token}");
+        } else if let Some(tool) = frame["function_call"].as_str() {
+            // As `chat` prints a call: `ƒ(x) calling <tool>...`, its arguments.
+            end_line(&mut answering);
+            println!("ƒ(x) calling {tool}...");
+            println!(" ↪ {}", frame["arguments"]);
+        } else if frame.get("function_result").is_some() {
+            end_line(&mut answering);
+            let error = if frame["is_error"] == true {
+                "error: "
+            } else {
+                ""
+            };
+            println!(" ↪ {error}{}", text(&frame["output_preview"]));
         } else if let Some(agent) = frame["agent_call"].as_str() {
             end_line(&mut answering);
             if !std::mem::replace(&mut talking, true) {

@@ -1,5 +1,6 @@
-//! The multi-agent runtime's `agents.json` (`[runtime] agents_file`): its
-//! remote agents join `[[agents]]`. The file is what that runtime read —
+//! The multi-agent runtime's `agents.json` (`[runtime] agents_file`, by
+//! default `agents.json` beside the config file when present): its remote
+//! agents join `[[agents]]`. The file is what that runtime read —
 //! `{"agents": [...]}` or the bare list, each agent `{id, name,
 //! description, capabilities, endpoint}` and optionally
 //! `conversation_starters` and `max_response_bytes`; keys the daemon has no
@@ -39,11 +40,26 @@ struct FileAgent {
     max_response_bytes: Option<usize>,
 }
 
-/// Adds the agents of `config.runtime.agents_file` (when set) to
-/// `config.agents`; an unreadable or malformed file, or an id both define,
-/// is an error naming the file (and the id).
+/// The file read when `agents_file` is unset, beside the config file (the
+/// multi-agent runtime read `agents.json` by default).
+pub const DEFAULT_FILE: &str = "agents.json";
+
+/// The agents file to read: `agents_file` when set, else
+/// [`DEFAULT_FILE`] beside the config file when it exists (no config
+/// file, no default: the embedded defaults name no directory).
+fn path_of(config: &Config, config_file: Option<&Path>) -> Option<std::path::PathBuf> {
+    if let Some(path) = &config.runtime.agents_file {
+        return Some(path.clone());
+    }
+    let dir = config_file?.parent().unwrap_or(Path::new("."));
+    Some(dir.join(DEFAULT_FILE)).filter(|path| path.is_file())
+}
+
+/// Adds the agents of the agents file ([`path_of`]) to `config.agents`; an
+/// unreadable or malformed file, or an id both define, is an error naming
+/// the file (and the id).
 pub(super) fn merge(config: &mut Config, config_file: Option<&Path>) -> Result<(), ConfigError> {
-    let Some(path) = config.runtime.agents_file.clone() else {
+    let Some(path) = path_of(config, config_file) else {
         return Ok(());
     };
     let invalid = |message: String| locate::invalid(config_file, "runtime.agents_file", message);
@@ -144,6 +160,31 @@ mod tests {
             ("weather", "Weather", "http://127.0.0.1:9/message")
         );
         assert_eq!(agent.capabilities, ["forecast"]);
+    }
+
+    #[test]
+    fn agents_json_beside_the_config_file_is_read_by_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let config_file = dir.path().join("config.toml");
+        let mut config = Config::default();
+        merge(&mut config, Some(&config_file)).unwrap();
+        assert!(config.agents.is_empty(), "no agents.json: no agents");
+        std::fs::write(
+            dir.path().join(DEFAULT_FILE),
+            r#"[{"id": "news", "endpoint": "http://127.0.0.1:9/m"}]"#,
+        )
+        .unwrap();
+        merge(&mut config, Some(&config_file)).unwrap();
+        assert_eq!(config.agents[0].id, "news");
+        // `agents_file` names another file, which replaces the default.
+        let (_other, mut config) = config_with(r#"[{"id": "other", "endpoint": "http://x/m"}]"#);
+        merge(&mut config, Some(&config_file)).unwrap();
+        let ids: Vec<&str> = config.agents.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(ids, ["other"]);
+        // Without a config file (the embedded defaults) nothing is read.
+        let mut config = Config::default();
+        merge(&mut config, None).unwrap();
+        assert!(config.agents.is_empty());
     }
 
     #[test]

@@ -119,8 +119,15 @@ pub struct RuntimeConfig {
     /// A JSON file of remote agents in the multi-agent runtime's format
     /// (`agents.json`: `{"agents": [{id, name, description, capabilities,
     /// endpoint}]}` or the bare list), read beside `[[agents]]`; relative
-    /// to the config file.
+    /// to the config file. Unset: `agents.json` beside the config file,
+    /// when there is one (the runtime read `agents.json` by default).
     pub agents_file: Option<PathBuf>,
+    /// How the router's reach of the directory is offered to its model:
+    /// `agent_tools` (one tool per agent, named after its id, taking
+    /// `content` or `input`) or `call_agent` (the multi-agent runtime's
+    /// functions, for prompts written for it: `<id>-call_agent(query,
+    /// sender_id, conversation_id)`).
+    pub router_functions: RouterFunctions,
 }
 
 impl Default for RuntimeConfig {
@@ -133,8 +140,21 @@ impl Default for RuntimeConfig {
             router_deny: Vec::new(),
             sender_id: crate::tools::http_agent::DEFAULT_SENDER_ID.into(),
             agents_file: None,
+            router_functions: RouterFunctions::AgentTools,
         }
     }
+}
+
+/// How the router's agent tools are named and called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterFunctions {
+    /// One tool per agent named after its id, taking `content` (remote) or
+    /// `input` (a bundle).
+    AgentTools,
+    /// The multi-agent runtime's `<id>-call_agent(query, sender_id,
+    /// conversation_id)`: its plugin per agent, each with one function.
+    CallAgent,
 }
 
 /// Which agents the runtime's router can call.

@@ -119,6 +119,7 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::LeaseLost { .. }
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
+            | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::DrainDone
             | DaemonEvent::EndpointLoad { .. } => {}
         }

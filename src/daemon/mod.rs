@@ -8,6 +8,7 @@
 
 mod approval_timeouts;
 mod lifecycle;
+mod new_versions;
 pub mod notify;
 mod retention;
 pub mod state_dir;
@@ -134,6 +135,11 @@ impl Daemon {
         let bus = DaemonBus::new();
         let (registry, reloads, reloader) =
             registry::reload::pipeline(config.clone(), config_file, bus.clone());
+        let reloader = reloader.after_reload(new_versions::moves_jobs(
+            queue.clone(),
+            registry.clone(),
+            bus.clone(),
+        ));
         let mcp = api::mcp::McpHub::default();
         bus.subscribe(Arc::new(LogLines::new(log_filter, registry.clone())));
         bus.subscribe(metrics.clone());

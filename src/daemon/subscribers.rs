@@ -219,6 +219,17 @@ impl DaemonObserver for LogLines {
             DaemonEvent::SubmissionRefused { key, reason } => {
                 tracing::info!(key = %key, reason, "submission refused by admission")
             }
+            DaemonEvent::JobsMoved {
+                bundle,
+                version,
+                moved,
+                refused,
+            } => {
+                tracing::info!(bundle = %bundle, version = %version, moved, refused = refused.len(), "on_new_version: move moved the bundle's waiting and parked jobs to its new version");
+                for (job, reason) in refused {
+                    tracing::warn!(job_id = %job, bundle = %bundle, version = %version, "job stays on its pinned version: {reason}");
+                }
+            }
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
             DaemonEvent::EndpointLoad { endpoint, change } => log_load(endpoint, change),

@@ -72,6 +72,15 @@ pub enum DaemonEvent {
     /// (`local`, `token` or a keys-file name) and why (`forbidden`,
     /// `invalid`, `unknown_bundle`, `quota`, `budget`, `conflict`, …).
     SubmissionRefused { key: String, reason: &'static str },
+    /// After a reload, a bundle that declares `on_new_version: move` moved
+    /// its waiting and parked jobs to its new version: how many moved, and
+    /// the jobs that could not, with why.
+    JobsMoved {
+        bundle: String,
+        version: String,
+        moved: usize,
+        refused: Vec<(String, String)>,
+    },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
     /// Every running job finished or was released.
@@ -125,6 +134,7 @@ impl DaemonEvent {
             DaemonEvent::LeaseLost { .. } => "lease_lost",
             DaemonEvent::RequestRefused { .. } => "request_refused",
             DaemonEvent::SubmissionRefused { .. } => "submission_refused",
+            DaemonEvent::JobsMoved { .. } => "jobs_moved",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
             DaemonEvent::EndpointLoad { .. } => "endpoint_load",

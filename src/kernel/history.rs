@@ -9,8 +9,9 @@ use crate::types::{Message, Role};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HistoryStrategy {
-    /// The leading system message plus the most recent messages, up to
-    /// `max_history_messages` in all.
+    /// The first message (the system prompt, or the task when there is
+    /// none, as the Python kernel kept `messages[0]`) plus the most recent
+    /// messages, up to `max_history_messages` in all.
     #[default]
     SlidingWindow,
     /// Everything, always.
@@ -38,15 +39,17 @@ pub fn trim(messages: &[Message], strategy: HistoryStrategy, max_messages: usize
     }
 }
 
-/// Keeps the leading system message plus the last N−1 messages, and never
-/// starts the tail with a tool message whose assistant call was cut away.
+/// Keeps the first message plus the last N−1 messages, and never starts
+/// the tail with a tool message whose assistant call was cut away. The
+/// first message is kept whatever its role, as the Python kernel kept
+/// `messages[0]`: without a system prompt it is the task itself.
 fn sliding_window(messages: &[Message], max: usize) -> Vec<Message> {
     if messages.len() <= max {
         return messages.to_vec();
     }
-    let (head, rest) = match messages.first() {
-        Some(first) if first.role == Role::System => (Some(first), &messages[1..]),
-        _ => (None, messages),
+    let (head, rest) = match messages.split_first() {
+        Some((first, rest)) => (Some(first), rest),
+        None => (None, messages),
     };
     let room = max - usize::from(head.is_some());
     let mut start = rest.len().saturating_sub(room);
@@ -121,14 +124,21 @@ mod tests {
             roles(&trim(&c, HistoryStrategy::SlidingWindow, 2)),
             ["system", "assistant"]
         );
-        // Without a system message, N = 1 keeps the last message.
+        // Without a system message the first message (the task) is kept.
         let no_sys = &c[1..];
         assert_eq!(
             roles(&trim(no_sys, HistoryStrategy::SlidingWindow, 1)),
-            ["assistant"]
+            ["user"]
         );
-        // ...and never a lone orphan tool message.
+        assert_eq!(
+            roles(&trim(no_sys, HistoryStrategy::SlidingWindow, 2)),
+            ["user", "assistant"]
+        );
+        // ...and never a lone orphan tool message after it.
         let ends_with_tool = &c[1..5];
-        assert!(trim(ends_with_tool, HistoryStrategy::SlidingWindow, 1).is_empty());
+        assert_eq!(
+            roles(&trim(ends_with_tool, HistoryStrategy::SlidingWindow, 2)),
+            ["user"]
+        );
     }
 }

@@ -371,6 +371,24 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.write_counts()
     }
 
+    async fn move_version(
+        &self,
+        id: &JobId,
+        from: &str,
+        version: &str,
+        digest: &str,
+    ) -> Result<Option<Job>, QueueError> {
+        let op = Op::MoveVersion {
+            id: id.clone(),
+            from: from.to_string(),
+            to: Pin {
+                version: version.to_string(),
+                digest: digest.to_string(),
+            },
+        };
+        expect!(self, self.driver.write(op).await?, Job)
+    }
+
     async fn ping(&self) -> Result<(), QueueError> {
         self.driver.ping().await
     }

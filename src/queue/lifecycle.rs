@@ -30,6 +30,7 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     let now = tx.now().await?;
     let key = job_key(job);
     if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
+        seed_journal(tx, id, job).await?;
         tx.changed(Change::Runnable, &created.id);
         return Ok((created, true));
     }
@@ -44,6 +45,18 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     })
 }
 
+/// Writes a fork's seeded journal with its job (attempt 0: before any
+/// attempt of its own), in the transaction that inserts it.
+async fn seed_journal(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<()> {
+    let Some(seed) = &job.fork else {
+        return Ok(());
+    };
+    for entry in &seed.journal {
+        tx.put_step(id.as_str(), entry, 0).await?;
+    }
+    Ok(())
+}
+
 /// A job's idempotency key as stored (namespaced by its owner), the order
 /// keyed inserts lock in.
 pub(crate) fn job_key(job: &NewJob) -> Option<String> {
@@ -52,7 +65,7 @@ pub(crate) fn job_key(job: &NewJob) -> Option<String> {
         .map(|key| stored_key(job.owner.as_deref(), key))
 }
 
-/// Rows one multi-row insert carries at most (14 values each, well under
+/// Rows one multi-row insert carries at most (17 values each, well under
 /// both dialects' limits on bound values).
 const INSERT_CHUNK: usize = 500;
 
@@ -77,7 +90,13 @@ pub(crate) async fn submit_many(
     let mut inserted = std::collections::HashMap::new();
     for chunk in by_key.chunks(INSERT_CHUNK) {
         let rows: Vec<(&JobId, &NewJob)> = chunk.iter().map(|(_, id, job)| (*id, *job)).collect();
-        for job in tx.insert_jobs(&rows, now).await? {
+        let created = tx.insert_jobs(&rows, now).await?;
+        for (_, id, new) in chunk.iter().filter(|(_, _, job)| job.fork.is_some()) {
+            if created.iter().any(|job| &job.id == *id) {
+                seed_journal(tx, id, new).await?;
+            }
+        }
+        for job in created {
             tx.changed(Change::Runnable, &job.id);
             inserted.insert(job.id.clone(), job);
         }

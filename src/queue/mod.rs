@@ -25,6 +25,7 @@ mod lifecycle;
 mod listing;
 mod op;
 mod open;
+mod origin;
 mod poison;
 pub mod postgres;
 mod retry;
@@ -32,6 +33,7 @@ mod rules;
 pub mod sqlite;
 mod stats;
 mod tx;
+mod versions;
 
 pub use driver::Queue;
 pub use error::QueueError;
@@ -45,6 +47,7 @@ pub(crate) use stats::WriteStats;
 pub use tx::Pin;
 
 pub use open::{MigrationStatus, location, open, postgres_options};
+pub use origin::{ForkSeed, JobOrigin};
 
 use std::fmt;
 use std::time::{Duration, SystemTime};
@@ -222,6 +225,12 @@ pub struct NewJob {
     /// The version the job must run with; `None` pins the current version at
     /// the first lease.
     pub bundle_version: Option<String>,
+    /// The content identity the job must run, pinned at insert (a fork
+    /// runs its source's pin, or the version its replay was checked
+    /// against); `None` pins at the first lease.
+    pub bundle_digest: Option<String>,
+    /// A fork's origin and the journal it replays, written with the job.
+    pub fork: Option<ForkSeed>,
     pub input: String,
     pub variables: Map<String, Value>,
     /// Chat messages (OpenAI wire form) the job runs over instead of its
@@ -320,6 +329,9 @@ pub struct Job {
     /// Tool calls of any of its runs that ended in an error, all attempts.
     #[serde(default)]
     pub tool_errors: u64,
+    /// The job this one was forked from, and the turn it ran live from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<JobOrigin>,
 }
 
 /// A job handed to a worker for one attempt.
@@ -636,6 +648,16 @@ pub trait JobQueue: Send + Sync {
         WriteCounts::default()
     }
     async fn ping(&self) -> Result<(), QueueError>;
+    /// Moves a queued or parked job pinned to content `from` to `version`
+    /// and `digest` (its journal was checked to replay there): the job
+    /// moved, or `None` when it is running, ended or pinned elsewhere now.
+    async fn move_version(
+        &self,
+        id: &JobId,
+        from: &str,
+        version: &str,
+        digest: &str,
+    ) -> Result<Option<Job>, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

@@ -58,6 +58,11 @@ pub(crate) enum Op {
         events: Vec<EventEnvelope>,
     },
     Forget(String),
+    MoveVersion {
+        id: JobId,
+        from: String,
+        to: Pin,
+    },
     Purge {
         cutoff: i64,
         limit: usize,
@@ -242,6 +247,9 @@ impl Op {
             Op::Purge { cutoff, limit } => {
                 Done::Purged(lifecycle::purge_finished(tx, *cutoff, *limit).await?)
             }
+            Op::MoveVersion { id, from, to } => {
+                Done::Job(super::versions::move_version(tx, id, from, to).await?)
+            }
             read => read.run_read(tx).await?,
         })
     }
@@ -290,7 +298,8 @@ impl Op {
             | Op::Cancel(id)
             | Op::Resolve { id, .. }
             | Op::DecideApproval { id, .. }
-            | Op::RecordSteps { id, .. } => LockOrder::Row(id.clone()),
+            | Op::RecordSteps { id, .. }
+            | Op::MoveVersion { id, .. } => LockOrder::Row(id.clone()),
             Op::Lease(..) | Op::ExpireApprovals { .. } | Op::Forget(..) | Op::Purge { .. } => {
                 LockOrder::Skipping
             }
@@ -333,6 +342,7 @@ impl Op {
             Op::RecordSteps { .. } => "record_steps",
             Op::Forget(..) => "forget_conversation",
             Op::Purge { .. } => "purge_finished",
+            Op::MoveVersion { .. } => "move_version",
             Op::Get(..) => "get",
             Op::List(..) => "list",
             Op::CountsByState => "counts_by_state",

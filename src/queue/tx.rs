@@ -54,7 +54,7 @@ pub(crate) enum Change {
 
 /// The columns every job query selects, in the order [`job_from_row`]
 /// reads them.
-pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors";
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors, forked_from, forked_at_turn";
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
@@ -140,6 +140,13 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
             .as_deref()
             .and_then(crate::types::TerminationReason::parse),
         tool_errors: row.req_int(30)?.max(0) as u64,
+        forked_from: match (row.text(31)?, row.int(32)?) {
+            (Some(job_id), Some(turn)) => Some(JobOrigin {
+                job_id: JobId(job_id),
+                at_turn: count(turn),
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -214,7 +221,7 @@ impl AttemptRow {
     }
 }
 
-/// A new job's column values, as every dialect binds them (14 a row).
+/// A new job's column values, as every dialect binds them (17 a row).
 pub(crate) struct JobValues<'a> {
     pub id: &'a str,
     pub bundle: &'a str,
@@ -231,6 +238,9 @@ pub(crate) struct JobValues<'a> {
     pub conversation_id: Option<&'a str>,
     pub limits: Option<String>,
     pub owner: Option<&'a str>,
+    pub bundle_digest: Option<&'a str>,
+    pub forked_from: Option<&'a str>,
+    pub forked_at_turn: Option<i64>,
 }
 
 impl<'a> JobValues<'a> {
@@ -256,12 +266,18 @@ impl<'a> JobValues<'a> {
                 .as_ref()
                 .and_then(|l| serde_json::to_string(l).ok()),
             owner: job.owner.as_deref(),
+            bundle_digest: job.bundle_digest.as_deref(),
+            forked_from: job.fork.as_ref().map(|f| f.origin.job_id.as_str()),
+            forked_at_turn: job.fork.as_ref().map(|f| i64::from(f.origin.at_turn)),
         }
     }
 }
 
+/// Values one job row binds in [`insert_jobs_sql`].
+pub(crate) const ROW_VALUES: usize = 17;
+
 /// The multi-row insert of `rows` new jobs, in either dialect: value `n`
-/// is spelled `placeholder(n)`; value 1 is the time, then 14 a row in the
+/// is spelled `placeholder(n)`; value 1 is the time, then 17 a row in the
 /// order of [`JobValues`]. A job whose idempotency key is taken is skipped
 /// (a concurrent submit with that key is waited for); the inserted rows come
 /// back.
@@ -269,9 +285,9 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
     let now = placeholder(1);
     let values: Vec<String> = (0..rows)
         .map(|row| {
-            let p = |i: usize| placeholder(2 + row * 14 + i);
+            let p = |i: usize| placeholder(2 + row * ROW_VALUES + i);
             format!(
-                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {})",
+                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {}, {}, {}, {})",
                 p(0),
                 p(1),
                 p(2),
@@ -285,12 +301,15 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
                 p(10),
                 p(11),
                 p(12),
-                p(13)
+                p(13),
+                p(14),
+                p(15),
+                p(16)
             )
         })
         .collect();
     format!(
-        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner)
+        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner, bundle_digest, forked_from, forked_at_turn)
          VALUES {} ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}",
         values.join(", ")
     )
@@ -388,6 +407,9 @@ pub(crate) trait Tx {
     /// when the attempt is not current.
     async fn renew(&mut self, id: &str, attempt: u32, expires: i64, now: i64) -> Res<Option<bool>>;
     async fn pin(&mut self, id: &str, attempt: u32, pin: &Pin) -> Res<()>;
+    /// Re-pins a job that is not running (queued or parked) from content
+    /// `from` to `to`; whether it did (the job had moved on or started).
+    async fn repin(&mut self, id: &str, from: &str, to: &Pin, now: i64) -> Res<bool>;
     async fn settle(&mut self, id: &str, settle: &Settle<'_>, now: i64) -> Res<()>;
     /// Puts a running job back without using its attempt.
     async fn unlease(&mut self, id: &str, now: i64) -> Res<()>;

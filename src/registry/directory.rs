@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{LoadedBundle, Snapshot};
 use crate::bundle::ToolSpec;
-use crate::config::RouterReach;
+use crate::config::{RouterFunctions, RouterReach};
 use crate::tools::http_agent::HttpAgentSpec;
 
 /// One agent of the directory.
@@ -80,7 +80,12 @@ impl Snapshot {
             .filter(|a| !runtime.router_deny.contains(&a.id))
             .filter(|a| !declared.values().any(|id| *id == a.id))
             .filter_map(|a| {
-                let name = tool_name(&a.id);
+                let call_agent = runtime.router_functions == RouterFunctions::CallAgent;
+                let name = if call_agent {
+                    call_agent_name(&a.id)
+                } else {
+                    tool_name(&a.id)
+                };
                 if taken(&name) {
                     return None;
                 }
@@ -92,13 +97,16 @@ impl Snapshot {
                 if !a.capabilities.is_empty() {
                     description.push_str(&format!(" Capabilities: {}.", a.capabilities.join(", ")));
                 }
-                let spec = match a.remote {
+                let mut spec = match a.remote {
                     None => json!({"name": name, "kind": "agent", "bundle": a.id,
                                    "description": description, "effect": "idempotent"}),
                     // The agent is sent an Idempotency-Key with each message.
                     Some(_) => json!({"name": name, "kind": "http_agent", "agent": a.id,
                                       "description": description, "effect": "idempotent"}),
                 };
+                if call_agent {
+                    spec["parameters"] = call_agent_parameters();
+                }
                 serde_json::from_value(spec)
                     .inspect_err(|e| tracing::warn!(agent = %a.id, error = %e, "the router cannot reach this agent"))
                     .ok()
@@ -121,6 +129,37 @@ impl Snapshot {
     }
 }
 
+/// What an agent call asks (its `content`, `input` or `query` argument),
+/// read as the agent tools read it, for the runtime's traces and frames.
+pub fn agent_query(arguments: &serde_json::Value) -> String {
+    crate::tools::agent::message_of(arguments)
+}
+
+/// The multi-agent runtime's function of an agent, as a tool name:
+/// `<id>-call_agent` (its plugin per agent, `-` joining plugin and
+/// function as on OpenAI's wire), the id cut to fit 64 characters.
+fn call_agent_name(id: &str) -> String {
+    const FUNCTION: &str = "-call_agent";
+    let id = tool_name(id);
+    let room = MAX_TOOL_NAME - FUNCTION.len();
+    format!("{}{FUNCTION}", id.chars().take(room).collect::<String>())
+}
+
+/// The parameters of `call_agent(query, sender_id, conversation_id)`; a
+/// remote agent's envelope carries the given `sender_id` and
+/// `conversation_id` (see `HttpAgentTool`).
+fn call_agent_parameters() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to ask the agent"},
+            "sender_id": {"type": "string", "description": "Who asks (the message's senderId)"},
+            "conversation_id": {"type": "string", "description": "The conversation the message belongs to"}
+        },
+        "required": ["query"]
+    })
+}
+
 /// An agent id as a tool name: letters, digits, `_` and `-` (anything else
 /// becomes `_`), at most 64 characters.
 fn tool_name(id: &str) -> String {
@@ -138,11 +177,15 @@ fn tool_name(id: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::tool_name;
+    use super::{call_agent_name, tool_name};
 
     #[test]
     fn agent_ids_become_tool_names_servers_accept() {
         assert_eq!(tool_name("weather.agent v2"), "weather_agent_v2");
         assert_eq!(tool_name(&"a".repeat(80)).len(), 64);
+        assert_eq!(call_agent_name("news"), "news-call_agent");
+        let long = call_agent_name(&"a".repeat(80));
+        assert_eq!(long.len(), 64);
+        assert!(long.ends_with("-call_agent"));
     }
 }

@@ -23,10 +23,11 @@ pub mod reload;
 mod reuse;
 mod stamp;
 mod store;
+pub mod tool_run;
 pub mod trust;
 pub mod watch;
 
-pub use directory::DirectoryAgent;
+pub use directory::{DirectoryAgent, agent_query};
 pub use identity::BundleIdentity;
 pub use limited::LimitedBackend;
 pub use reload::{ReloadHandle, Reloader};

@@ -70,6 +70,13 @@ impl ReloadHandle {
     }
 }
 
+/// What the daemon does once a reload changed bundles (given their names:
+/// the ones whose content changed), before the reload is answered: bundles
+/// that declare `on_new_version: move` move their jobs there. The registry
+/// knows no queue; the daemon supplies this.
+pub type AfterReload =
+    Arc<dyn Fn(Vec<String>) -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
 /// Owns the reloads of one daemon.
 pub struct Reloader {
     registry: Arc<Registry>,
@@ -78,6 +85,7 @@ pub struct Reloader {
     bus: DaemonBus,
     requests: mpsc::UnboundedReceiver<Request>,
     handle: ReloadHandle,
+    after: Option<AfterReload>,
 }
 
 /// The registry (holding `config`, nothing loaded yet), the handle that
@@ -100,11 +108,18 @@ pub fn pipeline(
         bus,
         requests,
         handle: handle.clone(),
+        after: None,
     };
     (registry, handle, reloader)
 }
 
 impl Reloader {
+    /// Runs `after` once each reload that changed bundles is applied.
+    pub fn after_reload(mut self, after: AfterReload) -> Self {
+        self.after = Some(after);
+        self
+    }
+
     /// Serves reload requests until `stop`.
     pub async fn run(mut self, stop: CancellationToken) {
         let mut watched = Watched::default();
@@ -132,6 +147,12 @@ impl Reloader {
                 carried = Some(Changed::Everything);
             }
             self.publish(&outcome);
+            if let (Some(after), Some(bundles)) = (&self.after, outcome.of(InputKind::Bundle)) {
+                let changed: Vec<String> = bundles.changed.clone();
+                if !changed.is_empty() {
+                    after(changed).await;
+                }
+            }
             for reply in replies {
                 let _ = reply.send(outcome.clone());
             }

@@ -423,6 +423,7 @@ impl DaemonObserver for Metrics {
             | DaemonEvent::BundleDegraded(_)
             | DaemonEvent::QueueUp { .. }
             | DaemonEvent::QueueDown { .. }
+            | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone => {}
         }

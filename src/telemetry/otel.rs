@@ -99,6 +99,7 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::LeaseLost { .. }
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
+            | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone
             | DaemonEvent::EndpointLoad { .. } => return,

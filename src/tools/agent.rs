@@ -43,6 +43,21 @@ pub trait AgentHost: Send + Sync {
     ) -> BoxFuture<'a, Result<String, ToolError>>;
 }
 
+/// The message an agent call carries: its `content` (`http_agent`'s
+/// default parameter), `input` (`agent`'s) or `query` (the router's
+/// `call_agent` functions, `[runtime] router_functions = "call_agent"`);
+/// without any, the whole arguments as JSON text.
+pub fn message_of(arguments: &Value) -> String {
+    let message = ["content", "input", "query"]
+        .iter()
+        .find_map(|key| arguments.get(*key));
+    match message {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => arguments.to_string(),
+    }
+}
+
 pub struct AgentTool {
     schema: ToolSchema,
     bundle: String,
@@ -99,11 +114,7 @@ impl Tool for AgentTool {
                 self.bundle
             )));
         }
-        let input = match arguments.get("input") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => arguments.to_string(),
-        };
+        let input = message_of(&arguments);
         let (turn, position) = (ctx.place.turn, ctx.place.position);
         let child = parent.nested(&format!("{turn}:{position}"), &ctx.call.id, &self.bundle);
         // The child run's tool keys extend this call's key, which is the

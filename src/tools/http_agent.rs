@@ -187,6 +187,16 @@ impl HttpAgentTool {
     }
 }
 
+impl HttpAgentTool {
+    /// A string argument `key` that the tool's parameters declare (as the
+    /// original's `call_agent(query, sender_id, conversation_id)` did):
+    /// only then does a call's argument replace what the daemon would send.
+    fn declared_text<'a>(&self, arguments: &'a Value, key: &str) -> Option<&'a str> {
+        self.schema.parameters["properties"].get(key)?;
+        arguments.get(key)?.as_str().filter(|text| !text.is_empty())
+    }
+}
+
 #[async_trait]
 impl Tool for HttpAgentTool {
     fn schema(&self) -> &ToolSchema {
@@ -202,15 +212,15 @@ impl Tool for HttpAgentTool {
         arguments: Value,
         ctx: ToolContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        let content = match arguments.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => arguments.to_string(),
-        };
+        let content = super::agent::message_of(&arguments);
         let run = ctx.events.context();
         let message = Envelope {
-            conversation_id: &run.run_id,
-            sender: self.sender.clone(),
+            conversation_id: self
+                .declared_text(&arguments, "conversation_id")
+                .unwrap_or(&run.run_id),
+            sender: self
+                .declared_text(&arguments, "sender_id")
+                .map_or_else(|| self.sender.clone(), str::to_string),
             content,
             idempotency_key: ctx.idempotency_key(),
             timeout: ctx.remaining(),

@@ -8,6 +8,7 @@
 pub mod agent;
 mod cache;
 mod coerce;
+pub mod direct;
 pub mod engine;
 pub mod guardrails;
 pub mod http_agent;

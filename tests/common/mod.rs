@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod daemon;
+pub mod fake_agent;
 pub mod otlp;
 pub mod postgres;
 

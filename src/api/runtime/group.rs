@@ -66,11 +66,18 @@ pub async fn group_chat(
         variables,
         also_runs: local_agents,
     };
-    let (job, answer) =
-        match super::run(&state, &caller, submission, &conversation, request.stream).await? {
-            super::Answer::Streamed(frames) => return Ok(frames),
-            super::Answer::Answered(job, answer) => (job, answer),
-        };
+    let (job, answer) = match super::run(
+        &state,
+        &caller,
+        submission,
+        &conversation,
+        super::Stream::of(request.stream, false),
+    )
+    .await?
+    {
+        super::Answer::Streamed(frames) => return Ok(frames),
+        super::Answer::Answered(job, answer) => (job, answer),
+    };
     let (trace, _) = super::trace::execution_trace(&state, &job, request.verbose).await?;
     let result = job.result.clone().unwrap_or_default();
     let mut reply = envelope(&conversation, GROUP_RUNTIME, &request.user_id, &answer);

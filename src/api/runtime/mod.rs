@@ -61,6 +61,27 @@ enum Answer {
     Answered(Box<Job>, String),
 }
 
+/// How a runtime request is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stream {
+    /// One reply once the job has succeeded.
+    No,
+    /// The runtime's SSE frames; with `functions`, also a frame for each
+    /// tool call of the run (the CLI's `ƒ(x)` lines), which the original
+    /// runtime's clients do not expect unasked.
+    Frames { functions: bool },
+}
+
+impl Stream {
+    pub(super) fn of(stream: bool, functions: bool) -> Self {
+        if stream {
+            Stream::Frames { functions }
+        } else {
+            Stream::No
+        }
+    }
+}
+
 /// Queues a runtime request's job of `bundle` in `conversation` and answers
 /// with its frames or, once it has succeeded, its answer (a job that ended
 /// otherwise is a `job_failed` error naming it). A stream listens before
@@ -71,7 +92,7 @@ async fn run(
     caller: &Caller,
     submission: RunSubmission<'_>,
     conversation: &str,
-    stream: bool,
+    stream: Stream,
 ) -> Result<Answer, ApiError> {
     let RunSubmission {
         bundle,
@@ -81,11 +102,11 @@ async fn run(
     } = submission;
     let id = JobId::new();
     let feed = match stream {
-        true => {
+        Stream::Frames { .. } => {
             let permit = state.streams.acquire(caller.name())?;
             Some(job_feed(state.clone(), id.clone(), 0, true, permit))
         }
-        false => None,
+        Stream::No => None,
     };
     let started = std::time::Instant::now();
     let job = NewJob {
@@ -106,7 +127,7 @@ async fn run(
     let (job, _) = admit(state, caller, submission).await?;
     if let Some(feed) = feed {
         return Ok(Answer::Streamed(
-            stream::frames(state.clone(), job, feed, started).into_response(),
+            stream::frames(state.clone(), job, feed, started, stream).into_response(),
         ));
     }
     let job = wait_finished(state, &job.id).await?;

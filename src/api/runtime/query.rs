@@ -30,6 +30,11 @@ pub struct QueryRequest {
     max_agents: Option<u32>,
     #[serde(default)]
     stream: bool,
+    /// With `stream`: a `{"function_call"}` frame for each tool call of the
+    /// router and a `{"function_result"}` for each result of a tool that is
+    /// not an agent (the CLI prints them as `ƒ(x)` lines).
+    #[serde(default)]
+    function_calls: bool,
 }
 
 pub async fn query(
@@ -60,11 +65,12 @@ pub async fn query(
         variables,
         also_runs: Vec::new(),
     };
-    let (job, answer) =
-        match super::run(&state, &caller, submission, &conversation, request.stream).await? {
-            super::Answer::Streamed(frames) => return Ok(frames),
-            super::Answer::Answered(job, answer) => (job, answer),
-        };
+    let stream = super::Stream::of(request.stream, request.function_calls);
+    let (job, answer) = match super::run(&state, &caller, submission, &conversation, stream).await?
+    {
+        super::Answer::Streamed(frames) => return Ok(frames),
+        super::Answer::Answered(job, answer) => (job, answer),
+    };
     let (trace, used) = super::trace::execution_trace(&state, &job, request.verbose).await?;
     let mut reply = envelope(&conversation, RUNTIME, &request.user_id, &answer);
     reply["execution_trace"] = json!(trace);

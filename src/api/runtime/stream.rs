@@ -2,7 +2,11 @@
 //! feed: a start chunk; then in arrival order `{"content"}` pieces of the
 //! answer (the job's answer stream, [`crate::events::answer`]: together,
 //! the answer) and an `{"agent_call", "agent_query"}` / `{"agent_id",
-//! "agent_response"}` pair around each agent call, an `{"approval_required"}`
+//! "agent_response"}` pair around each agent call — asked for with
+//! `function_calls` (our CLI does), also a `{"function_call", "arguments"}`
+//! frame before each tool call and a `{"function_result", "output_preview",
+//! "is_error"}` after each result of a tool that is not an agent (the CLI's
+//! `ƒ(x)` lines) —, an `{"approval_required"}`
 //! frame when the job parks for a person's decision; then the complete frame,
 //! "Streaming complete" and `[DONE]` — or `{"error"}` and `[DONE]`. A
 //! client that hangs up only stops the frames: the job runs on.
@@ -28,12 +32,16 @@ struct Frames {
     state: AppState,
     job_id: String,
     agents: AgentTools,
+    /// Tool calls announced (each arrives live and again from the store).
+    announced: HashSet<String>,
     /// Agent calls announced: call id → agent id.
     calls: HashMap<String, String>,
     /// Agent calls answered (each call arrives live and again from the store).
     answered: HashSet<String>,
     started: Instant,
     answer: AnswerStream,
+    /// Frames for every tool call, not only agent calls (asked for).
+    functions: bool,
 }
 
 pub(super) fn frames(
@@ -41,12 +49,15 @@ pub(super) fn frames(
     job: Job,
     feed: impl Stream<Item = Item> + Send + 'static,
     started: Instant,
+    asked: super::Stream,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let frames = Frames {
+        functions: asked == super::Stream::Frames { functions: true },
         answer: super::super::answer::answer_stream(&state, &job),
         agents: AgentTools::of(&state, &job),
         job_id: job.id.to_string(),
         state,
+        announced: HashSet::new(),
         calls: HashMap::new(),
         answered: HashSet::new(),
         started,
@@ -139,46 +150,75 @@ impl Frames {
         }
     }
 
-    /// The frame of an agent call starting or ending, once per call.
-    async fn event(&mut self, event: Value) -> Option<Frame> {
+    /// The frames of a tool call of the router starting or ending, once
+    /// per call: for an agent call the agent's pair; asked for, also
+    /// `{"function_call", "arguments"}` for every call and, for a tool that
+    /// is not an agent, its `{"function_result", "output_preview", "is_error"}`.
+    async fn event(&mut self, event: Value) -> Vec<Frame> {
         if !event["parent"].is_null() {
-            return None;
+            return Vec::new();
         }
-        let tool = event["tool_name"].as_str()?;
-        let call_id = event["call_id"].as_str()?.to_string();
-        match event["type"].as_str()? {
-            "ToolCall" if !self.calls.contains_key(&call_id) => {
-                let agent = self.agents.agent(tool)?;
-                let frame = data(
-                    &json!({"agent_call": agent, "agent_query": query_of(&event["arguments"])}),
-                );
-                self.calls.insert(call_id, agent);
-                Some(frame)
+        let (Some(tool), Some(call_id), Some(kind)) = (
+            event["tool_name"].as_str(),
+            event["call_id"].as_str(),
+            event["type"].as_str(),
+        ) else {
+            return Vec::new();
+        };
+        let call_id = call_id.to_string();
+        match kind {
+            "ToolCall" if self.announced.insert(call_id.clone()) => {
+                let mut out = Vec::new();
+                if self.functions {
+                    out.push(data(
+                        &json!({"function_call": tool, "arguments": event["arguments"]}),
+                    ));
+                }
+                if let Some(agent) = self.agents.agent(tool) {
+                    out.push(data(
+                        &json!({"agent_call": agent, "agent_query": query_of(&event["arguments"])}),
+                    ));
+                    self.calls.insert(call_id, agent);
+                }
+                out
             }
-            "ToolResult" if !self.answered.contains(&call_id) => {
-                let agent = self.calls.get(&call_id)?.clone();
-                self.answered.insert(call_id.clone());
-                let turn = event["turn"].as_u64().unwrap_or_default() as u32;
-                // Events carry a preview; the journal holds the whole reply
-                // (recorded before the event was emitted).
-                let journal = self
-                    .state
-                    .queue
-                    .journal(&crate::queue::JobId::from(self.job_id.clone()))
-                    .await
-                    .unwrap_or_default();
-                let response = response_of(&journal, turn, &call_id).unwrap_or_else(|| {
-                    event["output_preview"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string()
-                });
-                Some(data(
-                    &json!({"agent_id": agent, "agent_response": response}),
-                ))
+            "ToolResult" if self.answered.insert(call_id.clone()) => {
+                match self.agent_response(&event, &call_id).await {
+                    Some(frame) => vec![frame],
+                    None if !self.functions => Vec::new(),
+                    None => vec![data(&json!({
+                        "function_result": tool,
+                        "output_preview": event["output_preview"],
+                        "is_error": event["is_error"],
+                    }))],
+                }
             }
-            _ => None,
+            _ => Vec::new(),
         }
+    }
+
+    /// The `{"agent_id", "agent_response"}` frame of an agent call's
+    /// result; `None` for a call of another tool.
+    async fn agent_response(&self, event: &Value, call_id: &str) -> Option<Frame> {
+        let agent = self.calls.get(call_id)?.clone();
+        let turn = event["turn"].as_u64().unwrap_or_default() as u32;
+        // Events carry a preview; the journal holds the whole reply
+        // (recorded before the event was emitted).
+        let journal = self
+            .state
+            .queue
+            .journal(&crate::queue::JobId::from(self.job_id.clone()))
+            .await
+            .unwrap_or_default();
+        let response = response_of(&journal, turn, call_id).unwrap_or_else(|| {
+            event["output_preview"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        });
+        Some(data(
+            &json!({"agent_id": agent, "agent_response": response}),
+        ))
     }
 
     async fn end(&mut self, job: &Job) -> Vec<Frame> {

@@ -51,13 +51,9 @@ pub(super) fn top_level(json: &str) -> Option<Value> {
     event["parent"].is_null().then_some(event)
 }
 
-/// What was asked of an agent: its `content` or `input` argument.
+/// What was asked of an agent (its `content`, `input` or `query` argument).
 pub(super) fn query_of(arguments: &Value) -> String {
-    match arguments.get("content").or_else(|| arguments.get("input")) {
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-        None => arguments.to_string(),
-    }
+    crate::registry::agent_query(arguments)
 }
 
 /// The full reply of call `call_id` in `turn`: a router's recorded tool

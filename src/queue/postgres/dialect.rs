@@ -281,8 +281,15 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
             .map(|(id, job)| JobValues::of(id, job, now))
             .collect();
         let max_attempts: Vec<i32> = values.iter().map(|v| int(v.max_attempts)).collect();
+        let fork_turns: Vec<Option<i32>> = values
+            .iter()
+            .map(|v| {
+                v.forked_at_turn
+                    .map(|t| i32::try_from(t).unwrap_or(i32::MAX))
+            })
+            .collect();
         let mut p: Vec<&(dyn ToSql + Sync)> = vec![&now];
-        for (v, max_attempts) in values.iter().zip(&max_attempts) {
+        for ((v, max_attempts), fork_turn) in values.iter().zip(&max_attempts).zip(&fork_turns) {
             p.extend([
                 &v.id as &(dyn ToSql + Sync),
                 &v.bundle,
@@ -298,6 +305,9 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
                 &v.conversation_id,
                 &v.limits,
                 &v.owner,
+                &v.bundle_digest,
+                &v.forked_from,
+                fork_turn,
             ]);
         }
         // Not cached: the statement's shape depends on the number of rows.
@@ -343,6 +353,14 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         self.exec(sql, &[&id, &int(attempt), &pin.version, &pin.digest])
             .await?;
         Ok(())
+    }
+
+    async fn repin(&mut self, id: &str, from: &str, to: &Pin, now: i64) -> Res<bool> {
+        let sql = "UPDATE jobs SET bundle_version = $3, bundle_digest = $4, updated_at = $5 WHERE id = $1 AND bundle_digest = $2 AND state IN ('queued', 'needs_attention', 'awaiting_approval')";
+        let changed = self
+            .exec(sql, &[&id, &from, &to.version, &to.digest, &now])
+            .await?;
+        Ok(changed > 0)
     }
 
     async fn settle(&mut self, id: &str, s: &Settle<'_>, now: i64) -> Res<()> {

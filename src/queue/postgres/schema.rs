@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0007_nested_spend.sql"),
     include_str!("migrations/0008_owners.sql"),
     include_str!("migrations/0009_outcomes.sql"),
+    include_str!("migrations/0010_forks.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -260,6 +260,9 @@ impl Tx for SqliteTx<'_> {
                 text(v.conversation_id),
                 v.limits.map_or(V::Null, V::Text),
                 text(v.owner),
+                text(v.bundle_digest),
+                text(v.forked_from),
+                v.forked_at_turn.map_or(V::Null, V::Integer),
             ]);
         }
         let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"));
@@ -309,6 +312,14 @@ impl Tx for SqliteTx<'_> {
             params![id, attempt, pin.version, pin.digest],
         )?;
         Ok(())
+    }
+
+    async fn repin(&mut self, id: &str, from: &str, to: &Pin, now: i64) -> Res<bool> {
+        let changed = self.exec(
+            "UPDATE jobs SET bundle_version = ?3, bundle_digest = ?4, updated_at = ?5 WHERE id = ?1 AND bundle_digest = ?2 AND state IN ('queued', 'needs_attention', 'awaiting_approval')",
+            params![id, from, to.version, to.digest, now],
+        )?;
+        Ok(changed > 0)
     }
 
     async fn settle(&mut self, id: &str, s: &Settle<'_>, now: i64) -> Res<()> {

@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_nested_spend.sql"),
     include_str!("migrations/0007_owners.sql"),
     include_str!("migrations/0008_outcomes.sql"),
+    include_str!("migrations/0009_forks.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -1,7 +1,8 @@
 // What a person can do to one job: cancel it; resolve it when it is parked
 // on an `unsafe` call of unknown outcome (retry the call, skip it with a
 // result, or fail the job); run it again (the same bundle, input and
-// variables as a new job). A call awaiting approval is decided on its card
+// variables as a new job; a fork from a turn is offered on each turn of the
+// journal, journal.js). A call awaiting approval is decided on its card
 // (approval.js). Each asks for confirmation first and shows the answer.
 
 import { h, fill, banner, confirmAction, pretty, navigate, errorText } from "../dom.js";
@@ -143,6 +144,22 @@ function resolvePanel(job, base, act) {
       ),
     ),
   );
+}
+
+/**
+ * Forks the job at `turn` (`POST /v1/jobs/{id}/fork`): a new job that
+ * replays the turns before it from the journal, on the content the job ran,
+ * and runs live from it; then shows the new job.
+ */
+export async function forkFromHere(job, turn, outcome) {
+  const body = h("div", {}, `A new job of ${job.bundle} (version ${job.bundle_version || "as pinned"}) replays turns 1 to ${turn - 1} of this job from its journal — no model call, no tool call — and runs live from turn ${turn}.`);
+  if (!(await confirmAction({ title: `Fork from turn ${turn}`, body, confirm: "Fork" }))) return;
+  try {
+    const fork = await api(`/v1/jobs/${encodeURIComponent(job.id)}/fork`, { method: "POST", body: { at_turn: turn } });
+    navigate(`/ui/jobs/${encodeURIComponent(fork.id)}`);
+  } catch (error) {
+    fill(outcome, banner("error", `The daemon refused the fork from turn ${turn}: `, errorText(error)));
+  }
 }
 
 /** Runs the job again (`POST /v1/jobs/{id}/rerun`, which decides what is copied), then shows the new job. */

@@ -3,7 +3,7 @@
 // ticking while it runs), its attempts, and the tokens and cost it spent
 // against its budget (the job's own limits, else its bundle's).
 
-import { h, fill, stateBadge, duration, millis } from "../dom.js";
+import { h, fill, link, stateBadge, duration, millis } from "../dom.js";
 
 /** States a job ends in. */
 export const TERMINAL = ["succeeded", "failed", "cancelled", "dead"];
@@ -75,6 +75,15 @@ export function drawHeader(root, job, { bundle, kernelEnd, turns }) {
       "div",
       { class: `run-header card outcome-${job.state}`, id: "run-header", dataset: { state: job.state } },
       h("div", { class: "run-outcome" }, stateBadge(job.state), why ? h("span", { id: "why-ended" }, why) : null),
+      job.forked_from
+        ? h(
+            "p",
+            { class: "forked-from muted", id: "forked-from" },
+            "forked from ",
+            link(`/ui/jobs/${encodeURIComponent(job.forked_from.job_id)}`, job.forked_from.job_id),
+            ` at turn ${job.forked_from.at_turn} (earlier turns replayed from its journal)`,
+          )
+        : null,
       h(
         "div",
         { class: "run-figures" },

@@ -1,16 +1,21 @@
 // A job's journal: each step recorded durably before the run acted on it,
 // which a resumed attempt replays instead of calling again; and, for
-// workflows, the artifacts its stages wrote.
+// workflows, the artifacts its stages wrote. Each turn of the job's own run
+// (its model reply) offers "Fork from here": a new job that replays the
+// turns before it and runs live from it.
 
 import { h, fill, pretty, compact } from "../dom.js";
+import { forkFromHere } from "./actions.js";
 
 export function drawJournal(root, model) {
   if (!model.journal || !model.journal.length) {
     fill(root, h("p", { class: "muted" }, "Nothing journaled yet."));
     return;
   }
+  const outcome = h("div", { id: "fork-outcome" });
   fill(
     root,
+    outcome,
     h("p", { class: "muted" }, "Each step recorded durably before the run acted on it; a resumed attempt replays these instead of calling the model or the tool again."),
     h(
       "table",
@@ -26,7 +31,14 @@ export function drawJournal(root, model) {
             h("td", { "data-label": "scope" }, h("code", {}, s.scope || "job")),
             h("td", { "data-label": "turn" }, String(s.turn)),
             h("td", { "data-label": "step" }, h("code", {}, s.step)),
-            h("td", { "data-label": "what" }, h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", {}, pretty(s.body)))),
+            h(
+              "td",
+              { "data-label": "what" },
+              h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", {}, pretty(s.body))),
+              s.scope === "" && s.step === "reply" && model.job
+                ? h("button", { type: "button", class: "fork-here", dataset: { turn: String(s.turn) }, onclick: () => forkFromHere(model.job, s.turn, outcome) }, "Fork from here")
+                : null,
+            ),
           ),
         ),
       ),

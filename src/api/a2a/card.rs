@@ -1,0 +1,206 @@
+//! Agent cards: `/.well-known/agent-card.json` describes the daemon (one
+//! skill per bundle, its JSON-RPC interface at `/a2a`, where a message names
+//! its bundle in `metadata.bundle`), and
+//! `/a2a/{bundle}/.well-known/agent-card.json` describes one bundle as an
+//! agent of its own (its interface at `/a2a/{bundle}`). A card shows only
+//! the bundles the presented key may use; without a key, on a daemon that
+//! has keys, the daemon's card shows how to authenticate and no skill, and
+//! a bundle's card is refused (401).
+
+use std::collections::HashMap;
+
+use a2a::{
+    AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme,
+    SecurityScheme, TRANSPORT_PROTOCOL_JSONRPC,
+};
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::http::header::HOST;
+
+use super::super::AppState;
+use super::super::auth::bearer_of;
+use super::super::body::Path;
+use super::super::error::{ApiError, ErrorCode};
+use crate::access::Principal;
+use crate::registry::LoadedBundle;
+
+/// The security scheme's name in the cards.
+const BEARER: &str = "bearer";
+
+/// `GET /.well-known/agent-card.json`.
+pub async fn daemon_card(State(state): State<AppState>, headers: HeaderMap) -> Json<AgentCard> {
+    let viewer = viewer(&state, &headers);
+    Json(for_daemon(&state, &base_url(&headers), viewer.as_deref()))
+}
+
+/// `GET /a2a/{bundle}/.well-known/agent-card.json`: a 401 without a key
+/// the daemon knows, a 404 for a bundle the key may not use (as for one
+/// that is not loaded).
+pub async fn bundle_card(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(bundle): Path<String>,
+) -> Result<Json<AgentCard>, ApiError> {
+    let keys = state.registry.snapshot().keys.clone();
+    let viewer = keys
+        .authenticate(bearer_of(&headers))
+        .map_err(|e| ApiError::new(ErrorCode::Unauthorized, e.to_string()))?;
+    for_bundle(&state, &base_url(&headers), &viewer, &bundle)
+        .map(Json)
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no agent card for bundle {bundle:?}: it is not loaded, or API key {:?} may not use it; GET /.well-known/agent-card.json lists the bundles as skills",
+                    viewer.name
+                ),
+            )
+        })
+}
+
+/// The key of the request, if it presents one the daemon knows (every
+/// request does on a daemon without keys).
+fn viewer(state: &AppState, headers: &HeaderMap) -> Option<std::sync::Arc<Principal>> {
+    let keys = state.registry.snapshot().keys.clone();
+    keys.authenticate(bearer_of(headers)).ok()
+}
+
+/// Where the client reached the daemon (`http://<Host>`): the front door
+/// has already checked the Host header against the allowed names.
+pub fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    format!("http://{host}")
+}
+
+/// The daemon's card for `viewer` (none: only how to authenticate).
+pub fn for_daemon(state: &AppState, base: &str, viewer: Option<&Principal>) -> AgentCard {
+    let snapshot = state.registry.snapshot();
+    let skills = snapshot
+        .loaded()
+        .filter(|b| viewer.is_some_and(|v| v.may_use(b.name())))
+        .map(|b| skill(b))
+        .collect();
+    card(
+        state,
+        "structured-agents".into(),
+        "The bundles of a structured-agents daemon as A2A agents: one skill per bundle. Name the bundle in the message's `metadata.bundle`, or talk to one bundle at its own card's interface (/a2a/<bundle>).".into(),
+        env!("CARGO_PKG_VERSION").into(),
+        format!("{base}/a2a"),
+        skills,
+    )
+}
+
+/// Bundle `name`'s card, if it is loaded and `viewer` may use it.
+pub fn for_bundle(
+    state: &AppState,
+    base: &str,
+    viewer: &Principal,
+    name: &str,
+) -> Option<AgentCard> {
+    let snapshot = state.registry.snapshot();
+    let loaded = snapshot.bundle(name).filter(|_| viewer.may_use(name))?;
+    Some(card(
+        state,
+        loaded.name().to_string(),
+        description(loaded),
+        loaded.bundle.version().to_string(),
+        format!("{base}/a2a/{name}"),
+        vec![skill(loaded)],
+    ))
+}
+
+fn card(
+    state: &AppState,
+    name: String,
+    description: String,
+    version: String,
+    url: String,
+    skills: Vec<AgentSkill>,
+) -> AgentCard {
+    let open = state.registry.snapshot().keys.is_open();
+    let security_schemes = (!open).then(|| {
+        HashMap::from([(
+            BEARER.to_string(),
+            SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+                scheme: "Bearer".into(),
+                description: Some(
+                    "An API key of the daemon (`structured-agents keys new`), as `Authorization: Bearer <key>`".into(),
+                ),
+                bearer_format: Some("API key".into()),
+            }),
+        )])
+    });
+    AgentCard {
+        name,
+        description,
+        version,
+        supported_interfaces: vec![AgentInterface::new(url, TRANSPORT_PROTOCOL_JSONRPC)],
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            // Not yet: `CreateTaskPushNotificationConfig` answers that it is
+            // not supported.
+            push_notifications: Some(false),
+            extensions: None,
+            // With keys, the card a client reads without one lists no
+            // skill: `GetExtendedAgentCard` gives the key's.
+            extended_agent_card: Some(!open),
+        },
+        default_input_modes: vec!["text/plain".into(), "application/json".into()],
+        default_output_modes: vec!["text/plain".into()],
+        skills,
+        provider: None,
+        documentation_url: None,
+        icon_url: None,
+        security_requirements: security_schemes
+            .as_ref()
+            .map(|_| vec![HashMap::from([(BEARER.to_string(), Vec::new())])]),
+        security_schemes,
+        signatures: None,
+    }
+}
+
+/// A bundle as a skill: its description, its tools as tags (and named in
+/// the description, with theirs).
+fn skill(loaded: &LoadedBundle) -> AgentSkill {
+    AgentSkill {
+        id: loaded.name().to_string(),
+        name: loaded.name().to_string(),
+        description: description(loaded),
+        tags: loaded
+            .tools
+            .schemas()
+            .iter()
+            .map(|t| t.name.clone())
+            .collect(),
+        examples: None,
+        input_modes: None,
+        output_modes: None,
+        security_requirements: None,
+    }
+}
+
+fn description(loaded: &LoadedBundle) -> String {
+    let own = loaded.bundle.raw.description.trim();
+    let mut text = if own.is_empty() {
+        format!("Bundle {}.", loaded.name())
+    } else {
+        own.to_string()
+    };
+    let tools: Vec<String> = loaded
+        .tools
+        .schemas()
+        .iter()
+        .map(|t| match t.description.trim() {
+            "" => t.name.clone(),
+            d => format!("{} ({d})", t.name),
+        })
+        .collect();
+    if !tools.is_empty() {
+        text.push_str(&format!(" Tools: {}.", tools.join(", ")));
+    }
+    text
+}

@@ -1,0 +1,367 @@
+//! OpenAI's Responses API (and the Open Responses spec of it) over the job
+//! machinery: `POST /v1/responses` with `model: "bundle/<name>"` runs that
+//! bundle as a job — answered as a `response` object, as an SSE stream of
+//! Responses events with `stream: true`, or at once (`queued`) with
+//! `background: true`; `GET /v1/responses/{id}` retrieves it, and with
+//! `?stream=true&starting_after=N` resumes its stream after event `N`, also
+//! across a daemon restart (see [`stream`] for how events are numbered);
+//! `POST /v1/responses/{id}/cancel` cancels the job.
+//!
+//! A response is a job (`resp_<job id>`); it enters through admission like
+//! every job, and `previous_response_id` continues the earlier response's
+//! conversation. Errors use OpenAI's shape (see [`super::openai`]).
+
+mod object;
+mod stream;
+
+use std::convert::Infallible;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::AppState;
+use super::admission::{Submission, admit, known_bundle};
+use super::auth::Caller;
+use super::body::{Path, Query};
+use super::error::{ApiError, ErrorCode};
+use super::feed::{Item, job_feed};
+use super::openai::{OpenAiError, bundle_of};
+use crate::queue::{Job, JobId, JobState, NewJob};
+use object::{job_of, response};
+use stream::{Frame, Translator};
+
+/// Stored events read to build one response object.
+const MAX_EVENTS: usize = 50_000;
+/// Events per read of the store.
+const PAGE: usize = 256;
+
+#[derive(Debug, Deserialize)]
+struct CreateRequest {
+    model: String,
+    input: Input,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    background: bool,
+    #[serde(default)]
+    previous_response_id: Option<String>,
+    #[serde(default)]
+    metadata: Option<Value>,
+    /// Sampling parameters, tools and more: the bundle decides those.
+    #[serde(flatten)]
+    _rest: Map<String, Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Input {
+    Text(String),
+    Items(Vec<Value>),
+}
+
+/// `POST /v1/responses`.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match start(&state, &caller, &headers, &body).await {
+        Err(e) => e.into_response(),
+        Ok(Started::Stream(job, feed)) => events(&state, job, feed, None).into_response(),
+        Ok(Started::Background(job)) => Json(response(&job, &[])).into_response(),
+        Ok(Started::Wait(job)) => match super::jobs::wait_finished(&state, &job.id).await {
+            Ok(job) => answer(snapshot(&state, &job).await),
+            Err(e) => OpenAiError::from(e).into_response(),
+        },
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RetrieveQuery {
+    #[serde(default)]
+    stream: bool,
+    starting_after: Option<u64>,
+}
+
+/// `GET /v1/responses/{id}`, and with `?stream=true` its event stream
+/// (from after `starting_after`).
+pub async fn retrieve(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<RetrieveQuery>,
+) -> Response {
+    let job = match visible(&state, &caller, &id).await {
+        Ok(job) => job,
+        Err(e) => return e.into_response(),
+    };
+    if !query.stream {
+        return answer(snapshot(&state, &job).await);
+    }
+    let permit = match state.streams.acquire(caller.name()) {
+        Ok(permit) => permit,
+        Err(e) => return OpenAiError::from(ApiError::from(e)).into_response(),
+    };
+    let feed = Box::pin(job_feed(state.clone(), job.id.clone(), 0, false, permit));
+    events(&state, job, feed, query.starting_after).into_response()
+}
+
+/// `POST /v1/responses/{id}/cancel`: cancels the job (as `POST
+/// /v1/jobs/{id}/cancel`); a running one stops at its next step, then the
+/// response is `cancelled`.
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Response {
+    let job = match visible(&state, &caller, &id).await {
+        Ok(job) => job,
+        Err(e) => return e.into_response(),
+    };
+    let path = Path(job.id.to_string());
+    match super::jobs::cancel(State(state.clone()), caller, path).await {
+        Ok(Json(job)) => answer(snapshot(&state, &job).await),
+        Err(e) => OpenAiError::from(e).into_response(),
+    }
+}
+
+fn answer(built: Result<Value, ApiError>) -> Response {
+    match built {
+        Ok(body) => Json(body).into_response(),
+        Err(e) => OpenAiError::from(e).into_response(),
+    }
+}
+
+/// The job response `id` names, if the caller may read it.
+async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Job, OpenAiError> {
+    let job_id = job_of(id).ok_or_else(|| {
+        OpenAiError::from(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no response {id:?}: response ids are `resp_<job id>`"),
+        ))
+    })?;
+    let job = state.queue.get(&job_id).await.map_err(ApiError::from)?;
+    Ok(caller.visible(&job_id, job)?)
+}
+
+/// A created response: streamed, queued in the background, or waited for.
+enum Started {
+    Stream(Job, Feed),
+    Background(Job),
+    Wait(Job),
+}
+
+type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
+
+/// Reads the request and admits its job; a stream listens before the job
+/// can start.
+async fn start(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Started, OpenAiError> {
+    let request: CreateRequest = serde_json::from_slice(body)
+        .map_err(|e| OpenAiError::invalid("body", format!("invalid response request: {e}")))?;
+    let bundle = bundle_of(&request.model)?;
+    caller.may_use(&bundle, "model")?;
+    known_bundle(state, &bundle, "model")?;
+    let id = JobId::new();
+    let conversation_id = match &request.previous_response_id {
+        Some(previous) => Some(conversation_of(state, caller, previous).await?),
+        None => Some(stream::response_id(id.as_str())),
+    };
+    let (input, messages) = input_of(&request)?;
+    let feed = match request.stream {
+        true => {
+            let permit = state
+                .streams
+                .acquire(caller.name())
+                .map_err(ApiError::from)?;
+            Some(Box::pin(job_feed(state.clone(), id.clone(), 0, false, permit)) as Feed)
+        }
+        false => None,
+    };
+    let new_job = NewJob {
+        id: Some(id),
+        bundle,
+        input,
+        messages,
+        conversation_id,
+        traceparent: super::trace_context::traceparent(headers, request.metadata.as_ref()),
+        ..Default::default()
+    };
+    let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
+    Ok(match (feed, request.background) {
+        (Some(feed), _) => Started::Stream(job, feed),
+        (None, true) => Started::Background(job),
+        (None, false) => Started::Wait(job),
+    })
+}
+
+/// The conversation a `previous_response_id` continues.
+async fn conversation_of(
+    state: &AppState,
+    caller: &Caller,
+    previous: &str,
+) -> Result<String, OpenAiError> {
+    let refused = |message: String| OpenAiError::invalid("previous_response_id", message);
+    let job = visible(state, caller, previous)
+        .await
+        .map_err(|_| refused(format!("no response {previous:?} of this API key")))?;
+    job.conversation_id.ok_or_else(|| {
+        refused(format!(
+            "response {previous:?} is not part of a conversation (it was not made by /v1/responses); leave previous_response_id out"
+        ))
+    })
+}
+
+/// The job's input (the last user text) and, when the request carries more
+/// than one user message or instructions, the chat it starts from. A
+/// continued conversation gets only its next user text: the worker reads
+/// the earlier turns.
+fn input_of(request: &CreateRequest) -> Result<(String, Option<Vec<Value>>), OpenAiError> {
+    let items = match &request.input {
+        Input::Text(text) if request.instructions.is_none() => return Ok((text.clone(), None)),
+        Input::Text(text) => vec![json!({"role": "user", "content": text})],
+        Input::Items(items) => items.clone(),
+    };
+    let mut chat: Vec<Value> = request
+        .instructions
+        .iter()
+        .map(|text| json!({"role": "system", "content": text}))
+        .collect();
+    for (i, item) in items.iter().enumerate() {
+        chat.push(chat_message(item).map_err(|e| OpenAiError::invalid(&format!("input[{i}]"), e))?);
+    }
+    let last_user = chat
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .map(str::to_string)
+        .ok_or_else(|| OpenAiError::invalid("input", "no user message: send at least one"))?;
+    let plain = chat.len() == 1 || request.previous_response_id.is_some();
+    Ok((last_user, (!plain).then_some(chat)))
+}
+
+/// An input message item as a chat message: its role and its text.
+fn chat_message(item: &Value) -> Result<Value, String> {
+    if item.get("type").is_some_and(|t| t != "message") {
+        return Err(format!(
+            "input items of type {} are not taken here; send messages (role and content)",
+            item["type"]
+        ));
+    }
+    let role = match item["role"].as_str() {
+        Some("developer" | "system") => "system",
+        Some(role @ ("user" | "assistant")) => role,
+        other => {
+            return Err(format!(
+                "unknown role {other:?}: use user, assistant, system or developer"
+            ));
+        }
+    };
+    let text = match &item["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .map(|part| match part["type"].as_str() {
+                Some("input_text" | "output_text" | "text") => {
+                    Ok(part["text"].as_str().unwrap_or_default())
+                }
+                other => Err(format!(
+                    "content parts of type {other:?} are not taken here; send input_text"
+                )),
+            })
+            .collect::<Result<String, String>>()?,
+        _ => return Err("`content` must be a string or a list of input_text parts".into()),
+    };
+    Ok(json!({"role": role, "content": text}))
+}
+
+/// The response object of `job` as its stored events tell it.
+async fn snapshot(state: &AppState, job: &Job) -> Result<Value, ApiError> {
+    let answer = super::answer::answer_stream(state, job);
+    let mut translator = Translator::new(job.id.as_str(), answer, None);
+    let mut after = 0;
+    let mut read = 0;
+    while read < MAX_EVENTS {
+        let page = state.queue.events_after(&job.id, after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        read += page.len();
+        for event in &page {
+            translator.stored(event.seq, &event.event_json);
+        }
+    }
+    if !job.state.is_terminal() {
+        return Ok(response(job, &translator.items));
+    }
+    let mut built = Value::Null;
+    translator.end(job, |items| {
+        built = response(job, items);
+        built.clone()
+    });
+    Ok(built)
+}
+
+/// The job's Responses event stream from its feed, after `after`.
+fn events(
+    state: &AppState,
+    job: Job,
+    feed: Feed,
+    after: Option<u64>,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>> {
+    let answer = super::answer::answer_stream(state, &job);
+    let mut translator = Translator::new(job.id.as_str(), answer, after);
+    let mut fresh = job.clone();
+    fresh.state = JobState::Queued;
+    fresh.result = None;
+    let first = translator.start(&response(&fresh, &[]));
+    let body = futures::stream::unfold(
+        (feed, Some(translator)),
+        |(mut feed, translator)| async move {
+            let mut translator = translator?;
+            loop {
+                let frames = match feed.next().await {
+                    Some(Item::Token(token)) => {
+                        translator.token(&token.run_id, token.turn, &token.text)
+                    }
+                    Some(Item::Event { seq, json }) => translator.stored(seq, &json),
+                    Some(Item::Progress(_)) => continue,
+                    Some(Item::End(job)) => {
+                        let frames = translator.end(&job, |items| response(&job, items));
+                        return Some((frames, (feed, None)));
+                    }
+                    None => {
+                        let lost = json!({"type": "error", "code": "server_error", "param": null,
+                            "message": "lost the job's feed (the store could not be read); retrieve the response again with starting_after"});
+                        let frame = Frame { kind: "error", body: lost };
+                        return Some((vec![frame], (feed, None)));
+                    }
+                };
+                if !frames.is_empty() {
+                    return Some((frames, (feed, Some(translator))));
+                }
+            }
+        },
+    )
+    .flat_map(futures::stream::iter);
+    let events = futures::stream::iter(first).chain(body).map(|frame| {
+        Ok(SseEvent::default()
+            .event(frame.kind)
+            .data(frame.body.to_string()))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
+}

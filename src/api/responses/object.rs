@@ -1,0 +1,112 @@
+//! A job as a Responses API `response` object: its id (`resp_<job id>`),
+//! status from the job's state, output items and usage. Both the stream's
+//! snapshots and `GET /v1/responses/{id}` build it here.
+
+use std::time::UNIX_EPOCH;
+
+use serde_json::{Value, json};
+
+use super::stream::response_id;
+use crate::queue::{Job, JobId, JobState};
+
+/// The prefix of a response id.
+pub const RESPONSE_PREFIX: &str = "resp_";
+
+/// The job id a response id names, if it names one.
+pub fn job_of(response: &str) -> Option<JobId> {
+    response
+        .strip_prefix(RESPONSE_PREFIX)
+        .filter(|id| !id.is_empty())
+        .map(JobId::from)
+}
+
+/// The response's `status` for a job's state: a parked job is still in
+/// progress (it waits for a person, see `GET /v1/jobs/{id}/approvals`).
+pub fn status(state: JobState) -> &'static str {
+    match state {
+        JobState::Queued => "queued",
+        JobState::Running | JobState::AwaitingApproval | JobState::NeedsAttention => "in_progress",
+        JobState::Succeeded => "completed",
+        JobState::Cancelled => "cancelled",
+        JobState::Failed | JobState::Dead => "failed",
+    }
+}
+
+/// The `response` object of `job` with output `items`.
+pub fn response(job: &Job, items: &[Value]) -> Value {
+    let created_at = humantime::parse_rfc3339_weak(&job.created_at)
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let status = status(job.state);
+    let error = match job.state {
+        JobState::Failed | JobState::Dead => json!({
+            "code": "server_error",
+            "message": job.answer_or_error().err().unwrap_or_default(),
+        }),
+        _ => Value::Null,
+    };
+    let usage = job.result.as_ref().map(|r| &r["usage"]);
+    let count = |field: &str| usage.and_then(|u| u[field].as_u64()).unwrap_or(0);
+    let output_text: String = items
+        .iter()
+        .filter(|item| item["type"] == "message")
+        .flat_map(|item| item["content"].as_array().into_iter().flatten())
+        .filter_map(|part| part["text"].as_str())
+        .collect();
+    json!({
+        "id": response_id(job.id.as_str()),
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "model": format!("bundle/{}", job.bundle),
+        "output": items,
+        "output_text": output_text,
+        "error": error,
+        "incomplete_details": null,
+        "instructions": null,
+        "metadata": metadata(job),
+        "parallel_tool_calls": true,
+        "temperature": null,
+        "top_p": null,
+        "tool_choice": "auto",
+        "tools": [],
+        "background": null,
+        "usage": {
+            "input_tokens": count("prompt_tokens"),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": count("completion_tokens"),
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": count("total_tokens"),
+        },
+    })
+}
+
+/// The response's `metadata` (string values only, as the API has them):
+/// its job and conversation.
+fn metadata(job: &Job) -> Value {
+    let mut metadata = json!({"job_id": job.id});
+    if let Some(conversation) = &job.conversation_id {
+        metadata["conversation_id"] = json!(conversation);
+    }
+    metadata
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_ids_name_their_job() {
+        assert_eq!(job_of("resp_abc"), Some(JobId::from("abc")));
+        assert_eq!(job_of("resp_"), None);
+        assert_eq!(job_of("abc"), None);
+        assert_eq!(job_of(&response_id("x-1")), Some(JobId::from("x-1")));
+    }
+
+    #[test]
+    fn parked_jobs_are_in_progress() {
+        assert_eq!(status(JobState::AwaitingApproval), "in_progress");
+        assert_eq!(status(JobState::Dead), "failed");
+    }
+}

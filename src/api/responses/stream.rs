@@ -1,0 +1,486 @@
+//! A job told as a Responses API event stream (`response.created`, output
+//! items, `response.output_text.delta`, …, `response.completed`), and the
+//! rule that numbers those events so a stream resumes with
+//! `starting_after` — also across a daemon restart.
+//!
+//! A `sequence_number` is a pure function of where the event stands in the
+//! job's durable log: the stored event it follows (`stored`), how many bytes
+//! of the answer were sent before or with it (`text`), and which step it is
+//! of that place (`step`), packed as `stored << 27 | text << 4 | step`. The
+//! stored events and the answer are the same after a restart, so numbers
+//! are too; live tokens (never stored) count by the answer's bytes, which is
+//! why a client that resumes gets the rest of the text however it was cut
+//! into deltas. Numbers grow but are not contiguous.
+//!
+//! Text comes from the job's one answer stream ([`AnswerStream`]), as for
+//! chat completions; the job's own tool calls are `function_call` items.
+
+use serde_json::{Value, json};
+
+use crate::events::answer::AnswerStream;
+use crate::events::{Event, EventEnvelope};
+use crate::queue::Job;
+
+/// Bits of a sequence number for the step at one place of the log.
+const STEP_BITS: u32 = 4;
+/// Bits for the answer's bytes sent (an answer past 8 MiB numbers its
+/// later deltas one by one, see [`Translator::number`]).
+const TEXT_BITS: u32 = 23;
+const TEXT_MAX: u64 = (1 << TEXT_BITS) - 1;
+
+/// The steps at one place of the log, in the order they are sent.
+mod step {
+    pub const TEXT: u64 = 0;
+    pub const CREATED: u64 = 1;
+    pub const IN_PROGRESS: u64 = 2;
+    pub const CALL_ADDED: u64 = 3;
+    pub const CALL_ARGS_DELTA: u64 = 4;
+    pub const CALL_ARGS_DONE: u64 = 5;
+    pub const CALL_DONE: u64 = 6;
+    pub const MESSAGE_ADDED: u64 = 7;
+    pub const PART_ADDED: u64 = 8;
+    pub const TEXT_DONE: u64 = 9;
+    pub const PART_DONE: u64 = 10;
+    pub const MESSAGE_DONE: u64 = 11;
+    pub const FINAL: u64 = 12;
+}
+
+/// Where an event stands: see the module's documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    pub stored: u64,
+    pub text: u64,
+    pub step: u64,
+}
+
+impl Position {
+    pub fn number(self) -> u64 {
+        (self.stored << (TEXT_BITS + STEP_BITS))
+            | (self.text.min(TEXT_MAX) << STEP_BITS)
+            | self.step
+    }
+
+    pub fn of(number: u64) -> Self {
+        Self {
+            stored: number >> (TEXT_BITS + STEP_BITS),
+            text: (number >> STEP_BITS) & TEXT_MAX,
+            step: number & ((1 << STEP_BITS) - 1),
+        }
+    }
+}
+
+/// One event of the stream: its `type` and its body (with `type` and
+/// `sequence_number` in it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frame {
+    pub kind: &'static str,
+    pub body: Value,
+}
+
+/// The response's id for a job, and back.
+pub fn response_id(job_id: &str) -> String {
+    format!("resp_{job_id}")
+}
+
+/// The message item's id.
+fn message_id(job_id: &str) -> String {
+    format!("msg_{job_id}")
+}
+
+/// Turns a job's feed into Responses events. Fed from the start of the log
+/// every time; with a resume point it sends only what follows it.
+pub struct Translator {
+    job_id: String,
+    answer: AnswerStream,
+    /// The client has every event numbered up to this one.
+    after: Option<u64>,
+    /// Bytes of the answer the client has.
+    client_text: u64,
+    /// Whether the client has the message item opened, and its content
+    /// part (a client can leave between the two).
+    client_opened: bool,
+    client_has_part: bool,
+    last: Option<u64>,
+    stored: u64,
+    /// The answer so far.
+    text: String,
+    /// The output items so far (function calls, then the message).
+    pub items: Vec<Value>,
+    /// The message item's index in `items`, once opened.
+    message: Option<usize>,
+}
+
+impl Translator {
+    /// For a stream of job `job_id` that resumes after `after` (none: from
+    /// the start).
+    pub fn new(job_id: &str, answer: AnswerStream, after: Option<u64>) -> Self {
+        let resume = after.map(Position::of).unwrap_or_default();
+        let opened_by_step = matches!(
+            resume.step,
+            step::MESSAGE_ADDED | step::PART_ADDED | step::TEXT_DONE..=step::FINAL
+        );
+        let client_opened = after.is_some() && (resume.text > 0 || opened_by_step);
+        Self {
+            job_id: job_id.to_string(),
+            answer,
+            after,
+            client_text: resume.text,
+            client_opened,
+            client_has_part: client_opened
+                && !(resume.text == 0 && resume.step == step::MESSAGE_ADDED),
+            last: None,
+            stored: 0,
+            text: String::new(),
+            items: Vec::new(),
+            message: None,
+        }
+    }
+
+    /// The number of an event at `step` here; strictly after the last one
+    /// sent (past the text cap several deltas share a place).
+    fn number(&mut self, step: u64) -> u64 {
+        let place = Position {
+            stored: self.stored,
+            text: self.text.len() as u64,
+            step,
+        };
+        let number = match self.last {
+            Some(last) => place.number().max(last + 1),
+            None => place.number(),
+        };
+        self.last = Some(number);
+        number
+    }
+
+    /// An event at `step`, unless the client already has it.
+    fn frame(&mut self, step: u64, kind: &'static str, mut body: Value) -> Option<Frame> {
+        let number = self.number(step);
+        if self.after.is_some_and(|after| number <= after) {
+            return None;
+        }
+        body["type"] = json!(kind);
+        body["sequence_number"] = json!(number);
+        Some(Frame { kind, body })
+    }
+
+    /// `response.created` and `response.in_progress`, given the response
+    /// as it starts.
+    pub fn start(&mut self, response: &Value) -> Vec<Frame> {
+        let created = self.frame(
+            step::CREATED,
+            "response.created",
+            json!({"response": response}),
+        );
+        let mut running = response.clone();
+        running["status"] = json!("in_progress");
+        let progress = self.frame(
+            step::IN_PROGRESS,
+            "response.in_progress",
+            json!({"response": running}),
+        );
+        created.into_iter().chain(progress).collect()
+    }
+
+    /// A live token of the job.
+    pub fn token(&mut self, run_id: &str, turn: u32, text: &str) -> Vec<Frame> {
+        let piece = self.answer.token(run_id, turn, text);
+        self.text_frames(&piece)
+    }
+
+    /// A stored event (`seq`, its JSON as stored).
+    pub fn stored(&mut self, seq: u64, json: &str) -> Vec<Frame> {
+        self.stored = seq;
+        let Ok(envelope) = serde_json::from_str::<EventEnvelope>(json) else {
+            return Vec::new();
+        };
+        let mut frames = Vec::new();
+        if let Event::ToolCall {
+            tool_name,
+            call_id,
+            arguments,
+            ..
+        } = &envelope.event
+            && envelope.run_id == self.job_id
+            && envelope.parent.is_none()
+        {
+            frames.extend(self.call(tool_name, call_id, arguments));
+        }
+        let piece = self.answer.event(&envelope);
+        frames.extend(self.text_frames(&piece));
+        frames
+    }
+
+    /// A `function_call` item for a tool call of the job's own run.
+    fn call(&mut self, tool: &str, call_id: &str, arguments: &Value) -> Vec<Frame> {
+        let arguments = arguments.to_string();
+        let item_id = format!("fc_{call_id}");
+        let index = self.items.len();
+        let item = json!({"type": "function_call", "id": item_id, "call_id": call_id,
+                          "name": tool, "arguments": arguments, "status": "completed"});
+        self.items.push(item.clone());
+        let mut added = item.clone();
+        added["arguments"] = json!("");
+        added["status"] = json!("in_progress");
+        [
+            self.frame(
+                step::CALL_ADDED,
+                "response.output_item.added",
+                json!({"output_index": index, "item": added}),
+            ),
+            self.frame(
+                step::CALL_ARGS_DELTA,
+                "response.function_call_arguments.delta",
+                json!({"item_id": item_id, "output_index": index, "delta": arguments}),
+            ),
+            self.frame(
+                step::CALL_ARGS_DONE,
+                "response.function_call_arguments.done",
+                json!({"item_id": item_id, "output_index": index, "name": tool, "arguments": arguments}),
+            ),
+            self.frame(
+                step::CALL_DONE,
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// Opens the message item (once), for text or the end.
+    fn open_message(&mut self) -> Vec<Frame> {
+        if self.message.is_some() {
+            return Vec::new();
+        }
+        let index = self.items.len();
+        let id = message_id(&self.job_id);
+        let item = json!({"type": "message", "id": id, "role": "assistant", "status": "in_progress", "content": []});
+        self.items.push(item.clone());
+        self.message = Some(index);
+        let added = self.frame(
+            step::MESSAGE_ADDED,
+            "response.output_item.added",
+            json!({"output_index": index, "item": item}),
+        );
+        let part = self.frame(
+            step::PART_ADDED,
+            "response.content_part.added",
+            json!({"item_id": id, "output_index": index, "content_index": 0, "part": text_part("")}),
+        );
+        if self.client_has_part {
+            return Vec::new();
+        }
+        if self.client_opened {
+            return part.into_iter().collect();
+        }
+        added.into_iter().chain(part).collect()
+    }
+
+    /// The frames for `piece` of the answer: the message opened, then a
+    /// delta with what the client does not have yet.
+    fn text_frames(&mut self, piece: &str) -> Vec<Frame> {
+        if piece.is_empty() {
+            return Vec::new();
+        }
+        let mut frames = self.open_message();
+        let start = self.text.len() as u64;
+        self.text.push_str(piece);
+        let skip = self.client_text.saturating_sub(start) as usize;
+        let number = self.number(step::TEXT);
+        let fresh = piece.get(skip.min(piece.len())..).unwrap_or_default();
+        if fresh.is_empty() || self.after.is_some_and(|after| number <= after) {
+            return frames;
+        }
+        let index = self.message.unwrap_or_default();
+        frames.push(Frame {
+            kind: "response.output_text.delta",
+            body: json!({"type": "response.output_text.delta", "sequence_number": number,
+                         "item_id": message_id(&self.job_id), "output_index": index,
+                         "content_index": 0, "delta": fresh, "logprobs": []}),
+        });
+        frames
+    }
+
+    /// The job ended: the rest of the answer, the message closed, and the
+    /// final event (`response.completed`, `.failed`, `.cancelled`) with
+    /// `response` (see [`super::object::response`]) built by the caller
+    /// from [`Translator::items`].
+    pub fn end(&mut self, job: &Job, response: impl FnOnce(&[Value]) -> Value) -> Vec<Frame> {
+        // The end's place follows every stored event.
+        self.stored += 1;
+        let answer = job
+            .answer()
+            .filter(|_| job.state == crate::queue::JobState::Succeeded);
+        let mut frames = Vec::new();
+        if let Some(answer) = answer {
+            let rest = self.answer.end(answer);
+            frames.extend(self.text_frames(&rest));
+            frames.extend(self.open_message());
+        }
+        if let Some(index) = self.message {
+            frames.extend(self.close_message(index));
+        }
+        let body = response(&self.items);
+        let kind = match body["status"].as_str() {
+            Some("completed") => "response.completed",
+            Some("cancelled") => "response.cancelled",
+            Some("incomplete") => "response.incomplete",
+            _ => "response.failed",
+        };
+        frames.extend(self.frame(step::FINAL, kind, json!({"response": body})));
+        frames
+    }
+
+    fn close_message(&mut self, index: usize) -> Vec<Frame> {
+        let id = message_id(&self.job_id);
+        let item = json!({"type": "message", "id": id, "role": "assistant", "status": "completed",
+                          "content": [text_part(&self.text)]});
+        self.items[index] = item.clone();
+        let text = self.text.clone();
+        [
+            self.frame(
+                step::TEXT_DONE,
+                "response.output_text.done",
+                json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}),
+            ),
+            self.frame(
+                step::PART_DONE,
+                "response.content_part.done",
+                json!({"item_id": id, "output_index": index, "content_index": 0, "part": text_part(&text)}),
+            ),
+            self.frame(
+                step::MESSAGE_DONE,
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
+
+/// An `output_text` content part.
+pub fn text_part(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(turn: u32, event: Value) -> String {
+        let mut envelope = json!({"run_id": "j", "bundle": "b", "bundle_version": "1", "seq": 1,
+                                  "timestamp": "2026-01-01T00:00:00.000Z", "turn": turn});
+        for (k, v) in event.as_object().unwrap() {
+            envelope[k] = v.clone();
+        }
+        envelope.to_string()
+    }
+
+    fn call() -> String {
+        stored(
+            1,
+            json!({"type": "ToolCall", "tool_name": "add", "call_id": "c1", "arguments": {"a": 1}}),
+        )
+    }
+
+    fn reply(content: &str) -> String {
+        stored(
+            2,
+            json!({"type": "ModelResponse", "duration_ms": 1, "content": content, "tool_calls_count": 0,
+                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                   "parsed_content": content, "parsed_tool_calls_count": 0}),
+        )
+    }
+
+    fn finished(answer: &str) -> Job {
+        let mut job: Job = serde_json::from_value(json!({
+            "id": "j", "bundle": "b", "input": "x", "variables": {}, "priority": 0, "state": "succeeded",
+            "attempts": 1, "max_attempts": 3, "crash_resumes": 0, "cancel_requested": false,
+            "run_at": "", "created_at": "", "updated_at": ""}))
+        .unwrap();
+        job.result = Some(json!({"output": answer}));
+        job
+    }
+
+    /// Every frame of one run: start, a call, live tokens, the reply, end.
+    fn run(after: Option<u64>, live: &[&str]) -> Vec<Frame> {
+        let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
+        let answer = AnswerStream::new("j", Some(no_markup), false);
+        let mut t = Translator::new("j", answer, after);
+        let mut out = t.start(&json!({"id": "resp_j", "status": "queued"}));
+        out.extend(t.stored(1, &call()));
+        for piece in live {
+            out.extend(t.token("j", 2, piece));
+        }
+        out.extend(t.stored(2, &reply("Hello world")));
+        out.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
+        out
+    }
+
+    fn text_of(frames: &[Frame]) -> String {
+        frames
+            .iter()
+            .filter(|f| f.kind == "response.output_text.delta")
+            .map(|f| f.body["delta"].as_str().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn numbers_grow_and_the_stream_has_every_part() {
+        let frames = run(None, &["Hel", "lo"]);
+        let numbers: Vec<u64> = frames
+            .iter()
+            .map(|f| f.body["sequence_number"].as_u64().unwrap())
+            .collect();
+        assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+        let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds[..2], ["response.created", "response.in_progress"]);
+        assert_eq!(kinds.last(), Some(&"response.completed"));
+        assert_eq!(text_of(&frames), "Hello world");
+        let added: Vec<&Value> = frames
+            .iter()
+            .filter(|f| f.kind == "response.output_item.added")
+            .map(|f| &f.body["item"]["type"])
+            .collect();
+        assert_eq!(added, [&json!("function_call"), &json!("message")]);
+    }
+
+    #[test]
+    fn resuming_after_any_event_sends_exactly_the_rest() {
+        // The first stream streamed tokens live; the resumed one (after a
+        // restart) knows only the stored events.
+        let first = run(None, &["Hel", "lo"]);
+        for cut in 0..first.len() {
+            let after = first[cut].body["sequence_number"].as_u64().unwrap();
+            let rest = run(Some(after), &[]);
+            let had = &first[..=cut];
+            assert_eq!(
+                text_of(had) + &text_of(&rest),
+                "Hello world",
+                "resumed after event {cut}"
+            );
+            let kinds: Vec<&str> = had.iter().chain(&rest).map(|f| f.kind).collect();
+            let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
+            assert_eq!(count("response.output_item.added"), 2, "{kinds:?}");
+            assert_eq!(count("response.content_part.added"), 1, "{kinds:?}");
+            assert_eq!(count("response.completed"), 1, "{kinds:?}");
+            assert!(
+                rest.iter()
+                    .all(|f| f.body["sequence_number"].as_u64().unwrap() > after)
+            );
+        }
+    }
+
+    #[test]
+    fn positions_round_trip() {
+        let place = Position {
+            stored: 12345,
+            text: 77,
+            step: step::PART_DONE,
+        };
+        assert_eq!(Position::of(place.number()), place);
+    }
+}

@@ -1,0 +1,399 @@
+//! The daemon as an A2A 1.0 agent, driven by the protocol's own clients:
+//! the Python SDK (`a2a-sdk`, ci/requirements.txt) and the JavaScript SDK
+//! (`@a2a-js/sdk`, installed by scripts/test, `SA_TEST_A2A_JS`). Each reads
+//! the cards, sends a message (blocking and streamed), gets, lists, cancels
+//! and subscribes, answers an approval that parked the task as
+//! INPUT_REQUIRED, and meets the errors (an unknown task, a wrong key). A
+//! raw client checks what the SDKs cannot show: `SubscribeToTask` resumes
+//! after `Last-Event-ID`, also after the daemon was killed (SIGKILL), and an answer is the decision the approvals API
+//! would take (the tool runs once).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::daemon::{Daemon, Site, client, eventually, file_lines, new_key, read_sse_response};
+use common::{mock_server, python};
+use serde_json::{Value, json};
+use structured_agents::mock::MockServer;
+
+const SCRIPT: &str = r#"
+replies:
+  - {match: big, turn: 1, tool_calls: [{id: w1, name: wire_money, arguments: {amount: 500, to: alice}}]}
+  - {match: big, turn: 2, content: wired}
+  - {match: slow, content: never, delay_ms: 60000}
+  - {content: "Hello from a bundle."}
+"#;
+
+/// A daemon with an API key (returned) and three bundles: `greeter`
+/// answers, `sleeper` takes a minute, `bank` wires money over 100 only
+/// once a person approves (appending `<amount> <to>` to `effects`).
+async fn agent(effects: &Path) -> (MockServer, Site, String) {
+    let mock = mock_server(SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let token = new_key(
+        &site.path().join("keys.toml"),
+        "team",
+        &["--scopes", "submit,read,operate,approve"],
+    );
+    let bundle = |name: &str, description: &str| {
+        format!(
+            "name: {name}\nversion: \"1\"\ndescription: {description}\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n"
+        )
+    };
+    site.put_bundle("greeter", &bundle("greeter", "Greets."));
+    site.put_bundle("sleeper", &bundle("sleeper", "Takes its time."));
+    let effects = effects.display();
+    let bank = format!(
+        r#"{}tools:
+  - name: wire_money
+    kind: process
+    effect: unsafe
+    description: wire money
+    parameters: {{type: object, properties: {{amount: {{type: integer}}, to: {{type: string}}}}, required: [amount, to]}}
+    approval: {{when: "args.amount > 100"}}
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); f=open('{effects}','a'); f.write(str(a['amount']) + ' ' + a['to'] + chr(10)); f.close(); print(json.dumps({{'sent': a['amount']}}))"]
+"#,
+        bundle("bank", "Wires money.")
+    );
+    site.put_bundle("bank", &bank);
+    (mock, site, token)
+}
+
+/// Runs a client script; its one line of JSON.
+fn run_client(mut command: Command, daemon: &Daemon) -> Value {
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{:?} failed: {}\n{stdout}\ndaemon log:\n{}",
+        command,
+        String::from_utf8_lossy(&output.stderr),
+        daemon.log()
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// What both SDKs must have seen of the approval: the streamed send ends
+/// at INPUT_REQUIRED carrying the parked call, a subscription replays up to
+/// it, and the answer `approve` completes the task with the tool's effect.
+fn approval_round_trip(seen: &Value, effects: &Path) {
+    let parked = seen["parked"].as_array().unwrap();
+    assert_eq!(parked[0][0], "task", "{parked:?}");
+    let last = parked.last().unwrap();
+    assert_eq!(last[0], "status", "{parked:?}");
+    assert!(
+        last[1].as_str().unwrap().ends_with("INPUT_REQUIRED"),
+        "{parked:?}"
+    );
+    let subscribed = seen["subscribed"].as_array().unwrap();
+    assert_eq!(subscribed[0][0], "task", "{subscribed:?}");
+    assert!(
+        subscribed[0][1]
+            .as_str()
+            .unwrap()
+            .ends_with("INPUT_REQUIRED")
+    );
+    assert!(
+        subscribed.last().unwrap()[1]
+            .as_str()
+            .unwrap()
+            .ends_with("INPUT_REQUIRED"),
+        "{subscribed:?}"
+    );
+    assert!(
+        seen["approved"]["state"]
+            .as_str()
+            .unwrap()
+            .ends_with("COMPLETED"),
+        "{seen}"
+    );
+    assert_eq!(seen["approved"]["answer"], "wired");
+    assert_eq!(file_lines(effects), vec!["500 alice"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_sends_streams_gets_lists_cancels_subscribes_and_approves() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent(effects.path()).await;
+    let daemon = site.start();
+    let mut command = Command::new(python());
+    command
+        .arg(common::repo("tests/data/a2a/client.py"))
+        .args([&daemon.base, &token]);
+    let seen = run_client(command, &daemon);
+
+    // Without a key the card says how to authenticate and shows no skill;
+    // with one, a skill per bundle.
+    assert_eq!(seen["public_card"]["skills"], json!([]), "{seen}");
+    assert_eq!(seen["public_card"]["schemes"], json!(["bearer"]));
+    assert_eq!(seen["public_card"]["url"], daemon.url("/a2a"));
+    assert_eq!(seen["card_skills"], json!(["bank", "greeter", "sleeper"]));
+
+    assert_eq!(seen["send"]["state"], "TASK_STATE_COMPLETED", "{seen}");
+    assert_eq!(seen["send"]["answer"], "Hello from a bundle.");
+    assert_eq!(seen["same_context"], true);
+    let stream = seen["stream"].as_array().unwrap();
+    assert_eq!(stream[0][0], "task", "{stream:?}");
+    assert!(
+        stream.contains(&json!(["status", "TASK_STATE_WORKING", []])),
+        "{stream:?}"
+    );
+    let text: String = stream
+        .iter()
+        .filter(|e| e[0] == "artifact")
+        .map(|e| e[1].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Hello from a bundle.", "{stream:?}");
+    assert_eq!(
+        stream.last().unwrap()[1],
+        "TASK_STATE_COMPLETED",
+        "{stream:?}"
+    );
+    assert_eq!(seen["get"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(seen["get"]["answer"], "Hello from a bundle.");
+    assert_eq!(seen["get"]["history"], 2, "the input and the answer");
+    assert_eq!(seen["list_context"], true, "{seen}");
+    assert!(seen["list_all"].as_u64().unwrap() >= 3, "{seen}");
+
+    assert!(
+        ["TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"]
+            .contains(&seen["immediate"].as_str().unwrap()),
+        "{seen}"
+    );
+    assert_eq!(seen["cancelled"], "TASK_STATE_CANCELED");
+    assert_eq!(seen["cancel_again"], "TaskNotCancelableError", "{seen}");
+
+    approval_round_trip(&seen, effects.path());
+    let data = &seen["parked"].as_array().unwrap().last().unwrap()[2][0];
+    assert_eq!(data["tool"], "wire_money", "{seen}");
+    // (protobuf's Struct holds numbers as doubles)
+    assert_eq!(data["arguments"], json!({"amount": 500.0, "to": "alice"}));
+
+    assert_eq!(seen["unknown_task"], "TaskNotFoundError", "{seen}");
+    let wrong = seen["wrong_key"].as_str().unwrap();
+    assert!(wrong.contains("401"), "{wrong}");
+}
+
+/// Where scripts/test installed `@a2a-js/sdk`; fails loudly without it.
+fn a2a_js() -> String {
+    let dir = std::env::var("SA_TEST_A2A_JS").unwrap_or_else(|_| {
+        let home = std::env::var("HOME").unwrap_or_default();
+        format!("{home}/.cache/structured-agents/a2a-js/node_modules")
+    });
+    assert!(
+        Path::new(&dir).join("@a2a-js/sdk/package.json").exists(),
+        "@a2a-js/sdk is missing at {dir}: run scripts/test (it installs it), or set SA_TEST_A2A_JS"
+    );
+    dir
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_javascript_sdk_sends_streams_gets_lists_cancels_subscribes_and_approves() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent(effects.path()).await;
+    let daemon = site.start();
+    let mut command = Command::new("node");
+    command
+        .env("SA_TEST_A2A_JS", a2a_js())
+        .arg(common::repo("tests/data/a2a/client.mjs"))
+        .args([&daemon.base, &token]);
+    let seen = run_client(command, &daemon);
+
+    assert_eq!(seen["send"]["state"], "COMPLETED", "{seen}");
+    assert_eq!(seen["send"]["answer"], "Hello from a bundle.");
+    let stream = seen["stream"].as_array().unwrap();
+    assert_eq!(stream[0][0], "task", "{stream:?}");
+    let text: String = stream
+        .iter()
+        .filter(|e| e[0] == "artifact")
+        .map(|e| e[1].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Hello from a bundle.", "{stream:?}");
+    assert_eq!(stream.last().unwrap()[1], "COMPLETED", "{stream:?}");
+    assert_eq!(seen["get"]["answer"], "Hello from a bundle.");
+    assert_eq!(seen["list"], json!([seen["task_id"]]), "{seen}");
+    assert_eq!(seen["cancelled"], "CANCELED");
+    approval_round_trip(&seen, effects.path());
+    assert!(
+        seen["unknown_task"]
+            .as_str()
+            .unwrap()
+            .contains("no job with id no-such-task"),
+        "{seen}"
+    );
+    assert!(
+        seen["wrong_key"].as_str().unwrap().contains("401"),
+        "{seen}"
+    );
+}
+
+/// One JSON-RPC call to the bank's interface.
+fn rpc(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    token: &str,
+    method: &str,
+    params: Value,
+) -> reqwest::RequestBuilder {
+    http.post(daemon.url("/a2a/bank"))
+        .bearer_auth(token)
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+}
+
+/// `SubscribeToTask` of `task`, after `last` when given.
+async fn subscribe(
+    daemon: &Daemon,
+    token: &str,
+    task: &str,
+    last: Option<u64>,
+) -> reqwest::Response {
+    let mut request = rpc(
+        &client(),
+        daemon,
+        token,
+        "SubscribeToTask",
+        json!({"id": task}),
+    );
+    if let Some(last) = last {
+        request = request.header("Last-Event-ID", last.to_string());
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscription_resumes_after_last_event_id_across_a_restart_and_a_message_decides_the_parked_call()
+ {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent(effects.path()).await;
+    let daemon = site.start();
+    let http = client();
+    let send = json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "a big transfer"}]},
+                      "configuration": {"returnImmediately": true}});
+    let sent: Value = rpc(&http, &daemon, &token, "SendMessage", send.clone())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    // The message id is the idempotency key: sent again, the same task.
+    let again: Value = rpc(&http, &daemon, &token, "SendMessage", send)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(again["result"]["task"]["id"], task.as_str(), "{again}");
+    eventually(
+        Duration::from_secs(30),
+        "the task awaits approval",
+        || async {
+            let got: Value = rpc(&http, &daemon, &token, "GetTask", json!({"id": task}))
+                .send()
+                .await
+                .ok()?
+                .json()
+                .await
+                .ok()?;
+            (got["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED").then_some(())
+        },
+    )
+    .await;
+
+    let all = read_sse_response(subscribe(&daemon, &token, &task, None).await, None).await;
+    let ids: Vec<u64> = all.iter().filter_map(|(id, _, _)| *id).collect();
+    assert!(ids.len() >= 2, "{all:?}");
+    // The daemon dies (the task stays parked in the store) and comes back:
+    // the subscription resumes with the task, then only what came after
+    // the given event, the last update.
+    daemon.kill9();
+    let daemon = site.start();
+    let resumed = read_sse_response(
+        subscribe(&daemon, &token, &task, Some(ids[ids.len() - 2])).await,
+        None,
+    )
+    .await;
+    assert_eq!(resumed.len(), 2, "{resumed:?}");
+    assert_eq!(resumed[1], all[all.len() - 1]);
+    let last: Value = serde_json::from_str(&resumed[1].2).unwrap();
+    assert_eq!(last["id"], 7);
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+
+    // A message that is no decision is refused naming the call; a denial
+    // with a reason is taken, and the tool never runs.
+    let answer = |text: &str| json!({"message": {"messageId": format!("m-{text}"), "taskId": task, "role": "ROLE_USER", "parts": [{"text": text}]}});
+    let vague: Value = rpc(&http, &daemon, &token, "SendMessage", answer("maybe"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(vague["error"]["code"], -32602, "{vague}");
+    assert!(
+        vague["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("wire_money"),
+        "{vague}"
+    );
+    let denied: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "SendMessage",
+        answer("deny: not today"),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        denied["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{denied}"
+    );
+    assert!(file_lines(effects.path()).is_empty());
+    // The task has ended: another message to it, or a subscription, is refused.
+    let late: Value = rpc(&http, &daemon, &token, "SendMessage", answer("approve"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(late["error"]["code"], -32004, "{late}");
+    let ended: Value = subscribe(&daemon, &token, &task, None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ended["error"]["code"], -32004, "{ended}");
+    // Push notifications are not offered.
+    let push: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": task}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(push["error"]["code"], -32003, "{push}");
+}

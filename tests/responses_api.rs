@@ -1,0 +1,287 @@
+//! `/v1/responses` through the official Python `openai` SDK (the current
+//! major, `.venv-current`): a background streamed response whose daemon is
+//! SIGKILLed mid-stream resumes with `starting_after` on the restarted
+//! daemon with exactly the missing events and the same answer as a
+//! non-streamed call; cancel; `previous_response_id`; and a client's
+//! `traceparent` is the parent of the job's spans.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::daemon::{Daemon, SHORT_LEASE, Site, client};
+use common::otlp::collector;
+use common::{mock_server, python_current};
+use serde_json::{Value, json};
+
+const ANSWER: &str = "The echo said x is 1, so the answer is 42.";
+
+/// A tool call, then a slow answer: the daemon is killed while the model
+/// thinks.
+fn script(answer_delay_ms: u64) -> String {
+    format!(
+        r#"
+replies:
+  - tool_calls: [{{id: call-1, name: echo, arguments: {{x: 1}}}}]
+    usage: {{prompt_tokens: 10, completion_tokens: 5, total_tokens: 15}}
+  - content: "{ANSWER}"
+    delay_ms: {answer_delay_ms}
+    usage: {{prompt_tokens: 20, completion_tokens: 9, total_tokens: 29}}
+"#
+    )
+}
+
+const BUNDLE: &str = r#"name: echoer
+version: "1"
+model: {endpoint: mock, name: mock-model}
+prompts: {system: "You echo.", user: "{{ input }}"}
+tools:
+  - name: echo
+    kind: process
+    description: echo the arguments
+    effect: read_only
+    command: [python3, -c, "import json,sys; print(json.dumps(json.load(sys.stdin)))"]
+"#;
+
+const MODEL: &str = "bundle/echoer";
+
+fn client_script() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/responses/client.py"
+    )
+    .to_string()
+}
+
+/// Runs the client script to its end; its stdout lines as JSON.
+async fn run_client(daemon: &Daemon, args: &[&str]) -> Vec<Value> {
+    let base = daemon.url("/v1");
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python_current())
+            .arg(client_script())
+            .arg(&base)
+            .arg(MODEL)
+            .args(&args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+fn seq(event: &Value) -> u64 {
+    event["sequence_number"].as_u64().unwrap()
+}
+
+fn text(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
+/// Streams a background response until its tool call is done, then kills
+/// the daemon: the events the client got.
+async fn stream_until_the_call(daemon: Daemon) -> Vec<Value> {
+    let mut child = Command::new(python_current())
+        .arg(client_script())
+        .arg(daemon.url("/v1"))
+        .arg(MODEL)
+        .args(["stream", "What is x?"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let seen = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let call_done = event["type"] == "response.output_item.done"
+                && event["item"]["type"] == "function_call";
+            seen.push(event);
+            if call_done {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .unwrap();
+    daemon.kill9();
+    let _ = child.kill();
+    let _ = child.wait();
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
+    let mock = mock_server(&script(2000)).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("echoer", BUNDLE);
+    let first = stream_until_the_call(site.start_with_env(&[SHORT_LEASE])).await;
+    let kinds: Vec<&str> = first.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds[..2],
+        ["response.created", "response.in_progress"],
+        "{kinds:?}"
+    );
+    assert_eq!(first.last().unwrap()["item"]["name"], "echo");
+    assert_eq!(first.last().unwrap()["item"]["arguments"], r#"{"x":1}"#);
+    assert_eq!(text(&first), "", "the answer was not due before the kill");
+    let id = first[0]["response"]["id"].as_str().unwrap().to_string();
+    assert_eq!(first[0]["response"]["status"], "queued");
+    let last = seq(first.last().unwrap());
+
+    // The restarted daemon takes the job over once its lease expires.
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let rest = run_client(&daemon, &["resume", &id, &last.to_string()]).await;
+    assert!(rest.iter().all(|e| seq(e) > last), "{rest:?}");
+    assert!(rest.windows(2).all(|w| seq(&w[0]) < seq(&w[1])));
+    let end = rest.last().unwrap();
+    assert_eq!(end["type"], "response.completed", "{rest:?}");
+    assert_eq!(text(&rest), ANSWER);
+    // Nothing the client had comes again: one call item, one message.
+    let added = |events: &[Value]| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["type"] == "response.output_item.added")
+            .map(|e| e["item"]["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(added(&first), ["function_call"]);
+    assert_eq!(added(&rest), ["message"]);
+
+    // Exactly the missing events: the whole stream read now, past `last`.
+    let whole = run_client(&daemon, &["resume", &id, "0"]).await;
+    let missing: Vec<&Value> = whole.iter().filter(|e| seq(e) > last).collect();
+    assert_eq!(missing, rest.iter().collect::<Vec<_>>());
+    let had: Vec<&Value> = whole.iter().filter(|e| seq(e) <= last).collect();
+    assert_eq!(had, first.iter().collect::<Vec<_>>());
+
+    // The same answer as a non-streamed call; a follow-up continues it.
+    let finish = run_client(&daemon, &["finish", &id, "What is x?"]).await;
+    let finish = &finish[0];
+    assert_eq!(finish["status"], "completed");
+    assert_eq!(finish["text"], ANSWER);
+    assert_eq!(finish["output_types"], json!(["function_call", "message"]));
+    assert_eq!(finish["again_status"], "completed");
+    assert_eq!(finish["again_text"], finish["text"]);
+    assert_eq!(finish["again_usage"], 15 + 29, "both model calls");
+    assert_eq!(finish["follow_status"], "completed");
+    let follow_up = mock.requests().last().cloned().unwrap();
+    let said: Vec<&str> = follow_up["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(said.contains(&"What is x?"), "{said:?}");
+    assert!(said.contains(&"And again?"), "{said:?}");
+    assert!(said.contains(&ANSWER), "the earlier answer: {said:?}");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A bundle without tools streams its answer token by token, through the
+/// SDK's stream helper (which accumulates the events into the response).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_streams_token_by_token() {
+    let mock = mock_server(&format!("replies:\n  - content: \"{ANSWER}\"\n")).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "echoer",
+        "name: echoer\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let events = run_client(&daemon, &["live", "Say it."]).await;
+    let (last, events) = events.split_last().unwrap();
+    assert_eq!(last["text"], ANSWER);
+    assert_eq!(text(events), ANSWER);
+    let deltas = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta")
+        .count();
+    assert!(deltas > 1, "not streamed token by token: {events:?}");
+    assert!(events.windows(2).all(|w| seq(&w[0]) < seq(&w[1])));
+    assert_eq!(events.last().unwrap()["type"], "response.completed");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_response_is_cancelled() {
+    let mock = mock_server(&script(20_000)).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("echoer", BUNDLE);
+    let daemon = site.start();
+    let out = run_client(&daemon, &["cancel", "What is x?"]).await;
+    assert_eq!(out[0]["started"], "queued");
+    assert_eq!(out[0]["final"], "cancelled", "{}", daemon.log());
+    assert_eq!(out[0]["missing"], 404);
+    let id = out[0]["id"].as_str().unwrap();
+    let http = client();
+    let job = common::daemon::get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{}", id.trim_start_matches("resp_")),
+    )
+    .await;
+    assert_eq!(job["state"], "cancelled");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_traceparent_is_the_parent_of_the_jobs_spans() {
+    let mock = mock_server(&script(10)).await;
+    let (otlp, spans, _) = collector().await;
+    let site = Site::new(
+        &mock.base_url(),
+        &format!("[telemetry]\notlp_endpoint = \"{otlp}\"\n"),
+    );
+    site.put_bundle("echoer", BUNDLE);
+    let daemon = site.start();
+    let http = client();
+    let created: Value = http
+        .post(daemon.url("/v1/responses"))
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .json(&json!({"model": MODEL, "input": "What is x?"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(created["status"], "completed", "{created}");
+    assert_eq!(daemon.stop(), Some(0));
+    let spans = spans.lock().unwrap().clone();
+    let root = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent echoer")
+        .expect("the job's span");
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    assert_eq!(hex(&root.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(hex(&root.parent_span_id), "00f067aa0ba902b7");
+    let model_call = spans
+        .iter()
+        .find(|s| s.name == "chat mock-model")
+        .expect("a model call span");
+    let attrs = common::otlp::attrs(model_call);
+    assert_eq!(attrs["gen_ai.provider.name"], "openai");
+}
