@@ -126,4 +126,75 @@ mod tests {
         assert!(!first.is_finished(), "the first call is still backing off");
         first.abort();
     }
+
+    /// What an endpoint's gate told the daemon bus.
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<String>>);
+
+    impl crate::events::daemon::DaemonObserver for Heard {
+        fn on_daemon_event(&self, event: &crate::events::daemon::DaemonEvent) {
+            if let crate::events::daemon::DaemonEvent::EndpointLoad { change, .. } = event {
+                self.0.lock().unwrap().push(format!("{change:?}"));
+            }
+        }
+    }
+
+    /// A 503 from the server is a load signal: the next new call waits
+    /// for a reading that shows room, then goes.
+    #[tokio::test]
+    async fn a_503_holds_new_calls_until_the_next_reading() {
+        let script = Script::parse(
+            "mode: sequential\nqueueing: {slots: 1}\nreplies:\n  - {status: 503, error: busy}\n  - {content: done}\n",
+            "t",
+        )
+        .unwrap();
+        let server = MockServer::start(script).await.unwrap();
+        let bus = crate::events::daemon::DaemonBus::new();
+        let heard = Arc::new(Heard::default());
+        bus.subscribe(heard.clone());
+        let load = crate::config::LoadConfig {
+            kind: crate::config::LoadKind::Vllm,
+            metrics_url: Some(format!("http://{}/metrics", server.addr)),
+            // Readings after the first are far apart: this test reads.
+            poll_interval: crate::duration::HumanDuration(Duration::from_secs(10)),
+            ..crate::config::LoadConfig::default()
+        };
+        let gate = crate::load::LoadGate::start("mock".into(), load, bus);
+        let mut settings = EndpointSettings::new("mock", server.base_url());
+        settings.max_retries = 0;
+        let backend = LimitedBackend::wrap_gated(
+            Arc::new(HttpBackend::new(settings).unwrap()),
+            4,
+            Some(gate.clone()),
+        );
+        let heard_now = || heard.0.lock().unwrap().join(" ");
+        // The poller's first reading (at start) is in before the 503.
+        while !heard_now().contains("Signals") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let refused = backend.complete(&request(), None).await.unwrap_err();
+        assert!(matches!(refused, ClientError::Status { status: 503, .. }));
+        let asked = request();
+        let second = backend.complete(&asked, None);
+        tokio::pin!(second);
+        // It waits at the gate: the bus hears it held, and it does not finish.
+        while !heard_now().contains("Held") {
+            assert!(
+                futures::poll!(&mut second).is_pending(),
+                "a new call went ahead right after the server refused one"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert!(futures::poll!(&mut second).is_pending());
+        gate.read(crate::load::signals::Signals::default());
+        let reply = second.await.unwrap();
+        assert_eq!(reply.message.content.as_deref(), Some("done"));
+        let heard = heard_now();
+        assert!(
+            heard.contains("Refused { status: 503 }")
+                && heard.contains("Held { first_call: false }")
+                && heard.contains("Released { first_call: false }"),
+            "{heard}"
+        );
+    }
 }
