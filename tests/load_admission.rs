@@ -148,3 +148,35 @@ async fn a_broken_load_page_falls_back_to_the_fixed_permit_with_a_warning() {
     .await;
     assert!(total(&fallbacks) >= 1, "{fallbacks:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_section_added_by_a_reload_applies_live() {
+    let server = mock_server(&script(JOBS)).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("loaded", BUNDLE);
+    let daemon = site.start();
+    let http = client();
+    let falling_back = r#"structured_agents_endpoint_load_fallback{endpoint="mock"}"#;
+    assert_eq!(metric(&http, &daemon, falling_back).await, 0);
+
+    // The endpoint gains a load section whose page is broken: after the
+    // reload its new gate reads it, falls back and says so.
+    let config = site.path().join("config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&load_section(&format!(
+        "http://{}/no-such-page",
+        server.addr
+    )));
+    std::fs::write(&config, text).unwrap();
+    let (status, outcome) =
+        common::daemon::post_json(&http, &daemon, "/v1/reload", serde_json::json!({})).await;
+    assert_eq!(status, 200, "{outcome}\n{}", daemon.log());
+    assert_eq!(outcome["result"], "applied", "{outcome}");
+    eventually(
+        Duration::from_secs(30),
+        "the reloaded endpoint's fallback",
+        || async { (metric(&http, &daemon, falling_back).await == 1).then_some(()) },
+    )
+    .await;
+    run_all(&http, &daemon).await;
+}
