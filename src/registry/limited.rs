@@ -152,13 +152,13 @@ mod tests {
         let bus = crate::events::daemon::DaemonBus::new();
         let heard = Arc::new(Heard::default());
         bus.subscribe(heard.clone());
-        let load = crate::config::LoadConfig {
+        let mut load = crate::config::LoadConfig {
             kind: crate::config::LoadKind::Vllm,
             metrics_url: Some(format!("http://{}/metrics", server.addr)),
-            // Readings after the first are far apart: this test reads.
-            poll_interval: crate::duration::HumanDuration(Duration::from_secs(10)),
             ..crate::config::LoadConfig::default()
         };
+        // Readings after the first are far apart: this test reads.
+        load.poll_interval.0 = Duration::from_secs(10);
         let gate = crate::load::LoadGate::start("mock".into(), load, bus);
         let mut settings = EndpointSettings::new("mock", server.base_url());
         settings.max_retries = 0;
