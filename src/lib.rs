@@ -27,6 +27,7 @@ pub mod group_chat;
 pub mod hex;
 pub mod journal;
 pub mod kernel;
+pub mod load;
 pub mod mock;
 pub mod model;
 pub mod plugins;

@@ -77,6 +77,7 @@ fn median(values: &mut [f64]) -> f64 {
 
 async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
     let script = Script {
+        queueing: None,
         mode: Default::default(),
         replies: vec![ScriptedReply {
             content: Some("ok".into()),

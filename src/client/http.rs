@@ -467,6 +467,7 @@ mod tests {
         let big = "word ".repeat(2000);
         let raw = json!({"choices": [{"message": {"role": "assistant", "content": big}}]});
         let script = Script {
+            queueing: None,
             mode: crate::mock::ScriptMode::ByTurn,
             replies: vec![crate::mock::ScriptedReply {
                 raw_body: Some(raw.to_string()),

@@ -47,6 +47,33 @@ pub async fn watching<F: Future>(watcher: Option<CallWatcher>, call: F) -> F::Ou
     }
 }
 
+/// Runs `call` with `extra` told of what happens inside it as well as the
+/// current watcher, if any (an endpoint's gate hearing its refusals).
+pub async fn also_watching<F: Future>(extra: CallWatcher, call: F) -> F::Output {
+    let outer = WATCHER.try_with(Clone::clone).ok();
+    let both: CallWatcher = match outer {
+        Some(outer) => Arc::new(move |note: CallNote<'_>| {
+            extra(match &note {
+                CallNote::Retrying {
+                    attempt,
+                    error,
+                    delay,
+                } => CallNote::Retrying {
+                    attempt: *attempt,
+                    error,
+                    delay: *delay,
+                },
+                CallNote::Attempt(n) => CallNote::Attempt(*n),
+                CallNote::WaitingForSlot => CallNote::WaitingForSlot,
+                CallNote::SlotTaken => CallNote::SlotTaken,
+            });
+            outer(note);
+        }),
+        None => extra,
+    };
+    WATCHER.scope(both, call).await
+}
+
 /// Tells the current call's watcher, if any.
 pub fn note(note: CallNote<'_>) {
     let _ = WATCHER.try_with(|watcher| watcher(note));

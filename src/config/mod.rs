@@ -7,8 +7,11 @@
 
 mod agents_file;
 mod live;
+mod load;
 mod locate;
 mod webhooks;
+
+pub use load::{LoadConfig, LoadKind, LoadThresholds};
 
 pub use live::LIVE_KEYS;
 pub use webhooks::WebhookConfig;
@@ -406,6 +409,9 @@ pub struct EndpointConfig {
     /// The server's family (`vllm`, `llama_cpp`, `ollama`, `sglang`,
     /// `openai`): where bundles using this endpoint put their grammars.
     pub server: crate::model::ServerKind,
+    /// Load-aware admission: where the server's load is read and past
+    /// which values new model calls wait (unset: the fixed permit only).
+    pub load: Option<LoadConfig>,
 }
 
 impl Default for EndpointConfig {
@@ -423,6 +429,7 @@ impl Default for EndpointConfig {
             max_concurrent: 16,
             provider: "openai".into(),
             server: crate::model::ServerKind::default(),
+            load: None,
         }
     }
 }
@@ -679,6 +686,9 @@ impl Config {
                     &format!("endpoints.{name}.max_concurrent"),
                     "must be at least 1".into(),
                 ));
+            }
+            if let Some((key, message)) = ep.load.as_ref().and_then(LoadConfig::problem) {
+                return Err(bad(&format!("endpoints.{name}.load.{key}"), message));
             }
         }
         if let Some(agent) = self.agents.iter().find(|a| a.max_response_bytes == Some(0)) {

@@ -122,7 +122,8 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::WebhookDelivery { .. }
-            | DaemonEvent::DrainDone => {}
+            | DaemonEvent::DrainDone
+            | DaemonEvent::EndpointLoad { .. } => {}
         }
     }
 }

@@ -262,6 +262,29 @@ impl DaemonObserver for LogLines {
             DaemonEvent::WebhookDelivery { .. } => {}
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
+            DaemonEvent::EndpointLoad { endpoint, change } => log_load(endpoint, change),
         }
+    }
+}
+
+/// An endpoint's load-aware admission, in the log: a fallback is a warning
+/// (the operator's load page is broken), the rest is detail.
+fn log_load(endpoint: &str, change: &crate::events::daemon::LoadChange) {
+    use crate::events::daemon::LoadChange;
+    match change {
+        LoadChange::Fallback { reason } => tracing::warn!(
+            endpoint,
+            reason = %reason,
+            "cannot read the endpoint's load page; only its fixed max_concurrent permit applies until it reads again (check endpoints.{endpoint}.load.metrics_url)"
+        ),
+        LoadChange::Recovered => tracing::info!(endpoint, "the endpoint's load page reads again"),
+        LoadChange::Refused { status } => {
+            tracing::info!(
+                endpoint,
+                status,
+                "model server refused a call: holding new calls"
+            )
+        }
+        other => tracing::trace!(endpoint, change = ?other, "endpoint load"),
     }
 }

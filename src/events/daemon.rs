@@ -95,6 +95,34 @@ pub enum DaemonEvent {
     DrainStarted,
     /// Every running job finished or was released.
     DrainDone,
+    /// Load-aware admission of one endpoint (docs/models.md).
+    EndpointLoad {
+        endpoint: String,
+        change: LoadChange,
+    },
+}
+
+/// What an endpoint's load-aware admission saw or did.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum LoadChange {
+    /// A read of the server's load page (an unset value: not on the page).
+    Signals {
+        waiting: Option<f64>,
+        kv_cache: Option<f64>,
+    },
+    /// A model call waits for the server's load to drop.
+    Held { first_call: bool },
+    /// A held call goes ahead.
+    Released { first_call: bool },
+    /// A held call was given up (its job cancelled or stopped) before release.
+    Abandoned { first_call: bool },
+    /// The server answered 503 or 529: calls wait for the next reading.
+    Refused { status: u16 },
+    /// The load page cannot be read: only the fixed permit applies now (a warning).
+    Fallback { reason: String },
+    /// The load page reads again after a fallback.
+    Recovered,
 }
 
 impl DaemonEvent {
@@ -121,6 +149,7 @@ impl DaemonEvent {
             DaemonEvent::WebhookDelivery { .. } => "webhook_delivery",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
+            DaemonEvent::EndpointLoad { .. } => "endpoint_load",
         }
     }
 }

@@ -4,8 +4,10 @@
 //!
 //! This module knows the chat-completions wire format and nothing else.
 
+mod queueing;
 mod server;
 
+pub use queueing::{QueueLoad, Queueing};
 pub use server::{MockServer, serve_mock};
 
 use std::path::Path;
@@ -21,6 +23,10 @@ pub struct Script {
     #[serde(default)]
     pub mode: ScriptMode,
     pub replies: Vec<ScriptedReply>,
+    /// The HTTP server behaves like a small model server under load
+    /// (docs/mock-server.md, "Queueing").
+    #[serde(default)]
+    pub queueing: Option<Queueing>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq)]

@@ -15,10 +15,13 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+use super::queueing::{Queue, QueueLoad};
 use super::{Script, ScriptPlayer};
 
 struct MockState {
     player: ScriptPlayer,
+    /// The queueing mode's queue, if the script asks for it.
+    queue: Option<Queue>,
     record: bool,
     requests: Mutex<Vec<Value>>,
 }
@@ -44,6 +47,7 @@ impl MockServer {
     ) -> std::io::Result<Self> {
         let addr = listener.local_addr()?;
         let state = Arc::new(MockState {
+            queue: script.queueing.clone().map(Queue::new),
             player: ScriptPlayer::new(script),
             record,
             requests: Mutex::new(Vec::new()),
@@ -66,6 +70,15 @@ impl MockServer {
     /// `http://127.0.0.1:PORT/v1`
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// The queueing mode's load (zeros without it).
+    pub fn load(&self) -> QueueLoad {
+        self.state
+            .queue
+            .as_ref()
+            .map(Queue::load)
+            .unwrap_or_default()
     }
 
     /// The request bodies received so far.
@@ -94,6 +107,8 @@ fn router(state: Arc<MockState>) -> Router {
             }),
         )
         .route("/_mock/requests", get(recorded))
+        .route("/_mock/load", get(queue_load))
+        .route("/metrics", get(metrics_page))
         .with_state(state)
 }
 
@@ -101,6 +116,22 @@ async fn recorded(State(state): State<Arc<MockState>>) -> axum::Json<Value> {
     axum::Json(Value::Array(
         state.requests.lock().map(|r| r.clone()).unwrap_or_default(),
     ))
+}
+
+async fn queue_load(State(state): State<Arc<MockState>>) -> axum::Json<QueueLoad> {
+    axum::Json(state.queue.as_ref().map(Queue::load).unwrap_or_default())
+}
+
+/// vLLM's Prometheus page, in queueing mode; otherwise there is none.
+async fn metrics_page(State(state): State<Arc<MockState>>) -> Response {
+    match &state.queue {
+        Some(queue) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            queue.metrics_page(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
@@ -119,6 +150,23 @@ async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
     {
         log.push(request.clone());
     }
+    // In queueing mode the request waits for a slot and is served, holding
+    // the slot while the reply below is sent.
+    let _served = match &state.queue {
+        Some(queue) => {
+            match queue.serve().await {
+                Some(served) => Some(served),
+                None => {
+                    return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(json!({"error": {"message": "the server's queue is full", "code": 503}})),
+                )
+                    .into_response();
+                }
+            }
+        }
+        None => None,
+    };
     let reply = state.player.next_reply(&request);
     if reply.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(reply.delay_ms)).await;

@@ -47,6 +47,7 @@ pub(super) fn revive(
 pub(super) struct BuildEnv {
     pub runs_agents: bool,
     pub tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
+    pub bus: crate::events::daemon::DaemonBus,
 }
 
 /// The next snapshot: the config, keys, plugins and model configs read
@@ -73,7 +74,7 @@ pub(super) fn snapshot(
                 .map_err(|why| RegistryError::Untrusted(format!("{}: {why}", dir.display())))?;
         }
     }
-    let endpoints = Arc::new(build_endpoints(&config, previous)?);
+    let endpoints = Arc::new(build_endpoints(&config, previous, &env.bus)?);
     let mut applied = Applied {
         generation: previous.generation + 1,
         ..Default::default()
@@ -556,7 +557,11 @@ pub(super) fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
 
 /// The endpoint clients; one whose definition is unchanged is the same
 /// client as before (its concurrency limit and connections carry over).
-fn build_endpoints(config: &Config, previous: &Snapshot) -> Result<Endpoints, RegistryError> {
+fn build_endpoints(
+    config: &Config,
+    previous: &Snapshot,
+    bus: &crate::events::daemon::DaemonBus,
+) -> Result<Endpoints, RegistryError> {
     let mut out = BTreeMap::new();
     for (name, ep) in &config.endpoints {
         let same = previous
@@ -597,9 +602,16 @@ fn build_endpoints(config: &Config, previous: &Snapshot) -> Result<Endpoints, Re
                 Arc::new(ScriptedBackend::new(name.clone(), script))
             }
         };
+        // A changed load section builds a new gate; the old one's poller
+        // stops once no running call holds it.
+        let gate = ep
+            .load
+            .as_ref()
+            .filter(|load| load.kind != crate::config::LoadKind::Fixed)
+            .map(|load| crate::load::LoadGate::start(name.clone(), load.clone(), bus.clone()));
         out.insert(
             name.clone(),
-            LimitedBackend::wrap(backend, ep.max_concurrent),
+            LimitedBackend::wrap_gated(backend, ep.max_concurrent, gate),
         );
     }
     Ok(out)

@@ -1,24 +1,46 @@
 //! Caps the model requests in flight to one endpoint across all jobs, so a
-//! small model server is not flooded.
+//! small model server is not flooded: a fixed permit, and in front of it
+//! the endpoint's load gate when it declares `load` (`crate::load`).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 
+use crate::client::watch::{self, CallNote, CallWatcher};
 use crate::client::{ChatBackend, ChatRequest, ChatResponse, ClientError, EndpointInfo, OnToken};
+use crate::load::LoadGate;
 
 pub struct LimitedBackend {
     inner: Arc<dyn ChatBackend>,
     permits: Semaphore,
+    gate: Option<Arc<LoadGate>>,
 }
 
 impl LimitedBackend {
     pub fn wrap(inner: Arc<dyn ChatBackend>, max_concurrent: usize) -> Arc<dyn ChatBackend> {
+        Self::wrap_gated(inner, max_concurrent, None)
+    }
+
+    /// `wrap`, new calls first waiting at `gate` for the server's load.
+    pub fn wrap_gated(
+        inner: Arc<dyn ChatBackend>,
+        max_concurrent: usize,
+        gate: Option<Arc<LoadGate>>,
+    ) -> Arc<dyn ChatBackend> {
         Arc::new(Self {
             inner,
             permits: Semaphore::new(max_concurrent.max(1)),
+            gate,
         })
+    }
+}
+
+/// A 503 or 529 answer: the server says it is overloaded.
+fn overload_status(error: &ClientError) -> Option<u16> {
+    match error {
+        ClientError::Status { status, .. } if matches!(status, 503 | 529) => Some(*status),
+        _ => None,
     }
 }
 
@@ -31,9 +53,28 @@ impl ChatBackend for LimitedBackend {
     ) -> Result<ChatResponse, ClientError> {
         // The backend decides how long it holds a permit: an HTTP backend
         // holds one per attempt, never across its backoff sleeps.
-        self.inner
-            .complete_limited(request, on_token, &self.permits)
-            .await
+        let call = self
+            .inner
+            .complete_limited(request, on_token, &self.permits);
+        let Some(gate) = &self.gate else {
+            return call.await;
+        };
+        gate.admit().await;
+        // Refusals of earlier attempts are heard as they happen; the last
+        // one comes back as the call's error.
+        let hears = gate.clone();
+        let refusals: CallWatcher = Arc::new(move |note| {
+            if let CallNote::Retrying { error, .. } = note
+                && let Some(status) = overload_status(error)
+            {
+                hears.refused(status);
+            }
+        });
+        let result = watch::also_watching(refusals, call).await;
+        if let Some(status) = result.as_ref().err().and_then(overload_status) {
+            gate.refused(status);
+        }
+        result
     }
 
     fn info(&self) -> EndpointInfo {
@@ -84,5 +125,76 @@ mod tests {
         assert_eq!(second.message.content.as_deref(), Some("done"));
         assert!(!first.is_finished(), "the first call is still backing off");
         first.abort();
+    }
+
+    /// What an endpoint's gate told the daemon bus.
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<String>>);
+
+    impl crate::events::daemon::DaemonObserver for Heard {
+        fn on_daemon_event(&self, event: &crate::events::daemon::DaemonEvent) {
+            if let crate::events::daemon::DaemonEvent::EndpointLoad { change, .. } = event {
+                self.0.lock().unwrap().push(format!("{change:?}"));
+            }
+        }
+    }
+
+    /// A 503 from the server is a load signal: the next new call waits
+    /// for a reading that shows room, then goes.
+    #[tokio::test]
+    async fn a_503_holds_new_calls_until_the_next_reading() {
+        let script = Script::parse(
+            "mode: sequential\nqueueing: {slots: 1}\nreplies:\n  - {status: 503, error: busy}\n  - {content: done}\n",
+            "t",
+        )
+        .unwrap();
+        let server = MockServer::start(script).await.unwrap();
+        let bus = crate::events::daemon::DaemonBus::new();
+        let heard = Arc::new(Heard::default());
+        bus.subscribe(heard.clone());
+        let mut load = crate::config::LoadConfig {
+            kind: crate::config::LoadKind::Vllm,
+            metrics_url: Some(format!("http://{}/metrics", server.addr)),
+            ..crate::config::LoadConfig::default()
+        };
+        // Readings after the first are far apart: this test reads.
+        load.poll_interval.0 = Duration::from_secs(10);
+        let gate = crate::load::LoadGate::start("mock".into(), load, bus);
+        let mut settings = EndpointSettings::new("mock", server.base_url());
+        settings.max_retries = 0;
+        let backend = LimitedBackend::wrap_gated(
+            Arc::new(HttpBackend::new(settings).unwrap()),
+            4,
+            Some(gate.clone()),
+        );
+        let heard_now = || heard.0.lock().unwrap().join(" ");
+        // The poller's first reading (at start) is in before the 503.
+        while !heard_now().contains("Signals") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let refused = backend.complete(&request(), None).await.unwrap_err();
+        assert!(matches!(refused, ClientError::Status { status: 503, .. }));
+        let asked = request();
+        let second = backend.complete(&asked, None);
+        tokio::pin!(second);
+        // It waits at the gate: the bus hears it held, and it does not finish.
+        while !heard_now().contains("Held") {
+            assert!(
+                futures::poll!(&mut second).is_pending(),
+                "a new call went ahead right after the server refused one"
+            );
+            tokio::task::yield_now().await;
+        }
+        assert!(futures::poll!(&mut second).is_pending());
+        gate.read(crate::load::signals::Signals::default());
+        let reply = second.await.unwrap();
+        assert_eq!(reply.message.content.as_deref(), Some("done"));
+        let heard = heard_now();
+        assert!(
+            heard.contains("Refused { status: 503 }")
+                && heard.contains("Held { first_call: false }")
+                && heard.contains("Released { first_call: false }"),
+            "{heard}"
+        );
     }
 }

@@ -261,6 +261,8 @@ pub struct Registry {
     runs_agents: bool,
     /// Told when an MCP server announces new tools (a reload rebinds).
     tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
+    /// Where endpoints' load gates publish what they see and do.
+    bus: crate::events::daemon::DaemonBus,
     snapshot: RwLock<Arc<Snapshot>>,
     /// Superseded content still running or pinned, by (name, identity), so
     /// a retried or resumed job finds the exact content it was pinned to.
@@ -273,10 +275,12 @@ impl Registry {
     pub fn new(
         config: Arc<Config>,
         tools_changed: Option<crate::tools::mcp::OnToolsChanged>,
+        bus: crate::events::daemon::DaemonBus,
     ) -> Arc<Self> {
         Arc::new(Self {
             runs_agents: true,
             tools_changed,
+            bus,
             snapshot: RwLock::new(Arc::new(Snapshot::empty(config))),
             versions: Mutex::new(HashMap::new()),
             reload_lock: tokio::sync::Mutex::new(()),
@@ -327,6 +331,7 @@ impl Registry {
         build::BuildEnv {
             runs_agents: self.runs_agents,
             tools_changed: self.tools_changed.clone(),
+            bus: self.bus.clone(),
         }
     }
 

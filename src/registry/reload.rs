@@ -101,7 +101,7 @@ pub fn pipeline(
     // New MCP tools change nothing on disk: only the stale binds are redone.
     let tools_changed: crate::tools::mcp::OnToolsChanged =
         Arc::new(move || tools.request_changed(ReloadTrigger::ToolsChanged, Changed::nothing()));
-    let registry = Registry::new(config, Some(tools_changed));
+    let registry = Registry::new(config, Some(tools_changed), bus.clone());
     let reloader = Reloader {
         registry: registry.clone(),
         config_file,

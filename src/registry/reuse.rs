@@ -194,7 +194,7 @@ mod tests {
             config.paths.state_dir = dir.path().join("state");
             let config = Arc::new(config);
             let site = Site {
-                registry: Registry::new(config.clone(), None),
+                registry: Registry::new(config.clone(), None, Default::default()),
                 config,
                 dir,
             };

@@ -66,6 +66,8 @@ pub struct Metrics {
     pub schedule_next_fire: IntGaugeVec,
     pub webhook_deliveries: IntCounterVec,
     pub webhooks_dead: IntGauge,
+    /// Load-aware admission per endpoint.
+    pub load: super::load_metrics::LoadMetrics,
     /// The same measurements over OTLP, when configured.
     pub otlp: std::sync::OnceLock<super::otel_metrics::OtelMeters>,
 }
@@ -333,6 +335,7 @@ impl Metrics {
                 "When each schedule fires next (Unix seconds; absent when paused or never again).",
                 &["schedule"],
             )?,
+            load: super::load_metrics::LoadMetrics::register(&registry)?,
             registry,
             otlp: std::sync::OnceLock::new(),
         }))
@@ -432,6 +435,7 @@ impl DaemonObserver for Metrics {
                     .inc()
             }
             DaemonEvent::LeaseLost { .. } => self.leases_lost.inc(),
+            DaemonEvent::EndpointLoad { endpoint, change } => self.load.observe(endpoint, change),
             DaemonEvent::RequestRefused { reason } => {
                 self.requests_refused.with_label_values(&[reason]).inc()
             }

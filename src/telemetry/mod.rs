@@ -2,6 +2,7 @@
 //! `otel`, OpenTelemetry spans). Both are observers; the kernel never calls
 //! them directly.
 
+pub mod load_metrics;
 pub mod logging;
 pub mod metrics;
 pub mod otel;

@@ -103,7 +103,8 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::DrainStarted
-            | DaemonEvent::DrainDone => return,
+            | DaemonEvent::DrainDone
+            | DaemonEvent::EndpointLoad { .. } => return,
         };
         if let Err(TrySendError::Full(_)) = self.queue.try_send(item) {
             self.dropped.fetch_add(1, Ordering::Relaxed);

@@ -253,6 +253,21 @@ impl WorkerPool {
 
     /// Runs the job as what it is: a workflow, a group chat or an agent.
     async fn run_kind(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+        // The endpoints' load gates order this job's calls by its priority,
+        // take turns across API keys and bundles, and hold a job's first
+        // call longest (a resumed job has made calls already).
+        let fairness = format!("{}/{}", job.owner.as_deref().unwrap_or(""), job.bundle);
+        let ticket = crate::load::ticket::JobTicket::new(job.priority, fairness, job.attempts > 1);
+        crate::load::ticket::JobTicket::scope(ticket, self.run_kind_unscoped(loaded, job, scope))
+            .await
+    }
+
+    async fn run_kind_unscoped(
+        &self,
+        loaded: &LoadedBundle,
+        job: &Job,
+        scope: &RunScope,
+    ) -> Outcome {
         match &loaded.bundle.workflow {
             Some(workflow) => {
                 let run = workflow::WorkflowJob {
