@@ -64,15 +64,17 @@ async fn a_traceparent_in_a2a_metadata_and_mcp_meta_parents_the_jobs_spans() {
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", "helper")
-        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "helper", "arguments": {"input": "hello again"},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientInfo": {"name": "trace-test", "version": "1"},
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "traceparent": format!("00-{MCP_TRACE}-{CALLER_SPAN}-01")
-            }
-        }}))
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "helper", "arguments": {"input": "hello again"},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "trace-test", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "traceparent": format!("00-{MCP_TRACE}-{CALLER_SPAN}-01")
+                }
+            }}),
+        )
         .send()
         .await
         .unwrap()

@@ -12,4 +12,3 @@ pub use sender::{Sender, spawn};
 pub use sign::{SignError, Signer};
 
 pub use crate::config::WebhookConfig;
-
