@@ -81,7 +81,10 @@ async fn a_traceparent_in_a2a_metadata_and_mcp_meta_parents_the_jobs_spans() {
         .text()
         .await
         .unwrap();
-    assert!(called.contains("second answer"), "{called}");
+    assert!(
+        called.contains(r#""isError":false"#) && called.contains(" answer"),
+        "{called}"
+    );
     assert_eq!(daemon.stop(), Some(0));
 
     let spans = spans.lock().unwrap().clone();
