@@ -420,7 +420,9 @@ async fn a_parked_job_is_moved_to_the_new_version_from_the_console() {
     browser.goto(&daemon.url("/ui/bundles")).await;
     let panel = "section.bundle[data-bundle=calc] .migrate";
     browser.wait_text(panel, "version 2").await;
-    browser.click(&format!("{panel} button.migrate-check")).await;
+    browser
+        .click(&format!("{panel} button.migrate-check"))
+        .await;
     let plan = browser
         .wait_text(&format!("{panel} .migrate-plan[data-dry-run=true]"), &id)
         .await;

@@ -16,8 +16,8 @@ pub mod printer;
 mod remote;
 mod run;
 mod runtime;
-mod tool;
 mod schedules;
+mod tool;
 mod validate;
 mod verify;
 
