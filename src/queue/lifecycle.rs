@@ -55,7 +55,6 @@ async fn write_beside(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<()> {
 
 /// Writes a fork's seeded journal with its job (attempt 0: before any
 /// attempt of its own).
-
 async fn seed_journal(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<()> {
     let Some(seed) = &job.fork else {
         return Ok(());
