@@ -6,7 +6,8 @@
 //! on the bundles page, and a reload shows its typed outcome; a call awaiting
 //! approval is approved from its page and the job succeeds; a finished job is
 //! forked from its second turn with "Fork from here" and the fork's page says
-//! where it came from. Each view is saved as a screenshot (the path is
+//! where it came from; a job parked on version 1 of a bundle edited
+//! compatibly is checked and moved to version 2 from the bundles page. Each view is saved as a screenshot (the path is
 //! printed) to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
@@ -382,4 +383,73 @@ async fn a_job_is_forked_from_a_turn_in_the_console() {
         3,
         "the fork asked the model for turn 2 only"
     );
+}
+
+/// The bundles page's "Jobs on earlier versions" panel: a job parked on
+/// version 1, then the bundle edited compatibly (version 2, same tools);
+/// "Check" lists the job as one that would move, "Move 1 job", confirmed,
+/// moves it — the API then says the job is on version 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_job_is_moved_to_the_new_version_from_the_console() {
+    let mock = mock_server(CALC_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    let approval = |bundle: String| {
+        bundle.replace(
+            "    effect: read_only\n",
+            "    effect: read_only\n    approval: always\n",
+        )
+    };
+    site.put_bundle("calc", &approval(calc_bundle()));
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let job = submit(&http, &daemon, "calc", "What is 2+3?").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+    assert_eq!(parked["state"], "awaiting_approval", "{parked}");
+    assert_eq!(parked["bundle_version"], "1", "{parked}");
+
+    site.put_bundle(
+        "calc",
+        &approval(calc_bundle()).replace("version: \"1\"", "version: \"2\""),
+    );
+    let (status, outcome) =
+        common::daemon::post_json(&http, &daemon, "/v1/reload", serde_json::json!({})).await;
+    assert_eq!(status, 200, "{outcome}");
+
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/bundles")).await;
+    let panel = "section.bundle[data-bundle=calc] .migrate";
+    browser.wait_text(panel, "version 2").await;
+    browser
+        .click(&format!("{panel} button.migrate-check"))
+        .await;
+    let plan = browser
+        .wait_text(&format!("{panel} .migrate-plan[data-dry-run=true]"), &id)
+        .await;
+    assert!(
+        plan.contains("1 job would move to version 2, 0 cannot"),
+        "{plan}"
+    );
+    assert!(plan.contains("from version 1"), "{plan}");
+    let button = browser
+        .wait_text(&format!("{panel} button.migrate-move"), "Move 1 job")
+        .await;
+    assert_eq!(button, "Move 1 job");
+    assert_eq!(
+        common::daemon::get(&http, &daemon, &format!("/v1/jobs/{id}")).await["bundle_version"],
+        "1",
+        "the check moved nothing"
+    );
+    browser.screenshot("bundle-migrate-check").await;
+    browser.click(&format!("{panel} button.migrate-move")).await;
+    browser.confirm().await;
+    let moved = browser
+        .wait_text(&format!("{panel} .migrate-plan[data-dry-run=false]"), &id)
+        .await;
+    assert!(moved.contains("1 job moved to version 2"), "{moved}");
+    browser.screenshot("bundle-migrate-moved").await;
+    browser.close().await;
+    let job = common::daemon::get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["bundle_version"], "2", "{job}");
+    assert_eq!(job["state"], "awaiting_approval", "{job}");
 }

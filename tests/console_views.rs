@@ -226,6 +226,13 @@ async fn every_view_tells_the_truth_in_both_sizes_and_themes() {
 
         browser.goto(&daemon.url("/ui/bundles")).await;
         browser.wait_for("[data-bundle=calc]").await;
+        // With the "Jobs on earlier versions" check's answer shown.
+        browser
+            .click("section[data-bundle=calc] button.migrate-check")
+            .await;
+        browser
+            .wait_for("section[data-bundle=calc] .migrate-plan")
+            .await;
         audit(&browser, &format!("bundles-{tag}")).await;
         browser.close().await;
     }

@@ -86,6 +86,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/bundles.js"),
     },
     Asset {
+        path: "views/migrate.js",
+        content_type: JS,
+        body: include_str!("console/views/migrate.js"),
+    },
+    Asset {
         path: "views/token.js",
         content_type: JS,
         body: include_str!("console/views/token.js"),

@@ -2,10 +2,12 @@
 // loaded (ok), degraded (its last edit is broken; the last good version
 // serves) or rejected (nothing serves), with its errors located by file,
 // line and key, its digest and its tools; and a reload button that shows
-// the typed reload outcome.
+// the typed reload outcome. Each served bundle has a panel that moves its
+// jobs on earlier versions to the current one (migrate.js).
 
 import { h, fill, link, banner, confirmAction, pretty, ago, errorText } from "../dom.js";
 import { api } from "../api.js";
+import { migratePanel } from "./migrate.js";
 
 /** `/x/bundles/calc/bundle.yaml:12: tools[0].timeout: invalid duration "soon"` → its parts. */
 export function locate(error) {
@@ -109,6 +111,7 @@ function bundleCard(b) {
           ),
         )
       : null,
+    b.status !== "invalid" && b.version ? migratePanel(b) : null,
   );
 }
 
