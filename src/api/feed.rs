@@ -11,6 +11,8 @@ use std::sync::Arc;
 use futures::Stream;
 
 use super::AppState;
+use super::auth::Caller;
+use super::error::ApiError;
 use crate::events::live::{Live, LiveSubscription, Progress, Token, Wants};
 use crate::queue::{Job, JobId};
 
@@ -44,6 +46,23 @@ pub enum Item {
 /// ([`Token::event`]), before their stored events. Every feed holds one of
 /// the daemon's stream permits (`server.max_event_streams`, in all and per
 /// API key) until it is dropped.
+/// A job's feed, boxed: what a way in that answers by streaming holds.
+pub type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
+
+/// Follows job `id` from its first event, taken before the job is queued
+/// so that its first model call already streams; counted against the
+/// caller's streams (chat completions and the Responses API).
+pub fn listen_first(state: &AppState, caller: &Caller, id: &JobId) -> Result<Feed, ApiError> {
+    let permit = state.streams.acquire(caller.name())?;
+    Ok(Box::pin(job_feed(
+        state.clone(),
+        id.clone(),
+        0,
+        false,
+        permit,
+    )))
+}
+
 pub fn job_feed(
     state: AppState,
     id: JobId,

@@ -24,7 +24,7 @@ use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
-use super::feed::{Item, job_feed};
+use super::feed::{Feed, Item, listen_first};
 use super::jobs::wait_finished;
 use crate::events::EventEnvelope;
 use crate::events::answer::AnswerStream;
@@ -173,9 +173,6 @@ pub async fn completions(
     }
 }
 
-/// A streaming request's view of its job (see [`job_feed`]).
-type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
-
 /// Validates the request and queues its job; with `stream`, follows the
 /// job's feed from the start.
 async fn start(
@@ -196,13 +193,7 @@ async fn start(
     // start: its first model call already streams.
     let id = JobId::new();
     let feed = match request.stream {
-        true => {
-            let permit = state
-                .streams
-                .acquire(caller.name())
-                .map_err(ApiError::from)?;
-            Some(Box::pin(job_feed(state.clone(), id.clone(), 0, false, permit)) as Feed)
-        }
+        true => Some(listen_first(state, caller, &id)?),
         false => None,
     };
     let new_job = NewJob {

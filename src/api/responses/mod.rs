@@ -31,7 +31,7 @@ use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
-use super::feed::{Item, job_feed};
+use super::feed::{Feed, Item, job_feed, listen_first};
 use super::openai::{OpenAiError, bundle_of};
 use crate::queue::{Job, JobId, JobState, NewJob};
 use object::{job_of, response};
@@ -161,8 +161,6 @@ enum Started {
     Wait(Job),
 }
 
-type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
-
 /// Reads the request and admits its job; a stream listens before the job
 /// can start.
 async fn start(
@@ -183,13 +181,7 @@ async fn start(
     };
     let (input, messages) = input_of(&request)?;
     let feed = match request.stream {
-        true => {
-            let permit = state
-                .streams
-                .acquire(caller.name())
-                .map_err(ApiError::from)?;
-            Some(Box::pin(job_feed(state.clone(), id.clone(), 0, false, permit)) as Feed)
-        }
+        true => Some(listen_first(state, caller, &id)?),
         false => None,
     };
     let new_job = NewJob {
