@@ -19,28 +19,19 @@
 //!    doing (wait events sampled from `pg_stat_activity`). PostgreSQL from
 //!    `SA_BENCH_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use structured_agents::mock::{MockServer, Script};
 
+#[path = "support/daemon.rs"]
+mod daemon;
 #[path = "support/pg_probe.rs"]
 mod pg_probe;
 
-struct Daemon {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use daemon::{Daemon, start, start_env};
 
 /// Workers of the daemon in the throughput benchmarks.
 const WORKERS: usize = 8;
@@ -87,31 +78,6 @@ async fn mock(script: &str) -> MockServer {
     )
     .await
     .unwrap()
-}
-
-fn start(dir: &Path) -> Daemon {
-    start_env(dir, &[])
-}
-
-fn start_env(dir: &Path, env: &[(&str, &str)]) -> Daemon {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-        .args(["serve", "--config"])
-        .arg(dir.join("config.toml"))
-        .env("SA_LOG", "warn")
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("daemon did not start")
-        .to_string();
-    Daemon { child, base }
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -8,13 +8,16 @@
 //! than 3), calls the client gave up on (timeouts), jobs/s and the jobs
 //! that did not succeed. `SA_BENCH_LOAD_JOBS` changes the number of jobs.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 use structured_agents::mock::{MockServer, Script};
+
+#[path = "support/daemon.rs"]
+mod daemon;
+
+use daemon::start;
 
 const SCRIPT: &str = "queueing: {slots: 4, service_ms: 50, per_waiting_ms: 2}\n\
 replies:\n  - {turn: 1, tool_calls: [{name: noop, arguments: {}}]}\n  \
@@ -27,18 +30,6 @@ prompts: {user: \"{{ input }}\"}\ntools:\n  - {name: noop, kind: process, effect
 /// The permit both runs have; the workers to fill it.
 const MAX_CONCURRENT: usize = 64;
 const SUBMITS_PER_SECOND: f64 = 50.0;
-
-struct Daemon {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn write_site(dir: &Path, server: &MockServer, load: bool) {
     for sub in ["bundles/b", "models", "state"] {
@@ -64,26 +55,6 @@ fn write_site(dir: &Path, server: &MockServer, load: bool) {
     )
     .unwrap();
     std::fs::write(dir.join("bundles/b/bundle.yaml"), BUNDLE).unwrap();
-}
-
-fn start(dir: &Path) -> Daemon {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-        .args(["serve", "--config"])
-        .arg(dir.join("config.toml"))
-        .env("SA_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("daemon did not start")
-        .to_string();
-    Daemon { child, base }
 }
 
 struct Outcome {
@@ -188,11 +159,48 @@ async fn main() {
         "| admission | job p50 (s) | job p99 (s) | model calls/job | timed-out calls | jobs/s | jobs not succeeded |"
     );
     println!("|---|---|---|---|---|---|---|");
+    let mut outcomes = Vec::new();
     for (name, load) in [("fixed permit", false), ("load-aware", true)] {
         let o = run(jobs, load).await;
         println!(
             "| {name} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {} |",
             o.p50, o.p99, o.calls_per_job, o.abandoned, o.jobs_per_second, o.not_succeeded
         );
+        outcomes.push(o);
     }
+    let (fixed, aware) = (&outcomes[0], &outcomes[1]);
+    println!("{}", verdict(fixed, aware));
+}
+
+/// The aim issue 37 set, against what the two runs measured.
+fn verdict(fixed: &Outcome, aware: &Outcome) -> String {
+    let p99_lower = 1.0 - aware.p99 / fixed.p99;
+    let checks = [
+        (
+            p99_lower >= 0.30,
+            format!(
+                "p99 job latency at least 30 % lower: {:.0} % lower",
+                p99_lower * 100.0
+            ),
+        ),
+        (
+            aware.abandoned == 0 && aware.calls_per_job <= 3.0,
+            format!(
+                "no timeout-driven retries: {} timed-out calls, {:.2} model calls per 3-turn job",
+                aware.abandoned, aware.calls_per_job
+            ),
+        ),
+        (
+            aware.jobs_per_second >= fixed.jobs_per_second,
+            format!(
+                "equal or higher throughput: {:.1} against {:.1} jobs/s",
+                aware.jobs_per_second, fixed.jobs_per_second
+            ),
+        ),
+    ];
+    checks
+        .iter()
+        .map(|(met, what)| format!("aim {}: {what}", if *met { "met" } else { "NOT met" }))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
