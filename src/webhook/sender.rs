@@ -24,6 +24,9 @@ pub struct Sender {
     queue: Arc<dyn JobQueue>,
     http: reqwest::Client,
     signer: Option<Signer>,
+    /// Whether the first unsigned delivery was warned of (a daemon that
+    /// sends no webhooks says nothing of a secret it does not need).
+    warned_unsigned: std::sync::atomic::AtomicBool,
     config: WebhookConfig,
     bus: DaemonBus,
 }
@@ -51,6 +54,7 @@ impl Sender {
             queue,
             http,
             signer,
+            warned_unsigned: std::sync::atomic::AtomicBool::new(false),
             config,
             bus,
         })
@@ -113,11 +117,23 @@ impl Sender {
             .header("content-type", "application/json")
             .header("webhook-id", &delivery.id)
             .header("webhook-timestamp", timestamp.to_string());
-        if let Some(signer) = &self.signer {
-            request = request.header(
-                "webhook-signature",
-                signer.sign(&delivery.id, timestamp, &delivery.payload),
-            );
+        match &self.signer {
+            Some(signer) => {
+                request = request.header(
+                    "webhook-signature",
+                    signer.sign(&delivery.id, timestamp, &delivery.payload),
+                );
+            }
+            None if !self
+                .warned_unsigned
+                .swap(true, std::sync::atomic::Ordering::Relaxed) =>
+            {
+                tracing::warn!(
+                    env = %self.config.secret_env,
+                    "webhooks: no signing secret; deliveries go unsigned (set the variable to sign them)"
+                );
+            }
+            None => {}
         }
         let mut response = request
             .body(delivery.payload.clone())
@@ -146,12 +162,6 @@ impl Sender {
 
 /// Runs the sender until `shutdown`.
 pub fn spawn(sender: Sender, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
-    if sender.signer.is_none() {
-        tracing::warn!(
-            env = %sender.config.secret_env,
-            "webhooks: no signing secret; deliveries go unsigned (set the variable to sign them)"
-        );
-    }
     tokio::spawn(async move {
         let mut ticks = tokio::time::interval(EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
