@@ -1632,7 +1632,10 @@ pub async fn dead_deliveries_are_listed_redriven_and_claimed_again(q: Arc<dyn Jo
     assert_eq!(second.deliveries.len(), 1);
     assert_eq!(second.deliveries[0].job_id, older.as_str());
     assert_eq!(second.next_cursor, None);
-    let bobs = q.list_deliveries(dead(Some("bob"), 10, None)).await.unwrap();
+    let bobs = q
+        .list_deliveries(dead(Some("bob"), 10, None))
+        .await
+        .unwrap();
     assert!(bobs.deliveries.is_empty(), "{bobs:?}");
     let by_job = q
         .list_deliveries(DeliveryFilter {
@@ -1658,7 +1661,10 @@ pub async fn dead_deliveries_are_listed_redriven_and_claimed_again(q: Arc<dyn Jo
     let Redrive::Redriven(redriven) = q.redrive_delivery(&id, Some("alice")).await.unwrap() else {
         panic!("a dead delivery is redriven");
     };
-    assert_eq!((redriven.state, redriven.attempts), (DeliveryState::Pending, 0));
+    assert_eq!(
+        (redriven.state, redriven.attempts),
+        (DeliveryState::Pending, 0)
+    );
     assert!(matches!(
         q.redrive_delivery(&id, None).await.unwrap(),
         Redrive::NotDead(ref d) if d.state == DeliveryState::Pending

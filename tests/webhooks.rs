@@ -414,12 +414,22 @@ async fn a_dead_letter_is_listed_redriven_and_delivered_once() {
         1
     );
     let id = delivery["id"].as_str().unwrap().to_string();
+    let out = run_cli(
+        &daemon.url(""),
+        &["deliveries", "list", "--state", "dead"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&id),
+        "{out:?}"
+    );
     // Fixed: the receiver takes deliveries again; nothing comes by itself.
     hook.down.store(false, Ordering::SeqCst);
     let redrive = |id: String| {
         let http = http.clone();
         let url = daemon.url(&format!("/v1/deliveries/{id}/redrive"));
-        async move { http.post(url).send().await.unwrap() }
+        async move { http.post(url).json(&json!({})).send().await.unwrap() }
     };
     let redriven = redrive(id.clone()).await;
     assert_eq!(redriven.status(), 200);
@@ -440,8 +450,13 @@ async fn a_dead_letter_is_listed_redriven_and_delivered_once() {
         (dead == 0).then_some(())
     })
     .await;
-    let page = get(&http, &daemon, &format!("/v1/deliveries?job_id={job_id}")).await;
-    assert_eq!(page["deliveries"][0]["state"], "delivered", "{page}");
+    // The receiver answered before the sender recorded it: poll.
+    let by_job = format!("/v1/deliveries?job_id={job_id}");
+    eventually(Duration::from_secs(30), "the delivery recorded", || async {
+        let page = get(&http, &daemon, &by_job).await;
+        (page["deliveries"][0]["state"] == "delivered").then_some(())
+    })
+    .await;
     // Delivered once; a second redrive is refused.
     let again = redrive(id).await;
     assert_eq!(again.status(), 409);

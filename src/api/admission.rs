@@ -281,9 +281,8 @@ fn webhook(state: &AppState, caller: &Caller, job: &NewJob) -> Result<Option<Str
         return Ok(None);
     };
     let field = "webhook";
-    crate::access::file::check_webhook(&url).map_err(|e| {
-        ApiError::field(ErrorCode::InvalidRequest, field, format!("webhook {e}"))
-    })?;
+    crate::access::file::check_webhook(&url)
+        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("webhook {e}")))?;
     snapshot
         .config
         .egress
