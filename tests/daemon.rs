@@ -374,6 +374,13 @@ async fn api_errors_name_fields_and_tokens_are_required_when_set() {
         "/api/query",
         "/api/group-chat",
         "/api/conversations/{id}",
+        "/v1/schedules",
+        "/v1/schedules/{id}",
+        "/v1/schedules/{id}/pause",
+        "/v1/schedules/{id}/resume",
+        "/v1/schedules/{id}/run",
+        "/v1/deliveries",
+        "/v1/deliveries/{id}/redrive",
     ] {
         assert!(
             openapi["paths"][path].is_object(),

@@ -21,8 +21,9 @@ use structured_agents::journal::JournalEntry;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, ForkSeed, HeartbeatReply, JobFilter, JobId, JobOrigin, JobQueue, JobState,
-    NewJob, NextLease, Outcome, Pin, QueueError, Resolution, RetryPolicy,
+    CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, ForkSeed, HeartbeatReply,
+    JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome, Pin, QueueError,
+    Redrive, Resolution, RetryPolicy,
 };
 use structured_agents::types::TerminationReason;
 
@@ -1572,6 +1573,125 @@ pub async fn a_fork_is_inserted_pinned_with_its_journal_and_a_waiting_job_moves_
     );
 }
 
+/// The outbox's dead letters: listed (newest first, by state, job and
+/// owner, paged), redriven only when dead and only by their job's key,
+/// then claimed again with their attempts reset, and delivered.
+pub async fn dead_deliveries_are_listed_redriven_and_claimed_again(q: Arc<dyn JobQueue>) {
+    let ended = |owner: &str| {
+        let q = q.clone();
+        let owner = owner.to_string();
+        async move {
+            let (job, _) = q
+                .submit(NewJob {
+                    owner: Some(owner),
+                    webhook: Some("http://127.0.0.1:9/hook".into()),
+                    ..job("b")
+                })
+                .await
+                .unwrap();
+            let lease = q.lease("w", HELD).await.unwrap().unwrap();
+            assert_eq!(lease.job.id, job.id);
+            let done = Outcome::Succeeded(json!("ok"));
+            q.complete(&job.id, lease.attempt, done, &[]).await.unwrap();
+            job.id
+        }
+    };
+    let older = ended("alice").await;
+    let newer = ended("alice").await;
+    let mut claimed = q.claim_deliveries(HELD, 10).await.unwrap();
+    assert_eq!(claimed.len(), 2, "{claimed:?}");
+    claimed.sort_by_key(|d| d.job_id.clone());
+    for delivery in &claimed {
+        let result = DeliveryResult::Dead {
+            error: "HTTP 500".into(),
+        };
+        q.settle_delivery(&delivery.id, result).await.unwrap();
+    }
+    assert_eq!(q.dead_deliveries().await.unwrap(), 2);
+    let dead = |owner: Option<&str>, limit: usize, cursor: Option<String>| DeliveryFilter {
+        state: Some(DeliveryState::Dead),
+        owner: owner.map(str::to_string),
+        limit,
+        cursor,
+        ..Default::default()
+    };
+    let first = q.list_deliveries(dead(None, 1, None)).await.unwrap();
+    assert_eq!(first.deliveries.len(), 1);
+    assert_eq!(first.deliveries[0].job_id, newer.as_str(), "newest first");
+    let record = &first.deliveries[0];
+    assert_eq!(
+        (record.state, record.attempts, record.last_error.as_deref()),
+        (DeliveryState::Dead, 1, Some("HTTP 500"))
+    );
+    assert_eq!(record.owner.as_deref(), Some("alice"));
+    assert_eq!(record.event, "job.succeeded");
+    let second = q
+        .list_deliveries(dead(None, 1, first.next_cursor.clone()))
+        .await
+        .unwrap();
+    assert_eq!(second.deliveries.len(), 1);
+    assert_eq!(second.deliveries[0].job_id, older.as_str());
+    assert_eq!(second.next_cursor, None);
+    let bobs = q
+        .list_deliveries(dead(Some("bob"), 10, None))
+        .await
+        .unwrap();
+    assert!(bobs.deliveries.is_empty(), "{bobs:?}");
+    let by_job = q
+        .list_deliveries(DeliveryFilter {
+            job_id: Some(older.to_string()),
+            kind: Some("webhook".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_job.deliveries.len(), 1);
+    let id = by_job.deliveries[0].id.clone();
+
+    assert_eq!(
+        q.redrive_delivery(&id, Some("bob")).await.unwrap(),
+        Redrive::NotFound,
+        "another key's delivery is not found"
+    );
+    assert_eq!(
+        q.redrive_delivery("msg_none", None).await.unwrap(),
+        Redrive::NotFound
+    );
+    let Redrive::Redriven(redriven) = q.redrive_delivery(&id, Some("alice")).await.unwrap() else {
+        panic!("a dead delivery is redriven");
+    };
+    assert_eq!(
+        (redriven.state, redriven.attempts),
+        (DeliveryState::Pending, 0)
+    );
+    assert!(matches!(
+        q.redrive_delivery(&id, None).await.unwrap(),
+        Redrive::NotDead(ref d) if d.state == DeliveryState::Pending
+    ));
+    assert_eq!(q.dead_deliveries().await.unwrap(), 1);
+    let again = q.claim_deliveries(HELD, 10).await.unwrap();
+    assert_eq!(again.len(), 1, "only the redriven one: {again:?}");
+    assert_eq!((again[0].id.as_str(), again[0].attempts), (id.as_str(), 0));
+    q.settle_delivery(&id, DeliveryResult::Delivered)
+        .await
+        .unwrap();
+    let delivered = q
+        .list_deliveries(DeliveryFilter {
+            state: Some(DeliveryState::Delivered),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(delivered.deliveries.len(), 1);
+    assert_eq!(delivered.deliveries[0].id, id);
+    assert!(matches!(
+        q.redrive_delivery(&id, None).await.unwrap(),
+        Redrive::NotDead(_)
+    ));
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -1610,6 +1730,7 @@ macro_rules! suite {
             case!(batch_submit_is_one_transaction_honouring_each_key);
             case!(a_finished_job_records_why_it_ended_and_its_tool_errors);
             case!(a_fork_is_inserted_pinned_with_its_journal_and_a_waiting_job_moves_versions);
+            case!(dead_deliveries_are_listed_redriven_and_claimed_again);
         }
     };
 }

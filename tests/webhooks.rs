@@ -311,10 +311,17 @@ async fn a_keys_webhook_serves_its_jobs_that_name_none() {
         &format!("{CONFIG}\n[auth]\nkeys_file = \"keys.toml\"\n"),
     );
     let file = site.path().join("keys.toml");
-    let token = common::daemon::new_key(&file, "team-a", &["--scopes", "submit,read"]);
-    let mut text = std::fs::read_to_string(&file).unwrap();
-    text.push_str(&format!("webhook = \"{url}\"\n"));
-    std::fs::write(&file, text).unwrap();
+    let token = common::daemon::new_key(
+        &file,
+        "team-a",
+        &["--scopes", "submit,read", "--webhook", &url],
+    );
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains(&format!("webhook = \"{url}\"")),
+        "`keys new --webhook` writes the key's webhook"
+    );
     site.put_bundle("plain", PLAIN);
     let daemon = start(&site);
     let http = client();
@@ -363,4 +370,97 @@ async fn a_webhook_outside_egress_allow_is_refused_at_submit() {
             .contains("egress.allow"),
         "{body}"
     );
+}
+
+/// A dead letter is listed by `GET /v1/deliveries?state=dead`, redriven
+/// once the receiver works again, and delivered once; the gauge drops.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_letter_is_listed_redriven_and_delivered_once() {
+    let (hook, url) = receiver(0).await;
+    hook.down.store(true, Ordering::SeqCst);
+    let server = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&server.base_url(), CONFIG);
+    site.put_bundle("plain", PLAIN);
+    let daemon = start(&site);
+    let http = client();
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "plain", "input": "x", "webhook": url}),
+    )
+    .await;
+    let job_id = job["id"].as_str().unwrap().to_string();
+    let listing = format!("/v1/deliveries?state=dead&job_id={job_id}");
+    let dead = eventually(Duration::from_secs(30), "the dead letter", || async {
+        let page = get(&http, &daemon, &listing).await;
+        let deliveries = page["deliveries"].as_array().cloned().unwrap_or_default();
+        (!deliveries.is_empty()).then_some(deliveries)
+    })
+    .await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let delivery = &dead[0];
+    assert_eq!(delivery["attempts"], 4, "max_attempts = 4: {delivery}");
+    assert_eq!(delivery["target"], url.as_str());
+    assert_eq!(delivery["event"], "job.succeeded");
+    assert!(
+        delivery["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 500"),
+        "{delivery}"
+    );
+    assert_eq!(
+        metric(&http, &daemon, "structured_agents_webhooks_dead").await,
+        1
+    );
+    let id = delivery["id"].as_str().unwrap().to_string();
+    let out = run_cli(
+        &daemon.url(""),
+        &["deliveries", "list", "--state", "dead"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&id),
+        "{out:?}"
+    );
+    // Fixed: the receiver takes deliveries again; nothing comes by itself.
+    hook.down.store(false, Ordering::SeqCst);
+    let redrive = |id: String| {
+        let http = http.clone();
+        let url = daemon.url(&format!("/v1/deliveries/{id}/redrive"));
+        async move { http.post(url).json(&json!({})).send().await.unwrap() }
+    };
+    let redriven = redrive(id.clone()).await;
+    assert_eq!(redriven.status(), 200);
+    let redriven: Value = redriven.json().await.unwrap();
+    assert_eq!(
+        (&redriven["state"], &redriven["attempts"]),
+        (&json!("pending"), &json!(0))
+    );
+    let got = eventually(Duration::from_secs(30), "the redriven delivery", || async {
+        let got = accepted(&hook);
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
+    assert_eq!(got[0].0["webhook-id"].to_str().unwrap(), id);
+    assert_eq!(got[0].1["data"]["job_id"], job_id.as_str());
+    eventually(Duration::from_secs(30), "the gauge to drop", || async {
+        let dead = metric(&http, &daemon, "structured_agents_webhooks_dead").await;
+        (dead == 0).then_some(())
+    })
+    .await;
+    // The receiver answered before the sender recorded it: poll.
+    let by_job = format!("/v1/deliveries?job_id={job_id}");
+    eventually(Duration::from_secs(30), "the delivery recorded", || async {
+        let page = get(&http, &daemon, &by_job).await;
+        (page["deliveries"][0]["state"] == "delivered").then_some(())
+    })
+    .await;
+    // Delivered once; a second redrive is refused.
+    let again = redrive(id).await;
+    assert_eq!(again.status(), 409);
+    let missing = redrive("msg_none".into()).await;
+    assert_eq!(missing.status(), 404);
+    assert_eq!(accepted(&hook).len(), 1);
 }

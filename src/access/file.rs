@@ -94,6 +94,9 @@ impl KeyEntry {
         if self.rate_per_minute == Some(0) || self.max_in_flight == Some(0) {
             return Err("rate_per_minute and max_in_flight must be at least 1 (remove the key to take its access away)".into());
         }
+        if let Some(url) = &self.webhook {
+            check_webhook(url).map_err(|e| format!("webhook: {e}"))?;
+        }
         let bundles = self.bundles.as_deref().map(compile_globs).transpose()?;
         Ok(Principal {
             name: self.name.clone(),
@@ -111,6 +114,15 @@ impl KeyEntry {
 
 /// A key name: 1 to 64 of `A-Z a-z 0-9 _ . -`, not a reserved name. It
 /// prefixes its jobs' idempotency keys (`name/key`), so never a `/`.
+/// Whether `url` can be a completion webhook's target: an http(s) URL
+/// (whether `egress.allow` admits it is checked where a job is admitted).
+pub fn check_webhook(url: &str) -> Result<(), String> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains('\0') {
+        return Err(format!("{url:?} is not an http(s) URL"));
+    }
+    Ok(())
+}
+
 pub fn check_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
         && name.len() <= 64

@@ -281,13 +281,8 @@ fn webhook(state: &AppState, caller: &Caller, job: &NewJob) -> Result<Option<Str
         return Ok(None);
     };
     let field = "webhook";
-    if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains('\0') {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            field,
-            format!("webhook {url:?} is not an http(s) URL"),
-        ));
-    }
+    crate::access::file::check_webhook(&url)
+        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("webhook {e}")))?;
     snapshot
         .config
         .egress

@@ -21,6 +21,7 @@ mod bundles;
 mod console;
 mod conversations;
 mod counts;
+mod deliveries;
 pub mod error;
 mod feed;
 mod fork;
@@ -180,6 +181,11 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             with(Operate, post(schedules::resume)),
         )
         .route("/schedules/{id}/run", with(Submit, post(schedules::run)))
+        .route("/deliveries", with(Operate, get(deliveries::list)))
+        .route(
+            "/deliveries/{id}/redrive",
+            with(Operate, post(deliveries::redrive)),
+        )
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
             auth::authenticate,

@@ -51,6 +51,11 @@ enum KeysCommand {
         /// Its cost over a rolling day (the daemon's `[prices]`).
         #[arg(long)]
         cost_per_day: Option<f64>,
+        /// Where its jobs' state changes are POSTed when a job names no
+        /// webhook of its own (an http(s) URL within the daemon's
+        /// `egress.allow`; docs/api.md, Completion webhooks).
+        #[arg(long)]
+        webhook: Option<String>,
     },
     /// List the keys (never their tokens).
     List,
@@ -70,6 +75,7 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
             max_priority,
             tokens_per_day,
             cost_per_day,
+            webhook,
         } => {
             let mut file = KeysFile::read_or_empty(&path)?;
             if file.keys.iter().any(|k| k.name == name) {
@@ -96,7 +102,7 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
                 created_at: Some(
                     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
                 ),
-                webhook: None,
+                webhook,
             };
             entry
                 .principal()
@@ -118,7 +124,7 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
             for key in &file.keys {
                 let scopes: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
                 println!(
-                    "{:<20} scopes {:<30} bundles {}{}{}",
+                    "{:<20} scopes {:<30} bundles {}{}{}{}",
                     key.name,
                     scopes.join(","),
                     key.bundles.as_deref().map_or("*".into(), |b| b.join(",")),
@@ -126,6 +132,9 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
                         .map_or(String::new(), |r| format!("  {r}/min")),
                     key.max_in_flight
                         .map_or(String::new(), |n| format!("  ≤{n} in flight")),
+                    key.webhook
+                        .as_deref()
+                        .map_or(String::new(), |w| format!("  webhook {w}")),
                 );
             }
             Ok(0)

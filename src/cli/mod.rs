@@ -5,6 +5,7 @@ mod answers;
 mod approvals;
 mod bench;
 mod chat;
+mod deliveries;
 mod describe;
 mod fork;
 mod import;
@@ -191,6 +192,10 @@ pub enum Command {
     /// (cron fires that submit a bundle's job).
     #[command(subcommand)]
     Schedules(schedules::SchedulesCommand),
+    /// List the webhook deliveries of your jobs (the dead letters with
+    /// `--state dead`) and redrive a dead one once its receiver is fixed.
+    #[command(subcommand)]
+    Deliveries(deliveries::DeliveriesCommand),
     /// Convert a bundle written for the Python agent kernel (`initial_context`,
     /// `max_turns`, `termination_tool`, `tools[].registry`, `registries`) into
     /// this format, and report what changed and what could not be converted.
@@ -364,6 +369,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
         Command::Validate(args) => validate::validate(args).await,
         Command::Keys(args) => keys::keys(args),
         Command::Schedules(command) => schedules::run(server, command).await,
+        Command::Deliveries(command) => deliveries::run(server, command).await,
         Command::Init(args) => init::init(args),
         Command::Import(args) => import::import(args).await,
         Command::Schema {

@@ -439,4 +439,17 @@ impl<D: Driver> JobQueue for Queue<D> {
     async fn dead_deliveries(&self) -> Result<u64, QueueError> {
         expect!(self, self.driver.read(Op::DeadDeliveries).await?, LastSeq)
     }
+
+    async fn list_deliveries(&self, filter: DeliveryFilter) -> Result<DeliveryPage, QueueError> {
+        let op = Op::ListDeliveries(filter);
+        expect!(self, self.driver.read(op).await?, DeliveryPage)
+    }
+
+    async fn redrive_delivery(&self, id: &str, owner: Option<&str>) -> Result<Redrive, QueueError> {
+        let op = Op::RedriveDelivery {
+            id: id.to_string(),
+            owner: owner.map(str::to_string),
+        };
+        expect!(self, self.driver.write(op).await?, Redrive)
+    }
 }

@@ -638,11 +638,10 @@ pub(crate) async fn record_steps(
 
 /// A page of jobs, newest first (ids are UUIDv7, so they sort by creation).
 pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
-    let limit = filter.limit.clamp(1, 1000);
-    let mut jobs = tx.list(filter, limit + 1).await?;
-    let more = jobs.len() > limit;
-    jobs.truncate(limit);
-    let next_cursor = more.then(|| jobs.last().map(|j| j.id.0.clone())).flatten();
+    let rows = tx
+        .list(filter, super::listing::page_limit(filter.limit) + 1)
+        .await?;
+    let (jobs, next_cursor) = super::listing::paged(rows, filter.limit, |j| j.id.0.clone());
     Ok(Page { jobs, next_cursor })
 }
 

@@ -27,21 +27,17 @@ impl JobFilter {
         &self,
         placeholder: impl Fn(usize) -> String,
     ) -> (String, Vec<String>) {
-        let mut sql = String::new();
-        let mut args = Vec::new();
-        for (column, op, value) in [
-            ("state", "=", self.state.map(|s| s.as_str().to_string())),
-            ("bundle", "=", self.bundle.clone()),
-            ("conversation_id", "=", self.conversation_id.clone()),
-            ("owner", "=", self.owner.clone()),
-            // Newest first: ids are UUIDv7, so a page continues below the cursor.
-            ("id", "<", self.cursor.clone()),
-        ] {
-            if let Some(value) = value {
-                args.push(value);
-                sql.push_str(&format!(" AND {column} {op} {}", placeholder(args.len())));
-            }
-        }
+        let (mut sql, mut args) = comparisons(
+            [
+                ("state", "=", self.state.map(|s| s.as_str().to_string())),
+                ("bundle", "=", self.bundle.clone()),
+                ("conversation_id", "=", self.conversation_id.clone()),
+                ("owner", "=", self.owner.clone()),
+                // Newest first: ids are UUIDv7, so a page continues below the cursor.
+                ("id", "<", self.cursor.clone()),
+            ],
+            &placeholder,
+        );
         if let Some(text) = self.search.as_deref().filter(|t| !t.is_empty()) {
             args.push(format!("%{}%", like_escaped(&text.to_lowercase())));
             sql.push_str(&format!(
@@ -51,6 +47,44 @@ impl JobFilter {
         }
         (sql, args)
     }
+}
+
+/// A listing's filter as SQL conditions: ` AND column op placeholder` for
+/// each given value, with the values in placeholder order. Shared by every
+/// listing (jobs, the outbox's deliveries).
+pub(crate) fn comparisons<const N: usize>(
+    filters: [(&str, &str, Option<String>); N],
+    placeholder: &impl Fn(usize) -> String,
+) -> (String, Vec<String>) {
+    let mut sql = String::new();
+    let mut args = Vec::new();
+    for (column, op, value) in filters {
+        if let Some(value) = value {
+            args.push(value);
+            sql.push_str(&format!(" AND {column} {op} {}", placeholder(args.len())));
+        }
+    }
+    (sql, args)
+}
+
+/// The most a page holds; a listing asks for one more than it shows to
+/// tell whether another page follows.
+pub(crate) fn page_limit(asked: usize) -> usize {
+    asked.clamp(1, 1000)
+}
+
+/// A page of rows fetched with `page_limit(asked) + 1`, newest first: the
+/// rows shown and the cursor (the last shown row's id) when more follow.
+pub(crate) fn paged<T>(
+    mut rows: Vec<T>,
+    asked: usize,
+    id: impl Fn(&T) -> String,
+) -> (Vec<T>, Option<String>) {
+    let limit = page_limit(asked);
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = more.then(|| rows.last().map(id)).flatten();
+    (rows, next_cursor)
 }
 
 /// `text` matched literally by LIKE: its wildcards and the escape escaped.

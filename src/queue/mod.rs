@@ -41,7 +41,9 @@ pub use driver::Queue;
 pub use error::QueueError;
 pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
-pub use outbox::{Delivery, DeliveryResult};
+pub use outbox::{
+    Delivery, DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryResult, DeliveryState, Redrive,
+};
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};
@@ -689,6 +691,12 @@ pub trait JobQueue: Send + Sync {
     async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError>;
     /// How many deliveries are dead-lettered.
     async fn dead_deliveries(&self) -> Result<u64, QueueError>;
+    /// A page of deliveries, newest first (the dead letters with
+    /// `state: Dead`).
+    async fn list_deliveries(&self, filter: DeliveryFilter) -> Result<DeliveryPage, QueueError>;
+    /// Sends a dead delivery again: pending, attempts reset, due now. With
+    /// `owner`, only a delivery of that key's jobs is found.
+    async fn redrive_delivery(&self, id: &str, owner: Option<&str>) -> Result<Redrive, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
-use super::outbox::{self, Delivery, DeliveryResult};
+use super::outbox::{self, Delivery, DeliveryFilter, DeliveryPage, DeliveryResult, Redrive};
 use super::schedules::{self, FireRecord, StoredSchedule};
 use super::tx::{Fail, Pin, Res, Tx};
 use super::*;
@@ -108,6 +108,12 @@ pub(crate) enum Op {
         result: DeliveryResult,
     },
     DeadDeliveries,
+    ListDeliveries(DeliveryFilter),
+    RedriveDelivery {
+        id: String,
+        /// Only a delivery of this key's jobs.
+        owner: Option<String>,
+    },
 }
 
 pub(crate) struct LeaseOp {
@@ -211,6 +217,8 @@ pub(crate) enum Done {
     Schedules(Vec<StoredSchedule>),
     Flag(bool),
     Deliveries(Vec<Delivery>),
+    DeliveryPage(DeliveryPage),
+    Redrive(Redrive),
 }
 
 impl Op {
@@ -291,6 +299,9 @@ impl Op {
             Op::SettleDelivery { id, result } => {
                 Done::Nothing(outbox::settle(tx, id, result).await?)
             }
+            Op::RedriveDelivery { id, owner } => {
+                Done::Redrive(outbox::redrive(tx, id, owner.as_deref()).await?)
+            }
             read => read.run_read(tx).await?,
         })
     }
@@ -317,6 +328,7 @@ impl Op {
             Op::DeadDeliveries => {
                 Done::LastSeq(u64::try_from(tx.dead_deliveries().await?).unwrap_or(0))
             }
+            Op::ListDeliveries(filter) => Done::DeliveryPage(outbox::list(tx, filter).await?),
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
@@ -358,8 +370,11 @@ impl Op {
             | Op::SpendSince { .. }
             | Op::OwnerLoad { .. }
             | Op::Schedules
-            | Op::DeadDeliveries => LockOrder::Nothing,
-            Op::SettleDelivery { id, .. } => LockOrder::Delivery(id.clone()),
+            | Op::DeadDeliveries
+            | Op::ListDeliveries(..) => LockOrder::Nothing,
+            Op::SettleDelivery { id, .. } | Op::RedriveDelivery { id, .. } => {
+                LockOrder::Delivery(id.clone())
+            }
             Op::ClaimDeliveries { .. } => LockOrder::Skipping,
             Op::PutSchedule(StoredSchedule { id, .. })
             | Op::DeleteSchedule(id)
@@ -413,6 +428,8 @@ impl Op {
             Op::ClaimDeliveries { .. } => "claim_deliveries",
             Op::SettleDelivery { .. } => "settle_delivery",
             Op::DeadDeliveries => "dead_deliveries",
+            Op::ListDeliveries(..) => "list_deliveries",
+            Op::RedriveDelivery { .. } => "redrive_delivery",
         }
     }
 }

@@ -8,10 +8,16 @@
 //!
 //! Per job only the oldest undelivered delivery can be claimed: a receiver
 //! hears a job's changes in the order they happened.
+//!
+//! Operators list deliveries (the dead letters above all) and redrive a
+//! dead one: it is pending again with its attempts reset, due at once. A
+//! redriven delivery may reach its receiver after the job's later changes
+//! did (they were not held up by a dead one).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::listing::{comparisons, page_limit, paged};
 use super::tx::{Columns, Fail, Res, Tx};
 use super::{Job, JobState, rfc3339};
 
@@ -80,6 +86,134 @@ pub(crate) fn delivery_from_row(row: &impl Columns) -> Res<Delivery> {
     })
 }
 
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Waiting for its next attempt (or being attempted).
+    Pending,
+    Delivered,
+    /// Its last attempt failed; only a redrive sends it again.
+    Dead,
+}
+
+impl DeliveryState {
+    pub const ALL: [DeliveryState; 3] = [Self::Pending, Self::Delivered, Self::Dead];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Dead => "dead",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// A delivery as an operator sees it: where it stands and why, without its
+/// payload (the job's own page has what it carries).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    pub id: String,
+    pub kind: String,
+    pub target: String,
+    pub job_id: String,
+    pub seq: i64,
+    pub event: String,
+    pub state: DeliveryState,
+    /// Attempts made (a redrive resets them to 0).
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// RFC 3339: when a pending one is attempted next; when a settled one
+    /// was settled.
+    pub next_attempt_at: String,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The API key that submitted its job (`None` without keys, or once
+    /// the job was purged).
+    pub owner: Option<String>,
+}
+
+pub(crate) const RECORD_COLUMNS: &str = "d.id, d.kind, d.target, d.job_id, d.seq, d.event, d.state, d.attempts, d.last_error, d.next_attempt_at, d.created_at, d.updated_at, j.owner";
+
+/// What a record is read from: a delivery and its job's owner.
+pub(crate) const RECORD_FROM: &str = "deliveries d LEFT JOIN jobs j ON j.id = d.job_id";
+
+pub(crate) fn record_from_row(row: &impl Columns) -> Res<DeliveryRecord> {
+    let state = row.req_text(6)?;
+    Ok(DeliveryRecord {
+        id: row.req_text(0)?,
+        kind: row.req_text(1)?,
+        target: row.req_text(2)?,
+        job_id: row.req_text(3)?,
+        seq: row.req_int(4)?,
+        event: row.req_text(5)?,
+        state: DeliveryState::parse(&state)
+            .ok_or_else(|| Fail::Db(format!("unknown delivery state {state:?}")))?,
+        attempts: u32::try_from(row.req_int(7)?.max(0)).unwrap_or(u32::MAX),
+        last_error: row.text(8)?,
+        next_attempt_at: rfc3339(row.req_int(9)?),
+        created_at: rfc3339(row.req_int(10)?),
+        updated_at: rfc3339(row.req_int(11)?),
+        owner: row.text(12)?,
+    })
+}
+
+/// Which deliveries a listing shows, newest first.
+#[derive(Debug, Clone, Default)]
+pub struct DeliveryFilter {
+    pub state: Option<DeliveryState>,
+    pub kind: Option<String>,
+    pub job_id: Option<String>,
+    /// Only deliveries of the jobs this API key submitted.
+    pub owner: Option<String>,
+    pub limit: usize,
+    /// From a previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+impl DeliveryFilter {
+    /// The filter as SQL conditions over [`RECORD_FROM`] and their
+    /// arguments (see `JobFilter::conditions`).
+    pub(crate) fn conditions(
+        &self,
+        placeholder: impl Fn(usize) -> String,
+    ) -> (String, Vec<String>) {
+        comparisons(
+            [
+                ("d.state", "=", self.state.map(|s| s.as_str().to_string())),
+                ("d.kind", "=", self.kind.clone()),
+                ("d.job_id", "=", self.job_id.clone()),
+                ("j.owner", "=", self.owner.clone()),
+                // Ids are `msg_` and a UUIDv7: newest first, a page
+                // continues below the cursor.
+                ("d.id", "<", self.cursor.clone()),
+            ],
+            &placeholder,
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveryPage {
+    pub deliveries: Vec<DeliveryRecord>,
+    pub next_cursor: Option<String>,
+}
+
+/// What a redrive found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Redrive {
+    /// It was dead and is pending again, due now.
+    Redriven(DeliveryRecord),
+    /// It is not dead (pending or delivered): nothing changed.
+    NotDead(DeliveryRecord),
+    /// No such delivery, or not one of the asking key's jobs.
+    NotFound,
+}
+
 /// A delivery to insert (its `seq` is the job's next).
 pub(crate) struct NewDelivery<'a> {
     pub id: String,
@@ -107,6 +241,16 @@ pub(crate) trait OutboxStatements {
     async fn settle_delivery(&mut self, id: &str, result: &DeliveryResult, now: i64) -> Res<()>;
     /// How many deliveries are dead-lettered.
     async fn dead_deliveries(&mut self) -> Res<i64>;
+    async fn delivery(&mut self, id: &str) -> Res<Option<DeliveryRecord>>;
+    /// Up to `limit` records the filter selects, newest first.
+    async fn list_deliveries(
+        &mut self,
+        filter: &DeliveryFilter,
+        limit: usize,
+    ) -> Res<Vec<DeliveryRecord>>;
+    /// A dead delivery pending again: attempts 0, due at `now`, unleased;
+    /// whether it was dead.
+    async fn redrive_delivery(&mut self, id: &str, now: i64) -> Res<bool>;
 }
 
 /// Records a job's webhook as it is submitted.
@@ -172,4 +316,36 @@ pub(crate) async fn claim(tx: &mut impl Tx, lease_ms: i64, limit: usize) -> Res<
 pub(crate) async fn settle(tx: &mut impl Tx, id: &str, result: &DeliveryResult) -> Res<()> {
     let now = tx.now().await?;
     tx.settle_delivery(id, result, now).await
+}
+
+pub(crate) async fn list(tx: &mut impl Tx, filter: &DeliveryFilter) -> Res<DeliveryPage> {
+    let rows = tx
+        .list_deliveries(filter, page_limit(filter.limit) + 1)
+        .await?;
+    let (deliveries, next_cursor) = paged(rows, filter.limit, |d| d.id.clone());
+    Ok(DeliveryPage {
+        deliveries,
+        next_cursor,
+    })
+}
+
+/// The one rule of a redrive: only a dead delivery, and with `owner` only
+/// one of that key's jobs, is made pending again, its attempts reset and
+/// due now (the sender claims it at its next round).
+pub(crate) async fn redrive(tx: &mut impl Tx, id: &str, owner: Option<&str>) -> Res<Redrive> {
+    let Some(found) = tx.delivery(id).await? else {
+        return Ok(Redrive::NotFound);
+    };
+    if owner.is_some_and(|owner| found.owner.as_deref() != Some(owner)) {
+        return Ok(Redrive::NotFound);
+    }
+    let now = tx.now().await?;
+    if !tx.redrive_delivery(id, now).await? {
+        return Ok(Redrive::NotDead(found));
+    }
+    let redriven = tx
+        .delivery(id)
+        .await?
+        .ok_or_else(|| Fail::Db(format!("delivery {id} vanished as it was redriven")))?;
+    Ok(Redrive::Redriven(redriven))
 }

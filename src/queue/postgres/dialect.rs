@@ -92,6 +92,13 @@ impl<'a, C: GenericClient> PgTx<'a, C> {
         Ok(self.client.query(&statement, p).await?)
     }
 
+    /// A listing's query: text arguments, and not cached (its conditions
+    /// vary with the filter).
+    pub(super) async fn filtered(&self, sql: &str, args: &[String]) -> Res<Vec<Row>> {
+        let p: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        Ok(self.client.query(sql, &p).await?)
+    }
+
     pub(super) async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
         let statement = self.client.prepare_cached(sql).await?;
         Ok(self.client.query_opt(&statement, p).await?)
@@ -181,9 +188,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
         let sql = format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE TRUE{conditions} ORDER BY id DESC LIMIT {limit}"
         );
-        let p: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
-        // Not cached: the conditions vary with the filter.
-        let rows = self.client.query(&sql, &p).await?;
+        let rows = self.filtered(&sql, &args).await?;
         rows.iter().map(job_from_row).collect()
     }
 

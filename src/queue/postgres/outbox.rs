@@ -5,7 +5,8 @@ use deadpool_postgres::GenericClient;
 
 use super::dialect::PgTx;
 use crate::queue::outbox::{
-    DELIVERY_COLUMNS, Delivery, DeliveryResult, NewDelivery, OutboxStatements, delivery_from_row,
+    DELIVERY_COLUMNS, Delivery, DeliveryFilter, DeliveryRecord, DeliveryResult, NewDelivery,
+    OutboxStatements, RECORD_COLUMNS, RECORD_FROM, delivery_from_row, record_from_row,
 };
 use crate::queue::tx::{Columns, Res};
 
@@ -82,5 +83,32 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
         row.map(|row| row.req_int(0))
             .transpose()
             .map(Option::unwrap_or_default)
+    }
+
+    async fn delivery(&mut self, id: &str) -> Res<Option<DeliveryRecord>> {
+        let sql = format!("SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE d.id = $1");
+        self.first(&sql, &[&id])
+            .await?
+            .map(|row| record_from_row(&row))
+            .transpose()
+    }
+
+    async fn list_deliveries(
+        &mut self,
+        filter: &DeliveryFilter,
+        limit: usize,
+    ) -> Res<Vec<DeliveryRecord>> {
+        let (conditions, args) = filter.conditions(|n| format!("${n}"));
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE TRUE{conditions} ORDER BY d.id DESC LIMIT {limit}"
+        );
+        let rows = self.filtered(&sql, &args).await?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    async fn redrive_delivery(&mut self, id: &str, now: i64) -> Res<bool> {
+        let sql = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_until = NULL, updated_at = $2
+                   WHERE id = $1 AND state = 'dead'";
+        Ok(self.exec(sql, &[&id, &now]).await? > 0)
     }
 }

@@ -4,7 +4,8 @@ use rusqlite::params;
 
 use super::dialect::SqliteTx;
 use crate::queue::outbox::{
-    DELIVERY_COLUMNS, Delivery, DeliveryResult, NewDelivery, OutboxStatements, delivery_from_row,
+    DELIVERY_COLUMNS, Delivery, DeliveryFilter, DeliveryRecord, DeliveryResult, NewDelivery,
+    OutboxStatements, RECORD_COLUMNS, RECORD_FROM, delivery_from_row, record_from_row,
 };
 use crate::queue::tx::{Columns, Res};
 
@@ -74,5 +75,36 @@ impl OutboxStatements for SqliteTx<'_> {
 
     async fn dead_deliveries(&mut self) -> Res<i64> {
         self.one_int("SELECT COUNT(*) FROM deliveries WHERE state = 'dead'", [])
+    }
+
+    async fn delivery(&mut self, id: &str) -> Res<Option<DeliveryRecord>> {
+        self.first(
+            &format!("SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE d.id = ?1"),
+            [id],
+            |row| record_from_row(row),
+        )
+    }
+
+    async fn list_deliveries(
+        &mut self,
+        filter: &DeliveryFilter,
+        limit: usize,
+    ) -> Res<Vec<DeliveryRecord>> {
+        let (conditions, args) = filter.conditions(|n| format!("?{n}"));
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM {RECORD_FROM} WHERE 1=1{conditions} ORDER BY d.id DESC LIMIT {limit}"
+        );
+        self.rows(&sql, rusqlite::params_from_iter(args.iter()), |row| {
+            record_from_row(row)
+        })
+    }
+
+    async fn redrive_delivery(&mut self, id: &str, now: i64) -> Res<bool> {
+        let changed = self.exec(
+            "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = ?2, lease_until = NULL, updated_at = ?2
+             WHERE id = ?1 AND state = 'dead'",
+            params![id, now],
+        )?;
+        Ok(changed > 0)
     }
 }

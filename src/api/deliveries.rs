@@ -1,0 +1,96 @@
+//! `/v1/deliveries`: the outbox's deliveries for operators — above all the
+//! dead letters, which only a redrive sends again (`queue::outbox` decides
+//! what a redrive does). A key sees and redrives the deliveries of its own
+//! jobs; one with `operate_all` those of every job.
+
+use axum::Json;
+use axum::extract::State;
+use serde::Deserialize;
+
+use super::AppState;
+use super::auth::Caller;
+use super::body::{Path, Query};
+use super::error::{ApiError, ErrorCode};
+use crate::queue::{DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryState, Redrive};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    /// `pending`, `delivered` or `dead`.
+    pub state: Option<String>,
+    /// `webhook`.
+    pub kind: Option<String>,
+    pub job_id: Option<String>,
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+/// The owner a caller's requests are limited to: none with `operate_all`.
+fn owner_of(caller: &Caller) -> Option<String> {
+    (!caller.0.operates_all()).then(|| caller.name().to_string())
+}
+
+/// `GET /v1/deliveries`: a page, newest first.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<DeliveryPage>, ApiError> {
+    let delivery_state = match query.state.as_deref() {
+        Some(text) => Some(DeliveryState::parse(text).ok_or_else(|| {
+            ApiError::field(
+                ErrorCode::InvalidRequest,
+                "state",
+                format!("unknown delivery state {text:?} (pending, delivered, dead)"),
+            )
+        })?),
+        None => None,
+    };
+    let limit = query.limit.unwrap_or(50);
+    if limit == 0 || limit > 1000 {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "limit",
+            "must be between 1 and 1000",
+        ));
+    }
+    let page = state
+        .queue
+        .list_deliveries(DeliveryFilter {
+            state: delivery_state,
+            kind: query.kind,
+            job_id: query.job_id,
+            owner: owner_of(&caller),
+            limit,
+            cursor: query.cursor,
+        })
+        .await?;
+    Ok(Json(page))
+}
+
+/// `POST /v1/deliveries/{id}/redrive`: a dead delivery is sent again, with
+/// all its attempts.
+pub async fn redrive(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<DeliveryRecord>, ApiError> {
+    let owner = owner_of(&caller);
+    match state.queue.redrive_delivery(&id, owner.as_deref()).await? {
+        Redrive::Redriven(delivery) => {
+            tracing::info!(delivery = %id, job_id = %delivery.job_id, url = %delivery.target, by = caller.name(), "dead webhook delivery redriven");
+            Ok(Json(delivery))
+        }
+        Redrive::NotDead(delivery) => Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "delivery {id} is {}, not dead: only a dead delivery is redriven (a pending one is retried by itself)",
+                delivery.state.as_str()
+            ),
+        )),
+        Redrive::NotFound => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no delivery {id:?} of a job this key may operate on; see GET /v1/deliveries"),
+        )),
+    }
+}
