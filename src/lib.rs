@@ -38,6 +38,7 @@ pub mod schedule;
 pub mod telemetry;
 pub mod tools;
 pub mod types;
+pub mod verify;
 pub mod versions;
 pub mod webhook;
 pub mod worker;

@@ -17,7 +17,6 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +25,9 @@ use crate::bundle::{RequestShapes, ToolEnv};
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
 use crate::kernel::{CallBudget, Kernel, OnMaxTurns, RunFailure};
-use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
+use crate::registry::{
+    BundleIdentity, LoadedBundle, NESTED_PIN_STEP, NestedPin as Pin, Registry, Unresolved,
+};
 use crate::tools::agent::{AgentHost, Inherited};
 use crate::tools::{ToolEngine, ToolError};
 use crate::types::{Message, RunResult, TerminationReason};
@@ -79,19 +80,6 @@ pub struct RunOptions {
     /// variable); `None` offers all.
     pub tools: Option<Vec<String>>,
 }
-
-/// The bundle content a nested run started with, journaled with its first
-/// step so a resumed run gets exactly that content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Pin {
-    bundle: String,
-    version: String,
-    /// Journals written before identities had their own name call it `digest`.
-    #[serde(alias = "digest")]
-    identity: BundleIdentity,
-}
-
-const PIN_STEP: &str = "bundle";
 
 /// Runs loaded bundles as agents; runs the bundles nested in them from the
 /// registry (none in `structured-agents run` and `chat`).
@@ -317,7 +305,7 @@ impl Runner {
                 "bundle {name:?} runs nested, which needs the daemon (`structured-agents serve`)"
             ))
         })?;
-        if let Some(pin) = journal.latest_value::<Pin>(PIN_STEP)? {
+        if let Some(pin) = journal.latest_value::<Pin>(NESTED_PIN_STEP)? {
             return registry
                 .resolve(name, Some(&pin.identity))
                 .await
@@ -342,7 +330,7 @@ impl Runner {
             })?;
         journal.defer_value(
             0,
-            PIN_STEP,
+            NESTED_PIN_STEP,
             &Pin {
                 bundle: name.to_string(),
                 version: loaded.version().to_string(),
@@ -392,7 +380,7 @@ impl AgentHost for Runner {
             // admitted then; a new one is admitted by its bundle's day.
             let started = inherits
                 .journal
-                .latest_value::<Pin>(PIN_STEP)
+                .latest_value::<Pin>(NESTED_PIN_STEP)
                 .map_err(RunFailure::from)?
                 .is_some();
             if !started {

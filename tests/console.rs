@@ -7,7 +7,8 @@
 //! approval is approved from its page and the job succeeds; a finished job is
 //! forked from its second turn with "Fork from here" and the fork's page says
 //! where it came from; a job parked on version 1 of a bundle edited
-//! compatibly is checked and moved to version 2 from the bundles page. Each view is saved as a screenshot (the path is
+//! compatibly is checked and moved to version 2 from the bundles page; a
+//! bundle's crash matrix is run from its "Verify" button. Each view is saved as a screenshot (the path is
 //! printed) to look at.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
@@ -452,4 +453,50 @@ async fn a_parked_job_is_moved_to_the_new_version_from_the_console() {
     let job = common::daemon::get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
     assert_eq!(job["bundle_version"], "2", "{job}");
     assert_eq!(job["state"], "awaiting_approval", "{job}");
+}
+
+/// The bundles page's "Crash matrix" panel: the calc bundle (on a model
+/// server) is verified with the replies typed into its reply-script field;
+/// the matrix shows every crash point with what the `add` call did, and
+/// the verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_is_verified_from_the_console() {
+    let mock = mock_server(CALC_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("calc", &calc_bundle());
+    let daemon = site.start();
+
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/bundles")).await;
+    let panel = "section.bundle[data-bundle=calc] .verify";
+    browser.wait_text(panel, "Crash matrix").await;
+    browser.click(&format!("{panel} summary")).await;
+    browser
+        .type_into(&format!("{panel} textarea.verify-exchange"), CALC_SCRIPT)
+        .await;
+    browser.click(&format!("{panel} button.verify-run")).await;
+    let report = browser
+        .wait_text(
+            &format!("{panel} .verify-report[data-violations=\"0\"]"),
+            "Every call keeps its declared effect at all 6 crash points",
+        )
+        .await;
+    assert!(
+        report.contains("after write 1 (turn 1: the model's reply)"),
+        "{report}"
+    );
+    assert!(report.contains("add"), "{report}");
+    // The read-only call's result lost at a crash: it runs again, as its
+    // effect allows.
+    assert!(
+        report.contains("twice (2×)") && report.contains("as declared"),
+        "{report}"
+    );
+    browser.screenshot("bundle-verify").await;
+    browser.close().await;
+    assert_eq!(
+        mock.requests().len(),
+        0,
+        "verify never calls the model server"
+    );
 }

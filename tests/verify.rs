@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 fn bin() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_structured-agents"));
@@ -199,4 +199,124 @@ fn verify_never_calls_a_model_server_and_takes_the_replies_from_exchange() {
     );
     let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["crash_points"].as_array().unwrap().len(), 12);
+}
+
+mod common;
+
+use common::daemon::{Daemon, Site, client, new_key};
+
+/// POSTs `body` to `path` with `token`: the status and the answer.
+async fn post_as(daemon: &Daemon, token: &str, path: &str, body: Value) -> (u16, Value) {
+    let response = client()
+        .post(daemon.url(path))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// `POST /v1/bundles/{name}/verify` on the real daemon: the loaded bundle's
+/// crash matrix is the CLI's, to the verdict; it needs the `operate` scope;
+/// a bundle on a model server needs the replies in the body.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_verifies_a_loaded_bundle_as_the_cli_does() {
+    let site = Site::new(
+        "http://127.0.0.1:9/v1",
+        "[auth]\nkeys_file = \"keys.toml\"\n",
+    );
+    let keys = site.path().join("keys.toml");
+    let operator = new_key(&keys, "ops", &["--scopes", "read,operate"]);
+    let submitter = new_key(&keys, "app", &["--scopes", "submit,read"]);
+    let ledger_dir = site.path().join("bundles/ledger");
+    ledger(&ledger_dir, "scripted:script.yaml");
+    let remote_dir = site.path().join("bundles/remote");
+    ledger(&remote_dir, "mock");
+    std::fs::write(
+        remote_dir.join("bundle.yaml"),
+        BUNDLE
+            .replace("ENDPOINT", "mock")
+            .replace("name: ledger", "name: remote"),
+    )
+    .unwrap();
+    let daemon = site.start();
+
+    let (status, report) =
+        post_as(&daemon, &operator, "/v1/bundles/ledger/verify", json!({})).await;
+    assert_eq!(status, 200, "{report}\n{}", daemon.log());
+    let out = bin()
+        .args(["verify", ledger_dir.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "bundle",
+        "version",
+        "reference",
+        "writes",
+        "calls",
+        "crash_points",
+        "tools",
+        "violations",
+    ] {
+        assert_eq!(
+            report[key], cli[key],
+            "{key}: the API's {report:#}\nthe CLI's {cli:#}"
+        );
+    }
+    assert_eq!(report["crash_points"].as_array().unwrap().len(), 12);
+    let cut = ran(&report, "after", "start of charge", "charge");
+    assert_eq!(
+        (&cut["ran"], &cut["parked"]),
+        (&"never".into(), &true.into())
+    );
+    let repeated = ran(&report, "before", "result of record", "record");
+    assert_eq!(repeated["ran"], "twice", "{repeated:#}");
+    // The tools ran in copies under the state directory, which are gone.
+    assert!(!ledger_dir.join("effects.log").exists());
+    let work = site.path().join("state/verify");
+    let left: Vec<_> = std::fs::read_dir(&work)
+        .map(|d| d.collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "verify's copies are removed: {left:?}");
+
+    // Verifying runs a bundle's tools: `operate`, not `submit`.
+    let (status, refused) =
+        post_as(&daemon, &submitter, "/v1/bundles/ledger/verify", json!({})).await;
+    assert_eq!(status, 403, "{refused}");
+
+    // A bundle bound to a model server: never called; the replies must come
+    // in the body, then it verifies.
+    let (status, refused) =
+        post_as(&daemon, &operator, "/v1/bundles/remote/verify", json!({})).await;
+    assert_eq!(status, 422, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("remote") && message.contains("`exchange`"),
+        "{refused}"
+    );
+    assert_eq!(refused["error"]["field"], "exchange", "{refused}");
+    let (status, report) = post_as(
+        &daemon,
+        &operator,
+        "/v1/bundles/remote/verify",
+        json!({"exchange": SCRIPT, "input": "charge 5"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["violations"], 0, "{report:#}");
+    assert_eq!(report["crash_points"].as_array().unwrap().len(), 12);
+
+    let (status, refused) = post_as(
+        &daemon,
+        &operator,
+        "/v1/bundles/remote/verify",
+        json!({"exchange": {"replies": []}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(daemon.stop(), Some(0));
 }

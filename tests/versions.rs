@@ -199,3 +199,80 @@ async fn a_bundle_that_declares_move_has_its_parked_jobs_moved_by_the_reload() {
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(done["result"]["bundle_version"], "2", "{done}");
 }
+
+/// A bundle that declares `move`, edited while the daemon was down: the
+/// start loads the new version (no reload changes it) and moves the parked
+/// job to it before any worker could lease it; the job resumes there.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bundle_edited_while_the_daemon_was_down_has_its_parked_jobs_moved_at_start() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("paid.txt");
+    site.put_bundle("bank", &bundle("1", &effects, true, "move"));
+    let daemon = site.start();
+    let http = client();
+    let alpha = parked(&http, &daemon, "alpha").await;
+    assert_eq!(daemon.stop(), Some(0));
+
+    site.put_bundle("bank", &bundle("2", &effects, true, "move"));
+    let daemon = site.start();
+    assert_eq!(
+        version_of(&http, &daemon, &alpha).await,
+        "2",
+        "moved by the start\n{}",
+        daemon.log()
+    );
+    assert!(
+        daemon.log().contains("on_new_version: move moved"),
+        "the move is said: {}",
+        daemon.log()
+    );
+    let done = approve(&http, &daemon, &alpha).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["result"]["bundle_version"], "2", "{done}");
+    assert_eq!(file_lines(&effects), ["5"]);
+}
+
+/// Pruning the bundle store keeps every copy a job that has not ended is
+/// pinned to: a job parked on version 1, the bundle edited to version 2
+/// and reloaded with every copy looking older than the queue's retention —
+/// version 1's copy stays (the job is pinned to it) and the job resumes on
+/// it.
+#[tokio::test(flavor = "multi_thread")]
+async fn pruning_keeps_the_copy_a_parked_job_is_pinned_to() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("paid.txt");
+    site.put_bundle("bank", &bundle("1", &effects, true, "pin"));
+    let daemon = site.start();
+    let http = client();
+    let alpha = parked(&http, &daemon, "alpha").await;
+
+    let store = site.path().join("state/bundles");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(30 * 24 * 3600);
+    let age = || {
+        for copy in std::fs::read_dir(&store).unwrap() {
+            let copy = copy.unwrap().path();
+            std::fs::File::open(&copy)
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap();
+        }
+    };
+    age();
+    let copies = std::fs::read_dir(&store).unwrap().count();
+    site.put_bundle("bank", &bundle("2", &effects, true, "pin"));
+    reload(&http, &daemon, "2").await;
+    // A second reload (nothing changed) prunes again, after the first's
+    // pruning had its turn.
+    age();
+    reload(&http, &daemon, "2").await;
+    assert_eq!(version_of(&http, &daemon, &alpha).await, "1");
+    let done = approve(&http, &daemon, &alpha).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["result"]["bundle_version"], "1", "{done}");
+    assert!(
+        std::fs::read_dir(&store).unwrap().count() > copies,
+        "version 1's copy stays beside version 2's"
+    );
+}

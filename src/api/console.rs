@@ -91,6 +91,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/migrate.js"),
     },
     Asset {
+        path: "views/verify.js",
+        content_type: JS,
+        body: include_str!("console/views/verify.js"),
+    },
+    Asset {
         path: "views/token.js",
         content_type: JS,
         body: include_str!("console/views/token.js"),

@@ -41,6 +41,10 @@ pub enum ErrorCode {
     Unavailable,
     /// The job behind a synchronous answer ended without one.
     JobFailed,
+    /// Something that runs one at a time in a daemon (a verify) is running.
+    Busy,
+    /// The work a request asked for outgrew its time cap and was stopped.
+    TimedOut,
     Internal,
 }
 
@@ -65,6 +69,8 @@ impl ErrorCode {
             Self::BudgetExhausted => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::JobFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Busy => StatusCode::CONFLICT,
+            Self::TimedOut => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -89,6 +95,8 @@ impl ErrorCode {
             Self::BudgetExhausted => "budget_exhausted",
             Self::Unavailable => "unavailable",
             Self::JobFailed => "job_failed",
+            Self::Busy => "busy",
+            Self::TimedOut => "timed_out",
             Self::Internal => "internal",
         }
     }

@@ -38,6 +38,7 @@ pub mod serve;
 mod sse;
 mod tool_run;
 mod trace_context;
+mod verify;
 
 pub use auth::{Auth, Caller};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
@@ -99,6 +100,8 @@ pub struct AppState {
     pub admission: Arc<admission::Gate>,
     /// The event streams open now, against `server.max_event_streams`.
     pub streams: limits::StreamPermits,
+    /// Held by the one verify (`POST /v1/bundles/{name}/verify`) running.
+    pub verifying: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A route that needs `scope` of the caller's key (docs/api.md has the
@@ -127,6 +130,10 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .route(
             "/bundles/{name}/migrate-jobs",
             with(Operate, post(fork::migrate_jobs)),
+        )
+        .route(
+            "/bundles/{name}/verify",
+            with(Operate, post(verify::verify)),
         )
         .route("/jobs/{id}/resolve", with(Operate, post(jobs::resolve)))
         .route("/jobs/{id}/journal", with(Read, get(jobs::journal)))

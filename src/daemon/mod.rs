@@ -135,6 +135,7 @@ impl Daemon {
         let bus = DaemonBus::new();
         let (registry, reloads, reloader) =
             registry::reload::pipeline(config.clone(), config_file, bus.clone());
+        registry.keep_pins_of(Arc::new(crate::versions::pins::QueuePins(queue.clone())));
         let reloader = reloader.after_reload(new_versions::moves_jobs(
             queue.clone(),
             registry.clone(),
@@ -185,6 +186,9 @@ impl Daemon {
         if first.result == ReloadResult::Rejected {
             return Err(ServeError::FirstLoad(first.errors.join("; ")));
         }
+        // Bundles edited while the daemon was down: their `move` jobs move
+        // now, before a worker can lease one on its old version.
+        new_versions::after_start(self.queue.as_ref(), &self.registry, &self.bus).await;
         // An open key ring on a network address was refused by the load
         // itself (`access::KeyRing::check_exposure`), as a reload would be.
         let listen = self.config.server.listen;
@@ -363,6 +367,7 @@ impl Daemon {
                 config.server.max_event_streams,
                 config.server.max_event_streams_per_caller,
             ),
+            verifying: Arc::default(),
         }
     }
 }

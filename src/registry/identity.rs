@@ -52,6 +52,21 @@ impl BundleIdentity {
     }
 }
 
+/// The bundle content a nested run started with, journaled (as step
+/// [`NESTED_PIN_STEP`]) with its first step so a resumed run gets exactly
+/// that content, and the bundle store keeps its copy while the job lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NestedPin {
+    pub bundle: String,
+    pub version: String,
+    /// Journals written before identities had their own name call it `digest`.
+    #[serde(alias = "digest")]
+    pub identity: BundleIdentity,
+}
+
+/// The journal step a nested run's [`NestedPin`] is recorded as.
+pub const NESTED_PIN_STEP: &str = "bundle";
+
 impl fmt::Display for BundleIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -28,7 +28,7 @@ pub mod trust;
 pub mod watch;
 
 pub use directory::{DirectoryAgent, agent_query};
-pub use identity::BundleIdentity;
+pub use identity::{BundleIdentity, NESTED_PIN_STEP, NestedPin};
 pub use limited::LimitedBackend;
 pub use reload::{ReloadHandle, Reloader};
 
@@ -255,6 +255,17 @@ pub enum Unresolved {
     PinnedGone(String),
 }
 
+/// Who holds pins besides the registry: the jobs that have not ended
+/// (their own pin and their nested runs'). The daemon implements it over
+/// the queue, which the registry does not know; pruning keeps every copy
+/// it names.
+#[async_trait::async_trait]
+pub trait PinHolders: Send + Sync {
+    /// Every identity a job that has not ended is pinned to, or why they
+    /// cannot be told (then nothing is pruned).
+    async fn pinned(&self) -> Result<HashSet<BundleIdentity>, String>;
+}
+
 /// The daemon's live registry.
 pub struct Registry {
     /// Whether `agent` tools can run (the daemon's runner runs them).
@@ -268,6 +279,8 @@ pub struct Registry {
     /// a retried or resumed job finds the exact content it was pinned to.
     versions: Mutex<HashMap<(String, BundleIdentity), Arc<LoadedBundle>>>,
     reload_lock: tokio::sync::Mutex<()>,
+    /// The jobs' pins, which pruning keeps (set by the daemon).
+    holders: std::sync::OnceLock<Arc<dyn PinHolders>>,
 }
 
 impl Registry {
@@ -284,7 +297,16 @@ impl Registry {
             snapshot: RwLock::new(Arc::new(Snapshot::empty(config))),
             versions: Mutex::new(HashMap::new()),
             reload_lock: tokio::sync::Mutex::new(()),
+            holders: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Tells pruning whose pins to keep besides the loaded versions: set
+    /// once, before the first load.
+    pub fn keep_pins_of(&self, holders: Arc<dyn PinHolders>) {
+        if self.holders.set(holders).is_err() {
+            tracing::warn!("the registry's pin holders were set twice; the first stay");
+        }
     }
 
     pub fn snapshot(&self) -> Arc<Snapshot> {
@@ -396,8 +418,20 @@ impl Registry {
         in_use.extend(next.loaded().map(|b| b.identity.clone()));
         let store = store::BundleStore::new(&next.config.paths.state_dir);
         let keep_for = next.config.queue.retention.into();
-        // Pruning reads the disk: off the runtime.
-        tokio::task::spawn_blocking(move || store.prune(&in_use, keep_for));
+        let holders = self.holders.get().cloned();
+        tokio::spawn(async move {
+            if let Some(holders) = holders {
+                match holders.pinned().await {
+                    Ok(pinned) => in_use.extend(pinned),
+                    Err(why) => {
+                        tracing::warn!(%why, "not pruning the bundle store: which copies jobs are pinned to cannot be told; the next reload tries again");
+                        return;
+                    }
+                }
+            }
+            // Pruning reads the disk: off the runtime.
+            let _ = tokio::task::spawn_blocking(move || store.prune(&in_use, keep_for)).await;
+        });
     }
 }
 

@@ -5,8 +5,9 @@
 //! and a job pinned to an identity resumes on exactly that content after a
 //! restart (the copy is loaded again, if its endpoint and plugins are
 //! unchanged). Copies are written by the daemon only (mode 0700) and
-//! pruned once no loaded version uses them and they are older than the
-//! queue's retention.
+//! pruned once no loaded version uses them, no job that has not ended is
+//! pinned to them (the registry's `PinHolders`), and they are older than
+//! the queue's retention.
 //!
 //! A copy survives a power cut: it is written into a staging directory,
 //! every file and directory synced, then renamed into place and the store

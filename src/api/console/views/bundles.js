@@ -3,11 +3,13 @@
 // serves) or rejected (nothing serves), with its errors located by file,
 // line and key, its digest and its tools; and a reload button that shows
 // the typed reload outcome. Each served bundle has a panel that moves its
-// jobs on earlier versions to the current one (migrate.js).
+// jobs on earlier versions to the current one (migrate.js) and one that
+// runs its crash matrix (verify.js).
 
 import { h, fill, link, banner, confirmAction, pretty, ago, errorText } from "../dom.js";
 import { api } from "../api.js";
 import { migratePanel } from "./migrate.js";
+import { verifyPanel } from "./verify.js";
 
 /** `/x/bundles/calc/bundle.yaml:12: tools[0].timeout: invalid duration "soon"` → its parts. */
 export function locate(error) {
@@ -112,6 +114,7 @@ function bundleCard(b) {
         )
       : null,
     b.status !== "invalid" && b.version ? migratePanel(b) : null,
+    b.status !== "invalid" && b.version ? verifyPanel(b) : null,
   );
 }
 

@@ -1,4 +1,4 @@
-//! What `verify` found: for each crash point and each tool call of the
+//! What verify found: for each crash point and each tool call of the
 //! reference run, how often the call really ran over the crashed attempt
 //! and its resumption, judged against the tool's declared `effect`:
 //!
@@ -71,7 +71,7 @@ pub enum Ran {
 }
 
 impl Ran {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Ran::Once => "once",
             Ran::Twice => "twice",
@@ -155,90 +155,6 @@ impl Report {
             crash_points,
             tools,
             violations,
-        }
-    }
-
-    pub fn print(&self) {
-        println!(
-            "verify: bundle {:?} {} — the reference run made {} journal writes and {} tool calls, and ended {}",
-            self.bundle,
-            self.version,
-            self.writes.len(),
-            self.calls.len(),
-            self.reference
-        );
-        println!(
-            "each crash point is a new job, stopped there as a crash would stop it, then resumed from its journal\n"
-        );
-        println!(
-            "{:<48} {:<16} {:<12} {:<11} {:<13} resumed job",
-            "crash point", "tool", "call", "effect", "ran"
-        );
-        for point in &self.crash_points {
-            let at = format!(
-                "{} write {} ({})",
-                point.moment.as_str(),
-                point.write,
-                point.step
-            );
-            for call in &point.calls {
-                let ran = match (call.ran, call.parked) {
-                    (Ran::Never, true) => "never, parks".to_string(),
-                    (Ran::Twice, _) => format!("twice ({}×)", call.runs),
-                    (ran, _) => ran.as_str().to_string(),
-                };
-                let flag = call
-                    .violation
-                    .as_deref()
-                    .map(|why| format!("  ✗ {why}"))
-                    .unwrap_or_default();
-                println!(
-                    "{at:<48} {:<16} {:<12} {:<11} {ran:<13} {}{flag}",
-                    call.tool,
-                    format!("turn {} #{}", call.turn, call.position),
-                    call.effect,
-                    point.outcome
-                );
-            }
-            if point.calls.is_empty() || point.failed {
-                let flag = if point.failed {
-                    "  ✗ the resumed job failed"
-                } else {
-                    ""
-                };
-                println!("{at:<48} {:<66}{}{flag}", "", point.outcome);
-            }
-        }
-        println!("\nper call:");
-        for tool in &self.tools {
-            println!(
-                "  {} ({}, turn {} #{}): once at {}, twice at {}, never at {} ({} parked needs_attention), not reached at {} — {}",
-                tool.tool,
-                tool.effect,
-                tool.turn,
-                tool.position,
-                tool.once,
-                tool.twice,
-                tool.never,
-                tool.never_parked,
-                tool.not_reached,
-                if tool.violations == 0 {
-                    "as declared".to_string()
-                } else {
-                    format!("{} broken", tool.violations)
-                }
-            );
-        }
-        if self.violations == 0 {
-            println!(
-                "\nverdict: every call keeps its declared effect at all {} crash points",
-                self.crash_points.len()
-            );
-        } else {
-            println!(
-                "\nverdict: {} broken (✗ above): fix the tool's `effect` in bundle.yaml, or make the tool honour SA_IDEMPOTENCY_KEY",
-                self.violations
-            );
         }
     }
 }
