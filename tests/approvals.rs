@@ -563,14 +563,17 @@ const ROUNDS: usize = 10;
 
 /// `/api/query`, `/v1/chat/completions` and the job's own event stream say
 /// when the job parks for a decision, naming the job and call; a decision
-/// sent at once is taken, and the stream goes on.
+/// sent at once is taken, and the stream goes on. The first park waits a
+/// second before it commits (`before_completion_commit:pause`): a stream
+/// that told of the request before the park would have its decision
+/// refused then, every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
     let server = mock_server(SCRIPT).await;
     let site = Site::new(&server.base_url(), "[runtime]\nrouter = \"bank\"\n");
     let effects = site.path().join("effects.txt");
     site.put_bundle("bank", &bank_bundle("bank", &effects, ""));
-    let daemon = site.start();
+    let daemon = site.start_with_env(&[("SA_FAILPOINTS", "before_completion_commit:pause")]);
     let http = client();
     for round in 1..=ROUNDS {
         query_round(&http, &daemon).await;
