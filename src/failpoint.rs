@@ -5,7 +5,9 @@
 //! Inert unless `SA_FAILPOINTS` is set: a comma-separated list of
 //! `name` (fire on the first hit) or `name@N` (fire on the N-th hit), each
 //! optionally followed by `:panic` to panic there instead of dying (to prove
-//! a panic is contained). The points are the variants of [`Failpoint`], so
+//! a panic is contained) or, where the point is reached in async code
+//! (`before_completion_commit`), `:pause` to wait there for a second and go
+//! on (to prove nothing is told of a write before it commits). The points are the variants of [`Failpoint`], so
 //! a call site cannot name one that does not exist, and `serve` refuses an
 //! `SA_FAILPOINTS` naming an unknown one ([`check_env`]): a misspelt name
 //! would otherwise never fire and a crash test would prove nothing. The
@@ -100,13 +102,26 @@ pub enum FailpointError {
     Unknown { name: String, item: String },
     #[error("SA_FAILPOINTS entry {item:?}: the hit after '@' must be a number from 1 up")]
     BadHit { item: String },
+    #[error(
+        "SA_FAILPOINTS entry {item:?}: only {} can pause (it is reached in async code); the others kill or panic",
+        PAUSABLE.map(Failpoint::name).join(", ")
+    )]
+    CannotPause { item: String },
 }
+
+/// The points reached through [`reached`], where a `:pause` can wait
+/// without blocking a runtime thread.
+const PAUSABLE: [Failpoint; 1] = [Failpoint::BeforeCompletionCommit];
+
+/// How long a `:pause` waits.
+const PAUSE: Duration = Duration::from_secs(1);
 
 /// What a firing failpoint does.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Action {
     Kill,
     Panic,
+    Pause,
 }
 
 #[derive(Debug)]
@@ -118,9 +133,10 @@ struct Point {
 }
 
 fn parse(item: &str) -> Result<(Failpoint, Point), FailpointError> {
-    let (spec, action) = match item.strip_suffix(":panic") {
-        Some(spec) => (spec, Action::Panic),
-        None => (item, Action::Kill),
+    let (spec, action) = match (item.strip_suffix(":panic"), item.strip_suffix(":pause")) {
+        (Some(spec), _) => (spec, Action::Panic),
+        (_, Some(spec)) => (spec, Action::Pause),
+        _ => (item, Action::Kill),
     };
     let (name, at) = match spec.split_once('@') {
         Some((name, n)) => match n.parse::<u64>() {
@@ -133,6 +149,9 @@ fn parse(item: &str) -> Result<(Failpoint, Point), FailpointError> {
         name: name.into(),
         item: item.into(),
     })?;
+    if action == Action::Pause && !PAUSABLE.contains(&point) {
+        return Err(FailpointError::CannotPause { item: item.into() });
+    }
     let armed = Point {
         at,
         hits: AtomicU64::new(0),
@@ -190,10 +209,27 @@ pub fn fails(point: Failpoint) -> bool {
 
 /// Kills the process (or panics) here when `point` is armed for this hit.
 pub fn hit(point: Failpoint) {
-    match fires(point) {
+    act(point, fires(point));
+}
+
+fn act(point: Failpoint, action: Option<Action>) {
+    match action {
         Some(Action::Kill) => kill_self(point),
         Some(Action::Panic) => panic!("failpoint {}: injected panic", point.name()),
-        None => {}
+        // Refused at parsing for points reached only through `hit`.
+        Some(Action::Pause) | None => {}
+    }
+}
+
+/// [`hit`] for a point reached in async code, which may also pause there
+/// ([`PAUSABLE`]).
+pub async fn reached(point: Failpoint) {
+    match fires(point) {
+        Some(Action::Pause) => {
+            eprintln!("failpoint {}: pausing {PAUSE:?}", point.name());
+            tokio::time::sleep(PAUSE).await;
+        }
+        action => act(point, action),
     }
 }
 
@@ -223,6 +259,13 @@ mod tests {
         assert_eq!(armed.action, Action::Panic);
         let (_, armed) = parse("gate_started@2:panic").unwrap();
         assert!(armed.at == 2 && armed.action == Action::Panic);
+        let (point, armed) = parse("before_completion_commit@3:pause").unwrap();
+        assert_eq!((point, armed.at), (Failpoint::BeforeCompletionCommit, 3));
+        assert_eq!(armed.action, Action::Pause);
+        assert!(matches!(
+            parse("tool_running:pause"),
+            Err(FailpointError::CannotPause { .. })
+        ));
     }
 
     #[test]

@@ -555,24 +555,43 @@ async fn stream_and_approve(
     frames
 }
 
-/// `/api/query` and `/v1/chat/completions` streams say when the job parks
-/// for a decision, naming the job and call, and go on once it is taken.
+/// How many times each stream is run: a decision sent the moment its frame
+/// arrives must find the job parked every time (when streams told of a
+/// request as the run recorded it, a moment before the park, some of these
+/// decisions were refused as too early).
+const ROUNDS: usize = 10;
+
+/// `/api/query`, `/v1/chat/completions` and the job's own event stream say
+/// when the job parks for a decision, naming the job and call; a decision
+/// sent at once is taken, and the stream goes on. The first park waits a
+/// second before it commits (`before_completion_commit:pause`): a stream
+/// that told of the request before the park would have its decision
+/// refused then, every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
     let server = mock_server(SCRIPT).await;
     let site = Site::new(&server.base_url(), "[runtime]\nrouter = \"bank\"\n");
     let effects = site.path().join("effects.txt");
     site.put_bundle("bank", &bank_bundle("bank", &effects, ""));
-    let daemon = site.start();
+    let daemon = site.start_with_env(&[("SA_FAILPOINTS", "before_completion_commit:pause")]);
     let http = client();
+    for round in 1..=ROUNDS {
+        query_round(&http, &daemon).await;
+        chat_round(&http, &daemon).await;
+        events_round(&http, &daemon).await;
+        assert_eq!(file_lines(&effects).len(), 3 * round, "round {round}");
+    }
+}
 
+/// `/api/query`: its `approval_required` frame comes before `complete`.
+async fn query_round(http: &reqwest::Client, daemon: &Daemon) {
     let response = http
         .post(daemon.url("/api/query"))
         .json(&json!({"query": "big transfer", "stream": true}))
         .send()
         .await
         .unwrap();
-    let frames = stream_and_approve(&http, &daemon, response).await;
+    let frames = stream_and_approve(http, daemon, response).await;
     let asked = frames
         .iter()
         .position(|f| f.get("approval_required").is_some())
@@ -586,8 +605,11 @@ async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
     let complete = frames.iter().position(|f| f["complete"] == true).unwrap();
     assert!(asked < complete, "{frames:#?}");
     assert_eq!(frames[complete]["response"], "wired", "{frames:#?}");
-    assert_eq!(file_lines(&effects).len(), 1);
+}
 
+/// `/v1/chat/completions`: an empty chunk carries `approval_required`; the
+/// answer streams after it.
+async fn chat_round(http: &reqwest::Client, daemon: &Daemon) {
     let response = http
         .post(daemon.url("/v1/chat/completions"))
         .json(&json!({
@@ -598,7 +620,7 @@ async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
         .send()
         .await
         .unwrap();
-    let chunks = stream_and_approve(&http, &daemon, response).await;
+    let chunks = stream_and_approve(http, daemon, response).await;
     let asked = chunks
         .iter()
         .position(|c| c.get("approval_required").is_some())
@@ -610,7 +632,40 @@ async fn streams_send_an_approval_frame_and_go_on_after_the_decision() {
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
         .collect();
     assert_eq!(text, "wired", "{chunks:#?}");
-    assert_eq!(file_lines(&effects).len(), 2);
+}
+
+/// `GET /v1/jobs/{id}/events`: the `ApprovalRequested` event is decided on
+/// as it arrives, once, and the job's events go on to its success.
+async fn events_round(http: &reqwest::Client, daemon: &Daemon) {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let id = submit_id(http, daemon, "bank", "big transfer").await;
+    let url = daemon.url(&format!("/v1/jobs/{id}/events"));
+    let response = http.get(url).send().await.unwrap();
+    let mut stream = response.bytes_stream().eventsource();
+    let mut asked = 0;
+    let read = async {
+        while let Some(Ok(frame)) = stream.next().await {
+            if frame.event != "event" {
+                continue;
+            }
+            let event: Value = serde_json::from_str(&frame.data).unwrap();
+            if event["type"] == "ApprovalRequested" {
+                asked += 1;
+                let body = json!({"decision": "approve", "digest": event["digest"]});
+                let (status, answer) = decide(http, daemon, &id, "w1", body).await;
+                assert_eq!(status, 200, "{answer}");
+            }
+            if event["type"] == "JobState" && event["state"] == "succeeded" {
+                return;
+            }
+        }
+        panic!("the events of job {id} ended before its success");
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .unwrap_or_else(|_| panic!("job {id} did not succeed\n{}", daemon.log()));
+    assert_eq!(asked, 1, "job {id}: one request, told once");
 }
 
 /// Issue 32's exploits: the approval rule read the arguments as the model

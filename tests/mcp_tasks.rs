@@ -30,6 +30,20 @@ async fn rpc(http: &reqwest::Client, daemon: &Daemon, method: &str, params: Valu
 /// notifications before the answer); `params._meta` adds to the standard
 /// metadata.
 async fn rpc_text(http: &reqwest::Client, daemon: &Daemon, method: &str, params: Value) -> String {
+    send(http, daemon, method, params)
+        .await
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Sends one stateless request; its response, as it starts.
+async fn send(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    method: &str,
+    params: Value,
+) -> reqwest::Response {
     let mut params = params;
     let extra = params["_meta"].as_object().cloned().unwrap_or_default();
     params["_meta"] = json!({
@@ -63,7 +77,64 @@ async fn rpc_text(http: &reqwest::Client, daemon: &Daemon, method: &str, params:
         !response.headers().contains_key("mcp-session-id"),
         "a 2026-07-28 request opens no session"
     );
-    response.text().await.unwrap()
+    response
+}
+
+/// An open `subscriptions/listen` request: its SSE answer, read message by
+/// message.
+struct Listening {
+    response: reqwest::Response,
+    buffer: String,
+    heard: Vec<Value>,
+}
+
+impl Listening {
+    /// Listens to the resources `uris` (with `http`'s API key).
+    async fn open(http: &reqwest::Client, daemon: &Daemon, uris: &[String]) -> Self {
+        let params = json!({"notifications": {"resourceSubscriptions": uris}});
+        let response = send(http, daemon, "subscriptions/listen", params).await;
+        assert!(response.status().is_success(), "{}", response.status());
+        Self {
+            response,
+            buffer: String::new(),
+            heard: Vec::new(),
+        }
+    }
+
+    /// The next message that `wanted`, reading on (within a minute); the
+    /// messages read on the way are kept in `heard`.
+    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        let read = async {
+            loop {
+                while let Some(end) = self.buffer.find("\n\n") {
+                    let event: String = self.buffer.drain(..end + 2).collect();
+                    let data: String = event
+                        .lines()
+                        .filter_map(|line| line.strip_prefix("data:"))
+                        .map(str::trim)
+                        .collect();
+                    let Ok(message) = serde_json::from_str::<Value>(&data) else {
+                        continue;
+                    };
+                    self.heard.push(message.clone());
+                    if wanted(&message) {
+                        return message;
+                    }
+                }
+                match self.response.chunk().await.unwrap() {
+                    Some(chunk) => self.buffer.push_str(&String::from_utf8_lossy(&chunk)),
+                    None => panic!("the listen ended; it said {:#?}", self.heard),
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .unwrap_or_else(|_| panic!("nothing wanted within a minute"))
+    }
+}
+
+fn is_method(message: &Value, method: &str) -> bool {
+    message["method"] == method
 }
 
 /// The JSON-RPC answer (the message with an id) in a JSON or SSE body.
@@ -475,5 +546,107 @@ async fn resources_and_tasks_cancel_take_the_scopes_of_their_routes() {
     );
     let done = task_until(&http, &daemon, &id, "completed").await;
     assert_eq!(done["result"]["content"][0]["text"], "later", "{done}");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A 2026-07-28 client listens to a job's resource (`subscriptions/listen`):
+/// the acknowledgment names what is accepted (the job; not a URI that names
+/// no resource here), each change of the job arrives as
+/// `notifications/resources/updated` tagged with the listen's id, and once
+/// the job has ended the listen ends with its final result.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listen_hears_of_its_jobs_changes_until_the_job_ends() {
+    let mock = mock_server("replies:\n  - content: \"later\"\n    delay_ms: 3000\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("slow", SLOW);
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let job = common::daemon::submit(&http, &daemon, "slow", "go").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let uri = format!("sa://jobs/{id}");
+    let asked = [uri.clone(), "test://static-text".to_string()];
+    let mut listening = Listening::open(&http, &daemon, &asked).await;
+    let ack = listening
+        .until(|m| is_method(m, "notifications/subscriptions/acknowledged"))
+        .await;
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([uri]),
+        "{ack}"
+    );
+    let updated = listening
+        .until(|m| is_method(m, "notifications/resources/updated"))
+        .await;
+    assert_eq!(updated["params"]["uri"], uri, "{updated}");
+    assert_eq!(
+        updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "{updated}"
+    );
+    let end = listening.until(|m| m.get("id").is_some()).await;
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    let done = common::daemon::get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(
+        done["state"], "succeeded",
+        "the listen ended with its job: {done}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A listen hears only of jobs its API key may read: naming another key's
+/// job ends it at once with the error `resources/read` gives, and nothing
+/// of that job is told; the same key's listen on its own job hears it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listen_never_hears_of_another_keys_job() {
+    let mock = mock_server("replies:\n  - content: \"later\"\n    delay_ms: 3000\n").await;
+    let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let keys = site.path().join("keys.toml");
+    let key = |name: &str| {
+        let token = common::daemon::new_key(&keys, name, &["--scopes", "submit,read"]);
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            reqwest::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap()
+    };
+    let (alice, bob) = (key("alice"), key("bob"));
+    site.put_bundle("slow", SLOW);
+    let daemon = site.start();
+    let alices = common::daemon::submit(&alice, &daemon, "slow", "hers").await;
+    let alices = format!("sa://jobs/{}", alices["id"].as_str().unwrap());
+    let bobs = common::daemon::submit(&bob, &daemon, "slow", "his").await;
+    let bobs = format!("sa://jobs/{}", bobs["id"].as_str().unwrap());
+
+    let mut prying = Listening::open(&bob, &daemon, std::slice::from_ref(&alices)).await;
+    let refused = prying.until(|m| m.get("id").is_some()).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&alices) && message.contains("no job with id"),
+        "{refused}"
+    );
+    assert!(
+        !prying
+            .heard
+            .iter()
+            .any(|m| is_method(m, "notifications/resources/updated")),
+        "{:#?}",
+        prying.heard
+    );
+
+    let mut own = Listening::open(&bob, &daemon, std::slice::from_ref(&bobs)).await;
+    let updated = own
+        .until(|m| is_method(m, "notifications/resources/updated"))
+        .await;
+    assert_eq!(updated["params"]["uri"], bobs, "{updated}");
+    let end = own.until(|m| m.get("id").is_some()).await;
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    assert!(
+        own.heard.iter().all(|m| m["params"]["uri"] != alices),
+        "{:#?}",
+        own.heard
+    );
     assert_eq!(daemon.stop(), Some(0));
 }

@@ -826,6 +826,89 @@ fn stamped(e: &EventEnvelope) -> (JobStatus, Option<String>) {
     }
 }
 
+/// A park writes the call's `ApprovalRequested` event in its own commit,
+/// just before the final event (which moves one on): no reader of the log
+/// sees the request before the job is parked on it. A park a cancel
+/// request turned into a cancel writes no request.
+pub async fn a_park_writes_its_approval_request_with_it(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q.submit(job("b")).await.unwrap();
+    let id = &submitted.id;
+    let lease = q.lease("w", LEASE * 20).await.unwrap().unwrap();
+    let request: ParkedCall = serde_json::from_value(json!({
+        "kind": "approval", "scope": "", "turn": 2, "position": 0, "call_id": "w1",
+        "tool": "wire", "arguments": {"amount": 500}, "effect": "unsafe",
+        "idempotency_key": format!("{id}:2:0"), "digest": "sha256:d",
+    }))
+    .unwrap();
+    let parks = Outcome::AwaitingApproval {
+        error: "awaits approval".into(),
+        request: Box::new(request),
+    };
+    let finished = q
+        .finish(
+            id,
+            lease.attempt,
+            parks.clone(),
+            &[event(1)],
+            Some(final_event(2, lease.attempt)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        finished.reply,
+        CompleteReply::Recorded(JobState::AwaitingApproval)
+    );
+    let asked = finished.request_event.expect("a park returns its request");
+    let last = finished.final_event.expect("and its final event");
+    assert_eq!((asked.seq, last.seq), (2, 3));
+    assert!(
+        matches!(&asked.event, Event::ApprovalRequested { turn: 2, call_id, tool_name, digest, .. }
+            if call_id == "w1" && tool_name == "wire" && digest == "sha256:d"),
+        "{asked:?}"
+    );
+    let stored = q.events_after(id, 0, 10).await.unwrap();
+    let kinds: Vec<(u64, String)> = stored
+        .iter()
+        .map(|e| {
+            let parsed: EventEnvelope = serde_json::from_str(&e.event_json).unwrap();
+            (e.seq, parsed.event.kind().to_string())
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (1, "ParseError".to_string()),
+            (2, "ApprovalRequested".to_string()),
+            (3, "JobState".to_string())
+        ]
+    );
+    // A decision runs it again; this park is cancelled by request instead.
+    let decision =
+        serde_json::from_value(json!({"decision": "approve", "digest": "sha256:d"})).unwrap();
+    q.decide_approval(id, "w1", decision, "person")
+        .await
+        .unwrap();
+    let again = lease_until(q.as_ref()).await;
+    q.cancel(id).await.unwrap();
+    let seq = q.last_seq(id).await.unwrap() + 1;
+    let cancelled = q
+        .finish(
+            id,
+            again.attempt,
+            parks,
+            &[],
+            Some(final_event(seq, again.attempt)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        cancelled.reply,
+        CompleteReply::Recorded(JobState::Cancelled)
+    );
+    assert!(cancelled.request_event.is_none());
+    assert_eq!(q.last_seq(id).await.unwrap(), seq);
+}
+
 pub async fn finish_stamps_the_final_event_in_its_transaction(q: Arc<dyn JobQueue>) {
     let (submitted, _) = q.submit(job("b")).await.unwrap();
     let id = &submitted.id;
@@ -1718,6 +1801,7 @@ macro_rules! suite {
             case!(a_job_whose_worker_keeps_dying_parks_as_a_poison_pill);
             case!(journal_round_trip_with_held_events);
             case!(finish_stamps_the_final_event_in_its_transaction);
+            case!(a_park_writes_its_approval_request_with_it);
             case!(release_of_a_cancel_requested_job_cancels_it);
             case!(spend_counts_for_the_job_and_its_nested_bundles);
             case!(resolve_skip_retry_and_fail_a_parked_job);

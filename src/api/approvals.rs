@@ -55,9 +55,6 @@ pub async fn decide(
     })))
 }
 
-/// How long a decision for a running job waits for it to park.
-const PARK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// Takes a decision of `caller` (the queue checks it against the request
 /// and takes it at most once) and tells the daemon: every way a decision
 /// comes in (HTTP, MCP) ends here. The caller must hold `approve` and may
@@ -71,15 +68,10 @@ pub(super) async fn take(
     decision: Decision,
 ) -> Result<crate::queue::Job, ApiError> {
     caller.require(crate::access::Scope::Approve)?;
-    let mut job = caller.operable(id, state.queue.get(id).await?)?;
-    // Streams tell of a request as soon as the run records it, a moment
-    // before the worker parks the job: a decision sent in that moment
-    // waits for the park (bounded) instead of being refused as too early.
-    let parks_by = tokio::time::Instant::now() + PARK_WAIT;
-    while job.state == JobState::Running && tokio::time::Instant::now() < parks_by {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        job = caller.operable(id, state.queue.get(id).await?)?;
-    }
+    // No stream tells of a request before the job is parked on it (the
+    // queue writes `ApprovalRequested` in the park's commit), so a job
+    // that is not parked here has nothing to decide yet, or any more.
+    let job = caller.operable(id, state.queue.get(id).await?)?;
     if let Some(request) = &job.pending_call
         && request
             .approval

@@ -10,7 +10,9 @@
 //! 2026-07-28 revision are both served: a long call from a client that
 //! declared tasks becomes a task bound to its job (`tasks`); jobs are
 //! resources (`resources`), bundles prompts (`prompts`), and a call reports
-//! its job's events as log lines and progress (`notify`).
+//! its job's events as log lines and progress (`notify`). A 2026-07-28
+//! client hears of a job's changes and of the bundle list's over one
+//! `subscriptions/listen` request (`listen`).
 //!
 //! Sessions are bounded (`sessions`): closed after `server.mcp.session_idle`
 //! without a request, at most `server.mcp.max_sessions` open (the next
@@ -19,6 +21,7 @@
 
 mod approval;
 mod door;
+mod listen;
 mod notify;
 mod prompts;
 mod resources;
@@ -29,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListToolsResult,
@@ -39,7 +43,7 @@ use rmcp::model::{
     ListResourcesResult, ReadResourceRequestParams, ReadResourceResponse, SubscribeRequestParams,
     UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -53,10 +57,21 @@ use super::jobs::wait_finished;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use crate::queue::{Job, JobState, NewJob};
 
-/// The MCP clients connected now, told when the bundle list changes.
-#[derive(Clone, Default)]
+/// The MCP clients connected now (sessions, and `subscriptions/listen`
+/// requests that asked), told when the bundle list changes.
+#[derive(Clone)]
 pub struct McpHub {
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
+    listens: tokio::sync::broadcast::Sender<()>,
+}
+
+impl Default for McpHub {
+    fn default() -> Self {
+        Self {
+            peers: Arc::default(),
+            listens: tokio::sync::broadcast::channel(4).0,
+        }
+    }
 }
 
 impl McpHub {
@@ -69,6 +84,8 @@ impl McpHub {
     /// Sends `notifications/tools/list_changed` to every connected client; a
     /// slow or gone client is skipped after a few seconds.
     pub async fn notify_tools_changed(&self) {
+        // No listen open is no one to tell.
+        let _ = self.listens.send(());
         let peers = {
             let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
             peers.retain(|p| !p.is_transport_closed());
@@ -455,6 +472,19 @@ impl ServerHandler for BundleTools {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(listen::accepted(requested))
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), McpError> {
+        let caller = caller_of(subscription.request_context())?;
+        let tools_changed = self.state.mcp.listens.subscribe();
+        listen::listen(&self.state, &caller, subscription, tools_changed).await
     }
 
     async fn cancel_task(

@@ -227,13 +227,7 @@ impl<'a> Announced<'a> {
             Err(outcome) => return Ok(Admission::Answer(at.answer(outcome))),
         };
         let gate = kernel
-            .approval_gate(
-                prepared.call(),
-                site.turn,
-                site.position,
-                site.events,
-                site.journal,
-            )
+            .approval_gate(prepared.call(), site.turn, site.position, site.journal)
             .await?;
         let prepared = match gate {
             Gate::Run => Ok(prepared),

@@ -2,8 +2,11 @@
 //! approval waits for it (journaled, so a decision is acted on once and a
 //! resumed run finds it), and no model or tool call happens past the job's
 //! budget (a stop is journaled at its step, so a replay stops there too).
-//! Each of these decisions is journaled in one commit with its event
-//! ([`with_its_event`]), so no crash leaves one without the other.
+//! A budget stop is journaled in one commit with its event
+//! ([`with_its_event`]), so no crash leaves one without the other. An
+//! approval request has no event from the run: whoever parks the job (the
+//! queue) writes `ApprovalRequested` in the commit that parks it, so no
+//! client hears of a request before it can be decided.
 
 use super::{Kernel, RunError};
 use crate::approval::{ApprovalTerms, ParkedCall, ParkedKind, Verdict};
@@ -25,13 +28,13 @@ impl Kernel {
     /// Whether the call may run: no approval needed, a decision recorded
     /// (approve, edit or deny), or none yet — then the request is journaled
     /// (once) and the run parks until a person decides. A request once
-    /// recorded stands: the run never skips a pending decision.
+    /// recorded stands: the run never skips a pending decision. The run
+    /// emits no event for it: the park announces it (see the module doc).
     pub(super) async fn approval_gate(
         &self,
         call: &ToolCall,
         turn: u32,
         position: usize,
-        events: &EventSink,
         journal: &RunJournal,
     ) -> Result<Gate, RunError> {
         let journal_err = |source| RunError::Journal { turn, source };
@@ -88,20 +91,10 @@ impl Kernel {
                     }),
                     decide: None,
                 };
-                let asked = Event::ApprovalRequested {
-                    turn,
-                    tool_name: call.name.clone(),
-                    call_id: call.id.clone(),
-                    arguments: call.arguments.clone(),
-                    digest: request.digest().to_string(),
-                };
-                with_its_event(
-                    events,
-                    asked,
-                    journal.record_approval(turn, position, &request),
-                )
-                .await
-                .map_err(journal_err)?;
+                journal
+                    .record_approval(turn, position, &request)
+                    .await
+                    .map_err(journal_err)?;
                 request
             }
         };
@@ -149,8 +142,8 @@ impl Kernel {
     }
 }
 
-/// Journals a decision that implies an event (a call asked for approval, a
-/// budget stop) so the two cannot part: the event is emitted first, held
+/// Journals a decision that implies an event (a budget stop) so the two
+/// cannot part: the event is emitted first, held
 /// by the attempt's log, and written in the very commit that journals the
 /// decision. A crash before that commit loses both (the next attempt
 /// decides again and emits it then); after it, the log has the event the

@@ -180,7 +180,7 @@ impl<D: Driver> JobQueue for Queue<D> {
         events: &[EventEnvelope],
         final_event: Option<EventEnvelope>,
     ) -> Result<Finished, QueueError> {
-        crate::failpoint::hit(crate::failpoint::Failpoint::BeforeCompletionCommit);
+        crate::failpoint::reached(crate::failpoint::Failpoint::BeforeCompletionCommit).await;
         let op = Op::Finish(self.finish_op(id, attempt, outcome, events, final_event));
         expect!(self, self.driver.write(op).await?, Finished)
     }
@@ -194,7 +194,7 @@ impl<D: Driver> JobQueue for Queue<D> {
         final_event: Option<EventEnvelope>,
         next: NextLease,
     ) -> Result<(Finished, Vec<Lease>), QueueError> {
-        crate::failpoint::hit(crate::failpoint::Failpoint::BeforeCompletionCommit);
+        crate::failpoint::reached(crate::failpoint::Failpoint::BeforeCompletionCommit).await;
         let finish = self.finish_op(id, attempt, outcome, events, final_event);
         let lease = LeaseOp {
             worker: next.worker,

@@ -302,6 +302,8 @@ pub(crate) struct Ending<'a> {
     pub final_event: Option<&'a EventEnvelope>,
 }
 
+/// Writes an attempt's end: its held events, then (for a park, `asked`)
+/// the `ApprovalRequested` event, then its final event.
 async fn write_ending(
     tx: &mut impl Tx,
     id: &JobId,
@@ -309,8 +311,9 @@ async fn write_ending(
     ending: Ending<'_>,
     decision: &Decision,
     change: Change,
+    asked: Option<&approval::ParkedCall>,
 ) -> Res<Finished> {
-    let final_event = ending.final_event.map(|e| stamp_final(e.clone(), decision));
+    let mut final_event = ending.final_event.map(|e| stamp_final(e.clone(), decision));
     if let Some(EventEnvelope {
         event:
             Event::JobState {
@@ -342,12 +345,46 @@ async fn write_ending(
         }
     }
     insert_events(tx, id, attempt, ending.events).await?;
+    let request_event = match asked {
+        Some(request) => Some(request_event(tx, id, request, final_event.as_mut()).await?),
+        None => None,
+    };
+    insert_events(tx, id, attempt, request_event.as_slice()).await?;
     insert_events(tx, id, attempt, final_event.as_slice()).await?;
     tx.changed(change, id);
     Ok(Finished {
         reply: CompleteReply::Recorded(decision.state),
+        request_event,
         final_event,
         run_at: None,
+    })
+}
+
+/// The `ApprovalRequested` event a park writes ([`rules::requested_event`]),
+/// as the event just before the attempt's final one, which moves one on.
+async fn request_event(
+    tx: &mut impl Tx,
+    id: &JobId,
+    request: &approval::ParkedCall,
+    final_event: Option<&mut EventEnvelope>,
+) -> Res<EventEnvelope> {
+    let event = rules::requested_event(request);
+    Ok(match final_event {
+        Some(last) => {
+            let asked = EventEnvelope {
+                event,
+                ..last.clone()
+            };
+            last.seq += 1;
+            asked
+        }
+        None => {
+            let job = tx
+                .job(id.as_str(), false)
+                .await?
+                .ok_or_else(|| Fail::Refused(QueueError::NotFound(id.clone())))?;
+            rules::job_event(&job, tx.last_seq(id.as_str()).await? + 1, event)
+        }
     })
 }
 
@@ -380,7 +417,16 @@ pub(crate) async fn finish(
     };
     tx.settle(id.as_str(), &settle, now).await?;
     outbox::state_changed(tx, id.as_str(), settle.state).await?;
-    let finished = write_ending(tx, id, attempt, ending, &decision, Change::Updated).await?;
+    // A park writes the request's event with it, and only a park does.
+    let asked = match outcome {
+        Outcome::AwaitingApproval { request, .. }
+            if decision.state == JobState::AwaitingApproval =>
+        {
+            Some(&**request)
+        }
+        _ => None,
+    };
+    let finished = write_ending(tx, id, attempt, ending, &decision, Change::Updated, asked).await?;
     Ok(Finished {
         run_at: settle
             .run_at
@@ -420,7 +466,7 @@ pub(crate) async fn release(
         tx.unlease(id.as_str(), now).await?;
         Change::Runnable
     };
-    write_ending(tx, id, attempt, ending, &decision, change).await
+    write_ending(tx, id, attempt, ending, &decision, change, None).await
 }
 
 const CANCELLED: &str = "cancelled by request";

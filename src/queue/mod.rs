@@ -439,6 +439,9 @@ pub enum CompleteReply {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finished {
     pub reply: CompleteReply,
+    /// The `ApprovalRequested` event a park wrote (just before the final
+    /// event); `None` for any other end.
+    pub request_event: Option<EventEnvelope>,
     pub final_event: Option<EventEnvelope>,
     /// When a job that waits (a retry's backoff, an approval's timeout)
     /// runs again at the latest (RFC 3339); `None` otherwise.
@@ -451,6 +454,7 @@ impl Finished {
     pub fn stale() -> Self {
         Self {
             reply: CompleteReply::Stale,
+            request_event: None,
             final_event: None,
             run_at: None,
         }

@@ -160,9 +160,23 @@ pub(crate) fn decided_event(
     job_event(job, seq, event)
 }
 
+/// The `ApprovalRequested` event of a park, written only in the commit
+/// that parks the job (`lifecycle::finish`): so no one hears of a request
+/// before it can be decided, and a run that crashed before its park asks
+/// (and is heard) exactly once, at the park that does commit.
+pub(crate) fn requested_event(request: &ParkedCall) -> Event {
+    Event::ApprovalRequested {
+        turn: request.turn,
+        tool_name: request.tool.clone(),
+        call_id: request.call_id.clone(),
+        arguments: request.arguments.clone(),
+        digest: request.digest().to_string(),
+    }
+}
+
 /// An event the queue adds to a job's log itself, as event `seq` of the
 /// job's own run.
-fn job_event(job: &Job, seq: u64, event: Event) -> EventEnvelope {
+pub(crate) fn job_event(job: &Job, seq: u64, event: Event) -> EventEnvelope {
     EventEnvelope {
         run_id: job.id.to_string(),
         bundle: job.bundle.clone(),

@@ -222,8 +222,12 @@ impl Attempt {
                 if asked {
                     pool.health.report("lease", true);
                 }
-                if let (Some(others), Some(event)) = (&self.others, &finished.final_event) {
-                    let _ = others.on_event(event).await;
+                if let Some(others) = &self.others {
+                    // The queue wrote a park's request with it (never the run).
+                    let written = finished.request_event.iter().chain(&finished.final_event);
+                    for event in written {
+                        let _ = others.on_event(event).await;
+                    }
                 }
                 self.announce_wait(&finished, approval);
                 next.pop()

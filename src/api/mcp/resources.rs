@@ -1,9 +1,10 @@
 //! Jobs and their artifacts as MCP resources: `sa://jobs/{id}` is a job as
 //! `GET /v1/jobs/{id}` shows it, `sa://jobs/{id}/artifacts` its artifacts
 //! and `sa://jobs/{id}/artifacts/{name}` one of them. `resources/list`
-//! gives the caller's latest jobs; a session can subscribe to a job and is
-//! told (`notifications/resources/updated`) each time it changes, until
-//! it ends.
+//! gives the caller's latest jobs; a session can subscribe to a job (and a
+//! 2026-07-28 client listen to it, `listen`) and is told
+//! (`notifications/resources/updated`) each time it changes, until it ends
+//! ([`Watch`], the one rule of both).
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -12,12 +13,14 @@ use rmcp::model::{
 };
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
+use tokio::sync::broadcast::error::RecvError;
 
 use super::super::AppState;
 use super::super::auth::Caller;
-use crate::queue::{JobFilter, JobId};
+use crate::queue::{Job, JobFilter, JobId};
 
 const JOBS: &str = "sa://jobs/";
 /// How many of the caller's latest jobs `resources/list` gives.
@@ -98,6 +101,28 @@ fn parse(uri: &str) -> Result<Named<'_>, McpError> {
     }
 }
 
+/// Whether `uri` names one of these resources (a job, its artifacts or
+/// one of them).
+pub fn names_a_job(uri: &str) -> bool {
+    parse(uri).is_ok()
+}
+
+/// The job `uri` names (it, its artifacts or one of them), if the caller
+/// may read it.
+async fn job_of(state: &AppState, caller: &Caller, uri: &str) -> Result<Job, McpError> {
+    may_read(caller)?;
+    let (Named::Job(id) | Named::Artifacts(id) | Named::Artifact(id, _)) = parse(uri)?;
+    let id = JobId::from(id.to_string());
+    let job = state
+        .queue
+        .get(&id)
+        .await
+        .map_err(|e| McpError::internal_error(format!("cannot read job {id}: {e}"), None))?;
+    caller
+        .visible(&id, job)
+        .map_err(|e| McpError::resource_not_found(format!("{uri}: {}", e.message), None))
+}
+
 /// The resource `uri` as JSON text.
 pub async fn read(
     state: &AppState,
@@ -109,13 +134,7 @@ pub async fn read(
         McpError::resource_not_found(format!("{uri}: {}", e.message), None)
     };
     let body: Value = match parse(uri)? {
-        Named::Job(id) => {
-            let id = JobId::from(id.to_string());
-            let job = state.queue.get(&id).await.map_err(|e| {
-                McpError::internal_error(format!("cannot read job {id}: {e}"), None)
-            })?;
-            json!(caller.visible(&id, job).map_err(not_found)?)
-        }
+        Named::Job(_) => json!(job_of(state, caller, uri).await?),
         Named::Artifacts(id) => {
             let artifacts =
                 super::super::artifacts::read(state, caller, &JobId::from(id.to_string()))
@@ -146,13 +165,87 @@ pub async fn read(
     ]))
 }
 
-/// Subscriptions one session may hold at once.
+/// Subscriptions one session may hold at once, and job resources one
+/// `subscriptions/listen` may name.
 pub const MAX_SUBSCRIPTIONS: usize = 64;
 
 /// A session's room for subscriptions.
 pub fn subscriptions() -> Arc<Semaphore> {
     Arc::new(Semaphore::new(MAX_SUBSCRIPTIONS))
 }
+
+/// The jobs a subscription watches, each with the URIs that named it: a
+/// job's resources change whenever the job does (a new event, a new
+/// state), and a job leaves the watch once it has ended and that last
+/// change was told.
+pub struct Watch {
+    state: AppState,
+    updates: tokio::sync::broadcast::Receiver<JobId>,
+    jobs: HashMap<JobId, Vec<String>>,
+}
+
+impl Watch {
+    /// An empty watch, listening to the queue's changes already (so none
+    /// is missed between reading a job and watching it).
+    pub fn new(state: &AppState) -> Self {
+        Self {
+            updates: state.queue.subscribe(),
+            state: state.clone(),
+            jobs: HashMap::new(),
+        }
+    }
+
+    /// Watches the job `uri` names, if the caller may read it; a job that
+    /// has already ended has nothing more to tell and is not watched.
+    pub async fn add(&mut self, caller: &Caller, uri: &str) -> Result<(), McpError> {
+        let job = job_of(&self.state, caller, uri).await?;
+        if !job.state.is_terminal() {
+            self.jobs.entry(job.id).or_default().push(uri.to_string());
+        }
+        Ok(())
+    }
+
+    /// Whether no job is left to tell of.
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Waits for a change of a watched job: the jobs that changed. `None`
+    /// once the queue tells of no more changes. Cancel-safe: dropped
+    /// before it answers, it has taken no change.
+    pub async fn changed(&mut self) -> Option<Vec<JobId>> {
+        loop {
+            match self.updates.recv().await {
+                Ok(id) if self.jobs.contains_key(&id) => return Some(vec![id]),
+                Ok(_) => continue,
+                // Some changes were missed: any watched job may have changed.
+                Err(RecvError::Lagged(_)) => return Some(self.jobs.keys().cloned().collect()),
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// The URIs to tell of a change of `ids`; the jobs among them that
+    /// have ended leave the watch (this was their last change).
+    pub async fn uris(&mut self, ids: Vec<JobId>) -> Vec<String> {
+        let mut uris = Vec::new();
+        for id in ids {
+            let ended =
+                matches!(self.state.queue.get(&id).await, Ok(Some(job)) if job.state.is_terminal());
+            let named = if ended {
+                self.jobs.remove(&id)
+            } else {
+                self.jobs.get(&id).cloned()
+            };
+            uris.extend(named.unwrap_or_default());
+        }
+        uris
+    }
+}
+
+/// How long telling a client of one change may take before it counts as
+/// gone.
+pub const TELL_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Subscribes `peer` to the job `uri` names: a task tells it of each
 /// change of the job until the job ends or the session closes. It holds
@@ -164,7 +257,7 @@ pub async fn subscribe(
     room: &Arc<Semaphore>,
     uri: &str,
 ) -> Result<(), McpError> {
-    let (Named::Job(id) | Named::Artifacts(id) | Named::Artifact(id, _)) = parse(uri)?;
+    parse(uri)?;
     let Ok(held) = room.clone().try_acquire_owned() else {
         return Err(McpError::invalid_request(
             format!(
@@ -173,38 +266,26 @@ pub async fn subscribe(
             None,
         ));
     };
-    let id = JobId::from(id.to_string());
     // Only a job the caller sees can be watched.
-    read(state, caller, &format!("{JOBS}{id}")).await?;
-    let mut updates = state.queue.subscribe();
-    let state = state.clone();
-    let uri = uri.to_string();
+    let mut watch = Watch::new(state);
+    watch.add(caller, uri).await?;
     tokio::spawn(async move {
         let _held = held;
-        loop {
+        while !watch.is_empty() {
             let changed = tokio::select! {
-                changed = updates.recv() => changed,
+                changed = watch.changed() => changed,
                 () = peer_closed(&peer) => return,
             };
-            match changed {
-                Ok(changed) if changed == id => {}
-                Ok(_) => continue,
-                // Lagged: the job may have changed among the lost ones.
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => return,
-            }
-            let told = tokio::time::timeout(
-                std::time::Duration::from_secs(5),
-                peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri.clone())),
-            )
-            .await;
-            if !matches!(told, Ok(Ok(()))) {
-                return;
-            }
-            let ended =
-                matches!(state.queue.get(&id).await, Ok(Some(job)) if job.state.is_terminal());
-            if ended {
-                return;
+            let Some(ids) = changed else { return };
+            for uri in watch.uris(ids).await {
+                let told = tokio::time::timeout(
+                    TELL_WITHIN,
+                    peer.notify_resource_updated(ResourceUpdatedNotificationParam::new(uri)),
+                )
+                .await;
+                if !matches!(told, Ok(Ok(()))) {
+                    return;
+                }
             }
         }
     });
