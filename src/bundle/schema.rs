@@ -108,7 +108,7 @@ pub struct ModelSection {
     pub endpoint: String,
     /// The request's `model` (as the server names it).
     pub name: String,
-    /// The model plugin (`openai`, `qwen`, `function_gemma`) or a variant from the models directory.
+    /// The model plugin (`openai`, `qwen`, `function_gemma`), a variant from the models directory, or a model plugin library from the plugins directory (by its name).
     #[serde(default = "default_plugin")]
     pub plugin: String,
     /// Grammar-constrained output.

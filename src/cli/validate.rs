@@ -57,13 +57,6 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                         eprintln!("{}: {e}", file.display());
                         failed += 1;
                     }
-                    match ModelCatalog::load(&config.paths.models_dir) {
-                        Ok(c) => catalog = c,
-                        Err(e) => {
-                            eprintln!("{e}");
-                            failed += 1;
-                        }
-                    }
                     endpoints = Some(
                         config
                             .endpoints
@@ -83,6 +76,24 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                             p.version,
                             p.file.display()
                         );
+                    }
+                    // Model plugin libraries are models a bundle may name.
+                    let mut refused = Vec::new();
+                    let libraries = crate::registry::model_plugin::libraries(
+                        &plugins,
+                        &ModelCatalog::builtin(),
+                        &mut refused,
+                    );
+                    for e in &refused {
+                        eprintln!("{e}");
+                        failed += 1;
+                    }
+                    match ModelCatalog::load_with(&config.paths.models_dir, &libraries) {
+                        Ok(c) => catalog = c,
+                        Err(e) => {
+                            eprintln!("{e}");
+                            failed += 1;
+                        }
                     }
                     paths.push(config.paths.bundles_dir.clone());
                 }

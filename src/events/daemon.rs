@@ -259,6 +259,7 @@ pub enum InputKind {
     ModelConfig,
     ToolPlugin,
     ObserverPlugin,
+    ModelPlugin,
     Endpoint,
     Agent,
     Observer,
@@ -268,11 +269,12 @@ pub enum InputKind {
 }
 
 impl InputKind {
-    pub const ALL: [InputKind; 10] = [
+    pub const ALL: [InputKind; 11] = [
         InputKind::Bundle,
         InputKind::ModelConfig,
         InputKind::ToolPlugin,
         InputKind::ObserverPlugin,
+        InputKind::ModelPlugin,
         InputKind::Endpoint,
         InputKind::Agent,
         InputKind::Observer,

@@ -35,7 +35,7 @@ use crate::client::{ChatBackend, ChatRequest, ClientError, OnToken, watch};
 use crate::events::live::ProgressKind;
 use crate::events::{Event, EventSink};
 use crate::journal::{JournalError, RecordedReply, RunJournal};
-use crate::model::{ModelPlugin, ToolChoice};
+use crate::model::{ModelPlugin, ModelPluginError, ToolChoice};
 use crate::tools::ToolEngine;
 use crate::tools::agent::AgentHost;
 use crate::types::{
@@ -227,6 +227,14 @@ pub enum RunError {
     /// The job used up one of its budgets.
     #[error("{0}")]
     OverBudget(Box<BudgetStop>),
+    /// The model plugin (a library) could not format the request or read
+    /// the reply.
+    #[error("turn {turn}: {source}")]
+    ModelPlugin {
+        turn: u32,
+        #[source]
+        source: ModelPluginError,
+    },
 }
 
 impl RunError {
@@ -234,6 +242,7 @@ impl RunError {
         match self {
             RunError::Model(err) => err.is_retryable(),
             RunError::Journal { .. } => true,
+            RunError::ModelPlugin { source, .. } => source.retryable,
             RunError::Parked(_) | RunError::Aborted(_) | RunError::OverBudget(_) => false,
         }
     }
@@ -243,6 +252,7 @@ impl RunError {
         match self {
             RunError::Model(err) => err.source.kind().to_string(),
             RunError::Journal { .. } => "journal".into(),
+            RunError::ModelPlugin { .. } => "model_plugin".into(),
             RunError::Parked(parked) => match parked.kind {
                 ParkedKind::UnknownOutcome => "needs_attention".into(),
                 ParkedKind::Approval => "awaiting_approval".into(),
@@ -375,6 +385,8 @@ impl Kernel {
             self.config.history,
             self.config.max_history_messages,
         );
+        let plugin_err = |source| RunError::ModelPlugin { turn, source };
+        self.plugin.prepare(schemas).await.map_err(plugin_err)?;
         let request = self.request(&window, turn);
         events
             .emit(Event::ModelRequest {
@@ -398,7 +410,11 @@ impl Kernel {
             .await?;
         let raw_content = response.message.content.clone();
         let native_tool_calls_count = response.message.tool_calls.len();
-        let parsed = self.plugin.parse_reply(&response.message, schemas);
+        let parsed = self
+            .plugin
+            .read_reply(&response.message, schemas)
+            .await
+            .map_err(plugin_err)?;
         let recorded = RecordedReply {
             parse_errors: parsed.calls.iter().map(|c| c.error.clone()).collect(),
             assistant: Message::assistant(

@@ -5,8 +5,9 @@
 //! declare named variants built on it. All loading lives here so that the
 //! registry's hot reload swaps a whole catalog or nothing.
 //!
-//! It knows plugins only through [`super::builtin`]'s names and their option
-//! types; it does not know about bundles or the registry.
+//! It knows plugins through [`super::builtin`]'s names and their option
+//! types, and the plugin libraries it is handed (the registry loads them);
+//! it does not know about bundles or the registry.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -182,7 +183,38 @@ impl ModelCatalog {
     /// Built-ins plus every `*.toml` in `dir` (a missing directory means
     /// built-ins only). A file named like a built-in replaces its defaults.
     pub fn load(dir: &Path) -> Result<ModelCatalog, ModelConfigError> {
+        Self::load_with(dir, &[])
+    }
+
+    /// [`Self::load`] with plugin libraries besides the built-ins: each is
+    /// a model by its name (no grammar, no stop sequences) and a plugin a
+    /// file may configure (`plugin = "<name>"`). A library named like a
+    /// built-in is not offered (the built-in keeps its name): the registry
+    /// refuses it before.
+    pub fn load_with(
+        dir: &Path,
+        libraries: &[Arc<dyn ModelPlugin>],
+    ) -> Result<ModelCatalog, ModelConfigError> {
         let mut catalog = Self::builtin();
+        let libraries: Vec<Arc<dyn ModelPlugin>> = libraries
+            .iter()
+            .filter(|p| !BUILTIN_PLUGINS.contains(&p.name()))
+            .cloned()
+            .collect();
+        for plugin in &libraries {
+            let name = plugin.name().to_string();
+            catalog.models.insert(
+                name.clone(),
+                ResolvedModel {
+                    name,
+                    plugin: plugin.clone(),
+                    default_grammar: None,
+                    stop: Vec::new(),
+                    wire: None,
+                    source: None,
+                },
+            );
+        }
         let entries = match std::fs::read_dir(dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(catalog),
@@ -210,7 +242,7 @@ impl ModelCatalog {
             digest.update([0]);
             digest.update((text.len() as u64).to_le_bytes());
             digest.update(text.as_bytes());
-            for model in parse_file(&path, &text)? {
+            for model in parse_file(&path, &text, &libraries)? {
                 if let Some(first) = from_files.insert(model.name.clone(), path.clone()) {
                     return Err(ModelConfigError::Duplicate {
                         name: model.name,
@@ -272,9 +304,16 @@ struct RawSettings {
 struct Ctx<'a> {
     path: &'a Path,
     text: &'a str,
+    /// The model plugin libraries loaded besides the built-ins.
+    libraries: &'a [Arc<dyn ModelPlugin>],
 }
 
 impl Ctx<'_> {
+    /// The plugin library named `name`, if one is loaded.
+    fn library(&self, name: &str) -> Option<&Arc<dyn ModelPlugin>> {
+        self.libraries.iter().find(|p| p.name() == name)
+    }
+
     /// Where the table `[key]` (or an inline `key = {...}`) starts.
     fn header(&self, key: &str) -> Option<Range<usize>> {
         let last = key.rsplit('.').next().unwrap_or(key);
@@ -305,8 +344,16 @@ impl Ctx<'_> {
     }
 }
 
-fn parse_file(path: &Path, text: &str) -> Result<Vec<ResolvedModel>, ModelConfigError> {
-    let ctx = Ctx { path, text };
+fn parse_file(
+    path: &Path,
+    text: &str,
+    libraries: &[Arc<dyn ModelPlugin>],
+) -> Result<Vec<ResolvedModel>, ModelConfigError> {
+    let ctx = Ctx {
+        path,
+        text,
+        libraries,
+    };
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -334,7 +381,9 @@ fn parse_file(path: &Path, text: &str) -> Result<Vec<ResolvedModel>, ModelConfig
     })?;
     let plugin = match &raw.plugin {
         Some(p) => p.get_ref().clone(),
-        None if BUILTIN_PLUGINS.contains(&stem.as_str()) => stem.clone(),
+        None if BUILTIN_PLUGINS.contains(&stem.as_str()) || ctx.library(&stem).is_some() => {
+            stem.clone()
+        }
         None => {
             return Err(ctx.err(None, "plugin", format!(
                 "file `{stem}.toml` is not named after a built-in plugin, so it must say which one it configures (plugin = one of: {})",
@@ -342,14 +391,19 @@ fn parse_file(path: &Path, text: &str) -> Result<Vec<ResolvedModel>, ModelConfig
             )));
         }
     };
-    if !BUILTIN_PLUGINS.contains(&plugin.as_str()) {
+    if !BUILTIN_PLUGINS.contains(&plugin.as_str()) && ctx.library(&plugin).is_none() {
         let span = raw.plugin.as_ref().map(Spanned::span);
+        let valid: Vec<&str> = BUILTIN_PLUGINS
+            .iter()
+            .copied()
+            .chain(libraries.iter().map(|p| p.name()))
+            .collect();
         return Err(ctx.err(
             span,
             "plugin",
             format!(
-                "unknown plugin `{plugin}` (valid: {})",
-                BUILTIN_PLUGINS.join(", ")
+                "unknown plugin `{plugin}` (valid: {}; a model plugin library counts once it is in the plugins directory)",
+                valid.join(", ")
             ),
         ));
     }
@@ -432,7 +486,7 @@ fn build(
         "function_gemma" => Arc::new(FunctionGemmaPlugin::new(
             FunctionGemmaOptions::deserialize(toml::Value::Table(parser)).map_err(parser_err)?,
         )),
-        _ => {
+        other => {
             if let Some(key) = parser.keys().next() {
                 return Err(ctx.err(
                     parser_span,
@@ -440,7 +494,10 @@ fn build(
                     format!("plugin `{plugin_name}` has no parser options"),
                 ));
             }
-            Arc::new(OpenAiPlugin)
+            match ctx.library(other) {
+                Some(library) => library.clone(),
+                None => Arc::new(OpenAiPlugin),
+            }
         }
     };
     let wire: Option<WireKey> = match &raw.wire {
@@ -587,5 +644,53 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    /// A plugin library handed in by the registry, for the tests.
+    struct Library;
+
+    impl ModelPlugin for Library {
+        fn name(&self) -> &str {
+            "mine"
+        }
+        fn grammar_modes(&self) -> &[GrammarMode] {
+            &[]
+        }
+        fn parse_reply(
+            &self,
+            _reply: &crate::types::Message,
+            _tools: &[ToolSchema],
+        ) -> super::super::ParsedReply {
+            super::super::ParsedReply::default()
+        }
+    }
+
+    #[test]
+    fn plugin_libraries_are_models_and_configurable_plugins() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tuned.toml"),
+            "plugin = \"mine\"\nstop = [\"</s>\"]\n",
+        )
+        .unwrap();
+        let libraries: Vec<Arc<dyn ModelPlugin>> = vec![Arc::new(Library)];
+        let catalog = ModelCatalog::load_with(dir.path(), &libraries).unwrap();
+        assert_eq!(catalog.resolve("mine").unwrap().plugin.name(), "mine");
+        let tuned = catalog.resolve("tuned").unwrap();
+        assert_eq!(tuned.plugin.name(), "mine");
+        assert_eq!(tuned.stop, vec!["</s>"]);
+        // Without the library the same file names an unknown plugin.
+        let err = ModelCatalog::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("unknown plugin `mine`"), "{err}");
+        // A library has no parser options.
+        std::fs::write(
+            dir.path().join("tuned.toml"),
+            "plugin = \"mine\"\n[parser]\nx = 1\n",
+        )
+        .unwrap();
+        let err = ModelCatalog::load_with(dir.path(), &libraries)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no parser options"), "{err}");
     }
 }

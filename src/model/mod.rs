@@ -7,6 +7,10 @@
 //!
 //! Built-ins: `openai` (native `tool_calls`), `qwen` (`qwen/`: Hermes, Qwen3
 //! XML, bare `<function=...>`, whole-content JSON) and `function_gemma`.
+//! Other families come as model plugin libraries (docs/plugins.md), which
+//! the registry wraps in this trait; their calls may fail or take time, so
+//! the kernel reaches them through [`ModelPlugin::prepare`] and
+//! [`ModelPlugin::read_reply`], which for the built-ins answer at once.
 //! `config` turns `config/models/*.toml` into an immutable [`ModelCatalog`]
 //! of [`ResolvedModel`]s (plugin + options, default grammar, stop, wire key);
 //! `schema_ebnf` turns JSON Schemas into XGrammar EBNF; `wire` places a
@@ -33,7 +37,11 @@ pub use openai::OpenAiPlugin;
 pub use qwen::{QwenCallStyle, QwenOptions, QwenPlugin};
 pub use wire::{Grammar, ServerKind, WireKey};
 
+pub(crate) use reply::marker_start;
+
 use std::sync::Arc;
+
+use futures::future::BoxFuture;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -178,6 +186,21 @@ pub enum GrammarError {
     NoTools { mode: &'static str },
 }
 
+/// A model plugin library failed a call (it answered an error, garbage or
+/// nothing in time): the turn that asked cannot go on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "model plugin `{plugin}` failed in {op}: {detail} (the plugin's library is at fault: fix or replace it, then reload)"
+)]
+pub struct ModelPluginError {
+    pub plugin: String,
+    /// The operation asked: `parse_reply`, `format_tools`, `declare_tools`.
+    pub op: &'static str,
+    pub detail: String,
+    /// It did not answer in time: a retry may find it answering.
+    pub retryable: bool,
+}
+
 /// The seam between the kernel and a model family.
 pub trait ModelPlugin: Send + Sync {
     fn name(&self) -> &str;
@@ -192,7 +215,7 @@ pub trait ModelPlugin: Send + Sync {
 
     /// The request's `tools` array, or `None` when there are no tools.
     fn format_tools(&self, tools: &[ToolSchema]) -> Option<Value> {
-        (!tools.is_empty()).then(|| Value::Array(tools.iter().map(ToolSchema::to_wire).collect()))
+        openai_tools(tools)
     }
 
     /// Declares `tools` in the prompt, for requests that cannot list them
@@ -200,32 +223,37 @@ pub trait ModelPlugin: Send + Sync {
     /// Hermes-style `<tools>` block, which chat templates of the Qwen,
     /// SmolLM and Llama families use, to the system message (or a new one).
     fn declare_tools(&self, messages: &mut Vec<Value>, tools: &[ToolSchema]) {
-        let listing: Vec<String> = tools.iter().map(|t| t.to_wire().to_string()).collect();
-        let block = format!(
-            "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags.",
-            listing.join("\n")
-        );
-        let system = messages.iter_mut().find(|m| {
-            matches!(
-                m.get("role").and_then(Value::as_str),
-                Some("system" | "developer")
-            )
-        });
-        match system {
-            Some(message) => {
-                let text = message
-                    .get("content")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let joined = if text.is_empty() {
-                    block
-                } else {
-                    format!("{text}\n\n{block}")
-                };
-                message["content"] = Value::String(joined);
-            }
-            None => messages.insert(0, serde_json::json!({"role": "system", "content": block})),
-        }
+        add_to_system(messages, hermes_declaration(tools));
+    }
+
+    /// Gets ready to format a request offering `tools`. A plugin whose
+    /// formatting asks a library (and so may fail or take time) asks it
+    /// here, once per tool set, so that [`Self::format_tools`] and
+    /// [`Self::declare_tools`] answer at once; the built-ins need nothing.
+    fn prepare<'a>(
+        &'a self,
+        tools: &'a [ToolSchema],
+    ) -> BoxFuture<'a, Result<(), ModelPluginError>> {
+        let _ = tools;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// [`Self::parse_reply`] as the kernel asks it: a plugin whose parser
+    /// is a library runs it off the runtime, within a timeout, and its
+    /// failure is the turn's error; the built-ins parse in place.
+    fn read_reply<'a>(
+        &'a self,
+        reply: &'a Message,
+        tools: &'a [ToolSchema],
+    ) -> BoxFuture<'a, Result<ParsedReply, ModelPluginError>> {
+        Box::pin(std::future::ready(Ok(self.parse_reply(reply, tools))))
+    }
+
+    /// The SHA-256 of the code behind the plugin when it is not built into
+    /// the daemon (a plugin library): part of the identity of every bundle
+    /// that uses it, so a job replays with the parser it started with.
+    fn library_digest(&self) -> Option<&str> {
+        None
     }
 
     /// Reads the assistant message returned by the server.
@@ -274,6 +302,46 @@ pub trait ModelPlugin: Send + Sync {
                 .collect::<Vec<_>>()
                 .join(", "),
         }
+    }
+}
+
+/// The OpenAI `tools` array for `tools`, or `None` when there are none.
+pub fn openai_tools(tools: &[ToolSchema]) -> Option<Value> {
+    (!tools.is_empty()).then(|| Value::Array(tools.iter().map(ToolSchema::to_wire).collect()))
+}
+
+/// The Hermes-style `<tools>` block that declares `tools` in a prompt.
+pub fn hermes_declaration(tools: &[ToolSchema]) -> String {
+    let listing: Vec<String> = tools.iter().map(|t| t.to_wire().to_string()).collect();
+    format!(
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n{}\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags.",
+        listing.join("\n")
+    )
+}
+
+/// Adds `block` to the first system (or developer) message of wire
+/// `messages`, after its text, or as a new system message in front.
+pub fn add_to_system(messages: &mut Vec<Value>, block: String) {
+    let system = messages.iter_mut().find(|m| {
+        matches!(
+            m.get("role").and_then(Value::as_str),
+            Some("system" | "developer")
+        )
+    });
+    match system {
+        Some(message) => {
+            let text = message
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let joined = if text.is_empty() {
+                block
+            } else {
+                format!("{text}\n\n{block}")
+            };
+            message["content"] = Value::String(joined);
+        }
+        None => messages.insert(0, serde_json::json!({"role": "system", "content": block})),
     }
 }
 

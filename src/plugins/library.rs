@@ -30,7 +30,9 @@ pub struct Plugin {
     on_event: OnEventFn,
     free: FreeFn,
     shutdown: ShutdownFn,
-    /// The threads its tool calls run on, started at the first call.
+    /// `sa_model_call`, in a model plugin only.
+    model_call: Option<InvokeFn>,
+    /// The threads its tool and model calls run on, started at the first call.
     calls: OnceLock<CallPool>,
 }
 
@@ -129,6 +131,19 @@ impl Plugin {
                 file: file.to_path_buf(),
                 detail: format!("invalid manifest: {e}"),
             })?;
+        // Only a model plugin has (and must have) the model entry point: a
+        // tool or observer library built before it existed loads as before.
+        let model_call = if manifest.kind == "model" {
+            if manifest.model.is_none() {
+                return Err(PluginLoadError::Load {
+                    file: file.to_path_buf(),
+                    detail: "a model plugin whose manifest has no `model` section; rebuild it with export_model_plugin!".into(),
+                });
+            }
+            Some(symbol(&lib, b"sa_model_call", file)?)
+        } else {
+            None
+        };
         let plugin = Plugin {
             info: PluginInfo {
                 name: manifest.name.clone(),
@@ -144,6 +159,7 @@ impl Plugin {
             on_event: symbol(&lib, b"sa_observer_on_event", file)?,
             free: symbol(&lib, b"sa_plugin_free", file)?,
             shutdown: symbol(&lib, b"sa_plugin_shutdown", file)?,
+            model_call,
             calls: OnceLock::new(),
             manifest,
         };
@@ -171,10 +187,77 @@ impl Plugin {
         let text = CString::new(call.to_string()).unwrap_or_default();
         // SAFETY: the handle belongs to this library; the string lives for the call.
         let out = unsafe { (self.invoke)(instance.handle, text.as_ptr()) };
+        self.take_result(out, "sa_tool_invoke")
+    }
+
+    /// Calls a tool on the plugin's own call threads (never the runtime's
+    /// blocking pool); `timeout` covers waiting for a free thread and the
+    /// call. A call that times out keeps its thread until it returns.
+    pub async fn invoke_pooled(
+        self: &Arc<Self>,
+        instance: Arc<Instance>,
+        call: Value,
+        timeout: Duration,
+    ) -> Result<Result<Value, PluginCallError>, PoolError> {
+        let plugin = self.clone();
+        self.pool()?
+            .run(timeout, move || plugin.invoke(&instance, &call))
+            .await
+    }
+
+    /// Asks a model plugin `request` (`{op, input}`), answered `{"ok": …}`
+    /// or `{"error": {kind, message}}`. Blocking (runs plugin code).
+    pub fn call_model(
+        &self,
+        instance: &Instance,
+        request: &Value,
+    ) -> Result<Value, PluginCallError> {
+        let Some(model_call) = self.model_call else {
+            return Err(PluginCallError::Protocol {
+                plugin: self.info.name.clone(),
+                detail: format!("it is a {} plugin, not a model plugin", self.info.kind),
+            });
+        };
+        let text = CString::new(request.to_string()).unwrap_or_default();
+        // SAFETY: the handle belongs to this library; the string lives for the call.
+        let out = unsafe { model_call(instance.handle, text.as_ptr()) };
+        self.take_result(out, "sa_model_call")
+    }
+
+    /// [`Plugin::call_model`] on the plugin's own call threads, as
+    /// [`Plugin::invoke_pooled`] runs a tool call.
+    pub async fn call_model_pooled(
+        self: &Arc<Self>,
+        instance: Arc<Instance>,
+        request: Value,
+        timeout: Duration,
+    ) -> Result<Result<Value, PluginCallError>, PoolError> {
+        let plugin = self.clone();
+        self.pool()?
+            .run(timeout, move || plugin.call_model(&instance, &request))
+            .await
+    }
+
+    /// The plugin's call threads, started at the first call.
+    fn pool(&self) -> Result<&CallPool, PoolError> {
+        if let Some(pool) = self.calls.get() {
+            return Ok(pool);
+        }
+        // Two first calls may race; the loser's pool is dropped and its
+        // idle threads exit.
+        let pool = CallPool::new(&self.info.name, PLUGIN_CALL_THREADS)?;
+        let _ = self.calls.set(pool);
+        self.calls.get().ok_or_else(|| PoolError::Lost {
+            plugin: self.info.name.clone(),
+        })
+    }
+
+    /// Reads and frees a JSON answer the plugin returned from `export`.
+    fn take_result(&self, out: *mut c_char, export: &str) -> Result<Value, PluginCallError> {
         if out.is_null() {
             return Err(PluginCallError::Protocol {
                 plugin: self.info.name.clone(),
-                detail: "sa_tool_invoke returned null".into(),
+                detail: format!("{export} returned null"),
             });
         }
         // SAFETY: non-null, NUL-terminated, allocated by the plugin.
@@ -187,32 +270,6 @@ impl Plugin {
             plugin: self.info.name.clone(),
             detail: e.to_string(),
         })
-    }
-
-    /// Calls a tool on the plugin's own call threads (never the runtime's
-    /// blocking pool); `timeout` covers waiting for a free thread and the
-    /// call. A call that times out keeps its thread until it returns.
-    pub async fn invoke_pooled(
-        self: &Arc<Self>,
-        instance: Arc<Instance>,
-        call: Value,
-        timeout: Duration,
-    ) -> Result<Result<Value, PluginCallError>, PoolError> {
-        let pool = match self.calls.get() {
-            Some(pool) => pool,
-            None => {
-                // Two first calls may race; the loser's pool is dropped and
-                // its idle threads exit.
-                let pool = CallPool::new(&self.info.name, PLUGIN_CALL_THREADS)?;
-                let _ = self.calls.set(pool);
-                self.calls.get().ok_or_else(|| PoolError::Lost {
-                    plugin: self.info.name.clone(),
-                })?
-            }
-        };
-        let plugin = self.clone();
-        pool.run(timeout, move || plugin.invoke(&instance, &call))
-            .await
     }
 
     /// Delivers an event to an observer instance: 0 ok, 1 error, 2 panic. Blocking.

@@ -1,5 +1,5 @@
-//! Dynamic plugins: loading tool and observer libraries through the versioned
-//! C ABI of `plugins/sdk`, and the registry of what is loaded.
+//! Dynamic plugins: loading tool, observer and model libraries through the
+//! versioned C ABI of `plugins/sdk`, and the registry of what is loaded.
 //!
 //! Loading rules: a library that is group- or world-writable (or sits in such
 //! a directory) is refused; every library is copied to a content-addressed
@@ -31,10 +31,25 @@ use crate::types::ToolSchema;
 pub struct Manifest {
     pub name: String,
     pub version: String,
-    /// `tool` or `observer`.
+    /// `tool`, `observer` or `model`.
     pub kind: String,
     #[serde(default)]
     pub tools: Vec<ToolSchema>,
+    /// What a model plugin offers (`kind: model` only).
+    #[serde(default)]
+    pub model: Option<ModelManifest>,
+}
+
+/// A model plugin's part of its manifest.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelManifest {
+    /// Text that opens a tool call in the model's output.
+    #[serde(default)]
+    pub call_markers: Vec<String>,
+    /// The operations `sa_model_call` answers: `parse_reply` always,
+    /// `format_tools` and `declare_tools` when the plugin has them.
+    #[serde(default)]
+    pub ops: Vec<String>,
 }
 
 /// A loaded plugin, for listings.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::diff::Inventory;
+use super::model_plugin;
 use super::names::{self, Entries};
 use super::reuse::{DirLoad, DirLoads, Inputs, Plan};
 use super::stamp;
@@ -81,8 +82,9 @@ pub(super) fn snapshot(
     };
     let plugins = load_plugins(&config, &previous.plugins, &mut applied.errors);
     let observers = start_observers(&config, &plugins, previous, &mut applied.errors);
+    let libraries = model_plugin::libraries(&plugins, &previous.models, &mut applied.errors);
     let models = Arc::new(
-        ModelCatalog::load(&config.paths.models_dir)
+        ModelCatalog::load_with(&config.paths.models_dir, &libraries)
             .map_err(|e| RegistryError::Models(e.to_string()))?,
     );
     let inputs = Inputs::of(&config, &plugins, &models, env.runs_agents);
@@ -153,10 +155,10 @@ fn inventory_of(s: &Snapshot) -> Inventory {
         }
     }
     for info in s.plugins.list() {
-        let kind = if info.kind == "observer" {
-            InputKind::ObserverPlugin
-        } else {
-            InputKind::ToolPlugin
+        let kind = match info.kind.as_str() {
+            "observer" => InputKind::ObserverPlugin,
+            "model" => InputKind::ModelPlugin,
+            _ => InputKind::ToolPlugin,
         };
         inventory.insert(kind, info.name, info.sha256);
     }

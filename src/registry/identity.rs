@@ -1,6 +1,6 @@
 //! A bound bundle's identity: its content digest, the definition of the
-//! endpoint it names, the hashes of the plugin libraries its tools use
-//! and, when it calls remote agents, their definitions. A change to any of
+//! endpoint it names, the hashes of the plugin libraries its tools and its
+//! model plugin use and, when it calls remote agents, their definitions. A change to any of
 //! them is another bundle. Jobs and nested runs pin an identity; the
 //! bundle store keeps a copy per identity.
 
@@ -97,6 +97,12 @@ pub(super) fn identity_of(
     };
     hash.update(b"\0endpoint\0");
     hash.update(endpoint.as_bytes());
+    // A model plugin library parses every reply: another library is
+    // another bundle, so a job replays with the parser it started with.
+    if let Some(digest) = bundle.model.plugin.library_digest() {
+        hash.update(b"\0model-plugin\0");
+        hash.update(digest.as_bytes());
+    }
     if !super::build::own_urls(bundle).is_empty() {
         hash.update(b"\0egress\0");
         hash.update(serde_json::to_string(&config.egress).unwrap_or_default());

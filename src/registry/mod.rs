@@ -18,6 +18,7 @@ pub mod diff;
 mod directory;
 mod identity;
 mod limited;
+pub mod model_plugin;
 mod names;
 pub mod reload;
 mod reuse;

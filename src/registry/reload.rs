@@ -164,7 +164,11 @@ impl Reloader {
     fn publish(&self, outcome: &Arc<ReloadOutcome>) {
         self.bus.publish(DaemonEvent::Reload(outcome.clone()));
         let snapshot = self.registry.snapshot();
-        for kind in [InputKind::ToolPlugin, InputKind::ObserverPlugin] {
+        for kind in [
+            InputKind::ToolPlugin,
+            InputKind::ObserverPlugin,
+            InputKind::ModelPlugin,
+        ] {
             let Some(changes) = outcome.of(kind) else {
                 continue;
             };

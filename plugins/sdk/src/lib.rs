@@ -6,15 +6,19 @@
 //! | export | |
 //! |---|---|
 //! | `sa_plugin_abi_version() -> u32` | must equal [`ABI_VERSION`] |
-//! | `sa_plugin_manifest() -> *const c_char` | `{name, version, kind: "tool"\|"observer", tools: [{name, description, parameters}]}`, owned by the plugin |
+//! | `sa_plugin_manifest() -> *const c_char` | `{name, version, kind: "tool"\|"observer"\|"model", tools: [{name, description, parameters}], model?: {call_markers, ops}}`, owned by the plugin |
 //! | `sa_plugin_init(config) -> *mut c_void` | an instance for a config object; null on failure |
 //! | `sa_tool_invoke(handle, call) -> *mut c_char` | call = `{name, arguments, call_id}`; result = `{"ok": value}` or `{"error": {"kind": "retryable"\|"validation"\|"failed"\|"panic", "message"}}` |
 //! | `sa_observer_on_event(handle, event) -> i32` | 0 ok, 1 error, 2 panic |
+//! | `sa_model_call(handle, request) -> *mut c_char` | model plugins only: request = `{op, input}`; result = `{"ok": value}` or `{"error": {"kind": "failed"\|"panic", "message"}}` (the ops: [`ModelPluginDef`]) |
 //! | `sa_plugin_free(buf)` | frees a buffer this plugin returned |
 //! | `sa_plugin_shutdown(handle)` | drops an instance |
 //!
 //! Each side frees what it allocated; no panic unwinds across the boundary
-//! (every export runs inside `catch_unwind`).
+//! (every export runs inside `catch_unwind`). `sa_model_call` was added to
+//! ABI 1 without changing its number: the daemon looks it up only in a
+//! library whose manifest says `kind: "model"`, so tool and observer
+//! plugins built before it load as they did.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, c_char, c_void};
@@ -66,6 +70,43 @@ pub struct ObserverPluginDef {
     pub name: &'static str,
     pub version: &'static str,
     pub create: fn(&Value) -> Result<Box<dyn ObserverPlugin>, String>,
+}
+
+/// One operation of a model plugin: its input in, its answer out (both JSON;
+/// the shapes are on [`ModelPluginDef`]'s fields). An `Err` is a failure of
+/// the turn it was asked for, with this message.
+pub type ModelOpFn = fn(&Value) -> Result<Value, String>;
+
+/// A model plugin: how one family of models writes tool calls in its text.
+/// The daemon formats the request and the plugin reads the reply; the
+/// optional operations replace the daemon's defaults (OpenAI `tools`,
+/// a Hermes-style `<tools>` block in the system prompt).
+///
+/// Tool schemas travel in their OpenAI wire form
+/// (`{"type": "function", "function": {name, description, parameters}}`).
+pub struct ModelPluginDef {
+    pub name: &'static str,
+    pub version: &'static str,
+    /// Text that opens a tool call in the model's output (`[TOOL_CALLS]`).
+    /// While a reply streams, the daemon holds back text from the first
+    /// marker (or what may grow into one) on, so markup never reaches a
+    /// reader as answer text. Empty: every token is answer text.
+    pub call_markers: &'static [&'static str],
+    /// Required. Input `{"content": string|null, "tool_calls": [{id, name,
+    /// arguments}], "tools": [schema]}` (the assistant message as the server
+    /// returned it); answer `{"content": string|null, "calls": [{"id"?,
+    /// "name", "arguments": object, "error"?: string}]}` — the text outside
+    /// the calls and the calls in order. A call with `error` was malformed:
+    /// the model is told so instead of the tool running. A missing `id` is
+    /// minted by the daemon.
+    pub parse_reply: ModelOpFn,
+    /// Optional. Input `{"tools": [schema]}`; answer the request's `tools`
+    /// value (an array) or `null` to send none.
+    pub format_tools: Option<ModelOpFn>,
+    /// Optional. Input `{"tools": [schema]}`; answer the text that declares
+    /// the tools in the system prompt, for servers that take no `tools`
+    /// beside a grammar (the daemon adds it to the system message).
+    pub declare_tools: Option<ModelOpFn>,
 }
 
 #[doc(hidden)]
@@ -231,8 +272,60 @@ pub mod ffi {
         }
     }
 
+    pub fn manifest_model(def: &ModelPluginDef) -> CString {
+        let mut ops = vec!["parse_reply"];
+        if def.format_tools.is_some() {
+            ops.push("format_tools");
+        }
+        if def.declare_tools.is_some() {
+            ops.push("declare_tools");
+        }
+        let m = json!({"name": def.name, "version": def.version, "kind": "model", "abi": ABI_VERSION, "tools": [],
+            "model": {"call_markers": def.call_markers, "ops": ops}});
+        CString::new(m.to_string()).unwrap_or_default()
+    }
+
+    /// A model plugin holds no state: its instance is a marker the daemon
+    /// passes back (never dereferenced).
+    pub fn model_init() -> *mut c_void {
+        std::ptr::NonNull::<u8>::dangling().as_ptr() as *mut c_void
+    }
+
     /// # Safety
-    /// `buf` came from this plugin's `sa_tool_invoke` and is freed once.
+    /// `request` is null or a valid NUL-terminated string.
+    pub unsafe fn model_call(def: &ModelPluginDef, request: *const c_char) -> *mut c_char {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: forwarded from the caller's contract.
+            let request = match unsafe { read_json(request) } {
+                Ok(r) => r,
+                Err(e) => {
+                    return json!({"error": {"kind": "failed", "message": format!("bad request: {e}")}});
+                }
+            };
+            let op = request["op"].as_str().unwrap_or_default();
+            let run = match op {
+                "parse_reply" => Some(def.parse_reply),
+                "format_tools" => def.format_tools,
+                "declare_tools" => def.declare_tools,
+                _ => None,
+            };
+            let Some(run) = run else {
+                return json!({"error": {"kind": "failed", "message": format!("model plugin {} has no operation {op:?}", def.name)}});
+            };
+            match run(&request["input"]) {
+                Ok(value) => json!({"ok": value}),
+                Err(message) => json!({"error": {"kind": "failed", "message": message}}),
+            }
+        }));
+        let value = result.unwrap_or_else(
+            |panic| json!({"error": {"kind": "panic", "message": panic_text(panic.as_ref())}}),
+        );
+        to_c(&value)
+    }
+
+    /// # Safety
+    /// `buf` came from this plugin's `sa_tool_invoke` or `sa_model_call`
+    /// and is freed once.
     pub unsafe fn free(buf: *mut c_char) {
         if !buf.is_null() {
             // SAFETY: buf was produced by CString::into_raw in this library.
@@ -372,5 +465,80 @@ macro_rules! export_observer_plugin {
         pub unsafe extern "C" fn sa_plugin_shutdown(handle: *mut ::std::ffi::c_void) {
             unsafe { $crate::ffi::observer_shutdown(handle) }
         }
+    };
+}
+
+/// Exports a model plugin. `$def` is a `static ModelPluginDef`.
+#[macro_export]
+macro_rules! export_model_plugin {
+    ($def:path) => {
+        static __SA_MANIFEST: ::std::sync::OnceLock<::std::ffi::CString> =
+            ::std::sync::OnceLock::new();
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_abi_version() -> u32 {
+            $crate::ABI_VERSION
+        }
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_manifest() -> *const ::std::ffi::c_char {
+            let manifest = ::std::panic::catch_unwind(|| {
+                __SA_MANIFEST
+                    .get_or_init(|| $crate::ffi::manifest_model(&$def))
+                    .as_ptr()
+            });
+            manifest.unwrap_or(::std::ptr::null())
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_init(
+            _config: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_void {
+            $crate::ffi::model_init()
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_model_call(
+            _handle: *mut ::std::ffi::c_void,
+            request: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_char {
+            unsafe { $crate::ffi::model_call(&$def, request) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_tool_invoke(
+            _handle: *mut ::std::ffi::c_void,
+            _call: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_char {
+            ::std::ptr::null_mut()
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_observer_on_event(
+            _handle: *mut ::std::ffi::c_void,
+            _event: *const ::std::ffi::c_char,
+        ) -> i32 {
+            1
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_free(buf: *mut ::std::ffi::c_char) {
+            unsafe { $crate::ffi::free(buf) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_shutdown(_handle: *mut ::std::ffi::c_void) {}
     };
 }
