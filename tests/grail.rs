@@ -117,23 +117,45 @@ async fn grail_scripts_run_with_inputs_limits_and_externals_in_a_pool() {
         .filter(|e| e["type"] == "ToolResult")
         .collect();
     assert_eq!(results.len(), 8, "{results:#?}");
-    let preview = |i: usize| results[i]["output_preview"].as_str().unwrap_or_default().to_string();
+    let preview = |i: usize| {
+        results[i]["output_preview"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
     let code = |i: usize| results[i]["error_type"].as_str().map(str::to_string);
 
     // Inputs (with the script's default for `unit`) and the external
     // `lookup` answered by the `rates` tool.
     let scaled: Value = serde_json::from_str(&preview(0)).expect("JSON result");
-    assert_eq!(scaled, json!({"scaled": 21, "unit": "m"}), "{:#?}", results[0]);
+    assert_eq!(
+        scaled,
+        json!({"scaled": 21, "unit": "m"}),
+        "{:#?}",
+        results[0]
+    );
 
     // An argument the script declares no `Input()` for: Grail's InputError.
     assert_eq!(code(1).as_deref(), Some("user_error"), "{:#?}", results[1]);
-    assert!(preview(1).contains("Extra input 'colour'"), "{}", preview(1));
+    assert!(
+        preview(1).contains("Extra input 'colour'"),
+        "{}",
+        preview(1)
+    );
 
     // Grail's LimitError, by limit.
     assert_eq!(code(2).as_deref(), Some("tool_error"), "{:#?}", results[2]);
-    assert!(preview(2).contains("grail memory limit exceeded"), "{}", preview(2));
+    assert!(
+        preview(2).contains("grail memory limit exceeded"),
+        "{}",
+        preview(2)
+    );
     assert_eq!(code(3).as_deref(), Some("tool_error"), "{:#?}", results[3]);
-    assert!(preview(3).contains("grail duration limit exceeded"), "{}", preview(3));
+    assert!(
+        preview(3).contains("grail duration limit exceeded"),
+        "{}",
+        preview(3)
+    );
 
     // One host serves consecutive calls; killed mid-call, it is replaced.
     let (first, again) = (preview(4), preview(5));
@@ -176,8 +198,8 @@ tools:
         .arg(dir.path())
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{text}");
     for expected in [
         "tools[0].grail.limits.max_memory",

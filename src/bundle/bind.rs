@@ -559,7 +559,12 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
         }
     }
     let mut engine = ToolEngine::new();
-    for (spec, (i, tools)) in bundle.raw.tools.iter().zip(bound_at.into_iter().enumerate()) {
+    for (spec, (i, tools)) in bundle
+        .raw
+        .tools
+        .iter()
+        .zip(bound_at.into_iter().enumerate())
+    {
         for tool in tools {
             match policy_of(spec, bundle.raw.approval.as_ref()) {
                 Ok(policy) => engine.add(tool, policy),

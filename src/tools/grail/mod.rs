@@ -219,7 +219,12 @@ impl GrailTool {
         ctx: &ToolContext<'_>,
     ) -> Result<Answer, HostError> {
         let id = self.runs.fetch_add(1, Ordering::Relaxed);
-        let externals: Vec<&str> = self.spec.externals.iter().map(|(n, _)| n.as_str()).collect();
+        let externals: Vec<&str> = self
+            .spec
+            .externals
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
         host.send(&json!({
             "op": "run",
             "id": id,
@@ -261,12 +266,18 @@ impl GrailTool {
     /// Answers one external call by running the tool the bundle wired to it.
     async fn external(&self, message: &Value, ctx: &ToolContext<'_>) -> Value {
         let call = message.get("call").cloned().unwrap_or(Value::Null);
-        let name = message.get("name").and_then(Value::as_str).unwrap_or_default();
+        let name = message
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let Some((_, tool)) = self.spec.externals.iter().find(|(n, _)| n == name) else {
             return json!({"op": "external_result", "call": call, "ok": false,
                 "error": format!("no tool answers external {name:?} (grail.externals)")});
         };
-        let arguments = message.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let arguments = message
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
         let external_call = ToolCall {
             id: format!("{}:{name}:{call}", ctx.call.id),
             name: tool.schema().name.clone(),
@@ -294,7 +305,10 @@ impl GrailTool {
     /// Grail's error as our error code.
     fn refused(&self, error: &Value) -> ToolError {
         let kind = error.get("type").and_then(Value::as_str).unwrap_or("error");
-        let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let script = self.script_name();
         match kind {
             "LimitError" => {
@@ -306,7 +320,9 @@ impl GrailTool {
                     "grail {limit} limit exceeded running {script}: {message} (the tool's `grail.limits.max_{limit}` sets it)"
                 ))
             }
-            "InputError" => ToolError::Validation(format!("{script} refused its inputs: {message}")),
+            "InputError" => {
+                ToolError::Validation(format!("{script} refused its inputs: {message}"))
+            }
             _ => ToolError::Failed(format!("grail {kind} running {script}: {message}")),
         }
     }

@@ -39,7 +39,9 @@ pub enum HostError {
         dir: String,
         source: std::io::Error,
     },
-    #[error("grail is not importable in `{python}` ({detail}): install Grail into that interpreter, or set the tool's `grail.python` to one that has it")]
+    #[error(
+        "grail is not importable in `{python}` ({detail}): install Grail into that interpreter, or set the tool's `grail.python` to one that has it"
+    )]
     NoGrail { python: String, detail: String },
     #[error("the grail host (`{python}`) {what}{stderr}")]
     Died {
@@ -117,7 +119,10 @@ impl Host {
             Some("ready") => Ok(host),
             Some("fatal") => Err(HostError::NoGrail {
                 python: launch.python.clone(),
-                detail: hello["error"].as_str().unwrap_or("unknown error").to_string(),
+                detail: hello["error"]
+                    .as_str()
+                    .unwrap_or("unknown error")
+                    .to_string(),
             }),
             _ => Err(HostError::Protocol {
                 what: format!("{hello} instead of its ready line"),
@@ -141,7 +146,9 @@ impl Host {
         .await;
         match written {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.died(format!("stopped reading its requests ({e})")).await),
+            Err(e) => Err(self
+                .died(format!("stopped reading its requests ({e})"))
+                .await),
         }
     }
 
@@ -176,7 +183,10 @@ impl Host {
     async fn died(&mut self, what: String) -> HostError {
         let status = tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await;
         let how = match status {
-            Ok(Ok(status)) => match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+            Ok(Ok(status)) => match (
+                status.code(),
+                std::os::unix::process::ExitStatusExt::signal(&status),
+            ) {
                 (Some(code), _) => format!(" (exit code {code})"),
                 (None, Some(signal)) => format!(" (killed by signal {signal})"),
                 _ => String::new(),
