@@ -432,21 +432,17 @@ tools:
 registries: [grail, python]
 "#;
 
-/// A stand-in for Grail's `Input()`: the call's arguments arrive as JSON on
-/// stdin (how `kind: grail` runs a script today).
-const GRAIL_PRELUDE: &str = "import json, sys\n_args = json.load(sys.stdin)\ndef Input(name, **options): return _args.get(name, options.get(\"default\"))\n";
-
 fn original_bundle(dir: &std::path::Path) {
     std::fs::create_dir_all(dir.join("tools")).unwrap();
     std::fs::write(dir.join("bundle.yaml"), ORIGINAL_BUNDLE).unwrap();
     std::fs::write(
         dir.join("tools/double.pym"),
-        format!("{GRAIL_PRELUDE}value: int = Input(\"value\")\nprint(json.dumps({{\"doubled\": value * 2}}))\n"),
+        "from grail import Input\n\nvalue: int = Input(\"value\")\n{\"doubled\": value * 2}\n",
     )
     .unwrap();
     std::fs::write(
         dir.join("tools/submit_result.pym"),
-        format!("{GRAIL_PRELUDE}answer: str = Input(\"answer\")\nprint(json.dumps({{\"answer\": answer}}))\n"),
+        "from grail import Input\n\nanswer: str = Input(\"answer\")\n{\"answer\": answer}\n",
     )
     .unwrap();
     std::fs::write(
@@ -456,13 +452,23 @@ fn original_bundle(dir: &std::path::Path) {
     .unwrap();
 }
 
-/// `PATH` with a stand-in `grail` interpreter (Python on the script).
+/// `PATH` whose `python3` has the stand-in Grail package
+/// (tests/data/grail/grail) importable, as an operator's Python with Grail.
 fn grail_path(bin_dir: &std::path::Path) -> String {
     use std::os::unix::fs::PermissionsExt;
-    let grail = bin_dir.join("grail");
-    std::fs::write(&grail, "#!/bin/sh\nexec python3 \"$1\"\n").unwrap();
-    std::fs::set_permissions(&grail, std::fs::Permissions::from_mode(0o755)).unwrap();
-    format!("{}:/usr/local/bin:/usr/bin:/bin", bin_dir.display())
+    let system = "/usr/local/bin:/usr/bin:/bin";
+    let python = bin_dir.join("python3");
+    let standin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/grail");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\nPATH={system} PYTHONPATH={} exec python3 \"$@\"\n",
+            standin.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:{system}", bin_dir.display())
 }
 
 fn text(out: &std::process::Output) -> String {
@@ -590,7 +596,7 @@ fn import_converts_an_original_bundle_that_then_validates_and_runs() {
         .map(|e| e["output_preview"].as_str().unwrap_or_default())
         .collect();
     assert!(
-        results.len() == 2 && results[0].contains("\"doubled\": 42"),
+        results.len() == 2 && results[0].contains("\"doubled\":42"),
         "{stdout}"
     );
     let request = events

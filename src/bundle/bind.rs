@@ -1,6 +1,7 @@
 //! Binding a bundle's tool specs to backends: per-kind checks at load time,
 //! and building the `ToolEngine` a run uses.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,12 +12,14 @@ use crate::approval::ApprovalSpec;
 use crate::plugins::PluginRegistry;
 use crate::tools::agent::AgentTool;
 use crate::tools::engine::ToolPolicy;
+use crate::tools::grail::{GrailTool, GrailToolSpec, HostLaunch, HostPool};
 use crate::tools::http_agent::{HttpAgentSpec, HttpAgentTool};
 use crate::tools::mcp::{McpServerSpec, McpSource, McpTool};
 use crate::tools::plugin::PluginTool;
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
 use crate::tools::{Effect, Tool, ToolEngine};
 use crate::types::ToolSchema;
+use sha2::Digest;
 
 /// Default per-attempt tool deadline.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -65,6 +68,7 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     }
     if kind != ToolKind::Grail {
         forbid(spec.script.is_some(), "script", "grail");
+        forbid(spec.grail.is_some(), "grail", "grail");
     }
     if kind != ToolKind::Process && kind != ToolKind::Grail {
         let kinds = "process and grail";
@@ -166,11 +170,8 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     problems
 }
 
-/// The interpreter `kind: grail` tools run their scripts with.
-pub const GRAIL_INTERPRETER: &str = "grail";
-
 /// What keeps a `kind: grail` spec from running: no `script`, a script
-/// that is not a file, or no `grail` interpreter on the daemon's `PATH`.
+/// that is not a file, limits Grail would refuse, or no Python to host it.
 fn grail_problems(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
     match &spec.script {
@@ -184,15 +185,54 @@ fn grail_problems(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, String)> {
         )),
         Some(_) => {}
     }
-    if find_on_path(GRAIL_INTERPRETER).is_none() {
+    let section = spec.grail.clone().unwrap_or_default();
+    for (key, problem) in section.limits.problems() {
+        let key = match key {
+            "max_memory" => "grail.limits.max_memory",
+            _ => "grail.limits.max_duration",
+        };
+        problems.push((key, problem));
+    }
+    if section.pool_size == Some(0) {
+        problems.push(("grail.pool_size", "must be at least 1".into()));
+    }
+    let python = section
+        .python
+        .as_deref()
+        .unwrap_or(crate::tools::grail::DEFAULT_PYTHON);
+    if !python.contains('/') && find_on_path(python).is_none() {
         problems.push((
-            "kind",
+            "grail.python",
             format!(
-                "kind grail runs `.pym` scripts with the `{GRAIL_INTERPRETER}` interpreter, which is not installed (not found on the daemon's PATH): install it, or run the script as a `kind: process` tool"
+                "kind grail runs its scripts with Grail's Python API in `{python}`, which is not on the daemon's PATH: install Python with Grail, or set `grail.python` to the interpreter that has it"
             ),
         ));
     }
     problems
+}
+
+/// A grail spec's `grail.externals` naming no tool of the bundle that can
+/// answer them (a grail tool cannot: its host is busy with the caller).
+/// Names an MCP source may provide are only known when bound.
+pub(super) fn grail_external_problems(spec: &ToolSpec, tools: &[ToolSpec]) -> Vec<String> {
+    let Some(section) = &spec.grail else {
+        return Vec::new();
+    };
+    let has_mcp = tools.iter().any(|t| t.kind == ToolKind::Mcp);
+    section
+        .externals
+        .iter()
+        .filter_map(|(function, tool)| match tools.iter().find(|t| &t.name == tool) {
+            Some(t) if t.kind == ToolKind::Grail => Some(format!(
+                "external {function:?} names grail tool {tool:?}: a grail tool cannot answer another's externals (wire a process or plugin tool)"
+            )),
+            Some(_) => None,
+            None if has_mcp => None,
+            None => Some(format!(
+                "external {function:?} names {tool:?}, which is not a tool of this bundle"
+            )),
+        })
+        .collect()
 }
 
 /// The first executable file named `program` in the daemon's `PATH`.
@@ -330,17 +370,12 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
 /// The backend of a spec of any kind but `mcp` (which binds to many tools).
 fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
     match spec.kind {
-        ToolKind::Process | ToolKind::Grail => Ok(Arc::new(ProcessTool::new(
+        ToolKind::Process => Ok(Arc::new(ProcessTool::new(
             schema_of(spec),
             ProcessSpec {
-                command: process_command(spec, dir)?,
+                command: spec.command.clone(),
                 working_dir: dir.join(spec.working_dir.as_deref().unwrap_or(".")),
-                env_allowlist: spec.env_allowlist.clone().unwrap_or_else(|| {
-                    DEFAULT_ENV_ALLOWLIST
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect()
-                }),
+                env_allowlist: env_allowlist(spec),
                 env: spec
                     .env
                     .iter()
@@ -371,20 +406,69 @@ fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, St
     }
 }
 
-/// The argv of a process tool: its `command`, or for a grail tool the
-/// `grail` interpreter (as found on `PATH` now) on its script.
-fn process_command(spec: &ToolSpec, dir: &Path) -> Result<Vec<String>, String> {
-    if spec.kind != ToolKind::Grail {
-        return Ok(spec.command.clone());
-    }
-    let interpreter = find_on_path(GRAIL_INTERPRETER).ok_or_else(|| {
-        format!("the `{GRAIL_INTERPRETER}` interpreter of kind grail is not installed (not on the daemon's PATH)")
-    })?;
-    let script = spec.script.as_deref().unwrap_or_default();
-    Ok(vec![
-        interpreter.to_string_lossy().into_owned(),
-        dir.join(script).to_string_lossy().into_owned(),
-    ])
+/// The variables a process or grail tool passes through from the daemon.
+fn env_allowlist(spec: &ToolSpec) -> Vec<String> {
+    spec.env_allowlist.clone().unwrap_or_else(|| {
+        DEFAULT_ENV_ALLOWLIST
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    })
+}
+
+/// A grail tool, its externals answered by the bundle's `tools` bound so far.
+fn grail_tool(
+    spec: &ToolSpec,
+    dir: &Path,
+    tools: &BTreeMap<String, Arc<dyn Tool>>,
+) -> Result<Arc<dyn Tool>, String> {
+    let section = spec.grail.clone().unwrap_or_default();
+    let script = dir.join(spec.script.as_deref().unwrap_or_default());
+    let script = script.canonicalize().unwrap_or(script);
+    let content = std::fs::read(&script)
+        .map_err(|e| format!("cannot read the script {}: {e}", script.display()))?;
+    let digest = crate::hex::hex(&sha2::Sha256::digest(&content));
+    let externals = section
+        .externals
+        .iter()
+        .map(|(function, name)| match tools.get(name) {
+            Some(tool) if tool.kind() != "grail" => Ok((function.clone(), tool.clone())),
+            _ => Err(format!(
+                "grail.externals: no tool {name:?} (not grail) to answer external {function:?}"
+            )),
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let launch = HostLaunch {
+        python: section
+            .python
+            .clone()
+            .unwrap_or_else(|| crate::tools::grail::DEFAULT_PYTHON.into()),
+        working_dir: dir.join(spec.working_dir.as_deref().unwrap_or(".")),
+        env_allowlist: env_allowlist(spec),
+        env: spec
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    };
+    let pool = HostPool::new(
+        launch,
+        section
+            .pool_size
+            .unwrap_or(crate::tools::grail::DEFAULT_POOL_SIZE),
+    );
+    Ok(Arc::new(GrailTool::new(
+        schema_of(spec),
+        GrailToolSpec {
+            script,
+            digest,
+            limits: section.limits.effective(),
+            externals,
+            max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
+            timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
+        },
+        pool,
+    )))
 }
 
 /// Binds specs the daemon makes up for a bundle (the router's reach of the
@@ -436,42 +520,56 @@ fn policy_of(
 /// bundle's request shapes are rebuilt from the bound tools, so tools that
 /// MCP servers announce take part in its grammars.
 pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, BundleErrors> {
-    let mut engine = ToolEngine::new();
     let mut errors = Vec::new();
+    let error = |path: String, message: String| BundleError {
+        file: bundle.file.clone(),
+        line: None,
+        path,
+        message,
+    };
+    // Every tool but the grail ones first, so grail tools find the tools
+    // answering their externals; the engine keeps the bundle's order.
+    let mut bound_at: Vec<Vec<Arc<dyn Tool>>> = vec![Vec::new(); bundle.raw.tools.len()];
+    let mut by_name = BTreeMap::new();
     for (i, spec) in bundle.raw.tools.iter().enumerate() {
-        if spec.kind == ToolKind::Mcp {
-            match mcp_tools(spec, &bundle.dir, env.tools_changed.clone()) {
-                Ok(tools) => {
-                    for tool in tools {
-                        match policy_of(spec, bundle.raw.approval.as_ref()) {
-                            Ok(policy) => engine.add(tool, policy),
-                            Err(message) => errors.push(BundleError {
-                                file: bundle.file.clone(),
-                                line: None,
-                                path: format!("tools[{i}]"),
-                                message,
-                            }),
-                        }
-                    }
+        let tools = match spec.kind {
+            ToolKind::Grail => continue,
+            ToolKind::Mcp => mcp_tools(spec, &bundle.dir, env.tools_changed.clone())
+                .map_err(|message| error(format!("tools[{i}].server"), message)),
+            _ => bound(spec, &bundle.dir, env)
+                .map(|tool| vec![tool])
+                .map_err(|message| error(format!("tools[{i}]"), message)),
+        };
+        match tools {
+            Ok(tools) => {
+                for tool in &tools {
+                    by_name.insert(tool.schema().name.clone(), tool.clone());
                 }
-                Err(message) => errors.push(BundleError {
-                    file: bundle.file.clone(),
-                    line: None,
-                    path: format!("tools[{i}].server"),
-                    message,
-                }),
+                bound_at[i] = tools;
             }
-            continue;
+            Err(e) => errors.push(e),
         }
-        let tool = bound(spec, &bundle.dir, env);
-        match tool.and_then(|tool| Ok((tool, policy_of(spec, bundle.raw.approval.as_ref())?))) {
-            Ok((tool, policy)) => engine.add(tool, policy),
-            Err(message) => errors.push(BundleError {
-                file: bundle.file.clone(),
-                line: None,
-                path: format!("tools[{i}]"),
-                message,
-            }),
+    }
+    for (i, spec) in bundle.raw.tools.iter().enumerate() {
+        if spec.kind == ToolKind::Grail {
+            match grail_tool(spec, &bundle.dir, &by_name) {
+                Ok(tool) => bound_at[i] = vec![tool],
+                Err(message) => errors.push(error(format!("tools[{i}]"), message)),
+            }
+        }
+    }
+    let mut engine = ToolEngine::new();
+    for (spec, (i, tools)) in bundle
+        .raw
+        .tools
+        .iter()
+        .zip(bound_at.into_iter().enumerate())
+    {
+        for tool in tools {
+            match policy_of(spec, bundle.raw.approval.as_ref()) {
+                Ok(policy) => engine.add(tool, policy),
+                Err(message) => errors.push(error(format!("tools[{i}]"), message)),
+            }
         }
     }
     if errors.is_empty() {

@@ -509,6 +509,9 @@ fn tool_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
         for (problem_key, problem) in bind::check_spec(tool, dir) {
             problems.push((at(problem_key), problem));
         }
+        for problem in bind::grail_external_problems(tool, &raw.tools) {
+            problems.push((at("grail.externals"), problem));
+        }
     }
     if let Some(approval) = &raw.approval
         && let Err(e) = approval.compile()

@@ -307,9 +307,9 @@ pub enum ToolKind {
     HttpAgent,
     /// Another loaded bundle, run as a nested agent.
     Agent,
-    /// A `.pym` script run by the `grail` interpreter, as a process tool
-    /// (the Python tool engine's GrailBackend): JSON arguments on stdin,
-    /// one JSON value on stdout.
+    /// A Grail `.pym` script run through Grail's Python API (the Python
+    /// tool engine's GrailBackend): the arguments are its `Input()` values,
+    /// with Grail's limits and externals answered by other tools.
     Grail,
 }
 
@@ -361,6 +361,10 @@ pub struct ToolSpec {
     /// grail: the `.pym` script, relative to the bundle directory.
     #[serde(default)]
     pub script: Option<String>,
+    /// grail: the Python Grail runs in, its limits, its externals and its
+    /// pool of host processes.
+    #[serde(default)]
+    pub grail: Option<crate::tools::grail::GrailSection>,
     /// process, grail: working directory, relative to the bundle (default: the bundle directory).
     #[serde(default)]
     pub working_dir: Option<String>,
@@ -370,7 +374,7 @@ pub struct ToolSpec {
     /// process, grail: variables passed through from the daemon (default: PATH, LANG, LC_ALL, TZ, HOME, TMPDIR).
     #[serde(default)]
     pub env_allowlist: Option<Vec<String>>,
-    /// process, grail: largest stdout accepted; mcp: largest result of
+    /// process: largest stdout accepted; grail: largest result; mcp: largest result of
     /// each of the server's tools (at most 16 MiB); in bytes (default 1 MiB).
     #[serde(default)]
     pub max_output_bytes: Option<usize>,

@@ -1,5 +1,5 @@
 //! Tools: the `Tool` seam every backend implements, the engine pipeline every
-//! call goes through, and the backends (`process`, `plugin`, `mcp`,
+//! call goes through, and the backends (`process`, `grail`, `plugin`, `mcp`,
 //! `http_agent`, `agent`).
 //!
 //! This module must not know about models or the queue; it receives a
@@ -10,6 +10,7 @@ mod cache;
 mod coerce;
 pub mod direct;
 pub mod engine;
+pub mod grail;
 pub mod guardrails;
 pub mod http_agent;
 pub mod mcp;
