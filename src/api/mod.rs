@@ -38,6 +38,7 @@ mod sse;
 mod tool_run;
 mod trace_context;
 
+pub use a2a::push::PushFormat as A2aPushFormat;
 pub use auth::{Auth, Caller};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
 

@@ -41,7 +41,7 @@ pub use driver::Queue;
 pub use error::QueueError;
 pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
-pub use outbox::{Delivery, DeliveryResult};
+pub use outbox::{Delivery, DeliveryResult, PushAuth, PushConfig, PushPayload};
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};
@@ -259,6 +259,9 @@ pub struct NewJob {
     /// Where the job's state changes are sent (a completion webhook; see
     /// `outbox`), as admission decided it.
     pub webhook: Option<String>,
+    /// A2A push notification configs written with the job (a
+    /// `SendMessage` that names one): it is told of every state change.
+    pub push: Vec<PushConfig>,
 }
 
 /// What an API key's jobs hold and spent (see `JobQueue::owner_load`).
@@ -689,6 +692,14 @@ pub trait JobQueue: Send + Sync {
     async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError>;
     /// How many deliveries are dead-lettered.
     async fn dead_deliveries(&self) -> Result<u64, QueueError>;
+    /// Adds an A2A push config to job `id` (or replaces the one with its
+    /// id): the job's next state changes are pushed to it too.
+    async fn put_push_config(&self, id: &JobId, config: PushConfig) -> Result<(), QueueError>;
+    /// Job `id`'s push configs, oldest first.
+    async fn push_configs(&self, id: &JobId) -> Result<Vec<PushConfig>, QueueError>;
+    /// Deletes one of job `id`'s push configs and what is still to be
+    /// sent to it; whether there was one.
+    async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

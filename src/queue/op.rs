@@ -108,6 +108,15 @@ pub(crate) enum Op {
         result: DeliveryResult,
     },
     DeadDeliveries,
+    PutPushConfig {
+        id: JobId,
+        config: PushConfig,
+    },
+    PushConfigs(JobId),
+    DeletePushConfig {
+        id: JobId,
+        config: String,
+    },
 }
 
 pub(crate) struct LeaseOp {
@@ -211,6 +220,7 @@ pub(crate) enum Done {
     Schedules(Vec<StoredSchedule>),
     Flag(bool),
     Deliveries(Vec<Delivery>),
+    PushConfigs(Vec<PushConfig>),
 }
 
 impl Op {
@@ -291,6 +301,13 @@ impl Op {
             Op::SettleDelivery { id, result } => {
                 Done::Nothing(outbox::settle(tx, id, result).await?)
             }
+            Op::PutPushConfig { id, config } => {
+                let now = tx.now().await?;
+                Done::Nothing(tx.put_push_config(id.as_str(), config, now).await?)
+            }
+            Op::DeletePushConfig { id, config } => {
+                Done::Flag(outbox::delete_push(tx, id.as_str(), config).await?)
+            }
             read => read.run_read(tx).await?,
         })
     }
@@ -317,6 +334,7 @@ impl Op {
             Op::DeadDeliveries => {
                 Done::LastSeq(u64::try_from(tx.dead_deliveries().await?).unwrap_or(0))
             }
+            Op::PushConfigs(id) => Done::PushConfigs(tx.push_configs(id.as_str()).await?),
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
@@ -344,7 +362,9 @@ impl Op {
             | Op::Resolve { id, .. }
             | Op::DecideApproval { id, .. }
             | Op::RecordSteps { id, .. }
-            | Op::MoveVersion { id, .. } => LockOrder::Row(id.clone()),
+            | Op::MoveVersion { id, .. }
+            | Op::PutPushConfig { id, .. }
+            | Op::DeletePushConfig { id, .. } => LockOrder::Row(id.clone()),
             Op::Lease(..) | Op::ExpireApprovals { .. } | Op::Forget(..) | Op::Purge { .. } => {
                 LockOrder::Skipping
             }
@@ -358,7 +378,8 @@ impl Op {
             | Op::SpendSince { .. }
             | Op::OwnerLoad { .. }
             | Op::Schedules
-            | Op::DeadDeliveries => LockOrder::Nothing,
+            | Op::DeadDeliveries
+            | Op::PushConfigs(..) => LockOrder::Nothing,
             Op::SettleDelivery { id, .. } => LockOrder::Delivery(id.clone()),
             Op::ClaimDeliveries { .. } => LockOrder::Skipping,
             Op::PutSchedule(StoredSchedule { id, .. })
@@ -413,6 +434,9 @@ impl Op {
             Op::ClaimDeliveries { .. } => "claim_deliveries",
             Op::SettleDelivery { .. } => "settle_delivery",
             Op::DeadDeliveries => "dead_deliveries",
+            Op::PutPushConfig { .. } => "put_push_config",
+            Op::PushConfigs(..) => "push_configs",
+            Op::DeletePushConfig { .. } => "delete_push_config",
         }
     }
 }
