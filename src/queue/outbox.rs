@@ -124,9 +124,10 @@ pub(crate) fn push_from_row(row: &impl Columns) -> Res<PushConfig> {
         id: row.req_text(0)?,
         url: row.req_text(1)?,
         token: row.text(2)?,
-        authentication: row
-            .text(3)?
-            .map(|scheme| PushAuth { scheme, credentials }),
+        authentication: row.text(3)?.map(|scheme| PushAuth {
+            scheme,
+            credentials,
+        }),
     })
 }
 
@@ -186,7 +187,12 @@ pub(crate) async fn submitted(tx: &mut impl Tx, job_id: &str, job: &NewJob) -> R
 /// Deletes a push config and what is still to be sent to it: no push
 /// follows the deletion.
 pub(crate) async fn delete_push(tx: &mut impl Tx, job_id: &str, id: &str) -> Res<bool> {
-    let Some(config) = tx.push_configs(job_id).await?.into_iter().find(|c| c.id == id) else {
+    let Some(config) = tx
+        .push_configs(job_id)
+        .await?
+        .into_iter()
+        .find(|c| c.id == id)
+    else {
         return Ok(false);
     };
     tx.delete_push_config(job_id, id).await?;

@@ -89,7 +89,9 @@ mod tests {
             attempts: 0,
         };
         let signer = Signer::new("secret").unwrap();
-        let out = Signed::new(Some(signer.clone()), "X").format(&delivery).unwrap();
+        let out = Signed::new(Some(signer.clone()), "X")
+            .format(&delivery)
+            .unwrap();
         assert_eq!(out.body, "{}");
         let header = |name: &str| {
             out.headers

@@ -67,7 +67,10 @@ pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcErr
             let request: DeleteTaskPushNotificationConfigRequest = params(method, raw)?;
             let id = visible_task(call, &request.task_id).await?.id;
             // Idempotent: deleting a config that is gone is no error.
-            call.state.queue.delete_push_config(&id, &request.id).await?;
+            call.state
+                .queue
+                .delete_push_config(&id, &request.id)
+                .await?;
             Ok(Value::Null)
         }
         _ => {
@@ -137,7 +140,9 @@ pub fn accepted(
         }
     }
     let scheme = config.authentication.as_ref().map(|a| a.scheme.trim());
-    if scheme.is_some_and(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')) {
+    if scheme
+        .is_some_and(|s| s.is_empty() || !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+    {
         return Err(A2AError::invalid_params(
             "push notification config: authentication.scheme must be an HTTP auth scheme such as \"Bearer\" or \"Basic\"",
         )
@@ -161,7 +166,9 @@ pub fn accepted(
 /// The task a config method names, if the caller may see it.
 async fn visible_task(call: &Call, task: &str) -> Result<Job, RpcError> {
     if task.trim().is_empty() {
-        return Err(A2AError::invalid_params("taskId is missing: name the task the config is for").into());
+        return Err(
+            A2AError::invalid_params("taskId is missing: name the task the config is for").into(),
+        );
     }
     let id = JobId::from(task.to_string());
     Ok(call.caller.visible(&id, call.state.queue.get(&id).await?)?)
@@ -232,7 +239,10 @@ impl Format for PushFormat {
             credentials: Some(credentials),
         }) = &config.authentication
         {
-            headers.push(("authorization".to_string(), format!("{scheme} {credentials}")));
+            headers.push((
+                "authorization".to_string(),
+                format!("{scheme} {credentials}"),
+            ));
         }
         Ok(Outgoing { body, headers })
     }
