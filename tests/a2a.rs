@@ -413,8 +413,7 @@ async fn a_subscription_resumes_after_last_event_id_across_a_restart_and_a_messa
 
 /// Fast retries, short attempts (a claimed push's lease is the timeout
 /// and 5 s).
-const PUSH_CONFIG: &str =
-    "[webhooks]\nmax_attempts = 100\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n";
+const PUSH_CONFIG: &str = "[webhooks]\nmax_attempts = 100\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n";
 
 /// A push notification as a receiver got it: the path it was sent to, its
 /// headers and body.
@@ -510,7 +509,11 @@ fn distinct_deliveries(pushes: &[Push]) {
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    assert_eq!(ids.len(), pushes.len(), "a change was pushed twice: {pushes:?}");
+    assert_eq!(
+        ids.len(),
+        pushes.len(),
+        "a change was pushed twice: {pushes:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -530,7 +533,10 @@ async fn the_python_sdk_sets_push_configs_and_each_state_change_is_pushed_once_i
     assert_eq!(seen["left"], json!(["send"]), "{seen}");
     assert_eq!(seen["created"]["id"], "extra", "{seen}");
     assert_eq!(seen["created"]["task"], seen["task"], "{seen}");
-    assert_eq!(seen["got"], json!({"token": "tok-send", "scheme": "Bearer"}));
+    assert_eq!(
+        seen["got"],
+        json!({"token": "tok-send", "scheme": "Bearer"})
+    );
 
     // The task's last change comes last (each job's pushes go in order):
     // once it is here, every push is.
@@ -629,32 +635,50 @@ async fn a_push_config_over_raw_json_rpc_survives_a_sigkill_between_the_change_a
 
     // Raw: list, get, then a config outside egress.allow is refused (the
     // daemon's allow-list here is the default, so a non-http URL stands in).
-    let listed: Value = rpc(&http, &daemon, &token, "ListTaskPushNotificationConfigs", json!({"taskId": task}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": task}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     let configs = listed["result"]["configs"].as_array().unwrap();
     assert_eq!(configs.len(), 1, "{listed}");
     assert_eq!(configs[0]["token"], "tok-raw");
     let id = configs[0]["id"].as_str().unwrap();
-    let got_one: Value = rpc(&http, &daemon, &token, "GetTaskPushNotificationConfig", json!({"taskId": task, "id": id}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let got_one: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": task, "id": id}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     assert_eq!(got_one["result"]["url"], format!("{hook}/raw"), "{got_one}");
-    let unknown: Value = rpc(&http, &daemon, &token, "GetTaskPushNotificationConfig", json!({"taskId": task, "id": "nope"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let unknown: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": task, "id": "nope"}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
     assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
     let card: Value = http
         .get(daemon.url("/.well-known/agent-card.json"))
@@ -670,8 +694,11 @@ async fn a_push_config_over_raw_json_rpc_survives_a_sigkill_between_the_change_a
 #[tokio::test(flavor = "multi_thread")]
 async fn a_push_url_outside_egress_allow_is_refused() {
     let effects = tempfile::NamedTempFile::new().unwrap();
-    let (_mock, site, token) =
-        agent_with(effects.path(), "[egress]\nallow = [\"https://hooks.example/\"]\n").await;
+    let (_mock, site, token) = agent_with(
+        effects.path(),
+        "[egress]\nallow = [\"https://hooks.example/\"]\n",
+    )
+    .await;
     let daemon = site.start();
     let send = json!({"message": {"messageId": "m-egress", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
                       "configuration": {"taskPushNotificationConfig": {"url": "http://10.0.0.1/steal"}}});
