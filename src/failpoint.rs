@@ -26,6 +26,7 @@
 //! | `gate_started` | a workflow command gate's process has started |
 //! | `after_group_reply_recorded` | a group chat's reply is in the journal |
 //! | `before_completion_commit` | the job's outcome is about to be committed |
+//! | `before_delivery_send` | an outbox delivery (a webhook, an A2A push) is claimed, about to be POSTed |
 //! | `steps_reply_lost` | a journal write committed, and its answer is then lost (the write returns an error; never kills) |
 
 use std::collections::HashMap;
@@ -47,12 +48,13 @@ pub enum Failpoint {
     GateStarted,
     AfterGroupReplyRecorded,
     BeforeCompletionCommit,
+    BeforeDeliverySend,
     StepsReplyLost,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order a job meets them.
-    pub const ALL: [Failpoint; 12] = [
+    pub const ALL: [Failpoint; 13] = [
         Failpoint::AfterSubmitCommit,
         Failpoint::BeforeModelCall,
         Failpoint::AfterReplyRecorded,
@@ -64,6 +66,7 @@ impl Failpoint {
         Failpoint::GateStarted,
         Failpoint::AfterGroupReplyRecorded,
         Failpoint::BeforeCompletionCommit,
+        Failpoint::BeforeDeliverySend,
         Failpoint::StepsReplyLost,
     ];
 
@@ -81,6 +84,7 @@ impl Failpoint {
             Failpoint::GateStarted => "gate_started",
             Failpoint::AfterGroupReplyRecorded => "after_group_reply_recorded",
             Failpoint::BeforeCompletionCommit => "before_completion_commit",
+            Failpoint::BeforeDeliverySend => "before_delivery_send",
             Failpoint::StepsReplyLost => "steps_reply_lost",
         }
     }

@@ -6,7 +6,10 @@
 //! INPUT_REQUIRED, and meets the errors (an unknown task, a wrong key). A
 //! raw client checks what the SDKs cannot show: `SubscribeToTask` resumes
 //! after `Last-Event-ID`, also after the daemon was killed (SIGKILL), and an answer is the decision the approvals API
-//! would take (the tool runs once).
+//! would take (the tool runs once). Push notifications, set with the Python
+//! SDK and with raw JSON-RPC, reach a local receiver once per state change,
+//! in order, with the config's token — also when the daemon is killed
+//! between a change and its push — and stop when their config is deleted.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -14,6 +17,8 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::daemon::{Daemon, Site, client, eventually, file_lines, new_key, read_sse_response};
@@ -33,8 +38,16 @@ replies:
 /// answers, `sleeper` takes a minute, `bank` wires money over 100 only
 /// once a person approves (appending `<amount> <to>` to `effects`).
 async fn agent(effects: &Path) -> (MockServer, Site, String) {
+    agent_with(effects, "").await
+}
+
+/// [`agent`] with more of the daemon's configuration.
+async fn agent_with(effects: &Path, config: &str) -> (MockServer, Site, String) {
     let mock = mock_server(SCRIPT).await;
-    let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let site = Site::new(
+        &mock.base_url(),
+        &format!("[auth]\nkeys_file = \"keys.toml\"\n{config}"),
+    );
     let token = new_key(
         &site.path().join("keys.toml"),
         "team",
@@ -381,12 +394,252 @@ async fn a_subscription_resumes_after_last_event_id_across_a_restart_and_a_messa
         .await
         .unwrap();
     assert_eq!(ended["error"]["code"], -32004, "{ended}");
-    // Push notifications are not offered.
+    // An ended task takes no push config: no change of it is left.
     let push: Value = rpc(
         &http,
         &daemon,
         &token,
         "CreateTaskPushNotificationConfig",
+        json!({"taskId": task, "url": "http://127.0.0.1:9/hook"}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(push["error"]["code"], -32004, "{push}");
+}
+
+/// Fast retries, short attempts (a claimed push's lease is the timeout
+/// and 5 s).
+const PUSH_CONFIG: &str = "[webhooks]\nmax_attempts = 100\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n";
+
+/// A push notification as a receiver got it: the path it was sent to, its
+/// headers and body.
+type Push = (String, axum::http::HeaderMap, Value);
+
+/// A receiver of push notifications at `/hook/{name}` that keeps them
+/// (answering 500 to the first `refuse`); `GET /hook/{name}` lists the
+/// task states pushed to `name` so far.
+async fn push_receiver(refuse: usize) -> (Arc<Mutex<Vec<Push>>>, String) {
+    use axum::extract::{Path as UrlPath, State};
+    use axum::http::{HeaderMap, StatusCode};
+    type Got = Arc<Mutex<Vec<Push>>>;
+    let got: Got = Arc::default();
+    let refused = Arc::new(AtomicUsize::new(refuse));
+    let app = axum::Router::new()
+        .route(
+            "/hook/{name}",
+            axum::routing::post(
+                move |State(got): State<Got>,
+                      UrlPath(name): UrlPath<String>,
+                      headers: HeaderMap,
+                      body: String| {
+                    let refused = refused.clone();
+                    async move {
+                        if refused
+                            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                            .is_ok()
+                        {
+                            return StatusCode::INTERNAL_SERVER_ERROR;
+                        }
+                        let body = serde_json::from_str(&body).unwrap_or(Value::String(body));
+                        got.lock().unwrap().push((name, headers, body));
+                        StatusCode::OK
+                    }
+                },
+            )
+            .get(
+                |State(got): State<Got>, UrlPath(name): UrlPath<String>| async move {
+                    axum::Json(states(&pushed_to(&got, &name)))
+                },
+            ),
+        )
+        .with_state(got.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (got, url)
+}
+
+/// The pushes to `name`, in the order they came.
+fn pushed_to(got: &Mutex<Vec<Push>>, name: &str) -> Vec<Push> {
+    got.lock()
+        .unwrap()
+        .iter()
+        .filter(|(to, _, _)| to == name)
+        .cloned()
+        .collect()
+}
+
+/// The task states of pushes, each checked to be a `StreamResponse` with
+/// a `statusUpdate` (as the a2a-lf crate reads one).
+fn states(pushes: &[Push]) -> Vec<String> {
+    pushes
+        .iter()
+        .map(|(_, _, body)| {
+            let parsed: a2a::StreamResponse = serde_json::from_value(body.clone())
+                .unwrap_or_else(|e| panic!("not a StreamResponse ({e}): {body}"));
+            assert!(
+                matches!(parsed, a2a::StreamResponse::StatusUpdate(_)),
+                "{body}"
+            );
+            body["statusUpdate"]["status"]["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+fn header<'a>(push: &'a Push, name: &str) -> Option<&'a str> {
+    push.1.get(name).map(|v| v.to_str().unwrap())
+}
+
+/// The pushes' delivery ids are all different: no change came twice.
+fn distinct_deliveries(pushes: &[Push]) {
+    let mut ids: Vec<&str> = pushes
+        .iter()
+        .map(|(_, _, body)| {
+            body["statusUpdate"]["metadata"]["delivery_id"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(
+        ids.len(),
+        pushes.len(),
+        "a change was pushed twice: {pushes:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_sets_push_configs_and_each_state_change_is_pushed_once_in_order() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent_with(effects.path(), PUSH_CONFIG).await;
+    // The first push is refused twice: retried, it still comes once.
+    let (got, hook) = push_receiver(2).await;
+    let daemon = site.start();
+    let mut command = Command::new(python());
+    command
+        .arg(common::repo("tests/data/a2a/push.py"))
+        .args([&daemon.base, &token, &hook]);
+    let seen = run_client(command, &daemon);
+    assert_eq!(seen["done"], "TASK_STATE_COMPLETED", "{seen}");
+    assert_eq!(seen["listed"], json!(["extra", "send"]), "{seen}");
+    assert_eq!(seen["left"], json!(["send"]), "{seen}");
+    assert_eq!(seen["created"]["id"], "extra", "{seen}");
+    assert_eq!(seen["created"]["task"], seen["task"], "{seen}");
+    assert_eq!(
+        seen["got"],
+        json!({"token": "tok-send", "scheme": "Bearer"})
+    );
+
+    // The task's last change comes last (each job's pushes go in order):
+    // once it is here, every push is.
+    let pushed = eventually(Duration::from_secs(30), "the COMPLETED push", || async {
+        let pushed = pushed_to(&got, "send");
+        let last = states(&pushed).last().cloned();
+        (last.as_deref() == Some("TASK_STATE_COMPLETED")).then_some(pushed)
+    })
+    .await;
+    assert_eq!(
+        states(&pushed),
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ],
+        "{pushed:?}"
+    );
+    distinct_deliveries(&pushed);
+    for push in &pushed {
+        assert_eq!(push.2["statusUpdate"]["taskId"], seen["task"], "{push:?}");
+        assert_eq!(header(push, "x-a2a-notification-token"), Some("tok-send"));
+        assert_eq!(header(push, "authorization"), Some("Bearer hook-secret"));
+    }
+    // The parked call rides in the INPUT_REQUIRED push; the answer in the last.
+    let parked = &pushed[2].2["statusUpdate"]["status"]["message"]["parts"][1]["data"];
+    assert_eq!(parked["tool"], "wire_money", "{:?}", pushed[2]);
+    let answer = &pushed[5].2["statusUpdate"]["status"]["message"]["parts"][0]["text"];
+    assert_eq!(answer, "wired", "{:?}", pushed[5]);
+
+    // The config added later heard of what followed, up to its deletion.
+    let extra = pushed_to(&got, "extra");
+    let extra_states = states(&extra);
+    assert_eq!(
+        extra_states.last().map(String::as_str),
+        Some("TASK_STATE_INPUT_REQUIRED"),
+        "{extra:?}"
+    );
+    assert!(extra_states.len() <= 2, "{extra:?}");
+    distinct_deliveries(&extra);
+    for push in &extra {
+        assert_eq!(header(push, "x-a2a-notification-token"), Some("tok-extra"));
+        assert_eq!(header(push, "authorization"), None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_config_over_raw_json_rpc_survives_a_sigkill_between_the_change_and_its_push() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent_with(effects.path(), PUSH_CONFIG).await;
+    let (got, hook) = push_receiver(0).await;
+    // The daemon kills itself as it is about to send the second push.
+    let mut daemon = site.start_with_env(&[("SA_FAILPOINTS", "before_delivery_send@2")]);
+    let http = client();
+    let send = json!({"message": {"messageId": "m-push", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+                      "configuration": {"returnImmediately": true,
+                                        "taskPushNotificationConfig": {"url": format!("{hook}/raw"), "token": "tok-raw"}}});
+    let sent: Value = http
+        .post(daemon.url("/a2a/greeter"))
+        .bearer_auth(&token)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    tokio::task::block_in_place(|| daemon.wait_killed_at("before_delivery_send"));
+    drop(daemon);
+    let daemon = site.start();
+    let pushed = eventually(Duration::from_secs(60), "the COMPLETED push", || async {
+        let pushed = pushed_to(&got, "raw");
+        let last = states(&pushed).last().cloned();
+        (last.as_deref() == Some("TASK_STATE_COMPLETED")).then_some(pushed)
+    })
+    .await;
+    assert_eq!(
+        states(&pushed),
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ],
+        "{pushed:?}\n{}",
+        daemon.log()
+    );
+    distinct_deliveries(&pushed);
+    for push in &pushed {
+        assert_eq!(push.2["statusUpdate"]["taskId"], task.as_str());
+        assert_eq!(header(push, "x-a2a-notification-token"), Some("tok-raw"));
+    }
+
+    // Raw: list, get, then a config outside egress.allow is refused (the
+    // daemon's allow-list here is the default, so a non-http URL stands in).
+    let listed: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "ListTaskPushNotificationConfigs",
         json!({"taskId": task}),
     )
     .send()
@@ -395,5 +648,71 @@ async fn a_subscription_resumes_after_last_event_id_across_a_restart_and_a_messa
     .json()
     .await
     .unwrap();
-    assert_eq!(push["error"]["code"], -32003, "{push}");
+    let configs = listed["result"]["configs"].as_array().unwrap();
+    assert_eq!(configs.len(), 1, "{listed}");
+    assert_eq!(configs[0]["token"], "tok-raw");
+    let id = configs[0]["id"].as_str().unwrap();
+    let got_one: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": task, "id": id}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(got_one["result"]["url"], format!("{hook}/raw"), "{got_one}");
+    let unknown: Value = rpc(
+        &http,
+        &daemon,
+        &token,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": task, "id": "nope"}),
+    )
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+    let card: Value = http
+        .get(daemon.url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["capabilities"]["pushNotifications"], true, "{card}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_url_outside_egress_allow_is_refused() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent_with(
+        effects.path(),
+        "[egress]\nallow = [\"https://hooks.example/\"]\n",
+    )
+    .await;
+    let daemon = site.start();
+    let send = json!({"message": {"messageId": "m-egress", "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+                      "configuration": {"taskPushNotificationConfig": {"url": "http://10.0.0.1/steal"}}});
+    let refused: Value = client()
+        .post(daemon.url("/a2a/greeter"))
+        .bearer_auth(&token)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("egress.allow"), "{message}");
 }

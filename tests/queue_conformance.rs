@@ -22,8 +22,8 @@ use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
     CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, ForkSeed, HeartbeatReply,
-    JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome, Pin, QueueError,
-    Redrive, Resolution, RetryPolicy,
+    JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome, Pin, PushConfig,
+    PushPayload, QueueError, Redrive, Resolution, RetryPolicy,
 };
 use structured_agents::types::TerminationReason;
 
@@ -1775,6 +1775,98 @@ pub async fn dead_deliveries_are_listed_redriven_and_claimed_again(q: Arc<dyn Jo
     ));
 }
 
+fn push_config(id: &str) -> PushConfig {
+    PushConfig {
+        id: id.into(),
+        url: format!("http://127.0.0.1:9/{id}"),
+        token: Some(format!("tok-{id}")),
+        authentication: None,
+    }
+}
+
+/// The `a2a_push` deliveries of job `id` the outbox hands out now, one
+/// claim after another (each claim gives a job's oldest pending one
+/// only), each settled delivered: (config id, event).
+async fn pushed(q: &dyn JobQueue, id: &JobId) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    loop {
+        let claimed = q.claim_deliveries(HELD, 100).await.unwrap();
+        let mine: Vec<_> = claimed.iter().filter(|d| d.job_id == id.as_str()).collect();
+        for delivery in &claimed {
+            q.settle_delivery(&delivery.id, DeliveryResult::Delivered)
+                .await
+                .unwrap();
+        }
+        let Some(delivery) = mine.first() else {
+            return out;
+        };
+        assert_eq!(delivery.kind, "a2a_push");
+        let payload: PushPayload = serde_json::from_str(&delivery.payload).unwrap();
+        assert_eq!(payload.job.id, *id);
+        assert_eq!(delivery.target, payload.config.url);
+        out.push((payload.config.id, delivery.event.clone()));
+    }
+}
+
+/// A2A push configs: written with the job or later, each change of the
+/// job's state (and only a change: an expired lease resumed is none) is
+/// one delivery per config, in order; a deleted config gets no more.
+pub async fn push_configs_get_one_delivery_per_state_change_in_order(q: Arc<dyn JobQueue>) {
+    let (submitted, _) = q
+        .submit(NewJob {
+            push: vec![push_config("a")],
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    let id = &submitted.id;
+    assert_eq!(q.push_configs(id).await.unwrap(), vec![push_config("a")]);
+    assert_eq!(
+        pushed(&*q, id).await,
+        [("a".to_string(), "job.queued".to_string())]
+    );
+    q.lease("w", LEASE).await.unwrap().unwrap();
+    assert_eq!(
+        pushed(&*q, id).await,
+        [("a".to_string(), "job.running".to_string())]
+    );
+    // Its worker dies; the lease runs out and the run resumes: no change.
+    tokio::time::sleep(LEASE * 2).await;
+    let resumed = lease_until(&*q).await;
+    assert_eq!(resumed.job.id, *id);
+    assert_eq!(pushed(&*q, id).await, []);
+
+    q.put_push_config(id, push_config("b")).await.unwrap();
+    let failed = Outcome::Failed {
+        error: "model down".into(),
+        retryable: false,
+    };
+    q.finish(id, resumed.attempt, failed, &[], None)
+        .await
+        .unwrap();
+    assert_eq!(
+        pushed(&*q, id).await,
+        [
+            ("a".to_string(), "job.failed".to_string()),
+            ("b".to_string(), "job.failed".to_string())
+        ]
+    );
+    assert!(q.delete_push_config(id, "b").await.unwrap());
+    assert!(!q.delete_push_config(id, "b").await.unwrap());
+    assert_eq!(q.push_configs(id).await.unwrap(), vec![push_config("a")]);
+
+    // A config deleted before its delivery went out gets nothing.
+    let (other, _) = q
+        .submit(NewJob {
+            push: vec![push_config("c")],
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    assert!(q.delete_push_config(&other.id, "c").await.unwrap());
+    assert_eq!(pushed(&*q, &other.id).await, []);
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -1815,6 +1907,7 @@ macro_rules! suite {
             case!(a_finished_job_records_why_it_ended_and_its_tool_errors);
             case!(a_fork_is_inserted_pinned_with_its_journal_and_a_waiting_job_moves_versions);
             case!(dead_deliveries_are_listed_redriven_and_claimed_again);
+            case!(push_configs_get_one_delivery_per_state_change_in_order);
         }
     };
 }

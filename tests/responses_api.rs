@@ -2,8 +2,10 @@
 //! major, `.venv-current`): a background streamed response whose daemon is
 //! SIGKILLed mid-stream resumes with `starting_after` on the restarted
 //! daemon with exactly the missing events and the same answer as a
-//! non-streamed call; cancel; `previous_response_id`; and a client's
-//! `traceparent` is the parent of the job's spans.
+//! non-streamed call; cancel; `previous_response_id`; a client's
+//! `traceparent` is the parent of the job's spans; and a stream whose job
+//! waits for approval says so (an `mcp_approval_request` item) and goes on
+//! after the decision.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -284,4 +286,82 @@ async fn a_clients_traceparent_is_the_parent_of_the_jobs_spans() {
         .expect("a model call span");
     let attrs = common::otlp::attrs(model_call);
     assert_eq!(attrs["gen_ai.provider.name"], "openai");
+}
+
+/// A stream (raw SSE) whose job parks for approval sends the parked call
+/// as an `mcp_approval_request` item, stays open, and after the decision
+/// goes on to the call, the answer and `response.completed`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_says_when_its_job_awaits_approval_and_goes_on_after_the_decision() {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+    let mock = mock_server(&script(0)).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "echoer",
+        &BUNDLE.replace(
+            "effect: read_only",
+            "effect: read_only\n    approval: always",
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+    let response = http
+        .post(daemon.url("/v1/responses"))
+        .json(&json!({"model": MODEL, "input": "What is x?", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let mut stream = response.bytes_stream().eventsource();
+    let mut seen: Vec<Value> = Vec::new();
+    let mut decided = false;
+    while let Some(Ok(event)) = stream.next().await {
+        let body: Value = serde_json::from_str(&event.data).unwrap();
+        seen.push(body.clone());
+        let kind = body["type"].as_str().unwrap_or_default();
+        if kind == "response.completed" || kind == "response.failed" {
+            break;
+        }
+        if kind != "response.output_item.done" || body["item"]["type"] != "mcp_approval_request" {
+            continue;
+        }
+        // The model's call (its function_call item) waits for a person: the
+        // response is in progress with the request among its output.
+        let item = &body["item"];
+        assert_eq!(item["name"], "echo", "{item}");
+        assert_eq!(item["arguments"], "{\"x\":1}", "{item}");
+        assert_eq!(item["server_label"], "echoer", "{item}");
+        assert_eq!(item["call_id"], "call-1", "{item}");
+        let id = seen[0]["response"]["id"].as_str().unwrap();
+        let got = common::daemon::get(&http, &daemon, &format!("/v1/responses/{id}")).await;
+        assert_eq!(got["status"], "in_progress", "{got}");
+        assert_eq!(got["output"][1]["type"], "mcp_approval_request", "{got}");
+        let path = item["decide"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("POST ")
+            .unwrap();
+        let decision = http
+            .post(daemon.url(path))
+            .json(&json!({"decision": "approve", "digest": item["digest"]}))
+            .send()
+            .await
+            .unwrap();
+        assert!(decision.status().is_success(), "{}", decision.status());
+        decided = true;
+    }
+    assert!(decided, "no approval request came: {seen:?}");
+    let last = seen.last().unwrap();
+    assert_eq!(last["type"], "response.completed", "{seen:?}");
+    assert_eq!(text(&seen), ANSWER);
+    let output: Vec<&str> = last["response"]["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(output, ["function_call", "mcp_approval_request", "message"]);
+    let numbers: Vec<u64> = seen.iter().map(seq).collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
 }

@@ -112,8 +112,6 @@ impl KeyEntry {
     }
 }
 
-/// A key name: 1 to 64 of `A-Z a-z 0-9 _ . -`, not a reserved name. It
-/// prefixes its jobs' idempotency keys (`name/key`), so never a `/`.
 /// Whether `url` can be a completion webhook's target: an http(s) URL
 /// (whether `egress.allow` admits it is checked where a job is admitted).
 pub fn check_webhook(url: &str) -> Result<(), String> {
@@ -123,6 +121,8 @@ pub fn check_webhook(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A key name: 1 to 64 of `A-Z a-z 0-9 _ . -`, not a reserved name. It
+/// prefixes its jobs' idempotency keys (`name/key`), so never a `/`.
 pub fn check_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
         && name.len() <= 64

@@ -280,15 +280,22 @@ fn webhook(state: &AppState, caller: &Caller, job: &NewJob) -> Result<Option<Str
     let Some(url) = url else {
         return Ok(None);
     };
-    let field = "webhook";
-    crate::access::file::check_webhook(&url)
-        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("webhook {e}")))?;
-    snapshot
+    check_callback(state, "webhook", &url)?;
+    Ok(Some(url))
+}
+
+/// A URL the daemon is to POST a job's changes to (a webhook, an A2A push
+/// config's `url`, named `field`): http(s), within `egress.allow`.
+pub fn check_callback(state: &AppState, field: &str, url: &str) -> Result<(), ApiError> {
+    crate::access::file::check_webhook(url)
+        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("{field} {e}")))?;
+    state
+        .registry
+        .snapshot()
         .config
         .egress
-        .check(&url)
-        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("webhook: {e}")))?;
-    Ok(Some(url))
+        .check(url)
+        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("{field}: {e}")))
 }
 
 /// The rules of a job's own fields, for every way in (and the fuzz

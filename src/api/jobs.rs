@@ -110,6 +110,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         limits: request.limits,
         owner: None,
         webhook: request.webhook,
+        push: Vec::new(),
     })
 }
 
@@ -355,6 +356,7 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         limits: source.limits,
         owner: None,
         webhook: None,
+        push: Vec::new(),
     }
 }
 

@@ -40,6 +40,7 @@ mod tool_run;
 mod trace_context;
 mod verify;
 
+pub use a2a::push::PushFormat as A2aPushFormat;
 pub use auth::{Auth, Caller};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
 

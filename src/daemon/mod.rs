@@ -240,7 +240,11 @@ impl Daemon {
             self.config.webhooks.clone(),
             self.bus.clone(),
         )
-        .map(|sender| crate::webhook::spawn(sender, self.shutdown.clone()))
+        .map(|sender| {
+            let pushes = std::sync::Arc::new(api::A2aPushFormat);
+            let sender = sender.with_format(crate::queue::outbox::A2A_PUSH, pushes);
+            crate::webhook::spawn(sender, self.shutdown.clone())
+        })
         .map_err(ServeError::Other)?;
         let server_settings = &self.config.server;
         let app = api::router(

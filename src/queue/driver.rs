@@ -452,4 +452,25 @@ impl<D: Driver> JobQueue for Queue<D> {
         };
         expect!(self, self.driver.write(op).await?, Redrive)
     }
+
+    async fn put_push_config(&self, id: &JobId, config: PushConfig) -> Result<(), QueueError> {
+        let op = Op::PutPushConfig {
+            id: id.clone(),
+            config,
+        };
+        expect!(self, self.driver.write(op).await?, Nothing)
+    }
+
+    async fn push_configs(&self, id: &JobId) -> Result<Vec<PushConfig>, QueueError> {
+        let op = Op::PushConfigs(id.clone());
+        expect!(self, self.driver.read(op).await?, PushConfigs)
+    }
+
+    async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError> {
+        let op = Op::DeletePushConfig {
+            id: id.clone(),
+            config: config.to_string(),
+        };
+        expect!(self, self.driver.write(op).await?, Flag)
+    }
 }

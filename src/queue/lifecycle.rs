@@ -47,10 +47,10 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
 }
 
 /// What a new job's insert writes beside its row, in the same transaction:
-/// a fork's copied journal and the job's webhook.
+/// a fork's copied journal, the job's webhook and push configs.
 async fn write_beside(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<()> {
     seed_journal(tx, id, job).await?;
-    outbox::set_webhook(tx, id.as_str(), job.webhook.as_deref()).await
+    outbox::submitted(tx, id.as_str(), job).await
 }
 
 /// Writes a fork's seeded journal with its job (attempt 0: before any
@@ -167,6 +167,10 @@ pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease
             let job = tx
                 .start_attempt(&candidate, ask.worker, expires, now, pin.as_ref())
                 .await?;
+            // An abandoned run resumed was running already: no change.
+            if !candidate.running {
+                outbox::state_changed(tx, job.id.as_str(), JobState::Running).await?;
+            }
             tx.changed(Change::Updated, &job.id);
             leases.push(Lease {
                 attempt: job.attempts,
@@ -464,6 +468,7 @@ pub(crate) async fn release(
         Change::Updated
     } else {
         tx.unlease(id.as_str(), now).await?;
+        outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
         Change::Runnable
     };
     write_ending(tx, id, attempt, ending, &decision, change, None).await
@@ -539,6 +544,7 @@ pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolutio
                     .await?;
             }
             tx.requeue(id.as_str(), now).await?;
+            outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
             Change::Runnable
         }
         Resolution::Skip { output, is_error } => {
@@ -552,6 +558,7 @@ pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolutio
             };
             tx.put_step(id.as_str(), &entry, job.attempts).await?;
             tx.requeue(id.as_str(), now).await?;
+            outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
             Change::Runnable
         }
     };
@@ -597,6 +604,7 @@ pub(crate) async fn decide_approval(
     };
     tx.put_step(id.as_str(), &entry, job.attempts).await?;
     tx.requeue(id.as_str(), now).await?;
+    outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
     let event = rules::decided_event(
         &job,
         &request,

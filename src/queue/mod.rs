@@ -42,7 +42,8 @@ pub use error::QueueError;
 pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
 pub use outbox::{
-    Delivery, DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryResult, DeliveryState, Redrive,
+    Delivery, DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryResult, DeliveryState,
+    PushAuth, PushConfig, PushPayload, Redrive,
 };
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
@@ -261,6 +262,9 @@ pub struct NewJob {
     /// Where the job's state changes are sent (a completion webhook; see
     /// `outbox`), as admission decided it.
     pub webhook: Option<String>,
+    /// A2A push notification configs written with the job (a
+    /// `SendMessage` that names one): it is told of every state change.
+    pub push: Vec<PushConfig>,
 }
 
 /// What an API key's jobs hold and spent (see `JobQueue::owner_load`).
@@ -701,6 +705,14 @@ pub trait JobQueue: Send + Sync {
     /// Sends a dead delivery again: pending, attempts reset, due now. With
     /// `owner`, only a delivery of that key's jobs is found.
     async fn redrive_delivery(&self, id: &str, owner: Option<&str>) -> Result<Redrive, QueueError>;
+    /// Adds an A2A push config to job `id` (or replaces the one with its
+    /// id): the job's next state changes are pushed to it too.
+    async fn put_push_config(&self, id: &JobId, config: PushConfig) -> Result<(), QueueError>;
+    /// Job `id`'s push configs, oldest first.
+    async fn push_configs(&self, id: &JobId) -> Result<Vec<PushConfig>, QueueError>;
+    /// Deletes one of job `id`'s push configs and what is still to be
+    /// sent to it; whether there was one.
+    async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

@@ -114,6 +114,15 @@ pub(crate) enum Op {
         /// Only a delivery of this key's jobs.
         owner: Option<String>,
     },
+    PutPushConfig {
+        id: JobId,
+        config: PushConfig,
+    },
+    PushConfigs(JobId),
+    DeletePushConfig {
+        id: JobId,
+        config: String,
+    },
 }
 
 pub(crate) struct LeaseOp {
@@ -219,6 +228,7 @@ pub(crate) enum Done {
     Deliveries(Vec<Delivery>),
     DeliveryPage(DeliveryPage),
     Redrive(Redrive),
+    PushConfigs(Vec<PushConfig>),
 }
 
 impl Op {
@@ -302,6 +312,13 @@ impl Op {
             Op::RedriveDelivery { id, owner } => {
                 Done::Redrive(outbox::redrive(tx, id, owner.as_deref()).await?)
             }
+            Op::PutPushConfig { id, config } => {
+                let now = tx.now().await?;
+                Done::Nothing(tx.put_push_config(id.as_str(), config, now).await?)
+            }
+            Op::DeletePushConfig { id, config } => {
+                Done::Flag(outbox::delete_push(tx, id.as_str(), config).await?)
+            }
             read => read.run_read(tx).await?,
         })
     }
@@ -329,6 +346,7 @@ impl Op {
                 Done::LastSeq(u64::try_from(tx.dead_deliveries().await?).unwrap_or(0))
             }
             Op::ListDeliveries(filter) => Done::DeliveryPage(outbox::list(tx, filter).await?),
+            Op::PushConfigs(id) => Done::PushConfigs(tx.push_configs(id.as_str()).await?),
             write => {
                 return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
             }
@@ -356,7 +374,9 @@ impl Op {
             | Op::Resolve { id, .. }
             | Op::DecideApproval { id, .. }
             | Op::RecordSteps { id, .. }
-            | Op::MoveVersion { id, .. } => LockOrder::Row(id.clone()),
+            | Op::MoveVersion { id, .. }
+            | Op::PutPushConfig { id, .. }
+            | Op::DeletePushConfig { id, .. } => LockOrder::Row(id.clone()),
             Op::Lease(..) | Op::ExpireApprovals { .. } | Op::Forget(..) | Op::Purge { .. } => {
                 LockOrder::Skipping
             }
@@ -371,7 +391,8 @@ impl Op {
             | Op::OwnerLoad { .. }
             | Op::Schedules
             | Op::DeadDeliveries
-            | Op::ListDeliveries(..) => LockOrder::Nothing,
+            | Op::ListDeliveries(..)
+            | Op::PushConfigs(..) => LockOrder::Nothing,
             Op::SettleDelivery { id, .. } | Op::RedriveDelivery { id, .. } => {
                 LockOrder::Delivery(id.clone())
             }
@@ -430,6 +451,9 @@ impl Op {
             Op::DeadDeliveries => "dead_deliveries",
             Op::ListDeliveries(..) => "list_deliveries",
             Op::RedriveDelivery { .. } => "redrive_delivery",
+            Op::PutPushConfig { .. } => "put_push_config",
+            Op::PushConfigs(..) => "push_configs",
+            Op::DeletePushConfig { .. } => "delete_push_config",
         }
     }
 }

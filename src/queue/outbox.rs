@@ -1,8 +1,9 @@
 //! The outbox: a job's state changes that someone is to be told of (a
-//! completion webhook today; A2A push notifications can add their own
-//! `kind`), written by the lifecycle in the transaction that changes the
-//! state, so a change is never recorded without its delivery nor the
-//! other way round. A sender claims due deliveries (a lease, so several
+//! completion webhook, kind `webhook`; an A2A push notification per
+//! config of the task, kind `a2a_push`), written by the lifecycle in the
+//! transaction that changes the state, so a change is never recorded
+//! without its deliveries nor the other way round. [`state_changed`] is
+//! the one rule of what a change writes, for every kind. A sender claims due deliveries (a lease, so several
 //! daemons never send one at once, and a crashed sender's come back),
 //! sends them, and settles each: delivered, again later, or dead.
 //!
@@ -19,10 +20,13 @@ use serde_json::{Value, json};
 
 use super::listing::{comparisons, page_limit, paged};
 use super::tx::{Columns, Fail, Res, Tx};
-use super::{Job, JobState, rfc3339};
+use super::{Job, JobState, NewJob, rfc3339};
 
 /// The `kind` of a completion webhook's delivery.
 pub const WEBHOOK: &str = "webhook";
+
+/// The `kind` of an A2A push notification's delivery.
+pub const A2A_PUSH: &str = "a2a_push";
 
 /// The largest payload sent: a bigger job result is left out (the receiver
 /// reads it with `GET /v1/jobs/{id}`).
@@ -37,6 +41,38 @@ pub const NOTIFIED: [JobState; 6] = [
     JobState::NeedsAttention,
     JobState::AwaitingApproval,
 ];
+
+/// Where an A2A task's state changes are pushed (its
+/// `TaskPushNotificationConfig`): stored per job, each change delivered to
+/// every config the job has then.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushConfig {
+    /// Unique per job.
+    pub id: String,
+    pub url: String,
+    /// Sent back with each push for the receiver to check.
+    pub token: Option<String>,
+    /// How the agent authenticates to the receiver.
+    pub authentication: Option<PushAuth>,
+}
+
+/// The `Authorization` a push carries: `{scheme} {credentials}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushAuth {
+    pub scheme: String,
+    pub credentials: Option<String>,
+}
+
+/// An `a2a_push` delivery's payload: the config it goes to and the job as
+/// the change left it (the sender's formatter makes the wire body of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PushPayload {
+    pub config: PushConfig,
+    pub job: Job,
+    /// The job's input, variables and result were left out (too big).
+    #[serde(default)]
+    pub truncated: bool,
+}
 
 /// A delivery as a sender claims it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -214,6 +250,21 @@ pub enum Redrive {
     NotFound,
 }
 
+pub(crate) const PUSH_COLUMNS: &str = "id, url, token, auth_scheme, auth_credentials";
+
+pub(crate) fn push_from_row(row: &impl Columns) -> Res<PushConfig> {
+    let credentials = row.text(4)?;
+    Ok(PushConfig {
+        id: row.req_text(0)?,
+        url: row.req_text(1)?,
+        token: row.text(2)?,
+        authentication: row.text(3)?.map(|scheme| PushAuth {
+            scheme,
+            credentials,
+        }),
+    })
+}
+
 /// A delivery to insert (its `seq` is the job's next).
 pub(crate) struct NewDelivery<'a> {
     pub id: String,
@@ -251,40 +302,111 @@ pub(crate) trait OutboxStatements {
     /// A dead delivery pending again: attempts 0, due at `now`, unleased;
     /// whether it was dead.
     async fn redrive_delivery(&mut self, id: &str, now: i64) -> Res<bool>;
+    /// Inserts a job's push config or replaces the one with its id.
+    async fn put_push_config(&mut self, job_id: &str, config: &PushConfig, now: i64) -> Res<()>;
+    /// A job's push configs, oldest first.
+    async fn push_configs(&mut self, job_id: &str) -> Res<Vec<PushConfig>>;
+    /// Whether there was one to delete.
+    async fn delete_push_config(&mut self, job_id: &str, id: &str) -> Res<bool>;
+    /// Drops a job's deliveries of `kind` to `target` not sent yet.
+    async fn drop_pending(&mut self, job_id: &str, kind: &str, target: &str) -> Res<()>;
 }
 
-/// Records a job's webhook as it is submitted.
-pub(crate) async fn set_webhook(tx: &mut impl Tx, job_id: &str, url: Option<&str>) -> Res<()> {
-    match url {
-        Some(url) => tx.set_job_webhook(job_id, url).await,
-        None => Ok(()),
+/// Records where a job's changes go as it is submitted: its webhook and
+/// its push configs; a job pushed to is told of its first state too.
+pub(crate) async fn submitted(tx: &mut impl Tx, job_id: &str, job: &NewJob) -> Res<()> {
+    if let Some(url) = &job.webhook {
+        tx.set_job_webhook(job_id, url).await?;
     }
+    if job.push.is_empty() {
+        return Ok(());
+    }
+    let now = tx.now().await?;
+    for config in &job.push {
+        tx.put_push_config(job_id, config, now).await?;
+    }
+    state_changed(tx, job_id, JobState::Queued).await
+}
+
+/// Deletes a push config and what is still to be sent to it: no push
+/// follows the deletion.
+pub(crate) async fn delete_push(tx: &mut impl Tx, job_id: &str, id: &str) -> Res<bool> {
+    let Some(config) = tx
+        .push_configs(job_id)
+        .await?
+        .into_iter()
+        .find(|c| c.id == id)
+    else {
+        return Ok(false);
+    };
+    tx.delete_push_config(job_id, id).await?;
+    let others = tx.push_configs(job_id).await?;
+    if !others.iter().any(|c| c.url == config.url) {
+        tx.drop_pending(job_id, A2A_PUSH, &config.url).await?;
+    }
+    Ok(true)
 }
 
 /// The one rule of what goes into the outbox: called by the lifecycle
-/// right after it wrote a job's new state, in the same transaction.
+/// right after it wrote a job's new state (a state other than the one
+/// before), in the same transaction. A webhook hears of the states in
+/// [`NOTIFIED`]; a push config of every change.
 pub(crate) async fn state_changed(tx: &mut impl Tx, id: &str, state: JobState) -> Res<()> {
-    if !NOTIFIED.contains(&state) {
+    let webhook = match NOTIFIED.contains(&state) {
+        true => tx.job_webhook(id).await?,
+        false => None,
+    };
+    let pushes = tx.push_configs(id).await?;
+    if webhook.is_none() && pushes.is_empty() {
         return Ok(());
     }
-    let Some(url) = tx.job_webhook(id).await? else {
-        return Ok(());
-    };
     let now = tx.now().await?;
     let job = tx
         .job(id, false)
         .await?
         .ok_or_else(|| Fail::Db(format!("job {id} vanished as its state changed")))?;
     let event = format!("job.{}", state.as_str());
-    let delivery = NewDelivery {
-        id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
-        kind: WEBHOOK,
-        target: &url,
-        job_id: id,
-        payload: payload(&job, &event, now),
-        event,
+    let mut deliveries = Vec::new();
+    if let Some(url) = webhook {
+        deliveries.push((WEBHOOK, url, payload(&job, &event, now)));
+    }
+    for config in pushes {
+        let url = config.url.clone();
+        deliveries.push((A2A_PUSH, url, push_payload(&job, config)));
+    }
+    for (kind, target, payload) in deliveries {
+        let delivery = NewDelivery {
+            id: format!("msg_{}", uuid::Uuid::now_v7().simple()),
+            kind,
+            target: &target,
+            job_id: id,
+            payload,
+            event: event.clone(),
+        };
+        tx.insert_delivery(&delivery, now).await?;
+    }
+    Ok(())
+}
+
+/// An `a2a_push` delivery's payload ([`PushPayload`]), without the job's
+/// input, variables and result when it would pass [`MAX_PAYLOAD_BYTES`].
+pub fn push_payload(job: &Job, config: PushConfig) -> String {
+    let mut payload = PushPayload {
+        config,
+        job: job.clone(),
+        truncated: false,
     };
-    tx.insert_delivery(&delivery, now).await
+    let full = serde_json::to_string(&payload).unwrap_or_default();
+    if full.len() <= MAX_PAYLOAD_BYTES {
+        return full;
+    }
+    payload.job.input = String::new();
+    payload.job.variables = serde_json::Map::new();
+    payload.job.messages = None;
+    payload.job.result = None;
+    payload.job.pending_call = None;
+    payload.truncated = true;
+    serde_json::to_string(&payload).unwrap_or_default()
 }
 
 /// The body a receiver gets (Standard Webhooks' `{type, timestamp, data}`).

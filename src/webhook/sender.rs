@@ -1,16 +1,19 @@
 //! The sender: twice a second it claims due deliveries (a lease, so a
 //! crashed sender's come back and several daemons never send one at once),
-//! POSTs each, and settles it: delivered on a 2xx, else again after a
-//! backoff with jitter, dead after the last attempt.
+//! POSTs each as its kind's [`Format`] makes it, and settles it: delivered
+//! on a 2xx, else again after a backoff with jitter, dead after the last
+//! attempt.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 
-use super::{Signer, WebhookConfig};
+use super::{Format, Signed, Signer, WebhookConfig};
 use crate::events::daemon::{DaemonBus, DaemonEvent};
+use crate::failpoint::{self, Failpoint};
 use crate::queue::{Delivery, DeliveryResult, JobQueue, millis};
 
 const EVERY: Duration = Duration::from_millis(500);
@@ -23,10 +26,8 @@ const MAX_ANSWER_BYTES: usize = 4 * 1024;
 pub struct Sender {
     queue: Arc<dyn JobQueue>,
     http: reqwest::Client,
-    signer: Option<Signer>,
-    /// Whether the first unsigned delivery was warned of (a daemon that
-    /// sends no webhooks says nothing of a secret it does not need).
-    warned_unsigned: std::sync::atomic::AtomicBool,
+    /// How each kind of delivery is put on the wire.
+    formats: HashMap<String, Arc<dyn Format>>,
     config: WebhookConfig,
     bus: DaemonBus,
 }
@@ -50,14 +51,20 @@ impl Sender {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
+        let webhooks: Arc<dyn Format> = Arc::new(Signed::new(signer, &config.secret_env));
         Ok(Self {
             queue,
             http,
-            signer,
-            warned_unsigned: std::sync::atomic::AtomicBool::new(false),
+            formats: HashMap::from([(crate::queue::outbox::WEBHOOK.to_string(), webhooks)]),
             config,
             bus,
         })
+    }
+
+    /// Sends the deliveries of `kind` as `format` makes them.
+    pub fn with_format(mut self, kind: &str, format: Arc<dyn Format>) -> Self {
+        self.formats.insert(kind.to_string(), format);
+        self
     }
 
     /// One round: claim, send, settle.
@@ -110,33 +117,23 @@ impl Sender {
     }
 
     async fn send(&self, delivery: &Delivery) -> Result<(), String> {
-        let timestamp = millis(SystemTime::now()) / 1000;
+        let format = self.formats.get(&delivery.kind).ok_or_else(|| {
+            format!(
+                "delivery {} of job {} is of kind {:?}, which this daemon cannot send",
+                delivery.id, delivery.job_id, delivery.kind
+            )
+        })?;
+        let outgoing = format.format(delivery)?;
         let mut request = self
             .http
             .post(&delivery.target)
-            .header("content-type", "application/json")
-            .header("webhook-id", &delivery.id)
-            .header("webhook-timestamp", timestamp.to_string());
-        match &self.signer {
-            Some(signer) => {
-                request = request.header(
-                    "webhook-signature",
-                    signer.sign(&delivery.id, timestamp, &delivery.payload),
-                );
-            }
-            None if !self
-                .warned_unsigned
-                .swap(true, std::sync::atomic::Ordering::Relaxed) =>
-            {
-                tracing::warn!(
-                    env = %self.config.secret_env,
-                    "webhooks: no signing secret; deliveries go unsigned (set the variable to sign them)"
-                );
-            }
-            None => {}
+            .header("content-type", "application/json");
+        for (name, value) in &outgoing.headers {
+            request = request.header(name.as_str(), value.as_str());
         }
+        failpoint::hit(Failpoint::BeforeDeliverySend);
         let mut response = request
-            .body(delivery.payload.clone())
+            .body(outgoing.body)
             .send()
             .await
             .map_err(|e| format!("POST {} failed: {e}", delivery.target))?;

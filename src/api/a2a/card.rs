@@ -141,9 +141,8 @@ fn card(
         supported_interfaces: vec![AgentInterface::new(url, TRANSPORT_PROTOCOL_JSONRPC)],
         capabilities: AgentCapabilities {
             streaming: Some(true),
-            // Not yet: `CreateTaskPushNotificationConfig` answers that it is
-            // not supported.
-            push_notifications: Some(false),
+            // Each state change of a task, to its configs (`push`).
+            push_notifications: Some(true),
             extensions: None,
             // With keys, the card a client reads without one lists no
             // skill: `GetExtendedAgentCard` gives the key's.

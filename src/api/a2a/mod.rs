@@ -7,9 +7,10 @@
 //! `SendStreamingMessage`, `GetTask`, `ListTasks`, `CancelTask`,
 //! `SubscribeToTask` and `GetExtendedAgentCard`. A message enters as any
 //! job does, through admission; a message to a task that awaits approval
-//! (INPUT_REQUIRED) is the decision. Push notifications are not offered yet
-//! (their methods answer the spec's "not supported" error); neither are the
-//! v0.3 method names (`message/send`, …), whose payloads differ too.
+//! (INPUT_REQUIRED) is the decision. A task's state changes are pushed to
+//! the configs set with `SendMessage` or `CreateTaskPushNotificationConfig`
+//! (see [`push`]). The v0.3 method names (`message/send`, …), whose
+//! payloads differ too, are not served.
 //!
 //! The wire types are the official `a2a-lf` crate's. The official server
 //! framework (`a2a-server-lf`) is not used: its handler owns the task store
@@ -20,6 +21,7 @@
 //! JSON-RPC envelope and its dispatch are this module's, in a few lines.
 
 mod card;
+pub mod push;
 mod send;
 mod stream;
 mod task;
@@ -178,18 +180,11 @@ async fn answer(call: &Call, method: &str, params: Value) -> Result<Value, RpcEr
         "ListTasks" => list_tasks(call, params).await,
         "CancelTask" => send::cancel(call, params).await,
         "GetExtendedAgentCard" => extended_card(call),
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(A2AError::new(
-            error_code::PUSH_NOTIFICATION_NOT_SUPPORTED,
-            "push notifications are not supported by this agent (its card says pushNotifications: false); follow a task with SubscribeToTask or poll GetTask",
-        )
-        .into()),
+        push if push::is_method(push) => push::call(call, push, params).await,
         other => Err(A2AError::new(
             error_code::METHOD_NOT_FOUND,
             format!(
-                "no method {other:?}: this agent speaks A2A 1.0 over JSON-RPC (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard)"
+                "no method {other:?}: this agent speaks A2A 1.0 over JSON-RPC (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard, Create/Get/List/DeleteTaskPushNotificationConfig)"
             ),
         )
         .into()),

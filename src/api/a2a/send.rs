@@ -1,7 +1,8 @@
 //! `SendMessage`, `SendStreamingMessage` and `CancelTask`: a message starts
 //! a job (through admission: its text is the input, its data parts'
 //! fields the variables, its `contextId` the conversation, its `messageId`
-//! the idempotency key), or, sent to a task that awaits approval, decides
+//! the idempotency key, its `taskPushNotificationConfig` a push config
+//! written with the job), or, sent to a task that awaits approval, decides
 //! the parked call (through the one decision path, `approvals::take`).
 
 use std::time::Duration;
@@ -16,10 +17,10 @@ use super::super::error::ApiError;
 use super::super::feed::job_feed;
 use super::super::jobs::{settled, wait_finished};
 use super::task::{self, View, context_of};
-use super::{Call, RpcError, params, stream};
+use super::{Call, RpcError, params, push, stream};
 use crate::access::Scope;
 use crate::approval::{Decision, ParkedCall, ParkedKind, Verdict};
-use crate::queue::{Job, JobId, JobState, NewJob};
+use crate::queue::{Job, JobId, JobState, NewJob, PushConfig};
 
 /// How long `CancelTask` waits for a running job to stop before it answers
 /// with the task as it is (the cancel goes on; `GetTask` shows the end).
@@ -36,7 +37,7 @@ pub async fn send(call: &Call, raw: Value) -> Result<Value, RpcError> {
         artifacts: true,
     };
     let job = match task_of(&request.message) {
-        Some(task) => answer(call, task, &request.message).await?.0,
+        Some(task) => answer(call, task, &request).await?.0,
         None => submit(call, &request, None).await?,
     };
     let job = match immediately {
@@ -57,7 +58,7 @@ pub async fn send_streaming(call: &Call, raw: Value) -> Result<Response, RpcErro
         .acquire(call.caller.name())
         .map_err(ApiError::from)?;
     if let Some(task) = task_of(&request.message) {
-        let (job, after) = answer(call, task, &request.message).await?;
+        let (job, after) = answer(call, task, &request).await?;
         let feed = job_feed(state.clone(), job.id.clone(), after, false, permit);
         return Ok(stream::respond(call, job, feed));
     }
@@ -91,6 +92,7 @@ async fn submit(
 ) -> Result<Job, RpcError> {
     let message = &request.message;
     let (bundle, field) = bundle_of(call, request)?;
+    let push = push_config(call, request)?;
     let (input, variables) = content(message)?;
     let conversation = match message.context_id.as_ref().filter(|c| !c.is_empty()) {
         Some(context) => {
@@ -112,10 +114,21 @@ async fn submit(
         traceparent: super::super::trace_context::traceparent_or(&call.headers, body_traceparent),
         idempotency_key: (!message.message_id.trim().is_empty())
             .then(|| format!("a2a:{}", message.message_id)),
+        push: push.into_iter().collect(),
         ..Default::default()
     };
     let (job, _) = admit(&call.state, &call.caller, Submission::new(job, field)).await?;
     Ok(job)
+}
+
+/// The push config a message's configuration asks for, checked.
+fn push_config(call: &Call, request: &SendMessageRequest) -> Result<Option<PushConfig>, RpcError> {
+    request
+        .configuration
+        .as_ref()
+        .and_then(|c| c.task_push_notification_config.as_ref())
+        .map(|config| push::accepted(&call.state, config))
+        .transpose()
 }
 
 /// The bundle a message is for: the interface's, else the request's or
@@ -195,7 +208,12 @@ fn content(message: &Message) -> Result<(String, Map<String, Value>), RpcError> 
 /// A message to an existing task: the decision it waits for. Returns the
 /// job as the decision left it and the last event before it (where a
 /// stream of what follows starts).
-async fn answer(call: &Call, task_id: &str, message: &Message) -> Result<(Job, u64), RpcError> {
+async fn answer(
+    call: &Call,
+    task_id: &str,
+    request: &SendMessageRequest,
+) -> Result<(Job, u64), RpcError> {
+    let message = &request.message;
     let state = &call.state;
     let id = JobId::from(task_id.to_string());
     let job = call.caller.visible(&id, state.queue.get(&id).await?)?;
@@ -214,6 +232,10 @@ async fn answer(call: &Call, task_id: &str, message: &Message) -> Result<(Job, u
     match (job.state, &job.pending_call) {
         (JobState::AwaitingApproval, Some(parked)) if parked.kind == ParkedKind::Approval => {
             let decision = decision_of(&job, parked, message)?;
+            // A config sent with the answer hears of what the answer starts.
+            if let Some(config) = push_config(call, request)? {
+                state.queue.put_push_config(&id, config).await?;
+            }
             let after = state.queue.last_seq(&id).await?;
             let job = approvals::take(state, &call.caller, &id, &parked.call_id, decision).await?;
             Ok((job, after))

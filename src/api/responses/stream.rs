@@ -13,10 +13,15 @@
 //! into deltas. Numbers grow but are not contiguous.
 //!
 //! Text comes from the job's one answer stream ([`AnswerStream`]), as for
-//! chat completions; the job's own tool calls are `function_call` items.
+//! chat completions; the job's own tool calls are `function_call` items. A
+//! call that waits for a person (at any depth) is an `mcp_approval_request`
+//! item, the Responses API's one item for a call awaiting approval, sent
+//! when the job parks; the stream stays open and goes on after the
+//! decision (`POST /v1/jobs/{id}/approvals/{call}`, named in the item).
 
 use serde_json::{Value, json};
 
+use super::super::feed::approval_required;
 use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope};
 use crate::queue::Job;
@@ -43,6 +48,8 @@ mod step {
     pub const PART_DONE: u64 = 10;
     pub const MESSAGE_DONE: u64 = 11;
     pub const FINAL: u64 = 12;
+    pub const APPROVAL_ADDED: u64 = 13;
+    pub const APPROVAL_DONE: u64 = 14;
 }
 
 /// Where an event stands: see the module's documentation.
@@ -194,6 +201,9 @@ impl Translator {
             return Vec::new();
         };
         let mut frames = Vec::new();
+        if let Some(parked) = approval_required(&self.job_id, json) {
+            frames.extend(self.approval(&envelope.bundle, &parked));
+        }
         if let Event::ToolCall {
             tool_name,
             call_id,
@@ -239,6 +249,36 @@ impl Translator {
             ),
             self.frame(
                 step::CALL_DONE,
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// An `mcp_approval_request` item for a call the job waits on (the
+    /// approval frame of the job's other streams, `parked`): its `name` and
+    /// `arguments` as the API has them, `server_label` the bundle whose tool
+    /// it is, and where to decide.
+    fn approval(&mut self, bundle: &str, parked: &Value) -> Vec<Frame> {
+        let call_id = parked["call_id"].as_str().unwrap_or_default();
+        let index = self.items.len();
+        let item = json!({"type": "mcp_approval_request", "id": format!("mcpr_{call_id}"),
+                          "server_label": bundle, "name": parked["tool"],
+                          "arguments": parked["arguments"].to_string(),
+                          "call_id": call_id, "digest": parked["digest"],
+                          "decide": parked["decide"]});
+        self.items.push(item.clone());
+        [
+            self.frame(
+                step::APPROVAL_ADDED,
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            ),
+            self.frame(
+                step::APPROVAL_DONE,
                 "response.output_item.done",
                 json!({"output_index": index, "item": item}),
             ),
@@ -472,6 +512,41 @@ mod tests {
                     .all(|f| f.body["sequence_number"].as_u64().unwrap() > after)
             );
         }
+    }
+
+    #[test]
+    fn a_parked_call_is_an_approval_request_item_and_the_stream_goes_on() {
+        let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
+        let answer = AnswerStream::new("j", Some(no_markup), false);
+        let mut t = Translator::new("j", answer, None);
+        let parked = stored(
+            1,
+            json!({"type": "ApprovalRequested", "tool_name": "add", "call_id": "c1",
+                   "arguments": {"a": 1}, "digest": "sha256:d"}),
+        );
+        let frames = t.stored(1, &parked);
+        let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            ["response.output_item.added", "response.output_item.done"]
+        );
+        let item = &frames[1].body["item"];
+        assert_eq!(item["type"], "mcp_approval_request");
+        assert_eq!(item["name"], "add");
+        assert_eq!(item["arguments"], "{\"a\":1}");
+        assert_eq!(item["server_label"], "b");
+        assert_eq!(item["decide"], "POST /v1/jobs/j/approvals/c1");
+        // The decision's events follow: the call, the answer, the end.
+        let mut rest = t.stored(2, &call());
+        rest.extend(t.stored(3, &reply("Hello world")));
+        rest.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
+        assert_eq!(text_of(&rest), "Hello world");
+        assert_eq!(t.items[0]["type"], "mcp_approval_request");
+        // Resumed after the request, the stream does not repeat it.
+        let after = frames[1].body["sequence_number"].as_u64().unwrap();
+        let answer = AnswerStream::new("j", None, false);
+        let mut resumed = Translator::new("j", answer, Some(after));
+        assert!(resumed.stored(1, &parked).is_empty());
     }
 
     #[test]

@@ -417,6 +417,7 @@ impl<C: GenericClient> Tx for PgTx<'_, C> {
                         gone_steps AS (DELETE FROM journal WHERE job_id = ANY($1)),
                         gone_spend AS (DELETE FROM nested_spend WHERE job_id = ANY($1)),
                         gone_hooks AS (DELETE FROM job_webhooks WHERE job_id = ANY($1)),
+                        gone_pushes AS (DELETE FROM a2a_push_configs WHERE job_id = ANY($1)),
                         gone_deliveries AS (DELETE FROM deliveries WHERE job_id = ANY($1))
                    DELETE FROM jobs WHERE id = ANY($1)";
         self.exec(sql, &[&ids]).await?;

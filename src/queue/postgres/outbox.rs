@@ -6,7 +6,8 @@ use deadpool_postgres::GenericClient;
 use super::dialect::PgTx;
 use crate::queue::outbox::{
     DELIVERY_COLUMNS, Delivery, DeliveryFilter, DeliveryRecord, DeliveryResult, NewDelivery,
-    OutboxStatements, RECORD_COLUMNS, RECORD_FROM, delivery_from_row, record_from_row,
+    OutboxStatements, PUSH_COLUMNS, PushConfig, RECORD_COLUMNS, RECORD_FROM, delivery_from_row,
+    push_from_row, record_from_row,
 };
 use crate::queue::tx::{Columns, Res};
 
@@ -110,5 +111,51 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
         let sql = "UPDATE deliveries SET state = 'pending', attempts = 0, next_attempt_at = $2, lease_until = NULL, updated_at = $2
                    WHERE id = $1 AND state = 'dead'";
         Ok(self.exec(sql, &[&id, &now]).await? > 0)
+    }
+
+    async fn put_push_config(&mut self, job_id: &str, c: &PushConfig, now: i64) -> Res<()> {
+        let auth = c.authentication.as_ref();
+        let scheme = auth.map(|a| a.scheme.clone());
+        let credentials = auth.and_then(|a| a.credentials.clone());
+        let sql = "INSERT INTO a2a_push_configs (job_id, id, url, token, auth_scheme, auth_credentials, created_at)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7)
+                   ON CONFLICT (job_id, id) DO UPDATE SET url = EXCLUDED.url, token = EXCLUDED.token,
+                     auth_scheme = EXCLUDED.auth_scheme, auth_credentials = EXCLUDED.auth_credentials";
+        self.exec(
+            sql,
+            &[
+                &job_id,
+                &c.id,
+                &c.url,
+                &c.token,
+                &scheme,
+                &credentials,
+                &now,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn push_configs(&mut self, job_id: &str) -> Res<Vec<PushConfig>> {
+        let sql = format!(
+            "SELECT {PUSH_COLUMNS} FROM a2a_push_configs WHERE job_id = $1 ORDER BY created_at, id"
+        );
+        self.rows(&sql, &[&job_id])
+            .await?
+            .iter()
+            .map(push_from_row)
+            .collect()
+    }
+
+    async fn delete_push_config(&mut self, job_id: &str, id: &str) -> Res<bool> {
+        let sql = "DELETE FROM a2a_push_configs WHERE job_id = $1 AND id = $2";
+        Ok(self.exec(sql, &[&job_id, &id]).await? > 0)
+    }
+
+    async fn drop_pending(&mut self, job_id: &str, kind: &str, target: &str) -> Res<()> {
+        let sql = "DELETE FROM deliveries WHERE job_id = $1 AND kind = $2 AND target = $3 AND state = 'pending'";
+        self.exec(sql, &[&job_id, &kind, &target]).await?;
+        Ok(())
     }
 }

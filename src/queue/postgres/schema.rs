@@ -31,6 +31,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0009_outcomes.sql"),
     include_str!("migrations/0010_forks.sql"),
     include_str!("migrations/0011_schedules_outbox.sql"),
+    include_str!("migrations/0012_a2a_push.sql"),
 ];
 
 /// The schema version this binary writes.

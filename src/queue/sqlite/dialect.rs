@@ -373,6 +373,7 @@ impl Tx for SqliteTx<'_> {
             self.exec("DELETE FROM journal WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM nested_spend WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM job_webhooks WHERE job_id = ?1", [id])?;
+            self.exec("DELETE FROM a2a_push_configs WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM deliveries WHERE job_id = ?1", [id])?;
             self.exec("DELETE FROM jobs WHERE id = ?1", [id])?;
         }

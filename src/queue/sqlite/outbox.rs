@@ -5,7 +5,8 @@ use rusqlite::params;
 use super::dialect::SqliteTx;
 use crate::queue::outbox::{
     DELIVERY_COLUMNS, Delivery, DeliveryFilter, DeliveryRecord, DeliveryResult, NewDelivery,
-    OutboxStatements, RECORD_COLUMNS, RECORD_FROM, delivery_from_row, record_from_row,
+    OutboxStatements, PUSH_COLUMNS, PushConfig, RECORD_COLUMNS, RECORD_FROM, delivery_from_row,
+    push_from_row, record_from_row,
 };
 use crate::queue::tx::{Columns, Res};
 
@@ -106,5 +107,51 @@ impl OutboxStatements for SqliteTx<'_> {
             params![id, now],
         )?;
         Ok(changed > 0)
+    }
+
+    async fn put_push_config(&mut self, job_id: &str, c: &PushConfig, now: i64) -> Res<()> {
+        let auth = c.authentication.as_ref();
+        self.exec(
+            "INSERT INTO a2a_push_configs (job_id, id, url, token, auth_scheme, auth_credentials, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (job_id, id) DO UPDATE SET url = excluded.url, token = excluded.token,
+               auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials",
+            params![
+                job_id,
+                c.id,
+                c.url,
+                c.token,
+                auth.map(|a| &a.scheme),
+                auth.and_then(|a| a.credentials.as_ref()),
+                now
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn push_configs(&mut self, job_id: &str) -> Res<Vec<PushConfig>> {
+        self.rows(
+            &format!(
+                "SELECT {PUSH_COLUMNS} FROM a2a_push_configs WHERE job_id = ?1 ORDER BY created_at, id"
+            ),
+            [job_id],
+            |row| push_from_row(row),
+        )
+    }
+
+    async fn delete_push_config(&mut self, job_id: &str, id: &str) -> Res<bool> {
+        let deleted = self.exec(
+            "DELETE FROM a2a_push_configs WHERE job_id = ?1 AND id = ?2",
+            params![job_id, id],
+        )?;
+        Ok(deleted > 0)
+    }
+
+    async fn drop_pending(&mut self, job_id: &str, kind: &str, target: &str) -> Res<()> {
+        self.exec(
+            "DELETE FROM deliveries WHERE job_id = ?1 AND kind = ?2 AND target = ?3 AND state = 'pending'",
+            params![job_id, kind, target],
+        )?;
+        Ok(())
     }
 }
