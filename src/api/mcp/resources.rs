@@ -212,10 +212,23 @@ impl Watch {
 
     /// Waits for a change of a watched job: the jobs that changed. `None`
     /// once the queue tells of no more changes. Cancel-safe: dropped
-    /// before it answers, it has taken no change.
+    /// before it answers, it has taken no change. The store is also read
+    /// now and then (as a job's feed does): a job that ended without this
+    /// daemon hearing of it (another daemon's write) still leaves.
     pub async fn changed(&mut self) -> Option<Vec<JobId>> {
+        let every = self.state.sse_recheck.max(super::super::feed::MIN_RECHECK);
         loop {
-            match self.updates.recv().await {
+            let heard = tokio::select! {
+                heard = self.updates.recv() => heard,
+                () = tokio::time::sleep(every) => {
+                    let ended = self.ended().await;
+                    if ended.is_empty() {
+                        continue;
+                    }
+                    return Some(ended);
+                }
+            };
+            match heard {
                 Ok(id) if self.jobs.contains_key(&id) => return Some(vec![id]),
                 Ok(_) => continue,
                 // Some changes were missed: any watched job may have changed.
@@ -223,6 +236,17 @@ impl Watch {
                 Err(RecvError::Closed) => return None,
             }
         }
+    }
+
+    /// The watched jobs that have ended, as the store has them now.
+    async fn ended(&self) -> Vec<JobId> {
+        let mut ended = Vec::new();
+        for id in self.jobs.keys() {
+            if matches!(self.state.queue.get(id).await, Ok(Some(job)) if job.state.is_terminal()) {
+                ended.push(id.clone());
+            }
+        }
+        ended
     }
 
     /// The URIs to tell of a change of `ids`; the jobs among them that
