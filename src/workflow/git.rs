@@ -135,6 +135,17 @@ pub(crate) async fn default_branch(
         .ok_or_else(|| format!("the remote {remote:?} does not name a default branch (its HEAD)"))
 }
 
+/// The files staged for the next commit.
+async fn staged(dir: &Path) -> Result<Vec<String>, CommitError> {
+    let run = git_step(dir, &["diff", "--cached", "--name-only"]).await;
+    if !run.success() {
+        return Err(CommitError::Git(
+            run.describe("git diff --cached --name-only"),
+        ));
+    }
+    Ok(lines(&run.stdout))
+}
+
 /// What the commit step did: the artifact `<prefix>-commit-iter-N.json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct CommitReport {
@@ -161,7 +172,7 @@ pub(crate) struct CommitRequest<'a> {
     pub base: Option<&'a str>,
     /// The commit message, when there is one.
     pub message: Option<&'a str>,
-    /// Paths (relative to `dir`) never staged: the commit report itself.
+    /// Paths (relative to `dir`) never committed: the commit report itself.
     pub exclude: &'a [String],
 }
 
@@ -185,22 +196,32 @@ pub(crate) async fn commit(req: &CommitRequest<'_>) -> Result<CommitReport, Comm
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         git_step(req.dir, &args).await
     };
-    let mut add: Vec<String> = ["add", "-A", "--", "."].map(String::from).to_vec();
-    add.extend(req.exclude.iter().map(|p| format!(":(exclude){p}")));
-    let added = run(add).await;
+    let added = run(["add", "-A"].map(String::from).to_vec()).await;
     if !added.success() {
         return Err(CommitError::Git(added.describe("git add -A")));
     }
-    let staged = run(["diff", "--cached", "--name-only"]
-        .map(String::from)
-        .to_vec())
-    .await;
-    if !staged.success() {
-        return Err(CommitError::Git(
-            staged.describe("git diff --cached --name-only"),
-        ));
+    let mut files = staged(req.dir).await?;
+    // The report is unstaged rather than left out by a pathspec, which git
+    // refuses for an ignored file (the original's `.tmp/` is ignored).
+    let report: Vec<String> = files
+        .iter()
+        .filter(|f| req.exclude.contains(f))
+        .cloned()
+        .collect();
+    if !report.is_empty() {
+        let born = head(req.dir).await.map_err(CommitError::Git)?.is_some();
+        let mut unstage: Vec<String> = if born {
+            ["reset", "-q", "--"].map(String::from).to_vec()
+        } else {
+            ["rm", "--cached", "-q", "--"].map(String::from).to_vec()
+        };
+        unstage.extend(report);
+        let unstaged = run(unstage).await;
+        if !unstaged.success() {
+            return Err(CommitError::Git(unstaged.describe("git reset -- REPORT")));
+        }
+        files = staged(req.dir).await?;
     }
-    let files = lines(&staged.stdout);
     let mut report = CommitReport {
         committed: false,
         head: None,
