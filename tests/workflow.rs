@@ -1,6 +1,7 @@
 //! Workflows through the real daemon: the shipped `implement-review`
 //! example end to end against a throwaway git repository with a local bare
-//! remote (its artifacts over the API, its stage metrics), and `kill -9`
+//! remote (its commits, its PR's body and base, its artifacts over the API,
+//! its stage metrics), and `kill -9`
 //! during an agent stage, during a command gate and between stages, each
 //! resuming exactly: same stage and counters, no model call of a completed
 //! step repeated, every stage ending once.
@@ -34,12 +35,19 @@ async fn example() -> Example {
 }
 
 async fn example_with(extra_config: &str) -> Example {
+    example_on("main", extra_config, |yaml| yaml).await
+}
+
+/// The example against a demo repository whose remote's default branch is
+/// `base`, with `edit` applied to its `bundle.yaml`.
+async fn example_on(base: &str, extra_config: &str, edit: impl Fn(String) -> String) -> Example {
     let shipped = repo("config/examples/implement-review");
     let script = std::fs::read_to_string(shipped.join("script.yaml")).unwrap();
     let mock = mock_server(&script).await;
     let demo = tempfile::tempdir().unwrap();
     let made = Command::new(repo("scripts/workflow-demo"))
         .env("SA_DEMO_DIR", demo.path())
+        .env("SA_DEMO_BASE", base)
         .output()
         .unwrap();
     assert!(
@@ -59,7 +67,7 @@ async fn example_with(extra_config: &str) -> Example {
         .unwrap()
         .replace("/tmp/structured-agents-demo", demo.path().to_str().unwrap())
         .replace("endpoint: scripted:script.yaml", "endpoint: mock");
-    std::fs::write(dir.join("bundle.yaml"), yaml).unwrap();
+    std::fs::write(dir.join("bundle.yaml"), edit(yaml)).unwrap();
     std::fs::rename(&dir, site.path().join("bundles/implement-review")).unwrap();
     Example { site, mock, demo }
 }
@@ -154,6 +162,8 @@ async fn the_example_workflow_runs_end_to_end() {
     for name in [
         "impl-input-1",
         "impl-input-2",
+        "impl-commit-iter-1.json",
+        "impl-commit-iter-2.json",
         "parse-iter-1.json",
         "review-iter-2.json",
         "pr-iter-2.json",
@@ -197,11 +207,37 @@ async fn the_example_workflow_runs_end_to_end() {
             .contains("iteration 2")
     );
 
-    // The PR stage pushed the branch to the bare remote and "opened" the PR.
+    // The implement stage's commit-report step committed each iteration
+    // with the agent's report as its message (the report and the finalize
+    // file stay out of the commit), before the parse gate checked it.
+    let clone = ex.demo.path().join("repo");
+    assert_eq!(
+        git(&clone, &["log", "--format=%s", "main..feature"]),
+        "calc: fix the syntax error\ncalc: add\n"
+    );
+    assert_eq!(
+        git(&clone, &["show", "--name-only", "--format=", "feature~1"]),
+        "calc.py\n"
+    );
+    let commit = get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{id}/artifacts/impl-commit-iter-1.json"),
+    )
+    .await;
+    assert_eq!(commit["committed"], true, "{commit}");
+
+    // The PR stage pushed the branch to the bare remote and "opened" the PR
+    // against the remote's default branch, its body the finalize file.
     let remote = ex.demo.path().join("remote.git");
     assert!(git(&remote, &["ls-tree", "--name-only", "feature"]).contains("calc.py"));
-    let clone = ex.demo.path().join("repo");
-    assert!(git(&clone, &["notes", "--ref", "prs", "show"]).contains("feature -> main"));
+    let pr = git(&clone, &["notes", "--ref", "prs", "show"]);
+    assert!(pr.contains("feature -> main"), "{pr}");
+    assert!(
+        pr.contains("[feat][#13] Add the calculator module\n\nAdds calc.add.\n\nIssue 13 resolved\n\nCloses #13"),
+        "the body is the finalize file: {pr}"
+    );
+    assert_eq!(done["result"]["pr_url"], Value::Null, "{done}");
 
     // Stage metrics, labelled by stage and event.
     let samples = metric_samples(&http, &daemon, "structured_agents_workflow").await;
@@ -238,6 +274,38 @@ async fn the_example_workflow_runs_end_to_end() {
     );
     let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(printed["scores"]["style"], 92);
+}
+
+/// A repository whose default branch is `develop` gets its PR against
+/// `develop` (detected from the remote's HEAD), and the PR's URL and number
+/// are top-level in the job's result.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pr_targets_the_remotes_default_branch_and_the_result_names_it() {
+    let ex = example_on("develop", "", |yaml| {
+        yaml.replace(
+            r#"create_command: [git, notes, --ref, prs, add, -f, -m, "{{ title }} ({{ branch }} -> {{ base }})", -m, "{{ body }}"]"#,
+            r#"create_command: [sh, -c, "git notes --ref prs add -f -m \"$0 -> $1\" && echo https://example.test/o/r/pull/7", "{{ branch }}", "{{ base }}"]"#,
+        )
+    })
+    .await;
+    let daemon = ex.site.start();
+    let http = client();
+    let job = submit(&http, &daemon, "implement-review", "Implement issue 13").await;
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    let clone = ex.demo.path().join("repo");
+    let pr = git(&clone, &["notes", "--ref", "prs", "show"]);
+    assert_eq!(pr, "feature -> develop\n");
+    assert_eq!(done["result"]["pr_url"], "https://example.test/o/r/pull/7");
+    assert_eq!(done["result"]["pr_number"], 7);
+    let report = get(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{id}/artifacts/pr-iter-2.json"),
+    )
+    .await;
+    assert_eq!(report["details"]["base"], "develop", "{report}");
 }
 
 /// Kills the daemon at `failpoint`, starts it again, and checks the job
@@ -277,6 +345,13 @@ async fn resumes_after_kill_at(failpoint: &str) {
     );
     assert_eq!(done["result"]["iteration"], 2);
     assert_eq!(done["result"]["steps"], 5, "{done}");
+    // Each iteration committed once, however often its stage ran.
+    let clone = ex.demo.path().join("repo");
+    assert_eq!(
+        git(&clone, &["log", "--format=%s", "main..feature"]),
+        "calc: fix the syntax error\ncalc: add\n",
+        "after a kill at {failpoint}"
+    );
     drop(ex.demo);
 }
 
@@ -320,7 +395,7 @@ async fn a_broken_workflow_is_refused_with_the_missing_pair() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains(
-            "bundle.yaml:99: workflow.transitions.review: missing transition: review + fail"
+            "bundle.yaml:116: workflow.transitions.review: missing transition: review + fail"
         ),
         "{text}"
     );

@@ -56,6 +56,17 @@ pub struct Checkpoint {
     pub data: Map<String, Value>,
     /// Set when `status` is `fatal`.
     pub fatal: Option<FatalReport>,
+    /// `HEAD` of the working directory when a stage with a commit step
+    /// was dispatched (`""` before the first commit): what a run of its
+    /// commit step again after a crash compares with, so it never commits
+    /// twice nor mistakes its own commit for "nothing changed".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_base: Option<String>,
+    /// The PR the last passing `pr` gate made or found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_number: Option<u64>,
 }
 
 impl Checkpoint {
@@ -78,6 +89,9 @@ impl Checkpoint {
             history: Vec::new(),
             data,
             fatal: None,
+            commit_base: None,
+            pr_url: None,
+            pr_number: None,
         }
     }
 

@@ -266,6 +266,12 @@ impl Compiler {
                     self.template(&format!("{at}.result.marker.file"), &marker.file);
                     self.template(&format!("{at}.result.marker.text"), &marker.text);
                 }
+                if let Some(commit) = &agent.commit {
+                    self.template(&format!("{at}.commit.report"), &commit.report);
+                    if let Some(message) = &commit.message {
+                        self.template(&format!("{at}.commit.message"), message);
+                    }
+                }
                 if rule.events.is_empty() {
                     self.problem(
                         &format!("{at}.result.events"),
@@ -376,6 +382,9 @@ impl Compiler {
                 "applies to `builtin: rebase` only".into(),
             );
         }
+        if let Some(onto) = c.rebase.as_ref().and_then(|r| r.onto.as_ref()) {
+            self.template(&format!("{at}.rebase.onto"), onto);
+        }
         let pass = match &c.pass_events {
             Some(list) => list.iter().cloned().collect(),
             None => default_pass,
@@ -398,6 +407,11 @@ impl Compiler {
             (Some(Builtin::Pr), Some(pr)) => {
                 self.template(&format!("{at}.pr.title"), &pr.title);
                 self.template(&format!("{at}.pr.body"), &pr.body);
+                for (key, value) in [("body_file", &pr.body_file), ("base", &pr.base)] {
+                    if let Some(value) = value {
+                        self.template(&format!("{at}.pr.{key}"), value);
+                    }
+                }
                 if let Some(branch) = &pr.branch {
                     self.template(&format!("{at}.pr.branch"), branch);
                 }

@@ -124,6 +124,8 @@ pub(crate) struct StageResult {
     pub score: Option<u32>,
     /// A problem no retry can fix (a template that does not render): fatal.
     pub fatal: Option<String>,
+    /// The PR a passing `pr` gate made or found: `(url, number)`.
+    pub pr: Option<(Option<String>, Option<u64>)>,
 }
 
 impl StageResult {
@@ -134,6 +136,7 @@ impl StageResult {
             gate: None,
             score: None,
             fatal: None,
+            pr: None,
         }
     }
 
@@ -247,7 +250,7 @@ impl<'a> Engine<'a> {
         let attempt = *attempt;
         let Some(cap) = limits.attempts.get(&stage).filter(|c| attempt > c.max) else {
             cp.dispatched = true;
-            return Ok(None);
+            return self.commit_base(cp).await;
         };
         let details = json!({"attempt": attempt, "max": cap.max});
         if cap.on_exceed == CapAction::Fatal {
@@ -267,6 +270,35 @@ impl<'a> Engine<'a> {
         let result = StageResult::event(&event, reason);
         self.apply(cp, result, false, SystemTime::now(), Instant::now())
             .await
+    }
+
+    /// Records `HEAD` in the checkpoint (stored before the stage runs) when
+    /// the dispatched stage has a commit step: `Some` (fatal) when the
+    /// working directory is not a git work tree.
+    async fn commit_base(&self, cp: &mut Checkpoint) -> Result<Option<Outcome>, EngineError> {
+        let commits = matches!(
+            self.workflow.spec.stages.get(&cp.stage),
+            Some(StageSpec::Agent(agent)) if agent.commit.is_some()
+        );
+        cp.commit_base = None;
+        if !commits {
+            return Ok(None);
+        }
+        match super::git::head(&self.work_dir).await {
+            Ok(head) => {
+                cp.commit_base = Some(head.unwrap_or_default());
+                Ok(None)
+            }
+            Err(e) => {
+                let reason = format!(
+                    "ImplError: stage {} commits what it changes, but its working directory {} is not a git work tree: {e}",
+                    cp.stage,
+                    self.work_dir.display()
+                );
+                let details = json!({"error": "ImplError"});
+                self.fatal(cp, None, reason, details).await.map(Some)
+            }
+        }
     }
 
     /// Records a stage's result, updates counters and streaks, and moves to
@@ -295,6 +327,10 @@ impl<'a> Engine<'a> {
             cp.retry_context = None;
         }
         let ended = self.account(cp, &stage, &result);
+        if let Some((url, number)) = &result.pr {
+            cp.pr_url = url.clone();
+            cp.pr_number = *number;
+        }
         let next = match (&ended, &result.fatal) {
             (Some(_), _) | (_, Some(_)) => FATAL.to_string(),
             _ => self

@@ -17,7 +17,8 @@ use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::compile::Workflow;
-use super::pr_text::{closing_body, pr_number, valid_pr_title};
+use super::git::{default_branch, last_commit_files};
+use super::pr_text::{closing_body, pr_number, pr_url, valid_pr_title};
 use super::spec::{Builtin, CommandStage, PrSettings, RebaseSettings};
 use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard, isolated_command};
 
@@ -167,6 +168,19 @@ pub async fn run_command(
     max_output_bytes: usize,
     env: &[(&str, &str)],
 ) -> CommandRun {
+    run_process(argv, dir, timeout, max_output_bytes, env, true).await
+}
+
+/// `run_command`; `gate` says whether the process is a gate's (the
+/// `gate_started` failpoint counts those only, not the commit step's git).
+pub(crate) async fn run_process(
+    argv: &[String],
+    dir: &Path,
+    timeout: Duration,
+    max_output_bytes: usize,
+    env: &[(&str, &str)],
+    gate: bool,
+) -> CommandRun {
     let not_run = |error: String| CommandRun {
         code: None,
         stdout: String::new(),
@@ -198,7 +212,9 @@ pub async fn run_command(
     };
     // Dropped on every path: kills whatever the command left in its group.
     let _group = GroupGuard::of(child.id());
-    crate::failpoint::hit(crate::failpoint::Failpoint::GateStarted);
+    if gate {
+        crate::failpoint::hit(crate::failpoint::Failpoint::GateStarted);
+    }
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     let finished = async {
         let (out, err) = tokio::join!(
@@ -263,11 +279,26 @@ impl GateContext<'_> {
 
     /// Runs `git args…` in the gate's directory.
     async fn git(&self, dir: &Path, args: &[&str]) -> CommandRun {
-        let argv: Vec<String> = std::iter::once("git")
-            .chain(args.iter().copied())
-            .map(String::from)
-            .collect();
-        run_command(&argv, dir, self.timeout(), self.spec.max_output_bytes, &[]).await
+        super::git::git(dir, args, self.timeout(), self.spec.max_output_bytes).await
+    }
+
+    /// The branch a PR targets or a rebase goes onto: `set` rendered when
+    /// the bundle sets it (at `key`), else the remote's default branch.
+    async fn base(
+        &self,
+        dir: &Path,
+        key: &str,
+        set: Option<&String>,
+        remote: &str,
+    ) -> Result<String, String> {
+        if set.is_some() {
+            return self.render(key, self.vars);
+        }
+        default_branch(dir, remote, self.timeout(), self.spec.max_output_bytes)
+            .await
+            .map_err(|e| {
+                format!("cannot detect the base branch from {remote}'s HEAD: {e}; set `{key}`")
+            })
     }
 }
 
@@ -291,7 +322,7 @@ pub async fn run_gate(ctx: &GateContext<'_>) -> GateReport {
         Some(Builtin::Rebase) => {
             let defaults = RebaseSettings {
                 remote: "origin".into(),
-                onto: "main".into(),
+                onto: None,
             };
             rebase_gate(ctx, ctx.spec.rebase.as_ref().unwrap_or(&defaults), &dir).await
         }
@@ -361,45 +392,6 @@ async fn argv_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
 /// The files changed by the last commit (all files of a first commit).
 async fn changed_files(ctx: &GateContext<'_>, dir: &Path) -> Result<Vec<String>, String> {
     last_commit_files(dir, ctx.timeout(), ctx.spec.max_output_bytes).await
-}
-
-/// The files the last commit in `dir` changed (all files of a first
-/// commit), each git command under `timeout` and `max_output` bytes.
-pub(crate) async fn last_commit_files(
-    dir: &Path,
-    timeout: Duration,
-    max_output: usize,
-) -> Result<Vec<String>, String> {
-    let git = |args: &[&str]| {
-        let argv: Vec<String> = std::iter::once("git")
-            .chain(args.iter().copied())
-            .map(String::from)
-            .collect();
-        async move { run_command(&argv, dir, timeout, max_output, &[]).await }
-    };
-    let mut run = git(&["diff", "--name-only", "HEAD~1", "HEAD"]).await;
-    if !run.success() {
-        // HEAD~1 does not exist on a first commit: list what it added.
-        run = git(&[
-            "diff-tree",
-            "--root",
-            "--no-commit-id",
-            "--name-only",
-            "-r",
-            "HEAD",
-        ])
-        .await;
-    }
-    if !run.success() {
-        return Err(run.describe("git diff --name-only HEAD~1 HEAD"));
-    }
-    Ok(run
-        .stdout
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(String::from)
-        .collect())
 }
 
 async fn py_compile_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
@@ -501,9 +493,13 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
         report.fatal = true;
         return report;
     }
-    let body = match ctx.render("pr.body", ctx.vars) {
+    let body = match pr_body(ctx, pr, dir) {
         Ok(b) => closing_body(&title, &b),
         Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.body` template"),
+    };
+    let base = match ctx.base(dir, "pr.base", pr.base.as_ref(), &pr.remote).await {
+        Ok(base) => base,
+        Err(e) => return GateReport::fail(FIXABLE, e, "set `pr.base` on the pr stage"),
     };
     let branch = pr_branch(ctx, pr, dir).await;
     let branch = match branch {
@@ -540,7 +536,12 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
     let argv = match create_argv(
         ctx,
         pr,
-        [("title", &title), ("body", &body), ("branch", &branch)],
+        [
+            ("title", &title),
+            ("body", &body),
+            ("branch", &branch),
+            ("base", &base),
+        ],
     ) {
         Ok(argv) => argv,
         Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.create_command` template"),
@@ -557,25 +558,53 @@ async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateRepo
     let mut report = GateReport::new("pass", true);
     report.details.insert("title".into(), title.into());
     report.details.insert("branch".into(), branch.into());
-    let url = created.stdout.trim();
-    if let Some(number) = pr_number(url) {
+    report.details.insert("base".into(), base.into());
+    // `gh` prints the URL of the PR it made on stdout, and of the one that
+    // already exists inside its error on stderr.
+    let url = pr_url(&created.stdout)
+        .or_else(|| pr_url(&created.stderr))
+        .map(String::from);
+    let printed = created.stdout.trim();
+    let pr_url = url
+        .clone()
+        .or_else(|| (!printed.is_empty()).then(|| printed.to_string()));
+    if let Some(number) = pr_url.as_deref().and_then(pr_number) {
         report.details.insert("pr_number".into(), number.into());
     }
-    report.details.insert("url".into(), url.into());
+    report.details.insert("url".into(), printed.into());
+    report.details.insert("pr_url".into(), pr_url.into());
     report
+}
+
+/// The PR body: the file `pr.body_file` names (the agent's finalize file,
+/// as in `lol impl`) when it exists and is not blank, else the `body`
+/// template.
+fn pr_body(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result<String, String> {
+    if pr.body_file.is_some() {
+        let file = dir.join(ctx.render("pr.body_file", ctx.vars)?);
+        match std::fs::read_to_string(&file) {
+            Ok(text) if !text.trim().is_empty() => return Ok(text),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot read the PR body file {}: {e}",
+                    file.display()
+                ));
+            }
+        }
+    }
+    ctx.render("pr.body", ctx.vars)
 }
 
 /// The create-PR argv, rendered with the PR's facts on top of the workflow variables.
 fn create_argv(
     ctx: &GateContext<'_>,
     pr: &PrSettings,
-    facts: [(&str, &String); 3],
+    facts: [(&str, &String); 4],
 ) -> Result<Vec<String>, String> {
     let mut vars = ctx.vars.clone();
-    for (k, v) in facts
-        .into_iter()
-        .chain([("base", &pr.base), ("remote", &pr.remote)])
-    {
+    for (k, v) in facts.into_iter().chain([("remote", &pr.remote)]) {
         vars.insert(k.into(), v.as_str().into());
     }
     (0..pr.create_command.len())
@@ -593,7 +622,14 @@ async fn rebase_gate(ctx: &GateContext<'_>, settings: &RebaseSettings, dir: &Pat
             "check that the remote is reachable",
         );
     }
-    let upstream = format!("{}/{}", settings.remote, settings.onto);
+    let onto = ctx
+        .base(dir, "rebase.onto", settings.onto.as_ref(), &settings.remote)
+        .await;
+    let onto = match onto {
+        Ok(onto) => onto,
+        Err(e) => return GateReport::fail(CONFLICT, e, "set `rebase.onto` on the rebase stage"),
+    };
+    let upstream = format!("{}/{onto}", settings.remote);
     let rebase = ctx.git(dir, &["rebase", &upstream]).await;
     if rebase.success() {
         let mut report = GateReport::new("ok", true);

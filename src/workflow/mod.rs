@@ -10,7 +10,8 @@
 //! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
 //! - `checkpoint`: the durable state and the fatal report;
 //! - `gates`: command gates and the built-in `py_compile`, `pr` and `rebase` gates
-//!   (`pr_text`: the PR's title rule, closing reference and number);
+//!   (`pr_text`: the PR's title rule, closing reference, URL and number);
+//! - `git`: the git facts and the commit-report step of an agent stage;
 //! - `review`: the review score parser.
 //!
 //! This module must not know about HTTP, the queue or OpenTelemetry: it
@@ -21,6 +22,7 @@ pub mod checkpoint;
 pub mod compile;
 pub mod engine;
 pub mod gates;
+mod git;
 mod pr_text;
 pub mod review;
 pub mod spec;

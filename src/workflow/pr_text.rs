@@ -1,7 +1,7 @@
 //! The text of a pull request as the `pr` gate writes and reads it: the
 //! title rule (`[tag][#N] text`), the issue it closes (the body gets
-//! `Closes #N` when it does not say so, as in `lol impl`) and the PR number
-//! in the URL the create command prints.
+//! `Closes #N` when it does not say so, as in `lol impl`) and the PR's URL
+//! and number in what the create command prints.
 
 use std::sync::LazyLock;
 
@@ -39,6 +39,14 @@ pub fn closing_body(title: &str, body: &str) -> String {
     }
 }
 
+/// The first web address in a create command's output: the PR's URL
+/// (`gh pr create` prints it; when the PR already exists, its error names it).
+pub fn pr_url(output: &str) -> Option<&str> {
+    static URL: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(r"https?://\S+").ok());
+    let found = URL.as_ref()?.find(output)?.as_str();
+    Some(found.trim_end_matches(['.', ',', ')', ':', ';', '"', '\'']))
+}
+
 /// The number of the PR at `url` (`…/pull/N` on GitHub, `…/merge_requests/N`
 /// on GitLab), if the create command printed such a URL.
 pub fn pr_number(url: &str) -> Option<u64> {
@@ -74,5 +82,16 @@ mod tests {
             Some(7)
         );
         assert_eq!(pr_number("created"), None);
+    }
+
+    #[test]
+    fn the_pr_url_is_the_first_address_printed() {
+        assert_eq!(
+            pr_url("https://github.com/o/r/pull/42\n"),
+            Some("https://github.com/o/r/pull/42")
+        );
+        let exists = "a pull request for branch \"f\" into branch \"main\" already exists:\nhttps://github.com/o/r/pull/7\n";
+        assert_eq!(pr_url(exists), Some("https://github.com/o/r/pull/7"));
+        assert_eq!(pr_url("created"), None);
     }
 }

@@ -98,6 +98,37 @@ pub struct AgentStage {
     /// simplify stage works on at most 3). Unset: no `files`.
     #[serde(default)]
     pub max_files: Option<usize>,
+    /// The commit-report step after the agent ran (as `lol impl`'s
+    /// implementation stage): stage what changed and commit it with the
+    /// agent's commit report. Unset: the stage commits nothing.
+    #[serde(default)]
+    pub commit: Option<CommitSettings>,
+}
+
+/// The commit-report step of an agent stage. After the agent ran, every
+/// change in the working directory is staged (`git add -A`, except the
+/// report) and committed with the report as its message. The stage's
+/// completion event (the first of its result's `events`) with nothing
+/// changed since the stage started, or with changes and no report, ends the
+/// workflow fatal (`ImplError`), unless `allow_empty`. A stage run again
+/// after a crash never commits twice: `HEAD` at dispatch is in the checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommitSettings {
+    /// The file the agent writes its commit report to (a template, relative
+    /// to the working directory; never committed). Default
+    /// `.tmp/commit-report-iter-{{ iteration }}.txt`, as in `lol impl`.
+    #[serde(default = "default_commit_report")]
+    pub report: String,
+    /// The commit message when the report is missing or blank (a
+    /// template). Unset: changes without a report are not committed, and
+    /// at completion they are an `ImplError`.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// A completion that changed nothing goes on (no commit) instead of
+    /// ending fatal. Default false.
+    #[serde(default)]
+    pub allow_empty: bool,
 }
 
 /// Maps an agent's result to an event. At most one of `field`, `regex` and
@@ -237,15 +268,21 @@ pub struct OutputRule {
 pub struct PrSettings {
     /// The title (a template); must read `[tag][#N] text`.
     pub title: String,
-    /// The body (a template).
+    /// The body (a template), when `body_file` is unset, missing or blank.
     #[serde(default)]
     pub body: String,
+    /// A file whose text is the body when it exists and is not blank (a
+    /// template, relative to the gate's directory), e.g. the agent's
+    /// `.tmp/finalize.txt` as in `lol impl`.
+    #[serde(default)]
+    pub body_file: Option<String>,
     /// The branch to push; default the checked-out branch.
     #[serde(default)]
     pub branch: Option<String>,
-    /// The base branch the PR targets. Default `main`.
-    #[serde(default = "default_base")]
-    pub base: String,
+    /// The base branch the PR targets (a template). Default: the remote's
+    /// default branch (its `HEAD`).
+    #[serde(default)]
+    pub base: Option<String>,
     /// Default `origin`.
     #[serde(default = "default_remote")]
     pub remote: String,
@@ -265,9 +302,10 @@ pub struct RebaseSettings {
     /// Default `origin`.
     #[serde(default = "default_remote")]
     pub remote: String,
-    /// The branch of `remote` to rebase onto. Default `main`.
-    #[serde(default = "default_base")]
-    pub onto: String,
+    /// The branch of `remote` to rebase onto (a template). Default: the
+    /// remote's default branch (its `HEAD`).
+    #[serde(default)]
+    pub onto: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -354,8 +392,8 @@ fn default_gate_timeout() -> HumanDuration {
 fn default_gate_max_output() -> usize {
     1024 * 1024
 }
-fn default_base() -> String {
-    "main".into()
+fn default_commit_report() -> String {
+    ".tmp/commit-report-iter-{{ iteration }}.txt".into()
 }
 fn default_remote() -> String {
     "origin".into()

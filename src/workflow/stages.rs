@@ -2,13 +2,16 @@
 //! calling the host's agent, running its gate, mapping the result to an
 //! event and writing the stage's artifacts.
 
+use std::path::Path;
+
 use serde_json::{Map, Value};
 
 use super::checkpoint::Checkpoint;
 use super::engine::{AgentOutput, Engine, EngineError, StageResult};
-use super::gates::{GateContext, GateReport, last_commit_files, run_gate};
+use super::gates::{GateContext, GateReport, run_gate};
+use super::git::{CommitError, CommitRequest, commit, last_commit_files};
 use super::review::{Review, parse_review};
-use super::spec::{AgentStage, ResultRule, StageSpec};
+use super::spec::{AgentStage, CommitSettings, ResultRule, StageSpec};
 
 /// How long listing the last commit's files (`max_files`) may take, and
 /// how much `git` may print.
@@ -106,6 +109,11 @@ impl Engine<'_> {
         };
         let mut result = StageResult::event(&report.event, reason);
         result.gate = Some((report.pass, report.retry_context()));
+        if report.pass && report.details.contains_key("pr_url") {
+            let url = report.details["pr_url"].as_str().map(String::from);
+            let number = report.details.get("pr_number").and_then(Value::as_u64);
+            result.pr = Some((url, number));
+        }
         Ok(result)
     }
 
@@ -155,6 +163,16 @@ impl Engine<'_> {
             Ok(event) => event,
             Err(e) => return Ok(StageResult::fatal(e)),
         };
+        if let Some(settings) = &agent.commit {
+            let done = agent.result.events.first() == Some(&event);
+            let name = format!("{prefix}-commit-iter-{}.json", cp.iteration);
+            if let Err(e) = self
+                .commit_step(cp, settings, at, vars, done, &name)
+                .await?
+            {
+                return Ok(StageResult::fatal(e));
+            }
+        }
         let Some(gate) = agent.gate.as_ref().filter(|g| g.after == event) else {
             return Ok(StageResult::event(&event, "agent result"));
         };
@@ -176,6 +194,83 @@ impl Engine<'_> {
             result.event = event;
         }
         Ok(result)
+    }
+
+    /// The commit-report step: commits what the stage changed with the
+    /// agent's report, writes its artifact `name`, and says (`Err`, the
+    /// fatal reason) when `lol impl` would have raised `ImplError`: at
+    /// completion (`done`), nothing changed or changes without a report.
+    async fn commit_step(
+        &self,
+        cp: &Checkpoint,
+        settings: &CommitSettings,
+        at: &str,
+        vars: &Map<String, Value>,
+        done: bool,
+        name: &str,
+    ) -> Result<Result<(), String>, EngineError> {
+        let stage = cp.stage.as_str();
+        let impl_error = |what: String| {
+            Err(format!(
+                "ImplError: stage {stage} (iteration {}): {what}",
+                cp.iteration
+            ))
+        };
+        let report_path = match self.workflow.render(&format!("{at}.commit.report"), vars) {
+            Ok(path) => path,
+            Err(e) => return Ok(impl_error(e)),
+        };
+        let message = match std::fs::read_to_string(self.work_dir.join(&report_path)) {
+            Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+            _ => match settings.message.as_ref() {
+                Some(_) => match self.workflow.render(&format!("{at}.commit.message"), vars) {
+                    Ok(m) if !m.trim().is_empty() => Some(m.trim().to_string()),
+                    Ok(_) => None,
+                    Err(e) => return Ok(impl_error(e)),
+                },
+                None => None,
+            },
+        };
+        // A report outside the work tree cannot be staged anyway (and git
+        // refuses a pathspec there).
+        let inside = !report_path.starts_with("..") && !Path::new(&report_path).is_absolute();
+        let exclude = if inside {
+            vec![report_path.clone()]
+        } else {
+            Vec::new()
+        };
+        let request = CommitRequest {
+            dir: &self.work_dir,
+            base: cp.commit_base.as_deref().filter(|b| !b.is_empty()),
+            message: message.as_deref(),
+            exclude: &exclude,
+        };
+        let report = match commit(&request).await {
+            Ok(report) => report,
+            Err(CommitError::NoMessage) if !done => {
+                // Not finished yet: the changes wait for a later report, as
+                // `lol impl` skipped the commit of an iteration without one.
+                return Ok(Ok(()));
+            }
+            Err(CommitError::NoMessage) => {
+                return Ok(impl_error(format!(
+                    "the agent reported completion with uncommitted changes but wrote no commit report to {report_path}: have it write the report there, or give the stage `commit.message`"
+                )));
+            }
+            Err(CommitError::Git(e)) => {
+                return Ok(impl_error(format!("committing the changes failed: {e}")));
+            }
+        };
+        let body = serde_json::to_value(&report).unwrap_or(Value::Null);
+        self.store(stage, name, &body).await?;
+        let unchanged = !report.committed && report.head.as_deref() == request.base;
+        if done && unchanged && !settings.allow_empty {
+            return Ok(impl_error(format!(
+                "the agent reported completion but changed nothing in {} since the stage started; set `commit.allow_empty: true` on the stage to go on without a commit",
+                self.work_dir.display()
+            )));
+        }
+        Ok(Ok(()))
     }
 
     /// Maps an agent's output to an event by the stage's rule.

@@ -45,7 +45,16 @@ stages:
     kind: command
     builtin: pr
     pr: {title: "[x][#1] y", create_command: [sh, -c, "echo 'HTTP 401' >&2; exit 1"]}
+  pr_file:
+    kind: command
+    builtin: pr
+    pr:
+      title: "[{{ tag }}][#{{ issue }}] {{ title }}"
+      body: "Template body."
+      body_file: .tmp/finalize.txt
+      create_command: [sh, -c, "printf '%s' \"$0\" > ../pr-body.txt; echo \"a pull request into $1 already exists: https://github.com/o/r/pull/9\" >&2; exit 1", "{{ body }}", "{{ base }}"]
   rebase: {kind: command, builtin: rebase, rebase: {onto: feature}}
+  rebase_default: {kind: command, builtin: rebase}
 transitions:
   parse: {pass: finish, fail: finish}
   slow: {pass: finish, fail: finish}
@@ -54,7 +63,9 @@ transitions:
   bad_title: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
   pr_exists: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
   pr_broken: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
+  pr_file: {pass: finish, fail_fixable: finish, fail_need_rebase: finish}
   rebase: {ok: finish, conflict: fatal}
+  rebase_default: {ok: finish, conflict: fatal}
 "#;
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -89,14 +100,22 @@ struct Repo {
 
 impl Repo {
     fn new() -> Self {
+        Self::with_base("main")
+    }
+
+    /// As `new`, with `base` the remote's default branch.
+    fn with_base(base: &str) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_path_buf();
-        git(&root, &["init", "-q", "--bare", "-b", "main", "remote.git"]);
+        git(&root, &["init", "-q", "--bare", "-b", base, "remote.git"]);
         git(&root, &["clone", "-q", "remote.git", "work"]);
         let work = root.join("work");
         Self::identity(&work);
         commit(&work, &[("README.md", "hello\n")], "init");
-        git(&work, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        git(
+            &work,
+            &["push", "-q", "origin", &format!("HEAD:refs/heads/{base}")],
+        );
         git(&work, &["checkout", "-q", "-b", "feature"]);
         Self {
             _tmp: tmp,
@@ -327,4 +346,31 @@ async fn a_moved_remote_needs_a_rebase_and_the_rebase_gate_recovers_or_aborts() 
         "the rebase was aborted"
     );
     assert_eq!(git(&repo.work, &["rev-parse", "HEAD"]), head);
+}
+
+/// As in `lol impl`: the PR body is the agent's finalize file when there is
+/// one, the base is the remote's default branch (detected, here `develop`),
+/// and a PR that already exists is a pass with its URL and number.
+#[tokio::test]
+async fn the_pr_body_is_the_finalize_file_and_the_base_the_remotes_default_branch() {
+    let repo = Repo::with_base("develop");
+    commit(&repo.work, &[("a.py", "a = 1\n")], "work");
+    let report = gate("pr_file", &repo.work).await;
+    assert!(report.pass, "{report:?}");
+    assert_eq!(report.details["base"], "develop", "{report:?}");
+    assert_eq!(report.details["pr_url"], "https://github.com/o/r/pull/9");
+    assert_eq!(report.details["pr_number"], 9);
+    let body = std::fs::read_to_string(repo.root.join("pr-body.txt")).unwrap();
+    assert_eq!(body, "Template body.\n\nCloses #13", "no finalize file yet");
+
+    std::fs::create_dir_all(repo.work.join(".tmp")).unwrap();
+    let finalize = "[feat][#13] Workflows\n\nAdds them.\nIssue 13 resolved\n";
+    std::fs::write(repo.work.join(".tmp/finalize.txt"), finalize).unwrap();
+    assert!(gate("pr_file", &repo.work).await.pass);
+    let body = std::fs::read_to_string(repo.root.join("pr-body.txt")).unwrap();
+    assert_eq!(body, format!("{}\n\nCloses #13", finalize.trim_end()));
+
+    // The rebase gate detects the same base.
+    let report = gate("rebase_default", &repo.work).await;
+    assert_eq!(report.details["onto"], "origin/develop", "{report:?}");
 }

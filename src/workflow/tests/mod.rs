@@ -1,6 +1,8 @@
 //! Tests of the workflow module: spec validation here, the engine loop with
-//! a fake host in `engine`, command gates against real git in `gates`.
+//! a fake host in `engine`, command gates against real git in `gates`, the
+//! commit-report step in `commit`.
 
+mod commit;
 mod engine;
 mod gates;
 mod host;

@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
-"""Writes a file in the demo repository, records the status and commits.
+"""Writes a file in the demo repository (the workflow's commit step commits it).
 
-JSON arguments on stdin: {path, content, status, message}; the repository is
-$DEMO_REPO. Prints {"committed": <sha>}."""
+JSON arguments on stdin: {path, content}; the repository is $DEMO_REPO.
+Prints {"written": <path>}."""
 import json
 import os
-import subprocess
 import sys
 
 
@@ -19,15 +18,10 @@ def main() -> int:
     if not path.startswith(os.path.abspath(repo) + os.sep):
         print(f"path {args['path']!r} leaves the repository", file=sys.stderr)
         return 2
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         f.write(args["content"])
-    with open(os.path.join(repo, "STATUS.md"), "w") as f:
-        f.write(args["status"] + "\n")
-    git = ["git", "-C", repo]
-    subprocess.run(git + ["add", "-A"], check=True, capture_output=True)
-    subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", args["message"]], check=True, capture_output=True)
-    sha = subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
-    json.dump({"committed": sha}, sys.stdout)
+    json.dump({"written": args["path"]}, sys.stdout)
     return 0
 
 
