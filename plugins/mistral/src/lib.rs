@@ -214,7 +214,7 @@ mod tests {
             out["calls"][0]["error"]
                 .as_str()
                 .unwrap()
-                .contains("not valid JSON")
+                .contains("not followed by valid JSON")
         );
         let out = parse("[TOOL_CALLS]add[ARGS][1, 2]");
         assert!(
