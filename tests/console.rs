@@ -500,3 +500,89 @@ async fn a_bundle_is_verified_from_the_console() {
         "verify never calls the model server"
     );
 }
+
+/// A webhook whose receiver was down is a dead letter on the deliveries
+/// page; "Redrive" sends it again, the receiver (up now) gets it once and
+/// the row says delivered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_letter_is_redriven_from_the_console() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    // A port nobody listens on yet: every attempt is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let hook = format!("http://127.0.0.1:{port}/hook");
+    let mock = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(
+        &mock.base_url(),
+        "[webhooks]\nmax_attempts = 1\ntimeout = \"2s\"\n",
+    );
+    site.put_bundle(
+        "plain",
+        "name: plain\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = common::daemon::client();
+    let job = common::daemon::submit_body(
+        &http,
+        &daemon,
+        serde_json::json!({"bundle": "plain", "input": "x", "webhook": hook}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let listing = format!("/v1/deliveries?state=dead&job_id={id}");
+    let delivery = common::daemon::eventually(
+        std::time::Duration::from_secs(30),
+        "the dead letter",
+        || async {
+            let page = common::daemon::get(&http, &daemon, &listing).await;
+            page["deliveries"][0]["id"].as_str().map(str::to_string)
+        },
+    )
+    .await;
+
+    // The receiver comes up on that port.
+    let received = Arc::new(AtomicUsize::new(0));
+    let counter = received.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/deliveries")).await;
+    let row = format!("tr[data-delivery='{delivery}']");
+    browser.wait_text(&row, "dead").await;
+    browser.screenshot("deliveries-dead").await;
+    browser.click(&format!("{row} button.redrive")).await;
+    browser.confirm().await;
+    // The dead-letter list no longer holds it; all deliveries show it delivered.
+    common::daemon::eventually(
+        std::time::Duration::from_secs(30),
+        "the redriven delivery",
+        || async { (received.load(Ordering::SeqCst) == 1).then_some(()) },
+    )
+    .await;
+    browser.goto(&daemon.url("/ui/deliveries?state=")).await;
+    browser
+        .wait_until(&format!(
+            "document.querySelector(\"{row}\")?.dataset.state === 'delivered'"
+        ))
+        .await;
+    browser.close().await;
+    assert_eq!(received.load(Ordering::SeqCst), 1, "delivered once");
+}

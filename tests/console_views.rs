@@ -234,6 +234,10 @@ async fn every_view_tells_the_truth_in_both_sizes_and_themes() {
             .wait_for("section[data-bundle=calc] .migrate-plan")
             .await;
         audit(&browser, &format!("bundles-{tag}")).await;
+
+        browser.goto(&daemon.url("/ui/deliveries")).await;
+        browser.wait_text("#deliveries-status", "deliveries").await;
+        audit(&browser, &format!("deliveries-{tag}")).await;
         browser.close().await;
     }
 }

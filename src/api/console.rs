@@ -116,6 +116,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/schedules.js"),
     },
     Asset {
+        path: "views/deliveries.js",
+        content_type: JS,
+        body: include_str!("console/views/deliveries.js"),
+    },
+    Asset {
         path: "views/attempts.js",
         content_type: JS,
         body: include_str!("console/views/attempts.js"),

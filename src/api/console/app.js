@@ -13,6 +13,7 @@ import * as bundles from "./views/bundles.js";
 import * as tokenView from "./views/token.js";
 import * as approvals from "./views/approvals.js";
 import * as schedules from "./views/schedules.js";
+import * as deliveries from "./views/deliveries.js";
 
 /** URL patterns under /ui → view and the nav entry it lights up. */
 const ROUTES = [
@@ -23,6 +24,7 @@ const ROUTES = [
   { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit" },
   { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles" },
   { pattern: /^\/ui\/schedules\/?$/, view: schedules, nav: "schedules" },
+  { pattern: /^\/ui\/deliveries\/?$/, view: deliveries, nav: "deliveries" },
 ];
 
 let stopView = null;
