@@ -21,9 +21,9 @@ use structured_agents::journal::JournalEntry;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, ForkSeed, HeartbeatReply,
-    JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome, Pin, PushConfig,
-    PushPayload, QueueError, Redrive, Resolution, RetryPolicy,
+    CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, FireRecord, ForkSeed,
+    HeartbeatReply, JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome,
+    Pin, PushConfig, PushPayload, QueueError, Redrive, Resolution, RetryPolicy, StoredSchedule,
 };
 use structured_agents::types::TerminationReason;
 
@@ -1775,6 +1775,54 @@ pub async fn dead_deliveries_are_listed_redriven_and_claimed_again(q: Arc<dyn Jo
     ));
 }
 
+/// A schedule's fire is recorded once: of two handlers that read the same
+/// `next_fire` (two daemons on one store), the first record wins and the
+/// second changes nothing — the compare-and-set, apart from the fire's
+/// idempotency key (which only keeps the job from being submitted twice).
+pub async fn a_schedules_fire_is_recorded_by_one_handler_only(q: Arc<dyn JobQueue>) {
+    q.put_schedule(StoredSchedule {
+        id: "nightly".into(),
+        source: "api".into(),
+        spec: "{}".into(),
+        owner: None,
+        paused: false,
+        next_fire: Some(1_000),
+        last_fire: None,
+        last_job: None,
+        last_outcome: None,
+    })
+    .await
+    .unwrap();
+    let record = |expected_next: i64, next: i64, job: &str| FireRecord {
+        id: "nightly".into(),
+        expected_next,
+        next_fire: Some(next),
+        last_fire: Some(expected_next),
+        last_job: Some(job.into()),
+        last_outcome: "submitted".into(),
+    };
+    assert!(q.record_fire(record(1_000, 2_000, "first")).await.unwrap());
+    assert!(
+        !q.record_fire(record(1_000, 2_000, "second")).await.unwrap(),
+        "a handler that read the old next_fire records nothing"
+    );
+    let stored = |q: Arc<dyn JobQueue>| async move {
+        q.schedules()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|s| s.id == "nightly")
+            .unwrap()
+    };
+    let after = stored(q.clone()).await;
+    assert_eq!(
+        (after.next_fire, after.last_job.as_deref()),
+        (Some(2_000), Some("first"))
+    );
+    assert!(q.record_fire(record(2_000, 3_000, "third")).await.unwrap());
+    assert_eq!(stored(q.clone()).await.next_fire, Some(3_000));
+}
+
 fn push_config(id: &str) -> PushConfig {
     PushConfig {
         id: id.into(),
@@ -1908,6 +1956,7 @@ macro_rules! suite {
             case!(a_fork_is_inserted_pinned_with_its_journal_and_a_waiting_job_moves_versions);
             case!(dead_deliveries_are_listed_redriven_and_claimed_again);
             case!(push_configs_get_one_delivery_per_state_change_in_order);
+            case!(a_schedules_fire_is_recorded_by_one_handler_only);
         }
     };
 }
