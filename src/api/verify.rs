@@ -59,6 +59,14 @@ pub async fn verify(
         )
         .retry_after(10));
     };
+    let work_root = snapshot.config.paths.state_dir.join("verify");
+    // One verify at a time: whatever is under its directory now was left by
+    // a verify this daemon did not finish (killed mid-run).
+    if let Err(e) = tokio::fs::remove_dir_all(&work_root).await
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %work_root.display(), error = %e, "verify: cannot remove what an unfinished verify left");
+    }
     let run = verify::verify(verify::Request {
         dir: loaded.bundle.dir.clone(),
         models: snapshot.models.clone(),
@@ -66,7 +74,7 @@ pub async fn verify(
         input: request.input.unwrap_or_else(|| "verify".into()),
         variables: request.variables,
         plugins: Some(snapshot.plugins.clone()),
-        work_root: snapshot.config.paths.state_dir.join("verify"),
+        work_root,
     });
     drop(snapshot);
     let report = match tokio::time::timeout(MAX_DURATION, run).await {
