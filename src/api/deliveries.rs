@@ -46,14 +46,7 @@ pub async fn list(
         })?),
         None => None,
     };
-    let limit = query.limit.unwrap_or(50);
-    if limit == 0 || limit > 1000 {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "limit",
-            "must be between 1 and 1000",
-        ));
-    }
+    let limit = super::jobs::page_limit(query.limit)?;
     let page = state
         .queue
         .list_deliveries(DeliveryFilter {

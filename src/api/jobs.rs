@@ -268,14 +268,7 @@ pub async fn list(
         })?),
         None => None,
     };
-    let limit = query.limit.unwrap_or(50);
-    if limit == 0 || limit > 1000 {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "limit",
-            "must be between 1 and 1000",
-        ));
-    }
+    let limit = page_limit(query.limit)?;
     let page = state
         .queue
         .list(JobFilter {
@@ -292,6 +285,19 @@ pub async fn list(
     Ok(Json(
         json!({"jobs": page.jobs, "next_cursor": page.next_cursor}),
     ))
+}
+
+/// A listing's `limit`: 50 unless asked, 1 to 1000 (jobs and deliveries).
+pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
+    let limit = asked.unwrap_or(50);
+    if limit == 0 || limit > 1000 {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "limit",
+            "must be between 1 and 1000",
+        ));
+    }
+    Ok(limit)
 }
 
 pub async fn get(
