@@ -462,5 +462,11 @@ async fn a_dead_letter_is_listed_redriven_and_delivered_once() {
     assert_eq!(again.status(), 409);
     let missing = redrive("msg_none".into()).await;
     assert_eq!(missing.status(), 404);
+    for path in ["/v1/deliveries?limit=0", "/v1/jobs?limit=1001"] {
+        let out = http.get(daemon.url(path)).send().await.unwrap();
+        assert_eq!(out.status(), 422, "{path}");
+        let body: Value = out.json().await.unwrap();
+        assert_eq!(body["error"]["field"], "limit", "{path}: {body}");
+    }
     assert_eq!(accepted(&hook).len(), 1);
 }
