@@ -639,14 +639,14 @@ async fn gate_printing(
     bytes: usize,
     stream: &str,
     cap: usize,
-) -> structured_agents::workflow::gates::CommandRun {
+) -> structured_agents::workflow::command::CommandRun {
     let redirect = if stream == "stderr" { " >&2" } else { "" };
     let argv = [
         "sh".to_string(),
         "-c".to_string(),
         format!("printf '%{bytes}s' ''{redirect}"),
     ];
-    structured_agents::workflow::gates::run_command(
+    structured_agents::workflow::run_command(
         &argv,
         &std::env::temp_dir(),
         Duration::from_secs(60),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::gates::{CommandRun, run_command, run_process};
+use super::command::{CommandRun, run_command, run_process};
 
 /// How long one git command may take, and how much it may print, in the
 /// steps that have no gate settings of their own (the commit step, `HEAD`).

@@ -9,6 +9,7 @@
 //!   `Workflow` with compiled templates and regexes;
 //! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
 //! - `checkpoint`: the durable state and the fatal report;
+//! - `command`: running one argv command (process group, deadline, output cap);
 //! - `gates`: command gates and the built-in `py_compile`, `pr` and `rebase` gates
 //!   (`pr_text`: the PR's title rule, closing reference, URL and number);
 //! - `git`: the git facts and the commit-report step of an agent stage;
@@ -19,6 +20,7 @@
 //! only through `WorkflowHost`, which the worker implements.
 
 pub mod checkpoint;
+pub mod command;
 pub mod compile;
 pub mod engine;
 pub mod gates;
@@ -32,9 +34,10 @@ mod stages;
 mod tests;
 
 pub use checkpoint::{Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus};
+pub use command::run_command;
 pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
 pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
-pub use gates::{GateReport, run_command};
+pub use gates::GateReport;
 pub use pr_text::valid_pr_title;
 pub use review::{Review, Scores, Thresholds, parse_review};
 pub use spec::{FATAL, FINISH, WorkflowSpec};
