@@ -130,6 +130,23 @@ async fn the_example_workflow_runs_end_to_end() {
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     let (ends, events) = stages(&daemon, id).await;
     assert_eq!(ends, expected());
+    // Each event also under the name `lol impl` gave it (the example's
+    // `event_prefix`es).
+    let originals: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "StageEnd")
+        .map(|e| e["original_event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        originals,
+        [
+            "parse_fail",
+            "impl_done",
+            "review_pass",
+            "simp_pass",
+            "pr_pass"
+        ]
+    );
     assert_eq!(done["result"]["outcome"], "finish");
     assert_eq!(done["result"]["iteration"], 2);
     assert_eq!(ex.mock.requests().len(), 6);
@@ -395,7 +412,7 @@ async fn a_broken_workflow_is_refused_with_the_missing_pair() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains(
-            "bundle.yaml:116: workflow.transitions.review: missing transition: review + fail"
+            "bundle.yaml:119: workflow.transitions.review: missing transition: review + fail"
         ),
         "{text}"
     );

@@ -253,14 +253,22 @@ fn workflow_line(event: &Event) -> Option<String> {
         Event::StageEnd {
             stage,
             event,
+            original_event,
             next,
             iteration,
             reason,
             duration_ms,
             ..
-        } => format!(
-            "◆ {stage} → {event} (iteration {iteration}, {duration_ms} ms): {reason}\n  next: {next}"
-        ),
+        } => {
+            let original = if original_event.is_empty() || original_event == event {
+                String::new()
+            } else {
+                format!(" [{original_event}]")
+            };
+            format!(
+                "◆ {stage} → {event}{original} (iteration {iteration}, {duration_ms} ms): {reason}\n  next: {next}"
+            )
+        }
         Event::WorkflowEnd {
             outcome, reason, ..
         } if reason.is_empty() => format!("◆ workflow {outcome}"),

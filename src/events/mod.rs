@@ -257,6 +257,10 @@ pub enum Event {
         /// `agent`, `command` or `score`.
         kind: String,
         event: String,
+        /// The event's original name (`impl_done`, `pr_pass`; the stage's
+        /// `event_prefix`), as `lol impl` reported it.
+        #[serde(default)]
+        original_event: String,
         next: String,
         iteration: u32,
         reason: String,

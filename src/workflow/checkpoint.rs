@@ -106,6 +106,10 @@ pub struct StageRecord {
     pub step: u32,
     pub stage: String,
     pub event: String,
+    /// The event's original name (`impl_done`; see `event_prefix`); empty
+    /// in checkpoints written before it was recorded.
+    #[serde(default)]
+    pub original_event: String,
     /// The iteration the stage ran in.
     pub iteration: u32,
     pub reason: String,
@@ -120,6 +124,9 @@ pub struct FatalReport {
     pub stage: String,
     /// The event that led here, when a stage ran.
     pub event: Option<String>,
+    /// Its original name (`pr_fail_fixable`; see `event_prefix`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original_event: Option<String>,
     pub iteration: u32,
     pub reason: String,
     pub details: Value,
@@ -134,6 +141,8 @@ pub struct StageReport {
     /// `agent`, `command` or `score`.
     pub kind: &'static str,
     pub event: String,
+    /// The event's original name (`impl_done`; see `event_prefix`).
+    pub original_event: String,
     pub iteration: u32,
     pub reason: String,
     /// Where the transition leads.

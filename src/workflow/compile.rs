@@ -1,6 +1,7 @@
 //! Validation of a `WorkflowSpec` into the `Workflow` the engine runs:
 //! every problem is collected (not just the first) as a key path under
-//! `workflow.` plus a message, templates are compiled and regexes built once.
+//! `workflow.` plus a message, templates are compiled and regexes built once
+//! (`names`: the events' original names).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
@@ -10,6 +11,10 @@ use regex::Regex;
 use serde_json::{Map, Value};
 
 use super::spec::{Builtin, CapAction, CommandStage, FATAL, FINISH, StageSpec, WorkflowSpec};
+
+mod names;
+
+pub(crate) use names::ERROR_EVENT;
 
 /// One problem in a workflow spec: the key path (e.g.
 /// `workflow.transitions.review`) and what is wrong, with a hint.
@@ -47,6 +52,9 @@ pub struct StageInfo {
     pub fail_events: BTreeSet<String>,
     /// The gate's name for streaks and artifacts, when the stage is or has a gate.
     pub gate: Option<String>,
+    /// Each event's original name (`<event_prefix>_<event>`, as `lol impl`
+    /// named its stages' events).
+    pub original: BTreeMap<String, String>,
 }
 
 impl StageInfo {
@@ -91,7 +99,6 @@ impl Workflow {
     /// Validates and compiles `spec`; `version` identifies it in checkpoints.
     pub fn compile(mut spec: WorkflowSpec, version: impl Into<String>) -> Result<Self, SpecErrors> {
         let mut c = Compiler::default();
-        c.canonical_events(&mut spec);
         c.templates
             .set_undefined_behavior(UndefinedBehavior::Strict);
         let mut stages = BTreeMap::new();
@@ -112,7 +119,9 @@ impl Workflow {
                     format!("invalid stage name {name:?} (use letters, digits, `-` and `_`)"),
                 );
             }
-            stages.insert(name.clone(), c.stage(name, stage, &at));
+            let mut info = c.stage(name, stage, &at);
+            c.original_names(name, stage, &mut info, &at);
+            stages.insert(name.clone(), info);
         }
         if !spec.stages.contains_key(&spec.start) {
             c.problem(
@@ -132,6 +141,7 @@ impl Workflow {
                 c.template(key, dir);
             }
         }
+        c.canonical_events(&mut spec, &stages);
         c.transitions(&spec, &stages);
         c.limits(&spec, &stages);
         if !c.problems.is_empty() {
@@ -184,19 +194,6 @@ impl Workflow {
     /// The regex compiled under `path`.
     pub(crate) fn regex(&self, path: &str) -> Option<&Regex> {
         self.regexes.get(path)
-    }
-}
-
-/// The built-in gate's event that `event` names in the `lol impl`
-/// workflow, whose stage events carry the stage's name.
-fn original_alias(builtin: Builtin, event: &str) -> Option<&'static str> {
-    match (builtin, event) {
-        (Builtin::Pr, "pr_pass") => Some("pass"),
-        (Builtin::Pr, "pr_fail_fixable") => Some("fail_fixable"),
-        (Builtin::Pr, "pr_fail_need_rebase") => Some("fail_need_rebase"),
-        (Builtin::Rebase, "rebase_ok") => Some("ok"),
-        (Builtin::Rebase, "rebase_conflict") => Some("conflict"),
-        _ => None,
     }
 }
 
@@ -294,6 +291,12 @@ impl Compiler {
                         );
                     }
                     self.command(&gate.check, &format!("{gate_at}.check"));
+                    if gate.check.event_prefix.is_some() {
+                        self.problem(
+                            &format!("{gate_at}.check.event_prefix"),
+                            "applies to stages only: the gate's failure event is named by `on_fail` (default `<name>_fail`)".into(),
+                        );
+                    }
                     info.events.insert(gate.fail_event());
                     info.fail_events.insert(gate.fail_event());
                     info.pass_events.insert(gate.after.clone());
@@ -308,6 +311,7 @@ impl Compiler {
                     events,
                     pass_events,
                     gate: Some(name.to_string()),
+                    original: BTreeMap::new(),
                 }
             }
             StageSpec::Score(score) => {
@@ -317,6 +321,7 @@ impl Compiler {
                     pass_events: ["pass".to_string()].into(),
                     fail_events: ["fail".to_string()].into(),
                     gate: Some(name.to_string()),
+                    original: BTreeMap::new(),
                 }
             }
         }
@@ -429,34 +434,6 @@ impl Compiler {
                 self.problem(&format!("{at}.pr"), "applies to `builtin: pr` only".into())
             }
             _ => {}
-        }
-    }
-
-    /// Renames the `lol impl` workflow's event names in the transition
-    /// table (`pr_pass`, `rebase_conflict`, …) to the built-in gates' own;
-    /// a row that names an event both ways is a problem.
-    fn canonical_events(&mut self, spec: &mut WorkflowSpec) {
-        for (stage, row) in spec.transitions.iter_mut() {
-            let Some(StageSpec::Command(command)) = spec.stages.get(stage) else {
-                continue;
-            };
-            let Some(builtin) = command.builtin else {
-                continue;
-            };
-            let aliased: Vec<(String, &'static str)> = row
-                .keys()
-                .filter_map(|event| Some((event.clone(), original_alias(builtin, event)?)))
-                .collect();
-            for (alias, event) in aliased {
-                if row.contains_key(event) {
-                    self.problem(
-                        &format!("workflow.transitions.{stage}.{alias}"),
-                        format!("{alias:?} is another name of {event:?}, which the row also has; keep one"),
-                    );
-                } else if let Some(target) = row.remove(&alias) {
-                    row.insert(event.to_string(), target);
-                }
-            }
         }
     }
 

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus, now,
 };
-use super::compile::Workflow;
+use super::compile::{ERROR_EVENT, Workflow};
 use super::spec::{CapAction, FATAL, FINISH, StageSpec};
 use crate::kernel::RunFailure;
 
@@ -143,7 +143,7 @@ impl StageResult {
     pub(crate) fn fatal(reason: String) -> Self {
         Self {
             fatal: Some(reason.clone()),
-            ..Self::event("error", reason)
+            ..Self::event(ERROR_EVENT, reason)
         }
     }
 }
@@ -340,10 +340,12 @@ impl<'a> Engine<'a> {
                 .to_string(),
         };
         let duration = clock.elapsed();
+        let original_event = self.workflow.original_event(&stage, &result.event);
         cp.history.push(StageRecord {
             step: cp.step,
             stage: stage.clone(),
             event: result.event.clone(),
+            original_event: original_event.clone(),
             iteration,
             reason: result.reason.clone(),
             next: next.clone(),
@@ -355,6 +357,7 @@ impl<'a> Engine<'a> {
                 stage: stage.clone(),
                 kind: self.kind(&stage),
                 event: result.event.clone(),
+                original_event,
                 iteration,
                 reason: result.reason.clone(),
                 next: next.clone(),
@@ -478,9 +481,13 @@ impl<'a> Engine<'a> {
         details: Value,
     ) -> Result<Outcome, EngineError> {
         tracing::warn!(stage = %cp.stage, iteration = cp.iteration, reason = %reason, "workflow fatal");
+        let original_event = event
+            .as_deref()
+            .map(|e| self.workflow.original_event(&cp.stage, e));
         let report = FatalReport {
             stage: cp.stage.clone(),
             event,
+            original_event,
             iteration: cp.iteration,
             reason,
             details,

@@ -15,7 +15,8 @@
 //! - `score`: `pass` and `fail`.
 //!
 //! Every emitted event needs a row in `transitions`; `fatal` and `finish`
-//! are valid targets from every stage.
+//! are valid targets from every stage. Each event also has an original name
+//! (`event_prefix`), which `transitions` accepts as well.
 
 use std::collections::BTreeMap;
 
@@ -73,12 +74,32 @@ pub enum StageSpec {
     Score(ScoreStage),
 }
 
+impl StageSpec {
+    /// The stage's `event_prefix`, as written.
+    pub fn event_prefix(&self) -> Option<&str> {
+        match self {
+            Self::Agent(agent) => agent.event_prefix.as_deref(),
+            Self::Command(command) => command.event_prefix.as_deref(),
+            Self::Score(score) => score.event_prefix.as_deref(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AgentStage {
     /// Another bundle to run (by name); this bundle's prompts and tools when absent.
     #[serde(default)]
     pub bundle: Option<String>,
+    /// The prefix of this stage's events under their original names
+    /// (`<prefix>_<event>`, as `lol impl` named them: `impl_done`,
+    /// `review_pass`, `pr_fail_need_rebase`); shown beside the event in
+    /// `StageEnd` events and reports, and accepted in `transitions`.
+    /// Default the stage name; `""` for none. The
+    /// failure event of its `gate` keeps its own name (`parse_fail`) unless
+    /// it is one of the result's events (`on_fail: fail`: `simp_fail`).
+    #[serde(default)]
+    pub event_prefix: Option<String>,
     /// The agent's input (minijinja). Variables: the workflow `data`,
     /// `iteration`, `step`, `stage` and `retry_context` (none unless a gate
     /// failed since the last agent stage).
@@ -250,6 +271,14 @@ pub struct CommandStage {
     /// Settings of the built-in `rebase` gate.
     #[serde(default)]
     pub rebase: Option<RebaseSettings>,
+    /// The prefix of this stage's events under their original names
+    /// (`<prefix>_<event>`, as `lol impl` named them: `impl_done`,
+    /// `review_pass`, `pr_fail_need_rebase`); shown beside the event in
+    /// `StageEnd` events and reports, and accepted in `transitions`.
+    /// Default the stage name; `""` for none.
+    /// A stage's key only (not of an agent stage's gate `check`).
+    #[serde(default)]
+    pub event_prefix: Option<String>,
     /// The artifact name prefix (`<artifact>-iter-<iteration>.json`); default the stage name.
     #[serde(default)]
     pub artifact: Option<String>,
@@ -314,6 +343,13 @@ pub struct ScoreStage {
     /// The reviewer bundle (by name); this bundle when absent.
     #[serde(default)]
     pub bundle: Option<String>,
+    /// The prefix of this stage's events under their original names
+    /// (`<prefix>_<event>`, as `lol impl` named them: `impl_done`,
+    /// `review_pass`, `pr_fail_need_rebase`); shown beside the event in
+    /// `StageEnd` events and reports, and accepted in `transitions`.
+    /// Default the stage name; `""` for none.
+    #[serde(default)]
+    pub event_prefix: Option<String>,
     /// The reviewer's input (minijinja, same variables as an agent stage).
     pub prompt: String,
     /// The minimum score per dimension.

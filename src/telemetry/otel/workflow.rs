@@ -59,6 +59,7 @@ impl SpanBuilder {
                 stage,
                 kind,
                 event,
+                original_event,
                 next,
                 iteration,
                 reason,
@@ -80,6 +81,10 @@ impl SpanBuilder {
                         KeyValue::new("structured_agents.workflow.stage", stage.clone()),
                         KeyValue::new("structured_agents.workflow.stage_kind", kind.clone()),
                         KeyValue::new("structured_agents.workflow.event", event.clone()),
+                        KeyValue::new(
+                            "structured_agents.workflow.original_event",
+                            original_event.clone(),
+                        ),
                         KeyValue::new("structured_agents.workflow.next", next.clone()),
                         KeyValue::new("structured_agents.workflow.iteration", *iteration as i64),
                         KeyValue::new("structured_agents.workflow.reason", reason.clone()),

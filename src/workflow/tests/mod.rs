@@ -1,11 +1,12 @@
 //! Tests of the workflow module: spec validation here, the engine loop with
 //! a fake host in `engine`, command gates against real git in `gates`, the
-//! commit-report step in `commit`.
+//! commit-report step in `commit`, the events' original names in `names`.
 
 mod commit;
 mod engine;
 mod gates;
 mod host;
+mod names;
 
 use serde_json::Value;
 
@@ -55,37 +56,6 @@ fn the_example_compiles_with_the_documented_events() {
     assert_eq!(w.spec.limits.max_steps, 200);
     assert_eq!(w.spec.limits.max_iterations, 10);
     assert!(super::validate(&spec(EXAMPLE)).is_empty());
-}
-
-/// The `lol impl` workflow's stage events (`pr_pass`, `rebase_conflict`, …)
-/// name the built-in gates' events in transitions.
-#[test]
-fn the_original_stage_event_names_are_aliases_in_transitions() {
-    let yaml = EXAMPLE
-        .replace(
-            "pr: {pass: finish, fail_fixable: implement, fail_need_rebase: rebase}",
-            "pr: {pr_pass: finish, pr_fail_fixable: implement, pr_fail_need_rebase: rebase}",
-        )
-        .replace(
-            "rebase: {ok: implement, conflict: fatal}",
-            "rebase: {rebase_ok: implement, rebase_conflict: fatal}",
-        );
-    let w = compile(&yaml);
-    assert_eq!(w.next("pr", "pass"), Some("finish"));
-    assert_eq!(w.next("pr", "fail_fixable"), Some("implement"));
-    assert_eq!(w.next("pr", "fail_need_rebase"), Some("rebase"));
-    assert_eq!(w.next("rebase", "ok"), Some("implement"));
-    assert_eq!(w.next("rebase", "conflict"), Some("fatal"));
-    let both = EXAMPLE.replace("pr: {pass: finish,", "pr: {pass: finish, pr_pass: finish,");
-    let p = problems(&both);
-    assert!(
-        has(
-            &p,
-            "workflow.transitions.pr.pr_pass",
-            "another name of \"pass\""
-        ),
-        "{p:?}"
-    );
 }
 
 #[test]

@@ -297,6 +297,7 @@ function drawStage(stage, ctx, depth) {
       h("b", {}, `Stage ${e.stage}`),
       h("span", { class: "badge" }, e.kind),
       h("span", { class: `badge stage-${e.event}` }, e.event),
+      e.original_event && e.original_event !== e.event ? h("span", { class: "muted", title: "the event's original name" }, ` (${e.original_event})`) : null,
       h("span", { class: "muted" }, ` → ${e.next} · iteration ${e.iteration} · ${duration(e.duration_ms)}${e.ran ? "" : " · not run (attempt cap)"}`),
     ),
     e.reason ? h("div", { class: "reply" }, e.reason) : null,
