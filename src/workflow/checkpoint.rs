@@ -50,6 +50,10 @@ pub struct Checkpoint {
     pub last_scores: BTreeMap<String, u32>,
     /// What the next agent stage is told once (then cleared).
     pub retry_context: Option<String>,
+    /// What the `ci` gate's failing checks tell the next agent stage once
+    /// (its `ci_failure` variable; then cleared).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_failure: Option<String>,
     /// Every finished stage run, in order.
     pub history: Vec<StageRecord>,
     /// The workflow variables (spec data with the job's overrides).
@@ -86,6 +90,7 @@ impl Checkpoint {
             no_improvement_streaks: BTreeMap::new(),
             last_scores: BTreeMap::new(),
             retry_context: None,
+            ci_failure: None,
             history: Vec::new(),
             data,
             fatal: None,

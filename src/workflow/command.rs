@@ -62,7 +62,8 @@ impl CommandRun {
     }
 }
 
-fn tail(text: &str, max: usize) -> String {
+/// The last `max` characters of `text` (errors come last), marked when cut.
+pub(super) fn tail(text: &str, max: usize) -> String {
     let count = text.chars().count();
     if count <= max {
         return text.to_string();

@@ -336,7 +336,9 @@ impl Compiler {
                 strings(&["pass"]),
             ),
             Some(Builtin::Rebase) => (strings(&["ok", "conflict"]), strings(&["ok"])),
-            Some(Builtin::PyCompile) => (strings(&["pass", "fail"]), strings(&["pass"])),
+            Some(Builtin::PyCompile | Builtin::Ci) => {
+                (strings(&["pass", "fail"]), strings(&["pass"]))
+            }
             // `pass` unless exit code 0 is mapped to another event; `fail`
             // for other exit codes, a timeout or a command that cannot start.
             None if c.exit_codes.keys().any(|k| k.trim() == "0") => {
@@ -347,7 +349,8 @@ impl Compiler {
         match (c.builtin, c.argv.is_empty()) {
             (None, true) => self.problem(
                 &format!("{at}.argv"),
-                "give the command as an argv list, or a `builtin` (py_compile, pr, rebase)".into(),
+                "give the command as an argv list, or a `builtin` (py_compile, pr, rebase, ci)"
+                    .into(),
             ),
             (Some(_), false) => self.problem(
                 &format!("{at}.argv"),
@@ -381,6 +384,7 @@ impl Compiler {
             events.insert(rule.event.clone());
         }
         self.pr_settings(c, at);
+        self.ci_settings(c, at);
         if c.rebase.is_some() && c.builtin != Some(Builtin::Rebase) {
             self.problem(
                 &format!("{at}.rebase"),
@@ -401,6 +405,27 @@ impl Compiler {
             );
         }
         (events, pass)
+    }
+
+    /// The `ci` gate's command (its default when `ci` is unset, so that the
+    /// default's templates are compiled too).
+    fn ci_settings(&mut self, c: &CommandStage, at: &str) {
+        if c.builtin != Some(Builtin::Ci) {
+            if c.ci.is_some() {
+                self.problem(&format!("{at}.ci"), "applies to `builtin: ci` only".into());
+            }
+            return;
+        }
+        let ci = c.ci.clone().unwrap_or_default();
+        if ci.command.is_empty() {
+            self.problem(
+                &format!("{at}.ci.command"),
+                "must not be empty: give the argv that waits for the PR's checks, e.g. [gh, pr, checks, \"{{ pr_number }}\", --watch]".into(),
+            );
+        }
+        for (i, arg) in ci.command.iter().enumerate() {
+            self.template(&format!("{at}.ci.command[{i}]"), arg);
+        }
     }
 
     fn pr_settings(&mut self, c: &CommandStage, at: &str) {

@@ -126,6 +126,9 @@ pub(crate) struct StageResult {
     pub fatal: Option<String>,
     /// The PR a passing `pr` gate made or found: `(url, number)`.
     pub pr: Option<(Option<String>, Option<u64>)>,
+    /// A failed `ci` gate's context for the next agent stage (instead of
+    /// the retry context).
+    pub ci_failure: Option<String>,
 }
 
 impl StageResult {
@@ -137,6 +140,7 @@ impl StageResult {
             score: None,
             fatal: None,
             pr: None,
+            ci_failure: None,
         }
     }
 
@@ -323,8 +327,9 @@ impl<'a> Engine<'a> {
                 Some(StageSpec::Agent(_))
             )
         {
-            // Delivered once: the run that received it has finished.
+            // Delivered once: the run that received them has finished.
             cp.retry_context = None;
+            cp.ci_failure = None;
         }
         let ended = self.account(cp, &stage, &result);
         if let Some((url, number)) = &result.pr {
@@ -423,7 +428,10 @@ impl<'a> Engine<'a> {
             return fatal;
         }
         cp.iteration += 1;
-        cp.retry_context = Some(retry.clone());
+        match &result.ci_failure {
+            Some(ci) => cp.ci_failure = Some(ci.clone()),
+            None => cp.retry_context = Some(retry.clone()),
+        }
         let streak = cp.failure_streaks.entry(gate.clone()).or_insert(0);
         *streak += 1;
         if let Some(cap) = limits.failure_streak.get(&gate)

@@ -1,5 +1,5 @@
 //! Command gates: an argv command (never a shell) or a built-in gate
-//! (`py_compile`, `pr`, `rebase`), run in the workflow's working directory
+//! (`py_compile`, `pr`, `rebase`, `ci` in `ci`), run in the workflow's working directory
 //! through `command` (own process group, cleared environment, deadline,
 //! `max_output_bytes`). Each gate yields an event and the report
 //! `{pass, failed_files, traceback, suggestions}`.
@@ -32,10 +32,14 @@ pub struct GateReport {
     /// read `[tag][#N] text`): the workflow ends fatal, as in `lol impl`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fatal: bool,
+    /// What a failed `ci` gate tells the next agent stage (as `ci_failure`):
+    /// the PR and its failing checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_failure: Option<String>,
 }
 
 impl GateReport {
-    fn new(event: &str, pass: bool) -> Self {
+    pub(super) fn new(event: &str, pass: bool) -> Self {
         Self {
             pass,
             failed_files: Vec::new(),
@@ -44,10 +48,15 @@ impl GateReport {
             event: event.to_string(),
             details: Map::new(),
             fatal: false,
+            ci_failure: None,
         }
     }
 
-    fn fail(event: &str, traceback: impl Into<String>, suggestion: impl Into<String>) -> Self {
+    pub(super) fn fail(
+        event: &str,
+        traceback: impl Into<String>,
+        suggestion: impl Into<String>,
+    ) -> Self {
         let mut report = Self::new(event, false);
         report.traceback = traceback.into();
         report.suggestions.push(suggestion.into());
@@ -83,7 +92,7 @@ pub struct GateContext<'a> {
 }
 
 impl GateContext<'_> {
-    fn render(&self, key: &str, vars: &Map<String, Value>) -> Result<String, String> {
+    pub(super) fn render(&self, key: &str, vars: &Map<String, Value>) -> Result<String, String> {
         self.workflow.render(&format!("{}.{key}", self.at), vars)
     }
 
@@ -94,7 +103,7 @@ impl GateContext<'_> {
         }
     }
 
-    fn timeout(&self) -> Duration {
+    pub(super) fn timeout(&self) -> Duration {
         self.spec.timeout.into()
     }
 
@@ -147,6 +156,7 @@ pub async fn run_gate(ctx: &GateContext<'_>) -> GateReport {
             };
             rebase_gate(ctx, ctx.spec.rebase.as_ref().unwrap_or(&defaults), &dir).await
         }
+        Some(Builtin::Ci) => super::ci::ci_gate(ctx, &dir).await,
     };
     report.pass = match &ctx.spec.pass_events {
         Some(events) => events.contains(&report.event),

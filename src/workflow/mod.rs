@@ -10,8 +10,9 @@
 //! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
 //! - `checkpoint`: the durable state and the fatal report;
 //! - `command`: running one argv command (process group, deadline, output cap);
-//! - `gates`: command gates and the built-in `py_compile`, `pr` and `rebase` gates
-//!   (`pr_text`: the PR's title rule, closing reference, URL and number);
+//! - `gates`: command gates and the built-in `py_compile`, `pr`, `rebase`
+//!   and `ci` gates (`pr_text`: the PR's title rule, closing reference, URL
+//!   and number; `ci`: waiting for the PR's checks, `ci_failure`);
 //! - `git`: the git facts and the commit-report step of an agent stage;
 //! - `review`: the review score parser.
 //!
@@ -20,6 +21,7 @@
 //! only through `WorkflowHost`, which the worker implements.
 
 pub mod checkpoint;
+mod ci;
 pub mod command;
 pub mod compile;
 pub mod engine;

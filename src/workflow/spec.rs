@@ -11,7 +11,8 @@
 //!   cannot start), `pass` (exit 0, unless `exit_codes` maps 0), and every
 //!   event named in `exit_codes` and `output`; `py_compile`: `pass`, `fail`;
 //!   the built-in `pr` gate: `pass`, `fail_fixable`,
-//!   `fail_need_rebase`; the built-in `rebase` gate: `ok`, `conflict`;
+//!   `fail_need_rebase`; the built-in `rebase` gate: `ok`, `conflict`; the
+//!   built-in `ci` gate: `pass`, `fail`;
 //! - `score`: `pass` and `fail`.
 //!
 //! Every emitted event needs a row in `transitions`; `fatal` and `finish`
@@ -101,8 +102,10 @@ pub struct AgentStage {
     #[serde(default)]
     pub event_prefix: Option<String>,
     /// The agent's input (minijinja). Variables: the workflow `data`,
-    /// `iteration`, `step`, `stage` and `retry_context` (none unless a gate
-    /// failed since the last agent stage).
+    /// `iteration`, `step`, `stage`, `retry_context` (none unless a gate
+    /// failed since the last agent stage), `ci_failure` (none unless the
+    /// `ci` gate failed since the last agent stage: the PR and its failing
+    /// checks), and `pr_url`/`pr_number` once a `pr` gate passed.
     pub prompt: String,
     /// How the agent's result becomes an event.
     #[serde(default)]
@@ -231,6 +234,10 @@ pub enum Builtin {
     Pr,
     /// Fetches and rebases; aborts the rebase on conflict.
     Rebase,
+    /// Waits for the checks of the PR the `pr` gate opened (`lol impl
+    /// --wait-for-ci`): `pass` when they pass, `fail` (and `ci_failure` for
+    /// the next agent stage) when they fail.
+    Ci,
 }
 
 /// A command gate: `argv` or a `builtin`. The report it writes is
@@ -271,6 +278,9 @@ pub struct CommandStage {
     /// Settings of the built-in `rebase` gate.
     #[serde(default)]
     pub rebase: Option<RebaseSettings>,
+    /// Settings of the built-in `ci` gate.
+    #[serde(default)]
+    pub ci: Option<CiSettings>,
     /// The prefix of this stage's events under their original names
     /// (`<prefix>_<event>`, as `lol impl` named them: `impl_done`,
     /// `review_pass`, `pr_fail_need_rebase`); shown beside the event in
@@ -335,6 +345,31 @@ pub struct RebaseSettings {
     /// remote's default branch (its `HEAD`).
     #[serde(default)]
     pub onto: Option<String>,
+}
+
+/// The built-in `ci` gate: runs `command` in the gate's directory, with
+/// the gate's `timeout` and `max_output_bytes` (set a `timeout` longer
+/// than the checks take). Exit 0: `pass`; another exit code: `fail`, and
+/// the output becomes `ci_failure`; no exit code (cannot start, timed out,
+/// too much output) or no PR to wait for: the workflow ends fatal.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CiSettings {
+    /// The argv that waits for the PR's checks and exits 0 when all pass
+    /// (templates; variables also `pr_url` and `pr_number`, of the PR the
+    /// last passing `pr` gate made or found, else from `workflow.data`).
+    /// Default `gh pr checks {{ pr_number }} --watch --interval 30`, as in
+    /// `lol impl`.
+    #[serde(default = "default_ci_command")]
+    pub command: Vec<String>,
+}
+
+impl Default for CiSettings {
+    fn default() -> Self {
+        Self {
+            command: default_ci_command(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -439,6 +474,19 @@ fn default_max_steps() -> u32 {
 }
 fn default_max_iterations() -> u32 {
     10
+}
+fn default_ci_command() -> Vec<String> {
+    [
+        "gh",
+        "pr",
+        "checks",
+        "{{ pr_number }}",
+        "--watch",
+        "--interval",
+        "30",
+    ]
+    .map(String::from)
+    .to_vec()
 }
 pub(crate) fn default_create_command() -> Vec<String> {
     [

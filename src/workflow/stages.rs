@@ -25,6 +25,14 @@ pub(crate) fn vars(cp: &Checkpoint) -> Map<String, Value> {
     vars.insert("step".into(), cp.step.into());
     vars.insert("stage".into(), cp.stage.clone().into());
     vars.insert("retry_context".into(), cp.retry_context.clone().into());
+    vars.insert("ci_failure".into(), cp.ci_failure.clone().into());
+    // The PR of the last passing `pr` gate (the `ci` gate's templates).
+    if let Some(url) = &cp.pr_url {
+        vars.insert("pr_url".into(), url.clone().into());
+    }
+    if let Some(number) = cp.pr_number {
+        vars.insert("pr_number".into(), number.into());
+    }
     vars
 }
 
@@ -109,6 +117,7 @@ impl Engine<'_> {
         };
         let mut result = StageResult::event(&report.event, reason);
         result.gate = Some((report.pass, report.retry_context()));
+        result.ci_failure = report.ci_failure.clone();
         if report.pass && report.details.contains_key("pr_url") {
             let url = report.details["pr_url"].as_str().map(String::from);
             let number = report.details.get("pr_number").and_then(Value::as_u64);

@@ -1,7 +1,9 @@
 //! Tests of the workflow module: spec validation here, the engine loop with
 //! a fake host in `engine`, command gates against real git in `gates`, the
-//! commit-report step in `commit`, the events' original names in `names`.
+//! commit-report step in `commit`, the `ci` gate in `ci`, the events'
+//! original names in `names`.
 
+mod ci;
 mod commit;
 mod engine;
 mod gates;
