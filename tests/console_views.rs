@@ -503,6 +503,10 @@ workflow:
     browser
         .wait_text(".workflow-graph .stage-node.final", "ended: finish")
         .await;
+    // The timeline shows each stage's event with its original name (`lol
+    // impl`'s `<stage>_<event>`) beside it.
+    let head = browser.wait_text(".turn-head", "Stage polish").await;
+    assert!(head.contains("(polish_done)"), "{head}");
     audit(&browser, "job-workflow-1440-light").await;
     browser.close().await;
 }

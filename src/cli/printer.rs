@@ -328,3 +328,41 @@ impl Observer for Printer {
         "printer"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+    use crate::events::Event;
+
+    fn stage_end(event: &str, original_event: &str) -> Event {
+        Event::StageEnd {
+            step: 2,
+            stage: "implement".into(),
+            kind: "agent".into(),
+            event: event.into(),
+            original_event: original_event.into(),
+            next: "review".into(),
+            iteration: 1,
+            reason: "agent result".into(),
+            ran: true,
+            started_at: "2026-11-27T10:00:00.000Z".into(),
+            duration_ms: 12,
+        }
+    }
+
+    /// A stage line names the event's original name (`lol impl`'s) when it differs.
+    #[test]
+    fn a_stage_line_shows_the_original_event_name_beside_the_event() {
+        assert_eq!(
+            human("job", &stage_end("done", "impl_done")).unwrap(),
+            "◆ implement → done [impl_done] (iteration 1, 12 ms): agent result\n  next: review"
+        );
+        for same in ["parse_fail", ""] {
+            let event = if same.is_empty() { "done" } else { same };
+            assert_eq!(
+                human("job", &stage_end(event, same)).unwrap(),
+                format!("◆ implement → {event} (iteration 1, 12 ms): agent result\n  next: review")
+            );
+        }
+    }
+}
