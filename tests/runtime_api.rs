@@ -1288,6 +1288,29 @@ replies:
     assert_eq!(sleepy.seen(), [json!("Chat")], "its own message type");
 }
 
+/// A group chat sends a remote agent the `message_type` of its entry too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_chat_sends_a_remote_agent_its_message_type() {
+    // Appended to the config right after the weather agent's entry: one of its keys.
+    let w = world_with("replies:\n  - content: CONTINUE\n", "message_type = 0\n").await;
+    let daemon = w.site.start();
+    let reply = post_ok(
+        &client(),
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan a picnic", "agent_ids": ["weather"], "max_iterations": 1}),
+    )
+    .await;
+    assert_eq!(reply["rounds"], 1, "{reply}");
+    let sent = w.weather.seen();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        (&sent[0]["type"], &sent[0]["senderId"]),
+        (&json!(0), &json!("agent-runtime")),
+        "{sent:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Helpers
 
