@@ -31,6 +31,7 @@ fn load(text: &str) -> Result<bundle::Bundle, Vec<String>> {
         &LoadContext {
             endpoints: None,
             models: &catalog,
+            histories: &structured_agents::bundle::HistoryPlugins::default(),
         },
     );
     result.map_err(|errors| {
@@ -222,6 +223,7 @@ fn example_bundles_validate() {
                 &LoadContext {
                     endpoints: None,
                     models: &catalog,
+                    histories: &structured_agents::bundle::HistoryPlugins::default(),
                 },
             )
             .unwrap_or_else(|e| panic!("{e}"));
@@ -267,6 +269,7 @@ fn on_llama(model: &str) -> Result<bundle::Bundle, String> {
         &LoadContext {
             endpoints: Some(&endpoints),
             models: &catalog,
+            histories: &structured_agents::bundle::HistoryPlugins::default(),
         },
     )
     .map_err(|e| e.to_string())
