@@ -406,3 +406,23 @@ fn an_mcp_tools_byte_cap_is_checked_when_the_bundle_loads() {
         "{errors:#?}"
     );
 }
+
+/// `limits.history` names a built-in strategy or a loaded history plugin:
+/// an unknown name is located at its key and lists what is loaded (none
+/// here), and a value of another shape says what the key takes.
+#[test]
+fn an_unknown_history_strategy_is_located_and_lists_the_loaded_plugins() {
+    let keep_all = load(&(GOOD.to_string() + "limits: {history: keep_all}\n")).unwrap();
+    assert_eq!(format!("{:?}", keep_all.kernel_config().history), "KeepAll");
+    let unknown = one_error(&(GOOD.to_string() + "limits:\n  history: recent\n"));
+    assert_eq!(
+        unknown,
+        "bundle.yaml:17: limits.history: unknown history strategy \"recent\" (built-in: sliding_window, keep_all; history plugins loaded: none (put a `kind: history` library in paths.plugins_dir))"
+    );
+    let shape = one_error(&(GOOD.to_string() + "limits:\n  history: {plugun: x}\n"));
+    assert!(
+        shape.contains("limits.history")
+            && shape.contains("a history plugin's name or `{plugin: NAME}`"),
+        "{shape}"
+    );
+}

@@ -196,7 +196,10 @@ pub struct PromptsSection {
 
 /// `limits.history`: a built-in strategy or a history plugin, by name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "`sliding_window`, `keep_all`, a history plugin's name or `{plugin: NAME}`"
+)]
 pub enum HistorySetting {
     /// `sliding_window`, `keep_all`, or the name of a history plugin.
     Name(String),
