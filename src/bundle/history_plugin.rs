@@ -139,33 +139,31 @@ impl DynamicHistoryPlugin {
             retryable,
         }
     }
+}
 
-    /// The indices in the library's answer, or what was wrong with it.
-    fn indices(&self, mut answer: Value) -> Result<Vec<usize>, HistoryPluginError> {
-        let Some(ok) = answer.get_mut("ok").map(Value::take) else {
-            let message = answer
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .unwrap_or("no message");
-            let detail = match answer.pointer("/error/kind").and_then(Value::as_str) {
+/// The indices in a `sa_history_select` answer, or what was wrong with it.
+fn selection(mut answer: Value) -> Result<Vec<usize>, String> {
+    let Some(ok) = answer.get_mut("ok").map(Value::take) else {
+        let message = answer
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .unwrap_or("no message");
+        return Err(
+            match answer.pointer("/error/kind").and_then(Value::as_str) {
                 Some("panic") => format!("it panicked: {message}"),
                 Some(_) => message.to_string(),
                 None => format!("it answered neither `ok` nor `error`: {}", shown(&answer)),
-            };
-            return Err(self.error(detail, false));
-        };
-        serde_json::from_value::<Selection>(ok.clone())
-            .map(|s| s.indices)
-            .map_err(|e| {
-                self.error(
-                    format!(
-                        "it answered a value of the wrong shape ({e}): {}; expected {{\"indices\": [number]}}",
-                        shown(&ok)
-                    ),
-                    false,
-                )
-            })
-    }
+            },
+        );
+    };
+    serde_json::from_value::<Selection>(ok.clone())
+        .map(|s| s.indices)
+        .map_err(|e| {
+            format!(
+                "it answered a value of the wrong shape ({e}): {}; expected {{\"indices\": [number]}}",
+                shown(&ok)
+            )
+        })
 }
 
 /// An answer as an error message shows it: its first 200 characters.
@@ -204,7 +202,7 @@ impl HistoryPlugin for DynamicHistoryPlugin {
                     self.error(e.to_string(), retryable)
                 })?
                 .map_err(|e| self.error(e.to_string(), false))?;
-            self.indices(answer)
+            selection(answer).map_err(|detail| self.error(detail, false))
         })
     }
 
@@ -217,6 +215,28 @@ impl HistoryPlugin for DynamicHistoryPlugin {
 mod tests {
     use super::*;
     use crate::bundle::schema::HistoryPluginRef;
+
+    #[test]
+    fn an_answer_is_indices_or_a_failure_saying_what_it_was() {
+        assert_eq!(
+            selection(json!({"ok": {"indices": [0, 2]}})).unwrap(),
+            [0, 2]
+        );
+        let wrong = selection(json!({"ok": [0, 2]})).unwrap_err();
+        assert!(
+            wrong.contains("wrong shape") && wrong.contains("[0,2]"),
+            "{wrong}"
+        );
+        let negative = selection(json!({"ok": {"indices": [-1]}})).unwrap_err();
+        assert!(negative.contains("wrong shape"), "{negative}");
+        let panicked =
+            selection(json!({"error": {"kind": "panic", "message": "boom"}})).unwrap_err();
+        assert_eq!(panicked, "it panicked: boom");
+        let failed = selection(json!({"error": {"kind": "failed", "message": "no"}})).unwrap_err();
+        assert_eq!(failed, "no");
+        let neither = selection(json!({"fine": true})).unwrap_err();
+        assert!(neither.contains("neither `ok` nor `error`"), "{neither}");
+    }
 
     #[test]
     fn built_in_names_resolve_and_unknown_ones_name_what_is_loaded() {
