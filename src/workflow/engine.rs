@@ -170,7 +170,15 @@ impl<'a> Engine<'a> {
     pub fn initial(&self, overrides: &Map<String, Value>) -> Checkpoint {
         let mut data = self.workflow.spec.data.clone();
         data.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Checkpoint::new(&self.workflow.version, &self.workflow.spec.start, data)
+        // A one-stage run starts at its stage (see `one_stage`).
+        let only = data
+            .get(super::one_stage::ONLY_STAGE_VARIABLE)
+            .and_then(Value::as_str)
+            .map(String::from);
+        let start = only.as_deref().unwrap_or(&self.workflow.spec.start);
+        let mut checkpoint = Checkpoint::new(&self.workflow.version, start, data);
+        checkpoint.only_stage = only;
+        checkpoint
     }
 
     /// Runs a new workflow from its start stage.
@@ -331,8 +339,14 @@ impl<'a> Engine<'a> {
             cp.pr_url = url.clone();
             cp.pr_number = *number;
         }
-        let next = match (&ended, &result.fatal) {
-            (Some(_), _) | (_, Some(_)) => FATAL.to_string(),
+        // A one-stage run ends after its stage.
+        let only = cp
+            .only_stage
+            .is_some()
+            .then(|| super::one_stage::verdict(self.workflow, &stage, &result));
+        let next = match (&ended, &result.fatal, &only) {
+            (Some(_), _, _) | (_, Some(_), _) | (_, _, Some(Err(_))) => FATAL.to_string(),
+            (_, _, Some(Ok(()))) => FINISH.to_string(),
             _ => self
                 .workflow
                 .next(&stage, &result.event)
@@ -367,6 +381,15 @@ impl<'a> Engine<'a> {
         let details = json!({"reason": result.reason});
         if let Some(reason) = ended.or(result.fatal) {
             return self.fatal(cp, event, reason, details).await.map(Some);
+        }
+        match only {
+            Some(Ok(())) => {
+                cp.stage = FINISH.to_string();
+                cp.dispatched = false;
+                return Ok(None);
+            }
+            Some(Err(reason)) => return self.fatal(cp, event, reason, details).await.map(Some),
+            None => {}
         }
         match self.workflow.next(&stage, &result.event) {
             None => {
