@@ -344,15 +344,7 @@ impl<'a> Engine<'a> {
             .only_stage
             .is_some()
             .then(|| super::one_stage::verdict(self.workflow, &stage, &result));
-        let next = match (&ended, &result.fatal, &only) {
-            (Some(_), _, _) | (_, Some(_), _) | (_, _, Some(Err(_))) => FATAL.to_string(),
-            (_, _, Some(Ok(()))) => FINISH.to_string(),
-            _ => self
-                .workflow
-                .next(&stage, &result.event)
-                .unwrap_or(FATAL)
-                .to_string(),
-        };
+        let next = self.next_stage(&stage, &result, ended.is_some(), only.as_ref());
         let duration = clock.elapsed();
         cp.history.push(StageRecord {
             step: cp.step,
@@ -382,14 +374,8 @@ impl<'a> Engine<'a> {
         if let Some(reason) = ended.or(result.fatal) {
             return self.fatal(cp, event, reason, details).await.map(Some);
         }
-        match only {
-            Some(Ok(())) => {
-                cp.stage = FINISH.to_string();
-                cp.dispatched = false;
-                return Ok(None);
-            }
-            Some(Err(reason)) => return self.fatal(cp, event, reason, details).await.map(Some),
-            None => {}
+        if let Some(verdict) = only {
+            return self.end_one_stage(cp, verdict, event, details).await;
         }
         match self.workflow.next(&stage, &result.event) {
             None => {
@@ -408,6 +394,44 @@ impl<'a> Engine<'a> {
                 cp.dispatched = false;
                 Ok(None)
             }
+        }
+    }
+
+    /// Where a stage's result leads: `fatal` when a limit or the stage
+    /// ended the workflow, else the transition's target; in a one-stage
+    /// run, `finish` or `fatal` by its `verdict`.
+    fn next_stage(
+        &self,
+        stage: &str,
+        result: &StageResult,
+        ended: bool,
+        verdict: Option<&Result<(), String>>,
+    ) -> String {
+        match verdict {
+            _ if ended || result.fatal.is_some() => FATAL,
+            Some(Ok(())) => FINISH,
+            Some(Err(_)) => FATAL,
+            None => self.workflow.next(stage, &result.event).unwrap_or(FATAL),
+        }
+        .to_string()
+    }
+
+    /// Ends a one-stage run after its stage: `finish` on a passing
+    /// `verdict`, else `fatal` with its reason.
+    async fn end_one_stage(
+        &self,
+        cp: &mut Checkpoint,
+        verdict: Result<(), String>,
+        event: Option<String>,
+        details: Value,
+    ) -> Result<Option<Outcome>, EngineError> {
+        match verdict {
+            Ok(()) => {
+                cp.stage = FINISH.to_string();
+                cp.dispatched = false;
+                Ok(None)
+            }
+            Err(reason) => self.fatal(cp, event, reason, details).await.map(Some),
         }
     }
 
