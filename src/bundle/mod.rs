@@ -13,6 +13,9 @@ pub mod schema;
 mod shape;
 mod template;
 
+/// The job variable that runs one stage of a workflow bundle alone (see
+/// `workflow::one_stage`).
+pub use crate::workflow::ONLY_STAGE_VARIABLE;
 pub use bind::{ToolEnv, build_tools};
 pub use digest::{ContentDigest, content_digest};
 pub use history_plugin::HistoryPlugins;

@@ -1,11 +1,12 @@
 //! Tests of the workflow module: spec validation here, the engine loop with
 //! a fake host in `engine`, command gates against real git in `gates`, the
-//! commit-report step in `commit`.
+//! commit-report step in `commit`, one-stage runs in `one_stage`.
 
 mod commit;
 mod engine;
 mod gates;
 mod host;
+mod one_stage;
 
 use serde_json::Value;
 
