@@ -8,6 +8,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::types::MessageType;
+
 /// The job variable that holds a group-chat job's [`Plan`].
 pub const PLAN_VARIABLE: &str = "group_chat";
 
@@ -70,6 +72,9 @@ pub enum Place {
         /// The largest reply accepted (the agent's `max_response_bytes`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_response_bytes: Option<usize>,
+        /// The envelopes' `type` (the agent's `message_type`; "Text" when unset).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_type: Option<MessageType>,
     },
 }
 

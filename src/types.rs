@@ -1,5 +1,6 @@
 //! The conversation vocabulary shared by every layer: messages, tool calls and
-//! results, tool schemas, token usage and run outcomes, plus their exact
+//! results, tool schemas, token usage and run outcomes, a remote agent's
+//! message type, plus their exact
 //! conversion to and from the OpenAI chat-completions wire format.
 //!
 //! This module knows nothing about models, HTTP or tools; it is pure data.
@@ -247,6 +248,23 @@ impl ToolResult {
             output: output.into(),
             is_error: true,
         }
+    }
+}
+
+/// The `type` of a message envelope to a remote agent: a name such as
+/// "Text", or a number for an agent whose message type is an enum read as
+/// a number (the multi-agent runtime's .NET agent wanted `0`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum MessageType {
+    Number(i64),
+    Name(String),
+}
+
+impl Default for MessageType {
+    /// What the multi-agent runtime sent.
+    fn default() -> Self {
+        Self::Name("Text".into())
     }
 }
 

@@ -31,6 +31,7 @@ fn load(text: &str) -> Result<bundle::Bundle, Vec<String>> {
         &LoadContext {
             endpoints: None,
             models: &catalog,
+            histories: &structured_agents::bundle::HistoryPlugins::default(),
         },
     );
     result.map_err(|errors| {
@@ -222,6 +223,7 @@ fn example_bundles_validate() {
                 &LoadContext {
                     endpoints: None,
                     models: &catalog,
+                    histories: &structured_agents::bundle::HistoryPlugins::default(),
                 },
             )
             .unwrap_or_else(|e| panic!("{e}"));
@@ -267,6 +269,7 @@ fn on_llama(model: &str) -> Result<bundle::Bundle, String> {
         &LoadContext {
             endpoints: Some(&endpoints),
             models: &catalog,
+            histories: &structured_agents::bundle::HistoryPlugins::default(),
         },
     )
     .map_err(|e| e.to_string())
@@ -401,5 +404,25 @@ fn an_mcp_tools_byte_cap_is_checked_when_the_bundle_loads() {
             .iter()
             .any(|e| e.contains("`max_output_bytes` only applies to kind process, grail and mcp")),
         "{errors:#?}"
+    );
+}
+
+/// `limits.history` names a built-in strategy or a loaded history plugin:
+/// an unknown name is located at its key and lists what is loaded (none
+/// here), and a value of another shape says what the key takes.
+#[test]
+fn an_unknown_history_strategy_is_located_and_lists_the_loaded_plugins() {
+    let keep_all = load(&(GOOD.to_string() + "limits: {history: keep_all}\n")).unwrap();
+    assert_eq!(format!("{:?}", keep_all.kernel_config().history), "KeepAll");
+    let unknown = one_error(&(GOOD.to_string() + "limits:\n  history: recent\n"));
+    assert_eq!(
+        unknown,
+        "bundle.yaml:17: limits.history: unknown history strategy \"recent\" (built-in: sliding_window, keep_all; history plugins loaded: none (put a `kind: history` library in paths.plugins_dir))"
+    );
+    let shape = one_error(&(GOOD.to_string() + "limits:\n  history: {plugun: x}\n"));
+    assert!(
+        shape.contains("limits.history")
+            && shape.contains("a history plugin's name or `{plugin: NAME}`"),
+        "{shape}"
     );
 }

@@ -219,6 +219,7 @@ async fn query_answers_with_the_envelope_and_agents_used() {
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0]["content"], "Will it rain in Paris?");
     assert_eq!(sent[0]["recipientId"], "weather");
+    assert_eq!(sent[0]["type"], "Text", "the runtime's message type");
 
     // The query was a job of the router bundle.
     let jobs = get(&http, &daemon, "/v1/jobs?bundle=router").await;
@@ -254,6 +255,35 @@ async fn query_answers_with_the_envelope_and_agents_used() {
         "{trace:#?}"
     );
     assert_eq!(turns[2]["content"], "2+3 is 5, and it will be sunny.");
+
+    // The conversation as the runtime answered it — `id`, each message's
+    // role, content and timestamp, the answer's agents_used and
+    // execution_trace as the query answered them — beside the envelopes.
+    let shown = get(&http, &daemon, "/api/conversations/trip-7").await;
+    assert_eq!(
+        (&shown["id"], &shown["conversation_id"]),
+        (&json!("trip-7"), &json!("trip-7")),
+        "{shown}"
+    );
+    let messages = shown["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{shown}");
+    let (asked, answered) = (&messages[0], &messages[1]);
+    assert_eq!(
+        (&asked["role"], &asked["content"]),
+        (&json!("user"), &json!(TWO_AGENTS_QUESTION))
+    );
+    assert_eq!(
+        (&answered["role"], &answered["content"]),
+        (
+            &json!("assistant"),
+            &json!("2+3 is 5, and it will be sunny.")
+        )
+    );
+    assert_timestamp(&asked["timestamp"]);
+    assert_timestamp(&answered["timestamp"]);
+    assert_eq!(answered["agents_used"], verbose["agents_used"]);
+    assert_eq!(answered["execution_trace"], verbose["execution_trace"]);
+    assert_eq!(answered["senderId"], "runtime", "{answered}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -827,6 +857,7 @@ replies:
 
     let shown = get(&http, &daemon, "/api/conversations/talk-1").await;
     assert_eq!(shown["conversation_id"], "talk-1", "{shown}");
+    assert_eq!(shown["id"], "talk-1", "{shown}");
     let listed = shown["messages"].as_array().unwrap();
     let summary: Vec<(&str, &str, &str)> = listed
         .iter()
@@ -847,6 +878,8 @@ replies:
             ("runtime", "ada", "Your name is Ada."),
         ]
     );
+    let roles: Vec<&Value> = listed.iter().map(|m| &m["role"]).collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
     for message in listed {
         assert_eq!(message["conversationId"], "talk-1", "{message}");
         assert_eq!(message["type"], "Text", "{message}");
@@ -855,6 +888,7 @@ replies:
     assert_eq!(listed[1]["job_id"], job_ids[0]);
     assert_eq!(listed[3]["job_id"], job_ids[1]);
     assert_eq!(listed[3]["agents_used"], json!([]));
+    assert_eq!(listed[3]["execution_trace"], json!([]));
 
     // The history is the job store: a restart changes nothing.
     assert_eq!(daemon.stop(), Some(0));
@@ -1190,8 +1224,127 @@ replies:
     assert!(!group_part.contains("Arithmetic → "), "{out}");
 }
 
+/// An agent of the directory takes its entry's `message_type` (the
+/// runtime's .NET agent read `0`) and `timeout` (how long the router waits
+/// for it), from `[[agents]]` as from `agents.json`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_directory_agent_is_sent_its_message_type_and_waited_for_its_timeout() {
+    let router_script = r#"
+replies:
+  - tool_calls:
+      - {name: goodbye, arguments: {content: "Say goodbye in French"}}
+      - {name: sleepy, arguments: {content: "Are you there?"}}
+  - content: "Au revoir; sleepy did not answer."
+"#;
+    let mock = mock_server(router_script).await;
+    let goodbye = FakeAgent::start("Au revoir !").await;
+    let sleepy = SlowAgent::start(Duration::from_secs(5)).await;
+    let site = Site::new(
+        &mock.base_url(),
+        &format!(
+            "{RUNTIME}agents_file = \"agents.json\"\n{}",
+            remote_agent_toml("goodbye", "Goodbye", &goodbye.url, "message_type = 0\n")
+        ),
+    );
+    // Answering takes longer than its timeout, and far less than the default.
+    std::fs::write(
+        site.path().join("agents.json"),
+        json!({"agents": [{"id": "sleepy", "name": "Sleepy", "endpoint": sleepy.url,
+                           "timeout": "300ms", "message_type": "Chat"}]})
+        .to_string(),
+    )
+    .unwrap();
+    site.put_bundle("router", &router_bundle(""));
+    let daemon = site.start();
+    let http = client();
+
+    let answer = post_ok(
+        &http,
+        &daemon,
+        "/api/query",
+        json!({"query": "Goodbye, and is sleepy there?"}),
+    )
+    .await;
+    assert_eq!(answer["content"], "Au revoir; sleepy did not answer.");
+    let sent = goodbye.seen();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["type"], json!(0), "a number, not \"0\": {sent:?}");
+    let trace = answer["execution_trace"].as_array().unwrap();
+    let call = |agent: &str| {
+        trace
+            .iter()
+            .find(|t| t["agent_id"] == agent)
+            .unwrap_or_else(|| panic!("no call of {agent} in {trace:#?}"))
+    };
+    assert_eq!(call("goodbye")["response"], "Au revoir !");
+    let timed_out = call("sleepy");
+    assert_eq!(timed_out["is_error"], true, "{timed_out}");
+    assert!(
+        timed_out["response"]
+            .as_str()
+            .is_some_and(|r| r.contains("timeout")),
+        "{timed_out}"
+    );
+    assert_eq!(sleepy.seen(), [json!("Chat")], "its own message type");
+}
+
+/// A group chat sends a remote agent the `message_type` of its entry too.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_chat_sends_a_remote_agent_its_message_type() {
+    // Appended to the config right after the weather agent's entry: one of its keys.
+    let w = world_with("replies:\n  - content: CONTINUE\n", "message_type = 0\n").await;
+    let daemon = w.site.start();
+    let reply = post_ok(
+        &client(),
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan a picnic", "agent_ids": ["weather"], "max_iterations": 1}),
+    )
+    .await;
+    assert_eq!(reply["rounds"], 1, "{reply}");
+    let sent = w.weather.seen();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(
+        (&sent[0]["type"], &sent[0]["senderId"]),
+        (&json!(0), &json!("agent-runtime")),
+        "{sent:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Helpers
+
+/// A remote agent that answers each message only after `delay`; it keeps
+/// the `type` of every message it was sent.
+struct SlowAgent {
+    url: String,
+    types: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+}
+
+impl SlowAgent {
+    async fn start(delay: Duration) -> Self {
+        let types: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = Default::default();
+        let seen = types.clone();
+        let app = axum::Router::new().route(
+            "/message",
+            axum::routing::post(move |axum::Json(message): axum::Json<Value>| {
+                seen.lock().unwrap().push(message["type"].clone());
+                async move {
+                    tokio::time::sleep(delay).await;
+                    axum::Json(json!({"content": "Still here."}))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/message", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { url, types }
+    }
+
+    fn seen(&self) -> Vec<Value> {
+        self.types.lock().unwrap().clone()
+    }
+}
 
 /// Names the router and the group-chat host (the defaults, spelled out).
 const RUNTIME: &str = "[runtime]\nrouter = \"router\"\ngroup_chat = \"group-chat\"\n";

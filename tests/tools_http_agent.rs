@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use structured_agents::events::{EventSink, RunContext};
 use structured_agents::tools::ToolEngine;
 use structured_agents::tools::engine::ToolPolicy;
-use structured_agents::tools::http_agent::HttpAgentTool;
+use structured_agents::tools::http_agent::{HttpAgentTool, MessageType};
 use structured_agents::types::{ToolCall, ToolSchema};
 use tokio_util::sync::CancellationToken;
 
@@ -109,6 +109,14 @@ async fn setup_with(timeout: Duration) -> (ToolEngine, Seen, EventSink) {
 }
 
 async fn setup_capped(timeout: Duration, cap: usize) -> (ToolEngine, Seen, EventSink) {
+    setup_tool(timeout, cap, MessageType::default()).await
+}
+
+async fn setup_tool(
+    timeout: Duration,
+    cap: usize,
+    message_type: MessageType,
+) -> (ToolEngine, Seen, EventSink) {
     let seen: Seen = Arc::default();
     let app = axum::Router::new()
         .route("/messages", post(agent))
@@ -125,7 +133,11 @@ async fn setup_capped(timeout: Duration, cap: usize) -> (ToolEngine, Seen, Event
     let mut policy = ToolPolicy::compile(timeout, 1, None, None).unwrap();
     policy.retry_backoff = Duration::from_millis(1);
     engine.add(
-        Arc::new(HttpAgentTool::new(schema, url, "researcher".into(), cap).unwrap()),
+        Arc::new(
+            HttpAgentTool::new(schema, url, "researcher".into(), cap)
+                .unwrap()
+                .with_message_type(message_type),
+        ),
         policy,
     );
     let context = RunContext {
@@ -161,7 +173,8 @@ async fn posts_the_envelope_and_returns_the_reply_content() {
     assert_eq!(message["conversationId"], "job-9");
     assert_eq!(message["recipientId"], "researcher");
     assert_eq!(message["senderId"], "runtime");
-    assert_eq!(message["type"], "request");
+    // What the multi-agent runtime sent (`generate_request`).
+    assert_eq!(message["type"], "Text");
     assert_eq!(message["_idempotency_key"], "job-9:1:0");
     assert!(uuid::Uuid::parse_str(message["messageId"].as_str().unwrap()).is_ok());
     let ts = message["timestamp"].as_str().unwrap();
@@ -169,6 +182,27 @@ async fn posts_the_envelope_and_returns_the_reply_content() {
         ts.ends_with('Z') && humantime::parse_rfc3339(ts).is_ok(),
         "{ts}"
     );
+}
+
+/// An agent whose message type is an enum read as a number (the
+/// multi-agent runtime's .NET agent) is sent the `message_type` it was
+/// given, a number as a number.
+#[tokio::test]
+async fn the_envelope_carries_the_agents_message_type() {
+    for (message_type, sent) in [
+        (MessageType::Number(0), json!(0)),
+        (MessageType::Name("Greeting".into()), json!("Greeting")),
+    ] {
+        let (engine, seen, sink) = setup_tool(
+            Duration::from_secs(30),
+            structured_agents::tools::http_agent::DEFAULT_MAX_RESPONSE_BYTES,
+            message_type,
+        )
+        .await;
+        let out = ask(&engine, &sink, "say goodbye").await;
+        assert!(!out.result.is_error, "{out:?}");
+        assert_eq!(seen.lock().unwrap()[0]["type"], sent);
+    }
 }
 
 #[tokio::test]

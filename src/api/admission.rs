@@ -532,10 +532,11 @@ fn loaded_bundle(
 }
 
 /// Refuses variables the job cannot have: a `tools` subset its bundle
-/// cannot offer, and variables only the daemon may set — a group-chat plan
-/// (which names the agents, endpoints and rounds of a chat) comes only from
-/// `POST /api/group-chat`, which checks it; a submitter cannot hand one to
-/// the host bundle directly.
+/// cannot offer, an `only_stage` its bundle's workflow does not have, and
+/// variables only the daemon may set — a group-chat plan (which names the
+/// agents, endpoints and rounds of a chat) comes only from `POST
+/// /api/group-chat`, which checks it; a submitter cannot hand one to the
+/// host bundle directly.
 fn checked_variables(
     state: &AppState,
     bundle: &str,
@@ -546,6 +547,7 @@ fn checked_variables(
         return Ok(());
     };
     offered_tools(loaded, variables)?;
+    only_stage(loaded, variables)?;
     let plan = crate::group_chat::PLAN_VARIABLE;
     let hosts_chats = loaded.bundle.raw.group_chat.is_some();
     if hosts_chats && variables.contains_key(plan) {
@@ -558,6 +560,35 @@ fn checked_variables(
         ));
     }
     Ok(())
+}
+
+/// A 422 unless the job's `only_stage` variable (when set) names a stage
+/// of its bundle's workflow.
+fn only_stage(
+    loaded: &crate::registry::LoadedBundle,
+    variables: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let variable = crate::bundle::ONLY_STAGE_VARIABLE;
+    if !variables.contains_key(variable) {
+        return Ok(());
+    }
+    let refused = |message: String| {
+        ApiError::field(
+            ErrorCode::InvalidRequest,
+            format!("variables.{variable}"),
+            message,
+        )
+    };
+    let Some(workflow) = &loaded.bundle.workflow else {
+        return Err(refused(format!(
+            "`variables.{variable}` runs one stage of a workflow, and bundle {:?} has no `workflow:` section: name a workflow bundle, or leave the variable out",
+            loaded.name()
+        )));
+    };
+    workflow
+        .only_stage(variables)
+        .map(|_| ())
+        .map_err(|e| refused(format!("bundle {:?}: {e}", loaded.name())))
 }
 
 /// A 422 unless the job's `tools` variable (when set) names tools its

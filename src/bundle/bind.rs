@@ -327,7 +327,7 @@ fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> 
 }
 
 fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
-    let (endpoint, recipient, agent_cap) = match (&spec.agent, &spec.url) {
+    let (endpoint, recipient, agent_cap, message_type) = match (&spec.agent, &spec.url) {
         (Some(id), _) => {
             let agent = env
                 .remote_agents
@@ -345,9 +345,10 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
                 agent.endpoint.clone(),
                 agent.id.clone(),
                 agent.max_response_bytes,
+                agent.message_type(),
             )
         }
-        (None, Some(url)) => (url.clone(), spec.name.clone(), None),
+        (None, Some(url)) => (url.clone(), spec.name.clone(), None, Default::default()),
         (None, None) => return Err("an http_agent tool needs `agent` or `url`".into()),
     };
     let mut schema = schema_of(spec);
@@ -359,6 +360,7 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
         .or(agent_cap)
         .unwrap_or(crate::tools::http_agent::DEFAULT_MAX_RESPONSE_BYTES);
     HttpAgentTool::new(schema, endpoint, recipient, cap)
+        .map(|t| t.with_message_type(message_type))
         .map(|t| match &env.sender_id {
             Some(sender) => t.with_sender(sender.clone()),
             None => t,

@@ -6,14 +6,19 @@
 
 pub mod bind;
 mod digest;
+pub mod history_plugin;
 pub mod import;
 mod locate;
 pub mod schema;
 mod shape;
 mod template;
 
+/// The job variable that runs one stage of a workflow bundle alone (see
+/// `workflow::one_stage`).
+pub use crate::workflow::ONLY_STAGE_VARIABLE;
 pub use bind::{ToolEnv, build_tools};
 pub use digest::{ContentDigest, content_digest};
+pub use history_plugin::HistoryPlugins;
 pub use schema::{OnNewVersion, RawBundle, ToolKind, ToolSpec};
 pub use shape::{RequestShapes, Target};
 pub use template::{PromptError, Prompts};
@@ -109,6 +114,8 @@ pub struct LoadContext<'a> {
     /// `None` skips the check.
     pub endpoints: Option<&'a BTreeMap<String, crate::model::ServerKind>>,
     pub models: &'a crate::model::ModelCatalog,
+    /// The history plugin libraries `limits.history` may name.
+    pub histories: &'a HistoryPlugins,
 }
 
 /// Where the bundle's model requests go.
@@ -138,6 +145,8 @@ pub struct Bundle {
     pub file: PathBuf,
     pub endpoint: EndpointRef,
     pub model: crate::model::ResolvedModel,
+    /// `limits.history` resolved: a built-in strategy or a plugin library.
+    pub history: crate::kernel::History,
     pub prompts: Prompts,
     /// The server family requests go to and the wire grammars take there.
     pub target: Target,
@@ -248,7 +257,7 @@ impl Bundle {
             turn_models: raw.model.turn_models.clone(),
             max_turns: raw.limits.max_turns,
             on_max_turns: raw.limits.on_max_turns,
-            history: raw.limits.history,
+            history: self.history.clone(),
             max_history_messages: raw.limits.max_history_messages,
             max_concurrency: raw.limits.max_concurrency,
             termination_tool: raw.termination.as_ref().map(|t| t.tool.clone()),
@@ -351,11 +360,19 @@ pub fn load_str(
             None
         }
     };
+    let history = match ctx.histories.resolve(&raw.limits.history) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            problems.push(("limits.history".into(), e));
+            None
+        }
+    };
     let (target, shapes) = request_target(&raw, &endpoint, ctx, model.as_ref(), &mut problems);
     let workflow = compile_workflow(&raw, &mut problems);
 
-    match (problems.is_empty(), prompts, model) {
-        (true, Some(prompts), Some(model)) => Ok(Bundle {
+    match (problems.is_empty(), prompts, model, history) {
+        (true, Some(prompts), Some(model), Some(history)) => Ok(Bundle {
+            history,
             content_digest: ContentDigest::of_text(text),
             raw,
             dir: dir.to_path_buf(),

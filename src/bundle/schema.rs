@@ -10,7 +10,6 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::duration::HumanDuration;
-use crate::kernel::HistoryStrategy;
 use crate::model::{GrammarMode, ServerKind, ToolChoice};
 use crate::tools::policy::{CacheSpec, GuardrailSpec};
 
@@ -195,6 +194,33 @@ pub struct PromptsSection {
     pub user: String,
 }
 
+/// `limits.history`: a built-in strategy or a history plugin, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(
+    untagged,
+    expecting = "`sliding_window`, `keep_all`, a history plugin's name or `{plugin: NAME}`"
+)]
+pub enum HistorySetting {
+    /// `sliding_window`, `keep_all`, or the name of a history plugin.
+    Name(String),
+    /// `{plugin: NAME}`: a history plugin only, never a built-in.
+    Plugin(HistoryPluginRef),
+}
+
+/// `{plugin: NAME}` in `limits.history`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryPluginRef {
+    /// The name of a `kind: history` library in `paths.plugins_dir`.
+    pub plugin: String,
+}
+
+impl Default for HistorySetting {
+    fn default() -> Self {
+        HistorySetting::Name("sliding_window".into())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSection {
@@ -210,9 +236,12 @@ pub struct LimitsSection {
     /// Messages sent to the model per turn (with `sliding_window`).
     #[serde(default = "default_max_history")]
     pub max_history_messages: usize,
-    /// `sliding_window` or `keep_all`.
+    /// Which messages each request sends: `sliding_window` (default: the
+    /// first message and the most recent, `max_history_messages` in all),
+    /// `keep_all`, or a history plugin library by name (`NAME` or
+    /// `{plugin: NAME}`; docs/plugins.md, "History plugins").
     #[serde(default)]
-    pub history: HistoryStrategy,
+    pub history: HistorySetting,
     /// Tool calls of one turn that run at the same time (default 1: one
     /// after another, in call order).
     #[serde(default = "default_concurrency")]
@@ -271,7 +300,7 @@ impl Default for LimitsSection {
             max_turns: default_max_turns(),
             on_max_turns: Default::default(),
             max_history_messages: default_max_history(),
-            history: HistoryStrategy::default(),
+            history: HistorySetting::default(),
             max_concurrency: default_concurrency(),
             timeout: None,
             prompt_tokens: None,

@@ -120,6 +120,7 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
     let context = LoadContext {
         endpoints: None,
         models: &ModelCatalog::builtin(),
+        histories: &crate::bundle::HistoryPlugins::default(),
     };
     let here = std::path::Path::new(".");
     let bundle = crate::bundle::load_str(&text, here, &here.join("bench.yaml"), &context)

@@ -81,6 +81,7 @@ fn run(args: ImportArgs) -> anyhow::Result<i32> {
     let ctx = LoadContext {
         endpoints: None,
         models: &catalog,
+        histories: &crate::bundle::HistoryPlugins::default(),
     };
     let loaded = match written {
         Written::Nothing => {

@@ -18,6 +18,7 @@ mod remote;
 mod run;
 mod runtime;
 mod schedules;
+mod simplify;
 mod tool;
 mod validate;
 mod verify;
@@ -232,6 +233,10 @@ pub enum Command {
         #[arg(long, env = "SA_PLUGINS_DIR")]
         plugins_dir: Option<PathBuf>,
     },
+    /// Run one stage of a workflow bundle as a job of the daemon (default:
+    /// the `simplify` stage of `implement-review`): it starts at that stage
+    /// and ends after it, finished when the stage's event passes, else fatal.
+    Simplify(simplify::SimplifyArgs),
     /// Run one tool call of a bundle outside any job: `tool run BUNDLE TOOL --args JSON`.
     Tool(tool::ToolArgs),
     /// List the plugins of the plugins directory with version, ABI and file hash.
@@ -328,6 +333,7 @@ async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyho
             plugins_dir,
         } => inspect::tools(&bundle_dir, &models_dir, plugins_dir).await,
         Command::Tool(args) => tool::tool(server, args).await,
+        Command::Simplify(args) => simplify::simplify(server, args).await,
         Command::Chat(args) => chat::chat(server, args).await,
         Command::Submit(args) => remote::submit(server, args).await,
         Command::Agents => runtime::agents(server).await,

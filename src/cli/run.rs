@@ -51,6 +51,7 @@ pub async fn load_bundle(
             &LoadContext {
                 endpoints: None,
                 models: &catalog,
+                histories: &bundle::HistoryPlugins::default(),
             },
         )
         .map_err(|e| anyhow::anyhow!("{e}"))

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::bundle::{self, LoadContext};
+use crate::bundle::{self, HistoryPlugins, LoadContext};
 use crate::model::ModelCatalog;
 
 #[derive(Debug, Args)]
@@ -42,6 +42,7 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
         let mut paths = args.paths.clone();
         let mut endpoints = None;
         let mut catalog = ModelCatalog::builtin();
+        let mut histories = HistoryPlugins::default();
         if let Some(file) = &args.config {
             match crate::config::Config::load(Some(file)) {
                 Ok(config) => {
@@ -84,6 +85,9 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
                         &ModelCatalog::builtin(),
                         &mut refused,
                     );
+                    // History plugin libraries are strategies `limits.history` may name.
+                    histories =
+                        HistoryPlugins::of(&plugins, &HistoryPlugins::default(), &mut refused);
                     for e in &refused {
                         eprintln!("{e}");
                         failed += 1;
@@ -106,6 +110,7 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
         let ctx = LoadContext {
             endpoints: endpoints.as_ref(),
             models: &catalog,
+            histories: &histories,
         };
         for path in &paths {
             let dirs = match bundle_dirs(path) {

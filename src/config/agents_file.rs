@@ -3,15 +3,17 @@
 //! agents join `[[agents]]`. The file is what that runtime read —
 //! `{"agents": [...]}` or the bare list, each agent `{id, name,
 //! description, capabilities, endpoint}` and optionally
-//! `conversation_starters` and `max_response_bytes`; keys the daemon has no
-//! use for (that runtime's own extras) are ignored.
+//! `conversation_starters`, `max_response_bytes`, `message_type` and
+//! `timeout` (as in `[[agents]]`); keys the daemon has no use for (that
+//! runtime's own extras) are ignored.
 
 use std::path::Path;
 
 use serde::Deserialize;
 
 use super::{Config, ConfigError, locate};
-use crate::tools::http_agent::HttpAgentSpec;
+use crate::duration::HumanDuration;
+use crate::tools::http_agent::{HttpAgentSpec, MessageType};
 
 /// The largest agents file read.
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
@@ -38,6 +40,10 @@ struct FileAgent {
     conversation_starters: Vec<String>,
     #[serde(default)]
     max_response_bytes: Option<usize>,
+    #[serde(default)]
+    message_type: Option<MessageType>,
+    #[serde(default)]
+    timeout: Option<HumanDuration>,
 }
 
 /// The file read when `agents_file` is unset, beside the config file (the
@@ -78,14 +84,7 @@ pub(super) fn merge(config: &mut Config, config_file: Option<&Path>) -> Result<(
                 agent.id
             )));
         }
-        if agent.max_response_bytes == Some(0) {
-            return Err(invalid(format!(
-                "{}: agent {:?}: max_response_bytes must be at least 1; leave it out for the default of 1 MiB",
-                path.display(),
-                agent.id
-            )));
-        }
-        config.agents.push(HttpAgentSpec {
+        let spec = HttpAgentSpec {
             name: agent.name.unwrap_or_else(|| agent.id.clone()),
             id: agent.id,
             description: agent.description,
@@ -93,7 +92,17 @@ pub(super) fn merge(config: &mut Config, config_file: Option<&Path>) -> Result<(
             endpoint: agent.endpoint,
             conversation_starters: agent.conversation_starters,
             max_response_bytes: agent.max_response_bytes,
-        });
+            message_type: agent.message_type,
+            timeout: agent.timeout,
+        };
+        if let Some((key, message)) = spec.problem() {
+            return Err(invalid(format!(
+                "{}: agent {:?}: `{key}` {message}",
+                path.display(),
+                spec.id
+            )));
+        }
+        config.agents.push(spec);
     }
     Ok(())
 }
@@ -197,6 +206,30 @@ mod tests {
             err.contains("runtime.agents_file") && err.contains("\"a\" is defined twice"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_agents_message_type_and_timeout_are_read_and_checked() {
+        let (_dir, mut config) = config_with(
+            r#"[{"id": "goodbye", "endpoint": "http://x/m", "message_type": 0, "timeout": "90s"}]"#,
+        );
+        merge(&mut config, None).unwrap();
+        let agent = &config.agents[0];
+        assert_eq!(agent.message_type(), MessageType::Number(0));
+        assert_eq!(agent.timeout(), std::time::Duration::from_secs(90));
+        let (_dir, mut config) =
+            config_with(r#"[{"id": "slow", "endpoint": "http://x/m", "timeout": "3h"}]"#);
+        let err = merge(&mut config, None).unwrap_err().to_string();
+        assert!(
+            err.contains("runtime.agents_file")
+                && err.contains("agent \"slow\": `timeout`")
+                && err.contains("at most \"1h\""),
+            "{err}"
+        );
+        let (_dir, mut config) =
+            config_with(r#"[{"id": "slow", "endpoint": "http://x/m", "timeout": "soon"}]"#);
+        let err = merge(&mut config, None).unwrap_err().to_string();
+        assert!(err.contains("invalid duration \"soon\""), "{err}");
     }
 
     #[test]

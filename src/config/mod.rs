@@ -691,11 +691,10 @@ impl Config {
                 return Err(bad(&format!("endpoints.{name}.load.{key}"), message));
             }
         }
-        if let Some(agent) = self.agents.iter().find(|a| a.max_response_bytes == Some(0)) {
-            return Err(bad(
-                &format!("agents.{}.max_response_bytes", agent.id),
-                "must be at least 1 (bytes); leave it out for the default of 1 MiB".into(),
-            ));
+        for agent in &self.agents {
+            if let Some((key, message)) = agent.problem() {
+                return Err(bad(&format!("agents.{}.{key}", agent.id), message));
+            }
         }
         Ok(())
     }
@@ -882,6 +881,50 @@ mod tests {
             "[queue]\nbackend = \"postgres\"\nurl = \"postgres://h/d\"\npool_size = 0\n",
         );
         assert!(err.contains("queue.pool_size"), "{err}");
+    }
+
+    /// An `[[agents]]` entry's envelope `type` is "Text" unless
+    /// `message_type` names another (a string or a number), and its timeout
+    /// through the directory is the multi-agent runtime's 300 s unless
+    /// `timeout` says otherwise — above zero and at most an hour.
+    #[test]
+    fn an_agents_message_type_and_timeout_load_and_are_bounded() {
+        use crate::tools::http_agent::{DEFAULT_AGENT_TIMEOUT, MessageType};
+        let agent = |more: &str| {
+            format!(
+                "[[agents]]\nid = \"slow\"\nname = \"Slow\"\nendpoint = \"http://127.0.0.1:9/m\"\n{more}"
+            )
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.toml");
+        std::fs::write(&file, agent("")).unwrap();
+        let plain = Config::load(Some(&file)).unwrap().agents.remove(0);
+        assert_eq!(plain.message_type(), MessageType::Name("Text".into()));
+        assert_eq!(plain.timeout(), DEFAULT_AGENT_TIMEOUT);
+        assert_eq!(DEFAULT_AGENT_TIMEOUT, std::time::Duration::from_secs(300));
+        std::fs::write(&file, agent("message_type = 0\ntimeout = \"10m\"\n")).unwrap();
+        let set = Config::load(Some(&file)).unwrap().agents.remove(0);
+        assert_eq!(set.message_type(), MessageType::Number(0));
+        assert_eq!(set.timeout(), std::time::Duration::from_secs(600));
+        std::fs::write(&file, agent("message_type = \"Greeting\"\n")).unwrap();
+        let named = Config::load(Some(&file)).unwrap().agents.remove(0);
+        assert_eq!(named.message_type(), MessageType::Name("Greeting".into()));
+        for (more, key, hint) in [
+            (
+                "timeout = \"2h\"\n",
+                "agents.slow.timeout",
+                "at most \"1h\"",
+            ),
+            ("timeout = \"0s\"\n", "agents.slow.timeout", "above zero"),
+            (
+                "message_type = \" \"\n",
+                "agents.slow.message_type",
+                "is empty",
+            ),
+        ] {
+            let (err, _, _dir) = load_error(&agent(more));
+            assert!(err.contains(key) && err.contains(hint), "{more}: {err}");
+        }
     }
 
     #[test]

@@ -1,6 +1,13 @@
 //! History strategies: which messages of the conversation are sent to the
-//! model each turn.
+//! model each turn — a built-in ([`HistoryStrategy`]) or a
+//! [`HistoryPlugin`] the kernel is handed (a library, docs/plugins.md,
+//! "History plugins"), whose choice is checked here before it is sent.
 
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +36,129 @@ pub enum OnMaxTurns {
     Fail,
     /// The run succeeds with its last reply's text as the answer.
     Succeed,
+}
+
+/// A history strategy outside the kernel: it names the messages to send
+/// by their indices (it cannot invent content).
+pub trait HistoryPlugin: Send + Sync {
+    fn name(&self) -> &str;
+
+    /// The indices of `messages` to send to `model` this turn, at most
+    /// `max_messages` by the bundle's wish (the kernel checks order, range
+    /// and tool results, not the count: the cap is the strategy's to read).
+    fn select<'a>(
+        &'a self,
+        messages: &'a [Message],
+        max_messages: usize,
+        model: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<usize>, HistoryPluginError>>;
+
+    /// The content hash of the library behind it: part of the identity of
+    /// every bundle using it, so a job resumes with the strategy it started with.
+    fn library_digest(&self) -> Option<&str>;
+}
+
+/// A history plugin could not choose, or chose what cannot be sent: the
+/// turn that asked cannot go on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "history plugin `{plugin}` failed: {detail} (the plugin's library is at fault: fix or replace it, then reload)"
+)]
+pub struct HistoryPluginError {
+    /// The plugin's name and library file.
+    pub plugin: String,
+    pub detail: String,
+    /// It did not answer in time: a retry may find it answering.
+    pub retryable: bool,
+}
+
+/// The strategy a run trims its history with.
+#[derive(Clone)]
+pub enum History {
+    Builtin(HistoryStrategy),
+    Plugin(Arc<dyn HistoryPlugin>),
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::Builtin(HistoryStrategy::default())
+    }
+}
+
+impl fmt::Debug for History {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            History::Builtin(strategy) => write!(f, "{strategy:?}"),
+            History::Plugin(plugin) => write!(f, "Plugin({})", plugin.name()),
+        }
+    }
+}
+
+impl History {
+    /// The content hash of the plugin library, when it is one.
+    pub fn library_digest(&self) -> Option<&str> {
+        match self {
+            History::Builtin(_) => None,
+            History::Plugin(plugin) => plugin.library_digest(),
+        }
+    }
+}
+
+/// The messages to send to `model` this turn.
+pub async fn window(
+    history: &History,
+    messages: &[Message],
+    max_messages: usize,
+    model: &str,
+) -> Result<Vec<Message>, HistoryPluginError> {
+    match history {
+        History::Builtin(strategy) => Ok(trim(messages, *strategy, max_messages)),
+        History::Plugin(plugin) => {
+            let indices = plugin.select(messages, max_messages, model).await?;
+            chosen(messages, &indices).map_err(|detail| HistoryPluginError {
+                plugin: plugin.name().to_string(),
+                detail,
+                retryable: false,
+            })
+        }
+    }
+}
+
+/// The messages at `indices`, when they can be sent: at least one, each in
+/// range, increasing, and no tool result without its assistant call.
+pub fn chosen(messages: &[Message], indices: &[usize]) -> Result<Vec<Message>, String> {
+    if indices.is_empty() {
+        return Err("it chose no message; a request needs at least one".into());
+    }
+    let mut calls: HashSet<&str> = HashSet::new();
+    let mut previous: Option<usize> = None;
+    let mut out = Vec::with_capacity(indices.len());
+    for &index in indices {
+        let Some(message) = messages.get(index) else {
+            return Err(format!(
+                "it chose message {index}, but the conversation has {} messages (indices start at 0)",
+                messages.len()
+            ));
+        };
+        if previous.is_some_and(|p| index <= p) {
+            return Err(format!(
+                "it chose message {index} after message {}; indices must increase",
+                previous.unwrap_or_default()
+            ));
+        }
+        previous = Some(index);
+        calls.extend(message.tool_calls.iter().map(|c| c.id.as_str()));
+        if message.role == Role::Tool {
+            let id = message.tool_call_id.as_deref().unwrap_or_default();
+            if !calls.contains(id) {
+                return Err(format!(
+                    "it chose message {index}, the result of tool call {id:?}, without the assistant message that made the call (servers refuse an orphan tool result)"
+                ));
+            }
+        }
+        out.push(message.clone());
+    }
+    Ok(out)
 }
 
 /// The messages to send this turn.
@@ -88,6 +218,65 @@ mod tests {
 
     fn roles(m: &[Message]) -> Vec<&str> {
         m.iter().map(|m| m.role.as_str()).collect()
+    }
+
+    #[test]
+    fn chosen_indices_are_checked() {
+        let c = conversation();
+        let picked = chosen(&c, &[0, 2, 3, 5]).unwrap();
+        assert_eq!(roles(&picked), ["system", "assistant", "tool", "assistant"]);
+        let err = chosen(&c, &[0, 6]).unwrap_err();
+        assert!(err.contains("message 6") && err.contains("has 6"), "{err}");
+        let err = chosen(&c, &[2, 1]).unwrap_err();
+        assert!(err.contains("must increase"), "{err}");
+        let err = chosen(&c, &[1, 1]).unwrap_err();
+        assert!(err.contains("must increase"), "{err}");
+        assert!(chosen(&c, &[]).unwrap_err().contains("no message"));
+    }
+
+    #[test]
+    fn an_orphan_tool_result_is_refused() {
+        let c = conversation();
+        let err = chosen(&c, &[0, 3]).unwrap_err();
+        assert!(err.contains("orphan") && err.contains("\"c1\""), "{err}");
+        // Message 4 answers call c2, which no assistant message made.
+        let err = chosen(&c, &[0, 2, 3, 4]).unwrap_err();
+        assert!(err.contains("message 4") && err.contains("\"c2\""), "{err}");
+    }
+
+    struct Fixed(Vec<usize>);
+
+    impl HistoryPlugin for Fixed {
+        fn name(&self) -> &str {
+            "fixed"
+        }
+        fn select<'a>(
+            &'a self,
+            _: &'a [Message],
+            _: usize,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Vec<usize>, HistoryPluginError>> {
+            Box::pin(async move { Ok(self.0.clone()) })
+        }
+        fn library_digest(&self) -> Option<&str> {
+            None
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plugin_window_is_what_it_chose_or_an_error_naming_it() {
+        let c = conversation();
+        let plugin = History::Plugin(Arc::new(Fixed(vec![1, 5])));
+        let sent = window(&plugin, &c, 50, "m").await.unwrap();
+        assert_eq!(roles(&sent), ["user", "assistant"]);
+        let bad = History::Plugin(Arc::new(Fixed(vec![9])));
+        let err = window(&bad, &c, 50, "m").await.unwrap_err().to_string();
+        assert!(
+            err.starts_with("history plugin `fixed` failed: it chose message 9"),
+            "{err}"
+        );
+        let builtin = History::Builtin(HistoryStrategy::KeepAll);
+        assert_eq!(window(&builtin, &c, 1, "m").await.unwrap().len(), 6);
     }
 
     #[test]

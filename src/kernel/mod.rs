@@ -9,7 +9,7 @@
 
 pub mod history;
 
-pub use history::{HistoryStrategy, OnMaxTurns};
+pub use history::{History, HistoryPlugin, HistoryPluginError, HistoryStrategy, OnMaxTurns};
 
 use std::collections::BTreeMap;
 mod call;
@@ -82,7 +82,7 @@ pub struct KernelConfig {
     pub max_turns: u32,
     /// Whether a run that used `max_turns` without a final answer fails.
     pub on_max_turns: OnMaxTurns,
-    pub history: HistoryStrategy,
+    pub history: History,
     pub max_history_messages: usize,
     /// Tool calls of one turn run at most this many at a time.
     pub max_concurrency: usize,
@@ -158,7 +158,7 @@ impl Default for KernelConfig {
             turn_models: BTreeMap::new(),
             max_turns: DEFAULT_MAX_TURNS,
             on_max_turns: OnMaxTurns::Fail,
-            history: HistoryStrategy::SlidingWindow,
+            history: History::Builtin(HistoryStrategy::SlidingWindow),
             max_history_messages: 50,
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             termination_tool: None,
@@ -235,6 +235,13 @@ pub enum RunError {
         #[source]
         source: ModelPluginError,
     },
+    /// The history plugin (a library) could not choose the messages to send.
+    #[error("turn {turn}: {source}")]
+    HistoryPlugin {
+        turn: u32,
+        #[source]
+        source: HistoryPluginError,
+    },
 }
 
 impl RunError {
@@ -243,6 +250,7 @@ impl RunError {
             RunError::Model(err) => err.is_retryable(),
             RunError::Journal { .. } => true,
             RunError::ModelPlugin { source, .. } => source.retryable,
+            RunError::HistoryPlugin { source, .. } => source.retryable,
             RunError::Parked(_) | RunError::Aborted(_) | RunError::OverBudget(_) => false,
         }
     }
@@ -253,6 +261,7 @@ impl RunError {
             RunError::Model(err) => err.source.kind().to_string(),
             RunError::Journal { .. } => "journal".into(),
             RunError::ModelPlugin { .. } => "model_plugin".into(),
+            RunError::HistoryPlugin { .. } => "history_plugin".into(),
             RunError::Parked(parked) => match parked.kind {
                 ParkedKind::UnknownOutcome => "needs_attention".into(),
                 ParkedKind::Approval => "awaiting_approval".into(),
@@ -319,13 +328,17 @@ impl Kernel {
         &self.tools
     }
 
-    fn request(&self, messages: &[Message], turn: u32) -> ChatRequest {
-        let schemas = self.tools.schemas();
-        let model = self
-            .config
+    /// The model turn `turn` asks.
+    fn turn_model(&self, turn: u32) -> &str {
+        self.config
             .turn_models
             .get(&turn)
-            .unwrap_or(&self.config.model);
+            .unwrap_or(&self.config.model)
+    }
+
+    fn request(&self, messages: &[Message], turn: u32) -> ChatRequest {
+        let schemas = self.tools.schemas();
+        let model = self.turn_model(turn);
         let shape = self
             .config
             .turn_shapes
@@ -380,11 +393,14 @@ impl Kernel {
         self.check_budget(turn, "budget", journal, events, Budget::before_model_call)
             .await?;
         let schemas = self.tools.schemas();
-        let window = history::trim(
+        let window = history::window(
+            &self.config.history,
             history,
-            self.config.history,
             self.config.max_history_messages,
-        );
+            self.turn_model(turn),
+        )
+        .await
+        .map_err(|source| RunError::HistoryPlugin { turn, source })?;
         let plugin_err = |source| RunError::ModelPlugin { turn, source };
         self.plugin.prepare(schemas).await.map_err(plugin_err)?;
         let request = self.request(&window, turn);

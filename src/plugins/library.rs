@@ -32,6 +32,8 @@ pub struct Plugin {
     shutdown: ShutdownFn,
     /// `sa_model_call`, in a model plugin only.
     model_call: Option<InvokeFn>,
+    /// `sa_history_select`, in a history plugin only.
+    history_select: Option<InvokeFn>,
     /// The threads its tool and model calls run on, started at the first call.
     calls: OnceLock<CallPool>,
 }
@@ -144,6 +146,12 @@ impl Plugin {
         } else {
             None
         };
+        // Likewise the history entry point, in a history plugin only.
+        let history_select = if manifest.kind == "history" {
+            Some(symbol(&lib, b"sa_history_select", file)?)
+        } else {
+            None
+        };
         let plugin = Plugin {
             info: PluginInfo {
                 name: manifest.name.clone(),
@@ -160,6 +168,7 @@ impl Plugin {
             free: symbol(&lib, b"sa_plugin_free", file)?,
             shutdown: symbol(&lib, b"sa_plugin_shutdown", file)?,
             model_call,
+            history_select,
             calls: OnceLock::new(),
             manifest,
         };
@@ -212,16 +221,7 @@ impl Plugin {
         instance: &Instance,
         request: &Value,
     ) -> Result<Value, PluginCallError> {
-        let Some(model_call) = self.model_call else {
-            return Err(PluginCallError::Protocol {
-                plugin: self.info.name.clone(),
-                detail: format!("it is a {} plugin, not a model plugin", self.info.kind),
-            });
-        };
-        let text = CString::new(request.to_string()).unwrap_or_default();
-        // SAFETY: the handle belongs to this library; the string lives for the call.
-        let out = unsafe { model_call(instance.handle, text.as_ptr()) };
-        self.take_result(out, "sa_model_call")
+        self.call_export(self.model_call, "model", "sa_model_call", instance, request)
     }
 
     /// [`Plugin::call_model`] on the plugin's own call threads, as
@@ -236,6 +236,59 @@ impl Plugin {
         self.pool()?
             .run(timeout, move || plugin.call_model(&instance, &request))
             .await
+    }
+
+    /// Asks a history plugin which messages to send (`request` =
+    /// `{messages, max_history_messages, model}`), answered `{"ok":
+    /// {"indices": […]}}` or `{"error": {kind, message}}`. Blocking.
+    pub fn select_history(
+        &self,
+        instance: &Instance,
+        request: &Value,
+    ) -> Result<Value, PluginCallError> {
+        self.call_export(
+            self.history_select,
+            "history",
+            "sa_history_select",
+            instance,
+            request,
+        )
+    }
+
+    /// [`Plugin::select_history`] on the plugin's own call threads, as
+    /// [`Plugin::invoke_pooled`] runs a tool call.
+    pub async fn select_history_pooled(
+        self: &Arc<Self>,
+        instance: Arc<Instance>,
+        request: Value,
+        timeout: Duration,
+    ) -> Result<Result<Value, PluginCallError>, PoolError> {
+        let plugin = self.clone();
+        self.pool()?
+            .run(timeout, move || plugin.select_history(&instance, &request))
+            .await
+    }
+
+    /// Calls `export` (named `name`, which only a `kind` plugin has) with
+    /// `request`. Blocking (runs plugin code).
+    fn call_export(
+        &self,
+        export: Option<InvokeFn>,
+        kind: &str,
+        name: &str,
+        instance: &Instance,
+        request: &Value,
+    ) -> Result<Value, PluginCallError> {
+        let Some(export) = export else {
+            return Err(PluginCallError::Protocol {
+                plugin: self.info.name.clone(),
+                detail: format!("it is a {} plugin, not a {kind} plugin", self.info.kind),
+            });
+        };
+        let text = CString::new(request.to_string()).unwrap_or_default();
+        // SAFETY: the handle belongs to this library; the string lives for the call.
+        let out = unsafe { export(instance.handle, text.as_ptr()) };
+        self.take_result(out, name)
     }
 
     /// The plugin's call threads, started at the first call.

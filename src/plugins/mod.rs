@@ -1,4 +1,4 @@
-//! Dynamic plugins: loading tool, observer and model libraries through the
+//! Dynamic plugins: loading tool, observer, model and history libraries through the
 //! versioned C ABI of `plugins/sdk`, and the registry of what is loaded.
 //!
 //! Loading rules: a library that is group- or world-writable (or sits in such
@@ -31,7 +31,7 @@ use crate::types::ToolSchema;
 pub struct Manifest {
     pub name: String,
     pub version: String,
-    /// `tool`, `observer` or `model`.
+    /// `tool`, `observer`, `model` or `history`.
     pub kind: String,
     #[serde(default)]
     pub tools: Vec<ToolSchema>,

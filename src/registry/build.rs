@@ -19,7 +19,9 @@ use super::{
     Applied, BundleEntry, BundleIdentity, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend,
     LoadedBundle, RegistryError, Snapshot, trust,
 };
-use crate::bundle::{self, Bundle, BundleErrors, EndpointRef, LoadContext, ToolEnv};
+use crate::bundle::{
+    self, Bundle, BundleErrors, EndpointRef, HistoryPlugins, LoadContext, ToolEnv,
+};
 use crate::client::{ChatBackend, EndpointSettings, HttpBackend, ScriptedBackend};
 use crate::config::{Config, EndpointKind};
 use crate::events::daemon::InputKind;
@@ -39,6 +41,7 @@ pub(super) fn revive(
         &snapshot.endpoints,
         &snapshot.plugins,
         &snapshot.models,
+        &snapshot.histories,
         env,
     )
     .revive(name, identity)
@@ -87,8 +90,13 @@ pub(super) fn snapshot(
         ModelCatalog::load_with(&config.paths.models_dir, &libraries)
             .map_err(|e| RegistryError::Models(e.to_string()))?,
     );
+    let histories = Arc::new(HistoryPlugins::of(
+        &plugins,
+        &previous.histories,
+        &mut applied.errors,
+    ));
     let inputs = Inputs::of(&config, &plugins, &models, env.runs_agents);
-    let binder = Binder::new(&config, &endpoints, &plugins, &models, env);
+    let binder = Binder::new(&config, &endpoints, &plugins, &models, &histories, env);
     let plan = Plan::make(
         &config.paths.bundles_dir,
         changed,
@@ -111,6 +119,7 @@ pub(super) fn snapshot(
         bundles,
         rejected,
         models,
+        histories,
     };
     let next = Snapshot {
         inventory: inventory_of(&next),
@@ -264,6 +273,7 @@ struct Binder<'a> {
     endpoints: &'a Endpoints,
     plugins: &'a PluginRegistry,
     models: &'a ModelCatalog,
+    histories: &'a HistoryPlugins,
     /// The endpoints' server families, for validating bundles.
     servers: BTreeMap<String, crate::model::ServerKind>,
     store: BundleStore,
@@ -276,6 +286,7 @@ impl<'a> Binder<'a> {
         endpoints: &'a Endpoints,
         plugins: &'a Arc<PluginRegistry>,
         models: &'a ModelCatalog,
+        histories: &'a HistoryPlugins,
         env: &BuildEnv,
     ) -> Self {
         Binder {
@@ -283,6 +294,7 @@ impl<'a> Binder<'a> {
             endpoints,
             plugins,
             models,
+            histories,
             servers: config
                 .endpoints
                 .iter()
@@ -303,6 +315,7 @@ impl<'a> Binder<'a> {
         LoadContext {
             endpoints: Some(&self.servers),
             models: self.models,
+            histories: self.histories,
         }
     }
 

@@ -100,9 +100,11 @@ impl Snapshot {
                 let mut spec = match a.remote {
                     None => json!({"name": name, "kind": "agent", "bundle": a.id,
                                    "description": description, "effect": "idempotent"}),
-                    // The agent is sent an Idempotency-Key with each message.
-                    Some(_) => json!({"name": name, "kind": "http_agent", "agent": a.id,
-                                      "description": description, "effect": "idempotent"}),
+                    // The agent is sent an Idempotency-Key with each message;
+                    // it may take its `[[agents]] timeout` (the runtime's 300 s).
+                    Some(remote) => json!({"name": name, "kind": "http_agent", "agent": a.id,
+                                           "description": description, "effect": "idempotent",
+                                           "timeout": humantime::format_duration(remote.timeout()).to_string()}),
                 };
                 if call_agent {
                     spec["parameters"] = call_agent_parameters();

@@ -1,6 +1,6 @@
 //! A bound bundle's identity: its content digest, the definition of the
-//! endpoint it names, the hashes of the plugin libraries its tools and its
-//! model plugin use and, when it calls remote agents, their definitions. A change to any of
+//! endpoint it names, the hashes of the plugin libraries its tools, its
+//! model plugin and its history plugin use and, when it calls remote agents, their definitions. A change to any of
 //! them is another bundle. Jobs and nested runs pin an identity; the
 //! bundle store keeps a copy per identity.
 
@@ -101,6 +101,12 @@ pub(super) fn identity_of(
     // another bundle, so a job replays with the parser it started with.
     if let Some(digest) = bundle.model.plugin.library_digest() {
         hash.update(b"\0model-plugin\0");
+        hash.update(digest.as_bytes());
+    }
+    // Likewise the history plugin library chooses what every request
+    // sends: a job resumes with the strategy it started with.
+    if let Some(digest) = bundle.history.library_digest() {
+        hash.update(b"\0history-plugin\0");
         hash.update(digest.as_bytes());
     }
     if !super::build::own_urls(bundle).is_empty() {

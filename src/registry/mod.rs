@@ -143,6 +143,8 @@ pub struct Snapshot {
     /// owns the name.
     pub rejected: Vec<BundleEntry>,
     pub models: Arc<ModelCatalog>,
+    /// The history plugin libraries bundles may name in `limits.history`.
+    pub histories: Arc<crate::bundle::HistoryPlugins>,
     /// What it was built from, for the next reload's diff.
     pub inventory: diff::Inventory,
     /// The tools each loaded bundle declares (the only tool names metrics
@@ -168,6 +170,7 @@ impl Snapshot {
             bundles: BTreeMap::new(),
             rejected: Vec::new(),
             models: Arc::new(ModelCatalog::builtin()),
+            histories: Arc::default(),
             inventory: diff::Inventory::default(),
             declared_tools: Arc::default(),
             loads: Arc::default(),

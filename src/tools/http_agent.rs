@@ -1,7 +1,8 @@
 //! The `http_agent` backend: a remote agent reached over HTTP. Each call
 //! POSTs a message envelope `{messageId, conversationId, senderId,
-//! recipientId, content, timestamp, type}`; the reply's `content` is the
-//! tool output. Connection failures and 5xx are retryable; other non-2xx
+//! recipientId, content, timestamp, type}` (`type` "Text" as the
+//! multi-agent runtime sent it, or the agent's `message_type`); the reply's
+//! `content` is the tool output. Connection failures and 5xx are retryable; other non-2xx
 //! replies and undecodable bodies are failures; the engine's timeout bounds
 //! every call, and `max_response_bytes` every reply body (a bigger one is a
 //! failure naming the agent and the cap).
@@ -14,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::duration::HumanDuration;
+pub use crate::types::MessageType;
 use crate::types::ToolSchema;
 
 /// Who the daemon's envelopes come from unless `[runtime] sender_id` says
@@ -40,11 +43,70 @@ pub struct HttpAgentSpec {
     /// own) and group chats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_response_bytes: Option<usize>,
+    /// The envelopes' `type` (default "Text"): a string, or a number for
+    /// an agent that reads its message type as one (the multi-agent
+    /// runtime's .NET agent wanted `0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_type: Option<MessageType>,
+    /// How long one message to this agent may take when the router reaches
+    /// it through the directory (default 300 s, at most 1 h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<HumanDuration>,
 }
 
 /// The largest reply body an agent may send unless its `[[agents]]` entry
 /// or the tool says otherwise.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// How long a message to an agent of the directory may take unless its
+/// entry says otherwise: what the multi-agent runtime waited (aiohttp's
+/// default total timeout).
+pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The longest `timeout` an agent may be given.
+pub const MAX_AGENT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl HttpAgentSpec {
+    /// The `type` of the envelopes sent to this agent.
+    pub fn message_type(&self) -> MessageType {
+        self.message_type.clone().unwrap_or_default()
+    }
+
+    /// How long one message to this agent may take through the directory.
+    pub fn timeout(&self) -> Duration {
+        self.timeout.map_or(DEFAULT_AGENT_TIMEOUT, Into::into)
+    }
+
+    /// The first setting of this entry that cannot work: its key and what
+    /// is wrong (the config and the agents file both check with this).
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        if self.max_response_bytes == Some(0) {
+            return Some((
+                "max_response_bytes",
+                "must be at least 1 (bytes); leave it out for the default of 1 MiB".into(),
+            ));
+        }
+        if let Some(MessageType::Name(name)) = &self.message_type
+            && name.trim().is_empty()
+        {
+            return Some((
+                "message_type",
+                "is empty: give a name such as \"Text\" or a number such as 0, or leave it out for \"Text\"".into(),
+            ));
+        }
+        let timeout = self.timeout.map(Duration::from);
+        if timeout.is_some_and(|t| t.is_zero() || t > MAX_AGENT_TIMEOUT) {
+            return Some((
+                "timeout",
+                format!(
+                    "\"{}\" must be above zero and at most \"1h\"; leave it out for the default of \"5m\"",
+                    self.timeout.unwrap_or_default()
+                ),
+            ));
+        }
+        None
+    }
+}
 
 /// One message for a remote agent.
 pub struct Envelope<'a> {
@@ -57,6 +119,8 @@ pub struct Envelope<'a> {
     pub timeout: Duration,
     /// The largest reply body accepted, in bytes.
     pub max_response_bytes: usize,
+    /// The envelope's `type`.
+    pub message_type: MessageType,
 }
 
 /// POSTs the message envelope to `endpoint`; the reply's `content` is the
@@ -74,7 +138,7 @@ pub async fn send(
         "recipientId": recipient,
         "content": message.content,
         "timestamp": humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        "type": "request",
+        "type": message.message_type,
     });
     let response = http
         .post(endpoint)
@@ -151,6 +215,8 @@ pub struct HttpAgentTool {
     /// The envelopes' `senderId` (`[runtime] sender_id`).
     sender: String,
     max_response_bytes: usize,
+    /// The envelopes' `type` (the agent's `message_type`).
+    message_type: MessageType,
     http: reqwest::Client,
 }
 
@@ -171,6 +237,7 @@ impl HttpAgentTool {
             recipient,
             sender: DEFAULT_SENDER_ID.to_string(),
             max_response_bytes,
+            message_type: MessageType::default(),
             http,
         })
     }
@@ -178,6 +245,12 @@ impl HttpAgentTool {
     /// Sends its envelopes as `sender` instead of the default `runtime`.
     pub fn with_sender(mut self, sender: String) -> Self {
         self.sender = sender;
+        self
+    }
+
+    /// Sends its envelopes with `type` `message_type` instead of "Text".
+    pub fn with_message_type(mut self, message_type: MessageType) -> Self {
+        self.message_type = message_type;
         self
     }
 
@@ -225,6 +298,7 @@ impl Tool for HttpAgentTool {
             idempotency_key: ctx.idempotency_key(),
             timeout: ctx.remaining(),
             max_response_bytes: self.max_response_bytes,
+            message_type: self.message_type.clone(),
         };
         send(&self.http, &self.endpoint, &self.recipient, message).await
     }

@@ -147,6 +147,7 @@ async fn load_bundle(dir: &Path, models: &Arc<ModelCatalog>) -> Result<Bundle, V
             &LoadContext {
                 endpoints: None,
                 models: &models,
+                histories: &crate::bundle::HistoryPlugins::default(),
             },
         )
     })

@@ -158,6 +158,7 @@ mod tests {
         let context = LoadContext {
             endpoints: None,
             models: &ModelCatalog::builtin(),
+            histories: &crate::bundle::HistoryPlugins::default(),
         };
         let here = Path::new(".");
         let mut bundle =

@@ -230,6 +230,7 @@ impl Chat<'_> {
             Place::Remote {
                 endpoint,
                 max_response_bytes,
+                message_type,
             } => {
                 let message = Envelope {
                     conversation_id: job.conversation_id.as_deref().unwrap_or(job.id.as_str()),
@@ -239,6 +240,7 @@ impl Chat<'_> {
                     timeout: self.timeout,
                     max_response_bytes: max_response_bytes
                         .unwrap_or(http_agent::DEFAULT_MAX_RESPONSE_BYTES),
+                    message_type: message_type.clone().unwrap_or_default(),
                 };
                 tokio::select! {
                     sent = http_agent::send(&self.http, endpoint, &agent.id, message) => {

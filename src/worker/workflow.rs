@@ -188,7 +188,7 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
     };
     let engine = Engine::new(workflow, &host, &work_dir);
     let (stage, iteration) = resumed.as_ref().map_or_else(
-        || (workflow.spec.start.clone(), 1),
+        || (engine.initial(&data).stage, 1),
         |c| (c.stage.clone(), c.iteration),
     );
     run.scope

@@ -71,6 +71,10 @@ pub struct Checkpoint {
     pub pr_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pr_number: Option<u64>,
+    /// The one stage this run runs, when the job named it (`only_stage`):
+    /// the run ends after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_stage: Option<String>,
 }
 
 impl Checkpoint {
@@ -97,6 +101,7 @@ impl Checkpoint {
             commit_base: None,
             pr_url: None,
             pr_number: None,
+            only_stage: None,
         }
     }
 

@@ -174,7 +174,15 @@ impl<'a> Engine<'a> {
     pub fn initial(&self, overrides: &Map<String, Value>) -> Checkpoint {
         let mut data = self.workflow.spec.data.clone();
         data.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
-        Checkpoint::new(&self.workflow.version, &self.workflow.spec.start, data)
+        // A one-stage run starts at its stage (see `one_stage`).
+        let only = data
+            .get(super::one_stage::ONLY_STAGE_VARIABLE)
+            .and_then(Value::as_str)
+            .map(String::from);
+        let start = only.as_deref().unwrap_or(&self.workflow.spec.start);
+        let mut checkpoint = Checkpoint::new(&self.workflow.version, start, data);
+        checkpoint.only_stage = only;
+        checkpoint
     }
 
     /// Runs a new workflow from its start stage.
@@ -336,14 +344,12 @@ impl<'a> Engine<'a> {
             cp.pr_url = url.clone();
             cp.pr_number = *number;
         }
-        let next = match (&ended, &result.fatal) {
-            (Some(_), _) | (_, Some(_)) => FATAL.to_string(),
-            _ => self
-                .workflow
-                .next(&stage, &result.event)
-                .unwrap_or(FATAL)
-                .to_string(),
-        };
+        // A one-stage run ends after its stage.
+        let only = cp
+            .only_stage
+            .is_some()
+            .then(|| super::one_stage::verdict(self.workflow, &stage, &result));
+        let next = self.next_stage(&stage, &result, ended.is_some(), only.as_ref());
         let duration = clock.elapsed();
         let original_event = self.workflow.original_event(&stage, &result.event);
         cp.history.push(StageRecord {
@@ -376,6 +382,9 @@ impl<'a> Engine<'a> {
         if let Some(reason) = ended.or(result.fatal) {
             return self.fatal(cp, event, reason, details).await.map(Some);
         }
+        if let Some(verdict) = only {
+            return self.end_one_stage(cp, verdict, event, details).await;
+        }
         match self.workflow.next(&stage, &result.event) {
             None => {
                 let reason = format!(
@@ -393,6 +402,44 @@ impl<'a> Engine<'a> {
                 cp.dispatched = false;
                 Ok(None)
             }
+        }
+    }
+
+    /// Where a stage's result leads: `fatal` when a limit or the stage
+    /// ended the workflow, else the transition's target; in a one-stage
+    /// run, `finish` or `fatal` by its `verdict`.
+    fn next_stage(
+        &self,
+        stage: &str,
+        result: &StageResult,
+        ended: bool,
+        verdict: Option<&Result<(), String>>,
+    ) -> String {
+        match verdict {
+            _ if ended || result.fatal.is_some() => FATAL,
+            Some(Ok(())) => FINISH,
+            Some(Err(_)) => FATAL,
+            None => self.workflow.next(stage, &result.event).unwrap_or(FATAL),
+        }
+        .to_string()
+    }
+
+    /// Ends a one-stage run after its stage: `finish` on a passing
+    /// `verdict`, else `fatal` with its reason.
+    async fn end_one_stage(
+        &self,
+        cp: &mut Checkpoint,
+        verdict: Result<(), String>,
+        event: Option<String>,
+        details: Value,
+    ) -> Result<Option<Outcome>, EngineError> {
+        match verdict {
+            Ok(()) => {
+                cp.stage = FINISH.to_string();
+                cp.dispatched = false;
+                Ok(None)
+            }
+            Err(reason) => self.fatal(cp, event, reason, details).await.map(Some),
         }
     }
 

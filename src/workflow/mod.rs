@@ -14,7 +14,8 @@
 //!   and `ci` gates (`pr_text`: the PR's title rule, closing reference, URL
 //!   and number; `ci`: waiting for the PR's checks, `ci_failure`);
 //! - `git`: the git facts and the commit-report step of an agent stage;
-//! - `review`: the review score parser.
+//! - `review`: the review score parser;
+//! - `one_stage`: a job that runs one stage alone (`only_stage`).
 //!
 //! This module must not know about HTTP, the queue or OpenTelemetry: it
 //! runs agents, stores checkpoints and artifacts and reports stage runs
@@ -27,6 +28,7 @@ pub mod compile;
 pub mod engine;
 pub mod gates;
 mod git;
+pub mod one_stage;
 mod pr_text;
 pub mod review;
 pub mod spec;
@@ -40,6 +42,7 @@ pub use command::run_command;
 pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
 pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
 pub use gates::GateReport;
+pub use one_stage::{ONLY_STAGE_VARIABLE, OnlyStageError};
 pub use pr_text::valid_pr_title;
 pub use review::{Review, Scores, Thresholds, parse_review};
 pub use spec::{FATAL, FINISH, WorkflowSpec};

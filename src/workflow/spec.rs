@@ -119,7 +119,8 @@ pub struct AgentStage {
     pub artifact: Option<String>,
     /// Gives the prompt a `files` variable: the files the last commit in
     /// the working directory changed, at most this many (the `lol impl`
-    /// simplify stage works on at most 3). Unset: no `files`.
+    /// simplify stage works on at most 3). Unset: no `files`. A job whose
+    /// `files` variable is a list keeps its own.
     #[serde(default)]
     pub max_files: Option<usize>,
     /// The commit-report step after the agent ran (as `lol impl`'s

@@ -135,7 +135,10 @@ impl Engine<'_> {
     ) -> Result<StageResult, EngineError> {
         let stage = cp.stage.as_str();
         let mut prompt_vars = vars.clone();
-        if let Some(max) = agent.max_files {
+        // The job's own `files` (a list: `structured-agents simplify
+        // --file`) stand instead of the last commit's.
+        let named = vars.get("files").is_some_and(Value::is_array);
+        if let Some(max) = agent.max_files.filter(|_| !named) {
             match last_commit_files(&self.work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT).await {
                 Ok(files) => {
                     let files: Vec<Value> = files.into_iter().take(max).map(Value::from).collect();

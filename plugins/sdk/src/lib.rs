@@ -11,6 +11,7 @@
 //! | `sa_tool_invoke(handle, call) -> *mut c_char` | call = `{name, arguments, call_id}`; result = `{"ok": value}` or `{"error": {"kind": "retryable"\|"validation"\|"failed"\|"panic", "message"}}` |
 //! | `sa_observer_on_event(handle, event) -> i32` | 0 ok, 1 error, 2 panic |
 //! | `sa_model_call(handle, request) -> *mut c_char` | model plugins only: request = `{op, input}`; result = `{"ok": value}` or `{"error": {"kind": "failed"\|"panic", "message"}}` (the ops: [`ModelPluginDef`]) |
+//! | `sa_history_select(handle, request) -> *mut c_char` | history plugins only: request = `{messages, max_history_messages, model}`; result = `{"ok": {"indices": [n]}}` or `{"error": {"kind": "failed"\|"panic", "message"}}` ([`HistoryPluginDef`]) |
 //! | `sa_plugin_free(buf)` | frees a buffer this plugin returned |
 //! | `sa_plugin_shutdown(handle)` | drops an instance |
 //!
@@ -18,7 +19,8 @@
 //! (every export runs inside `catch_unwind`). `sa_model_call` was added to
 //! ABI 1 without changing its number: the daemon looks it up only in a
 //! library whose manifest says `kind: "model"`, so tool and observer
-//! plugins built before it load as they did.
+//! plugins built before it load as they did. `sa_history_select` was added
+//! the same way, looked up only for `kind: "history"`.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString, c_char, c_void};
@@ -107,6 +109,25 @@ pub struct ModelPluginDef {
     /// the tools in the system prompt, for servers that take no `tools`
     /// beside a grammar (the daemon adds it to the system message).
     pub declare_tools: Option<ModelOpFn>,
+}
+
+/// What a history strategy answers: the indices of the conversation's
+/// messages to send, or why it cannot choose (the turn fails with it).
+pub type HistorySelectFn = fn(&Value) -> Result<Vec<usize>, String>;
+
+/// A history plugin: which messages of the conversation each model request
+/// sends (the built-in strategies are `sliding_window` and `keep_all`).
+pub struct HistoryPluginDef {
+    pub name: &'static str,
+    pub version: &'static str,
+    /// Input `{"messages": [message], "max_history_messages": number,
+    /// "model": string}` — the whole conversation in the daemon's message
+    /// form (`{role, content?, tool_calls?: [{id, name, arguments}],
+    /// tool_call_id?, name?}`), the bundle's cap and the turn's model.
+    /// Answer the indices of the messages to send, increasing; the daemon
+    /// refuses an index out of range, out of order, or a tool message whose
+    /// assistant call is not sent (the turn fails naming the plugin).
+    pub select: HistorySelectFn,
 }
 
 #[doc(hidden)]
@@ -323,9 +344,36 @@ pub mod ffi {
         to_c(&value)
     }
 
+    pub fn manifest_history(def: &HistoryPluginDef) -> CString {
+        let m = json!({"name": def.name, "version": def.version, "kind": "history", "abi": ABI_VERSION, "tools": []});
+        CString::new(m.to_string()).unwrap_or_default()
+    }
+
     /// # Safety
-    /// `buf` came from this plugin's `sa_tool_invoke` or `sa_model_call`
-    /// and is freed once.
+    /// `request` is null or a valid NUL-terminated string.
+    pub unsafe fn history_select(def: &HistoryPluginDef, request: *const c_char) -> *mut c_char {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: forwarded from the caller's contract.
+            let request = match unsafe { read_json(request) } {
+                Ok(r) => r,
+                Err(e) => {
+                    return json!({"error": {"kind": "failed", "message": format!("bad request: {e}")}});
+                }
+            };
+            match (def.select)(&request) {
+                Ok(indices) => json!({"ok": {"indices": indices}}),
+                Err(message) => json!({"error": {"kind": "failed", "message": message}}),
+            }
+        }));
+        let value = result.unwrap_or_else(
+            |panic| json!({"error": {"kind": "panic", "message": panic_text(panic.as_ref())}}),
+        );
+        to_c(&value)
+    }
+
+    /// # Safety
+    /// `buf` came from this plugin's `sa_tool_invoke`, `sa_model_call` or
+    /// `sa_history_select` and is freed once.
     pub unsafe fn free(buf: *mut c_char) {
         if !buf.is_null() {
             // SAFETY: buf was produced by CString::into_raw in this library.
@@ -507,6 +555,82 @@ macro_rules! export_model_plugin {
             request: *const ::std::ffi::c_char,
         ) -> *mut ::std::ffi::c_char {
             unsafe { $crate::ffi::model_call(&$def, request) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_tool_invoke(
+            _handle: *mut ::std::ffi::c_void,
+            _call: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_char {
+            ::std::ptr::null_mut()
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_observer_on_event(
+            _handle: *mut ::std::ffi::c_void,
+            _event: *const ::std::ffi::c_char,
+        ) -> i32 {
+            1
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_free(buf: *mut ::std::ffi::c_char) {
+            unsafe { $crate::ffi::free(buf) }
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_shutdown(_handle: *mut ::std::ffi::c_void) {}
+    };
+}
+
+/// Exports a history plugin. `$def` is a `static HistoryPluginDef`.
+#[macro_export]
+macro_rules! export_history_plugin {
+    ($def:path) => {
+        static __SA_MANIFEST: ::std::sync::OnceLock<::std::ffi::CString> =
+            ::std::sync::OnceLock::new();
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_abi_version() -> u32 {
+            $crate::ABI_VERSION
+        }
+
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sa_plugin_manifest() -> *const ::std::ffi::c_char {
+            let manifest = ::std::panic::catch_unwind(|| {
+                __SA_MANIFEST
+                    .get_or_init(|| $crate::ffi::manifest_history(&$def))
+                    .as_ptr()
+            });
+            manifest.unwrap_or(::std::ptr::null())
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_plugin_init(
+            _config: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_void {
+            // Stateless like a model plugin: the same marker instance.
+            $crate::ffi::model_init()
+        }
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_history_select(
+            _handle: *mut ::std::ffi::c_void,
+            request: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_char {
+            unsafe { $crate::ffi::history_select(&$def, request) }
         }
 
         /// # Safety

@@ -20,6 +20,7 @@ use super::super::jobs::run_to_end;
 use super::{USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place};
 use crate::queue::NewJob;
+use crate::types::MessageType;
 
 /// One agent as clients see it.
 #[derive(Debug, Clone, Serialize)]
@@ -35,6 +36,9 @@ pub(super) struct AgentCard {
     /// A remote agent's reply cap (`[[agents]] max_response_bytes`).
     #[serde(skip)]
     pub max_response_bytes: Option<usize>,
+    /// A remote agent's envelope `type` (`[[agents]] message_type`).
+    #[serde(skip)]
+    pub message_type: Option<MessageType>,
 }
 
 impl AgentCard {
@@ -47,6 +51,7 @@ impl AgentCard {
             Place::Remote {
                 endpoint: self.endpoint.clone(),
                 max_response_bytes: self.max_response_bytes,
+                message_type: self.message_type.clone(),
             }
         };
         Participant {
@@ -73,6 +78,7 @@ pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
             },
             kind: if a.remote.is_some() { "remote" } else { LOCAL },
             max_response_bytes: a.remote.and_then(|r| r.max_response_bytes),
+            message_type: a.remote.and_then(|r| r.message_type.clone()),
             id: a.id,
             name: a.name,
             description: a.description,

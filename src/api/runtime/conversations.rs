@@ -1,5 +1,8 @@
 //! `GET /api/conversations/{id}`: a conversation as the runtime's clients
-//! read it — each turn's question and answer as message envelopes.
+//! read it — `{"id", "messages"}` as the multi-agent runtime answered, each
+//! message with its `role`, `content` and `timestamp` (answers also with
+//! `agents_used` and `execution_trace`), and besides that the message
+//! envelope of each turn's question and answer (and `conversation_id`).
 
 use axum::Json;
 use axum::extract::State;
@@ -23,10 +26,12 @@ pub async fn get(
     for job in &jobs {
         messages.extend(turn(&state, job).await?);
     }
-    Ok(Json(json!({"conversation_id": id, "messages": messages})))
+    Ok(Json(
+        json!({"id": id, "conversation_id": id, "messages": messages}),
+    ))
 }
 
-/// A turn as envelopes: the question, and the answer once there is one.
+/// A turn as messages: the question, and the answer once there is one.
 async fn turn(state: &AppState, job: &Job) -> Result<Vec<Value>, ApiError> {
     let conversation = job.conversation_id.as_deref().unwrap_or_default();
     let user = job
@@ -39,8 +44,15 @@ async fn turn(state: &AppState, job: &Job) -> Result<Vec<Value>, ApiError> {
     } else {
         RUNTIME
     };
-    let message = |sender: &str, recipient: &str, content: &str, at: Option<&String>, suffix| {
+    // The question is the user's (`-q`), the answer the assistant's (`-a`).
+    let message = |asked: bool, content: &str, at: Option<&String>| {
+        let (role, sender, recipient, suffix) = if asked {
+            ("user", user, runtime, "q")
+        } else {
+            ("assistant", runtime, user, "a")
+        };
         json!({
+            "role": role,
             "messageId": format!("{}-{suffix}", job.id),
             "conversationId": conversation,
             "senderId": sender,
@@ -50,20 +62,16 @@ async fn turn(state: &AppState, job: &Job) -> Result<Vec<Value>, ApiError> {
             "type": "Text",
         })
     };
-    let mut messages = vec![message(
-        user,
-        runtime,
-        &job.input,
-        Some(&job.created_at),
-        "q",
-    )];
+    let mut messages = vec![message(true, &job.input, Some(&job.created_at))];
     if job.state.is_terminal() {
         let content = match job.answer_or_error() {
             Ok(answer) => answer.to_string(),
             Err(error) => format!("Error: {error}"),
         };
-        let mut reply = message(runtime, user, &content, job.finished_at.as_ref(), "a");
-        reply["agents_used"] = json!(super::trace::agents_used(state, job).await?);
+        let mut reply = message(false, &content, job.finished_at.as_ref());
+        let (trace, used) = super::trace::answered_trace(state, job).await?;
+        reply["agents_used"] = json!(used);
+        reply["execution_trace"] = json!(trace);
         reply["job_id"] = json!(job.id);
         messages.push(reply);
     }

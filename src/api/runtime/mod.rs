@@ -33,6 +33,8 @@ const RUNTIME: &str = "runtime";
 const GROUP_RUNTIME: &str = "agent-runtime";
 /// The job variable that names the asking user.
 const USER_VARIABLE: &str = "user_id";
+/// The job variable that says whether a query asked for a verbose trace.
+const VERBOSE_VARIABLE: &str = "verbose";
 
 pub(super) fn routes() -> Router<AppState> {
     use crate::access::Scope::{Read, Submit};

@@ -149,13 +149,29 @@ pub(super) async fn execution_trace(
 /// (its selector decides, it does not answer), else those of its trace
 /// (see [`execution_trace`]).
 pub(crate) async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<String>, ApiError> {
-    let listed = job
-        .result
-        .as_ref()
-        .and_then(|r| r.get("agents_used"))
-        .and_then(|used| serde_json::from_value::<Vec<String>>(used.clone()).ok());
-    match listed {
+    match listed_agents(job) {
         Some(used) => Ok(used),
         None => Ok(execution_trace(state, job, false).await?.1),
     }
+}
+
+/// A finished job's execution trace as its answer carried it (verbose when
+/// its query asked for it), and the agents it used (see [`agents_used`]).
+pub(super) async fn answered_trace(
+    state: &AppState,
+    job: &Job,
+) -> Result<(Vec<Value>, Vec<String>), ApiError> {
+    let verbose = job
+        .variables
+        .get(super::VERBOSE_VARIABLE)
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let (trace, used) = execution_trace(state, job, verbose).await?;
+    Ok((trace, listed_agents(job).unwrap_or(used)))
+}
+
+/// The agents a group chat's result lists.
+fn listed_agents(job: &Job) -> Option<Vec<String>> {
+    let used = job.result.as_ref()?.get("agents_used")?;
+    serde_json::from_value(used.clone()).ok()
 }

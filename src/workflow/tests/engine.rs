@@ -13,7 +13,7 @@ use crate::workflow::{
 /// The example's table with argv gates instead of git: `parse` fails while
 /// the file `broken` exists; `pr` and `rebase` exit with the code in
 /// `pr_code` / `rebase_code`.
-const FLOW: &str = r#"
+pub(super) const FLOW: &str = r#"
 start: implement
 data: {issue: 13}
 stages:
@@ -60,7 +60,7 @@ fn review(score: u32) -> String {
     )
 }
 
-fn flow(edit: impl Fn(String) -> String) -> Workflow {
+pub(super) fn flow(edit: impl Fn(String) -> String) -> Workflow {
     compile(&edit(FLOW.to_string()))
 }
 

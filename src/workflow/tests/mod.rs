@@ -1,7 +1,7 @@
 //! Tests of the workflow module: spec validation here, the engine loop with
 //! a fake host in `engine`, command gates against real git in `gates`, the
 //! commit-report step in `commit`, the `ci` gate in `ci`, the events'
-//! original names in `names`.
+//! original names in `names`, one-stage runs in `one_stage`.
 
 mod ci;
 mod commit;
@@ -9,6 +9,7 @@ mod engine;
 mod gates;
 mod host;
 mod names;
+mod one_stage;
 
 use serde_json::Value;
 

@@ -1,0 +1,86 @@
+//! One stage of a workflow as a whole job (the job variable `only_stage`,
+//! `structured-agents simplify`): the run starts at that stage and ends
+//! after it — `finish` when its event is a passing one (its transition does
+//! not lead to `fatal` and, for a gated stage, its gate passed), else
+//! `fatal` with the event and why. The stage is kept in the checkpoint, so
+//! a resumed attempt ends the same way.
+
+use serde_json::{Map, Value};
+
+use super::compile::Workflow;
+use super::engine::StageResult;
+use super::spec::{FATAL, StageSpec};
+
+/// The job variable that names the one stage to run.
+pub const ONLY_STAGE_VARIABLE: &str = "only_stage";
+
+/// Why a job's `only_stage` cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OnlyStageError {
+    #[error("`variables.{ONLY_STAGE_VARIABLE}` must be a stage name (a string), not {found}")]
+    NotAName { found: String },
+    #[error(
+        "the workflow has no stage {stage:?}; its stages are {}: name one of them",
+        .stages.join(", ")
+    )]
+    Unknown { stage: String, stages: Vec<String> },
+}
+
+impl Workflow {
+    /// The stage a job's variables ask to run alone, if they name one.
+    pub fn only_stage<'v>(
+        &self,
+        variables: &'v Map<String, Value>,
+    ) -> Result<Option<&'v str>, OnlyStageError> {
+        let Some(value) = variables.get(ONLY_STAGE_VARIABLE) else {
+            return Ok(None);
+        };
+        let Some(stage) = value.as_str() else {
+            return Err(OnlyStageError::NotAName {
+                found: value.to_string(),
+            });
+        };
+        if !self.spec.stages.contains_key(stage) {
+            return Err(OnlyStageError::Unknown {
+                stage: stage.to_string(),
+                stages: self.spec.stages.keys().cloned().collect(),
+            });
+        }
+        Ok(Some(stage))
+    }
+}
+
+/// How a one-stage run ends after its stage produced `result`: `Ok` to
+/// finish, `Err` with the reason to end fatal. A passing event does not
+/// lead to `fatal` and is, for a stage with a gate (a command or score
+/// stage, an agent stage's `gate`), one of its gate's passing events; for an
+/// agent stage without one, its completion event (the first of its
+/// result's `events`).
+pub(crate) fn verdict(
+    workflow: &Workflow,
+    stage: &str,
+    result: &StageResult,
+) -> Result<(), String> {
+    let event = result.event.as_str();
+    let gated = workflow.stage_info(stage).filter(|i| i.gate.is_some());
+    let why = match (workflow.next(stage, event), gated) {
+        (None, _) => "no transition maps it",
+        (Some(FATAL), _) => "its transition leads to fatal",
+        (_, Some(info)) if !info.pass_events.contains(event) => "its gate did not pass",
+        (_, None) if completion(workflow, stage) != Some(event) => {
+            "it is not the stage's completion event"
+        }
+        _ => return Ok(()),
+    };
+    Err(format!(
+        "one-stage run of {stage}: event {event} is not a passing one ({why}): {}",
+        result.reason
+    ))
+}
+
+fn completion<'w>(workflow: &'w Workflow, stage: &str) -> Option<&'w str> {
+    match workflow.spec.stages.get(stage)? {
+        StageSpec::Agent(agent) => agent.result.events.first().map(String::as_str),
+        _ => None,
+    }
+}
