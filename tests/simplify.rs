@@ -227,7 +227,7 @@ async fn a_daemon_killed_inside_the_stage_resumes_it_and_commits_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_stage_the_bundle_lacks_or_a_bundle_without_a_workflow_is_refused() {
+async fn a_stage_the_bundle_lacks_or_may_not_run_alone_or_a_bundle_without_a_workflow_is_refused() {
     let ex = example().await;
     let daemon = ex.site.start();
     let (code, out, err) = simplify(&daemon.base, &["--stage", "tidy"]).await;
@@ -251,6 +251,24 @@ async fn a_stage_the_bundle_lacks_or_a_bundle_without_a_workflow_is_refused() {
     .await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["field"], "variables.only_stage", "{body}");
+
+    // The PR stage exists, but the bundle's `run_alone` lists only
+    // simplify: no job skips the review to push.
+    let (status, body) = post_json(
+        &client(),
+        &daemon,
+        "/v1/jobs",
+        json!({"bundle": "implement-review", "input": "", "variables": {"only_stage": "pr"}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["field"], "variables.only_stage", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message
+            .contains("stage \"pr\" may not run alone: the workflow's `run_alone` lists simplify"),
+        "{body}"
+    );
 
     let (code, _, err) = simplify(&daemon.base, &["plain"]).await;
     assert_eq!(code, 2);

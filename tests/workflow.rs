@@ -412,7 +412,7 @@ async fn a_broken_workflow_is_refused_with_the_missing_pair() {
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
         text.contains(
-            "bundle.yaml:130: workflow.transitions.review: missing transition: review + fail"
+            "bundle.yaml:131: workflow.transitions.review: missing transition: review + fail"
         ),
         "{text}"
     );

@@ -123,6 +123,14 @@ impl Workflow {
             c.original_names(name, stage, &mut info, &at);
             stages.insert(name.clone(), info);
         }
+        for (i, stage) in spec.run_alone.iter().enumerate() {
+            if !spec.stages.contains_key(stage) {
+                c.problem(
+                    &format!("workflow.run_alone[{i}]"),
+                    format!("unknown stage {stage:?} (stages: {})", names(&stages)),
+                );
+            }
+        }
         if !spec.stages.contains_key(&spec.start) {
             c.problem(
                 "workflow.start",

@@ -3,7 +3,9 @@
 //! after it — `finish` when its event is a passing one (its transition does
 //! not lead to `fatal` and, for a gated stage, its gate passed), else
 //! `fatal` with the event and why. The stage is kept in the checkpoint, so
-//! a resumed attempt ends the same way.
+//! a resumed attempt ends the same way. Only the stages the workflow's
+//! `run_alone` lists may run so: the others are reached through the stages
+//! and gates the operator put before them.
 
 use serde_json::{Map, Value};
 
@@ -24,6 +26,11 @@ pub enum OnlyStageError {
         .stages.join(", ")
     )]
     Unknown { stage: String, stages: Vec<String> },
+    #[error(
+        "stage {stage:?} may not run alone: the workflow's `run_alone` lists {}; add the stage to `workflow.run_alone` in the bundle to allow it, or submit the job without `only_stage` to run the whole workflow",
+        if .allowed.is_empty() { "no stage".to_string() } else { .allowed.join(", ") }
+    )]
+    NotAlone { stage: String, allowed: Vec<String> },
 }
 
 impl Workflow {
@@ -44,6 +51,14 @@ impl Workflow {
             return Err(OnlyStageError::Unknown {
                 stage: stage.to_string(),
                 stages: self.spec.stages.keys().cloned().collect(),
+            });
+        }
+        // The operator's workflow decides which stages may be reached
+        // without the ones before them.
+        if !self.spec.run_alone.iter().any(|s| s == stage) {
+            return Err(OnlyStageError::NotAlone {
+                stage: stage.to_string(),
+                allowed: self.spec.run_alone.clone(),
             });
         }
         Ok(Some(stage))

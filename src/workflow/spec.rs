@@ -59,6 +59,12 @@ pub struct WorkflowSpec {
     /// store; e.g. `"{{ repo }}/.agent-artifacts"`.
     #[serde(default)]
     pub artifacts_dir: Option<String>,
+    /// The stages a job may run alone (its `only_stage` variable, e.g.
+    /// `structured-agents simplify`). Default none: a job runs the whole
+    /// workflow, so no job can skip the stages and gates before the one it
+    /// wants (a review before `pr`, say).
+    #[serde(default)]
+    pub run_alone: Vec<String>,
 }
 
 /// One stage; `kind` says which keys apply.

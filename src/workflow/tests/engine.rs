@@ -16,6 +16,7 @@ use crate::workflow::{
 pub(super) const FLOW: &str = r#"
 start: implement
 data: {issue: 13}
+run_alone: [implement, simplify, pr, rebase]
 stages:
   implement:
     kind: agent

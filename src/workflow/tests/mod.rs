@@ -98,7 +98,10 @@ fn a_missing_pair_is_named() {
 #[test]
 fn unknown_stages_events_and_targets_are_all_reported() {
     let yaml = EXAMPLE
-        .replace("start: implement", "start: implemnt")
+        .replace(
+            "start: implement",
+            "start: implemnt\nrun_alone: [simplify, tidy]",
+        )
         .replace(
             "review: {pass: simplify, fail: implement}",
             "review: {pass: simplfy, fail: implement, maybe: pr}",
@@ -113,6 +116,14 @@ fn unknown_stages_events_and_targets_are_all_reported() {
     let p = problems(&yaml);
     assert!(
         has(&p, "workflow.start", "unknown stage \"implemnt\""),
+        "{p:?}"
+    );
+    assert!(
+        has(&p, "workflow.run_alone[1]", "unknown stage \"tidy\""),
+        "{p:?}"
+    );
+    assert!(
+        !p.iter().any(|p| p.path == "workflow.run_alone[0]"),
         "{p:?}"
     );
     assert!(
@@ -152,7 +163,7 @@ fn unknown_stages_events_and_targets_are_all_reported() {
         ),
         "{p:?}"
     );
-    assert_eq!(p.len(), 7, "{p:#?}");
+    assert_eq!(p.len(), 8, "{p:#?}");
 }
 
 #[test]

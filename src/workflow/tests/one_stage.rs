@@ -162,6 +162,17 @@ fn the_stage_must_be_one_of_the_workflows() {
         err.to_string(),
         "the workflow has no stage \"tidy\"; its stages are implement, pr, rebase, review, simplify: name one of them"
     );
+    // review is not in the fixture's `run_alone`: no job skips to it.
+    let err = w.only_stage(&only("review")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "stage \"review\" may not run alone: the workflow's `run_alone` lists implement, simplify, pr, rebase; add the stage to `workflow.run_alone` in the bundle to allow it, or submit the job without `only_stage` to run the whole workflow"
+    );
+    let none = flow(|f| f.replace("run_alone: [implement, simplify, pr, rebase]\n", ""));
+    assert!(matches!(
+        none.only_stage(&only("simplify")),
+        Err(OnlyStageError::NotAlone { allowed, .. }) if allowed.is_empty()
+    ));
     let Value::Object(not_a_name) = json!({"only_stage": 3}) else {
         unreachable!()
     };
