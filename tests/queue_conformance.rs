@@ -489,6 +489,42 @@ pub async fn listing_pages_and_counts(q: Arc<dyn JobQueue>) {
     assert_eq!(odd.jobs.len(), 2);
     let counts = q.counts_by_state().await.unwrap();
     assert!(counts.contains(&("even".to_string(), JobState::Queued, 3)));
+
+    // `unfinished`: one listing of every job that has not ended, whatever
+    // its state (queued, running; not cancelled), paged like the others.
+    let running = q.lease("w", LEASE).await.unwrap().unwrap();
+    let cancelled = page
+        .jobs
+        .iter()
+        .map(|j| j.id.clone())
+        .find(|id| *id != running.job.id)
+        .unwrap();
+    q.cancel(&cancelled).await.unwrap();
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = q
+            .list(JobFilter {
+                unfinished: true,
+                limit: 2,
+                cursor,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        seen.extend(page.jobs.into_iter().map(|j| (j.id, j.state)));
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(!seen.iter().any(|(id, _)| *id == cancelled), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|(id, state)| *id == running.job.id && *state == JobState::Running),
+        "{seen:?}"
+    );
 }
 
 /// A lease that expires (its daemon died) is resumed, not failed: the

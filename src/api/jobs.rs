@@ -280,6 +280,7 @@ pub async fn list(
             limit,
             cursor: query.cursor,
             search: query.q,
+            unfinished: false,
         })
         .await?;
     Ok(Json(

@@ -17,6 +17,11 @@ pub struct JobFilter {
     pub cursor: Option<String>,
     /// Only jobs whose id, bundle or input contains this text (any case).
     pub search: Option<String>,
+    /// Only jobs that have not ended, in any of those states. One listing
+    /// ordered by id, so a job that moves between them while the pages are
+    /// read (parked → queued → running) is still seen exactly once, where a
+    /// listing per state could miss it.
+    pub unfinished: bool,
 }
 
 impl JobFilter {
@@ -38,6 +43,15 @@ impl JobFilter {
             ],
             &placeholder,
         );
+        if self.unfinished {
+            // The states are this enum's own names, never input.
+            let states: Vec<String> = JobState::ALL
+                .into_iter()
+                .filter(|s| !s.is_terminal())
+                .map(|s| format!("'{}'", s.as_str()))
+                .collect();
+            sql.push_str(&format!(" AND state IN ({})", states.join(", ")));
+        }
         if let Some(text) = self.search.as_deref().filter(|t| !t.is_empty()) {
             args.push(format!("%{}%", like_escaped(&text.to_lowercase())));
             sql.push_str(&format!(
@@ -147,5 +161,25 @@ mod tests {
             " AND lower(id || ' ' || bundle || ' ' || input) LIKE ?1 ESCAPE '\\'"
         );
         assert_eq!(args, vec!["%50\\%\\_off\\\\%".to_string()]);
+    }
+
+    #[test]
+    fn unfinished_is_one_condition_over_every_state_that_has_not_ended() {
+        let filter = JobFilter {
+            unfinished: true,
+            ..Default::default()
+        };
+        let (sql, args) = filter.conditions(|n| format!("?{n}"));
+        let open: Vec<String> = JobState::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| format!("'{s}'"))
+            .collect();
+        assert_eq!(sql, format!(" AND state IN ({})", open.join(", ")));
+        assert!(
+            sql.contains("'queued'") && !sql.contains("'succeeded'"),
+            "{sql}"
+        );
+        assert!(args.is_empty());
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::journal::JournalEntry;
-use crate::queue::{JobFilter, JobQueue, JobState};
+use crate::queue::{JobFilter, JobQueue};
 use crate::registry::{BundleIdentity, NESTED_PIN_STEP, NestedPin, PinHolders};
 
 /// Jobs whose journals are read to tell their nested pins, at most: past
@@ -28,40 +28,42 @@ impl PinHolders for QueuePins {
     }
 }
 
-/// Every identity a job that has not ended is pinned to.
+/// Every identity a job that has not ended is pinned to. One listing of
+/// the unfinished jobs (not one per state): a parked job approved while the
+/// pages are read moves to `queued`, and a listing per state that had read
+/// `queued` already and `parked` not yet would miss it, and prune the copy
+/// it resumes on.
 pub async fn held(queue: &dyn JobQueue) -> Result<HashSet<BundleIdentity>, String> {
     let mut pinned = HashSet::new();
     let mut jobs = 0;
-    for state in JobState::ALL.into_iter().filter(|s| !s.is_terminal()) {
-        let mut cursor = None;
-        loop {
-            let page = queue
-                .list(JobFilter {
-                    state: Some(state),
-                    limit: 500,
-                    cursor,
-                    ..Default::default()
-                })
+    let mut cursor = None;
+    loop {
+        let page = queue
+            .list(JobFilter {
+                unfinished: true,
+                limit: 500,
+                cursor,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| format!("listing the jobs that have not ended: {e}"))?;
+        for job in page.jobs {
+            jobs += 1;
+            if jobs > MAX_JOBS {
+                return Err(format!(
+                    "more than {MAX_JOBS} jobs have not ended; their nested pins are not all read"
+                ));
+            }
+            pinned.extend(job.bundle_digest.as_deref().map(BundleIdentity::recorded));
+            let journal = queue
+                .journal(&job.id)
                 .await
-                .map_err(|e| format!("listing the {state} jobs: {e}"))?;
-            for job in page.jobs {
-                jobs += 1;
-                if jobs > MAX_JOBS {
-                    return Err(format!(
-                        "more than {MAX_JOBS} jobs have not ended; their nested pins are not all read"
-                    ));
-                }
-                pinned.extend(job.bundle_digest.as_deref().map(BundleIdentity::recorded));
-                let journal = queue
-                    .journal(&job.id)
-                    .await
-                    .map_err(|e| format!("reading the journal of job {}: {e}", job.id))?;
-                pinned.extend(nested(&journal));
-            }
-            cursor = page.next_cursor;
-            if cursor.is_none() {
-                break;
-            }
+                .map_err(|e| format!("reading the journal of job {}: {e}", job.id))?;
+            pinned.extend(nested(&journal));
+        }
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
         }
     }
     Ok(pinned)

@@ -291,6 +291,7 @@ async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
             limit: page_size as usize,
             cursor: request.page_token.clone().filter(|t| !t.is_empty()),
             search: None,
+            unfinished: false,
         })
         .await?;
     let view = View {
