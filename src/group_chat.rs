@@ -75,6 +75,10 @@ pub enum Place {
         /// The envelopes' `type` (the agent's `message_type`; "Text" when unset).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_type: Option<MessageType>,
+        /// How long one message to it may take, in milliseconds (the
+        /// agent's `timeout`); the host bundle's `limits.timeout` when unset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
     },
 }
 

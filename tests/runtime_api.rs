@@ -1288,11 +1288,20 @@ replies:
     assert_eq!(sleepy.seen(), [json!("Chat")], "its own message type");
 }
 
-/// A group chat sends a remote agent the `message_type` of its entry too.
+/// A group chat sends a remote agent the `message_type` of its entry too,
+/// and waits for it as long as its `timeout`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_group_chat_sends_a_remote_agent_its_message_type() {
-    // Appended to the config right after the weather agent's entry: one of its keys.
-    let w = world_with("replies:\n  - content: CONTINUE\n", "message_type = 0\n").await;
+    // Answering takes longer than its timeout, and far less than the
+    // group-chat bundle's (the 120 s default).
+    let sleepy = SlowAgent::start(Duration::from_secs(5)).await;
+    // Appended to the config right after the weather agent's entry: one of
+    // its keys, then the sleepy agent.
+    let extra = format!(
+        "message_type = 0\n{}",
+        remote_agent_toml("sleepy", "Sleepy", &sleepy.url, "timeout = \"300ms\"\n")
+    );
+    let w = world_with("replies:\n  - content: CONTINUE\n", &extra).await;
     let daemon = w.site.start();
     let reply = post_ok(
         &client(),
@@ -1309,6 +1318,22 @@ async fn a_group_chat_sends_a_remote_agent_its_message_type() {
         (&json!(0), &json!("agent-runtime")),
         "{sent:?}"
     );
+
+    let reply = post_ok(
+        &client(),
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Still there?", "agent_ids": ["sleepy"], "max_iterations": 1}),
+    )
+    .await;
+    let answered = &reply["agent_responses"][0];
+    assert_eq!(answered["agent_id"], "sleepy", "{reply}");
+    assert_eq!(
+        answered["response"], "Error: agent sleepy failed: timeout",
+        "its own timeout, not the bundle's: {reply}"
+    );
+    assert_eq!(reply["execution_trace"][0]["is_error"], true, "{reply}");
+    assert_eq!(sleepy.seen().len(), 1, "one message");
 }
 
 // ---------------------------------------------------------------------------

@@ -231,13 +231,15 @@ impl Chat<'_> {
                 endpoint,
                 max_response_bytes,
                 message_type,
+                timeout_ms,
             } => {
                 let message = Envelope {
                     conversation_id: job.conversation_id.as_deref().unwrap_or(job.id.as_str()),
                     sender: SENDER.to_string(),
                     content: prompt,
                     idempotency_key: self.replies_journal.idempotency_key(round, key),
-                    timeout: self.timeout,
+                    // The agent's own timeout, as for the router's calls.
+                    timeout: timeout_ms.map_or(self.timeout, Duration::from_millis),
                     max_response_bytes: max_response_bytes
                         .unwrap_or(http_agent::DEFAULT_MAX_RESPONSE_BYTES),
                     message_type: message_type.clone().unwrap_or_default(),

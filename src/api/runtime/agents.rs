@@ -39,6 +39,9 @@ pub(super) struct AgentCard {
     /// A remote agent's envelope `type` (`[[agents]] message_type`).
     #[serde(skip)]
     pub message_type: Option<MessageType>,
+    /// A remote agent's own `timeout` (`[[agents]] timeout`), when set.
+    #[serde(skip)]
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl AgentCard {
@@ -52,6 +55,7 @@ impl AgentCard {
                 endpoint: self.endpoint.clone(),
                 max_response_bytes: self.max_response_bytes,
                 message_type: self.message_type.clone(),
+                timeout_ms: self.timeout.map(|t| t.as_millis() as u64),
             }
         };
         Participant {
@@ -79,6 +83,7 @@ pub(super) fn directory(state: &AppState) -> Vec<AgentCard> {
             kind: if a.remote.is_some() { "remote" } else { LOCAL },
             max_response_bytes: a.remote.and_then(|r| r.max_response_bytes),
             message_type: a.remote.and_then(|r| r.message_type.clone()),
+            timeout: a.remote.and_then(|r| r.timeout.map(Into::into)),
             id: a.id,
             name: a.name,
             description: a.description,
