@@ -693,3 +693,89 @@ async fn gate_output_one_byte_over_max_output_bytes_fails_the_gate() {
         assert!(over.describe("sh").contains("max_output_bytes"));
     }
 }
+
+/// The built-in `ci` gate through the real daemon, as `lol impl
+/// --wait-for-ci`: the PR's checks fail once, their output reaches the next
+/// implementation prompt (once) as `ci_failure`, the fixed PR's checks pass
+/// and the workflow finishes; both times the stage reports its original
+/// event name beside ours.
+#[tokio::test(flavor = "multi_thread")]
+async fn failing_ci_checks_reach_the_next_iteration_as_ci_failure() {
+    let mock = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    let place = site.path().join("place");
+    std::fs::create_dir_all(&place).unwrap();
+    // The checks fail until the first run left `seen` behind; the failing
+    // line is what `gh pr checks` prints: name, state, link.
+    let checks = "if [ -e seen ]; then echo 'all checks passed'; else touch seen; \
+                  printf 'lint\\tfail\\thttps://ci.example/runs/1\\n'; exit 1; fi";
+    site.put_bundle(
+        "ciwf",
+        &format!(
+            r#"name: ciwf
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+workflow:
+  start: implement
+  working_dir: "{{{{ place }}}}"
+  data: {{place: "{}", pr_url: "https://git.example/acme/calc/pull/7", pr_number: 7}}
+  stages:
+    implement:
+      kind: agent
+      prompt: "Implement it (iteration {{{{ iteration }}}}).{{% if ci_failure %}} CI FAILED: {{{{ ci_failure }}}}{{% endif %}}"
+    ci:
+      kind: command
+      builtin: ci
+      ci: {{command: [sh, -c, "{}"]}}
+  transitions:
+    implement: {{done: ci, not_done: implement}}
+    ci: {{pass: finish, fail: implement}}
+"#,
+            place.display(),
+            checks
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit(&http, &daemon, "ciwf", "go").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+
+    let (ends, events) = stages(&daemon, &id).await;
+    let pairs: Vec<(&str, &str)> = ends.iter().map(|(s, e)| (s.as_str(), e.as_str())).collect();
+    assert_eq!(
+        pairs,
+        [
+            ("implement", "done"),
+            ("ci", "fail"),
+            ("implement", "done"),
+            ("ci", "pass")
+        ]
+    );
+    let originals: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "StageEnd")
+        .filter_map(|e| e["original_event"].as_str())
+        .collect();
+    assert_eq!(
+        originals,
+        ["implement_done", "ci_fail", "implement_done", "ci_pass"]
+    );
+
+    let prompts: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(|r| r["messages"].to_string())
+        .collect();
+    assert_eq!(prompts.len(), 2, "{prompts:#?}");
+    assert!(!prompts[0].contains("CI FAILED"), "{}", prompts[0]);
+    assert!(
+        prompts[1].contains(
+            "CI FAILED: PR: https://git.example/acme/calc/pull/7\\nFailing checks:\\nlint\\tfail\\thttps://ci.example/runs/1"
+        ),
+        "{}",
+        prompts[1]
+    );
+}
