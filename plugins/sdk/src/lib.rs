@@ -520,32 +520,7 @@ macro_rules! export_observer_plugin {
 #[macro_export]
 macro_rules! export_model_plugin {
     ($def:path) => {
-        static __SA_MANIFEST: ::std::sync::OnceLock<::std::ffi::CString> =
-            ::std::sync::OnceLock::new();
-
-        #[unsafe(no_mangle)]
-        pub extern "C" fn sa_plugin_abi_version() -> u32 {
-            $crate::ABI_VERSION
-        }
-
-        #[unsafe(no_mangle)]
-        pub extern "C" fn sa_plugin_manifest() -> *const ::std::ffi::c_char {
-            let manifest = ::std::panic::catch_unwind(|| {
-                __SA_MANIFEST
-                    .get_or_init(|| $crate::ffi::manifest_model(&$def))
-                    .as_ptr()
-            });
-            manifest.unwrap_or(::std::ptr::null())
-        }
-
-        /// # Safety
-        /// See the SDK's ABI documentation.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn sa_plugin_init(
-            _config: *const ::std::ffi::c_char,
-        ) -> *mut ::std::ffi::c_void {
-            $crate::ffi::model_init()
-        }
+        $crate::__export_stateless_plugin!($crate::ffi::manifest_model(&$def));
 
         /// # Safety
         /// See the SDK's ABI documentation.
@@ -556,38 +531,6 @@ macro_rules! export_model_plugin {
         ) -> *mut ::std::ffi::c_char {
             unsafe { $crate::ffi::model_call(&$def, request) }
         }
-
-        /// # Safety
-        /// See the SDK's ABI documentation.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn sa_tool_invoke(
-            _handle: *mut ::std::ffi::c_void,
-            _call: *const ::std::ffi::c_char,
-        ) -> *mut ::std::ffi::c_char {
-            ::std::ptr::null_mut()
-        }
-
-        /// # Safety
-        /// See the SDK's ABI documentation.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn sa_observer_on_event(
-            _handle: *mut ::std::ffi::c_void,
-            _event: *const ::std::ffi::c_char,
-        ) -> i32 {
-            1
-        }
-
-        /// # Safety
-        /// See the SDK's ABI documentation.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn sa_plugin_free(buf: *mut ::std::ffi::c_char) {
-            unsafe { $crate::ffi::free(buf) }
-        }
-
-        /// # Safety
-        /// See the SDK's ABI documentation.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn sa_plugin_shutdown(_handle: *mut ::std::ffi::c_void) {}
     };
 }
 
@@ -595,6 +538,28 @@ macro_rules! export_model_plugin {
 #[macro_export]
 macro_rules! export_history_plugin {
     ($def:path) => {
+        $crate::__export_stateless_plugin!($crate::ffi::manifest_history(&$def));
+
+        /// # Safety
+        /// See the SDK's ABI documentation.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn sa_history_select(
+            _handle: *mut ::std::ffi::c_void,
+            request: *const ::std::ffi::c_char,
+        ) -> *mut ::std::ffi::c_char {
+            unsafe { $crate::ffi::history_select(&$def, request) }
+        }
+    };
+}
+
+/// The exports every stateless plugin (model, history) shares besides its
+/// own call: the ABI version, the manifest `$manifest` builds, one marker
+/// instance, the tool and observer entry points answering "not mine", and
+/// freeing. Not part of the SDK's API: use the `export_*` macros.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_stateless_plugin {
+    ($manifest:expr) => {
         static __SA_MANIFEST: ::std::sync::OnceLock<::std::ffi::CString> =
             ::std::sync::OnceLock::new();
 
@@ -605,11 +570,8 @@ macro_rules! export_history_plugin {
 
         #[unsafe(no_mangle)]
         pub extern "C" fn sa_plugin_manifest() -> *const ::std::ffi::c_char {
-            let manifest = ::std::panic::catch_unwind(|| {
-                __SA_MANIFEST
-                    .get_or_init(|| $crate::ffi::manifest_history(&$def))
-                    .as_ptr()
-            });
+            let manifest =
+                ::std::panic::catch_unwind(|| __SA_MANIFEST.get_or_init(|| $manifest).as_ptr());
             manifest.unwrap_or(::std::ptr::null())
         }
 
@@ -619,18 +581,8 @@ macro_rules! export_history_plugin {
         pub unsafe extern "C" fn sa_plugin_init(
             _config: *const ::std::ffi::c_char,
         ) -> *mut ::std::ffi::c_void {
-            // Stateless like a model plugin: the same marker instance.
+            // Stateless: the same marker instance for every init.
             $crate::ffi::model_init()
-        }
-
-        /// # Safety
-        /// See the SDK's ABI documentation.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn sa_history_select(
-            _handle: *mut ::std::ffi::c_void,
-            request: *const ::std::ffi::c_char,
-        ) -> *mut ::std::ffi::c_char {
-            unsafe { $crate::ffi::history_select(&$def, request) }
         }
 
         /// # Safety
