@@ -12,9 +12,7 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -22,66 +20,30 @@ use common::daemon::{
     Daemon, Site, client, eventually, get, submit, submit_and_wait, wait_terminal,
 };
 use common::mock_server;
+use common::sample_plugins::SamplePlugin;
 use serde_json::{Value, json};
 
-/// The builds of the sample plugin: (normal, `no_first`, `bad`), built once
-/// per test process into the plugin tests' own target directory (as
-/// tests/model_plugins.rs builds the mistral variants).
+const LAST_USER_TURN: SamplePlugin = SamplePlugin {
+    package: "sa-plugin-last-user-turn",
+    variant_env: "SA_HISTORY_VARIANT",
+    library: "libsa_plugin_last_user_turn.so",
+};
+
+/// The builds of the sample plugin: (normal, `no_first`, `bad`), once per
+/// test process.
 fn libraries() -> &'static (PathBuf, PathBuf, PathBuf) {
     static BUILT: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target/plugin-tests");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        // The tests of this file run as processes of their own, at once:
-        // one builds all variants while the others wait (each build
-        // overwrites the same output, which is copied before the next).
-        std::fs::create_dir_all(&target).unwrap();
-        let lock = std::fs::File::create(target.join("history-variants.lock")).unwrap();
-        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| e)
+        let [no_first, bad, normal]: [PathBuf; 3] = LAST_USER_TURN
+            .build(&[Some("no_first"), Some("bad"), None])
+            .try_into()
             .unwrap();
-        let build = |variant: Option<&str>| {
-            let mut cmd = Command::new(&cargo);
-            cmd.current_dir(root)
-                .args([
-                    "build",
-                    "--quiet",
-                    "-p",
-                    "sa-plugin-last-user-turn",
-                    "--target-dir",
-                ])
-                .arg(&target)
-                .env_remove("SA_HISTORY_VARIANT");
-            if let Some(v) = variant {
-                cmd.env("SA_HISTORY_VARIANT", v);
-            }
-            let status = cmd
-                .status()
-                .expect("cargo must be available to build the sample history plugin");
-            assert!(
-                status.success(),
-                "building the sample history plugin failed"
-            );
-            let built = target.join("debug/libsa_plugin_last_user_turn.so");
-            let copy = target.join(format!("last-user-turn-{}.so", variant.unwrap_or("normal")));
-            std::fs::copy(&built, &copy).unwrap();
-            copy
-        };
-        let no_first = build(Some("no_first"));
-        let bad = build(Some("bad"));
-        let normal = build(None);
         (normal, no_first, bad)
     })
 }
 
-/// Puts `library` into `dir` the way an operator should: copied aside
-/// (where no watcher loads it) with mode 0755, then renamed in.
 fn drop_library(dir: &Path, library: &Path) {
-    let aside = dir.with_extension("aside");
-    std::fs::copy(library, &aside).unwrap();
-    std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::rename(&aside, dir.join("libsa_plugin_last_user_turn.so")).unwrap();
+    LAST_USER_TURN.drop_into(dir, library);
 }
 
 /// A chat bundle on the mock endpoint with `history` as its strategy.

@@ -10,75 +10,39 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::daemon::{Daemon, Site, client, eventually, get, submit, wait_terminal};
 use common::mock_server;
+use common::sample_plugins::SamplePlugin;
 use serde_json::{Value, json};
 use structured_agents::model::ModelPlugin;
 use structured_agents::plugins::PluginRegistry;
 use structured_agents::registry::model_plugin::DynamicModelPlugin;
 use structured_agents::types::{Message, ToolSchema};
 
-/// The builds of the sample plugin: (normal, `shout`, `garbage`), built once
-/// per test process into the plugin tests' own target directory (as
-/// tests/plugins.rs builds its examples, never waiting on the outer cargo's
-/// build lock).
+const MISTRAL: SamplePlugin = SamplePlugin {
+    package: "sa-plugin-mistral",
+    variant_env: "SA_MISTRAL_VARIANT",
+    library: "libsa_plugin_mistral.so",
+};
+
+/// The builds of the sample plugin: (normal, `shout`, `garbage`), once per
+/// test process.
 fn libraries() -> &'static (PathBuf, PathBuf, PathBuf) {
     static BUILT: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target/plugin-tests");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        // The tests of this file run as processes of their own, at once:
-        // one builds all variants while the others wait (each build
-        // overwrites the same output, which is copied before the next).
-        std::fs::create_dir_all(&target).unwrap();
-        let lock = std::fs::File::create(target.join("mistral-variants.lock")).unwrap();
-        let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| e)
+        let [shout, garbage, normal]: [PathBuf; 3] = MISTRAL
+            .build(&[Some("shout"), Some("garbage"), None])
+            .try_into()
             .unwrap();
-        let build = |variant: Option<&str>| {
-            let mut cmd = Command::new(&cargo);
-            cmd.current_dir(root)
-                .args([
-                    "build",
-                    "--quiet",
-                    "-p",
-                    "sa-plugin-mistral",
-                    "--target-dir",
-                ])
-                .arg(&target)
-                .env_remove("SA_MISTRAL_VARIANT");
-            if let Some(v) = variant {
-                cmd.env("SA_MISTRAL_VARIANT", v);
-            }
-            let status = cmd
-                .status()
-                .expect("cargo must be available to build the sample model plugin");
-            assert!(status.success(), "building the sample model plugin failed");
-            let built = target.join("debug/libsa_plugin_mistral.so");
-            let copy = target.join(format!("mistral-{}.so", variant.unwrap_or("normal")));
-            std::fs::copy(&built, &copy).unwrap();
-            copy
-        };
-        let shout = build(Some("shout"));
-        let garbage = build(Some("garbage"));
-        let normal = build(None);
         (normal, shout, garbage)
     })
 }
 
-/// Puts `library` into `dir` as `libsa_plugin_mistral.so`, the way an
-/// operator should: copied aside (beside `dir`, where no watcher loads it)
-/// with mode 0755, then renamed in.
 fn drop_library(dir: &Path, library: &Path) {
-    let aside = dir.with_extension("aside");
-    std::fs::copy(library, &aside).unwrap();
-    std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::rename(&aside, dir.join("libsa_plugin_mistral.so")).unwrap();
+    MISTRAL.drop_into(dir, library);
 }
 
 /// A bundle on the mock endpoint whose model plugin is the library

@@ -5,6 +5,7 @@ pub mod daemon;
 pub mod fake_agent;
 pub mod otlp;
 pub mod postgres;
+pub mod sample_plugins;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
