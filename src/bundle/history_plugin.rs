@@ -43,32 +43,23 @@ impl HistoryPlugins {
         previous: &HistoryPlugins,
         errors: &mut Vec<String>,
     ) -> HistoryPlugins {
-        let mut out = Vec::new();
-        for info in plugins.list().into_iter().filter(|p| p.kind == "history") {
-            if BUILTINS.iter().any(|(name, _)| *name == info.name) {
-                errors.push(format!(
-                    "history plugin not loaded: {}: it is named {:?} like a built-in history strategy; give it another name",
-                    info.file.display(),
-                    info.name
-                ));
-                continue;
-            }
-            let kept = previous
-                .get(&info.name)
-                .filter(|p| p.library_digest() == Some(info.sha256.as_str()));
-            if let Some(kept) = kept {
-                out.push(kept.clone());
-                continue;
-            }
-            let Some(plugin) = plugins.get(&info.name) else {
-                continue;
-            };
-            match DynamicHistoryPlugin::new(plugin.clone()) {
-                Ok(wrapped) => out.push(Arc::new(wrapped) as Arc<dyn HistoryPlugin>),
-                Err(e) => errors.push(format!("history plugin not loaded: {e}")),
-            }
-        }
-        HistoryPlugins(out)
+        let builtins = BUILTINS.map(|(name, _)| name);
+        HistoryPlugins(plugins.wrapped(
+            "history",
+            ("history plugin", "a built-in history strategy", &builtins),
+            |name, sha256| {
+                previous
+                    .get(name)
+                    .filter(|p| p.library_digest() == Some(sha256))
+                    .cloned()
+            },
+            |plugin| {
+                DynamicHistoryPlugin::new(plugin)
+                    .map(|wrapped| Arc::new(wrapped) as Arc<dyn HistoryPlugin>)
+                    .map_err(|e| e.to_string())
+            },
+            errors,
+        ))
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn HistoryPlugin>> {

@@ -208,9 +208,21 @@ impl Plugin {
         call: Value,
         timeout: Duration,
     ) -> Result<Result<Value, PluginCallError>, PoolError> {
+        self.pooled(Self::invoke, instance, call, timeout).await
+    }
+
+    /// Runs `call` (one of the blocking exports above) on the plugin's own
+    /// call threads within `timeout`.
+    async fn pooled(
+        self: &Arc<Self>,
+        call: fn(&Self, &Instance, &Value) -> Result<Value, PluginCallError>,
+        instance: Arc<Instance>,
+        request: Value,
+        timeout: Duration,
+    ) -> Result<Result<Value, PluginCallError>, PoolError> {
         let plugin = self.clone();
         self.pool()?
-            .run(timeout, move || plugin.invoke(&instance, &call))
+            .run(timeout, move || call(&plugin, &instance, &request))
             .await
     }
 
@@ -232,9 +244,7 @@ impl Plugin {
         request: Value,
         timeout: Duration,
     ) -> Result<Result<Value, PluginCallError>, PoolError> {
-        let plugin = self.clone();
-        self.pool()?
-            .run(timeout, move || plugin.call_model(&instance, &request))
+        self.pooled(Self::call_model, instance, request, timeout)
             .await
     }
 
@@ -263,9 +273,7 @@ impl Plugin {
         request: Value,
         timeout: Duration,
     ) -> Result<Result<Value, PluginCallError>, PoolError> {
-        let plugin = self.clone();
-        self.pool()?
-            .run(timeout, move || plugin.select_history(&instance, &request))
+        self.pooled(Self::select_history, instance, request, timeout)
             .await
     }
 

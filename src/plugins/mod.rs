@@ -165,6 +165,43 @@ impl PluginRegistry {
     pub fn names(&self) -> Vec<&str> {
         self.plugins.iter().map(|p| p.info.name.as_str()).collect()
     }
+
+    /// The libraries of `kind` (model, history), each wrapped once as a
+    /// `T`: one that `kept` still has for the same file content (its
+    /// name and SHA-256) is reused as it is, the others go through `wrap`.
+    /// A library named like one of `builtins` is refused into `errors`, as
+    /// is one `wrap` refuses; `label` names the kind in those errors
+    /// (`model plugin`), `builtin` the thing it would shadow (`a built-in
+    /// model plugin`). Blocking when `wrap` runs plugin code.
+    pub fn wrapped<T: ?Sized>(
+        &self,
+        kind: &str,
+        (label, builtin, builtins): (&str, &str, &[&str]),
+        kept: impl Fn(&str, &str) -> Option<Arc<T>>,
+        wrap: impl Fn(Arc<Plugin>) -> Result<Arc<T>, String>,
+        errors: &mut Vec<String>,
+    ) -> Vec<Arc<T>> {
+        let mut out = Vec::new();
+        for plugin in self.plugins.iter().filter(|p| p.info.kind == kind) {
+            let info = &plugin.info;
+            if builtins.contains(&info.name.as_str()) {
+                errors.push(format!(
+                    "{label} not loaded: {}: it is named {:?} like {builtin}; give it another name",
+                    info.file.display(),
+                    info.name
+                ));
+                continue;
+            }
+            match kept(&info.name, &info.sha256) {
+                Some(kept) => out.push(kept),
+                None => match wrap(plugin.clone()) {
+                    Ok(wrapped) => out.push(wrapped),
+                    Err(e) => errors.push(format!("{label} not loaded: {e}")),
+                },
+            }
+        }
+        out
+    }
 }
 
 fn check_not_writable(path: &Path) -> Result<(), PluginLoadError> {

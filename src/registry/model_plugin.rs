@@ -40,34 +40,23 @@ pub fn libraries(
     previous: &ModelCatalog,
     errors: &mut Vec<String>,
 ) -> Vec<Arc<dyn ModelPlugin>> {
-    let mut out: Vec<Arc<dyn ModelPlugin>> = Vec::new();
-    for info in plugins.list().into_iter().filter(|p| p.kind == "model") {
-        if BUILTIN_PLUGINS.contains(&info.name.as_str()) {
-            errors.push(format!(
-                "model plugin not loaded: {}: it is named {:?} like a built-in model plugin; give it another name",
-                info.file.display(),
-                info.name
-            ));
-            continue;
-        }
-        let kept = previous
-            .resolve(&info.name)
-            .ok()
-            .map(|m| m.plugin)
-            .filter(|p| p.library_digest() == Some(info.sha256.as_str()));
-        if let Some(kept) = kept {
-            out.push(kept);
-            continue;
-        }
-        let Some(plugin) = plugins.get(&info.name) else {
-            continue;
-        };
-        match DynamicModelPlugin::new(plugin.clone()) {
-            Ok(wrapped) => out.push(Arc::new(wrapped)),
-            Err(e) => errors.push(format!("model plugin not loaded: {e}")),
-        }
-    }
-    out
+    plugins.wrapped(
+        "model",
+        ("model plugin", "a built-in model plugin", BUILTIN_PLUGINS),
+        |name, sha256| {
+            previous
+                .resolve(name)
+                .ok()
+                .map(|m| m.plugin)
+                .filter(|p| p.library_digest() == Some(sha256))
+        },
+        |plugin| {
+            DynamicModelPlugin::new(plugin)
+                .map(|wrapped| Arc::new(wrapped) as Arc<dyn ModelPlugin>)
+                .map_err(|e| e.to_string())
+        },
+        errors,
+    )
 }
 
 /// A model plugin library, bound to one instance of it.
