@@ -373,3 +373,86 @@ replies:
         "bob's job stays where it was"
     );
 }
+
+/// A revoked key hears nothing more: the reload that revokes it ends its
+/// open event stream (it went on for 5 KB), while the job it followed runs
+/// on and another key's stream keeps flowing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_revokes_a_key_ends_its_open_streams() {
+    // The job's model call takes far longer than the test waits.
+    let model = mock_server("replies:\n  - {content: slow, delay_ms: 120000}\n").await;
+    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let leaving = new_key(&file, "leaving", &["--scopes", "submit,read"]);
+    let admin = new_key(&file, "admin", &["--scopes", "admin"]);
+    site.put_bundle("slow", &agent_bundle("slow", &model.base_url(), ""));
+    let daemon = site.start();
+    let (leaving_http, admin_http) = (as_key(&leaving), as_key(&admin));
+    let (status, job) = post(
+        &leaving_http,
+        &daemon,
+        "/v1/jobs",
+        json!({"bundle": "slow", "input": "take your time"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    let open = |http: &reqwest::Client| {
+        let request = http
+            .get(daemon.url(&format!("/v1/jobs/{id}/events")))
+            .timeout(Duration::from_secs(600));
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response
+        }
+    };
+    let leaving_stream = open(&leaving_http).await;
+    let admin_stream = open(&admin_http).await;
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["keys", "revoke", "leaving", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, outcome) = post(&admin_http, &daemon, "/v1/reload", json!({})).await;
+    assert_eq!(status, 200, "{outcome}");
+
+    // The revoked key's stream ends (its body is read to its end); the
+    // guard is only against a hang, far below the job's two minutes.
+    let ended = tokio::time::timeout(Duration::from_secs(60), leaving_stream.bytes()).await;
+    assert!(
+        matches!(ended, Ok(Ok(_)) | Ok(Err(_))),
+        "the revoked key's stream is still open\n{}",
+        daemon.log()
+    );
+    let job_now: Value = admin_http
+        .get(daemon.url(&format!("/v1/jobs/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        job_now["state"], "running",
+        "the job itself runs on: {job_now}"
+    );
+    // The other key's stream is still open: a chunk (a heartbeat) arrives.
+    let mut admin_stream = admin_stream;
+    let chunk = tokio::time::timeout(Duration::from_secs(60), admin_stream.chunk()).await;
+    assert!(
+        matches!(chunk, Ok(Ok(Some(_)))),
+        "the admin's stream ended with the other key's: {chunk:?}"
+    );
+    assert!(
+        daemon.log().contains("the key was revoked"),
+        "{}",
+        daemon.log()
+    );
+}

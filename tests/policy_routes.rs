@@ -20,11 +20,11 @@ const UNDECLARED: [(&str, &str); 11] = [
     ("/ui/{*path}", "the console's static scripts and styles"),
     (
         "/.well-known/agent-card.json",
-        "the A2A card: lists only what the presented key may read (read_bundle)",
+        "the A2A card: lists only the bundles the presented key may call or read (submit_job, read_bundle)",
     ),
     (
         "/a2a/{bundle}/.well-known/agent-card.json",
-        "a bundle's A2A card: shown only to a key that may read the bundle (read_bundle)",
+        "a bundle's A2A card: shown only to a key that may call or read the bundle",
     ),
     (
         "/a2a",

@@ -49,6 +49,9 @@ pub enum Action {
     ReadJob,
     /// List jobs or count them.
     ListJobs,
+    /// Follow a job on the wire that started it (an MCP task's status and
+    /// answer): part of submitting it.
+    FollowJob,
     /// Cancel a job.
     CancelJob,
     /// Resolve a job that needs attention.
@@ -99,13 +102,14 @@ pub enum Kind {
 
 impl Action {
     /// Every action, in the order docs/security.md lists them.
-    pub const ALL: [Action; 23] = [
+    pub const ALL: [Action; 24] = [
         Action::SubmitJob,
         Action::RerunJob,
         Action::ForkJob,
         Action::RunTool,
         Action::ReadJob,
         Action::ListJobs,
+        Action::FollowJob,
         Action::CancelJob,
         Action::ResolveJob,
         Action::DecideApproval,
@@ -134,6 +138,7 @@ impl Action {
             Action::RunTool => "run_tool",
             Action::ReadJob => "read_job",
             Action::ListJobs => "list_jobs",
+            Action::FollowJob => "follow_job",
             Action::CancelJob => "cancel_job",
             Action::ResolveJob => "resolve_job",
             Action::DecideApproval => "decide_approval",
@@ -163,6 +168,7 @@ impl Action {
             | Action::RunTool
             | Action::CreateSchedule
             | Action::RunSchedule
+            | Action::FollowJob
             | Action::ReachBundle
             // Forgetting one's own conversation is part of having it.
             | Action::DeleteConversation => Scope::Submit,
@@ -193,7 +199,7 @@ impl Action {
             | Action::ReadBundle
             | Action::ReadSchedule => Kind::Read,
             // A rerun or fork reads its source; the new job is a submit.
-            Action::RerunJob | Action::ForkJob => Kind::Read,
+            Action::RerunJob | Action::ForkJob | Action::FollowJob => Kind::Read,
             Action::SubmitJob
             | Action::RunTool
             | Action::CreateSchedule

@@ -145,7 +145,7 @@ impl BundleTools {
             .registry
             .snapshot()
             .loaded()
-            .filter(|b| caller.allows(Action::ReadBundle, &Resource::bundle(b.name())))
+            .filter(|b| caller.allows(Action::SubmitJob, &Resource::bundle(b.name())))
             .map(|b| (b.name().to_string(), b.bundle.raw.description.clone()))
             .collect()
     }

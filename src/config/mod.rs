@@ -207,6 +207,12 @@ pub struct ServerConfig {
     /// `max_event_streams` ([`ServerConfig::streams_per_caller`]), so one
     /// key's streams cannot take every place from the others.
     pub max_event_streams_per_caller: Option<usize>,
+    /// Schedules made over the API (`POST /v1/schedules`) that may exist at
+    /// once, in all; a bundle's own `schedule:` does not count.
+    pub max_schedules: usize,
+    /// The same per API key. Unset: a fair share, a quarter of
+    /// `max_schedules` ([`ServerConfig::schedules_per_key`]).
+    pub max_schedules_per_key: Option<usize>,
     /// How long a connection has to send a request's headers, counted from
     /// the accept (a socket that sends nothing is closed after it) or from
     /// the end of the previous answer.
@@ -230,6 +236,13 @@ impl ServerConfig {
         self.max_event_streams_per_caller
             .unwrap_or((self.max_event_streams / FAIR_SHARE).max(1))
     }
+
+    /// API schedules one key may have: `max_schedules_per_key`, or a fair
+    /// share of `max_schedules` (at least one).
+    pub fn schedules_per_key(&self) -> usize {
+        self.max_schedules_per_key
+            .unwrap_or((self.max_schedules / FAIR_SHARE).max(1))
+    }
 }
 
 impl Default for ServerConfig {
@@ -246,6 +259,8 @@ impl Default for ServerConfig {
             max_connections: 4096,
             max_event_streams: 2048,
             max_event_streams_per_caller: None,
+            max_schedules: 1000,
+            max_schedules_per_key: None,
             header_timeout: HumanDuration::from_secs(10),
             body_timeout: HumanDuration::from_secs(30),
             idle_timeout: HumanDuration::from_secs(5),
@@ -586,6 +601,12 @@ impl Config {
                 "server.max_event_streams_per_caller",
                 server.streams_per_caller(),
                 2048 / FAIR_SHARE,
+            ),
+            ("server.max_schedules", server.max_schedules, 1000),
+            (
+                "server.max_schedules_per_key",
+                server.schedules_per_key(),
+                1000 / FAIR_SHARE,
             ),
         ] {
             if value == 0 {

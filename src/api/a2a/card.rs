@@ -205,8 +205,11 @@ fn description(loaded: &LoadedBundle) -> String {
     text
 }
 
-/// Whether `viewer` may see bundle `name` on a card (the policy's
-/// `read_bundle`).
+/// Whether `viewer` may see bundle `name` on a card: a skill it may call
+/// (`submit_job`) or read (`read_bundle`).
 fn readable(viewer: &Principal, name: &str) -> bool {
-    policy::authorize(viewer, Action::ReadBundle, &Resource::bundle(name)).is_ok()
+    let bundle = Resource::bundle(name);
+    [Action::SubmitJob, Action::ReadBundle]
+        .into_iter()
+        .any(|action| policy::authorize(viewer, action, &bundle).is_ok())
 }

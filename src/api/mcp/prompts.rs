@@ -17,7 +17,7 @@ pub fn list(state: &AppState, caller: &Caller) -> Vec<Prompt> {
     let snapshot = state.registry.snapshot();
     let mut prompts: Vec<Prompt> = snapshot
         .loaded()
-        .filter(|b| caller.allows(Action::ReadBundle, &Resource::bundle(b.name())))
+        .filter(|b| caller.allows(Action::SubmitJob, &Resource::bundle(b.name())))
         .map(|b| {
             let mut arguments = vec![argument("input", "The job's input.", true)];
             arguments.extend(
@@ -53,7 +53,7 @@ pub fn get(
     let snapshot = state.registry.snapshot();
     let Some(bundle) = snapshot
         .loaded()
-        .find(|b| b.name() == name && caller.allows(Action::ReadBundle, &Resource::bundle(name)))
+        .find(|b| b.name() == name && caller.allows(Action::SubmitJob, &Resource::bundle(name)))
     else {
         let known: Vec<String> = list(state, caller).into_iter().map(|p| p.name).collect();
         return Err(McpError::invalid_params(

@@ -28,7 +28,7 @@ pub async fn job_of(state: &AppState, caller: &Caller, task_id: &str) -> Result<
         .get(&id)
         .await
         .map_err(|e| McpError::internal_error(format!("cannot read job {id}: {e}"), None))?;
-    caller.job(Action::ReadJob, &id, found).map_err(|_| {
+    caller.job(Action::FollowJob, &id, found).map_err(|_| {
         McpError::invalid_params(
             format!("no task {id} (tasks are jobs; see GET /v1/jobs)"),
             None,

@@ -180,6 +180,7 @@ async fn handle(
         }
         state.bus.publish(DaemonEvent::ScheduleFired {
             schedule: schedule.id.clone(),
+            bundle: stored.bundle.clone(),
             outcome,
             lateness: Duration::from_millis(u64::try_from(now - fire).unwrap_or(0)),
         });
@@ -187,6 +188,7 @@ async fn handle(
     if fires.is_empty() {
         state.bus.publish(DaemonEvent::ScheduleFired {
             schedule: schedule.id.clone(),
+            bundle: stored.bundle.clone(),
             outcome,
             lateness: Duration::ZERO,
         });

@@ -107,7 +107,9 @@ pub async fn create(
             format!("{id:?} is not a schedule id: use letters, digits, `-`, `_`, `.`"),
         ));
     }
-    if state.queue.schedules().await?.iter().any(|s| s.id == id) {
+    let schedules = state.queue.schedules().await?;
+    held_within_caps(&state, &caller, &schedules)?;
+    if schedules.iter().any(|s| s.id == id) {
         return Err(ApiError::field(
             ErrorCode::IdempotencyConflict,
             "id",
@@ -130,6 +132,37 @@ pub async fn create(
     tracing::info!(schedule = %id, bundle = %body.bundle, by = caller.name(), "schedule made");
     let view = ScheduleView::of(schedule).ok_or_else(|| ApiError::internal("schedule view"))?;
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Refuses one more API schedule past `server.max_schedules` in all or the
+/// key's share (`server.max_schedules_per_key`): every schedule is a row the
+/// scheduler reads each second.
+fn held_within_caps(
+    state: &AppState,
+    caller: &Caller,
+    schedules: &[StoredSchedule],
+) -> Result<(), ApiError> {
+    let server = &state.registry.snapshot().config.server;
+    let made = schedules.iter().filter(|s| s.source != fire::FROM_BUNDLE);
+    let (all, own) = made.fold((0, 0), |(all, own), s| {
+        let mine = s.owner.as_deref() == Some(caller.name());
+        (all + 1, own + usize::from(mine))
+    });
+    let refused =
+        |message: String| Err(ApiError::new(ErrorCode::QuotaExceeded, message).retry_after(60));
+    if own >= server.schedules_per_key() {
+        return refused(format!(
+            "API key {:?} has {own} schedules, its share (server.max_schedules_per_key, {}); delete one (DELETE /v1/schedules/{{id}}) first",
+            caller.name(),
+            server.schedules_per_key()
+        ));
+    }
+    if all >= server.max_schedules {
+        return refused(format!(
+            "the daemon holds {all} schedules made over the API, its limit (server.max_schedules); delete one first, or ask the operator to raise it"
+        ));
+    }
+    Ok(())
 }
 
 /// `GET /v1/schedules`: the schedules the caller's key may see.
@@ -178,6 +211,14 @@ async fn authorized(
     Ok(schedule)
 }
 
+/// The bundle a stored schedule fires (`None`: a spec this binary cannot
+/// read, which the scheduler skips too).
+pub fn bundle_of(schedule: &StoredSchedule) -> Option<String> {
+    serde_json::from_str::<Stored>(&schedule.spec)
+        .ok()
+        .map(|stored| stored.bundle)
+}
+
 /// A schedule as the policy sees it: its owner and the bundle it fires.
 struct Owned<'a> {
     owner: Option<&'a str>,
@@ -188,9 +229,7 @@ impl<'a> Owned<'a> {
     fn of(schedule: &'a StoredSchedule) -> Self {
         Self {
             owner: schedule.owner.as_deref(),
-            bundle: serde_json::from_str::<Stored>(&schedule.spec)
-                .ok()
-                .map(|stored| stored.bundle),
+            bundle: bundle_of(schedule),
         }
     }
 
