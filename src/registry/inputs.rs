@@ -178,7 +178,8 @@ pub(super) const INPUTS: [Input; 9] = [
         identity: InIdentity::Not,
     },
     Input {
-        // Whether an `agent` tool binds; a bundle that runs has one answer.
+        // Whether an `agent` tool binds. A registry always runs them, so the
+        // identity a job is pinned to never depends on it.
         name: "runs agents",
         set: Set::ByDaemon,
         fingerprint: |s| json(&s.runs_agents),
