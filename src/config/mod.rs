@@ -13,7 +13,7 @@ mod webhooks;
 
 pub use load::{LoadConfig, LoadKind, LoadThresholds};
 
-pub use live::LIVE_KEYS;
+pub use live::LIVE_BESIDE_BINDINGS;
 pub use webhooks::WebhookConfig;
 
 use std::collections::BTreeMap;
