@@ -82,6 +82,22 @@ async fn sync_bundles(state: &AppState) -> Result<(), crate::queue::QueueError> 
         {
             continue;
         }
+        // A key's schedule that has the bundle's name keeps it: a bundle
+        // never replaces a schedule somebody made over the API.
+        if let Some(taken) = stored
+            .iter()
+            .find(|s| s.id == bundle.name() && s.source != FROM_BUNDLE)
+        {
+            tracing::warn!(
+                schedule = %taken.id,
+                owner = taken.owner.as_deref().unwrap_or_default(),
+                bundle = %bundle.name(),
+                "bundle {:?} declares a schedule, but a schedule made over the API has its id; the bundle's schedule is not stored (delete the other one, DELETE /v1/schedules/{}, to let it)",
+                bundle.name(),
+                taken.id
+            );
+            continue;
+        }
         state
             .queue
             .put_schedule(StoredSchedule {
