@@ -276,40 +276,62 @@ pub(crate) struct NewDelivery<'a> {
 }
 
 /// The outbox statements of a dialect (one statement each, no rule).
-#[allow(async_fn_in_trait)]
 pub(crate) trait OutboxStatements {
-    async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()>;
-    async fn job_webhook(&mut self, job_id: &str) -> Res<Option<String>>;
-    async fn insert_delivery(&mut self, delivery: &NewDelivery<'_>, now: i64) -> Res<()>;
+    fn set_job_webhook(&mut self, job_id: &str, url: &str) -> impl Future<Output = Res<()>> + Send;
+    fn job_webhook(&mut self, job_id: &str) -> impl Future<Output = Res<Option<String>>> + Send;
+    fn insert_delivery(
+        &mut self,
+        delivery: &NewDelivery<'_>,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
     /// Due, unleased deliveries that are their job's oldest pending one,
     /// leased until `lease_until`.
-    async fn claim_deliveries(
+    fn claim_deliveries(
         &mut self,
         now: i64,
         lease_until: i64,
         limit: usize,
-    ) -> Res<Vec<Delivery>>;
-    async fn settle_delivery(&mut self, id: &str, result: &DeliveryResult, now: i64) -> Res<()>;
+    ) -> impl Future<Output = Res<Vec<Delivery>>> + Send;
+    fn settle_delivery(
+        &mut self,
+        id: &str,
+        result: &DeliveryResult,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
     /// How many deliveries are dead-lettered.
-    async fn dead_deliveries(&mut self) -> Res<i64>;
-    async fn delivery(&mut self, id: &str) -> Res<Option<DeliveryRecord>>;
+    fn dead_deliveries(&mut self) -> impl Future<Output = Res<i64>> + Send;
+    fn delivery(&mut self, id: &str) -> impl Future<Output = Res<Option<DeliveryRecord>>> + Send;
     /// Up to `limit` records the filter selects, newest first.
-    async fn list_deliveries(
+    fn list_deliveries(
         &mut self,
         filter: &DeliveryFilter,
         limit: usize,
-    ) -> Res<Vec<DeliveryRecord>>;
+    ) -> impl Future<Output = Res<Vec<DeliveryRecord>>> + Send;
     /// A dead delivery pending again: attempts 0, due at `now`, unleased;
     /// whether it was dead.
-    async fn redrive_delivery(&mut self, id: &str, now: i64) -> Res<bool>;
+    fn redrive_delivery(&mut self, id: &str, now: i64) -> impl Future<Output = Res<bool>> + Send;
     /// Inserts a job's push config or replaces the one with its id.
-    async fn put_push_config(&mut self, job_id: &str, config: &PushConfig, now: i64) -> Res<()>;
+    fn put_push_config(
+        &mut self,
+        job_id: &str,
+        config: &PushConfig,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
     /// A job's push configs, oldest first.
-    async fn push_configs(&mut self, job_id: &str) -> Res<Vec<PushConfig>>;
+    fn push_configs(&mut self, job_id: &str) -> impl Future<Output = Res<Vec<PushConfig>>> + Send;
     /// Whether there was one to delete.
-    async fn delete_push_config(&mut self, job_id: &str, id: &str) -> Res<bool>;
+    fn delete_push_config(
+        &mut self,
+        job_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
     /// Drops a job's deliveries of `kind` to `target` not sent yet.
-    async fn drop_pending(&mut self, job_id: &str, kind: &str, target: &str) -> Res<()>;
+    fn drop_pending(
+        &mut self,
+        job_id: &str,
+        kind: &str,
+        target: &str,
+    ) -> impl Future<Output = Res<()>> + Send;
 }
 
 /// Records where a job's changes go as it is submitted: its webhook and

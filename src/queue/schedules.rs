@@ -65,15 +65,27 @@ pub(crate) fn schedule_from_row(row: &impl Columns) -> Res<StoredSchedule> {
 }
 
 /// The schedule statements of a dialect (one statement each, no rule).
-#[allow(async_fn_in_trait)]
 pub(crate) trait ScheduleStatements {
     /// Inserts the schedule or replaces its spec, owner, source and next
     /// fire (its pause and history stay).
-    async fn put_schedule(&mut self, schedule: &StoredSchedule, now: i64) -> Res<()>;
-    async fn schedules(&mut self) -> Res<Vec<StoredSchedule>>;
-    async fn delete_schedule(&mut self, id: &str) -> Res<bool>;
-    async fn pause_schedule(&mut self, id: &str, paused: bool, now: i64) -> Res<bool>;
-    async fn record_fire(&mut self, fire: &FireRecord, now: i64) -> Res<bool>;
+    fn put_schedule(
+        &mut self,
+        schedule: &StoredSchedule,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
+    fn schedules(&mut self) -> impl Future<Output = Res<Vec<StoredSchedule>>> + Send;
+    fn delete_schedule(&mut self, id: &str) -> impl Future<Output = Res<bool>> + Send;
+    fn pause_schedule(
+        &mut self,
+        id: &str,
+        paused: bool,
+        now: i64,
+    ) -> impl Future<Output = Res<bool>> + Send;
+    fn record_fire(
+        &mut self,
+        fire: &FireRecord,
+        now: i64,
+    ) -> impl Future<Output = Res<bool>> + Send;
 }
 
 pub(crate) async fn put(tx: &mut impl Tx, schedule: &StoredSchedule) -> Res<()> {

@@ -28,13 +28,16 @@ impl Columns for Row<'_> {
 }
 
 /// A transaction (a savepoint of the writer's group commit) or a read.
+/// It holds the connection exclusively: a `Connection` may move between
+/// threads but not be shared, and holding it so keeps the transaction
+/// `Send`, as every [`Tx`] is.
 pub(super) struct SqliteTx<'c> {
-    conn: &'c Connection,
+    conn: &'c mut Connection,
     pub(super) changes: Vec<(Change, JobId)>,
 }
 
 impl<'c> SqliteTx<'c> {
-    pub(super) fn new(conn: &'c Connection) -> Self {
+    pub(super) fn new(conn: &'c mut Connection) -> Self {
         Self {
             conn,
             changes: Vec::new(),
