@@ -397,9 +397,15 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.write(op).await
     }
 
-    async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError> {
+    async fn settle_delivery(
+        &self,
+        id: &str,
+        claim: u64,
+        result: DeliveryResult,
+    ) -> Result<Settled, QueueError> {
         let op = op::SettleDelivery {
             id: id.to_string(),
+            claim,
             result,
         };
         self.driver.write(op).await

@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
-use super::outbox::{self, Delivery, DeliveryFilter, DeliveryPage, DeliveryResult, Redrive};
+use super::outbox::{
+    self, Delivery, DeliveryFilter, DeliveryPage, DeliveryResult, Redrive, Settled,
+};
 use super::schedules::{self, FireRecord, StoredSchedule};
 use super::tx::{Pin, Res, Tx};
 use super::*;
@@ -561,16 +563,19 @@ impl Write for ClaimDeliveries {
     }
 }
 
+/// Records a delivery attempt's outcome under the claim that made it.
 pub(crate) struct SettleDelivery {
     pub id: String,
+    /// The claim's generation (`Delivery::claim`).
+    pub claim: u64,
     pub result: DeliveryResult,
 }
 
 impl Operation for SettleDelivery {
-    type Output = ();
+    type Output = Settled;
     const NAME: &'static str = "settle_delivery";
-    async fn run<T: Tx>(&self, tx: &mut T) -> Res<()> {
-        outbox::settle(tx, &self.id, &self.result).await
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Settled> {
+        outbox::settle(tx, &self.id, self.claim, &self.result).await
     }
 }
 

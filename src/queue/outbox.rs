@@ -7,6 +7,13 @@
 //! daemons never send one at once, and a crashed sender's come back),
 //! sends them, and settles each: delivered, again later, or dead.
 //!
+//! Claims are fenced: each claim of a delivery takes the next generation
+//! (`Delivery::claim`), and a settle records only with the generation of
+//! the delivery's latest claim. A sender that stalled past its lease (a
+//! paused daemon) while another claimed and sent the delivery settles
+//! nothing when it wakes ([`Settled::Stale`]): it cannot turn a delivered
+//! change back into a pending one, nor dead-letter it.
+//!
 //! Per job only the oldest undelivered delivery can be claimed: a receiver
 //! hears a job's changes in the order they happened.
 //!
@@ -90,6 +97,21 @@ pub struct Delivery {
     pub payload: String,
     /// Attempts made before this one.
     pub attempts: u32,
+    /// This claim's generation: settling with it records the attempt only
+    /// while no later claim took the delivery.
+    #[serde(default)]
+    pub claim: u64,
+}
+
+/// What a settle did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The attempt's outcome is recorded.
+    Recorded,
+    /// The claim is no longer the delivery's latest (another sender claimed
+    /// it after this one's lease ran out, or it was settled already):
+    /// nothing changed.
+    Stale,
 }
 
 /// How a delivery attempt ended.
@@ -107,7 +129,10 @@ pub enum DeliveryResult {
     },
 }
 
-pub(crate) const DELIVERY_COLUMNS: &str = "id, kind, target, job_id, seq, event, payload, attempts";
+/// The columns a claim selects, in the order [`delivery_from_row`] reads
+/// them (`claims`: the generation of the delivery's latest claim).
+pub(crate) const DELIVERY_COLUMNS: &str =
+    "id, kind, target, job_id, seq, event, payload, attempts, claims";
 
 pub(crate) fn delivery_from_row(row: &impl Columns) -> Res<Delivery> {
     Ok(Delivery {
@@ -119,6 +144,7 @@ pub(crate) fn delivery_from_row(row: &impl Columns) -> Res<Delivery> {
         event: row.req_text(5)?,
         payload: row.req_text(6)?,
         attempts: u32::try_from(row.req_int(7)?.max(0)).unwrap_or(u32::MAX),
+        claim: u64::try_from(row.req_int(8)?).unwrap_or(0),
     })
 }
 
@@ -284,20 +310,31 @@ pub(crate) trait OutboxStatements {
         delivery: &NewDelivery<'_>,
         now: i64,
     ) -> impl Future<Output = Res<()>> + Send;
-    /// Due, unleased deliveries that are their job's oldest pending one,
-    /// leased until `lease_until`.
-    fn claim_deliveries(
+    /// Up to `limit` due, unleased deliveries that are their job's oldest
+    /// pending one (locked, skipping locked rows, on PostgreSQL), with the
+    /// generation of their latest claim.
+    fn due_deliveries(
         &mut self,
         now: i64,
-        lease_until: i64,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<Delivery>>> + Send;
+    /// Leases a delivery until `lease_until` under claim generation `claim`.
+    fn lease_delivery(
+        &mut self,
+        id: &str,
+        claim: u64,
+        lease_until: i64,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
+    /// Records an attempt's outcome if `claim` is still the delivery's
+    /// latest claim and it is leased (not settled since); whether it was.
     fn settle_delivery(
         &mut self,
         id: &str,
+        claim: u64,
         result: &DeliveryResult,
         now: i64,
-    ) -> impl Future<Output = Res<()>> + Send;
+    ) -> impl Future<Output = Res<bool>> + Send;
     /// How many deliveries are dead-lettered.
     fn dead_deliveries(&mut self) -> impl Future<Output = Res<i64>> + Send;
     fn delivery(&mut self, id: &str) -> impl Future<Output = Res<Option<DeliveryRecord>>> + Send;
@@ -451,15 +488,33 @@ pub fn payload(job: &Job, event: &str, now: i64) -> String {
     body(&data)
 }
 
+/// The one rule of a claim: each due delivery is leased for `lease_ms`
+/// under the next generation of its claims, which its settle must show.
 pub(crate) async fn claim(tx: &mut impl Tx, lease_ms: i64, limit: usize) -> Res<Vec<Delivery>> {
     let now = tx.now().await?;
-    tx.claim_deliveries(now, now.saturating_add(lease_ms), limit)
-        .await
+    let lease_until = now.saturating_add(lease_ms);
+    let mut due = tx.due_deliveries(now, limit).await?;
+    for delivery in &mut due {
+        delivery.claim = delivery.claim.saturating_add(1);
+        tx.lease_delivery(&delivery.id, delivery.claim, lease_until, now)
+            .await?;
+    }
+    Ok(due)
 }
 
-pub(crate) async fn settle(tx: &mut impl Tx, id: &str, result: &DeliveryResult) -> Res<()> {
+/// The one rule of a settle: only the delivery's latest claim records its
+/// attempt; a stale one changes nothing (see the module docs).
+pub(crate) async fn settle(
+    tx: &mut impl Tx,
+    id: &str,
+    claim: u64,
+    result: &DeliveryResult,
+) -> Res<Settled> {
     let now = tx.now().await?;
-    tx.settle_delivery(id, result, now).await
+    Ok(match tx.settle_delivery(id, claim, result, now).await? {
+        true => Settled::Recorded,
+        false => Settled::Stale,
+    })
 }
 
 pub(crate) async fn list(tx: &mut impl Tx, filter: &DeliveryFilter) -> Res<DeliveryPage> {
