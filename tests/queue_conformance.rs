@@ -1958,6 +1958,13 @@ pub async fn push_configs_get_one_delivery_per_state_change_in_order(q: Arc<dyn 
 /// retry, or a dead letter on its last attempt — changes nothing, and the
 /// delivery stays delivered, sent once.
 pub async fn a_stale_delivery_claim_settles_nothing(q: Arc<dyn JobQueue>) {
+    stale_sender(&*q, &*q).await;
+}
+
+/// The stale-sender scenario with sender A on queue handle `a` and sender
+/// B on `b` (the same handle, or two daemons' handles on one store).
+async fn stale_sender(a_queue: &dyn JobQueue, b_queue: &dyn JobQueue) {
+    let q = a_queue;
     let (job, _) = q
         .submit(NewJob {
             webhook: Some("http://127.0.0.1:9/hook".into()),
@@ -1970,15 +1977,15 @@ pub async fn a_stale_delivery_claim_settles_nothing(q: Arc<dyn JobQueue>) {
     q.complete(&job.id, lease.attempt, done, &[]).await.unwrap();
 
     let short = Duration::from_millis(50);
-    let by_a = q.claim_deliveries(short, 10).await.unwrap();
+    let by_a = a_queue.claim_deliveries(short, 10).await.unwrap();
     assert_eq!(by_a.len(), 1, "{by_a:?}");
     assert!(
-        q.claim_deliveries(HELD, 10).await.unwrap().is_empty(),
+        b_queue.claim_deliveries(HELD, 10).await.unwrap().is_empty(),
         "a leased delivery is not claimed twice"
     );
     // A stalls (SIGSTOP) past its lease; B claims the delivery again.
     tokio::time::sleep(Duration::from_millis(120)).await;
-    let by_b = q.claim_deliveries(HELD, 10).await.unwrap();
+    let by_b = b_queue.claim_deliveries(HELD, 10).await.unwrap();
     assert_eq!(by_b.len(), 1, "an expired claim is claimed again: {by_b:?}");
     let (a, b) = (&by_a[0], &by_b[0]);
     assert_eq!(a.id, b.id);
@@ -1992,9 +1999,9 @@ pub async fn a_stale_delivery_claim_settles_nothing(q: Arc<dyn JobQueue>) {
         at: 0,
         error: "HTTP 500".into(),
     };
-    let early = q.settle_delivery(&a.id, a.claim, retry.clone());
+    let early = a_queue.settle_delivery(&a.id, a.claim, retry.clone());
     assert_eq!(early.await.unwrap(), Settled::Stale);
-    let settled = q.settle_delivery(&b.id, b.claim, DeliveryResult::Delivered);
+    let settled = b_queue.settle_delivery(&b.id, b.claim, DeliveryResult::Delivered);
     assert_eq!(settled.await.unwrap(), Settled::Recorded);
 
     // A settles late: neither a retry nor a dead letter changes anything.
@@ -2002,11 +2009,11 @@ pub async fn a_stale_delivery_claim_settles_nothing(q: Arc<dyn JobQueue>) {
         error: "HTTP 500".into(),
     };
     for result in [retry, dead] {
-        let late = q.settle_delivery(&a.id, a.claim, result);
+        let late = a_queue.settle_delivery(&a.id, a.claim, result);
         assert_eq!(late.await.unwrap(), Settled::Stale);
     }
     // Nor does B settling twice.
-    let twice = q.settle_delivery(&b.id, b.claim, DeliveryResult::Delivered);
+    let twice = b_queue.settle_delivery(&b.id, b.claim, DeliveryResult::Delivered);
     assert_eq!(twice.await.unwrap(), Settled::Stale);
     let page = q
         .list_deliveries(DeliveryFilter {
@@ -2849,4 +2856,15 @@ async fn postgres_a_write_given_up_to_break_a_deadlock_runs_again() {
         1,
         "one deadlock, broken once"
     );
+}
+
+/// The stale-sender scenario across two daemons' handles on one schema:
+/// daemon A's sender stalls past its claim, daemon B's claims the delivery
+/// again and delivers it, and A's late settle changes nothing.
+#[tokio::test]
+async fn postgres_a_stale_sender_on_another_handle_settles_nothing() {
+    let schema = Schema::fresh();
+    let a = schema.open(2).await;
+    let b = schema.open(2).await;
+    stale_sender(&a, &b).await;
 }

@@ -92,9 +92,9 @@ pub enum DaemonEvent {
     /// A webhook delivery attempt ended: `delivered`, `retry` or `dead`.
     WebhookDelivery { outcome: &'static str },
     /// A claim's settle came too late and changed nothing: another holder
-    /// took the claim after this one's lease ran out (a delivery re-claimed
-    /// by another sender), or settled it first (a schedule's fire recorded
-    /// by another daemon).
+    /// took the claim after this one's lease ran out (a job's newer
+    /// attempt, a delivery re-claimed by another sender), or settled it
+    /// first (a schedule's fire recorded by another daemon).
     StaleSettle { claim: StaleClaim },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
@@ -111,6 +111,9 @@ pub enum DaemonEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StaleClaim {
+    /// A job's lease: an attempt's finish after a newer attempt took the
+    /// job (its attempt number is stale).
+    Job,
     /// An outbox delivery (a webhook or an A2A push).
     Delivery,
     /// A schedule's due fire.
@@ -120,6 +123,7 @@ pub enum StaleClaim {
 impl StaleClaim {
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Job => "job",
             Self::Delivery => "delivery",
             Self::ScheduleFire => "schedule_fire",
         }

@@ -334,7 +334,7 @@ impl Metrics {
             webhooks_dead,
             stale_settles: counter(
                 "structured_agents_stale_settles_total",
-                "Settles that came too late and changed nothing, by kind of claim: a delivery another sender re-claimed after this one's lease ran out (delivery), a schedule fire another daemon recorded first (schedule_fire).",
+                "Settles that came too late and changed nothing, by kind of claim: an attempt's finish after a newer attempt took the job (job), a delivery another sender re-claimed after this one's lease ran out (delivery), a schedule fire another daemon recorded first (schedule_fire).",
                 &["claim"],
             )?,
             schedule_next_fire: gauge_vec(
