@@ -15,6 +15,7 @@
 //! token is and what that key may do.
 
 pub mod file;
+pub mod policy;
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -29,6 +30,9 @@ use crate::budget::DailyLimits;
 pub const TOKEN_KEY: &str = "token";
 /// The name of every request when the ring is open (no token, no keys).
 pub const LOCAL: &str = "local";
+/// Who a bundle's own schedule submits its fires as: the daemon, with
+/// every scope (the operator wrote the schedule into the bundle).
+pub const SCHEDULER: &str = "scheduler";
 
 /// What a key may do. `admin` implies every other scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -261,6 +265,24 @@ impl KeyRing {
             return (name == LOCAL).then(|| Arc::new(Principal::unrestricted(LOCAL)));
         }
         self.by_hash.values().find(|p| p.name == name).cloned()
+    }
+
+    /// The bundles a job owned by `owner` may reach indirectly (see
+    /// [`policy::Reach`]): the key's as the ring has it now; everything for
+    /// the daemon's own jobs (a bundle's schedule, jobs from before keys)
+    /// and on an open ring.
+    pub fn reach_of(&self, owner: Option<&str>) -> policy::Reach {
+        match owner {
+            None | Some(SCHEDULER) => policy::Reach::Everything,
+            Some(name) if self.is_open() => match name {
+                LOCAL => policy::Reach::Everything,
+                other => policy::Reach::Revoked(other.to_string()),
+            },
+            Some(name) => match self.by_name(name) {
+                Some(key) => policy::Reach::Key(key),
+                None => policy::Reach::Revoked(name.to_string()),
+            },
+        }
     }
 
     /// Whether no key is configured: every request is `local`.

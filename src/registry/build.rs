@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::diff::Inventory;
+use super::inputs::{self, Sources};
 use super::model_plugin;
 use super::names::{self, Entries};
 use super::reuse::{DirLoad, DirLoads, Inputs, Plan};
@@ -95,8 +96,8 @@ pub(super) fn snapshot(
         &previous.histories,
         &mut applied.errors,
     ));
-    let inputs = Inputs::of(&config, &plugins, &models, env.runs_agents);
     let binder = Binder::new(&config, &endpoints, &plugins, &models, &histories, env);
+    let inputs = Inputs::of(&binder.sources);
     let plan = Plan::make(
         &config.paths.bundles_dir,
         changed,
@@ -270,8 +271,9 @@ fn start_observers(
 /// Loads and binds bundles against what one snapshot offers.
 struct Binder<'a> {
     config: &'a Config,
+    /// What every binding depends on besides the bundle (its identity reads it).
+    sources: Sources<'a>,
     endpoints: &'a Endpoints,
-    plugins: &'a PluginRegistry,
     models: &'a ModelCatalog,
     histories: &'a HistoryPlugins,
     /// The endpoints' server families, for validating bundles.
@@ -291,8 +293,8 @@ impl<'a> Binder<'a> {
     ) -> Self {
         Binder {
             config,
+            sources: Sources::new(config, plugins, models, env.runs_agents),
             endpoints,
-            plugins,
             models,
             histories,
             servers: config
@@ -424,9 +426,9 @@ impl<'a> Binder<'a> {
             .map_err(|e| format!("binding its copy failed: {e}"))
     }
 
-    /// A bundle's identity against this snapshot's config and plugins.
+    /// A bundle's identity against this snapshot's inputs.
     fn identity(&self, bundle: &Bundle) -> BundleIdentity {
-        super::identity::identity_of(bundle, self.config, self.plugins)
+        inputs::identity_of(bundle, &self.sources)
     }
 
     fn bind(
@@ -443,7 +445,7 @@ impl<'a> Binder<'a> {
             }])
         };
         // A bundle's own URLs are where it makes the daemon connect.
-        let refused: Vec<bundle::BundleError> = own_urls(&bundle)
+        let refused: Vec<bundle::BundleError> = inputs::own_urls(&bundle)
             .into_iter()
             .filter_map(|(path, url)| {
                 let message = self.config.egress.check(&url).err()?;
@@ -540,34 +542,6 @@ fn located(dir: &Path, message: String) -> BundleErrors {
         path: String::new(),
         message,
     }])
-}
-
-/// The URLs a bundle names itself (not through the daemon config), with
-/// their key paths: its model endpoint, its `http_agent` tools' `url` and
-/// its MCP servers' `server.url`.
-pub(super) fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
-    let mut urls = Vec::new();
-    if let EndpointRef::Url(url) = &bundle.endpoint {
-        urls.push(("model.endpoint".to_string(), url.clone()));
-    }
-    for (i, spec) in bundle.raw.tools.iter().enumerate() {
-        if spec.agent.is_none()
-            && let Some(url) = &spec.url
-        {
-            urls.push((format!("tools[{i}].url"), url.clone()));
-        }
-        // An MCP server reached over HTTP: checked here, before binding
-        // sends it `initialize`.
-        if let Some(url) = spec
-            .server
-            .as_ref()
-            .and_then(|server| server.get("url"))
-            .and_then(serde_json::Value::as_str)
-        {
-            urls.push((format!("tools[{i}].server.url"), url.to_string()));
-        }
-    }
-    urls
 }
 
 /// The endpoint clients; one whose definition is unchanged is the same

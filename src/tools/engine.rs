@@ -81,7 +81,9 @@ impl ToolPolicy {
 
 struct Entry {
     tool: Arc<dyn Tool>,
-    policy: ToolPolicy,
+    /// Shared by a backend and the stand-in that may replace it
+    /// ([`ToolEngine::swapped`]).
+    policy: Arc<ToolPolicy>,
 }
 
 /// The outcome of one call, with what the pipeline did.
@@ -187,8 +189,13 @@ impl ToolEngine {
     pub fn add(&mut self, tool: Arc<dyn Tool>, policy: ToolPolicy) {
         let schema = tool.schema().clone();
         self.schemas.retain(|s| s.name != schema.name);
-        self.tools
-            .insert(schema.name.clone(), Arc::new(Entry { tool, policy }));
+        self.tools.insert(
+            schema.name.clone(),
+            Arc::new(Entry {
+                tool,
+                policy: Arc::new(policy),
+            }),
+        );
         self.schemas.push(schema);
     }
 
@@ -234,6 +241,33 @@ impl ToolEngine {
             }
         }
         engine
+    }
+
+    /// The same tools, with the backend of each one `swap` answers for
+    /// replaced (verify's stand-ins for tools with side effects): schemas,
+    /// order and policies stay, so calls go through the same pipeline.
+    pub fn swapped(
+        &self,
+        swap: impl Fn(&Arc<dyn Tool>, &ToolPolicy) -> Option<Arc<dyn Tool>>,
+    ) -> ToolEngine {
+        let tools = self
+            .tools
+            .iter()
+            .map(|(name, entry)| {
+                let entry = match swap(&entry.tool, &entry.policy) {
+                    Some(tool) => Arc::new(Entry {
+                        tool,
+                        policy: entry.policy.clone(),
+                    }),
+                    None => entry.clone(),
+                };
+                (name.clone(), entry)
+            })
+            .collect();
+        ToolEngine {
+            tools,
+            schemas: self.schemas.clone(),
+        }
     }
 
     /// Schemas in the order the tools were added.
