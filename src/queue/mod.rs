@@ -36,6 +36,7 @@ mod rules;
 mod schedules;
 pub mod sqlite;
 mod stats;
+mod transaction;
 mod tx;
 mod versions;
 

@@ -24,7 +24,8 @@ use super::outbox::{
     self, Delivery, DeliveryFilter, DeliveryPage, DeliveryResult, Redrive, Settled,
 };
 use super::schedules::{self, FireRecord, StoredSchedule};
-use super::tx::{Pin, Res, Tx};
+use super::transaction::Tx;
+use super::tx::{Pin, Res};
 use super::*;
 
 /// A queue operation: its parameters, owned, and the rule that runs it.

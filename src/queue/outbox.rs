@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::listing::{comparisons, page_limit, paged};
-use super::tx::{Columns, Fail, Res, Tx};
+use super::tx::{Columns, Fail, JobStatements, Res};
 use super::{Job, JobState, NewJob, rfc3339};
 
 /// The `kind` of a completion webhook's delivery.
@@ -373,7 +373,11 @@ pub(crate) trait OutboxStatements {
 
 /// Records where a job's changes go as it is submitted: its webhook and
 /// its push configs; a job pushed to is told of its first state too.
-pub(crate) async fn submitted(tx: &mut impl Tx, job_id: &str, job: &NewJob) -> Res<()> {
+pub(crate) async fn submitted(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    job_id: &str,
+    job: &NewJob,
+) -> Res<()> {
     if let Some(url) = &job.webhook {
         tx.set_job_webhook(job_id, url).await?;
     }
@@ -389,7 +393,11 @@ pub(crate) async fn submitted(tx: &mut impl Tx, job_id: &str, job: &NewJob) -> R
 
 /// Deletes a push config and what is still to be sent to it: no push
 /// follows the deletion.
-pub(crate) async fn delete_push(tx: &mut impl Tx, job_id: &str, id: &str) -> Res<bool> {
+pub(crate) async fn delete_push(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    job_id: &str,
+    id: &str,
+) -> Res<bool> {
     let Some(config) = tx
         .push_configs(job_id)
         .await?
@@ -410,7 +418,11 @@ pub(crate) async fn delete_push(tx: &mut impl Tx, job_id: &str, id: &str) -> Res
 /// right after it wrote a job's new state (a state other than the one
 /// before), in the same transaction. A webhook hears of the states in
 /// [`NOTIFIED`]; a push config of every change.
-pub(crate) async fn state_changed(tx: &mut impl Tx, id: &str, state: JobState) -> Res<()> {
+pub(crate) async fn state_changed(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    id: &str,
+    state: JobState,
+) -> Res<()> {
     let webhook = match NOTIFIED.contains(&state) {
         true => tx.job_webhook(id).await?,
         false => None,
@@ -490,7 +502,11 @@ pub fn payload(job: &Job, event: &str, now: i64) -> String {
 
 /// The one rule of a claim: each due delivery is leased for `lease_ms`
 /// under the next generation of its claims, which its settle must show.
-pub(crate) async fn claim(tx: &mut impl Tx, lease_ms: i64, limit: usize) -> Res<Vec<Delivery>> {
+pub(crate) async fn claim(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    lease_ms: i64,
+    limit: usize,
+) -> Res<Vec<Delivery>> {
     let now = tx.now().await?;
     let lease_until = now.saturating_add(lease_ms);
     let mut due = tx.due_deliveries(now, limit).await?;
@@ -505,7 +521,7 @@ pub(crate) async fn claim(tx: &mut impl Tx, lease_ms: i64, limit: usize) -> Res<
 /// The one rule of a settle: only the delivery's latest claim records its
 /// attempt; a stale one changes nothing (see the module docs).
 pub(crate) async fn settle(
-    tx: &mut impl Tx,
+    tx: &mut (impl JobStatements + OutboxStatements),
     id: &str,
     claim: u64,
     result: &DeliveryResult,
@@ -517,7 +533,10 @@ pub(crate) async fn settle(
     })
 }
 
-pub(crate) async fn list(tx: &mut impl Tx, filter: &DeliveryFilter) -> Res<DeliveryPage> {
+pub(crate) async fn list(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    filter: &DeliveryFilter,
+) -> Res<DeliveryPage> {
     let rows = tx
         .list_deliveries(filter, page_limit(filter.limit) + 1)
         .await?;
@@ -531,7 +550,11 @@ pub(crate) async fn list(tx: &mut impl Tx, filter: &DeliveryFilter) -> Res<Deliv
 /// The one rule of a redrive: only a dead delivery, and with `owner` only
 /// one of that key's jobs, is made pending again, its attempts reset and
 /// due now (the sender claims it at its next round).
-pub(crate) async fn redrive(tx: &mut impl Tx, id: &str, owner: Option<&str>) -> Res<Redrive> {
+pub(crate) async fn redrive(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    id: &str,
+    owner: Option<&str>,
+) -> Res<Redrive> {
     let Some(found) = tx.delivery(id).await? else {
         return Ok(Redrive::NotFound);
     };

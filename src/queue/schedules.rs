@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tx::{Columns, Res, Tx};
+use super::tx::{Columns, JobStatements, Res};
 
 /// A schedule as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,17 +88,27 @@ pub(crate) trait ScheduleStatements {
     ) -> impl Future<Output = Res<bool>> + Send;
 }
 
-pub(crate) async fn put(tx: &mut impl Tx, schedule: &StoredSchedule) -> Res<()> {
+pub(crate) async fn put(
+    tx: &mut (impl JobStatements + ScheduleStatements),
+    schedule: &StoredSchedule,
+) -> Res<()> {
     let now = tx.now().await?;
     tx.put_schedule(schedule, now).await
 }
 
-pub(crate) async fn pause(tx: &mut impl Tx, id: &str, paused: bool) -> Res<bool> {
+pub(crate) async fn pause(
+    tx: &mut (impl JobStatements + ScheduleStatements),
+    id: &str,
+    paused: bool,
+) -> Res<bool> {
     let now = tx.now().await?;
     tx.pause_schedule(id, paused, now).await
 }
 
-pub(crate) async fn record_fire(tx: &mut impl Tx, fire: &FireRecord) -> Res<bool> {
+pub(crate) async fn record_fire(
+    tx: &mut (impl JobStatements + ScheduleStatements),
+    fire: &FireRecord,
+) -> Res<bool> {
     let now = tx.now().await?;
     tx.record_fire(fire, now).await
 }

@@ -1,9 +1,12 @@
-//! The seam between the lifecycle and a database: [`Tx`], the statements a
+//! The seam between the lifecycle and a database: [`JobStatements`], the
+//! job statements a
 //! transaction of either dialect can run (each one statement, no rule), the
 //! one row → [`Job`] mapping over [`Columns`], and the change list every
 //! write leaves for the wake-ups.
 //!
-//! A dialect (`sqlite`, `postgres`) implements `Tx` with its SQL; it must
+//! A dialect (`sqlite`, `postgres`) implements `JobStatements` (and the
+//! outbox's and the schedules' statement sets, together a
+//! `transaction::Tx`) with its SQL; it must
 //! not decide anything: which job leases, what an outcome records, when an
 //! attempt is stale, all live in `lifecycle` and `rules`.
 
@@ -339,15 +342,14 @@ pub struct Pin {
 
 /// The statements of one transaction (or one read connection). Each is one
 /// statement of the dialect, holding no rule. Methods that take `now` get
-/// it from [`Tx::now`], so PostgreSQL daemons share the database's clock.
+/// it from [`JobStatements::now`], so PostgreSQL daemons share the
+/// database's clock.
 ///
 /// Every statement's future is `Send`, and so is the transaction: an
-/// operation's rule is written once over any `Tx` (see `op`), and the
+/// operation's rule is written once over any `transaction::Tx` (see `op`), and the
 /// PostgreSQL writer task, which carries operations of every type, can
 /// only hold a future it knows to be `Send`.
-pub(crate) trait Tx:
-    Send + super::schedules::ScheduleStatements + super::outbox::OutboxStatements
-{
+pub(crate) trait JobStatements: Send {
     /// The clock of leases and timestamps, in milliseconds.
     fn now(&mut self) -> impl Future<Output = Res<i64>> + Send;
     /// Records a change to announce once the transaction commits.
