@@ -16,7 +16,7 @@ use super::super::admission::{Submission, admit};
 use super::super::auth::Caller;
 use super::super::error::ErrorCode;
 use crate::access::Principal;
-use crate::events::daemon::DaemonEvent;
+use crate::events::daemon::{DaemonEvent, StaleClaim};
 use crate::queue::{FireRecord, JobId, NewJob, StoredSchedule};
 use crate::schedule::{Overlap, Stored, due_fires, fire_key};
 
@@ -217,7 +217,12 @@ async fn handle(
         last_job,
         last_outcome: outcome.to_string(),
     };
-    state.queue.record_fire(record).await?;
+    if !state.queue.record_fire(record).await? {
+        // Another daemon handled the same fire and recorded it first.
+        state.bus.publish(DaemonEvent::StaleSettle {
+            claim: StaleClaim::ScheduleFire,
+        });
+    }
     Ok(())
 }
 
