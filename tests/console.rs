@@ -514,9 +514,10 @@ async fn the_console_asks_before_a_verify_runs_the_real_tools() {
         .replace("effect: read_only", "effect: unsafe")
         .replace(
             "print(json.dumps({'sum': a['a'] + a['b']}))",
+            // Single quotes: the command is a double-quoted YAML scalar.
             &format!(
-                "open({:?}, 'a').write('paid'); print(json.dumps({{'sum': a['a'] + a['b']}}))",
-                paid.display().to_string()
+                "open('{}', 'a').write('paid'); print(json.dumps({{'sum': a['a'] + a['b']}}))",
+                paid.display()
             ),
         );
     site.put_bundle("calc", &bundle);
