@@ -413,7 +413,7 @@ async fn a_subscription_resumes_after_last_event_id_across_a_restart_and_a_messa
 
 /// Fast retries, short attempts (a claimed push's lease is the timeout
 /// and 5 s).
-const PUSH_CONFIG: &str = "[webhooks]\nmax_attempts = 100\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n";
+const PUSH_CONFIG: &str = "[webhooks]\nmax_attempts = 100\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n";
 
 /// A push notification as a receiver got it: the path it was sent to, its
 /// headers and body.

@@ -38,6 +38,7 @@ pub(super) fn revive(
 ) -> Result<Arc<LoadedBundle>, String> {
     Binder::new(
         &snapshot.config,
+        &snapshot.egress,
         &snapshot.endpoints,
         &snapshot.plugins,
         &snapshot.models,
@@ -71,6 +72,7 @@ pub(super) fn snapshot(
         .and_then(|ring| ring.check_exposure(config.server.listen).map(|()| ring))
         .map_err(|e| RegistryError::Access(e.to_string()))?;
     let keys = Arc::new(keys);
+    let egress = Arc::new(config.egress.policy()?);
     let allow_insecure = config.paths.allow_insecure_dirs;
     for dir in [&config.paths.bundles_dir, &config.paths.models_dir] {
         if dir.exists() {
@@ -96,7 +98,9 @@ pub(super) fn snapshot(
         &mut applied.errors,
     ));
     let inputs = Inputs::of(&config, &plugins, &models, env.runs_agents);
-    let binder = Binder::new(&config, &endpoints, &plugins, &models, &histories, env);
+    let binder = Binder::new(
+        &config, &egress, &endpoints, &plugins, &models, &histories, env,
+    );
     let plan = Plan::make(
         &config.paths.bundles_dir,
         changed,
@@ -113,6 +117,7 @@ pub(super) fn snapshot(
         declared_tools: Arc::default(),
         config,
         keys,
+        egress,
         endpoints,
         plugins,
         observers: Arc::new(observers),
@@ -270,6 +275,7 @@ fn start_observers(
 /// Loads and binds bundles against what one snapshot offers.
 struct Binder<'a> {
     config: &'a Config,
+    egress: &'a Arc<crate::egress::Egress>,
     endpoints: &'a Endpoints,
     plugins: &'a PluginRegistry,
     models: &'a ModelCatalog,
@@ -283,6 +289,7 @@ struct Binder<'a> {
 impl<'a> Binder<'a> {
     fn new(
         config: &'a Config,
+        egress: &'a Arc<crate::egress::Egress>,
         endpoints: &'a Endpoints,
         plugins: &'a Arc<PluginRegistry>,
         models: &'a ModelCatalog,
@@ -291,6 +298,7 @@ impl<'a> Binder<'a> {
     ) -> Self {
         Binder {
             config,
+            egress,
             endpoints,
             plugins,
             models,
@@ -307,6 +315,7 @@ impl<'a> Binder<'a> {
                 plugins: Some(plugins.clone()),
                 tools_changed: env.tools_changed.clone(),
                 sender_id: Some(config.runtime.sender_id.clone()),
+                egress: egress.clone(),
             },
         }
     }
@@ -442,11 +451,18 @@ impl<'a> Binder<'a> {
                 message,
             }])
         };
-        // A bundle's own URLs are where it makes the daemon connect.
+        // A bundle's own URLs are where it makes the daemon connect: its
+        // model endpoint within `egress.allow`, its MCP servers and remote
+        // agents under the whole egress rule.
         let refused: Vec<bundle::BundleError> = own_urls(&bundle)
             .into_iter()
             .filter_map(|(path, url)| {
-                let message = self.config.egress.check(&url).err()?;
+                let checked = if path == MODEL_ENDPOINT {
+                    self.egress.listed(&url)
+                } else {
+                    self.egress.check(&url)
+                };
+                let message = checked.err()?.to_string();
                 Some(bundle::BundleError {
                     file: bundle.file.clone(),
                     line: None,
@@ -542,13 +558,16 @@ fn located(dir: &Path, message: String) -> BundleErrors {
     }])
 }
 
+/// The key path of a bundle's model endpoint among its own URLs.
+const MODEL_ENDPOINT: &str = "model.endpoint";
+
 /// The URLs a bundle names itself (not through the daemon config), with
 /// their key paths: its model endpoint, its `http_agent` tools' `url` and
 /// its MCP servers' `server.url`.
 pub(super) fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
     let mut urls = Vec::new();
     if let EndpointRef::Url(url) = &bundle.endpoint {
-        urls.push(("model.endpoint".to_string(), url.clone()));
+        urls.push((MODEL_ENDPOINT.to_string(), url.clone()));
     }
     for (i, spec) in bundle.raw.tools.iter().enumerate() {
         if spec.agent.is_none()
