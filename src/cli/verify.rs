@@ -32,6 +32,8 @@ pub struct VerifyArgs {
     /// Model-plugin configs (`<name>.toml`) the bundle may name.
     #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
     pub models_dir: PathBuf,
+    #[command(flatten)]
+    pub egress: super::run::EgressArgs,
 }
 
 /// `verify`: exit 0 when every call keeps its declared effect at every
@@ -56,6 +58,7 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<i32> {
         input: args.input.clone(),
         variables: super::parse_vars(&args.vars)?,
         plugins: None,
+        egress: Arc::new(args.egress.egress()?),
         work_root: std::env::temp_dir(),
     };
     let report = crate::verify::verify(request)
