@@ -326,5 +326,9 @@ mod tests {
         let err = client.get("http://localhost:9/").send().await.unwrap_err();
         let text = describe(&err);
         assert!(text.contains("loopback"), "{text}");
+        assert!(
+            matches!(refusal(&err), Some(EgressError::ResolvesDenied { .. })),
+            "{text}"
+        );
     }
 }
