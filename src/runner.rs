@@ -8,6 +8,12 @@
 //! content (from its copy in the store, when the bundle was edited since)
 //! or fails saying why it is gone.
 //!
+//! Every nested run, and the router's reach of the agent directory, is
+//! authorized here as the key that owns the job ([`RunScope::reach`], the
+//! policy's `reach_bundle` rule): a bundle the key may not use is not in the
+//! router's directory, and reaching it any other way is a tool error that
+//! names the rule.
+//!
 //! How a run ends is a [`RunFailure`] or a [`RunResult`]; the failure turns
 //! into the tool error of the call that started a nested run (beside its
 //! type) and the worker turns a run into a job outcome (one place each).
@@ -20,6 +26,7 @@ use futures::future::BoxFuture;
 use serde_json::Map;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::policy::Reach;
 use crate::budget::{Budget, DailySpend};
 use crate::bundle::{RequestShapes, ToolEnv};
 use crate::events::{EventSink, RunContext};
@@ -39,9 +46,25 @@ pub struct RunScope {
     pub cancel: CancellationToken,
     /// What the job may spend, shared by all its runs.
     pub budget: Option<Budget>,
+    /// The bundles the job may reach from its runs: those of the key that
+    /// owns it.
+    pub reach: Reach,
 }
 
 impl RunScope {
+    /// The scope of a run outside the daemon (`verify`'s world of its own,
+    /// a local runner): no budget, and no key, since nothing nested can
+    /// run without the daemon's registry.
+    pub fn local(sink: EventSink, journal: RunJournal, cancel: CancellationToken) -> RunScope {
+        RunScope {
+            sink,
+            journal,
+            cancel,
+            budget: None,
+            reach: Reach::Everything,
+        }
+    }
+
     /// The scope of the run nested in this one under `key` (a workflow
     /// stage's or a group-chat reply's key) in `turn`: its events continue
     /// this run's log as run `{run}/{key}`, its steps are journaled under
@@ -54,6 +77,7 @@ impl RunScope {
             journal: self.journal.child(turn, key),
             cancel: self.cancel.clone(),
             budget: self.budget.clone(),
+            reach: self.reach.clone(),
         }
     }
 
@@ -89,19 +113,25 @@ pub struct Runner {
     /// Where a nested agent's bundle's daily spend is read (the queue).
     daily: Option<Arc<dyn DailySpend>>,
     /// The router's tools with its reach of the agent directory, bound once
-    /// per snapshot and bundle content rather than for every job.
-    reach: Arc<std::sync::Mutex<Option<BoundReach>>>,
+    /// per snapshot, bundle content and owning key rather than for every
+    /// job.
+    reach: Arc<std::sync::Mutex<Vec<BoundReach>>>,
 }
 
 /// The router's tools with its reach bound, and the request shapes they
-/// need, for one snapshot generation and one bundle content.
+/// need, for one snapshot generation, one bundle content and one key.
 #[derive(Clone)]
 struct BoundReach {
     generation: u64,
     identity: BundleIdentity,
+    /// The key whose view of the directory this is (`None`: all of it).
+    key: Option<String>,
     tools: Arc<ToolEngine>,
     shapes: RequestShapes,
 }
+
+/// Keys whose router bindings are kept at once; past it the oldest goes.
+const BOUND_REACH_KEYS: usize = 32;
 
 impl Runner {
     pub fn new(registry: Arc<Registry>, daily: Arc<dyn DailySpend>) -> Self {
@@ -128,7 +158,7 @@ impl Runner {
         loaded: &LoadedBundle,
         options: &RunOptions,
     ) -> Result<Kernel, RunFailure> {
-        self.kernel_with_budget(loaded, options, None)
+        self.kernel_with_budget(loaded, options, None, &Reach::Everything)
     }
 
     fn kernel_with_budget(
@@ -136,20 +166,23 @@ impl Runner {
         loaded: &LoadedBundle,
         options: &RunOptions,
         budget: Option<&Budget>,
+        reach: &Reach,
     ) -> Result<Kernel, RunFailure> {
         let mut config = loaded.bundle.kernel_config();
         config.record_messages = options.record_messages;
         config.call_budget = options.call_budget.clone();
         config.budget = budget.cloned();
-        let (tools, shapes) = self.offered_tools(loaded, options)?;
+        let (tools, shapes) = self.offered_tools(loaded, options, reach)?;
         if let Some(shapes) = shapes {
             config.shape = shapes.default;
             config.turn_shapes = shapes.turns;
         }
-        let agents = self
-            .registry
-            .is_some()
-            .then(|| Arc::new(self.clone()) as Arc<dyn AgentHost>);
+        let agents = self.registry.is_some().then(|| {
+            Arc::new(NestedHost {
+                runner: self.clone(),
+                reach: reach.clone(),
+            }) as Arc<dyn AgentHost>
+        });
         Ok(Kernel::new(
             config,
             loaded.bundle.model.plugin.clone(),
@@ -166,8 +199,9 @@ impl Runner {
         &self,
         loaded: &LoadedBundle,
         options: &RunOptions,
+        reach: &Reach,
     ) -> Result<(Arc<ToolEngine>, Option<RequestShapes>), RunFailure> {
-        let reached = self.reached_tools(loaded)?;
+        let reached = self.reached_tools(loaded, reach)?;
         let Some(names) = &options.tools else {
             return Ok(match reached {
                 Some(bound) => (bound.tools, Some(bound.shapes)),
@@ -187,21 +221,33 @@ impl Runner {
     }
 
     /// The router's tools with its reach of the agent directory bound, once
-    /// per snapshot and bundle content; `None` for any other bundle (or
-    /// outside the daemon).
-    fn reached_tools(&self, loaded: &LoadedBundle) -> Result<Option<BoundReach>, RunFailure> {
+    /// per snapshot, bundle content and owning key; `None` for any other
+    /// bundle (or outside the daemon). The directory holds only the bundles
+    /// the job's key may reach.
+    fn reached_tools(
+        &self,
+        loaded: &LoadedBundle,
+        reach: &Reach,
+    ) -> Result<Option<BoundReach>, RunFailure> {
         let Some(registry) = &self.registry else {
             return Ok(None);
         };
         let snapshot = registry.snapshot();
+        let key = reach.key_name();
         let mut cached = self.reach.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(bound) = cached.as_ref().filter(|bound| {
-            bound.generation == snapshot.generation && bound.identity == loaded.identity
-        }) {
+        cached.retain(|bound| bound.generation == snapshot.generation);
+        if let Some(bound) = cached
+            .iter()
+            .find(|bound| bound.identity == loaded.identity && bound.key.as_deref() == key)
+        {
             return Ok(Some(bound.clone()));
         }
-        let reach = snapshot.router_reach(loaded);
-        if reach.is_empty() {
+        let specs: Vec<_> = snapshot
+            .router_reach(loaded)
+            .into_iter()
+            .filter(|spec| spec.bundle.as_deref().is_none_or(|b| reach.reaches(b)))
+            .collect();
+        if specs.is_empty() {
             return Ok(None);
         }
         let env = ToolEnv {
@@ -213,7 +259,7 @@ impl Runner {
             egress: snapshot.egress.clone(),
         };
         let bound = crate::bundle::bind::bind_specs(
-            &reach,
+            &specs,
             &loaded.bundle.dir,
             loaded.bundle.raw.approval.as_ref(),
             &env,
@@ -226,10 +272,14 @@ impl Runner {
         let bound = BoundReach {
             generation: snapshot.generation,
             identity: loaded.identity.clone(),
+            key: key.map(str::to_string),
             tools,
             shapes,
         };
-        *cached = Some(bound.clone());
+        if cached.len() >= BOUND_REACH_KEYS {
+            cached.remove(0);
+        }
+        cached.push(bound.clone());
         Ok(Some(bound))
     }
 
@@ -241,7 +291,8 @@ impl Runner {
         options: &RunOptions,
         scope: &RunScope,
     ) -> Result<RunResult, RunFailure> {
-        let kernel = self.kernel_with_budget(loaded, options, scope.budget.as_ref())?;
+        let kernel =
+            self.kernel_with_budget(loaded, options, scope.budget.as_ref(), &scope.reach)?;
         let run = kernel
             .run_journaled(messages, &scope.sink, scope.cancel.clone(), &scope.journal)
             .await?;
@@ -269,6 +320,10 @@ impl Runner {
         options: &RunOptions,
         scope: RunScope,
     ) -> Result<RunResult, RunFailure> {
+        scope
+            .reach
+            .check(name)
+            .map_err(|refused| RunFailure::Refused(refused.to_string()))?;
         let loaded = self.pinned(name, &scope.journal).await?;
         self.run_pinned(&loaded, input, variables, options, scope)
             .await
@@ -367,7 +422,14 @@ impl Runner {
     }
 }
 
-impl AgentHost for Runner {
+/// The runner as the `agent` tools of one job's run see it: nested runs
+/// reach only what the job's key may.
+struct NestedHost {
+    runner: Runner,
+    reach: Reach,
+}
+
+impl AgentHost for NestedHost {
     fn run_nested<'a>(
         &'a self,
         bundle: &'a str,
@@ -377,6 +439,12 @@ impl AgentHost for Runner {
         inherits: Inherited,
     ) -> BoxFuture<'a, Result<String, ToolError>> {
         Box::pin(async move {
+            // Checked on a resumed run too: a key's bundles can shrink
+            // between attempts, and its job must not keep what it lost.
+            self.reach
+                .check(bundle)
+                .map_err(|refused| ToolError::Failed(refused.to_string()))?;
+            let runner = &self.runner;
             // A nested run that already started (it is resumed) was
             // admitted then; a new one is admitted by its bundle's day.
             let started = inherits
@@ -385,9 +453,9 @@ impl AgentHost for Runner {
                 .map_err(RunFailure::from)?
                 .is_some();
             if !started {
-                self.admit_nested(bundle).await?;
+                runner.admit_nested(bundle).await?;
             }
-            let loaded = self.pinned(bundle, &inherits.journal).await?;
+            let loaded = runner.pinned(bundle, &inherits.journal).await?;
             // Held to the lower of the job's remaining budget and the
             // bundle's own limits; its spend counts for its bundle's day.
             let depth = context.parent.as_ref().map_or(0, |p| p.depth);
@@ -397,8 +465,9 @@ impl AgentHost for Runner {
                 journal: inherits.journal,
                 cancel: inherits.cancel,
                 budget: inherits.budget.map(|job| job.nested(bundle, own, depth)),
+                reach: self.reach.clone(),
             };
-            let run = self
+            let run = runner
                 .run_pinned(&loaded, &input, &Map::new(), &RunOptions::default(), scope)
                 .await?;
             Ok(run

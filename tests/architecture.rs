@@ -18,8 +18,15 @@
 //! MODULE never: A B        # reason: a rule stated for its own sake
 //! MODULE only-from: A B    # reason: only these may import MODULE
 //! known: A -> B in FILE    # reason: a violation being fixed (must still occur)
-//! circle: A B              # reason: a circle being fixed (must still occur)
+//! circle: A B              # reason: a circle being fixed (must still occur):
+//!                          # between top-level modules (`circle: a b`) or
+//!                          # between the parts of one module (`circle: a/x a/y`)
 //! ```
+//!
+//! Inside a module the same scan gives the file-level arrows: a part of a
+//! module is a child file or a child folder, and a path that leaves its part
+//! for a sibling (`super::identity::X`, `crate::registry::identity::X`) is an
+//! arrow between the two; no circle may join them either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -167,20 +174,22 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file under `src/` belongs to, and how deep its own
-/// module sits (`src/kernel/mod.rs` 1, `src/kernel/gates.rs` 2); `None` for
-/// `src/lib.rs`, the crate root.
-fn module_of(rel: &Path) -> Option<(String, usize)> {
-    let parts: Vec<String> = rel
+/// The module path of a file under `src/`, from the crate root:
+/// `src/kernel/mod.rs` is `kernel`, `src/kernel/gates.rs` `kernel::gates`,
+/// `src/registry/store/durable.rs` `registry::store::durable`; `None` for
+/// `src/lib.rs`, the crate root. (`src/main.rs` is `main`.)
+fn module_path(rel: &Path) -> Option<Vec<String>> {
+    let mut parts: Vec<String> = rel
         .iter()
-        .map(|p| p.to_string_lossy().into_owned())
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
         .collect();
-    let first = parts[0].trim_end_matches(".rs").to_string();
-    if parts.len() == 1 && first == "lib" {
+    if parts == ["lib"] {
         return None;
     }
-    let depth = parts.len() - usize::from(parts.last().is_some_and(|l| l == "mod.rs"));
-    Some((first, depth))
+    if parts.len() > 1 && parts.last().is_some_and(|l| l == "mod") {
+        parts.pop();
+    }
+    Some(parts)
 }
 
 /// The text with comments, strings and character literals blanked (newlines
@@ -331,56 +340,85 @@ fn is_ident(t: Option<&(Tok, usize)>, name: &str) -> bool {
     matches!(t, Some((Tok::Ident(s), _)) if s == name)
 }
 
-/// The top-level modules a path starting at `toks[at]` names: one for
-/// `queue::Job`, one per entry of a `{kernel::Step, queue}` group.
-fn targets(toks: &[(Tok, usize)], at: usize) -> Vec<(String, usize)> {
-    match toks.get(at) {
-        Some((Tok::Ident(name), line)) => vec![(name.clone(), *line)],
-        Some((Tok::Open, _)) => {
-            let mut out = Vec::new();
-            let (mut depth, mut entry_start) = (0, true);
-            for (tok, line) in &toks[at..] {
-                match tok {
-                    Tok::Open => {
-                        depth += 1;
-                        entry_start = depth == 1;
-                    }
-                    Tok::Close => {
-                        depth -= 1;
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    Tok::Comma if depth == 1 => entry_start = true,
-                    Tok::Ident(name) if entry_start && depth == 1 => {
-                        entry_start = false;
-                        if name != "self" {
-                            out.push((name.clone(), *line));
-                        }
-                    }
-                    _ => entry_start = false,
+/// The paths a path starting at `toks[at]` names, each as its segments
+/// with the line of its first one: `a::b::{c, d::e}` names `a::b::c` and
+/// `a::b::d::e`; a `self` entry names the group's own prefix.
+fn paths_at(toks: &[(Tok, usize)], at: usize) -> Vec<(Vec<String>, usize)> {
+    let mut out = Vec::new();
+    walk_path(toks, at, Vec::new(), None, &mut out);
+    out
+}
+
+fn walk_path(
+    toks: &[(Tok, usize)],
+    mut i: usize,
+    mut prefix: Vec<String>,
+    mut line: Option<usize>,
+    out: &mut Vec<(Vec<String>, usize)>,
+) {
+    loop {
+        match toks.get(i) {
+            Some((Tok::Ident(name), l)) => {
+                let line = *line.get_or_insert(*l);
+                if name != "self" {
+                    prefix.push(name.clone());
                 }
+                if toks.get(i + 1).is_some_and(|t| t.0 == Tok::Path) {
+                    i += 2;
+                    continue;
+                }
+                out.push((prefix, line));
+                return;
             }
-            out
+            Some((Tok::Open, _)) => {
+                let mut j = i + 1;
+                while let Some((tok, _)) = toks.get(j) {
+                    match tok {
+                        Tok::Close => return,
+                        Tok::Comma => j += 1,
+                        _ => {
+                            walk_path(toks, j, prefix.clone(), line, out);
+                            j = entry_end(toks, j);
+                        }
+                    }
+                }
+                return;
+            }
+            _ => {
+                if let Some(line) = line.filter(|_| !prefix.is_empty()) {
+                    out.push((prefix, line));
+                }
+                return;
+            }
         }
-        _ => Vec::new(),
     }
 }
 
-/// Every arrow out of one file, at module granularity.
-fn references(file: &str, module: &str, depth: usize, src: &str) -> Vec<Reference> {
-    let lines: Vec<&str> = src.lines().collect();
+/// Where the group entry starting at `toks[j]` ends: its `,` or the
+/// group's `}`.
+fn entry_end(toks: &[(Tok, usize)], mut j: usize) -> usize {
+    let mut depth = 0usize;
+    while let Some((tok, _)) = toks.get(j) {
+        match tok {
+            Tok::Open => depth += 1,
+            Tok::Close if depth == 0 => return j,
+            Tok::Close => depth -= 1,
+            Tok::Comma if depth == 0 => return j,
+            _ => {}
+        }
+        j += 1;
+    }
+    j
+}
+
+/// Every path out of one file (of module path `module`), made absolute —
+/// its segments from the crate root — with its line: `crate::` paths, the
+/// binary's `structured_agents::` and `super::` chains that climb out of
+/// the file. `self::` paths and a module's plain child paths stay inside the
+/// file's own module and are not listed.
+fn absolute_paths(module: &[String], src: &str) -> Vec<(Vec<String>, usize)> {
     let toks = tokens(&strip(src));
     let mut out = Vec::new();
-    let mut push = |to: String, line: usize| {
-        out.push(Reference {
-            file: file.to_string(),
-            line,
-            from: module.to_string(),
-            to,
-            text: lines.get(line - 1).map_or("", |l| l.trim()).to_string(),
-        });
-    };
     // Brace depths at which an inline `mod name {` opened.
     let (mut braces, mut inline_mods) = (0usize, Vec::<usize>::new());
     let mut i = 0;
@@ -404,24 +442,25 @@ fn references(file: &str, module: &str, depth: usize, src: &str) -> Vec<Referenc
                     && !prev_is_path
                     && toks.get(i + 1).is_some_and(|t| t.0 == Tok::Path) =>
             {
-                for (to, line) in targets(&toks, i + 2) {
-                    push(to, line);
-                }
+                out.extend(paths_at(&toks, i + 2));
             }
             Tok::Ident(name) if name == "super" && !prev_is_path => {
-                // `super::super::x`: out of the top-level module once the
-                // chain is as long as the module is deep.
+                // `super::super::x`: each `super` climbs one module, the
+                // inline ones (`mod tests { .. }`) first.
                 let mut k = i;
-                let mut climbs = 0;
+                let mut climbs = 0usize;
                 while is_ident(toks.get(k), "super")
                     && toks.get(k + 1).is_some_and(|t| t.0 == Tok::Path)
                 {
                     climbs += 1;
                     k += 2;
                 }
-                if climbs > 0 && climbs == depth + inline_mods.len() {
-                    for (to, line) in targets(&toks, k) {
-                        push(to, line);
+                if let Some(up) = climbs.checked_sub(inline_mods.len()).filter(|up| *up > 0)
+                    && up <= module.len()
+                {
+                    let base = &module[..module.len() - up];
+                    for (path, line) in paths_at(&toks, k) {
+                        out.push(([base, path.as_slice()].concat(), line));
                     }
                 }
                 i = k.max(i + 1);
@@ -434,28 +473,65 @@ fn references(file: &str, module: &str, depth: usize, src: &str) -> Vec<Referenc
     out
 }
 
-/// The top-level modules under `src/` (`main` for the binary) and every arrow
-/// between two different ones.
-fn scan() -> (BTreeSet<String>, Vec<Reference>) {
+/// Every arrow out of one file to another top-level module (one per module
+/// a path names, however many items of it a group names).
+fn references(file: &str, module: &[String], src: &str) -> Vec<Reference> {
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out: Vec<Reference> = Vec::new();
+    for (path, line) in absolute_paths(module, src) {
+        let Some(to) = path.first().filter(|to| **to != module[0]) else {
+            continue;
+        };
+        if out.last().is_some_and(|r| r.to == *to && r.line == line) {
+            continue;
+        }
+        out.push(Reference {
+            file: file.to_string(),
+            line,
+            from: module[0].clone(),
+            to: to.clone(),
+            text: lines.get(line - 1).map_or("", |l| l.trim()).to_string(),
+        });
+    }
+    out
+}
+
+/// One file under `src/`: its path as shown, its module path and its text.
+struct SourceFile {
+    file: String,
+    module: Vec<String>,
+    text: String,
+}
+
+fn source_files() -> Vec<SourceFile> {
     let src = root().join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let mut modules = BTreeSet::new();
-    let mut refs = Vec::new();
-    for path in files {
+    for path in paths {
         let rel = path.strip_prefix(&src).expect("under src/");
-        let Some((module, depth)) = module_of(rel) else {
+        let Some(module) = module_path(rel) else {
             continue;
         };
         let text =
             fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-        let file = format!("src/{}", rel.display());
-        modules.insert(module.clone());
-        refs.extend(
-            references(&file, &module, depth, &text)
-                .into_iter()
-                .filter(|r| r.to != r.from),
-        );
+        files.push(SourceFile {
+            file: format!("src/{}", rel.display()),
+            module,
+            text,
+        });
+    }
+    files
+}
+
+/// The top-level modules under `src/` (`main` for the binary) and every arrow
+/// between two different ones.
+fn scan() -> (BTreeSet<String>, Vec<Reference>) {
+    let mut modules = BTreeSet::new();
+    let mut refs = Vec::new();
+    for f in source_files() {
+        modules.insert(f.module[0].clone());
+        refs.extend(references(&f.file, &f.module, &f.text));
     }
     (modules, refs)
 }
@@ -660,9 +736,14 @@ fn no_circle_between_modules() {
             .insert(r.to.clone());
     }
     let found = circles(&graph);
+    let listed: Vec<&(BTreeSet<String>, String)> = rules
+        .circles
+        .iter()
+        .filter(|(members, _)| !is_inner(members))
+        .collect();
     let mut problems = Vec::new();
     for c in &found {
-        if rules.circles.iter().any(|(members, _)| members == c) {
+        if listed.iter().any(|(members, _)| members == c) {
             continue;
         }
         let ties: Vec<String> = refs
@@ -676,7 +757,7 @@ fn no_circle_between_modules() {
             ties.join("; ")
         ));
     }
-    for (members, reason) in &rules.circles {
+    for (members, reason) in listed {
         if !found.contains(members) {
             problems.push(format!(
                 "the listed circle `{}` no longer occurs ({reason}): delete its line from {DOC}",
@@ -685,6 +766,118 @@ fn no_circle_between_modules() {
         }
     }
     fail(&problems, "import circles between top-level modules");
+}
+
+/// Whether a `circle:` line is one inside a module (its members are paths,
+/// `queue/outbox`), not one between top-level modules.
+fn is_inner(members: &BTreeSet<String>) -> bool {
+    members.iter().any(|m| m.contains('/'))
+}
+
+/// An arrow between two parts of one module, as a path names it.
+#[derive(Debug)]
+struct InnerArrow {
+    from: String,
+    to: String,
+    place: String,
+}
+
+/// The arrows between the parts of each module: a part of module `m` is a
+/// child file of it or a child folder with its files (`registry/build`,
+/// `registry/store`); a path in part `a` that names something in another
+/// part `b` is the arrow `m/a -> m/b`. The module's own root file (`mod.rs`)
+/// is no part, and items it defines or re-exports are not followed into the
+/// part that holds them: a helper two parts share belongs in the lower one.
+fn inner_arrows(files: &[SourceFile]) -> Vec<InnerArrow> {
+    let parts: BTreeSet<&[String]> = files
+        .iter()
+        .flat_map(|f| (1..=f.module.len()).map(|n| &f.module[..n]))
+        .collect();
+    let mut arrows = Vec::new();
+    for f in files {
+        let lines: Vec<&str> = f.text.lines().collect();
+        for (path, line) in absolute_paths(&f.module, &f.text) {
+            let common = f
+                .module
+                .iter()
+                .zip(&path)
+                .take_while(|(a, b)| a == b)
+                .count();
+            // Inside one top-level module, from one of its parts to another.
+            if common == 0 || common >= f.module.len() || common >= path.len() {
+                continue;
+            }
+            let to = &path[..=common];
+            if !parts.contains(to) {
+                continue;
+            }
+            arrows.push(InnerArrow {
+                from: f.module[..=common].join("/"),
+                to: to.join("/"),
+                place: format!(
+                    "{}:{line}: `{}`",
+                    f.file,
+                    lines.get(line - 1).map_or("", |l| l.trim())
+                ),
+            });
+        }
+    }
+    arrows
+}
+
+/// The circles among these arrows that the rules do not list, and the listed
+/// ones that no longer occur.
+fn inner_circle_problems(rules: &Rules, arrows: &[InnerArrow]) -> Vec<String> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for a in arrows {
+        graph
+            .entry(a.from.clone())
+            .or_default()
+            .insert(a.to.clone());
+    }
+    let found = circles(&graph);
+    let listed: Vec<&(BTreeSet<String>, String)> = rules
+        .circles
+        .iter()
+        .filter(|(members, _)| is_inner(members))
+        .collect();
+    let mut problems = Vec::new();
+    for c in &found {
+        if listed.iter().any(|(members, _)| members == c) {
+            continue;
+        }
+        let ties: Vec<&str> = arrows
+            .iter()
+            .filter(|a| c.contains(&a.from) && c.contains(&a.to))
+            .map(|a| a.place.as_str())
+            .collect();
+        problems.push(format!(
+            "circle between {}: {} (a helper both need belongs in the lower one)",
+            c.iter().cloned().collect::<Vec<_>>().join(", "),
+            ties.join("; ")
+        ));
+    }
+    for (members, reason) in listed {
+        if !found.contains(members) {
+            problems.push(format!(
+                "the listed circle `{}` no longer occurs ({reason}): delete its line from {DOC}",
+                members.iter().cloned().collect::<Vec<_>>().join(" ")
+            ));
+        }
+    }
+    problems
+}
+
+/// No import circle between the files (or sub-folders) of one module, but
+/// those the map lists.
+#[test]
+fn no_circle_inside_a_module() {
+    let doc = fs::read_to_string(root().join(DOC)).unwrap_or_else(|e| panic!("read {DOC}: {e}"));
+    let arrows = inner_arrows(&source_files());
+    fail(
+        &inner_circle_problems(&parse_rules(&doc), &arrows),
+        "import circles inside modules",
+    );
 }
 
 /// The diagram draws only arrows the rules allow: each `A --> B` (or
@@ -757,7 +950,7 @@ mod tests {
 }
 fn g<'a>(x: &'a str) { super::super::api::x(); super::sibling(); }
 "##;
-    let got: Vec<(String, usize)> = references("src/x/y.rs", "x", 2, src)
+    let got: Vec<(String, usize)> = references("src/x/y.rs", &module("x::y"), src)
         .into_iter()
         .map(|r| (r.to, r.line))
         .collect();
@@ -776,7 +969,7 @@ fn g<'a>(x: &'a str) { super::super::api::x(); super::sibling(); }
     // Inside the inline `mod tests`, `super::super` only reaches `x`; three
     // levels would be needed to leave it.
     let deeper = "mod tests { use super::super::super::queue::Job; }";
-    let got: Vec<String> = references("src/x/y.rs", "x", 2, deeper)
+    let got: Vec<String> = references("src/x/y.rs", &module("x::y"), deeper)
         .into_iter()
         .map(|r| r.to)
         .collect();
@@ -791,7 +984,7 @@ fn a_forbidden_arrow_is_reported() {
                kernel never: queue  # the kernel knows only traits\n```\n";
     let rules = parse_rules(doc);
     let src = "use crate::types::Message;\nuse crate::queue::JobQueue;\n";
-    let refs = references("src/kernel/mod.rs", "kernel", 1, src);
+    let refs = references("src/kernel/mod.rs", &module("kernel"), src);
     assert_eq!(refs.len(), 2);
     let problems = import_problems(&rules, &refs);
     assert_eq!(problems.len(), 1, "{problems:?}");
@@ -809,5 +1002,77 @@ fn a_forbidden_arrow_is_reported() {
         problems[0].contains("`kernel` may import only: types"),
         "{}",
         problems[0]
+    );
+}
+
+fn module(path: &str) -> Vec<String> {
+    path.split("::").map(str::to_string).collect()
+}
+
+/// Two files of one module that import each other are a circle, named with
+/// the lines that tie it; listed in the rules, it passes until it is gone.
+#[test]
+fn a_circle_between_two_files_of_a_module_is_reported() {
+    let file = |path: &str, module_path: &str, text: &str| SourceFile {
+        file: path.to_string(),
+        module: module(module_path),
+        text: text.to_string(),
+    };
+    let files = [
+        file(
+            "src/x/mod.rs",
+            "x",
+            "mod a;\nmod b;\nmod c;\npub use a::g;\n",
+        ),
+        file(
+            "src/x/a.rs",
+            "x::a",
+            "use super::b::Thing;\npub fn g() {}\n",
+        ),
+        file(
+            "src/x/b.rs",
+            "x::b",
+            "pub struct Thing;\nfn f() { crate::x::a::g(); }\n",
+        ),
+        // An item of the module's root is no part; `c` only uses `a`.
+        file(
+            "src/x/c.rs",
+            "x::c",
+            "use super::{Root, a::g};\nmod tests { use super::super::b::Thing; }\n",
+        ),
+    ];
+    let arrows = inner_arrows(&files);
+    let pairs: Vec<(&str, &str)> = arrows
+        .iter()
+        .map(|a| (a.from.as_str(), a.to.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("x/a", "x/b"),
+            ("x/b", "x/a"),
+            ("x/c", "x/a"),
+            ("x/c", "x/b")
+        ]
+    );
+    let problems = inner_circle_problems(&Rules::default(), &arrows);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("circle between x/a, x/b: src/x/a.rs:1: `use super::b::Thing;`"),
+        "{}",
+        problems[0]
+    );
+    let listed = parse_rules("```rules\ncircle: x/a x/b  # being fixed\n```\n");
+    assert_eq!(
+        inner_circle_problems(&listed, &arrows),
+        Vec::<String>::new()
+    );
+    let gone = parse_rules("```rules\ncircle: x/a x/c  # fixed already\n```\n");
+    let problems = inner_circle_problems(&gone, &arrows);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("`x/a x/c` no longer occurs")),
+        "{problems:?}"
     );
 }

@@ -87,6 +87,11 @@ async fn thousands_of_idle_connections_and_streams_leave_room_for_a_job() {
             "STRUCTURED_AGENTS_SERVER__MAX_EVENT_STREAMS",
             &(STREAMS + 1).to_string(),
         ),
+        // One caller (no keys) holds them all: its share is the whole cap.
+        (
+            "STRUCTURED_AGENTS_SERVER__MAX_EVENT_STREAMS_PER_CALLER",
+            &(STREAMS + 1).to_string(),
+        ),
         // Long enough that nothing here is cut by a timeout.
         ("STRUCTURED_AGENTS_SERVER__HEADER_TIMEOUT", "10m"),
         ("STRUCTURED_AGENTS_SERVER__IDLE_TIMEOUT", "10m"),
@@ -181,8 +186,15 @@ async fn past_the_connection_cap_a_503_and_others_are_served_again_once_room_fre
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_stream_cap_a_503_and_a_stream_again_once_one_ends() {
-    let (_mock, _site, daemon) =
-        start(&[("STRUCTURED_AGENTS_SERVER__MAX_EVENT_STREAMS", "2")]).await;
+    let (_mock, _site, daemon) = start(&[
+        ("STRUCTURED_AGENTS_SERVER__MAX_EVENT_STREAMS", "2"),
+        // One caller (no keys): its share is the whole cap here.
+        (
+            "STRUCTURED_AGENTS_SERVER__MAX_EVENT_STREAMS_PER_CALLER",
+            "2",
+        ),
+    ])
+    .await;
     let http = client();
     let waiting = submit_body(
         &http,
@@ -220,6 +232,45 @@ async fn past_the_stream_cap_a_503_and_a_stream_again_once_one_ends() {
         }
     })
     .await;
+}
+
+/// Fair shares: unset, one caller's streams are capped at a quarter of the
+/// daemon's (one key opened 2,048 and starved every other key's streams).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_caller_gets_a_fair_share_of_the_stream_cap_by_default() {
+    let (_mock, _site, daemon) =
+        start(&[("STRUCTURED_AGENTS_SERVER__MAX_EVENT_STREAMS", "8")]).await;
+    let http = client();
+    let waiting = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "b", "input": "later", "run_at": "2099-01-01T00:00:00Z"}),
+    )
+    .await;
+    let events = format!("/v1/jobs/{}/events", waiting["id"].as_str().unwrap());
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let (stream, head) = open_with(&daemon, &get_request(&events)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        open.push(stream);
+    }
+    let (mut refused, head) = open_with(&daemon, &get_request(&events)).await;
+    assert!(
+        head.starts_with("HTTP/1.1 503"),
+        "the third of 8 is past a quarter: {head}"
+    );
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    let mut body = vec![0u8; length];
+    refused.read_exact(&mut body).await.unwrap();
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("max_event_streams_per_caller"), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -501,6 +501,76 @@ async fn a_bundle_is_verified_from_the_console() {
     );
 }
 
+/// Verify's real tools only after a confirmation that lists them: with "Run
+/// the real tools" ticked, Verify first asks, naming the `unsafe` tool that
+/// would really run; Cancel runs nothing; confirmed, the report says the real
+/// tools ran. Unticked, the report names the stand-ins and nothing ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_asks_before_a_verify_runs_the_real_tools() {
+    let mock = mock_server(CALC_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    let paid = site.path().join("paid.log");
+    let bundle = calc_bundle()
+        .replace("effect: read_only", "effect: unsafe")
+        .replace(
+            "print(json.dumps({'sum': a['a'] + a['b']}))",
+            &format!(
+                "open({:?}, 'a').write('paid'); print(json.dumps({{'sum': a['a'] + a['b']}}))",
+                paid.display().to_string()
+            ),
+        );
+    site.put_bundle("calc", &bundle);
+    let daemon = site.start();
+
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/bundles")).await;
+    let panel = "section.bundle[data-bundle=calc] .verify";
+    browser.wait_text(panel, "Run the real tools (add)").await;
+    browser.click(&format!("{panel} summary")).await;
+    browser
+        .type_into(&format!("{panel} textarea.verify-exchange"), CALC_SCRIPT)
+        .await;
+
+    // Stand-ins by default: nothing of `add` runs.
+    browser.click(&format!("{panel} button.verify-run")).await;
+    browser
+        .wait_text(
+            &format!("{panel} .verify-report"),
+            "Stand-ins answered add: nothing of theirs really ran.",
+        )
+        .await;
+    assert!(!paid.exists(), "a default verify ran the unsafe tool");
+
+    // Ticked: a confirmation names the tool; Cancel runs nothing.
+    browser.click(&format!("{panel} input.verify-real")).await;
+    browser.click(&format!("{panel} button.verify-run")).await;
+    let asked = browser
+        .wait_text("dialog.confirm", "would really run")
+        .await;
+    assert!(asked.contains("add") && asked.contains("unsafe"), "{asked}");
+    browser.screenshot("bundle-verify-confirm").await;
+    browser
+        .click("dialog.confirm button[data-action=cancel]")
+        .await;
+    assert!(!paid.exists(), "cancelled, yet the tool ran");
+
+    browser.click(&format!("{panel} button.verify-run")).await;
+    browser
+        .wait_text("dialog.confirm", "would really run")
+        .await;
+    browser
+        .click("dialog.confirm button[data-action=confirm]")
+        .await;
+    browser
+        .wait_text(
+            &format!("{panel} .verify-report"),
+            "The real tools ran, side effects and all.",
+        )
+        .await;
+    assert!(paid.exists(), "confirmed, the real tool ran");
+    browser.close().await;
+}
+
 /// A webhook whose receiver was down is a dead letter on the deliveries
 /// page; "Redrive" sends it again, the receiver (up now) gets it once and
 /// the row says delivered.

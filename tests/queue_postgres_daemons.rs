@@ -10,8 +10,9 @@
 //! NUL, which PostgreSQL refuses in text, is replaced before it is stored.
 //!
 //! The restart test (`postgres_restart_…`) stops the whole PostgreSQL
-//! cluster for a moment (the throwaway one of `scripts/with-postgres` with its
-//! `SA_TEST_POSTGRES_CTL` script, else the local one with `pg_ctlcluster`), so
+//! cluster for a moment, so it runs only on a throwaway cluster started for
+//! it (`scripts/with-postgres --throwaway`, whose `SA_TEST_POSTGRES_CTL`
+//! script stops and starts it; never a server the suite did not start), and
 //! `scripts/test` runs it alone, after the rest.
 //!
 //! Needs PostgreSQL like `queue_conformance` (`SA_TEST_POSTGRES_URL`, default
@@ -701,47 +702,30 @@ async fn postgres_an_sse_client_on_one_daemon_follows_a_job_another_runs() {
     assert!(t.server.requests().len() >= TURNS);
 }
 
-/// The tests' PostgreSQL server, stopped and started: the throwaway cluster
-/// of `scripts/with-postgres` through its control script
-/// (`SA_TEST_POSTGRES_CTL stop|start`) when it set one, otherwise the
-/// distribution's local cluster through `pg_ctlcluster` (the version is the
-/// one directory of /etc/postgresql). Started again on drop, so a test that
-/// fails mid-outage never leaves the server down.
-enum Cluster {
-    Script(String),
-    Debian { version: String },
+/// The tests' PostgreSQL server, stopped and started: only ever the
+/// throwaway cluster `scripts/with-postgres --throwaway` started for this
+/// run, through its control script (`SA_TEST_POSTGRES_CTL stop|start`).
+/// Never a server the suite did not start: a user's own PostgreSQL on 5432
+/// is not this test's to stop. Started again on drop, so a test that fails
+/// mid-outage never leaves the server down.
+struct Cluster {
+    script: String,
 }
 
+/// What to run instead when no throwaway cluster was started.
+const THROWAWAY: &str = "this test stops and starts its PostgreSQL server, so it runs only on a throwaway cluster started for it: run it through `scripts/test` (which does), or `scripts/with-postgres --throwaway cargo nextest run --test queue_postgres_daemons -E 'test(postgres_restart)'`";
+
 impl Cluster {
-    fn local() -> Self {
-        if let Ok(script) = std::env::var("SA_TEST_POSTGRES_CTL") {
-            return Self::Script(script);
-        }
-        let mut versions: Vec<String> = std::fs::read_dir("/etc/postgresql")
-            .unwrap_or_else(|e| panic!("cannot list /etc/postgresql ({e}): this test restarts the local cluster with pg_ctlcluster; {START_POSTGRES}"))
-            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-            .filter(|v| Path::new("/etc/postgresql").join(v).join("main").is_dir())
-            .collect();
-        versions.sort_by_key(|v| v.parse::<u32>().unwrap_or(0));
-        let version = versions
-            .pop()
-            .unwrap_or_else(|| panic!("no cluster `main` under /etc/postgresql; {START_POSTGRES}"));
-        Self::Debian { version }
+    fn throwaway() -> Self {
+        let script = std::env::var("SA_TEST_POSTGRES_CTL")
+            .unwrap_or_else(|_| panic!("SA_TEST_POSTGRES_CTL is not set: {THROWAWAY}"));
+        Self { script }
     }
 
     fn command(&self, action: &str) -> std::process::Command {
-        match self {
-            Self::Script(script) => {
-                let mut command = std::process::Command::new(script);
-                command.arg(action);
-                command
-            }
-            Self::Debian { version } => {
-                let mut command = std::process::Command::new("pg_ctlcluster");
-                command.args(["--skip-systemctl-redirect", version, "main", action]);
-                command
-            }
-        }
+        let mut command = std::process::Command::new(&self.script);
+        command.arg(action);
+        command
     }
 
     fn ctl(&self, action: &str) {
@@ -776,10 +760,7 @@ impl Cluster {
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Script(script) => write!(f, "{script}"),
-            Self::Debian { version } => write!(f, "pg_ctlcluster {version} main"),
-        }
+        write!(f, "{}", self.script)
     }
 }
 
@@ -802,7 +783,7 @@ async fn readyz(http: &reqwest::Client, daemon: &Daemon) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restart_mid_load_loses_no_job_and_shows_the_outage() {
     const JOBS: usize = 400;
-    let cluster = Cluster::local();
+    let cluster = Cluster::throwaway();
     let server = mock_server(SCAN_SCRIPT).await;
     let schema = Schema::fresh();
     let sites = [scan_site(&server), scan_site(&server)];

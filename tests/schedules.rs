@@ -128,9 +128,9 @@ async fn a_bundle_schedule_fires_once_a_second_and_can_be_paused_listed_and_run(
         .await
         .unwrap();
     for series in [
-        "structured_agents_schedule_fires_total{outcome=\"submitted\",schedule=\"tick\"}",
-        "structured_agents_schedule_next_fire_timestamp_seconds{schedule=\"tick\"}",
-        "structured_agents_schedule_lateness_seconds_count{schedule=\"tick\"}",
+        "structured_agents_schedule_fires_total{bundle=\"tick\",outcome=\"submitted\"}",
+        "structured_agents_schedule_next_fire_timestamp_seconds{bundle=\"tick\"}",
+        "structured_agents_schedule_lateness_seconds_count{bundle=\"tick\"}",
     ] {
         assert!(metrics.contains(series), "{series} missing:\n{metrics}");
     }
@@ -336,7 +336,7 @@ async fn two_daemons_on_one_postgres_store_fire_each_fire_once() {
         async move {
             let text = http.get(url).send().await.unwrap().text().await.unwrap();
             text.contains(
-                "structured_agents_schedule_fires_total{outcome=\"submitted\",schedule=\"tick\"}",
+                "structured_agents_schedule_fires_total{bundle=\"tick\",outcome=\"submitted\"}",
             )
         }
     };

@@ -320,3 +320,123 @@ async fn the_api_verifies_a_loaded_bundle_as_the_cli_does() {
     assert_eq!(status, 422, "{refused}");
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// Verify never causes a real side effect unless asked (issue 46): by
+/// default every tool whose effect is not `read_only` is answered by a
+/// stand-in — the matrix judges it just the same — and nothing of it runs;
+/// `--real-tools` runs them, many times each, with idempotency keys of this
+/// verify's own.
+#[test]
+fn stand_ins_answer_the_tools_with_side_effects_unless_the_real_tools_are_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    ledger(&bundle, "scripted:script.yaml");
+    // The side effect lands outside the bundle's copies, where it stays.
+    let outside = dir.path().join("paid.log");
+    std::fs::write(
+        bundle.join("tools/effect.py"),
+        TOOL.replace(
+            "open(\"effects.log\", \"a\")",
+            &format!("open({:?}, \"a\")", outside.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let verify = |extra: &[&str]| {
+        let out = bin()
+            .args(["verify", bundle.to_str().unwrap(), "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str::<Value>(&stdout).unwrap()
+    };
+
+    let stood_in = verify(&[]);
+    assert_eq!(stood_in["real_tools"], false);
+    assert_eq!(stood_in["stand_ins"], json!(["charge", "record"]));
+    assert!(
+        !outside.exists(),
+        "no tool with a side effect ran: {:?}",
+        std::fs::read_to_string(&outside)
+    );
+    let results = dir.path().join("results.json");
+    std::fs::write(&results, r#"{"charge": {"charged": 5}}"#).unwrap();
+    let scripted = verify(&["--tool-results", results.to_str().unwrap()]);
+    assert!(!outside.exists());
+
+    let real = verify(&["--real-tools"]);
+    assert_eq!(real["real_tools"], true);
+    assert_eq!(real["stand_ins"], json!([]));
+    let lines = std::fs::read_to_string(&outside).unwrap();
+    assert!(
+        lines.lines().filter(|l| *l == "charge").count() > 1,
+        "the real tools ran at the crash points: {lines}"
+    );
+    // The same verdicts either way: a stand-in is judged as its tool is.
+    for report in [&stood_in, &scripted] {
+        assert_eq!(report["tools"], real["tools"], "{report:#}\n{real:#}");
+        assert_eq!(report["violations"], real["violations"]);
+    }
+}
+
+/// Over the API: stand-ins by default, `real_tools` on request, both with
+/// `tool_results` a 422; a verify is in flight for the key's cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_verifies_with_stand_ins_unless_real_tools_is_asked() {
+    let site = Site::new(
+        "http://127.0.0.1:9/v1",
+        "[auth]\nkeys_file = \"keys.toml\"\n",
+    );
+    let keys = site.path().join("keys.toml");
+    let operator = new_key(&keys, "ops", &["--scopes", "read,operate"]);
+    let bundle = site.path().join("bundles/ledger");
+    ledger(&bundle, "scripted:script.yaml");
+    let outside = site.path().join("paid.log");
+    std::fs::write(
+        bundle.join("tools/effect.py"),
+        TOOL.replace(
+            "open(\"effects.log\", \"a\")",
+            &format!("open({:?}, \"a\")", outside.display().to_string()),
+        ),
+    )
+    .unwrap();
+    let daemon = site.start();
+    let (status, report) =
+        post_as(&daemon, &operator, "/v1/bundles/ledger/verify", json!({})).await;
+    assert_eq!(status, 200, "{report}\n{}", daemon.log());
+    assert_eq!(
+        report["stand_ins"],
+        json!(["charge", "record"]),
+        "{report:#}"
+    );
+    assert!(
+        !outside.exists(),
+        "a default verify ran a tool with a side effect"
+    );
+    let (status, refused) = post_as(
+        &daemon,
+        &operator,
+        "/v1/bundles/ledger/verify",
+        json!({"real_tools": true, "tool_results": {}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"]["field"], "tool_results");
+    let (status, report) = post_as(
+        &daemon,
+        &operator,
+        "/v1/bundles/ledger/verify",
+        json!({"real_tools": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["real_tools"], true);
+    assert!(outside.exists(), "asked for, the real tools ran");
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{LOCAL, Principal, Scope, TOKEN_KEY, compile_globs};
+use super::{LOCAL, Principal, SCHEDULER, Scope, TOKEN_KEY, compile_globs};
 use crate::budget::DailyLimits;
 
 /// Why the keys file cannot be read, parsed or written.
@@ -134,9 +134,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
             "name {name:?}: use 1 to 64 letters, digits, `_`, `.` or `-`"
         ));
     }
-    if name == TOKEN_KEY || name == LOCAL {
+    if name == TOKEN_KEY || name == LOCAL || name == SCHEDULER {
         return Err(format!(
-            "name {name:?} is reserved (the single token is `{TOKEN_KEY}`, requests without keys `{LOCAL}`)"
+            "name {name:?} is reserved (the single token is `{TOKEN_KEY}`, requests without keys `{LOCAL}`, a bundle's schedule `{SCHEDULER}`)"
         ));
     }
     Ok(())

@@ -17,7 +17,7 @@
 //! how it spells this module's refusals.
 //!
 //! A direct tool call (`POST /v1/bundles/{name}/tools/{tool}:run`) starts
-//! no job but comes through here too ([`admit_tool_run`]): steps 1, 2
+//! no job but comes through here too ([`admit_direct`]): steps 1, 2
 //! (the bundle) and 3.
 
 use std::collections::HashMap;
@@ -31,7 +31,8 @@ use serde_json::{Map, Value};
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
-use crate::access::{Principal, Scope};
+use crate::access::Principal;
+use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, JobFilter, NewJob};
 
@@ -74,6 +75,26 @@ impl Submission {
 pub struct Gate {
     limiters: Mutex<HashMap<String, (u32, Arc<DefaultDirectRateLimiter>)>>,
     in_flight_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Direct tool runs running now, per key: in flight as its jobs are.
+    direct_runs: Arc<Mutex<HashMap<String, u64>>>,
+}
+
+/// One direct tool run counted in flight for its key until it drops.
+pub(super) struct DirectRunTicket {
+    runs: Arc<Mutex<HashMap<String, u64>>>,
+    key: String,
+}
+
+impl Drop for DirectRunTicket {
+    fn drop(&mut self) {
+        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = runs.get_mut(&self.key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                runs.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl Gate {
@@ -88,6 +109,22 @@ impl Gate {
                 limiters.insert(name.to_string(), (per_minute, limiter.clone()));
                 limiter
             }
+        }
+    }
+
+    /// The key's direct tool runs running now.
+    fn direct_runs(&self, key: &str) -> u64 {
+        let runs = self.direct_runs.lock().unwrap_or_else(|p| p.into_inner());
+        runs.get(key).copied().unwrap_or(0)
+    }
+
+    /// Counts one more direct tool run of `key` until the ticket drops.
+    fn start_direct_run(&self, key: &str) -> DirectRunTicket {
+        let mut runs = self.direct_runs.lock().unwrap_or_else(|p| p.into_inner());
+        *runs.entry(key.to_string()).or_default() += 1;
+        DirectRunTicket {
+            runs: self.direct_runs.clone(),
+            key: key.to_string(),
         }
     }
 
@@ -219,22 +256,26 @@ pub(super) fn at_index(index: usize, mut e: ApiError) -> ApiError {
     e
 }
 
-/// Admits one direct tool call (`POST /v1/bundles/{name}/tools/{tool}:run`),
-/// which starts no job: the key has `submit` and may use the bundle, the
-/// bundle is loaded, and the key's quotas hold (the call counts against
-/// its rate like a submission). Returns the bundle as loaded now.
-pub(super) async fn admit_tool_run(
+/// Admits one run that starts no job — a direct tool call (`POST
+/// /v1/bundles/{name}/tools/{tool}:run`, `run_tool`) or a verify
+/// (`verify_bundle`): the policy lets the key do `action` on the bundle, the
+/// bundle is loaded, and the key's quotas hold (the run counts against its
+/// rate like a submission, and it is in flight, against the key's
+/// `max_in_flight`, until the ticket drops). Returns the bundle as loaded
+/// now.
+pub(super) async fn admit_direct(
     state: &AppState,
     caller: &Caller,
+    action: Action,
     bundle: &str,
-) -> Result<Arc<crate::registry::LoadedBundle>, ApiError> {
+) -> Result<(Arc<crate::registry::LoadedBundle>, DirectRunTicket), ApiError> {
     let admitted = async {
-        caller.require(Scope::Submit)?;
         no_nul("bundle", bundle)?;
-        caller.may_use(bundle, "bundle")?;
+        caller.on_bundle(action, bundle, "bundle")?;
         let loaded = loaded_bundle(state, bundle, "bundle")?;
+        let _held = state.admission.hold_in_flight(&caller.0).await;
         key_quotas(state, &caller.0, 1).await?;
-        Ok(loaded)
+        Ok((loaded, state.admission.start_direct_run(caller.name())))
     }
     .await;
     admitted.inspect_err(|e| refused(state, caller, e))
@@ -243,11 +284,11 @@ pub(super) async fn admit_tool_run(
 /// Everything about one job that needs no store: who may, which bundle,
 /// which fields. The job comes back ready to queue, owned by the caller.
 fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, ApiError> {
-    caller.require(Scope::Submit)?;
+    caller.require(Action::SubmitJob)?;
     let mut job = s.job;
     no_nul(s.bundle_field, &job.bundle)?;
     for bundle in std::iter::once(&job.bundle).chain(&s.also_runs) {
-        caller.may_use(bundle, s.bundle_field)?;
+        caller.on_bundle(Action::SubmitJob, bundle, s.bundle_field)?;
     }
     known_bundle(state, &job.bundle, s.bundle_field)?;
     check_fields(&job)?;
@@ -418,7 +459,7 @@ async fn conversation_is_own(
     // a key that may read every job, as it alone may read it.
     let foreign = |earlier: &Job| match earlier.owner.as_deref() {
         Some(owner) => owner != caller.name(),
-        None => !caller.0.reads_all(),
+        None => !caller.0.can(Action::ReadConversation.scope_for_others()),
     };
     match page.jobs.first() {
         Some(earlier) if foreign(earlier) => Err(ApiError::field(
@@ -477,14 +518,16 @@ async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), Api
         .queue
         .owner_load(&key.name, SystemTime::now() - crate::budget::DAY)
         .await?;
+    // Direct tool runs are in flight too: they run processes as jobs do.
+    let in_flight = load.in_flight + state.admission.direct_runs(&key.name);
     if let Some(max) = key.max_in_flight
-        && load.in_flight + u64::from(n) > max
+        && in_flight + u64::from(n) > max
     {
         return Err(ApiError::new(
             ErrorCode::QuotaExceeded,
             format!(
-                "API key {:?} has {} jobs not finished and may have {max} (max_in_flight); wait for some to finish",
-                key.name, load.in_flight
+                "API key {:?} has {in_flight} jobs and direct tool runs not finished and may have {max} (max_in_flight); wait for some to finish",
+                key.name
             ),
         )
         .retry_after(5));

@@ -26,6 +26,7 @@ use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
+use crate::access::policy::Action;
 use crate::approval::{Decision, Verdict};
 use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope};
@@ -93,7 +94,7 @@ async fn start(
     headers: &axum::http::HeaderMap,
     input: &RunInput,
 ) -> Result<(Job, u64), ApiError> {
-    caller.may_use(bundle, "bundle")?;
+    caller.on_bundle(Action::SubmitJob, bundle, "bundle")?;
     known_bundle(state, bundle, "bundle")?;
     let (text, messages) = chat_of(&input.messages)?;
     let conversation_id = super::conversations::check_id(&input.thread_id)
@@ -198,7 +199,7 @@ async fn resume(
         super::approvals::take(state, caller, &job_id, call, decision).await?;
     }
     let (id, after) = resumed.ok_or_else(|| ApiError::internal("a resume without entries"))?;
-    let job = caller.visible(&id, state.queue.get(&id).await?)?;
+    let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     Ok((job, after))
 }
 

@@ -11,6 +11,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::JsonBody;
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::approval::{Approver, Decision, ParkedCall, ParkedKind};
 use crate::queue::{JobId, JobState};
 
@@ -22,7 +23,7 @@ pub async fn list(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = JobId::from(id);
-    let job = caller.visible(&id, state.queue.get(&id).await?)?;
+    let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     // The parked call's one shape (docs/api.md), as the job shows it.
     let approvals: Vec<&ParkedCall> = match (job.state, &job.pending_call) {
         (JobState::AwaitingApproval, Some(request)) if request.kind == ParkedKind::Approval => {
@@ -67,11 +68,10 @@ pub(super) async fn take(
     call: &str,
     decision: Decision,
 ) -> Result<crate::queue::Job, ApiError> {
-    caller.require(crate::access::Scope::Approve)?;
     // No stream tells of a request before the job is parked on it (the
     // queue writes `ApprovalRequested` in the park's commit), so a job
     // that is not parked here has nothing to decide yet, or any more.
-    let job = caller.operable(id, state.queue.get(id).await?)?;
+    let job = caller.job(Action::DecideApproval, id, state.queue.get(id).await?)?;
     if let Some(request) = &job.pending_call
         && request
             .approval

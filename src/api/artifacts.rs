@@ -10,6 +10,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::journal::ARTIFACTS_SCOPE;
 use crate::queue::JobId;
 
@@ -58,7 +59,7 @@ pub(super) async fn read(
     caller: &Caller,
     id: &JobId,
 ) -> Result<Vec<Value>, ApiError> {
-    caller.visible(id, state.queue.get(id).await?)?;
+    caller.job(Action::ReadJob, id, state.queue.get(id).await?)?;
     let scope = format!("{ARTIFACTS_SCOPE}/");
     let mut artifacts: Vec<Value> = state
         .queue

@@ -1,10 +1,10 @@
 //! Who is asking, and may they: the bearer token is looked up in the
 //! registry snapshot's key ring (so a reload that changes the keys applies
-//! at once) and the request carries the key as a [`Caller`]; each group of
-//! routes then requires one scope ([`require`]). Which job, conversation or
-//! decision a key may touch is decided by the handlers, with
-//! [`Caller::sees`] and [`Caller::operates_on`]: someone else's job is a
-//! 404, as an unknown one is.
+//! at once) and the request carries the key as a [`Caller`]; each route
+//! declares its action, whose scope it requires ([`require`]). Which
+//! job, conversation or decision a key may touch is asked of the one
+//! authorization policy (`crate::access::policy`) through [`Caller`]:
+//! someone else's job is a 404, as an unknown one is.
 
 use std::sync::Arc;
 
@@ -16,7 +16,8 @@ use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 use super::error::{ApiError, ErrorCode};
-use crate::access::{Principal, Scope};
+use crate::access::Principal;
+use crate::access::policy::{self, Action, Refusal, Resource};
 use crate::events::daemon::{DaemonBus, DaemonEvent};
 use crate::queue::{Job, JobId};
 
@@ -39,76 +40,79 @@ impl Caller {
         &self.0.name
     }
 
-    /// Refuses a key without `scope`.
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
-        if self.0.can(scope) {
-            return Ok(());
-        }
-        let has: Vec<&str> = self.0.scopes().map(Scope::as_str).collect();
-        Err(ApiError::new(
-            ErrorCode::Forbidden,
-            format!(
-                "API key {:?} lacks the `{scope}` scope this request needs (it has: {}); ask the operator for a key with it",
-                self.0.name,
-                has.join(", ")
-            ),
-        ))
+    /// Asks the authorization policy whether this key may do `action` on
+    /// `resource`; a refusal is the API's answer for it (an object that
+    /// does not exist for the key is `unknown`'s answer).
+    pub fn authorize(
+        &self,
+        action: Action,
+        resource: &Resource,
+        unknown: impl FnOnce() -> ApiError,
+    ) -> Result<(), ApiError> {
+        policy::authorize(&self.0, action, resource).map_err(|refusal| refused(refusal, unknown))
     }
 
-    /// Refuses a bundle outside the key's globs, with the same 422 as an
-    /// unknown bundle would get, so a key learns nothing of bundles it may
-    /// not use.
-    pub fn may_use(&self, bundle: &str, field: &str) -> Result<(), ApiError> {
-        if self.0.may_use(bundle) {
-            return Ok(());
-        }
-        Err(ApiError::field(
-            ErrorCode::UnknownBundle,
-            field,
-            format!(
-                "API key {:?} may not use bundle {bundle:?} (its bundles: {}); ask the operator to add it to the key's `bundles`",
-                self.0.name,
-                self.0
-                    .bundle_patterns
-                    .as_deref()
-                    .unwrap_or_default()
-                    .join(", ")
-            ),
-        ))
+    /// Whether the policy lets this key do `action` on `resource` (for
+    /// filtering listings: what it may not touch is not listed).
+    pub fn allows(&self, action: Action, resource: &Resource) -> bool {
+        policy::authorize(&self.0, action, resource).is_ok()
     }
 
-    /// Whether `job` is this key's to see.
-    pub fn sees(&self, job: &Job) -> bool {
-        self.0.sees(job.owner.as_deref())
+    /// Refuses a key without `action`'s scope (what a route declares).
+    pub fn require(&self, action: Action) -> Result<(), ApiError> {
+        self.authorize(action, &Resource::daemon(), || {
+            ApiError::internal("the daemon itself was not found")
+        })
     }
 
-    /// Whether `job` is this key's to cancel, resolve or decide on.
-    pub fn operates_on(&self, job: &Job) -> bool {
-        self.0.operates_on(job.owner.as_deref())
+    /// Refuses `action` on a request that names `bundle` (in `field`): a
+    /// bundle outside the key's globs gets the same 422 as an unknown
+    /// bundle, so a key learns nothing of bundles it may not use.
+    pub fn on_bundle(&self, action: Action, bundle: &str, field: &str) -> Result<(), ApiError> {
+        policy::authorize(&self.0, action, &Resource::bundle(bundle)).map_err(|refusal| {
+            let message = refusal.to_string();
+            match refusal {
+                Refusal::Bundle { .. } => ApiError::field(ErrorCode::UnknownBundle, field, message),
+                other => refused(other, || ApiError::internal("a bundle request was unknown")),
+            }
+        })
     }
 
-    /// `job` if this key may see it, else the 404 an unknown id gets.
-    pub fn visible(&self, id: &JobId, job: Option<Job>) -> Result<Job, ApiError> {
-        job.filter(|job| self.sees(job))
-            .ok_or_else(|| ApiError::job_not_found(id))
-    }
-
-    /// `job` if this key may operate on it: a job it can neither see nor
-    /// touch is a 404, one it sees but may not touch a 403.
-    pub fn operable(&self, id: &JobId, job: Option<Job>) -> Result<Job, ApiError> {
+    /// `job` if this key may do `action` on it, else the policy's refusal:
+    /// another key's job it may not read is the 404 an unknown id gets.
+    pub fn job(&self, action: Action, id: &JobId, job: Option<Job>) -> Result<Job, ApiError> {
         let job = job.ok_or_else(|| ApiError::job_not_found(id))?;
-        if self.operates_on(&job) {
-            return Ok(job);
+        self.authorize(action, &job_resource(&job), || ApiError::job_not_found(id))?;
+        Ok(job)
+    }
+
+    /// Whether this key may do `action` on `job`.
+    pub fn allows_job(&self, action: Action, job: &Job) -> bool {
+        self.allows(action, &job_resource(job))
+    }
+
+    /// The owner a listing of `action`'s objects is narrowed to: the key's
+    /// own, unless its scopes extend the action to every key's.
+    pub fn listing_owner(&self, action: Action) -> Option<String> {
+        (!self.0.can(action.scope_for_others())).then(|| self.name().to_string())
+    }
+}
+
+/// A job as the policy sees it.
+pub fn job_resource(job: &Job) -> Resource<'_> {
+    Resource::owned("job", job.owner.as_deref(), Some(&job.bundle))
+}
+
+/// The API's answer to a refusal.
+fn refused(refusal: Refusal, unknown: impl FnOnce() -> ApiError) -> ApiError {
+    match refusal {
+        Refusal::Unknown { .. } => unknown(),
+        Refusal::Bundle { .. } => {
+            ApiError::field(ErrorCode::UnknownBundle, "bundle", refusal.to_string())
         }
-        if !self.sees(&job) {
-            return Err(ApiError::job_not_found(id));
+        Refusal::Scope { .. } | Refusal::Foreign { .. } => {
+            ApiError::new(ErrorCode::Forbidden, refusal.to_string())
         }
-        Err(ApiError::new(
-            ErrorCode::Forbidden,
-            format!(
-                "job {id} was submitted by another API key; only its own key or one with `operate_all` may change it"
-            ),
-        ))
     }
 }
 
@@ -175,14 +179,46 @@ pub async fn authenticate_or_reload_key(
     authenticate(State(auth), request, next).await
 }
 
-/// A layer that refuses callers without `scope` (after [`authenticate`]).
-pub async fn require(scope: Scope, request: Request, next: Next) -> Response {
+/// A layer that refuses callers without the scope of the route's declared
+/// `action` (after [`authenticate`]).
+pub async fn require(action: Action, request: Request, next: Next) -> Response {
     let allowed = match request.extensions().get::<Caller>() {
-        Some(caller) => caller.require(scope),
+        Some(caller) => caller.require(action),
         None => Err(ApiError::internal("a scoped route without authentication")),
     };
     match allowed {
         Ok(()) => next.run(request).await,
         Err(e) => e.into_response(),
+    }
+}
+
+/// Ends the open event streams and MCP listens of every key a reload
+/// revoked, within the reload: a revoked key hears nothing more.
+pub struct RevokedStreams {
+    registry: Arc<crate::registry::Registry>,
+    streams: super::limits::StreamPermits,
+}
+
+impl RevokedStreams {
+    pub fn new(state: &super::AppState) -> Self {
+        Self {
+            registry: state.registry.clone(),
+            streams: state.streams.clone(),
+        }
+    }
+}
+
+impl crate::events::daemon::DaemonObserver for RevokedStreams {
+    fn on_daemon_event(&self, event: &DaemonEvent) {
+        if !matches!(event, DaemonEvent::Reload(_)) {
+            return;
+        }
+        let keys = self.registry.snapshot().keys.clone();
+        for key in self
+            .streams
+            .end_unknown(|name| keys.by_name(name).is_some())
+        {
+            tracing::info!(key = %key, "the key was revoked: its open event streams and listens were ended");
+        }
     }
 }

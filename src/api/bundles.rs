@@ -1,5 +1,6 @@
 //! `GET /v1/bundles` and `GET /v1/bundles/{name}`.
 
+use crate::access::policy::{Action, Resource};
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
@@ -49,13 +50,13 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Json<Value> 
     let bundles: Vec<Value> = snapshot
         .bundles
         .values()
-        .filter(|e| caller.0.may_use(&e.name))
+        .filter(|e| caller.allows(Action::ReadBundle, &Resource::bundle(&e.name)))
         .map(|e| describe(e, false))
         .collect();
     let rejected: Vec<Value> = snapshot
         .rejected
         .iter()
-        .filter(|e| caller.0.may_use(&e.name))
+        .filter(|e| caller.allows(Action::ReadBundle, &Resource::bundle(&e.name)))
         .map(|e| describe(e, false))
         .collect();
     Json(json!({"generation": snapshot.generation, "bundles": bundles, "rejected": rejected}))
@@ -70,7 +71,7 @@ pub async fn get(
     let entry = snapshot
         .bundles
         .get(&name)
-        .filter(|_| caller.0.may_use(&name))
+        .filter(|_| caller.allows(Action::ReadBundle, &Resource::bundle(&name)))
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no bundle named {name:?}")))?;
     Ok(Json(describe(entry, true)))
 }

@@ -12,6 +12,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::queue::{Job, JobFilter};
 
 /// Turns read per conversation.
@@ -64,7 +65,7 @@ pub(super) async fn turns_of(
         .queue
         .list(JobFilter {
             conversation_id: Some(id.to_string()),
-            owner: (!caller.0.reads_all()).then(|| caller.name().to_string()),
+            owner: caller.listing_owner(Action::ReadConversation),
             limit: MAX_TURNS,
             ..Default::default()
         })
@@ -102,7 +103,10 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let turns = turns_of(&state, &caller, &id).await?;
-    if turns.iter().any(|job| !caller.operates_on(job)) {
+    if turns
+        .iter()
+        .any(|job| !caller.allows_job(Action::DeleteConversation, job))
+    {
         return Err(ApiError::new(
             ErrorCode::Forbidden,
             format!(

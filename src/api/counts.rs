@@ -1,7 +1,8 @@
 //! `GET /v1/jobs/counts`: how many jobs are in each state, overall and per
 //! bundle — the console's state filter and its "needs a person" count.
 //! Every state is listed (zero when empty), so a client learns the states
-//! this daemon has from the answer.
+//! this daemon has from the answer. Bundles outside the key's globs are
+//! neither listed nor counted (the policy's `list_jobs`).
 
 use std::collections::BTreeMap;
 
@@ -10,14 +11,27 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::ApiError;
+use crate::access::policy::{Action, Resource};
 use crate::queue::JobState;
 
-pub async fn counts(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub async fn counts(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
     let rows = state.queue.counts_by_state().await?;
     let mut states: BTreeMap<&str, u64> = JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     let mut bundles: BTreeMap<String, BTreeMap<&str, u64>> = BTreeMap::new();
-    for (bundle, job_state, n) in rows {
+    // Whether the key could list a job of its own of `bundle`: the
+    // bundle's globs decide.
+    let listed = rows.into_iter().filter(|(bundle, _, _)| {
+        caller.allows(
+            Action::ListJobs,
+            &Resource::owned("job", Some(caller.name()), Some(bundle)),
+        )
+    });
+    for (bundle, job_state, n) in listed {
         *states.entry(job_state.as_str()).or_default() += n;
         *bundles
             .entry(bundle)

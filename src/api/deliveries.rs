@@ -11,6 +11,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::queue::{DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryState, Redrive};
 
 #[derive(Debug, Deserialize)]
@@ -27,7 +28,7 @@ pub struct ListQuery {
 
 /// The owner a caller's requests are limited to: none with `operate_all`.
 fn owner_of(caller: &Caller) -> Option<String> {
-    (!caller.0.operates_all()).then(|| caller.name().to_string())
+    caller.listing_owner(Action::ReadDeliveries)
 }
 
 /// `GET /v1/deliveries`: a page, newest first.

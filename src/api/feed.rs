@@ -102,6 +102,8 @@ pub fn job_feed(
         progress: true,
     };
     let live = state.live.subscribe(id.as_str(), wants);
+    // A feed of a key revoked by a reload ends at once.
+    let revoked = permit.revoked();
     let cursor = Cursor {
         _permit: permit,
         state,
@@ -114,7 +116,7 @@ pub fn job_feed(
         updates,
         live,
     };
-    futures::stream::unfold(cursor, |mut c| async move {
+    let feed = futures::stream::unfold(cursor, |mut c| async move {
         loop {
             if let Some(item) = c.pending.pop_front() {
                 return Some((item, c));
@@ -184,7 +186,8 @@ pub fn job_feed(
                 }
             }
         }
-    })
+    });
+    futures::StreamExt::take_until(feed, revoked.cancelled_owned())
 }
 
 impl From<Live> for Item {

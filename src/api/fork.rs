@@ -15,6 +15,7 @@ use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::journal::JournalEntry;
 use crate::queue::{ForkSeed, Job, JobId, JobOrigin, JobState};
 use crate::registry::BundleIdentity;
@@ -53,7 +54,7 @@ pub async fn fork(
     JsonBody(request): JsonBody<ForkRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     let id = JobId::from(id);
-    let source = caller.visible(&id, state.queue.get(&id).await?)?;
+    let source = caller.job(Action::ForkJob, &id, state.queue.get(&id).await?)?;
     agent_job(&state, &source)?;
     let journal = state.queue.journal(&id).await?;
     let range = seed::range(&journal);
@@ -219,12 +220,14 @@ pub async fn migrate_jobs(
     Path(name): Path<String>,
     JsonBody(request): JsonBody<MigrateRequest>,
 ) -> Result<Json<migrate::Plan>, ApiError> {
-    caller.may_use(&name, "bundle")?;
+    caller.on_bundle(Action::MigrateJobs, &name, "bundle")?;
     let plan = migrate::migrate(
         state.queue.as_ref(),
         &state.registry,
         &name,
         &request.states,
+        // A key moves its own jobs; only `operate_all` moves every key's.
+        caller.listing_owner(Action::MigrateJobs).as_deref(),
         request.dry_run,
     )
     .await

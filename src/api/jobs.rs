@@ -11,6 +11,7 @@ use super::admission::{Submission, admit, admit_batch};
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, JobFilter, JobId, JobState, NewJob, Resolution};
 
@@ -269,20 +270,23 @@ pub async fn list(
         None => None,
     };
     let limit = page_limit(query.limit)?;
-    let page = state
+    let mut page = state
         .queue
         .list(JobFilter {
             state: job_state,
             bundle: query.bundle,
             conversation_id: query.conversation_id,
             // A key sees its own jobs unless it may read all.
-            owner: (!caller.0.reads_all()).then(|| caller.name().to_string()),
+            owner: caller.listing_owner(Action::ListJobs),
             limit,
             cursor: query.cursor,
             search: query.q,
             unfinished: false,
         })
         .await?;
+    // Jobs of bundles outside the key's globs do not exist for it.
+    page.jobs
+        .retain(|job| caller.allows_job(Action::ListJobs, job));
     Ok(Json(
         json!({"jobs": page.jobs, "next_cursor": page.next_cursor}),
     ))
@@ -307,7 +311,9 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    caller.visible(&id, state.queue.get(&id).await?).map(Json)
+    caller
+        .job(Action::ReadJob, &id, state.queue.get(&id).await?)
+        .map(Json)
 }
 
 pub async fn cancel(
@@ -316,7 +322,7 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    caller.operable(&id, state.queue.get(&id).await?)?;
+    caller.job(Action::CancelJob, &id, state.queue.get(&id).await?)?;
     let changed = state
         .queue
         .cancel(&id)
@@ -333,7 +339,7 @@ pub async fn rerun(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     let id = JobId::from(id);
-    let source = caller.visible(&id, state.queue.get(&id).await?)?;
+    let source = caller.job(Action::RerunJob, &id, state.queue.get(&id).await?)?;
     let submission = Submission::new(rerun_of(source), "bundle");
     let (job, _) = admit(&state, &caller, submission).await?;
     Ok((StatusCode::CREATED, Json(job)))
@@ -386,7 +392,7 @@ pub async fn resolve(
     JsonBody(resolution): JsonBody<Resolution>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    caller.operable(&id, state.queue.get(&id).await?)?;
+    caller.job(Action::ResolveJob, &id, state.queue.get(&id).await?)?;
     let changed = state.queue.resolve(&id, resolution).await?;
     let job = settled(&state, changed);
     tracing::info!(job_id = %id, state = %job.state, by = caller.name(), "job resolved by an operator");
@@ -400,7 +406,7 @@ pub async fn journal(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = JobId::from(id);
-    caller.visible(&id, state.queue.get(&id).await?)?;
+    caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     let steps: Vec<Value> = state
         .queue
         .journal(&id)

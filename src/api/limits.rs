@@ -6,10 +6,14 @@
 //!
 //! A caller is named by a string: the name of the API key the request
 //! presented (`auth::Caller`). This module does not know how callers
-//! authenticate.
+//! authenticate; it is told which callers are gone ([`StreamPermits::end_unknown`],
+//! after every reload), and every open stream of those ends: each permit
+//! carries its caller's [`StreamPermit::revoked`] token.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use tokio_util::sync::CancellationToken;
 
 use super::error::{ApiError, ErrorCode};
 
@@ -28,7 +32,13 @@ struct Inner {
 #[derive(Default)]
 struct Open {
     all: usize,
-    by_caller: HashMap<Arc<str>, usize>,
+    by_caller: HashMap<Arc<str>, Streams>,
+}
+
+/// One caller's open streams, and what ends them all.
+struct Streams {
+    count: usize,
+    revoked: CancellationToken,
 }
 
 /// Which cap a stream was refused by.
@@ -55,6 +65,15 @@ impl From<StreamsFull> for ApiError {
 pub struct StreamPermit {
     inner: Arc<Inner>,
     caller: Arc<str>,
+    revoked: CancellationToken,
+}
+
+impl StreamPermit {
+    /// Cancelled when the caller's key is gone (revoked by a reload): the
+    /// stream holding this permit ends then.
+    pub fn revoked(&self) -> CancellationToken {
+        self.revoked.clone()
+    }
 }
 
 impl StreamPermits {
@@ -77,7 +96,7 @@ impl StreamPermits {
             });
         }
         let caller: Arc<str> = match open.by_caller.get_key_value(caller) {
-            Some((name, &count)) if count >= self.inner.per_caller => {
+            Some((name, streams)) if streams.count >= self.inner.per_caller => {
                 return Err(StreamsFull::Caller {
                     caller: name.to_string(),
                     limit: self.inner.per_caller,
@@ -87,11 +106,35 @@ impl StreamPermits {
             None => Arc::from(caller),
         };
         open.all += 1;
-        *open.by_caller.entry(caller.clone()).or_default() += 1;
+        let streams = open
+            .by_caller
+            .entry(caller.clone())
+            .or_insert_with(|| Streams {
+                count: 0,
+                revoked: CancellationToken::new(),
+            });
+        streams.count += 1;
         Ok(StreamPermit {
             inner: self.inner.clone(),
             caller,
+            revoked: streams.revoked.clone(),
         })
+    }
+
+    /// Ends every open stream of each caller `known` no longer knows (its
+    /// key was revoked); the callers named again later start afresh.
+    /// Answers the callers whose streams were ended.
+    pub fn end_unknown(&self, known: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut open = self.lock();
+        let mut ended = Vec::new();
+        for (caller, streams) in open.by_caller.iter_mut() {
+            if !known(caller) {
+                streams.revoked.cancel();
+                streams.revoked = CancellationToken::new();
+                ended.push(caller.to_string());
+            }
+        }
+        ended
     }
 
     /// Streams open now (in all).
@@ -114,9 +157,9 @@ impl Drop for StreamPermit {
     fn drop(&mut self) {
         let mut open = lock(&self.inner);
         open.all = open.all.saturating_sub(1);
-        if let Some(count) = open.by_caller.get_mut(&self.caller) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(streams) = open.by_caller.get_mut(&self.caller) {
+            streams.count -= 1;
+            if streams.count == 0 {
                 // No entry per caller that ever connected: the map stays
                 // as small as the callers streaming now.
                 open.by_caller.remove(&self.caller);
@@ -159,6 +202,21 @@ mod tests {
             drop(permits.acquire(&format!("caller-{n}")).unwrap());
         }
         assert!(lock(&permits.inner).by_caller.is_empty());
+    }
+
+    #[test]
+    fn a_revoked_callers_streams_end_and_a_new_one_starts_afresh() {
+        let permits = StreamPermits::new(10, 10);
+        let (a, b) = (permits.acquire("a").unwrap(), permits.acquire("b").unwrap());
+        assert_eq!(permits.end_unknown(|caller| caller == "b"), ["a"]);
+        assert!(a.revoked().is_cancelled() && !b.revoked().is_cancelled());
+        let again = permits.acquire("a").unwrap();
+        assert!(
+            !again.revoked().is_cancelled(),
+            "a key named again streams anew"
+        );
+        drop(a);
+        assert_eq!(permits.open(), 2);
     }
 
     #[test]

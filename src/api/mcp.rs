@@ -28,6 +28,7 @@ mod resources;
 mod sessions;
 mod tasks;
 
+use crate::access::policy::{Action, Resource};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -144,7 +145,7 @@ impl BundleTools {
             .registry
             .snapshot()
             .loaded()
-            .filter(|b| caller.0.may_use(b.name()))
+            .filter(|b| caller.allows(Action::SubmitJob, &Resource::bundle(b.name())))
             .map(|b| (b.name().to_string(), b.bundle.raw.description.clone()))
             .collect()
     }

@@ -41,7 +41,7 @@ mod trace_context;
 mod verify;
 
 pub use a2a::push::PushFormat as A2aPushFormat;
-pub use auth::{Auth, Caller};
+pub use auth::{Auth, Caller, RevokedStreams};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
 
 use std::sync::Arc;
@@ -55,7 +55,7 @@ use axum::routing::{MethodRouter, delete, get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
 
-use crate::access::Scope;
+use crate::access::policy::Action;
 use crate::events::daemon::{
     Change, DaemonBus, InputKind, QueueHealth, ReloadResult, ReloadTrigger,
 };
@@ -105,94 +105,105 @@ pub struct AppState {
     pub verifying: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// A route that needs `scope` of the caller's key (docs/api.md has the
-/// table of scopes per route).
-pub(super) fn with(scope: Scope, route: MethodRouter<AppState>) -> MethodRouter<AppState> {
+/// A route that declares the `action` it is (docs/security.md has the
+/// table of actions and their scopes); its caller's key needs the
+/// action's scope. Every authenticated route is made with this
+/// (`tests/policy_routes.rs` checks it), so none can forget its action.
+pub(super) fn with(action: Action, route: MethodRouter<AppState>) -> MethodRouter<AppState> {
     route.route_layer(middleware::from_fn(move |request, next| {
-        auth::require(scope, request, next)
+        auth::require(action, request, next)
     }))
 }
 
 pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
-    use Scope::{Approve, Operate, Read, Submit};
+    use Action::*;
     let max_body_bytes = body.max_bytes;
     let auth = state.auth.clone();
     let v1 = Router::new()
         .route(
             "/jobs",
-            with(Submit, post(jobs::submit)).merge(with(Read, get(jobs::list))),
+            with(SubmitJob, post(jobs::submit)).merge(with(ListJobs, get(jobs::list))),
         )
-        .route("/jobs/batch", with(Submit, post(jobs::submit_batch)))
-        .route("/jobs/counts", with(Read, get(counts::counts)))
-        .route("/jobs/{id}", with(Read, get(jobs::get)))
-        .route("/jobs/{id}/cancel", with(Operate, post(jobs::cancel)))
-        .route("/jobs/{id}/rerun", with(Submit, post(jobs::rerun)))
-        .route("/jobs/{id}/fork", with(Submit, post(fork::fork)))
+        .route("/jobs/batch", with(SubmitJob, post(jobs::submit_batch)))
+        .route("/jobs/counts", with(ListJobs, get(counts::counts)))
+        .route("/jobs/{id}", with(ReadJob, get(jobs::get)))
+        .route("/jobs/{id}/cancel", with(CancelJob, post(jobs::cancel)))
+        .route("/jobs/{id}/rerun", with(RerunJob, post(jobs::rerun)))
+        .route("/jobs/{id}/fork", with(ForkJob, post(fork::fork)))
         .route(
             "/bundles/{name}/migrate-jobs",
-            with(Operate, post(fork::migrate_jobs)),
+            with(MigrateJobs, post(fork::migrate_jobs)),
         )
         .route(
             "/bundles/{name}/verify",
-            with(Operate, post(verify::verify)),
+            with(VerifyBundle, post(verify::verify)),
         )
-        .route("/jobs/{id}/resolve", with(Operate, post(jobs::resolve)))
-        .route("/jobs/{id}/journal", with(Read, get(jobs::journal)))
-        .route("/jobs/{id}/approvals", with(Read, get(approvals::list)))
+        .route("/jobs/{id}/resolve", with(ResolveJob, post(jobs::resolve)))
+        .route("/jobs/{id}/journal", with(ReadJob, get(jobs::journal)))
+        .route("/jobs/{id}/approvals", with(ReadJob, get(approvals::list)))
         .route(
             "/jobs/{id}/approvals/{call}",
-            with(Approve, post(approvals::decide)),
+            with(DecideApproval, post(approvals::decide)),
         )
         .route(
             "/conversations/{id}",
-            with(Read, get(conversations::get)).merge(with(Submit, delete(conversations::delete))),
+            with(ReadConversation, get(conversations::get))
+                .merge(with(DeleteConversation, delete(conversations::delete))),
         )
-        .route("/chat/completions", with(Submit, post(openai::completions)))
-        .route("/models", with(Read, get(openai::models)))
-        .route("/responses", with(Submit, post(responses::create)))
-        .route("/responses/{id}", with(Read, get(responses::retrieve)))
+        .route(
+            "/chat/completions",
+            with(SubmitJob, post(openai::completions)),
+        )
+        .route("/models", with(ReadBundle, get(openai::models)))
+        .route("/responses", with(SubmitJob, post(responses::create)))
+        .route("/responses/{id}", with(ReadJob, get(responses::retrieve)))
         .route(
             "/responses/{id}/cancel",
-            with(Operate, post(responses::cancel)),
+            with(CancelJob, post(responses::cancel)),
         )
-        .route("/agui/{bundle}", with(Submit, post(agui::run)))
-        .route("/jobs/{id}/artifacts", with(Read, get(artifacts::list)))
+        .route("/agui/{bundle}", with(SubmitJob, post(agui::run)))
+        .route("/jobs/{id}/artifacts", with(ReadJob, get(artifacts::list)))
         .route(
             "/jobs/{id}/artifacts/{name}",
-            with(Read, get(artifacts::get)),
+            with(ReadJob, get(artifacts::get)),
         )
-        .route("/jobs/{id}/events", with(Read, get(sse::events)))
-        .route("/bundles", with(Read, get(bundles::list)))
-        .route("/bundles/{name}", with(Read, get(bundles::get)))
+        .route("/jobs/{id}/events", with(ReadJob, get(sse::events)))
+        .route("/bundles", with(ReadBundle, get(bundles::list)))
+        .route("/bundles/{name}", with(ReadBundle, get(bundles::get)))
         .route(
             "/bundles/{name}/tools/{tool_run}",
-            with(Submit, post(tool_run::run_suffixed)),
+            with(RunTool, post(tool_run::run_suffixed)),
         )
         .route(
             "/bundles/{name}/tools/{tool}/run",
-            with(Submit, post(tool_run::run)),
+            with(RunTool, post(tool_run::run)),
         )
         .route(
             "/schedules",
-            with(Submit, post(schedules::create)).merge(with(Read, get(schedules::list))),
+            with(CreateSchedule, post(schedules::create))
+                .merge(with(ReadSchedule, get(schedules::list))),
         )
         .route(
             "/schedules/{id}",
-            with(Read, get(schedules::get)).merge(with(Operate, delete(schedules::delete))),
+            with(ReadSchedule, get(schedules::get))
+                .merge(with(ManageSchedule, delete(schedules::delete))),
         )
         .route(
             "/schedules/{id}/pause",
-            with(Operate, post(schedules::pause)),
+            with(ManageSchedule, post(schedules::pause)),
         )
         .route(
             "/schedules/{id}/resume",
-            with(Operate, post(schedules::resume)),
+            with(ManageSchedule, post(schedules::resume)),
         )
-        .route("/schedules/{id}/run", with(Submit, post(schedules::run)))
-        .route("/deliveries", with(Operate, get(deliveries::list)))
+        .route(
+            "/schedules/{id}/run",
+            with(RunSchedule, post(schedules::run)),
+        )
+        .route("/deliveries", with(ReadDeliveries, get(deliveries::list)))
         .route(
             "/deliveries/{id}/redrive",
-            with(Operate, post(deliveries::redrive)),
+            with(RedriveDelivery, post(deliveries::redrive)),
         )
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
@@ -200,7 +211,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         ))
         .route(
             "/reload",
-            with(Operate, post(reload)).route_layer(middleware::from_fn_with_state(
+            with(Reload, post(reload)).route_layer(middleware::from_fn_with_state(
                 auth.clone(),
                 auth::authenticate_or_reload_key,
             )),
@@ -218,7 +229,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             mcp::service(state.clone(), max_body_bytes, state.stop.child_token()),
         )
         .route_layer(middleware::from_fn(|request, next| {
-            auth::require(Submit, request, next)
+            auth::require(SubmitJob, request, next)
         }))
         .route_layer(middleware::from_fn_with_state(auth, auth::authenticate));
     Router::new()

@@ -7,6 +7,7 @@
 //! any other, and it runs to completion even when the client hangs up.
 //! Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`.
 
+use crate::access::policy::{Action, Resource};
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -138,7 +139,7 @@ pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value
     let snapshot = state.registry.snapshot();
     let data: Vec<Value> = snapshot
         .loaded()
-        .filter(|b| caller.0.may_use(b.name()))
+        .filter(|b| caller.allows(Action::ReadBundle, &Resource::bundle(b.name())))
         .map(|b| {
             json!({"id": format!("{MODEL_PREFIX}{}", b.name()), "object": "model", "created": 0, "owned_by": "structured-agents"})
         })
@@ -187,7 +188,7 @@ async fn start(
         input,
     } = parse(body)?;
     // Refused before the stream listens (admission checks again).
-    caller.may_use(&bundle, "model")?;
+    caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
     // The job's id is chosen here so the stream listens before the job can
     // start: its first model call already streams.

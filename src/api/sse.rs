@@ -22,6 +22,7 @@ use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
+use crate::access::policy::Action;
 use crate::events::live::{Progress, Token};
 use crate::queue::JobId;
 
@@ -41,7 +42,7 @@ pub async fn events(
     let after = resume_point(&headers, query.after)?;
     // Before the store is read: a refused stream costs nothing.
     let permit = state.streams.acquire(caller.name())?;
-    caller.visible(&id, state.queue.get(&id).await?)?;
+    caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     let heartbeat = state.sse_heartbeat;
     let stream = async_stream(state, id, after, permit);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))

@@ -1,6 +1,6 @@
 //! `POST /v1/bundles/{name}/tools/{tool}:run` (and its spelling without a
 //! colon, `…/tools/{tool}/run`): one tool call of a loaded bundle, outside
-//! any job. Admission decides who may ([`super::admission::admit_tool_run`]);
+//! any job. Admission decides who may ([`super::admission::admit_direct`]);
 //! the loaded bundle runs it through its engine's pipeline
 //! ([`crate::registry::LoadedBundle::run_tool`]).
 //!
@@ -19,6 +19,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::events::{EventSink, NullObserver, RunContext};
 use crate::registry::tool_run::{DirectRun, DirectRunError};
 
@@ -59,7 +60,9 @@ pub async fn run(
     Path((bundle, tool)): Path<(String, String)>,
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Json<DirectRun>, ApiError> {
-    let loaded = super::admission::admit_tool_run(&state, &caller, &bundle).await?;
+    // Held until the call ends: the run is in flight for the key.
+    let (loaded, _in_flight) =
+        super::admission::admit_direct(&state, &caller, Action::RunTool, &bundle).await?;
     let arguments = match body.arguments {
         None => "{}".to_string(),
         Some(Value::String(text)) => text,

@@ -5,6 +5,9 @@
 //! operator's directory), one verify at a time per daemon, at most
 //! [`MAX_DURATION`], and never against a model server — the replies come
 //! from the body's `exchange` or the bundle's own `scripted:` endpoint.
+//! Tools with a side effect are answered by stand-ins (the body's
+//! `tool_results`) unless the body asks for `"real_tools": true`; a verify
+//! is admitted like a direct tool run (the key's rate and in-flight cap).
 
 use std::time::Duration;
 
@@ -17,6 +20,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::Action;
 use crate::verify::{self, Report, VerifyError};
 
 /// How long one verify may take, all crash points together.
@@ -33,6 +37,13 @@ pub struct VerifyRequest {
     pub input: Option<String>,
     #[serde(default)]
     pub variables: Map<String, Value>,
+    /// Really run the tools whose effect is not `read_only`, once per
+    /// crash point (default: stand-ins answer them).
+    #[serde(default)]
+    pub real_tools: bool,
+    /// What the stand-ins answer, by tool name.
+    #[serde(default)]
+    pub tool_results: Option<std::collections::BTreeMap<String, Value>>,
 }
 
 /// `POST /v1/bundles/{name}/verify`.
@@ -42,15 +53,23 @@ pub async fn verify(
     Path(name): Path<String>,
     JsonBody(request): JsonBody<VerifyRequest>,
 ) -> Result<Json<Report>, ApiError> {
-    caller.may_use(&name, "bundle")?;
+    let tools = match (request.real_tools, request.tool_results) {
+        (true, Some(_)) => {
+            return Err(ApiError::field(
+                ErrorCode::InvalidRequest,
+                "tool_results",
+                "tool_results answers the stand-ins, and real_tools runs the real tools instead: send one of them",
+            ));
+        }
+        (true, None) => verify::ToolMode::Real,
+        (false, results) => verify::ToolMode::StandIns {
+            results: results.unwrap_or_default(),
+        },
+    };
+    // Counted as the key's in flight until the verify ends.
+    let (loaded, _in_flight) =
+        super::admission::admit_direct(&state, &caller, Action::VerifyBundle, &name).await?;
     let snapshot = state.registry.snapshot();
-    let loaded = snapshot.bundle(&name).cloned().ok_or_else(|| {
-        ApiError::field(
-            ErrorCode::UnknownBundle,
-            "bundle",
-            format!("no loaded bundle named {name:?} to verify; check GET /v1/bundles"),
-        )
-    })?;
     let exchange = request.exchange.as_ref().map(exchange).transpose()?;
     let Ok(_only_one) = state.verifying.try_lock() else {
         return Err(ApiError::new(
@@ -76,6 +95,7 @@ pub async fn verify(
         plugins: Some(snapshot.plugins.clone()),
         egress: snapshot.egress.clone(),
         work_root,
+        tools,
     });
     drop(snapshot);
     let report = match tokio::time::timeout(MAX_DURATION, run).await {

@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::model::ModelCatalog;
+use crate::verify::ToolMode;
 use crate::verify::report::{Ran, Report};
 
 #[derive(Debug, Args)]
@@ -32,6 +33,14 @@ pub struct VerifyArgs {
     /// Model-plugin configs (`<name>.toml`) the bundle may name.
     #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
     pub models_dir: PathBuf,
+    /// Really run the tools whose `effect` is not `read_only` (payments,
+    /// mails: many times each, one run per crash point). Default: each is
+    /// answered by a stand-in (`--tool-results`, or a placeholder).
+    #[arg(long)]
+    pub real_tools: bool,
+    /// What the stand-ins answer: a JSON object of tool name → result.
+    #[arg(long, value_name = "FILE", conflicts_with = "real_tools")]
+    pub tool_results: Option<PathBuf>,
     #[command(flatten)]
     pub egress: super::run::EgressArgs,
 }
@@ -60,6 +69,7 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<i32> {
         plugins: None,
         egress: Arc::new(args.egress.egress()?),
         work_root: std::env::temp_dir(),
+        tools: tool_mode(&args)?,
     };
     let report = crate::verify::verify(request)
         .await
@@ -72,6 +82,28 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<i32> {
     Ok(if report.violations == 0 { 0 } else { 1 })
 }
 
+/// How the verify's tools are answered: `--real-tools`, or stand-ins with
+/// `--tool-results`.
+fn tool_mode(args: &VerifyArgs) -> anyhow::Result<ToolMode> {
+    if args.real_tools {
+        return Ok(ToolMode::Real);
+    }
+    let results = match &args.tool_results {
+        None => Default::default(),
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("the tool results {}", file.display()))?;
+            serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "the tool results {}: expected a JSON object of tool name → result",
+                    file.display()
+                )
+            })?
+        }
+    };
+    Ok(ToolMode::StandIns { results })
+}
+
 fn print(report: &Report) {
     println!(
         "verify: bundle {:?} {} — the reference run made {} journal writes and {} tool calls, and ended {}",
@@ -81,6 +113,14 @@ fn print(report: &Report) {
         report.calls.len(),
         report.reference
     );
+    if report.real_tools {
+        println!("the bundle's tools really ran (--real-tools), side effects and all");
+    } else if !report.stand_ins.is_empty() {
+        println!(
+            "stand-ins answered the tools with side effects ({}); nothing of theirs really ran (--real-tools runs them)",
+            report.stand_ins.join(", ")
+        );
+    }
     println!(
         "each crash point is a new job, stopped there as a crash would stop it, then resumed from its journal\n"
     );

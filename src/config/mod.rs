@@ -13,7 +13,7 @@ mod webhooks;
 
 pub use load::{LoadConfig, LoadKind, LoadThresholds};
 
-pub use live::LIVE_KEYS;
+pub use live::LIVE_BESIDE_BINDINGS;
 pub use webhooks::WebhookConfig;
 
 use std::collections::BTreeMap;
@@ -196,8 +196,16 @@ pub struct ServerConfig {
     pub max_event_streams: usize,
     /// Event streams one caller may hold open at once (a caller is the
     /// credential a request presents; with one shared token, or none,
-    /// every client is the same caller).
-    pub max_event_streams_per_caller: usize,
+    /// every client is the same caller). Unset: a fair share, a quarter of
+    /// `max_event_streams` ([`ServerConfig::streams_per_caller`]), so one
+    /// key's streams cannot take every place from the others.
+    pub max_event_streams_per_caller: Option<usize>,
+    /// Schedules made over the API (`POST /v1/schedules`) that may exist at
+    /// once, in all; a bundle's own `schedule:` does not count.
+    pub max_schedules: usize,
+    /// The same per API key. Unset: a fair share, a quarter of
+    /// `max_schedules` ([`ServerConfig::schedules_per_key`]).
+    pub max_schedules_per_key: Option<usize>,
     /// How long a connection has to send a request's headers, counted from
     /// the accept (a socket that sends nothing is closed after it) or from
     /// the end of the previous answer.
@@ -208,6 +216,26 @@ pub struct ServerConfig {
     /// A kept-alive connection with no request in progress is closed after
     /// this (an open event stream is a request in progress).
     pub idle_timeout: HumanDuration,
+}
+
+/// The part of a daemon-wide cap one API key gets unless its own cap is
+/// set: a quarter, so at least four keys can each hold their whole share.
+pub const FAIR_SHARE: usize = 4;
+
+impl ServerConfig {
+    /// Event streams one caller may hold open: `max_event_streams_per_caller`,
+    /// or a fair share of `max_event_streams` (at least one).
+    pub fn streams_per_caller(&self) -> usize {
+        self.max_event_streams_per_caller
+            .unwrap_or((self.max_event_streams / FAIR_SHARE).max(1))
+    }
+
+    /// API schedules one key may have: `max_schedules_per_key`, or a fair
+    /// share of `max_schedules` (at least one).
+    pub fn schedules_per_key(&self) -> usize {
+        self.max_schedules_per_key
+            .unwrap_or((self.max_schedules / FAIR_SHARE).max(1))
+    }
 }
 
 impl Default for ServerConfig {
@@ -223,7 +251,9 @@ impl Default for ServerConfig {
             mcp: McpServerConfig::default(),
             max_connections: 4096,
             max_event_streams: 2048,
-            max_event_streams_per_caller: 2048,
+            max_event_streams_per_caller: None,
+            max_schedules: 1000,
+            max_schedules_per_key: None,
             header_timeout: HumanDuration::from_secs(10),
             body_timeout: HumanDuration::from_secs(30),
             idle_timeout: HumanDuration::from_secs(5),
@@ -569,8 +599,14 @@ impl Config {
             ("server.max_event_streams", server.max_event_streams, 2048),
             (
                 "server.max_event_streams_per_caller",
-                server.max_event_streams_per_caller,
-                2048,
+                server.streams_per_caller(),
+                2048 / FAIR_SHARE,
+            ),
+            ("server.max_schedules", server.max_schedules, 1000),
+            (
+                "server.max_schedules_per_key",
+                server.schedules_per_key(),
+                1000 / FAIR_SHARE,
             ),
         ] {
             if value == 0 {

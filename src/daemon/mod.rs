@@ -234,6 +234,9 @@ impl Daemon {
         let ready = Arc::new(AtomicBool::new(true));
         let server_stop = CancellationToken::new();
         let state = self.app_state(ready.clone(), control.reload_key.into());
+        // A reload that revokes a key ends its open streams and listens.
+        self.bus
+            .subscribe(Arc::new(api::RevokedStreams::new(&state)));
         let _scheduler = api::schedules::fire::spawn(state.clone(), self.shutdown.clone());
         let _webhooks = crate::webhook::Sender::new(
             self.queue.clone(),
@@ -370,7 +373,7 @@ impl Daemon {
             admission: Arc::default(),
             streams: api::limits::StreamPermits::new(
                 config.server.max_event_streams,
-                config.server.max_event_streams_per_caller,
+                config.server.streams_per_caller(),
             ),
             verifying: Arc::default(),
         }

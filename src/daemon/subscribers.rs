@@ -90,13 +90,23 @@ impl crate::api::MetricsPage for MetricsScrape {
         match self.queue.schedules().await {
             Ok(schedules) => {
                 metrics.schedule_next_fire.reset();
+                // The soonest next fire of each bundle's schedules.
+                let mut soonest: std::collections::BTreeMap<String, i64> = Default::default();
                 for schedule in schedules.iter().filter(|s| !s.paused) {
-                    if let Some(next) = schedule.next_fire {
-                        metrics
-                            .schedule_next_fire
-                            .with_label_values(&[schedule.id.as_str()])
-                            .set(next / 1000);
-                    }
+                    let (Some(next), Some(bundle)) = (
+                        schedule.next_fire,
+                        crate::api::schedules::bundle_of(schedule),
+                    ) else {
+                        continue;
+                    };
+                    let at = soonest.entry(bundle).or_insert(next);
+                    *at = (*at).min(next);
+                }
+                for (bundle, next) in soonest {
+                    metrics
+                        .schedule_next_fire
+                        .with_label_values(&[bundle.as_str()])
+                        .set(next / 1000);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "cannot read the schedules for metrics"),
@@ -254,10 +264,11 @@ impl DaemonObserver for LogLines {
             }
             DaemonEvent::ScheduleFired {
                 schedule,
+                bundle,
                 outcome,
                 lateness,
             } => {
-                tracing::info!(schedule = %schedule, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
+                tracing::info!(schedule = %schedule, bundle = %bundle, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
             }
             DaemonEvent::WebhookDelivery { .. } => {}
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),

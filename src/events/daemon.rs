@@ -86,6 +86,9 @@ pub enum DaemonEvent {
     /// after the fire's time.
     ScheduleFired {
         schedule: String,
+        /// The bundle it fires: the metrics' label (schedule ids are made
+        /// by keys without bound, so they are never a label).
+        bundle: String,
         outcome: &'static str,
         lateness: std::time::Duration,
     },

@@ -26,6 +26,11 @@ pub enum RunFailure {
     /// The bundle to run is not loaded, or its prompts do not render.
     #[error("{0}")]
     Bundle(String),
+    /// The authorization policy refused the run: the job's key may not
+    /// reach the bundle (a nested run, a workflow stage, a group-chat
+    /// member).
+    #[error("{0}")]
+    Refused(String),
     /// The bundle content a resumed nested run is pinned to is gone: the
     /// job fails rather than run different content.
     #[error("{0}")]

@@ -81,15 +81,10 @@ pub struct LoadGate {
 }
 
 impl LoadGate {
-    /// A gate for `endpoint`, its poller started (it stops when the gate is
-    /// dropped, e.g. replaced by a reload).
-    pub fn start(endpoint: String, config: LoadConfig, bus: DaemonBus) -> Arc<Self> {
-        let gate = Arc::new(Self::new(endpoint, config, bus));
-        super::poller::spawn(&gate);
-        gate
-    }
-
-    fn new(endpoint: String, config: LoadConfig, bus: DaemonBus) -> Self {
+    /// A gate that no poller feeds yet: `LoadGate::start` (beside the
+    /// poller, which calls into the gate and not the other way) is the one
+    /// a daemon uses.
+    pub(super) fn new(endpoint: String, config: LoadConfig, bus: DaemonBus) -> Self {
         // Until the first reading, the server is taken to be idle.
         let room = room_for(&config, Signals::default());
         Self {

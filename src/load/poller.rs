@@ -1,17 +1,30 @@
 //! Reads an endpoint's load page every `poll_interval`, each read bounded by
 //! `poll_timeout` and `max_page_bytes`, and tells its gate what it read —
-//! or that it could not read it.
+//! or that it could not read it. Starting a gate with its poller is here
+//! too ([`LoadGate::start`]): the poller calls the gate, the gate knows no
+//! poller.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::gate::LoadGate;
 use super::signals;
-use crate::config::LoadKind;
+use crate::config::{LoadConfig, LoadKind};
+use crate::events::daemon::DaemonBus;
+
+impl LoadGate {
+    /// A gate for `endpoint`, its poller started (it stops when the gate is
+    /// dropped, e.g. replaced by a reload).
+    pub fn start(endpoint: String, config: LoadConfig, bus: DaemonBus) -> Arc<Self> {
+        let gate = Arc::new(Self::new(endpoint, config, bus));
+        spawn(&gate);
+        gate
+    }
+}
 
 /// Starts polling for `gate`; the task ends once the gate is dropped. With
 /// no runtime (or no page to read) the gate is told it falls back.
-pub(super) fn spawn(gate: &Arc<LoadGate>) {
+fn spawn(gate: &Arc<LoadGate>) {
     let config = gate.config();
     let Some(url) = config
         .metrics_url

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::diff::Inventory;
+use super::inputs::{self, Sources};
 use super::model_plugin;
 use super::names::{self, Entries};
 use super::reuse::{DirLoad, DirLoads, Inputs, Plan};
@@ -97,10 +98,10 @@ pub(super) fn snapshot(
         &previous.histories,
         &mut applied.errors,
     ));
-    let inputs = Inputs::of(&config, &plugins, &models, env.runs_agents);
     let binder = Binder::new(
         &config, &egress, &endpoints, &plugins, &models, &histories, env,
     );
+    let inputs = Inputs::of(&binder.sources);
     let plan = Plan::make(
         &config.paths.bundles_dir,
         changed,
@@ -276,8 +277,9 @@ fn start_observers(
 struct Binder<'a> {
     config: &'a Config,
     egress: &'a Arc<crate::egress::Egress>,
+    /// What every binding depends on besides the bundle (its identity reads it).
+    sources: Sources<'a>,
     endpoints: &'a Endpoints,
-    plugins: &'a PluginRegistry,
     models: &'a ModelCatalog,
     histories: &'a HistoryPlugins,
     /// The endpoints' server families, for validating bundles.
@@ -299,8 +301,8 @@ impl<'a> Binder<'a> {
         Binder {
             config,
             egress,
+            sources: Sources::new(config, plugins, models, env.runs_agents),
             endpoints,
-            plugins,
             models,
             histories,
             servers: config
@@ -433,9 +435,9 @@ impl<'a> Binder<'a> {
             .map_err(|e| format!("binding its copy failed: {e}"))
     }
 
-    /// A bundle's identity against this snapshot's config and plugins.
+    /// A bundle's identity against this snapshot's inputs.
     fn identity(&self, bundle: &Bundle) -> BundleIdentity {
-        super::identity::identity_of(bundle, self.config, self.plugins)
+        inputs::identity_of(bundle, &self.sources)
     }
 
     fn bind(
@@ -454,10 +456,10 @@ impl<'a> Binder<'a> {
         // A bundle's own URLs are where it makes the daemon connect: its
         // model endpoint within `egress.allow`, its MCP servers and remote
         // agents under the whole egress rule.
-        let refused: Vec<bundle::BundleError> = own_urls(&bundle)
+        let refused: Vec<bundle::BundleError> = inputs::own_urls(&bundle)
             .into_iter()
             .filter_map(|(path, url)| {
-                let checked = if path == MODEL_ENDPOINT {
+                let checked = if path == inputs::MODEL_ENDPOINT {
                     self.egress.listed(&url)
                 } else {
                     self.egress.check(&url)
@@ -556,37 +558,6 @@ fn located(dir: &Path, message: String) -> BundleErrors {
         path: String::new(),
         message,
     }])
-}
-
-/// The key path of a bundle's model endpoint among its own URLs.
-const MODEL_ENDPOINT: &str = "model.endpoint";
-
-/// The URLs a bundle names itself (not through the daemon config), with
-/// their key paths: its model endpoint, its `http_agent` tools' `url` and
-/// its MCP servers' `server.url`.
-pub(super) fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
-    let mut urls = Vec::new();
-    if let EndpointRef::Url(url) = &bundle.endpoint {
-        urls.push((MODEL_ENDPOINT.to_string(), url.clone()));
-    }
-    for (i, spec) in bundle.raw.tools.iter().enumerate() {
-        if spec.agent.is_none()
-            && let Some(url) = &spec.url
-        {
-            urls.push((format!("tools[{i}].url"), url.clone()));
-        }
-        // An MCP server reached over HTTP: checked here, before binding
-        // sends it `initialize`.
-        if let Some(url) = spec
-            .server
-            .as_ref()
-            .and_then(|server| server.get("url"))
-            .and_then(serde_json::Value::as_str)
-        {
-            urls.push((format!("tools[{i}].server.url"), url.to_string()));
-        }
-    }
-    urls
 }
 
 /// The endpoint clients; one whose definition is unchanged is the same

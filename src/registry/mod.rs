@@ -6,7 +6,9 @@
 //! that fails keeps its last good version, marked degraded. Jobs hold an
 //! `Arc<LoadedBundle>` and so keep the version they started with.
 //!
-//! `reload` owns the pipeline every trigger goes through; `reuse` decides,
+//! `reload` owns the pipeline every trigger goes through; `inputs` declares,
+//! once, what a binding depends on outside its bundle (from which the reuse
+//! check, the identity and the live settings are derived); `reuse` decides,
 //! before anything is read, which bundle directories to load again (their
 //! `stamp`, the watcher's changed paths, the inputs every binding shares);
 //! `build` loads those and carries the rest over into a snapshot; `diff`
@@ -17,6 +19,7 @@ mod build;
 pub mod diff;
 mod directory;
 mod identity;
+mod inputs;
 mod limited;
 pub mod model_plugin;
 mod names;
@@ -27,6 +30,9 @@ mod store;
 pub mod tool_run;
 pub mod trust;
 pub mod watch;
+
+#[cfg(test)]
+mod tests;
 
 pub use directory::{DirectoryAgent, agent_query};
 pub use identity::{BundleIdentity, NESTED_PIN_STEP, NestedPin};

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::inputs;
 use super::watch::{self, Changed, DirWatcher};
 use super::{Applied, Registry, Snapshot};
 use crate::config::Config;
@@ -204,9 +205,11 @@ impl Reloader {
                 Err(error) => return rejected(trigger, &running, vec![error]),
             }
         };
-        let refused = running
-            .config
-            .restart_only_changes(&config, self.config_file.as_deref());
+        let refused = running.config.restart_only_changes(
+            &config,
+            &inputs::live_keys(),
+            self.config_file.as_deref(),
+        );
         if !refused.is_empty() {
             let errors = refused.iter().map(ToString::to_string).collect();
             return rejected(trigger, &running, errors);

@@ -2,7 +2,8 @@
 //! read (diff first, as Vector does): a directory is loaded again only when
 //! something its load depends on changed — its own files (the paths the
 //! watcher names, or its stamp when no one says which paths changed), the
-//! config and plugins every binding depends on ([`Inputs`]), or its MCP
+//! inputs every binding depends on ([`Inputs`], a fingerprint of the ones
+//! `inputs::INPUTS` declares), or its MCP
 //! tools (a server announced new ones). Every other directory keeps its
 //! last load, healthy or broken, without a file of it being opened.
 
@@ -12,12 +13,10 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use super::inputs::{INPUTS, Sources};
 use super::stamp::{self, Recorded};
 use super::watch::Changed;
 use super::{LoadedBundle, RegistryError};
-use crate::config::Config;
-use crate::model::ModelCatalog;
-use crate::plugins::PluginRegistry;
 
 /// The last load of one bundle directory.
 #[derive(Clone)]
@@ -32,52 +31,25 @@ pub(super) struct DirLoad {
 pub(super) type DirLoads = BTreeMap<PathBuf, DirLoad>;
 
 /// A fingerprint of everything outside a bundle's directory that its load
-/// and binding read: the parts of the config `Binder::identity` and
-/// validation read (endpoints, egress, remote agents, `runtime.sender_id`,
-/// the trust opt-out, the directories), the plugin libraries' hashes and
-/// the model configs' bytes. When it changes, every directory is loaded again.
+/// and binding read: of every input `inputs::INPUTS` declares. When it
+/// changes, every directory is loaded again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct Inputs([u8; 32]);
 
 impl Inputs {
     /// Reads no file: the model configs count by the digest of the files
     /// the catalog was read from.
-    pub(super) fn of(
-        config: &Config,
-        plugins: &PluginRegistry,
-        models: &ModelCatalog,
-        runs_agents: bool,
-    ) -> Inputs {
+    pub(super) fn of(sources: &Sources) -> Inputs {
         let mut hash = Sha256::new();
-        let paths = &config.paths;
-        for part in [
-            json(&config.endpoints),
-            json(&config.egress),
-            json(&config.agents),
-            config.runtime.sender_id.clone(),
-            json(&paths.allow_insecure_dirs),
-            json(&paths.bundles_dir),
-            json(&paths.models_dir),
-            json(&paths.state_dir),
-            json(&runs_agents),
-        ] {
-            hash.update(part.as_bytes());
+        for input in &INPUTS {
+            let fingerprint = (input.fingerprint)(sources);
+            hash.update(input.name.as_bytes());
             hash.update([0]);
+            hash.update((fingerprint.len() as u64).to_le_bytes());
+            hash.update(&fingerprint);
         }
-        for info in plugins.list() {
-            for part in [&info.name, &info.kind, &info.sha256] {
-                hash.update(part.as_bytes());
-                hash.update([0]);
-            }
-        }
-        hash.update(models.files_digest());
         Inputs(hash.finalize().into())
     }
-}
-
-/// Canonical JSON of a config value.
-fn json<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_string(value).unwrap_or_default()
 }
 
 /// What a reload does with each bundle directory.
@@ -172,6 +144,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::config::Config;
     use crate::events::daemon::InputKind;
     use crate::registry::{Applied, BundleStatus, Registry};
 

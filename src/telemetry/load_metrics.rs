@@ -7,8 +7,6 @@ use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 use crate::events::daemon::LoadChange;
 
-use super::metrics::MetricsError;
-
 pub struct LoadMetrics {
     held: IntCounterVec,
     released: IntCounterVec,
@@ -20,16 +18,18 @@ pub struct LoadMetrics {
 }
 
 impl LoadMetrics {
-    pub fn register(registry: &Registry) -> Result<Self, MetricsError> {
+    /// Registers them in `registry`: the Prometheus error is the caller's
+    /// to wrap (`MetricsError`), so this file needs nothing of `metrics.rs`.
+    pub fn register(registry: &Registry) -> Result<Self, prometheus::Error> {
         let counter = |name: &str, help: &str, labels: &[&str]| {
             let c = IntCounterVec::new(Opts::new(name, help), labels)?;
             registry.register(Box::new(c.clone()))?;
-            Ok::<_, MetricsError>(c)
+            Ok::<_, prometheus::Error>(c)
         };
         let gauge = |name: &str, help: &str| {
             let g = IntGaugeVec::new(Opts::new(name, help), &["endpoint"])?;
             registry.register(Box::new(g.clone()))?;
-            Ok::<_, MetricsError>(g)
+            Ok::<_, prometheus::Error>(g)
         };
         let signal = GaugeVec::new(
             Opts::new(

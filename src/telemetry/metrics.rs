@@ -315,13 +315,13 @@ impl Metrics {
             spans_dropped,
             schedule_fires: counter(
                 "structured_agents_schedule_fires_total",
-                "Schedule fires this daemon handled, by schedule and outcome (submitted, missed, skipped_overlap, refused).",
-                &["schedule", "outcome"],
+                "Schedule fires this daemon handled, by the bundle they fire and outcome (submitted, missed, skipped_overlap, refused).",
+                &["bundle", "outcome"],
             )?,
             schedule_lateness: histogram(
                 "structured_agents_schedule_lateness_seconds",
-                "How late after its cron time a schedule's fire was submitted.",
-                &["schedule"],
+                "How late after its cron time a schedule's fire was submitted, by the bundle it fires.",
+                &["bundle"],
                 &[0.1, 0.5, 1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 3600.0],
             )?,
             webhook_deliveries: counter(
@@ -332,8 +332,8 @@ impl Metrics {
             webhooks_dead,
             schedule_next_fire: gauge_vec(
                 "structured_agents_schedule_next_fire_timestamp_seconds",
-                "When each schedule fires next (Unix seconds; absent when paused or never again).",
-                &["schedule"],
+                "When the bundle's schedules fire next, the soonest of them (Unix seconds; absent when all are paused or never fire again).",
+                &["bundle"],
             )?,
             load: super::load_metrics::LoadMetrics::register(&registry)?,
             registry,
@@ -449,19 +449,20 @@ impl DaemonObserver for Metrics {
             // gauge comes with the reload, `queue_up` with each operation,
             // plugin loads are in the reload outcome. Every variant is named
             // here so a new one cannot go unmeasured by accident.
-            // Schedule ids are the operator's (bundles and schedules made
-            // with a `submit` key): bounded by the schedules that exist.
+            // By bundle, never by schedule id: any `submit` key makes
+            // schedules, and ids as labels grew a series each.
             DaemonEvent::ScheduleFired {
-                schedule,
+                bundle,
                 outcome,
                 lateness,
+                ..
             } => {
                 self.schedule_fires
-                    .with_label_values(&[schedule.as_str(), outcome])
+                    .with_label_values(&[bundle.as_str(), outcome])
                     .inc();
                 if *outcome == "submitted" {
                     self.schedule_lateness
-                        .with_label_values(&[schedule.as_str()])
+                        .with_label_values(&[bundle.as_str()])
                         .observe(lateness.as_secs_f64());
                 }
             }

@@ -81,7 +81,9 @@ impl ToolPolicy {
 
 struct Entry {
     tool: Arc<dyn Tool>,
-    policy: ToolPolicy,
+    /// Shared by a backend and the stand-in that may replace it
+    /// ([`ToolEngine::swapped`]).
+    policy: Arc<ToolPolicy>,
     /// The tool's parameter schema, compiled once: coerced arguments must
     /// satisfy all of it (`additionalProperties: false` included) before
     /// anything sees them. `None` when it does not compile (a schema an
@@ -202,7 +204,7 @@ impl ToolEngine {
             schema.name.clone(),
             Arc::new(Entry {
                 tool,
-                policy,
+                policy: Arc::new(policy),
                 validator,
             }),
         );
@@ -251,6 +253,34 @@ impl ToolEngine {
             }
         }
         engine
+    }
+
+    /// The same tools, with the backend of each one `swap` answers for
+    /// replaced (verify's stand-ins for tools with side effects): schemas,
+    /// order and policies stay, so calls go through the same pipeline.
+    pub fn swapped(
+        &self,
+        swap: impl Fn(&Arc<dyn Tool>, &ToolPolicy) -> Option<Arc<dyn Tool>>,
+    ) -> ToolEngine {
+        let tools = self
+            .tools
+            .iter()
+            .map(|(name, entry)| {
+                let entry = match swap(&entry.tool, &entry.policy) {
+                    Some(tool) => Arc::new(Entry {
+                        tool,
+                        policy: entry.policy.clone(),
+                        validator: entry.validator.clone(),
+                    }),
+                    None => entry.clone(),
+                };
+                (name.clone(), entry)
+            })
+            .collect();
+        ToolEngine {
+            tools,
+            schemas: self.schemas.clone(),
+        }
     }
 
     /// Schemas in the order the tools were added.

@@ -10,12 +10,16 @@
 //! Every job runs in its own copy of the bundle directory under a work
 //! directory (a temporary one for the CLI, one under the state directory
 //! for the daemon), so a process tool's relative paths write there and never
-//! into the bundle itself; the bundle's tools run for real (they are what is
-//! being verified), and nothing else does: no model server, and `agent`
-//! tools fail as in `structured-agents run` (nested bundles need a job).
+//! into the bundle itself. By default only `read_only` tools really run:
+//! every tool with a side effect is answered by a stand-in ([`stand_in`]),
+//! since the matrix runs each call many times; the real tools run only when
+//! asked ([`ToolMode::Real`]). Nothing else runs: no model server, and
+//! `agent` tools fail as in `structured-agents run` (nested bundles need a
+//! job).
 
 mod crash;
 pub mod report;
+pub mod stand_in;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,6 +41,7 @@ use crate::runner::{RunOptions, RunScope, Runner};
 use crate::types::RunResult;
 use crash::{CrashAt, CrashingStore, Execution, ExecutionCounter, Moment};
 pub use report::Report;
+pub use stand_in::ToolMode;
 
 /// A reply script, as verify takes it.
 pub type Exchange = Script;
@@ -60,6 +65,8 @@ pub struct Request {
     /// Where the jobs' copies of the bundle go (a fresh directory in it,
     /// removed when verify ends).
     pub work_root: PathBuf,
+    /// Whether tools with side effects really run (default: stand-ins).
+    pub tools: ToolMode,
 }
 
 /// Why a bundle cannot be verified. Each says which bundle and what to do.
@@ -114,6 +121,7 @@ pub async fn verify(request: Request) -> Result<Report, VerifyError> {
         ..Default::default()
     };
     let subject = Subject {
+        run: format!("verify-{}", uuid::Uuid::now_v7().simple()),
         name: bundle.name().to_string(),
         version: bundle.version().to_string(),
         script,
@@ -170,6 +178,10 @@ struct Subject {
     options: RunOptions,
     name: String,
     version: String,
+    /// This verify's own prefix of its jobs' ids, which the tools' idempotency
+    /// keys derive from: two verifies never share a key with each other or
+    /// with a real job.
+    run: String,
 }
 
 /// How one attempt of a job ended.
@@ -188,6 +200,8 @@ struct Attempt {
     end: End,
     /// The bundle as this attempt loaded it (its tools, its model server).
     loaded: LoadedBundle,
+    /// The tools a stand-in answered.
+    stood_in: Vec<String>,
 }
 
 /// A job crashed at one point, then resumed (when the crash came).
@@ -204,7 +218,7 @@ impl Subject {
         let reference = self
             .attempt(
                 &work.world(dir, "reference").await?,
-                "verify",
+                &self.run,
                 vec![],
                 None,
                 None,
@@ -226,7 +240,10 @@ impl Subject {
                 points.push(self.crash_point(&world, crash).await?);
             }
         }
-        Ok(Report::new(&self.name, &self.version, &reference, &points))
+        let mut report = Report::new(&self.name, &self.version, &reference, &points);
+        report.real_tools = matches!(self.request.tools, ToolMode::Real);
+        report.stand_ins = reference.stood_in.clone();
+        Ok(report)
     }
 
     /// The bundle as a fresh process would load it from `world`, its model
@@ -238,7 +255,7 @@ impl Subject {
         &self,
         world: &Path,
         before: Option<&Attempt>,
-    ) -> Result<LoadedBundle, VerifyError> {
+    ) -> Result<(LoadedBundle, Vec<String>), VerifyError> {
         let backend = match before {
             Some(attempt) => attempt.loaded.backend.clone(),
             None => Arc::new(ScriptedBackend::new("verify", self.script.clone())),
@@ -256,17 +273,21 @@ impl Subject {
         })
         .await
         .map_err(|e| VerifyError::Task(e.to_string()))?;
-        let tools = Arc::new(tools.map_err(|e| VerifyError::Run {
+        let bound = tools.map_err(|e| VerifyError::Run {
             bundle: self.name.clone(),
             detail: format!("its tools cannot be bound: {e}"),
-        })?);
+        })?;
+        let (tools, stood_in) = self.request.tools.apply(&bound);
         let identity = BundleIdentity::unbound(&bundle.content_digest);
-        Ok(LoadedBundle::new(bundle, identity, tools, backend))
+        Ok((
+            LoadedBundle::new(bundle, identity, Arc::new(tools), backend),
+            stood_in,
+        ))
     }
 
     /// Job `job` crashed at `crash`, then resumed from its journal.
     async fn crash_point(&self, world: &Path, crash: CrashAt) -> Result<CrashPoint, VerifyError> {
-        let job = format!("verify-{}-{}", crash.moment.as_str(), crash.write);
+        let job = format!("{}-{}-{}", self.run, crash.moment.as_str(), crash.write);
         let first = self.attempt(world, &job, vec![], Some(crash), None).await?;
         let resumed = match first.end {
             End::Crashed => {
@@ -293,7 +314,7 @@ impl Subject {
         crash: Option<CrashAt>,
         before: Option<&Attempt>,
     ) -> Result<Attempt, VerifyError> {
-        let loaded = self.load(world, before).await?;
+        let (loaded, stood_in) = self.load(world, before).await?;
         let messages = loaded
             .bundle
             .prompts
@@ -310,12 +331,11 @@ impl Subject {
             bundle_version: self.version.clone(),
             parent: None,
         };
-        let scope = RunScope {
-            sink: EventSink::new(context, 1, counter.clone()),
-            journal: RunJournal::new(job, journal, store.clone()),
-            cancel: CancellationToken::new(),
-            budget: None,
-        };
+        let scope = RunScope::local(
+            EventSink::new(context, 1, counter.clone()),
+            RunJournal::new(job, journal, store.clone()),
+            CancellationToken::new(),
+        );
         let crashed = store.crashed();
         let runner = Runner::local();
         let end = tokio::select! {
@@ -328,6 +348,7 @@ impl Subject {
             executions: counter.executions(),
             end,
             loaded,
+            stood_in,
         })
     }
 }

@@ -37,6 +37,11 @@ pub struct Report {
     /// Calls (at a crash point) that broke their declared effect, plus
     /// resumed jobs that failed where the reference run did not.
     pub violations: usize,
+    /// Whether the bundle's tools really ran, side effects and all.
+    pub real_tools: bool,
+    /// The tools a stand-in answered instead (every tool whose effect is not
+    /// `read_only`, unless the real tools were asked for).
+    pub stand_ins: Vec<String>,
 }
 
 /// A tool call of the reference run: the `position`-th call of `turn`'s reply.
@@ -155,6 +160,9 @@ impl Report {
             crash_points,
             tools,
             violations,
+            // Set by the matrix, which knows how the tools were answered.
+            real_tools: false,
+            stand_ins: Vec::new(),
         }
     }
 }

@@ -65,6 +65,7 @@ pub async fn migrate(
     registry: &Arc<Registry>,
     bundle: &str,
     states: &[JobState],
+    owner: Option<&str>,
     dry_run: bool,
 ) -> Result<Plan, MigrateError> {
     if let Some(state) = states.iter().find(|s| !MOVABLE.contains(s)) {
@@ -92,7 +93,7 @@ pub async fn migrate(
         moves: Vec::new(),
         refused: Vec::new(),
     };
-    for job in pinned_elsewhere(queue, bundle, states, &current)
+    for job in pinned_elsewhere(queue, bundle, states, owner, &current)
         .await
         .map_err(queue_err)?
     {
@@ -137,7 +138,8 @@ pub async fn follow_new_versions(
         if !moves {
             continue;
         }
-        let plan = migrate(queue, registry, name, &[], false).await;
+        // The operator's `on_new_version: move`: every key's jobs.
+        let plan = migrate(queue, registry, name, &[], None, false).await;
         if plan
             .as_ref()
             .is_ok_and(|p| p.moves.is_empty() && p.refused.is_empty())
@@ -155,6 +157,7 @@ async fn pinned_elsewhere(
     queue: &dyn JobQueue,
     bundle: &str,
     states: &[JobState],
+    owner: Option<&str>,
     current: &LoadedBundle,
 ) -> Result<Vec<Job>, QueueError> {
     let mut jobs = Vec::new();
@@ -165,6 +168,7 @@ async fn pinned_elsewhere(
                 .list(JobFilter {
                     state: Some(*state),
                     bundle: Some(bundle.to_string()),
+                    owner: owner.map(str::to_string),
                     limit: 500,
                     cursor,
                     ..Default::default()

@@ -149,6 +149,13 @@ impl Attempt {
             // The drain timeout cancels every run through its child.
             cancel: abandon.child_token(),
             budget: Some(pool.budget(loaded, &self.lease.job)),
+            // Whatever the job reaches beyond its bundle, it reaches as the
+            // key that submitted it, as the ring has it now.
+            reach: pool
+                .registry
+                .snapshot()
+                .keys
+                .reach_of(self.lease.job.owner.as_deref()),
         };
         let heartbeat = Heartbeat::spawn(pool, &self.lease, scope.cancel.clone());
         let result = AssertUnwindSafe(pool.run_kind(loaded, &self.lease.job, &scope))

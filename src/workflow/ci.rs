@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::command::{run_command, tail};
-use super::gates::{GateContext, GateReport};
+use super::gate::{GateContext, GateReport};
 
 /// How much of the checks command's output `ci_failure` keeps (the tail:
 /// the failing checks are listed last).

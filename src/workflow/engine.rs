@@ -345,10 +345,9 @@ impl<'a> Engine<'a> {
             cp.pr_number = *number;
         }
         // A one-stage run ends after its stage.
-        let only = cp
-            .only_stage
-            .is_some()
-            .then(|| super::one_stage::verdict(self.workflow, &stage, &result));
+        let only = cp.only_stage.is_some().then(|| {
+            super::one_stage::verdict(self.workflow, &stage, &result.event, &result.reason)
+        });
         let next = self.next_stage(&stage, &result, ended.is_some(), only.as_ref());
         let duration = clock.elapsed();
         let original_event = self.workflow.original_event(&stage, &result.event);

@@ -10,6 +10,7 @@
 //! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
 //! - `checkpoint`: the durable state and the fatal report;
 //! - `command`: running one argv command (process group, deadline, output cap);
+//! - `gate`: what every gate is given and answers (`GateContext`, `GateReport`);
 //! - `gates`: command gates and the built-in `py_compile`, `pr`, `rebase`
 //!   and `ci` gates (`pr_text`: the PR's title rule, closing reference, URL
 //!   and number; `ci`: waiting for the PR's checks, `ci_failure`);
@@ -26,6 +27,7 @@ mod ci;
 pub mod command;
 pub mod compile;
 pub mod engine;
+pub mod gate;
 pub mod gates;
 mod git;
 pub mod one_stage;
@@ -41,7 +43,7 @@ pub use checkpoint::{Checkpoint, FatalReport, StageRecord, StageReport, Workflow
 pub use command::run_command;
 pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
 pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
-pub use gates::GateReport;
+pub use gate::GateReport;
 pub use one_stage::{ONLY_STAGE_VARIABLE, OnlyStageError};
 pub use pr_text::valid_pr_title;
 pub use review::{Review, Scores, Thresholds, parse_review};

@@ -10,7 +10,6 @@
 use serde_json::{Map, Value};
 
 use super::compile::Workflow;
-use super::engine::StageResult;
 use super::spec::{FATAL, StageSpec};
 
 /// The job variable that names the one stage to run.
@@ -65,8 +64,8 @@ impl Workflow {
     }
 }
 
-/// How a one-stage run ends after its stage produced `result`: `Ok` to
-/// finish, `Err` with the reason to end fatal. A passing event does not
+/// How a one-stage run ends after its stage produced `event` (for
+/// `reason`): `Ok` to finish, `Err` with the reason to end fatal. A passing event does not
 /// lead to `fatal` and is, for a stage with a gate (a command or score
 /// stage, an agent stage's `gate`), one of its gate's passing events; for an
 /// agent stage without one, its completion event (the first of its
@@ -74,9 +73,9 @@ impl Workflow {
 pub(crate) fn verdict(
     workflow: &Workflow,
     stage: &str,
-    result: &StageResult,
+    event: &str,
+    reason: &str,
 ) -> Result<(), String> {
-    let event = result.event.as_str();
     let gated = workflow.stage_info(stage).filter(|i| i.gate.is_some());
     let why = match (workflow.next(stage, event), gated) {
         (None, _) => "no transition maps it",
@@ -88,8 +87,7 @@ pub(crate) fn verdict(
         _ => return Ok(()),
     };
     Err(format!(
-        "one-stage run of {stage}: event {event} is not a passing one ({why}): {}",
-        result.reason
+        "one-stage run of {stage}: event {event} is not a passing one ({why}): {reason}"
     ))
 }
 

@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 
 use super::checkpoint::Checkpoint;
 use super::engine::{AgentOutput, Engine, EngineError, StageResult};
-use super::gates::{GateContext, GateReport, run_gate};
+use super::gate::{GateContext, GateReport};
+use super::gates::run_gate;
 use super::git::{CommitError, CommitRequest, commit, last_commit_files};
 use super::review::{Review, parse_review};
 use super::spec::{AgentStage, CommitSettings, ResultRule, StageSpec};

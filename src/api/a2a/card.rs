@@ -23,6 +23,7 @@ use super::super::auth::bearer_of;
 use super::super::body::Path;
 use super::super::error::{ApiError, ErrorCode};
 use crate::access::Principal;
+use crate::access::policy::{self, Action, Resource};
 use crate::registry::LoadedBundle;
 
 /// The security scheme's name in the cards.
@@ -81,7 +82,7 @@ pub fn for_daemon(state: &AppState, base: &str, viewer: Option<&Principal>) -> A
     let snapshot = state.registry.snapshot();
     let skills = snapshot
         .loaded()
-        .filter(|b| viewer.is_some_and(|v| v.may_use(b.name())))
+        .filter(|b| viewer.is_some_and(|v| readable(v, b.name())))
         .map(|b| skill(b))
         .collect();
     card(
@@ -102,7 +103,7 @@ pub fn for_bundle(
     name: &str,
 ) -> Option<AgentCard> {
     let snapshot = state.registry.snapshot();
-    let loaded = snapshot.bundle(name).filter(|_| viewer.may_use(name))?;
+    let loaded = snapshot.bundle(name).filter(|_| readable(viewer, name))?;
     Some(card(
         state,
         loaded.name().to_string(),
@@ -202,4 +203,13 @@ fn description(loaded: &LoadedBundle) -> String {
         text.push_str(&format!(" Tools: {}.", tools.join(", ")));
     }
     text
+}
+
+/// Whether `viewer` may see bundle `name` on a card: a skill it may call
+/// (`submit_job`) or read (`read_bundle`).
+fn readable(viewer: &Principal, name: &str) -> bool {
+    let bundle = Resource::bundle(name);
+    [Action::SubmitJob, Action::ReadBundle]
+        .into_iter()
+        .any(|action| policy::authorize(viewer, action, &bundle).is_ok())
 }

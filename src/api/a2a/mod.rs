@@ -40,7 +40,8 @@ use super::AppState;
 use super::auth::{self, Auth, Caller};
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
-use crate::access::Scope;
+
+use crate::access::policy::Action;
 use crate::queue::{JobFilter, JobId};
 use task::View;
 
@@ -241,10 +242,12 @@ pub fn params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, Rpc
 
 /// `GetTask`: the job as a task, with its answer.
 async fn get_task(call: &Call, raw: Value) -> Result<Value, RpcError> {
-    call.caller.require(Scope::Read)?;
+    call.caller.require(Action::ReadJob)?;
     let request: GetTaskRequest = params("GetTask", raw)?;
     let id = JobId::from(request.id);
-    let job = call.caller.visible(&id, call.state.queue.get(&id).await?)?;
+    let job = call
+        .caller
+        .job(Action::ReadJob, &id, call.state.queue.get(&id).await?)?;
     let view = View {
         history_length: request.history_length,
         artifacts: true,
@@ -258,7 +261,7 @@ const MAX_PAGE: i32 = 100;
 /// `ListTasks`: the key's jobs (all with `read_all`), of the interface's
 /// bundle, newest first, filtered by context and state.
 async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
-    call.caller.require(Scope::Read)?;
+    call.caller.require(Action::ListJobs)?;
     let request: ListTasksRequest = params("ListTasks", lenient_list(raw))?;
     let page_size = request.page_size.unwrap_or(50);
     if !(1..=MAX_PAGE).contains(&page_size) {
@@ -287,7 +290,7 @@ async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
             state,
             bundle: call.bundle.clone(),
             conversation_id: request.context_id.clone().filter(|c| !c.is_empty()),
-            owner: (!call.caller.0.reads_all()).then(|| call.caller.name().to_string()),
+            owner: call.caller.listing_owner(Action::ListJobs),
             limit: page_size as usize,
             cursor: request.page_token.clone().filter(|t| !t.is_empty()),
             search: None,

@@ -22,7 +22,8 @@ use serde_json::{Value, json};
 use super::super::AppState;
 use super::super::admission::check_callback;
 use super::{Call, RpcError, params, task};
-use crate::access::Scope;
+
+use crate::access::policy::Action;
 use crate::queue::{Delivery, Job, JobId, PushAuth, PushConfig, PushPayload};
 use crate::webhook::{Format, Outgoing};
 
@@ -50,12 +51,12 @@ pub fn is_method(method: &str) -> bool {
 
 /// Runs one of the push config methods ([`is_method`]).
 pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcError> {
-    call.caller.require(Scope::Read)?;
+    call.caller.require(Action::ReadJob)?;
     match method {
         "CreateTaskPushNotificationConfig" => create(call, raw).await,
         "GetTaskPushNotificationConfig" => {
             let request: GetTaskPushNotificationConfigRequest = params(method, raw)?;
-            let id = visible_task(call, &request.task_id).await?.id;
+            let id = task(call, Action::ReadJob, &request.task_id).await?.id;
             let configs = call.state.queue.push_configs(&id).await?;
             let config = configs
                 .iter()
@@ -65,7 +66,9 @@ pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcErr
         }
         "DeleteTaskPushNotificationConfig" => {
             let request: DeleteTaskPushNotificationConfigRequest = params(method, raw)?;
-            let id = visible_task(call, &request.task_id).await?.id;
+            let id = task(call, Action::WritePushConfig, &request.task_id)
+                .await?
+                .id;
             // Idempotent: deleting a config that is gone is no error.
             call.state
                 .queue
@@ -75,7 +78,7 @@ pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcErr
         }
         _ => {
             let request: ListTaskPushNotificationConfigsRequest = params(method, raw)?;
-            let id = visible_task(call, &request.task_id).await?.id;
+            let id = task(call, Action::ReadJob, &request.task_id).await?.id;
             let configs = call.state.queue.push_configs(&id).await?;
             Ok(json!(ListTaskPushNotificationConfigsResponse {
                 configs: configs.iter().map(|c| wire(&id, c)).collect(),
@@ -89,7 +92,7 @@ pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcErr
 /// has, replaces) a config of a task that has not ended.
 async fn create(call: &Call, raw: Value) -> Result<Value, RpcError> {
     let request: TaskPushNotificationConfig = params("CreateTaskPushNotificationConfig", raw)?;
-    let job = visible_task(call, &request.task_id).await?;
+    let job = task(call, Action::WritePushConfig, &request.task_id).await?;
     if job.state.is_terminal() {
         return Err(A2AError::unsupported_operation(format!(
             "task {} has ended ({}): no change of it is left to push; read it with GetTask",
@@ -163,15 +166,19 @@ pub fn accepted(
     })
 }
 
-/// The task a config method names, if the caller may see it.
-async fn visible_task(call: &Call, task: &str) -> Result<Job, RpcError> {
+/// The task a config method names, if the policy lets the caller do
+/// `action` on it: reading a config is reading the task (its token and
+/// credentials are the task owner's), writing one is changing the task.
+async fn task(call: &Call, action: Action, task: &str) -> Result<Job, RpcError> {
     if task.trim().is_empty() {
         return Err(
             A2AError::invalid_params("taskId is missing: name the task the config is for").into(),
         );
     }
     let id = JobId::from(task.to_string());
-    Ok(call.caller.visible(&id, call.state.queue.get(&id).await?)?)
+    Ok(call
+        .caller
+        .job(action, &id, call.state.queue.get(&id).await?)?)
 }
 
 fn unknown_config(task: &JobId, config: &str) -> RpcError {

@@ -5,6 +5,7 @@
 //! written with the job), or, sent to a task that awaits approval, decides
 //! the parked call (through the one decision path, `approvals::take`).
 
+use crate::access::policy::{Action, Resource};
 use std::time::Duration;
 
 use a2a::{A2AError, CancelTaskRequest, Message, PartContent, SendMessageRequest};
@@ -18,7 +19,7 @@ use super::super::feed::job_feed;
 use super::super::jobs::{settled, wait_finished};
 use super::task::{self, View, context_of};
 use super::{Call, RpcError, params, push, stream};
-use crate::access::Scope;
+
 use crate::approval::{Decision, ParkedCall, ParkedKind, Verdict};
 use crate::queue::{Job, JobId, JobState, NewJob, PushConfig};
 
@@ -153,7 +154,7 @@ fn bundle_of(
             let usable: Vec<&str> = snapshot
                 .loaded()
                 .map(|b| b.name())
-                .filter(|b| call.caller.0.may_use(b))
+                .filter(|b| call.caller.allows(Action::SubmitJob, &Resource::bundle(b)))
                 .collect();
             match usable.as_slice() {
                 [only] => Ok((only.to_string(), "metadata.bundle")),
@@ -216,7 +217,9 @@ async fn answer(
     let message = &request.message;
     let state = &call.state;
     let id = JobId::from(task_id.to_string());
-    let job = call.caller.visible(&id, state.queue.get(&id).await?)?;
+    let job = call
+        .caller
+        .job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     let context = context_of(&job);
     if message
         .context_id
@@ -301,11 +304,13 @@ fn decision_of(job: &Job, parked: &ParkedCall, message: &Message) -> Result<Deci
 /// and answers with the task once it has stopped, or after
 /// [`CANCEL_WAIT`] as it is then.
 pub async fn cancel(call: &Call, raw: Value) -> Result<Value, RpcError> {
-    call.caller.require(Scope::Operate)?;
+    call.caller.require(Action::CancelJob)?;
     let request: CancelTaskRequest = params("CancelTask", raw)?;
     let state = &call.state;
     let id = JobId::from(request.id);
-    let job = call.caller.operable(&id, state.queue.get(&id).await?)?;
+    let job = call
+        .caller
+        .job(Action::CancelJob, &id, state.queue.get(&id).await?)?;
     if job.state.is_terminal() {
         return Err(A2AError::new(
             a2a::error_code::TASK_NOT_CANCELABLE,

@@ -27,7 +27,8 @@ use super::super::error::ApiError;
 use super::super::feed::{Item, approval_required, job_feed};
 use super::task::{self, View, context_of};
 use super::{Call, RpcError, error_body, params};
-use crate::access::Scope;
+
+use crate::access::policy::Action;
 use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::queue::{Job, JobId, JobState};
@@ -37,7 +38,7 @@ type Feed = Pin<Box<dyn Stream<Item = Item> + Send>>;
 /// `SubscribeToTask`: the task and its updates, replayed from the start or
 /// from after `Last-Event-ID`; a task that has ended has nothing to follow.
 pub async fn subscribe(call: &Call, raw: Value) -> Result<Response, RpcError> {
-    call.caller.require(Scope::Read)?;
+    call.caller.require(Action::ReadJob)?;
     let request: SubscribeToTaskRequest = params("SubscribeToTask", raw)?;
     let after = super::super::sse::resume_point(&call.headers, None)?;
     let state = &call.state;
@@ -46,7 +47,9 @@ pub async fn subscribe(call: &Call, raw: Value) -> Result<Response, RpcError> {
         .acquire(call.caller.name())
         .map_err(ApiError::from)?;
     let id = JobId::from(request.id);
-    let job = call.caller.visible(&id, state.queue.get(&id).await?)?;
+    let job = call
+        .caller
+        .job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     if job.state.is_terminal() {
         return Err(A2AError::unsupported_operation(format!(
             "task {id} has ended ({}): there is nothing to subscribe to; GetTask reads it",

@@ -17,6 +17,7 @@ use serde::Deserialize;
 
 use super::super::AppState;
 use super::super::auth::Caller;
+use crate::access::policy::Action;
 use crate::approval::{Approver, Decision, ParkedCall, ParkedKind, Verdict};
 use crate::queue::Job;
 
@@ -47,8 +48,7 @@ pub fn can_ask(peer: &Peer<RoleServer>, caller: &Caller, job: &Job) -> bool {
         .is_some_and(|terms| terms.approver == Approver::Others);
     peer.supported_elicitation_modes()
         .contains(&rmcp::service::ElicitationMode::Form)
-        && caller.0.can(crate::access::Scope::Approve)
-        && caller.operates_on(job)
+        && caller.allows_job(Action::DecideApproval, job)
         && !(others_only && job.owner.as_deref() == Some(caller.name()))
 }
 

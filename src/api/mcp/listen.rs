@@ -48,9 +48,10 @@ pub async fn listen(
     subscription: SubscriptionContext,
     mut tools_changed: broadcast::Receiver<()>,
 ) -> Result<(), McpError> {
-    let _stream = state.streams.acquire(caller.name()).map_err(|full| {
+    let stream = state.streams.acquire(caller.name()).map_err(|full| {
         McpError::invalid_request(format!("subscriptions/listen refused: {full}"), None)
     })?;
+    let revoked = stream.revoked();
     let accepted = subscription.accepted().clone();
     let mut watch = Watch::new(state);
     for uri in accepted.resource_subscriptions.iter().flatten() {
@@ -61,6 +62,8 @@ pub async fn listen(
     while tools || !watch.is_empty() {
         let told = tokio::select! {
             () = subscription.cancelled() => return Ok(()),
+            // The caller's key was revoked by a reload.
+            () = revoked.cancelled() => return Ok(()),
             changed = watch.changed(), if !watch.is_empty() => {
                 let Some(ids) = changed else { return Ok(()) };
                 let mut told = true;

@@ -4,6 +4,7 @@
 //! would start. MCP prompts have no system role: the system prompt comes
 //! first, as a user message.
 
+use crate::access::policy::{Action, Resource};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{GetPromptResult, JsonObject, Prompt, PromptArgument, PromptMessage, Role};
 use serde_json::Value;
@@ -16,7 +17,7 @@ pub fn list(state: &AppState, caller: &Caller) -> Vec<Prompt> {
     let snapshot = state.registry.snapshot();
     let mut prompts: Vec<Prompt> = snapshot
         .loaded()
-        .filter(|b| caller.0.may_use(b.name()))
+        .filter(|b| caller.allows(Action::SubmitJob, &Resource::bundle(b.name())))
         .map(|b| {
             let mut arguments = vec![argument("input", "The job's input.", true)];
             arguments.extend(
@@ -52,7 +53,7 @@ pub fn get(
     let snapshot = state.registry.snapshot();
     let Some(bundle) = snapshot
         .loaded()
-        .find(|b| b.name() == name && caller.0.may_use(b.name()))
+        .find(|b| b.name() == name && caller.allows(Action::SubmitJob, &Resource::bundle(name)))
     else {
         let known: Vec<String> = list(state, caller).into_iter().map(|p| p.name).collect();
         return Err(McpError::invalid_params(

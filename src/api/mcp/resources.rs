@@ -20,6 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::super::AppState;
 use super::super::auth::Caller;
+use crate::access::policy::Action;
 use crate::queue::{Job, JobFilter, JobId};
 
 const JOBS: &str = "sa://jobs/";
@@ -30,7 +31,7 @@ const LISTED: usize = 50;
 /// `GET /v1/jobs` does.
 fn may_read(caller: &Caller) -> Result<(), McpError> {
     caller
-        .require(crate::access::Scope::Read)
+        .require(Action::ReadJob)
         .map_err(|e| McpError::invalid_request(e.message, None))
 }
 
@@ -40,7 +41,7 @@ pub async fn list(state: &AppState, caller: &Caller) -> Result<Vec<Resource>, Mc
     let page = state
         .queue
         .list(JobFilter {
-            owner: (!caller.0.reads_all()).then(|| caller.name().to_string()),
+            owner: caller.listing_owner(Action::ListJobs),
             limit: LISTED,
             ..Default::default()
         })
@@ -119,7 +120,7 @@ async fn job_of(state: &AppState, caller: &Caller, uri: &str) -> Result<Job, Mcp
         .await
         .map_err(|e| McpError::internal_error(format!("cannot read job {id}: {e}"), None))?;
     caller
-        .visible(&id, job)
+        .job(Action::ReadJob, &id, job)
         .map_err(|e| McpError::resource_not_found(format!("{uri}: {}", e.message), None))
 }
 

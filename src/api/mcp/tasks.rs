@@ -14,6 +14,7 @@ use rmcp::model::{
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::approval;
+use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobState};
 
 /// How often a client should poll `tasks/get`.
@@ -27,7 +28,7 @@ pub async fn job_of(state: &AppState, caller: &Caller, task_id: &str) -> Result<
         .get(&id)
         .await
         .map_err(|e| McpError::internal_error(format!("cannot read job {id}: {e}"), None))?;
-    caller.visible(&id, found).map_err(|_| {
+    caller.job(Action::FollowJob, &id, found).map_err(|_| {
         McpError::invalid_params(
             format!("no task {id} (tasks are jobs; see GET /v1/jobs)"),
             None,
@@ -108,7 +109,7 @@ pub async fn update(
 /// `tasks/cancel`: cancels the task's job, as `POST /v1/jobs/{id}/cancel`
 /// does (with its `operate` scope).
 pub async fn cancel(state: &AppState, caller: &Caller, task_id: &str) -> Result<(), McpError> {
-    caller.require(crate::access::Scope::Operate).map_err(|e| {
+    caller.require(Action::CancelJob).map_err(|e| {
         McpError::invalid_request(format!("cannot cancel task {task_id}: {}", e.message), None)
     })?;
     super::super::jobs::cancel(

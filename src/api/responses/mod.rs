@@ -33,6 +33,7 @@ use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
 use super::openai::{OpenAiError, bundle_of};
+use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobState, NewJob};
 use object::{job_of, response};
 use stream::{Frame, Translator};
@@ -151,7 +152,7 @@ async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Ope
         ))
     })?;
     let job = state.queue.get(&job_id).await.map_err(ApiError::from)?;
-    Ok(caller.visible(&job_id, job)?)
+    Ok(caller.job(Action::ReadJob, &job_id, job)?)
 }
 
 /// A created response: streamed, queued in the background, or waited for.
@@ -172,7 +173,7 @@ async fn start(
     let request: CreateRequest = serde_json::from_slice(body)
         .map_err(|e| OpenAiError::invalid("body", format!("invalid response request: {e}")))?;
     let bundle = bundle_of(&request.model)?;
-    caller.may_use(&bundle, "model")?;
+    caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
     let id = JobId::new();
     let conversation_id = match &request.previous_response_id {

@@ -5,6 +5,7 @@
 //! this daemon's bundles as remote agents (exactly once per
 //! `Idempotency-Key`, which `http_agent` tools send).
 
+use crate::access::policy::{Action, Resource};
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -113,7 +114,9 @@ pub(super) fn find(cards: &[AgentCard], id: &str, field: &str) -> Result<AgentCa
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Json<Value> {
     let agents: Vec<AgentCard> = directory(&state)
         .into_iter()
-        .filter(|agent| agent.kind != LOCAL || caller.0.may_use(&agent.id))
+        .filter(|agent| {
+            agent.kind != LOCAL || caller.allows(Action::ReadBundle, &Resource::bundle(&agent.id))
+        })
         .collect();
     Json(json!({"agents": agents}))
 }

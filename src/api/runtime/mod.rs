@@ -37,13 +37,19 @@ const USER_VARIABLE: &str = "user_id";
 const VERBOSE_VARIABLE: &str = "verbose";
 
 pub(super) fn routes() -> Router<AppState> {
-    use crate::access::Scope::{Read, Submit};
+    use crate::access::policy::Action::{ReadBundle, ReadConversation, SubmitJob};
     Router::new()
-        .route("/agents", with(Read, get(agents::list)))
-        .route("/agents/{id}/message", with(Submit, post(agents::message)))
-        .route("/query", with(Submit, post(query::query)))
-        .route("/group-chat", with(Submit, post(group::group_chat)))
-        .route("/conversations/{id}", with(Read, get(conversations::get)))
+        .route("/agents", with(ReadBundle, get(agents::list)))
+        .route(
+            "/agents/{id}/message",
+            with(SubmitJob, post(agents::message)),
+        )
+        .route("/query", with(SubmitJob, post(query::query)))
+        .route("/group-chat", with(SubmitJob, post(group::group_chat)))
+        .route(
+            "/conversations/{id}",
+            with(ReadConversation, get(conversations::get)),
+        )
 }
 
 /// The job a runtime request asks for.

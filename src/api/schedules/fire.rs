@@ -21,8 +21,6 @@ use crate::queue::{FireRecord, JobId, NewJob, StoredSchedule};
 use crate::schedule::{Overlap, Stored, due_fires, fire_key};
 
 const EVERY: Duration = Duration::from_secs(1);
-/// The owner of a bundle's schedule's jobs.
-pub const SCHEDULER_KEY: &str = "scheduler";
 /// `source` of a schedule a bundle declares.
 pub const FROM_BUNDLE: &str = "bundle";
 
@@ -182,6 +180,7 @@ async fn handle(
         }
         state.bus.publish(DaemonEvent::ScheduleFired {
             schedule: schedule.id.clone(),
+            bundle: stored.bundle.clone(),
             outcome,
             lateness: Duration::from_millis(u64::try_from(now - fire).unwrap_or(0)),
         });
@@ -189,6 +188,7 @@ async fn handle(
     if fires.is_empty() {
         state.bus.publish(DaemonEvent::ScheduleFired {
             schedule: schedule.id.clone(),
+            bundle: stored.bundle.clone(),
             outcome,
             lateness: Duration::ZERO,
         });
@@ -240,7 +240,7 @@ async fn live_last_job(
 /// now has it, or the daemon for a bundle's schedule.
 pub fn submitter(state: &AppState, owner: Option<&str>) -> Option<Caller> {
     let principal = match owner {
-        None => Arc::new(Principal::unrestricted(SCHEDULER_KEY)),
+        None => Arc::new(Principal::unrestricted(crate::access::SCHEDULER)),
         Some(name) => state.registry.snapshot().keys.by_name(name)?,
     };
     Some(Caller(principal))

@@ -19,6 +19,7 @@ use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
 use super::body::JsonBody;
 use super::error::{ApiError, ErrorCode};
+use crate::access::policy::{Action, Resource};
 use crate::queue::{Job, NewJob, StoredSchedule, rfc3339};
 use crate::schedule::{ScheduleSpec, Stored};
 
@@ -83,7 +84,7 @@ pub async fn create(
     caller: Caller,
     JsonBody(body): JsonBody<NewSchedule>,
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
-    caller.may_use(&body.bundle, "bundle")?;
+    caller.on_bundle(Action::CreateSchedule, &body.bundle, "bundle")?;
     known_bundle(&state, &body.bundle, "bundle")?;
     let compiled = body.spec.compile().map_err(|e| {
         let text = e.to_string();
@@ -106,7 +107,9 @@ pub async fn create(
             format!("{id:?} is not a schedule id: use letters, digits, `-`, `_`, `.`"),
         ));
     }
-    if state.queue.schedules().await?.iter().any(|s| s.id == id) {
+    let schedules = state.queue.schedules().await?;
+    held_within_caps(&state, &caller, &schedules)?;
+    if schedules.iter().any(|s| s.id == id) {
         return Err(ApiError::field(
             ErrorCode::IdempotencyConflict,
             "id",
@@ -131,6 +134,37 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
+/// Refuses one more API schedule past `server.max_schedules` in all or the
+/// key's share (`server.max_schedules_per_key`): every schedule is a row the
+/// scheduler reads each second.
+fn held_within_caps(
+    state: &AppState,
+    caller: &Caller,
+    schedules: &[StoredSchedule],
+) -> Result<(), ApiError> {
+    let server = &state.registry.snapshot().config.server;
+    let made = schedules.iter().filter(|s| s.source != fire::FROM_BUNDLE);
+    let (all, own) = made.fold((0, 0), |(all, own), s| {
+        let mine = s.owner.as_deref() == Some(caller.name());
+        (all + 1, own + usize::from(mine))
+    });
+    let refused =
+        |message: String| Err(ApiError::new(ErrorCode::QuotaExceeded, message).retry_after(60));
+    if own >= server.schedules_per_key() {
+        return refused(format!(
+            "API key {:?} has {own} schedules, its share (server.max_schedules_per_key, {}); delete one (DELETE /v1/schedules/{{id}}) first",
+            caller.name(),
+            server.schedules_per_key()
+        ));
+    }
+    if all >= server.max_schedules {
+        return refused(format!(
+            "the daemon holds {all} schedules made over the API, its limit (server.max_schedules); delete one first, or ask the operator to raise it"
+        ));
+    }
+    Ok(())
+}
+
 /// `GET /v1/schedules`: the schedules the caller's key may see.
 pub async fn list(
     State(state): State<AppState>,
@@ -140,7 +174,7 @@ pub async fn list(
     Ok(Json(
         schedules
             .into_iter()
-            .filter(|s| caller.0.sees(s.owner.as_deref()))
+            .filter(|s| caller.allows(Action::ReadSchedule, &Owned::of(s).resource()))
             .filter_map(ScheduleView::of)
             .collect(),
     ))
@@ -152,35 +186,56 @@ pub async fn get(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    let schedule = visible(&state, &caller, &id).await?;
+    let schedule = authorized(&state, &caller, Action::ReadSchedule, &id).await?;
     ScheduleView::of(schedule)
         .map(Json)
         .ok_or_else(|| not_found(&id))
 }
 
-async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<StoredSchedule, ApiError> {
-    state
+/// The schedule `id` if the policy lets the caller do `action` on it;
+/// another key's it may not read is the 404 an unknown id gets.
+async fn authorized(
+    state: &AppState,
+    caller: &Caller,
+    action: Action,
+    id: &str,
+) -> Result<StoredSchedule, ApiError> {
+    let schedule = state
         .queue
         .schedules()
         .await?
         .into_iter()
-        .find(|s| s.id == id && caller.0.sees(s.owner.as_deref()))
-        .ok_or_else(|| not_found(id))
+        .find(|s| s.id == id)
+        .ok_or_else(|| not_found(id))?;
+    caller.authorize(action, &Owned::of(&schedule).resource(), || not_found(id))?;
+    Ok(schedule)
 }
 
-/// The schedule if the caller may change it: its own key's, or any with
-/// `operate_all`.
-async fn operable(state: &AppState, caller: &Caller, id: &str) -> Result<StoredSchedule, ApiError> {
-    let schedule = visible(state, caller, id).await?;
-    if caller.0.operates_on(schedule.owner.as_deref()) {
-        return Ok(schedule);
+/// The bundle a stored schedule fires (`None`: a spec this binary cannot
+/// read, which the scheduler skips too).
+pub fn bundle_of(schedule: &StoredSchedule) -> Option<String> {
+    serde_json::from_str::<Stored>(&schedule.spec)
+        .ok()
+        .map(|stored| stored.bundle)
+}
+
+/// A schedule as the policy sees it: its owner and the bundle it fires.
+struct Owned<'a> {
+    owner: Option<&'a str>,
+    bundle: Option<String>,
+}
+
+impl<'a> Owned<'a> {
+    fn of(schedule: &'a StoredSchedule) -> Self {
+        Self {
+            owner: schedule.owner.as_deref(),
+            bundle: bundle_of(schedule),
+        }
     }
-    Err(ApiError::new(
-        ErrorCode::Forbidden,
-        format!(
-            "schedule {id} belongs to another API key; only its own key or one with `operate_all` may change it"
-        ),
-    ))
+
+    fn resource(&self) -> Resource<'_> {
+        Resource::owned("schedule", self.owner, self.bundle.as_deref())
+    }
 }
 
 async fn set_paused(
@@ -189,12 +244,17 @@ async fn set_paused(
     id: String,
     paused: bool,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    operable(&state, &caller, &id).await?;
+    authorized(&state, &caller, Action::ManageSchedule, &id).await?;
     if !state.queue.pause_schedule(&id, paused).await? {
         return Err(not_found(&id));
     }
     tracing::info!(schedule = %id, paused, by = caller.name(), "schedule paused or resumed");
-    get(State(state), caller, Path(id)).await
+    // Answered as the key that changed it may see it (an `operate_all` key
+    // may pause a schedule it cannot read).
+    let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
+    ScheduleView::of(schedule)
+        .map(Json)
+        .ok_or_else(|| not_found(&id))
 }
 
 /// `POST /v1/schedules/{id}/pause`: no fire is submitted until resumed
@@ -223,7 +283,7 @@ pub async fn delete(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let schedule = operable(&state, &caller, &id).await?;
+    let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
     if schedule.source == fire::FROM_BUNDLE {
         return Err(ApiError::new(
             ErrorCode::InvalidState,
@@ -244,7 +304,7 @@ pub async fn run(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
-    let schedule = operable(&state, &caller, &id).await?;
+    let schedule = authorized(&state, &caller, Action::RunSchedule, &id).await?;
     let stored: Stored = serde_json::from_str(&schedule.spec).map_err(|_| not_found(&id))?;
     let job = NewJob {
         bundle: stored.bundle,

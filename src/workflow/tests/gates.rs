@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::compile;
-use crate::workflow::gates::{GateContext, GateReport, run_gate};
+use crate::workflow::gate::{GateContext, GateReport};
+use crate::workflow::gates::run_gate;
 use crate::workflow::spec::StageSpec;
 use crate::workflow::valid_pr_title;
 

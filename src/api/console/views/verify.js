@@ -4,8 +4,11 @@
 // point and tool call whether the call ran once, twice or never — judged
 // against the tool's declared effect. A bundle bound to a model server
 // needs the replies (the mock server's reply-script format) in the field.
+// Tools with a side effect are answered by stand-ins unless "Run the real
+// tools" is ticked, and then only after the person confirms the list of
+// tools that would really run, many times each.
 
-import { h, fill, banner, errorText } from "../dom.js";
+import { h, fill, banner, errorText, confirmAction } from "../dom.js";
 import { api } from "../api.js";
 
 /** The panel for bundle `b` (an `h3` section inside its card). */
@@ -13,13 +16,31 @@ export function verifyPanel(b) {
   const id = `verify-${b.name}`;
   const result = h("div", { class: "verify-result", id: `${id}-result`, "aria-live": "polite" });
   const exchange = h("textarea", { id: `${id}-exchange`, class: "verify-exchange", rows: 5, spellcheck: "false" });
+  const real = h("input", { type: "checkbox", id: `${id}-real`, class: "verify-real" });
   const run = h("button", { type: "button", class: "verify-run", "aria-describedby": `${id}-help`, onclick: () => doVerify() }, "Verify");
   const path = `/v1/bundles/${encodeURIComponent(b.name)}/verify`;
+  // What would really run: every tool whose effect is not read_only.
+  const effectful = (b.tools || []).filter((t) => t.effect && t.effect !== "read_only");
 
   async function doVerify() {
+    if (real.checked && effectful.length) {
+      const sure = await confirmAction({
+        title: `Run ${b.name}'s real tools?`,
+        body: h(
+          "div",
+          {},
+          h("p", {}, "These tools would really run, once or more at every crash point, side effects and all:"),
+          h("ul", { class: "verify-real-tools" }, effectful.map((t) => h("li", {}, h("code", {}, t.name), ` (${t.effect.replaceAll("_", " ")})`))),
+        ),
+        confirm: "Run the real tools",
+        danger: true,
+      });
+      if (!sure) return;
+    }
     run.disabled = true;
     fill(result, banner("info", "Verifying: every crash point is a job of its own; this takes a while…"));
     const body = exchange.value.trim() ? { exchange: exchange.value } : {};
+    if (real.checked) body.real_tools = true;
     try {
       fill(result, matrix(await api(path, { method: "POST", body })));
     } catch (error) {
@@ -36,7 +57,7 @@ export function verifyPanel(b) {
     h(
       "p",
       { class: "muted", id: `${id}-help` },
-      `Runs version ${b.version || "current"} against a reply script, crashes it at every journal write and resumes it: does each tool call run once, twice or never? Its tools run for real, in a copy of the bundle.`,
+      `Runs version ${b.version || "current"} against a reply script, crashes it at every journal write and resumes it: does each tool call run once, twice or never? Read-only tools run, in a copy of the bundle; tools with a side effect are answered by stand-ins unless you ask for the real ones.`,
     ),
     h(
       "details",
@@ -44,6 +65,12 @@ export function verifyPanel(b) {
       h("summary", {}, "Reply script (needed when the bundle calls a model server)"),
       h("label", { for: `${id}-exchange` }, "Replies, in the mock server's format (YAML or JSON)"),
       exchange,
+    ),
+    h(
+      "p",
+      { class: "verify-real-choice" },
+      real,
+      h("label", { for: `${id}-real` }, effectful.length ? ` Run the real tools (${effectful.map((t) => t.name).join(", ")})` : " Run the real tools"),
     ),
     h("div", { class: "buttons" }, run),
     result,
@@ -67,6 +94,11 @@ function matrix(r) {
     "div",
     { class: "verify-report", dataset: { violations: String(r.violations) } },
     banner(broken ? "error" : "ok", h("strong", { class: "verify-verdict" }, verdict)),
+    r.real_tools
+      ? h("p", { class: "verify-mode" }, "The real tools ran, side effects and all.")
+      : r.stand_ins && r.stand_ins.length
+        ? h("p", { class: "verify-mode muted" }, `Stand-ins answered ${r.stand_ins.join(", ")}: nothing of theirs really ran.`)
+        : null,
     h(
       "p",
       { class: "muted" },

@@ -1,0 +1,458 @@
+//! One authorization policy (`access::policy`, docs/security.md): what a
+//! job reaches indirectly is authorized as the key that owns it, and the
+//! operations the policy now decides for every feature (migrate-jobs, A2A
+//! push configs, listings) stay inside a key's own objects and bundles.
+//! Driven through the real binary with API keys made by `keys new`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::daemon::{Daemon, Site, new_key, wait_terminal};
+use common::mock_server;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+
+/// A client that presents `token` on every request.
+fn as_key(token: &str) -> reqwest::Client {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        AUTHORIZATION,
+        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn post(http: &reqwest::Client, daemon: &Daemon, path: &str, body: Value) -> (u16, Value) {
+    let response = http
+        .post(daemon.url(path))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// The names of the tools the model was offered in request `n`.
+fn offered(requests: &[Value], n: usize) -> Vec<String> {
+    requests[n]["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An agent bundle answering from the model server at `model_url`.
+fn agent_bundle(name: &str, model_url: &str, extra: &str) -> String {
+    format!(
+        "name: {name}\nversion: \"1\"\ndescription: The {name} agent.\nmodel: {{endpoint: \"{model_url}\", name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{extra}"
+    )
+}
+
+/// The High finding of issue 46: key `alice` (bundles `pub-*, router`)
+/// asked the router, whose directory reach called bundle `secret`. Now the
+/// router's directory holds only what alice may use, a nested `agent` tool
+/// that names `secret` is a tool error naming the rule, and `secret`'s
+/// model never hears of alice's jobs; a key that may use `secret` still
+/// reaches it both ways.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_reaches_only_the_bundles_of_the_key_that_owns_it() {
+    // Every job: one call of the tool named in the input's first word,
+    // then an answer.
+    let script = r#"
+replies:
+  - {turn: 1, match: "secret", tool_calls: [{id: c1, name: secret, arguments: {input: "the vault code"}}]}
+  - {turn: 1, match: "nest", tool_calls: [{id: c1, name: ask_secret, arguments: {input: "the vault code"}}]}
+  - {turn: 2, content: routed}
+"#;
+    let router_model = mock_server(script).await;
+    let secret_model = mock_server("replies:\n  - content: \"vault code 1234\"\n").await;
+    let public_model = mock_server("replies:\n  - content: public\n").await;
+    let site = Site::new(
+        &router_model.base_url(),
+        "[auth]\nkeys_file = \"keys.toml\"\n\n[runtime]\nrouter = \"router\"\ngroup_chat = \"group-chat\"\n",
+    );
+    let file = site.path().join("keys.toml");
+    let alice = new_key(
+        &file,
+        "alice",
+        &["--scopes", "submit,read", "--bundles", "pub-*,router"],
+    );
+    let admin = new_key(&file, "admin", &["--scopes", "admin"]);
+    site.put_bundle(
+        "router",
+        "name: router\nversion: \"1\"\ndescription: Routes.\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    site.put_bundle(
+        "secret",
+        &agent_bundle("secret", &secret_model.base_url(), ""),
+    );
+    site.put_bundle(
+        "pub-echo",
+        &agent_bundle("pub-echo", &public_model.base_url(), ""),
+    );
+    site.put_bundle(
+        "pub-nest",
+        &agent_bundle(
+            "pub-nest",
+            &router_model.base_url(),
+            "tools:\n  - {name: ask_secret, kind: agent, bundle: secret, description: Asks the secret agent.}\n",
+        ),
+    );
+    let daemon = site.start();
+    let (alice_http, admin_http) = (as_key(&alice), as_key(&admin));
+
+    // The router's directory, as alice's job sees it: no `secret`.
+    let (status, answer) = post(
+        &alice_http,
+        &daemon,
+        "/api/query",
+        json!({"query": "secret please"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}\n{}", daemon.log());
+    let requests = router_model.requests();
+    let tools = offered(&requests, 0);
+    assert!(
+        tools.contains(&"pub-echo".to_string()) && !tools.contains(&"secret".to_string()),
+        "alice's router is offered only her bundles: {tools:?}"
+    );
+    assert_eq!(
+        secret_model.requests().len(),
+        0,
+        "secret's model never runs for alice"
+    );
+
+    // A nested `agent` tool that names `secret` in alice's job: a tool
+    // error naming the rule, which the model reads.
+    let (status, job) = post(
+        &alice_http,
+        &daemon,
+        "/v1/jobs",
+        json!({"bundle": "pub-nest", "input": "nest it"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&alice_http, &daemon, id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let requests = router_model.requests();
+    let told = requests
+        .iter()
+        .filter(|r| r["messages"].to_string().contains("nest it"))
+        .map(|r| r["messages"].to_string())
+        .find(|m| m.contains("reach_bundle"))
+        .unwrap_or_else(|| panic!("the model was not told why: {requests:?}"));
+    assert!(
+        told.contains("secret") && told.contains("alice"),
+        "the tool error names the bundle, the key and the rule: {told}"
+    );
+    assert_eq!(
+        secret_model.requests().len(),
+        0,
+        "{:?}",
+        secret_model.requests()
+    );
+
+    // The admin key may use `secret`: both reaches run it.
+    let before = router_model.requests().len();
+    let (status, answer) = post(
+        &admin_http,
+        &daemon,
+        "/api/query",
+        json!({"query": "secret please"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    let tools = offered(&router_model.requests(), before);
+    assert!(tools.contains(&"secret".to_string()), "{tools:?}");
+    assert_eq!(secret_model.requests().len(), 1);
+    let (status, job) = post(
+        &admin_http,
+        &daemon,
+        "/v1/jobs",
+        json!({"bundle": "pub-nest", "input": "nest it again"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&admin_http, &daemon, id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(secret_model.requests().len(), 2);
+}
+
+/// The policy's answers for another key's objects: `GET /v1/jobs/counts`
+/// and listings show only the key's own jobs of its own bundles, and
+/// another key's job answers exactly as an unknown id does.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_keys_jobs_and_bundles_do_not_exist_for_a_key() {
+    let model = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let alice = new_key(
+        &file,
+        "alice",
+        &["--scopes", "submit,read", "--bundles", "pub-*"],
+    );
+    let bob = new_key(&file, "bob", &["--scopes", "submit,read"]);
+    let auditor = new_key(
+        &file,
+        "auditor",
+        &["--scopes", "read_all", "--bundles", "pub-*"],
+    );
+    for name in ["pub-a", "secret"] {
+        site.put_bundle(name, &agent_bundle(name, &model.base_url(), ""));
+    }
+    let daemon = site.start();
+    let (alice_http, bob_http, auditor_http) = (as_key(&alice), as_key(&bob), as_key(&auditor));
+    let mut bobs = Vec::new();
+    for bundle in ["pub-a", "secret"] {
+        let (status, job) = post(
+            &bob_http,
+            &daemon,
+            "/v1/jobs",
+            json!({"bundle": bundle, "input": "hi"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        wait_terminal(&bob_http, &daemon, &id, Duration::from_secs(30)).await;
+        bobs.push(id);
+    }
+    let get = |http: &reqwest::Client, path: String| {
+        let request = http.get(daemon.url(&path));
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let unknown = get(&alice_http, "/v1/jobs/01J0000000000000000000000".into()).await;
+    for id in &bobs {
+        let answer = get(&alice_http, format!("/v1/jobs/{id}")).await;
+        assert_eq!(answer.0, unknown.0, "{answer:?} vs {unknown:?}");
+        assert_eq!(answer.1["error"]["code"], unknown.1["error"]["code"]);
+    }
+    // read_all reads bob's job of a bundle it may use, never the other.
+    assert_eq!(
+        get(&auditor_http, format!("/v1/jobs/{}", bobs[0])).await.0,
+        200
+    );
+    assert_eq!(
+        get(&auditor_http, format!("/v1/jobs/{}", bobs[1])).await.0,
+        unknown.0
+    );
+    let (_, listed) = get(&auditor_http, "/v1/jobs".into()).await;
+    let bundles: Vec<&str> = listed["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["bundle"].as_str().unwrap())
+        .collect();
+    assert_eq!(bundles, ["pub-a"], "{listed}");
+    let (status, counts) = get(&auditor_http, "/v1/jobs/counts".into()).await;
+    assert_eq!(status, 200, "{counts}");
+    assert!(
+        !counts.to_string().contains("secret"),
+        "counts name no bundle outside the key's globs: {counts}"
+    );
+}
+
+/// `migrate-jobs` moves a key's own jobs: a key with `operate` neither
+/// lists nor moves another key's (it did: 26 of 32 moved for real); only
+/// `operate_all` moves every key's.
+#[tokio::test(flavor = "multi_thread")]
+async fn migrate_jobs_moves_only_the_callers_own_jobs_unless_it_operates_all() {
+    let script = r#"
+replies:
+  - {turn: 1, tool_calls: [{id: p1, name: pay, arguments: {amount: 5}}]}
+  - {turn: 2, content: paid}
+"#;
+    let model = mock_server(script).await;
+    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let alice = new_key(&file, "alice", &["--scopes", "submit,read,operate"]);
+    let bob = new_key(&file, "bob", &["--scopes", "submit,read,operate"]);
+    let admin = new_key(&file, "admin", &["--scopes", "admin"]);
+    let bank = |version: &str| {
+        format!(
+            "name: bank\nversion: \"{version}\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: pay\n    kind: process\n    effect: unsafe\n    approval: always\n    parameters: {{type: object, properties: {{amount: {{type: integer}}}}, required: [amount]}}\n    command: [python3, -c, \"print('{{}}')\"]\n"
+        )
+    };
+    site.put_bundle("bank", &bank("1"));
+    let daemon = site.start();
+    let (alice_http, bob_http, admin_http) = (as_key(&alice), as_key(&bob), as_key(&admin));
+    let mut parked = Vec::new();
+    for http in [&alice_http, &bob_http] {
+        let (status, job) = post(
+            http,
+            &daemon,
+            "/v1/jobs",
+            json!({"bundle": "bank", "input": "pay"}),
+        )
+        .await;
+        assert_eq!(status, 201, "{job}");
+        let id = job["id"].as_str().unwrap().to_string();
+        common::daemon::eventually(Duration::from_secs(30), "the job parks", || {
+            let request = http.get(daemon.url(&format!("/v1/jobs/{id}")));
+            async move {
+                let job: Value = request.send().await.ok()?.json().await.ok()?;
+                (job["state"] == "awaiting_approval").then_some(())
+            }
+        })
+        .await;
+        parked.push(id);
+    }
+    site.put_bundle("bank", &bank("2"));
+    let (status, outcome) = post(&admin_http, &daemon, "/v1/reload", json!({})).await;
+    assert_eq!(status, 200, "{outcome}");
+
+    let ids = |plan: &Value| -> Vec<String> {
+        plan["moves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(plan["refused"].as_array().unwrap())
+            .map(|m| m["job_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (status, dry) = post(
+        &admin_http,
+        &daemon,
+        "/v1/bundles/bank/migrate-jobs",
+        json!({"dry_run": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{dry}");
+    let mut all = ids(&dry);
+    all.sort();
+    let mut both = parked.clone();
+    both.sort();
+    assert_eq!(all, both, "operate_all sees every key's jobs: {dry}");
+
+    let (status, plan) = post(
+        &alice_http,
+        &daemon,
+        "/v1/bundles/bank/migrate-jobs",
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{plan}");
+    assert_eq!(
+        ids(&plan),
+        [parked[0].clone()],
+        "alice moves only her own job: {plan}"
+    );
+    let version = |http: &reqwest::Client, id: &str| {
+        let request = http.get(daemon.url(&format!("/v1/jobs/{id}")));
+        async move {
+            let job: Value = request.send().await.unwrap().json().await.unwrap();
+            job["bundle_version"].clone()
+        }
+    };
+    assert_eq!(version(&alice_http, &parked[0]).await, "2");
+    assert_eq!(
+        version(&bob_http, &parked[1]).await,
+        "1",
+        "bob's job stays where it was"
+    );
+}
+
+/// A revoked key hears nothing more: the reload that revokes it ends its
+/// open event stream (it went on for 5 KB), while the job it followed runs
+/// on and another key's stream keeps flowing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_that_revokes_a_key_ends_its_open_streams() {
+    // The job's model call takes far longer than the test waits.
+    let model = mock_server("replies:\n  - {content: slow, delay_ms: 120000}\n").await;
+    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let leaving = new_key(&file, "leaving", &["--scopes", "submit,read"]);
+    let admin = new_key(&file, "admin", &["--scopes", "admin"]);
+    site.put_bundle("slow", &agent_bundle("slow", &model.base_url(), ""));
+    let daemon = site.start();
+    let (leaving_http, admin_http) = (as_key(&leaving), as_key(&admin));
+    let (status, job) = post(
+        &leaving_http,
+        &daemon,
+        "/v1/jobs",
+        json!({"bundle": "slow", "input": "take your time"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap().to_string();
+    let open = |http: &reqwest::Client| {
+        let request = http
+            .get(daemon.url(&format!("/v1/jobs/{id}/events")))
+            .timeout(Duration::from_secs(600));
+        async move {
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 200);
+            response
+        }
+    };
+    let leaving_stream = open(&leaving_http).await;
+    let admin_stream = open(&admin_http).await;
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["keys", "revoke", "leaving", "--file"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, outcome) = post(&admin_http, &daemon, "/v1/reload", json!({})).await;
+    assert_eq!(status, 200, "{outcome}");
+
+    // The revoked key's stream ends (its body is read to its end); the
+    // guard is only against a hang, far below the job's two minutes.
+    let ended = tokio::time::timeout(Duration::from_secs(60), leaving_stream.bytes()).await;
+    assert!(
+        matches!(ended, Ok(Ok(_)) | Ok(Err(_))),
+        "the revoked key's stream is still open\n{}",
+        daemon.log()
+    );
+    let job_now: Value = admin_http
+        .get(daemon.url(&format!("/v1/jobs/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        job_now["state"], "running",
+        "the job itself runs on: {job_now}"
+    );
+    // The other key's stream is still open: a chunk (a heartbeat) arrives.
+    let mut admin_stream = admin_stream;
+    let chunk = tokio::time::timeout(Duration::from_secs(60), admin_stream.chunk()).await;
+    assert!(
+        matches!(chunk, Ok(Ok(Some(_)))),
+        "the admin's stream ended with the other key's: {chunk:?}"
+    );
+    assert!(
+        daemon.log().contains("the key was revoked"),
+        "{}",
+        daemon.log()
+    );
+}

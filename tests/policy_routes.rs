@@ -1,0 +1,156 @@
+//! No route can forget its action: every `.route(…)` the API's router is
+//! built from (every file under `src/api/`) declares the authorization
+//! policy's action with `with(Action, …)`, except the few listed here, each
+//! with the reason it needs none. A new route without an action fails this
+//! test; so does an exception whose route is gone. The action names are
+//! checked against `access::policy::Action` (every one is documented in
+//! docs/security.md's table).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Routes without a declared action, and why.
+const UNDECLARED: [(&str, &str); 11] = [
+    (
+        "/ui",
+        "the console's static shell: no data; the page calls the API with a key",
+    ),
+    ("/ui/", "the console's static shell"),
+    ("/ui/{*path}", "the console's static scripts and styles"),
+    (
+        "/.well-known/agent-card.json",
+        "the A2A card: lists only the bundles the presented key may call or read (submit_job, read_bundle)",
+    ),
+    (
+        "/a2a/{bundle}/.well-known/agent-card.json",
+        "a bundle's A2A card: shown only to a key that may call or read the bundle",
+    ),
+    (
+        "/a2a",
+        "A2A JSON-RPC: authenticated; each method asks the policy for its own action",
+    ),
+    (
+        "/a2a/{bundle}",
+        "A2A JSON-RPC: authenticated; each method asks the policy for its own action",
+    ),
+    ("/v1/openapi.json", "the API document: reveals nothing"),
+    ("/healthz", "liveness: reveals nothing"),
+    ("/readyz", "readiness: reveals nothing"),
+    ("/metrics", "Prometheus: on the operator's scrape address"),
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The text of the call whose `(` is at `open`, up to its matching `)`.
+fn call_text(source: &str, open: usize) -> &str {
+    let mut depth = 0usize;
+    for (i, c) in source[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return &source[open..open + i + 1];
+                }
+            }
+            _ => {}
+        }
+    }
+    &source[open..]
+}
+
+/// Every `.route("path", …)` under src/api: (path, the call's text, file).
+fn routes() -> Vec<(String, String, String)> {
+    let mut files = Vec::new();
+    rust_files(&root().join("src/api"), &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let source = fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(root()).unwrap().display().to_string();
+        for (at, _) in source.match_indices(".route(") {
+            let text = call_text(&source, at + ".route".len());
+            let path = text
+                .split('"')
+                .nth(1)
+                .unwrap_or_else(|| panic!("{name}: a route without a literal path: {text}"));
+            found.push((path.to_string(), text.to_string(), name.clone()));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_route_declares_its_action_or_is_a_listed_exception() {
+    let routes = routes();
+    assert!(
+        routes.len() > 40,
+        "the scan found too few routes: {routes:?}"
+    );
+    let exceptions: BTreeMap<&str, &str> = UNDECLARED.into_iter().collect();
+    let mut missing = Vec::new();
+    for (path, text, file) in &routes {
+        let declared = text.contains("with(");
+        if !declared && !exceptions.contains_key(path.as_str()) {
+            missing.push(format!("{file}: {path} ({text})"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these routes declare no action of the authorization policy: make them with `with(Action::…, …)` (src/api/mod.rs), or list them in UNDECLARED with the reason:\n{}",
+        missing.join("\n")
+    );
+    for path in exceptions.keys() {
+        assert!(
+            routes.iter().any(|(p, _, _)| p == path),
+            "UNDECLARED lists {path}, which no longer exists: take it off the list"
+        );
+    }
+}
+
+#[test]
+fn every_declared_action_is_one_of_the_policy_and_in_the_security_table() {
+    let policy = fs::read_to_string(root().join("src/access/policy.rs")).unwrap();
+    let security = fs::read_to_string(root().join("docs/security.md")).unwrap();
+    for (path, text, file) in routes() {
+        for (at, _) in text.match_indices("with(") {
+            let action: String = text[at + "with(".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            assert!(
+                policy.contains(&format!("Action::{action} =>")),
+                "{file}: {path} declares {action:?}, not an action of the policy"
+            );
+            let snake: String = action
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| {
+                    let lower = c.to_ascii_lowercase();
+                    if c.is_ascii_uppercase() && i > 0 {
+                        vec!['_', lower]
+                    } else {
+                        vec![lower]
+                    }
+                })
+                .collect();
+            assert!(
+                security.contains(&format!("| `{snake}` |")),
+                "docs/security.md's policy table lacks `{snake}` ({path})"
+            );
+        }
+    }
+}
