@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Format, Signed, Signer, WebhookConfig};
 use crate::egress::{Current, Egress};
-use crate::events::daemon::{DaemonBus, DaemonEvent};
+use crate::events::daemon::{DaemonBus, DaemonEvent, StaleClaim};
 use crate::failpoint::{self, Failpoint};
-use crate::queue::{Delivery, DeliveryResult, JobQueue, millis};
+use crate::queue::{Delivery, DeliveryResult, JobQueue, Settled, millis};
 
 const EVERY: Duration = Duration::from_millis(500);
 /// Deliveries claimed per round (each job's oldest only).
@@ -131,12 +131,22 @@ impl Sender {
             DeliveryResult::Retry { .. } => "retry",
             DeliveryResult::Dead { .. } => "dead",
         };
-        if let Err(e) = self.queue.settle_delivery(&delivery.id, result).await {
-            // The lease runs out and the delivery is sent again: at least once.
-            tracing::warn!(delivery = %delivery.id, error = %e, "webhooks: cannot record a delivery's outcome; it will be sent again");
-            return;
+        match self
+            .queue
+            .settle_delivery(&delivery.id, delivery.claim, result)
+            .await
+        {
+            Ok(Settled::Recorded) => self.bus.publish(DaemonEvent::WebhookDelivery { outcome }),
+            // This sender stalled past its lease and another claimed the
+            // delivery since: its outcome stands, this one changed nothing.
+            Ok(Settled::Stale) => self.bus.publish(DaemonEvent::StaleSettle {
+                claim: StaleClaim::Delivery,
+            }),
+            Err(e) => {
+                // The lease runs out and the delivery is sent again: at least once.
+                tracing::warn!(delivery = %delivery.id, error = %e, "webhooks: cannot record a delivery's outcome; it will be sent again");
+            }
         }
-        self.bus.publish(DaemonEvent::WebhookDelivery { outcome });
     }
 
     /// Exponential from `backoff_base`, capped, with up to half taken off.
