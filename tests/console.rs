@@ -590,7 +590,7 @@ async fn a_dead_letter_is_redriven_from_the_console() {
     let mock = mock_server("replies:\n  - content: done\n").await;
     let site = Site::new(
         &mock.base_url(),
-        "[webhooks]\nmax_attempts = 1\ntimeout = \"2s\"\n",
+        "[webhooks]\nmax_attempts = 1\ntimeout = \"2s\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n",
     );
     site.put_bundle(
         "plain",
