@@ -456,3 +456,73 @@ async fn a_reload_that_revokes_a_key_ends_its_open_streams() {
         daemon.log()
     );
 }
+
+/// A workflow stage that runs another bundle is a reach like a nested
+/// agent: alice's workflow job may not run bundle `secret` in a stage (the
+/// job fails naming the rule, and `secret`'s model never hears of it); the
+/// admin's job of the same workflow runs it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workflow_stage_reaches_only_the_bundles_of_the_key_that_owns_the_job() {
+    let secret_model = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(
+        &secret_model.base_url(),
+        "[auth]\nkeys_file = \"keys.toml\"\n",
+    );
+    let file = site.path().join("keys.toml");
+    let alice = new_key(
+        &file,
+        "alice",
+        &["--scopes", "submit,read", "--bundles", "pub-*"],
+    );
+    let admin = new_key(&file, "admin", &["--scopes", "admin"]);
+    site.put_bundle(
+        "secret",
+        &agent_bundle("secret", &secret_model.base_url(), ""),
+    );
+    site.put_bundle(
+        "pub-flow",
+        &agent_bundle(
+            "pub-flow",
+            &secret_model.base_url(),
+            "workflow:\n  start: ask\n  stages:\n    ask:\n      kind: agent\n      bundle: secret\n      prompt: \"{{ input }}\"\n      result: {regex: '^(?P<event>done)$', events: [done], otherwise: not_done}\n  transitions:\n    ask: {done: finish, not_done: fatal}\n",
+        ),
+    );
+    let daemon = site.start();
+    let (alice_http, admin_http) = (as_key(&alice), as_key(&admin));
+
+    let (status, job) = post(
+        &alice_http,
+        &daemon,
+        "/v1/jobs",
+        json!({"bundle": "pub-flow", "input": "go"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&alice_http, &daemon, id, Duration::from_secs(60)).await;
+    assert_ne!(done["state"], "succeeded", "{done}");
+    let told = done.to_string();
+    assert!(
+        told.contains("reach_bundle") && told.contains("secret"),
+        "the job says which rule stopped the stage: {done}\n{}",
+        daemon.log()
+    );
+    assert_eq!(
+        secret_model.requests().len(),
+        0,
+        "secret never ran for alice"
+    );
+
+    let (status, job) = post(
+        &admin_http,
+        &daemon,
+        "/v1/jobs",
+        json!({"bundle": "pub-flow", "input": "go"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let done = wait_terminal(&admin_http, &daemon, id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(secret_model.requests().len(), 1);
+}
