@@ -81,23 +81,40 @@ pub struct EgressConfig {
     pub allow: Option<Vec<String>>,
 }
 
+/// A bundle names a URL that `egress.allow` does not admit: which URL, the
+/// allowed prefixes, and the two ways out.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "{url:?} is not in egress.allow ({}); add its prefix there, or name an endpoint or agent of the daemon config instead",
+    listed(.allow)
+)]
+pub struct EgressRefused {
+    pub url: String,
+    /// The prefixes `egress.allow` holds.
+    pub allow: Vec<String>,
+}
+
+fn listed(allow: &[String]) -> String {
+    if allow.is_empty() {
+        "which is empty".to_string()
+    } else {
+        allow.join(", ")
+    }
+}
+
 impl EgressConfig {
     /// Why a bundle may not make the daemon connect to `url`, if it may not.
-    pub fn check(&self, url: &str) -> Result<(), String> {
+    pub fn check(&self, url: &str) -> Result<(), EgressRefused> {
         let Some(allow) = &self.allow else {
             return Ok(());
         };
         if allow.iter().any(|prefix| url.starts_with(prefix.as_str())) {
             return Ok(());
         }
-        Err(format!(
-            "{url:?} is not in egress.allow ({}); add its prefix there, or name an endpoint or agent of the daemon config instead",
-            if allow.is_empty() {
-                "which is empty".to_string()
-            } else {
-                allow.join(", ")
-            }
-        ))
+        Err(EgressRefused {
+            url: url.to_string(),
+            allow: allow.clone(),
+        })
     }
 }
 
@@ -851,7 +868,10 @@ mod tests {
             allow: Some(vec!["https://agents.example/".into()]),
         };
         assert!(fenced.check("https://agents.example/a/message").is_ok());
-        let err = fenced.check("https://agents.example.evil/x").unwrap_err();
+        let err = fenced
+            .check("https://agents.example.evil/x")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("egress.allow") && err.contains("https://agents.example/"),
             "{err}"
@@ -863,6 +883,7 @@ mod tests {
             closed
                 .check("http://127.0.0.1/x")
                 .unwrap_err()
+                .to_string()
                 .contains("empty")
         );
     }

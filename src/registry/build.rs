@@ -448,7 +448,7 @@ impl<'a> Binder<'a> {
         let refused: Vec<bundle::BundleError> = inputs::own_urls(&bundle)
             .into_iter()
             .filter_map(|(path, url)| {
-                let message = self.config.egress.check(&url).err()?;
+                let message = self.config.egress.check(&url).err()?.to_string();
                 Some(bundle::BundleError {
                     file: bundle.file.clone(),
                     line: None,
