@@ -523,7 +523,7 @@ fn load_dir(binder: &Binder<'_>, dir: &Path, before: Option<&Arc<LoadedBundle>>)
     let stamp = stamp::record(dir);
     let allow_insecure = binder.config.paths.allow_insecure_dirs;
     let result = trust::check_tree(dir, allow_insecure)
-        .map_err(|message| located(dir, message))
+        .map_err(|e| located(dir, e.to_string()))
         .and_then(|()| binder.load(dir, before))
         .map_err(|errors| {
             let messages: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
