@@ -20,6 +20,7 @@ pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod duration;
+pub mod egress;
 pub mod endpoints;
 pub mod events;
 pub mod failpoint;

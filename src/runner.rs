@@ -256,6 +256,7 @@ impl Runner {
             plugins: None,
             tools_changed: None,
             sender_id: Some(snapshot.config.runtime.sender_id.clone()),
+            egress: snapshot.egress.clone(),
         };
         let bound = crate::bundle::bind::bind_specs(
             &specs,

@@ -413,7 +413,7 @@ async fn a_subscription_resumes_after_last_event_id_across_a_restart_and_a_messa
 
 /// Fast retries, short attempts (a claimed push's lease is the timeout
 /// and 5 s).
-const PUSH_CONFIG: &str = "[webhooks]\nmax_attempts = 100\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n";
+const PUSH_CONFIG: &str = "[webhooks]\nmax_attempts = 100\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n";
 
 /// A push notification as a receiver got it: the path it was sent to, its
 /// headers and body.
@@ -715,4 +715,42 @@ async fn a_push_url_outside_egress_allow_is_refused() {
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
     assert!(message.contains("egress.allow"), "{message}");
+}
+
+/// Without `egress.allow`, a push URL on this machine or a private network
+/// is refused in every spelling, and a URL with `user:pass@` always
+/// (issue 46): the push sender would otherwise POST the job's changes
+/// there and keep what answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_push_url_on_the_machine_or_with_userinfo_is_refused_by_default() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent(effects.path()).await;
+    let daemon = site.start();
+    for (i, (url, says)) in [
+        ("http://127.1:6379/", "egress.allow"),
+        ("http://2130706433:5432/", "egress.allow"),
+        ("http://0/", "egress.allow"),
+        ("http://[::ffff:127.0.0.1]/", "egress.allow"),
+        ("http://169.254.169.254/latest/meta-data/", "egress.allow"),
+        ("http://user:pw@hooks.example.com/", "user name or password"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let send = json!({"message": {"messageId": format!("m-machine-{i}"), "role": "ROLE_USER", "parts": [{"text": "hello"}]},
+                          "configuration": {"taskPushNotificationConfig": {"url": url}}});
+        let refused: Value = client()
+            .post(daemon.url("/a2a/greeter"))
+            .bearer_auth(&token)
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(refused["error"]["code"], -32602, "{url}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{url}: {message}");
+    }
 }

@@ -29,6 +29,8 @@ replies:
   - {match: not a dry run, turn: 2, content: paid}
   - {match: amount as text, turn: 1, tool_calls: [{id: p1, name: pay, arguments: {amount: "5000"}}]}
   - {match: amount as text, turn: 2, content: paid}
+  - {match: extra key, turn: 1, tool_calls: [{id: p1, name: pay, arguments: {amount: 50, "amount ": 5000}}]}
+  - {match: extra key, turn: 2, content: refused}
 "#;
 
 /// A `pay` tool with a boolean `dry_run` and an integer `amount` under
@@ -733,6 +735,48 @@ async fn the_approval_rule_reads_the_arguments_the_tool_runs_on() {
         );
         std::fs::remove_file(&effects).unwrap();
     }
+}
+
+/// Issue 46: a model sent `"amount "` beside `amount` to a tool whose
+/// schema says `additionalProperties: false`; coercion let the extra key
+/// through to the tool, and the approval rule read only `amount` (50, no
+/// approval). Checked against the whole schema after coercion, the call is
+/// `bad_args`: no approval is asked, the tool never runs, and the model
+/// reads why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extra_key_the_schema_forbids_is_bad_args_and_the_tool_never_runs() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    let strict = pay_bundle("strict", &effects, r#"{when: "args.amount > 100"}"#).replace(
+        "parameters: {type: object, properties:",
+        "parameters: {type: object, additionalProperties: false, properties:",
+    );
+    assert!(strict.contains("additionalProperties: false"));
+    site.put_bundle("strict", &strict);
+    let daemon = site.start();
+    let http = client();
+    let id = submit_id(&http, &daemon, "strict", "extra key").await;
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert!(file_lines(&effects).is_empty(), "the tool ran");
+    let events = job_events(&http, &daemon, &id).await;
+    assert!(
+        !events.iter().any(|e| e["type"] == "ApprovalRequested"),
+        "{events:?}"
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "ToolResult")
+        .unwrap_or_else(|| panic!("no ToolResult: {events:?}"));
+    assert_eq!(result["error_type"], "bad_args", "{result}");
+    assert!(
+        result["output_preview"]
+            .as_str()
+            .unwrap()
+            .contains("'amount ' was unexpected"),
+        "{result}"
+    );
 }
 
 /// A decision must carry the digest of the arguments it decides on: one

@@ -624,3 +624,47 @@ fn import_converts_an_original_bundle_that_then_validates_and_runs() {
         "{yaml}"
     );
 }
+
+/// `run` binds a bundle under the same egress rule as the daemon: its own
+/// remote agent URL on this machine is refused (naming the URL and the
+/// setting) unless `--egress-allow` names it.
+#[test]
+fn run_refuses_a_bundles_agent_on_this_machine_unless_egress_allow_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("arithmetic");
+    let copy = Command::new("cp")
+        .args(["-r", &repo("config/bundles/arithmetic")])
+        .arg(&bundle)
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    let yaml = std::fs::read_to_string(bundle.join("bundle.yaml")).unwrap();
+    let yaml = yaml.replace(
+        "tools:\n",
+        "tools:\n  - {name: peer, kind: http_agent, url: \"http://2130706433:9/message\"}\n",
+    );
+    std::fs::write(bundle.join("bundle.yaml"), yaml).unwrap();
+    let run = |extra: &[&str]| {
+        let out = bin()
+            .arg("run")
+            .arg(&bundle)
+            .args(["--input", "2+3 and 4*5?"])
+            .args(extra)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env_remove("SA_EGRESS_ALLOW")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, stderr) = run(&[]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("2130706433:9") && stderr.contains("egress.allow"),
+        "{stderr}"
+    );
+    let (ok, stderr) = run(&["--egress-allow", "http://127.0.0.1:9"]);
+    assert!(ok, "{stderr}");
+}

@@ -514,9 +514,10 @@ async fn the_console_asks_before_a_verify_runs_the_real_tools() {
         .replace("effect: read_only", "effect: unsafe")
         .replace(
             "print(json.dumps({'sum': a['a'] + a['b']}))",
+            // Single quotes: the command is a double-quoted YAML scalar.
             &format!(
-                "open({:?}, 'a').write('paid'); print(json.dumps({{'sum': a['a'] + a['b']}}))",
-                paid.display().to_string()
+                "open('{}', 'a').write('paid'); print(json.dumps({{'sum': a['a'] + a['b']}}))",
+                paid.display()
             ),
         );
     site.put_bundle("calc", &bundle);
@@ -589,7 +590,7 @@ async fn a_dead_letter_is_redriven_from_the_console() {
     let mock = mock_server("replies:\n  - content: done\n").await;
     let site = Site::new(
         &mock.base_url(),
-        "[webhooks]\nmax_attempts = 1\ntimeout = \"2s\"\n",
+        "[webhooks]\nmax_attempts = 1\ntimeout = \"2s\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n",
     );
     site.put_bundle(
         "plain",

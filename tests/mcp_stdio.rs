@@ -13,6 +13,7 @@ use std::time::Duration;
 use common::Recorder;
 use common::daemon::eventually;
 use serde_json::json;
+use structured_agents::egress::Egress;
 use structured_agents::events::{EventSink, RunContext};
 use structured_agents::tools::ToolEngine;
 use structured_agents::tools::engine::ToolPolicy;
@@ -72,7 +73,7 @@ async fn call(
 async fn tools_are_listed_filtered_prefixed_and_called() {
     let source = tokio::time::timeout(
         Duration::from_secs(60),
-        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+        McpSource::connect("py", &spec(), std::path::Path::new("."), &Egress::default()),
     )
     .await
     .expect("connect hung")
@@ -117,7 +118,7 @@ async fn tools_are_listed_filtered_prefixed_and_called() {
 async fn a_result_over_the_tools_byte_cap_is_a_tool_error() {
     let source = tokio::time::timeout(
         Duration::from_secs(60),
-        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+        McpSource::connect("py", &spec(), std::path::Path::new("."), &Egress::default()),
     )
     .await
     .expect("connect hung")
@@ -138,7 +139,7 @@ async fn a_result_over_the_tools_byte_cap_is_a_tool_error() {
 async fn a_killed_server_fails_the_call_and_is_restarted() {
     let source = tokio::time::timeout(
         Duration::from_secs(60),
-        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+        McpSource::connect("py", &spec(), std::path::Path::new("."), &Egress::default()),
     )
     .await
     .expect("connect hung")
@@ -308,7 +309,13 @@ async fn streamable_http_servers_work_too() {
     .unwrap();
     let source = tokio::time::timeout(
         Duration::from_secs(60),
-        McpSource::connect("http", &spec, std::path::Path::new(".")),
+        McpSource::connect(
+            "http",
+            &spec,
+            std::path::Path::new("."),
+            // The server listens on loopback: the operator allows it.
+            &Egress::new(Some(&[format!("http://127.0.0.1:{port}/mcp")])).unwrap(),
+        ),
     )
     .await
     .expect("connect hung")
@@ -325,7 +332,7 @@ async fn streamable_http_servers_work_too() {
 async fn a_stdio_server_gets_a_cleared_environment_its_own_group_and_the_call_key() {
     let source = tokio::time::timeout(
         Duration::from_secs(60),
-        McpSource::connect("py", &spec(), std::path::Path::new(".")),
+        McpSource::connect("py", &spec(), std::path::Path::new("."), &Egress::default()),
     )
     .await
     .expect("connect hung")

@@ -23,7 +23,8 @@ use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
     CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, FireRecord, ForkSeed,
     HeartbeatReply, JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome,
-    Pin, PushConfig, PushPayload, QueueError, Redrive, Resolution, RetryPolicy, StoredSchedule,
+    Pin, PushConfig, PushPayload, QueueError, Redrive, Resolution, RetryPolicy, Settled,
+    StoredSchedule,
 };
 use structured_agents::types::TerminationReason;
 
@@ -1724,7 +1725,8 @@ pub async fn dead_deliveries_are_listed_redriven_and_claimed_again(q: Arc<dyn Jo
         let result = DeliveryResult::Dead {
             error: "HTTP 500".into(),
         };
-        q.settle_delivery(&delivery.id, result).await.unwrap();
+        let settled = q.settle_delivery(&delivery.id, delivery.claim, result);
+        assert_eq!(settled.await.unwrap(), Settled::Recorded);
     }
     assert_eq!(q.dead_deliveries().await.unwrap(), 2);
     let dead = |owner: Option<&str>, limit: usize, cursor: Option<String>| DeliveryFilter {
@@ -1792,9 +1794,8 @@ pub async fn dead_deliveries_are_listed_redriven_and_claimed_again(q: Arc<dyn Jo
     let again = q.claim_deliveries(HELD, 10).await.unwrap();
     assert_eq!(again.len(), 1, "only the redriven one: {again:?}");
     assert_eq!((again[0].id.as_str(), again[0].attempts), (id.as_str(), 0));
-    q.settle_delivery(&id, DeliveryResult::Delivered)
-        .await
-        .unwrap();
+    let settled = q.settle_delivery(&id, again[0].claim, DeliveryResult::Delivered);
+    assert_eq!(settled.await.unwrap(), Settled::Recorded);
     let delivered = q
         .list_deliveries(DeliveryFilter {
             state: Some(DeliveryState::Delivered),
@@ -1877,9 +1878,9 @@ async fn pushed(q: &dyn JobQueue, id: &JobId) -> Vec<(String, String)> {
         let claimed = q.claim_deliveries(HELD, 100).await.unwrap();
         let mine: Vec<_> = claimed.iter().filter(|d| d.job_id == id.as_str()).collect();
         for delivery in &claimed {
-            q.settle_delivery(&delivery.id, DeliveryResult::Delivered)
-                .await
-                .unwrap();
+            let settled =
+                q.settle_delivery(&delivery.id, delivery.claim, DeliveryResult::Delivered);
+            assert_eq!(settled.await.unwrap(), Settled::Recorded);
         }
         let Some(delivery) = mine.first() else {
             return out;
@@ -1951,6 +1952,91 @@ pub async fn push_configs_get_one_delivery_per_state_change_in_order(q: Arc<dyn 
     assert_eq!(pushed(&*q, &other.id).await, []);
 }
 
+/// Fenced delivery claims (the stale-sender scenario of issue 47): sender
+/// A claims a delivery and stalls past its lease; sender B claims it again
+/// (a newer generation) and delivers it; when A wakes, its settle — a
+/// retry, or a dead letter on its last attempt — changes nothing, and the
+/// delivery stays delivered, sent once.
+pub async fn a_stale_delivery_claim_settles_nothing(q: Arc<dyn JobQueue>) {
+    stale_sender(&*q, &*q).await;
+}
+
+/// The stale-sender scenario with sender A on queue handle `a` and sender
+/// B on `b` (the same handle, or two daemons' handles on one store).
+async fn stale_sender(a_queue: &dyn JobQueue, b_queue: &dyn JobQueue) {
+    let q = a_queue;
+    let (job, _) = q
+        .submit(NewJob {
+            webhook: Some("http://127.0.0.1:9/hook".into()),
+            ..job("b")
+        })
+        .await
+        .unwrap();
+    let lease = q.lease("w", HELD).await.unwrap().unwrap();
+    let done = Outcome::Succeeded(json!("ok"));
+    q.complete(&job.id, lease.attempt, done, &[]).await.unwrap();
+
+    let short = Duration::from_millis(50);
+    let by_a = a_queue.claim_deliveries(short, 10).await.unwrap();
+    assert_eq!(by_a.len(), 1, "{by_a:?}");
+    assert!(
+        b_queue.claim_deliveries(HELD, 10).await.unwrap().is_empty(),
+        "a leased delivery is not claimed twice"
+    );
+    // A stalls (SIGSTOP) past its lease; B claims the delivery again.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let by_b = b_queue.claim_deliveries(HELD, 10).await.unwrap();
+    assert_eq!(by_b.len(), 1, "an expired claim is claimed again: {by_b:?}");
+    let (a, b) = (&by_a[0], &by_b[0]);
+    assert_eq!(a.id, b.id);
+    assert!(
+        b.claim > a.claim,
+        "a new claim, a newer generation: {a:?} {b:?}"
+    );
+
+    // A wakes before B settles: its settle is already stale.
+    let retry = DeliveryResult::Retry {
+        at: 0,
+        error: "HTTP 500".into(),
+    };
+    let early = a_queue.settle_delivery(&a.id, a.claim, retry.clone());
+    assert_eq!(early.await.unwrap(), Settled::Stale);
+    let settled = b_queue.settle_delivery(&b.id, b.claim, DeliveryResult::Delivered);
+    assert_eq!(settled.await.unwrap(), Settled::Recorded);
+
+    // A settles late: neither a retry nor a dead letter changes anything.
+    let dead = DeliveryResult::Dead {
+        error: "HTTP 500".into(),
+    };
+    for result in [retry, dead] {
+        let late = a_queue.settle_delivery(&a.id, a.claim, result);
+        assert_eq!(late.await.unwrap(), Settled::Stale);
+    }
+    // Nor does B settling twice.
+    let twice = b_queue.settle_delivery(&b.id, b.claim, DeliveryResult::Delivered);
+    assert_eq!(twice.await.unwrap(), Settled::Stale);
+    let page = q
+        .list_deliveries(DeliveryFilter {
+            job_id: Some(job.id.to_string()),
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.deliveries.len(), 1, "{page:?}");
+    let record = &page.deliveries[0];
+    assert_eq!(
+        (record.state, record.attempts, record.last_error.as_deref()),
+        (DeliveryState::Delivered, 1, None),
+        "the delivered change stays delivered"
+    );
+    assert_eq!(q.dead_deliveries().await.unwrap(), 0);
+    assert!(
+        q.claim_deliveries(short, 10).await.unwrap().is_empty(),
+        "nothing is sent again"
+    );
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -1993,6 +2079,7 @@ macro_rules! suite {
             case!(dead_deliveries_are_listed_redriven_and_claimed_again);
             case!(push_configs_get_one_delivery_per_state_change_in_order);
             case!(a_schedules_fire_is_recorded_by_one_handler_only);
+            case!(a_stale_delivery_claim_settles_nothing);
         }
     };
 }
@@ -2769,4 +2856,15 @@ async fn postgres_a_write_given_up_to_break_a_deadlock_runs_again() {
         1,
         "one deadlock, broken once"
     );
+}
+
+/// The stale-sender scenario across two daemons' handles on one schema:
+/// daemon A's sender stalls past its claim, daemon B's claims the delivery
+/// again and delivers it, and A's late settle changes nothing.
+#[tokio::test]
+async fn postgres_a_stale_sender_on_another_handle_settles_nothing() {
+    let schema = Schema::fresh();
+    let a = schema.open(2).await;
+    let b = schema.open(2).await;
+    stale_sender(&a, &b).await;
 }

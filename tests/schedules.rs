@@ -344,3 +344,45 @@ async fn two_daemons_on_one_postgres_store_fire_each_fire_once() {
     let seen_by_b = fired(&http, &b).await;
     assert!(seen_by_b.len() >= jobs.len());
 }
+
+/// A bundle's `schedule:` never replaces a schedule somebody made over the
+/// API with the same id (it did, silently): the key's schedule keeps its
+/// spec and owner, and the daemon says why the bundle's is not stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bundles_schedule_never_replaces_a_schedule_made_over_the_api() {
+    let server = mock_server(QUICK).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle(
+        "other",
+        "name: other\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let made = http
+        .post(daemon.url("/v1/schedules"))
+        .json(&json!({"id": "tick", "bundle": "other", "cron": "0 0 1 1 *", "input": "yearly"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status().as_u16(), 201, "{:?}", made.text().await);
+    site.put_bundle("tick", &bundle("  cron: \"* * * * * *\"\n"));
+    eventually(
+        Duration::from_secs(30),
+        "the bundle tick is loaded",
+        || async {
+            let bundle = get(&http, &daemon, "/v1/bundles/tick").await;
+            (bundle["name"] == "tick").then_some(())
+        },
+    )
+    .await;
+    eventually(Duration::from_secs(30), "the daemon says why", || async {
+        daemon
+            .log()
+            .contains("a schedule made over the API has its id")
+            .then_some(())
+    })
+    .await;
+    let kept = get(&http, &daemon, "/v1/schedules/tick").await;
+    assert_eq!(kept["source"], "api", "{kept}");
+    assert_eq!(kept["bundle"], "other", "{kept}");
+}

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::routing::post;
 use common::Recorder;
 use serde_json::{Value, json};
+use structured_agents::egress::Egress;
 use structured_agents::events::{EventSink, RunContext};
 use structured_agents::tools::ToolEngine;
 use structured_agents::tools::engine::ToolPolicy;
@@ -39,6 +40,17 @@ async fn agent(
     match message["content"].as_str() {
         Some("pad") => {
             return ([("content-type", "application/json")], padded_reply()).into_response();
+        }
+        // A redirect to the same agent: never followed (the Location is a
+        // second URL the egress rule did not check).
+        Some("redirect") => {
+            seen.lock().unwrap().push(message.clone());
+            return (
+                StatusCode::TEMPORARY_REDIRECT,
+                [("location", "/messages")],
+                "moved",
+            )
+                .into_response();
         }
         Some("pad-chunked") => {
             let chunks = padded_reply()
@@ -134,7 +146,7 @@ async fn setup_tool(
     policy.retry_backoff = Duration::from_millis(1);
     engine.add(
         Arc::new(
-            HttpAgentTool::new(schema, url, "researcher".into(), cap)
+            HttpAgentTool::new(schema, url, "researcher".into(), cap, Some(&loopback()))
                 .unwrap()
                 .with_message_type(message_type),
         ),
@@ -151,6 +163,12 @@ async fn setup_tool(
         seen,
         EventSink::new(context, 1, Arc::new(Recorder::default())),
     )
+}
+
+/// The agents of these tests listen on loopback, which the egress rule
+/// denies unless `egress.allow` names it.
+fn loopback() -> Egress {
+    Egress::new(Some(&["http://127.0.0.1:*".to_string()])).unwrap()
 }
 
 async fn ask(
@@ -267,4 +285,37 @@ async fn a_reply_one_byte_over_max_response_bytes_is_refused() {
         );
         assert_eq!(over.attempts, 1, "{content}: not retried");
     }
+}
+
+/// A bundle's own agent URL on this machine is refused when the tool is
+/// made, unless `egress.allow` names it; a redirect is an error, not a
+/// second request.
+#[tokio::test]
+async fn an_agent_on_this_machine_needs_egress_allow_and_redirects_are_not_followed() {
+    let schema = ToolSchema {
+        name: "ask".into(),
+        description: String::new(),
+        parameters: HttpAgentTool::default_parameters(),
+    };
+    for url in [
+        "http://127.0.0.1:9/messages",
+        "http://2130706433:9/messages",
+        "http://[::ffff:127.0.0.1]:9/messages",
+        "http://localhost:9/messages",
+    ] {
+        let refused = HttpAgentTool::new(
+            schema.clone(),
+            url.into(),
+            "researcher".into(),
+            1024,
+            Some(&Egress::default()),
+        );
+        let err = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("egress.allow"), "{url}: {err}");
+    }
+    let (engine, seen, sink) = setup().await;
+    let out = ask(&engine, &sink, "redirect").await;
+    assert!(out.result.is_error, "{out:?}");
+    assert!(out.result.output.contains("307"), "{}", out.result.output);
+    assert_eq!(seen.lock().unwrap().len(), 1, "the redirect was followed");
 }

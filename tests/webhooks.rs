@@ -20,7 +20,9 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const CONFIG: &str = "[webhooks]\nmax_attempts = 4\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n";
+/// The receivers listen on loopback, which the egress rule denies unless
+/// `egress.allow` names it.
+const CONFIG: &str = "[webhooks]\nmax_attempts = 4\nbackoff_base = \"100ms\"\nbackoff_max = \"300ms\"\ntimeout = \"2s\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n";
 
 const SCRIPT: &str = r#"
 replies:

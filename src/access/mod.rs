@@ -11,6 +11,10 @@
 //! ([`KeyRing::check_exposure`], run by `serve`, `validate` and every
 //! reload).
 //!
+//! What a key may do with an object — its own, another key's, of which
+//! bundle — and what a running job may reach is decided in one place,
+//! [`policy`].
+//!
 //! This module knows nothing of HTTP or the queue: the API asks it who a
 //! token is and what that key may do.
 
@@ -145,31 +149,9 @@ impl Principal {
             || (scope == Scope::Operate && has(Scope::OperateAll))
     }
 
-    /// Whether the key may read jobs it did not submit.
-    pub fn reads_all(&self) -> bool {
-        self.can(Scope::ReadAll)
-    }
-
-    /// Whether the key may cancel, resolve and decide on jobs it did not
-    /// submit.
-    pub fn operates_all(&self) -> bool {
-        self.can(Scope::OperateAll)
-    }
-
     /// Whether the key may use `bundle` (its globs; every bundle without).
     pub fn may_use(&self, bundle: &str) -> bool {
         self.bundles.as_ref().is_none_or(|set| set.is_match(bundle))
-    }
-
-    /// Whether a job submitted by `owner` is this key's to see.
-    pub fn sees(&self, owner: Option<&str>) -> bool {
-        self.reads_all() || owner == Some(self.name.as_str())
-    }
-
-    /// Whether a job submitted by `owner` is this key's to operate on
-    /// (cancel, resolve, decide).
-    pub fn operates_on(&self, owner: Option<&str>) -> bool {
-        self.operates_all() || owner == Some(self.name.as_str())
     }
 
     pub fn scopes(&self) -> impl Iterator<Item = Scope> + '_ {
@@ -398,10 +380,9 @@ mod tests {
         );
         assert!(a.can(Scope::Read) && !a.can(Scope::ReadAll) && !a.can(Scope::Approve));
         assert!(a.may_use("refunds") && a.may_use("support-mail") && !a.may_use("payments"));
-        assert!(a.sees(Some("a")) && !a.sees(Some("b")) && !a.sees(None));
         let b = key("b", &[Scope::ReadAll, Scope::OperateAll], None);
-        assert!(b.can(Scope::Read) && b.can(Scope::Operate) && b.sees(Some("a")));
-        assert!(b.operates_on(Some("a")) && b.may_use("anything"));
+        assert!(b.can(Scope::Read) && b.can(Scope::Operate) && b.can(Scope::ReadAll));
+        assert!(b.may_use("anything"));
         let admin = key("c", &[Scope::Admin], None);
         assert!(Scope::ALL.iter().all(|s| admin.can(*s)));
     }

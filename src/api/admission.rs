@@ -326,16 +326,17 @@ fn webhook(state: &AppState, caller: &Caller, job: &NewJob) -> Result<Option<Str
 }
 
 /// A URL the daemon is to POST a job's changes to (a webhook, an A2A push
-/// config's `url`, named `field`): http(s), within `egress.allow`.
+/// config's `url`, named `field`): the egress rule's, which the sender
+/// applies again to each delivery and to the address it connects to.
 pub fn check_callback(state: &AppState, field: &str, url: &str) -> Result<(), ApiError> {
     crate::access::file::check_webhook(url)
         .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("{field} {e}")))?;
     state
         .registry
         .snapshot()
-        .config
         .egress
         .check(url)
+        .map(drop)
         .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, format!("{field}: {e}")))
 }
 

@@ -93,6 +93,7 @@ pub async fn verify(
         input: request.input.unwrap_or_else(|| "verify".into()),
         variables: request.variables,
         plugins: Some(snapshot.plugins.clone()),
+        egress: snapshot.egress.clone(),
         work_root,
         tools,
     });

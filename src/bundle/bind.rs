@@ -47,6 +47,10 @@ pub struct ToolEnv {
     /// The `senderId` of `http_agent` envelopes (`[runtime] sender_id`;
     /// default `runtime`).
     pub sender_id: Option<String>,
+    /// Where the bundle's own MCP server and remote agent URLs may lead
+    /// (the daemon's `egress.allow`; by default, nowhere on this machine
+    /// or its networks).
+    pub egress: Arc<crate::egress::Egress>,
 }
 
 /// The schema the model sees for a spec.
@@ -261,13 +265,14 @@ pub(super) fn mcp_spec(spec: &ToolSpec) -> Result<McpServerSpec, BindError> {
 fn mcp_tools(
     spec: &ToolSpec,
     dir: &Path,
+    egress: &crate::egress::Egress,
     on_change: Option<crate::tools::mcp::OnToolsChanged>,
 ) -> Result<Vec<Arc<dyn Tool>>, BindError> {
     let server = mcp_spec(spec)?;
     let handle = tokio::runtime::Handle::try_current().map_err(|_| BindError::NoRuntime)?;
     let prefix = spec.prefix.clone().unwrap_or_default();
     handle.block_on(async {
-        let source = McpSource::connect_notifying(&spec.name, &server, dir, on_change)
+        let source = McpSource::connect_notifying(&spec.name, &server, dir, egress, on_change)
             .await
             .map_err(|e| BindError::Mcp(e.to_string()))?;
         let cap = spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT);
@@ -321,7 +326,9 @@ fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindErro
 }
 
 fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError> {
-    let (endpoint, recipient, agent_cap, message_type) = match (&spec.agent, &spec.url) {
+    // An agent of the daemon config is the operator's; a URL the bundle
+    // names is sent under the egress rule.
+    let (endpoint, recipient, agent_cap, message_type, egress) = match (&spec.agent, &spec.url) {
         (Some(id), _) => {
             let agent = env
                 .remote_agents
@@ -340,9 +347,16 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError
                 agent.id.clone(),
                 agent.max_response_bytes,
                 agent.message_type(),
+                None,
             )
         }
-        (None, Some(url)) => (url.clone(), spec.name.clone(), None, Default::default()),
+        (None, Some(url)) => (
+            url.clone(),
+            spec.name.clone(),
+            None,
+            Default::default(),
+            Some(env.egress.as_ref()),
+        ),
         (None, None) => return Err(BindError::NoAgentOrUrl),
     };
     let mut schema = schema_of(spec);
@@ -353,7 +367,7 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError
         .max_response_bytes
         .or(agent_cap)
         .unwrap_or(crate::tools::http_agent::DEFAULT_MAX_RESPONSE_BYTES);
-    HttpAgentTool::new(schema, endpoint, recipient, cap)
+    HttpAgentTool::new(schema, endpoint, recipient, cap, egress)
         .map(|t| t.with_message_type(message_type))
         .map(|t| match &env.sender_id {
             Some(sender) => t.with_sender(sender.clone()),
@@ -531,7 +545,7 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
     for (i, spec) in bundle.raw.tools.iter().enumerate() {
         let tools = match spec.kind {
             ToolKind::Grail => continue,
-            ToolKind::Mcp => mcp_tools(spec, &bundle.dir, env.tools_changed.clone())
+            ToolKind::Mcp => mcp_tools(spec, &bundle.dir, &env.egress, env.tools_changed.clone())
                 .map_err(|e| error(format!("tools[{i}].server"), e.to_string())),
             _ => bound(spec, &bundle.dir, env)
                 .map(|tool| vec![tool])

@@ -41,6 +41,8 @@ pub struct ChatArgs {
     /// With `--local`: model-plugin configs (`<name>.toml`) the bundle may name.
     #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
     pub models_dir: PathBuf,
+    #[command(flatten)]
+    pub egress: super::run::EgressArgs,
 }
 
 /// Prints the conversation: streamed answer after `runtime → `, tool calls
@@ -263,6 +265,7 @@ async fn local(args: ChatArgs) -> anyhow::Result<i32> {
         &PathBuf::from(&args.bundle),
         &args.models_dir,
         args.endpoint.as_deref(),
+        &args.egress,
     )
     .await?;
     let variables = super::parse_vars(&args.vars)?;

@@ -36,6 +36,36 @@ pub struct RunArgs {
     /// Model-plugin configs (`<name>.toml`) the bundle may name.
     #[arg(long, env = "SA_MODELS_DIR", default_value = "config/models")]
     pub models_dir: PathBuf,
+    #[command(flatten)]
+    pub egress: EgressArgs,
+}
+
+/// The `egress.allow` of the commands that run a bundle in this process.
+#[derive(Debug, Clone, Default, Args)]
+pub struct EgressArgs {
+    /// Let the bundle's own MCP servers and remote agents reach this URL (repeatable).
+    ///
+    /// As `egress.allow` in the daemon config (docs/security.md): scheme, host,
+    /// port (`:*` for any) and path prefix, such as `http://127.0.0.1:9000`.
+    /// Without it they may reach any host but this machine and private
+    /// networks; with it, only the URLs listed.
+    #[arg(
+        long = "egress-allow",
+        value_name = "URL",
+        env = "SA_EGRESS_ALLOW",
+        value_delimiter = ','
+    )]
+    pub allow: Vec<String>,
+}
+
+impl EgressArgs {
+    /// The rule these flags make.
+    pub fn egress(&self) -> anyhow::Result<crate::egress::Egress> {
+        if self.allow.is_empty() {
+            return Ok(crate::egress::Egress::default());
+        }
+        crate::egress::Egress::new(Some(&self.allow)).context("--egress-allow")
+    }
 }
 
 /// Loads a bundle directory with the model configs of `models_dir`.
@@ -65,7 +95,12 @@ pub async fn load_for_run(
     dir: &std::path::Path,
     models_dir: &std::path::Path,
     endpoint: Option<&str>,
+    egress: &EgressArgs,
 ) -> anyhow::Result<LoadedBundle> {
+    let env = ToolEnv {
+        egress: Arc::new(egress.egress()?),
+        ..ToolEnv::default()
+    };
     let bundle = load_bundle(dir, models_dir).await?;
     let endpoint = match endpoint {
         Some(url) => EndpointRef::Url(url.to_string()),
@@ -75,7 +110,7 @@ pub async fn load_for_run(
     // Binding may start MCP servers, which blocks: keep it off the runtime threads.
     let (bundle, tools) = tokio::task::spawn_blocking(move || {
         let mut bundle = bundle;
-        let tools = bundle::build_tools(&mut bundle, &ToolEnv::default());
+        let tools = bundle::build_tools(&mut bundle, &env);
         (bundle, tools)
     })
     .await?;
@@ -85,7 +120,13 @@ pub async fn load_for_run(
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let loaded = load_for_run(&args.bundle_dir, &args.models_dir, args.endpoint.as_deref()).await?;
+    let loaded = load_for_run(
+        &args.bundle_dir,
+        &args.models_dir,
+        args.endpoint.as_deref(),
+        &args.egress,
+    )
+    .await?;
     let bundle = &loaded.bundle;
     let variables = super::parse_vars(&args.vars)?;
     let messages = bundle.prompts.render(&args.input, &variables)?;

@@ -41,6 +41,8 @@ pub struct VerifyArgs {
     /// What the stand-ins answer: a JSON object of tool name → result.
     #[arg(long, value_name = "FILE", conflicts_with = "real_tools")]
     pub tool_results: Option<PathBuf>,
+    #[command(flatten)]
+    pub egress: super::run::EgressArgs,
 }
 
 /// `verify`: exit 0 when every call keeps its declared effect at every
@@ -65,6 +67,7 @@ pub async fn verify(args: VerifyArgs) -> anyhow::Result<i32> {
         input: args.input.clone(),
         variables: super::parse_vars(&args.vars)?,
         plugins: None,
+        egress: Arc::new(args.egress.egress()?),
         work_root: std::env::temp_dir(),
         tools: tool_mode(&args)?,
     };

@@ -75,46 +75,22 @@ pub struct AuthConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, Default, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct EgressConfig {
-    /// URL prefixes a bundle's own URLs must start with
-    /// (`"https://agents.internal.example.com/"`). Unset: any URL a bundle
-    /// names; set (even empty): only these.
+    /// The URLs the daemon may send to on a tenant's or a bundle's word
+    /// (webhooks, A2A push configs, a bundle's MCP server, remote agent
+    /// and model endpoint URLs), each an http(s) URL compared parsed:
+    /// scheme, host, port (`:*` for any) and path prefix
+    /// (`"https://hooks.example.com/"`, `"http://127.0.0.1:9000"`). Unset:
+    /// any URL whose host is not, and does not resolve to, an address of
+    /// this machine or a private, link-local or reserved network; set
+    /// (even empty): only these, to whatever their hosts resolve.
+    /// Endpoints and agents named in this config are always reachable.
     pub allow: Option<Vec<String>>,
 }
 
-/// A bundle names a URL that `egress.allow` does not admit: which URL, the
-/// allowed prefixes, and the two ways out.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(
-    "{url:?} is not in egress.allow ({}); add its prefix there, or name an endpoint or agent of the daemon config instead",
-    listed(.allow)
-)]
-pub struct EgressRefused {
-    pub url: String,
-    /// The prefixes `egress.allow` holds.
-    pub allow: Vec<String>,
-}
-
-fn listed(allow: &[String]) -> String {
-    if allow.is_empty() {
-        "which is empty".to_string()
-    } else {
-        allow.join(", ")
-    }
-}
-
 impl EgressConfig {
-    /// Why a bundle may not make the daemon connect to `url`, if it may not.
-    pub fn check(&self, url: &str) -> Result<(), EgressRefused> {
-        let Some(allow) = &self.allow else {
-            return Ok(());
-        };
-        if allow.iter().any(|prefix| url.starts_with(prefix.as_str())) {
-            return Ok(());
-        }
-        Err(EgressRefused {
-            url: url.to_string(),
-            allow: allow.clone(),
-        })
+    /// The rule these settings make (`egress.allow` parsed).
+    pub fn policy(&self) -> Result<crate::egress::Egress, crate::egress::EgressError> {
+        crate::egress::Egress::new(self.allow.as_deref())
     }
 }
 
@@ -593,6 +569,13 @@ impl Config {
         self.check_server()
             .and_then(|()| self.check_queue())
             .and_then(|()| self.check_endpoints())
+            .and_then(|()| {
+                // The entry's index is in the message; the key is the list.
+                self.egress
+                    .policy()
+                    .map(drop)
+                    .map_err(|e| bad("egress.allow", e.to_string()))
+            })
             .map_err(|(key, message)| locate::invalid(file, &key, message))
     }
 
@@ -861,30 +844,14 @@ mod tests {
     }
 
     #[test]
-    fn egress_allows_any_url_when_unset_and_only_listed_prefixes_when_set() {
-        let open = EgressConfig::default();
-        assert!(open.check("http://anything.example/x").is_ok());
-        let fenced = EgressConfig {
-            allow: Some(vec!["https://agents.example/".into()]),
-        };
-        assert!(fenced.check("https://agents.example/a/message").is_ok());
-        let err = fenced
-            .check("https://agents.example.evil/x")
-            .unwrap_err()
-            .to_string();
+    fn an_egress_entry_that_is_not_a_url_is_refused_with_its_index() {
+        let (err, file, _dir) =
+            load_error("[egress]\nallow = [\"https://agents.example/\", \"agents.example\"]\n");
         assert!(
-            err.contains("egress.allow") && err.contains("https://agents.example/"),
+            err.starts_with(&file.display().to_string())
+                && err.contains("egress.allow")
+                && err.contains("egress.allow[1] \"agents.example\""),
             "{err}"
-        );
-        let closed = EgressConfig {
-            allow: Some(vec![]),
-        };
-        assert!(
-            closed
-                .check("http://127.0.0.1/x")
-                .unwrap_err()
-                .to_string()
-                .contains("empty")
         );
     }
 

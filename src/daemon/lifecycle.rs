@@ -122,6 +122,7 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::WebhookDelivery { .. }
+            | DaemonEvent::StaleSettle { .. }
             | DaemonEvent::DrainDone
             | DaemonEvent::EndpointLoad { .. } => {}
         }

@@ -242,6 +242,7 @@ impl Daemon {
             self.queue.clone(),
             self.config.webhooks.clone(),
             self.bus.clone(),
+            self.registry.clone(),
         )
         .map(|sender| {
             let pushes = std::sync::Arc::new(api::A2aPushFormat);

@@ -271,6 +271,10 @@ impl DaemonObserver for LogLines {
                 tracing::info!(schedule = %schedule, bundle = %bundle, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
             }
             DaemonEvent::WebhookDelivery { .. } => {}
+            DaemonEvent::StaleSettle { claim } => tracing::info!(
+                claim = claim.as_str(),
+                "a settle came after a newer claim took over; it changed nothing"
+            ),
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
             DaemonEvent::EndpointLoad { endpoint, change } => log_load(endpoint, change),

@@ -94,6 +94,11 @@ pub enum DaemonEvent {
     },
     /// A webhook delivery attempt ended: `delivered`, `retry` or `dead`.
     WebhookDelivery { outcome: &'static str },
+    /// A claim's settle came too late and changed nothing: another holder
+    /// took the claim after this one's lease ran out (a job's newer
+    /// attempt, a delivery re-claimed by another sender), or settled it
+    /// first (a schedule's fire recorded by another daemon).
+    StaleSettle { claim: StaleClaim },
     /// Shutdown began: no new job is leased; running ones get the drain timeout.
     DrainStarted,
     /// Every running job finished or was released.
@@ -103,6 +108,29 @@ pub enum DaemonEvent {
         endpoint: String,
         change: LoadChange,
     },
+}
+
+/// What kind of claim a stale settle held (a bounded metric label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaleClaim {
+    /// A job's lease: an attempt's finish after a newer attempt took the
+    /// job (its attempt number is stale).
+    Job,
+    /// An outbox delivery (a webhook or an A2A push).
+    Delivery,
+    /// A schedule's due fire.
+    ScheduleFire,
+}
+
+impl StaleClaim {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Job => "job",
+            Self::Delivery => "delivery",
+            Self::ScheduleFire => "schedule_fire",
+        }
+    }
 }
 
 /// What an endpoint's load-aware admission saw or did.
@@ -150,6 +178,7 @@ impl DaemonEvent {
             DaemonEvent::JobsMoved { .. } => "jobs_moved",
             DaemonEvent::ScheduleFired { .. } => "schedule_fired",
             DaemonEvent::WebhookDelivery { .. } => "webhook_delivery",
+            DaemonEvent::StaleSettle { .. } => "stale_settle",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
             DaemonEvent::EndpointLoad { .. } => "endpoint_load",

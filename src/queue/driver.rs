@@ -1,32 +1,39 @@
 //! One [`JobQueue`] over any backend, as River's client is one over its
-//! drivers: [`Queue`] turns each call into an [`Op`] and hands it to its
-//! [`Driver`], which only knows how to run an operation in a transaction
-//! of its dialect (and commit and announce it), or outside one for a read.
+//! drivers: [`Queue`] turns each call into its operation's struct (see
+//! `op`) and hands it to its [`Driver`], which only knows how to run an
+//! operation in a transaction of its dialect (and commit and announce it),
+//! or outside one for a read. The answer has the type the operation names.
 //! Each backend module holds only its driver, its dialect, its wake-ups and
 //! its migrations.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use super::op::{Done, FinishOp, LeaseOp, Op};
+use super::op::{self, FinishAndLease, LeaseJobs, Read, Write};
 use super::tx::Wakeups;
 use super::*;
 
 /// What a backend provides: a way to run an operation durably (`write`:
 /// its own transaction, or a share of a group commit, answered once
 /// committed and announced) and a way to read.
-#[async_trait]
 pub(crate) trait Driver: Send + Sync + 'static {
     /// Runs `op` in a transaction; answers once it committed and its changes
     /// were announced.
-    async fn write(&self, op: Op) -> Result<Done, QueueError>;
-    /// Runs a read `op` outside any write.
-    async fn read(&self, op: Op) -> Result<Done, QueueError>;
+    fn write<O: Write>(&self, op: O) -> impl Future<Output = Result<O::Output, QueueError>> + Send;
+    /// Runs a finish and its worker slot's next lease in one transaction
+    /// (see [`FinishAndLease`]); answers as `write`.
+    fn finish_and_lease(
+        &self,
+        op: FinishAndLease,
+    ) -> impl Future<Output = Result<(Finished, Vec<Lease>), QueueError>> + Send;
+    /// Runs a read outside any write.
+    fn read<O: Read>(&self, op: O) -> impl Future<Output = Result<O::Output, QueueError>> + Send;
     /// Checks that the store answers.
-    async fn ping(&self) -> Result<(), QueueError>;
+    fn ping(&self) -> impl Future<Output = Result<(), QueueError>> + Send;
     /// The store, as errors name it.
     fn label(&self) -> &str;
     /// This handle's wake-ups (fed at commit, and by other daemons where
@@ -42,26 +49,6 @@ pub struct Queue<D> {
     pub(crate) retry: RetryPolicy,
 }
 
-/// Takes the expected variant out of a driver's answer. Another kind of
-/// answer is a bug in the backend, reported rather than trusted.
-macro_rules! expect {
-    ($self:ident, $answer:expr, $variant:ident) => {
-        match $answer {
-            Done::$variant(value) => Ok(value),
-            _ => Err(mismatch($self.driver.label(), stringify!($variant))),
-        }
-    };
-}
-
-fn mismatch(store: &str, expected: &str) -> QueueError {
-    QueueError::Store {
-        path: store.to_string(),
-        detail: format!(
-            "internal error: the backend did not answer with {expected}; please report this"
-        ),
-    }
-}
-
 impl<D> Queue<D> {
     fn finish_op(
         &self,
@@ -70,8 +57,8 @@ impl<D> Queue<D> {
         outcome: Outcome,
         events: &[EventEnvelope],
         final_event: Option<EventEnvelope>,
-    ) -> FinishOp {
-        FinishOp {
+    ) -> op::Finish {
+        op::Finish {
             id: id.clone(),
             attempt,
             outcome,
@@ -86,11 +73,7 @@ impl<D> Queue<D> {
 impl<D: Driver> JobQueue for Queue<D> {
     async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
         let id = job.id.take().unwrap_or_default();
-        let submitted = expect!(
-            self,
-            self.driver.write(Op::Submit(id, job)).await?,
-            Submitted
-        )?;
+        let submitted = self.driver.write(op::Submit { id, job }).await?;
         if submitted.1 {
             crate::failpoint::hit(crate::failpoint::Failpoint::AfterSubmitCommit);
         }
@@ -98,28 +81,24 @@ impl<D: Driver> JobQueue for Queue<D> {
     }
 
     async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError> {
-        let op = Op::SubmitMany(with_ids(jobs));
-        expect!(self, self.driver.write(op).await?, SubmittedMany)
+        let jobs = with_ids(jobs);
+        self.driver.write(op::SubmitMany { jobs }).await
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError> {
-        expect!(self, self.driver.read(Op::Get(id.clone())).await?, Job)
+        self.driver.read(op::GetJob { id: id.clone() }).await
     }
 
     async fn list(&self, filter: JobFilter) -> Result<Page, QueueError> {
-        expect!(self, self.driver.read(Op::List(filter)).await?, Page)
+        self.driver.read(op::ListJobs { filter }).await
     }
 
     async fn counts_by_state(&self) -> Result<Vec<(String, JobState, u64)>, QueueError> {
-        expect!(
-            self,
-            self.driver.read(Op::CountsByState).await?,
-            CountsByState
-        )
+        self.driver.read(op::CountByState).await
     }
 
     async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
-        expect!(self, self.driver.read(Op::LiveCounts).await?, LiveCounts)
+        self.driver.read(op::CountLive).await
     }
 
     async fn lease_many(
@@ -129,14 +108,14 @@ impl<D: Driver> JobQueue for Queue<D> {
         n: usize,
         pin: Option<Arc<Pinner>>,
     ) -> Result<Vec<Lease>, QueueError> {
-        let op = Op::Lease(LeaseOp {
+        let op = LeaseJobs {
             worker: worker.to_string(),
             lease_for,
             n,
             max_crash_resumes: self.retry.max_crash_resumes,
             pin,
-        });
-        expect!(self, self.driver.write(op).await?, Leases)
+        };
+        self.driver.write(op).await
     }
 
     async fn heartbeat(
@@ -145,12 +124,12 @@ impl<D: Driver> JobQueue for Queue<D> {
         attempt: u32,
         lease_for: Duration,
     ) -> Result<HeartbeatReply, QueueError> {
-        let op = Op::Heartbeat {
+        let op = op::Heartbeat {
             id: id.clone(),
             attempt,
             lease_for,
         };
-        expect!(self, self.driver.write(op).await?, Heartbeat)
+        self.driver.write(op).await
     }
 
     async fn pin_version(
@@ -164,12 +143,12 @@ impl<D: Driver> JobQueue for Queue<D> {
             version: version.to_string(),
             digest: digest.to_string(),
         };
-        let op = Op::Pin {
+        let op = op::PinVersion {
             id: id.clone(),
             attempt,
             pin,
         };
-        expect!(self, self.driver.write(op).await?, Nothing)
+        self.driver.write(op).await
     }
 
     async fn finish(
@@ -181,8 +160,8 @@ impl<D: Driver> JobQueue for Queue<D> {
         final_event: Option<EventEnvelope>,
     ) -> Result<Finished, QueueError> {
         crate::failpoint::reached(crate::failpoint::Failpoint::BeforeCompletionCommit).await;
-        let op = Op::Finish(self.finish_op(id, attempt, outcome, events, final_event));
-        expect!(self, self.driver.write(op).await?, Finished)
+        let op = self.finish_op(id, attempt, outcome, events, final_event);
+        self.driver.write(op).await
     }
 
     async fn finish_and_lease(
@@ -196,15 +175,16 @@ impl<D: Driver> JobQueue for Queue<D> {
     ) -> Result<(Finished, Vec<Lease>), QueueError> {
         crate::failpoint::reached(crate::failpoint::Failpoint::BeforeCompletionCommit).await;
         let finish = self.finish_op(id, attempt, outcome, events, final_event);
-        let lease = LeaseOp {
+        let lease = LeaseJobs {
             worker: next.worker,
             lease_for: next.lease_for,
             n: next.n,
             max_crash_resumes: self.retry.max_crash_resumes,
             pin: next.pin,
         };
-        let op = Op::FinishAndLease(finish, lease);
-        expect!(self, self.driver.write(op).await?, FinishedAndLeased)
+        self.driver
+            .finish_and_lease(FinishAndLease { finish, lease })
+            .await
     }
 
     async fn release(
@@ -214,21 +194,23 @@ impl<D: Driver> JobQueue for Queue<D> {
         events: &[EventEnvelope],
         final_event: Option<EventEnvelope>,
     ) -> Result<Finished, QueueError> {
-        let op = Op::Release {
+        let op = op::Release {
             id: id.clone(),
             attempt,
             events: events.to_vec(),
             final_event,
         };
-        expect!(self, self.driver.write(op).await?, Finished)
+        self.driver.write(op).await
     }
 
     async fn forget_conversation(
         &self,
         conversation_id: &str,
     ) -> Result<(usize, usize), QueueError> {
-        let op = Op::Forget(conversation_id.to_string());
-        expect!(self, self.driver.write(op).await?, Forgotten)
+        let op = op::ForgetConversation {
+            conversation: conversation_id.to_string(),
+        };
+        self.driver.write(op).await
     }
 
     async fn purge_finished(
@@ -236,19 +218,15 @@ impl<D: Driver> JobQueue for Queue<D> {
         finished_before: SystemTime,
         limit: usize,
     ) -> Result<usize, QueueError> {
-        let op = Op::Purge {
+        let op = op::PurgeFinished {
             cutoff: millis(finished_before),
             limit,
         };
-        expect!(self, self.driver.write(op).await?, Purged)
+        self.driver.write(op).await
     }
 
     async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError> {
-        expect!(
-            self,
-            self.driver.read(Op::Journal(id.clone())).await?,
-            Journal
-        )
+        self.driver.read(op::ReadJournal { id: id.clone() }).await
     }
 
     async fn record_steps(
@@ -258,22 +236,22 @@ impl<D: Driver> JobQueue for Queue<D> {
         entries: &[JournalEntry],
         events: &[EventEnvelope],
     ) -> Result<(), QueueError> {
-        let op = Op::RecordSteps {
+        let op = op::RecordSteps {
             id: id.clone(),
             attempt,
             entries: entries.to_vec(),
             events: events.to_vec(),
         };
-        expect!(self, self.driver.write(op).await?, Nothing)?;
+        self.driver.write(op).await?;
         lost_reply(self.driver.label())
     }
 
     async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError> {
-        let op = Op::Resolve {
+        let op = op::Resolve {
             id: id.clone(),
             resolution,
         };
-        expect!(self, self.driver.write(op).await?, Changed)
+        self.driver.write(op).await
     }
 
     async fn decide_approval(
@@ -283,14 +261,14 @@ impl<D: Driver> JobQueue for Queue<D> {
         decision: crate::approval::Decision,
         by: &str,
     ) -> Result<Changed, QueueError> {
-        let op = Op::DecideApproval {
+        let op = op::DecideApproval {
             id: id.clone(),
             call: call.to_string(),
             decision,
             by: by.to_string(),
             store: self.driver.label().to_string(),
         };
-        expect!(self, self.driver.write(op).await?, Changed)
+        self.driver.write(op).await
     }
 
     async fn spend_since(
@@ -298,11 +276,11 @@ impl<D: Driver> JobQueue for Queue<D> {
         bundle: &str,
         since: std::time::SystemTime,
     ) -> Result<(u64, f64), QueueError> {
-        let op = Op::SpendSince {
+        let op = op::SpendSince {
             bundle: bundle.to_string(),
             since: super::millis(since),
         };
-        expect!(self, self.driver.read(op).await?, Spend)
+        self.driver.read(op).await
     }
 
     async fn owner_load(
@@ -310,27 +288,23 @@ impl<D: Driver> JobQueue for Queue<D> {
         owner: &str,
         since: std::time::SystemTime,
     ) -> Result<super::OwnerLoad, QueueError> {
-        let op = Op::OwnerLoad {
+        let op = op::LoadOfOwner {
             owner: owner.to_string(),
             since: super::millis(since),
         };
-        expect!(self, self.driver.read(op).await?, OwnerLoad)
+        self.driver.read(op).await
     }
 
     async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError> {
-        let op = Op::ExpireApprovals {
+        let op = op::ExpireApprovals {
             limit,
             store: self.driver.label().to_string(),
         };
-        expect!(self, self.driver.write(op).await?, Expired)
+        self.driver.write(op).await
     }
 
     async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError> {
-        expect!(
-            self,
-            self.driver.write(Op::Cancel(id.clone())).await?,
-            Cancelled
-        )
+        self.driver.write(op::Cancel { id: id.clone() }).await
     }
 
     async fn events_after(
@@ -339,20 +313,16 @@ impl<D: Driver> JobQueue for Queue<D> {
         after_seq: u64,
         limit: usize,
     ) -> Result<Vec<StoredEvent>, QueueError> {
-        let op = Op::EventsAfter {
+        let op = op::EventsAfter {
             id: id.clone(),
             after: after_seq,
             limit,
         };
-        expect!(self, self.driver.read(op).await?, Events)
+        self.driver.read(op).await
     }
 
     async fn last_seq(&self, id: &JobId) -> Result<u64, QueueError> {
-        expect!(
-            self,
-            self.driver.read(Op::LastSeq(id.clone())).await?,
-            LastSeq
-        )
+        self.driver.read(op::LastSeq { id: id.clone() }).await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<JobId> {
@@ -378,7 +348,7 @@ impl<D: Driver> JobQueue for Queue<D> {
         version: &str,
         digest: &str,
     ) -> Result<Option<Job>, QueueError> {
-        let op = Op::MoveVersion {
+        let op = op::MoveVersion {
             id: id.clone(),
             from: from.to_string(),
             to: Pin {
@@ -386,7 +356,7 @@ impl<D: Driver> JobQueue for Queue<D> {
                 digest: digest.to_string(),
             },
         };
-        expect!(self, self.driver.write(op).await?, Job)
+        self.driver.write(op).await
     }
 
     async fn ping(&self) -> Result<(), QueueError> {
@@ -394,29 +364,28 @@ impl<D: Driver> JobQueue for Queue<D> {
     }
 
     async fn put_schedule(&self, schedule: StoredSchedule) -> Result<(), QueueError> {
-        let op = Op::PutSchedule(schedule);
-        expect!(self, self.driver.write(op).await?, Nothing)
+        self.driver.write(op::PutSchedule { schedule }).await
     }
 
     async fn schedules(&self) -> Result<Vec<StoredSchedule>, QueueError> {
-        expect!(self, self.driver.read(Op::Schedules).await?, Schedules)
+        self.driver.read(op::ListSchedules).await
     }
 
     async fn delete_schedule(&self, id: &str) -> Result<bool, QueueError> {
-        let op = Op::DeleteSchedule(id.to_string());
-        expect!(self, self.driver.write(op).await?, Flag)
+        let id = id.to_string();
+        self.driver.write(op::DeleteSchedule { id }).await
     }
 
     async fn pause_schedule(&self, id: &str, paused: bool) -> Result<bool, QueueError> {
-        let op = Op::PauseSchedule {
+        let op = op::PauseSchedule {
             id: id.to_string(),
             paused,
         };
-        expect!(self, self.driver.write(op).await?, Flag)
+        self.driver.write(op).await
     }
 
     async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError> {
-        expect!(self, self.driver.write(Op::RecordFire(fire)).await?, Flag)
+        self.driver.write(op::RecordFire { fire }).await
     }
 
     async fn claim_deliveries(
@@ -424,53 +393,57 @@ impl<D: Driver> JobQueue for Queue<D> {
         lease_for: Duration,
         limit: usize,
     ) -> Result<Vec<Delivery>, QueueError> {
-        let op = Op::ClaimDeliveries { lease_for, limit };
-        expect!(self, self.driver.write(op).await?, Deliveries)
+        let op = op::ClaimDeliveries { lease_for, limit };
+        self.driver.write(op).await
     }
 
-    async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError> {
-        let op = Op::SettleDelivery {
+    async fn settle_delivery(
+        &self,
+        id: &str,
+        claim: u64,
+        result: DeliveryResult,
+    ) -> Result<Settled, QueueError> {
+        let op = op::SettleDelivery {
             id: id.to_string(),
+            claim,
             result,
         };
-        expect!(self, self.driver.write(op).await?, Nothing)
+        self.driver.write(op).await
     }
 
     async fn dead_deliveries(&self) -> Result<u64, QueueError> {
-        expect!(self, self.driver.read(Op::DeadDeliveries).await?, LastSeq)
+        self.driver.read(op::CountDeadDeliveries).await
     }
 
     async fn list_deliveries(&self, filter: DeliveryFilter) -> Result<DeliveryPage, QueueError> {
-        let op = Op::ListDeliveries(filter);
-        expect!(self, self.driver.read(op).await?, DeliveryPage)
+        self.driver.read(op::ListDeliveries { filter }).await
     }
 
     async fn redrive_delivery(&self, id: &str, owner: Option<&str>) -> Result<Redrive, QueueError> {
-        let op = Op::RedriveDelivery {
+        let op = op::RedriveDelivery {
             id: id.to_string(),
             owner: owner.map(str::to_string),
         };
-        expect!(self, self.driver.write(op).await?, Redrive)
+        self.driver.write(op).await
     }
 
     async fn put_push_config(&self, id: &JobId, config: PushConfig) -> Result<(), QueueError> {
-        let op = Op::PutPushConfig {
+        let op = op::PutPushConfig {
             id: id.clone(),
             config,
         };
-        expect!(self, self.driver.write(op).await?, Nothing)
+        self.driver.write(op).await
     }
 
     async fn push_configs(&self, id: &JobId) -> Result<Vec<PushConfig>, QueueError> {
-        let op = Op::PushConfigs(id.clone());
-        expect!(self, self.driver.read(op).await?, PushConfigs)
+        self.driver.read(op::PushConfigs { id: id.clone() }).await
     }
 
     async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError> {
-        let op = Op::DeletePushConfig {
+        let op = op::DeletePushConfig {
             id: id.clone(),
             config: config.to_string(),
         };
-        expect!(self, self.driver.write(op).await?, Flag)
+        self.driver.write(op).await
     }
 }

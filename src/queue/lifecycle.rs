@@ -12,7 +12,8 @@
 use std::time::Duration;
 
 use super::outbox;
-use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, Tx, stored_key};
+use super::transaction::Tx;
+use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, stored_key};
 use super::*;
 use crate::approval::{self, Verdict};
 use crate::events::Event;

@@ -7,7 +7,9 @@
 //! Semantics (every backend must pass `tests/queue_conformance.rs`):
 //! at-least-once delivery with leases renewed by heartbeats; every state
 //! change is guarded by the attempt number, so a stale worker can never
-//! overwrite a newer outcome and a finished job never runs again; retryable
+//! overwrite a newer outcome and a finished job never runs again (an
+//! outbox delivery's settle is guarded the same way, by its claim's
+//! generation, and a schedule's fire by its expected next fire); retryable
 //! failures come back after exponential backoff with jitter until
 //! `max_attempts`, then the job is dead; each job's events are stored in the
 //! same database, gap-free by sequence number; each job's step journal is
@@ -34,6 +36,7 @@ mod rules;
 mod schedules;
 pub mod sqlite;
 mod stats;
+mod transaction;
 mod tx;
 mod versions;
 
@@ -43,7 +46,7 @@ pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
 pub use outbox::{
     Delivery, DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryResult, DeliveryState,
-    PushAuth, PushConfig, PushPayload, Redrive,
+    PushAuth, PushConfig, PushPayload, Redrive, Settled,
 };
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
@@ -696,7 +699,16 @@ pub trait JobQueue: Send + Sync {
         lease_for: Duration,
         limit: usize,
     ) -> Result<Vec<Delivery>, QueueError>;
-    async fn settle_delivery(&self, id: &str, result: DeliveryResult) -> Result<(), QueueError>;
+    /// Records a delivery attempt's outcome under the claim that made it
+    /// (`claim`: the claimed `Delivery::claim`). A claim that is no longer
+    /// the delivery's latest (its lease ran out and another sender claimed
+    /// it) changes nothing: [`Settled::Stale`].
+    async fn settle_delivery(
+        &self,
+        id: &str,
+        claim: u64,
+        result: DeliveryResult,
+    ) -> Result<Settled, QueueError>;
     /// How many deliveries are dead-lettered.
     async fn dead_deliveries(&self) -> Result<u64, QueueError>;
     /// A page of deliveries, newest first (the dead letters with

@@ -1,177 +1,63 @@
-//! One queue operation as data ([`Op`]) and what it answers ([`Done`]), so
-//! a backend's driver can run any of them in its own transaction (or queue
-//! it for a group commit) without knowing what it does: [`Op::run`] hands
-//! each one to its rule in `lifecycle`, written once for every dialect.
+//! One type per queue operation, as River's driver interface takes one
+//! params struct per operation and answers with its own result type: each
+//! struct owns what the operation needs (so it can cross to a writer thread
+//! or task), names its answer ([`Operation::Output`]) and runs its rule in
+//! `lifecycle` (or `outbox`, `schedules`, `versions`), written once for
+//! every dialect over any [`Tx`]. A backend's driver runs any of them
+//! without knowing what they do, and a caller gets exactly the answer type
+//! its operation names: a wrong one does not compile.
+//!
+//! Writes ([`Write`]) say where they wait for locks ([`LockOrder`]) and
+//! whether a full backlog refuses them; reads ([`Read`]) run outside any
+//! write. A driver's `read` takes only a `Read` and its `write` only a
+//! `Write`, so a write cannot slip out of its transaction. A finish and the
+//! worker slot's next lease ([`FinishAndLease`]) is neither: it is a write
+//! in two parts that a group commit may run apart, and drivers take it
+//! through a method of its own.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
-use super::outbox::{self, Delivery, DeliveryFilter, DeliveryPage, DeliveryResult, Redrive};
+use super::outbox::{
+    self, Delivery, DeliveryFilter, DeliveryPage, DeliveryResult, Redrive, Settled,
+};
 use super::schedules::{self, FireRecord, StoredSchedule};
-use super::tx::{Fail, Pin, Res, Tx};
+use super::transaction::Tx;
+use super::tx::{Pin, Res};
 use super::*;
 
-/// A queue operation with everything it needs, owned, so it can cross to a
-/// writer thread or task.
-pub(crate) enum Op {
-    Submit(JobId, NewJob),
-    SubmitMany(Vec<(JobId, NewJob)>),
-    Lease(LeaseOp),
-    Heartbeat {
-        id: JobId,
-        attempt: u32,
-        lease_for: Duration,
-    },
-    Pin {
-        id: JobId,
-        attempt: u32,
-        pin: Pin,
-    },
-    Finish(FinishOp),
-    /// A finish, then a lease, in the same transaction.
-    FinishAndLease(FinishOp, LeaseOp),
-    Release {
-        id: JobId,
-        attempt: u32,
-        events: Vec<EventEnvelope>,
-        final_event: Option<EventEnvelope>,
-    },
-    Cancel(JobId),
-    Resolve {
-        id: JobId,
-        resolution: Resolution,
-    },
-    DecideApproval {
-        id: JobId,
-        call: String,
-        decision: crate::approval::Decision,
-        by: String,
-        store: String,
-    },
-    ExpireApprovals {
-        limit: usize,
-        store: String,
-    },
-    RecordSteps {
-        id: JobId,
-        attempt: u32,
-        entries: Vec<JournalEntry>,
-        events: Vec<EventEnvelope>,
-    },
-    Forget(String),
-    MoveVersion {
-        id: JobId,
-        from: String,
-        to: Pin,
-    },
-    Purge {
-        cutoff: i64,
-        limit: usize,
-    },
-    // Reads.
-    Get(JobId),
-    List(JobFilter),
-    CountsByState,
-    LiveCounts,
-    EventsAfter {
-        id: JobId,
-        after: u64,
-        limit: usize,
-    },
-    LastSeq(JobId),
-    Journal(JobId),
-    SpendSince {
-        bundle: String,
-        since: i64,
-    },
-    OwnerLoad {
-        owner: String,
-        since: i64,
-    },
-    // Schedules (see `schedules`).
-    PutSchedule(StoredSchedule),
-    DeleteSchedule(String),
-    PauseSchedule {
-        id: String,
-        paused: bool,
-    },
-    RecordFire(FireRecord),
-    Schedules,
-    // The outbox (see `outbox`).
-    ClaimDeliveries {
-        lease_for: Duration,
-        limit: usize,
-    },
-    SettleDelivery {
-        id: String,
-        result: DeliveryResult,
-    },
-    DeadDeliveries,
-    ListDeliveries(DeliveryFilter),
-    RedriveDelivery {
-        id: String,
-        /// Only a delivery of this key's jobs.
-        owner: Option<String>,
-    },
-    PutPushConfig {
-        id: JobId,
-        config: PushConfig,
-    },
-    PushConfigs(JobId),
-    DeletePushConfig {
-        id: JobId,
-        config: String,
-    },
+/// A queue operation: its parameters, owned, and the rule that runs it.
+pub(crate) trait Operation: Send + Sync + 'static {
+    /// What the operation answers.
+    type Output: Send + 'static;
+    /// Its name, for errors and logs.
+    const NAME: &'static str;
+    /// Runs the rule inside `tx` (the backend opened it and commits it). It
+    /// borrows the operation, so a write the database gave up on
+    /// (`Fail::Conflict`) can run again. The future is `Send` for every
+    /// dialect, so a writer task can carry operations of any type.
+    fn run<T: Tx>(&self, tx: &mut T) -> impl Future<Output = Res<Self::Output>> + Send;
 }
 
-pub(crate) struct LeaseOp {
-    pub worker: String,
-    pub lease_for: Duration,
-    pub n: usize,
-    pub max_crash_resumes: u32,
-    pub pin: Option<Arc<Pinner>>,
+/// An operation that writes: run in a transaction (or a share of a group
+/// commit) and answered once committed.
+pub(crate) trait Write: Operation {
+    /// Whether a full write backlog refuses it (`QueueError::Busy`) rather
+    /// than making it wait for room: only new work is refused; the writes
+    /// of jobs already running (leases, heartbeats, outcomes, journal
+    /// steps) and operators' decisions wait, because they are what drains
+    /// the backlog.
+    const REFUSED_WHEN_BUSY: bool = false;
+    /// Where it waits for locks in the one order every write group takes
+    /// them in (see [`LockOrder`]).
+    fn lock_order(&self) -> LockOrder;
 }
 
-impl LeaseOp {
-    pub(crate) async fn run(&self, tx: &mut impl Tx) -> Res<Vec<Lease>> {
-        let ask = LeaseAsk {
-            worker: &self.worker,
-            lease_for: self.lease_for,
-            n: self.n,
-            max_crash_resumes: self.max_crash_resumes,
-            pin: self.pin.as_deref(),
-        };
-        lifecycle::lease(tx, &ask).await
-    }
-}
-
-pub(crate) struct FinishOp {
-    pub id: JobId,
-    pub attempt: u32,
-    pub outcome: Outcome,
-    pub events: Vec<EventEnvelope>,
-    pub final_event: Option<EventEnvelope>,
-    pub retry: RetryPolicy,
-}
-
-impl FinishOp {
-    pub(crate) async fn run(&self, tx: &mut impl Tx) -> Res<Finished> {
-        let ending = Ending {
-            events: &self.events,
-            final_event: self.final_event.as_ref(),
-        };
-        lifecycle::finish(
-            tx,
-            &self.id,
-            self.attempt,
-            &self.outcome,
-            ending,
-            &self.retry,
-        )
-        .await
-    }
-}
+/// An operation that only reads: one statement or a few, no rule, outside
+/// any write.
+pub(crate) trait Read: Operation {}
 
 /// Where an operation waits for locks other writes may hold, in the one
 /// order a transaction running several operations (PostgreSQL's group
@@ -180,7 +66,7 @@ impl FinishOp {
 /// other in a cycle (a deadlock).
 ///
 /// - `Nothing`: waits for no lock (a submit without idempotency keys
-///   inserts rows no one else can see yet; reads).
+///   inserts rows no one else can see yet).
 /// - `Keys`: inserts keyed jobs, which waits for a concurrent write of the
 ///   same key; by its smallest stored key (a batch inserts its keys sorted).
 /// - `Row`: locks one job's row (`FOR UPDATE` or an `UPDATE`), and writes
@@ -200,263 +86,754 @@ pub(crate) enum LockOrder {
     Skipping,
 }
 
-/// What an [`Op`] answers: one variant per kind of answer.
-pub(crate) enum Done {
-    Submitted((Job, bool)),
-    SubmittedMany(Vec<(Job, bool)>),
-    Leases(Vec<Lease>),
-    Heartbeat(HeartbeatReply),
-    Nothing(()),
-    Finished(Finished),
-    FinishedAndLeased((Finished, Vec<Lease>)),
-    Changed(Changed),
-    Cancelled(Option<Changed>),
-    Forgotten((usize, usize)),
-    Purged(usize),
-    Expired(Vec<Job>),
-    Job(Option<Job>),
-    Page(Page),
-    CountsByState(Vec<(String, JobState, u64)>),
-    LiveCounts(Vec<(JobState, u64)>),
-    Events(Vec<StoredEvent>),
-    LastSeq(u64),
-    Journal(Vec<JournalEntry>),
-    Spend((u64, f64)),
-    OwnerLoad(super::OwnerLoad),
-    Schedules(Vec<StoredSchedule>),
-    Flag(bool),
-    Deliveries(Vec<Delivery>),
-    DeliveryPage(DeliveryPage),
-    Redrive(Redrive),
-    PushConfigs(Vec<PushConfig>),
+// ---------------------------------------------------------------------
+// Jobs: submit, lease, run, end.
+
+/// Inserts a job, or finds the one its idempotency key names: the job and
+/// whether it is new.
+pub(crate) struct Submit {
+    pub id: JobId,
+    pub job: NewJob,
 }
 
-impl Op {
-    /// Runs the operation's rule inside `tx` (the backend opened it and
-    /// commits it). It borrows the operation, so a write the database gave
-    /// up on ([`Fail::Conflict`]) can run again.
-    pub(crate) async fn run(&self, tx: &mut impl Tx) -> Res<Done> {
-        Ok(match self {
-            Op::Submit(id, job) => Done::Submitted(lifecycle::submit(tx, id, job).await?),
-            Op::SubmitMany(jobs) => Done::SubmittedMany(lifecycle::submit_many(tx, jobs).await?),
-            Op::Lease(lease) => Done::Leases(lease.run(tx).await?),
-            Op::Heartbeat {
-                id,
-                attempt,
-                lease_for,
-            } => Done::Heartbeat(lifecycle::heartbeat(tx, id, *attempt, *lease_for).await?),
-            Op::Pin { id, attempt, pin } => {
-                Done::Nothing(lifecycle::pin_version(tx, id, *attempt, pin).await?)
-            }
-            Op::Finish(finish) => Done::Finished(finish.run(tx).await?),
-            Op::FinishAndLease(finish, lease) => {
-                let finished = finish.run(tx).await?;
-                Done::FinishedAndLeased((finished, lease.run(tx).await?))
-            }
-            Op::Release {
-                id,
-                attempt,
-                events,
-                final_event,
-            } => {
-                let ending = Ending {
-                    events,
-                    final_event: final_event.as_ref(),
-                };
-                Done::Finished(lifecycle::release(tx, id, *attempt, ending).await?)
-            }
-            Op::Cancel(id) => Done::Cancelled(lifecycle::cancel(tx, id).await?),
-            Op::Resolve { id, resolution } => {
-                Done::Changed(lifecycle::resolve(tx, id, resolution).await?)
-            }
-            Op::DecideApproval {
-                id,
-                call,
-                decision,
-                by,
-                store,
-            } => {
-                Done::Changed(lifecycle::decide_approval(tx, id, call, decision, by, store).await?)
-            }
-            Op::ExpireApprovals { limit, store } => {
-                Done::Expired(lifecycle::expire_approvals(tx, *limit, store).await?)
-            }
-            Op::RecordSteps {
-                id,
-                attempt,
-                entries,
-                events,
-            } => Done::Nothing(lifecycle::record_steps(tx, id, *attempt, entries, events).await?),
-            Op::Forget(conversation) => {
-                Done::Forgotten(lifecycle::forget_conversation(tx, conversation).await?)
-            }
-            Op::Purge { cutoff, limit } => {
-                Done::Purged(lifecycle::purge_finished(tx, *cutoff, *limit).await?)
-            }
-            Op::MoveVersion { id, from, to } => {
-                Done::Job(super::versions::move_version(tx, id, from, to).await?)
-            }
-            Op::PutSchedule(schedule) => Done::Nothing(schedules::put(tx, schedule).await?),
-            Op::DeleteSchedule(id) => Done::Flag(tx.delete_schedule(id).await?),
-            Op::PauseSchedule { id, paused } => {
-                Done::Flag(schedules::pause(tx, id, *paused).await?)
-            }
-            Op::RecordFire(fire) => Done::Flag(schedules::record_fire(tx, fire).await?),
-            Op::ClaimDeliveries { lease_for, limit } => {
-                let lease_ms = i64::try_from(lease_for.as_millis()).unwrap_or(i64::MAX);
-                Done::Deliveries(outbox::claim(tx, lease_ms, *limit).await?)
-            }
-            Op::SettleDelivery { id, result } => {
-                Done::Nothing(outbox::settle(tx, id, result).await?)
-            }
-            Op::RedriveDelivery { id, owner } => {
-                Done::Redrive(outbox::redrive(tx, id, owner.as_deref()).await?)
-            }
-            Op::PutPushConfig { id, config } => {
-                let now = tx.now().await?;
-                Done::Nothing(tx.put_push_config(id.as_str(), config, now).await?)
-            }
-            Op::DeletePushConfig { id, config } => {
-                Done::Flag(outbox::delete_push(tx, id.as_str(), config).await?)
-            }
-            read => read.run_read(tx).await?,
-        })
-    }
-
-    /// The reads: one statement or a few, no rule.
-    async fn run_read(&self, tx: &mut impl Tx) -> Res<Done> {
-        Ok(match self {
-            Op::Get(id) => Done::Job(tx.job(id.as_str(), false).await?),
-            Op::List(filter) => Done::Page(lifecycle::list(tx, filter).await?),
-            Op::CountsByState => Done::CountsByState(lifecycle::counts_by_state(tx).await?),
-            Op::LiveCounts => Done::LiveCounts(lifecycle::live_counts(tx).await?),
-            Op::EventsAfter { id, after, limit } => {
-                Done::Events(tx.events_after(id.as_str(), *after, *limit).await?)
-            }
-            Op::LastSeq(id) => Done::LastSeq(tx.last_seq(id.as_str()).await?),
-            Op::Journal(id) => Done::Journal(tx.journal(id.as_str()).await?),
-            Op::SpendSince { bundle, since } => {
-                Done::Spend(lifecycle::spend_since(tx, bundle, *since).await?)
-            }
-            Op::OwnerLoad { owner, since } => {
-                Done::OwnerLoad(lifecycle::owner_load(tx, owner, *since).await?)
-            }
-            Op::Schedules => Done::Schedules(tx.schedules().await?),
-            Op::DeadDeliveries => {
-                Done::LastSeq(u64::try_from(tx.dead_deliveries().await?).unwrap_or(0))
-            }
-            Op::ListDeliveries(filter) => Done::DeliveryPage(outbox::list(tx, filter).await?),
-            Op::PushConfigs(id) => Done::PushConfigs(tx.push_configs(id.as_str()).await?),
-            write => {
-                return Err(Fail::Db(format!("{} is a write, not a read", write.name())));
-            }
-        })
-    }
-
-    /// Where this operation waits for locks in the one order every write
-    /// group takes them in (see [`LockOrder`]).
-    pub(crate) fn lock_order(&self) -> LockOrder {
-        match self {
-            Op::Submit(_, job) => {
-                lifecycle::job_key(job).map_or(LockOrder::Nothing, LockOrder::Keys)
-            }
-            Op::SubmitMany(jobs) => jobs
-                .iter()
-                .filter_map(|(_, job)| lifecycle::job_key(job))
-                .min()
-                .map_or(LockOrder::Nothing, LockOrder::Keys),
-            Op::Heartbeat { id, .. }
-            | Op::Pin { id, .. }
-            | Op::Finish(FinishOp { id, .. })
-            | Op::FinishAndLease(FinishOp { id, .. }, _)
-            | Op::Release { id, .. }
-            | Op::Cancel(id)
-            | Op::Resolve { id, .. }
-            | Op::DecideApproval { id, .. }
-            | Op::RecordSteps { id, .. }
-            | Op::MoveVersion { id, .. }
-            | Op::PutPushConfig { id, .. }
-            | Op::DeletePushConfig { id, .. } => LockOrder::Row(id.clone()),
-            Op::Lease(..) | Op::ExpireApprovals { .. } | Op::Forget(..) | Op::Purge { .. } => {
-                LockOrder::Skipping
-            }
-            Op::Get(..)
-            | Op::List(..)
-            | Op::CountsByState
-            | Op::LiveCounts
-            | Op::EventsAfter { .. }
-            | Op::LastSeq(..)
-            | Op::Journal(..)
-            | Op::SpendSince { .. }
-            | Op::OwnerLoad { .. }
-            | Op::Schedules
-            | Op::DeadDeliveries
-            | Op::ListDeliveries(..)
-            | Op::PushConfigs(..) => LockOrder::Nothing,
-            Op::SettleDelivery { id, .. } | Op::RedriveDelivery { id, .. } => {
-                LockOrder::Delivery(id.clone())
-            }
-            Op::ClaimDeliveries { .. } => LockOrder::Skipping,
-            Op::PutSchedule(StoredSchedule { id, .. })
-            | Op::DeleteSchedule(id)
-            | Op::PauseSchedule { id, .. }
-            | Op::RecordFire(FireRecord { id, .. }) => LockOrder::Schedule(id.clone()),
-        }
-    }
-
-    /// Whether a full write backlog refuses this operation
-    /// ([`QueueError::Busy`]) rather than making it wait for room: only new
-    /// work is refused; the writes of jobs already running (leases,
-    /// heartbeats, outcomes, journal steps) and operators' decisions wait,
-    /// because they are what drains the backlog.
-    pub(crate) fn refused_when_busy(&self) -> bool {
-        matches!(self, Op::Submit(..) | Op::SubmitMany(..))
-    }
-
-    /// The operation's name, for errors.
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Op::Submit(..) => "submit",
-            Op::SubmitMany(..) => "submit_many",
-            Op::Lease(..) => "lease",
-            Op::Heartbeat { .. } => "heartbeat",
-            Op::Pin { .. } => "pin_version",
-            Op::Finish(..) => "finish",
-            Op::FinishAndLease(..) => "finish_and_lease",
-            Op::Release { .. } => "release",
-            Op::Cancel(..) => "cancel",
-            Op::Resolve { .. } => "resolve",
-            Op::DecideApproval { .. } => "decide_approval",
-            Op::ExpireApprovals { .. } => "expire_approvals",
-            Op::RecordSteps { .. } => "record_steps",
-            Op::Forget(..) => "forget_conversation",
-            Op::Purge { .. } => "purge_finished",
-            Op::MoveVersion { .. } => "move_version",
-            Op::Get(..) => "get",
-            Op::List(..) => "list",
-            Op::CountsByState => "counts_by_state",
-            Op::LiveCounts => "live_counts",
-            Op::EventsAfter { .. } => "events_after",
-            Op::LastSeq(..) => "last_seq",
-            Op::Journal(..) => "journal",
-            Op::SpendSince { .. } => "spend_since",
-            Op::OwnerLoad { .. } => "owner_load",
-            Op::PutSchedule(..) => "put_schedule",
-            Op::DeleteSchedule(..) => "delete_schedule",
-            Op::PauseSchedule { .. } => "pause_schedule",
-            Op::RecordFire(..) => "record_fire",
-            Op::Schedules => "schedules",
-            Op::ClaimDeliveries { .. } => "claim_deliveries",
-            Op::SettleDelivery { .. } => "settle_delivery",
-            Op::DeadDeliveries => "dead_deliveries",
-            Op::ListDeliveries(..) => "list_deliveries",
-            Op::RedriveDelivery { .. } => "redrive_delivery",
-            Op::PutPushConfig { .. } => "put_push_config",
-            Op::PushConfigs(..) => "push_configs",
-            Op::DeletePushConfig { .. } => "delete_push_config",
-        }
+impl Operation for Submit {
+    type Output = (Job, bool);
+    const NAME: &'static str = "submit";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<(Job, bool)> {
+        lifecycle::submit(tx, &self.id, &self.job).await
     }
 }
+
+impl Write for Submit {
+    const REFUSED_WHEN_BUSY: bool = true;
+    fn lock_order(&self) -> LockOrder {
+        lifecycle::job_key(&self.job).map_or(LockOrder::Nothing, LockOrder::Keys)
+    }
+}
+
+/// Inserts many jobs in one transaction, each answered as [`Submit`].
+pub(crate) struct SubmitMany {
+    pub jobs: Vec<(JobId, NewJob)>,
+}
+
+impl Operation for SubmitMany {
+    type Output = Vec<(Job, bool)>;
+    const NAME: &'static str = "submit_many";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<(Job, bool)>> {
+        lifecycle::submit_many(tx, &self.jobs).await
+    }
+}
+
+impl Write for SubmitMany {
+    const REFUSED_WHEN_BUSY: bool = true;
+    fn lock_order(&self) -> LockOrder {
+        self.jobs
+            .iter()
+            .filter_map(|(_, job)| lifecycle::job_key(job))
+            .min()
+            .map_or(LockOrder::Nothing, LockOrder::Keys)
+    }
+}
+
+/// Leases up to `n` of the best runnable jobs.
+pub(crate) struct LeaseJobs {
+    pub worker: String,
+    pub lease_for: Duration,
+    pub n: usize,
+    pub max_crash_resumes: u32,
+    pub pin: Option<Arc<Pinner>>,
+}
+
+impl Operation for LeaseJobs {
+    type Output = Vec<Lease>;
+    const NAME: &'static str = "lease";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<Lease>> {
+        let ask = LeaseAsk {
+            worker: &self.worker,
+            lease_for: self.lease_for,
+            n: self.n,
+            max_crash_resumes: self.max_crash_resumes,
+            pin: self.pin.as_deref(),
+        };
+        lifecycle::lease(tx, &ask).await
+    }
+}
+
+impl Write for LeaseJobs {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Skipping
+    }
+}
+
+/// Renews a current attempt's lease.
+pub(crate) struct Heartbeat {
+    pub id: JobId,
+    pub attempt: u32,
+    pub lease_for: Duration,
+}
+
+impl Operation for Heartbeat {
+    type Output = HeartbeatReply;
+    const NAME: &'static str = "heartbeat";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<HeartbeatReply> {
+        lifecycle::heartbeat(tx, &self.id, self.attempt, self.lease_for).await
+    }
+}
+
+impl Write for Heartbeat {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// Pins the bundle a first attempt runs with.
+pub(crate) struct PinVersion {
+    pub id: JobId,
+    pub attempt: u32,
+    pub pin: Pin,
+}
+
+impl Operation for PinVersion {
+    type Output = ();
+    const NAME: &'static str = "pin_version";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<()> {
+        lifecycle::pin_version(tx, &self.id, self.attempt, &self.pin).await
+    }
+}
+
+impl Write for PinVersion {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// Records an attempt's outcome by the one rule, `decide`.
+pub(crate) struct Finish {
+    pub id: JobId,
+    pub attempt: u32,
+    pub outcome: Outcome,
+    pub events: Vec<EventEnvelope>,
+    pub final_event: Option<EventEnvelope>,
+    pub retry: RetryPolicy,
+}
+
+impl Operation for Finish {
+    type Output = Finished;
+    const NAME: &'static str = "finish";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Finished> {
+        let ending = Ending {
+            events: &self.events,
+            final_event: self.final_event.as_ref(),
+        };
+        lifecycle::finish(
+            tx,
+            &self.id,
+            self.attempt,
+            &self.outcome,
+            ending,
+            &self.retry,
+        )
+        .await
+    }
+}
+
+impl Write for Finish {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// A finish, then the worker slot's next lease, in one transaction. Not a
+/// [`Write`]: its finish locks the job's row and its lease takes rows in no
+/// order, so a group commit runs the finish in the lock order of its job
+/// and the lease after every write that waits for locks; drivers take it
+/// through `Driver::finish_and_lease`.
+pub(crate) struct FinishAndLease {
+    pub finish: Finish,
+    pub lease: LeaseJobs,
+}
+
+impl Operation for FinishAndLease {
+    type Output = (Finished, Vec<Lease>);
+    const NAME: &'static str = "finish_and_lease";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<(Finished, Vec<Lease>)> {
+        let finished = self.finish.run(tx).await?;
+        Ok((finished, self.lease.run(tx).await?))
+    }
+}
+
+/// Gives a running job back (drain) without using its attempt.
+pub(crate) struct Release {
+    pub id: JobId,
+    pub attempt: u32,
+    pub events: Vec<EventEnvelope>,
+    pub final_event: Option<EventEnvelope>,
+}
+
+impl Operation for Release {
+    type Output = Finished;
+    const NAME: &'static str = "release";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Finished> {
+        let ending = Ending {
+            events: &self.events,
+            final_event: self.final_event.as_ref(),
+        };
+        lifecycle::release(tx, &self.id, self.attempt, ending).await
+    }
+}
+
+impl Write for Release {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// Cancels a queued or parked job; asks a running one to stop.
+pub(crate) struct Cancel {
+    pub id: JobId,
+}
+
+impl Operation for Cancel {
+    type Output = Option<Changed>;
+    const NAME: &'static str = "cancel";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Option<Changed>> {
+        lifecycle::cancel(tx, &self.id).await
+    }
+}
+
+impl Write for Cancel {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// An operator's answer for a `needs_attention` job.
+pub(crate) struct Resolve {
+    pub id: JobId,
+    pub resolution: Resolution,
+}
+
+impl Operation for Resolve {
+    type Output = Changed;
+    const NAME: &'static str = "resolve";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Changed> {
+        lifecycle::resolve(tx, &self.id, &self.resolution).await
+    }
+}
+
+impl Write for Resolve {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// A person's decision on the call an `awaiting_approval` job waits for.
+pub(crate) struct DecideApproval {
+    pub id: JobId,
+    pub call: String,
+    pub decision: crate::approval::Decision,
+    pub by: String,
+    /// The store, as errors name it.
+    pub store: String,
+}
+
+impl Operation for DecideApproval {
+    type Output = Changed;
+    const NAME: &'static str = "decide_approval";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Changed> {
+        let DecideApproval {
+            id,
+            call,
+            decision,
+            by,
+            store,
+        } = self;
+        lifecycle::decide_approval(tx, id, call, decision, by, store).await
+    }
+}
+
+impl Write for DecideApproval {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// Denies the calls whose approval timeout passed.
+pub(crate) struct ExpireApprovals {
+    pub limit: usize,
+    /// The store, as errors name it.
+    pub store: String,
+}
+
+impl Operation for ExpireApprovals {
+    type Output = Vec<Job>;
+    const NAME: &'static str = "expire_approvals";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<Job>> {
+        lifecycle::expire_approvals(tx, self.limit, &self.store).await
+    }
+}
+
+impl Write for ExpireApprovals {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Skipping
+    }
+}
+
+/// Records journal steps with the events held until then.
+pub(crate) struct RecordSteps {
+    pub id: JobId,
+    pub attempt: u32,
+    pub entries: Vec<JournalEntry>,
+    pub events: Vec<EventEnvelope>,
+}
+
+impl Operation for RecordSteps {
+    type Output = ();
+    const NAME: &'static str = "record_steps";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<()> {
+        lifecycle::record_steps(tx, &self.id, self.attempt, &self.entries, &self.events).await
+    }
+}
+
+impl Write for RecordSteps {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// Deletes a conversation's finished jobs: (deleted, left unfinished).
+pub(crate) struct ForgetConversation {
+    pub conversation: String,
+}
+
+impl Operation for ForgetConversation {
+    type Output = (usize, usize);
+    const NAME: &'static str = "forget_conversation";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<(usize, usize)> {
+        lifecycle::forget_conversation(tx, &self.conversation).await
+    }
+}
+
+impl Write for ForgetConversation {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Skipping
+    }
+}
+
+/// Moves a queued or parked job to another content of its bundle.
+pub(crate) struct MoveVersion {
+    pub id: JobId,
+    pub from: String,
+    pub to: Pin,
+}
+
+impl Operation for MoveVersion {
+    type Output = Option<Job>;
+    const NAME: &'static str = "move_version";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Option<Job>> {
+        super::versions::move_version(tx, &self.id, &self.from, &self.to).await
+    }
+}
+
+impl Write for MoveVersion {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// Deletes up to `limit` jobs that finished before `cutoff` (ms).
+pub(crate) struct PurgeFinished {
+    pub cutoff: i64,
+    pub limit: usize,
+}
+
+impl Operation for PurgeFinished {
+    type Output = usize;
+    const NAME: &'static str = "purge_finished";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<usize> {
+        lifecycle::purge_finished(tx, self.cutoff, self.limit).await
+    }
+}
+
+impl Write for PurgeFinished {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Skipping
+    }
+}
+
+// ---------------------------------------------------------------------
+// Schedules (see `schedules`).
+
+pub(crate) struct PutSchedule {
+    pub schedule: StoredSchedule,
+}
+
+impl Operation for PutSchedule {
+    type Output = ();
+    const NAME: &'static str = "put_schedule";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<()> {
+        schedules::put(tx, &self.schedule).await
+    }
+}
+
+impl Write for PutSchedule {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Schedule(self.schedule.id.clone())
+    }
+}
+
+/// Whether there was one to delete.
+pub(crate) struct DeleteSchedule {
+    pub id: String,
+}
+
+impl Operation for DeleteSchedule {
+    type Output = bool;
+    const NAME: &'static str = "delete_schedule";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<bool> {
+        tx.delete_schedule(&self.id).await
+    }
+}
+
+impl Write for DeleteSchedule {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Schedule(self.id.clone())
+    }
+}
+
+/// Whether there was one to pause or resume.
+pub(crate) struct PauseSchedule {
+    pub id: String,
+    pub paused: bool,
+}
+
+impl Operation for PauseSchedule {
+    type Output = bool;
+    const NAME: &'static str = "pause_schedule";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<bool> {
+        schedules::pause(tx, &self.id, self.paused).await
+    }
+}
+
+impl Write for PauseSchedule {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Schedule(self.id.clone())
+    }
+}
+
+/// Whether the fire was recorded (its `next_fire` still held).
+pub(crate) struct RecordFire {
+    pub fire: FireRecord,
+}
+
+impl Operation for RecordFire {
+    type Output = bool;
+    const NAME: &'static str = "record_fire";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<bool> {
+        schedules::record_fire(tx, &self.fire).await
+    }
+}
+
+impl Write for RecordFire {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Schedule(self.fire.id.clone())
+    }
+}
+
+// ---------------------------------------------------------------------
+// The outbox (see `outbox`).
+
+/// Up to `limit` due deliveries, leased for `lease_for`.
+pub(crate) struct ClaimDeliveries {
+    pub lease_for: Duration,
+    pub limit: usize,
+}
+
+impl Operation for ClaimDeliveries {
+    type Output = Vec<Delivery>;
+    const NAME: &'static str = "claim_deliveries";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<Delivery>> {
+        let lease_ms = i64::try_from(self.lease_for.as_millis()).unwrap_or(i64::MAX);
+        outbox::claim(tx, lease_ms, self.limit).await
+    }
+}
+
+impl Write for ClaimDeliveries {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Skipping
+    }
+}
+
+/// Records a delivery attempt's outcome under the claim that made it.
+pub(crate) struct SettleDelivery {
+    pub id: String,
+    /// The claim's generation (`Delivery::claim`).
+    pub claim: u64,
+    pub result: DeliveryResult,
+}
+
+impl Operation for SettleDelivery {
+    type Output = Settled;
+    const NAME: &'static str = "settle_delivery";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Settled> {
+        outbox::settle(tx, &self.id, self.claim, &self.result).await
+    }
+}
+
+impl Write for SettleDelivery {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Delivery(self.id.clone())
+    }
+}
+
+pub(crate) struct RedriveDelivery {
+    pub id: String,
+    /// Only a delivery of this key's jobs.
+    pub owner: Option<String>,
+}
+
+impl Operation for RedriveDelivery {
+    type Output = Redrive;
+    const NAME: &'static str = "redrive_delivery";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Redrive> {
+        outbox::redrive(tx, &self.id, self.owner.as_deref()).await
+    }
+}
+
+impl Write for RedriveDelivery {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Delivery(self.id.clone())
+    }
+}
+
+pub(crate) struct PutPushConfig {
+    pub id: JobId,
+    pub config: PushConfig,
+}
+
+impl Operation for PutPushConfig {
+    type Output = ();
+    const NAME: &'static str = "put_push_config";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<()> {
+        let now = tx.now().await?;
+        tx.put_push_config(self.id.as_str(), &self.config, now)
+            .await
+    }
+}
+
+impl Write for PutPushConfig {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+/// Whether there was one to delete.
+pub(crate) struct DeletePushConfig {
+    pub id: JobId,
+    pub config: String,
+}
+
+impl Operation for DeletePushConfig {
+    type Output = bool;
+    const NAME: &'static str = "delete_push_config";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<bool> {
+        outbox::delete_push(tx, self.id.as_str(), &self.config).await
+    }
+}
+
+impl Write for DeletePushConfig {
+    fn lock_order(&self) -> LockOrder {
+        LockOrder::Row(self.id.clone())
+    }
+}
+
+// ---------------------------------------------------------------------
+// Reads.
+
+pub(crate) struct GetJob {
+    pub id: JobId,
+}
+
+impl Operation for GetJob {
+    type Output = Option<Job>;
+    const NAME: &'static str = "get";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Option<Job>> {
+        tx.job(self.id.as_str(), false).await
+    }
+}
+
+impl Read for GetJob {}
+
+pub(crate) struct ListJobs {
+    pub filter: JobFilter,
+}
+
+impl Operation for ListJobs {
+    type Output = Page;
+    const NAME: &'static str = "list";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Page> {
+        lifecycle::list(tx, &self.filter).await
+    }
+}
+
+impl Read for ListJobs {}
+
+/// (bundle, state, count) for every non-empty combination.
+pub(crate) struct CountByState;
+
+impl Operation for CountByState {
+    type Output = Vec<(String, JobState, u64)>;
+    const NAME: &'static str = "counts_by_state";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<(String, JobState, u64)>> {
+        lifecycle::counts_by_state(tx).await
+    }
+}
+
+impl Read for CountByState {}
+
+/// How many jobs are in each live state.
+pub(crate) struct CountLive;
+
+impl Operation for CountLive {
+    type Output = Vec<(JobState, u64)>;
+    const NAME: &'static str = "live_counts";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<(JobState, u64)>> {
+        lifecycle::live_counts(tx).await
+    }
+}
+
+impl Read for CountLive {}
+
+pub(crate) struct EventsAfter {
+    pub id: JobId,
+    pub after: u64,
+    pub limit: usize,
+}
+
+impl Operation for EventsAfter {
+    type Output = Vec<StoredEvent>;
+    const NAME: &'static str = "events_after";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<StoredEvent>> {
+        tx.events_after(self.id.as_str(), self.after, self.limit)
+            .await
+    }
+}
+
+impl Read for EventsAfter {}
+
+pub(crate) struct LastSeq {
+    pub id: JobId,
+}
+
+impl Operation for LastSeq {
+    type Output = u64;
+    const NAME: &'static str = "last_seq";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<u64> {
+        tx.last_seq(self.id.as_str()).await
+    }
+}
+
+impl Read for LastSeq {}
+
+pub(crate) struct ReadJournal {
+    pub id: JobId,
+}
+
+impl Operation for ReadJournal {
+    type Output = Vec<JournalEntry>;
+    const NAME: &'static str = "journal";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<JournalEntry>> {
+        tx.journal(self.id.as_str()).await
+    }
+}
+
+impl Read for ReadJournal {}
+
+/// What the jobs of `bundle` created since `since` (ms) spent: (tokens,
+/// cost).
+pub(crate) struct SpendSince {
+    pub bundle: String,
+    pub since: i64,
+}
+
+impl Operation for SpendSince {
+    type Output = (u64, f64);
+    const NAME: &'static str = "spend_since";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<(u64, f64)> {
+        lifecycle::spend_since(tx, &self.bundle, self.since).await
+    }
+}
+
+impl Read for SpendSince {}
+
+/// What an API key's jobs hold and spent since `since` (ms).
+pub(crate) struct LoadOfOwner {
+    pub owner: String,
+    pub since: i64,
+}
+
+impl Operation for LoadOfOwner {
+    type Output = OwnerLoad;
+    const NAME: &'static str = "owner_load";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<OwnerLoad> {
+        lifecycle::owner_load(tx, &self.owner, self.since).await
+    }
+}
+
+impl Read for LoadOfOwner {}
+
+pub(crate) struct ListSchedules;
+
+impl Operation for ListSchedules {
+    type Output = Vec<StoredSchedule>;
+    const NAME: &'static str = "schedules";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<StoredSchedule>> {
+        tx.schedules().await
+    }
+}
+
+impl Read for ListSchedules {}
+
+/// How many deliveries are dead-lettered.
+pub(crate) struct CountDeadDeliveries;
+
+impl Operation for CountDeadDeliveries {
+    type Output = u64;
+    const NAME: &'static str = "dead_deliveries";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<u64> {
+        Ok(u64::try_from(tx.dead_deliveries().await?).unwrap_or(0))
+    }
+}
+
+impl Read for CountDeadDeliveries {}
+
+pub(crate) struct ListDeliveries {
+    pub filter: DeliveryFilter,
+}
+
+impl Operation for ListDeliveries {
+    type Output = DeliveryPage;
+    const NAME: &'static str = "list_deliveries";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<DeliveryPage> {
+        outbox::list(tx, &self.filter).await
+    }
+}
+
+impl Read for ListDeliveries {}
+
+pub(crate) struct PushConfigs {
+    pub id: JobId,
+}
+
+impl Operation for PushConfigs {
+    type Output = Vec<PushConfig>;
+    const NAME: &'static str = "push_configs";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<PushConfig>> {
+        tx.push_configs(self.id.as_str()).await
+    }
+}
+
+impl Read for PushConfigs {}
 
 #[cfg(test)]
 mod tests {
@@ -470,8 +847,8 @@ mod tests {
         }
     }
 
-    fn lease() -> LeaseOp {
-        LeaseOp {
+    fn lease() -> LeaseJobs {
+        LeaseJobs {
             worker: "w".into(),
             lease_for: Duration::from_secs(1),
             n: 1,
@@ -480,8 +857,8 @@ mod tests {
         }
     }
 
-    fn finish(id: &str) -> FinishOp {
-        FinishOp {
+    fn finish(id: &str) -> Finish {
+        Finish {
             id: JobId::from(id),
             attempt: 1,
             outcome: Outcome::Succeeded(serde_json::Value::Null),
@@ -491,40 +868,61 @@ mod tests {
         }
     }
 
+    /// An operation's place in a write group, as a group commit sorts it.
+    fn placed<O: Write>(op: &O) -> (LockOrder, &'static str) {
+        (op.lock_order(), O::NAME)
+    }
+
     /// A write group sorted by lock order takes keys (by the smallest of a
     /// batch's, as stored: owner first), then job rows by id (a
     /// finish-and-lease by its finish's job), then what only takes unlocked
     /// rows; writes to one job keep the order they came in.
     #[test]
     fn a_group_locks_keys_then_job_ids_then_skips_locked_rows() {
+        let cancel = |id: &str| Cancel {
+            id: JobId::from(id),
+        };
+        let finish_and_lease = FinishAndLease {
+            finish: finish("j2"),
+            lease: lease(),
+        };
         let mut ops = vec![
-            Op::Lease(lease()),
-            Op::Cancel(JobId::from("j3")),
-            Op::FinishAndLease(finish("j2"), lease()),
-            Op::SubmitMany(vec![
-                (JobId::from("n1"), keyed("k9", None)),
-                (JobId::from("n2"), keyed("k2", None)),
-                (JobId::from("n3"), NewJob::default()),
-            ]),
-            Op::Heartbeat {
+            placed(&lease()),
+            placed(&cancel("j3")),
+            (finish_and_lease.finish.lock_order(), FinishAndLease::NAME),
+            placed(&SubmitMany {
+                jobs: vec![
+                    (JobId::from("n1"), keyed("k9", None)),
+                    (JobId::from("n2"), keyed("k2", None)),
+                    (JobId::from("n3"), NewJob::default()),
+                ],
+            }),
+            placed(&Heartbeat {
                 id: JobId::from("j1"),
                 attempt: 1,
                 lease_for: Duration::from_secs(1),
-            },
-            Op::Submit(JobId::from("n4"), keyed("k5", Some("alice"))),
-            Op::Purge {
+            }),
+            placed(&Submit {
+                id: JobId::from("n4"),
+                job: keyed("k5", Some("alice")),
+            }),
+            placed(&PurgeFinished {
                 cutoff: 0,
                 limit: 1,
-            },
-            Op::Cancel(JobId::from("j1")),
-            Op::Submit(JobId::from("n5"), NewJob::default()),
-            Op::ExpireApprovals {
+            }),
+            placed(&cancel("j1")),
+            placed(&Submit {
+                id: JobId::from("n5"),
+                job: NewJob::default(),
+            }),
+            placed(&ExpireApprovals {
                 limit: 1,
                 store: "s".into(),
-            },
+            }),
         ];
-        ops.sort_by_cached_key(Op::lock_order);
-        let names: Vec<&str> = ops.iter().map(Op::name).collect();
+        // Stable, as the writer's `sort_by_cached_key`.
+        ops.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<&str> = ops.iter().map(|(_, name)| *name).collect();
         assert_eq!(
             names,
             [
@@ -540,10 +938,22 @@ mod tests {
                 "expire_approvals"
             ]
         );
-        let order: Vec<LockOrder> = ops.iter().map(Op::lock_order).collect();
+        let order: Vec<LockOrder> = ops.into_iter().map(|(order, _)| order).collect();
         assert_eq!(order[0], LockOrder::Nothing);
         assert_eq!(order[1], LockOrder::Keys("alice/k5".into()));
         assert_eq!(order[2], LockOrder::Keys("k2".into()));
         assert_eq!(order[5], LockOrder::Row(JobId::from("j2")));
+    }
+
+    /// Only new work is refused by a full backlog.
+    #[test]
+    fn only_submits_are_refused_when_busy() {
+        const REFUSED: [bool; 4] = [
+            Submit::REFUSED_WHEN_BUSY,
+            SubmitMany::REFUSED_WHEN_BUSY,
+            Finish::REFUSED_WHEN_BUSY,
+            LeaseJobs::REFUSED_WHEN_BUSY,
+        ];
+        assert_eq!(REFUSED, [true, true, false, false]);
     }
 }

@@ -7,6 +7,13 @@
 //! daemons never send one at once, and a crashed sender's come back),
 //! sends them, and settles each: delivered, again later, or dead.
 //!
+//! Claims are fenced: each claim of a delivery takes the next generation
+//! (`Delivery::claim`), and a settle records only with the generation of
+//! the delivery's latest claim. A sender that stalled past its lease (a
+//! paused daemon) while another claimed and sent the delivery settles
+//! nothing when it wakes ([`Settled::Stale`]): it cannot turn a delivered
+//! change back into a pending one, nor dead-letter it.
+//!
 //! Per job only the oldest undelivered delivery can be claimed: a receiver
 //! hears a job's changes in the order they happened.
 //!
@@ -19,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::listing::{comparisons, page_limit, paged};
-use super::tx::{Columns, Fail, Res, Tx};
+use super::tx::{Columns, Fail, JobStatements, Res};
 use super::{Job, JobState, NewJob, rfc3339};
 
 /// The `kind` of a completion webhook's delivery.
@@ -90,6 +97,21 @@ pub struct Delivery {
     pub payload: String,
     /// Attempts made before this one.
     pub attempts: u32,
+    /// This claim's generation: settling with it records the attempt only
+    /// while no later claim took the delivery.
+    #[serde(default)]
+    pub claim: u64,
+}
+
+/// What a settle did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The attempt's outcome is recorded.
+    Recorded,
+    /// The claim is no longer the delivery's latest (another sender claimed
+    /// it after this one's lease ran out, or it was settled already):
+    /// nothing changed.
+    Stale,
 }
 
 /// How a delivery attempt ended.
@@ -107,7 +129,10 @@ pub enum DeliveryResult {
     },
 }
 
-pub(crate) const DELIVERY_COLUMNS: &str = "id, kind, target, job_id, seq, event, payload, attempts";
+/// The columns a claim selects, in the order [`delivery_from_row`] reads
+/// them (`claims`: the generation of the delivery's latest claim).
+pub(crate) const DELIVERY_COLUMNS: &str =
+    "id, kind, target, job_id, seq, event, payload, attempts, claims";
 
 pub(crate) fn delivery_from_row(row: &impl Columns) -> Res<Delivery> {
     Ok(Delivery {
@@ -119,6 +144,7 @@ pub(crate) fn delivery_from_row(row: &impl Columns) -> Res<Delivery> {
         event: row.req_text(5)?,
         payload: row.req_text(6)?,
         attempts: u32::try_from(row.req_int(7)?.max(0)).unwrap_or(u32::MAX),
+        claim: u64::try_from(row.req_int(8)?).unwrap_or(0),
     })
 }
 
@@ -276,45 +302,82 @@ pub(crate) struct NewDelivery<'a> {
 }
 
 /// The outbox statements of a dialect (one statement each, no rule).
-#[allow(async_fn_in_trait)]
 pub(crate) trait OutboxStatements {
-    async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()>;
-    async fn job_webhook(&mut self, job_id: &str) -> Res<Option<String>>;
-    async fn insert_delivery(&mut self, delivery: &NewDelivery<'_>, now: i64) -> Res<()>;
-    /// Due, unleased deliveries that are their job's oldest pending one,
-    /// leased until `lease_until`.
-    async fn claim_deliveries(
+    fn set_job_webhook(&mut self, job_id: &str, url: &str) -> impl Future<Output = Res<()>> + Send;
+    fn job_webhook(&mut self, job_id: &str) -> impl Future<Output = Res<Option<String>>> + Send;
+    fn insert_delivery(
+        &mut self,
+        delivery: &NewDelivery<'_>,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
+    /// Up to `limit` due, unleased deliveries that are their job's oldest
+    /// pending one (locked, skipping locked rows, on PostgreSQL), with the
+    /// generation of their latest claim.
+    fn due_deliveries(
         &mut self,
         now: i64,
-        lease_until: i64,
         limit: usize,
-    ) -> Res<Vec<Delivery>>;
-    async fn settle_delivery(&mut self, id: &str, result: &DeliveryResult, now: i64) -> Res<()>;
+    ) -> impl Future<Output = Res<Vec<Delivery>>> + Send;
+    /// Leases a delivery until `lease_until` under claim generation `claim`.
+    fn lease_delivery(
+        &mut self,
+        id: &str,
+        claim: u64,
+        lease_until: i64,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
+    /// Records an attempt's outcome if `claim` is still the delivery's
+    /// latest claim and it is leased (not settled since); whether it was.
+    fn settle_delivery(
+        &mut self,
+        id: &str,
+        claim: u64,
+        result: &DeliveryResult,
+        now: i64,
+    ) -> impl Future<Output = Res<bool>> + Send;
     /// How many deliveries are dead-lettered.
-    async fn dead_deliveries(&mut self) -> Res<i64>;
-    async fn delivery(&mut self, id: &str) -> Res<Option<DeliveryRecord>>;
+    fn dead_deliveries(&mut self) -> impl Future<Output = Res<i64>> + Send;
+    fn delivery(&mut self, id: &str) -> impl Future<Output = Res<Option<DeliveryRecord>>> + Send;
     /// Up to `limit` records the filter selects, newest first.
-    async fn list_deliveries(
+    fn list_deliveries(
         &mut self,
         filter: &DeliveryFilter,
         limit: usize,
-    ) -> Res<Vec<DeliveryRecord>>;
+    ) -> impl Future<Output = Res<Vec<DeliveryRecord>>> + Send;
     /// A dead delivery pending again: attempts 0, due at `now`, unleased;
     /// whether it was dead.
-    async fn redrive_delivery(&mut self, id: &str, now: i64) -> Res<bool>;
+    fn redrive_delivery(&mut self, id: &str, now: i64) -> impl Future<Output = Res<bool>> + Send;
     /// Inserts a job's push config or replaces the one with its id.
-    async fn put_push_config(&mut self, job_id: &str, config: &PushConfig, now: i64) -> Res<()>;
+    fn put_push_config(
+        &mut self,
+        job_id: &str,
+        config: &PushConfig,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
     /// A job's push configs, oldest first.
-    async fn push_configs(&mut self, job_id: &str) -> Res<Vec<PushConfig>>;
+    fn push_configs(&mut self, job_id: &str) -> impl Future<Output = Res<Vec<PushConfig>>> + Send;
     /// Whether there was one to delete.
-    async fn delete_push_config(&mut self, job_id: &str, id: &str) -> Res<bool>;
+    fn delete_push_config(
+        &mut self,
+        job_id: &str,
+        id: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
     /// Drops a job's deliveries of `kind` to `target` not sent yet.
-    async fn drop_pending(&mut self, job_id: &str, kind: &str, target: &str) -> Res<()>;
+    fn drop_pending(
+        &mut self,
+        job_id: &str,
+        kind: &str,
+        target: &str,
+    ) -> impl Future<Output = Res<()>> + Send;
 }
 
 /// Records where a job's changes go as it is submitted: its webhook and
 /// its push configs; a job pushed to is told of its first state too.
-pub(crate) async fn submitted(tx: &mut impl Tx, job_id: &str, job: &NewJob) -> Res<()> {
+pub(crate) async fn submitted(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    job_id: &str,
+    job: &NewJob,
+) -> Res<()> {
     if let Some(url) = &job.webhook {
         tx.set_job_webhook(job_id, url).await?;
     }
@@ -330,7 +393,11 @@ pub(crate) async fn submitted(tx: &mut impl Tx, job_id: &str, job: &NewJob) -> R
 
 /// Deletes a push config and what is still to be sent to it: no push
 /// follows the deletion.
-pub(crate) async fn delete_push(tx: &mut impl Tx, job_id: &str, id: &str) -> Res<bool> {
+pub(crate) async fn delete_push(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    job_id: &str,
+    id: &str,
+) -> Res<bool> {
     let Some(config) = tx
         .push_configs(job_id)
         .await?
@@ -351,7 +418,11 @@ pub(crate) async fn delete_push(tx: &mut impl Tx, job_id: &str, id: &str) -> Res
 /// right after it wrote a job's new state (a state other than the one
 /// before), in the same transaction. A webhook hears of the states in
 /// [`NOTIFIED`]; a push config of every change.
-pub(crate) async fn state_changed(tx: &mut impl Tx, id: &str, state: JobState) -> Res<()> {
+pub(crate) async fn state_changed(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    id: &str,
+    state: JobState,
+) -> Res<()> {
     let webhook = match NOTIFIED.contains(&state) {
         true => tx.job_webhook(id).await?,
         false => None,
@@ -429,18 +500,43 @@ pub fn payload(job: &Job, event: &str, now: i64) -> String {
     body(&data)
 }
 
-pub(crate) async fn claim(tx: &mut impl Tx, lease_ms: i64, limit: usize) -> Res<Vec<Delivery>> {
+/// The one rule of a claim: each due delivery is leased for `lease_ms`
+/// under the next generation of its claims, which its settle must show.
+pub(crate) async fn claim(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    lease_ms: i64,
+    limit: usize,
+) -> Res<Vec<Delivery>> {
     let now = tx.now().await?;
-    tx.claim_deliveries(now, now.saturating_add(lease_ms), limit)
-        .await
+    let lease_until = now.saturating_add(lease_ms);
+    let mut due = tx.due_deliveries(now, limit).await?;
+    for delivery in &mut due {
+        delivery.claim = delivery.claim.saturating_add(1);
+        tx.lease_delivery(&delivery.id, delivery.claim, lease_until, now)
+            .await?;
+    }
+    Ok(due)
 }
 
-pub(crate) async fn settle(tx: &mut impl Tx, id: &str, result: &DeliveryResult) -> Res<()> {
+/// The one rule of a settle: only the delivery's latest claim records its
+/// attempt; a stale one changes nothing (see the module docs).
+pub(crate) async fn settle(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    id: &str,
+    claim: u64,
+    result: &DeliveryResult,
+) -> Res<Settled> {
     let now = tx.now().await?;
-    tx.settle_delivery(id, result, now).await
+    Ok(match tx.settle_delivery(id, claim, result, now).await? {
+        true => Settled::Recorded,
+        false => Settled::Stale,
+    })
 }
 
-pub(crate) async fn list(tx: &mut impl Tx, filter: &DeliveryFilter) -> Res<DeliveryPage> {
+pub(crate) async fn list(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    filter: &DeliveryFilter,
+) -> Res<DeliveryPage> {
     let rows = tx
         .list_deliveries(filter, page_limit(filter.limit) + 1)
         .await?;
@@ -454,7 +550,11 @@ pub(crate) async fn list(tx: &mut impl Tx, filter: &DeliveryFilter) -> Res<Deliv
 /// The one rule of a redrive: only a dead delivery, and with `owner` only
 /// one of that key's jobs, is made pending again, its attempts reset and
 /// due now (the sender claims it at its next round).
-pub(crate) async fn redrive(tx: &mut impl Tx, id: &str, owner: Option<&str>) -> Res<Redrive> {
+pub(crate) async fn redrive(
+    tx: &mut (impl JobStatements + OutboxStatements),
+    id: &str,
+    owner: Option<&str>,
+) -> Res<Redrive> {
     let Some(found) = tx.delivery(id).await? else {
         return Ok(Redrive::NotFound);
     };

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tx::{Columns, Res, Tx};
+use super::tx::{Columns, JobStatements, Res};
 
 /// A schedule as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,28 +65,50 @@ pub(crate) fn schedule_from_row(row: &impl Columns) -> Res<StoredSchedule> {
 }
 
 /// The schedule statements of a dialect (one statement each, no rule).
-#[allow(async_fn_in_trait)]
 pub(crate) trait ScheduleStatements {
     /// Inserts the schedule or replaces its spec, owner, source and next
     /// fire (its pause and history stay).
-    async fn put_schedule(&mut self, schedule: &StoredSchedule, now: i64) -> Res<()>;
-    async fn schedules(&mut self) -> Res<Vec<StoredSchedule>>;
-    async fn delete_schedule(&mut self, id: &str) -> Res<bool>;
-    async fn pause_schedule(&mut self, id: &str, paused: bool, now: i64) -> Res<bool>;
-    async fn record_fire(&mut self, fire: &FireRecord, now: i64) -> Res<bool>;
+    fn put_schedule(
+        &mut self,
+        schedule: &StoredSchedule,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
+    fn schedules(&mut self) -> impl Future<Output = Res<Vec<StoredSchedule>>> + Send;
+    fn delete_schedule(&mut self, id: &str) -> impl Future<Output = Res<bool>> + Send;
+    fn pause_schedule(
+        &mut self,
+        id: &str,
+        paused: bool,
+        now: i64,
+    ) -> impl Future<Output = Res<bool>> + Send;
+    fn record_fire(
+        &mut self,
+        fire: &FireRecord,
+        now: i64,
+    ) -> impl Future<Output = Res<bool>> + Send;
 }
 
-pub(crate) async fn put(tx: &mut impl Tx, schedule: &StoredSchedule) -> Res<()> {
+pub(crate) async fn put(
+    tx: &mut (impl JobStatements + ScheduleStatements),
+    schedule: &StoredSchedule,
+) -> Res<()> {
     let now = tx.now().await?;
     tx.put_schedule(schedule, now).await
 }
 
-pub(crate) async fn pause(tx: &mut impl Tx, id: &str, paused: bool) -> Res<bool> {
+pub(crate) async fn pause(
+    tx: &mut (impl JobStatements + ScheduleStatements),
+    id: &str,
+    paused: bool,
+) -> Res<bool> {
     let now = tx.now().await?;
     tx.pause_schedule(id, paused, now).await
 }
 
-pub(crate) async fn record_fire(tx: &mut impl Tx, fire: &FireRecord) -> Res<bool> {
+pub(crate) async fn record_fire(
+    tx: &mut (impl JobStatements + ScheduleStatements),
+    fire: &FireRecord,
+) -> Res<bool> {
     let now = tx.now().await?;
     tx.record_fire(fire, now).await
 }

@@ -1,9 +1,12 @@
-//! The seam between the lifecycle and a database: [`Tx`], the statements a
+//! The seam between the lifecycle and a database: [`JobStatements`], the
+//! job statements a
 //! transaction of either dialect can run (each one statement, no rule), the
 //! one row → [`Job`] mapping over [`Columns`], and the change list every
 //! write leaves for the wake-ups.
 //!
-//! A dialect (`sqlite`, `postgres`) implements `Tx` with its SQL; it must
+//! A dialect (`sqlite`, `postgres`) implements `JobStatements` (and the
+//! outbox's and the schedules' statement sets, together a
+//! `transaction::Tx`) with its SQL; it must
 //! not decide anything: which job leases, what an outcome records, when an
 //! attempt is stale, all live in `lifecycle` and `rules`.
 
@@ -339,103 +342,184 @@ pub struct Pin {
 
 /// The statements of one transaction (or one read connection). Each is one
 /// statement of the dialect, holding no rule. Methods that take `now` get
-/// it from [`Tx::now`], so PostgreSQL daemons share the database's clock.
-#[allow(async_fn_in_trait)]
-pub(crate) trait Tx:
-    super::schedules::ScheduleStatements + super::outbox::OutboxStatements
-{
+/// it from [`JobStatements::now`], so PostgreSQL daemons share the
+/// database's clock.
+///
+/// Every statement's future is `Send`, and so is the transaction: an
+/// operation's rule is written once over any `transaction::Tx` (see `op`), and the
+/// PostgreSQL writer task, which carries operations of every type, can
+/// only hold a future it knows to be `Send`.
+pub(crate) trait JobStatements: Send {
     /// The clock of leases and timestamps, in milliseconds.
-    async fn now(&mut self) -> Res<i64>;
+    fn now(&mut self) -> impl Future<Output = Res<i64>> + Send;
     /// Records a change to announce once the transaction commits.
     fn changed(&mut self, change: Change, id: &JobId);
 
     // Reading jobs.
     /// `lock`: keep other writers off the row until commit (PostgreSQL).
-    async fn job(&mut self, id: &str, lock: bool) -> Res<Option<Job>>;
-    async fn job_by_key(&mut self, key: &str) -> Res<Option<Job>>;
+    fn job(&mut self, id: &str, lock: bool) -> impl Future<Output = Res<Option<Job>>> + Send;
+    fn job_by_key(&mut self, key: &str) -> impl Future<Output = Res<Option<Job>>> + Send;
     /// Read and lock: writes guarded by the attempt start here.
-    async fn attempt_row(&mut self, id: &str) -> Res<Option<AttemptRow>>;
+    fn attempt_row(&mut self, id: &str) -> impl Future<Output = Res<Option<AttemptRow>>> + Send;
     /// Up to `n` due queued jobs, in lease order (locked, skipping locked
     /// rows, on PostgreSQL).
-    async fn due(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>>;
+    fn due(&mut self, now: i64, n: usize) -> impl Future<Output = Res<Vec<Candidate>>> + Send;
     /// Up to `n` running jobs whose lease expired, in lease order (as `due`).
-    async fn expired(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>>;
-    async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>>;
-    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>>;
+    fn expired(&mut self, now: i64, n: usize) -> impl Future<Output = Res<Vec<Candidate>>> + Send;
+    fn list(
+        &mut self,
+        filter: &JobFilter,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<Job>>> + Send;
+    fn counts_by_state(&mut self) -> impl Future<Output = Res<Vec<(String, String, i64)>>> + Send;
     /// From the index on live states, never a scan of finished jobs.
-    async fn count_in_state(&mut self, state: JobState) -> Res<i64>;
-    async fn finished_before(&mut self, cutoff: i64, limit: usize) -> Res<Vec<String>>;
+    fn count_in_state(&mut self, state: JobState) -> impl Future<Output = Res<i64>> + Send;
+    fn finished_before(
+        &mut self,
+        cutoff: i64,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<String>>> + Send;
     /// Records what a job has spent (tokens, cost in millionths).
-    async fn record_spend(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()>;
+    fn record_spend(
+        &mut self,
+        id: &str,
+        tokens: i64,
+        cost_micros: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
     /// Adds `n` to the job's count of tool calls that ended in an error.
-    async fn add_tool_errors(&mut self, id: &str, n: i64) -> Res<()>;
+    fn add_tool_errors(&mut self, id: &str, n: i64) -> impl Future<Output = Res<()>> + Send;
     /// What job `id`'s nested runs of `bundle` spent (replacing an earlier
     /// attempt's figure), dated as the job.
-    async fn record_nested_spend(
+    fn record_nested_spend(
         &mut self,
         id: &str,
         bundle: &str,
         tokens: i64,
         cost_micros: i64,
-    ) -> Res<()>;
+    ) -> impl Future<Output = Res<()>> + Send;
     /// What the jobs of `bundle` created since `since` spent (tokens,
     /// cost in millionths).
-    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)>;
+    fn spend_since(
+        &mut self,
+        bundle: &str,
+        since: i64,
+    ) -> impl Future<Output = Res<(i64, i64)>> + Send;
     /// An owner's jobs not finished, and the tokens and cost (micros) of
     /// its jobs created since `since`.
-    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, i64, i64)>;
+    fn owner_load(
+        &mut self,
+        owner: &str,
+        since: i64,
+    ) -> impl Future<Output = Res<(i64, i64, i64)>> + Send;
     /// Jobs awaiting approval whose timeout (`run_at`) has passed.
-    async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>>;
-    async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>>;
-    async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64>;
+    fn approvals_due(
+        &mut self,
+        now: i64,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<String>>> + Send;
+    fn finished_in_conversation(
+        &mut self,
+        conversation: &str,
+    ) -> impl Future<Output = Res<Vec<String>>> + Send;
+    fn count_in_conversation(
+        &mut self,
+        conversation: &str,
+    ) -> impl Future<Output = Res<i64>> + Send;
 
     // Writing jobs.
     /// Inserts queued jobs in one statement, in the order given (which is
     /// the order their idempotency keys are locked in); returns those
     /// inserted (a job whose idempotency key is taken is left out), in any
     /// order.
-    async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>>;
+    fn insert_jobs(
+        &mut self,
+        jobs: &[(&JobId, &NewJob)],
+        now: i64,
+    ) -> impl Future<Output = Res<Vec<Job>>> + Send;
     /// Starts an attempt (`resumed`: its last worker died), pinning a first
     /// attempt's bundle when `pin` is given and none is pinned yet.
-    async fn start_attempt(
+    fn start_attempt(
         &mut self,
         c: &Candidate,
         worker: &str,
         expires: i64,
         now: i64,
         pin: Option<&Pin>,
-    ) -> Res<Job>;
+    ) -> impl Future<Output = Res<Job>> + Send;
     /// Renews a current attempt's lease: `Some(cancel_requested)`, or `None`
     /// when the attempt is not current.
-    async fn renew(&mut self, id: &str, attempt: u32, expires: i64, now: i64) -> Res<Option<bool>>;
-    async fn pin(&mut self, id: &str, attempt: u32, pin: &Pin) -> Res<()>;
+    fn renew(
+        &mut self,
+        id: &str,
+        attempt: u32,
+        expires: i64,
+        now: i64,
+    ) -> impl Future<Output = Res<Option<bool>>> + Send;
+    fn pin(&mut self, id: &str, attempt: u32, pin: &Pin) -> impl Future<Output = Res<()>> + Send;
     /// Re-pins a job that is not running (queued or parked) from content
     /// `from` to `to`; whether it did (the job had moved on or started).
-    async fn repin(&mut self, id: &str, from: &str, to: &Pin, now: i64) -> Res<bool>;
-    async fn settle(&mut self, id: &str, settle: &Settle<'_>, now: i64) -> Res<()>;
+    fn repin(
+        &mut self,
+        id: &str,
+        from: &str,
+        to: &Pin,
+        now: i64,
+    ) -> impl Future<Output = Res<bool>> + Send;
+    fn settle(
+        &mut self,
+        id: &str,
+        settle: &Settle<'_>,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
     /// Puts a running job back without using its attempt.
-    async fn unlease(&mut self, id: &str, now: i64) -> Res<()>;
+    fn unlease(&mut self, id: &str, now: i64) -> impl Future<Output = Res<()>> + Send;
     /// Cancels a queued or parked job; whether it did.
-    async fn cancel_waiting(&mut self, id: &str, now: i64) -> Res<bool>;
-    async fn request_cancel(&mut self, id: &str, now: i64) -> Res<()>;
+    fn cancel_waiting(&mut self, id: &str, now: i64) -> impl Future<Output = Res<bool>> + Send;
+    fn request_cancel(&mut self, id: &str, now: i64) -> impl Future<Output = Res<()>> + Send;
     /// Queues a resolved job again, with one more attempt than it used.
-    async fn requeue(&mut self, id: &str, now: i64) -> Res<()>;
+    fn requeue(&mut self, id: &str, now: i64) -> impl Future<Output = Res<()>> + Send;
     /// Deletes jobs with their events and journals.
-    async fn delete_jobs(&mut self, ids: &[String]) -> Res<()>;
+    fn delete_jobs(&mut self, ids: &[String]) -> impl Future<Output = Res<()>> + Send;
 
     // The event log.
     /// Inserts an event; `false` when its sequence number is taken.
-    async fn insert_event(&mut self, id: &str, seq: u64, attempt: u32, json: &str) -> Res<bool>;
+    fn insert_event(
+        &mut self,
+        id: &str,
+        seq: u64,
+        attempt: u32,
+        json: &str,
+    ) -> impl Future<Output = Res<bool>> + Send;
     /// The attempt and JSON stored at a sequence number.
-    async fn stored_event(&mut self, id: &str, seq: u64) -> Res<Option<(u32, String)>>;
-    async fn last_seq(&mut self, id: &str) -> Res<u64>;
-    async fn last_event(&mut self, id: &str) -> Res<Option<String>>;
-    async fn events_after(&mut self, id: &str, after: u64, limit: usize) -> Res<Vec<StoredEvent>>;
+    fn stored_event(
+        &mut self,
+        id: &str,
+        seq: u64,
+    ) -> impl Future<Output = Res<Option<(u32, String)>>> + Send;
+    fn last_seq(&mut self, id: &str) -> impl Future<Output = Res<u64>> + Send;
+    fn last_event(&mut self, id: &str) -> impl Future<Output = Res<Option<String>>> + Send;
+    fn events_after(
+        &mut self,
+        id: &str,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = Res<Vec<StoredEvent>>> + Send;
 
     // The journal.
-    async fn journal(&mut self, id: &str) -> Res<Vec<JournalEntry>>;
-    async fn put_step(&mut self, id: &str, entry: &JournalEntry, attempt: u32) -> Res<()>;
-    async fn delete_step(&mut self, id: &str, scope: &str, turn: u32, step: &str) -> Res<()>;
+    fn journal(&mut self, id: &str) -> impl Future<Output = Res<Vec<JournalEntry>>> + Send;
+    fn put_step(
+        &mut self,
+        id: &str,
+        entry: &JournalEntry,
+        attempt: u32,
+    ) -> impl Future<Output = Res<()>> + Send;
+    fn delete_step(
+        &mut self,
+        id: &str,
+        scope: &str,
+        turn: u32,
+        step: &str,
+    ) -> impl Future<Output = Res<()>> + Send;
 }
 
 /// The wake-ups of one queue handle: every change wakes the job's event

@@ -5,7 +5,8 @@
 //! on the new content) is decided before, by whoever asks; the queue only
 //! records it, at a turn boundary — the job holds no worker.
 
-use super::tx::{Change, Pin, Res, Tx};
+use super::transaction::Tx;
+use super::tx::{Change, Pin, Res};
 use super::{Job, JobId};
 
 /// Re-pins job `id` from content `from` to `to` when it is queued or

@@ -39,6 +39,7 @@ pub(super) fn revive(
 ) -> Result<Arc<LoadedBundle>, NotRevived> {
     Binder::new(
         &snapshot.config,
+        &snapshot.egress,
         &snapshot.endpoints,
         &snapshot.plugins,
         &snapshot.models,
@@ -72,6 +73,7 @@ pub(super) fn snapshot(
         .and_then(|ring| ring.check_exposure(config.server.listen).map(|()| ring))
         .map_err(|e| RegistryError::Access(e.to_string()))?;
     let keys = Arc::new(keys);
+    let egress = Arc::new(config.egress.policy()?);
     let allow_insecure = config.paths.allow_insecure_dirs;
     for dir in [&config.paths.bundles_dir, &config.paths.models_dir] {
         if dir.exists() {
@@ -96,7 +98,9 @@ pub(super) fn snapshot(
         &previous.histories,
         &mut applied.errors,
     ));
-    let binder = Binder::new(&config, &endpoints, &plugins, &models, &histories, env);
+    let binder = Binder::new(
+        &config, &egress, &endpoints, &plugins, &models, &histories, env,
+    );
     let inputs = Inputs::of(&binder.sources);
     let plan = Plan::make(
         &config.paths.bundles_dir,
@@ -114,6 +118,7 @@ pub(super) fn snapshot(
         declared_tools: Arc::default(),
         config,
         keys,
+        egress,
         endpoints,
         plugins,
         observers: Arc::new(observers),
@@ -271,6 +276,7 @@ fn start_observers(
 /// Loads and binds bundles against what one snapshot offers.
 struct Binder<'a> {
     config: &'a Config,
+    egress: &'a Arc<crate::egress::Egress>,
     /// What every binding depends on besides the bundle (its identity reads it).
     sources: Sources<'a>,
     endpoints: &'a Endpoints,
@@ -285,6 +291,7 @@ struct Binder<'a> {
 impl<'a> Binder<'a> {
     fn new(
         config: &'a Config,
+        egress: &'a Arc<crate::egress::Egress>,
         endpoints: &'a Endpoints,
         plugins: &'a Arc<PluginRegistry>,
         models: &'a ModelCatalog,
@@ -293,6 +300,7 @@ impl<'a> Binder<'a> {
     ) -> Self {
         Binder {
             config,
+            egress,
             sources: Sources::new(config, plugins, models, env.runs_agents),
             endpoints,
             models,
@@ -309,6 +317,7 @@ impl<'a> Binder<'a> {
                 plugins: Some(plugins.clone()),
                 tools_changed: env.tools_changed.clone(),
                 sender_id: Some(config.runtime.sender_id.clone()),
+                egress: egress.clone(),
             },
         }
     }
@@ -442,11 +451,18 @@ impl<'a> Binder<'a> {
                 message,
             }])
         };
-        // A bundle's own URLs are where it makes the daemon connect.
+        // A bundle's own URLs are where it makes the daemon connect: its
+        // model endpoint within `egress.allow`, its MCP servers and remote
+        // agents under the whole egress rule.
         let refused: Vec<bundle::BundleError> = inputs::own_urls(&bundle)
             .into_iter()
             .filter_map(|(path, url)| {
-                let message = self.config.egress.check(&url).err()?.to_string();
+                let checked = if path == inputs::MODEL_ENDPOINT {
+                    self.egress.listed(&url)
+                } else {
+                    self.egress.check(&url)
+                };
+                let message = checked.err()?.to_string();
                 Some(bundle::BundleError {
                     file: bundle.file.clone(),
                     line: None,

@@ -314,13 +314,17 @@ fn plugin_pieces(bundle: &Bundle, s: &Sources, out: &mut Vec<Piece>) {
     }
 }
 
+/// The key path of a bundle's model endpoint among its own URLs (held to
+/// `egress.allow` only, not to the address rule).
+pub(super) const MODEL_ENDPOINT: &str = "model.endpoint";
+
 /// The URLs a bundle names itself (not through the daemon config), with
 /// their key paths: its model endpoint, its `http_agent` tools' `url` and
 /// its MCP servers' `server.url`.
 pub(super) fn own_urls(bundle: &Bundle) -> Vec<(String, String)> {
     let mut urls = Vec::new();
     if let EndpointRef::Url(url) = &bundle.endpoint {
-        urls.push(("model.endpoint".to_string(), url.clone()));
+        urls.push((MODEL_ENDPOINT.to_string(), url.clone()));
     }
     for (i, spec) in bundle.raw.tools.iter().enumerate() {
         if spec.agent.is_none()

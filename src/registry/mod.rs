@@ -139,6 +139,9 @@ pub struct Snapshot {
     pub config: Arc<Config>,
     /// The API keys (`[auth] keys_file` and the single token).
     pub keys: Arc<crate::access::KeyRing>,
+    /// Where the daemon may connect on a tenant's or a bundle's word
+    /// (`egress.allow` parsed).
+    pub egress: Arc<crate::egress::Egress>,
     pub endpoints: Arc<Endpoints>,
     pub plugins: Arc<PluginRegistry>,
     /// Started observer plugins by name.
@@ -168,6 +171,14 @@ impl Snapshot {
     fn empty(config: Arc<Config>) -> Snapshot {
         Snapshot {
             generation: 0,
+            // The config was validated when loaded, so its rule parses; if
+            // it somehow did not, nothing is reachable until a reload.
+            egress: Arc::new(
+                config
+                    .egress
+                    .policy()
+                    .unwrap_or_else(|_| crate::egress::Egress::deny_all()),
+            ),
             config,
             keys: Arc::default(),
             endpoints: Arc::default(),
@@ -251,6 +262,8 @@ pub enum RegistryError {
     Endpoint { name: String, detail: String },
     #[error("API keys: {0}")]
     Access(String),
+    #[error("{0}")]
+    Egress(#[from] crate::egress::EgressError),
     #[error("the reload task failed: {0}")]
     Task(String),
 }
@@ -337,6 +350,12 @@ pub struct Registry {
     reload_lock: tokio::sync::Mutex<()>,
     /// The jobs' pins, which pruning keeps (set by the daemon).
     holders: std::sync::OnceLock<Arc<dyn PinHolders>>,
+}
+
+impl crate::egress::Current for Registry {
+    fn egress(&self) -> Arc<crate::egress::Egress> {
+        self.snapshot().egress.clone()
+    }
 }
 
 impl Registry {

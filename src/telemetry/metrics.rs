@@ -66,6 +66,8 @@ pub struct Metrics {
     pub schedule_next_fire: IntGaugeVec,
     pub webhook_deliveries: IntCounterVec,
     pub webhooks_dead: IntGauge,
+    /// Settles of claims that were no longer current: they changed nothing.
+    pub stale_settles: IntCounterVec,
     /// Load-aware admission per endpoint.
     pub load: super::load_metrics::LoadMetrics,
     /// The same measurements over OTLP, when configured.
@@ -330,6 +332,11 @@ impl Metrics {
                 &["outcome"],
             )?,
             webhooks_dead,
+            stale_settles: counter(
+                "structured_agents_stale_settles_total",
+                "Settles that came too late and changed nothing, by kind of claim: an attempt's finish after a newer attempt took the job (job), a delivery another sender re-claimed after this one's lease ran out (delivery), a schedule fire another daemon recorded first (schedule_fire).",
+                &["claim"],
+            )?,
             schedule_next_fire: gauge_vec(
                 "structured_agents_schedule_next_fire_timestamp_seconds",
                 "When the bundle's schedules fire next, the soonest of them (Unix seconds; absent when all are paused or never fire again).",
@@ -469,6 +476,10 @@ impl DaemonObserver for Metrics {
             DaemonEvent::WebhookDelivery { outcome } => {
                 self.webhook_deliveries.with_label_values(&[outcome]).inc()
             }
+            DaemonEvent::StaleSettle { claim } => self
+                .stale_settles
+                .with_label_values(&[claim.as_str()])
+                .inc(),
             DaemonEvent::ReloadStarted { .. }
             | DaemonEvent::PluginLoaded { .. }
             | DaemonEvent::PluginUnloaded { .. }
@@ -751,6 +762,31 @@ impl Observer for MetricsObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stale settle is counted by the kind of claim it held, and only
+    /// by the stale-settle counter.
+    #[test]
+    fn a_stale_settle_is_counted_by_its_claim() {
+        use crate::events::daemon::StaleClaim;
+        let metrics = Metrics::new().unwrap();
+        for claim in [
+            StaleClaim::Delivery,
+            StaleClaim::Delivery,
+            StaleClaim::ScheduleFire,
+        ] {
+            metrics.on_daemon_event(&DaemonEvent::StaleSettle { claim });
+        }
+        let text = metrics.render();
+        assert!(
+            text.contains("structured_agents_stale_settles_total{claim=\"delivery\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("structured_agents_stale_settles_total{claim=\"schedule_fire\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("structured_agents_webhook_deliveries_total{"));
+    }
 
     fn result(bundle: &str, tool: &str, error_type: Option<&str>) -> EventEnvelope {
         EventEnvelope {

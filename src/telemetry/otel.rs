@@ -102,6 +102,7 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::WebhookDelivery { .. }
+            | DaemonEvent::StaleSettle { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone
             | DaemonEvent::EndpointLoad { .. } => return,

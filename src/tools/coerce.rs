@@ -1,7 +1,9 @@
 //! Argument parsing and coercion against a tool's JSON Schema: blank means
 //! `{}`; strings holding integers, numbers or booleans become those types;
-//! defaults fill missing keys; keys the schema does not name pass through.
-//! Failures are the `bad_args` detail the model sees.
+//! defaults fill missing keys; keys the schema does not name pass through
+//! here (the engine then checks the coerced arguments against the whole
+//! schema, `additionalProperties: false` included). Failures are the
+//! `bad_args` detail the model sees.
 
 use serde_json::{Map, Value};
 

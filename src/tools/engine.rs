@@ -84,6 +84,11 @@ struct Entry {
     /// Shared by a backend and the stand-in that may replace it
     /// ([`ToolEngine::swapped`]).
     policy: Arc<ToolPolicy>,
+    /// The tool's parameter schema, compiled once: coerced arguments must
+    /// satisfy all of it (`additionalProperties: false` included) before
+    /// anything sees them. `None` when it does not compile (a schema an
+    /// MCP server announced; a bundle's own are checked at load).
+    validator: Option<Arc<jsonschema::Validator>>,
 }
 
 /// The outcome of one call, with what the pipeline did.
@@ -188,12 +193,19 @@ impl ToolEngine {
 
     pub fn add(&mut self, tool: Arc<dyn Tool>, policy: ToolPolicy) {
         let schema = tool.schema().clone();
+        let validator = jsonschema::validator_for(&schema.parameters)
+            .inspect_err(|e| {
+                tracing::warn!(tool = %schema.name, error = %e, "the tool's parameter schema does not compile; its calls are coerced but not validated");
+            })
+            .ok()
+            .map(Arc::new);
         self.schemas.retain(|s| s.name != schema.name);
         self.tools.insert(
             schema.name.clone(),
             Arc::new(Entry {
                 tool,
                 policy: Arc::new(policy),
+                validator,
             }),
         );
         self.schemas.push(schema);
@@ -258,6 +270,7 @@ impl ToolEngine {
                     Some(tool) => Arc::new(Entry {
                         tool,
                         policy: entry.policy.clone(),
+                        validator: entry.validator.clone(),
                     }),
                     None => entry.clone(),
                 };
@@ -390,7 +403,13 @@ impl ToolEngine {
 
         // 2. arguments
         let raw = call.arguments_text();
-        match parse_and_coerce(&raw, &entry.tool.schema().parameters) {
+        let checked = parse_and_coerce(&raw, &entry.tool.schema().parameters).and_then(|args| {
+            match &entry.validator {
+                Some(validator) => schema_problems(validator, args),
+                None => Ok(args),
+            }
+        });
+        match checked {
             Ok(args) => {
                 trace
                     .emit(
@@ -698,6 +717,28 @@ impl Invocation<'_> {
     }
 }
 
+/// The coerced arguments if they satisfy the tool's whole schema, else the
+/// `bad_args` detail: what is wrong and where (at most five problems), so
+/// the model can correct its call.
+fn schema_problems(
+    validator: &jsonschema::Validator,
+    args: serde_json::Map<String, Value>,
+) -> Result<serde_json::Map<String, Value>, String> {
+    let instance = Value::Object(args);
+    let problems: Vec<String> = validator
+        .iter_errors(&instance)
+        .take(5)
+        .map(|e| match e.instance_path().to_string() {
+            path if path.is_empty() => e.to_string(),
+            path => format!("{e} at {path}"),
+        })
+        .collect();
+    match instance {
+        Value::Object(args) if problems.is_empty() => Ok(args),
+        _ => Err(format!("schema:{}", problems.join("; "))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -821,5 +862,69 @@ mod tests {
             panic!("no tool is named nope");
         };
         assert_eq!(outcome.result.output, "unknown_tool:nope");
+    }
+
+    /// Issue 46: `"amount "` beside `amount` passed coercion (keys the
+    /// schema does not name pass through) and reached the tool, while the
+    /// approval rule read only `amount`. Checked against the whole schema
+    /// after coercion, the extra key is `bad_args` and the tool never runs.
+    #[tokio::test]
+    async fn an_extra_key_against_additional_properties_false_is_bad_args() {
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        struct Counting(ToolSchema, Arc<std::sync::atomic::AtomicUsize>);
+        #[async_trait]
+        impl Tool for Counting {
+            fn schema(&self) -> &ToolSchema {
+                &self.0
+            }
+            fn kind(&self) -> &'static str {
+                "counting"
+            }
+            async fn invoke(
+                &self,
+                arguments: Value,
+                _ctx: ToolContext<'_>,
+            ) -> Result<super::super::ToolOutput, ToolError> {
+                self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(super::super::ToolOutput::Json(arguments))
+            }
+        }
+        let mut engine = ToolEngine::new();
+        engine.add(
+            Arc::new(Counting(
+                ToolSchema {
+                    name: "pay".into(),
+                    description: String::new(),
+                    parameters: json!({"type": "object", "additionalProperties": false,
+                        "properties": {"amount": {"type": "integer", "maximum": 100}},
+                        "required": ["amount"]}),
+                },
+                ran.clone(),
+            )),
+            ToolPolicy::default(),
+        );
+        let events = sink();
+        for (raw, says) in [
+            (
+                r#"{"amount": "50", "amount ": 5000}"#,
+                "'amount ' was unexpected",
+            ),
+            (r#"{"amount": "5000"}"#, "at /amount"),
+        ] {
+            let Err(outcome) = engine.prepare(&call(raw), 1, &events).await else {
+                panic!("{raw} was prepared");
+            };
+            assert_eq!(outcome.error_code, Some("bad_args"), "{raw}");
+            let output = &outcome.result.output;
+            assert!(output.starts_with("bad_args:schema:"), "{raw}: {output}");
+            assert!(output.contains(says), "{raw}: {output}");
+        }
+        // Coerced first, then checked: "50" is the integer 50.
+        let prepared = engine
+            .prepare(&call(r#"{"amount": "50"}"#), 1, &events)
+            .await
+            .unwrap();
+        assert_eq!(prepared.call().arguments, json!({"amount": 50}));
+        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 }

@@ -151,8 +151,14 @@ pub async fn send(
             if e.is_timeout() {
                 // The engine reports a timeout by this word.
                 ToolError::Failed("timeout".into())
+            } else if let Some(refused) = crate::egress::refusal(&e) {
+                // The rule will refuse the next attempt too.
+                ToolError::Failed(format!("agent {recipient}: {refused}"))
             } else {
-                ToolError::Retryable(format!("agent {recipient} at {endpoint} unreachable: {e}"))
+                ToolError::Retryable(format!(
+                    "agent {recipient} at {endpoint} unreachable: {}",
+                    crate::egress::describe(&e)
+                ))
             }
         })?;
     let status = response.status();
@@ -221,13 +227,26 @@ pub struct HttpAgentTool {
 }
 
 impl HttpAgentTool {
+    /// `egress`: the rule a URL the bundle names itself is sent under
+    /// (its client resolves through it and follows no redirect); `None`
+    /// for an agent of the daemon config, which the operator named.
     pub fn new(
         schema: ToolSchema,
         endpoint: String,
         recipient: String,
         max_response_bytes: usize,
+        egress: Option<&crate::egress::Egress>,
     ) -> Result<Self, ToolError> {
-        let http = reqwest::Client::builder()
+        let builder = match egress {
+            Some(egress) => {
+                egress
+                    .check(&endpoint)
+                    .map_err(|e| ToolError::Failed(format!("agent {recipient}: {e}")))?;
+                egress.client()
+            }
+            None => reqwest::Client::builder(),
+        };
+        let http = builder
             .connect_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| ToolError::Failed(format!("cannot build HTTP client: {e}")))?;

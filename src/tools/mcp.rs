@@ -18,6 +18,7 @@ use rmcp::model::CallToolRequestParams;
 /// The `_meta` key of a call's idempotency key.
 pub const IDEMPOTENCY_META_KEY: &str = "structured-agents/idempotency-key";
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 
 use super::process::{DEFAULT_ENV_ALLOWLIST, GroupGuard, isolated_command};
@@ -118,17 +119,22 @@ pub struct McpSource {
     dir: PathBuf,
     tools_changed: Arc<AtomicBool>,
     on_change: Option<OnToolsChanged>,
+    /// The rule a `url` server is reached under.
+    egress: crate::egress::Egress,
     state: tokio::sync::Mutex<State>,
 }
 
 impl McpSource {
     /// Connects and lists the tools (with deadlines).
+    /// A `url` server is reached under `egress` (checked, resolved through
+    /// it, no redirects); a `command` server is not a connection.
     pub async fn connect(
         name: &str,
         spec: &McpServerSpec,
         bundle_dir: &Path,
+        egress: &crate::egress::Egress,
     ) -> Result<Arc<Self>, McpError> {
-        Self::connect_notifying(name, spec, bundle_dir, None).await
+        Self::connect_notifying(name, spec, bundle_dir, egress, None).await
     }
 
     /// [`Self::connect`], and a call of `on_change` whenever the server
@@ -137,10 +143,12 @@ impl McpSource {
         name: &str,
         spec: &McpServerSpec,
         bundle_dir: &Path,
+        egress: &crate::egress::Egress,
         on_change: Option<OnToolsChanged>,
     ) -> Result<Arc<Self>, McpError> {
         let source = Arc::new(Self {
             on_change,
+            egress: egress.clone(),
             name: name.to_string(),
             spec: spec.clone(),
             dir: bundle_dir.join(spec.working_dir.as_deref().unwrap_or(".")),
@@ -186,9 +194,21 @@ impl McpSource {
                 );
             }
             (Some(url), None) => {
+                // Checked at every (re)connect, through a client whose
+                // resolver applies the same rule to the address it dials.
+                let checked = self
+                    .egress
+                    .check(url)
+                    .map_err(|e| self.err(e.to_string()))?;
+                let client = self
+                    .egress
+                    .client()
+                    .build()
+                    .map_err(|e| self.err(format!("cannot build its HTTP client: {e}")))?;
+                let config = StreamableHttpClientTransportConfig::with_uri(checked.as_str());
                 tokio::time::timeout(
                     timeout,
-                    handler.serve(StreamableHttpClientTransport::from_uri(url.clone())),
+                    handler.serve(StreamableHttpClientTransport::with_client(client, config)),
                 )
                 .await
             }

@@ -59,6 +59,9 @@ pub struct Request {
     pub variables: Map<String, Value>,
     /// Loaded plugins, for `plugin` tools (the daemon's; none for the CLI).
     pub plugins: Option<Arc<PluginRegistry>>,
+    /// Where its MCP servers and remote agents may connect (the daemon's
+    /// egress rule; the CLI's `--egress-allow`).
+    pub egress: Arc<crate::egress::Egress>,
     /// Where the jobs' copies of the bundle go (a fresh directory in it,
     /// removed when verify ends).
     pub work_root: PathBuf,
@@ -261,6 +264,7 @@ impl Subject {
         bundle.raw.limits.max_concurrency = 1;
         let env = ToolEnv {
             plugins: self.request.plugins.clone(),
+            egress: self.request.egress.clone(),
             ..ToolEnv::default()
         };
         let (bundle, tools) = tokio::task::spawn_blocking(move || {

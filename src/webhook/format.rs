@@ -87,6 +87,7 @@ mod tests {
             event: "job.succeeded".into(),
             payload: "{}".into(),
             attempts: 0,
+            claim: 1,
         };
         let signer = Signer::new("secret").unwrap();
         let out = Signed::new(Some(signer.clone()), "X")

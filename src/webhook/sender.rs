@@ -5,31 +5,39 @@
 //! attempt.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 
 use super::{Format, Signed, Signer, WebhookConfig};
-use crate::events::daemon::{DaemonBus, DaemonEvent};
+use crate::egress::{Current, Egress};
+use crate::events::daemon::{DaemonBus, DaemonEvent, StaleClaim};
 use crate::failpoint::{self, Failpoint};
-use crate::queue::{Delivery, DeliveryResult, JobQueue, millis};
+use crate::queue::{Delivery, DeliveryResult, JobQueue, Settled, millis};
 
 const EVERY: Duration = Duration::from_millis(500);
 /// Deliveries claimed per round (each job's oldest only).
 const BATCH: usize = 32;
-/// What is read of a receiver's answer at most (it is only logged).
-const MAX_ANSWER_BYTES: usize = 4 * 1024;
+/// What is kept of a refusing receiver's answer, in the delivery's error
+/// (`GET /v1/deliveries`): enough for a reason, too little to carry a page
+/// of whatever answered (the tenant chose the URL; the daemon's network
+/// answered it).
+const MAX_ANSWER_BYTES: usize = 256;
 
 /// Sends the outbox's deliveries.
 pub struct Sender {
     queue: Arc<dyn JobQueue>,
-    http: reqwest::Client,
     /// How each kind of delivery is put on the wire.
     formats: HashMap<String, Arc<dyn Format>>,
     config: WebhookConfig,
     bus: DaemonBus,
+    /// The live egress rule every delivery is sent under.
+    egress: Arc<dyn Current>,
+    /// The HTTP client of the rule last used (rebuilt when a reload
+    /// changes the rule: its resolver holds the rule's names).
+    client: Mutex<Option<(Arc<Egress>, reqwest::Client)>>,
 }
 
 impl Sender {
@@ -37,6 +45,7 @@ impl Sender {
         queue: Arc<dyn JobQueue>,
         config: WebhookConfig,
         bus: DaemonBus,
+        egress: Arc<dyn Current>,
     ) -> Result<Self, String> {
         let secret = std::env::var(&config.secret_env).unwrap_or_default();
         let signer = if secret.is_empty() {
@@ -44,21 +53,39 @@ impl Sender {
         } else {
             Some(Signer::new(&secret).map_err(|e| format!("{}: {e}", config.secret_env))?)
         };
-        let timeout: Duration = config.timeout.into();
-        let http = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
         let webhooks: Arc<dyn Format> = Arc::new(Signed::new(signer, &config.secret_env));
-        Ok(Self {
+        let sender = Self {
             queue,
-            http,
             formats: HashMap::from([(crate::queue::outbox::WEBHOOK.to_string(), webhooks)]),
             config,
             bus,
-        })
+            egress,
+            client: Mutex::new(None),
+        };
+        // A client that cannot be built is a start-up error, not a
+        // failure of every delivery.
+        sender.http(&sender.egress.egress())?;
+        Ok(sender)
+    }
+
+    /// The client for `egress`: its resolver applies the rule, it follows
+    /// no redirect, it waits at most the webhook timeout.
+    fn http(&self, egress: &Arc<Egress>) -> Result<reqwest::Client, String> {
+        let mut held = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((rule, client)) = held.as_ref()
+            && Arc::ptr_eq(rule, egress)
+        {
+            return Ok(client.clone());
+        }
+        let timeout: Duration = self.config.timeout.into();
+        let client = egress
+            .client()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .build()
+            .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
+        *held = Some((egress.clone(), client.clone()));
+        Ok(client)
     }
 
     /// Sends the deliveries of `kind` as `format` makes them.
@@ -84,11 +111,16 @@ impl Sender {
     async fn deliver(&self, delivery: &Delivery) {
         let result = match self.send(delivery).await {
             Ok(()) => DeliveryResult::Delivered,
-            Err(error) if delivery.attempts + 1 >= self.config.max_attempts => {
+            Err(Failure::Refused(error)) => {
+                // The rule would refuse every attempt: no retries.
+                tracing::warn!(delivery = %delivery.id, job_id = %delivery.job_id, url = %delivery.target, %error, "webhook refused by the egress rule; dead-lettered");
+                DeliveryResult::Dead { error }
+            }
+            Err(Failure::Failed(error)) if delivery.attempts + 1 >= self.config.max_attempts => {
                 tracing::warn!(delivery = %delivery.id, job_id = %delivery.job_id, url = %delivery.target, %error, "webhook dead-lettered after its last attempt");
                 DeliveryResult::Dead { error }
             }
-            Err(error) => {
+            Err(Failure::Failed(error)) => {
                 let at = millis(SystemTime::now()) + self.backoff_ms(delivery.attempts);
                 tracing::info!(delivery = %delivery.id, job_id = %delivery.job_id, url = %delivery.target, %error, "webhook not delivered; retrying");
                 DeliveryResult::Retry { at, error }
@@ -99,12 +131,22 @@ impl Sender {
             DeliveryResult::Retry { .. } => "retry",
             DeliveryResult::Dead { .. } => "dead",
         };
-        if let Err(e) = self.queue.settle_delivery(&delivery.id, result).await {
-            // The lease runs out and the delivery is sent again: at least once.
-            tracing::warn!(delivery = %delivery.id, error = %e, "webhooks: cannot record a delivery's outcome; it will be sent again");
-            return;
+        match self
+            .queue
+            .settle_delivery(&delivery.id, delivery.claim, result)
+            .await
+        {
+            Ok(Settled::Recorded) => self.bus.publish(DaemonEvent::WebhookDelivery { outcome }),
+            // This sender stalled past its lease and another claimed the
+            // delivery since: its outcome stands, this one changed nothing.
+            Ok(Settled::Stale) => self.bus.publish(DaemonEvent::StaleSettle {
+                claim: StaleClaim::Delivery,
+            }),
+            Err(e) => {
+                // The lease runs out and the delivery is sent again: at least once.
+                tracing::warn!(delivery = %delivery.id, error = %e, "webhooks: cannot record a delivery's outcome; it will be sent again");
+            }
         }
-        self.bus.publish(DaemonEvent::WebhookDelivery { outcome });
     }
 
     /// Exponential from `backoff_base`, capped, with up to half taken off.
@@ -116,27 +158,37 @@ impl Sender {
         (full * jitter) as i64
     }
 
-    async fn send(&self, delivery: &Delivery) -> Result<(), String> {
+    async fn send(&self, delivery: &Delivery) -> Result<(), Failure> {
         let format = self.formats.get(&delivery.kind).ok_or_else(|| {
-            format!(
+            Failure::Failed(format!(
                 "delivery {} of job {} is of kind {:?}, which this daemon cannot send",
                 delivery.id, delivery.job_id, delivery.kind
-            )
+            ))
         })?;
-        let outgoing = format.format(delivery)?;
+        let outgoing = format.format(delivery).map_err(Failure::Failed)?;
+        // Checked again at sending: the rule may have changed since the URL
+        // was accepted, and a delivery queued before it existed is judged
+        // by it too.
+        let egress = self.egress.egress();
+        let target = egress
+            .check(&delivery.target)
+            .map_err(|e| Failure::Refused(e.to_string()))?;
         let mut request = self
-            .http
-            .post(&delivery.target)
+            .http(&egress)
+            .map_err(Failure::Failed)?
+            .post(target)
             .header("content-type", "application/json");
         for (name, value) in &outgoing.headers {
             request = request.header(name.as_str(), value.as_str());
         }
         failpoint::hit(Failpoint::BeforeDeliverySend);
-        let mut response = request
-            .body(outgoing.body)
-            .send()
-            .await
-            .map_err(|e| format!("POST {} failed: {e}", delivery.target))?;
+        let mut response = request.body(outgoing.body).send().await.map_err(|e| {
+            Failure::Failed(format!(
+                "POST {} failed: {}",
+                delivery.target,
+                crate::egress::describe(&e)
+            ))
+        })?;
         let status = response.status();
         let mut answer = Vec::new();
         while answer.len() < MAX_ANSWER_BYTES {
@@ -149,12 +201,20 @@ impl Sender {
         if status.is_success() {
             return Ok(());
         }
-        Err(format!(
+        Err(Failure::Failed(format!(
             "POST {} answered HTTP {status}: {}",
             delivery.target,
             String::from_utf8_lossy(&answer)
-        ))
+        )))
     }
+}
+
+/// Why a delivery was not delivered.
+enum Failure {
+    /// The egress rule refuses its URL: no attempt can succeed.
+    Refused(String),
+    /// This attempt failed; a later one may not.
+    Failed(String),
 }
 
 /// Runs the sender until `shutdown`.

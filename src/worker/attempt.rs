@@ -17,12 +17,13 @@ use tokio_util::sync::CancellationToken;
 use super::WorkerPool;
 use super::attempt_log::AttemptLog;
 use crate::budget::Budget;
+use crate::events::daemon::{DaemonEvent, StaleClaim};
 use crate::events::live::{ProgressKind, WaitFor};
 use crate::events::{
     CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
 use crate::journal::RunJournal;
-use crate::queue::{Finished, HeartbeatReply, Job, Lease, NextLease, Outcome};
+use crate::queue::{CompleteReply, Finished, HeartbeatReply, Job, Lease, NextLease, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::RunScope;
 use crate::tools::panic_message;
@@ -226,6 +227,13 @@ impl Attempt {
         match self.log.finish(outcome, final_event, next).await {
             Ok((finished, mut next)) => {
                 tracing::info!(job_id = %job.id, attempt = self.lease.attempt, outcome = ?finished.reply, "job finished");
+                if finished.reply == CompleteReply::Stale {
+                    // A newer attempt took the job over before this one's
+                    // heartbeat heard of it: the queue recorded nothing.
+                    pool.bus.publish(DaemonEvent::StaleSettle {
+                        claim: StaleClaim::Job,
+                    });
+                }
                 if asked {
                     pool.health.report("lease", true);
                 }

@@ -293,6 +293,7 @@ mod tests {
             event: "job.succeeded".into(),
             payload: crate::queue::outbox::push_payload(&job("succeeded"), config),
             attempts: 0,
+            claim: 1,
         };
         let out = PushFormat.format(&delivery).unwrap();
         let body: StreamResponse = serde_json::from_str(&out.body).unwrap();

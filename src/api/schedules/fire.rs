@@ -16,7 +16,7 @@ use super::super::admission::{Submission, admit};
 use super::super::auth::Caller;
 use super::super::error::ErrorCode;
 use crate::access::Principal;
-use crate::events::daemon::DaemonEvent;
+use crate::events::daemon::{DaemonEvent, StaleClaim};
 use crate::queue::{FireRecord, JobId, NewJob, StoredSchedule};
 use crate::schedule::{Overlap, Stored, due_fires, fire_key};
 
@@ -80,6 +80,22 @@ async fn sync_bundles(state: &AppState) -> Result<(), crate::queue::QueueError> 
             .iter()
             .any(|s| s.id == bundle.name() && s.source == FROM_BUNDLE && s.spec == text)
         {
+            continue;
+        }
+        // A key's schedule that has the bundle's name keeps it: a bundle
+        // never replaces a schedule somebody made over the API.
+        if let Some(taken) = stored
+            .iter()
+            .find(|s| s.id == bundle.name() && s.source != FROM_BUNDLE)
+        {
+            tracing::warn!(
+                schedule = %taken.id,
+                owner = taken.owner.as_deref().unwrap_or_default(),
+                bundle = %bundle.name(),
+                "bundle {:?} declares a schedule, but a schedule made over the API has its id; the bundle's schedule is not stored (delete the other one, DELETE /v1/schedules/{}, to let it)",
+                bundle.name(),
+                taken.id
+            );
             continue;
         }
         state
@@ -201,7 +217,12 @@ async fn handle(
         last_job,
         last_outcome: outcome.to_string(),
     };
-    state.queue.record_fire(record).await?;
+    if !state.queue.record_fire(record).await? {
+        // Another daemon handled the same fire and recorded it first.
+        state.bus.publish(DaemonEvent::StaleSettle {
+            claim: StaleClaim::ScheduleFire,
+        });
+    }
     Ok(())
 }
 

@@ -1,4 +1,4 @@
-//! The PostgreSQL dialect of [`Tx`]: one statement per method, on a
+//! The PostgreSQL dialect of the job statements ([`JobStatements`]): one statement per method, on a
 //! transaction or (for reads) a pooled connection. Nothing here decides
 //! anything; the lifecycle does.
 //!
@@ -15,8 +15,8 @@ use tokio_postgres::types::{ToSql, Type};
 
 use super::describe;
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobValues, Pin, Res, Settle,
-    Tx, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobStatements, JobValues,
+    Pin, Res, Settle, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
 };
 use crate::queue::*;
 
@@ -139,7 +139,7 @@ impl<'a, C: GenericClient> PgTx<'a, C> {
     }
 }
 
-impl<C: GenericClient> Tx for PgTx<'_, C> {
+impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     async fn now(&mut self) -> Res<i64> {
         self.one_int(&format!("SELECT {NOW}"), &[]).await
     }

@@ -28,14 +28,13 @@ mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::driver::Driver;
-use super::op::{Done, Op};
+use super::op::{FinishAndLease, Read, Write};
 use super::tx::Wakeups;
 use super::*;
 use dialect::PgTx;
@@ -208,14 +207,20 @@ impl Postgres {
     }
 }
 
-#[async_trait]
 impl Driver for Postgres {
-    async fn write(&self, op: Op) -> Result<Done, QueueError> {
+    async fn write<O: Write>(&self, op: O) -> Result<O::Output, QueueError> {
         self.writer.write(op).await
     }
 
+    async fn finish_and_lease(
+        &self,
+        op: FinishAndLease,
+    ) -> Result<(Finished, Vec<Lease>), QueueError> {
+        self.writer.finish_and_lease(op).await
+    }
+
     /// Runs a read on a pooled connection, outside any transaction.
-    async fn read(&self, op: Op) -> Result<Done, QueueError> {
+    async fn read<O: Read>(&self, op: O) -> Result<O::Output, QueueError> {
         let client = self.client().await?;
         let mut pg = PgTx::new(&client);
         op.run(&mut pg).await.map_err(|e| e.into_error(&self.label))

@@ -11,6 +11,11 @@ use crate::queue::outbox::{
 };
 use crate::queue::tx::{Columns, Res};
 
+/// A claim generation as stored (a BIGINT).
+fn stored_claim(claim: u64) -> i64 {
+    i64::try_from(claim).unwrap_or(i64::MAX)
+}
+
 impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
     async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()> {
         let sql = "INSERT INTO job_webhooks (job_id, url) VALUES ($1, $2)
@@ -41,12 +46,7 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
         Ok(())
     }
 
-    async fn claim_deliveries(
-        &mut self,
-        now: i64,
-        lease_until: i64,
-        limit: usize,
-    ) -> Res<Vec<Delivery>> {
+    async fn due_deliveries(&mut self, now: i64, limit: usize) -> Res<Vec<Delivery>> {
         let sql = format!(
             "SELECT {DELIVERY_COLUMNS} FROM deliveries d
              WHERE state = 'pending' AND next_attempt_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)
@@ -54,28 +54,46 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
              ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED"
         );
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let claimed: Vec<Delivery> = self
-            .rows(&sql, &[&now, &limit])
+        self.rows(&sql, &[&now, &limit])
             .await?
             .iter()
             .map(delivery_from_row)
-            .collect::<Res<_>>()?;
-        for delivery in &claimed {
-            let sql = "UPDATE deliveries SET lease_until = $2, updated_at = $3 WHERE id = $1";
-            self.exec(sql, &[&delivery.id, &lease_until, &now]).await?;
-        }
-        Ok(claimed)
+            .collect()
     }
 
-    async fn settle_delivery(&mut self, id: &str, result: &DeliveryResult, now: i64) -> Res<()> {
+    async fn lease_delivery(
+        &mut self,
+        id: &str,
+        claim: u64,
+        lease_until: i64,
+        now: i64,
+    ) -> Res<()> {
+        let sql =
+            "UPDATE deliveries SET lease_until = $2, claims = $3, updated_at = $4 WHERE id = $1";
+        self.exec(sql, &[&id, &lease_until, &stored_claim(claim), &now])
+            .await?;
+        Ok(())
+    }
+
+    async fn settle_delivery(
+        &mut self,
+        id: &str,
+        claim: u64,
+        result: &DeliveryResult,
+        now: i64,
+    ) -> Res<bool> {
         let (state, at, error) = match result {
             DeliveryResult::Delivered => ("delivered", now, None),
             DeliveryResult::Retry { at, error } => ("pending", *at, Some(error.as_str())),
             DeliveryResult::Dead { error } => ("dead", now, Some(error.as_str())),
         };
-        let sql = "UPDATE deliveries SET state = $2, next_attempt_at = $3, last_error = $4, attempts = attempts + 1, lease_until = NULL, updated_at = $5 WHERE id = $1";
-        self.exec(sql, &[&id, &state, &at, &error, &now]).await?;
-        Ok(())
+        let sql = "UPDATE deliveries SET state = $2, next_attempt_at = $3, last_error = $4, attempts = attempts + 1, lease_until = NULL, updated_at = $5
+                   WHERE id = $1 AND claims = $6 AND lease_until IS NOT NULL";
+        let claim = stored_claim(claim);
+        let settled = self
+            .exec(sql, &[&id, &state, &at, &error, &now, &claim])
+            .await?;
+        Ok(settled > 0)
     }
 
     async fn dead_deliveries(&mut self) -> Res<i64> {

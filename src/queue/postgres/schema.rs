@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0010_forks.sql"),
     include_str!("migrations/0011_schedules_outbox.sql"),
     include_str!("migrations/0012_a2a_push.sql"),
+    include_str!("migrations/0013_delivery_claims.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -1,4 +1,4 @@
-//! The SQLite dialect of [`Tx`]: one statement per method, on the writer's
+//! The SQLite dialect of the job statements ([`JobStatements`]): one statement per method, on the writer's
 //! savepoint or the reader connection. Nothing here decides anything; the
 //! lifecycle does. Every method returns at once (SQLite is synchronous), so
 //! the backend drives the lifecycle with `block_on` on its own threads.
@@ -6,8 +6,8 @@
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobValues, Pin, Res, Settle,
-    Tx, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobStatements, JobValues,
+    Pin, Res, Settle, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
 };
 use crate::queue::*;
 
@@ -28,13 +28,16 @@ impl Columns for Row<'_> {
 }
 
 /// A transaction (a savepoint of the writer's group commit) or a read.
+/// It holds the connection exclusively: a `Connection` may move between
+/// threads but not be shared, and holding it so keeps the transaction
+/// `Send`, as every transaction is (see [`JobStatements`]).
 pub(super) struct SqliteTx<'c> {
-    conn: &'c Connection,
+    conn: &'c mut Connection,
     pub(super) changes: Vec<(Change, JobId)>,
 }
 
 impl<'c> SqliteTx<'c> {
-    pub(super) fn new(conn: &'c Connection) -> Self {
+    pub(super) fn new(conn: &'c mut Connection) -> Self {
         Self {
             conn,
             changes: Vec::new(),
@@ -85,7 +88,7 @@ fn id_of(row: &Row<'_>) -> Res<String> {
     row.req_text(0)
 }
 
-impl Tx for SqliteTx<'_> {
+impl JobStatements for SqliteTx<'_> {
     async fn now(&mut self) -> Res<i64> {
         Ok(millis_now())
     }

@@ -12,12 +12,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use futures::executor::block_on;
 use rusqlite::Connection;
 
 use super::driver::Driver;
-use super::op::{Done, Op};
+use super::op::{self, FinishAndLease, Operation, Read, Write};
 use super::tx::Wakeups;
 use super::*;
 use dialect::SqliteTx;
@@ -36,6 +35,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0009_forks.sql"),
     include_str!("migrations/0010_schedules_outbox.sql"),
     include_str!("migrations/0011_a2a_push.sql"),
+    include_str!("migrations/0012_delivery_claims.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -272,33 +272,58 @@ impl Sqlite {
     }
 }
 
-#[async_trait]
-impl Driver for Sqlite {
-    async fn write(&self, op: Op) -> Result<Done, QueueError> {
-        if let Some(lost) = self.lost.get() {
-            return Err(QueueError::Store {
+impl Sqlite {
+    /// Refuses every write once the file is known to be lost (see `lost`).
+    fn check_not_lost(&self) -> Result<(), QueueError> {
+        match self.lost.get() {
+            Some(lost) => Err(QueueError::Store {
                 path: self.label.clone(),
                 detail: lost.clone(),
-            });
+            }),
+            None => Ok(()),
         }
-        let when_full = if op.refused_when_busy() {
-            writer::WhenFull::Refuse
-        } else {
-            writer::WhenFull::Wait
-        };
+    }
+
+    /// Runs `op` in the writer thread's next group commit.
+    async fn commit<O: Operation>(
+        &self,
+        when_full: writer::WhenFull,
+        op: O,
+    ) -> Result<O::Output, QueueError> {
+        self.check_not_lost()?;
         self.writer
             .write(when_full, move |tx| block_on(op.run(tx)))
             .await
     }
+}
+
+impl Driver for Sqlite {
+    async fn write<O: Write>(&self, op: O) -> Result<O::Output, QueueError> {
+        let when_full = if O::REFUSED_WHEN_BUSY {
+            writer::WhenFull::Refuse
+        } else {
+            writer::WhenFull::Wait
+        };
+        self.commit(when_full, op).await
+    }
+
+    /// One write like any other: SQLite's single writer runs the finish
+    /// and the lease in one savepoint, both or neither.
+    async fn finish_and_lease(
+        &self,
+        op: FinishAndLease,
+    ) -> Result<(Finished, Vec<Lease>), QueueError> {
+        self.commit(writer::WhenFull::Wait, op).await
+    }
 
     /// Runs a read with the reader connection on the blocking pool (SQLite
     /// answers at once: the lifecycle's futures never wait).
-    async fn read(&self, op: Op) -> Result<Done, QueueError> {
+    async fn read<O: Read>(&self, op: O) -> Result<O::Output, QueueError> {
         let conn = self.reader.clone();
         let label = self.label.clone();
         tokio::task::spawn_blocking(move || {
-            let guard = conn.lock().unwrap_or_else(|p| p.into_inner());
-            block_on(op.run(&mut SqliteTx::new(&guard))).map_err(|e| e.into_error(&label))
+            let mut guard = conn.lock().unwrap_or_else(|p| p.into_inner());
+            block_on(op.run(&mut SqliteTx::new(&mut guard))).map_err(|e| e.into_error(&label))
         })
         .await
         .map_err(|e| QueueError::Store {
@@ -310,12 +335,7 @@ impl Driver for Sqlite {
     /// The file is still the one opened, its filesystem takes writes, and
     /// a read answers.
     async fn ping(&self) -> Result<(), QueueError> {
-        if let Some(lost) = self.lost.get() {
-            return Err(QueueError::Store {
-                path: self.label.clone(),
-                detail: lost.clone(),
-            });
-        }
+        self.check_not_lost()?;
         let file = self.file.clone();
         let checked = tokio::task::spawn_blocking(move || file.check())
             .await
@@ -331,7 +351,10 @@ impl Driver for Sqlite {
                 detail,
             });
         }
-        self.read(Op::LastSeq(JobId::from(""))).await.map(|_| ())
+        let probe = op::LastSeq {
+            id: JobId::from(""),
+        };
+        self.read(probe).await.map(|_| ())
     }
 
     fn label(&self) -> &str {

@@ -10,6 +10,11 @@ use crate::queue::outbox::{
 };
 use crate::queue::tx::{Columns, Res};
 
+/// A claim generation as stored (a signed integer).
+fn stored_claim(claim: u64) -> i64 {
+    i64::try_from(claim).unwrap_or(i64::MAX)
+}
+
 impl OutboxStatements for SqliteTx<'_> {
     async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()> {
         self.exec(
@@ -36,13 +41,8 @@ impl OutboxStatements for SqliteTx<'_> {
         Ok(())
     }
 
-    async fn claim_deliveries(
-        &mut self,
-        now: i64,
-        lease_until: i64,
-        limit: usize,
-    ) -> Res<Vec<Delivery>> {
-        let claimed = self.rows(
+    async fn due_deliveries(&mut self, now: i64, limit: usize) -> Res<Vec<Delivery>> {
+        self.rows(
             &format!(
                 "SELECT {DELIVERY_COLUMNS} FROM deliveries d
                  WHERE state = 'pending' AND next_attempt_at <= ?1 AND (lease_until IS NULL OR lease_until <= ?1)
@@ -51,27 +51,41 @@ impl OutboxStatements for SqliteTx<'_> {
             ),
             params![now, limit as i64],
             |row| delivery_from_row(row),
-        )?;
-        for delivery in &claimed {
-            self.exec(
-                "UPDATE deliveries SET lease_until = ?2, updated_at = ?3 WHERE id = ?1",
-                params![delivery.id, lease_until, now],
-            )?;
-        }
-        Ok(claimed)
+        )
     }
 
-    async fn settle_delivery(&mut self, id: &str, result: &DeliveryResult, now: i64) -> Res<()> {
+    async fn lease_delivery(
+        &mut self,
+        id: &str,
+        claim: u64,
+        lease_until: i64,
+        now: i64,
+    ) -> Res<()> {
+        self.exec(
+            "UPDATE deliveries SET lease_until = ?2, claims = ?3, updated_at = ?4 WHERE id = ?1",
+            params![id, lease_until, stored_claim(claim), now],
+        )?;
+        Ok(())
+    }
+
+    async fn settle_delivery(
+        &mut self,
+        id: &str,
+        claim: u64,
+        result: &DeliveryResult,
+        now: i64,
+    ) -> Res<bool> {
         let (state, at, error) = match result {
             DeliveryResult::Delivered => ("delivered", now, None),
             DeliveryResult::Retry { at, error } => ("pending", *at, Some(error.as_str())),
             DeliveryResult::Dead { error } => ("dead", now, Some(error.as_str())),
         };
-        self.exec(
-            "UPDATE deliveries SET state = ?2, next_attempt_at = ?3, last_error = ?4, attempts = attempts + 1, lease_until = NULL, updated_at = ?5 WHERE id = ?1",
-            params![id, state, at, error, now],
+        let settled = self.exec(
+            "UPDATE deliveries SET state = ?2, next_attempt_at = ?3, last_error = ?4, attempts = attempts + 1, lease_until = NULL, updated_at = ?5
+             WHERE id = ?1 AND claims = ?6 AND lease_until IS NOT NULL",
+            params![id, state, at, error, now, stored_claim(claim)],
         )?;
-        Ok(())
+        Ok(settled > 0)
     }
 
     async fn dead_deliveries(&mut self) -> Res<i64> {

@@ -81,20 +81,27 @@ where
         // Taken by the thread: it no longer waits.
         drop(slot);
         let mut changes = Vec::new();
-        let result = match conn.savepoint() {
+        // The savepoint by its statements (what rusqlite's `Savepoint`
+        // runs), so the write holds the connection itself, as a `Send`
+        // transaction must (see `SqliteTx`).
+        let result = match conn.execute_batch("SAVEPOINT w") {
             Err(e) => Err(store_error(path, e)),
-            // Dropping the savepoint without commit rolls it back.
-            Ok(savepoint) => {
-                let mut tx = SqliteTx::new(&savepoint);
+            Ok(()) => {
+                let mut tx = SqliteTx::new(conn);
                 let done = work(&mut tx);
                 changes = std::mem::take(&mut tx.changes);
-                match done {
-                    Ok(value) => savepoint
-                        .commit()
+                let kept = match done {
+                    Ok(value) => conn
+                        .execute_batch("RELEASE w")
                         .map(|()| value)
                         .map_err(|e| store_error(path, e)),
                     Err(e) => Err(e.into_error(path)),
+                };
+                if kept.is_err() {
+                    // Rolls the write back alone; the group goes on.
+                    let _ = conn.execute_batch("ROLLBACK TO w; RELEASE w");
                 }
+                kept
             }
         };
         if result.is_err() {
