@@ -59,6 +59,28 @@ pub struct DailyLimits {
     pub cost: Option<f64>,
 }
 
+/// A submitter asked for more than the bundle allows: where (`limits.<name>`),
+/// both values, and what to do (ask for less; a submitter can only lower).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "limits.{limit}: {asked} is above the bundle's {bundle}; a submitter can only lower a budget"
+)]
+pub struct LimitAboveBundle {
+    /// The limit's key under `limits`, e.g. `model_calls`.
+    pub limit: &'static str,
+    /// What the submitter asked for, as written in the message.
+    pub asked: String,
+    /// The bundle's own limit.
+    pub bundle: String,
+}
+
+/// The API's error bodies take the message as text.
+impl From<LimitAboveBundle> for String {
+    fn from(e: LimitAboveBundle) -> Self {
+        e.to_string()
+    }
+}
+
 impl BudgetLimits {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
@@ -66,16 +88,18 @@ impl BudgetLimits {
 
     /// These limits lowered by a submitter's: each limit the submitter
     /// gives must be at most the bundle's (where the bundle sets one).
-    pub fn lowered_by(&self, asked: &BudgetLimits) -> Result<BudgetLimits, String> {
+    pub fn lowered_by(&self, asked: &BudgetLimits) -> Result<BudgetLimits, LimitAboveBundle> {
         fn lower<T: PartialOrd + Copy + std::fmt::Debug>(
-            name: &str,
+            name: &'static str,
             bundle: Option<T>,
             asked: Option<T>,
-        ) -> Result<Option<T>, String> {
+        ) -> Result<Option<T>, LimitAboveBundle> {
             match (bundle, asked) {
-                (Some(b), Some(a)) if a > b => Err(format!(
-                    "limits.{name}: {a:?} is above the bundle's {b:?}; a submitter can only lower a budget"
-                )),
+                (Some(b), Some(a)) if a > b => Err(LimitAboveBundle {
+                    limit: name,
+                    asked: format!("{a:?}"),
+                    bundle: format!("{b:?}"),
+                }),
                 (_, Some(a)) => Ok(Some(a)),
                 (b, None) => Ok(b),
             }
@@ -459,7 +483,8 @@ mod tests {
                 model_calls: Some(6),
                 ..Default::default()
             })
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("limits.model_calls") && err.contains("only lower"),
             "{err}"

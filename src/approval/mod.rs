@@ -116,9 +116,41 @@ pub struct ApprovalRuleSpec {
     pub by: Approver,
 }
 
+/// What is wrong with an `approval:` setting. The caller names where (the
+/// bundle key, e.g. `tools.pay.approval`); each message says what to write.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApprovalSpecError {
+    /// `matches` holds something that is no JSON Schema.
+    #[error("matches is not a valid JSON Schema: {0}")]
+    SchemaInvalid(String),
+    /// `when` does not parse as a minijinja expression.
+    #[error("when {expression:?} is not a valid expression: {detail}")]
+    ExpressionInvalid { expression: String, detail: String },
+    /// None, or more than one, of `when`, `matches` and `always` was given.
+    #[error(
+        "give exactly one of `when` (an expression), `matches` (a JSON Schema) or `always: true`"
+    )]
+    NotExactlyOneRule,
+}
+
+/// Why a call's arguments do not fit its tool's parameters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArgumentsError {
+    /// The arguments are a JSON value other than an object.
+    #[error("arguments must be a JSON object")]
+    NotAnObject,
+    /// The tool's own parameter schema is broken: the tool's author fixes it.
+    #[error("the tool's parameter schema does not compile: {0}")]
+    SchemaInvalid(String),
+    /// The arguments break the schema: up to five violations, each with
+    /// where in the arguments it is.
+    #[error("{}", .0.join("; "))]
+    Violations(Vec<String>),
+}
+
 impl ApprovalSpec {
     /// The policy this spec says, or what is wrong with it.
-    pub fn compile(&self) -> Result<ApprovalPolicy, String> {
+    pub fn compile(&self) -> Result<ApprovalPolicy, ApprovalSpecError> {
         let rule = match self {
             Self::Keyword(ApprovalKeyword::Never) => return Ok(ApprovalPolicy::default()),
             Self::Keyword(ApprovalKeyword::Always) => {
@@ -136,17 +168,12 @@ impl ApprovalSpec {
             (None, Some(schema), false) => ApprovalRule::Matches {
                 validator: Arc::new(
                     jsonschema::validator_for(schema)
-                        .map_err(|e| format!("matches is not a valid JSON Schema: {e}"))?,
+                        .map_err(|e| ApprovalSpecError::SchemaInvalid(e.to_string()))?,
                 ),
                 schema: schema.clone(),
             },
             (None, None, true) => ApprovalRule::Always,
-            _ => {
-                return Err(
-                    "give exactly one of `when` (an expression), `matches` (a JSON Schema) or `always: true`"
-                        .into(),
-                );
-            }
+            _ => return Err(ApprovalSpecError::NotExactlyOneRule),
         };
         Ok(ApprovalPolicy {
             rule: compiled,
@@ -161,10 +188,13 @@ impl ApprovalSpec {
 static EXPRESSIONS: std::sync::LazyLock<minijinja::Environment<'static>> =
     std::sync::LazyLock::new(minijinja::Environment::new);
 
-fn compile_expression(source: &str) -> Result<ApprovalRule, String> {
+fn compile_expression(source: &str) -> Result<ApprovalRule, ApprovalSpecError> {
     let expression = EXPRESSIONS
         .compile_expression_owned(source.to_string())
-        .map_err(|e| format!("when {source:?} is not a valid expression: {e}"))?;
+        .map_err(|e| ApprovalSpecError::ExpressionInvalid {
+            expression: source.to_string(),
+            detail: e.to_string(),
+        })?;
     Ok(ApprovalRule::When {
         source: source.to_string(),
         expression: Arc::new(expression),
@@ -276,7 +306,7 @@ pub enum DecisionError {
     BadEdit {
         call: String,
         tool: String,
-        detail: String,
+        detail: ArgumentsError,
     },
 }
 
@@ -329,15 +359,15 @@ impl Decision {
     }
 }
 
-pub(crate) fn check_arguments(parameters: &Value, arguments: &Value) -> Result<(), String> {
+pub(crate) fn check_arguments(parameters: &Value, arguments: &Value) -> Result<(), ArgumentsError> {
     if !arguments.is_object() {
-        return Err("arguments must be a JSON object".into());
+        return Err(ArgumentsError::NotAnObject);
     }
     if parameters.is_null() {
         return Ok(());
     }
     let validator = jsonschema::validator_for(parameters)
-        .map_err(|e| format!("the tool's parameter schema does not compile: {e}"))?;
+        .map_err(|e| ArgumentsError::SchemaInvalid(e.to_string()))?;
     let errors: Vec<String> = validator
         .iter_errors(arguments)
         .map(|e| format!("{} at {}", e, e.instance_path()))
@@ -346,7 +376,7 @@ pub(crate) fn check_arguments(parameters: &Value, arguments: &Value) -> Result<(
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join("; "))
+        Err(ArgumentsError::Violations(errors))
     }
 }
 
@@ -386,9 +416,13 @@ mod tests {
     #[test]
     fn bad_specs_say_what_is_wrong() {
         let spec = |v| serde_json::from_value::<ApprovalSpec>(v).unwrap().compile();
-        let err = spec(json!({"when": "args.amount >"})).unwrap_err();
+        let err = spec(json!({"when": "args.amount >"}))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a valid expression"), "{err}");
-        let err = spec(json!({"when": "true", "matches": {}})).unwrap_err();
+        let err = spec(json!({"when": "true", "matches": {}}))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("exactly one"), "{err}");
         assert!(
             serde_json::from_value::<ApprovalSpec>(json!({"always": true, "timeout": "soon"}))

@@ -1,5 +1,5 @@
 //! Binding a bundle's tool specs to backends: per-kind checks at load time,
-//! and building the `ToolEngine` a run uses.
+//! and building the `ToolEngine` a run uses. Its errors are in `bind/error.rs`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,6 +20,10 @@ use crate::tools::process::{DEFAULT_ENV_ALLOWLIST, ProcessSpec, ProcessTool};
 use crate::tools::{Effect, Tool, ToolEngine};
 use crate::types::ToolSchema;
 use sha2::Digest;
+
+mod error;
+
+pub use error::BindError;
 
 /// Default per-attempt tool deadline.
 pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -134,7 +138,7 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
         }
         ToolKind::Mcp => {
             if let Err(problem) = mcp_spec(spec) {
-                problems.push(("server", problem));
+                problems.push(("server", problem.to_string()));
             }
             if let Some(cap) = spec.max_output_bytes
                 && !(1..=crate::tools::mcp::MAX_OUTPUT_BYTES).contains(&cap)
@@ -251,12 +255,9 @@ fn find_on_path(program: &str) -> Option<std::path::PathBuf> {
 }
 
 /// Parses a `kind: mcp` entry's `server`.
-pub(super) fn mcp_spec(spec: &ToolSpec) -> Result<McpServerSpec, String> {
-    let server = spec
-        .server
-        .clone()
-        .ok_or("an mcp tool source needs `server`")?;
-    serde_json::from_value(server).map_err(|e| format!("invalid MCP server: {e}"))
+pub(super) fn mcp_spec(spec: &ToolSpec) -> Result<McpServerSpec, BindError> {
+    let server = spec.server.clone().ok_or(BindError::NoMcpServer)?;
+    serde_json::from_value(server).map_err(BindError::McpServerInvalid)
 }
 
 /// Connects to the MCP server (blocking: call from a blocking thread inside
@@ -266,19 +267,18 @@ fn mcp_tools(
     dir: &Path,
     egress: &crate::egress::Egress,
     on_change: Option<crate::tools::mcp::OnToolsChanged>,
-) -> Result<Vec<Arc<dyn Tool>>, String> {
+) -> Result<Vec<Arc<dyn Tool>>, BindError> {
     let server = mcp_spec(spec)?;
-    let handle = tokio::runtime::Handle::try_current()
-        .map_err(|_| "MCP tools need the async runtime".to_string())?;
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| BindError::NoRuntime)?;
     let prefix = spec.prefix.clone().unwrap_or_default();
     handle.block_on(async {
         let source = McpSource::connect_notifying(&spec.name, &server, dir, egress, on_change)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| BindError::Mcp(e.to_string()))?;
         let cap = spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT);
         let tools = McpTool::from_source(&source, spec.allow.as_deref(), &prefix, cap)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| BindError::Mcp(e.to_string()))?;
         Ok(tools
             .into_iter()
             .map(|t| Arc::new(t) as Arc<dyn Tool>)
@@ -286,17 +286,12 @@ fn mcp_tools(
     })
 }
 
-fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
+fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError> {
     let name = spec.plugin.as_deref().unwrap_or_default();
-    let registry = env
-        .plugins
-        .as_ref()
-        .ok_or("plugin tools need the plugins directory (paths.plugins_dir)")?;
-    let plugin = registry.get(name).ok_or_else(|| {
-        format!(
-            "no plugin named {name:?} in the plugins directory (loaded: {})",
-            registry.names().join(", ")
-        )
+    let registry = env.plugins.as_ref().ok_or(BindError::NoPluginsDir)?;
+    let plugin = registry.get(name).ok_or_else(|| BindError::NoPlugin {
+        name: name.to_string(),
+        loaded: registry.names().join(", "),
     })?;
     let inner = spec
         .plugin_tool
@@ -307,11 +302,10 @@ fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> 
         .tools
         .iter()
         .find(|t| t.name == inner)
-        .ok_or_else(|| {
-            format!(
-                "plugin {name:?} has no tool {inner:?} (it exports: {})",
-                plugin.info.tools.join(", ")
-            )
+        .ok_or_else(|| BindError::NoPluginTool {
+            plugin: name.to_string(),
+            tool: inner.clone(),
+            exports: plugin.info.tools.join(", "),
         })?;
     let mut schema = schema_of(spec);
     if schema.parameters == super::schema::default_parameters() {
@@ -322,7 +316,7 @@ fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> 
     }
     let instance = plugin
         .instantiate(&serde_json::Value::Null)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| BindError::PluginInstance(e.to_string()))?;
     Ok(Arc::new(PluginTool::new(
         schema,
         plugin.clone(),
@@ -331,7 +325,7 @@ fn plugin_tool(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> 
     )))
 }
 
-fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
+fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError> {
     // An agent of the daemon config is the operator's; a URL the bundle
     // names is sent under the egress rule.
     let (endpoint, recipient, agent_cap, message_type, egress) = match (&spec.agent, &spec.url) {
@@ -343,10 +337,10 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
                 .ok_or_else(|| {
                     let known: Vec<&str> =
                         env.remote_agents.iter().map(|a| a.id.as_str()).collect();
-                    format!(
-                        "no agent {id:?} in the daemon config's [[agents]] (known: {})",
-                        known.join(", ")
-                    )
+                    BindError::NoAgent {
+                        id: id.clone(),
+                        known: known.join(", "),
+                    }
                 })?;
             (
                 agent.endpoint.clone(),
@@ -363,7 +357,7 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
             Default::default(),
             Some(env.egress.as_ref()),
         ),
-        (None, None) => return Err("an http_agent tool needs `agent` or `url`".into()),
+        (None, None) => return Err(BindError::NoAgentOrUrl),
     };
     let mut schema = schema_of(spec);
     if schema.parameters == super::schema::default_parameters() {
@@ -380,11 +374,11 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
             None => t,
         })
         .map(|t| Arc::new(t) as Arc<dyn Tool>)
-        .map_err(|e| e.to_string())
+        .map_err(|e| BindError::HttpAgent(e.to_string()))
 }
 
 /// The backend of a spec of any kind but `mcp` (which binds to many tools).
-fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, String> {
+fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError> {
     match spec.kind {
         ToolKind::Process => Ok(Arc::new(ProcessTool::new(
             schema_of(spec),
@@ -409,16 +403,11 @@ fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, St
                 }
                 Ok(Arc::new(AgentTool::new(schema, target.clone())))
             }
-            _ => Err(
-                "`agent` tools run other bundles and need the daemon (`structured-agents serve`)"
-                    .to_string(),
-            ),
+            _ => Err(BindError::AgentNeedsDaemon),
         },
         ToolKind::HttpAgent => http_agent(spec, env),
         ToolKind::Plugin => plugin_tool(spec, env),
-        other => Err(format!(
-            "tool kind {other:?} is not available in this build"
-        )),
+        other => Err(BindError::KindUnavailable(other)),
     }
 }
 
@@ -437,23 +426,26 @@ fn grail_tool(
     spec: &ToolSpec,
     dir: &Path,
     tools: &BTreeMap<String, Arc<dyn Tool>>,
-) -> Result<Arc<dyn Tool>, String> {
+) -> Result<Arc<dyn Tool>, BindError> {
     let section = spec.grail.clone().unwrap_or_default();
     let script = dir.join(spec.script.as_deref().unwrap_or_default());
     let script = script.canonicalize().unwrap_or(script);
-    let content = std::fs::read(&script)
-        .map_err(|e| format!("cannot read the script {}: {e}", script.display()))?;
+    let content = match std::fs::read(&script) {
+        Ok(content) => content,
+        Err(error) => return Err(BindError::ScriptUnreadable { script, error }),
+    };
     let digest = crate::hex::hex(&sha2::Sha256::digest(&content));
     let externals = section
         .externals
         .iter()
         .map(|(function, name)| match tools.get(name) {
             Some(tool) if tool.kind() != "grail" => Ok((function.clone(), tool.clone())),
-            _ => Err(format!(
-                "grail.externals: no tool {name:?} (not grail) to answer external {function:?}"
-            )),
+            _ => Err(BindError::NoExternal {
+                tool: name.clone(),
+                function: function.clone(),
+            }),
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, BindError>>()?;
     let launch = HostLaunch {
         python: section
             .python
@@ -495,13 +487,16 @@ pub fn bind_specs(
     dir: &Path,
     default_approval: Option<&ApprovalSpec>,
     env: &ToolEnv,
-) -> Result<Vec<crate::tools::engine::BoundTool>, String> {
+) -> Result<Vec<crate::tools::engine::BoundTool>, BindError> {
     specs
         .iter()
         .map(|spec| {
-            let tool = bound(spec, dir, env).map_err(|e| format!("tool {:?}: {e}", spec.name))?;
-            let policy = policy_of(spec, default_approval)
-                .map_err(|e| format!("tool {:?}: {e}", spec.name))?;
+            let in_tool = |e| BindError::Tool {
+                name: spec.name.clone(),
+                error: Box::new(e),
+            };
+            let tool = bound(spec, dir, env).map_err(in_tool)?;
+            let policy = policy_of(spec, default_approval).map_err(in_tool)?;
             Ok((tool, policy))
         })
         .collect()
@@ -510,9 +505,9 @@ pub fn bind_specs(
 fn policy_of(
     spec: &ToolSpec,
     default_approval: Option<&ApprovalSpec>,
-) -> Result<ToolPolicy, String> {
+) -> Result<ToolPolicy, BindError> {
     let approval = match spec.approval.as_ref().or(default_approval) {
-        Some(approval) => approval.compile().map_err(|e| format!("approval: {e}"))?,
+        Some(approval) => approval.compile()?,
         None => Default::default(),
     };
     ToolPolicy::compile(
@@ -529,7 +524,7 @@ fn policy_of(
         policy.approval = approval;
         policy
     })
-    .map_err(|e| e.to_string())
+    .map_err(|e| BindError::Policy(e.to_string()))
 }
 
 /// Builds the run's tool engine: every tool bound to its backend. The
@@ -551,10 +546,10 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
         let tools = match spec.kind {
             ToolKind::Grail => continue,
             ToolKind::Mcp => mcp_tools(spec, &bundle.dir, &env.egress, env.tools_changed.clone())
-                .map_err(|message| error(format!("tools[{i}].server"), message)),
+                .map_err(|e| error(format!("tools[{i}].server"), e.to_string())),
             _ => bound(spec, &bundle.dir, env)
                 .map(|tool| vec![tool])
-                .map_err(|message| error(format!("tools[{i}]"), message)),
+                .map_err(|e| error(format!("tools[{i}]"), e.to_string())),
         };
         match tools {
             Ok(tools) => {
@@ -570,7 +565,7 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
         if spec.kind == ToolKind::Grail {
             match grail_tool(spec, &bundle.dir, &by_name) {
                 Ok(tool) => bound_at[i] = vec![tool],
-                Err(message) => errors.push(error(format!("tools[{i}]"), message)),
+                Err(e) => errors.push(error(format!("tools[{i}]"), e.to_string())),
             }
         }
     }
@@ -584,7 +579,7 @@ pub fn build_tools(bundle: &mut Bundle, env: &ToolEnv) -> Result<ToolEngine, Bun
         for tool in tools {
             match policy_of(spec, bundle.raw.approval.as_ref()) {
                 Ok(policy) => engine.add(tool, policy),
-                Err(message) => errors.push(error(format!("tools[{i}]"), message)),
+                Err(e) => errors.push(error(format!("tools[{i}]"), e.to_string())),
             }
         }
     }

@@ -56,7 +56,6 @@ impl HistoryPlugins {
             |plugin| {
                 DynamicHistoryPlugin::new(plugin)
                     .map(|wrapped| Arc::new(wrapped) as Arc<dyn HistoryPlugin>)
-                    .map_err(|e| e.to_string())
             },
             errors,
         ))
@@ -76,7 +75,7 @@ impl HistoryPlugins {
 
     /// The strategy `setting` names, or why there is none (for the key
     /// `limits.history`).
-    pub fn resolve(&self, setting: &HistorySetting) -> Result<History, String> {
+    pub fn resolve(&self, setting: &HistorySetting) -> Result<History, UnknownHistory> {
         let (name, builtins_too) = match setting {
             HistorySetting::Name(name) => (name, true),
             HistorySetting::Plugin(r) => (&r.plugin, false),
@@ -87,16 +86,44 @@ impl HistoryPlugins {
         if let Some(plugin) = self.get(name) {
             return Ok(History::Plugin(plugin.clone()));
         }
-        let builtins = if builtins_too {
-            "built-in: sliding_window, keep_all; "
-        } else {
-            ""
-        };
-        Err(format!(
-            "unknown history strategy {name:?} ({builtins}history plugins loaded: {})",
-            self.names()
-        ))
+        Err(UnknownHistory {
+            name: name.clone(),
+            builtins: if builtins_too {
+                "built-in: sliding_window, keep_all; "
+            } else {
+                ""
+            },
+            loaded: self.names(),
+        })
     }
+}
+
+/// `limits.history` names no strategy: the name, and every name it could be.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("unknown history strategy {name:?} ({builtins}history plugins loaded: {loaded})")]
+pub struct UnknownHistory {
+    pub name: String,
+    /// The built-in names, when the setting may name one.
+    builtins: &'static str,
+    /// The loaded libraries, or how to load one.
+    loaded: String,
+}
+
+/// What was wrong with a `sa_history_select` answer. Where: the caller
+/// names the plugin ([`HistoryPluginError`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SelectionError {
+    #[error("it panicked: {0}")]
+    Panicked(String),
+    /// It failed and said why.
+    #[error("{0}")]
+    Failed(String),
+    #[error("it answered neither `ok` nor `error`: {0}")]
+    NeitherOkNorError(String),
+    #[error(
+        "it answered a value of the wrong shape ({detail}): {answer}; expected {{\"indices\": [number]}}"
+    )]
+    WrongShape { detail: String, answer: String },
 }
 
 /// A history plugin library, bound to one instance of it.
@@ -133,7 +160,7 @@ impl DynamicHistoryPlugin {
 }
 
 /// The indices in a `sa_history_select` answer, or what was wrong with it.
-fn selection(mut answer: Value) -> Result<Vec<usize>, String> {
+fn selection(mut answer: Value) -> Result<Vec<usize>, SelectionError> {
     let Some(ok) = answer.get_mut("ok").map(Value::take) else {
         let message = answer
             .pointer("/error/message")
@@ -141,19 +168,17 @@ fn selection(mut answer: Value) -> Result<Vec<usize>, String> {
             .unwrap_or("no message");
         return Err(
             match answer.pointer("/error/kind").and_then(Value::as_str) {
-                Some("panic") => format!("it panicked: {message}"),
-                Some(_) => message.to_string(),
-                None => format!("it answered neither `ok` nor `error`: {}", shown(&answer)),
+                Some("panic") => SelectionError::Panicked(message.to_string()),
+                Some(_) => SelectionError::Failed(message.to_string()),
+                None => SelectionError::NeitherOkNorError(shown(&answer)),
             },
         );
     };
     serde_json::from_value::<Selection>(ok.clone())
         .map(|s| s.indices)
-        .map_err(|e| {
-            format!(
-                "it answered a value of the wrong shape ({e}): {}; expected {{\"indices\": [number]}}",
-                shown(&ok)
-            )
+        .map_err(|e| SelectionError::WrongShape {
+            detail: e.to_string(),
+            answer: shown(&ok),
         })
 }
 
@@ -193,7 +218,7 @@ impl HistoryPlugin for DynamicHistoryPlugin {
                     self.error(e.to_string(), retryable)
                 })?
                 .map_err(|e| self.error(e.to_string(), false))?;
-            selection(answer).map_err(|detail| self.error(detail, false))
+            selection(answer).map_err(|e| self.error(e.to_string(), false))
         })
     }
 
@@ -213,19 +238,21 @@ mod tests {
             selection(json!({"ok": {"indices": [0, 2]}})).unwrap(),
             [0, 2]
         );
-        let wrong = selection(json!({"ok": [0, 2]})).unwrap_err();
+        let wrong = selection(json!({"ok": [0, 2]})).unwrap_err().to_string();
         assert!(
             wrong.contains("wrong shape") && wrong.contains("[0,2]"),
             "{wrong}"
         );
-        let negative = selection(json!({"ok": {"indices": [-1]}})).unwrap_err();
+        let negative = selection(json!({"ok": {"indices": [-1]}}))
+            .unwrap_err()
+            .to_string();
         assert!(negative.contains("wrong shape"), "{negative}");
         let panicked =
             selection(json!({"error": {"kind": "panic", "message": "boom"}})).unwrap_err();
-        assert_eq!(panicked, "it panicked: boom");
+        assert_eq!(panicked.to_string(), "it panicked: boom");
         let failed = selection(json!({"error": {"kind": "failed", "message": "no"}})).unwrap_err();
-        assert_eq!(failed, "no");
-        let neither = selection(json!({"fine": true})).unwrap_err();
+        assert_eq!(failed.to_string(), "no");
+        let neither = selection(json!({"fine": true})).unwrap_err().to_string();
         assert!(neither.contains("neither `ok` nor `error`"), "{neither}");
     }
 
@@ -241,7 +268,7 @@ mod tests {
             none.resolve(&HistorySetting::default()),
             Ok(History::Builtin(HistoryStrategy::SlidingWindow))
         ));
-        let err = none.resolve(&name("recent")).unwrap_err();
+        let err = none.resolve(&name("recent")).unwrap_err().to_string();
         assert!(
             err.contains("\"recent\"")
                 && err.contains("sliding_window, keep_all")
@@ -252,7 +279,7 @@ mod tests {
         let plugin = HistorySetting::Plugin(HistoryPluginRef {
             plugin: "keep_all".into(),
         });
-        let err = none.resolve(&plugin).unwrap_err();
+        let err = none.resolve(&plugin).unwrap_err().to_string();
         assert!(!err.contains("built-in"), "{err}");
     }
 }

@@ -363,7 +363,7 @@ pub fn load_str(
     let history = match ctx.histories.resolve(&raw.limits.history) {
         Ok(h) => Some(h),
         Err(e) => {
-            problems.push(("limits.history".into(), e));
+            problems.push(("limits.history".into(), e.to_string()));
             None
         }
     };
@@ -521,7 +521,7 @@ fn tool_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
         if let Some(approval) = &tool.approval
             && let Err(e) = approval.compile()
         {
-            problems.push((at("approval"), e));
+            problems.push((at("approval"), e.to_string()));
         }
         for (problem_key, problem) in bind::check_spec(tool, dir) {
             problems.push((at(problem_key), problem));
@@ -533,7 +533,7 @@ fn tool_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
     if let Some(approval) = &raw.approval
         && let Err(e) = approval.compile()
     {
-        problems.push(("approval".into(), e));
+        problems.push(("approval".into(), e.to_string()));
     }
     if let Some(schedule) = &raw.schedule
         && let Err(e) = schedule.compile()

@@ -107,16 +107,26 @@ pub(super) fn merge(config: &mut Config, config_file: Option<&Path>) -> Result<(
     Ok(())
 }
 
-fn read(path: &Path) -> Result<Vec<FileAgent>, String> {
-    let size = std::fs::metadata(path)
-        .map_err(|e| format!("cannot read: {e}"))?
-        .len();
+/// Why the agents file could not be read. Where: [`merge`] prefixes the
+/// file's path and the `runtime.agents_file` key.
+#[derive(Debug, thiserror::Error)]
+enum AgentsFileError {
+    #[error("cannot read: {0}")]
+    Unreadable(#[from] std::io::Error),
+    #[error("is {size} bytes; an agents file holds at most {}", MAX_FILE_BYTES)]
+    TooLarge { size: u64 },
+    #[error(
+        "not an agents file ({{\"agents\": [{{\"id\", \"name\", \"description\", \"capabilities\", \"endpoint\"}}]}} or the bare list): {detail}"
+    )]
+    NotAgentsFile { detail: String },
+}
+
+fn read(path: &Path) -> Result<Vec<FileAgent>, AgentsFileError> {
+    let size = std::fs::metadata(path)?.len();
     if size > MAX_FILE_BYTES {
-        return Err(format!(
-            "is {size} bytes; an agents file holds at most {MAX_FILE_BYTES}"
-        ));
+        return Err(AgentsFileError::TooLarge { size });
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read: {e}"))?;
+    let text = std::fs::read_to_string(path)?;
     match serde_json::from_str::<AgentsFile>(&text) {
         Ok(AgentsFile::Wrapped { agents } | AgentsFile::Bare(agents)) => Ok(agents),
         Err(_) => {
@@ -131,9 +141,7 @@ fn read(path: &Path) -> Result<Vec<FileAgent>, String> {
                 })
                 .err()
                 .unwrap_or_default();
-            Err(format!(
-                "not an agents file ({{\"agents\": [{{\"id\", \"name\", \"description\", \"capabilities\", \"endpoint\"}}]}} or the bare list): {detail}"
-            ))
+            Err(AgentsFileError::NotAgentsFile { detail })
         }
     }
 }

@@ -115,45 +115,61 @@ pub async fn window(
         History::Builtin(strategy) => Ok(trim(messages, *strategy, max_messages)),
         History::Plugin(plugin) => {
             let indices = plugin.select(messages, max_messages, model).await?;
-            chosen(messages, &indices).map_err(|detail| HistoryPluginError {
+            chosen(messages, &indices).map_err(|e| HistoryPluginError {
                 plugin: plugin.name().to_string(),
-                detail,
+                detail: e.to_string(),
                 retryable: false,
             })
         }
     }
 }
 
+/// Why the indices a history plugin chose cannot be sent. Where: the
+/// caller wraps it in [`HistoryPluginError`], which names the plugin.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ChoiceError {
+    #[error("it chose no message; a request needs at least one")]
+    NoMessage,
+    #[error(
+        "it chose message {index}, but the conversation has {len} messages (indices start at 0)"
+    )]
+    OutOfRange { index: usize, len: usize },
+    #[error("it chose message {index} after message {previous}; indices must increase")]
+    NotIncreasing { index: usize, previous: usize },
+    #[error(
+        "it chose message {index}, the result of tool call {call:?}, without the assistant message that made the call (servers refuse an orphan tool result)"
+    )]
+    OrphanToolResult { index: usize, call: String },
+}
+
 /// The messages at `indices`, when they can be sent: at least one, each in
 /// range, increasing, and no tool result without its assistant call.
-pub fn chosen(messages: &[Message], indices: &[usize]) -> Result<Vec<Message>, String> {
+pub fn chosen(messages: &[Message], indices: &[usize]) -> Result<Vec<Message>, ChoiceError> {
     if indices.is_empty() {
-        return Err("it chose no message; a request needs at least one".into());
+        return Err(ChoiceError::NoMessage);
     }
     let mut calls: HashSet<&str> = HashSet::new();
     let mut previous: Option<usize> = None;
     let mut out = Vec::with_capacity(indices.len());
     for &index in indices {
         let Some(message) = messages.get(index) else {
-            return Err(format!(
-                "it chose message {index}, but the conversation has {} messages (indices start at 0)",
-                messages.len()
-            ));
+            return Err(ChoiceError::OutOfRange {
+                index,
+                len: messages.len(),
+            });
         };
-        if previous.is_some_and(|p| index <= p) {
-            return Err(format!(
-                "it chose message {index} after message {}; indices must increase",
-                previous.unwrap_or_default()
-            ));
+        if let Some(previous) = previous.filter(|&p| index <= p) {
+            return Err(ChoiceError::NotIncreasing { index, previous });
         }
         previous = Some(index);
         calls.extend(message.tool_calls.iter().map(|c| c.id.as_str()));
         if message.role == Role::Tool {
             let id = message.tool_call_id.as_deref().unwrap_or_default();
             if !calls.contains(id) {
-                return Err(format!(
-                    "it chose message {index}, the result of tool call {id:?}, without the assistant message that made the call (servers refuse an orphan tool result)"
-                ));
+                return Err(ChoiceError::OrphanToolResult {
+                    index,
+                    call: id.to_string(),
+                });
             }
         }
         out.push(message.clone());
@@ -225,22 +241,22 @@ mod tests {
         let c = conversation();
         let picked = chosen(&c, &[0, 2, 3, 5]).unwrap();
         assert_eq!(roles(&picked), ["system", "assistant", "tool", "assistant"]);
-        let err = chosen(&c, &[0, 6]).unwrap_err();
+        let err = chosen(&c, &[0, 6]).unwrap_err().to_string();
         assert!(err.contains("message 6") && err.contains("has 6"), "{err}");
-        let err = chosen(&c, &[2, 1]).unwrap_err();
+        let err = chosen(&c, &[2, 1]).unwrap_err().to_string();
         assert!(err.contains("must increase"), "{err}");
-        let err = chosen(&c, &[1, 1]).unwrap_err();
+        let err = chosen(&c, &[1, 1]).unwrap_err().to_string();
         assert!(err.contains("must increase"), "{err}");
-        assert!(chosen(&c, &[]).unwrap_err().contains("no message"));
+        assert_eq!(chosen(&c, &[]).unwrap_err(), ChoiceError::NoMessage);
     }
 
     #[test]
     fn an_orphan_tool_result_is_refused() {
         let c = conversation();
-        let err = chosen(&c, &[0, 3]).unwrap_err();
+        let err = chosen(&c, &[0, 3]).unwrap_err().to_string();
         assert!(err.contains("orphan") && err.contains("\"c1\""), "{err}");
         // Message 4 answers call c2, which no assistant message made.
-        let err = chosen(&c, &[0, 2, 3, 4]).unwrap_err();
+        let err = chosen(&c, &[0, 2, 3, 4]).unwrap_err().to_string();
         assert!(err.contains("message 4") && err.contains("\"c2\""), "{err}");
     }
 

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Number, Value, json};
 
 use super::reply::{TextParse, combine, snippet};
-use super::schema_ebnf::{Dialect, ESCAPE, Ebnf, ebnf_literal, is_gemma_key, render_value};
+use super::schema_ebnf::{
+    Dialect, ESCAPE, Ebnf, SchemaError, ebnf_literal, is_gemma_key, render_value,
+};
 use super::{CallRules, Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole};
 use crate::types::{Message, Role, ToolCall, ToolSchema};
 
@@ -191,10 +193,7 @@ fn call(body: &str, out: &mut TextParse) {
     let result = p.value(0).and_then(|v| {
         p.skip_ws();
         if p.at < args_text.len() {
-            Err(format!(
-                "unexpected `{}` after the argument object",
-                snippet(&args_text[p.at..])
-            ))
+            Err(SyntaxError::TrailingText(snippet(&args_text[p.at..])))
         } else {
             Ok(v)
         }
@@ -203,6 +202,29 @@ fn call(body: &str, out: &mut TextParse) {
         Ok(args) => out.ok(name, args, None),
         Err(e) => out.bad(name, args_text, format!("arguments of `{name}`: {e}")),
     }
+}
+
+/// Why a call's arguments are not FunctionGemma's syntax: what was expected
+/// and where (a quote of the text from there, and its byte). The caller
+/// names the tool.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum SyntaxError {
+    #[error("values nest deeper than {} levels", MAX_DEPTH)]
+    TooDeep,
+    #[error("string `{0}` is not closed with <escape>")]
+    UnclosedString(String),
+    #[error("expected `key:` at {0}")]
+    NoKey(String),
+    #[error("key `{0}` is given twice")]
+    KeyTwice(String),
+    #[error("expected `,` or `}}` after `{key}` at {at}")]
+    NoCommaInObject { key: String, at: String },
+    #[error("expected `,` or `]` at {0}")]
+    NoCommaInList(String),
+    #[error("expected a value at {0}")]
+    NoValue(String),
+    #[error("unexpected `{0}` after the argument object")]
+    TrailingText(String),
 }
 
 struct Parser<'a> {
@@ -237,17 +259,14 @@ impl Parser<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value, String> {
+    fn value(&mut self, depth: usize) -> Result<Value, SyntaxError> {
         if depth > MAX_DEPTH {
-            return Err(format!("values nest deeper than {MAX_DEPTH} levels"));
+            return Err(SyntaxError::TooDeep);
         }
         self.skip_ws();
         if self.eat(ESCAPE) {
             let Some(end) = self.rest().find(ESCAPE) else {
-                return Err(format!(
-                    "string `{}` is not closed with <escape>",
-                    snippet(self.rest())
-                ));
+                return Err(SyntaxError::UnclosedString(snippet(self.rest())));
             };
             let s = self.rest()[..end].to_string();
             self.at += end + ESCAPE.len();
@@ -261,16 +280,16 @@ impl Parser<'_> {
             loop {
                 self.skip_ws();
                 let Some(colon) = self.rest().find(':') else {
-                    return Err(format!("expected `key:` at {}", self.here()));
+                    return Err(SyntaxError::NoKey(self.here()));
                 };
                 let key = self.rest()[..colon].trim().to_string();
                 if !is_gemma_key(&key) {
-                    return Err(format!("expected `key:` at {}", self.here()));
+                    return Err(SyntaxError::NoKey(self.here()));
                 }
                 self.at += colon + 1;
                 let v = self.value(depth + 1)?;
                 if map.insert(key.clone(), v).is_some() {
-                    return Err(format!("key `{key}` is given twice"));
+                    return Err(SyntaxError::KeyTwice(key));
                 }
                 if self.eat(",") {
                     continue;
@@ -278,10 +297,10 @@ impl Parser<'_> {
                 if self.eat("}") {
                     return Ok(Value::Object(map));
                 }
-                return Err(format!(
-                    "expected `,` or `}}` after `{key}` at {}",
-                    self.here()
-                ));
+                return Err(SyntaxError::NoCommaInObject {
+                    key,
+                    at: self.here(),
+                });
             }
         }
         if self.eat("[") {
@@ -297,7 +316,7 @@ impl Parser<'_> {
                 if self.eat("]") {
                     return Ok(Value::Array(items));
                 }
-                return Err(format!("expected `,` or `]` at {}", self.here()));
+                return Err(SyntaxError::NoCommaInList(self.here()));
             }
         }
         // A bare scalar: up to the next delimiter.
@@ -307,7 +326,7 @@ impl Parser<'_> {
             .unwrap_or(self.rest().len());
         let token = self.rest()[..end].trim().to_string();
         if token.is_empty() || token.contains('<') {
-            return Err(format!("expected a value at {}", self.here()));
+            return Err(SyntaxError::NoValue(self.here()));
         }
         self.at += end;
         Ok(match token.as_str() {
@@ -344,7 +363,7 @@ fn args_rule(g: &mut Ebnf, tool: &ToolSchema) -> Result<String, GrammarError> {
     if !is_gemma_key(&tool.name) {
         return Err(GrammarError::Schema {
             tool: tool.name.clone(),
-            detail: "FunctionGemma tool names must be letters, digits and `_`".into(),
+            detail: SchemaError::NotGemmaToolName,
         });
     }
     let obj = g

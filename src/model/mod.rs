@@ -29,6 +29,7 @@ mod openai;
 mod qwen;
 mod reply;
 mod schema_ebnf;
+pub use schema_ebnf::SchemaError;
 mod wire;
 
 pub use config::{ModelCatalog, ModelConfigError, ResolvedModel};
@@ -173,7 +174,10 @@ pub enum GrammarError {
         supported: String,
     },
     #[error("tool `{tool}`: cannot build a grammar for its parameters: {detail}")]
-    Schema { tool: String, detail: String },
+    Schema {
+        tool: String,
+        detail: schema_ebnf::SchemaError,
+    },
     #[error(
         "grammar mode `{mode}` has no place on wire `{wire}` (model `{plugin}`); use wire `structured_outputs` or another grammar mode"
     )]

@@ -52,8 +52,38 @@ pub(crate) struct Ebnf {
     xml_text: bool,
 }
 
-/// The schema uses something this builder cannot express.
-pub(crate) type SchemaError = String;
+/// The schema uses something this builder cannot express: what, quoting
+/// the bad part. Where: [`super::GrammarError::Schema`] names the tool; the
+/// fix is a simpler parameter schema (or `grammar: none`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("schema nests deeper than {} levels", MAX_DEPTH)]
+    TooDeep,
+    #[error("schema `false` accepts no value")]
+    AcceptsNothing,
+    #[error("schema must be an object, found {0}")]
+    NotAnObject(Value),
+    /// `enum`, `anyOf` or `oneOf` holds something other than a list.
+    #[error("`{0}` must be an array")]
+    NotAList(&'static str),
+    /// `enum`, `anyOf` or `oneOf` lists nothing.
+    #[error("`{0}` is empty")]
+    EmptyList(&'static str),
+    #[error("`type` list holds a non-string")]
+    TypeListNotStrings,
+    #[error("`type` must be a string or a list, found {0}")]
+    TypeNotStringOrList(Value),
+    #[error("unknown type `{0}`")]
+    UnknownType(String),
+    #[error(
+        "property name `{0}` cannot be written in FunctionGemma's syntax (letters, digits and `_` only)"
+    )]
+    NotGemmaKey(String),
+    #[error("constant {0} cannot be written in FunctionGemma's syntax")]
+    NotGemmaConstant(Value),
+    #[error("FunctionGemma tool names must be letters, digits and `_`")]
+    NotGemmaToolName,
+}
 
 /// Depth past which schemas are refused: deeper nesting is a mistake in a
 /// tool definition, and recursion must stay bounded.
@@ -145,7 +175,7 @@ impl Ebnf {
         depth: usize,
     ) -> Result<String, SchemaError> {
         if depth > MAX_DEPTH {
-            return Err(format!("schema nests deeper than {MAX_DEPTH} levels"));
+            return Err(SchemaError::TooDeep);
         }
         if dialect == Dialect::Gemma {
             self.gemma = true;
@@ -156,17 +186,17 @@ impl Ebnf {
         };
         let schema = match schema {
             Value::Bool(true) => return Ok(any()),
-            Value::Bool(false) => return Err("schema `false` accepts no value".into()),
+            Value::Bool(false) => return Err(SchemaError::AcceptsNothing),
             Value::Object(o) => o,
-            other => return Err(format!("schema must be an object, found {other}")),
+            other => return Err(SchemaError::NotAnObject(other.clone())),
         };
         if let Some(c) = schema.get("const") {
             return literal(c, dialect);
         }
         if let Some(options) = schema.get("enum") {
-            let options = options.as_array().ok_or("`enum` must be an array")?;
+            let options = options.as_array().ok_or(SchemaError::NotAList("enum"))?;
             if options.is_empty() {
-                return Err("`enum` is empty".into());
+                return Err(SchemaError::EmptyList("enum"));
             }
             let alts = options
                 .iter()
@@ -176,15 +206,13 @@ impl Ebnf {
         }
         for key in ["anyOf", "oneOf"] {
             if let Some(options) = schema.get(key) {
-                let options = options
-                    .as_array()
-                    .ok_or_else(|| format!("`{key}` must be an array"))?;
+                let options = options.as_array().ok_or(SchemaError::NotAList(key))?;
                 let mut alts = Vec::new();
                 for (i, option) in options.iter().enumerate() {
                     alts.push(self.value_at(option, dialect, &format!("{hint}_{i}"), depth + 1)?);
                 }
                 if alts.is_empty() {
-                    return Err(format!("`{key}` is empty"));
+                    return Err(SchemaError::EmptyList(key));
                 }
                 return Ok(format!("({})", alts.join(" | ")));
             }
@@ -202,9 +230,9 @@ impl Ebnf {
             Some(Value::String(t)) => vec![t.as_str()],
             Some(Value::Array(ts)) => ts
                 .iter()
-                .map(|t| t.as_str().ok_or("`type` list holds a non-string"))
+                .map(|t| t.as_str().ok_or(SchemaError::TypeListNotStrings))
                 .collect::<Result<_, _>>()?,
-            Some(other) => return Err(format!("`type` must be a string or a list, found {other}")),
+            Some(other) => return Err(SchemaError::TypeNotStringOrList(other.clone())),
         };
         let mut alts = Vec::new();
         for t in types {
@@ -217,7 +245,7 @@ impl Ebnf {
                 ("null", _) => "\"null\"".to_string(),
                 ("object", _) => self.object(schema, dialect, hint, depth)?,
                 ("array", _) => self.array(schema, dialect, hint, depth)?,
-                (other, _) => return Err(format!("unknown type `{other}`")),
+                (other, _) => return Err(SchemaError::UnknownType(other.to_string())),
             });
         }
         Ok(if alts.len() == 1 {
@@ -279,9 +307,7 @@ impl Ebnf {
                 }
                 Dialect::Gemma => {
                     if !is_gemma_key(key) {
-                        return Err(format!(
-                            "property name `{key}` cannot be written in FunctionGemma's syntax (letters, digits and `_` only)"
-                        ));
+                        return Err(SchemaError::NotGemmaKey(key.clone()));
                     }
                     format!("{} {value}", ebnf_literal(&format!("{key}:")))
                 }
@@ -423,7 +449,7 @@ fn literal(value: &Value, dialect: Dialect) -> Result<String, SchemaError> {
         Dialect::Json => Ok(ebnf_literal(&value.to_string())),
         Dialect::Gemma => render_value(value)
             .map(|text| ebnf_literal(&text))
-            .ok_or_else(|| format!("constant {value} cannot be written in FunctionGemma's syntax")),
+            .ok_or_else(|| SchemaError::NotGemmaConstant(value.clone())),
     }
 }
 
@@ -452,17 +478,20 @@ mod tests {
         assert!(
             g.value(&json!({"type": "banana"}), Dialect::Json, "t")
                 .unwrap_err()
+                .to_string()
                 .contains("banana")
         );
         assert!(
             g.value(&json!({"enum": []}), Dialect::Json, "t")
                 .unwrap_err()
+                .to_string()
                 .contains("empty")
         );
         let bad_key = json!({"type": "object", "properties": {"a-b": {"type": "string"}}});
         assert!(
             g.value(&bad_key, Dialect::Gemma, "t")
                 .unwrap_err()
+                .to_string()
                 .contains("a-b")
         );
     }

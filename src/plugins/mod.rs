@@ -173,12 +173,12 @@ impl PluginRegistry {
     /// is one `wrap` refuses; `label` names the kind in those errors
     /// (`model plugin`), `builtin` the thing it would shadow (`a built-in
     /// model plugin`). Blocking when `wrap` runs plugin code.
-    pub fn wrapped<T: ?Sized>(
+    pub fn wrapped<T: ?Sized, E: std::fmt::Display>(
         &self,
         kind: &str,
         (label, builtin, builtins): (&str, &str, &[&str]),
         kept: impl Fn(&str, &str) -> Option<Arc<T>>,
-        wrap: impl Fn(Arc<Plugin>) -> Result<Arc<T>, String>,
+        wrap: impl Fn(Arc<Plugin>) -> Result<Arc<T>, E>,
         errors: &mut Vec<String>,
     ) -> Vec<Arc<T>> {
         let mut out = Vec::new();

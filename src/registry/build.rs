@@ -18,7 +18,7 @@ use super::store::BundleStore;
 use super::watch::Changed;
 use super::{
     Applied, BundleEntry, BundleIdentity, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend,
-    LoadedBundle, RegistryError, Snapshot, trust,
+    LoadedBundle, NotRevived, RegistryError, Snapshot, trust,
 };
 use crate::bundle::{
     self, Bundle, BundleErrors, EndpointRef, HistoryPlugins, LoadContext, ToolEnv,
@@ -36,7 +36,7 @@ pub(super) fn revive(
     env: &BuildEnv,
     name: &str,
     identity: &BundleIdentity,
-) -> Result<Arc<LoadedBundle>, String> {
+) -> Result<Arc<LoadedBundle>, NotRevived> {
     Binder::new(
         &snapshot.config,
         &snapshot.egress,
@@ -392,47 +392,45 @@ impl<'a> Binder<'a> {
     /// not. A damaged copy is not rebuilt here: its source no longer holds
     /// its content (else the current version would be this identity, and
     /// its load would have rebuilt the copy).
-    fn revive(&self, name: &str, identity: &BundleIdentity) -> Result<Arc<LoadedBundle>, String> {
-        let copy = self
-            .store
-            .find(identity)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| {
-                "its copy in the state directory is gone (pruned after the queue's retention, or deleted)".to_string()
-            })?;
-        let mut bundle = bundle::load_dir(&copy.path, &self.context())
-            .map_err(|e| format!("its copy {} does not load: {e}", copy.path.display()))?;
+    fn revive(
+        &self,
+        name: &str,
+        identity: &BundleIdentity,
+    ) -> Result<Arc<LoadedBundle>, NotRevived> {
+        let copy = self.store.find(identity)?.ok_or(NotRevived::CopyGone)?;
+        let mut bundle = bundle::load_dir(&copy.path, &self.context()).map_err(|errors| {
+            NotRevived::CopyInvalid {
+                path: copy.path.clone(),
+                errors,
+            }
+        })?;
         if !copy.sealed {
             // Made before manifests: its files must still hash to the
             // content it records; then it gets its manifest.
             if bundle.content_digest != copy.content {
-                return Err(format!(
-                    "its copy {} (made before copies had manifests) no longer holds content {}: it is damaged, and its source was edited since",
-                    copy.path.display(),
-                    copy.content
-                ));
+                return Err(NotRevived::LegacyCopyChanged {
+                    path: copy.path.clone(),
+                    content: copy.content.to_string(),
+                });
             }
-            self.store.seal(&copy).map_err(|e| e.to_string())?;
+            self.store.seal(&copy)?;
         }
         // The copy's own digest counts files tools wrote into it: the
         // manifest's (verified) is the content it was made from.
         bundle.content_digest = copy.content;
         if bundle.name() != name {
-            return Err(format!(
-                "its copy {} holds bundle {:?}",
-                copy.path.display(),
-                bundle.name()
-            ));
+            return Err(NotRevived::OtherBundle {
+                path: copy.path.clone(),
+                found: bundle.name().to_string(),
+            });
         }
         let now = self.identity(&bundle);
         if now != *identity {
-            return Err(format!(
-                "the endpoint, plugins or agents it was bound to changed since (bound now it would be {})",
-                now.short()
-            ));
+            return Err(NotRevived::InputsChanged {
+                now: now.short().to_string(),
+            });
         }
-        self.bind(bundle, now)
-            .map_err(|e| format!("binding its copy failed: {e}"))
+        self.bind(bundle, now).map_err(NotRevived::Bind)
     }
 
     /// A bundle's identity against this snapshot's inputs.
@@ -539,7 +537,7 @@ fn load_dir(binder: &Binder<'_>, dir: &Path, before: Option<&Arc<LoadedBundle>>)
     let stamp = stamp::record(dir);
     let allow_insecure = binder.config.paths.allow_insecure_dirs;
     let result = trust::check_tree(dir, allow_insecure)
-        .map_err(|message| located(dir, message))
+        .map_err(|e| located(dir, e.to_string()))
         .and_then(|()| binder.load(dir, before))
         .map_err(|errors| {
             let messages: Vec<String> = errors.0.iter().map(ToString::to_string).collect();

@@ -275,7 +275,40 @@ pub enum Unresolved {
     NotLoaded,
     /// The pinned content cannot be had, and why.
     #[error("{0}")]
-    PinnedGone(String),
+    PinnedGone(NotRevived),
+}
+
+/// Why a pinned version cannot be loaded again from its copy in the store:
+/// what is gone or changed, naming the copy. The caller names the job and
+/// says what to do (resubmit it).
+#[derive(Debug, thiserror::Error)]
+pub enum NotRevived {
+    #[error("loading its copy failed: {0}")]
+    Task(String),
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+    #[error(
+        "its copy in the state directory is gone (pruned after the queue's retention, or deleted)"
+    )]
+    CopyGone,
+    #[error("its copy {} does not load: {errors}", .path.display())]
+    CopyInvalid {
+        path: PathBuf,
+        errors: crate::bundle::BundleErrors,
+    },
+    #[error(
+        "its copy {} (made before copies had manifests) no longer holds content {content}: it is damaged, and its source was edited since",
+        .path.display()
+    )]
+    LegacyCopyChanged { path: PathBuf, content: String },
+    #[error("its copy {} holds bundle {found:?}", .path.display())]
+    OtherBundle { path: PathBuf, found: String },
+    #[error(
+        "the endpoint, plugins or agents it was bound to changed since (bound now it would be {now})"
+    )]
+    InputsChanged { now: String },
+    #[error("binding its copy failed: {0}")]
+    Bind(crate::bundle::BundleErrors),
 }
 
 /// Who holds pins besides the registry: the jobs that have not ended
@@ -286,7 +319,20 @@ pub enum Unresolved {
 pub trait PinHolders: Send + Sync {
     /// Every identity a job that has not ended is pinned to, or why they
     /// cannot be told (then nothing is pruned).
-    async fn pinned(&self) -> Result<HashSet<BundleIdentity>, String>;
+    async fn pinned(&self) -> Result<HashSet<BundleIdentity>, PinsUnknown>;
+}
+
+/// Why the pins of the jobs that have not ended cannot be told: which read
+/// failed (naming the job). Nothing is pruned then; the next reload tries
+/// again.
+#[derive(Debug, thiserror::Error)]
+pub enum PinsUnknown {
+    #[error("listing the jobs that have not ended: {0}")]
+    List(String),
+    #[error("more than {max} jobs have not ended; their nested pins are not all read")]
+    TooMany { max: usize },
+    #[error("reading the journal of job {job}: {detail}")]
+    Journal { job: String, detail: String },
 }
 
 /// The daemon's live registry.
@@ -372,7 +418,7 @@ impl Registry {
             build::revive(&snapshot, &env, &key.0, &key.1).map(|b| (key, b))
         })
         .await
-        .map_err(|e| Unresolved::PinnedGone(format!("loading its copy failed: {e}")))?
+        .map_err(|e| Unresolved::PinnedGone(NotRevived::Task(e.to_string())))?
         .map_err(Unresolved::PinnedGone)?;
         let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
         Ok(versions.entry(key).or_insert(loaded).clone())

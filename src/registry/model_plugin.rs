@@ -51,9 +51,7 @@ pub fn libraries(
                 .filter(|p| p.library_digest() == Some(sha256))
         },
         |plugin| {
-            DynamicModelPlugin::new(plugin)
-                .map(|wrapped| Arc::new(wrapped) as Arc<dyn ModelPlugin>)
-                .map_err(|e| e.to_string())
+            DynamicModelPlugin::new(plugin).map(|wrapped| Arc::new(wrapped) as Arc<dyn ModelPlugin>)
         },
         errors,
     )

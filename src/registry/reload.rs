@@ -202,7 +202,7 @@ impl Reloader {
         } else {
             match read_config(self.config_file.clone()).await {
                 Ok(config) => config,
-                Err(error) => return rejected(trigger, &running, vec![error]),
+                Err(error) => return rejected(trigger, &running, vec![error.to_string()]),
             }
         };
         let refused = running.config.restart_only_changes(
@@ -226,12 +226,19 @@ impl Reloader {
     }
 }
 
-async fn read_config(file: Option<PathBuf>) -> Result<Arc<Config>, String> {
-    tokio::task::spawn_blocking(move || Config::load(file.as_deref()))
-        .await
-        .map_err(|e| format!("reading the config failed: {e}"))?
-        .map(Arc::new)
-        .map_err(|e| e.to_string())
+/// Why a reload could not read the daemon config: the config's own error
+/// (which names the file, key and fix), or the task that read it died.
+#[derive(Debug, thiserror::Error)]
+enum ConfigUnread {
+    #[error("reading the config failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+}
+
+async fn read_config(file: Option<PathBuf>) -> Result<Arc<Config>, ConfigUnread> {
+    let config = tokio::task::spawn_blocking(move || Config::load(file.as_deref())).await??;
+    Ok(Arc::new(config))
 }
 
 fn rejected(trigger: ReloadTrigger, running: &Snapshot, errors: Vec<String>) -> ReloadOutcome {

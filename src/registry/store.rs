@@ -148,7 +148,7 @@ impl BundleStore {
             content: durable::recorded_content(&path).unwrap_or_else(|| "unknown".into()),
             path,
             identity: identity.clone(),
-            why,
+            why: why.to_string(),
         })
     }
 

@@ -81,39 +81,60 @@ pub fn check(
     }
 }
 
+/// Why one recorded call does not replay on the new version: the clause
+/// after "turn N calls tool `x`, ", naming the version and bundle.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum CallNotReplayable {
+    #[error("which version {version} of bundle {bundle:?} does not have")]
+    ToolGone { version: String, bundle: String },
+    #[error("whose recorded arguments version {version} of bundle {bundle:?} refuses: {why}")]
+    ArgumentsRefused {
+        version: String,
+        bundle: String,
+        why: crate::approval::ArgumentsError,
+    },
+    #[error("which {} and in version {version} {}", runs(.was), runs(.is))]
+    NestedBundleChanged {
+        was: Option<String>,
+        version: String,
+        is: Option<String>,
+    },
+}
+
+fn runs(nested: &Option<String>) -> String {
+    match nested {
+        Some(bundle) => format!("runs bundle {bundle:?}"),
+        None => "runs no nested bundle".to_string(),
+    }
+}
+
 /// Whether one recorded call of `name` replays on `to`.
 fn call_replays(
     from: &LoadedBundle,
     to: &LoadedBundle,
     name: &str,
     arguments: &serde_json::Value,
-) -> Result<(), String> {
+) -> Result<(), CallNotReplayable> {
     let Some(parameters) = to.tools.parameters(name) else {
-        return Err(format!(
-            "which version {} of bundle {:?} does not have",
-            to.version(),
-            to.name()
-        ));
+        return Err(CallNotReplayable::ToolGone {
+            version: to.version().to_string(),
+            bundle: to.name().to_string(),
+        });
     };
     crate::approval::check_arguments(parameters, arguments).map_err(|why| {
-        format!(
-            "whose recorded arguments version {} of bundle {:?} refuses: {why}",
-            to.version(),
-            to.name()
-        )
+        CallNotReplayable::ArgumentsRefused {
+            version: to.version().to_string(),
+            bundle: to.name().to_string(),
+            why,
+        }
     })?;
     let (was, is) = (nested_bundle(from, name), nested_bundle(to, name));
     if was != is {
-        let runs = |nested: Option<&str>| match nested {
-            Some(bundle) => format!("runs bundle {bundle:?}"),
-            None => "runs no nested bundle".to_string(),
-        };
-        return Err(format!(
-            "which {} and in version {} {}",
-            runs(was),
-            to.version(),
-            runs(is)
-        ));
+        return Err(CallNotReplayable::NestedBundleChanged {
+            was: was.map(str::to_string),
+            version: to.version().to_string(),
+            is: is.map(str::to_string),
+        });
     }
     Ok(())
 }

@@ -114,7 +114,7 @@ pub async fn migrate(
                 }
             },
             Err(reason) => {
-                entry.reason = Some(reason);
+                entry.reason = Some(reason.to_string());
                 plan.refused.push(entry);
             }
         }
@@ -189,13 +189,25 @@ async fn pinned_elsewhere(
     Ok(jobs)
 }
 
+/// Why a job stays on the version it is pinned to (the reason its entry in
+/// the move plan shows).
+#[derive(Debug, thiserror::Error)]
+enum Unmovable {
+    #[error("the content it is pinned to cannot be loaded to compare: {0}")]
+    PinUnloadable(crate::registry::Unresolved),
+    #[error("its journal cannot be read: {0}")]
+    JournalUnreadable(String),
+    #[error("{0}")]
+    Incompatible(#[from] compat::Incompatible),
+}
+
 /// Whether `job`'s journal replays on `current`, or why not.
 async fn replays(
     queue: &dyn JobQueue,
     registry: &Arc<Registry>,
     job: &Job,
     current: &LoadedBundle,
-) -> Result<(), String> {
+) -> Result<(), Unmovable> {
     let pinned = job
         .bundle_digest
         .as_deref()
@@ -203,12 +215,12 @@ async fn replays(
     let from = registry
         .resolve(&job.bundle, pinned.as_ref())
         .await
-        .map_err(|why| format!("the content it is pinned to cannot be loaded to compare: {why}"))?;
+        .map_err(Unmovable::PinUnloadable)?;
     let journal = queue
         .journal(&job.id)
         .await
-        .map_err(|e| format!("its journal cannot be read: {e}"))?;
-    compat::check(&from, current, &journal).map_err(|e| e.to_string())
+        .map_err(|e| Unmovable::JournalUnreadable(e.to_string()))?;
+    Ok(compat::check(&from, current, &journal)?)
 }
 
 async fn moved(

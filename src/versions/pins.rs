@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 use crate::journal::JournalEntry;
 use crate::queue::{JobFilter, JobQueue};
-use crate::registry::{BundleIdentity, NESTED_PIN_STEP, NestedPin, PinHolders};
+use crate::registry::{BundleIdentity, NESTED_PIN_STEP, NestedPin, PinHolders, PinsUnknown};
 
 /// Jobs whose journals are read to tell their nested pins, at most: past
 /// it nothing is pruned (keeping a copy too long costs disk; pruning one a
@@ -23,7 +23,7 @@ pub struct QueuePins(pub Arc<dyn JobQueue>);
 
 #[async_trait]
 impl PinHolders for QueuePins {
-    async fn pinned(&self) -> Result<HashSet<BundleIdentity>, String> {
+    async fn pinned(&self) -> Result<HashSet<BundleIdentity>, PinsUnknown> {
         held(self.0.as_ref()).await
     }
 }
@@ -33,7 +33,7 @@ impl PinHolders for QueuePins {
 /// pages are read moves to `queued`, and a listing per state that had read
 /// `queued` already and `parked` not yet would miss it, and prune the copy
 /// it resumes on.
-pub async fn held(queue: &dyn JobQueue) -> Result<HashSet<BundleIdentity>, String> {
+pub async fn held(queue: &dyn JobQueue) -> Result<HashSet<BundleIdentity>, PinsUnknown> {
     let mut pinned = HashSet::new();
     let mut jobs = 0;
     let mut cursor = None;
@@ -46,19 +46,20 @@ pub async fn held(queue: &dyn JobQueue) -> Result<HashSet<BundleIdentity>, Strin
                 ..Default::default()
             })
             .await
-            .map_err(|e| format!("listing the jobs that have not ended: {e}"))?;
+            .map_err(|e| PinsUnknown::List(e.to_string()))?;
         for job in page.jobs {
             jobs += 1;
             if jobs > MAX_JOBS {
-                return Err(format!(
-                    "more than {MAX_JOBS} jobs have not ended; their nested pins are not all read"
-                ));
+                return Err(PinsUnknown::TooMany { max: MAX_JOBS });
             }
             pinned.extend(job.bundle_digest.as_deref().map(BundleIdentity::recorded));
             let journal = queue
                 .journal(&job.id)
                 .await
-                .map_err(|e| format!("reading the journal of job {}: {e}", job.id))?;
+                .map_err(|e| PinsUnknown::Journal {
+                    job: job.id.to_string(),
+                    detail: e.to_string(),
+                })?;
             pinned.extend(nested(&journal));
         }
         cursor = page.next_cursor;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::command::{CommandRun, run_command};
 use super::gate::{GateContext, GateReport};
-use super::git::last_commit_files;
+use super::git::{GitError, last_commit_files};
 use super::pr_text::{closing_body, pr_number, pr_url, valid_pr_title};
 use super::spec::{Builtin, PrSettings, RebaseSettings};
 
@@ -101,7 +101,7 @@ async fn argv_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
 }
 
 /// The files changed by the last commit (all files of a first commit).
-async fn changed_files(ctx: &GateContext<'_>, dir: &Path) -> Result<Vec<String>, String> {
+async fn changed_files(ctx: &GateContext<'_>, dir: &Path) -> Result<Vec<String>, GitError> {
     last_commit_files(dir, ctx.timeout(), ctx.spec.max_output_bytes).await
 }
 
@@ -111,7 +111,7 @@ async fn py_compile_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
         Err(e) => {
             return GateReport::fail(
                 "fail",
-                e,
+                e.to_string(),
                 "make the working directory a git repository with at least one commit",
             );
         }

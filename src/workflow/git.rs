@@ -17,6 +17,18 @@ use super::command::{CommandRun, run_command, run_process};
 const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 const GIT_MAX_OUTPUT: usize = 1024 * 1024;
 
+/// Why a git fact could not be had: which command failed (with its exit
+/// status and the tail of its output), or what the remote does not say.
+/// The caller says what the fact was for and what to set instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GitError {
+    /// [`CommandRun::describe`]: the command, its status, its output.
+    #[error("{0}")]
+    Failed(String),
+    #[error("the remote {remote:?} does not name a default branch (its HEAD)")]
+    NoDefaultBranch { remote: String },
+}
+
 fn argv(args: &[&str]) -> Vec<String> {
     std::iter::once("git")
         .chain(args.iter().copied())
@@ -41,7 +53,7 @@ pub(crate) async fn last_commit_files(
     dir: &Path,
     timeout: Duration,
     max_output: usize,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, GitError> {
     let mut run = git(
         dir,
         &["diff", "--name-only", "HEAD~1", "HEAD"],
@@ -62,7 +74,9 @@ pub(crate) async fn last_commit_files(
         run = git(dir, &args, timeout, max_output).await;
     }
     if !run.success() {
-        return Err(run.describe("git diff --name-only HEAD~1 HEAD"));
+        return Err(GitError::Failed(
+            run.describe("git diff --name-only HEAD~1 HEAD"),
+        ));
     }
     Ok(lines(&run.stdout))
 }
@@ -77,10 +91,12 @@ fn lines(text: &str) -> Vec<String> {
 
 /// The commit `HEAD` names in `dir`: `None` on a branch with no commit yet;
 /// an error when `dir` is not a git work tree.
-pub(crate) async fn head(dir: &Path) -> Result<Option<String>, String> {
+pub(crate) async fn head(dir: &Path) -> Result<Option<String>, GitError> {
     let inside = git_step(dir, &["rev-parse", "--is-inside-work-tree"]).await;
     if !inside.success() {
-        return Err(inside.describe("git rev-parse --is-inside-work-tree"));
+        return Err(GitError::Failed(
+            inside.describe("git rev-parse --is-inside-work-tree"),
+        ));
     }
     let run = git_step(dir, &["rev-parse", "--verify", "--quiet", "HEAD"]).await;
     Ok(run
@@ -98,7 +114,7 @@ pub(crate) async fn default_branch(
     remote: &str,
     timeout: Duration,
     cap: usize,
-) -> Result<String, String> {
+) -> Result<String, GitError> {
     let local = format!("refs/remotes/{remote}/HEAD");
     let run = git(
         dir,
@@ -124,7 +140,9 @@ pub(crate) async fn default_branch(
     )
     .await;
     if !run.success() {
-        return Err(run.describe(&format!("git ls-remote --symref {remote} HEAD")));
+        return Err(GitError::Failed(
+            run.describe(&format!("git ls-remote --symref {remote} HEAD")),
+        ));
     }
     run.stdout
         .lines()
@@ -132,16 +150,18 @@ pub(crate) async fn default_branch(
             let target = l.strip_prefix("ref:")?.split_whitespace().next()?;
             target.strip_prefix("refs/heads/").map(String::from)
         })
-        .ok_or_else(|| format!("the remote {remote:?} does not name a default branch (its HEAD)"))
+        .ok_or_else(|| GitError::NoDefaultBranch {
+            remote: remote.to_string(),
+        })
 }
 
 /// The files staged for the next commit.
 async fn staged(dir: &Path) -> Result<Vec<String>, CommitError> {
     let run = git_step(dir, &["diff", "--cached", "--name-only"]).await;
     if !run.success() {
-        return Err(CommitError::Git(
+        return Err(CommitError::Git(GitError::Failed(
             run.describe("git diff --cached --name-only"),
-        ));
+        )));
     }
     Ok(lines(&run.stdout))
 }
@@ -181,7 +201,7 @@ pub(crate) struct CommitRequest<'a> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum CommitError {
     #[error("{0}")]
-    Git(String),
+    Git(#[from] GitError),
     #[error("there are changes to commit but no commit report")]
     NoMessage,
 }
@@ -198,7 +218,9 @@ pub(crate) async fn commit(req: &CommitRequest<'_>) -> Result<CommitReport, Comm
     };
     let added = run(["add", "-A"].map(String::from).to_vec()).await;
     if !added.success() {
-        return Err(CommitError::Git(added.describe("git add -A")));
+        return Err(CommitError::Git(GitError::Failed(
+            added.describe("git add -A"),
+        )));
     }
     let mut files = staged(req.dir).await?;
     // The report is unstaged rather than left out by a pathspec, which git
@@ -218,7 +240,9 @@ pub(crate) async fn commit(req: &CommitRequest<'_>) -> Result<CommitReport, Comm
         unstage.extend(report);
         let unstaged = run(unstage).await;
         if !unstaged.success() {
-            return Err(CommitError::Git(unstaged.describe("git reset -- REPORT")));
+            return Err(CommitError::Git(GitError::Failed(
+                unstaged.describe("git reset -- REPORT"),
+            )));
         }
         files = staged(req.dir).await?;
     }
@@ -244,7 +268,9 @@ pub(crate) async fn commit(req: &CommitRequest<'_>) -> Result<CommitReport, Comm
     };
     let committed = run(["commit", "-q", "-m", message].map(String::from).to_vec()).await;
     if !committed.success() {
-        return Err(CommitError::Git(committed.describe("git commit")));
+        return Err(CommitError::Git(GitError::Failed(
+            committed.describe("git commit"),
+        )));
     }
     report.committed = true;
     report.files = files;

@@ -14,7 +14,7 @@ mod parse;
 use parse::{TOOL_CALL, parse_text};
 
 use crate::model::reply::combine;
-use crate::model::schema_ebnf::{Dialect, Ebnf, Member, ebnf_literal, required_set};
+use crate::model::schema_ebnf::{Dialect, Ebnf, Member, SchemaError, ebnf_literal, required_set};
 use crate::model::{
     CallRules, Grammar, GrammarError, GrammarMode, ModelPlugin, ParsedReply, SystemRole,
 };
@@ -245,7 +245,7 @@ fn json_schema(tools: &[ToolSchema], parallel: bool) -> Value {
 
 /// Qwen XML parameters: `<parameter=p>\nvalue\n</parameter>\n` in declared
 /// order, strings as raw text, other types as JSON.
-fn xml_params(g: &mut Ebnf, schema: &Value, hint: &str) -> Result<String, String> {
+fn xml_params(g: &mut Ebnf, schema: &Value, hint: &str) -> Result<String, SchemaError> {
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
         return Ok("\"\"".into());
     };

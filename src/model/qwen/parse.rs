@@ -79,9 +79,37 @@ fn json_content_calls(text: &str, out: &mut TextParse) -> bool {
     true
 }
 
+/// Why the JSON at the start of a tool call's text does not read: what, and
+/// where within the text (line and column, a byte, or the key it was in).
+/// The caller quotes the text and names the tool.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum JsonTextError {
+    #[error("{message} at line {line} column {column}")]
+    Invalid {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("no JSON value")]
+    NoValue,
+    #[error("object key at byte {at} is not a string")]
+    KeyNotString { at: usize },
+    #[error("expected `:` after key `{key}`")]
+    NoColon { key: String },
+    #[error("value of `{key}`: {inner}")]
+    InValue {
+        key: String,
+        inner: Box<JsonTextError>,
+    },
+    #[error("expected `,` or `}}` after the value of `{key}`")]
+    NoComma { key: String },
+    #[error("the JSON object is not closed")]
+    NotClosed,
+}
+
 /// Reads one JSON value at byte `at` of `text`; returns it with its byte
 /// length. Errors give the line and column within `text`.
-fn json_prefix(text: &str, at: usize) -> Result<(Value, usize), String> {
+fn json_prefix(text: &str, at: usize) -> Result<(Value, usize), JsonTextError> {
     let mut stream = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
     match stream.next() {
         Some(Ok(v)) => Ok((v, stream.byte_offset())),
@@ -96,12 +124,13 @@ fn json_prefix(text: &str, at: usize) -> Result<(Value, usize), String> {
             };
             let message = e.to_string();
             let message = message.split(" at line ").next().unwrap_or_default();
-            Err(format!(
-                "{message} at line {} column {column}",
-                base_line + e.line().max(1)
-            ))
+            Err(JsonTextError::Invalid {
+                message: message.to_string(),
+                line: base_line + e.line().max(1),
+                column,
+            })
         }
-        None => Err("no JSON value".into()),
+        None => Err(JsonTextError::NoValue),
     }
 }
 
@@ -110,7 +139,7 @@ type JsonMember<'a> = (String, Value, &'a str);
 
 /// The members of the JSON object at the start of `text`, each with its
 /// exact source text, and the object's byte length.
-fn json_object_members(text: &str) -> Result<(Vec<JsonMember<'_>>, usize), String> {
+fn json_object_members(text: &str) -> Result<(Vec<JsonMember<'_>>, usize), JsonTextError> {
     let bytes = text.as_bytes();
     let skip_ws = |mut i: usize| {
         // JSON whitespace only: a form feed here would make the object text
@@ -128,26 +157,28 @@ fn json_object_members(text: &str) -> Result<(Vec<JsonMember<'_>>, usize), Strin
     loop {
         let (key, used) = json_prefix(text, i)?;
         let Value::String(key) = key else {
-            return Err(format!("object key at byte {i} is not a string"));
+            return Err(JsonTextError::KeyNotString { at: i });
         };
         i = skip_ws(i + used);
         if bytes.get(i) != Some(&b':') {
-            return Err(format!("expected `:` after key `{key}`"));
+            return Err(JsonTextError::NoColon { key });
         }
         i = skip_ws(i + 1);
-        let (value, used) = json_prefix(text, i).map_err(|e| format!("value of `{key}`: {e}"))?;
+        let (value, used) = json_prefix(text, i).map_err(|e| JsonTextError::InValue {
+            key: key.clone(),
+            inner: Box::new(e),
+        })?;
         members.push((key, value, &text[i..i + used]));
         i = skip_ws(i + used);
         match bytes.get(i) {
             Some(b',') => i = skip_ws(i + 1),
             Some(b'}') => return Ok((members, i + 1)),
             Some(_) => {
-                return Err(format!(
-                    "expected `,` or `}}` after the value of `{}`",
-                    members.last().map(|m| m.0.as_str()).unwrap_or_default()
-                ));
+                return Err(JsonTextError::NoComma {
+                    key: members.last().map(|m| m.0.clone()).unwrap_or_default(),
+                });
             }
-            None => return Err("the JSON object is not closed".into()),
+            None => return Err(JsonTextError::NotClosed),
         }
     }
 }

@@ -46,6 +46,62 @@ struct FileSum {
     sha256: String,
 }
 
+/// A file or directory could not be copied, written or synced: which path,
+/// and the system's reason. [`StoreError`] says which copy and what to check.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DiskError {
+    #[error("{}: nested deeper than {} directories (a symlink loop?)", .path.display(), MAX_DEPTH)]
+    TooDeep { path: PathBuf },
+    #[error("{}: {error}", .path.display())]
+    At {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} → {}: {error}", .from.display(), .to.display())]
+    Copy {
+        from: PathBuf,
+        to: PathBuf,
+        error: std::io::Error,
+    },
+    /// Writing a file (the caller names it).
+    #[error("{0}")]
+    Write(#[from] std::io::Error),
+    #[error("cannot sync {}: {error}", .dir.display())]
+    Sync { dir: PathBuf, error: std::io::Error },
+}
+
+impl DiskError {
+    fn at(path: &Path) -> impl Fn(std::io::Error) -> Self + '_ {
+        move |error| Self::At {
+            path: path.to_path_buf(),
+            error,
+        }
+    }
+}
+
+/// What is wrong with a copy: a file missing, of another size or other
+/// bytes, or its manifest. The caller names the copy.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Damage {
+    #[error(
+        "its manifest {manifest} cannot be read ({0}); copies made before manifests existed are made again",
+        manifest = MANIFEST
+    )]
+    NoManifest(std::io::Error),
+    #[error("its manifest {manifest} is not valid ({0})", manifest = MANIFEST)]
+    BadManifest(serde_json::Error),
+    #[error("{file}: {error}")]
+    Unreadable { file: String, error: std::io::Error },
+    #[error("{file}: {found} bytes, {copied} when copied")]
+    Resized {
+        file: String,
+        found: u64,
+        copied: u64,
+    },
+    #[error("{file}: its bytes changed since it was copied")]
+    Changed { file: String },
+}
+
 /// Makes `target` a durable copy of `from`, recording `content`.
 pub(super) fn make(
     root: &Path,
@@ -61,13 +117,13 @@ pub(super) fn make(
         std::fs::create_dir_all(root).map_err(|e| write_error(root, e.to_string()))?;
         let _ = std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700));
         if let Some(parent) = root.parent() {
-            sync_dir(parent).map_err(|e| write_error(parent, e))?;
+            sync_dir(parent).map_err(|e| write_error(parent, e.to_string()))?;
         }
     }
     let staging = staging_path(root, target, "tmp");
     let made = fill(from, &staging, content).and_then(|()| {
         match std::fs::rename(&staging, target) {
-            Ok(()) => sync_dir(root).map_err(|e| write_error(root, e)),
+            Ok(()) => sync_dir(root).map_err(|e| write_error(root, e.to_string())),
             // Another reload made the same copy meanwhile.
             Err(_) if target.is_dir() => Ok(()),
             Err(e) => Err(write_error(
@@ -95,9 +151,9 @@ pub(super) fn staging_path(root: &Path, target: &Path, what: &str) -> PathBuf {
 fn fill(from: &Path, staging: &Path, content: &ContentDigest) -> Result<(), StoreError> {
     let _ = std::fs::remove_dir_all(staging);
     let mut files = BTreeMap::new();
-    copy_tree(from, staging, staging, 0, &mut files).map_err(|detail| StoreError::Source {
+    copy_tree(from, staging, staging, 0, &mut files).map_err(|e| StoreError::Source {
         from: from.to_path_buf(),
-        detail,
+        detail: e.to_string(),
     })?;
     let manifest = Manifest {
         content: content.clone(),
@@ -107,7 +163,10 @@ fn fill(from: &Path, staging: &Path, content: &ContentDigest) -> Result<(), Stor
     let path = staging.join(MANIFEST);
     write_synced(&path, &text)
         .and_then(|()| sync_dir(staging))
-        .map_err(|detail| StoreError::Write { path, detail })
+        .map_err(|e| StoreError::Write {
+            path,
+            detail: e.to_string(),
+        })
 }
 
 /// Copies `from` into the new directory `to` (under `top`), following
@@ -120,34 +179,38 @@ fn copy_tree(
     top: &Path,
     depth: usize,
     files: &mut BTreeMap<String, FileSum>,
-) -> Result<(), String> {
+) -> Result<(), DiskError> {
     if depth >= MAX_DEPTH {
-        return Err(format!(
-            "{}: nested deeper than {MAX_DEPTH} directories (a symlink loop?)",
-            from.display()
-        ));
+        return Err(DiskError::TooDeep {
+            path: from.to_path_buf(),
+        });
     }
-    std::fs::create_dir(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    let entries = std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    std::fs::create_dir(to).map_err(DiskError::at(to))?;
+    let entries = std::fs::read_dir(from).map_err(DiskError::at(from))?;
     for entry in entries {
-        let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
+        let entry = entry.map_err(DiskError::at(from))?;
         if entry.file_name() == "__pycache__" {
             continue;
         }
         let source = entry.path();
         let target = to.join(entry.file_name());
-        let meta = std::fs::metadata(&source).map_err(|e| format!("{}: {e}", source.display()))?;
+        let meta = std::fs::metadata(&source).map_err(DiskError::at(&source))?;
         if meta.is_dir() {
             copy_tree(&source, &target, top, depth + 1, files)?;
             continue;
         }
-        std::fs::copy(&source, &target)
-            .map_err(|e| format!("{} → {}: {e}", source.display(), target.display()))?;
+        if let Err(error) = std::fs::copy(&source, &target) {
+            return Err(DiskError::Copy {
+                from: source,
+                to: target,
+                error,
+            });
+        }
         // The sum is of the copy as written, read back after its sync.
         let sum = File::open(&target)
             .and_then(|f| f.sync_all().map(|()| f))
             .and_then(|_| sum_of(&target))
-            .map_err(|e| format!("{}: {e}", target.display()))?;
+            .map_err(DiskError::at(&target))?;
         let relative = target.strip_prefix(top).unwrap_or(&target);
         files.insert(relative.to_string_lossy().into_owned(), sum);
     }
@@ -156,23 +219,26 @@ fn copy_tree(
 
 /// Checks the copy at `path` against its manifest → the manifest, or what
 /// is wrong (a file missing, of another size or other bytes).
-pub(super) fn verify(path: &Path) -> Result<Manifest, String> {
-    let text = std::fs::read(path.join(MANIFEST)).map_err(|e| {
-        format!("its manifest {MANIFEST} cannot be read ({e}); copies made before manifests existed are made again")
-    })?;
-    let manifest: Manifest = serde_json::from_slice(&text)
-        .map_err(|e| format!("its manifest {MANIFEST} is not valid ({e})"))?;
+pub(super) fn verify(path: &Path) -> Result<Manifest, Damage> {
+    let text = std::fs::read(path.join(MANIFEST)).map_err(Damage::NoManifest)?;
+    let manifest: Manifest = serde_json::from_slice(&text).map_err(Damage::BadManifest)?;
     for (relative, expected) in &manifest.files {
         let file = path.join(relative);
-        let found = sum_of(&file).map_err(|e| format!("{relative}: {e}"))?;
+        let found = sum_of(&file).map_err(|error| Damage::Unreadable {
+            file: relative.clone(),
+            error,
+        })?;
         if found.len != expected.len {
-            return Err(format!(
-                "{relative}: {} bytes, {} when copied",
-                found.len, expected.len
-            ));
+            return Err(Damage::Resized {
+                file: relative.clone(),
+                found: found.len,
+                copied: expected.len,
+            });
         }
         if found.sha256 != expected.sha256 {
-            return Err(format!("{relative}: its bytes changed since it was copied"));
+            return Err(Damage::Changed {
+                file: relative.clone(),
+            });
         }
     }
     Ok(manifest)
@@ -223,7 +289,7 @@ pub(super) fn seal(path: &Path, content: &ContentDigest) -> Result<(), StoreErro
     let text = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
     write_synced(&path.join(MANIFEST), &text)
         .and_then(|()| sync_dir(path))
-        .map_err(write_error)
+        .map_err(|e| write_error(e.to_string()))
 }
 
 /// The content digest a copy's manifest records, if it can be read at all.
@@ -252,17 +318,19 @@ fn sum_of(path: &Path) -> std::io::Result<FileSum> {
     })
 }
 
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), DiskError> {
     use std::io::Write;
-    let mut file = File::create(path).map_err(|e| e.to_string())?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| e.to_string())
+    let mut file = File::create(path)?;
+    file.write_all(bytes).and_then(|()| file.sync_all())?;
+    Ok(())
 }
 
 /// Syncs a directory, so the entries made in it survive a power cut.
-fn sync_dir(dir: &Path) -> Result<(), String> {
+fn sync_dir(dir: &Path) -> Result<(), DiskError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| format!("cannot sync {}: {e}", dir.display()))
+        .map_err(|error| DiskError::Sync {
+            dir: dir.to_path_buf(),
+            error,
+        })
 }
