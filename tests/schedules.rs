@@ -366,10 +366,14 @@ async fn a_bundles_schedule_never_replaces_a_schedule_made_over_the_api() {
         .unwrap();
     assert_eq!(made.status().as_u16(), 201, "{:?}", made.text().await);
     site.put_bundle("tick", &bundle("  cron: \"* * * * * *\"\n"));
-    eventually(Duration::from_secs(30), "the bundle tick is loaded", || async {
-        let bundle = get(&http, &daemon, "/v1/bundles/tick").await;
-        (bundle["name"] == "tick").then_some(())
-    })
+    eventually(
+        Duration::from_secs(30),
+        "the bundle tick is loaded",
+        || async {
+            let bundle = get(&http, &daemon, "/v1/bundles/tick").await;
+            (bundle["name"] == "tick").then_some(())
+        },
+    )
     .await;
     eventually(Duration::from_secs(30), "the daemon says why", || async {
         daemon

@@ -213,6 +213,11 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.write(op).await
     }
 
+    async fn conversation_owner(&self, id: &str) -> Result<Option<Option<String>>, QueueError> {
+        let op = op::ConversationOwner { id: id.to_string() };
+        self.driver.read(op).await
+    }
+
     async fn purge_finished(
         &self,
         finished_before: SystemTime,

@@ -248,8 +248,14 @@ pub struct NewJob {
     /// prompt still comes first.
     pub messages: Option<Vec<Value>>,
     /// The conversation the job continues: it starts from the conversation's
-    /// earlier turns (`GET /v1/conversations/{id}`).
+    /// earlier turns (`GET /v1/conversations/{id}`). The first job to name
+    /// an id claims the conversation for its owner in the same write; a job
+    /// of another owner is refused ([`QueueError::ForeignConversation`]).
     pub conversation_id: Option<String>,
+    /// Whether the job may continue a conversation that has no owner (from
+    /// before API keys): admission sets it when the authorization policy
+    /// lets the job's key read every key's conversations.
+    pub continues_ownerless: bool,
     /// Higher runs first.
     pub priority: i32,
     pub run_at: Option<SystemTime>,
@@ -592,6 +598,10 @@ pub trait JobQueue: Send + Sync {
         &self,
         conversation_id: &str,
     ) -> Result<(usize, usize), QueueError>;
+    /// Who owns conversation `id`: `Some(owner)` (`None` inside: a
+    /// conversation from before keys), or `None` when no job claimed it
+    /// (or it was forgotten).
+    async fn conversation_owner(&self, id: &str) -> Result<Option<Option<String>>, QueueError>;
 
     /// Deletes up to `limit` jobs that finished before `finished_before`,
     /// with their events and journals; returns how many. Called in small

@@ -280,6 +280,31 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         self.one_int(sql, &[&conversation]).await
     }
 
+    async fn claim_conversation(&mut self, id: &str, owner: Option<&str>, now: i64) -> Res<()> {
+        // A concurrent claim of the same id is waited for; once it commits
+        // the primary key makes this one insert nothing.
+        let sql = "INSERT INTO conversations (id, owner, created_at) VALUES ($1, $2, $3)
+                   ON CONFLICT (id) DO NOTHING";
+        self.exec(sql, &[&id, &owner, &now]).await?;
+        Ok(())
+    }
+
+    async fn conversation_owner(&mut self, id: &str, lock: bool) -> Res<Option<Option<String>>> {
+        let sql = if lock {
+            "SELECT owner FROM conversations WHERE id = $1 FOR UPDATE"
+        } else {
+            "SELECT owner FROM conversations WHERE id = $1"
+        };
+        let row = self.first(sql, &[&id]).await?;
+        row.map(|row| row.text(0)).transpose()
+    }
+
+    async fn delete_conversation(&mut self, id: &str) -> Res<()> {
+        let sql = "DELETE FROM conversations WHERE id = $1";
+        self.exec(sql, &[&id]).await?;
+        Ok(())
+    }
+
     async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>> {
         let values: Vec<JobValues> = jobs
             .iter()

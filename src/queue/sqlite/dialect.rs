@@ -247,6 +247,26 @@ impl JobStatements for SqliteTx<'_> {
         )
     }
 
+    async fn claim_conversation(&mut self, id: &str, owner: Option<&str>, now: i64) -> Res<()> {
+        self.exec(
+            "INSERT INTO conversations (id, owner, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
+            params![id, owner, now],
+        )?;
+        Ok(())
+    }
+
+    async fn conversation_owner(&mut self, id: &str, _lock: bool) -> Res<Option<Option<String>>> {
+        // One writer: every write already excludes every other.
+        self.first("SELECT owner FROM conversations WHERE id = ?1", [id], |r| {
+            r.text(0)
+        })
+    }
+
+    async fn delete_conversation(&mut self, id: &str) -> Res<()> {
+        self.exec("DELETE FROM conversations WHERE id = ?1", [id])?;
+        Ok(())
+    }
+
     async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>> {
         use rusqlite::types::Value as V;
         let text = |t: Option<&str>| t.map_or(V::Null, |t| V::Text(t.to_string()));
