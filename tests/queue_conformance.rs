@@ -488,7 +488,7 @@ pub async fn listing_pages_and_counts(q: Arc<dyn JobQueue>) {
         .await
         .unwrap();
     assert_eq!(odd.jobs.len(), 2);
-    let counts = q.counts_by_state().await.unwrap();
+    let counts = q.counts_by_state(None).await.unwrap();
     assert!(counts.contains(&("even".to_string(), JobState::Queued, 3)));
 
     // `unfinished`: one listing of every job that has not ended, whatever
@@ -1393,6 +1393,45 @@ async fn two_owners_race_for_new_conversations(
     assert_eq!(wins[0] + wins[1], rounds);
 }
 
+pub async fn counts_narrow_to_one_owner(q: Arc<dyn JobQueue>) {
+    for (owner, bundle) in [
+        (Some("alice"), "a"),
+        (Some("alice"), "b"),
+        (Some("bob"), "a"),
+    ] {
+        q.submit(NewJob {
+            owner: owner.map(str::to_string),
+            ..job(bundle)
+        })
+        .await
+        .unwrap();
+    }
+    q.submit(job("a")).await.unwrap();
+    let mut all = q.counts_by_state(None).await.unwrap();
+    all.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        all,
+        vec![
+            ("a".to_string(), JobState::Queued, 3),
+            ("b".to_string(), JobState::Queued, 1)
+        ]
+    );
+    let mut alices = q.counts_by_state(Some("alice")).await.unwrap();
+    alices.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        alices,
+        vec![
+            ("a".to_string(), JobState::Queued, 1),
+            ("b".to_string(), JobState::Queued, 1)
+        ]
+    );
+    assert_eq!(
+        q.counts_by_state(Some("bob")).await.unwrap(),
+        vec![("a".to_string(), JobState::Queued, 1)]
+    );
+    assert!(q.counts_by_state(Some("carol")).await.unwrap().is_empty());
+}
+
 pub async fn a_conversation_belongs_to_the_first_owner_to_write_it(q: Arc<dyn JobQueue>) {
     two_owners_race_for_new_conversations(q.clone(), q.clone(), 20).await;
 
@@ -2214,6 +2253,7 @@ macro_rules! suite {
             case!(live_counts_and_retention);
             case!(conversations_list_in_order_and_are_forgotten);
             case!(a_conversation_belongs_to_the_first_owner_to_write_it);
+            case!(counts_narrow_to_one_owner);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
             case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
@@ -2351,7 +2391,7 @@ async fn postgres_concurrent_leasers_on_two_handles_never_share_a_job() {
     let unique: std::collections::BTreeSet<_> = leased.iter().cloned().collect();
     assert_eq!(leased.len(), JOBS, "every job leased exactly once");
     assert_eq!(unique, submitted);
-    let counts = a.counts_by_state().await.unwrap();
+    let counts = a.counts_by_state(None).await.unwrap();
     assert_eq!(
         counts,
         vec![("b".to_string(), JobState::Succeeded, JOBS as u64)]

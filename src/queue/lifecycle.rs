@@ -740,8 +740,12 @@ pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
     Ok(Page { jobs, next_cursor })
 }
 
-pub(crate) async fn counts_by_state(tx: &mut impl Tx) -> Res<Vec<(String, JobState, u64)>> {
-    let rows = tx.counts_by_state().await?;
+/// (bundle, state, count) of every job, or only `owner`'s.
+pub(crate) async fn counts_by_state(
+    tx: &mut impl Tx,
+    owner: Option<&str>,
+) -> Res<Vec<(String, JobState, u64)>> {
+    let rows = tx.counts_by_state(owner).await?;
     Ok(rows
         .into_iter()
         .filter_map(|(bundle, state, n)| {

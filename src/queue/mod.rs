@@ -491,13 +491,17 @@ pub trait JobQueue: Send + Sync {
     async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError>;
     async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError>;
     async fn list(&self, filter: JobFilter) -> Result<Page, QueueError>;
-    /// (bundle, state, count) for every non-empty combination.
-    async fn counts_by_state(&self) -> Result<Vec<(String, JobState, u64)>, QueueError>;
+    /// (bundle, state, count) for every non-empty combination: of every
+    /// job, or with `owner` only of that API key's.
+    async fn counts_by_state(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<(String, JobState, u64)>, QueueError>;
     /// How many jobs are in each live state (queued, running,
     /// needs_attention), for gauges read on every metrics scrape: backends
     /// answer from an index, never by scanning finished jobs.
     async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
-        let counts = self.counts_by_state().await?;
+        let counts = self.counts_by_state(None).await?;
         Ok(JobState::LIVE
             .into_iter()
             .map(|state| {

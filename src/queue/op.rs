@@ -711,14 +711,17 @@ impl Operation for ListJobs {
 
 impl Read for ListJobs {}
 
-/// (bundle, state, count) for every non-empty combination.
-pub(crate) struct CountByState;
+/// (bundle, state, count) for every non-empty combination, of every job
+/// or only of `owner`'s (an API key that may list only its own).
+pub(crate) struct CountByState {
+    pub owner: Option<String>,
+}
 
 impl Operation for CountByState {
     type Output = Vec<(String, JobState, u64)>;
     const NAME: &'static str = "counts_by_state";
     async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<(String, JobState, u64)>> {
-        lifecycle::counts_by_state(tx).await
+        lifecycle::counts_by_state(tx, self.owner.as_deref()).await
     }
 }
 

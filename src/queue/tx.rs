@@ -371,7 +371,11 @@ pub(crate) trait JobStatements: Send {
         filter: &JobFilter,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<Job>>> + Send;
-    fn counts_by_state(&mut self) -> impl Future<Output = Res<Vec<(String, String, i64)>>> + Send;
+    /// (bundle, state, count) of every job, or only of `owner`'s.
+    fn counts_by_state(
+        &mut self,
+        owner: Option<&str>,
+    ) -> impl Future<Output = Res<Vec<(String, String, i64)>>> + Send;
     /// From the index on live states, never a scan of finished jobs.
     fn count_in_state(&mut self, state: JobState) -> impl Future<Output = Res<i64>> + Send;
     fn finished_before(

@@ -192,9 +192,18 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         rows.iter().map(job_from_row).collect()
     }
 
-    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>> {
-        let sql = "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state";
-        let rows = self.rows(sql, &[]).await?;
+    async fn counts_by_state(&mut self, owner: Option<&str>) -> Res<Vec<(String, String, i64)>> {
+        let rows = match owner {
+            Some(owner) => {
+                let sql = "SELECT bundle, state, COUNT(*) FROM jobs WHERE owner = $1
+                           GROUP BY bundle, state";
+                self.rows(sql, &[&owner]).await?
+            }
+            None => {
+                let sql = "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state";
+                self.rows(sql, &[]).await?
+            }
+        };
         rows.iter()
             .map(|r| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?)))
             .collect()

@@ -142,12 +142,20 @@ impl JobStatements for SqliteTx<'_> {
         })
     }
 
-    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>> {
-        self.rows(
-            "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state",
-            [],
-            |r| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?)),
-        )
+    async fn counts_by_state(&mut self, owner: Option<&str>) -> Res<Vec<(String, String, i64)>> {
+        let row = |r: &Row<'_>| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?));
+        match owner {
+            Some(owner) => self.rows(
+                "SELECT bundle, state, COUNT(*) FROM jobs WHERE owner = ?1 GROUP BY bundle, state",
+                [owner],
+                row,
+            ),
+            None => self.rows(
+                "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state",
+                [],
+                row,
+            ),
+        }
     }
 
     async fn count_in_state(&mut self, state: JobState) -> Res<i64> {
