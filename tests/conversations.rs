@@ -135,3 +135,150 @@ async fn chat_talks_to_the_daemon_one_job_per_line_in_one_conversation() {
     let shown = get(&http, &daemon, &format!("/v1/conversations/{conversation}")).await;
     assert_eq!(shown["turns"].as_array().unwrap().len(), 2, "{shown}");
 }
+
+/// A client that presents `token` on every request.
+fn as_key(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// The status and JSON body of a request.
+async fn answer(request: reqwest::RequestBuilder) -> (u16, serde_json::Value) {
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
+}
+
+/// Two keys start the same new conversation id at the same moment, 20
+/// rounds on fresh ids (both were admitted in 17 and 12 of 20 rounds, and
+/// the second then read the first's turns): every round exactly one key
+/// is admitted, the other gets the 404 of a conversation it does not have,
+/// and neither ever reads, continues or forgets the other's turns.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_keys_starting_one_new_conversation_at_once_never_share_it() {
+    use common::daemon::{new_key, wait_terminal};
+    let mock = mock_server("replies:\n  - content: noted\n").await;
+    let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let keys = [
+        (
+            "alice",
+            as_key(&new_key(&file, "alice", &["--scopes", "submit,read"])),
+        ),
+        (
+            "bob",
+            as_key(&new_key(&file, "bob", &["--scopes", "submit,read"])),
+        ),
+    ];
+    site.put_bundle(
+        "friend",
+        "name: friend\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let never = answer(keys[1].1.get(daemon.url("/v1/conversations/never-used"))).await;
+    assert_eq!(never.0, 404, "{never:?}");
+    let mut wins = [0; 2];
+    for round in 0..20 {
+        let id = format!("race-{round}");
+        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+        let racers: Vec<_> = keys
+            .iter()
+            .map(|(name, http)| {
+                let request = http.post(daemon.url("/v1/jobs")).json(&json!({
+                    "bundle": "friend",
+                    "input": format!("{name} secret {round}"),
+                    "conversation_id": id,
+                }));
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    answer(request).await
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for racer in racers {
+            answers.push(racer.await.unwrap());
+        }
+        let admitted: Vec<usize> = (0..2).filter(|&n| answers[n].0 == 201).collect();
+        assert_eq!(admitted.len(), 1, "round {round}: {answers:?}");
+        let (winner, loser) = (admitted[0], 1 - admitted[0]);
+        wins[winner] += 1;
+        let (winner_name, winner_http) = &keys[winner];
+        let (loser_name, loser_http) = &keys[loser];
+
+        // The loser is told the conversation does not exist for it, exactly
+        // as when it asks again later (nothing racing).
+        let refused = &answers[loser];
+        assert_eq!(refused.0, 404, "round {round}: {refused:?}");
+        assert_eq!(refused.1["error"]["code"], "not_found", "{refused:?}");
+        assert_eq!(
+            refused.1["error"]["field"], "conversation_id",
+            "{refused:?}"
+        );
+        let again = answer(loser_http.post(daemon.url("/v1/jobs")).json(&json!({
+            "bundle": "friend", "input": format!("{loser_name} again {round}"), "conversation_id": id,
+        })))
+        .await;
+        assert_eq!(&again, refused, "round {round}");
+
+        // The loser reads and forgets nothing: the answers of an id never used.
+        let path = format!("/v1/conversations/{id}");
+        let read = answer(loser_http.get(daemon.url(&path))).await;
+        assert_eq!(read.0, never.0, "round {round}: {read:?}");
+        assert_eq!(read.1["error"]["code"], never.1["error"]["code"]);
+        assert_eq!(
+            read.1["error"]["message"],
+            never.1["error"]["message"]
+                .as_str()
+                .unwrap()
+                .replace("never-used", &id)
+        );
+        let forgot = answer(loser_http.delete(daemon.url(&path))).await;
+        assert_eq!(forgot.0, 404, "round {round}: {forgot:?}");
+
+        // The winner's conversation goes on, holding only its own turns.
+        let first = answers[winner].1["id"].as_str().unwrap().to_string();
+        wait_terminal(winner_http, &daemon, &first, Duration::from_secs(30)).await;
+        let (status, next) = answer(winner_http.post(daemon.url("/v1/jobs")).json(&json!({
+            "bundle": "friend", "input": format!("{winner_name} more {round}"), "conversation_id": id,
+        })))
+        .await;
+        assert_eq!(status, 201, "round {round}: {next}");
+        let next = next["id"].as_str().unwrap().to_string();
+        wait_terminal(winner_http, &daemon, &next, Duration::from_secs(30)).await;
+        let (status, shown) = answer(winner_http.get(daemon.url(&path))).await;
+        assert_eq!(status, 200, "{shown}");
+        let inputs: Vec<&str> = shown["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["input"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            inputs,
+            [
+                format!("{winner_name} secret {round}"),
+                format!("{winner_name} more {round}")
+            ],
+            "round {round}"
+        );
+    }
+    assert_eq!(wins[0] + wins[1], 20);
+    // The model never saw one key's words in a job of the other.
+    for request in mock.requests() {
+        let text = request["messages"].to_string();
+        assert!(
+            !(text.contains("alice") && text.contains("bob")),
+            "a job mixed both keys' turns: {text}"
+        );
+    }
+}

@@ -272,6 +272,18 @@ async fn another_keys_jobs_and_bundles_do_not_exist_for_a_key() {
         !counts.to_string().contains("secret"),
         "counts name no bundle outside the key's globs: {counts}"
     );
+    assert_eq!(
+        counts["total"], 1,
+        "read_all counts bob's job of pub-a: {counts}"
+    );
+    // A key without read_all counts only its own jobs: none of bob's.
+    let (status, counts) = get(&alice_http, "/v1/jobs/counts".into()).await;
+    assert_eq!(status, 200, "{counts}");
+    assert_eq!(counts["total"], 0, "{counts}");
+    assert_eq!(counts["bundles"], json!({}), "{counts}");
+    let (status, counts) = get(&bob_http, "/v1/jobs/counts".into()).await;
+    assert_eq!(status, 200, "{counts}");
+    assert_eq!(counts["total"], 2, "{counts}");
 }
 
 /// `migrate-jobs` moves a key's own jobs: a key with `operate` neither

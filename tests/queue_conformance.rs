@@ -488,7 +488,7 @@ pub async fn listing_pages_and_counts(q: Arc<dyn JobQueue>) {
         .await
         .unwrap();
     assert_eq!(odd.jobs.len(), 2);
-    let counts = q.counts_by_state().await.unwrap();
+    let counts = q.counts_by_state(None).await.unwrap();
     assert!(counts.contains(&("even".to_string(), JobState::Queued, 3)));
 
     // `unfinished`: one listing of every job that has not ended, whatever
@@ -1323,6 +1323,189 @@ pub async fn conversations_list_in_order_and_are_forgotten(q: Arc<dyn JobQueue>)
     assert_eq!(q.forget_conversation("nope").await.unwrap(), (0, 0));
 }
 
+/// A job of `owner` in conversation `conversation`.
+fn turn_of(owner: Option<&str>, conversation: &str) -> NewJob {
+    NewJob {
+        conversation_id: Some(conversation.into()),
+        owner: owner.map(str::to_string),
+        ..job("b")
+    }
+}
+
+/// Two owners submit the first turn of each of `rounds` fresh conversations
+/// at the same moment, on `a` and `b` (one handle or two daemons): every
+/// round exactly one is queued, the other refused as a foreign
+/// conversation, and the conversation is the winner's.
+async fn two_owners_race_for_new_conversations(
+    a: Arc<dyn JobQueue>,
+    b: Arc<dyn JobQueue>,
+    rounds: usize,
+) {
+    let mut wins = [0, 0];
+    for round in 0..rounds {
+        let id = format!("race-{round}-{}", uuid::Uuid::new_v4().simple());
+        let barrier = Arc::new(tokio::sync::Barrier::new(2));
+        let mut racers = tokio::task::JoinSet::new();
+        for (n, (q, owner)) in [(a.clone(), "alice"), (b.clone(), "bob")]
+            .into_iter()
+            .enumerate()
+        {
+            let (id, barrier) = (id.clone(), barrier.clone());
+            racers.spawn(async move {
+                barrier.wait().await;
+                (n, owner, q.submit(turn_of(Some(owner), &id)).await)
+            });
+        }
+        let mut admitted = Vec::new();
+        while let Some(done) = racers.join_next().await {
+            let (n, owner, answer) = done.unwrap();
+            match answer {
+                Ok((job, true)) => admitted.push((n, owner, job)),
+                Err(QueueError::ForeignConversation {
+                    index: 0,
+                    conversation,
+                }) => assert_eq!(conversation, id),
+                other => panic!("round {round}: {owner}: {other:?}"),
+            }
+        }
+        assert_eq!(admitted.len(), 1, "round {round}: exactly one owner wins");
+        let (n, owner, job) = admitted.pop().unwrap();
+        wins[n] += 1;
+        assert_eq!(job.owner.as_deref(), Some(owner));
+        assert_eq!(
+            a.conversation_owner(&id).await.unwrap(),
+            Some(Some(owner.to_string()))
+        );
+        let turns = a
+            .list(JobFilter {
+                conversation_id: Some(id.clone()),
+                limit: 10,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            turns.jobs.len(),
+            1,
+            "round {round}: the loser queued nothing"
+        );
+    }
+    assert_eq!(wins[0] + wins[1], rounds);
+}
+
+pub async fn counts_narrow_to_one_owner(q: Arc<dyn JobQueue>) {
+    for (owner, bundle) in [
+        (Some("alice"), "a"),
+        (Some("alice"), "b"),
+        (Some("bob"), "a"),
+    ] {
+        q.submit(NewJob {
+            owner: owner.map(str::to_string),
+            ..job(bundle)
+        })
+        .await
+        .unwrap();
+    }
+    q.submit(job("a")).await.unwrap();
+    let mut all = q.counts_by_state(None).await.unwrap();
+    all.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        all,
+        vec![
+            ("a".to_string(), JobState::Queued, 3),
+            ("b".to_string(), JobState::Queued, 1)
+        ]
+    );
+    let mut alices = q.counts_by_state(Some("alice")).await.unwrap();
+    alices.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        alices,
+        vec![
+            ("a".to_string(), JobState::Queued, 1),
+            ("b".to_string(), JobState::Queued, 1)
+        ]
+    );
+    assert_eq!(
+        q.counts_by_state(Some("bob")).await.unwrap(),
+        vec![("a".to_string(), JobState::Queued, 1)]
+    );
+    assert!(q.counts_by_state(Some("carol")).await.unwrap().is_empty());
+}
+
+pub async fn a_conversation_belongs_to_the_first_owner_to_write_it(q: Arc<dyn JobQueue>) {
+    two_owners_race_for_new_conversations(q.clone(), q.clone(), 20).await;
+
+    // The owner continues it; another owner is refused, alone or within a
+    // batch (which then queues nothing at all).
+    q.submit(turn_of(Some("alice"), "c-a")).await.unwrap();
+    q.submit(turn_of(Some("alice"), "c-a")).await.unwrap();
+    let refused = q.submit(turn_of(Some("bob"), "c-a")).await.unwrap_err();
+    assert!(
+        matches!(&refused, QueueError::ForeignConversation { index: 0, conversation } if conversation == "c-a"),
+        "{refused:?}"
+    );
+    let batch = q
+        .submit_many(vec![
+            turn_of(Some("bob"), "c-b"),
+            turn_of(Some("bob"), "c-a"),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&batch, QueueError::ForeignConversation { index: 1, .. }),
+        "{batch:?}"
+    );
+    assert_eq!(q.conversation_owner("c-b").await.unwrap(), None);
+    // A batch claims each of its conversations once for its owner.
+    let jobs = q
+        .submit_many(vec![
+            turn_of(Some("bob"), "c-b"),
+            turn_of(Some("bob"), "c-b"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 2);
+    assert_eq!(
+        q.conversation_owner("c-b").await.unwrap(),
+        Some(Some("bob".into()))
+    );
+
+    // A conversation from before keys (no owner) is continued by a key only
+    // when admission said the key may, and stays nobody's.
+    q.submit(turn_of(None, "c-old")).await.unwrap();
+    assert_eq!(q.conversation_owner("c-old").await.unwrap(), Some(None));
+    let refused = q.submit(turn_of(Some("bob"), "c-old")).await.unwrap_err();
+    assert!(matches!(refused, QueueError::ForeignConversation { .. }));
+    q.submit(NewJob {
+        continues_ownerless: true,
+        ..turn_of(Some("carol"), "c-old")
+    })
+    .await
+    .unwrap();
+    assert_eq!(q.conversation_owner("c-old").await.unwrap(), Some(None));
+
+    // Forgetting it (once nothing is left) frees the id.
+    while let Some(lease) = q.lease("w", HELD).await.unwrap() {
+        q.complete(
+            &lease.job.id,
+            lease.attempt,
+            Outcome::Succeeded(json!(1)),
+            &[],
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(q.forget_conversation("c-a").await.unwrap(), (2, 0));
+    assert_eq!(q.conversation_owner("c-a").await.unwrap(), None);
+    let (job, created) = q.submit(turn_of(Some("bob"), "c-a")).await.unwrap();
+    assert!(created);
+    assert_eq!(job.owner.as_deref(), Some("bob"));
+    assert_eq!(
+        q.conversation_owner("c-a").await.unwrap(),
+        Some(Some("bob".into()))
+    );
+}
+
 /// What a test's pinner answers: every bundle is at version 1, digest `d1`.
 fn pin_d1() -> Arc<structured_agents::queue::Pinner> {
     Arc::new(|_bundle: &str| {
@@ -2069,6 +2252,8 @@ macro_rules! suite {
             case!(resolve_skip_retry_and_fail_a_parked_job);
             case!(live_counts_and_retention);
             case!(conversations_list_in_order_and_are_forgotten);
+            case!(a_conversation_belongs_to_the_first_owner_to_write_it);
+            case!(counts_narrow_to_one_owner);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
             case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
@@ -2206,11 +2391,87 @@ async fn postgres_concurrent_leasers_on_two_handles_never_share_a_job() {
     let unique: std::collections::BTreeSet<_> = leased.iter().cloned().collect();
     assert_eq!(leased.len(), JOBS, "every job leased exactly once");
     assert_eq!(unique, submitted);
-    let counts = a.counts_by_state().await.unwrap();
+    let counts = a.counts_by_state(None).await.unwrap();
     assert_eq!(
         counts,
         vec![("b".to_string(), JobState::Succeeded, JOBS as u64)]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_two_daemons_claiming_one_new_conversation_one_wins() {
+    let schema = Schema::fresh();
+    let a: Arc<dyn JobQueue> = Arc::new(schema.open(2).await);
+    let b: Arc<dyn JobQueue> = Arc::new(schema.open(2).await);
+    two_owners_race_for_new_conversations(a, b, 20).await;
+}
+
+#[tokio::test]
+async fn sqlite_migration_gives_existing_conversations_their_first_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    {
+        let q = SqliteQueue::open(&path, fast_retry()).await.unwrap();
+        q.submit(turn_of(Some("alice"), "c-1")).await.unwrap();
+        q.submit(turn_of(None, "c-2")).await.unwrap();
+    }
+    // As a store from before the conversations table: jobs of two keys in
+    // c-1 (the race this table ends), and its row gone.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "INSERT INTO jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at, updated_at, conversation_id, owner)
+         SELECT 'zz-later', bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at + 1, updated_at, conversation_id, 'bob' FROM jobs WHERE conversation_id = 'c-1';
+         DROP TABLE conversations;",
+    )
+    .unwrap();
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    conn.pragma_update(None, "user_version", version - 1)
+        .unwrap();
+    drop(conn);
+    let q = SqliteQueue::open(&path, fast_retry()).await.unwrap();
+    assert_eq!(
+        q.conversation_owner("c-1").await.unwrap(),
+        Some(Some("alice".into()))
+    );
+    assert_eq!(q.conversation_owner("c-2").await.unwrap(), Some(None));
+    assert!(matches!(
+        q.submit(turn_of(Some("bob"), "c-1")).await,
+        Err(QueueError::ForeignConversation { .. })
+    ));
+    q.submit(turn_of(Some("alice"), "c-1")).await.unwrap();
+}
+
+#[tokio::test]
+async fn postgres_migration_gives_existing_conversations_their_first_owner() {
+    let schema = Schema::fresh();
+    {
+        let q = schema.open(1).await;
+        q.submit(turn_of(Some("alice"), "c-1")).await.unwrap();
+        q.submit(turn_of(None, "c-2")).await.unwrap();
+    }
+    let client = schema.client().await;
+    let s = &schema.name;
+    client
+        .batch_execute(&format!(
+            "INSERT INTO {s}.jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at, updated_at, conversation_id, owner)
+             SELECT 'zz-later', bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at + 1, updated_at, conversation_id, 'bob' FROM {s}.jobs WHERE conversation_id = 'c-1';
+             DROP TABLE {s}.conversations;
+             DELETE FROM {s}.schema_migrations WHERE version = {SCHEMA_VERSION};"
+        ))
+        .await
+        .unwrap();
+    let q = schema.open(1).await;
+    assert_eq!(
+        q.conversation_owner("c-1").await.unwrap(),
+        Some(Some("alice".into()))
+    );
+    assert_eq!(q.conversation_owner("c-2").await.unwrap(), Some(None));
+    assert!(matches!(
+        q.submit(turn_of(Some("bob"), "c-1")).await,
+        Err(QueueError::ForeignConversation { .. })
+    ));
 }
 
 #[tokio::test]

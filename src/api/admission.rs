@@ -7,11 +7,13 @@
 //! 2. the bundle is loaded, the fields are sound (no NUL bytes, a blank
 //!    idempotency key, a priority or attempt count out of range), the
 //!    variables are ones a submitter may set, the limits only lower the
-//!    bundle's, a continued conversation is the key's own;
+//!    bundle's;
 //! 3. the key's quotas: its rate, its jobs in flight, its daily budget;
 //! 4. the bundle's daily budget (`budgets`);
 //! 5. the job is queued, recording who asked (its idempotency key is
-//!    namespaced by that key in the queue).
+//!    namespaced by that key in the queue); a conversation it continues is
+//!    the key's own, decided in the same write (the first key to write a
+//!    conversation owns it; another key's is answered as an unknown one).
 //!
 //! Each way in keeps only its wire format: what it reads from the body, and
 //! how it spells this module's refusals.
@@ -32,9 +34,9 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use crate::access::Principal;
-use crate::access::policy::Action;
+use crate::access::policy::{Action, Resource};
 use crate::events::daemon::DaemonEvent;
-use crate::queue::{Job, JobFilter, NewJob};
+use crate::queue::{Job, NewJob};
 
 /// The priorities a job may ask for (higher runs first); a key's
 /// `max_priority` lowers the top.
@@ -180,7 +182,6 @@ async fn admit_one(
     submission: Submission,
 ) -> Result<(Job, bool), ApiError> {
     let job = checked(state, caller, submission)?;
-    conversation_is_own(state, caller, &job).await?;
     let _held = state.admission.hold_in_flight(&caller.0).await;
     key_quotas(state, &caller.0, 1).await?;
     super::budgets::bundle_day(state, &job.bundle).await?;
@@ -206,9 +207,6 @@ async fn admit_all(
     let mut checked_jobs = Vec::with_capacity(jobs.len());
     for (index, submission) in jobs.into_iter().enumerate() {
         let job = checked(state, caller, submission).map_err(|e| at_index(index, e))?;
-        conversation_is_own(state, caller, &job)
-            .await
-            .map_err(|e| at_index(index, e))?;
         checked_jobs.push(job);
     }
     let _held = state.admission.hold_in_flight(&caller.0).await;
@@ -242,6 +240,10 @@ async fn admit_all(
                 format!("jobs[{index}].idempotency_key"),
                 e.to_string(),
             ),
+            crate::queue::QueueError::ForeignConversation {
+                index,
+                conversation,
+            } => at_index(index, unknown_conversation(caller.name(), &conversation)),
             e => e.into(),
         })
 }
@@ -302,6 +304,14 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     }
     job.max_attempts.get_or_insert(state.max_attempts);
     job.owner = Some(caller.name().to_string());
+    // A conversation from before keys (no owner) is continued only by a
+    // key the policy lets read it; the queue decides whose a conversation
+    // is, in the write that queues the job.
+    job.continues_ownerless = job.conversation_id.is_some()
+        && caller.allows(
+            Action::ReadConversation,
+            &Resource::owned("conversation", None, None),
+        );
     Ok(job)
 }
 
@@ -437,41 +447,17 @@ fn check_priority(key: &Principal, priority: i32) -> Result<(), ApiError> {
     }
 }
 
-/// A conversation continued by a job is the key's own: one that another
-/// key's jobs hold answers as if it did not exist.
-async fn conversation_is_own(
-    state: &AppState,
-    caller: &Caller,
-    job: &NewJob,
-) -> Result<(), ApiError> {
-    let Some(conversation) = &job.conversation_id else {
-        return Ok(());
-    };
-    let page = state
-        .queue
-        .list(JobFilter {
-            conversation_id: Some(conversation.clone()),
-            limit: 1,
-            ..Default::default()
-        })
-        .await?;
-    // A conversation from before API keys (no owner) is continued only by
-    // a key that may read every job, as it alone may read it.
-    let foreign = |earlier: &Job| match earlier.owner.as_deref() {
-        Some(owner) => owner != caller.name(),
-        None => !caller.0.can(Action::ReadConversation.scope_for_others()),
-    };
-    match page.jobs.first() {
-        Some(earlier) if foreign(earlier) => Err(ApiError::field(
-            ErrorCode::NotFound,
-            "conversation_id",
-            format!(
-                "no conversation {conversation:?} of API key {:?}; leave the id out to start a new one",
-                caller.name()
-            ),
-        )),
-        _ => Ok(()),
-    }
+/// The answer to a job continuing a conversation of another key (the
+/// queue refused it: [`crate::queue::QueueError::ForeignConversation`]),
+/// exactly as if the conversation did not exist.
+fn unknown_conversation(key: &str, conversation: &str) -> ApiError {
+    ApiError::field(
+        ErrorCode::NotFound,
+        "conversation_id",
+        format!(
+            "no conversation {conversation:?} of API key {key:?}; leave the id out to start a new one"
+        ),
+    )
 }
 
 /// The key's own limits: its rate, its jobs in flight and its daily
@@ -678,6 +664,7 @@ fn offered_tools(
 /// whether or not anyone reads the answer.
 async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, bool), ApiError> {
     let bundle = new_job.bundle.clone();
+    let key = new_job.owner.clone().unwrap_or_default();
     let expected = new_job.clone();
     let submission = tokio::spawn({
         let state = state.clone();
@@ -691,9 +678,15 @@ async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, bool), ApiEr
             Ok::<_, crate::queue::QueueError>((job, created))
         }
     });
-    let (job, created) = submission.await.map_err(|e| {
-        ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
-    })??;
+    let (job, created) = submission
+        .await
+        .map_err(|e| ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}")))?
+        .map_err(|e| match e {
+            crate::queue::QueueError::ForeignConversation { conversation, .. } => {
+                unknown_conversation(&key, &conversation)
+            }
+            e => e.into(),
+        })?;
     // Every way in refuses a reused key for a different job the same way.
     if !created {
         same_job(&job, &expected)?;

@@ -12,7 +12,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
-use crate::access::policy::Action;
+use crate::access::policy::{Action, Resource};
 use crate::queue::{Job, JobFilter};
 
 /// Turns read per conversation.
@@ -53,6 +53,21 @@ fn turn(job: &Job, agents: Vec<String>) -> Value {
     })
 }
 
+/// The 404 of a conversation that does not exist for the caller: unknown,
+/// forgotten, or another key's (answered alike).
+fn not_found(id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no conversation with id {id:?} (it has no turns, or it was forgotten)"),
+    )
+}
+
+/// A conversation as the policy sees it: owned by the key that first wrote
+/// it (`None`: from before keys).
+fn conversation(owner: Option<&str>) -> Resource<'_> {
+    Resource::owned("conversation", owner, None)
+}
+
 /// The turns (jobs) of conversation `id`, oldest first, or a 404 naming
 /// it; another key's conversation is a 404 too, unless the key reads all.
 pub(super) async fn turns_of(
@@ -61,6 +76,15 @@ pub(super) async fn turns_of(
     id: &str,
 ) -> Result<Vec<Job>, ApiError> {
     check_id(id)?;
+    // The conversation's owner decides (the queue records the first key to
+    // write it); without a row (a job of an older daemon) its turns do.
+    if let Some(owner) = state.queue.conversation_owner(id).await? {
+        caller.authorize(
+            Action::ReadConversation,
+            &conversation(owner.as_deref()),
+            || not_found(id),
+        )?;
+    }
     let mut jobs = state
         .queue
         .list(JobFilter {
@@ -72,10 +96,7 @@ pub(super) async fn turns_of(
         .await?
         .jobs;
     if jobs.is_empty() {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!("no conversation with id {id:?} (it has no turns, or it was forgotten)"),
-        ));
+        return Err(not_found(id));
     }
     jobs.reverse();
     Ok(jobs)
@@ -97,30 +118,39 @@ pub async fn get(
     Ok(Json(json!({"conversation_id": id, "turns": turns})))
 }
 
+/// Forgets conversation `id`: its finished turns and, once none is left,
+/// its owner row (the id may start again). Only the conversation's own key
+/// (or one with `operate_all`) may; for any other it does not exist.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let turns = turns_of(&state, &caller, &id).await?;
-    if turns
-        .iter()
-        .any(|job| !caller.allows_job(Action::DeleteConversation, job))
-    {
-        return Err(ApiError::new(
-            ErrorCode::Forbidden,
-            format!(
-                "conversation {id:?} belongs to another API key; only its own key or one with `operate_all` may forget it"
-            ),
-        ));
+    check_id(&id)?;
+    match state.queue.conversation_owner(&id).await? {
+        Some(owner) => caller.authorize(
+            Action::DeleteConversation,
+            &conversation(owner.as_deref()),
+            || not_found(&id),
+        )?,
+        // Without a row (a job of an older daemon) every turn must be one
+        // the key may forget.
+        None => {
+            let turns = turns_of(&state, &caller, &id).await?;
+            if turns
+                .iter()
+                .any(|job| !caller.allows_job(Action::DeleteConversation, job))
+            {
+                return Err(ApiError::new(
+                    ErrorCode::Forbidden,
+                    format!(
+                        "conversation {id:?} belongs to another API key; only its own key or one with `operate_all` may forget it"
+                    ),
+                ));
+            }
+        }
     }
     let (forgotten, left) = state.queue.forget_conversation(&id).await?;
-    if forgotten == 0 && left == 0 {
-        return Err(ApiError::new(
-            ErrorCode::NotFound,
-            format!("no conversation with id {id:?}"),
-        ));
-    }
     if left > 0 {
         return Err(ApiError::new(
             ErrorCode::InvalidState,

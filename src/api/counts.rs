@@ -1,8 +1,9 @@
 //! `GET /v1/jobs/counts`: how many jobs are in each state, overall and per
 //! bundle — the console's state filter and its "needs a person" count.
 //! Every state is listed (zero when empty), so a client learns the states
-//! this daemon has from the answer. Bundles outside the key's globs are
-//! neither listed nor counted (the policy's `list_jobs`).
+//! this daemon has from the answer. Only what the key may list is counted
+//! (the policy's `list_jobs`): its own jobs unless it has `read_all`, and
+//! never a bundle outside its globs.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +21,9 @@ pub async fn counts(
     State(state): State<AppState>,
     caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
-    let rows = state.queue.counts_by_state().await?;
+    // Another key's jobs are counted only for a key that may list them.
+    let owner = caller.listing_owner(Action::ListJobs);
+    let rows = state.queue.counts_by_state(owner.as_deref()).await?;
     let mut states: BTreeMap<&str, u64> = JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
     let mut bundles: BTreeMap<String, BTreeMap<&str, u64>> = BTreeMap::new();
     // Whether the key could list a job of its own of `bundle`: the

@@ -126,7 +126,7 @@ mod tests {
         }
         shutdown.cancel();
         task.await.unwrap();
-        let counts = queue.counts_by_state().await.unwrap();
+        let counts = queue.counts_by_state(None).await.unwrap();
         assert_eq!(counts, vec![("b".to_string(), JobState::Queued, 1)]);
         assert!(queue.get(&waiting.id).await.unwrap().is_some());
     }

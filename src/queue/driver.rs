@@ -93,8 +93,14 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.read(op::ListJobs { filter }).await
     }
 
-    async fn counts_by_state(&self) -> Result<Vec<(String, JobState, u64)>, QueueError> {
-        self.driver.read(op::CountByState).await
+    async fn counts_by_state(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<(String, JobState, u64)>, QueueError> {
+        let op = op::CountByState {
+            owner: owner.map(str::to_string),
+        };
+        self.driver.read(op).await
     }
 
     async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
@@ -211,6 +217,11 @@ impl<D: Driver> JobQueue for Queue<D> {
             conversation: conversation_id.to_string(),
         };
         self.driver.write(op).await
+    }
+
+    async fn conversation_owner(&self, id: &str) -> Result<Option<Option<String>>, QueueError> {
+        let op = op::ConversationOwner { id: id.to_string() };
+        self.driver.read(op).await
     }
 
     async fn purge_finished(

@@ -47,6 +47,12 @@ pub enum QueueError {
         key: String,
         existing: Box<Job>,
     },
+    /// A job (the `index`-th of its submit; 0 alone) continues a
+    /// conversation another key owns, or one from before keys that its key
+    /// may not continue: nothing is queued. The API answers it exactly as an
+    /// unknown conversation, so a key learns nothing of another's.
+    #[error("no conversation {conversation:?} of this API key")]
+    ForeignConversation { index: usize, conversation: String },
     /// The store's write queue is full: too many writes wait for it already.
     #[error(
         "queue database {store}: {waiting} writes are already waiting for the store; try again shortly"

@@ -31,6 +31,7 @@ fn ms(d: Duration) -> i64 {
 pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(Job, bool)> {
     let now = tx.now().await?;
     let key = job_key(job);
+    claim_conversation(tx, 0, job, now).await?;
     if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
         write_beside(tx, id, job).await?;
         tx.changed(Change::Runnable, &created.id);
@@ -45,6 +46,35 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     existing.map(|job| (job, false)).ok_or_else(|| {
         Fail::Db("the job with this idempotency key vanished during the submit".into())
     })
+}
+
+/// Claims the conversation `job` (the `index`-th of its submit) names for
+/// its owner, in the write that inserts it: the first job to name an id owns
+/// the conversation (the primary key decides between concurrent claims, on
+/// PostgreSQL across daemons), and a job that may not continue it
+/// ([`rules::continues_conversation`]) refuses the write. The row stays
+/// locked until commit, so a concurrent forget cannot delete it under a
+/// new turn.
+async fn claim_conversation(tx: &mut impl Tx, index: usize, job: &NewJob, now: i64) -> Res<()> {
+    let Some(conversation) = &job.conversation_id else {
+        return Ok(());
+    };
+    tx.claim_conversation(conversation, job.owner.as_deref(), now)
+        .await?;
+    let Some(owner) = tx.conversation_owner(conversation, true).await? else {
+        // Forgotten between the claim and the read: the writer runs the
+        // write again, and its claim then makes the row.
+        return Err(Fail::Conflict(format!(
+            "conversation {conversation:?} was forgotten during the submit"
+        )));
+    };
+    if super::rules::continues_conversation(owner.as_deref(), job) {
+        return Ok(());
+    }
+    Err(Fail::Refused(QueueError::ForeignConversation {
+        index,
+        conversation: conversation.clone(),
+    }))
 }
 
 /// What a new job's insert writes beside its row, in the same transaction:
@@ -91,6 +121,16 @@ pub(crate) async fn submit_many(
     jobs: &[(JobId, NewJob)],
 ) -> Res<Vec<(Job, bool)>> {
     let now = tx.now().await?;
+    // The conversations first, each once, in one order (as the keys).
+    let mut claims: Vec<(&str, usize, &NewJob)> = jobs
+        .iter()
+        .enumerate()
+        .filter_map(|(index, (_, job))| Some((job.conversation_id.as_deref()?, index, job)))
+        .collect();
+    claims.sort_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
+    for (_, index, job) in claims {
+        claim_conversation(tx, index, job, now).await?;
+    }
     let mut by_key: Vec<(Option<String>, &JobId, &NewJob)> = jobs
         .iter()
         .map(|(id, job)| (job_key(job), id, job))
@@ -700,8 +740,12 @@ pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
     Ok(Page { jobs, next_cursor })
 }
 
-pub(crate) async fn counts_by_state(tx: &mut impl Tx) -> Res<Vec<(String, JobState, u64)>> {
-    let rows = tx.counts_by_state().await?;
+/// (bundle, state, count) of every job, or only `owner`'s.
+pub(crate) async fn counts_by_state(
+    tx: &mut impl Tx,
+    owner: Option<&str>,
+) -> Res<Vec<(String, JobState, u64)>> {
+    let rows = tx.counts_by_state(owner).await?;
     Ok(rows
         .into_iter()
         .filter_map(|(bundle, state, n)| {
@@ -727,12 +771,20 @@ pub(crate) async fn purge_finished(tx: &mut impl Tx, cutoff: i64, limit: usize) 
 }
 
 /// Deletes a conversation's finished jobs; (deleted, left unfinished).
+/// With none left the conversation's owner row goes too (the id is free to
+/// start again). The row is locked first, so a submit continuing the
+/// conversation meanwhile either committed its turn (counted as left) or
+/// waits and claims the id again.
 pub(crate) async fn forget_conversation(
     tx: &mut impl Tx,
     conversation: &str,
 ) -> Res<(usize, usize)> {
+    tx.conversation_owner(conversation, true).await?;
     let ids = tx.finished_in_conversation(conversation).await?;
     tx.delete_jobs(&ids).await?;
     let left = tx.count_in_conversation(conversation).await?;
+    if left <= 0 {
+        tx.delete_conversation(conversation).await?;
+    }
     Ok((ids.len(), left.max(0) as usize))
 }

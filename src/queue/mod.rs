@@ -248,8 +248,14 @@ pub struct NewJob {
     /// prompt still comes first.
     pub messages: Option<Vec<Value>>,
     /// The conversation the job continues: it starts from the conversation's
-    /// earlier turns (`GET /v1/conversations/{id}`).
+    /// earlier turns (`GET /v1/conversations/{id}`). The first job to name
+    /// an id claims the conversation for its owner in the same write; a job
+    /// of another owner is refused ([`QueueError::ForeignConversation`]).
     pub conversation_id: Option<String>,
+    /// Whether the job may continue a conversation that has no owner (from
+    /// before API keys): admission sets it when the authorization policy
+    /// lets the job's key read every key's conversations.
+    pub continues_ownerless: bool,
     /// Higher runs first.
     pub priority: i32,
     pub run_at: Option<SystemTime>,
@@ -485,13 +491,17 @@ pub trait JobQueue: Send + Sync {
     async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError>;
     async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError>;
     async fn list(&self, filter: JobFilter) -> Result<Page, QueueError>;
-    /// (bundle, state, count) for every non-empty combination.
-    async fn counts_by_state(&self) -> Result<Vec<(String, JobState, u64)>, QueueError>;
+    /// (bundle, state, count) for every non-empty combination: of every
+    /// job, or with `owner` only of that API key's.
+    async fn counts_by_state(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<Vec<(String, JobState, u64)>, QueueError>;
     /// How many jobs are in each live state (queued, running,
     /// needs_attention), for gauges read on every metrics scrape: backends
     /// answer from an index, never by scanning finished jobs.
     async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
-        let counts = self.counts_by_state().await?;
+        let counts = self.counts_by_state(None).await?;
         Ok(JobState::LIVE
             .into_iter()
             .map(|state| {
@@ -592,6 +602,10 @@ pub trait JobQueue: Send + Sync {
         &self,
         conversation_id: &str,
     ) -> Result<(usize, usize), QueueError>;
+    /// Who owns conversation `id`: `Some(owner)` (`None` inside: a
+    /// conversation from before keys), or `None` when no job claimed it
+    /// (or it was forgotten).
+    async fn conversation_owner(&self, id: &str) -> Result<Option<Option<String>>, QueueError>;
 
     /// Deletes up to `limit` jobs that finished before `finished_before`,
     /// with their events and journals; returns how many. Called in small

@@ -67,6 +67,10 @@ pub(crate) trait Read: Operation {}
 ///
 /// - `Nothing`: waits for no lock (a submit without idempotency keys
 ///   inserts rows no one else can see yet).
+/// - `Conversation`: claims or locks a conversation's owner row (a submit
+///   that names one claims it before inserting its jobs), which waits for a
+///   concurrent claim or forget of the same id; by the id (a batch claims
+///   its ids sorted).
 /// - `Keys`: inserts keyed jobs, which waits for a concurrent write of the
 ///   same key; by its smallest stored key (a batch inserts its keys sorted).
 /// - `Row`: locks one job's row (`FOR UPDATE` or an `UPDATE`), and writes
@@ -77,6 +81,7 @@ pub(crate) trait Read: Operation {}
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum LockOrder {
     Nothing,
+    Conversation(String),
     Keys(String),
     Row(JobId),
     /// Locks one schedule's row; by its id.
@@ -107,6 +112,9 @@ impl Operation for Submit {
 impl Write for Submit {
     const REFUSED_WHEN_BUSY: bool = true;
     fn lock_order(&self) -> LockOrder {
+        if let Some(conversation) = &self.job.conversation_id {
+            return LockOrder::Conversation(conversation.clone());
+        }
         lifecycle::job_key(&self.job).map_or(LockOrder::Nothing, LockOrder::Keys)
     }
 }
@@ -127,6 +135,14 @@ impl Operation for SubmitMany {
 impl Write for SubmitMany {
     const REFUSED_WHEN_BUSY: bool = true;
     fn lock_order(&self) -> LockOrder {
+        let conversation = self
+            .jobs
+            .iter()
+            .filter_map(|(_, job)| job.conversation_id.clone())
+            .min();
+        if let Some(conversation) = conversation {
+            return LockOrder::Conversation(conversation);
+        }
         self.jobs
             .iter()
             .filter_map(|(_, job)| lifecycle::job_key(job))
@@ -416,9 +432,26 @@ impl Operation for ForgetConversation {
 
 impl Write for ForgetConversation {
     fn lock_order(&self) -> LockOrder {
-        LockOrder::Skipping
+        LockOrder::Conversation(self.conversation.clone())
     }
 }
+
+/// Conversation `id`'s owner row: `Some(owner)` (`None` inside: from
+/// before keys), or `None` when no job ever claimed it (or it was
+/// forgotten).
+pub(crate) struct ConversationOwner {
+    pub id: String,
+}
+
+impl Operation for ConversationOwner {
+    type Output = Option<Option<String>>;
+    const NAME: &'static str = "conversation_owner";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Option<Option<String>>> {
+        tx.conversation_owner(&self.id, false).await
+    }
+}
+
+impl Read for ConversationOwner {}
 
 /// Moves a queued or parked job to another content of its bundle.
 pub(crate) struct MoveVersion {
@@ -678,14 +711,17 @@ impl Operation for ListJobs {
 
 impl Read for ListJobs {}
 
-/// (bundle, state, count) for every non-empty combination.
-pub(crate) struct CountByState;
+/// (bundle, state, count) for every non-empty combination, of every job
+/// or only of `owner`'s (an API key that may list only its own).
+pub(crate) struct CountByState {
+    pub owner: Option<String>,
+}
 
 impl Operation for CountByState {
     type Output = Vec<(String, JobState, u64)>;
     const NAME: &'static str = "counts_by_state";
     async fn run<T: Tx>(&self, tx: &mut T) -> Res<Vec<(String, JobState, u64)>> {
-        lifecycle::counts_by_state(tx).await
+        lifecycle::counts_by_state(tx, self.owner.as_deref()).await
     }
 }
 

@@ -371,7 +371,11 @@ pub(crate) trait JobStatements: Send {
         filter: &JobFilter,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<Job>>> + Send;
-    fn counts_by_state(&mut self) -> impl Future<Output = Res<Vec<(String, String, i64)>>> + Send;
+    /// (bundle, state, count) of every job, or only of `owner`'s.
+    fn counts_by_state(
+        &mut self,
+        owner: Option<&str>,
+    ) -> impl Future<Output = Res<Vec<(String, String, i64)>>> + Send;
     /// From the index on live states, never a scan of finished jobs.
     fn count_in_state(&mut self, state: JobState) -> impl Future<Output = Res<i64>> + Send;
     fn finished_before(
@@ -425,6 +429,24 @@ pub(crate) trait JobStatements: Send {
         &mut self,
         conversation: &str,
     ) -> impl Future<Output = Res<i64>> + Send;
+    /// Claims conversation `id` for `owner` unless it has an owner row
+    /// already (then nothing changes; on PostgreSQL a concurrent claim of
+    /// the same id is waited for).
+    fn claim_conversation(
+        &mut self,
+        id: &str,
+        owner: Option<&str>,
+        now: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
+    /// Conversation `id`'s row: `Some(owner)` (`owner` `None`: from before
+    /// keys), or `None` when it has none. `lock`: keep other writers off
+    /// the row until commit (PostgreSQL).
+    fn conversation_owner(
+        &mut self,
+        id: &str,
+        lock: bool,
+    ) -> impl Future<Output = Res<Option<Option<String>>>> + Send;
+    fn delete_conversation(&mut self, id: &str) -> impl Future<Output = Res<()>> + Send;
 
     // Writing jobs.
     /// Inserts queued jobs in one statement, in the order given (which is

@@ -192,9 +192,18 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         rows.iter().map(job_from_row).collect()
     }
 
-    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>> {
-        let sql = "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state";
-        let rows = self.rows(sql, &[]).await?;
+    async fn counts_by_state(&mut self, owner: Option<&str>) -> Res<Vec<(String, String, i64)>> {
+        let rows = match owner {
+            Some(owner) => {
+                let sql = "SELECT bundle, state, COUNT(*) FROM jobs WHERE owner = $1
+                           GROUP BY bundle, state";
+                self.rows(sql, &[&owner]).await?
+            }
+            None => {
+                let sql = "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state";
+                self.rows(sql, &[]).await?
+            }
+        };
         rows.iter()
             .map(|r| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?)))
             .collect()
@@ -278,6 +287,31 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64> {
         let sql = "SELECT COUNT(*) FROM jobs WHERE conversation_id = $1";
         self.one_int(sql, &[&conversation]).await
+    }
+
+    async fn claim_conversation(&mut self, id: &str, owner: Option<&str>, now: i64) -> Res<()> {
+        // A concurrent claim of the same id is waited for; once it commits
+        // the primary key makes this one insert nothing.
+        let sql = "INSERT INTO conversations (id, owner, created_at) VALUES ($1, $2, $3)
+                   ON CONFLICT (id) DO NOTHING";
+        self.exec(sql, &[&id, &owner, &now]).await?;
+        Ok(())
+    }
+
+    async fn conversation_owner(&mut self, id: &str, lock: bool) -> Res<Option<Option<String>>> {
+        let sql = if lock {
+            "SELECT owner FROM conversations WHERE id = $1 FOR UPDATE"
+        } else {
+            "SELECT owner FROM conversations WHERE id = $1"
+        };
+        let row = self.first(sql, &[&id]).await?;
+        row.map(|row| row.text(0)).transpose()
+    }
+
+    async fn delete_conversation(&mut self, id: &str) -> Res<()> {
+        let sql = "DELETE FROM conversations WHERE id = $1";
+        self.exec(sql, &[&id]).await?;
+        Ok(())
     }
 
     async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>> {

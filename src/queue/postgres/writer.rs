@@ -13,8 +13,8 @@
 //!
 //! A group holds the locks of all its writes until it commits, and other
 //! daemons' groups lock the same jobs, so the writes run sorted by where
-//! they wait for locks (`op::LockOrder`: keys, then job ids, then what
-//! takes only unlocked rows): every daemon takes locks in one order, and no
+//! they wait for locks (`op::LockOrder`: conversations, keys, then job
+//! ids, then what takes only unlocked rows): every daemon takes locks in one order, and no
 //! two groups wait for each other in a cycle. A write the database gives up
 //! on all the same (a deadlock or serialization failure) runs again in the
 //! next group instead of failing its caller.

@@ -142,12 +142,20 @@ impl JobStatements for SqliteTx<'_> {
         })
     }
 
-    async fn counts_by_state(&mut self) -> Res<Vec<(String, String, i64)>> {
-        self.rows(
-            "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state",
-            [],
-            |r| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?)),
-        )
+    async fn counts_by_state(&mut self, owner: Option<&str>) -> Res<Vec<(String, String, i64)>> {
+        let row = |r: &Row<'_>| Ok((r.req_text(0)?, r.req_text(1)?, r.req_int(2)?));
+        match owner {
+            Some(owner) => self.rows(
+                "SELECT bundle, state, COUNT(*) FROM jobs WHERE owner = ?1 GROUP BY bundle, state",
+                [owner],
+                row,
+            ),
+            None => self.rows(
+                "SELECT bundle, state, COUNT(*) FROM jobs GROUP BY bundle, state",
+                [],
+                row,
+            ),
+        }
     }
 
     async fn count_in_state(&mut self, state: JobState) -> Res<i64> {
@@ -245,6 +253,26 @@ impl JobStatements for SqliteTx<'_> {
             "SELECT COUNT(*) FROM jobs WHERE conversation_id = ?1",
             [conversation],
         )
+    }
+
+    async fn claim_conversation(&mut self, id: &str, owner: Option<&str>, now: i64) -> Res<()> {
+        self.exec(
+            "INSERT INTO conversations (id, owner, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
+            params![id, owner, now],
+        )?;
+        Ok(())
+    }
+
+    async fn conversation_owner(&mut self, id: &str, _lock: bool) -> Res<Option<Option<String>>> {
+        // One writer: every write already excludes every other.
+        self.first("SELECT owner FROM conversations WHERE id = ?1", [id], |r| {
+            r.text(0)
+        })
+    }
+
+    async fn delete_conversation(&mut self, id: &str) -> Res<()> {
+        self.exec("DELETE FROM conversations WHERE id = ?1", [id])?;
+        Ok(())
     }
 
     async fn insert_jobs(&mut self, jobs: &[(&JobId, &NewJob)], now: i64) -> Res<Vec<Job>> {
