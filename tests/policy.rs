@@ -8,24 +8,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, new_key, wait_terminal};
+use common::daemon::{Daemon, Site, client_as, new_key, wait_terminal};
 use common::mock_server;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
-
-/// A client that presents `token` on every request.
-fn as_key(token: &str) -> reqwest::Client {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-    );
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
 
 async fn post(http: &reqwest::Client, daemon: &Daemon, path: &str, body: Value) -> (u16, Value) {
     let response = http
@@ -113,7 +98,7 @@ replies:
         ),
     );
     let daemon = site.start();
-    let (alice_http, admin_http) = (as_key(&alice), as_key(&admin));
+    let (alice_http, admin_http) = (client_as(&alice), client_as(&admin));
 
     // The router's directory, as alice's job sees it: no `secret`.
     let (status, answer) = post(
@@ -217,7 +202,8 @@ async fn another_keys_jobs_and_bundles_do_not_exist_for_a_key() {
         site.put_bundle(name, &agent_bundle(name, &model.base_url(), ""));
     }
     let daemon = site.start();
-    let (alice_http, bob_http, auditor_http) = (as_key(&alice), as_key(&bob), as_key(&auditor));
+    let (alice_http, bob_http, auditor_http) =
+        (client_as(&alice), client_as(&bob), client_as(&auditor));
     let mut bobs = Vec::new();
     for bundle in ["pub-a", "secret"] {
         let (status, job) = post(
@@ -309,7 +295,8 @@ replies:
     };
     site.put_bundle("bank", &bank("1"));
     let daemon = site.start();
-    let (alice_http, bob_http, admin_http) = (as_key(&alice), as_key(&bob), as_key(&admin));
+    let (alice_http, bob_http, admin_http) =
+        (client_as(&alice), client_as(&bob), client_as(&admin));
     let mut parked = Vec::new();
     for http in [&alice_http, &bob_http] {
         let (status, job) = post(
@@ -399,7 +386,7 @@ async fn a_reload_that_revokes_a_key_ends_its_open_streams() {
     let admin = new_key(&file, "admin", &["--scopes", "admin"]);
     site.put_bundle("slow", &agent_bundle("slow", &model.base_url(), ""));
     let daemon = site.start();
-    let (leaving_http, admin_http) = (as_key(&leaving), as_key(&admin));
+    let (leaving_http, admin_http) = (client_as(&leaving), client_as(&admin));
     let (status, job) = post(
         &leaving_http,
         &daemon,
@@ -500,7 +487,7 @@ async fn a_workflow_stage_reaches_only_the_bundles_of_the_key_that_owns_the_job(
         ),
     );
     let daemon = site.start();
-    let (alice_http, admin_http) = (as_key(&alice), as_key(&admin));
+    let (alice_http, admin_http) = (client_as(&alice), client_as(&admin));
 
     let (status, job) = post(
         &alice_http,

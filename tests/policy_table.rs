@@ -11,11 +11,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use common::daemon::{Site, new_key};
+use common::daemon::{Site, client_as, new_key};
 use common::mock_server;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
 /// How the policy answered.
@@ -153,19 +151,6 @@ fn change(
     }
 }
 
-fn client(token: &str) -> reqwest::Client {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        AUTHORIZATION,
-        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-    );
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
 /// Sends one case; how the policy answered it, and the body.
 async fn ask(http: &reqwest::Client, base: &str, case: &Case, id: &str) -> (Answer, u16, Value) {
     let url = format!("{base}{}", case.path.replace("{id}", id));
@@ -207,7 +192,7 @@ async fn every_action_answers_by_the_policy_for_own_other_and_unknown_objects_an
     let daemon = site.start();
     let base = daemon.url("");
     let base = base.trim_end_matches('/').to_string();
-    let clients: Vec<reqwest::Client> = tokens.iter().map(|t| client(t)).collect();
+    let clients: Vec<reqwest::Client> = tokens.iter().map(|t| client_as(t)).collect();
 
     // Each key with `submit` owns a job (waiting far ahead, so it stays),
     // in a conversation of its own, and a schedule.
@@ -399,12 +384,12 @@ async fn another_keys_object_and_an_unknown_id_answer_alike() {
     let model = mock_server("replies:\n  - content: done\n").await;
     let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
     let file = site.path().join("keys.toml");
-    let alice = client(&new_key(
+    let alice = client_as(&new_key(
         &file,
         "alice",
         &["--scopes", "submit,read,operate,approve"],
     ));
-    let bob = client(&new_key(
+    let bob = client_as(&new_key(
         &file,
         "bob",
         &["--scopes", "submit,read,operate,approve"],

@@ -278,6 +278,20 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// A client that presents API key `token` on every request.
+pub fn client_as(token: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
 pub async fn submit(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input: &str) -> Value {
     submit_body(http, daemon, json!({"bundle": bundle, "input": input})).await
 }
