@@ -27,6 +27,20 @@ async fn post(http: &reqwest::Client, daemon: &Daemon, path: &str, body: Value) 
     )
 }
 
+/// Submits a job of `bundle` as the client's key and waits for its end.
+async fn run_job(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input: &str) -> Value {
+    let (status, job) = post(
+        http,
+        daemon,
+        "/v1/jobs",
+        json!({"bundle": bundle, "input": input}),
+    )
+    .await;
+    assert_eq!(status, 201, "{job}");
+    let id = job["id"].as_str().unwrap();
+    wait_terminal(http, daemon, id, Duration::from_secs(60)).await
+}
+
 /// The names of the tools the model was offered in request `n`.
 fn offered(requests: &[Value], n: usize) -> Vec<String> {
     requests[n]["tools"]
@@ -123,16 +137,7 @@ replies:
 
     // A nested `agent` tool that names `secret` in alice's job: a tool
     // error naming the rule, which the model reads.
-    let (status, job) = post(
-        &alice_http,
-        &daemon,
-        "/v1/jobs",
-        json!({"bundle": "pub-nest", "input": "nest it"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{job}");
-    let id = job["id"].as_str().unwrap();
-    let done = wait_terminal(&alice_http, &daemon, id, Duration::from_secs(60)).await;
+    let done = run_job(&alice_http, &daemon, "pub-nest", "nest it").await;
     assert_eq!(done["state"], "succeeded", "{done}");
     let requests = router_model.requests();
     let told = requests
@@ -165,16 +170,7 @@ replies:
     let tools = offered(&router_model.requests(), before);
     assert!(tools.contains(&"secret".to_string()), "{tools:?}");
     assert_eq!(secret_model.requests().len(), 1);
-    let (status, job) = post(
-        &admin_http,
-        &daemon,
-        "/v1/jobs",
-        json!({"bundle": "pub-nest", "input": "nest it again"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{job}");
-    let id = job["id"].as_str().unwrap();
-    let done = wait_terminal(&admin_http, &daemon, id, Duration::from_secs(60)).await;
+    let done = run_job(&admin_http, &daemon, "pub-nest", "nest it again").await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(secret_model.requests().len(), 2);
 }
@@ -489,16 +485,7 @@ async fn a_workflow_stage_reaches_only_the_bundles_of_the_key_that_owns_the_job(
     let daemon = site.start();
     let (alice_http, admin_http) = (client_as(&alice), client_as(&admin));
 
-    let (status, job) = post(
-        &alice_http,
-        &daemon,
-        "/v1/jobs",
-        json!({"bundle": "pub-flow", "input": "go"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{job}");
-    let id = job["id"].as_str().unwrap();
-    let done = wait_terminal(&alice_http, &daemon, id, Duration::from_secs(60)).await;
+    let done = run_job(&alice_http, &daemon, "pub-flow", "go").await;
     assert_ne!(done["state"], "succeeded", "{done}");
     let told = done.to_string();
     assert!(
@@ -512,16 +499,7 @@ async fn a_workflow_stage_reaches_only_the_bundles_of_the_key_that_owns_the_job(
         "secret never ran for alice"
     );
 
-    let (status, job) = post(
-        &admin_http,
-        &daemon,
-        "/v1/jobs",
-        json!({"bundle": "pub-flow", "input": "go"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{job}");
-    let id = job["id"].as_str().unwrap();
-    let done = wait_terminal(&admin_http, &daemon, id, Duration::from_secs(60)).await;
+    let done = run_job(&admin_http, &daemon, "pub-flow", "go").await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(secret_model.requests().len(), 1);
 }
