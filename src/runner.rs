@@ -411,12 +411,12 @@ impl Runner {
             return Ok(());
         };
         let since = std::time::SystemTime::now() - crate::budget::DAY;
-        let (tokens, cost) = daily.spent_since(bundle, since).await.map_err(|e| {
+        let spend = daily.spent_since(bundle, since).await.map_err(|e| {
             ToolError::Retryable(format!(
                 "agent bundle {bundle:?}: its daily spend cannot be read ({e}); try again"
             ))
         })?;
-        per_day.admit(bundle, tokens, cost).map_err(|stop| {
+        per_day.admit(bundle, &spend).map_err(|stop| {
             ToolError::Failed(format!("agent bundle {bundle:?} did not run: {stop}"))
         })
     }

@@ -313,6 +313,74 @@ async fn a_daily_budget_counts_jobs_without_limits_or_prices() {
     assert_eq!(server.requests().len(), 1, "only the first job ran");
 }
 
+/// Fifty parallel submits, then a batch of 200, against a bundle's day of
+/// 100 tokens; each job is limited to 30 tokens and spends 40 in its one
+/// model call. Each job reserves its share in the write that queues it, so
+/// the day gives out at most 100 tokens of reservations (30, 30, 30 and
+/// the last 10, fewer when a job ends first and its real 40 counts), the
+/// batch finds nothing left and queues nothing, and what the jobs spend is
+/// at most their reservations plus the one model call each that crosses
+/// them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_submits_cannot_overrun_a_daily_budget() {
+    let server = mock_server(LOOP).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("looper", &looper(", per_day: {tokens: 100}", 0.0));
+    let daemon = site.start();
+    let http = client();
+    let body = json!({"bundle": "looper", "input": "small talk", "limits": {"tokens": 30}});
+    let submits = (0..50).map(|_| post_job(&http, &daemon, body.clone()));
+    let answers = futures::future::join_all(submits).await;
+    let mut accepted = Vec::new();
+    for (status, answer) in answers {
+        match status {
+            201 => accepted.push(answer["id"].as_str().unwrap().to_string()),
+            429 => assert!(
+                answer["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("limits.per_day.tokens is 100"),
+                "{answer}"
+            ),
+            _ => panic!("{status}: {answer}"),
+        }
+    }
+    assert!(
+        (1..=4).contains(&accepted.len()),
+        "100 tokens hold at most four jobs of 30: {} accepted",
+        accepted.len()
+    );
+    let batch: Vec<Value> = (0..200).map(|_| body.clone()).collect();
+    let (status, refused) =
+        common::daemon::post_json(&http, &daemon, "/v1/jobs/batch", json!({ "jobs": batch })).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["error"]["field"], "jobs[0]", "{refused}");
+    let mut reserved = 0;
+    let mut spent = 0;
+    for id in &accepted {
+        let done = wait_terminal(&http, &daemon, id, Duration::from_secs(60)).await;
+        let limit = done["limits"]["tokens"].as_u64().unwrap();
+        let used = done["tokens_spent"].as_u64().unwrap();
+        assert!(
+            used <= limit + 40,
+            "one model call past its reservation at most: {done}"
+        );
+        reserved += limit;
+        spent += used;
+    }
+    assert!(reserved <= 100, "reservations {reserved} within the day");
+    assert!(
+        spent <= 100 + 40 * accepted.len() as u64,
+        "spent {spent}: the day plus one model call per job at most"
+    );
+    let jobs = common::daemon::get(&http, &daemon, "/v1/jobs").await;
+    assert_eq!(
+        jobs["jobs"].as_array().unwrap().len(),
+        accepted.len(),
+        "the batch queued nothing: {jobs}"
+    );
+}
+
 /// The result the model got for the job's first call (turn 1, position 0).
 async fn first_result(http: &reqwest::Client, daemon: &Daemon, id: &str) -> Value {
     let journal = common::daemon::get(http, daemon, &format!("/v1/jobs/{id}/journal")).await;

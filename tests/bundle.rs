@@ -348,7 +348,7 @@ fn approval_rules_and_budgets_are_checked_when_the_bundle_loads() {
     ) + "limits: {model_calls: 3, wall_time: 5m}\n";
     let bundle = load(&good).unwrap();
     assert_eq!(bundle.raw.limits.budget().model_calls, Some(3));
-    let unknown = GOOD.to_string() + "limits: {tokens: 3}\n";
+    let unknown = GOOD.to_string() + "limits: {total_tokens: 3}\n";
     assert!(
         load(&unknown).unwrap_err()[0].contains("limits"),
         "unknown budget key"

@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use common::postgres::{Database, START_POSTGRES, Schema, postgres_url};
 use serde_json::json;
 use structured_agents::approval::{ParkedCall, ParkedKind};
+use structured_agents::budget::{DailyBudgets, DailyLimits, DailyRefusal, DaySpend, JobMax};
 use structured_agents::events::{Event, EventEnvelope, JobStatus};
 use structured_agents::journal::JournalEntry;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
@@ -1090,11 +1091,127 @@ pub async fn spend_counts_for_the_job_and_its_nested_bundles(q: Arc<dyn JobQueue
     )
     .await
     .unwrap();
-    assert_eq!(q.spend_since("boss", since).await.unwrap(), (140, 0.5));
-    assert_eq!(q.spend_since("helper", since).await.unwrap(), (40, 0.25));
-    assert_eq!(q.spend_since("nobody", since).await.unwrap(), (0, 0.0));
+    let day = |tokens, cost| DaySpend {
+        tokens,
+        cost,
+        ..Default::default()
+    };
+    assert_eq!(q.spend_since("boss", since).await.unwrap(), day(140, 0.5));
+    assert_eq!(q.spend_since("helper", since).await.unwrap(), day(40, 0.25));
+    assert_eq!(q.spend_since("nobody", since).await.unwrap(), day(0, 0.0));
     let later = SystemTime::now() + Duration::from_secs(60);
-    assert_eq!(q.spend_since("helper", later).await.unwrap(), (0, 0.0));
+    assert_eq!(q.spend_since("helper", later).await.unwrap(), day(0, 0.0));
+}
+
+/// A job of key `k` under a daily budget of 100 tokens for the key (and
+/// none for the bundle), that may spend `max` tokens.
+fn under_daily_budget(max: Option<u64>) -> NewJob {
+    NewJob {
+        owner: Some("k".into()),
+        daily: Some(DailyBudgets {
+            key: Some(DailyLimits {
+                tokens: Some(100),
+                cost: None,
+            }),
+            bundle: None,
+            max: JobMax {
+                tokens: max,
+                cost: None,
+            },
+        }),
+        ..job("b")
+    }
+}
+
+/// Fifty concurrent submits against a day of 100 tokens, each job limited
+/// to 20: exactly five are queued, each holding its 20; a batch then finds
+/// nothing left and queues nothing; a job that ends gives back what it did
+/// not spend; a keyed job already queued is found, not refused.
+pub async fn concurrent_submits_reserve_a_daily_budget_once(q: Arc<dyn JobQueue>) {
+    let submits = (0..50).map(|_| {
+        let q = q.clone();
+        async move { q.submit(under_daily_budget(Some(20))).await }
+    });
+    let answers = futures::future::join_all(submits).await;
+    let mut queued = Vec::new();
+    for answer in answers {
+        match answer {
+            Ok((job, true)) => queued.push(job),
+            Err(QueueError::DailyBudget {
+                index: 0,
+                refusal: DailyRefusal::Key { key, .. },
+            }) => assert_eq!(key, "k"),
+            other => panic!("unexpected answer: {other:?}"),
+        }
+    }
+    assert_eq!(queued.len(), 5, "100 tokens hold five jobs of 20");
+    for job in &queued {
+        assert_eq!(job.limits.as_ref().and_then(|l| l.tokens), Some(20));
+    }
+    let since = SystemTime::now() - Duration::from_secs(60);
+    let load = q.owner_load("k", since).await.unwrap();
+    assert_eq!((load.spend.tokens, load.spend.held_tokens), (0, 100));
+
+    let batch: Vec<NewJob> = (0..200).map(|_| under_daily_budget(None)).collect();
+    match q.submit_many(batch).await {
+        Err(QueueError::DailyBudget { index: 0, refusal }) => assert!(
+            refusal
+                .to_string()
+                .contains("(100 of it held by jobs not finished yet)"),
+            "{refusal}"
+        ),
+        other => panic!("the batch must be refused: {other:?}"),
+    }
+    assert_eq!(q.owner_load("k", since).await.unwrap().in_flight, 5);
+
+    // One job ends having spent 5 of its 20: 15 come back to the day.
+    let lease = lease_until(q.as_ref()).await;
+    let mut end = final_event(1, lease.attempt);
+    if let Event::JobState { spent, .. } = &mut end.event {
+        *spent = Some(structured_agents::budget::Spent {
+            prompt_tokens: 5,
+            ..Default::default()
+        });
+    }
+    q.finish(
+        &lease.job.id,
+        lease.attempt,
+        Outcome::Succeeded(json!(1)),
+        &[],
+        Some(end),
+    )
+    .await
+    .unwrap();
+    let load = q.owner_load("k", since).await.unwrap();
+    assert_eq!((load.spend.tokens, load.spend.held_tokens), (5, 80));
+    let (rest, created) = q.submit(under_daily_budget(None)).await.unwrap();
+    assert!(created);
+    assert_eq!(
+        rest.limits.and_then(|l| l.tokens),
+        Some(15),
+        "a job without a limit takes what remains"
+    );
+    // Nothing is left, but a job already queued under its key is found.
+    let keyed = || NewJob {
+        idempotency_key: Some("again".into()),
+        ..under_daily_budget(Some(20))
+    };
+    assert!(matches!(
+        q.submit(keyed()).await,
+        Err(QueueError::DailyBudget { .. })
+    ));
+    let load = q.owner_load("k", since).await.unwrap();
+    assert_eq!(load.spend.total_tokens(), 100);
+    let (first, _) = q
+        .submit(NewJob {
+            daily: None,
+            ..keyed()
+        })
+        .await
+        .unwrap();
+    let (again, created) = q.submit(keyed()).await.unwrap();
+    assert!(!created);
+    assert_eq!(again.id, first.id);
 }
 
 /// A job parked on call `c1` of turn 1 by its first (and only) attempt.
@@ -2265,6 +2382,7 @@ macro_rules! suite {
             case!(push_configs_get_one_delivery_per_state_change_in_order);
             case!(a_schedules_fire_is_recorded_by_one_handler_only);
             case!(a_stale_delivery_claim_settles_nothing);
+            case!(concurrent_submits_reserve_a_daily_budget_once);
         }
     };
 }
@@ -2804,6 +2922,44 @@ fn failed() -> Outcome {
         error: "gave up".into(),
         retryable: false,
     }
+}
+
+/// Three daemons' handles on one schema submit sixty jobs of 20 tokens at
+/// once against one key's day of 100: the budgets' lock holds across them,
+/// five are queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_three_handles_reserve_one_daily_budget() {
+    let db = Database::fresh().await;
+    let options = PostgresOptions {
+        schema: "sa_daily".into(),
+        pool_size: 4,
+        ..PostgresOptions::new(db.url.clone())
+    };
+    let mut queues = Vec::new();
+    for _ in 0..3 {
+        let q = PostgresQueue::open(options.clone(), fast_retry())
+            .await
+            .unwrap_or_else(|e| {
+                panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}")
+            });
+        queues.push(Arc::new(q));
+    }
+    let submits = (0..60).map(|i| {
+        let q = queues[i % 3].clone();
+        async move { q.submit(under_daily_budget(Some(20))).await }
+    });
+    let answers = futures::future::join_all(submits).await;
+    let queued = answers.iter().filter(|a| a.is_ok()).count();
+    for answer in &answers {
+        assert!(
+            matches!(answer, Ok(_) | Err(QueueError::DailyBudget { .. })),
+            "{answer:?}"
+        );
+    }
+    assert_eq!(queued, 5, "one day across three daemons");
+    let since = SystemTime::now() - Duration::from_secs(60);
+    let load = queues[1].owner_load("k", since).await.unwrap();
+    assert_eq!(load.spend.held_tokens, 100);
 }
 
 /// Three handles (three daemons' writers) on one database take the same

@@ -8,9 +8,10 @@
 //!    idempotency key, a priority or attempt count out of range), the
 //!    variables are ones a submitter may set, the limits only lower the
 //!    bundle's;
-//! 3. the key's quotas: its rate, its jobs in flight, its daily budget;
-//! 4. the bundle's daily budget (`budgets`);
-//! 5. the job is queued, recording who asked (its idempotency key is
+//! 3. the key's quotas: its rate, its jobs in flight;
+//! 4. the job is queued, reserving its share of its key's and its bundle's
+//!    daily budgets in the same write (`budgets`; a day with nothing left
+//!    refuses it), recording who asked (its idempotency key is
 //!    namespaced by that key in the queue); a conversation it continues is
 //!    the key's own, decided in the same write (the first key to write a
 //!    conversation owns it; another key's is answered as an unknown one).
@@ -184,7 +185,6 @@ async fn admit_one(
     let job = checked(state, caller, submission)?;
     let _held = state.admission.hold_in_flight(&caller.0).await;
     key_quotas(state, &caller.0, 1).await?;
-    super::budgets::bundle_day(state, &job.bundle).await?;
     enqueue(state, job).await
 }
 
@@ -211,12 +211,6 @@ async fn admit_all(
     }
     let _held = state.admission.hold_in_flight(&caller.0).await;
     key_quotas(state, &caller.0, checked_jobs.len() as u32).await?;
-    let mut bundles: Vec<&str> = checked_jobs.iter().map(|j| j.bundle.as_str()).collect();
-    bundles.sort_unstable();
-    bundles.dedup();
-    for bundle in bundles {
-        super::budgets::bundle_day(state, bundle).await?;
-    }
     let submission = tokio::spawn({
         // As for one job: the queue's answer is counted even if the client
         // hung up.
@@ -244,6 +238,7 @@ async fn admit_all(
                 index,
                 conversation,
             } => at_index(index, unknown_conversation(caller.name(), &conversation)),
+            crate::queue::QueueError::DailyBudget { index, .. } => at_index(index, e.into()),
             e => e.into(),
         })
 }
@@ -299,9 +294,7 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     if !s.daemon_variables {
         checked_variables(state, &job.bundle, &job.variables)?;
     }
-    if let Some(asked) = &job.limits {
-        super::budgets::lowered(state, &job.bundle, asked)?;
-    }
+    job.daily = super::budgets::daily_budgets(state, &caller.0, &job)?;
     job.max_attempts.get_or_insert(state.max_attempts);
     job.owner = Some(caller.name().to_string());
     // A conversation from before keys (no owner) is continued only by a
@@ -460,8 +453,9 @@ fn unknown_conversation(key: &str, conversation: &str) -> ApiError {
     )
 }
 
-/// The key's own limits: its rate, its jobs in flight and its daily
-/// budget, for `n` new jobs.
+/// The key's own limits for `n` new jobs: its rate and its jobs in
+/// flight. (Its daily budget is reserved by the queue, in the write that
+/// queues the jobs: `budgets`.)
 async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), ApiError> {
     if let Some(per_minute) = key.rate_per_minute {
         let limiter = state.admission.limiter(&key.name, per_minute);
@@ -497,18 +491,16 @@ async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), Api
             }
         }
     }
-    if key.max_in_flight.is_none() && key.per_day.is_none() {
+    let Some(max) = key.max_in_flight else {
         return Ok(());
-    }
+    };
     let load = state
         .queue
         .owner_load(&key.name, SystemTime::now() - crate::budget::DAY)
         .await?;
     // Direct tool runs are in flight too: they run processes as jobs do.
     let in_flight = load.in_flight + state.admission.direct_runs(&key.name);
-    if let Some(max) = key.max_in_flight
-        && in_flight + u64::from(n) > max
-    {
+    if in_flight + u64::from(n) > max {
         return Err(ApiError::new(
             ErrorCode::QuotaExceeded,
             format!(
@@ -517,20 +509,6 @@ async fn key_quotas(state: &AppState, key: &Principal, n: u32) -> Result<(), Api
             ),
         )
         .retry_after(5));
-    }
-    if let Some(reached) = key
-        .per_day
-        .as_ref()
-        .and_then(|daily| daily.reached(load.tokens, load.cost))
-    {
-        return Err(ApiError::new(
-            ErrorCode::QuotaExceeded,
-            format!(
-                "API key {:?} has used its daily budget: per_day.{} is {} and its jobs of the last 24 hours spent {}; retry later, or ask the operator to raise it",
-                key.name, reached.budget, reached.limit, reached.spent
-            ),
-        )
-        .retry_after(super::budgets::RETRY_AFTER_SPENT.as_secs()));
     }
     Ok(())
 }

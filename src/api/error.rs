@@ -187,6 +187,7 @@ impl From<crate::queue::QueueError> for ApiError {
             QueueError::NotParked { .. } | QueueError::NoCallToSkip(_) => {
                 ApiError::new(ErrorCode::InvalidState, e.to_string())
             }
+            QueueError::DailyBudget { refusal, .. } => daily_refusal(refusal),
             e if e.is_unavailable() => {
                 // The client gets the rule; the operator the detail.
                 tracing::warn!(error = %e, "the queue store cannot serve a request");
@@ -196,6 +197,20 @@ impl From<crate::queue::QueueError> for ApiError {
         }
     }
 }
+
+/// A daily budget with nothing left: a 429 a client retries after the
+/// rolling day frees some (the key's quota, or the bundle's budget).
+fn daily_refusal(refusal: crate::budget::DailyRefusal) -> ApiError {
+    let code = match refusal {
+        crate::budget::DailyRefusal::Key { .. } => ErrorCode::QuotaExceeded,
+        crate::budget::DailyRefusal::Bundle { .. } => ErrorCode::BudgetExhausted,
+    };
+    ApiError::new(code, refusal.to_string()).retry_after(RETRY_AFTER_SPENT.as_secs())
+}
+
+/// When a client refused for a spent daily budget should ask again: the
+/// rolling day frees spend as old jobs age out of it.
+pub(super) const RETRY_AFTER_SPENT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A decision the queue refused, as the API says it.
 fn decision_refused(e: &crate::queue::QueueError) -> Option<ApiError> {

@@ -113,6 +113,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         owner: None,
         webhook: request.webhook,
         push: Vec::new(),
+        daily: None,
     })
 }
 
@@ -372,6 +373,7 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         owner: None,
         webhook: None,
         push: Vec::new(),
+        daily: None,
     }
 }
 

@@ -252,6 +252,9 @@ pub struct LimitsSection {
     /// Budgets of one job (its nested agents, stages and group-chat replies
     /// included): checked before each model call and each tool call; using
     /// one up ends the job `budget_exceeded`. A submitter may lower each.
+    /// Prompt plus completion tokens.
+    #[serde(default)]
+    pub tokens: Option<u64>,
     /// Prompt tokens.
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
@@ -283,6 +286,7 @@ impl LimitsSection {
     /// The per-job budgets this section sets.
     pub fn budget(&self) -> crate::budget::BudgetLimits {
         crate::budget::BudgetLimits {
+            tokens: self.tokens,
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             cost: self.cost,
@@ -303,6 +307,7 @@ impl Default for LimitsSection {
             history: HistorySetting::default(),
             max_concurrency: default_concurrency(),
             timeout: None,
+            tokens: None,
             prompt_tokens: None,
             completion_tokens: None,
             cost: None,

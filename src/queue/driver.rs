@@ -286,7 +286,7 @@ impl<D: Driver> JobQueue for Queue<D> {
         &self,
         bundle: &str,
         since: std::time::SystemTime,
-    ) -> Result<(u64, f64), QueueError> {
+    ) -> Result<crate::budget::DaySpend, QueueError> {
         let op = op::SpendSince {
             bundle: bundle.to_string(),
             since: super::millis(since),

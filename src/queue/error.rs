@@ -53,6 +53,13 @@ pub enum QueueError {
     /// unknown conversation, so a key learns nothing of another's.
     #[error("no conversation {conversation:?} of this API key")]
     ForeignConversation { index: usize, conversation: String },
+    /// A job (the `index`-th of its submit; 0 alone) is under a daily
+    /// budget with nothing left for it: nothing is queued.
+    #[error("{refusal}")]
+    DailyBudget {
+        index: usize,
+        refusal: crate::budget::DailyRefusal,
+    },
     /// The store's write queue is full: too many writes wait for it already.
     #[error(
         "queue database {store}: {waiting} writes are already waiting for the store; try again shortly"

@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use super::outbox;
+use super::reservations::{DayLedger, Reserved};
 use super::transaction::Tx;
 use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, stored_key};
 use super::*;
@@ -31,9 +32,25 @@ fn ms(d: Duration) -> i64 {
 pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(Job, bool)> {
     let now = tx.now().await?;
     let key = job_key(job);
+    let mut ledger = DayLedger::new(now);
+    ledger.lock(tx, std::iter::once(job)).await?;
     claim_conversation(tx, 0, job, now).await?;
-    if let Some(created) = tx.insert_jobs(&[(id, job)], now).await?.pop() {
-        write_beside(tx, id, job).await?;
+    // A job already queued under its key reserves nothing again.
+    let queued = match &key {
+        Some(key) if job.daily.is_some() => tx.job_by_key(key).await?,
+        _ => None,
+    };
+    if let Some(queued) = queued {
+        return Ok((queued, false));
+    }
+    let reserved = ledger.reserve(tx, 0, job).await?;
+    let new = reserved.as_ref().map_or(job, |r| &r.job);
+    if let Some(created) = tx.insert_jobs(&[(id, new)], now).await?.pop() {
+        if let Some(r) = &reserved {
+            tx.set_reservation(id.as_str(), r.tokens, r.cost_micros)
+                .await?;
+        }
+        write_beside(tx, id, new).await?;
         tx.changed(Change::Runnable, &created.id);
         return Ok((created, true));
     }
@@ -121,6 +138,8 @@ pub(crate) async fn submit_many(
     jobs: &[(JobId, NewJob)],
 ) -> Res<Vec<(Job, bool)>> {
     let now = tx.now().await?;
+    let mut ledger = DayLedger::new(now);
+    ledger.lock(tx, jobs.iter().map(|(_, job)| job)).await?;
     // The conversations first, each once, in one order (as the keys).
     let mut claims: Vec<(&str, usize, &NewJob)> = jobs
         .iter()
@@ -131,16 +150,26 @@ pub(crate) async fn submit_many(
     for (_, index, job) in claims {
         claim_conversation(tx, index, job, now).await?;
     }
-    let mut by_key: Vec<(Option<String>, &JobId, &NewJob)> = jobs
+    let reserved = reserve_batch(tx, &mut ledger, jobs).await?;
+    let mut by_key: Vec<(Option<String>, &JobId, &NewJob, Option<&Reserved>)> = jobs
         .iter()
-        .map(|(id, job)| (job_key(job), id, job))
+        .zip(&reserved)
+        .map(|((id, job), r)| {
+            let queued = r.as_ref().map_or(job, |r| &r.job);
+            (job_key(job), id, queued, r.as_ref())
+        })
         .collect();
     by_key.sort_by(|a, b| a.0.cmp(&b.0));
     let mut inserted = std::collections::HashMap::new();
     for chunk in by_key.chunks(INSERT_CHUNK) {
-        let rows: Vec<(&JobId, &NewJob)> = chunk.iter().map(|(_, id, job)| (*id, *job)).collect();
+        let rows: Vec<(&JobId, &NewJob)> =
+            chunk.iter().map(|(_, id, job, _)| (*id, *job)).collect();
         for job in tx.insert_jobs(&rows, now).await? {
-            if let Some((id, new)) = rows.iter().find(|(id, _)| **id == job.id) {
+            if let Some((_, id, new, r)) = chunk.iter().find(|(_, id, ..)| **id == job.id) {
+                if let Some(r) = r {
+                    tx.set_reservation(id.as_str(), r.tokens, r.cost_micros)
+                        .await?;
+                }
                 write_beside(tx, id, new).await?;
             }
             tx.changed(Change::Runnable, &job.id);
@@ -170,6 +199,27 @@ pub(crate) async fn submit_many(
         out.push((existing, false));
     }
     Ok(out)
+}
+
+/// What each job of a batch reserves of its daily budgets, in the batch's
+/// order (a job already queued under its key reserves nothing again).
+async fn reserve_batch(
+    tx: &mut impl Tx,
+    ledger: &mut DayLedger,
+    jobs: &[(JobId, NewJob)],
+) -> Res<Vec<Option<Reserved>>> {
+    let mut reserved = Vec::with_capacity(jobs.len());
+    for (index, (_, job)) in jobs.iter().enumerate() {
+        let queued = match job_key(job) {
+            Some(key) if job.daily.is_some() => tx.job_by_key(&key).await?.is_some(),
+            _ => false,
+        };
+        reserved.push(match queued {
+            true => None,
+            false => ledger.reserve(tx, index, job).await?,
+        });
+    }
+    Ok(reserved)
 }
 
 /// What a lease asks for: who, for how long, how many jobs at most, and how
@@ -695,19 +745,12 @@ pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str
     Ok(expired)
 }
 
-/// What the jobs of `bundle` created since `since` (ms) spent.
-pub(crate) async fn spend_since(tx: &mut impl Tx, bundle: &str, since: i64) -> Res<(u64, f64)> {
-    let (tokens, micros) = tx.spend_since(bundle, since).await?;
-    Ok((tokens.max(0) as u64, micros as f64 / 1_000_000.0))
-}
-
 /// What an API key's jobs hold and spent: for its quotas at admission.
 pub(crate) async fn owner_load(tx: &mut impl Tx, owner: &str, since: i64) -> Res<OwnerLoad> {
-    let (in_flight, tokens, micros) = tx.owner_load(owner, since).await?;
+    let (in_flight, spend) = tx.owner_load(owner, since).await?;
     Ok(OwnerLoad {
         in_flight: in_flight.max(0) as u64,
-        tokens: tokens.max(0) as u64,
-        cost: micros as f64 / 1_000_000.0,
+        spend: spend.day(),
     })
 }
 

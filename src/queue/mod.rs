@@ -31,6 +31,7 @@ mod origin;
 pub mod outbox;
 mod poison;
 pub mod postgres;
+mod reservations;
 mod retry;
 mod rules;
 mod schedules;
@@ -274,6 +275,11 @@ pub struct NewJob {
     /// A2A push notification configs written with the job (a
     /// `SendMessage` that names one): it is told of every state change.
     pub push: Vec<PushConfig>,
+    /// The daily budgets the job is queued under (its key's, its
+    /// bundle's), as admission found them: the write that queues it
+    /// reserves its share, and refuses it when a day has nothing left
+    /// ([`QueueError::DailyBudget`]).
+    pub daily: Option<crate::budget::DailyBudgets>,
 }
 
 /// What an API key's jobs hold and spent (see `JobQueue::owner_load`).
@@ -281,10 +287,8 @@ pub struct NewJob {
 pub struct OwnerLoad {
     /// Its jobs not finished (queued, running or parked).
     pub in_flight: u64,
-    /// Tokens of its jobs created in the window.
-    pub tokens: u64,
-    /// Their cost by the daemon's price table.
-    pub cost: f64,
+    /// What its jobs created in the window spent and hold.
+    pub spend: crate::budget::DaySpend,
 }
 
 /// A job as stored.
@@ -640,9 +644,13 @@ pub trait JobQueue: Send + Sync {
         decision: crate::approval::Decision,
         by: &str,
     ) -> Result<Changed, QueueError>;
-    /// What the jobs of `bundle` created since `since` spent: (tokens,
-    /// cost), for the bundle's daily budget.
-    async fn spend_since(&self, bundle: &str, since: SystemTime) -> Result<(u64, f64), QueueError>;
+    /// What the jobs of `bundle` created since `since`, and its nested
+    /// runs, spent and hold: the bundle's daily budget.
+    async fn spend_since(
+        &self,
+        bundle: &str,
+        since: SystemTime,
+    ) -> Result<crate::budget::DaySpend, QueueError>;
     /// What `owner`'s jobs hold (unfinished jobs) and spent since `since`:
     /// an API key's quotas.
     async fn owner_load(&self, owner: &str, since: SystemTime) -> Result<OwnerLoad, QueueError>;

@@ -67,6 +67,12 @@ pub(crate) trait Read: Operation {}
 ///
 /// - `Nothing`: waits for no lock (a submit without idempotency keys
 ///   inserts rows no one else can see yet).
+/// - `DailyBudgets`: a submit of jobs under daily budgets takes the one
+///   lock of every daily budget first (`reservations`), then its
+///   conversation and keys, which are out of their order only after it: a
+///   cycle through them needs a budgeted submit and another write on the
+///   same conversation or key at once, and is broken by the database and
+///   run again (see `postgres::writer`).
 /// - `Conversation`: claims or locks a conversation's owner row (a submit
 ///   that names one claims it before inserting its jobs), which waits for a
 ///   concurrent claim or forget of the same id; by the id (a batch claims
@@ -81,6 +87,7 @@ pub(crate) trait Read: Operation {}
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum LockOrder {
     Nothing,
+    DailyBudgets,
     Conversation(String),
     Keys(String),
     Row(JobId),
@@ -112,6 +119,9 @@ impl Operation for Submit {
 impl Write for Submit {
     const REFUSED_WHEN_BUSY: bool = true;
     fn lock_order(&self) -> LockOrder {
+        if self.job.daily.is_some() {
+            return LockOrder::DailyBudgets;
+        }
         if let Some(conversation) = &self.job.conversation_id {
             return LockOrder::Conversation(conversation.clone());
         }
@@ -135,6 +145,9 @@ impl Operation for SubmitMany {
 impl Write for SubmitMany {
     const REFUSED_WHEN_BUSY: bool = true;
     fn lock_order(&self) -> LockOrder {
+        if self.jobs.iter().any(|(_, job)| job.daily.is_some()) {
+            return LockOrder::DailyBudgets;
+        }
         let conversation = self
             .jobs
             .iter()
@@ -785,18 +798,18 @@ impl Operation for ReadJournal {
 
 impl Read for ReadJournal {}
 
-/// What the jobs of `bundle` created since `since` (ms) spent: (tokens,
-/// cost).
+/// What the jobs of `bundle` created since `since` (ms), and its nested
+/// runs, spent and hold.
 pub(crate) struct SpendSince {
     pub bundle: String,
     pub since: i64,
 }
 
 impl Operation for SpendSince {
-    type Output = (u64, f64);
+    type Output = crate::budget::DaySpend;
     const NAME: &'static str = "spend_since";
-    async fn run<T: Tx>(&self, tx: &mut T) -> Res<(u64, f64)> {
-        lifecycle::spend_since(tx, &self.bundle, self.since).await
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<crate::budget::DaySpend> {
+        Ok(tx.spend_since(&self.bundle, self.since).await?.day())
     }
 }
 

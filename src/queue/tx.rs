@@ -224,6 +224,27 @@ impl AttemptRow {
     }
 }
 
+/// What a day's jobs spent and hold as the store sums it (cost in
+/// millionths): spent, and held by jobs not finished beyond their spend.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct StoredSpend {
+    pub tokens: i64,
+    pub cost_micros: i64,
+    pub held_tokens: i64,
+    pub held_cost_micros: i64,
+}
+
+impl StoredSpend {
+    pub(crate) fn day(self) -> crate::budget::DaySpend {
+        crate::budget::DaySpend {
+            tokens: self.tokens.max(0) as u64,
+            cost: self.cost_micros as f64 / 1_000_000.0,
+            held_tokens: self.held_tokens.max(0) as u64,
+            held_cost: self.held_cost_micros.max(0) as f64 / 1_000_000.0,
+        }
+    }
+}
+
 /// A new job's column values, as every dialect binds them (17 a row).
 pub(crate) struct JobValues<'a> {
     pub id: &'a str,
@@ -401,20 +422,31 @@ pub(crate) trait JobStatements: Send {
         tokens: i64,
         cost_micros: i64,
     ) -> impl Future<Output = Res<()>> + Send;
-    /// What the jobs of `bundle` created since `since` spent (tokens,
-    /// cost in millionths).
+    /// What the jobs of `bundle` created since `since`, and its nested
+    /// runs in any job, spent and hold.
     fn spend_since(
         &mut self,
         bundle: &str,
         since: i64,
-    ) -> impl Future<Output = Res<(i64, i64)>> + Send;
-    /// An owner's jobs not finished, and the tokens and cost (micros) of
-    /// its jobs created since `since`.
+    ) -> impl Future<Output = Res<StoredSpend>> + Send;
+    /// An owner's jobs not finished, and what its jobs created since
+    /// `since` spent and hold.
     fn owner_load(
         &mut self,
         owner: &str,
         since: i64,
-    ) -> impl Future<Output = Res<(i64, i64, i64)>> + Send;
+    ) -> impl Future<Output = Res<(i64, StoredSpend)>> + Send;
+    /// Takes the lock every write that reserves daily budgets holds until
+    /// it commits, so two cannot both reserve what remains of one day
+    /// (PostgreSQL, across daemons; SQLite's one writer holds it anyway).
+    fn lock_daily_budgets(&mut self) -> impl Future<Output = Res<()>> + Send;
+    /// Records what job `id` reserved of its daily budgets.
+    fn set_reservation(
+        &mut self,
+        id: &str,
+        tokens: i64,
+        cost_micros: i64,
+    ) -> impl Future<Output = Res<()>> + Send;
     /// Jobs awaiting approval whose timeout (`run_at`) has passed.
     fn approvals_due(
         &mut self,

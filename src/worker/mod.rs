@@ -427,11 +427,13 @@ impl crate::budget::DailySpend for QueueSpend {
         &self,
         bundle: &str,
         since: std::time::SystemTime,
-    ) -> Result<(u64, f64), String> {
+    ) -> Result<crate::budget::DaySpend, crate::budget::SpendUnreadable> {
         self.0
             .spend_since(bundle, since)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| crate::budget::SpendUnreadable {
+                source: Box::new(e),
+            })
     }
 }
 

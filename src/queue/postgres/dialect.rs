@@ -16,7 +16,8 @@ use tokio_postgres::types::{ToSql, Type};
 use super::describe;
 use crate::queue::tx::{
     AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobStatements, JobValues,
-    Pin, Res, Settle, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
+    Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
+    job_from_row,
 };
 use crate::queue::*;
 
@@ -230,13 +231,21 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         Ok(())
     }
 
-    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, i64, i64)> {
+    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, StoredSpend)> {
         let sql = "SELECT COUNT(*) FILTER (WHERE finished_at IS NULL),
                           COALESCE(SUM(tokens_spent) FILTER (WHERE created_at >= $2), 0)::BIGINT,
-                          COALESCE(SUM(cost_micros) FILTER (WHERE created_at >= $2), 0)::BIGINT
+                          COALESCE(SUM(cost_micros) FILTER (WHERE created_at >= $2), 0)::BIGINT,
+                          COALESCE(SUM(GREATEST(reserved_tokens - tokens_spent, 0)) FILTER (WHERE created_at >= $2 AND finished_at IS NULL), 0)::BIGINT,
+                          COALESCE(SUM(GREATEST(reserved_cost_micros - cost_micros, 0)) FILTER (WHERE created_at >= $2 AND finished_at IS NULL), 0)::BIGINT
                    FROM jobs WHERE owner = $1 AND (finished_at IS NULL OR created_at >= $2)";
         let row = self.client.query_one(sql, &[&owner, &since]).await?;
-        Ok((row.req_int(0)?, row.req_int(1)?, row.req_int(2)?))
+        let spend = StoredSpend {
+            tokens: row.req_int(1)?,
+            cost_micros: row.req_int(2)?,
+            held_tokens: row.req_int(3)?,
+            held_cost_micros: row.req_int(4)?,
+        };
+        Ok((row.req_int(0)?, spend))
     }
 
     async fn record_nested_spend(
@@ -254,15 +263,38 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         Ok(())
     }
 
-    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
-        let tokens = "SELECT ((SELECT COALESCE(SUM(tokens_spent), 0) FROM jobs WHERE bundle = $1 AND created_at >= $2)
-                            + (SELECT COALESCE(SUM(tokens), 0) FROM nested_spend WHERE bundle = $1 AND created_at >= $2))::BIGINT";
-        let cost = "SELECT ((SELECT COALESCE(SUM(cost_micros), 0) FROM jobs WHERE bundle = $1 AND created_at >= $2)
-                          + (SELECT COALESCE(SUM(cost_micros), 0) FROM nested_spend WHERE bundle = $1 AND created_at >= $2))::BIGINT";
-        Ok((
-            self.one_int(tokens, &[&bundle, &since]).await?,
-            self.one_int(cost, &[&bundle, &since]).await?,
-        ))
+    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<StoredSpend> {
+        let sql = "SELECT (j.tokens + n.tokens)::BIGINT, (j.micros + n.micros)::BIGINT, j.held_tokens::BIGINT, j.held_micros::BIGINT
+                   FROM (SELECT COALESCE(SUM(tokens_spent), 0) AS tokens, COALESCE(SUM(cost_micros), 0) AS micros,
+                                COALESCE(SUM(GREATEST(reserved_tokens - tokens_spent, 0)) FILTER (WHERE finished_at IS NULL), 0) AS held_tokens,
+                                COALESCE(SUM(GREATEST(reserved_cost_micros - cost_micros, 0)) FILTER (WHERE finished_at IS NULL), 0) AS held_micros
+                         FROM jobs WHERE bundle = $1 AND created_at >= $2) j,
+                        (SELECT COALESCE(SUM(tokens), 0) AS tokens, COALESCE(SUM(cost_micros), 0) AS micros
+                         FROM nested_spend WHERE bundle = $1 AND created_at >= $2) n";
+        let row = self.client.query_one(sql, &[&bundle, &since]).await?;
+        Ok(StoredSpend {
+            tokens: row.req_int(0)?,
+            cost_micros: row.req_int(1)?,
+            held_tokens: row.req_int(2)?,
+            held_cost_micros: row.req_int(3)?,
+        })
+    }
+
+    async fn lock_daily_budgets(&mut self) -> Res<()> {
+        // One lock for every daily budget: a write takes it before any
+        // other (`op::LockOrder::DailyBudgets` sorts first), so no two
+        // writes wait on each other around it.
+        // Keyed by the schema, as the migrations' lock: queues in other
+        // schemas of the database do not wait for it.
+        let sql = "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':daily_budgets', 0))";
+        self.exec(sql, &[]).await?;
+        Ok(())
+    }
+
+    async fn set_reservation(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()> {
+        let sql = "UPDATE jobs SET reserved_tokens = $2, reserved_cost_micros = $3 WHERE id = $1";
+        self.exec(sql, &[&id, &tokens, &cost_micros]).await?;
+        Ok(())
     }
 
     async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>> {

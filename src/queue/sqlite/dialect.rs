@@ -7,7 +7,8 @@ use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use crate::queue::tx::{
     AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobStatements, JobValues,
-    Pin, Res, Settle, candidate_from_row, entry_from_row, insert_jobs_sql, job_from_row,
+    Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
+    job_from_row,
 };
 use crate::queue::*;
 
@@ -181,15 +182,25 @@ impl JobStatements for SqliteTx<'_> {
         Ok(())
     }
 
-    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, i64, i64)> {
+    async fn owner_load(&mut self, owner: &str, since: i64) -> Res<(i64, StoredSpend)> {
         self.first(
             "SELECT COUNT(*) FILTER (WHERE finished_at IS NULL),
                     COALESCE(SUM(tokens_spent) FILTER (WHERE created_at >= ?2), 0),
-                    COALESCE(SUM(cost_micros) FILTER (WHERE created_at >= ?2), 0)
+                    COALESCE(SUM(cost_micros) FILTER (WHERE created_at >= ?2), 0),
+                    COALESCE(SUM(MAX(reserved_tokens - tokens_spent, 0)) FILTER (WHERE created_at >= ?2 AND finished_at IS NULL), 0),
+                    COALESCE(SUM(MAX(reserved_cost_micros - cost_micros, 0)) FILTER (WHERE created_at >= ?2 AND finished_at IS NULL), 0)
              FROM jobs INDEXED BY jobs_owner_created
              WHERE owner = ?1 AND (finished_at IS NULL OR created_at >= ?2)",
             params![owner, since],
-            |r| Ok((r.req_int(0)?, r.req_int(1)?, r.req_int(2)?)),
+            |r| {
+                let spend = StoredSpend {
+                    tokens: r.req_int(1)?,
+                    cost_micros: r.req_int(2)?,
+                    held_tokens: r.req_int(3)?,
+                    held_cost_micros: r.req_int(4)?,
+                };
+                Ok((r.req_int(0)?, spend))
+            },
         )
         .map(|row| row.unwrap_or_default())
     }
@@ -210,18 +221,45 @@ impl JobStatements for SqliteTx<'_> {
         Ok(())
     }
 
-    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<(i64, i64)> {
-        let tokens = self.one_int(
-            "SELECT (SELECT COALESCE(SUM(tokens_spent), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2)
-                  + (SELECT COALESCE(SUM(tokens), 0) FROM nested_spend WHERE bundle = ?1 AND created_at >= ?2)",
+    async fn spend_since(&mut self, bundle: &str, since: i64) -> Res<StoredSpend> {
+        let jobs = self.first(
+            "SELECT COALESCE(SUM(tokens_spent), 0), COALESCE(SUM(cost_micros), 0),
+                    COALESCE(SUM(MAX(reserved_tokens - tokens_spent, 0)) FILTER (WHERE finished_at IS NULL), 0),
+                    COALESCE(SUM(MAX(reserved_cost_micros - cost_micros, 0)) FILTER (WHERE finished_at IS NULL), 0)
+             FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2",
             params![bundle, since],
+            |r| {
+                Ok(StoredSpend {
+                    tokens: r.req_int(0)?,
+                    cost_micros: r.req_int(1)?,
+                    held_tokens: r.req_int(2)?,
+                    held_cost_micros: r.req_int(3)?,
+                })
+            },
         )?;
-        let cost = self.one_int(
-            "SELECT (SELECT COALESCE(SUM(cost_micros), 0) FROM jobs INDEXED BY jobs_bundle_created WHERE bundle = ?1 AND created_at >= ?2)
-                  + (SELECT COALESCE(SUM(cost_micros), 0) FROM nested_spend WHERE bundle = ?1 AND created_at >= ?2)",
+        let nested = self.first(
+            "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_micros), 0)
+             FROM nested_spend WHERE bundle = ?1 AND created_at >= ?2",
             params![bundle, since],
+            |r| Ok((r.req_int(0)?, r.req_int(1)?)),
         )?;
-        Ok((tokens, cost))
+        let (mut spend, (tokens, micros)) = (jobs.unwrap_or_default(), nested.unwrap_or_default());
+        spend.tokens += tokens;
+        spend.cost_micros += micros;
+        Ok(spend)
+    }
+
+    async fn lock_daily_budgets(&mut self) -> Res<()> {
+        // One writer thread runs every write: none runs beside this one.
+        Ok(())
+    }
+
+    async fn set_reservation(&mut self, id: &str, tokens: i64, cost_micros: i64) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET reserved_tokens = ?2, reserved_cost_micros = ?3 WHERE id = ?1",
+            params![id, tokens, cost_micros],
+        )?;
+        Ok(())
     }
 
     async fn approvals_due(&mut self, now: i64, limit: usize) -> Res<Vec<String>> {

@@ -6,7 +6,9 @@
 //! stops at the same step it would have without the crash.
 //!
 //! A seam like the journal: the kernel spends and checks; the bundle and
-//! the API say what the limits are. It knows neither.
+//! the API say what the limits are. It knows neither. What a bundle's or a
+//! key's jobs may spend in a day, and how a new job reserves its share of
+//! it, is [`daily`]'s.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,11 +20,22 @@ use serde::{Deserialize, Serialize};
 use crate::duration::HumanDuration;
 use crate::types::TokenUsage;
 
+mod daily;
+
+pub use daily::{
+    DAY, DailyBudgets, DailyLimits, DailyReached, DailyRefusal, DailySpend, DailyStop, DaySpend,
+    JobMax, Reservation, SpendUnreadable, reserve,
+};
+
 /// What one job may spend. A bundle sets these under `limits:`; a submitter
 /// may lower each (never raise it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetLimits {
+    /// Prompt plus completion tokens over all model calls of the job (a
+    /// job admitted under a daily budget runs to what it reserved of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
     /// Prompt tokens over all model calls of the job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
@@ -45,18 +58,6 @@ pub struct BudgetLimits {
     /// call none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
-}
-
-/// A bundle's spend over a rolling day, past which new jobs are refused.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DailyLimits {
-    /// Prompt plus completion tokens of the bundle's jobs in the last 24 hours.
-    #[serde(default)]
-    pub tokens: Option<u64>,
-    /// Cost of the bundle's jobs in the last 24 hours.
-    #[serde(default)]
-    pub cost: Option<f64>,
 }
 
 /// A submitter asked for more than the bundle allows: where (`limits.<name>`),
@@ -86,6 +87,18 @@ impl BudgetLimits {
         *self == Self::default()
     }
 
+    /// These limits held to what a job reserved of its daily budgets: it
+    /// runs to the lower of each.
+    pub fn reserved(mut self, reservation: Reservation) -> BudgetLimits {
+        if let Some(tokens) = reservation.tokens {
+            self.tokens = Some(self.tokens.map_or(tokens, |limit| limit.min(tokens)));
+        }
+        if let Some(cost) = reservation.cost {
+            self.cost = Some(self.cost.map_or(cost, |limit| limit.min(cost)));
+        }
+        self
+    }
+
     /// These limits lowered by a submitter's: each limit the submitter
     /// gives must be at most the bundle's (where the bundle sets one).
     pub fn lowered_by(&self, asked: &BudgetLimits) -> Result<BudgetLimits, LimitAboveBundle> {
@@ -105,6 +118,7 @@ impl BudgetLimits {
             }
         }
         Ok(BudgetLimits {
+            tokens: lower("tokens", self.tokens, asked.tokens)?,
             prompt_tokens: lower("prompt_tokens", self.prompt_tokens, asked.prompt_tokens)?,
             completion_tokens: lower(
                 "completion_tokens",
@@ -183,72 +197,6 @@ impl std::fmt::Display for BudgetStop {
             ),
         }
     }
-}
-
-/// How long the rolling window of a bundle's daily budget is.
-pub const DAY: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// A bundle whose jobs and nested runs used up its daily budget.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(
-    "bundle {bundle:?} has used its daily budget: limits.per_day.{budget} is {limit} and its jobs and nested runs of the last 24 hours spent {spent}; retry later, or raise the limit in its bundle.yaml"
-)]
-pub struct DailyStop {
-    pub bundle: String,
-    pub budget: &'static str,
-    pub limit: String,
-    pub spent: String,
-}
-
-impl DailyLimits {
-    /// Whether `bundle`, whose jobs and nested runs of the last day spent
-    /// `tokens` and `cost`, may start another: the one rule for a new job
-    /// and a nested agent run alike.
-    pub fn admit(&self, bundle: &str, tokens: u64, cost: f64) -> Result<(), DailyStop> {
-        match self.reached(tokens, cost) {
-            Some(reached) => Err(DailyStop {
-                bundle: bundle.to_string(),
-                budget: reached.budget,
-                limit: reached.limit,
-                spent: reached.spent,
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Which of these limits a day's `tokens` and `cost` reached, if any:
-    /// the one comparison for a bundle's day and an API key's.
-    pub fn reached(&self, tokens: u64, cost: f64) -> Option<DailyReached> {
-        let (budget, limit, spent) = match (self.tokens, self.cost) {
-            (Some(limit), _) if tokens >= limit => {
-                ("tokens", limit.to_string(), tokens.to_string())
-            }
-            (_, Some(limit)) if cost >= limit => ("cost", limit.to_string(), format!("{cost:.6}")),
-            _ => return None,
-        };
-        Some(DailyReached {
-            budget,
-            limit,
-            spent,
-        })
-    }
-}
-
-/// A daily limit reached, as people read it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DailyReached {
-    /// `tokens` or `cost`.
-    pub budget: &'static str,
-    pub limit: String,
-    pub spent: String,
-}
-
-/// Where the spend of a bundle's last day is read (the queue, in the
-/// daemon): what its jobs, and the nested runs of it in any job, created
-/// since `since` spent (tokens, cost).
-#[async_trait::async_trait]
-pub trait DailySpend: Send + Sync {
-    async fn spent_since(&self, bundle: &str, since: SystemTime) -> Result<(u64, f64), String>;
 }
 
 /// One job's limits and running spend, shared by all its runs. A nested
@@ -381,6 +329,8 @@ impl Budget {
         self.each(|b| {
             let spent = b.spent();
             let l = &b.limits;
+            let tokens = spent.prompt_tokens.saturating_add(spent.completion_tokens);
+            reached("tokens", l.tokens, tokens)?;
             reached("prompt_tokens", l.prompt_tokens, spent.prompt_tokens)?;
             reached(
                 "completion_tokens",
@@ -592,19 +542,6 @@ mod tests {
         assert_eq!(job.spent_by_bundle()["helper"].prompt_tokens, 15);
         assert_eq!(helper.spent().prompt_tokens, 15);
         assert_eq!(job.spent().prompt_tokens, 17);
-    }
-
-    #[test]
-    fn a_daily_budget_admits_until_used_up() {
-        let daily = DailyLimits {
-            tokens: Some(100),
-            cost: Some(1.0),
-        };
-        assert!(daily.admit("b", 99, 0.5).is_ok());
-        let stop = daily.admit("b", 100, 0.5).unwrap_err();
-        assert_eq!((stop.budget, stop.spent.as_str()), ("tokens", "100"));
-        assert!(stop.to_string().contains("limits.per_day.tokens is 100"));
-        assert_eq!(daily.admit("b", 0, 1.0).unwrap_err().budget, "cost");
     }
 
     #[test]
