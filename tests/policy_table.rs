@@ -330,12 +330,14 @@ async fn every_action_answers_by_the_policy_for_own_other_and_unknown_objects_an
             let other = match kind {
                 "job" => other_job.clone(),
                 "conversation" => "conv-owner".to_string(),
-                _ => "sched-owner".to_string(),
+                // Another key's schedule by its qualified name (ids are
+                // per key: the bare id names the caller's own).
+                _ => "owner:sched-owner".to_string(),
             };
             let unknown = match kind {
                 "job" => "0190f000-0000-7000-8000-000000000000".to_string(),
                 "conversation" => "conv-nobody".to_string(),
-                _ => "sched-nobody".to_string(),
+                _ => "owner:sched-nobody".to_string(),
             };
             let mut out = Vec::new();
             if let Some(own) = own {
@@ -430,4 +432,53 @@ async fn another_keys_object_and_an_unknown_id_answer_alike() {
         };
         assert_eq!(get(bobs).await, get(unknown).await, "{path}");
     }
+
+    // Schedule ids are per key: making one answers alike whether or not
+    // another key has that id, and each key's bare id names its own.
+    let make = |http: &reqwest::Client, id: &str| {
+        let request = http.post(format!("{base}/v1/schedules")).json(&json!({
+            "id": id, "bundle": "hello", "cron": "0 0 1 1 *", "input": "yearly"
+        }));
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, body)
+        }
+    };
+    let (status, made) = make(&bob, "nightly").await;
+    assert_eq!(
+        (status, made["id"].as_str()),
+        (201, Some("nightly")),
+        "{made}"
+    );
+    let taken = make(&alice, "nightly").await;
+    let free = make(&alice, "weekly").await;
+    assert_eq!(taken.0, free.0, "{taken:?} {free:?}");
+    assert_eq!(taken.1["id"], "nightly", "{taken:?}");
+    assert_eq!(taken.1["owner"], "alice", "{taken:?}");
+    assert_eq!(make(&alice, "nightly").await.0, 409, "her own id again");
+    let read = |http: &reqwest::Client, id: &str| {
+        let request = http.get(format!("{base}/v1/schedules/{id}"));
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, body)
+        }
+    };
+    let (_, hers) = read(&alice, "nightly").await;
+    let (_, his) = read(&bob, "nightly").await;
+    assert_eq!(
+        (&hers["owner"], &his["owner"]),
+        (&json!("alice"), &json!("bob"))
+    );
+    let (bobs_status, bobs_body) = read(&alice, "bob:nightly").await;
+    let (none_status, none_body) = read(&alice, "bob:never").await;
+    assert_eq!(
+        (bobs_status, &bobs_body["error"]["code"]),
+        (none_status, &none_body["error"]["code"]),
+        "another key's schedule by its qualified name reads as an unknown one"
+    );
+    assert_eq!(bobs_status, 404);
 }

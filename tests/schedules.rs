@@ -346,8 +346,9 @@ async fn two_daemons_on_one_postgres_store_fire_each_fire_once() {
 }
 
 /// A bundle's `schedule:` never replaces a schedule somebody made over the
-/// API with the same id (it did, silently): the key's schedule keeps its
-/// spec and owner, and the daemon says why the bundle's is not stored.
+/// API with the same id (it did, silently): a key's ids are its own
+/// (stored `KEY:ID`), so both are kept, and the key's bare id names its
+/// own.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bundles_schedule_never_replaces_a_schedule_made_over_the_api() {
     let server = mock_server(QUICK).await;
@@ -375,11 +376,18 @@ async fn a_bundles_schedule_never_replaces_a_schedule_made_over_the_api() {
         },
     )
     .await;
-    eventually(Duration::from_secs(30), "the daemon says why", || async {
-        daemon
-            .log()
-            .contains("a schedule made over the API has its id")
-            .then_some(())
+    eventually(Duration::from_secs(30), "both are listed", || async {
+        let listed = get(&http, &daemon, "/v1/schedules").await;
+        let sources: Vec<(&str, &str)> = listed
+            .as_array()?
+            .iter()
+            .filter(|s| s["id"] == "tick")
+            .map(|s| (s["source"].as_str().unwrap(), s["bundle"].as_str().unwrap()))
+            .collect();
+        (sources.len() == 2
+            && sources.contains(&("api", "other"))
+            && sources.contains(&("bundle", "tick")))
+        .then_some(())
     })
     .await;
     let kept = get(&http, &daemon, "/v1/schedules/tick").await;

@@ -24,6 +24,19 @@ const EVERY: Duration = Duration::from_secs(1);
 /// `source` of a schedule a bundle declares.
 pub const FROM_BUNDLE: &str = "bundle";
 
+/// A schedule's id as its owner names it: an API schedule is stored as
+/// `KEY:ID` (ids are per key), a bundle's by the bundle's name.
+pub fn own_id(schedule: &StoredSchedule) -> &str {
+    match (&schedule.owner, schedule.source == FROM_BUNDLE) {
+        (Some(owner), false) => schedule
+            .id
+            .strip_prefix(owner.as_str())
+            .and_then(|rest| rest.strip_prefix(':'))
+            .unwrap_or(&schedule.id),
+        _ => &schedule.id,
+    }
+}
+
 /// Runs until `shutdown`.
 pub fn spawn(state: AppState, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -289,7 +302,7 @@ async fn submit_fire(
         input: stored.spec.input.clone(),
         variables: stored.spec.variables.clone(),
         priority: stored.spec.priority,
-        idempotency_key: Some(fire_key(&schedule.id, fire)),
+        idempotency_key: Some(fire_key(own_id(schedule), fire)),
         ..Default::default()
     };
     let (job, _) = admit(state, &caller, Submission::new(job, "bundle")).await?;

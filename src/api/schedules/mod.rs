@@ -4,6 +4,12 @@
 //! submitted as that key; a bundle's own `schedule:` is listed too, owned
 //! by the daemon, and can be paused or run but is deleted only by removing
 //! it from the bundle. The scheduler that fires them is [`fire`].
+//!
+//! Ids are namespaced per key ([`Named`]): a key's schedule `nightly` is
+//! stored as `KEY:nightly`, so two keys may both have one and making yours
+//! never tells you whether another key's exists. A key names its own by
+//! the bare id, another key's (where the policy lets it) as `KEY:ID`, and
+//! a bundle's own by the bundle's name.
 
 pub mod fire;
 
@@ -37,6 +43,8 @@ pub struct NewSchedule {
 /// A schedule as the API shows it.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct ScheduleView {
+    /// As the caller names it: its own schedule's bare id, another key's
+    /// `KEY:ID`, a bundle's own by the bundle's name.
     pub id: String,
     /// `bundle` (the bundle's own `schedule:`) or `api`.
     pub source: String,
@@ -54,10 +62,11 @@ pub struct ScheduleView {
 }
 
 impl ScheduleView {
-    fn of(schedule: StoredSchedule) -> Option<Self> {
+    /// `schedule` as `caller` names it.
+    fn of(schedule: StoredSchedule, caller: &Caller) -> Option<Self> {
         let stored: Stored = serde_json::from_str(&schedule.spec).ok()?;
         Some(Self {
-            id: schedule.id,
+            id: Named::shown(&schedule, caller.name()),
             source: schedule.source,
             bundle: stored.bundle,
             owner: schedule.owner,
@@ -109,16 +118,16 @@ pub async fn create(
     }
     let schedules = state.queue.schedules().await?;
     held_within_caps(&state, &caller, &schedules)?;
-    if schedules.iter().any(|s| s.id == id) {
+    if Named::Own(&id).find(&schedules, caller.name()).is_some() {
         return Err(ApiError::field(
             ErrorCode::IdempotencyConflict,
             "id",
-            format!("a schedule {id:?} exists; pick another id or delete it first"),
+            format!("you have a schedule {id:?} already; pick another id or delete it first"),
         ));
     }
     let now = crate::queue::millis(SystemTime::now());
     let schedule = StoredSchedule {
-        id: id.clone(),
+        id: Named::stored(caller.name(), &id),
         source: "api".into(),
         spec: fire::stored_spec(&body.bundle, &body.spec),
         owner: Some(caller.name().to_string()),
@@ -130,7 +139,8 @@ pub async fn create(
     };
     state.queue.put_schedule(schedule.clone()).await?;
     tracing::info!(schedule = %id, bundle = %body.bundle, by = caller.name(), "schedule made");
-    let view = ScheduleView::of(schedule).ok_or_else(|| ApiError::internal("schedule view"))?;
+    let view =
+        ScheduleView::of(schedule, &caller).ok_or_else(|| ApiError::internal("schedule view"))?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -175,7 +185,7 @@ pub async fn list(
         schedules
             .into_iter()
             .filter(|s| caller.allows(Action::ReadSchedule, &Owned::of(s).resource()))
-            .filter_map(ScheduleView::of)
+            .filter_map(|s| ScheduleView::of(s, &caller))
             .collect(),
     ))
 }
@@ -187,7 +197,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
     let schedule = authorized(&state, &caller, Action::ReadSchedule, &id).await?;
-    ScheduleView::of(schedule)
+    ScheduleView::of(schedule, &caller)
         .map(Json)
         .ok_or_else(|| not_found(&id))
 }
@@ -200,12 +210,10 @@ async fn authorized(
     action: Action,
     id: &str,
 ) -> Result<StoredSchedule, ApiError> {
-    let schedule = state
-        .queue
-        .schedules()
-        .await?
-        .into_iter()
-        .find(|s| s.id == id)
+    let schedules = state.queue.schedules().await?;
+    let schedule = Named::parse(id)
+        .find(&schedules, caller.name())
+        .cloned()
         .ok_or_else(|| not_found(id))?;
     caller.authorize(action, &Owned::of(&schedule).resource(), || not_found(id))?;
     Ok(schedule)
@@ -238,21 +246,80 @@ impl<'a> Owned<'a> {
     }
 }
 
+/// A schedule id as a key names it: its own by the bare id (`Own`),
+/// another key's as `KEY:ID` (`Qualified`). Key names and ids have no
+/// `:`, so the first one splits them.
+enum Named<'a> {
+    Own(&'a str),
+    Qualified { owner: &'a str, id: &'a str },
+}
+
+impl<'a> Named<'a> {
+    fn parse(id: &'a str) -> Self {
+        match id.split_once(':') {
+            Some((owner, id)) => Named::Qualified { owner, id },
+            None => Named::Own(id),
+        }
+    }
+
+    /// How an API schedule of `owner` is stored.
+    fn stored(owner: &str, id: &str) -> String {
+        format!("{owner}:{id}")
+    }
+
+    /// The schedule this name means to `caller`: an API schedule of the
+    /// key it names (stored namespaced, or bare from before namespacing),
+    /// or for a bare id also a bundle's own schedule of that name.
+    fn find<'s>(
+        &self,
+        schedules: &'s [StoredSchedule],
+        caller: &str,
+    ) -> Option<&'s StoredSchedule> {
+        let (owner, id) = match *self {
+            Named::Own(id) => (caller, id),
+            Named::Qualified { owner, id } => (owner, id),
+        };
+        let stored = Self::stored(owner, id);
+        let made = |s: &&StoredSchedule| {
+            s.source != fire::FROM_BUNDLE
+                && (s.id == stored || (s.id == id && s.owner.as_deref() == Some(owner)))
+        };
+        let bundle = |s: &&StoredSchedule| {
+            matches!(self, Named::Own(_)) && s.source == fire::FROM_BUNDLE && s.id == id
+        };
+        schedules
+            .iter()
+            .find(made)
+            .or_else(|| schedules.iter().find(bundle))
+    }
+
+    /// How `caller` names `schedule`: its own by the bare id, another
+    /// key's qualified, a bundle's by the bundle's name.
+    fn shown(schedule: &StoredSchedule, caller: &str) -> String {
+        match schedule.owner.as_deref() {
+            Some(owner) if owner != caller && schedule.source != fire::FROM_BUNDLE => {
+                Self::stored(owner, fire::own_id(schedule))
+            }
+            _ => fire::own_id(schedule).to_string(),
+        }
+    }
+}
+
 async fn set_paused(
     state: AppState,
     caller: Caller,
     id: String,
     paused: bool,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    authorized(&state, &caller, Action::ManageSchedule, &id).await?;
-    if !state.queue.pause_schedule(&id, paused).await? {
+    let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
+    if !state.queue.pause_schedule(&schedule.id, paused).await? {
         return Err(not_found(&id));
     }
-    tracing::info!(schedule = %id, paused, by = caller.name(), "schedule paused or resumed");
+    tracing::info!(schedule = %schedule.id, paused, by = caller.name(), "schedule paused or resumed");
     // Answered as the key that changed it may see it (an `operate_all` key
     // may pause a schedule it cannot read).
     let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
-    ScheduleView::of(schedule)
+    ScheduleView::of(schedule, &caller)
         .map(Json)
         .ok_or_else(|| not_found(&id))
 }
@@ -292,8 +359,8 @@ pub async fn delete(
             ),
         ));
     }
-    state.queue.delete_schedule(&id).await?;
-    tracing::info!(schedule = %id, by = caller.name(), "schedule deleted");
+    state.queue.delete_schedule(&schedule.id).await?;
+    tracing::info!(schedule = %schedule.id, by = caller.name(), "schedule deleted");
     Ok(StatusCode::NO_CONTENT)
 }
 
