@@ -88,7 +88,7 @@ replies:
     let alice = new_key(
         &file,
         "alice",
-        &["--scopes", "submit,read", "--bundles", "pub-*,router"],
+        &["--scopes", "submit,read", "--bundles", "pub-*,router,group-chat"],
     );
     let admin = new_key(&file, "admin", &["--scopes", "admin"]);
     site.put_bundle(
@@ -111,8 +111,36 @@ replies:
             "tools:\n  - {name: ask_secret, kind: agent, bundle: secret, description: Asks the secret agent.}\n",
         ),
     );
+    site.put_bundle(
+        "group-chat",
+        "name: group-chat\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {system: \"You moderate.\", user: \"{{ input }}\"}\ngroup_chat: {max_rounds: 1, stop_word: DONE}\n",
+    );
     let daemon = site.start();
     let (alice_http, admin_http) = (client_as(&alice), client_as(&admin));
+
+    // A group chat of alice's with `secret` among its members is refused
+    // as a bundle she may not use is, naming it; one of her own bundles
+    // runs, and `secret`'s model never hears of either.
+    let chat = |agents: Value| json!({"query": "talk", "agent_ids": agents, "max_iterations": 1});
+    let (status, refused) = post(
+        &alice_http,
+        &daemon,
+        "/api/group-chat",
+        chat(json!(["pub-echo", "secret"])),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused.to_string().contains("secret"), "{refused}");
+    let (status, answer) = post(
+        &alice_http,
+        &daemon,
+        "/api/group-chat",
+        chat(json!(["pub-echo"])),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.to_string().contains("public"), "{answer}");
+    assert_eq!(secret_model.requests().len(), 0);
 
     // The router's directory, as alice's job sees it: no `secret`.
     let (status, answer) = post(
