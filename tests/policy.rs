@@ -88,7 +88,12 @@ replies:
     let alice = new_key(
         &file,
         "alice",
-        &["--scopes", "submit,read", "--bundles", "pub-*,router,group-chat"],
+        &[
+            "--scopes",
+            "submit,read",
+            "--bundles",
+            "pub-*,router,group-chat",
+        ],
     );
     let admin = new_key(&file, "admin", &["--scopes", "admin"]);
     site.put_bundle(

@@ -24,8 +24,8 @@ use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
     CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, FireRecord, ForkSeed,
     HeartbeatReply, JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome,
-    Pin, PushConfig, PushPayload, QueueError, Redrive, Resolution, RetryPolicy, Settled,
-    StoredSchedule,
+    Pin, PushCaps, PushConfig, PushHolder, PushPayload, QueueError, Redrive, Resolution,
+    RetryPolicy, Settled, StoredSchedule,
 };
 use structured_agents::types::TerminationReason;
 
@@ -2169,6 +2169,83 @@ fn push_config(id: &str) -> PushConfig {
     }
 }
 
+/// Caps no test of deliveries reaches.
+const ROOMY: PushCaps = PushCaps {
+    per_task: 16,
+    per_key: 100,
+    all: 100,
+};
+
+/// Push configs are held to a task's cap, a key's and the daemon's, in
+/// the write that stores one (a config sent with a new job's submit
+/// too); replacing a held config by its id is not a new one, and a task
+/// that ended holds none any more.
+pub async fn push_configs_are_held_to_a_task_a_key_and_the_daemon(q: Arc<dyn JobQueue>) {
+    let caps = PushCaps {
+        per_task: 2,
+        per_key: 3,
+        all: 5,
+    };
+    let task = |owner: &str| NewJob {
+        owner: Some(owner.into()),
+        ..job("b")
+    };
+    let full = |result: Result<(), QueueError>| match result {
+        Err(QueueError::PushConfigsFull { holder, .. }) => holder,
+        other => panic!("expected a full cap: {other:?}"),
+    };
+    let (a, _) = q.submit(task("k1")).await.unwrap();
+    q.put_push_config(&a.id, push_config("a"), caps)
+        .await
+        .unwrap();
+    q.put_push_config(&a.id, push_config("b"), caps)
+        .await
+        .unwrap();
+    let holder = full(q.put_push_config(&a.id, push_config("c"), caps).await);
+    assert_eq!(holder, PushHolder::Task(a.id.to_string()));
+    q.put_push_config(&a.id, push_config("a"), caps)
+        .await
+        .expect("replacing a held config");
+    let (b, _) = q.submit(task("k1")).await.unwrap();
+    q.put_push_config(&b.id, push_config("x"), caps)
+        .await
+        .unwrap();
+    let holder = full(q.put_push_config(&b.id, push_config("y"), caps).await);
+    assert_eq!(holder, PushHolder::Key("k1".into()));
+    // A new job's own configs count as well, all or none.
+    let refused = q
+        .submit(NewJob {
+            push: vec![push_config("n")],
+            push_caps: Some(caps),
+            ..task("k1")
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(QueueError::PushConfigsFull { .. })),
+        "{refused:?}"
+    );
+    let (c, _) = q
+        .submit(NewJob {
+            push: vec![push_config("p"), push_config("q")],
+            push_caps: Some(caps),
+            ..task("k2")
+        })
+        .await
+        .unwrap();
+    assert_eq!(q.push_configs(&c.id).await.unwrap().len(), 2);
+    let (d, _) = q.submit(task("k3")).await.unwrap();
+    let holder = full(q.put_push_config(&d.id, push_config("z"), caps).await);
+    assert_eq!(holder, PushHolder::Daemon);
+    // A task that ended pushes nothing more: its configs count no more.
+    q.cancel(&a.id).await.unwrap();
+    q.put_push_config(&d.id, push_config("z"), caps)
+        .await
+        .unwrap();
+    q.put_push_config(&b.id, push_config("y"), caps)
+        .await
+        .unwrap();
+}
+
 /// The `a2a_push` deliveries of job `id` the outbox hands out now, one
 /// claim after another (each claim gives a job's oldest pending one
 /// only), each settled delivered: (config id, event).
@@ -2221,7 +2298,9 @@ pub async fn push_configs_get_one_delivery_per_state_change_in_order(q: Arc<dyn 
     assert_eq!(resumed.job.id, *id);
     assert_eq!(pushed(&*q, id).await, []);
 
-    q.put_push_config(id, push_config("b")).await.unwrap();
+    q.put_push_config(id, push_config("b"), ROOMY)
+        .await
+        .unwrap();
     let failed = Outcome::Failed {
         error: "model down".into(),
         retryable: false,
@@ -2383,6 +2462,7 @@ macro_rules! suite {
             case!(a_schedules_fire_is_recorded_by_one_handler_only);
             case!(a_stale_delivery_claim_settles_nothing);
             case!(concurrent_submits_reserve_a_daily_budget_once);
+            case!(push_configs_are_held_to_a_task_a_key_and_the_daemon);
         }
     };
 }
@@ -2542,11 +2622,12 @@ async fn sqlite_migration_gives_existing_conversations_their_first_owner() {
          DROP TABLE conversations;",
     )
     .unwrap();
-    let version: u32 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .unwrap();
-    conn.pragma_update(None, "user_version", version - 1)
-        .unwrap();
+    // The migration that made the table, run again on that store (later
+    // migrations stay applied).
+    conn.execute_batch(include_str!(
+        "../src/queue/sqlite/migrations/0013_conversation_owners.sql"
+    ))
+    .unwrap();
     drop(conn);
     let q = SqliteQueue::open(&path, fast_retry()).await.unwrap();
     assert_eq!(
@@ -2576,7 +2657,15 @@ async fn postgres_migration_gives_existing_conversations_their_first_owner() {
             "INSERT INTO {s}.jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at, updated_at, conversation_id, owner)
              SELECT 'zz-later', bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at + 1, updated_at, conversation_id, 'bob' FROM {s}.jobs WHERE conversation_id = 'c-1';
              DROP TABLE {s}.conversations;
-             DELETE FROM {s}.schema_migrations WHERE version = {SCHEMA_VERSION};"
+             SET search_path TO {s};"
+        ))
+        .await
+        .unwrap();
+    // The migration that made the table, run again on that store (later
+    // migrations stay applied).
+    client
+        .batch_execute(include_str!(
+            "../src/queue/postgres/migrations/0014_conversation_owners.sql"
         ))
         .await
         .unwrap();

@@ -188,6 +188,13 @@ impl From<crate::queue::QueueError> for ApiError {
                 ApiError::new(ErrorCode::InvalidState, e.to_string())
             }
             QueueError::DailyBudget { refusal, .. } => daily_refusal(refusal),
+            QueueError::PushConfigsFull {
+                holder: crate::queue::PushHolder::Task(_),
+                ..
+            } => ApiError::new(ErrorCode::InvalidRequest, e.to_string()),
+            QueueError::PushConfigsFull { .. } => {
+                ApiError::new(ErrorCode::QuotaExceeded, e.to_string()).retry_after(60)
+            }
             e if e.is_unavailable() => {
                 // The client gets the rule; the operator the detail.
                 tracing::warn!(error = %e, "the queue store cannot serve a request");

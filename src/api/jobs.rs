@@ -114,6 +114,7 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         webhook: request.webhook,
         push: Vec::new(),
         daily: None,
+        push_caps: None,
     })
 }
 
@@ -374,6 +375,7 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         webhook: None,
         push: Vec::new(),
         daily: None,
+        push_caps: None,
     }
 }
 

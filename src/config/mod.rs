@@ -206,6 +206,13 @@ pub struct ServerConfig {
     /// The same per API key. Unset: a fair share, a quarter of
     /// `max_schedules` ([`ServerConfig::schedules_per_key`]).
     pub max_schedules_per_key: Option<usize>,
+    /// A2A push notification configs that may be held at once, in all, on
+    /// tasks not ended: each state change of a task is one delivery per
+    /// config.
+    pub max_push_configs: usize,
+    /// The same per API key. Unset: a fair share, a quarter of
+    /// `max_push_configs` ([`ServerConfig::push_configs_per_key`]).
+    pub max_push_configs_per_key: Option<usize>,
     /// How long a connection has to send a request's headers, counted from
     /// the accept (a socket that sends nothing is closed after it) or from
     /// the end of the previous answer.
@@ -236,6 +243,13 @@ impl ServerConfig {
         self.max_schedules_per_key
             .unwrap_or((self.max_schedules / FAIR_SHARE).max(1))
     }
+
+    /// Push configs one key may hold: `max_push_configs_per_key`, or a
+    /// fair share of `max_push_configs` (at least one).
+    pub fn push_configs_per_key(&self) -> usize {
+        self.max_push_configs_per_key
+            .unwrap_or((self.max_push_configs / FAIR_SHARE).max(1))
+    }
 }
 
 impl Default for ServerConfig {
@@ -254,6 +268,8 @@ impl Default for ServerConfig {
             max_event_streams_per_caller: None,
             max_schedules: 1000,
             max_schedules_per_key: None,
+            max_push_configs: 10_000,
+            max_push_configs_per_key: None,
             header_timeout: HumanDuration::from_secs(10),
             body_timeout: HumanDuration::from_secs(30),
             idle_timeout: HumanDuration::from_secs(5),

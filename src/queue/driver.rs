@@ -438,10 +438,16 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.write(op).await
     }
 
-    async fn put_push_config(&self, id: &JobId, config: PushConfig) -> Result<(), QueueError> {
+    async fn put_push_config(
+        &self,
+        id: &JobId,
+        config: PushConfig,
+        caps: super::PushCaps,
+    ) -> Result<(), QueueError> {
         let op = op::PutPushConfig {
             id: id.clone(),
             config,
+            caps,
         };
         self.driver.write(op).await
     }

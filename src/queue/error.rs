@@ -60,6 +60,14 @@ pub enum QueueError {
         index: usize,
         refusal: crate::budget::DailyRefusal,
     },
+    /// A push config past a cap of `server.max_push_configs*` (or a
+    /// task's 16): nothing is stored.
+    #[error("{}", push_full(holder, *held, *limit))]
+    PushConfigsFull {
+        holder: super::outbox::PushHolder,
+        held: usize,
+        limit: usize,
+    },
     /// The store's write queue is full: too many writes wait for it already.
     #[error(
         "queue database {store}: {waiting} writes are already waiting for the store; try again shortly"
@@ -122,5 +130,21 @@ impl QueueError {
                 "the job queue cannot be reached or cannot write (see the daemon log and GET /readyz); try again after Retry-After seconds"
             }
         }
+    }
+}
+
+/// Why a push config was refused, and what to do.
+fn push_full(holder: &super::outbox::PushHolder, held: usize, limit: usize) -> String {
+    use super::outbox::PushHolder;
+    match holder {
+        PushHolder::Task(task) => format!(
+            "task {task} already has {held} push notification configs, the most it holds ({limit}): delete one (DeleteTaskPushNotificationConfig) first"
+        ),
+        PushHolder::Key(key) => format!(
+            "API key {key:?} holds {held} push notification configs on tasks not ended, its share (server.max_push_configs_per_key, {limit}): delete some, or wait for its tasks to end"
+        ),
+        PushHolder::Daemon => format!(
+            "the daemon holds {held} push notification configs on tasks not ended, its limit (server.max_push_configs, {limit}): delete some, or ask the operator to raise it"
+        ),
     }
 }

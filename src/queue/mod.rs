@@ -47,7 +47,7 @@ pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
 pub use outbox::{
     Delivery, DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryResult, DeliveryState,
-    PushAuth, PushConfig, PushPayload, Redrive, Settled,
+    PushAuth, PushCaps, PushConfig, PushHolder, PushPayload, Redrive, Settled,
 };
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
@@ -280,6 +280,9 @@ pub struct NewJob {
     /// reserves its share, and refuses it when a day has nothing left
     /// ([`QueueError::DailyBudget`]).
     pub daily: Option<crate::budget::DailyBudgets>,
+    /// The caps its `push` configs are held to with the ones already held
+    /// (`None`: not checked; every way in that takes configs sets them).
+    pub push_caps: Option<PushCaps>,
 }
 
 /// What an API key's jobs hold and spent (see `JobQueue::owner_load`).
@@ -741,7 +744,12 @@ pub trait JobQueue: Send + Sync {
     async fn redrive_delivery(&self, id: &str, owner: Option<&str>) -> Result<Redrive, QueueError>;
     /// Adds an A2A push config to job `id` (or replaces the one with its
     /// id): the job's next state changes are pushed to it too.
-    async fn put_push_config(&self, id: &JobId, config: PushConfig) -> Result<(), QueueError>;
+    async fn put_push_config(
+        &self,
+        id: &JobId,
+        config: PushConfig,
+        caps: PushCaps,
+    ) -> Result<(), QueueError>;
     /// Job `id`'s push configs, oldest first.
     async fn push_configs(&self, id: &JobId) -> Result<Vec<PushConfig>, QueueError>;
     /// Deletes one of job `id`'s push configs and what is still to be

@@ -652,18 +652,19 @@ impl Write for RedriveDelivery {
     }
 }
 
+/// Adds a push config to a task within its caps (or replaces the one
+/// with its id).
 pub(crate) struct PutPushConfig {
     pub id: JobId,
     pub config: PushConfig,
+    pub caps: super::PushCaps,
 }
 
 impl Operation for PutPushConfig {
     type Output = ();
     const NAME: &'static str = "put_push_config";
     async fn run<T: Tx>(&self, tx: &mut T) -> Res<()> {
-        let now = tx.now().await?;
-        tx.put_push_config(self.id.as_str(), &self.config, now)
-            .await
+        outbox::put_push(tx, self.id.as_str(), &self.config, &self.caps).await
     }
 }
 

@@ -24,7 +24,7 @@ use super::super::admission::check_callback;
 use super::{Call, RpcError, params, task};
 
 use crate::access::policy::Action;
-use crate::queue::{Delivery, Job, JobId, PushAuth, PushConfig, PushPayload};
+use crate::queue::{Delivery, Job, JobId, PushAuth, PushCaps, PushConfig, PushPayload};
 use crate::webhook::{Format, Outgoing};
 
 /// The most push configs one task holds.
@@ -101,19 +101,22 @@ async fn create(call: &Call, raw: Value) -> Result<Value, RpcError> {
         .into());
     }
     let config = accepted(&call.state, &request)?;
-    let held = call.state.queue.push_configs(&job.id).await?;
-    if held.len() >= MAX_CONFIGS && !held.iter().any(|c| c.id == config.id) {
-        return Err(A2AError::invalid_params(format!(
-            "task {} already has {MAX_CONFIGS} push notification configs, the most it holds: delete one (DeleteTaskPushNotificationConfig) first",
-            job.id
-        ))
-        .into());
-    }
     call.state
         .queue
-        .put_push_config(&job.id, config.clone())
+        .put_push_config(&job.id, config.clone(), caps(&call.state))
         .await?;
     Ok(json!(wire(&job.id, &config)))
+}
+
+/// The caps push configs are held to: a task's, a key's share, the
+/// daemon's (`server.max_push_configs*`).
+pub fn caps(state: &AppState) -> PushCaps {
+    let server = &state.registry.snapshot().config.server;
+    PushCaps {
+        per_task: MAX_CONFIGS,
+        per_key: server.push_configs_per_key(),
+        all: server.max_push_configs,
+    }
 }
 
 /// A config a client asks for, as stored: an http(s) URL within

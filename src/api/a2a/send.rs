@@ -116,6 +116,7 @@ async fn submit(
         idempotency_key: (!message.message_id.trim().is_empty())
             .then(|| format!("a2a:{}", message.message_id)),
         push: push.into_iter().collect(),
+        push_caps: Some(push::caps(&call.state)),
         ..Default::default()
     };
     let (job, _) = admit(&call.state, &call.caller, Submission::new(job, field)).await?;
@@ -237,7 +238,10 @@ async fn answer(
             let decision = decision_of(&job, parked, message)?;
             // A config sent with the answer hears of what the answer starts.
             if let Some(config) = push_config(call, request)? {
-                state.queue.put_push_config(&id, config).await?;
+                state
+                    .queue
+                    .put_push_config(&id, config, push::caps(state))
+                    .await?;
             }
             let after = state.queue.last_seq(&id).await?;
             let job = approvals::take(state, &call.caller, &id, &parked.call_id, decision).await?;

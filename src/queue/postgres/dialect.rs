@@ -110,7 +110,7 @@ impl<'a, C: GenericClient> PgTx<'a, C> {
         Ok(self.client.execute(&statement, p).await?)
     }
 
-    async fn one_int(&self, sql: &str, p: Params<'_>) -> Res<i64> {
+    pub(super) async fn one_int(&self, sql: &str, p: Params<'_>) -> Res<i64> {
         let row = self
             .client
             .query_one(&self.client.prepare_cached(sql).await?, p)

@@ -155,6 +155,13 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
         Ok(())
     }
 
+    async fn count_push_configs(&mut self, job_id: Option<&str>, owner: Option<&str>) -> Res<i64> {
+        let sql = "SELECT COUNT(*) FROM a2a_push_configs p JOIN jobs j ON j.id = p.job_id
+                   WHERE j.finished_at IS NULL AND ($1::TEXT IS NULL OR p.job_id = $1)
+                     AND ($2::TEXT IS NULL OR j.owner = $2)";
+        self.one_int(sql, &[&job_id, &owner]).await
+    }
+
     async fn push_configs(&mut self, job_id: &str) -> Res<Vec<PushConfig>> {
         let sql = format!(
             "SELECT {PUSH_COLUMNS} FROM a2a_push_configs WHERE job_id = $1 ORDER BY created_at, id"

@@ -143,6 +143,15 @@ impl OutboxStatements for SqliteTx<'_> {
         Ok(())
     }
 
+    async fn count_push_configs(&mut self, job_id: Option<&str>, owner: Option<&str>) -> Res<i64> {
+        self.one_int(
+            "SELECT COUNT(*) FROM a2a_push_configs p JOIN jobs j ON j.id = p.job_id
+             WHERE j.finished_at IS NULL AND (?1 IS NULL OR p.job_id = ?1)
+               AND (?2 IS NULL OR j.owner = ?2)",
+            params![job_id, owner],
+        )
+    }
+
     async fn push_configs(&mut self, job_id: &str) -> Res<Vec<PushConfig>> {
         self.rows(
             &format!(
