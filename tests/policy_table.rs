@@ -329,14 +329,16 @@ async fn every_action_answers_by_the_policy_for_own_other_and_unknown_objects_an
             };
             let other = match kind {
                 "job" => other_job.clone(),
-                "conversation" => "conv-owner".to_string(),
+                // Another key's conversation, named with its key (ids
+                // are per key: the bare id names the caller's own).
+                "conversation" => "conv-owner?owner=owner".to_string(),
                 // Another key's schedule by its qualified name (ids are
                 // per key: the bare id names the caller's own).
                 _ => "owner:sched-owner".to_string(),
             };
             let unknown = match kind {
                 "job" => "0190f000-0000-7000-8000-000000000000".to_string(),
-                "conversation" => "conv-nobody".to_string(),
+                "conversation" => "conv-nobody?owner=owner".to_string(),
                 _ => "owner:sched-nobody".to_string(),
             };
             let mut out = Vec::new();
@@ -431,6 +433,70 @@ async fn another_keys_object_and_an_unknown_id_answer_alike() {
             }
         };
         assert_eq!(get(bobs).await, get(unknown).await, "{path}");
+    }
+
+    // Conversation ids are per key, on every wire that names one: a job,
+    // an A2A message's contextId and an AG-UI run's threadId naming bob's
+    // conversation answer exactly as a never-used id does (a conversation
+    // of alice's own), and she reads only her own turns.
+    for (n, id) in ["conv-bob", "conv-nobody"].into_iter().enumerate() {
+        let job: Value = alice
+            .post(format!("{base}/v1/jobs"))
+            .json(&json!({"bundle": "hello", "input": format!("alice {n}"), "conversation_id": id}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(job["conversation_id"], id, "{job}");
+        assert_eq!(job["owner"], "alice", "{job}");
+        let sent: Value = alice
+            .post(format!("{base}/a2a/hello"))
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                "message": {"messageId": format!("m-{n}"), "role": "ROLE_USER", "contextId": id,
+                            "parts": [{"text": "hi"}]},
+                "configuration": {"returnImmediately": true}}}),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(sent["result"]["task"]["contextId"], id, "{sent}");
+        let run = alice
+            .post(format!("{base}/v1/agui/hello"))
+            .json(&json!({"threadId": id, "runId": format!("r-{n}"),
+                          "messages": [{"id": "u1", "role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(run.status(), 200, "{id}");
+        let stream = run.text().await.unwrap();
+        assert!(
+            stream.contains("RUN_FINISHED") && !stream.contains("RUN_ERROR"),
+            "{id}: {stream}"
+        );
+    }
+    let (status, mine) = {
+        let response = alice
+            .get(format!("{base}/v1/conversations/conv-bob"))
+            .send()
+            .await
+            .unwrap();
+        (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap(),
+        )
+    };
+    assert_eq!(status, 200, "{mine}");
+    for turn in mine["turns"].as_array().unwrap() {
+        assert_ne!(
+            turn["job_id"], bobs,
+            "bob's turn is not in alice's conversation"
+        );
     }
 
     // Schedule ids are per key: making one answers alike whether or not

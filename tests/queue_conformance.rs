@@ -1434,10 +1434,10 @@ pub async fn conversations_list_in_order_and_are_forgotten(q: Arc<dyn JobQueue>)
         .unwrap();
     assert_eq!(page.jobs.len(), 3);
     // The unfinished third turn stays; the finished ones go.
-    assert_eq!(q.forget_conversation("c-1").await.unwrap(), (2, 1));
+    assert_eq!(q.forget_conversation(None, "c-1").await.unwrap(), (2, 1));
     assert!(q.get(&ids[0]).await.unwrap().is_none());
     assert!(q.get(&third.id).await.unwrap().is_some());
-    assert_eq!(q.forget_conversation("nope").await.unwrap(), (0, 0));
+    assert_eq!(q.forget_conversation(None, "nope").await.unwrap(), (0, 0));
 }
 
 /// A job of `owner` in conversation `conversation`.
@@ -1450,64 +1450,47 @@ fn turn_of(owner: Option<&str>, conversation: &str) -> NewJob {
 }
 
 /// Two owners submit the first turn of each of `rounds` fresh conversations
-/// at the same moment, on `a` and `b` (one handle or two daemons): every
-/// round exactly one is queued, the other refused as a foreign
-/// conversation, and the conversation is the winner's.
-async fn two_owners_race_for_new_conversations(
+/// of one id at the same moment, on `a` and `b` (one handle or two
+/// daemons): every round both are queued, each in a conversation of its
+/// own key, and neither sees the other's turn.
+async fn two_owners_start_one_id_at_once(
     a: Arc<dyn JobQueue>,
     b: Arc<dyn JobQueue>,
     rounds: usize,
 ) {
-    let mut wins = [0, 0];
     for round in 0..rounds {
         let id = format!("race-{round}-{}", uuid::Uuid::new_v4().simple());
         let barrier = Arc::new(tokio::sync::Barrier::new(2));
         let mut racers = tokio::task::JoinSet::new();
-        for (n, (q, owner)) in [(a.clone(), "alice"), (b.clone(), "bob")]
-            .into_iter()
-            .enumerate()
-        {
+        for (q, owner) in [(a.clone(), "alice"), (b.clone(), "bob")] {
             let (id, barrier) = (id.clone(), barrier.clone());
             racers.spawn(async move {
                 barrier.wait().await;
-                (n, owner, q.submit(turn_of(Some(owner), &id)).await)
+                (owner, q.submit(turn_of(Some(owner), &id)).await)
             });
         }
-        let mut admitted = Vec::new();
         while let Some(done) = racers.join_next().await {
-            let (n, owner, answer) = done.unwrap();
-            match answer {
-                Ok((job, true)) => admitted.push((n, owner, job)),
-                Err(QueueError::ForeignConversation {
-                    index: 0,
-                    conversation,
-                }) => assert_eq!(conversation, id),
-                other => panic!("round {round}: {owner}: {other:?}"),
-            }
+            let (owner, answer) = done.unwrap();
+            let (job, created) = answer.unwrap_or_else(|e| panic!("round {round}: {owner}: {e}"));
+            assert!(created);
+            assert_eq!(job.owner.as_deref(), Some(owner));
+            assert!(a.has_conversation(Some(owner), &id).await.unwrap());
+            let turns = a
+                .list(JobFilter {
+                    conversation_id: Some(id.clone()),
+                    conversation_owner: Some(owner.to_string()),
+                    limit: 10,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+            assert_eq!(
+                turns.jobs.len(),
+                1,
+                "round {round}: {owner} sees its own turn"
+            );
         }
-        assert_eq!(admitted.len(), 1, "round {round}: exactly one owner wins");
-        let (n, owner, job) = admitted.pop().unwrap();
-        wins[n] += 1;
-        assert_eq!(job.owner.as_deref(), Some(owner));
-        assert_eq!(
-            a.conversation_owner(&id).await.unwrap(),
-            Some(Some(owner.to_string()))
-        );
-        let turns = a
-            .list(JobFilter {
-                conversation_id: Some(id.clone()),
-                limit: 10,
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        assert_eq!(
-            turns.jobs.len(),
-            1,
-            "round {round}: the loser queued nothing"
-        );
     }
-    assert_eq!(wins[0] + wins[1], rounds);
 }
 
 pub async fn counts_narrow_to_one_owner(q: Arc<dyn JobQueue>) {
@@ -1549,59 +1532,28 @@ pub async fn counts_narrow_to_one_owner(q: Arc<dyn JobQueue>) {
     assert!(q.counts_by_state(Some("carol")).await.unwrap().is_empty());
 }
 
-pub async fn a_conversation_belongs_to_the_first_owner_to_write_it(q: Arc<dyn JobQueue>) {
-    two_owners_race_for_new_conversations(q.clone(), q.clone(), 20).await;
+pub async fn conversations_are_per_key(q: Arc<dyn JobQueue>) {
+    use structured_agents::queue::conversation_history;
+    two_owners_start_one_id_at_once(q.clone(), q.clone(), 20).await;
 
-    // The owner continues it; another owner is refused, alone or within a
-    // batch (which then queues nothing at all).
-    q.submit(turn_of(Some("alice"), "c-a")).await.unwrap();
-    q.submit(turn_of(Some("alice"), "c-a")).await.unwrap();
-    let refused = q.submit(turn_of(Some("bob"), "c-a")).await.unwrap_err();
-    assert!(
-        matches!(&refused, QueueError::ForeignConversation { index: 0, conversation } if conversation == "c-a"),
-        "{refused:?}"
-    );
+    // Alice's and Bob's `c-a` are two conversations: each continues its
+    // own, alone or within a batch, and reads only its own turns.
+    for owner in ["alice", "alice", "bob"] {
+        let lease_free = q.submit(turn_of(Some(owner), "c-a")).await.unwrap();
+        assert!(lease_free.1);
+    }
     let batch = q
         .submit_many(vec![
             turn_of(Some("bob"), "c-b"),
             turn_of(Some("bob"), "c-a"),
-        ])
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&batch, QueueError::ForeignConversation { index: 1, .. }),
-        "{batch:?}"
-    );
-    assert_eq!(q.conversation_owner("c-b").await.unwrap(), None);
-    // A batch claims each of its conversations once for its owner.
-    let jobs = q
-        .submit_many(vec![
-            turn_of(Some("bob"), "c-b"),
             turn_of(Some("bob"), "c-b"),
         ])
         .await
         .unwrap();
-    assert_eq!(jobs.len(), 2);
-    assert_eq!(
-        q.conversation_owner("c-b").await.unwrap(),
-        Some(Some("bob".into()))
-    );
-
-    // A conversation from before keys (no owner) is continued by a key only
-    // when admission said the key may, and stays nobody's.
-    q.submit(turn_of(None, "c-old")).await.unwrap();
-    assert_eq!(q.conversation_owner("c-old").await.unwrap(), Some(None));
-    let refused = q.submit(turn_of(Some("bob"), "c-old")).await.unwrap_err();
-    assert!(matches!(refused, QueueError::ForeignConversation { .. }));
-    q.submit(NewJob {
-        continues_ownerless: true,
-        ..turn_of(Some("carol"), "c-old")
-    })
-    .await
-    .unwrap();
-    assert_eq!(q.conversation_owner("c-old").await.unwrap(), Some(None));
-
-    // Forgetting it (once nothing is left) frees the id.
+    assert_eq!(batch.len(), 3);
+    assert!(q.has_conversation(Some("bob"), "c-b").await.unwrap());
+    assert!(!q.has_conversation(Some("alice"), "c-b").await.unwrap());
+    // Every turn so far succeeds, oldest first.
     while let Some(lease) = q.lease("w", HELD).await.unwrap() {
         q.complete(
             &lease.job.id,
@@ -1612,15 +1564,31 @@ pub async fn a_conversation_belongs_to_the_first_owner_to_write_it(q: Arc<dyn Jo
         .await
         .unwrap();
     }
-    assert_eq!(q.forget_conversation("c-a").await.unwrap(), (2, 0));
-    assert_eq!(q.conversation_owner("c-a").await.unwrap(), None);
-    let (job, created) = q.submit(turn_of(Some("bob"), "c-a")).await.unwrap();
-    assert!(created);
-    assert_eq!(job.owner.as_deref(), Some("bob"));
+    let (next, _) = q.submit(turn_of(Some("bob"), "c-a")).await.unwrap();
+    let earlier = conversation_history(q.as_ref(), &next, 10).await.unwrap();
+    assert_eq!(earlier.len(), 2, "bob's two earlier turns, not alice's");
+    assert!(earlier.iter().all(|j| j.owner.as_deref() == Some("bob")));
+
+    // A conversation from before keys (no owner) is nobody's: a key's job
+    // naming its id has a conversation of its own.
+    q.submit(turn_of(None, "c-old")).await.unwrap();
+    assert!(q.has_conversation(None, "c-old").await.unwrap());
+    assert!(!q.has_conversation(Some("carol"), "c-old").await.unwrap());
+    q.submit(turn_of(Some("carol"), "c-old")).await.unwrap();
+    assert!(q.has_conversation(Some("carol"), "c-old").await.unwrap());
+
+    // Forgetting alice's (once nothing is left) frees her id, and bob's
+    // stays.
     assert_eq!(
-        q.conversation_owner("c-a").await.unwrap(),
-        Some(Some("bob".into()))
+        q.forget_conversation(Some("alice"), "c-a").await.unwrap(),
+        (2, 0)
     );
+    assert!(!q.has_conversation(Some("alice"), "c-a").await.unwrap());
+    assert!(q.has_conversation(Some("bob"), "c-a").await.unwrap());
+    let (job, created) = q.submit(turn_of(Some("alice"), "c-a")).await.unwrap();
+    assert!(created);
+    assert_eq!(job.owner.as_deref(), Some("alice"));
+    assert!(q.has_conversation(Some("alice"), "c-a").await.unwrap());
 }
 
 /// What a test's pinner answers: every bundle is at version 1, digest `d1`.
@@ -2448,7 +2416,7 @@ macro_rules! suite {
             case!(resolve_skip_retry_and_fail_a_parked_job);
             case!(live_counts_and_retention);
             case!(conversations_list_in_order_and_are_forgotten);
-            case!(a_conversation_belongs_to_the_first_owner_to_write_it);
+            case!(conversations_are_per_key);
             case!(counts_narrow_to_one_owner);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
@@ -2597,15 +2565,20 @@ async fn postgres_concurrent_leasers_on_two_handles_never_share_a_job() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_two_daemons_claiming_one_new_conversation_one_wins() {
+async fn postgres_two_daemons_starting_one_conversation_id_each_get_their_own() {
     let schema = Schema::fresh();
     let a: Arc<dyn JobQueue> = Arc::new(schema.open(2).await);
     let b: Arc<dyn JobQueue> = Arc::new(schema.open(2).await);
-    two_owners_race_for_new_conversations(a, b, 20).await;
+    two_owners_start_one_id_at_once(a, b, 20).await;
 }
 
+/// A store whose conversations table is one row per id (the first key to
+/// write it): after the migration to conversations per key, each key that
+/// wrote turns in an id has a conversation of its own — alice's `c-1`, and
+/// bob's turn that slipped into it before owners were checked becomes
+/// bob's `c-1` — and one from before keys is nobody's.
 #[tokio::test]
-async fn sqlite_migration_gives_existing_conversations_their_first_owner() {
+async fn sqlite_migration_gives_each_key_its_own_conversations() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("queue.db");
     {
@@ -2613,37 +2586,40 @@ async fn sqlite_migration_gives_existing_conversations_their_first_owner() {
         q.submit(turn_of(Some("alice"), "c-1")).await.unwrap();
         q.submit(turn_of(None, "c-2")).await.unwrap();
     }
-    // As a store from before the conversations table: jobs of two keys in
-    // c-1 (the race this table ends), and its row gone.
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "INSERT INTO jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at, updated_at, conversation_id, owner)
          SELECT 'zz-later', bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at + 1, updated_at, conversation_id, 'bob' FROM jobs WHERE conversation_id = 'c-1';
-         DROP TABLE conversations;",
+         DROP TABLE conversations;
+         CREATE TABLE conversations (id TEXT PRIMARY KEY, owner TEXT, created_at INTEGER NOT NULL);
+         INSERT INTO conversations VALUES ('c-1', 'alice', 1), ('c-2', NULL, 1);",
     )
     .unwrap();
-    // The migration that made the table, run again on that store (later
-    // migrations stay applied).
+    // The migration, run again on that store (later migrations stay
+    // applied).
     conn.execute_batch(include_str!(
-        "../src/queue/sqlite/migrations/0013_conversation_owners.sql"
+        "../src/queue/sqlite/migrations/0016_conversations_per_key.sql"
     ))
     .unwrap();
     drop(conn);
     let q = SqliteQueue::open(&path, fast_retry()).await.unwrap();
-    assert_eq!(
-        q.conversation_owner("c-1").await.unwrap(),
-        Some(Some("alice".into()))
+    assert!(q.has_conversation(Some("alice"), "c-1").await.unwrap());
+    assert!(q.has_conversation(Some("bob"), "c-1").await.unwrap());
+    assert!(q.has_conversation(None, "c-2").await.unwrap());
+    assert!(!q.has_conversation(Some("alice"), "c-2").await.unwrap());
+    let (job, created) = q.submit(turn_of(Some("bob"), "c-1")).await.unwrap();
+    assert!(created);
+    let earlier = structured_agents::queue::conversation_history(&q, &job, 10)
+        .await
+        .unwrap();
+    assert!(
+        earlier.is_empty(),
+        "bob's earlier turn never ended: {earlier:?}"
     );
-    assert_eq!(q.conversation_owner("c-2").await.unwrap(), Some(None));
-    assert!(matches!(
-        q.submit(turn_of(Some("bob"), "c-1")).await,
-        Err(QueueError::ForeignConversation { .. })
-    ));
-    q.submit(turn_of(Some("alice"), "c-1")).await.unwrap();
 }
 
 #[tokio::test]
-async fn postgres_migration_gives_existing_conversations_their_first_owner() {
+async fn postgres_migration_gives_each_key_its_own_conversations() {
     let schema = Schema::fresh();
     {
         let q = schema.open(1).await;
@@ -2657,28 +2633,25 @@ async fn postgres_migration_gives_existing_conversations_their_first_owner() {
             "INSERT INTO {s}.jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at, updated_at, conversation_id, owner)
              SELECT 'zz-later', bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at + 1, updated_at, conversation_id, 'bob' FROM {s}.jobs WHERE conversation_id = 'c-1';
              DROP TABLE {s}.conversations;
+             CREATE TABLE {s}.conversations (id TEXT PRIMARY KEY, owner TEXT, created_at BIGINT NOT NULL);
+             INSERT INTO {s}.conversations VALUES ('c-1', 'alice', 1), ('c-2', NULL, 1);
              SET search_path TO {s};"
         ))
         .await
         .unwrap();
-    // The migration that made the table, run again on that store (later
-    // migrations stay applied).
+    // The migration, run again on that store (later migrations stay
+    // applied).
     client
         .batch_execute(include_str!(
-            "../src/queue/postgres/migrations/0014_conversation_owners.sql"
+            "../src/queue/postgres/migrations/0020_conversations_per_key.sql"
         ))
         .await
         .unwrap();
     let q = schema.open(1).await;
-    assert_eq!(
-        q.conversation_owner("c-1").await.unwrap(),
-        Some(Some("alice".into()))
-    );
-    assert_eq!(q.conversation_owner("c-2").await.unwrap(), Some(None));
-    assert!(matches!(
-        q.submit(turn_of(Some("bob"), "c-1")).await,
-        Err(QueueError::ForeignConversation { .. })
-    ));
+    assert!(q.has_conversation(Some("alice"), "c-1").await.unwrap());
+    assert!(q.has_conversation(Some("bob"), "c-1").await.unwrap());
+    assert!(q.has_conversation(None, "c-2").await.unwrap());
+    assert!(!q.has_conversation(Some("alice"), "c-2").await.unwrap());
 }
 
 #[tokio::test]

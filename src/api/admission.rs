@@ -13,8 +13,8 @@
 //!    daily budgets in the same write (`budgets`; a day with nothing left
 //!    refuses it), recording who asked (its idempotency key is
 //!    namespaced by that key in the queue); a conversation it continues is
-//!    the key's own, decided in the same write (the first key to write a
-//!    conversation owns it; another key's is answered as an unknown one).
+//!    the key's own (conversations are per key: another key's of the same
+//!    id is another conversation, so naming one tells nothing of it).
 //!
 //! Each way in keeps only its wire format: what it reads from the body, and
 //! how it spells this module's refusals.
@@ -35,7 +35,7 @@ use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use crate::access::Principal;
-use crate::access::policy::{Action, Resource};
+use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, NewJob};
 
@@ -234,10 +234,6 @@ async fn admit_all(
                 format!("jobs[{index}].idempotency_key"),
                 e.to_string(),
             ),
-            crate::queue::QueueError::ForeignConversation {
-                index,
-                conversation,
-            } => at_index(index, unknown_conversation(caller.name(), &conversation)),
             crate::queue::QueueError::DailyBudget { index, .. } => at_index(index, e.into()),
             e => e.into(),
         })
@@ -297,14 +293,6 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     job.daily = super::budgets::daily_budgets(state, &caller.0, &job)?;
     job.max_attempts.get_or_insert(state.max_attempts);
     job.owner = Some(caller.name().to_string());
-    // A conversation from before keys (no owner) is continued only by a
-    // key the policy lets read it; the queue decides whose a conversation
-    // is, in the write that queues the job.
-    job.continues_ownerless = job.conversation_id.is_some()
-        && caller.allows(
-            Action::ReadConversation,
-            &Resource::owned("conversation", None, None),
-        );
     Ok(job)
 }
 
@@ -438,19 +426,6 @@ fn check_priority(key: &Principal, priority: i32) -> Result<(), ApiError> {
         )),
         _ => Ok(()),
     }
-}
-
-/// The answer to a job continuing a conversation of another key (the
-/// queue refused it: [`crate::queue::QueueError::ForeignConversation`]),
-/// exactly as if the conversation did not exist.
-fn unknown_conversation(key: &str, conversation: &str) -> ApiError {
-    ApiError::field(
-        ErrorCode::NotFound,
-        "conversation_id",
-        format!(
-            "no conversation {conversation:?} of API key {key:?}; leave the id out to start a new one"
-        ),
-    )
 }
 
 /// The key's own limits for `n` new jobs: its rate and its jobs in
@@ -642,7 +617,6 @@ fn offered_tools(
 /// whether or not anyone reads the answer.
 async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, bool), ApiError> {
     let bundle = new_job.bundle.clone();
-    let key = new_job.owner.clone().unwrap_or_default();
     let expected = new_job.clone();
     let submission = tokio::spawn({
         let state = state.clone();
@@ -656,15 +630,9 @@ async fn enqueue(state: &AppState, new_job: NewJob) -> Result<(Job, bool), ApiEr
             Ok::<_, crate::queue::QueueError>((job, created))
         }
     });
-    let (job, created) = submission
-        .await
-        .map_err(|e| ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}")))?
-        .map_err(|e| match e {
-            crate::queue::QueueError::ForeignConversation { conversation, .. } => {
-                unknown_conversation(&key, &conversation)
-            }
-            e => e.into(),
-        })?;
+    let (job, created) = submission.await.map_err(|e| {
+        ApiError::internal(format!("submit task for bundle {bundle:?} failed: {e}"))
+    })??;
     // Every way in refuses a reused key for a different job the same way.
     if !created {
         same_job(&job, &expected)?;

@@ -6,11 +6,12 @@
 
 use axum::Json;
 use axum::extract::State;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::Caller;
-use super::body::Path;
+use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::{Action, Resource};
 use crate::queue::{Job, JobFilter};
@@ -62,34 +63,40 @@ fn not_found(id: &str) -> ApiError {
     )
 }
 
-/// A conversation as the policy sees it: owned by the key that first wrote
-/// it (`None`: from before keys).
-fn conversation(owner: Option<&str>) -> Resource<'_> {
-    Resource::owned("conversation", owner, None)
+/// A conversation as the policy sees it: owned by the key that made it.
+fn conversation(owner: &str) -> Resource<'_> {
+    Resource::owned("conversation", Some(owner), None)
 }
 
-/// The turns (jobs) of conversation `id`, oldest first, or a 404 naming
-/// it; another key's conversation is a 404 too, unless the key reads all.
+/// Whose conversation a request names: `?owner=KEY` — for a key the
+/// policy lets read (or forget) every key's conversations — else the
+/// caller's own. Conversations are per key: two keys' of one id are two.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Whose {
+    #[serde(default)]
+    pub owner: Option<String>,
+}
+
+/// The turns (jobs) of `owner`'s conversation `id` (`None`: the caller's),
+/// oldest first, or a 404 naming it; another key's conversation is a 404
+/// too, unless the key reads all.
 pub(super) async fn turns_of(
     state: &AppState,
     caller: &Caller,
+    owner: Option<&str>,
     id: &str,
 ) -> Result<Vec<Job>, ApiError> {
     check_id(id)?;
-    // The conversation's owner decides (the queue records the first key to
-    // write it); without a row (a job of an older daemon) its turns do.
-    if let Some(owner) = state.queue.conversation_owner(id).await? {
-        caller.authorize(
-            Action::ReadConversation,
-            &conversation(owner.as_deref()),
-            || not_found(id),
-        )?;
-    }
+    let owner = owner.unwrap_or(caller.name());
+    caller.authorize(Action::ReadConversation, &conversation(owner), || {
+        not_found(id)
+    })?;
     let mut jobs = state
         .queue
         .list(JobFilter {
             conversation_id: Some(id.to_string()),
-            owner: caller.listing_owner(Action::ReadConversation),
+            conversation_owner: Some(owner.to_string()),
             limit: MAX_TURNS,
             ..Default::default()
         })
@@ -106,8 +113,9 @@ pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    Query(whose): Query<Whose>,
 ) -> Result<Json<Value>, ApiError> {
-    let jobs = turns_of(&state, &caller, &id).await?;
+    let jobs = turns_of(&state, &caller, whose.owner.as_deref(), &id).await?;
     let mut turns = Vec::with_capacity(jobs.len());
     for job in &jobs {
         turns.push(turn(
@@ -118,39 +126,27 @@ pub async fn get(
     Ok(Json(json!({"conversation_id": id, "turns": turns})))
 }
 
-/// Forgets conversation `id`: its finished turns and, once none is left,
-/// its owner row (the id may start again). Only the conversation's own key
-/// (or one with `operate_all`) may; for any other it does not exist.
+/// Forgets `owner`'s conversation `id` (the caller's, unless `?owner=`
+/// names another key and the key may operate on every key's): its
+/// finished turns and, once none is left, its row (the id may start
+/// again). For a key that may not, it does not exist.
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    Query(whose): Query<Whose>,
 ) -> Result<Json<Value>, ApiError> {
     check_id(&id)?;
-    match state.queue.conversation_owner(&id).await? {
-        Some(owner) => caller.authorize(
-            Action::DeleteConversation,
-            &conversation(owner.as_deref()),
-            || not_found(&id),
-        )?,
-        // Without a row (a job of an older daemon) every turn must be one
-        // the key may forget.
-        None => {
-            let turns = turns_of(&state, &caller, &id).await?;
-            if turns
-                .iter()
-                .any(|job| !caller.allows_job(Action::DeleteConversation, job))
-            {
-                return Err(ApiError::new(
-                    ErrorCode::Forbidden,
-                    format!(
-                        "conversation {id:?} belongs to another API key; only its own key or one with `operate_all` may forget it"
-                    ),
-                ));
-            }
-        }
+    let owner = whose.owner.as_deref().unwrap_or(caller.name());
+    caller.authorize(Action::DeleteConversation, &conversation(owner), || {
+        not_found(&id)
+    })?;
+    if !state.queue.has_conversation(Some(owner), &id).await? {
+        // Without a row (a job of an older daemon) its turns say whether
+        // it exists.
+        turns_of(&state, &caller, Some(owner), &id).await?;
     }
-    let (forgotten, left) = state.queue.forget_conversation(&id).await?;
+    let (forgotten, left) = state.queue.forget_conversation(Some(owner), &id).await?;
     if left > 0 {
         return Err(ApiError::new(
             ErrorCode::InvalidState,

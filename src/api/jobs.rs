@@ -103,7 +103,6 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         variables: request.variables,
         messages: None,
         conversation_id: request.conversation_id,
-        continues_ownerless: false,
         priority: request.priority,
         run_at,
         idempotency_key: request.idempotency_key,
@@ -279,6 +278,7 @@ pub async fn list(
             state: job_state,
             bundle: query.bundle,
             conversation_id: query.conversation_id,
+            conversation_owner: None,
             // A key sees its own jobs unless it may read all.
             owner: caller.listing_owner(Action::ListJobs),
             limit,
@@ -364,7 +364,6 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         variables: source.variables,
         messages: source.messages,
         conversation_id: None,
-        continues_ownerless: false,
         priority: source.priority,
         run_at: None,
         idempotency_key: None,

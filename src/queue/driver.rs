@@ -211,16 +211,21 @@ impl<D: Driver> JobQueue for Queue<D> {
 
     async fn forget_conversation(
         &self,
-        conversation_id: &str,
+        owner: Option<&str>,
+        id: &str,
     ) -> Result<(usize, usize), QueueError> {
         let op = op::ForgetConversation {
-            conversation: conversation_id.to_string(),
+            owner: owner.map(str::to_string),
+            id: id.to_string(),
         };
         self.driver.write(op).await
     }
 
-    async fn conversation_owner(&self, id: &str) -> Result<Option<Option<String>>, QueueError> {
-        let op = op::ConversationOwner { id: id.to_string() };
+    async fn has_conversation(&self, owner: Option<&str>, id: &str) -> Result<bool, QueueError> {
+        let op = op::HasConversation {
+            owner: owner.map(str::to_string),
+            id: id.to_string(),
+        };
         self.driver.read(op).await
     }
 

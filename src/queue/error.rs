@@ -47,12 +47,6 @@ pub enum QueueError {
         key: String,
         existing: Box<Job>,
     },
-    /// A job (the `index`-th of its submit; 0 alone) continues a
-    /// conversation another key owns, or one from before keys that its key
-    /// may not continue: nothing is queued. The API answers it exactly as an
-    /// unknown conversation, so a key learns nothing of another's.
-    #[error("no conversation {conversation:?} of this API key")]
-    ForeignConversation { index: usize, conversation: String },
     /// A job (the `index`-th of its submit; 0 alone) is under a daily
     /// budget with nothing left for it: nothing is queued.
     #[error("{refusal}")]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::outbox;
 use super::reservations::{DayLedger, Reserved};
 use super::transaction::Tx;
-use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle, stored_key};
+use super::tx::{AttemptRow, Change, Conversation, Fail, Pin, Res, Settle, stored_key};
 use super::*;
 use crate::approval::{self, Verdict};
 use crate::events::Event;
@@ -34,7 +34,7 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     let key = job_key(job);
     let mut ledger = DayLedger::new(now);
     ledger.lock(tx, std::iter::once(job)).await?;
-    claim_conversation(tx, 0, job, now).await?;
+    claim_conversation(tx, job, now).await?;
     // A job already queued under its key reserves nothing again.
     let queued = match &key {
         Some(key) if job.daily.is_some() => tx.job_by_key(key).await?,
@@ -65,33 +65,24 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     })
 }
 
-/// Claims the conversation `job` (the `index`-th of its submit) names for
-/// its owner, in the write that inserts it: the first job to name an id owns
-/// the conversation (the primary key decides between concurrent claims, on
-/// PostgreSQL across daemons), and a job that may not continue it
-/// ([`rules::continues_conversation`]) refuses the write. The row stays
-/// locked until commit, so a concurrent forget cannot delete it under a
-/// new turn.
-async fn claim_conversation(tx: &mut impl Tx, index: usize, job: &NewJob, now: i64) -> Res<()> {
-    let Some(conversation) = &job.conversation_id else {
+/// Claims the conversation `job` continues for its owner, in the write
+/// that inserts it: a conversation is its key's (two keys' conversations of
+/// one id are two), so a claim never fails; the row stays locked until
+/// commit, so a concurrent forget cannot delete it under a new turn.
+async fn claim_conversation(tx: &mut impl Tx, job: &NewJob, now: i64) -> Res<()> {
+    let Some(id) = &job.conversation_id else {
         return Ok(());
     };
-    tx.claim_conversation(conversation, job.owner.as_deref(), now)
-        .await?;
-    let Some(owner) = tx.conversation_owner(conversation, true).await? else {
+    let conversation = Conversation::of(job.owner.as_deref(), id);
+    tx.claim_conversation(&conversation, now).await?;
+    if !tx.has_conversation(&conversation, true).await? {
         // Forgotten between the claim and the read: the writer runs the
         // write again, and its claim then makes the row.
         return Err(Fail::Conflict(format!(
-            "conversation {conversation:?} was forgotten during the submit"
+            "conversation {id:?} was forgotten during the submit"
         )));
-    };
-    if super::rules::continues_conversation(owner.as_deref(), job) {
-        return Ok(());
     }
-    Err(Fail::Refused(QueueError::ForeignConversation {
-        index,
-        conversation: conversation.clone(),
-    }))
+    Ok(())
 }
 
 /// What a new job's insert writes beside its row, in the same transaction:
@@ -141,14 +132,17 @@ pub(crate) async fn submit_many(
     let mut ledger = DayLedger::new(now);
     ledger.lock(tx, jobs.iter().map(|(_, job)| job)).await?;
     // The conversations first, each once, in one order (as the keys).
-    let mut claims: Vec<(&str, usize, &NewJob)> = jobs
+    let mut claims: Vec<(Conversation<'_>, &NewJob)> = jobs
         .iter()
-        .enumerate()
-        .filter_map(|(index, (_, job))| Some((job.conversation_id.as_deref()?, index, job)))
+        .filter_map(|(_, job)| {
+            let id = job.conversation_id.as_deref()?;
+            Some((Conversation::of(job.owner.as_deref(), id), job))
+        })
         .collect();
-    claims.sort_by(|a, b| a.0.cmp(b.0).then(a.1.cmp(&b.1)));
-    for (_, index, job) in claims {
-        claim_conversation(tx, index, job, now).await?;
+    claims.sort_by(|a, b| (a.0.owner, a.0.id).cmp(&(b.0.owner, b.0.id)));
+    claims.dedup_by(|a, b| a.0 == b.0);
+    for (_, job) in claims {
+        claim_conversation(tx, job, now).await?;
     }
     let reserved = reserve_batch(tx, &mut ledger, jobs).await?;
     let mut by_key: Vec<(Option<String>, &JobId, &NewJob, Option<&Reserved>)> = jobs
@@ -820,9 +814,9 @@ pub(crate) async fn purge_finished(tx: &mut impl Tx, cutoff: i64, limit: usize) 
 /// waits and claims the id again.
 pub(crate) async fn forget_conversation(
     tx: &mut impl Tx,
-    conversation: &str,
+    conversation: &Conversation<'_>,
 ) -> Res<(usize, usize)> {
-    tx.conversation_owner(conversation, true).await?;
+    tx.has_conversation(conversation, true).await?;
     let ids = tx.finished_in_conversation(conversation).await?;
     tx.delete_jobs(&ids).await?;
     let left = tx.count_in_conversation(conversation).await?;

@@ -10,6 +10,9 @@ pub struct JobFilter {
     pub state: Option<JobState>,
     pub bundle: Option<String>,
     pub conversation_id: Option<String>,
+    /// With `conversation_id`: the key whose conversation it is (`""` for
+    /// jobs from before keys). Conversations are per key.
+    pub conversation_owner: Option<String>,
     /// Only the jobs this API key submitted.
     pub owner: Option<String>,
     pub limit: usize,
@@ -37,6 +40,7 @@ impl JobFilter {
                 ("state", "=", self.state.map(|s| s.as_str().to_string())),
                 ("bundle", "=", self.bundle.clone()),
                 ("conversation_id", "=", self.conversation_id.clone()),
+                ("COALESCE(owner, '')", "=", self.conversation_owner.clone()),
                 ("owner", "=", self.owner.clone()),
                 // Newest first: ids are UUIDv7, so a page continues below the cursor.
                 ("id", "<", self.cursor.clone()),
@@ -120,7 +124,9 @@ pub struct Page {
 }
 
 /// The conversation's earlier finished turns before `job`, oldest first, at
-/// most `limit` of them: what the job starts from.
+/// most `limit` of them: what the job starts from. A conversation is its
+/// key's: only the turns of the job's own key (none for a job from before
+/// keys).
 pub async fn conversation_history(
     queue: &dyn JobQueue,
     job: &Job,
@@ -132,6 +138,7 @@ pub async fn conversation_history(
     let mut jobs: Vec<Job> = queue
         .list(JobFilter {
             conversation_id: Some(conversation.clone()),
+            conversation_owner: Some(job.owner.clone().unwrap_or_default()),
             cursor: Some(job.id.to_string()),
             limit: limit.max(1),
             ..Default::default()

@@ -248,15 +248,12 @@ pub struct NewJob {
     /// bundle's user prompt (`/v1/chat/completions`); the bundle's system
     /// prompt still comes first.
     pub messages: Option<Vec<Value>>,
-    /// The conversation the job continues: it starts from the conversation's
-    /// earlier turns (`GET /v1/conversations/{id}`). The first job to name
-    /// an id claims the conversation for its owner in the same write; a job
-    /// of another owner is refused ([`QueueError::ForeignConversation`]).
+    /// The conversation of its owner the job continues: it starts from the
+    /// conversation's earlier turns (`GET /v1/conversations/{id}`). A
+    /// conversation is its key's: the first job of a key to name an id
+    /// makes it, in the same write; another key naming the same id has a
+    /// conversation of its own.
     pub conversation_id: Option<String>,
-    /// Whether the job may continue a conversation that has no owner (from
-    /// before API keys): admission sets it when the authorization policy
-    /// lets the job's key read every key's conversations.
-    pub continues_ownerless: bool,
     /// Higher runs first.
     pub priority: i32,
     pub run_at: Option<SystemTime>,
@@ -602,17 +599,18 @@ pub trait JobQueue: Send + Sync {
         events: &[EventEnvelope],
         final_event: Option<EventEnvelope>,
     ) -> Result<Finished, QueueError>;
-    /// Deletes the finished jobs of a conversation with their events and
-    /// journals; returns how many. Unfinished jobs are left alone and
-    /// counted in the second number.
+    /// Deletes the finished jobs of `owner`'s conversation `id` with their
+    /// events and journals; returns how many. Unfinished jobs are left
+    /// alone and counted in the second number.
     async fn forget_conversation(
         &self,
-        conversation_id: &str,
+        owner: Option<&str>,
+        id: &str,
     ) -> Result<(usize, usize), QueueError>;
-    /// Who owns conversation `id`: `Some(owner)` (`None` inside: a
-    /// conversation from before keys), or `None` when no job claimed it
-    /// (or it was forgotten).
-    async fn conversation_owner(&self, id: &str) -> Result<Option<Option<String>>, QueueError>;
+    /// Whether `owner` has a conversation `id` (a job of that key claimed
+    /// it, and it was not forgotten since). Conversations are per key: two
+    /// keys' conversations of one id are two.
+    async fn has_conversation(&self, owner: Option<&str>, id: &str) -> Result<bool, QueueError>;
 
     /// Deletes up to `limit` jobs that finished before `finished_before`,
     /// with their events and journals; returns how many. Called in small

@@ -25,7 +25,7 @@ use super::outbox::{
 };
 use super::schedules::{self, FireRecord, StoredSchedule};
 use super::transaction::Tx;
-use super::tx::{Pin, Res};
+use super::tx::{Conversation, Pin, Res};
 use super::*;
 
 /// A queue operation: its parameters, owned, and the rule that runs it.
@@ -122,11 +122,21 @@ impl Write for Submit {
         if self.job.daily.is_some() {
             return LockOrder::DailyBudgets;
         }
-        if let Some(conversation) = &self.job.conversation_id {
-            return LockOrder::Conversation(conversation.clone());
+        if let Some(conversation) = conversation_order(&self.job) {
+            return LockOrder::Conversation(conversation);
         }
         lifecycle::job_key(&self.job).map_or(LockOrder::Nothing, LockOrder::Keys)
     }
+}
+
+/// Where a job's conversation sorts among the locks: by its owner, then
+/// its id (as the store keys it).
+fn conversation_order(job: &NewJob) -> Option<String> {
+    let id = job.conversation_id.as_deref()?;
+    Some(format!(
+        "{}\0{id}",
+        job.owner.as_deref().unwrap_or_default()
+    ))
 }
 
 /// Inserts many jobs in one transaction, each answered as [`Submit`].
@@ -151,7 +161,7 @@ impl Write for SubmitMany {
         let conversation = self
             .jobs
             .iter()
-            .filter_map(|(_, job)| job.conversation_id.clone())
+            .filter_map(|(_, job)| conversation_order(job))
             .min();
         if let Some(conversation) = conversation {
             return LockOrder::Conversation(conversation);
@@ -432,39 +442,43 @@ impl Write for RecordSteps {
 
 /// Deletes a conversation's finished jobs: (deleted, left unfinished).
 pub(crate) struct ForgetConversation {
-    pub conversation: String,
+    pub owner: Option<String>,
+    pub id: String,
 }
 
 impl Operation for ForgetConversation {
     type Output = (usize, usize);
     const NAME: &'static str = "forget_conversation";
     async fn run<T: Tx>(&self, tx: &mut T) -> Res<(usize, usize)> {
-        lifecycle::forget_conversation(tx, &self.conversation).await
+        let conversation = Conversation::of(self.owner.as_deref(), &self.id);
+        lifecycle::forget_conversation(tx, &conversation).await
     }
 }
 
 impl Write for ForgetConversation {
     fn lock_order(&self) -> LockOrder {
-        LockOrder::Conversation(self.conversation.clone())
+        let owner = self.owner.as_deref().unwrap_or_default();
+        LockOrder::Conversation(format!("{owner}\0{}", self.id))
     }
 }
 
-/// Conversation `id`'s owner row: `Some(owner)` (`None` inside: from
-/// before keys), or `None` when no job ever claimed it (or it was
-/// forgotten).
-pub(crate) struct ConversationOwner {
+/// Whether a key's conversation `id` has its row: some job of that key
+/// claimed it (and it was not forgotten since).
+pub(crate) struct HasConversation {
+    pub owner: Option<String>,
     pub id: String,
 }
 
-impl Operation for ConversationOwner {
-    type Output = Option<Option<String>>;
-    const NAME: &'static str = "conversation_owner";
-    async fn run<T: Tx>(&self, tx: &mut T) -> Res<Option<Option<String>>> {
-        tx.conversation_owner(&self.id, false).await
+impl Operation for HasConversation {
+    type Output = bool;
+    const NAME: &'static str = "has_conversation";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<bool> {
+        let conversation = Conversation::of(self.owner.as_deref(), &self.id);
+        tx.has_conversation(&conversation, false).await
     }
 }
 
-impl Read for ConversationOwner {}
+impl Read for HasConversation {}
 
 /// Moves a queued or parked job to another content of its bundle.
 pub(crate) struct MoveVersion {

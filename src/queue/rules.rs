@@ -332,17 +332,6 @@ pub(crate) fn tool_errors(events: &[&EventEnvelope]) -> i64 {
         .count() as i64
 }
 
-/// Whether `job` may continue a conversation whose owner row says
-/// `owner`: the conversation's own key's jobs may; one from before keys
-/// (no owner) is continued by a job without an owner, or one its key may
-/// continue it (admission asked the policy: `continues_ownerless`).
-pub(crate) fn continues_conversation(owner: Option<&str>, job: &NewJob) -> bool {
-    match owner {
-        Some(owner) => job.owner.as_deref() == Some(owner),
-        None => job.owner.is_none() || job.continues_ownerless,
-    }
-}
-
 /// The answer of a committed write, or the error of one whose answer was
 /// lost on the way (the `steps_reply_lost` failpoint: a connection that drops
 /// right after COMMIT), which the writer retries.

@@ -224,6 +224,24 @@ impl AttemptRow {
     }
 }
 
+/// A conversation as the store keys it: its owner's key (`""` for jobs from
+/// before keys) and the id that key gave it. Two keys' conversations of
+/// one id are two conversations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conversation<'a> {
+    pub owner: &'a str,
+    pub id: &'a str,
+}
+
+impl<'a> Conversation<'a> {
+    pub fn of(owner: Option<&'a str>, id: &'a str) -> Self {
+        Self {
+            owner: owner.unwrap_or_default(),
+            id,
+        }
+    }
+}
+
 /// What a day's jobs spent and hold as the store sums it (cost in
 /// millionths): spent, and held by jobs not finished beyond their spend.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -453,32 +471,32 @@ pub(crate) trait JobStatements: Send {
         now: i64,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<String>>> + Send;
+    /// The finished jobs of conversation `c`, locked (PostgreSQL).
     fn finished_in_conversation(
         &mut self,
-        conversation: &str,
+        c: &Conversation<'_>,
     ) -> impl Future<Output = Res<Vec<String>>> + Send;
+    /// Jobs of conversation `c`, finished or not.
     fn count_in_conversation(
         &mut self,
-        conversation: &str,
+        c: &Conversation<'_>,
     ) -> impl Future<Output = Res<i64>> + Send;
-    /// Claims conversation `id` for `owner` unless it has an owner row
-    /// already (then nothing changes; on PostgreSQL a concurrent claim of
-    /// the same id is waited for).
+    /// Makes conversation `c`'s row unless it has one (then nothing
+    /// changes; on PostgreSQL a concurrent claim of it is waited for).
     fn claim_conversation(
         &mut self,
-        id: &str,
-        owner: Option<&str>,
+        c: &Conversation<'_>,
         now: i64,
     ) -> impl Future<Output = Res<()>> + Send;
-    /// Conversation `id`'s row: `Some(owner)` (`owner` `None`: from before
-    /// keys), or `None` when it has none. `lock`: keep other writers off
-    /// the row until commit (PostgreSQL).
-    fn conversation_owner(
+    /// Whether conversation `c` has its row. `lock`: keep other writers
+    /// off the row until commit (PostgreSQL).
+    fn has_conversation(
         &mut self,
-        id: &str,
+        c: &Conversation<'_>,
         lock: bool,
-    ) -> impl Future<Output = Res<Option<Option<String>>>> + Send;
-    fn delete_conversation(&mut self, id: &str) -> impl Future<Output = Res<()>> + Send;
+    ) -> impl Future<Output = Res<bool>> + Send;
+    fn delete_conversation(&mut self, c: &Conversation<'_>)
+    -> impl Future<Output = Res<()>> + Send;
 
     // Writing jobs.
     /// Inserts queued jobs in one statement, in the order given (which is

@@ -283,13 +283,17 @@ async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
         })?),
         None => None,
     };
+    let context = request.context_id.clone().filter(|c| !c.is_empty());
     let page = call
         .state
         .queue
         .list(JobFilter {
             state,
             bundle: call.bundle.clone(),
-            conversation_id: request.context_id.clone().filter(|c| !c.is_empty()),
+            conversation_id: context.clone(),
+            // A context is a conversation, and conversations are per key:
+            // the caller's own.
+            conversation_owner: context.is_some().then(|| call.caller.name().to_string()),
             owner: call.caller.listing_owner(Action::ListJobs),
             limit: page_size as usize,
             cursor: request.page_token.clone().filter(|t| !t.is_empty()),

@@ -21,7 +21,7 @@ pub async fn get(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let jobs = turns_of(&state, &caller, &id).await?;
+    let jobs = turns_of(&state, &caller, None, &id).await?;
     let mut messages = Vec::with_capacity(jobs.len() * 2);
     for job in &jobs {
         messages.extend(turn(&state, job).await?);

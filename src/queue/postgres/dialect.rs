@@ -15,8 +15,8 @@ use tokio_postgres::types::{ToSql, Type};
 
 use super::describe;
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobStatements, JobValues,
-    Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS, JobStatements,
+    JobValues, Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
     job_from_row,
 };
 use crate::queue::*;
@@ -310,39 +310,39 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         self.ids(sql, &[&cutoff, &big_usize(limit)]).await
     }
 
-    async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>> {
-        let sql = "SELECT id FROM jobs WHERE conversation_id = $1 AND finished_at IS NOT NULL
-                   FOR UPDATE SKIP LOCKED";
-        self.ids(sql, &[&conversation]).await
+    async fn finished_in_conversation(&mut self, c: &Conversation<'_>) -> Res<Vec<String>> {
+        let sql = "SELECT id FROM jobs WHERE conversation_id = $1 AND COALESCE(owner, '') = $2
+                   AND finished_at IS NOT NULL FOR UPDATE SKIP LOCKED";
+        self.ids(sql, &[&c.id, &c.owner]).await
     }
 
-    async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64> {
-        let sql = "SELECT COUNT(*) FROM jobs WHERE conversation_id = $1";
-        self.one_int(sql, &[&conversation]).await
+    async fn count_in_conversation(&mut self, c: &Conversation<'_>) -> Res<i64> {
+        let sql =
+            "SELECT COUNT(*) FROM jobs WHERE conversation_id = $1 AND COALESCE(owner, '') = $2";
+        self.one_int(sql, &[&c.id, &c.owner]).await
     }
 
-    async fn claim_conversation(&mut self, id: &str, owner: Option<&str>, now: i64) -> Res<()> {
-        // A concurrent claim of the same id is waited for; once it commits
-        // the primary key makes this one insert nothing.
-        let sql = "INSERT INTO conversations (id, owner, created_at) VALUES ($1, $2, $3)
-                   ON CONFLICT (id) DO NOTHING";
-        self.exec(sql, &[&id, &owner, &now]).await?;
+    async fn claim_conversation(&mut self, c: &Conversation<'_>, now: i64) -> Res<()> {
+        // A concurrent claim of the same conversation is waited for; once
+        // it commits the primary key makes this one insert nothing.
+        let sql = "INSERT INTO conversations (owner, id, created_at) VALUES ($1, $2, $3)
+                   ON CONFLICT (owner, id) DO NOTHING";
+        self.exec(sql, &[&c.owner, &c.id, &now]).await?;
         Ok(())
     }
 
-    async fn conversation_owner(&mut self, id: &str, lock: bool) -> Res<Option<Option<String>>> {
+    async fn has_conversation(&mut self, c: &Conversation<'_>, lock: bool) -> Res<bool> {
         let sql = if lock {
-            "SELECT owner FROM conversations WHERE id = $1 FOR UPDATE"
+            "SELECT 1 FROM conversations WHERE owner = $1 AND id = $2 FOR UPDATE"
         } else {
-            "SELECT owner FROM conversations WHERE id = $1"
+            "SELECT 1 FROM conversations WHERE owner = $1 AND id = $2"
         };
-        let row = self.first(sql, &[&id]).await?;
-        row.map(|row| row.text(0)).transpose()
+        Ok(self.first(sql, &[&c.owner, &c.id]).await?.is_some())
     }
 
-    async fn delete_conversation(&mut self, id: &str) -> Res<()> {
-        let sql = "DELETE FROM conversations WHERE id = $1";
-        self.exec(sql, &[&id]).await?;
+    async fn delete_conversation(&mut self, c: &Conversation<'_>) -> Res<()> {
+        let sql = "DELETE FROM conversations WHERE owner = $1 AND id = $2";
+        self.exec(sql, &[&c.owner, &c.id]).await?;
         Ok(())
     }
 

@@ -6,8 +6,8 @@
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Fail, JOB_COLUMNS, JobStatements, JobValues,
-    Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS, JobStatements,
+    JobValues, Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
     job_from_row,
 };
 use crate::queue::*;
@@ -278,38 +278,44 @@ impl JobStatements for SqliteTx<'_> {
         )
     }
 
-    async fn finished_in_conversation(&mut self, conversation: &str) -> Res<Vec<String>> {
+    async fn finished_in_conversation(&mut self, c: &Conversation<'_>) -> Res<Vec<String>> {
         self.rows(
-            "SELECT id FROM jobs WHERE conversation_id = ?1 AND finished_at IS NOT NULL",
-            [conversation],
+            "SELECT id FROM jobs WHERE conversation_id = ?1 AND COALESCE(owner, '') = ?2 AND finished_at IS NOT NULL",
+            params![c.id, c.owner],
             id_of,
         )
     }
 
-    async fn count_in_conversation(&mut self, conversation: &str) -> Res<i64> {
+    async fn count_in_conversation(&mut self, c: &Conversation<'_>) -> Res<i64> {
         self.one_int(
-            "SELECT COUNT(*) FROM jobs WHERE conversation_id = ?1",
-            [conversation],
+            "SELECT COUNT(*) FROM jobs WHERE conversation_id = ?1 AND COALESCE(owner, '') = ?2",
+            params![c.id, c.owner],
         )
     }
 
-    async fn claim_conversation(&mut self, id: &str, owner: Option<&str>, now: i64) -> Res<()> {
+    async fn claim_conversation(&mut self, c: &Conversation<'_>, now: i64) -> Res<()> {
         self.exec(
-            "INSERT INTO conversations (id, owner, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING",
-            params![id, owner, now],
+            "INSERT INTO conversations (owner, id, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (owner, id) DO NOTHING",
+            params![c.owner, c.id, now],
         )?;
         Ok(())
     }
 
-    async fn conversation_owner(&mut self, id: &str, _lock: bool) -> Res<Option<Option<String>>> {
+    async fn has_conversation(&mut self, c: &Conversation<'_>, _lock: bool) -> Res<bool> {
         // One writer: every write already excludes every other.
-        self.first("SELECT owner FROM conversations WHERE id = ?1", [id], |r| {
-            r.text(0)
-        })
+        let row = self.first(
+            "SELECT 1 FROM conversations WHERE owner = ?1 AND id = ?2",
+            params![c.owner, c.id],
+            |_| Ok(()),
+        )?;
+        Ok(row.is_some())
     }
 
-    async fn delete_conversation(&mut self, id: &str) -> Res<()> {
-        self.exec("DELETE FROM conversations WHERE id = ?1", [id])?;
+    async fn delete_conversation(&mut self, c: &Conversation<'_>) -> Res<()> {
+        self.exec(
+            "DELETE FROM conversations WHERE owner = ?1 AND id = ?2",
+            params![c.owner, c.id],
+        )?;
         Ok(())
     }
 
