@@ -536,3 +536,70 @@ async fn a_workflow_stage_reaches_only_the_bundles_of_the_key_that_owns_the_job(
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(secret_model.requests().len(), 1);
 }
+
+/// A key whose globs a reload narrows reaches the bundle it lost through
+/// nothing it made before: its old job of that bundle no longer exists for
+/// it (no rerun, no fork), and its schedule of that bundle fires as the
+/// key, so each fire is refused and no job starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_narrowed_key_reaches_nothing_through_what_it_made_before() {
+    let model = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let alice = new_key(
+        &file,
+        "alice",
+        &["--scopes", "submit,read,operate", "--bundles", "pub-*,old"],
+    );
+    let admin = new_key(&file, "admin", &["--scopes", "admin"]);
+    site.put_bundle("old", &agent_bundle("old", &model.base_url(), ""));
+    let daemon = site.start();
+    let (http, admin_http) = (client_as(&alice), client_as(&admin));
+    let before = run_job(&http, &daemon, "old", "before").await;
+    assert_eq!(before["state"], "succeeded", "{before}");
+    let id = before["id"].as_str().unwrap();
+    let (status, made) = post(
+        &http,
+        &daemon,
+        "/v1/schedules",
+        json!({"id": "tick", "bundle": "old", "cron": "* * * * * *", "input": "tick"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let narrowed = text.replace("\"pub-*\",\n    \"old\",\n", "\"pub-*\",\n");
+    let narrowed = narrowed.replace("\"pub-*\", \"old\"", "\"pub-*\"");
+    assert_ne!(narrowed, text, "the keys file names alice's globs: {text}");
+    std::fs::write(&file, narrowed).unwrap();
+    let (status, reloaded) = post(&admin_http, &daemon, "/v1/reload", json!({})).await;
+    assert_eq!(status, 200, "{reloaded}");
+    let heard = model.requests().len();
+
+    // Her job of `old` no longer exists for her (a job is seen through the
+    // key's globs), so neither can be made again from it.
+    let (status, rerun) = post(&http, &daemon, &format!("/v1/jobs/{id}/rerun"), json!({})).await;
+    assert_eq!(status, 404, "{rerun}");
+    let (status, fork) = post(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{id}/fork"),
+        json!({"at_turn": 1}),
+    )
+    .await;
+    assert_eq!(status, 404, "{fork}");
+    common::daemon::eventually(Duration::from_secs(30), "a fire is refused", || async {
+        let response = admin_http
+            .get(daemon.url("/v1/schedules/alice:tick"))
+            .send()
+            .await
+            .ok()?;
+        let schedule: Value = response.json().await.ok()?;
+        (schedule["last_outcome"] == "refused").then_some(())
+    })
+    .await;
+    assert_eq!(
+        model.requests().len(),
+        heard,
+        "no job of `old` ran for alice"
+    );
+}
