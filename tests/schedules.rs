@@ -394,3 +394,74 @@ async fn a_bundles_schedule_never_replaces_a_schedule_made_over_the_api() {
     assert_eq!(kept["source"], "api", "{kept}");
     assert_eq!(kept["bundle"], "other", "{kept}");
 }
+
+/// Two daemons on one PostgreSQL store with different bundle sets: only A
+/// has bundle `tick` and its `schedule:`. B starting (and reloading) used
+/// to delete it for both (A stopped firing, nothing was logged); now a
+/// daemon that never had the bundle leaves its schedule alone, A keeps
+/// firing, and only A's own reload that removes the bundle takes the
+/// schedule away — a daemon event and a log line naming the schedule,
+/// the daemon and why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_daemon_without_a_bundle_leaves_its_schedule_to_the_daemons_that_have_it() {
+    let server = mock_server(QUICK).await;
+    let schema = Schema::fresh();
+    let env = schema.daemon_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (one, two) = (
+        Site::new(&server.base_url(), ""),
+        Site::new(&server.base_url(), ""),
+    );
+    one.put_bundle("tick", &bundle("  cron: \"* * * * * *\"\n"));
+    let a = one.start_with_env(&env);
+    let http = client();
+    at_least(&http, &a, 2).await;
+    let b = two.start_with_env(&env);
+    // B reloads too (an empty bundle set of its own).
+    let (status, _) = common::daemon::post_json(&http, &b, "/v1/reload", json!({})).await;
+    assert_eq!(status, 200);
+    let listed = get(&http, &b, "/v1/schedules").await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let before = fired(&http, &a).await.len();
+    at_least(&http, &a, before + 3).await;
+    assert!(
+        !b.log().contains("schedule removed") && !a.log().contains("schedule removed"),
+        "nothing was removed"
+    );
+
+    // A's own reload that removes the bundle removes its schedule, and
+    // says so.
+    std::fs::remove_dir_all(one.path().join("bundles/tick")).unwrap();
+    let (status, _) = common::daemon::post_json(&http, &a, "/v1/reload", json!({})).await;
+    assert_eq!(status, 200);
+    eventually(
+        Duration::from_secs(30),
+        "the schedule is removed",
+        || async {
+            let listed = get(&http, &a, "/v1/schedules").await;
+            (listed.as_array()?.is_empty()).then_some(())
+        },
+    )
+    .await;
+    let log = a.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("schedule removed"))
+        .unwrap_or_else(|| panic!("no log line names the removal:\n{log}"));
+    assert!(
+        line.contains("tick") && line.contains("bundle_removed") && line.contains("daemon"),
+        "{line}"
+    );
+    let metrics = http
+        .get(a.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("structured_agents_schedules_removed_total{reason=\"bundle_removed\"} 1"),
+        "{metrics}"
+    );
+}

@@ -121,6 +121,7 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::SubmissionRefused { .. }
             | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::ScheduleFired { .. }
+            | DaemonEvent::ScheduleRemoved { .. }
             | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::StaleSettle { .. }
             | DaemonEvent::DrainDone

@@ -237,7 +237,11 @@ impl Daemon {
         // A reload that revokes a key ends its open streams and listens.
         self.bus
             .subscribe(Arc::new(api::RevokedStreams::new(&state)));
-        let _scheduler = api::schedules::fire::spawn(state.clone(), self.shutdown.clone());
+        let _scheduler = api::schedules::fire::spawn(
+            state.clone(),
+            format!("{}-{}", lifecycle::hostname(), std::process::id()),
+            self.shutdown.clone(),
+        );
         let _webhooks = crate::webhook::Sender::new(
             self.queue.clone(),
             self.config.webhooks.clone(),

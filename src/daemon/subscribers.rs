@@ -270,6 +270,16 @@ impl DaemonObserver for LogLines {
             } => {
                 tracing::info!(schedule = %schedule, bundle = %bundle, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
             }
+            DaemonEvent::ScheduleRemoved {
+                schedule,
+                daemon,
+                reason,
+            } => tracing::warn!(
+                schedule = %schedule,
+                daemon = %daemon,
+                reason,
+                "schedule removed: a reload of this daemon took away its bundle or the bundle's `schedule:`"
+            ),
             DaemonEvent::WebhookDelivery { .. } => {}
             DaemonEvent::StaleSettle { claim } => tracing::info!(
                 claim = claim.as_str(),

@@ -92,6 +92,15 @@ pub enum DaemonEvent {
         outcome: &'static str,
         lateness: std::time::Duration,
     },
+    /// A bundle's own schedule was taken out of the store by this daemon:
+    /// a reload of it removed the bundle (`bundle_removed`) or the
+    /// bundle's `schedule:` (`schedule_removed_from_bundle`).
+    ScheduleRemoved {
+        schedule: String,
+        /// Which daemon removed it (host and process id).
+        daemon: String,
+        reason: &'static str,
+    },
     /// A webhook delivery attempt ended: `delivered`, `retry` or `dead`.
     WebhookDelivery { outcome: &'static str },
     /// A claim's settle came too late and changed nothing: another holder
@@ -177,6 +186,7 @@ impl DaemonEvent {
             DaemonEvent::SubmissionRefused { .. } => "submission_refused",
             DaemonEvent::JobsMoved { .. } => "jobs_moved",
             DaemonEvent::ScheduleFired { .. } => "schedule_fired",
+            DaemonEvent::ScheduleRemoved { .. } => "schedule_removed",
             DaemonEvent::WebhookDelivery { .. } => "webhook_delivery",
             DaemonEvent::StaleSettle { .. } => "stale_settle",
             DaemonEvent::DrainStarted => "drain_started",

@@ -63,6 +63,7 @@ pub struct Metrics {
     pub spans_dropped: IntGauge,
     pub schedule_fires: IntCounterVec,
     pub schedule_lateness: HistogramVec,
+    pub schedules_removed: IntCounterVec,
     pub schedule_next_fire: IntGaugeVec,
     pub webhook_deliveries: IntCounterVec,
     pub webhooks_dead: IntGauge,
@@ -320,6 +321,11 @@ impl Metrics {
                 "Schedule fires this daemon handled, by the bundle they fire and outcome (submitted, missed, skipped_overlap, refused).",
                 &["bundle", "outcome"],
             )?,
+            schedules_removed: counter(
+                "structured_agents_schedules_removed_total",
+                "Bundle schedules this daemon took out of the store, by why (bundle_removed, schedule_removed_from_bundle).",
+                &["reason"],
+            )?,
             schedule_lateness: histogram(
                 "structured_agents_schedule_lateness_seconds",
                 "How late after its cron time a schedule's fire was submitted, by the bundle it fires.",
@@ -472,6 +478,9 @@ impl DaemonObserver for Metrics {
                         .with_label_values(&[bundle.as_str()])
                         .observe(lateness.as_secs_f64());
                 }
+            }
+            DaemonEvent::ScheduleRemoved { reason, .. } => {
+                self.schedules_removed.with_label_values(&[reason]).inc()
             }
             DaemonEvent::WebhookDelivery { outcome } => {
                 self.webhook_deliveries.with_label_values(&[outcome]).inc()

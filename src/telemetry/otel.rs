@@ -101,6 +101,7 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::SubmissionRefused { .. }
             | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::ScheduleFired { .. }
+            | DaemonEvent::ScheduleRemoved { .. }
             | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::StaleSettle { .. }
             | DaemonEvent::DrainStarted

@@ -6,6 +6,7 @@
 //! PostgreSQL store make one job of it. The compare-and-set of
 //! `JobQueue::record_fire` lets one of them advance the schedule.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -37,10 +38,18 @@ pub fn own_id(schedule: &StoredSchedule) -> &str {
     }
 }
 
-/// Runs until `shutdown`.
-pub fn spawn(state: AppState, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+/// Runs until `shutdown`; `daemon` names this daemon in what it logs.
+pub fn spawn(
+    state: AppState,
+    daemon: String,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut synced = None;
+        let mut synced = Synced {
+            daemon,
+            generation: None,
+            declared: None,
+        };
         let mut ticks = tokio::time::interval(EVERY);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -55,12 +64,22 @@ pub fn spawn(state: AppState, shutdown: CancellationToken) -> tokio::task::JoinH
     })
 }
 
-async fn tick(state: &AppState, synced: &mut Option<u64>) -> Result<(), crate::queue::QueueError> {
-    let generation = state.registry.snapshot().generation;
-    if *synced != Some(generation) {
-        sync_bundles(state).await?;
-        *synced = Some(generation);
-    }
+/// What this daemon's scheduler last made of its bundles' schedules.
+struct Synced {
+    daemon: String,
+    /// The snapshot generation it last synced.
+    generation: Option<u64>,
+    /// The bundles that declared a schedule then (`None` before the first
+    /// sync): only a bundle in it that a reload removed, or whose
+    /// `schedule:` a reload removed, takes its schedule away.
+    declared: Option<BTreeSet<String>>,
+}
+
+async fn tick(state: &AppState, synced: &mut Synced) -> Result<(), crate::queue::QueueError> {
+    let snapshot = state.registry.snapshot();
+    let reloaded = synced.generation != Some(snapshot.generation);
+    sync_bundles(state, synced, reloaded).await?;
+    synced.generation = Some(snapshot.generation);
     let now = crate::queue::millis(SystemTime::now());
     for schedule in state.queue.schedules().await? {
         if schedule.paused || schedule.next_fire.is_none_or(|next| next > now) {
@@ -71,44 +90,59 @@ async fn tick(state: &AppState, synced: &mut Option<u64>) -> Result<(), crate::q
     Ok(())
 }
 
-/// Makes the stored bundle schedules what the loaded bundles declare: new
-/// or changed ones start from their next fire; ones no bundle declares
-/// any more go.
-async fn sync_bundles(state: &AppState) -> Result<(), crate::queue::QueueError> {
+/// Makes the stored bundle schedules what this daemon's bundles declare,
+/// without taking away what other daemons' bundles declare: a schedule
+/// missing from the store is put back on every tick (a daemon that has
+/// the bundle restores it); one whose spec differs is replaced only after
+/// a reload of this daemon (its own new version wins; two daemons in a
+/// rolling deploy do not replace each other's every second); and one is
+/// removed only when a reload of this daemon removed its bundle or the
+/// bundle's `schedule:` — a daemon that never had the bundle leaves it
+/// alone. Each removal is a daemon event naming the schedule, this daemon
+/// and why.
+async fn sync_bundles(
+    state: &AppState,
+    synced: &mut Synced,
+    reloaded: bool,
+) -> Result<(), crate::queue::QueueError> {
     let snapshot = state.registry.snapshot();
     let stored = state.queue.schedules().await?;
     let now = crate::queue::millis(SystemTime::now());
-    let mut declared = Vec::new();
+    let mut declared = BTreeSet::new();
     for loaded in snapshot.loaded() {
         let bundle = &loaded.bundle;
         let Some(spec) = &bundle.raw.schedule else {
             continue;
         };
-        declared.push(bundle.name().to_string());
+        declared.insert(bundle.name().to_string());
         let Ok(compiled) = spec.compile() else {
             continue; // refused by the bundle's load already
         };
         let text = stored_spec(bundle.name(), spec);
-        if stored
+        let held = stored
             .iter()
-            .any(|s| s.id == bundle.name() && s.source == FROM_BUNDLE && s.spec == text)
-        {
-            continue;
+            .find(|s| s.id == bundle.name() && s.source == FROM_BUNDLE);
+        match held {
+            Some(held) if held.spec == text || !reloaded => continue,
+            _ => {}
         }
-        // A key's schedule that has the bundle's name keeps it: a bundle
-        // never replaces a schedule somebody made over the API.
+        // A key's schedule stored under the bundle's name (from before ids
+        // were per key) keeps it: a bundle never replaces a schedule
+        // somebody made over the API.
         if let Some(taken) = stored
             .iter()
             .find(|s| s.id == bundle.name() && s.source != FROM_BUNDLE)
         {
-            tracing::warn!(
-                schedule = %taken.id,
-                owner = taken.owner.as_deref().unwrap_or_default(),
-                bundle = %bundle.name(),
-                "bundle {:?} declares a schedule, but a schedule made over the API has its id; the bundle's schedule is not stored (delete the other one, DELETE /v1/schedules/{}, to let it)",
-                bundle.name(),
-                taken.id
-            );
+            if reloaded {
+                tracing::warn!(
+                    schedule = %taken.id,
+                    owner = taken.owner.as_deref().unwrap_or_default(),
+                    bundle = %bundle.name(),
+                    "bundle {:?} declares a schedule, but a schedule made over the API has its id; the bundle's schedule is not stored (delete the other one, DELETE /v1/schedules/{}, to let it)",
+                    bundle.name(),
+                    taken.id
+                );
+            }
             continue;
         }
         state
@@ -126,12 +160,27 @@ async fn sync_bundles(state: &AppState) -> Result<(), crate::queue::QueueError> 
             })
             .await?;
     }
-    for gone in stored
-        .iter()
-        .filter(|s| s.source == FROM_BUNDLE && !declared.contains(&s.id))
-    {
-        state.queue.delete_schedule(&gone.id).await?;
+    if reloaded && let Some(before) = &synced.declared {
+        for gone in before.difference(&declared) {
+            let Some(schedule) = stored
+                .iter()
+                .find(|s| s.id == *gone && s.source == FROM_BUNDLE)
+            else {
+                continue;
+            };
+            let reason = match snapshot.bundle(gone) {
+                Some(_) => "schedule_removed_from_bundle",
+                None => "bundle_removed",
+            };
+            state.queue.delete_schedule(&schedule.id).await?;
+            state.bus.publish(DaemonEvent::ScheduleRemoved {
+                schedule: schedule.id.clone(),
+                daemon: synced.daemon.clone(),
+                reason,
+            });
+        }
     }
+    synced.declared = Some(declared);
     Ok(())
 }
 
