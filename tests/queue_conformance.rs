@@ -2421,13 +2421,16 @@ async fn sqlite_migration_gives_existing_conversations_their_first_owner() {
     conn.execute_batch(
         "INSERT INTO jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at, updated_at, conversation_id, owner)
          SELECT 'zz-later', bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at + 1, updated_at, conversation_id, 'bob' FROM jobs WHERE conversation_id = 'c-1';
-         DROP TABLE conversations;",
+         DROP TABLE conversations;
+         ALTER TABLE jobs DROP COLUMN kind;
+         ALTER TABLE jobs DROP COLUMN controls;",
     )
     .unwrap();
+    // Before this migration and the one after it (the job kind's columns).
     let version: u32 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    conn.pragma_update(None, "user_version", version - 1)
+    conn.pragma_update(None, "user_version", version - 2)
         .unwrap();
     drop(conn);
     let q = SqliteQueue::open(&path, fast_retry()).await.unwrap();
@@ -2458,7 +2461,8 @@ async fn postgres_migration_gives_existing_conversations_their_first_owner() {
             "INSERT INTO {s}.jobs (id, bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at, updated_at, conversation_id, owner)
              SELECT 'zz-later', bundle, input, variables, priority, state, attempts, max_attempts, run_at, created_at + 1, updated_at, conversation_id, 'bob' FROM {s}.jobs WHERE conversation_id = 'c-1';
              DROP TABLE {s}.conversations;
-             DELETE FROM {s}.schema_migrations WHERE version = {SCHEMA_VERSION};"
+             ALTER TABLE {s}.jobs DROP COLUMN kind, DROP COLUMN controls;
+             DELETE FROM {s}.schema_migrations WHERE version >= {SCHEMA_VERSION} - 1;"
         ))
         .await
         .unwrap();

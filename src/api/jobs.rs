@@ -101,6 +101,8 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         fork: None,
         input: request.input,
         variables: request.variables,
+        kind: Default::default(),
+        controls: Default::default(),
         messages: None,
         conversation_id: request.conversation_id,
         continues_ownerless: false,
@@ -346,8 +348,9 @@ pub async fn rerun(
     Ok((StatusCode::CREATED, Json(job)))
 }
 
-/// What a rerun copies: the bundle, the input, the variables, the chat
-/// messages, the priority, the attempts allowed and the budget limits. Not
+/// What a rerun copies: the bundle, the input, the variables, the kind and
+/// controls (a group chat's is refused: only its route builds a plan), the
+/// chat messages, the priority, the attempts allowed and the budget limits. Not
 /// the conversation (continued again it would start from its end, not from
 /// where the source started), the idempotency key or the trace; the bundle
 /// runs at its current version.
@@ -360,6 +363,8 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         fork: None,
         input: source.input,
         variables: source.variables,
+        kind: source.kind,
+        controls: source.controls,
         messages: source.messages,
         conversation_id: None,
         continues_ownerless: false,

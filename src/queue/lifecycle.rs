@@ -104,7 +104,7 @@ pub(crate) fn job_key(job: &NewJob) -> Option<String> {
         .map(|key| stored_key(job.owner.as_deref(), key))
 }
 
-/// Rows one multi-row insert carries at most (17 values each, well under
+/// Rows one multi-row insert carries at most (19 values each, well under
 /// both dialects' limits on bound values).
 const INSERT_CHUNK: usize = 500;
 

@@ -23,6 +23,7 @@
 
 mod driver;
 mod error;
+mod kind;
 mod lifecycle;
 mod listing;
 mod op;
@@ -42,6 +43,10 @@ mod versions;
 
 pub use driver::Queue;
 pub use error::QueueError;
+pub use kind::{
+    Asked, ControlError, Controls, JobKind, MAX_AGENTS_VARIABLE, ONLY_STAGE_VARIABLE,
+    TOOLS_VARIABLE,
+};
 pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
 pub use outbox::{
@@ -189,9 +194,13 @@ impl Job {
     }
 
     /// Whether a repeat submit with this job's idempotency key asks for the
-    /// same job (bundle, input and variables).
+    /// same job (bundle, input, variables, kind and controls).
     pub fn same_content(&self, job: &NewJob) -> bool {
-        self.bundle == job.bundle && self.input == job.input && self.variables == job.variables
+        self.bundle == job.bundle
+            && self.input == job.input
+            && self.variables == job.variables
+            && self.kind == job.kind
+            && self.controls == job.controls
     }
 
     /// The answer of a succeeded job, or why the job has none, naming it.
@@ -242,7 +251,15 @@ pub struct NewJob {
     /// A fork's origin and the journal it replays, written with the job.
     pub fork: Option<ForkSeed>,
     pub input: String,
+    /// What templates render; never a daemon control (see `kind`).
     pub variables: Map<String, Value>,
+    /// What the worker runs. Admission decides it (from `only_stage` sent
+    /// as a variable, or the plan of a group chat the daemon built); a
+    /// submitter's own value is not taken as it is.
+    pub kind: JobKind,
+    /// The daemon's controls over the run, set at admission (a wire's
+    /// typed fields, or the variables [`Asked::lift`] takes out).
+    pub controls: Controls,
     /// Chat messages (OpenAI wire form) the job runs over instead of its
     /// bundle's user prompt (`/v1/chat/completions`); the bundle's system
     /// prompt still comes first.
@@ -297,7 +314,16 @@ pub struct Job {
     /// first lease: every attempt runs exactly that content.
     pub bundle_digest: Option<String>,
     pub input: String,
+    /// What templates render.
     pub variables: Map<String, Value>,
+    /// What the worker runs (`bundle`, one `stage` of its workflow, a
+    /// `group_chat`).
+    #[serde(default)]
+    pub kind: JobKind,
+    /// The daemon's controls over the run (`tools`, `max_agents`,
+    /// `verbose`): `{}` when none is set.
+    #[serde(default)]
+    pub controls: Controls,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::Observer;
 use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
-use crate::queue::{Job, JobQueue, Lease, Outcome, Pin, Pinner};
+use crate::queue::{Job, JobKind, JobQueue, Lease, Outcome, Pin, Pinner};
 use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::types::Message;
@@ -251,7 +251,8 @@ impl WorkerPool {
         }
     }
 
-    /// Runs the job as what it is: a workflow, a group chat or an agent.
+    /// Runs the job as what its kind says: its bundle (a workflow or an
+    /// agent, as the pinned content is), one stage, or a group chat.
     async fn run_kind(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
         // The endpoints' load gates order this job's calls by its priority,
         // take turns across API keys and bundles, and hold a job's first
@@ -268,21 +269,24 @@ impl WorkerPool {
         job: &Job,
         scope: &RunScope,
     ) -> Outcome {
-        match &loaded.bundle.workflow {
-            Some(workflow) => {
-                let run = workflow::WorkflowJob {
-                    runner: &self.runner,
-                    loaded,
-                    job,
-                    scope,
-                    record_messages: self.settings.record_messages,
-                };
-                workflow::run(run, workflow).await
+        let workflow = |only| workflow::WorkflowJob {
+            runner: &self.runner,
+            loaded,
+            job,
+            scope,
+            record_messages: self.settings.record_messages,
+            only,
+        };
+        match (&job.kind, &loaded.bundle.workflow) {
+            (JobKind::Bundle, Some(spec)) => workflow::run(workflow(None), spec).await,
+            (JobKind::Bundle, None) => self.run_agent(loaded, job, scope).await,
+            (JobKind::Stage { stage }, Some(spec)) => {
+                workflow::run(workflow(Some(stage)), spec).await
             }
-            None if group_chat::is_group_chat(loaded, job) => {
-                self.run_group_chat(loaded, job, scope).await
+            (JobKind::GroupChat { plan }, None) if loaded.bundle.raw.group_chat.is_some() => {
+                self.run_group_chat(loaded, job, plan, scope).await
             }
-            None => self.run_agent(loaded, job, scope).await,
+            (kind, _) => not_runnable(job, kind, loaded),
         }
     }
 
@@ -293,17 +297,10 @@ impl WorkerPool {
             Ok(messages) => messages,
             Err(outcome) => return outcome,
         };
-        let tools = match crate::bundle::requested_tools(&job.variables) {
-            Ok(tools) => tools,
-            Err(error) => {
-                return crate::kernel::RunFailure::Bundle(format!("variable `tools`: {error}"))
-                    .into();
-            }
-        };
         let options = RunOptions {
             record_messages: self.settings.record_messages,
             call_budget: agent_budget(&self.registry.snapshot(), loaded, job),
-            tools,
+            tools: job.controls.tools.clone(),
         };
         match self.runner.run(loaded, messages, &options, scope).await {
             Ok(run) => Outcome::Succeeded(json!({
@@ -358,7 +355,13 @@ impl WorkerPool {
 
     /// Runs a group-chat job: its plan's rounds, after the conversation's
     /// earlier turns.
-    async fn run_group_chat(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+    async fn run_group_chat(
+        &self,
+        loaded: &LoadedBundle,
+        job: &Job,
+        plan: &crate::group_chat::Plan,
+        scope: &RunScope,
+    ) -> Outcome {
         let earlier = match self.earlier_turns(job, GROUP_CHAT_HISTORY_TURNS).await {
             Ok(earlier) => earlier,
             Err(outcome) => return outcome,
@@ -367,6 +370,7 @@ impl WorkerPool {
             runner: &self.runner,
             loaded,
             job,
+            plan,
             scope,
             earlier: earlier
                 .iter()
@@ -438,17 +442,14 @@ impl crate::budget::DailySpend for QueueSpend {
 /// Earlier turns of its conversation a group chat's agents read.
 const GROUP_CHAT_HISTORY_TURNS: usize = 10;
 
-/// The cap on agent calls a job asks for with its `max_agents` variable
-/// (the runtime API's query option).
+/// The cap on agent calls a job's `max_agents` control sets (the runtime
+/// API's query option).
 fn agent_budget(
     snapshot: &crate::registry::Snapshot,
     loaded: &LoadedBundle,
     job: &crate::queue::Job,
 ) -> Option<crate::kernel::CallBudget> {
-    let max = job
-        .variables
-        .get(crate::bundle::MAX_AGENTS_VARIABLE)?
-        .as_u64()?;
+    let max = job.controls.max_agents?;
     Some(crate::kernel::CallBudget {
         tools: snapshot.agent_tools(loaded).into_keys().collect(),
         max_calls: usize::try_from(max).unwrap_or(usize::MAX),
@@ -463,6 +464,35 @@ fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
         Message::user(job.input.clone()),
         Message::assistant(Some(answer.to_string()), Vec::new()),
     ]
+}
+
+/// The outcome of a job whose kind its bundle's content cannot run (a stage
+/// of a bundle that has no workflow, a group chat of one that hosts none):
+/// admission checked the bundle as it was then, so the content the job is
+/// pinned to must have changed shape since.
+fn not_runnable(job: &Job, kind: &JobKind, loaded: &LoadedBundle) -> Outcome {
+    let has = match (&loaded.bundle.workflow, &loaded.bundle.raw.group_chat) {
+        (Some(_), _) => "a workflow",
+        (None, Some(_)) => "a group-chat host without a workflow",
+        (None, None) => "an agent",
+    };
+    let wants = match kind {
+        JobKind::Stage { stage } => format!("runs stage {stage:?} of a workflow"),
+        JobKind::GroupChat { .. } => {
+            "is a group chat, which needs a bundle with a `group_chat:` section and no workflow"
+                .to_string()
+        }
+        JobKind::Bundle => "runs its bundle".to_string(),
+    };
+    Outcome::Failed {
+        error: format!(
+            "job {}: it {wants}, and bundle {:?} (version {}) is {has}; submit the job again for the bundle as it is now",
+            job.id,
+            job.bundle,
+            loaded.version()
+        ),
+        retryable: false,
+    }
 }
 
 /// The outcome of a job whose bundle is not loaded (or whose pinned content

@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0012_a2a_push.sql"),
     include_str!("migrations/0013_delivery_claims.sql"),
     include_str!("migrations/0014_conversation_owners.sql"),
+    include_str!("migrations/0016_job_kind_controls.sql"),
 ];
 
 /// The schema version this binary writes.

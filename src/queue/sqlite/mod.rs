@@ -37,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0011_a2a_push.sql"),
     include_str!("migrations/0012_delivery_claims.sql"),
     include_str!("migrations/0013_conversation_owners.sql"),
+    include_str!("migrations/0015_job_kind_controls.sql"),
 ];
 
 /// The schema version this binary writes.
