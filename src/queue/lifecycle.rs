@@ -217,7 +217,7 @@ pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease
                 attempt: job.attempts,
                 next_seq: tx.last_seq(job.id.as_str()).await? + 1,
                 journal: tx.journal(job.id.as_str()).await?,
-                job,
+                job: job.into(),
             });
         }
         // Only a parked poison pill leaves room for more in this round.

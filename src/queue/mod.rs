@@ -24,6 +24,7 @@
 mod driver;
 mod error;
 mod kind;
+mod leased;
 mod lifecycle;
 mod listing;
 mod op;
@@ -47,6 +48,7 @@ pub use kind::{
     Asked, ControlError, Controls, JobKind, MAX_AGENTS_VARIABLE, ONLY_STAGE_VARIABLE,
     TOOLS_VARIABLE,
 };
+pub use leased::LeasedJob;
 pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
 pub use outbox::{
@@ -385,7 +387,8 @@ pub struct Job {
 /// A job handed to a worker for one attempt.
 #[derive(Debug, Clone)]
 pub struct Lease {
-    pub job: Job,
+    /// Only what running the job needs.
+    pub job: LeasedJob,
     pub attempt: u32,
     /// The next sequence number of the job's event log.
     pub next_seq: u64,

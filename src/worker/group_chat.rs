@@ -13,7 +13,7 @@ use crate::events::{Event, preview};
 use crate::group_chat::{Ended, Participant, Place, Plan, Reply, transcript};
 use crate::journal::RunJournal;
 use crate::kernel::RunFailure;
-use crate::queue::{Job, Outcome};
+use crate::queue::{LeasedJob, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::tools::http_agent::{self, Envelope};
@@ -28,7 +28,7 @@ const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(120);
 pub(super) struct GroupChatJob<'a> {
     pub runner: &'a Runner,
     pub loaded: &'a LoadedBundle,
-    pub job: &'a Job,
+    pub job: &'a LeasedJob,
     /// The job's plan (its kind's).
     pub plan: &'a Plan,
     pub scope: &'a RunScope,

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::Observer;
 use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
-use crate::queue::{Job, JobKind, JobQueue, Lease, Outcome, Pin, Pinner};
+use crate::queue::{Job, JobKind, JobQueue, Lease, LeasedJob, Outcome, Pin, Pinner};
 use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::types::Message;
@@ -47,7 +47,7 @@ pub struct WorkerSettings {
 /// Builds the observers of one job (metrics, spans, plugins); the durable
 /// event log is always added by the pool.
 pub trait JobObservers: Send + Sync {
-    fn observers(&self, loaded: &LoadedBundle, job: &crate::queue::Job) -> Vec<Arc<dyn Observer>>;
+    fn observers(&self, loaded: &LoadedBundle, job: &LeasedJob) -> Vec<Arc<dyn Observer>>;
 }
 
 pub struct WorkerPool {
@@ -253,7 +253,7 @@ impl WorkerPool {
 
     /// Runs the job as what its kind says: its bundle (a workflow or an
     /// agent, as the pinned content is), one stage, or a group chat.
-    async fn run_kind(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+    async fn run_kind(&self, loaded: &LoadedBundle, job: &LeasedJob, scope: &RunScope) -> Outcome {
         // The endpoints' load gates order this job's calls by its priority,
         // take turns across API keys and bundles, and hold a job's first
         // call longest (a resumed job has made calls already).
@@ -266,7 +266,7 @@ impl WorkerPool {
     async fn run_kind_unscoped(
         &self,
         loaded: &LoadedBundle,
-        job: &Job,
+        job: &LeasedJob,
         scope: &RunScope,
     ) -> Outcome {
         let workflow = |only| workflow::WorkflowJob {
@@ -292,7 +292,7 @@ impl WorkerPool {
 
     /// Runs an agent bundle's job: its prompts rendered with the job's
     /// input, then the kernel, resuming from the journal.
-    async fn run_agent(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+    async fn run_agent(&self, loaded: &LoadedBundle, job: &LeasedJob, scope: &RunScope) -> Outcome {
         let messages = match self.agent_messages(loaded, job).await {
             Ok(messages) => messages,
             Err(outcome) => return outcome,
@@ -319,7 +319,7 @@ impl WorkerPool {
     async fn agent_messages(
         &self,
         loaded: &LoadedBundle,
-        job: &Job,
+        job: &LeasedJob,
     ) -> Result<Vec<Message>, Outcome> {
         let rendered = match &job.messages {
             Some(chat) => match chat.iter().map(Message::from_wire).collect() {
@@ -358,7 +358,7 @@ impl WorkerPool {
     async fn run_group_chat(
         &self,
         loaded: &LoadedBundle,
-        job: &Job,
+        job: &LeasedJob,
         plan: &crate::group_chat::Plan,
         scope: &RunScope,
     ) -> Outcome {
@@ -382,11 +382,7 @@ impl WorkerPool {
 
     /// The conversation's earlier finished turns (at most `turns`), or the
     /// outcome of a job that cannot read them.
-    async fn earlier_turns(
-        &self,
-        job: &crate::queue::Job,
-        turns: usize,
-    ) -> Result<Vec<crate::queue::Job>, Outcome> {
+    async fn earlier_turns(&self, job: &LeasedJob, turns: usize) -> Result<Vec<Job>, Outcome> {
         crate::queue::conversation_history(&*self.queue, job, turns)
             .await
             .map_err(|e| Outcome::Failed {
@@ -401,7 +397,7 @@ impl WorkerPool {
     /// priced by the daemon's table, its wall time counted from the job's
     /// first start. Every job has one, limits or not, prices or not: its
     /// spend is what the bundle's daily budget (`limits.per_day`) counts.
-    fn budget(&self, loaded: &LoadedBundle, job: &Job) -> crate::budget::Budget {
+    fn budget(&self, loaded: &LoadedBundle, job: &LeasedJob) -> crate::budget::Budget {
         let bundle = loaded.bundle.raw.limits.budget();
         let limits = match &job.limits {
             Some(asked) => bundle.lowered_by(asked).unwrap_or_else(|e| {
@@ -447,7 +443,7 @@ const GROUP_CHAT_HISTORY_TURNS: usize = 10;
 fn agent_budget(
     snapshot: &crate::registry::Snapshot,
     loaded: &LoadedBundle,
-    job: &crate::queue::Job,
+    job: &LeasedJob,
 ) -> Option<crate::kernel::CallBudget> {
     let max = job.controls.max_agents?;
     Some(crate::kernel::CallBudget {
@@ -458,7 +454,7 @@ fn agent_budget(
 }
 
 /// An earlier turn of a conversation as the messages a new turn starts from.
-fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
+fn turn_messages(job: &Job) -> [Message; 2] {
     let answer = job.answer().unwrap_or_default();
     [
         Message::user(job.input.clone()),
@@ -470,7 +466,7 @@ fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
 /// of a bundle that has no workflow, a group chat of one that hosts none):
 /// admission checked the bundle as it was then, so the content the job is
 /// pinned to must have changed shape since.
-fn not_runnable(job: &Job, kind: &JobKind, loaded: &LoadedBundle) -> Outcome {
+fn not_runnable(job: &LeasedJob, kind: &JobKind, loaded: &LoadedBundle) -> Outcome {
     let has = match (&loaded.bundle.workflow, &loaded.bundle.raw.group_chat) {
         (Some(_), _) => "a workflow",
         (None, Some(_)) => "a group-chat host without a workflow",
@@ -497,7 +493,7 @@ fn not_runnable(job: &Job, kind: &JobKind, loaded: &LoadedBundle) -> Outcome {
 
 /// The outcome of a job whose bundle is not loaded (or whose pinned content
 /// is gone): it fails, saying which, why and what to do.
-fn unloaded(job: &Job, why: &Unresolved) -> Outcome {
+fn unloaded(job: &LeasedJob, why: &Unresolved) -> Outcome {
     let error = match (&job.bundle_digest, why) {
         (Some(identity), Unresolved::PinnedGone(why)) => format!(
             "job {}: bundle {:?} identity {} (version {}) that its first attempt ran can no longer be loaded: {why}; the job is never replayed against different content: resubmit it",

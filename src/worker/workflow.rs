@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::events::Event;
 use crate::journal::{ARTIFACTS_SCOPE, CHECKPOINTS_SCOPE, RunJournal};
 use crate::kernel::RunFailure;
-use crate::queue::{Job, Outcome};
+use crate::queue::{LeasedJob, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::workflow::{
@@ -21,7 +21,7 @@ use crate::workflow::{
 pub(super) struct WorkflowJob<'a> {
     pub runner: &'a Runner,
     pub loaded: &'a LoadedBundle,
-    pub job: &'a Job,
+    pub job: &'a LeasedJob,
     pub scope: &'a RunScope,
     pub record_messages: bool,
     /// The one stage to run alone (the job's kind `stage`).
