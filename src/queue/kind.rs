@@ -174,6 +174,28 @@ fn some_tool_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>
         .transpose()
 }
 
+/// A typed JSON column (`kind`, `controls`) as read: an empty or
+/// unreadable one (a row written by hand, or a plan of a newer format) reads
+/// as the default, logged, so that one bad row cannot stop every lease.
+pub(super) fn from_column<T: Default + serde::de::DeserializeOwned>(
+    text: Option<String>,
+    column: &str,
+    job: &str,
+) -> T {
+    let Some(text) = text else {
+        return T::default();
+    };
+    serde_json::from_str(&text).unwrap_or_else(|e| {
+        tracing::warn!(job_id = job, column, error = %e, "a job's column is not readable; it reads as unset");
+        T::default()
+    })
+}
+
+/// A typed column's JSON as written (these types always serialize).
+pub(super) fn column_text(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,6 +262,19 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<JobKind>(r#"{"type":"bundle"}"#).unwrap(),
             JobKind::Bundle
+        );
+    }
+
+    #[test]
+    fn an_unreadable_column_reads_as_unset_instead_of_stopping_the_lease() {
+        let kind: JobKind = from_column(Some("{\"type\":\"later\"}".into()), "kind", "j1");
+        assert_eq!(kind, JobKind::Bundle);
+        let controls: Controls = from_column(None, "controls", "j1");
+        assert_eq!(controls, Controls::default());
+        let stage = JobKind::Stage { stage: "s".into() };
+        assert_eq!(
+            from_column::<JobKind>(Some(column_text(&stage)), "kind", "j1"),
+            stage
         );
     }
 }

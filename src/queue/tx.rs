@@ -93,8 +93,8 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
     let state = row.req_text(6)?;
     let owner = row.text(28)?;
     let id = row.req_text(0)?;
-    let kind = typed(row.text(33)?, "kind", &id);
-    let controls = typed(row.text(34)?, "controls", &id);
+    let kind = super::kind::from_column(row.text(33)?, "kind", &id);
+    let controls = super::kind::from_column(row.text(34)?, "controls", &id);
     Ok(Job {
         bundle: row.req_text(1)?,
         bundle_version: row.text(2)?,
@@ -154,23 +154,6 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
         },
         kind,
         controls,
-    })
-}
-
-/// A typed JSON column (`kind`, `controls`): an empty or unreadable one
-/// (a row written by hand, or a plan of a newer format) reads as the
-/// default, logged, so that one bad row cannot stop every lease.
-fn typed<T: Default + serde::de::DeserializeOwned>(
-    text: Option<String>,
-    column: &str,
-    job: &str,
-) -> T {
-    let Some(text) = text else {
-        return T::default();
-    };
-    serde_json::from_str(&text).unwrap_or_else(|e| {
-        tracing::warn!(job_id = job, column, error = %e, "a job's column is not readable; it reads as unset");
-        T::default()
     })
 }
 
@@ -298,15 +281,10 @@ impl<'a> JobValues<'a> {
             bundle_digest: job.bundle_digest.as_deref(),
             forked_from: job.fork.as_ref().map(|f| f.origin.job_id.as_str()),
             forked_at_turn: job.fork.as_ref().map(|f| i64::from(f.origin.at_turn)),
-            kind: json_text(&job.kind),
-            controls: json_text(&job.controls),
+            kind: super::kind::column_text(&job.kind),
+            controls: super::kind::column_text(&job.controls),
         }
     }
-}
-
-/// A typed column's JSON (these types always serialize).
-fn json_text(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string())
 }
 
 /// Values one job row binds in [`insert_jobs_sql`].
