@@ -48,15 +48,6 @@ pub enum JobKind {
 }
 
 impl JobKind {
-    /// The kind's name as the API shows it (`bundle`, `stage`, `group_chat`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Bundle => "bundle",
-            Self::Stage { .. } => "stage",
-            Self::GroupChat { .. } => "group_chat",
-        }
-    }
-
     pub fn is_group_chat(&self) -> bool {
         matches!(self, Self::GroupChat { .. })
     }

@@ -31,7 +31,9 @@ use crate::registry::LoadedBundle;
 const RUNTIME: &str = "runtime";
 /// Who answers a group chat, in envelopes.
 const GROUP_RUNTIME: &str = "agent-runtime";
-/// The job variable that names the asking user.
+/// The job variable that names the asking user: a variable, not a control,
+/// since a bundle's templates may render it (the conversation view reads it
+/// too).
 const USER_VARIABLE: &str = "user_id";
 
 pub(super) fn routes() -> Router<AppState> {
