@@ -386,3 +386,44 @@ async fn postgres_a_job_queued_before_the_upgrade_runs_with_its_controls() {
     let daemon = site.start_with_env(&env);
     runs_with_its_controls(&daemon, &server, &id).await;
 }
+
+/// A job whose kind its bundle's content cannot run (a group chat of a
+/// bundle that hosts none: the bundle changed shape after admission) fails
+/// at once, saying so, instead of running as something else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_the_bundle_cannot_run_fails_naming_both() {
+    let server = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("b", TOOLS_BUNDLE);
+    assert_eq!(site.start().stop(), Some(0));
+    let plan = json!({
+        "agents": [{"id": "a", "name": "A", "kind": "local", "bundle": "b"}],
+        "max_iterations": 1, "termination": {"type": "max_iterations"}, "stop_word": "DONE"
+    });
+    let id = {
+        let q = SqliteQueue::open(&site.path().join("state").join("queue.db"), retry())
+            .await
+            .unwrap();
+        let (job, _) = q
+            .submit(NewJob {
+                bundle: "b".into(),
+                input: "in".into(),
+                kind: serde_json::from_value(json!({"type": "group_chat", "plan": plan})).unwrap(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        job.id.to_string()
+    };
+    let daemon = site.start();
+    let done = wait_terminal(&client(), &daemon, &id, WITHIN).await;
+    assert_eq!(done["state"], "failed", "{done}");
+    let error = done["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("is a group chat")
+            && error.contains("bundle \"b\"")
+            && error.contains("is an agent"),
+        "{error}"
+    );
+    assert!(server.requests().is_empty(), "nothing ran");
+}
