@@ -60,7 +60,7 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
             initial_messages_count: 0,
         })
         .await;
-    let chatted = chat.rounds(&plan).await;
+    let chatted = chat.rounds(plan).await;
     let (reason, error) = match &chatted {
         Ok((_, Ended::MaxIterations, _)) => (TerminationReason::MaxTurns, None),
         // The strategy decided, as a termination tool would.
