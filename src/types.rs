@@ -8,6 +8,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+/// The name under which a run is asked to offer only some of its bundle's
+/// tools: a job's variable (lifted into its `tools` control) or a local
+/// run's (`--var tools=a,b`).
+pub const TOOLS_VARIABLE: &str = "tools";
+
 /// Why a `tools` value (the tools a run offers the model) cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolNamesError {

@@ -29,14 +29,11 @@ use serde_json::{Map, Value, json};
 use crate::kernel::KernelConfig;
 use locate::LineIndex;
 
-/// The variable that offers a local run's model only some of the
-/// bundle's tools (a job's is its `tools` control).
-pub const TOOLS_VARIABLE: &str = "tools";
-
 /// The tool names a local run's `tools` variable asks for (`structured-agents
 /// run` and `chat`, a verify); `None` when it does not set one (every tool is
 /// offered).
 pub fn requested_tools(variables: &Map<String, Value>) -> Result<Option<Vec<String>>, String> {
+    use crate::types::TOOLS_VARIABLE;
     variables
         .get(TOOLS_VARIABLE)
         .map(|value| crate::types::tool_names(value).map_err(|e| format!("`{TOOLS_VARIABLE}` {e}")))

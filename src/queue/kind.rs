@@ -22,7 +22,7 @@ use crate::types::tool_names;
 /// The variable that offers the model only some of the bundle's tools (the
 /// Python kernel's `tools=[names]`): a list of tool names, or one
 /// comma-separated string (as `--var tools=a,b` sends it).
-pub const TOOLS_VARIABLE: &str = "tools";
+pub use crate::types::TOOLS_VARIABLE;
 /// The variable that caps a run's agent calls (`agent` and `http_agent`
 /// tools): the runtime API's `max_agents`.
 pub const MAX_AGENTS_VARIABLE: &str = "max_agents";
