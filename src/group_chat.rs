@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::types::MessageType;
 
-/// The job variable that holds a group-chat job's [`Plan`].
+/// The variable a submitter may not set on the bundle that hosts group
+/// chats: a group chat's [`Plan`] is the job's kind (`queue::JobKind`),
+/// which only the runtime API builds; jobs stored before kinds carried it
+/// under this name.
 pub const PLAN_VARIABLE: &str = "group_chat";
 
 /// The `group_chat:` section of the bundle that hosts group chats.

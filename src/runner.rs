@@ -211,8 +211,7 @@ impl Runner {
         let tools = reached.map_or_else(|| loaded.tools.clone(), |bound| bound.tools);
         let subset = tools.subset(names).map_err(|e| {
             RunFailure::Bundle(format!(
-                "variable `{}`: bundle {:?} has {e}",
-                crate::bundle::TOOLS_VARIABLE,
+                "control `tools`: bundle {:?} has {e}",
                 loaded.name()
             ))
         })?;

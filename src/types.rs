@@ -8,6 +8,43 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+/// The name under which a run is asked to offer only some of its bundle's
+/// tools: a job's variable (lifted into its `tools` control) or a local
+/// run's (`--var tools=a,b`).
+pub const TOOLS_VARIABLE: &str = "tools";
+
+/// Why a `tools` value (the tools a run offers the model) cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolNamesError {
+    #[error("lists tool names; {0} is not a string")]
+    NotAName(String),
+    #[error("is a list of tool names (or one comma-separated string), not {0}")]
+    NotAList(String),
+}
+
+/// The tool names a `tools` value lists: a list of names, or one
+/// comma-separated string (as `--var tools=a,b` sends it). The one reading
+/// of it, for a job's control and a local run's variable alike.
+pub fn tool_names(value: &Value) -> Result<Vec<String>, ToolNamesError> {
+    match value {
+        Value::String(text) => Ok(text
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| ToolNamesError::NotAName(item.to_string()))
+            })
+            .collect(),
+        other => Err(ToolNamesError::NotAList(other.to_string())),
+    }
+}
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

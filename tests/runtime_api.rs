@@ -542,8 +542,11 @@ replies:
     assert!(results[0].contains("2+3 = 5"), "{results:?}");
     assert!(results[1].contains("max_agents (1) reached"), "{results:?}");
 
+    // The cap is the job's typed control, not one of its variables.
     let job = job_of(&http, &daemon, &answer).await;
-    assert_eq!(job["variables"]["max_agents"], 1, "{job}");
+    assert_eq!(job["controls"]["max_agents"], 1, "{job}");
+    assert_eq!(job["kind"], json!({"type": "bundle"}), "{job}");
+    assert_eq!(job["variables"], json!({"user_id": "user"}), "{job}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -637,6 +640,11 @@ async fn group_chat_each_termination_strategy() {
     let job = job_of(&http, &daemon, &chat).await;
     assert_eq!(job["bundle"], "group-chat", "{job}");
     assert_eq!(job["state"], "succeeded");
+    // A group chat is the job's kind, its plan inside it; the variables
+    // keep only what templates render.
+    assert_eq!(job["kind"]["type"], "group_chat", "{job}");
+    assert_eq!(job["kind"]["plan"]["agents"][0]["id"], "alice", "{job}");
+    assert_eq!(job["variables"], json!({"user_id": "ada"}), "{job}");
     assert!(
         host.requests().is_empty(),
         "no selector without the selector strategy"

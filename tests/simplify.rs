@@ -175,6 +175,13 @@ async fn simplify_runs_the_simplify_stage_alone_and_commits_what_it_changed() {
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["result"]["outcome"], "finish");
     assert_eq!(done["result"]["steps"], 1, "{done}");
+    // The CLI sends `variables.only_stage`; the job's kind carries it.
+    assert_eq!(
+        done["kind"],
+        json!({"type": "stage", "stage": "simplify"}),
+        "{done}"
+    );
+    assert!(done["variables"].get("only_stage").is_none(), "{done}");
     assert_eq!(stage_ends(&daemon, &id).await, simplified());
     // The simplifier saw the last commit's file, and only it ran.
     let asked = ex.mock.requests();

@@ -6,7 +6,8 @@
 //! 1. the caller's key has `submit` and may use the bundle (its globs);
 //! 2. the bundle is loaded, the fields are sound (no NUL bytes, a blank
 //!    idempotency key, a priority or attempt count out of range), the
-//!    variables are ones a submitter may set, the limits only lower the
+//!    job's kind and controls are decided (`controls`: those sent as
+//!    variables are lifted out of them), the limits only lower the
 //!    bundle's;
 //! 3. the key's quotas: its rate, its jobs in flight;
 //! 4. the job is queued, reserving its share of its key's and its bundle's
@@ -29,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::AppState;
 use super::auth::Caller;
@@ -51,9 +52,9 @@ pub(super) struct Submission {
     /// The wire's name for the field that named the bundle (`bundle`,
     /// `model`, `id`), so a refusal points at what the client sent.
     pub bundle_field: &'static str,
-    /// The way in set daemon-only variables itself (a group chat's plan,
-    /// checked by it): they are not refused as a submitter's would be.
-    pub daemon_variables: bool,
+    /// A group chat's plan, which only the runtime API builds (and
+    /// checks): the one way a job becomes a group chat (`controls`).
+    pub plan: Option<crate::group_chat::Plan>,
     /// Other bundles the job runs as agents of its own (a group chat's
     /// local participants): the key must be allowed to use each.
     pub also_runs: Vec<String>,
@@ -65,7 +66,7 @@ impl Submission {
         Self {
             job,
             bundle_field,
-            daemon_variables: false,
+            plan: None,
             also_runs: Vec::new(),
         }
     }
@@ -287,9 +288,7 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     check_fields(&job)?;
     job.webhook = webhook(state, caller, &job)?;
     check_priority(&caller.0, job.priority)?;
-    if !s.daemon_variables {
-        checked_variables(state, &job.bundle, &job.variables)?;
-    }
+    super::controls::decide(state, &mut job, s.plan)?;
     job.daily = super::budgets::daily_budgets(state, &caller.0, &job)?;
     job.max_attempts.get_or_insert(state.max_attempts);
     job.owner = Some(caller.name().to_string());
@@ -514,102 +513,6 @@ fn loaded_bundle(
     ))
 }
 
-/// Refuses variables the job cannot have: a `tools` subset its bundle
-/// cannot offer, an `only_stage` its bundle's workflow does not have, and
-/// variables only the daemon may set — a group-chat plan (which names the
-/// agents, endpoints and rounds of a chat) comes only from `POST
-/// /api/group-chat`, which checks it; a submitter cannot hand one to the
-/// host bundle directly.
-fn checked_variables(
-    state: &AppState,
-    bundle: &str,
-    variables: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let snapshot = state.registry.snapshot();
-    let Some(loaded) = snapshot.bundle(bundle) else {
-        return Ok(());
-    };
-    offered_tools(loaded, variables)?;
-    only_stage(loaded, variables)?;
-    let plan = crate::group_chat::PLAN_VARIABLE;
-    let hosts_chats = loaded.bundle.raw.group_chat.is_some();
-    if hosts_chats && variables.contains_key(plan) {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            format!("variables.{plan}"),
-            format!(
-                "`variables.{plan}` is set by the daemon: bundle {bundle:?} hosts group chats, which start with POST /api/group-chat"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// A 422 unless the job's `only_stage` variable (when set) names a stage
-/// of its bundle's workflow.
-fn only_stage(
-    loaded: &crate::registry::LoadedBundle,
-    variables: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let variable = crate::bundle::ONLY_STAGE_VARIABLE;
-    if !variables.contains_key(variable) {
-        return Ok(());
-    }
-    let refused = |message: String| {
-        ApiError::field(
-            ErrorCode::InvalidRequest,
-            format!("variables.{variable}"),
-            message,
-        )
-    };
-    let Some(workflow) = &loaded.bundle.workflow else {
-        return Err(refused(format!(
-            "`variables.{variable}` runs one stage of a workflow, and bundle {:?} has no `workflow:` section: name a workflow bundle, or leave the variable out",
-            loaded.name()
-        )));
-    };
-    workflow
-        .only_stage(variables)
-        .map(|_| ())
-        .map_err(|e| refused(format!("bundle {:?}: {e}", loaded.name())))
-}
-
-/// A 422 unless the job's `tools` variable (when set) names tools its
-/// agent bundle can offer alone.
-fn offered_tools(
-    loaded: &crate::registry::LoadedBundle,
-    variables: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let variable = crate::bundle::TOOLS_VARIABLE;
-    let refused = |message: String| {
-        ApiError::field(
-            ErrorCode::InvalidRequest,
-            format!("variables.{variable}"),
-            message,
-        )
-    };
-    let Some(names) = crate::bundle::requested_tools(variables).map_err(refused)? else {
-        return Ok(());
-    };
-    let raw = &loaded.bundle.raw;
-    if raw.workflow.is_some() || raw.group_chat.is_some() {
-        return Err(refused(format!(
-            "`variables.{variable}` offers a subset of an agent bundle's tools; bundle {:?} is a {} (leave the variable out)",
-            loaded.name(),
-            if raw.workflow.is_some() {
-                "workflow"
-            } else {
-                "group-chat host"
-            }
-        )));
-    }
-    let tools = loaded
-        .tools
-        .subset(&names)
-        .map_err(|e| refused(format!("bundle {:?} has {e}", loaded.name())))?;
-    loaded.shapes_for(&tools).map(|_| ()).map_err(refused)
-}
-
 /// Queues an admitted job (or finds the one its idempotency key names).
 /// axum drops a handler's future when the client hangs up, and the queue
 /// may still create the job, so the submission and its bookkeeping
@@ -649,6 +552,8 @@ fn same_job(existing: &Job, asked: &NewJob) -> Result<(), ApiError> {
         "input"
     } else if existing.variables != asked.variables {
         "variables"
+    } else if existing.kind != asked.kind || existing.controls != asked.controls {
+        "kind or controls"
     } else {
         return Ok(());
     };

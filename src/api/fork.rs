@@ -105,11 +105,7 @@ fn agent_job(state: &AppState, source: &Job) -> Result<(), ApiError> {
     let raw = &loaded.bundle.raw;
     let kind = if raw.workflow.is_some() {
         "a workflow"
-    } else if raw.group_chat.is_some()
-        && source
-            .variables
-            .contains_key(crate::group_chat::PLAN_VARIABLE)
-    {
+    } else if source.kind.is_group_chat() {
         "a group chat"
     } else {
         return Ok(());

@@ -101,6 +101,8 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         fork: None,
         input: request.input,
         variables: request.variables,
+        kind: Default::default(),
+        controls: Default::default(),
         messages: None,
         conversation_id: request.conversation_id,
         priority: request.priority,
@@ -348,8 +350,9 @@ pub async fn rerun(
     Ok((StatusCode::CREATED, Json(job)))
 }
 
-/// What a rerun copies: the bundle, the input, the variables, the chat
-/// messages, the priority, the attempts allowed and the budget limits. Not
+/// What a rerun copies: the bundle, the input, the variables, the kind and
+/// controls (a group chat's is refused: only its route builds a plan), the
+/// chat messages, the priority, the attempts allowed and the budget limits. Not
 /// the conversation (continued again it would start from its end, not from
 /// where the source started), the idempotency key or the trace; the bundle
 /// runs at its current version.
@@ -362,6 +365,8 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         fork: None,
         input: source.input,
         variables: source.variables,
+        kind: source.kind,
+        controls: source.controls,
         messages: source.messages,
         conversation_id: None,
         priority: source.priority,

@@ -19,6 +19,7 @@ mod body;
 mod budgets;
 mod bundles;
 mod console;
+mod controls;
 mod conversations;
 mod counts;
 mod deliveries;

@@ -13,9 +13,6 @@ pub mod schema;
 mod shape;
 mod template;
 
-/// The job variable that runs one stage of a workflow bundle alone (see
-/// `workflow::one_stage`).
-pub use crate::workflow::ONLY_STAGE_VARIABLE;
 pub use bind::{ToolEnv, build_tools};
 pub use digest::{ContentDigest, content_digest};
 pub use history_plugin::HistoryPlugins;
@@ -32,41 +29,15 @@ use serde_json::{Map, Value, json};
 use crate::kernel::KernelConfig;
 use locate::LineIndex;
 
-/// The job variable that caps a run's agent calls (`agent` and
-/// `http_agent` tools): the runtime API's `max_agents`.
-pub const MAX_AGENTS_VARIABLE: &str = "max_agents";
-
-/// The job variable that offers the model only some of the bundle's tools
-/// (the Python kernel's `tools=[names]`): a list of tool names, or one
-/// comma-separated string (as `--var tools=a,b` sends it).
-pub const TOOLS_VARIABLE: &str = "tools";
-
-/// The tool names a job's `tools` variable asks for; `None` when it does
-/// not set one (every tool is offered).
+/// The tool names a local run's `tools` variable asks for (`structured-agents
+/// run` and `chat`, a verify); `None` when it does not set one (every tool is
+/// offered).
 pub fn requested_tools(variables: &Map<String, Value>) -> Result<Option<Vec<String>>, String> {
-    let names = match variables.get(TOOLS_VARIABLE) {
-        None => return Ok(None),
-        Some(Value::String(text)) => text
-            .split(',')
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-            .map(str::to_string)
-            .collect(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str().map(str::to_string).ok_or_else(|| {
-                    format!("`{TOOLS_VARIABLE}` lists tool names; {item} is not a string")
-                })
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => {
-            return Err(format!(
-                "`{TOOLS_VARIABLE}` is a list of tool names (or one comma-separated string), not {other}"
-            ));
-        }
-    };
-    Ok(Some(names))
+    use crate::types::TOOLS_VARIABLE;
+    variables
+        .get(TOOLS_VARIABLE)
+        .map(|value| crate::types::tool_names(value).map_err(|e| format!("`{TOOLS_VARIABLE}` {e}")))
+        .transpose()
 }
 
 /// One problem in a bundle, located.

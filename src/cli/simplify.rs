@@ -12,7 +12,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use super::remote::{Client, ServerArgs, created};
-use crate::bundle::ONLY_STAGE_VARIABLE;
+use crate::queue::ONLY_STAGE_VARIABLE;
 
 #[derive(Debug, Args)]
 pub struct SimplifyArgs {

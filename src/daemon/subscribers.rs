@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use crate::events::daemon::{DaemonEvent, DaemonObserver, ReloadResult};
 use crate::events::{Observer, live};
-use crate::queue::{Job, JobQueue};
+use crate::queue::{JobQueue, LeasedJob};
 use crate::registry::{LoadedBundle, Registry};
 use crate::telemetry::logging::LogFilter;
 use crate::telemetry::otel::{JobSpanInfo, OtelTelemetry};
@@ -25,7 +25,7 @@ pub struct JobTelemetry {
 }
 
 impl JobObservers for JobTelemetry {
-    fn observers(&self, loaded: &LoadedBundle, job: &Job) -> Vec<Arc<dyn Observer>> {
+    fn observers(&self, loaded: &LoadedBundle, job: &LeasedJob) -> Vec<Arc<dyn Observer>> {
         let endpoint = loaded.backend.info();
         let snapshot = self.registry.snapshot();
         // Only declared tools become label values, in nested runs too.

@@ -112,7 +112,7 @@ pub(crate) fn job_key(job: &NewJob) -> Option<String> {
         .map(|key| stored_key(job.owner.as_deref(), key))
 }
 
-/// Rows one multi-row insert carries at most (17 values each, well under
+/// Rows one multi-row insert carries at most (19 values each, well under
 /// both dialects' limits on bound values).
 const INSERT_CHUNK: usize = 500;
 
@@ -261,7 +261,7 @@ pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease
                 attempt: job.attempts,
                 next_seq: tx.last_seq(job.id.as_str()).await? + 1,
                 journal: tx.journal(job.id.as_str()).await?,
-                job,
+                job: job.into(),
             });
         }
         // Only a parked poison pill leaves room for more in this round.

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{Job, JobQueue, JobState, QueueError};
+use super::{Job, JobId, JobQueue, JobState, QueueError};
 
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
@@ -123,23 +123,60 @@ pub struct Page {
     pub next_cursor: Option<String>,
 }
 
+/// A job that may continue a conversation (the stored [`Job`], or the
+/// [`LeasedJob`](super::LeasedJob) a worker runs).
+pub trait InConversation {
+    fn job_id(&self) -> &JobId;
+    fn conversation(&self) -> Option<&str>;
+    /// Its key: a conversation is its key's.
+    fn owner(&self) -> Option<&str>;
+}
+
+impl InConversation for Job {
+    fn job_id(&self) -> &JobId {
+        &self.id
+    }
+
+    fn conversation(&self) -> Option<&str> {
+        self.conversation_id.as_deref()
+    }
+
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+}
+
+impl InConversation for super::LeasedJob {
+    fn job_id(&self) -> &JobId {
+        &self.id
+    }
+
+    fn conversation(&self) -> Option<&str> {
+        self.conversation_id.as_deref()
+    }
+
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+}
+
 /// The conversation's earlier finished turns before `job`, oldest first, at
 /// most `limit` of them: what the job starts from. A conversation is its
 /// key's: only the turns of the job's own key (none for a job from before
 /// keys).
 pub async fn conversation_history(
     queue: &dyn JobQueue,
-    job: &Job,
+    job: &(impl InConversation + Sync),
     limit: usize,
 ) -> Result<Vec<Job>, QueueError> {
-    let Some(conversation) = &job.conversation_id else {
+    let Some(conversation) = job.conversation() else {
         return Ok(Vec::new());
     };
     let mut jobs: Vec<Job> = queue
         .list(JobFilter {
-            conversation_id: Some(conversation.clone()),
-            conversation_owner: Some(job.owner.clone().unwrap_or_default()),
-            cursor: Some(job.id.to_string()),
+            conversation_id: Some(conversation.to_string()),
+            conversation_owner: Some(job.owner().unwrap_or_default().to_string()),
+            cursor: Some(job.job_id().to_string()),
             limit: limit.max(1),
             ..Default::default()
         })

@@ -23,6 +23,8 @@
 
 mod driver;
 mod error;
+mod kind;
+mod leased;
 mod lifecycle;
 mod listing;
 mod op;
@@ -43,6 +45,11 @@ mod versions;
 
 pub use driver::Queue;
 pub use error::QueueError;
+pub use kind::{
+    Asked, ControlError, Controls, JobKind, MAX_AGENTS_VARIABLE, ONLY_STAGE_VARIABLE,
+    TOOLS_VARIABLE,
+};
+pub use leased::LeasedJob;
 pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
 pub use outbox::{
@@ -190,9 +197,13 @@ impl Job {
     }
 
     /// Whether a repeat submit with this job's idempotency key asks for the
-    /// same job (bundle, input and variables).
+    /// same job (bundle, input, variables, kind and controls).
     pub fn same_content(&self, job: &NewJob) -> bool {
-        self.bundle == job.bundle && self.input == job.input && self.variables == job.variables
+        self.bundle == job.bundle
+            && self.input == job.input
+            && self.variables == job.variables
+            && self.kind == job.kind
+            && self.controls == job.controls
     }
 
     /// The answer of a succeeded job, or why the job has none, naming it.
@@ -243,7 +254,15 @@ pub struct NewJob {
     /// A fork's origin and the journal it replays, written with the job.
     pub fork: Option<ForkSeed>,
     pub input: String,
+    /// What templates render; never a daemon control (see `kind`).
     pub variables: Map<String, Value>,
+    /// What the worker runs. Admission decides it (from `only_stage` sent
+    /// as a variable, or the plan of a group chat the daemon built); a
+    /// submitter's own value is not taken as it is.
+    pub kind: JobKind,
+    /// The daemon's controls over the run, set at admission (a wire's
+    /// typed fields, or the variables [`Asked::lift`] takes out).
+    pub controls: Controls,
     /// Chat messages (OpenAI wire form) the job runs over instead of its
     /// bundle's user prompt (`/v1/chat/completions`); the bundle's system
     /// prompt still comes first.
@@ -301,7 +320,16 @@ pub struct Job {
     /// first lease: every attempt runs exactly that content.
     pub bundle_digest: Option<String>,
     pub input: String,
+    /// What templates render.
     pub variables: Map<String, Value>,
+    /// What the worker runs (`bundle`, one `stage` of its workflow, a
+    /// `group_chat`).
+    #[serde(default)]
+    pub kind: JobKind,
+    /// The daemon's controls over the run (`tools`, `max_agents`,
+    /// `verbose`): `{}` when none is set.
+    #[serde(default)]
+    pub controls: Controls,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub messages: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -363,7 +391,8 @@ pub struct Job {
 /// A job handed to a worker for one attempt.
 #[derive(Debug, Clone)]
 pub struct Lease {
-    pub job: Job,
+    /// Only what running the job needs.
+    pub job: LeasedJob,
     pub attempt: u32,
     /// The next sequence number of the job's event log.
     pub next_seq: u64,

@@ -57,7 +57,7 @@ pub(crate) enum Change {
 
 /// The columns every job query selects, in the order [`job_from_row`]
 /// reads them.
-pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors, forked_from, forked_at_turn";
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors, forked_from, forked_at_turn, kind, controls";
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
@@ -93,6 +93,8 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
     let state = row.req_text(6)?;
     let owner = row.text(28)?;
     let id = row.req_text(0)?;
+    let kind = super::kind::from_column(row.text(33)?, "kind", &id);
+    let controls = super::kind::from_column(row.text(34)?, "controls", &id);
     Ok(Job {
         bundle: row.req_text(1)?,
         bundle_version: row.text(2)?,
@@ -150,6 +152,8 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
             }),
             _ => None,
         },
+        kind,
+        controls,
     })
 }
 
@@ -263,7 +267,8 @@ impl StoredSpend {
     }
 }
 
-/// A new job's column values, as every dialect binds them (17 a row).
+/// A new job's column values, as every dialect binds them
+/// ([`ROW_VALUES`] a row).
 pub(crate) struct JobValues<'a> {
     pub id: &'a str,
     pub bundle: &'a str,
@@ -283,6 +288,10 @@ pub(crate) struct JobValues<'a> {
     pub bundle_digest: Option<&'a str>,
     pub forked_from: Option<&'a str>,
     pub forked_at_turn: Option<i64>,
+    /// [`JobKind`] as JSON.
+    pub kind: String,
+    /// [`Controls`] as JSON.
+    pub controls: String,
 }
 
 impl<'a> JobValues<'a> {
@@ -311,15 +320,17 @@ impl<'a> JobValues<'a> {
             bundle_digest: job.bundle_digest.as_deref(),
             forked_from: job.fork.as_ref().map(|f| f.origin.job_id.as_str()),
             forked_at_turn: job.fork.as_ref().map(|f| i64::from(f.origin.at_turn)),
+            kind: super::kind::column_text(&job.kind),
+            controls: super::kind::column_text(&job.controls),
         }
     }
 }
 
 /// Values one job row binds in [`insert_jobs_sql`].
-pub(crate) const ROW_VALUES: usize = 17;
+pub(crate) const ROW_VALUES: usize = 19;
 
 /// The multi-row insert of `rows` new jobs, in either dialect: value `n`
-/// is spelled `placeholder(n)`; value 1 is the time, then 17 a row in the
+/// is spelled `placeholder(n)`; value 1 is the time, then 19 a row in the
 /// order of [`JobValues`]. A job whose idempotency key is taken is skipped
 /// (a concurrent submit with that key is waited for); the inserted rows come
 /// back.
@@ -329,7 +340,7 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
         .map(|row| {
             let p = |i: usize| placeholder(2 + row * ROW_VALUES + i);
             format!(
-                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {}, {}, {}, {})",
+                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
                 p(0),
                 p(1),
                 p(2),
@@ -346,12 +357,14 @@ pub(crate) fn insert_jobs_sql(rows: usize, placeholder: impl Fn(usize) -> String
                 p(13),
                 p(14),
                 p(15),
-                p(16)
+                p(16),
+                p(17),
+                p(18)
             )
         })
         .collect();
     format!(
-        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner, bundle_digest, forked_from, forked_at_turn)
+        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls)
          VALUES {} ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS}",
         values.join(", ")
     )

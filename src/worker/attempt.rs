@@ -23,7 +23,7 @@ use crate::events::{
     CompositeObserver, Event, EventSink, JobStatus, NullObserver, Observer, RunContext,
 };
 use crate::journal::RunJournal;
-use crate::queue::{CompleteReply, Finished, HeartbeatReply, Job, Lease, NextLease, Outcome};
+use crate::queue::{CompleteReply, Finished, HeartbeatReply, Lease, LeasedJob, NextLease, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::RunScope;
 use crate::tools::panic_message;
@@ -121,7 +121,7 @@ impl Attempt {
         }
     }
 
-    pub(super) fn job(&self) -> &Job {
+    pub(super) fn job(&self) -> &LeasedJob {
         &self.lease.job
     }
 

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use crate::events::{Event, preview};
-use crate::group_chat::{Ended, PLAN_VARIABLE, Participant, Place, Plan, Reply, transcript};
+use crate::group_chat::{Ended, Participant, Place, Plan, Reply, transcript};
 use crate::journal::RunJournal;
 use crate::kernel::RunFailure;
-use crate::queue::{Job, Outcome};
+use crate::queue::{LeasedJob, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::tools::http_agent::{self, Envelope};
@@ -28,37 +28,17 @@ const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(120);
 pub(super) struct GroupChatJob<'a> {
     pub runner: &'a Runner,
     pub loaded: &'a LoadedBundle,
-    pub job: &'a Job,
+    pub job: &'a LeasedJob,
+    /// The job's plan (its kind's).
+    pub plan: &'a Plan,
     pub scope: &'a RunScope,
     /// The conversation's earlier turns (question, answer), oldest first.
     pub earlier: Vec<(String, String)>,
 }
 
-/// Whether the job is a group chat: the host bundle with a plan.
-pub(super) fn is_group_chat(loaded: &LoadedBundle, job: &Job) -> bool {
-    loaded.bundle.raw.group_chat.is_some() && job.variables.contains_key(PLAN_VARIABLE)
-}
-
 /// Runs (or resumes) the chat; the queue decides what the outcome means.
 pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
-    let plan: Plan = match serde_json::from_value(
-        run.job
-            .variables
-            .get(PLAN_VARIABLE)
-            .cloned()
-            .unwrap_or_default(),
-    ) {
-        Ok(plan) => plan,
-        Err(e) => {
-            return Outcome::Failed {
-                error: format!(
-                    "job {}: its `{PLAN_VARIABLE}` variable is not a group-chat plan ({e}); submit group chats through POST /api/group-chat",
-                    run.job.id
-                ),
-                retryable: false,
-            };
-        }
-    };
+    let plan = run.plan;
     let chat = Chat {
         replies_journal: run.scope.journal.named("group"),
         http: reqwest::Client::new(),
@@ -80,7 +60,7 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
             initial_messages_count: 0,
         })
         .await;
-    let chatted = chat.rounds(&plan).await;
+    let chatted = chat.rounds(plan).await;
     let (reason, error) = match &chatted {
         Ok((_, Ended::MaxIterations, _)) => (TerminationReason::MaxTurns, None),
         // The strategy decided, as a termination tool would.

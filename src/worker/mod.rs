@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::Observer;
 use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
-use crate::queue::{Job, JobQueue, Lease, Outcome, Pin, Pinner};
+use crate::queue::{Job, JobKind, JobQueue, Lease, LeasedJob, Outcome, Pin, Pinner};
 use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::types::Message;
@@ -47,7 +47,7 @@ pub struct WorkerSettings {
 /// Builds the observers of one job (metrics, spans, plugins); the durable
 /// event log is always added by the pool.
 pub trait JobObservers: Send + Sync {
-    fn observers(&self, loaded: &LoadedBundle, job: &crate::queue::Job) -> Vec<Arc<dyn Observer>>;
+    fn observers(&self, loaded: &LoadedBundle, job: &LeasedJob) -> Vec<Arc<dyn Observer>>;
 }
 
 pub struct WorkerPool {
@@ -251,8 +251,9 @@ impl WorkerPool {
         }
     }
 
-    /// Runs the job as what it is: a workflow, a group chat or an agent.
-    async fn run_kind(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+    /// Runs the job as what its kind says: its bundle (a workflow or an
+    /// agent, as the pinned content is), one stage, or a group chat.
+    async fn run_kind(&self, loaded: &LoadedBundle, job: &LeasedJob, scope: &RunScope) -> Outcome {
         // The endpoints' load gates order this job's calls by its priority,
         // take turns across API keys and bundles, and hold a job's first
         // call longest (a resumed job has made calls already).
@@ -265,45 +266,41 @@ impl WorkerPool {
     async fn run_kind_unscoped(
         &self,
         loaded: &LoadedBundle,
-        job: &Job,
+        job: &LeasedJob,
         scope: &RunScope,
     ) -> Outcome {
-        match &loaded.bundle.workflow {
-            Some(workflow) => {
-                let run = workflow::WorkflowJob {
-                    runner: &self.runner,
-                    loaded,
-                    job,
-                    scope,
-                    record_messages: self.settings.record_messages,
-                };
-                workflow::run(run, workflow).await
+        let workflow = |only| workflow::WorkflowJob {
+            runner: &self.runner,
+            loaded,
+            job,
+            scope,
+            record_messages: self.settings.record_messages,
+            only,
+        };
+        match (&job.kind, &loaded.bundle.workflow) {
+            (JobKind::Bundle, Some(spec)) => workflow::run(workflow(None), spec).await,
+            (JobKind::Bundle, None) => self.run_agent(loaded, job, scope).await,
+            (JobKind::Stage { stage }, Some(spec)) => {
+                workflow::run(workflow(Some(stage)), spec).await
             }
-            None if group_chat::is_group_chat(loaded, job) => {
-                self.run_group_chat(loaded, job, scope).await
+            (JobKind::GroupChat { plan }, None) if loaded.bundle.raw.group_chat.is_some() => {
+                self.run_group_chat(loaded, job, plan, scope).await
             }
-            None => self.run_agent(loaded, job, scope).await,
+            (kind, _) => not_runnable(job, kind, loaded),
         }
     }
 
     /// Runs an agent bundle's job: its prompts rendered with the job's
     /// input, then the kernel, resuming from the journal.
-    async fn run_agent(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+    async fn run_agent(&self, loaded: &LoadedBundle, job: &LeasedJob, scope: &RunScope) -> Outcome {
         let messages = match self.agent_messages(loaded, job).await {
             Ok(messages) => messages,
             Err(outcome) => return outcome,
         };
-        let tools = match crate::bundle::requested_tools(&job.variables) {
-            Ok(tools) => tools,
-            Err(error) => {
-                return crate::kernel::RunFailure::Bundle(format!("variable `tools`: {error}"))
-                    .into();
-            }
-        };
         let options = RunOptions {
             record_messages: self.settings.record_messages,
             call_budget: agent_budget(&self.registry.snapshot(), loaded, job),
-            tools,
+            tools: job.controls.tools.clone(),
         };
         match self.runner.run(loaded, messages, &options, scope).await {
             Ok(run) => Outcome::Succeeded(json!({
@@ -322,7 +319,7 @@ impl WorkerPool {
     async fn agent_messages(
         &self,
         loaded: &LoadedBundle,
-        job: &Job,
+        job: &LeasedJob,
     ) -> Result<Vec<Message>, Outcome> {
         let rendered = match &job.messages {
             Some(chat) => match chat.iter().map(Message::from_wire).collect() {
@@ -358,7 +355,13 @@ impl WorkerPool {
 
     /// Runs a group-chat job: its plan's rounds, after the conversation's
     /// earlier turns.
-    async fn run_group_chat(&self, loaded: &LoadedBundle, job: &Job, scope: &RunScope) -> Outcome {
+    async fn run_group_chat(
+        &self,
+        loaded: &LoadedBundle,
+        job: &LeasedJob,
+        plan: &crate::group_chat::Plan,
+        scope: &RunScope,
+    ) -> Outcome {
         let earlier = match self.earlier_turns(job, GROUP_CHAT_HISTORY_TURNS).await {
             Ok(earlier) => earlier,
             Err(outcome) => return outcome,
@@ -367,6 +370,7 @@ impl WorkerPool {
             runner: &self.runner,
             loaded,
             job,
+            plan,
             scope,
             earlier: earlier
                 .iter()
@@ -378,11 +382,7 @@ impl WorkerPool {
 
     /// The conversation's earlier finished turns (at most `turns`), or the
     /// outcome of a job that cannot read them.
-    async fn earlier_turns(
-        &self,
-        job: &crate::queue::Job,
-        turns: usize,
-    ) -> Result<Vec<crate::queue::Job>, Outcome> {
+    async fn earlier_turns(&self, job: &LeasedJob, turns: usize) -> Result<Vec<Job>, Outcome> {
         crate::queue::conversation_history(&*self.queue, job, turns)
             .await
             .map_err(|e| Outcome::Failed {
@@ -397,7 +397,7 @@ impl WorkerPool {
     /// priced by the daemon's table, its wall time counted from the job's
     /// first start. Every job has one, limits or not, prices or not: its
     /// spend is what the bundle's daily budget (`limits.per_day`) counts.
-    fn budget(&self, loaded: &LoadedBundle, job: &Job) -> crate::budget::Budget {
+    fn budget(&self, loaded: &LoadedBundle, job: &LeasedJob) -> crate::budget::Budget {
         let bundle = loaded.bundle.raw.limits.budget();
         let limits = match &job.limits {
             Some(asked) => bundle.lowered_by(asked).unwrap_or_else(|e| {
@@ -440,17 +440,14 @@ impl crate::budget::DailySpend for QueueSpend {
 /// Earlier turns of its conversation a group chat's agents read.
 const GROUP_CHAT_HISTORY_TURNS: usize = 10;
 
-/// The cap on agent calls a job asks for with its `max_agents` variable
-/// (the runtime API's query option).
+/// The cap on agent calls a job's `max_agents` control sets (the runtime
+/// API's query option).
 fn agent_budget(
     snapshot: &crate::registry::Snapshot,
     loaded: &LoadedBundle,
-    job: &crate::queue::Job,
+    job: &LeasedJob,
 ) -> Option<crate::kernel::CallBudget> {
-    let max = job
-        .variables
-        .get(crate::bundle::MAX_AGENTS_VARIABLE)?
-        .as_u64()?;
+    let max = job.controls.max_agents?;
     Some(crate::kernel::CallBudget {
         tools: snapshot.agent_tools(loaded).into_keys().collect(),
         max_calls: usize::try_from(max).unwrap_or(usize::MAX),
@@ -459,7 +456,7 @@ fn agent_budget(
 }
 
 /// An earlier turn of a conversation as the messages a new turn starts from.
-fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
+fn turn_messages(job: &Job) -> [Message; 2] {
     let answer = job.answer().unwrap_or_default();
     [
         Message::user(job.input.clone()),
@@ -467,9 +464,38 @@ fn turn_messages(job: &crate::queue::Job) -> [Message; 2] {
     ]
 }
 
+/// The outcome of a job whose kind its bundle's content cannot run (a stage
+/// of a bundle that has no workflow, a group chat of one that hosts none):
+/// admission checked the bundle as it was then, so the content the job is
+/// pinned to must have changed shape since.
+fn not_runnable(job: &LeasedJob, kind: &JobKind, loaded: &LoadedBundle) -> Outcome {
+    let has = match (&loaded.bundle.workflow, &loaded.bundle.raw.group_chat) {
+        (Some(_), _) => "a workflow",
+        (None, Some(_)) => "a group-chat host without a workflow",
+        (None, None) => "an agent",
+    };
+    let wants = match kind {
+        JobKind::Stage { stage } => format!("runs stage {stage:?} of a workflow"),
+        JobKind::GroupChat { .. } => {
+            "is a group chat, which needs a bundle with a `group_chat:` section and no workflow"
+                .to_string()
+        }
+        JobKind::Bundle => "runs its bundle".to_string(),
+    };
+    Outcome::Failed {
+        error: format!(
+            "job {}: it {wants}, and bundle {:?} (version {}) is {has}; submit the job again for the bundle as it is now",
+            job.id,
+            job.bundle,
+            loaded.version()
+        ),
+        retryable: false,
+    }
+}
+
 /// The outcome of a job whose bundle is not loaded (or whose pinned content
 /// is gone): it fails, saying which, why and what to do.
-fn unloaded(job: &Job, why: &Unresolved) -> Outcome {
+fn unloaded(job: &LeasedJob, why: &Unresolved) -> Outcome {
     let error = match (&job.bundle_digest, why) {
         (Some(identity), Unresolved::PinnedGone(why)) => format!(
             "job {}: bundle {:?} identity {} (version {}) that its first attempt ran can no longer be loaded: {why}; the job is never replayed against different content: resubmit it",

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::events::Event;
 use crate::journal::{ARTIFACTS_SCOPE, CHECKPOINTS_SCOPE, RunJournal};
 use crate::kernel::RunFailure;
-use crate::queue::{Job, Outcome};
+use crate::queue::{LeasedJob, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::workflow::{
@@ -21,9 +21,11 @@ use crate::workflow::{
 pub(super) struct WorkflowJob<'a> {
     pub runner: &'a Runner,
     pub loaded: &'a LoadedBundle,
-    pub job: &'a Job,
+    pub job: &'a LeasedJob,
     pub scope: &'a RunScope,
     pub record_messages: bool,
+    /// The one stage to run alone (the job's kind `stage`).
+    pub only: Option<&'a str>,
 }
 
 struct Host<'a> {
@@ -188,7 +190,7 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
     };
     let engine = Engine::new(workflow, &host, &work_dir);
     let (stage, iteration) = resumed.as_ref().map_or_else(
-        || (engine.initial(&data).stage, 1),
+        || (engine.initial(&data, run.only).stage, 1),
         |c| (c.stage.clone(), c.iteration),
     );
     run.scope
@@ -204,7 +206,10 @@ pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
         r = async {
             match resumed {
                 Some(checkpoint) => engine.resume(checkpoint).await,
-                None => engine.start(&data).await,
+                None => match run.only {
+                    Some(stage) => engine.start_only(&data, stage).await,
+                    None => engine.start(&data).await,
+                },
             }
         } => r,
         _ = run.scope.cancel.cancelled() => {

@@ -170,24 +170,30 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The checkpoint of a new run: the spec's data with `overrides` on top.
-    pub fn initial(&self, overrides: &Map<String, Value>) -> Checkpoint {
+    /// The checkpoint of a new run: the spec's data with `overrides` on
+    /// top; with `only`, a one-stage run that starts at that stage (see
+    /// `one_stage`).
+    pub fn initial(&self, overrides: &Map<String, Value>, only: Option<&str>) -> Checkpoint {
         let mut data = self.workflow.spec.data.clone();
         data.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
-        // A one-stage run starts at its stage (see `one_stage`).
-        let only = data
-            .get(super::one_stage::ONLY_STAGE_VARIABLE)
-            .and_then(Value::as_str)
-            .map(String::from);
-        let start = only.as_deref().unwrap_or(&self.workflow.spec.start);
+        let start = only.unwrap_or(&self.workflow.spec.start);
         let mut checkpoint = Checkpoint::new(&self.workflow.version, start, data);
-        checkpoint.only_stage = only;
+        checkpoint.only_stage = only.map(String::from);
         checkpoint
     }
 
     /// Runs a new workflow from its start stage.
     pub async fn start(&self, overrides: &Map<String, Value>) -> Result<Outcome, EngineError> {
-        self.run(self.initial(overrides)).await
+        self.run(self.initial(overrides, None)).await
+    }
+
+    /// Runs stage `stage` alone: it starts there and ends after it.
+    pub async fn start_only(
+        &self,
+        overrides: &Map<String, Value>,
+        stage: &str,
+    ) -> Result<Outcome, EngineError> {
+        self.run(self.initial(overrides, Some(stage))).await
     }
 
     /// Resumes from a stored checkpoint. A checkpoint of another workflow

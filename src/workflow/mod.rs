@@ -44,7 +44,7 @@ pub use command::run_command;
 pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
 pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
 pub use gate::GateReport;
-pub use one_stage::{ONLY_STAGE_VARIABLE, OnlyStageError};
+pub use one_stage::OnlyStageError;
 pub use pr_text::valid_pr_title;
 pub use review::{Review, Scores, Thresholds, parse_review};
 pub use spec::{FATAL, FINISH, WorkflowSpec};

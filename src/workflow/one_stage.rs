@@ -1,4 +1,5 @@
-//! One stage of a workflow as a whole job (the job variable `only_stage`,
+//! One stage of a workflow as a whole job (the job kind `stage`, sent as
+//! the variable `only_stage`;
 //! `structured-agents simplify`): the run starts at that stage and ends
 //! after it — `finish` when its event is a passing one (its transition does
 //! not lead to `fatal` and, for a gated stage, its gate passed), else
@@ -7,19 +8,12 @@
 //! `run_alone` lists may run so: the others are reached through the stages
 //! and gates the operator put before them.
 
-use serde_json::{Map, Value};
-
 use super::compile::Workflow;
 use super::spec::{FATAL, StageSpec};
-
-/// The job variable that names the one stage to run.
-pub const ONLY_STAGE_VARIABLE: &str = "only_stage";
 
 /// Why a job's `only_stage` cannot run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OnlyStageError {
-    #[error("`variables.{ONLY_STAGE_VARIABLE}` must be a stage name (a string), not {found}")]
-    NotAName { found: String },
     #[error(
         "the workflow has no stage {stage:?}; its stages are {}: name one of them",
         .stages.join(", ")
@@ -33,19 +27,9 @@ pub enum OnlyStageError {
 }
 
 impl Workflow {
-    /// The stage a job's variables ask to run alone, if they name one.
-    pub fn only_stage<'v>(
-        &self,
-        variables: &'v Map<String, Value>,
-    ) -> Result<Option<&'v str>, OnlyStageError> {
-        let Some(value) = variables.get(ONLY_STAGE_VARIABLE) else {
-            return Ok(None);
-        };
-        let Some(stage) = value.as_str() else {
-            return Err(OnlyStageError::NotAName {
-                found: value.to_string(),
-            });
-        };
+    /// Whether a job may run `stage` alone: a stage of this workflow that
+    /// its `run_alone` lists.
+    pub fn only_stage(&self, stage: &str) -> Result<(), OnlyStageError> {
         if !self.spec.stages.contains_key(stage) {
             return Err(OnlyStageError::Unknown {
                 stage: stage.to_string(),
@@ -60,7 +44,7 @@ impl Workflow {
                 allowed: self.spec.run_alone.clone(),
             });
         }
-        Ok(Some(stage))
+        Ok(())
     }
 }
 

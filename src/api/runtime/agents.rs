@@ -186,11 +186,7 @@ pub async fn message(
         idempotency_key,
         ..Default::default()
     };
-    let submission = Submission {
-        // The runtime sets `user_id` itself.
-        daemon_variables: true,
-        ..Submission::new(job, "id")
-    };
+    let submission = Submission::new(job, "id");
     let job = run_to_end(&state, &caller, submission).await?;
     let answer = job.answer_or_error().map_err(|e| job_failed(&e))?;
     let mut reply = envelope(&conversation, &id, &sender, answer);

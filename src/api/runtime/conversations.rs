@@ -39,7 +39,7 @@ async fn turn(state: &AppState, job: &Job) -> Result<Vec<Value>, ApiError> {
         .get(USER_VARIABLE)
         .and_then(Value::as_str)
         .unwrap_or("user");
-    let runtime = if job.variables.contains_key(crate::group_chat::PLAN_VARIABLE) {
+    let runtime = if job.kind.is_group_chat() {
         GROUP_RUNTIME
     } else {
         RUNTIME

@@ -14,7 +14,7 @@ use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
 use super::agents::{AgentCard, directory, find};
 use super::{GROUP_RUNTIME, USER_VARIABLE, envelope};
-use crate::group_chat::{PLAN_VARIABLE, Participant, Place, Plan, Termination};
+use crate::group_chat::{Participant, Place, Plan, Termination};
 use crate::registry::LoadedBundle;
 
 #[derive(Debug, Deserialize)]
@@ -56,14 +56,14 @@ pub async fn group_chat(
     let conversation = super::conversation_of(request.conversation_id)?;
     let mut variables = Map::new();
     variables.insert(USER_VARIABLE.into(), json!(request.user_id));
-    variables.insert(
-        PLAN_VARIABLE.into(),
-        serde_json::to_value(&plan).map_err(ApiError::internal)?,
-    );
     let submission = super::RunSubmission {
         bundle: host.name(),
         input: request.query,
         variables,
+        // As before the controls had fields, a chat's conversation shows
+        // its trace plain (the reply below shows what it asked for).
+        controls: Default::default(),
+        plan: Some(plan),
         also_runs: local_agents,
     };
     let (job, answer) = match super::run(

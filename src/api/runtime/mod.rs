@@ -24,17 +24,17 @@ use super::error::{ApiError, ErrorCode};
 use super::feed::job_feed;
 use super::jobs::wait_finished;
 use super::with;
-use crate::queue::{Job, JobId, NewJob};
+use crate::queue::{Controls, Job, JobId, NewJob};
 use crate::registry::LoadedBundle;
 
 /// Who answers a query, in envelopes.
 const RUNTIME: &str = "runtime";
 /// Who answers a group chat, in envelopes.
 const GROUP_RUNTIME: &str = "agent-runtime";
-/// The job variable that names the asking user.
+/// The job variable that names the asking user: a variable, not a control,
+/// since a bundle's templates may render it (the conversation view reads it
+/// too).
 const USER_VARIABLE: &str = "user_id";
-/// The job variable that says whether a query asked for a verbose trace.
-const VERBOSE_VARIABLE: &str = "verbose";
 
 pub(super) fn routes() -> Router<AppState> {
     use crate::access::policy::Action::{ReadBundle, ReadConversation, SubmitJob};
@@ -57,6 +57,10 @@ struct RunSubmission<'a> {
     bundle: &'a str,
     input: String,
     variables: serde_json::Map<String, Value>,
+    /// The daemon's controls over the run (a query's `max_agents`, `verbose`).
+    controls: Controls,
+    /// A group chat's plan, which makes the job one.
+    plan: Option<crate::group_chat::Plan>,
     /// Bundles the job runs as agents (a group chat's local participants).
     also_runs: Vec<String>,
 }
@@ -106,6 +110,8 @@ async fn run(
         bundle,
         input,
         variables,
+        controls,
+        plan,
         also_runs,
     } = submission;
     let id = JobId::new();
@@ -122,13 +128,14 @@ async fn run(
         bundle: bundle.to_string(),
         input,
         variables,
+        controls,
         conversation_id: Some(conversation.to_string()),
         ..Default::default()
     };
-    // The runtime sets its own variables (the user, a group chat's plan,
-    // which it checked); the bundle is the configured one.
+    // The runtime hands over a group chat's plan, which it checked; the
+    // bundle is the configured one.
     let submission = Submission {
-        daemon_variables: true,
+        plan,
         also_runs,
         ..Submission::new(job, "query")
     };

@@ -12,7 +12,8 @@ use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
-use super::{RUNTIME, USER_VARIABLE, VERBOSE_VARIABLE, envelope};
+use super::{RUNTIME, USER_VARIABLE, envelope};
+use crate::queue::Controls;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,14 +56,16 @@ pub async fn query(
     let conversation = super::conversation_of(request.conversation_id)?;
     let mut variables = Map::new();
     variables.insert(USER_VARIABLE.into(), json!(request.user_id));
-    variables.insert(VERBOSE_VARIABLE.into(), json!(request.verbose));
-    if let Some(max) = request.max_agents {
-        variables.insert(crate::bundle::MAX_AGENTS_VARIABLE.into(), json!(max));
-    }
     let submission = super::RunSubmission {
         bundle: router.name(),
         input: request.query,
         variables,
+        controls: Controls {
+            max_agents: request.max_agents,
+            verbose: request.verbose,
+            ..Controls::default()
+        },
+        plan: None,
         also_runs: Vec::new(),
     };
     let stream = super::Stream::of(request.stream, request.function_calls);

@@ -23,7 +23,7 @@ pub(crate) enum AgentTools {
 impl AgentTools {
     /// For `job`, from the bundle it ran (a group chat calls only agents).
     pub fn of(state: &AppState, job: &Job) -> Self {
-        if job.variables.contains_key(crate::group_chat::PLAN_VARIABLE) {
+        if job.kind.is_group_chat() {
             return Self::All;
         }
         let snapshot = state.registry.snapshot();
@@ -161,12 +161,7 @@ pub(super) async fn answered_trace(
     state: &AppState,
     job: &Job,
 ) -> Result<(Vec<Value>, Vec<String>), ApiError> {
-    let verbose = job
-        .variables
-        .get(super::VERBOSE_VARIABLE)
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let (trace, used) = execution_trace(state, job, verbose).await?;
+    let (trace, used) = execution_trace(state, job, job.controls.verbose).await?;
     Ok((trace, listed_agents(job).unwrap_or(used)))
 }
 

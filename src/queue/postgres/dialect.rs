@@ -379,6 +379,8 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                 &v.bundle_digest,
                 &v.forked_from,
                 fork_turn,
+                &v.kind,
+                &v.controls,
             ]);
         }
         // Not cached: the statement's shape depends on the number of rows.

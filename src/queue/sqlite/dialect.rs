@@ -343,6 +343,8 @@ impl JobStatements for SqliteTx<'_> {
                 text(v.bundle_digest),
                 text(v.forked_from),
                 v.forked_at_turn.map_or(V::Null, V::Integer),
+                V::Text(v.kind),
+                V::Text(v.controls),
             ]);
         }
         let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"));

@@ -38,6 +38,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0012_delivery_claims.sql"),
     include_str!("migrations/0013_conversation_owners.sql"),
     include_str!("migrations/0014_budget_reservations.sql"),
+    include_str!("migrations/0015_job_kind_controls.sql"),
     include_str!("migrations/0016_conversations_per_key.sql"),
 ];
 

@@ -517,7 +517,7 @@ async fn resume_refuses_other_versions_and_never_reruns_a_finished_workflow() {
     let w = flow(|f| f);
     let host = FakeHost::new(dir.path());
     let engine = Engine::new(&w, &host, dir.path());
-    let mut cp = engine.initial(&Map::new());
+    let mut cp = engine.initial(&Map::new(), None);
     cp.version = "old".into();
     let err = engine.resume(cp.clone()).await.unwrap_err();
     assert!(

@@ -2,7 +2,7 @@
 //! ends after it — finished on a passing event, fatal (naming the event and
 //! why) otherwise — and a resumed attempt keeps running only that stage.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 use super::engine::flow;
 use super::host::{FakeHost, Reply, ok};
@@ -10,15 +10,10 @@ use crate::workflow::{
     Checkpoint, Engine, EngineError, OnlyStageError, Outcome, Workflow, WorkflowStatus,
 };
 
-fn only(stage: &str) -> Map<String, Value> {
-    let Value::Object(map) = json!({"only_stage": stage}) else {
-        unreachable!()
-    };
-    map
-}
-
 async fn run(w: &Workflow, host: &FakeHost, stage: &str) -> Result<Outcome, EngineError> {
-    Engine::new(w, host, &host.dir).start(&only(stage)).await
+    Engine::new(w, host, &host.dir)
+        .start_only(&Map::new(), stage)
+        .await
 }
 
 fn reason(outcome: &Outcome) -> String {
@@ -155,30 +150,22 @@ async fn a_resumed_attempt_runs_only_its_stage_again() {
 #[test]
 fn the_stage_must_be_one_of_the_workflows() {
     let w = flow(|f| f);
-    assert_eq!(w.only_stage(&Map::new()), Ok(None));
-    assert_eq!(w.only_stage(&only("pr")), Ok(Some("pr")));
-    let err = w.only_stage(&only("tidy")).unwrap_err();
+    assert_eq!(w.only_stage("pr"), Ok(()));
+    let err = w.only_stage("tidy").unwrap_err();
     assert_eq!(
         err.to_string(),
         "the workflow has no stage \"tidy\"; its stages are implement, pr, rebase, review, simplify: name one of them"
     );
     // review is not in the fixture's `run_alone`: no job skips to it.
-    let err = w.only_stage(&only("review")).unwrap_err();
+    let err = w.only_stage("review").unwrap_err();
     assert_eq!(
         err.to_string(),
         "stage \"review\" may not run alone: the workflow's `run_alone` lists implement, simplify, pr, rebase; add the stage to `workflow.run_alone` in the bundle to allow it, or submit the job without `only_stage` to run the whole workflow"
     );
     let none = flow(|f| f.replace("run_alone: [implement, simplify, pr, rebase]\n", ""));
     assert!(matches!(
-        none.only_stage(&only("simplify")),
+        none.only_stage("simplify"),
         Err(OnlyStageError::NotAlone { allowed, .. }) if allowed.is_empty()
-    ));
-    let Value::Object(not_a_name) = json!({"only_stage": 3}) else {
-        unreachable!()
-    };
-    assert!(matches!(
-        w.only_stage(&not_a_name),
-        Err(OnlyStageError::NotAName { .. })
     ));
 }
 
@@ -192,10 +179,10 @@ async fn a_job_that_names_its_files_keeps_them() {
         )
     });
     let host = FakeHost::new(dir.path()).script("simplify", vec![ok("RESULT: pass")]);
-    let mut variables = only("simplify");
+    let mut variables = Map::new();
     variables.insert("files".into(), json!(["a.py", "b.py"]));
     let outcome = Engine::new(&w, &host, dir.path())
-        .start(&variables)
+        .start_only(&variables, "simplify")
         .await
         .unwrap();
     assert_eq!(

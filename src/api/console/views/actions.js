@@ -165,6 +165,8 @@ export async function forkFromHere(job, turn, outcome) {
 /** Runs the job again (`POST /v1/jobs/{id}/rerun`, which decides what is copied), then shows the new job. */
 async function rerun(job, outcome) {
   const copied = { bundle: job.bundle, input: job.input, variables: job.variables || {} };
+  if (job.kind && job.kind.type !== "bundle") copied.kind = job.kind;
+  if (Object.keys(job.controls || {}).length) copied.controls = job.controls;
   if (job.messages) copied.messages = job.messages;
   const ok = await confirmAction({ title: "Run again", body: h("div", {}, `A new job of ${job.bundle} (its current version) runs with:`, h("pre", {}, pretty(copied))), confirm: "Run again" });
   if (!ok) return;

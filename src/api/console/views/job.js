@@ -186,6 +186,8 @@ function drawJob(view, model) {
       field("created", h("span", { title: job.created_at }, ago(job.created_at))),
       field("input", h("div", { class: "input-text" }, job.input)),
       Object.keys(job.variables || {}).length ? field("variables", h("details", { class: "fold" }, h("summary", {}, `${Object.keys(job.variables).length} variables`), h("pre", {}, pretty(job.variables)))) : null,
+      job.kind?.type === "stage" ? field("stage", h("code", {}, job.kind.stage), " alone") : null,
+      Object.keys(job.controls || {}).length ? field("controls", h("pre", {}, pretty(job.controls))) : null,
     ),
   );
 }
@@ -193,7 +195,7 @@ function drawJob(view, model) {
 /** The answer: a transcript with speakers for a group chat, the text of a run, or a workflow's outcome. */
 function answerCard(job, model) {
   const result = job.result || {};
-  const chat = job.variables?.group_chat || result.agent_responses || result.transcript;
+  const chat = job.kind?.type === "group_chat" || result.agent_responses || result.transcript;
   const said = chat ? transcript.lines(result, timeline.build(model.events)) : null;
   if (said) return h("div", { class: "card answer", id: "transcript" }, h("h2", {}, "Transcript"), transcript.draw(said));
   return h("div", { class: "card answer" }, h("h2", {}, "Answer"), answerOf(result));
@@ -218,7 +220,7 @@ function drawProgress(view, model) {
     journalResults: model.journalResults,
     stageArtifacts: timeline.assignArtifacts(a.tree, model.artifacts),
     open: model.open,
-    groupChat: Boolean(job.variables?.group_chat),
+    groupChat: job.kind?.type === "group_chat",
     finished: a.over,
   });
   fill(

@@ -1,0 +1,271 @@
+//! What a job runs ([`JobKind`]) and the daemon's controls over its run
+//! ([`Controls`]): typed fields of a job, stored in their own columns
+//! (`kind`, `controls`) beside the submitter's `variables`, which hold only
+//! what templates render. Admission writes both, in one place; the worker
+//! reads them as they are and never looks into `variables` for them.
+//!
+//! Before these columns the controls rode in `variables` under the names
+//! below, and wires still accept them there: [`Asked::lift`] is the one
+//! rule that takes them out (every way in goes through admission, which
+//! asks it), and the migration that added the columns moved those of the
+//! jobs already stored the same way (SQLite 0015, PostgreSQL 0016).
+//!
+//! This module must not know about bundles: whether a bundle offers the
+//! tools or has the stage is admission's check.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+use crate::group_chat::Plan;
+use crate::types::tool_names;
+
+/// The variable that offers the model only some of the bundle's tools (the
+/// Python kernel's `tools=[names]`): a list of tool names, or one
+/// comma-separated string (as `--var tools=a,b` sends it).
+pub use crate::types::TOOLS_VARIABLE;
+/// The variable that caps a run's agent calls (`agent` and `http_agent`
+/// tools): the runtime API's `max_agents`.
+pub const MAX_AGENTS_VARIABLE: &str = "max_agents";
+/// The variable that names the one stage of a workflow to run.
+pub const ONLY_STAGE_VARIABLE: &str = "only_stage";
+
+/// What the worker runs for a job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum JobKind {
+    /// Its bundle's own run: the workflow when the content the job is
+    /// pinned to has one, else its agent. Which of the two is a fact of
+    /// that content (fixed for every attempt by the pin), not of the job.
+    #[default]
+    Bundle,
+    /// One stage of its bundle's workflow, alone: the run starts there and
+    /// ends after it (`only_stage`; `structured-agents simplify`).
+    Stage { stage: String },
+    /// A group chat by the plan the daemon built from `POST
+    /// /api/group-chat`, run by the host bundle. A submitter cannot ask for
+    /// one: only the runtime API hands admission a plan.
+    GroupChat { plan: Box<Plan> },
+}
+
+impl JobKind {
+    pub fn is_group_chat(&self) -> bool {
+        matches!(self, Self::GroupChat { .. })
+    }
+}
+
+/// The daemon's controls over one job's run, one typed field each; unset
+/// fields leave the bundle's own behaviour.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Controls {
+    /// Offer the model only these of the bundle's tools (`tools`).
+    #[serde(
+        default,
+        deserialize_with = "some_tool_names",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tools: Option<Vec<String>>,
+    /// The most agent calls (`agent` and `http_agent` tools) the run makes;
+    /// later ones are refused to the model (`max_agents`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_agents: Option<u32>,
+    /// The runtime API's query asked for a verbose execution trace (its
+    /// conversation shows the same trace later).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub verbose: bool,
+}
+
+impl Controls {
+    /// `self`, with each field `other` sets taken from it.
+    pub fn or(self, other: Controls) -> Controls {
+        Controls {
+            tools: self.tools.or(other.tools),
+            max_agents: self.max_agents.or(other.max_agents),
+            verbose: self.verbose || other.verbose,
+        }
+    }
+}
+
+/// Why a control sent in `variables` cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`variables.{variable}` {problem}")]
+pub struct ControlError {
+    /// The variable's name (`tools`, `only_stage`, `max_agents`).
+    pub variable: &'static str,
+    pub problem: String,
+}
+
+/// What a submitter's `variables` asked of the daemon, taken out of them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Asked {
+    /// The one stage to run (`only_stage`).
+    pub stage: Option<String>,
+    pub controls: Controls,
+}
+
+impl Asked {
+    /// The one rule for controls sent as variables: `tools`, `only_stage`
+    /// and `max_agents` leave `variables` for their typed fields; every
+    /// other variable stays for the templates. A value of the wrong shape
+    /// is refused naming its variable (and nothing is taken).
+    pub fn lift(variables: &mut Map<String, Value>) -> Result<Self, ControlError> {
+        let tools = variables
+            .get(TOOLS_VARIABLE)
+            .map(|value| {
+                tool_names(value).map_err(|e| ControlError {
+                    variable: TOOLS_VARIABLE,
+                    problem: e.to_string(),
+                })
+            })
+            .transpose()?;
+        let stage = match variables.get(ONLY_STAGE_VARIABLE) {
+            None => None,
+            Some(Value::String(stage)) => Some(stage.clone()),
+            Some(other) => {
+                return Err(ControlError {
+                    variable: ONLY_STAGE_VARIABLE,
+                    problem: format!("must be a stage name (a string), not {other}"),
+                });
+            }
+        };
+        let max_agents = match variables.get(MAX_AGENTS_VARIABLE) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| ControlError {
+                        variable: MAX_AGENTS_VARIABLE,
+                        problem: format!(
+                            "must be a whole number of agent calls (0 to {}), not {value}",
+                            u32::MAX
+                        ),
+                    })?,
+            ),
+        };
+        for name in [TOOLS_VARIABLE, ONLY_STAGE_VARIABLE, MAX_AGENTS_VARIABLE] {
+            variables.remove(name);
+        }
+        Ok(Asked {
+            stage,
+            controls: Controls {
+                tools,
+                max_agents,
+                verbose: false,
+            },
+        })
+    }
+}
+
+/// `tools` as stored: in either of the shapes [`tool_names`] reads (a job
+/// migrated from `variables` keeps the shape its submitter sent).
+fn some_tool_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let value = Option::<Value>::deserialize(d)?;
+    value
+        .map(|v| tool_names(&v).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// A typed JSON column (`kind`, `controls`) as read: an empty or
+/// unreadable one (a row written by hand, or a plan of a newer format) reads
+/// as the default, logged, so that one bad row cannot stop every lease.
+pub(super) fn from_column<T: Default + serde::de::DeserializeOwned>(
+    text: Option<String>,
+    column: &str,
+    job: &str,
+) -> T {
+    let Some(text) = text else {
+        return T::default();
+    };
+    serde_json::from_str(&text).unwrap_or_else(|e| {
+        tracing::warn!(job_id = job, column, error = %e, "a job's column is not readable; it reads as unset");
+        T::default()
+    })
+}
+
+/// A typed column's JSON as written (these types always serialize).
+pub(super) fn column_text(value: &impl Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vars(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn controls_sent_as_variables_leave_them_for_their_fields() {
+        let mut variables = vars(json!({
+            "tools": "a, b", "only_stage": "simplify", "max_agents": 2, "city": "Oslo"
+        }));
+        let asked = Asked::lift(&mut variables).unwrap();
+        assert_eq!(asked.stage.as_deref(), Some("simplify"));
+        assert_eq!(
+            asked.controls,
+            Controls {
+                tools: Some(vec!["a".into(), "b".into()]),
+                max_agents: Some(2),
+                verbose: false
+            }
+        );
+        assert_eq!(variables, vars(json!({"city": "Oslo"})));
+    }
+
+    #[test]
+    fn a_control_of_the_wrong_shape_is_refused_naming_it_and_nothing_is_taken() {
+        for (sent, variable) in [
+            (json!({"tools": 3}), "tools"),
+            (json!({"tools": ["a", 1]}), "tools"),
+            (json!({"only_stage": ["s"]}), "only_stage"),
+            (json!({"max_agents": -1}), "max_agents"),
+            (json!({"max_agents": "two"}), "max_agents"),
+        ] {
+            let mut variables = vars(sent.clone());
+            let err = Asked::lift(&mut variables).unwrap_err();
+            assert_eq!(err.variable, variable, "{sent}");
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("`variables.{variable}`"))
+            );
+            assert_eq!(Value::Object(variables), sent);
+        }
+    }
+
+    #[test]
+    fn stored_controls_read_both_shapes_of_tools_and_kinds_round_trip() {
+        let stored: Controls =
+            serde_json::from_value(json!({"tools": "x,y", "verbose": true})).unwrap();
+        assert_eq!(stored.tools, Some(vec!["x".into(), "y".into()]));
+        assert!(stored.verbose);
+        assert_eq!(
+            serde_json::to_value(Controls::default()).unwrap(),
+            json!({})
+        );
+        let stage = JobKind::Stage {
+            stage: "simplify".into(),
+        };
+        let text = serde_json::to_string(&stage).unwrap();
+        assert_eq!(text, r#"{"type":"stage","stage":"simplify"}"#);
+        assert_eq!(serde_json::from_str::<JobKind>(&text).unwrap(), stage);
+        assert_eq!(
+            serde_json::from_str::<JobKind>(r#"{"type":"bundle"}"#).unwrap(),
+            JobKind::Bundle
+        );
+    }
+
+    #[test]
+    fn an_unreadable_column_reads_as_unset_instead_of_stopping_the_lease() {
+        let kind: JobKind = from_column(Some("{\"type\":\"later\"}".into()), "kind", "j1");
+        assert_eq!(kind, JobKind::Bundle);
+        let controls: Controls = from_column(None, "controls", "j1");
+        assert_eq!(controls, Controls::default());
+        let stage = JobKind::Stage { stage: "s".into() };
+        assert_eq!(
+            from_column::<JobKind>(Some(column_text(&stage)), "kind", "j1"),
+            stage
+        );
+    }
+}
