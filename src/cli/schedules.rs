@@ -39,20 +39,19 @@ pub enum SchedulesCommand {
         json: bool,
     },
     /// Submit no fire until resumed.
-    Pause {
-        id: String,
-    },
+    Pause { id: String },
+    /// Fire again from now on; fires while paused are passed over (counted
+    /// as missed) unless `--catch-up` runs them by the schedule's `missed`
+    /// policy.
     Resume {
         id: String,
+        #[arg(long)]
+        catch_up: bool,
     },
     /// Delete a schedule made over the API (a bundle's goes with its `schedule:`).
-    Delete {
-        id: String,
-    },
+    Delete { id: String },
     /// Submit one job of the schedule now.
-    Run {
-        id: String,
-    },
+    Run { id: String },
 }
 
 pub async fn run(server: &ServerArgs, command: SchedulesCommand) -> anyhow::Result<i32> {
@@ -109,9 +108,10 @@ pub async fn run(server: &ServerArgs, command: SchedulesCommand) -> anyhow::Resu
                 .await?;
             println!("{}", line(&schedule));
         }
-        SchedulesCommand::Resume { id } => {
+        SchedulesCommand::Resume { id, catch_up } => {
+            let query = if catch_up { "?catch_up=true" } else { "" };
             let schedule = client
-                .post(&format!("/v1/schedules/{id}/resume"), json!({}))
+                .post(&format!("/v1/schedules/{id}/resume{query}"), json!({}))
                 .await?;
             println!("{}", line(&schedule));
         }

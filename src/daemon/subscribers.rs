@@ -266,9 +266,10 @@ impl DaemonObserver for LogLines {
                 schedule,
                 bundle,
                 outcome,
+                count,
                 lateness,
             } => {
-                tracing::info!(schedule = %schedule, bundle = %bundle, outcome, lateness_ms = lateness.as_millis() as u64, "schedule fired")
+                tracing::info!(schedule = %schedule, bundle = %bundle, outcome, count, lateness_ms = lateness.as_millis() as u64, "schedule fired")
             }
             DaemonEvent::ScheduleRemoved {
                 schedule,

@@ -89,7 +89,11 @@ pub enum DaemonEvent {
         /// The bundle it fires: the metrics' label (schedule ids are made
         /// by keys without bound, so they are never a label).
         bundle: String,
+        /// `submitted` or `refused` (one fire), `skipped_overlap` (fires
+        /// dropped for a running job), `missed` (late fires passed over).
         outcome: &'static str,
+        /// How many fires had that outcome.
+        count: u64,
         lateness: std::time::Duration,
     },
     /// A bundle's own schedule was taken out of the store by this daemon:

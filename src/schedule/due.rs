@@ -12,20 +12,31 @@ use super::spec::{Missed, next_after};
 /// were missed (no daemon ran then).
 pub const GRACE_MS: i64 = 60_000;
 
-/// The fires to submit now and the next fire after them.
+/// Passed-over fires counted one by one at most; past it the count is
+/// estimated from the cron's rate over those (a year of a cron every
+/// second is not walked).
+const COUNT_WALK: u64 = 10_000;
+
+/// The fires due now, oldest first, and what the policy passed over.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Due {
-    /// Fire times (ms since the epoch), oldest first.
+    /// The fires to run, oldest first (ms since the epoch): every fire
+    /// within the grace, after the late ones `missed` keeps. The schedule
+    /// runs them one at a time (`overlap`).
     pub fires: Vec<i64>,
-    /// Whether due fires were passed over (missed and not run).
-    pub passed_over: bool,
+    /// Late fires the policy passed over: their number.
+    pub missed: u64,
     /// The first fire after `now`; `None` if the cron never fires again.
     pub next: Option<i64>,
 }
 
 /// The fires due at `now` of a schedule whose first unhandled fire is
-/// `next_fire`. Fires are found walking back from `now`, so a schedule
-/// missed for a long time costs at most `max_catch_up` steps.
+/// `next_fire`. A fire at most [`GRACE_MS`] old is on time under every
+/// policy; older ones are late, and `missed` decides: `skip` passes them
+/// over, `run_once` keeps the newest, `run_all` the newest `max_catch_up`.
+/// Fires are found walking back from `now`, so a schedule missed for a
+/// long time costs at most the grace's fires, `max_catch_up` steps and
+/// the bounded count of the rest.
 pub fn due_fires(
     compiled: &(Cron, Tz),
     missed: Missed,
@@ -34,34 +45,49 @@ pub fn due_fires(
     now: i64,
 ) -> Due {
     let next = next_after(compiled, now);
-    let limit = match missed {
-        Missed::Skip | Missed::RunOnce => 1,
+    let keep_late = match missed {
+        Missed::Skip => 0,
+        Missed::RunOnce => 1,
         Missed::RunAll => max_catch_up.max(1) as usize,
     };
     let mut newest_first = Vec::new();
+    let mut late_kept = 0;
     let mut cursor = at_or_before(compiled, now, true);
     while let Some(fire) = cursor.filter(|fire| *fire >= next_fire) {
-        if newest_first.len() == limit {
+        let on_time = now - fire <= GRACE_MS;
+        if !on_time && late_kept == keep_late {
             break;
         }
+        late_kept += usize::from(!on_time);
         newest_first.push(fire);
         cursor = at_or_before(compiled, fire, false);
-    }
-    let mut passed_over = cursor.is_some_and(|older| older >= next_fire);
-    if missed == Missed::Skip
-        && newest_first
-            .first()
-            .is_some_and(|newest| now - newest > GRACE_MS)
-    {
-        newest_first.clear();
-        passed_over = true;
     }
     newest_first.reverse();
     Due {
         fires: newest_first,
-        passed_over,
+        missed: passed_over(compiled, cursor, next_fire),
         next,
     }
+}
+
+/// How many fires from `newest` back to `oldest` (inclusive) there are:
+/// counted up to [`COUNT_WALK`], estimated from their rate past it.
+fn passed_over(compiled: &(Cron, Tz), newest: Option<i64>, oldest: i64) -> u64 {
+    let Some(first) = newest.filter(|fire| *fire >= oldest) else {
+        return 0;
+    };
+    let mut count = 0;
+    let mut cursor = Some(first);
+    while let Some(fire) = cursor.filter(|fire| *fire >= oldest) {
+        count += 1;
+        if count == COUNT_WALK {
+            // The rest at the rate of the ones counted.
+            let rate = (first - fire).max(1) as f64 / (count - 1).max(1) as f64;
+            return count + ((fire - oldest) as f64 / rate) as u64;
+        }
+        cursor = at_or_before(compiled, fire, false);
+    }
+    count
 }
 
 /// The fire at or before (`inclusive`) or strictly before `ms`.
@@ -150,34 +176,69 @@ mod tests {
         for missed in [Missed::Skip, Missed::RunOnce, Missed::RunAll] {
             let due = due_fires(&hourly, missed, 10, next, next + 500);
             assert_eq!(due.fires, [next], "{missed:?}");
-            assert!(!due.passed_over);
+            assert_eq!(due.missed, 0);
             assert_eq!(due.next, Some(ms("2026-01-01T11:00:00Z")));
         }
         let early = due_fires(&hourly, Missed::RunAll, 10, next, next - 1);
         assert!(early.fires.is_empty());
     }
 
+    /// A 5 s outage of a cron every 2 s: the 2–3 fires it held are all
+    /// within the grace, so every policy runs each of them (`skip` and
+    /// `run_once` once ran only the newest).
     #[test]
-    fn missed_fires_are_skipped_run_once_or_all_within_the_bound() {
+    fn fires_within_the_grace_are_on_time_under_every_policy() {
+        let every_two = compiled("*/2 * * * * *", "UTC");
+        let next = ms("2026-01-01T10:00:00Z");
+        let now = next + 5_500;
+        for missed in [Missed::Skip, Missed::RunOnce, Missed::RunAll] {
+            let due = due_fires(&every_two, missed, 1, next, now);
+            assert_eq!(due.fires, [next, next + 2000, next + 4000], "{missed:?}");
+            assert_eq!(due.missed, 0, "{missed:?}");
+        }
+    }
+
+    #[test]
+    fn late_fires_are_skipped_run_once_or_all_within_the_bound() {
         let hourly = compiled(HOURLY, "UTC");
-        // Down from before 10:00 until 15:30: 10, 11, 12, 13, 14, 15 missed.
+        // Down from before 10:00 until 15:30: 10, 11, 12, 13, 14, 15 late.
         let next = ms("2026-01-01T10:00:00Z");
         let now = ms("2026-01-01T15:30:00Z");
         let skip = due_fires(&hourly, Missed::Skip, 10, next, now);
-        assert!(skip.fires.is_empty() && skip.passed_over);
+        assert!(skip.fires.is_empty());
+        assert_eq!(skip.missed, 6);
         assert_eq!(skip.next, Some(ms("2026-01-01T16:00:00Z")));
         let once = due_fires(&hourly, Missed::RunOnce, 10, next, now);
         assert_eq!(once.fires, [ms("2026-01-01T15:00:00Z")]);
-        assert!(once.passed_over);
+        assert_eq!(once.missed, 5);
         let all = due_fires(&hourly, Missed::RunAll, 10, next, now);
         let hours: Vec<i64> = (10..=15)
             .map(|h| ms(&format!("2026-01-01T{h}:00:00Z")))
             .collect();
         assert_eq!(all.fires, hours);
-        assert!(!all.passed_over);
+        assert_eq!(all.missed, 0);
         let bounded = due_fires(&hourly, Missed::RunAll, 4, next, now);
         assert_eq!(bounded.fires, hours[2..]);
-        assert!(bounded.passed_over);
+        assert_eq!(bounded.missed, 2);
+    }
+
+    /// After a 75 s outage of a cron every 5 s with `max_catch_up: 4`: the
+    /// 13 fires of the last minute are on time and run under every policy;
+    /// the 3 late ones are caught up (`run_all`, within 4) or passed over
+    /// and counted, each (`skip`). (Once 4 ran, 11 were dropped and the
+    /// metric said 4 missed.)
+    #[test]
+    fn the_missed_count_is_the_number_passed_over() {
+        let every_five = compiled("*/5 * * * * *", "UTC");
+        let next = ms("2026-01-01T10:00:00Z");
+        let now = next + 75_000;
+        let all = due_fires(&every_five, Missed::RunAll, 4, next, now);
+        let on_time = all.fires.iter().filter(|f| now - **f <= GRACE_MS).count();
+        assert_eq!(on_time, 13);
+        assert_eq!(all.fires.len(), 13 + 3, "the three late fires, within 4");
+        assert_eq!(all.missed, 0);
+        let skip = due_fires(&every_five, Missed::Skip, 4, next, now);
+        assert_eq!((skip.fires.len(), skip.missed), (13, 3));
     }
 
     #[test]
@@ -186,7 +247,18 @@ mod tests {
         let next = ms("2025-01-01T00:00:00Z");
         let now = ms("2026-01-01T00:00:00Z");
         let all = due_fires(&every_second, Missed::RunAll, 3, next, now);
-        assert_eq!(all.fires, [now - 2000, now - 1000, now]);
+        let on_time: Vec<i64> = (0..=60).rev().map(|s| now - s * 1000).collect();
+        assert_eq!(all.fires[3..], on_time[..]);
+        assert_eq!(all.fires[..3], [now - 63_000, now - 62_000, now - 61_000]);
+        // A year of seconds, less those run: estimated past the walk, and
+        // close (the cron's rate is even).
+        let year = (now - next) / 1000 + 1;
+        let expected = (year - 64) as u64;
+        assert!(
+            all.missed.abs_diff(expected) <= 2,
+            "{} vs {expected}",
+            all.missed
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 
 mod due;
 mod spec;
+mod turn;
 
 pub use due::{Due, due_fires, fire_key};
 pub use spec::{Missed, Overlap, ScheduleError, ScheduleSpec, Stored, next_after};
+pub use turn::{LastJob, Turn, turn};

@@ -467,12 +467,13 @@ impl DaemonObserver for Metrics {
             DaemonEvent::ScheduleFired {
                 bundle,
                 outcome,
+                count,
                 lateness,
                 ..
             } => {
                 self.schedule_fires
                     .with_label_values(&[bundle.as_str(), outcome])
-                    .inc();
+                    .inc_by(*count);
                 if *outcome == "submitted" {
                     self.schedule_lateness
                         .with_label_values(&[bundle.as_str()])

@@ -19,9 +19,13 @@ use super::super::error::ErrorCode;
 use crate::access::Principal;
 use crate::events::daemon::{DaemonEvent, StaleClaim};
 use crate::queue::{FireRecord, JobId, NewJob, StoredSchedule};
-use crate::schedule::{Overlap, Stored, due_fires, fire_key};
+use crate::schedule::{LastJob, Missed, Stored, Turn, due_fires, fire_key, turn};
 
 const EVERY: Duration = Duration::from_secs(1);
+/// How soon the scheduler looks again while fires wait their turn (a
+/// catch-up, one job at a time): a one-second tick would never catch up a
+/// cron of one second.
+const CATCHING_UP: Duration = Duration::from_millis(100);
 /// `source` of a schedule a bundle declares.
 pub const FROM_BUNDLE: &str = "bundle";
 
@@ -50,16 +54,20 @@ pub fn spawn(
             generation: None,
             declared: None,
         };
-        let mut ticks = tokio::time::interval(EVERY);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut wait = Duration::ZERO;
         loop {
             tokio::select! {
-                _ = ticks.tick() => {}
+                _ = tokio::time::sleep(wait) => {}
                 _ = shutdown.cancelled() => return,
             }
-            if let Err(e) = tick(&state, &mut synced).await {
-                tracing::warn!(error = %e, "scheduler: cannot read or update the schedules; trying again in a second");
-            }
+            wait = match tick(&state, &mut synced).await {
+                Ok(true) => CATCHING_UP,
+                Ok(false) => EVERY,
+                Err(e) => {
+                    tracing::warn!(error = %e, "scheduler: cannot read or update the schedules; trying again in a second");
+                    EVERY
+                }
+            };
         }
     })
 }
@@ -75,19 +83,22 @@ struct Synced {
     declared: Option<BTreeSet<String>>,
 }
 
-async fn tick(state: &AppState, synced: &mut Synced) -> Result<(), crate::queue::QueueError> {
+/// One look at every schedule: whether fires were left waiting their turn
+/// (a catch-up in progress).
+async fn tick(state: &AppState, synced: &mut Synced) -> Result<bool, crate::queue::QueueError> {
     let snapshot = state.registry.snapshot();
     let reloaded = synced.generation != Some(snapshot.generation);
     sync_bundles(state, synced, reloaded).await?;
     synced.generation = Some(snapshot.generation);
     let now = crate::queue::millis(SystemTime::now());
+    let mut waiting = false;
     for schedule in state.queue.schedules().await? {
         if schedule.paused || schedule.next_fire.is_none_or(|next| next > now) {
             continue;
         }
-        handle(state, schedule, now).await?;
+        waiting |= handle(state, schedule, now).await?;
     }
-    Ok(())
+    Ok(waiting)
 }
 
 /// Makes the stored bundle schedules what this daemon's bundles declare,
@@ -193,17 +204,22 @@ pub fn stored_spec(bundle: &str, spec: &crate::schedule::ScheduleSpec) -> String
     serde_json::to_string(&stored).unwrap_or_default()
 }
 
-/// Submits a schedule's due fires by its policies and records them.
+/// Takes a schedule's turn: of its due fires (`missed` decides which are
+/// kept), at most one is submitted, by its `overlap` policy
+/// (`schedule::turn`), and the schedule is advanced past what was
+/// submitted or dropped. What happened is counted once the store took the
+/// record (the daemon that records a fire counts it).
+/// Whether it left fires waiting their turn behind the one it submitted.
 async fn handle(
     state: &AppState,
     schedule: StoredSchedule,
     now: i64,
-) -> Result<(), crate::queue::QueueError> {
+) -> Result<bool, crate::queue::QueueError> {
     let Some(expected_next) = schedule.next_fire else {
-        return Ok(());
+        return Ok(false);
     };
     let Some((stored, compiled)) = parsed(&schedule) else {
-        return Ok(());
+        return Ok(false);
     };
     let spec = &stored.spec;
     let due = due_fires(
@@ -213,37 +229,41 @@ async fn handle(
         expected_next,
         now,
     );
-    let mut outcome = if due.passed_over {
-        "missed"
-    } else {
-        "submitted"
+    let last = match due.fires.is_empty() {
+        true => None,
+        false => last_job(state, &schedule).await?,
     };
-    let mut fires = due.fires.clone();
-    if !fires.is_empty()
-        && let Some(last) = live_last_job(state, &schedule).await?
-    {
-        match spec.overlap {
-            Overlap::Skip => {
-                fires.clear();
-                outcome = "skipped_overlap";
+    let after = |fire| crate::schedule::next_after(&compiled, fire);
+    let taken = turn(
+        spec.overlap,
+        &due.fires,
+        last.as_ref().map(|l| l.1),
+        after,
+        due.next,
+    );
+    let (fire, skipped, next) = match taken {
+        Turn::Hold => return Ok(false),
+        Turn::Pass { skipped, next } => (None, skipped, next),
+        Turn::Run {
+            fire,
+            skipped,
+            cancel,
+            next,
+        } => {
+            if cancel && let Some((last, _)) = &last {
+                cancel_last(state, last).await?;
             }
-            // The fire waits for the last job: the schedule is not advanced.
-            Overlap::Queue => return Ok(()),
-            Overlap::CancelPrevious => {
-                if let Some(changed) = state.queue.cancel(&last).await?
-                    && let Some(event) = changed.final_event
-                {
-                    state.bus.publish(DaemonEvent::JobEndedByRequest {
-                        event: Box::new(event),
-                    });
-                }
-            }
+            (Some(fire), skipped, next)
         }
-    }
+    };
+    let mut tally = vec![("missed", due.missed), ("skipped_overlap", skipped)];
     let mut last_job = None;
-    for fire in &fires {
-        match submit_fire(state, &schedule, &stored, *fire).await {
-            Ok(job) => last_job = Some(job),
+    if let Some(fire) = fire {
+        match submit_fire(state, &schedule, &stored, fire).await {
+            Ok(job) => {
+                last_job = Some(job);
+                tally.push(("submitted", 1));
+            }
             Err(e) if e.code == ErrorCode::Unavailable || e.code == ErrorCode::Internal => {
                 // The store is down: the fire stays due for the next tick.
                 return Err(crate::queue::QueueError::Store {
@@ -252,37 +272,93 @@ async fn handle(
                 });
             }
             Err(e) => {
-                tracing::warn!(schedule = %schedule.id, fire = %crate::queue::rfc3339(*fire), error = %e.message, "scheduler: admission refused the fire; it is dropped, the next one comes on time");
-                outcome = "refused";
+                tracing::warn!(schedule = %schedule.id, fire = %crate::queue::rfc3339(fire), error = %e.message, "scheduler: admission refused the fire; it is dropped, the next one comes on time");
+                tally.push(("refused", 1));
             }
         }
-        state.bus.publish(DaemonEvent::ScheduleFired {
-            schedule: schedule.id.clone(),
-            bundle: stored.bundle.clone(),
-            outcome,
-            lateness: Duration::from_millis(u64::try_from(now - fire).unwrap_or(0)),
-        });
     }
-    if fires.is_empty() {
-        state.bus.publish(DaemonEvent::ScheduleFired {
-            schedule: schedule.id.clone(),
-            bundle: stored.bundle.clone(),
-            outcome,
-            lateness: Duration::ZERO,
-        });
-    }
+    // The last tick's outcome: what ran, else why nothing did.
+    let last_outcome = ["submitted", "refused", "skipped_overlap", "missed"]
+        .into_iter()
+        .find(|outcome| tally.iter().any(|(o, n)| o == outcome && *n > 0))
+        .unwrap_or("missed");
     let record = FireRecord {
         id: schedule.id.clone(),
         expected_next,
-        next_fire: due.next,
-        last_fire: due.fires.last().copied(),
+        next_fire: next,
+        last_fire: fire,
         last_job,
-        last_outcome: outcome.to_string(),
+        last_outcome: last_outcome.to_string(),
     };
     if !state.queue.record_fire(record).await? {
-        // Another daemon handled the same fire and recorded it first.
+        // Another daemon handled the same fire and recorded (and counted)
+        // it first.
         state.bus.publish(DaemonEvent::StaleSettle {
             claim: StaleClaim::ScheduleFire,
+        });
+        return Ok(false);
+    }
+    let waiting = fire.is_some() && next.is_some_and(|next| next <= now);
+    for (outcome, count) in tally.into_iter().filter(|(_, n)| *n > 0) {
+        let lateness = match (outcome, fire) {
+            ("submitted", Some(fire)) => u64::try_from(now - fire).unwrap_or(0),
+            _ => 0,
+        };
+        state.bus.publish(DaemonEvent::ScheduleFired {
+            schedule: schedule.id.clone(),
+            bundle: stored.bundle.clone(),
+            outcome,
+            count,
+            lateness: Duration::from_millis(lateness),
+        });
+    }
+    Ok(waiting)
+}
+
+/// Moves a paused schedule that is resumed without catching up past the
+/// fires that came while it was paused: they are passed over, counted as
+/// missed, and it fires again from now on.
+pub async fn pass_over_paused_fires(
+    state: &AppState,
+    schedule: &StoredSchedule,
+) -> Result<(), crate::queue::QueueError> {
+    let now = crate::queue::millis(SystemTime::now());
+    let (Some(expected_next), Some((stored, compiled))) = (schedule.next_fire, parsed(schedule))
+    else {
+        return Ok(());
+    };
+    if expected_next > now {
+        return Ok(());
+    }
+    let all = due_fires(&compiled, Missed::Skip, 1, expected_next, now);
+    let passed = all.fires.len() as u64 + all.missed;
+    let record = FireRecord {
+        id: schedule.id.clone(),
+        expected_next,
+        next_fire: all.next,
+        last_fire: None,
+        last_job: None,
+        last_outcome: "missed".into(),
+    };
+    if state.queue.record_fire(record).await? && passed > 0 {
+        state.bus.publish(DaemonEvent::ScheduleFired {
+            schedule: schedule.id.clone(),
+            bundle: stored.bundle,
+            outcome: "missed",
+            count: passed,
+            lateness: Duration::ZERO,
+        });
+    }
+    Ok(())
+}
+
+/// Cancels the schedule's last job (`overlap: cancel_previous`).
+async fn cancel_last(state: &AppState, last: &JobId) -> Result<(), crate::queue::QueueError> {
+    if let Some(changed) = state.queue.cancel(last).await?
+        && let Some(event) = changed.final_event
+    {
+        state.bus.publish(DaemonEvent::JobEndedByRequest {
+            event: Box::new(event),
         });
     }
     Ok(())
@@ -302,21 +378,33 @@ fn parsed(schedule: &StoredSchedule) -> Option<(Stored, (croner::Cron, chrono_tz
     Some((stored, compiled))
 }
 
-/// The schedule's last job, if it has not ended.
-async fn live_last_job(
+/// The schedule's last job, when it was submitted and when it ended (if
+/// it did).
+async fn last_job(
     state: &AppState,
     schedule: &StoredSchedule,
-) -> Result<Option<JobId>, crate::queue::QueueError> {
+) -> Result<Option<(JobId, LastJob)>, crate::queue::QueueError> {
     let Some(id) = &schedule.last_job else {
         return Ok(None);
     };
-    let id = JobId::from(id.as_str());
+    let ms = |at: &str| humantime::parse_rfc3339(at).map(crate::queue::millis).ok();
     Ok(state
         .queue
-        .get(&id)
+        .get(&JobId::from(id.as_str()))
         .await?
-        .filter(|job| !job.state.is_terminal())
-        .map(|job| job.id))
+        .map(|job| {
+            let last = LastJob {
+                submitted: ms(&job.created_at).unwrap_or(i64::MAX),
+                // A job that ended at an unreadable time ended now.
+                ended: job.state.is_terminal().then(|| {
+                    job.finished_at
+                        .as_deref()
+                        .and_then(ms)
+                        .unwrap_or_else(|| crate::queue::millis(SystemTime::now()))
+                }),
+            };
+            (job.id, last)
+        }))
 }
 
 /// Who a schedule's fires are submitted as: its owner key as the key ring

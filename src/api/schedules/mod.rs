@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
-use super::body::JsonBody;
+use super::body::{JsonBody, Query};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::{Action, Resource};
 use crate::queue::{Job, NewJob, StoredSchedule, rfc3339};
@@ -310,8 +310,12 @@ async fn set_paused(
     caller: Caller,
     id: String,
     paused: bool,
+    catch_up: bool,
 ) -> Result<Json<ScheduleView>, ApiError> {
     let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
+    if !paused && schedule.paused && !catch_up {
+        fire::pass_over_paused_fires(&state, &schedule).await?;
+    }
     if !state.queue.pause_schedule(&schedule.id, paused).await? {
         return Err(not_found(&id));
     }
@@ -331,16 +335,28 @@ pub async fn pause(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    set_paused(state, caller, id, true).await
+    set_paused(state, caller, id, true, false).await
 }
 
-/// `POST /v1/schedules/{id}/resume`.
+/// How a schedule resumes.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeQuery {
+    /// Run the fires that came while it was paused, by its `missed` policy
+    /// (default: they are passed over, counted as missed).
+    #[serde(default)]
+    pub catch_up: bool,
+}
+
+/// `POST /v1/schedules/{id}/resume[?catch_up=true]`: fires again from now
+/// on; the fires while paused are passed over unless `catch_up`.
 pub async fn resume(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
+    Query(query): Query<ResumeQuery>,
 ) -> Result<Json<ScheduleView>, ApiError> {
-    set_paused(state, caller, id, false).await
+    set_paused(state, caller, id, false, query.catch_up).await
 }
 
 /// `DELETE /v1/schedules/{id}`: a schedule made over the API (a bundle's
