@@ -73,6 +73,7 @@ trait Pending: Send {
 /// A write that ran in its savepoint.
 struct Ran {
     changes: Changes,
+    statements: u64,
     next: Next,
 }
 
@@ -127,6 +128,7 @@ impl<O: Write> Pending for Queued<O> {
             let ran = self.op.run(&mut pg).await;
             match ran {
                 Ok(answer) => Ok(Ran {
+                    statements: pg.statements(),
                     changes: pg.changes,
                     next: Next::Commit(Box::new(Answering {
                         answer,
@@ -165,6 +167,7 @@ impl Pending for QueuedFinish {
             let ran = self.op.finish.run(&mut pg).await;
             match ran {
                 Ok(finished) => Ok(Ran {
+                    statements: pg.statements(),
                     changes: pg.changes,
                     next: Next::Lease(Box::new(Leasing {
                         lease: self.op.lease,
@@ -389,6 +392,9 @@ async fn commit_group(shared: &Shared, batch: Vec<Waiting>) -> Vec<Waiting> {
         .iter_mut()
         .flat_map(|d| std::mem::take(&mut d.changes))
         .collect();
+    // BEGIN, one NOTIFY a payload, COMMIT.
+    let notices = listen::payloads(&shared.sinks.instance, &changes).len() as u64;
+    shared.stats.sent(2 + notices);
     let committed = match notify_in(shared, &tx, &changes).await {
         Ok(()) => tx.commit().await.map_err(|e| describe(&e)),
         Err(e) => {
@@ -461,7 +467,13 @@ async fn run_group(
         }
         let Waiting { write, conflicts } = w;
         let (write, fail) = match write.run(tx).await {
-            Ok(Ran { changes, next }) => {
+            Ok(Ran {
+                changes,
+                next,
+                statements,
+            }) => {
+                // Its savepoint and its statements.
+                shared.stats.sent(1 + statements);
                 match next {
                     Next::Commit(answer) => done.push(Done { answer, changes }),
                     Next::Lease(half) => leasing.push((*half, changes)),
@@ -545,6 +557,7 @@ async fn lease_halves(
         return Err((detail, halves_only(halves)));
     }
     let mut pg = PgTx::new(tx);
+    shared.stats.sent(1);
     let mut leased: Vec<(Vec<Lease>, Changes)> = Vec::with_capacity(halves.len());
     let mut failed = None;
     for (half, _) in &halves {
@@ -571,6 +584,7 @@ async fn lease_halves(
         );
         leased.clear();
     }
+    shared.stats.sent(pg.statements());
     leased.resize_with(halves.len(), Default::default);
     Ok(halves
         .into_iter()

