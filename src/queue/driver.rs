@@ -18,8 +18,9 @@ use super::tx::Wakeups;
 use super::*;
 
 /// What a backend provides: a way to run an operation durably (`write`:
-/// its own transaction, or a share of a group commit, answered once
-/// committed and announced) and a way to read.
+/// its own transaction, or a share of SQLite's group commit, answered once
+/// committed and announced), cheaper ways for a job's hot path where it
+/// has them, and a way to read.
 pub(crate) trait Driver: Send + Sync + 'static {
     /// Runs `op` in a transaction; answers once it committed and its changes
     /// were announced.

@@ -2,7 +2,7 @@
 //! trips: one statement reads the job's attempt row and the database's
 //! clock, the one rule (`rules::decide`, `rules::decide_release`) decides
 //! in Rust, and one statement applies the decision — the job's row, the
-//! held events and the stamped final event, the spend, the `NOTIFY` —
+//! held events and the stamped final event, the spend —
 //! guarded by everything the decision read (the attempt, the cancel
 //! request, the attempts allowed). Should any of it have changed between
 //! the two (a cancel request came in), the guard makes the second statement
@@ -98,7 +98,6 @@ async fn apply(
     let (bundles, nested_tokens, nested_cost) = nested;
     let finished_at = a.state.is_terminal().then_some(a.read.now);
     let changes = [(a.change, a.id.clone())];
-    let payload = w.shared.payloads(&changes).into_iter().next();
     let sql = format!(
         "WITH cur AS (SELECT id FROM jobs WHERE id = $1 AND state = 'running' AND attempts = $2
                         AND cancel_requested = $3 AND max_attempts + crash_resumes = $4
@@ -121,14 +120,13 @@ async fn apply(
                     SELECT $1, n.bundle, s.created_at, n.tokens, n.cost
                     FROM settled s, unnest($18::text[], $19::bigint[], $20::bigint[]) AS n(bundle, tokens, cost)
                     ON CONFLICT (job_id, bundle) DO UPDATE SET tokens = EXCLUDED.tokens, cost_micros = EXCLUDED.cost_micros
-                    RETURNING 1),
-         note AS (SELECT pg_notify($21, $22) FROM settled WHERE $22::text IS NOT NULL)
-         SELECT {APPENDED}, (SELECT COUNT(*) FROM nested), (SELECT COUNT(*) FROM note)",
+                    RETURNING 1)
+         SELECT {APPENDED}, (SELECT COUNT(*) FROM nested)",
         events_cte(5)
     );
     let state = a.state.as_str();
     let reason = a.reason.map(TerminationReason::as_str);
-    let p: [&(dyn ToSql + Sync); 22] = [
+    let p: [&(dyn ToSql + Sync); 20] = [
         &a.id.as_str(),
         &i32::try_from(a.attempt).unwrap_or(i32::MAX),
         &a.read.cancel_requested,
@@ -149,8 +147,6 @@ async fn apply(
         &bundles,
         &nested_tokens,
         &nested_cost,
-        &w.shared.channel,
-        &payload,
     ];
     let row = pg
         .first(&sql, &p)

@@ -2,8 +2,8 @@
 //! transaction: heartbeat, journal steps with their events, and the lease
 //! (of one job or a batch). Each statement applies what the lifecycle's
 //! rules already decided (`lifecycle`, `rules`), guarded by the attempt, so
-//! a stale worker changes nothing; its `NOTIFY` is part of it, so other
-//! daemons hear of the change exactly when it commits.
+//! a stale worker changes nothing; once it committed, its changes are
+//! announced (`pool::Shared::committed`).
 //!
 //! A lease that would need a rule the statement cannot apply (a poison pill
 //! to park, a job with A2A push configs to announce) leases nothing here and
@@ -182,7 +182,6 @@ pub(super) async fn record_steps(w: &Writes, op: &RecordSteps) -> Result<(), Que
         true => Vec::new(),
         false => vec![(Change::Updated, op.id.clone())],
     };
-    let payload = w.shared.payloads(&changes).into_iter().next();
     let sql = format!(
         "WITH cur AS (SELECT id FROM jobs WHERE id = $1 AND state = 'running' AND attempts = $2 FOR UPDATE),
          {},
@@ -192,12 +191,11 @@ pub(super) async fn record_steps(w: &Writes, op: &RecordSteps) -> Result<(), Que
                    SELECT ok.id, s.scope, s.turn, s.step, $2, s.body
                    FROM ok, unnest($6::text[], $7::int[], $8::text[], $9::text[]) AS s(scope, turn, step, body)
                    ON CONFLICT (job_id, scope, turn, step) DO UPDATE SET attempt = EXCLUDED.attempt, body = EXCLUDED.body
-                   RETURNING 1),
-         note AS (SELECT pg_notify($10, $11) FROM ok WHERE $11::text IS NOT NULL)
-         SELECT {APPENDED}, (SELECT COUNT(*) FROM errors), (SELECT COUNT(*) FROM steps), (SELECT COUNT(*) FROM note)",
+                   RETURNING 1)
+         SELECT {APPENDED}, (SELECT COUNT(*) FROM errors), (SELECT COUNT(*) FROM steps)",
         events_cte(3)
     );
-    let p: [&(dyn ToSql + Sync); 11] = [
+    let p: [&(dyn ToSql + Sync); 9] = [
         &op.id.as_str(),
         &int(op.attempt),
         &events.seqs,
@@ -207,8 +205,6 @@ pub(super) async fn record_steps(w: &Writes, op: &RecordSteps) -> Result<(), Que
         &turns,
         &names,
         &bodies,
-        &w.shared.channel,
-        &payload,
     ];
     let client = w.client().await?;
     let pg = PgTx::new(&client);
@@ -295,13 +291,12 @@ pub(super) async fn lease(
            FROM picked p CROSS JOIN t CROSS JOIN go
                 LEFT JOIN unnest($5::text[], $6::text[], $7::text[]) AS pin(bundle, version, digest) ON pin.bundle = p.bundle
            WHERE j.id = p.id AND go.ok
-           RETURNING {}, p.unpinned AND pin.bundle IS NOT NULL AS pinned_here),
-         note AS (SELECT pg_notify($8, $9 || string_agg(' u ' || id, '')) FROM started HAVING COUNT(*) > 0)
+           RETURNING {}, p.unpinned AND pin.bundle IS NOT NULL AS pinned_here)
          SELECT s.*,
                 (SELECT COALESCE(MAX(e.seq), 0)::BIGINT FROM events e WHERE e.job_id = s.id),
                 (SELECT COALESCE(json_agg(json_build_array(l.scope, l.turn, l.step, l.body) ORDER BY l.scope, l.turn, l.step), '[]')::text
                  FROM journal l WHERE l.job_id = s.id),
-                g.ok, (SELECT COUNT(*) FROM note)
+                g.ok
          FROM go g LEFT JOIN started s ON TRUE
          ORDER BY s.priority DESC, s.run_at ASC, s.id COLLATE \"C\" ASC",
         columns.join(", ")
@@ -310,7 +305,7 @@ pub(super) async fn lease(
         Some(_) => pins.arrays(),
         None => Default::default(),
     };
-    let p: [&(dyn ToSql + Sync); 9] = [
+    let p: [&(dyn ToSql + Sync); 7] = [
         &i64::try_from(op.n).unwrap_or(i64::MAX),
         &int(op.max_crash_resumes),
         &op.worker,
@@ -318,8 +313,6 @@ pub(super) async fn lease(
         &bundles,
         &versions,
         &digests,
-        &w.shared.channel,
-        &w.shared.sinks.instance,
     ];
     let client = w.client().await?;
     let pg = PgTx::new(&client);

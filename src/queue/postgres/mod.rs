@@ -19,13 +19,15 @@
 //! expires. Commits are durable under PostgreSQL's default
 //! `synchronous_commit = on`.
 //!
-//! Every change also `NOTIFY`s the other daemons, in the statement or
-//! transaction that makes it (see `listen`).
+//! Every committed change is also announced to the other daemons with
+//! `NOTIFY`, by one task per handle that batches them (see `notify`,
+//! `listen`).
 
 mod dialect;
 mod ending;
 mod hot;
 mod listen;
+mod notify;
 mod outbox;
 mod pool;
 mod schedules;
@@ -139,12 +141,14 @@ impl Queue<Postgres> {
             label.clone(),
         ));
         let stats = Arc::new(WriteStats::default());
+        let notifier =
+            notify::Notifier::start(pool.clone(), channel, sinks.instance.clone(), label.clone());
         let writes = Writes::new(pool::Shared {
             pool: pool.clone(),
             options: options.clone(),
             label: label.clone(),
-            channel,
             sinks: sinks.clone(),
+            notifier,
             stats: stats.clone(),
         });
         let driver = Postgres {

@@ -7,9 +7,12 @@
 //! The operations of a job's hot path (lease, journal steps, heartbeat,
 //! finish, release) are one statement each and do not open a transaction
 //! (`hot`, `ending`); every other write runs here in a short transaction of
-//! its own ([`Writes::transaction`]): its statements, one `NOTIFY` for its
-//! changes, `COMMIT`. A write holds only its own rows' locks, taken in one
-//! order inside it (`op::LockOrder` within the write), so no two writes
+//! its own ([`Writes::transaction`]): `BEGIN`, its statements, `COMMIT`.
+//! Once a write committed its changes wake this handle's subscribers and
+//! go to the notifier, which announces them to the other daemons (`notify`:
+//! not inside the write, whose commit would then wait for every other
+//! notifying commit). A write holds only its own rows' locks, taken in one
+//! order inside it (see `op`), so no two writes
 //! wait for each other in a cycle; one the database gives up all the same
 //! (a deadlock or serialization failure) runs again, and its caller never
 //! hears of it.
@@ -24,7 +27,8 @@ use deadpool_postgres::{Object, Pool};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::dialect::PgTx;
-use super::listen::{self, Sinks};
+use super::listen::Sinks;
+use super::notify::Notifier;
 use super::{PostgresOptions, pool_error};
 use crate::queue::op::Operation;
 use crate::queue::tx::{Change, Fail, Res};
@@ -43,22 +47,18 @@ pub(super) struct Shared {
     pub pool: Pool,
     pub options: PostgresOptions,
     pub label: String,
-    pub channel: String,
     pub sinks: Sinks,
+    pub notifier: Notifier,
     pub stats: Arc<WriteStats>,
 }
 
 impl Shared {
-    /// The payloads announcing `changes` to the other daemons.
-    pub(super) fn payloads(&self, changes: &[(Change, JobId)]) -> Vec<String> {
-        listen::payloads(&self.sinks.instance, changes)
-    }
-
-    /// Tells this handle's subscribers about committed changes, and counts
-    /// the write.
+    /// Tells this handle's subscribers about a committed write's changes
+    /// and has them announced to the other daemons; counts the write.
     pub(super) fn committed(&self, changes: &[(Change, JobId)]) {
         self.stats.count(1);
         self.sinks.wake.publish_all(changes);
+        self.notifier.send(changes);
     }
 }
 
@@ -106,8 +106,8 @@ impl Writes {
             .map_err(|e| pool_error(&self.shared.options, e))
     }
 
-    /// Runs `op` in a transaction of its own on a pooled connection, with
-    /// one `NOTIFY` for its changes; answers once committed. The caller
+    /// Runs `op` in a transaction of its own on a pooled connection;
+    /// answers once committed. The caller
     /// holds its place ([`Writes::admit`]). A conflict runs it again.
     pub(super) async fn transaction<O: Operation>(&self, op: &O) -> Result<O::Output, QueueError> {
         let mut conflicts = 0;
@@ -146,14 +146,6 @@ impl Writes {
             }
         };
         let changes = std::mem::take(&mut pg.changes);
-        let payloads = shared.payloads(&changes);
-        if !payloads.is_empty() {
-            shared.stats.sent(1);
-            let notify = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p";
-            let statement = tx.prepare_cached(notify).await?;
-            tx.execute(&statement, &[&shared.channel, &payloads])
-                .await?;
-        }
         tx.commit().await?;
         shared.committed(&changes);
         Ok(out)
