@@ -186,8 +186,8 @@ async fn postgres_a_jobs_hot_path_costs_its_bounded_statements() {
 /// submit 6, lease 11, record_steps 7, heartbeat 5, finish_and_lease 18,
 /// release 8.
 const BOUNDS: [(&str, u64); 8] = [
-    ("submit", 5),
-    ("submit_many (2 jobs)", 5),
+    ("submit", 4),
+    ("submit_many (2 jobs)", 4),
     ("lease (1 job, first pin)", 2),
     ("lease (1 job, pin known)", 1),
     ("record_steps (1 step, 1 event)", 1),
@@ -195,3 +195,49 @@ const BOUNDS: [(&str, u64); 8] = [
     ("finish_and_lease (1 event, 1 job)", 3),
     ("release", 2),
 ];
+
+/// Writes waiting for a connection are bounded: with every admitted submit
+/// held inside its insert (another client holds the jobs table), the
+/// 1,024 first are admitted and every submit past them is refused at once
+/// with `Busy` (the API's 503), never another error; once the table is
+/// free every admitted submit commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_flood_of_submits_past_the_backlog_is_refused_busy() {
+    const BACKLOG: usize = 1024;
+    const EXTRA: usize = 40;
+    let schema = Schema::fresh();
+    let q = Arc::new(open(&schema, 2).await);
+    let holder = schema.client().await;
+    holder
+        .batch_execute(&format!(
+            "SET search_path TO {}; BEGIN; LOCK TABLE jobs IN SHARE MODE",
+            schema.name
+        ))
+        .await
+        .unwrap();
+    let (answers, mut answered) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..BACKLOG + EXTRA {
+        let (q, answers) = (q.clone(), answers.clone());
+        tokio::spawn(async move {
+            let _ = answers.send(q.submit(job()).await.map(|_| ()));
+        });
+    }
+    drop(answers);
+    // While the table is held no admitted submit can answer: the first
+    // answers are the refusals.
+    for _ in 0..EXTRA {
+        match answered.recv().await.expect("every submit answers") {
+            Err(structured_agents::queue::QueueError::Busy { waiting, .. }) => {
+                assert_eq!(waiting, BACKLOG)
+            }
+            other => panic!("a submit past the backlog answered {other:?}"),
+        }
+    }
+    holder.batch_execute("COMMIT").await.unwrap();
+    let mut committed = 0;
+    while let Some(answer) = answered.recv().await {
+        answer.unwrap_or_else(|e| panic!("an admitted submit failed: {e}"));
+        committed += 1;
+    }
+    assert_eq!(committed, BACKLOG);
+}
