@@ -178,9 +178,9 @@ async fn postgres_a_jobs_hot_path_costs_its_bounded_statements() {
 }
 
 /// What each operation may send at most, each statement one round trip:
-/// the hot path is one statement an operation (a finish or release reads
-/// the attempt row, decides in Rust and applies; a first lease of a bundle
-/// whose pin the queue has not seen yet pins it in a second); the rest are
+/// the hot path is one statement an operation (a finish-and-lease is a
+/// finish and a lease; a first lease of a bundle whose pin the queue has
+/// not seen yet pins it in a second); the rest are
 /// a transaction (`BEGIN`, the lifecycle's statements, `COMMIT`). Before
 /// the pool (one writer task, a savepoint a write, a `NOTIFY` a group):
 /// submit 6, lease 11, record_steps 7, heartbeat 5, finish_and_lease 18,
@@ -192,8 +192,8 @@ const BOUNDS: [(&str, u64); 8] = [
     ("lease (1 job, pin known)", 1),
     ("record_steps (1 step, 1 event)", 1),
     ("heartbeat", 1),
-    ("finish_and_lease (1 event, 1 job)", 3),
-    ("release", 2),
+    ("finish_and_lease (1 event, 1 job)", 2),
+    ("release", 1),
 ];
 
 /// Writes waiting for a connection are bounded: with every admitted submit

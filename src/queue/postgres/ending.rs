@@ -1,18 +1,17 @@
-//! An attempt's end on PostgreSQL without a transaction held across round
-//! trips: one statement reads the job's attempt row and the database's
-//! clock, the one rule (`rules::decide`, `rules::decide_release`) decides
-//! in Rust, and one statement applies the decision — the job's row, the
-//! held events and the stamped final event, the spend —
-//! guarded by everything the decision read (the attempt, the cancel
-//! request, the attempts allowed). Should any of it have changed between
-//! the two (a cancel request came in), the guard makes the second statement
-//! change nothing, and the end is decided again from a fresh read; a stale
-//! attempt changes nothing at all.
+//! An attempt's end on PostgreSQL in one statement. The one rule
+//! (`rules::decide`, `rules::decide_release`) stays in Rust: what it
+//! decides depends on two things only the job's row knows at that moment —
+//! whether a cancel was requested, and whether attempts remain for a retry
+//! — so Rust decides every combination beforehand (a [`Variant`] each:
+//! the row's new fields and the final event stamped with that decision) and
+//! the statement, holding the row's lock, applies the one that matches the
+//! row, with the held events, the final event and the spend, guarded by
+//! the attempt: a stale attempt changes nothing.
 //!
 //! An end the statement does not apply — a park (its request event and
 //! pending call) or a job with a webhook or push configs (its deliveries) —
-//! answers `None`, and the driver runs the lifecycle's write in a
-//! transaction.
+//! answers `None` having written nothing, and the driver runs the
+//! lifecycle's write in a transaction.
 
 use tokio_postgres::types::ToSql;
 
@@ -26,127 +25,165 @@ use crate::queue::tx::{Change, Columns, Fail, Res};
 use crate::queue::*;
 use crate::types::TerminationReason;
 
-/// Times an end is decided again because what it read changed meanwhile,
-/// before the lifecycle's transaction takes over.
-const MAX_REREADS: usize = 3;
-
-/// The attempt row as the end reads it.
-struct Current {
-    allowed: u32,
+/// What an end writes when the row says `cancel_requested` and whether
+/// attempts remain (`retry_ok`).
+struct Variant {
     cancel_requested: bool,
-    now: i64,
+    retry_ok: bool,
+    decision: Decision,
+    result: Option<String>,
+    /// A retry's backoff: `run_at` becomes the database's now plus this.
+    backoff: Option<i64>,
+    /// A release that queues the job again gives the attempt back.
+    unlease: bool,
+    final_event: Option<EventEnvelope>,
 }
 
-/// What the row says of attempt `attempt`: `Ok(None)` when it is stale,
-/// `Err(())` when the end needs the lifecycle's transaction (the job has a
-/// webhook or push configs).
-async fn read(
-    pg: &PgTx<'_, deadpool_postgres::Object>,
-    id: &JobId,
-    attempt: u32,
-) -> Res<Result<Option<Current>, ()>> {
-    let sql = format!(
-        "SELECT state, attempts, max_attempts + crash_resumes, cancel_requested, {NOW},
-                EXISTS (SELECT 1 FROM job_webhooks WHERE job_id = $1)
-                OR EXISTS (SELECT 1 FROM a2a_push_configs WHERE job_id = $1)
-         FROM jobs WHERE id = $1"
-    );
-    let Some(row) = pg.first(&sql, &[&id.as_str()]).await? else {
-        return Ok(Ok(None));
-    };
-    let current = row.req_text(0)? == JobState::Running.as_str()
-        && u32::try_from(row.req_int(1)?).ok() == Some(attempt);
-    if !current {
-        return Ok(Ok(None));
+impl Variant {
+    fn reason(&self, reported: Option<TerminationReason>) -> Option<&'static str> {
+        self.decision
+            .termination_reason(reported)
+            .map(TerminationReason::as_str)
     }
-    if row.req_int(5)? != 0 {
-        return Ok(Err(()));
-    }
-    Ok(Ok(Some(Current {
-        allowed: u32::try_from(row.req_int(2)?.max(0)).unwrap_or(u32::MAX),
-        cancel_requested: row.req_int(3)? != 0,
-        now: row.req_int(4)?,
-    })))
 }
 
-/// The row an end writes, and whether it gives the attempt back (a release
-/// that queues the job again) rather than settling it.
-struct Apply<'a> {
+/// An end to apply: the job, the attempt, its events, and its variants.
+struct End<'a> {
     id: &'a JobId,
     attempt: u32,
-    read: &'a Current,
-    unlease: bool,
-    state: JobState,
-    result: Option<String>,
-    error: Option<&'a str>,
-    run_at: Option<i64>,
-    reason: Option<TerminationReason>,
     events: &'a [EventEnvelope],
-    final_event: Option<EventEnvelope>,
-    change: Change,
+    /// The reason the worker's final event reported.
+    reported: Option<TerminationReason>,
+    variants: Vec<Variant>,
 }
 
-/// What an applied end answers: `None` when the guard found the row
-/// changed since it was read.
-async fn apply(
-    w: &Writes,
-    pg: &PgTx<'_, deadpool_postgres::Object>,
-    a: Apply<'_>,
-) -> Res<Option<Option<EventEnvelope>>> {
-    let events = EventRows::of(a.id, a.events.iter().chain(a.final_event.as_ref()))?;
-    let (tokens, cost, nested) = spend(a.final_event.as_ref());
-    let (bundles, nested_tokens, nested_cost) = nested;
-    let finished_at = a.state.is_terminal().then_some(a.read.now);
-    let changes = [(a.change, a.id.clone())];
-    let sql = format!(
-        "WITH cur AS (SELECT id FROM jobs WHERE id = $1 AND state = 'running' AND attempts = $2
-                        AND cancel_requested = $3 AND max_attempts + crash_resumes = $4
-                        AND NOT EXISTS (SELECT 1 FROM job_webhooks WHERE job_id = $1)
-                        AND NOT EXISTS (SELECT 1 FROM a2a_push_configs WHERE job_id = $1)
-                      FOR UPDATE),
-         {},
-         settled AS (UPDATE jobs SET state = $8, updated_at = $13, lease_owner = NULL, lease_expires_at = NULL,
-                       attempts = attempts - $17::int,
-                       result = CASE WHEN $17::int = 1 THEN result ELSE $9 END,
-                       error = CASE WHEN $17::int = 1 THEN error ELSE $10 END,
-                       run_at = CASE WHEN $17::int = 1 THEN run_at ELSE COALESCE($11, run_at) END,
-                       finished_at = CASE WHEN $17::int = 1 THEN finished_at ELSE $12 END,
-                       pending_call = CASE WHEN $17::int = 1 THEN pending_call ELSE NULL END,
-                       termination_reason = CASE WHEN $17::int = 1 THEN termination_reason ELSE $14 END,
-                       tokens_spent = COALESCE($15, tokens_spent), cost_micros = COALESCE($16, cost_micros),
-                       tool_errors = tool_errors + (SELECT n FROM added_errors)
-                     WHERE id IN (SELECT id FROM ok) RETURNING created_at),
-         nested AS (INSERT INTO nested_spend (job_id, bundle, created_at, tokens, cost_micros)
-                    SELECT $1, n.bundle, s.created_at, n.tokens, n.cost
-                    FROM settled s, unnest($18::text[], $19::bigint[], $20::bigint[]) AS n(bundle, tokens, cost)
-                    ON CONFLICT (job_id, bundle) DO UPDATE SET tokens = EXCLUDED.tokens, cost_micros = EXCLUDED.cost_micros
-                    RETURNING 1)
-         SELECT {APPENDED}, (SELECT COUNT(*) FROM nested)",
-        events_cte(5)
-    );
-    let state = a.state.as_str();
-    let reason = a.reason.map(TerminationReason::as_str);
-    let p: [&(dyn ToSql + Sync); 20] = [
-        &a.id.as_str(),
-        &i32::try_from(a.attempt).unwrap_or(i32::MAX),
-        &a.read.cancel_requested,
-        &i32::try_from(a.read.allowed).unwrap_or(i32::MAX),
-        &events.seqs,
-        &events.json,
-        &events.tool_errors,
-        &state,
-        &a.result,
-        &a.error,
-        &a.run_at,
-        &finished_at,
-        &a.read.now,
-        &reason,
+/// What an applied end answers: stale, needs the lifecycle's transaction,
+/// or the variant applied (its index) with the database's now.
+enum Applied {
+    Stale,
+    Transaction,
+    Done { variant: usize, now: i64 },
+}
+
+/// The columns of one statement's variants, as arrays.
+#[derive(Default)]
+struct VariantColumns {
+    cancel: Vec<bool>,
+    retry_ok: Vec<bool>,
+    state: Vec<&'static str>,
+    result: Vec<Option<String>>,
+    error: Vec<Option<String>>,
+    backoff: Vec<Option<i64>>,
+    reason: Vec<Option<&'static str>>,
+    final_json: Vec<Option<String>>,
+    unlease: Vec<bool>,
+    terminal: Vec<bool>,
+}
+
+fn columns(end: &End<'_>) -> Res<VariantColumns> {
+    let mut c = VariantColumns::default();
+    for v in &end.variants {
+        c.cancel.push(v.cancel_requested);
+        c.retry_ok.push(v.retry_ok);
+        c.state.push(v.decision.state.as_str());
+        c.result.push(v.result.clone());
+        c.error.push(v.decision.error.clone());
+        c.backoff.push(v.backoff);
+        c.reason.push(v.reason(end.reported));
+        let json = match &v.final_event {
+            Some(e) => Some(
+                serde_json::to_string(e)
+                    .map_err(|e| Fail::Db(format!("the final event cannot be encoded: {e}")))?,
+            ),
+            None => None,
+        };
+        c.final_json.push(json);
+        c.unlease.push(v.unlease);
+        c.terminal.push(v.decision.state.is_terminal());
+    }
+    Ok(c)
+}
+
+const SQL: &str = "
+ WITH t AS (SELECT {NOW} AS now),
+ cur AS (SELECT id, cancel_requested, attempts < max_attempts + crash_resumes AS retry_ok FROM jobs
+         WHERE id = $1 AND state = 'running' AND attempts = $2 FOR UPDATE),
+ hooked AS (SELECT EXISTS (SELECT 1 FROM job_webhooks WHERE job_id = $1)
+                   OR EXISTS (SELECT 1 FROM a2a_push_configs WHERE job_id = $1) AS yes),
+ v AS (SELECT * FROM unnest($6::bool[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bigint[],
+                            $12::text[], $13::text[], $14::bool[], $21::bool[])
+                     WITH ORDINALITY AS v(cancel, retry_ok, state, result, error, backoff, reason, final_json, unlease, terminal, i)),
+ pick AS (SELECT v.* FROM cur JOIN v ON v.cancel = cur.cancel_requested AND v.retry_ok = cur.retry_ok),
+ {EVENTS},
+ settled AS (UPDATE jobs SET state = p.state, updated_at = t.now, lease_owner = NULL, lease_expires_at = NULL,
+               attempts = attempts - p.unlease::int,
+               result = CASE WHEN p.unlease THEN jobs.result ELSE p.result END,
+               error = CASE WHEN p.unlease THEN jobs.error ELSE p.error END,
+               run_at = CASE WHEN p.unlease THEN jobs.run_at ELSE COALESCE(t.now + p.backoff, jobs.run_at) END,
+               finished_at = CASE WHEN p.unlease THEN jobs.finished_at WHEN p.terminal THEN t.now END,
+               pending_call = CASE WHEN p.unlease THEN jobs.pending_call END,
+               termination_reason = CASE WHEN p.unlease THEN jobs.termination_reason ELSE p.reason END,
+               tokens_spent = COALESCE($15, tokens_spent), cost_micros = COALESCE($16, cost_micros),
+               tool_errors = tool_errors + (SELECT n FROM added_errors)
+             FROM pick p, t WHERE jobs.id IN (SELECT id FROM ok) RETURNING jobs.created_at),
+ nested AS (INSERT INTO nested_spend (job_id, bundle, created_at, tokens, cost_micros)
+            SELECT $1, n.bundle, s.created_at, n.tokens, n.cost
+            FROM settled s, unnest($17::text[], $18::bigint[], $19::bigint[]) AS n(bundle, tokens, cost)
+            ON CONFLICT (job_id, bundle) DO UPDATE SET tokens = EXCLUDED.tokens, cost_micros = EXCLUDED.cost_micros
+            RETURNING 1)
+ SELECT {APPENDED}, (SELECT yes FROM hooked), (SELECT i FROM pick), (SELECT now FROM t),
+        (SELECT COUNT(*) FROM settled), (SELECT COUNT(*) FROM nested)";
+
+/// The events an end appends: the held ones, then the final event as the
+/// variant applied stamps it.
+const NEW_EVENTS: &str =
+    "SELECT * FROM unnest($3::bigint[], $4::text[], $5::int[]) AS n(seq, event, tool_error)
+     UNION ALL SELECT $20::bigint, p.final_json, 0 FROM pick p WHERE p.final_json IS NOT NULL";
+
+/// [`SQL`] with its parts filled in, once.
+static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Applies `end` in one statement.
+async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>) -> Res<Applied> {
+    let c = columns(end)?;
+    // The held events and the final event (its number and content as the
+    // first variant has it: only the stamp differs between variants) for
+    // the checks of sequence numbers.
+    let first_final = end.variants.first().and_then(|v| v.final_event.as_ref());
+    let events = EventRows::of(end.id, end.events.iter().chain(first_final))?;
+    let held = EventRows::of(end.id, end.events)?;
+    let final_seq = first_final.map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX));
+    let (tokens, cost, nested) = spend(first_final);
+    let sql = STATEMENT.get_or_init(|| {
+        SQL.replace("{NOW}", NOW)
+            .replace(
+                "{EVENTS}",
+                &events_cte(NEW_EVENTS, "NOT (SELECT yes FROM hooked)"),
+            )
+            .replace("{APPENDED}", APPENDED)
+    });
+    let p: [&(dyn ToSql + Sync); 21] = [
+        &end.id.as_str(),
+        &i32::try_from(end.attempt).unwrap_or(i32::MAX),
+        &held.seqs,
+        &held.json,
+        &held.tool_errors,
+        &c.cancel,
+        &c.retry_ok,
+        &c.state,
+        &c.result,
+        &c.error,
+        &c.backoff,
+        &c.reason,
+        &c.final_json,
+        &c.unlease,
         &tokens,
         &cost,
-        &i32::from(a.unlease),
-        &bundles,
-        &nested_tokens,
-        &nested_cost,
+        &nested.0,
+        &nested.1,
+        &nested.2,
+        &final_seq,
+        &c.terminal,
     ];
     let row = pg
         .first(&sql, &p)
@@ -154,13 +191,18 @@ async fn apply(
         .ok_or_else(|| Fail::Db("the end's write answered no row".into()))?;
     let appended = Appended::read(&row, 0)?;
     if !appended.current {
-        return Ok(None);
+        return Ok(Applied::Stale);
     }
-    if let Some(refused) = appended.refusal(a.id, a.attempt, &events) {
+    if row.req_int(4)? != 0 {
+        return Ok(Applied::Transaction);
+    }
+    if let Some(refused) = appended.refusal(end.id, end.attempt, &events) {
         return Err(refused);
     }
-    w.shared.committed(&changes);
-    Ok(Some(a.final_event))
+    let variant = usize::try_from(row.req_int(5)? - 1)
+        .map_err(|_| Fail::Db("the end matched none of its decisions".into()))?;
+    let now = row.req_int(6)?;
+    Ok(Applied::Done { variant, now })
 }
 
 /// The spend a final event reports: the job's tokens and cost (micros), and
@@ -198,9 +240,43 @@ fn spend(
     )
 }
 
-/// Records an attempt's outcome by the one rule, [`decide`]; `None` when
-/// the lifecycle's transaction must (a park, a job with deliveries to
-/// make, or a row that kept changing under it).
+fn stamped(final_event: Option<&EventEnvelope>, decision: &Decision) -> Option<EventEnvelope> {
+    final_event.map(|e| stamp_final(e.clone(), decision))
+}
+
+/// Runs `end` on a pooled connection; what the caller answers comes from
+/// the variant applied (`answer`), `None` when the lifecycle's transaction
+/// must run it.
+async fn run(
+    w: &Writes,
+    end: End<'_>,
+    answer: impl FnOnce(Variant, i64) -> (Finished, Change),
+) -> Result<Option<Finished>, QueueError> {
+    let client = w.client().await?;
+    let pg = PgTx::new(&client);
+    let applied = apply(&pg, &end).await;
+    w.shared.stats.sent(pg.statements());
+    match applied.map_err(|f| f.into_error(&w.shared.label))? {
+        Applied::Stale => Ok(Some(Finished::stale())),
+        Applied::Transaction => Ok(None),
+        Applied::Done { variant, now } => {
+            let mut variants = end.variants;
+            if variant >= variants.len() {
+                return Err(QueueError::Store {
+                    path: w.shared.label.clone(),
+                    detail: "the end matched none of its decisions".into(),
+                });
+            }
+            let (finished, change) = answer(variants.swap_remove(variant), now);
+            w.shared.committed(&[(change, end.id.clone())]);
+            Ok(Some(finished))
+        }
+    }
+}
+
+/// Records an attempt's outcome by the one rule, [`decide`], in one
+/// statement; `None` when the lifecycle's transaction must (a park, or a
+/// job with deliveries to make).
 pub(super) async fn finish(w: &Writes, op: &Finish) -> Result<Option<Finished>, QueueError> {
     if matches!(
         op.outcome,
@@ -208,124 +284,88 @@ pub(super) async fn finish(w: &Writes, op: &Finish) -> Result<Option<Finished>, 
     ) {
         return Ok(None);
     }
-    let client = w.client().await?;
-    let pg = PgTx::new(&client);
-    let answer = finish_on(w, &pg, op).await;
-    w.shared.stats.sent(pg.statements());
-    answer.map_err(|f| f.into_error(&w.shared.label))
-}
-
-async fn finish_on(
-    w: &Writes,
-    pg: &PgTx<'_, deadpool_postgres::Object>,
-    op: &Finish,
-) -> Res<Option<Finished>> {
-    for _ in 0..MAX_REREADS {
-        let current = match read(pg, &op.id, op.attempt).await? {
-            Ok(Some(current)) => current,
-            Ok(None) => return Ok(Some(Finished::stale())),
-            Err(()) => return Ok(None),
-        };
-        let decision = decide(
-            &op.outcome,
-            op.attempt,
-            current.allowed,
-            current.cancel_requested,
-        );
-        let (result, _) = decision.stored(&op.outcome);
-        let run_at = decision.run_at(&op.outcome, current.now, op.retry.delay(op.attempt));
-        let applied = apply(
-            w,
-            pg,
-            Apply {
-                id: &op.id,
-                attempt: op.attempt,
-                read: &current,
+    let backoff = i64::try_from(op.retry.delay(op.attempt).as_millis()).unwrap_or(i64::MAX);
+    let mut variants = Vec::with_capacity(4);
+    for cancel_requested in [false, true] {
+        for retry_ok in [false, true] {
+            // `decide` asks only whether `attempt < allowed`.
+            let allowed = if retry_ok { op.attempt + 1 } else { op.attempt };
+            let decision = decide(&op.outcome, op.attempt, allowed, cancel_requested);
+            variants.push(Variant {
+                cancel_requested,
+                retry_ok,
+                result: decision.stored(&op.outcome).0,
+                backoff: decision.retry.then_some(backoff),
                 unlease: false,
-                state: decision.state,
-                result,
-                error: decision.error.as_deref(),
-                run_at,
-                reason: decision.termination_reason(reported_reason(op.final_event.as_ref())),
-                events: &op.events,
                 final_event: stamped(op.final_event.as_ref(), &decision),
-                change: Change::Updated,
-            },
-        )
-        .await?;
-        if let Some(final_event) = applied {
-            return Ok(Some(Finished {
-                reply: CompleteReply::Recorded(decision.state),
-                request_event: None,
-                final_event,
-                run_at: run_at
-                    .filter(|_| !decision.state.is_terminal())
-                    .map(rfc3339),
-            }));
+                decision,
+            });
         }
     }
-    Ok(None)
-}
-
-fn stamped(final_event: Option<&EventEnvelope>, decision: &Decision) -> Option<EventEnvelope> {
-    final_event.map(|e| stamp_final(e.clone(), decision))
+    let end = End {
+        id: &op.id,
+        attempt: op.attempt,
+        events: &op.events,
+        reported: reported_reason(op.final_event.as_ref()),
+        variants,
+    };
+    run(w, end, |v, now| {
+        let run_at = v
+            .backoff
+            .filter(|_| !v.decision.state.is_terminal())
+            .map(|b| rfc3339(now.saturating_add(b)));
+        let finished = Finished {
+            reply: CompleteReply::Recorded(v.decision.state),
+            request_event: None,
+            final_event: v.final_event,
+            run_at,
+        };
+        (finished, Change::Updated)
+    })
+    .await
 }
 
 /// Gives a running job back without using its attempt (a job whose
-/// cancellation was requested ends `cancelled`), by [`decide_release`];
-/// `None` when the lifecycle's transaction must.
+/// cancellation was requested ends `cancelled`), by [`decide_release`], in
+/// one statement; `None` when the lifecycle's transaction must.
 pub(super) async fn release(w: &Writes, op: &Release) -> Result<Option<Finished>, QueueError> {
-    let client = w.client().await?;
-    let pg = PgTx::new(&client);
-    let answer = release_on(w, &pg, op).await;
-    w.shared.stats.sent(pg.statements());
-    answer.map_err(|f| f.into_error(&w.shared.label))
-}
-
-async fn release_on(
-    w: &Writes,
-    pg: &PgTx<'_, deadpool_postgres::Object>,
-    op: &Release,
-) -> Res<Option<Finished>> {
-    for _ in 0..MAX_REREADS {
-        let current = match read(pg, &op.id, op.attempt).await? {
-            Ok(Some(current)) => current,
-            Ok(None) => return Ok(Some(Finished::stale())),
-            Err(()) => return Ok(None),
-        };
-        let cancelled = current.cancel_requested;
-        let decision = decide_release(cancelled);
-        let applied = apply(
-            w,
-            pg,
-            Apply {
-                id: &op.id,
-                attempt: op.attempt,
-                read: &current,
-                unlease: !cancelled,
-                state: decision.state,
+    let mut variants = Vec::with_capacity(4);
+    for cancel_requested in [false, true] {
+        for retry_ok in [false, true] {
+            let mut decision = decide_release(cancel_requested);
+            if cancel_requested {
+                decision.error = Some("cancelled by request".into());
+            }
+            variants.push(Variant {
+                cancel_requested,
+                retry_ok,
                 result: None,
-                error: cancelled.then_some("cancelled by request"),
-                run_at: None,
-                reason: cancelled.then_some(TerminationReason::Cancelled),
-                events: &op.events,
-                final_event: stamped(op.final_event.as_ref(), &decision),
-                change: if cancelled {
-                    Change::Updated
-                } else {
-                    Change::Runnable
-                },
-            },
-        )
-        .await?;
-        if let Some(final_event) = applied {
-            return Ok(Some(Finished {
-                reply: CompleteReply::Recorded(decision.state),
-                request_event: None,
-                final_event,
-                run_at: None,
-            }));
+                backoff: None,
+                unlease: !cancel_requested,
+                final_event: stamped(op.final_event.as_ref(), &decide_release(cancel_requested)),
+                decision,
+            });
         }
     }
-    Ok(None)
+    let end = End {
+        id: &op.id,
+        attempt: op.attempt,
+        events: &op.events,
+        reported: reported_reason(op.final_event.as_ref()),
+        variants,
+    };
+    run(w, end, |v, _| {
+        let change = match v.unlease {
+            true => Change::Runnable,
+            false => Change::Updated,
+        };
+        let finished = Finished {
+            reply: CompleteReply::Recorded(v.decision.state),
+            request_event: None,
+            final_event: v.final_event,
+            run_at: None,
+        };
+        (finished, change)
+    })
+    .await
 }

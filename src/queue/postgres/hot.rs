@@ -90,26 +90,26 @@ impl EventRows {
 }
 
 /// The part of a statement that appends events under the job's locked row
-/// (`ok`, one row when the write may go ahead) for attempt `$2` of job
-/// `$1`, the events bound at `$n..$n+2` ([`EventRows`]): `clash` holds the
-/// numbers already stored with other content (the write must not go
-/// ahead), `same` those stored with this very content (a write whose reply
-/// was lost, sent again), `added` those appended.
-pub(super) fn events_cte(n: usize) -> String {
+/// (`cur`, one row while the attempt is current) for attempt `$2` of job
+/// `$1`: `new_events` is a query of `(seq, event, tool_error)` rows (see
+/// [`EventRows`]), `go` a further condition for the write to go ahead.
+/// `clash` holds the numbers already stored with other content (the write
+/// must not go ahead), `same` those stored with this very content (a write
+/// whose reply was lost, sent again), `ok` the job's row when the write
+/// goes ahead, `added` the events appended.
+pub(super) fn events_cte(new_events: &str, go: &str) -> String {
     format!(
-        "new_events AS (SELECT * FROM unnest(${n}::bigint[], ${}::text[], ${}::int[]) AS n(seq, event, tool_error)),
+        "new_events AS ({new_events}),
          clash AS (SELECT n.seq FROM new_events n JOIN events e ON e.job_id = $1 AND e.seq = n.seq
                    WHERE e.attempt <> $2 OR e.event <> n.event),
          same AS (SELECT n.seq FROM new_events n JOIN events e ON e.job_id = $1 AND e.seq = n.seq
                   WHERE e.attempt = $2 AND e.event = n.event),
-         ok AS (SELECT id FROM cur WHERE NOT EXISTS (SELECT 1 FROM clash)),
+         ok AS (SELECT id FROM cur WHERE NOT EXISTS (SELECT 1 FROM clash) AND ({go})),
          added AS (INSERT INTO events (job_id, seq, attempt, event)
                    SELECT ok.id, n.seq, $2, n.event FROM ok, new_events n
                    ON CONFLICT (job_id, seq) DO NOTHING RETURNING seq, event),
          added_errors AS (SELECT COALESCE(SUM(n.tool_error), 0)::int AS n
-                          FROM new_events n JOIN added a ON a.seq = n.seq)",
-        n + 1,
-        n + 2
+                          FROM new_events n JOIN added a ON a.seq = n.seq)"
     )
 }
 
@@ -193,7 +193,10 @@ pub(super) async fn record_steps(w: &Writes, op: &RecordSteps) -> Result<(), Que
                    ON CONFLICT (job_id, scope, turn, step) DO UPDATE SET attempt = EXCLUDED.attempt, body = EXCLUDED.body
                    RETURNING 1)
          SELECT {APPENDED}, (SELECT COUNT(*) FROM errors), (SELECT COUNT(*) FROM steps)",
-        events_cte(3)
+        events_cte(
+            "SELECT * FROM unnest($3::bigint[], $4::text[], $5::int[]) AS n(seq, event, tool_error)",
+            "TRUE"
+        )
     );
     let p: [&(dyn ToSql + Sync); 9] = [
         &op.id.as_str(),
