@@ -186,7 +186,7 @@ async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>) -> Res<A
         &c.terminal,
     ];
     let row = pg
-        .first(&sql, &p)
+        .first(sql, &p)
         .await?
         .ok_or_else(|| Fail::Db("the end's write answered no row".into()))?;
     let appended = Appended::read(&row, 0)?;
