@@ -291,6 +291,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                          FROM jobs WHERE bundle = $1 AND created_at >= $2) j,
                         (SELECT COALESCE(SUM(tokens), 0) AS tokens, COALESCE(SUM(cost_micros), 0) AS micros
                          FROM nested_spend WHERE bundle = $1 AND created_at >= $2) n";
+        self.sent();
         let row = self.client.query_one(sql, &[&bundle, &since]).await?;
         Ok(StoredSpend {
             tokens: row.req_int(0)?,
@@ -302,8 +303,8 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
 
     async fn lock_daily_budgets(&mut self) -> Res<()> {
         // One lock for every daily budget: a write takes it before any
-        // other (`op::LockOrder::DailyBudgets` sorts first), so no two
-        // writes wait on each other around it.
+        // other of its own (see `op`), so no two writes wait on each other
+        // around it.
         // Keyed by the schema, as the migrations' lock: queues in other
         // schemas of the database do not wait for it.
         let sql = "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':daily_budgets', 0))";
