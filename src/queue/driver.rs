@@ -31,6 +31,15 @@ pub(crate) trait Driver: Send + Sync + 'static {
         &self,
         op: FinishAndLease,
     ) -> impl Future<Output = Result<(Finished, Vec<Lease>), QueueError>> + Send;
+    /// A submit, a write like any other unless the backend has a cheaper
+    /// way (PostgreSQL: one statement for a plain job, see
+    /// `postgres::submit`).
+    fn submit(
+        &self,
+        op: op::Submit,
+    ) -> impl Future<Output = Result<(Job, bool), QueueError>> + Send {
+        self.write(op)
+    }
     /// The operations of a job's hot path, each a write like any other
     /// unless the backend has a cheaper way (PostgreSQL: one statement
     /// each, see `postgres::hot`).
@@ -101,7 +110,7 @@ impl<D> Queue<D> {
 impl<D: Driver> JobQueue for Queue<D> {
     async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
         let id = job.id.take().unwrap_or_default();
-        let submitted = self.driver.write(op::Submit { id, job }).await?;
+        let submitted = self.driver.submit(op::Submit { id, job }).await?;
         if submitted.1 {
             crate::failpoint::hit(crate::failpoint::Failpoint::AfterSubmitCommit);
         }

@@ -32,6 +32,7 @@ mod outbox;
 mod pool;
 mod schedules;
 mod schema;
+mod submit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -225,6 +226,14 @@ impl Driver for Postgres {
     async fn write<O: Write>(&self, op: O) -> Result<O::Output, QueueError> {
         let _place = self.writes.admit(O::REFUSED_WHEN_BUSY).await?;
         self.writes.transaction(&op).await
+    }
+
+    async fn submit(&self, op: op::Submit) -> Result<(Job, bool), QueueError> {
+        let _place = self.writes.admit(true).await?;
+        match submit::submit(&self.writes, &op).await? {
+            Some(submitted) => Ok(submitted),
+            None => self.writes.transaction(&op).await,
+        }
     }
 
     async fn lease(&self, op: LeaseJobs) -> Result<Vec<Lease>, QueueError> {
