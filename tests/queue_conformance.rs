@@ -1914,6 +1914,30 @@ pub async fn many_callers_lease_and_finish_each_job_once(q: Arc<dyn JobQueue>) {
     }
 }
 
+/// Submits with one idempotency key at the same moment: one inserts the
+/// job, every other answers that same job as not new (a submit that waited
+/// for the first one's commit finds it then).
+pub async fn concurrent_submits_of_one_key_answer_one_job(q: Arc<dyn JobQueue>) {
+    const SUBMITS: usize = 16;
+    let keyed = || NewJob {
+        idempotency_key: Some("one".into()),
+        ..job("b")
+    };
+    let answers = futures::future::join_all((0..SUBMITS).map(|_| q.submit(keyed()))).await;
+    let answers: Vec<(JobId, bool)> = answers
+        .into_iter()
+        .map(|a| {
+            let (job, new) = a.unwrap();
+            (job.id, new)
+        })
+        .collect();
+    let first = answers[0].0.clone();
+    assert!(answers.iter().all(|(id, _)| *id == first), "{answers:?}");
+    assert_eq!(answers.iter().filter(|(_, new)| *new).count(), 1);
+    let all = q.list(JobFilter::default()).await.unwrap();
+    assert_eq!(all.jobs.len(), 1);
+}
+
 pub async fn batch_submit_is_one_transaction_honouring_each_key(q: Arc<dyn JobQueue>) {
     let keyed = |input: &str, key: &str| NewJob {
         input: input.into(),
@@ -2509,6 +2533,7 @@ macro_rules! suite {
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
             case!(many_callers_lease_and_finish_each_job_once);
+            case!(concurrent_submits_of_one_key_answer_one_job);
             case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
             case!(finish_and_lease_records_the_outcome_and_leases_in_one_write);
             case!(batch_submit_is_one_transaction_honouring_each_key);
