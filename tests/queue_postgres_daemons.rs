@@ -422,7 +422,22 @@ async fn postgres_three_daemons_finish_1000_jobs_when_one_is_killed() {
     let sites = [scan_site(&server), scan_site(&server), scan_site(&server)];
     let a = start_scale(&sites[0], &schema, &[]);
     let b = start_scale(&sites[1], &schema, &[]);
-    let c = start_scale(&sites[2], &schema, &[SHORT_LEASE]);
+    // C's connections carry a name of their own, to wait for them to end.
+    let c_app = format!("sa_c_{}", &schema.name["sa_test_".len()..]);
+    let separator = if postgres_url().contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let c_url = format!("{}{separator}application_name={c_app}", postgres_url());
+    let c = start_scale(
+        &sites[2],
+        &schema,
+        &[
+            ("STRUCTURED_AGENTS_QUEUE__URL", c_url.as_str()),
+            SHORT_LEASE,
+        ],
+    );
     let db = database(&schema).await;
     let http = client();
 
@@ -452,7 +467,30 @@ async fn postgres_three_daemons_finish_1000_jobs_when_one_is_killed() {
     )
     .await;
     c.kill9();
-    // C cannot change anything any more: these are the jobs it held.
+    // A statement C sent before it died still runs to its end on the
+    // server (each write is one statement, committed as it ends); once
+    // C's backends are gone, C cannot change anything any more.
+    eventually(
+        Duration::from_secs(60),
+        "the killed daemon's connections end",
+        || {
+            let db = &db;
+            let c_app = c_app.clone();
+            async move {
+                let left: i64 = db
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                        &[&c_app],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                (left == 0).then_some(())
+            }
+        },
+    )
+    .await;
+    // These are the jobs it held.
     let held: Vec<String> = db
         .query(
             "SELECT id FROM jobs WHERE state = 'running' AND lease_owner LIKE $1",

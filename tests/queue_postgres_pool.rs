@@ -241,3 +241,74 @@ async fn postgres_a_flood_of_submits_past_the_backlog_is_refused_busy() {
     }
     assert_eq!(committed, BACKLOG);
 }
+
+fn pinned(digest: &'static str) -> Arc<Pinner> {
+    Arc::new(move |_: &str| {
+        Some(Pin {
+            version: digest.into(),
+            digest: digest.into(),
+        })
+    })
+}
+
+/// The lease pins a first attempt in its statement with what the pinner
+/// answered last for the bundle; when the pinner answers otherwise now (the
+/// bundle was reloaded), the job is pinned to the new answer, in the store
+/// as in the lease, and a job submitted with its own version keeps it.
+#[tokio::test]
+async fn postgres_a_lease_pins_to_what_the_pinner_answers_now() {
+    let schema = Schema::fresh();
+    let q = open(&schema, 2).await;
+    for _ in 0..3 {
+        q.submit(job()).await.unwrap();
+    }
+    let first = q
+        .lease_many("w", HELD, 1, Some(pinned("d1")))
+        .await
+        .unwrap();
+    assert_eq!(first[0].job.bundle_digest.as_deref(), Some("d1"));
+    // The statement pins with "d1", learnt; the pinner now says "d2".
+    let second = q
+        .lease_many("w", HELD, 1, Some(pinned("d2")))
+        .await
+        .unwrap();
+    assert_eq!(second[0].job.bundle_digest.as_deref(), Some("d2"));
+    assert_eq!(second[0].job.bundle_version.as_deref(), Some("d2"));
+    let stored = q.get(&second[0].job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            stored.bundle_version.as_deref(),
+            stored.bundle_digest.as_deref()
+        ),
+        (Some("d2"), Some("d2"))
+    );
+    // A version given at submit stays; the digest is the pinner's.
+    let own = q
+        .submit(NewJob {
+            bundle_version: Some("7".into()),
+            ..job()
+        })
+        .await
+        .unwrap()
+        .0;
+    let leased = q
+        .lease_many("w", HELD, 2, Some(pinned("d3")))
+        .await
+        .unwrap();
+    let mine = leased.iter().find(|l| l.job.id == own.id).expect("leased");
+    assert_eq!(
+        (
+            mine.job.bundle_version.as_deref(),
+            mine.job.bundle_digest.as_deref()
+        ),
+        (Some("7"), Some("d3"))
+    );
+    let stored = q.get(&own.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            stored.bundle_version.as_deref(),
+            stored.bundle_digest.as_deref()
+        ),
+        (Some("7"), Some("d3"))
+    );
+}

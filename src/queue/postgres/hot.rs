@@ -274,10 +274,10 @@ pub(super) async fn lease(
     let columns: Vec<String> = JOB_COLUMNS.split(", ").map(|c| format!("j.{c}")).collect();
     let sql = format!(
         "WITH t AS (SELECT {NOW} AS now),
-         due AS (SELECT id, FALSE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned FROM jobs
+         due AS (SELECT id, FALSE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
                  WHERE state = 'queued' AND run_at <= (SELECT now FROM t)
                  ORDER BY priority DESC, run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED),
-         expired AS (SELECT id, TRUE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned FROM jobs
+         expired AS (SELECT id, TRUE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
                      WHERE state = 'running' AND lease_expires_at <= (SELECT now FROM t)
                      ORDER BY priority DESC, run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED),
          picked AS (SELECT c.*, (c.running AND c.crash_resumes >= $2)
@@ -294,7 +294,7 @@ pub(super) async fn lease(
            FROM picked p CROSS JOIN t CROSS JOIN go
                 LEFT JOIN unnest($5::text[], $6::text[], $7::text[]) AS pin(bundle, version, digest) ON pin.bundle = p.bundle
            WHERE j.id = p.id AND go.ok
-           RETURNING {}, p.unpinned AND pin.bundle IS NOT NULL AS pinned_here)
+           RETURNING {}, p.unpinned AND pin.bundle IS NOT NULL AS pinned_here, p.own_version)
          SELECT s.*,
                 (SELECT COALESCE(MAX(e.seq), 0)::BIGINT FROM events e WHERE e.job_id = s.id),
                 (SELECT COALESCE(json_agg(json_build_array(l.scope, l.turn, l.step, l.body) ORDER BY l.scope, l.turn, l.step), '[]')::text
@@ -337,23 +337,34 @@ pub(super) async fn lease(
     Ok(Some(leases.into_iter().map(|(l, _)| l).collect()))
 }
 
-/// The leases a lease statement's rows hold (with whether each was pinned
-/// by the statement), or `None` when it leased nothing because a job needs
-/// the lifecycle's transaction.
-fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, bool)>>> {
+/// How a leased job was pinned by the lease statement: by it (`here`, with
+/// a pin learnt earlier), and the version it was submitted with, which a
+/// pin keeps (as `start_attempt` does).
+struct Pinning {
+    here: bool,
+    own_version: Option<String>,
+}
+
+/// The leases a lease statement's rows hold (with how each was pinned), or
+/// `None` when it leased nothing because a job needs the lifecycle's
+/// transaction.
+fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>> {
     let mut leases = Vec::with_capacity(rows.len());
     for row in rows {
-        if row.int(AFTER_JOB + 3)? == Some(0) {
+        if row.int(AFTER_JOB + 4)? == Some(0) {
             return Ok(None);
         }
         if row.text(0)?.is_none() {
             continue; // No job was due.
         }
         let job = job_from_row(row)?;
-        let pinned_here = row.int(AFTER_JOB)?.unwrap_or(0) != 0;
-        let last_seq = u64::try_from(row.req_int(AFTER_JOB + 1)?).unwrap_or_default();
+        let pinning = Pinning {
+            here: row.int(AFTER_JOB)?.unwrap_or(0) != 0,
+            own_version: row.text(AFTER_JOB + 1)?,
+        };
+        let last_seq = u64::try_from(row.req_int(AFTER_JOB + 2)?).unwrap_or_default();
         let journal: Vec<(String, u32, String, String)> =
-            serde_json::from_str(&row.req_text(AFTER_JOB + 2)?)
+            serde_json::from_str(&row.req_text(AFTER_JOB + 3)?)
                 .map_err(|e| Fail::Db(format!("a leased job's journal did not read: {e}")))?;
         let journal = journal
             .into_iter()
@@ -371,7 +382,7 @@ fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, bool)>>> {
                 journal,
                 job,
             },
-            pinned_here,
+            pinning,
         ));
     }
     Ok(Some(leases))
@@ -385,27 +396,29 @@ async fn repin(
     w: &Writes,
     pins: &Pins,
     pinner: &Pinner,
-    leases: &mut [(Lease, bool)],
+    leases: &mut [(Lease, Pinning)],
 ) -> Result<(), QueueError> {
     let mut ids = Vec::new();
     let mut versions = Vec::new();
     let mut digests = Vec::new();
     let mut attempts = Vec::new();
-    for (lease, pinned_here) in leases.iter_mut() {
+    for (lease, pinning) in leases.iter_mut() {
         let job = &mut lease.job;
         let Some(want) = pinner(&job.bundle) else {
             continue;
         };
         pins.learn(&job.bundle, &want);
         let unpinned = job.bundle_digest.is_none();
-        if !(unpinned || *pinned_here) || job.bundle_digest.as_deref() == Some(&want.digest) {
+        // A version the job was submitted with stays (as in `start_attempt`).
+        let version = pinning
+            .own_version
+            .clone()
+            .unwrap_or_else(|| want.version.clone());
+        let right = job.bundle_digest.as_deref() == Some(&want.digest)
+            && job.bundle_version.as_deref() == Some(&version);
+        if !(unpinned || pinning.here) || right {
             continue;
         }
-        // A version the job was submitted with stays (as in `start_attempt`).
-        let version = match (*pinned_here, &job.bundle_version) {
-            (false, Some(own)) => own.clone(),
-            _ => want.version.clone(),
-        };
         job.bundle_version = Some(version.clone());
         job.bundle_digest = Some(want.digest.clone());
         ids.push(job.id.as_str().to_string());
