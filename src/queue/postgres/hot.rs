@@ -257,7 +257,9 @@ impl Pins {
 }
 
 /// Index of the first column after the job's in the lease statement's rows.
-const AFTER_JOB: usize = 33;
+fn after_job() -> usize {
+    JOB_COLUMNS.split(", ").count()
+}
 
 /// Leases up to `n` of the best runnable jobs in one statement: `None` when
 /// one of them needs the lifecycle's transaction (a poison pill to park, a
@@ -350,8 +352,9 @@ struct Pinning {
 /// transaction.
 fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>> {
     let mut leases = Vec::with_capacity(rows.len());
+    let after = after_job();
     for row in rows {
-        if row.int(AFTER_JOB + 4)? == Some(0) {
+        if row.int(after + 4)? == Some(0) {
             return Ok(None);
         }
         if row.text(0)?.is_none() {
@@ -359,12 +362,12 @@ fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>>
         }
         let job = job_from_row(row)?;
         let pinning = Pinning {
-            here: row.int(AFTER_JOB)?.unwrap_or(0) != 0,
-            own_version: row.text(AFTER_JOB + 1)?,
+            here: row.int(after)?.unwrap_or(0) != 0,
+            own_version: row.text(after + 1)?,
         };
-        let last_seq = u64::try_from(row.req_int(AFTER_JOB + 2)?).unwrap_or_default();
+        let last_seq = u64::try_from(row.req_int(after + 2)?).unwrap_or_default();
         let journal: Vec<(String, u32, String, String)> =
-            serde_json::from_str(&row.req_text(AFTER_JOB + 3)?)
+            serde_json::from_str(&row.req_text(after + 3)?)
                 .map_err(|e| Fail::Db(format!("a leased job's journal did not read: {e}")))?;
         let journal = journal
             .into_iter()
@@ -380,7 +383,7 @@ fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>>
                 attempt: job.attempts,
                 next_seq: last_seq + 1,
                 journal,
-                job,
+                job: job.into(),
             },
             pinning,
         ));

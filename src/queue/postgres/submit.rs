@@ -30,9 +30,9 @@ fn statement() -> &'static str {
         "WITH t AS (SELECT {NOW} AS now),
          ins AS (INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts,
                                    idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id,
-                                   limits, owner, bundle_digest, forked_from, forked_at_turn)
+                                   limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls)
                  SELECT $1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, COALESCE($10, t.now), t.now, t.now, $11, NULL,
-                        $12, $13, $14, NULL, NULL FROM t
+                        $12, $13, $14, NULL, NULL, $15, $16 FROM t
                  ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS})
          SELECT TRUE, ins.* FROM ins
          UNION ALL
@@ -64,7 +64,7 @@ pub(super) async fn submit(w: &Writes, op: &Submit) -> Result<Option<(Job, bool)
     let v = JobValues::of(&op.id, &op.job, 0);
     let run_at = op.job.run_at.map(millis);
     let max_attempts = i32::try_from(v.max_attempts).unwrap_or(i32::MAX);
-    let p: [&(dyn ToSql + Sync); 14] = [
+    let p: [&(dyn ToSql + Sync); 16] = [
         &v.id,
         &v.bundle,
         &v.bundle_version,
@@ -79,6 +79,8 @@ pub(super) async fn submit(w: &Writes, op: &Submit) -> Result<Option<(Job, bool)
         &v.limits,
         &v.owner,
         &v.bundle_digest,
+        &v.kind,
+        &v.controls,
     ];
     let client = w.client().await?;
     let pg = PgTx::new(&client);
