@@ -312,3 +312,39 @@ async fn postgres_a_lease_pins_to_what_the_pinner_answers_now() {
         (Some("7"), Some("d3"))
     );
 }
+
+/// A plain submit (one statement) stores everything a job carries: its
+/// kind and controls come back as submitted, from the store and from the
+/// lease.
+#[tokio::test]
+async fn postgres_a_plain_submit_stores_the_kind_and_controls() {
+    use structured_agents::queue::{Controls, JobKind};
+    let schema = Schema::fresh();
+    let q = open(&schema, 2).await;
+    let kind = JobKind::Stage {
+        stage: "review".into(),
+    };
+    let controls = Controls {
+        tools: Some(vec!["search".into()]),
+        max_agents: Some(2),
+        ..Default::default()
+    };
+    let (submitted, new) = q
+        .submit(NewJob {
+            kind: kind.clone(),
+            controls: controls.clone(),
+            priority: 3,
+            ..job()
+        })
+        .await
+        .unwrap();
+    assert!(new);
+    let stored = q.get(&submitted.id).await.unwrap().unwrap();
+    assert_eq!((&stored.kind, &stored.controls), (&kind, &controls));
+    assert_eq!(stored.priority, 3);
+    let leased = q.lease_many("w", HELD, 1, None).await.unwrap();
+    assert_eq!(
+        (&leased[0].job.kind, &leased[0].job.controls),
+        (&kind, &controls)
+    );
+}
