@@ -976,10 +976,12 @@ async fn commits_per_job(jobs: usize) {
         let rate = total as f64 / started.elapsed().as_secs_f64();
         let after = q.write_stats();
         let (writes, commits) = (after.writes - before.writes, after.commits - before.commits);
+        let statements = after.statements - before.statements;
         println!(
-            "  {label:<12} {rate:>8.0} jobs/s   {:.2} writes/job   {:.2} commits/job",
+            "  {label:<12} {rate:>8.0} jobs/s   {:.2} writes/job   {:.2} commits/job   {:.2} statements/job (round trips; PostgreSQL)",
             writes as f64 / total as f64,
-            commits as f64 / total as f64
+            commits as f64 / total as f64,
+            statements as f64 / total as f64
         );
     }
     drop_schema(&schema).await;

@@ -1826,6 +1826,118 @@ pub async fn concurrent_batch_leasers_never_share_a_job(q: Arc<dyn JobQueue>) {
     assert_eq!(unique, submitted);
 }
 
+/// Many callers at once on one small queue, each running the hot path of
+/// the jobs it leases (a journal step with its event, a heartbeat) and then
+/// finishing each twice at the same moment, once with the next lease: every
+/// job is leased once for its one attempt, exactly one of the two finishes
+/// is recorded (the other finds the attempt stale), and every job ends
+/// succeeded with its one event.
+pub async fn many_callers_lease_and_finish_each_job_once(q: Arc<dyn JobQueue>) {
+    const JOBS: usize = 40;
+    const CALLERS: usize = 12;
+    let mut submitted = std::collections::BTreeSet::new();
+    for _ in 0..JOBS {
+        submitted.insert(q.submit(job("b")).await.unwrap().0.id);
+    }
+    let leased = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut callers = tokio::task::JoinSet::new();
+    for n in 0..CALLERS {
+        let (q, leased, recorded) = (q.clone(), leased.clone(), recorded.clone());
+        callers.spawn(async move {
+            let worker = format!("w{n}");
+            let mut next = Vec::new();
+            let mut idle = 0;
+            while idle < 1000 && recorded.lock().unwrap().len() < JOBS {
+                if next.is_empty() {
+                    next = q.lease_many(&worker, HELD, 1, None).await.unwrap();
+                }
+                let Some(lease) = next.pop() else {
+                    idle += 1;
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                idle = 0;
+                let (id, attempt) = (lease.job.id.clone(), lease.attempt);
+                leased.lock().unwrap().push((id.clone(), attempt));
+                let steps = [step("s", 1, "call", "{}")];
+                q.record_steps(&id, attempt, &steps, &[event(lease.next_seq)])
+                    .await
+                    .unwrap();
+                let beat = q.heartbeat(&id, attempt, HELD).await.unwrap();
+                assert_eq!(beat, structured_agents::queue::HeartbeatReply::Ok);
+                let done = || Outcome::Succeeded(json!(worker));
+                let more = NextLease {
+                    worker: worker.clone(),
+                    lease_for: HELD,
+                    n: 1,
+                    pin: None,
+                };
+                let (with_lease, alone) = tokio::join!(
+                    q.finish_and_lease(&id, attempt, done(), &[], None, more),
+                    q.complete(&id, attempt, done(), &[]),
+                );
+                let (finished, leases) = with_lease.unwrap();
+                next.extend(leases);
+                for reply in [finished.reply, alone.unwrap()] {
+                    match reply {
+                        CompleteReply::Recorded(state) => {
+                            assert_eq!(state, JobState::Succeeded);
+                            recorded.lock().unwrap().push(id.clone());
+                        }
+                        CompleteReply::Stale => {}
+                    }
+                }
+            }
+            assert!(next.is_empty(), "a lease was left unfinished");
+        });
+    }
+    while let Some(done) = callers.join_next().await {
+        done.unwrap();
+    }
+    let leased = leased.lock().unwrap().clone();
+    let unique: std::collections::BTreeSet<_> = leased.iter().cloned().collect();
+    assert_eq!(
+        unique.len(),
+        leased.len(),
+        "a job was leased twice: {leased:?}"
+    );
+    assert!(leased.iter().all(|(_, attempt)| *attempt == 1));
+    let mut recorded = recorded.lock().unwrap().clone();
+    recorded.sort();
+    let once: Vec<JobId> = submitted.iter().cloned().collect();
+    assert_eq!(recorded, once, "each job's end recorded exactly once");
+    for id in &submitted {
+        let job = q.get(id).await.unwrap().unwrap();
+        assert_eq!((job.state, job.attempts), (JobState::Succeeded, 1));
+        assert_eq!(q.last_seq(id).await.unwrap(), 1);
+    }
+}
+
+/// Submits with one idempotency key at the same moment: one inserts the
+/// job, every other answers that same job as not new (a submit that waited
+/// for the first one's commit finds it then).
+pub async fn concurrent_submits_of_one_key_answer_one_job(q: Arc<dyn JobQueue>) {
+    const SUBMITS: usize = 16;
+    let keyed = || NewJob {
+        idempotency_key: Some("one".into()),
+        ..job("b")
+    };
+    let answers = futures::future::join_all((0..SUBMITS).map(|_| q.submit(keyed()))).await;
+    let answers: Vec<(JobId, bool)> = answers
+        .into_iter()
+        .map(|a| {
+            let (job, new) = a.unwrap();
+            (job.id, new)
+        })
+        .collect();
+    let first = answers[0].0.clone();
+    assert!(answers.iter().all(|(id, _)| *id == first), "{answers:?}");
+    assert_eq!(answers.iter().filter(|(_, new)| *new).count(), 1);
+    let all = q.list(JobFilter::default()).await.unwrap();
+    assert_eq!(all.jobs.len(), 1);
+}
+
 pub async fn batch_submit_is_one_transaction_honouring_each_key(q: Arc<dyn JobQueue>) {
     let keyed = |input: &str, key: &str| NewJob {
         input: input.into(),
@@ -2420,6 +2532,8 @@ macro_rules! suite {
             case!(counts_narrow_to_one_owner);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);
+            case!(many_callers_lease_and_finish_each_job_once);
+            case!(concurrent_submits_of_one_key_answer_one_job);
             case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
             case!(finish_and_lease_records_the_outcome_and_leases_in_one_write);
             case!(batch_submit_is_one_transaction_honouring_each_key);

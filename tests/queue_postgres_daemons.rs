@@ -422,7 +422,22 @@ async fn postgres_three_daemons_finish_1000_jobs_when_one_is_killed() {
     let sites = [scan_site(&server), scan_site(&server), scan_site(&server)];
     let a = start_scale(&sites[0], &schema, &[]);
     let b = start_scale(&sites[1], &schema, &[]);
-    let c = start_scale(&sites[2], &schema, &[SHORT_LEASE]);
+    // C's connections carry a name of their own, to wait for them to end.
+    let c_app = format!("sa_c_{}", &schema.name["sa_test_".len()..]);
+    let separator = if postgres_url().contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let c_url = format!("{}{separator}application_name={c_app}", postgres_url());
+    let c = start_scale(
+        &sites[2],
+        &schema,
+        &[
+            ("STRUCTURED_AGENTS_QUEUE__URL", c_url.as_str()),
+            SHORT_LEASE,
+        ],
+    );
     let db = database(&schema).await;
     let http = client();
 
@@ -452,7 +467,30 @@ async fn postgres_three_daemons_finish_1000_jobs_when_one_is_killed() {
     )
     .await;
     c.kill9();
-    // C cannot change anything any more: these are the jobs it held.
+    // A statement C sent before it died still runs to its end on the
+    // server (each write is one statement, committed as it ends); once
+    // C's backends are gone, C cannot change anything any more.
+    eventually(
+        Duration::from_secs(60),
+        "the killed daemon's connections end",
+        || {
+            let db = &db;
+            let c_app = c_app.clone();
+            async move {
+                let left: i64 = db
+                    .query_one(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+                        &[&c_app],
+                    )
+                    .await
+                    .unwrap()
+                    .get(0);
+                (left == 0).then_some(())
+            }
+        },
+    )
+    .await;
+    // These are the jobs it held.
     let held: Vec<String> = db
         .query(
             "SELECT id FROM jobs WHERE state = 'running' AND lease_owner LIKE $1",
@@ -514,6 +552,71 @@ async fn postgres_three_daemons_finish_1000_jobs_when_one_is_killed() {
         "{extra_attempts} extra attempts for {} jobs the dead daemon held",
         held.len()
     );
+    assert_eq!(a.stop(), Some(0));
+    assert_eq!(b.stop(), Some(0));
+}
+
+/// Every connection two daemons hold to PostgreSQL (their write pools and
+/// LISTEN connections, told apart by an `application_name` of the test's
+/// own) is killed with `pg_terminate_backend`, five times while 300 jobs
+/// run, each time once the jobs have moved on since the last: statements
+/// die mid-flight, the pools open new connections, and no job is lost,
+/// ended twice, or has a gap in its events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_pool_connections_lose_and_double_nothing() {
+    const JOBS: usize = 300;
+    const ROUNDS: usize = 5;
+    let server = mock_server(SCAN_SCRIPT).await;
+    let schema = Schema::fresh();
+    let app = format!("sa_kill_{}", &schema.name["sa_test_".len()..]);
+    let separator = if postgres_url().contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let url = format!("{}{separator}application_name={app}", postgres_url());
+    let env = [("STRUCTURED_AGENTS_QUEUE__URL", url.as_str()), SHORT_LEASE];
+    let sites = [scan_site(&server), scan_site(&server)];
+    let a = start_scale(&sites[0], &schema, &env);
+    let b = start_scale(&sites[1], &schema, &env);
+    let db = database(&schema).await;
+    let http = client();
+    let inputs: Vec<String> = (0..JOBS).map(|i| format!("job {i}")).collect();
+    let ids = submit_all(&http, &[&a, &b], inputs).await;
+    assert_eq!(ids.len(), JOBS);
+    let mut killed = 0;
+    let mut finished = 0;
+    for round in 0..ROUNDS {
+        // Progress since the last round, not a clock, decides when.
+        let last = finished;
+        finished = eventually(
+            Duration::from_secs(120),
+            "the jobs move on between two kills",
+            || {
+                let db = &db;
+                async move {
+                    let now = count_where(db, "state NOT IN ('queued', 'running')").await;
+                    (now > last || now == JOBS as i64).then_some(now)
+                }
+            },
+        )
+        .await;
+        let n: i64 = db
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        eprintln!("round {round}: {finished} jobs finished, {n} connections killed");
+        killed += n;
+    }
+    assert!(killed > 0, "no connection of the daemons was found to kill");
+    wait_all_finished(&db, JOBS as i64, Duration::from_secs(180), &[&a, &b]).await;
+    let extra_attempts = assert_each_job_ended_once(&db, JOBS as i64).await;
+    eprintln!("{killed} connections killed, {extra_attempts} extra attempts");
+    assert_model_calls(&server, JOBS as i64, extra_attempts);
     assert_eq!(a.stop(), Some(0));
     assert_eq!(b.stop(), Some(0));
 }

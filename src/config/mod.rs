@@ -356,7 +356,8 @@ pub struct QueueConfig {
     /// PostgreSQL: the schema holding the queue's tables (created when
     /// missing); daemons sharing work use the same one.
     pub schema: String,
-    /// PostgreSQL: connections this daemon keeps (plus one for LISTEN).
+    /// PostgreSQL: connections this daemon keeps (plus one for LISTEN);
+    /// by default [`default_pool_size`].
     pub pool_size: usize,
     /// Jobs run at the same time by this daemon.
     pub workers: usize,
@@ -393,6 +394,17 @@ pub enum QueueDurability {
     Fast,
 }
 
+/// PostgreSQL connections a daemon keeps by default: 4 per CPU core,
+/// between 8 and 32. Each write holds a connection only for its statement
+/// (or its short transaction), and the time goes to round trips, not to
+/// the daemon's CPU: a few per core keep the cores busy while statements
+/// wait for the network and the WAL flush, without crowding a server that
+/// several daemons share (`max_connections` is 100 by default).
+pub fn default_pool_size() -> usize {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    (4 * cores).clamp(8, 32)
+}
+
 impl Default for QueueConfig {
     fn default() -> Self {
         Self {
@@ -401,7 +413,7 @@ impl Default for QueueConfig {
             url: None,
             password_env: None,
             schema: "public".into(),
-            pool_size: 16,
+            pool_size: default_pool_size(),
             workers: 8,
             lease: HumanDuration::from_secs(30),
             max_attempts: 3,
@@ -702,7 +714,7 @@ impl Config {
             if self.queue.pool_size == 0 {
                 return Err(bad(
                     "queue.pool_size",
-                    "must be at least 1 (the default is 16)".into(),
+                    "must be at least 1 (the default is 4 per CPU core, 8 to 32)".into(),
                 ));
             }
         }
@@ -909,7 +921,7 @@ mod tests {
         assert_eq!(config.queue.password_env.as_deref(), Some("SA_DB_PASSWORD"));
         assert_eq!(
             (config.queue.schema.as_str(), config.queue.pool_size),
-            ("agents", 16)
+            ("agents", default_pool_size())
         );
         let (err, file, _dir) = load_error("[queue]\nbackend = \"postgres\"\n");
         assert!(

@@ -18,8 +18,9 @@ use super::tx::Wakeups;
 use super::*;
 
 /// What a backend provides: a way to run an operation durably (`write`:
-/// its own transaction, or a share of a group commit, answered once
-/// committed and announced) and a way to read.
+/// its own transaction, or a share of SQLite's group commit, answered once
+/// committed and announced), cheaper ways for a job's hot path where it
+/// has them, and a way to read.
 pub(crate) trait Driver: Send + Sync + 'static {
     /// Runs `op` in a transaction; answers once it committed and its changes
     /// were announced.
@@ -30,6 +31,42 @@ pub(crate) trait Driver: Send + Sync + 'static {
         &self,
         op: FinishAndLease,
     ) -> impl Future<Output = Result<(Finished, Vec<Lease>), QueueError>> + Send;
+    /// A submit, a write like any other unless the backend has a cheaper
+    /// way (PostgreSQL: one statement for a plain job, see
+    /// `postgres::submit`).
+    fn submit(
+        &self,
+        op: op::Submit,
+    ) -> impl Future<Output = Result<(Job, bool), QueueError>> + Send {
+        self.write(op)
+    }
+    /// The operations of a job's hot path, each a write like any other
+    /// unless the backend has a cheaper way (PostgreSQL: one statement
+    /// each, see `postgres::hot`).
+    fn lease(&self, op: LeaseJobs) -> impl Future<Output = Result<Vec<Lease>, QueueError>> + Send {
+        self.write(op)
+    }
+    fn heartbeat(
+        &self,
+        op: op::Heartbeat,
+    ) -> impl Future<Output = Result<HeartbeatReply, QueueError>> + Send {
+        self.write(op)
+    }
+    fn record_steps(
+        &self,
+        op: op::RecordSteps,
+    ) -> impl Future<Output = Result<(), QueueError>> + Send {
+        self.write(op)
+    }
+    fn finish(&self, op: op::Finish) -> impl Future<Output = Result<Finished, QueueError>> + Send {
+        self.write(op)
+    }
+    fn release(
+        &self,
+        op: op::Release,
+    ) -> impl Future<Output = Result<Finished, QueueError>> + Send {
+        self.write(op)
+    }
     /// Runs a read outside any write.
     fn read<O: Read>(&self, op: O) -> impl Future<Output = Result<O::Output, QueueError>> + Send;
     /// Checks that the store answers.
@@ -73,7 +110,7 @@ impl<D> Queue<D> {
 impl<D: Driver> JobQueue for Queue<D> {
     async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {
         let id = job.id.take().unwrap_or_default();
-        let submitted = self.driver.write(op::Submit { id, job }).await?;
+        let submitted = self.driver.submit(op::Submit { id, job }).await?;
         if submitted.1 {
             crate::failpoint::hit(crate::failpoint::Failpoint::AfterSubmitCommit);
         }
@@ -121,7 +158,7 @@ impl<D: Driver> JobQueue for Queue<D> {
             max_crash_resumes: self.retry.max_crash_resumes,
             pin,
         };
-        self.driver.write(op).await
+        self.driver.lease(op).await
     }
 
     async fn heartbeat(
@@ -135,7 +172,7 @@ impl<D: Driver> JobQueue for Queue<D> {
             attempt,
             lease_for,
         };
-        self.driver.write(op).await
+        self.driver.heartbeat(op).await
     }
 
     async fn pin_version(
@@ -167,7 +204,7 @@ impl<D: Driver> JobQueue for Queue<D> {
     ) -> Result<Finished, QueueError> {
         crate::failpoint::reached(crate::failpoint::Failpoint::BeforeCompletionCommit).await;
         let op = self.finish_op(id, attempt, outcome, events, final_event);
-        self.driver.write(op).await
+        self.driver.finish(op).await
     }
 
     async fn finish_and_lease(
@@ -206,7 +243,7 @@ impl<D: Driver> JobQueue for Queue<D> {
             events: events.to_vec(),
             final_event,
         };
-        self.driver.write(op).await
+        self.driver.release(op).await
     }
 
     async fn forget_conversation(
@@ -258,7 +295,7 @@ impl<D: Driver> JobQueue for Queue<D> {
             entries: entries.to_vec(),
             events: events.to_vec(),
         };
-        self.driver.write(op).await?;
+        self.driver.record_steps(op).await?;
         lost_reply(self.driver.label())
     }
 

@@ -714,8 +714,9 @@ pub trait JobQueue: Send + Sync {
     fn cancels(&self) -> Option<broadcast::Receiver<JobId>> {
         None
     }
-    /// The writes this handle committed and the transactions that carried
-    /// them (group commit puts many writes in one), for benchmarks.
+    /// The writes this handle committed, the transactions that carried
+    /// them (SQLite's group commit puts many writes in one) and the
+    /// statements they sent (PostgreSQL), for benchmarks and tests.
     fn write_stats(&self) -> WriteCounts {
         WriteCounts::default()
     }

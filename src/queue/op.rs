@@ -7,13 +7,20 @@
 //! without knowing what they do, and a caller gets exactly the answer type
 //! its operation names: a wrong one does not compile.
 //!
-//! Writes ([`Write`]) say where they wait for locks ([`LockOrder`]) and
-//! whether a full backlog refuses them; reads ([`Read`]) run outside any
-//! write. A driver's `read` takes only a `Read` and its `write` only a
-//! `Write`, so a write cannot slip out of its transaction. A finish and the
-//! worker slot's next lease ([`FinishAndLease`]) is neither: it is a write
-//! in two parts that a group commit may run apart, and drivers take it
-//! through a method of its own.
+//! Writes ([`Write`]) say whether a full backlog refuses them; reads
+//! ([`Read`]) run outside any write. A driver's `read` takes only a `Read`
+//! and its `write` only a `Write`, so a write cannot slip out of its
+//! transaction. A finish and the worker slot's next lease
+//! ([`FinishAndLease`]) is neither: it is a write in two parts that a
+//! driver may run apart (PostgreSQL: the finish, then the lease, each one
+//! statement), and drivers take it through a method of its own.
+//!
+//! A write that locks several rows takes them in one order inside itself
+//! (a submit under daily budgets the budgets' one lock first, then a
+//! batch's conversations, then its idempotency keys, sorted; a job's row
+//! before its events, journal and deliveries), and no write holds another's
+//! locks (each is its own transaction on PostgreSQL), so concurrent writes
+//! do not wait for each other in a cycle.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -41,8 +48,8 @@ pub(crate) trait Operation: Send + Sync + 'static {
     fn run<T: Tx>(&self, tx: &mut T) -> impl Future<Output = Res<Self::Output>> + Send;
 }
 
-/// An operation that writes: run in a transaction (or a share of a group
-/// commit) and answered once committed.
+/// An operation that writes: run in a transaction of its own (or, on
+/// SQLite, a share of the writer's batch) and answered once committed.
 pub(crate) trait Write: Operation {
     /// Whether a full write backlog refuses it (`QueueError::Busy`) rather
     /// than making it wait for room: only new work is refused; the writes
@@ -50,53 +57,11 @@ pub(crate) trait Write: Operation {
     /// steps) and operators' decisions wait, because they are what drains
     /// the backlog.
     const REFUSED_WHEN_BUSY: bool = false;
-    /// Where it waits for locks in the one order every write group takes
-    /// them in (see [`LockOrder`]).
-    fn lock_order(&self) -> LockOrder;
 }
 
 /// An operation that only reads: one statement or a few, no rule, outside
 /// any write.
 pub(crate) trait Read: Operation {}
-
-/// Where an operation waits for locks other writes may hold, in the one
-/// order a transaction running several operations (PostgreSQL's group
-/// commit) takes them in: sorted by this, every transaction waits only for
-/// a lock that comes after every lock it holds, so no two wait for each
-/// other in a cycle (a deadlock).
-///
-/// - `Nothing`: waits for no lock (a submit without idempotency keys
-///   inserts rows no one else can see yet).
-/// - `DailyBudgets`: a submit of jobs under daily budgets takes the one
-///   lock of every daily budget first (`reservations`), then its
-///   conversation and keys, which are out of their order only after it: a
-///   cycle through them needs a budgeted submit and another write on the
-///   same conversation or key at once, and is broken by the database and
-///   run again (see `postgres::writer`).
-/// - `Conversation`: claims or locks a conversation's owner row (a submit
-///   that names one claims it before inserting its jobs), which waits for a
-///   concurrent claim or forget of the same id; by the id (a batch claims
-///   its ids sorted).
-/// - `Keys`: inserts keyed jobs, which waits for a concurrent write of the
-///   same key; by its smallest stored key (a batch inserts its keys sorted).
-/// - `Row`: locks one job's row (`FOR UPDATE` or an `UPDATE`), and writes
-///   that job's events, journal and spend under it; by the job's id.
-/// - `Skipping`: takes only rows no other write holds (`FOR UPDATE SKIP
-///   LOCKED`: leases and the sweeps) and writes only those, so it never
-///   waits; last, since what it takes is in no order.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum LockOrder {
-    Nothing,
-    DailyBudgets,
-    Conversation(String),
-    Keys(String),
-    Row(JobId),
-    /// Locks one schedule's row; by its id.
-    Schedule(String),
-    /// Locks one outbox delivery's row; by its id.
-    Delivery(String),
-    Skipping,
-}
 
 // ---------------------------------------------------------------------
 // Jobs: submit, lease, run, end.
@@ -118,25 +83,6 @@ impl Operation for Submit {
 
 impl Write for Submit {
     const REFUSED_WHEN_BUSY: bool = true;
-    fn lock_order(&self) -> LockOrder {
-        if self.job.daily.is_some() {
-            return LockOrder::DailyBudgets;
-        }
-        if let Some(conversation) = conversation_order(&self.job) {
-            return LockOrder::Conversation(conversation);
-        }
-        lifecycle::job_key(&self.job).map_or(LockOrder::Nothing, LockOrder::Keys)
-    }
-}
-
-/// Where a job's conversation sorts among the locks: by its owner, then
-/// its id (as the store keys it).
-fn conversation_order(job: &NewJob) -> Option<String> {
-    let id = job.conversation_id.as_deref()?;
-    Some(format!(
-        "{}\0{id}",
-        job.owner.as_deref().unwrap_or_default()
-    ))
 }
 
 /// Inserts many jobs in one transaction, each answered as [`Submit`].
@@ -154,24 +100,6 @@ impl Operation for SubmitMany {
 
 impl Write for SubmitMany {
     const REFUSED_WHEN_BUSY: bool = true;
-    fn lock_order(&self) -> LockOrder {
-        if self.jobs.iter().any(|(_, job)| job.daily.is_some()) {
-            return LockOrder::DailyBudgets;
-        }
-        let conversation = self
-            .jobs
-            .iter()
-            .filter_map(|(_, job)| conversation_order(job))
-            .min();
-        if let Some(conversation) = conversation {
-            return LockOrder::Conversation(conversation);
-        }
-        self.jobs
-            .iter()
-            .filter_map(|(_, job)| lifecycle::job_key(job))
-            .min()
-            .map_or(LockOrder::Nothing, LockOrder::Keys)
-    }
 }
 
 /// Leases up to `n` of the best runnable jobs.
@@ -198,11 +126,7 @@ impl Operation for LeaseJobs {
     }
 }
 
-impl Write for LeaseJobs {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Skipping
-    }
-}
+impl Write for LeaseJobs {}
 
 /// Renews a current attempt's lease.
 pub(crate) struct Heartbeat {
@@ -219,11 +143,7 @@ impl Operation for Heartbeat {
     }
 }
 
-impl Write for Heartbeat {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for Heartbeat {}
 
 /// Pins the bundle a first attempt runs with.
 pub(crate) struct PinVersion {
@@ -240,11 +160,7 @@ impl Operation for PinVersion {
     }
 }
 
-impl Write for PinVersion {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for PinVersion {}
 
 /// Records an attempt's outcome by the one rule, `decide`.
 pub(crate) struct Finish {
@@ -276,17 +192,12 @@ impl Operation for Finish {
     }
 }
 
-impl Write for Finish {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for Finish {}
 
-/// A finish, then the worker slot's next lease, in one transaction. Not a
-/// [`Write`]: its finish locks the job's row and its lease takes rows in no
-/// order, so a group commit runs the finish in the lock order of its job
-/// and the lease after every write that waits for locks; drivers take it
-/// through `Driver::finish_and_lease`.
+/// A finish, then the worker slot's next lease. Not a [`Write`]: SQLite
+/// runs both in one transaction, PostgreSQL as two statements (a lease
+/// that fails after its finish committed answers the finish with nothing
+/// leased); drivers take it through `Driver::finish_and_lease`.
 pub(crate) struct FinishAndLease {
     pub finish: Finish,
     pub lease: LeaseJobs,
@@ -321,11 +232,7 @@ impl Operation for Release {
     }
 }
 
-impl Write for Release {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for Release {}
 
 /// Cancels a queued or parked job; asks a running one to stop.
 pub(crate) struct Cancel {
@@ -340,11 +247,7 @@ impl Operation for Cancel {
     }
 }
 
-impl Write for Cancel {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for Cancel {}
 
 /// An operator's answer for a `needs_attention` job.
 pub(crate) struct Resolve {
@@ -360,11 +263,7 @@ impl Operation for Resolve {
     }
 }
 
-impl Write for Resolve {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for Resolve {}
 
 /// A person's decision on the call an `awaiting_approval` job waits for.
 pub(crate) struct DecideApproval {
@@ -391,11 +290,7 @@ impl Operation for DecideApproval {
     }
 }
 
-impl Write for DecideApproval {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for DecideApproval {}
 
 /// Denies the calls whose approval timeout passed.
 pub(crate) struct ExpireApprovals {
@@ -412,11 +307,7 @@ impl Operation for ExpireApprovals {
     }
 }
 
-impl Write for ExpireApprovals {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Skipping
-    }
-}
+impl Write for ExpireApprovals {}
 
 /// Records journal steps with the events held until then.
 pub(crate) struct RecordSteps {
@@ -434,11 +325,7 @@ impl Operation for RecordSteps {
     }
 }
 
-impl Write for RecordSteps {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for RecordSteps {}
 
 /// Deletes a conversation's finished jobs: (deleted, left unfinished).
 pub(crate) struct ForgetConversation {
@@ -455,12 +342,7 @@ impl Operation for ForgetConversation {
     }
 }
 
-impl Write for ForgetConversation {
-    fn lock_order(&self) -> LockOrder {
-        let owner = self.owner.as_deref().unwrap_or_default();
-        LockOrder::Conversation(format!("{owner}\0{}", self.id))
-    }
-}
+impl Write for ForgetConversation {}
 
 /// Whether a key's conversation `id` has its row: some job of that key
 /// claimed it (and it was not forgotten since).
@@ -495,11 +377,7 @@ impl Operation for MoveVersion {
     }
 }
 
-impl Write for MoveVersion {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for MoveVersion {}
 
 /// Deletes up to `limit` jobs that finished before `cutoff` (ms).
 pub(crate) struct PurgeFinished {
@@ -515,11 +393,7 @@ impl Operation for PurgeFinished {
     }
 }
 
-impl Write for PurgeFinished {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Skipping
-    }
-}
+impl Write for PurgeFinished {}
 
 // ---------------------------------------------------------------------
 // Schedules (see `schedules`).
@@ -536,11 +410,7 @@ impl Operation for PutSchedule {
     }
 }
 
-impl Write for PutSchedule {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Schedule(self.schedule.id.clone())
-    }
-}
+impl Write for PutSchedule {}
 
 /// Whether there was one to delete.
 pub(crate) struct DeleteSchedule {
@@ -555,11 +425,7 @@ impl Operation for DeleteSchedule {
     }
 }
 
-impl Write for DeleteSchedule {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Schedule(self.id.clone())
-    }
-}
+impl Write for DeleteSchedule {}
 
 /// Whether there was one to pause or resume.
 pub(crate) struct PauseSchedule {
@@ -575,11 +441,7 @@ impl Operation for PauseSchedule {
     }
 }
 
-impl Write for PauseSchedule {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Schedule(self.id.clone())
-    }
-}
+impl Write for PauseSchedule {}
 
 /// Whether the fire was recorded (its `next_fire` still held).
 pub(crate) struct RecordFire {
@@ -594,11 +456,7 @@ impl Operation for RecordFire {
     }
 }
 
-impl Write for RecordFire {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Schedule(self.fire.id.clone())
-    }
-}
+impl Write for RecordFire {}
 
 // ---------------------------------------------------------------------
 // The outbox (see `outbox`).
@@ -618,11 +476,7 @@ impl Operation for ClaimDeliveries {
     }
 }
 
-impl Write for ClaimDeliveries {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Skipping
-    }
-}
+impl Write for ClaimDeliveries {}
 
 /// Records a delivery attempt's outcome under the claim that made it.
 pub(crate) struct SettleDelivery {
@@ -640,11 +494,7 @@ impl Operation for SettleDelivery {
     }
 }
 
-impl Write for SettleDelivery {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Delivery(self.id.clone())
-    }
-}
+impl Write for SettleDelivery {}
 
 pub(crate) struct RedriveDelivery {
     pub id: String,
@@ -660,11 +510,7 @@ impl Operation for RedriveDelivery {
     }
 }
 
-impl Write for RedriveDelivery {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Delivery(self.id.clone())
-    }
-}
+impl Write for RedriveDelivery {}
 
 /// Adds a push config to a task within its caps (or replaces the one
 /// with its id).
@@ -682,11 +528,7 @@ impl Operation for PutPushConfig {
     }
 }
 
-impl Write for PutPushConfig {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for PutPushConfig {}
 
 /// Whether there was one to delete.
 pub(crate) struct DeletePushConfig {
@@ -702,11 +544,7 @@ impl Operation for DeletePushConfig {
     }
 }
 
-impl Write for DeletePushConfig {
-    fn lock_order(&self) -> LockOrder {
-        LockOrder::Row(self.id.clone())
-    }
-}
+impl Write for DeletePushConfig {}
 
 // ---------------------------------------------------------------------
 // Reads.
@@ -902,112 +740,6 @@ impl Read for PushConfigs {}
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn keyed(key: &str, owner: Option<&str>) -> NewJob {
-        NewJob {
-            idempotency_key: Some(key.into()),
-            owner: owner.map(str::to_string),
-            ..Default::default()
-        }
-    }
-
-    fn lease() -> LeaseJobs {
-        LeaseJobs {
-            worker: "w".into(),
-            lease_for: Duration::from_secs(1),
-            n: 1,
-            max_crash_resumes: 1,
-            pin: None,
-        }
-    }
-
-    fn finish(id: &str) -> Finish {
-        Finish {
-            id: JobId::from(id),
-            attempt: 1,
-            outcome: Outcome::Succeeded(serde_json::Value::Null),
-            events: Vec::new(),
-            final_event: None,
-            retry: RetryPolicy::default(),
-        }
-    }
-
-    /// An operation's place in a write group, as a group commit sorts it.
-    fn placed<O: Write>(op: &O) -> (LockOrder, &'static str) {
-        (op.lock_order(), O::NAME)
-    }
-
-    /// A write group sorted by lock order takes keys (by the smallest of a
-    /// batch's, as stored: owner first), then job rows by id (a
-    /// finish-and-lease by its finish's job), then what only takes unlocked
-    /// rows; writes to one job keep the order they came in.
-    #[test]
-    fn a_group_locks_keys_then_job_ids_then_skips_locked_rows() {
-        let cancel = |id: &str| Cancel {
-            id: JobId::from(id),
-        };
-        let finish_and_lease = FinishAndLease {
-            finish: finish("j2"),
-            lease: lease(),
-        };
-        let mut ops = vec![
-            placed(&lease()),
-            placed(&cancel("j3")),
-            (finish_and_lease.finish.lock_order(), FinishAndLease::NAME),
-            placed(&SubmitMany {
-                jobs: vec![
-                    (JobId::from("n1"), keyed("k9", None)),
-                    (JobId::from("n2"), keyed("k2", None)),
-                    (JobId::from("n3"), NewJob::default()),
-                ],
-            }),
-            placed(&Heartbeat {
-                id: JobId::from("j1"),
-                attempt: 1,
-                lease_for: Duration::from_secs(1),
-            }),
-            placed(&Submit {
-                id: JobId::from("n4"),
-                job: keyed("k5", Some("alice")),
-            }),
-            placed(&PurgeFinished {
-                cutoff: 0,
-                limit: 1,
-            }),
-            placed(&cancel("j1")),
-            placed(&Submit {
-                id: JobId::from("n5"),
-                job: NewJob::default(),
-            }),
-            placed(&ExpireApprovals {
-                limit: 1,
-                store: "s".into(),
-            }),
-        ];
-        // Stable, as the writer's `sort_by_cached_key`.
-        ops.sort_by(|a, b| a.0.cmp(&b.0));
-        let names: Vec<&str> = ops.iter().map(|(_, name)| *name).collect();
-        assert_eq!(
-            names,
-            [
-                "submit",
-                "submit",
-                "submit_many",
-                "heartbeat",
-                "cancel",
-                "finish_and_lease",
-                "cancel",
-                "lease",
-                "purge_finished",
-                "expire_approvals"
-            ]
-        );
-        let order: Vec<LockOrder> = ops.into_iter().map(|(order, _)| order).collect();
-        assert_eq!(order[0], LockOrder::Nothing);
-        assert_eq!(order[1], LockOrder::Keys("alice/k5".into()));
-        assert_eq!(order[2], LockOrder::Keys("k2".into()));
-        assert_eq!(order[5], LockOrder::Row(JobId::from("j2")));
-    }
 
     /// Only new work is refused by a full backlog.
     #[test]

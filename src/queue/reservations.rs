@@ -41,7 +41,7 @@ impl DayLedger {
     }
 
     /// Takes the daily budgets' lock if any of `jobs` is under a daily
-    /// budget: before any other lock of the write (`LockOrder`).
+    /// budget: before any other lock of the write (see `op`).
     pub(crate) async fn lock<'a>(
         &mut self,
         tx: &mut impl Tx,

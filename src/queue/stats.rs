@@ -10,6 +10,9 @@ use serde::Serialize;
 pub struct WriteCounts {
     pub writes: u64,
     pub commits: u64,
+    /// Statements the writes sent to the database, each one round trip
+    /// (PostgreSQL; SQLite runs in process and counts none).
+    pub statements: u64,
 }
 
 /// The live counters behind [`WriteCounts`].
@@ -17,6 +20,7 @@ pub struct WriteCounts {
 pub(crate) struct WriteStats {
     writes: AtomicU64,
     commits: AtomicU64,
+    statements: AtomicU64,
 }
 
 impl WriteStats {
@@ -26,10 +30,16 @@ impl WriteStats {
         self.commits.fetch_add(1, Relaxed);
     }
 
+    /// `n` statements sent to the database (one round trip each).
+    pub(crate) fn sent(&self, n: u64) {
+        self.statements.fetch_add(n, Relaxed);
+    }
+
     pub(crate) fn counts(&self) -> WriteCounts {
         WriteCounts {
             writes: self.writes.load(Relaxed),
             commits: self.commits.load(Relaxed),
+            statements: self.statements.load(Relaxed),
         }
     }
 }

@@ -398,9 +398,9 @@ pub struct Pin {
 /// database's clock.
 ///
 /// Every statement's future is `Send`, and so is the transaction: an
-/// operation's rule is written once over any `transaction::Tx` (see `op`), and the
-/// PostgreSQL writer task, which carries operations of every type, can
-/// only hold a future it knows to be `Send`.
+/// operation's rule is written once over any `transaction::Tx` (see `op`), and
+/// SQLite's writer, which carries operations of every type, and
+/// PostgreSQL's pooled writes, run on any Tokio worker thread.
 pub(crate) trait JobStatements: Send {
     /// The clock of leases and timestamps, in milliseconds.
     fn now(&mut self) -> impl Future<Output = Res<i64>> + Send;

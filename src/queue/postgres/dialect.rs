@@ -78,6 +78,8 @@ type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
 pub(super) struct PgTx<'a, C> {
     client: &'a C,
     pub(super) changes: Vec<(Change, JobId)>,
+    /// Statements sent (one round trip each), for `WriteCounts::statements`.
+    statements: std::sync::atomic::AtomicU64,
 }
 
 impl<'a, C: GenericClient> PgTx<'a, C> {
@@ -85,11 +87,24 @@ impl<'a, C: GenericClient> PgTx<'a, C> {
         Self {
             client,
             changes: Vec::new(),
+            statements: Default::default(),
         }
+    }
+
+    /// Statements this transaction sent so far.
+    pub(super) fn statements(&self) -> u64 {
+        self.statements.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts one statement sent.
+    fn sent(&self) {
+        self.statements
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub(super) async fn rows(&self, sql: &str, p: Params<'_>) -> Res<Vec<Row>> {
         let statement = self.client.prepare_cached(sql).await?;
+        self.sent();
         Ok(self.client.query(&statement, p).await?)
     }
 
@@ -97,20 +112,24 @@ impl<'a, C: GenericClient> PgTx<'a, C> {
     /// vary with the filter).
     pub(super) async fn filtered(&self, sql: &str, args: &[String]) -> Res<Vec<Row>> {
         let p: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
+        self.sent();
         Ok(self.client.query(sql, &p).await?)
     }
 
     pub(super) async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
         let statement = self.client.prepare_cached(sql).await?;
+        self.sent();
         Ok(self.client.query_opt(&statement, p).await?)
     }
 
     pub(super) async fn exec(&self, sql: &str, p: Params<'_>) -> Res<u64> {
         let statement = self.client.prepare_cached(sql).await?;
+        self.sent();
         Ok(self.client.execute(&statement, p).await?)
     }
 
     pub(super) async fn one_int(&self, sql: &str, p: Params<'_>) -> Res<i64> {
+        self.sent();
         let row = self
             .client
             .query_one(&self.client.prepare_cached(sql).await?, p)
@@ -238,6 +257,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                           COALESCE(SUM(GREATEST(reserved_tokens - tokens_spent, 0)) FILTER (WHERE created_at >= $2 AND finished_at IS NULL), 0)::BIGINT,
                           COALESCE(SUM(GREATEST(reserved_cost_micros - cost_micros, 0)) FILTER (WHERE created_at >= $2 AND finished_at IS NULL), 0)::BIGINT
                    FROM jobs WHERE owner = $1 AND (finished_at IS NULL OR created_at >= $2)";
+        self.sent();
         let row = self.client.query_one(sql, &[&owner, &since]).await?;
         let spend = StoredSpend {
             tokens: row.req_int(1)?,
@@ -271,6 +291,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                          FROM jobs WHERE bundle = $1 AND created_at >= $2) j,
                         (SELECT COALESCE(SUM(tokens), 0) AS tokens, COALESCE(SUM(cost_micros), 0) AS micros
                          FROM nested_spend WHERE bundle = $1 AND created_at >= $2) n";
+        self.sent();
         let row = self.client.query_one(sql, &[&bundle, &since]).await?;
         Ok(StoredSpend {
             tokens: row.req_int(0)?,
@@ -282,8 +303,8 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
 
     async fn lock_daily_budgets(&mut self) -> Res<()> {
         // One lock for every daily budget: a write takes it before any
-        // other (`op::LockOrder::DailyBudgets` sorts first), so no two
-        // writes wait on each other around it.
+        // other of its own (see `op`), so no two writes wait on each other
+        // around it.
         // Keyed by the schema, as the migrations' lock: queues in other
         // schemas of the database do not wait for it.
         let sql = "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':daily_budgets', 0))";
@@ -385,6 +406,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         }
         // Not cached: the statement's shape depends on the number of rows.
         let sql = insert_jobs_sql(jobs.len(), |n| format!("${n}"));
+        self.sent();
         let rows = self.client.query(&sql, &p).await?;
         rows.iter().map(job_from_row).collect()
     }

@@ -1,8 +1,8 @@
 //! LISTEN/NOTIFY between daemons sharing one queue.
 //!
-//! Every write that changes a job sends `NOTIFY` on the schema's channel
-//! inside its transaction, so the notification goes out exactly when the
-//! change commits. Each queue handle keeps one dedicated connection that
+//! The changes of every committed write are sent with `NOTIFY` on the
+//! schema's channel just after they commit (`notify`, batched, never
+//! before the commit). Each queue handle keeps one dedicated connection that
 //! `LISTEN`s on that channel and feeds the handle's broadcast channels, so a
 //! job submitted or advanced on daemon B wakes SSE clients (and, when wired,
 //! workers) on daemon A. A handle hears its own notifications too; it drops

@@ -1,29 +1,38 @@
 //! The shared queue: PostgreSQL, for several daemons working one queue.
 //!
 //! Semantics are the SQLite backend's, statement for statement (both pass
-//! `tests/queue_conformance.rs`); what differs is how writers are kept
-//! apart. SQLite has one writer; here each daemon has one writer task that
-//! group-commits its writes (see `writer`), every write locks the job's row
-//! first (`require_current` reads it `FOR UPDATE`), and leasing takes the
-//! best rows with `FOR UPDATE SKIP LOCKED`, so two daemons never lease the
-//! same job and never interleave two writes to one job. A group of writes
-//! takes its locks in one order (`op::LockOrder`), the same on every
-//! daemon, so two daemons' groups never deadlock; one PostgreSQL gives up
-//! all the same runs again (see `writer`).
+//! `tests/queue_conformance.rs`); what differs is how writes reach the
+//! store. SQLite has one writer that batches; here every write runs on a
+//! pooled connection of its own (`queue.pool_size` of them, see `pool`)
+//! and PostgreSQL groups the commits. A job's hot path — lease, journal
+//! steps, heartbeat, finish, release — is one statement each, with no
+//! transaction held across round trips (`hot`, `ending`); every other
+//! write is one short transaction. Writers are kept apart by row locks:
+//! every write to a job locks its row first, and leasing takes the best
+//! rows with `FOR UPDATE SKIP LOCKED`, so two daemons never lease the same
+//! job and never interleave two writes to one job. A write locks its rows
+//! in one order and holds no other write's, so writes do not deadlock; one
+//! PostgreSQL gives up all the same runs again (see `pool`).
 //!
 //! Times are BIGINT milliseconds, as in SQLite, taken from the database's
 //! clock: daemons on hosts whose clocks disagree still agree on when a lease
 //! expires. Commits are durable under PostgreSQL's default
 //! `synchronous_commit = on`.
 //!
-//! Every change also `NOTIFY`s the other daemons (see `listen`).
+//! Every committed change is also announced to the other daemons with
+//! `NOTIFY`, by one task per handle that batches them (see `notify`,
+//! `listen`).
 
 mod dialect;
+mod ending;
+mod hot;
 mod listen;
+mod notify;
 mod outbox;
+mod pool;
 mod schedules;
 mod schema;
-mod writer;
+mod submit;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,13 +43,13 @@ use tokio_postgres::NoTls;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::driver::Driver;
-use super::op::{FinishAndLease, Read, Write};
+use super::op::{self, FinishAndLease, LeaseJobs, Read, Write};
 use super::tx::Wakeups;
 use super::*;
 use dialect::PgTx;
 use listen::Sinks;
+use pool::Writes;
 pub use schema::{PostgresOptions, SCHEMA_VERSION};
-use writer::Writer;
 
 /// A PostgreSQL error with the server's message, detail and hint (the
 /// driver's own `Display` says only "db error").
@@ -84,14 +93,17 @@ fn pool_error(options: &PostgresOptions, e: deadpool_postgres::PoolError) -> Que
     }
 }
 
-/// The PostgreSQL driver: a pool of connections for reads, the writer task
-/// that group-commits writes (see `writer`), and the LISTEN task that hears
-/// the other daemons.
+/// The PostgreSQL driver: a pool of connections that reads and writes run
+/// on, each write on a connection of its own (see `pool`; a job's hot path
+/// one statement each, see `hot` and `ending`), and the LISTEN task that
+/// hears the other daemons.
 pub struct Postgres {
     pool: Pool,
     options: PostgresOptions,
     label: String,
-    writer: Writer,
+    writes: Writes,
+    /// The pins first attempts are leased with (see `hot::lease`).
+    pins: hot::Pins,
     sinks: Sinks,
     stats: Arc<WriteStats>,
     /// Stops the LISTEN task when the handle goes away.
@@ -130,18 +142,21 @@ impl Queue<Postgres> {
             label.clone(),
         ));
         let stats = Arc::new(WriteStats::default());
-        let writer = Writer::start(writer::Shared {
+        let notifier =
+            notify::Notifier::start(pool.clone(), channel, sinks.instance.clone(), label.clone());
+        let writes = Writes::new(pool::Shared {
             pool: pool.clone(),
             options: options.clone(),
             label: label.clone(),
-            channel,
             sinks: sinks.clone(),
+            notifier,
             stats: stats.clone(),
         });
         let driver = Postgres {
             pool,
             label,
-            writer,
+            writes,
+            pins: hot::Pins::default(),
             sinks,
             stats,
             _listener: stop.drop_guard(),
@@ -209,14 +224,76 @@ impl Postgres {
 
 impl Driver for Postgres {
     async fn write<O: Write>(&self, op: O) -> Result<O::Output, QueueError> {
-        self.writer.write(op).await
+        let _place = self.writes.admit(O::REFUSED_WHEN_BUSY).await?;
+        self.writes.transaction(&op).await
     }
 
+    async fn submit(&self, op: op::Submit) -> Result<(Job, bool), QueueError> {
+        let _place = self.writes.admit(true).await?;
+        match submit::submit(&self.writes, &op).await? {
+            Some(submitted) => Ok(submitted),
+            None => self.writes.transaction(&op).await,
+        }
+    }
+
+    async fn lease(&self, op: LeaseJobs) -> Result<Vec<Lease>, QueueError> {
+        let _place = self.writes.admit(false).await?;
+        match hot::lease(&self.writes, &self.pins, &op).await? {
+            Some(leases) => Ok(leases),
+            None => self.writes.transaction(&op).await,
+        }
+    }
+
+    async fn heartbeat(&self, op: op::Heartbeat) -> Result<HeartbeatReply, QueueError> {
+        let _place = self.writes.admit(false).await?;
+        hot::heartbeat(&self.writes, &op).await
+    }
+
+    async fn record_steps(&self, op: op::RecordSteps) -> Result<(), QueueError> {
+        let _place = self.writes.admit(false).await?;
+        hot::record_steps(&self.writes, &op).await
+    }
+
+    async fn finish(&self, op: op::Finish) -> Result<Finished, QueueError> {
+        let _place = self.writes.admit(false).await?;
+        match ending::finish(&self.writes, &op).await? {
+            Some(finished) => Ok(finished),
+            None => self.writes.transaction(&op).await,
+        }
+    }
+
+    async fn release(&self, op: op::Release) -> Result<Finished, QueueError> {
+        let _place = self.writes.admit(false).await?;
+        match ending::release(&self.writes, &op).await? {
+            Some(finished) => Ok(finished),
+            None => self.writes.transaction(&op).await,
+        }
+    }
+
+    /// The finish, then the lease as its own statement: a lease that fails
+    /// after the finish committed answers the finish with nothing leased
+    /// (the worker leases again on its own), as a failed write records
+    /// nothing.
     async fn finish_and_lease(
         &self,
         op: FinishAndLease,
     ) -> Result<(Finished, Vec<Lease>), QueueError> {
-        self.writer.finish_and_lease(op).await
+        let FinishAndLease { finish, lease } = op;
+        let finished = self.finish(finish).await?;
+        if lease.n == 0 {
+            return Ok((finished, Vec::new()));
+        }
+        match self.lease(lease).await {
+            Ok(leases) => Ok((finished, leases)),
+            Err(e) => {
+                tracing::warn!(
+                    queue = %self.label,
+                    error = %e,
+                    "the lease after a finish failed; the finish is recorded with nothing leased"
+                );
+                Ok((finished, Vec::new()))
+            }
+        }
     }
 
     /// Runs a read on a pooled connection, outside any transaction.

@@ -68,13 +68,14 @@ impl std::fmt::Debug for PostgresOptions {
 }
 
 impl PostgresOptions {
-    /// Options for `url` with the defaults (`public`, 16 connections).
+    /// Options for `url` with the defaults (`public`,
+    /// `config::default_pool_size` connections).
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
             password: None,
             schema: "public".into(),
-            pool_size: 16,
+            pool_size: crate::config::default_pool_size(),
         }
     }
 
@@ -90,7 +91,7 @@ impl PostgresOptions {
         if self.pool_size == 0 {
             return Err(QueueError::Setting {
                 key: "queue.pool_size",
-                message: "must be at least 1 (the default is 16)".into(),
+                message: "must be at least 1 (the default is 4 per CPU core, 8 to 32)".into(),
             });
         }
         let mut config: tokio_postgres::Config =

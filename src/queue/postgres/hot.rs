@@ -1,0 +1,442 @@
+//! A job's hot path on PostgreSQL, one statement each, outside any
+//! transaction: heartbeat, journal steps with their events, and the lease
+//! (of one job or a batch). Each statement applies what the lifecycle's
+//! rules already decided (`lifecycle`, `rules`), guarded by the attempt, so
+//! a stale worker changes nothing; once it committed, its changes are
+//! announced (`pool::Shared::committed`).
+//!
+//! A lease that would need a rule the statement cannot apply (a poison pill
+//! to park, a job with A2A push configs to announce) leases nothing here and
+//! says so; the driver then runs the lifecycle's lease in a transaction.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio_postgres::types::ToSql;
+
+use super::dialect::{NOW, PgTx};
+use super::pool::Writes;
+use crate::queue::op::{Heartbeat, LeaseJobs, RecordSteps};
+use crate::queue::tx::{Change, Columns, Fail, JOB_COLUMNS, Pin, Res, job_from_row};
+use crate::queue::*;
+
+fn ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn int(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// Renews a current attempt's lease: one `UPDATE`.
+pub(super) async fn heartbeat(w: &Writes, op: &Heartbeat) -> Result<HeartbeatReply, QueueError> {
+    let sql = format!(
+        "WITH t AS (SELECT {NOW} AS now)
+         UPDATE jobs SET lease_expires_at = t.now + $3, updated_at = t.now FROM t
+         WHERE id = $1 AND attempts = $2 AND state = 'running' RETURNING cancel_requested"
+    );
+    let client = w.client().await?;
+    let pg = PgTx::new(&client);
+    let p: [&(dyn ToSql + Sync); 3] = [&op.id.as_str(), &int(op.attempt), &ms(op.lease_for)];
+    let row = pg.first(&sql, &p).await;
+    w.shared.stats.sent(pg.statements());
+    let row = row.map_err(|f| f.into_error(&w.shared.label))?;
+    w.shared.stats.count(1);
+    Ok(match row {
+        None => HeartbeatReply::Lost,
+        Some(row) if row.req_int(0).unwrap_or(0) != 0 => HeartbeatReply::CancelRequested,
+        Some(_) => HeartbeatReply::Ok,
+    })
+}
+
+/// Events as one statement binds them: sequence numbers, JSON, and whether
+/// each is a tool call that ended in an error (what `tool_errors` counts).
+#[derive(Default)]
+pub(super) struct EventRows {
+    pub seqs: Vec<i64>,
+    pub json: Vec<String>,
+    pub tool_errors: Vec<i32>,
+}
+
+impl EventRows {
+    /// The events to append, each sequence number once: the same event twice
+    /// is kept once; two different ones at one number refuse the write, as
+    /// the lifecycle's `insert_events` does.
+    pub(super) fn of<'a>(
+        id: &JobId,
+        events: impl IntoIterator<Item = &'a EventEnvelope>,
+    ) -> Res<Self> {
+        let mut rows = Self::default();
+        for event in events {
+            let json = serde_json::to_string(event)
+                .map_err(|e| Fail::Db(format!("event {} cannot be encoded: {e}", event.seq)))?;
+            let seq = i64::try_from(event.seq).unwrap_or(i64::MAX);
+            if let Some(at) = rows.seqs.iter().position(|s| *s == seq) {
+                if rows.json[at] != json {
+                    return Err(Fail::Refused(QueueError::DuplicateEvent {
+                        job: id.clone(),
+                        seq: event.seq,
+                    }));
+                }
+                continue;
+            }
+            rows.seqs.push(seq);
+            rows.json.push(json);
+            rows.tool_errors
+                .push(i32::from(rules::tool_errors(&[event]) > 0));
+        }
+        Ok(rows)
+    }
+}
+
+/// The part of a statement that appends events under the job's locked row
+/// (`cur`, one row while the attempt is current) for attempt `$2` of job
+/// `$1`: `new_events` is a query of `(seq, event, tool_error)` rows (see
+/// [`EventRows`]), `go` a further condition for the write to go ahead.
+/// `clash` holds the numbers already stored with other content (the write
+/// must not go ahead), `same` those stored with this very content (a write
+/// whose reply was lost, sent again), `ok` the job's row when the write
+/// goes ahead, `added` the events appended.
+pub(super) fn events_cte(new_events: &str, go: &str) -> String {
+    format!(
+        "new_events AS ({new_events}),
+         clash AS (SELECT n.seq FROM new_events n JOIN events e ON e.job_id = $1 AND e.seq = n.seq
+                   WHERE e.attempt <> $2 OR e.event <> n.event),
+         same AS (SELECT n.seq FROM new_events n JOIN events e ON e.job_id = $1 AND e.seq = n.seq
+                  WHERE e.attempt = $2 AND e.event = n.event),
+         ok AS (SELECT id FROM cur WHERE NOT EXISTS (SELECT 1 FROM clash) AND ({go})),
+         added AS (INSERT INTO events (job_id, seq, attempt, event)
+                   SELECT ok.id, n.seq, $2, n.event FROM ok, new_events n
+                   ON CONFLICT (job_id, seq) DO NOTHING RETURNING seq, event),
+         added_errors AS (SELECT COALESCE(SUM(n.tool_error), 0)::int AS n
+                          FROM new_events n JOIN added a ON a.seq = n.seq)"
+    )
+}
+
+/// What [`events_cte`] found, read from the columns at `at..at+4`: whether
+/// the attempt was current (`cur`), and the events' fate.
+pub(super) struct Appended {
+    pub current: bool,
+    pub clash: Option<i64>,
+    pub same: i64,
+    pub added: i64,
+}
+
+/// The columns that read [`Appended`]: `cur`, the first clash, `same`, `added`.
+pub(super) const APPENDED: &str = "(SELECT COUNT(*) FROM cur), (SELECT MIN(seq) FROM clash),
+    (SELECT COUNT(*) FROM same), (SELECT COUNT(*) FROM added)";
+
+impl Appended {
+    pub(super) fn read(row: &tokio_postgres::Row, at: usize) -> Res<Self> {
+        Ok(Self {
+            current: row.req_int(at)? > 0,
+            clash: row.int(at + 1)?,
+            same: row.req_int(at + 2)?,
+            added: row.req_int(at + 3)?,
+        })
+    }
+
+    /// Why the write did not go ahead, or wrote less than it was given:
+    /// refused for a stale attempt or a sequence number stored with other
+    /// content.
+    pub(super) fn refusal(&self, id: &JobId, attempt: u32, events: &EventRows) -> Option<Fail> {
+        if !self.current {
+            return Some(Fail::Refused(QueueError::StaleAttempt {
+                job: id.clone(),
+                attempt,
+            }));
+        }
+        let seq = match self.clash {
+            Some(seq) => seq,
+            // A concurrent write of the same attempt took a number between
+            // this statement's snapshot and its insert.
+            None if self.same + self.added < events.seqs.len() as i64 => {
+                events.seqs.first().copied().unwrap_or_default()
+            }
+            None => return None,
+        };
+        Some(Fail::Refused(QueueError::DuplicateEvent {
+            job: id.clone(),
+            seq: u64::try_from(seq).unwrap_or_default(),
+        }))
+    }
+}
+
+/// Journal steps with the events held until then, guarded by the attempt:
+/// one statement (the lifecycle's `record_steps`).
+pub(super) async fn record_steps(w: &Writes, op: &RecordSteps) -> Result<(), QueueError> {
+    let label = &w.shared.label;
+    let events = EventRows::of(&op.id, &op.events).map_err(|f| f.into_error(label))?;
+    // The last of several entries for one step wins, as one after another.
+    let mut steps: Vec<&JournalEntry> = Vec::with_capacity(op.entries.len());
+    for entry in &op.entries {
+        let key = |e: &JournalEntry| (e.scope.clone(), e.turn, e.step.clone());
+        steps.retain(|kept| key(kept) != key(entry));
+        steps.push(entry);
+    }
+    let scopes: Vec<&str> = steps.iter().map(|e| e.scope.as_str()).collect();
+    let turns: Vec<i32> = steps.iter().map(|e| int(e.turn)).collect();
+    let names: Vec<&str> = steps.iter().map(|e| e.step.as_str()).collect();
+    let bodies: Vec<&str> = steps.iter().map(|e| e.body.as_str()).collect();
+    let changes = match op.events.is_empty() {
+        true => Vec::new(),
+        false => vec![(Change::Updated, op.id.clone())],
+    };
+    let sql = format!(
+        "WITH cur AS (SELECT id FROM jobs WHERE id = $1 AND state = 'running' AND attempts = $2 FOR UPDATE),
+         {},
+         errors AS (UPDATE jobs SET tool_errors = tool_errors + x.n FROM added_errors x
+                    WHERE jobs.id IN (SELECT id FROM ok) AND x.n > 0 RETURNING 1),
+         steps AS (INSERT INTO journal (job_id, scope, turn, step, attempt, body)
+                   SELECT ok.id, s.scope, s.turn, s.step, $2, s.body
+                   FROM ok, unnest($6::text[], $7::int[], $8::text[], $9::text[]) AS s(scope, turn, step, body)
+                   ON CONFLICT (job_id, scope, turn, step) DO UPDATE SET attempt = EXCLUDED.attempt, body = EXCLUDED.body
+                   RETURNING 1)
+         SELECT {APPENDED}, (SELECT COUNT(*) FROM errors), (SELECT COUNT(*) FROM steps)",
+        events_cte(
+            "SELECT * FROM unnest($3::bigint[], $4::text[], $5::int[]) AS n(seq, event, tool_error)",
+            "TRUE"
+        )
+    );
+    let p: [&(dyn ToSql + Sync); 9] = [
+        &op.id.as_str(),
+        &int(op.attempt),
+        &events.seqs,
+        &events.json,
+        &events.tool_errors,
+        &scopes,
+        &turns,
+        &names,
+        &bodies,
+    ];
+    let client = w.client().await?;
+    let pg = PgTx::new(&client);
+    let row = pg.first(&sql, &p).await;
+    w.shared.stats.sent(pg.statements());
+    let row = row
+        .and_then(|row| row.ok_or_else(|| Fail::Db("the journal write answered no row".into())))
+        .map_err(|f| f.into_error(label))?;
+    let appended = Appended::read(&row, 0).map_err(|f| f.into_error(label))?;
+    if let Some(refused) = appended.refusal(&op.id, op.attempt, &events) {
+        return Err(refused.into_error(label));
+    }
+    w.shared.committed(&changes);
+    Ok(())
+}
+
+/// The pins the lease statement applies to first attempts, by bundle: what
+/// the worker's pinner answered last (see [`lease`]).
+#[derive(Default)]
+pub(super) struct Pins(Mutex<HashMap<String, Pin>>);
+
+/// Bundles whose pins are remembered at most (a bound, not a working size).
+const MAX_PINS: usize = 1024;
+
+impl Pins {
+    fn arrays(&self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut arrays = (Vec::new(), Vec::new(), Vec::new());
+        for (bundle, pin) in known.iter() {
+            arrays.0.push(bundle.clone());
+            arrays.1.push(pin.version.clone());
+            arrays.2.push(pin.digest.clone());
+        }
+        arrays
+    }
+
+    fn learn(&self, bundle: &str, pin: &Pin) {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if known.get(bundle) == Some(pin) {
+            return;
+        }
+        if known.len() >= MAX_PINS {
+            known.clear();
+        }
+        known.insert(bundle.to_string(), pin.clone());
+    }
+}
+
+/// Index of the first column after the job's in the lease statement's rows.
+fn after_job() -> usize {
+    JOB_COLUMNS.split(", ").count()
+}
+
+/// Leases up to `n` of the best runnable jobs in one statement: `None` when
+/// one of them needs the lifecycle's transaction (a poison pill to park, a
+/// job with push configs to announce). First attempts are pinned in the
+/// statement to what the pinner answered last for their bundle; a pin the
+/// pinner now answers differently (the bundle was reloaded), or one it had
+/// not answered yet, is written by a second statement.
+pub(super) async fn lease(
+    w: &Writes,
+    pins: &Pins,
+    op: &LeaseJobs,
+) -> Result<Option<Vec<Lease>>, QueueError> {
+    let label = &w.shared.label;
+    let columns: Vec<String> = JOB_COLUMNS.split(", ").map(|c| format!("j.{c}")).collect();
+    let sql = format!(
+        "WITH t AS (SELECT {NOW} AS now),
+         due AS (SELECT id, FALSE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
+                 WHERE state = 'queued' AND run_at <= (SELECT now FROM t)
+                 ORDER BY priority DESC, run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED),
+         expired AS (SELECT id, TRUE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
+                     WHERE state = 'running' AND lease_expires_at <= (SELECT now FROM t)
+                     ORDER BY priority DESC, run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED),
+         picked AS (SELECT c.*, (c.running AND c.crash_resumes >= $2)
+                               OR EXISTS (SELECT 1 FROM a2a_push_configs p WHERE p.job_id = c.id) AS slow
+                    FROM (SELECT * FROM due UNION ALL SELECT * FROM expired) c
+                    ORDER BY c.priority DESC, c.run_at ASC, c.id COLLATE \"C\" ASC LIMIT $1),
+         go AS (SELECT NOT EXISTS (SELECT 1 FROM picked WHERE slow) AS ok),
+         started AS (
+           UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
+                  crash_resumes = j.crash_resumes + p.running::int, lease_owner = $3,
+                  lease_expires_at = t.now + $4, started_at = COALESCE(j.started_at, t.now), updated_at = t.now,
+                  bundle_version = CASE WHEN j.bundle_digest IS NULL THEN COALESCE(j.bundle_version, pin.version) ELSE j.bundle_version END,
+                  bundle_digest = COALESCE(j.bundle_digest, pin.digest)
+           FROM picked p CROSS JOIN t CROSS JOIN go
+                LEFT JOIN unnest($5::text[], $6::text[], $7::text[]) AS pin(bundle, version, digest) ON pin.bundle = p.bundle
+           WHERE j.id = p.id AND go.ok
+           RETURNING {}, p.unpinned AND pin.bundle IS NOT NULL AS pinned_here, p.own_version)
+         SELECT s.*,
+                (SELECT COALESCE(MAX(e.seq), 0)::BIGINT FROM events e WHERE e.job_id = s.id),
+                (SELECT COALESCE(json_agg(json_build_array(l.scope, l.turn, l.step, l.body) ORDER BY l.scope, l.turn, l.step), '[]')::text
+                 FROM journal l WHERE l.job_id = s.id),
+                g.ok
+         FROM go g LEFT JOIN started s ON TRUE
+         ORDER BY s.priority DESC, s.run_at ASC, s.id COLLATE \"C\" ASC",
+        columns.join(", ")
+    );
+    let (bundles, versions, digests) = match op.pin {
+        Some(_) => pins.arrays(),
+        None => Default::default(),
+    };
+    let p: [&(dyn ToSql + Sync); 7] = [
+        &i64::try_from(op.n).unwrap_or(i64::MAX),
+        &int(op.max_crash_resumes),
+        &op.worker,
+        &ms(op.lease_for),
+        &bundles,
+        &versions,
+        &digests,
+    ];
+    let client = w.client().await?;
+    let pg = PgTx::new(&client);
+    let rows = pg.rows(&sql, &p).await;
+    w.shared.stats.sent(pg.statements());
+    let rows = rows.map_err(|f| f.into_error(label))?;
+    let leases = leases_of(&rows).map_err(|f| f.into_error(label))?;
+    let Some(mut leases) = leases else {
+        return Ok(None);
+    };
+    let changes: Vec<(Change, JobId)> = leases
+        .iter()
+        .map(|(l, _)| (Change::Updated, l.job.id.clone()))
+        .collect();
+    w.shared.committed(&changes);
+    if let Some(pinner) = &op.pin {
+        repin(&pg, w, pins, pinner.as_ref(), &mut leases).await?;
+    }
+    Ok(Some(leases.into_iter().map(|(l, _)| l).collect()))
+}
+
+/// How a leased job was pinned by the lease statement: by it (`here`, with
+/// a pin learnt earlier), and the version it was submitted with, which a
+/// pin keeps (as `start_attempt` does).
+struct Pinning {
+    here: bool,
+    own_version: Option<String>,
+}
+
+/// The leases a lease statement's rows hold (with how each was pinned), or
+/// `None` when it leased nothing because a job needs the lifecycle's
+/// transaction.
+fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>> {
+    let mut leases = Vec::with_capacity(rows.len());
+    let after = after_job();
+    for row in rows {
+        if row.int(after + 4)? == Some(0) {
+            return Ok(None);
+        }
+        if row.text(0)?.is_none() {
+            continue; // No job was due.
+        }
+        let job = job_from_row(row)?;
+        let pinning = Pinning {
+            here: row.int(after)?.unwrap_or(0) != 0,
+            own_version: row.text(after + 1)?,
+        };
+        let last_seq = u64::try_from(row.req_int(after + 2)?).unwrap_or_default();
+        let journal: Vec<(String, u32, String, String)> =
+            serde_json::from_str(&row.req_text(after + 3)?)
+                .map_err(|e| Fail::Db(format!("a leased job's journal did not read: {e}")))?;
+        let journal = journal
+            .into_iter()
+            .map(|(scope, turn, step, body)| JournalEntry {
+                scope,
+                turn,
+                step,
+                body,
+            })
+            .collect();
+        leases.push((
+            Lease {
+                attempt: job.attempts,
+                next_seq: last_seq + 1,
+                journal,
+                job: job.into(),
+            },
+            pinning,
+        ));
+    }
+    Ok(Some(leases))
+}
+
+/// Pins the first attempts the lease statement could not pin to what the
+/// pinner answers now (its answer was not known, or has changed), in one
+/// more statement; remembers the answers for the next lease.
+async fn repin(
+    pg: &PgTx<'_, deadpool_postgres::Object>,
+    w: &Writes,
+    pins: &Pins,
+    pinner: &Pinner,
+    leases: &mut [(Lease, Pinning)],
+) -> Result<(), QueueError> {
+    let mut ids = Vec::new();
+    let mut versions = Vec::new();
+    let mut digests = Vec::new();
+    let mut attempts = Vec::new();
+    for (lease, pinning) in leases.iter_mut() {
+        let job = &mut lease.job;
+        let Some(want) = pinner(&job.bundle) else {
+            continue;
+        };
+        pins.learn(&job.bundle, &want);
+        let unpinned = job.bundle_digest.is_none();
+        // A version the job was submitted with stays (as in `start_attempt`).
+        let version = pinning
+            .own_version
+            .clone()
+            .unwrap_or_else(|| want.version.clone());
+        let right = job.bundle_digest.as_deref() == Some(&want.digest)
+            && job.bundle_version.as_deref() == Some(&version);
+        if !(unpinned || pinning.here) || right {
+            continue;
+        }
+        job.bundle_version = Some(version.clone());
+        job.bundle_digest = Some(want.digest.clone());
+        ids.push(job.id.as_str().to_string());
+        versions.push(version);
+        digests.push(want.digest);
+        attempts.push(int(lease.attempt));
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let sql = "UPDATE jobs j SET bundle_version = v.version, bundle_digest = v.digest
+               FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS v(id, version, digest, attempts)
+               WHERE j.id = v.id AND j.attempts = v.attempts AND j.state = 'running'";
+    let before = pg.statements();
+    let done = pg.exec(sql, &[&ids, &versions, &digests, &attempts]).await;
+    w.shared.stats.sent(pg.statements() - before);
+    done.map(|_| ()).map_err(|f| f.into_error(&w.shared.label))
+}
