@@ -2757,7 +2757,7 @@ async fn postgres_migration_gives_each_key_its_own_conversations() {
     // applied).
     client
         .batch_execute(include_str!(
-            "../src/queue/postgres/migrations/0020_conversations_per_key.sql"
+            "../src/queue/postgres/migrations/0017_conversations_per_key.sql"
         ))
         .await
         .unwrap();

@@ -36,7 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0014_conversation_owners.sql"),
     include_str!("migrations/0015_budget_reservations.sql"),
     include_str!("migrations/0016_job_kind_controls.sql"),
-    include_str!("migrations/0020_conversations_per_key.sql"),
+    include_str!("migrations/0017_conversations_per_key.sql"),
 ];
 
 /// The schema version this binary writes.
