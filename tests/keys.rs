@@ -185,8 +185,8 @@ async fn each_key_sees_and_touches_only_its_own_jobs_and_a_reader_of_all_sees_bo
         "{conflict}"
     );
 
-    // A conversation is its key's: another key can neither read, continue
-    // nor forget it.
+    // A conversation is its key's: another key naming the same id has a
+    // conversation of its own, and can neither read nor forget the first.
     let (status, body) = submit(
         &keys.a,
         json!({"bundle": "alpha", "input": "hi", "conversation_id": "conv-a"}),
@@ -198,28 +198,30 @@ async fn each_key_sees_and_touches_only_its_own_jobs_and_a_reader_of_all_sees_bo
         json!({"bundle": "alpha", "input": "me too", "conversation_id": "conv-a"}),
     )
     .await;
-    assert_eq!(status, 404, "{body}");
-    assert_eq!(body["error"]["field"], "conversation_id");
+    assert_eq!(status, 201, "{body}");
+    for (key, own) in [(&keys.a, "hi"), (&keys.b, "me too")] {
+        let (status, body) =
+            call(&daemon, "GET", "/v1/conversations/conv-a", Some(key), None).await;
+        assert_eq!(status, 200, "{body}");
+        let inputs: Vec<&str> = body["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["input"].as_str().unwrap())
+            .collect();
+        assert_eq!(inputs, [own], "each key reads only its own turns");
+    }
     for method in ["GET", "DELETE"] {
         let (status, _) = call(
             &daemon,
             method,
-            "/v1/conversations/conv-a",
+            "/v1/conversations/conv-a?owner=team-a",
             Some(&keys.b),
             None,
         )
         .await;
         assert_eq!(status, 404, "{method}");
     }
-    let (status, body) = call(
-        &daemon,
-        "GET",
-        "/v1/conversations/conv-a",
-        Some(&keys.a),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
 
     // Listing: own jobs only; the auditor sees both keys' jobs.
     let (_, mine) = call(&daemon, "GET", "/v1/jobs", Some(&keys.b), None).await;
