@@ -603,3 +603,90 @@ async fn a_narrowed_key_reaches_nothing_through_what_it_made_before() {
         "no job of `old` ran for alice"
     );
 }
+
+/// A key that reads every key's tasks (`read_all`) once read another
+/// key's A2A push token and credentials and replaced its config, so the
+/// pushes went to it. Now it sees where the pushes go but not the secrets
+/// (`[redacted]`), and changing or deleting the config is refused
+/// (`operate_all` is needed); the task's own key still sees its secrets.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reader_of_every_key_neither_sees_nor_changes_another_keys_push_config() {
+    let model = mock_server("replies:\n  - content: done\n    delay_ms: 60000\n").await;
+    let site = Site::new(
+        &model.base_url(),
+        "[auth]\nkeys_file = \"keys.toml\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n",
+    );
+    let file = site.path().join("keys.toml");
+    let bob = new_key(&file, "bob", &["--scopes", "submit,read,operate"]);
+    let auditor = new_key(&file, "auditor", &["--scopes", "read,read_all"]);
+    site.put_bundle("hello", &agent_bundle("hello", &model.base_url(), ""));
+    let daemon = site.start();
+    let (bob_http, auditor_http) = (client_as(&bob), client_as(&auditor));
+    let rpc = |http: &reqwest::Client, method: &str, params: Value| {
+        let request = http
+            .post(daemon.url("/a2a/hello"))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let sent = rpc(
+        &bob_http,
+        "SendMessage",
+        json!({"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+               "configuration": {"returnImmediately": true,
+                                 "taskPushNotificationConfig": {"id": "c1", "url": "http://127.0.0.1:9/bob",
+                                     "token": "bob-secret",
+                                     "authentication": {"scheme": "Bearer", "credentials": "bob-credentials"}}}}),
+    )
+    .await;
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    let listed = rpc(
+        &auditor_http,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": task}),
+    )
+    .await;
+    let seen = listed.to_string();
+    assert!(seen.contains("http://127.0.0.1:9/bob"), "{listed}");
+    assert!(
+        !seen.contains("bob-secret") && !seen.contains("bob-credentials"),
+        "{listed}"
+    );
+    assert!(seen.contains("[redacted]"), "{listed}");
+    let got = rpc(
+        &auditor_http,
+        "GetTaskPushNotificationConfig",
+        json!({"taskId": task, "id": "c1"}),
+    )
+    .await;
+    assert!(!got.to_string().contains("bob-secret"), "{got}");
+    // It may read the task, so it is told it may not change it (not that
+    // the task is unknown).
+    for (method, params) in [
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "c1", "url": "http://127.0.0.1:9/mine"}),
+        ),
+        (
+            "DeleteTaskPushNotificationConfig",
+            json!({"taskId": task, "id": "c1"}),
+        ),
+    ] {
+        let refused = rpc(&auditor_http, method, params).await;
+        assert_eq!(refused["error"]["code"], "forbidden", "{method}: {refused}");
+        assert!(
+            refused.to_string().contains("operate_all"),
+            "{method}: {refused}"
+        );
+    }
+    let own = rpc(
+        &bob_http,
+        "ListTaskPushNotificationConfigs",
+        json!({"taskId": task}),
+    )
+    .await;
+    let own = own.to_string();
+    assert!(
+        own.contains("bob-secret") && own.contains("http://127.0.0.1:9/bob"),
+        "the config is bob's as he set it: {own}"
+    );
+}

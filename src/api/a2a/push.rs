@@ -56,13 +56,14 @@ pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcErr
         "CreateTaskPushNotificationConfig" => create(call, raw).await,
         "GetTaskPushNotificationConfig" => {
             let request: GetTaskPushNotificationConfigRequest = params(method, raw)?;
-            let id = task(call, Action::ReadJob, &request.task_id).await?.id;
+            let job = task(call, Action::ReadJob, &request.task_id).await?;
+            let id = job.id.clone();
             let configs = call.state.queue.push_configs(&id).await?;
             let config = configs
                 .iter()
                 .find(|c| c.id == request.id)
                 .ok_or_else(|| unknown_config(&id, &request.id))?;
-            Ok(json!(wire(&id, config)))
+            Ok(json!(shown(call, &job, config)))
         }
         "DeleteTaskPushNotificationConfig" => {
             let request: DeleteTaskPushNotificationConfigRequest = params(method, raw)?;
@@ -78,10 +79,10 @@ pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcErr
         }
         _ => {
             let request: ListTaskPushNotificationConfigsRequest = params(method, raw)?;
-            let id = task(call, Action::ReadJob, &request.task_id).await?.id;
-            let configs = call.state.queue.push_configs(&id).await?;
+            let job = task(call, Action::ReadJob, &request.task_id).await?;
+            let configs = call.state.queue.push_configs(&job.id).await?;
             Ok(json!(ListTaskPushNotificationConfigsResponse {
-                configs: configs.iter().map(|c| wire(&id, c)).collect(),
+                configs: configs.iter().map(|c| shown(call, &job, c)).collect(),
                 next_page_token: None,
             }))
         }
@@ -195,6 +196,23 @@ fn unknown_config(task: &JobId, config: &str) -> RpcError {
 }
 
 /// A stored config as the wire shows it.
+/// A config as the caller may see it: the task's own key sees the secrets
+/// it set; a key that reads every key's tasks sees where they go, not the
+/// token or credentials another key gave.
+fn shown(call: &Call, job: &Job, config: &PushConfig) -> TaskPushNotificationConfig {
+    let mut wire = wire(&job.id, config);
+    if job.owner.as_deref() != Some(call.caller.name()) {
+        wire.token = wire.token.map(|_| REDACTED.to_string());
+        if let Some(auth) = wire.authentication.as_mut() {
+            auth.credentials = auth.credentials.as_ref().map(|_| REDACTED.to_string());
+        }
+    }
+    wire
+}
+
+/// What another key's push secret reads as.
+const REDACTED: &str = "[redacted]";
+
 fn wire(task: &JobId, config: &PushConfig) -> TaskPushNotificationConfig {
     TaskPushNotificationConfig {
         url: config.url.clone(),
