@@ -302,11 +302,10 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     }
 
     async fn lock_daily_budgets(&mut self) -> Res<()> {
-        // One lock for every daily budget: a write takes it before any
-        // other of its own (see `op`), so no two writes wait on each other
-        // around it.
-        // Keyed by the schema, as the migrations' lock: queues in other
-        // schemas of the database do not wait for it.
+        // One lock for every daily budget: a submit takes it before any
+        // other lock of its own (`reservations::DayLedger::lock`), so no two
+        // writes wait on each other around it. Keyed by the schema, as the
+        // migrations' lock: queues in other schemas do not wait for it.
         let sql = "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ':daily_budgets', 0))";
         self.exec(sql, &[]).await?;
         Ok(())
