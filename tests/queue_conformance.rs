@@ -2207,6 +2207,7 @@ pub async fn a_schedules_fire_is_recorded_by_one_handler_only(q: Arc<dyn JobQueu
         last_fire: None,
         last_job: None,
         last_outcome: None,
+        missed_fires: 0,
     })
     .await
     .unwrap();
@@ -2217,6 +2218,7 @@ pub async fn a_schedules_fire_is_recorded_by_one_handler_only(q: Arc<dyn JobQueu
         last_fire: Some(expected_next),
         last_job: Some(job.into()),
         last_outcome: "submitted".into(),
+        missed: 2,
     };
     assert!(q.record_fire(record(1_000, 2_000, "first")).await.unwrap());
     assert!(
@@ -2237,7 +2239,12 @@ pub async fn a_schedules_fire_is_recorded_by_one_handler_only(q: Arc<dyn JobQueu
         (Some(2_000), Some("first"))
     );
     assert!(q.record_fire(record(2_000, 3_000, "third")).await.unwrap());
-    assert_eq!(stored(q.clone()).await.next_fire, Some(3_000));
+    let after = stored(q.clone()).await;
+    assert_eq!(after.next_fire, Some(3_000));
+    assert_eq!(
+        after.missed_fires, 4,
+        "the passed-over fires of the records that took, added up"
+    );
 }
 
 fn push_config(id: &str) -> PushConfig {

@@ -136,6 +136,18 @@ async fn a_bundle_schedule_fires_once_a_second_and_can_be_paused_listed_and_run(
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no missed count:\n{metrics}"));
     assert!(missed >= 3, "{missed} missed");
+    // The schedule shows them, its next fires and its last job's state.
+    let tick = get(&http, &daemon, "/v1/schedules/tick").await;
+    assert!(
+        tick["missed_fires"].as_u64().unwrap_or_default() >= 3,
+        "{tick}"
+    );
+    assert_eq!(
+        tick["next_fires"].as_array().map(Vec::len),
+        Some(3),
+        "{tick}"
+    );
+    assert!(tick["last_job_state"].is_string(), "{tick}");
 
     // Resumed with --catch-up, the paused fires run, one after another.
     let out = run_cli(&daemon.url(""), &["schedules", "pause", "tick"], "");

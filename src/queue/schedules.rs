@@ -29,6 +29,10 @@ pub struct StoredSchedule {
     pub last_job: Option<String>,
     /// What the last fire did (`submitted`, `skipped_overlap`, …).
     pub last_outcome: Option<String>,
+    /// Fires passed over so far (late under its `missed` policy, or while
+    /// paused).
+    #[serde(default)]
+    pub missed_fires: u64,
 }
 
 /// What handling a schedule's due fires changed.
@@ -43,12 +47,14 @@ pub struct FireRecord {
     /// `None` keeps the last job (a fire that submitted nothing).
     pub last_job: Option<String>,
     pub last_outcome: String,
+    /// Fires this handling passed over, added to the schedule's count.
+    pub missed: u64,
 }
 
 /// The columns every schedule query selects, in the order
 /// [`schedule_from_row`] reads them.
 pub(crate) const SCHEDULE_COLUMNS: &str =
-    "id, source, spec, owner, paused, next_fire, last_fire, last_job, last_outcome";
+    "id, source, spec, owner, paused, next_fire, last_fire, last_job, last_outcome, missed_fires";
 
 pub(crate) fn schedule_from_row(row: &impl Columns) -> Res<StoredSchedule> {
     Ok(StoredSchedule {
@@ -61,6 +67,7 @@ pub(crate) fn schedule_from_row(row: &impl Columns) -> Res<StoredSchedule> {
         last_fire: row.int(6)?,
         last_job: row.text(7)?,
         last_outcome: row.text(8)?,
+        missed_fires: row.req_int(9)?.max(0) as u64,
     })
 }
 

@@ -168,6 +168,7 @@ async fn sync_bundles(
                 last_fire: None,
                 last_job: None,
                 last_outcome: None,
+                missed_fires: 0,
             })
             .await?;
     }
@@ -289,6 +290,7 @@ async fn handle(
         last_fire: fire,
         last_job,
         last_outcome: last_outcome.to_string(),
+        missed: due.missed,
     };
     if !state.queue.record_fire(record).await? {
         // Another daemon handled the same fire and recorded (and counted)
@@ -339,6 +341,7 @@ pub async fn pass_over_paused_fires(
         last_fire: None,
         last_job: None,
         last_outcome: "missed".into(),
+        missed: passed,
     };
     if state.queue.record_fire(record).await? && passed > 0 {
         state.bus.publish(DaemonEvent::ScheduleFired {

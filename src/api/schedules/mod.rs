@@ -58,13 +58,45 @@ pub struct ScheduleView {
     /// `submitted`, `missed` (fires passed over by `missed`),
     /// `skipped_overlap` or `refused` (admission said no; see the log).
     pub last_outcome: Option<String>,
+    /// The state of the last fire's job (`needs_attention` or
+    /// `awaiting_approval`: it is parked, and an `overlap: queue` schedule
+    /// waits for it); `null` without one.
+    pub last_job_state: Option<crate::queue::JobState>,
+    /// The next fires, up to three, RFC 3339 UTC.
+    pub next_fires: Vec<String>,
+    /// Fires passed over so far (late past the grace under `missed`, or
+    /// while paused).
+    pub missed_fires: u64,
     pub spec: ScheduleSpec,
 }
 
 impl ScheduleView {
     /// `schedule` as `caller` names it.
-    fn of(schedule: StoredSchedule, caller: &Caller) -> Option<Self> {
+    async fn of(state: &AppState, schedule: StoredSchedule, caller: &Caller) -> Option<Self> {
         let stored: Stored = serde_json::from_str(&schedule.spec).ok()?;
+        let last_job_state = match &schedule.last_job {
+            Some(id) => {
+                let id = crate::queue::JobId::from(id.as_str());
+                state
+                    .queue
+                    .get(&id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|job| job.state)
+            }
+            None => None,
+        };
+        let compiled = stored.spec.compile().ok();
+        let mut next_fires = Vec::new();
+        let mut cursor = schedule.next_fire.filter(|_| !schedule.paused);
+        while let (Some(fire), Some(compiled)) = (cursor, &compiled) {
+            if next_fires.len() == 3 {
+                break;
+            }
+            next_fires.push(rfc3339(fire));
+            cursor = crate::schedule::next_after(compiled, fire);
+        }
         Some(Self {
             id: Named::shown(&schedule, caller.name()),
             source: schedule.source,
@@ -75,6 +107,9 @@ impl ScheduleView {
             last_fire: schedule.last_fire.map(rfc3339),
             last_job: schedule.last_job,
             last_outcome: schedule.last_outcome,
+            last_job_state,
+            next_fires,
+            missed_fires: schedule.missed_fires,
             spec: stored.spec,
         })
     }
@@ -136,11 +171,13 @@ pub async fn create(
         last_fire: None,
         last_job: None,
         last_outcome: None,
+        missed_fires: 0,
     };
     state.queue.put_schedule(schedule.clone()).await?;
     tracing::info!(schedule = %id, bundle = %body.bundle, by = caller.name(), "schedule made");
-    let view =
-        ScheduleView::of(schedule, &caller).ok_or_else(|| ApiError::internal("schedule view"))?;
+    let view = ScheduleView::of(&state, schedule, &caller)
+        .await
+        .ok_or_else(|| ApiError::internal("schedule view"))?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
@@ -181,13 +218,14 @@ pub async fn list(
     caller: Caller,
 ) -> Result<Json<Vec<ScheduleView>>, ApiError> {
     let schedules = state.queue.schedules().await?;
-    Ok(Json(
-        schedules
-            .into_iter()
-            .filter(|s| caller.allows(Action::ReadSchedule, &Owned::of(s).resource()))
-            .filter_map(|s| ScheduleView::of(s, &caller))
-            .collect(),
-    ))
+    let mut views = Vec::new();
+    for schedule in schedules
+        .into_iter()
+        .filter(|s| caller.allows(Action::ReadSchedule, &Owned::of(s).resource()))
+    {
+        views.extend(ScheduleView::of(&state, schedule, &caller).await);
+    }
+    Ok(Json(views))
 }
 
 /// `GET /v1/schedules/{id}`.
@@ -197,7 +235,8 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<ScheduleView>, ApiError> {
     let schedule = authorized(&state, &caller, Action::ReadSchedule, &id).await?;
-    ScheduleView::of(schedule, &caller)
+    ScheduleView::of(&state, schedule, &caller)
+        .await
         .map(Json)
         .ok_or_else(|| not_found(&id))
 }
@@ -323,7 +362,8 @@ async fn set_paused(
     // Answered as the key that changed it may see it (an `operate_all` key
     // may pause a schedule it cannot read).
     let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
-    ScheduleView::of(schedule, &caller)
+    ScheduleView::of(&state, schedule, &caller)
+        .await
         .map(Json)
         .ok_or_else(|| not_found(&id))
 }

@@ -53,9 +53,11 @@ impl<C: GenericClient> ScheduleStatements for PgTx<'_, C> {
 
     async fn record_fire(&mut self, f: &FireRecord, now: i64) -> Res<bool> {
         let sql = "UPDATE schedules SET next_fire = $3, last_fire = COALESCE($4, last_fire),
-                       last_job = COALESCE($5, last_job), last_outcome = $6, updated_at = $7
+                       last_job = COALESCE($5, last_job), last_outcome = $6, updated_at = $7,
+                       missed_fires = missed_fires + $8
                    WHERE id = $1 AND next_fire = $2";
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+        let missed = i64::try_from(f.missed).unwrap_or(i64::MAX);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
             &f.id,
             &f.expected_next,
             &f.next_fire,
@@ -63,6 +65,7 @@ impl<C: GenericClient> ScheduleStatements for PgTx<'_, C> {
             &f.last_job,
             &f.last_outcome,
             &now,
+            &missed,
         ];
         Ok(self.exec(sql, &params).await? > 0)
     }

@@ -37,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0015_budget_reservations.sql"),
     include_str!("migrations/0016_job_kind_controls.sql"),
     include_str!("migrations/0017_conversations_per_key.sql"),
+    include_str!("migrations/0018_schedule_missed_fires.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -40,6 +40,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0014_budget_reservations.sql"),
     include_str!("migrations/0015_job_kind_controls.sql"),
     include_str!("migrations/0016_conversations_per_key.sql"),
+    include_str!("migrations/0017_schedule_missed_fires.sql"),
 ];
 
 /// The schema version this binary writes.

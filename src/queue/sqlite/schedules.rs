@@ -42,7 +42,8 @@ impl ScheduleStatements for SqliteTx<'_> {
     async fn record_fire(&mut self, f: &FireRecord, now: i64) -> Res<bool> {
         Ok(self.exec(
             "UPDATE schedules SET next_fire = ?3, last_fire = COALESCE(?4, last_fire),
-                 last_job = COALESCE(?5, last_job), last_outcome = ?6, updated_at = ?7
+                 last_job = COALESCE(?5, last_job), last_outcome = ?6, updated_at = ?7,
+                 missed_fires = missed_fires + ?8
              WHERE id = ?1 AND next_fire = ?2",
             params![
                 f.id,
@@ -51,7 +52,8 @@ impl ScheduleStatements for SqliteTx<'_> {
                 f.last_fire,
                 f.last_job,
                 f.last_outcome,
-                now
+                now,
+                i64::try_from(f.missed).unwrap_or(i64::MAX)
             ],
         )? > 0)
     }
