@@ -296,19 +296,44 @@ fn gaps(jobs: &[(i64, Value)]) -> Vec<(i64, i64)> {
         .collect()
 }
 
-async fn outage(missed: &str) -> Vec<(i64, i64)> {
+/// Where a test's daemons keep their queue.
+#[derive(Debug, Clone, Copy)]
+enum Store {
+    Sqlite,
+    Postgres,
+}
+
+/// The daemons' environment for `store`: a fresh PostgreSQL schema (kept
+/// while the returned guard lives), or none for SQLite.
+fn store_env(store: Store) -> (Option<Schema>, Vec<(&'static str, String)>) {
+    match store {
+        Store::Sqlite => (None, Vec::new()),
+        Store::Postgres => {
+            let schema = Schema::fresh();
+            let env = schema.daemon_env();
+            (Some(schema), env)
+        }
+    }
+}
+
+async fn outage(store: Store, missed: &str) -> Vec<(i64, i64)> {
     let server = mock_server(QUICK).await;
     let site = Site::new(&server.base_url(), "");
+    let (_schema, env) = store_env(store);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let spec = format!(
         "  cron: \"* * * * * *\"\n  missed: {missed}\n  max_catch_up: 100\n  overlap: queue\n"
     );
     site.put_bundle("tick", &bundle(&spec));
     let http = client();
-    let daemon = site.start();
+    let daemon = site.start_with_env(&env);
     at_least(&http, &daemon, 2).await;
-    daemon.kill9();
+    // Stopped (a restart or a deploy: its last job drains), not killed: a
+    // job killed mid-run holds an `overlap` schedule until its lease runs
+    // out, and `queue` then runs one job for the fires it held.
+    assert_eq!(daemon.stop(), Some(0));
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let daemon = site.start();
+    let daemon = site.start_with_env(&env);
     let before = fired(&http, &daemon).await.len();
     let jobs = at_least(&http, &daemon, before + 2).await;
     gaps(&jobs)
@@ -320,19 +345,26 @@ async fn outage(missed: &str) -> Vec<(i64, i64)> {
 /// are missed; `schedule::due`'s tests pass over late ones).
 #[tokio::test(flavor = "multi_thread")]
 async fn fires_held_by_a_short_outage_are_on_time_under_every_policy() {
-    for missed in ["run_all", "skip", "run_once"] {
-        let gaps = outage(missed).await;
-        assert!(gaps.is_empty(), "{missed} left fires out: {gaps:?}");
+    for store in [Store::Sqlite, Store::Postgres] {
+        for missed in ["run_all", "skip", "run_once"] {
+            let gaps = outage(store, missed).await;
+            assert!(
+                gaps.is_empty(),
+                "{store:?}, {missed} left fires out: {gaps:?}"
+            );
+        }
     }
 }
 
-async fn overlapping(overlap: &str) -> Vec<(i64, Value)> {
+async fn overlapping(store: Store, overlap: &str) -> Vec<(i64, Value)> {
     let server = mock_server(SLOW).await;
     let site = Site::new(&server.base_url(), "");
+    let (_schema, env) = store_env(store);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let spec = format!("  cron: \"* * * * * *\"\n  overlap: {overlap}\n");
     site.put_bundle("tick", &bundle(&spec));
     let http = client();
-    let daemon = site.start();
+    let daemon = site.start_with_env(&env);
     let jobs = at_least(&http, &daemon, 3).await;
     let first_three: BTreeSet<String> = jobs
         .iter()
@@ -359,22 +391,24 @@ async fn overlapping(overlap: &str) -> Vec<(i64, Value)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn overlap_skip_and_queue_run_one_job_at_a_time_and_cancel_previous_cancels() {
-    for overlap in ["skip", "queue"] {
-        let jobs = overlapping(overlap).await;
-        for pair in jobs.windows(2) {
-            let (a, b) = (&pair[0].1, &pair[1].1);
-            assert!(
-                b["created_at"].as_str() >= a["finished_at"].as_str(),
-                "{overlap}: a fire came while the last job ran: {a}\n{b}"
-            );
-            assert_eq!(a["state"], "succeeded", "{overlap}: {a}");
+    for store in [Store::Sqlite, Store::Postgres] {
+        for overlap in ["skip", "queue"] {
+            let jobs = overlapping(store, overlap).await;
+            for pair in jobs.windows(2) {
+                let (a, b) = (&pair[0].1, &pair[1].1);
+                assert!(
+                    b["created_at"].as_str() >= a["finished_at"].as_str(),
+                    "{store:?}, {overlap}: a fire came while the last job ran: {a}\n{b}"
+                );
+                assert_eq!(a["state"], "succeeded", "{store:?}, {overlap}: {a}");
+            }
+            // Fires during a 2.5 s run were dropped or held, never piled up.
+            assert!(gaps(&jobs).len() >= 2, "{store:?}, {overlap}: {jobs:?}");
         }
-        // Fires during a 2.5 s run were dropped or held, never piled up.
-        assert!(gaps(&jobs).len() >= 2, "{overlap}: {jobs:?}");
+        let jobs = overlapping(store, "cancel_previous").await;
+        assert_eq!(jobs[0].1["state"], "cancelled", "{store:?}: {:?}", jobs[0]);
+        assert_eq!(jobs[1].1["state"], "cancelled", "{store:?}: {:?}", jobs[1]);
     }
-    let jobs = overlapping("cancel_previous").await;
-    assert_eq!(jobs[0].1["state"], "cancelled", "{:?}", jobs[0]);
-    assert_eq!(jobs[1].1["state"], "cancelled", "{:?}", jobs[1]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
