@@ -568,3 +568,54 @@ async fn a_daemon_without_a_bundle_leaves_its_schedule_to_the_daemons_that_have_
         "{metrics}"
     );
 }
+
+/// Resuming a paused schedule passes over the fires while it was paused
+/// (counted as missed, on the schedule and the metric) unless it catches
+/// up, when they run; on SQLite and PostgreSQL.
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_passes_over_paused_fires_unless_catching_up() {
+    for store in [Store::Sqlite, Store::Postgres] {
+        let server = mock_server(QUICK).await;
+        let site = Site::new(&server.base_url(), "");
+        let (_schema, env) = store_env(store);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        site.put_bundle("tick", &bundle("  cron: \"* * * * * *\"\n"));
+        let http = client();
+        let daemon = site.start_with_env(&env);
+        at_least(&http, &daemon, 1).await;
+        for catch_up in [false, true] {
+            let (status, _) =
+                common::daemon::post_json(&http, &daemon, "/v1/schedules/tick/pause", json!({}))
+                    .await;
+            assert_eq!(status, 200, "{store:?}");
+            let paused = now_ms();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let resumed = now_ms();
+            let path = match catch_up {
+                true => "/v1/schedules/tick/resume?catch_up=true",
+                false => "/v1/schedules/tick/resume",
+            };
+            let (status, shown) = common::daemon::post_json(&http, &daemon, path, json!({})).await;
+            assert_eq!(status, 200, "{store:?}: {shown}");
+            let in_pause = |jobs: &[(i64, Value)]| {
+                jobs.iter()
+                    .filter(|(fire, _)| *fire > paused + 1000 && *fire < resumed - 1000)
+                    .count()
+            };
+            if catch_up {
+                eventually(Duration::from_secs(30), "the paused fires run", || async {
+                    (in_pause(&fired(&http, &daemon).await) >= 1).then_some(())
+                })
+                .await;
+            } else {
+                assert!(
+                    shown["missed_fires"].as_u64().unwrap_or_default() >= 1,
+                    "{store:?}: {shown}"
+                );
+                let before = fired(&http, &daemon).await.len();
+                let jobs = at_least(&http, &daemon, before + 2).await;
+                assert_eq!(in_pause(&jobs), 0, "{store:?}: paused fires ran");
+            }
+        }
+    }
+}
