@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, eventually, get, run_cli};
+use common::daemon::{Daemon, Site, client, eventually, get, metric_samples, run_cli};
 use common::mock_server;
 use common::postgres::Schema;
 use serde_json::{Value, json};
@@ -47,6 +47,17 @@ async fn fired(http: &reqwest::Client, daemon: &Daemon) -> Vec<(i64, Value)> {
         .collect();
     jobs.sort_by_key(|(fire, _)| *fire);
     jobs
+}
+
+/// `structured_agents_schedule_fires_total` of bundle `tick`'s missed
+/// fires, as the daemon's `/metrics` says.
+async fn missed_metric(http: &reqwest::Client, daemon: &Daemon) -> u64 {
+    let series = "structured_agents_schedule_fires_total{bundle=\"tick\",outcome=\"missed\"}";
+    let samples = metric_samples(http, daemon, series).await;
+    *samples
+        .values()
+        .next()
+        .unwrap_or_else(|| panic!("no {series} on /metrics: {samples:?}"))
 }
 
 fn now_ms() -> i64 {
@@ -118,23 +129,7 @@ async fn a_bundle_schedule_fires_once_a_second_and_can_be_paused_listed_and_run(
         .filter(|fire| *fire < resumed - 1000)
         .collect();
     assert!(replayed.is_empty(), "paused fires ran: {replayed:?}");
-    let metrics = http
-        .get(daemon.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let missed: u64 = metrics
-        .lines()
-        .find(|l| {
-            l.starts_with(
-                "structured_agents_schedule_fires_total{bundle=\"tick\",outcome=\"missed\"}",
-            )
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no missed count:\n{metrics}"));
+    let missed = missed_metric(&http, &daemon).await;
     assert!(missed >= 3, "{missed} missed");
     // The schedule shows them, its next fires and its last job's state.
     let tick = get(&http, &daemon, "/v1/schedules/tick").await;
@@ -555,17 +550,16 @@ async fn a_daemon_without_a_bundle_leaves_its_schedule_to_the_daemons_that_have_
         line.contains("tick") && line.contains("bundle_removed") && line.contains("daemon"),
         "{line}"
     );
-    let metrics = http
-        .get(a.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        metrics.contains("structured_agents_schedules_removed_total{reason=\"bundle_removed\"} 1"),
-        "{metrics}"
+    let removed = metric_samples(
+        &http,
+        &a,
+        "structured_agents_schedules_removed_total{reason=\"bundle_removed\"}",
+    )
+    .await;
+    assert_eq!(
+        removed.values().copied().collect::<Vec<_>>(),
+        [1],
+        "{removed:?}"
     );
 }
 
@@ -672,21 +666,7 @@ async fn after_a_long_outage_on_time_fires_run_and_late_ones_are_counted_missed(
         let tick = get(&http, &daemon, "/v1/schedules/tick").await;
         let missed = tick["missed_fires"].as_u64().unwrap_or_default();
         assert!((1..=4).contains(&missed), "{store:?}: {tick}");
-        let metrics = http
-            .get(daemon.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let line = format!(
-            "structured_agents_schedule_fires_total{{bundle=\"tick\",outcome=\"missed\"}} {missed}"
-        );
-        assert!(
-            metrics.contains(&line),
-            "{store:?}: {line} not in\n{metrics}"
-        );
+        assert_eq!(missed_metric(&http, &daemon).await, missed, "{store:?}");
     };
     tokio::join!(run(Store::Sqlite), run(Store::Postgres));
 }
