@@ -136,20 +136,6 @@ async fn chat_talks_to_the_daemon_one_job_per_line_in_one_conversation() {
     assert_eq!(shown["turns"].as_array().unwrap().len(), 2, "{shown}");
 }
 
-/// A client that presents `token` on every request.
-fn as_key(token: &str) -> reqwest::Client {
-    let mut headers = reqwest::header::HeaderMap::new();
-    headers.insert(
-        reqwest::header::AUTHORIZATION,
-        reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-    );
-    reqwest::Client::builder()
-        .default_headers(headers)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
 /// The status and JSON body of a request.
 async fn answer(request: reqwest::RequestBuilder) -> (u16, serde_json::Value) {
     let response = request.send().await.unwrap();
@@ -166,18 +152,18 @@ async fn answer(request: reqwest::RequestBuilder) -> (u16, serde_json::Value) {
 /// depends on whether the other has that id.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_keys_starting_one_new_conversation_at_once_never_share_it() {
-    use common::daemon::{new_key, wait_terminal};
+    use common::daemon::{client_as, new_key, wait_terminal};
     let mock = mock_server("replies:\n  - content: noted\n").await;
     let site = Site::new(&mock.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
     let file = site.path().join("keys.toml");
     let keys = [
         (
             "alice",
-            as_key(&new_key(&file, "alice", &["--scopes", "submit,read"])),
+            client_as(&new_key(&file, "alice", &["--scopes", "submit,read"])),
         ),
         (
             "bob",
-            as_key(&new_key(&file, "bob", &["--scopes", "submit,read"])),
+            client_as(&new_key(&file, "bob", &["--scopes", "submit,read"])),
         ),
     ];
     site.put_bundle(

@@ -27,6 +27,14 @@ async fn post(http: &reqwest::Client, daemon: &Daemon, path: &str, body: Value) 
     )
 }
 
+/// A site whose API keys are in its `keys.toml` (made with `new_key`),
+/// its models at `model_url`: the site and the keys file.
+fn keyed_site(model_url: &str) -> (Site, std::path::PathBuf) {
+    let site = Site::new(model_url, "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    (site, file)
+}
+
 /// Submits a job of `bundle` as the client's key and waits for its end.
 async fn run_job(http: &reqwest::Client, daemon: &Daemon, bundle: &str, input: &str) -> Value {
     let (status, job) = post(
@@ -214,8 +222,7 @@ replies:
 #[tokio::test(flavor = "multi_thread")]
 async fn another_keys_jobs_and_bundles_do_not_exist_for_a_key() {
     let model = mock_server("replies:\n  - content: done\n").await;
-    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let file = site.path().join("keys.toml");
+    let (site, file) = keyed_site(&model.base_url());
     let alice = new_key(
         &file,
         "alice",
@@ -312,8 +319,7 @@ replies:
   - {turn: 2, content: paid}
 "#;
     let model = mock_server(script).await;
-    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let file = site.path().join("keys.toml");
+    let (site, file) = keyed_site(&model.base_url());
     let alice = new_key(&file, "alice", &["--scopes", "submit,read,operate"]);
     let bob = new_key(&file, "bob", &["--scopes", "submit,read,operate"]);
     let admin = new_key(&file, "admin", &["--scopes", "admin"]);
@@ -409,8 +415,7 @@ replies:
 async fn a_reload_that_revokes_a_key_ends_its_open_streams() {
     // The job's model call takes far longer than the test waits.
     let model = mock_server("replies:\n  - {content: slow, delay_ms: 120000}\n").await;
-    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let file = site.path().join("keys.toml");
+    let (site, file) = keyed_site(&model.base_url());
     let leaving = new_key(&file, "leaving", &["--scopes", "submit,read"]);
     let admin = new_key(&file, "admin", &["--scopes", "admin"]);
     site.put_bundle("slow", &agent_bundle("slow", &model.base_url(), ""));
@@ -544,8 +549,7 @@ async fn a_workflow_stage_reaches_only_the_bundles_of_the_key_that_owns_the_job(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_narrowed_key_reaches_nothing_through_what_it_made_before() {
     let model = mock_server("replies:\n  - content: done\n").await;
-    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let file = site.path().join("keys.toml");
+    let (site, file) = keyed_site(&model.base_url());
     let alice = new_key(
         &file,
         "alice",
