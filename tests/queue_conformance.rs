@@ -3107,14 +3107,10 @@ fn failed() -> Outcome {
     }
 }
 
-/// Three daemons' handles on one schema submit sixty jobs of 20 tokens at
-/// once against one key's day of 100: the budgets' lock holds across them,
-/// five are queued.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_three_handles_reserve_one_daily_budget() {
-    let db = Database::fresh().await;
+/// Three handles on one schema of `db`: three daemons' queues.
+async fn three_handles(db: &Database, schema: &str) -> Vec<Arc<PostgresQueue>> {
     let options = PostgresOptions {
-        schema: "sa_daily".into(),
+        schema: schema.into(),
         pool_size: 4,
         ..PostgresOptions::new(db.url.clone())
     };
@@ -3127,6 +3123,16 @@ async fn postgres_three_handles_reserve_one_daily_budget() {
             });
         queues.push(Arc::new(q));
     }
+    queues
+}
+
+/// Three daemons' handles on one schema submit sixty jobs of 20 tokens at
+/// once against one key's day of 100: the budgets' lock holds across them,
+/// five are queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_three_handles_reserve_one_daily_budget() {
+    let db = Database::fresh().await;
+    let queues = three_handles(&db, "sa_daily").await;
     let submits = (0..60).map(|i| {
         let q = queues[i % 3].clone();
         async move { q.submit(under_daily_budget(Some(20))).await }
@@ -3164,20 +3170,7 @@ async fn postgres_three_handles_lock_shared_jobs_in_one_order() {
     const KEYS: usize = 16;
     const BATCHES: usize = 3;
     let db = Database::fresh().await;
-    let options = PostgresOptions {
-        schema: "sa_locks".into(),
-        pool_size: 4,
-        ..PostgresOptions::new(db.url.clone())
-    };
-    let mut queues = Vec::new();
-    for _ in 0..3 {
-        let q = PostgresQueue::open(options.clone(), fast_retry())
-            .await
-            .unwrap_or_else(|e| {
-                panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}")
-            });
-        queues.push(Arc::new(q));
-    }
+    let queues = three_handles(&db, "sa_locks").await;
     let mut errors: Vec<String> = Vec::new();
     let mut cancelled: Vec<(JobId, JobState)> = Vec::new();
     for round in 0..ROUNDS {
