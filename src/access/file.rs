@@ -12,6 +12,7 @@
 //! rate_per_minute = 120
 //! max_in_flight = 20
 //! max_priority = 10
+//! weight = 3
 //! per_day = { tokens = 2000000, cost = 25.0 }
 //! ```
 
@@ -75,6 +76,10 @@ pub struct KeyEntry {
     pub max_priority: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_day: Option<DailyLimits>,
+    /// Its share of the workers while other keys' jobs wait too, against
+    /// weight 1 for every key without one (docs/daemon.md, Fair shares).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
     /// RFC 3339, when `keys new` made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
@@ -94,6 +99,11 @@ impl KeyEntry {
         if self.rate_per_minute == Some(0) || self.max_in_flight == Some(0) {
             return Err("rate_per_minute and max_in_flight must be at least 1 (remove the key to take its access away)".into());
         }
+        if self.weight.is_some_and(|w| !(1..=MAX_WEIGHT).contains(&w)) {
+            return Err(format!(
+                "weight must be 1 to {MAX_WEIGHT} (its share of the workers against weight 1)"
+            ));
+        }
         if let Some(url) = &self.webhook {
             check_webhook(url).map_err(|e| format!("webhook: {e}"))?;
         }
@@ -107,10 +117,15 @@ impl KeyEntry {
             max_in_flight: self.max_in_flight,
             per_day: self.per_day.clone(),
             max_priority: self.max_priority,
+            weight: self.weight.unwrap_or(1),
             webhook: self.webhook.clone(),
         })
     }
 }
+
+/// The largest `weight` a key may have: a thousand times a default key's
+/// share.
+pub const MAX_WEIGHT: u32 = 1000;
 
 /// Whether `url` can be a completion webhook's target: an http(s) URL
 /// (whether `egress.allow` admits it is checked where a job is admitted).

@@ -119,6 +119,9 @@ pub struct Principal {
     pub per_day: Option<DailyLimits>,
     /// The highest `priority` its jobs may ask for.
     pub max_priority: Option<i32>,
+    /// Its share of the workers against other keys with jobs waiting
+    /// (1 unless the keys file says otherwise).
+    pub weight: u32,
     /// Where its jobs' state changes go unless a job names its own.
     pub webhook: Option<String>,
 }
@@ -135,6 +138,7 @@ impl Principal {
             max_in_flight: None,
             per_day: None,
             max_priority: None,
+            weight: 1,
             webhook: None,
         }
     }
@@ -222,6 +226,15 @@ impl KeyRing {
             ring.insert(hash, Principal::unrestricted(TOKEN_KEY), fingerprint);
         }
         Ok(ring)
+    }
+
+    /// Each key's weight where it is not 1: how the queue shares its
+    /// workers between keys.
+    pub fn weights(&self) -> impl Iterator<Item = (String, u32)> + '_ {
+        self.by_hash
+            .values()
+            .filter(|p| p.weight != 1)
+            .map(|p| (p.name.clone(), p.weight))
     }
 
     fn insert(&mut self, hash: String, principal: Principal, fingerprint: String) {

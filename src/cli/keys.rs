@@ -45,6 +45,10 @@ enum KeysCommand {
         /// The highest priority its jobs may ask for.
         #[arg(long)]
         max_priority: Option<i32>,
+        /// Its share of the workers while other keys' jobs wait too (1 to
+        /// 1000, against 1 for keys without one).
+        #[arg(long)]
+        weight: Option<u32>,
         /// Its tokens over a rolling day.
         #[arg(long)]
         tokens_per_day: Option<u64>,
@@ -73,6 +77,7 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
             rate_per_minute,
             max_in_flight,
             max_priority,
+            weight,
             tokens_per_day,
             cost_per_day,
             webhook,
@@ -98,6 +103,7 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
                 rate_per_minute,
                 max_in_flight,
                 max_priority,
+                weight,
                 per_day,
                 created_at: Some(
                     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),

@@ -84,9 +84,27 @@ pub(crate) trait Driver: Send + Sync + 'static {
 pub struct Queue<D> {
     pub(crate) driver: D,
     pub(crate) retry: RetryPolicy,
+    /// How leases share the queue between keys (the keys file's weights,
+    /// set by the worker when they change).
+    pub(crate) shares: std::sync::RwLock<Arc<Shares>>,
 }
 
 impl<D> Queue<D> {
+    pub(crate) fn new(driver: D, retry: RetryPolicy) -> Self {
+        Self {
+            driver,
+            retry,
+            shares: Default::default(),
+        }
+    }
+
+    fn shares(&self) -> Arc<Shares> {
+        self.shares
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     fn finish_op(
         &self,
         id: &JobId,
@@ -157,8 +175,15 @@ impl<D: Driver> JobQueue for Queue<D> {
             n,
             max_crash_resumes: self.retry.max_crash_resumes,
             pin,
+            shares: self.shares(),
         };
         self.driver.lease(op).await
+    }
+
+    fn share_by(&self, shares: Shares) {
+        if **self.shares.read().unwrap_or_else(|e| e.into_inner()) != shares {
+            *self.shares.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(shares);
+        }
     }
 
     async fn heartbeat(
@@ -224,6 +249,7 @@ impl<D: Driver> JobQueue for Queue<D> {
             n: next.n,
             max_crash_resumes: self.retry.max_crash_resumes,
             pin: next.pin,
+            shares: self.shares(),
         };
         self.driver
             .finish_and_lease(FinishAndLease { finish, lease })

@@ -224,20 +224,23 @@ pub(crate) struct LeaseAsk<'a> {
     pub n: usize,
     pub max_crash_resumes: u32,
     pub pin: Option<&'a Pinner>,
+    /// How the queued jobs are shared between keys.
+    pub shares: &'a Shares,
 }
 
-/// Leases up to `n` of the best runnable jobs, in lease order. An abandoned
-/// run (its worker's lease expired) resumes without using an attempt,
-/// unless it is a poison pill (it parks instead).
+/// Leases up to `n` runnable jobs, in lease order: abandoned runs first
+/// (their worker's lease expired: each resumes without using an attempt,
+/// unless it is a poison pill, which parks instead), then queued jobs by
+/// fair share between keys (`queue::fair`) and by priority inside a key.
 pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease>> {
     let now = tx.now().await?;
     let expires = now.saturating_add(ms(ask.lease_for));
     let mut leases = Vec::new();
     while leases.len() < ask.n {
         let want = ask.n - leases.len();
-        let due = tx.due(now, want).await?;
-        let expired = tx.expired(now, want).await?;
-        let candidates = Candidate::best(due, expired, want);
+        let mut candidates = tx.expired(now, want).await?;
+        let fair = fair_due(tx, now, want - candidates.len(), ask.shares).await?;
+        candidates.extend(fair);
         if candidates.is_empty() {
             break;
         }
@@ -270,6 +273,26 @@ pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease
         }
     }
     Ok(leases)
+}
+
+/// Up to `n` due queued jobs, shared between keys by `fair::plan`: each
+/// key's share taken in priority order, each job given the pass its lease
+/// leaves its key at, the whole in lease order.
+async fn fair_due(tx: &mut impl Tx, now: i64, n: usize, shares: &Shares) -> Res<Vec<Candidate>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let ready = tx.ready_keys(now).await?;
+    let mut slots = Vec::with_capacity(n);
+    for share in super::fair::plan(&ready, shares, n) {
+        let jobs = tx.due_of(&share.key, now, share.count).await?;
+        for (i, mut job) in jobs.into_iter().enumerate() {
+            job.fair_pass = Some(share.pass_after(i));
+            slots.push((share.starts_at(i), share.key.clone(), job));
+        }
+    }
+    slots.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    Ok(slots.into_iter().map(|(_, _, job)| job).collect())
 }
 
 /// Parks a poison pill in `needs_attention`, saying where it died, with

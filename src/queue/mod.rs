@@ -23,6 +23,7 @@
 
 mod driver;
 mod error;
+mod fair;
 mod kind;
 mod leased;
 mod lifecycle;
@@ -45,6 +46,8 @@ mod versions;
 
 pub use driver::Queue;
 pub use error::QueueError;
+pub(crate) use fair::ReadyKey;
+pub use fair::Shares;
 pub use kind::{
     Asked, ControlError, Controls, JobKind, MAX_AGENTS_VARIABLE, ONLY_STAGE_VARIABLE,
     TOOLS_VARIABLE,
@@ -567,6 +570,9 @@ pub trait JobQueue: Send + Sync {
         n: usize,
         pin: Option<std::sync::Arc<Pinner>>,
     ) -> Result<Vec<Lease>, QueueError>;
+    /// Shares the queue between keys by `shares` from the next lease on
+    /// (`queue::fair`; every key has weight 1 until this is called).
+    fn share_by(&self, shares: Shares);
     async fn heartbeat(
         &self,
         id: &JobId,

@@ -109,6 +109,7 @@ pub(crate) struct LeaseJobs {
     pub n: usize,
     pub max_crash_resumes: u32,
     pub pin: Option<Arc<Pinner>>,
+    pub shares: Arc<Shares>,
 }
 
 impl Operation for LeaseJobs {
@@ -121,6 +122,7 @@ impl Operation for LeaseJobs {
             n: self.n,
             max_crash_resumes: self.max_crash_resumes,
             pin: self.pin.as_deref(),
+            shares: &self.shares,
         };
         lifecycle::lease(tx, &ask).await
     }

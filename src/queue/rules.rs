@@ -381,27 +381,14 @@ pub(crate) struct Candidate {
     pub id: String,
     pub running: bool,
     pub crash_resumes: u32,
-    pub priority: i32,
-    pub run_at: i64,
     /// Its bundle, which a first attempt is pinned to at its lease.
     pub bundle: String,
+    /// Its key's pass once it is leased (`queue::fair`); `None` for an
+    /// abandoned run, which keeps the pass of its first lease.
+    pub fair_pass: Option<i64>,
 }
 
 impl Candidate {
-    /// Lease order: highest priority, then earliest `run_at`, then oldest.
-    pub(crate) fn order(&self) -> (std::cmp::Reverse<i32>, i64, &str) {
-        (std::cmp::Reverse(self.priority), self.run_at, &self.id)
-    }
-
-    /// The `n` to lease of the best due queued jobs and the best expired
-    /// leases (each list already in lease order).
-    pub(crate) fn best(mut queued: Vec<Self>, expired: Vec<Self>, n: usize) -> Vec<Self> {
-        queued.extend(expired);
-        queued.sort_by(|a, b| a.order().cmp(&b.order()));
-        queued.truncate(n);
-        queued
-    }
-
     /// Whether an abandoned run (its worker's lease expired: the daemon
     /// died or stalled) is a poison pill, to park for an operator instead of
     /// resuming: it has resumed `max_crash_resumes` times. Otherwise it is

@@ -61,7 +61,7 @@ pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variabl
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
-pub(crate) const CANDIDATE_COLUMNS: &str = "id, state, crash_resumes, priority, run_at, bundle";
+pub(crate) const CANDIDATE_COLUMNS: &str = "id, state, crash_resumes, bundle";
 
 /// A result row as the mapping reads it. Integers of any width (and
 /// PostgreSQL's booleans) read as `i64`.
@@ -190,9 +190,8 @@ pub(crate) fn candidate_from_row(row: &impl Columns) -> Res<Candidate> {
         id: row.req_text(0)?,
         running: row.req_text(1)? == "running",
         crash_resumes: count(row.req_int(2)?),
-        priority: i32::try_from(row.req_int(3)?).unwrap_or_default(),
-        run_at: row.req_int(4)?,
-        bundle: row.req_text(5)?,
+        bundle: row.req_text(3)?,
+        fair_pass: None,
     })
 }
 
@@ -413,10 +412,20 @@ pub(crate) trait JobStatements: Send {
     fn job_by_key(&mut self, key: &str) -> impl Future<Output = Res<Option<Job>>> + Send;
     /// Read and lock: writes guarded by the attempt start here.
     fn attempt_row(&mut self, id: &str) -> impl Future<Output = Res<Option<AttemptRow>>> + Send;
-    /// Up to `n` due queued jobs, in lease order (locked, skipping locked
-    /// rows, on PostgreSQL).
-    fn due(&mut self, now: i64, n: usize) -> impl Future<Output = Res<Vec<Candidate>>> + Send;
-    /// Up to `n` running jobs whose lease expired, in lease order (as `due`).
+    /// The keys (`COALESCE(owner, '')`) with queued jobs due by `now`, each
+    /// with the largest `fair_pass` of its jobs: found by walking the index
+    /// of queued jobs from key to key, never by scanning the queue.
+    fn ready_keys(&mut self, now: i64) -> impl Future<Output = Res<Vec<ReadyKey>>> + Send;
+    /// Up to `n` of `key`'s due queued jobs, by priority, then `run_at`,
+    /// then id (locked, skipping locked rows, on PostgreSQL).
+    fn due_of(
+        &mut self,
+        key: &str,
+        now: i64,
+        n: usize,
+    ) -> impl Future<Output = Res<Vec<Candidate>>> + Send;
+    /// Up to `n` running jobs whose lease expired, in the order they were
+    /// first leased (their `fair_pass`), then oldest `run_at` first.
     fn expired(&mut self, now: i64, n: usize) -> impl Future<Output = Res<Vec<Candidate>>> + Send;
     fn list(
         &mut self,

@@ -12,6 +12,7 @@ impl WorkerPool {
     /// The lease a slot asks for with its job's outcome: one job, unless
     /// the pool is stopping.
     pub(super) fn next_lease(&self, shutdown: &CancellationToken) -> Option<NextLease> {
+        self.share_fairly();
         (!shutdown.is_cancelled()).then(|| NextLease {
             worker: self.settings.worker_id.clone(),
             lease_for: self.settings.lease,

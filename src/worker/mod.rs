@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::Observer;
 use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
-use crate::queue::{Job, JobKind, JobQueue, Lease, LeasedJob, Outcome, Pin, Pinner};
+use crate::queue::{Job, JobKind, JobQueue, Lease, LeasedJob, Outcome, Pin, Pinner, Shares};
 use crate::registry::{BundleIdentity, LoadedBundle, Registry, Unresolved};
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::types::Message;
@@ -96,6 +96,13 @@ impl WorkerPool {
         })
     }
 
+    /// Tells the queue the keys' weights as the keys file has them now (a
+    /// reload may change them), before each lease.
+    fn share_fairly(&self) {
+        let keys = self.registry.snapshot().keys.clone();
+        self.queue.share_by(Shares::new(keys.weights()));
+    }
+
     /// Runs until `shutdown` fires, then drains.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let slots = Arc::new(Semaphore::new(self.settings.concurrency.max(1)));
@@ -117,6 +124,7 @@ impl WorkerPool {
                     Err(_) => break,
                 }
             }
+            self.share_fairly();
             let leased = self
                 .queue
                 .lease_many(

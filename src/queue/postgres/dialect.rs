@@ -185,19 +185,33 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         row.as_ref().map(AttemptRow::from_row).transpose()
     }
 
-    async fn due(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
+    async fn ready_keys(&mut self, now: i64) -> Res<Vec<ReadyKey>> {
+        let rows = self.rows(&ready_keys_sql("$1"), &[&now]).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ReadyKey {
+                    key: r.req_text(0)?,
+                    pass: r.int(1)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn due_of(&mut self, key: &str, now: i64, n: usize) -> Res<Vec<Candidate>> {
         let sql = format!(
             "SELECT {CANDIDATE_COLUMNS} FROM jobs
-             WHERE state = 'queued' AND run_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
-             LIMIT $2 FOR UPDATE SKIP LOCKED"
+             WHERE state = 'queued' AND {FAIR_KEY} = $1 AND run_at <= $2
+             ORDER BY priority DESC, run_at ASC, id ASC
+             LIMIT $3 FOR UPDATE SKIP LOCKED"
         );
-        self.candidates(&sql, now, n).await
+        let rows = self.rows(&sql, &[&key, &now, &big_usize(n)]).await?;
+        rows.iter().map(candidate_from_row).collect()
     }
 
     async fn expired(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
         let sql = format!(
             "SELECT {CANDIDATE_COLUMNS} FROM jobs
-             WHERE state = 'running' AND lease_expires_at <= $1 ORDER BY priority DESC, run_at ASC, id ASC
+             WHERE state = 'running' AND lease_expires_at <= $1 ORDER BY COALESCE(fair_pass, 0), run_at ASC, id ASC
              LIMIT $2 FOR UPDATE SKIP LOCKED"
         );
         self.candidates(&sql, now, n).await
@@ -420,12 +434,22 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     ) -> Res<Job> {
         let sql = format!(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + $2, lease_owner = $3, lease_expires_at = $4, started_at = COALESCE(started_at, $5), updated_at = $5,
-             bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, $6) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, $7)
+             bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, $6) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, $7),
+             fair_pass = COALESCE($8, fair_pass)
              WHERE id = $1 RETURNING {JOB_COLUMNS}"
         );
         let (version, digest) = (pin.map(|p| &p.version), pin.map(|p| &p.digest));
         let resumed = i32::from(c.running);
-        let p: Params = &[&c.id, &resumed, &worker, &expires, &now, &version, &digest];
+        let p: Params = &[
+            &c.id,
+            &resumed,
+            &worker,
+            &expires,
+            &now,
+            &version,
+            &digest,
+            &c.fair_pass,
+        ];
         self.job_where(&sql, p)
             .await?
             .ok_or_else(|| Fail::Db(format!("job {} vanished while it was leased", c.id)))
@@ -580,4 +604,26 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         self.exec(sql, &[&id, &scope, &int(turn), &step]).await?;
         Ok(())
     }
+}
+
+/// A job's fair-share key as the indexes of queued jobs hold it
+/// (migration 0019): its owner, `""` for jobs from before keys, compared
+/// bytewise as the daemon compares names.
+pub(super) const FAIR_KEY: &str = "(COALESCE(owner, '') COLLATE \"C\")";
+
+/// The keys with queued jobs due by `now` (a parameter or expression) and
+/// each one's pass (`queue::fair`): a skip scan of `jobs_fair`, each step
+/// seeking the next key, so its cost grows with the keys, not the queue.
+pub(super) fn ready_keys_sql(now: &str) -> String {
+    format!(
+        "WITH RECURSIVE walk(k) AS (
+           SELECT (SELECT {FAIR_KEY} FROM jobs WHERE state = 'queued' ORDER BY {FAIR_KEY} LIMIT 1)
+           UNION ALL
+           SELECT (SELECT {FAIR_KEY} FROM jobs WHERE state = 'queued' AND {FAIR_KEY} > walk.k ORDER BY {FAIR_KEY} LIMIT 1)
+           FROM walk WHERE walk.k IS NOT NULL)
+         SELECT walk.k::text, (SELECT MAX(fair_pass) FROM jobs WHERE {FAIR_KEY} = walk.k AND fair_pass IS NOT NULL)
+         FROM walk
+         WHERE walk.k IS NOT NULL
+           AND EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND {FAIR_KEY} = walk.k AND run_at <= {now})"
+    )
 }

@@ -14,8 +14,9 @@ use std::sync::Mutex;
 
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{NOW, PgTx};
+use super::dialect::{FAIR_KEY, NOW, PgTx, ready_keys_sql};
 use super::pool::Writes;
+use crate::queue::fair;
 use crate::queue::op::{Heartbeat, LeaseJobs, RecordSteps};
 use crate::queue::tx::{Change, Columns, Fail, JOB_COLUMNS, Pin, Res, job_from_row};
 use crate::queue::*;
@@ -273,44 +274,13 @@ pub(super) async fn lease(
     op: &LeaseJobs,
 ) -> Result<Option<Vec<Lease>>, QueueError> {
     let label = &w.shared.label;
-    let columns: Vec<String> = JOB_COLUMNS.split(", ").map(|c| format!("j.{c}")).collect();
-    let sql = format!(
-        "WITH t AS (SELECT {NOW} AS now),
-         due AS (SELECT id, FALSE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
-                 WHERE state = 'queued' AND run_at <= (SELECT now FROM t)
-                 ORDER BY priority DESC, run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED),
-         expired AS (SELECT id, TRUE AS running, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
-                     WHERE state = 'running' AND lease_expires_at <= (SELECT now FROM t)
-                     ORDER BY priority DESC, run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED),
-         picked AS (SELECT c.*, (c.running AND c.crash_resumes >= $2)
-                               OR EXISTS (SELECT 1 FROM a2a_push_configs p WHERE p.job_id = c.id) AS slow
-                    FROM (SELECT * FROM due UNION ALL SELECT * FROM expired) c
-                    ORDER BY c.priority DESC, c.run_at ASC, c.id COLLATE \"C\" ASC LIMIT $1),
-         go AS (SELECT NOT EXISTS (SELECT 1 FROM picked WHERE slow) AS ok),
-         started AS (
-           UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
-                  crash_resumes = j.crash_resumes + p.running::int, lease_owner = $3,
-                  lease_expires_at = t.now + $4, started_at = COALESCE(j.started_at, t.now), updated_at = t.now,
-                  bundle_version = CASE WHEN j.bundle_digest IS NULL THEN COALESCE(j.bundle_version, pin.version) ELSE j.bundle_version END,
-                  bundle_digest = COALESCE(j.bundle_digest, pin.digest)
-           FROM picked p CROSS JOIN t CROSS JOIN go
-                LEFT JOIN unnest($5::text[], $6::text[], $7::text[]) AS pin(bundle, version, digest) ON pin.bundle = p.bundle
-           WHERE j.id = p.id AND go.ok
-           RETURNING {}, p.unpinned AND pin.bundle IS NOT NULL AS pinned_here, p.own_version)
-         SELECT s.*,
-                (SELECT COALESCE(MAX(e.seq), 0)::BIGINT FROM events e WHERE e.job_id = s.id),
-                (SELECT COALESCE(json_agg(json_build_array(l.scope, l.turn, l.step, l.body) ORDER BY l.scope, l.turn, l.step), '[]')::text
-                 FROM journal l WHERE l.job_id = s.id),
-                g.ok
-         FROM go g LEFT JOIN started s ON TRUE
-         ORDER BY s.priority DESC, s.run_at ASC, s.id COLLATE \"C\" ASC",
-        columns.join(", ")
-    );
+    let sql = lease_sql();
     let (bundles, versions, digests) = match op.pin {
         Some(_) => pins.arrays(),
         None => Default::default(),
     };
-    let p: [&(dyn ToSql + Sync); 7] = [
+    let (share_keys, strides) = op.shares.arrays();
+    let p: [&(dyn ToSql + Sync); 9] = [
         &i64::try_from(op.n).unwrap_or(i64::MAX),
         &int(op.max_crash_resumes),
         &op.worker,
@@ -318,6 +288,8 @@ pub(super) async fn lease(
         &bundles,
         &versions,
         &digests,
+        &share_keys,
+        &strides,
     ];
     let client = w.client().await?;
     let pg = PgTx::new(&client);
@@ -337,6 +309,68 @@ pub(super) async fn lease(
         repin(&pg, w, pins, pinner.as_ref(), &mut leases).await?;
     }
     Ok(Some(leases.into_iter().map(|(l, _)| l).collect()))
+}
+
+/// The lease statement (see [`lease`]). Abandoned runs come first; then
+/// queued jobs shared between keys by `queue::fair`'s rule, written here in
+/// SQL: the keys with due jobs (a skip scan), each one's start (its pass,
+/// at most `CREDIT` behind the most advanced), the next `$1` virtual start
+/// times across keys, then each key's share of jobs in priority order,
+/// each stamped with the pass it leaves its key at.
+fn lease_sql() -> String {
+    let job = JOB_COLUMNS.split(", ");
+    let returning: Vec<String> = job.clone().map(|c| format!("j.{c}")).collect();
+    let selected: Vec<String> = job.map(|c| format!("s.{c}")).collect();
+    let ready_keys = ready_keys_sql("(SELECT now FROM t)");
+    let (base, credit) = (fair::BASE, fair::CREDIT);
+    format!(
+        "WITH t AS (SELECT {NOW} AS now),
+         keys(k, pass) AS ({ready_keys}),
+         top AS (SELECT COALESCE(MAX(pass) - {credit}, 0) AS floor FROM keys),
+         starts AS (SELECT keys.k, GREATEST(keys.pass, top.floor) AS start, COALESCE(s.stride, {base}) AS stride
+                    FROM keys CROSS JOIN top LEFT JOIN unnest($8::text[], $9::bigint[]) AS s(k, stride) ON s.k = keys.k),
+         slots AS (SELECT st.k, st.start, st.stride FROM starts st CROSS JOIN generate_series(0::bigint, $1::bigint - 1) AS g(i)
+                   ORDER BY st.start + st.stride * g.i, st.k COLLATE \"C\" LIMIT $1),
+         shares AS (SELECT k, MIN(start) AS start, MIN(stride) AS stride, COUNT(*) AS n FROM slots GROUP BY k),
+         locked AS (SELECT sh.k, sh.start, sh.stride, d.* FROM shares sh CROSS JOIN LATERAL (
+                      SELECT id, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
+                      WHERE state = 'queued' AND {FAIR_KEY} = sh.k AND run_at <= (SELECT now FROM t)
+                      ORDER BY priority DESC, run_at ASC, id ASC LIMIT sh.n FOR UPDATE SKIP LOCKED) d),
+         due AS (SELECT id, FALSE AS running, crash_resumes, run_at, bundle, unpinned, own_version, k,
+                        start + stride * (ROW_NUMBER() OVER w - 1) AS fair_start,
+                        start + stride * ROW_NUMBER() OVER w AS fair_pass
+                 FROM locked WINDOW w AS (PARTITION BY k ORDER BY priority DESC, run_at ASC, id ASC)),
+         expired AS (SELECT id, TRUE AS running, crash_resumes, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version,
+                            NULL::text COLLATE \"C\" AS k, COALESCE(fair_pass, 0) AS fair_start, NULL::bigint AS fair_pass FROM jobs
+                     WHERE state = 'running' AND lease_expires_at <= (SELECT now FROM t)
+                     ORDER BY COALESCE(fair_pass, 0), run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED),
+         picked AS (SELECT c.*, ROW_NUMBER() OVER (ORDER BY c.running DESC, c.fair_start, c.k COLLATE \"C\", c.run_at, c.id) AS rank,
+                           (c.running AND c.crash_resumes >= $2)
+                               OR EXISTS (SELECT 1 FROM a2a_push_configs p WHERE p.job_id = c.id) AS slow
+                    FROM (SELECT * FROM expired UNION ALL SELECT * FROM due) c
+                    ORDER BY rank LIMIT $1),
+         go AS (SELECT NOT EXISTS (SELECT 1 FROM picked WHERE slow) AS ok),
+         started AS (
+           UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
+                  crash_resumes = j.crash_resumes + p.running::int, lease_owner = $3,
+                  lease_expires_at = t.now + $4, started_at = COALESCE(j.started_at, t.now), updated_at = t.now,
+                  bundle_version = CASE WHEN j.bundle_digest IS NULL THEN COALESCE(j.bundle_version, pin.version) ELSE j.bundle_version END,
+                  bundle_digest = COALESCE(j.bundle_digest, pin.digest),
+                  fair_pass = COALESCE(p.fair_pass, j.fair_pass)
+           FROM picked p CROSS JOIN t CROSS JOIN go
+                LEFT JOIN unnest($5::text[], $6::text[], $7::text[]) AS pin(bundle, version, digest) ON pin.bundle = p.bundle
+           WHERE j.id = p.id AND go.ok
+           RETURNING {}, p.unpinned AND pin.bundle IS NOT NULL AS pinned_here, p.own_version, p.rank)
+         SELECT {}, s.pinned_here, s.own_version,
+                (SELECT COALESCE(MAX(e.seq), 0)::BIGINT FROM events e WHERE e.job_id = s.id),
+                (SELECT COALESCE(json_agg(json_build_array(l.scope, l.turn, l.step, l.body) ORDER BY l.scope, l.turn, l.step), '[]')::text
+                 FROM journal l WHERE l.job_id = s.id),
+                g.ok
+         FROM go g LEFT JOIN started s ON TRUE
+         ORDER BY s.rank",
+        returning.join(", "),
+        selected.join(", ")
+    )
 }
 
 /// How a leased job was pinned by the lease statement: by it (`here`, with

@@ -162,7 +162,7 @@ impl Queue<Postgres> {
             _listener: stop.drop_guard(),
             options,
         };
-        Ok(Queue { driver, retry })
+        Ok(Queue::new(driver, retry))
     }
 
     /// Applies pending migrations (or with `check_only` only reports them)

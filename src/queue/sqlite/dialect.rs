@@ -117,18 +117,37 @@ impl JobStatements for SqliteTx<'_> {
         )
     }
 
-    async fn due(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
+    async fn ready_keys(&mut self, now: i64) -> Res<Vec<ReadyKey>> {
+        // A skip scan of `jobs_fair`: each step seeks the next key.
+        let sql = "WITH RECURSIVE walk(k) AS (
+               SELECT (SELECT COALESCE(owner, '') FROM jobs INDEXED BY jobs_fair WHERE state = 'queued' ORDER BY COALESCE(owner, '') LIMIT 1)
+               UNION ALL
+               SELECT (SELECT COALESCE(owner, '') FROM jobs INDEXED BY jobs_fair WHERE state = 'queued' AND COALESCE(owner, '') > walk.k ORDER BY COALESCE(owner, '') LIMIT 1)
+               FROM walk WHERE walk.k IS NOT NULL)
+             SELECT k, (SELECT MAX(fair_pass) FROM jobs INDEXED BY jobs_fair_pass WHERE COALESCE(owner, '') = walk.k AND fair_pass IS NOT NULL)
+             FROM walk
+             WHERE k IS NOT NULL AND EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_fair WHERE state = 'queued' AND COALESCE(owner, '') = walk.k AND run_at <= ?1)";
+        self.rows(sql, [now], |r| {
+            Ok(ReadyKey {
+                key: r.req_text(0)?,
+                pass: r.int(1)?,
+            })
+        })
+    }
+
+    async fn due_of(&mut self, key: &str, now: i64, n: usize) -> Res<Vec<Candidate>> {
         let sql = format!(
-            "SELECT {CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_due
-             WHERE state = 'queued' AND run_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT ?2"
+            "SELECT {CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_fair
+             WHERE state = 'queued' AND COALESCE(owner, '') = ?1 AND run_at <= ?2
+             ORDER BY priority DESC, run_at ASC, id ASC LIMIT ?3"
         );
-        self.rows(&sql, params![now, n as i64], |r| candidate_from_row(r))
+        self.rows(&sql, params![key, now, n as i64], |r| candidate_from_row(r))
     }
 
     async fn expired(&mut self, now: i64, n: usize) -> Res<Vec<Candidate>> {
         let sql = format!(
             "SELECT {CANDIDATE_COLUMNS} FROM jobs INDEXED BY jobs_lease
-             WHERE state = 'running' AND lease_expires_at <= ?1 ORDER BY priority DESC, run_at ASC, id ASC LIMIT ?2"
+             WHERE state = 'running' AND lease_expires_at <= ?1 ORDER BY COALESCE(fair_pass, 0), run_at ASC, id ASC LIMIT ?2"
         );
         self.rows(&sql, params![now, n as i64], |r| candidate_from_row(r))
     }
@@ -363,7 +382,8 @@ impl JobStatements for SqliteTx<'_> {
     ) -> Res<Job> {
         let sql = format!(
             "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + ?2, lease_owner = ?3, lease_expires_at = ?4, started_at = COALESCE(started_at, ?5), updated_at = ?5,
-             bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, ?6) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, ?7)
+             bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, ?6) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, ?7),
+             fair_pass = COALESCE(?8, fair_pass)
              WHERE id = ?1 RETURNING {JOB_COLUMNS}"
         );
         let (version, digest) = (pin.map(|p| &p.version), pin.map(|p| &p.digest));
@@ -374,7 +394,8 @@ impl JobStatements for SqliteTx<'_> {
             expires,
             now,
             version,
-            digest
+            digest,
+            c.fair_pass
         ];
         self.first(&sql, p, |r| job_from_row(r))?
             .ok_or_else(|| Fail::Db(format!("job {} vanished while it was leased", c.id)))

@@ -41,6 +41,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0015_job_kind_controls.sql"),
     include_str!("migrations/0016_conversations_per_key.sql"),
     include_str!("migrations/0017_schedule_missed_fires.sql"),
+    include_str!("migrations/0018_fair_lease.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -230,7 +231,7 @@ impl Queue<Sqlite> {
             label: path.display().to_string(),
             wake,
         };
-        Ok(Queue { driver, retry })
+        Ok(Queue::new(driver, retry))
     }
 }
 
