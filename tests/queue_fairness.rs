@@ -11,8 +11,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::daemon::{Site, client_as, new_key};
+use common::mock_server;
 use common::postgres::{START_POSTGRES, Schema, postgres_url};
-use serde_json::json;
+use serde_json::{Value, json};
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{JobQueue, NewJob, Outcome, RetryPolicy, Shares};
@@ -187,3 +189,64 @@ async fn postgres_queue() -> (Arc<dyn JobQueue>, Schema) {
 
 suite!(sqlite, sqlite_queue());
 suite!(postgres, postgres_queue());
+
+/// One worker, two keys of weights 3 and 1, 24 jobs each, all due at one
+/// moment: the first 16 started are 12 of the heavier key's and 4 of the
+/// other's, give or take the credit a key starts with.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_keys_weight_in_the_keys_file_shares_the_workers() {
+    let server = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let heavy = new_key(
+        &file,
+        "heavy",
+        &["--scopes", "submit,read", "--weight", "3"],
+    );
+    let light = new_key(&file, "light", &["--scopes", "submit,read"]);
+    site.put_bundle(
+        "b",
+        "name: b\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start_with_env(&[("STRUCTURED_AGENTS_QUEUE__WORKERS", "1")]);
+    let due =
+        humantime::format_rfc3339_millis(std::time::SystemTime::now() + Duration::from_secs(3));
+    let mut ids = Vec::new();
+    for token in [&heavy, &light] {
+        let jobs: Vec<Value> = (0..24)
+            .map(|i| json!({"bundle": "b", "input": format!("{i}"), "run_at": due.to_string()}))
+            .collect();
+        let answer: Value = client_as(token)
+            .post(daemon.url("/v1/jobs/batch"))
+            .json(&json!({"jobs": jobs}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let jobs = answer["jobs"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{answer}"));
+        ids.extend(
+            jobs.iter()
+                .map(|j| (token.clone(), j["id"].as_str().unwrap().to_string())),
+        );
+    }
+    let mut started = Vec::new();
+    for (token, id) in &ids {
+        let job =
+            common::daemon::wait_terminal(&client_as(token), &daemon, id, Duration::from_secs(120))
+                .await;
+        assert_eq!(job["state"], "succeeded", "{job}");
+        let at = humantime::parse_rfc3339(job["started_at"].as_str().unwrap()).unwrap();
+        started.push((at, job["owner"].as_str().unwrap_or_default().to_string()));
+    }
+    started.sort();
+    let first: Vec<&str> = started[..16].iter().map(|(_, o)| o.as_str()).collect();
+    let heavy = first.iter().filter(|o| **o == "heavy").count();
+    assert!(
+        (10..=13).contains(&heavy),
+        "heavy got {heavy} of the first 16: {first:?}"
+    );
+}

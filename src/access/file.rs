@@ -246,6 +246,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_weight_is_one_to_a_thousand() {
+        let key = |weight| KeyEntry {
+            name: "team".into(),
+            scopes: vec![Scope::Submit],
+            weight,
+            ..Default::default()
+        };
+        assert_eq!(key(None).principal().unwrap().weight, 1);
+        assert_eq!(key(Some(1000)).principal().unwrap().weight, 1000);
+        for bad in [0, 1001] {
+            let error = key(Some(bad)).principal().unwrap_err();
+            assert!(error.contains("weight must be 1 to 1000"), "{error}");
+        }
+    }
+
+    #[test]
     fn a_written_file_reads_back_and_bad_entries_are_located() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("keys.toml");

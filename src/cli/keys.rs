@@ -130,7 +130,7 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
             for key in &file.keys {
                 let scopes: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
                 println!(
-                    "{:<20} scopes {:<30} bundles {}{}{}{}",
+                    "{:<20} scopes {:<30} bundles {}{}{}{}{}",
                     key.name,
                     scopes.join(","),
                     key.bundles.as_deref().map_or("*".into(), |b| b.join(",")),
@@ -138,6 +138,8 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
                         .map_or(String::new(), |r| format!("  {r}/min")),
                     key.max_in_flight
                         .map_or(String::new(), |n| format!("  ≤{n} in flight")),
+                    key.weight
+                        .map_or(String::new(), |w| format!("  weight {w}")),
                     key.webhook
                         .as_deref()
                         .map_or(String::new(), |w| format!("  webhook {w}")),
