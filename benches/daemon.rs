@@ -485,7 +485,14 @@ async fn durable_turn_overhead(samples: usize) {
                     .json()
                     .await
                     .unwrap();
-                if job["state"] == "succeeded" {
+                // A run that ends at `max_turns` fails (the job says how
+                // to raise it); waiting for `succeeded` hung here.
+                let state = job["state"].as_str().unwrap_or_default();
+                if ["succeeded", "failed", "dead", "cancelled"].contains(&state) {
+                    assert_eq!(
+                        job["termination_reason"], "max_turns",
+                        "the bench's runs end at their turn limit: {job}"
+                    );
                     let at = |k: &str| humantime::parse_rfc3339(job[k].as_str().unwrap()).unwrap();
                     return at("finished_at")
                         .duration_since(at("started_at"))
