@@ -143,6 +143,24 @@ async fn postgres_a_jobs_hot_path_costs_its_bounded_statements() {
     figures.insert("finish_and_lease (1 event, 1 job)", n);
     assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Succeeded));
     assert_eq!(more.len(), 1);
+    // One commit: the finished job's row and the leased one's were written
+    // by one transaction.
+    let db = schema.client().await;
+    let xmin = |id: String| {
+        let (db, schema) = (&db, &schema.name);
+        async move {
+            let sql = format!("SELECT xmin::text FROM {schema}.jobs WHERE id = $1");
+            db.query_one(&sql, &[&id])
+                .await
+                .unwrap()
+                .get::<_, String>(0)
+        }
+    };
+    assert_eq!(
+        xmin(first.id.to_string()).await,
+        xmin(more[0].job.id.to_string()).await,
+        "the finish and the next lease are one transaction"
+    );
     // The finish's lease pinned with the pin the first lease learnt.
     assert_eq!(more[0].job.bundle_digest.as_deref(), Some("d1"));
     let (released, n) = statements(&q, async {
@@ -179,7 +197,8 @@ async fn postgres_a_jobs_hot_path_costs_its_bounded_statements() {
 
 /// What each operation may send at most, each statement one round trip:
 /// the hot path is one statement an operation (a finish-and-lease is a
-/// finish and a lease; a first lease of a bundle whose pin the queue has
+/// finish and a lease pipelined with `BEGIN` in one round trip, then
+/// `COMMIT`; a first lease of a bundle whose pin the queue has
 /// not seen yet pins it in a second); the rest are
 /// a transaction (`BEGIN`, the lifecycle's statements, `COMMIT`). Before
 /// the pool (one writer task, a savepoint a write, a `NOTIFY` a group):

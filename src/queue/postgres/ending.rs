@@ -59,7 +59,7 @@ struct End<'a> {
 
 /// What an applied end answers: stale, needs the lifecycle's transaction,
 /// or the variant applied (its index) with the database's now.
-enum Applied {
+pub(super) enum Applied {
     Stale,
     Transaction,
     Done { variant: usize, now: i64 },
@@ -143,6 +143,18 @@ const NEW_EVENTS: &str =
 /// [`SQL`] with its parts filled in, once.
 static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// [`SQL`] with its parts filled in.
+pub(super) fn statement() -> &'static str {
+    STATEMENT.get_or_init(|| {
+        SQL.replace("{NOW}", NOW)
+            .replace(
+                "{EVENTS}",
+                &events_cte(NEW_EVENTS, "NOT (SELECT yes FROM hooked)"),
+            )
+            .replace("{APPENDED}", APPENDED)
+    })
+}
+
 /// Applies `end` in one statement.
 async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>) -> Res<Applied> {
     let c = columns(end)?;
@@ -154,14 +166,7 @@ async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>) -> Res<A
     let held = EventRows::of(end.id, end.events)?;
     let final_seq = first_final.map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX));
     let (tokens, cost, nested) = spend(first_final);
-    let sql = STATEMENT.get_or_init(|| {
-        SQL.replace("{NOW}", NOW)
-            .replace(
-                "{EVENTS}",
-                &events_cte(NEW_EVENTS, "NOT (SELECT yes FROM hooked)"),
-            )
-            .replace("{APPENDED}", APPENDED)
-    });
+    let sql = statement();
     let p: [&(dyn ToSql + Sync); 21] = [
         &end.id.as_str(),
         &i32::try_from(end.attempt).unwrap_or(i32::MAX),
@@ -256,8 +261,26 @@ async fn run(
     let pg = PgTx::new(&client);
     let applied = apply(&pg, &end).await;
     w.shared.stats.sent(pg.statements());
+    let Some((finished, change)) = concluded(w, end, applied, answer)? else {
+        return Ok(None);
+    };
+    if let Some(change) = change {
+        w.shared.committed(&[change]);
+    }
+    Ok(Some(finished))
+}
+
+/// What an applied end answers, and the change to announce once its
+/// statement committed (none for a stale attempt); `None` when the
+/// lifecycle's transaction must run it.
+fn concluded(
+    w: &Writes,
+    end: End<'_>,
+    applied: Res<Applied>,
+    answer: impl FnOnce(Variant, i64) -> (Finished, Change),
+) -> Result<Option<(Finished, Option<(Change, JobId)>)>, QueueError> {
     match applied.map_err(|f| f.into_error(&w.shared.label))? {
-        Applied::Stale => Ok(Some(Finished::stale())),
+        Applied::Stale => Ok(Some((Finished::stale(), None))),
         Applied::Transaction => Ok(None),
         Applied::Done { variant, now } => {
             let mut variants = end.variants;
@@ -268,9 +291,35 @@ async fn run(
                 });
             }
             let (finished, change) = answer(variants.swap_remove(variant), now);
-            w.shared.committed(&[(change, end.id.clone())]);
-            Ok(Some(finished))
+            Ok(Some((finished, Some((change, end.id.clone())))))
         }
+    }
+}
+
+/// A finish applied in a statement of someone else's transaction (see
+/// `postgres::settle`): its end, built before the statement is sent.
+pub(super) struct FinishEnd<'a>(End<'a>);
+
+impl<'a> FinishEnd<'a> {
+    /// `None` for an end the statement does not apply (a park).
+    pub(super) fn of(op: &'a Finish) -> Option<Self> {
+        finish_end(op).map(Self)
+    }
+
+    /// The statement, sent on `pg` (whose transaction commits it).
+    pub(super) async fn apply(&self, pg: &PgTx<'_, deadpool_postgres::Object>) -> Res<Applied> {
+        apply(pg, &self.0).await
+    }
+
+    /// What the finish answers once its statement committed, and the
+    /// change to announce; `None` when the lifecycle's transaction must
+    /// run it (it wrote nothing).
+    pub(super) fn concluded(
+        self,
+        w: &Writes,
+        applied: Res<Applied>,
+    ) -> Result<Option<(Finished, Option<(Change, JobId)>)>, QueueError> {
+        concluded(w, self.0, applied, finish_answer)
     }
 }
 
@@ -278,11 +327,20 @@ async fn run(
 /// statement; `None` when the lifecycle's transaction must (a park, or a
 /// job with deliveries to make).
 pub(super) async fn finish(w: &Writes, op: &Finish) -> Result<Option<Finished>, QueueError> {
+    match finish_end(op) {
+        Some(end) => run(w, end, finish_answer).await,
+        None => Ok(None),
+    }
+}
+
+/// A finish's end with a variant per decision; `None` for a park, which the
+/// lifecycle's transaction writes (its request event and pending call).
+fn finish_end(op: &Finish) -> Option<End<'_>> {
     if matches!(
         op.outcome,
         Outcome::AwaitingApproval { .. } | Outcome::NeedsAttention { .. }
     ) {
-        return Ok(None);
+        return None;
     }
     let backoff = i64::try_from(op.retry.delay(op.attempt).as_millis()).unwrap_or(i64::MAX);
     let mut variants = Vec::with_capacity(4);
@@ -302,27 +360,28 @@ pub(super) async fn finish(w: &Writes, op: &Finish) -> Result<Option<Finished>, 
             });
         }
     }
-    let end = End {
+    Some(End {
         id: &op.id,
         attempt: op.attempt,
         events: &op.events,
         reported: reported_reason(op.final_event.as_ref()),
         variants,
-    };
-    run(w, end, |v, now| {
-        let run_at = v
-            .backoff
-            .filter(|_| !v.decision.state.is_terminal())
-            .map(|b| rfc3339(now.saturating_add(b)));
-        let finished = Finished {
-            reply: CompleteReply::Recorded(v.decision.state),
-            request_event: None,
-            final_event: v.final_event,
-            run_at,
-        };
-        (finished, Change::Updated)
     })
-    .await
+}
+
+/// What a finish answers for the variant its statement applied.
+fn finish_answer(v: Variant, now: i64) -> (Finished, Change) {
+    let run_at = v
+        .backoff
+        .filter(|_| !v.decision.state.is_terminal())
+        .map(|b| rfc3339(now.saturating_add(b)));
+    let finished = Finished {
+        reply: CompleteReply::Recorded(v.decision.state),
+        request_event: None,
+        final_event: v.final_event,
+        run_at,
+    };
+    (finished, Change::Updated)
 }
 
 /// Gives a running job back without using its attempt (a job whose

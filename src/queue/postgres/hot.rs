@@ -273,45 +273,89 @@ pub(super) async fn lease(
     pins: &Pins,
     op: &LeaseJobs,
 ) -> Result<Option<Vec<Lease>>, QueueError> {
-    let label = &w.shared.label;
-    let sql = lease_sql();
-    let (bundles, versions, digests) = match op.pin {
-        Some(_) => pins.arrays(),
-        None => Default::default(),
-    };
-    let (share_keys, strides) = op.shares.arrays();
-    let p: [&(dyn ToSql + Sync); 9] = [
-        &i64::try_from(op.n).unwrap_or(i64::MAX),
-        &int(op.max_crash_resumes),
-        &op.worker,
-        &ms(op.lease_for),
-        &bundles,
-        &versions,
-        &digests,
-        &share_keys,
-        &strides,
-    ];
+    let params = LeaseParams::of(pins, op);
     let client = w.client().await?;
     let pg = PgTx::new(&client);
-    let rows = pg.rows(&sql, &p).await;
+    let rows = pg.rows(lease_statement(), &params.get()).await;
     w.shared.stats.sent(pg.statements());
-    let rows = rows.map_err(|f| f.into_error(label))?;
-    let leases = leases_of(&rows).map_err(|f| f.into_error(label))?;
-    let Some(mut leases) = leases else {
+    let rows = rows.map_err(|f| f.into_error(&w.shared.label))?;
+    let Some(leases) = leases_of(&rows).map_err(|f| f.into_error(&w.shared.label))? else {
         return Ok(None);
     };
-    let changes: Vec<(Change, JobId)> = leases
-        .iter()
-        .map(|(l, _)| (Change::Updated, l.job.id.clone()))
-        .collect();
-    w.shared.committed(&changes);
-    if let Some(pinner) = &op.pin {
-        repin(&pg, w, pins, pinner.as_ref(), &mut leases).await?;
-    }
-    Ok(Some(leases.into_iter().map(|(l, _)| l).collect()))
+    w.shared.committed(&changes(&leases));
+    Ok(Some(pinned(&pg, w, pins, op, leases).await?))
 }
 
-/// The lease statement (see [`lease`]). Abandoned runs come first; then
+/// What a committed lease changed: each leased job.
+pub(super) fn changes(leases: &[(Lease, Pinning)]) -> Vec<(Change, JobId)> {
+    leases
+        .iter()
+        .map(|(l, _)| (Change::Updated, l.job.id.clone()))
+        .collect()
+}
+
+/// The leases, each first attempt pinned to what the pinner answers now
+/// (see [`repin`]), once the lease statement committed.
+pub(super) async fn pinned(
+    pg: &PgTx<'_, deadpool_postgres::Object>,
+    w: &Writes,
+    pins: &Pins,
+    op: &LeaseJobs,
+    mut leases: Vec<(Lease, Pinning)>,
+) -> Result<Vec<Lease>, QueueError> {
+    if let Some(pinner) = &op.pin {
+        repin(pg, w, pins, pinner.as_ref(), &mut leases).await?;
+    }
+    Ok(leases.into_iter().map(|(l, _)| l).collect())
+}
+
+/// The lease statement's parameters, owned by the caller while it runs.
+pub(super) struct LeaseParams {
+    n: i64,
+    max_crash_resumes: i32,
+    worker: String,
+    lease_for: i64,
+    pins: (Vec<String>, Vec<String>, Vec<String>),
+    shares: (Vec<String>, Vec<i64>),
+}
+
+impl LeaseParams {
+    pub(super) fn of(pins: &Pins, op: &LeaseJobs) -> Self {
+        Self {
+            n: i64::try_from(op.n).unwrap_or(i64::MAX),
+            max_crash_resumes: int(op.max_crash_resumes),
+            worker: op.worker.clone(),
+            lease_for: ms(op.lease_for),
+            pins: match op.pin {
+                Some(_) => pins.arrays(),
+                None => Default::default(),
+            },
+            shares: op.shares.arrays(),
+        }
+    }
+
+    pub(super) fn get(&self) -> [&(dyn ToSql + Sync); 9] {
+        [
+            &self.n,
+            &self.max_crash_resumes,
+            &self.worker,
+            &self.lease_for,
+            &self.pins.0,
+            &self.pins.1,
+            &self.pins.2,
+            &self.shares.0,
+            &self.shares.1,
+        ]
+    }
+}
+
+/// [`lease_sql`], built once.
+pub(super) fn lease_statement() -> &'static str {
+    static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STATEMENT.get_or_init(lease_sql)
+}
+
+/// The lease statement (see [`lease`]), built once ([`lease_statement`]). Abandoned runs come first; then
 /// queued jobs shared between keys by `queue::fair`'s rule, written here in
 /// SQL: the keys with due jobs (a skip scan), each one's start (its pass,
 /// at most `CREDIT` behind the most advanced), the next `$1` virtual start
@@ -376,7 +420,7 @@ fn lease_sql() -> String {
 /// How a leased job was pinned by the lease statement: by it (`here`, with
 /// a pin learnt earlier), and the version it was submitted with, which a
 /// pin keeps (as `start_attempt` does).
-struct Pinning {
+pub(super) struct Pinning {
     here: bool,
     own_version: Option<String>,
 }
@@ -384,7 +428,7 @@ struct Pinning {
 /// The leases a lease statement's rows hold (with how each was pinned), or
 /// `None` when it leased nothing because a job needs the lifecycle's
 /// transaction.
-fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>> {
+pub(super) fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>> {
     let mut leases = Vec::with_capacity(rows.len());
     let after = after_job();
     for row in rows {

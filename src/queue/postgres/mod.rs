@@ -32,6 +32,7 @@ mod outbox;
 mod pool;
 mod schedules;
 mod schema;
+mod settle;
 mod submit;
 
 use std::sync::Arc;
@@ -270,20 +271,33 @@ impl Driver for Postgres {
         }
     }
 
-    /// The finish, then the lease as its own statement: a lease that fails
-    /// after the finish committed answers the finish with nothing leased
-    /// (the worker leases again on its own), as a failed write records
-    /// nothing.
+    /// The finish and the lease in one commit (`settle`); what the
+    /// pipeline could not write runs on its own after it: a park's finish
+    /// in the lifecycle's transaction, a lease that gives way to it. A lease
+    /// that fails answers the finish with nothing leased (the worker leases
+    /// again on its own), as a failed write records nothing.
     async fn finish_and_lease(
         &self,
         op: FinishAndLease,
     ) -> Result<(Finished, Vec<Lease>), QueueError> {
-        let FinishAndLease { finish, lease } = op;
-        let finished = self.finish(finish).await?;
-        if lease.n == 0 {
-            return Ok((finished, Vec::new()));
+        if op.lease.n == 0 {
+            return Ok((self.finish(op.finish).await?, Vec::new()));
         }
-        match self.lease(lease).await {
+        let pipelined = {
+            let _place = self.writes.admit(false).await?;
+            settle::finish_and_lease(&self.writes, &self.pins, &op).await?
+        };
+        let FinishAndLease { finish, lease } = op;
+        let (finished, leases) = match pipelined {
+            settle::Pipelined::Both { finished, leases } => (finished, leases),
+            settle::Pipelined::LeaseOnly { leases } => (self.finish(finish).await?, leases),
+            settle::Pipelined::Neither => (self.finish(finish).await?, None),
+        };
+        let leases = match leases {
+            Some(leases) => Ok(leases),
+            None => self.lease(lease).await,
+        };
+        match leases {
             Ok(leases) => Ok((finished, leases)),
             Err(e) => {
                 tracing::warn!(

@@ -1,0 +1,128 @@
+//! A flood of concurrent submits (issue 47's flood aim): 7,000 `POST
+//! /v1/jobs` sent at once to one daemon, on SQLite and on PostgreSQL, and
+//! what each answered: accepted (201), refused for load (503, "too many
+//! writes waiting" or "too many connections"), anything else. Beside the
+//! aims: PostgreSQL accepts >= 0.9 × what SQLite accepts, and no answer is
+//! a 500.
+//!
+//! `cargo bench --bench flood` (`SA_BENCH_FLOOD=N` for another size).
+//! PostgreSQL from `SA_BENCH_POSTGRES_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/test`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::json;
+use structured_agents::mock::{MockServer, Script};
+
+#[path = "support/daemon.rs"]
+mod daemon;
+
+use daemon::start_env;
+
+fn write_site(dir: &Path, endpoint: &str) {
+    for sub in ["bundles", "models", "state"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nmax_connections = 16000\n\
+             [paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
+             [queue]\nworkers = 8\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
+             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = 8\nrequest_timeout = \"600s\"\n"
+        ),
+    )
+    .unwrap();
+    let bundle = dir.join("bundles").join("b");
+    std::fs::create_dir_all(&bundle).unwrap();
+    std::fs::write(
+        bundle.join("bundle.yaml"),
+        "name: b\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    )
+    .unwrap();
+}
+
+fn postgres_url() -> String {
+    std::env::var("SA_BENCH_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// The answers to `n` submits sent at once: count by status (`0`: the
+/// connection failed).
+async fn flood(label: &str, env: &[(&str, &str)], n: usize) -> BTreeMap<u16, usize> {
+    let server = MockServer::start_on(
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        Script::parse("replies:\n  - content: ok\n", "flood").unwrap(),
+        false,
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_site(dir.path(), &server.base_url());
+    let d = start_env(dir.path(), env);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(n));
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let (http, url, start) = (http.clone(), format!("{}/v1/jobs", d.base), start.clone());
+        tasks.push(tokio::spawn(async move {
+            start.wait().await;
+            match http
+                .post(url)
+                .json(&json!({"bundle": "b", "input": format!("{i}")}))
+                .send()
+                .await
+            {
+                Ok(response) => response.status().as_u16(),
+                Err(_) => 0,
+            }
+        }));
+    }
+    let mut answers = BTreeMap::new();
+    for task in tasks {
+        *answers.entry(task.await.unwrap_or(0)).or_insert(0) += 1;
+    }
+    println!("  {label:<11} {answers:?}   (status: count; 0 = connection failed)");
+    answers
+}
+
+fn main() {
+    let n: usize = std::env::var("SA_BENCH_FLOOD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        println!("flood: {n} POST /v1/jobs at once to one daemon, 8 workers (issue 47)");
+        let sqlite = flood("SQLite", &[], n).await;
+        let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
+        let env = [
+            ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".to_string()),
+            ("STRUCTURED_AGENTS_QUEUE__URL", postgres_url()),
+            ("STRUCTURED_AGENTS_QUEUE__SCHEMA", schema.clone()),
+        ];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let postgres = flood("PostgreSQL", &env, n).await;
+        let accepted = |a: &BTreeMap<u16, usize>| a.get(&201).copied().unwrap_or(0) as f64;
+        println!(
+            "  PostgreSQL ÷ SQLite accepted {:.2}   (aim >= 0.9); answers 500: SQLite {}, PostgreSQL {}   (aim 0)",
+            accepted(&postgres) / accepted(&sqlite).max(1.0),
+            sqlite.get(&500).copied().unwrap_or(0),
+            postgres.get(&500).copied().unwrap_or(0),
+        );
+        let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let _ = client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .await;
+    });
+}
