@@ -141,12 +141,19 @@ pub enum JournalError {
     },
 }
 
+/// Why a store could not make a run's steps durable: the store's own
+/// error (the queue's, for the worker's adapter), kept whole; the journal
+/// sits below the queue and names none of its types.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct StoreError(pub Box<dyn std::error::Error + Send + Sync>);
+
 /// Where a run's steps are recorded (the worker's adapter over the queue,
 /// guarded by the attempt number).
 #[async_trait]
 pub trait JournalStore: Send + Sync {
     /// Returns once the entries are durable (all or none).
-    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String>;
+    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), StoreError>;
 }
 
 /// The journal scope (see [`RunJournal::named`]) of a workflow job's checkpoints.
@@ -496,7 +503,7 @@ impl RunJournal {
         let mut entries =
             std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()));
         entries.push(entry);
-        store.record(entries.clone()).await.map_err(|detail| {
+        store.record(entries.clone()).await.map_err(|failed| {
             // Put back what did not become durable (all but the step that
             // failed, which the caller reports).
             entries.pop();
@@ -504,7 +511,11 @@ impl RunJournal {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .splice(0..0, entries);
-            JournalError::Store { turn, step, detail }
+            JournalError::Store {
+                turn,
+                step,
+                detail: failed.to_string(),
+            }
         })
     }
 }
@@ -537,7 +548,7 @@ mod tests {
     struct Nowhere;
     #[async_trait]
     impl JournalStore for Nowhere {
-        async fn record(&self, _: Vec<JournalEntry>) -> Result<(), String> {
+        async fn record(&self, _: Vec<JournalEntry>) -> Result<(), StoreError> {
             Ok(())
         }
     }

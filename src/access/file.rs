@@ -129,30 +129,26 @@ pub const MAX_WEIGHT: u32 = 1000;
 
 /// Whether `url` can be a completion webhook's target: an http(s) URL
 /// (whether `egress.allow` admits it is checked where a job is admitted).
-pub fn check_webhook(url: &str) -> Result<(), String> {
+pub fn check_webhook(url: &str) -> Result<(), NotHttpUrl> {
     if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains('\0') {
-        return Err(format!("{url:?} is not an http(s) URL"));
+        return Err(NotHttpUrl(url.to_string()));
     }
     Ok(())
 }
 
 /// A key name: 1 to 64 of `A-Z a-z 0-9 _ . -`, not a reserved name. It
 /// prefixes its jobs' idempotency keys (`name/key`), so never a `/`.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), KeyError> {
     let valid = !name.is_empty()
         && name.len() <= 64
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
     if !valid {
-        return Err(format!(
-            "name {name:?}: use 1 to 64 letters, digits, `_`, `.` or `-`"
-        ));
+        return Err(KeyError::BadName(name.to_string()));
     }
     if name == TOKEN_KEY || name == LOCAL || name == SCHEDULER {
-        return Err(format!(
-            "name {name:?} is reserved (the single token is `{TOKEN_KEY}`, requests without keys `{LOCAL}`, a bundle's schedule `{SCHEDULER}`)"
-        ));
+        return Err(KeyError::ReservedName(name.to_string()));
     }
     Ok(())
 }
@@ -177,7 +173,7 @@ impl KeysFile {
         let mut names = std::collections::HashSet::new();
         let mut hashes = std::collections::HashSet::new();
         for (i, key) in file.keys.iter().enumerate() {
-            key.principal().map_err(|e| invalid(i, e))?;
+            key.principal().map_err(|e| invalid(i, e.to_string()))?;
             let hash = key.token_sha256.to_ascii_lowercase();
             if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(invalid(
@@ -256,7 +252,7 @@ mod tests {
         assert_eq!(key(None).principal().unwrap().weight, 1);
         assert_eq!(key(Some(1000)).principal().unwrap().weight, 1000);
         for bad in [0, 1001] {
-            let error = key(Some(bad)).principal().unwrap_err();
+            let error = key(Some(bad)).principal().unwrap_err().to_string();
             assert!(error.contains("weight must be 1 to 1000"), "{error}");
         }
     }

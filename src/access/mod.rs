@@ -204,10 +204,10 @@ impl KeyRing {
             for key in file::KeysFile::read(path)?.keys {
                 let principal =
                     key.principal()
-                        .map_err(|message| file::KeysFileError::Invalid {
+                        .map_err(|e| file::KeysFileError::Invalid {
                             file: path.clone(),
                             key: format!("keys.{}", key.name),
-                            message,
+                            message: e.to_string(),
                         })?;
                 let entry = serde_json::to_string(&key).unwrap_or_default();
                 ring.insert(
@@ -317,16 +317,16 @@ impl KeyRing {
 }
 
 /// The bundle globs of a key, compiled; a bad glob is named.
-fn compile_globs(patterns: &[String]) -> Result<GlobSet, String> {
+fn compile_globs(patterns: &[String]) -> Result<GlobSet, file::KeyError> {
     let mut builder = GlobSetBuilder::new();
     for pattern in patterns {
-        let glob =
-            Glob::new(pattern).map_err(|e| format!("bundles: {pattern:?} is not a glob ({e})"))?;
+        let glob = Glob::new(pattern).map_err(|source| file::KeyError::Glob {
+            pattern: pattern.clone(),
+            source,
+        })?;
         builder.add(glob);
     }
-    builder
-        .build()
-        .map_err(|e| format!("bundles: the globs do not compile together ({e})"))
+    builder.build().map_err(file::KeyError::Globs)
 }
 
 #[cfg(test)]

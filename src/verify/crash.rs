@@ -23,7 +23,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
-use crate::journal::{JournalEntry, JournalStore};
+use crate::journal::{JournalEntry, JournalStore, StoreError};
 
 /// When, relative to a journal write, the crash comes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -93,7 +93,7 @@ impl CrashingStore {
 
 #[async_trait]
 impl JournalStore for CrashingStore {
-    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String> {
+    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), StoreError> {
         if self.crashed.is_cancelled() {
             return std::future::pending().await;
         }

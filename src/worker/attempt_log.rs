@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
-use crate::journal::{JournalEntry, JournalStore};
+use crate::journal::{JournalEntry, JournalStore, StoreError};
 use crate::queue::{Finished, JobId, JobQueue, Lease, NextLease, Outcome, QueueError};
 use crate::types::TerminationReason;
 
@@ -123,13 +123,13 @@ impl AttemptLog {
 /// then, guarded by the attempt.
 #[async_trait]
 impl JournalStore for AttemptLog {
-    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), String> {
+    async fn record(&self, entries: Vec<JournalEntry>) -> Result<(), StoreError> {
         let (queue, job, attempt) = (self.queue.clone(), self.job.clone(), self.attempt);
         self.write_with(
             |held| async move { queue.record_steps(&job, attempt, &entries, &held).await },
         )
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| StoreError(Box::new(e)))
     }
 }
 
