@@ -141,4 +141,17 @@ fn the_quick_start_reads_as_the_transcripts_say() {
         ],
     );
     assert_transcript("group.txt", &masked(&group));
+
+    // The first run warns of nothing: the embedded defaults are sound (their
+    // plugins directory, which a fresh clone lacks, means no plugins).
+    let log = daemon.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains(" WARN") || line.contains(" ERROR"))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "the daemon warned on its defaults:\n{}",
+        warnings.join("\n")
+    );
 }
