@@ -391,9 +391,17 @@ fn init_suggests_a_command_that_runs_from_here() {
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let validate = stdout.lines().nth(1).unwrap_or_default().trim().to_string();
-        let command = validate.split(" validate ").next().unwrap_or_default().to_string();
+        let command = validate
+            .split(" validate ")
+            .next()
+            .unwrap_or_default()
+            .to_string();
         assert!(
             stdout.contains(&format!("{command} run ")),
             "both lines name one command: {stdout}"
@@ -403,7 +411,10 @@ fn init_suggests_a_command_that_runs_from_here() {
     // Not on PATH, run from elsewhere: its absolute path.
     let empty = dir.path().join("empty-path");
     std::fs::create_dir(&empty).unwrap();
-    assert_eq!(suggested(&empty, dir.path(), "a"), exe.display().to_string());
+    assert_eq!(
+        suggested(&empty, dir.path(), "a"),
+        exe.display().to_string()
+    );
     // Not on PATH, run from a directory above it: its path from there.
     let above = exe.parent().unwrap().parent().unwrap();
     let relative = exe.strip_prefix(above).unwrap();

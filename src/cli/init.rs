@@ -88,14 +88,20 @@ fn this_command() -> String {
         return NAME.into();
     };
     let on_path = std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths)
-            .any(|dir| dir.join(NAME).canonicalize().is_ok_and(|found| found == exe))
+        std::env::split_paths(&paths).any(|dir| {
+            dir.join(NAME)
+                .canonicalize()
+                .is_ok_and(|found| found == exe)
+        })
     });
     if on_path {
         return NAME.into();
     }
     let here = std::env::current_dir().and_then(|d| d.canonicalize());
-    let shown = match here.ok().and_then(|here| exe.strip_prefix(here).ok().map(Path::to_path_buf)) {
+    let shown = match here
+        .ok()
+        .and_then(|here| exe.strip_prefix(here).ok().map(Path::to_path_buf))
+    {
         Some(relative) => format!("./{}", relative.display()),
         None => exe.display().to_string(),
     };
@@ -127,7 +133,10 @@ mod tests {
 
     #[test]
     fn a_path_with_shell_specials_is_quoted() {
-        assert_eq!(shell_word("./target/debug/structured-agents"), "./target/debug/structured-agents");
+        assert_eq!(
+            shell_word("./target/debug/structured-agents"),
+            "./target/debug/structured-agents"
+        );
         assert_eq!(shell_word("/home/me/my agents/x"), "'/home/me/my agents/x'");
         assert_eq!(shell_word("it's"), "'it'\\''s'");
     }

@@ -187,7 +187,10 @@ fn kernel_line(event: &Event) -> Option<String> {
         Event::TurnComplete {
             turn, errors_count, ..
         } if *errors_count > 0 => {
-            format!("  turn {turn} done · {}", count(*errors_count, "tool error"))
+            format!(
+                "  turn {turn} done · {}",
+                count(*errors_count, "tool error")
+            )
         }
         Event::KernelEnd {
             turn_count,
@@ -373,5 +376,28 @@ mod tests {
                 format!("◆ implement → {event} (iteration 1, 12 ms): agent result\n  next: review")
             );
         }
+    }
+
+    /// One of anything is said in the singular: no "1 tools".
+    #[test]
+    fn a_count_of_one_reads_in_the_singular() {
+        let start = Event::KernelStart {
+            max_turns: 1,
+            tools_count: 1,
+            initial_messages_count: 1,
+        };
+        assert_eq!(
+            human("job", &start).unwrap(),
+            "▶ start · 1 tool · 1 message · at most 1 turn"
+        );
+        let start = Event::KernelStart {
+            max_turns: 6,
+            tools_count: 2,
+            initial_messages_count: 0,
+        };
+        assert_eq!(
+            human("job", &start).unwrap(),
+            "▶ start · 2 tools · 0 messages · at most 6 turns"
+        );
     }
 }

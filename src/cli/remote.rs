@@ -473,7 +473,10 @@ pub fn outcome_line(job: &Value) -> String {
     if let Some(reason) = job["termination_reason"].as_str() {
         parts.push(reason.to_string());
     }
-    parts.push(count(job["tool_errors"].as_u64().unwrap_or(0), "tool error"));
+    parts.push(count(
+        job["tool_errors"].as_u64().unwrap_or(0),
+        "tool error",
+    ));
     parts.push(count(job["tokens_spent"].as_u64().unwrap_or(0), "token"));
     if let Some(cost) = job["cost_spent"].as_f64().filter(|c| *c > 0.0) {
         parts.push(format!("cost {cost}"));

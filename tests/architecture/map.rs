@@ -184,14 +184,17 @@ fn lowest_floors(modules: &BTreeSet<String>, refs: &[Reference]) -> String {
 /// imports.
 #[test]
 fn the_floors_picture_is_true() {
-    let doc = std::fs::read_to_string(root().join(DOC)).unwrap_or_else(|e| panic!("read {DOC}: {e}"));
+    let doc =
+        std::fs::read_to_string(root().join(DOC)).unwrap_or_else(|e| panic!("read {DOC}: {e}"));
     let (_, modules, refs) = load();
     let problems = floor_problems(&parse_floors(&doc), &modules, &refs);
     if !problems.is_empty() {
         let lowest = lowest_floors(&modules, &refs);
         fail(
             &problems,
-            &format!("the floors of {DOC} (each module on its lowest floor would read:\n{lowest}\n)"),
+            &format!(
+                "the floors of {DOC} (each module on its lowest floor would read:\n{lowest}\n)"
+            ),
         );
     }
 }
@@ -222,7 +225,8 @@ fn described(doc: &str) -> Vec<(String, usize)> {
 /// Every module under `src/` is described once, and only modules are.
 #[test]
 fn every_module_is_described() {
-    let doc = std::fs::read_to_string(root().join(DOC)).unwrap_or_else(|e| panic!("read {DOC}: {e}"));
+    let doc =
+        std::fs::read_to_string(root().join(DOC)).unwrap_or_else(|e| panic!("read {DOC}: {e}"));
     let (_, modules, _) = load();
     let names = described(&doc);
     assert!(!names.is_empty(), "{DOC} has no `{OWNS}` section");
@@ -230,7 +234,9 @@ fn every_module_is_described() {
     let mut seen = BTreeSet::new();
     for (name, n) in &names {
         if !modules.contains(name) {
-            problems.push(format!("{DOC}:{n}: `{name}` is described, but is no module under src/"));
+            problems.push(format!(
+                "{DOC}:{n}: `{name}` is described, but is no module under src/"
+            ));
         } else if !seen.insert(name.as_str()) {
             problems.push(format!("{DOC}:{n}: `{name}` is described twice"));
         }
@@ -260,27 +266,37 @@ fn a_module_on_the_wrong_floor_is_reported() {
     let problems = floor_problems(&parse_floors(doc), &modules, &refs);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].starts_with("src/c.rs:1: `use crate::b;` (c -> b): `c` (floor 1) imports `b` (floor 1)"),
+        problems[0].starts_with(
+            "src/c.rs:1: `use crate::b;` (c -> b): `c` (floor 1) imports `b` (floor 1)"
+        ),
         "{}",
         problems[0]
     );
-    let doc = "```floors\nfloor 1  b\n         c\nfloor 0  a\nexception: c -> b  # being fixed\n```\n";
+    let doc =
+        "```floors\nfloor 1  b\n         c\nfloor 0  a\nexception: c -> b  # being fixed\n```\n";
     assert_eq!(
         floor_problems(&parse_floors(doc), &modules, &refs),
         Vec::<String>::new()
     );
     let problems = floor_problems(&parse_floors(doc), &modules, &refs[..1]);
     assert!(
-        problems.iter().any(|p| p.contains("`c -> b` no longer occurs")),
+        problems
+            .iter()
+            .any(|p| p.contains("`c -> b` no longer occurs")),
         "{problems:?}"
     );
     let doc = "```floors\nfloor 1  b\nfloor 0  a\n```\n";
     let problems = floor_problems(&parse_floors(doc), &modules, &refs);
     assert!(
-        problems.iter().any(|p| p == &format!("module `c` (src/) stands on no floor of {DOC}")),
+        problems
+            .iter()
+            .any(|p| p == &format!("module `c` (src/) stands on no floor of {DOC}")),
         "{problems:?}"
     );
-    assert_eq!(lowest_floors(&modules, &refs), "floor  2  c\nfloor  1  b\nfloor  0  a");
+    assert_eq!(
+        lowest_floors(&modules, &refs),
+        "floor  2  c\nfloor  1  b\nfloor  0  a"
+    );
 }
 
 /// The description check reads only the bullets' heads of its own section.
