@@ -95,6 +95,13 @@ fn assert_transcript(name: &str, actual: &str) {
 #[test]
 fn the_quick_start_reads_as_the_transcripts_say() {
     let state = tempfile::tempdir().unwrap();
+    // Private, as the daemon makes `state/` in a fresh clone (a temporary
+    // directory is 0755, which the daemon would tighten, saying so).
+    std::fs::set_permissions(
+        state.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let daemon = serve_embedded_defaults(state.path());
     let follow = client(
         &daemon,
