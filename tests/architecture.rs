@@ -33,6 +33,10 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+// The floors picture and the module descriptions: the map's prose.
+#[path = "architecture/map.rs"]
+mod map;
+
 const DOC: &str = "docs/ARCHITECTURE.md";
 const FENCE: &str = "```rules";
 

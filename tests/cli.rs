@@ -376,6 +376,59 @@ fn init_scaffolds_a_bundle_that_validate_accepts_and_run_answers() {
     );
 }
 
+/// `init` suggests a command that runs where it was run: the name when the
+/// name on `PATH` is this binary, else this binary's own path (relative
+/// under the current directory, as `./target/debug/…` in a clone).
+#[test]
+fn init_suggests_a_command_that_runs_from_here() {
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_structured-agents")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let suggested = |path: &std::path::Path, from: &std::path::Path, name: &str| {
+        let out = bin()
+            .current_dir(from)
+            .env("PATH", path)
+            .args(["init", dir.path().join(name).to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let validate = stdout.lines().nth(1).unwrap_or_default().trim().to_string();
+        let command = validate
+            .split(" validate ")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            stdout.contains(&format!("{command} run ")),
+            "both lines name one command: {stdout}"
+        );
+        command
+    };
+    // Not on PATH, run from elsewhere: its absolute path.
+    let empty = dir.path().join("empty-path");
+    std::fs::create_dir(&empty).unwrap();
+    assert_eq!(
+        suggested(&empty, dir.path(), "a"),
+        exe.display().to_string()
+    );
+    // Not on PATH, run from a directory above it: its path from there.
+    let above = exe.parent().unwrap().parent().unwrap();
+    let relative = exe.strip_prefix(above).unwrap();
+    assert_eq!(
+        suggested(&empty, above, "b"),
+        format!("./{}", relative.display())
+    );
+    // On PATH (as an installed package puts it): the name.
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(&exe, bin_dir.join("structured-agents")).unwrap();
+    assert_eq!(suggested(&bin_dir, dir.path(), "c"), "structured-agents");
+}
+
 /// The systemd unit sets STRUCTURED_AGENTS_CONFIG, and a token may come
 /// from STRUCTURED_AGENTS_TOKEN: the command line's own variables share the
 /// settings' prefix but are not settings.

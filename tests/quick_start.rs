@@ -95,6 +95,13 @@ fn assert_transcript(name: &str, actual: &str) {
 #[test]
 fn the_quick_start_reads_as_the_transcripts_say() {
     let state = tempfile::tempdir().unwrap();
+    // Private, as the daemon makes `state/` in a fresh clone (a temporary
+    // directory is 0755, which the daemon would tighten, saying so).
+    std::fs::set_permissions(
+        state.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let daemon = serve_embedded_defaults(state.path());
     let follow = client(
         &daemon,
@@ -141,4 +148,17 @@ fn the_quick_start_reads_as_the_transcripts_say() {
         ],
     );
     assert_transcript("group.txt", &masked(&group));
+
+    // The first run warns of nothing: the embedded defaults are sound (their
+    // plugins directory, which a fresh clone lacks, means no plugins).
+    let log = daemon.log();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|line| line.contains(" WARN") || line.contains(" ERROR"))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "the daemon warned on its defaults:\n{}",
+        warnings.join("\n")
+    );
 }

@@ -72,12 +72,12 @@ pub async fn run(server: &ServerArgs, command: DeliveriesCommand) -> anyhow::Res
 fn line(delivery: &Value) -> String {
     let text = |key: &str| delivery[key].as_str().unwrap_or("-").to_string();
     format!(
-        "{} · {} · job {} · {} · {} attempts · {} · {}",
+        "{} · {} · job {} · {} · {} · {} · {}",
         text("id"),
         text("state"),
         text("job_id"),
         text("event"),
-        delivery["attempts"].as_u64().unwrap_or(0),
+        super::words::count(delivery["attempts"].as_u64().unwrap_or(0), "attempt"),
         text("target"),
         text("last_error"),
     )

@@ -71,12 +71,52 @@ pub fn init(args: InitArgs) -> anyhow::Result<i32> {
             .with_context(|| format!("cannot set the mode of {}", target.display()))?;
     }
     println!("created bundle {name} in {}", dir.display());
-    println!("  structured-agents validate {}", dir.display());
-    println!(
-        "  structured-agents run {} --input \"How many words are in: the quick brown fox?\"",
-        dir.display()
-    );
+    let (me, shown) = (this_command(), shell_word(&dir.display().to_string()));
+    println!("  {me} validate {shown}");
+    println!("  {me} run {shown} --input \"How many words are in: the quick brown fox?\"");
     Ok(0)
+}
+
+/// How to run this binary again from here: `structured-agents` when that
+/// name on `PATH` is this binary; else its own path, relative when it lies
+/// under the current directory (`./target/debug/structured-agents` in a
+/// clone), absolute otherwise. A clone's build is on no `PATH`, and a
+/// suggestion that fails is worse than a long one.
+fn this_command() -> String {
+    const NAME: &str = "structured-agents";
+    let Ok(exe) = std::env::current_exe().and_then(|e| e.canonicalize()) else {
+        return NAME.into();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            dir.join(NAME)
+                .canonicalize()
+                .is_ok_and(|found| found == exe)
+        })
+    });
+    if on_path {
+        return NAME.into();
+    }
+    let here = std::env::current_dir().and_then(|d| d.canonicalize());
+    let shown = match here
+        .ok()
+        .and_then(|here| exe.strip_prefix(here).ok().map(Path::to_path_buf))
+    {
+        Some(relative) => format!("./{}", relative.display()),
+        None => exe.display().to_string(),
+    };
+    shell_word(&shown)
+}
+
+/// `word` as one shell word: as it is when nothing in it is special to a
+/// shell, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 #[cfg(test)]
@@ -89,5 +129,15 @@ mod tests {
         assert!(bundle.contains("\nname: counter "), "{bundle}");
         assert!(bundle.contains("structured-agents run bundles/counter --input"));
         assert!(!bundle.contains("__"), "every placeholder replaced");
+    }
+
+    #[test]
+    fn a_path_with_shell_specials_is_quoted() {
+        assert_eq!(
+            shell_word("./target/debug/structured-agents"),
+            "./target/debug/structured-agents"
+        );
+        assert_eq!(shell_word("/home/me/my agents/x"), "'/home/me/my agents/x'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
     }
 }

@@ -22,6 +22,7 @@ mod simplify;
 mod tool;
 mod validate;
 mod verify;
+mod words;
 
 pub use crate::telemetry::logging::init_logging;
 

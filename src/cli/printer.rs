@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::answers::{Answers, answer_lines};
+use super::words::count;
 use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope, Observer, ObserverError, TokenDelta};
 
@@ -133,7 +134,10 @@ fn kernel_line(event: &Event) -> Option<String> {
             initial_messages_count,
         } => {
             format!(
-                "▶ start · {tools_count} tools · {initial_messages_count} messages · at most {max_turns} turns"
+                "▶ start · {} · {} · at most {}",
+                count(*tools_count, "tool"),
+                count(*initial_messages_count, "message"),
+                count(*max_turns, "turn")
             )
         }
         Event::ModelRequest {
@@ -142,7 +146,10 @@ fn kernel_line(event: &Event) -> Option<String> {
             model,
             ..
         } => {
-            format!("turn {turn} · asking {model} ({messages_count} messages)…")
+            format!(
+                "turn {turn} · asking {model} ({})…",
+                count(*messages_count, "message")
+            )
         }
         Event::ModelResponse {
             duration_ms,
@@ -153,8 +160,9 @@ fn kernel_line(event: &Event) -> Option<String> {
         } => {
             // The answer first: streamed, it is on screen before the figures.
             let figures = format!(
-                "  model answered in {duration_ms} ms · {tool_calls_count} tool calls · {} tokens",
-                usage.total_tokens
+                "  model answered in {duration_ms} ms · {} · {}",
+                count(*tool_calls_count, "tool call"),
+                count(usage.total_tokens, "token")
             );
             match content.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
                 Some(text) => format!("{}\n{figures}", answer_lines(text)),
@@ -179,7 +187,10 @@ fn kernel_line(event: &Event) -> Option<String> {
         Event::TurnComplete {
             turn, errors_count, ..
         } if *errors_count > 0 => {
-            format!("  turn {turn} done · {errors_count} tool errors")
+            format!(
+                "  turn {turn} done · {}",
+                count(*errors_count, "tool error")
+            )
         }
         Event::KernelEnd {
             turn_count,
@@ -189,7 +200,8 @@ fn kernel_line(event: &Event) -> Option<String> {
             ..
         } => {
             let mut line = format!(
-                "■ end · {termination_reason} after {turn_count} turns in {total_duration_ms} ms"
+                "■ end · {termination_reason} after {} in {total_duration_ms} ms",
+                count(*turn_count, "turn")
             );
             // A run parked for a decision said why on its ⏸ line.
             if let Some(e) = error
@@ -364,5 +376,28 @@ mod tests {
                 format!("◆ implement → {event} (iteration 1, 12 ms): agent result\n  next: review")
             );
         }
+    }
+
+    /// One of anything is said in the singular: no "1 tools".
+    #[test]
+    fn a_count_of_one_reads_in_the_singular() {
+        let start = Event::KernelStart {
+            max_turns: 1,
+            tools_count: 1,
+            initial_messages_count: 1,
+        };
+        assert_eq!(
+            human("job", &start).unwrap(),
+            "▶ start · 1 tool · 1 message · at most 1 turn"
+        );
+        let start = Event::KernelStart {
+            max_turns: 6,
+            tools_count: 2,
+            initial_messages_count: 0,
+        };
+        assert_eq!(
+            human("job", &start).unwrap(),
+            "▶ start · 2 tools · 0 messages · at most 6 turns"
+        );
     }
 }

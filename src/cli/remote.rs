@@ -11,6 +11,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::printer::{Format, Printer};
+use super::words::count;
 use crate::events::{EventEnvelope, Observer, TokenDelta};
 
 /// Where the daemon is.
@@ -472,15 +473,11 @@ pub fn outcome_line(job: &Value) -> String {
     if let Some(reason) = job["termination_reason"].as_str() {
         parts.push(reason.to_string());
     }
-    let errors = job["tool_errors"].as_u64().unwrap_or(0);
-    parts.push(format!(
-        "{errors} tool error{}",
-        if errors == 1 { "" } else { "s" }
+    parts.push(count(
+        job["tool_errors"].as_u64().unwrap_or(0),
+        "tool error",
     ));
-    parts.push(format!(
-        "{} tokens",
-        job["tokens_spent"].as_u64().unwrap_or(0)
-    ));
+    parts.push(count(job["tokens_spent"].as_u64().unwrap_or(0), "token"));
     if let Some(cost) = job["cost_spent"].as_f64().filter(|c| *c > 0.0) {
         parts.push(format!("cost {cost}"));
     }

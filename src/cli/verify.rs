@@ -106,11 +106,11 @@ fn tool_mode(args: &VerifyArgs) -> anyhow::Result<ToolMode> {
 
 fn print(report: &Report) {
     println!(
-        "verify: bundle {:?} {} — the reference run made {} journal writes and {} tool calls, and ended {}",
+        "verify: bundle {:?} {} — the reference run made {} and {}, and ended {}",
         report.bundle,
         report.version,
-        report.writes.len(),
-        report.calls.len(),
+        super::words::count(report.writes.len(), "journal write"),
+        super::words::count(report.calls.len(), "tool call"),
         report.reference
     );
     if report.real_tools {

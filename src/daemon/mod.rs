@@ -279,7 +279,8 @@ impl Daemon {
         tracing::info!(%addr, bundles, queue = %location, "structured-agents is ready");
         // For scripts and tests that start the daemon on port 0.
         println!("listening on http://{addr}");
-        notify::ready(&format!("serving on {addr}; {bundles} bundles"));
+        let noun = if bundles == 1 { "bundle" } else { "bundles" };
+        notify::ready(&format!("serving on {addr}; {bundles} {noun}"));
         notify::spawn_watchdog(self.shutdown.clone());
 
         termination.await;

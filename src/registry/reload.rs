@@ -284,11 +284,17 @@ struct Watched {
 
 impl Watched {
     fn follow(&mut self, config: &Config, handle: &ReloadHandle) {
-        let dirs = vec![
+        let mut dirs = vec![
             config.paths.bundles_dir.clone(),
             config.paths.models_dir.clone(),
-            config.paths.plugins_dir.clone(),
         ];
+        // Plugins are optional and the default config names a directory
+        // that does not exist: no plugins, nothing to watch and nothing to
+        // warn about. Once it is made, the next reload watches it (the list
+        // of directories changes).
+        if config.paths.plugins_dir.is_dir() {
+            dirs.push(config.paths.plugins_dir.clone());
+        }
         if dirs == self.dirs && self.watcher.is_some() {
             return;
         }

@@ -56,6 +56,11 @@ export function compact(value, max = 160) {
   return text.length > max ? text.slice(0, max) + "…" : text;
 }
 
+/** 1 → "1 tool call", 2 → "2 tool calls": no count reads "1 tools". */
+export function count(n, one, many = `${one}s`) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
 /** 1234 → "1.23 s", 72000 → "1 min 12 s". */
 export function duration(ms) {
   if (ms === null || ms === undefined || Number.isNaN(ms)) return "";

@@ -5,7 +5,7 @@
 // daemon decides what a key sees: its own jobs' deliveries, or all with
 // `operate_all`.
 
-import { h, fill, link, banner, confirmAction, errorText } from "../dom.js";
+import { h, fill, link, banner, confirmAction, errorText, count } from "../dom.js";
 import { api, every } from "../api.js";
 import { shortId } from "./jobs.js";
 
@@ -81,7 +81,7 @@ export function render(root, params, signal) {
       const page = await api(`/v1/deliveries?${query}`, { signal });
       fill(body, ...page.deliveries.map(row));
       if (sayCount) {
-        fill(status, page.deliveries.length ? `${page.deliveries.length} deliveries · updated ${new Date().toLocaleTimeString()}` : "No deliveries here.");
+        fill(status, page.deliveries.length ? `${count(page.deliveries.length, "delivery", "deliveries")} · updated ${new Date().toLocaleTimeString()}` : "No deliveries here.");
       }
     } catch (error) {
       if (!signal.aborted) fill(status, banner("error", "Cannot read the deliveries: ", errorText(error)));

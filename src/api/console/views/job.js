@@ -4,7 +4,7 @@
 // for a group chat) or error, the workflow graph, each attempt's timeline,
 // where the time went, and its journal.
 
-import { h, fill, link, banner, field, pretty, errorText, ago } from "../dom.js";
+import { h, fill, link, banner, field, pretty, errorText, ago, count } from "../dom.js";
 import { api, follow, every } from "../api.js";
 import * as timeline from "./timeline.js";
 import * as waterfall from "./waterfall.js";
@@ -236,7 +236,7 @@ function drawProgress(view, model) {
 /** A run's text answer as it is; a structured one (a workflow's outcome) summed up, in full when opened. */
 function answerOf(result) {
   if (typeof result.output === "string") return h("div", { class: "reply final" }, result.output || "(empty)");
-  const summary = result.outcome ? `Workflow ${result.workflow || ""} reached ${result.outcome} after ${result.steps} steps (iteration ${result.iteration})` : "A structured result";
+  const summary = result.outcome ? `Workflow ${result.workflow || ""} reached ${result.outcome} after ${count(result.steps, "step")} (iteration ${result.iteration})` : "A structured result";
   return h("details", { class: "fold" }, h("summary", {}, summary), h("pre", {}, pretty(result.output ?? result)));
 }
 

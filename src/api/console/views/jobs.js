@@ -211,7 +211,7 @@ function jobTable(jobs, detail) {
           { dataset: { job: job.id, state: job.state } },
           h("td", { "data-label": "state" }, stateBadge(job.state)),
           h("td", { "data-label": "job" }, link(`/ui/jobs/${encodeURIComponent(job.id)}`, h("code", {}, shortId(job.id)))),
-          h("td", { "data-label": "bundle" }, job.bundle, job.bundle_version ? h("span", { class: "muted" }, ` v${job.bundle_version}`) : null),
+          h("td", { "data-label": "bundle" }, h("span", {}, job.bundle, job.bundle_version ? h("span", { class: "muted" }, ` v${job.bundle_version}`) : null)),
           h("td", { "data-label": "input", class: "input" }, detail(job)),
           h("td", { "data-label": "created", title: job.created_at }, ago(job.created_at)),
           h("td", { "data-label": "took" }, took(job)),

@@ -4,7 +4,7 @@
 // and those that cannot, each with its reason; "Move N jobs" does the move
 // (the daemon decides who may: a refusal is shown as the API says it).
 
-import { h, fill, banner, confirmAction, link, errorText } from "../dom.js";
+import { h, fill, banner, confirmAction, link, errorText, count } from "../dom.js";
 import { api } from "../api.js";
 
 /** The panel for bundle `b` (an `h3` section inside its card). */
@@ -23,7 +23,7 @@ export function migratePanel(b) {
       const plan = await api(path, { method: "POST", body: { dry_run: true } });
       fill(result, planReport(plan));
       move.hidden = plan.moves.length === 0;
-      fill(move, `Move ${plan.moves.length} ${plan.moves.length === 1 ? "job" : "jobs"}`);
+      fill(move, `Move ${count(plan.moves.length, "job")}`);
     } catch (error) {
       fill(result, banner("error", `Cannot check the jobs of ${b.name}: `, errorText(error)));
     } finally {
@@ -73,7 +73,7 @@ function planReport(plan) {
     { class: "migrate-plan", dataset: { dryRun: String(plan.dry_run) } },
     banner(
       plan.moves.length ? "ok" : "info",
-      `${plan.moves.length} ${plan.moves.length === 1 ? "job" : "jobs"} ${verb} to version ${plan.version}, ${plan.refused.length} cannot.`,
+      `${count(plan.moves.length, "job")} ${verb} to version ${plan.version}, ${plan.refused.length} cannot.`,
     ),
     plan.moves.length ? [h("h4", {}, plan.dry_run ? "Would move" : "Moved"), h("ul", { class: "plain migrate-moves" }, plan.moves.map(row))] : null,
     plan.refused.length ? [h("h4", {}, "Cannot move"), h("ul", { class: "plain migrate-refused" }, plan.refused.map(row))] : null,

@@ -2,7 +2,7 @@
 // cron, time zone, next and last fire and what the last fire did; a link to
 // the last fire's job. It refreshes every few seconds.
 
-import { h, fill, link, banner, errorText } from "../dom.js";
+import { h, fill, link, banner, errorText, count } from "../dom.js";
 import { api, every } from "../api.js";
 import { shortId } from "./jobs.js";
 
@@ -38,7 +38,7 @@ export function render(root, _params, signal) {
           ),
         ),
       );
-      fill(status, schedules.length ? `${schedules.length} schedules · updated ${new Date().toLocaleTimeString()}` : "No schedules.");
+      fill(status, schedules.length ? `${count(schedules.length, "schedule")} · updated ${new Date().toLocaleTimeString()}` : "No schedules.");
     } catch (error) {
       if (!signal.aborted) fill(status, banner("error", "Cannot read the schedules: ", errorText(error)));
     }

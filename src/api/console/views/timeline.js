@@ -5,7 +5,7 @@
 // their arguments, results, traces and the runs they started, folded.
 // `build` is pure (events in, tree out); `draw` turns the tree into DOM.
 
-import { h, compact, pretty, duration, millis } from "../dom.js";
+import { h, compact, pretty, duration, millis, count } from "../dom.js";
 
 /** Events that open a turn of their run. */
 const TURN_EVENTS = new Set(["ModelRequest", "ModelResponse", "ToolCall", "ToolResult", "ToolTrace", "TurnComplete", "ParseError"]);
@@ -310,10 +310,10 @@ function drawStage(stage, ctx, depth) {
 function drawMarker(e, ctx) {
   const { run_id, bundle, bundle_version, parent, seq, timestamp, type, ...fields } = e;
   const text = {
-    Resumed: () => `Resumed at turn ${e.from_turn} from the journal: ${e.replayed_steps} recorded steps replayed, no model or tool call made again`,
+    Resumed: () => `Resumed at turn ${e.from_turn} from the journal: ${count(e.replayed_steps, "recorded step")} replayed, no model or tool call made again`,
     JobState: () => `Job ${String(e.state).replaceAll("_", " ")} (attempt ${e.attempt})${e.duration_ms !== undefined ? ` after ${duration(e.duration_ms)}` : ""}${e.error ? `: ${e.error}` : ""}`,
     // The job's own run's error is said once, by its attempt.
-    KernelEnd: () => `Run ended: ${e.termination_reason} after ${e.turn_count} turns, ${duration(e.total_duration_ms)}${e.error && e.run_id !== ctx.jobId ? `: ${e.error}` : ""}`,
+    KernelEnd: () => `Run ended: ${e.termination_reason} after ${count(e.turn_count, "turn")}, ${duration(e.total_duration_ms)}${e.error && e.run_id !== ctx.jobId ? `: ${e.error}` : ""}`,
     ApprovalRequested: () => `ƒ ${e.tool_name} (call ${e.call_id}, turn ${e.turn}) waits for a person's approval`,
     ApprovalDecided: () => `${{ approve: "Approved", deny: "Denied", edit: "Approved with edited arguments" }[e.decision] || e.decision} by ${e.by === "timeout" ? "the approval timeout" : e.by}${e.reason ? `: ${e.reason}` : ""}`,
     BudgetExceeded: () => `Budget ${e.budget} used up: spent ${e.spent} of ${e.limit}`,
@@ -347,5 +347,5 @@ function runSummary(r) {
   const turns = new Set(r.items.filter((i) => i.kind === "turn").map((i) => i.turn)).size;
   const took = r.end ? duration(r.end.total_duration_ms) : duration(millis(r.last) - millis(r.first));
   const outcome = r.end ? r.end.termination_reason : "running";
-  return [h("b", {}, `nested run · ${r.bundle}`), h("span", { class: "muted" }, ` ${turns} turn${turns === 1 ? "" : "s"} · ${took} · ${outcome}`)];
+  return [h("b", {}, `nested run · ${r.bundle}`), h("span", { class: "muted" }, ` ${count(turns, "turn")} · ${took} · ${outcome}`)];
 }

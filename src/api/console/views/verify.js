@@ -8,7 +8,7 @@
 // tools" is ticked, and then only after the person confirms the list of
 // tools that would really run, many times each.
 
-import { h, fill, banner, errorText, confirmAction } from "../dom.js";
+import { h, fill, banner, errorText, confirmAction, count } from "../dom.js";
 import { api } from "../api.js";
 
 /** The panel for bundle `b` (an `h3` section inside its card). */
@@ -102,7 +102,7 @@ function matrix(r) {
     h(
       "p",
       { class: "muted" },
-      `Version ${r.version}: the reference run made ${r.writes.length} journal writes and ${r.calls.length} tool calls, and ended ${r.reference}.`,
+      `Version ${r.version}: the reference run made ${count(r.writes.length, "journal write")} and ${count(r.calls.length, "tool call")}, and ended ${r.reference}.`,
     ),
     h(
       "table",
