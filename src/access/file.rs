@@ -89,23 +89,56 @@ pub struct KeyEntry {
     pub webhook: Option<String>,
 }
 
+/// Why one key of the keys file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("name {0:?}: use 1 to 64 letters, digits, `_`, `.` or `-`")]
+    BadName(String),
+    #[error(
+        "name {0:?} is reserved (the single token is `{TOKEN_KEY}`, requests without keys `{LOCAL}`, a bundle's schedule `{SCHEDULER}`)"
+    )]
+    ReservedName(String),
+    #[error(
+        "scopes: a key needs at least one scope (submit, read, read_all, operate, operate_all, approve, admin)"
+    )]
+    NoScopes,
+    #[error(
+        "rate_per_minute and max_in_flight must be at least 1 (remove the key to take its access away)"
+    )]
+    ZeroLimit,
+    #[error("weight must be 1 to {MAX_WEIGHT} (its share of the workers against weight 1)")]
+    Weight,
+    #[error("webhook: {0}")]
+    Webhook(#[from] NotHttpUrl),
+    #[error("bundles: {pattern:?} is not a glob ({source})")]
+    Glob {
+        pattern: String,
+        source: globset::Error,
+    },
+    #[error("bundles: the globs do not compile together ({0})")]
+    Globs(globset::Error),
+}
+
+/// A webhook that is no http(s) URL.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not an http(s) URL")]
+pub struct NotHttpUrl(pub String);
+
 impl KeyEntry {
     /// The key as requests present it, or why it is unusable.
-    pub fn principal(&self) -> Result<Principal, String> {
+    pub fn principal(&self) -> Result<Principal, KeyError> {
         check_name(&self.name)?;
         if self.scopes.is_empty() {
-            return Err("scopes: a key needs at least one scope (submit, read, read_all, operate, operate_all, approve, admin)".into());
+            return Err(KeyError::NoScopes);
         }
         if self.rate_per_minute == Some(0) || self.max_in_flight == Some(0) {
-            return Err("rate_per_minute and max_in_flight must be at least 1 (remove the key to take its access away)".into());
+            return Err(KeyError::ZeroLimit);
         }
         if self.weight.is_some_and(|w| !(1..=MAX_WEIGHT).contains(&w)) {
-            return Err(format!(
-                "weight must be 1 to {MAX_WEIGHT} (its share of the workers against weight 1)"
-            ));
+            return Err(KeyError::Weight);
         }
         if let Some(url) = &self.webhook {
-            check_webhook(url).map_err(|e| format!("webhook: {e}"))?;
+            check_webhook(url)?;
         }
         let bundles = self.bundles.as_deref().map(compile_globs).transpose()?;
         Ok(Principal {

@@ -202,13 +202,11 @@ impl KeyRing {
         let mut ring = KeyRing::default();
         if let Some(path) = &config.auth.keys_file {
             for key in file::KeysFile::read(path)?.keys {
-                let principal =
-                    key.principal()
-                        .map_err(|e| file::KeysFileError::Invalid {
-                            file: path.clone(),
-                            key: format!("keys.{}", key.name),
-                            message: e.to_string(),
-                        })?;
+                let principal = key.principal().map_err(|e| file::KeysFileError::Invalid {
+                    file: path.clone(),
+                    key: format!("keys.{}", key.name),
+                    message: e.to_string(),
+                })?;
                 let entry = serde_json::to_string(&key).unwrap_or_default();
                 ring.insert(
                     key.token_sha256.to_ascii_lowercase(),

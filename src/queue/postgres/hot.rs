@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use tokio_postgres::types::ToSql;
 
 use super::dialect::{FAIR_KEY, NOW, PgTx, ready_keys_sql};
+use super::group;
 use super::pool::Writes;
 use crate::queue::fair;
 use crate::queue::op::{Heartbeat, LeaseJobs, RecordSteps};
@@ -164,7 +165,8 @@ impl Appended {
 }
 
 /// Journal steps with the events held until then, guarded by the attempt:
-/// one statement (the lifecycle's `record_steps`).
+/// one statement (the lifecycle's `record_steps`), in the next group commit
+/// (`group`).
 pub(super) async fn record_steps(w: &Writes, op: &RecordSteps) -> Result<(), QueueError> {
     let label = &w.shared.label;
     let events = EventRows::of(&op.id, &op.events).map_err(|f| f.into_error(label))?;
@@ -175,54 +177,60 @@ pub(super) async fn record_steps(w: &Writes, op: &RecordSteps) -> Result<(), Que
         steps.retain(|kept| key(kept) != key(entry));
         steps.push(entry);
     }
-    let scopes: Vec<&str> = steps.iter().map(|e| e.scope.as_str()).collect();
-    let turns: Vec<i32> = steps.iter().map(|e| int(e.turn)).collect();
-    let names: Vec<&str> = steps.iter().map(|e| e.step.as_str()).collect();
-    let bodies: Vec<&str> = steps.iter().map(|e| e.body.as_str()).collect();
-    let changes = match op.events.is_empty() {
-        true => Vec::new(),
-        false => vec![(Change::Updated, op.id.clone())],
+    let column = |f: fn(&JournalEntry) -> &str| -> Vec<String> {
+        steps.iter().map(|e| f(e).to_string()).collect()
     };
-    let sql = format!(
-        "WITH cur AS (SELECT id FROM jobs WHERE id = $1 AND state = 'running' AND attempts = $2 FOR UPDATE),
-         {},
-         errors AS (UPDATE jobs SET tool_errors = tool_errors + x.n FROM added_errors x
-                    WHERE jobs.id IN (SELECT id FROM ok) AND x.n > 0 RETURNING 1),
-         steps AS (INSERT INTO journal (job_id, scope, turn, step, attempt, body)
-                   SELECT ok.id, s.scope, s.turn, s.step, $2, s.body
-                   FROM ok, unnest($6::text[], $7::int[], $8::text[], $9::text[]) AS s(scope, turn, step, body)
-                   ON CONFLICT (job_id, scope, turn, step) DO UPDATE SET attempt = EXCLUDED.attempt, body = EXCLUDED.body
-                   RETURNING 1)
-         SELECT {APPENDED}, (SELECT COUNT(*) FROM errors), (SELECT COUNT(*) FROM steps)",
-        events_cte(
-            "SELECT * FROM unnest($3::bigint[], $4::text[], $5::int[]) AS n(seq, event, tool_error)",
-            "TRUE"
-        )
-    );
-    let p: [&(dyn ToSql + Sync); 9] = [
-        &op.id.as_str(),
-        &int(op.attempt),
-        &events.seqs,
-        &events.json,
-        &events.tool_errors,
-        &scopes,
-        &turns,
-        &names,
-        &bodies,
+    let turns: Vec<i32> = steps.iter().map(|e| int(e.turn)).collect();
+    let params: group::Params = vec![
+        Box::new(op.id.as_str().to_string()),
+        Box::new(int(op.attempt)),
+        Box::new(events.seqs.clone()),
+        Box::new(events.json.clone()),
+        Box::new(events.tool_errors.clone()),
+        Box::new(column(|e| &e.scope)),
+        Box::new(turns),
+        Box::new(column(|e| &e.step)),
+        Box::new(column(|e| &e.body)),
     ];
-    let client = w.client().await?;
-    let pg = PgTx::new(&client);
-    let row = pg.first(&sql, &p).await;
-    w.shared.stats.sent(pg.statements());
-    let row = row
-        .and_then(|row| row.ok_or_else(|| Fail::Db("the journal write answered no row".into())))
+    let rows = w
+        .grouped(record_steps_statement(), params)
+        .await
         .map_err(|f| f.into_error(label))?;
-    let appended = Appended::read(&row, 0).map_err(|f| f.into_error(label))?;
+    let row = rows
+        .first()
+        .ok_or_else(|| Fail::Db("the journal write answered no row".into()))
+        .map_err(|f| f.into_error(label))?;
+    let appended = Appended::read(row, 0).map_err(|f| f.into_error(label))?;
     if let Some(refused) = appended.refusal(&op.id, op.attempt, &events) {
         return Err(refused.into_error(label));
     }
-    w.shared.committed(&changes);
+    if !op.events.is_empty() {
+        w.shared.announce(&[(Change::Updated, op.id.clone())]);
+    }
     Ok(())
+}
+
+/// The journal step's statement, built once.
+fn record_steps_statement() -> &'static str {
+    static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STATEMENT.get_or_init(|| {
+        format!(
+            "WITH cur AS (SELECT id FROM jobs WHERE id = $1 AND state = 'running' AND attempts = $2 FOR UPDATE),
+             {},
+             errors AS (UPDATE jobs SET tool_errors = tool_errors + x.n FROM added_errors x
+                        WHERE jobs.id IN (SELECT id FROM ok) AND x.n > 0 RETURNING 1),
+             steps AS (INSERT INTO journal (job_id, scope, turn, step, attempt, body)
+                       SELECT ok.id, s.scope, s.turn, s.step, $2, s.body
+                       FROM ok, unnest($6::text[], $7::int[], $8::text[], $9::text[]) AS s(scope, turn, step, body)
+                       ON CONFLICT (job_id, scope, turn, step) DO UPDATE SET attempt = EXCLUDED.attempt, body = EXCLUDED.body
+                       RETURNING 1)
+             SELECT {APPENDED}, (SELECT COUNT(*) FROM errors), (SELECT COUNT(*) FROM steps)",
+            events_cte(
+                "SELECT * FROM unnest($3::bigint[], $4::text[], $5::int[]) AS n(seq, event, tool_error)",
+                "TRUE"
+            )
+        )
+    })
 }
 
 /// The pins the lease statement applies to first attempts, by bundle: what

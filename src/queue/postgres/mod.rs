@@ -25,6 +25,7 @@
 
 mod dialect;
 mod ending;
+mod group;
 mod hot;
 mod listen;
 mod notify;

@@ -25,8 +25,10 @@ use std::sync::Arc;
 
 use deadpool_postgres::{Object, Pool};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_postgres::Row;
 
 use super::dialect::PgTx;
+use super::group::{Group, Params};
 use super::listen::Sinks;
 use super::notify::Notifier;
 use super::{PostgresOptions, pool_error};
@@ -57,6 +59,11 @@ impl Shared {
     /// and has them announced to the other daemons; counts the write.
     pub(super) fn committed(&self, changes: &[(Change, JobId)]) {
         self.stats.count(1);
+        self.announce(changes);
+    }
+
+    /// [`Shared::committed`] for a write whose group counted its commit.
+    pub(super) fn announce(&self, changes: &[(Change, JobId)]) {
         self.sinks.wake.publish_all(changes);
         self.notifier.send(changes);
     }
@@ -66,6 +73,7 @@ impl Shared {
 pub(super) struct Writes {
     pub(super) shared: Shared,
     waiting: Arc<Semaphore>,
+    group: Arc<Group>,
 }
 
 impl Writes {
@@ -73,7 +81,17 @@ impl Writes {
         Self {
             shared,
             waiting: Arc::new(Semaphore::new(BACKLOG)),
+            group: Arc::default(),
         }
+    }
+
+    /// Runs a one-statement write in the next group commit (see `group`):
+    /// its rows once committed. The caller announces its changes with
+    /// [`Shared::announce`] (the group counted the commit).
+    pub(super) async fn grouped(&self, sql: &'static str, params: Params) -> Res<Vec<Row>> {
+        self.group
+            .run(&self.shared.pool, &self.shared.stats, sql, params)
+            .await
     }
 
     /// A place among the writes waiting for a connection: at once or

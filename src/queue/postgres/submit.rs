@@ -3,11 +3,11 @@
 //! nothing beside its row and takes no lock but its key's: no conversation
 //! to claim, no daily budget to reserve, no fork's journal, no webhook or
 //! push configs. Any other submit answers `None` here and runs the
-//! lifecycle's `submit` in a transaction.
-
-use tokio_postgres::types::ToSql;
+//! lifecycle's `submit` in a transaction. The statement goes in the next
+//! group commit (`group`): a flood of submits shares commits.
 
 use super::dialect::{NOW, PgTx};
+use super::group::Params;
 use super::pool::Writes;
 use crate::queue::op::Submit;
 use crate::queue::tx::{Change, Columns, Fail, JOB_COLUMNS, JobValues, job_from_row};
@@ -64,49 +64,51 @@ pub(super) async fn submit(w: &Writes, op: &Submit) -> Result<Option<(Job, bool)
     let v = JobValues::of(&op.id, &op.job, 0);
     let run_at = op.job.run_at.map(millis);
     let max_attempts = i32::try_from(v.max_attempts).unwrap_or(i32::MAX);
-    let p: [&(dyn ToSql + Sync); 16] = [
-        &v.id,
-        &v.bundle,
-        &v.bundle_version,
-        &v.input,
-        &v.variables,
-        &v.priority,
-        &max_attempts,
-        &v.idempotency_key,
-        &v.traceparent,
-        &run_at,
-        &v.messages,
-        &v.limits,
-        &v.owner,
-        &v.bundle_digest,
-        &v.kind,
-        &v.controls,
+    let owned = |s: Option<&str>| s.map(str::to_string);
+    let params: Params = vec![
+        Box::new(v.id.to_string()),
+        Box::new(v.bundle.to_string()),
+        Box::new(owned(v.bundle_version)),
+        Box::new(v.input.to_string()),
+        Box::new(v.variables.clone()),
+        Box::new(v.priority),
+        Box::new(max_attempts),
+        Box::new(v.idempotency_key.clone()),
+        Box::new(owned(v.traceparent)),
+        Box::new(run_at),
+        Box::new(v.messages.clone()),
+        Box::new(v.limits.clone()),
+        Box::new(owned(v.owner)),
+        Box::new(owned(v.bundle_digest)),
+        Box::new(v.kind.clone()),
+        Box::new(v.controls.clone()),
     ];
-    let client = w.client().await?;
-    let pg = PgTx::new(&client);
+    let inserted = w.grouped(statement(), params).await;
     let found = async {
-        if let Some(row) = pg.first(statement(), &p).await? {
+        if let Some(row) = inserted?.first() {
             let new = row.req_int(0)? != 0;
-            return Ok(Some((job_from_row(&Shifted(&row))?, new)));
+            return Ok(Some((job_from_row(&Shifted(row))?, new)));
         }
         // The key was taken by a submit that committed after this
         // statement's snapshot: its job is there now.
         let Some(key) = &v.idempotency_key else {
             return Ok(None);
         };
+        let client = w.client().await.map_err(|e| Fail::Db(e.to_string()))?;
+        let pg = PgTx::new(&client);
         let sql = format!("SELECT {JOB_COLUMNS} FROM jobs WHERE idempotency_key = $1");
-        let row = pg.first(&sql, &[key]).await?;
-        row.map(|row| Ok((job_from_row(&row)?, false))).transpose()
+        let row = pg.first(&sql, &[key]).await;
+        w.shared.stats.sent(pg.statements());
+        row?.map(|row| Ok((job_from_row(&row)?, false))).transpose()
     }
     .await;
-    w.shared.stats.sent(pg.statements());
     let found = found.map_err(|f: Fail| f.into_error(label))?;
     let (job, new) = found.ok_or_else(|| QueueError::Store {
         path: label.clone(),
         detail: "the job with this idempotency key vanished during the submit".into(),
     })?;
     if new {
-        w.shared.committed(&[(Change::Runnable, job.id.clone())]);
+        w.shared.announce(&[(Change::Runnable, job.id.clone())]);
     }
     Ok(Some((job, new)))
 }

@@ -1,0 +1,190 @@
+//! Group commit of one-statement writes (a plain submit, a journal step):
+//! what SQLite's writer thread does for every write, here for the writes of
+//! a job's hot path that are one statement each and stand alone. A write
+//! waits in one queue; at most [`LEADERS`] groups run at once, each taking
+//! every write waiting (up to [`MAX_GROUP`]) and sending `BEGIN`, their
+//! statements and `COMMIT` pipelined on one connection: one commit (one
+//! WAL flush) for the group. While a group runs, the writes that arrive
+//! wait for the next one, so a quiet queue sends each write alone, as a
+//! statement of its own, and a busy one groups them.
+//!
+//! Each statement is guarded by its own job's row, so one write's refusal
+//! (a stale attempt, a sequence number taken) changes nothing of the others
+//! and is read from its own rows. A statement the database fails aborts the
+//! group's transaction: the group rolls back and each write runs again
+//! alone, so only the failing one hears of it. A group runs in a task of
+//! its own: a caller that goes away mid-group leaves the others answered.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use deadpool_postgres::Pool;
+use tokio::sync::{Semaphore, oneshot};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::dialect::PgTx;
+use crate::queue::WriteStats;
+use crate::queue::tx::{Fail, Res};
+
+/// Groups running at once.
+const LEADERS: usize = 2;
+/// Writes in one group at most.
+const MAX_GROUP: usize = 64;
+
+/// A statement's parameters, owned while it waits for its group.
+pub(super) type Params = Vec<Box<dyn ToSql + Sync + Send>>;
+
+struct Waiting {
+    sql: &'static str,
+    params: Params,
+    reply: oneshot::Sender<Res<Vec<Row>>>,
+}
+
+/// The writes waiting for a group, and the right to run one.
+pub(super) struct Group {
+    waiting: Mutex<VecDeque<Waiting>>,
+    leaders: Arc<Semaphore>,
+}
+
+impl Default for Group {
+    fn default() -> Self {
+        Self {
+            waiting: Mutex::default(),
+            leaders: Arc::new(Semaphore::new(LEADERS)),
+        }
+    }
+}
+
+impl Group {
+    /// Runs `sql` with `params` in the next group; its rows once the group
+    /// committed (or once it ran alone, after a group that failed).
+    pub(super) async fn run(
+        self: &Arc<Self>,
+        pool: &Pool,
+        stats: &Arc<WriteStats>,
+        sql: &'static str,
+        params: Params,
+    ) -> Res<Vec<Row>> {
+        let (reply, mut answer) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Waiting { sql, params, reply });
+        loop {
+            let leader = tokio::select! {
+                biased;
+                answer = &mut answer => {
+                    return answer.unwrap_or_else(|_| Err(Fail::Db("a write's group ended without answering it".into())));
+                }
+                leader = self.leaders.clone().acquire_owned() => leader,
+            };
+            let Ok(leader) = leader else {
+                return Err(Fail::Db("the write groups were closed".into()));
+            };
+            let group: Vec<Waiting> = {
+                let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+                let n = waiting.len().min(MAX_GROUP);
+                waiting.drain(..n).collect()
+            };
+            if group.is_empty() {
+                continue;
+            }
+            let (pool, stats) = (pool.clone(), stats.clone());
+            // Its own task: the group is answered whatever becomes of this caller.
+            let ran = tokio::spawn(async move {
+                commit_group(&pool, &stats, group).await;
+                drop(leader);
+            });
+            let _ = ran.await;
+        }
+    }
+}
+
+/// Runs `group` in one transaction and answers each write; after a failure,
+/// each write alone.
+async fn commit_group(pool: &Pool, stats: &WriteStats, group: Vec<Waiting>) {
+    let client = match pool.get().await {
+        Ok(client) => client,
+        Err(e) => {
+            for w in group {
+                let _ = w
+                    .reply
+                    .send(Err(Fail::Db(format!("no connection for the write: {e}"))));
+            }
+            return;
+        }
+    };
+    if group.len() == 1 {
+        return alone(&client, stats, group).await;
+    }
+    for w in &group {
+        if client.prepare_cached(w.sql).await.is_err() {
+            return alone(&client, stats, group).await;
+        }
+    }
+    let pg = PgTx::new(&client);
+    let statements = group.iter().map(|w| {
+        let p: Vec<&(dyn ToSql + Sync)> = w
+            .params
+            .iter()
+            .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let pg = &pg;
+        async move { pg.rows(w.sql, &p).await }
+    });
+    // Prepared above, so each statement goes out on its first poll, in order.
+    let (begin, rows) = tokio::join!(
+        client.batch_execute("BEGIN"),
+        futures::future::join_all(statements)
+    );
+    stats.sent(2);
+    if begin.is_err() || rows.iter().any(Result::is_err) {
+        // Nothing committed: the transaction never began or was aborted.
+        // Each write runs alone, unless the connection is gone (then each
+        // hears its own error, as a statement alone would).
+        if client.batch_execute("ROLLBACK").await.is_ok() {
+            return alone(&client, stats, group).await;
+        }
+        for (w, rows) in group.into_iter().zip(rows) {
+            let failed =
+                rows.and_then(|_| Err(Fail::Db("the write's group could not begin".into())));
+            let _ = w.reply.send(failed);
+        }
+        return;
+    }
+    // A commit whose answer is lost may have happened: the writes hear the
+    // error and are not run again (as a statement alone whose connection
+    // drops), never twice.
+    if let Err(e) = client.batch_execute("COMMIT").await {
+        let failed = super::describe(&e);
+        for w in group {
+            let _ = w.reply.send(Err(Fail::Db(format!(
+                "the write's group commit failed: {failed}"
+            ))));
+        }
+        return;
+    }
+    stats.count(group.len());
+    for (w, rows) in group.into_iter().zip(rows) {
+        let _ = w.reply.send(rows);
+    }
+}
+
+/// Runs each write as a statement of its own.
+async fn alone(client: &deadpool_postgres::Object, stats: &WriteStats, group: Vec<Waiting>) {
+    let pg = PgTx::new(client);
+    for w in group {
+        let p: Vec<&(dyn ToSql + Sync)> = w
+            .params
+            .iter()
+            .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        let rows = pg.rows(w.sql, &p).await;
+        stats.sent(1);
+        if rows.is_ok() {
+            stats.count(1);
+        }
+        let _ = w.reply.send(rows);
+    }
+}
