@@ -52,7 +52,10 @@ pub fn routes(auth: Auth) -> Router<AppState> {
     let rpc = Router::new()
         .route("/a2a", post(daemon_rpc))
         .route("/a2a/{bundle}", post(bundle_rpc))
-        .route_layer(middleware::from_fn_with_state(auth, auth::authenticate));
+        .route_layer(middleware::from_fn_with_state(
+            auth,
+            auth::authenticate_rpc,
+        ));
     Router::new()
         .route("/.well-known/agent-card.json", get(card::daemon_card))
         .route(
@@ -138,6 +141,11 @@ async fn rpc(
     headers: HeaderMap,
     body: &[u8],
 ) -> Response {
+    // The one JSON rule of every route, answered the JSON-RPC way.
+    if let Err(e) = super::guard::json_only(&axum::http::Method::POST, &headers) {
+        let e = A2AError::invalid_request(e.message);
+        return reply(&Value::Null, Err(e.into()));
+    }
     let request: Value = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(e) => {
