@@ -151,10 +151,10 @@ pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value
 pub async fn completions(
     State(state): State<AppState>,
     caller: Caller,
-    headers: axum::http::HeaderMap,
+    trace: super::trace_context::CallerTrace,
     body: Bytes,
 ) -> Response {
-    let traceparent = super::trace_context::traceparent(&headers, None);
+    let traceparent = trace.or_body(None);
     match start(&state, &caller, &body, traceparent).await {
         Err(e) => e.into_response(),
         Ok((job, Some(feed))) => {

@@ -40,6 +40,7 @@ use super::AppState;
 use super::auth::{self, Auth, Caller};
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
+use super::trace_context::CallerTrace;
 
 use crate::access::policy::Action;
 use crate::queue::{JobFilter, JobId};
@@ -111,6 +112,8 @@ pub struct Call {
     /// The bundle of the interface (`/a2a/{bundle}`), if any.
     pub bundle: Option<String>,
     pub headers: HeaderMap,
+    /// The caller's trace context (its `traceparent` header).
+    pub trace: CallerTrace,
     pub id: Value,
 }
 
@@ -171,6 +174,7 @@ async fn rpc(
         state,
         caller,
         bundle,
+        trace: CallerTrace::of(&headers),
         headers,
         id: id.clone(),
     };

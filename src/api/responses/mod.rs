@@ -19,7 +19,6 @@ use std::convert::Infallible;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
@@ -33,6 +32,7 @@ use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
 use super::openai::{OpenAiError, bundle_of};
+use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobState, NewJob};
 use object::{job_of, response};
@@ -73,10 +73,10 @@ enum Input {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    trace: CallerTrace,
     body: Bytes,
 ) -> Response {
-    match start(&state, &caller, &headers, &body).await {
+    match start(&state, &caller, &trace, &body).await {
         Err(e) => e.into_response(),
         Ok(Started::Stream(job, feed)) => events(&state, job, feed, None).into_response(),
         Ok(Started::Background(job)) => Json(response(&job, &[])).into_response(),
@@ -167,7 +167,7 @@ enum Started {
 async fn start(
     state: &AppState,
     caller: &Caller,
-    headers: &HeaderMap,
+    trace: &CallerTrace,
     body: &[u8],
 ) -> Result<Started, OpenAiError> {
     let request: CreateRequest = serde_json::from_slice(body)
@@ -191,7 +191,7 @@ async fn start(
         input,
         messages,
         conversation_id,
-        traceparent: super::trace_context::traceparent(headers, request.metadata.as_ref()),
+        traceparent: trace.or_metadata(request.metadata.as_ref()),
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;

@@ -18,6 +18,7 @@ use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path};
 use super::super::error::{ApiError, ErrorCode};
 use super::super::jobs::run_to_end;
+use super::super::trace_context::CallerTrace;
 use super::{USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place};
 use crate::queue::NewJob;
@@ -147,6 +148,7 @@ pub async fn message(
     caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
+    trace: CallerTrace,
     JsonBody(message): JsonBody<Message>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = find(&directory(&state), &id, "id")?;
@@ -184,6 +186,7 @@ pub async fn message(
         variables,
         conversation_id: Some(conversation.clone()),
         idempotency_key,
+        traceparent: trace.or_body(None),
         ..Default::default()
     };
     let submission = Submission::new(job, "id");

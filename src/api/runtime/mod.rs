@@ -23,6 +23,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use super::feed::job_feed;
 use super::jobs::wait_finished;
+use super::trace_context::CallerTrace;
 use super::with;
 use crate::queue::{Controls, Job, JobId, NewJob};
 use crate::registry::LoadedBundle;
@@ -63,6 +64,8 @@ struct RunSubmission<'a> {
     plan: Option<crate::group_chat::Plan>,
     /// Bundles the job runs as agents (a group chat's local participants).
     also_runs: Vec<String>,
+    /// The caller's trace context (its `traceparent` header).
+    trace: CallerTrace,
 }
 
 /// What a runtime request gets back from its job.
@@ -113,6 +116,7 @@ async fn run(
         controls,
         plan,
         also_runs,
+        trace,
     } = submission;
     let id = JobId::new();
     let feed = match stream {
@@ -130,6 +134,7 @@ async fn run(
         variables,
         controls,
         conversation_id: Some(conversation.to_string()),
+        traceparent: trace.or_body(None),
         ..Default::default()
     };
     // The runtime hands over a group chat's plan, which it checked; the
