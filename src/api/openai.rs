@@ -112,7 +112,9 @@ impl From<ApiError> for OpenAiError {
                 (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error")
             }
             ErrorCode::IdempotencyConflict => (StatusCode::CONFLICT, "invalid_request_error"),
-            ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            ErrorCode::Unavailable
+            | ErrorCode::JobAwaitingApproval
+            | ErrorCode::JobNeedsAttention => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
             ErrorCode::Internal | ErrorCode::JobFailed => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
             }

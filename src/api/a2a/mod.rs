@@ -92,7 +92,10 @@ impl From<ApiError> for RpcError {
             // A job no one may see is an unknown task; an unknown
             // conversation (a field) is a bad parameter.
             ErrorCode::NotFound if e.field.is_none() => error_code::TASK_NOT_FOUND,
-            ErrorCode::Internal | ErrorCode::JobFailed => error_code::INTERNAL_ERROR,
+            ErrorCode::Internal
+            | ErrorCode::JobFailed
+            | ErrorCode::JobAwaitingApproval
+            | ErrorCode::JobNeedsAttention => error_code::INTERNAL_ERROR,
             _ => error_code::INVALID_PARAMS,
         };
         Self::Protocol(A2AError::new(code, e.message))

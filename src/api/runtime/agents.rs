@@ -191,13 +191,10 @@ pub async fn message(
     };
     let submission = Submission::new(job, "id");
     let job = run_to_end(&state, &caller, submission).await?;
-    let answer = job.answer_or_error().map_err(|e| job_failed(&e))?;
+    let answer = job
+        .answer_or_error()
+        .map_err(|e| ApiError::no_answer(&job, e))?;
     let mut reply = envelope(&conversation, &id, &sender, answer);
     reply["job_id"] = json!(job.id);
     Ok(Json(reply))
-}
-
-/// A job that ended without an answer, as the caller's error.
-pub(super) fn job_failed(message: &str) -> ApiError {
-    ApiError::new(ErrorCode::JobFailed, message)
 }

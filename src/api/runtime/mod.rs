@@ -99,9 +99,10 @@ impl Stream {
 
 /// Queues a runtime request's job of `bundle` in `conversation` and answers
 /// with its frames or, once it has succeeded, its answer (a job that ended
-/// otherwise is a `job_failed` error naming it). A stream listens before
-/// the job can start (the job's id is picked here), so its first tokens
-/// are not missed.
+/// otherwise is a `job_failed` error naming it; one parked for a decision or
+/// an operator a 503 `job_awaiting_approval` / `job_needs_attention`). A
+/// stream listens before the job can start (the job's id is picked here), so
+/// its first tokens are not missed.
 async fn run(
     state: &AppState,
     caller: &Caller,
@@ -153,7 +154,7 @@ async fn run(
     let job = wait_finished(state, &job.id).await?;
     let answer = job
         .answer_or_error()
-        .map_err(|e| agents::job_failed(&e))?
+        .map_err(|e| ApiError::no_answer(&job, e))?
         .to_string();
     Ok(Answer::Answered(Box::new(job), answer))
 }
