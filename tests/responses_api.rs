@@ -186,6 +186,14 @@ async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
     assert_eq!(finish["again_text"], finish["text"]);
     assert_eq!(finish["again_usage"], 15 + 29, "both model calls");
     assert_eq!(finish["follow_status"], "completed");
+    // The follow-up echoes the response it continues, as created and as
+    // retrieved; a first response continues none.
+    assert_eq!(finish["again_previous"], Value::Null, "{finish}");
+    assert_eq!(finish["follow_previous"], finish["again_id"], "{finish}");
+    assert_eq!(
+        finish["follow_previous_retrieved"], finish["again_id"],
+        "{finish}"
+    );
     let follow_up = mock.requests().last().cloned().unwrap();
     let said: Vec<&str> = follow_up["messages"]
         .as_array()
@@ -233,7 +241,11 @@ async fn a_background_response_is_cancelled() {
     let out = run_client(&daemon, &["cancel", "What is x?"]).await;
     assert_eq!(out[0]["started"], "queued");
     assert_eq!(out[0]["final"], "cancelled", "{}", daemon.log());
-    assert_eq!(out[0]["missing"], 404);
+    assert_eq!(
+        out[0]["missing"],
+        json!({"status": 404, "code": "not_found"}),
+        "spelt as every other route spells it"
+    );
     let id = out[0]["id"].as_str().unwrap();
     let http = client();
     let job = common::daemon::get(

@@ -82,7 +82,7 @@ impl ErrorCode {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::BadRequest => "bad_request",
             Self::InvalidRequest => "invalid_request",

@@ -35,7 +35,7 @@ use super::openai::{OpenAiError, bundle_of};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobState, NewJob};
-use object::{job_of, response};
+use object::{PREVIOUS_RESPONSE, job_of, response};
 use stream::{Frame, Translator};
 
 /// Stored events read to build one response object.
@@ -185,11 +185,18 @@ async fn start(
         true => Some(listen_first(state, caller, &id)?),
         false => None,
     };
+    // Kept with the job, so every view of the response echoes it.
+    let variables = request
+        .previous_response_id
+        .iter()
+        .map(|previous| (PREVIOUS_RESPONSE.to_string(), json!(previous)))
+        .collect();
     let new_job = NewJob {
         id: Some(id),
         bundle,
         input,
         messages,
+        variables,
         conversation_id,
         traceparent: trace.or_metadata(request.metadata.as_ref()),
         ..Default::default()
