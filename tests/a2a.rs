@@ -754,3 +754,181 @@ async fn a_push_url_on_the_machine_or_with_userinfo_is_refused_by_default() {
         assert!(message.contains(says), "{url}: {message}");
     }
 }
+
+/// A JSON-RPC call to `path`: the response body, whatever the status.
+async fn call_at(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    token: Option<&str>,
+    path: &str,
+    method: &str,
+    params: Value,
+) -> Value {
+    let mut request = http
+        .post(daemon.url(path))
+        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let answer = request.send().await.unwrap();
+    let text = answer.text().await.unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} {method}: {e}: {text}"))
+}
+
+/// A2A 1.0 as the official TCK checks it (issue 49): the interface URL
+/// with a trailing slash is served; `ListTasks`' `totalSize` is the total
+/// of every page; proto field names (`page_size`, `task_id`) are read as
+/// their JSON names; a body that is not JSON is a JSON-RPC error, not a
+/// REST 415; and `GetExtendedAgentCard` is unsupported where the card says
+/// `extendedAgentCard: false` (a daemon without keys).
+#[tokio::test(flavor = "multi_thread")]
+async fn trailing_slashes_total_size_proto_names_and_transport_errors_are_as_the_tck_checks() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent(effects.path()).await;
+    let daemon = site.start();
+    let http = client();
+    let hello = |n: usize| json!({"message": {"messageId": format!("m-total-{n}"), "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    for (n, path) in ["/a2a/greeter/", "/a2a/greeter", "/a2a/greeter/"]
+        .iter()
+        .enumerate()
+    {
+        let sent = call_at(&http, &daemon, Some(&token), path, "SendMessage", hello(n)).await;
+        assert_eq!(
+            sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{path}: {sent}"
+        );
+    }
+    // `/a2a/` names the bundle in the message's metadata, as `/a2a` does.
+    let mut routed = hello(3);
+    routed["message"]["metadata"] = json!({"bundle": "greeter"});
+    let sent = call_at(&http, &daemon, Some(&token), "/a2a/", "SendMessage", routed).await;
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+
+    // Two tasks a page, four in all; `page_size` as the proto names it.
+    let listed = call_at(
+        &http,
+        &daemon,
+        Some(&token),
+        "/a2a/greeter",
+        "ListTasks",
+        json!({"page_size": 2}),
+    )
+    .await;
+    let result = &listed["result"];
+    assert_eq!(result["tasks"].as_array().unwrap().len(), 2, "{listed}");
+    assert_eq!(result["pageSize"], 2, "{listed}");
+    assert_eq!(
+        result["totalSize"], 4,
+        "the total, not the page's count: {listed}"
+    );
+    let next = result["nextPageToken"].as_str().unwrap();
+    let second = call_at(
+        &http,
+        &daemon,
+        Some(&token),
+        "/a2a/greeter",
+        "ListTasks",
+        json!({"pageSize": 2, "page_token": next}),
+    )
+    .await;
+    assert_eq!(second["result"]["totalSize"], 4, "{second}");
+    let task = result["tasks"][0]["id"].as_str().unwrap();
+    let got = call_at(
+        &http,
+        &daemon,
+        Some(&token),
+        "/a2a/greeter",
+        "GetTask",
+        json!({"id": task, "history_length": 0}),
+    )
+    .await;
+    assert_eq!(got["result"]["id"], task, "{got}");
+    let configs = call_at(
+        &http,
+        &daemon,
+        Some(&token),
+        "/a2a/greeter",
+        "ListTaskPushNotificationConfigs",
+        json!({"task_id": task}),
+    )
+    .await;
+    assert!(
+        configs["result"]["configs"].is_array() || configs["result"].is_object(),
+        "{configs}"
+    );
+    assert!(
+        configs.get("error").is_none(),
+        "task_id is taskId: {configs}"
+    );
+
+    // A wrong Content-Type: a JSON-RPC error (a key is still asked first).
+    let wrong = http
+        .post(daemon.url("/a2a/"))
+        .bearer_auth(&token)
+        .header("content-type", "text/plain")
+        .body(r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 200);
+    let wrong: Value = wrong.json().await.unwrap();
+    assert_eq!(wrong["jsonrpc"], "2.0", "{wrong}");
+    assert_eq!(wrong["error"]["code"], -32600, "{wrong}");
+    let anonymous = http
+        .post(daemon.url("/a2a/"))
+        .header("content-type", "text/plain")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+
+    // With keys the card offers an extended card, and it is given.
+    let extended = call_at(
+        &http,
+        &daemon,
+        Some(&token),
+        "/a2a",
+        "GetExtendedAgentCard",
+        json!({}),
+    )
+    .await;
+    assert!(extended["result"]["skills"].is_array(), "{extended}");
+    drop(daemon);
+
+    // Without keys the card says `extendedAgentCard: false`: unsupported.
+    let mock = mock_server(SCRIPT).await;
+    let open = Site::new(&mock.base_url(), "");
+    open.put_bundle(
+        "greeter",
+        "name: greeter\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = open.start();
+    let card: Value = http
+        .get(daemon.url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["capabilities"]["extendedAgentCard"], false, "{card}");
+    for path in ["/a2a", "/a2a/"] {
+        let refused = call_at(
+            &http,
+            &daemon,
+            None,
+            path,
+            "GetExtendedAgentCard",
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            refused["error"]["code"], -32004,
+            "UnsupportedOperationError: {refused}"
+        );
+    }
+}

@@ -1,8 +1,9 @@
 //! `/v1/chat/completions` and `/v1/models` through the official Python
 //! `openai` SDK, the pinned major (`.venv`) and the current one
 //! (`.venv-current`; see `scripts/python-env`): a bundle answers as a model,
-//! non-streaming and streaming, every request is a job, and a missing model
-//! is a 404 in OpenAI's error shape.
+//! non-streaming and streaming (with the usage chunk `include_usage` asks
+//! for), every request is a job, and a missing model is a 404 in OpenAI's
+//! error shape.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -71,6 +72,11 @@ async fn the_sdk_talks_to_bundles_streaming_and_not(python: std::path::PathBuf) 
     assert_eq!(pieces.concat(), "Open sesame, said the daemon.");
     assert!(pieces.len() > 1, "not streamed token by token: {pieces:?}");
     assert_eq!(seen["stream_finish"], "stop");
+    assert_eq!(
+        seen["stream_usage"],
+        serde_json::json!({"total": 18, "choices": 0}),
+        "include_usage: a last chunk without choices carries the usage"
+    );
     assert_eq!(seen["missing"]["status"], 404);
     assert_eq!(seen["missing"]["code"], "model_not_found");
 
@@ -85,11 +91,11 @@ async fn the_sdk_talks_to_bundles_streaming_and_not(python: std::path::PathBuf) 
     assert_eq!(roles, ["system", "system", "user", "assistant", "user"]);
     assert_eq!(request["messages"][0]["content"], "You greet.");
 
-    // Both requests were jobs.
+    // Every request was a job.
     let http = client();
     let jobs = get(&http, &daemon, "/v1/jobs?bundle=greeter").await;
     let jobs = jobs["jobs"].as_array().unwrap();
-    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert_eq!(jobs.len(), 3, "{jobs:?}");
     assert!(
         jobs.iter()
             .all(|j| j["state"] == "succeeded" && j["input"] == "Say the magic words.")

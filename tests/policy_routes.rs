@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Routes without a declared action, and why.
-const UNDECLARED: [(&str, &str); 11] = [
+const UNDECLARED: [(&str, &str); 13] = [
     (
         "/ui",
         "the console's static shell: no data; the page calls the API with a key",
@@ -33,6 +33,14 @@ const UNDECLARED: [(&str, &str); 11] = [
     (
         "/a2a/{bundle}",
         "A2A JSON-RPC: authenticated; each method asks the policy for its own action",
+    ),
+    (
+        "/a2a/",
+        "A2A JSON-RPC with the slash the A2A TCK appends: as /a2a",
+    ),
+    (
+        "/a2a/{bundle}/",
+        "A2A JSON-RPC with a trailing slash: as /a2a/{bundle}",
     ),
     ("/v1/openapi.json", "the API document: reveals nothing"),
     ("/healthz", "liveness: reveals nothing"),

@@ -2,7 +2,8 @@
 //! major, `.venv-current`): a background streamed response whose daemon is
 //! SIGKILLed mid-stream resumes with `starting_after` on the restarted
 //! daemon with exactly the missing events and the same answer as a
-//! non-streamed call; cancel; `previous_response_id`; a client's
+//! non-streamed call; cancel (also with the `openai` npm package, whose
+//! cancel has no body); `previous_response_id`; a client's
 //! `traceparent` is the parent of the job's spans; and a stream whose job
 //! waits for approval says so (an `mcp_approval_request` item) and goes on
 //! after the decision.
@@ -186,6 +187,14 @@ async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
     assert_eq!(finish["again_text"], finish["text"]);
     assert_eq!(finish["again_usage"], 15 + 29, "both model calls");
     assert_eq!(finish["follow_status"], "completed");
+    // The follow-up echoes the response it continues, as created and as
+    // retrieved; a first response continues none.
+    assert_eq!(finish["again_previous"], Value::Null, "{finish}");
+    assert_eq!(finish["follow_previous"], finish["again_id"], "{finish}");
+    assert_eq!(
+        finish["follow_previous_retrieved"], finish["again_id"],
+        "{finish}"
+    );
     let follow_up = mock.requests().last().cloned().unwrap();
     let said: Vec<&str> = follow_up["messages"]
         .as_array()
@@ -233,7 +242,11 @@ async fn a_background_response_is_cancelled() {
     let out = run_client(&daemon, &["cancel", "What is x?"]).await;
     assert_eq!(out[0]["started"], "queued");
     assert_eq!(out[0]["final"], "cancelled", "{}", daemon.log());
-    assert_eq!(out[0]["missing"], 404);
+    assert_eq!(
+        out[0]["missing"],
+        json!({"status": 404, "code": "not_found"}),
+        "spelt as every other route spells it"
+    );
     let id = out[0]["id"].as_str().unwrap();
     let http = client();
     let job = common::daemon::get(
@@ -243,6 +256,59 @@ async fn a_background_response_is_cancelled() {
     )
     .await;
     assert_eq!(job["state"], "cancelled");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// The `openai` npm package (`SA_TEST_OPENAI_JS` names its
+/// `node_modules`; `./scripts/test` installs it): `client.responses.cancel(id)`
+/// POSTs with no body and no Content-Type, which is an empty body, not a
+/// 415 (issue 49); an unknown response is `not_found`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_npm_package_cancels_a_background_response() {
+    let modules = std::env::var_os("SA_TEST_OPENAI_JS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/structured-agents/openai-js/node_modules")
+        });
+    assert!(
+        modules.join("openai/package.json").is_file(),
+        "the openai npm package is needed in {}; ./scripts/test installs it (npm install --prefix ~/.cache/structured-agents/openai-js openai@6)",
+        modules.display()
+    );
+    let mock = mock_server(&script(20_000)).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("echoer", BUNDLE);
+    let daemon = site.start();
+    let base = daemon.url("/v1");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/data/responses/cancel.cjs"
+            ))
+            .arg(&modules)
+            .arg(&base)
+            .arg(MODEL)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["started"], "queued", "{seen}");
+    assert_eq!(seen["final"], "cancelled", "{seen}");
+    assert_eq!(
+        seen["missing"],
+        json!({"status": 404, "code": "not_found"}),
+        "{seen}"
+    );
     assert_eq!(daemon.stop(), Some(0));
 }
 

@@ -1998,3 +1998,44 @@ replies:
         assert_eq!(sent[0]["senderId"], "runtime", "{sent:?}");
     }
 }
+
+/// A local agent whose job parks for an approval answers as chat
+/// completions does: 503 `job_awaiting_approval` (with `Retry-After`),
+/// not 500 `job_failed` — the job has not failed; it waits for a decision
+/// (issue 49).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_whose_job_parks_for_an_approval_is_a_503_awaiting_approval() {
+    let mock = mock_server(
+        "replies:\n  - tool_calls: [{id: p1, name: pay, arguments: {amount: 250, to: Bob}}]\n  - content: \"Paid.\"\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "bank",
+        r#"name: bank
+version: "1"
+model: {endpoint: mock, name: m, plugin: openai}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: pay
+    kind: process
+    effect: unsafe
+    description: pay someone
+    parameters: {type: object, properties: {amount: {type: integer}, to: {type: string}}, required: [amount, to]}
+    approval: always
+    command: [python3, -c, "print('{}')"]
+"#,
+    );
+    let daemon = site.start();
+    let http = client();
+    let response = http
+        .post(daemon.url("/api/agents/bank/message"))
+        .json(&json!({"content": "pay Bob 250"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("retry-after"));
+    let answer = status_and_json("/api/agents/bank/message", response).await;
+    assert_error(&answer, 503, "job_awaiting_approval", None);
+    assert!(message_of(&answer).contains("approv"), "{answer:?}");
+}

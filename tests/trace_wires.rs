@@ -1,13 +1,14 @@
 //! One trace across wires: a W3C `traceparent` a caller sends in its wire's
-//! own place — A2A's message `metadata`, MCP's `_meta` — makes the job's
-//! `invoke_agent` span a child of the caller's span (the HTTP header is
-//! covered with the Responses API in tests/responses_api.rs).
+//! own place — A2A's message `metadata`, MCP's `_meta`, AG-UI's
+//! `forwardedProps` — or as the HTTP header on any way in (what
+//! OpenTelemetry's HTTP instrumentation sends) makes the job's
+//! `invoke_agent` span a child of the caller's span.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
 mod common;
 
-use common::daemon::{Site, client};
+use common::daemon::{Site, client, get};
 use common::mock_server;
 use common::otlp::collector;
 use serde_json::{Value, json};
@@ -95,5 +96,144 @@ async fn a_traceparent_in_a2a_metadata_and_mcp_meta_parents_the_jobs_spans() {
             .find(|s| s.name == "invoke_agent helper" && hex(&s.trace_id) == trace)
             .unwrap_or_else(|| panic!("no job span in the caller's trace {trace}"));
         assert_eq!(hex(&root.parent_span_id), CALLER_SPAN);
+    }
+}
+
+const ANSWERS: &str = "replies:\n  - content: \"an answer\"\n";
+
+/// The caller's traceparent of trace number `n`.
+fn caller_trace(n: u8) -> (String, String) {
+    let trace = format!("{n:02x}{}", "ab".repeat(15));
+    (trace.clone(), format!("00-{trace}-{CALLER_SPAN}-01"))
+}
+
+/// Every way in reads the `traceparent` header (issue 49): the job API, a
+/// batch, chat completions, Responses, AG-UI (and its `forwardedProps`), the
+/// runtime API's agent message and query, A2A and MCP. Each job keeps the
+/// caller's traceparent and its `invoke_agent` span is the caller span's
+/// child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_traceparent_header_joins_the_callers_trace_on_every_way_in() {
+    let mock = mock_server(ANSWERS).await;
+    let (otlp, spans, _) = collector().await;
+    let site = Site::new(
+        &mock.base_url(),
+        &format!("[telemetry]\notlp_endpoint = \"{otlp}\"\n[runtime]\nrouter = \"router\"\n"),
+    );
+    site.put_bundle("helper", BUNDLE);
+    site.put_bundle("router", &BUNDLE.replace("name: helper", "name: router"));
+    let daemon = site.start();
+    let http = client();
+    let mcp_call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "helper", "arguments": {"input": "hello"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "trace-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }
+    }});
+    let ways: Vec<(&str, &str, Value)> = vec![
+        (
+            "job",
+            "/v1/jobs",
+            json!({"bundle": "helper", "input": "hello"}),
+        ),
+        (
+            "batch",
+            "/v1/jobs/batch",
+            json!({"jobs": [{"bundle": "helper", "input": "hello"}]}),
+        ),
+        (
+            "chat",
+            "/v1/chat/completions",
+            json!({"model": "bundle/helper", "messages": [{"role": "user", "content": "hello"}]}),
+        ),
+        (
+            "responses",
+            "/v1/responses",
+            json!({"model": "bundle/helper", "input": "hello"}),
+        ),
+        (
+            "agui",
+            "/v1/agui/helper",
+            json!({"threadId": "t-1", "runId": "r-1",
+            "messages": [{"id": "m1", "role": "user", "content": "hello"}]}),
+        ),
+        (
+            "agent message",
+            "/api/agents/helper/message",
+            json!({"content": "hello"}),
+        ),
+        ("query", "/api/query", json!({"query": "hello"})),
+        (
+            "a2a",
+            "/a2a/helper",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "m-header", "role": "ROLE_USER", "parts": [{"text": "hello"}]}}}),
+        ),
+        ("mcp", "/mcp", mcp_call),
+    ];
+    let mut expected = Vec::new();
+    for (n, (way, path, body)) in ways.into_iter().enumerate() {
+        let (trace, traceparent) = caller_trace(n as u8 + 1);
+        let mut request = http
+            .post(daemon.url(path))
+            .header("traceparent", &traceparent)
+            .json(&body);
+        if way == "mcp" {
+            request = request
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "helper");
+        }
+        let answer = request.send().await.unwrap();
+        let status = answer.status();
+        let text = answer.text().await.unwrap();
+        assert!(status.is_success(), "{way}: {status} {text}");
+        expected.push((way, trace, traceparent));
+    }
+    // AG-UI's forwardedProps carry it when no header does.
+    let (trace, traceparent) = caller_trace(0x20);
+    let answer = http
+        .post(daemon.url("/v1/agui/helper"))
+        .json(&json!({"threadId": "t-2", "runId": "r-2", "forwardedProps": {"traceparent": traceparent},
+                      "messages": [{"id": "m1", "role": "user", "content": "hello"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success());
+    answer.text().await.unwrap();
+    expected.push(("agui forwardedProps", trace, traceparent));
+
+    let jobs = common::daemon::eventually(
+        std::time::Duration::from_secs(30),
+        "every job to end",
+        || async {
+            let jobs = get(&http, &daemon, "/v1/jobs?limit=100").await["jobs"].clone();
+            let jobs = jobs.as_array().cloned().unwrap_or_default();
+            jobs.iter()
+                .all(|j| j["state"] == "succeeded")
+                .then_some(jobs)
+        },
+    )
+    .await;
+    for (way, _, traceparent) in &expected {
+        assert!(
+            jobs.iter()
+                .any(|j| j["traceparent"] == traceparent.as_str()),
+            "{way}: no job with the caller's traceparent {traceparent}: {jobs:?}"
+        );
+    }
+    assert_eq!(daemon.stop(), Some(0));
+    let spans = spans.lock().unwrap().clone();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    for (way, trace, _) in &expected {
+        // The query's job is the router's.
+        let root = spans
+            .iter()
+            .find(|s| s.name.starts_with("invoke_agent ") && hex(&s.trace_id) == *trace)
+            .unwrap_or_else(|| panic!("{way}: no job span in the caller's trace {trace}"));
+        assert_eq!(hex(&root.parent_span_id), CALLER_SPAN, "{way}");
     }
 }

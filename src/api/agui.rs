@@ -26,6 +26,7 @@ use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
+use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::approval::{Decision, Verdict};
 use crate::events::answer::AnswerStream;
@@ -63,7 +64,7 @@ pub async fn run(
     State(state): State<AppState>,
     caller: Caller,
     Path(bundle): Path<String>,
-    headers: axum::http::HeaderMap,
+    trace: CallerTrace,
     super::body::JsonBody(input): super::body::JsonBody<RunInput>,
 ) -> Response {
     // Before anything is decided or queued: a refused stream costs nothing.
@@ -72,7 +73,7 @@ pub async fn run(
         Err(e) => return ApiError::from(e).into_response(),
     };
     let started = match input.resume.is_empty() {
-        true => start(&state, &caller, &bundle, &headers, &input).await,
+        true => start(&state, &caller, &bundle, &trace, &input).await,
         false => resume(&state, &caller, &input.resume).await,
     };
     match started {
@@ -91,7 +92,7 @@ async fn start(
     state: &AppState,
     caller: &Caller,
     bundle: &str,
-    headers: &axum::http::HeaderMap,
+    trace: &CallerTrace,
     input: &RunInput,
 ) -> Result<(Job, u64), ApiError> {
     caller.on_bundle(Action::SubmitJob, bundle, "bundle")?;
@@ -106,7 +107,7 @@ async fn start(
         input: text,
         messages,
         conversation_id,
-        traceparent: super::trace_context::traceparent(headers, metadata),
+        traceparent: trace.or_metadata(metadata),
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "bundle")).await?;

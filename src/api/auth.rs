@@ -141,28 +141,62 @@ pub(super) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
-/// Looks the request's key up; a missing or unknown token is a 401.
-pub async fn authenticate(State(auth): State<Auth>, mut request: Request, next: Next) -> Response {
-    let keys = auth.registry.snapshot().keys.clone();
-    match keys.authenticate(bearer(&request)) {
-        Ok(principal) => {
-            request.extensions_mut().insert(Caller(principal));
+/// The request layer of every authenticated route: the key is looked up
+/// (a missing or unknown token is a 401), then the body must be JSON or
+/// absent (415, [`super::guard::json_only`]), in that order, so a caller
+/// without a key learns nothing about the route's content.
+pub async fn authenticate(State(auth): State<Auth>, request: Request, next: Next) -> Response {
+    match known_key(&auth, &request) {
+        Ok(caller) => admitted(&auth, caller, request, next).await,
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// [`authenticate`] for a JSON-RPC interface (A2A), which answers a body
+/// that is not JSON with a JSON-RPC error of its own.
+pub async fn authenticate_rpc(
+    State(auth): State<Auth>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match known_key(&auth, &request) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(e) => {
-            auth.bus.publish(DaemonEvent::RequestRefused {
-                reason: "unauthorized",
-            });
-            ApiError::new(ErrorCode::Unauthorized, e.to_string()).into_response()
-        }
+        Err(refusal) => refusal.into_response(),
     }
+}
+
+/// The caller the request's bearer token names, or the 401 (told on the
+/// daemon bus).
+fn known_key(auth: &Auth, request: &Request) -> Result<Caller, ApiError> {
+    let keys = auth.registry.snapshot().keys.clone();
+    keys.authenticate(bearer(request)).map(Caller).map_err(|e| {
+        auth.bus.publish(DaemonEvent::RequestRefused {
+            reason: "unauthorized",
+        });
+        ApiError::new(ErrorCode::Unauthorized, e.to_string())
+    })
+}
+
+/// A request whose key is known goes on if its body may be read.
+async fn admitted(auth: &Auth, caller: Caller, mut request: Request, next: Next) -> Response {
+    if let Err(refusal) = super::guard::json_only(request.method(), request.headers()) {
+        auth.bus.publish(DaemonEvent::RequestRefused {
+            reason: "media_type",
+        });
+        return refusal.into_response();
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
 }
 
 /// `POST /v1/reload` also takes the control file's reload key, so a local
 /// operator can apply an edit that changes the keys themselves.
 pub async fn authenticate_or_reload_key(
     State(auth): State<Auth>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
     let key = request
@@ -173,8 +207,7 @@ pub async fn authenticate_or_reload_key(
         && bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
     {
         let operator = Principal::unrestricted(crate::access::LOCAL);
-        request.extensions_mut().insert(Caller(Arc::new(operator)));
-        return next.run(request).await;
+        return admitted(&auth, Caller(Arc::new(operator)), request, next).await;
     }
     authenticate(State(auth), request, next).await
 }

@@ -32,8 +32,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// A JSON body as `T`, or the 422 naming the field that is wrong.
+/// A JSON body as `T`, or the 422 naming the field that is wrong. No body
+/// at all (a body-less POST: `client.responses.cancel(id)`, a tool run
+/// without arguments) is the empty object, so a route whose fields are all
+/// optional takes it and one with required fields names the first missing.
 pub(super) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let bytes = match bytes.trim_ascii().is_empty() {
+        true => b"{}".as_slice(),
+        false => bytes,
+    };
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let message = format!("invalid JSON body: {}", e.inner());

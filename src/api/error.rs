@@ -41,6 +41,12 @@ pub enum ErrorCode {
     Unavailable,
     /// The job behind a synchronous answer ended without one.
     JobFailed,
+    /// The job behind a synchronous answer is parked for an approval: not
+    /// failed, answered once someone decides.
+    JobAwaitingApproval,
+    /// The job behind a synchronous answer is parked until an operator
+    /// resolves it.
+    JobNeedsAttention,
     /// Something that runs one at a time in a daemon (a verify) is running.
     Busy,
     /// The work a request asked for outgrew its time cap and was stopped.
@@ -69,13 +75,14 @@ impl ErrorCode {
             Self::BudgetExhausted => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             Self::JobFailed => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::JobAwaitingApproval | Self::JobNeedsAttention => StatusCode::SERVICE_UNAVAILABLE,
             Self::Busy => StatusCode::CONFLICT,
             Self::TimedOut => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Self::BadRequest => "bad_request",
             Self::InvalidRequest => "invalid_request",
@@ -95,6 +102,8 @@ impl ErrorCode {
             Self::BudgetExhausted => "budget_exhausted",
             Self::Unavailable => "unavailable",
             Self::JobFailed => "job_failed",
+            Self::JobAwaitingApproval => "job_awaiting_approval",
+            Self::JobNeedsAttention => "job_needs_attention",
             Self::Busy => "busy",
             Self::TimedOut => "timed_out",
             Self::Internal => "internal",
@@ -140,6 +149,19 @@ impl ApiError {
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal API error");
         Self::new(ErrorCode::Internal, "internal error; see the daemon log")
+    }
+
+    /// Why a job a synchronous caller waited for has no answer: it failed
+    /// (500 `job_failed`), or it is parked for a decision or an operator
+    /// (503 `job_awaiting_approval` / `job_needs_attention`, as chat
+    /// completions say it), the message naming the job and what to do.
+    pub fn no_answer(job: &crate::queue::Job, message: impl Into<String>) -> Self {
+        let code = match job.state {
+            crate::queue::JobState::AwaitingApproval => ErrorCode::JobAwaitingApproval,
+            crate::queue::JobState::NeedsAttention => ErrorCode::JobNeedsAttention,
+            _ => ErrorCode::JobFailed,
+        };
+        Self::new(code, message)
     }
 
     /// The answer for a job the caller may not see as well as for one that

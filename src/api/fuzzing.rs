@@ -20,7 +20,7 @@ pub fn submit_body(data: &[u8]) {
     };
     let key = request.idempotency_key.clone();
     // The wire's checks, then admission's own rules on the job's fields.
-    let checked = super::jobs::validated(request)
+    let checked = super::jobs::validated(request, &Default::default())
         .and_then(|job| super::admission::check_fields(&job).map(|()| job));
     match checked {
         Ok(job) => {

@@ -8,12 +8,19 @@
 //! - **Origin** (403): a request from a page (`Origin`, or
 //!   `Sec-Fetch-Site: same-site / cross-site`) is refused unless its origin is
 //!   the daemon's own or listed in `server.allowed_origins`.
-//! - **JSON only** (415): a POST, PUT or PATCH must say
-//!   `Content-Type: application/json`, even with an empty body. Browsers send
-//!   `text/plain` and form posts cross-origin without asking; a JSON request
-//!   needs a CORS preflight, which the daemon never grants.
 //!
 //! `/healthz` and `/v1/openapi.json` reveal nothing and stay open to all.
+//!
+//! The door's third rule, **JSON only** ([`json_only`], 415), is asked
+//! behind it, once the route is known and its caller authenticated (a
+//! caller without a key learns 401 first, a method the route does not serve
+//! is 405): a POST, PUT or PATCH that carries a body must say
+//! `Content-Type: application/json`. Browsers send `text/plain`, form posts
+//! and untyped blobs cross-origin without asking; a JSON request needs a
+//! CORS preflight, which the daemon never grants. A request without a body
+//! (no `Content-Length` or `Content-Length: 0`, no `Transfer-Encoding`),
+//! as `client.responses.cancel(id)` of the `openai` package sends, is an
+//! empty body and passes: it carries nothing to be read as another type.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -54,7 +61,7 @@ impl FrontDoor {
     }
 
     /// Why a request may not come in, if it may not.
-    pub fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+    pub fn check(&self, path: &str, headers: &HeaderMap) -> Result<(), ApiError> {
         if path == "/healthz" || path == "/v1/openapi.json" {
             return Ok(());
         }
@@ -69,15 +76,7 @@ impl FrontDoor {
                 ),
             ));
         }
-        self.check_origin(headers, host)?;
-        let changes = [Method::POST, Method::PUT, Method::PATCH].contains(method);
-        if changes && !is_json(header_str(headers, header::CONTENT_TYPE)) {
-            return Err(ApiError::new(
-                ErrorCode::UnsupportedMediaType,
-                "send the request with Content-Type: application/json (even with an empty body)",
-            ));
-        }
-        Ok(())
+        self.check_origin(headers, host)
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -119,18 +118,40 @@ impl FrontDoor {
 
 /// Refuses what the front door does not let in.
 pub async fn front_door(State(door): State<FrontDoor>, request: Request, next: Next) -> Response {
-    match door.check(request.method(), request.uri().path(), request.headers()) {
+    match door.check(request.uri().path(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(refusal) => {
             let reason = match refusal.code {
                 ErrorCode::MisdirectedHost => "host",
-                ErrorCode::ForbiddenOrigin => "origin",
-                _ => "media_type",
+                _ => "origin",
             };
             door.bus.publish(DaemonEvent::RequestRefused { reason });
             refusal.into_response()
         }
     }
+}
+
+/// Refuses a request whose body is not JSON (415): a POST, PUT or PATCH
+/// with a body must say `Content-Type: application/json` (or a `+json`
+/// type); one without a body is an empty body, whatever it says. Asked by
+/// the authentication layer once the key is known (`auth::authenticate`),
+/// so every authenticated route gets the one rule.
+pub(super) fn json_only(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
+    let changes = [Method::POST, Method::PUT, Method::PATCH].contains(method);
+    if !changes || !has_body(headers) || is_json(header_str(headers, header::CONTENT_TYPE)) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::UnsupportedMediaType,
+        "send the body with Content-Type: application/json (or send no body at all)",
+    ))
+}
+
+/// Whether a request carries a body: a `Transfer-Encoding` (chunked: its
+/// length is unknown until read) or a `Content-Length` other than 0.
+fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || header_str(headers, header::CONTENT_LENGTH).is_some_and(|n| n.trim() != "0")
 }
 
 fn header_str(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
@@ -183,44 +204,41 @@ mod tests {
         })
     }
 
+    fn media(method: Method, pairs: &[(&'static str, &str)]) -> Option<&'static str> {
+        code(json_only(&method, &headers(pairs)))
+    }
+
     #[test]
-    fn a_simple_cross_site_post_is_refused_and_a_json_client_is_not() {
-        let door = FrontDoor::default();
+    fn a_body_that_is_not_json_is_refused_and_no_body_at_all_is_not() {
         let json = [
-            ("host", "127.0.0.1:7860"),
             ("content-type", "application/json"),
+            ("content-length", "2"),
         ];
+        assert_eq!(media(Method::POST, &json), None);
+        // A page's text/plain "simple request" (no preflight in browsers),
+        // and an untyped blob.
+        let plain = [("content-type", "text/plain"), ("content-length", "9")];
+        assert_eq!(media(Method::POST, &plain), Some("media"));
         assert_eq!(
-            code(door.check(&Method::POST, "/v1/jobs", &headers(&json))),
-            None
-        );
-        // A page's text/plain "simple request" (no preflight in browsers).
-        let plain = [("host", "127.0.0.1:7860"), ("content-type", "text/plain")];
-        assert_eq!(
-            code(door.check(&Method::POST, "/v1/jobs", &headers(&plain))),
+            media(Method::POST, &[("content-length", "9")]),
             Some("media")
         );
-        // No body, no content type: still refused (an empty reload or cancel).
-        let bare = [("host", "localhost:7860")];
-        assert_eq!(
-            code(door.check(&Method::POST, "/v1/reload", &headers(&bare))),
-            Some("media")
-        );
-        assert_eq!(
-            code(door.check(&Method::GET, "/v1/jobs", &headers(&bare))),
-            None
-        );
+        let chunked = [("transfer-encoding", "chunked")];
+        assert_eq!(media(Method::PUT, &chunked), Some("media"));
+        // No body: an empty one, whatever it says (`responses.cancel(id)`).
+        assert_eq!(media(Method::POST, &[]), None);
+        assert_eq!(media(Method::POST, &[("content-length", "0")]), None);
+        let empty_plain = [("content-type", "text/plain"), ("content-length", "0")];
+        assert_eq!(media(Method::POST, &empty_plain), None);
+        assert_eq!(media(Method::GET, &plain), None);
         let vendor = [
-            ("host", "localhost"),
             (
                 "content-type",
                 "application/merge-patch+json; charset=utf-8",
             ),
+            ("content-length", "2"),
         ];
-        assert_eq!(
-            code(door.check(&Method::PATCH, "/x", &headers(&vendor))),
-            None
-        );
+        assert_eq!(media(Method::PATCH, &vendor), None);
     }
 
     #[test]
@@ -234,25 +252,21 @@ mod tests {
             "agents.example.com:7860",
         ] {
             assert_eq!(
-                code(door.check(&Method::GET, "/v1/jobs", &headers(&[("host", host)]))),
+                code(door.check("/v1/jobs", &headers(&[("host", host)]))),
                 None,
                 "{host}"
             );
         }
         for host in ["evil.example:7860", "localhost.evil.example", "example.com"] {
             assert_eq!(
-                code(door.check(&Method::GET, "/v1/jobs", &headers(&[("host", host)]))),
+                code(door.check("/v1/jobs", &headers(&[("host", host)]))),
                 Some("host"),
                 "{host}"
             );
         }
         // Health and the API description stay open.
         assert_eq!(
-            code(door.check(
-                &Method::GET,
-                "/healthz",
-                &headers(&[("host", "evil.example")])
-            )),
+            code(door.check("/healthz", &headers(&[("host", "evil.example")]))),
             None
         );
     }
@@ -268,7 +282,7 @@ mod tests {
             if !site.is_empty() {
                 pairs.push(("sec-fetch-site", site));
             }
-            code(door.check(&Method::GET, "/v1/jobs", &headers(&pairs)))
+            code(door.check("/v1/jobs", &headers(&pairs)))
         };
         assert_eq!(from("http://127.0.0.1:9999", "same-site"), Some("origin"));
         assert_eq!(from("https://evil.example", "cross-site"), Some("origin"));

@@ -11,6 +11,7 @@ use super::admission::{Submission, admit, admit_batch};
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorCode};
+use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, JobFilter, JobId, JobState, NewJob, Resolution};
@@ -52,10 +53,11 @@ pub async fn submit(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
+    trace: CallerTrace,
     JsonBody(mut request): JsonBody<SubmitRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     request.idempotency_key = idempotency_key(request.idempotency_key, &headers)?;
-    let submission = Submission::new(validated(request)?, "bundle");
+    let submission = Submission::new(validated(request, &trace)?, "bundle");
     let (job, created) = admit(&state, &caller, submission).await?;
     Ok((
         if created {
@@ -69,8 +71,9 @@ pub async fn submit(
 
 /// A submit request read into the job it asks for: its wire's own checks
 /// (times, trace context, conversation id); the rules every way in shares
-/// are admission's.
-pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
+/// are admission's. The job's `traceparent` is the body's (an explicit
+/// field, checked: a bad one is a 422), else the request's header.
+pub(super) fn validated(request: SubmitRequest, trace: &CallerTrace) -> Result<NewJob, ApiError> {
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
             ApiError::field(
@@ -109,7 +112,10 @@ pub(super) fn validated(request: SubmitRequest) -> Result<NewJob, ApiError> {
         run_at,
         idempotency_key: request.idempotency_key,
         max_attempts: request.max_attempts,
-        traceparent: request.traceparent,
+        traceparent: match request.traceparent {
+            Some(tp) => Some(tp),
+            None => trace.or_body(None),
+        },
         limits: request.limits,
         owner: None,
         webhook: request.webhook,
@@ -136,6 +142,7 @@ pub struct BatchRequest {
 pub async fn submit_batch(
     State(state): State<AppState>,
     caller: Caller,
+    trace: CallerTrace,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     if request.jobs.is_empty() || request.jobs.len() > MAX_BATCH {
@@ -153,7 +160,7 @@ pub async fn submit_batch(
         .into_iter()
         .enumerate()
         .map(|(i, job)| {
-            validated(job)
+            validated(job, &trace)
                 .map(|job| Submission::new(job, "bundle"))
                 .map_err(|e| super::admission::at_index(i, e))
         })

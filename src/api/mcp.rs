@@ -320,19 +320,16 @@ impl ServerHandler for BundleTools {
                 .or_else(|| notify::level_of(&self.log_level)),
             progress: context.meta.get_progress_token(),
         };
-        let headers = context
+        let trace = context
             .extensions
             .get::<axum::http::request::Parts>()
-            .map(|parts| parts.headers.clone())
+            .map(|parts| super::trace_context::CallerTrace::of(&parts.headers))
             .unwrap_or_default();
         let new_job = NewJob {
             bundle: name,
             input,
             variables,
-            traceparent: super::trace_context::traceparent_or(
-                &headers,
-                context.meta.get_traceparent(),
-            ),
+            traceparent: trace.or_body(context.meta.get_traceparent()),
             ..Default::default()
         };
         // A client that cancels stops waiting; the job itself runs on, like

@@ -41,9 +41,26 @@ struct ChatRequest {
     messages: Vec<Value>,
     #[serde(default)]
     stream: bool,
+    /// `include_usage`: a last chunk carries the job's token usage (LangChain
+    /// and LiteLLM read it there).
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
     /// Clients send sampling parameters and more; the bundle decides those.
     #[serde(flatten)]
     _rest: Map<String, Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: bool,
+}
+
+/// How a streamed answer is sent: its job's feed, and whether a usage chunk
+/// ends it.
+struct Streamed {
+    feed: Feed,
+    include_usage: bool,
 }
 
 /// An error in OpenAI's shape.
@@ -112,15 +129,19 @@ impl From<ApiError> for OpenAiError {
                 (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error")
             }
             ErrorCode::IdempotencyConflict => (StatusCode::CONFLICT, "invalid_request_error"),
-            ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            ErrorCode::Unavailable
+            | ErrorCode::JobAwaitingApproval
+            | ErrorCode::JobNeedsAttention => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
             ErrorCode::Internal | ErrorCode::JobFailed => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
             }
             _ => (StatusCode::BAD_REQUEST, "invalid_request_error"),
         };
+        // The API's own code (`not_found`, `quota_exceeded`), as every
+        // other route spells it.
         let code = match e.code {
             ErrorCode::UnknownBundle => "model_not_found".to_string(),
-            other => format!("{other:?}").to_lowercase(),
+            other => other.name().to_string(),
         };
         Self {
             status,
@@ -151,15 +172,15 @@ pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value
 pub async fn completions(
     State(state): State<AppState>,
     caller: Caller,
-    headers: axum::http::HeaderMap,
+    trace: super::trace_context::CallerTrace,
     body: Bytes,
 ) -> Response {
-    let traceparent = super::trace_context::traceparent(&headers, None);
+    let traceparent = trace.or_body(None);
     match start(&state, &caller, &body, traceparent).await {
         Err(e) => e.into_response(),
-        Ok((job, Some(feed))) => {
+        Ok((job, Some(streamed))) => {
             let answer = super::answer::answer_stream(&state, &job);
-            stream(job, feed, answer).into_response()
+            stream(job, streamed, answer).into_response()
         }
         Ok((job, None)) => match wait_finished(&state, &job.id)
             .await
@@ -181,7 +202,7 @@ async fn start(
     caller: &Caller,
     body: &[u8],
     traceparent: Option<String>,
-) -> Result<(Job, Option<Feed>), OpenAiError> {
+) -> Result<(Job, Option<Streamed>), OpenAiError> {
     let Parsed {
         request,
         bundle,
@@ -194,7 +215,13 @@ async fn start(
     // start: its first model call already streams.
     let id = JobId::new();
     let feed = match request.stream {
-        true => Some(listen_first(state, caller, &id)?),
+        true => Some(Streamed {
+            feed: listen_first(state, caller, &id)?,
+            include_usage: request
+                .stream_options
+                .as_ref()
+                .is_some_and(|o| o.include_usage),
+        }),
         false => None,
     };
     let new_job = NewJob {
@@ -305,13 +332,22 @@ fn answer(job: &Job) -> Result<String, OpenAiError> {
         })
 }
 
-fn completion(job: &Job) -> Result<Value, OpenAiError> {
-    let content = answer(job)?;
+/// The job's token usage in OpenAI's shape.
+fn usage(job: &Job) -> Value {
     let usage = job
         .result
         .as_ref()
         .map(|r| r["usage"].clone())
         .unwrap_or(Value::Null);
+    json!({
+        "prompt_tokens": usage["prompt_tokens"].as_u64().unwrap_or(0),
+        "completion_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
+        "total_tokens": usage["total_tokens"].as_u64().unwrap_or(0),
+    })
+}
+
+fn completion(job: &Job) -> Result<Value, OpenAiError> {
+    let content = answer(job)?;
     Ok(json!({
         "id": format!("chatcmpl-{}", job.id),
         "object": "chat.completion",
@@ -322,11 +358,7 @@ fn completion(job: &Job) -> Result<Value, OpenAiError> {
             "message": {"role": "assistant", "content": content},
             "finish_reason": "stop",
         }],
-        "usage": {
-            "prompt_tokens": usage["prompt_tokens"].as_u64().unwrap_or(0),
-            "completion_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
-            "total_tokens": usage["total_tokens"].as_u64().unwrap_or(0),
-        },
+        "usage": usage(job),
     }))
 }
 
@@ -346,18 +378,23 @@ fn chunk(job: &Job, delta: Value, finish: Option<&str>) -> SseEvent {
 
 /// `chat.completion.chunk`s as the answer streams (the job's answer
 /// stream, [`crate::events::answer`]: their contents concatenated are the
-/// answer), the final chunk when the job ends, then `[DONE]`; a failed job
+/// answer), the final chunk when the job ends (with `include_usage`, then a
+/// chunk without choices carrying the usage), then `[DONE]`; a failed job
 /// sends `{"error": …}` then `[DONE]`. A client that goes away leaves the
 /// job running.
 fn stream(
     job: Job,
-    feed: Feed,
+    streamed: Streamed,
     answer: AnswerStream,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let Streamed {
+        feed,
+        include_usage,
+    } = streamed;
     let first = chunk(&job, json!({"role": "assistant", "content": ""}), None);
     let body = futures::stream::unfold(
         (feed, Some(job), answer),
-        |(mut feed, job, mut answer)| async move {
+        move |(mut feed, job, mut answer)| async move {
             let job = job?;
             loop {
                 let text = match feed.next().await {
@@ -365,7 +402,8 @@ fn stream(
                         answer.token(&token.run_id, token.turn, &token.text)
                     }
                     Some(Item::End(ended)) => {
-                        return Some((last(&ended, &mut answer), (feed, None, answer)));
+                        let events = last(&ended, &mut answer, include_usage);
+                        return Some((events, (feed, None, answer)));
                     }
                     // The job parks for a person: an empty chunk that says
                     // so (clients that do not know the field ignore it); the
@@ -409,8 +447,9 @@ fn stream(
 
 /// The chunks that end a stream: what of the answer did not stream (a
 /// resumed job whose model call was journaled earlier, a termination
-/// tool's output), the stop chunk, or the failure; then `[DONE]`.
-fn last(job: &Job, stream: &mut AnswerStream) -> Vec<SseEvent> {
+/// tool's output), the stop chunk and the usage chunk if asked for, or the
+/// failure; then `[DONE]`.
+fn last(job: &Job, stream: &mut AnswerStream, include_usage: bool) -> Vec<SseEvent> {
     let mut events = Vec::new();
     match answer(job) {
         Ok(answer) => {
@@ -419,6 +458,12 @@ fn last(job: &Job, stream: &mut AnswerStream) -> Vec<SseEvent> {
                 events.push(chunk(job, json!({"content": rest}), None));
             }
             events.push(chunk(job, json!({}), Some("stop")));
+            if include_usage {
+                let mut body = chunk_body(job, json!({}), None);
+                body["choices"] = json!([]);
+                body["usage"] = usage(job);
+                events.push(SseEvent::default().data(body.to_string()));
+            }
         }
         Err(e) => events.push(SseEvent::default().data(e.body().to_string())),
     }

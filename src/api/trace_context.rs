@@ -3,7 +3,9 @@
 //! job's `traceparent`, so the caller's trace continues into the job's
 //! spans. One rule for every way in that reads it.
 
+use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use serde_json::Value;
 
 /// Whether `tp` is a W3C `traceparent` (version, a non-zero trace id and
@@ -20,32 +22,59 @@ pub(super) fn valid_traceparent(tp: &str) -> bool {
         && parts[2] != "0".repeat(16)
 }
 
-/// The caller's trace context: the `traceparent` header, else the one the
-/// wire carries in its body (`traceparent` in the body's `metadata` for
-/// Responses and A2A, `forwardedProps` for AG-UI, `_meta` for MCP). One
-/// that is not a W3C traceparent is left out, as the W3C recommends (the
-/// job starts a trace of its own).
-pub(super) fn traceparent(headers: &HeaderMap, metadata: Option<&Value>) -> Option<String> {
-    traceparent_or(
-        headers,
-        metadata
-            .and_then(|m| m.get("traceparent"))
-            .and_then(Value::as_str),
-    )
+/// The caller's trace context as its request's headers carry it, read
+/// once for every way in (this extractor is the one reader of the
+/// `traceparent` header): OpenTelemetry's HTTP instrumentation and
+/// Temporal's interceptor send only the header. A wire whose body carries
+/// one too (`traceparent` in the `metadata` of Responses and A2A,
+/// `forwardedProps` of AG-UI, `_meta` of MCP, the job's own field) hands it
+/// to [`CallerTrace::or_body`]. `tracestate` is not kept: the job stores one
+/// traceparent, and its spans start a fresh vendor state.
+#[derive(Debug, Clone, Default)]
+pub struct CallerTrace {
+    header: Option<String>,
 }
 
-/// [`traceparent`] for a wire whose body field is already at hand.
-pub(super) fn traceparent_or(headers: &HeaderMap, from_body: Option<&str>) -> Option<String> {
-    let from_header = headers
-        .get("traceparent")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().to_string());
-    let tp = from_header.or_else(|| from_body.map(str::to_string))?;
-    if valid_traceparent(&tp) {
-        Some(tp)
-    } else {
-        tracing::debug!(traceparent = %tp, "ignoring a traceparent that is not W3C trace context");
-        None
+impl CallerTrace {
+    pub fn of(headers: &HeaderMap) -> Self {
+        let header = headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_string());
+        Self { header }
+    }
+
+    /// The job's traceparent: the header's, else the one the wire's body
+    /// carries. One that is not a W3C traceparent is left out, as the W3C
+    /// recommends (the job starts a trace of its own).
+    pub fn or_body(&self, from_body: Option<&str>) -> Option<String> {
+        let tp = self
+            .header
+            .clone()
+            .or_else(|| from_body.map(str::to_string))?;
+        if valid_traceparent(&tp) {
+            Some(tp)
+        } else {
+            tracing::debug!(traceparent = %tp, "ignoring a traceparent that is not W3C trace context");
+            None
+        }
+    }
+
+    /// [`Self::or_body`] with a wire's metadata object (its `traceparent`).
+    pub fn or_metadata(&self, metadata: Option<&Value>) -> Option<String> {
+        self.or_body(
+            metadata
+                .and_then(|m| m.get("traceparent"))
+                .and_then(Value::as_str),
+        )
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for CallerTrace {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::of(&parts.headers))
     }
 }
 
@@ -71,10 +100,14 @@ mod tests {
     fn the_header_wins_over_metadata_and_bad_ones_are_left_out() {
         let mut headers = HeaderMap::new();
         let metadata = serde_json::json!({"traceparent": TP});
-        assert_eq!(traceparent(&headers, Some(&metadata)).as_deref(), Some(TP));
+        let trace = |headers: &HeaderMap| CallerTrace::of(headers);
+        assert_eq!(
+            trace(&headers).or_metadata(Some(&metadata)).as_deref(),
+            Some(TP)
+        );
         headers.insert("traceparent", HeaderValue::from_static("garbage"));
-        assert_eq!(traceparent(&headers, Some(&metadata)), None);
+        assert_eq!(trace(&headers).or_metadata(Some(&metadata)), None);
         headers.insert("traceparent", HeaderValue::from_static(TP));
-        assert_eq!(traceparent(&headers, None).as_deref(), Some(TP));
+        assert_eq!(trace(&headers).or_body(None).as_deref(), Some(TP));
     }
 }

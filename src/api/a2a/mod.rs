@@ -21,6 +21,7 @@
 //! JSON-RPC envelope and its dispatch are this module's, in a few lines.
 
 mod card;
+mod proto_names;
 pub mod push;
 mod send;
 mod stream;
@@ -40,6 +41,7 @@ use super::AppState;
 use super::auth::{self, Auth, Caller};
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
+use super::trace_context::CallerTrace;
 
 use crate::access::policy::Action;
 use crate::queue::{JobFilter, JobId};
@@ -51,8 +53,11 @@ use task::View;
 pub fn routes(auth: Auth) -> Router<AppState> {
     let rpc = Router::new()
         .route("/a2a", post(daemon_rpc))
+        // The interface URL as the A2A TCK posts to it, with a slash.
+        .route("/a2a/", post(daemon_rpc))
         .route("/a2a/{bundle}", post(bundle_rpc))
-        .route_layer(middleware::from_fn_with_state(auth, auth::authenticate));
+        .route("/a2a/{bundle}/", post(bundle_rpc))
+        .route_layer(middleware::from_fn_with_state(auth, auth::authenticate_rpc));
     Router::new()
         .route("/.well-known/agent-card.json", get(card::daemon_card))
         .route(
@@ -88,7 +93,10 @@ impl From<ApiError> for RpcError {
             // A job no one may see is an unknown task; an unknown
             // conversation (a field) is a bad parameter.
             ErrorCode::NotFound if e.field.is_none() => error_code::TASK_NOT_FOUND,
-            ErrorCode::Internal | ErrorCode::JobFailed => error_code::INTERNAL_ERROR,
+            ErrorCode::Internal
+            | ErrorCode::JobFailed
+            | ErrorCode::JobAwaitingApproval
+            | ErrorCode::JobNeedsAttention => error_code::INTERNAL_ERROR,
             _ => error_code::INVALID_PARAMS,
         };
         Self::Protocol(A2AError::new(code, e.message))
@@ -108,6 +116,8 @@ pub struct Call {
     /// The bundle of the interface (`/a2a/{bundle}`), if any.
     pub bundle: Option<String>,
     pub headers: HeaderMap,
+    /// The caller's trace context (its `traceparent` header).
+    pub trace: CallerTrace,
     pub id: Value,
 }
 
@@ -138,6 +148,11 @@ async fn rpc(
     headers: HeaderMap,
     body: &[u8],
 ) -> Response {
+    // The one JSON rule of every route, answered the JSON-RPC way.
+    if let Err(e) = super::guard::json_only(&axum::http::Method::POST, &headers) {
+        let e = A2AError::invalid_request(e.message);
+        return reply(&Value::Null, Err(e.into()));
+    }
     let request: Value = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(e) => {
@@ -159,10 +174,12 @@ async fn rpc(
         return reply(&id, Err(e.into()));
     }
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    let params = proto_names::json_names(params);
     let call = Call {
         state,
         caller,
         bundle,
+        trace: CallerTrace::of(&headers),
         headers,
         id: id.clone(),
     };
@@ -284,41 +301,71 @@ async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
         None => None,
     };
     let context = request.context_id.clone().filter(|c| !c.is_empty());
-    let page = call
-        .state
-        .queue
-        .list(JobFilter {
-            state,
-            bundle: call.bundle.clone(),
-            conversation_id: context.clone(),
-            // A context is a conversation, and conversations are per key:
-            // the caller's own.
-            conversation_owner: context.is_some().then(|| call.caller.name().to_string()),
-            owner: call.caller.listing_owner(Action::ListJobs),
-            limit: page_size as usize,
-            cursor: request.page_token.clone().filter(|t| !t.is_empty()),
-            search: None,
-            unfinished: false,
-        })
-        .await?;
+    let filter = JobFilter {
+        state,
+        bundle: call.bundle.clone(),
+        conversation_id: context.clone(),
+        // A context is a conversation, and conversations are per key:
+        // the caller's own.
+        conversation_owner: context.is_some().then(|| call.caller.name().to_string()),
+        owner: call.caller.listing_owner(Action::ListJobs),
+        limit: page_size as usize,
+        cursor: request.page_token.clone().filter(|t| !t.is_empty()),
+        search: None,
+        unfinished: false,
+    };
+    let page = call.state.queue.list(filter.clone()).await?;
     let view = View {
         history_length: request.history_length,
         artifacts: request.include_artifacts.unwrap_or(false),
     };
     let after = request.status_timestamp_after;
+    let changed_after =
+        |job: &crate::queue::Job| after.is_none_or(|t| task::timestamp(&job.updated_at) >= Some(t));
     let tasks: Vec<a2a::Task> = page
         .jobs
         .iter()
-        .filter(|job| after.is_none_or(|t| task::timestamp(&job.updated_at) >= Some(t)))
+        .filter(|job| changed_after(job))
         .map(|job| task::task(job, view))
         .collect();
+    let total_size = match (&filter.cursor, &page.next_cursor) {
+        // The whole listing is this page.
+        (None, None) => tasks.len(),
+        _ => total(call, filter, changed_after).await?,
+    };
     Ok(json!(a2a::ListTasksResponse {
-        // Of this page: the store counts no total per filter.
-        total_size: tasks.len() as i32,
+        total_size: i32::try_from(total_size).unwrap_or(i32::MAX),
         tasks,
         next_page_token: page.next_cursor.unwrap_or_default(),
         page_size,
     }))
+}
+
+/// Jobs read per query while `ListTasks` counts its `totalSize`.
+const COUNT_PAGE: usize = 500;
+
+/// How many tasks the listing holds in all, every page (`totalSize`): the
+/// store keeps no count per filter (context, bundle, state, owner, time),
+/// so the listing is read to its end, [`COUNT_PAGE`] jobs at a time.
+async fn total(
+    call: &Call,
+    filter: JobFilter,
+    counted: impl Fn(&crate::queue::Job) -> bool,
+) -> Result<usize, RpcError> {
+    let mut filter = JobFilter {
+        limit: COUNT_PAGE,
+        cursor: None,
+        ..filter
+    };
+    let mut total = 0;
+    loop {
+        let page = call.state.queue.list(filter.clone()).await?;
+        total += page.jobs.iter().filter(|job| counted(job)).count();
+        match page.next_cursor {
+            Some(cursor) => filter.cursor = Some(cursor),
+            None => return Ok(total),
+        }
+    }
 }
 
 /// `ListTasks`' parameters as proto3 JSON clients send them: a status
@@ -333,8 +380,18 @@ fn lenient_list(mut raw: Value) -> Value {
     raw
 }
 
-/// `GetExtendedAgentCard`: the card as the caller's key sees it.
+/// `GetExtendedAgentCard`: the card as the caller's key sees it. A daemon
+/// without keys shows everything on its public card, which says
+/// `extendedAgentCard: false`: then the method is unsupported, as A2A 1.0
+/// requires.
 fn extended_card(call: &Call) -> Result<Value, RpcError> {
+    if call.state.registry.snapshot().keys.is_open() {
+        return Err(A2AError::new(
+            error_code::UNSUPPORTED_OPERATION,
+            "this agent has no extended card (its card says extendedAgentCard: false): without API keys the public card shows every skill",
+        )
+        .into());
+    }
     let base = card::base_url(&call.headers);
     let card = match &call.bundle {
         Some(bundle) => {

@@ -112,7 +112,7 @@ async fn submit(
         input,
         variables,
         conversation_id: Some(conversation),
-        traceparent: super::super::trace_context::traceparent_or(&call.headers, body_traceparent),
+        traceparent: call.trace.or_body(body_traceparent),
         idempotency_key: (!message.message_id.trim().is_empty())
             .then(|| format!("a2a:{}", message.message_id)),
         push: push.into_iter().collect(),

@@ -19,7 +19,6 @@ use std::convert::Infallible;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
@@ -33,9 +32,10 @@ use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
 use super::openai::{OpenAiError, bundle_of};
+use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobState, NewJob};
-use object::{job_of, response};
+use object::{PREVIOUS_RESPONSE, job_of, response};
 use stream::{Frame, Translator};
 
 /// Stored events read to build one response object.
@@ -73,10 +73,10 @@ enum Input {
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
-    headers: HeaderMap,
+    trace: CallerTrace,
     body: Bytes,
 ) -> Response {
-    match start(&state, &caller, &headers, &body).await {
+    match start(&state, &caller, &trace, &body).await {
         Err(e) => e.into_response(),
         Ok(Started::Stream(job, feed)) => events(&state, job, feed, None).into_response(),
         Ok(Started::Background(job)) => Json(response(&job, &[])).into_response(),
@@ -167,7 +167,7 @@ enum Started {
 async fn start(
     state: &AppState,
     caller: &Caller,
-    headers: &HeaderMap,
+    trace: &CallerTrace,
     body: &[u8],
 ) -> Result<Started, OpenAiError> {
     let request: CreateRequest = serde_json::from_slice(body)
@@ -185,13 +185,20 @@ async fn start(
         true => Some(listen_first(state, caller, &id)?),
         false => None,
     };
+    // Kept with the job, so every view of the response echoes it.
+    let variables = request
+        .previous_response_id
+        .iter()
+        .map(|previous| (PREVIOUS_RESPONSE.to_string(), json!(previous)))
+        .collect();
     let new_job = NewJob {
         id: Some(id),
         bundle,
         input,
         messages,
+        variables,
         conversation_id,
-        traceparent: super::trace_context::traceparent(headers, request.metadata.as_ref()),
+        traceparent: trace.or_metadata(request.metadata.as_ref()),
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;

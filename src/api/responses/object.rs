@@ -12,6 +12,10 @@ use crate::queue::{Job, JobId, JobState};
 /// The prefix of a response id.
 pub const RESPONSE_PREFIX: &str = "resp_";
 
+/// The job variable that keeps the `previous_response_id` a response was
+/// created with (a variable: the job's own record, shown with the job).
+pub const PREVIOUS_RESPONSE: &str = "previous_response_id";
+
 /// The job id a response id names, if it names one.
 pub fn job_of(response: &str) -> Option<JobId> {
     response
@@ -60,6 +64,7 @@ pub fn response(job: &Job, items: &[Value]) -> Value {
         "created_at": created_at,
         "status": status,
         "model": format!("bundle/{}", job.bundle),
+        "previous_response_id": job.variables.get(PREVIOUS_RESPONSE).cloned().unwrap_or(Value::Null),
         "output": items,
         "output_text": output_text,
         "error": error,

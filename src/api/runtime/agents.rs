@@ -18,6 +18,7 @@ use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path};
 use super::super::error::{ApiError, ErrorCode};
 use super::super::jobs::run_to_end;
+use super::super::trace_context::CallerTrace;
 use super::{USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place};
 use crate::queue::NewJob;
@@ -147,6 +148,7 @@ pub async fn message(
     caller: Caller,
     Path(id): Path<String>,
     headers: HeaderMap,
+    trace: CallerTrace,
     JsonBody(message): JsonBody<Message>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = find(&directory(&state), &id, "id")?;
@@ -184,17 +186,15 @@ pub async fn message(
         variables,
         conversation_id: Some(conversation.clone()),
         idempotency_key,
+        traceparent: trace.or_body(None),
         ..Default::default()
     };
     let submission = Submission::new(job, "id");
     let job = run_to_end(&state, &caller, submission).await?;
-    let answer = job.answer_or_error().map_err(|e| job_failed(&e))?;
+    let answer = job
+        .answer_or_error()
+        .map_err(|e| ApiError::no_answer(&job, e))?;
     let mut reply = envelope(&conversation, &id, &sender, answer);
     reply["job_id"] = json!(job.id);
     Ok(Json(reply))
-}
-
-/// A job that ended without an answer, as the caller's error.
-pub(super) fn job_failed(message: &str) -> ApiError {
-    ApiError::new(ErrorCode::JobFailed, message)
 }

@@ -12,6 +12,7 @@ use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
+use super::super::trace_context::CallerTrace;
 use super::agents::{AgentCard, directory, find};
 use super::{GROUP_RUNTIME, USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place, Plan, Termination};
@@ -46,6 +47,7 @@ fn default_max_iterations() -> u32 {
 pub async fn group_chat(
     State(state): State<AppState>,
     caller: Caller,
+    trace: CallerTrace,
     JsonBody(request): JsonBody<GroupChatRequest>,
 ) -> Result<Response, ApiError> {
     super::non_blank("query", &request.query)?;
@@ -65,6 +67,7 @@ pub async fn group_chat(
         controls: Default::default(),
         plan: Some(plan),
         also_runs: local_agents,
+        trace,
     };
     let (job, answer) = match super::run(
         &state,

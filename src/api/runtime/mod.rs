@@ -23,6 +23,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use super::feed::job_feed;
 use super::jobs::wait_finished;
+use super::trace_context::CallerTrace;
 use super::with;
 use crate::queue::{Controls, Job, JobId, NewJob};
 use crate::registry::LoadedBundle;
@@ -63,6 +64,8 @@ struct RunSubmission<'a> {
     plan: Option<crate::group_chat::Plan>,
     /// Bundles the job runs as agents (a group chat's local participants).
     also_runs: Vec<String>,
+    /// The caller's trace context (its `traceparent` header).
+    trace: CallerTrace,
 }
 
 /// What a runtime request gets back from its job.
@@ -96,9 +99,10 @@ impl Stream {
 
 /// Queues a runtime request's job of `bundle` in `conversation` and answers
 /// with its frames or, once it has succeeded, its answer (a job that ended
-/// otherwise is a `job_failed` error naming it). A stream listens before
-/// the job can start (the job's id is picked here), so its first tokens
-/// are not missed.
+/// otherwise is a `job_failed` error naming it; one parked for a decision or
+/// an operator a 503 `job_awaiting_approval` / `job_needs_attention`). A
+/// stream listens before the job can start (the job's id is picked here), so
+/// its first tokens are not missed.
 async fn run(
     state: &AppState,
     caller: &Caller,
@@ -113,6 +117,7 @@ async fn run(
         controls,
         plan,
         also_runs,
+        trace,
     } = submission;
     let id = JobId::new();
     let feed = match stream {
@@ -130,6 +135,7 @@ async fn run(
         variables,
         controls,
         conversation_id: Some(conversation.to_string()),
+        traceparent: trace.or_body(None),
         ..Default::default()
     };
     // The runtime hands over a group chat's plan, which it checked; the
@@ -148,7 +154,7 @@ async fn run(
     let job = wait_finished(state, &job.id).await?;
     let answer = job
         .answer_or_error()
-        .map_err(|e| agents::job_failed(&e))?
+        .map_err(|e| ApiError::no_answer(&job, e))?
         .to_string();
     Ok(Answer::Answered(Box::new(job), answer))
 }

@@ -12,6 +12,7 @@ use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
+use super::super::trace_context::CallerTrace;
 use super::{RUNTIME, USER_VARIABLE, envelope};
 use crate::queue::Controls;
 
@@ -41,6 +42,7 @@ pub struct QueryRequest {
 pub async fn query(
     State(state): State<AppState>,
     caller: Caller,
+    trace: CallerTrace,
     JsonBody(request): JsonBody<QueryRequest>,
 ) -> Result<Response, ApiError> {
     super::non_blank("query", &request.query)?;
@@ -67,6 +69,7 @@ pub async fn query(
         },
         plan: None,
         also_runs: Vec::new(),
+        trace,
     };
     let stream = super::Stream::of(request.stream, request.function_calls);
     let (job, answer) = match super::run(&state, &caller, submission, &conversation, stream).await?

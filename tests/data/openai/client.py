@@ -1,7 +1,8 @@
 """The official `openai` SDK against the daemon's /v1/chat/completions.
 
 Usage: client.py BASE_URL MODEL. Prints one JSON object: the models listed,
-the non-streaming answer and usage, the streamed pieces, and the error a
+the non-streaming answer and usage, the streamed pieces, the usage a stream
+ends with when asked (`stream_options.include_usage`), and the error a
 missing model gets."""
 import json
 import sys
@@ -34,6 +35,15 @@ for chunk in client.chat.completions.create(model=model, messages=messages, stre
     finish = chunk.choices[0].finish_reason or finish
 out["pieces"] = pieces
 out["stream_finish"] = finish
+
+# With `include_usage`, a last chunk without choices carries the usage.
+stream_usage = None
+for chunk in client.chat.completions.create(
+    model=model, messages=messages, stream=True, stream_options={"include_usage": True}
+):
+    if chunk.usage:
+        stream_usage = {"total": chunk.usage.total_tokens, "choices": len(chunk.choices)}
+out["stream_usage"] = stream_usage
 
 try:
     client.chat.completions.create(model="bundle/nosuch", messages=messages)

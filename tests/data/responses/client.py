@@ -45,7 +45,10 @@ elif mode == "finish":
           "output_types": [item.type for item in done.output],
           "again_status": again.status, "again_text": again.output_text,
           "again_usage": again.usage.total_tokens if again.usage else None,
-          "follow_status": follow.status, "follow_text": follow.output_text})
+          "follow_status": follow.status, "follow_text": follow.output_text,
+          "again_id": again.id, "again_previous": again.previous_response_id,
+          "follow_previous": follow.previous_response_id,
+          "follow_previous_retrieved": client.responses.retrieve(follow.id).previous_response_id})
 elif mode == "cancel":
     started = client.responses.create(model=model, input=args[0], background=True)
     cancelled = client.responses.cancel(started.id)
@@ -58,7 +61,7 @@ elif mode == "cancel":
         client.responses.retrieve("resp_nope")
         missing = None
     except openai.NotFoundError as e:
-        missing = e.status_code
+        missing = {"status": e.status_code, "code": e.code}
     emit({"started": started.status, "id": started.id, "final": status, "missing": missing})
 else:
     sys.exit(f"unknown mode {mode}")
