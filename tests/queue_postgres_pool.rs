@@ -367,3 +367,45 @@ async fn postgres_a_plain_submit_stores_the_kind_and_controls() {
         (&kind, &controls)
     );
 }
+
+/// Plain submits and journal steps waiting together share a commit (the
+/// group commit, `postgres/group.rs`): 200 submits at once take fewer
+/// commits than writes, and each job is there once. A statement the
+/// database fails in a group (here a job id taken already) fails alone:
+/// the group rolls back and each write runs again on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_concurrent_one_statement_writes_share_commits_and_fail_alone() {
+    let schema = Schema::fresh();
+    let q = Arc::new(open(&schema, 4).await);
+    let (taken, _) = q.submit(job()).await.unwrap();
+    let before = q.write_stats();
+    let mut calls = Vec::new();
+    for i in 0..200 {
+        let q = q.clone();
+        let id = (i == 100).then(|| taken.id.clone());
+        calls.push(tokio::spawn(async move {
+            q.submit(NewJob { id, ..job() })
+                .await
+                .map(|(job, _)| job.id)
+        }));
+    }
+    let mut ids = Vec::new();
+    let mut refused = 0;
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(id) => ids.push(id),
+            Err(_) => refused += 1,
+        }
+    }
+    let after = q.write_stats();
+    assert_eq!(refused, 1, "only the write with a taken id fails");
+    assert_eq!(ids.len(), 199);
+    let db = schema.client().await;
+    let sql = format!("SELECT COUNT(*) FROM {}.jobs", schema.name);
+    let stored: i64 = db.query_one(&sql, &[]).await.unwrap().get(0);
+    assert_eq!(stored, 200, "the 199 new jobs and the first, each once");
+    let (writes, commits) = (after.writes - before.writes, after.commits - before.commits);
+    println!("200 concurrent submits: {writes} writes in {commits} commits");
+    assert_eq!(writes, 199);
+    assert!(commits < writes, "{writes} writes took {commits} commits");
+}

@@ -88,7 +88,13 @@ impl Group {
                 waiting.drain(..n).collect()
             };
             if group.is_empty() {
-                continue;
+                // This write is in a group another caller runs.
+                drop(leader);
+                return answer.await.unwrap_or_else(|_| {
+                    Err(Fail::Db(
+                        "a write's group ended without answering it".into(),
+                    ))
+                });
             }
             let (pool, stats) = (pool.clone(), stats.clone());
             // Its own task: the group is answered whatever becomes of this caller.

@@ -1,13 +1,16 @@
 //! Writes on a pool of connections: each write runs on a pooled connection
 //! of its own, as soon as one is free, and PostgreSQL groups the commits of
 //! concurrent writes itself (one WAL flush carries every commit waiting for
-//! it). No write waits for another daemon-side, no transaction waits for a
-//! group to fill, and no savepoint wraps a write.
+//! it). No transaction waits for a group to fill, and no savepoint wraps a
+//! write.
 //!
 //! The operations of a job's hot path (lease, journal steps, heartbeat,
-//! finish, release) are one statement each and do not open a transaction
-//! (`hot`, `ending`); every other write runs here in a short transaction of
-//! its own ([`Writes::transaction`]): `BEGIN`, its statements, `COMMIT`.
+//! finish, release) are one statement each (`hot`, `ending`); a plain
+//! submit and a journal step go in the next group commit
+//! ([`Writes::grouped`], `group`: the writes waiting while a group runs
+//! share the next one's transaction), a finish and its slot's next lease
+//! share one (`settle`); every other write runs here in a short transaction
+//! of its own ([`Writes::transaction`]): `BEGIN`, its statements, `COMMIT`.
 //! Once a write committed its changes wake this handle's subscribers and
 //! go to the notifier, which announces them to the other daemons (`notify`:
 //! not inside the write, whose commit would then wait for every other
