@@ -6,7 +6,9 @@
 //!
 //! It knows nothing of HTTP, the queue or OpenTelemetry: agents run,
 //! checkpoints and artifacts are stored, and stage reports are observed
-//! through the host. Command gates run here (see `gates`).
+//! through the host. Command gates run here (see `gates`). Stage kinds
+//! beyond the core (the git kinds' commit base, PR and CI failure) are
+//! reached only through `kind`, at dispatch and when a result is applied.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
@@ -18,6 +20,7 @@ use super::checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus, now,
 };
 use super::compile::{ERROR_EVENT, Workflow};
+use super::kind::KindEffect;
 use super::spec::{CapAction, FATAL, FINISH, StageSpec};
 use crate::kernel::RunFailure;
 
@@ -124,11 +127,9 @@ pub(crate) struct StageResult {
     pub score: Option<u32>,
     /// A problem no retry can fix (a template that does not render): fatal.
     pub fatal: Option<String>,
-    /// The PR a passing `pr` gate made or found: `(url, number)`.
-    pub pr: Option<(Option<String>, Option<u64>)>,
-    /// A failed `ci` gate's context for the next agent stage (instead of
-    /// the retry context).
-    pub ci_failure: Option<String>,
+    /// What the gate's report tells a family of stage kinds (a PR made,
+    /// a CI failure for the next agent stage instead of the retry context).
+    pub effect: Option<KindEffect>,
 }
 
 impl StageResult {
@@ -139,8 +140,7 @@ impl StageResult {
             gate: None,
             score: None,
             fatal: None,
-            pr: None,
-            ci_failure: None,
+            effect: None,
         }
     }
 
@@ -268,7 +268,7 @@ impl<'a> Engine<'a> {
         let attempt = *attempt;
         let Some(cap) = limits.attempts.get(&stage).filter(|c| attempt > c.max) else {
             cp.dispatched = true;
-            return self.commit_base(cp).await;
+            return self.dispatch(cp).await;
         };
         let details = json!({"attempt": attempt, "max": cap.max});
         if cap.on_exceed == CapAction::Fatal {
@@ -290,32 +290,14 @@ impl<'a> Engine<'a> {
             .await
     }
 
-    /// Records `HEAD` in the checkpoint (stored before the stage runs) when
-    /// the dispatched stage has a commit step: `Some` (fatal) when the
-    /// working directory is not a git work tree.
-    async fn commit_base(&self, cp: &mut Checkpoint) -> Result<Option<Outcome>, EngineError> {
-        let commits = matches!(
-            self.workflow.spec.stages.get(&cp.stage),
-            Some(StageSpec::Agent(agent)) if agent.commit.is_some()
-        );
-        cp.commit_base = None;
-        if !commits {
-            return Ok(None);
-        }
-        match super::git::head(&self.work_dir).await {
-            Ok(head) => {
-                cp.commit_base = Some(head.unwrap_or_default());
-                Ok(None)
-            }
-            Err(e) => {
-                let reason = format!(
-                    "ImplError: stage {} commits what it changes, but its working directory {} is not a git work tree: {e}",
-                    cp.stage,
-                    self.work_dir.display()
-                );
-                let details = json!({"error": "ImplError"});
-                self.fatal(cp, None, reason, details).await.map(Some)
-            }
+    /// Lets the families of stage kinds record what they need with the
+    /// dispatch (stored before the stage runs): `Some` (fatal) when one
+    /// cannot (a commit step outside a git work tree).
+    async fn dispatch(&self, cp: &mut Checkpoint) -> Result<Option<Outcome>, EngineError> {
+        let spec = self.workflow.spec.stages.get(&cp.stage);
+        match cp.kinds.dispatch(&cp.stage, spec, &self.work_dir).await {
+            Ok(()) => Ok(None),
+            Err(e) => self.fatal(cp, None, e.reason, e.details).await.map(Some),
         }
     }
 
@@ -343,12 +325,11 @@ impl<'a> Engine<'a> {
         {
             // Delivered once: the run that received them has finished.
             cp.retry_context = None;
-            cp.ci_failure = None;
+            cp.kinds.delivered();
         }
         let ended = self.account(cp, &stage, &result);
-        if let Some((url, number)) = &result.pr {
-            cp.pr_url = url.clone();
-            cp.pr_number = *number;
+        if let Some(effect) = &result.effect {
+            cp.kinds.record(effect);
         }
         // A one-stage run ends after its stage.
         let only = cp.only_stage.is_some().then(|| {
@@ -480,9 +461,14 @@ impl<'a> Engine<'a> {
             return fatal;
         }
         cp.iteration += 1;
-        match &result.ci_failure {
-            Some(ci) => cp.ci_failure = Some(ci.clone()),
-            None => cp.retry_context = Some(retry.clone()),
+        // A family that carries the failure in a variable of its own (the
+        // `ci` gate's `ci_failure`) records it with the effect.
+        if !result
+            .effect
+            .as_ref()
+            .is_some_and(KindEffect::replaces_retry_context)
+        {
+            cp.retry_context = Some(retry.clone());
         }
         let streak = cp.failure_streaks.entry(gate.clone()).or_insert(0);
         *streak += 1;

@@ -1,0 +1,153 @@
+//! The stage kinds beyond the engine's core (agent, command and score
+//! stages, gates, transitions, limits): the one door through which the
+//! engine reaches them. Each family of kinds keeps its own typed section of
+//! the checkpoint (a field of [`KindState`]) and is called at the engine's
+//! fixed points: the template variables of a stage, the dispatch of a
+//! stage, a gate's report, an agent stage's run and its files. Today one
+//! family: `git`, the original system's commit step and `pr`, `rebase` and
+//! `ci` gates. A new family adds a section here and an arm to each hook;
+//! the engine and the generic checkpoint do not change.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::compile::Workflow;
+use super::gate::GateReport;
+pub(crate) use super::git::CommitOutcome;
+use super::git::{CommitStep, GitEffect, GitState, last_commit_files};
+use super::spec::{AgentStage, StageSpec};
+
+/// How long listing the last commit's files (`max_files`) may take, and
+/// how much `git` may print.
+const FILES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const FILES_MAX_OUTPUT: usize = 1024 * 1024;
+
+/// Every family's section of the checkpoint (`kinds` in its JSON).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KindState {
+    /// The git stage kinds': `HEAD` at dispatch, the PR, the CI failure.
+    #[serde(default, skip_serializing_if = "GitState::is_empty")]
+    pub git: GitState,
+}
+
+/// An agent stage whose agent ran, as the families' steps after it see it.
+pub(crate) struct AgentStep<'a> {
+    pub workflow: &'a Workflow,
+    pub work_dir: &'a Path,
+    /// The stage's key path (`workflow.stages.implement`).
+    pub at: &'a str,
+    pub stage: &'a str,
+    pub iteration: u32,
+    pub vars: &'a Map<String, Value>,
+    /// The agent reported completion (the first of its result's events).
+    pub done: bool,
+}
+
+/// What a stage run tells a family's section.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KindEffect {
+    Git(GitEffect),
+}
+
+/// A family's reason to end the workflow fatal at one of its points.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KindFatal {
+    pub reason: String,
+    pub details: Value,
+}
+
+impl KindEffect {
+    /// What a gate's report tells the families, if anything.
+    pub(crate) fn of(report: &GateReport) -> Option<Self> {
+        GitEffect::of(report).map(Self::Git)
+    }
+
+    /// The effect carries the failure's context for the next agent stage
+    /// in a variable of its own: the generic retry context stays unset.
+    pub(crate) fn replaces_retry_context(&self) -> bool {
+        matches!(self, Self::Git(GitEffect::CiFailed(_)))
+    }
+}
+
+impl KindState {
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+
+    /// Adds every family's template variables.
+    pub(crate) fn vars(&self, vars: &mut Map<String, Value>) {
+        self.git.vars(vars);
+    }
+
+    pub(crate) fn record(&mut self, effect: &KindEffect) {
+        match effect {
+            KindEffect::Git(effect) => self.git.record(effect),
+        }
+    }
+
+    /// An agent stage ran: what the families told it once is delivered.
+    pub(crate) fn delivered(&mut self) {
+        self.git.delivered();
+    }
+
+    /// Before `stage` (`spec`) is dispatched: the facts its families need
+    /// stored with the dispatch (`HEAD` for a commit step).
+    pub(crate) async fn dispatch(
+        &mut self,
+        stage: &str,
+        spec: Option<&StageSpec>,
+        work_dir: &Path,
+    ) -> Result<(), KindFatal> {
+        let commits = matches!(spec, Some(StageSpec::Agent(agent)) if agent.commit.is_some());
+        self.git
+            .dispatch(commits, work_dir)
+            .await
+            .map_err(|e| KindFatal {
+                reason: format!(
+                    "ImplError: stage {stage} commits what it changes, but its working directory {} is not a git work tree: {e}",
+                    work_dir.display()
+                ),
+                details: json!({"error": "ImplError"}),
+            })
+    }
+
+    /// After an agent stage's agent ran: its commit step, if it has one
+    /// (its report to store as the artifact, and a fatal reason).
+    pub(crate) async fn after_agent(
+        &self,
+        agent: &AgentStage,
+        step: &AgentStep<'_>,
+    ) -> Option<CommitOutcome> {
+        let settings = agent.commit.as_ref()?;
+        let step = CommitStep {
+            workflow: step.workflow,
+            work_dir: step.work_dir,
+            at: step.at,
+            stage: step.stage,
+            iteration: step.iteration,
+            base: self.git.commit_base.as_deref(),
+            vars: step.vars,
+            done: step.done,
+        };
+        Some(step.run(settings).await)
+    }
+}
+
+/// An agent stage's `files` variable: the files the last commit changed,
+/// at most `max_files` (`Ok(None)` when the stage sets none).
+pub(crate) async fn agent_files(
+    agent: &AgentStage,
+    work_dir: &Path,
+) -> Result<Option<Value>, String> {
+    let Some(max) = agent.max_files else {
+        return Ok(None);
+    };
+    let files = last_commit_files(work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Some(Value::Array(
+        files.into_iter().take(max).map(Value::from).collect(),
+    )))
+}
