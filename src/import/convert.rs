@@ -146,9 +146,31 @@ impl Converter<'_> {
         );
         out.insert("prompts".into(), Value::Object(self.prompts(original)?));
 
+        out.insert("limits".into(), Value::Object(self.limits(original)?));
+
+        let tools = self.tools(original)?;
+        self.termination(original, &tools, &mut out)?;
+        self.registries(original)?;
+        out.insert("tools".into(), Value::Array(tools));
+
+        for key in original.keys() {
+            let known =
+                SHARED_KEYS.contains(&key.as_str()) || ORIGINAL_KEYS.iter().any(|(k, _)| k == key);
+            if !known {
+                self.not_converted(
+                    key,
+                    "not a key of the original format nor of this one: left out",
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// `limits`: `max_turns`, and `on_max_turns: succeed` always.
+    fn limits(&mut self, original: &Map<String, Value>) -> Result<Map<String, Value>, ImportError> {
         // The original returned a run that reached max_turns as its result;
         // here such a run fails unless the bundle says otherwise.
-        let mut limits = serde_json::Map::new();
+        let mut limits = Map::new();
         limits.insert("on_max_turns".into(), json!("succeed"));
         if let Some(turns) = original.get("max_turns") {
             if !turns.is_u64() {
@@ -168,24 +190,7 @@ impl Converter<'_> {
                 "absent: `limits.on_max_turns: succeed` set, as the original returned a run that reached its default max_turns as its result (here it would fail)",
             );
         }
-        out.insert("limits".into(), Value::Object(limits));
-
-        let tools = self.tools(original)?;
-        self.termination(original, &tools, &mut out)?;
-        self.registries(original)?;
-        out.insert("tools".into(), Value::Array(tools));
-
-        for key in original.keys() {
-            let known =
-                SHARED_KEYS.contains(&key.as_str()) || ORIGINAL_KEYS.iter().any(|(k, _)| k == key);
-            if !known {
-                self.not_converted(
-                    key,
-                    "not a key of the original format nor of this one: left out",
-                );
-            }
-        }
-        Ok(out)
+        Ok(limits)
     }
 
     fn model(
@@ -213,8 +218,41 @@ impl Converter<'_> {
                 options.endpoint
             ),
         );
+        let name = self.model_name(model, options)?;
+        out.insert("name".into(), json!(name));
+        let plugin = self.string(model, "plugin", "model.plugin")?;
+        if plugin.is_none() {
+            self.changed(
+                "model.plugin",
+                "absent: set to the original's default `function_gemma`",
+            );
+        }
+        out.insert(
+            "plugin".into(),
+            json!(plugin.unwrap_or_else(|| "function_gemma".into())),
+        );
+
+        let grammar = self.grammar(model)?;
+        out.insert("grammar".into(), Value::Object(grammar));
+        for key in model.keys() {
+            if !["plugin", "adapter", "grammar"].contains(&key.as_str()) {
+                self.not_converted(
+                    &format!("model.{key}"),
+                    "not a model key of the original: left out",
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// `model.name`: `--model`, else the original's `model.adapter`.
+    fn model_name(
+        &mut self,
+        model: &Map<String, Value>,
+        options: &ImportOptions,
+    ) -> Result<String, ImportError> {
         let adapter = self.string(model, "adapter", "model.adapter")?;
-        let name = match (&options.model, adapter) {
+        Ok(match (&options.model, adapter) {
             (Some(name), adapter) => {
                 if adapter.is_some() {
                     self.changed(
@@ -237,20 +275,12 @@ impl Converter<'_> {
                     "absent, and the original took the model's name from `KernelConfig.model` in code: give it with `structured-agents import DIR --model NAME`",
                 ));
             }
-        };
-        out.insert("name".into(), json!(name));
-        let plugin = self.string(model, "plugin", "model.plugin")?;
-        if plugin.is_none() {
-            self.changed(
-                "model.plugin",
-                "absent: set to the original's default `function_gemma`",
-            );
-        }
-        out.insert(
-            "plugin".into(),
-            json!(plugin.unwrap_or_else(|| "function_gemma".into())),
-        );
+        })
+    }
 
+    /// `model.grammar`: the original's (defaults written out), without the
+    /// keys that have no equivalent here.
+    fn grammar(&mut self, model: &Map<String, Value>) -> Result<Map<String, Value>, ImportError> {
         // The original constrained every reply with a grammar (mode `ebnf`
         // unless told otherwise); leaving it out would change the replies.
         let grammar = match model.get("grammar") {
@@ -295,16 +325,7 @@ impl Converter<'_> {
                 );
             }
         }
-        out.insert("grammar".into(), Value::Object(grammar_out));
-        for key in model.keys() {
-            if !["plugin", "adapter", "grammar"].contains(&key.as_str()) {
-                self.not_converted(
-                    &format!("model.{key}"),
-                    "not a model key of the original: left out",
-                );
-            }
-        }
-        Ok(out)
+        Ok(grammar_out)
     }
 
     fn prompts(
@@ -363,106 +384,124 @@ impl Converter<'_> {
         };
         let mut out = Vec::new();
         for (i, item) in items.iter().enumerate() {
-            let at = |key: &str| format!("tools[{i}].{key}");
-            let Some(tool) = item.as_object() else {
-                return Err(self.invalid(
-                    &format!("tools[{i}]"),
-                    format!("expected a mapping with `name`, got {item}"),
-                ));
-            };
-            let name = self.string(tool, "name", &at("name"))?.ok_or_else(|| {
-                self.invalid(&format!("tools[{i}]"), "a tool has a `name`; add one")
-            })?;
-            let registry = self
-                .string(tool, "registry", &at("registry"))?
-                .unwrap_or_else(|| "grail".into());
-            if !registry.eq_ignore_ascii_case("grail") {
-                let why = if registry.eq_ignore_ascii_case("python") {
-                    "a `python` registry tool is a function registered in code, which has no file to convert: left out; run it as a `kind: process` tool (JSON arguments on stdin, a JSON value on stdout) or a `kind: plugin` tool".to_string()
-                } else {
-                    format!(
-                        "unknown registry {registry:?} (the original knew `grail` and `python`): left out"
-                    )
-                };
-                self.not_converted(&format!("tools[{i}]"), format!("tool {name:?}: {why}"));
-                continue;
-            }
-            let Some(script) = grail_script(self.dir, &name) else {
-                self.not_converted(
-                    &format!("tools[{i}]"),
-                    format!("tool {name:?}: no `tools/{name}.pym` in the bundle (the original also looked in `agents/` of its working directory): left out; copy the script into the bundle's `tools/` and import again"),
-                );
-                continue;
-            };
-            let mut spec = Map::new();
-            spec.insert("name".into(), json!(name));
-            spec.insert("kind".into(), json!("grail"));
-            spec.insert("script".into(), json!(script));
-            if let Some(description) = self.string(tool, "description", &at("description"))? {
-                spec.insert("description".into(), json!(description));
-            }
-            let note = format!(
-                "tool {name:?}: `registry: grail` became `kind: grail` with `script: {script}`"
-            );
-            if tool.contains_key("registry") {
-                self.changed(&at("registry"), note);
-            } else {
-                self.changed(
-                    &format!("tools[{i}]"),
-                    format!("{note} (grail was the original's default registry)"),
-                );
-            }
-            match tool.get("inputs_override") {
-                Some(Value::Object(schema)) => {
-                    spec.insert("parameters".into(), Value::Object(schema.clone()));
-                    self.changed(&at("inputs_override"), "became `parameters`");
-                }
-                None | Some(Value::Null) => {
-                    let source = self.dir.join(&script);
-                    let text = std::fs::read_to_string(&source).map_err(|e| ImportError::Read {
-                        file: source.clone(),
-                        source: e,
-                    })?;
-                    let parameters = grail_inputs(&text);
-                    let count = parameters["properties"].as_object().map_or(0, Map::len);
-                    spec.insert("parameters".into(), parameters);
-                    self.changed(
-                        &format!("tools[{i}]"),
-                        format!("tool {name:?}: `parameters` from the {count} `Input()` declaration(s) of {script}, as the original's grail registry read them"),
-                    );
-                }
-                Some(other) => {
-                    return Err(self.invalid(
-                        &at("inputs_override"),
-                        format!("expected a JSON Schema mapping, got {other}"),
-                    ));
-                }
-            }
-            if tool
-                .get("context_providers")
-                .is_some_and(|c| c.as_array().is_none_or(|a| !a.is_empty()))
-            {
-                self.not_converted(
-                    &at("context_providers"),
-                    format!("tool {name:?}: scripts whose output was put before the tool's result have no equivalent here: left out; call them from the tool's own script"),
-                );
-            }
-            for key in tool.keys() {
-                if ![
-                    "name",
-                    "registry",
-                    "description",
-                    "inputs_override",
-                    "context_providers",
-                ]
-                .contains(&key.as_str())
-                {
-                    self.not_converted(&at(key), "not a tool key of the original: left out");
-                }
-            }
-            out.push(Value::Object(spec));
+            out.extend(self.tool(i, item)?);
         }
         Ok(out)
+    }
+
+    /// Tool `i` of the original: its spec here, or `None` when it cannot be
+    /// carried over (reported).
+    fn tool(&mut self, i: usize, item: &Value) -> Result<Option<Value>, ImportError> {
+        let at = |key: &str| format!("tools[{i}].{key}");
+        let Some(tool) = item.as_object() else {
+            return Err(self.invalid(
+                &format!("tools[{i}]"),
+                format!("expected a mapping with `name`, got {item}"),
+            ));
+        };
+        let name = self
+            .string(tool, "name", &at("name"))?
+            .ok_or_else(|| self.invalid(&format!("tools[{i}]"), "a tool has a `name`; add one"))?;
+        let registry = self
+            .string(tool, "registry", &at("registry"))?
+            .unwrap_or_else(|| "grail".into());
+        if !registry.eq_ignore_ascii_case("grail") {
+            let why = if registry.eq_ignore_ascii_case("python") {
+                "a `python` registry tool is a function registered in code, which has no file to convert: left out; run it as a `kind: process` tool (JSON arguments on stdin, a JSON value on stdout) or a `kind: plugin` tool".to_string()
+            } else {
+                format!(
+                    "unknown registry {registry:?} (the original knew `grail` and `python`): left out"
+                )
+            };
+            self.not_converted(&format!("tools[{i}]"), format!("tool {name:?}: {why}"));
+            return Ok(None);
+        }
+        let Some(script) = grail_script(self.dir, &name) else {
+            self.not_converted(
+                &format!("tools[{i}]"),
+                format!("tool {name:?}: no `tools/{name}.pym` in the bundle (the original also looked in `agents/` of its working directory): left out; copy the script into the bundle's `tools/` and import again"),
+            );
+            return Ok(None);
+        };
+        let mut spec = Map::new();
+        spec.insert("name".into(), json!(name));
+        spec.insert("kind".into(), json!("grail"));
+        spec.insert("script".into(), json!(script));
+        if let Some(description) = self.string(tool, "description", &at("description"))? {
+            spec.insert("description".into(), json!(description));
+        }
+        let note = format!(
+            "tool {name:?}: `registry: grail` became `kind: grail` with `script: {script}`"
+        );
+        if tool.contains_key("registry") {
+            self.changed(&at("registry"), note);
+        } else {
+            self.changed(
+                &format!("tools[{i}]"),
+                format!("{note} (grail was the original's default registry)"),
+            );
+        }
+        let parameters = self.parameters(i, &name, tool, &script)?;
+        spec.insert("parameters".into(), parameters);
+        if tool
+            .get("context_providers")
+            .is_some_and(|c| c.as_array().is_none_or(|a| !a.is_empty()))
+        {
+            self.not_converted(
+                &at("context_providers"),
+                format!("tool {name:?}: scripts whose output was put before the tool's result have no equivalent here: left out; call them from the tool's own script"),
+            );
+        }
+        for key in tool.keys() {
+            if ![
+                "name",
+                "registry",
+                "description",
+                "inputs_override",
+                "context_providers",
+            ]
+            .contains(&key.as_str())
+            {
+                self.not_converted(&at(key), "not a tool key of the original: left out");
+            }
+        }
+        Ok(Some(Value::Object(spec)))
+    }
+
+    /// A grail tool's `parameters`: its `inputs_override`, else what the
+    /// script's `Input()` declarations say.
+    fn parameters(
+        &mut self,
+        i: usize,
+        name: &str,
+        tool: &Map<String, Value>,
+        script: &str,
+    ) -> Result<Value, ImportError> {
+        let at = |key: &str| format!("tools[{i}].{key}");
+        match tool.get("inputs_override") {
+            Some(Value::Object(schema)) => {
+                self.changed(&at("inputs_override"), "became `parameters`");
+                Ok(Value::Object(schema.clone()))
+            }
+            None | Some(Value::Null) => {
+                let source = self.dir.join(script);
+                let text = std::fs::read_to_string(&source).map_err(|e| ImportError::Read {
+                    file: source.clone(),
+                    source: e,
+                })?;
+                let parameters = grail_inputs(&text);
+                let count = parameters["properties"].as_object().map_or(0, Map::len);
+                self.changed(
+                    &format!("tools[{i}]"),
+                    format!("tool {name:?}: `parameters` from the {count} `Input()` declaration(s) of {script}, as the original's grail registry read them"),
+                );
+                Ok(parameters)
+            }
+            Some(other) => Err(self.invalid(
+                &at("inputs_override"),
+                format!("expected a JSON Schema mapping, got {other}"),
+            )),
+        }
     }
 
     fn termination(

@@ -13,94 +13,18 @@
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus, now,
 };
 use super::compile::{ERROR_EVENT, Workflow};
+use super::host::{EngineError, WorkflowHost};
 use super::kind::KindEffect;
 use super::spec::{CapAction, FATAL, FINISH, StageSpec};
-use crate::kernel::RunFailure;
 
 /// The name of the fatal report artifact.
 pub const FATAL_ARTIFACT: &str = "fatal-report.json";
-
-/// What an agent run answered.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentOutput {
-    /// The final answer's text.
-    pub text: String,
-    /// The termination tool's output, when that ended the run.
-    pub final_output: Option<String>,
-}
-
-/// The daemon side of a workflow: runs agents, stores checkpoints and
-/// artifacts, observes stage reports.
-#[async_trait]
-pub trait WorkflowHost: Send + Sync {
-    /// Runs an agent (this bundle when `bundle` is `None`, else the named
-    /// one) with `prompt` as its input. `key` (`s{step}-{stage}`) is stable
-    /// across attempts: give the run its own journal scope under it so a
-    /// resumed stage replays its completed model and tool steps.
-    async fn run_agent(
-        &self,
-        key: &str,
-        bundle: Option<&str>,
-        prompt: String,
-    ) -> Result<AgentOutput, RunFailure>;
-
-    /// Stores the checkpoint durably (with the job's progress, in one
-    /// transaction). Called before every dispatch and at the end.
-    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String>;
-
-    /// Stores an artifact; a later one with the same name replaces it.
-    async fn artifact(&self, name: &str, body: &Value) -> Result<(), String>;
-
-    /// Called after each stage run (for logs, spans and metrics).
-    async fn stage_finished(&self, report: &StageReport);
-}
-
-/// Why the engine stopped without reaching `finish` or `fatal`. The job
-/// attempt fails; a new attempt resumes from the last stored checkpoint.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(
-        "the checkpoint belongs to workflow version {found:?}, but the bundle's workflow is version {expected:?}: resubmit the job, or run it with the bundle version it started with"
-    )]
-    VersionMismatch { found: String, expected: String },
-    #[error(
-        "the checkpoint has format {found}, this build reads format {CHECKPOINT_FORMAT}: run the job with the daemon version that started it, or resubmit it"
-    )]
-    Format { found: u32 },
-    #[error(
-        "the checkpoint names stage {stage:?}, which the workflow does not have: resubmit the job"
-    )]
-    UnknownStage { stage: String },
-    #[error(
-        "storing the checkpoint before stage {stage:?} (step {step}) failed: {message}; check the job store, a new attempt resumes from the last checkpoint"
-    )]
-    Checkpoint {
-        stage: String,
-        step: u32,
-        message: String,
-    },
-    #[error(
-        "stage {stage:?}: the agent run failed: {source}; a new attempt of the job resumes this stage"
-    )]
-    Agent {
-        stage: String,
-        #[source]
-        source: RunFailure,
-    },
-    #[error("stage {stage:?}: storing artifact {name:?} failed: {message}; check the job store")]
-    Artifact {
-        stage: String,
-        name: String,
-        message: String,
-    },
-}
 
 /// How a workflow ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -226,13 +150,16 @@ impl<'a> Engine<'a> {
     }
 
     async fn run(&self, mut cp: Checkpoint) -> Result<Outcome, EngineError> {
+        // Each step's futures are boxed: nested in place they make one
+        // frame deep enough to overflow a runtime thread's stack in an
+        // unoptimized build.
         loop {
             if cp.stage == FINISH {
                 cp.status = WorkflowStatus::Finished;
                 return self.finish(cp).await;
             }
             if !cp.dispatched {
-                if let Some(done) = self.count(&mut cp).await? {
+                if let Some(done) = Box::pin(self.count(&mut cp)).await? {
                     return Ok(done);
                 }
                 if !cp.dispatched {
@@ -242,8 +169,9 @@ impl<'a> Engine<'a> {
             self.save(&mut cp).await?;
             let started_at = SystemTime::now();
             let clock = Instant::now();
-            let result = self.run_stage(&cp).await?;
-            if let Some(done) = self.apply(&mut cp, result, true, started_at, clock).await? {
+            let result = Box::pin(self.run_stage(&cp)).await?;
+            let applied = Box::pin(self.apply(&mut cp, result, true, started_at, clock));
+            if let Some(done) = applied.await? {
                 return Ok(done);
             }
         }
@@ -363,15 +291,29 @@ impl<'a> Engine<'a> {
                 duration,
             })
             .await;
+        self.conclude(cp, &stage, result, ended, only).await
+    }
+
+    /// Moves on after a recorded stage run: fatal when a limit (`ended`) or
+    /// the stage ended the workflow, the end of a one-stage run by its
+    /// `verdict`, else the transition the table names (none: fatal).
+    async fn conclude(
+        &self,
+        cp: &mut Checkpoint,
+        stage: &str,
+        result: StageResult,
+        ended: Option<String>,
+        verdict: Option<Result<(), String>>,
+    ) -> Result<Option<Outcome>, EngineError> {
         let event = Some(result.event.clone());
         let details = json!({"reason": result.reason});
         if let Some(reason) = ended.or(result.fatal) {
             return self.fatal(cp, event, reason, details).await.map(Some);
         }
-        if let Some(verdict) = only {
+        if let Some(verdict) = verdict {
             return self.end_one_stage(cp, verdict, event, details).await;
         }
-        match self.workflow.next(&stage, &result.event) {
+        match self.workflow.next(stage, &result.event) {
             None => {
                 let reason = format!(
                     "unmapped event {}: no transition for {stage} + {}",

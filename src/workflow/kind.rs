@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::compile::Workflow;
 use super::gate::GateReport;
 pub(crate) use super::git::CommitOutcome;
-use super::git::{CommitStep, GitEffect, GitState, last_commit_files};
+use super::git::{CommitStep, GitEffect, GitError, GitState, last_commit_files};
 use super::spec::{AgentStage, StageSpec};
 
 /// How long listing the last commit's files (`max_files`) may take, and
@@ -101,8 +101,7 @@ impl KindState {
         work_dir: &Path,
     ) -> Result<(), KindFatal> {
         let commits = matches!(spec, Some(StageSpec::Agent(agent)) if agent.commit.is_some());
-        self.git
-            .dispatch(commits, work_dir)
+        Box::pin(self.git.dispatch(commits, work_dir))
             .await
             .map_err(|e| KindFatal {
                 reason: format!(
@@ -131,7 +130,7 @@ impl KindState {
             vars: step.vars,
             done: step.done,
         };
-        Some(step.run(settings).await)
+        Some(Box::pin(step.run(settings)).await)
     }
 }
 
@@ -140,13 +139,11 @@ impl KindState {
 pub(crate) async fn agent_files(
     agent: &AgentStage,
     work_dir: &Path,
-) -> Result<Option<Value>, String> {
+) -> Result<Option<Value>, GitError> {
     let Some(max) = agent.max_files else {
         return Ok(None);
     };
-    let files = last_commit_files(work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT)
-        .await
-        .map_err(|e| e.to_string())?;
+    let files = last_commit_files(work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT).await?;
     Ok(Some(Value::Array(
         files.into_iter().take(max).map(Value::from).collect(),
     )))

@@ -7,7 +7,8 @@
 //! - `spec`: the raw `workflow:` section of `bundle.yaml` (serde, schemars);
 //! - `compile`: validation (all problems, as key path + message) into a
 //!   `Workflow` with compiled templates and regexes;
-//! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
+//! - `engine`: the loop, over the `WorkflowHost` trait (`host`: the trait,
+//!   what an agent answers, `EngineError`; `stages` runs one stage);
 //! - `checkpoint`: the durable state (generic, with one typed section per
 //!   family of stage kinds) and the fatal report;
 //! - `kind`: the engine's one door to the stage kinds beyond its core:
@@ -33,6 +34,7 @@ pub mod engine;
 pub mod gate;
 pub mod gates;
 mod git;
+mod host;
 pub mod kind;
 pub mod one_stage;
 pub mod review;
@@ -45,10 +47,11 @@ mod tests;
 pub use checkpoint::{Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus};
 pub use command::run_command;
 pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
-pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
+pub use engine::{Engine, FATAL_ARTIFACT, Outcome};
 pub use gate::GateReport;
 pub use git::GitState;
 pub use git::pr_text::valid_pr_title;
+pub use host::{AgentOutput, EngineError, WorkflowHost};
 pub use kind::KindState;
 pub use one_stage::OnlyStageError;
 pub use review::{Review, Scores, Thresholds, parse_review};

@@ -7,12 +7,13 @@
 use serde_json::{Map, Value};
 
 use super::checkpoint::Checkpoint;
-use super::engine::{AgentOutput, Engine, EngineError, StageResult};
+use super::engine::{Engine, StageResult};
 use super::gate::{GateContext, GateReport};
 use super::gates::run_gate;
+use super::host::{AgentOutput, EngineError};
 use super::kind::{AgentStep, KindEffect, agent_files};
 use super::review::{Review, parse_review};
-use super::spec::{AgentStage, ResultRule, StageSpec};
+use super::spec::{AgentGate, AgentStage, ResultRule, StageSpec};
 
 /// The template variables of a stage run.
 pub(crate) fn vars(cp: &Checkpoint) -> Map<String, Value> {
@@ -118,24 +119,7 @@ impl Engine<'_> {
         vars: &Map<String, Value>,
     ) -> Result<StageResult, EngineError> {
         let stage = cp.stage.as_str();
-        let mut prompt_vars = vars.clone();
-        // The job's own `files` (a list: `structured-agents simplify
-        // --file`) stand instead of the last commit's.
-        let named = vars.get("files").is_some_and(Value::is_array);
-        if !named {
-            match agent_files(agent, &self.work_dir).await {
-                Ok(Some(files)) => {
-                    prompt_vars.insert("files".into(), files);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    return Ok(StageResult::fatal(format!(
-                        "{at}.max_files: cannot list the files of the last commit: {e}"
-                    )));
-                }
-            }
-        }
-        let prompt = match self.workflow.render(&format!("{at}.prompt"), &prompt_vars) {
+        let prompt = match self.agent_prompt(agent, at, vars).await {
             Ok(p) => p,
             Err(e) => return Ok(StageResult::fatal(e)),
         };
@@ -177,9 +161,47 @@ impl Engine<'_> {
                 return Ok(StageResult::fatal(reason));
             }
         }
-        let Some(gate) = agent.gate.as_ref().filter(|g| g.after == event) else {
-            return Ok(StageResult::event(&event, "agent result"));
-        };
+        match agent.gate.as_ref().filter(|g| g.after == event) {
+            Some(gate) => self.agent_gate(cp, gate, at, vars, event).await,
+            None => Ok(StageResult::event(&event, "agent result")),
+        }
+    }
+
+    /// The agent's prompt, rendered with the stage's variables and, for a
+    /// stage with `max_files`, the files of the last commit (`Err`: why the
+    /// workflow ends fatal).
+    async fn agent_prompt(
+        &self,
+        agent: &AgentStage,
+        at: &str,
+        vars: &Map<String, Value>,
+    ) -> Result<String, String> {
+        let mut prompt_vars = vars.clone();
+        // The job's own `files` (a list: `structured-agents simplify
+        // --file`) stand instead of the last commit's.
+        let named = vars.get("files").is_some_and(Value::is_array);
+        if !named {
+            let files = agent_files(agent, &self.work_dir).await.map_err(|e| {
+                format!("{at}.max_files: cannot list the files of the last commit: {e}")
+            })?;
+            if let Some(files) = files {
+                prompt_vars.insert("files".into(), files);
+            }
+        }
+        self.workflow.render(&format!("{at}.prompt"), &prompt_vars)
+    }
+
+    /// The gate an agent stage runs after its agent reported the gate's
+    /// `after` event: the stage emits that event when the gate passes, else
+    /// the gate's failure event.
+    async fn agent_gate(
+        &self,
+        cp: &Checkpoint,
+        gate: &AgentGate,
+        at: &str,
+        vars: &Map<String, Value>,
+        event: String,
+    ) -> Result<StageResult, EngineError> {
         let check_at = format!("{at}.gate.check");
         let ctx = GateContext {
             workflow: self.workflow,
@@ -190,7 +212,7 @@ impl Engine<'_> {
         };
         let report = run_gate(&ctx).await;
         let mut result = self
-            .gate_result(stage, &gate.name, cp.iteration, report)
+            .gate_result(&cp.stage, &gate.name, cp.iteration, report)
             .await?;
         if !result.gate.as_ref().is_some_and(|(pass, _)| *pass) {
             result.event = gate.fail_event();
