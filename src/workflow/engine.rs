@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus, now,
 };
-use super::compile::{ERROR_EVENT, Workflow};
+use super::compile::{ERROR_EVENT, RenderError, Workflow};
 use super::host::{EngineError, WorkflowHost};
 use super::kind::KindEffect;
 use super::spec::{CapAction, FATAL, FINISH, StageSpec};
@@ -68,7 +68,8 @@ impl StageResult {
         }
     }
 
-    pub(crate) fn fatal(reason: String) -> Self {
+    pub(crate) fn fatal(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
         Self {
             fatal: Some(reason.clone()),
             ..Self::event(ERROR_EVENT, reason)
@@ -509,7 +510,11 @@ impl<'a> Engine<'a> {
 impl Workflow {
     /// The working directory: the spec's `working_dir` (rendered with the
     /// data) under `base`, or `base` itself.
-    pub fn working_dir(&self, base: &Path, data: &Map<String, Value>) -> Result<PathBuf, String> {
+    pub fn working_dir(
+        &self,
+        base: &Path,
+        data: &Map<String, Value>,
+    ) -> Result<PathBuf, RenderError> {
         match &self.spec.working_dir {
             None => Ok(base.to_path_buf()),
             Some(_) => self
@@ -524,7 +529,7 @@ impl Workflow {
         &self,
         base: &Path,
         data: &Map<String, Value>,
-    ) -> Result<Option<PathBuf>, String> {
+    ) -> Result<Option<PathBuf>, RenderError> {
         self.spec
             .artifacts_dir
             .as_ref()

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::compile::Workflow;
+use super::compile::{RenderError, Workflow};
 use super::spec::CommandStage;
 
 /// A gate's report, written as its artifact.
@@ -85,11 +85,15 @@ pub struct GateContext<'a> {
 }
 
 impl GateContext<'_> {
-    pub(super) fn render(&self, key: &str, vars: &Map<String, Value>) -> Result<String, String> {
+    pub(super) fn render(
+        &self,
+        key: &str,
+        vars: &Map<String, Value>,
+    ) -> Result<String, RenderError> {
         self.workflow.render(&format!("{}.{key}", self.at), vars)
     }
 
-    pub(super) fn dir(&self) -> Result<PathBuf, String> {
+    pub(super) fn dir(&self) -> Result<PathBuf, RenderError> {
         match &self.spec.working_dir {
             Some(_) => Ok(self.work_dir.join(self.render("working_dir", self.vars)?)),
             None => Ok(self.work_dir.to_path_buf()),

@@ -46,7 +46,7 @@ mod tests;
 
 pub use checkpoint::{Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus};
 pub use command::run_command;
-pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
+pub use compile::{RenderError, SpecErrors, SpecProblem, StageInfo, Workflow, validate};
 pub use engine::{Engine, FATAL_ARTIFACT, Outcome};
 pub use gate::GateReport;
 pub use git::GitState;

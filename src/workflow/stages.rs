@@ -188,7 +188,9 @@ impl Engine<'_> {
                 prompt_vars.insert("files".into(), files);
             }
         }
-        self.workflow.render(&format!("{at}.prompt"), &prompt_vars)
+        Ok(self
+            .workflow
+            .render(&format!("{at}.prompt"), &prompt_vars)?)
     }
 
     /// The gate an agent stage runs after its agent reported the gate's

@@ -22,7 +22,7 @@ pub(crate) async fn ci_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
     let has_number = ctx.vars.get("pr_number").is_some_and(|n| !n.is_null());
     if pr_url.is_none() && !has_number {
         return fatal(
-            "ImplError: no PR to wait for: the `ci` gate waits for the checks of the PR a passing `pr` gate made (or `pr_url`/`pr_number` in `workflow.data`)".into(),
+            "ImplError: no PR to wait for: the `ci` gate waits for the checks of the PR a passing `pr` gate made (or `pr_url`/`pr_number` in `workflow.data`)",
             "put the `ci` stage after the `pr` stage (`pr: {pass: ci}`)",
         );
     }
@@ -83,7 +83,7 @@ fn failure_context(pr_url: Option<&str>, output: &str) -> String {
     lines.join("\n")
 }
 
-fn fatal(traceback: String, suggestion: &str) -> GateReport {
+fn fatal(traceback: impl Into<String>, suggestion: &str) -> GateReport {
     let mut report = GateReport::fail("fail", traceback, suggestion);
     report.fatal = true;
     report

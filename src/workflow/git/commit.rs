@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::ops::{GitError, git_step, head, lines};
-use crate::workflow::compile::Workflow;
+use crate::workflow::compile::{RenderError, Workflow};
 use crate::workflow::spec::CommitSettings;
 
 /// The files staged for the next commit.
@@ -178,7 +178,7 @@ impl CommitStep<'_> {
         &self,
         settings: &CommitSettings,
         report_path: &str,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, RenderError> {
         if let Ok(text) = std::fs::read_to_string(self.work_dir.join(report_path))
             && !text.trim().is_empty()
         {
@@ -202,11 +202,11 @@ impl CommitStep<'_> {
             .render(&format!("{}.commit.report", self.at), self.vars)
         {
             Ok(path) => path,
-            Err(e) => return self.impl_error(e),
+            Err(e) => return self.impl_error(e.into()),
         };
         let message = match self.message(settings, &report_path) {
             Ok(message) => message,
-            Err(e) => return self.impl_error(e),
+            Err(e) => return self.impl_error(e.into()),
         };
         // A report outside the work tree cannot be staged anyway (and git
         // refuses a pathspec there).

@@ -169,7 +169,7 @@ impl GateContext<'_> {
         remote: &str,
     ) -> Result<String, String> {
         if set.is_some() {
-            return self.render(key, self.vars);
+            return Ok(self.render(key, self.vars)?);
         }
         default_branch(dir, remote, self.timeout(), self.spec.max_output_bytes)
             .await

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use super::pr_text::{closing_body, pr_number, pr_url, valid_pr_title};
 use crate::workflow::command::{CommandRun, run_command};
+use crate::workflow::compile::RenderError;
 use crate::workflow::gate::{GateContext, GateReport};
 use crate::workflow::spec::PrSettings;
 
@@ -27,7 +28,7 @@ fn needs_rebase(run: &CommandRun) -> bool {
 /// The branch to push: `pr.branch` rendered, else the checked-out one.
 async fn pr_branch(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result<String, String> {
     if pr.branch.is_some() {
-        return ctx.render("pr.branch", ctx.vars);
+        return Ok(ctx.render("pr.branch", ctx.vars)?);
     }
     let run = ctx.git(dir, &["rev-parse", "--abbrev-ref", "HEAD"]).await;
     if run.success() {
@@ -161,7 +162,7 @@ fn pr_body(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result<String,
             }
         }
     }
-    ctx.render("pr.body", ctx.vars)
+    Ok(ctx.render("pr.body", ctx.vars)?)
 }
 
 /// The create-PR argv, rendered with the PR's facts on top of the workflow variables.
@@ -169,7 +170,7 @@ fn create_argv(
     ctx: &GateContext<'_>,
     pr: &PrSettings,
     facts: [(&str, &String); 4],
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, RenderError> {
     let mut vars = ctx.vars.clone();
     for (k, v) in facts.into_iter().chain([("remote", &pr.remote)]) {
         vars.insert(k.into(), v.as_str().into());
