@@ -13,10 +13,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::compile::Workflow;
 use super::gate::GateReport;
-pub(crate) use super::git::CommitOutcome;
-use super::git::{CommitStep, GitEffect, GitError, GitState, last_commit_files};
+pub(crate) use super::git::{AgentStep, CommitOutcome};
+use super::git::{GitEffect, GitError, GitState, last_commit_files};
 use super::spec::{AgentStage, StageSpec};
 
 /// How long listing the last commit's files (`max_files`) may take, and
@@ -30,19 +29,6 @@ pub struct KindState {
     /// The git stage kinds': `HEAD` at dispatch, the PR, the CI failure.
     #[serde(default, skip_serializing_if = "GitState::is_empty")]
     pub git: GitState,
-}
-
-/// An agent stage whose agent ran, as the families' steps after it see it.
-pub(crate) struct AgentStep<'a> {
-    pub workflow: &'a Workflow,
-    pub work_dir: &'a Path,
-    /// The stage's key path (`workflow.stages.implement`).
-    pub at: &'a str,
-    pub stage: &'a str,
-    pub iteration: u32,
-    pub vars: &'a Map<String, Value>,
-    /// The agent reported completion (the first of its result's events).
-    pub done: bool,
 }
 
 /// What a stage run tells a family's section.
@@ -120,17 +106,8 @@ impl KindState {
         step: &AgentStep<'_>,
     ) -> Option<CommitOutcome> {
         let settings = agent.commit.as_ref()?;
-        let step = CommitStep {
-            workflow: step.workflow,
-            work_dir: step.work_dir,
-            at: step.at,
-            stage: step.stage,
-            iteration: step.iteration,
-            base: self.git.commit_base.as_deref(),
-            vars: step.vars,
-            done: step.done,
-        };
-        Some(Box::pin(step.run(settings)).await)
+        let base = self.git.commit_base.as_deref();
+        Some(Box::pin(step.commit(settings, base)).await)
     }
 }
 

@@ -136,8 +136,9 @@ pub(crate) async fn commit(req: &CommitRequest<'_>) -> Result<CommitReport, Comm
     Ok(report)
 }
 
-/// Where the commit step runs and what its templates see.
-pub(crate) struct CommitStep<'a> {
+/// An agent stage whose agent ran, as the steps after it (the commit
+/// step) see it: where they run and what their templates see.
+pub(crate) struct AgentStep<'a> {
     pub workflow: &'a Workflow,
     pub work_dir: &'a Path,
     /// The stage's key path (`workflow.stages.implement`), under which its
@@ -145,8 +146,6 @@ pub(crate) struct CommitStep<'a> {
     pub at: &'a str,
     pub stage: &'a str,
     pub iteration: u32,
-    /// `HEAD` when the stage was dispatched (the git section's `commit_base`).
-    pub base: Option<&'a str>,
     pub vars: &'a Map<String, Value>,
     /// The agent reported completion (the first of its result's events).
     pub done: bool,
@@ -161,7 +160,7 @@ pub(crate) struct CommitOutcome {
     pub fatal: Option<String>,
 }
 
-impl CommitStep<'_> {
+impl AgentStep<'_> {
     fn impl_error(&self, what: String) -> CommitOutcome {
         CommitOutcome {
             report: None,
@@ -193,10 +192,15 @@ impl CommitStep<'_> {
         Ok(Some(message.trim().to_string()).filter(|m| !m.is_empty()))
     }
 
-    /// Commits what the stage changed with the agent's report and says
-    /// (`fatal`) when it is an `ImplError`: at completion (`done`), nothing
-    /// changed or changes without a report.
-    pub(crate) async fn run(&self, settings: &CommitSettings) -> CommitOutcome {
+    /// The commit step: commits what the stage changed since `base` (`HEAD`
+    /// when it was dispatched) with the agent's report and says (`fatal`)
+    /// when it is an `ImplError`: at completion (`done`), nothing changed or
+    /// changes without a report.
+    pub(crate) async fn commit(
+        &self,
+        settings: &CommitSettings,
+        base: Option<&str>,
+    ) -> CommitOutcome {
         let report_path = match self
             .workflow
             .render(&format!("{}.commit.report", self.at), self.vars)
@@ -218,7 +222,7 @@ impl CommitStep<'_> {
         };
         let request = CommitRequest {
             dir: self.work_dir,
-            base: self.base.filter(|b| !b.is_empty()),
+            base: base.filter(|b| !b.is_empty()),
             message: message.as_deref(),
             exclude: &exclude,
         };

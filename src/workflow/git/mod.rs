@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use super::gate::{GateContext, GateReport};
 use super::spec::RebaseSettings;
 
-pub(crate) use commit::{CommitOutcome, CommitStep};
+pub(crate) use commit::{AgentStep, CommitOutcome};
 pub(crate) use ops::{GitError, head, last_commit_files};
 
 /// The key of a failed `ci` gate's context in its report's `details`.
