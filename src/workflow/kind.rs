@@ -15,13 +15,8 @@ use serde_json::{Map, Value, json};
 
 use super::gate::GateReport;
 pub(crate) use super::git::{AgentStep, CommitOutcome};
-use super::git::{GitEffect, GitError, GitState, last_commit_files};
+use super::git::{GitEffect, GitError, GitState, last_files};
 use super::spec::{AgentStage, StageSpec};
-
-/// How long listing the last commit's files (`max_files`) may take, and
-/// how much `git` may print.
-const FILES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-const FILES_MAX_OUTPUT: usize = 1024 * 1024;
 
 /// Every family's section of the checkpoint (`kinds` in its JSON).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -120,8 +115,8 @@ pub(crate) async fn agent_files(
     let Some(max) = agent.max_files else {
         return Ok(None);
     };
-    let files = last_commit_files(work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT).await?;
+    let files = last_files(work_dir, max).await?;
     Ok(Some(Value::Array(
-        files.into_iter().take(max).map(Value::from).collect(),
+        files.into_iter().map(Value::from).collect(),
     )))
 }

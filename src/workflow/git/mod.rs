@@ -32,6 +32,11 @@ pub(crate) use ops::{GitError, head, last_commit_files};
 /// The key of a failed `ci` gate's context in its report's `details`.
 const CI_FAILURE: &str = "ci_failure";
 
+/// How long listing the last commit's files (`max_files`) may take, and
+/// how much `git` may print.
+const FILES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+const FILES_MAX_OUTPUT: usize = 1024 * 1024;
+
 /// The git stage kinds' section of the checkpoint.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GitState {
@@ -129,6 +134,14 @@ impl GitEffect {
             .filter(|_| !report.pass)
             .map(|c| Self::CiFailed(c.to_string()))
     }
+}
+
+/// The files the last commit changed, at most `max`: an agent stage's
+/// `files` variable when it sets `max_files`.
+pub(crate) async fn last_files(work_dir: &Path, max: usize) -> Result<Vec<String>, GitError> {
+    let mut files = last_commit_files(work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT).await?;
+    files.truncate(max);
+    Ok(files)
 }
 
 /// The built-in `pr` gate (its `pr` settings are required).
