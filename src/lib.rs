@@ -26,6 +26,7 @@ pub mod events;
 pub mod failpoint;
 pub mod group_chat;
 pub mod hex;
+pub mod import;
 pub mod journal;
 pub mod kernel;
 pub mod load;

@@ -390,6 +390,74 @@ async fn a_kill_between_stages_resumes_at_the_next_stage() {
     resumes_after_kill_at("after_checkpoint@3").await;
 }
 
+/// Rewrites every checkpoint `job` has stored in `db` into format 1, the
+/// layout of the daemons before the git kinds had their own section (its
+/// fields at the top), and returns the last one.
+fn checkpoints_to_format_1(db: &Path, job: &str) -> Value {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut rows: Vec<(String, i64, String)> = conn
+        .prepare("SELECT scope, turn, body FROM journal WHERE job_id = ?1 AND step = 'checkpoint' ORDER BY turn")
+        .unwrap()
+        .query_map([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!rows.is_empty(), "no checkpoint stored for {job}");
+    for (scope, turn, body) in &mut rows {
+        let mut cp: Value = serde_json::from_str(body).unwrap();
+        let top = cp.as_object_mut().unwrap();
+        let kinds = top.remove("kinds").unwrap_or_default();
+        if let Some(git) = kinds.get("git").and_then(Value::as_object) {
+            top.extend(git.clone());
+        }
+        top.insert("format".into(), 1.into());
+        *body = cp.to_string();
+        conn.execute(
+            "UPDATE journal SET body = ?1 WHERE job_id = ?2 AND scope = ?3 AND turn = ?4 AND step = 'checkpoint'",
+            (body.as_str(), job, scope.as_str(), *turn),
+        )
+        .unwrap();
+    }
+    serde_json::from_str(&rows.last().unwrap().2).unwrap()
+}
+
+/// A job an older daemon stored goes on after an upgrade: killed right
+/// after the checkpoint of its first dispatch (`implement`, whose commit
+/// step keeps `HEAD` in the checkpoint), its checkpoint rewritten in
+/// format 1, the next daemon resumes it and finishes the workflow as an
+/// uninterrupted run does, committing each iteration once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checkpoint_stored_in_format_1_resumes() {
+    let ex = example().await;
+    let mut daemon = ex
+        .site
+        .start_with_env(&[("SA_FAILPOINTS", "after_checkpoint@1"), SHORT_LEASE]);
+    let http = client();
+    let job = submit(&http, &daemon, "implement-review", "Implement issue 13").await;
+    let id = job["id"].as_str().unwrap().to_string();
+    daemon.wait_killed_at("after_checkpoint");
+    let db = ex.site.path().join("state").join("queue.db");
+    let stored = checkpoints_to_format_1(&db, &id);
+    assert_eq!(stored["stage"], "implement", "{stored}");
+    assert!(stored["commit_base"].is_string(), "{stored}");
+    assert!(stored.get("kinds").is_none(), "{stored}");
+
+    let daemon = ex.site.start();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
+    assert_eq!(done["attempts"], 2, "{done}");
+    let (ends, _) = stages(&daemon, &id).await;
+    assert_eq!(ends, expected());
+    assert_eq!(done["result"]["iteration"], 2);
+    assert_eq!(done["result"]["steps"], 5, "{done}");
+    let clone = ex.demo.path().join("repo");
+    assert_eq!(
+        git(&clone, &["log", "--format=%s", "main..feature"]),
+        "calc: fix the syntax error\ncalc: add\n"
+    );
+    drop(ex.demo);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_workflow_is_refused_with_the_missing_pair() {
     let site = Site::new("http://127.0.0.1:9/v1", "");

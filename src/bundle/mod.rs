@@ -7,8 +7,8 @@
 pub mod bind;
 mod digest;
 pub mod history_plugin;
-pub mod import;
-mod locate;
+pub mod locate;
+pub mod original;
 pub mod schema;
 mod shape;
 mod template;
@@ -622,7 +622,7 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
     }
     // An original bundle fails on whichever of its keys serde meets first;
     // naming all of them, with the command that converts them, says more.
-    let original = import::original_keys(&value);
+    let original = original::original_keys(&value);
     let converted = value.get("prompts").is_some();
     serde_path_to_error::deserialize::<_, RawBundle>(value).map_err(|e| {
         if !original.is_empty() {
@@ -634,7 +634,7 @@ fn parse(text: &str, file: &Path, index: &LineIndex) -> Result<RawBundle, Bundle
                         file: file.to_path_buf(),
                         line: index.line_of(&key.path),
                         path: key.path.clone(),
-                        message: import::original_key_message(key, dir, converted),
+                        message: original::original_key_message(key, dir, converted),
                     })
                     .collect(),
             );

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use crate::bundle::import::{self, ImportOptions, Imported, ReportItem, Written};
 use crate::bundle::{self, LoadContext};
+use crate::import::{self, ImportOptions, Imported, ReportItem, Written};
 use crate::model::ModelCatalog;
 
 #[derive(Debug, Args)]

@@ -276,8 +276,8 @@ async fn outcome(
             "iteration": checkpoint.iteration,
             "history": checkpoint.history,
             "data": checkpoint.data,
-            "pr_url": checkpoint.pr_url,
-            "pr_number": checkpoint.pr_number,
+            "pr_url": checkpoint.kinds.git.pr_url,
+            "pr_number": checkpoint.kinds.git.pr_number,
             "bundle_version": run.loaded.version(),
         })),
     }

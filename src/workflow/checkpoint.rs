@@ -1,16 +1,27 @@
 //! The workflow's durable state: the checkpoint the host stores before
 //! every dispatch (in the same transaction as the job's progress), from
-//! which a new attempt resumes exactly, and the fatal report.
+//! which a new attempt resumes exactly, and the fatal report. The
+//! checkpoint is generic: what a family of stage kinds keeps (the git
+//! kinds' commit base, PR and CI failure) is its own section, `kinds`.
+//! Checkpoints of format 1, which kept the git kinds' fields at the top,
+//! are read into that section (`lift_format_1`), so a job stored by an
+//! older daemon resumes.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use super::kind::KindState;
+
 /// The checkpoint layout this build writes and reads; a different one is
-/// refused rather than misread.
-pub const CHECKPOINT_FORMAT: u32 = 1;
+/// refused rather than misread. Format 1 (the git kinds' fields at the top
+/// level) is read and lifted to this one.
+pub const CHECKPOINT_FORMAT: u32 = 2;
+
+/// The top-level fields of format 1 that are the git kinds' section now.
+const FORMAT_1_GIT_FIELDS: [&str; 4] = ["commit_base", "pr_url", "pr_number", "ci_failure"];
 
 /// Where a workflow stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -21,8 +32,11 @@ pub enum WorkflowStatus {
     Fatal,
 }
 
-/// Everything needed to resume a workflow exactly.
+/// Everything needed to resume a workflow exactly. (De)serialized through
+/// the impls below, which read format 1 too; `remote = "Self"` makes the
+/// derives the inner functions they call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Checkpoint {
     /// The checkpoint layout (`CHECKPOINT_FORMAT`).
     pub format: u32,
@@ -50,27 +64,16 @@ pub struct Checkpoint {
     pub last_scores: BTreeMap<String, u32>,
     /// What the next agent stage is told once (then cleared).
     pub retry_context: Option<String>,
-    /// What the `ci` gate's failing checks tell the next agent stage once
-    /// (its `ci_failure` variable; then cleared).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ci_failure: Option<String>,
     /// Every finished stage run, in order.
     pub history: Vec<StageRecord>,
     /// The workflow variables (spec data with the job's overrides).
     pub data: Map<String, Value>,
     /// Set when `status` is `fatal`.
     pub fatal: Option<FatalReport>,
-    /// `HEAD` of the working directory when a stage with a commit step
-    /// was dispatched (`""` before the first commit): what a run of its
-    /// commit step again after a crash compares with, so it never commits
-    /// twice nor mistakes its own commit for "nothing changed".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub commit_base: Option<String>,
-    /// The PR the last passing `pr` gate made or found.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pr_url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pr_number: Option<u64>,
+    /// What the families of stage kinds keep between stages, each in its
+    /// own typed section (`kind`).
+    #[serde(default, skip_serializing_if = "KindState::is_empty")]
+    pub kinds: KindState,
     /// The one stage this run runs, when the job named it (`only_stage`):
     /// the run ends after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,13 +97,10 @@ impl Checkpoint {
             no_improvement_streaks: BTreeMap::new(),
             last_scores: BTreeMap::new(),
             retry_context: None,
-            ci_failure: None,
             history: Vec::new(),
             data,
             fatal: None,
-            commit_base: None,
-            pr_url: None,
-            pr_number: None,
+            kinds: KindState::default(),
             only_stage: None,
         }
     }
@@ -108,6 +108,42 @@ impl Checkpoint {
     pub fn is_terminal(&self) -> bool {
         self.status != WorkflowStatus::Running
     }
+}
+
+impl Serialize for Checkpoint {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        Checkpoint::serialize(self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Checkpoint {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let mut value = Value::deserialize(deserializer)?;
+        lift_format_1(&mut value);
+        Checkpoint::deserialize(value).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Moves a format-1 checkpoint's git fields into `kinds.git` and marks it
+/// format 2 (the rest of the layout is the same); any other value is left
+/// as it is, for the engine to accept or refuse by its format.
+fn lift_format_1(value: &mut Value) {
+    let Some(top) = value.as_object_mut() else {
+        return;
+    };
+    if top.get("format").and_then(Value::as_u64) != Some(1) {
+        return;
+    }
+    let mut git = Map::new();
+    for field in FORMAT_1_GIT_FIELDS {
+        if let Some(v) = top.remove(field).filter(|v| !v.is_null()) {
+            git.insert(field.into(), v);
+        }
+    }
+    let mut kinds = Map::new();
+    kinds.insert("git".into(), Value::Object(git));
+    top.insert("kinds".into(), Value::Object(kinds));
+    top.insert("format".into(), CHECKPOINT_FORMAT.into());
 }
 
 /// One finished stage run.

@@ -184,24 +184,44 @@ impl Workflow {
         &self,
         path: &str,
         context: &Map<String, Value>,
-    ) -> Result<String, String> {
-        let template = self
-            .templates
-            .get_template(path)
-            .map_err(|e| format!("{path}: {e}"))?;
-        let context = minijinja::Value::from(minijinja::value::Serde(context));
-        template.render(&context).map_err(|e| {
-            let mut text = format!("{path}: {e}");
-            if e.kind() == minijinja::ErrorKind::UndefinedError {
-                text.push_str(" (define it in `workflow.data` or the job's variables)");
+    ) -> Result<String, RenderError> {
+        let failed = |e: minijinja::Error| {
+            let undefined = e.kind() == minijinja::ErrorKind::UndefinedError;
+            RenderError {
+                path: path.to_string(),
+                detail: e.to_string(),
+                hint: if undefined {
+                    " (define it in `workflow.data` or the job's variables)"
+                } else {
+                    ""
+                },
             }
-            text
-        })
+        };
+        let template = self.templates.get_template(path).map_err(failed)?;
+        let context = minijinja::Value::from(minijinja::value::Serde(context));
+        template.render(&context).map_err(failed)
     }
 
     /// The regex compiled under `path`.
     pub(crate) fn regex(&self, path: &str) -> Option<&Regex> {
         self.regexes.get(path)
+    }
+}
+
+/// A workflow template that did not render: its key path, why, and what
+/// to do when a variable is missing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {detail}{hint}")]
+pub struct RenderError {
+    pub path: String,
+    pub detail: String,
+    pub hint: &'static str,
+}
+
+// Fatal reasons, gate tracebacks and stage reports carry it as their text.
+impl From<RenderError> for String {
+    fn from(e: RenderError) -> Self {
+        e.to_string()
     }
 }
 

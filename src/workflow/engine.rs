@@ -6,98 +6,25 @@
 //!
 //! It knows nothing of HTTP, the queue or OpenTelemetry: agents run,
 //! checkpoints and artifacts are stored, and stage reports are observed
-//! through the host. Command gates run here (see `gates`).
+//! through the host. Command gates run here (see `gates`). Stage kinds
+//! beyond the core (the git kinds' commit base, PR and CI failure) are
+//! reached only through `kind`, at dispatch and when a result is applied.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
 use super::checkpoint::{
     CHECKPOINT_FORMAT, Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus, now,
 };
-use super::compile::{ERROR_EVENT, Workflow};
+use super::compile::{ERROR_EVENT, RenderError, Workflow};
+use super::host::{EngineError, WorkflowHost};
+use super::kind::KindEffect;
 use super::spec::{CapAction, FATAL, FINISH, StageSpec};
-use crate::kernel::RunFailure;
 
 /// The name of the fatal report artifact.
 pub const FATAL_ARTIFACT: &str = "fatal-report.json";
-
-/// What an agent run answered.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentOutput {
-    /// The final answer's text.
-    pub text: String,
-    /// The termination tool's output, when that ended the run.
-    pub final_output: Option<String>,
-}
-
-/// The daemon side of a workflow: runs agents, stores checkpoints and
-/// artifacts, observes stage reports.
-#[async_trait]
-pub trait WorkflowHost: Send + Sync {
-    /// Runs an agent (this bundle when `bundle` is `None`, else the named
-    /// one) with `prompt` as its input. `key` (`s{step}-{stage}`) is stable
-    /// across attempts: give the run its own journal scope under it so a
-    /// resumed stage replays its completed model and tool steps.
-    async fn run_agent(
-        &self,
-        key: &str,
-        bundle: Option<&str>,
-        prompt: String,
-    ) -> Result<AgentOutput, RunFailure>;
-
-    /// Stores the checkpoint durably (with the job's progress, in one
-    /// transaction). Called before every dispatch and at the end.
-    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String>;
-
-    /// Stores an artifact; a later one with the same name replaces it.
-    async fn artifact(&self, name: &str, body: &Value) -> Result<(), String>;
-
-    /// Called after each stage run (for logs, spans and metrics).
-    async fn stage_finished(&self, report: &StageReport);
-}
-
-/// Why the engine stopped without reaching `finish` or `fatal`. The job
-/// attempt fails; a new attempt resumes from the last stored checkpoint.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error(
-        "the checkpoint belongs to workflow version {found:?}, but the bundle's workflow is version {expected:?}: resubmit the job, or run it with the bundle version it started with"
-    )]
-    VersionMismatch { found: String, expected: String },
-    #[error(
-        "the checkpoint has format {found}, this build reads format {CHECKPOINT_FORMAT}: run the job with the daemon version that started it, or resubmit it"
-    )]
-    Format { found: u32 },
-    #[error(
-        "the checkpoint names stage {stage:?}, which the workflow does not have: resubmit the job"
-    )]
-    UnknownStage { stage: String },
-    #[error(
-        "storing the checkpoint before stage {stage:?} (step {step}) failed: {message}; check the job store, a new attempt resumes from the last checkpoint"
-    )]
-    Checkpoint {
-        stage: String,
-        step: u32,
-        message: String,
-    },
-    #[error(
-        "stage {stage:?}: the agent run failed: {source}; a new attempt of the job resumes this stage"
-    )]
-    Agent {
-        stage: String,
-        #[source]
-        source: RunFailure,
-    },
-    #[error("stage {stage:?}: storing artifact {name:?} failed: {message}; check the job store")]
-    Artifact {
-        stage: String,
-        name: String,
-        message: String,
-    },
-}
 
 /// How a workflow ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -124,11 +51,9 @@ pub(crate) struct StageResult {
     pub score: Option<u32>,
     /// A problem no retry can fix (a template that does not render): fatal.
     pub fatal: Option<String>,
-    /// The PR a passing `pr` gate made or found: `(url, number)`.
-    pub pr: Option<(Option<String>, Option<u64>)>,
-    /// A failed `ci` gate's context for the next agent stage (instead of
-    /// the retry context).
-    pub ci_failure: Option<String>,
+    /// What the gate's report tells a family of stage kinds (a PR made,
+    /// a CI failure for the next agent stage instead of the retry context).
+    pub effect: Option<KindEffect>,
 }
 
 impl StageResult {
@@ -139,12 +64,12 @@ impl StageResult {
             gate: None,
             score: None,
             fatal: None,
-            pr: None,
-            ci_failure: None,
+            effect: None,
         }
     }
 
-    pub(crate) fn fatal(reason: String) -> Self {
+    pub(crate) fn fatal(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
         Self {
             fatal: Some(reason.clone()),
             ..Self::event(ERROR_EVENT, reason)
@@ -226,13 +151,16 @@ impl<'a> Engine<'a> {
     }
 
     async fn run(&self, mut cp: Checkpoint) -> Result<Outcome, EngineError> {
+        // Each step's futures are boxed: nested in place they make one
+        // frame deep enough to overflow a runtime thread's stack in an
+        // unoptimized build.
         loop {
             if cp.stage == FINISH {
                 cp.status = WorkflowStatus::Finished;
                 return self.finish(cp).await;
             }
             if !cp.dispatched {
-                if let Some(done) = self.count(&mut cp).await? {
+                if let Some(done) = Box::pin(self.count(&mut cp)).await? {
                     return Ok(done);
                 }
                 if !cp.dispatched {
@@ -242,8 +170,9 @@ impl<'a> Engine<'a> {
             self.save(&mut cp).await?;
             let started_at = SystemTime::now();
             let clock = Instant::now();
-            let result = self.run_stage(&cp).await?;
-            if let Some(done) = self.apply(&mut cp, result, true, started_at, clock).await? {
+            let result = Box::pin(self.run_stage(&cp)).await?;
+            let applied = Box::pin(self.apply(&mut cp, result, true, started_at, clock));
+            if let Some(done) = applied.await? {
                 return Ok(done);
             }
         }
@@ -268,7 +197,7 @@ impl<'a> Engine<'a> {
         let attempt = *attempt;
         let Some(cap) = limits.attempts.get(&stage).filter(|c| attempt > c.max) else {
             cp.dispatched = true;
-            return self.commit_base(cp).await;
+            return self.dispatch(cp).await;
         };
         let details = json!({"attempt": attempt, "max": cap.max});
         if cap.on_exceed == CapAction::Fatal {
@@ -290,32 +219,14 @@ impl<'a> Engine<'a> {
             .await
     }
 
-    /// Records `HEAD` in the checkpoint (stored before the stage runs) when
-    /// the dispatched stage has a commit step: `Some` (fatal) when the
-    /// working directory is not a git work tree.
-    async fn commit_base(&self, cp: &mut Checkpoint) -> Result<Option<Outcome>, EngineError> {
-        let commits = matches!(
-            self.workflow.spec.stages.get(&cp.stage),
-            Some(StageSpec::Agent(agent)) if agent.commit.is_some()
-        );
-        cp.commit_base = None;
-        if !commits {
-            return Ok(None);
-        }
-        match super::git::head(&self.work_dir).await {
-            Ok(head) => {
-                cp.commit_base = Some(head.unwrap_or_default());
-                Ok(None)
-            }
-            Err(e) => {
-                let reason = format!(
-                    "ImplError: stage {} commits what it changes, but its working directory {} is not a git work tree: {e}",
-                    cp.stage,
-                    self.work_dir.display()
-                );
-                let details = json!({"error": "ImplError"});
-                self.fatal(cp, None, reason, details).await.map(Some)
-            }
+    /// Lets the families of stage kinds record what they need with the
+    /// dispatch (stored before the stage runs): `Some` (fatal) when one
+    /// cannot (a commit step outside a git work tree).
+    async fn dispatch(&self, cp: &mut Checkpoint) -> Result<Option<Outcome>, EngineError> {
+        let spec = self.workflow.spec.stages.get(&cp.stage);
+        match cp.kinds.dispatch(&cp.stage, spec, &self.work_dir).await {
+            Ok(()) => Ok(None),
+            Err(e) => self.fatal(cp, None, e.reason, e.details).await.map(Some),
         }
     }
 
@@ -343,12 +254,11 @@ impl<'a> Engine<'a> {
         {
             // Delivered once: the run that received them has finished.
             cp.retry_context = None;
-            cp.ci_failure = None;
+            cp.kinds.delivered();
         }
         let ended = self.account(cp, &stage, &result);
-        if let Some((url, number)) = &result.pr {
-            cp.pr_url = url.clone();
-            cp.pr_number = *number;
+        if let Some(effect) = &result.effect {
+            cp.kinds.record(effect);
         }
         // A one-stage run ends after its stage.
         let only = cp.only_stage.is_some().then(|| {
@@ -382,15 +292,29 @@ impl<'a> Engine<'a> {
                 duration,
             })
             .await;
+        self.conclude(cp, &stage, result, ended, only).await
+    }
+
+    /// Moves on after a recorded stage run: fatal when a limit (`ended`) or
+    /// the stage ended the workflow, the end of a one-stage run by its
+    /// `verdict`, else the transition the table names (none: fatal).
+    async fn conclude(
+        &self,
+        cp: &mut Checkpoint,
+        stage: &str,
+        result: StageResult,
+        ended: Option<String>,
+        verdict: Option<Result<(), String>>,
+    ) -> Result<Option<Outcome>, EngineError> {
         let event = Some(result.event.clone());
         let details = json!({"reason": result.reason});
         if let Some(reason) = ended.or(result.fatal) {
             return self.fatal(cp, event, reason, details).await.map(Some);
         }
-        if let Some(verdict) = only {
+        if let Some(verdict) = verdict {
             return self.end_one_stage(cp, verdict, event, details).await;
         }
-        match self.workflow.next(&stage, &result.event) {
+        match self.workflow.next(stage, &result.event) {
             None => {
                 let reason = format!(
                     "unmapped event {}: no transition for {stage} + {}",
@@ -480,9 +404,14 @@ impl<'a> Engine<'a> {
             return fatal;
         }
         cp.iteration += 1;
-        match &result.ci_failure {
-            Some(ci) => cp.ci_failure = Some(ci.clone()),
-            None => cp.retry_context = Some(retry.clone()),
+        // A family that carries the failure in a variable of its own (the
+        // `ci` gate's `ci_failure`) records it with the effect.
+        if !result
+            .effect
+            .as_ref()
+            .is_some_and(KindEffect::replaces_retry_context)
+        {
+            cp.retry_context = Some(retry.clone());
         }
         let streak = cp.failure_streaks.entry(gate.clone()).or_insert(0);
         *streak += 1;
@@ -581,7 +510,11 @@ impl<'a> Engine<'a> {
 impl Workflow {
     /// The working directory: the spec's `working_dir` (rendered with the
     /// data) under `base`, or `base` itself.
-    pub fn working_dir(&self, base: &Path, data: &Map<String, Value>) -> Result<PathBuf, String> {
+    pub fn working_dir(
+        &self,
+        base: &Path,
+        data: &Map<String, Value>,
+    ) -> Result<PathBuf, RenderError> {
         match &self.spec.working_dir {
             None => Ok(base.to_path_buf()),
             Some(_) => self
@@ -596,7 +529,7 @@ impl Workflow {
         &self,
         base: &Path,
         data: &Map<String, Value>,
-    ) -> Result<Option<PathBuf>, String> {
+    ) -> Result<Option<PathBuf>, RenderError> {
         self.spec
             .artifacts_dir
             .as_ref()

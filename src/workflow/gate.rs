@@ -1,7 +1,8 @@
 //! One gate run, as every gate sees it: what a gate is given
 //! (`GateContext`: the workflow, its spec, the working directory and the
 //! template variables) and what it answers (`GateReport`). The gates
-//! themselves are in `gates` and `ci`, which both stand on this file.
+//! themselves are in `gates` and, for the git stage kinds (`pr`, `rebase`,
+//! `ci`), in `git`; both stand on this file.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,9 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::command::CommandRun;
-use super::compile::Workflow;
-use super::git::default_branch;
+use super::compile::{RenderError, Workflow};
 use super::spec::CommandStage;
 
 /// A gate's report, written as its artifact.
@@ -23,17 +22,14 @@ pub struct GateReport {
     pub suggestions: Vec<String>,
     /// The event the gate emitted.
     pub event: String,
-    /// Gate-specific facts (the PR title and URL, the exit code…).
+    /// Gate-specific facts (the PR title and URL, the exit code, the `ci`
+    /// gate's `ci_failure`…).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub details: Map<String, Value>,
     /// Nothing an agent does can fix it (a PR title template that does not
     /// read `[tag][#N] text`): the workflow ends fatal, as in `lol impl`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fatal: bool,
-    /// What a failed `ci` gate tells the next agent stage (as `ci_failure`):
-    /// the PR and its failing checks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ci_failure: Option<String>,
 }
 
 impl GateReport {
@@ -46,7 +42,6 @@ impl GateReport {
             event: event.to_string(),
             details: Map::new(),
             fatal: false,
-            ci_failure: None,
         }
     }
 
@@ -90,11 +85,15 @@ pub struct GateContext<'a> {
 }
 
 impl GateContext<'_> {
-    pub(super) fn render(&self, key: &str, vars: &Map<String, Value>) -> Result<String, String> {
+    pub(super) fn render(
+        &self,
+        key: &str,
+        vars: &Map<String, Value>,
+    ) -> Result<String, RenderError> {
         self.workflow.render(&format!("{}.{key}", self.at), vars)
     }
 
-    pub(super) fn dir(&self) -> Result<PathBuf, String> {
+    pub(super) fn dir(&self) -> Result<PathBuf, RenderError> {
         match &self.spec.working_dir {
             Some(_) => Ok(self.work_dir.join(self.render("working_dir", self.vars)?)),
             None => Ok(self.work_dir.to_path_buf()),
@@ -103,29 +102,5 @@ impl GateContext<'_> {
 
     pub(super) fn timeout(&self) -> Duration {
         self.spec.timeout.into()
-    }
-
-    /// Runs `git args…` in the gate's directory.
-    pub(super) async fn git(&self, dir: &Path, args: &[&str]) -> CommandRun {
-        super::git::git(dir, args, self.timeout(), self.spec.max_output_bytes).await
-    }
-
-    /// The branch a PR targets or a rebase goes onto: `set` rendered when
-    /// the bundle sets it (at `key`), else the remote's default branch.
-    pub(super) async fn base(
-        &self,
-        dir: &Path,
-        key: &str,
-        set: Option<&String>,
-        remote: &str,
-    ) -> Result<String, String> {
-        if set.is_some() {
-            return self.render(key, self.vars);
-        }
-        default_branch(dir, remote, self.timeout(), self.spec.max_output_bytes)
-            .await
-            .map_err(|e| {
-                format!("cannot detect the base branch from {remote}'s HEAD: {e}; set `{key}`")
-            })
     }
 }

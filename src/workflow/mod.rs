@@ -7,14 +7,19 @@
 //! - `spec`: the raw `workflow:` section of `bundle.yaml` (serde, schemars);
 //! - `compile`: validation (all problems, as key path + message) into a
 //!   `Workflow` with compiled templates and regexes;
-//! - `engine`: the loop, over the `WorkflowHost` trait (`stages` runs one stage);
-//! - `checkpoint`: the durable state and the fatal report;
+//! - `engine`: the loop, over the `WorkflowHost` trait (`host`: the trait,
+//!   what an agent answers, `EngineError`; `stages` runs one stage);
+//! - `checkpoint`: the durable state (generic, with one typed section per
+//!   family of stage kinds) and the fatal report;
+//! - `kind`: the engine's one door to the stage kinds beyond its core:
+//!   their checkpoint sections and the hooks the engine calls;
 //! - `command`: running one argv command (process group, deadline, output cap);
 //! - `gate`: what every gate is given and answers (`GateContext`, `GateReport`);
-//! - `gates`: command gates and the built-in `py_compile`, `pr`, `rebase`
-//!   and `ci` gates (`pr_text`: the PR's title rule, closing reference, URL
-//!   and number; `ci`: waiting for the PR's checks, `ci_failure`);
-//! - `git`: the git facts and the commit-report step of an agent stage;
+//! - `gates`: command gates and the built-in `py_compile` gate; the others
+//!   are the git kinds';
+//! - `git`: the git stage kinds, the original system's steps: the
+//!   `pr`, `rebase` and `ci` gates, the commit-report step and `max_files`
+//!   of an agent stage, their checkpoint section (`GitState`);
 //! - `review`: the review score parser;
 //! - `one_stage`: a job that runs one stage alone (`only_stage`).
 //!
@@ -23,15 +28,15 @@
 //! only through `WorkflowHost`, which the worker implements.
 
 pub mod checkpoint;
-mod ci;
 pub mod command;
 pub mod compile;
 pub mod engine;
 pub mod gate;
 pub mod gates;
 mod git;
+mod host;
+pub mod kind;
 pub mod one_stage;
-mod pr_text;
 pub mod review;
 pub mod spec;
 mod stages;
@@ -41,10 +46,13 @@ mod tests;
 
 pub use checkpoint::{Checkpoint, FatalReport, StageRecord, StageReport, WorkflowStatus};
 pub use command::run_command;
-pub use compile::{SpecErrors, SpecProblem, StageInfo, Workflow, validate};
-pub use engine::{AgentOutput, Engine, EngineError, FATAL_ARTIFACT, Outcome, WorkflowHost};
+pub use compile::{RenderError, SpecErrors, SpecProblem, StageInfo, Workflow, validate};
+pub use engine::{Engine, FATAL_ARTIFACT, Outcome};
 pub use gate::GateReport;
+pub use git::GitState;
+pub use git::pr_text::valid_pr_title;
+pub use host::{AgentOutput, EngineError, WorkflowHost};
+pub use kind::KindState;
 pub use one_stage::OnlyStageError;
-pub use pr_text::valid_pr_title;
 pub use review::{Review, Scores, Thresholds, parse_review};
 pub use spec::{FATAL, FINISH, WorkflowSpec};

@@ -1,23 +1,19 @@
 //! Running one stage of each kind for the engine: rendering its prompt,
 //! calling the host's agent, running its gate, mapping the result to an
-//! event and writing the stage's artifacts.
-
-use std::path::Path;
+//! event and writing the stage's artifacts. What the families of stage
+//! kinds add to an agent stage (the git kinds' `files` and commit step)
+//! comes through `kind`.
 
 use serde_json::{Map, Value};
 
 use super::checkpoint::Checkpoint;
-use super::engine::{AgentOutput, Engine, EngineError, StageResult};
+use super::engine::{Engine, StageResult};
 use super::gate::{GateContext, GateReport};
 use super::gates::run_gate;
-use super::git::{CommitError, CommitRequest, commit, last_commit_files};
+use super::host::{AgentOutput, EngineError};
+use super::kind::{AgentStep, KindEffect, agent_files};
 use super::review::{Review, parse_review};
-use super::spec::{AgentStage, CommitSettings, ResultRule, StageSpec};
-
-/// How long listing the last commit's files (`max_files`) may take, and
-/// how much `git` may print.
-const FILES_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-const FILES_MAX_OUTPUT: usize = 1024 * 1024;
+use super::spec::{AgentGate, AgentStage, ResultRule, StageSpec};
 
 /// The template variables of a stage run.
 pub(crate) fn vars(cp: &Checkpoint) -> Map<String, Value> {
@@ -26,14 +22,7 @@ pub(crate) fn vars(cp: &Checkpoint) -> Map<String, Value> {
     vars.insert("step".into(), cp.step.into());
     vars.insert("stage".into(), cp.stage.clone().into());
     vars.insert("retry_context".into(), cp.retry_context.clone().into());
-    vars.insert("ci_failure".into(), cp.ci_failure.clone().into());
-    // The PR of the last passing `pr` gate (the `ci` gate's templates).
-    if let Some(url) = &cp.pr_url {
-        vars.insert("pr_url".into(), url.clone().into());
-    }
-    if let Some(number) = cp.pr_number {
-        vars.insert("pr_number".into(), number.into());
-    }
+    cp.kinds.vars(&mut vars);
     vars
 }
 
@@ -118,12 +107,7 @@ impl Engine<'_> {
         };
         let mut result = StageResult::event(&report.event, reason);
         result.gate = Some((report.pass, report.retry_context()));
-        result.ci_failure = report.ci_failure.clone();
-        if report.pass && report.details.contains_key("pr_url") {
-            let url = report.details["pr_url"].as_str().map(String::from);
-            let number = report.details.get("pr_number").and_then(Value::as_u64);
-            result.pr = Some((url, number));
-        }
+        result.effect = KindEffect::of(&report);
         Ok(result)
     }
 
@@ -135,24 +119,7 @@ impl Engine<'_> {
         vars: &Map<String, Value>,
     ) -> Result<StageResult, EngineError> {
         let stage = cp.stage.as_str();
-        let mut prompt_vars = vars.clone();
-        // The job's own `files` (a list: `structured-agents simplify
-        // --file`) stand instead of the last commit's.
-        let named = vars.get("files").is_some_and(Value::is_array);
-        if let Some(max) = agent.max_files.filter(|_| !named) {
-            match last_commit_files(&self.work_dir, FILES_TIMEOUT, FILES_MAX_OUTPUT).await {
-                Ok(files) => {
-                    let files: Vec<Value> = files.into_iter().take(max).map(Value::from).collect();
-                    prompt_vars.insert("files".into(), Value::Array(files));
-                }
-                Err(e) => {
-                    return Ok(StageResult::fatal(format!(
-                        "{at}.max_files: cannot list the files of the last commit: {e}"
-                    )));
-                }
-            }
-        }
-        let prompt = match self.workflow.render(&format!("{at}.prompt"), &prompt_vars) {
+        let prompt = match self.agent_prompt(agent, at, vars).await {
             Ok(p) => p,
             Err(e) => return Ok(StageResult::fatal(e)),
         };
@@ -176,19 +143,67 @@ impl Engine<'_> {
             Ok(event) => event,
             Err(e) => return Ok(StageResult::fatal(e)),
         };
-        if let Some(settings) = &agent.commit {
-            let done = agent.result.events.first() == Some(&event);
-            let name = format!("{prefix}-commit-iter-{}.json", cp.iteration);
-            if let Err(e) = self
-                .commit_step(cp, settings, at, vars, done, &name)
-                .await?
-            {
-                return Ok(StageResult::fatal(e));
+        let step = AgentStep {
+            workflow: self.workflow,
+            work_dir: &self.work_dir,
+            at,
+            stage,
+            iteration: cp.iteration,
+            vars,
+            done: agent.result.events.first() == Some(&event),
+        };
+        if let Some(done) = cp.kinds.after_agent(agent, &step).await {
+            if let Some(report) = &done.report {
+                let name = format!("{prefix}-commit-iter-{}.json", cp.iteration);
+                self.store(stage, &name, report).await?;
+            }
+            if let Some(reason) = done.fatal {
+                return Ok(StageResult::fatal(reason));
             }
         }
-        let Some(gate) = agent.gate.as_ref().filter(|g| g.after == event) else {
-            return Ok(StageResult::event(&event, "agent result"));
-        };
+        match agent.gate.as_ref().filter(|g| g.after == event) {
+            Some(gate) => self.agent_gate(cp, gate, at, vars, event).await,
+            None => Ok(StageResult::event(&event, "agent result")),
+        }
+    }
+
+    /// The agent's prompt, rendered with the stage's variables and, for a
+    /// stage with `max_files`, the files of the last commit (`Err`: why the
+    /// workflow ends fatal).
+    async fn agent_prompt(
+        &self,
+        agent: &AgentStage,
+        at: &str,
+        vars: &Map<String, Value>,
+    ) -> Result<String, String> {
+        let mut prompt_vars = vars.clone();
+        // The job's own `files` (a list: `structured-agents simplify
+        // --file`) stand instead of the last commit's.
+        let named = vars.get("files").is_some_and(Value::is_array);
+        if !named {
+            let files = agent_files(agent, &self.work_dir).await.map_err(|e| {
+                format!("{at}.max_files: cannot list the files of the last commit: {e}")
+            })?;
+            if let Some(files) = files {
+                prompt_vars.insert("files".into(), files);
+            }
+        }
+        Ok(self
+            .workflow
+            .render(&format!("{at}.prompt"), &prompt_vars)?)
+    }
+
+    /// The gate an agent stage runs after its agent reported the gate's
+    /// `after` event: the stage emits that event when the gate passes, else
+    /// the gate's failure event.
+    async fn agent_gate(
+        &self,
+        cp: &Checkpoint,
+        gate: &AgentGate,
+        at: &str,
+        vars: &Map<String, Value>,
+        event: String,
+    ) -> Result<StageResult, EngineError> {
         let check_at = format!("{at}.gate.check");
         let ctx = GateContext {
             workflow: self.workflow,
@@ -199,7 +214,7 @@ impl Engine<'_> {
         };
         let report = run_gate(&ctx).await;
         let mut result = self
-            .gate_result(stage, &gate.name, cp.iteration, report)
+            .gate_result(&cp.stage, &gate.name, cp.iteration, report)
             .await?;
         if !result.gate.as_ref().is_some_and(|(pass, _)| *pass) {
             result.event = gate.fail_event();
@@ -207,83 +222,6 @@ impl Engine<'_> {
             result.event = event;
         }
         Ok(result)
-    }
-
-    /// The commit-report step: commits what the stage changed with the
-    /// agent's report, writes its artifact `name`, and says (`Err`, the
-    /// fatal reason) when `lol impl` would have raised `ImplError`: at
-    /// completion (`done`), nothing changed or changes without a report.
-    async fn commit_step(
-        &self,
-        cp: &Checkpoint,
-        settings: &CommitSettings,
-        at: &str,
-        vars: &Map<String, Value>,
-        done: bool,
-        name: &str,
-    ) -> Result<Result<(), String>, EngineError> {
-        let stage = cp.stage.as_str();
-        let impl_error = |what: String| {
-            Err(format!(
-                "ImplError: stage {stage} (iteration {}): {what}",
-                cp.iteration
-            ))
-        };
-        let report_path = match self.workflow.render(&format!("{at}.commit.report"), vars) {
-            Ok(path) => path,
-            Err(e) => return Ok(impl_error(e)),
-        };
-        let message = match std::fs::read_to_string(self.work_dir.join(&report_path)) {
-            Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
-            _ => match settings.message.as_ref() {
-                Some(_) => match self.workflow.render(&format!("{at}.commit.message"), vars) {
-                    Ok(m) if !m.trim().is_empty() => Some(m.trim().to_string()),
-                    Ok(_) => None,
-                    Err(e) => return Ok(impl_error(e)),
-                },
-                None => None,
-            },
-        };
-        // A report outside the work tree cannot be staged anyway (and git
-        // refuses a pathspec there).
-        let inside = !report_path.starts_with("..") && !Path::new(&report_path).is_absolute();
-        let exclude = if inside {
-            vec![report_path.clone()]
-        } else {
-            Vec::new()
-        };
-        let request = CommitRequest {
-            dir: &self.work_dir,
-            base: cp.commit_base.as_deref().filter(|b| !b.is_empty()),
-            message: message.as_deref(),
-            exclude: &exclude,
-        };
-        let report = match commit(&request).await {
-            Ok(report) => report,
-            Err(CommitError::NoMessage) if !done => {
-                // Not finished yet: the changes wait for a later report, as
-                // `lol impl` skipped the commit of an iteration without one.
-                return Ok(Ok(()));
-            }
-            Err(CommitError::NoMessage) => {
-                return Ok(impl_error(format!(
-                    "the agent reported completion with uncommitted changes but wrote no commit report to {report_path}: have it write the report there, or give the stage `commit.message`"
-                )));
-            }
-            Err(CommitError::Git(e)) => {
-                return Ok(impl_error(format!("committing the changes failed: {e}")));
-            }
-        };
-        let body = serde_json::to_value(&report).unwrap_or(Value::Null);
-        self.store(stage, name, &body).await?;
-        let unchanged = !report.committed && report.head.as_deref() == request.base;
-        if done && unchanged && !settings.allow_empty {
-            return Ok(impl_error(format!(
-                "the agent reported completion but changed nothing in {} since the stage started; set `commit.allow_empty: true` on the stage to go on without a commit",
-                self.work_dir.display()
-            )));
-        }
-        Ok(Ok(()))
     }
 
     /// Maps an agent's output to an event by the stage's rule.

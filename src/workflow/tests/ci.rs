@@ -9,7 +9,7 @@ use super::{compile, has, problems};
 use crate::workflow::{Checkpoint, Engine, WorkflowStatus};
 
 /// The checks fail (listing one failing check) until `ci_failed_once` exists.
-const FLOW: &str = r#"
+pub(super) const FLOW: &str = r#"
 start: implement
 data: {issue: 13, pr_url: "https://github.com/o/r/pull/7", pr_number: 7}
 stages:
@@ -65,14 +65,27 @@ async fn failing_checks_feed_ci_failure_to_the_next_iteration_once() {
         .iter()
         .find(|c| c.stage == "implement" && c.step == 3)
         .unwrap();
-    assert!(before.ci_failure.as_deref().unwrap().contains("lint\tfail"));
+    assert!(
+        before
+            .kinds
+            .git
+            .ci_failure
+            .as_deref()
+            .unwrap()
+            .contains("lint\tfail")
+    );
     assert_eq!(before.retry_context, None);
-    assert_eq!(outcome.checkpoint.ci_failure, None);
+    assert_eq!(outcome.checkpoint.kinds.git.ci_failure, None);
     assert_eq!(outcome.checkpoint.iteration, 2);
     let report = host.artifact("ci-iter-1.json").unwrap();
     assert_eq!(report["pass"], false);
     assert_eq!(report["details"]["exit_code"], 1);
-    assert!(report["ci_failure"].as_str().unwrap().starts_with("PR: "));
+    assert!(
+        report["details"]["ci_failure"]
+            .as_str()
+            .unwrap()
+            .starts_with("PR: ")
+    );
 }
 
 #[tokio::test]
@@ -150,9 +163,9 @@ fn the_pr_stages_checkpoint_gives_ci_templates_pr_url_and_pr_number() {
     let vars = crate::workflow::stages::vars(&cp);
     assert!(!vars.contains_key("pr_url") && !vars.contains_key("pr_number"));
     assert_eq!(vars["ci_failure"], serde_json::Value::Null);
-    cp.pr_url = Some("https://github.com/o/r/pull/9".into());
-    cp.pr_number = Some(9);
-    cp.ci_failure = Some("PR: …".into());
+    cp.kinds.git.pr_url = Some("https://github.com/o/r/pull/9".into());
+    cp.kinds.git.pr_number = Some(9);
+    cp.kinds.git.ci_failure = Some("PR: …".into());
     let vars = crate::workflow::stages::vars(&cp);
     assert_eq!(vars["pr_url"], "https://github.com/o/r/pull/9");
     assert_eq!(vars["pr_number"], 9);

@@ -111,7 +111,7 @@ async fn the_stage_commits_its_changes_with_the_report_once() {
     // A crash after the commit: the stage runs again from the checkpoint
     // stored at its dispatch (its agent replays the same writes).
     let dispatched = host.checkpoints.lock().unwrap()[0].clone();
-    assert!(dispatched.dispatched && dispatched.commit_base.is_some());
+    assert!(dispatched.dispatched && dispatched.kinds.git.commit_base.is_some());
     let again =
         FakeHost::new(dir.path()).script("implement", vec![reply("STATUS: done", writes())]);
     let outcome = Engine::new(&w, &again, dir.path())

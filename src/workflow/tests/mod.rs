@@ -1,8 +1,10 @@
 //! Tests of the workflow module: spec validation here, the engine loop with
 //! a fake host in `engine`, command gates against real git in `gates`, the
 //! commit-report step in `commit`, the `ci` gate in `ci`, the events'
-//! original names in `names`, one-stage runs in `one_stage`.
+//! original names in `names`, one-stage runs in `one_stage`, checkpoints
+//! of the format before the git kinds' section in `checkpoint`.
 
+mod checkpoint;
 mod ci;
 mod commit;
 mod engine;

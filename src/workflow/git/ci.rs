@@ -1,26 +1,28 @@
 //! The built-in `ci` gate, as `lol impl --wait-for-ci`: after the PR
 //! stage, wait for the PR's checks (`gh pr checks N --watch` by default);
 //! failing checks are a `fail` whose output the next agent stage reads once
-//! as `ci_failure` (the original's "CI failure context" prompt section).
+//! as `ci_failure` (kept in the details of its report, whence the
+//! checkpoint's git section takes it; the original's "CI failure context" prompt section).
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::command::{run_command, tail};
-use super::gate::{GateContext, GateReport};
+use super::CI_FAILURE;
+use crate::workflow::command::{run_command, tail};
+use crate::workflow::gate::{GateContext, GateReport};
 
 /// How much of the checks command's output `ci_failure` keeps (the tail:
 /// the failing checks are listed last).
 const CI_FAILURE_CHARS: usize = 4000;
 
 /// Runs the checks command for the PR in `pr_url`/`pr_number`.
-pub(super) async fn ci_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
+pub(crate) async fn ci_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
     let pr_url = ctx.vars.get("pr_url").and_then(Value::as_str);
     let has_number = ctx.vars.get("pr_number").is_some_and(|n| !n.is_null());
     if pr_url.is_none() && !has_number {
         return fatal(
-            "ImplError: no PR to wait for: the `ci` gate waits for the checks of the PR a passing `pr` gate made (or `pr_url`/`pr_number` in `workflow.data`)".into(),
+            "ImplError: no PR to wait for: the `ci` gate waits for the checks of the PR a passing `pr` gate made (or `pr_url`/`pr_number` in `workflow.data`)",
             "put the `ci` stage after the `pr` stage (`pr: {pass: ci}`)",
         );
     }
@@ -48,7 +50,8 @@ pub(super) async fn ci_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
                 "fix what makes the PR's checks fail",
             );
             report.details.insert("exit_code".into(), code.into());
-            report.ci_failure = Some(failure_context(pr_url, run.output().trim()));
+            let context = failure_context(pr_url, run.output().trim());
+            report.details.insert(CI_FAILURE.into(), context.into());
             report
         }
         // The original stopped with an error when `gh pr checks` did not
@@ -80,7 +83,7 @@ fn failure_context(pr_url: Option<&str>, output: &str) -> String {
     lines.join("\n")
 }
 
-fn fatal(traceback: String, suggestion: &str) -> GateReport {
+fn fatal(traceback: impl Into<String>, suggestion: &str) -> GateReport {
     let mut report = GateReport::fail("fail", traceback, suggestion);
     report.fatal = true;
     report
