@@ -253,7 +253,7 @@ impl Daemon {
             let sender = sender.with_format(crate::queue::outbox::A2A_PUSH, pushes);
             crate::webhook::spawn(sender, self.shutdown.clone())
         })
-        .map_err(ServeError::Other)?;
+        .map_err(|e| ServeError::Other(e.to_string()))?;
         let server_settings = &self.config.server;
         let app = api::router(
             state,

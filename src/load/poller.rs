@@ -8,7 +8,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::gate::LoadGate;
-use super::signals;
+use super::signals::{self, PageError};
 use crate::config::{LoadConfig, LoadKind};
 use crate::events::daemon::DaemonBus;
 
@@ -67,7 +67,7 @@ async fn poll(gate: Weak<LoadGate>, client: reqwest::Client, url: String) {
         let outcome = match read {
             Ok(Ok(page)) => signals::parse(config.kind, &page),
             Ok(Err(why)) => Err(why),
-            Err(_) => Err(format!("no answer within {timeout:?}")),
+            Err(_) => Err(PageError::Timeout(timeout)),
         };
         match outcome {
             Ok(signals) => gate.read(signals),
@@ -76,18 +76,20 @@ async fn poll(gate: Weak<LoadGate>, client: reqwest::Client, url: String) {
     }
 }
 
-async fn read_page(client: &reqwest::Client, url: &str, limit: usize) -> Result<String, String> {
-    let response = client.get(url).send().await.map_err(|e| e.to_string())?;
+async fn read_page(client: &reqwest::Client, url: &str, limit: usize) -> Result<String, PageError> {
+    let response = client
+        .get(url)
+        .send()
+        .await
+        .map_err(|e| PageError::Request(e.to_string()))?;
     if !response.status().is_success() {
-        return Err(format!("HTTP {}", response.status()));
+        return Err(PageError::Status(response.status()));
     }
     let (bytes, more) = crate::client::read_capped(response, limit)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| PageError::Request(e.to_string()))?;
     if more {
-        return Err(format!(
-            "the page is larger than {limit} bytes (raise load.max_page_bytes)"
-        ));
+        return Err(PageError::TooLarge(limit));
     }
-    String::from_utf8(bytes).map_err(|_| "the page is not UTF-8 text".into())
+    String::from_utf8(bytes).map_err(|_| PageError::NotText)
 }

@@ -17,8 +17,30 @@ const VLLM_WAITING: &str = "vllm:num_requests_waiting";
 const VLLM_KV_CACHE: [&str; 2] = ["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"];
 const LLAMACPP_DEFERRED: &str = "llamacpp:requests_deferred";
 
+/// Why a load page could not be read, or said nothing usable.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    #[error(
+        "the page has no `{wanted}` sample (is it the server's Prometheus /metrics page, and of a {kind:?} server?)"
+    )]
+    NoSample {
+        wanted: &'static str,
+        kind: LoadKind,
+    },
+    #[error("{0}")]
+    Request(String),
+    #[error("HTTP {0}")]
+    Status(reqwest::StatusCode),
+    #[error("the page is larger than {0} bytes (raise load.max_page_bytes)")]
+    TooLarge(usize),
+    #[error("the page is not UTF-8 text")]
+    NotText,
+    #[error("no answer within {0:?}")]
+    Timeout(std::time::Duration),
+}
+
 /// The signals of a `kind` page, or why the page says nothing usable.
-pub fn parse(kind: LoadKind, page: &str) -> Result<Signals, String> {
+pub fn parse(kind: LoadKind, page: &str) -> Result<Signals, PageError> {
     let mut signals = Signals::default();
     for line in page.lines() {
         let Some((name, value)) = sample(line) else {
@@ -39,9 +61,7 @@ pub fn parse(kind: LoadKind, page: &str) -> Result<Signals, String> {
             LoadKind::Llamacpp => LLAMACPP_DEFERRED,
             LoadKind::Fixed => "nothing",
         };
-        return Err(format!(
-            "the page has no `{wanted}` sample (is it the server's Prometheus /metrics page, and of a {kind:?} server?)"
-        ));
+        return Err(PageError::NoSample { wanted, kind });
     }
     Ok(signals)
 }
@@ -105,7 +125,7 @@ mod tests {
             "vllm:num_requests_waiting NaN\n",
             "vllm:num_requests_waiting{broken 3\n",
         ] {
-            let err = parse(LoadKind::Vllm, page).unwrap_err();
+            let err = parse(LoadKind::Vllm, page).unwrap_err().to_string();
             assert!(err.contains("vllm:num_requests_waiting"), "{page:?}: {err}");
         }
         assert!(parse(LoadKind::Llamacpp, "vllm:num_requests_waiting 1\n").is_err());

@@ -22,16 +22,32 @@ pub struct LogFilter {
 impl LogFilter {
     /// Applies `filter` (the `telemetry.log_filter` syntax) unless `SA_LOG`
     /// pins it; a filter that does not parse leaves the current one.
-    pub fn set(&self, filter: &str) -> Result<(), String> {
+    pub fn set(&self, filter: &str) -> Result<(), LogFilterError> {
         if std::env::var_os("SA_LOG").is_some() {
-            return Err("SA_LOG is set and overrides telemetry.log_filter".into());
+            return Err(LogFilterError::Pinned);
         }
-        let parsed = EnvFilter::try_new(format!("{filter},{SILENCED}"))
-            .map_err(|e| format!("telemetry.log_filter {filter:?} does not parse: {e}"))?;
-        self.handle
-            .reload(parsed)
-            .map_err(|e| format!("cannot change the log filter: {e}"))
+        let parsed = EnvFilter::try_new(format!("{filter},{SILENCED}")).map_err(|source| {
+            LogFilterError::Parse {
+                filter: filter.to_string(),
+                source,
+            }
+        })?;
+        self.handle.reload(parsed).map_err(LogFilterError::Reload)
     }
+}
+
+/// Why the log filter was not changed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogFilterError {
+    #[error("SA_LOG is set and overrides telemetry.log_filter")]
+    Pinned,
+    #[error("telemetry.log_filter {filter:?} does not parse: {source}")]
+    Parse {
+        filter: String,
+        source: tracing_subscriber::filter::ParseError,
+    },
+    #[error("cannot change the log filter: {0}")]
+    Reload(tracing_subscriber::reload::Error),
 }
 
 /// Installs the process's logger; `None` when one was installed already

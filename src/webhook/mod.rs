@@ -11,7 +11,7 @@ mod sender;
 mod sign;
 
 pub use format::{Format, Outgoing, Signed};
-pub use sender::{Sender, spawn};
+pub use sender::{Sender, SenderError, spawn};
 pub use sign::{SignError, Signer};
 
 pub use crate::config::WebhookConfig;

@@ -11,13 +11,22 @@ use std::time::{Duration, SystemTime};
 use rand::Rng as _;
 use tokio_util::sync::CancellationToken;
 
-use super::{Format, Signed, Signer, WebhookConfig};
+use super::{Format, SignError, Signed, Signer, WebhookConfig};
 use crate::egress::{Current, Egress};
 use crate::events::daemon::{DaemonBus, DaemonEvent, StaleClaim};
 use crate::failpoint::{self, Failpoint};
 use crate::queue::{Delivery, DeliveryResult, JobQueue, Settled, millis};
 
 const EVERY: Duration = Duration::from_millis(500);
+/// Why the webhook sender cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SenderError {
+    #[error("{env}: {source}")]
+    Secret { env: String, source: SignError },
+    #[error("cannot build the webhook HTTP client: {0}")]
+    Client(reqwest::Error),
+}
+
 /// Deliveries claimed per round (each job's oldest only).
 const BATCH: usize = 32;
 /// What is kept of a refusing receiver's answer, in the delivery's error
@@ -46,12 +55,15 @@ impl Sender {
         config: WebhookConfig,
         bus: DaemonBus,
         egress: Arc<dyn Current>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SenderError> {
         let secret = std::env::var(&config.secret_env).unwrap_or_default();
         let signer = if secret.is_empty() {
             None
         } else {
-            Some(Signer::new(&secret).map_err(|e| format!("{}: {e}", config.secret_env))?)
+            Some(Signer::new(&secret).map_err(|source| SenderError::Secret {
+                env: config.secret_env.clone(),
+                source,
+            })?)
         };
         let webhooks: Arc<dyn Format> = Arc::new(Signed::new(signer, &config.secret_env));
         let sender = Self {
@@ -70,7 +82,7 @@ impl Sender {
 
     /// The client for `egress`: its resolver applies the rule, it follows
     /// no redirect, it waits at most the webhook timeout.
-    fn http(&self, egress: &Arc<Egress>) -> Result<reqwest::Client, String> {
+    fn http(&self, egress: &Arc<Egress>) -> Result<reqwest::Client, SenderError> {
         let mut held = self.client.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((rule, client)) = held.as_ref()
             && Arc::ptr_eq(rule, egress)
@@ -83,7 +95,7 @@ impl Sender {
             .timeout(timeout)
             .connect_timeout(timeout)
             .build()
-            .map_err(|e| format!("cannot build the webhook HTTP client: {e}"))?;
+            .map_err(SenderError::Client)?;
         *held = Some((egress.clone(), client.clone()));
         Ok(client)
     }
@@ -175,7 +187,7 @@ impl Sender {
             .map_err(|e| Failure::Refused(e.to_string()))?;
         let mut request = self
             .http(&egress)
-            .map_err(Failure::Failed)?
+            .map_err(|e| Failure::Failed(e.to_string()))?
             .post(target)
             .header("content-type", "application/json");
         for (name, value) in &outgoing.headers {
