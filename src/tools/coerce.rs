@@ -7,15 +7,33 @@
 
 use serde_json::{Map, Value};
 
+/// Why a call's arguments are refused: its `Display` is the `bad_args`
+/// detail the model sees (`missing:KEY`, `bad_TYPE:KEY`, `schema:…`), a
+/// form models and tests read, so it stays exactly as it was.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArgsError {
+    #[error("expected a JSON object, got {0}")]
+    NotAnObject(&'static str),
+    #[error("invalid JSON: {0}")]
+    InvalidJson(String),
+    #[error("missing:{0}")]
+    Missing(String),
+    #[error("bad_{expected}:{key}")]
+    BadType { expected: String, key: String },
+    /// What the whole schema found wrong, at most five problems.
+    #[error("schema:{}", .0.join("; "))]
+    Schema(Vec<String>),
+}
+
 /// Parses `raw` and coerces it against `schema` (an object schema).
-pub fn parse_and_coerce(raw: &str, schema: &Value) -> Result<Map<String, Value>, String> {
+pub fn parse_and_coerce(raw: &str, schema: &Value) -> Result<Map<String, Value>, ArgsError> {
     let mut args = if raw.trim().is_empty() {
         Map::new()
     } else {
         match serde_json::from_str::<Value>(raw) {
             Ok(Value::Object(map)) => map,
-            Ok(other) => return Err(format!("expected a JSON object, got {}", type_name(&other))),
-            Err(e) => return Err(format!("invalid JSON: {e}")),
+            Ok(other) => return Err(ArgsError::NotAnObject(type_name(&other))),
+            Err(e) => return Err(ArgsError::InvalidJson(e.to_string())),
         }
     };
     let empty = Map::new();
@@ -42,13 +60,13 @@ pub fn parse_and_coerce(raw: &str, schema: &Value) -> Result<Map<String, Value>,
         if let Some(key) = required.as_str()
             && !args.contains_key(key)
         {
-            return Err(format!("missing:{key}"));
+            return Err(ArgsError::Missing(key.to_string()));
         }
     }
     Ok(args)
 }
 
-fn coerce(key: &str, value: &mut Value, prop: &Value) -> Result<(), String> {
+fn coerce(key: &str, value: &mut Value, prop: &Value) -> Result<(), ArgsError> {
     let types: Vec<&str> = match prop.get("type") {
         Some(Value::String(t)) => vec![t.as_str()],
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
@@ -63,10 +81,10 @@ fn coerce(key: &str, value: &mut Value, prop: &Value) -> Result<(), String> {
             return Ok(());
         }
     }
-    Err(format!(
-        "bad_{}:{key}",
-        types.first().copied().unwrap_or("value")
-    ))
+    Err(ArgsError::BadType {
+        expected: types.first().copied().unwrap_or("value").to_string(),
+        key: key.to_string(),
+    })
 }
 
 fn matches(value: &Value, schema_type: &str) -> bool {
@@ -150,32 +168,43 @@ mod tests {
             Map::new()
         );
         assert_eq!(
-            parse_and_coerce("[1]", &schema()).unwrap_err(),
+            parse_and_coerce("[1]", &schema()).unwrap_err().to_string(),
             "expected a JSON object, got array"
         );
         assert!(
             parse_and_coerce("{oops", &schema())
                 .unwrap_err()
+                .to_string()
                 .starts_with("invalid JSON:")
         );
         assert_eq!(
-            parse_and_coerce(r#"{"n": "two"}"#, &schema()).unwrap_err(),
+            parse_and_coerce(r#"{"n": "two"}"#, &schema())
+                .unwrap_err()
+                .to_string(),
             "bad_integer:n"
         );
         assert_eq!(
-            parse_and_coerce(r#"{"n": 1.5}"#, &schema()).unwrap_err(),
+            parse_and_coerce(r#"{"n": 1.5}"#, &schema())
+                .unwrap_err()
+                .to_string(),
             "bad_integer:n"
         );
         assert_eq!(
-            parse_and_coerce(r#"{"n": 1, "flag": "yes"}"#, &schema()).unwrap_err(),
+            parse_and_coerce(r#"{"n": 1, "flag": "yes"}"#, &schema())
+                .unwrap_err()
+                .to_string(),
             "bad_boolean:flag"
         );
         assert_eq!(
-            parse_and_coerce(r#"{"n": 1, "name": 5}"#, &schema()).unwrap_err(),
+            parse_and_coerce(r#"{"n": 1, "name": 5}"#, &schema())
+                .unwrap_err()
+                .to_string(),
             "bad_string:name"
         );
         assert_eq!(
-            parse_and_coerce(r#"{}"#, &schema()).unwrap_err(),
+            parse_and_coerce(r#"{}"#, &schema())
+                .unwrap_err()
+                .to_string(),
             "missing:n"
         );
     }

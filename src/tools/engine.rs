@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::JobEnd;
 use super::cache::ResultCache;
-use super::coerce::parse_and_coerce;
+use super::coerce::{ArgsError, parse_and_coerce};
 use super::guardrails::{GuardrailError, Guardrails};
 use super::policy::{CacheSpec, GuardrailSpec};
 use super::{CallPlace, Effect, Tool, ToolContext, ToolError, panic_message};
@@ -214,19 +214,15 @@ impl ToolEngine {
     /// The same tools restricted to `names` (in this engine's order): a run
     /// offered a subset of its tools. A name that is none of them is an
     /// error naming it and the tools there are.
-    pub fn subset(&self, names: &[String]) -> Result<ToolEngine, String> {
-        let unknown: Vec<&str> = names
+    pub fn subset(&self, names: &[String]) -> Result<ToolEngine, UnknownTools> {
+        let unknown: Vec<String> = names
             .iter()
             .filter(|n| !self.tools.contains_key(n.as_str()))
-            .map(String::as_str)
+            .cloned()
             .collect();
         if !unknown.is_empty() {
-            let known: Vec<&str> = self.schemas.iter().map(|s| s.name.as_str()).collect();
-            return Err(format!(
-                "no tool named {} (the tools: {})",
-                unknown.join(", "),
-                known.join(", ")
-            ));
+            let known = self.schemas.iter().map(|s| s.name.clone()).collect();
+            return Err(UnknownTools { unknown, known });
         }
         let schemas: Vec<ToolSchema> = self
             .schemas
@@ -428,6 +424,7 @@ impl ToolEngine {
                 })
             }
             Err(detail) => {
+                let detail = detail.to_string();
                 trace
                     .emit("args.parse.fail", json!({"detail": detail, "raw": raw}))
                     .await;
@@ -717,13 +714,21 @@ impl Invocation<'_> {
     }
 }
 
+/// Names asked of an engine that has no such tools, and the tools it has.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("no tool named {} (the tools: {})", unknown.join(", "), known.join(", "))]
+pub struct UnknownTools {
+    pub unknown: Vec<String>,
+    pub known: Vec<String>,
+}
+
 /// The coerced arguments if they satisfy the tool's whole schema, else the
 /// `bad_args` detail: what is wrong and where (at most five problems), so
 /// the model can correct its call.
 fn schema_problems(
     validator: &jsonschema::Validator,
     args: serde_json::Map<String, Value>,
-) -> Result<serde_json::Map<String, Value>, String> {
+) -> Result<serde_json::Map<String, Value>, ArgsError> {
     let instance = Value::Object(args);
     let problems: Vec<String> = validator
         .iter_errors(&instance)
@@ -735,7 +740,7 @@ fn schema_problems(
         .collect();
     match instance {
         Value::Object(args) if problems.is_empty() => Ok(args),
-        _ => Err(format!("schema:{}", problems.join("; "))),
+        _ => Err(ArgsError::Schema(problems)),
     }
 }
 
