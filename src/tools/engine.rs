@@ -480,6 +480,7 @@ impl ToolEngine {
         // 4. input guardrails
         if let Some(guards) = &entry.policy.guardrails {
             if let Err(reason) = guards.check_input(raw, arguments) {
+                let reason = reason.to_string();
                 trace
                     .emit("guard.input.block", json!({"reason": reason}))
                     .await;
@@ -521,6 +522,7 @@ impl ToolEngine {
                     checked.output
                 }
                 Err(reason) => {
+                    let reason = reason.to_string();
                     trace
                         .emit("guard.output.block", json!({"reason": reason}))
                         .await;

@@ -97,30 +97,32 @@ impl Guardrails {
     }
 
     /// Checks a call's arguments; `Err` is the block reason.
-    pub fn check_input(&self, raw: &str, args: &Map<String, Value>) -> Result<(), String> {
+    pub fn check_input(&self, raw: &str, args: &Map<String, Value>) -> Result<(), Blocked> {
         if let Some(max) = self.max_argument_bytes
             && raw.len() > max
         {
-            return Err(format!(
-                "arguments are {} bytes, more than the {max} allowed",
-                raw.len()
-            ));
+            return Err(Blocked::TooLarge {
+                bytes: raw.len(),
+                max,
+            });
         }
         for (field, pattern) in &self.deny {
             if let Some(text) = field_text(field, raw, args)
                 && pattern.is_match(&text)
             {
-                return Err(format!(
-                    "`{field}` matches a denied pattern ({})",
-                    pattern.as_str()
-                ));
+                return Err(Blocked::Denied {
+                    field: field.clone(),
+                    pattern: pattern.as_str().to_string(),
+                });
             }
         }
         for (field, patterns) in &self.allow {
             if let Some(text) = field_text(field, raw, args)
                 && !patterns.iter().any(|p| p.is_match(&text))
             {
-                return Err(format!("`{field}` matches none of the allowed patterns"));
+                return Err(Blocked::NotAllowed {
+                    field: field.clone(),
+                });
             }
         }
         for (field, prefixes) in &self.path_prefixes {
@@ -129,10 +131,11 @@ impl Guardrails {
                 if normalized
                     .is_none_or(|p| !prefixes.iter().any(|prefix| p.starts_with(prefix.as_str())))
                 {
-                    return Err(format!(
-                        "`{field}` path {path:?} is outside the allowed prefixes ({})",
-                        prefixes.join(", ")
-                    ));
+                    return Err(Blocked::OutsidePrefixes {
+                        field: field.clone(),
+                        path: path.clone(),
+                        prefixes: prefixes.join(", "),
+                    });
                 }
             }
         }
@@ -140,13 +143,12 @@ impl Guardrails {
     }
 
     /// Checks and rewrites an output; `Err` is the block reason.
-    pub fn check_output(&self, output: String) -> Result<OutputCheck, String> {
+    pub fn check_output(&self, output: String) -> Result<OutputCheck, Blocked> {
         for pattern in &self.deny_output {
             if pattern.is_match(&output) {
-                return Err(format!(
-                    "output matches a denied pattern ({})",
-                    pattern.as_str()
-                ));
+                return Err(Blocked::OutputDenied {
+                    pattern: pattern.as_str().to_string(),
+                });
             }
         }
         let mut output = output;
@@ -207,6 +209,26 @@ fn normalize(path: &str) -> Option<String> {
     })
 }
 
+/// Why a guardrail blocked a call: its `Display` is the reason the model
+/// and the trace see (`guardrail:REASON`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Blocked {
+    #[error("arguments are {bytes} bytes, more than the {max} allowed")]
+    TooLarge { bytes: usize, max: usize },
+    #[error("`{field}` matches a denied pattern ({pattern})")]
+    Denied { field: String, pattern: String },
+    #[error("`{field}` matches none of the allowed patterns")]
+    NotAllowed { field: String },
+    #[error("`{field}` path {path:?} is outside the allowed prefixes ({prefixes})")]
+    OutsidePrefixes {
+        field: String,
+        path: String,
+        prefixes: String,
+    },
+    #[error("output matches a denied pattern ({pattern})")]
+    OutputDenied { pattern: String },
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,21 +265,25 @@ mod tests {
         assert!(
             g.check_input(&"x".repeat(65), &Map::new())
                 .unwrap_err()
+                .to_string()
                 .contains("65 bytes")
         );
         assert!(
             g.check_input("{}", &args(json!({"query": "DROP  table x"})))
                 .unwrap_err()
+                .to_string()
                 .contains("denied")
         );
         assert!(
             g.check_input("{}", &args(json!({"lang": "de"})))
                 .unwrap_err()
+                .to_string()
                 .contains("none of the allowed")
         );
         assert!(
             g.check_input("{}", &args(json!({"path": "/srv/data/../../etc/passwd"})))
                 .unwrap_err()
+                .to_string()
                 .contains("outside")
         );
     }
