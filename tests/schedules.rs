@@ -331,7 +331,17 @@ async fn outage(store: Store, missed: &str) -> Vec<(i64, i64)> {
     let daemon = site.start_with_env(&env);
     let before = fired(&http, &daemon).await.len();
     let jobs = at_least(&http, &daemon, before + 2).await;
-    gaps(&jobs)
+    let gaps = gaps(&jobs);
+    // What a gap's neighbours did, for the failure message.
+    for (a, b) in &gaps {
+        for (fire, job) in jobs.iter().filter(|(f, _)| f == a || f == b) {
+            eprintln!(
+                "{store:?} {missed}: fire {fire}: {} created {} started {} finished {}",
+                job["state"], job["created_at"], job["started_at"], job["finished_at"]
+            );
+        }
+    }
+    gaps
 }
 
 /// A 4 s outage of a cron every second: every fire it held is within the

@@ -271,14 +271,17 @@ async fn run(
 }
 
 /// What an applied end answers, and the change to announce once its
-/// statement committed (none for a stale attempt); `None` when the
+/// statement committed (none for a stale attempt).
+pub(super) type Concluded = (Finished, Option<(Change, JobId)>);
+
+/// What an applied end answers ([`Concluded`]); `None` when the
 /// lifecycle's transaction must run it.
 fn concluded(
     w: &Writes,
     end: End<'_>,
     applied: Res<Applied>,
     answer: impl FnOnce(Variant, i64) -> (Finished, Change),
-) -> Result<Option<(Finished, Option<(Change, JobId)>)>, QueueError> {
+) -> Result<Option<Concluded>, QueueError> {
     match applied.map_err(|f| f.into_error(&w.shared.label))? {
         Applied::Stale => Ok(Some((Finished::stale(), None))),
         Applied::Transaction => Ok(None),
@@ -318,7 +321,7 @@ impl<'a> FinishEnd<'a> {
         self,
         w: &Writes,
         applied: Res<Applied>,
-    ) -> Result<Option<(Finished, Option<(Change, JobId)>)>, QueueError> {
+    ) -> Result<Option<Concluded>, QueueError> {
         concluded(w, self.0, applied, finish_answer)
     }
 }

@@ -290,7 +290,7 @@ impl Driver for Postgres {
         };
         let FinishAndLease { finish, lease } = op;
         let (finished, leases) = match pipelined {
-            settle::Pipelined::Both { finished, leases } => (finished, leases),
+            settle::Pipelined::Both { finished, leases } => (*finished, leases),
             settle::Pipelined::LeaseOnly { leases } => (self.finish(finish).await?, leases),
             settle::Pipelined::Neither => (self.finish(finish).await?, None),
         };

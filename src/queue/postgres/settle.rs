@@ -24,7 +24,7 @@ use crate::queue::*;
 pub(super) enum Pipelined {
     /// The finish and the lease, in one commit.
     Both {
-        finished: Finished,
+        finished: Box<Finished>,
         leases: Option<Vec<Lease>>,
     },
     /// Only the lease: the finish is still to write, on its own (a park, or
@@ -100,5 +100,8 @@ pub(super) async fn finish_and_lease(
         Some(leases) => Some(hot::pinned(&pg, w, pins, &op.lease, leases).await?),
         None => None,
     };
-    Ok(Pipelined::Both { finished, leases })
+    Ok(Pipelined::Both {
+        finished: Box::new(finished),
+        leases,
+    })
 }
