@@ -23,6 +23,7 @@ pub mod duration;
 pub mod egress;
 pub mod endpoints;
 pub mod events;
+pub mod follow;
 pub mod failpoint;
 pub mod group_chat;
 pub mod hex;
