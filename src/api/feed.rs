@@ -1,14 +1,17 @@
 //! A job's feed as the wires open it: [`crate::follow`]'s feed of the job,
 //! read from this daemon's queue and live hub, holding one of the caller's
-//! stream permits until it is dropped.
+//! stream permits until it is dropped; and the wait for a job's end, for
+//! the wires that answer with the finished job.
 
 use futures::Stream;
 
 use super::AppState;
+use super::admission::{Submission, admit};
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, ErrorCode};
 use super::limits::StreamPermit;
-use crate::queue::JobId;
+use crate::follow::WaitError;
+use crate::queue::{Job, JobId};
 
 pub use crate::follow::{Feed, Item, MIN_RECHECK, approval_required};
 
@@ -49,4 +52,26 @@ pub fn job_feed(
         held: permit,
     };
     crate::follow::job_feed(source(&state), id, after, calls, hold)
+}
+
+/// Admits a job and waits until it is finished or parked: a synchronous
+/// caller's answer (see [`wait_finished`]).
+pub(super) async fn run_to_end(
+    state: &AppState,
+    caller: &Caller,
+    submission: Submission,
+) -> Result<Job, ApiError> {
+    let (job, _) = admit(state, caller, submission).await?;
+    wait_finished(state, &job.id).await
+}
+
+/// Waits until the job is finished, or parked for a person
+/// ([`crate::follow::wait_finished`] on this daemon's queue).
+pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, ApiError> {
+    crate::follow::wait_finished(state.queue.as_ref(), id, state.sse_recheck)
+        .await
+        .map_err(|e| match e {
+            WaitError::Queue(e) => e.into(),
+            WaitError::Vanished(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+        })
 }
