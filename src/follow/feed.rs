@@ -75,32 +75,6 @@ pub fn job_feed<P: Send + 'static>(
     calls: bool,
     hold: Hold<P>,
 ) -> impl Stream<Item = Item> {
-    struct Cursor<P> {
-        _held: P,
-        source: Source,
-        id: JobId,
-        after: u64,
-        pending: VecDeque<Item>,
-        done: bool,
-        /// Whether the store may hold events not yet sent.
-        stale: bool,
-        /// Whether the stored events up to now were sent (live items wait
-        /// until then).
-        caught_up: bool,
-        updates: tokio::sync::broadcast::Receiver<JobId>,
-        live: LiveSubscription,
-    }
-    impl<P> Cursor<P> {
-        /// Queues the live items waiting; whether there were any.
-        fn drain_live(&mut self) -> bool {
-            let mut drained = false;
-            while let Some(live) = self.live.try_next() {
-                self.pending.push_back(live.into());
-                drained = true;
-            }
-            drained
-        }
-    }
     let updates = source.queue.subscribe();
     let wants = Wants {
         calls,
@@ -115,9 +89,7 @@ pub fn job_feed<P: Send + 'static>(
         id,
         after,
         pending: VecDeque::new(),
-        done: false,
-        stale: true,
-        caught_up: false,
+        phase: Phase::Replay,
         updates,
         live,
     };
@@ -126,73 +98,127 @@ pub fn job_feed<P: Send + 'static>(
             if let Some(item) = c.pending.pop_front() {
                 return Some((item, c));
             }
-            if c.done {
-                return None;
-            }
-            // Once caught up, live items that arrived while the store was
-            // read go first: they come before the durable events of their
-            // step, and the feed must not end with some still waiting.
-            if c.caught_up && c.drain_live() {
-                continue;
-            }
-            if c.stale {
-                let mut stored = VecDeque::new();
-                let read = read_store(&mut stored, c.source.queue.as_ref(), &c.id, &mut c.after).await;
-                // Live items published before the store was read go before
-                // the events it found (they happened before those were
-                // committed: a call starts before its step is stored) —
-                // except while the feed catches up with what a client that
-                // reconnected missed: those stored events go first.
-                if c.caught_up {
-                    c.drain_live();
-                }
-                let end = matches!(read, Read::End).then(|| stored.pop_back());
-                c.pending.append(&mut stored);
-                match read {
-                    Read::Events => continue,
-                    Read::End => {
-                        // Every live item was published before the job ended.
-                        c.drain_live();
-                        c.pending.extend(end.flatten());
-                        c.done = true;
-                        continue;
-                    }
-                    Read::Nothing => {
-                        c.caught_up = true;
-                        c.stale = false;
-                    }
-                    Read::Failed => return None,
-                }
-            }
-            // Wait for this job's next update or live item, or recheck periodically.
-            let deadline = tokio::time::sleep(c.source.recheck.max(MIN_RECHECK));
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    update = c.updates.recv() => match update {
-                        Ok(job_id) if job_id == c.id => {
-                            c.stale = true;
-                            break;
-                        }
-                        Ok(_) => continue,
-                        Err(_) => {
-                            c.stale = true;
-                            break;
-                        }
-                    },
-                    Some(live) = c.live.next() => {
-                        c.pending.push_back(live.into());
-                        break;
-                    }
-                    _ = &mut deadline => {
-                        c.stale = true;
-                        break;
-                    }
-                }
+            let phase = c.phase;
+            match phase {
+                Phase::Ended => return None,
+                Phase::Replay => c.read().await?,
+                // Once caught up, live items that arrived while the store
+                // was read go first: they come before the durable events of
+                // their step, and the feed must not end with some still
+                // waiting.
+                Phase::Behind | Phase::Current if c.drain_live() => {}
+                Phase::Behind => c.read().await?,
+                Phase::Current => c.wait().await,
             }
         }
     });
     futures::StreamExt::take_until(feed, revoked.cancelled_owned())
+}
+
+/// Where a feed stands. It replays the stored events first, then follows
+/// the job live (reading the store again whenever it may hold more), then
+/// ends; each phase is entered only from the one before it or from
+/// following live, so the order of a feed's items is this type's.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Sending the stored events up to now (a reconnecting client catching
+    /// up on what it missed): live items wait until they are all sent.
+    Replay,
+    /// Following live, and the store may hold events not yet sent: read it.
+    Behind,
+    /// Following live, and every stored event was sent: wait for the job's
+    /// next update or live item.
+    Current,
+    /// The job's end is queued; nothing follows it.
+    Ended,
+}
+
+/// One feed's state between the items it yields.
+struct Cursor<P> {
+    /// What the wire handed the feed to keep while it is open.
+    _held: P,
+    source: Source,
+    id: JobId,
+    /// The sequence number of the last stored event queued.
+    after: u64,
+    pending: VecDeque<Item>,
+    phase: Phase,
+    updates: tokio::sync::broadcast::Receiver<JobId>,
+    live: LiveSubscription,
+}
+
+impl<P> Cursor<P> {
+    /// Queues the live items waiting; whether there were any.
+    fn drain_live(&mut self) -> bool {
+        let mut drained = false;
+        while let Some(live) = self.live.try_next() {
+            self.pending.push_back(live.into());
+            drained = true;
+        }
+        drained
+    }
+
+    /// Reads the store once (in [`Phase::Replay`] or [`Phase::Behind`]) and
+    /// moves on by what it found; `None` when it cannot be read, which ends
+    /// the feed.
+    async fn read(&mut self) -> Option<()> {
+        let mut stored = VecDeque::new();
+        let read = read_store(
+            &mut stored,
+            self.source.queue.as_ref(),
+            &self.id,
+            &mut self.after,
+        )
+        .await;
+        // Live items published before the store was read go before the
+        // events it found (they happened before those were committed: a
+        // call starts before its step is stored) — except while the feed
+        // replays what a client that reconnected missed: those stored
+        // events go first.
+        if self.phase == Phase::Behind {
+            self.drain_live();
+        }
+        let end = matches!(read, Read::End).then(|| stored.pop_back());
+        self.pending.append(&mut stored);
+        match read {
+            // More may follow: read again (in the same phase) once these
+            // are sent.
+            Read::Events => {}
+            Read::End => {
+                // Every live item was published before the job ended.
+                self.drain_live();
+                self.pending.extend(end.flatten());
+                self.phase = Phase::Ended;
+            }
+            Read::Nothing => self.phase = Phase::Current,
+            Read::Failed => return None,
+        }
+        Some(())
+    }
+
+    /// In [`Phase::Current`]: waits for this job's next update or live
+    /// item, or for the recheck (a notification can be lost); anything but
+    /// a live item puts the feed [`Phase::Behind`].
+    async fn wait(&mut self) {
+        let deadline = tokio::time::sleep(self.source.recheck.max(MIN_RECHECK));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                update = self.updates.recv() => match update {
+                    Ok(job_id) if job_id == self.id => break,
+                    Ok(_) => continue,
+                    // Lagged or closed: what was missed may be this job's.
+                    Err(_) => break,
+                },
+                Some(live) = self.live.next() => {
+                    self.pending.push_back(live.into());
+                    return;
+                }
+                _ = &mut deadline => break,
+            }
+        }
+        self.phase = Phase::Behind;
+    }
 }
 
 impl From<Live> for Item {
