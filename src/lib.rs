@@ -10,6 +10,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access;
+pub mod admit;
 pub mod api;
 pub mod approval;
 pub mod budget;
