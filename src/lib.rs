@@ -10,6 +10,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access;
+pub mod admit;
 pub mod api;
 pub mod approval;
 pub mod budget;
@@ -24,6 +25,7 @@ pub mod egress;
 pub mod endpoints;
 pub mod events;
 pub mod failpoint;
+pub mod follow;
 pub mod group_chat;
 pub mod hex;
 pub mod import;

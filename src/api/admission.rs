@@ -24,12 +24,10 @@
 //! no job but comes through here too ([`admit_direct`]): steps 1, 2
 //! (the bundle) and 3.
 
-use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use serde_json::Value;
 
 use super::AppState;
@@ -37,6 +35,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use crate::access::Principal;
 use crate::access::policy::Action;
+use crate::admit::DirectRunTicket;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, NewJob};
 
@@ -69,81 +68,6 @@ impl Submission {
             plan: None,
             also_runs: Vec::new(),
         }
-    }
-}
-
-/// What admission keeps between requests: each key's rate limiter, and a
-/// lock per key with an in-flight cap so that concurrent submissions of
-/// one key cannot all pass the same count.
-#[derive(Default)]
-pub struct Gate {
-    limiters: Mutex<HashMap<String, (u32, Arc<DefaultDirectRateLimiter>)>>,
-    in_flight_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Direct tool runs running now, per key: in flight as its jobs are.
-    direct_runs: Arc<Mutex<HashMap<String, u64>>>,
-}
-
-/// One direct tool run counted in flight for its key until it drops.
-pub(super) struct DirectRunTicket {
-    runs: Arc<Mutex<HashMap<String, u64>>>,
-    key: String,
-}
-
-impl Drop for DirectRunTicket {
-    fn drop(&mut self) {
-        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = runs.get_mut(&self.key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                runs.remove(&self.key);
-            }
-        }
-    }
-}
-
-impl Gate {
-    /// The key's limiter, made again when its rate changed in a reload.
-    fn limiter(&self, name: &str, per_minute: u32) -> Arc<DefaultDirectRateLimiter> {
-        let mut limiters = self.limiters.lock().unwrap_or_else(|p| p.into_inner());
-        match limiters.get(name) {
-            Some((rate, limiter)) if *rate == per_minute => limiter.clone(),
-            _ => {
-                let rate = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
-                let limiter = Arc::new(RateLimiter::direct(Quota::per_minute(rate)));
-                limiters.insert(name.to_string(), (per_minute, limiter.clone()));
-                limiter
-            }
-        }
-    }
-
-    /// The key's direct tool runs running now.
-    fn direct_runs(&self, key: &str) -> u64 {
-        let runs = self.direct_runs.lock().unwrap_or_else(|p| p.into_inner());
-        runs.get(key).copied().unwrap_or(0)
-    }
-
-    /// Counts one more direct tool run of `key` until the ticket drops.
-    fn start_direct_run(&self, key: &str) -> DirectRunTicket {
-        let mut runs = self.direct_runs.lock().unwrap_or_else(|p| p.into_inner());
-        *runs.entry(key.to_string()).or_default() += 1;
-        DirectRunTicket {
-            runs: self.direct_runs.clone(),
-            key: key.to_string(),
-        }
-    }
-
-    /// For a key with a jobs-in-flight cap: its lock, held from the count
-    /// to the enqueue, so concurrent submissions cannot all pass one count.
-    async fn hold_in_flight(&self, key: &Principal) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        key.max_in_flight?;
-        let lock = {
-            let mut locks = self
-                .in_flight_locks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            locks.entry(key.name.clone()).or_default().clone()
-        };
-        Some(lock.lock_owned().await)
     }
 }
 

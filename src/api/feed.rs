@@ -1,53 +1,28 @@
-//! A job's live feed: its durable events from the store (after a sequence
-//! number, gap-free across restarts because it reads the store, not
-//! memory), the model's tokens and the run's progress while the job runs in
-//! this daemon (`events::live`), and the finished job at the end. The job's
-//! SSE stream, the runtime API's streams and anything else that follows a
-//! job read this one feed.
-
-use std::collections::VecDeque;
-use std::sync::Arc;
+//! A job's feed as the wires open it: [`crate::follow`]'s feed of the job,
+//! read from this daemon's queue and live hub, holding one of the caller's
+//! stream permits until it is dropped; and the wait for a job's end, for
+//! the wires that answer with the finished job.
 
 use futures::Stream;
 
 use super::AppState;
+use super::admission::{Submission, admit};
 use super::auth::Caller;
-use super::error::ApiError;
-use crate::events::live::{Live, LiveSubscription, Progress, Token, Wants};
+use super::error::{ApiError, ErrorCode};
+use super::limits::StreamPermit;
+use crate::follow::WaitError;
 use crate::queue::{Job, JobId};
 
-/// Events read from the store per query. Small: a page is held in memory
-/// until the client has read it, per stream, and an event can be large (a
-/// model response with its messages), so thousands of streams catching up
-/// at once would otherwise hold thousands of large pages.
-const PAGE: usize = 32;
-/// Shortest wait for a notification before the store is read again (the
-/// daemon sets `AppState::sse_recheck`: see `daemon::sse_recheck`).
-pub const MIN_RECHECK: std::time::Duration = std::time::Duration::from_millis(500);
+pub use crate::follow::{Feed, Item, MIN_RECHECK, approval_required};
 
-/// One item of a job's feed.
-pub enum Item {
-    /// Ephemeral: never stored, so it has no sequence number.
-    Token(Token),
-    /// Ephemeral too: a step of the run as it happens.
-    Progress(Arc<Progress>),
-    /// A stored event (its JSON as stored).
-    Event { seq: u64, json: String },
-    /// The job finished; nothing follows.
-    End(Box<Job>),
+/// Where this daemon's feeds read a job from.
+fn source(state: &AppState) -> crate::follow::Source {
+    crate::follow::Source {
+        queue: state.queue.clone(),
+        live: state.live.clone(),
+        recheck: state.sse_recheck,
+    }
 }
-
-/// The feed of job `id` from the event after `after`. It ends after
-/// [`Item::End`], or early when the store cannot be read. Live items
-/// (tokens, [`Item::Progress`]) arrive as they happen, so before the stored
-/// events of the same step; a feed that starts late (a reconnect) gets the
-/// stored events first, then the live items from then on. With `calls`, the
-/// job's tool calls also arrive live, as tokens with an event
-/// ([`Token::event`]), before their stored events. Every feed holds one of
-/// the daemon's stream permits (`server.max_event_streams`, in all and per
-/// API key) until it is dropped.
-/// A job's feed, boxed: what a way in that answers by streaming holds.
-pub type Feed = std::pin::Pin<Box<dyn Stream<Item = Item> + Send>>;
 
 /// Follows job `id` from its first event, taken before the job is queued
 /// so that its first model call already streams; counted against the
@@ -63,206 +38,40 @@ pub fn listen_first(state: &AppState, caller: &Caller, id: &JobId) -> Result<Fee
     )))
 }
 
+/// The feed of job `id` from the event after `after` ([`crate::follow::job_feed`]),
+/// holding `permit` and ended when its key is revoked.
 pub fn job_feed(
     state: AppState,
     id: JobId,
     after: u64,
     calls: bool,
-    permit: super::limits::StreamPermit,
+    permit: StreamPermit,
 ) -> impl Stream<Item = Item> {
-    struct Cursor {
-        _permit: super::limits::StreamPermit,
-        state: AppState,
-        id: JobId,
-        after: u64,
-        pending: VecDeque<Item>,
-        done: bool,
-        /// Whether the store may hold events not yet sent.
-        stale: bool,
-        /// Whether the stored events up to now were sent (live items wait
-        /// until then).
-        caught_up: bool,
-        updates: tokio::sync::broadcast::Receiver<JobId>,
-        live: LiveSubscription,
-    }
-    impl Cursor {
-        /// Queues the live items waiting; whether there were any.
-        fn drain_live(&mut self) -> bool {
-            let mut drained = false;
-            while let Some(live) = self.live.try_next() {
-                self.pending.push_back(live.into());
-                drained = true;
-            }
-            drained
-        }
-    }
-    let updates = state.queue.subscribe();
-    let wants = Wants {
-        calls,
-        progress: true,
+    let hold = crate::follow::Hold {
+        revoked: permit.revoked(),
+        held: permit,
     };
-    let live = state.live.subscribe(id.as_str(), wants);
-    // A feed of a key revoked by a reload ends at once.
-    let revoked = permit.revoked();
-    let cursor = Cursor {
-        _permit: permit,
-        state,
-        id,
-        after,
-        pending: VecDeque::new(),
-        done: false,
-        stale: true,
-        caught_up: false,
-        updates,
-        live,
-    };
-    let feed = futures::stream::unfold(cursor, |mut c| async move {
-        loop {
-            if let Some(item) = c.pending.pop_front() {
-                return Some((item, c));
-            }
-            if c.done {
-                return None;
-            }
-            // Once caught up, live items that arrived while the store was
-            // read go first: they come before the durable events of their
-            // step, and the feed must not end with some still waiting.
-            if c.caught_up && c.drain_live() {
-                continue;
-            }
-            if c.stale {
-                let mut stored = VecDeque::new();
-                let read = read_store(&mut stored, &c.state, &c.id, &mut c.after).await;
-                // Live items published before the store was read go before
-                // the events it found (they happened before those were
-                // committed: a call starts before its step is stored) —
-                // except while the feed catches up with what a client that
-                // reconnected missed: those stored events go first.
-                if c.caught_up {
-                    c.drain_live();
-                }
-                let end = matches!(read, Read::End).then(|| stored.pop_back());
-                c.pending.append(&mut stored);
-                match read {
-                    Read::Events => continue,
-                    Read::End => {
-                        // Every live item was published before the job ended.
-                        c.drain_live();
-                        c.pending.extend(end.flatten());
-                        c.done = true;
-                        continue;
-                    }
-                    Read::Nothing => {
-                        c.caught_up = true;
-                        c.stale = false;
-                    }
-                    Read::Failed => return None,
-                }
-            }
-            // Wait for this job's next update or live item, or recheck periodically.
-            let deadline = tokio::time::sleep(c.state.sse_recheck.max(MIN_RECHECK));
-            tokio::pin!(deadline);
-            loop {
-                tokio::select! {
-                    update = c.updates.recv() => match update {
-                        Ok(job_id) if job_id == c.id => {
-                            c.stale = true;
-                            break;
-                        }
-                        Ok(_) => continue,
-                        Err(_) => {
-                            c.stale = true;
-                            break;
-                        }
-                    },
-                    Some(live) = c.live.next() => {
-                        c.pending.push_back(live.into());
-                        break;
-                    }
-                    _ = &mut deadline => {
-                        c.stale = true;
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    futures::StreamExt::take_until(feed, revoked.cancelled_owned())
+    crate::follow::job_feed(source(&state), id, after, calls, hold)
 }
 
-impl From<Live> for Item {
-    fn from(live: Live) -> Self {
-        match live {
-            Live::Token(token) => Item::Token(token),
-            Live::Progress(progress) => Item::Progress(progress),
-        }
-    }
-}
-
-/// The frame a stream sends when the job parks for a decision (at any
-/// depth of nesting): which job and call, what the call would do, and where
-/// to decide. `None` for any other stored event.
-pub fn approval_required(job_id: &str, event_json: &str) -> Option<serde_json::Value> {
-    let event: serde_json::Value = serde_json::from_str(event_json).ok()?;
-    if event["type"] != "ApprovalRequested" {
-        return None;
-    }
-    let call = event["call_id"].as_str()?;
-    // The parked call's names (docs/api.md): `call_id`, `tool`.
-    Some(serde_json::json!({
-        "job_id": job_id,
-        "kind": "approval",
-        "turn": event["turn"],
-        "call_id": call,
-        "tool": event["tool_name"],
-        "arguments": event["arguments"],
-        "digest": event["digest"],
-        "decide": format!("POST /v1/jobs/{job_id}/approvals/{call}"),
-    }))
-}
-
-/// What one read of the store found.
-enum Read {
-    Events,
-    End,
-    Nothing,
-    Failed,
-}
-
-/// Queues the job's stored events after `after` (or its end when it is
-/// finished and nothing is left).
-async fn read_store(
-    pending: &mut VecDeque<Item>,
+/// Admits a job and waits until it is finished or parked: a synchronous
+/// caller's answer (see [`wait_finished`]).
+pub(super) async fn run_to_end(
     state: &AppState,
-    id: &JobId,
-    after: &mut u64,
-) -> Read {
-    // Read the job state before the events: if it is terminal, every
-    // event was already stored, so an empty read means the end.
-    let job = match state.queue.get(id).await {
-        Ok(Some(job)) => job,
-        Ok(None) | Err(_) => return Read::Failed,
-    };
-    let stored = match state.queue.events_after(id, *after, PAGE).await {
-        Ok(e) => e,
-        Err(err) => {
-            tracing::warn!(job_id = %id, error = %err, "cannot read the event log for a job's feed");
-            return Read::Failed;
-        }
-    };
-    if !stored.is_empty() {
-        for event in stored {
-            *after = event.seq;
-            pending.push_back(Item::Event {
-                seq: event.seq,
-                json: event.event_json,
-            });
-        }
-        return Read::Events;
-    }
-    if job.state.is_terminal() {
-        pending.push_back(Item::End(Box::new(job)));
-        return Read::End;
-    }
-    Read::Nothing
+    caller: &Caller,
+    submission: Submission,
+) -> Result<Job, ApiError> {
+    let (job, _) = admit(state, caller, submission).await?;
+    wait_finished(state, &job.id).await
+}
+
+/// Waits until the job is finished, or parked for a person
+/// ([`crate::follow::wait_finished`] on this daemon's queue).
+pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, ApiError> {
+    crate::follow::wait_finished(state.queue.as_ref(), id, state.sse_recheck)
+        .await
+        .map_err(|e| match e {
+            WaitError::Queue(e) => e.into(),
+            WaitError::Vanished(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
+        })
 }

@@ -12,6 +12,8 @@ use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::trace_context::CallerTrace;
+// Where the wires that answered with a finished job found the wait.
+pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, JobFilter, JobId, JobState, NewJob, Resolution};
@@ -174,47 +176,6 @@ pub async fn submit_batch(
         StatusCode::OK
     };
     Ok((status, Json(json!({"jobs": jobs, "created": created}))))
-}
-
-/// Admits a job and waits until it is finished or parked: a synchronous
-/// caller's answer (see [`wait_finished`]).
-pub(super) async fn run_to_end(
-    state: &AppState,
-    caller: &Caller,
-    submission: Submission,
-) -> Result<Job, ApiError> {
-    let (job, _) = admit(state, caller, submission).await?;
-    wait_finished(state, &job.id).await
-}
-
-/// Waits until the job is finished, or parked for a person (which only a
-/// resolution or a decision ends): the answer a synchronous caller can get.
-pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, ApiError> {
-    let mut updates = state.queue.subscribe();
-    loop {
-        let job = state
-            .queue
-            .get(id)
-            .await?
-            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))?;
-        if job.state.is_terminal() || job.state.is_parked() {
-            return Ok(job);
-        }
-        // Only this job's updates are worth a read; the recheck covers
-        // notifications lost while the queue's notifier lagged.
-        let recheck = tokio::time::sleep(state.sse_recheck);
-        tokio::pin!(recheck);
-        loop {
-            tokio::select! {
-                update = updates.recv() => match update {
-                    Ok(changed) if &changed == id => break,
-                    Ok(_) => continue,
-                    Err(_) => break,
-                },
-                _ = &mut recheck => break,
-            }
-        }
-    }
 }
 
 /// The idempotency key from the body field or, failing that, the

@@ -54,7 +54,7 @@ use super::AppState;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
-use super::jobs::wait_finished;
+use super::feed::wait_finished;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use crate::queue::{Job, JobState, NewJob};
 

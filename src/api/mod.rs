@@ -99,7 +99,7 @@ pub struct AppState {
     /// Cancelled at shutdown: ends `/mcp`'s open streams.
     pub stop: tokio_util::sync::CancellationToken,
     /// What admission keeps between requests (each key's rate limiter).
-    pub admission: Arc<admission::Gate>,
+    pub admission: Arc<crate::admit::Gate>,
     /// The event streams open now, against `server.max_event_streams`.
     pub streams: limits::StreamPermits,
     /// Held by the one verify (`POST /v1/bundles/{name}/verify`) running.

@@ -16,7 +16,8 @@ use super::super::admission::{Submission, admit};
 use super::super::approvals;
 use super::super::error::ApiError;
 use super::super::feed::job_feed;
-use super::super::jobs::{settled, wait_finished};
+use super::super::feed::wait_finished;
+use super::super::jobs::settled;
 use super::task::{self, View, context_of};
 use super::{Call, RpcError, params, push, stream};
 

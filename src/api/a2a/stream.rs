@@ -1,10 +1,11 @@
 //! A task's updates as an A2A stream (SSE, each event a JSON-RPC response):
-//! first the task, then, from the job's feed (`api::feed`), a status update
-//! per change of state (WORKING when an attempt starts, INPUT_REQUIRED with
-//! the parked call, WORKING again once decided, the final state), and the
-//! answer as chunks of the `answer` artifact (the job's answer stream, the
-//! one of chat completions). The stream ends with the final state, or with
-//! INPUT_REQUIRED while the job is still parked there. Updates read from the
+//! first the task, then, from the job's feed (`follow`, opened by
+//! `api::feed`), a status update per change of state (WORKING when an
+//! attempt starts, INPUT_REQUIRED with the parked call, WORKING again once
+//! decided, the final state), and the answer as chunks of the `answer`
+//! artifact (the job's answer stream, the one of chat completions). The
+//! stream ends with the final state, or with INPUT_REQUIRED while the job
+//! is still parked there. Updates read from the
 //! store carry the event's sequence number as their SSE `id:`, so
 //! `SubscribeToTask` with `Last-Event-ID` resumes after it — also across a
 //! daemon restart; without it, the task's events are replayed from the

@@ -145,7 +145,7 @@ fn status_message(job: &Job) -> Option<Message> {
 }
 
 /// The parked call as the approval frame of the job's other streams
-/// (`api::feed::approval_required`), from the job rather than its event.
+/// (`follow::approval_required`), from the job rather than its event.
 fn parked_frame(job: &Job, call: &ParkedCall) -> Value {
     json!({
         "job_id": job.id,

@@ -17,7 +17,7 @@ use super::super::admission::Submission;
 use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path};
 use super::super::error::{ApiError, ErrorCode};
-use super::super::jobs::run_to_end;
+use super::super::feed::run_to_end;
 use super::super::trace_context::CallerTrace;
 use super::{USER_VARIABLE, envelope};
 use crate::group_chat::{Participant, Place};

@@ -22,7 +22,7 @@ use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
 use super::feed::job_feed;
-use super::jobs::wait_finished;
+use super::feed::wait_finished;
 use super::trace_context::CallerTrace;
 use super::with;
 use crate::queue::{Controls, Job, JobId, NewJob};
