@@ -11,6 +11,7 @@
 //! every job, and `previous_response_id` continues the earlier response's
 //! conversation. Errors use OpenAI's shape (see [`super::openai`]).
 
+mod items;
 mod object;
 mod stream;
 
@@ -31,7 +32,7 @@ use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
-use super::openai::{OpenAiError, bundle_of};
+use super::openai::{OpenAiError, bundle_of, refuse_unsupported};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobState, NewJob};
@@ -57,9 +58,10 @@ struct CreateRequest {
     previous_response_id: Option<String>,
     #[serde(default)]
     metadata: Option<Value>,
-    /// Sampling parameters, tools and more: the bundle decides those.
+    /// Sampling parameters and more: the bundle decides those (those it
+    /// cannot honour are refused, see [`refuse_unsupported`]).
     #[serde(flatten)]
-    _rest: Map<String, Value>,
+    rest: Map<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,6 +175,11 @@ async fn start(
     let request: CreateRequest = serde_json::from_slice(body)
         .map_err(|e| OpenAiError::invalid("body", format!("invalid response request: {e}")))?;
     let bundle = bundle_of(&request.model)?;
+    let format = request
+        .rest
+        .get("text")
+        .map_or(&Value::Null, |text| &text["format"]);
+    refuse_unsupported(&request.rest, "text.format", format)?;
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
     let id = JobId::new();

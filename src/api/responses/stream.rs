@@ -13,8 +13,9 @@
 //! into deltas. Numbers grow but are not contiguous.
 //!
 //! Text comes from the job's one answer stream ([`AnswerStream`]), as for
-//! chat completions; the job's own tool calls are `function_call` items. A
-//! call that waits for a person (at any depth) is an `mcp_approval_request`
+//! chat completions; the job's own tool calls are `mcp_call` items (the
+//! daemon runs them: see [`super::items`]), opened at the call and done at
+//! its result. A call that waits for a person (at any depth) is an `mcp_approval_request`
 //! item, the Responses API's one item for a call awaiting approval, sent
 //! when the job parks; the stream stays open and goes on after the
 //! decision (`POST /v1/jobs/{id}/approvals/{call}`, named in the item).
@@ -22,6 +23,7 @@
 use serde_json::{Value, json};
 
 use super::super::feed::approval_required;
+use super::items;
 use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope};
 use crate::queue::Job;
@@ -33,15 +35,20 @@ const STEP_BITS: u32 = 4;
 const TEXT_BITS: u32 = 23;
 const TEXT_MAX: u64 = (1 << TEXT_BITS) - 1;
 
-/// The steps at one place of the log, in the order they are sent.
+/// The steps at one place of the log, in the order they are sent. A
+/// call's steps stand at its `ToolCall` event, its result's at its
+/// `ToolResult` event (or at the end, for a call that never got one), so
+/// they share values; all of them come before the message's.
 mod step {
     pub const TEXT: u64 = 0;
     pub const CREATED: u64 = 1;
     pub const IN_PROGRESS: u64 = 2;
     pub const CALL_ADDED: u64 = 3;
-    pub const CALL_ARGS_DELTA: u64 = 4;
-    pub const CALL_ARGS_DONE: u64 = 5;
-    pub const CALL_DONE: u64 = 6;
+    pub const CALL_IN_PROGRESS: u64 = 4;
+    pub const CALL_ARGS_DELTA: u64 = 5;
+    pub const CALL_ARGS_DONE: u64 = 6;
+    pub const CALL_RESULT: u64 = 3;
+    pub const CALL_DONE: u64 = 4;
     pub const MESSAGE_ADDED: u64 = 7;
     pub const PART_ADDED: u64 = 8;
     pub const TEXT_DONE: u64 = 9;
@@ -111,8 +118,10 @@ pub struct Translator {
     stored: u64,
     /// The answer so far.
     text: String,
-    /// The output items so far (function calls, then the message).
+    /// The output items so far (calls, then the message).
     pub items: Vec<Value>,
+    /// The calls without a result yet: call id, index in `items`.
+    open_calls: Vec<(String, usize)>,
     /// The message item's index in `items`, once opened.
     message: Option<usize>,
 }
@@ -139,6 +148,7 @@ impl Translator {
             stored: 0,
             text: String::new(),
             items: Vec::new(),
+            open_calls: Vec::new(),
             message: None,
         }
     }
@@ -204,33 +214,49 @@ impl Translator {
         if let Some(parked) = approval_required(&self.job_id, json) {
             frames.extend(self.approval(&envelope.bundle, &parked));
         }
-        if let Event::ToolCall {
-            tool_name,
-            call_id,
-            arguments,
-            ..
-        } = &envelope.event
-            && envelope.run_id == self.job_id
-            && envelope.parent.is_none()
-        {
-            frames.extend(self.call(tool_name, call_id, arguments));
+        // Calls of nested agents are theirs: the response shows its own.
+        let own = envelope.run_id == self.job_id && envelope.parent.is_none();
+        match &envelope.event {
+            Event::ToolCall {
+                tool_name,
+                call_id,
+                arguments,
+                ..
+            } if own => frames.extend(self.call(&envelope.bundle, tool_name, call_id, arguments)),
+            Event::ToolResult {
+                call_id,
+                is_error,
+                output_preview,
+                error_type,
+                ..
+            } if own => frames.extend(self.result(
+                call_id,
+                *is_error,
+                output_preview,
+                error_type.as_deref(),
+            )),
+            _ => {}
         }
         let piece = self.answer.event(&envelope);
         frames.extend(self.text_frames(&piece));
         frames
     }
 
-    /// A `function_call` item for a tool call of the job's own run.
-    fn call(&mut self, tool: &str, call_id: &str, arguments: &Value) -> Vec<Frame> {
+    /// An `mcp_call` item for a tool call of the job's own run, open
+    /// until its result. A call already shown (an attempt that resumed and
+    /// ran it again) is not shown twice.
+    fn call(&mut self, bundle: &str, tool: &str, call_id: &str, arguments: &Value) -> Vec<Frame> {
+        if self.items.iter().any(|item| item["call_id"] == call_id) {
+            return Vec::new();
+        }
         let arguments = arguments.to_string();
-        let item_id = format!("fc_{call_id}");
+        let item_id = items::call_item_id(call_id);
         let index = self.items.len();
-        let item = json!({"type": "function_call", "id": item_id, "call_id": call_id,
-                          "name": tool, "arguments": arguments, "status": "completed"});
+        let item = items::started(call_id, bundle, tool, &arguments);
         self.items.push(item.clone());
-        let mut added = item.clone();
+        self.open_calls.push((call_id.to_string(), index));
+        let mut added = item;
         added["arguments"] = json!("");
-        added["status"] = json!("in_progress");
         [
             self.frame(
                 step::CALL_ADDED,
@@ -238,24 +264,64 @@ impl Translator {
                 json!({"output_index": index, "item": added}),
             ),
             self.frame(
+                step::CALL_IN_PROGRESS,
+                "response.mcp_call.in_progress",
+                json!({"item_id": item_id, "output_index": index}),
+            ),
+            self.frame(
                 step::CALL_ARGS_DELTA,
-                "response.function_call_arguments.delta",
+                "response.mcp_call_arguments.delta",
                 json!({"item_id": item_id, "output_index": index, "delta": arguments}),
             ),
             self.frame(
                 step::CALL_ARGS_DONE,
-                "response.function_call_arguments.done",
-                json!({"item_id": item_id, "output_index": index, "name": tool, "arguments": arguments}),
-            ),
-            self.frame(
-                step::CALL_DONE,
-                "response.output_item.done",
-                json!({"output_index": index, "item": item}),
+                "response.mcp_call_arguments.done",
+                json!({"item_id": item_id, "output_index": index, "arguments": arguments}),
             ),
         ]
         .into_iter()
         .flatten()
         .collect()
+    }
+
+    /// The result of an open call: its item completed (with the output)
+    /// or failed (with the error), and done.
+    fn result(
+        &mut self,
+        call_id: &str,
+        is_error: bool,
+        output: &str,
+        error_type: Option<&str>,
+    ) -> Vec<Frame> {
+        let Some(open) = self.open_calls.iter().position(|(id, _)| id == call_id) else {
+            return Vec::new();
+        };
+        let (_, index) = self.open_calls.remove(open);
+        items::finish(&mut self.items[index], is_error, output, error_type);
+        let kind = match is_error {
+            true => "response.mcp_call.failed",
+            false => "response.mcp_call.completed",
+        };
+        self.close_call(index, Some(kind))
+    }
+
+    /// `response.mcp_call.completed`/`.failed` (`kind`, if any) and
+    /// `response.output_item.done` for the call item at `index`.
+    fn close_call(&mut self, index: usize, kind: Option<&'static str>) -> Vec<Frame> {
+        let item = self.items[index].clone();
+        let ended = kind.and_then(|kind| {
+            self.frame(
+                step::CALL_RESULT,
+                kind,
+                json!({"item_id": item["id"], "output_index": index}),
+            )
+        });
+        let done = self.frame(
+            step::CALL_DONE,
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        );
+        ended.into_iter().chain(done).collect()
     }
 
     /// An `mcp_approval_request` item for a call the job waits on (the
@@ -349,10 +415,14 @@ impl Translator {
     pub fn end(&mut self, job: &Job, response: impl FnOnce(&[Value]) -> Value) -> Vec<Frame> {
         // The end's place follows every stored event.
         self.stored += 1;
+        let mut frames = Vec::new();
+        for (_, index) in std::mem::take(&mut self.open_calls) {
+            items::abandon(&mut self.items[index]);
+            frames.extend(self.close_call(index, None));
+        }
         let answer = job
             .answer()
             .filter(|_| job.state == crate::queue::JobState::Succeeded);
-        let mut frames = Vec::new();
         if let Some(answer) = answer {
             let rest = self.answer.end(answer);
             frames.extend(self.text_frames(&rest));
@@ -426,6 +496,14 @@ mod tests {
         )
     }
 
+    fn result() -> String {
+        stored(
+            1,
+            json!({"type": "ToolResult", "tool_name": "add", "call_id": "c1", "is_error": false,
+                   "duration_ms": 3, "output_preview": "2"}),
+        )
+    }
+
     fn reply(content: &str) -> String {
         stored(
             2,
@@ -452,10 +530,11 @@ mod tests {
         let mut t = Translator::new("j", answer, after);
         let mut out = t.start(&json!({"id": "resp_j", "status": "queued"}));
         out.extend(t.stored(1, &call()));
+        out.extend(t.stored(2, &result()));
         for piece in live {
             out.extend(t.token("j", 2, piece));
         }
-        out.extend(t.stored(2, &reply("Hello world")));
+        out.extend(t.stored(3, &reply("Hello world")));
         out.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
         out
     }
@@ -485,7 +564,56 @@ mod tests {
             .filter(|f| f.kind == "response.output_item.added")
             .map(|f| &f.body["item"]["type"])
             .collect();
-        assert_eq!(added, [&json!("function_call"), &json!("message")]);
+        assert_eq!(added, [&json!("mcp_call"), &json!("message")]);
+        // The daemon ran the call: never a `function_call` the client
+        // would have to run.
+        let call_events: Vec<&str> = frames
+            .iter()
+            .filter(|f| f.kind.contains("mcp_call") || f.body["item"]["type"] == "mcp_call")
+            .map(|f| f.kind)
+            .collect();
+        assert_eq!(
+            call_events,
+            [
+                "response.output_item.added",
+                "response.mcp_call.in_progress",
+                "response.mcp_call_arguments.delta",
+                "response.mcp_call_arguments.done",
+                "response.mcp_call.completed",
+                "response.output_item.done",
+            ]
+        );
+        let done = frames
+            .iter()
+            .find(|f| f.kind == "response.output_item.done" && f.body["item"]["type"] == "mcp_call")
+            .unwrap();
+        assert_eq!(done.body["item"]["output"], "2");
+        assert_eq!(done.body["item"]["status"], "completed");
+        assert_eq!(done.body["item"]["arguments"], "{\"a\":1}");
+        assert!(frames.iter().all(|f| !f.kind.contains("function_call")));
+    }
+
+    #[test]
+    fn a_call_the_job_ended_without_a_result_for_is_incomplete() {
+        let answer = AnswerStream::new("j", None, false);
+        let mut t = Translator::new("j", answer, None);
+        let mut frames = t.stored(1, &call());
+        // A second attempt runs the call again: one item still.
+        frames.extend(t.stored(2, &call()));
+        let mut job = finished("");
+        job.state = crate::queue::JobState::Cancelled;
+        frames.extend(t.end(&job, |_| json!({"status": "cancelled"})));
+        assert_eq!(t.items.len(), 1);
+        assert_eq!(t.items[0]["status"], "incomplete");
+        let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds
+                .iter()
+                .filter(|k| **k == "response.output_item.added")
+                .count(),
+            1
+        );
+        assert_eq!(kinds.last(), Some(&"response.cancelled"));
     }
 
     #[test]
@@ -538,7 +666,8 @@ mod tests {
         assert_eq!(item["decide"], "POST /v1/jobs/j/approvals/c1");
         // The decision's events follow: the call, the answer, the end.
         let mut rest = t.stored(2, &call());
-        rest.extend(t.stored(3, &reply("Hello world")));
+        rest.extend(t.stored(3, &result()));
+        rest.extend(t.stored(4, &reply("Hello world")));
         rest.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
         assert_eq!(text_of(&rest), "Hello world");
         assert_eq!(t.items[0]["type"], "mcp_approval_request");
