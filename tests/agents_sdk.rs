@@ -3,7 +3,8 @@
 //! model classes: `OpenAIResponsesModel` (its default, over
 //! `/v1/responses`) and `OpenAIChatCompletionsModel`. A plain bundle, a
 //! bundle whose tools the daemon runs (the SDK must take those calls as
-//! run, never as calls of its own to make: issue 49), the same streamed,
+//! run, never as calls of its own to make: issue 49), a next turn that
+//! sends that run's history back (the daemon's calls in it), streamed,
 //! and an agent with a tool of its own, which the daemon refuses with a
 //! 400 naming `tools`.
 
@@ -17,11 +18,15 @@ use common::daemon::Site;
 use common::{mock_server, python_current};
 use serde_json::{Value, json};
 
-/// A plain answer for "hello"; for "2+3" a call of `add`, then the answer.
+/// A plain answer for "hello"; for "2+3" a call of `add`, then the answer;
+/// a next turn ("again") after it.
 const SCRIPT: &str = r#"
 replies:
   - match: "hello"
     content: "Hello there."
+  - match: "again"
+    turn: 2
+    content: "Again: 5."
   - match: "2+3"
     turn: 1
     tool_calls: [{id: call-1, name: add, arguments: {a: 2, b: 3}}]
@@ -82,6 +87,7 @@ fn check_common(seen: &Value) {
     assert_eq!(seen["plain"], "Hello there.", "{seen}");
     assert_eq!(seen["tools"]["final"], "2+3 is 5.", "{seen}");
     assert_eq!(seen["streamed"]["final"], "2+3 is 5.", "{seen}");
+    assert_eq!(seen["follow"], "Again: 5.", "{seen}");
     let refused = &seen["own_tool"];
     assert_eq!(refused["status"], 400, "{seen}");
     assert_eq!(refused["param"], "tools", "{seen}");
@@ -152,7 +158,8 @@ async fn the_agents_sdk_runs_bundles_over_chat_completions() {
     check_common(&seen);
     // Chat completions tell only the answer: the daemon's calls are not
     // the client's.
-    let only_answer = json!([{"kind": "message_output_item", "type": "message", "output": null, "name": null}]);
+    let only_answer =
+        json!([{"kind": "message_output_item", "type": "message", "output": null, "name": null}]);
     assert_eq!(seen["tools"]["items"], only_answer, "{seen}");
     assert_eq!(seen["streamed"]["items"], only_answer, "{seen}");
 }

@@ -249,6 +249,12 @@ fn input_of(request: &CreateRequest) -> Result<(String, Option<Vec<Value>>), Ope
         .map(|text| json!({"role": "system", "content": text}))
         .collect();
     for (i, item) in items.iter().enumerate() {
+        // The calls an earlier response ran come back when a client sends
+        // its history (the Agents SDK's `to_input_list()`): they were the
+        // daemon's, and the answer that followed them says what came of them.
+        if item["type"] == "mcp_call" {
+            continue;
+        }
         chat.push(chat_message(item).map_err(|e| OpenAiError::invalid(&format!("input[{i}]"), e))?);
     }
     let last_user = chat

@@ -330,8 +330,18 @@ impl Translator {
     /// it is, and where to decide.
     fn approval(&mut self, bundle: &str, parked: &Value) -> Vec<Frame> {
         let call_id = parked["call_id"].as_str().unwrap_or_default();
+        let request_id = format!("mcpr_{call_id}");
+        // The call's own item (open: the job records a call before it
+        // parks on it) names the request, as the API links the two.
+        if let Some(call) = self
+            .items
+            .iter_mut()
+            .find(|item| item["type"] == "mcp_call" && item["call_id"] == call_id)
+        {
+            call["approval_request_id"] = json!(request_id);
+        }
         let index = self.items.len();
-        let item = json!({"type": "mcp_approval_request", "id": format!("mcpr_{call_id}"),
+        let item = json!({"type": "mcp_approval_request", "id": request_id,
                           "server_label": bundle, "name": parked["tool"],
                           "arguments": parked["arguments"].to_string(),
                           "call_id": call_id, "digest": parked["digest"],

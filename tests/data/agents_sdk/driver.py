@@ -3,8 +3,8 @@
 Usage: driver.py BASE_URL CLASS PLAIN_MODEL TOOLS_MODEL, CLASS `responses`
 (OpenAIResponsesModel, the SDK's default) or `chat`
 (OpenAIChatCompletionsModel). Runs an agent on each bundle as a model: a
-plain run, a run of the bundle whose tools the daemon runs, the same
-streamed (`Runner.run_streamed`), and an agent with a tool of its own,
+plain run, a run of the bundle whose tools the daemon runs, a next turn
+with that run's history as input, the same streamed (`Runner.run_streamed`), and an agent with a tool of its own,
 which the daemon refuses. Prints one JSON object.
 """
 import asyncio
@@ -60,6 +60,10 @@ async def main():
     seen["plain"] = plain.final_output
     tools = await Runner.run(agent(tools_model), "What is 2+3?")
     seen["tools"] = {"final": tools.final_output, "items": items(tools)}
+    # The next turn sends the run's history back, the daemon's calls in it.
+    follow = await Runner.run(agent(tools_model), tools.to_input_list() + [
+        {"role": "user", "content": "Once again?"}])
+    seen["follow"] = follow.final_output
     streamed = Runner.run_streamed(agent(tools_model), "What is 2+3?")
     kinds, deltas = [], []
     async for event in streamed.stream_events():
