@@ -133,6 +133,29 @@ async fn malformed_requests_get_openai_errors_naming_the_field() {
             400,
             "body",
         ),
+        // What the bundle cannot honour is refused, never dropped.
+        (
+            serde_json::json!({"model": "bundle/greeter", "n": 2, "messages": [{"role": "user", "content": "x"}]}),
+            400,
+            "n",
+        ),
+        (
+            serde_json::json!({"model": "bundle/greeter", "tool_choice": "required", "messages": [{"role": "user", "content": "x"}]}),
+            400,
+            "tool_choice",
+        ),
+        (
+            serde_json::json!({"model": "bundle/greeter", "messages": [{"role": "user", "content": "x"}],
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}),
+            400,
+            "tools",
+        ),
+        (
+            serde_json::json!({"model": "bundle/greeter", "messages": [{"role": "user", "content": "x"}],
+                "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {}}}}),
+            400,
+            "response_format",
+        ),
     ] {
         let response = http
             .post(daemon.url("/v1/chat/completions"))

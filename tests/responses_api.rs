@@ -6,7 +6,9 @@
 //! cancel has no body); `previous_response_id`; a client's
 //! `traceparent` is the parent of the job's spans; and a stream whose job
 //! waits for approval says so (an `mcp_approval_request` item) and goes on
-//! after the decision.
+//! after the decision. The calls the daemon runs are `mcp_call` items with
+//! their output (never `function_call`, a call for the client to run), and
+//! parameters the bundle cannot honour are a 400 naming them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -115,8 +117,8 @@ async fn stream_until_the_call(daemon: Daemon) -> Vec<Value> {
         let mut seen = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
-            let call_done = event["type"] == "response.output_item.done"
-                && event["item"]["type"] == "function_call";
+            let call_done =
+                event["type"] == "response.output_item.done" && event["item"]["type"] == "mcp_call";
             seen.push(event);
             if call_done {
                 break;
@@ -146,6 +148,15 @@ async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
     );
     assert_eq!(first.last().unwrap()["item"]["name"], "echo");
     assert_eq!(first.last().unwrap()["item"]["arguments"], r#"{"x":1}"#);
+    // The daemon ran the call: its item carries the tool's output.
+    assert_eq!(first.last().unwrap()["item"]["status"], "completed");
+    assert_eq!(
+        first.last().unwrap()["item"]["output"]
+            .as_str()
+            .unwrap()
+            .trim(),
+        r#"{"x": 1}"#
+    );
     assert_eq!(text(&first), "", "the answer was not due before the kill");
     let id = first[0]["response"]["id"].as_str().unwrap().to_string();
     assert_eq!(first[0]["response"]["status"], "queued");
@@ -167,7 +178,7 @@ async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
             .map(|e| e["item"]["type"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(added(&first), ["function_call"]);
+    assert_eq!(added(&first), ["mcp_call"]);
     assert_eq!(added(&rest), ["message"]);
 
     // Exactly the missing events: the whole stream read now, past `last`.
@@ -182,7 +193,7 @@ async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
     let finish = &finish[0];
     assert_eq!(finish["status"], "completed");
     assert_eq!(finish["text"], ANSWER);
-    assert_eq!(finish["output_types"], json!(["function_call", "message"]));
+    assert_eq!(finish["output_types"], json!(["mcp_call", "message"]));
     assert_eq!(finish["again_status"], "completed");
     assert_eq!(finish["again_text"], finish["text"]);
     assert_eq!(finish["again_usage"], 15 + 29, "both model calls");
@@ -392,7 +403,7 @@ async fn a_stream_says_when_its_job_awaits_approval_and_goes_on_after_the_decisi
         if kind != "response.output_item.done" || body["item"]["type"] != "mcp_approval_request" {
             continue;
         }
-        // The model's call (its function_call item) waits for a person: the
+        // The model's call (its mcp_call item) waits for a person: the
         // response is in progress with the request among its output.
         let item = &body["item"];
         assert_eq!(item["name"], "echo", "{item}");
@@ -427,7 +438,67 @@ async fn a_stream_says_when_its_job_awaits_approval_and_goes_on_after_the_decisi
         .iter()
         .map(|item| item["type"].as_str().unwrap())
         .collect();
-    assert_eq!(output, ["function_call", "mcp_approval_request", "message"]);
+    assert_eq!(output, ["mcp_call", "mcp_approval_request", "message"]);
+    // The call, run once approved, names the request it waited on.
+    let call = &last["response"]["output"][0];
+    assert_eq!(call["status"], "completed", "{call}");
+    assert_eq!(call["approval_request_id"], "mcpr_call-1", "{call}");
     let numbers: Vec<u64> = seen.iter().map(seq).collect();
     assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+}
+
+/// Parameters that would change what the client is promised, and that a
+/// bundle does not honour, are refused naming the parameter; those that
+/// change nothing pass.
+#[tokio::test(flavor = "multi_thread")]
+async fn parameters_a_bundle_cannot_honour_are_refused_by_name() {
+    let mock = mock_server(&format!("replies:\n  - content: \"{ANSWER}\"\n")).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("echoer", BUNDLE);
+    let daemon = site.start();
+    let http = client();
+    let refused = [
+        (json!({"n": 2}), "n"),
+        (json!({"tool_choice": "required"}), "tool_choice"),
+        (
+            json!({"tool_choice": {"type": "function", "name": "echo"}}),
+            "tool_choice",
+        ),
+        (
+            json!({"tools": [{"type": "function", "name": "f", "parameters": {}}]}),
+            "tools",
+        ),
+        (
+            json!({"text": {"format": {"type": "json_schema", "name": "o", "schema": {}}}}),
+            "text.format",
+        ),
+    ];
+    for (extra, param) in refused {
+        let mut body = json!({"model": MODEL, "input": "What is x?"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        let response = http
+            .post(daemon.url("/v1/responses"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["param"], param, "{error}");
+        assert_eq!(error["error"]["code"], "invalid_request", "{error}");
+    }
+    let fine = json!({"model": MODEL, "input": "What is x?", "n": 1, "tools": [],
+                      "tool_choice": "auto", "text": {"format": {"type": "text"}}});
+    let response = http
+        .post(daemon.url("/v1/responses"))
+        .json(&fine)
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["status"], "completed", "{answer}");
+    assert_eq!(daemon.stop(), Some(0));
 }

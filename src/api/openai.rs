@@ -45,9 +45,10 @@ struct ChatRequest {
     /// and LiteLLM read it there).
     #[serde(default)]
     stream_options: Option<StreamOptions>,
-    /// Clients send sampling parameters and more; the bundle decides those.
+    /// Clients send sampling parameters and more; the bundle decides those
+    /// (those it cannot honour are refused, see [`refuse_unsupported`]).
     #[serde(flatten)]
-    _rest: Map<String, Value>,
+    rest: Map<String, Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -258,6 +259,8 @@ pub(super) fn parse(body: &[u8]) -> Result<Parsed, OpenAiError> {
         OpenAiError::invalid(param, format!("invalid chat completion request: {e}"))
     })?;
     let bundle = bundle_of(&request.model)?;
+    let format = request.rest.get("response_format").unwrap_or(&Value::Null);
+    refuse_unsupported(&request.rest, "response_format", format)?;
     let input = last_user_text(&request.messages)?;
     Ok(Parsed {
         request,
@@ -282,6 +285,64 @@ pub(super) fn bundle_of(model: &str) -> Result<String, OpenAiError> {
             code: Some("model_not_found".into()),
             retry_after: None,
         })
+}
+
+/// Refuses the parameters (of a chat completion or a response, `rest`)
+/// that would change what the client is promised and that a bundle does
+/// not honour: silently dropped, they break the client later and worse (a
+/// caller's tool is never called, a structured `output_type` fails to
+/// parse). A bundle runs its own tools, decided by its definition, and
+/// answers once. `format` is the structured-output parameter, named
+/// `format_param` (`response_format`, or `text.format` on responses).
+pub(super) fn refuse_unsupported(
+    rest: &Map<String, Value>,
+    format_param: &str,
+    format: &Value,
+) -> Result<(), OpenAiError> {
+    if let Some(n) = rest
+        .get("n")
+        .filter(|n| !n.is_null() && n.as_u64() != Some(1))
+    {
+        return Err(OpenAiError::invalid(
+            "n",
+            format!(
+                "n = {n} is not supported: a bundle answers once per request; leave n out or send 1"
+            ),
+        ));
+    }
+    let tools = rest.get("tools").and_then(Value::as_array);
+    if let Some(tool) = tools.and_then(|tools| tools.first()) {
+        let name = tool["name"].as_str().or(tool["function"]["name"].as_str());
+        return Err(OpenAiError::invalid(
+            "tools",
+            format!(
+                "caller tools are not taken (tools[0]: {} {}): the bundle runs its own tools, the ones its definition lists, and returns them as calls it ran; leave `tools` out",
+                tool["type"],
+                name.unwrap_or("")
+            ),
+        ));
+    }
+    match rest.get("tool_choice") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(choice)) if choice == "auto" || choice == "none" => {}
+        Some(choice) => {
+            return Err(OpenAiError::invalid(
+                "tool_choice",
+                format!(
+                    "tool_choice {choice} needs caller tools, and there are none (the bundle's own tools are its to choose): send \"auto\" or leave it out"
+                ),
+            ));
+        }
+    }
+    match format["type"].as_str() {
+        None | Some("text") => Ok(()),
+        Some(kind) => Err(OpenAiError::invalid(
+            format_param,
+            format!(
+                "{format_param} of type {kind:?} is not supported: the bundle decides the shape of its answer; leave {format_param} out"
+            ),
+        )),
+    }
 }
 
 /// The text of the last user message (the job's `input`), checking that

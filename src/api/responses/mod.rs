@@ -11,6 +11,7 @@
 //! every job, and `previous_response_id` continues the earlier response's
 //! conversation. Errors use OpenAI's shape (see [`super::openai`]).
 
+mod items;
 mod object;
 mod stream;
 
@@ -31,7 +32,7 @@ use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
-use super::openai::{OpenAiError, bundle_of};
+use super::openai::{OpenAiError, bundle_of, refuse_unsupported};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobState, NewJob};
@@ -57,9 +58,10 @@ struct CreateRequest {
     previous_response_id: Option<String>,
     #[serde(default)]
     metadata: Option<Value>,
-    /// Sampling parameters, tools and more: the bundle decides those.
+    /// Sampling parameters and more: the bundle decides those (those it
+    /// cannot honour are refused, see [`refuse_unsupported`]).
     #[serde(flatten)]
-    _rest: Map<String, Value>,
+    rest: Map<String, Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,6 +175,11 @@ async fn start(
     let request: CreateRequest = serde_json::from_slice(body)
         .map_err(|e| OpenAiError::invalid("body", format!("invalid response request: {e}")))?;
     let bundle = bundle_of(&request.model)?;
+    let format = request
+        .rest
+        .get("text")
+        .map_or(&Value::Null, |text| &text["format"]);
+    refuse_unsupported(&request.rest, "text.format", format)?;
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
     let id = JobId::new();
@@ -242,6 +249,12 @@ fn input_of(request: &CreateRequest) -> Result<(String, Option<Vec<Value>>), Ope
         .map(|text| json!({"role": "system", "content": text}))
         .collect();
     for (i, item) in items.iter().enumerate() {
+        // The calls an earlier response ran come back when a client sends
+        // its history (the Agents SDK's `to_input_list()`): they were the
+        // daemon's, and the answer that followed them says what came of them.
+        if item["type"] == "mcp_call" {
+            continue;
+        }
         chat.push(chat_message(item).map_err(|e| OpenAiError::invalid(&format!("input[{i}]"), e))?);
     }
     let last_user = chat

@@ -13,8 +13,9 @@
 //! into deltas. Numbers grow but are not contiguous.
 //!
 //! Text comes from the job's one answer stream ([`AnswerStream`]), as for
-//! chat completions; the job's own tool calls are `function_call` items. A
-//! call that waits for a person (at any depth) is an `mcp_approval_request`
+//! chat completions; the job's own tool calls are `mcp_call` items (the
+//! daemon runs them: see [`super::items`]), opened at the call and done at
+//! its result. A call that waits for a person (at any depth) is an `mcp_approval_request`
 //! item, the Responses API's one item for a call awaiting approval, sent
 //! when the job parks; the stream stays open and goes on after the
 //! decision (`POST /v1/jobs/{id}/approvals/{call}`, named in the item).
@@ -22,6 +23,7 @@
 use serde_json::{Value, json};
 
 use super::super::feed::approval_required;
+use super::items;
 use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope};
 use crate::queue::Job;
@@ -33,15 +35,20 @@ const STEP_BITS: u32 = 4;
 const TEXT_BITS: u32 = 23;
 const TEXT_MAX: u64 = (1 << TEXT_BITS) - 1;
 
-/// The steps at one place of the log, in the order they are sent.
+/// The steps at one place of the log, in the order they are sent. A
+/// call's steps stand at its `ToolCall` event, its result's at its
+/// `ToolResult` event (or at the end, for a call that never got one), so
+/// they share values; all of them come before the message's.
 mod step {
     pub const TEXT: u64 = 0;
     pub const CREATED: u64 = 1;
     pub const IN_PROGRESS: u64 = 2;
     pub const CALL_ADDED: u64 = 3;
-    pub const CALL_ARGS_DELTA: u64 = 4;
-    pub const CALL_ARGS_DONE: u64 = 5;
-    pub const CALL_DONE: u64 = 6;
+    pub const CALL_IN_PROGRESS: u64 = 4;
+    pub const CALL_ARGS_DELTA: u64 = 5;
+    pub const CALL_ARGS_DONE: u64 = 6;
+    pub const CALL_RESULT: u64 = 3;
+    pub const CALL_DONE: u64 = 4;
     pub const MESSAGE_ADDED: u64 = 7;
     pub const PART_ADDED: u64 = 8;
     pub const TEXT_DONE: u64 = 9;
@@ -111,8 +118,10 @@ pub struct Translator {
     stored: u64,
     /// The answer so far.
     text: String,
-    /// The output items so far (function calls, then the message).
+    /// The output items so far (calls, then the message).
     pub items: Vec<Value>,
+    /// The calls without a result yet: call id, index in `items`.
+    open_calls: Vec<(String, usize)>,
     /// The message item's index in `items`, once opened.
     message: Option<usize>,
 }
@@ -139,6 +148,7 @@ impl Translator {
             stored: 0,
             text: String::new(),
             items: Vec::new(),
+            open_calls: Vec::new(),
             message: None,
         }
     }
@@ -204,33 +214,49 @@ impl Translator {
         if let Some(parked) = approval_required(&self.job_id, json) {
             frames.extend(self.approval(&envelope.bundle, &parked));
         }
-        if let Event::ToolCall {
-            tool_name,
-            call_id,
-            arguments,
-            ..
-        } = &envelope.event
-            && envelope.run_id == self.job_id
-            && envelope.parent.is_none()
-        {
-            frames.extend(self.call(tool_name, call_id, arguments));
+        // Calls of nested agents are theirs: the response shows its own.
+        let own = envelope.run_id == self.job_id && envelope.parent.is_none();
+        match &envelope.event {
+            Event::ToolCall {
+                tool_name,
+                call_id,
+                arguments,
+                ..
+            } if own => frames.extend(self.call(&envelope.bundle, tool_name, call_id, arguments)),
+            Event::ToolResult {
+                call_id,
+                is_error,
+                output_preview,
+                error_type,
+                ..
+            } if own => frames.extend(self.result(
+                call_id,
+                *is_error,
+                output_preview,
+                error_type.as_deref(),
+            )),
+            _ => {}
         }
         let piece = self.answer.event(&envelope);
         frames.extend(self.text_frames(&piece));
         frames
     }
 
-    /// A `function_call` item for a tool call of the job's own run.
-    fn call(&mut self, tool: &str, call_id: &str, arguments: &Value) -> Vec<Frame> {
+    /// An `mcp_call` item for a tool call of the job's own run, open
+    /// until its result. A call already shown (an attempt that resumed and
+    /// ran it again) is not shown twice.
+    fn call(&mut self, bundle: &str, tool: &str, call_id: &str, arguments: &Value) -> Vec<Frame> {
+        if self.items.iter().any(|item| item["call_id"] == call_id) {
+            return Vec::new();
+        }
         let arguments = arguments.to_string();
-        let item_id = format!("fc_{call_id}");
+        let item_id = items::call_item_id(call_id);
         let index = self.items.len();
-        let item = json!({"type": "function_call", "id": item_id, "call_id": call_id,
-                          "name": tool, "arguments": arguments, "status": "completed"});
+        let item = items::started(call_id, bundle, tool, &arguments);
         self.items.push(item.clone());
-        let mut added = item.clone();
+        self.open_calls.push((call_id.to_string(), index));
+        let mut added = item;
         added["arguments"] = json!("");
-        added["status"] = json!("in_progress");
         [
             self.frame(
                 step::CALL_ADDED,
@@ -238,24 +264,64 @@ impl Translator {
                 json!({"output_index": index, "item": added}),
             ),
             self.frame(
+                step::CALL_IN_PROGRESS,
+                "response.mcp_call.in_progress",
+                json!({"item_id": item_id, "output_index": index}),
+            ),
+            self.frame(
                 step::CALL_ARGS_DELTA,
-                "response.function_call_arguments.delta",
+                "response.mcp_call_arguments.delta",
                 json!({"item_id": item_id, "output_index": index, "delta": arguments}),
             ),
             self.frame(
                 step::CALL_ARGS_DONE,
-                "response.function_call_arguments.done",
-                json!({"item_id": item_id, "output_index": index, "name": tool, "arguments": arguments}),
-            ),
-            self.frame(
-                step::CALL_DONE,
-                "response.output_item.done",
-                json!({"output_index": index, "item": item}),
+                "response.mcp_call_arguments.done",
+                json!({"item_id": item_id, "output_index": index, "arguments": arguments}),
             ),
         ]
         .into_iter()
         .flatten()
         .collect()
+    }
+
+    /// The result of an open call: its item completed (with the output)
+    /// or failed (with the error), and done.
+    fn result(
+        &mut self,
+        call_id: &str,
+        is_error: bool,
+        output: &str,
+        error_type: Option<&str>,
+    ) -> Vec<Frame> {
+        let Some(open) = self.open_calls.iter().position(|(id, _)| id == call_id) else {
+            return Vec::new();
+        };
+        let (_, index) = self.open_calls.remove(open);
+        items::finish(&mut self.items[index], is_error, output, error_type);
+        let kind = match is_error {
+            true => "response.mcp_call.failed",
+            false => "response.mcp_call.completed",
+        };
+        self.close_call(index, Some(kind))
+    }
+
+    /// `response.mcp_call.completed`/`.failed` (`kind`, if any) and
+    /// `response.output_item.done` for the call item at `index`.
+    fn close_call(&mut self, index: usize, kind: Option<&'static str>) -> Vec<Frame> {
+        let item = self.items[index].clone();
+        let ended = kind.and_then(|kind| {
+            self.frame(
+                step::CALL_RESULT,
+                kind,
+                json!({"item_id": item["id"], "output_index": index}),
+            )
+        });
+        let done = self.frame(
+            step::CALL_DONE,
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        );
+        ended.into_iter().chain(done).collect()
     }
 
     /// An `mcp_approval_request` item for a call the job waits on (the
@@ -264,8 +330,18 @@ impl Translator {
     /// it is, and where to decide.
     fn approval(&mut self, bundle: &str, parked: &Value) -> Vec<Frame> {
         let call_id = parked["call_id"].as_str().unwrap_or_default();
+        let request_id = format!("mcpr_{call_id}");
+        // The call's own item (open: the job records a call before it
+        // parks on it) names the request, as the API links the two.
+        if let Some(call) = self
+            .items
+            .iter_mut()
+            .find(|item| item["type"] == "mcp_call" && item["call_id"] == call_id)
+        {
+            call["approval_request_id"] = json!(request_id);
+        }
         let index = self.items.len();
-        let item = json!({"type": "mcp_approval_request", "id": format!("mcpr_{call_id}"),
+        let item = json!({"type": "mcp_approval_request", "id": request_id,
                           "server_label": bundle, "name": parked["tool"],
                           "arguments": parked["arguments"].to_string(),
                           "call_id": call_id, "digest": parked["digest"],
@@ -349,10 +425,14 @@ impl Translator {
     pub fn end(&mut self, job: &Job, response: impl FnOnce(&[Value]) -> Value) -> Vec<Frame> {
         // The end's place follows every stored event.
         self.stored += 1;
+        let mut frames = Vec::new();
+        for (_, index) in std::mem::take(&mut self.open_calls) {
+            items::abandon(&mut self.items[index]);
+            frames.extend(self.close_call(index, None));
+        }
         let answer = job
             .answer()
             .filter(|_| job.state == crate::queue::JobState::Succeeded);
-        let mut frames = Vec::new();
         if let Some(answer) = answer {
             let rest = self.answer.end(answer);
             frames.extend(self.text_frames(&rest));
@@ -407,155 +487,4 @@ pub fn text_part(text: &str) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stored(turn: u32, event: Value) -> String {
-        let mut envelope = json!({"run_id": "j", "bundle": "b", "bundle_version": "1", "seq": 1,
-                                  "timestamp": "2026-01-01T00:00:00.000Z", "turn": turn});
-        for (k, v) in event.as_object().unwrap() {
-            envelope[k] = v.clone();
-        }
-        envelope.to_string()
-    }
-
-    fn call() -> String {
-        stored(
-            1,
-            json!({"type": "ToolCall", "tool_name": "add", "call_id": "c1", "arguments": {"a": 1}}),
-        )
-    }
-
-    fn reply(content: &str) -> String {
-        stored(
-            2,
-            json!({"type": "ModelResponse", "duration_ms": 1, "content": content, "tool_calls_count": 0,
-                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                   "parsed_content": content, "parsed_tool_calls_count": 0}),
-        )
-    }
-
-    fn finished(answer: &str) -> Job {
-        let mut job: Job = serde_json::from_value(json!({
-            "id": "j", "bundle": "b", "input": "x", "variables": {}, "priority": 0, "state": "succeeded",
-            "attempts": 1, "max_attempts": 3, "crash_resumes": 0, "cancel_requested": false,
-            "run_at": "", "created_at": "", "updated_at": ""}))
-        .unwrap();
-        job.result = Some(json!({"output": answer}));
-        job
-    }
-
-    /// Every frame of one run: start, a call, live tokens, the reply, end.
-    fn run(after: Option<u64>, live: &[&str]) -> Vec<Frame> {
-        let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
-        let answer = AnswerStream::new("j", Some(no_markup), false);
-        let mut t = Translator::new("j", answer, after);
-        let mut out = t.start(&json!({"id": "resp_j", "status": "queued"}));
-        out.extend(t.stored(1, &call()));
-        for piece in live {
-            out.extend(t.token("j", 2, piece));
-        }
-        out.extend(t.stored(2, &reply("Hello world")));
-        out.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
-        out
-    }
-
-    fn text_of(frames: &[Frame]) -> String {
-        frames
-            .iter()
-            .filter(|f| f.kind == "response.output_text.delta")
-            .map(|f| f.body["delta"].as_str().unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn numbers_grow_and_the_stream_has_every_part() {
-        let frames = run(None, &["Hel", "lo"]);
-        let numbers: Vec<u64> = frames
-            .iter()
-            .map(|f| f.body["sequence_number"].as_u64().unwrap())
-            .collect();
-        assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
-        let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
-        assert_eq!(kinds[..2], ["response.created", "response.in_progress"]);
-        assert_eq!(kinds.last(), Some(&"response.completed"));
-        assert_eq!(text_of(&frames), "Hello world");
-        let added: Vec<&Value> = frames
-            .iter()
-            .filter(|f| f.kind == "response.output_item.added")
-            .map(|f| &f.body["item"]["type"])
-            .collect();
-        assert_eq!(added, [&json!("function_call"), &json!("message")]);
-    }
-
-    #[test]
-    fn resuming_after_any_event_sends_exactly_the_rest() {
-        // The first stream streamed tokens live; the resumed one (after a
-        // restart) knows only the stored events.
-        let first = run(None, &["Hel", "lo"]);
-        for cut in 0..first.len() {
-            let after = first[cut].body["sequence_number"].as_u64().unwrap();
-            let rest = run(Some(after), &[]);
-            let had = &first[..=cut];
-            assert_eq!(
-                text_of(had) + &text_of(&rest),
-                "Hello world",
-                "resumed after event {cut}"
-            );
-            let kinds: Vec<&str> = had.iter().chain(&rest).map(|f| f.kind).collect();
-            let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
-            assert_eq!(count("response.output_item.added"), 2, "{kinds:?}");
-            assert_eq!(count("response.content_part.added"), 1, "{kinds:?}");
-            assert_eq!(count("response.completed"), 1, "{kinds:?}");
-            assert!(
-                rest.iter()
-                    .all(|f| f.body["sequence_number"].as_u64().unwrap() > after)
-            );
-        }
-    }
-
-    #[test]
-    fn a_parked_call_is_an_approval_request_item_and_the_stream_goes_on() {
-        let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
-        let answer = AnswerStream::new("j", Some(no_markup), false);
-        let mut t = Translator::new("j", answer, None);
-        let parked = stored(
-            1,
-            json!({"type": "ApprovalRequested", "tool_name": "add", "call_id": "c1",
-                   "arguments": {"a": 1}, "digest": "sha256:d"}),
-        );
-        let frames = t.stored(1, &parked);
-        let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
-        assert_eq!(
-            kinds,
-            ["response.output_item.added", "response.output_item.done"]
-        );
-        let item = &frames[1].body["item"];
-        assert_eq!(item["type"], "mcp_approval_request");
-        assert_eq!(item["name"], "add");
-        assert_eq!(item["arguments"], "{\"a\":1}");
-        assert_eq!(item["server_label"], "b");
-        assert_eq!(item["decide"], "POST /v1/jobs/j/approvals/c1");
-        // The decision's events follow: the call, the answer, the end.
-        let mut rest = t.stored(2, &call());
-        rest.extend(t.stored(3, &reply("Hello world")));
-        rest.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
-        assert_eq!(text_of(&rest), "Hello world");
-        assert_eq!(t.items[0]["type"], "mcp_approval_request");
-        // Resumed after the request, the stream does not repeat it.
-        let after = frames[1].body["sequence_number"].as_u64().unwrap();
-        let answer = AnswerStream::new("j", None, false);
-        let mut resumed = Translator::new("j", answer, Some(after));
-        assert!(resumed.stored(1, &parked).is_empty());
-    }
-
-    #[test]
-    fn positions_round_trip() {
-        let place = Position {
-            stored: 12345,
-            text: 77,
-            step: step::PART_DONE,
-        };
-        assert_eq!(Position::of(place.number()), place);
-    }
-}
+mod tests;

@@ -1,0 +1,211 @@
+//! The translator's events: numbering, resuming, calls and approvals.
+
+use super::*;
+
+fn stored(turn: u32, event: Value) -> String {
+    let mut envelope = json!({"run_id": "j", "bundle": "b", "bundle_version": "1", "seq": 1,
+                              "timestamp": "2026-01-01T00:00:00.000Z", "turn": turn});
+    for (k, v) in event.as_object().unwrap() {
+        envelope[k] = v.clone();
+    }
+    envelope.to_string()
+}
+
+fn call() -> String {
+    stored(
+        1,
+        json!({"type": "ToolCall", "tool_name": "add", "call_id": "c1", "arguments": {"a": 1}}),
+    )
+}
+
+fn result() -> String {
+    stored(
+        1,
+        json!({"type": "ToolResult", "tool_name": "add", "call_id": "c1", "is_error": false,
+               "duration_ms": 3, "output_preview": "2"}),
+    )
+}
+
+fn reply(content: &str) -> String {
+    stored(
+        2,
+        json!({"type": "ModelResponse", "duration_ms": 1, "content": content, "tool_calls_count": 0,
+               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+               "parsed_content": content, "parsed_tool_calls_count": 0}),
+    )
+}
+
+fn finished(answer: &str) -> Job {
+    let mut job: Job = serde_json::from_value(json!({
+        "id": "j", "bundle": "b", "input": "x", "variables": {}, "priority": 0, "state": "succeeded",
+        "attempts": 1, "max_attempts": 3, "crash_resumes": 0, "cancel_requested": false,
+        "run_at": "", "created_at": "", "updated_at": ""}))
+    .unwrap();
+    job.result = Some(json!({"output": answer}));
+    job
+}
+
+/// Every frame of one run: start, a call, live tokens, the reply, end.
+fn run(after: Option<u64>, live: &[&str]) -> Vec<Frame> {
+    let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
+    let answer = AnswerStream::new("j", Some(no_markup), false);
+    let mut t = Translator::new("j", answer, after);
+    let mut out = t.start(&json!({"id": "resp_j", "status": "queued"}));
+    out.extend(t.stored(1, &call()));
+    out.extend(t.stored(2, &result()));
+    for piece in live {
+        out.extend(t.token("j", 2, piece));
+    }
+    out.extend(t.stored(3, &reply("Hello world")));
+    out.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
+    out
+}
+
+fn text_of(frames: &[Frame]) -> String {
+    frames
+        .iter()
+        .filter(|f| f.kind == "response.output_text.delta")
+        .map(|f| f.body["delta"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn numbers_grow_and_the_stream_has_every_part() {
+    let frames = run(None, &["Hel", "lo"]);
+    let numbers: Vec<u64> = frames
+        .iter()
+        .map(|f| f.body["sequence_number"].as_u64().unwrap())
+        .collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+    let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds[..2], ["response.created", "response.in_progress"]);
+    assert_eq!(kinds.last(), Some(&"response.completed"));
+    assert_eq!(text_of(&frames), "Hello world");
+    let added: Vec<&Value> = frames
+        .iter()
+        .filter(|f| f.kind == "response.output_item.added")
+        .map(|f| &f.body["item"]["type"])
+        .collect();
+    assert_eq!(added, [&json!("mcp_call"), &json!("message")]);
+    // The daemon ran the call: never a `function_call` the client
+    // would have to run.
+    let call_events: Vec<&str> = frames
+        .iter()
+        .filter(|f| f.kind.contains("mcp_call") || f.body["item"]["type"] == "mcp_call")
+        .map(|f| f.kind)
+        .collect();
+    assert_eq!(
+        call_events,
+        [
+            "response.output_item.added",
+            "response.mcp_call.in_progress",
+            "response.mcp_call_arguments.delta",
+            "response.mcp_call_arguments.done",
+            "response.mcp_call.completed",
+            "response.output_item.done",
+        ]
+    );
+    let done = frames
+        .iter()
+        .find(|f| f.kind == "response.output_item.done" && f.body["item"]["type"] == "mcp_call")
+        .unwrap();
+    assert_eq!(done.body["item"]["output"], "2");
+    assert_eq!(done.body["item"]["status"], "completed");
+    assert_eq!(done.body["item"]["arguments"], "{\"a\":1}");
+    assert!(frames.iter().all(|f| !f.kind.contains("function_call")));
+}
+
+#[test]
+fn a_call_the_job_ended_without_a_result_for_is_incomplete() {
+    let answer = AnswerStream::new("j", None, false);
+    let mut t = Translator::new("j", answer, None);
+    let mut frames = t.stored(1, &call());
+    // A second attempt runs the call again: one item still.
+    frames.extend(t.stored(2, &call()));
+    let mut job = finished("");
+    job.state = crate::queue::JobState::Cancelled;
+    frames.extend(t.end(&job, |_| json!({"status": "cancelled"})));
+    assert_eq!(t.items.len(), 1);
+    assert_eq!(t.items[0]["status"], "incomplete");
+    let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == "response.output_item.added")
+            .count(),
+        1
+    );
+    assert_eq!(kinds.last(), Some(&"response.cancelled"));
+}
+
+#[test]
+fn resuming_after_any_event_sends_exactly_the_rest() {
+    // The first stream streamed tokens live; the resumed one (after a
+    // restart) knows only the stored events.
+    let first = run(None, &["Hel", "lo"]);
+    for cut in 0..first.len() {
+        let after = first[cut].body["sequence_number"].as_u64().unwrap();
+        let rest = run(Some(after), &[]);
+        let had = &first[..=cut];
+        assert_eq!(
+            text_of(had) + &text_of(&rest),
+            "Hello world",
+            "resumed after event {cut}"
+        );
+        let kinds: Vec<&str> = had.iter().chain(&rest).map(|f| f.kind).collect();
+        let count = |k: &str| kinds.iter().filter(|x| **x == k).count();
+        assert_eq!(count("response.output_item.added"), 2, "{kinds:?}");
+        assert_eq!(count("response.content_part.added"), 1, "{kinds:?}");
+        assert_eq!(count("response.completed"), 1, "{kinds:?}");
+        assert!(
+            rest.iter()
+                .all(|f| f.body["sequence_number"].as_u64().unwrap() > after)
+        );
+    }
+}
+
+#[test]
+fn a_parked_call_is_an_approval_request_item_and_the_stream_goes_on() {
+    let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
+    let answer = AnswerStream::new("j", Some(no_markup), false);
+    let mut t = Translator::new("j", answer, None);
+    let parked = stored(
+        1,
+        json!({"type": "ApprovalRequested", "tool_name": "add", "call_id": "c1",
+               "arguments": {"a": 1}, "digest": "sha256:d"}),
+    );
+    let frames = t.stored(1, &parked);
+    let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        ["response.output_item.added", "response.output_item.done"]
+    );
+    let item = &frames[1].body["item"];
+    assert_eq!(item["type"], "mcp_approval_request");
+    assert_eq!(item["name"], "add");
+    assert_eq!(item["arguments"], "{\"a\":1}");
+    assert_eq!(item["server_label"], "b");
+    assert_eq!(item["decide"], "POST /v1/jobs/j/approvals/c1");
+    // The decision's events follow: the call, the answer, the end.
+    let mut rest = t.stored(2, &call());
+    rest.extend(t.stored(3, &result()));
+    rest.extend(t.stored(4, &reply("Hello world")));
+    rest.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
+    assert_eq!(text_of(&rest), "Hello world");
+    assert_eq!(t.items[0]["type"], "mcp_approval_request");
+    // Resumed after the request, the stream does not repeat it.
+    let after = frames[1].body["sequence_number"].as_u64().unwrap();
+    let answer = AnswerStream::new("j", None, false);
+    let mut resumed = Translator::new("j", answer, Some(after));
+    assert!(resumed.stored(1, &parked).is_empty());
+}
+
+#[test]
+fn positions_round_trip() {
+    let place = Position {
+        stored: 12345,
+        text: 77,
+        step: step::PART_DONE,
+    };
+    assert_eq!(Position::of(place.number()), place);
+}

@@ -1,0 +1,165 @@
+//! The OpenAI Agents SDK (Python `openai-agents`, in `.venv-current`; see
+//! `scripts/python-env`) with a bundle as its model, through both of its
+//! model classes: `OpenAIResponsesModel` (its default, over
+//! `/v1/responses`) and `OpenAIChatCompletionsModel`. A plain bundle, a
+//! bundle whose tools the daemon runs (the SDK must take those calls as
+//! run, never as calls of its own to make: issue 49), a next turn that
+//! sends that run's history back (the daemon's calls in it), streamed,
+//! and an agent with a tool of its own, which the daemon refuses with a
+//! 400 naming `tools`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+mod common;
+
+use std::process::Command;
+
+use common::daemon::Site;
+use common::{mock_server, python_current};
+use serde_json::{Value, json};
+
+/// A plain answer for "hello"; for "2+3" a call of `add`, then the answer;
+/// a next turn ("again") after it.
+const SCRIPT: &str = r#"
+replies:
+  - match: "hello"
+    content: "Hello there."
+  - match: "again"
+    turn: 2
+    content: "Again: 5."
+  - match: "2+3"
+    turn: 1
+    tool_calls: [{id: call-1, name: add, arguments: {a: 2, b: 3}}]
+  - match: "2+3"
+    turn: 2
+    content: "2+3 is 5."
+"#;
+
+const PLAIN: &str = "name: plain\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n";
+
+const ADDER: &str = r#"name: adder
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {system: "You add.", user: "{{ input }}"}
+tools:
+  - name: add
+    kind: process
+    description: adds a and b
+    effect: read_only
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(a['a']+a['b'])"]
+"#;
+
+/// Runs the driver with `class` against a daemon serving both bundles.
+async fn drive(class: &str) -> Value {
+    let mock = mock_server(SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("plain", PLAIN);
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start();
+    let base = daemon.url("/v1");
+    let class = class.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python_current())
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/data/agents_sdk/driver.py"
+            ))
+            .args([&base, &class, "bundle/plain", "bundle/adder"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(daemon.stop(), Some(0));
+    seen
+}
+
+/// What both model classes must see: the answers, and the refusal of the
+/// agent's own tool.
+fn check_common(seen: &Value) {
+    assert_eq!(seen["plain"], "Hello there.", "{seen}");
+    assert_eq!(seen["tools"]["final"], "2+3 is 5.", "{seen}");
+    assert_eq!(seen["streamed"]["final"], "2+3 is 5.", "{seen}");
+    assert_eq!(seen["follow"], "Again: 5.", "{seen}");
+    let refused = &seen["own_tool"];
+    assert_eq!(refused["status"], 400, "{seen}");
+    assert_eq!(refused["param"], "tools", "{seen}");
+    assert_eq!(refused["code"], "invalid_request", "{seen}");
+}
+
+/// The SDK's run items of a tool run: the call the daemon ran (with its
+/// output), then the answer; never a `function_call` to run.
+fn check_ran_call(items: &Value) {
+    let kinds: Vec<(&str, &str)> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["kind"].as_str().unwrap(), i["type"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("tool_call_item", "mcp_call"),
+            ("message_output_item", "message")
+        ],
+        "{items}"
+    );
+    assert_eq!(items[0]["name"], "add");
+    assert_eq!(items[0]["output"].as_str().unwrap().trim(), "5");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_runs_bundles_over_responses() {
+    let seen = drive("responses").await;
+    check_common(&seen);
+    check_ran_call(&seen["tools"]["items"]);
+    check_ran_call(&seen["streamed"]["items"]);
+    let events: Vec<&str> = seen["streamed"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    for expected in [
+        "response.created",
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.completed",
+        "response.output_text.delta",
+        "response.completed",
+    ] {
+        assert!(events.contains(&expected), "{expected} in {events:?}");
+    }
+    assert!(
+        events.iter().all(|e| !e.contains("function_call")),
+        "{events:?}"
+    );
+    assert_eq!(
+        seen["streamed"]["deltas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_str().unwrap())
+            .collect::<String>(),
+        "2+3 is 5."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_runs_bundles_over_chat_completions() {
+    let seen = drive("chat").await;
+    check_common(&seen);
+    // Chat completions tell only the answer: the daemon's calls are not
+    // the client's.
+    let only_answer =
+        json!([{"kind": "message_output_item", "type": "message", "output": null, "name": null}]);
+    assert_eq!(seen["tools"]["items"], only_answer, "{seen}");
+    assert_eq!(seen["streamed"]["items"], only_answer, "{seen}");
+}
