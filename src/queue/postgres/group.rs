@@ -3,8 +3,8 @@
 //! a job's hot path that are one statement each and stand alone. A write
 //! waits in one queue; at most [`LEADERS`] groups run at once, each taking
 //! every write waiting (up to [`MAX_GROUP`]) and sending `BEGIN`, their
-//! statements and `COMMIT` pipelined on one connection: one commit (one
-//! WAL flush) for the group. While a group runs, the writes that arrive
+//! statements and `COMMIT` pipelined on one connection: one round trip and
+//! one commit (one WAL flush) for the group. While a group runs, the writes that arrive
 //! wait for the next one, so a quiet queue sends each write alone, as a
 //! statement of its own, and a busy one groups them.
 //!
@@ -139,17 +139,21 @@ async fn commit_group(pool: &Pool, stats: &WriteStats, group: Vec<Waiting>) {
         let pg = &pg;
         async move { pg.rows(w.sql, &p).await }
     });
-    // Prepared above, so each statement goes out on its first poll, in order.
-    let (begin, rows) = tokio::join!(
+    // Prepared above, so each statement goes out on its first poll, in
+    // order, and COMMIT after them: one round trip. A statement that fails
+    // aborts the transaction, and COMMIT then rolls it back.
+    let (begin, rows, commit) = tokio::join!(
         client.batch_execute("BEGIN"),
-        futures::future::join_all(statements)
+        futures::future::join_all(statements),
+        client.batch_execute("COMMIT"),
     );
-    stats.sent(2);
+    stats.sent(1);
     if begin.is_err() || rows.iter().any(Result::is_err) {
         // Nothing committed: the transaction never began or was aborted.
         // Each write runs alone, unless the connection is gone (then each
         // hears its own error, as a statement alone would).
-        if client.batch_execute("ROLLBACK").await.is_ok() {
+        // COMMIT answered (as a ROLLBACK): the connection is sound.
+        if commit.is_ok() {
             return alone(&client, stats, group).await;
         }
         for (w, rows) in group.into_iter().zip(rows) {
@@ -162,7 +166,7 @@ async fn commit_group(pool: &Pool, stats: &WriteStats, group: Vec<Waiting>) {
     // A commit whose answer is lost may have happened: the writes hear the
     // error and are not run again (as a statement alone whose connection
     // drops), never twice.
-    if let Err(e) = client.batch_execute("COMMIT").await {
+    if let Err(e) = commit {
         let failed = super::describe(&e);
         for w in group {
             let _ = w.reply.send(Err(Fail::Db(format!(

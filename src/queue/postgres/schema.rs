@@ -114,8 +114,15 @@ impl PostgresOptions {
             config.password(password.as_bytes());
         }
         // The schema name was checked to be a plain identifier, so it needs
-        // no quoting inside the startup options.
-        let search_path = format!("-c search_path={}", self.schema);
+        // no quoting inside the startup options. The queue's statements are
+        // prepared once per connection and their plans do not depend on
+        // their parameters (ids, arrays, a LIMIT): a generic plan saves the
+        // planning PostgreSQL would otherwise repeat on every execution
+        // (about 1 ms of the lease statement's 1.5 ms).
+        let search_path = format!(
+            "-c search_path={} -c plan_cache_mode=force_generic_plan",
+            self.schema
+        );
         let options = match config.get_options() {
             Some(existing) if !existing.trim().is_empty() => format!("{existing} {search_path}"),
             _ => search_path,
@@ -326,6 +333,9 @@ mod tests {
         .connect_config()
         .unwrap();
         assert_eq!(config.get_password(), Some(&b"pw"[..]));
-        assert_eq!(config.get_options(), Some("-c search_path=s1"));
+        assert_eq!(
+            config.get_options(),
+            Some("-c search_path=s1 -c plan_cache_mode=force_generic_plan")
+        );
     }
 }
