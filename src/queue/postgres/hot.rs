@@ -368,7 +368,9 @@ pub(super) fn lease_statement() -> &'static str {
 /// SQL: the keys with due jobs (a skip scan), each one's start (its pass,
 /// at most `CREDIT` behind the most advanced), the next `$1` virtual start
 /// times across keys, then each key's share of jobs in priority order,
-/// each stamped with the pass it leaves its key at.
+/// each stamped with the pass it leaves its key at. A key's jobs are read
+/// with `LIMIT $1`, a parameter, and cut to its share after: a `LIMIT` the
+/// planner cannot know (the share) made it sort the key's whole queue.
 fn lease_sql() -> String {
     let job = JOB_COLUMNS.split(", ");
     let returning: Vec<String> = job.clone().map(|c| format!("j.{c}")).collect();
@@ -384,14 +386,15 @@ fn lease_sql() -> String {
          slots AS (SELECT st.k, st.start, st.stride FROM starts st CROSS JOIN generate_series(0::bigint, $1::bigint - 1) AS g(i)
                    ORDER BY st.start + st.stride * g.i, st.k COLLATE \"C\" LIMIT $1),
          shares AS (SELECT k, MIN(start) AS start, MIN(stride) AS stride, COUNT(*) AS n FROM slots GROUP BY k),
-         locked AS (SELECT sh.k, sh.start, sh.stride, d.* FROM shares sh CROSS JOIN LATERAL (
+         locked AS (SELECT sh.k, sh.start, sh.stride, sh.n AS share, d.* FROM shares sh CROSS JOIN LATERAL (
                       SELECT id, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
                       WHERE state = 'queued' AND {FAIR_KEY} = sh.k AND run_at <= (SELECT now FROM t)
-                      ORDER BY priority DESC, run_at ASC, id ASC LIMIT sh.n FOR UPDATE SKIP LOCKED) d),
+                      ORDER BY priority DESC, run_at ASC, id ASC LIMIT $1 FOR UPDATE SKIP LOCKED) d),
+         ranked AS (SELECT locked.*, ROW_NUMBER() OVER (PARTITION BY k ORDER BY priority DESC, run_at ASC, id ASC) AS rn
+                    FROM locked),
          due AS (SELECT id, FALSE AS running, crash_resumes, run_at, bundle, unpinned, own_version, k,
-                        start + stride * (ROW_NUMBER() OVER w - 1) AS fair_start,
-                        start + stride * ROW_NUMBER() OVER w AS fair_pass
-                 FROM locked WINDOW w AS (PARTITION BY k ORDER BY priority DESC, run_at ASC, id ASC)),
+                        start + stride * (rn - 1) AS fair_start, start + stride * rn AS fair_pass
+                 FROM ranked WHERE rn <= share),
          expired AS (SELECT id, TRUE AS running, crash_resumes, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version,
                             NULL::text COLLATE \"C\" AS k, COALESCE(fair_pass, 0) AS fair_start, NULL::bigint AS fair_pass FROM jobs
                      WHERE state = 'running' AND lease_expires_at <= (SELECT now FROM t)
