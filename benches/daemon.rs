@@ -30,8 +30,11 @@ use structured_agents::mock::{MockServer, Script};
 mod daemon;
 #[path = "support/pg_probe.rs"]
 mod pg_probe;
+#[path = "support/store.rs"]
+mod store;
 
-use daemon::{Daemon, start, start_env};
+use daemon::{Daemon, metric, start, start_env};
+use store::{drop_schema, postgres_url};
 
 /// Workers of the daemon in the throughput benchmarks.
 const WORKERS: usize = 8;
@@ -93,28 +96,6 @@ fn rss_kib(pid: u32) -> u64 {
 async fn count(http: &reqwest::Client, d: &Daemon, state: &str) -> usize {
     let line = format!("structured_agents_jobs_finished_total{{bundle=\"b\",state=\"{state}\"}}");
     metric(http, d, &line).await
-}
-
-/// The value of the daemon's metric whose line starts with `name ` (name
-/// with its labels).
-async fn metric(http: &reqwest::Client, d: &Daemon, name: &str) -> usize {
-    let metrics = http
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    metrics
-        .lines()
-        .find(|l| {
-            l.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(' '))
-        })
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0) as usize
 }
 
 /// The limit: raw chat-completions round trips/s against the mock server.
@@ -594,22 +575,6 @@ fn clock_ticks() -> f64 {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(100.0)
-}
-
-fn postgres_url() -> String {
-    std::env::var("SA_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-async fn drop_schema(schema: &str) {
-    let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await
-        .unwrap();
 }
 
 /// One scale measurement: jobs/s, wall time, CPU seconds of PostgreSQL and

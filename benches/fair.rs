@@ -21,8 +21,11 @@ use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/store.rs"]
+mod store;
 
-use daemon::{Daemon, start_env};
+use daemon::{Daemon, metric, start_env};
+use store::{drop_schema, fresh_schema, postgres_env};
 
 /// Workers of the daemon.
 const WORKERS: usize = 8;
@@ -69,22 +72,9 @@ fn token(key: &str) -> String {
 
 /// Jobs of bundle `bundle` that succeeded, from the daemon's counters.
 async fn succeeded(http: &reqwest::Client, d: &Daemon, bundle: &str) -> usize {
-    let line = format!(
-        "structured_agents_jobs_finished_total{{bundle=\"{bundle}\",state=\"succeeded\"}} "
-    );
-    let metrics = http
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(&line))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as usize
+    let series =
+        format!("structured_agents_jobs_finished_total{{bundle=\"{bundle}\",state=\"succeeded\"}}");
+    metric(http, d, &series).await
 }
 
 async fn submit_backlog(http: &reqwest::Client, d: &Daemon, jobs: usize) {
@@ -221,22 +211,6 @@ async fn fair_run(label: &str, env: &[(&str, &str)], seconds: u64) {
     );
 }
 
-fn postgres_url() -> String {
-    std::env::var("SA_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-async fn drop_schema(schema: &str) {
-    let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .await
-        .unwrap();
-}
-
 fn main() {
     let seconds: u64 = std::env::var("SA_BENCH_FAIR_SECONDS")
         .ok()
@@ -249,12 +223,8 @@ fn main() {
     rt.block_on(async {
         println!("fair: key a's backlog against key b's one job a second (issue 47, fairness)");
         fair_run("SQLite", &[], seconds).await;
-        let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
-        let env = [
-            ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".to_string()),
-            ("STRUCTURED_AGENTS_QUEUE__URL", postgres_url()),
-            ("STRUCTURED_AGENTS_QUEUE__SCHEMA", schema.clone()),
-        ];
+        let schema = fresh_schema();
+        let env = postgres_env(&schema);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         fair_run("PostgreSQL", &env, seconds).await;
         drop_schema(&schema).await;

@@ -17,8 +17,11 @@ use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/store.rs"]
+mod store;
 
 use daemon::start_env;
+use store::{drop_schema, fresh_schema, postgres_env};
 
 fn write_site(dir: &Path, endpoint: &str) {
     for sub in ["bundles", "models", "state"] {
@@ -41,11 +44,6 @@ fn write_site(dir: &Path, endpoint: &str) {
         "name: b\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
     )
     .unwrap();
-}
-
-fn postgres_url() -> String {
-    std::env::var("SA_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 /// The answers to `n` submits sent at once: count by status (`0`: the
@@ -102,12 +100,8 @@ fn main() {
     rt.block_on(async {
         println!("flood: {n} POST /v1/jobs at once to one daemon, 8 workers (issue 47)");
         let sqlite = flood("SQLite", &[], n).await;
-        let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
-        let env = [
-            ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".to_string()),
-            ("STRUCTURED_AGENTS_QUEUE__URL", postgres_url()),
-            ("STRUCTURED_AGENTS_QUEUE__SCHEMA", schema.clone()),
-        ];
+        let schema = fresh_schema();
+        let env = postgres_env(&schema);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let postgres = flood("PostgreSQL", &env, n).await;
         let accepted = |a: &BTreeMap<u16, usize>| a.get(&201).copied().unwrap_or(0) as f64;
@@ -117,12 +111,6 @@ fn main() {
             sqlite.get(&500).copied().unwrap_or(0),
             postgres.get(&500).copied().unwrap_or(0),
         );
-        let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        let _ = client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .await;
+        drop_schema(&schema).await;
     });
 }

@@ -20,8 +20,11 @@ use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/store.rs"]
+mod store;
 
-use daemon::{Daemon, start_env};
+use daemon::{Daemon, metric, start_env};
+use store::{connect, drop_schema, fresh_schema, postgres_env};
 
 const WORKERS: usize = 8;
 const WINDOW: Duration = Duration::from_secs(10);
@@ -49,34 +52,9 @@ fn write_site(dir: &Path, endpoint: &str) {
     .unwrap();
 }
 
-fn postgres_url() -> String {
-    std::env::var("SA_BENCH_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-async fn connect() -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
-
 async fn succeeded(http: &reqwest::Client, d: &Daemon) -> usize {
-    let line = "structured_agents_jobs_finished_total{bundle=\"b\",state=\"succeeded\"} ";
-    let metrics = http
-        .get(format!("{}/metrics", d.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(line))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as usize
+    let series = "structured_agents_jobs_finished_total{bundle=\"b\",state=\"succeeded\"}";
+    metric(http, d, series).await
 }
 
 async fn dead_rows(db: &tokio_postgres::Client, schema: &str) -> i64 {
@@ -126,12 +104,8 @@ fn main() {
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         write_site(dir.path(), &server.base_url());
-        let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
-        let env = [
-            ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".to_string()),
-            ("STRUCTURED_AGENTS_QUEUE__URL", postgres_url()),
-            ("STRUCTURED_AGENTS_QUEUE__SCHEMA", schema.clone()),
-        ];
+        let schema = fresh_schema();
+        let env = postgres_env(&schema);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         let d = start_env(dir.path(), &env);
         let http = reqwest::Client::new();
@@ -197,8 +171,6 @@ fn main() {
             None => println!("  not back to 90 % of the baseline within 60 s of the snapshot's end   (aim: within 60 s)"),
         }
         drop(d);
-        let _ = db
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .await;
+        drop_schema(&schema).await;
     });
 }

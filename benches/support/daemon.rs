@@ -47,3 +47,26 @@ pub fn start_env(dir: &Path, env: &[(&str, &str)]) -> Daemon {
         .to_string();
     Daemon { child, base }
 }
+
+/// The value of the daemon's metric whose line starts with `name ` (name
+/// with its labels); 0 when it has none.
+#[allow(dead_code)] // not every benchmark reads metrics
+pub async fn metric(http: &reqwest::Client, d: &Daemon, name: &str) -> usize {
+    let metrics = http
+        .get(format!("{}/metrics", d.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metrics
+        .lines()
+        .find(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(' '))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0) as usize
+}

@@ -41,6 +41,18 @@ struct Waiting {
     reply: oneshot::Sender<Res<Vec<Row>>>,
 }
 
+impl Waiting {
+    /// Its statement, sent on `pg`.
+    async fn send(&self, pg: &PgTx<'_, deadpool_postgres::Object>) -> Res<Vec<Row>> {
+        let p: Vec<&(dyn ToSql + Sync)> = self
+            .params
+            .iter()
+            .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+            .collect();
+        pg.rows(self.sql, &p).await
+    }
+}
+
 /// The writes waiting for a group, and the right to run one.
 pub(super) struct Group {
     waiting: Mutex<VecDeque<Waiting>>,
@@ -130,15 +142,7 @@ async fn commit_group(pool: &Pool, stats: &WriteStats, group: Vec<Waiting>) {
         }
     }
     let pg = PgTx::new(&client);
-    let statements = group.iter().map(|w| {
-        let p: Vec<&(dyn ToSql + Sync)> = w
-            .params
-            .iter()
-            .map(|b| b.as_ref() as &(dyn ToSql + Sync))
-            .collect();
-        let pg = &pg;
-        async move { pg.rows(w.sql, &p).await }
-    });
+    let statements = group.iter().map(|w| w.send(&pg));
     // Prepared above, so each statement goes out on its first poll, in
     // order, and COMMIT after them: one round trip. A statement that fails
     // aborts the transaction, and COMMIT then rolls it back.
@@ -185,12 +189,7 @@ async fn commit_group(pool: &Pool, stats: &WriteStats, group: Vec<Waiting>) {
 async fn alone(client: &deadpool_postgres::Object, stats: &WriteStats, group: Vec<Waiting>) {
     let pg = PgTx::new(client);
     for w in group {
-        let p: Vec<&(dyn ToSql + Sync)> = w
-            .params
-            .iter()
-            .map(|b| b.as_ref() as &(dyn ToSql + Sync))
-            .collect();
-        let rows = pg.rows(w.sql, &p).await;
+        let rows = w.send(&pg).await;
         stats.sent(1);
         if rows.is_ok() {
             stats.count(1);

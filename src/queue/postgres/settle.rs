@@ -86,22 +86,20 @@ pub(super) async fn finish_and_lease(
     client.batch_execute("COMMIT").await.map_err(store)?;
     let leases = hot::leases_of(&rows).map_err(|f| f.into_error(label))?;
     let mut changes = leases.as_deref().map(hot::changes).unwrap_or_default();
-    let Some((finished, change)) = end.concluded(w, applied)? else {
-        w.shared.committed(&changes);
-        let leases = match leases {
-            Some(leases) => Some(hot::pinned(&pg, w, pins, &op.lease, leases).await?),
-            None => None,
-        };
-        return Ok(Pipelined::LeaseOnly { leases });
-    };
-    changes.extend(change);
+    let finish = end.concluded(w, applied)?;
+    if let Some((_, Some(change))) = &finish {
+        changes.push(change.clone());
+    }
     w.shared.committed(&changes);
     let leases = match leases {
         Some(leases) => Some(hot::pinned(&pg, w, pins, &op.lease, leases).await?),
         None => None,
     };
-    Ok(Pipelined::Both {
-        finished: Box::new(finished),
-        leases,
+    Ok(match finish {
+        Some((finished, _)) => Pipelined::Both {
+            finished: Box::new(finished),
+            leases,
+        },
+        None => Pipelined::LeaseOnly { leases },
     })
 }
