@@ -25,11 +25,12 @@ pub enum Turn {
     Pass { skipped: u64, next: Option<i64> },
 }
 
-/// The schedule's last job, as its turn needs it: when it was submitted
-/// and when it ended (`None`: it has not).
+/// The schedule's last job, as its turn needs it: when it was submitted,
+/// when it first started running and when it ended (`None`: it has not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LastJob {
     pub submitted: i64,
+    pub started: Option<i64>,
     pub ended: Option<i64>,
 }
 
@@ -38,12 +39,15 @@ pub struct LastJob {
 /// `next` its first fire after now.
 ///
 /// Fires already due when the last job was submitted (held by an outage,
-/// a pause caught up, or their turn) run one after another, oldest first.
-/// Fires that came due while the last job ran follow `overlap`: `skip`
-/// drops them, `queue` holds them and runs one job for them all (the
-/// newest) when it ends, `cancel_previous` cancels the running job and
-/// runs the newest (fires that came after the held ones, within the same
-/// look, join them). Fires that came after it ended run in order.
+/// a pause caught up, or their turn) run one after another, oldest first,
+/// and so do fires that came while it waited to start (a fire submitted
+/// as a daemon stopped waits out the outage queued: the fires of the
+/// outage did not overlap a run). Fires that came due while the last job
+/// ran follow `overlap`: `skip` drops them, `queue` holds them and runs
+/// one job for them all (the newest) when it ends, `cancel_previous`
+/// cancels the job and runs the newest (fires that came after the held
+/// ones, within the same look, join them). Fires that came after it ended
+/// run in order.
 pub fn turn(
     overlap: Overlap,
     fires: &[i64],
@@ -64,7 +68,8 @@ pub fn turn(
     let Some(last) = last else {
         return run(oldest, 0);
     };
-    let waiting = oldest <= last.submitted;
+    // Due before the last job was submitted, or before it started running.
+    let waiting = oldest <= last.submitted || last.started.is_none_or(|started| oldest < started);
     let Some(ended) = last.ended else {
         return match overlap {
             Overlap::CancelPrevious => Turn::Run {
@@ -112,9 +117,11 @@ mod tests {
         Some(ms / 10 * 10 + 10)
     }
 
+    /// Submitted at `submitted` and started at once.
     fn running(submitted: i64) -> Option<LastJob> {
         Some(LastJob {
             submitted,
+            started: Some(submitted),
             ended: None,
         })
     }
@@ -122,7 +129,17 @@ mod tests {
     fn ended(submitted: i64, ended: i64) -> Option<LastJob> {
         Some(LastJob {
             submitted,
+            started: Some(submitted),
             ended: Some(ended),
+        })
+    }
+
+    /// Submitted at `submitted`, waited in the queue until `started`.
+    fn waited(submitted: i64, started: Option<i64>, ended: Option<i64>) -> Option<LastJob> {
+        Some(LastJob {
+            submitted,
+            started,
+            ended,
         })
     }
 
@@ -229,6 +246,69 @@ mod tests {
                 skipped: 0,
                 next: Some(40)
             }
+        );
+    }
+
+    /// A fire submitted as its daemon stopped waits out the outage queued:
+    /// the fires of the outage came while it waited, not while it ran, so
+    /// they take their turns one after another under every policy (`queue`
+    /// once ran one job for them all, and the test of a short outage lost
+    /// fires).
+    #[test]
+    fn fires_that_came_while_the_last_job_waited_to_start_take_their_turns() {
+        for overlap in [Overlap::Skip, Overlap::Queue] {
+            // Still queued, or running now after the wait: they wait.
+            assert_eq!(
+                turn(overlap, &[20, 30], waited(15, None, None), after, Some(40)),
+                Turn::Hold,
+                "{overlap:?}"
+            );
+            assert_eq!(
+                turn(
+                    overlap,
+                    &[20, 30],
+                    waited(15, Some(45), None),
+                    after,
+                    Some(50)
+                ),
+                Turn::Hold,
+                "{overlap:?}"
+            );
+            // It started after them and has ended: the oldest runs.
+            assert_eq!(
+                turn(
+                    overlap,
+                    &[20, 30, 40],
+                    waited(15, Some(45), Some(47)),
+                    after,
+                    Some(50)
+                ),
+                run(20, 0),
+                "{overlap:?}"
+            );
+            // Cancelled before it ever started.
+            assert_eq!(
+                turn(
+                    overlap,
+                    &[20, 30],
+                    waited(15, None, Some(33)),
+                    after,
+                    Some(40)
+                ),
+                run(20, 0),
+                "{overlap:?}"
+            );
+        }
+        // Fires after its start still overlap it.
+        assert_eq!(
+            turn(
+                Overlap::Queue,
+                &[20, 30, 40],
+                waited(5, Some(12), Some(32)),
+                after,
+                Some(50)
+            ),
+            run(40, 2)
         );
     }
 }

@@ -381,7 +381,7 @@ fn parsed(schedule: &StoredSchedule) -> Option<(Stored, (croner::Cron, chrono_tz
     Some((stored, compiled))
 }
 
-/// The schedule's last job, when it was submitted and when it ended (if
+/// The schedule's last job, when it was submitted, started and ended (if
 /// it did).
 async fn last_job(
     state: &AppState,
@@ -398,6 +398,7 @@ async fn last_job(
         .map(|job| {
             let last = LastJob {
                 submitted: ms(&job.created_at).unwrap_or(i64::MAX),
+                started: job.started_at.as_deref().and_then(ms),
                 // A job that ended at an unreadable time ended now.
                 ended: job.state.is_terminal().then(|| {
                     job.finished_at
