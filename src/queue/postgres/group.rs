@@ -2,11 +2,12 @@
 //! what SQLite's writer thread does for every write, here for the writes of
 //! a job's hot path that are one statement each and stand alone. A write
 //! waits in one queue; at most [`LEADERS`] groups run at once, each taking
-//! every write waiting (up to [`MAX_GROUP`]) and sending `BEGIN`, their
-//! statements and `COMMIT` pipelined on one connection: one round trip and
-//! one commit (one WAL flush) for the group. While a group runs, the writes that arrive
-//! wait for the next one, so a quiet queue sends each write alone, as a
-//! statement of its own, and a busy one groups them.
+//! every write waiting (up to [`MAX_GROUP`]) and sending `BEGIN` (with the
+//! hot path's planner settings, `dialect::BEGIN_HOT`), their statements and
+//! `COMMIT` pipelined on one connection: one round trip and one commit (one
+//! WAL flush) for the group. While a group runs, the writes that arrive
+//! wait for the next one, so a quiet queue sends each write in a group of
+//! its own, and a busy one groups them.
 //!
 //! Each statement is guarded by its own job's row, so one write's refusal
 //! (a stale attempt, a sequence number taken) changes nothing of the others
@@ -23,7 +24,7 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::dialect::PgTx;
+use super::dialect::{BEGIN_HOT, PgTx};
 use crate::queue::WriteStats;
 use crate::queue::tx::{Fail, Res};
 
@@ -133,9 +134,6 @@ async fn commit_group(pool: &Pool, stats: &WriteStats, group: Vec<Waiting>) {
             return;
         }
     };
-    if group.len() == 1 {
-        return alone(&client, stats, group).await;
-    }
     for w in &group {
         if client.prepare_cached(w.sql).await.is_err() {
             return alone(&client, stats, group).await;
@@ -147,7 +145,7 @@ async fn commit_group(pool: &Pool, stats: &WriteStats, group: Vec<Waiting>) {
     // order, and COMMIT after them: one round trip. A statement that fails
     // aborts the transaction, and COMMIT then rolls it back.
     let (begin, rows, commit) = tokio::join!(
-        client.batch_execute("BEGIN"),
+        client.batch_execute(BEGIN_HOT),
         futures::future::join_all(statements),
         client.batch_execute("COMMIT"),
     );

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{FAIR_KEY, NOW, PgTx, ready_keys_sql};
+use super::dialect::{BEGIN_HOT, FAIR_KEY, NOW, PgTx, ready_keys_sql};
 use super::group;
 use super::pool::Writes;
 use crate::queue::fair;
@@ -283,10 +283,29 @@ pub(super) async fn lease(
 ) -> Result<Option<Vec<Lease>>, QueueError> {
     let params = LeaseParams::of(pins, op);
     let client = w.client().await?;
+    let label = &w.shared.label;
+    let store = |e: tokio_postgres::Error| QueueError::Store {
+        path: label.clone(),
+        detail: super::describe(&e),
+    };
+    // Prepared first, so that BEGIN (with the hot path's planner settings),
+    // the lease and COMMIT go out in order in one round trip; a lease that
+    // fails aborts the transaction and the COMMIT then rolls it back.
+    client
+        .prepare_cached(lease_statement())
+        .await
+        .map_err(store)?;
     let pg = PgTx::new(&client);
-    let rows = pg.rows(lease_statement(), &params.get()).await;
-    w.shared.stats.sent(pg.statements());
-    let rows = rows.map_err(|f| f.into_error(&w.shared.label))?;
+    let params = params.get();
+    let (begin, rows, commit) = tokio::join!(
+        client.batch_execute(BEGIN_HOT),
+        pg.rows(lease_statement(), &params),
+        client.batch_execute("COMMIT"),
+    );
+    w.shared.stats.sent(1);
+    begin.map_err(store)?;
+    let rows = rows.map_err(|f| f.into_error(label))?;
+    commit.map_err(store)?;
     let Some(leases) = leases_of(&rows).map_err(|f| f.into_error(&w.shared.label))? else {
         return Ok(None);
     };

@@ -114,10 +114,9 @@ impl PostgresOptions {
             config.password(password.as_bytes());
         }
         // The schema name was checked to be a plain identifier, so it needs
-        // no quoting inside the startup options. (Forcing generic plans for
-        // the prepared statements saves about 1 ms of planning a lease, but
-        // a plan made while the table was empty then scans it whole once
-        // it holds 345,000 jobs: 11 jobs/s. The default stays.)
+        // no quoting inside the startup options. (The hot path's planner
+        // settings are set per transaction, `dialect::BEGIN_HOT`, not here:
+        // other statements keep PostgreSQL's defaults.)
         let search_path = format!("-c search_path={}", self.schema);
         let options = match config.get_options() {
             Some(existing) if !existing.trim().is_empty() => format!("{existing} {search_path}"),

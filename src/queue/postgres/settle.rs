@@ -12,7 +12,7 @@
 //! nothing); a lease that fails rolls the finish back, which then runs
 //! alone.
 
-use super::dialect::PgTx;
+use super::dialect::{BEGIN_HOT, PgTx};
 use super::ending::FinishEnd;
 use super::hot::{self, LeaseParams, Pins};
 use super::pool::Writes;
@@ -63,7 +63,7 @@ pub(super) async fn finish_and_lease(
     let pg = PgTx::new(&client);
     let lease_params = params.get();
     let (begin, applied, rows) = tokio::join!(
-        client.batch_execute("BEGIN"),
+        client.batch_execute(BEGIN_HOT),
         end.apply(&pg),
         pg.rows(hot::lease_statement(), &lease_params),
     );
