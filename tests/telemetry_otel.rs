@@ -382,7 +382,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// An unreachable collector never fails a job; the failure is logged once.
+/// An unreachable collector never fails a job; the failure is logged once
+/// per signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     let server = mock_server(SCRIPT).await;
@@ -391,7 +392,10 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
         .local_addr()
         .unwrap()
         .port();
-    let extra = format!("[telemetry]\notlp_endpoint = \"http://127.0.0.1:{closed}\"\n");
+    // Content opted in: its events fail to export like the spans.
+    let extra = format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{closed}\"\ncapture_message_content = true\n"
+    );
     let site = Site::new(&server.base_url(), &extra);
     site.put_bundle("traced", BUNDLE);
     let daemon = site.start();
@@ -411,6 +415,11 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     assert_eq!(daemon.stop(), Some(0));
     let log = std::fs::read_to_string(log_path).unwrap();
     assert_eq!(log.matches("OTLP span export failed").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("OTLP content event export failed").count(),
+        1,
+        "{log}"
+    );
 }
 
 /// Concurrent tools of different lengths: each `execute_tool` span covers

@@ -287,17 +287,16 @@ fn span_processor(
         }
         other => return Err(OtelError::Protocol(other.to_string())),
     };
-    Ok(BatchSpanProcessor::builder(ReportingExporter {
-        inner: exporter,
-        failing: AtomicBool::new(false),
-    })
-    .with_batch_config(
-        BatchConfigBuilder::default()
-            .with_max_queue_size(settings.max_queue_size.max(64) * 4)
-            .with_scheduled_delay(Duration::from_millis(500))
+    Ok(
+        BatchSpanProcessor::builder(ReportingExporter::new(exporter))
+            .with_batch_config(
+                BatchConfigBuilder::default()
+                    .with_max_queue_size(settings.max_queue_size.max(64) * 4)
+                    .with_scheduled_delay(Duration::from_millis(500))
+                    .build(),
+            )
             .build(),
     )
-    .build())
 }
 
 /// The HTTP client of an OTLP exporter's own thread.
@@ -316,6 +315,29 @@ struct ReportingExporter<E> {
     failing: AtomicBool,
 }
 
+impl<E> ReportingExporter<E> {
+    fn new(inner: E) -> Self {
+        Self {
+            inner,
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    /// Logs an export's failure when it is the first since the last
+    /// success, and the first success after failures.
+    fn report(&self, result: &OTelSdkResult, signal: &'static str, items: usize) {
+        match result {
+            Err(e) if !self.failing.swap(true, Ordering::SeqCst) => {
+                tracing::warn!(error = %e, items, "OTLP {signal} export failed; they are dropped until the collector is reachable (logged once)");
+            }
+            Ok(()) if self.failing.swap(false, Ordering::SeqCst) => {
+                tracing::info!("OTLP {signal} export recovered")
+            }
+            _ => {}
+        }
+    }
+}
+
 impl<E: SpanExporter> SpanExporter for ReportingExporter<E> {
     fn export(
         &self,
@@ -325,15 +347,7 @@ impl<E: SpanExporter> SpanExporter for ReportingExporter<E> {
         let export = self.inner.export(batch);
         async move {
             let result = export.await;
-            match &result {
-                Err(e) if !self.failing.swap(true, Ordering::SeqCst) => {
-                    tracing::warn!(error = %e, spans, "OTLP span export failed; spans are dropped until the collector is reachable (logged once)");
-                }
-                Ok(()) if self.failing.swap(false, Ordering::SeqCst) => {
-                    tracing::info!("OTLP span export recovered")
-                }
-                _ => {}
-            }
+            self.report(&result, "span", spans);
             result
         }
     }

@@ -12,12 +12,14 @@ use opentelemetry::trace::SpanContext;
 use opentelemetry::{Key, KeyValue, Value as AttrValue};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::logs::{
     BatchConfigBuilder, BatchLogProcessor, SdkLogger, SdkLoggerProvider,
 };
+use opentelemetry_sdk::logs::{LogBatch, LogExporter};
 use serde_json::{Value, json};
 
-use super::OtelError;
+use super::{OtelError, ReportingExporter};
 
 /// The event's name, as the conventions fix it.
 pub const EVENT_NAME: &str = "gen_ai.client.inference.operation.details";
@@ -91,7 +93,7 @@ impl ContentEvents {
             other => return Err(OtelError::Protocol(other.to_string())),
         }
         .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let processor = BatchLogProcessor::builder(exporter)
+        let processor = BatchLogProcessor::builder(ReportingExporter::new(exporter))
             .with_batch_config(
                 BatchConfigBuilder::default()
                     .with_max_queue_size(max_queue_size.max(64) * 4)
@@ -123,6 +125,33 @@ impl ContentEvents {
             record.add_attribute("gen_ai.output.messages", output);
         }
         self.logger.emit(record);
+    }
+}
+
+impl<E: LogExporter> LogExporter for ReportingExporter<E> {
+    fn export(
+        &self,
+        batch: LogBatch<'_>,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        let events = batch.iter().count();
+        let export = self.inner.export(batch);
+        async move {
+            let result = export.await;
+            self.report(&result, "content event", events);
+            result
+        }
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn event_enabled(&self, level: Severity, target: &str, name: Option<&str>) -> bool {
+        self.inner.event_enabled(level, target, name)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
     }
 }
 
