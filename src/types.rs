@@ -463,6 +463,18 @@ pub enum WireError {
 /// names that may become metric labels.
 pub type DeclaredTools = std::collections::HashMap<String, std::collections::HashSet<String>>;
 
+/// What a loaded bundle tells about itself as an agent: its description and
+/// each tool's it declares (by tool name), as its model sees them. Spans
+/// carry them (`gen_ai.agent.description`, `gen_ai.tool.description`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentFacts {
+    pub description: String,
+    pub tools: std::collections::HashMap<String, String>,
+}
+
+/// [`AgentFacts`] of every loaded bundle, by bundle name.
+pub type AgentCatalog = std::collections::HashMap<String, AgentFacts>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

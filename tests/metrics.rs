@@ -90,8 +90,8 @@ async fn metrics_after_a_workload_pass_promtool() {
         "structured_agents_reloads_total{result=\"applied\"}",
         "structured_agents_build_info{version=",
         "gen_ai_client_operation_duration_seconds_bucket{error_type=\"\",gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"mock-model\",le=\"81.92\"} 6",
-        "gen_ai_client_token_usage_sum{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"mock-model\",gen_ai_token_type=\"input\"} 960",
-        "gen_ai_client_token_usage_bucket{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"mock-model\",gen_ai_token_type=\"output\",le=\"67108864\"} 6",
+        "gen_ai_client_token_usage_sum{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"mock-model\",gen_ai_token_type=\"input\"} 960",
+        "gen_ai_client_token_usage_bucket{gen_ai_operation_name=\"chat\",gen_ai_provider_name=\"openai\",gen_ai_request_model=\"mock-model\",gen_ai_token_type=\"output\",le=\"67108864\"} 6",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }

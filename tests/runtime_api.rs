@@ -1736,7 +1736,7 @@ async fn a_killed_group_chat_resumes_without_asking_an_agent_again() {
 
 /// A group chat is traced like any run: an `invoke_agent` span of the host
 /// bundle with an `execute_tool <agent>` span per reply, and each local
-/// agent's own `invoke_agent` span under it, all in one trace.
+/// agent's own `invoke_agent` span under its reply's span, all in one trace.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_group_chat_is_one_trace_with_a_span_per_reply() {
     let (otlp, spans, _) = common::otlp::collector().await;
@@ -1772,16 +1772,18 @@ async fn a_group_chat_is_one_trace_with_a_span_per_reply() {
         spans.iter().map(|s| &s.name).collect::<Vec<_>>()
     );
     let host = &host[0];
-    for name in [
-        "execute_tool arithmetic",
-        "execute_tool weather",
-        "invoke_agent arithmetic",
+    let reply = named("execute_tool arithmetic");
+    for (name, parent) in [
+        ("execute_tool arithmetic", host),
+        ("execute_tool weather", host),
+        ("invoke_agent arithmetic", &reply[0]),
     ] {
         let found = named(name);
         assert_eq!(found.len(), 1, "one {name} span");
         assert_eq!(
-            found[0].parent_span_id, host.span_id,
-            "{name} under the chat"
+            found[0].parent_span_id, parent.span_id,
+            "{name} under {}",
+            parent.name
         );
         assert_eq!(
             found[0].trace_id, host.trace_id,

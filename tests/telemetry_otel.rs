@@ -1,16 +1,21 @@
 //! The daemon's OTLP export, received over HTTP on 127.0.0.1 and decoded with
 //! the official protobuf definitions: the span tree of a two-turn job with a
-//! failing tool, GenAI attributes, and message content only when opted in.
+//! failing tool, GenAI attributes, a nested agent under the tool call that
+//! started it, metric attributes and buckets, and message content (as
+//! log-based events) only when opted in.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::daemon::{
     Site, client, eventually, metric_samples, submit_and_wait, submit_body, wait_terminal,
 };
 use common::mock_server;
-use common::otlp::{attrs, collector};
+use common::otlp::{Received, attrs, collector, key_values};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::metrics::v1::{HistogramDataPoint, metric::Data};
 use opentelemetry_proto::tonic::trace::v1::{Span, span::SpanKind, status::StatusCode};
 use serde_json::json;
 
@@ -24,36 +29,38 @@ replies:
 
 const BUNDLE: &str = r#"name: traced
 version: "3"
+description: Answers traced questions
 model: {endpoint: mock, name: mock-model, sampling: {temperature: 0.5, max_tokens: 64}}
 prompts: {user: "{{ input }}"}
 tools:
-  - {name: good, kind: process, command: [python3, -c, "print('{\"ok\": 1}')"]}
-  - {name: bad, kind: process, command: [python3, -c, "import sys; sys.exit(2)"]}
+  - {name: good, kind: process, description: Looks the answer up, command: [python3, -c, "print('{\"ok\": 1}')"]}
+  - {name: bad, kind: process, description: Always fails, command: [python3, -c, "import sys; sys.exit(2)"]}
 "#;
 
-async fn run_job(capture: bool) -> (Vec<Span>, Vec<String>) {
+/// Runs one job of `traced` in conversation `chat-9`; what the collector
+/// received once the daemon stopped (shutdown flushes every exporter).
+async fn run_job(capture: bool) -> (Vec<Span>, Arc<Received>) {
     let server = mock_server(SCRIPT).await;
-    let (otlp, spans, names) = collector().await;
+    let (otlp, spans, received) = collector().await;
     let extra =
         format!("[telemetry]\notlp_endpoint = \"{otlp}\"\ncapture_message_content = {capture}\n");
     let site = Site::new(&server.base_url(), &extra);
     site.put_bundle("traced", BUNDLE);
     let daemon = site.start();
     let http = client();
-    let done = submit_and_wait(&http, &daemon, json!({"bundle": "traced", "input": "secret input", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}), Duration::from_secs(30)).await;
+    let done = submit_and_wait(&http, &daemon, json!({"bundle": "traced", "input": "secret input", "conversation_id": "chat-9", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}), Duration::from_secs(30)).await;
     assert_eq!(done["state"], "succeeded");
     // Shutdown flushes the exporter.
     assert_eq!(daemon.stop(), Some(0));
     let spans = spans.lock().unwrap().clone();
     let mut with_job = spans;
     with_job.retain(|s| !s.name.is_empty());
-    let names = names.lock().unwrap().clone();
-    (with_job, names)
+    (with_job, received)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
-    let (spans, names) = run_job(false).await;
+    let (spans, received) = run_job(false).await;
     let by_name = |name: &str| spans.iter().filter(|s| s.name == name).collect::<Vec<_>>();
     let roots = by_name("invoke_agent traced");
     assert_eq!(
@@ -72,7 +79,12 @@ async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
     assert_eq!(a["gen_ai.agent.name"], "traced");
     assert_eq!(a["gen_ai.agent.version"], "3");
     assert_eq!(a["gen_ai.request.model"], "mock-model");
-    assert!(!a["gen_ai.conversation.id"].is_empty());
+    assert_eq!(a["gen_ai.agent.id"], "traced");
+    assert_eq!(a["gen_ai.agent.description"], "Answers traced questions");
+    // The job's conversation, not the job.
+    assert_eq!(a["gen_ai.conversation.id"], "chat-9");
+    let job = &a["structured_agents.job.id"];
+    assert!(!job.is_empty() && job != "chat-9", "{a:?}");
     assert_eq!(root.events.iter().filter(|e| e.name == "turn").count(), 2);
 
     let chats = by_name("chat mock-model");
@@ -89,6 +101,7 @@ async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
         assert!(a["server.port"].parse::<u16>().is_ok());
         assert_eq!(a["gen_ai.request.temperature"], "0.5");
         assert_eq!(a["gen_ai.request.max_tokens"], "64");
+        assert_eq!(a["gen_ai.conversation.id"], "chat-9");
         assert!(a["gen_ai.response.id"].starts_with("chatcmpl-"));
         assert!(a.contains_key("gen_ai.response.finish_reasons"));
         assert!(
@@ -113,13 +126,19 @@ async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
         assert_eq!(tool.kind, SpanKind::Internal as i32);
         assert_eq!(tool.parent_span_id, root.span_id);
         let a = attrs(tool);
-        assert_eq!(a["gen_ai.tool.type"], "function");
+        // Tools the daemon runs itself are agent-side: `extension`.
+        assert_eq!(a["gen_ai.tool.type"], "extension");
         assert!(
             !a.contains_key("gen_ai.tool.call.arguments"),
             "content is opt-in"
         );
     }
     assert_eq!(attrs(good[0])["gen_ai.tool.call.id"], "ok-1");
+    assert_eq!(
+        attrs(good[0])["gen_ai.tool.description"],
+        "Looks the answer up"
+    );
+    assert_eq!(attrs(bad[0])["gen_ai.tool.description"], "Always fails");
     assert!(!attrs(good[0]).contains_key("error.type"));
     let bad_attrs = attrs(bad[0]);
     assert_eq!(bad_attrs["gen_ai.tool.name"], "bad");
@@ -142,7 +161,12 @@ async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
         .find(|s| s.name == "reload")
         .expect("a reload span");
     assert_eq!(attrs(reload)["structured_agents.reload.result"], "applied");
+    assert!(
+        received.logs.lock().unwrap().is_empty(),
+        "content events are opt-in"
+    );
     // The same measurements arrived as OTLP metrics (flushed at shutdown).
+    let names = received.metric_names();
     for name in [
         "gen_ai.client.operation.duration",
         "gen_ai.client.token.usage",
@@ -157,23 +181,209 @@ async fn span_tree_of_a_two_turn_job_with_a_failing_tool() {
     }
 }
 
+/// The histogram data points of OTLP metric `name`.
+fn histogram_points(received: &Received, name: &str) -> Vec<HistogramDataPoint> {
+    received
+        .metrics
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|m| m.name == name)
+        .flat_map(|m| match &m.data {
+            Some(Data::Histogram(h)) => h.data_points.clone(),
+            other => panic!("{name} is not a histogram: {other:?}"),
+        })
+        .collect()
+}
+
+/// Token usage names its provider; job and tool durations have the
+/// daemon's own buckets (documented in docs/telemetry.md), not the SDK's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_metrics_name_the_provider_and_bucket_agent_latencies() {
+    let (_, received) = run_job(false).await;
+    let usage = histogram_points(&received, "gen_ai.client.token.usage");
+    assert!(!usage.is_empty(), "{:?}", received.metric_names());
+    for point in &usage {
+        let a = key_values(&point.attributes);
+        assert_eq!(a["gen_ai.provider.name"], "openai", "{a:?}");
+        assert_eq!(a["gen_ai.operation.name"], "chat");
+        assert!(a.contains_key("gen_ai.token.type"));
+    }
+    let job_buckets = [
+        0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+    ];
+    let tool_buckets = [
+        0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+        300.0, 600.0,
+    ];
+    for (name, buckets) in [
+        ("structured_agents.job.duration", &job_buckets[..]),
+        ("structured_agents.tool.duration", &tool_buckets[..]),
+    ] {
+        let points = histogram_points(&received, name);
+        assert!(!points.is_empty(), "no {name} data point");
+        for point in points {
+            assert_eq!(point.explicit_bounds, buckets, "{name}");
+        }
+    }
+}
+
+/// With content opted in, each model call's messages go out as one
+/// `gen_ai.client.inference.operation.details` log record in its `chat`
+/// span's context, in structured form; never as attributes of the span.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_content_only_when_opted_in() {
-    let (spans, _) = run_job(true).await;
-    let all = format!("{:?}", spans.iter().map(attrs).collect::<Vec<_>>());
+    let (spans, received) = run_job(true).await;
+    let chats: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "chat mock-model")
+        .collect();
+    assert_eq!(chats.len(), 2);
+    for chat in &chats {
+        let a = attrs(chat);
+        assert!(
+            !a.contains_key("gen_ai.input.messages") && !a.contains_key("gen_ai.output.messages"),
+            "content is an event, not the span's"
+        );
+    }
+    let logs = received.logs.lock().unwrap().clone();
+    assert_eq!(logs.len(), 2, "one event per model call: {logs:?}");
+    for record in &logs {
+        assert_eq!(
+            record.event_name,
+            "gen_ai.client.inference.operation.details"
+        );
+        let chat = chats
+            .iter()
+            .find(|c| c.span_id == record.span_id)
+            .expect("the event is in a chat span's context");
+        assert_eq!(record.trace_id, chat.trace_id);
+        let a = key_values(&record.attributes);
+        assert_eq!(a["gen_ai.operation.name"], "chat");
+        assert_eq!(a["gen_ai.request.model"], "mock-model");
+        assert_eq!(a["gen_ai.conversation.id"], "chat-9");
+        assert_eq!(a["gen_ai.response.id"], attrs(chat)["gen_ai.response.id"]);
+        for key in ["gen_ai.input.messages", "gen_ai.output.messages"] {
+            let value = record
+                .attributes
+                .iter()
+                .find(|kv| kv.key == key)
+                .and_then(|kv| kv.value.as_ref()?.value.clone());
+            assert!(
+                matches!(value, Some(AnyValue::ArrayValue(_))),
+                "{key} is structured: {value:?}"
+            );
+        }
+    }
+    let all = format!("{logs:?}");
     assert!(all.contains("secret input"), "input messages captured");
     assert!(
         all.contains("final secret answer"),
         "output messages captured"
     );
-    assert!(all.contains("secret question"), "tool arguments captured");
+    assert!(all.contains("\"parts\""), "messages as role and parts");
+    let tools = format!(
+        "{:?}",
+        spans
+            .iter()
+            .filter(|s| s.name.starts_with("execute_tool"))
+            .map(attrs)
+            .collect::<Vec<_>>()
+    );
+    assert!(tools.contains("secret question"), "tool arguments captured");
+}
+
+/// A bundle calling another bundle as a tool: the child's `invoke_agent`
+/// hangs under the `execute_tool` span of the call that started it. A job
+/// outside any conversation carries no conversation id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_agent_sits_under_the_tool_call_that_started_it() {
+    let script = r#"
+replies:
+  - match: parent question
+    turn: 1
+    tool_calls: [{id: call-7, name: ask_child, arguments: {input: "child question"}}]
+  - match: parent question
+    turn: 2
+    content: parent done
+  - match: child question
+    content: child answer
+"#;
+    let server = mock_server(script).await;
+    let (otlp, spans, _) = collector().await;
+    let site = Site::new(
+        &server.base_url(),
+        &format!("[telemetry]\notlp_endpoint = \"{otlp}\"\n"),
+    );
+    site.put_bundle(
+        "child",
+        "name: child\nversion: \"1\"\ndescription: Answers for the parent\nmodel: {endpoint: mock, name: mock-model}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    site.put_bundle(
+        "parent",
+        "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: mock-model}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: ask_child, kind: agent, bundle: child, description: Asks the child agent}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let done = submit_and_wait(
+        &http,
+        &daemon,
+        json!({"bundle": "parent", "input": "parent question"}),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(daemon.stop(), Some(0));
+    let spans = spans.lock().unwrap().clone();
+    let span = |name: &str| {
+        let found: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
+        assert_eq!(
+            found.len(),
+            1,
+            "{name}: {:?}",
+            spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        found[0].clone()
+    };
+    let (parent, tool, child) = (
+        span("invoke_agent parent"),
+        span("execute_tool ask_child"),
+        span("invoke_agent child"),
+    );
+    assert_eq!(tool.parent_span_id, parent.span_id);
+    assert_eq!(
+        child.parent_span_id, tool.span_id,
+        "the child run is the tool call's"
+    );
+    assert_eq!(
+        (&tool.trace_id, &child.trace_id),
+        (&parent.trace_id, &parent.trace_id)
+    );
+    let child_chat = spans
+        .iter()
+        .find(|s| s.name == "chat mock-model" && s.parent_span_id == child.span_id)
+        .expect("the child's model call under the child run");
+    assert_eq!(child_chat.trace_id, parent.trace_id);
+    let (p, t, c) = (attrs(&parent), attrs(&tool), attrs(&child));
+    assert_eq!(t["gen_ai.tool.type"], "extension");
+    assert_eq!(t["gen_ai.tool.description"], "Asks the child agent");
+    assert_eq!(c["gen_ai.agent.id"], "child");
+    assert_eq!(c["gen_ai.agent.description"], "Answers for the parent");
+    assert!(
+        !p.contains_key("gen_ai.agent.description"),
+        "no description, none made up"
+    );
+    for run in [&p, &c] {
+        assert!(!run.contains_key("gen_ai.conversation.id"), "{run:?}");
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// An unreachable collector never fails a job; the failure is logged once.
+/// An unreachable collector never fails a job; the failure is logged once
+/// per signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     let server = mock_server(SCRIPT).await;
@@ -182,7 +392,10 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
         .local_addr()
         .unwrap()
         .port();
-    let extra = format!("[telemetry]\notlp_endpoint = \"http://127.0.0.1:{closed}\"\n");
+    // Content opted in: its events fail to export like the spans.
+    let extra = format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:{closed}\"\ncapture_message_content = true\n"
+    );
     let site = Site::new(&server.base_url(), &extra);
     site.put_bundle("traced", BUNDLE);
     let daemon = site.start();
@@ -202,6 +415,11 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     assert_eq!(daemon.stop(), Some(0));
     let log = std::fs::read_to_string(log_path).unwrap();
     assert_eq!(log.matches("OTLP span export failed").count(), 1, "{log}");
+    assert_eq!(
+        log.matches("OTLP content event export failed").count(),
+        1,
+        "{log}"
+    );
 }
 
 /// Concurrent tools of different lengths: each `execute_tool` span covers

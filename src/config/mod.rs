@@ -507,7 +507,9 @@ pub struct TelemetryConfig {
     pub otlp_endpoint: Option<String>,
     /// `http/protobuf` (default) or `grpc`.
     pub otlp_protocol: Option<String>,
-    /// Put message content and tool arguments/results on spans (off by default).
+    /// Send message content (as `gen_ai.client.inference.operation.details`
+    /// log events over OTLP) and tool arguments/results (on `execute_tool`
+    /// spans); off by default.
     pub capture_message_content: bool,
     /// Spans queued for export before new ones are dropped (and counted).
     pub max_queue_size: usize,

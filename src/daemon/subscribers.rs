@@ -36,11 +36,13 @@ impl JobObservers for JobTelemetry {
         if let Some(otel) = &self.otel {
             observers.push(otel.observer(JobSpanInfo {
                 job_id: job.id.to_string(),
+                conversation_id: job.conversation_id.clone(),
                 bundle: loaded.name().to_string(),
                 bundle_version: loaded.version().to_string(),
                 model: loaded.bundle.raw.model.name.clone(),
                 endpoint,
                 traceparent: job.traceparent.clone(),
+                agents: snapshot.agents.clone(),
             }));
         }
         for plugin in snapshot.observers_of(&loaded.bundle) {

@@ -116,6 +116,7 @@ pub(super) fn snapshot(
         inputs: Some(inputs),
         inventory: Inventory::default(),
         declared_tools: Arc::default(),
+        agents: Arc::default(),
         config,
         keys,
         egress,
@@ -127,29 +128,14 @@ pub(super) fn snapshot(
         models,
         histories,
     };
+    let agents = next.agent_catalog();
     let next = Snapshot {
         inventory: inventory_of(&next),
-        declared_tools: Arc::new(declared_tools(&next)),
+        declared_tools: Arc::new(super::directory::declared_tools(&agents)),
+        agents: Arc::new(agents),
         ..next
     };
     Ok((next, applied))
-}
-
-/// The tools each loaded bundle declares.
-fn declared_tools(s: &Snapshot) -> crate::types::DeclaredTools {
-    s.loaded()
-        .map(|b| {
-            let reach = s.router_reach(b).into_iter().map(|spec| spec.name);
-            let names = b
-                .tools
-                .schemas()
-                .iter()
-                .map(|t| t.name.clone())
-                .chain(reach)
-                .collect();
-            (b.name().to_string(), names)
-        })
-        .collect()
 }
 
 /// What a snapshot was built from, with a fingerprint per input.

@@ -14,6 +14,7 @@ use super::{LoadedBundle, Snapshot};
 use crate::bundle::ToolSpec;
 use crate::config::{RouterFunctions, RouterReach};
 use crate::tools::http_agent::HttpAgentSpec;
+use crate::types::{AgentCatalog, AgentFacts, DeclaredTools};
 
 /// One agent of the directory.
 pub struct DirectoryAgent<'a> {
@@ -160,6 +161,41 @@ fn call_agent_parameters() -> serde_json::Value {
         },
         "required": ["query"]
     })
+}
+
+impl Snapshot {
+    /// Each loaded bundle's description and the tools it declares (its own
+    /// and, for the router, the agents it reaches), with their descriptions.
+    pub(super) fn agent_catalog(&self) -> AgentCatalog {
+        self.loaded()
+            .map(|b| {
+                let reach = self
+                    .router_reach(b)
+                    .into_iter()
+                    .map(|spec| (spec.name, spec.description));
+                let tools = b
+                    .tools
+                    .schemas()
+                    .iter()
+                    .map(|t| (t.name.clone(), t.description.clone()))
+                    .chain(reach)
+                    .collect();
+                let facts = AgentFacts {
+                    description: b.bundle.raw.description.clone(),
+                    tools,
+                };
+                (b.name().to_string(), facts)
+            })
+            .collect()
+    }
+}
+
+/// The tools each loaded bundle declares: the names of its catalog entry's tools.
+pub(super) fn declared_tools(agents: &AgentCatalog) -> DeclaredTools {
+    agents
+        .iter()
+        .map(|(name, facts)| (name.clone(), facts.tools.keys().cloned().collect()))
+        .collect()
 }
 
 /// An agent id as a tool name: letters, digits, `_` and `-` (anything else

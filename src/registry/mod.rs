@@ -159,6 +159,8 @@ pub struct Snapshot {
     /// The tools each loaded bundle declares (the only tool names metrics
     /// may use as labels).
     pub declared_tools: Arc<DeclaredTools>,
+    /// Each loaded bundle's description and its tools' (for spans).
+    pub agents: Arc<crate::types::AgentCatalog>,
     /// The last load of every bundle directory, for the next reload to
     /// reuse what did not change.
     loads: Arc<reuse::DirLoads>,
@@ -190,6 +192,7 @@ impl Snapshot {
             histories: Arc::default(),
             inventory: diff::Inventory::default(),
             declared_tools: Arc::default(),
+            agents: Arc::default(),
             loads: Arc::default(),
             inputs: None,
         }

@@ -14,15 +14,8 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use super::otel_metrics::{DURATION_BUCKETS, TOKEN_BUCKETS, kv};
+use super::otel_metrics::{DURATION_BUCKETS, JOB_BUCKETS, TOKEN_BUCKETS, TOOL_BUCKETS, kv};
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
-
-const JOB_BUCKETS: &[f64] = &[
-    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
-];
-const TOOL_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
 
 pub struct Metrics {
     registry: Registry,
@@ -224,6 +217,7 @@ impl Metrics {
                 &[
                     "gen_ai_operation_name",
                     "gen_ai_request_model",
+                    "gen_ai_provider_name",
                     "gen_ai_token_type",
                 ],
                 TOKEN_BUCKETS,
@@ -588,25 +582,24 @@ impl MetricsObserver {
         m.operation_duration
             .with_label_values(&["chat", &model, &self.provider, ""])
             .observe(duration_ms as f64 / 1000.0);
-        m.token_usage
-            .with_label_values(&["chat", &model, "input"])
-            .observe(usage.prompt_tokens as f64);
-        m.token_usage
-            .with_label_values(&["chat", &model, "output"])
-            .observe(usage.completion_tokens as f64);
+        let tokens = [
+            ("input", usage.prompt_tokens),
+            ("output", usage.completion_tokens),
+        ];
+        for (kind, n) in tokens {
+            m.token_usage
+                .with_label_values(&["chat", &model, &self.provider, kind])
+                .observe(n as f64);
+        }
         if let Some(o) = m.otlp.get() {
             let base = [
                 kv("gen_ai.operation.name", "chat"),
                 kv("gen_ai.request.model", &model),
+                kv("gen_ai.provider.name", &self.provider),
             ];
-            let mut with_provider = base.to_vec();
-            with_provider.push(kv("gen_ai.provider.name", &self.provider));
             o.operation_duration
-                .record(duration_ms as f64 / 1000.0, &with_provider);
-            for (kind, n) in [
-                ("input", usage.prompt_tokens),
-                ("output", usage.completion_tokens),
-            ] {
+                .record(duration_ms as f64 / 1000.0, &base);
+            for (kind, n) in tokens {
                 let mut attrs = base.to_vec();
                 attrs.push(kv("gen_ai.token.type", kind));
                 o.token_usage.record(n, &attrs);

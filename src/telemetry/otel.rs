@@ -1,7 +1,8 @@
 //! OpenTelemetry spans for job runs, named and attributed by the GenAI
 //! semantic conventions: `invoke_agent {bundle}` (INTERNAL) per run, with
 //! `chat {model}` (CLIENT) per model call and `execute_tool {tool}`
-//! (INTERNAL) per tool call as children; turns are events on the root.
+//! (INTERNAL) per tool call as children (`agent`); turns are events on the
+//! root. Opted-in message content goes out as log-based events (`content`).
 //!
 //! The per-job observer never blocks a job: it `try_send`s the event to a
 //! bounded queue (drops are counted) read by one thread that builds the spans
@@ -23,10 +24,13 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::logs::SdkLoggerProvider;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanData, SpanExporter,
 };
 
+mod agent;
+mod content;
 mod workflow;
 
 use crate::client::EndpointInfo;
@@ -34,6 +38,8 @@ use crate::events::daemon::{
     Change, DaemonEvent, DaemonObserver, InputKind, ReloadOutcome, ReloadResult,
 };
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
+use crate::types::AgentCatalog;
+use content::{ChatDetails, ContentEvents};
 
 /// Operator settings (config `[telemetry]` plus the standard OTEL_* variables).
 #[derive(Debug, Clone)]
@@ -62,12 +68,26 @@ pub enum OtelError {
 #[derive(Debug, Clone, Default)]
 pub struct JobSpanInfo {
     pub job_id: String,
+    /// The conversation the job continues (`gen_ai.conversation.id`);
+    /// `None` for a job on its own.
+    pub conversation_id: Option<String>,
     pub bundle: String,
     pub bundle_version: String,
     pub model: String,
     pub endpoint: EndpointInfo,
     /// W3C trace context the job's spans join.
     pub traceparent: Option<String>,
+    /// The loaded bundles' and their tools' descriptions (nested runs run
+    /// other bundles).
+    pub agents: Arc<AgentCatalog>,
+}
+
+impl JobSpanInfo {
+    /// `gen_ai.conversation.id`, when the job belongs to a conversation.
+    fn conversation(&self) -> Option<KeyValue> {
+        let id = self.conversation_id.as_ref()?;
+        Some(KeyValue::new("gen_ai.conversation.id", id.clone()))
+    }
 }
 
 enum Item {
@@ -119,6 +139,8 @@ pub struct OtelTelemetry {
     queue: SyncSender<Item>,
     dropped: Arc<AtomicU64>,
     provider: SdkTracerProvider,
+    /// The content events' pipeline, when content is opted in.
+    logs: Option<SdkLoggerProvider>,
     worker: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     shutdown_timeout: Duration,
 }
@@ -141,50 +163,6 @@ impl OtelTelemetry {
             .or_else(|| env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
             .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
             .unwrap_or_else(|| "http/protobuf".into());
-        let exporter = match protocol.as_str() {
-            "http/protobuf" => {
-                // The batch processor exports from its own thread: it needs a
-                // blocking client (an async one panics without a reactor).
-                let client = reqwest::blocking::Client::builder()
-                    .timeout(Duration::from_secs(10))
-                    .build()
-                    .map_err(|e| OtelError::Exporter(e.to_string()))?;
-                let mut builder = opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_http_client(client);
-                // Config wins over the environment; per-signal env is used as-is.
-                if let Some(base) = &settings.endpoint {
-                    builder =
-                        builder.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
-                }
-                builder
-                    .build()
-                    .map_err(|e| OtelError::Exporter(e.to_string()))?
-            }
-            #[cfg(feature = "otlp-grpc")]
-            "grpc" => {
-                use opentelemetry_otlp::WithTonicConfig as _;
-                let mut builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
-                if let Some(base) = &settings.endpoint {
-                    builder = builder.with_endpoint(base.clone());
-                }
-                builder
-                    .build()
-                    .map_err(|e| OtelError::Exporter(e.to_string()))?
-            }
-            other => return Err(OtelError::Protocol(other.to_string())),
-        };
-        let processor = BatchSpanProcessor::builder(ReportingExporter {
-            inner: exporter,
-            failing: AtomicBool::new(false),
-        })
-        .with_batch_config(
-            BatchConfigBuilder::default()
-                .with_max_queue_size(settings.max_queue_size.max(64) * 4)
-                .with_scheduled_delay(Duration::from_millis(500))
-                .build(),
-        )
-        .build();
         let mut resource = Resource::builder();
         if env("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name("structured-agents");
@@ -193,20 +171,32 @@ impl OtelTelemetry {
             .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
             .build();
         let provider = SdkTracerProvider::builder()
-            .with_span_processor(processor)
-            .with_resource(resource)
+            .with_span_processor(span_processor(&protocol, &settings)?)
+            .with_resource(resource.clone())
             .build();
-        let (queue, events) = sync_channel::<Item>(settings.max_queue_size.max(1));
-        let tracer = provider.tracer("structured-agents");
         let capture = settings.capture_message_content
             || env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
                 .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let (content, logs) = match capture {
+            true => {
+                let (content, logs) = ContentEvents::init(
+                    &protocol,
+                    settings.endpoint.as_deref(),
+                    resource,
+                    settings.max_queue_size,
+                )?;
+                (Some(content), Some(logs))
+            }
+            false => (None, None),
+        };
+        let (queue, events) = sync_channel::<Item>(settings.max_queue_size.max(1));
+        let tracer = provider.tracer("structured-agents");
         let worker = std::thread::Builder::new()
             .name("otel-spans".into())
             .spawn(move || {
                 SpanBuilder {
                     tracer,
-                    capture,
+                    content,
                     runs: HashMap::new(),
                 }
                 .run(events)
@@ -216,6 +206,7 @@ impl OtelTelemetry {
             queue,
             dropped: Arc::new(AtomicU64::new(0)),
             provider,
+            logs,
             worker: std::sync::Mutex::new(Some(worker)),
             shutdown_timeout: settings.shutdown_timeout,
         })))
@@ -248,6 +239,9 @@ impl OtelTelemetry {
             if let Err(e) = this.provider.shutdown() {
                 tracing::warn!(error = %e, "OTLP exporter shutdown");
             }
+            if let Some(Err(e)) = this.logs.as_ref().map(|logs| logs.shutdown()) {
+                tracing::warn!(error = %e, "OTLP logs exporter shutdown");
+            }
         });
         if tokio::time::timeout(timeout, flush).await.is_err() {
             tracing::warn!(
@@ -258,12 +252,90 @@ impl OtelTelemetry {
     }
 }
 
+/// The batch span processor over OTLP `protocol`: http/protobuf to
+/// `{endpoint}/v1/traces` (config wins over the environment; the per-signal
+/// variable is used as it is), or gRPC in a build with `otlp-grpc`.
+fn span_processor(
+    protocol: &str,
+    settings: &OtelSettings,
+) -> Result<BatchSpanProcessor, OtelError> {
+    let exporter = match protocol {
+        "http/protobuf" => {
+            // The batch processor exports from its own thread: it needs a
+            // blocking client (an async one panics without a reactor).
+            let mut builder = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_http_client(blocking_client()?);
+            if let Some(base) = &settings.endpoint {
+                builder =
+                    builder.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
+            }
+            builder
+                .build()
+                .map_err(|e| OtelError::Exporter(e.to_string()))?
+        }
+        #[cfg(feature = "otlp-grpc")]
+        "grpc" => {
+            use opentelemetry_otlp::WithTonicConfig as _;
+            let mut builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            if let Some(base) = &settings.endpoint {
+                builder = builder.with_endpoint(base.clone());
+            }
+            builder
+                .build()
+                .map_err(|e| OtelError::Exporter(e.to_string()))?
+        }
+        other => return Err(OtelError::Protocol(other.to_string())),
+    };
+    Ok(
+        BatchSpanProcessor::builder(ReportingExporter::new(exporter))
+            .with_batch_config(
+                BatchConfigBuilder::default()
+                    .with_max_queue_size(settings.max_queue_size.max(64) * 4)
+                    .with_scheduled_delay(Duration::from_millis(500))
+                    .build(),
+            )
+            .build(),
+    )
+}
+
+/// The HTTP client of an OTLP exporter's own thread.
+fn blocking_client() -> Result<reqwest::blocking::Client, OtelError> {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| OtelError::Exporter(e.to_string()))
+}
+
 /// Logs the first failed export (an unreachable collector) once, and the
 /// recovery; the batch processor keeps retrying with later batches.
 #[derive(Debug)]
 struct ReportingExporter<E> {
     inner: E,
     failing: AtomicBool,
+}
+
+impl<E> ReportingExporter<E> {
+    fn new(inner: E) -> Self {
+        Self {
+            inner,
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    /// Logs an export's failure when it is the first since the last
+    /// success, and the first success after failures.
+    fn report(&self, result: &OTelSdkResult, signal: &'static str, items: usize) {
+        match result {
+            Err(e) if !self.failing.swap(true, Ordering::SeqCst) => {
+                tracing::warn!(error = %e, items, "OTLP {signal} export failed; they are dropped until the collector is reachable (logged once)");
+            }
+            Ok(()) if self.failing.swap(false, Ordering::SeqCst) => {
+                tracing::info!("OTLP {signal} export recovered")
+            }
+            _ => {}
+        }
+    }
 }
 
 impl<E: SpanExporter> SpanExporter for ReportingExporter<E> {
@@ -275,15 +347,7 @@ impl<E: SpanExporter> SpanExporter for ReportingExporter<E> {
         let export = self.inner.export(batch);
         async move {
             let result = export.await;
-            match &result {
-                Err(e) if !self.failing.swap(true, Ordering::SeqCst) => {
-                    tracing::warn!(error = %e, spans, "OTLP span export failed; spans are dropped until the collector is reachable (logged once)");
-                }
-                Ok(()) if self.failing.swap(false, Ordering::SeqCst) => {
-                    tracing::info!("OTLP span export recovered")
-                }
-                _ => {}
-            }
+            self.report(&result, "span", spans);
             result
         }
     }
@@ -331,13 +395,17 @@ impl Observer for JobSpans {
 struct RunSpans {
     root: Context,
     chat: Option<opentelemetry_sdk::trace::Span>,
-    tools: HashMap<String, opentelemetry_sdk::trace::Span>,
-    model_error: bool,
+    /// The open model call's details, for its content event (opted in).
+    chat_details: Option<ChatDetails>,
+    /// Open tool calls' spans by call id, each in a context a nested run
+    /// started by the call hangs under.
+    tools: HashMap<String, Context>,
 }
 
 struct SpanBuilder {
     tracer: opentelemetry_sdk::trace::Tracer,
-    capture: bool,
+    /// Where message content goes, when opted in.
+    content: Option<ContentEvents>,
     runs: HashMap<String, RunSpans>,
 }
 
@@ -428,295 +496,11 @@ impl SpanBuilder {
             Event::KernelStart { .. } => self.start_run(info, envelope, at),
             Event::ModelRequest { .. } => self.start_chat(info, envelope, at),
             Event::ModelResponse { .. } => self.end_chat(envelope, at),
-            Event::ToolCall { .. } => self.start_tool(envelope, at),
+            Event::ToolCall { .. } => self.start_tool(info, envelope, at),
             Event::ToolResult { .. } => self.end_tool(envelope, at),
             Event::TurnComplete { .. } => self.turn_event(envelope, at),
             Event::KernelEnd { .. } => self.end_run(envelope, at),
             _ => {}
         }
-    }
-
-    /// The run's root span (`invoke_agent`), under its parent run's or the job's remote parent.
-    fn start_run(&mut self, info: &JobSpanInfo, envelope: &EventEnvelope, at: SystemTime) {
-        let Event::KernelStart {
-            max_turns,
-            tools_count,
-            ..
-        } = &envelope.event
-        else {
-            return;
-        };
-        let key = envelope.run_id.clone();
-        let parent = match &envelope.parent {
-            // A nested agent run hangs under its parent's root span.
-            Some(p) => self
-                .runs
-                .get(&p.run_id)
-                .map(|r| r.root.clone())
-                .unwrap_or_default(),
-            None => remote_parent(info.traceparent.as_deref()),
-        };
-        let span = self
-            .tracer
-            .span_builder(format!("invoke_agent {}", envelope.bundle))
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at)
-            .with_attributes(vec![
-                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-                KeyValue::new("gen_ai.agent.name", envelope.bundle.clone()),
-                KeyValue::new("gen_ai.agent.version", envelope.bundle_version.clone()),
-                KeyValue::new("gen_ai.conversation.id", info.job_id.clone()),
-                KeyValue::new("gen_ai.request.model", info.model.clone()),
-                KeyValue::new("gen_ai.provider.name", info.endpoint.provider.clone()),
-                KeyValue::new("structured_agents.max_turns", *max_turns as i64),
-                KeyValue::new("structured_agents.tools_count", *tools_count as i64),
-            ])
-            .start_with_context(&self.tracer, &parent);
-        let root = parent.with_span(span);
-        self.runs.insert(
-            key,
-            RunSpans {
-                root,
-                chat: None,
-                tools: HashMap::new(),
-                model_error: false,
-            },
-        );
-    }
-
-    /// A model call's span (`chat`), open until its response.
-    fn start_chat(&mut self, info: &JobSpanInfo, envelope: &EventEnvelope, at: SystemTime) {
-        let Event::ModelRequest {
-            model,
-            parameters,
-            messages,
-            ..
-        } = &envelope.event
-        else {
-            return;
-        };
-        let key = envelope.run_id.clone();
-        let Some(run) = self.runs.get_mut(&key) else {
-            return;
-        };
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.operation.name", "chat"),
-            KeyValue::new("gen_ai.provider.name", info.endpoint.provider.clone()),
-            KeyValue::new("gen_ai.request.model", model.clone()),
-            KeyValue::new("server.address", info.endpoint.address.clone()),
-        ];
-        if let Some(port) = info.endpoint.port {
-            attributes.push(KeyValue::new("server.port", port as i64));
-        }
-        for (param, attr) in [
-            ("temperature", "gen_ai.request.temperature"),
-            ("top_p", "gen_ai.request.top_p"),
-            ("max_tokens", "gen_ai.request.max_tokens"),
-            ("seed", "gen_ai.request.seed"),
-        ] {
-            match parameters.get(param) {
-                Some(v) if v.is_i64() || v.is_u64() => {
-                    attributes.push(KeyValue::new(attr, v.as_i64().unwrap_or_default()))
-                }
-                Some(v) if v.is_f64() => {
-                    attributes.push(KeyValue::new(attr, v.as_f64().unwrap_or_default()))
-                }
-                _ => {}
-            }
-        }
-        if self.capture && !messages.is_null() {
-            attributes.push(KeyValue::new("gen_ai.input.messages", messages.to_string()));
-        }
-        let span = self
-            .tracer
-            .span_builder(format!("chat {model}"))
-            .with_kind(SpanKind::Client)
-            .with_start_time(at)
-            .with_attributes(attributes)
-            .start_with_context(&self.tracer, &run.root);
-        run.chat = Some(span);
-    }
-
-    /// Closes the model call's span with its usage and response.
-    fn end_chat(&mut self, envelope: &EventEnvelope, at: SystemTime) {
-        let Event::ModelResponse {
-            usage,
-            response_id,
-            finish_reason,
-            response_model,
-            parsed_content,
-            ..
-        } = &envelope.event
-        else {
-            return;
-        };
-        let key = envelope.run_id.clone();
-        let Some(run) = self.runs.get_mut(&key) else {
-            return;
-        };
-        let Some(mut span) = run.chat.take() else {
-            return;
-        };
-        span.set_attribute(KeyValue::new(
-            "gen_ai.usage.input_tokens",
-            usage.prompt_tokens as i64,
-        ));
-        span.set_attribute(KeyValue::new(
-            "gen_ai.usage.output_tokens",
-            usage.completion_tokens as i64,
-        ));
-        if let Some(id) = response_id {
-            span.set_attribute(KeyValue::new("gen_ai.response.id", id.clone()));
-        }
-        if let Some(model) = response_model {
-            span.set_attribute(KeyValue::new("gen_ai.response.model", model.clone()));
-        }
-        if let Some(reason) = finish_reason {
-            span.set_attribute(KeyValue::new(
-                "gen_ai.response.finish_reasons",
-                opentelemetry::Value::Array(
-                    vec![opentelemetry::StringValue::from(reason.clone())].into(),
-                ),
-            ));
-        }
-        if self.capture {
-            let output = serde_json::json!([{"role": "assistant", "content": parsed_content}]);
-            span.set_attribute(KeyValue::new("gen_ai.output.messages", output.to_string()));
-        }
-        span.end_with_timestamp(at);
-    }
-
-    /// A tool call's span (`execute_tool`), open until its result.
-    fn start_tool(&mut self, envelope: &EventEnvelope, at: SystemTime) {
-        let Event::ToolCall {
-            tool_name,
-            call_id,
-            arguments,
-            ..
-        } = &envelope.event
-        else {
-            return;
-        };
-        let key = envelope.run_id.clone();
-        let Some(run) = self.runs.get_mut(&key) else {
-            return;
-        };
-        let mut attributes = vec![
-            KeyValue::new("gen_ai.operation.name", "execute_tool"),
-            KeyValue::new("gen_ai.tool.name", tool_name.clone()),
-            KeyValue::new("gen_ai.tool.call.id", call_id.clone()),
-            KeyValue::new("gen_ai.tool.type", "function"),
-        ];
-        if self.capture {
-            attributes.push(KeyValue::new(
-                "gen_ai.tool.call.arguments",
-                arguments.to_string(),
-            ));
-        }
-        let span = self
-            .tracer
-            .span_builder(format!("execute_tool {tool_name}"))
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at)
-            .with_attributes(attributes)
-            .start_with_context(&self.tracer, &run.root);
-        run.tools.insert(call_id.clone(), span);
-    }
-
-    /// Closes the tool call's span, as an error when the call failed.
-    fn end_tool(&mut self, envelope: &EventEnvelope, at: SystemTime) {
-        let Event::ToolResult {
-            call_id,
-            is_error,
-            error_type,
-            output_preview,
-            ..
-        } = &envelope.event
-        else {
-            return;
-        };
-        let key = envelope.run_id.clone();
-        let Some(run) = self.runs.get_mut(&key) else {
-            return;
-        };
-        let Some(mut span) = run.tools.remove(call_id) else {
-            return;
-        };
-        if *is_error {
-            let kind = error_type.clone().unwrap_or_else(|| "tool_error".into());
-            span.set_attribute(KeyValue::new("error.type", kind.clone()));
-            span.set_status(Status::error(kind));
-        }
-        if self.capture {
-            span.set_attribute(KeyValue::new(
-                "gen_ai.tool.call.result",
-                output_preview.clone(),
-            ));
-        }
-        span.end_with_timestamp(at);
-    }
-
-    /// A finished turn, as an event on the run's root span.
-    fn turn_event(&mut self, envelope: &EventEnvelope, at: SystemTime) {
-        let Event::TurnComplete {
-            turn,
-            tool_calls_count,
-            errors_count,
-            ..
-        } = &envelope.event
-        else {
-            return;
-        };
-        let key = envelope.run_id.clone();
-        let Some(run) = self.runs.get(&key) else {
-            return;
-        };
-        run.root.span().add_event_with_timestamp(
-            "turn",
-            at,
-            vec![
-                KeyValue::new("structured_agents.turn", *turn as i64),
-                KeyValue::new("structured_agents.tool_calls", *tool_calls_count as i64),
-                KeyValue::new("structured_agents.tool_errors", *errors_count as i64),
-            ],
-        );
-    }
-
-    /// Closes the run: a failed model call's open span, its tools' spans, then its root.
-    fn end_run(&mut self, envelope: &EventEnvelope, at: SystemTime) {
-        let Event::KernelEnd {
-            termination_reason,
-            error_type,
-            turn_count,
-            ..
-        } = &envelope.event
-        else {
-            return;
-        };
-        let key = envelope.run_id.clone();
-        let Some(mut run) = self.runs.remove(&key) else {
-            return;
-        };
-        // A model call that failed leaves its chat span open: close it as an error.
-        if let (Some(mut chat), Some(kind)) = (run.chat.take(), error_type) {
-            chat.set_attribute(KeyValue::new("error.type", kind.clone()));
-            chat.set_status(Status::error(kind.clone()));
-            chat.end_with_timestamp(at);
-            run.model_error = true;
-        }
-        for (_, mut span) in run.tools.drain() {
-            span.end_with_timestamp(at);
-        }
-        let root = run.root.span();
-        root.set_attribute(KeyValue::new(
-            "structured_agents.termination_reason",
-            termination_reason.as_str(),
-        ));
-        root.set_attribute(KeyValue::new("structured_agents.turns", *turn_count as i64));
-        if let Some(kind) = error_type {
-            root.set_attribute(KeyValue::new("error.type", kind.clone()));
-            root.set_status(Status::error(kind.clone()));
-        }
-        root.end_with_timestamp(at);
     }
 }

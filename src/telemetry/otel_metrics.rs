@@ -13,11 +13,25 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 
 use super::otel::OtelError;
 
-// The buckets come from the OpenTelemetry GenAI conventions; the Prometheus
-// registry uses the same ones, so both exports agree.
+// The GenAI buckets come from the OpenTelemetry GenAI conventions; the job
+// and tool buckets are the daemon's own. The Prometheus registry uses the
+// same ones, so both exports agree.
 /// GenAI semantic conventions: operation duration bucket boundaries (seconds).
 pub const DURATION_BUCKETS: &[f64] = &[
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+];
+/// Job attempt durations (seconds): an agent job takes from a tenth of a
+/// second (one short model call) to many minutes (long tool chains, nested
+/// agents), so the buckets span 50 ms to 30 min, closer together below a
+/// minute where most answers fall. Prometheus and OTLP use the same ones.
+pub const JOB_BUCKETS: &[f64] = &[
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
+];
+/// Tool call durations (seconds): from a cached or in-process call (1 ms)
+/// to an `agent` tool running a whole nested job (up to 10 min).
+pub const TOOL_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+    600.0,
 ];
 /// GenAI semantic conventions: token usage bucket boundaries.
 pub const TOKEN_BUCKETS: &[f64] = &[
@@ -99,6 +113,7 @@ impl OtelMeters {
             job_duration: meter
                 .f64_histogram("structured_agents.job.duration")
                 .with_unit("s")
+                .with_boundaries(JOB_BUCKETS.to_vec())
                 .build(),
             turns: meter
                 .u64_counter("structured_agents.turns")
@@ -111,6 +126,7 @@ impl OtelMeters {
             tool_duration: meter
                 .f64_histogram("structured_agents.tool.duration")
                 .with_unit("s")
+                .with_boundaries(TOOL_BUCKETS.to_vec())
                 .build(),
             model_errors: meter
                 .u64_counter("structured_agents.model.request.errors")

@@ -3,7 +3,6 @@
 //! own times) carrying stage, event, iteration and reason. Agent runs of
 //! stages hang under the workflow span like nested agent runs.
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::KeyValue;
@@ -29,30 +28,25 @@ impl SpanBuilder {
                 resumed,
             } => {
                 let parent = remote_parent(info.traceparent.as_deref());
+                let mut attributes = vec![
+                    KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
+                    KeyValue::new("gen_ai.workflow.name", workflow.clone()),
+                    KeyValue::new("structured_agents.workflow", workflow.clone()),
+                    KeyValue::new("gen_ai.agent.version", envelope.bundle_version.clone()),
+                    KeyValue::new("structured_agents.job.id", info.job_id.clone()),
+                    KeyValue::new("structured_agents.workflow.stage", stage.clone()),
+                    KeyValue::new("structured_agents.workflow.iteration", *iteration as i64),
+                    KeyValue::new("structured_agents.workflow.resumed", *resumed),
+                ];
+                attributes.extend(info.conversation());
                 let span = self
                     .tracer
                     .span_builder(format!("invoke_workflow {workflow}"))
                     .with_kind(SpanKind::Internal)
                     .with_start_time(at)
-                    .with_attributes(vec![
-                        KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
-                        KeyValue::new("structured_agents.workflow", workflow.clone()),
-                        KeyValue::new("gen_ai.agent.version", envelope.bundle_version.clone()),
-                        KeyValue::new("gen_ai.conversation.id", info.job_id.clone()),
-                        KeyValue::new("structured_agents.workflow.stage", stage.clone()),
-                        KeyValue::new("structured_agents.workflow.iteration", *iteration as i64),
-                        KeyValue::new("structured_agents.workflow.resumed", *resumed),
-                    ])
+                    .with_attributes(attributes)
                     .start_with_context(&self.tracer, &parent);
-                self.runs.insert(
-                    key,
-                    RunSpans {
-                        root: parent.with_span(span),
-                        chat: None,
-                        tools: HashMap::new(),
-                        model_error: false,
-                    },
-                );
+                self.runs.insert(key, RunSpans::new(parent.with_span(span)));
             }
             Event::StageEnd {
                 step,
