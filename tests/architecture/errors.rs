@@ -146,5 +146,5 @@ fn the_error_scan_finds_string_errors_and_only_those() {
         .into_iter()
         .map(|(line, _)| line)
         .collect();
-    assert_eq!(lines, [1, 3, 7, 11], "{src}");
+    assert_eq!(lines, [1, 3, 7, 12], "{src}");
 }
