@@ -215,7 +215,9 @@ impl Runner {
                 loaded.name()
             ))
         })?;
-        let shapes = loaded.shapes_for(&subset).map_err(RunFailure::Bundle)?;
+        let shapes = loaded
+            .shapes_for(&subset)
+            .map_err(|e| RunFailure::Bundle(e.to_string()))?;
         Ok((Arc::new(subset), Some(shapes)))
     }
 
@@ -267,7 +269,9 @@ impl Runner {
             RunFailure::Bundle(format!("the router's reach of the agent directory: {e}"))
         })?;
         let tools = Arc::new(loaded.tools.with(bound));
-        let shapes = loaded.shapes_for(&tools).map_err(RunFailure::Bundle)?;
+        let shapes = loaded
+            .shapes_for(&tools)
+            .map_err(|e| RunFailure::Bundle(e.to_string()))?;
         let bound = BoundReach {
             generation: snapshot.generation,
             identity: loaded.identity.clone(),

@@ -37,6 +37,10 @@ use std::path::{Path, PathBuf};
 #[path = "architecture/map.rs"]
 mod map;
 
+// No `Result<_, String>` in product code.
+#[path = "architecture/errors.rs"]
+mod errors;
+
 const DOC: &str = "docs/ARCHITECTURE.md";
 const FENCE: &str = "```rules";
 

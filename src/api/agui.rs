@@ -173,11 +173,11 @@ async fn resume(
                 ),
             )
         })?;
-        let verdict = verdict(entry).map_err(|message| {
+        let verdict = verdict(entry).map_err(|why| {
             ApiError::field(
                 ErrorCode::InvalidRequest,
-                format!("{field}.payload"),
-                message,
+                format!("{field}.{}", why.field()),
+                why.to_string(),
             )
         })?;
         match &resumed {
@@ -212,20 +212,38 @@ fn interrupt_parts(id: &str) -> Option<(JobId, &str, &str)> {
         .then(|| (JobId::from(job), digest, call))
 }
 
+/// Why a resume entry decides nothing, naming the entry's field at fault.
+#[derive(Debug, thiserror::Error)]
+enum ResumeError {
+    #[error("status {0:?}: use `resolved` or `cancelled`")]
+    Status(String),
+    #[error(
+        "a resolved approval's payload is `{{\"approved\": true|false, \"reason\"?, \"arguments\"?}}` (or `true`/`false`)"
+    )]
+    Payload,
+}
+
+impl ResumeError {
+    /// The resume entry's field the error is about.
+    fn field(&self) -> &'static str {
+        match self {
+            ResumeError::Status(_) => "status",
+            ResumeError::Payload => "payload",
+        }
+    }
+}
+
 /// What a resume entry decides: `cancelled` denies; `resolved` with
 /// `true`/`{"approved": true}` approves (with `arguments`: runs those),
 /// `false`/`{"approved": false, "reason"}` denies.
-fn verdict(entry: &ResumeEntry) -> Result<Verdict, String> {
+fn verdict(entry: &ResumeEntry) -> Result<Verdict, ResumeError> {
     if entry.status == "cancelled" {
         return Ok(Verdict::Deny {
             reason: Some("the AG-UI client cancelled the interrupt".into()),
         });
     }
     if entry.status != "resolved" {
-        return Err(format!(
-            "status {:?}: use `resolved` or `cancelled`",
-            entry.status
-        ));
+        return Err(ResumeError::Status(entry.status.clone()));
     }
     let payload = entry.payload.clone().unwrap_or(Value::Null);
     let approved = payload.as_bool().or_else(|| payload["approved"].as_bool());
@@ -239,7 +257,7 @@ fn verdict(entry: &ResumeEntry) -> Result<Verdict, String> {
         Some(false) => Ok(Verdict::Deny {
             reason: payload["reason"].as_str().map(str::to_string),
         }),
-        None => Err("a resolved approval's payload is `{\"approved\": true|false, \"reason\"?, \"arguments\"?}` (or `true`/`false`)".into()),
+        None => Err(ResumeError::Payload),
     }
 }
 
@@ -373,7 +391,11 @@ impl Run {
                             "outcome": {"type": "cancelled"}}),
             );
         } else {
-            let message = job.answer_or_error().err().unwrap_or_default();
+            let message = job
+                .answer_or_error()
+                .err()
+                .map(|why| why.to_string())
+                .unwrap_or_default();
             out.push(json!({"type": "RUN_ERROR", "message": message, "code": "job_failed"}));
         }
         out

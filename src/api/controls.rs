@@ -129,5 +129,8 @@ fn offered_tools(loaded: &LoadedBundle, names: &[String]) -> Result<(), ApiError
         .tools
         .subset(names)
         .map_err(|e| refused(format!("bundle {:?} has {e}", loaded.name())))?;
-    loaded.shapes_for(&tools).map(|_| ()).map_err(refused)
+    loaded
+        .shapes_for(&tools)
+        .map(|_| ())
+        .map_err(|e| refused(e.to_string()))
 }

@@ -151,19 +151,6 @@ impl ApiError {
         Self::new(ErrorCode::Internal, "internal error; see the daemon log")
     }
 
-    /// Why a job a synchronous caller waited for has no answer: it failed
-    /// (500 `job_failed`), or it is parked for a decision or an operator
-    /// (503 `job_awaiting_approval` / `job_needs_attention`, as chat
-    /// completions say it), the message naming the job and what to do.
-    pub fn no_answer(job: &crate::queue::Job, message: impl Into<String>) -> Self {
-        let code = match job.state {
-            crate::queue::JobState::AwaitingApproval => ErrorCode::JobAwaitingApproval,
-            crate::queue::JobState::NeedsAttention => ErrorCode::JobNeedsAttention,
-            _ => ErrorCode::JobFailed,
-        };
-        Self::new(code, message)
-    }
-
     /// The answer for a job the caller may not see as well as for one that
     /// does not exist: the two must read the same.
     pub fn job_not_found(id: &crate::queue::JobId) -> Self {
@@ -195,6 +182,22 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+/// Why a job a synchronous caller waited for has no answer: it failed
+/// (500 `job_failed`), or it is parked for a decision or an operator
+/// (503 `job_awaiting_approval` / `job_needs_attention`, as chat
+/// completions say it), the message naming the job and what to do.
+impl From<crate::queue::NoAnswer> for ApiError {
+    fn from(why: crate::queue::NoAnswer) -> Self {
+        use crate::queue::NoAnswer;
+        let code = match why {
+            NoAnswer::AwaitingApproval { .. } => ErrorCode::JobAwaitingApproval,
+            NoAnswer::NeedsAttention { .. } => ErrorCode::JobNeedsAttention,
+            NoAnswer::Ended { .. } => ErrorCode::JobFailed,
+        };
+        Self::new(code, why.to_string())
     }
 }
 

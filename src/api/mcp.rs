@@ -160,12 +160,10 @@ impl BundleTools {
         new_job: NewJob,
         task_after: Option<Duration>,
         notices: notify::Notices,
-    ) -> Result<Called, String> {
+    ) -> Result<Called, CallError> {
         let peer = notices.peer.clone();
         let submission = Submission::new(new_job, "name");
-        let (job, _) = admit(&self.state, caller, submission)
-            .await
-            .map_err(|e| e.message)?;
+        let (job, _) = admit(&self.state, caller, submission).await?;
         let following = notices.wanted().then(|| {
             tokio::spawn(notices.follow(
                 self.state.clone(),
@@ -184,7 +182,7 @@ impl BundleTools {
                     }
                 }
             };
-            let job = waited.map_err(|e| e.message)?;
+            let job = waited?;
             let going = !(job.state.is_terminal() || job.state.is_parked());
             if deadline.is_some() && (going || job.state == JobState::AwaitingApproval) {
                 return Ok(Called::Task(Box::new(job)));
@@ -198,9 +196,7 @@ impl BundleTools {
             if let Some(following) = following {
                 let _ = tokio::time::timeout(Duration::from_secs(5), following).await;
             }
-            return job
-                .answer_or_error()
-                .map(|answer| Called::Answer(answer.to_string()));
+            return Ok(Called::Answer(job.answer_or_error()?.to_string()));
         }
     }
 
@@ -218,6 +214,26 @@ impl BundleTools {
 enum Called {
     Answer(String),
     Task(Box<Job>),
+}
+
+/// Why a bundle call has no answer: its error result's text.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    /// The job was not admitted, or vanished while the call waited.
+    #[error("{}", .0.message)]
+    Refused(ApiError),
+    #[error(transparent)]
+    Approval(#[from] approval::ApprovalError),
+    #[error(transparent)]
+    NoAnswer(#[from] crate::queue::NoAnswer),
+    #[error("cancelled by the client")]
+    Cancelled,
+}
+
+impl From<ApiError> for CallError {
+    fn from(error: ApiError) -> Self {
+        CallError::Refused(error)
+    }
 }
 
 impl ServerHandler for BundleTools {
@@ -336,7 +352,7 @@ impl ServerHandler for BundleTools {
         // any job whose submitter went away.
         let outcome = tokio::select! {
             outcome = self.run(&caller, new_job, task_after, notices) => outcome,
-            () = context.ct.cancelled() => Err("cancelled by the client".to_string()),
+            () = context.ct.cancelled() => Err(CallError::Cancelled),
         };
         Ok(match outcome {
             Ok(Called::Answer(answer)) => {
@@ -345,7 +361,7 @@ impl ServerHandler for BundleTools {
             Ok(Called::Task(job)) => {
                 CallToolResponse::Task(CreateTaskResult::new(tasks::detailed(&job).task))
             }
-            Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]).into(),
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]).into(),
         })
     }
 

@@ -369,26 +369,26 @@ fn now_secs() -> u64 {
 /// failed, or it is parked until an operator resolves it (a 503 naming the
 /// job and what to do, never an answer).
 fn answer(job: &Job) -> Result<String, OpenAiError> {
-    let parked = job.state.is_parked();
+    use crate::queue::NoAnswer;
     job.answer_or_error()
         .map(str::to_string)
-        .map_err(|message| OpenAiError {
-            status: if parked {
+        .map_err(|why| OpenAiError {
+            status: if why.is_parked() {
                 StatusCode::SERVICE_UNAVAILABLE
             } else {
                 StatusCode::INTERNAL_SERVER_ERROR
             },
-            message,
             kind: "server_error",
             param: None,
             code: Some(
-                match job.state {
-                    crate::queue::JobState::NeedsAttention => "job_needs_attention",
-                    crate::queue::JobState::AwaitingApproval => "job_awaiting_approval",
-                    _ => "job_failed",
+                match why {
+                    NoAnswer::NeedsAttention { .. } => "job_needs_attention",
+                    NoAnswer::AwaitingApproval { .. } => "job_awaiting_approval",
+                    NoAnswer::Ended { .. } => "job_failed",
                 }
                 .into(),
             ),
+            message: why.to_string(),
             retry_after: None,
         })
 }

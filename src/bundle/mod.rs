@@ -32,13 +32,19 @@ use locate::LineIndex;
 /// The tool names a local run's `tools` variable asks for (`structured-agents
 /// run` and `chat`, a verify); `None` when it does not set one (every tool is
 /// offered).
-pub fn requested_tools(variables: &Map<String, Value>) -> Result<Option<Vec<String>>, String> {
-    use crate::types::TOOLS_VARIABLE;
+pub fn requested_tools(
+    variables: &Map<String, Value>,
+) -> Result<Option<Vec<String>>, ToolsVariableError> {
     variables
-        .get(TOOLS_VARIABLE)
-        .map(|value| crate::types::tool_names(value).map_err(|e| format!("`{TOOLS_VARIABLE}` {e}")))
+        .get(crate::types::TOOLS_VARIABLE)
+        .map(|value| crate::types::tool_names(value).map_err(ToolsVariableError))
         .transpose()
 }
+
+/// A local run's `tools` variable that lists no tool names.
+#[derive(Debug, thiserror::Error)]
+#[error("`{variable}` {0}", variable = crate::types::TOOLS_VARIABLE)]
+pub struct ToolsVariableError(#[source] pub crate::types::ToolNamesError);
 
 /// One problem in a bundle, located.
 #[derive(Debug, Clone, PartialEq)]

@@ -270,7 +270,7 @@ async fn local(args: ChatArgs) -> anyhow::Result<i32> {
     .await?;
     let variables = super::parse_vars(&args.vars)?;
     let options = RunOptions {
-        tools: crate::bundle::requested_tools(&variables).map_err(anyhow::Error::msg)?,
+        tools: crate::bundle::requested_tools(&variables)?,
         ..Default::default()
     };
     let kernel = Runner::local().kernel(&loaded, &options)?;

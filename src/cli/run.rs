@@ -131,7 +131,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let variables = super::parse_vars(&args.vars)?;
     let messages = bundle.prompts.render(&args.input, &variables)?;
     let options = RunOptions {
-        tools: crate::bundle::requested_tools(&variables).map_err(anyhow::Error::msg)?,
+        tools: crate::bundle::requested_tools(&variables)?,
         ..Default::default()
     };
     let kernel = Runner::local().kernel(&loaded, &options)?;

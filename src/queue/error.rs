@@ -142,3 +142,31 @@ fn push_full(holder: &super::outbox::PushHolder, held: usize, limit: usize) -> S
         ),
     }
 }
+
+/// Why a job has no answer to give: it is parked (the operator or an
+/// approver can move it on) or it ended without one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoAnswer {
+    /// Parked, not ended: says so, and what the operator can do.
+    #[error(
+        "job {id} needs attention (it is parked, not ended): {reason}; see `structured-agents job {id}` and `structured-agents resolve {id} --retry | --skip RESULT | --fail`"
+    )]
+    NeedsAttention { id: JobId, reason: String },
+    #[error(
+        "job {id} awaits approval (it is parked, not ended): {reason}; see `structured-agents approvals {id}`, then `structured-agents approve {id}` or `deny {id} --reason R`"
+    )]
+    AwaitingApproval { id: JobId, reason: String },
+    #[error("job {id} ended {}: {error}", state.as_str())]
+    Ended {
+        id: JobId,
+        state: JobState,
+        error: String,
+    },
+}
+
+impl NoAnswer {
+    /// Whether the job waits for someone (it may still answer later).
+    pub fn is_parked(&self) -> bool {
+        !matches!(self, NoAnswer::Ended { .. })
+    }
+}

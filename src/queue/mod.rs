@@ -45,7 +45,7 @@ mod tx;
 mod versions;
 
 pub use driver::Queue;
-pub use error::QueueError;
+pub use error::{NoAnswer, QueueError};
 pub(crate) use fair::ReadyKey;
 pub use fair::Shares;
 pub use kind::{
@@ -210,31 +210,24 @@ impl Job {
     }
 
     /// The answer of a succeeded job, or why the job has none, naming it.
-    pub fn answer_or_error(&self) -> Result<&str, String> {
+    pub fn answer_or_error(&self) -> Result<&str, NoAnswer> {
+        let id = self.id.clone();
+        let reason = |none: &str| self.error.clone().unwrap_or_else(|| none.to_string());
         match self.state {
             JobState::Succeeded => Ok(self.answer().unwrap_or_default()),
-            // Parked, not ended: say so, and what the operator can do.
-            JobState::NeedsAttention => Err(format!(
-                "job {} needs attention (it is parked, not ended): {}; see `structured-agents job {}` and `structured-agents resolve {} --retry | --skip RESULT | --fail`",
-                self.id,
-                self.error.as_deref().unwrap_or("no reason recorded"),
-                self.id,
-                self.id,
-            )),
-            JobState::AwaitingApproval => Err(format!(
-                "job {} awaits approval (it is parked, not ended): {}; see `structured-agents approvals {}`, then `structured-agents approve {}` or `deny {} --reason R`",
-                self.id,
-                self.error.as_deref().unwrap_or("no reason recorded"),
-                self.id,
-                self.id,
-                self.id,
-            )),
-            state => Err(format!(
-                "job {} ended {}: {}",
-                self.id,
-                state.as_str(),
-                self.error.as_deref().unwrap_or("no error recorded")
-            )),
+            JobState::NeedsAttention => Err(NoAnswer::NeedsAttention {
+                id,
+                reason: reason("no reason recorded"),
+            }),
+            JobState::AwaitingApproval => Err(NoAnswer::AwaitingApproval {
+                id,
+                reason: reason("no reason recorded"),
+            }),
+            state => Err(NoAnswer::Ended {
+                id,
+                state,
+                error: reason("no error recorded"),
+            }),
         }
     }
 }
@@ -825,7 +818,7 @@ mod tests {
             "started_at": null, "finished_at": null, "lease_expires_at": null,
         }))
         .unwrap();
-        let said = job.answer_or_error().unwrap_err();
+        let said = job.answer_or_error().unwrap_err().to_string();
         assert!(
             said.contains("job j1 needs attention")
                 && said.contains("tool `charge` was started")

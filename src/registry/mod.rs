@@ -97,12 +97,21 @@ impl LoadedBundle {
     /// The request shapes of a run offered `tools` instead of this bind's
     /// own (a job's `tools` subset, the router's reach of the directory), or
     /// why its `tool_choice` or grammar cannot take them.
-    pub fn shapes_for(&self, tools: &ToolEngine) -> Result<crate::bundle::RequestShapes, String> {
+    pub fn shapes_for(
+        &self,
+        tools: &ToolEngine,
+    ) -> Result<crate::bundle::RequestShapes, UnofferableTools> {
         self.bundle
             .request_shapes(self.bundle.target, tools.schemas())
-            .map_err(|e| format!("the bundle's requests cannot offer these tools: {e}"))
+            .map_err(UnofferableTools)
     }
 }
+
+/// Why a run cannot be offered a set of tools: the bundle's `tool_choice`
+/// or grammar cannot take them (each problem located in the bundle).
+#[derive(Debug, thiserror::Error)]
+#[error("the bundle's requests cannot offer these tools: {0}")]
+pub struct UnofferableTools(#[source] pub crate::bundle::BundleErrors);
 
 /// Numbers binds, so a diff sees a rebind of unchanged content.
 static BINDS: AtomicU64 = AtomicU64::new(1);

@@ -112,10 +112,10 @@ pub async fn verify(request: Request) -> Result<Report, VerifyError> {
         }
     };
     let options = RunOptions {
-        tools: crate::bundle::requested_tools(&request.variables).map_err(|detail| {
+        tools: crate::bundle::requested_tools(&request.variables).map_err(|e| {
             VerifyError::Run {
                 bundle: bundle.name().to_string(),
-                detail,
+                detail: e.to_string(),
             }
         })?,
         ..Default::default()
@@ -435,13 +435,22 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| VerifyError::Task(e.to_string()))?
 }
 
+/// Why a bundle directory could not be copied, naming the path at fault.
+#[derive(Debug, thiserror::Error)]
+enum CopyError {
+    #[error("{}: nested deeper than 32 directories (a symlink loop?)", .0.display())]
+    TooDeep(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Copies a bundle directory (following symlinks, leaving out `__pycache__`).
-fn copy_dir(from: &Path, to: &Path, depth: usize) -> Result<(), String> {
+fn copy_dir(from: &Path, to: &Path, depth: usize) -> Result<(), CopyError> {
     if depth >= 32 {
-        return Err(format!(
-            "{}: nested deeper than 32 directories (a symlink loop?)",
-            from.display()
-        ));
+        return Err(CopyError::TooDeep(from.to_path_buf()));
     }
     std::fs::create_dir_all(to).map_err(at(to))?;
     for entry in std::fs::read_dir(from).map_err(at(from))? {
@@ -459,7 +468,10 @@ fn copy_dir(from: &Path, to: &Path, depth: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// An IO error at `path`, for people.
-fn at(path: &Path) -> impl Fn(std::io::Error) -> String + '_ {
-    move |e| format!("{}: {e}", path.display())
+/// An IO error at `path`.
+fn at(path: &Path) -> impl Fn(std::io::Error) -> CopyError + '_ {
+    move |source| CopyError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }

@@ -21,7 +21,28 @@ pub struct Outgoing {
 /// Makes the request of a delivery of one kind; an error fails the attempt
 /// as a refusing receiver would (retried, then dead-lettered).
 pub trait Format: Send + Sync {
-    fn format(&self, delivery: &Delivery) -> Result<Outgoing, String>;
+    fn format(&self, delivery: &Delivery) -> Result<Outgoing, FormatError>;
+}
+
+/// Why a delivery could not be made into its request; `what` names the
+/// kind of delivery as its format calls it (e.g. "A2A push").
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error(
+        "{what} {delivery} of job {job} has an unreadable payload ({source}); it cannot be sent"
+    )]
+    UnreadablePayload {
+        what: &'static str,
+        delivery: String,
+        job: String,
+        source: serde_json::Error,
+    },
+    #[error("{what} {delivery} cannot be encoded: {source}")]
+    Encode {
+        what: &'static str,
+        delivery: String,
+        source: serde_json::Error,
+    },
 }
 
 /// A completion webhook: the payload as stored, signed as Standard
@@ -46,7 +67,7 @@ impl Signed {
 }
 
 impl Format for Signed {
-    fn format(&self, delivery: &Delivery) -> Result<Outgoing, String> {
+    fn format(&self, delivery: &Delivery) -> Result<Outgoing, FormatError> {
         let timestamp = millis(SystemTime::now()) / 1000;
         let mut headers = vec![
             ("webhook-id".to_string(), delivery.id.clone()),

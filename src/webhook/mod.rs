@@ -10,7 +10,7 @@ mod format;
 mod sender;
 mod sign;
 
-pub use format::{Format, Outgoing, Signed};
+pub use format::{Format, FormatError, Outgoing, Signed};
 pub use sender::{Sender, SenderError, spawn};
 pub use sign::{SignError, Signer};
 

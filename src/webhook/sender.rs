@@ -177,7 +177,9 @@ impl Sender {
                 delivery.id, delivery.job_id, delivery.kind
             ))
         })?;
-        let outgoing = format.format(delivery).map_err(Failure::Failed)?;
+        let outgoing = format
+            .format(delivery)
+            .map_err(|e| Failure::Failed(e.to_string()))?;
         // Checked again at sending: the rule may have changed since the URL
         // was accepted, and a delivery queued before it existed is judged
         // by it too.

@@ -14,7 +14,7 @@ use crate::queue::{LeasedJob, Outcome};
 use crate::registry::LoadedBundle;
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::workflow::{
-    AgentOutput, Checkpoint, Engine, EngineError, StageReport, Workflow, WorkflowHost,
+    AgentOutput, Checkpoint, Engine, EngineError, HostError, StageReport, Workflow, WorkflowHost,
 };
 
 /// One attempt of a workflow job.
@@ -81,20 +81,20 @@ impl WorkflowHost for Host<'_> {
         })
     }
 
-    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String> {
+    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), HostError> {
         self.checkpoints
             .record_value(checkpoint.step, "checkpoint", checkpoint)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| HostError::Store(Box::new(e)))?;
         crate::failpoint::hit(crate::failpoint::Failpoint::AfterCheckpoint);
         Ok(())
     }
 
-    async fn artifact(&self, name: &str, body: &Value) -> Result<(), String> {
+    async fn artifact(&self, name: &str, body: &Value) -> Result<(), HostError> {
         self.artifacts
             .record_value(0, name, body)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| HostError::Store(Box::new(e)))?;
         if let Some(dir) = &self.artifacts_dir {
             let text = match body {
                 Value::String(text) => text.clone(),
@@ -104,12 +104,7 @@ impl WorkflowHost for Host<'_> {
             tokio::fs::create_dir_all(dir)
                 .await
                 .and(tokio::fs::write(&path, text).await)
-                .map_err(|e| {
-                    format!(
-                        "cannot write artifact {}: {e} (check workflow.artifacts_dir)",
-                        path.display()
-                    )
-                })?;
+                .map_err(|source| HostError::ArtifactFile { path, source })?;
         }
         Ok(())
     }

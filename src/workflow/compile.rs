@@ -218,13 +218,6 @@ pub struct RenderError {
     pub hint: &'static str,
 }
 
-// Fatal reasons, gate tracebacks and stage reports carry it as their text.
-impl From<RenderError> for String {
-    fn from(e: RenderError) -> Self {
-        e.to_string()
-    }
-}
-
 fn names(stages: &BTreeMap<String, StageInfo>) -> String {
     let all: Vec<&str> = stages.keys().map(String::as_str).collect();
     all.join(", ")

@@ -21,6 +21,7 @@ use super::checkpoint::{
 use super::compile::{ERROR_EVENT, RenderError, Workflow};
 use super::host::{EngineError, WorkflowHost};
 use super::kind::KindEffect;
+use super::one_stage::NotPassing;
 use super::spec::{CapAction, FATAL, FINISH, StageSpec};
 
 /// The name of the fatal report artifact.
@@ -304,7 +305,7 @@ impl<'a> Engine<'a> {
         stage: &str,
         result: StageResult,
         ended: Option<String>,
-        verdict: Option<Result<(), String>>,
+        verdict: Option<Result<(), NotPassing>>,
     ) -> Result<Option<Outcome>, EngineError> {
         let event = Some(result.event.clone());
         let details = json!({"reason": result.reason});
@@ -342,7 +343,7 @@ impl<'a> Engine<'a> {
         stage: &str,
         result: &StageResult,
         ended: bool,
-        verdict: Option<&Result<(), String>>,
+        verdict: Option<&Result<(), NotPassing>>,
     ) -> String {
         match verdict {
             _ if ended || result.fatal.is_some() => FATAL,
@@ -358,7 +359,7 @@ impl<'a> Engine<'a> {
     async fn end_one_stage(
         &self,
         cp: &mut Checkpoint,
-        verdict: Result<(), String>,
+        verdict: Result<(), NotPassing>,
         event: Option<String>,
         details: Value,
     ) -> Result<Option<Outcome>, EngineError> {
@@ -368,7 +369,10 @@ impl<'a> Engine<'a> {
                 cp.dispatched = false;
                 Ok(None)
             }
-            Err(reason) => self.fatal(cp, event, reason, details).await.map(Some),
+            Err(why) => {
+                let reason = why.to_string();
+                self.fatal(cp, event, reason, details).await.map(Some)
+            }
         }
     }
 
@@ -446,10 +450,10 @@ impl<'a> Engine<'a> {
         self.host
             .checkpoint(cp)
             .await
-            .map_err(|message| EngineError::Checkpoint {
+            .map_err(|source| EngineError::Checkpoint {
                 stage: cp.stage.clone(),
                 step: cp.step,
-                message,
+                source,
             })
     }
 
@@ -499,10 +503,10 @@ impl<'a> Engine<'a> {
         self.host
             .artifact(name, body)
             .await
-            .map_err(|message| EngineError::Artifact {
+            .map_err(|source| EngineError::Artifact {
                 stage: stage.to_string(),
                 name: name.to_string(),
-                message,
+                source,
             })
     }
 }

@@ -16,7 +16,13 @@ use super::spec::Builtin;
 pub async fn run_gate(ctx: &GateContext<'_>) -> GateReport {
     let dir = match ctx.dir() {
         Ok(dir) => dir,
-        Err(e) => return GateReport::fail("fail", e, "fix the gate's `working_dir` template"),
+        Err(e) => {
+            return GateReport::fail(
+                "fail",
+                e.to_string(),
+                "fix the gate's `working_dir` template",
+            );
+        }
     };
     let mut report = match ctx.spec.builtin {
         None => argv_gate(ctx, &dir).await,
@@ -49,7 +55,7 @@ async fn argv_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
             Err(e) => {
                 return GateReport::fail(
                     "fail",
-                    e,
+                    e.to_string(),
                     "fix the gate's argv template or define its variables",
                 );
             }

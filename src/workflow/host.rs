@@ -36,13 +36,28 @@ pub trait WorkflowHost: Send + Sync {
 
     /// Stores the checkpoint durably (with the job's progress, in one
     /// transaction). Called before every dispatch and at the end.
-    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String>;
+    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), HostError>;
 
     /// Stores an artifact; a later one with the same name replaces it.
-    async fn artifact(&self, name: &str, body: &Value) -> Result<(), String>;
+    async fn artifact(&self, name: &str, body: &Value) -> Result<(), HostError>;
 
     /// Called after each stage run (for logs, spans and metrics).
     async fn stage_finished(&self, report: &StageReport);
+}
+
+/// Why the host could not store what the engine handed it.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The job store refused the write; its error is the host's own (the
+    /// engine knows no store).
+    #[error("{0}")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// An artifact could not be copied into the artifacts directory.
+    #[error("cannot write artifact {}: {source} (check workflow.artifacts_dir)", path.display())]
+    ArtifactFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Why the engine stopped without reaching `finish` or `fatal`. The job
@@ -62,12 +77,12 @@ pub enum EngineError {
     )]
     UnknownStage { stage: String },
     #[error(
-        "storing the checkpoint before stage {stage:?} (step {step}) failed: {message}; check the job store, a new attempt resumes from the last checkpoint"
+        "storing the checkpoint before stage {stage:?} (step {step}) failed: {source}; check the job store, a new attempt resumes from the last checkpoint"
     )]
     Checkpoint {
         stage: String,
         step: u32,
-        message: String,
+        source: HostError,
     },
     #[error(
         "stage {stage:?}: the agent run failed: {source}; a new attempt of the job resumes this stage"
@@ -77,10 +92,10 @@ pub enum EngineError {
         #[source]
         source: RunFailure,
     },
-    #[error("stage {stage:?}: storing artifact {name:?} failed: {message}; check the job store")]
+    #[error("stage {stage:?}: storing artifact {name:?} failed: {source}; check the job store")]
     Artifact {
         stage: String,
         name: String,
-        message: String,
+        source: HostError,
     },
 }

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::gate::GateReport;
-pub(crate) use super::git::{AgentStep, CommitOutcome};
-use super::git::{GitEffect, GitError, GitState, last_files};
+pub(crate) use super::git::{AgentStep, CommitOutcome, GitError};
+use super::git::{GitEffect, GitState, last_files};
 use super::spec::{AgentStage, StageSpec};
 
 /// Every family's section of the checkpoint (`kinds` in its JSON).

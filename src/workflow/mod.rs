@@ -51,7 +51,7 @@ pub use engine::{Engine, FATAL_ARTIFACT, Outcome};
 pub use gate::GateReport;
 pub use git::GitState;
 pub use git::pr_text::valid_pr_title;
-pub use host::{AgentOutput, EngineError, WorkflowHost};
+pub use host::{AgentOutput, EngineError, HostError, WorkflowHost};
 pub use kind::KindState;
 pub use one_stage::OnlyStageError;
 pub use review::{Review, Scores, Thresholds, parse_review};

@@ -26,6 +26,31 @@ pub enum OnlyStageError {
     NotAlone { stage: String, allowed: Vec<String> },
 }
 
+/// Why the event a one-stage run's stage produced is not a passing one:
+/// the run ends fatal with this as its reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("one-stage run of {stage}: event {event} is not a passing one ({why}): {reason}")]
+pub(crate) struct NotPassing {
+    stage: String,
+    event: String,
+    why: Failing,
+    /// The stage's own reason for its event.
+    reason: String,
+}
+
+/// Which rule of a passing event the event broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Failing {
+    #[error("no transition maps it")]
+    Unmapped,
+    #[error("its transition leads to fatal")]
+    LeadsToFatal,
+    #[error("its gate did not pass")]
+    GateFailed,
+    #[error("it is not the stage's completion event")]
+    NotCompletion,
+}
+
 impl Workflow {
     /// Whether a job may run `stage` alone: a stage of this workflow that
     /// its `run_alone` lists.
@@ -49,7 +74,7 @@ impl Workflow {
 }
 
 /// How a one-stage run ends after its stage produced `event` (for
-/// `reason`): `Ok` to finish, `Err` with the reason to end fatal. A passing event does not
+/// `reason`): `Ok` to finish, `Err` why to end fatal. A passing event does not
 /// lead to `fatal` and is, for a stage with a gate (a command or score
 /// stage, an agent stage's `gate`), one of its gate's passing events; for an
 /// agent stage without one, its completion event (the first of its
@@ -59,20 +84,21 @@ pub(crate) fn verdict(
     stage: &str,
     event: &str,
     reason: &str,
-) -> Result<(), String> {
+) -> Result<(), NotPassing> {
     let gated = workflow.stage_info(stage).filter(|i| i.gate.is_some());
     let why = match (workflow.next(stage, event), gated) {
-        (None, _) => "no transition maps it",
-        (Some(FATAL), _) => "its transition leads to fatal",
-        (_, Some(info)) if !info.pass_events.contains(event) => "its gate did not pass",
-        (_, None) if completion(workflow, stage) != Some(event) => {
-            "it is not the stage's completion event"
-        }
+        (None, _) => Failing::Unmapped,
+        (Some(FATAL), _) => Failing::LeadsToFatal,
+        (_, Some(info)) if !info.pass_events.contains(event) => Failing::GateFailed,
+        (_, None) if completion(workflow, stage) != Some(event) => Failing::NotCompletion,
         _ => return Ok(()),
     };
-    Err(format!(
-        "one-stage run of {stage}: event {event} is not a passing one ({why}): {reason}"
-    ))
+    Err(NotPassing {
+        stage: stage.to_string(),
+        event: event.to_string(),
+        why,
+        reason: reason.to_string(),
+    })
 }
 
 fn completion<'w>(workflow: &'w Workflow, stage: &str) -> Option<&'w str> {

@@ -7,11 +7,12 @@
 use serde_json::{Map, Value};
 
 use super::checkpoint::Checkpoint;
+use super::compile::RenderError;
 use super::engine::{Engine, StageResult};
 use super::gate::{GateContext, GateReport};
 use super::gates::run_gate;
 use super::host::{AgentOutput, EngineError};
-use super::kind::{AgentStep, KindEffect, agent_files};
+use super::kind::{AgentStep, GitError, KindEffect, agent_files};
 use super::review::{Review, parse_review};
 use super::spec::{AgentGate, AgentStage, ResultRule, StageSpec};
 
@@ -48,7 +49,7 @@ impl Engine<'_> {
             Some(StageSpec::Score(score)) => {
                 let prompt = match self.workflow.render(&format!("{at}.prompt"), &vars) {
                     Ok(p) => p,
-                    Err(e) => return Ok(StageResult::fatal(e)),
+                    Err(e) => return Ok(StageResult::fatal(e.to_string())),
                 };
                 let key = format!("s{}-{stage}", cp.step);
                 let review = match self
@@ -121,7 +122,7 @@ impl Engine<'_> {
         let stage = cp.stage.as_str();
         let prompt = match self.agent_prompt(agent, at, vars).await {
             Ok(p) => p,
-            Err(e) => return Ok(StageResult::fatal(e)),
+            Err(e) => return Ok(StageResult::fatal(e.to_string())),
         };
         let prefix = agent.artifact.as_deref().unwrap_or(stage);
         self.store(
@@ -141,7 +142,7 @@ impl Engine<'_> {
             })?;
         let event = match self.result_event(&agent.result, at, vars, &output) {
             Ok(event) => event,
-            Err(e) => return Ok(StageResult::fatal(e)),
+            Err(e) => return Ok(StageResult::fatal(e.to_string())),
         };
         let step = AgentStep {
             workflow: self.workflow,
@@ -175,14 +176,17 @@ impl Engine<'_> {
         agent: &AgentStage,
         at: &str,
         vars: &Map<String, Value>,
-    ) -> Result<String, String> {
+    ) -> Result<String, AgentStageFault> {
         let mut prompt_vars = vars.clone();
         // The job's own `files` (a list: `structured-agents simplify
         // --file`) stand instead of the last commit's.
         let named = vars.get("files").is_some_and(Value::is_array);
         if !named {
-            let files = agent_files(agent, &self.work_dir).await.map_err(|e| {
-                format!("{at}.max_files: cannot list the files of the last commit: {e}")
+            let files = agent_files(agent, &self.work_dir).await.map_err(|source| {
+                AgentStageFault::LastCommitFiles {
+                    at: at.to_string(),
+                    source,
+                }
             })?;
             if let Some(files) = files {
                 prompt_vars.insert("files".into(), files);
@@ -231,7 +235,7 @@ impl Engine<'_> {
         at: &str,
         vars: &Map<String, Value>,
         output: &AgentOutput,
-    ) -> Result<String, String> {
+    ) -> Result<String, AgentStageFault> {
         let first = rule
             .events
             .first()
@@ -255,7 +259,7 @@ impl Engine<'_> {
             let regex = self
                 .workflow
                 .regex(&format!("{at}.result.regex"))
-                .ok_or_else(|| format!("{at}.result.regex: not compiled"))?;
+                .ok_or_else(|| AgentStageFault::RegexNotCompiled { at: at.to_string() })?;
             let found = regex
                 .captures(&output.text)
                 .and_then(|c| c.name("event").or_else(|| c.get(1)).or_else(|| c.get(0)))
@@ -278,6 +282,19 @@ impl Engine<'_> {
         }
         Ok(first)
     }
+}
+
+/// Why an agent stage cannot go on: the workflow ends fatal with this as
+/// its reason, naming the stage's key at fault.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AgentStageFault {
+    #[error("{at}.max_files: cannot list the files of the last commit: {source}")]
+    LastCommitFiles { at: String, source: GitError },
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    /// A bug: the bundle's load compiles every stage's regex.
+    #[error("{at}.result.regex: not compiled")]
+    RegexNotCompiled { at: String },
 }
 
 fn first_line(text: &str) -> String {

@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 
 use structured_agents_plugin_sdk::{
-    ObserverPlugin, ObserverPluginDef, Value, export_observer_plugin,
+    ObserverPlugin, ObserverPluginDef, PluginError, Value, export_observer_plugin,
 };
 
 struct Audit {
@@ -17,16 +17,16 @@ struct Audit {
 }
 
 impl ObserverPlugin for Audit {
-    fn on_event(&mut self, event: &Value) -> Result<(), String> {
+    fn on_event(&mut self, event: &Value) -> Result<(), PluginError> {
         if self.panic_on.as_deref().is_some_and(|t| event["type"] == t) {
             panic!("audit observer asked to panic on {}", event["type"]);
         }
         std::thread::sleep(self.delay);
-        writeln!(self.file, "{event}").map_err(|e| e.to_string())
+        Ok(writeln!(self.file, "{event}")?)
     }
 }
 
-fn create(config: &Value) -> Result<Box<dyn ObserverPlugin>, String> {
+fn create(config: &Value) -> Result<Box<dyn ObserverPlugin>, PluginError> {
     let path = config["path"].as_str().ok_or("config needs `path`")?;
     let file = OpenOptions::new()
         .create(true)

@@ -10,9 +10,9 @@
 //! `SA_HISTORY_VARIANT=bad` also chooses an index past the end (the daemon
 //! must fail the turn, naming the plugin).
 
-use structured_agents_plugin_sdk::{HistoryPluginDef, Value, export_history_plugin};
+use structured_agents_plugin_sdk::{HistoryPluginDef, PluginError, Value, export_history_plugin};
 
-fn select(input: &Value) -> Result<Vec<usize>, String> {
+fn select(input: &Value) -> Result<Vec<usize>, PluginError> {
     let messages = input["messages"]
         .as_array()
         .ok_or("`messages` is not a list")?;

@@ -18,7 +18,7 @@
 //! wrong shape (the daemon must fail the turn, not crash).
 
 use structured_agents_plugin_sdk::serde_json::{self, Map};
-use structured_agents_plugin_sdk::{ModelPluginDef, Value, export_model_plugin, json};
+use structured_agents_plugin_sdk::{ModelPluginDef, PluginError, Value, export_model_plugin, json};
 
 const MARKER: &str = "[TOOL_CALLS]";
 const ARGS: &str = "[ARGS]";
@@ -60,15 +60,31 @@ impl Found {
     }
 }
 
+/// Why no JSON value starts a piece of text.
+#[derive(Debug)]
+enum NoJson {
+    Nothing,
+    Invalid(serde_json::Error),
+}
+
+impl std::fmt::Display for NoJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoJson::Nothing => f.write_str("nothing after the marker"),
+            NoJson::Invalid(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// The JSON value at the start of `text` (after whitespace) and the bytes
 /// it took, whitespace included.
-fn json_prefix(text: &str) -> Result<(Value, usize), String> {
+fn json_prefix(text: &str) -> Result<(Value, usize), NoJson> {
     let skipped = text.len() - text.trim_start().len();
     let mut values = serde_json::Deserializer::from_str(&text[skipped..]).into_iter::<Value>();
     match values.next() {
         Some(Ok(value)) => Ok((value, skipped + values.byte_offset())),
-        Some(Err(e)) => Err(e.to_string()),
-        None => Err("nothing after the marker".into()),
+        Some(Err(e)) => Err(NoJson::Invalid(e)),
+        None => Err(NoJson::Nothing),
     }
 }
 
@@ -121,7 +137,7 @@ fn segment(text: &str, found: &mut Found) {
     }
 }
 
-fn parse_reply(input: &Value) -> Result<Value, String> {
+fn parse_reply(input: &Value) -> Result<Value, PluginError> {
     let variant = option_env!("SA_MISTRAL_VARIANT");
     if variant == Some("garbage") {
         return Ok(json!({"calls": "not a list"}));
@@ -150,7 +166,7 @@ fn parse_reply(input: &Value) -> Result<Value, String> {
     }))
 }
 
-fn declare_tools(input: &Value) -> Result<Value, String> {
+fn declare_tools(input: &Value) -> Result<Value, PluginError> {
     let tools = input["tools"].as_array().cloned().unwrap_or_default();
     Ok(json!(format!(
         "[AVAILABLE_TOOLS]{}[/AVAILABLE_TOOLS]\nTo call tools, answer with [TOOL_CALLS] followed by a JSON list of {{\"name\": …, \"arguments\": {{…}}}} objects.",

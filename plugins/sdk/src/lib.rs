@@ -62,22 +62,28 @@ pub struct ToolPlugin {
     pub tools: Vec<ToolDef>,
 }
 
+/// Why an observer, model or history plugin's operation failed: any error
+/// type of the plugin's own, its message what the daemon reports (naming
+/// the plugin). `"text".into()` makes one from a message, and `?` takes any
+/// error type.
+pub type PluginError = Box<dyn std::error::Error + Send + Sync>;
+
 /// An observer plugin instance: receives every event as JSON.
 pub trait ObserverPlugin: Send {
-    fn on_event(&mut self, event: &Value) -> Result<(), String>;
+    fn on_event(&mut self, event: &Value) -> Result<(), PluginError>;
 }
 
 /// Describes an observer plugin and creates instances from a config.
 pub struct ObserverPluginDef {
     pub name: &'static str,
     pub version: &'static str,
-    pub create: fn(&Value) -> Result<Box<dyn ObserverPlugin>, String>,
+    pub create: fn(&Value) -> Result<Box<dyn ObserverPlugin>, PluginError>,
 }
 
 /// One operation of a model plugin: its input in, its answer out (both JSON;
 /// the shapes are on [`ModelPluginDef`]'s fields). An `Err` is a failure of
 /// the turn it was asked for, with this message.
-pub type ModelOpFn = fn(&Value) -> Result<Value, String>;
+pub type ModelOpFn = fn(&Value) -> Result<Value, PluginError>;
 
 /// A model plugin: how one family of models writes tool calls in its text.
 /// The daemon formats the request and the plugin reads the reply; the
@@ -113,7 +119,7 @@ pub struct ModelPluginDef {
 
 /// What a history strategy answers: the indices of the conversation's
 /// messages to send, or why it cannot choose (the turn fails with it).
-pub type HistorySelectFn = fn(&Value) -> Result<Vec<usize>, String>;
+pub type HistorySelectFn = fn(&Value) -> Result<Vec<usize>, PluginError>;
 
 /// A history plugin: which messages of the conversation each model request
 /// sends (the built-in strategies are `sliding_window` and `keep_all`).
@@ -150,17 +156,33 @@ pub mod ffi {
             .unwrap_or(std::ptr::null_mut())
     }
 
+    /// Why a string the daemon passed is not a JSON value.
+    #[derive(Debug)]
+    enum BadJson {
+        NotUtf8(std::str::Utf8Error),
+        NotJson(serde_json::Error),
+    }
+
+    impl std::fmt::Display for BadJson {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                BadJson::NotUtf8(e) => write!(f, "not UTF-8: {e}"),
+                BadJson::NotJson(e) => write!(f, "not JSON: {e}"),
+            }
+        }
+    }
+
     /// # Safety
     /// `ptr` is null or a NUL-terminated string valid for the call.
-    unsafe fn read_json(ptr: *const c_char) -> Result<Value, String> {
+    unsafe fn read_json(ptr: *const c_char) -> Result<Value, BadJson> {
         if ptr.is_null() {
             return Ok(Value::Null);
         }
         // SAFETY: the caller passes a NUL-terminated string it owns for the call.
         let text = unsafe { CStr::from_ptr(ptr) }
             .to_str()
-            .map_err(|e| format!("not UTF-8: {e}"))?;
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+            .map_err(BadJson::NotUtf8)?;
+        serde_json::from_str(text).map_err(BadJson::NotJson)
     }
 
     pub fn manifest_tool(plugin: &ToolPlugin) -> CString {
@@ -335,7 +357,7 @@ pub mod ffi {
             };
             match run(&request["input"]) {
                 Ok(value) => json!({"ok": value}),
-                Err(message) => json!({"error": {"kind": "failed", "message": message}}),
+                Err(e) => json!({"error": {"kind": "failed", "message": e.to_string()}}),
             }
         }));
         let value = result.unwrap_or_else(
@@ -362,7 +384,7 @@ pub mod ffi {
             };
             match (def.select)(&request) {
                 Ok(indices) => json!({"ok": {"indices": indices}}),
-                Err(message) => json!({"error": {"kind": "failed", "message": message}}),
+                Err(e) => json!({"error": {"kind": "failed", "message": e.to_string()}}),
             }
         }));
         let value = result.unwrap_or_else(

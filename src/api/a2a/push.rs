@@ -25,7 +25,7 @@ use super::{Call, RpcError, params, task};
 
 use crate::access::policy::Action;
 use crate::queue::{Delivery, Job, JobId, PushAuth, PushCaps, PushConfig, PushPayload};
-use crate::webhook::{Format, Outgoing};
+use crate::webhook::{Format, FormatError, Outgoing};
 
 /// The most push configs one task holds.
 pub const MAX_CONFIGS: usize = 16;
@@ -231,12 +231,14 @@ fn wire(task: &JobId, config: &PushConfig) -> TaskPushNotificationConfig {
 pub struct PushFormat;
 
 impl Format for PushFormat {
-    fn format(&self, delivery: &Delivery) -> Result<Outgoing, String> {
-        let payload: PushPayload = serde_json::from_str(&delivery.payload).map_err(|e| {
-            format!(
-                "A2A push {} of job {} has an unreadable payload ({e}); it cannot be sent",
-                delivery.id, delivery.job_id
-            )
+    fn format(&self, delivery: &Delivery) -> Result<Outgoing, FormatError> {
+        let payload: PushPayload = serde_json::from_str(&delivery.payload).map_err(|source| {
+            FormatError::UnreadablePayload {
+                what: "A2A push",
+                delivery: delivery.id.clone(),
+                job: delivery.job_id.clone(),
+                source,
+            }
         })?;
         let job = &payload.job;
         let mut metadata = HashMap::from([
@@ -255,8 +257,11 @@ impl Format for PushFormat {
             status: task::status(job),
             metadata: Some(metadata),
         });
-        let body = serde_json::to_string(&update)
-            .map_err(|e| format!("A2A push {} cannot be encoded: {e}", delivery.id))?;
+        let body = serde_json::to_string(&update).map_err(|source| FormatError::Encode {
+            what: "A2A push",
+            delivery: delivery.id.clone(),
+            source,
+        })?;
         let config = &payload.config;
         let mut headers = Vec::new();
         if let Some(token) = &config.token {
@@ -334,6 +339,12 @@ mod tests {
             payload: "{".into(),
             ..delivery
         };
-        assert!(PushFormat.format(&bad).unwrap_err().contains("job j1"));
+        assert!(
+            PushFormat
+                .format(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("job j1")
+        );
     }
 }

@@ -17,9 +17,42 @@ use serde::Deserialize;
 
 use super::super::AppState;
 use super::super::auth::Caller;
+use super::super::error::ApiError;
 use crate::access::policy::Action;
 use crate::approval::{Approver, Decision, ParkedCall, ParkedKind, Verdict};
-use crate::queue::Job;
+use crate::queue::{Job, JobId, JobState, NoAnswer};
+
+/// Why a decision on a parked call was not taken here: the job stays
+/// parked, and the message says how to decide.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// The client's user gave no answer (or could not be asked).
+    #[error(transparent)]
+    Unanswered(#[from] NoAnswer),
+    #[error("job {0} awaits approval")]
+    NothingAsked(JobId),
+    #[error("job {job} awaits no approval (it is {})", state.as_str())]
+    NotAwaiting { job: JobId, state: JobState },
+    #[error("job {job} waits for the answer to `{key}`; inputResponses has {given}")]
+    MissingResponse {
+        job: JobId,
+        key: String,
+        given: String,
+    },
+    #[error("inputResponses.{key} is not an elicitation result: {source}")]
+    NotElicitation {
+        key: String,
+        source: serde_json::Error,
+    },
+    #[error("inputResponses.{key}.content must be {{approve: bool, reason?: string}}: {source}")]
+    BadContent {
+        key: String,
+        source: serde_json::Error,
+    },
+    /// Taking the decision was refused (the caller's scope, a stale call).
+    #[error("{}", .0.message)]
+    Refused(ApiError),
+}
 
 /// What the client's user answers.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -59,7 +92,7 @@ pub async fn ask(
     peer: &Peer<RoleServer>,
     caller: &Caller,
     job: &Job,
-) -> Result<(), String> {
+) -> Result<(), ApprovalError> {
     let Some(request) = job.pending_call.as_ref() else {
         return Err(unanswered(job));
     };
@@ -97,7 +130,7 @@ async fn decide(
     call: &str,
     request: &ParkedCall,
     verdict: Verdict,
-) -> Result<(), String> {
+) -> Result<(), ApprovalError> {
     let decision = Decision {
         verdict,
         digest: Some(request.digest().to_string()),
@@ -105,7 +138,7 @@ async fn decide(
     super::super::approvals::take(state, caller, &job.id, call, decision)
         .await
         .map(|_| ())
-        .map_err(|e| e.message)
+        .map_err(ApprovalError::Refused)
 }
 
 /// The key of the task input request that asks about `call`.
@@ -140,41 +173,40 @@ pub async fn answer(
     caller: &Caller,
     job: &Job,
     responses: &InputResponses,
-) -> Result<(), String> {
+) -> Result<(), ApprovalError> {
     let Some(request) = job
         .pending_call
         .as_ref()
         .filter(|r| r.kind == ParkedKind::Approval)
     else {
-        return Err(format!(
-            "job {} awaits no approval (it is {})",
-            job.id,
-            job.state.as_str()
-        ));
+        return Err(ApprovalError::NotAwaiting {
+            job: job.id.clone(),
+            state: job.state,
+        });
     };
     let key = input_key(&request.call_id);
     let Some(value) = responses.get(&key) else {
         let given: Vec<&str> = responses.keys().map(String::as_str).collect();
-        return Err(format!(
-            "job {} waits for the answer to `{key}`; inputResponses has {}",
-            job.id,
-            if given.is_empty() {
+        return Err(ApprovalError::MissingResponse {
+            job: job.id.clone(),
+            key,
+            given: if given.is_empty() {
                 "nothing".to_string()
             } else {
                 given.join(", ")
-            }
-        ));
+            },
+        });
     };
-    let result: ElicitResult = serde_json::from_value(value.clone())
-        .map_err(|e| format!("inputResponses.{key} is not an elicitation result: {e}"))?;
+    let result: ElicitResult =
+        serde_json::from_value(value.clone()).map_err(|source| ApprovalError::NotElicitation {
+            key: key.clone(),
+            source,
+        })?;
     let verdict = match result.action {
         ElicitationAction::Accept => {
             let content = result.content.unwrap_or_default();
-            let answer: ApprovalAnswer = serde_json::from_value(content).map_err(|e| {
-                format!(
-                    "inputResponses.{key}.content must be {{approve: bool, reason?: string}}: {e}"
-                )
-            })?;
+            let answer: ApprovalAnswer = serde_json::from_value(content)
+                .map_err(|source| ApprovalError::BadContent { key, source })?;
             if answer.approve {
                 Verdict::Approve
             } else {
@@ -193,8 +225,9 @@ pub async fn answer(
 
 /// The error result of a call whose job waits for a decision nobody gave
 /// here.
-pub fn unanswered(job: &Job) -> String {
-    job.answer_or_error()
-        .err()
-        .unwrap_or_else(|| format!("job {} awaits approval", job.id))
+pub fn unanswered(job: &Job) -> ApprovalError {
+    match job.answer_or_error() {
+        Err(why) => ApprovalError::Unanswered(why),
+        Ok(_) => ApprovalError::NothingAsked(job.id.clone()),
+    }
 }

@@ -67,7 +67,7 @@ pub fn detailed(job: &Job) -> DetailedTask {
     if job.state == JobState::NeedsAttention
         && let Err(why) = job.answer_or_error()
     {
-        task.status_message = Some(why);
+        task.status_message = Some(why.to_string());
     }
     DetailedTask::new(task, payload)
 }
@@ -76,7 +76,7 @@ pub fn detailed(job: &Job) -> DetailedTask {
 pub fn call_result(job: &Job) -> JsonObject {
     let result = match job.answer_or_error() {
         Ok(answer) => CallToolResult::success(vec![ContentBlock::text(answer)]),
-        Err(error) => CallToolResult::error(vec![ContentBlock::text(error)]),
+        Err(why) => CallToolResult::error(vec![ContentBlock::text(why.to_string())]),
     };
     match serde_json::to_value(result) {
         Ok(serde_json::Value::Object(map)) => map,
@@ -103,7 +103,7 @@ pub async fn update(
     }
     approval::answer(state, caller, &job, responses)
         .await
-        .map_err(|e| McpError::invalid_params(e, None))
+        .map_err(|e| McpError::invalid_params(e.to_string(), None))
 }
 
 /// `tasks/cancel`: cancels the task's job, as `POST /v1/jobs/{id}/cancel`

@@ -255,7 +255,10 @@ fn input_of(request: &CreateRequest) -> Result<(String, Option<Vec<Value>>), Ope
         if item["type"] == "mcp_call" {
             continue;
         }
-        chat.push(chat_message(item).map_err(|e| OpenAiError::invalid(&format!("input[{i}]"), e))?);
+        chat.push(
+            chat_message(item)
+                .map_err(|e| OpenAiError::invalid(&format!("input[{i}]"), e.to_string()))?,
+        );
     }
     let last_user = chat
         .iter()
@@ -268,22 +271,28 @@ fn input_of(request: &CreateRequest) -> Result<(String, Option<Vec<Value>>), Ope
     Ok((last_user, (!plain).then_some(chat)))
 }
 
+/// Why an input item cannot be a chat message (said of `input[i]`).
+#[derive(Debug, thiserror::Error)]
+enum InputItemError {
+    #[error("input items of type {0} are not taken here; send messages (role and content)")]
+    NotAMessage(Value),
+    #[error("unknown role {0:?}: use user, assistant, system or developer")]
+    Role(Option<String>),
+    #[error("content parts of type {0:?} are not taken here; send input_text")]
+    Part(Option<String>),
+    #[error("`content` must be a string or a list of input_text parts")]
+    Content,
+}
+
 /// An input message item as a chat message: its role and its text.
-fn chat_message(item: &Value) -> Result<Value, String> {
+fn chat_message(item: &Value) -> Result<Value, InputItemError> {
     if item.get("type").is_some_and(|t| t != "message") {
-        return Err(format!(
-            "input items of type {} are not taken here; send messages (role and content)",
-            item["type"]
-        ));
+        return Err(InputItemError::NotAMessage(item["type"].clone()));
     }
     let role = match item["role"].as_str() {
         Some("developer" | "system") => "system",
         Some(role @ ("user" | "assistant")) => role,
-        other => {
-            return Err(format!(
-                "unknown role {other:?}: use user, assistant, system or developer"
-            ));
-        }
+        other => return Err(InputItemError::Role(other.map(str::to_string))),
     };
     let text = match &item["content"] {
         Value::String(text) => text.clone(),
@@ -293,12 +302,10 @@ fn chat_message(item: &Value) -> Result<Value, String> {
                 Some("input_text" | "output_text" | "text") => {
                     Ok(part["text"].as_str().unwrap_or_default())
                 }
-                other => Err(format!(
-                    "content parts of type {other:?} are not taken here; send input_text"
-                )),
+                other => Err(InputItemError::Part(other.map(str::to_string))),
             })
-            .collect::<Result<String, String>>()?,
-        _ => return Err("`content` must be a string or a list of input_text parts".into()),
+            .collect::<Result<String, _>>()?,
+        _ => return Err(InputItemError::Content),
     };
     Ok(json!({"role": role, "content": text}))
 }

@@ -46,7 +46,7 @@ pub fn response(job: &Job, items: &[Value]) -> Value {
     let error = match job.state {
         JobState::Failed | JobState::Dead => json!({
             "code": "server_error",
-            "message": job.answer_or_error().err().unwrap_or_default(),
+            "message": job.answer_or_error().err().map(|why| why.to_string()).unwrap_or_default(),
         }),
         _ => Value::Null,
     };

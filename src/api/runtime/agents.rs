@@ -191,9 +191,7 @@ pub async fn message(
     };
     let submission = Submission::new(job, "id");
     let job = run_to_end(&state, &caller, submission).await?;
-    let answer = job
-        .answer_or_error()
-        .map_err(|e| ApiError::no_answer(&job, e))?;
+    let answer = job.answer_or_error()?;
     let mut reply = envelope(&conversation, &id, &sender, answer);
     reply["job_id"] = json!(job.id);
     Ok(Json(reply))

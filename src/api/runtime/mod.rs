@@ -152,10 +152,7 @@ async fn run(
         ));
     }
     let job = wait_finished(state, &job.id).await?;
-    let answer = job
-        .answer_or_error()
-        .map_err(|e| ApiError::no_answer(&job, e))?
-        .to_string();
+    let answer = job.answer_or_error()?.to_string();
     Ok(Answer::Answered(Box::new(job), answer))
 }
 

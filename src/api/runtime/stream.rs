@@ -224,7 +224,7 @@ impl Frames {
     async fn end(&mut self, job: &Job) -> Vec<Frame> {
         let answer = match job.answer_or_error() {
             Ok(answer) => answer,
-            Err(error) => return vec![data(&json!({"error": error})), done()],
+            Err(error) => return vec![data(&json!({"error": error.to_string()})), done()],
         };
         // What of the answer did not stream goes before the complete frame.
         let mut frames = content(&self.answer.end(answer));

@@ -48,7 +48,7 @@ trait Pending: Send {
 
 /// A write that ran, waiting for its transaction's commit.
 trait Settle: Send {
-    fn settle(self: Box<Self>, path: &str, commit: Result<(), &str>, wake: &Wakeups);
+    fn settle(self: Box<Self>, path: &str, commit: Result<(), &rusqlite::Error>, wake: &Wakeups);
 }
 
 struct Write<T, F> {
@@ -123,7 +123,7 @@ where
 }
 
 impl<T: Send + 'static> Settle for Ran<T> {
-    fn settle(self: Box<Self>, path: &str, commit: Result<(), &str>, wake: &Wakeups) {
+    fn settle(self: Box<Self>, path: &str, commit: Result<(), &rusqlite::Error>, wake: &Wakeups) {
         let answer = match commit {
             Ok(()) => {
                 wake.publish_all(&self.changes);
@@ -247,13 +247,13 @@ fn write_loop(
             .into_iter()
             .map(|pending| pending.run(&mut conn, path))
             .collect();
-        let committed = conn.execute_batch("COMMIT").map_err(|e| e.to_string());
+        let committed = conn.execute_batch("COMMIT");
         stats.count(ran.len());
         if committed.is_err() {
             let _ = conn.execute_batch("ROLLBACK");
         }
         for settle in ran {
-            let commit = committed.as_ref().map(|_| ()).map_err(String::as_str);
+            let commit = committed.as_ref().map(|_| ());
             settle.settle(path, commit, wake);
         }
     }

@@ -32,7 +32,12 @@ pub(crate) async fn ci_gate(ctx: &GateContext<'_>, dir: &Path) -> GateReport {
     for i in 0..count {
         match ctx.render(&format!("ci.command[{i}]"), ctx.vars) {
             Ok(arg) => argv.push(arg),
-            Err(e) => return fatal(e, "fix the `ci.command` template or define its variables"),
+            Err(e) => {
+                return fatal(
+                    e.to_string(),
+                    "fix the `ci.command` template or define its variables",
+                );
+            }
         }
     }
     let run = run_command(&argv, dir, ctx.timeout(), ctx.spec.max_output_bytes, &[]).await;

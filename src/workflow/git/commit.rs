@@ -206,11 +206,11 @@ impl AgentStep<'_> {
             .render(&format!("{}.commit.report", self.at), self.vars)
         {
             Ok(path) => path,
-            Err(e) => return self.impl_error(e.into()),
+            Err(e) => return self.impl_error(e.to_string()),
         };
         let message = match self.message(settings, &report_path) {
             Ok(message) => message,
-            Err(e) => return self.impl_error(e.into()),
+            Err(e) => return self.impl_error(e.to_string()),
         };
         // A report outside the work tree cannot be staged anyway (and git
         // refuses a pathspec there).

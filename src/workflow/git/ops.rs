@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::workflow::command::{CommandRun, run_command, run_process};
+use crate::workflow::compile::RenderError;
 use crate::workflow::gate::GateContext;
 
 /// How long one git command may take, and how much it may print, in the
@@ -25,6 +26,28 @@ pub(crate) enum GitError {
     Failed(String),
     #[error("the remote {remote:?} does not name a default branch (its HEAD)")]
     NoDefaultBranch { remote: String },
+}
+
+/// Why a git gate could not learn a value it needs before it acts (the
+/// branch to push, the base branch, the PR body), naming the setting that
+/// would give it.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GateInputError {
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("cannot detect the base branch from {remote}'s HEAD: {source}; set `{key}`")]
+    NoBase {
+        remote: String,
+        key: String,
+        source: GitError,
+    },
+    #[error("cannot read the PR body file {}: {source}", path.display())]
+    BodyFile {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 fn argv(args: &[&str]) -> Vec<String> {
@@ -167,14 +190,16 @@ impl GateContext<'_> {
         key: &str,
         set: Option<&String>,
         remote: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, GateInputError> {
         if set.is_some() {
             return Ok(self.render(key, self.vars)?);
         }
         default_branch(dir, remote, self.timeout(), self.spec.max_output_bytes)
             .await
-            .map_err(|e| {
-                format!("cannot detect the base branch from {remote}'s HEAD: {e}; set `{key}`")
+            .map_err(|source| GateInputError::NoBase {
+                remote: remote.to_string(),
+                key: key.to_string(),
+                source,
             })
     }
 }

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use super::ops::{GateInputError, GitError};
 use super::pr_text::{closing_body, pr_number, pr_url, valid_pr_title};
 use crate::workflow::command::{CommandRun, run_command};
 use crate::workflow::compile::RenderError;
@@ -26,7 +27,11 @@ fn needs_rebase(run: &CommandRun) -> bool {
 }
 
 /// The branch to push: `pr.branch` rendered, else the checked-out one.
-async fn pr_branch(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result<String, String> {
+async fn pr_branch(
+    ctx: &GateContext<'_>,
+    pr: &PrSettings,
+    dir: &Path,
+) -> Result<String, GateInputError> {
     if pr.branch.is_some() {
         return Ok(ctx.render("pr.branch", ctx.vars)?);
     }
@@ -34,7 +39,7 @@ async fn pr_branch(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result
     if run.success() {
         Ok(run.stdout.trim().to_string())
     } else {
-        Err(run.describe("git rev-parse --abbrev-ref HEAD"))
+        Err(GitError::Failed(run.describe("git rev-parse --abbrev-ref HEAD")).into())
     }
 }
 
@@ -45,7 +50,7 @@ pub(crate) async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) 
         Err(e) => {
             return GateReport::fail(
                 FIXABLE,
-                e,
+                e.to_string(),
                 "fix the `pr.title` template or define its variables",
             );
         }
@@ -63,11 +68,11 @@ pub(crate) async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) 
     }
     let body = match pr_body(ctx, pr, dir) {
         Ok(b) => closing_body(&title, &b),
-        Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.body` template"),
+        Err(e) => return GateReport::fail(FIXABLE, e.to_string(), "fix the `pr.body` template"),
     };
     let base = match ctx.base(dir, "pr.base", pr.base.as_ref(), &pr.remote).await {
         Ok(base) => base,
-        Err(e) => return GateReport::fail(FIXABLE, e, "set `pr.base` on the pr stage"),
+        Err(e) => return GateReport::fail(FIXABLE, e.to_string(), "set `pr.base` on the pr stage"),
     };
     let branch = pr_branch(ctx, pr, dir).await;
     let branch = match branch {
@@ -79,7 +84,7 @@ pub(crate) async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) 
                 "check out a branch or set `pr.branch`",
             );
         }
-        Err(e) => return GateReport::fail(FIXABLE, e, "set `pr.branch`"),
+        Err(e) => return GateReport::fail(FIXABLE, e.to_string(), "set `pr.branch`"),
     };
     let refspec = format!("HEAD:refs/heads/{branch}");
     let mut push: Vec<&str> = vec!["push"];
@@ -112,7 +117,13 @@ pub(crate) async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) 
         ],
     ) {
         Ok(argv) => argv,
-        Err(e) => return GateReport::fail(FIXABLE, e, "fix the `pr.create_command` template"),
+        Err(e) => {
+            return GateReport::fail(
+                FIXABLE,
+                e.to_string(),
+                "fix the `pr.create_command` template",
+            );
+        }
     };
     let created = run_command(&argv, dir, ctx.timeout(), ctx.spec.max_output_bytes, &[]).await;
     // A re-run after a crash finds its own PR: that is success, not a failure.
@@ -147,19 +158,14 @@ pub(crate) async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) 
 /// The PR body: the file `pr.body_file` names (the agent's finalize file,
 /// as in `lol impl`) when it exists and is not blank, else the `body`
 /// template.
-fn pr_body(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result<String, String> {
+fn pr_body(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> Result<String, GateInputError> {
     if pr.body_file.is_some() {
         let file = dir.join(ctx.render("pr.body_file", ctx.vars)?);
         match std::fs::read_to_string(&file) {
             Ok(text) if !text.trim().is_empty() => return Ok(text),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(format!(
-                    "cannot read the PR body file {}: {e}",
-                    file.display()
-                ));
-            }
+            Err(source) => return Err(GateInputError::BodyFile { path: file, source }),
         }
     }
     Ok(ctx.render("pr.body", ctx.vars)?)

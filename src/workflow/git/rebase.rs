@@ -25,7 +25,13 @@ pub(crate) async fn rebase_gate(
         .await;
     let onto = match onto {
         Ok(onto) => onto,
-        Err(e) => return GateReport::fail(CONFLICT, e, "set `rebase.onto` on the rebase stage"),
+        Err(e) => {
+            return GateReport::fail(
+                CONFLICT,
+                e.to_string(),
+                "set `rebase.onto` on the rebase stage",
+            );
+        }
     };
     let upstream = format!("{}/{onto}", settings.remote);
     let rebase = ctx.git(dir, &["rebase", &upstream]).await;

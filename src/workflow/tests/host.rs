@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::kernel::RunFailure;
-use crate::workflow::{AgentOutput, Checkpoint, StageReport, WorkflowHost};
+use crate::workflow::{AgentOutput, Checkpoint, HostError, StageReport, WorkflowHost};
 
 /// A scripted reply: the answer, and files to create (`Some`) or delete (`None`).
 pub(super) struct Reply {
@@ -118,7 +118,7 @@ impl WorkflowHost for FakeHost {
             .map_err(RunFailure::Bundle)
     }
 
-    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), String> {
+    async fn checkpoint(&self, checkpoint: &Checkpoint) -> Result<(), HostError> {
         self.log.lock().unwrap().push(format!(
             "checkpoint:{}:{}",
             checkpoint.stage, checkpoint.step
@@ -127,7 +127,7 @@ impl WorkflowHost for FakeHost {
         Ok(())
     }
 
-    async fn artifact(&self, name: &str, body: &Value) -> Result<(), String> {
+    async fn artifact(&self, name: &str, body: &Value) -> Result<(), HostError> {
         self.log.lock().unwrap().push(format!("artifact:{name}"));
         self.artifacts
             .lock()
