@@ -623,6 +623,26 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
 pub(super) const BEGIN_HOT: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
      SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off";
 
+/// `statements` in one hot-path transaction, in one round trip: `BEGIN_HOT`,
+/// them and `COMMIT` pipelined on `client` (each statement must be prepared
+/// already, so it goes out on its first poll, in order). A statement that
+/// fails aborts the transaction and the `COMMIT` then rolls it back. The
+/// answers of `BEGIN`, the statements and `COMMIT`.
+pub(super) async fn pipelined_hot<T>(
+    client: &deadpool_postgres::Object,
+    statements: impl std::future::Future<Output = T>,
+) -> (
+    Result<(), tokio_postgres::Error>,
+    T,
+    Result<(), tokio_postgres::Error>,
+) {
+    tokio::join!(
+        client.batch_execute(BEGIN_HOT),
+        statements,
+        client.batch_execute("COMMIT"),
+    )
+}
+
 /// A job's fair-share key as the indexes of queued jobs hold it
 /// (migration 0019): its owner, `""` for jobs from before keys, compared
 /// bytewise as the daemon compares names.

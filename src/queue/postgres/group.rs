@@ -25,7 +25,7 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{BEGIN_HOT, PgTx};
+use super::dialect::{PgTx, pipelined_hot};
 use crate::queue::WriteStats;
 use crate::queue::tx::{Fail, Res};
 
@@ -161,15 +161,9 @@ async fn once(
     mut group: Vec<Waiting>,
 ) -> Option<Vec<Waiting>> {
     let pg = PgTx::new(client);
-    let statements = group.iter().map(|w| w.send(&pg));
-    // Prepared by the caller, so each statement goes out on its first
-    // poll, in order, and COMMIT after them: one round trip. A statement
-    // that fails aborts the transaction, and COMMIT then rolls it back.
-    let (begin, rows, commit) = tokio::join!(
-        client.batch_execute(BEGIN_HOT),
-        futures::future::join_all(statements),
-        client.batch_execute("COMMIT"),
-    );
+    // Prepared by the caller: one round trip for the group.
+    let statements = futures::future::join_all(group.iter().map(|w| w.send(&pg)));
+    let (begin, rows, commit) = pipelined_hot(client, statements).await;
     stats.sent(1);
     let failed = rows.iter().position(Result::is_err);
     if begin.is_err() || failed.is_some() {

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{BEGIN_HOT, FAIR_KEY, NOW, PgTx, ready_keys_sql};
+use super::dialect::{FAIR_KEY, NOW, PgTx, pipelined_hot, ready_keys_sql};
 use super::group;
 use super::pool::Writes;
 use crate::queue::fair;
@@ -284,24 +284,15 @@ pub(super) async fn lease(
     let params = LeaseParams::of(pins, op);
     let client = w.client().await?;
     let label = &w.shared.label;
-    let store = |e: tokio_postgres::Error| QueueError::Store {
-        path: label.clone(),
-        detail: super::describe(&e),
-    };
-    // Prepared first, so that BEGIN (with the hot path's planner settings),
-    // the lease and COMMIT go out in order in one round trip; a lease that
-    // fails aborts the transaction and the COMMIT then rolls it back.
+    let store = |e: tokio_postgres::Error| w.shared.store(&e);
+    // Prepared first, so that it goes out in its pipelined transaction.
     client
         .prepare_cached(lease_statement())
         .await
         .map_err(store)?;
     let pg = PgTx::new(&client);
     let params = params.get();
-    let (begin, rows, commit) = tokio::join!(
-        client.batch_execute(BEGIN_HOT),
-        pg.rows(lease_statement(), &params),
-        client.batch_execute("COMMIT"),
-    );
+    let (begin, rows, commit) = pipelined_hot(&client, pg.rows(lease_statement(), &params)).await;
     w.shared.stats.sent(1);
     begin.map_err(store)?;
     let rows = rows.map_err(|f| f.into_error(label))?;

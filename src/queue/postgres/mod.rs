@@ -217,10 +217,7 @@ impl Postgres {
     }
 
     fn store(&self, e: &tokio_postgres::Error) -> QueueError {
-        QueueError::Store {
-            path: self.label.clone(),
-            detail: describe(e),
-        }
+        self.writes.shared.store(e)
     }
 }
 

@@ -58,6 +58,14 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// A driver error of this handle's store, as callers hear it.
+    pub(super) fn store(&self, e: &tokio_postgres::Error) -> QueueError {
+        QueueError::Store {
+            path: self.label.clone(),
+            detail: super::describe(e),
+        }
+    }
+
     /// Tells this handle's subscribers about a committed write's changes
     /// and has them announced to the other daemons; counts the write.
     pub(super) fn committed(&self, changes: &[(Change, JobId)]) {

@@ -48,10 +48,7 @@ pub(super) async fn finish_and_lease(
     let label = &w.shared.label;
     // Prepared (or found in the connection's cache) first, so that each
     // statement below is sent on its first poll, in order.
-    let store = |e: tokio_postgres::Error| QueueError::Store {
-        path: label.clone(),
-        detail: super::describe(&e),
-    };
+    let store = |e: tokio_postgres::Error| w.shared.store(&e);
     client
         .prepare_cached(super::ending::statement())
         .await
