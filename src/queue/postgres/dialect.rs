@@ -201,7 +201,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         let sql = format!(
             "SELECT {CANDIDATE_COLUMNS} FROM jobs
              WHERE state = 'queued' AND {FAIR_KEY} = $1 AND run_at <= $2
-             ORDER BY priority DESC, run_at ASC, id ASC
+             ORDER BY {FAIR_ORDER}
              LIMIT $3 FOR UPDATE SKIP LOCKED"
         );
         let rows = self.rows(&sql, &[&key, &now, &big_usize(n)]).await?;
@@ -648,8 +648,17 @@ pub(super) async fn pipelined_hot<T>(
 /// bytewise as the daemon compares names.
 pub(super) const FAIR_KEY: &str = "(COALESCE(owner, '') COLLATE \"C\")";
 
+/// Minus a job's priority, as `jobs_fair_from` holds it (migration 0020):
+/// its order ascending, so that a scan can start at a place in a key
+/// (`cursor`) with a row comparison the index answers.
+pub(super) const NEG_PRIORITY: &str = "(-(priority::bigint))";
+
+/// A key's queued jobs in the order they are leased: by priority, then
+/// age, as `jobs_fair_from` holds them.
+pub(super) const FAIR_ORDER: &str = "(-(priority::bigint)), run_at, id";
+
 /// The keys with queued jobs due by `now` (a parameter or expression) and
-/// each one's pass (`queue::fair`): a skip scan of `jobs_fair`, each step
+/// each one's pass (`queue::fair`): a skip scan of `jobs_fair_from`, each step
 /// seeking the next key, so its cost grows with the keys, not the queue.
 /// Whether a key has a due job is a scalar subquery with `LIMIT 1`, not an
 /// `EXISTS`: the planner may turn an `EXISTS` into a join, and a plan made

@@ -23,10 +23,12 @@
 //! `NOTIFY`, by one task per handle that batches them (see `notify`,
 //! `listen`).
 
+mod cursor;
 mod dialect;
 mod ending;
 mod group;
 mod hot;
+mod lease;
 mod listen;
 mod notify;
 mod outbox;
@@ -104,8 +106,10 @@ pub struct Postgres {
     options: PostgresOptions,
     label: String,
     writes: Writes,
-    /// The pins first attempts are leased with (see `hot::lease`).
-    pins: hot::Pins,
+    /// The pins first attempts are leased with (see `lease::lease`).
+    pins: lease::Pins,
+    /// Where each key's next lease scan starts (see `cursor`).
+    cursors: cursor::Cursors,
     sinks: Sinks,
     stats: Arc<WriteStats>,
     /// Stops the LISTEN task when the handle goes away.
@@ -158,7 +162,8 @@ impl Queue<Postgres> {
             pool,
             label,
             writes,
-            pins: hot::Pins::default(),
+            pins: lease::Pins::default(),
+            cursors: cursor::Cursors::default(),
             sinks,
             stats,
             _listener: stop.drop_guard(),
@@ -224,20 +229,27 @@ impl Postgres {
 impl Driver for Postgres {
     async fn write<O: Write>(&self, op: O) -> Result<O::Output, QueueError> {
         let _place = self.writes.admit(O::REFUSED_WHEN_BUSY).await?;
-        self.writes.transaction(&op).await
+        let written = self.writes.transaction(&op).await;
+        // A lifecycle write may have put a job back behind a cursor.
+        self.cursors.rewind();
+        written
     }
 
     async fn submit(&self, op: op::Submit) -> Result<(Job, bool), QueueError> {
         let _place = self.writes.admit(true).await?;
-        match submit::submit(&self.writes, &op).await? {
-            Some(submitted) => Ok(submitted),
-            None => self.writes.transaction(&op).await,
-        }
+        let submitted = match submit::submit(&self.writes, &op).await? {
+            Some(submitted) => submitted,
+            None => self.writes.transaction(&op).await?,
+        };
+        // This daemon's leases find the key at once, not at the next full walk.
+        self.cursors
+            .submitted(submitted.0.owner.as_deref().unwrap_or(""));
+        Ok(submitted)
     }
 
     async fn lease(&self, op: LeaseJobs) -> Result<Vec<Lease>, QueueError> {
         let _place = self.writes.admit(false).await?;
-        match hot::lease(&self.writes, &self.pins, &op).await? {
+        match lease::lease(&self.writes, &self.pins, &self.cursors, &op).await? {
             Some(leases) => Ok(leases),
             None => self.writes.transaction(&op).await,
         }
@@ -263,6 +275,8 @@ impl Driver for Postgres {
 
     async fn release(&self, op: op::Release) -> Result<Finished, QueueError> {
         let _place = self.writes.admit(false).await?;
+        // The job goes back with its place in the queue, behind the cursor.
+        self.cursors.rewind();
         match ending::release(&self.writes, &op).await? {
             Some(finished) => Ok(finished),
             None => self.writes.transaction(&op).await,
@@ -283,7 +297,7 @@ impl Driver for Postgres {
         }
         let pipelined = {
             let _place = self.writes.admit(false).await?;
-            settle::finish_and_lease(&self.writes, &self.pins, &op).await?
+            settle::finish_and_lease(&self.writes, &self.pins, &self.cursors, &op).await?
         };
         let FinishAndLease { finish, lease } = op;
         let (finished, leases) = match pipelined {

@@ -12,9 +12,10 @@
 //! nothing); a lease that fails rolls the finish back, which then runs
 //! alone.
 
+use super::cursor::Cursors;
 use super::dialect::{BEGIN_HOT, PgTx};
 use super::ending::FinishEnd;
-use super::hot::{self, LeaseParams, Pins};
+use super::lease::{self, LeaseParams, Pins};
 use super::pool::Writes;
 use crate::queue::op::FinishAndLease;
 use crate::queue::*;
@@ -38,12 +39,13 @@ pub(super) enum Pipelined {
 pub(super) async fn finish_and_lease(
     w: &Writes,
     pins: &Pins,
+    cursors: &Cursors,
     op: &FinishAndLease,
 ) -> Result<Pipelined, QueueError> {
     let Some(end) = FinishEnd::of(&op.finish) else {
         return Ok(Pipelined::Neither);
     };
-    let params = LeaseParams::of(pins, &op.lease);
+    let params = LeaseParams::of(pins, cursors, &op.lease);
     let client = w.client().await?;
     let label = &w.shared.label;
     // Prepared (or found in the connection's cache) first, so that each
@@ -54,7 +56,7 @@ pub(super) async fn finish_and_lease(
         .await
         .map_err(store)?;
     client
-        .prepare_cached(hot::lease_statement())
+        .prepare_cached(params.statement())
         .await
         .map_err(store)?;
     let pg = PgTx::new(&client);
@@ -62,7 +64,7 @@ pub(super) async fn finish_and_lease(
     let (begin, applied, rows) = tokio::join!(
         client.batch_execute(BEGIN_HOT),
         end.apply(&pg),
-        pg.rows(hot::lease_statement(), &lease_params),
+        pg.rows(params.statement(), &lease_params),
     );
     // BEGIN and the two statements went in one round trip; COMMIT or
     // ROLLBACK is the second.
@@ -81,15 +83,17 @@ pub(super) async fn finish_and_lease(
         }
     };
     client.batch_execute("COMMIT").await.map_err(store)?;
-    let leases = hot::leases_of(&rows).map_err(|f| f.into_error(label))?;
-    let mut changes = leases.as_deref().map(hot::changes).unwrap_or_default();
+    let leases = params
+        .committed(cursors, &rows)
+        .map_err(|f| f.into_error(label))?;
+    let mut changes = leases.as_deref().map(lease::changes).unwrap_or_default();
     let finish = end.concluded(w, applied)?;
     if let Some((_, Some(change))) = &finish {
         changes.push(change.clone());
     }
     w.shared.committed(&changes);
     let leases = match leases {
-        Some(leases) => Some(hot::pinned(&pg, w, pins, &op.lease, leases).await?),
+        Some(leases) => Some(lease::pinned(&pg, w, pins, &op.lease, leases).await?),
         None => None,
     };
     Ok(match finish {
