@@ -197,8 +197,8 @@ async fn postgres_a_jobs_hot_path_costs_its_bounded_statements() {
 
 /// What each operation may send at most, each statement one round trip:
 /// the hot path is one statement an operation (a finish-and-lease is a
-/// finish and a lease pipelined with `BEGIN` in one round trip, then
-/// `COMMIT`; a first lease of a bundle whose pin the queue has
+/// finish and a lease pipelined with `BEGIN` and `COMMIT` in one round
+/// trip; a first lease of a bundle whose pin the queue has
 /// not seen yet pins it in a second); the rest are
 /// a transaction (`BEGIN`, the lifecycle's statements, `COMMIT`). Before
 /// the pool (one writer task, a savepoint a write, a `NOTIFY` a group):
@@ -211,7 +211,7 @@ const BOUNDS: [(&str, u64); 8] = [
     ("lease (1 job, pin known)", 1),
     ("record_steps (1 step, 1 event)", 1),
     ("heartbeat", 1),
-    ("finish_and_lease (1 event, 1 job)", 2),
+    ("finish_and_lease (1 event, 1 job)", 1),
     ("release", 1),
 ];
 

@@ -142,6 +142,16 @@ struct State {
     rewound: Option<Instant>,
 }
 
+impl State {
+    /// A full walk starts now: the next is not due before [`FULL_EVERY`]
+    /// (the walk's own cost sets it when it ends, see [`Cursors::learn`]).
+    fn claim_full(&mut self, now: Instant) {
+        self.next_full = Some(now + FULL_EVERY);
+        let gap = self.last_full.map_or(FULL_GAP, |(_, gap)| gap);
+        self.last_full = Some((now, gap));
+    }
+}
+
 struct Known {
     /// Where the key's next scan starts (`None`: its head).
     from: Option<Mark>,
@@ -153,9 +163,12 @@ impl Cursors {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// How the next lease finds its jobs.
+    /// How the next lease finds its jobs. A full walk is handed to one
+    /// lease at a time; the others walk from the cursors meanwhile (eight
+    /// workers finding it due at once made eight full walks, each slower
+    /// the longer a snapshot was held).
     pub(super) fn plan(&self, now: Instant) -> Walk {
-        let state = self.state();
+        let mut state = self.state();
         let full_due = state.next_full.is_none_or(|at| now >= at);
         match state.expired_after {
             Some(expired_after) if !full_due => {
@@ -173,17 +186,24 @@ impl Cursors {
                     expired_after,
                 }
             }
-            _ => Walk::Full,
+            _ => {
+                state.claim_full(now);
+                Walk::Full
+            }
         }
     }
 
     /// Whether a full walk may run now, after a lease from the cursors
-    /// found nothing.
-    pub(super) fn full_allowed(&self, now: Instant) -> bool {
-        let state = self.state();
-        state
+    /// found nothing; if so it is this caller's.
+    pub(super) fn claim_full(&self, now: Instant) -> bool {
+        let mut state = self.state();
+        let allowed = state
             .last_full
-            .is_none_or(|(at, gap)| now.duration_since(at) >= gap)
+            .is_none_or(|(at, gap)| now.duration_since(at) >= gap);
+        if allowed {
+            state.claim_full(now);
+        }
+        allowed
     }
 
     /// A job was submitted for `key` here: its key is known from now on,
@@ -335,12 +355,26 @@ mod tests {
         let cursors = Cursors::default();
         let t0 = Instant::now();
         cursors.learn(&Walk::Full, t0, &seen(1_000, &["a"], &[("a", 0, 950)]));
-        assert_ne!(cursors.plan(t0 + FULL_EVERY / 2), Walk::Full);
-        assert_eq!(cursors.plan(t0 + FULL_EVERY * 2), Walk::Full);
-        let walk = cursors.plan(t0);
+        let walk = cursors.plan(t0 + FULL_EVERY / 2);
+        assert_ne!(walk, Walk::Full);
         cursors.learn(&walk, t0, &seen(1_010, &[], &[]));
-        assert!(cursors.full_allowed(t0 + FULL_GAP * 2));
+        // Nothing found: the next full walk may come after the gap.
         assert_eq!(cursors.plan(t0 + FULL_GAP * 2), Walk::Full);
+        assert!(!cursors.claim_full(t0 + FULL_GAP * 2), "one is running");
+        assert!(cursors.claim_full(t0 + FULL_GAP * 4));
+        assert_eq!(cursors.plan(t0 + FULL_EVERY * 3), Walk::Full);
+    }
+
+    #[test]
+    fn one_lease_at_a_time_walks_every_key_the_others_walk_from_the_cursors() {
+        let cursors = Cursors::default();
+        let t0 = Instant::now();
+        cursors.learn(&Walk::Full, t0, &seen(1_000, &["a"], &[("a", 0, 950)]));
+        let later = t0 + FULL_EVERY * 2;
+        assert_eq!(cursors.plan(later), Walk::Full);
+        assert_ne!(cursors.plan(later), Walk::Full, "the full walk is taken");
+        cursors.rewind();
+        assert_eq!(cursors.plan(later), Walk::Full, "a put-back job needs one");
     }
 
     #[test]

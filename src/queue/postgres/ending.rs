@@ -140,23 +140,46 @@ const NEW_EVENTS: &str =
     "SELECT * FROM unnest($3::bigint[], $4::text[], $5::int[]) AS n(seq, event, tool_error)
      UNION ALL SELECT $20::bigint, p.final_json, 0 FROM pick p WHERE p.final_json IS NOT NULL";
 
-/// [`SQL`] with its parts filled in, once.
-static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// A last column that raises (`sa_refused`, migration 0021) where
+/// [`Appended::refusal`] would refuse the end — a clash, or fewer events
+/// stored than sent — so that a transaction committed in the same round
+/// trip rolls back whole (see `postgres::settle`). A stale attempt or an
+/// end for the lifecycle's transaction wrote nothing and raises nothing.
+const RAISE_REFUSED: &str = ", CASE WHEN EXISTS (SELECT 1 FROM cur) AND NOT (SELECT yes FROM hooked)
+          AND (EXISTS (SELECT 1 FROM clash)
+               OR (SELECT COUNT(*) FROM same) + (SELECT COUNT(*) FROM added) < (SELECT COUNT(DISTINCT seq) FROM new_events))
+        THEN sa_refused('an event number of job ' || $1 || ' is taken') ELSE 0 END";
 
-/// [`SQL`] with its parts filled in.
-pub(super) fn statement() -> &'static str {
-    STATEMENT.get_or_init(|| {
-        SQL.replace("{NOW}", NOW)
-            .replace(
-                "{EVENTS}",
-                &events_cte(NEW_EVENTS, "NOT (SELECT yes FROM hooked)"),
-            )
-            .replace("{APPENDED}", APPENDED)
-    })
+/// [`SQL`] with its parts filled in; `raising` adds [`RAISE_REFUSED`].
+fn filled(raising: bool) -> String {
+    let sql = SQL
+        .replace("{NOW}", NOW)
+        .replace(
+            "{EVENTS}",
+            &events_cte(NEW_EVENTS, "NOT (SELECT yes FROM hooked)"),
+        )
+        .replace("{APPENDED}", APPENDED);
+    match raising {
+        true => format!("{sql}{RAISE_REFUSED}"),
+        false => sql,
+    }
 }
 
-/// Applies `end` in one statement.
-async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>) -> Res<Applied> {
+/// [`SQL`] with its parts filled in, built once.
+pub(super) fn statement() -> &'static str {
+    static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STATEMENT.get_or_init(|| filled(false))
+}
+
+/// [`statement`] raising where it would refuse, built once.
+pub(super) fn statement_raising() -> &'static str {
+    static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STATEMENT.get_or_init(|| filled(true))
+}
+
+/// Applies `end` in one statement (`sql`: [`statement`] or
+/// [`statement_raising`]).
+async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>, sql: &str) -> Res<Applied> {
     let c = columns(end)?;
     // The held events and the final event (its number and content as the
     // first variant has it: only the stamp differs between variants) for
@@ -166,7 +189,6 @@ async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>) -> Res<A
     let held = EventRows::of(end.id, end.events)?;
     let final_seq = first_final.map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX));
     let (tokens, cost, nested) = spend(first_final);
-    let sql = statement();
     let p: [&(dyn ToSql + Sync); 21] = [
         &end.id.as_str(),
         &i32::try_from(end.attempt).unwrap_or(i32::MAX),
@@ -259,7 +281,7 @@ async fn run(
 ) -> Result<Option<Finished>, QueueError> {
     let client = w.client().await?;
     let pg = PgTx::new(&client);
-    let applied = apply(&pg, &end).await;
+    let applied = apply(&pg, &end, statement()).await;
     w.shared.stats.sent(pg.statements());
     let Some((finished, change)) = concluded(w, end, applied, answer)? else {
         return Ok(None);
@@ -309,9 +331,11 @@ impl<'a> FinishEnd<'a> {
         finish_end(op).map(Self)
     }
 
-    /// The statement, sent on `pg` (whose transaction commits it).
+    /// The statement, sent on `pg` in a transaction committed in the same
+    /// round trip: it raises where it would refuse ([`statement_raising`]),
+    /// so that the transaction rolls back whole.
     pub(super) async fn apply(&self, pg: &PgTx<'_, deadpool_postgres::Object>) -> Res<Applied> {
-        apply(pg, &self.0).await
+        apply(pg, &self.0, statement_raising()).await
     }
 
     /// What the finish answers once its statement committed, and the

@@ -91,7 +91,7 @@ pub(super) async fn lease(
         let from_cursors = params.walk != Walk::Full;
         match leases {
             Some(found) if found.is_empty() && from_cursors => {
-                if !cursors.full_allowed(Instant::now()) {
+                if !cursors.claim_full(Instant::now()) {
                     return Ok(Some(found));
                 }
                 params = params.walking_all();
@@ -185,7 +185,7 @@ impl LeaseParams {
         }
     }
 
-    /// The same lease, from every key's head.
+    /// The same lease, from every key's head (claimed by the caller).
     fn walking_all(self) -> Self {
         Self {
             walk: Walk::Full,

@@ -40,6 +40,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0018_schedule_missed_fires.sql"),
     include_str!("migrations/0019_fair_lease.sql"),
     include_str!("migrations/0020_lease_cursor.sql"),
+    include_str!("migrations/0021_refused.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -1,19 +1,23 @@
-//! A worker slot's finish and its next lease in one commit. Both are the
-//! one-statement forms (`ending`, `hot`); here they are sent pipelined on
-//! one connection inside one transaction — `BEGIN`, the finish and the
-//! lease in one round trip, then `COMMIT` — so a job's end and the slot's
-//! next job cost one WAL flush, not two. The commit is what PostgreSQL's
-//! throughput is bound by (WAL writes and flushes, docs/daemon.md), not the
-//! round trips.
+//! A worker slot's finish and its next lease in one commit and one round
+//! trip. Both are the one-statement forms (`ending`, `lease`); here they
+//! are sent pipelined on one connection inside one transaction — `BEGIN`,
+//! the finish, the lease and `COMMIT` at once — so a job's end and the
+//! slot's next job cost one WAL flush and one round trip, and no
+//! transaction waits open for the daemon between two (the second round
+//! trip of `COMMIT` kept a quarter of the backends idle in a transaction,
+//! docs/daemon.md). The commit is what PostgreSQL's throughput is bound by
+//! (WAL writes and flushes), not the round trips.
 //!
-//! Both statements are prepared before the pipeline is sent, so each goes
-//! out in order on its first poll. A finish that is refused or fails rolls
-//! the lease back with it (both or neither, as a failed write records
-//! nothing); a lease that fails rolls the finish back, which then runs
-//! alone.
+//! Every statement is prepared before the pipeline is sent, so each goes
+//! out in order on its first poll. Both or neither: a finish that would be
+//! refused raises in its statement (`ending::statement_raising`), and any
+//! statement that fails aborts the transaction, whose `COMMIT` then rolls
+//! it back on the server; the driver then writes the finish on its own
+//! (which answers why it was refused) and leases on its own.
 
 use super::cursor::Cursors;
 use super::dialect::{BEGIN_HOT, PgTx};
+use super::ending;
 use super::ending::FinishEnd;
 use super::lease::{self, LeaseParams, Pins};
 use super::pool::Writes;
@@ -31,7 +35,8 @@ pub(super) enum Pipelined {
     /// Only the lease: the finish is still to write, on its own (a park, or
     /// an end only the lifecycle's transaction writes; it wrote nothing).
     LeaseOnly { leases: Option<Vec<Lease>> },
-    /// Nothing: the lease failed and rolled the finish back with it.
+    /// Nothing: a statement failed, or the finish would be refused, and the
+    /// transaction rolled back whole (or the end is a park, sent nowhere).
     Neither,
 }
 
@@ -52,7 +57,7 @@ pub(super) async fn finish_and_lease(
     // statement below is sent on its first poll, in order.
     let store = |e: tokio_postgres::Error| w.shared.store(&e);
     client
-        .prepare_cached(super::ending::statement())
+        .prepare_cached(ending::statement_raising())
         .await
         .map_err(store)?;
     client
@@ -61,28 +66,21 @@ pub(super) async fn finish_and_lease(
         .map_err(store)?;
     let pg = PgTx::new(&client);
     let lease_params = params.get();
-    let (begin, applied, rows) = tokio::join!(
+    let (begin, applied, rows, commit) = tokio::join!(
         client.batch_execute(BEGIN_HOT),
         end.apply(&pg),
         pg.rows(params.statement(), &lease_params),
+        client.batch_execute("COMMIT"),
     );
-    // BEGIN and the two statements went in one round trip; COMMIT or
-    // ROLLBACK is the second.
-    w.shared.stats.sent(2);
+    w.shared.stats.sent(1);
     begin.map_err(store)?;
-    // A finish refused (a stale sequence number, say) or failed takes the
-    // lease back with it; a lease that failed takes the finish back.
-    let rows = match (&applied, rows) {
-        (Ok(_), Ok(rows)) => rows,
-        (Err(_), _) | (_, Err(_)) => {
-            client.batch_execute("ROLLBACK").await.map_err(store)?;
-            return match applied {
-                Err(fail) => Err(fail.into_error(label)),
-                Ok(_) => Ok(Pipelined::Neither),
-            };
-        }
+    // A statement that failed (a finish refused raises) aborted the
+    // transaction: its COMMIT rolled it back, both statements with it.
+    let (applied, rows) = match (applied, rows) {
+        (Ok(applied), Ok(rows)) => (Ok(applied), rows),
+        (Err(_), _) | (_, Err(_)) => return Ok(Pipelined::Neither),
     };
-    client.batch_execute("COMMIT").await.map_err(store)?;
+    commit.map_err(store)?;
     let leases = params
         .committed(cursors, &rows)
         .map_err(|f| f.into_error(label))?;
