@@ -15,7 +15,7 @@ mod common;
 use std::process::Command;
 
 use common::daemon::Site;
-use common::{mock_server, python_current};
+use common::{mock_server, peer, python_current, repo};
 use serde_json::{Value, json};
 
 /// A plain answer for "hello"; for "2+3" a call of `add`, then the answer;
@@ -58,25 +58,14 @@ async fn drive(class: &str) -> Value {
     let daemon = site.start();
     let base = daemon.url("/v1");
     let class = class.to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python_current())
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/data/agents_sdk/driver.py"
-            ))
-            .args([&base, &class, "bundle/plain", "bundle/adder"])
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        daemon.log()
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut driver = Command::new(python_current());
+    driver.arg(repo("tests/data/agents_sdk/driver.py")).args([
+        &base,
+        &class,
+        "bundle/plain",
+        "bundle/adder",
+    ]);
+    let seen = peer::json(&daemon, driver).await;
     assert_eq!(daemon.stop(), Some(0));
     seen
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::daemon::{Site, client, get};
-use common::mock_server;
+use common::{mock_server, peer, repo};
 use serde_json::Value;
 
 const SCRIPT: &str = r#"
@@ -75,26 +75,12 @@ async fn the_agui_client_runs_a_bundle_through_an_approval_interrupt() {
     site.put_bundle("bank", &bundle(&effects));
     let daemon = site.start();
     let url = daemon.url("/v1/agui/bank");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/data/agui/client.cjs"
-            ))
-            .arg(&modules)
-            .arg(&url)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        daemon.log()
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut agui_client = Command::new("node");
+    agui_client
+        .arg(repo("tests/data/agui/client.cjs"))
+        .arg(&modules)
+        .arg(&url);
+    let seen = peer::json(&daemon, agui_client).await;
 
     // Run 1: the call, then the interrupt naming it; nothing was paid.
     let first = types(&seen["first"]["events"]);

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{mock_server, python, python_current};
+use common::{mock_server, peer, python, python_current, repo};
 
 use std::time::Duration;
 
@@ -41,28 +41,11 @@ async fn the_sdk_talks_to_bundles_streaming_and_not(python: std::path::PathBuf) 
         "name: greeter\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {system: \"You greet.\", user: \"{{ input }}\"}\n",
     );
     let daemon = site.start();
-    let out = tokio::task::spawn_blocking({
-        let base = daemon.url("/v1");
-        move || {
-            std::process::Command::new(python)
-                .arg(concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/tests/data/openai/client.py"
-                ))
-                .args([&base, "bundle/greeter"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        daemon.log()
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut sdk_client = std::process::Command::new(python);
+    sdk_client
+        .arg(repo("tests/data/openai/client.py"))
+        .args([&daemon.url("/v1"), "bundle/greeter"]);
+    let seen = peer::json(&daemon, sdk_client).await;
     assert_eq!(seen["models"], serde_json::json!(["bundle/greeter"]));
     assert_eq!(seen["object"], "chat.completion");
     assert_eq!(seen["answer"], "Open sesame, said the daemon.");

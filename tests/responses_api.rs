@@ -19,7 +19,7 @@ use std::process::{Command, Stdio};
 
 use common::daemon::{Daemon, SHORT_LEASE, Site, client};
 use common::otlp::collector;
-use common::{mock_server, python_current};
+use common::{mock_server, peer, python_current, repo};
 use serde_json::{Value, json};
 
 const ANSWER: &str = "The echo said x is 1, so the answer is 42.";
@@ -64,28 +64,9 @@ fn client_script() -> String {
 /// Runs the client script to its end; its stdout lines as JSON.
 async fn run_client(daemon: &Daemon, args: &[&str]) -> Vec<Value> {
     let base = daemon.url("/v1");
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python_current())
-            .arg(client_script())
-            .arg(&base)
-            .arg(MODEL)
-            .args(&args)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        daemon.log()
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    let mut client = Command::new(python_current());
+    client.arg(client_script()).arg(&base).arg(MODEL).args(args);
+    peer::json_lines(daemon, client).await
 }
 
 fn seq(event: &Value) -> u64 {
@@ -292,27 +273,13 @@ async fn the_openai_npm_package_cancels_a_background_response() {
     site.put_bundle("echoer", BUNDLE);
     let daemon = site.start();
     let base = daemon.url("/v1");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/data/responses/cancel.cjs"
-            ))
-            .arg(&modules)
-            .arg(&base)
-            .arg(MODEL)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        daemon.log()
-    );
-    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut cancel = Command::new("node");
+    cancel
+        .arg(repo("tests/data/responses/cancel.cjs"))
+        .arg(&modules)
+        .arg(&base)
+        .arg(MODEL);
+    let seen = peer::json(&daemon, cancel).await;
     assert_eq!(seen["started"], "queued", "{seen}");
     assert_eq!(seen["final"], "cancelled", "{seen}");
     assert_eq!(

@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::daemon::{Site, client, read_sse, read_sse_response, submit, wait_terminal};
-use common::mock_server;
+use common::{mock_server, peer};
 use serde_json::Value;
 
 const SCRIPT: &str = r#"
@@ -119,25 +119,19 @@ async fn submit_follow_prints_the_answer_as_it_streams() {
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle("talker", BUNDLE);
     let daemon = site.start();
-    let out = tokio::task::spawn_blocking({
-        let base = daemon.base.clone();
-        move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
-                .args([
-                    "--server", &base, "submit", "talker", "--input", "go", "--follow", "--json",
-                ])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+    let mut cli = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"));
+    cli.args([
+        "--server",
+        &daemon.base,
+        "submit",
+        "talker",
+        "--input",
+        "go",
+        "--follow",
+        "--json",
+    ]);
+    let stdout = peer::run(&daemon, cli).await;
+    let lines: Vec<Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();

@@ -1,7 +1,7 @@
 //! What admission keeps between requests ([`Gate`]): each key's rate
 //! limiter, a lock per key with an in-flight cap (held from the count to
 //! the enqueue), and the direct tool runs running now per key. The rules
-//! that ask it are the API's admission (`api/admission.rs`).
+//! that ask it are `quota`'s; the API holds the lock (`api/admission.rs`).
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;

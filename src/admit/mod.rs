@@ -1,8 +1,30 @@
-//! Admission's state, below the wires that admit: what every way in that
-//! starts a job or a direct run shares between requests (`gate`: each
-//! key's rate limiter, its in-flight lock and its direct runs). It knows
-//! keys, never HTTP.
+//! Admission: what a submission may be, for every way in that starts a job
+//! or a direct run (the API's wires, the scheduler's fires). The rules live
+//! here and refuse with a typed [`Refusal`] naming the field, what is wrong
+//! and what to do; the API only reads the caller, calls them in order and
+//! spells a refusal as its status (`api/admission.rs`, `api/error.rs`).
+//!
+//! - `fields`: a job's own fields (no NUL byte, a non-blank idempotency
+//!   key, attempts and priority in range, the key's `max_priority`);
+//! - `bundle`: the bundle it names is loaded, its webhook (or any
+//!   callback URL) is http(s) and within `egress.allow`;
+//! - `quota`: the key's rate and jobs in flight;
+//! - `idempotency`: a repeated idempotency key names the same job;
+//! - `gate`: what admission keeps between requests (each key's rate
+//!   limiter, its in-flight lock and its direct runs).
+//!
+//! It knows keys, bundles and the queue, never HTTP.
 
+mod bundle;
+mod fields;
 mod gate;
+mod idempotency;
+mod quota;
+mod refusal;
 
+pub use bundle::{check_callback, loaded_bundle, webhook};
+pub use fields::{MAX_ATTEMPTS, PRIORITY_RANGE, check_fields, key_priority, no_nul};
 pub use gate::{DirectRunTicket, Gate};
+pub use idempotency::same_job;
+pub use quota::key_quotas;
+pub use refusal::{IN_FLIGHT_RETRY_SECS, Refusal};

@@ -118,10 +118,7 @@ pub async fn get(
     let jobs = turns_of(&state, &caller, whose.owner.as_deref(), &id).await?;
     let mut turns = Vec::with_capacity(jobs.len());
     for job in &jobs {
-        turns.push(turn(
-            job,
-            super::runtime::trace::agents_used(&state, job).await?,
-        ));
+        turns.push(turn(job, super::job_trace::agents_used(&state, job).await?));
     }
     Ok(Json(json!({"conversation_id": id, "turns": turns})))
 }

@@ -230,6 +230,49 @@ impl From<crate::queue::QueueError> for ApiError {
     }
 }
 
+/// Admission's refusals (`crate::admit::Refusal`) as the API says them:
+/// a 422 for a field that is not sound or a bundle that is not loaded, a
+/// 429 with `Retry-After` for a key's quota, a 409 for an idempotency key
+/// used for another job; each names its field and keeps the rule's words.
+impl From<crate::admit::Refusal> for ApiError {
+    fn from(refusal: crate::admit::Refusal) -> Self {
+        if let crate::admit::Refusal::Store(e) = refusal {
+            return e.into();
+        }
+        let error = Self {
+            code: refusal_code(&refusal),
+            message: refusal.to_string(),
+            field: refusal.field().map(str::to_string),
+            retry_after: None,
+        };
+        match refusal.retry_after() {
+            Some(seconds) => error.retry_after(seconds),
+            None => error,
+        }
+    }
+}
+
+/// The code of each admission refusal (a store's trouble is the queue's
+/// error, mapped above it).
+fn refusal_code(refusal: &crate::admit::Refusal) -> ErrorCode {
+    use crate::admit::Refusal;
+    match refusal {
+        Refusal::UnknownBundle { .. } => ErrorCode::UnknownBundle,
+        Refusal::Rate { .. } | Refusal::BatchOverRate { .. } | Refusal::InFlight { .. } => {
+            ErrorCode::QuotaExceeded
+        }
+        Refusal::KeyReused { .. } => ErrorCode::IdempotencyConflict,
+        Refusal::Nul { .. }
+        | Refusal::BlankIdempotencyKey
+        | Refusal::Attempts { .. }
+        | Refusal::Priority { .. }
+        | Refusal::KeyPriority { .. }
+        | Refusal::NotHttp { .. }
+        | Refusal::Egress { .. } => ErrorCode::InvalidRequest,
+        Refusal::Store(_) => ErrorCode::Internal,
+    }
+}
+
 /// A daily budget with nothing left: a 429 a client retries after the
 /// rolling day frees some (the key's quota, or the bundle's budget).
 fn daily_refusal(refusal: crate::budget::DailyRefusal) -> ApiError {
@@ -306,6 +349,77 @@ mod tests {
                 RETRY_AFTER_SECS.to_string().as_str()
             );
         }
+    }
+
+    #[test]
+    fn admission_refusals_keep_their_status_field_and_retry_after() {
+        use crate::admit::Refusal;
+        let cases = [
+            (
+                Refusal::Nul {
+                    field: "variables.a".into(),
+                },
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("variables.a"),
+                None,
+            ),
+            (
+                Refusal::UnknownBundle {
+                    field: "model".into(),
+                    name: "x".into(),
+                    loaded: vec!["a".into(), "b".into()],
+                },
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some("model"),
+                None,
+            ),
+            (
+                Refusal::Rate {
+                    key: "k".into(),
+                    per_minute: 1,
+                    wait_secs: 42,
+                },
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                Some("42"),
+            ),
+            (
+                Refusal::InFlight {
+                    key: "k".into(),
+                    in_flight: 2,
+                    max: 2,
+                },
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                Some("5"),
+            ),
+            (
+                Refusal::KeyReused {
+                    key: "same".into(),
+                    job: crate::queue::JobId::from("j1"),
+                    differs: "input",
+                },
+                StatusCode::CONFLICT,
+                Some("idempotency_key"),
+                None,
+            ),
+        ];
+        for (refusal, status, field, retry) in cases {
+            let message = refusal.to_string();
+            let error = ApiError::from(refusal);
+            assert_eq!(error.message, message);
+            assert_eq!(error.field.as_deref(), field, "{message}");
+            let response = error.into_response();
+            assert_eq!(response.status(), status, "{message}");
+            let retry_after = response.headers().get("retry-after");
+            assert_eq!(
+                retry_after.and_then(|v| v.to_str().ok()),
+                retry,
+                "{message}"
+            );
+        }
+        let store = Refusal::Store(QueueError::NotFound(crate::queue::JobId::from("j1")));
+        assert_eq!(ApiError::from(store).code, ErrorCode::NotFound);
     }
 
     #[test]

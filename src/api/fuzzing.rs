@@ -20,8 +20,11 @@ pub fn submit_body(data: &[u8]) {
     };
     let key = request.idempotency_key.clone();
     // The wire's checks, then admission's own rules on the job's fields.
-    let checked = super::jobs::validated(request, &Default::default())
-        .and_then(|job| super::admission::check_fields(&job).map(|()| job));
+    let checked = super::jobs::validated(request, &Default::default()).and_then(|job| {
+        crate::admit::check_fields(&job)
+            .map(|()| job)
+            .map_err(super::error::ApiError::from)
+    });
     match checked {
         Ok(job) => {
             assert!(

@@ -28,6 +28,7 @@ mod feed;
 mod fork;
 pub mod fuzzing;
 pub mod guard;
+mod job_trace;
 mod jobs;
 pub mod limits;
 pub mod mcp;

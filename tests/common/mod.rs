@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod fake_agent;
 pub mod otlp;
+pub mod peer;
 pub mod postgres;
 pub mod sample_plugins;
 

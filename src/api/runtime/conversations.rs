@@ -69,7 +69,7 @@ async fn turn(state: &AppState, job: &Job) -> Result<Vec<Value>, ApiError> {
             Err(error) => format!("Error: {error}"),
         };
         let mut reply = message(false, &content, job.finished_at.as_ref());
-        let (trace, used) = super::trace::answered_trace(state, job).await?;
+        let (trace, used) = super::super::job_trace::answered_trace(state, job).await?;
         reply["agents_used"] = json!(used);
         reply["execution_trace"] = json!(trace);
         reply["job_id"] = json!(job.id);

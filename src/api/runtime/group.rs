@@ -81,7 +81,8 @@ pub async fn group_chat(
         super::Answer::Streamed(frames) => return Ok(frames),
         super::Answer::Answered(job, answer) => (job, answer),
     };
-    let (trace, _) = super::trace::execution_trace(&state, &job, request.verbose).await?;
+    let (trace, _) =
+        super::super::job_trace::execution_trace(&state, &job, request.verbose).await?;
     let result = job.result.clone().unwrap_or_default();
     let mut reply = envelope(&conversation, GROUP_RUNTIME, &request.user_id, &answer);
     for key in ["agent_responses", "agents_used", "rounds", "terminated_by"] {

@@ -10,7 +10,6 @@ mod conversations;
 mod group;
 mod query;
 mod stream;
-pub(super) mod trace;
 
 use axum::Router;
 use axum::response::IntoResponse;

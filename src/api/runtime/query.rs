@@ -77,7 +77,8 @@ pub async fn query(
         super::Answer::Streamed(frames) => return Ok(frames),
         super::Answer::Answered(job, answer) => (job, answer),
     };
-    let (trace, used) = super::trace::execution_trace(&state, &job, request.verbose).await?;
+    let (trace, used) =
+        super::super::job_trace::execution_trace(&state, &job, request.verbose).await?;
     let mut reply = envelope(&conversation, RUNTIME, &request.user_id, &answer);
     reply["execution_trace"] = json!(trace);
     reply["agents_used"] = json!(used);

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::super::AppState;
 use super::super::feed::{Item, approval_required};
-use super::trace::{AgentTools, query_of, response_of, top_level};
+use super::super::job_trace::{AgentTools, query_of, response_of, top_level};
 use crate::events::EventEnvelope;
 use crate::events::answer::AnswerStream;
 use crate::events::live::Token;
@@ -228,7 +228,7 @@ impl Frames {
         };
         // What of the answer did not stream goes before the complete frame.
         let mut frames = content(&self.answer.end(answer));
-        let used = match super::trace::agents_used(&self.state, job).await {
+        let used = match super::super::job_trace::agents_used(&self.state, job).await {
             Ok(used) => used,
             Err(e) => return vec![data(&json!({"error": e.message})), done()],
         };

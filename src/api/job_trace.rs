@@ -1,4 +1,5 @@
-//! What a runtime job did, read back from its durable record: the agent
+//! What a runtime job did, read back from its durable record (for the
+//! runtime API's answers and streams, and a conversation's turns): the agent
 //! calls (from its `ToolCall` / `ToolResult` events, with the full reply
 //! from its journal, since events carry only a preview), the other tool
 //! calls and model turns for a verbose trace, and the agents used.
@@ -7,13 +8,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
-use super::super::AppState;
-use super::super::error::ApiError;
+use super::AppState;
+use super::error::ApiError;
 use crate::journal::{JournalEntry, RecordedReply, RecordedResult};
 use crate::queue::Job;
 
 /// Which of a job's tools call agents, and the agent each calls.
-pub(crate) enum AgentTools {
+pub(super) enum AgentTools {
     /// A router's `agent` / `http_agent` tools: tool name → agent id.
     Tools(BTreeMap<String, String>),
     /// A group chat: every call is an agent, named by its id.
@@ -148,7 +149,7 @@ pub(super) async fn execution_trace(
 /// The agents a job used: a group chat's speakers as its result lists them
 /// (its selector decides, it does not answer), else those of its trace
 /// (see [`execution_trace`]).
-pub(crate) async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<String>, ApiError> {
+pub(super) async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<String>, ApiError> {
     match listed_agents(job) {
         Some(used) => Ok(used),
         None => Ok(execution_trace(state, job, false).await?.1),
