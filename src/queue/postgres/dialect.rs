@@ -456,9 +456,12 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     }
 
     async fn renew(&mut self, id: &str, attempt: u32, expires: i64, now: i64) -> Res<Option<bool>> {
-        let sql = "UPDATE jobs SET lease_expires_at = $3, updated_at = $4 WHERE id = $1 AND attempts = $2 AND state = 'running' RETURNING cancel_requested";
+        let sql = format!(
+            "WITH {JOB_ROW} UPDATE jobs SET lease_expires_at = $3, updated_at = $4 FROM job
+             WHERE jobs.id = job.id AND job.attempts = $2 AND job.state = 'running' RETURNING jobs.cancel_requested"
+        );
         let row = self
-            .first(sql, &[&id, &int(attempt), &expires, &now])
+            .first(&sql, &[&id, &int(attempt), &expires, &now])
             .await?;
         Ok(match row {
             Some(row) => Some(row.try_get::<_, bool>(0)?),
@@ -622,6 +625,17 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
 /// defaults.
 pub(super) const BEGIN_HOT: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan; \
      SET LOCAL enable_seqscan = off; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off";
+
+/// A job's row by its id (`$1`), locked, as the CTE `job`: the hot path's
+/// statements find the row this way and test its state and attempt after.
+/// A fence (`MATERIALIZED`), so that the test cannot reach the scan: with
+/// `state = 'running'` in it, a generic plan walked the whole partial index
+/// of running jobs (`jobs_lease`) for one id, and with a snapshot held the
+/// index holds every lease since: 20,653 buffers for one journal step,
+/// measured (docs/daemon.md).
+pub(super) const JOB_ROW: &str =
+    "job AS MATERIALIZED (SELECT id, state, attempts, cancel_requested, max_attempts, crash_resumes
+                                  FROM jobs WHERE id = $1 FOR UPDATE)";
 
 /// `statements` in one hot-path transaction, in one round trip: `BEGIN_HOT`,
 /// them and `COMMIT` pipelined on `client` (each statement must be prepared

@@ -15,7 +15,7 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{NOW, PgTx};
+use super::dialect::{JOB_ROW, NOW, PgTx};
 use super::hot::{APPENDED, Appended, EventRows, events_cte};
 use super::pool::Writes;
 use crate::events::Event;
@@ -106,8 +106,9 @@ fn columns(end: &End<'_>) -> Res<VariantColumns> {
 
 const SQL: &str = "
  WITH t AS (SELECT {NOW} AS now),
- cur AS (SELECT id, cancel_requested, attempts < max_attempts + crash_resumes AS retry_ok FROM jobs
-         WHERE id = $1 AND state = 'running' AND attempts = $2 FOR UPDATE),
+ {JOB_ROW},
+ cur AS (SELECT id, cancel_requested, attempts < max_attempts + crash_resumes AS retry_ok FROM job
+         WHERE state = 'running' AND attempts = $2),
  hooked AS (SELECT EXISTS (SELECT 1 FROM job_webhooks WHERE job_id = $1)
                    OR EXISTS (SELECT 1 FROM a2a_push_configs WHERE job_id = $1) AS yes),
  v AS (SELECT * FROM unnest($6::bool[], $7::bool[], $8::text[], $9::text[], $10::text[], $11::bigint[],
@@ -154,6 +155,7 @@ const RAISE_REFUSED: &str = ", CASE WHEN EXISTS (SELECT 1 FROM cur) AND NOT (SEL
 fn filled(raising: bool) -> String {
     let sql = SQL
         .replace("{NOW}", NOW)
+        .replace("{JOB_ROW}", JOB_ROW)
         .replace(
             "{EVENTS}",
             &events_cte(NEW_EVENTS, "NOT (SELECT yes FROM hooked)"),

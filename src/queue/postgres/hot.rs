@@ -7,7 +7,7 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{NOW, PgTx};
+use super::dialect::{JOB_ROW, NOW, PgTx};
 use super::group;
 use super::pool::Writes;
 use crate::queue::op::{Heartbeat, RecordSteps};
@@ -25,9 +25,9 @@ fn int(n: u32) -> i32 {
 /// Renews a current attempt's lease: one `UPDATE`.
 pub(super) async fn heartbeat(w: &Writes, op: &Heartbeat) -> Result<HeartbeatReply, QueueError> {
     let sql = format!(
-        "WITH t AS (SELECT {NOW} AS now)
-         UPDATE jobs SET lease_expires_at = t.now + $3, updated_at = t.now FROM t
-         WHERE id = $1 AND attempts = $2 AND state = 'running' RETURNING cancel_requested"
+        "WITH t AS (SELECT {NOW} AS now), {JOB_ROW}
+         UPDATE jobs SET lease_expires_at = t.now + $3, updated_at = t.now FROM t, job
+         WHERE jobs.id = job.id AND job.state = 'running' AND job.attempts = $2 RETURNING jobs.cancel_requested"
     );
     let client = w.client().await?;
     let pg = PgTx::new(&client);
@@ -207,7 +207,8 @@ fn record_steps_statement() -> &'static str {
     static STATEMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     STATEMENT.get_or_init(|| {
         format!(
-            "WITH cur AS (SELECT id FROM jobs WHERE id = $1 AND state = 'running' AND attempts = $2 FOR UPDATE),
+            "WITH {JOB_ROW},
+             cur AS (SELECT id FROM job WHERE state = 'running' AND attempts = $2),
              {},
              errors AS (UPDATE jobs SET tool_errors = tool_errors + x.n FROM added_errors x
                         WHERE jobs.id IN (SELECT id FROM ok) AND x.n > 0 RETURNING 1),
