@@ -147,6 +147,23 @@ async fn chat_completions_hold_the_answer_to_the_response_format() {
     // Not retried: a new attempt would read the same answer from the journal.
     assert_eq!(requests_for(&mock, "Bob").len(), 1);
 
+    // Streamed, the answer's text has gone out when the check fails: the
+    // last chunk before `[DONE]` is the error.
+    let body = json!({"model": "bundle/people", "stream": true, "response_format": chat_format(),
+                      "messages": [{"role": "user", "content": "Bob, streamed"}]});
+    let response = client()
+        .post(daemon.url("/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let events = common::daemon::read_sse_response(response, None).await;
+    let data: Vec<&str> = events.iter().map(|(_, _, data)| data.as_str()).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{data:?}");
+    let error: Value = serde_json::from_str(data[data.len() - 2]).unwrap();
+    assert_eq!(error["error"]["code"], "job_failed", "{error}");
+    assert_names_the_failing_path(error["error"]["message"].as_str().unwrap());
+
     let (status, body) = chat(
         &daemon,
         "bundle/people",
@@ -186,6 +203,8 @@ async fn responses_hold_the_answer_to_text_format() {
     assert_eq!(body["status"], "completed", "{body}");
     let answer: Value = serde_json::from_str(body["output_text"].as_str().unwrap()).unwrap();
     assert_eq!(answer, json!({"name": "Ada", "age": 36}));
+    // The response echoes the format it holds to, in the Responses shape.
+    assert_eq!(body["text"], text_format(), "{body}");
     assert_eq!(
         requests_for(&mock, "Ada")[0]["response_format"],
         chat_format(),
