@@ -59,7 +59,8 @@ pub(super) fn held_to_format(job: &LeasedJob, outcome: Outcome) -> Outcome {
     match format.check(answer) {
         Ok(()) => outcome,
         Err(mismatch) => Outcome::Failed {
-            error: format!("job {}: {mismatch}", job.id),
+            // Every view of the failure names the job already.
+            error: mismatch.to_string(),
             retryable: false,
         },
     }
