@@ -103,6 +103,9 @@ pub struct RunOptions {
     /// Offer the model only these of the bundle's tools (the job's `tools`
     /// variable); `None` offers all.
     pub tools: Option<Vec<String>>,
+    /// The shape the final answer must have (the job's `answer_format`),
+    /// asked of the model; the caller checks the answer.
+    pub answer_format: Option<crate::types::AnswerFormat>,
 }
 
 /// Runs loaded bundles as agents; runs the bundles nested in them from the
@@ -172,6 +175,10 @@ impl Runner {
         config.record_messages = options.record_messages;
         config.call_budget = options.call_budget.clone();
         config.budget = budget.cloned();
+        config.answer = options
+            .answer_format
+            .as_ref()
+            .map(|format| loaded.bundle.answer_shape(format));
         let (tools, shapes) = self.offered_tools(loaded, options, reach)?;
         if let Some(shapes) = shapes {
             config.shape = shapes.default;

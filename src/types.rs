@@ -3,7 +3,14 @@
 //! message type, plus their exact
 //! conversion to and from the OpenAI chat-completions wire format.
 //!
+//! A caller's answer format (a JSON Schema the final answer is held to) is
+//! in [`answer`].
+//!
 //! This module knows nothing about models, HTTP or tools; it is pure data.
+
+pub mod answer;
+
+pub use answer::AnswerFormat;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

@@ -5,8 +5,9 @@
 //! bundle whose tools the daemon runs (the SDK must take those calls as
 //! run, never as calls of its own to make: issue 49), a next turn that
 //! sends that run's history back (the daemon's calls in it), streamed,
-//! and an agent with a tool of its own, which the daemon refuses with a
-//! 400 naming `tools`.
+//! an agent with a tool of its own, which the daemon refuses with a 400
+//! naming `tools`, and an agent's `output_type` (a pydantic model), which
+//! the daemon holds the answer to (issue 49).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -151,4 +152,86 @@ async fn the_agents_sdk_runs_bundles_over_chat_completions() {
         json!([{"kind": "message_output_item", "type": "message", "output": null, "name": null}]);
     assert_eq!(seen["tools"]["items"], only_answer, "{seen}");
     assert_eq!(seen["streamed"]["items"], only_answer, "{seen}");
+}
+
+/// Ada matches the `Person` the agent asks for; Bob's age is text.
+const PEOPLE_SCRIPT: &str = r#"
+replies:
+  - match: "Ada"
+    content: '{"name": "Ada", "age": 36}'
+  - match: "Bob"
+    content: '{"name": "Bob", "age": "old"}'
+"#;
+
+/// A bundle on an OpenAI server, which takes the format as
+/// `response_format`.
+const PEOPLE: &str = "name: people\nversion: \"1\"\nmodel: {endpoint: mock, name: m, server: openai}\nprompts: {user: \"{{ input }}\"}\n";
+
+/// Runs the `output_type` driver with `class`: what it saw, and the
+/// `response_format` of each model request the daemon made.
+async fn drive_output_type(class: &str) -> (Value, Vec<Value>) {
+    let mock = mock_server(PEOPLE_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("people", PEOPLE);
+    let daemon = site.start();
+    let base = daemon.url("/v1");
+    let class = class.to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python_current())
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/data/agents_sdk/output_type.py"
+            ))
+            .args([&base, &class, "bundle/people"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        daemon.log()
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(daemon.stop(), Some(0));
+    let formats = mock
+        .requests()
+        .iter()
+        .map(|r| r["response_format"].clone())
+        .collect();
+    (seen, formats)
+}
+
+/// What both model classes must see: `Person`s for Ada, streamed or not;
+/// the model asked for the SDK's schema each time; Bob's answer refused
+/// naming the field that does not match.
+fn check_output_type(seen: &Value, formats: &[Value]) {
+    let ada = json!({"type": "Person", "value": {"name": "Ada", "age": 36}});
+    assert_eq!(seen["ada"], ada, "{seen}");
+    assert_eq!(seen["streamed"], ada, "{seen}");
+    assert_eq!(formats.len(), 3, "{formats:?}");
+    for format in formats {
+        assert_eq!(format["type"], "json_schema", "{format}");
+        let schema = &format["json_schema"]["schema"];
+        assert_eq!(schema["properties"]["age"]["type"], "integer", "{format}");
+    }
+    let bob = &seen["bob"];
+    assert!(bob.get("error").is_some(), "{seen}");
+    let message = bob["message"].as_str().unwrap();
+    assert!(message.contains("at /age"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_gets_its_output_type_over_responses() {
+    let (seen, formats) = drive_output_type("responses").await;
+    check_output_type(&seen, &formats);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_gets_its_output_type_over_chat_completions() {
+    let (seen, formats) = drive_output_type("chat").await;
+    check_output_type(&seen, &formats);
+    assert_eq!(seen["bob"]["status"], 500, "{seen}");
 }

@@ -135,7 +135,7 @@ async fn malformed_requests_get_openai_errors_naming_the_field() {
         ),
         (
             serde_json::json!({"model": "bundle/greeter", "messages": [{"role": "user", "content": "x"}],
-                "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {}}}}),
+                "response_format": {"type": "json_schema", "json_schema": {"name": "o"}}}),
             400,
             "response_format",
         ),

@@ -29,8 +29,8 @@ use super::feed::{Feed, Item, listen_first};
 use super::jobs::wait_finished;
 use crate::events::EventEnvelope;
 use crate::events::answer::AnswerStream;
-use crate::queue::{Job, JobId, NewJob};
-use crate::types::{Message, Role};
+use crate::queue::{Controls, Job, JobId, NewJob};
+use crate::types::{AnswerFormat, Message, Role};
 
 /// The prefix that names a bundle as a model.
 const MODEL_PREFIX: &str = "bundle/";
@@ -208,6 +208,7 @@ async fn start(
         request,
         bundle,
         input,
+        answer_format,
     } = parse(body)?;
     // Refused before the stream listens (admission checks again).
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
@@ -231,6 +232,10 @@ async fn start(
         input,
         messages: Some(request.messages),
         traceparent,
+        controls: Controls {
+            answer_format,
+            ..Controls::default()
+        },
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
@@ -245,6 +250,8 @@ pub(super) struct Parsed {
     pub bundle: String,
     /// The last user message's text: the job's input.
     pub input: String,
+    /// The `response_format` the answer is held to.
+    pub answer_format: Option<AnswerFormat>,
 }
 
 /// Reads a request body: JSON of the right shape, a `bundle/<name>` model,
@@ -259,13 +266,15 @@ pub(super) fn parse(body: &[u8]) -> Result<Parsed, OpenAiError> {
         OpenAiError::invalid(param, format!("invalid chat completion request: {e}"))
     })?;
     let bundle = bundle_of(&request.model)?;
+    refuse_unsupported(&request.rest)?;
     let format = request.rest.get("response_format").unwrap_or(&Value::Null);
-    refuse_unsupported(&request.rest, "response_format", format)?;
+    let answer_format = answer_format("response_format", format)?;
     let input = last_user_text(&request.messages)?;
     Ok(Parsed {
         request,
         bundle,
         input,
+        answer_format,
     })
 }
 
@@ -292,13 +301,8 @@ pub(super) fn bundle_of(model: &str) -> Result<String, OpenAiError> {
 /// not honour: silently dropped, they break the client later and worse (a
 /// caller's tool is never called, a structured `output_type` fails to
 /// parse). A bundle runs its own tools, decided by its definition, and
-/// answers once. `format` is the structured-output parameter, named
-/// `format_param` (`response_format`, or `text.format` on responses).
-pub(super) fn refuse_unsupported(
-    rest: &Map<String, Value>,
-    format_param: &str,
-    format: &Value,
-) -> Result<(), OpenAiError> {
+/// answers once.
+pub(super) fn refuse_unsupported(rest: &Map<String, Value>) -> Result<(), OpenAiError> {
     if let Some(n) = rest
         .get("n")
         .filter(|n| !n.is_null() && n.as_u64() != Some(1))
@@ -334,15 +338,18 @@ pub(super) fn refuse_unsupported(
             ));
         }
     }
-    match format["type"].as_str() {
-        None | Some("text") => Ok(()),
-        Some(kind) => Err(OpenAiError::invalid(
-            format_param,
-            format!(
-                "{format_param} of type {kind:?} is not supported: the bundle decides the shape of its answer; leave {format_param} out"
-            ),
-        )),
-    }
+    Ok(())
+}
+
+/// The answer format a request asks for in `format`, the structured-output
+/// parameter named `param` (`response_format`, or `text.format` on
+/// responses): held to by the job (asked of the model, checked at the
+/// end), or refused naming the parameter when it cannot be.
+pub(super) fn answer_format(
+    param: &str,
+    format: &Value,
+) -> Result<Option<AnswerFormat>, OpenAiError> {
+    AnswerFormat::from_wire(format).map_err(|e| OpenAiError::invalid(param, format!("{param} {e}")))
 }
 
 /// The text of the last user message (the job's `input`), checking that

@@ -246,6 +246,17 @@ impl Bundle {
             record_messages: false,
             call_budget: None,
             budget: None,
+            answer: None,
+        }
+    }
+
+    /// A caller's answer format as this bundle's requests ask for it: on
+    /// the wire of its server family, beside the tools where the server
+    /// keeps the two apart (OpenAI).
+    pub fn answer_shape(&self, format: &crate::types::AnswerFormat) -> crate::kernel::AnswerShape {
+        crate::kernel::AnswerShape {
+            fragment: self.target.wire.answer(format),
+            beside_tools: self.target.server == crate::model::ServerKind::Openai,
         }
     }
 }

@@ -7,8 +7,10 @@
 //! The kernel knows nothing of HTTP servers, the queue or telemetry: it calls
 //! traits and emits events.
 
+mod answer;
 pub mod history;
 
+pub use answer::AnswerShape;
 pub use history::{History, HistoryPlugin, HistoryPluginError, HistoryStrategy, OnMaxTurns};
 
 use std::collections::BTreeMap;
@@ -108,6 +110,9 @@ pub struct KernelConfig {
     /// What the job may spend, shared with its other runs; checked before
     /// each model call and each tool call.
     pub budget: Option<Budget>,
+    /// A caller's answer format, asked of the model on the turns that may
+    /// answer (see [`AnswerShape::for_turn`]).
+    pub answer: Option<AnswerShape>,
 }
 
 /// Why a tool call is answered without running its tool.
@@ -170,6 +175,7 @@ impl Default for KernelConfig {
             record_messages: false,
             call_budget: None,
             budget: None,
+            answer: None,
         }
     }
 }
@@ -349,7 +355,10 @@ impl Kernel {
         body.insert("model".into(), json!(model));
         // `tool_choice` is left out (not "none") when there are no tools:
         // several servers reject "none" without tools.
-        if let Some(tools) = self.plugin.format_tools(schemas) {
+        let offered = self.plugin.format_tools(schemas);
+        let answer = self.config.answer.as_ref();
+        let answer = answer.and_then(|a| a.for_turn(shape, offered.is_some()));
+        if let Some(tools) = offered {
             if shape.list_tools {
                 body.insert("tools".into(), tools);
                 body.insert("tool_choice".into(), shape.tool_choice.to_wire());
@@ -358,9 +367,11 @@ impl Kernel {
             }
         }
         body.insert("messages".into(), Value::Array(wire_messages));
+        let no_answer = Map::new();
         for source in [
             &self.config.sampling,
             &shape.fragment,
+            answer.unwrap_or(&no_answer),
             &self.config.extra_body,
         ] {
             for (key, value) in source {

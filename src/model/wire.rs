@@ -1,4 +1,5 @@
-//! Where a grammar goes in the request body. Servers disagree: current vLLM
+//! Where a grammar goes in the request body, and a caller's answer format
+//! (a JSON Schema, [`WireKey::answer`]). Servers disagree: current vLLM
 //! reads `structured_outputs.{grammar,structural_tag,json}`, older vLLM reads
 //! `guided_grammar` / `guided_json`, llama.cpp reads GBNF in `grammar`, and
 //! most servers read a JSON Schema in OpenAI's `response_format`. An
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::{GrammarError, GrammarMode, gbnf};
+use crate::types::AnswerFormat;
 
 /// A grammar built by a plugin, not yet placed on the wire.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,6 +202,51 @@ impl WireKey {
     }
 }
 
+impl WireKey {
+    /// The request keys that ask for a caller's answer format: OpenAI's
+    /// `response_format` as the caller sent it (its schema's name and
+    /// `strict` kept), or the family's own JSON Schema key. Every wire
+    /// carries a JSON Schema, so every format has a place.
+    pub fn answer(self, format: &AnswerFormat) -> Map<String, Value> {
+        let mut out = Map::new();
+        match (self, format) {
+            (Self::ResponseFormat | Self::Gbnf, AnswerFormat::JsonObject) => {
+                out.insert("response_format".into(), json!({"type": "json_object"}));
+            }
+            (
+                Self::ResponseFormat | Self::Gbnf,
+                AnswerFormat::JsonSchema {
+                    name,
+                    schema,
+                    strict,
+                },
+            ) => {
+                let mut spec = json!({"name": name, "schema": schema});
+                if let Some(strict) = strict {
+                    spec["strict"] = json!(strict);
+                }
+                out.insert(
+                    "response_format".into(),
+                    json!({"type": "json_schema", "json_schema": spec}),
+                );
+            }
+            (Self::StructuredOutputs, format) => {
+                out.insert(
+                    "structured_outputs".into(),
+                    json!({"json": format.schema()}),
+                );
+            }
+            (Self::Guided, format) => {
+                out.insert("guided_json".into(), format.schema());
+            }
+            (Self::OllamaFormat, format) => {
+                out.insert("format".into(), format.schema());
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -286,6 +333,31 @@ mod tests {
                     grammar.mode().as_str()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn an_answer_format_has_a_place_on_every_wire() {
+        let format = AnswerFormat::JsonSchema {
+            name: "person".into(),
+            schema: json!({"type": "object"}),
+            strict: Some(true),
+        };
+        let out = WireKey::ResponseFormat.answer(&format);
+        assert_eq!(
+            out["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "person", "strict": true, "schema": {"type": "object"}}})
+        );
+        assert_eq!(
+            WireKey::StructuredOutputs.answer(&format)["structured_outputs"],
+            json!({"json": {"type": "object"}})
+        );
+        assert_eq!(
+            WireKey::Gbnf.answer(&AnswerFormat::JsonObject)["response_format"],
+            json!({"type": "json_object"})
+        );
+        for wire in WireKey::ALL {
+            assert_eq!(wire.answer(&format).len(), 1, "{}", wire.as_str());
         }
     }
 

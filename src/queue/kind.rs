@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::group_chat::Plan;
-use crate::types::tool_names;
+use crate::types::{AnswerFormat, tool_names};
 
 /// The variable that offers the model only some of the bundle's tools (the
 /// Python kernel's `tools=[names]`): a list of tool names, or one
@@ -72,6 +72,12 @@ pub struct Controls {
     /// conversation shows the same trace later).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub verbose: bool,
+    /// The shape the final answer must have (a wire's `response_format` or
+    /// `text.format`): asked of the model on the turns that may answer and
+    /// checked when the run ends, on every attempt (it is stored with the
+    /// job, so a job resumed after a restart still holds to it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_format: Option<AnswerFormat>,
 }
 
 impl Controls {
@@ -81,6 +87,7 @@ impl Controls {
             tools: self.tools.or(other.tools),
             max_agents: self.max_agents.or(other.max_agents),
             verbose: self.verbose || other.verbose,
+            answer_format: self.answer_format.or(other.answer_format),
         }
     }
 }
@@ -150,7 +157,7 @@ impl Asked {
             controls: Controls {
                 tools,
                 max_agents,
-                verbose: false,
+                ..Controls::default()
             },
         })
     }
@@ -208,7 +215,7 @@ mod tests {
             Controls {
                 tools: Some(vec!["a".into(), "b".into()]),
                 max_agents: Some(2),
-                verbose: false
+                ..Controls::default()
             }
         );
         assert_eq!(variables, vars(json!({"city": "Oslo"})));

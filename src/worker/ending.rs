@@ -1,12 +1,13 @@
 //! What an attempt ends with: the slot's next lease, asked for with the
-//! outcome (one write), and a run's failure as its outcome.
+//! outcome (one write), a run's failure as its outcome, and an answer that
+//! does not hold to the job's answer format as a failure.
 
 use tokio_util::sync::CancellationToken;
 
 use super::WorkerPool;
 use crate::approval::ParkedKind;
 use crate::kernel::RunFailure;
-use crate::queue::{NextLease, Outcome};
+use crate::queue::{LeasedJob, NextLease, Outcome};
 
 impl WorkerPool {
     /// The lease a slot asks for with its job's outcome: one job, unless
@@ -43,5 +44,24 @@ impl From<RunFailure> for Outcome {
                 error: failure.to_string(),
             },
         }
+    }
+}
+
+/// The outcome of a run of `job`, held to the job's answer format: a
+/// success whose answer does not match it fails the job, naming the format
+/// and where the answer fails it. Not retryable: a new attempt resumes
+/// from the journal and would read the same answer.
+pub(super) fn held_to_format(job: &LeasedJob, outcome: Outcome) -> Outcome {
+    let (Some(format), Outcome::Succeeded(result)) = (&job.controls.answer_format, &outcome) else {
+        return outcome;
+    };
+    let answer = result["output"].as_str().unwrap_or_default();
+    match format.check(answer) {
+        Ok(()) => outcome,
+        Err(mismatch) => Outcome::Failed {
+            // Every view of the failure names the job already.
+            error: mismatch.to_string(),
+            retryable: false,
+        },
     }
 }

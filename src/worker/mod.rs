@@ -267,8 +267,12 @@ impl WorkerPool {
         // call longest (a resumed job has made calls already).
         let fairness = format!("{}/{}", job.owner.as_deref().unwrap_or(""), job.bundle);
         let ticket = crate::load::ticket::JobTicket::new(job.priority, fairness, job.attempts > 1);
-        crate::load::ticket::JobTicket::scope(ticket, self.run_kind_unscoped(loaded, job, scope))
-            .await
+        let outcome = crate::load::ticket::JobTicket::scope(
+            ticket,
+            self.run_kind_unscoped(loaded, job, scope),
+        )
+        .await;
+        ending::held_to_format(job, outcome)
     }
 
     async fn run_kind_unscoped(
@@ -309,6 +313,7 @@ impl WorkerPool {
             record_messages: self.settings.record_messages,
             call_budget: agent_budget(&self.registry.snapshot(), loaded, job),
             tools: job.controls.tools.clone(),
+            answer_format: job.controls.answer_format.clone(),
         };
         match self.runner.run(loaded, messages, &options, scope).await {
             Ok(run) => Outcome::Succeeded(json!({

@@ -47,8 +47,7 @@ impl WorkflowHost for Host<'_> {
         let run = self.run;
         let options = RunOptions {
             record_messages: run.record_messages,
-            call_budget: None,
-            tools: None,
+            ..RunOptions::default()
         };
         let scope = run
             .scope

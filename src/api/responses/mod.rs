@@ -32,10 +32,10 @@ use super::auth::Caller;
 use super::body::{Path, Query};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
-use super::openai::{OpenAiError, bundle_of, refuse_unsupported};
+use super::openai::{OpenAiError, answer_format, bundle_of, refuse_unsupported};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
-use crate::queue::{Job, JobId, JobState, NewJob};
+use crate::queue::{Controls, Job, JobId, JobState, NewJob};
 use object::{PREVIOUS_RESPONSE, job_of, response};
 use stream::{Frame, Translator};
 
@@ -179,7 +179,8 @@ async fn start(
         .rest
         .get("text")
         .map_or(&Value::Null, |text| &text["format"]);
-    refuse_unsupported(&request.rest, "text.format", format)?;
+    refuse_unsupported(&request.rest)?;
+    let answer_format = answer_format("text.format", format)?;
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
     let id = JobId::new();
@@ -206,6 +207,10 @@ async fn start(
         variables,
         conversation_id,
         traceparent: trace.or_metadata(request.metadata.as_ref()),
+        controls: Controls {
+            answer_format,
+            ..Controls::default()
+        },
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;

@@ -76,6 +76,7 @@ pub fn response(job: &Job, items: &[Value]) -> Value {
         "top_p": null,
         "tool_choice": "auto",
         "tools": [],
+        "text": {"format": text_format(job)},
         "background": null,
         "usage": {
             "input_tokens": count("prompt_tokens"),
@@ -85,6 +86,16 @@ pub fn response(job: &Job, items: &[Value]) -> Value {
             "total_tokens": count("total_tokens"),
         },
     })
+}
+
+/// The response's `text.format`: the answer format the job holds to, in
+/// the Responses API's own (flat) shape, or `text`.
+fn text_format(job: &Job) -> Value {
+    job.controls
+        .answer_format
+        .as_ref()
+        .and_then(|format| serde_json::to_value(format).ok())
+        .unwrap_or_else(|| json!({"type": "text"}))
 }
 
 /// The response's `metadata` (string values only, as the API has them):
