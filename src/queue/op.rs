@@ -57,6 +57,11 @@ pub(crate) trait Write: Operation {
     /// steps) and operators' decisions wait, because they are what drains
     /// the backlog.
     const REFUSED_WHEN_BUSY: bool = false;
+    /// Whether it may queue a job at a place the leases have passed (put
+    /// back with its old `run_at`, or new with one in the past): a store
+    /// whose leases start where they last leased (PostgreSQL's cursors)
+    /// then looks from every key's head at its next lease.
+    const MAY_QUEUE_BEHIND: bool = false;
 }
 
 /// An operation that only reads: one statement or a few, no rule, outside
@@ -100,6 +105,7 @@ impl Operation for SubmitMany {
 
 impl Write for SubmitMany {
     const REFUSED_WHEN_BUSY: bool = true;
+    const MAY_QUEUE_BEHIND: bool = true;
 }
 
 /// Leases up to `n` of the best runnable jobs.
@@ -234,7 +240,9 @@ impl Operation for Release {
     }
 }
 
-impl Write for Release {}
+impl Write for Release {
+    const MAY_QUEUE_BEHIND: bool = true;
+}
 
 /// Cancels a queued or parked job; asks a running one to stop.
 pub(crate) struct Cancel {
@@ -265,7 +273,9 @@ impl Operation for Resolve {
     }
 }
 
-impl Write for Resolve {}
+impl Write for Resolve {
+    const MAY_QUEUE_BEHIND: bool = true;
+}
 
 /// A person's decision on the call an `awaiting_approval` job waits for.
 pub(crate) struct DecideApproval {
@@ -292,7 +302,9 @@ impl Operation for DecideApproval {
     }
 }
 
-impl Write for DecideApproval {}
+impl Write for DecideApproval {
+    const MAY_QUEUE_BEHIND: bool = true;
+}
 
 /// Denies the calls whose approval timeout passed.
 pub(crate) struct ExpireApprovals {
@@ -309,7 +321,9 @@ impl Operation for ExpireApprovals {
     }
 }
 
-impl Write for ExpireApprovals {}
+impl Write for ExpireApprovals {
+    const MAY_QUEUE_BEHIND: bool = true;
+}
 
 /// Records journal steps with the events held until then.
 pub(crate) struct RecordSteps {
@@ -379,7 +393,9 @@ impl Operation for MoveVersion {
     }
 }
 
-impl Write for MoveVersion {}
+impl Write for MoveVersion {
+    const MAY_QUEUE_BEHIND: bool = true;
+}
 
 /// Deletes up to `limit` jobs that finished before `cutoff` (ms).
 pub(crate) struct PurgeFinished {

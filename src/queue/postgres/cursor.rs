@@ -8,7 +8,8 @@
 //! Measured with a snapshot held 120 s: leases down 72.5 %, one lease's
 //! buffers 1,174 → 2,314 (docs/daemon.md). So a daemon remembers, per key,
 //! where it last leased — the job's place in the index: minus its priority,
-//! its `run_at` — and starts the key's next scan there; a job of a higher
+//! its `run_at`, its id (a backlog submitted in bulk holds dozens of jobs
+//! in one millisecond) — and starts the key's next scan there; a job of a higher
 //! priority, which sorts before that place, is found by a probe of the
 //! range before it, which holds none of the leased jobs' entries. It also
 //! remembers the database time up to which it left no abandoned run, and
@@ -53,15 +54,17 @@ const MAX_KEYS: usize = 4096;
 const HEAD: Mark = Mark {
     neg_priority: i64::MIN,
     run_at: i64::MIN,
+    id: String::new(),
 };
 
 /// A job's place among its key's queued jobs, in `jobs_fair_from`'s order
 /// (minus the priority first, so that the order is ascending and a scan can
 /// start at a place).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct Mark {
     pub neg_priority: i64,
     pub run_at: i64,
+    pub id: String,
 }
 
 /// How a lease finds its jobs.
@@ -75,6 +78,7 @@ pub(super) enum Walk {
         keys: Vec<String>,
         neg_priorities: Vec<i64>,
         run_ats: Vec<i64>,
+        ids: Vec<String>,
         expired_after: i64,
     },
 }
@@ -95,7 +99,8 @@ pub(super) struct Seen {
 
 impl Seen {
     /// Reads the columns from `at` of a lease statement's rows: the job's
-    /// key (NULL for an abandoned run), minus its priority, its `run_at`,
+    /// key (NULL for an abandoned run), minus its priority, its `run_at`
+    /// (its id is the row's first column),
     /// the statement's time and the keys found ready. A row without a job
     /// (nothing was due) carries only the last two.
     pub(super) fn read(rows: &[Row], at: usize) -> Result<Self, tokio_postgres::Error> {
@@ -108,15 +113,17 @@ impl Seen {
             }
             let key: Option<String> = row.try_get(at)?;
             let run_at: Option<i64> = row.try_get(at + 2)?;
-            match (key, run_at) {
-                (Some(key), Some(run_at)) => seen.leased.push((
+            let id: Option<String> = row.try_get(0)?;
+            match (key, run_at, id) {
+                (Some(key), Some(run_at), Some(id)) => seen.leased.push((
                     key,
                     Mark {
                         neg_priority: row.try_get(at + 1)?,
                         run_at,
+                        id,
                     },
                 )),
-                (None, Some(_)) => seen.leased_abandoned = true,
+                (None, Some(_), Some(_)) => seen.leased_abandoned = true,
                 _ => {}
             }
         }
@@ -172,17 +179,26 @@ impl Cursors {
         let full_due = state.next_full.is_none_or(|at| now >= at);
         match state.expired_after {
             Some(expired_after) if !full_due => {
-                let mut walk = (Vec::new(), Vec::new(), Vec::new());
+                let n = state.keys.len();
+                let mut walk = (
+                    Vec::with_capacity(n),
+                    Vec::with_capacity(n),
+                    Vec::with_capacity(n),
+                    Vec::with_capacity(n),
+                );
+                let head = HEAD;
                 for (key, known) in &state.keys {
-                    let from = known.from.unwrap_or(HEAD);
+                    let from = known.from.as_ref().unwrap_or(&head);
                     walk.0.push(key.clone());
                     walk.1.push(from.neg_priority);
                     walk.2.push(from.run_at);
+                    walk.3.push(from.id.clone());
                 }
                 Walk::FromCursors {
                     keys: walk.0,
                     neg_priorities: walk.1,
                     run_ats: walk.2,
+                    ids: walk.3,
                     expired_after,
                 }
             }
@@ -253,8 +269,10 @@ impl Cursors {
             }
         }
         for (key, mark) in &seen.leased {
-            if let Some(known) = state.keys.get_mut(key) {
-                known.from = known.from.max(Some(*mark));
+            if let Some(known) = state.keys.get_mut(key)
+                && known.from.as_ref().is_none_or(|from| from < mark)
+            {
+                known.from = Some(mark.clone());
             }
         }
         if state.keys.len() > MAX_KEYS {
@@ -293,6 +311,7 @@ mod tests {
                     let mark = Mark {
                         neg_priority: *p,
                         run_at: *r,
+                        id: format!("j{r}"),
                     };
                     (k.to_string(), mark)
                 })

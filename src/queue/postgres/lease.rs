@@ -220,6 +220,7 @@ impl LeaseParams {
             keys,
             neg_priorities,
             run_ats,
+            ids,
             expired_after,
         } = &self.walk
         {
@@ -227,6 +228,7 @@ impl LeaseParams {
                 keys as &(dyn ToSql + Sync),
                 neg_priorities,
                 run_ats,
+                ids,
                 expired_after,
             ]);
         }
@@ -259,9 +261,9 @@ impl LeaseParams {
 /// planner cannot know (the share) made it sort the key's whole queue.
 ///
 /// The keys with due jobs are, in a full walk, every key (a skip scan); from
-/// the cursors, the keys in `$10`, each read from its place (`$11`, `$12`)
-/// unless a probe of the range before it finds a due job of a higher
-/// priority, and abandoned runs are looked for after `$13` (`cursor`).
+/// the cursors, the keys in `$10`, each read from its place (`$11`, `$12`,
+/// `$13`) unless a probe of the range before it finds a due job of a higher
+/// priority, and abandoned runs are looked for after `$14` (`cursor`).
 /// After the job's columns each row carries what the lease saw
 /// ([`Seen::read`]).
 fn lease_sql(from_cursors: bool) -> String {
@@ -270,19 +272,19 @@ fn lease_sql(from_cursors: bool) -> String {
     let selected: Vec<String> = job.map(|c| format!("s.{c}")).collect();
     let now = "(SELECT now FROM t)";
     let (keys, abandoned_after) = if from_cursors {
-        (keys_from_cursors_sql(now), "AND lease_expires_at > $13")
+        (keys_from_cursors_sql(now), "AND lease_expires_at > $14")
     } else {
         let ready_keys = ready_keys_sql(now);
         let head = "'-9223372036854775808'::bigint";
         (
-            format!("SELECT rk.k, rk.pass, {head}, {head} FROM ({ready_keys}) AS rk(k, pass)"),
+            format!("SELECT rk.k, rk.pass, {head}, {head}, '' FROM ({ready_keys}) AS rk(k, pass)"),
             "",
         )
     };
     let (base, credit) = (fair::BASE, fair::CREDIT);
     format!(
         "WITH t AS (SELECT {NOW} AS now),
-         keys(k, pass, np, r) AS ({keys}),
+         keys(k, pass, np, r, i) AS ({keys}),
          top AS (SELECT COALESCE(MAX(pass) - {credit}, 0) AS floor FROM keys),
          starts AS (SELECT keys.k, GREATEST(keys.pass, top.floor) AS start, COALESCE(s.stride, {base}) AS stride
                     FROM keys CROSS JOIN top LEFT JOIN unnest($8::text[], $9::bigint[]) AS s(k, stride) ON s.k = keys.k),
@@ -291,7 +293,7 @@ fn lease_sql(from_cursors: bool) -> String {
          shares AS (SELECT k, MIN(start) AS start, MIN(stride) AS stride, COUNT(*) AS n FROM slots GROUP BY k),
          locked AS (SELECT sh.k, sh.start, sh.stride, sh.n AS share, d.* FROM shares sh JOIN keys kk ON kk.k = sh.k CROSS JOIN LATERAL (
                       SELECT id, crash_resumes, priority, run_at, bundle, bundle_digest IS NULL AS unpinned, bundle_version AS own_version FROM jobs
-                      WHERE state = 'queued' AND {FAIR_KEY} = sh.k AND ({NEG_PRIORITY}, run_at) >= (kk.np, kk.r) AND run_at <= {now}
+                      WHERE state = 'queued' AND {FAIR_KEY} = sh.k AND ({NEG_PRIORITY}, run_at, id) >= (kk.np, kk.r, kk.i) AND run_at <= {now}
                       ORDER BY {FAIR_ORDER} LIMIT $1 FOR UPDATE SKIP LOCKED) d),
          ranked AS (SELECT locked.*, ROW_NUMBER() OVER (PARTITION BY k ORDER BY priority DESC, run_at ASC, id ASC) AS rn
                     FROM locked),
@@ -333,7 +335,7 @@ fn lease_sql(from_cursors: bool) -> String {
 }
 
 /// The keys with due jobs among those this daemon knows (`$10`), each with
-/// its pass and where its scan starts: its cursor (`$11`, `$12`), or its
+/// its pass and where its scan starts: its cursor (`$11`, `$12`, `$13`), or its
 /// head when a job of a higher priority than the cursor's is due. Both
 /// probes are `LIMIT 1` subqueries within the key's range (see
 /// `ready_keys_sql` for why not `EXISTS`); the one before the cursor reads
@@ -342,13 +344,14 @@ fn keys_from_cursors_sql(now: &str) -> String {
     let head = "'-9223372036854775808'::bigint";
     format!(
         "SELECT c.k, (SELECT MAX(fair_pass) FROM jobs WHERE {FAIR_KEY} = c.k AND fair_pass IS NOT NULL),
-                CASE WHEN c.ahead THEN {head} ELSE c.np END, CASE WHEN c.ahead THEN {head} ELSE c.r END
-         FROM (SELECT c.k COLLATE \"C\" AS k, c.np, c.r,
+                CASE WHEN c.ahead THEN {head} ELSE c.np END, CASE WHEN c.ahead THEN {head} ELSE c.r END,
+                CASE WHEN c.ahead THEN '' ELSE c.i END
+         FROM (SELECT c.k COLLATE \"C\" AS k, c.np, c.r, c.i,
                       (SELECT TRUE FROM jobs WHERE state = 'queued' AND {FAIR_KEY} = c.k
                          AND {NEG_PRIORITY} < c.np AND run_at <= {now} LIMIT 1) AS ahead
-               FROM unnest($10::text[], $11::bigint[], $12::bigint[]) AS c(k, np, r)) c
+               FROM unnest($10::text[], $11::bigint[], $12::bigint[], $13::text[]) AS c(k, np, r, i)) c
          WHERE c.ahead OR (SELECT TRUE FROM jobs WHERE state = 'queued' AND {FAIR_KEY} = c.k
-                             AND ({NEG_PRIORITY}, run_at) >= (c.np, c.r) AND run_at <= {now} LIMIT 1)"
+                             AND ({NEG_PRIORITY}, run_at, id) >= (c.np, c.r, c.i) AND run_at <= {now} LIMIT 1)"
     )
 }
 

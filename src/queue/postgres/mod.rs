@@ -230,8 +230,9 @@ impl Driver for Postgres {
     async fn write<O: Write>(&self, op: O) -> Result<O::Output, QueueError> {
         let _place = self.writes.admit(O::REFUSED_WHEN_BUSY).await?;
         let written = self.writes.transaction(&op).await;
-        // A lifecycle write may have put a job back behind a cursor.
-        self.cursors.rewind();
+        if O::MAY_QUEUE_BEHIND {
+            self.cursors.rewind();
+        }
         written
     }
 
