@@ -23,7 +23,10 @@
 //! times what the last full walk took, whichever is longer, so that walks a
 //! long-held snapshot makes slow cost at most a twentieth of the time — and
 //! sooner (after [`FULL_GAP`], or twenty times the last walk) when a lease
-//! from the cursors found nothing. A job behind a cursor waits at most that
+//! from the cursors found nothing: such a lease waits for it rather than
+//! answer "nothing" (a worker woken for a job another daemon submitted
+//! would otherwise sleep until its next poll with the job behind no cursor
+//! it knows). A job behind a cursor waits at most that
 //! long; the queue's order within a key is otherwise kept.
 
 use std::collections::HashMap;
@@ -37,7 +40,7 @@ pub(super) const FULL_EVERY: Duration = Duration::from_secs(1);
 
 /// How soon a full walk may follow the last one when a lease from the
 /// cursors found nothing.
-pub(super) const FULL_GAP: Duration = Duration::from_millis(100);
+pub(super) const FULL_GAP: Duration = Duration::from_millis(25);
 
 /// How many times what a full walk took the next one waits, at least.
 const FULL_COST_FACTOR: u32 = 20;
@@ -131,6 +134,18 @@ impl Seen {
     }
 }
 
+/// What a lease from the cursors that found nothing does next.
+#[derive(Debug, PartialEq)]
+pub(super) enum Next {
+    /// A full walk began after it did and saw all it could: it answers
+    /// nothing.
+    Covered,
+    /// A full walk, now (claimed).
+    WalkAll,
+    /// Asks again after this long (a full walk ran too recently).
+    Wait(Duration),
+}
+
 /// One daemon's cursors over one queue.
 #[derive(Default)]
 pub(super) struct Cursors(Mutex<State>);
@@ -209,17 +224,19 @@ impl Cursors {
         }
     }
 
-    /// Whether a full walk may run now, after a lease from the cursors
-    /// found nothing; if so it is this caller's.
-    pub(super) fn claim_full(&self, now: Instant) -> bool {
+    /// What a lease from the cursors that began at `began` and found
+    /// nothing does next (see [`Next`]); a full walk it is told to make is
+    /// claimed for it.
+    pub(super) fn after_nothing(&self, began: Instant, now: Instant) -> Next {
         let mut state = self.state();
-        let allowed = state
-            .last_full
-            .is_none_or(|(at, gap)| now.duration_since(at) >= gap);
-        if allowed {
-            state.claim_full(now);
+        match state.last_full {
+            Some((at, _)) if at >= began => Next::Covered,
+            Some((at, gap)) if now.duration_since(at) < gap => Next::Wait(at + gap - now),
+            _ => {
+                state.claim_full(now);
+                Next::WalkAll
+            }
         }
-        allowed
     }
 
     /// A job was submitted for `key` here: its key is known from now on,
@@ -379,8 +396,22 @@ mod tests {
         cursors.learn(&walk, t0, &seen(1_010, &[], &[]));
         // Nothing found: the next full walk may come after the gap.
         assert_eq!(cursors.plan(t0 + FULL_GAP * 2), Walk::Full);
-        assert!(!cursors.claim_full(t0 + FULL_GAP * 2), "one is running");
-        assert!(cursors.claim_full(t0 + FULL_GAP * 4));
+        let began = t0 + FULL_GAP;
+        assert_eq!(
+            cursors.after_nothing(began, t0 + FULL_GAP * 2),
+            Next::Covered,
+            "a full walk began after it"
+        );
+        let began = t0 + FULL_GAP * 5 / 2;
+        assert_eq!(
+            cursors.after_nothing(began, began),
+            Next::Wait(FULL_GAP / 2),
+            "too soon after the last"
+        );
+        assert_eq!(
+            cursors.after_nothing(began, t0 + FULL_GAP * 4),
+            Next::WalkAll
+        );
         assert_eq!(cursors.plan(t0 + FULL_EVERY * 3), Walk::Full);
     }
 

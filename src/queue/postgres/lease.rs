@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use tokio_postgres::types::ToSql;
 
-use super::cursor::{Cursors, Seen, Walk};
+use super::cursor::{Cursors, Next, Seen, Walk};
 use super::dialect::{
     FAIR_KEY, FAIR_ORDER, NEG_PRIORITY, NOW, PgTx, pipelined_hot, ready_keys_sql,
 };
@@ -76,9 +76,9 @@ fn after_job() -> usize {
 /// statement to what the pinner answered last for their bundle; a pin the
 /// pinner now answers differently (the bundle was reloaded), or one it had
 /// not answered yet, is written by a second statement. A lease from the
-/// cursors that found nothing is made again from every key's head when a
-/// full walk may run (`cursor`), so that a job behind a cursor is not left
-/// waiting while workers idle.
+/// cursors that found nothing is made again from every key's head, unless
+/// a full walk began after it (`cursor::Next`), so that a job behind a
+/// cursor is not left waiting while workers idle.
 pub(super) async fn lease(
     w: &Writes,
     pins: &Pins,
@@ -90,12 +90,13 @@ pub(super) async fn lease(
         let leases = lease_once(w, pins, cursors, op, &params).await?;
         let from_cursors = params.walk != Walk::Full;
         match leases {
-            Some(found) if found.is_empty() && from_cursors => {
-                if !cursors.claim_full(Instant::now()) {
-                    return Ok(Some(found));
+            Some(found) if found.is_empty() && from_cursors => loop {
+                match cursors.after_nothing(params.began, Instant::now()) {
+                    Next::Covered => return Ok(Some(found)),
+                    Next::WalkAll => break params = params.walking_all(),
+                    Next::Wait(wait) => tokio::time::sleep(wait).await,
                 }
-                params = params.walking_all();
-            }
+            },
             leases => return Ok(leases),
         }
     }
