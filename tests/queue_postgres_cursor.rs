@@ -43,6 +43,15 @@ async fn open(schema: &Schema) -> PostgresQueue {
         .unwrap_or_else(|e| panic!("PostgreSQL is needed for this test: {e}\n{START_POSTGRES}"))
 }
 
+/// Submits `n` jobs of the key "" at priority 0: their ids, in order.
+async fn submit_plain(q: &PostgresQueue, n: usize) -> Vec<JobId> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(q.submit(job("", 0)).await.unwrap().0.id);
+    }
+    ids
+}
+
 async fn lease_one(q: &PostgresQueue, lease_for: Duration) -> Option<Lease> {
     q.lease_many("w", lease_for, 1, None)
         .await
@@ -77,10 +86,7 @@ async fn succeed(q: &PostgresQueue, lease: &Lease) {
 async fn postgres_a_higher_priority_job_submitted_behind_a_cursor_is_leased_first() {
     let schema = Schema::fresh();
     let q = open(&schema).await;
-    let mut low = Vec::new();
-    for _ in 0..3 {
-        low.push(q.submit(job("", 0)).await.unwrap().0.id);
-    }
+    let low = submit_plain(&q, 3).await;
     // The first lease walks from the head; the second from its cursor.
     assert_eq!(lease_one(&q, HELD).await.unwrap().job.id, low[0]);
     assert_eq!(lease_one(&q, HELD).await.unwrap().job.id, low[1]);
@@ -97,10 +103,7 @@ async fn postgres_a_higher_priority_job_submitted_behind_a_cursor_is_leased_firs
 async fn postgres_a_job_another_daemon_puts_back_behind_a_cursor_is_leased_again() {
     let schema = Schema::fresh();
     let (here, there) = (open(&schema).await, open(&schema).await);
-    let mut ids: Vec<JobId> = Vec::new();
-    for _ in 0..3 {
-        ids.push(here.submit(job("", 0)).await.unwrap().0.id);
-    }
+    let ids = submit_plain(&here, 3).await;
     let first = lease_one(&here, HELD).await.unwrap();
     let second = lease_one(&here, HELD).await.unwrap();
     assert_eq!((&first.job.id, &second.job.id), (&ids[0], &ids[1]));
@@ -155,10 +158,7 @@ async fn postgres_an_abandoned_run_is_leased_after_the_last_lease_found_none() {
 async fn postgres_with_a_snapshot_held_every_job_is_leased_once_in_order() {
     let schema = Schema::fresh();
     let q = open(&schema).await;
-    let mut ids = Vec::new();
-    for _ in 0..40 {
-        ids.push(q.submit(job("", 0)).await.unwrap().0.id);
-    }
+    let mut ids = submit_plain(&q, 40).await;
     // Another client holds a snapshot: no version the leases leave behind
     // can be removed until it ends.
     let holder = schema.client().await;
@@ -176,9 +176,7 @@ async fn postgres_with_a_snapshot_held_every_job_is_leased_once_in_order() {
         leased.push(lease.job.id);
         if i == 20 {
             // More work arrives while the snapshot is held.
-            for _ in 0..5 {
-                ids.push(q.submit(job("", 0)).await.unwrap().0.id);
-            }
+            ids.extend(submit_plain(&q, 5).await);
         }
     }
     while leased.len() < ids.len() {

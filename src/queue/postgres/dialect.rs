@@ -60,9 +60,18 @@ impl Columns for Row {
 
 /// Counters and sequence numbers as PostgreSQL integers (saturating: no
 /// real job gets near the limits).
-fn int(n: u32) -> i32 {
+pub(super) fn int(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
+
+/// A duration as the milliseconds the queue's times are kept in.
+pub(super) fn ms(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The bottom of the lease's row comparisons: where a key's scan starts
+/// when nothing is known of it (its head; `cursor::HEAD` in SQL).
+pub(super) const SCAN_FROM_HEAD: &str = "'-9223372036854775808'::bigint";
 
 fn big(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)

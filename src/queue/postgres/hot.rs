@@ -7,20 +7,12 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{JOB_ROW, NOW, PgTx};
+use super::dialect::{JOB_ROW, NOW, PgTx, int, ms};
 use super::group;
 use super::pool::Writes;
 use crate::queue::op::{Heartbeat, RecordSteps};
 use crate::queue::tx::{Change, Columns, Fail, Res};
 use crate::queue::*;
-
-fn ms(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn int(n: u32) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
 
 /// Renews a current attempt's lease: one `UPDATE`.
 pub(super) async fn heartbeat(w: &Writes, op: &Heartbeat) -> Result<HeartbeatReply, QueueError> {

@@ -17,21 +17,14 @@ use tokio_postgres::types::ToSql;
 
 use super::cursor::{Cursors, Next, Seen, Walk};
 use super::dialect::{
-    FAIR_KEY, FAIR_ORDER, NEG_PRIORITY, NOW, PgTx, pipelined_hot, ready_keys_sql,
+    FAIR_KEY, FAIR_ORDER, NEG_PRIORITY, NOW, PgTx, SCAN_FROM_HEAD, int, ms, pipelined_hot,
+    ready_keys_sql,
 };
 use super::pool::Writes;
 use crate::queue::fair;
 use crate::queue::op::LeaseJobs;
 use crate::queue::tx::{Change, Columns, Fail, JOB_COLUMNS, Pin, Res, job_from_row};
 use crate::queue::*;
-
-fn ms(d: std::time::Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-fn int(n: u32) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
-}
 
 /// The pins the lease statement applies to first attempts, by bundle: what
 /// the worker's pinner answered last (see [`lease`]).
@@ -276,7 +269,7 @@ fn lease_sql(from_cursors: bool) -> String {
         (keys_from_cursors_sql(now), "AND lease_expires_at > $14")
     } else {
         let ready_keys = ready_keys_sql(now);
-        let head = "'-9223372036854775808'::bigint";
+        let head = SCAN_FROM_HEAD;
         (
             format!("SELECT rk.k, rk.pass, {head}, {head}, '' FROM ({ready_keys}) AS rk(k, pass)"),
             "",
@@ -342,7 +335,7 @@ fn lease_sql(from_cursors: bool) -> String {
 /// `ready_keys_sql` for why not `EXISTS`); the one before the cursor reads
 /// no entry of the jobs leased at the cursor's priority.
 fn keys_from_cursors_sql(now: &str) -> String {
-    let head = "'-9223372036854775808'::bigint";
+    let head = SCAN_FROM_HEAD;
     format!(
         "SELECT c.k, (SELECT MAX(fair_pass) FROM jobs WHERE {FAIR_KEY} = c.k AND fair_pass IS NOT NULL),
                 CASE WHEN c.ahead THEN {head} ELSE c.np END, CASE WHEN c.ahead THEN {head} ELSE c.r END,
