@@ -28,6 +28,7 @@ use structured_agents::mock::MockServer;
 
 const SCRIPT: &str = r#"
 replies:
+  - {match: big push, turn: 1, tool_calls: [{id: w1, name: wire_money, arguments: {amount: 500, to: alice}}], delay_ms: 1500}
   - {match: big, turn: 1, tool_calls: [{id: w1, name: wire_money, arguments: {amount: 500, to: alice}}]}
   - {match: big, turn: 2, content: wired}
   - {match: slow, content: never, delay_ms: 60000}
@@ -571,14 +572,21 @@ async fn the_python_sdk_sets_push_configs_and_each_state_change_is_pushed_once_i
     assert_eq!(answer, "wired", "{:?}", pushed[5]);
 
     // The config added later heard of what followed, up to its deletion.
+    // A change recorded before the config existed is not its to hear: the
+    // model's first reply is slow so that the task parks after the config
+    // comes, but a loaded machine may still be slower (the script says).
     let extra = pushed_to(&got, "extra");
     let extra_states = states(&extra);
-    assert_eq!(
-        extra_states.last().map(String::as_str),
-        Some("TASK_STATE_INPUT_REQUIRED"),
-        "{extra:?}"
-    );
-    assert!(extra_states.len() <= 2, "{extra:?}");
+    if seen["parked_before_extra"] == json!(true) {
+        assert!(extra_states.is_empty(), "{extra:?}");
+    } else {
+        assert_eq!(
+            extra_states.last().map(String::as_str),
+            Some("TASK_STATE_INPUT_REQUIRED"),
+            "{extra:?}"
+        );
+        assert!(extra_states.len() <= 2, "{extra:?}");
+    }
     distinct_deliveries(&extra);
     for push in &extra {
         assert_eq!(header(push, "x-a2a-notification-token"), Some("tok-extra"));
