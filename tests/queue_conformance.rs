@@ -1725,6 +1725,96 @@ pub async fn finish_and_lease_records_the_outcome_and_leases_in_one_write(q: Arc
     assert_eq!(second.bundle_digest.as_deref(), Some("d1"));
 }
 
+/// Many worker slots end their jobs at once, each taking its slot's next
+/// job in the same write (one settle group where the backend has one): every
+/// finish is recorded once and every queued job leased once; one slot whose
+/// finish is refused (a duplicate event) records and leases nothing, and
+/// the slots beside it are not held back by it.
+pub async fn concurrent_settles_record_each_finish_and_lease_each_job_once(q: Arc<dyn JobQueue>) {
+    const SLOTS: usize = 12;
+    let mut running = Vec::new();
+    for _ in 0..SLOTS {
+        q.submit(job("b")).await.unwrap();
+    }
+    for _ in 0..SLOTS {
+        running.push(q.lease("w", HELD).await.unwrap().unwrap());
+    }
+    let mut queued = std::collections::BTreeSet::new();
+    for _ in 0..SLOTS {
+        queued.insert(q.submit(job("b")).await.unwrap().0.id);
+    }
+    // The first slot's finish is refused: its event 1 is stored already.
+    let refused = &running[0];
+    q.record_steps(&refused.job.id, refused.attempt, &[], &[event(1)])
+        .await
+        .unwrap();
+    let settles: Vec<_> = running
+        .iter()
+        .enumerate()
+        .map(|(slot, lease)| {
+            let (q, id, attempt) = (q.clone(), lease.job.id.clone(), lease.attempt);
+            let events = if slot == 0 {
+                vec![other_event(1)]
+            } else {
+                vec![event(1)]
+            };
+            tokio::spawn(async move {
+                let next = NextLease {
+                    worker: "w".into(),
+                    lease_for: HELD,
+                    n: 1,
+                    pin: None,
+                };
+                let outcome = Outcome::Succeeded(json!("done"));
+                q.finish_and_lease(&id, attempt, outcome, &events, None, next)
+                    .await
+            })
+        })
+        .collect();
+    let mut leased = Vec::new();
+    for (slot, settled) in futures::future::join_all(settles)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        let settled = settled.unwrap();
+        if slot == 0 {
+            assert!(
+                matches!(settled, Err(QueueError::DuplicateEvent { seq: 1, .. })),
+                "{settled:?}"
+            );
+            continue;
+        }
+        let (finished, more) = settled.unwrap();
+        assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Succeeded));
+        assert!(more.len() <= 1, "a slot leased {} jobs", more.len());
+        leased.extend(more.into_iter().map(|l| l.job.id));
+    }
+    assert_eq!(
+        q.get(&refused.job.id).await.unwrap().unwrap().state,
+        JobState::Running,
+        "a refused finish records nothing"
+    );
+    for lease in &running[1..] {
+        assert_eq!(
+            q.get(&lease.job.id).await.unwrap().unwrap().state,
+            JobState::Succeeded
+        );
+    }
+    // Eleven slots took eleven different queued jobs; the last one waits.
+    let distinct: std::collections::BTreeSet<_> = leased.iter().cloned().collect();
+    assert_eq!(
+        distinct.len(),
+        leased.len(),
+        "a job was leased twice: {leased:?}"
+    );
+    assert_eq!(leased.len(), SLOTS - 1);
+    assert!(distinct.is_subset(&queued));
+    let rest = q.lease_many("w", HELD, SLOTS, None).await.unwrap();
+    assert_eq!(rest.len(), 1);
+    assert!(!distinct.contains(&rest[0].job.id));
+}
+
 /// Writes that run together (one group commit where the backend has one)
 /// stay apart: a write refused halfway (its first event stored, its second
 /// a duplicate) leaves nothing, and the writes beside it all commit.
@@ -2543,6 +2633,7 @@ macro_rules! suite {
             case!(concurrent_submits_of_one_key_answer_one_job);
             case!(a_refused_write_rolls_back_alone_beside_concurrent_writes);
             case!(finish_and_lease_records_the_outcome_and_leases_in_one_write);
+            case!(concurrent_settles_record_each_finish_and_lease_each_job_once);
             case!(batch_submit_is_one_transaction_honouring_each_key);
             case!(a_finished_job_records_why_it_ended_and_its_tool_errors);
             case!(a_fork_is_inserted_pinned_with_its_journal_and_a_waiting_job_moves_versions);

@@ -409,3 +409,62 @@ async fn postgres_concurrent_one_statement_writes_share_commits_and_fail_alone()
     assert_eq!(writes, 199);
     assert!(commits < writes, "{writes} writes took {commits} commits");
 }
+
+/// Worker slots ending their jobs together share a commit (the settle
+/// group, `postgres/settle.rs`): 32 finishes, each with its slot's next
+/// lease, take fewer commits than settles, and each queued job is leased
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_concurrent_settles_share_commits() {
+    const SLOTS: usize = 32;
+    let schema = Schema::fresh();
+    let q = Arc::new(open(&schema, 4).await);
+    for _ in 0..2 * SLOTS {
+        q.submit(job()).await.unwrap();
+    }
+    let running = q.lease_many("w", HELD, SLOTS, None).await.unwrap();
+    assert_eq!(running.len(), SLOTS);
+    let before = q.write_stats();
+    let settles: Vec<_> = running
+        .into_iter()
+        .map(|lease| {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let next = NextLease {
+                    worker: "w".into(),
+                    lease_for: HELD,
+                    n: 1,
+                    pin: None,
+                };
+                let outcome = Outcome::Succeeded(json!("ok"));
+                q.finish_and_lease(
+                    &lease.job.id,
+                    lease.attempt,
+                    outcome,
+                    &[event(1)],
+                    None,
+                    next,
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut leased = std::collections::BTreeSet::new();
+    for settle in futures::future::join_all(settles).await {
+        let (finished, more) = settle.unwrap().unwrap();
+        assert_eq!(finished.reply, CompleteReply::Recorded(JobState::Succeeded));
+        assert_eq!(more.len(), 1);
+        assert!(leased.insert(more[0].job.id.clone()), "leased twice");
+    }
+    let after = q.write_stats();
+    let (writes, commits) = (after.writes - before.writes, after.commits - before.commits);
+    println!("{SLOTS} concurrent settles: {writes} writes in {commits} commits");
+    assert_eq!(writes, SLOTS as u64);
+    assert!(commits < writes, "{writes} settles took {commits} commits");
+    assert!(
+        q.lease_many("w", HELD, SLOTS, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

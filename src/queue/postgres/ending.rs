@@ -13,9 +13,11 @@
 //! answers `None` having written nothing, and the driver runs the
 //! lifecycle's write in a transaction.
 
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::dialect::{JOB_ROW, NOW, PgTx};
+use super::group::{Params, Statement};
 use super::hot::{APPENDED, Appended, EventRows, events_cte};
 use super::pool::Writes;
 use crate::events::Event;
@@ -182,49 +184,62 @@ pub(super) fn statement_raising() -> &'static str {
 /// Applies `end` in one statement (`sql`: [`statement`] or
 /// [`statement_raising`]).
 async fn apply(pg: &PgTx<'_, deadpool_postgres::Object>, end: &End<'_>, sql: &str) -> Res<Applied> {
+    let params = params(end)?;
+    let p: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let row = pg.first(sql, &p).await?;
+    read(end, row.as_ref())
+}
+
+/// The statement's parameters for `end`.
+fn params(end: &End<'_>) -> Res<Params> {
     let c = columns(end)?;
-    // The held events and the final event (its number and content as the
-    // first variant has it: only the stamp differs between variants) for
-    // the checks of sequence numbers.
+    // The final event as the first variant has it (only the stamp differs
+    // between variants) for the checks of sequence numbers.
     let first_final = end.variants.first().and_then(|v| v.final_event.as_ref());
-    let events = EventRows::of(end.id, end.events.iter().chain(first_final))?;
     let held = EventRows::of(end.id, end.events)?;
     let final_seq = first_final.map(|e| i64::try_from(e.seq).unwrap_or(i64::MAX));
     let (tokens, cost, nested) = spend(first_final);
-    let p: [&(dyn ToSql + Sync); 21] = [
-        &end.id.as_str(),
-        &i32::try_from(end.attempt).unwrap_or(i32::MAX),
-        &held.seqs,
-        &held.json,
-        &held.tool_errors,
-        &c.cancel,
-        &c.retry_ok,
-        &c.state,
-        &c.result,
-        &c.error,
-        &c.backoff,
-        &c.reason,
-        &c.final_json,
-        &c.unlease,
-        &tokens,
-        &cost,
-        &nested.0,
-        &nested.1,
-        &nested.2,
-        &final_seq,
-        &c.terminal,
-    ];
-    let row = pg
-        .first(sql, &p)
-        .await?
-        .ok_or_else(|| Fail::Db("the end's write answered no row".into()))?;
-    let appended = Appended::read(&row, 0)?;
+    Ok(vec![
+        Box::new(end.id.as_str().to_owned()),
+        Box::new(i32::try_from(end.attempt).unwrap_or(i32::MAX)),
+        Box::new(held.seqs),
+        Box::new(held.json),
+        Box::new(held.tool_errors),
+        Box::new(c.cancel),
+        Box::new(c.retry_ok),
+        Box::new(c.state),
+        Box::new(c.result),
+        Box::new(c.error),
+        Box::new(c.backoff),
+        Box::new(c.reason),
+        Box::new(c.final_json),
+        Box::new(c.unlease),
+        Box::new(tokens),
+        Box::new(cost),
+        Box::new(nested.0),
+        Box::new(nested.1),
+        Box::new(nested.2),
+        Box::new(final_seq),
+        Box::new(c.terminal),
+    ])
+}
+
+/// What the statement's `row` for `end` says was applied.
+fn read(end: &End<'_>, row: Option<&Row>) -> Res<Applied> {
+    let row = row.ok_or_else(|| Fail::Db("the end's write answered no row".into()))?;
+    let appended = Appended::read(row, 0)?;
     if !appended.current {
         return Ok(Applied::Stale);
     }
     if row.req_int(4)? != 0 {
         return Ok(Applied::Transaction);
     }
+    // The held events and the final event, for the checks of sequence numbers.
+    let first_final = end.variants.first().and_then(|v| v.final_event.as_ref());
+    let events = EventRows::of(end.id, end.events.iter().chain(first_final))?;
     if let Some(refused) = appended.refusal(end.id, end.attempt, &events) {
         return Err(refused);
     }
@@ -333,11 +348,19 @@ impl<'a> FinishEnd<'a> {
         finish_end(op).map(Self)
     }
 
-    /// The statement, sent on `pg` in a transaction committed in the same
-    /// round trip: it raises where it would refuse ([`statement_raising`]),
+    /// The statement to send in a transaction committed with others
+    /// (`settle`): it raises where it would refuse ([`statement_raising`]),
     /// so that the transaction rolls back whole.
-    pub(super) async fn apply(&self, pg: &PgTx<'_, deadpool_postgres::Object>) -> Res<Applied> {
-        apply(pg, &self.0, statement_raising()).await
+    pub(super) fn statement(&self) -> Res<Statement> {
+        Ok(Statement {
+            sql: statement_raising(),
+            params: params(&self.0)?,
+        })
+    }
+
+    /// What its statement's `rows` say was applied, once committed.
+    pub(super) fn applied(&self, rows: &[Row]) -> Res<Applied> {
+        read(&self.0, rows.first())
     }
 
     /// What the finish answers once its statement committed, and the

@@ -20,6 +20,7 @@ use super::dialect::{
     FAIR_KEY, FAIR_ORDER, NEG_PRIORITY, NOW, PgTx, SCAN_FROM_HEAD, int, ms, pipelined_hot,
     ready_keys_sql,
 };
+use super::group::{Params, Statement};
 use super::pool::Writes;
 use crate::queue::fair;
 use crate::queue::op::LeaseJobs;
@@ -106,11 +107,15 @@ async fn lease_once(
     let label = &w.shared.label;
     let store = |e: tokio_postgres::Error| w.shared.store(&e);
     // Prepared first, so that it goes out in its pipelined transaction.
-    let statement = params.statement();
-    client.prepare_cached(statement).await.map_err(store)?;
+    let statement = params.statement_with_params();
+    client.prepare_cached(statement.sql).await.map_err(store)?;
     let pg = PgTx::new(&client);
-    let values = params.get();
-    let (begin, rows, commit) = pipelined_hot(&client, pg.rows(statement, &values)).await;
+    let values: Vec<&(dyn ToSql + Sync)> = statement
+        .params
+        .iter()
+        .map(|b| b.as_ref() as &(dyn ToSql + Sync))
+        .collect();
+    let (begin, rows, commit) = pipelined_hot(&client, pg.rows(statement.sql, &values)).await;
     w.shared.stats.sent(1);
     begin.map_err(store)?;
     let rows = rows.map_err(|f| f.into_error(label))?;
@@ -122,7 +127,10 @@ async fn lease_once(
         return Ok(None);
     };
     w.shared.committed(&changes(&leases));
-    Ok(Some(pinned(&pg, w, pins, op, leases).await?))
+    // The connection goes back first: a repin takes one of its own.
+    drop(pg);
+    drop(client);
+    Ok(Some(pinned(w, pins, op, leases).await?))
 }
 
 /// What a committed lease changed: each leased job.
@@ -136,14 +144,13 @@ pub(super) fn changes(leases: &[(Lease, Pinning)]) -> Vec<(Change, JobId)> {
 /// The leases, each first attempt pinned to what the pinner answers now
 /// (see [`repin`]), once the lease statement committed.
 pub(super) async fn pinned(
-    pg: &PgTx<'_, deadpool_postgres::Object>,
     w: &Writes,
     pins: &Pins,
     op: &LeaseJobs,
     mut leases: Vec<(Lease, Pinning)>,
 ) -> Result<Vec<Lease>, QueueError> {
     if let Some(pinner) = &op.pin {
-        repin(pg, w, pins, pinner.as_ref(), &mut leases).await?;
+        repin(w, pins, pinner.as_ref(), &mut leases).await?;
     }
     Ok(leases.into_iter().map(|(l, _)| l).collect())
 }
@@ -198,17 +205,19 @@ impl LeaseParams {
         }
     }
 
-    pub(super) fn get(&self) -> Vec<&(dyn ToSql + Sync)> {
-        let mut values: Vec<&(dyn ToSql + Sync)> = vec![
-            &self.n,
-            &self.max_crash_resumes,
-            &self.worker,
-            &self.lease_for,
-            &self.pins.0,
-            &self.pins.1,
-            &self.pins.2,
-            &self.shares.0,
-            &self.shares.1,
+    /// The statement with its parameters, owned (cloned: the walk and
+    /// the time it began stay here, for [`LeaseParams::committed`]).
+    pub(super) fn statement_with_params(&self) -> Statement {
+        let mut params: Params = vec![
+            Box::new(self.n),
+            Box::new(self.max_crash_resumes),
+            Box::new(self.worker.clone()),
+            Box::new(self.lease_for),
+            Box::new(self.pins.0.clone()),
+            Box::new(self.pins.1.clone()),
+            Box::new(self.pins.2.clone()),
+            Box::new(self.shares.0.clone()),
+            Box::new(self.shares.1.clone()),
         ];
         if let Walk::FromCursors {
             keys,
@@ -218,15 +227,16 @@ impl LeaseParams {
             expired_after,
         } = &self.walk
         {
-            values.extend([
-                keys as &(dyn ToSql + Sync),
-                neg_priorities,
-                run_ats,
-                ids,
-                expired_after,
-            ]);
+            params.push(Box::new(keys.clone()));
+            params.push(Box::new(neg_priorities.clone()));
+            params.push(Box::new(run_ats.clone()));
+            params.push(Box::new(ids.clone()));
+            params.push(Box::new(*expired_after));
         }
-        values
+        Statement {
+            sql: self.statement(),
+            params,
+        }
     }
 
     /// The leases the committed statement's `rows` hold (see
@@ -405,7 +415,6 @@ fn leases_of(rows: &[tokio_postgres::Row]) -> Res<Option<Vec<(Lease, Pinning)>>>
 /// pinner answers now (its answer was not known, or has changed), in one
 /// more statement; remembers the answers for the next lease.
 async fn repin(
-    pg: &PgTx<'_, deadpool_postgres::Object>,
     w: &Writes,
     pins: &Pins,
     pinner: &Pinner,
@@ -445,6 +454,8 @@ async fn repin(
     let sql = "UPDATE jobs j SET bundle_version = v.version, bundle_digest = v.digest
                FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS v(id, version, digest, attempts)
                WHERE j.id = v.id AND j.attempts = v.attempts AND j.state = 'running'";
+    let client = w.client().await?;
+    let pg = PgTx::new(&client);
     let before = pg.statements();
     let done = pg.exec(sql, &[&ids, &versions, &digests, &attempts]).await;
     w.shared.stats.sent(pg.statements() - before);

@@ -85,6 +85,8 @@ pub(super) struct Writes {
     pub(super) shared: Shared,
     waiting: Arc<Semaphore>,
     group: Arc<Group>,
+    /// Worker slots' finishes with their next leases (`settle`).
+    pub(super) settles: Arc<Group>,
 }
 
 impl Writes {
@@ -92,7 +94,8 @@ impl Writes {
         Self {
             shared,
             waiting: Arc::new(Semaphore::new(BACKLOG)),
-            group: Arc::default(),
+            group: Arc::new(Group::new(super::group::MAX_WRITES)),
+            settles: Arc::new(Group::new(super::settle::MAX_SETTLES)),
         }
     }
 

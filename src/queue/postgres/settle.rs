@@ -1,24 +1,19 @@
-//! A worker slot's finish and its next lease in one commit and one round
-//! trip. Both are the one-statement forms (`ending`, `lease`); here they
-//! are sent pipelined on one connection inside one transaction — `BEGIN`,
-//! the finish, the lease and `COMMIT` at once — so a job's end and the
-//! slot's next job cost one WAL flush and one round trip, and no
-//! transaction waits open for the daemon between two (the second round
-//! trip of `COMMIT` kept a quarter of the backends idle in a transaction,
-//! docs/daemon.md). The commit is what PostgreSQL's throughput is bound by
-//! (WAL writes and flushes), not the round trips.
+//! A worker slot's finish and its next lease, committed together in the
+//! next settle group: the finishes and leases of every worker slot that
+//! ended a job while the group before ran share one transaction, one round
+//! trip and one commit (`group`). Both statements are the one-statement
+//! forms (`ending`, `lease`). The commit is what PostgreSQL's throughput
+//! is bound by (WAL writes and flushes: 0.9 flushes a job when each slot
+//! committed its own, docs/daemon.md), not the round trips.
 //!
-//! Every statement is prepared before the pipeline is sent, so each goes
-//! out in order on its first poll. Both or neither: a finish that would be
-//! refused raises in its statement (`ending::statement_raising`), and any
-//! statement that fails aborts the transaction, whose `COMMIT` then rolls
-//! it back on the server; the driver then writes the finish on its own
-//! (which answers why it was refused) and leases on its own.
+//! Both or neither: a finish that would be refused raises in its statement
+//! (`ending::statement_raising`), which rolls back the group's transaction;
+//! the group runs again without it, and the driver then writes that finish
+//! on its own (which answers why it was refused) and leases on its own.
 
 use super::cursor::Cursors;
-use super::dialect::{BEGIN_HOT, PgTx};
-use super::ending;
 use super::ending::FinishEnd;
+use super::group::{Alone, Unanswered};
 use super::lease::{self, LeaseParams, Pins};
 use super::pool::Writes;
 use crate::queue::op::FinishAndLease;
@@ -40,7 +35,12 @@ pub(super) enum Pipelined {
     Neither,
 }
 
-/// Sends `op`'s finish and lease in one transaction, in one round trip.
+/// Worker slots' settles in one group at most: a daemon's default worker
+/// count, so that every slot that ended a job while a group ran goes in the
+/// next one.
+pub(super) const MAX_SETTLES: usize = 64;
+
+/// Commits `op`'s finish and lease together in the next settle group.
 pub(super) async fn finish_and_lease(
     w: &Writes,
     pins: &Pins,
@@ -50,48 +50,45 @@ pub(super) async fn finish_and_lease(
     let Some(end) = FinishEnd::of(&op.finish) else {
         return Ok(Pipelined::Neither);
     };
-    let params = LeaseParams::of(pins, cursors, &op.lease);
-    let client = w.client().await?;
     let label = &w.shared.label;
-    // Prepared (or found in the connection's cache) first, so that each
-    // statement below is sent on its first poll, in order.
-    let store = |e: tokio_postgres::Error| w.shared.store(&e);
-    client
-        .prepare_cached(ending::statement_raising())
-        .await
-        .map_err(store)?;
-    client
-        .prepare_cached(params.statement())
-        .await
-        .map_err(store)?;
-    let pg = PgTx::new(&client);
-    let lease_params = params.get();
-    let (begin, applied, rows, commit) = tokio::join!(
-        client.batch_execute(BEGIN_HOT),
-        end.apply(&pg),
-        pg.rows(params.statement(), &lease_params),
-        client.batch_execute("COMMIT"),
-    );
-    w.shared.stats.sent(1);
-    begin.map_err(store)?;
-    // A statement that failed (a finish refused raises) aborted the
-    // transaction: its COMMIT rolled it back, both statements with it.
-    let (applied, rows) = match (applied, rows) {
-        (Ok(applied), Ok(rows)) => (Ok(applied), rows),
-        (Err(_), _) | (_, Err(_)) => return Ok(Pipelined::Neither),
+    let params = LeaseParams::of(pins, cursors, &op.lease);
+    let statements = vec![
+        end.statement().map_err(|f| f.into_error(label))?,
+        params.statement_with_params(),
+    ];
+    let shared = &w.shared;
+    let answer = w
+        .settles
+        .together(&shared.pool, &shared.stats, statements, Alone::Refuse)
+        .await;
+    let (finish_rows, lease_rows) = match answer {
+        Ok(mut rows) if rows.len() == 2 => {
+            let lease_rows = rows.pop().unwrap_or_default();
+            (rows.pop().unwrap_or_default(), lease_rows)
+        }
+        Ok(_) => {
+            return Err(QueueError::Store {
+                path: label.clone(),
+                detail: "a settle's group answered the wrong number of statements".into(),
+            });
+        }
+        // Rolled back: a finish refused raised, or the group never ran it.
+        Err(Unanswered::NotWritten(_)) => return Ok(Pipelined::Neither),
+        Err(Unanswered::Unknown(f)) => return Err(f.into_error(label)),
     };
-    commit.map_err(store)?;
     let leases = params
-        .committed(cursors, &rows)
+        .committed(cursors, &lease_rows)
         .map_err(|f| f.into_error(label))?;
     let mut changes = leases.as_deref().map(lease::changes).unwrap_or_default();
+    let applied = end.applied(&finish_rows);
     let finish = end.concluded(w, applied)?;
     if let Some((_, Some(change))) = &finish {
         changes.push(change.clone());
     }
-    w.shared.committed(&changes);
+    // The group counted the commit.
+    shared.announce(&changes);
     let leases = match leases {
-        Some(leases) => Some(lease::pinned(&pg, w, pins, &op.lease, leases).await?),
+        Some(leases) => Some(lease::pinned(w, pins, &op.lease, leases).await?),
         None => None,
     };
     Ok(match finish {
