@@ -9,7 +9,7 @@
 //! submit and a journal step go in the next group commit
 //! ([`Writes::grouped`], `group`: the writes waiting while a group runs
 //! share the next one's transaction), a finish and its slot's next lease
-//! share one (`settle`); every other write runs here in a short transaction
+//! go together in the next settle group, with other slots' (`settle`); every other write runs here in a short transaction
 //! of its own ([`Writes::transaction`]): `BEGIN`, its statements, `COMMIT`.
 //! Once a write committed its changes wake this handle's subscribers and
 //! go to the notifier, which announces them to the other daemons (`notify`:
