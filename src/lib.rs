@@ -39,6 +39,7 @@ pub mod queue;
 pub mod registry;
 pub mod runner;
 pub mod schedule;
+pub mod scheduler;
 pub mod telemetry;
 pub mod tools;
 pub mod types;

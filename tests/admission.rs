@@ -5,7 +5,7 @@
 //! key 401, a key without `submit` 403, a bundle outside the key's globs
 //! refused, a NUL byte refused naming the field, a key at its jobs-in-flight
 //! cap 429 with `Retry-After` (on the OpenAI route too), and a good request
-//! admitted.
+//! admitted. Controls sent as variables are refused naming the variable.
 
 mod common;
 
@@ -293,4 +293,57 @@ async fn every_way_in_answers_the_same_table_of_cases_the_same_way() {
     .await;
     assert!(jobs.len() >= WAYS.len(), "{jobs:?}");
     assert!(jobs.iter().all(|j| j["owner"] == "full"), "{jobs:?}");
+}
+
+/// The controls a job's variables carry are admission's rules too, checked
+/// against the bundle as loaded: a group chat's plan comes only from the
+/// runtime API, `tools` narrows only an agent bundle's own tools, and
+/// `only_stage` names a stage of a workflow. Each refusal is a 422 naming
+/// the variable and saying what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn controls_sent_as_variables_are_refused_naming_the_variable() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("helper", AGENT);
+    site.put_bundle("group-chat", GROUP);
+    let daemon = site.start();
+    let cases = [
+        (
+            "group-chat",
+            json!({"group_chat": {"agents": []}}),
+            "variables.group_chat",
+            "is set by the daemon",
+        ),
+        (
+            "group-chat",
+            json!({"tools": ["echo"]}),
+            "variables.tools",
+            "is a group-chat host (leave the variable out)",
+        ),
+        (
+            "helper",
+            json!({"tools": ["nope"]}),
+            "variables.tools",
+            "no tool named nope",
+        ),
+        (
+            "helper",
+            json!({"only_stage": "review"}),
+            "variables.only_stage",
+            "has no `workflow:` section",
+        ),
+    ];
+    for (bundle, variables, field, says) in cases {
+        let response = client()
+            .post(daemon.url("/v1/jobs"))
+            .json(&json!({"bundle": bundle, "input": "hello", "variables": variables}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 422, "{bundle} {variables}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["field"], field, "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{variables}: {body}");
+    }
 }

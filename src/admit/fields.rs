@@ -110,7 +110,10 @@ mod tests {
     }
 
     fn field(job: &NewJob) -> Option<String> {
-        check_fields(job).unwrap_err().field().map(str::to_string)
+        check_fields(job)
+            .unwrap_err()
+            .field()
+            .map(std::borrow::Cow::into_owned)
     }
 
     #[test]

@@ -9,20 +9,28 @@
 //! - `bundle`: the bundle it names is loaded, its webhook (or any
 //!   callback URL) is http(s) and within `egress.allow`;
 //! - `quota`: the key's rate and jobs in flight;
+//! - `controls`: the job's kind and the daemon's controls over it (those
+//!   sent as variables lifted out of them, each checked against the bundle);
+//! - `budgets`: a submitter's limits only lower the bundle's, and the daily
+//!   budgets the job is queued under;
 //! - `idempotency`: a repeated idempotency key names the same job;
 //! - `gate`: what admission keeps between requests (each key's rate
 //!   limiter, its in-flight lock and its direct runs).
 //!
 //! It knows keys, bundles and the queue, never HTTP.
 
+mod budgets;
 mod bundle;
+mod controls;
 mod fields;
 mod gate;
 mod idempotency;
 mod quota;
 mod refusal;
 
+pub use budgets::daily_budgets;
 pub use bundle::{check_callback, loaded_bundle, webhook};
+pub use controls::decide;
 pub use fields::{MAX_ATTEMPTS, PRIORITY_RANGE, check_fields, key_priority, no_nul};
 pub use gate::{DirectRunTicket, Gate};
 pub use idempotency::same_job;

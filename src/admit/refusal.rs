@@ -4,9 +4,16 @@
 //! variant as its status and error code in one place (`api/error.rs`,
 //! `impl From<Refusal> for ApiError`).
 
+use std::borrow::Cow;
+
 use crate::access::file::NotHttpUrl;
+use crate::budget::LimitAboveBundle;
 use crate::egress::EgressError;
-use crate::queue::{JobId, QueueError};
+use crate::group_chat::PLAN_VARIABLE;
+use crate::queue::{ControlError, JobId, ONLY_STAGE_VARIABLE, QueueError, TOOLS_VARIABLE};
+use crate::registry::UnofferableTools;
+use crate::tools::engine::UnknownTools;
+use crate::workflow::OnlyStageError;
 
 /// A submission or a direct run that admission will not let in.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +92,57 @@ pub enum Refusal {
         job: JobId,
         differs: &'static str,
     },
+    /// A control sent as a variable (`tools`, `only_stage`,
+    /// `max_agents`) whose value has the wrong shape; `field` names it.
+    #[error("{source}")]
+    Control { field: String, source: ControlError },
+    /// A group chat's plan sent as a variable to the bundle that hosts
+    /// group chats: only the runtime API that builds (and checks) a plan
+    /// hands one over.
+    #[error(
+        "`variables.{plan}` is set by the daemon: bundle {bundle:?} hosts group chats, which start with POST /api/group-chat",
+        plan = PLAN_VARIABLE
+    )]
+    PlanVariable { bundle: String },
+    /// A rerun of a group chat, which carries no plan: the daemon starts a
+    /// chat with the plan it builds.
+    #[error(
+        "a group chat of bundle {bundle:?} is started by the daemon, with the plan it builds: send POST /api/group-chat again"
+    )]
+    GroupChatRerun { bundle: String },
+    /// `only_stage` on a bundle that has no workflow.
+    #[error(
+        "`variables.{only}` runs one stage of a workflow, and bundle {bundle:?} has no `workflow:` section: name a workflow bundle, or leave the variable out",
+        only = ONLY_STAGE_VARIABLE
+    )]
+    NotAWorkflow { bundle: String },
+    /// `only_stage` naming a stage the workflow lacks or will not run alone.
+    #[error("bundle {bundle:?}: {source}")]
+    OnlyStage {
+        bundle: String,
+        source: OnlyStageError,
+    },
+    /// `tools` on a workflow or a group-chat host (`kind`), which offer no
+    /// tools of their own to narrow.
+    #[error(
+        "`variables.{tools}` offers a subset of an agent bundle's tools; bundle {bundle:?} is a {kind} (leave the variable out)",
+        tools = TOOLS_VARIABLE
+    )]
+    ToolsOnComposite { bundle: String, kind: &'static str },
+    /// `tools` naming a tool the bundle does not have.
+    #[error("bundle {bundle:?} has {source}")]
+    UnknownTools {
+        bundle: String,
+        source: UnknownTools,
+    },
+    /// `tools` whose subset the bundle's `tool_choice` or grammar cannot
+    /// take.
+    #[error("{source}")]
+    UnofferableTools { source: UnofferableTools },
+    /// A submitter's `limits` above the bundle's: a submitter may only
+    /// lower a budget.
+    #[error(transparent)]
+    LimitAboveBundle(#[from] LimitAboveBundle),
     /// The queue could not answer admission's question (a key's load).
     #[error(transparent)]
     Store(#[from] QueueError),
@@ -97,17 +155,30 @@ pub const IN_FLIGHT_RETRY_SECS: u64 = 5;
 impl Refusal {
     /// The request's field the refusal is about, as the client named it
     /// (`variables.user.name`, `idempotency_key`), if it is about one.
-    pub fn field(&self) -> Option<&str> {
+    pub fn field(&self) -> Option<Cow<'_, str>> {
+        let variable = |name: &str| Some(Cow::Owned(format!("variables.{name}")));
         match self {
             Self::Nul { field }
             | Self::UnknownBundle { field, .. }
             | Self::NotHttp { field, .. }
-            | Self::Egress { field, .. } => Some(field),
-            Self::BlankIdempotencyKey | Self::KeyReused { .. } => Some("idempotency_key"),
-            Self::Attempts { .. } => Some("max_attempts"),
-            Self::Priority { .. } | Self::KeyPriority { .. } => Some("priority"),
-            Self::BatchOverRate { .. } => Some("jobs"),
-            Self::Rate { .. } | Self::InFlight { .. } | Self::Store(_) => None,
+            | Self::Egress { field, .. }
+            | Self::Control { field, .. } => Some(Cow::Borrowed(field)),
+            Self::PlanVariable { .. } => variable(PLAN_VARIABLE),
+            Self::NotAWorkflow { .. } | Self::OnlyStage { .. } => variable(ONLY_STAGE_VARIABLE),
+            Self::ToolsOnComposite { .. }
+            | Self::UnknownTools { .. }
+            | Self::UnofferableTools { .. } => variable(TOOLS_VARIABLE),
+            Self::LimitAboveBundle(_) => Some(Cow::Borrowed("limits")),
+            Self::BlankIdempotencyKey | Self::KeyReused { .. } => {
+                Some(Cow::Borrowed("idempotency_key"))
+            }
+            Self::Attempts { .. } => Some(Cow::Borrowed("max_attempts")),
+            Self::Priority { .. } | Self::KeyPriority { .. } => Some(Cow::Borrowed("priority")),
+            Self::BatchOverRate { .. } => Some(Cow::Borrowed("jobs")),
+            Self::Rate { .. }
+            | Self::InFlight { .. }
+            | Self::GroupChatRerun { .. }
+            | Self::Store(_) => None,
         }
     }
 

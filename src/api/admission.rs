@@ -10,11 +10,11 @@
 //! 2. the bundle is loaded, the fields are sound (`admit::check_fields`:
 //!    no NUL bytes, a blank idempotency key, a priority or attempt count
 //!    out of range), the webhook is allowed, the job's kind and controls
-//!    are decided (`controls`: those sent as variables are lifted out of
-//!    them), the limits only lower the bundle's;
+//!    are decided (`admit::decide`: those sent as variables are lifted out
+//!    of them), the limits only lower the bundle's (`admit::daily_budgets`);
 //! 3. the key's quotas (`admit::key_quotas`): its rate, its jobs in flight;
 //! 4. the job is queued, reserving its share of its key's and its bundle's
-//!    daily budgets in the same write (`budgets`; a day with nothing left
+//!    daily budgets in the same write (`budget::reserve`; a day with nothing left
 //!    refuses it), recording who asked (its idempotency key is
 //!    namespaced by that key in the queue, and a key used again must name
 //!    the same job: `admit::same_job`); a conversation it continues is
@@ -45,7 +45,7 @@ pub(super) struct Submission {
     /// `model`, `id`), so a refusal points at what the client sent.
     pub bundle_field: &'static str,
     /// A group chat's plan, which only the runtime API builds (and
-    /// checks): the one way a job becomes a group chat (`controls`).
+    /// checks): the one way a job becomes a group chat (`admit::decide`).
     pub plan: Option<crate::group_chat::Plan>,
     /// Other bundles the job runs as agents of its own (a group chat's
     /// local participants): the key must be allowed to use each.
@@ -206,8 +206,8 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     admit::check_fields(&job)?;
     job.webhook = admit::webhook(&snapshot, &caller.0, &job)?;
     admit::key_priority(&caller.0, job.priority)?;
-    super::controls::decide(state, &mut job, s.plan)?;
-    job.daily = super::budgets::daily_budgets(state, &caller.0, &job)?;
+    admit::decide(&snapshot, &mut job, s.plan)?;
+    job.daily = admit::daily_budgets(&snapshot, &caller.0, &job)?;
     job.max_attempts.get_or_insert(state.max_attempts);
     job.owner = Some(caller.name().to_string());
     Ok(job)

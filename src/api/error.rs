@@ -242,7 +242,7 @@ impl From<crate::admit::Refusal> for ApiError {
         let error = Self {
             code: refusal_code(&refusal),
             message: refusal.to_string(),
-            field: refusal.field().map(str::to_string),
+            field: refusal.field().map(std::borrow::Cow::into_owned),
             retry_after: None,
         };
         match refusal.retry_after() {
@@ -268,7 +268,16 @@ fn refusal_code(refusal: &crate::admit::Refusal) -> ErrorCode {
         | Refusal::Priority { .. }
         | Refusal::KeyPriority { .. }
         | Refusal::NotHttp { .. }
-        | Refusal::Egress { .. } => ErrorCode::InvalidRequest,
+        | Refusal::Egress { .. }
+        | Refusal::Control { .. }
+        | Refusal::PlanVariable { .. }
+        | Refusal::GroupChatRerun { .. }
+        | Refusal::NotAWorkflow { .. }
+        | Refusal::OnlyStage { .. }
+        | Refusal::ToolsOnComposite { .. }
+        | Refusal::UnknownTools { .. }
+        | Refusal::UnofferableTools { .. }
+        | Refusal::LimitAboveBundle(_) => ErrorCode::InvalidRequest,
         Refusal::Store(_) => ErrorCode::Internal,
     }
 }

@@ -237,8 +237,13 @@ impl Daemon {
         // A reload that revokes a key ends its open streams and listens.
         self.bus
             .subscribe(Arc::new(api::RevokedStreams::new(&state)));
-        let _scheduler = api::schedules::fire::spawn(
-            state.clone(),
+        let _scheduler = crate::scheduler::spawn(
+            crate::scheduler::Scheduler {
+                queue: self.queue.clone(),
+                registry: self.registry.clone(),
+                bus: self.bus.clone(),
+                admission: Arc::new(api::schedules::fire::Fires(state.clone())),
+            },
             format!("{}-{}", lifecycle::hostname(), std::process::id()),
             self.shutdown.clone(),
         );

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::TurnShape;
+use super::shape::TurnShape;
 use crate::model::ToolChoice;
 
 /// The request keys that hold the model to a caller's answer format.

@@ -3,7 +3,8 @@
 //! A schedule made here is owned by the caller's key, and its fires are
 //! submitted as that key; a bundle's own `schedule:` is listed too, owned
 //! by the daemon, and can be paused or run but is deleted only by removing
-//! it from the bundle. The scheduler that fires them is [`fire`].
+//! it from the bundle. The scheduler that fires them is `crate::scheduler`,
+//! admitting each fire through [`fire::Fires`].
 //!
 //! Ids are namespaced per key ([`Named`]): a key's schedule `nightly` is
 //! stored as `KEY:nightly`, so two keys may both have one and making yours
@@ -28,6 +29,7 @@ use super::error::{ApiError, ErrorCode};
 use crate::access::policy::{Action, Resource};
 use crate::queue::{Job, NewJob, StoredSchedule, rfc3339};
 use crate::schedule::{ScheduleSpec, Stored};
+use crate::scheduler::{FROM_BUNDLE, own_id, stored_spec};
 
 /// The body of `POST /v1/schedules`.
 #[derive(Debug, Deserialize)]
@@ -164,7 +166,7 @@ pub async fn create(
     let schedule = StoredSchedule {
         id: Named::stored(caller.name(), &id),
         source: "api".into(),
-        spec: fire::stored_spec(&body.bundle, &body.spec),
+        spec: stored_spec(&body.bundle, &body.spec),
         owner: Some(caller.name().to_string()),
         paused: false,
         next_fire: crate::schedule::next_after(&compiled, now),
@@ -190,7 +192,7 @@ fn held_within_caps(
     schedules: &[StoredSchedule],
 ) -> Result<(), ApiError> {
     let server = &state.registry.snapshot().config.server;
-    let made = schedules.iter().filter(|s| s.source != fire::FROM_BUNDLE);
+    let made = schedules.iter().filter(|s| s.source != FROM_BUNDLE);
     let (all, own) = made.fold((0, 0), |(all, own), s| {
         let mine = s.owner.as_deref() == Some(caller.name());
         (all + 1, own + usize::from(mine))
@@ -320,11 +322,11 @@ impl<'a> Named<'a> {
         };
         let stored = Self::stored(owner, id);
         let made = |s: &&StoredSchedule| {
-            s.source != fire::FROM_BUNDLE
+            s.source != FROM_BUNDLE
                 && (s.id == stored || (s.id == id && s.owner.as_deref() == Some(owner)))
         };
         let bundle = |s: &&StoredSchedule| {
-            matches!(self, Named::Own(_)) && s.source == fire::FROM_BUNDLE && s.id == id
+            matches!(self, Named::Own(_)) && s.source == FROM_BUNDLE && s.id == id
         };
         schedules
             .iter()
@@ -336,10 +338,10 @@ impl<'a> Named<'a> {
     /// key's qualified, a bundle's by the bundle's name.
     fn shown(schedule: &StoredSchedule, caller: &str) -> String {
         match schedule.owner.as_deref() {
-            Some(owner) if owner != caller && schedule.source != fire::FROM_BUNDLE => {
-                Self::stored(owner, fire::own_id(schedule))
+            Some(owner) if owner != caller && schedule.source != FROM_BUNDLE => {
+                Self::stored(owner, own_id(schedule))
             }
-            _ => fire::own_id(schedule).to_string(),
+            _ => own_id(schedule).to_string(),
         }
     }
 }
@@ -353,7 +355,8 @@ async fn set_paused(
 ) -> Result<Json<ScheduleView>, ApiError> {
     let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
     if !paused && schedule.paused && !catch_up {
-        fire::pass_over_paused_fires(&state, &schedule).await?;
+        crate::scheduler::pass_over_paused_fires(state.queue.as_ref(), &state.bus, &schedule)
+            .await?;
     }
     if !state.queue.pause_schedule(&schedule.id, paused).await? {
         return Err(not_found(&id));
@@ -407,7 +410,7 @@ pub async fn delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let schedule = authorized(&state, &caller, Action::ManageSchedule, &id).await?;
-    if schedule.source == fire::FROM_BUNDLE {
+    if schedule.source == FROM_BUNDLE {
         return Err(ApiError::new(
             ErrorCode::InvalidState,
             format!(

@@ -1,0 +1,242 @@
+//! One schedule's turn ([`handle`]): of its due fires (`missed` decides
+//! which are kept), at most one is submitted through admission, by its
+//! `overlap` policy, and the schedule is advanced past what was submitted
+//! or dropped; and a paused schedule resumed without catching up passed
+//! over its fires ([`pass_over_paused_fires`]).
+
+use std::time::{Duration, SystemTime};
+
+use super::bundles::own_id;
+use super::seam::{FireRefused, Scheduler};
+use crate::events::daemon::{DaemonBus, DaemonEvent, StaleClaim};
+use crate::queue::{FireRecord, JobId, JobQueue, NewJob, StoredSchedule};
+use crate::schedule::{LastJob, Missed, Stored, Turn, due_fires, fire_key, turn};
+
+/// Takes a schedule's turn: of its due fires (`missed` decides which are
+/// kept), at most one is submitted, by its `overlap` policy
+/// (`schedule::turn`), and the schedule is advanced past what was
+/// submitted or dropped. What happened is counted once the store took the
+/// record (the daemon that records a fire counts it).
+/// Whether it left fires waiting their turn behind the one it submitted.
+pub(super) async fn handle(
+    scheduler: &Scheduler,
+    schedule: StoredSchedule,
+    now: i64,
+) -> Result<bool, crate::queue::QueueError> {
+    let Some(expected_next) = schedule.next_fire else {
+        return Ok(false);
+    };
+    let Some((stored, compiled)) = parsed(&schedule) else {
+        return Ok(false);
+    };
+    let spec = &stored.spec;
+    let due = due_fires(
+        &compiled,
+        spec.missed,
+        spec.max_catch_up,
+        expected_next,
+        now,
+    );
+    let last = match due.fires.is_empty() {
+        true => None,
+        false => last_job(scheduler, &schedule).await?,
+    };
+    let after = |fire| crate::schedule::next_after(&compiled, fire);
+    let taken = turn(
+        spec.overlap,
+        &due.fires,
+        last.as_ref().map(|l| l.1),
+        after,
+        due.next,
+    );
+    let (fire, skipped, next) = match taken {
+        Turn::Hold => return Ok(false),
+        Turn::Pass { skipped, next } => (None, skipped, next),
+        Turn::Run {
+            fire,
+            skipped,
+            cancel,
+            next,
+        } => {
+            if cancel && let Some((last, _)) = &last {
+                cancel_last(scheduler, last).await?;
+            }
+            (Some(fire), skipped, next)
+        }
+    };
+    let mut tally = vec![("missed", due.missed), ("skipped_overlap", skipped)];
+    let mut last_job = None;
+    if let Some(fire) = fire {
+        match submit_fire(scheduler, &schedule, &stored, fire).await {
+            Ok(job) => {
+                last_job = Some(job);
+                tally.push(("submitted", 1));
+            }
+            Err(FireRefused::Unavailable(detail)) => {
+                // The store is down: the fire stays due for the next tick.
+                return Err(crate::queue::QueueError::Store {
+                    path: format!("schedule {}", schedule.id),
+                    detail,
+                });
+            }
+            Err(FireRefused::Refused(why)) => {
+                tracing::warn!(schedule = %schedule.id, fire = %crate::queue::rfc3339(fire), error = %why, "scheduler: admission refused the fire; it is dropped, the next one comes on time");
+                tally.push(("refused", 1));
+            }
+        }
+    }
+    // The last tick's outcome: what ran, else why nothing did.
+    let last_outcome = ["submitted", "refused", "skipped_overlap", "missed"]
+        .into_iter()
+        .find(|outcome| tally.iter().any(|(o, n)| o == outcome && *n > 0))
+        .unwrap_or("missed");
+    let record = FireRecord {
+        id: schedule.id.clone(),
+        expected_next,
+        next_fire: next,
+        last_fire: fire,
+        last_job,
+        last_outcome: last_outcome.to_string(),
+        missed: due.missed,
+    };
+    if !scheduler.queue.record_fire(record).await? {
+        // Another daemon handled the same fire and recorded (and counted)
+        // it first.
+        scheduler.bus.publish(DaemonEvent::StaleSettle {
+            claim: StaleClaim::ScheduleFire,
+        });
+        return Ok(false);
+    }
+    let waiting = fire.is_some() && next.is_some_and(|next| next <= now);
+    for (outcome, count) in tally.into_iter().filter(|(_, n)| *n > 0) {
+        let lateness = match (outcome, fire) {
+            ("submitted", Some(fire)) => u64::try_from(now - fire).unwrap_or(0),
+            _ => 0,
+        };
+        scheduler.bus.publish(DaemonEvent::ScheduleFired {
+            schedule: schedule.id.clone(),
+            bundle: stored.bundle.clone(),
+            outcome,
+            count,
+            lateness: Duration::from_millis(lateness),
+        });
+    }
+    Ok(waiting)
+}
+
+/// Moves a paused schedule that is resumed without catching up past the
+/// fires that came while it was paused: they are passed over, counted as
+/// missed, and it fires again from now on.
+pub async fn pass_over_paused_fires(
+    queue: &dyn JobQueue,
+    bus: &DaemonBus,
+    schedule: &StoredSchedule,
+) -> Result<(), crate::queue::QueueError> {
+    let now = crate::queue::millis(SystemTime::now());
+    let (Some(expected_next), Some((stored, compiled))) = (schedule.next_fire, parsed(schedule))
+    else {
+        return Ok(());
+    };
+    if expected_next > now {
+        return Ok(());
+    }
+    let all = due_fires(&compiled, Missed::Skip, 1, expected_next, now);
+    let passed = all.fires.len() as u64 + all.missed;
+    let record = FireRecord {
+        id: schedule.id.clone(),
+        expected_next,
+        next_fire: all.next,
+        last_fire: None,
+        last_job: None,
+        last_outcome: "missed".into(),
+        missed: passed,
+    };
+    if queue.record_fire(record).await? && passed > 0 {
+        bus.publish(DaemonEvent::ScheduleFired {
+            schedule: schedule.id.clone(),
+            bundle: stored.bundle,
+            outcome: "missed",
+            count: passed,
+            lateness: Duration::ZERO,
+        });
+    }
+    Ok(())
+}
+
+/// Cancels the schedule's last job (`overlap: cancel_previous`).
+async fn cancel_last(scheduler: &Scheduler, last: &JobId) -> Result<(), crate::queue::QueueError> {
+    if let Some(changed) = scheduler.queue.cancel(last).await?
+        && let Some(event) = changed.final_event
+    {
+        scheduler.bus.publish(DaemonEvent::JobEndedByRequest {
+            event: Box::new(event),
+        });
+    }
+    Ok(())
+}
+
+/// The stored spec and its compiled cron; `None` (logged) when it no
+/// longer compiles (a time zone this binary lacks).
+fn parsed(schedule: &StoredSchedule) -> Option<(Stored, (croner::Cron, chrono_tz::Tz))> {
+    let stored: Stored = serde_json::from_str(&schedule.spec)
+        .inspect_err(|e| tracing::warn!(schedule = %schedule.id, error = %e, "scheduler: the stored spec cannot be read; delete the schedule and make it again"))
+        .ok()?;
+    let compiled = stored
+        .spec
+        .compile()
+        .inspect_err(|e| tracing::warn!(schedule = %schedule.id, error = %e, "scheduler: the stored spec is not valid; delete the schedule and make it again"))
+        .ok()?;
+    Some((stored, compiled))
+}
+
+/// The schedule's last job, when it was submitted, started and ended (if
+/// it did).
+async fn last_job(
+    scheduler: &Scheduler,
+    schedule: &StoredSchedule,
+) -> Result<Option<(JobId, LastJob)>, crate::queue::QueueError> {
+    let Some(id) = &schedule.last_job else {
+        return Ok(None);
+    };
+    let ms = |at: &str| humantime::parse_rfc3339(at).map(crate::queue::millis).ok();
+    Ok(scheduler
+        .queue
+        .get(&JobId::from(id.as_str()))
+        .await?
+        .map(|job| {
+            let last = LastJob {
+                submitted: ms(&job.created_at).unwrap_or(i64::MAX),
+                started: job.started_at.as_deref().and_then(ms),
+                // A job that ended at an unreadable time ended now.
+                ended: job.state.is_terminal().then(|| {
+                    job.finished_at
+                        .as_deref()
+                        .and_then(ms)
+                        .unwrap_or_else(|| crate::queue::millis(SystemTime::now()))
+                }),
+            };
+            (job.id, last)
+        }))
+}
+
+/// Submits one fire through admission; the job's id.
+async fn submit_fire(
+    scheduler: &Scheduler,
+    schedule: &StoredSchedule,
+    stored: &Stored,
+    fire: i64,
+) -> Result<String, FireRefused> {
+    let job = NewJob {
+        bundle: stored.bundle.clone(),
+        input: stored.spec.input.clone(),
+        variables: stored.spec.variables.clone(),
+        priority: stored.spec.priority,
+        idempotency_key: Some(fire_key(own_id(schedule), fire)),
+        ..Default::default()
+    };
+    let id = scheduler
+        .admission
+        .submit(schedule.owner.as_deref(), job)
+        .await?;
+    Ok(id.to_string())
+}
