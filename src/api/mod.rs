@@ -18,6 +18,7 @@ mod auth;
 mod body;
 mod budgets;
 mod bundles;
+mod caller_tools;
 mod console;
 mod controls;
 mod conversations;

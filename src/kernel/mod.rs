@@ -41,7 +41,7 @@ use crate::model::{ModelPlugin, ModelPluginError, ToolChoice};
 use crate::tools::ToolEngine;
 use crate::tools::agent::AgentHost;
 use crate::types::{
-    Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult,
+    Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult, ToolSchema,
 };
 use progress::model_started;
 
@@ -113,6 +113,10 @@ pub struct KernelConfig {
     /// A caller's answer format, asked of the model on the turns that may
     /// answer (see [`AnswerShape::for_turn`]).
     pub answer: Option<AnswerShape>,
+    /// The caller's own tools, offered beside the bundle's: the kernel
+    /// never runs them; a call of one parks the run (`caller_call`) until
+    /// its output is journaled as the call's result.
+    pub caller_tools: Vec<ToolSchema>,
 }
 
 /// Why a tool call is answered without running its tool.
@@ -176,6 +180,7 @@ impl Default for KernelConfig {
             call_budget: None,
             budget: None,
             answer: None,
+            caller_tools: Vec::new(),
         }
     }
 }
@@ -271,6 +276,7 @@ impl RunError {
             RunError::Parked(parked) => match parked.kind {
                 ParkedKind::UnknownOutcome => "needs_attention".into(),
                 ParkedKind::Approval => "awaiting_approval".into(),
+                ParkedKind::CallerCall => "caller_call".into(),
             },
             RunError::Aborted(_) => "aborted".into(),
             RunError::OverBudget(_) => "budget_exceeded".into(),
@@ -307,6 +313,8 @@ pub struct Kernel {
     tools: Arc<ToolEngine>,
     /// Runs the bundles of `agent` tools (the daemon's runner).
     agents: Option<Arc<dyn AgentHost>>,
+    /// The tools offered to the model: the engine's, then the caller's.
+    offered: Vec<ToolSchema>,
 }
 
 impl Kernel {
@@ -317,13 +325,25 @@ impl Kernel {
         tools: Arc<ToolEngine>,
         agents: Option<Arc<dyn AgentHost>>,
     ) -> Self {
+        let offered = tools
+            .schemas()
+            .iter()
+            .chain(&config.caller_tools)
+            .cloned()
+            .collect();
         Self {
             config,
             plugin,
             backend,
             tools,
             agents,
+            offered,
         }
+    }
+
+    /// Whether `name` is one of the caller's tools (which the client runs).
+    fn is_caller_tool(&self, name: &str) -> bool {
+        self.config.caller_tools.iter().any(|t| t.name == name)
     }
 
     pub fn config(&self) -> &KernelConfig {
@@ -343,7 +363,7 @@ impl Kernel {
     }
 
     fn request(&self, messages: &[Message], turn: u32) -> ChatRequest {
-        let schemas = self.tools.schemas();
+        let schemas = &self.offered;
         let model = self.turn_model(turn);
         let shape = self
             .config
@@ -403,7 +423,7 @@ impl Kernel {
         }
         self.check_budget(turn, "budget", journal, events, Budget::before_model_call)
             .await?;
-        let schemas = self.tools.schemas();
+        let schemas = &self.offered;
         let window = history::window(
             &self.config.history,
             history,
@@ -556,7 +576,12 @@ impl Kernel {
             Replay::Recorded(result) => return Ok((result, true)),
             Replay::Fresh(fresh) => fresh,
         };
-        let admitted = match fresh.announce().await?.admit(not_run).await? {
+        let announced = fresh.announce().await?;
+        // A caller's call the model made well is the client's to run.
+        if not_run.is_none() && self.is_caller_tool(&call.name) {
+            return Err(announced.hand_to_caller());
+        }
+        let admitted = match announced.admit(not_run).await? {
             Admission::Run(admitted) => admitted,
             Admission::Answer(answer) => return Ok((answer.record().await?, false)),
         };
@@ -632,11 +657,33 @@ impl Kernel {
         let mut results = Vec::with_capacity(outcomes.len());
         let mut errors_count = 0;
         let mut ran_now = !reply.replayed;
+        let mut first_error = None;
+        let mut caller_calls = Vec::new();
         for outcome in outcomes {
-            let (result, replayed) = outcome?;
-            errors_count += usize::from(result.is_error);
-            ran_now |= !replayed;
-            results.push(result);
+            match outcome {
+                Ok((result, replayed)) => {
+                    errors_count += usize::from(result.is_error);
+                    ran_now |= !replayed;
+                    results.push(result);
+                }
+                Err(err) => {
+                    if let RunError::Parked(parked) = &err {
+                        caller_calls.extend(parked.caller_calls.iter().cloned());
+                    }
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        // The first error ends the turn, as it always did; a park on a
+        // caller's call carries every caller call of the turn, so the
+        // client answers them in one go.
+        if let Some(mut err) = first_error {
+            if let RunError::Parked(parked) = &mut err
+                && parked.kind == ParkedKind::CallerCall
+            {
+                parked.caller_calls = caller_calls;
+            }
+            return Err(err.into());
         }
         if cancel.is_cancelled() {
             return Err(StepError::Interrupted {
@@ -802,7 +849,11 @@ impl Kernel {
             Ok(reason) => (reason, None, None),
             Err(err @ RunError::Parked(parked)) => (
                 match parked.kind {
-                    ParkedKind::UnknownOutcome => TerminationReason::NeedsAttention,
+                    // The job parks in `needs_attention` until the client
+                    // answers; the parked call's kind says why.
+                    ParkedKind::UnknownOutcome | ParkedKind::CallerCall => {
+                        TerminationReason::NeedsAttention
+                    }
                     ParkedKind::Approval => TerminationReason::AwaitingApproval,
                 },
                 Some(err.to_string()),
