@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::AppState;
-use super::openai::OpenAiError;
+use super::error::{ApiError, ErrorCode};
 use crate::approval::{CallerCall, ParkedKind};
 use crate::queue::{CallerOutput, Job, JobState};
 use crate::types::ToolSchema;
@@ -22,17 +22,23 @@ const MAX_PARAMETERS: usize = 32 * 1024;
 /// The largest output of one call, in bytes.
 pub(super) const MAX_OUTPUT: usize = 1024 * 1024;
 
+/// A refusal of the request naming the parameter `param` (on the OpenAI
+/// wires a 400 of type `invalid_request_error`).
+fn invalid(param: &str, message: impl Into<String>) -> ApiError {
+    ApiError::field(ErrorCode::InvalidRequest, param, message)
+}
+
 /// The function tools of a request's `tools` (either wire's shape:
 /// Responses' flat `{type, name, description, parameters}` or chat
 /// completions' `{type, function: {…}}`), each checked: a function, a name
 /// of letters, digits, `_` and `-` (at most 64), no name twice, a
 /// description and a parameters object within their bounds.
-pub(super) fn read(rest: &Map<String, Value>) -> Result<Vec<ToolSchema>, OpenAiError> {
+pub(super) fn read(rest: &Map<String, Value>) -> Result<Vec<ToolSchema>, ApiError> {
     let tools = match rest.get("tools") {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(tools)) => tools,
         Some(other) => {
-            return Err(OpenAiError::invalid(
+            return Err(invalid(
                 "tools",
                 format!("`tools` must be a list of function tools, not {other}"),
             ));
@@ -41,7 +47,7 @@ pub(super) fn read(rest: &Map<String, Value>) -> Result<Vec<ToolSchema>, OpenAiE
     let mut read: Vec<ToolSchema> = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
         let param = format!("tools[{i}]");
-        let invalid = |message: String| OpenAiError::invalid(&param, message);
+        let invalid = |message: String| invalid(&param, message);
         if tool["type"] != "function" {
             return Err(invalid(format!(
                 "tools of type {} are not taken: only `function` tools, which the client runs",
@@ -111,14 +117,14 @@ pub(super) fn admit(
     state: &AppState,
     bundle: &str,
     tools: Vec<ToolSchema>,
-) -> Result<Vec<ToolSchema>, OpenAiError> {
+) -> Result<Vec<ToolSchema>, ApiError> {
     let Some(first) = tools.first() else {
         return Ok(tools);
     };
     let loaded = crate::admit::loaded_bundle(&state.registry.snapshot(), bundle, "model")
-        .map_err(super::error::ApiError::from)?;
+        .map_err(ApiError::from)?;
     let Some(max) = loaded.bundle.caller_tools_max() else {
-        return Err(OpenAiError::invalid(
+        return Err(invalid(
             "tools",
             format!(
                 "caller tools are not taken by bundle {bundle} (tools[0]: {}): it runs its own tools, and returns them as calls it ran; leave `tools` out, or declare `caller_tools` in the bundle",
@@ -127,7 +133,7 @@ pub(super) fn admit(
         ));
     };
     if tools.len() > max {
-        return Err(OpenAiError::invalid(
+        return Err(invalid(
             "tools",
             format!(
                 "{} tools sent, and bundle {bundle} takes at most {max} (its caller_tools.max)",
@@ -140,7 +146,7 @@ pub(super) fn admit(
         .enumerate()
         .find(|(_, t)| loaded.bundle.has_tool(&t.name) || loaded.tools.tool(&t.name).is_some())
     {
-        return Err(OpenAiError::invalid(
+        return Err(invalid(
             &format!("tools[{i}]"),
             format!(
                 "the tool {:?} has the name of a tool of bundle {bundle}: rename it",
@@ -165,9 +171,9 @@ pub(super) fn check_outputs(
     job: &Job,
     outputs: &[CallerOutput],
     param: &str,
-) -> Result<(), OpenAiError> {
+) -> Result<(), ApiError> {
     let Some(awaited) = awaited(job) else {
-        return Err(OpenAiError::invalid(
+        return Err(invalid(
             param,
             format!(
                 "outputs of caller tools were sent, and job {} waits for none (it is {}): send them only in answer to the calls a response handed over",
@@ -186,7 +192,7 @@ pub(super) fn check_outputs(
         .filter(|id| !outputs.iter().any(|o| o.call_id == *id))
         .collect();
     if !unknown.is_empty() || !missing.is_empty() {
-        return Err(OpenAiError::invalid(
+        return Err(invalid(
             param,
             format!(
                 "the outputs do not answer the calls job {} waits on: unknown call ids [{}], missing call ids [{}]; send one output for each call handed over",
@@ -197,7 +203,7 @@ pub(super) fn check_outputs(
         ));
     }
     if let Some(big) = outputs.iter().find(|o| o.output.len() > MAX_OUTPUT) {
-        return Err(OpenAiError::invalid(
+        return Err(invalid(
             param,
             format!(
                 "the output of call {} is larger than {MAX_OUTPUT} bytes",
@@ -262,19 +268,10 @@ mod tests {
             ),
         ] {
             let err = read(&rest(tools)).unwrap_err();
-            assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST);
-            let body = err.body();
-            assert!(
-                body["error"]["param"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("tools["),
-                "{body}"
-            );
-            assert!(
-                body["error"]["message"].as_str().unwrap().contains(said),
-                "{body}"
-            );
+            assert_eq!(err.code, ErrorCode::InvalidRequest);
+            let param = err.field.clone().unwrap_or_default();
+            assert!(param.starts_with("tools["), "{param}: {}", err.message);
+            assert!(err.message.contains(said), "{}", err.message);
         }
     }
 }
