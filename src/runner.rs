@@ -106,6 +106,9 @@ pub struct RunOptions {
     /// The shape the final answer must have (the job's `answer_format`),
     /// asked of the model; the caller checks the answer.
     pub answer_format: Option<crate::types::AnswerFormat>,
+    /// The caller's own tools (the job's `caller_tools`), offered beside
+    /// the bundle's; the client runs them.
+    pub caller_tools: Vec<crate::types::ToolSchema>,
 }
 
 /// Runs loaded bundles as agents; runs the bundles nested in them from the
@@ -180,6 +183,20 @@ impl Runner {
             .as_ref()
             .map(|format| loaded.bundle.answer_shape(format));
         let (tools, shapes) = self.offered_tools(loaded, options, reach)?;
+        // Admission refused clashes with the bundle's declared tools; the
+        // bound ones (an MCP server's) are known only here.
+        if let Some(clash) = options
+            .caller_tools
+            .iter()
+            .find(|t| tools.tool(&t.name).is_some())
+        {
+            return Err(RunFailure::Bundle(format!(
+                "the caller's tool `{}` has the name of a tool of bundle {}: rename the caller's tool",
+                clash.name,
+                loaded.name()
+            )));
+        }
+        config.caller_tools = options.caller_tools.clone();
         if let Some(shapes) = shapes {
             config.shape = shapes.default;
             config.turn_shapes = shapes.turns;

@@ -6,8 +6,9 @@
 //! run, never as calls of its own to make: issue 49), a next turn that
 //! sends that run's history back (the daemon's calls in it), streamed,
 //! an agent with a tool of its own, which the daemon refuses with a 400
-//! naming `tools`, and an agent's `output_type` (a pydantic model), which
-//! the daemon holds the answer to (issue 49).
+//! naming `tools` unless the bundle takes caller tools — then the SDK runs
+//! it and its output resumes the same job — and an agent's `output_type`
+//! (a pydantic model), which the daemon holds the answer to (issue 49).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -234,4 +235,84 @@ async fn the_agents_sdk_gets_its_output_type_over_chat_completions() {
     let (seen, formats) = drive_output_type("chat").await;
     check_output_type(&seen, &formats);
     assert_eq!(seen["bob"]["status"], 500, "{seen}");
+}
+
+/// The model calls the caller's `shout`, then answers once it has the
+/// output.
+const SHOUT_SCRIPT: &str = r#"
+replies:
+  - match: "Shout hi"
+    turn: 1
+    tool_calls: [{id: call-7, name: shout, arguments: {text: hi}}]
+  - match: "Shout hi"
+    turn: 2
+    content: "Shouted."
+"#;
+
+/// A bundle that takes the caller's tools, with none of its own.
+const SHOUTER: &str = "name: shouter\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ncaller_tools: {max: 4}\n";
+
+/// Runs the caller-tool driver with `class`: what it saw, and the model
+/// requests the daemon made.
+async fn drive_caller_tool(class: &str) -> (Value, Vec<Value>) {
+    let mock = mock_server(SHOUT_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("shouter", SHOUTER);
+    let daemon = site.start();
+    let base = daemon.url("/v1");
+    let mut driver = Command::new(python_current());
+    driver
+        .arg(repo("tests/data/agents_sdk/caller_tool.py"))
+        .args([&base, class, "bundle/shouter"]);
+    let seen = peer::json(&daemon, driver).await;
+    // One job, which the client's output resumed, and it succeeded.
+    let jobs = common::daemon::get(&common::daemon::client(), &daemon, "/v1/jobs").await;
+    let jobs = jobs["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    assert_eq!(jobs[0]["state"], "succeeded", "{jobs:?}");
+    assert_eq!(daemon.stop(), Some(0));
+    (seen, mock.requests())
+}
+
+/// What both model classes must see: the SDK ran its tool once, with the
+/// model's argument; the model was offered the tool and read its output
+/// on the next turn; the answer came after.
+fn check_caller_tool(seen: &Value, requests: &[Value]) {
+    assert_eq!(seen["calls"], json!(["hi"]), "{seen}");
+    assert_eq!(seen["final"], "Shouted.", "{seen}");
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let offered = requests[0]["tools"].to_string();
+    assert!(offered.contains("\"shout\""), "{offered}");
+    let fed: Vec<&Value> = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(fed.len(), 1, "{requests:?}");
+    assert_eq!(fed[0]["content"], "HI!", "{requests:?}");
+    assert_eq!(fed[0]["tool_call_id"], "call-7", "{requests:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_runs_its_own_tool_over_responses() {
+    let (seen, requests) = drive_caller_tool("responses").await;
+    check_caller_tool(&seen, &requests);
+    let kinds: Vec<&str> = seen["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["type"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["function_call", "function_call_output", "message"],
+        "{seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_runs_its_own_tool_over_chat_completions() {
+    let (seen, requests) = drive_caller_tool("chat").await;
+    check_caller_tool(&seen, &requests);
 }

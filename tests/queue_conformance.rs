@@ -701,6 +701,7 @@ fn unknown_outcome(id: &JobId) -> ParkedCall {
         idempotency_key: format!("{id}:1:c1"),
         approval: None,
         decide: None,
+        caller_calls: Vec::new(),
     }
 }
 

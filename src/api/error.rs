@@ -209,7 +209,9 @@ impl From<crate::queue::QueueError> for ApiError {
         }
         match e {
             QueueError::NotFound(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
-            QueueError::NotParked { .. } | QueueError::NoCallToSkip(_) => {
+            QueueError::NotParked { .. }
+            | QueueError::NoCallToSkip(_)
+            | QueueError::CallerOutputs { .. } => {
                 ApiError::new(ErrorCode::InvalidState, e.to_string())
             }
             QueueError::DailyBudget { refusal, .. } => daily_refusal(refusal),

@@ -17,6 +17,7 @@ mod artifacts;
 mod auth;
 mod body;
 mod bundles;
+mod caller_tools;
 mod console;
 mod conversations;
 mod counts;

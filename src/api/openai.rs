@@ -29,8 +29,8 @@ use super::feed::{Feed, Item, listen_first};
 use super::jobs::wait_finished;
 use crate::events::EventEnvelope;
 use crate::events::answer::AnswerStream;
-use crate::queue::{Controls, Job, JobId, NewJob};
-use crate::types::{AnswerFormat, Message, Role};
+use crate::queue::{CallerOutput, Controls, Job, JobId, NewJob, Resolution};
+use crate::types::{AnswerFormat, Message, Role, ToolSchema};
 
 /// The prefix that names a bundle as a model.
 const MODEL_PREFIX: &str = "bundle/";
@@ -209,10 +209,28 @@ async fn start(
         bundle,
         input,
         answer_format,
+        caller_tools,
     } = parse(body)?;
     // Refused before the stream listens (admission checks again).
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
+    let caller_tools = super::caller_tools::admit(state, &bundle, caller_tools)?;
+    if let Some((job_id, outputs)) = tool_outputs(&request.messages)? {
+        if request.stream {
+            return Err(OpenAiError::invalid(
+                "stream",
+                "a stream of a resumed completion is not supported yet: send the tool messages without `stream`",
+            ));
+        }
+        let job = resume(state, caller, &bundle, &job_id, outputs).await?;
+        return Ok((job, None));
+    }
+    if request.stream && !caller_tools.is_empty() {
+        return Err(OpenAiError::invalid(
+            "stream",
+            "stream with caller tools is not supported yet: send the request without `stream` (or without `tools`)",
+        ));
+    }
     // The job's id is chosen here so the stream listens before the job can
     // start: its first model call already streams.
     let id = JobId::new();
@@ -234,12 +252,95 @@ async fn start(
         traceparent,
         controls: Controls {
             answer_format,
+            caller_tools,
             ..Controls::default()
         },
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
     Ok((job, feed))
+}
+
+/// The id a completion gives a caller's call of job `job`: the job and the
+/// call, so the `tool` message that answers it finds the job.
+fn wire_call_id(job: &JobId, call_id: &str) -> String {
+    format!("{job}.{call_id}")
+}
+
+/// The job and the outputs of the `tool` messages that end `messages`, if
+/// they do: the client's answers to the calls a completion handed over
+/// (their ids name the job, see [`wire_call_id`]).
+fn tool_outputs(messages: &[Value]) -> Result<Option<(JobId, Vec<CallerOutput>)>, OpenAiError> {
+    let trailing = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .take_while(|(_, m)| m["role"] == "tool");
+    let mut job: Option<JobId> = None;
+    let mut outputs = Vec::new();
+    for (i, message) in trailing {
+        let param = format!("messages[{i}]");
+        let wire_id = message["tool_call_id"].as_str().unwrap_or_default();
+        let Some((of, call_id)) = wire_id.split_once('.') else {
+            return Err(OpenAiError::invalid(
+                &param,
+                format!(
+                    "tool_call_id {wire_id:?} names no call this daemon handed over (those are `<job id>.<call id>`)"
+                ),
+            ));
+        };
+        if job.as_ref().is_some_and(|job| job.as_str() != of) {
+            return Err(OpenAiError::invalid(
+                &param,
+                "the tool messages answer the calls of different completions: answer one at a time",
+            ));
+        }
+        job = Some(JobId::from(of));
+        let output = super::caller_tools::output_text(&message["content"]).ok_or_else(|| {
+            OpenAiError::invalid(&param, "`content` must be a string or a list of text parts")
+        })?;
+        outputs.push(CallerOutput {
+            call_id: call_id.to_string(),
+            output,
+        });
+    }
+    outputs.reverse();
+    Ok(job.map(|job| (job, outputs)))
+}
+
+/// Resumes job `id`, parked on the caller's calls, with their `outputs`
+/// (journaled in the one write that queues it again), and waits for it.
+async fn resume(
+    state: &AppState,
+    caller: &Caller,
+    bundle: &str,
+    id: &JobId,
+    outputs: Vec<CallerOutput>,
+) -> Result<Job, OpenAiError> {
+    let job = state.queue.get(id).await.map_err(ApiError::from)?;
+    let job = caller.job(Action::ReadJob, id, job).map_err(|_| {
+        OpenAiError::invalid(
+            "messages",
+            format!("no completion of job {id} of this API key"),
+        )
+    })?;
+    if job.bundle != bundle {
+        return Err(OpenAiError::invalid(
+            "model",
+            format!(
+                "the tool messages answer a completion of model bundle/{}: send them to the same model",
+                job.bundle
+            ),
+        ));
+    }
+    super::caller_tools::check_outputs(&job, &outputs, "messages")?;
+    let resolution = Resolution::CallerOutputs { outputs };
+    let changed = state
+        .queue
+        .resolve(id, resolution)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(super::jobs::settled(state, changed))
 }
 
 /// A chat completion request as read from its body, before the bundle is
@@ -252,6 +353,8 @@ pub(super) struct Parsed {
     pub input: String,
     /// The `response_format` the answer is held to.
     pub answer_format: Option<AnswerFormat>,
+    /// The caller's own `tools` (not yet checked against the bundle).
+    pub caller_tools: Vec<ToolSchema>,
 }
 
 /// Reads a request body: JSON of the right shape, a `bundle/<name>` model,
@@ -269,12 +372,14 @@ pub(super) fn parse(body: &[u8]) -> Result<Parsed, OpenAiError> {
     refuse_unsupported(&request.rest)?;
     let format = request.rest.get("response_format").unwrap_or(&Value::Null);
     let answer_format = answer_format("response_format", format)?;
+    let caller_tools = super::caller_tools::read(&request.rest)?;
     let input = last_user_text(&request.messages)?;
     Ok(Parsed {
         request,
         bundle,
         input,
         answer_format,
+        caller_tools,
     })
 }
 
@@ -299,9 +404,9 @@ pub(super) fn bundle_of(model: &str) -> Result<String, OpenAiError> {
 /// Refuses the parameters (of a chat completion or a response, `rest`)
 /// that would change what the client is promised and that a bundle does
 /// not honour: silently dropped, they break the client later and worse (a
-/// caller's tool is never called, a structured `output_type` fails to
-/// parse). A bundle runs its own tools, decided by its definition, and
-/// answers once.
+/// forced tool call never comes, a structured `output_type` fails to
+/// parse). A bundle answers once, and its model chooses its tool calls;
+/// the caller's own `tools` are taken by [`super::caller_tools`].
 pub(super) fn refuse_unsupported(rest: &Map<String, Value>) -> Result<(), OpenAiError> {
     if let Some(n) = rest
         .get("n")
@@ -314,26 +419,27 @@ pub(super) fn refuse_unsupported(rest: &Map<String, Value>) -> Result<(), OpenAi
             ),
         ));
     }
-    let tools = rest.get("tools").and_then(Value::as_array);
-    if let Some(tool) = tools.and_then(|tools| tools.first()) {
-        let name = tool["name"].as_str().or(tool["function"]["name"].as_str());
-        return Err(OpenAiError::invalid(
-            "tools",
-            format!(
-                "caller tools are not taken (tools[0]: {} {}): the bundle runs its own tools, the ones its definition lists, and returns them as calls it ran; leave `tools` out",
-                tool["type"],
-                name.unwrap_or("")
-            ),
-        ));
-    }
+    // Caller tools are read and taken (or refused) by `caller_tools`.
+    let has_tools = rest
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| !tools.is_empty());
     match rest.get("tool_choice") {
         None | Some(Value::Null) => {}
         Some(Value::String(choice)) if choice == "auto" || choice == "none" => {}
-        Some(choice) => {
+        Some(choice) if !has_tools => {
             return Err(OpenAiError::invalid(
                 "tool_choice",
                 format!(
                     "tool_choice {choice} needs caller tools, and there are none (the bundle's own tools are its to choose): send \"auto\" or leave it out"
+                ),
+            ));
+        }
+        Some(choice) => {
+            return Err(OpenAiError::invalid(
+                "tool_choice",
+                format!(
+                    "tool_choice {choice} is not supported: the bundle's model chooses among its tools and the caller's; send \"auto\" or leave it out"
                 ),
             ));
         }
@@ -414,7 +520,31 @@ fn usage(job: &Job) -> Value {
     })
 }
 
+/// The completion of a finished job — or of one parked on calls of the
+/// caller's tools: those calls, for the client to run
+/// (`finish_reason: "tool_calls"`).
 fn completion(job: &Job) -> Result<Value, OpenAiError> {
+    if let Some(calls) = super::caller_tools::awaited(job) {
+        let tool_calls: Vec<Value> = calls
+            .iter()
+            .map(|call| {
+                json!({"id": wire_call_id(&job.id, &call.call_id), "type": "function",
+                       "function": {"name": call.tool, "arguments": call.arguments.to_string()}})
+            })
+            .collect();
+        return Ok(json!({
+            "id": format!("chatcmpl-{}", job.id),
+            "object": "chat.completion",
+            "created": now_secs(),
+            "model": format!("{MODEL_PREFIX}{}", job.bundle),
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": null, "tool_calls": tool_calls},
+                "finish_reason": "tool_calls",
+            }],
+            "usage": usage(job),
+        }));
+    }
     let content = answer(job)?;
     Ok(json!({
         "id": format!("chatcmpl-{}", job.id),

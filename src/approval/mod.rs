@@ -17,7 +17,7 @@ use serde_json::Value;
 
 mod parked;
 
-pub use parked::{ApprovalTerms, ParkedCall, ParkedKind};
+pub use parked::{ApprovalTerms, CallerCall, ParkedCall, ParkedKind};
 
 /// Which calls of a tool need a person's decision.
 #[derive(Clone, Default)]
@@ -451,6 +451,7 @@ mod tests {
             effect: "unsafe".into(),
             idempotency_key: "j:1:0".into(),
             decide: None,
+            caller_calls: Vec::new(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The one shape of a call a job is parked on, whatever parked it: a call
-//! waiting for a person's decision (`approval`) or an `unsafe` call an
-//! earlier attempt started whose outcome is unknown (`unknown_outcome`).
+//! waiting for a person's decision (`approval`), an `unsafe` call an
+//! earlier attempt started whose outcome is unknown (`unknown_outcome`), or
+//! the calls of the caller's own tools the client runs (`caller_call`).
 //! The kernel makes it, the journal keeps an approval request in it, the
 //! queue stores it as the job's `pending_call` and every reader (API, MCP,
 //! CLI) reads it. Rows stored before this shape (an approval's `call`, a
@@ -20,6 +21,21 @@ pub enum ParkedKind {
     /// An `unsafe` call was started by an earlier attempt and has no
     /// recorded result (`needs_attention`).
     UnknownOutcome,
+    /// The model called tools the request brought (caller tools): the
+    /// client runs them and sends their outputs back, which resume the job
+    /// (`needs_attention` until then; see [`ParkedCall::caller_calls`]).
+    CallerCall,
+}
+
+/// One call of a caller's tool a job waits on: what the client is asked
+/// to run, and where its output goes in the journal (the turn of the
+/// parked call, this position).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallerCall {
+    pub position: usize,
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
 }
 
 /// A call a job is parked on.
@@ -48,6 +64,10 @@ pub struct ParkedCall {
     /// filled in as the job is read (see [`ParkedCall::for_job`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decide: Option<String>,
+    /// Of a `caller_call` park: every call of the turn the client must
+    /// answer (this call first), so one answer carries all their outputs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caller_calls: Vec<CallerCall>,
 }
 
 /// The approval part of a parked call.
@@ -95,6 +115,8 @@ struct StoredParkedCall {
     approval: Option<ApprovalTerms>,
     #[serde(default)]
     decide: Option<String>,
+    #[serde(default)]
+    caller_calls: Vec<CallerCall>,
 }
 
 impl From<StoredParkedCall> for ParkedCall {
@@ -116,6 +138,7 @@ impl From<StoredParkedCall> for ParkedCall {
             idempotency_key: stored.idempotency_key,
             approval: stored.approval.filter(|_| kind == ParkedKind::Approval),
             decide: stored.decide,
+            caller_calls: stored.caller_calls,
         }
     }
 }
@@ -132,6 +155,14 @@ impl ParkedCall {
         self.decide = (self.kind == ParkedKind::Approval)
             .then(|| format!("POST /v1/jobs/{job}/approvals/{}", self.call_id));
         self
+    }
+
+    /// The other caller calls of the turn, said after the first.
+    fn others(&self) -> String {
+        match self.caller_calls.len() {
+            0 | 1 => String::new(),
+            n => format!(" (with {} more of the same turn)", n - 1),
+        }
     }
 
     /// What the job waits for and what to do, naming job `job` in the
@@ -157,6 +188,10 @@ impl ParkedCall {
                 "{place} was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: `structured-agents resolve {job} --retry`, `--skip RESULT` or `--fail`",
                 self.effect
             ),
+            ParkedKind::CallerCall => format!(
+                "{place} is a tool of the caller's{}: the client runs it and sends its output (`function_call_output` with previous_response_id resp_{job}, or a `tool` message), which resumes the job; `structured-agents resolve {job} --fail` ends it",
+                self.others()
+            ),
         }
     }
 }
@@ -179,6 +214,14 @@ impl std::fmt::Display for ParkedCall {
                 f,
                 "tool `{}` (call {} of turn {}{scope}) was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: resolve the job with retry, skip (supplying the result) or fail",
                 self.tool, self.call_id, self.turn, self.effect
+            ),
+            ParkedKind::CallerCall => write!(
+                f,
+                "tool `{}` (call {} of turn {}{scope}) is a tool of the caller's{}: the client runs it and sends its output back",
+                self.tool,
+                self.call_id,
+                self.turn,
+                self.others()
             ),
         }
     }

@@ -247,7 +247,19 @@ impl Bundle {
             call_budget: None,
             budget: None,
             answer: None,
+            caller_tools: Vec::new(),
         }
+    }
+
+    /// How many tools of the caller's one request may bring (`None`: the
+    /// bundle takes none: `caller_tools` is not set).
+    pub fn caller_tools_max(&self) -> Option<usize> {
+        self.raw.caller_tools.as_ref().map(|c| c.max)
+    }
+
+    /// Whether the bundle has a tool named `name` of its own.
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.raw.tools.iter().any(|t| t.name == name)
     }
 
     /// A caller's answer format as this bundle's requests ask for it: on
@@ -451,6 +463,18 @@ fn limit_problems(raw: &RawBundle) -> Vec<Problem> {
         if value == 0 {
             problems.push((key.into(), "must be at least 1".into()));
         }
+    }
+    if let Some(caller) = &raw.caller_tools
+        && !(1..=schema::MAX_CALLER_TOOLS).contains(&caller.max)
+    {
+        problems.push((
+            "caller_tools.max".into(),
+            format!(
+                "must be between 1 and {} (it is {})",
+                schema::MAX_CALLER_TOOLS,
+                caller.max
+            ),
+        ));
     }
     if let Some(chat) = &raw.group_chat {
         if chat.max_rounds == 0 {

@@ -70,6 +70,31 @@ pub struct RawBundle {
     /// own (within `egress.allow`; docs/api.md, Completion webhooks).
     #[serde(default)]
     pub webhook: Option<String>,
+    /// Takes the caller's own tools: a request's `tools` (Responses and
+    /// chat completions) are offered to the model beside the bundle's, and
+    /// a call of one ends the answer with the call for the client to run;
+    /// its output resumes the same job (docs/api.md, Caller tools). Without
+    /// this section a request with `tools` is refused.
+    #[serde(default)]
+    pub caller_tools: Option<CallerToolsSection>,
+}
+
+/// Caller tools a bundle takes (see [`RawBundle::caller_tools`]).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallerToolsSection {
+    /// The most tools one request may bring (default 16, at most 128).
+    #[serde(default = "default_max_caller_tools")]
+    pub max: usize,
+}
+
+/// Caller tools one request may bring unless the bundle says otherwise.
+pub const DEFAULT_MAX_CALLER_TOOLS: usize = 16;
+/// The bound on `caller_tools.max`.
+pub const MAX_CALLER_TOOLS: usize = 128;
+
+fn default_max_caller_tools() -> usize {
+    DEFAULT_MAX_CALLER_TOOLS
 }
 
 /// What a new bundle version does to the jobs of earlier ones.

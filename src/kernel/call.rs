@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gates::Gate;
 use super::{Kernel, NotRun, RunError};
-use crate::approval::{ParkedCall, ParkedKind};
+use crate::approval::{CallerCall, ParkedCall, ParkedKind};
 use crate::budget::Budget;
 use crate::events::live::{ProgressKind, capped_arguments};
 use crate::events::{Event, EventSink, preview};
@@ -175,6 +175,37 @@ impl<'a> Fresh<'a> {
 }
 
 impl<'a> Announced<'a> {
+    /// A call of one of the caller's tools: not run here, it parks the run
+    /// for the client to run it (the park lists it; the turn's other
+    /// caller calls join it, see `Kernel::step_journaled`). Its output,
+    /// journaled as its result, is what a replay hands the model.
+    pub(super) fn hand_to_caller(self) -> RunError {
+        let at = self.at;
+        let site = at.site;
+        let call = at.call;
+        RunError::Parked(Box::new(ParkedCall {
+            kind: ParkedKind::CallerCall,
+            scope: site.journal.scope().to_string(),
+            turn: site.turn,
+            position: Some(site.position),
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            effect: "caller".into(),
+            idempotency_key: site
+                .journal
+                .idempotency_key(site.turn, &site.position.to_string()),
+            approval: None,
+            decide: None,
+            caller_calls: vec![CallerCall {
+                position: site.position,
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+            }],
+        }))
+    }
+
     /// Whether the call may run: `not_run` (the reply's own verdict on it),
     /// the budget, its arguments coerced to the tool's schema, then the
     /// approval gate (which parks the run while a person decides).
@@ -273,6 +304,7 @@ impl<'a> Admitted<'a> {
                     idempotency_key: start.idempotency_key,
                     approval: None,
                     decide: None,
+                    caller_calls: Vec::new(),
                 })));
             }
             failpoint::hit(Failpoint::BeforeToolStart);

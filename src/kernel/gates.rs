@@ -90,6 +90,7 @@ impl Kernel {
                         expires_at: None,
                     }),
                     decide: None,
+                    caller_calls: Vec::new(),
                 };
                 journal
                     .record_approval(turn, position, &request)

@@ -48,7 +48,7 @@ use crate::model::ModelPlugin;
 use crate::tools::ToolEngine;
 use crate::tools::agent::AgentHost;
 use crate::types::{
-    Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult,
+    Message, RunResult, StepResult, TerminationReason, TokenUsage, ToolCall, ToolResult, ToolSchema,
 };
 use call::{Admission, CallSite, Executed, Replay, ToolCallAt};
 
@@ -67,6 +67,8 @@ pub struct Kernel {
     tools: Arc<ToolEngine>,
     /// Runs the bundles of `agent` tools (the daemon's runner).
     agents: Option<Arc<dyn AgentHost>>,
+    /// The tools offered to the model: the engine's, then the caller's.
+    offered: Vec<ToolSchema>,
 }
 
 impl Kernel {
@@ -77,13 +79,25 @@ impl Kernel {
         tools: Arc<ToolEngine>,
         agents: Option<Arc<dyn AgentHost>>,
     ) -> Self {
+        let offered = tools
+            .schemas()
+            .iter()
+            .chain(&config.caller_tools)
+            .cloned()
+            .collect();
         Self {
             config,
             plugin,
             backend,
             tools,
             agents,
+            offered,
         }
+    }
+
+    /// Whether `name` is one of the caller's tools (which the client runs).
+    fn is_caller_tool(&self, name: &str) -> bool {
+        self.config.caller_tools.iter().any(|t| t.name == name)
     }
 
     pub fn config(&self) -> &KernelConfig {
@@ -106,7 +120,12 @@ impl Kernel {
             Replay::Recorded(result) => return Ok((result, true)),
             Replay::Fresh(fresh) => fresh,
         };
-        let admitted = match fresh.announce().await?.admit(not_run).await? {
+        let announced = fresh.announce().await?;
+        // A caller's call the model made well is the client's to run.
+        if not_run.is_none() && self.is_caller_tool(&call.name) {
+            return Err(announced.hand_to_caller());
+        }
+        let admitted = match announced.admit(not_run).await? {
             Admission::Run(admitted) => admitted,
             Admission::Answer(answer) => return Ok((answer.record().await?, false)),
         };
@@ -182,11 +201,33 @@ impl Kernel {
         let mut results = Vec::with_capacity(outcomes.len());
         let mut errors_count = 0;
         let mut ran_now = !reply.replayed;
+        let mut first_error = None;
+        let mut caller_calls = Vec::new();
         for outcome in outcomes {
-            let (result, replayed) = outcome?;
-            errors_count += usize::from(result.is_error);
-            ran_now |= !replayed;
-            results.push(result);
+            match outcome {
+                Ok((result, replayed)) => {
+                    errors_count += usize::from(result.is_error);
+                    ran_now |= !replayed;
+                    results.push(result);
+                }
+                Err(err) => {
+                    if let RunError::Parked(parked) = &err {
+                        caller_calls.extend(parked.caller_calls.iter().cloned());
+                    }
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        // The first error ends the turn, as it always did; a park on a
+        // caller's call carries every caller call of the turn, so the
+        // client answers them in one go.
+        if let Some(mut err) = first_error {
+            if let RunError::Parked(parked) = &mut err
+                && parked.kind == ParkedKind::CallerCall
+            {
+                parked.caller_calls = caller_calls;
+            }
+            return Err(err.into());
         }
         if cancel.is_cancelled() {
             return Err(StepError::Interrupted {
@@ -352,7 +393,11 @@ impl Kernel {
             Ok(reason) => (reason, None, None),
             Err(err @ RunError::Parked(parked)) => (
                 match parked.kind {
-                    ParkedKind::UnknownOutcome => TerminationReason::NeedsAttention,
+                    // The job parks in `needs_attention` until the client
+                    // answers; the parked call's kind says why.
+                    ParkedKind::UnknownOutcome | ParkedKind::CallerCall => {
+                        TerminationReason::NeedsAttention
+                    }
                     ParkedKind::Approval => TerminationReason::AwaitingApproval,
                 },
                 Some(err.to_string()),

@@ -79,6 +79,16 @@ pub enum QueueError {
         "job {0} parked because its worker died repeatedly, not at a call: there is no result to skip; use --retry or --fail"
     )]
     NoCallToSkip(JobId),
+    /// Outputs sent for a job that waits for none, or that do not answer
+    /// exactly the calls it waits on.
+    #[error(
+        "job {job} {problem}: send one output for each call it waits on ({expected}), and no other"
+    )]
+    CallerOutputs {
+        job: JobId,
+        problem: String,
+        expected: String,
+    },
     #[error(
         "job {job} is {state}, not awaiting_approval: there is nothing to decide (each decision is taken once; see `structured-agents job {job}`)"
     )]

@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::group_chat::Plan;
-use crate::types::{AnswerFormat, tool_names};
+use crate::types::{AnswerFormat, ToolSchema, tool_names};
 
 /// The variable that offers the model only some of the bundle's tools (the
 /// Python kernel's `tools=[names]`): a list of tool names, or one
@@ -78,6 +78,12 @@ pub struct Controls {
     /// job, so a job resumed after a restart still holds to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_format: Option<AnswerFormat>,
+    /// The caller's own tools (a wire's `tools`, when the bundle takes
+    /// them: `caller_tools`), offered to the model beside the bundle's;
+    /// a call of one parks the job until the client sends its output.
+    /// Stored with the job, so a resumed job offers them still.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caller_tools: Vec<ToolSchema>,
 }
 
 impl Controls {
@@ -88,6 +94,10 @@ impl Controls {
             max_agents: self.max_agents.or(other.max_agents),
             verbose: self.verbose || other.verbose,
             answer_format: self.answer_format.or(other.answer_format),
+            caller_tools: match self.caller_tools.is_empty() {
+                true => other.caller_tools,
+                false => self.caller_tools,
+            },
         }
     }
 }

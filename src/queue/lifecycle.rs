@@ -669,6 +669,18 @@ pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolutio
             outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
             Change::Runnable
         }
+        Resolution::CallerOutputs { outputs } => {
+            // Checked in the write that takes them: a second answer finds
+            // the job no longer parked, so no output is fed twice.
+            let entries =
+                rules::caller_results(&job, pending.as_ref(), outputs).map_err(Fail::Refused)?;
+            for entry in &entries {
+                tx.put_step(id.as_str(), entry, job.attempts).await?;
+            }
+            tx.requeue(id.as_str(), now).await?;
+            outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
+            Change::Runnable
+        }
     };
     tx.changed(change, id);
     let job = tx.job(id.as_str(), false).await?.ok_or_else(not_found)?;

@@ -455,6 +455,18 @@ pub enum Resolution {
         #[serde(default)]
         reason: Option<String>,
     },
+    /// The outputs of the caller's calls the job is parked on (a
+    /// `caller_call` park), one per call, each journaled as its call's
+    /// result: what a client's `function_call_output` items (or `tool`
+    /// messages) send. Every call of the park is answered, no other.
+    CallerOutputs { outputs: Vec<CallerOutput> },
+}
+
+/// The client's output of one call of its own tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallerOutput {
+    pub call_id: String,
+    pub output: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 //! see them.
 
 use super::*;
-use crate::approval::{ParkedCall, RecordedDecision, Verdict};
+use crate::approval::{ParkedCall, ParkedKind, RecordedDecision, Verdict};
 use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::journal::RecordedResult;
 use crate::types::TerminationReason;
@@ -431,6 +431,67 @@ pub(crate) fn parked_call(
             _ => Ok(None),
         },
     }
+}
+
+/// The journal entries of a client's `outputs` for the caller calls the
+/// job is parked on (`pending`): one result per call, or why they are not
+/// the answer it waits for.
+pub(crate) fn caller_results(
+    job: &Job,
+    pending: Option<&ParkedCall>,
+    outputs: &[CallerOutput],
+) -> Result<Vec<JournalEntry>, QueueError> {
+    let refused = |problem: String, expected: String| QueueError::CallerOutputs {
+        job: job.id.clone(),
+        problem,
+        expected,
+    };
+    let Some(pending) = pending.filter(|p| p.kind == ParkedKind::CallerCall) else {
+        return Err(refused(
+            "waits for no output of a caller's tool".into(),
+            "none".into(),
+        ));
+    };
+    let expected = pending
+        .caller_calls
+        .iter()
+        .map(|c| c.call_id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let unknown: Vec<&str> = outputs
+        .iter()
+        .map(|o| o.call_id.as_str())
+        .filter(|id| !pending.caller_calls.iter().any(|c| c.call_id == *id))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(refused(
+            format!("waits for no call {}", unknown.join(", ")),
+            expected,
+        ));
+    }
+    let mut entries = Vec::with_capacity(pending.caller_calls.len());
+    for call in &pending.caller_calls {
+        let mut answered = outputs.iter().filter(|o| o.call_id == call.call_id);
+        let (Some(output), None) = (answered.next(), answered.next()) else {
+            return Err(refused(
+                format!("needs exactly one output of call {}", call.call_id),
+                expected,
+            ));
+        };
+        let at = ParkedCall {
+            position: Some(call.position),
+            call_id: call.call_id.clone(),
+            tool: call.tool.clone(),
+            ..pending.clone()
+        };
+        entries.push(JournalEntry {
+            scope: pending.scope.clone(),
+            turn: pending.turn,
+            step: JournalEntry::call_steps(&at).1,
+            body: Resolution::skipped_result(&at, &output.output, false),
+        });
+    }
+    Ok(entries)
 }
 
 impl Resolution {

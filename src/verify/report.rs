@@ -216,7 +216,7 @@ fn outcome(end: &End) -> String {
         End::Finished(result) => result.termination_reason.to_string(),
         End::Parked(parked) => {
             let state = match parked.kind {
-                ParkedKind::UnknownOutcome => "needs_attention",
+                ParkedKind::UnknownOutcome | ParkedKind::CallerCall => "needs_attention",
                 ParkedKind::Approval => "awaiting_approval",
             };
             format!(

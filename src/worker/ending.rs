@@ -31,10 +31,18 @@ impl From<RunFailure> for Outcome {
     fn from(failure: RunFailure) -> Self {
         // The queue words a park's message: it knows the job's id.
         match failure.parked() {
-            Some(parked) if parked.kind == ParkedKind::UnknownOutcome => Outcome::NeedsAttention {
-                error: parked.to_string(),
-                pending_call: Box::new(parked.clone()),
-            },
+            // A caller's calls wait for the client, resolved by its outputs.
+            Some(parked)
+                if matches!(
+                    parked.kind,
+                    ParkedKind::UnknownOutcome | ParkedKind::CallerCall
+                ) =>
+            {
+                Outcome::NeedsAttention {
+                    error: parked.to_string(),
+                    pending_call: Box::new(parked.clone()),
+                }
+            }
             Some(parked) => Outcome::AwaitingApproval {
                 error: parked.to_string(),
                 request: Box::new(parked.clone()),

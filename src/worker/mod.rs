@@ -314,6 +314,7 @@ impl WorkerPool {
             call_budget: agent_budget(&self.registry.snapshot(), loaded, job),
             tools: job.controls.tools.clone(),
             answer_format: job.controls.answer_format.clone(),
+            caller_tools: job.controls.caller_tools.clone(),
         };
         match self.runner.run(loaded, messages, &options, scope).await {
             Ok(run) => Outcome::Succeeded(json!({

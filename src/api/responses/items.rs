@@ -1,11 +1,14 @@
-//! The output items of the calls a response's job runs itself: `mcp_call`,
-//! the Responses API's item for a tool the server ran, with its `output`.
-//! Never `function_call`: that item is a call the *client* must run and
-//! answer with `function_call_output`, so a client such as the OpenAI
-//! Agents SDK looks the tool up among its own and fails ("Tool add not
-//! found") when the daemon has run it already.
+//! The output items of a response's calls: those its job runs itself are
+//! `mcp_call`, the Responses API's item for a tool the server ran, with
+//! its `output`; only a call of one of the caller's own tools (which the
+//! job is parked on) is a `function_call`, the item the *client* runs and
+//! answers with `function_call_output` — a client such as the OpenAI
+//! Agents SDK looks a `function_call`'s tool up among its own and fails
+//! ("Tool add not found") for one the daemon ran.
 
 use serde_json::{Value, json};
+
+use crate::approval::CallerCall;
 
 /// The id of the item for call `call_id` (stable across restarts: the
 /// call's own id).
@@ -35,6 +38,13 @@ pub fn finish(item: &mut Value, is_error: bool, output: &str, error_type: Option
         item["status"] = json!("completed");
         item["output"] = json!(output);
     }
+}
+
+/// The `function_call` item of a caller's call the job waits on.
+pub fn function_call(call: &CallerCall) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{}", call.call_id),
+           "call_id": call.call_id, "name": call.tool,
+           "arguments": call.arguments.to_string(), "status": "completed"})
 }
 
 /// A call the job ended without an answer for (cancelled, failed, killed

@@ -30,12 +30,13 @@ use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
 use super::body::{Path, Query};
+use super::caller_tools;
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
 use super::openai::{OpenAiError, answer_format, bundle_of, refuse_unsupported};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
-use crate::queue::{Controls, Job, JobId, JobState, NewJob};
+use crate::queue::{CallerOutput, Controls, Job, JobId, JobState, NewJob, Resolution};
 use object::{PREVIOUS_RESPONSE, job_of, response};
 use stream::{Frame, Translator};
 
@@ -81,9 +82,9 @@ pub async fn create(
     match start(&state, &caller, &trace, &body).await {
         Err(e) => e.into_response(),
         Ok(Started::Stream(job, feed)) => events(&state, job, feed, None).into_response(),
-        Ok(Started::Background(job)) => Json(response(&job, &[])).into_response(),
-        Ok(Started::Wait(job)) => match super::jobs::wait_finished(&state, &job.id).await {
-            Ok(job) => answer(snapshot(&state, &job).await),
+        Ok(Started::Background(job, view)) => Json(view.name(response(&job, &[]))).into_response(),
+        Ok(Started::Wait(job, view)) => match super::jobs::wait_finished(&state, &job.id).await {
+            Ok(job) => answer(snapshot(&state, &job, &view).await),
             Err(e) => OpenAiError::from(e).into_response(),
         },
     }
@@ -109,7 +110,8 @@ pub async fn retrieve(
         Err(e) => return e.into_response(),
     };
     if !query.stream {
-        return answer(snapshot(&state, &job).await);
+        let view = View::of(&id);
+        return answer(snapshot(&state, &job, &view).await);
     }
     let permit = match state.streams.acquire(caller.name()) {
         Ok(permit) => permit,
@@ -133,7 +135,7 @@ pub async fn cancel(
     };
     let path = Path(job.id.to_string());
     match super::jobs::cancel(State(state.clone()), caller, path).await {
-        Ok(Json(job)) => answer(snapshot(&state, &job).await),
+        Ok(Json(job)) => answer(snapshot(&state, &job, &View::of(&id)).await),
         Err(e) => OpenAiError::from(e).into_response(),
     }
 }
@@ -157,11 +159,50 @@ async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Ope
     Ok(caller.job(Action::ReadJob, &job_id, job)?)
 }
 
-/// A created response: streamed, queued in the background, or waited for.
+/// A created response: streamed, queued in the background, or waited for
+/// (the last two as a view of their job: a resumed job's response shows
+/// only what followed the client's outputs).
 enum Started {
     Stream(Job, Feed),
-    Background(Job),
-    Wait(Job),
+    Background(Job, View),
+    Wait(Job, View),
+}
+
+/// Which part of its job's log a response shows: all of it (`resp_<job>`),
+/// or what followed stored event `after` — the response of a request
+/// whose `function_call_output` items resumed the job
+/// (`resp_<job>.<after>`), so the calls handed over before are not handed
+/// over again.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct View {
+    after: u64,
+    /// The `previous_response_id` the request that made it named.
+    previous: Option<String>,
+}
+
+impl View {
+    /// The view a response id names.
+    fn of(id: &str) -> Self {
+        Self {
+            after: object::view_of(id).map_or(0, |(_, after)| after),
+            previous: None,
+        }
+    }
+
+    /// `body` (a response of the whole job) as this view's response.
+    fn name(&self, mut body: Value) -> Value {
+        if self.after > 0 {
+            body["id"] = json!(format!(
+                "{}.{}",
+                body["id"].as_str().unwrap_or_default(),
+                self.after
+            ));
+        }
+        if let Some(previous) = &self.previous {
+            body["previous_response_id"] = json!(previous);
+        }
+        body
+    }
 }
 
 /// Reads the request and admits its job; a stream listens before the job
@@ -181,8 +222,19 @@ async fn start(
         .map_or(&Value::Null, |text| &text["format"]);
     refuse_unsupported(&request.rest)?;
     let answer_format = answer_format("text.format", format)?;
+    let caller_tools = caller_tools::read(&request.rest)?;
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
+    let caller_tools = caller_tools::admit(state, &bundle, caller_tools)?;
+    if let Some(outputs) = function_outputs(&request)? {
+        return resume(state, caller, &request, &bundle, outputs).await;
+    }
+    if request.stream && !caller_tools.is_empty() {
+        return Err(OpenAiError::invalid(
+            "stream",
+            "stream with caller tools is not supported yet: send the request without `stream` (or without `tools`)",
+        ));
+    }
     let id = JobId::new();
     let conversation_id = match &request.previous_response_id {
         Some(previous) => Some(conversation_of(state, caller, previous).await?),
@@ -209,6 +261,7 @@ async fn start(
         traceparent: trace.or_metadata(request.metadata.as_ref()),
         controls: Controls {
             answer_format,
+            caller_tools,
             ..Controls::default()
         },
         ..Default::default()
@@ -216,9 +269,123 @@ async fn start(
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
     Ok(match (feed, request.background) {
         (Some(feed), _) => Started::Stream(job, feed),
-        (None, true) => Started::Background(job),
-        (None, false) => Started::Wait(job),
+        (None, true) => Started::Background(job, View::default()),
+        (None, false) => Started::Wait(job, View::default()),
     })
+}
+
+/// The `function_call_output` items of the request's input, if it has
+/// any: the client's outputs of the calls an earlier response handed over.
+/// Beside them only those calls' own `function_call` items are taken (a
+/// client may send them back).
+fn function_outputs(request: &CreateRequest) -> Result<Option<Vec<CallerOutput>>, OpenAiError> {
+    let Input::Items(items) = &request.input else {
+        return Ok(None);
+    };
+    if !items
+        .iter()
+        .any(|item| item["type"] == "function_call_output")
+    {
+        return Ok(None);
+    }
+    let mut outputs = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let param = format!("input[{i}]");
+        match item["type"].as_str() {
+            Some("function_call") => continue,
+            Some("function_call_output") => {}
+            _ => {
+                return Err(OpenAiError::invalid(
+                    &param,
+                    format!(
+                        "an input with function_call_output items resumes the job that handed the calls over; it takes no {} item: send the outputs alone, and the next message in a request of its own",
+                        item["type"]
+                    ),
+                ));
+            }
+        }
+        let call_id = item["call_id"].as_str().ok_or_else(|| {
+            OpenAiError::invalid(&param, "a function_call_output needs its call's `call_id`")
+        })?;
+        let output = caller_tools::output_text(&item["output"]).ok_or_else(|| {
+            OpenAiError::invalid(&param, "`output` must be a string or a list of text parts")
+        })?;
+        outputs.push(CallerOutput {
+            call_id: call_id.to_string(),
+            output,
+        });
+    }
+    Ok(Some(outputs))
+}
+
+/// Resumes the job whose response `previous_response_id` handed calls
+/// over, with the client's `outputs` of them: journaled as the calls'
+/// results in the one write that queues the job again (a second request
+/// with the same outputs finds it no longer waiting), then answered as a
+/// view of the job from there.
+async fn resume(
+    state: &AppState,
+    caller: &Caller,
+    request: &CreateRequest,
+    bundle: &str,
+    outputs: Vec<CallerOutput>,
+) -> Result<Started, OpenAiError> {
+    let previous = request.previous_response_id.as_deref().ok_or_else(|| {
+        OpenAiError::invalid(
+            "previous_response_id",
+            "function_call_output items answer the calls a response handed over: send that response's id as previous_response_id",
+        )
+    })?;
+    let job = visible(state, caller, previous).await.map_err(|_| {
+        OpenAiError::invalid(
+            "previous_response_id",
+            format!("no response {previous:?} of this API key"),
+        )
+    })?;
+    if job.bundle != bundle {
+        return Err(OpenAiError::invalid(
+            "model",
+            format!(
+                "response {previous:?} is of model bundle/{}: send the outputs to the same model",
+                job.bundle
+            ),
+        ));
+    }
+    if request.stream {
+        return Err(OpenAiError::invalid(
+            "stream",
+            "a stream of a resumed response is not supported yet: send the outputs without `stream`",
+        ));
+    }
+    caller_tools::check_outputs(&job, &outputs, "input")?;
+    let after = last_event(state, &job).await?;
+    let resolution = Resolution::CallerOutputs { outputs };
+    let changed = state
+        .queue
+        .resolve(&job.id, resolution)
+        .await
+        .map_err(ApiError::from)?;
+    let job = super::jobs::settled(state, changed);
+    let view = View {
+        after,
+        previous: Some(previous.to_string()),
+    };
+    Ok(match request.background {
+        true => Started::Background(job, view),
+        false => Started::Wait(job, view),
+    })
+}
+
+/// The sequence number of the job's last stored event (0: none).
+async fn last_event(state: &AppState, job: &Job) -> Result<u64, ApiError> {
+    let mut after = 0;
+    loop {
+        let page = state.queue.events_after(&job.id, after, PAGE).await?;
+        match page.last() {
+            Some(last) => after = last.seq,
+            None => return Ok(after),
+        }
+    }
 }
 
 /// The conversation a `previous_response_id` continues.
@@ -315,11 +482,15 @@ fn chat_message(item: &Value) -> Result<Value, InputItemError> {
     Ok(json!({"role": role, "content": text}))
 }
 
-/// The response object of `job` as its stored events tell it.
-async fn snapshot(state: &AppState, job: &Job) -> Result<Value, ApiError> {
+/// The response object of `job` as its stored events tell it, from the
+/// view's place on. A job parked on calls of the caller's tools is a
+/// `completed` response that ends with those calls as `function_call`
+/// items, for the client to run.
+async fn snapshot(state: &AppState, job: &Job, view: &View) -> Result<Value, ApiError> {
     let answer = super::answer::answer_stream(state, job);
-    let mut translator = Translator::new(job.id.as_str(), answer, None);
-    let mut after = 0;
+    let mut translator = Translator::new(job.id.as_str(), answer, None)
+        .handing_over(job.controls.caller_tools.iter().map(|t| t.name.clone()));
+    let mut after = view.after;
     let mut read = 0;
     while read < MAX_EVENTS {
         let page = state.queue.events_after(&job.id, after, PAGE).await?;
@@ -330,15 +501,22 @@ async fn snapshot(state: &AppState, job: &Job) -> Result<Value, ApiError> {
             translator.stored(event.seq, &event.event_json);
         }
     }
+    if let Some(calls) = caller_tools::awaited(job) {
+        let mut output = translator.items;
+        output.extend(calls.iter().map(items::function_call));
+        let mut body = response(job, &output);
+        body["status"] = json!("completed");
+        return Ok(view.name(body));
+    }
     if !job.state.is_terminal() {
-        return Ok(response(job, &translator.items));
+        return Ok(view.name(response(job, &translator.items)));
     }
     let mut built = Value::Null;
     translator.end(job, |items| {
         built = response(job, items);
         built.clone()
     });
-    Ok(built)
+    Ok(view.name(built))
 }
 
 /// The job's Responses event stream from its feed, after `after`.

@@ -18,14 +18,28 @@ pub const PREVIOUS_RESPONSE: &str = "previous_response_id";
 
 /// The job id a response id names, if it names one.
 pub fn job_of(response: &str) -> Option<JobId> {
-    response
+    view_of(response).map(|(job, _)| job)
+}
+
+/// The job a response id names and the stored event its view starts
+/// after: `resp_<job>` shows the whole job (0), `resp_<job>.<after>` what
+/// followed event `after` (a response that resumed the job).
+pub fn view_of(response: &str) -> Option<(JobId, u64)> {
+    let rest = response
         .strip_prefix(RESPONSE_PREFIX)
-        .filter(|id| !id.is_empty())
-        .map(JobId::from)
+        .filter(|id| !id.is_empty())?;
+    match rest.rsplit_once('.') {
+        Some((job, after)) if !job.is_empty() => {
+            after.parse().ok().map(|after| (JobId::from(job), after))
+        }
+        _ => Some((JobId::from(rest), 0)),
+    }
 }
 
 /// The response's `status` for a job's state: a parked job is still in
-/// progress (it waits for a person, see `GET /v1/jobs/{id}/approvals`).
+/// progress (it waits for a person, see `GET /v1/jobs/{id}/approvals`) —
+/// but one that waits for the client's outputs of its calls is
+/// `completed` (the caller sets that, see `snapshot`).
 pub fn status(state: JobState) -> &'static str {
     match state {
         JobState::Queued => "queued",
@@ -118,6 +132,8 @@ mod tests {
         assert_eq!(job_of("resp_"), None);
         assert_eq!(job_of("abc"), None);
         assert_eq!(job_of(&response_id("x-1")), Some(JobId::from("x-1")));
+        assert_eq!(view_of("resp_abc.42"), Some((JobId::from("abc"), 42)));
+        assert_eq!(view_of("resp_abc"), Some((JobId::from("abc"), 0)));
     }
 
     #[test]

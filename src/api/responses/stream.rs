@@ -124,6 +124,9 @@ pub struct Translator {
     open_calls: Vec<(String, usize)>,
     /// The message item's index in `items`, once opened.
     message: Option<usize>,
+    /// The caller's tools: their calls are the client's, never `mcp_call`
+    /// items (see [`items::function_call`]).
+    caller_tools: Vec<String>,
 }
 
 impl Translator {
@@ -150,7 +153,14 @@ impl Translator {
             items: Vec::new(),
             open_calls: Vec::new(),
             message: None,
+            caller_tools: Vec::new(),
         }
+    }
+
+    /// The same, told that calls of `tools` are the caller's to run.
+    pub fn handing_over(mut self, tools: impl IntoIterator<Item = String>) -> Self {
+        self.caller_tools = tools.into_iter().collect();
+        self
     }
 
     /// The number of an event at `step` here; strictly after the last one
@@ -222,7 +232,9 @@ impl Translator {
                 call_id,
                 arguments,
                 ..
-            } if own => frames.extend(self.call(&envelope.bundle, tool_name, call_id, arguments)),
+            } if own && !self.caller_tools.contains(tool_name) => {
+                frames.extend(self.call(&envelope.bundle, tool_name, call_id, arguments))
+            }
             Event::ToolResult {
                 call_id,
                 is_error,

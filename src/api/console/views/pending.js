@@ -32,8 +32,9 @@ export function autoDenyAt(call) {
   return NaN;
 }
 
-/** One line for a parked call, the same for both kinds: "ƒ charge (unsafe) · outcome unknown". */
+/** One line for a parked call, the same for every kind: "ƒ charge (unsafe) · outcome unknown". */
 export function parkedText(call) {
-  const why = call.kind === "approval" ? "awaits approval" : "outcome unknown";
+  const why = call.kind === "approval" ? "awaits approval"
+    : call.kind === "caller_call" ? "awaits the client's output" : "outcome unknown";
   return `ƒ ${call.tool || "?"}${call.effect ? ` (${call.effect.replaceAll("_", " ")})` : ""} · ${why}`;
 }
