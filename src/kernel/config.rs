@@ -12,7 +12,7 @@ use super::answer::AnswerShape;
 use super::history::{History, HistoryStrategy, OnMaxTurns};
 use super::shape::TurnShape;
 use crate::budget::Budget;
-use crate::types::{Message, ToolCall};
+use crate::types::{Message, ToolCall, ToolSchema};
 
 /// Model calls per run unless the bundle says otherwise (the Python kernel's).
 pub const DEFAULT_MAX_TURNS: u32 = 20;
@@ -59,6 +59,10 @@ pub struct KernelConfig {
     /// A caller's answer format, asked of the model on the turns that may
     /// answer (see [`AnswerShape::for_turn`]).
     pub answer: Option<AnswerShape>,
+    /// The caller's own tools, offered beside the bundle's: the kernel
+    /// never runs them; a call of one parks the run (`caller_call`) until
+    /// its output is journaled as the call's result.
+    pub caller_tools: Vec<ToolSchema>,
 }
 
 /// At most `max_calls` calls of `tools` per run.
@@ -114,6 +118,7 @@ impl Default for KernelConfig {
             call_budget: None,
             budget: None,
             answer: None,
+            caller_tools: Vec::new(),
         }
     }
 }

@@ -103,6 +103,7 @@ impl RunError {
             RunError::Parked(parked) => match parked.kind {
                 ParkedKind::UnknownOutcome => "needs_attention".into(),
                 ParkedKind::Approval => "awaiting_approval".into(),
+                ParkedKind::CallerCall => "caller_call".into(),
             },
             RunError::Aborted(_) => "aborted".into(),
             RunError::OverBudget(_) => "budget_exceeded".into(),

@@ -37,7 +37,7 @@ impl Kernel {
     }
 
     fn request(&self, messages: &[Message], turn: u32) -> ChatRequest {
-        let schemas = self.tools.schemas();
+        let schemas = &self.offered;
         let model = self.turn_model(turn);
         let shape = self
             .config
@@ -97,7 +97,7 @@ impl Kernel {
         }
         self.check_budget(turn, "budget", journal, events, Budget::before_model_call)
             .await?;
-        let schemas = self.tools.schemas();
+        let schemas = &self.offered;
         let window = history::window(
             &self.config.history,
             history,

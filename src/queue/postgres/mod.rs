@@ -107,9 +107,11 @@ pub struct Postgres {
     label: String,
     writes: Writes,
     /// The pins first attempts are leased with (see `lease::lease`).
-    pins: lease::Pins,
+    pins: Arc<lease::Pins>,
     /// Where each key's next lease scan starts (see `cursor`).
-    cursors: cursor::Cursors,
+    cursors: Arc<cursor::Cursors>,
+    /// Worker slots' settles waiting for their group (`settle`).
+    settles: Arc<group::Group<settle::Settles>>,
     sinks: Sinks,
     stats: Arc<WriteStats>,
     /// Stops the LISTEN task when the handle goes away.
@@ -158,12 +160,19 @@ impl Queue<Postgres> {
             notifier,
             stats: stats.clone(),
         });
+        let pins = Arc::new(lease::Pins::default());
+        let cursors = Arc::new(cursor::Cursors::default());
+        let settles = Arc::new(group::Group::new(
+            settle::Settles::new(pins.clone(), cursors.clone()),
+            settle::MAX_SETTLES,
+        ));
         let driver = Postgres {
             pool,
             label,
             writes,
-            pins: lease::Pins::default(),
-            cursors: cursor::Cursors::default(),
+            pins,
+            cursors,
+            settles,
             sinks,
             stats,
             _listener: stop.drop_guard(),
@@ -298,7 +307,7 @@ impl Driver for Postgres {
         }
         let pipelined = {
             let _place = self.writes.admit(false).await?;
-            settle::finish_and_lease(&self.writes, &self.pins, &self.cursors, &op).await?
+            settle::finish_and_lease(&self.writes, &self.settles, &self.pins, &op).await?
         };
         let FinishAndLease { finish, lease } = op;
         let (finished, leases) = match pipelined {

@@ -31,7 +31,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::Row;
 
 use super::dialect::PgTx;
-use super::group::{Group, Params};
+use super::group::{Group, Params, Singles};
 use super::listen::Sinks;
 use super::notify::Notifier;
 use super::{PostgresOptions, pool_error};
@@ -84,9 +84,7 @@ impl Shared {
 pub(super) struct Writes {
     pub(super) shared: Shared,
     waiting: Arc<Semaphore>,
-    group: Arc<Group>,
-    /// Worker slots' finishes with their next leases (`settle`).
-    pub(super) settles: Arc<Group>,
+    group: Arc<Group<Singles>>,
 }
 
 impl Writes {
@@ -94,8 +92,7 @@ impl Writes {
         Self {
             shared,
             waiting: Arc::new(Semaphore::new(BACKLOG)),
-            group: Arc::new(Group::new(super::group::MAX_WRITES)),
-            settles: Arc::new(Group::new(super::settle::MAX_SETTLES)),
+            group: Arc::new(Group::new(Singles, super::group::MAX_WRITES)),
         }
     }
 
@@ -104,7 +101,7 @@ impl Writes {
     /// [`Shared::announce`] (the group counted the commit).
     pub(super) async fn grouped(&self, sql: &'static str, params: Params) -> Res<Vec<Row>> {
         self.group
-            .run(&self.shared.pool, &self.shared.stats, sql, params)
+            .single(&self.shared.pool, &self.shared.stats, sql, params)
             .await
     }
 

@@ -1,37 +1,46 @@
 //! A worker slot's finish and its next lease, committed together in the
-//! next settle group: the finishes and leases of every worker slot that
-//! ended a job while the group before ran share one transaction, one round
-//! trip and one commit (`group`). Both statements are the one-statement
-//! forms (`ending`, `lease`). The commit is what PostgreSQL's throughput
-//! is bound by (WAL writes and flushes: 0.9 flushes a job when each slot
-//! committed its own, docs/daemon.md), not the round trips.
+//! next settle group (a `group::Kind`): the finishes of every worker slot
+//! that ended a job while the group before ran, and one lease for all of
+//! them, share one transaction, one round trip and one commit. The
+//! statements are the one-statement forms (`ending`, `lease`); the lease's
+//! cost is mostly per statement (1.2 ms a call on `scale`, docs/daemon.md),
+//! and the commit is what PostgreSQL's throughput is bound by (WAL writes
+//! and flushes), not the round trips.
 //!
 //! Both or neither: a finish that would be refused raises in its statement
 //! (`ending::statement_raising`), which rolls back the group's transaction;
 //! the group runs again without it, and the driver then writes that finish
 //! on its own (which answers why it was refused) and leases on its own.
 
+use std::sync::Arc;
+
+use deadpool_postgres::Object;
+use tokio::sync::oneshot;
+use tokio_postgres::Row;
+
 use super::cursor::Cursors;
+use super::dialect::{PgTx, pipelined_hot};
 use super::ending::FinishEnd;
-use super::group::{Alone, Unanswered};
-use super::lease::{self, LeaseParams, Pins};
+use super::group::{Group, Kind, Statement};
+use super::lease::{self, LeaseParams, Pinning, Pins};
 use super::pool::Writes;
-use crate::queue::op::FinishAndLease;
+use crate::queue::WriteStats;
+use crate::queue::op::{FinishAndLease, LeaseJobs};
 use crate::queue::*;
 
-/// What the pipeline committed. `leases` is `None` where the lease
-/// statement gave way to the lifecycle's transaction (it leased nothing).
+/// What a settle committed. `leases` is `None` where the lease statement
+/// gave way to the lifecycle's transaction (it leased nothing).
 pub(super) enum Pipelined {
     /// The finish and the lease, in one commit.
     Both {
         finished: Box<Finished>,
         leases: Option<Vec<Lease>>,
     },
-    /// Only the lease: the finish is still to write, on its own (a park, or
-    /// an end only the lifecycle's transaction writes; it wrote nothing).
+    /// Only the lease: the finish is still to write, on its own (an end
+    /// only the lifecycle's transaction writes; it wrote nothing).
     LeaseOnly { leases: Option<Vec<Lease>> },
-    /// Nothing: a statement failed, or the finish would be refused, and the
-    /// transaction rolled back whole (or the end is a park, sent nowhere).
+    /// Nothing: the finish would be refused, or a statement failed, and it
+    /// rolled back (or the end is a park, sent nowhere).
     Neither,
 }
 
@@ -40,45 +49,199 @@ pub(super) enum Pipelined {
 /// next one.
 pub(super) const MAX_SETTLES: usize = 64;
 
-/// Commits `op`'s finish and lease together in the next settle group.
+/// Worker slots' settles: each slot's finish, then one lease for every slot
+/// of the group, its jobs handed out in lease order.
+pub(super) struct Settles {
+    pins: Arc<Pins>,
+    cursors: Arc<Cursors>,
+}
+
+impl Settles {
+    pub(super) fn new(pins: Arc<Pins>, cursors: Arc<Cursors>) -> Self {
+        Self { pins, cursors }
+    }
+}
+
+/// A slot's settle waiting for its group.
+pub(super) struct Settle {
+    finish: Statement,
+    lease: LeaseJobs,
+    reply: oneshot::Sender<Answer>,
+}
+
+/// What a group answered a settle: its finish's rows and its leases
+/// (`None` where the lease gave way to the lifecycle's transaction).
+type Answer = Result<(Vec<Row>, Option<Vec<(Lease, Pinning)>>), Unanswered>;
+
+/// Why a group did not answer a settle with its rows.
+enum Unanswered {
+    /// Nothing of it was committed: its finish would be refused, a
+    /// statement failed, or it never ran.
+    NotWritten,
+    /// It may have been committed: the commit's answer was lost, or the
+    /// lease's rows could not be read (`detail`).
+    Unknown(String),
+}
+
+/// `lease` asking for `n` jobs.
+fn asking(lease: &LeaseJobs, n: usize) -> LeaseJobs {
+    LeaseJobs {
+        worker: lease.worker.clone(),
+        lease_for: lease.lease_for,
+        n,
+        max_crash_resumes: lease.max_crash_resumes,
+        pin: lease.pin.clone(),
+        shares: lease.shares.clone(),
+    }
+}
+
+impl Kind for Settles {
+    type Write = Settle;
+
+    /// Settles lease together when they lease alike (one worker pool).
+    fn joins(&self, first: &Settle, next: &Settle) -> bool {
+        let (a, b) = (&first.lease, &next.lease);
+        a.worker == b.worker
+            && a.lease_for == b.lease_for
+            && a.max_crash_resumes == b.max_crash_resumes
+            && a.pin.is_some() == b.pin.is_some()
+    }
+
+    async fn commit(&self, client: Object, stats: &WriteStats, mut group: Vec<Settle>) {
+        // Each round takes one refused finish out, so this ends.
+        while !group.is_empty() {
+            match self.once(&client, stats, group).await {
+                Some(rest) => group = rest,
+                None => return,
+            }
+        }
+    }
+
+    fn unrun(&self, group: Vec<Settle>, _why: &str) {
+        // Each settle is written on its own instead, which says why.
+        for s in group {
+            let _ = s.reply.send(Err(Unanswered::NotWritten));
+        }
+    }
+}
+
+impl Settles {
+    /// One try of `group` in one transaction: `None` once every settle is
+    /// answered, or the settles to try again (a refused finish's settle
+    /// was answered and taken out).
+    async fn once(
+        &self,
+        client: &Object,
+        stats: &WriteStats,
+        mut group: Vec<Settle>,
+    ) -> Option<Vec<Settle>> {
+        let n = group.iter().map(|s| s.lease.n).sum();
+        let lease = asking(&group[0].lease, n);
+        let params = LeaseParams::of(&self.pins, &self.cursors, &lease);
+        let leasing = params.statement_with_params();
+        // Prepared first, so that each statement goes out on its first
+        // poll, in order.
+        for sql in group.iter().map(|s| s.finish.sql).chain([leasing.sql]) {
+            if client.prepare_cached(sql).await.is_err() {
+                self.unrun(group, "");
+                return None;
+            }
+        }
+        let pg = PgTx::new(client);
+        let statements = async {
+            let finishes = futures::future::join_all(group.iter().map(|s| s.finish.send(&pg)));
+            tokio::join!(finishes, leasing.send(&pg))
+        };
+        let (begin, (finishes, leased), commit) = pipelined_hot(client, statements).await;
+        stats.sent(1);
+        if let Err(e) = begin {
+            // Whether anything ran outside a transaction is not known.
+            let detail = format!("the settle group could not begin: {}", super::describe(&e));
+            for s in group {
+                let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
+            }
+            return None;
+        }
+        let refused = finishes.iter().position(Result::is_err);
+        let leased = match (refused, leased) {
+            // The transaction was aborted, and its COMMIT rolled it back.
+            (Some(at), _) => {
+                let culprit = group.remove(at);
+                let _ = culprit.reply.send(Err(Unanswered::NotWritten));
+                if commit.is_ok() {
+                    return Some(group);
+                }
+                // The connection is not sound: the others are written on
+                // their own (nothing of them was committed either).
+                self.unrun(group, "");
+                return None;
+            }
+            (None, Err(_)) => {
+                self.unrun(group, "");
+                return None;
+            }
+            (None, Ok(rows)) => rows,
+        };
+        if let Err(e) = commit {
+            let detail = format!("the settle group's commit failed: {}", super::describe(&e));
+            for s in group {
+                let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
+            }
+            return None;
+        }
+        stats.count(group.len());
+        let leases = match params.committed(&self.cursors, &leased) {
+            Ok(leases) => leases,
+            Err(f) => {
+                let detail = format!("the settle group's leases cannot be read: {f:?}");
+                for s in group {
+                    let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
+                }
+                return None;
+            }
+        };
+        // Each slot takes its share in lease order.
+        let mut leases = leases.map(Vec::into_iter);
+        for (s, rows) in group.into_iter().zip(finishes) {
+            let n = s.lease.n;
+            let mine = leases.as_mut().map(|all| all.by_ref().take(n).collect());
+            let _ = s.reply.send(Ok((rows.unwrap_or_default(), mine)));
+        }
+        None
+    }
+}
+
+/// Commits `op`'s finish and its slot's next lease in the next settle group.
 pub(super) async fn finish_and_lease(
     w: &Writes,
+    settles: &Arc<Group<Settles>>,
     pins: &Pins,
-    cursors: &Cursors,
     op: &FinishAndLease,
 ) -> Result<Pipelined, QueueError> {
     let Some(end) = FinishEnd::of(&op.finish) else {
         return Ok(Pipelined::Neither);
     };
-    let label = &w.shared.label;
-    let params = LeaseParams::of(pins, cursors, &op.lease);
-    let statements = vec![
-        end.statement().map_err(|f| f.into_error(label))?,
-        params.statement_with_params(),
-    ];
     let shared = &w.shared;
-    let answer = w
-        .settles
-        .together(&shared.pool, &shared.stats, statements, Alone::Refuse)
-        .await;
-    let (finish_rows, lease_rows) = match answer {
-        Ok(mut rows) if rows.len() == 2 => {
-            let lease_rows = rows.pop().unwrap_or_default();
-            (rows.pop().unwrap_or_default(), lease_rows)
-        }
-        Ok(_) => {
-            return Err(QueueError::Store {
-                path: label.clone(),
-                detail: "a settle's group answered the wrong number of statements".into(),
-            });
-        }
-        // Rolled back: a finish refused raised, or the group never ran it.
-        Err(Unanswered::NotWritten(_)) => return Ok(Pipelined::Neither),
-        Err(Unanswered::Unknown(f)) => return Err(f.into_error(label)),
+    let label = &shared.label;
+    let store = |detail: String| QueueError::Store {
+        path: label.clone(),
+        detail,
     };
-    let leases = params
-        .committed(cursors, &lease_rows)
-        .map_err(|f| f.into_error(label))?;
+    let (reply, answer) = oneshot::channel();
+    let settle = Settle {
+        finish: end.statement().map_err(|f| f.into_error(label))?,
+        lease: asking(&op.lease, op.lease.n),
+        reply,
+    };
+    let answered = settles
+        .run(&shared.pool, &shared.stats, settle, answer)
+        .await;
+    let (finish_rows, leases) = match answered {
+        Some(Ok(answer)) => answer,
+        Some(Err(Unanswered::NotWritten)) => return Ok(Pipelined::Neither),
+        Some(Err(Unanswered::Unknown(detail))) => return Err(store(detail)),
+        None => return Err(store("a settle's group ended without answering it".into())),
+    };
     let mut changes = leases.as_deref().map(lease::changes).unwrap_or_default();
     let applied = end.applied(&finish_rows);
     let finish = end.concluded(w, applied)?;
