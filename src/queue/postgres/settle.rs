@@ -69,9 +69,12 @@ pub(super) struct Settle {
     reply: oneshot::Sender<Answer>,
 }
 
-/// What a group answered a settle: its finish's rows and its leases
-/// (`None` where the lease gave way to the lifecycle's transaction).
-type Answer = Result<(Vec<Row>, Option<Vec<(Lease, Pinning)>>), Unanswered>;
+/// A slot's leases, `None` where the lease gave way to the lifecycle's
+/// transaction.
+type Leased = Option<Vec<(Lease, Pinning)>>;
+
+/// What a group answered a settle: its finish's rows and its leases.
+type Answer = Result<(Vec<Row>, Leased), Unanswered>;
 
 /// Why a group did not answer a settle with its rows.
 enum Unanswered {
@@ -81,6 +84,15 @@ enum Unanswered {
     /// It may have been committed: the commit's answer was lost, or the
     /// lease's rows could not be read (`detail`).
     Unknown(String),
+}
+
+/// Whether two slots lease alike (one worker pool): their jobs can come
+/// from one lease statement.
+fn alike(a: &LeaseJobs, b: &LeaseJobs) -> bool {
+    a.worker == b.worker
+        && a.lease_for == b.lease_for
+        && a.max_crash_resumes == b.max_crash_resumes
+        && a.pin.is_some() == b.pin.is_some()
 }
 
 /// `lease` asking for `n` jobs.
@@ -97,15 +109,6 @@ fn asking(lease: &LeaseJobs, n: usize) -> LeaseJobs {
 
 impl Kind for Settles {
     type Write = Settle;
-
-    /// Settles lease together when they lease alike (one worker pool).
-    fn joins(&self, first: &Settle, next: &Settle) -> bool {
-        let (a, b) = (&first.lease, &next.lease);
-        a.worker == b.worker
-            && a.lease_for == b.lease_for
-            && a.max_crash_resumes == b.max_crash_resumes
-            && a.pin.is_some() == b.pin.is_some()
-    }
 
     async fn commit(&self, client: Object, stats: &WriteStats, mut group: Vec<Settle>) {
         // Each round takes one refused finish out, so this ends.
@@ -135,13 +138,32 @@ impl Settles {
         stats: &WriteStats,
         mut group: Vec<Settle>,
     ) -> Option<Vec<Settle>> {
-        let n = group.iter().map(|s| s.lease.n).sum();
-        let lease = asking(&group[0].lease, n);
-        let params = LeaseParams::of(&self.pins, &self.cursors, &lease);
-        let leasing = params.statement_with_params();
+        // One lease statement for each way the group's slots lease (one
+        // worker pool: one), asking for all of its slots' jobs.
+        let mut ways: Vec<Vec<usize>> = Vec::new();
+        for (i, settle) in group.iter().enumerate() {
+            match ways
+                .iter_mut()
+                .find(|way| alike(&group[way[0]].lease, &settle.lease))
+            {
+                Some(way) => way.push(i),
+                None => ways.push(vec![i]),
+            }
+        }
+        let leasings: Vec<(LeaseParams, Statement)> = ways
+            .iter()
+            .map(|way| {
+                let n = way.iter().map(|&i| group[i].lease.n).sum();
+                let params =
+                    LeaseParams::of(&self.pins, &self.cursors, &asking(&group[way[0]].lease, n));
+                let statement = params.statement_with_params();
+                (params, statement)
+            })
+            .collect();
         // Prepared first, so that each statement goes out on its first
         // poll, in order.
-        for sql in group.iter().map(|s| s.finish.sql).chain([leasing.sql]) {
+        let sqls = group.iter().map(|s| s.finish.sql);
+        for sql in sqls.chain(leasings.iter().map(|(_, st)| st.sql)) {
             if client.prepare_cached(sql).await.is_err() {
                 self.unrun(group, "");
                 return None;
@@ -150,7 +172,8 @@ impl Settles {
         let pg = PgTx::new(client);
         let statements = async {
             let finishes = futures::future::join_all(group.iter().map(|s| s.finish.send(&pg)));
-            tokio::join!(finishes, leasing.send(&pg))
+            let leases = futures::future::join_all(leasings.iter().map(|(_, st)| st.send(&pg)));
+            tokio::join!(finishes, leases)
         };
         let (begin, (finishes, leased), commit) = pipelined_hot(client, statements).await;
         stats.sent(1);
@@ -162,25 +185,21 @@ impl Settles {
             }
             return None;
         }
-        let refused = finishes.iter().position(Result::is_err);
-        let leased = match (refused, leased) {
+        if let Some(at) = finishes.iter().position(Result::is_err) {
             // The transaction was aborted, and its COMMIT rolled it back.
-            (Some(at), _) => {
-                let culprit = group.remove(at);
-                let _ = culprit.reply.send(Err(Unanswered::NotWritten));
-                if commit.is_ok() {
-                    return Some(group);
-                }
-                // The connection is not sound: the others are written on
-                // their own (nothing of them was committed either).
-                self.unrun(group, "");
-                return None;
+            let culprit = group.remove(at);
+            let _ = culprit.reply.send(Err(Unanswered::NotWritten));
+            if commit.is_ok() {
+                return Some(group);
             }
-            (None, Err(_)) => {
-                self.unrun(group, "");
-                return None;
-            }
-            (None, Ok(rows)) => rows,
+            // The connection is not sound: the others are written on
+            // their own (nothing of them was committed either).
+            self.unrun(group, "");
+            return None;
+        }
+        let Ok(leased) = leased.into_iter().collect::<Result<Vec<_>, _>>() else {
+            self.unrun(group, "");
+            return None;
         };
         if let Err(e) = commit {
             let detail = format!("the settle group's commit failed: {}", super::describe(&e));
@@ -190,22 +209,29 @@ impl Settles {
             return None;
         }
         stats.count(group.len());
-        let leases = match params.committed(&self.cursors, &leased) {
-            Ok(leases) => leases,
-            Err(f) => {
-                let detail = format!("the settle group's leases cannot be read: {f:?}");
-                for s in group {
-                    let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
+        // Each way's slots take their shares in lease order.
+        let mut shares: Vec<Option<Leased>> = group.iter().map(|_| None).collect();
+        for ((way, (params, _)), rows) in ways.iter().zip(&leasings).zip(&leased) {
+            let leases = match params.committed(&self.cursors, rows) {
+                Ok(leases) => leases,
+                Err(f) => {
+                    let detail = format!("the settle group's leases cannot be read: {f:?}");
+                    for s in group {
+                        let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
+                    }
+                    return None;
                 }
-                return None;
+            };
+            let mut leases = leases.map(Vec::into_iter);
+            for &i in way {
+                let n = group[i].lease.n;
+                shares[i] = Some(leases.as_mut().map(|all| all.by_ref().take(n).collect()));
             }
-        };
-        // Each slot takes its share in lease order.
-        let mut leases = leases.map(Vec::into_iter);
-        for (s, rows) in group.into_iter().zip(finishes) {
-            let n = s.lease.n;
-            let mine = leases.as_mut().map(|all| all.by_ref().take(n).collect());
-            let _ = s.reply.send(Ok((rows.unwrap_or_default(), mine)));
+        }
+        for ((s, rows), share) in group.into_iter().zip(finishes).zip(shares) {
+            let _ = s
+                .reply
+                .send(Ok((rows.unwrap_or_default(), share.flatten())));
         }
         None
     }
