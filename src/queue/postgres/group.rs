@@ -12,7 +12,7 @@
 //!
 //! Two kinds: one-statement writes ([`Singles`]: a plain submit, a journal
 //! step) and worker slots' settles (`settle`: each slot's finish, and one
-//! lease for every slot of the group). Each statement is guarded by its own
+//! lease for the slots of each worker pool in the group). Each statement is guarded by its own
 //! job's row, so one write's refusal (a stale attempt, a sequence number
 //! taken) changes nothing of the others and is read from its own rows. A
 //! statement the database fails aborts the group's transaction: the group

@@ -1,7 +1,7 @@
 //! A worker slot's finish and its next lease, committed together in the
 //! next settle group (a `group::Kind`): the finishes of every worker slot
-//! that ended a job while the group before ran, and one lease for all of
-//! them, share one transaction, one round trip and one commit. The
+//! that ended a job while the group before ran, and one lease for the
+//! slots of each worker pool among them, share one transaction, one round trip and one commit. The
 //! statements are the one-statement forms (`ending`, `lease`); the lease's
 //! cost is mostly per statement (1.2 ms a call on `scale`, docs/daemon.md),
 //! and the commit is what PostgreSQL's throughput is bound by (WAL writes
@@ -49,8 +49,8 @@ pub(super) enum Pipelined {
 /// next one.
 pub(super) const MAX_SETTLES: usize = 64;
 
-/// Worker slots' settles: each slot's finish, then one lease for every slot
-/// of the group, its jobs handed out in lease order.
+/// Worker slots' settles: each slot's finish, then one lease for the slots
+/// of each worker pool in the group, its jobs handed out in lease order.
 pub(super) struct Settles {
     pins: Arc<Pins>,
     cursors: Arc<Cursors>,
