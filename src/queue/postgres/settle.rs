@@ -26,6 +26,7 @@ use super::lease::{self, LeaseParams, Pinning, Pins};
 use super::pool::Writes;
 use crate::queue::WriteStats;
 use crate::queue::op::{FinishAndLease, LeaseJobs};
+use crate::queue::tx::Res;
 use crate::queue::*;
 
 /// What a settle committed. `leases` is `None` where the lease statement
@@ -140,16 +141,7 @@ impl Settles {
     ) -> Option<Vec<Settle>> {
         // One lease statement for each way the group's slots lease (one
         // worker pool: one), asking for all of its slots' jobs.
-        let mut ways: Vec<Vec<usize>> = Vec::new();
-        for (i, settle) in group.iter().enumerate() {
-            match ways
-                .iter_mut()
-                .find(|way| alike(&group[way[0]].lease, &settle.lease))
-            {
-                Some(way) => way.push(i),
-                None => ways.push(vec![i]),
-            }
-        }
+        let ways = ways(&group);
         let leasings: Vec<(LeaseParams, Statement)> = ways
             .iter()
             .map(|way| {
@@ -209,32 +201,55 @@ impl Settles {
             return None;
         }
         stats.count(group.len());
-        // Each way's slots take their shares in lease order.
-        let mut shares: Vec<Option<Leased>> = group.iter().map(|_| None).collect();
-        for ((way, (params, _)), rows) in ways.iter().zip(&leasings).zip(&leased) {
-            let leases = match params.committed(&self.cursors, rows) {
-                Ok(leases) => leases,
-                Err(f) => {
-                    let detail = format!("the settle group's leases cannot be read: {f:?}");
-                    for s in group {
-                        let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
-                    }
-                    return None;
+        let shares = match self.shares(&group, &ways, &leasings, &leased) {
+            Ok(shares) => shares,
+            Err(f) => {
+                let detail = format!("the settle group's leases cannot be read: {f:?}");
+                for s in group {
+                    let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
                 }
-            };
-            let mut leases = leases.map(Vec::into_iter);
-            for &i in way {
-                let n = group[i].lease.n;
-                shares[i] = Some(leases.as_mut().map(|all| all.by_ref().take(n).collect()));
+                return None;
             }
-        }
+        };
         for ((s, rows), share) in group.into_iter().zip(finishes).zip(shares) {
-            let _ = s
-                .reply
-                .send(Ok((rows.unwrap_or_default(), share.flatten())));
+            let _ = s.reply.send(Ok((rows.unwrap_or_default(), share)));
         }
         None
     }
+
+    /// Each slot's share of its way's committed leases, in lease order.
+    fn shares(
+        &self,
+        group: &[Settle],
+        ways: &[Vec<usize>],
+        leasings: &[(LeaseParams, Statement)],
+        leased: &[Vec<Row>],
+    ) -> Res<Vec<Leased>> {
+        let mut shares: Vec<Leased> = group.iter().map(|_| None).collect();
+        for ((way, (params, _)), rows) in ways.iter().zip(leasings).zip(leased) {
+            let mut leases = params.committed(&self.cursors, rows)?.map(Vec::into_iter);
+            for &i in way {
+                let n = group[i].lease.n;
+                shares[i] = leases.as_mut().map(|all| all.by_ref().take(n).collect());
+            }
+        }
+        Ok(shares)
+    }
+}
+
+/// The group's slots by the way they lease (indexes into `group`).
+fn ways(group: &[Settle]) -> Vec<Vec<usize>> {
+    let mut ways: Vec<Vec<usize>> = Vec::new();
+    for (i, settle) in group.iter().enumerate() {
+        match ways
+            .iter_mut()
+            .find(|way| alike(&group[way[0]].lease, &settle.lease))
+        {
+            Some(way) => way.push(i),
+            None => ways.push(vec![i]),
+        }
+    }
+    ways
 }
 
 /// Commits `op`'s finish and its slot's next lease in the next settle group.
