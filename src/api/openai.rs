@@ -532,32 +532,24 @@ fn completion(job: &Job) -> Result<Value, OpenAiError> {
                        "function": {"name": call.tool, "arguments": call.arguments.to_string()}})
             })
             .collect();
-        return Ok(json!({
-            "id": format!("chatcmpl-{}", job.id),
-            "object": "chat.completion",
-            "created": now_secs(),
-            "model": format!("{MODEL_PREFIX}{}", job.bundle),
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": null, "tool_calls": tool_calls},
-                "finish_reason": "tool_calls",
-            }],
-            "usage": usage(job),
-        }));
+        let message = json!({"role": "assistant", "content": null, "tool_calls": tool_calls});
+        return Ok(completion_body(job, message, "tool_calls"));
     }
     let content = answer(job)?;
-    Ok(json!({
+    let message = json!({"role": "assistant", "content": content});
+    Ok(completion_body(job, message, "stop"))
+}
+
+/// A chat completion of `job` with one choice: `message`, ended by `finish`.
+fn completion_body(job: &Job, message: Value, finish: &str) -> Value {
+    json!({
         "id": format!("chatcmpl-{}", job.id),
         "object": "chat.completion",
         "created": now_secs(),
         "model": format!("{MODEL_PREFIX}{}", job.bundle),
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": content},
-            "finish_reason": "stop",
-        }],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": usage(job),
-    }))
+    })
 }
 
 fn chunk_body(job: &Job, delta: Value, finish: Option<&str>) -> Value {

@@ -35,6 +35,30 @@ pub struct StoredSchedule {
     pub missed_fires: u64,
 }
 
+impl StoredSchedule {
+    /// A schedule not fired yet, running, its first fire at `next_fire`.
+    pub fn new(
+        id: String,
+        source: String,
+        spec: String,
+        owner: Option<String>,
+        next_fire: Option<i64>,
+    ) -> Self {
+        Self {
+            id,
+            source,
+            spec,
+            owner,
+            paused: false,
+            next_fire,
+            last_fire: None,
+            last_job: None,
+            last_outcome: None,
+            missed_fires: 0,
+        }
+    }
+}
+
 /// What handling a schedule's due fires changed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FireRecord {

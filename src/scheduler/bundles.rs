@@ -94,18 +94,13 @@ pub(super) async fn sync_bundles(
         }
         scheduler
             .queue
-            .put_schedule(StoredSchedule {
-                id: bundle.name().to_string(),
-                source: FROM_BUNDLE.into(),
-                spec: text,
-                owner: None,
-                paused: false,
-                next_fire: crate::schedule::next_after(&compiled, now),
-                last_fire: None,
-                last_job: None,
-                last_outcome: None,
-                missed_fires: 0,
-            })
+            .put_schedule(StoredSchedule::new(
+                bundle.name().to_string(),
+                FROM_BUNDLE.into(),
+                text,
+                None,
+                crate::schedule::next_after(&compiled, now),
+            ))
             .await?;
     }
     if reloaded && let Some(before) = &synced.declared {

@@ -163,18 +163,13 @@ pub async fn create(
         ));
     }
     let now = crate::queue::millis(SystemTime::now());
-    let schedule = StoredSchedule {
-        id: Named::stored(caller.name(), &id),
-        source: "api".into(),
-        spec: stored_spec(&body.bundle, &body.spec),
-        owner: Some(caller.name().to_string()),
-        paused: false,
-        next_fire: crate::schedule::next_after(&compiled, now),
-        last_fire: None,
-        last_job: None,
-        last_outcome: None,
-        missed_fires: 0,
-    };
+    let schedule = StoredSchedule::new(
+        Named::stored(caller.name(), &id),
+        "api".into(),
+        stored_spec(&body.bundle, &body.spec),
+        Some(caller.name().to_string()),
+        crate::schedule::next_after(&compiled, now),
+    );
     state.queue.put_schedule(schedule.clone()).await?;
     tracing::info!(schedule = %id, bundle = %body.bundle, by = caller.name(), "schedule made");
     let view = ScheduleView::of(&state, schedule, &caller)
