@@ -199,7 +199,9 @@ async fn kernel_ratio(runs: usize) {
             (runs / in_flight * in_flight) as f64 / started.elapsed().as_secs_f64()
         }
     };
-    println!("kernel ratio: {runs} one-turn runs in-process (no persistence) against raw round trips");
+    println!(
+        "kernel ratio: {runs} one-turn runs in-process (no persistence) against raw round trips"
+    );
     for in_flight in [1, 8] {
         // Warm both clients' connections, then take the better of three
         // rounds of each, interleaved, so a slow moment hits both alike.

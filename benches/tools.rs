@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use structured_agents::events::{EventSink, NullObserver, RunContext};
 use structured_agents::plugins::PluginRegistry;
-use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::ToolPolicy;
 use structured_agents::tools::plugin::PluginTool;
 use structured_agents::tools::{CallPlace, Tool, ToolContext, ToolEngine, ToolError, ToolOutput};
 use structured_agents::types::{ToolCall, ToolSchema};

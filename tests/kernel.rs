@@ -14,7 +14,7 @@ use structured_agents::kernel::{Kernel, KernelConfig, Phase};
 use structured_agents::mock::MockServer;
 use structured_agents::model::OpenAiPlugin;
 use structured_agents::tools::ToolEngine;
-use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::ToolPolicy;
 use structured_agents::types::{Message, TerminationReason};
 use tokio_util::sync::CancellationToken;
 

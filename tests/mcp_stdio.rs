@@ -16,7 +16,7 @@ use serde_json::json;
 use structured_agents::egress::Egress;
 use structured_agents::events::{EventSink, RunContext};
 use structured_agents::tools::ToolEngine;
-use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::ToolPolicy;
 use structured_agents::tools::mcp::{McpServerSpec, McpSource, McpTool};
 use structured_agents::types::ToolCall;
 use tokio_util::sync::CancellationToken;

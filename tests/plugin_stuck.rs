@@ -16,7 +16,7 @@ use structured_agents::events::{EventSink, RunContext};
 use structured_agents::plugins::PluginRegistry;
 use structured_agents::plugins::pool::{PLUGIN_CALL_THREADS, PoolError};
 use structured_agents::tools::ToolEngine;
-use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::ToolPolicy;
 use structured_agents::tools::plugin::PluginTool;
 use structured_agents::types::ToolCall;
 use tokio_util::sync::CancellationToken;

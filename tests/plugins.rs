@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use structured_agents::events::{Event, EventEnvelope, EventSink, Observer, RunContext};
 use structured_agents::plugins::{PluginLoadError, PluginObserver, PluginRegistry};
 use structured_agents::tools::ToolEngine;
-use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::ToolPolicy;
 use structured_agents::tools::plugin::PluginTool;
 use structured_agents::types::ToolCall;
 use tokio_util::sync::CancellationToken;

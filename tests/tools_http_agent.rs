@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use structured_agents::egress::Egress;
 use structured_agents::events::{EventSink, RunContext};
 use structured_agents::tools::ToolEngine;
-use structured_agents::tools::engine::ToolPolicy;
+use structured_agents::tools::ToolPolicy;
 use structured_agents::tools::http_agent::{HttpAgentTool, MessageType};
 use structured_agents::types::{ToolCall, ToolSchema};
 use tokio_util::sync::CancellationToken;

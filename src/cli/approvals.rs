@@ -5,7 +5,7 @@
 use anyhow::bail;
 use serde_json::{Value, json};
 
-use super::remote::{Client, ServerArgs};
+use super::client::{Client, ServerArgs};
 
 /// The pending approval of job `id` (there is at most one).
 async fn pending(client: &Client, id: &str) -> anyhow::Result<Vec<Value>> {

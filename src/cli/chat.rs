@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::remote::{Client, ServerArgs, Spinner};
+use super::client::{Client, ServerArgs, Spinner};
 use crate::events::{
     Event, EventEnvelope, EventSink, Observer, ObserverError, RunContext, TokenDelta,
 };

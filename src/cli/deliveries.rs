@@ -5,7 +5,7 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use super::remote::{Client, ServerArgs};
+use super::client::{Client, ServerArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum DeliveriesCommand {

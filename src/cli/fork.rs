@@ -6,7 +6,8 @@
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::remote::{Client, ServerArgs, created};
+use super::client::{Client, ServerArgs};
+use super::remote::created;
 
 #[derive(Debug, Args)]
 pub struct ForkArgs {

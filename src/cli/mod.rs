@@ -5,6 +5,7 @@ mod answers;
 mod approvals;
 mod bench;
 mod chat;
+mod client;
 mod deliveries;
 mod describe;
 mod fork;
@@ -39,7 +40,7 @@ pub struct Cli {
     #[arg(long, global = true, env = "STRUCTURED_AGENTS_LOG_FORMAT", value_enum)]
     pub log_format: Option<crate::config::LogFormat>,
     #[command(flatten)]
-    pub server: remote::ServerArgs,
+    pub server: client::ServerArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -316,7 +317,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-async fn dispatch_client(command: Command, server: &remote::ServerArgs) -> anyhow::Result<i32> {
+async fn dispatch_client(command: Command, server: &client::ServerArgs) -> anyhow::Result<i32> {
     match command {
         Command::Serve { .. } => unreachable!("handled by dispatch"),
         Command::Run(args) => run::run(args).await,
@@ -437,7 +438,7 @@ async fn plugins(
 
 /// `structured-agents resolve`: one of retry, skip with a result, or fail.
 async fn resolve(
-    server: &remote::ServerArgs,
+    server: &client::ServerArgs,
     id: String,
     retry: bool,
     skip: Option<String>,

@@ -14,7 +14,7 @@ use clap::Args;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::remote::{Client, ServerArgs};
+use super::client::{Client, ServerArgs};
 
 #[derive(Debug, Args)]
 pub struct QueryArgs {

@@ -4,7 +4,7 @@
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
-use super::remote::{Client, ServerArgs};
+use super::client::{Client, ServerArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum SchedulesCommand {

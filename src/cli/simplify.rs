@@ -11,7 +11,8 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::remote::{Client, ServerArgs, created};
+use super::client::{Client, ServerArgs};
+use super::remote::created;
 use crate::queue::ONLY_STAGE_VARIABLE;
 
 #[derive(Debug, Args)]

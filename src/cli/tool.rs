@@ -15,7 +15,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::remote::{Client, ServerArgs};
+use super::client::{Client, ServerArgs};
 use crate::events::{EventSink, RunContext};
 use crate::tools::direct;
 

@@ -58,7 +58,7 @@ pub enum QueueError {
     /// task's 16): nothing is stored.
     #[error("{}", push_full(holder, *held, *limit))]
     PushConfigsFull {
-        holder: super::outbox::PushHolder,
+        holder: super::push_configs::PushHolder,
         held: usize,
         limit: usize,
     },
@@ -138,8 +138,8 @@ impl QueueError {
 }
 
 /// Why a push config was refused, and what to do.
-fn push_full(holder: &super::outbox::PushHolder, held: usize, limit: usize) -> String {
-    use super::outbox::PushHolder;
+fn push_full(holder: &super::push_configs::PushHolder, held: usize, limit: usize) -> String {
+    use super::push_configs::PushHolder;
     match holder {
         PushHolder::Task(task) => format!(
             "task {task} already has {held} push notification configs, the most it holds ({limit}): delete one (DeleteTaskPushNotificationConfig) first"

@@ -1,6 +1,7 @@
 //! The job lifecycle, written once for every dialect: submit, lease (with
-//! the first attempt's pin), heartbeat, finish, release, cancel, resolve,
-//! the journal, the event log, retention and the live counts. Each
+//! the first attempt's pin), heartbeat, finish, release, the journal and
+//! the event log (an operator's decisions are in `decisions.rs`, the reads
+//! and deletions in `reads.rs`). Each
 //! operation runs inside one transaction of a [`Tx`]; the backend only
 //! opens, commits and announces it.
 //!
@@ -12,11 +13,12 @@
 use std::time::Duration;
 
 use super::outbox;
+use super::push_configs;
 use super::reservations::{DayLedger, Reserved};
 use super::transaction::Tx;
 use super::tx::{AttemptRow, Change, Conversation, Fail, Pin, Res, Settle, stored_key};
 use super::*;
-use crate::approval::{self, Verdict};
+use crate::approval;
 use crate::events::Event;
 use crate::types::TerminationReason;
 
@@ -89,7 +91,7 @@ async fn claim_conversation(tx: &mut impl Tx, job: &NewJob, now: i64) -> Res<()>
 /// a fork's copied journal, the job's webhook and push configs.
 async fn write_beside(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<()> {
     seed_journal(tx, id, job).await?;
-    outbox::submitted(tx, id.as_str(), job).await
+    push_configs::submitted(tx, id.as_str(), job).await
 }
 
 /// Writes a fork's seeded journal with its job (attempt 0: before any
@@ -359,7 +361,11 @@ async fn current(tx: &mut impl Tx, id: &JobId, attempt: u32) -> Res<Option<(u32,
 }
 
 /// [`current`], refusing a stale attempt.
-async fn require_current(tx: &mut impl Tx, id: &JobId, attempt: u32) -> Res<(u32, bool)> {
+pub(super) async fn require_current(
+    tx: &mut impl Tx,
+    id: &JobId,
+    attempt: u32,
+) -> Res<(u32, bool)> {
     current(tx, id, attempt).await?.ok_or_else(|| {
         Fail::Refused(QueueError::StaleAttempt {
             job: id.clone(),
@@ -370,7 +376,7 @@ async fn require_current(tx: &mut impl Tx, id: &JobId, attempt: u32) -> Res<(u32
 
 /// Appends events; a sequence number already stored refuses the write,
 /// unless it holds this very event (a write whose reply was lost, retried).
-async fn insert_events(
+pub(super) async fn insert_events(
     tx: &mut impl Tx,
     id: &JobId,
     attempt: u32,
@@ -586,7 +592,7 @@ const CANCELLED: &str = "cancelled by request";
 
 /// The job an operator's request left, with the final event it records (as
 /// the next of the job's log) when the request `ended` the job.
-async fn record_ending(tx: &mut impl Tx, job: Job, ended: bool) -> Res<Changed> {
+pub(super) async fn record_ending(tx: &mut impl Tx, job: Job, ended: bool) -> Res<Changed> {
     let final_event = if ended {
         rules::ended_by_request(&job, tx.last_seq(job.id.as_str()).await? + 1)
     } else {
@@ -594,193 +600,6 @@ async fn record_ending(tx: &mut impl Tx, job: Job, ended: bool) -> Res<Changed> 
     };
     insert_events(tx, &job.id, job.attempts, final_event.as_slice()).await?;
     Ok(Changed { job, final_event })
-}
-
-/// Cancels a queued or parked job at once (with its final event); asks a
-/// running one to stop (its worker hears of it through
-/// [`Change::CancelRequested`] at once, else at its next heartbeat).
-pub(crate) async fn cancel(tx: &mut impl Tx, id: &JobId) -> Res<Option<Changed>> {
-    let now = tx.now().await?;
-    let ended = tx.cancel_waiting(id.as_str(), now).await?;
-    if ended {
-        outbox::state_changed(tx, id.as_str(), JobState::Cancelled).await?;
-    } else {
-        tx.request_cancel(id.as_str(), now).await?;
-    }
-    let Some(job) = tx.job(id.as_str(), false).await? else {
-        return Ok(None);
-    };
-    tx.changed(
-        if ended {
-            Change::Updated
-        } else {
-            Change::CancelRequested
-        },
-        id,
-    );
-    record_ending(tx, job, ended).await.map(Some)
-}
-
-/// Resolves a parked job: run its pending call again, skip it with a given
-/// result, or fail the job.
-pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolution) -> Res<Changed> {
-    let not_found = || Fail::Refused(QueueError::NotFound(id.clone()));
-    let job = tx.job(id.as_str(), true).await?.ok_or_else(not_found)?;
-    let pending = parked_call(&job, resolution).map_err(Fail::Refused)?;
-    let now = tx.now().await?;
-    let change = match resolution {
-        Resolution::Fail { reason } => {
-            let error = Resolution::failure(reason, pending.as_ref());
-            let settle = Settle {
-                termination_reason: Some(TerminationReason::Error.as_str()),
-                state: JobState::Failed,
-                result: None,
-                error: Some(&error),
-                run_at: None,
-                finished_at: Some(now),
-                pending_call: None,
-            };
-            tx.settle(id.as_str(), &settle, now).await?;
-            outbox::state_changed(tx, id.as_str(), settle.state).await?;
-            Change::Updated
-        }
-        Resolution::Retry => {
-            // Without its start marker the next attempt runs the call afresh.
-            if let Some(pending) = &pending {
-                let (start, _) = JournalEntry::call_steps(pending);
-                tx.delete_step(id.as_str(), &pending.scope, pending.turn, &start)
-                    .await?;
-            }
-            tx.requeue(id.as_str(), now).await?;
-            outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
-            Change::Runnable
-        }
-        Resolution::Skip { output, is_error } => {
-            let pending =
-                pending.ok_or_else(|| Fail::Refused(QueueError::NoCallToSkip(id.clone())))?;
-            let entry = JournalEntry {
-                scope: pending.scope.clone(),
-                turn: pending.turn,
-                step: JournalEntry::call_steps(&pending).1,
-                body: Resolution::skipped_result(&pending, output, *is_error),
-            };
-            tx.put_step(id.as_str(), &entry, job.attempts).await?;
-            tx.requeue(id.as_str(), now).await?;
-            outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
-            Change::Runnable
-        }
-        Resolution::CallerOutputs { outputs } => {
-            // Checked in the write that takes them: a second answer finds
-            // the job no longer parked, so no output is fed twice.
-            let entries =
-                rules::caller_results(&job, pending.as_ref(), outputs).map_err(Fail::Refused)?;
-            for entry in &entries {
-                tx.put_step(id.as_str(), entry, job.attempts).await?;
-            }
-            tx.requeue(id.as_str(), now).await?;
-            outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
-            Change::Runnable
-        }
-    };
-    tx.changed(change, id);
-    let job = tx.job(id.as_str(), false).await?.ok_or_else(not_found)?;
-    let failed = matches!(resolution, Resolution::Fail { .. });
-    record_ending(tx, job, failed).await
-}
-
-/// Takes a person's decision on the call a job awaits approval for: checked
-/// against the request, journaled as the step the resumed run reads, the
-/// job queued again and an `ApprovalDecided` event added to its log, all in
-/// one write — a second decision finds the job no longer waiting.
-pub(crate) async fn decide_approval(
-    tx: &mut impl Tx,
-    id: &JobId,
-    call: &str,
-    decision: &approval::Decision,
-    by: &str,
-    store: &str,
-) -> Res<Changed> {
-    let not_found = || Fail::Refused(QueueError::NotFound(id.clone()));
-    let job = tx.job(id.as_str(), true).await?.ok_or_else(not_found)?;
-    let request = rules::awaited_request(&job, call, store).map_err(Fail::Refused)?;
-    let now = tx.now().await?;
-    let recorded = decision
-        .clone()
-        .accept(&request, by, rfc3339(now))
-        .map_err(|source| {
-            Fail::Refused(QueueError::Decision {
-                job: id.clone(),
-                source,
-            })
-        })?;
-    let body = serde_json::to_string(&recorded)
-        .map_err(|e| Fail::Db(format!("decision cannot be encoded: {e}")))?;
-    let entry = JournalEntry {
-        scope: request.scope.clone(),
-        turn: request.turn,
-        // Approvals are parked since 0.2, always with their position.
-        step: JournalEntry::decision_key(request.position.unwrap_or_default()),
-        body,
-    };
-    tx.put_step(id.as_str(), &entry, job.attempts).await?;
-    tx.requeue(id.as_str(), now).await?;
-    outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
-    let event = rules::decided_event(
-        &job,
-        &request,
-        &recorded,
-        tx.last_seq(id.as_str()).await? + 1,
-    );
-    insert_events(tx, id, job.attempts, &[event]).await?;
-    tx.changed(Change::Runnable, id);
-    let job = tx.job(id.as_str(), false).await?.ok_or_else(not_found)?;
-    Ok(Changed {
-        job,
-        final_event: None,
-    })
-}
-
-/// Denies the calls whose approval timeout has passed (at most `limit`
-/// jobs), as a decision `by` "timeout"; returns the jobs as they are now.
-pub(crate) async fn expire_approvals(tx: &mut impl Tx, limit: usize, store: &str) -> Res<Vec<Job>> {
-    let now = tx.now().await?;
-    let due = tx.approvals_due(now, limit).await?;
-    let mut expired = Vec::with_capacity(due.len());
-    for id in &due {
-        let id = JobId(id.clone());
-        let Some(job) = tx.job(id.as_str(), true).await? else {
-            continue;
-        };
-        let Some((call, terms)) = job
-            .pending_call
-            .as_ref()
-            .and_then(|p| Some((p.call_id.clone(), p.approval.as_ref()?)))
-        else {
-            continue;
-        };
-        let decision = approval::Decision {
-            verdict: Verdict::Deny {
-                reason: Some(format!(
-                    "no decision came before the approval timeout (requested {}); the call was denied",
-                    terms.requested_at.as_deref().unwrap_or("earlier")
-                )),
-            },
-            // The timeout decides on the arguments the job waits with.
-            digest: Some(terms.digest.clone()),
-        };
-        let changed = decide_approval(tx, &id, &call, &decision, "timeout", store).await?;
-        expired.push(changed.job);
-    }
-    Ok(expired)
-}
-
-/// What an API key's jobs hold and spent: for its quotas at admission.
-pub(crate) async fn owner_load(tx: &mut impl Tx, owner: &str, since: i64) -> Res<OwnerLoad> {
-    let (in_flight, spend) = tx.owner_load(owner, since).await?;
-    Ok(OwnerLoad {
-        in_flight: in_flight.max(0) as u64,
-        spend: spend.day(),
-    })
 }
 
 /// Records journal steps with the events held until then, guarded by the
@@ -801,62 +620,4 @@ pub(crate) async fn record_steps(
         tx.changed(Change::Updated, id);
     }
     Ok(())
-}
-
-/// A page of jobs, newest first (ids are UUIDv7, so they sort by creation).
-pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
-    let rows = tx
-        .list(filter, super::listing::page_limit(filter.limit) + 1)
-        .await?;
-    let (jobs, next_cursor) = super::listing::paged(rows, filter.limit, |j| j.id.0.clone());
-    Ok(Page { jobs, next_cursor })
-}
-
-/// (bundle, state, count) of every job, or only `owner`'s.
-pub(crate) async fn counts_by_state(
-    tx: &mut impl Tx,
-    owner: Option<&str>,
-) -> Res<Vec<(String, JobState, u64)>> {
-    let rows = tx.counts_by_state(owner).await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(bundle, state, n)| {
-            JobState::parse(&state).map(|state| (bundle, state, n.max(0) as u64))
-        })
-        .collect())
-}
-
-/// The live gauges: one indexed count per live state.
-pub(crate) async fn live_counts(tx: &mut impl Tx) -> Res<Vec<(JobState, u64)>> {
-    let mut out = Vec::new();
-    for state in JobState::LIVE {
-        out.push((state, tx.count_in_state(state).await?.max(0) as u64));
-    }
-    Ok(out)
-}
-
-/// Retention: deletes up to `limit` jobs finished before `cutoff` (ms).
-pub(crate) async fn purge_finished(tx: &mut impl Tx, cutoff: i64, limit: usize) -> Res<usize> {
-    let ids = tx.finished_before(cutoff, limit).await?;
-    tx.delete_jobs(&ids).await?;
-    Ok(ids.len())
-}
-
-/// Deletes a conversation's finished jobs; (deleted, left unfinished).
-/// With none left the conversation's owner row goes too (the id is free to
-/// start again). The row is locked first, so a submit continuing the
-/// conversation meanwhile either committed its turn (counted as left) or
-/// waits and claims the id again.
-pub(crate) async fn forget_conversation(
-    tx: &mut impl Tx,
-    conversation: &Conversation<'_>,
-) -> Res<(usize, usize)> {
-    tx.has_conversation(conversation, true).await?;
-    let ids = tx.finished_in_conversation(conversation).await?;
-    tx.delete_jobs(&ids).await?;
-    let left = tx.count_in_conversation(conversation).await?;
-    if left <= 0 {
-        tx.delete_conversation(conversation).await?;
-    }
-    Ok((ids.len(), left.max(0) as usize))
 }

@@ -1,5 +1,6 @@
-//! The durable job queue: the `JobQueue` trait (the seam between the API,
-//! the workers and a store), its types, and the embedded SQLite backend.
+//! The durable job queue: its types here, the `JobQueue` trait (the seam
+//! between the API, the workers and a store) in `seam.rs`, the lifecycle
+//! written once for every dialect, and the two stores.
 //!
 //! Backends: `sqlite` (one daemon, one file) and `postgres` (several daemons
 //! sharing one database).
@@ -21,6 +22,7 @@
 //!
 //! This module must not know about bundles, the kernel or HTTP.
 
+mod decisions;
 mod driver;
 mod error;
 mod fair;
@@ -34,11 +36,15 @@ mod origin;
 pub mod outbox;
 mod poison;
 pub mod postgres;
+mod push_configs;
+mod reads;
 mod reservations;
 mod retry;
 mod rules;
 mod schedules;
+mod seam;
 pub mod sqlite;
+mod statements;
 mod stats;
 mod transaction;
 mod tx;
@@ -57,12 +63,14 @@ pub use lifecycle::Pinner;
 pub use listing::{JobFilter, Page, conversation_history};
 pub use outbox::{
     Delivery, DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryResult, DeliveryState,
-    PushAuth, PushCaps, PushConfig, PushHolder, PushPayload, Redrive, Settled,
+    PushAuth, PushConfig, PushPayload, Redrive, Settled,
 };
+pub use push_configs::{PushCaps, PushHolder};
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};
 pub use schedules::{FireRecord, StoredSchedule};
+pub use seam::JobQueue;
 pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
 pub use tx::Pin;
@@ -73,10 +81,8 @@ pub use origin::{ForkSeed, JobOrigin};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::broadcast;
 
 use crate::events::EventEnvelope;
 use crate::journal::JournalEntry;
@@ -520,280 +526,6 @@ impl Finished {
 pub struct StoredEvent {
     pub seq: u64,
     pub event_json: String,
-}
-
-/// The seam between API, workers and storage.
-#[async_trait]
-pub trait JobQueue: Send + Sync {
-    async fn submit(&self, job: NewJob) -> Result<(Job, bool), QueueError>;
-    /// Submits many jobs in one transaction (multi-row inserts), each
-    /// answered as `submit` would, in order. All or nothing: a key reused
-    /// for different content ([`QueueError::KeyConflict`]) refuses the batch.
-    async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError>;
-    async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError>;
-    async fn list(&self, filter: JobFilter) -> Result<Page, QueueError>;
-    /// (bundle, state, count) for every non-empty combination: of every
-    /// job, or with `owner` only of that API key's.
-    async fn counts_by_state(
-        &self,
-        owner: Option<&str>,
-    ) -> Result<Vec<(String, JobState, u64)>, QueueError>;
-    /// How many jobs are in each live state (queued, running,
-    /// needs_attention), for gauges read on every metrics scrape: backends
-    /// answer from an index, never by scanning finished jobs.
-    async fn live_counts(&self) -> Result<Vec<(JobState, u64)>, QueueError> {
-        let counts = self.counts_by_state(None).await?;
-        Ok(JobState::LIVE
-            .into_iter()
-            .map(|state| {
-                let n = counts
-                    .iter()
-                    .filter(|(_, s, _)| *s == state)
-                    .map(|(_, _, n)| n)
-                    .sum();
-                (state, n)
-            })
-            .collect())
-    }
-    /// The best runnable job: highest priority, then earliest `run_at`, then
-    /// oldest; queued and due, or running with an expired lease.
-    async fn lease(&self, worker: &str, lease_for: Duration) -> Result<Option<Lease>, QueueError> {
-        Ok(self
-            .lease_many(worker, lease_for, 1, None)
-            .await?
-            .into_iter()
-            .next())
-    }
-    /// Up to `n` of the best runnable jobs in lease order, in one write. A
-    /// first attempt is pinned in the same write to what `pin` answers for
-    /// its bundle (then `pin_version` is not needed). Jobs leased and never
-    /// started come back when their lease expires, like any other.
-    async fn lease_many(
-        &self,
-        worker: &str,
-        lease_for: Duration,
-        n: usize,
-        pin: Option<std::sync::Arc<Pinner>>,
-    ) -> Result<Vec<Lease>, QueueError>;
-    /// Shares the queue between keys by `shares` from the next lease on
-    /// (`queue::fair`; every key has weight 1 until this is called).
-    fn share_by(&self, shares: Shares);
-    async fn heartbeat(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        lease_for: Duration,
-    ) -> Result<HeartbeatReply, QueueError>;
-    /// Records the bundle version and content digest a job runs with (first
-    /// attempt only; later attempts keep the first pin).
-    async fn pin_version(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        version: &str,
-        digest: &str,
-    ) -> Result<(), QueueError>;
-    /// Records an attempt's outcome, decided by [`decide`], and appends
-    /// `events` then `final_event` (stamped with the decision) in the same
-    /// transaction.
-    async fn finish(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        outcome: Outcome,
-        events: &[EventEnvelope],
-        final_event: Option<EventEnvelope>,
-    ) -> Result<Finished, QueueError>;
-    /// [`finish`](JobQueue::finish), then [`lease_many`](JobQueue::lease_many)
-    /// for `next`, in one write: the worker ending a job takes its next one
-    /// without a commit of its own. Both or neither: an error records
-    /// nothing.
-    async fn finish_and_lease(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        outcome: Outcome,
-        events: &[EventEnvelope],
-        final_event: Option<EventEnvelope>,
-        next: NextLease,
-    ) -> Result<(Finished, Vec<Lease>), QueueError>;
-    /// `finish` without a final event to stamp.
-    async fn complete(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        outcome: Outcome,
-        final_events: &[EventEnvelope],
-    ) -> Result<CompleteReply, QueueError> {
-        self.finish(id, attempt, outcome, final_events, None)
-            .await
-            .map(|f| f.reply)
-    }
-    /// Puts a running job back without consuming the attempt (graceful
-    /// drain), appending `events` and the stamped `final_event`; a job whose
-    /// cancellation was requested ends `cancelled` instead of running again.
-    async fn release(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        events: &[EventEnvelope],
-        final_event: Option<EventEnvelope>,
-    ) -> Result<Finished, QueueError>;
-    /// Deletes the finished jobs of `owner`'s conversation `id` with their
-    /// events and journals; returns how many. Unfinished jobs are left
-    /// alone and counted in the second number.
-    async fn forget_conversation(
-        &self,
-        owner: Option<&str>,
-        id: &str,
-    ) -> Result<(usize, usize), QueueError>;
-    /// Whether `owner` has a conversation `id` (a job of that key claimed
-    /// it, and it was not forgotten since). Conversations are per key: two
-    /// keys' conversations of one id are two.
-    async fn has_conversation(&self, owner: Option<&str>, id: &str) -> Result<bool, QueueError>;
-
-    /// Deletes up to `limit` jobs that finished before `finished_before`,
-    /// with their events and journals; returns how many. Called in small
-    /// batches so no transaction holds the store for long.
-    async fn purge_finished(
-        &self,
-        finished_before: SystemTime,
-        limit: usize,
-    ) -> Result<usize, QueueError>;
-    /// The job's step journal, as its attempts recorded it.
-    async fn journal(&self, id: &JobId) -> Result<Vec<JournalEntry>, QueueError>;
-    /// Records journal steps (guarded by the attempt) together with the
-    /// events held until then, durably, before the caller acts on them.
-    async fn record_steps(
-        &self,
-        id: &JobId,
-        attempt: u32,
-        entries: &[JournalEntry],
-        events: &[EventEnvelope],
-    ) -> Result<(), QueueError>;
-    /// Resolves a `needs_attention` job: retry its pending call, skip it
-    /// with a supplied result, or fail the job (with its final event).
-    async fn resolve(&self, id: &JobId, resolution: Resolution) -> Result<Changed, QueueError>;
-    /// Takes a person's decision on the call an `awaiting_approval` job
-    /// waits for: checked against the request (its call and argument
-    /// digest), journaled where the run finds it, and the job queued again
-    /// — in one write, so a decision is taken at most once.
-    async fn decide_approval(
-        &self,
-        id: &JobId,
-        call: &str,
-        decision: crate::approval::Decision,
-        by: &str,
-    ) -> Result<Changed, QueueError>;
-    /// What the jobs of `bundle` created since `since`, and its nested
-    /// runs, spent and hold: the bundle's daily budget.
-    async fn spend_since(
-        &self,
-        bundle: &str,
-        since: SystemTime,
-    ) -> Result<crate::budget::DaySpend, QueueError>;
-    /// What `owner`'s jobs hold (unfinished jobs) and spent since `since`:
-    /// an API key's quotas.
-    async fn owner_load(&self, owner: &str, since: SystemTime) -> Result<OwnerLoad, QueueError>;
-    /// Denies the calls whose approval timeout passed (at most `limit`
-    /// jobs); returns those jobs, queued again.
-    async fn expire_approvals(&self, limit: usize) -> Result<Vec<Job>, QueueError>;
-    /// Cancels a queued or parked job at once (with its final event); asks
-    /// a running job to stop.
-    async fn cancel(&self, id: &JobId) -> Result<Option<Changed>, QueueError>;
-    async fn events_after(
-        &self,
-        id: &JobId,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredEvent>, QueueError>;
-    async fn last_seq(&self, id: &JobId) -> Result<u64, QueueError>;
-    /// Job ids whose events or state changed: in this process, and with a
-    /// shared backend (PostgreSQL) in every daemon using the same database.
-    fn subscribe(&self) -> broadcast::Receiver<JobId>;
-    /// Ids of jobs that became runnable (submitted, released, resolved):
-    /// in this process, and with a shared backend in every daemon using the
-    /// same database; they wake idle workers at once. `None` for a backend
-    /// that cannot tell (its callers wake the workers themselves).
-    fn runnable(&self) -> Option<broadcast::Receiver<JobId>> {
-        None
-    }
-    /// Ids of running jobs someone asked to cancel: in this process, and with
-    /// a shared backend in every daemon using the same database; the worker
-    /// running one stops it at once. `None` for a backend that cannot tell
-    /// (its workers hear of it at their next heartbeat).
-    fn cancels(&self) -> Option<broadcast::Receiver<JobId>> {
-        None
-    }
-    /// The writes this handle committed, the transactions that carried
-    /// them (SQLite's group commit puts many writes in one) and the
-    /// statements they sent (PostgreSQL), for benchmarks and tests.
-    fn write_stats(&self) -> WriteCounts {
-        WriteCounts::default()
-    }
-    async fn ping(&self) -> Result<(), QueueError>;
-    /// Moves a queued or parked job pinned to content `from` to `version`
-    /// and `digest` (its journal was checked to replay there): the job
-    /// moved, or `None` when it is running, ended or pinned elsewhere now.
-    async fn move_version(
-        &self,
-        id: &JobId,
-        from: &str,
-        version: &str,
-        digest: &str,
-    ) -> Result<Option<Job>, QueueError>;
-
-    // Schedules (see `schedules`): where each stands, shared by every
-    // daemon on the same store.
-    /// Inserts a schedule or replaces its spec, owner, source and next fire.
-    async fn put_schedule(&self, schedule: StoredSchedule) -> Result<(), QueueError>;
-    async fn schedules(&self) -> Result<Vec<StoredSchedule>, QueueError>;
-    /// Whether there was one to delete.
-    async fn delete_schedule(&self, id: &str) -> Result<bool, QueueError>;
-    /// Whether there was one to pause or resume.
-    async fn pause_schedule(&self, id: &str, paused: bool) -> Result<bool, QueueError>;
-    /// Records a schedule's handled fires if its next fire is still the
-    /// one the handler read; whether it was.
-    async fn record_fire(&self, fire: FireRecord) -> Result<bool, QueueError>;
-
-    // The outbox (see `outbox`).
-    /// Up to `limit` due deliveries, leased for `lease_for`.
-    async fn claim_deliveries(
-        &self,
-        lease_for: Duration,
-        limit: usize,
-    ) -> Result<Vec<Delivery>, QueueError>;
-    /// Records a delivery attempt's outcome under the claim that made it
-    /// (`claim`: the claimed `Delivery::claim`). A claim that is no longer
-    /// the delivery's latest (its lease ran out and another sender claimed
-    /// it) changes nothing: [`Settled::Stale`].
-    async fn settle_delivery(
-        &self,
-        id: &str,
-        claim: u64,
-        result: DeliveryResult,
-    ) -> Result<Settled, QueueError>;
-    /// How many deliveries are dead-lettered.
-    async fn dead_deliveries(&self) -> Result<u64, QueueError>;
-    /// A page of deliveries, newest first (the dead letters with
-    /// `state: Dead`).
-    async fn list_deliveries(&self, filter: DeliveryFilter) -> Result<DeliveryPage, QueueError>;
-    /// Sends a dead delivery again: pending, attempts reset, due now. With
-    /// `owner`, only a delivery of that key's jobs is found.
-    async fn redrive_delivery(&self, id: &str, owner: Option<&str>) -> Result<Redrive, QueueError>;
-    /// Adds an A2A push config to job `id` (or replaces the one with its
-    /// id): the job's next state changes are pushed to it too.
-    async fn put_push_config(
-        &self,
-        id: &JobId,
-        config: PushConfig,
-        caps: PushCaps,
-    ) -> Result<(), QueueError>;
-    /// Job `id`'s push configs, oldest first.
-    async fn push_configs(&self, id: &JobId) -> Result<Vec<PushConfig>, QueueError>;
-    /// Deletes one of job `id`'s push configs and what is still to be
-    /// sent to it; whether there was one.
-    async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError>;
 }
 
 /// Jobs with the ids they will have (a fresh UUIDv7 where none was chosen).

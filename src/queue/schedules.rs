@@ -10,7 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::tx::{Columns, JobStatements, Res};
+use super::statements::JobStatements;
+use super::tx::{Columns, Res};
 
 /// A schedule as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
 //! What one transaction of a dialect can run: the job statements
-//! (`tx::JobStatements`), the outbox's (`outbox::OutboxStatements`) and the
+//! (`statements::JobStatements`), the outbox's (`outbox::OutboxStatements`) and the
 //! schedules' (`schedules::ScheduleStatements`). The lifecycle and every
 //! operation (`op`) are written over [`Tx`]; each statement set stays beside
 //! the rules that use it, and the sets never name one another, so `tx`,
@@ -9,7 +9,7 @@
 
 use super::outbox::OutboxStatements;
 use super::schedules::ScheduleStatements;
-use super::tx::JobStatements;
+use super::statements::JobStatements;
 
 /// Every statement one transaction (or one read connection) of a dialect
 /// can run: any type with the three statement sets.

@@ -7,5 +7,7 @@ pub mod logging;
 pub mod metrics;
 pub mod otel;
 pub mod otel_metrics;
+pub mod run_metrics;
 
-pub use metrics::{Metrics, MetricsObserver};
+pub use metrics::Metrics;
+pub use run_metrics::MetricsObserver;

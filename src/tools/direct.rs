@@ -132,7 +132,7 @@ pub async fn run(
 mod tests {
     use super::*;
     use crate::events::{NullObserver, RunContext};
-    use crate::tools::engine::ToolPolicy;
+    use crate::tools::ToolPolicy;
     use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
     use crate::types::ToolSchema;
     use serde_json::json;

@@ -11,73 +11,18 @@
 //! payloads).
 
 use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures::FutureExt;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::JobEnd;
-use super::cache::ResultCache;
 use super::coerce::{ArgsError, parse_and_coerce};
-use super::guardrails::{GuardrailError, Guardrails};
-use super::policy::{CacheSpec, GuardrailSpec};
-use super::{CallPlace, Effect, Tool, ToolContext, ToolError, panic_message};
-use crate::events::{Event, EventSink, preview};
-use crate::types::{ToolCall, ToolResult, ToolSchema};
-
-/// Per-tool handling, compiled from the bundle.
-#[derive(Debug)]
-pub struct ToolPolicy {
-    pub timeout: Duration,
-    /// Extra attempts for retryable backend errors.
-    pub retries: u32,
-    pub retry_backoff: Duration,
-    pub cache: Option<ResultCache>,
-    pub guardrails: Option<Guardrails>,
-    /// What repeating a call does; decides resumption after a crash.
-    pub effect: Effect,
-    /// Which calls wait for a person's decision.
-    pub approval: crate::approval::ApprovalPolicy,
-}
-
-impl Default for ToolPolicy {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(30),
-            retries: 0,
-            retry_backoff: Duration::from_millis(100),
-            cache: None,
-            guardrails: None,
-            effect: Effect::default(),
-            approval: Default::default(),
-        }
-    }
-}
-
-impl ToolPolicy {
-    /// Compiles the bundle's settings; a bad regex is an error naming it.
-    pub fn compile(
-        timeout: Duration,
-        retries: u32,
-        cache: Option<&CacheSpec>,
-        guardrails: Option<&GuardrailSpec>,
-    ) -> Result<Self, GuardrailError> {
-        Ok(Self {
-            timeout,
-            retries,
-            retry_backoff: Duration::from_millis(100),
-            cache: cache
-                .filter(|c| c.enabled)
-                .map(|c| ResultCache::new(c.max_entries, c.ttl.map(Into::into))),
-            guardrails: guardrails.map(Guardrails::compile).transpose()?,
-            effect: Effect::default(),
-            approval: Default::default(),
-        })
-    }
-}
+use super::handling::ToolPolicy;
+use super::invoke::{Invocation, ToolOutcome, Trace};
+use super::{CallPlace, Effect, Tool};
+use crate::events::{EventSink, preview};
+use crate::types::{ToolCall, ToolSchema};
 
 struct Entry {
     tool: Arc<dyn Tool>,
@@ -89,21 +34,6 @@ struct Entry {
     /// anything sees them. `None` when it does not compile (a schema an
     /// MCP server announced; a bundle's own are checked at load).
     validator: Option<Arc<jsonschema::Validator>>,
-}
-
-/// The outcome of one call, with what the pipeline did.
-#[derive(Debug, Clone)]
-pub struct ToolOutcome {
-    pub result: ToolResult,
-    /// `unknown_tool`, `bad_args`, `user_error`, `tool_error`, `guardrail`.
-    pub error_code: Option<&'static str>,
-    /// Backend invocations (0 for a cache hit or a call that never ran).
-    pub attempts: u32,
-    pub cached: bool,
-    pub duration: Duration,
-    /// A nested run ended the whole job (it parked, cannot go on, or used
-    /// up a budget).
-    pub ends_job: Option<JobEnd>,
 }
 
 /// A call resolved to a tool of this engine, its arguments coerced to the
@@ -135,55 +65,6 @@ pub struct ToolEngine {
     /// uses the same backends, caches and policies.
     tools: HashMap<String, Arc<Entry>>,
     schemas: Vec<ToolSchema>,
-}
-
-/// One call going through the pipeline: emits its trace events.
-struct Trace<'a> {
-    call: &'a ToolCall,
-    turn: u32,
-    /// `None`: the stages already emitted their events (see
-    /// [`ToolEngine::prepare_again`]).
-    events: Option<&'a EventSink>,
-    started: Instant,
-}
-
-impl Trace<'_> {
-    async fn emit(&self, stage: &str, detail: Value) {
-        let Some(events) = self.events else {
-            return;
-        };
-        events
-            .emit(Event::ToolTrace {
-                turn: self.turn,
-                call_id: self.call.id.clone(),
-                tool_name: self.call.name.clone(),
-                stage: stage.to_string(),
-                detail,
-            })
-            .await;
-    }
-
-    fn done(
-        &self,
-        output: String,
-        code: Option<&'static str>,
-        attempts: u32,
-        cached: bool,
-    ) -> ToolOutcome {
-        ToolOutcome {
-            result: ToolResult {
-                call_id: self.call.id.clone(),
-                name: self.call.name.clone(),
-                output,
-                is_error: code.is_some(),
-            },
-            error_code: code,
-            attempts,
-            cached,
-            duration: self.started.elapsed(),
-            ends_job: None,
-        }
-    }
 }
 
 impl ToolEngine {
@@ -491,7 +372,8 @@ impl ToolEngine {
 
         // 5. invoke with retries and a timeout
         let (output, attempts) = match (Invocation {
-            entry,
+            tool: &entry.tool,
+            policy: &entry.policy,
             call,
             place,
             cancel,
@@ -546,176 +428,6 @@ impl ToolEngine {
     }
 }
 
-/// A prepared call on its way through the tool: what each attempt needs.
-#[derive(Clone, Copy)]
-struct Invocation<'a> {
-    entry: &'a Entry,
-    call: &'a ToolCall,
-    place: CallPlace<'a>,
-    cancel: &'a CancellationToken,
-    events: &'a EventSink,
-    trace: &'a Trace<'a>,
-}
-
-impl Invocation<'_> {
-    /// Invokes the tool with retries and a timeout until it answers, fails
-    /// for good or the call is cancelled: its output and the attempts it
-    /// took, or the call's outcome when it ends here.
-    async fn invoke(&self) -> Result<(super::ToolOutput, u32), ToolOutcome> {
-        let Invocation {
-            entry,
-            cancel,
-            trace,
-            ..
-        } = *self;
-        let policy = &entry.policy;
-        let mut attempts = 0;
-        let output = loop {
-            attempts += 1;
-            let answer = self.attempt(attempts).await?;
-            match answer {
-                Ok(output) => {
-                    trace
-                        .emit("tool.invoke.ok", json!({"attempt": attempts}))
-                        .await;
-                    break output;
-                }
-                Err(ToolError::Validation(msg)) => {
-                    trace
-                        .emit(
-                            "tool.invoke.user_error",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    return Err(trace.done(
-                        format!("user_error:{msg}"),
-                        Some("user_error"),
-                        attempts,
-                        false,
-                    ));
-                }
-                Err(ToolError::EndsJob(end)) => {
-                    let (stage, mut detail) = end.trace();
-                    detail["attempt"] = json!(attempts);
-                    trace.emit(stage, detail).await;
-                    let mut outcome = trace.done(
-                        format!("tool_error:{end}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    );
-                    outcome.ends_job = Some(end);
-                    return Err(outcome);
-                }
-                Err(ToolError::Retryable(msg)) if attempts <= policy.retries => {
-                    trace
-                        .emit(
-                            "tool.invoke.retryable",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    let backoff = policy
-                        .retry_backoff
-                        .saturating_mul(1 << (attempts - 1).min(8));
-                    tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
-                        _ = cancel.cancelled() => return Err(trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false)),
-                    }
-                }
-                Err(ToolError::Retryable(msg) | ToolError::Failed(msg)) => {
-                    trace
-                        .emit(
-                            "tool.invoke.fail",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    return Err(trace.done(
-                        format!("tool_error:{msg}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    ));
-                }
-            }
-        };
-        Ok((output, attempts))
-    }
-
-    /// One attempt of a call: the tool's own answer, or the call's outcome
-    /// when the attempt ends it (cancelled, timed out, panicked).
-    async fn attempt(
-        &self,
-        attempts: u32,
-    ) -> Result<Result<super::ToolOutput, ToolError>, ToolOutcome> {
-        let Invocation {
-            entry,
-            call,
-            place,
-            cancel,
-            events,
-            trace,
-        } = *self;
-        let policy = &entry.policy;
-        let ctx = ToolContext {
-            call,
-            place,
-            cancel: cancel.child_token(),
-            deadline: Instant::now() + policy.timeout,
-            events,
-        };
-        let attempt_cancel = ctx.cancel.clone();
-        // A tool that panics (including one that blocks on the runtime
-        // from inside it) is caught here and becomes a tool_error.
-        let invocation =
-            AssertUnwindSafe(entry.tool.invoke(call.arguments.clone(), ctx)).catch_unwind();
-        crate::failpoint::hit_after(
-            crate::failpoint::Failpoint::ToolRunning,
-            Duration::from_millis(300),
-        );
-        let outcome = tokio::select! {
-            r = tokio::time::timeout(policy.timeout, invocation) => r,
-            _ = cancel.cancelled() => {
-                attempt_cancel.cancel();
-                trace.emit("tool.invoke.cancelled", json!({"attempt": attempts})).await;
-                return Err(trace.done("tool_error:cancelled".into(), Some("tool_error"), attempts, false));
-            }
-        };
-        match outcome {
-            Ok(Ok(answer)) => Ok(answer),
-            Err(_) => {
-                attempt_cancel.cancel();
-                trace
-                    .emit(
-                        "tool.invoke.timeout",
-                        json!({"attempt": attempts, "timeout_ms": policy.timeout.as_millis() as u64}),
-                    )
-                    .await;
-                Err(trace.done(
-                    "tool_error:timeout".into(),
-                    Some("tool_error"),
-                    attempts,
-                    false,
-                ))
-            }
-            Ok(Err(panic)) => {
-                let message = panic_message(panic.as_ref());
-                trace
-                    .emit(
-                        "tool.invoke.panic",
-                        json!({"attempt": attempts, "message": message}),
-                    )
-                    .await;
-                Err(trace.done(
-                    format!("tool_error:tool panicked: {message}"),
-                    Some("tool_error"),
-                    attempts,
-                    false,
-                ))
-            }
-        }
-    }
-}
-
 /// Names asked of an engine that has no such tools, and the tools it has.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("no tool named {} (the tools: {})", unknown.join(", "), known.join(", "))]
@@ -747,191 +459,4 @@ fn schema_problems(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::approval::ApprovalSpec;
-    use crate::events::{NullObserver, RunContext};
-    use async_trait::async_trait;
-
-    /// Answers with the arguments it was given.
-    struct Echo(ToolSchema);
-
-    #[async_trait]
-    impl Tool for Echo {
-        fn schema(&self) -> &ToolSchema {
-            &self.0
-        }
-        fn kind(&self) -> &'static str {
-            "echo"
-        }
-        async fn invoke(
-            &self,
-            arguments: Value,
-            _ctx: ToolContext<'_>,
-        ) -> Result<super::super::ToolOutput, ToolError> {
-            Ok(super::super::ToolOutput::Json(arguments))
-        }
-    }
-
-    fn engine() -> ToolEngine {
-        let mut engine = ToolEngine::new();
-        engine.add(
-            Arc::new(Echo(ToolSchema {
-                name: "pay".into(),
-                description: String::new(),
-                parameters: json!({"type": "object", "properties": {
-                    "amount": {"type": "integer"}, "dry_run": {"type": "boolean"}
-                }}),
-            })),
-            ToolPolicy::default(),
-        );
-        engine
-    }
-
-    fn sink() -> EventSink {
-        EventSink::new(RunContext::default(), 1, Arc::new(NullObserver))
-    }
-
-    fn call(raw: &str) -> ToolCall {
-        ToolCall {
-            id: "c1".into(),
-            name: "pay".into(),
-            arguments: serde_json::from_str(raw).unwrap_or(Value::Null),
-            raw_arguments: Some(raw.into()),
-        }
-    }
-
-    fn policy(spec: Value) -> crate::approval::ApprovalPolicy {
-        serde_json::from_value::<ApprovalSpec>(spec)
-            .unwrap()
-            .compile()
-            .unwrap()
-    }
-
-    /// The exploits of issue 32: the rule read `"false"` (a truthy string)
-    /// and `"5000"` (not a number over 100) while the tool ran on `false`
-    /// and `5000`. On the prepared call the rule reads what the tool gets.
-    #[tokio::test]
-    async fn the_approval_rule_and_the_tool_see_the_same_coerced_arguments() {
-        let engine = engine();
-        let events = sink();
-        let prepared = engine
-            .prepare(
-                &call(r#"{"amount": "5000", "dry_run": "false"}"#),
-                1,
-                &events,
-            )
-            .await
-            .unwrap();
-        let canonical = json!({"amount": 5000, "dry_run": false});
-        assert_eq!(prepared.call().arguments, canonical);
-        assert_eq!(prepared.call().raw_arguments, None);
-        assert!(
-            policy(json!({"when": "not args.dry_run"})).needs_approval(&prepared.call().arguments)
-        );
-        let matches = policy(
-            json!({"matches": {"properties": {"amount": {"type": "integer", "minimum": 100}}}}),
-        );
-        assert!(matches.needs_approval(&prepared.call().arguments));
-        assert_eq!(
-            crate::approval::digest(&prepared.call().arguments),
-            crate::approval::digest(&canonical)
-        );
-        let outcome = engine
-            .execute_at(
-                &prepared,
-                CallPlace::default(),
-                &CancellationToken::new(),
-                &events,
-            )
-            .await;
-        assert_eq!(outcome.error_code, None, "{:?}", outcome.result);
-        let ran_on: Value = serde_json::from_str(&outcome.result.output).unwrap();
-        assert_eq!(ran_on, canonical, "the tool ran on what the rule read");
-    }
-
-    #[tokio::test]
-    async fn arguments_that_cannot_be_coerced_stay_a_tool_error() {
-        let engine = engine();
-        let events = sink();
-        let Err(outcome) = engine
-            .prepare(&call(r#"{"amount": "lots"}"#), 1, &events)
-            .await
-        else {
-            panic!("\"lots\" is no integer");
-        };
-        assert_eq!(outcome.error_code, Some("bad_args"));
-        assert_eq!(outcome.result.output, "bad_args:bad_integer:amount");
-        let Err(outcome) = engine
-            .prepare(&ToolCall::new("c2", "nope", json!({})), 1, &events)
-            .await
-        else {
-            panic!("no tool is named nope");
-        };
-        assert_eq!(outcome.result.output, "unknown_tool:nope");
-    }
-
-    /// Issue 46: `"amount "` beside `amount` passed coercion (keys the
-    /// schema does not name pass through) and reached the tool, while the
-    /// approval rule read only `amount`. Checked against the whole schema
-    /// after coercion, the extra key is `bad_args` and the tool never runs.
-    #[tokio::test]
-    async fn an_extra_key_against_additional_properties_false_is_bad_args() {
-        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        struct Counting(ToolSchema, Arc<std::sync::atomic::AtomicUsize>);
-        #[async_trait]
-        impl Tool for Counting {
-            fn schema(&self) -> &ToolSchema {
-                &self.0
-            }
-            fn kind(&self) -> &'static str {
-                "counting"
-            }
-            async fn invoke(
-                &self,
-                arguments: Value,
-                _ctx: ToolContext<'_>,
-            ) -> Result<super::super::ToolOutput, ToolError> {
-                self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(super::super::ToolOutput::Json(arguments))
-            }
-        }
-        let mut engine = ToolEngine::new();
-        engine.add(
-            Arc::new(Counting(
-                ToolSchema {
-                    name: "pay".into(),
-                    description: String::new(),
-                    parameters: json!({"type": "object", "additionalProperties": false,
-                        "properties": {"amount": {"type": "integer", "maximum": 100}},
-                        "required": ["amount"]}),
-                },
-                ran.clone(),
-            )),
-            ToolPolicy::default(),
-        );
-        let events = sink();
-        for (raw, says) in [
-            (
-                r#"{"amount": "50", "amount ": 5000}"#,
-                "'amount ' was unexpected",
-            ),
-            (r#"{"amount": "5000"}"#, "at /amount"),
-        ] {
-            let Err(outcome) = engine.prepare(&call(raw), 1, &events).await else {
-                panic!("{raw} was prepared");
-            };
-            assert_eq!(outcome.error_code, Some("bad_args"), "{raw}");
-            let output = &outcome.result.output;
-            assert!(output.starts_with("bad_args:schema:"), "{raw}: {output}");
-            assert!(output.contains(says), "{raw}: {output}");
-        }
-        // Coerced first, then checked: "50" is the integer 50.
-        let prepared = engine
-            .prepare(&call(r#"{"amount": "50"}"#), 1, &events)
-            .await
-            .unwrap();
-        assert_eq!(prepared.call().arguments, json!({"amount": 50}));
-        assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 0);
-    }
-}
+mod tests;

@@ -12,13 +12,17 @@ pub mod direct;
 pub mod engine;
 pub mod grail;
 pub mod guardrails;
+mod handling;
 pub mod http_agent;
+mod invoke;
 pub mod mcp;
 pub mod plugin;
 pub mod policy;
 pub mod process;
 
-pub use engine::{PreparedCall, ToolEngine, ToolOutcome};
+pub use engine::{PreparedCall, ToolEngine};
+pub use handling::ToolPolicy;
+pub use invoke::ToolOutcome;
 
 use std::time::{Duration, Instant};
 

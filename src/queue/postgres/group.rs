@@ -3,7 +3,7 @@
 //! write waits in its group's queue; at most [`LEADERS`] groups of a kind
 //! run at once, each taking the writes waiting (up to the kind's bound) and
 //! committing them in one transaction: `BEGIN` (with the hot path's planner
-//! settings, `dialect::BEGIN_HOT`), their statements and `COMMIT` pipelined
+//! settings, `sql::BEGIN_HOT`), their statements and `COMMIT` pipelined
 //! on one connection, one round trip and one commit (one WAL flush) for the
 //! group. While a group runs, the writes that arrive wait for the next one,
 //! so a quiet queue sends each write in a group of its own, and a busy one
@@ -28,7 +28,8 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::dialect::{PgTx, pipelined_hot};
+use super::dialect::PgTx;
+use super::sql::pipelined_hot;
 use crate::queue::WriteStats;
 use crate::queue::tx::{Fail, Res};
 

@@ -36,6 +36,7 @@ mod pool;
 mod schedules;
 mod schema;
 mod settle;
+mod sql;
 mod submit;
 
 use std::sync::Arc;

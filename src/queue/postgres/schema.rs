@@ -41,6 +41,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0019_fair_lease.sql"),
     include_str!("migrations/0020_lease_cursor.sql"),
     include_str!("migrations/0021_refused.sql"),
+    include_str!("migrations/0022_keyed_jobs.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -117,7 +118,7 @@ impl PostgresOptions {
         }
         // The schema name was checked to be a plain identifier, so it needs
         // no quoting inside the startup options. (The hot path's planner
-        // settings are set per transaction, `dialect::BEGIN_HOT`, not here:
+        // settings are set per transaction, `sql::BEGIN_HOT`, not here:
         // other statements keep PostgreSQL's defaults.)
         let search_path = format!("-c search_path={}", self.schema);
         let options = match config.get_options() {

@@ -6,9 +6,10 @@
 //! lifecycle's `submit` in a transaction. The statement goes in the next
 //! group commit (`group`): a flood of submits shares commits.
 
-use super::dialect::{NOW, PgTx};
+use super::dialect::PgTx;
 use super::group::Params;
 use super::pool::Writes;
+use super::sql::{KEYED, NOW};
 use crate::queue::op::Submit;
 use crate::queue::tx::{Change, Columns, Fail, JOB_COLUMNS, JobValues, job_from_row};
 use crate::queue::*;
@@ -33,7 +34,7 @@ fn statement() -> &'static str {
                                    limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls)
                  SELECT $1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, COALESCE($10, t.now), t.now, t.now, $11, NULL,
                         $12, $13, $14, NULL, NULL, $15, $16 FROM t
-                 ON CONFLICT (idempotency_key) DO NOTHING RETURNING {JOB_COLUMNS})
+                 ON CONFLICT {KEYED} DO NOTHING RETURNING {JOB_COLUMNS})
          SELECT TRUE, ins.* FROM ins
          UNION ALL
          SELECT FALSE, {JOB_COLUMNS} FROM jobs

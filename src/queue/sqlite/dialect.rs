@@ -5,9 +5,10 @@
 
 use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
+use crate::queue::statements::JobStatements;
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS, JobStatements,
-    JobValues, Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
+    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS, JobValues,
+    Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
     job_from_row,
 };
 use crate::queue::*;
@@ -366,7 +367,7 @@ impl JobStatements for SqliteTx<'_> {
                 V::Text(v.controls),
             ]);
         }
-        let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"));
+        let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"), "(idempotency_key)");
         self.rows(&sql, rusqlite::params_from_iter(values), |r| {
             job_from_row(r)
         })

@@ -1,0 +1,324 @@
+//! OpenAI-compatible chat completions over the job machinery:
+//! `POST /v1/chat/completions` with `model: "bundle/<name>"` runs that bundle
+//! as a job over the given messages (its system prompt first) and answers as
+//! `chat.completion`, or as `chat.completion.chunk` SSE ending in `[DONE]`
+//! with `stream: true`; `GET /v1/models` lists the bundles. Every request is
+//! an ordinary job: in `jobs`, metrics and traces, retried and resumed like
+//! any other, and it runs to completion even when the client hangs up.
+//! Errors use OpenAI's shape `{"error": {"message", "type", "param", "code"}}`.
+
+use crate::access::policy::{Action, Resource};
+use std::convert::Infallible;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::{Stream, StreamExt};
+use serde_json::{Value, json};
+
+mod reply;
+mod request;
+
+use reply::{completion, stream};
+use request::{MODEL_PREFIX, Parsed};
+pub(super) use request::{answer_format, bundle_of, parse, refuse_unsupported};
+
+use super::AppState;
+use super::admission::{Submission, admit, known_bundle};
+use super::auth::Caller;
+use super::error::{ApiError, ErrorCode};
+use super::feed::{Feed, Item, listen_first};
+use super::jobs::wait_finished;
+use crate::events::EventEnvelope;
+use crate::events::answer::AnswerStream;
+use crate::queue::{CallerOutput, Controls, Job, JobId, NewJob, Resolution};
+
+/// How a streamed answer is sent: its job's feed, and whether a usage chunk
+/// ends it.
+struct Streamed {
+    feed: Feed,
+    include_usage: bool,
+}
+
+/// An error in OpenAI's shape.
+#[derive(Debug)]
+pub struct OpenAiError {
+    status: StatusCode,
+    message: String,
+    kind: &'static str,
+    param: Option<String>,
+    code: Option<String>,
+    /// Seconds before a retry (`Retry-After`), as the API's own error says.
+    retry_after: Option<u64>,
+}
+
+impl OpenAiError {
+    pub(super) fn invalid(param: &str, message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: Some(param.into()),
+            // Clients may branch on `code`; it is never null.
+            code: Some("invalid_request".into()),
+            retry_after: None,
+        }
+    }
+
+    pub(super) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub(super) fn body(&self) -> Value {
+        json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+    }
+}
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
+        // As every 503 of the daemon (see `error.rs`): try again later.
+        let retry_after = self
+            .retry_after
+            .or((self.status == StatusCode::SERVICE_UNAVAILABLE)
+                .then_some(super::error::RETRY_AFTER_SECS));
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        response
+    }
+}
+
+impl From<ApiError> for OpenAiError {
+    fn from(e: ApiError) -> Self {
+        // The API's status where OpenAI's SDKs act on it (429 and 503 are
+        // retried, honouring Retry-After); 400 for the rest of the 4xx.
+        let (status, kind) = match e.code {
+            ErrorCode::UnknownBundle | ErrorCode::NotFound => {
+                (StatusCode::NOT_FOUND, "invalid_request_error")
+            }
+            ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication_error"),
+            ErrorCode::Forbidden => (StatusCode::FORBIDDEN, "permission_error"),
+            ErrorCode::BudgetExhausted | ErrorCode::QuotaExceeded => {
+                (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error")
+            }
+            ErrorCode::IdempotencyConflict => (StatusCode::CONFLICT, "invalid_request_error"),
+            ErrorCode::Unavailable
+            | ErrorCode::JobAwaitingApproval
+            | ErrorCode::JobNeedsAttention => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            ErrorCode::Internal | ErrorCode::JobFailed => {
+                (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
+            }
+            _ => (StatusCode::BAD_REQUEST, "invalid_request_error"),
+        };
+        // The API's own code (`not_found`, `quota_exceeded`), as every
+        // other route spells it.
+        let code = match e.code {
+            ErrorCode::UnknownBundle => "model_not_found".to_string(),
+            other => other.name().to_string(),
+        };
+        Self {
+            status,
+            message: e.message,
+            kind,
+            param: e.field,
+            code: Some(code),
+            retry_after: e.retry_after,
+        }
+    }
+}
+
+/// `GET /v1/models`: every loaded bundle the key may use, as
+/// `bundle/<name>`.
+pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value> {
+    let snapshot = state.registry.snapshot();
+    let data: Vec<Value> = snapshot
+        .loaded()
+        .filter(|b| caller.allows(Action::ReadBundle, &Resource::bundle(b.name())))
+        .map(|b| {
+            json!({"id": format!("{MODEL_PREFIX}{}", b.name()), "object": "model", "created": 0, "owned_by": "structured-agents"})
+        })
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn completions(
+    State(state): State<AppState>,
+    caller: Caller,
+    trace: super::trace_context::CallerTrace,
+    body: Bytes,
+) -> Response {
+    let traceparent = trace.or_body(None);
+    match start(&state, &caller, &body, traceparent).await {
+        Err(e) => e.into_response(),
+        Ok((job, Some(streamed))) => {
+            let answer = super::answer::answer_stream(&state, &job);
+            stream(job, streamed, answer).into_response()
+        }
+        Ok((job, None)) => match wait_finished(&state, &job.id)
+            .await
+            .map_err(OpenAiError::from)
+        {
+            Ok(job) => match completion(&job) {
+                Ok(body) => Json(body).into_response(),
+                Err(e) => e.into_response(),
+            },
+            Err(e) => e.into_response(),
+        },
+    }
+}
+
+/// Validates the request and queues its job; with `stream`, follows the
+/// job's feed from the start.
+async fn start(
+    state: &AppState,
+    caller: &Caller,
+    body: &[u8],
+    traceparent: Option<String>,
+) -> Result<(Job, Option<Streamed>), OpenAiError> {
+    let Parsed {
+        request,
+        bundle,
+        input,
+        answer_format,
+        caller_tools,
+    } = parse(body)?;
+    // Refused before the stream listens (admission checks again).
+    caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
+    known_bundle(state, &bundle, "model")?;
+    let caller_tools = super::caller_tools::admit(state, &bundle, caller_tools)?;
+    if let Some((job_id, outputs)) = tool_outputs(&request.messages)? {
+        if request.stream {
+            return Err(OpenAiError::invalid(
+                "stream",
+                "a stream of a resumed completion is not supported yet: send the tool messages without `stream`",
+            ));
+        }
+        let job = resume(state, caller, &bundle, &job_id, outputs).await?;
+        return Ok((job, None));
+    }
+    if request.stream && !caller_tools.is_empty() {
+        return Err(OpenAiError::invalid(
+            "stream",
+            "stream with caller tools is not supported yet: send the request without `stream` (or without `tools`)",
+        ));
+    }
+    // The job's id is chosen here so the stream listens before the job can
+    // start: its first model call already streams.
+    let id = JobId::new();
+    let feed = match request.stream {
+        true => Some(Streamed {
+            feed: listen_first(state, caller, &id)?,
+            include_usage: request
+                .stream_options
+                .as_ref()
+                .is_some_and(|o| o.include_usage),
+        }),
+        false => None,
+    };
+    let new_job = NewJob {
+        id: Some(id),
+        bundle,
+        input,
+        messages: Some(request.messages),
+        traceparent,
+        controls: Controls {
+            answer_format,
+            caller_tools,
+            ..Controls::default()
+        },
+        ..Default::default()
+    };
+    let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
+    Ok((job, feed))
+}
+
+/// The id a completion gives a caller's call of job `job`: the job and the
+/// call, so the `tool` message that answers it finds the job.
+fn wire_call_id(job: &JobId, call_id: &str) -> String {
+    format!("{job}.{call_id}")
+}
+
+/// The job and the outputs of the `tool` messages that end `messages`, if
+/// they do: the client's answers to the calls a completion handed over
+/// (their ids name the job, see [`wire_call_id`]).
+fn tool_outputs(messages: &[Value]) -> Result<Option<(JobId, Vec<CallerOutput>)>, OpenAiError> {
+    let trailing = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .take_while(|(_, m)| m["role"] == "tool");
+    let mut job: Option<JobId> = None;
+    let mut outputs = Vec::new();
+    for (i, message) in trailing {
+        let param = format!("messages[{i}]");
+        let wire_id = message["tool_call_id"].as_str().unwrap_or_default();
+        let Some((of, call_id)) = wire_id.split_once('.') else {
+            return Err(OpenAiError::invalid(
+                &param,
+                format!(
+                    "tool_call_id {wire_id:?} names no call this daemon handed over (those are `<job id>.<call id>`)"
+                ),
+            ));
+        };
+        if job.as_ref().is_some_and(|job| job.as_str() != of) {
+            return Err(OpenAiError::invalid(
+                &param,
+                "the tool messages answer the calls of different completions: answer one at a time",
+            ));
+        }
+        job = Some(JobId::from(of));
+        let output = super::caller_tools::output_text(&message["content"]).ok_or_else(|| {
+            OpenAiError::invalid(&param, "`content` must be a string or a list of text parts")
+        })?;
+        outputs.push(CallerOutput {
+            call_id: call_id.to_string(),
+            output,
+        });
+    }
+    outputs.reverse();
+    Ok(job.map(|job| (job, outputs)))
+}
+
+/// Resumes job `id`, parked on the caller's calls, with their `outputs`
+/// (journaled in the one write that queues it again), and waits for it.
+async fn resume(
+    state: &AppState,
+    caller: &Caller,
+    bundle: &str,
+    id: &JobId,
+    outputs: Vec<CallerOutput>,
+) -> Result<Job, OpenAiError> {
+    let job = state.queue.get(id).await.map_err(ApiError::from)?;
+    let job = caller.job(Action::ReadJob, id, job).map_err(|_| {
+        OpenAiError::invalid(
+            "messages",
+            format!("no completion of job {id} of this API key"),
+        )
+    })?;
+    if job.bundle != bundle {
+        return Err(OpenAiError::invalid(
+            "model",
+            format!(
+                "the tool messages answer a completion of model bundle/{}: send them to the same model",
+                job.bundle
+            ),
+        ));
+    }
+    super::caller_tools::check_outputs(&job, &outputs, "messages")?;
+    let resolution = Resolution::CallerOutputs { outputs };
+    let changed = state
+        .queue
+        .resolve(id, resolution)
+        .await
+        .map_err(ApiError::from)?;
+    Ok(super::jobs::settled(state, changed))
+}

@@ -1,0 +1,74 @@
+//! What the queue answers without changing a job — a page of jobs, counts
+//! by state, an owner's load for its quotas — and what it deletes as
+//! upkeep: finished jobs past retention, a conversation's finished turns.
+
+use super::transaction::Tx;
+use super::tx::{Conversation, Res};
+use super::*;
+
+/// What an API key's jobs hold and spent: for its quotas at admission.
+pub(crate) async fn owner_load(tx: &mut impl Tx, owner: &str, since: i64) -> Res<OwnerLoad> {
+    let (in_flight, spend) = tx.owner_load(owner, since).await?;
+    Ok(OwnerLoad {
+        in_flight: in_flight.max(0) as u64,
+        spend: spend.day(),
+    })
+}
+
+/// A page of jobs, newest first (ids are UUIDv7, so they sort by creation).
+pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
+    let rows = tx
+        .list(filter, super::listing::page_limit(filter.limit) + 1)
+        .await?;
+    let (jobs, next_cursor) = super::listing::paged(rows, filter.limit, |j| j.id.0.clone());
+    Ok(Page { jobs, next_cursor })
+}
+
+/// (bundle, state, count) of every job, or only `owner`'s.
+pub(crate) async fn counts_by_state(
+    tx: &mut impl Tx,
+    owner: Option<&str>,
+) -> Res<Vec<(String, JobState, u64)>> {
+    let rows = tx.counts_by_state(owner).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(bundle, state, n)| {
+            JobState::parse(&state).map(|state| (bundle, state, n.max(0) as u64))
+        })
+        .collect())
+}
+
+/// The live gauges: one indexed count per live state.
+pub(crate) async fn live_counts(tx: &mut impl Tx) -> Res<Vec<(JobState, u64)>> {
+    let mut out = Vec::new();
+    for state in JobState::LIVE {
+        out.push((state, tx.count_in_state(state).await?.max(0) as u64));
+    }
+    Ok(out)
+}
+
+/// Retention: deletes up to `limit` jobs finished before `cutoff` (ms).
+pub(crate) async fn purge_finished(tx: &mut impl Tx, cutoff: i64, limit: usize) -> Res<usize> {
+    let ids = tx.finished_before(cutoff, limit).await?;
+    tx.delete_jobs(&ids).await?;
+    Ok(ids.len())
+}
+
+/// Deletes a conversation's finished jobs; (deleted, left unfinished).
+/// With none left the conversation's owner row goes too (the id is free to
+/// start again). The row is locked first, so a submit continuing the
+/// conversation meanwhile either committed its turn (counted as left) or
+/// waits and claims the id again.
+pub(crate) async fn forget_conversation(
+    tx: &mut impl Tx,
+    conversation: &Conversation<'_>,
+) -> Res<(usize, usize)> {
+    tx.has_conversation(conversation, true).await?;
+    let ids = tx.finished_in_conversation(conversation).await?;
+    tx.delete_jobs(&ids).await?;
+    let left = tx.count_in_conversation(conversation).await?;
+    if left <= 0 {
+        tx.delete_conversation(conversation).await?;
+    }
+    Ok((ids.len(), left.max(0) as usize))
+}
