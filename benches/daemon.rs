@@ -11,9 +11,7 @@
 //! 4. durable: the per-turn cost of the step journal (daemon, synchronous=FULL)
 //!    against the same turn in-process without persistence, and durable
 //!    jobs/s at 8 workers with `full` and `fast` durability;
-//! 5. kernel: one-turn runs/s of the kernel in-process against raw round
-//!    trips/s to the same mock, at 1 and 8 in flight;
-//! 6. scale: durable one-turn jobs/s on SQLite with one daemon and on
+//! 5. scale: durable one-turn jobs/s on SQLite with one daemon and on
 //!    PostgreSQL with one, two and three daemons (submissions spread over
 //!    them), each beside raw HTTP round trips/s to the same mock server, with
 //!    the CPU the PostgreSQL server and the daemons used, the WAL flushes and
@@ -145,78 +143,6 @@ async fn throughput(jobs: usize, concurrency: usize) {
         "  ratio full / raw                       {:.3}",
         full / raw_rate
     );
-}
-
-/// The kernel's own cost (issue 47: ratio >= 0.95 at 1 and 8 in flight):
-/// one-turn runs/s of the kernel in-process, no persistence, against raw
-/// chat-completions round trips/s to the same mock server, at the same
-/// number in flight. The gap is what the kernel adds to a model call:
-/// rendering the request, parsing the reply, the run's events.
-async fn kernel_ratio(runs: usize) {
-    use std::sync::Arc;
-    use structured_agents::client::{EndpointSettings, HttpBackend};
-    use structured_agents::events::{EventSink, NullObserver, RunContext};
-    use structured_agents::kernel::{Kernel, KernelConfig};
-    use structured_agents::model::OpenAiPlugin;
-    use structured_agents::tools::ToolEngine;
-    use structured_agents::types::Message;
-    use tokio_util::sync::CancellationToken;
-
-    let server = mock("replies:\n  - content: ok\n").await;
-    let backend =
-        Arc::new(HttpBackend::new(EndpointSettings::new("bench", server.base_url())).unwrap());
-    let kernel = Arc::new(Kernel::new(
-        KernelConfig {
-            model: "m".into(),
-            max_turns: 1,
-            ..KernelConfig::default()
-        },
-        Arc::new(OpenAiPlugin),
-        backend,
-        Arc::new(ToolEngine::new()),
-        None,
-    ));
-    let kernel_runs = |in_flight: usize| {
-        let kernel = kernel.clone();
-        async move {
-            let started = Instant::now();
-            let mut tasks = Vec::new();
-            for _ in 0..in_flight {
-                let kernel = kernel.clone();
-                tasks.push(tokio::spawn(async move {
-                    for _ in 0..runs / in_flight {
-                        let sink = EventSink::new(RunContext::default(), 1, Arc::new(NullObserver));
-                        kernel
-                            .run(vec![Message::user("x")], &sink, CancellationToken::new())
-                            .await
-                            .unwrap();
-                    }
-                }));
-            }
-            for t in tasks {
-                t.await.unwrap();
-            }
-            (runs / in_flight * in_flight) as f64 / started.elapsed().as_secs_f64()
-        }
-    };
-    println!(
-        "kernel ratio: {runs} one-turn runs in-process (no persistence) against raw round trips"
-    );
-    for in_flight in [1, 8] {
-        // Warm both clients' connections, then take the better of three
-        // rounds of each, interleaved, so a slow moment hits both alike.
-        raw_round_trips(&server, in_flight * 20, in_flight).await;
-        kernel_runs(in_flight).await;
-        let (mut raw, mut kernel) = (0.0f64, 0.0f64);
-        for _ in 0..3 {
-            raw = raw.max(raw_round_trips(&server, runs, in_flight).await);
-            kernel = kernel.max(kernel_runs(in_flight).await);
-        }
-        println!(
-            "  {in_flight} in flight: raw {raw:.0}/s, kernel {kernel:.0}/s, ratio {:.3}  (aim: >= 0.95)",
-            kernel / raw
-        );
-    }
 }
 
 async fn reload_latency(rounds: usize) {
@@ -1053,9 +979,6 @@ fn main() {
     rt.block_on(async {
         if only("throughput") {
             throughput(2000, 32).await;
-        }
-        if only("kernel") {
-            kernel_ratio(4000).await;
         }
         if only("durable") {
             durable_turn_overhead(15).await;

@@ -468,3 +468,50 @@ async fn postgres_concurrent_settles_share_commits() {
             .is_empty()
     );
 }
+
+/// The unique index of idempotency keys holds only the jobs that have one
+/// (migration 0022): a lease and a finish write new versions of a job's
+/// row, and a NULL key in every version was an index entry each time.
+/// Keyed submits still find the job their key names.
+#[tokio::test]
+async fn postgres_the_key_index_holds_only_keyed_jobs() {
+    let schema = Schema::fresh();
+    let q = open(&schema, 2).await;
+    let keyless: Vec<NewJob> = (0..2000).map(|_| job()).collect();
+    for chunk in keyless.chunks(500) {
+        q.submit_many(chunk.to_vec()).await.unwrap();
+    }
+    let keyed = |key: &str| NewJob {
+        idempotency_key: Some(key.into()),
+        ..job()
+    };
+    let (first, new) = q.submit(keyed("k1")).await.unwrap();
+    assert!(new);
+    let (again, new) = q.submit(keyed("k1")).await.unwrap();
+    assert!(!new, "a taken key finds its job");
+    assert_eq!(again.id, first.id);
+    let many: Vec<_> = q
+        .submit_many(vec![keyed("k1"), keyed("k2")])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(job, new)| (job.id, new))
+        .collect();
+    assert_eq!(many[0], (first.id.clone(), false));
+    assert!(many[1].1, "a new key inserts");
+    let db = schema.client().await;
+    let sql = format!(
+        "SELECT indexdef, pg_relation_size(format('%I.%I', schemaname, indexname)::regclass)
+         FROM pg_indexes WHERE schemaname = '{}' AND indexname = 'jobs_keyed'",
+        schema.name
+    );
+    let row = db.query_one(&sql, &[]).await.unwrap();
+    let (definition, bytes): (String, i64) = (row.get(0), row.get(1));
+    assert!(
+        definition.contains("WHERE (idempotency_key IS NOT NULL)"),
+        "{definition}"
+    );
+    // A metapage and one leaf: two keys. 2,000 NULL entries would take
+    // several leaves.
+    assert!(bytes <= 2 * 8192, "the key index is {bytes} bytes");
+}

@@ -3,14 +3,18 @@
 //! (`--remote`), and `POST /v1/bundles/{name}/tools/{tool}:run` through
 //! admission (scoped keys, bundle globs). The call goes through the
 //! engine's pipeline: coerced arguments, the same error codes, the tool's
-//! timeout and output cap; approval-gated calls are refused.
+//! timeout and output cap; approval-gated calls are refused. In the daemon
+//! the call is a `tool_run` job a worker runs, never the API process, and
+//! an `unsafe` call is not run twice when the daemon dies under it.
 
 mod common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::daemon::{Daemon, Site, client, new_key, run_cli};
+use common::daemon::{
+    Daemon, SHORT_LEASE, Site, client, file_lines, get, new_key, run_cli, wait_terminal,
+};
 use common::mock_server;
 use serde_json::{Value, json};
 
@@ -239,5 +243,99 @@ async fn the_api_runs_a_tool_for_a_key_that_may_use_the_bundle() {
     let (code, out, err) = answer(out);
     assert_eq!(code, 0, "{out} {err}");
     assert_eq!(out["value"], json!({"sum": 7}));
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A ledger whose one tool appends a line to `file` and then takes 30 s:
+/// its effect is `unsafe` (the default), so running it twice writes twice.
+fn ledger(file: &Path) -> String {
+    format!(
+        r#"name: ledger
+version: "1"
+model: {{endpoint: mock, name: m}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: write
+    kind: process
+    description: writes a line, then takes its time
+    timeout: 60s
+    command: [python3, -c, "import time; open('{}', 'a').write('ran\\n'); time.sleep(30)"]
+"#,
+        file.display()
+    )
+}
+
+/// The API makes a `tool_run` job that a worker runs: the answer names the
+/// job, whose kind and result say what ran. Killed while its `unsafe` tool
+/// runs, the daemon does not run the tool again when it comes back: the
+/// job fails saying the call may have run, and the tool wrote once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_run_is_a_job_and_an_unsafe_one_is_never_run_twice() {
+    let server = mock_server("replies:\n  - content: unused\n").await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle("calc", CALC);
+    let written = site.path().join("ledger.txt");
+    site.put_bundle("ledger", &ledger(&written));
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let http = client();
+
+    let response = http
+        .post(daemon.url("/v1/bundles/calc/tools/add:run"))
+        .json(&json!({"arguments": {"a": 20, "b": 22}}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let out: Value = response.json().await.unwrap();
+    assert_eq!((status, &out["value"]), (200, &json!({"sum": 42})), "{out}");
+    let id = out["job_id"].as_str().expect("the answer names its job");
+    let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(
+        (&job["kind"]["type"], &job["kind"]["tool"]),
+        (&json!("tool_run"), &json!("add")),
+        "{job}"
+    );
+    assert_eq!(job["result"]["value"], json!({"sum": 42}), "{job}");
+
+    // The unsafe call starts; the daemon dies under it.
+    let base = daemon.base.clone();
+    let call = tokio::spawn(async move {
+        client()
+            .post(format!("{base}/v1/bundles/ledger/tools/write:run"))
+            .json(&json!({}))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while file_lines(&written).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ledger tool never ran:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    daemon.kill9();
+    assert!(
+        call.await.unwrap().is_err(),
+        "the caller's request died with the daemon"
+    );
+
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let jobs = get(&http, &daemon, "/v1/jobs?bundle=ledger").await;
+    let id = jobs["jobs"][0]["id"]
+        .as_str()
+        .expect("the ledger's job")
+        .to_string();
+    let job = wait_terminal(&http, &daemon, &id, std::time::Duration::from_secs(120)).await;
+    assert_eq!(job["state"], "failed", "{job}");
+    let error = job["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("may have run") && error.contains("write"),
+        "{job}"
+    );
+    assert_eq!(file_lines(&written).len(), 1, "the unsafe tool ran once");
     assert_eq!(daemon.stop(), Some(0));
 }

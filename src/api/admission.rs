@@ -6,7 +6,9 @@
 //! rules are `crate::admit`'s, and a refusal becomes its status through
 //! `impl From<Refusal> for ApiError` (`error.rs`). In this order:
 //!
-//! 1. the caller's key has `submit` and may use the bundle (its globs);
+//! 1. the caller's key may do the submission's action (`submit_job`, or
+//!    `run_tool` for a direct tool call's `tool_run` job) on the bundle
+//!    (its scope, its globs);
 //! 2. the bundle is loaded, the fields are sound (`admit::check_fields`:
 //!    no NUL bytes, a blank idempotency key, a priority or attempt count
 //!    out of range), the webhook is allowed, the job's kind and controls
@@ -24,9 +26,8 @@
 //! Each way in keeps only its wire format: what it reads from the body, and
 //! how it spells a refusal.
 //!
-//! A direct tool call (`POST /v1/bundles/{name}/tools/{tool}:run`) starts
-//! no job but comes through here too ([`admit_direct`]): steps 1, 2
-//! (the bundle) and 3.
+//! A verify (`POST /v1/bundles/{name}/verify`) starts no job but comes
+//! through here too ([`admit_direct`]): steps 1, 2 (the bundle) and 3.
 
 use std::sync::Arc;
 
@@ -50,6 +51,9 @@ pub(super) struct Submission {
     /// Other bundles the job runs as agents of its own (a group chat's
     /// local participants): the key must be allowed to use each.
     pub also_runs: Vec<String>,
+    /// What the key does by queueing it: a submit, or a direct tool run
+    /// (`RunTool`, which makes a `tool_run` job).
+    pub action: Action,
 }
 
 impl Submission {
@@ -60,6 +64,7 @@ impl Submission {
             bundle_field,
             plan: None,
             also_runs: Vec::new(),
+            action: Action::SubmitJob,
         }
     }
 }
@@ -167,9 +172,9 @@ pub(super) fn at_index(index: usize, mut e: ApiError) -> ApiError {
     e
 }
 
-/// Admits one run that starts no job — a direct tool call (`POST
-/// /v1/bundles/{name}/tools/{tool}:run`, `run_tool`) or a verify
-/// (`verify_bundle`): the policy lets the key do `action` on the bundle, the
+/// Admits one run that starts no job — a verify (`verify_bundle`; a
+/// direct tool call is a `tool_run` job, admitted by [`admit`]): the
+/// policy lets the key do `action` on the bundle, the
 /// bundle is loaded, and the key's quotas hold (the run counts against its
 /// rate like a submission, and it is in flight, against the key's
 /// `max_in_flight`, until the ticket drops). Returns the bundle as loaded
@@ -195,11 +200,11 @@ pub(super) async fn admit_direct(
 /// Everything about one job that needs no store: who may, which bundle,
 /// which fields. The job comes back ready to queue, owned by the caller.
 fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, ApiError> {
-    caller.require(Action::SubmitJob)?;
+    caller.require(s.action)?;
     let mut job = s.job;
     admit::no_nul(s.bundle_field, &job.bundle)?;
     for bundle in std::iter::once(&job.bundle).chain(&s.also_runs) {
-        caller.on_bundle(Action::SubmitJob, bundle, s.bundle_field)?;
+        caller.on_bundle(s.action, bundle, s.bundle_field)?;
     }
     let snapshot = state.registry.snapshot();
     admit::loaded_bundle(&snapshot, &job.bundle, s.bundle_field)?;
@@ -235,7 +240,7 @@ pub(super) fn known_bundle(state: &AppState, name: &str, field: &str) -> Result<
 }
 
 /// The bundle `name` as loaded now, or [`known_bundle`]'s 422.
-fn loaded_bundle(
+pub(super) fn loaded_bundle(
     state: &AppState,
     name: &str,
     field: &str,

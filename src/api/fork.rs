@@ -96,7 +96,7 @@ pub async fn fork(
 }
 
 /// Only an agent's turns can be forked: a workflow's or a group chat's
-/// journal records stages and replies.
+/// journal records stages and replies, a tool run's one call.
 fn agent_job(state: &AppState, source: &Job) -> Result<(), ApiError> {
     let snapshot = state.registry.snapshot();
     let Some(loaded) = snapshot.bundle(&source.bundle) else {
@@ -107,6 +107,8 @@ fn agent_job(state: &AppState, source: &Job) -> Result<(), ApiError> {
         "a workflow"
     } else if source.kind.is_group_chat() {
         "a group chat"
+    } else if matches!(source.kind, crate::queue::JobKind::ToolRun { .. }) {
+        "a tool run"
     } else {
         return Ok(());
     };

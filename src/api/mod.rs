@@ -121,91 +121,10 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
     let max_body_bytes = body.max_bytes;
     let auth = state.auth.clone();
     let v1 = Router::new()
-        .route(
-            "/jobs",
-            with(SubmitJob, post(jobs::submit)).merge(with(ListJobs, get(jobs::list))),
-        )
-        .route("/jobs/batch", with(SubmitJob, post(jobs::submit_batch)))
-        .route("/jobs/counts", with(ListJobs, get(counts::counts)))
-        .route("/jobs/{id}", with(ReadJob, get(jobs::get)))
-        .route("/jobs/{id}/cancel", with(CancelJob, post(jobs::cancel)))
-        .route("/jobs/{id}/rerun", with(RerunJob, post(jobs::rerun)))
-        .route("/jobs/{id}/fork", with(ForkJob, post(fork::fork)))
-        .route(
-            "/bundles/{name}/migrate-jobs",
-            with(MigrateJobs, post(fork::migrate_jobs)),
-        )
-        .route(
-            "/bundles/{name}/verify",
-            with(VerifyBundle, post(verify::verify)),
-        )
-        .route("/jobs/{id}/resolve", with(ResolveJob, post(jobs::resolve)))
-        .route("/jobs/{id}/journal", with(ReadJob, get(jobs::journal)))
-        .route("/jobs/{id}/approvals", with(ReadJob, get(approvals::list)))
-        .route(
-            "/jobs/{id}/approvals/{call}",
-            with(DecideApproval, post(approvals::decide)),
-        )
-        .route(
-            "/conversations/{id}",
-            with(ReadConversation, get(conversations::get))
-                .merge(with(DeleteConversation, delete(conversations::delete))),
-        )
-        .route(
-            "/chat/completions",
-            with(SubmitJob, post(openai::completions)),
-        )
-        .route("/models", with(ReadBundle, get(openai::models)))
-        .route("/responses", with(SubmitJob, post(responses::create)))
-        .route("/responses/{id}", with(ReadJob, get(responses::retrieve)))
-        .route(
-            "/responses/{id}/cancel",
-            with(CancelJob, post(responses::cancel)),
-        )
-        .route("/agui/{bundle}", with(SubmitJob, post(agui::run)))
-        .route("/jobs/{id}/artifacts", with(ReadJob, get(artifacts::list)))
-        .route(
-            "/jobs/{id}/artifacts/{name}",
-            with(ReadJob, get(artifacts::get)),
-        )
-        .route("/jobs/{id}/events", with(ReadJob, get(sse::events)))
-        .route("/bundles", with(ReadBundle, get(bundles::list)))
-        .route("/bundles/{name}", with(ReadBundle, get(bundles::get)))
-        .route(
-            "/bundles/{name}/tools/{tool_run}",
-            with(RunTool, post(tool_run::run_suffixed)),
-        )
-        .route(
-            "/bundles/{name}/tools/{tool}/run",
-            with(RunTool, post(tool_run::run)),
-        )
-        .route(
-            "/schedules",
-            with(CreateSchedule, post(schedules::create))
-                .merge(with(ReadSchedule, get(schedules::list))),
-        )
-        .route(
-            "/schedules/{id}",
-            with(ReadSchedule, get(schedules::get))
-                .merge(with(ManageSchedule, delete(schedules::delete))),
-        )
-        .route(
-            "/schedules/{id}/pause",
-            with(ManageSchedule, post(schedules::pause)),
-        )
-        .route(
-            "/schedules/{id}/resume",
-            with(ManageSchedule, post(schedules::resume)),
-        )
-        .route(
-            "/schedules/{id}/run",
-            with(RunSchedule, post(schedules::run)),
-        )
-        .route("/deliveries", with(ReadDeliveries, get(deliveries::list)))
-        .route(
-            "/deliveries/{id}/redrive",
-            with(RedriveDelivery, post(deliveries::redrive)),
-        )
+        .merge(job_routes())
+        .merge(wire_routes())
+        .merge(bundle_routes())
+        .merge(operator_routes())
         .route_layer(middleware::from_fn_with_state(
             auth.clone(),
             auth::authenticate,
@@ -266,6 +185,118 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             guard::front_door,
         ))
         .with_state(state)
+}
+
+/// `/v1`'s jobs: submit, list, read, follow and act on one (cancel, rerun,
+/// fork, resolve, approvals), its journal, artifacts and events; and
+/// conversations.
+fn job_routes() -> Router<AppState> {
+    use Action::*;
+    Router::new()
+        .route(
+            "/jobs",
+            with(SubmitJob, post(jobs::submit)).merge(with(ListJobs, get(jobs::list))),
+        )
+        .route("/jobs/batch", with(SubmitJob, post(jobs::submit_batch)))
+        .route("/jobs/counts", with(ListJobs, get(counts::counts)))
+        .route("/jobs/{id}", with(ReadJob, get(jobs::get)))
+        .route("/jobs/{id}/cancel", with(CancelJob, post(jobs::cancel)))
+        .route("/jobs/{id}/rerun", with(RerunJob, post(jobs::rerun)))
+        .route("/jobs/{id}/fork", with(ForkJob, post(fork::fork)))
+        .route("/jobs/{id}/resolve", with(ResolveJob, post(jobs::resolve)))
+        .route("/jobs/{id}/journal", with(ReadJob, get(jobs::journal)))
+        .route("/jobs/{id}/approvals", with(ReadJob, get(approvals::list)))
+        .route(
+            "/jobs/{id}/approvals/{call}",
+            with(DecideApproval, post(approvals::decide)),
+        )
+        .route(
+            "/conversations/{id}",
+            with(ReadConversation, get(conversations::get))
+                .merge(with(DeleteConversation, delete(conversations::delete))),
+        )
+        .route("/jobs/{id}/artifacts", with(ReadJob, get(artifacts::list)))
+        .route(
+            "/jobs/{id}/artifacts/{name}",
+            with(ReadJob, get(artifacts::get)),
+        )
+        .route("/jobs/{id}/events", with(ReadJob, get(sse::events)))
+}
+
+/// `/v1`'s OpenAI and AG-UI wires: chat completions, models, responses.
+fn wire_routes() -> Router<AppState> {
+    use Action::*;
+    Router::new()
+        .route(
+            "/chat/completions",
+            with(SubmitJob, post(openai::completions)),
+        )
+        .route("/models", with(ReadBundle, get(openai::models)))
+        .route("/responses", with(SubmitJob, post(responses::create)))
+        .route("/responses/{id}", with(ReadJob, get(responses::retrieve)))
+        .route(
+            "/responses/{id}/cancel",
+            with(CancelJob, post(responses::cancel)),
+        )
+        .route("/agui/{bundle}", with(SubmitJob, post(agui::run)))
+}
+
+/// `/v1`'s bundles: list and read them, run one of their tools, verify
+/// one, move its parked jobs to another version.
+fn bundle_routes() -> Router<AppState> {
+    use Action::*;
+    Router::new()
+        .route(
+            "/bundles/{name}/migrate-jobs",
+            with(MigrateJobs, post(fork::migrate_jobs)),
+        )
+        .route(
+            "/bundles/{name}/verify",
+            with(VerifyBundle, post(verify::verify)),
+        )
+        .route("/bundles", with(ReadBundle, get(bundles::list)))
+        .route("/bundles/{name}", with(ReadBundle, get(bundles::get)))
+        .route(
+            "/bundles/{name}/tools/{tool_run}",
+            with(RunTool, post(tool_run::run_suffixed)),
+        )
+        .route(
+            "/bundles/{name}/tools/{tool}/run",
+            with(RunTool, post(tool_run::run)),
+        )
+}
+
+/// `/v1`'s schedules and webhook deliveries.
+fn operator_routes() -> Router<AppState> {
+    use Action::*;
+    Router::new()
+        .route(
+            "/schedules",
+            with(CreateSchedule, post(schedules::create))
+                .merge(with(ReadSchedule, get(schedules::list))),
+        )
+        .route(
+            "/schedules/{id}",
+            with(ReadSchedule, get(schedules::get))
+                .merge(with(ManageSchedule, delete(schedules::delete))),
+        )
+        .route(
+            "/schedules/{id}/pause",
+            with(ManageSchedule, post(schedules::pause)),
+        )
+        .route(
+            "/schedules/{id}/resume",
+            with(ManageSchedule, post(schedules::resume)),
+        )
+        .route(
+            "/schedules/{id}/run",
+            with(RunSchedule, post(schedules::run)),
+        )
+        .route("/deliveries", with(ReadDeliveries, get(deliveries::list)))
+        .route(
+            "/deliveries/{id}/redrive",
+            with(RedriveDelivery, post(deliveries::redrive)),
+        )
 }
 
 /// Reloads every input now and answers with the outcome: 200 when applied

@@ -64,6 +64,14 @@ pub fn schema_of(spec: &ToolSpec) -> ToolSchema {
 
 /// Problems with a spec's backend keys: (key, message).
 pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, String)> {
+    let mut problems = foreign_keys(spec);
+    problems.extend(kind_problems(spec, dir));
+    problems
+}
+
+/// The keys of other kinds a spec sets: each applies only to the kinds it
+/// names.
+fn foreign_keys(spec: &ToolSpec) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
     let mut forbid = |present: bool, key: &'static str, kinds: &str| {
         if present {
@@ -109,6 +117,15 @@ pub(super) fn check_spec(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, Stri
     if kind != ToolKind::Agent {
         forbid(spec.bundle.is_some(), "bundle", "agent");
     }
+    problems
+}
+
+/// What the spec's own kind needs and lacks: a working directory that
+/// exists, a command, a plugin's name, an MCP server, one agent address, a
+/// bundle.
+fn kind_problems(spec: &ToolSpec, dir: &Path) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    let kind = spec.kind;
     if matches!(kind, ToolKind::Process | ToolKind::Grail) {
         let wd = dir.join(spec.working_dir.as_deref().unwrap_or("."));
         if !wd.is_dir() {

@@ -122,51 +122,58 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
             println!("{token}");
             Ok(0)
         }
-        KeysCommand::List => {
-            let file = KeysFile::read_or_empty(&path)?;
-            if file.keys.is_empty() {
-                eprintln!("no keys in {}", path.display());
-            }
-            for key in &file.keys {
-                let scopes: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
-                println!(
-                    "{:<20} scopes {:<30} bundles {}{}{}{}{}",
-                    key.name,
-                    scopes.join(","),
-                    key.bundles.as_deref().map_or("*".into(), |b| b.join(",")),
-                    key.rate_per_minute
-                        .map_or(String::new(), |r| format!("  {r}/min")),
-                    key.max_in_flight
-                        .map_or(String::new(), |n| format!("  ≤{n} in flight")),
-                    key.weight
-                        .map_or(String::new(), |w| format!("  weight {w}")),
-                    key.webhook
-                        .as_deref()
-                        .map_or(String::new(), |w| format!("  webhook {w}")),
-                );
-            }
-            Ok(0)
-        }
-        KeysCommand::Revoke { name } => {
-            let mut file = KeysFile::read(&path)?;
-            let before = file.keys.len();
-            file.keys.retain(|k| k.name != name);
-            if file.keys.len() == before {
-                let names: Vec<&str> = file.keys.iter().map(|k| k.name.as_str()).collect();
-                anyhow::bail!(
-                    "{}: no key named {name:?} (keys: {})",
-                    path.display(),
-                    names.join(", ")
-                );
-            }
-            file.write(&path)?;
-            eprintln!(
-                "revoked key {name:?} in {}; a running daemon refuses its token after its next reload (`structured-agents reload`)",
-                path.display()
-            );
-            Ok(0)
-        }
+        KeysCommand::List => list(&path),
+        KeysCommand::Revoke { name } => revoke(&path, &name),
     }
+}
+
+/// `keys list`: each key's name, scopes, bundles and limits, one a line.
+fn list(path: &Path) -> anyhow::Result<i32> {
+    let file = KeysFile::read_or_empty(path)?;
+    if file.keys.is_empty() {
+        eprintln!("no keys in {}", path.display());
+    }
+    for key in &file.keys {
+        let scopes: Vec<&str> = key.scopes.iter().map(|s| s.as_str()).collect();
+        println!(
+            "{:<20} scopes {:<30} bundles {}{}{}{}{}",
+            key.name,
+            scopes.join(","),
+            key.bundles.as_deref().map_or("*".into(), |b| b.join(",")),
+            key.rate_per_minute
+                .map_or(String::new(), |r| format!("  {r}/min")),
+            key.max_in_flight
+                .map_or(String::new(), |n| format!("  ≤{n} in flight")),
+            key.weight
+                .map_or(String::new(), |w| format!("  weight {w}")),
+            key.webhook
+                .as_deref()
+                .map_or(String::new(), |w| format!("  webhook {w}")),
+        );
+    }
+    Ok(0)
+}
+
+/// `keys revoke NAME`: the key leaves the file; a daemon refuses its
+/// token after its next reload.
+fn revoke(path: &Path, name: &str) -> anyhow::Result<i32> {
+    let mut file = KeysFile::read(path)?;
+    let before = file.keys.len();
+    file.keys.retain(|k| k.name != name);
+    if file.keys.len() == before {
+        let names: Vec<&str> = file.keys.iter().map(|k| k.name.as_str()).collect();
+        anyhow::bail!(
+            "{}: no key named {name:?} (keys: {})",
+            path.display(),
+            names.join(", ")
+        );
+    }
+    file.write(path)?;
+    eprintln!(
+        "revoked key {name:?} in {}; a running daemon refuses its token after its next reload (`structured-agents reload`)",
+        path.display()
+    );
+    Ok(0)
 }
 
 /// `--file`, or the config's `[auth] keys_file`.

@@ -125,7 +125,8 @@ pub fn human(run_id: &str, event: &Event) -> Option<String> {
         .or_else(|| job_line(event))
 }
 
-/// A run's start and end, its model calls and tool calls.
+/// A run's start and end, its model calls and tool calls: one match, an
+/// arm an event kind.
 fn kernel_line(event: &Event) -> Option<String> {
     Some(match event {
         Event::KernelStart {

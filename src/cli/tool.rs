@@ -81,6 +81,7 @@ async fn local(args: RunArgs) -> anyhow::Result<i32> {
         &tools,
         &args.tool,
         &args.arguments,
+        None,
         &cancel,
         &events,
     )

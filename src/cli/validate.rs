@@ -40,65 +40,12 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
     tokio::task::spawn_blocking(move || {
         let mut failed = 0;
         let mut paths = args.paths.clone();
-        let mut endpoints = None;
-        let mut catalog = ModelCatalog::builtin();
-        let mut histories = HistoryPlugins::default();
+        let mut site = Site::default();
         if let Some(file) = &args.config {
             match crate::config::Config::load(Some(file)) {
                 Ok(config) => {
                     println!("ok   config {}", file.display());
-                    for problem in config.check_paths() {
-                        eprintln!("{}: {problem}", file.display());
-                        failed += 1;
-                    }
-                    // The same key checks as `serve` and every reload.
-                    let keys = crate::access::KeyRing::load(&config)
-                        .and_then(|ring| ring.check_exposure(config.server.listen));
-                    if let Err(e) = keys {
-                        eprintln!("{}: {e}", file.display());
-                        failed += 1;
-                    }
-                    endpoints = Some(
-                        config
-                            .endpoints
-                            .iter()
-                            .map(|(name, ep)| (name.clone(), ep.server))
-                            .collect::<std::collections::BTreeMap<_, _>>(),
-                    );
-                    let (plugins, errors) = load_plugins_transient(&config.paths.plugins_dir);
-                    for e in &errors {
-                        eprintln!("{e}");
-                        failed += 1;
-                    }
-                    for p in plugins.list() {
-                        println!(
-                            "ok   plugin {} {} ({})",
-                            p.name,
-                            p.version,
-                            p.file.display()
-                        );
-                    }
-                    // Model plugin libraries are models a bundle may name.
-                    let mut refused = Vec::new();
-                    let libraries = crate::registry::model_plugin::libraries(
-                        &plugins,
-                        &ModelCatalog::builtin(),
-                        &mut refused,
-                    );
-                    // History plugin libraries are strategies `limits.history` may name.
-                    histories =
-                        HistoryPlugins::of(&plugins, &HistoryPlugins::default(), &mut refused);
-                    for e in &refused {
-                        eprintln!("{e}");
-                        failed += 1;
-                    }
-                    match ModelCatalog::load_with(&config.paths.models_dir, &libraries) {
-                        Ok(c) => catalog = c,
-                        Err(e) => {
-                            eprintln!("{e}");
-                            failed += 1;
-                        }
-                    }
+                    failed += site.check_config(&config, file);
                     paths.push(config.paths.bundles_dir.clone());
                 }
                 Err(e) => {
@@ -108,44 +55,132 @@ pub async fn validate(args: ValidateArgs) -> anyhow::Result<i32> {
             }
         }
         let ctx = LoadContext {
-            endpoints: endpoints.as_ref(),
-            models: &catalog,
-            histories: &histories,
+            endpoints: site.endpoints.as_ref(),
+            models: &site.catalog,
+            histories: &site.histories,
         };
         for path in &paths {
-            let dirs = match bundle_dirs(path) {
-                Ok(d) if d.is_empty() => {
-                    if args.config.is_none() {
-                        eprintln!(
-                            "{}: no bundle.yaml here or in its subdirectories",
-                            path.display()
-                        );
-                        failed += 1;
-                    }
-                    continue;
-                }
-                Ok(d) => d,
-                Err(e) => {
-                    eprintln!("{}: {e}", path.display());
-                    failed += 1;
-                    continue;
-                }
-            };
-            for dir in dirs {
-                match bundle::load_dir(&dir, &ctx) {
-                    Ok(b) => println!("ok   {} {} ({})", b.name(), b.version(), dir.display()),
-                    Err(errors) => {
-                        failed += 1;
-                        for e in &errors.0 {
-                            eprintln!("{e}");
-                        }
-                    }
-                }
-            }
+            failed += validate_path(path, &ctx, args.config.is_none());
         }
         Ok(if failed == 0 { 0 } else { 1 })
     })
     .await?
+}
+
+/// What a config gives its bundles to be checked against: its endpoints,
+/// its model configs (with the model plugin libraries) and its history
+/// plugins; without a config, the built-in ones.
+struct Site {
+    endpoints: Option<std::collections::BTreeMap<String, crate::model::ServerKind>>,
+    catalog: ModelCatalog,
+    histories: HistoryPlugins,
+}
+
+impl Default for Site {
+    fn default() -> Self {
+        Self {
+            endpoints: None,
+            catalog: ModelCatalog::builtin(),
+            histories: HistoryPlugins::default(),
+        }
+    }
+}
+
+impl Site {
+    /// Checks what `config` (from `file`) points at — its directories, its
+    /// keys (as `serve` and every reload do), its plugins and model
+    /// configs — printing each problem; keeps what the bundles need. The
+    /// number of problems.
+    fn check_config(&mut self, config: &crate::config::Config, file: &Path) -> usize {
+        let mut failed = 0;
+        for problem in config.check_paths() {
+            eprintln!("{}: {problem}", file.display());
+            failed += 1;
+        }
+        let keys = crate::access::KeyRing::load(config)
+            .and_then(|ring| ring.check_exposure(config.server.listen));
+        if let Err(e) = keys {
+            eprintln!("{}: {e}", file.display());
+            failed += 1;
+        }
+        self.endpoints = Some(
+            config
+                .endpoints
+                .iter()
+                .map(|(name, ep)| (name.clone(), ep.server))
+                .collect(),
+        );
+        let (plugins, errors) = load_plugins_transient(&config.paths.plugins_dir);
+        for e in &errors {
+            eprintln!("{e}");
+            failed += 1;
+        }
+        for p in plugins.list() {
+            println!(
+                "ok   plugin {} {} ({})",
+                p.name,
+                p.version,
+                p.file.display()
+            );
+        }
+        // Model plugin libraries are models a bundle may name.
+        let mut refused = Vec::new();
+        let libraries = crate::registry::model_plugin::libraries(
+            &plugins,
+            &ModelCatalog::builtin(),
+            &mut refused,
+        );
+        // History plugin libraries are strategies `limits.history` may name.
+        self.histories = HistoryPlugins::of(&plugins, &HistoryPlugins::default(), &mut refused);
+        for e in &refused {
+            eprintln!("{e}");
+            failed += 1;
+        }
+        match ModelCatalog::load_with(&config.paths.models_dir, &libraries) {
+            Ok(c) => self.catalog = c,
+            Err(e) => {
+                eprintln!("{e}");
+                failed += 1;
+            }
+        }
+        failed
+    }
+}
+
+/// Checks the bundles at `path` (a bundle directory or one holding them),
+/// printing each; the number that failed. A path with no bundle fails
+/// when `must_hold_bundles` (it was named on the command line).
+fn validate_path(path: &Path, ctx: &LoadContext<'_>, must_hold_bundles: bool) -> usize {
+    let dirs = match bundle_dirs(path) {
+        Ok(d) if d.is_empty() => {
+            if must_hold_bundles {
+                eprintln!(
+                    "{}: no bundle.yaml here or in its subdirectories",
+                    path.display()
+                );
+                return 1;
+            }
+            return 0;
+        }
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{}: {e}", path.display());
+            return 1;
+        }
+    };
+    let mut failed = 0;
+    for dir in dirs {
+        match bundle::load_dir(&dir, ctx) {
+            Ok(b) => println!("ok   {} {} ({})", b.name(), b.version(), dir.display()),
+            Err(errors) => {
+                failed += 1;
+                for e in &errors.0 {
+                    eprintln!("{e}");
+                }
+            }
+        }
+    }
+    failed
 }
 
 /// Loads a plugins directory for a one-off command (validate, tools): the

@@ -83,44 +83,7 @@ where
             on_token(piece);
             content.push_str(piece);
         }
-        for fragment in delta
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let index = fragment
-                .get("index")
-                .and_then(Value::as_u64)
-                .unwrap_or(calls.len() as u64);
-            let index = match usize::try_from(index) {
-                Ok(i) if i < MAX_STREAMED_TOOL_CALLS => i,
-                _ => {
-                    return Err(ClientError::Decode {
-                        detail: format!(
-                            "stream chunk has tool call index {index}, but at most \
-                             {MAX_STREAMED_TOOL_CALLS} tool calls per reply are accepted \
-                             (the server's stream is corrupt; check the model server)"
-                        ),
-                    });
-                }
-            };
-            if calls.len() <= index {
-                calls.resize_with(index + 1, PartialCall::default);
-            }
-            let call = &mut calls[index];
-            if let Some(v) = fragment.get("id").and_then(Value::as_str) {
-                call.id.push_str(v);
-            }
-            if let Some(f) = fragment.get("function") {
-                if let Some(v) = f.get("name").and_then(Value::as_str) {
-                    call.name.push_str(v);
-                }
-                if let Some(v) = f.get("arguments").and_then(Value::as_str) {
-                    call.arguments.push_str(v);
-                }
-            }
-        }
+        add_fragments(&mut calls, delta)?;
     }
     if !saw_chunk {
         return Err(ClientError::NoChoices {
@@ -144,6 +107,50 @@ where
         finish_reason,
         usage,
     })
+}
+
+/// Adds a delta's tool-call fragments to the calls they continue (by
+/// `index`, at most [`MAX_STREAMED_TOOL_CALLS`]).
+fn add_fragments(calls: &mut Vec<PartialCall>, delta: &Value) -> Result<(), ClientError> {
+    for fragment in delta
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let index = fragment
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(calls.len() as u64);
+        let index = match usize::try_from(index) {
+            Ok(i) if i < MAX_STREAMED_TOOL_CALLS => i,
+            _ => {
+                return Err(ClientError::Decode {
+                    detail: format!(
+                        "stream chunk has tool call index {index}, but at most \
+                         {MAX_STREAMED_TOOL_CALLS} tool calls per reply are accepted \
+                         (the server's stream is corrupt; check the model server)"
+                    ),
+                });
+            }
+        };
+        if calls.len() <= index {
+            calls.resize_with(index + 1, PartialCall::default);
+        }
+        let call = &mut calls[index];
+        if let Some(v) = fragment.get("id").and_then(Value::as_str) {
+            call.id.push_str(v);
+        }
+        if let Some(f) = fragment.get("function") {
+            if let Some(v) = f.get("name").and_then(Value::as_str) {
+                call.name.push_str(v);
+            }
+            if let Some(v) = f.get("arguments").and_then(Value::as_str) {
+                call.arguments.push_str(v);
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

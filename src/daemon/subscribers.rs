@@ -165,6 +165,7 @@ impl LogLines {
     }
 }
 
+/// One log line for each daemon event: one match, an arm an event.
 impl DaemonObserver for LogLines {
     fn on_daemon_event(&self, event: &DaemonEvent) {
         match event {

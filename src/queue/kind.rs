@@ -45,6 +45,13 @@ pub enum JobKind {
     /// /api/group-chat`, run by the host bundle. A submitter cannot ask for
     /// one: only the runtime API hands admission a plan.
     GroupChat { plan: Box<Plan> },
+    /// One call of its bundle's tool `tool` with `arguments` (the JSON text
+    /// a model would write), outside any run: `POST
+    /// /v1/bundles/{name}/tools/{tool}:run` makes one and waits for its
+    /// answer, so the call runs where jobs run, on a worker, under the
+    /// job's lease, log and cancellation. A submitter cannot ask for one
+    /// on another way in: no wire's body sets a job's kind.
+    ToolRun { tool: String, arguments: String },
 }
 
 impl JobKind {

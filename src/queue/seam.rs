@@ -1,7 +1,7 @@
 //! [`JobQueue`]: the seam between the API, the workers and a store. Every
 //! operation a caller may ask of the queue, with the answer it gets; each
 //! store (`sqlite`, `postgres`) implements it through the typed operations
-//! of `op.rs`, and `tests/queue_conformance.rs` holds both to one meaning.
+//! of `op/`, and `tests/queue_conformance.rs` holds both to one meaning.
 
 use std::time::{Duration, SystemTime};
 

@@ -107,21 +107,40 @@ pub(super) async fn handle(
         });
         return Ok(false);
     }
-    let waiting = fire.is_some() && next.is_some_and(|next| next <= now);
+    announce(
+        &scheduler.bus,
+        &schedule.id,
+        &stored.bundle,
+        tally,
+        fire,
+        now,
+    );
+    Ok(fire.is_some() && next.is_some_and(|next| next <= now))
+}
+
+/// Tells the daemon's bus how a recorded tick went: one event for each
+/// outcome it had (a submitted fire with its lateness at `now`).
+fn announce(
+    bus: &DaemonBus,
+    schedule: &str,
+    bundle: &str,
+    tally: Vec<(&'static str, u64)>,
+    fire: Option<i64>,
+    now: i64,
+) {
     for (outcome, count) in tally.into_iter().filter(|(_, n)| *n > 0) {
         let lateness = match (outcome, fire) {
             ("submitted", Some(fire)) => u64::try_from(now - fire).unwrap_or(0),
             _ => 0,
         };
-        scheduler.bus.publish(DaemonEvent::ScheduleFired {
-            schedule: schedule.id.clone(),
-            bundle: stored.bundle.clone(),
+        bus.publish(DaemonEvent::ScheduleFired {
+            schedule: schedule.to_string(),
+            bundle: bundle.to_string(),
             outcome,
             count,
             lateness: Duration::from_millis(lateness),
         });
     }
-    Ok(waiting)
 }
 
 /// Moves a paused schedule that is resumed without catching up past the

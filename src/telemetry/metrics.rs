@@ -71,6 +71,9 @@ pub struct Metrics {
 pub struct MetricsError(#[from] prometheus::Error);
 
 impl Metrics {
+    /// The registry and every family, each declared once, here: one
+    /// declaration list, long because the families are many (a family
+    /// split from the others would be a second place to look for one).
     pub fn new() -> Result<Arc<Self>, MetricsError> {
         let registry = Registry::new();
         let histogram = |name: &str,
@@ -407,7 +410,8 @@ impl Metrics {
     }
 }
 
-/// The daemon's happenings as metrics: the one place they are counted.
+/// The daemon's happenings as metrics: the one place they are counted
+/// (one match, an arm an event, so a new event is a decision here).
 impl DaemonObserver for Metrics {
     fn on_daemon_event(&self, event: &DaemonEvent) {
         match event {

@@ -178,6 +178,7 @@ impl MetricsObserver {
     }
 }
 
+/// Each event's metrics: one match, an arm an event kind.
 #[async_trait]
 impl Observer for MetricsObserver {
     async fn on_event(&self, envelope: &EventEnvelope) -> Result<(), ObserverError> {

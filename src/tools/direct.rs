@@ -1,6 +1,7 @@
-//! One tool call outside any job (the original engine's `run_sync` /
-//! `run_async`): `structured-agents tool run` and
-//! `POST /v1/bundles/{name}/tools/{tool}:run` both come here.
+//! One tool call outside any agent run (the original engine's `run_sync` /
+//! `run_async`): `structured-agents tool run` runs it here, and so does the
+//! worker that runs a `tool_run` job (which `POST
+//! /v1/bundles/{name}/tools/{tool}:run` makes after [`check`]).
 //!
 //! The call goes through the same pipeline as a call inside a job
 //! ([`ToolEngine::prepare`] then [`ToolEngine::execute_at`]): the same
@@ -13,8 +14,9 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{CallPlace, ToolEngine, ToolOutcome};
+use super::{CallPlace, PreparedCall, ToolEngine, ToolOutcome};
 use crate::events::EventSink;
+use crate::journal::RunJournal;
 use crate::types::ToolCall;
 
 /// Why a direct call was not run.
@@ -70,18 +72,35 @@ impl DirectRun {
     }
 }
 
-/// Runs `tool` of `bundle`'s engine once with `arguments` (the JSON text a
-/// model would write). Problems of the call itself (bad arguments, a
-/// failing or slow tool, a guardrail) are an error result with its code,
-/// as in a job; what needs a job is a [`DirectRunError`].
-pub async fn run(
+/// Whether `tool` of `bundle`'s engine may run directly with `arguments`:
+/// the [`DirectRunError`] [`run`] would answer, found without running
+/// anything (and without trace events), so a caller can refuse before it
+/// queues the call. Arguments that do not fit the tool's schema pass: the
+/// run answers them with a `bad_args` result, as in a job.
+pub async fn check(
     bundle: &str,
     engine: &ToolEngine,
     tool: &str,
     arguments: &str,
-    cancel: &CancellationToken,
-    events: &EventSink,
-) -> Result<DirectRun, DirectRunError> {
+) -> Result<(), DirectRunError> {
+    let call = runnable(bundle, engine, tool, arguments)?;
+    match engine.prepare_again(&call, TURN).await {
+        Ok(prepared) => needs_no_approval(bundle, engine, tool, &prepared),
+        Err(_) => Ok(()),
+    }
+}
+
+/// The turn a direct call is made at.
+const TURN: u32 = 1;
+
+/// The call of `tool` with `arguments`, unless the engine has no such tool
+/// or it is an `agent` tool.
+fn runnable(
+    bundle: &str,
+    engine: &ToolEngine,
+    tool: &str,
+    arguments: &str,
+) -> Result<ToolCall, DirectRunError> {
     let Some(backend) = engine.tool(tool) else {
         let known: Vec<&str> = engine.schemas().iter().map(|s| s.name.as_str()).collect();
         return Err(DirectRunError::UnknownTool {
@@ -100,17 +119,21 @@ pub async fn run(
             tool: tool.to_string(),
         });
     }
-    let call = ToolCall {
+    Ok(ToolCall {
         id: format!("direct-{}", uuid::Uuid::now_v7()),
         name: tool.to_string(),
         arguments: Value::Null,
         raw_arguments: Some(arguments.to_string()),
-    };
-    const TURN: u32 = 1;
-    let prepared = match engine.prepare(&call, TURN, events).await {
-        Ok(prepared) => prepared,
-        Err(outcome) => return Ok(DirectRun::new(bundle, outcome)),
-    };
+    })
+}
+
+/// Refuses a prepared call the bundle's approval policy sends to a person.
+fn needs_no_approval(
+    bundle: &str,
+    engine: &ToolEngine,
+    tool: &str,
+    prepared: &PreparedCall,
+) -> Result<(), DirectRunError> {
     if engine
         .approval(tool)
         .is_some_and(|policy| policy.needs_approval(&prepared.call().arguments))
@@ -120,8 +143,33 @@ pub async fn run(
             tool: tool.to_string(),
         });
     }
+    Ok(())
+}
+
+/// Runs `tool` of `bundle`'s engine once with `arguments` (the JSON text a
+/// model would write). Problems of the call itself (bad arguments, a
+/// failing or slow tool, a guardrail) are an error result with its code,
+/// as in a job; what needs a job is a [`DirectRunError`]. With `journal`
+/// (a `tool_run` job's), the call's idempotency key is the job's
+/// (`{job}:1:0`), the same on every attempt.
+pub async fn run(
+    bundle: &str,
+    engine: &ToolEngine,
+    tool: &str,
+    arguments: &str,
+    journal: Option<&RunJournal>,
+    cancel: &CancellationToken,
+    events: &EventSink,
+) -> Result<DirectRun, DirectRunError> {
+    let call = runnable(bundle, engine, tool, arguments)?;
+    let prepared = match engine.prepare(&call, TURN, events).await {
+        Ok(prepared) => prepared,
+        Err(outcome) => return Ok(DirectRun::new(bundle, outcome)),
+    };
+    needs_no_approval(bundle, engine, tool, &prepared)?;
     let place = CallPlace {
         turn: TURN,
+        journal,
         ..CallPlace::default()
     };
     let outcome = engine.execute_at(&prepared, place, cancel, events).await;
@@ -179,7 +227,16 @@ mod tests {
         args: &str,
     ) -> Result<DirectRun, DirectRunError> {
         let events = EventSink::new(RunContext::default(), 1, Arc::new(NullObserver));
-        run("b", engine, tool, args, &CancellationToken::new(), &events).await
+        run(
+            "b",
+            engine,
+            tool,
+            args,
+            None,
+            &CancellationToken::new(),
+            &events,
+        )
+        .await
     }
 
     #[tokio::test]

@@ -344,30 +344,9 @@ impl ToolEngine {
             );
         };
 
-        // 3. cache
-        if let Some(cache) = &entry.policy.cache {
-            if let Some(output) = cache.get(&call.name, raw) {
-                trace
-                    .emit(
-                        "cache.hit",
-                        json!({"output_preview": preview(&output, 200)}),
-                    )
-                    .await;
-                return trace.done(output, None, 0, true);
-            }
-            trace.emit("cache.miss", Value::Null).await;
-        }
-
-        // 4. input guardrails
-        if let Some(guards) = &entry.policy.guardrails {
-            if let Err(reason) = guards.check_input(raw, arguments) {
-                let reason = reason.to_string();
-                trace
-                    .emit("guard.input.block", json!({"reason": reason}))
-                    .await;
-                return trace.done(format!("guardrail:{reason}"), Some("guardrail"), 0, false);
-            }
-            trace.emit("guard.input.ok", Value::Null).await;
+        // 3. cache, 4. input guardrails
+        if let Some(answered) = before_invoke(&entry.policy, call, raw, arguments, &trace).await {
+            return answered;
         }
 
         // 5. invoke with retries and a timeout
@@ -392,31 +371,9 @@ impl ToolEngine {
         let output = output.into_json_string();
 
         // 7. output guardrails
-        let output = match &policy.guardrails {
-            Some(guards) => match guards.check_output(output) {
-                Ok(checked) => {
-                    trace
-                        .emit(
-                            "guard.output.ok",
-                            json!({"truncated": checked.truncated, "redactions": checked.redactions}),
-                        )
-                        .await;
-                    checked.output
-                }
-                Err(reason) => {
-                    let reason = reason.to_string();
-                    trace
-                        .emit("guard.output.block", json!({"reason": reason}))
-                        .await;
-                    return trace.done(
-                        format!("guardrail:{reason}"),
-                        Some("guardrail"),
-                        attempts,
-                        false,
-                    );
-                }
-            },
-            None => output,
+        let output = match guard_output(policy, output, attempts, &trace).await {
+            Ok(output) => output,
+            Err(blocked) => return blocked,
         };
 
         // 8. store
@@ -425,6 +382,76 @@ impl ToolEngine {
             trace.emit("cache.store", Value::Null).await;
         }
         trace.done(output, None, attempts, false)
+    }
+}
+
+/// Stages 3 and 4: a cached answer, or the input guardrails' refusal; `None`
+/// when the call goes on to its tool.
+async fn before_invoke(
+    policy: &ToolPolicy,
+    call: &ToolCall,
+    raw: &str,
+    arguments: &serde_json::Map<String, Value>,
+    trace: &Trace<'_>,
+) -> Option<ToolOutcome> {
+    if let Some(cache) = &policy.cache {
+        if let Some(output) = cache.get(&call.name, raw) {
+            trace
+                .emit(
+                    "cache.hit",
+                    json!({"output_preview": preview(&output, 200)}),
+                )
+                .await;
+            return Some(trace.done(output, None, 0, true));
+        }
+        trace.emit("cache.miss", Value::Null).await;
+    }
+    if let Some(guards) = &policy.guardrails {
+        if let Err(reason) = guards.check_input(raw, arguments) {
+            let reason = reason.to_string();
+            trace
+                .emit("guard.input.block", json!({"reason": reason}))
+                .await;
+            return Some(trace.done(format!("guardrail:{reason}"), Some("guardrail"), 0, false));
+        }
+        trace.emit("guard.input.ok", Value::Null).await;
+    }
+    None
+}
+
+/// Stage 7: the output as the output guardrails leave it (truncated,
+/// redacted), or the call's outcome when they block it.
+async fn guard_output(
+    policy: &ToolPolicy,
+    output: String,
+    attempts: u32,
+    trace: &Trace<'_>,
+) -> Result<String, ToolOutcome> {
+    let Some(guards) = &policy.guardrails else {
+        return Ok(output);
+    };
+    match guards.check_output(output) {
+        Ok(checked) => {
+            trace
+                .emit(
+                    "guard.output.ok",
+                    json!({"truncated": checked.truncated, "redactions": checked.redactions}),
+                )
+                .await;
+            Ok(checked.output)
+        }
+        Err(reason) => {
+            let reason = reason.to_string();
+            trace
+                .emit("guard.output.block", json!({"reason": reason}))
+                .await;
+            Err(trace.done(
+                format!("guardrail:{reason}"),
+                Some("guardrail"),
+                attempts,
+                false,
+            ))
+        }
     }
 }
 

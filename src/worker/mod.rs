@@ -11,6 +11,7 @@ mod attempt;
 mod attempt_log;
 mod ending;
 mod group_chat;
+mod tool_run;
 mod workflow;
 
 use std::sync::Arc;
@@ -260,7 +261,8 @@ impl WorkerPool {
     }
 
     /// Runs the job as what its kind says: its bundle (a workflow or an
-    /// agent, as the pinned content is), one stage, or a group chat.
+    /// agent, as the pinned content is), one stage, a group chat, or one
+    /// call of a tool.
     async fn run_kind(&self, loaded: &LoadedBundle, job: &LeasedJob, scope: &RunScope) -> Outcome {
         // The endpoints' load gates order this job's calls by its priority,
         // take turns across API keys and bundles, and hold a job's first
@@ -290,6 +292,9 @@ impl WorkerPool {
             only,
         };
         match (&job.kind, &loaded.bundle.workflow) {
+            (JobKind::ToolRun { tool, arguments }, _) => {
+                tool_run::run(loaded, job, tool, arguments, scope).await
+            }
             (JobKind::Bundle, Some(spec)) => workflow::run(workflow(None), spec).await,
             (JobKind::Bundle, None) => self.run_agent(loaded, job, scope).await,
             (JobKind::Stage { stage }, Some(spec)) => {
@@ -495,6 +500,7 @@ fn not_runnable(job: &LeasedJob, kind: &JobKind, loaded: &LoadedBundle) -> Outco
                 .to_string()
         }
         JobKind::Bundle => "runs its bundle".to_string(),
+        JobKind::ToolRun { tool, .. } => format!("runs tool {tool:?}"),
     };
     Outcome::Failed {
         error: format!(
