@@ -23,6 +23,8 @@ use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/plugin.rs"]
+mod plugin;
 #[path = "support/store.rs"]
 mod store;
 
@@ -38,27 +40,6 @@ const BUNDLE: &str = "name: agent\nversion: \"1\"\nmodel: {endpoint: mock, name:
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The calculator plugin, built in release into a target directory of the
-/// benchmarks' own (as `benches/tools.rs` does).
-fn calculator() -> PathBuf {
-    let target = root().join("target/plugin-bench");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root())
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            "sa-plugin-calculator",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .status()
-        .expect("cargo builds the calculator plugin");
-    assert!(status.success(), "building the calculator plugin failed");
-    target.join("release/libsa_plugin_calculator.so")
 }
 
 /// The Python that runs DBOS: a virtualenv made once with the pinned
@@ -201,7 +182,7 @@ fn main() {
         .unwrap_or(2000);
     // Made before anything is measured: a build and an install are not
     // what the figures are about.
-    let plugin = calculator();
+    let plugin = plugin::calculator();
     let python = dbos_python();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

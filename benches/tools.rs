@@ -6,8 +6,6 @@
 //!    vs the same arithmetic as a Rust function.
 
 use std::hint::black_box;
-use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +18,9 @@ use structured_agents::tools::plugin::PluginTool;
 use structured_agents::tools::{CallPlace, Tool, ToolContext, ToolEngine, ToolError, ToolOutput};
 use structured_agents::types::{ToolCall, ToolSchema};
 use tokio_util::sync::CancellationToken;
+
+#[path = "support/plugin.rs"]
+mod plugin;
 
 struct Add(ToolSchema);
 
@@ -116,28 +117,8 @@ fn main() {
         );
 
         // 2. plugin round trip
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target/plugin-bench");
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(root)
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "-p",
-                "sa-plugin-calculator",
-                "--target-dir",
-            ])
-            .arg(&target)
-            .status()
-            .unwrap();
-        assert!(status.success());
         let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(
-            target.join("release/libsa_plugin_calculator.so"),
-            dir.path().join("libcalc.so"),
-        )
-        .unwrap();
+        std::fs::copy(plugin::calculator(), dir.path().join("libcalc.so")).unwrap();
         let cache = tempfile::tempdir().unwrap();
         let (registry, errors) =
             PluginRegistry::load_dir(dir.path(), cache.path(), &Default::default());
