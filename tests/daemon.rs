@@ -409,6 +409,18 @@ async fn cancelling_queued_and_running_jobs() {
         (get(&http, &daemon, &format!("/v1/jobs/{id}")).await["state"] == "running").then_some(())
     })
     .await;
+    // A running job cannot be deleted: cancel it first.
+    let job_url = daemon.url(&format!("/v1/jobs/{id}"));
+    let refused = http.delete(&job_url).send().await.unwrap();
+    assert_eq!(refused.status(), 409);
+    let refused: Value = refused.json().await.unwrap();
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cancel it first"),
+        "{refused}"
+    );
     http.post(daemon.url(&format!("/v1/jobs/{id}/cancel")))
         .json(&serde_json::json!({}))
         .send()
@@ -416,6 +428,19 @@ async fn cancelling_queued_and_running_jobs() {
         .unwrap();
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "cancelled", "{done}");
+    // Ended, it is deleted with its events and journal.
+    let deleted = http.delete(&job_url).send().await.unwrap();
+    assert_eq!(deleted.status(), 204);
+    for gone in [
+        job_url.clone(),
+        format!("{job_url}/journal"),
+        format!("{job_url}/events"),
+    ] {
+        let status = http.get(&gone).send().await.unwrap().status();
+        assert_eq!(status, 404, "{gone}");
+    }
+    let again = http.delete(&job_url).send().await.unwrap();
+    assert_eq!(again.status(), 404);
 
     let later = http
         .post(daemon.url("/v1/jobs"))

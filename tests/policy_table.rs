@@ -548,3 +548,84 @@ async fn another_keys_object_and_an_unknown_id_answer_alike() {
     );
     assert_eq!(bobs_status, 404);
 }
+
+/// `delete_job` (`DELETE /v1/jobs/{id}`): a key deletes its own ended job
+/// with `submit`; another key's only with `operate_all` (without it, the
+/// 404 an unknown id gets); a key without `submit` gets the 403 naming the
+/// scope. Apart from the table above: a delete there would take the job
+/// the table's later cases ask about.
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_an_ended_job_follows_the_policy() {
+    let model = mock_server("replies:\n  - content: done\n").await;
+    let site = Site::new(&model.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let file = site.path().join("keys.toml");
+    let alice = client_as(&new_key(&file, "alice", &["--scopes", "submit,read"]));
+    let bob = client_as(&new_key(&file, "bob", &["--scopes", "submit,read"]));
+    let carol = client_as(&new_key(&file, "carol", &["--scopes", "read_all"]));
+    let root = client_as(&new_key(
+        &file,
+        "root",
+        &["--scopes", "submit,read,operate_all"],
+    ));
+    site.put_bundle(
+        "hello",
+        "name: hello\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let mut ended = Vec::new();
+    for _ in 0..2 {
+        let job: Value = alice
+            .post(daemon.url("/v1/jobs"))
+            .json(&json!({"bundle": "hello", "input": "hi"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = job["id"].as_str().unwrap().to_string();
+        let done =
+            common::daemon::wait_terminal(&alice, &daemon, &id, std::time::Duration::from_secs(60))
+                .await;
+        assert_eq!(done["state"], "succeeded", "{done}");
+        ended.push(id);
+    }
+    let delete = |http: &reqwest::Client, id: &str| {
+        let request = http.delete(daemon.url(&format!("/v1/jobs/{id}")));
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    let unknown = delete(&bob, "0190f000-0000-7000-8000-000000000000").await;
+    let (status, body) = delete(&bob, &ended[0]).await;
+    assert_eq!(
+        (status, &body),
+        (
+            unknown.0,
+            &unknown
+                .1
+                .replace("0190f000-0000-7000-8000-000000000000", &ended[0])
+        ),
+        "another key's job is an unknown id to bob"
+    );
+    let (status, body) = delete(&carol, &ended[0]).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("submit"), "the 403 names the scope: {body}");
+    assert_eq!(delete(&alice, &ended[0]).await.0, 204, "her own");
+    assert_eq!(
+        delete(&root, &ended[1]).await.0,
+        204,
+        "operate_all: anyone's"
+    );
+    for id in &ended {
+        let status = alice
+            .get(daemon.url(&format!("/v1/jobs/{id}")))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 404, "deleted: {id}");
+    }
+}

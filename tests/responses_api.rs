@@ -469,3 +469,44 @@ async fn parameters_a_bundle_cannot_honour_are_refused_by_name() {
     assert_eq!(answer["status"], "completed", "{answer}");
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// `client.responses.input_items.list` (issue 49): the items a response was
+/// made from, as the official SDK pages them — newest first by default,
+/// `order`, `limit` with `has_more`, `after` — and a follow-up's one user
+/// text; `client.responses.delete` deletes an ended one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_lists_a_responses_input_items() {
+    let mock = mock_server(&script(0)).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("echoer", BUNDLE);
+    let daemon = site.start();
+    let out = run_client(&daemon, &["items", "What is x?"]).await;
+    let listed = &out[0];
+    assert_eq!(
+        listed["oldest"]["texts"],
+        json!(["Be brief.", "Hi", "Hello.", "What is x?"]),
+        "{listed:#}"
+    );
+    assert_eq!(
+        listed["oldest"]["roles"],
+        json!(["system", "user", "assistant", "user"])
+    );
+    assert_eq!(
+        listed["oldest"]["parts"],
+        json!(["input_text", "input_text", "output_text", "input_text"])
+    );
+    let mut newest = listed["oldest"]["ids"].as_array().unwrap().clone();
+    newest.reverse();
+    assert_eq!(listed["newest"]["ids"], json!(newest));
+    assert_eq!(listed["newest"]["has_more"], false);
+    assert_eq!(listed["one"]["texts"], json!(["Be brief."]));
+    assert_eq!(listed["one"]["has_more"], true);
+    assert_eq!(listed["after"]["texts"], json!(["Hi"]));
+    assert_eq!(listed["follow"]["texts"], json!(["And then?"]));
+    assert_eq!(
+        listed["deleted"],
+        json!({"status": 404, "code": "not_found"}),
+        "a deleted response is gone"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -205,6 +205,17 @@ mod common;
 
 use common::daemon::{Daemon, Site, client, new_key};
 
+/// GETs `path` with `token`: the answer.
+async fn get_as(daemon: &Daemon, token: &str, path: &str) -> Value {
+    let response = client()
+        .get(daemon.url(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    response.json().await.unwrap()
+}
+
 /// POSTs `body` to `path` with `token`: the status and the answer.
 async fn post_as(daemon: &Daemon, token: &str, path: &str, body: Value) -> (u16, Value) {
     let response = client()
@@ -241,6 +252,18 @@ async fn the_api_verifies_a_loaded_bundle_as_the_cli_does() {
             .replace("name: ledger", "name: remote"),
     )
     .unwrap();
+    // A bundle whose prompt needs a variable: only the worker's verify
+    // renders it, so only the worker can refuse it.
+    let cities_dir = site.path().join("bundles/cities");
+    ledger(&cities_dir, "scripted:script.yaml");
+    std::fs::write(
+        cities_dir.join("bundle.yaml"),
+        BUNDLE
+            .replace("ENDPOINT", "scripted:script.yaml")
+            .replace("name: ledger", "name: cities")
+            .replace("{{ input }}", "{{ input }} in {{ city }}"),
+    )
+    .unwrap();
     let daemon = site.start();
 
     let (status, report) =
@@ -268,6 +291,14 @@ async fn the_api_verifies_a_loaded_bundle_as_the_cli_does() {
         );
     }
     assert_eq!(report["crash_points"].as_array().unwrap().len(), 12);
+    // The API ran none of it: a worker ran it as a `verify` job, the key's.
+    let id = report["job_id"].as_str().expect("the verify job's id");
+    let job = get_as(&daemon, &operator, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(
+        (&job["state"], &job["kind"]["type"], &job["owner"]),
+        (&json!("succeeded"), &json!("verify"), &json!("ops")),
+        "{job:#}"
+    );
     let cut = ran(&report, "after", "start of charge", "charge");
     assert_eq!(
         (&cut["ran"], &cut["parked"]),
@@ -318,6 +349,32 @@ async fn the_api_verifies_a_loaded_bundle_as_the_cli_does() {
     )
     .await;
     assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["error"]["field"], "exchange", "{refused}");
+
+    // A prompt the variables sent cannot render: the worker's verify
+    // refuses it, the refusal it journaled is the route's 422, and the job
+    // it names failed saying why; with the variable it verifies.
+    let (status, refused) =
+        post_as(&daemon, &operator, "/v1/bundles/cities/verify", json!({})).await;
+    assert_eq!(status, 422, "{refused}\n{}", daemon.log());
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("cities"), "{refused}");
+    let id = message
+        .rsplit_once("(verify job ")
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("the refusal names its job: {refused}"));
+    let job = get_as(&daemon, &operator, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["state"], "failed", "{job:#}");
+    assert!(job["error"].as_str().unwrap().contains("city"), "{job:#}");
+    let (status, report) = post_as(
+        &daemon,
+        &operator,
+        "/v1/bundles/cities/verify",
+        json!({"variables": {"city": "Oslo"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(report["violations"], 0, "{report:#}");
     assert_eq!(daemon.stop(), Some(0));
 }
 

@@ -54,6 +54,8 @@ pub enum Action {
     FollowJob,
     /// Cancel a job.
     CancelJob,
+    /// Delete a job that has ended, with its events and journal.
+    DeleteJob,
     /// Resolve a job that needs attention.
     ResolveJob,
     /// Approve, edit or deny a parked tool call.
@@ -102,7 +104,7 @@ pub enum Kind {
 
 impl Action {
     /// Every action, in the order docs/security.md lists them.
-    pub const ALL: [Action; 24] = [
+    pub const ALL: [Action; 25] = [
         Action::SubmitJob,
         Action::RerunJob,
         Action::ForkJob,
@@ -111,6 +113,7 @@ impl Action {
         Action::ListJobs,
         Action::FollowJob,
         Action::CancelJob,
+        Action::DeleteJob,
         Action::ResolveJob,
         Action::DecideApproval,
         Action::WritePushConfig,
@@ -140,6 +143,7 @@ impl Action {
             Action::ListJobs => "list_jobs",
             Action::FollowJob => "follow_job",
             Action::CancelJob => "cancel_job",
+            Action::DeleteJob => "delete_job",
             Action::ResolveJob => "resolve_job",
             Action::DecideApproval => "decide_approval",
             Action::WritePushConfig => "write_push_config",
@@ -170,8 +174,10 @@ impl Action {
             | Action::RunSchedule
             | Action::FollowJob
             | Action::ReachBundle
-            // Forgetting one's own conversation is part of having it.
-            | Action::DeleteConversation => Scope::Submit,
+            // Forgetting one's own conversation, or one's own job once it
+            // has ended, is part of having it.
+            | Action::DeleteConversation
+            | Action::DeleteJob => Scope::Submit,
             Action::ReadJob
             | Action::ListJobs
             | Action::ReadConversation
@@ -210,6 +216,7 @@ impl Action {
             | Action::DecideApproval
             | Action::WritePushConfig
             | Action::DeleteConversation
+            | Action::DeleteJob
             | Action::MigrateJobs
             | Action::ManageSchedule
             | Action::RunSchedule

@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::refusal::Refusal;
+use crate::access::policy::Action;
 use crate::group_chat::{PLAN_VARIABLE, Plan};
 use crate::queue::{Asked, JobKind, NewJob};
 use crate::registry::{LoadedBundle, Snapshot};
@@ -51,6 +52,18 @@ pub fn decide(snapshot: &Snapshot, job: &mut NewJob, plan: Option<Plan>) -> Resu
         offered_tools(loaded, names)?;
     }
     Ok(())
+}
+
+/// What a key does by queueing a job of `kind`, as the policy judges it:
+/// a direct tool run (`run_tool`), a verify (`verify_bundle`), else a
+/// submit. The kind decides, not the way in, so a rerun of a tool run or a
+/// verify needs what the first one needed.
+pub fn action_of(kind: &JobKind) -> Action {
+    match kind {
+        JobKind::ToolRun { .. } => Action::RunTool,
+        JobKind::Verify(_) => Action::VerifyBundle,
+        JobKind::Bundle | JobKind::Stage { .. } | JobKind::GroupChat { .. } => Action::SubmitJob,
+    }
 }
 
 /// The plan of a group chat (which names the agents, endpoints and rounds
@@ -106,4 +119,23 @@ fn offered_tools(loaded: &LoadedBundle, names: &[String]) -> Result<(), Refusal>
         .shapes_for(&tools)
         .map(drop)
         .map_err(|source| Refusal::UnofferableTools { source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_not_the_way_in_decides_what_the_key_must_be_allowed() {
+        let tool_run = JobKind::ToolRun {
+            tool: "add".into(),
+            arguments: "{}".into(),
+        };
+        let verify = JobKind::Verify(Box::default());
+        let stage = JobKind::Stage { stage: "s".into() };
+        assert_eq!(action_of(&tool_run), Action::RunTool);
+        assert_eq!(action_of(&verify), Action::VerifyBundle);
+        assert_eq!(action_of(&stage), Action::SubmitJob);
+        assert_eq!(action_of(&JobKind::Bundle), Action::SubmitJob);
+    }
 }

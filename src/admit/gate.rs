@@ -1,7 +1,8 @@
 //! What admission keeps between requests ([`Gate`]): each key's rate
-//! limiter, a lock per key with an in-flight cap (held from the count to
-//! the enqueue), and the direct tool runs running now per key. The rules
-//! that ask it are `quota`'s; the API holds the lock (`api/admission.rs`).
+//! limiter and a lock per key with an in-flight cap (held from the count to
+//! the enqueue). The rules that ask it are `quota`'s; the API holds the
+//! lock (`api/admission.rs`). Everything a key starts is a job (a direct
+//! tool run and a verify too), so the queue alone counts what is in flight.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -18,26 +19,6 @@ use crate::access::Principal;
 pub struct Gate {
     limiters: Mutex<HashMap<String, (u32, Arc<DefaultDirectRateLimiter>)>>,
     in_flight_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Direct tool runs running now, per key: in flight as its jobs are.
-    direct_runs: Arc<Mutex<HashMap<String, u64>>>,
-}
-
-/// One direct tool run counted in flight for its key until it drops.
-pub struct DirectRunTicket {
-    runs: Arc<Mutex<HashMap<String, u64>>>,
-    key: String,
-}
-
-impl Drop for DirectRunTicket {
-    fn drop(&mut self) {
-        let mut runs = self.runs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = runs.get_mut(&self.key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                runs.remove(&self.key);
-            }
-        }
-    }
 }
 
 impl Gate {
@@ -52,22 +33,6 @@ impl Gate {
                 limiters.insert(name.to_string(), (per_minute, limiter.clone()));
                 limiter
             }
-        }
-    }
-
-    /// The key's direct tool runs running now.
-    pub fn direct_runs(&self, key: &str) -> u64 {
-        let runs = self.direct_runs.lock().unwrap_or_else(|p| p.into_inner());
-        runs.get(key).copied().unwrap_or(0)
-    }
-
-    /// Counts one more direct tool run of `key` until the ticket drops.
-    pub fn start_direct_run(&self, key: &str) -> DirectRunTicket {
-        let mut runs = self.direct_runs.lock().unwrap_or_else(|p| p.into_inner());
-        *runs.entry(key.to_string()).or_default() += 1;
-        DirectRunTicket {
-            runs: self.direct_runs.clone(),
-            key: key.to_string(),
         }
     }
 

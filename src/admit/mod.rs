@@ -1,5 +1,5 @@
 //! Admission: what a submission may be, for every way in that starts a job
-//! or a direct run (the API's wires, the scheduler's fires). The rules live
+//! (the API's wires, direct tool runs and verifies, the scheduler's fires). The rules live
 //! here and refuse with a typed [`Refusal`] naming the field, what is wrong
 //! and what to do; the API only reads the caller, calls them in order and
 //! spells a refusal as its status (`api/admission.rs`, `api/error.rs`).
@@ -15,7 +15,7 @@
 //!   budgets the job is queued under;
 //! - `idempotency`: a repeated idempotency key names the same job;
 //! - `gate`: what admission keeps between requests (each key's rate
-//!   limiter, its in-flight lock and its direct runs).
+//!   limiter and its in-flight lock).
 //!
 //! It knows keys, bundles and the queue, never HTTP.
 
@@ -30,9 +30,9 @@ mod refusal;
 
 pub use budgets::daily_budgets;
 pub use bundle::{check_callback, loaded_bundle, webhook};
-pub use controls::decide;
+pub use controls::{action_of, decide};
 pub use fields::{MAX_ATTEMPTS, PRIORITY_RANGE, check_fields, key_priority, no_nul};
-pub use gate::{DirectRunTicket, Gate};
+pub use gate::Gate;
 pub use idempotency::same_job;
 pub use quota::key_quotas;
 pub use refusal::{IN_FLIGHT_RETRY_SECS, Refusal};

@@ -1,6 +1,6 @@
 //! A key's own limits on new work, asked before it is queued: its rate
-//! (`rate_per_minute`, kept in the [`Gate`]) and its jobs and direct runs
-//! in flight (`max_in_flight`, counted by the queue and the gate). Its
+//! (`rate_per_minute`, kept in the [`Gate`]) and its jobs in flight
+//! (`max_in_flight`, counted by the queue). Its
 //! daily budget is not here: the queue reserves it in the write that
 //! queues the job.
 
@@ -12,7 +12,7 @@ use super::refusal::Refusal;
 use crate::access::Principal;
 use crate::queue::JobQueue;
 
-/// Refuses `n` new jobs (or one direct run) of `key` that its rate or its
+/// Refuses `n` new jobs of `key` that its rate or its
 /// in-flight cap does not allow now. Hold the key's in-flight lock
 /// ([`Gate::hold_in_flight`]) from this check to the enqueue.
 pub async fn key_quotas(
@@ -30,8 +30,7 @@ pub async fn key_quotas(
     let load = queue
         .owner_load(&key.name, SystemTime::now() - crate::budget::DAY)
         .await?;
-    // Direct tool runs are in flight too: they run processes as jobs do.
-    let in_flight = load.in_flight + gate.direct_runs(&key.name);
+    let in_flight = load.in_flight;
     if in_flight + u64::from(n) > max {
         return Err(Refusal::InFlight {
             key: key.name.clone(),

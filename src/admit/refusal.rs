@@ -1,4 +1,4 @@
-//! Why admission refuses a job or a direct run: [`Refusal`], one variant
+//! Why admission refuses a job: [`Refusal`], one variant
 //! per rule, each holding what the client sent (the field, the value) and
 //! saying what to do instead. It knows no HTTP: the API spells each
 //! variant as its status and error code in one place (`api/error.rs`,
@@ -15,7 +15,7 @@ use crate::registry::UnofferableTools;
 use crate::tools::engine::UnknownTools;
 use crate::workflow::OnlyStageError;
 
-/// A submission or a direct run that admission will not let in.
+/// A submission that admission will not let in.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
     /// A text (or a string or key inside JSON) holds a NUL byte, which
@@ -73,9 +73,10 @@ pub enum Refusal {
         jobs: u32,
         per_minute: u32,
     },
-    /// The key's jobs and direct runs in flight are at its `max_in_flight`.
+    /// The key's jobs in flight (direct tool runs and verifies are jobs
+    /// too) are at its `max_in_flight`.
     #[error(
-        "API key {key:?} has {in_flight} jobs and direct tool runs not finished and may have {max} (max_in_flight); wait for some to finish"
+        "API key {key:?} has {in_flight} jobs not finished (direct tool runs and verifies included) and may have {max} (max_in_flight); wait for some to finish"
     )]
     InFlight {
         key: String,

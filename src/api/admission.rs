@@ -6,9 +6,9 @@
 //! rules are `crate::admit`'s, and a refusal becomes its status through
 //! `impl From<Refusal> for ApiError` (`error.rs`). In this order:
 //!
-//! 1. the caller's key may do the submission's action (`submit_job`, or
-//!    `run_tool` for a direct tool call's `tool_run` job) on the bundle
-//!    (its scope, its globs);
+//! 1. the caller's key may do what the job's kind is (`submit_job`;
+//!    `run_tool` for a direct tool call's `tool_run` job, `verify_bundle`
+//!    for a `verify` job) on the bundle (its scope, its globs);
 //! 2. the bundle is loaded, the fields are sound (`admit::check_fields`:
 //!    no NUL bytes, a blank idempotency key, a priority or attempt count
 //!    out of range), the webhook is allowed, the job's kind and controls
@@ -26,16 +26,16 @@
 //! Each way in keeps only its wire format: what it reads from the body, and
 //! how it spells a refusal.
 //!
-//! A verify (`POST /v1/bundles/{name}/verify`) starts no job but comes
-//! through here too ([`admit_direct`]): steps 1, 2 (the bundle) and 3.
+//! Direct tool runs and verifies are jobs too (`tool_run`, `verify`): they
+//! come through here like any submit, and what the key must be allowed is
+//! the job's kind's (`admit::action_of`), whatever the way in.
 
 use std::sync::Arc;
 
 use super::AppState;
 use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
-use crate::access::policy::Action;
-use crate::admit::{self, DirectRunTicket};
+use crate::admit;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Job, NewJob};
 
@@ -51,9 +51,6 @@ pub(super) struct Submission {
     /// Other bundles the job runs as agents of its own (a group chat's
     /// local participants): the key must be allowed to use each.
     pub also_runs: Vec<String>,
-    /// What the key does by queueing it: a submit, or a direct tool run
-    /// (`RunTool`, which makes a `tool_run` job).
-    pub action: Action,
 }
 
 impl Submission {
@@ -64,7 +61,6 @@ impl Submission {
             bundle_field,
             plan: None,
             also_runs: Vec::new(),
-            action: Action::SubmitJob,
         }
     }
 }
@@ -172,39 +168,15 @@ pub(super) fn at_index(index: usize, mut e: ApiError) -> ApiError {
     e
 }
 
-/// Admits one run that starts no job — a verify (`verify_bundle`; a
-/// direct tool call is a `tool_run` job, admitted by [`admit`]): the
-/// policy lets the key do `action` on the bundle, the
-/// bundle is loaded, and the key's quotas hold (the run counts against its
-/// rate like a submission, and it is in flight, against the key's
-/// `max_in_flight`, until the ticket drops). Returns the bundle as loaded
-/// now.
-pub(super) async fn admit_direct(
-    state: &AppState,
-    caller: &Caller,
-    action: Action,
-    bundle: &str,
-) -> Result<(Arc<crate::registry::LoadedBundle>, DirectRunTicket), ApiError> {
-    let admitted = async {
-        admit::no_nul("bundle", bundle)?;
-        caller.on_bundle(action, bundle, "bundle")?;
-        let loaded = loaded_bundle(state, bundle, "bundle")?;
-        let _held = state.admission.hold_in_flight(&caller.0).await;
-        key_quotas(state, caller, 1).await?;
-        Ok((loaded, state.admission.start_direct_run(caller.name())))
-    }
-    .await;
-    admitted.inspect_err(|e| refused(state, caller, e))
-}
-
 /// Everything about one job that needs no store: who may, which bundle,
 /// which fields. The job comes back ready to queue, owned by the caller.
 fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, ApiError> {
-    caller.require(s.action)?;
+    let action = admit::action_of(&s.job.kind);
+    caller.require(action)?;
     let mut job = s.job;
     admit::no_nul(s.bundle_field, &job.bundle)?;
     for bundle in std::iter::once(&job.bundle).chain(&s.also_runs) {
-        caller.on_bundle(s.action, bundle, s.bundle_field)?;
+        caller.on_bundle(action, bundle, s.bundle_field)?;
     }
     let snapshot = state.registry.snapshot();
     admit::loaded_bundle(&snapshot, &job.bundle, s.bundle_field)?;

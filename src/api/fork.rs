@@ -109,6 +109,8 @@ fn agent_job(state: &AppState, source: &Job) -> Result<(), ApiError> {
         "a group chat"
     } else if matches!(source.kind, crate::queue::JobKind::ToolRun { .. }) {
         "a tool run"
+    } else if matches!(source.kind, crate::queue::JobKind::Verify(_)) {
+        "a verify"
     } else {
         return Ok(());
     };

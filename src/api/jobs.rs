@@ -16,7 +16,7 @@ use super::trace_context::CallerTrace;
 pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
-use crate::queue::{Job, JobFilter, JobId, JobState, NewJob, Resolution};
+use crate::queue::{Deletion, Job, JobFilter, JobId, JobState, NewJob, Resolution};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -302,6 +302,43 @@ pub async fn cancel(
         .await?
         .ok_or_else(|| ApiError::job_not_found(&id))?;
     Ok(Json(settled(&state, changed)))
+}
+
+/// `DELETE /v1/jobs/{id}`: forgets an ended job (204).
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    delete_ended(&state, &caller, &JobId::from(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Deletes job `id` — its row, events, journal and deliveries — when the
+/// caller may (`delete_job`: its own job, or any with `operate_all`) and
+/// the job has ended; a job still queued, running or parked is a 409
+/// saying to cancel it first. `DELETE /v1/jobs/{id}` and `DELETE
+/// /v1/responses/{id}` both ask it.
+pub(super) async fn delete_ended(
+    state: &AppState,
+    caller: &Caller,
+    id: &JobId,
+) -> Result<Job, ApiError> {
+    caller.job(Action::DeleteJob, id, state.queue.get(id).await?)?;
+    match state.queue.delete_finished(id).await? {
+        Deletion::Deleted(job) => {
+            tracing::info!(job_id = %id, by = caller.name(), "job deleted");
+            Ok(*job)
+        }
+        Deletion::Unfinished(job) => Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "job {id} is {}: only a job that has ended can be deleted; cancel it first (POST /v1/jobs/{id}/cancel), then delete it",
+                job.state
+            ),
+        )),
+        Deletion::Missing => Err(ApiError::job_not_found(id)),
+    }
 }
 
 /// `POST /v1/jobs/{id}/rerun`: the job again, as a new job admitted for

@@ -199,7 +199,10 @@ fn job_routes() -> Router<AppState> {
         )
         .route("/jobs/batch", with(SubmitJob, post(jobs::submit_batch)))
         .route("/jobs/counts", with(ListJobs, get(counts::counts)))
-        .route("/jobs/{id}", with(ReadJob, get(jobs::get)))
+        .route(
+            "/jobs/{id}",
+            with(ReadJob, get(jobs::get)).merge(with(DeleteJob, delete(jobs::delete))),
+        )
         .route("/jobs/{id}/cancel", with(CancelJob, post(jobs::cancel)))
         .route("/jobs/{id}/rerun", with(RerunJob, post(jobs::rerun)))
         .route("/jobs/{id}/fork", with(ForkJob, post(fork::fork)))
@@ -233,10 +236,18 @@ fn wire_routes() -> Router<AppState> {
         )
         .route("/models", with(ReadBundle, get(openai::models)))
         .route("/responses", with(SubmitJob, post(responses::create)))
-        .route("/responses/{id}", with(ReadJob, get(responses::retrieve)))
+        .route(
+            "/responses/{id}",
+            with(ReadJob, get(responses::retrieve))
+                .merge(with(DeleteJob, delete(responses::delete))),
+        )
         .route(
             "/responses/{id}/cancel",
             with(CancelJob, post(responses::cancel)),
+        )
+        .route(
+            "/responses/{id}/input_items",
+            with(ReadJob, get(responses::input_items::list)),
         )
         .route("/agui/{bundle}", with(SubmitJob, post(agui::run)))
 }

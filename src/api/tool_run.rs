@@ -82,9 +82,7 @@ pub async fn run(
         kind: JobKind::ToolRun { tool, arguments },
         ..Default::default()
     };
-    let mut submission = Submission::new(job, "bundle");
-    submission.action = Action::RunTool;
-    let (job, _) = admit(&state, &caller, submission).await?;
+    let (job, _) = admit(&state, &caller, Submission::new(job, "bundle")).await?;
     answer(super::jobs::wait_finished(&state, &job.id).await?)
 }
 

@@ -1,14 +1,17 @@
 //! `POST /v1/bundles/{name}/verify`: the crash matrix of a loaded bundle
-//! (`crate::verify`), as `structured-agents verify --json` prints it. It
-//! runs inside the daemon's limits: on the registry's current version,
-//! copied into a work directory under the state directory (never the
-//! operator's directory), one verify at a time per daemon, at most
-//! [`MAX_DURATION`], and never against a model server — the replies come
-//! from the body's `exchange` or the bundle's own `scripted:` endpoint.
+//! (`crate::verify`), as `structured-agents verify --json` prints it. The
+//! API never runs it: it checks the body, admission queues it as a
+//! `verify` job (the key's `verify_bundle` on the bundle, its rate and
+//! in-flight cap as for any job), a worker runs it (`worker/verify.rs`: on
+//! the version the job is pinned to, copied into a work directory under
+//! the state directory, never against a model server, at most
+//! `verify::DAEMON_MAX_DURATION`), and the route answers with the job's report and its
+//! id, or with the refusal the worker recorded (`verify::Refusal`).
+//!
 //! Tools with a side effect are answered by stand-ins (the body's
-//! `tool_results`) unless the body asks for `"real_tools": true`; a verify
-//! is admitted like a direct tool run (the key's rate and in-flight cap).
+//! `tool_results`) unless the body asks for `"real_tools": true`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::Json;
@@ -17,14 +20,18 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::AppState;
+use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
-use crate::verify::{self, Report, VerifyError};
+use crate::queue::{Job, JobKind, JobState, NewJob, VerifyRun};
+use crate::verify::refusal::{REFUSED_STEP, REFUSED_TURN, Reason};
+use crate::verify::{self, Refusal, VerifyError};
 
-/// How long one verify may take, all crash points together.
-pub const MAX_DURATION: Duration = Duration::from_secs(60);
+/// How long the route waits for the verify job, queued and run: past
+/// this it answers 504 with the job's id, and the job goes on.
+const MAX_WAIT: Duration = Duration::from_secs(2 * verify::DAEMON_MAX_DURATION.as_secs());
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,34 +50,25 @@ pub struct VerifyRequest {
     pub real_tools: bool,
     /// What the stand-ins answer, by tool name.
     #[serde(default)]
-    pub tool_results: Option<std::collections::BTreeMap<String, Value>>,
+    pub tool_results: Option<BTreeMap<String, Value>>,
 }
 
-/// `POST /v1/bundles/{name}/verify`.
+/// `POST /v1/bundles/{name}/verify`: the body checked here (what it asks
+/// for, its reply script, whether the bundle needs one), then a `verify`
+/// job queued and waited for.
 pub async fn verify(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
     JsonBody(request): JsonBody<VerifyRequest>,
-) -> Result<Json<Report>, ApiError> {
-    let tools = match (request.real_tools, request.tool_results) {
-        (true, Some(_)) => {
-            return Err(ApiError::field(
-                ErrorCode::InvalidRequest,
-                "tool_results",
-                "tool_results answers the stand-ins, and real_tools runs the real tools instead: send one of them",
-            ));
-        }
-        (true, None) => verify::ToolMode::Real,
-        (false, results) => verify::ToolMode::StandIns {
-            results: results.unwrap_or_default(),
-        },
-    };
-    // Counted as the key's in flight until the verify ends.
-    let (loaded, _in_flight) =
-        super::admission::admit_direct(&state, &caller, Action::VerifyBundle, &name).await?;
-    let snapshot = state.registry.snapshot();
-    let exchange = request.exchange.as_ref().map(exchange).transpose()?;
+) -> Result<Json<Value>, ApiError> {
+    let run = checked(request)?;
+    // The policy first: a bundle the key may not use is unknown to it.
+    caller.on_bundle(Action::VerifyBundle, &name, "bundle")?;
+    let loaded = super::admission::loaded_bundle(&state, &name, "bundle")?;
+    verify::check_exchange(&loaded.bundle, run.exchange.is_some()).map_err(|e| refused(&e))?;
+    // One verify waited for at a time per daemon: each runs its bundle a
+    // few dozen times.
     let Ok(_only_one) = state.verifying.try_lock() else {
         return Err(ApiError::new(
             ErrorCode::Busy,
@@ -78,69 +76,104 @@ pub async fn verify(
         )
         .retry_after(10));
     };
-    let work_root = snapshot.config.paths.state_dir.join("verify");
-    // One verify at a time: whatever is under its directory now was left by
-    // a verify this daemon did not finish (killed mid-run).
-    if let Err(e) = tokio::fs::remove_dir_all(&work_root).await
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(dir = %work_root.display(), error = %e, "verify: cannot remove what an unfinished verify left");
+    let job = NewJob {
+        bundle: name,
+        input: run.input.clone(),
+        kind: JobKind::Verify(Box::new(run)),
+        ..Default::default()
+    };
+    let (job, _) = admit(&state, &caller, Submission::new(job, "bundle")).await?;
+    let waited = tokio::time::timeout(MAX_WAIT, super::feed::wait_finished(&state, &job.id));
+    let Ok(finished) = waited.await else {
+        return Err(ApiError::new(
+            ErrorCode::TimedOut,
+            format!(
+                "verify job {} of bundle {:?} did not end within {}s (queued behind other jobs, or slow); it goes on: see GET /v1/jobs/{}",
+                job.id,
+                job.bundle,
+                MAX_WAIT.as_secs(),
+                job.id
+            ),
+        ));
+    };
+    answer(&state, finished?).await
+}
+
+/// The body as a verify job runs it, or a 422 naming the field.
+fn checked(request: VerifyRequest) -> Result<VerifyRun, ApiError> {
+    if request.real_tools && request.tool_results.is_some() {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "tool_results",
+            "tool_results answers the stand-ins, and real_tools runs the real tools instead: send one of them",
+        ));
     }
-    let run = verify::verify(verify::Request {
-        dir: loaded.bundle.dir.clone(),
-        models: snapshot.models.clone(),
+    let exchange = request.exchange.as_ref().map(exchange_text).transpose()?;
+    crate::bundle::requested_tools(&request.variables)
+        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, "variables", e.to_string()))?;
+    Ok(VerifyRun {
         exchange,
         input: request.input.unwrap_or_else(|| "verify".into()),
         variables: request.variables,
-        plugins: Some(snapshot.plugins.clone()),
-        egress: snapshot.egress.clone(),
-        work_root,
-        tools,
-    });
-    drop(snapshot);
-    let report = match tokio::time::timeout(MAX_DURATION, run).await {
-        Ok(report) => report.map_err(|e| refused(&name, e))?,
-        Err(_) => {
-            return Err(ApiError::new(
-                ErrorCode::TimedOut,
-                format!(
-                    "verifying bundle {name:?} took longer than {}s and was stopped: its tools or its reply script are too slow for a verify in the daemon; run `structured-agents verify` on its directory instead",
-                    MAX_DURATION.as_secs()
-                ),
-            ));
-        }
-    };
-    tracing::info!(
-        bundle = %name,
-        version = %report.version,
-        crash_points = report.crash_points.len(),
-        violations = report.violations,
-        by = caller.name(),
-        "verify: the bundle's crash matrix was run"
-    );
-    Ok(Json(report))
+        real_tools: request.real_tools,
+        tool_results: request.tool_results.unwrap_or_default(),
+    })
 }
 
-/// The body's reply script, or a 422 saying what is wrong with it.
-fn exchange(value: &Value) -> Result<verify::Exchange, ApiError> {
+/// The body's reply script as text, once it reads as one (a 422 saying
+/// what is wrong with it otherwise).
+fn exchange_text(value: &Value) -> Result<String, ApiError> {
     let text = match value {
         Value::String(text) => text.clone(),
         other => other.to_string(),
     };
-    verify::parse_exchange(&text)
-        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, "exchange", e.to_string()))
+    verify::parse_exchange(&text).map_err(|e| refused(&e))?;
+    Ok(text)
 }
 
-fn refused(name: &str, e: VerifyError) -> ApiError {
-    match e {
-        VerifyError::NeedsExchange { .. } | VerifyError::Script(_) => {
-            ApiError::field(ErrorCode::InvalidRequest, "exchange", e.to_string())
-        }
-        VerifyError::Invalid { .. } | VerifyError::Run { .. } => {
-            ApiError::new(ErrorCode::InvalidRequest, e.to_string())
-        }
-        VerifyError::Work { .. } | VerifyError::Task(_) => {
-            ApiError::internal(format!("verifying bundle {name:?}: {e}"))
-        }
+/// A finished verify job as the route answers: its report with `job_id`,
+/// or the refusal its worker recorded, or why it gave neither.
+async fn answer(state: &AppState, job: Job) -> Result<Json<Value>, ApiError> {
+    if let (JobState::Succeeded, Some(Value::Object(mut report))) = (job.state, job.result.clone())
+    {
+        report.insert("job_id".into(), Value::String(job.id.to_string()));
+        return Ok(Json(Value::Object(report)));
+    }
+    let recorded = state
+        .queue
+        .journal(&job.id)
+        .await?
+        .into_iter()
+        .find(|entry| {
+            entry.scope.is_empty() && entry.turn == REFUSED_TURN && entry.step == REFUSED_STEP
+        });
+    if let Some(mut refusal) = recorded.and_then(|e| serde_json::from_str::<Refusal>(&e.body).ok())
+    {
+        refusal.message = format!("{} (verify job {})", refusal.message, job.id);
+        return Err(spelled(refusal));
+    }
+    Err(ApiError::new(
+        ErrorCode::InvalidState,
+        job.error.unwrap_or_else(|| {
+            format!(
+                "verify job {} ended {} without a report; see GET /v1/jobs/{}",
+                job.id, job.state, job.id
+            )
+        }),
+    ))
+}
+
+fn refused(e: &VerifyError) -> ApiError {
+    spelled(Refusal::from(e))
+}
+
+/// A refusal as its status: the caller's script or bundle a 422 (the
+/// script's naming `exchange`), too slow a 504, the daemon's own part a 500.
+fn spelled(refusal: Refusal) -> ApiError {
+    match refusal.reason {
+        Reason::Exchange => ApiError::field(ErrorCode::InvalidRequest, "exchange", refusal.message),
+        Reason::Invalid => ApiError::new(ErrorCode::InvalidRequest, refusal.message),
+        Reason::TimedOut => ApiError::new(ErrorCode::TimedOut, refusal.message),
+        Reason::Internal => ApiError::internal(refusal.message),
     }
 }

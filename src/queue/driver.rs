@@ -284,6 +284,12 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.write(op).await
     }
 
+    async fn delete_finished(&self, id: &JobId) -> Result<Deletion, QueueError> {
+        self.driver
+            .write(op::DeleteFinished { id: id.clone() })
+            .await
+    }
+
     async fn has_conversation(&self, owner: Option<&str>, id: &str) -> Result<bool, QueueError> {
         let op = op::HasConversation {
             owner: owner.map(str::to_string),

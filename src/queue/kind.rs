@@ -13,6 +13,8 @@
 //! This module must not know about bundles: whether a bundle offers the
 //! tools or has the stage is admission's check.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -52,6 +54,34 @@ pub enum JobKind {
     /// job's lease, log and cancellation. A submitter cannot ask for one
     /// on another way in: no wire's body sets a job's kind.
     ToolRun { tool: String, arguments: String },
+    /// A verify of its bundle, the crash matrix (`POST
+    /// /v1/bundles/{name}/verify` makes one and waits for its report): it
+    /// runs where jobs run, on a worker, under the job's lease and
+    /// cancellation, never in the API process. Like a tool run, only that
+    /// route makes one.
+    Verify(Box<VerifyRun>),
+}
+
+/// What a verify job runs: the body of `POST /v1/bundles/{name}/verify`
+/// as checked, stored with the job so that a verify resumed on another
+/// daemon runs the same.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct VerifyRun {
+    /// The reply script's text (the mock server's format); none: the
+    /// bundle's own `scripted:` endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<String>,
+    /// The run's input (`{{ input }}` in the prompts).
+    pub input: String,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub variables: Map<String, Value>,
+    /// Really run the tools whose effect is not `read_only` (else
+    /// stand-ins answer them with `tool_results`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub real_tools: bool,
+    /// What the stand-ins answer, by tool name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_results: BTreeMap<String, Value>,
 }
 
 impl JobKind {

@@ -56,7 +56,7 @@ pub(crate) use fair::ReadyKey;
 pub use fair::Shares;
 pub use kind::{
     Asked, ControlError, Controls, JobKind, MAX_AGENTS_VARIABLE, ONLY_STAGE_VARIABLE,
-    TOOLS_VARIABLE,
+    TOOLS_VARIABLE, VerifyRun,
 };
 pub use leased::LeasedJob;
 pub use lifecycle::Pinner;
@@ -66,6 +66,7 @@ pub use outbox::{
     PushAuth, PushConfig, PushPayload, Redrive, Settled,
 };
 pub use push_configs::{PushCaps, PushHolder};
+pub use reads::Deletion;
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply, parked_call};
 pub use rules::{Decision, decide, decide_release, stamp_final};

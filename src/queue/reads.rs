@@ -1,6 +1,7 @@
 //! What the queue answers without changing a job — a page of jobs, counts
-//! by state, an owner's load for its quotas — and what it deletes as
-//! upkeep: finished jobs past retention, a conversation's finished turns.
+//! by state, an owner's load for its quotas — and what it deletes: finished
+//! jobs past retention, a conversation's finished turns, one finished job
+//! its owner deletes.
 
 use super::transaction::Tx;
 use super::tx::{Conversation, Res};
@@ -52,6 +53,32 @@ pub(crate) async fn purge_finished(tx: &mut impl Tx, cutoff: i64, limit: usize) 
     let ids = tx.finished_before(cutoff, limit).await?;
     tx.delete_jobs(&ids).await?;
     Ok(ids.len())
+}
+
+/// What deleting one job found.
+#[derive(Debug, Clone)]
+pub enum Deletion {
+    /// The job had ended: it is gone, with its events, journal and
+    /// deliveries (as it was, for the answer).
+    Deleted(Box<Job>),
+    /// The job has not ended (queued, running or parked): nothing changed.
+    Unfinished(Box<Job>),
+    /// No such job.
+    Missing,
+}
+
+/// Deletes job `id` if it has ended. Its row is locked first, so a job
+/// that ends meanwhile is either deleted after its end committed or found
+/// unfinished.
+pub(crate) async fn delete_finished(tx: &mut impl Tx, id: &JobId) -> Res<Deletion> {
+    let Some(job) = tx.job(id.as_str(), true).await? else {
+        return Ok(Deletion::Missing);
+    };
+    if !job.state.is_terminal() {
+        return Ok(Deletion::Unfinished(Box::new(job)));
+    }
+    tx.delete_jobs(&[id.to_string()]).await?;
+    Ok(Deletion::Deleted(Box::new(job)))
 }
 
 /// Deletes a conversation's finished jobs; (deleted, left unfinished).

@@ -137,6 +137,9 @@ pub trait JobQueue: Send + Sync {
         owner: Option<&str>,
         id: &str,
     ) -> Result<(usize, usize), QueueError>;
+    /// Deletes job `id` with its events, journal and deliveries if it has
+    /// ended; an unfinished job is left as it is.
+    async fn delete_finished(&self, id: &JobId) -> Result<Deletion, QueueError>;
     /// Whether `owner` has a conversation `id` (a job of that key claimed
     /// it, and it was not forgotten since). Conversations are per key: two
     /// keys' conversations of one id are two.

@@ -18,6 +18,7 @@
 //! job).
 
 mod crash;
+pub mod refusal;
 pub mod report;
 pub mod stand_in;
 
@@ -40,8 +41,13 @@ use crate::registry::{BundleIdentity, LoadedBundle};
 use crate::runner::{RunOptions, RunScope, Runner};
 use crate::types::RunResult;
 use crash::{CrashAt, CrashingStore, Execution, ExecutionCounter, Moment};
+pub use refusal::Refusal;
 pub use report::Report;
 pub use stand_in::ToolMode;
+
+/// How long a verify the daemon runs (a `verify` job) may take, all crash
+/// points together: past it the worker stops it and the route answers 504.
+pub const DAEMON_MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A reply script, as verify takes it.
 pub type Exchange = Script;
@@ -103,13 +109,7 @@ pub async fn verify(request: Request) -> Result<Report, VerifyError> {
                 .await
                 .map_err(|e| VerifyError::Task(e.to_string()))??
         }
-        (None, endpoint) => {
-            return Err(VerifyError::NeedsExchange {
-                bundle: bundle.name().to_string(),
-                dir: request.dir.clone(),
-                endpoint: describe_endpoint(endpoint),
-            });
-        }
+        (None, _) => return Err(needs_exchange(&bundle)),
     };
     let options = RunOptions {
         tools: crate::bundle::requested_tools(&request.variables).map_err(|e| {
@@ -132,6 +132,24 @@ pub async fn verify(request: Request) -> Result<Report, VerifyError> {
     let result = subject.matrix(&work).await;
     work.remove().await;
     result
+}
+
+/// Refuses to verify `bundle` without a reply script (`has_exchange`) when
+/// its endpoint is not a `scripted:` one of its own: verify never calls a
+/// model server. The API asks it before it queues a verify job.
+pub fn check_exchange(bundle: &Bundle, has_exchange: bool) -> Result<(), VerifyError> {
+    match (&bundle.endpoint, has_exchange) {
+        (_, true) | (EndpointRef::Scripted(_), false) => Ok(()),
+        (_, false) => Err(needs_exchange(bundle)),
+    }
+}
+
+fn needs_exchange(bundle: &Bundle) -> VerifyError {
+    VerifyError::NeedsExchange {
+        bundle: bundle.name().to_string(),
+        dir: bundle.dir.clone(),
+        endpoint: describe_endpoint(&bundle.endpoint),
+    }
 }
 
 /// A reply script given inline (the API's `exchange`), read as the mock

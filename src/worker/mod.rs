@@ -12,6 +12,7 @@ mod attempt_log;
 mod ending;
 mod group_chat;
 mod tool_run;
+mod verify;
 mod workflow;
 
 use std::sync::Arc;
@@ -261,8 +262,8 @@ impl WorkerPool {
     }
 
     /// Runs the job as what its kind says: its bundle (a workflow or an
-    /// agent, as the pinned content is), one stage, a group chat, or one
-    /// call of a tool.
+    /// agent, as the pinned content is), one stage, a group chat, one call
+    /// of a tool, or a verify of its bundle.
     async fn run_kind(&self, loaded: &LoadedBundle, job: &LeasedJob, scope: &RunScope) -> Outcome {
         // The endpoints' load gates order this job's calls by its priority,
         // take turns across API keys and bundles, and hold a job's first
@@ -294,6 +295,9 @@ impl WorkerPool {
         match (&job.kind, &loaded.bundle.workflow) {
             (JobKind::ToolRun { tool, arguments }, _) => {
                 tool_run::run(loaded, job, tool, arguments, scope).await
+            }
+            (JobKind::Verify(run), _) => {
+                verify::run(&self.registry.snapshot(), loaded, job, run, scope).await
             }
             (JobKind::Bundle, Some(spec)) => workflow::run(workflow(None), spec).await,
             (JobKind::Bundle, None) => self.run_agent(loaded, job, scope).await,
@@ -501,6 +505,7 @@ fn not_runnable(job: &LeasedJob, kind: &JobKind, loaded: &LoadedBundle) -> Outco
         }
         JobKind::Bundle => "runs its bundle".to_string(),
         JobKind::ToolRun { tool, .. } => format!("runs tool {tool:?}"),
+        JobKind::Verify(_) => "verifies its bundle".to_string(),
     };
     Outcome::Failed {
         error: format!(

@@ -5,12 +5,15 @@
 //! `background: true`; `GET /v1/responses/{id}` retrieves it, and with
 //! `?stream=true&starting_after=N` resumes its stream after event `N`, also
 //! across a daemon restart (see [`stream`] for how events are numbered);
-//! `POST /v1/responses/{id}/cancel` cancels the job.
+//! `POST /v1/responses/{id}/cancel` cancels the job, `DELETE
+//! /v1/responses/{id}` deletes an ended one;
+//! `GET /v1/responses/{id}/input_items` lists what it was made from.
 //!
 //! A response is a job (`resp_<job id>`); it enters through admission like
 //! every job, and `previous_response_id` continues the earlier response's
 //! conversation. Errors use OpenAI's shape (see [`super::openai`]).
 
+pub mod input_items;
 mod items;
 mod object;
 mod stream;
@@ -140,6 +143,25 @@ pub async fn cancel(
     }
 }
 
+/// `DELETE /v1/responses/{id}`: deletes an ended response's job (as
+/// `DELETE /v1/jobs/{id}`), answered as OpenAI's deletion object.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Response {
+    let deleted = match job_of(&id) {
+        Some(job) => super::jobs::delete_ended(&state, &caller, &job).await,
+        None => Err(not_a_response(&id)),
+    };
+    match deleted {
+        Ok(_) => {
+            Json(json!({"id": id, "object": "response.deleted", "deleted": true})).into_response()
+        }
+        Err(e) => OpenAiError::from(e).into_response(),
+    }
+}
+
 fn answer(built: Result<Value, ApiError>) -> Response {
     match built {
         Ok(body) => Json(body).into_response(),
@@ -147,14 +169,16 @@ fn answer(built: Result<Value, ApiError>) -> Response {
     }
 }
 
+fn not_a_response(id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no response {id:?}: response ids are `resp_<job id>`"),
+    )
+}
+
 /// The job response `id` names, if the caller may read it.
 async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Job, OpenAiError> {
-    let job_id = job_of(id).ok_or_else(|| {
-        OpenAiError::from(ApiError::new(
-            ErrorCode::NotFound,
-            format!("no response {id:?}: response ids are `resp_<job id>`"),
-        ))
-    })?;
+    let job_id = job_of(id).ok_or_else(|| OpenAiError::from(not_a_response(id)))?;
     let job = state.queue.get(&job_id).await.map_err(ApiError::from)?;
     Ok(caller.job(Action::ReadJob, &job_id, job)?)
 }

@@ -294,6 +294,21 @@ impl Operation for ForgetConversation {
 
 impl Write for ForgetConversation {}
 
+/// Deletes one job if it has ended.
+pub(crate) struct DeleteFinished {
+    pub id: JobId,
+}
+
+impl Operation for DeleteFinished {
+    type Output = reads::Deletion;
+    const NAME: &'static str = "delete_finished";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<reads::Deletion> {
+        reads::delete_finished(tx, &self.id).await
+    }
+}
+
+impl Write for DeleteFinished {}
+
 /// Whether a key's conversation `id` has its row: some job of that key
 /// claimed it (and it was not forgotten since).
 pub(crate) struct HasConversation {

@@ -10,6 +10,10 @@ test can act mid-stream.
 - finish ID INPUT: the finished response's text, a non-streamed create of the
   same input, and a follow-up with previous_response_id.
 - cancel INPUT: a background response, cancelled; its status until final.
+- items INPUT: a response made from a chat with instructions, then its
+  input items listed (newest first, oldest first, a page of one and the
+  page after it) and those of a follow-up; then the first response
+  deleted, and retrieving it a 404.
 """
 import json
 import sys
@@ -63,5 +67,31 @@ elif mode == "cancel":
     except openai.NotFoundError as e:
         missing = {"status": e.status_code, "code": e.code}
     emit({"started": started.status, "id": started.id, "final": status, "missing": missing})
+elif mode == "items":
+    made = client.responses.create(
+        model=model, instructions="Be brief.",
+        input=[{"role": "user", "content": "Hi"},
+               {"role": "assistant", "content": "Hello."},
+               {"role": "user", "content": args[0]}])
+    def listed(page):
+        return {"ids": [item.id for item in page.data],
+                "roles": [item.role for item in page.data],
+                "texts": [item.content[0].text for item in page.data],
+                "parts": [item.content[0].type for item in page.data],
+                "has_more": page.has_more, "first_id": page.first_id, "last_id": page.last_id}
+    newest = client.responses.input_items.list(made.id)
+    oldest = client.responses.input_items.list(made.id, order="asc")
+    one = client.responses.input_items.list(made.id, order="asc", limit=1)
+    after = client.responses.input_items.list(made.id, order="asc", limit=1, after=one.data[0].id)
+    follow = client.responses.create(model=model, input="And then?", previous_response_id=made.id)
+    follow_items = listed(client.responses.input_items.list(follow.id))
+    client.responses.delete(made.id)
+    try:
+        client.responses.retrieve(made.id)
+        gone = None
+    except openai.NotFoundError as e:
+        gone = {"status": e.status_code, "code": e.code}
+    emit({"newest": listed(newest), "oldest": listed(oldest), "one": listed(one),
+          "after": listed(after), "follow": follow_items, "deleted": gone})
 else:
     sys.exit(f"unknown mode {mode}")
