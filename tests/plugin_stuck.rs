@@ -13,8 +13,8 @@ use std::time::Duration;
 use common::Recorder;
 use serde_json::{Value, json};
 use structured_agents::events::{EventSink, RunContext};
-use structured_agents::plugins::PluginRegistry;
 use structured_agents::plugins::pool::{PLUGIN_CALL_THREADS, PoolError};
+use structured_agents::plugins::{Plugin, PluginRegistry};
 use structured_agents::tools::ToolEngine;
 use structured_agents::tools::ToolPolicy;
 use structured_agents::tools::plugin::PluginTool;
@@ -153,7 +153,8 @@ fn a_plugin_call_that_never_returns_times_out_and_leaves_the_blocking_pool_free(
             // Every plugin thread is stuck now: a further call waits for a slot
             // within its timeout and then fails naming the plugin.
             let refused = plugin
-                .invoke_pooled(
+                .pooled(
+                    Plugin::invoke,
                     instance.clone(),
                     json!({"name": "hang", "arguments": {}}),
                     Duration::from_millis(100),

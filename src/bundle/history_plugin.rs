@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 
 use super::schema::HistorySetting;
 use crate::kernel::{History, HistoryPlugin, HistoryPluginError, HistoryStrategy};
-use crate::plugins::pool::PoolError;
 use crate::plugins::{Instance, Plugin, PluginRegistry};
 use crate::types::Message;
 
@@ -148,11 +147,7 @@ impl DynamicHistoryPlugin {
 
     fn error(&self, detail: String, retryable: bool) -> HistoryPluginError {
         HistoryPluginError {
-            plugin: format!(
-                "{} ({})",
-                self.plugin.info.name,
-                self.plugin.info.file.display()
-            ),
+            plugin: self.plugin.info.label(),
             detail,
             retryable,
         }
@@ -210,13 +205,14 @@ impl HistoryPlugin for DynamicHistoryPlugin {
             });
             let answer = self
                 .plugin
-                .select_history_pooled(self.instance.clone(), request, HISTORY_PLUGIN_TIMEOUT)
+                .pooled(
+                    Plugin::select_history,
+                    self.instance.clone(),
+                    request,
+                    HISTORY_PLUGIN_TIMEOUT,
+                )
                 .await
-                .map_err(|e| {
-                    let retryable =
-                        matches!(e, PoolError::Timeout { .. } | PoolError::NoSlot { .. });
-                    self.error(e.to_string(), retryable)
-                })?
+                .map_err(|e| self.error(e.to_string(), e.is_retryable()))?
                 .map_err(|e| self.error(e.to_string(), false))?;
             selection(answer).map_err(|e| self.error(e.to_string(), false))
         })

@@ -199,21 +199,12 @@ impl Plugin {
         self.take_result(out, "sa_tool_invoke")
     }
 
-    /// Calls a tool on the plugin's own call threads (never the runtime's
-    /// blocking pool); `timeout` covers waiting for a free thread and the
-    /// call. A call that times out keeps its thread until it returns.
-    pub async fn invoke_pooled(
-        self: &Arc<Self>,
-        instance: Arc<Instance>,
-        call: Value,
-        timeout: Duration,
-    ) -> Result<Result<Value, PluginCallError>, PoolError> {
-        self.pooled(Self::invoke, instance, call, timeout).await
-    }
-
-    /// Runs `call` (one of the blocking exports above) on the plugin's own
-    /// call threads within `timeout`.
-    async fn pooled(
+    /// Runs `call`, one of the blocking exports ([`Plugin::invoke`],
+    /// [`Plugin::call_model`], [`Plugin::select_history`]), on the plugin's
+    /// own call threads (never the runtime's blocking pool); `timeout`
+    /// covers waiting for a free thread and the call. A call that times out
+    /// keeps its thread until it returns.
+    pub async fn pooled(
         self: &Arc<Self>,
         call: fn(&Self, &Instance, &Value) -> Result<Value, PluginCallError>,
         instance: Arc<Instance>,
@@ -236,18 +227,6 @@ impl Plugin {
         self.call_export(self.model_call, "model", "sa_model_call", instance, request)
     }
 
-    /// [`Plugin::call_model`] on the plugin's own call threads, as
-    /// [`Plugin::invoke_pooled`] runs a tool call.
-    pub async fn call_model_pooled(
-        self: &Arc<Self>,
-        instance: Arc<Instance>,
-        request: Value,
-        timeout: Duration,
-    ) -> Result<Result<Value, PluginCallError>, PoolError> {
-        self.pooled(Self::call_model, instance, request, timeout)
-            .await
-    }
-
     /// Asks a history plugin which messages to send (`request` =
     /// `{messages, max_history_messages, model}`), answered `{"ok":
     /// {"indices": […]}}` or `{"error": {kind, message}}`. Blocking.
@@ -263,18 +242,6 @@ impl Plugin {
             instance,
             request,
         )
-    }
-
-    /// [`Plugin::select_history`] on the plugin's own call threads, as
-    /// [`Plugin::invoke_pooled`] runs a tool call.
-    pub async fn select_history_pooled(
-        self: &Arc<Self>,
-        instance: Arc<Instance>,
-        request: Value,
-        timeout: Duration,
-    ) -> Result<Result<Value, PluginCallError>, PoolError> {
-        self.pooled(Self::select_history, instance, request, timeout)
-            .await
     }
 
     /// Calls `export` (named `name`, which only a `kind` plugin has) with

@@ -64,6 +64,13 @@ pub struct PluginInfo {
     pub tools: Vec<String>,
 }
 
+impl PluginInfo {
+    /// How an error names the plugin: its name, then its file.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.name, self.file.display())
+    }
+}
+
 /// Why a plugin was not loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginLoadError {

@@ -40,6 +40,14 @@ pub enum PoolError {
     Spawn { plugin: String, detail: String },
 }
 
+impl PoolError {
+    /// Whether the call may succeed when tried again: the plugin was busy
+    /// or slow, not broken.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::NoSlot { .. } | Self::Timeout { .. })
+    }
+}
+
 /// The call threads of one plugin.
 pub struct CallPool {
     plugin: String,

@@ -117,11 +117,7 @@ impl DynamicModelPlugin {
 
     fn error(&self, op: &'static str, detail: String, retryable: bool) -> ModelPluginError {
         ModelPluginError {
-            plugin: format!(
-                "{} ({})",
-                self.plugin.info.name,
-                self.plugin.info.file.display()
-            ),
+            plugin: self.plugin.info.label(),
             op,
             detail,
             retryable,
@@ -133,16 +129,14 @@ impl DynamicModelPlugin {
         let request = json!({"op": op, "input": input});
         let answer = self
             .plugin
-            .call_model_pooled(self.instance.clone(), request, MODEL_PLUGIN_TIMEOUT)
+            .pooled(
+                Plugin::call_model,
+                self.instance.clone(),
+                request,
+                MODEL_PLUGIN_TIMEOUT,
+            )
             .await
-            .map_err(|e| {
-                let retryable = matches!(
-                    e,
-                    crate::plugins::pool::PoolError::Timeout { .. }
-                        | crate::plugins::pool::PoolError::NoSlot { .. }
-                );
-                self.error(op, e.to_string(), retryable)
-            })?
+            .map_err(|e| self.error(op, e.to_string(), e.is_retryable()))?
             .map_err(|e| self.error(op, e.to_string(), false))?;
         self.ok_value(op, answer)
     }

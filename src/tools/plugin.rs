@@ -57,7 +57,7 @@ impl Tool for PluginTool {
         let name = self.plugin.info.name.clone();
         // The engine's deadline bounds the wait for a free plugin thread too.
         let result = plugin
-            .invoke_pooled(instance, call, ctx.remaining())
+            .pooled(Plugin::invoke, instance, call, ctx.remaining())
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?
             .map_err(|e| ToolError::Failed(e.to_string()))?;
