@@ -107,11 +107,7 @@ impl ModelPlugin for FunctionGemmaPlugin {
         tools: &[ToolSchema],
         rules: CallRules,
     ) -> Result<Grammar, GrammarError> {
-        if tools.is_empty() {
-            return Err(GrammarError::NoTools {
-                mode: mode.as_str(),
-            });
-        }
+        GrammarError::require_tools(mode, tools)?;
         match mode {
             GrammarMode::Ebnf => ebnf(tools, rules).map(Grammar::Ebnf),
             GrammarMode::StructuralTag => structural_tag(tools, rules).map(Grammar::StructuralTag),

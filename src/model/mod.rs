@@ -190,6 +190,19 @@ pub enum GrammarError {
     NoTools { mode: &'static str },
 }
 
+impl GrammarError {
+    /// Refuses a grammar in `mode` for a request without tools: the
+    /// grammars the plugins build constrain calls of the offered tools.
+    pub fn require_tools(mode: GrammarMode, tools: &[ToolSchema]) -> Result<(), Self> {
+        if tools.is_empty() {
+            return Err(Self::NoTools {
+                mode: mode.as_str(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// A model plugin library failed a call (it answered an error, garbage or
 /// nothing in time): the turn that asked cannot go on.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -263,6 +276,8 @@ pub trait ModelPlugin: Send + Sync {
     /// Reads the assistant message returned by the server.
     fn parse_reply(&self, reply: &Message, tools: &[ToolSchema]) -> ParsedReply;
 
+    // The families (`function_gemma.rs`, `qwen/`) write these signatures
+    // again, as an impl must; their bodies are their own formats'.
     /// Where a tool call written in the text could begin in `partial`, a
     /// reply's text so far while it streams: the byte offset from which the
     /// text might be (the start of) a call, `None` when no call can begin

@@ -18,6 +18,18 @@ pub(crate) enum Dialect {
     Gemma,
 }
 
+impl Dialect {
+    /// The base rule that accepts any value, or with `shape` (`_arr`,
+    /// `_obj`) any array or object: `json_any`, `fg_any_arr`, ….
+    fn any(self, shape: &str) -> String {
+        let any = match self {
+            Self::Json => "json_any",
+            Self::Gemma => "fg_any",
+        };
+        format!("{any}{shape}")
+    }
+}
+
 /// Shared rules every grammar gets (referenced by name).
 const JSON_BASE: &str = r#"ws ::= [ \t\n]*
 json_string ::= "\"" json_char* "\""
@@ -180,10 +192,7 @@ impl Ebnf {
         if dialect == Dialect::Gemma {
             self.gemma = true;
         }
-        let any = || match dialect {
-            Dialect::Json => "json_any".to_string(),
-            Dialect::Gemma => "fg_any".to_string(),
-        };
+        let any = || dialect.any("");
         let schema = match schema {
             Value::Bool(true) => return Ok(any()),
             Value::Bool(false) => return Err(SchemaError::AcceptsNothing),
@@ -255,6 +264,8 @@ impl Ebnf {
         })
     }
 
+    // `array` and `object` take `value_at`'s arguments, as the rules it
+    // descends into.
     fn array(
         &mut self,
         schema: &Map<String, Value>,
@@ -264,12 +275,7 @@ impl Ebnf {
     ) -> Result<String, SchemaError> {
         let item = match schema.get("items") {
             Some(items) => self.value_at(items, dialect, &format!("{hint}_item"), depth + 1)?,
-            None => {
-                return Ok(match dialect {
-                    Dialect::Json => "json_any_arr".into(),
-                    Dialect::Gemma => "fg_any_arr".into(),
-                });
-            }
+            None => return Ok(dialect.any("_arr")),
         };
         let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
         let body = match dialect {
@@ -289,10 +295,7 @@ impl Ebnf {
         depth: usize,
     ) -> Result<String, SchemaError> {
         let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-            return Ok(match dialect {
-                Dialect::Json => "json_any_obj".into(),
-                Dialect::Gemma => "fg_any_obj".into(),
-            });
+            return Ok(dialect.any("_obj"));
         };
         let required = required_set(schema);
         let mut members = Vec::new();

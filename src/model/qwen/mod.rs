@@ -106,11 +106,7 @@ impl ModelPlugin for QwenPlugin {
         tools: &[ToolSchema],
         rules: CallRules,
     ) -> Result<Grammar, GrammarError> {
-        if tools.is_empty() {
-            return Err(GrammarError::NoTools {
-                mode: mode.as_str(),
-            });
-        }
+        GrammarError::require_tools(mode, tools)?;
         match mode {
             GrammarMode::Ebnf => self.ebnf(tools, rules).map(Grammar::Ebnf),
             GrammarMode::StructuralTag => {
