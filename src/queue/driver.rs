@@ -124,6 +124,9 @@ impl<D> Queue<D> {
     }
 }
 
+// Kept as one method per call, alike by design: each repeats its
+// signature in `seam.rs` (as an impl must) and only builds its operation's
+// struct for the driver; the operations themselves are `op/`'s.
 #[async_trait]
 impl<D: Driver> JobQueue for Queue<D> {
     async fn submit(&self, mut job: NewJob) -> Result<(Job, bool), QueueError> {

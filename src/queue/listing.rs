@@ -132,33 +132,26 @@ pub trait InConversation {
     fn owner(&self) -> Option<&str>;
 }
 
-impl InConversation for Job {
-    fn job_id(&self) -> &JobId {
-        &self.id
-    }
+/// Both jobs answer from their fields of the same names.
+macro_rules! in_conversation_by_fields {
+    ($($job:ty),+) => {$(
+        impl InConversation for $job {
+            fn job_id(&self) -> &JobId {
+                &self.id
+            }
 
-    fn conversation(&self) -> Option<&str> {
-        self.conversation_id.as_deref()
-    }
+            fn conversation(&self) -> Option<&str> {
+                self.conversation_id.as_deref()
+            }
 
-    fn owner(&self) -> Option<&str> {
-        self.owner.as_deref()
-    }
+            fn owner(&self) -> Option<&str> {
+                self.owner.as_deref()
+            }
+        }
+    )+};
 }
 
-impl InConversation for super::LeasedJob {
-    fn job_id(&self) -> &JobId {
-        &self.id
-    }
-
-    fn conversation(&self) -> Option<&str> {
-        self.conversation_id.as_deref()
-    }
-
-    fn owner(&self) -> Option<&str> {
-        self.owner.as_deref()
-    }
-}
+in_conversation_by_fields!(Job, super::LeasedJob);
 
 /// The conversation's earlier finished turns before `job`, oldest first, at
 /// most `limit` of them: what the job starts from. A conversation is its

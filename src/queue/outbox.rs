@@ -130,6 +130,23 @@ pub enum DeliveryResult {
     },
 }
 
+impl DeliveryResult {
+    /// What a settle writes, on either store: the delivery's state, when it
+    /// is attempted next (a settled one: `now`) and its last error.
+    pub(crate) fn stored(&self, now: i64) -> (&'static str, i64, Option<&str>) {
+        match self {
+            Self::Delivered => ("delivered", now, None),
+            Self::Retry { at, error } => ("pending", *at, Some(error.as_str())),
+            Self::Dead { error } => ("dead", now, Some(error.as_str())),
+        }
+    }
+}
+
+/// A claim generation as both stores keep it (a signed 64-bit integer).
+pub(crate) fn stored_claim(claim: u64) -> i64 {
+    i64::try_from(claim).unwrap_or(i64::MAX)
+}
+
 /// The columns a claim selects, in the order [`delivery_from_row`] reads
 /// them (`claims`: the generation of the delivery's latest claim).
 pub(crate) const DELIVERY_COLUMNS: &str =
@@ -176,6 +193,9 @@ impl DeliveryState {
     }
 }
 
+// Kept apart from `Delivery`, whose first fields it repeats: that is what a
+// sender claims (payload, claim generation), this what an operator reads
+// (state, error, times, owner), each from its own query and columns.
 /// A delivery as an operator sees it: where it stands and why, without its
 /// payload (the job's own page has what it carries).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

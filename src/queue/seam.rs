@@ -98,6 +98,8 @@ pub trait JobQueue: Send + Sync {
     /// for `next`, in one write: the worker ending a job takes its next one
     /// without a commit of its own. Both or neither: an error records
     /// nothing.
+    // It takes `finish`'s arguments again, and `next`: a method of its own
+    // so that a store can make the two one transaction.
     async fn finish_and_lease(
         &self,
         id: &JobId,

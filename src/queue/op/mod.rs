@@ -47,6 +47,9 @@ use super::transaction::Tx;
 use super::tx::{Conversation, Pin, Res};
 use super::*;
 
+// The operations of `jobs.rs`, `schedule.rs`, `delivery.rs` and
+// `queries.rs` are alike in shape (a struct, its `Operation` impl, its
+// `Read` or `Write`), kept so: each names its own input, answer and rule.
 /// A queue operation: its parameters, owned, and the rule that runs it.
 pub(crate) trait Operation: Send + Sync + 'static {
     /// What the operation answers.

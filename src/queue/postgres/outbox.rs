@@ -7,14 +7,9 @@ use super::dialect::PgTx;
 use crate::queue::outbox::{
     DELIVERY_COLUMNS, Delivery, DeliveryFilter, DeliveryRecord, DeliveryResult, NewDelivery,
     OutboxStatements, PUSH_COLUMNS, PushConfig, RECORD_COLUMNS, RECORD_FROM, delivery_from_row,
-    push_from_row, record_from_row,
+    push_from_row, record_from_row, stored_claim,
 };
 use crate::queue::tx::{Columns, Res};
-
-/// A claim generation as stored (a BIGINT).
-fn stored_claim(claim: u64) -> i64 {
-    i64::try_from(claim).unwrap_or(i64::MAX)
-}
 
 impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
     async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()> {
@@ -82,11 +77,7 @@ impl<C: GenericClient> OutboxStatements for PgTx<'_, C> {
         result: &DeliveryResult,
         now: i64,
     ) -> Res<bool> {
-        let (state, at, error) = match result {
-            DeliveryResult::Delivered => ("delivered", now, None),
-            DeliveryResult::Retry { at, error } => ("pending", *at, Some(error.as_str())),
-            DeliveryResult::Dead { error } => ("dead", now, Some(error.as_str())),
-        };
+        let (state, at, error) = result.stored(now);
         let sql = "UPDATE deliveries SET state = $2, next_attempt_at = $3, last_error = $4, attempts = attempts + 1, lease_until = NULL, updated_at = $5
                    WHERE id = $1 AND claims = $6 AND lease_until IS NOT NULL";
         let claim = stored_claim(claim);

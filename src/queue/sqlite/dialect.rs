@@ -90,6 +90,9 @@ fn id_of(row: &Row<'_>) -> Res<String> {
     row.req_text(0)
 }
 
+// Each method repeats its signature in `statements.rs` (as an impl must);
+// kept apart from `postgres/dialect.rs`, whose methods it mirrors, as the
+// SQL and the client's calling convention differ by dialect.
 impl JobStatements for SqliteTx<'_> {
     async fn now(&mut self) -> Res<i64> {
         Ok(millis_now())

@@ -23,6 +23,10 @@ use dialect::SqliteTx;
 use writer::Writer;
 
 /// Ordered schema migrations; the store records how many ran.
+// Kept apart from `postgres/migrations/`, whose tables they match: each
+// dialect has its own DDL (`INTEGER` for `BIGINT` and `BOOLEAN`, no `"C"`
+// collation, `ALTER TABLE` limits) and its own numbering, and a migration
+// that has shipped never changes.
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_jobs_and_events.sql"),
     include_str!("migrations/0002_digest_journal_leases.sql"),

@@ -1,4 +1,9 @@
 //! The SQLite statements of the outbox (see `queue::outbox`).
+//!
+//! Kept apart from `postgres/outbox.rs`, whose methods it mirrors: the SQL
+//! differs by dialect (`?N` placeholders, `INSERT OR REPLACE`, no `SKIP
+//! LOCKED`) and so does the client's calling convention; what both compute
+//! (a settle's columns, a stored claim) is `queue::outbox`'s.
 
 use rusqlite::params;
 
@@ -6,14 +11,9 @@ use super::dialect::SqliteTx;
 use crate::queue::outbox::{
     DELIVERY_COLUMNS, Delivery, DeliveryFilter, DeliveryRecord, DeliveryResult, NewDelivery,
     OutboxStatements, PUSH_COLUMNS, PushConfig, RECORD_COLUMNS, RECORD_FROM, delivery_from_row,
-    push_from_row, record_from_row,
+    push_from_row, record_from_row, stored_claim,
 };
 use crate::queue::tx::{Columns, Res};
-
-/// A claim generation as stored (a signed integer).
-fn stored_claim(claim: u64) -> i64 {
-    i64::try_from(claim).unwrap_or(i64::MAX)
-}
 
 impl OutboxStatements for SqliteTx<'_> {
     async fn set_job_webhook(&mut self, job_id: &str, url: &str) -> Res<()> {
@@ -75,11 +75,7 @@ impl OutboxStatements for SqliteTx<'_> {
         result: &DeliveryResult,
         now: i64,
     ) -> Res<bool> {
-        let (state, at, error) = match result {
-            DeliveryResult::Delivered => ("delivered", now, None),
-            DeliveryResult::Retry { at, error } => ("pending", *at, Some(error.as_str())),
-            DeliveryResult::Dead { error } => ("dead", now, Some(error.as_str())),
-        };
+        let (state, at, error) = result.stored(now);
         let settled = self.exec(
             "UPDATE deliveries SET state = ?2, next_attempt_at = ?3, last_error = ?4, attempts = attempts + 1, lease_until = NULL, updated_at = ?5
              WHERE id = ?1 AND claims = ?6 AND lease_until IS NOT NULL",
