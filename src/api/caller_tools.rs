@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::AppState;
 use super::error::{ApiError, ErrorCode};
 use crate::approval::{CallerCall, ParkedKind};
-use crate::queue::{CallerOutput, Job, JobState};
+use crate::queue::{CallerOutput, Job, JobId, JobState, Resolution};
 use crate::types::ToolSchema;
 
 /// The longest tool name (OpenAI's own bound).
@@ -212,6 +212,20 @@ pub(super) fn check_outputs(
         ));
     }
     Ok(())
+}
+
+/// Hands the client's `outputs` to job `id`: journaled as the calls'
+/// results in the one write that queues it again (a second request with
+/// the same outputs finds it no longer waiting). Answers the job as that
+/// write left it.
+pub(super) async fn hand_back(
+    state: &AppState,
+    id: &JobId,
+    outputs: Vec<CallerOutput>,
+) -> Result<Job, ApiError> {
+    let resolution = Resolution::CallerOutputs { outputs };
+    let changed = state.queue.resolve(id, resolution).await?;
+    Ok(super::jobs::settled(state, changed))
 }
 
 /// An output's text: a string, or content parts whose texts are joined

@@ -236,6 +236,9 @@ impl From<ApiError> for CallError {
     }
 }
 
+// Its methods are alike in shape (rmcp's signature, the caller, then one
+// call into `mcp/`), kept so: each is one MCP method, answered by its own
+// part of `mcp/`.
 impl ServerHandler for BundleTools {
     #[expect(
         deprecated,

@@ -69,6 +69,8 @@ mod tests {
 
     #[test]
     fn proto_names_become_json_names_except_in_the_clients_own_objects() {
+        // The expected value below repeats `sent` in its other names, kept
+        // so: the two side by side are the rule.
         let sent = json!({
             "page_size": 5,
             "context_id": "c",

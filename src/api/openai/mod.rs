@@ -35,7 +35,7 @@ use super::feed::{Feed, Item, listen_first};
 use super::jobs::wait_finished;
 use crate::events::EventEnvelope;
 use crate::events::answer::AnswerStream;
-use crate::queue::{CallerOutput, Controls, Job, JobId, NewJob, Resolution};
+use crate::queue::{CallerOutput, Controls, Job, JobId, NewJob};
 
 /// How a streamed answer is sent: its job's feed, and whether a usage chunk
 /// ends it.
@@ -314,11 +314,5 @@ async fn resume(
         ));
     }
     super::caller_tools::check_outputs(&job, &outputs, "messages")?;
-    let resolution = Resolution::CallerOutputs { outputs };
-    let changed = state
-        .queue
-        .resolve(id, resolution)
-        .await
-        .map_err(ApiError::from)?;
-    Ok(super::jobs::settled(state, changed))
+    Ok(super::caller_tools::hand_back(state, id, outputs).await?)
 }

@@ -39,7 +39,7 @@ use super::feed::{Feed, Item, job_feed, listen_first};
 use super::openai::{OpenAiError, answer_format, bundle_of, refuse_unsupported};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
-use crate::queue::{CallerOutput, Controls, Job, JobId, JobState, NewJob, Resolution};
+use crate::queue::{CallerOutput, Controls, Job, JobId, JobState, NewJob};
 use object::{PREVIOUS_RESPONSE, job_of, response};
 use stream::{Frame, Translator};
 
@@ -347,6 +347,9 @@ fn function_outputs(request: &CreateRequest) -> Result<Option<Vec<CallerOutput>>
 /// results in the one write that queues the job again (a second request
 /// with the same outputs finds it no longer waiting), then answered as a
 /// view of the job from there.
+// Its refusals are shaped as chat completions' `resume` (api/openai), kept
+// so: each wire names its own parameters and says its own words; what
+// both do is `caller_tools`' (`check_outputs`, `hand_back`).
 async fn resume(
     state: &AppState,
     caller: &Caller,
@@ -383,13 +386,7 @@ async fn resume(
     }
     caller_tools::check_outputs(&job, &outputs, "input")?;
     let after = last_event(state, &job).await?;
-    let resolution = Resolution::CallerOutputs { outputs };
-    let changed = state
-        .queue
-        .resolve(&job.id, resolution)
-        .await
-        .map_err(ApiError::from)?;
-    let job = super::jobs::settled(state, changed);
+    let job = caller_tools::hand_back(state, &job.id, outputs).await?;
     let view = View {
         after,
         previous: Some(previous.to_string()),

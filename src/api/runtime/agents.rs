@@ -19,7 +19,7 @@ use super::super::body::{JsonBody, Path};
 use super::super::error::{ApiError, ErrorCode};
 use super::super::feed::run_to_end;
 use super::super::trace_context::CallerTrace;
-use super::{USER_VARIABLE, envelope};
+use super::envelope;
 use crate::group_chat::{Participant, Place};
 use crate::queue::NewJob;
 use crate::types::MessageType;
@@ -122,6 +122,8 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Json<Value> 
     Json(json!({"agents": agents}))
 }
 
+// Alike in shape to AG-UI's `RunInput` (api/agui.rs), kept apart: each is
+// its own wire's body, its keys and their defaults its wire's.
 /// A message envelope as callers send it; only `content` is required.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -165,8 +167,7 @@ pub async fn message(
     super::non_blank("content", &message.content)?;
     let conversation = super::conversation_of(message.conversation_id)?;
     let sender = message.sender_id.unwrap_or_else(super::default_user);
-    let mut variables = serde_json::Map::new();
-    variables.insert(USER_VARIABLE.into(), json!(sender));
+    let variables = super::user_variables(&sender);
     // A caller that repeats a message (a resumed job's `http_agent` call
     // does, with the same key) gets the first answer, not a second run.
     let idempotency_key = match headers.get("idempotency-key").map(|v| v.to_str()) {

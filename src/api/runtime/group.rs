@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::super::AppState;
 use super::super::auth::Caller;
@@ -14,10 +14,12 @@ use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
 use super::agents::{AgentCard, directory, find};
-use super::{GROUP_RUNTIME, USER_VARIABLE, envelope};
+use super::{GROUP_RUNTIME, envelope};
 use crate::group_chat::{Participant, Place, Plan, Termination};
 use crate::registry::LoadedBundle;
 
+// Its first fields are a query's (`query.rs`), kept apart: each wire's
+// request refuses unknown keys, which `#[serde(flatten)]` cannot.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroupChatRequest {
@@ -56,12 +58,10 @@ pub async fn group_chat(
     let plan = plan(&state, &host, &request)?;
     let local_agents = plan.local_bundles();
     let conversation = super::conversation_of(request.conversation_id)?;
-    let mut variables = Map::new();
-    variables.insert(USER_VARIABLE.into(), json!(request.user_id));
     let submission = super::RunSubmission {
         bundle: host.name(),
         input: request.query,
-        variables,
+        variables: super::user_variables(&request.user_id),
         // As before the controls had fields, a chat's conversation shows
         // its trace plain (the reply below shows what it asked for).
         controls: Default::default(),

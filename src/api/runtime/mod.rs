@@ -159,6 +159,14 @@ fn default_user() -> String {
     "user".into()
 }
 
+/// A runtime job's variables: who asks (`user_id`), under whom its
+/// conversation is listed.
+fn user_variables(user: &str) -> serde_json::Map<String, Value> {
+    let mut variables = serde_json::Map::new();
+    variables.insert(USER_VARIABLE.into(), json!(user));
+    variables
+}
+
 /// A message envelope of the runtime: `type` "Text", a fresh `messageId`.
 fn envelope(conversation: &str, sender: &str, recipient: &str, content: &str) -> Value {
     json!({

@@ -6,14 +6,14 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::{Map, json};
+use serde_json::json;
 
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::JsonBody;
 use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
-use super::{RUNTIME, USER_VARIABLE, envelope};
+use super::{RUNTIME, envelope};
 use crate::queue::Controls;
 
 #[derive(Debug, Deserialize)]
@@ -56,12 +56,10 @@ pub async fn query(
     let router_name = state.registry.snapshot().config.runtime.router.clone();
     let router = super::configured_bundle(&state, "router", &router_name)?;
     let conversation = super::conversation_of(request.conversation_id)?;
-    let mut variables = Map::new();
-    variables.insert(USER_VARIABLE.into(), json!(request.user_id));
     let submission = super::RunSubmission {
         bundle: router.name(),
         input: request.query,
-        variables,
+        variables: super::user_variables(&request.user_id),
         controls: Controls {
             max_agents: request.max_agents,
             verbose: request.verbose,
