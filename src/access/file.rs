@@ -270,6 +270,20 @@ pub fn new_token() -> String {
     format!("sa_{}", crate::hex::hex(&rand::random::<[u8; 32]>()))
 }
 
+/// A key named `name` with `scopes` and, when given, only `bundles`, as
+/// the tests of `access` build their principals.
+#[cfg(test)]
+pub(super) fn test_key(name: &str, scopes: &[Scope], bundles: Option<&[&str]>) -> Principal {
+    KeyEntry {
+        name: name.into(),
+        scopes: scopes.to_vec(),
+        bundles: bundles.map(|b| b.iter().map(|s| s.to_string()).collect()),
+        ..Default::default()
+    }
+    .principal()
+    .expect("a test key is valid")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

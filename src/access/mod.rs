@@ -329,19 +329,8 @@ fn compile_globs(patterns: &[String]) -> Result<GlobSet, file::KeyError> {
 
 #[cfg(test)]
 mod tests {
+    use super::file::test_key as key;
     use super::*;
-
-    fn key(name: &str, scopes: &[Scope], bundles: Option<&[&str]>) -> Principal {
-        file::KeyEntry {
-            name: name.into(),
-            token_sha256: String::new(),
-            scopes: scopes.to_vec(),
-            bundles: bundles.map(|b| b.iter().map(|s| s.to_string()).collect()),
-            ..Default::default()
-        }
-        .principal()
-        .unwrap()
-    }
 
     #[test]
     fn an_open_ring_is_local_with_every_scope_and_refused_off_loopback() {

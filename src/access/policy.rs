@@ -440,19 +440,8 @@ pub struct ReachRefused {
 
 #[cfg(test)]
 mod tests {
-    use super::super::file::KeyEntry;
+    use super::super::file::test_key as key;
     use super::*;
-
-    fn key(name: &str, scopes: &[Scope], bundles: Option<&[&str]>) -> Principal {
-        KeyEntry {
-            name: name.into(),
-            scopes: scopes.to_vec(),
-            bundles: bundles.map(|b| b.iter().map(|s| s.to_string()).collect()),
-            ..Default::default()
-        }
-        .principal()
-        .unwrap()
-    }
 
     #[test]
     fn every_action_is_listed_once_with_a_distinct_name() {
