@@ -64,6 +64,8 @@ impl Client {
     }
 
     /// Sends and decodes JSON; API errors become readable messages.
+    // The error body is read as a plugin's error answer is (tools/plugin.rs)
+    // by shape only: two wires, each its own keys and defaults.
     async fn call(&self, builder: reqwest::RequestBuilder) -> anyhow::Result<Value> {
         let response = builder.timeout(Duration::from_secs(30)).send().await.with_context(|| {
             format!("cannot reach the daemon at {} (is `structured-agents serve` running? see --server)", self.base)

@@ -26,105 +26,110 @@ pub struct KeysArgs {
 #[derive(Debug, clap::Subcommand)]
 enum KeysCommand {
     /// Make a key, add it to the file and print its token (once).
-    New {
-        /// Its name: in job owners, decisions, logs.
-        name: String,
-        /// What it may do: submit, read, read_all, operate, operate_all,
-        /// approve, admin (comma-separated).
-        #[arg(long, value_delimiter = ',', required = true)]
-        scopes: Vec<Scope>,
-        /// Globs of the bundles it may use (comma-separated); all when left out.
-        #[arg(long, value_delimiter = ',')]
-        bundles: Option<Vec<String>>,
-        /// Submissions a minute.
-        #[arg(long)]
-        rate_per_minute: Option<u32>,
-        /// Its jobs not finished at once.
-        #[arg(long)]
-        max_in_flight: Option<u64>,
-        /// The highest priority its jobs may ask for.
-        #[arg(long)]
-        max_priority: Option<i32>,
-        /// Its share of the workers while other keys' jobs wait too (1 to
-        /// 1000, against 1 for keys without one).
-        #[arg(long)]
-        weight: Option<u32>,
-        /// Its tokens over a rolling day.
-        #[arg(long)]
-        tokens_per_day: Option<u64>,
-        /// Its cost over a rolling day (the daemon's `[prices]`).
-        #[arg(long)]
-        cost_per_day: Option<f64>,
-        /// Where its jobs' state changes are POSTed when a job names no
-        /// webhook of its own (an http(s) URL within the daemon's
-        /// `egress.allow`; docs/api.md, Completion webhooks).
-        #[arg(long)]
-        webhook: Option<String>,
-    },
+    New(NewKey),
     /// List the keys (never their tokens).
     List,
     /// Remove a key: requests with its token are refused after the next reload.
     Revoke { name: String },
 }
 
+// `keys new`'s arguments: the key's fields as the file stores them (no
+// doc comment: the variant's is the subcommand's help).
+#[derive(Debug, clap::Args)]
+struct NewKey {
+    /// Its name: in job owners, decisions, logs.
+    name: String,
+    /// What it may do: submit, read, read_all, operate, operate_all,
+    /// approve, admin (comma-separated).
+    #[arg(long, value_delimiter = ',', required = true)]
+    scopes: Vec<Scope>,
+    /// Globs of the bundles it may use (comma-separated); all when left out.
+    #[arg(long, value_delimiter = ',')]
+    bundles: Option<Vec<String>>,
+    /// Submissions a minute.
+    #[arg(long)]
+    rate_per_minute: Option<u32>,
+    /// Its jobs not finished at once.
+    #[arg(long)]
+    max_in_flight: Option<u64>,
+    /// The highest priority its jobs may ask for.
+    #[arg(long)]
+    max_priority: Option<i32>,
+    /// Its share of the workers while other keys' jobs wait too (1 to
+    /// 1000, against 1 for keys without one).
+    #[arg(long)]
+    weight: Option<u32>,
+    /// Its tokens over a rolling day.
+    #[arg(long)]
+    tokens_per_day: Option<u64>,
+    /// Its cost over a rolling day (the daemon's `[prices]`).
+    #[arg(long)]
+    cost_per_day: Option<f64>,
+    /// Where its jobs' state changes are POSTed when a job names no
+    /// webhook of its own (an http(s) URL within the daemon's
+    /// `egress.allow`; docs/api.md, Completion webhooks).
+    #[arg(long)]
+    webhook: Option<String>,
+}
+
 pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
     let path = keys_file(args.config.as_deref(), args.file)?;
     match args.command {
-        KeysCommand::New {
-            name,
-            scopes,
-            bundles,
-            rate_per_minute,
-            max_in_flight,
-            max_priority,
-            weight,
-            tokens_per_day,
-            cost_per_day,
-            webhook,
-        } => {
-            let mut file = KeysFile::read_or_empty(&path)?;
-            if file.keys.iter().any(|k| k.name == name) {
-                anyhow::bail!(
-                    "{}: a key named {name:?} exists; revoke it first (`structured-agents keys revoke {name}`) or pick another name",
-                    path.display()
-                );
-            }
-            let token = new_token();
-            let per_day =
-                (tokens_per_day.is_some() || cost_per_day.is_some()).then_some(DailyLimits {
-                    tokens: tokens_per_day,
-                    cost: cost_per_day,
-                });
-            let entry = KeyEntry {
-                name: name.clone(),
-                token_sha256: crate::hex::sha256_hex(token.as_bytes()),
-                scopes,
-                bundles,
-                rate_per_minute,
-                max_in_flight,
-                max_priority,
-                weight,
-                per_day,
-                created_at: Some(
-                    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-                ),
-                webhook,
-            };
-            entry
-                .principal()
-                .map_err(|e| anyhow::anyhow!("key {name:?}: {e}"))?;
-            file.keys.push(entry);
-            file.write(&path)?;
-            eprintln!(
-                "added key {name:?} to {}; a running daemon takes it at its next reload (`structured-agents reload`). The token, shown only now:",
-                path.display()
-            );
-            println!("{token}");
-            Ok(0)
-        }
+        KeysCommand::New(key) => new_key(&path, key),
         KeysCommand::List => list(&path),
         KeysCommand::Revoke { name } => revoke(&path, &name),
     }
+}
+
+impl NewKey {
+    /// The key as the file stores it, with the SHA-256 of `token`.
+    fn entry(self, token: &str) -> KeyEntry {
+        let per_day =
+            (self.tokens_per_day.is_some() || self.cost_per_day.is_some()).then_some(DailyLimits {
+                tokens: self.tokens_per_day,
+                cost: self.cost_per_day,
+            });
+        KeyEntry {
+            name: self.name,
+            token_sha256: crate::hex::sha256_hex(token.as_bytes()),
+            scopes: self.scopes,
+            bundles: self.bundles,
+            rate_per_minute: self.rate_per_minute,
+            max_in_flight: self.max_in_flight,
+            max_priority: self.max_priority,
+            weight: self.weight,
+            per_day,
+            created_at: Some(
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            ),
+            webhook: self.webhook,
+        }
+    }
+}
+
+/// `keys new`: the key joins the file; its token is printed, once.
+fn new_key(path: &Path, key: NewKey) -> anyhow::Result<i32> {
+    let mut file = KeysFile::read_or_empty(path)?;
+    let name = key.name.clone();
+    if file.keys.iter().any(|k| k.name == name) {
+        anyhow::bail!(
+            "{}: a key named {name:?} exists; revoke it first (`structured-agents keys revoke {name}`) or pick another name",
+            path.display()
+        );
+    }
+    let token = new_token();
+    let entry = key.entry(&token);
+    entry
+        .principal()
+        .map_err(|e| anyhow::anyhow!("key {name:?}: {e}"))?;
+    file.keys.push(entry);
+    file.write(path)?;
+    eprintln!(
+        "added key {name:?} to {}; a running daemon takes it at its next reload (`structured-agents reload`). The token, shown only now:",
+        path.display()
+    );
+    println!("{token}");
+    Ok(0)
 }
 
 /// `keys list`: each key's name, scopes, bundles and limits, one a line.

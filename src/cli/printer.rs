@@ -251,6 +251,9 @@ fn gate_line(job: &str, event: &Event) -> Option<String> {
     })
 }
 
+// The event patterns of these `*_line` functions are alike in shape (to
+// each other and to telemetry's, `otel/workflow.rs`), kept so: each
+// destructures the fields its own line prints.
 /// A workflow's start, each stage's end and the workflow's end.
 fn workflow_line(event: &Event) -> Option<String> {
     Some(match event {

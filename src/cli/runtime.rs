@@ -55,7 +55,7 @@ pub struct GroupArgs {
 /// `agents`: the runtime's agents, one block each.
 pub async fn agents(server: &ServerArgs) -> anyhow::Result<i32> {
     let listing = Client::new(server)?.get("/api/agents").await?;
-    for agent in listing["agents"].as_array().into_iter().flatten() {
+    for agent in cards(&listing) {
         println!(
             "{} — {} ({})",
             text(&agent["id"]),
@@ -201,18 +201,8 @@ pub async fn direct(server: &ServerArgs, agent: &str, content: &str) -> anyhow::
 
 async fn message(client: &Client, agent: &str, content: &str) -> anyhow::Result<i32> {
     let listing = client.get("/api/agents").await?;
-    let Some(card) = listing["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|a| a["id"] == agent)
-    else {
-        let known: Vec<String> = listing["agents"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|a| text(&a["id"]))
-            .collect();
+    let Some(card) = cards(&listing).find(|a| a["id"] == agent) else {
+        let known = agent_ids(&listing);
         anyhow::bail!(
             "no agent with id {agent:?} (known: {}; see `structured-agents agents`)",
             known.join(", ")
@@ -295,18 +285,23 @@ async fn group_agents(client: &Client, rest: &str) -> (Vec<String>, String) {
     let Ok(listing) = client.get("/api/agents").await else {
         return all();
     };
-    let known: Vec<String> = listing["agents"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|a| text(&a["id"]))
-        .collect();
+    let known = agent_ids(&listing);
     let asked: Vec<String> = first.split(',').map(str::to_string).collect();
     if asked.iter().all(|id| known.contains(id)) {
         (asked, question.trim().to_string())
     } else {
         all()
     }
+}
+
+/// The agent cards of a `GET /api/agents` answer.
+fn cards(listing: &Value) -> impl Iterator<Item = &Value> {
+    listing["agents"].as_array().into_iter().flatten()
+}
+
+/// The ids of the agents of a `GET /api/agents` answer.
+fn agent_ids(listing: &Value) -> Vec<String> {
+    cards(listing).map(|a| text(&a["id"])).collect()
 }
 
 /// Whether raw stream chunks go to stderr (the runtime's `DEBUG=True` or
