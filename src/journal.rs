@@ -324,6 +324,20 @@ impl RunJournal {
         self.lookup(0, "input")
     }
 
+    /// [`Self::lookup`] of `step`, else of `legacy`: the step's name in a
+    /// journal written before calls were keyed by their position.
+    fn lookup_or_legacy<T: serde::de::DeserializeOwned>(
+        &self,
+        turn: u32,
+        step: &str,
+        legacy: &str,
+    ) -> Result<Option<T>, JournalError> {
+        match self.lookup(turn, step)? {
+            Some(found) => Ok(Some(found)),
+            None => self.lookup(turn, legacy),
+        }
+    }
+
     pub fn recorded_reply(&self, turn: u32) -> Result<Option<RecordedReply>, JournalError> {
         self.lookup(turn, "reply")
     }
@@ -334,10 +348,8 @@ impl RunJournal {
         position: usize,
         call_id: &str,
     ) -> Result<Option<RecordedResult>, JournalError> {
-        match self.lookup(turn, &JournalEntry::result_key(position))? {
-            Some(result) => Ok(Some(result)),
-            None => self.lookup(turn, &JournalEntry::legacy_keys(call_id).1),
-        }
+        let legacy = JournalEntry::legacy_keys(call_id).1;
+        self.lookup_or_legacy(turn, &JournalEntry::result_key(position), &legacy)
     }
 
     /// A call that an earlier attempt started and left without a result.
@@ -347,10 +359,8 @@ impl RunJournal {
         position: usize,
         call_id: &str,
     ) -> Result<Option<RecordedStart>, JournalError> {
-        match self.lookup(turn, &JournalEntry::start_key(position))? {
-            Some(start) => Ok(Some(start)),
-            None => self.lookup(turn, &JournalEntry::legacy_keys(call_id).0),
-        }
+        let legacy = JournalEntry::legacy_keys(call_id).0;
+        self.lookup_or_legacy(turn, &JournalEntry::start_key(position), &legacy)
     }
 
     /// The value an earlier attempt recorded as `step` of `turn` in this scope.

@@ -103,7 +103,9 @@ impl DaemonObserver for SystemdStatus {
             DaemonEvent::DrainStarted => notify::stopping(),
             // systemd hears only of reloads and the drain; the start's own
             // reload is announced as READY=1 by the daemon's start. Every
-            // variant is named so a new one is a decision, not an accident.
+            // variant is named so a new one is a decision, not an accident
+            // (the list is `telemetry/otel.rs`'s again, kept so: each
+            // observer decides for itself, and the sets differ).
             DaemonEvent::ReloadStarted { .. }
             | DaemonEvent::Reload(_)
             | DaemonEvent::JobSubmitted { .. }

@@ -70,6 +70,15 @@ pub struct Metrics {
 #[error("cannot register metric: {0}")]
 pub struct MetricsError(#[from] prometheus::Error);
 
+/// `metric`, once `registry` serves it.
+fn registered<M: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    metric: M,
+) -> Result<M, MetricsError> {
+    registry.register(Box::new(metric.clone()))?;
+    Ok(metric)
+}
+
 impl Metrics {
     /// The registry and every family, each declared once, here: one
     /// declaration list, long because the families are many (a family
@@ -81,74 +90,37 @@ impl Metrics {
                          labels: &[&str],
                          buckets: &[f64]|
          -> Result<HistogramVec, MetricsError> {
-            let h = HistogramVec::new(
-                HistogramOpts::new(name, help).buckets(buckets.to_vec()),
-                labels,
-            )?;
-            registry.register(Box::new(h.clone()))?;
-            Ok(h)
+            let opts = HistogramOpts::new(name, help).buckets(buckets.to_vec());
+            registered(&registry, HistogramVec::new(opts, labels)?)
         };
         let counter =
             |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, MetricsError> {
-                let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-                registry.register(Box::new(c.clone()))?;
-                Ok(c)
+                registered(
+                    &registry,
+                    IntCounterVec::new(Opts::new(name, help), labels)?,
+                )
             };
         let gauge_vec =
             |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, MetricsError> {
-                let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
-                registry.register(Box::new(g.clone()))?;
-                Ok(g)
+                registered(&registry, IntGaugeVec::new(Opts::new(name, help), labels)?)
             };
-        let build_info = IntGaugeVec::new(
-            Opts::new(
-                "structured_agents_build_info",
-                "Build information; the value is always 1.",
-            ),
+        let gauge = |name: &str, help: &str| -> Result<IntGauge, MetricsError> {
+            registered(&registry, IntGauge::new(name, help)?)
+        };
+        let total = |name: &str, help: &str| -> Result<IntCounter, MetricsError> {
+            registered(&registry, IntCounter::new(name, help)?)
+        };
+        gauge_vec(
+            "structured_agents_build_info",
+            "Build information; the value is always 1.",
             &["version"],
-        )?;
-        registry.register(Box::new(build_info.clone()))?;
-        build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
-            .set(1);
-        let jobs_in_flight = IntGauge::new(
-            "structured_agents_jobs_in_flight",
-            "Jobs being run by this daemon's workers now.",
-        )?;
-        registry.register(Box::new(jobs_in_flight.clone()))?;
-        let spans_dropped = IntGauge::new(
-            "structured_agents_otel_spans_dropped",
-            "Spans dropped because the OTLP export queue was full (cumulative).",
-        )?;
-        registry.register(Box::new(spans_dropped.clone()))?;
-        let webhooks_dead = IntGauge::new(
-            "structured_agents_webhooks_dead",
-            "Webhook deliveries dead-lettered (all attempts failed), in the queue's store.",
-        )?;
-        registry.register(Box::new(webhooks_dead.clone()))?;
-        let observer_dropped = GaugeVec::new(
-            Opts::new(
-                "structured_agents_observer_plugin_events_dropped",
-                "Events an observer plugin's full queue dropped (cumulative).",
-            ),
-            &["observer"],
-        )?;
-        registry.register(Box::new(observer_dropped.clone()))?;
-        let jobs_purged = IntCounter::new(
-            "structured_agents_jobs_purged_total",
-            "Finished jobs deleted with their events and journals after queue.retention.",
-        )?;
-        registry.register(Box::new(jobs_purged.clone()))?;
-        let leases_lost = IntCounter::new(
-            "structured_agents_leases_lost_total",
-            "Attempts whose outcome was dropped because a newer attempt of the job took it over (a stalled daemon's lease expired).",
-        )?;
-        registry.register(Box::new(leases_lost.clone()))?;
-        let queue_up = IntGauge::new(
+        )?
+        .with_label_values(&[env!("CARGO_PKG_VERSION")])
+        .set(1);
+        let queue_up = gauge(
             "structured_agents_queue_up",
             "1 when the last queue operation of the workers or /readyz reached the store, 0 when it failed.",
         )?;
-        registry.register(Box::new(queue_up.clone()))?;
         // The queue was reachable when the daemon opened it.
         queue_up.set(1);
         Ok(Arc::new(Self {
@@ -158,8 +130,14 @@ impl Metrics {
                 "Queue operations (lease by the workers, ping by /readyz) that could not reach the store.",
                 &["operation"],
             )?,
-            jobs_purged,
-            leases_lost,
+            jobs_purged: total(
+                "structured_agents_jobs_purged_total",
+                "Finished jobs deleted with their events and journals after queue.retention.",
+            )?,
+            leases_lost: total(
+                "structured_agents_leases_lost_total",
+                "Attempts whose outcome was dropped because a newer attempt of the job took it over (a stalled daemon's lease expired).",
+            )?,
             requests_refused: counter(
                 "structured_agents_http_requests_refused_total",
                 "Requests refused before any handler: a Host not served (host), a web page's origin (origin), a body that is not JSON (media_type), no or an unknown API key (unauthorized), a key without the route's scope (forbidden).",
@@ -185,17 +163,16 @@ impl Metrics {
                 "Tokens spent by model calls, per bundle, model and kind (prompt, completion).",
                 &["bundle", "model", "kind"],
             )?,
-            cost_spent: {
-                let c = prometheus::CounterVec::new(
+            cost_spent: registered(
+                &registry,
+                prometheus::CounterVec::new(
                     Opts::new(
                         "structured_agents_cost_spent_total",
                         "What model calls cost by the daemon's [prices] table, per bundle and model.",
                     ),
                     &["bundle", "model"],
-                )?;
-                registry.register(Box::new(c.clone()))?;
-                c
-            },
+                )?,
+            )?,
             budget_stops: counter(
                 "structured_agents_budget_stops_total",
                 "Jobs ended because they used up a budget, per bundle and budget.",
@@ -249,7 +226,10 @@ impl Metrics {
                 "Jobs in the queue by state.",
                 &["state"],
             )?,
-            jobs_in_flight,
+            jobs_in_flight: gauge(
+                "structured_agents_jobs_in_flight",
+                "Jobs being run by this daemon's workers now.",
+            )?,
             turns: counter(
                 "structured_agents_turns_total",
                 "Kernel turns completed.",
@@ -309,8 +289,20 @@ impl Metrics {
                 "Workflow runs that reached finish or fatal.",
                 &["bundle", "outcome"],
             )?,
-            observer_dropped,
-            spans_dropped,
+            observer_dropped: registered(
+                &registry,
+                GaugeVec::new(
+                    Opts::new(
+                        "structured_agents_observer_plugin_events_dropped",
+                        "Events an observer plugin's full queue dropped (cumulative).",
+                    ),
+                    &["observer"],
+                )?,
+            )?,
+            spans_dropped: gauge(
+                "structured_agents_otel_spans_dropped",
+                "Spans dropped because the OTLP export queue was full (cumulative).",
+            )?,
             schedule_fires: counter(
                 "structured_agents_schedule_fires_total",
                 "Schedule fires this daemon handled, by the bundle they fire and outcome (submitted, missed, skipped_overlap, refused).",
@@ -332,7 +324,10 @@ impl Metrics {
                 "Webhook delivery attempts this daemon made, by outcome (delivered, retry, dead).",
                 &["outcome"],
             )?,
-            webhooks_dead,
+            webhooks_dead: gauge(
+                "structured_agents_webhooks_dead",
+                "Webhook deliveries dead-lettered (all attempts failed), in the queue's store.",
+            )?,
             stale_settles: counter(
                 "structured_agents_stale_settles_total",
                 "Settles that came too late and changed nothing, by kind of claim: an attempt's finish after a newer attempt took the job (job), a delivery another sender re-claimed after this one's lease ran out (delivery), a schedule fire another daemon recorded first (schedule_fire).",

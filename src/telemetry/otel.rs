@@ -409,6 +409,24 @@ struct SpanBuilder {
     runs: HashMap<String, RunSpans>,
 }
 
+/// A span named `name` of `kind`, started at `at` with `attributes`
+/// under `parent`: how every span here starts.
+fn start_span(
+    tracer: &opentelemetry_sdk::trace::Tracer,
+    name: impl Into<std::borrow::Cow<'static, str>>,
+    kind: SpanKind,
+    at: SystemTime,
+    attributes: Vec<KeyValue>,
+    parent: &Context,
+) -> opentelemetry_sdk::trace::Span {
+    tracer
+        .span_builder(name)
+        .with_kind(kind)
+        .with_start_time(at)
+        .with_attributes(attributes)
+        .start_with_context(tracer, parent)
+}
+
 fn time_of(event: &EventEnvelope) -> SystemTime {
     humantime::parse_rfc3339_weak(&event.timestamp).unwrap_or_else(|_| SystemTime::now())
 }
@@ -456,12 +474,12 @@ impl SpanBuilder {
                 .map(|kind| outcome.names(*kind, change).len() as i64)
                 .sum::<i64>()
         };
-        let mut span = self
-            .tracer
-            .span_builder("reload")
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at)
-            .with_attributes(vec![
+        let mut span = start_span(
+            &self.tracer,
+            "reload",
+            SpanKind::Internal,
+            at,
+            vec![
                 KeyValue::new(
                     "structured_agents.reload.generation",
                     outcome.generation as i64,
@@ -475,8 +493,9 @@ impl SpanBuilder {
                 KeyValue::new("structured_agents.reload.changed", count(Change::Changed)),
                 KeyValue::new("structured_agents.reload.removed", count(Change::Removed)),
                 KeyValue::new("structured_agents.reload.failed", outcome.failed.join(",")),
-            ])
-            .start_with_context(&self.tracer, &Context::new());
+            ],
+            &Context::new(),
+        );
         if outcome.result != ReloadResult::Applied {
             span.set_attribute(KeyValue::new(
                 "error.type",

@@ -6,17 +6,22 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
 
 use super::content::ChatDetails;
-use super::{JobSpanInfo, RunSpans, SpanBuilder, remote_parent};
+use super::{JobSpanInfo, RunSpans, SpanBuilder, remote_parent, start_span};
 use crate::events::{Event, EventEnvelope};
 
 /// `gen_ai.tool.type` of every tool the daemon runs: the conventions call a
 /// tool the agent runs itself (on its side, reaching out to other systems)
 /// an `extension`; `function` is a tool the client runs.
 const TOOL_TYPE: &str = "extension";
+
+// The handlers below open alike (their event's fields, then the run's
+// spans, returning when either is missing), kept so: each reads its own
+// event, and a shared opening would hold `self.runs` borrowed across the
+// `self.tracer` and `self.content` each one then uses.
 
 impl SpanBuilder {
     /// The run's root span (`invoke_agent`): under the `execute_tool` span
@@ -70,13 +75,14 @@ impl SpanBuilder {
             ));
         }
         attributes.extend(info.conversation());
-        let span = self
-            .tracer
-            .span_builder(format!("invoke_agent {bundle}"))
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at)
-            .with_attributes(attributes)
-            .start_with_context(&self.tracer, &parent);
+        let span = start_span(
+            &self.tracer,
+            format!("invoke_agent {bundle}"),
+            SpanKind::Internal,
+            at,
+            attributes,
+            &parent,
+        );
         let root = parent.with_span(span);
         self.runs
             .insert(envelope.run_id.clone(), RunSpans::new(root));
@@ -131,13 +137,14 @@ impl SpanBuilder {
         // The request's content leaves with the call's details event, never
         // on the span: kept until the response closes the call.
         run.chat_details = capture.then(|| ChatDetails::new(attributes.clone(), messages));
-        let span = self
-            .tracer
-            .span_builder(format!("chat {model}"))
-            .with_kind(SpanKind::Client)
-            .with_start_time(at)
-            .with_attributes(attributes)
-            .start_with_context(&self.tracer, &run.root);
+        let span = start_span(
+            &self.tracer,
+            format!("chat {model}"),
+            SpanKind::Client,
+            at,
+            attributes,
+            &run.root,
+        );
         run.chat = Some(span);
     }
 
@@ -232,13 +239,14 @@ impl SpanBuilder {
                 arguments.to_string(),
             ));
         }
-        let span = self
-            .tracer
-            .span_builder(format!("execute_tool {tool_name}"))
-            .with_kind(SpanKind::Internal)
-            .with_start_time(at)
-            .with_attributes(attributes)
-            .start_with_context(&self.tracer, &run.root);
+        let span = start_span(
+            &self.tracer,
+            format!("execute_tool {tool_name}"),
+            SpanKind::Internal,
+            at,
+            attributes,
+            &run.root,
+        );
         run.tools.insert(call_id.clone(), run.root.with_span(span));
     }
 

@@ -6,9 +6,9 @@
 use std::time::{Duration, SystemTime};
 
 use opentelemetry::KeyValue;
-use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt};
 
-use super::{JobSpanInfo, RunSpans, SpanBuilder, remote_parent};
+use super::{JobSpanInfo, RunSpans, SpanBuilder, remote_parent, start_span};
 use crate::events::{Event, EventEnvelope};
 
 impl SpanBuilder {
@@ -39,13 +39,14 @@ impl SpanBuilder {
                     KeyValue::new("structured_agents.workflow.resumed", *resumed),
                 ];
                 attributes.extend(info.conversation());
-                let span = self
-                    .tracer
-                    .span_builder(format!("invoke_workflow {workflow}"))
-                    .with_kind(SpanKind::Internal)
-                    .with_start_time(at)
-                    .with_attributes(attributes)
-                    .start_with_context(&self.tracer, &parent);
+                let span = start_span(
+                    &self.tracer,
+                    format!("invoke_workflow {workflow}"),
+                    SpanKind::Internal,
+                    at,
+                    attributes,
+                    &parent,
+                );
                 self.runs.insert(key, RunSpans::new(parent.with_span(span)));
             }
             Event::StageEnd {
@@ -65,12 +66,12 @@ impl SpanBuilder {
                     return true;
                 };
                 let start = humantime::parse_rfc3339_weak(started_at).unwrap_or(at);
-                let mut span = self
-                    .tracer
-                    .span_builder(format!("stage {stage}"))
-                    .with_kind(SpanKind::Internal)
-                    .with_start_time(start)
-                    .with_attributes(vec![
+                let mut span = start_span(
+                    &self.tracer,
+                    format!("stage {stage}"),
+                    SpanKind::Internal,
+                    start,
+                    vec![
                         KeyValue::new("structured_agents.workflow.step", *step as i64),
                         KeyValue::new("structured_agents.workflow.stage", stage.clone()),
                         KeyValue::new("structured_agents.workflow.stage_kind", kind.clone()),
@@ -83,8 +84,9 @@ impl SpanBuilder {
                         KeyValue::new("structured_agents.workflow.iteration", *iteration as i64),
                         KeyValue::new("structured_agents.workflow.reason", reason.clone()),
                         KeyValue::new("structured_agents.workflow.ran", *ran),
-                    ])
-                    .start_with_context(&self.tracer, &run.root);
+                    ],
+                    &run.root,
+                );
                 if next == crate::workflow::FATAL {
                     span.set_attribute(KeyValue::new("error.type", "workflow_fatal"));
                     span.set_status(Status::error(reason.clone()));
