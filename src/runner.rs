@@ -456,6 +456,8 @@ struct NestedHost {
     reach: Reach,
 }
 
+// `run_nested` repeats the signature of `AgentHost`'s (tools/agent.rs), as
+// an impl must.
 impl AgentHost for NestedHost {
     fn run_nested<'a>(
         &'a self,

@@ -69,7 +69,10 @@ fn check_mode(
     )]
 }
 
-/// [`check_mode`], then [`build`].
+/// The request shapes for `tools`, once [`check_mode`] found the mode
+/// fits `target`. `strict` is false at load when some tools are still
+/// unknown (MCP servers are asked at bind): then a named tool that is
+/// missing, or a grammar that needs tools, is left for bind to judge.
 pub(super) fn for_target(
     bundle: &str,
     section: &ModelSection,
@@ -82,19 +85,6 @@ pub(super) fn for_target(
     if !problems.is_empty() {
         return Err(problems);
     }
-    build(section, model, target, tools, strict)
-}
-
-/// The request shapes for `tools`. `strict` is false at load when some tools
-/// are still unknown (MCP servers are asked at bind): then a named tool that
-/// is missing, or a grammar that needs tools, is left for bind to judge.
-fn build(
-    section: &ModelSection,
-    model: &ResolvedModel,
-    target: Target,
-    tools: &[ToolSchema],
-    strict: bool,
-) -> Result<RequestShapes, Vec<Problem>> {
     let mode: Option<GrammarMode> = section.grammar.as_ref().and_then(|g| g.mode);
     let parallel = section
         .grammar

@@ -260,6 +260,8 @@ mod tests {
         assert!(err.contains("message 4") && err.contains("\"c2\""), "{err}");
     }
 
+    // A test double: its signatures repeat `HistoryPlugin`'s, as the
+    // plugin library's (`bundle/history_plugin.rs`) do.
     struct Fixed(Vec<usize>);
 
     impl HistoryPlugin for Fixed {

@@ -77,6 +77,9 @@ impl Kernel {
 
     /// The turn's model reply: the journal's record, or a model call whose
     /// reply is recorded before anything acts on it.
+    // It takes `step_journaled`'s arguments (`kernel/mod.rs`) again, being
+    // that step's first half: kept a function of its own so that the step
+    // reads as its reply, then its calls.
     pub(super) async fn reply(
         &self,
         history: &[Message],

@@ -105,6 +105,8 @@ pub(super) enum InIdentity {
 }
 
 /// The inputs of every binding. Read the module doc before adding a row.
+// The rows are alike in shape, kept so: a table whose every row says in
+// full what it reads and what of it enters the identity.
 pub(super) const INPUTS: [Input; 9] = [
     Input {
         name: "endpoints",

@@ -213,26 +213,13 @@ mod tests {
         );
         // It ended at 32: queue runs one job for the held ones (the newest
         // due); skip drops them and runs the fire that came after.
-        assert_eq!(
-            turn(
-                Overlap::Queue,
-                &[10, 20, 30, 40],
-                ended(5, 32),
-                after,
-                Some(50)
-            ),
-            run(40, 3)
-        );
-        assert_eq!(
-            turn(
-                Overlap::Skip,
-                &[10, 20, 30, 40],
-                ended(5, 32),
-                after,
-                Some(50)
-            ),
-            run(40, 3)
-        );
+        for overlap in [Overlap::Queue, Overlap::Skip] {
+            assert_eq!(
+                turn(overlap, &[10, 20, 30, 40], ended(5, 32), after, Some(50)),
+                run(40, 3),
+                "{overlap:?}"
+            );
+        }
         assert_eq!(
             turn(Overlap::Skip, &[10, 20], ended(5, 32), after, Some(40)),
             Turn::Pass {

@@ -212,6 +212,9 @@ impl ToolContext<'_> {
     }
 }
 
+// Every backend's impl opens alike (`schema`, `kind`, `invoke`'s
+// signature: agent.rs, grail/, http_agent.rs, mcp.rs, plugin.rs,
+// process.rs), as an impl must; what each does is its own.
 /// A callable tool, whatever its backend.
 #[async_trait]
 pub trait Tool: Send + Sync {

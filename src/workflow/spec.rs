@@ -379,6 +379,10 @@ impl Default for CiSettings {
     }
 }
 
+// Its keys are an agent stage's (`bundle`, `event_prefix`, `prompt`,
+// `artifact`) again, as other structs here repeat keys of each other; kept
+// so: each refuses unknown keys, which a `#[serde(flatten)]` shared part
+// cannot, and each key's doc (the editors' schema) says what it is there.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreStage {

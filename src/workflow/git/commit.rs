@@ -138,6 +138,8 @@ pub(crate) async fn commit(req: &CommitRequest<'_>) -> Result<CommitReport, Comm
 
 /// An agent stage whose agent ran, as the steps after it (the commit
 /// step) see it: where they run and what their templates see.
+// Alike in shape to the worker's `WorkflowJob` (a struct of borrows), by
+// shape only: each borrows what its own step reads.
 pub(crate) struct AgentStep<'a> {
     pub workflow: &'a Workflow,
     pub work_dir: &'a Path,
