@@ -124,6 +124,12 @@ impl DynamicModelPlugin {
         }
     }
 
+    /// The library's `ok` value for `op` was not `wanted` (`a string`).
+    fn wrong_answer(&self, op: &'static str, answer: &Value, wanted: &str) -> ModelPluginError {
+        let shown = crate::events::preview(&answer.to_string(), 200);
+        self.error(op, format!("it answered {shown}, not {wanted}"), false)
+    }
+
     /// Asks the library `op` on its call threads; its `ok` value.
     async fn ask(&self, op: &'static str, input: Value) -> Result<Value, ModelPluginError> {
         let request = json!({"op": op, "input": input});
@@ -294,28 +300,14 @@ impl ModelPlugin for DynamicModelPlugin {
             if self.formats_tools {
                 let answer = self.ask("format_tools", input.clone()).await?;
                 if !(answer.is_array() || answer.is_null()) {
-                    return Err(self.error(
-                        "format_tools",
-                        format!(
-                            "it answered {}, not an array or null",
-                            crate::events::preview(&answer.to_string(), 200)
-                        ),
-                        false,
-                    ));
+                    return Err(self.wrong_answer("format_tools", &answer, "an array or null"));
                 }
                 formatting.tools = (!answer.is_null()).then_some(answer);
             }
             if self.declares_tools {
                 let answer = self.ask("declare_tools", input).await?;
                 let Value::String(text) = answer else {
-                    return Err(self.error(
-                        "declare_tools",
-                        format!(
-                            "it answered {}, not a string",
-                            crate::events::preview(&answer.to_string(), 200)
-                        ),
-                        false,
-                    ));
+                    return Err(self.wrong_answer("declare_tools", &answer, "a string"));
                 };
                 formatting.declaration = Some(text);
             }
