@@ -2,7 +2,8 @@
 //! with the limit it is compared against, measured in the same run:
 //!
 //! 1. throughput: one-turn jobs submitted over HTTP and completed (event log
-//!    on), against raw HTTP round trips/s to the same mock model server;
+//!    on), against raw HTTP round trips/s to the same mock model server
+//!    (`SA_BENCH_THROUGHPUT_JOBS`, default 2,000: more, to profile a run);
 //! 2. reload latency: from a bundle's rename into the watched directory to
 //!    its first job accepted and to that job completed (p50/p99); and a
 //!    reload of a directory of 100 and of 1,000 bundles with one changed,
@@ -978,7 +979,11 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         if only("throughput") {
-            throughput(2000, 32).await;
+            let jobs = std::env::var("SA_BENCH_THROUGHPUT_JOBS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(2000);
+            throughput(jobs, 32).await;
         }
         if only("durable") {
             durable_turn_overhead(15).await;

@@ -4,6 +4,10 @@
 
 use clap::Parser;
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = structured_agents::cli::Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
