@@ -1,6 +1,6 @@
 //! The PostgreSQL dialect of the job statements ([`JobStatements`]): one statement per method, on a
-//! transaction or (for reads) a pooled connection. Nothing here decides
-//! anything; the lifecycle does.
+//! transaction or (for reads) a pooled connection (`PgTx`, in
+//! `transaction.rs`). Nothing here decides anything; the lifecycle does.
 //!
 //! What differs from SQLite is how writers are kept apart: the attempt row
 //! and the lease candidates are read `FOR UPDATE` (candidates `SKIP LOCKED`),
@@ -9,12 +9,10 @@
 //! disagree still agree on when a lease expires.
 
 use deadpool_postgres::GenericClient;
-use tokio_postgres::Row;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::ToSql;
 
-use super::describe;
 use super::sql::{FAIR_KEY, FAIR_ORDER, JOB_ROW, KEYED, NOW, int, ready_keys_sql};
+use super::transaction::{Params, PgTx};
 use crate::queue::statements::JobStatements;
 use crate::queue::tx::{
     AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS, JobValues,
@@ -22,40 +20,6 @@ use crate::queue::tx::{
     job_from_row,
 };
 use crate::queue::*;
-
-impl From<tokio_postgres::Error> for Fail {
-    /// A deadlock or serialization failure is the database breaking a
-    /// conflict with a concurrent write, not a fault of this one: the
-    /// writer runs it again (see `writer`).
-    fn from(e: tokio_postgres::Error) -> Self {
-        let conflict = [
-            SqlState::T_R_DEADLOCK_DETECTED,
-            SqlState::T_R_SERIALIZATION_FAILURE,
-        ];
-        match e.code() {
-            Some(code) if conflict.contains(code) => Fail::Conflict(describe(&e)),
-            _ => Fail::Db(describe(&e)),
-        }
-    }
-}
-
-impl Columns for Row {
-    fn text(&self, i: usize) -> Res<Option<String>> {
-        Ok(self.try_get(i)?)
-    }
-
-    fn int(&self, i: usize) -> Res<Option<i64>> {
-        let Some(column) = self.columns().get(i) else {
-            return Err(Fail::Db(format!("no column {i}")));
-        };
-        Ok(match *column.type_() {
-            Type::INT2 => self.try_get::<_, Option<i16>>(i)?.map(i64::from),
-            Type::INT4 => self.try_get::<_, Option<i32>>(i)?.map(i64::from),
-            Type::BOOL => self.try_get::<_, Option<bool>>(i)?.map(i64::from),
-            _ => self.try_get::<_, Option<i64>>(i)?,
-        })
-    }
-}
 
 fn big(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -65,71 +29,8 @@ fn big_usize(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-type Params<'p> = &'p [&'p (dyn ToSql + Sync)];
-
-/// A transaction (`C` = a `Transaction`) or a read (`C` = a pooled client).
-pub(super) struct PgTx<'a, C> {
-    client: &'a C,
-    pub(super) changes: Vec<(Change, JobId)>,
-    /// Statements sent (one round trip each), for `WriteCounts::statements`.
-    statements: std::sync::atomic::AtomicU64,
-}
-
-impl<'a, C: GenericClient> PgTx<'a, C> {
-    pub(super) fn new(client: &'a C) -> Self {
-        Self {
-            client,
-            changes: Vec::new(),
-            statements: Default::default(),
-        }
-    }
-
-    /// Statements this transaction sent so far.
-    pub(super) fn statements(&self) -> u64 {
-        self.statements.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Counts one statement sent.
-    fn sent(&self) {
-        self.statements
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    pub(super) async fn rows(&self, sql: &str, p: Params<'_>) -> Res<Vec<Row>> {
-        let statement = self.client.prepare_cached(sql).await?;
-        self.sent();
-        Ok(self.client.query(&statement, p).await?)
-    }
-
-    /// A listing's query: text arguments, and not cached (its conditions
-    /// vary with the filter).
-    pub(super) async fn filtered(&self, sql: &str, args: &[String]) -> Res<Vec<Row>> {
-        let p: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
-        self.sent();
-        Ok(self.client.query(sql, &p).await?)
-    }
-
-    pub(super) async fn first(&self, sql: &str, p: Params<'_>) -> Res<Option<Row>> {
-        let statement = self.client.prepare_cached(sql).await?;
-        self.sent();
-        Ok(self.client.query_opt(&statement, p).await?)
-    }
-
-    pub(super) async fn exec(&self, sql: &str, p: Params<'_>) -> Res<u64> {
-        let statement = self.client.prepare_cached(sql).await?;
-        self.sent();
-        Ok(self.client.execute(&statement, p).await?)
-    }
-
-    pub(super) async fn one_int(&self, sql: &str, p: Params<'_>) -> Res<i64> {
-        self.sent();
-        let row = self
-            .client
-            .query_one(&self.client.prepare_cached(sql).await?, p)
-            .await?;
-        row.req_int(0)
-    }
-
+/// The statements' shared shapes: a job, lease candidates, ids.
+impl<C: GenericClient> PgTx<'_, C> {
     async fn job_where(&self, sql: &str, p: Params<'_>) -> Res<Option<Job>> {
         self.first(sql, p)
             .await?
@@ -264,8 +165,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                           COALESCE(SUM(GREATEST(reserved_tokens - tokens_spent, 0)) FILTER (WHERE created_at >= $2 AND finished_at IS NULL), 0)::BIGINT,
                           COALESCE(SUM(GREATEST(reserved_cost_micros - cost_micros, 0)) FILTER (WHERE created_at >= $2 AND finished_at IS NULL), 0)::BIGINT
                    FROM jobs WHERE owner = $1 AND (finished_at IS NULL OR created_at >= $2)";
-        self.sent();
-        let row = self.client.query_one(sql, &[&owner, &since]).await?;
+        let row = self.one_unprepared(sql, &[&owner, &since]).await?;
         let spend = StoredSpend {
             tokens: row.req_int(1)?,
             cost_micros: row.req_int(2)?,
@@ -298,8 +198,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                          FROM jobs WHERE bundle = $1 AND created_at >= $2) j,
                         (SELECT COALESCE(SUM(tokens), 0) AS tokens, COALESCE(SUM(cost_micros), 0) AS micros
                          FROM nested_spend WHERE bundle = $1 AND created_at >= $2) n";
-        self.sent();
-        let row = self.client.query_one(sql, &[&bundle, &since]).await?;
+        let row = self.one_unprepared(sql, &[&bundle, &since]).await?;
         Ok(StoredSpend {
             tokens: row.req_int(0)?,
             cost_micros: row.req_int(1)?,
@@ -412,8 +311,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
         }
         // Not cached: the statement's shape depends on the number of rows.
         let sql = insert_jobs_sql(jobs.len(), |n| format!("${n}"), KEYED);
-        self.sent();
-        let rows = self.client.query(&sql, &p).await?;
+        let rows = self.rows_unprepared(&sql, &p).await?;
         rows.iter().map(job_from_row).collect()
     }
 

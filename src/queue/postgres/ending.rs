@@ -16,11 +16,11 @@
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::dialect::PgTx;
 use super::group::{Params, Statement};
 use super::hot::{APPENDED, Appended, EventRows, events_cte};
 use super::pool::Writes;
 use super::sql::{JOB_ROW, NOW};
+use super::transaction::PgTx;
 use crate::events::Event;
 use crate::queue::op::{Finish, Release};
 use crate::queue::rules::{Decision, decide, decide_release, reported_reason, stamp_final};

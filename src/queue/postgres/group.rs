@@ -28,8 +28,8 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::dialect::PgTx;
 use super::sql::pipelined_hot;
+use super::transaction::PgTx;
 use crate::queue::WriteStats;
 use crate::queue::tx::{Fail, Res};
 

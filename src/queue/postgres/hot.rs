@@ -7,10 +7,10 @@
 
 use tokio_postgres::types::ToSql;
 
-use super::dialect::PgTx;
 use super::group;
 use super::pool::Writes;
 use super::sql::{JOB_ROW, NOW, int, ms};
+use super::transaction::PgTx;
 use crate::queue::op::{Heartbeat, RecordSteps};
 use crate::queue::tx::{Change, Columns, Fail, Res};
 use crate::queue::*;

@@ -16,12 +16,12 @@ use std::time::Instant;
 use tokio_postgres::types::ToSql;
 
 use super::cursor::{Cursors, Next, Seen, Walk};
-use super::dialect::PgTx;
 use super::group::{Params, Statement};
 use super::pool::Writes;
 use super::sql::{
     FAIR_KEY, FAIR_ORDER, NEG_PRIORITY, NOW, SCAN_FROM_HEAD, int, ms, pipelined_hot, ready_keys_sql,
 };
+use super::transaction::PgTx;
 use crate::queue::fair;
 use crate::queue::op::LeaseJobs;
 use crate::queue::tx::{Change, Columns, Fail, JOB_COLUMNS, Pin, Res, job_from_row};

@@ -38,6 +38,7 @@ mod schema;
 mod settle;
 mod sql;
 mod submit;
+mod transaction;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,10 +52,10 @@ use super::driver::Driver;
 use super::op::{self, FinishAndLease, LeaseJobs, Read, Write};
 use super::tx::Wakeups;
 use super::*;
-use dialect::PgTx;
 use listen::Sinks;
 use pool::Writes;
 pub use schema::{PostgresOptions, SCHEMA_VERSION};
+use transaction::PgTx;
 
 /// A PostgreSQL error with the server's message, detail and hint (the
 /// driver's own `Display` says only "db error").

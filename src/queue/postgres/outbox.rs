@@ -3,7 +3,7 @@
 
 use deadpool_postgres::GenericClient;
 
-use super::dialect::PgTx;
+use super::transaction::PgTx;
 use crate::queue::outbox::{
     DELIVERY_COLUMNS, Delivery, DeliveryFilter, DeliveryRecord, DeliveryResult, NewDelivery,
     OutboxStatements, PUSH_COLUMNS, PushConfig, RECORD_COLUMNS, RECORD_FROM, delivery_from_row,

@@ -30,10 +30,10 @@ use deadpool_postgres::{Object, Pool};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::Row;
 
-use super::dialect::PgTx;
 use super::group::{Group, Params, Singles};
 use super::listen::Sinks;
 use super::notify::Notifier;
+use super::transaction::PgTx;
 use super::{PostgresOptions, pool_error};
 use crate::queue::op::Operation;
 use crate::queue::tx::{Change, Fail, Res};

@@ -2,7 +2,7 @@
 
 use deadpool_postgres::GenericClient;
 
-use super::dialect::PgTx;
+use super::transaction::PgTx;
 use crate::queue::schedules::{
     FireRecord, SCHEDULE_COLUMNS, ScheduleStatements, StoredSchedule, schedule_from_row,
 };

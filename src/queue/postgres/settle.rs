@@ -19,12 +19,12 @@ use tokio::sync::oneshot;
 use tokio_postgres::Row;
 
 use super::cursor::Cursors;
-use super::dialect::PgTx;
 use super::ending::FinishEnd;
 use super::group::{Group, Kind, Statement};
 use super::lease::{self, LeaseParams, Pinning, Pins};
 use super::pool::Writes;
 use super::sql::pipelined_hot;
+use super::transaction::PgTx;
 use crate::queue::WriteStats;
 use crate::queue::op::{FinishAndLease, LeaseJobs};
 use crate::queue::tx::Res;

@@ -6,10 +6,10 @@
 //! lifecycle's `submit` in a transaction. The statement goes in the next
 //! group commit (`group`): a flood of submits shares commits.
 
-use super::dialect::PgTx;
 use super::group::Params;
 use super::pool::Writes;
 use super::sql::{KEYED, NOW};
+use super::transaction::PgTx;
 use crate::queue::op::Submit;
 use crate::queue::tx::{Change, Columns, Fail, JOB_COLUMNS, JobValues, job_from_row};
 use crate::queue::*;
