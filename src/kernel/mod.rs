@@ -162,26 +162,8 @@ impl Kernel {
     ) -> Result<StepResult, StepError> {
         let reply = self.reply(history, turn, events, cancel, journal).await?;
         let calls = &reply.recorded.assistant.tool_calls;
-        let parse_errors = &reply.recorded.parse_errors;
-        // Owned items: a borrowing closure here trips the higher-ranked
-        // lifetime check when the run future must be Send.
-        let refusals = match &self.config.call_budget {
-            Some(budget) => budget.refusals(history, calls),
-            None => vec![None; calls.len()],
-        };
-        // Arguments that do not parse are reported before a budget is.
-        let items: Vec<(usize, ToolCall, Option<NotRun>)> = calls
-            .iter()
-            .zip(refusals)
-            .enumerate()
-            .map(|(i, (call, refusal))| {
-                let bad_args = parse_errors.get(i).cloned().flatten();
-                let not_run = bad_args
-                    .map(NotRun::BadArgs)
-                    .or(refusal.map(NotRun::Refused));
-                (i, call.clone(), not_run)
-            })
-            .collect();
+        let tool_calls_count = calls.len();
+        let items = self.calls_to_run(history, calls, &reply.recorded.parse_errors);
         let run_call = |(position, call, not_run): (usize, ToolCall, Option<NotRun>)| async move {
             let site = CallSite {
                 turn,
@@ -197,62 +179,56 @@ impl Kernel {
             .buffered(self.config.max_concurrency.max(1))
             .collect()
             .await;
-
-        let mut results = Vec::with_capacity(outcomes.len());
-        let mut errors_count = 0;
-        let mut ran_now = !reply.replayed;
-        let mut first_error = None;
-        let mut caller_calls = Vec::new();
-        for outcome in outcomes {
-            match outcome {
-                Ok((result, replayed)) => {
-                    errors_count += usize::from(result.is_error);
-                    ran_now |= !replayed;
-                    results.push(result);
-                }
-                Err(err) => {
-                    if let RunError::Parked(parked) = &err {
-                        caller_calls.extend(parked.caller_calls.iter().cloned());
-                    }
-                    first_error.get_or_insert(err);
-                }
-            }
-        }
-        // The first error ends the turn, as it always did; a park on a
-        // caller's call carries every caller call of the turn, so the
-        // client answers them in one go.
-        if let Some(mut err) = first_error {
-            if let RunError::Parked(parked) = &mut err
-                && parked.kind == ParkedKind::CallerCall
-            {
-                parked.caller_calls = caller_calls;
-            }
-            return Err(err.into());
-        }
+        let answered = Answered::gather(outcomes, reply.replayed)?;
+        let step = StepResult {
+            assistant: reply.recorded.assistant,
+            tool_results: answered.results,
+            usage: reply.recorded.usage,
+        };
         if cancel.is_cancelled() {
             return Err(StepError::Interrupted {
-                partial: Some(StepResult {
-                    assistant: reply.recorded.assistant,
-                    tool_results: results,
-                    usage: reply.recorded.usage,
-                }),
+                partial: Some(step),
             });
         }
-        if ran_now {
+        if answered.ran_now {
             events
                 .emit(Event::TurnComplete {
                     turn,
-                    tool_calls_count: calls.len(),
-                    tool_results_count: results.len(),
-                    errors_count,
+                    tool_calls_count,
+                    tool_results_count: step.tool_results.len(),
+                    errors_count: answered.errors_count,
                 })
                 .await;
         }
-        Ok(StepResult {
-            assistant: reply.recorded.assistant,
-            tool_results: results,
-            usage: reply.recorded.usage,
-        })
+        Ok(step)
+    }
+
+    /// Each of a turn's calls with its position and, when it is answered
+    /// without running, why: arguments that do not parse are reported
+    /// before a budget is. Owned items: a borrowing closure over them trips
+    /// the higher-ranked lifetime check when the run future must be Send.
+    fn calls_to_run(
+        &self,
+        history: &[Message],
+        calls: &[ToolCall],
+        parse_errors: &[Option<String>],
+    ) -> Vec<(usize, ToolCall, Option<NotRun>)> {
+        let refusals = match &self.config.call_budget {
+            Some(budget) => budget.refusals(history, calls),
+            None => vec![None; calls.len()],
+        };
+        calls
+            .iter()
+            .zip(refusals)
+            .enumerate()
+            .map(|(i, (call, refusal))| {
+                let bad_args = parse_errors.get(i).cloned().flatten();
+                let not_run = bad_args
+                    .map(NotRun::BadArgs)
+                    .or(refusal.map(NotRun::Refused));
+                (i, call.clone(), not_run)
+            })
+            .collect()
     }
 
     /// Runs turns outside any journal (see [`Kernel::run_journaled`]).
@@ -278,24 +254,35 @@ impl Kernel {
         journal: &RunJournal,
     ) -> Result<RunResult, RunError> {
         let started = Instant::now();
-        let history = match journal.recorded_input() {
-            Ok(Some(recorded)) => Ok(recorded),
-            Ok(None) => journal.record_input(&initial).map(|()| initial),
-            Err(source) => Err(source),
-        };
-        let history = match history {
+        let history = match run_input(initial, journal) {
             Ok(history) => history,
-            Err(source) => {
-                let err = RunError::Journal { turn: 0, source };
+            Err(err) => {
                 self.emit_end(events, 0, Err(&err), started).await;
                 return Err(err);
             }
         };
+        self.emit_start(events, history.len(), journal).await;
+        // The run's own token: cancelled by the caller or by the deadline.
+        let run_token = cancel.child_token();
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let _deadline = self.deadline(&run_token, &timed_out);
+        let mut run = RunState::new(history);
+        let outcome = self
+            .take_turns(&mut run, events, &run_token, &timed_out, journal)
+            .await;
+        self.emit_end(events, run.turn, outcome.as_ref().map(|r| *r), started)
+            .await;
+        outcome.map(|termination_reason| run.result(termination_reason))
+    }
+
+    /// `KernelStart`, and `Resumed` when the journal holds an earlier
+    /// attempt's steps.
+    async fn emit_start(&self, events: &EventSink, messages: usize, journal: &RunJournal) {
         events
             .emit(Event::KernelStart {
                 max_turns: self.config.max_turns,
                 tools_count: self.tools.len(),
-                initial_messages_count: history.len(),
+                initial_messages_count: messages,
             })
             .await;
         if journal.has_records() {
@@ -306,11 +293,16 @@ impl Kernel {
                 })
                 .await;
         }
+    }
 
-        // The run's own token: cancelled by the caller or by the deadline.
-        let run_token = cancel.child_token();
-        let timed_out = Arc::new(AtomicBool::new(false));
-        let _deadline = self.config.timeout.map(|timeout| {
+    /// The timer of the run's `timeout`: when it passes, `timed_out` is set
+    /// and `run_token` cancelled; dropping the guard stops it.
+    fn deadline(
+        &self,
+        run_token: &CancellationToken,
+        timed_out: &Arc<AtomicBool>,
+    ) -> Option<DropGuard> {
+        self.config.timeout.map(|timeout| {
             let token = run_token.clone();
             let flag = timed_out.clone();
             DropGuard(tokio::spawn(async move {
@@ -318,68 +310,60 @@ impl Kernel {
                 flag.store(true, Ordering::SeqCst);
                 token.cancel();
             }))
-        });
+        })
+    }
 
-        let mut history = history;
-        let mut usage = TokenUsage::default();
-        let mut turn = 0;
-        let mut final_output = None;
-        let outcome: Result<TerminationReason, RunError> = loop {
+    /// Takes turns until one ends the run: cancelled (by the caller or the
+    /// deadline), out of turns, the termination tool answered, a reply
+    /// without calls, or an error.
+    async fn take_turns(
+        &self,
+        run: &mut RunState,
+        events: &EventSink,
+        run_token: &CancellationToken,
+        timed_out: &AtomicBool,
+        journal: &RunJournal,
+    ) -> Result<TerminationReason, RunError> {
+        loop {
             if run_token.is_cancelled() {
-                break Ok(interrupted_reason(&timed_out));
+                return Ok(interrupted_reason(timed_out));
             }
-            if turn >= self.config.max_turns {
-                break Ok(TerminationReason::MaxTurns);
+            if run.turn >= self.config.max_turns {
+                return Ok(TerminationReason::MaxTurns);
             }
-            turn += 1;
+            run.turn += 1;
             match self
-                .step_journaled(&history, turn, events, &run_token, journal)
+                .step_journaled(&run.history, run.turn, events, run_token, journal)
                 .await
             {
                 Ok(step) => {
-                    usage.add(&step.usage);
+                    run.usage.add(&step.usage);
                     let no_calls = step.assistant.tool_calls.is_empty();
                     if let Some(name) = &self.config.termination_tool {
-                        final_output = step
+                        run.final_output = step
                             .tool_results
                             .iter()
                             .find(|r| &r.name == name && !r.is_error)
                             .map(|r| r.output.clone());
                     }
-                    append(&mut history, step);
-                    if final_output.is_some() {
-                        break Ok(TerminationReason::TerminationTool);
+                    append(&mut run.history, step);
+                    if run.final_output.is_some() {
+                        return Ok(TerminationReason::TerminationTool);
                     }
                     if no_calls {
-                        break Ok(TerminationReason::NoToolCalls);
+                        return Ok(TerminationReason::NoToolCalls);
                     }
                 }
                 Err(StepError::Interrupted { partial }) => {
                     if let Some(step) = partial {
-                        usage.add(&step.usage);
-                        append(&mut history, step);
+                        run.usage.add(&step.usage);
+                        append(&mut run.history, step);
                     }
-                    break Ok(interrupted_reason(&timed_out));
+                    return Ok(interrupted_reason(timed_out));
                 }
-                Err(StepError::Run(err)) => break Err(err),
+                Err(StepError::Run(err)) => return Err(err),
             }
-        };
-
-        self.emit_end(events, turn, outcome.as_ref().map(|r| *r), started)
-            .await;
-        outcome.map(|termination_reason| RunResult {
-            final_message: history
-                .iter()
-                .rev()
-                .find(|m| m.role == crate::types::Role::Assistant)
-                .cloned()
-                .unwrap_or_else(|| Message::assistant(None, vec![])),
-            history,
-            turn_count: turn,
-            termination_reason,
-            usage,
-            final_output,
-        })
+        }
     }
 
     async fn emit_end(
@@ -424,6 +408,108 @@ impl Kernel {
             })
             .await;
     }
+}
+
+/// A turn's tool calls answered: their results in call order, how many
+/// are errors, and whether any ran now (rather than all replayed).
+struct Answered {
+    results: Vec<ToolResult>,
+    errors_count: usize,
+    ran_now: bool,
+}
+
+impl Answered {
+    /// The outcomes of a turn's calls gathered, after a reply `replayed`
+    /// or not. The first error ends the turn, as it always did; a park on a
+    /// caller's call carries every caller call of the turn, so the client
+    /// answers them in one go.
+    fn gather(
+        outcomes: Vec<Result<(ToolResult, bool), RunError>>,
+        replayed: bool,
+    ) -> Result<Self, RunError> {
+        let mut answered = Answered {
+            results: Vec::with_capacity(outcomes.len()),
+            errors_count: 0,
+            ran_now: !replayed,
+        };
+        let mut first_error = None;
+        let mut caller_calls = Vec::new();
+        for outcome in outcomes {
+            match outcome {
+                Ok((result, replayed)) => {
+                    answered.errors_count += usize::from(result.is_error);
+                    answered.ran_now |= !replayed;
+                    answered.results.push(result);
+                }
+                Err(err) => {
+                    if let RunError::Parked(parked) = &err {
+                        caller_calls.extend(parked.caller_calls.iter().cloned());
+                    }
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        match first_error {
+            Some(mut err) => {
+                if let RunError::Parked(parked) = &mut err
+                    && parked.kind == ParkedKind::CallerCall
+                {
+                    parked.caller_calls = caller_calls;
+                }
+                Err(err)
+            }
+            None => Ok(answered),
+        }
+    }
+}
+
+/// A run's state over its turns: the history so far, the tokens used, the
+/// last turn taken and the termination tool's output.
+struct RunState {
+    history: Vec<Message>,
+    usage: TokenUsage,
+    turn: u32,
+    final_output: Option<String>,
+}
+
+impl RunState {
+    fn new(history: Vec<Message>) -> Self {
+        Self {
+            history,
+            usage: TokenUsage::default(),
+            turn: 0,
+            final_output: None,
+        }
+    }
+
+    /// The run's result, ended for `termination_reason`.
+    fn result(self, termination_reason: TerminationReason) -> RunResult {
+        RunResult {
+            final_message: self
+                .history
+                .iter()
+                .rev()
+                .find(|m| m.role == crate::types::Role::Assistant)
+                .cloned()
+                .unwrap_or_else(|| Message::assistant(None, vec![])),
+            history: self.history,
+            turn_count: self.turn,
+            termination_reason,
+            usage: self.usage,
+            final_output: self.final_output,
+        }
+    }
+}
+
+/// The run's input: the journal's recorded one on a resume, else `initial`,
+/// recorded first.
+fn run_input(initial: Vec<Message>, journal: &RunJournal) -> Result<Vec<Message>, RunError> {
+    let recorded = match journal.recorded_input() {
+        Ok(Some(recorded)) => Ok(recorded),
+        Ok(None) => journal.record_input(&initial).map(|()| initial),
+        Err(source) => Err(source),
+    };
+    recorded.map_err(|source| RunError::Journal { turn: 0, source })
 }
 
 fn interrupted_reason(timed_out: &AtomicBool) -> TerminationReason {

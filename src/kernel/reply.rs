@@ -88,82 +88,22 @@ impl Kernel {
         cancel: &CancellationToken,
         journal: &RunJournal,
     ) -> Result<Reply, StepError> {
-        let journal_err = |source| RunError::Journal { turn, source };
-        if let Some(recorded) = journal.recorded_reply(turn).map_err(journal_err)? {
-            if let Some(budget) = &self.config.budget {
-                budget.add_reply(&recorded.model, &recorded.usage);
-            }
-            return Ok(Reply {
-                recorded,
-                replayed: true,
-            });
+        if let Some(replayed) = self.replayed_reply(turn, journal)? {
+            return Ok(replayed);
         }
         self.check_budget(turn, "budget", journal, events, Budget::before_model_call)
             .await?;
-        let schemas = &self.offered;
-        let window = history::window(
-            &self.config.history,
-            history,
-            self.config.max_history_messages,
-            self.turn_model(turn),
-        )
-        .await
-        .map_err(|source| RunError::HistoryPlugin { turn, source })?;
-        let plugin_err = |source| RunError::ModelPlugin { turn, source };
-        self.plugin.prepare(schemas).await.map_err(plugin_err)?;
-        let request = self.request(&window, turn);
-        events
-            .emit(Event::ModelRequest {
-                turn,
-                messages_count: window.len(),
-                tools_count: schemas.len(),
-                model: request.model().to_string(),
-                parameters: Value::Object(self.config.sampling.clone()),
-                messages: if self.config.record_messages {
-                    request.body.get("messages").cloned().unwrap_or(Value::Null)
-                } else {
-                    Value::Null
-                },
-            })
-            .await;
-
+        let (request, messages) = self.turn_request(history, turn, events).await?;
         crate::failpoint::hit(crate::failpoint::Failpoint::BeforeModelCall);
         let started = Instant::now();
         let response = self
-            .call_model(&request, turn, window.len(), events, cancel)
+            .call_model(&request, turn, messages, events, cancel)
             .await?;
         let raw_content = response.message.content.clone();
         let native_tool_calls_count = response.message.tool_calls.len();
-        let parsed = self
-            .plugin
-            .read_reply(&response.message, schemas)
-            .await
-            .map_err(plugin_err)?;
-        let recorded = RecordedReply {
-            parse_errors: parsed.calls.iter().map(|c| c.error.clone()).collect(),
-            assistant: Message::assistant(
-                parsed.content,
-                parsed
-                    .calls
-                    .into_iter()
-                    .enumerate()
-                    .map(|(position, c)| ToolCall {
-                        id: storable_call_id(c.call.id, turn, position),
-                        ..c.call
-                    })
-                    .collect(),
-            ),
-            usage: response.usage,
-            model: request.model().to_string(),
-            response_model: response.model.clone(),
-            response_id: response.id.clone(),
-            finish_reason: response.finish_reason.clone(),
-        };
-        journal
-            .record_reply(turn, &recorded)
-            .await
-            .map_err(journal_err)?;
-        crate::failpoint::hit(crate::failpoint::Failpoint::AfterReplyRecorded);
+        let recorded = self
+            .record_reply(&request, &response, turn, journal)
+            .await?;
         let cost = self
             .config
             .budget
@@ -188,6 +128,104 @@ impl Kernel {
             recorded,
             replayed: false,
         })
+    }
+
+    /// The journal's record of turn `turn`'s reply, its tokens counted
+    /// against the budget again; `None` when the turn was never asked.
+    fn replayed_reply(&self, turn: u32, journal: &RunJournal) -> Result<Option<Reply>, RunError> {
+        let journal_err = |source| RunError::Journal { turn, source };
+        let Some(recorded) = journal.recorded_reply(turn).map_err(journal_err)? else {
+            return Ok(None);
+        };
+        if let Some(budget) = &self.config.budget {
+            budget.add_reply(&recorded.model, &recorded.usage);
+        }
+        Ok(Some(Reply {
+            recorded,
+            replayed: true,
+        }))
+    }
+
+    /// The request turn `turn` sends over the history's window (with the
+    /// window's length), the model plugin prepared for the offered tools and
+    /// `ModelRequest` emitted.
+    async fn turn_request(
+        &self,
+        history: &[Message],
+        turn: u32,
+        events: &EventSink,
+    ) -> Result<(ChatRequest, usize), RunError> {
+        let schemas = &self.offered;
+        let window = history::window(
+            &self.config.history,
+            history,
+            self.config.max_history_messages,
+            self.turn_model(turn),
+        )
+        .await
+        .map_err(|source| RunError::HistoryPlugin { turn, source })?;
+        self.plugin
+            .prepare(schemas)
+            .await
+            .map_err(|source| RunError::ModelPlugin { turn, source })?;
+        let request = self.request(&window, turn);
+        events
+            .emit(Event::ModelRequest {
+                turn,
+                messages_count: window.len(),
+                tools_count: schemas.len(),
+                model: request.model().to_string(),
+                parameters: Value::Object(self.config.sampling.clone()),
+                messages: if self.config.record_messages {
+                    request.body.get("messages").cloned().unwrap_or(Value::Null)
+                } else {
+                    Value::Null
+                },
+            })
+            .await;
+        Ok((request, window.len()))
+    }
+
+    /// The model's reply read by its plugin (each call given a storable
+    /// id) and recorded in the journal before anything acts on it.
+    async fn record_reply(
+        &self,
+        request: &ChatRequest,
+        response: &crate::client::ChatResponse,
+        turn: u32,
+        journal: &RunJournal,
+    ) -> Result<RecordedReply, RunError> {
+        let parsed = self
+            .plugin
+            .read_reply(&response.message, &self.offered)
+            .await
+            .map_err(|source| RunError::ModelPlugin { turn, source })?;
+        let recorded = RecordedReply {
+            parse_errors: parsed.calls.iter().map(|c| c.error.clone()).collect(),
+            assistant: Message::assistant(
+                parsed.content,
+                parsed
+                    .calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(position, c)| ToolCall {
+                        id: storable_call_id(c.call.id, turn, position),
+                        ..c.call
+                    })
+                    .collect(),
+            ),
+            usage: response.usage,
+            model: request.model().to_string(),
+            response_model: response.model.clone(),
+            response_id: response.id.clone(),
+            finish_reason: response.finish_reason.clone(),
+        };
+        journal
+            .record_reply(turn, &recorded)
+            .await
+            .map_err(|source| RunError::Journal { turn, source })?;
+        crate::failpoint::hit(crate::failpoint::Failpoint::AfterReplyRecorded);
+        Ok(recorded)
     }
 
     /// The model call itself, its tokens streamed to the observers that
