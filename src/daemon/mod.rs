@@ -174,6 +174,41 @@ impl Daemon {
         mut self,
         termination: impl std::future::Future<Output = ()>,
     ) -> Result<(), ServeError> {
+        let stop_reloads = self.first_load().await?;
+        let (listener, addr) = self.listen().await?;
+        lifecycle::forward_wakeups(&self.queue, &self.wake);
+        let _hangups = lifecycle::reload_on_hangup(self.reloads.clone())?;
+        let workers = tokio::spawn(self.worker_pool().run(self.shutdown.clone()));
+        let _sweeps = self.spawn_sweeps();
+        let control = crate::control::Control::new(addr);
+        let _control_file = control
+            .publish(&self.config.paths.state_dir)
+            .map_err(|e| {
+                tracing::warn!(error = %e, "cannot write the control file; `structured-agents reload --config` falls back to the config's address and token")
+            })
+            .ok();
+        let ready = Arc::new(AtomicBool::new(true));
+        let server_stop = CancellationToken::new();
+        let state = self.app_state(ready.clone(), control.reload_key.into());
+        // A reload that revokes a key ends its open streams and listens.
+        self.bus
+            .subscribe(Arc::new(api::RevokedStreams::new(&state)));
+        let _scheduler = self.spawn_scheduler(&state);
+        let _webhooks = self.spawn_webhooks()?;
+        let server = self.serve_api(listener, state, server_stop.clone());
+        self.announce_ready(addr);
+
+        termination.await;
+        self.shutdown(workers, server, server_stop, stop_reloads)
+            .await;
+        ready.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Starts the reloader and waits for the first load, which must not be
+    /// rejected; then moves the jobs of bundles edited while the daemon was
+    /// down. Answers the token that stops the reloader.
+    async fn first_load(&mut self) -> Result<CancellationToken, ServeError> {
         let stop_reloads = CancellationToken::new();
         if let Some(reloader) = self.reloader.take() {
             tokio::spawn(reloader.run(stop_reloads.clone()));
@@ -189,6 +224,11 @@ impl Daemon {
         // Bundles edited while the daemon was down: their `move` jobs move
         // now, before a worker can lease one on its old version.
         new_versions::after_start(self.queue.as_ref(), &self.registry, &self.bus).await;
+        Ok(stop_reloads)
+    }
+
+    /// The API's listener on `server.listen`, and the address it got.
+    async fn listen(&self) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
         // An open key ring on a network address was refused by the load
         // itself (`access::KeyRing::check_exposure`), as a reload would be.
         let listen = self.config.server.listen;
@@ -202,20 +242,23 @@ impl Daemon {
             addr: listen,
             source,
         })?;
-        lifecycle::forward_wakeups(&self.queue, &self.wake);
-        let _hangups = lifecycle::reload_on_hangup(self.reloads.clone())?;
-        let workers = tokio::spawn(self.worker_pool().run(self.shutdown.clone()));
-        let _retention = retention::spawn(
+        Ok((listener, addr))
+    }
+
+    /// The periodic sweeps, until shutdown: retention, approval timeouts
+    /// and the queue's health check.
+    fn spawn_sweeps(&self) -> [tokio::task::JoinHandle<()>; 3] {
+        let retention = retention::spawn(
             self.queue.clone(),
             self.config.queue.retention.into(),
             self.bus.clone(),
             self.shutdown.clone(),
         );
-        let _approval_timeouts =
+        let approval_timeouts =
             approval_timeouts::spawn(self.queue.clone(), self.bus.clone(), self.shutdown.clone());
         // Without a reader of /readyz, a deleted queue file or a full disk
         // is still noticed (logged, counted) within a period.
-        let _health_checks = {
+        let health_checks = {
             let (queue, health) = (self.queue.clone(), self.health.clone());
             sweep::every(HEALTH_CHECK_PERIOD, self.shutdown.clone(), move || {
                 let (queue, health) = (queue.clone(), health.clone());
@@ -224,20 +267,12 @@ impl Daemon {
                 }
             })
         };
-        let control = crate::control::Control::new(addr);
-        let _control_file = control
-            .publish(&self.config.paths.state_dir)
-            .map_err(|e| {
-                tracing::warn!(error = %e, "cannot write the control file; `structured-agents reload --config` falls back to the config's address and token")
-            })
-            .ok();
-        let ready = Arc::new(AtomicBool::new(true));
-        let server_stop = CancellationToken::new();
-        let state = self.app_state(ready.clone(), control.reload_key.into());
-        // A reload that revokes a key ends its open streams and listens.
-        self.bus
-            .subscribe(Arc::new(api::RevokedStreams::new(&state)));
-        let _scheduler = crate::scheduler::spawn(
+        [retention, approval_timeouts, health_checks]
+    }
+
+    /// The scheduler's loop, its fires admitted through the API's admission.
+    fn spawn_scheduler(&self, state: &AppState) -> tokio::task::JoinHandle<()> {
+        crate::scheduler::spawn(
             crate::scheduler::Scheduler {
                 queue: self.queue.clone(),
                 registry: self.registry.clone(),
@@ -246,8 +281,13 @@ impl Daemon {
             },
             format!("{}-{}", lifecycle::hostname(), std::process::id()),
             self.shutdown.clone(),
-        );
-        let _webhooks = crate::webhook::Sender::new(
+        )
+    }
+
+    /// The sender of the outbox's deliveries: webhooks, and A2A pushes in
+    /// their own format.
+    fn spawn_webhooks(&self) -> Result<tokio::task::JoinHandle<()>, ServeError> {
+        crate::webhook::Sender::new(
             self.queue.clone(),
             self.config.webhooks.clone(),
             self.bus.clone(),
@@ -258,7 +298,17 @@ impl Daemon {
             let sender = sender.with_format(crate::queue::outbox::A2A_PUSH, pushes);
             crate::webhook::spawn(sender, self.shutdown.clone())
         })
-        .map_err(|e| ServeError::Other(e.to_string()))?;
+        .map_err(|e| ServeError::Other(e.to_string()))
+    }
+
+    /// Serves the API on `listener` under the server's body and connection
+    /// limits until `server_stop`.
+    fn serve_api(
+        &self,
+        listener: tokio::net::TcpListener,
+        state: AppState,
+        server_stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         let server_settings = &self.config.server;
         let app = api::router(
             state,
@@ -273,12 +323,11 @@ impl Daemon {
             idle_timeout: server_settings.idle_timeout.into(),
         };
         lifecycle::raise_open_files(limits.max_connections);
-        let server = tokio::spawn(api::serve::serve(
-            listener,
-            app,
-            limits,
-            server_stop.clone(),
-        ));
+        tokio::spawn(api::serve::serve(listener, app, limits, server_stop))
+    }
+
+    /// Says the daemon is ready: the log, stdout, systemd (and its watchdog).
+    fn announce_ready(&self, addr: SocketAddr) {
         let bundles = self.registry.snapshot().bundles.len();
         let location = queue::location(&self.config);
         tracing::info!(%addr, bundles, queue = %location, "structured-agents is ready");
@@ -287,12 +336,6 @@ impl Daemon {
         let noun = if bundles == 1 { "bundle" } else { "bundles" };
         notify::ready(&format!("serving on {addr}; {bundles} {noun}"));
         notify::spawn_watchdog(self.shutdown.clone());
-
-        termination.await;
-        self.shutdown(workers, server, server_stop, stop_reloads)
-            .await;
-        ready.store(false, Ordering::SeqCst);
-        Ok(())
     }
 
     /// Drains the workers, stops the API and the reloader, flushes telemetry.

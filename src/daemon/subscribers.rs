@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::events::daemon::{DaemonEvent, DaemonObserver, ReloadResult};
+use crate::events::daemon::{DaemonEvent, DaemonObserver, ReloadOutcome, ReloadResult};
 use crate::events::{Observer, live};
 use crate::queue::{JobQueue, LeasedJob};
 use crate::registry::{LoadedBundle, Registry};
@@ -163,43 +163,48 @@ impl LogLines {
     pub fn new(filter: Option<LogFilter>, registry: Arc<Registry>) -> Self {
         Self { filter, registry }
     }
+
+    /// A reload's log line (an error when rejected, each of its errors a
+    /// warning), and the log filter it changed set on the logger.
+    fn reloaded(&self, outcome: &ReloadOutcome) {
+        let changes = serde_json::to_string(&outcome.changes).unwrap_or_default();
+        match outcome.result {
+            ReloadResult::Rejected => tracing::error!(
+                trigger = ?outcome.trigger,
+                generation = outcome.generation,
+                errors = ?outcome.errors,
+                "reload rejected; the last good state keeps serving"
+            ),
+            result => {
+                tracing::info!(trigger = ?outcome.trigger, generation = outcome.generation, result = result.as_str(), %changes, failed = ?outcome.failed, "reload");
+                for error in &outcome.errors {
+                    tracing::warn!(%error, "reload error");
+                }
+            }
+        }
+        // The first load "adds" the filter the logger started with.
+        let log_filter_changed = outcome
+            .of(crate::events::daemon::InputKind::LogFilter)
+            .is_some_and(|c| !c.changed.is_empty());
+        if log_filter_changed && let Some(filter) = &self.filter {
+            let wanted = self.registry.snapshot().config.telemetry.log_filter.clone();
+            match filter.set(&wanted) {
+                Ok(()) => tracing::info!(filter = %wanted, "log filter changed"),
+                Err(e) => tracing::warn!(error = %e, "log filter not changed"),
+            }
+        }
+    }
 }
 
-/// One log line for each daemon event: one match, an arm an event.
 impl DaemonObserver for LogLines {
+    /// One log line for each daemon event: one match, an arm an event, so
+    /// a new event is a decision here; it stays one function for that.
     fn on_daemon_event(&self, event: &DaemonEvent) {
         match event {
             DaemonEvent::ReloadStarted { trigger } => {
                 tracing::debug!(trigger = ?trigger, "reload started")
             }
-            DaemonEvent::Reload(outcome) => {
-                let changes = serde_json::to_string(&outcome.changes).unwrap_or_default();
-                match outcome.result {
-                    ReloadResult::Rejected => tracing::error!(
-                        trigger = ?outcome.trigger,
-                        generation = outcome.generation,
-                        errors = ?outcome.errors,
-                        "reload rejected; the last good state keeps serving"
-                    ),
-                    result => {
-                        tracing::info!(trigger = ?outcome.trigger, generation = outcome.generation, result = result.as_str(), %changes, failed = ?outcome.failed, "reload");
-                        for error in &outcome.errors {
-                            tracing::warn!(%error, "reload error");
-                        }
-                    }
-                }
-                // The first load "adds" the filter the logger started with.
-                let log_filter_changed = outcome
-                    .of(crate::events::daemon::InputKind::LogFilter)
-                    .is_some_and(|c| !c.changed.is_empty());
-                if log_filter_changed && let Some(filter) = &self.filter {
-                    let wanted = self.registry.snapshot().config.telemetry.log_filter.clone();
-                    match filter.set(&wanted) {
-                        Ok(()) => tracing::info!(filter = %wanted, "log filter changed"),
-                        Err(e) => tracing::warn!(error = %e, "log filter not changed"),
-                    }
-                }
-            }
+            DaemonEvent::Reload(outcome) => self.reloaded(outcome),
             DaemonEvent::JobSubmitted { bundle } => tracing::debug!(%bundle, "job submitted"),
             DaemonEvent::JobEndedByRequest { event } => {
                 tracing::info!(job_id = %event.run_id, bundle = %event.bundle, "job ended by an operator's request")
