@@ -85,8 +85,15 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
         Ok(chatted) => chatted,
         Err(outcome) => return outcome,
     };
+    Outcome::Succeeded(chat_output(&replies, ended, rounds, run.loaded.version()))
+}
+
+/// A finished chat's answer: the replies joined (`output`, as the runtime
+/// API has always answered), the last one, the transcript of who said
+/// what, the agents used, the rounds held and why it ended.
+fn chat_output(replies: &[Reply], ended: Ended, rounds: u32, version: &str) -> Value {
     let mut agents_used: Vec<&str> = Vec::new();
-    for reply in &replies {
+    for reply in replies {
         if !agents_used.contains(&reply.agent_id.as_str()) {
             agents_used.push(&reply.agent_id);
         }
@@ -112,7 +119,7 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
         })
         .collect();
     let final_text = replies.last().map(|r| r.response.as_str());
-    Outcome::Succeeded(json!({
+    json!({
         "output": output,
         "final_text": final_text,
         "transcript": transcript,
@@ -120,8 +127,24 @@ pub(super) async fn run(run: GroupChatJob<'_>) -> Outcome {
         "agents_used": agents_used,
         "rounds": rounds,
         "terminated_by": ended.as_str(),
-        "bundle_version": run.loaded.version(),
-    }))
+        "bundle_version": version,
+    })
+}
+
+/// What an agent answered: its text, or the error it failed with (which
+/// the chat goes on with, as the agent's reply).
+enum Answer {
+    Said(String),
+    Failed(String),
+}
+
+impl Answer {
+    fn of<E: std::fmt::Display>(answer: Result<String, E>) -> Self {
+        match answer {
+            Ok(text) => Answer::Said(text),
+            Err(e) => Answer::Failed(e.to_string()),
+        }
+    }
 }
 
 struct Chat<'a> {
@@ -200,12 +223,57 @@ impl Chat<'_> {
         })
         .await;
         let started = Instant::now();
-        let answer = match &agent.place {
+        let answer = self.answer(agent, round, key, prompt).await?;
+        if self.run.scope.cancel.is_cancelled() {
+            return Err(Outcome::Failed {
+                error: "cancelled by request".into(),
+                retryable: false,
+            });
+        }
+        let reply = Reply {
+            agent_id: agent.id.clone(),
+            agent_name: agent.name.clone(),
+            is_error: matches!(answer, Answer::Failed(_)),
+            response: match answer {
+                Answer::Said(text) => text,
+                Answer::Failed(e) => format!("Error: agent {} failed: {e}", agent.id),
+            },
+            round,
+        };
+        self.replies_journal
+            .record_value(round, key, &reply)
+            .await
+            .map_err(storage)?;
+        crate::failpoint::hit(crate::failpoint::Failpoint::AfterGroupReplyRecorded);
+        sink.emit(Event::ToolResult {
+            turn: round,
+            tool_name: agent.id.clone(),
+            call_id: key.to_string(),
+            is_error: reply.is_error,
+            duration_ms: started.elapsed().as_millis() as u64,
+            output_preview: preview(&reply.response, 200),
+            error_type: reply.is_error.then(|| "tool_error".to_string()),
+        })
+        .await;
+        Ok(reply)
+    }
+
+    /// What `agent` answers `prompt`. `Err` ends the attempt: an unknown
+    /// outcome inside a local agent parks the whole job.
+    async fn answer(
+        &self,
+        agent: &Participant,
+        round: u32,
+        key: &str,
+        prompt: String,
+    ) -> Result<Answer, Outcome> {
+        let job = self.run.job;
+        Ok(match &agent.place {
             Place::Local { bundle } => match self.ask_local(bundle, round, key, prompt).await {
                 // An unknown outcome inside the agent parks the whole job:
                 // never a reply that hides it.
                 Err(failure) if failure.ends_job() => return Err(failure.into()),
-                answer => answer.map_err(|e| e.to_string()),
+                answer => Answer::of(answer),
             },
             Place::Remote {
                 endpoint,
@@ -226,41 +294,12 @@ impl Chat<'_> {
                 };
                 tokio::select! {
                     sent = http_agent::send(&self.http, endpoint, &agent.id, message) => {
-                        sent.map(answer_text).map_err(|e| e.to_string())
+                        Answer::of(sent.map(answer_text))
                     }
-                    _ = self.run.scope.cancel.cancelled() => Err("cancelled".into()),
+                    _ = self.run.scope.cancel.cancelled() => Answer::Failed("cancelled".into()),
                 }
             }
-        };
-        if self.run.scope.cancel.is_cancelled() {
-            return Err(Outcome::Failed {
-                error: "cancelled by request".into(),
-                retryable: false,
-            });
-        }
-        let reply = Reply {
-            agent_id: agent.id.clone(),
-            agent_name: agent.name.clone(),
-            is_error: answer.is_err(),
-            response: answer.unwrap_or_else(|e| format!("Error: agent {} failed: {e}", agent.id)),
-            round,
-        };
-        self.replies_journal
-            .record_value(round, key, &reply)
-            .await
-            .map_err(storage)?;
-        crate::failpoint::hit(crate::failpoint::Failpoint::AfterGroupReplyRecorded);
-        sink.emit(Event::ToolResult {
-            turn: round,
-            tool_name: agent.id.clone(),
-            call_id: key.to_string(),
-            is_error: reply.is_error,
-            duration_ms: started.elapsed().as_millis() as u64,
-            output_preview: preview(&reply.response, 200),
-            error_type: reply.is_error.then(|| "tool_error".to_string()),
         })
-        .await;
-        Ok(reply)
     }
 
     /// A loaded bundle's answer, run inside this job with its own journal
