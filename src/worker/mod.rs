@@ -174,7 +174,12 @@ impl WorkerPool {
             // Reap finished tasks so the set does not grow.
             while running.try_join_next().is_some() {}
         }
+        self.drain(running, &abandon).await;
+    }
 
+    /// Waits for the `running` jobs up to the drain timeout, then cancels
+    /// `abandon` so the rest stop and are released to the queue.
+    async fn drain(&self, mut running: JoinSet<()>, abandon: &CancellationToken) {
         while running.try_join_next().is_some() {}
         tracing::info!(
             in_flight = running.len(),
