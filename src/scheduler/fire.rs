@@ -10,7 +10,7 @@ use super::bundles::own_id;
 use super::seam::{FireRefused, Scheduler};
 use crate::events::daemon::{DaemonBus, DaemonEvent, StaleClaim};
 use crate::queue::{FireRecord, JobId, JobQueue, NewJob, StoredSchedule};
-use crate::schedule::{LastJob, Missed, Stored, Turn, due_fires, fire_key, turn};
+use crate::schedule::{Due, LastJob, Missed, Stored, Turn, due_fires, fire_key, turn};
 
 /// Takes a schedule's turn: of its due fires (`missed` decides which are
 /// kept), at most one is submitted, by its `overlap` policy
@@ -37,66 +37,21 @@ pub(super) async fn handle(
         expected_next,
         now,
     );
-    let last = match due.fires.is_empty() {
-        true => None,
-        false => last_job(scheduler, &schedule).await?,
+    let Some(taken) = take_turn(scheduler, &schedule, &stored, &compiled, &due).await? else {
+        return Ok(false);
     };
-    let after = |fire| crate::schedule::next_after(&compiled, fire);
-    let taken = turn(
-        spec.overlap,
-        &due.fires,
-        last.as_ref().map(|l| l.1),
-        after,
-        due.next,
-    );
-    let (fire, skipped, next) = match taken {
-        Turn::Hold => return Ok(false),
-        Turn::Pass { skipped, next } => (None, skipped, next),
-        Turn::Run {
-            fire,
-            skipped,
-            cancel,
-            next,
-        } => {
-            if cancel && let Some((last, _)) = &last {
-                cancel_last(scheduler, last).await?;
-            }
-            (Some(fire), skipped, next)
-        }
+    let mut tally = vec![("missed", due.missed), ("skipped_overlap", taken.skipped)];
+    let last_job = match taken.fire {
+        Some(fire) => submit_counted(scheduler, &schedule, &stored, fire, &mut tally).await?,
+        None => None,
     };
-    let mut tally = vec![("missed", due.missed), ("skipped_overlap", skipped)];
-    let mut last_job = None;
-    if let Some(fire) = fire {
-        match submit_fire(scheduler, &schedule, &stored, fire).await {
-            Ok(job) => {
-                last_job = Some(job);
-                tally.push(("submitted", 1));
-            }
-            Err(FireRefused::Unavailable(detail)) => {
-                // The store is down: the fire stays due for the next tick.
-                return Err(crate::queue::QueueError::Store {
-                    path: format!("schedule {}", schedule.id),
-                    detail,
-                });
-            }
-            Err(FireRefused::Refused(why)) => {
-                tracing::warn!(schedule = %schedule.id, fire = %crate::queue::rfc3339(fire), error = %why, "scheduler: admission refused the fire; it is dropped, the next one comes on time");
-                tally.push(("refused", 1));
-            }
-        }
-    }
-    // The last tick's outcome: what ran, else why nothing did.
-    let last_outcome = ["submitted", "refused", "skipped_overlap", "missed"]
-        .into_iter()
-        .find(|outcome| tally.iter().any(|(o, n)| o == outcome && *n > 0))
-        .unwrap_or("missed");
     let record = FireRecord {
         id: schedule.id.clone(),
         expected_next,
-        next_fire: next,
-        last_fire: fire,
+        next_fire: taken.next,
+        last_fire: taken.fire,
         last_job,
-        last_outcome: last_outcome.to_string(),
+        last_outcome: last_outcome(&tally).to_string(),
         missed: due.missed,
     };
     if !scheduler.queue.record_fire(record).await? {
@@ -112,10 +67,103 @@ pub(super) async fn handle(
         &schedule.id,
         &stored.bundle,
         tally,
-        fire,
+        taken.fire,
         now,
     );
-    Ok(fire.is_some() && next.is_some_and(|next| next <= now))
+    Ok(taken.fire.is_some() && taken.next.is_some_and(|next| next <= now))
+}
+
+/// What a turn takes: the fire to submit (if any), the fires it passed
+/// over for overlap, and the schedule's next unhandled fire after it.
+struct Taken {
+    fire: Option<i64>,
+    skipped: u64,
+    next: Option<i64>,
+}
+
+/// The turn the schedule's `overlap` policy gives its due fires, after its
+/// last job (cancelled first when the policy says so); `None` holds them
+/// due while the last job runs.
+async fn take_turn(
+    scheduler: &Scheduler,
+    schedule: &StoredSchedule,
+    stored: &Stored,
+    compiled: &(croner::Cron, chrono_tz::Tz),
+    due: &Due,
+) -> Result<Option<Taken>, crate::queue::QueueError> {
+    let last = match due.fires.is_empty() {
+        true => None,
+        false => last_job(scheduler, schedule).await?,
+    };
+    let after = |fire| crate::schedule::next_after(compiled, fire);
+    let taken = turn(
+        stored.spec.overlap,
+        &due.fires,
+        last.as_ref().map(|l| l.1),
+        after,
+        due.next,
+    );
+    Ok(match taken {
+        Turn::Hold => None,
+        Turn::Pass { skipped, next } => Some(Taken {
+            fire: None,
+            skipped,
+            next,
+        }),
+        Turn::Run {
+            fire,
+            skipped,
+            cancel,
+            next,
+        } => {
+            if cancel && let Some((last, _)) = &last {
+                cancel_last(scheduler, last).await?;
+            }
+            Some(Taken {
+                fire: Some(fire),
+                skipped,
+                next,
+            })
+        }
+    })
+}
+
+/// Submits the turn's fire through admission and counts it in `tally`:
+/// the job's id when submitted; a refusal drops the fire (logged), and a
+/// store that is down is an error, so the fire stays due for the next tick.
+async fn submit_counted(
+    scheduler: &Scheduler,
+    schedule: &StoredSchedule,
+    stored: &Stored,
+    fire: i64,
+    tally: &mut Vec<(&'static str, u64)>,
+) -> Result<Option<String>, crate::queue::QueueError> {
+    match submit_fire(scheduler, schedule, stored, fire).await {
+        Ok(job) => {
+            tally.push(("submitted", 1));
+            Ok(Some(job))
+        }
+        Err(FireRefused::Unavailable(detail)) => {
+            // The store is down: the fire stays due for the next tick.
+            Err(crate::queue::QueueError::Store {
+                path: format!("schedule {}", schedule.id),
+                detail,
+            })
+        }
+        Err(FireRefused::Refused(why)) => {
+            tracing::warn!(schedule = %schedule.id, fire = %crate::queue::rfc3339(fire), error = %why, "scheduler: admission refused the fire; it is dropped, the next one comes on time");
+            tally.push(("refused", 1));
+            Ok(None)
+        }
+    }
+}
+
+/// The last tick's outcome: what ran, else why nothing did.
+fn last_outcome(tally: &[(&'static str, u64)]) -> &'static str {
+    ["submitted", "refused", "skipped_overlap", "missed"]
+        .into_iter()
+        .find(|outcome| tally.iter().any(|(o, n)| o == outcome && *n > 0))
+        .unwrap_or("missed")
 }
 
 /// Tells the daemon's bus how a recorded tick went: one event for each

@@ -10,7 +10,10 @@ use minijinja::{Environment, UndefinedBehavior};
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use super::spec::{Builtin, CapAction, CommandStage, FATAL, FINISH, StageSpec, WorkflowSpec};
+use super::spec::{
+    AgentGate, AgentStage, Builtin, CapAction, CommandStage, FATAL, FINISH, ResultRule, StageSpec,
+    WorkflowSpec,
+};
 
 mod names;
 
@@ -261,70 +264,10 @@ impl Compiler {
         }
     }
 
+    /// Checks a stage of any kind; what it can emit and which gate it is.
     fn stage(&mut self, name: &str, stage: &StageSpec, at: &str) -> StageInfo {
         match stage {
-            StageSpec::Agent(agent) => {
-                self.template(&format!("{at}.prompt"), &agent.prompt);
-                let rule = &agent.result;
-                let methods = [
-                    rule.field.is_some(),
-                    rule.regex.is_some(),
-                    rule.marker.is_some(),
-                ];
-                if methods.iter().filter(|m| **m).count() > 1 {
-                    self.problem(
-                        &format!("{at}.result"),
-                        "give at most one of `field`, `regex` and `marker`".into(),
-                    );
-                }
-                if let Some(pattern) = &rule.regex {
-                    self.regex(&format!("{at}.result.regex"), pattern);
-                }
-                if let Some(marker) = &rule.marker {
-                    self.template(&format!("{at}.result.marker.file"), &marker.file);
-                    self.template(&format!("{at}.result.marker.text"), &marker.text);
-                }
-                if let Some(commit) = &agent.commit {
-                    self.template(&format!("{at}.commit.report"), &commit.report);
-                    if let Some(message) = &commit.message {
-                        self.template(&format!("{at}.commit.message"), message);
-                    }
-                }
-                if rule.events.is_empty() {
-                    self.problem(
-                        &format!("{at}.result.events"),
-                        "must name at least one event".into(),
-                    );
-                }
-                let mut info = StageInfo::default();
-                info.events.extend(rule.events.iter().cloned());
-                info.events.insert(rule.otherwise.clone());
-                if let Some(gate) = &agent.gate {
-                    let gate_at = format!("{at}.gate");
-                    if !rule.events.contains(&gate.after) {
-                        self.problem(
-                            &format!("{gate_at}.after"),
-                            format!(
-                                "{:?} is not one of the result's events ({})",
-                                gate.after,
-                                rule.events.join(", ")
-                            ),
-                        );
-                    }
-                    self.command(&gate.check, &format!("{gate_at}.check"));
-                    if gate.check.event_prefix.is_some() {
-                        self.problem(
-                            &format!("{gate_at}.check.event_prefix"),
-                            "applies to stages only: the gate's failure event is named by `on_fail` (default `<name>_fail`)".into(),
-                        );
-                    }
-                    info.events.insert(gate.fail_event());
-                    info.fail_events.insert(gate.fail_event());
-                    info.pass_events.insert(gate.after.clone());
-                    info.gate = Some(gate.name.clone());
-                }
-                info
-            }
+            StageSpec::Agent(agent) => self.agent_stage(agent, at),
             StageSpec::Command(command) => {
                 let (events, pass_events) = self.command(command, at);
                 StageInfo {
@@ -346,6 +289,77 @@ impl Compiler {
                 }
             }
         }
+    }
+
+    /// Checks an agent stage: its prompt, its result rule (one method at
+    /// most, at least one event) and commit templates, and its gate.
+    fn agent_stage(&mut self, agent: &AgentStage, at: &str) -> StageInfo {
+        self.template(&format!("{at}.prompt"), &agent.prompt);
+        let rule = &agent.result;
+        let methods = [
+            rule.field.is_some(),
+            rule.regex.is_some(),
+            rule.marker.is_some(),
+        ];
+        if methods.iter().filter(|m| **m).count() > 1 {
+            self.problem(
+                &format!("{at}.result"),
+                "give at most one of `field`, `regex` and `marker`".into(),
+            );
+        }
+        if let Some(pattern) = &rule.regex {
+            self.regex(&format!("{at}.result.regex"), pattern);
+        }
+        if let Some(marker) = &rule.marker {
+            self.template(&format!("{at}.result.marker.file"), &marker.file);
+            self.template(&format!("{at}.result.marker.text"), &marker.text);
+        }
+        if let Some(commit) = &agent.commit {
+            self.template(&format!("{at}.commit.report"), &commit.report);
+            if let Some(message) = &commit.message {
+                self.template(&format!("{at}.commit.message"), message);
+            }
+        }
+        if rule.events.is_empty() {
+            self.problem(
+                &format!("{at}.result.events"),
+                "must name at least one event".into(),
+            );
+        }
+        let mut info = StageInfo::default();
+        info.events.extend(rule.events.iter().cloned());
+        info.events.insert(rule.otherwise.clone());
+        if let Some(gate) = &agent.gate {
+            self.agent_gate(gate, rule, at, &mut info);
+        }
+        info
+    }
+
+    /// Checks an agent stage's gate (run after the result's event `after`)
+    /// and adds its events to the stage's.
+    fn agent_gate(&mut self, gate: &AgentGate, rule: &ResultRule, at: &str, info: &mut StageInfo) {
+        let gate_at = format!("{at}.gate");
+        if !rule.events.contains(&gate.after) {
+            self.problem(
+                &format!("{gate_at}.after"),
+                format!(
+                    "{:?} is not one of the result's events ({})",
+                    gate.after,
+                    rule.events.join(", ")
+                ),
+            );
+        }
+        self.command(&gate.check, &format!("{gate_at}.check"));
+        if gate.check.event_prefix.is_some() {
+            self.problem(
+                &format!("{gate_at}.check.event_prefix"),
+                "applies to stages only: the gate's failure event is named by `on_fail` (default `<name>_fail`)".into(),
+            );
+        }
+        info.events.insert(gate.fail_event());
+        info.fail_events.insert(gate.fail_event());
+        info.pass_events.insert(gate.after.clone());
+        info.gate = Some(gate.name.clone());
     }
 
     /// Checks a command gate; returns its events and passing events.

@@ -43,101 +43,165 @@ async fn pr_branch(
     }
 }
 
+const FIXABLE: &str = "fail_fixable";
+
+/// The gate: the PR's facts rendered, the branch pushed, the PR created,
+/// and a passing report with its URL and number; else the failing step's
+/// report.
 pub(crate) async fn pr_gate(ctx: &GateContext<'_>, pr: &PrSettings, dir: &Path) -> GateReport {
-    const FIXABLE: &str = "fail_fixable";
+    let facts = match pr_facts(ctx, pr, dir).await {
+        Ok(facts) => facts,
+        Err(report) => return *report,
+    };
+    if let Some(refused) = push_branch(ctx, pr, dir, &facts.branch).await {
+        return refused;
+    }
+    match create_pr(ctx, pr, dir, &facts).await {
+        Ok(created) => passed(facts, &created),
+        Err(report) => *report,
+    }
+}
+
+/// What the PR is made of, rendered before anything is pushed.
+struct PrFacts {
+    title: String,
+    body: String,
+    base: String,
+    branch: String,
+}
+
+/// The PR's title (which must read `[tag][#N] text`: a title that does not
+/// is fatal), body, base and branch; or the report of the first that
+/// cannot be had.
+async fn pr_facts(
+    ctx: &GateContext<'_>,
+    pr: &PrSettings,
+    dir: &Path,
+) -> Result<PrFacts, Box<GateReport>> {
+    let fail = |message: String, hint: &str| Box::new(GateReport::fail(FIXABLE, message, hint));
     let title = match ctx.render("pr.title", ctx.vars) {
         Ok(t) => t.trim().to_string(),
         Err(e) => {
-            return GateReport::fail(
-                FIXABLE,
+            return Err(fail(
                 e.to_string(),
                 "fix the `pr.title` template or define its variables",
-            );
+            ));
         }
     };
     if !valid_pr_title(&title) {
-        let mut report = GateReport::fail(
-            FIXABLE,
+        let mut report = fail(
             format!("PR title {title:?} does not read `[tag][#N] text`"),
             "make the `pr.title` template (or the data it reads) give `[tag][#N] summary`, e.g. `[fix][#13] Handle empty input`",
         );
         // The title comes from the bundle's template and data, which no
         // implementation iteration changes.
         report.fatal = true;
-        return report;
+        return Err(report);
     }
     let body = match pr_body(ctx, pr, dir) {
         Ok(b) => closing_body(&title, &b),
-        Err(e) => return GateReport::fail(FIXABLE, e.to_string(), "fix the `pr.body` template"),
+        Err(e) => return Err(fail(e.to_string(), "fix the `pr.body` template")),
     };
     let base = match ctx.base(dir, "pr.base", pr.base.as_ref(), &pr.remote).await {
         Ok(base) => base,
-        Err(e) => return GateReport::fail(FIXABLE, e.to_string(), "set `pr.base` on the pr stage"),
+        Err(e) => return Err(fail(e.to_string(), "set `pr.base` on the pr stage")),
     };
     let branch = pr_branch(ctx, pr, dir).await;
     let branch = match branch {
         Ok(b) if !b.is_empty() && b != "HEAD" => b,
         Ok(_) => {
-            return GateReport::fail(
-                FIXABLE,
-                "HEAD is detached: no branch to push",
+            return Err(fail(
+                "HEAD is detached: no branch to push".into(),
                 "check out a branch or set `pr.branch`",
-            );
+            ));
         }
-        Err(e) => return GateReport::fail(FIXABLE, e.to_string(), "set `pr.branch`"),
+        Err(e) => return Err(fail(e.to_string(), "set `pr.branch`")),
     };
+    Ok(PrFacts {
+        title,
+        body,
+        base,
+        branch,
+    })
+}
+
+/// Pushes HEAD to `branch` on the PR's remote; the failing report when the
+/// push is refused (`fail_need_rebase` when the remote moved).
+async fn push_branch(
+    ctx: &GateContext<'_>,
+    pr: &PrSettings,
+    dir: &Path,
+    branch: &str,
+) -> Option<GateReport> {
     let refspec = format!("HEAD:refs/heads/{branch}");
     let mut push: Vec<&str> = vec!["push"];
     push.extend(pr.push_args.iter().map(String::as_str));
     push.extend([pr.remote.as_str(), refspec.as_str()]);
     let run = ctx.git(dir, &push).await;
-    if !run.success() {
-        let (event, hint) = if needs_rebase(&run) {
-            (
-                "fail_need_rebase",
-                "the remote branch moved: rebase onto it, then push again",
-            )
-        } else {
-            (FIXABLE, "fix what made the push fail")
-        };
-        return GateReport::fail(
-            event,
-            run.describe(&format!("git {}", push.join(" "))),
-            hint,
-        );
+    if run.success() {
+        return None;
     }
+    let (event, hint) = if needs_rebase(&run) {
+        (
+            "fail_need_rebase",
+            "the remote branch moved: rebase onto it, then push again",
+        )
+    } else {
+        (FIXABLE, "fix what made the push fail")
+    };
+    Some(GateReport::fail(
+        event,
+        run.describe(&format!("git {}", push.join(" "))),
+        hint,
+    ))
+}
+
+/// Runs `pr.create_command` with the PR's facts; a PR that already exists
+/// (a re-run after a crash) is success too.
+async fn create_pr(
+    ctx: &GateContext<'_>,
+    pr: &PrSettings,
+    dir: &Path,
+    facts: &PrFacts,
+) -> Result<CommandRun, Box<GateReport>> {
     let argv = match create_argv(
         ctx,
         pr,
         [
-            ("title", &title),
-            ("body", &body),
-            ("branch", &branch),
-            ("base", &base),
+            ("title", &facts.title),
+            ("body", &facts.body),
+            ("branch", &facts.branch),
+            ("base", &facts.base),
         ],
     ) {
         Ok(argv) => argv,
         Err(e) => {
-            return GateReport::fail(
+            return Err(Box::new(GateReport::fail(
                 FIXABLE,
                 e.to_string(),
                 "fix the `pr.create_command` template",
-            );
+            )));
         }
     };
     let created = run_command(&argv, dir, ctx.timeout(), ctx.spec.max_output_bytes, &[]).await;
     // A re-run after a crash finds its own PR: that is success, not a failure.
     if !created.success() && !created.output().contains("already exists") {
-        return GateReport::fail(
+        return Err(Box::new(GateReport::fail(
             FIXABLE,
             created.describe(&argv.join(" ")),
             "fix what made creating the PR fail",
-        );
+        )));
     }
+    Ok(created)
+}
+
+/// The passing report: the PR's title, branch and base, and the URL and
+/// number the create command printed.
+fn passed(facts: PrFacts, created: &CommandRun) -> GateReport {
     let mut report = GateReport::new("pass", true);
-    report.details.insert("title".into(), title.into());
-    report.details.insert("branch".into(), branch.into());
-    report.details.insert("base".into(), base.into());
+    report.details.insert("title".into(), facts.title.into());
+    report.details.insert("branch".into(), facts.branch.into());
+    report.details.insert("base".into(), facts.base.into());
     // `gh` prints the URL of the PR it made on stdout, and of the one that
     // already exists inside its error on stderr.
     let url = pr_url(&created.stdout)
