@@ -126,6 +126,9 @@ impl HttpBackend {
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
+    /// One HTTP attempt of the call, within the request timeout: the reply
+    /// streamed (when `on_token` wants tokens and the server streams) or
+    /// read whole, never past `max_response_bytes`.
     async fn attempt(
         &self,
         body: &[u8],
@@ -142,68 +145,14 @@ impl HttpBackend {
         let timeout = self.settings.request_timeout;
         let send = async {
             let response = builder.send().await.map_err(|e| self.transport_error(e))?;
-            let status = response.status();
-            if !status.is_success() {
-                let retry_after = retry_after(&response);
-                // Only the message is wanted; a huge error page is cut short.
-                let text = match read_capped(response, ERROR_BODY_BYTES).await {
-                    Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
-                    Err(_) => String::new(),
-                };
-                return Err(ClientError::Status {
-                    url: self.url.clone(),
-                    status: status.as_u16(),
-                    message: server_message(&text),
-                    retry_after,
-                });
+            if !response.status().is_success() {
+                return Err(self.refused(response).await);
             }
             match on_token {
                 Some(on_token) if is_event_stream(&response) => {
-                    // Count the bytes as they arrive and end the stream at
-                    // the limit; the flag turns that end into `TooLarge`.
-                    let over = Arc::new(AtomicBool::new(false));
-                    let (flag, limit) = (over.clone(), self.settings.max_response_bytes);
-                    let mut seen = 0usize;
-                    let capped = response.bytes_stream().map(move |item| {
-                        let bytes = item.map_err(|e| e.to_string())?;
-                        seen = seen.saturating_add(bytes.len());
-                        if seen > limit {
-                            flag.store(true, Ordering::Relaxed);
-                            return Err(format!("reply exceeds {limit} bytes"));
-                        }
-                        Ok(bytes)
-                    });
-                    let result = assemble_stream(capped, &*on_token).await;
-                    if over.load(Ordering::Relaxed) {
-                        return Err(self.too_large());
-                    }
-                    result
+                    self.streamed(response, &*on_token).await
                 }
-                _ => {
-                    let limit = self.settings.max_response_bytes;
-                    if response.content_length().is_some_and(|n| n > limit as u64) {
-                        return Err(self.too_large());
-                    }
-                    let (bytes, truncated) = read_capped(response, limit)
-                        .await
-                        .map_err(|e| self.transport_error(e))?;
-                    if truncated {
-                        return Err(self.too_large());
-                    }
-                    if bytes.iter().all(u8::is_ascii_whitespace) {
-                        return Err(ClientError::EmptyBody {
-                            url: self.url.clone(),
-                        });
-                    }
-                    let value: Value =
-                        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
-                            detail: format!(
-                                "{e}: {}",
-                                crate::events::preview(&String::from_utf8_lossy(&bytes), 200)
-                            ),
-                        })?;
-                    ChatResponse::from_body(&value)
-                }
+                _ => self.whole(response).await,
             }
         };
         match tokio::time::timeout(timeout, send).await {
@@ -213,6 +162,78 @@ impl HttpBackend {
                 after: timeout,
             }),
         }
+    }
+
+    /// The error of a reply with an error status: the server's message (a
+    /// huge error page cut short) and its `Retry-After`.
+    async fn refused(&self, response: reqwest::Response) -> ClientError {
+        let status = response.status();
+        let retry_after = retry_after(&response);
+        // Only the message is wanted; a huge error page is cut short.
+        let text = match read_capped(response, ERROR_BODY_BYTES).await {
+            Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => String::new(),
+        };
+        ClientError::Status {
+            url: self.url.clone(),
+            status: status.as_u16(),
+            message: server_message(&text),
+            retry_after,
+        }
+    }
+
+    /// A streamed reply assembled, its tokens handed to `on_token` as they
+    /// come; `TooLarge` past `max_response_bytes`.
+    async fn streamed(
+        &self,
+        response: reqwest::Response,
+        on_token: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<ChatResponse, ClientError> {
+        // Count the bytes as they arrive and end the stream at
+        // the limit; the flag turns that end into `TooLarge`.
+        let over = Arc::new(AtomicBool::new(false));
+        let (flag, limit) = (over.clone(), self.settings.max_response_bytes);
+        let mut seen = 0usize;
+        let capped = response.bytes_stream().map(move |item| {
+            let bytes = item.map_err(|e| e.to_string())?;
+            seen = seen.saturating_add(bytes.len());
+            if seen > limit {
+                flag.store(true, Ordering::Relaxed);
+                return Err(format!("reply exceeds {limit} bytes"));
+            }
+            Ok(bytes)
+        });
+        let result = assemble_stream(capped, on_token).await;
+        if over.load(Ordering::Relaxed) {
+            return Err(self.too_large());
+        }
+        result
+    }
+
+    /// A reply read whole (at most `max_response_bytes`) and decoded.
+    async fn whole(&self, response: reqwest::Response) -> Result<ChatResponse, ClientError> {
+        let limit = self.settings.max_response_bytes;
+        if response.content_length().is_some_and(|n| n > limit as u64) {
+            return Err(self.too_large());
+        }
+        let (bytes, truncated) = read_capped(response, limit)
+            .await
+            .map_err(|e| self.transport_error(e))?;
+        if truncated {
+            return Err(self.too_large());
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ClientError::EmptyBody {
+                url: self.url.clone(),
+            });
+        }
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+            detail: format!(
+                "{e}: {}",
+                crate::events::preview(&String::from_utf8_lossy(&bytes), 200)
+            ),
+        })?;
+        ChatResponse::from_body(&value)
     }
 
     /// The retry loop. With `limit`, a permit is held for each HTTP attempt

@@ -22,6 +22,8 @@ struct PartialCall {
     arguments: String,
 }
 
+/// The reply a stream of SSE chunks carries, each content piece handed to
+/// `on_token` as it comes; a chunk that is not JSON or is an `error` ends it.
 pub(super) async fn assemble_stream<S, E>(
     bytes: S,
     on_token: &(dyn Fn(&str) + Send + Sync),
@@ -31,13 +33,7 @@ where
     E: std::fmt::Display,
 {
     let mut events = bytes.eventsource();
-    let mut content = String::new();
-    let mut calls: Vec<PartialCall> = Vec::new();
-    let mut id = None;
-    let mut model = None;
-    let mut finish_reason = None;
-    let mut usage = TokenUsage::default();
-    let mut saw_chunk = false;
+    let mut assembled = Assembled::default();
     while let Some(event) = events.next().await {
         let event = event.map_err(|e| ClientError::Decode {
             detail: format!("stream: {e}"),
@@ -53,60 +49,95 @@ where
                 detail: format!("stream error: {message}"),
             });
         }
-        saw_chunk = true;
-        id = id.or_else(|| chunk.get("id").and_then(Value::as_str).map(str::to_string));
-        model = model.or_else(|| {
-            chunk
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        });
+        assembled.add(&chunk, on_token)?;
+    }
+    assembled.into_response()
+}
+
+/// What the chunks so far say: the reply's text, its calls by `index`, and
+/// the id, model, finish reason and usage they carry (the first id and
+/// model, the last finish reason and usage).
+#[derive(Default)]
+struct Assembled {
+    content: String,
+    calls: Vec<PartialCall>,
+    id: Option<String>,
+    model: Option<String>,
+    finish_reason: Option<String>,
+    usage: TokenUsage,
+    saw_chunk: bool,
+}
+
+impl Assembled {
+    /// One chunk added; its content piece handed to `on_token`.
+    fn add(
+        &mut self,
+        chunk: &Value,
+        on_token: &(dyn Fn(&str) + Send + Sync),
+    ) -> Result<(), ClientError> {
+        self.saw_chunk = true;
+        let text = |key: &str| chunk.get(key).and_then(Value::as_str).map(str::to_string);
+        self.id = self.id.take().or_else(|| text("id"));
+        self.model = self.model.take().or_else(|| text("model"));
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            usage = TokenUsage::from_wire(u);
+            self.usage = TokenUsage::from_wire(u);
         }
         let Some(choice) = chunk
             .get("choices")
             .and_then(Value::as_array)
             .and_then(|c| c.first())
         else {
-            continue;
+            return Ok(());
         };
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            finish_reason = Some(reason.to_string());
+            self.finish_reason = Some(reason.to_string());
         }
         let Some(delta) = choice.get("delta") else {
-            continue;
+            return Ok(());
         };
         if let Some(piece) = delta.get("content").and_then(Value::as_str)
             && !piece.is_empty()
         {
             on_token(piece);
-            content.push_str(piece);
+            self.content.push_str(piece);
         }
-        add_fragments(&mut calls, delta)?;
+        add_fragments(&mut self.calls, delta)
     }
-    if !saw_chunk {
-        return Err(ClientError::NoChoices {
-            body: "(stream ended without chunks)".into(),
+
+    /// The assembled reply; a stream without chunks has none.
+    fn into_response(self) -> Result<ChatResponse, ClientError> {
+        if !self.saw_chunk {
+            return Err(ClientError::NoChoices {
+                body: "(stream ended without chunks)".into(),
+            });
+        }
+        let Assembled {
+            content,
+            calls,
+            id,
+            model,
+            finish_reason,
+            usage,
+            ..
+        } = self;
+        let wire = json!({
+            "role": "assistant",
+            "content": if content.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(content) },
+            "tool_calls": calls.iter().map(|c| json!({
+                "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}
+            })).collect::<Vec<_>>(),
         });
+        let message = Message::from_wire(&wire).map_err(|e| ClientError::Decode {
+            detail: e.to_string(),
+        })?;
+        Ok(ChatResponse {
+            id,
+            model,
+            message,
+            finish_reason,
+            usage,
+        })
     }
-    let wire = json!({
-        "role": "assistant",
-        "content": if content.is_empty() && !calls.is_empty() { Value::Null } else { Value::String(content) },
-        "tool_calls": calls.iter().map(|c| json!({
-            "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}
-        })).collect::<Vec<_>>(),
-    });
-    let message = Message::from_wire(&wire).map_err(|e| ClientError::Decode {
-        detail: e.to_string(),
-    })?;
-    Ok(ChatResponse {
-        id,
-        model,
-        message,
-        finish_reason,
-        usage,
-    })
 }
 
 /// Adds a delta's tool-call fragments to the calls they continue (by

@@ -86,6 +86,59 @@ fn symbol<T: Copy>(
         })
 }
 
+/// The library's manifest, read from `sa_plugin_manifest`.
+fn read_manifest(
+    lib: &libloading::os::unix::Library,
+    file: &Path,
+) -> Result<Manifest, PluginLoadError> {
+    let manifest_fn: ManifestFn = symbol(lib, b"sa_plugin_manifest", file)?;
+    // SAFETY: the manifest is a static NUL-terminated string owned by the plugin.
+    let raw = unsafe { manifest_fn() };
+    if raw.is_null() {
+        return Err(PluginLoadError::Load {
+            file: file.to_path_buf(),
+            detail: "sa_plugin_manifest returned null".into(),
+        });
+    }
+    // SAFETY: non-null and NUL-terminated per the ABI.
+    let text = unsafe { CStr::from_ptr(raw) }
+        .to_string_lossy()
+        .into_owned();
+    serde_json::from_str(&text).map_err(|e| PluginLoadError::Load {
+        file: file.to_path_buf(),
+        detail: format!("invalid manifest: {e}"),
+    })
+}
+
+/// The entry points of the manifest's kind: `sa_model_call` in a model
+/// plugin, `sa_history_select` in a history plugin.
+fn kind_entry_points(
+    lib: &libloading::os::unix::Library,
+    manifest: &Manifest,
+    file: &Path,
+) -> Result<(Option<InvokeFn>, Option<InvokeFn>), PluginLoadError> {
+    // Only a model plugin has (and must have) the model entry point: a
+    // tool or observer library built before it existed loads as before.
+    let model_call = if manifest.kind == "model" {
+        if manifest.model.is_none() {
+            return Err(PluginLoadError::Load {
+                file: file.to_path_buf(),
+                detail: "a model plugin whose manifest has no `model` section; rebuild it with export_model_plugin!".into(),
+            });
+        }
+        Some(symbol(lib, b"sa_model_call", file)?)
+    } else {
+        None
+    };
+    // Likewise the history entry point, in a history plugin only.
+    let history_select = if manifest.kind == "history" {
+        Some(symbol(lib, b"sa_history_select", file)?)
+    } else {
+        None
+    };
+    Ok((model_call, history_select))
+}
+
 impl Plugin {
     /// Opens the content-addressed `copy` of `file` and checks its ABI.
     pub(super) fn open(
@@ -115,43 +168,8 @@ impl Plugin {
                 expected: ABI_VERSION,
             });
         }
-        let manifest_fn: ManifestFn = symbol(&lib, b"sa_plugin_manifest", file)?;
-        // SAFETY: the manifest is a static NUL-terminated string owned by the plugin.
-        let raw = unsafe { manifest_fn() };
-        if raw.is_null() {
-            return Err(PluginLoadError::Load {
-                file: file.to_path_buf(),
-                detail: "sa_plugin_manifest returned null".into(),
-            });
-        }
-        // SAFETY: non-null and NUL-terminated per the ABI.
-        let text = unsafe { CStr::from_ptr(raw) }
-            .to_string_lossy()
-            .into_owned();
-        let manifest: Manifest =
-            serde_json::from_str(&text).map_err(|e| PluginLoadError::Load {
-                file: file.to_path_buf(),
-                detail: format!("invalid manifest: {e}"),
-            })?;
-        // Only a model plugin has (and must have) the model entry point: a
-        // tool or observer library built before it existed loads as before.
-        let model_call = if manifest.kind == "model" {
-            if manifest.model.is_none() {
-                return Err(PluginLoadError::Load {
-                    file: file.to_path_buf(),
-                    detail: "a model plugin whose manifest has no `model` section; rebuild it with export_model_plugin!".into(),
-                });
-            }
-            Some(symbol(&lib, b"sa_model_call", file)?)
-        } else {
-            None
-        };
-        // Likewise the history entry point, in a history plugin only.
-        let history_select = if manifest.kind == "history" {
-            Some(symbol(&lib, b"sa_history_select", file)?)
-        } else {
-            None
-        };
+        let manifest = read_manifest(&lib, file)?;
+        let (model_call, history_select) = kind_entry_points(&lib, &manifest, file)?;
         let plugin = Plugin {
             info: PluginInfo {
                 name: manifest.name.clone(),

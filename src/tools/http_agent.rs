@@ -147,22 +147,37 @@ pub async fn send(
         .json(&envelope)
         .send()
         .await
-        .map_err(|e| {
-            if e.is_timeout() {
-                // The engine reports a timeout by this word.
-                ToolError::Failed("timeout".into())
-            } else if let Some(refused) = crate::egress::refusal(&e) {
-                // The rule will refuse the next attempt too.
-                ToolError::Failed(format!("agent {recipient}: {refused}"))
-            } else {
-                ToolError::Retryable(format!(
-                    "agent {recipient} at {endpoint} unreachable: {}",
-                    crate::egress::describe(&e)
-                ))
-            }
-        })?;
+        .map_err(|e| not_sent(&e, recipient, endpoint))?;
+    let body = reply_body(response, recipient, endpoint, message.max_response_bytes).await?;
+    reply_content(&body, recipient)
+}
+
+/// Why the envelope did not reach the agent: a timeout or the egress
+/// rule's refusal is final; the rest is retryable.
+fn not_sent(e: &reqwest::Error, recipient: &str, endpoint: &str) -> ToolError {
+    if e.is_timeout() {
+        // The engine reports a timeout by this word.
+        ToolError::Failed("timeout".into())
+    } else if let Some(refused) = crate::egress::refusal(e) {
+        // The rule will refuse the next attempt too.
+        ToolError::Failed(format!("agent {recipient}: {refused}"))
+    } else {
+        ToolError::Retryable(format!(
+            "agent {recipient} at {endpoint} unreachable: {}",
+            crate::egress::describe(e)
+        ))
+    }
+}
+
+/// The body of a successful reply, at most `cap` bytes; an error status is
+/// an error with the page's message (retryable for 429 and 5xx).
+async fn reply_body(
+    response: reqwest::Response,
+    recipient: &str,
+    endpoint: &str,
+    cap: usize,
+) -> Result<String, ToolError> {
     let status = response.status();
-    let cap = message.max_response_bytes;
     let too_large = || {
         ToolError::Failed(format!(
             "agent {recipient} at {endpoint} sent a reply larger than max_response_bytes ({cap} bytes); \
@@ -200,7 +215,13 @@ pub async fn send(
             ToolError::Failed(message)
         });
     }
-    let reply: Value = serde_json::from_str(&body).map_err(|e| {
+    Ok(body.into_owned())
+}
+
+/// The answer in a reply: its `content` (text as text, anything else as
+/// JSON).
+fn reply_content(body: &str, recipient: &str) -> Result<ToolOutput, ToolError> {
+    let reply: Value = serde_json::from_str(body).map_err(|e| {
         ToolError::Failed(format!(
             "agent {recipient} sent a reply that is not JSON ({e})"
         ))

@@ -41,6 +41,37 @@ impl ProcessTool {
     pub fn new(schema: ToolSchema, spec: ProcessSpec) -> Self {
         Self { schema, spec }
     }
+
+    /// Starts the command (isolated: its own process group, a cleared
+    /// environment but the allowed variables) with its pipes, and the
+    /// program it runs.
+    fn spawn(&self, ctx: &ToolContext<'_>) -> Result<(tokio::process::Child, &str), ToolError> {
+        let name = &self.schema.name;
+        let (program, args) = self.spec.command.split_first().ok_or_else(|| {
+            ToolError::Failed(format!("process tool `{name}` has an empty command"))
+        })?;
+        let mut command = isolated_command(
+            program,
+            args,
+            &self.spec.working_dir,
+            self.spec.env_allowlist.iter().map(String::as_str),
+            self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // The same on every attempt of this call: a script can use it to
+        // make its side effect happen once.
+        command.env("SA_IDEMPOTENCY_KEY", ctx.idempotency_key());
+        let child = command.spawn().map_err(|e| {
+            ToolError::Failed(format!(
+                "cannot start `{program}` for tool `{name}` in {}: {e}",
+                self.spec.working_dir.display()
+            ))
+        })?;
+        Ok((child, program))
+    }
 }
 
 /// Kills the child's whole process group when dropped, so a timed-out or
@@ -218,30 +249,7 @@ impl Tool for ProcessTool {
         arguments: Value,
         ctx: ToolContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        let name = &self.schema.name;
-        let (program, args) = self.spec.command.split_first().ok_or_else(|| {
-            ToolError::Failed(format!("process tool `{name}` has an empty command"))
-        })?;
-        let mut command = isolated_command(
-            program,
-            args,
-            &self.spec.working_dir,
-            self.spec.env_allowlist.iter().map(String::as_str),
-            self.spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        );
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // The same on every attempt of this call: a script can use it to
-        // make its side effect happen once.
-        command.env("SA_IDEMPOTENCY_KEY", ctx.idempotency_key());
-        let mut child = command.spawn().map_err(|e| {
-            ToolError::Failed(format!(
-                "cannot start `{program}` for tool `{name}` in {}: {e}",
-                self.spec.working_dir.display()
-            ))
-        })?;
+        let (mut child, program) = self.spawn(&ctx)?;
         let guard = GroupGuard::of(child.id());
 
         let input = serde_json::to_vec(&arguments).unwrap_or_default();
@@ -259,53 +267,59 @@ impl Tool for ProcessTool {
         };
         // The child has exited; kill any grandchildren it left in its group.
         drop(guard);
+        answer(program, collected, cap)
+    }
+}
 
-        let status = collected
-            .status
-            .map_err(|e| ToolError::Failed(format!("waiting for `{program}`: {e}")))?;
-        if let Some(e) = collected.stdout_error {
-            return Err(ToolError::Failed(format!(
-                "reading stdout of `{program}`: {e}"
-            )));
-        }
-        let (stdout, truncated) = (collected.stdout, collected.truncated);
-        let stderr_text = String::from_utf8_lossy(&collected.stderr)
-            .trim()
-            .to_string();
-        if !status.success() {
-            let code = status.code().map_or_else(
-                || "killed by a signal".to_string(),
-                |c| format!("exit code {c}"),
-            );
+/// The tool's answer from what its run of `program` produced: the one JSON
+/// value it printed, as printed; else why not (it failed, its output went
+/// past `cap` bytes, or it is not one JSON value), with its stderr.
+fn answer(program: &str, collected: Collected, cap: usize) -> Result<ToolOutput, ToolError> {
+    let status = collected
+        .status
+        .map_err(|e| ToolError::Failed(format!("waiting for `{program}`: {e}")))?;
+    if let Some(e) = collected.stdout_error {
+        return Err(ToolError::Failed(format!(
+            "reading stdout of `{program}`: {e}"
+        )));
+    }
+    let (stdout, truncated) = (collected.stdout, collected.truncated);
+    let stderr_text = String::from_utf8_lossy(&collected.stderr)
+        .trim()
+        .to_string();
+    if !status.success() {
+        let code = status.code().map_or_else(
+            || "killed by a signal".to_string(),
+            |c| format!("exit code {c}"),
+        );
+        let detail = if stderr_text.is_empty() {
+            String::new()
+        } else {
+            format!(": {stderr_text}")
+        };
+        return Err(ToolError::Failed(format!(
+            "`{program}` failed with {code}{detail}"
+        )));
+    }
+    if truncated {
+        return Err(ToolError::Failed(format!(
+            "output of `{program}` exceeds {cap} bytes"
+        )));
+    }
+    let text = String::from_utf8_lossy(&stdout);
+    match serde_json::from_str::<Value>(text.trim()) {
+        // Keep the text as printed (separators included) so transcripts replay byte for byte.
+        Ok(_) => Ok(ToolOutput::Text(text.trim().to_string())),
+        Err(e) => {
             let detail = if stderr_text.is_empty() {
                 String::new()
             } else {
-                format!(": {stderr_text}")
+                format!("; stderr: {stderr_text}")
             };
-            return Err(ToolError::Failed(format!(
-                "`{program}` failed with {code}{detail}"
-            )));
-        }
-        if truncated {
-            return Err(ToolError::Failed(format!(
-                "output of `{program}` exceeds {cap} bytes"
-            )));
-        }
-        let text = String::from_utf8_lossy(&stdout);
-        match serde_json::from_str::<Value>(text.trim()) {
-            // Keep the text as printed (separators included) so transcripts replay byte for byte.
-            Ok(_) => Ok(ToolOutput::Text(text.trim().to_string())),
-            Err(e) => {
-                let detail = if stderr_text.is_empty() {
-                    String::new()
-                } else {
-                    format!("; stderr: {stderr_text}")
-                };
-                Err(ToolError::Failed(format!(
-                    "`{program}` did not print one JSON value ({e}): {}{detail}",
-                    crate::events::preview(text.trim(), 200)
-                )))
-            }
+            Err(ToolError::Failed(format!(
+                "`{program}` did not print one JSON value ({e}): {}{detail}",
+                crate::events::preview(text.trim(), 200)
+            )))
         }
     }
 }
