@@ -7,24 +7,25 @@
 //!
 //! It knows plugins through [`super::builtin`]'s names and their option
 //! types, and the plugin libraries it is handed (the registry loads them);
-//! it does not know about bundles or the registry.
+//! it does not know about bundles or the registry. Reading one file is
+//! `config/file.rs`'s.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use toml::Spanned;
 
 use super::{
-    BUILTIN_PLUGINS, FunctionGemmaOptions, FunctionGemmaPlugin, GrammarError, GrammarMode,
-    ModelPlugin, OpenAiPlugin, QwenOptions, QwenPlugin, ServerKind, ToolChoice, WireKey,
+    BUILTIN_PLUGINS, GrammarError, GrammarMode, ModelPlugin, ServerKind, ToolChoice, WireKey,
 };
 use crate::types::ToolSchema;
+
+mod file;
+
+use file::parse_file;
 
 /// A model configuration that could not be loaded. Every variant names the
 /// file and, where there is one, the line and key.
@@ -276,284 +277,6 @@ impl ModelCatalog {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.models.keys().map(String::as_str)
     }
-}
-
-/// The top level of a model config file.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFile {
-    plugin: Option<Spanned<String>>,
-    default_grammar: Option<Spanned<String>>,
-    stop: Option<Vec<String>>,
-    wire: Option<Spanned<String>>,
-    parser: Option<toml::Table>,
-    #[serde(default)]
-    variants: BTreeMap<String, RawSettings>,
-}
-
-/// Settings a file and each of its variants may set.
-#[derive(Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-struct RawSettings {
-    default_grammar: Option<Spanned<String>>,
-    stop: Option<Vec<String>>,
-    wire: Option<Spanned<String>>,
-    parser: Option<toml::Table>,
-}
-
-struct Ctx<'a> {
-    path: &'a Path,
-    text: &'a str,
-    /// The model plugin libraries loaded besides the built-ins.
-    libraries: &'a [Arc<dyn ModelPlugin>],
-}
-
-impl Ctx<'_> {
-    /// The plugin library named `name`, if one is loaded.
-    fn library(&self, name: &str) -> Option<&Arc<dyn ModelPlugin>> {
-        self.libraries.iter().find(|p| p.name() == name)
-    }
-
-    /// Where the table `[key]` (or an inline `key = {...}`) starts.
-    fn header(&self, key: &str) -> Option<Range<usize>> {
-        let last = key.rsplit('.').next().unwrap_or(key);
-        self.text
-            .find(&format!("[{key}]"))
-            .or_else(|| self.text.find(&format!("{last} =")))
-            .map(|i| i..i + key.len())
-    }
-
-    fn err(
-        &self,
-        span: Option<Range<usize>>,
-        key: &str,
-        message: impl Into<String>,
-    ) -> ModelConfigError {
-        let line = span.map_or(1, |s| {
-            self.text[..s.start.min(self.text.len())]
-                .matches('\n')
-                .count()
-                + 1
-        });
-        ModelConfigError::Invalid {
-            path: self.path.to_path_buf(),
-            line,
-            key: key.to_string(),
-            message: message.into(),
-        }
-    }
-}
-
-fn parse_file(
-    path: &Path,
-    text: &str,
-    libraries: &[Arc<dyn ModelPlugin>],
-) -> Result<Vec<ResolvedModel>, ModelConfigError> {
-    let ctx = Ctx {
-        path,
-        text,
-        libraries,
-    };
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default()
-        .to_string();
-    let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let key = e
-            .span()
-            .map(|s| {
-                let start = s.start.min(text.len());
-                let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-                let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
-                text[line_start..line_end].to_string()
-            })
-            .map(|l| {
-                l.split('=')
-                    .next()
-                    .unwrap_or_default()
-                    .trim()
-                    .trim_matches(['[', ']'])
-                    .to_string()
-            })
-            .unwrap_or_default();
-        ctx.err(e.span(), &key, e.message().to_string())
-    })?;
-    let plugin = match &raw.plugin {
-        Some(p) => p.get_ref().clone(),
-        None if BUILTIN_PLUGINS.contains(&stem.as_str()) || ctx.library(&stem).is_some() => {
-            stem.clone()
-        }
-        None => {
-            return Err(ctx.err(None, "plugin", format!(
-                "file `{stem}.toml` is not named after a built-in plugin, so it must say which one it configures (plugin = one of: {})",
-                BUILTIN_PLUGINS.join(", ")
-            )));
-        }
-    };
-    if !BUILTIN_PLUGINS.contains(&plugin.as_str()) && ctx.library(&plugin).is_none() {
-        let span = raw.plugin.as_ref().map(Spanned::span);
-        let valid: Vec<&str> = BUILTIN_PLUGINS
-            .iter()
-            .copied()
-            .chain(libraries.iter().map(|p| p.name()))
-            .collect();
-        return Err(ctx.err(
-            span,
-            "plugin",
-            format!(
-                "unknown plugin `{plugin}` (valid: {}; a model plugin library counts once it is in the plugins directory)",
-                valid.join(", ")
-            ),
-        ));
-    }
-    let settings = RawSettings {
-        default_grammar: raw.default_grammar,
-        stop: raw.stop,
-        wire: raw.wire,
-        parser: raw.parser,
-    };
-    let mut models = vec![build(&ctx, &stem, &plugin, &settings, "")?];
-    for (name, variant) in &raw.variants {
-        let merged = merge(&settings, variant);
-        models.push(build(
-            &ctx,
-            name,
-            &plugin,
-            &merged,
-            &format!("variants.{name}."),
-        )?);
-    }
-    Ok(models)
-}
-
-/// `over` on top of `base`; parser tables merge key by key.
-fn merge(base: &RawSettings, over: &RawSettings) -> RawSettings {
-    let parser = match (&base.parser, &over.parser) {
-        (Some(b), Some(o)) => {
-            let mut table = b.clone();
-            table.extend(o.clone());
-            Some(table)
-        }
-        (b, o) => o.clone().or_else(|| b.clone()),
-    };
-    RawSettings {
-        default_grammar: over
-            .default_grammar
-            .clone()
-            .or_else(|| base.default_grammar.clone()),
-        stop: over.stop.clone().or_else(|| base.stop.clone()),
-        wire: over.wire.clone().or_else(|| base.wire.clone()),
-        parser,
-    }
-}
-
-fn enum_value<T: for<'de> Deserialize<'de>>(
-    ctx: &Ctx,
-    field: &Spanned<String>,
-    key: &str,
-    valid: &str,
-) -> Result<T, ModelConfigError> {
-    T::deserialize(toml::Value::String(field.get_ref().clone())).map_err(|_| {
-        ctx.err(
-            Some(field.span()),
-            key,
-            format!("`{}` is not one of: {valid}", field.get_ref()),
-        )
-    })
-}
-
-fn build(
-    ctx: &Ctx,
-    name: &str,
-    plugin_name: &str,
-    raw: &RawSettings,
-    prefix: &str,
-) -> Result<ResolvedModel, ModelConfigError> {
-    let parser = raw.parser.clone().unwrap_or_default();
-    let parser_span = ctx.header(&format!("{prefix}parser"));
-    let parser_err = |e: toml::de::Error| {
-        ctx.err(
-            parser_span.clone(),
-            &format!("{prefix}parser"),
-            e.message().to_string(),
-        )
-    };
-    let plugin: Arc<dyn ModelPlugin> = match plugin_name {
-        "qwen" => Arc::new(QwenPlugin::new(
-            QwenOptions::deserialize(toml::Value::Table(parser)).map_err(parser_err)?,
-        )),
-        "function_gemma" => Arc::new(FunctionGemmaPlugin::new(
-            FunctionGemmaOptions::deserialize(toml::Value::Table(parser)).map_err(parser_err)?,
-        )),
-        other => {
-            if let Some(key) = parser.keys().next() {
-                return Err(ctx.err(
-                    parser_span,
-                    &format!("{prefix}parser.{key}"),
-                    format!("plugin `{plugin_name}` has no parser options"),
-                ));
-            }
-            match ctx.library(other) {
-                Some(library) => library.clone(),
-                None => Arc::new(OpenAiPlugin),
-            }
-        }
-    };
-    let wire: Option<WireKey> = match &raw.wire {
-        Some(w) => Some(enum_value(
-            ctx,
-            w,
-            &format!("{prefix}wire"),
-            &WireKey::ALL.map(WireKey::as_str).join(", "),
-        )?),
-        None => None,
-    };
-    let default_grammar = match &raw.default_grammar {
-        None => None,
-        Some(g) if g.get_ref() == "none" => None,
-        Some(g) => {
-            let key = format!("{prefix}default_grammar");
-            let mode: GrammarMode =
-                enum_value(ctx, g, &key, "none, ebnf, structural_tag, json_schema")?;
-            let supported: Vec<&str> = plugin.grammar_modes().iter().map(|m| m.as_str()).collect();
-            if !supported.contains(&mode.as_str()) {
-                return Err(ctx.err(
-                    Some(g.span()),
-                    &key,
-                    format!(
-                        "plugin `{plugin_name}` cannot build `{}` grammars (supported: {})",
-                        mode.as_str(),
-                        if supported.is_empty() {
-                            "none".into()
-                        } else {
-                            supported.join(", ")
-                        }
-                    ),
-                ));
-            }
-            if let Some(wire) = wire.filter(|w| !w.carries(mode)) {
-                return Err(ctx.err(
-                    Some(g.span()),
-                    &key,
-                    format!(
-                        "wire `{}` cannot carry `{}` grammars",
-                        wire.as_str(),
-                        mode.as_str()
-                    ),
-                ));
-            }
-            Some(mode)
-        }
-    };
-    Ok(ResolvedModel {
-        name: name.to_string(),
-        plugin,
-        default_grammar,
-        stop: raw.stop.clone().unwrap_or_default(),
-        wire,
-        source: Some(ctx.path.to_path_buf()),
-    })
 }
 
 #[cfg(test)]

@@ -255,6 +255,8 @@ impl Parser<'_> {
         }
     }
 
+    /// The value here: an `<escape>`d string, an object, a list or a bare
+    /// scalar.
     fn value(&mut self, depth: usize) -> Result<Value, SyntaxError> {
         if depth > MAX_DEPTH {
             return Err(SyntaxError::TooDeep);
@@ -269,53 +271,67 @@ impl Parser<'_> {
             return Ok(Value::String(s));
         }
         if self.eat("{") {
-            let mut map = Map::new();
+            return self.object(depth);
+        }
+        if self.eat("[") {
+            return self.list(depth);
+        }
+        self.scalar()
+    }
+
+    /// An object's `key:value` members after its `{`, through its `}`.
+    fn object(&mut self, depth: usize) -> Result<Value, SyntaxError> {
+        let mut map = Map::new();
+        if self.eat("}") {
+            return Ok(Value::Object(map));
+        }
+        loop {
+            self.skip_ws();
+            let Some(colon) = self.rest().find(':') else {
+                return Err(SyntaxError::NoKey(self.here()));
+            };
+            let key = self.rest()[..colon].trim().to_string();
+            if !is_gemma_key(&key) {
+                return Err(SyntaxError::NoKey(self.here()));
+            }
+            self.at += colon + 1;
+            let v = self.value(depth + 1)?;
+            if map.insert(key.clone(), v).is_some() {
+                return Err(SyntaxError::KeyTwice(key));
+            }
+            if self.eat(",") {
+                continue;
+            }
             if self.eat("}") {
                 return Ok(Value::Object(map));
             }
-            loop {
-                self.skip_ws();
-                let Some(colon) = self.rest().find(':') else {
-                    return Err(SyntaxError::NoKey(self.here()));
-                };
-                let key = self.rest()[..colon].trim().to_string();
-                if !is_gemma_key(&key) {
-                    return Err(SyntaxError::NoKey(self.here()));
-                }
-                self.at += colon + 1;
-                let v = self.value(depth + 1)?;
-                if map.insert(key.clone(), v).is_some() {
-                    return Err(SyntaxError::KeyTwice(key));
-                }
-                if self.eat(",") {
-                    continue;
-                }
-                if self.eat("}") {
-                    return Ok(Value::Object(map));
-                }
-                return Err(SyntaxError::NoCommaInObject {
-                    key,
-                    at: self.here(),
-                });
-            }
+            return Err(SyntaxError::NoCommaInObject {
+                key,
+                at: self.here(),
+            });
         }
-        if self.eat("[") {
-            let mut items = Vec::new();
+    }
+
+    /// A list's items after its `[`, through its `]`.
+    fn list(&mut self, depth: usize) -> Result<Value, SyntaxError> {
+        let mut items = Vec::new();
+        if self.eat("]") {
+            return Ok(Value::Array(items));
+        }
+        loop {
+            items.push(self.value(depth + 1)?);
+            if self.eat(",") {
+                continue;
+            }
             if self.eat("]") {
                 return Ok(Value::Array(items));
             }
-            loop {
-                items.push(self.value(depth + 1)?);
-                if self.eat(",") {
-                    continue;
-                }
-                if self.eat("]") {
-                    return Ok(Value::Array(items));
-                }
-                return Err(SyntaxError::NoCommaInList(self.here()));
-            }
+            return Err(SyntaxError::NoCommaInList(self.here()));
         }
-        // A bare scalar: up to the next delimiter.
+    }
+
+    /// A bare scalar: up to the next delimiter.
+    fn scalar(&mut self) -> Result<Value, SyntaxError> {
         let end = self
             .rest()
             .find([',', '}', ']'])

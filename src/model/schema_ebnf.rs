@@ -179,6 +179,9 @@ impl Ebnf {
         self.value_at(schema, dialect, hint, 0)
     }
 
+    /// [`Self::value`] `depth` schemas down: `true` is any value, a
+    /// choice (`const`, `enum`, `anyOf`, `oneOf`) its alternatives, else
+    /// one alternative for each of its types.
     fn value_at(
         &mut self,
         schema: &Value,
@@ -199,49 +202,11 @@ impl Ebnf {
             Value::Object(o) => o,
             other => return Err(SchemaError::NotAnObject(other.clone())),
         };
-        if let Some(c) = schema.get("const") {
-            return literal(c, dialect);
+        if let Some(choice) = self.choice(schema, dialect, hint, depth)? {
+            return Ok(choice);
         }
-        if let Some(options) = schema.get("enum") {
-            let options = options.as_array().ok_or(SchemaError::NotAList("enum"))?;
-            if options.is_empty() {
-                return Err(SchemaError::EmptyList("enum"));
-            }
-            let alts = options
-                .iter()
-                .map(|v| literal(v, dialect))
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok(format!("({})", alts.join(" | ")));
-        }
-        for key in ["anyOf", "oneOf"] {
-            if let Some(options) = schema.get(key) {
-                let options = options.as_array().ok_or(SchemaError::NotAList(key))?;
-                let mut alts = Vec::new();
-                for (i, option) in options.iter().enumerate() {
-                    alts.push(self.value_at(option, dialect, &format!("{hint}_{i}"), depth + 1)?);
-                }
-                if alts.is_empty() {
-                    return Err(SchemaError::EmptyList(key));
-                }
-                return Ok(format!("({})", alts.join(" | ")));
-            }
-        }
-        let types: Vec<&str> = match schema.get("type") {
-            None => {
-                if schema.contains_key("properties") {
-                    vec!["object"]
-                } else if schema.contains_key("items") {
-                    vec!["array"]
-                } else {
-                    return Ok(any());
-                }
-            }
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts
-                .iter()
-                .map(|t| t.as_str().ok_or(SchemaError::TypeListNotStrings))
-                .collect::<Result<_, _>>()?,
-            Some(other) => return Err(SchemaError::TypeNotStringOrList(other.clone())),
+        let Some(types) = types_of(schema)? else {
+            return Ok(any());
         };
         let mut alts = Vec::new();
         for t in types {
@@ -262,6 +227,46 @@ impl Ebnf {
         } else {
             format!("({})", alts.join(" | "))
         })
+    }
+
+    /// The alternatives of a schema that is a choice: its `const`, its
+    /// `enum`'s literals, or its `anyOf` / `oneOf` options; `None` for any
+    /// other schema.
+    fn choice(
+        &mut self,
+        schema: &Map<String, Value>,
+        dialect: Dialect,
+        hint: &str,
+        depth: usize,
+    ) -> Result<Option<String>, SchemaError> {
+        if let Some(c) = schema.get("const") {
+            return literal(c, dialect).map(Some);
+        }
+        if let Some(options) = schema.get("enum") {
+            let options = options.as_array().ok_or(SchemaError::NotAList("enum"))?;
+            if options.is_empty() {
+                return Err(SchemaError::EmptyList("enum"));
+            }
+            let alts = options
+                .iter()
+                .map(|v| literal(v, dialect))
+                .collect::<Result<Vec<_>, _>>()?;
+            return Ok(Some(format!("({})", alts.join(" | "))));
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(options) = schema.get(key) {
+                let options = options.as_array().ok_or(SchemaError::NotAList(key))?;
+                let mut alts = Vec::new();
+                for (i, option) in options.iter().enumerate() {
+                    alts.push(self.value_at(option, dialect, &format!("{hint}_{i}"), depth + 1)?);
+                }
+                if alts.is_empty() {
+                    return Err(SchemaError::EmptyList(key));
+                }
+                return Ok(Some(format!("({})", alts.join(" | "))));
+            }
+        }
+        Ok(None)
     }
 
     // `array` and `object` take `value_at`'s arguments, as the rules it
@@ -444,6 +449,29 @@ pub(crate) fn ebnf_literal(text: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// The types a schema allows: its `type` (one or a list), else `object`
+/// when it has `properties` and `array` when it has `items`; `None` when it
+/// says nothing (any value).
+fn types_of(schema: &Map<String, Value>) -> Result<Option<Vec<&str>>, SchemaError> {
+    Ok(Some(match schema.get("type") {
+        None => {
+            if schema.contains_key("properties") {
+                vec!["object"]
+            } else if schema.contains_key("items") {
+                vec!["array"]
+            } else {
+                return Ok(None);
+            }
+        }
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .map(|t| t.as_str().ok_or(SchemaError::TypeListNotStrings))
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(SchemaError::TypeNotStringOrList(other.clone())),
+    }))
 }
 
 /// A constant value as an EBNF literal in `dialect`.

@@ -299,6 +299,8 @@ fn guess_name(body: &str) -> String {
 }
 
 /// `<function=name>...</function>` at the start of `tail`; returns bytes used.
+/// Its body is a JSON object ([`json_arguments`]) or `<parameter=…>` tags
+/// ([`tagged_arguments`]).
 fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usize {
     let after_eq = &tail[FUNCTION.len()..];
     let Some(gt) = after_eq
@@ -323,37 +325,50 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
         out.bad("", "", "`<function=>` has no tool name".into());
         return body_at + through(body, FUNCTION_END);
     }
-    let ws = ws_len(body);
-    if body[ws..].starts_with('{') {
-        return match json_object_members(&body[ws..]) {
-            Ok((members, used)) => {
-                let raw = &body[ws..ws + used];
-                // Later duplicates win, as in serde_json.
-                let args: Map<String, Value> =
-                    members.into_iter().map(|(k, v, _)| (k, v)).collect();
-                out.ok(name, Value::Object(args), Some(raw.to_string()));
-                let rest = &body[ws + used..];
-                let rws = ws_len(rest);
-                if rest[rws..].starts_with(FUNCTION_END) {
-                    body_at + ws + used + rws + FUNCTION_END.len()
-                } else {
-                    body_at + ws + used
-                }
-            }
-            Err(e) => {
-                let inner = &body[..body.find(FUNCTION_END).unwrap_or(body.len())];
-                out.bad(
-                    name,
-                    inner.trim(),
-                    format!(
-                        "arguments of `{name}` are not valid JSON ({e}): `{}`",
-                        snippet(inner.trim())
-                    ),
-                );
-                body_at + through(body, FUNCTION_END)
-            }
-        };
+    if body[ws_len(body)..].starts_with('{') {
+        body_at + json_arguments(name, body, out)
+    } else {
+        body_at + tagged_arguments(name, body, tools, out)
     }
+}
+
+/// The call `name` whose `body` is a JSON object (after whitespace), with
+/// its `</function>` when one follows; returns bytes of `body` used.
+fn json_arguments(name: &str, body: &str, out: &mut TextParse) -> usize {
+    let ws = ws_len(body);
+    match json_object_members(&body[ws..]) {
+        Ok((members, used)) => {
+            let raw = &body[ws..ws + used];
+            // Later duplicates win, as in serde_json.
+            let args: Map<String, Value> = members.into_iter().map(|(k, v, _)| (k, v)).collect();
+            out.ok(name, Value::Object(args), Some(raw.to_string()));
+            let rest = &body[ws + used..];
+            let rws = ws_len(rest);
+            if rest[rws..].starts_with(FUNCTION_END) {
+                ws + used + rws + FUNCTION_END.len()
+            } else {
+                ws + used
+            }
+        }
+        Err(e) => {
+            let inner = &body[..body.find(FUNCTION_END).unwrap_or(body.len())];
+            out.bad(
+                name,
+                inner.trim(),
+                format!(
+                    "arguments of `{name}` are not valid JSON ({e}): `{}`",
+                    snippet(inner.trim())
+                ),
+            );
+            through(body, FUNCTION_END)
+        }
+    }
+}
+
+/// The call `name` whose `body` is `<parameter=NAME>value</parameter>`
+/// tags up to `</function>` (or a closing tag cut off), each value typed
+/// by the tool's schema; returns bytes of `body` used.
+fn tagged_arguments(name: &str, body: &str, tools: &[ToolSchema], out: &mut TextParse) -> usize {
     let mut args = Map::new();
     let mut i = 0;
     loop {
@@ -361,12 +376,12 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
         let rest = &body[i..];
         if rest.starts_with(FUNCTION_END) {
             out.ok(name, Value::Object(args), None);
-            return body_at + i + FUNCTION_END.len();
+            return i + FUNCTION_END.len();
         }
         if rest.is_empty() || rest.starts_with(TOOL_CALL_END) {
             // Closing tag cut off by a stop sequence.
             out.ok(name, Value::Object(args), None);
-            return body_at + i;
+            return i;
         }
         if !rest.starts_with(PARAMETER) {
             let inner = &rest[..rest.find(FUNCTION_END).unwrap_or(rest.len())];
@@ -378,7 +393,7 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
                     snippet(inner.trim())
                 ),
             );
-            return body_at + i + through(rest, FUNCTION_END);
+            return i + through(rest, FUNCTION_END);
         }
         let p = &rest[PARAMETER.len()..];
         let Some(gt) = p.find('>').filter(|&g| !p[..g].contains('\n')) else {
@@ -387,7 +402,7 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
                 rest,
                 format!("`<parameter=` tag in `{name}` is not closed with `>`"),
             );
-            return body_at + i + through(rest, FUNCTION_END);
+            return i + through(rest, FUNCTION_END);
         };
         let param = p[..gt].trim().to_string();
         let value_text = &p[gt + 1..];
@@ -397,7 +412,7 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
                 rest,
                 format!("parameter `{param}` of `{name}` has no </parameter>"),
             );
-            return body_at + i + through(rest, FUNCTION_END);
+            return i + through(rest, FUNCTION_END);
         };
         let raw = &value_text[..end];
         let raw = raw.strip_prefix('\n').unwrap_or(raw);
@@ -408,7 +423,7 @@ fn function_block(tail: &str, tools: &[ToolSchema], out: &mut TextParse) -> usiz
                 rest,
                 format!("parameter `{param}` of `{name}` is given twice"),
             );
-            return body_at + i + through(rest, FUNCTION_END);
+            return i + through(rest, FUNCTION_END);
         }
         args.insert(
             param.clone(),
