@@ -150,6 +150,38 @@ impl BundleTools {
             .collect()
     }
 
+    /// How long a call may run before it becomes a task: only for a client
+    /// that declared tasks.
+    fn task_after(&self, context: &RequestContext<RoleServer>) -> Option<Duration> {
+        // A client that declared tasks gets one for a long call.
+        context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+            .then(|| {
+                self.state
+                    .registry
+                    .snapshot()
+                    .config
+                    .server
+                    .mcp
+                    .task_after
+                    .into()
+            })
+    }
+
+    /// Where a call's notifications go: the peer, at the log level it set
+    /// (or the session's), with its progress token.
+    fn notices(&self, context: &RequestContext<RoleServer>) -> notify::Notices {
+        notify::Notices {
+            peer: context.peer.clone(),
+            level: context
+                .meta
+                .log_level()
+                .or_else(|| notify::level_of(&self.log_level)),
+            progress: context.meta.get_progress_token(),
+        }
+    }
+
     /// Runs `new_job` and waits for its answer; a decision the job waits
     /// for is asked of the client when it can be asked. With
     /// `task_after` (a client that takes tasks), a job still going after
@@ -300,45 +332,16 @@ impl ServerHandler for BundleTools {
                 None,
             ));
         }
-        let args = request.arguments.unwrap_or_default();
-        let Some(input) = args.get("input").and_then(Value::as_str).map(str::to_owned) else {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(
-                "`input` (a string) is required",
-            )])
-            .into());
-        };
-        let variables = match args.get("variables") {
-            None | Some(Value::Null) => JsonObject::new(),
-            Some(Value::Object(map)) => map.clone(),
-            Some(_) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(
-                    "`variables` must be an object",
-                )])
-                .into());
+        let (input, variables) = match call_arguments(&request.arguments.unwrap_or_default()) {
+            Ok(arguments) => arguments,
+            Err(problem) => {
+                return Ok(
+                    CallToolResult::error(vec![ContentBlock::text(problem.to_string())]).into(),
+                );
             }
         };
-        // A client that declared tasks gets one for a long call.
-        let task_after = context
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks())
-            .then(|| {
-                self.state
-                    .registry
-                    .snapshot()
-                    .config
-                    .server
-                    .mcp
-                    .task_after
-                    .into()
-            });
-        let notices = notify::Notices {
-            peer: context.peer.clone(),
-            level: context
-                .meta
-                .log_level()
-                .or_else(|| notify::level_of(&self.log_level)),
-            progress: context.meta.get_progress_token(),
-        };
+        let task_after = self.task_after(&context);
+        let notices = self.notices(&context);
         let trace = context
             .extensions
             .get::<axum::http::request::Parts>()
@@ -512,6 +515,29 @@ impl ServerHandler for BundleTools {
         let caller = caller_of(&context)?;
         tasks::cancel(&self.state, &caller, &request.task_id).await
     }
+}
+
+/// Why a bundle call's arguments cannot be used (the call's error result).
+#[derive(Debug, thiserror::Error)]
+enum BadArguments {
+    #[error("`input` (a string) is required")]
+    NoInput,
+    #[error("`variables` must be an object")]
+    VariablesNotAnObject,
+}
+
+/// A bundle call's `input` (a string, required) and `variables` (an
+/// object, if given).
+fn call_arguments(args: &JsonObject) -> Result<(String, JsonObject), BadArguments> {
+    let Some(input) = args.get("input").and_then(Value::as_str).map(str::to_owned) else {
+        return Err(BadArguments::NoInput);
+    };
+    let variables = match args.get("variables") {
+        None | Some(Value::Null) => JsonObject::new(),
+        Some(Value::Object(map)) => map.clone(),
+        Some(_) => return Err(BadArguments::VariablesNotAnObject),
+    };
+    Ok((input, variables))
 }
 
 /// The API key of the HTTP request that carried an MCP message (the API's

@@ -192,6 +192,8 @@ fn store(options: &PostgresOptions, e: &tokio_postgres::Error) -> QueueError {
     }
 }
 
+/// Migrates (or, `check_only`, checks) the schema inside `tx`, under the
+/// advisory lock that makes concurrent starts queue up.
 async fn migrate_in(
     tx: &deadpool_postgres::Transaction<'_>,
     options: &PostgresOptions,
@@ -208,6 +210,33 @@ async fn migrate_in(
     )
     .await
     .map_err(store)?;
+    let (schema_exists, found) = stored_version(tx, options).await?;
+    if found > SCHEMA_VERSION {
+        return Err(QueueError::SchemaTooNew {
+            location: options.label(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let mut status = MigrationStatus {
+        found,
+        supported: SCHEMA_VERSION,
+        applied: Vec::new(),
+    };
+    if check_only || found == SCHEMA_VERSION {
+        return Ok(status);
+    }
+    status.applied = apply_migrations(tx, options, schema_exists, found).await?;
+    Ok(status)
+}
+
+/// Whether the schema exists, and the version of its newest migration (0
+/// without a `schema_migrations` table).
+async fn stored_version(
+    tx: &deadpool_postgres::Transaction<'_>,
+    options: &PostgresOptions,
+) -> Result<(bool, u32), QueueError> {
+    let store = |e: tokio_postgres::Error| store(options, &e);
     let schema_exists = tx
         .query_opt(
             "SELECT 1 FROM pg_namespace WHERE nspname = $1",
@@ -236,21 +265,18 @@ async fn migrate_in(
     } else {
         0
     };
-    if found > SCHEMA_VERSION {
-        return Err(QueueError::SchemaTooNew {
-            location: options.label(),
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    let mut status = MigrationStatus {
-        found,
-        supported: SCHEMA_VERSION,
-        applied: Vec::new(),
-    };
-    if check_only || found == SCHEMA_VERSION {
-        return Ok(status);
-    }
+    Ok((schema_exists, found))
+}
+
+/// Creates the schema (unless it exists) and `schema_migrations`, then
+/// applies every migration after `found`, each recorded; the versions
+/// applied.
+async fn apply_migrations(
+    tx: &deadpool_postgres::Transaction<'_>,
+    options: &PostgresOptions,
+    schema_exists: bool,
+    found: u32,
+) -> Result<Vec<u32>, QueueError> {
     if !schema_exists {
         // Checked first because CREATE SCHEMA IF NOT EXISTS needs the CREATE
         // privilege on the database even when the schema exists.
@@ -263,6 +289,7 @@ async fn migrate_in(
     )
     .await
     .map_err(|e| create_error(options, &e))?;
+    let mut applied = Vec::new();
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         let version = (i + 1) as u32;
         tx.batch_execute(migration)
@@ -276,10 +303,10 @@ async fn migrate_in(
             &[&(version as i32)],
         )
         .await
-        .map_err(store)?;
-        status.applied.push(version);
+        .map_err(|e| store(options, &e))?;
+        applied.push(version);
     }
-    Ok(status)
+    Ok(applied)
 }
 
 fn create_error(options: &PostgresOptions, e: &tokio_postgres::Error) -> QueueError {

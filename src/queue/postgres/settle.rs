@@ -97,6 +97,15 @@ fn alike(a: &LeaseJobs, b: &LeaseJobs) -> bool {
         && a.pin.is_some() == b.pin.is_some()
 }
 
+/// Tells every settle of `group` that whether it was written is unknown,
+/// and why (`detail`); nothing of the group is tried again.
+fn unknown(group: Vec<Settle>, detail: String) -> Option<Vec<Settle>> {
+    for s in group {
+        let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
+    }
+    None
+}
+
 /// `lease` asking for `n` jobs.
 fn asking(lease: &LeaseJobs, n: usize) -> LeaseJobs {
     LeaseJobs {
@@ -143,16 +152,7 @@ impl Settles {
         // One lease statement for each way the group's slots lease (one
         // worker pool: one), asking for all of its slots' jobs.
         let ways = ways(&group);
-        let leasings: Vec<(LeaseParams, Statement)> = ways
-            .iter()
-            .map(|way| {
-                let n = way.iter().map(|&i| group[i].lease.n).sum();
-                let params =
-                    LeaseParams::of(&self.pins, &self.cursors, &asking(&group[way[0]].lease, n));
-                let statement = params.statement_with_params();
-                (params, statement)
-            })
-            .collect();
+        let leasings = self.leasings(&group, &ways);
         // Prepared first, so that each statement goes out on its first
         // poll, in order.
         let sqls = group.iter().map(|s| s.finish.sql);
@@ -173,10 +173,7 @@ impl Settles {
         if let Err(e) = begin {
             // Whether anything ran outside a transaction is not known.
             let detail = format!("the settle group could not begin: {}", super::describe(&e));
-            for s in group {
-                let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
-            }
-            return None;
+            return unknown(group, detail);
         }
         if let Some(at) = finishes.iter().position(Result::is_err) {
             // The transaction was aborted, and its COMMIT rolled it back.
@@ -196,26 +193,34 @@ impl Settles {
         };
         if let Err(e) = commit {
             let detail = format!("the settle group's commit failed: {}", super::describe(&e));
-            for s in group {
-                let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
-            }
-            return None;
+            return unknown(group, detail);
         }
         stats.count(group.len());
         let shares = match self.shares(&group, &ways, &leasings, &leased) {
             Ok(shares) => shares,
             Err(f) => {
                 let detail = format!("the settle group's leases cannot be read: {f:?}");
-                for s in group {
-                    let _ = s.reply.send(Err(Unanswered::Unknown(detail.clone())));
-                }
-                return None;
+                return unknown(group, detail);
             }
         };
         for ((s, rows), share) in group.into_iter().zip(finishes).zip(shares) {
             let _ = s.reply.send(Ok((rows.unwrap_or_default(), share)));
         }
         None
+    }
+
+    /// One lease statement for each way the group's slots lease, asking for
+    /// all of its slots' jobs.
+    fn leasings(&self, group: &[Settle], ways: &[Vec<usize>]) -> Vec<(LeaseParams, Statement)> {
+        ways.iter()
+            .map(|way| {
+                let n = way.iter().map(|&i| group[i].lease.n).sum();
+                let params =
+                    LeaseParams::of(&self.pins, &self.cursors, &asking(&group[way[0]].lease, n));
+                let statement = params.statement_with_params();
+                (params, statement)
+            })
+            .collect()
     }
 
     /// Each slot's share of its way's committed leases, in lease order.
