@@ -75,6 +75,8 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
+/// Kernel turns/s against the mock server ÷ raw HTTP round trips/s
+/// against it, each the median of alternating short rounds.
 async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
     let script = Script {
         queueing: None,
@@ -112,23 +114,7 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         }
     };
 
-    // The kernel as a daemon builds it: a bundle bound to its backend.
-    let text = format!(
-        "name: bench\nversion: \"1\"\nmodel: {{endpoint: \"{}\", name: bench}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n",
-        server.base_url()
-    );
-    let context = LoadContext {
-        endpoints: None,
-        models: &ModelCatalog::builtin(),
-        histories: &crate::bundle::HistoryPlugins::default(),
-    };
-    let here = std::path::Path::new(".");
-    let bundle = crate::bundle::load_str(&text, here, &here.join("bench.yaml"), &context)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let backend = crate::endpoints::backend_for(&bundle.endpoint, &Default::default())?;
-    let identity = crate::registry::BundleIdentity::unbound(&bundle.content_digest);
-    let loaded = LoadedBundle::new(bundle, identity, Arc::new(ToolEngine::new()), backend);
-    let kernel = Arc::new(Runner::local().kernel(&loaded, &RunOptions::default())?);
+    let kernel = bench_kernel(&server.base_url())?;
     let turns = move || {
         let kernel = kernel.clone();
         async move {
@@ -144,7 +130,41 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
             Ok(())
         }
     };
+    compare(&args, raw, turns).await?;
+    Ok(0)
+}
 
+/// The kernel as a daemon builds it: a bundle bound to its backend, the
+/// mock server at `base_url`.
+fn bench_kernel(base_url: &str) -> anyhow::Result<Arc<crate::kernel::Kernel>> {
+    let text = format!(
+        "name: bench\nversion: \"1\"\nmodel: {{endpoint: \"{base_url}\", name: bench}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n",
+    );
+    let context = LoadContext {
+        endpoints: None,
+        models: &ModelCatalog::builtin(),
+        histories: &crate::bundle::HistoryPlugins::default(),
+    };
+    let here = std::path::Path::new(".");
+    let bundle = crate::bundle::load_str(&text, here, &here.join("bench.yaml"), &context)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let backend = crate::endpoints::backend_for(&bundle.endpoint, &Default::default())?;
+    let identity = crate::registry::BundleIdentity::unbound(&bundle.content_digest);
+    let loaded = LoadedBundle::new(bundle, identity, Arc::new(ToolEngine::new()), backend);
+    Ok(Arc::new(
+        Runner::local().kernel(&loaded, &RunOptions::default())?,
+    ))
+}
+
+/// Measures `raw` and `turns` in alternating rounds and prints their
+/// medians and the median ratio.
+async fn compare<R, RF, T, TF>(args: &BenchArgs, raw: R, turns: T) -> anyhow::Result<()>
+where
+    R: Fn() -> RF + Clone + Send + Sync + 'static,
+    RF: std::future::Future<Output = anyhow::Result<()>> + Send,
+    T: Fn() -> TF + Clone + Send + Sync + 'static,
+    TF: std::future::Future<Output = anyhow::Result<()>> + Send,
+{
     // Warm up both paths (connection pools, allocator), then alternate short
     // rounds and report medians, so drift on a shared machine hits both alike.
     rate(0.5, args.concurrency, raw.clone()).await?;
@@ -166,5 +186,5 @@ async fn kernel(args: BenchArgs) -> anyhow::Result<i32> {
         "ratio                  {:.3} (aim, issue 47: >= 0.95 at 1 and 8 in flight)",
         median(&mut ratios)
     );
-    Ok(0)
+    Ok(())
 }

@@ -182,7 +182,8 @@ impl Client {
 
     /// Follows a job's event stream to its end, handing each durable event
     /// to `observer` and each streamed token to `on_token`; returns the
-    /// `end` event (the job's final state, result and error).
+    /// `end` event (the job's final state, result and error). A broken
+    /// stream is opened again after the last event read.
     pub async fn follow_with(
         &self,
         job_id: &str,
@@ -194,76 +195,121 @@ impl Client {
         let mut last_seq: Option<u64> = None;
         let mut failures = 0;
         loop {
-            let mut builder =
-                self.request(reqwest::Method::GET, &format!("/v1/jobs/{job_id}/events"));
-            if let Some(seq) = last_seq {
-                builder = builder.header("Last-Event-ID", seq.to_string());
-            }
-            let response = match builder.send().await {
-                Ok(r) if r.status().is_success() => r,
-                Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => {
-                    bail!("no job with id {job_id}")
-                }
-                Ok(r) => {
-                    let status = r.status();
-                    let body: Value = r.json().await.unwrap_or(Value::Null);
-                    let message = body
-                        .pointer("/error/message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("no details");
-                    bail!("the daemon answered HTTP {status}: {message}")
-                }
-                Err(e) => {
-                    failures += 1;
-                    if failures > 60 {
-                        return Err(e).context("the event stream stayed unreachable for a minute");
-                    }
-                    spinner.tick(&format!("reconnecting to {} ({e})", self.base));
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
+            let Some(response) = self
+                .open_events(job_id, last_seq, &mut failures, spinner)
+                .await?
+            else {
+                continue;
             };
-            failures = 0;
-            let mut events = response.bytes_stream().eventsource();
-            loop {
-                let next = tokio::time::timeout(Duration::from_millis(250), events.next()).await;
-                let event = match next {
-                    Err(_) => {
-                        spinner.tick("waiting for the job");
-                        continue;
-                    }
-                    Ok(None) => break,
-                    Ok(Some(Err(e))) => {
-                        spinner.tick(&format!("stream interrupted ({e}); resuming"));
-                        break;
-                    }
-                    Ok(Some(Ok(event))) => event,
-                };
-                spinner.clear();
-                match event.event.as_str() {
-                    "end" => return Ok(serde_json::from_str(&event.data).unwrap_or(Value::Null)),
-                    // The answer as it streams; the durable events follow.
-                    "token" => {
-                        on_token(&serde_json::from_str(&event.data).unwrap_or(Value::Null));
-                        continue;
-                    }
-                    // Live progress (no id): the printer tells the story
-                    // from the stored events, which follow.
-                    "progress" => continue,
-                    _ => {}
-                }
-                if let Ok(seq) = event.id.parse::<u64>() {
-                    last_seq = Some(seq);
-                }
-                match serde_json::from_str::<EventEnvelope>(&event.data) {
-                    Ok(envelope) => {
-                        let _ = observer.on_event(&envelope).await;
-                    }
-                    Err(_) if raw_unreadable => println!("{}", event.data),
-                    Err(e) => eprintln!("(unreadable event {}: {e})", event.id),
-                }
+            let reader = EventReader {
+                observer,
+                on_token,
+                spinner,
+                raw_unreadable,
+            };
+            if let Some(end) = reader.read(response, &mut last_seq).await {
+                return Ok(end);
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The job's event stream from after `last_seq`; `None` after a second
+    /// waited out on an unreachable daemon (one unreachable for a minute,
+    /// an unknown job and an error answer are errors).
+    async fn open_events(
+        &self,
+        job_id: &str,
+        last_seq: Option<u64>,
+        failures: &mut u32,
+        spinner: &Spinner,
+    ) -> anyhow::Result<Option<reqwest::Response>> {
+        let mut builder = self.request(reqwest::Method::GET, &format!("/v1/jobs/{job_id}/events"));
+        if let Some(seq) = last_seq {
+            builder = builder.header("Last-Event-ID", seq.to_string());
+        }
+        let response = match builder.send().await {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) if r.status() == reqwest::StatusCode::NOT_FOUND => {
+                bail!("no job with id {job_id}")
+            }
+            Ok(r) => {
+                let status = r.status();
+                let body: Value = r.json().await.unwrap_or(Value::Null);
+                let message = body
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no details");
+                bail!("the daemon answered HTTP {status}: {message}")
+            }
+            Err(e) => {
+                *failures += 1;
+                if *failures > 60 {
+                    return Err(e).context("the event stream stayed unreachable for a minute");
+                }
+                spinner.tick(&format!("reconnecting to {} ({e})", self.base));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return Ok(None);
+            }
+        };
+        *failures = 0;
+        Ok(Some(response))
+    }
+}
+
+/// Where a followed job's events go: durable events to `observer` (or,
+/// `raw_unreadable`, printed as they came when unreadable), tokens to
+/// `on_token`, waits to the spinner.
+struct EventReader<'a> {
+    observer: &'a dyn Observer,
+    on_token: &'a dyn Fn(&Value),
+    spinner: &'a Spinner,
+    raw_unreadable: bool,
+}
+
+impl EventReader<'_> {
+    /// Reads one opened stream, keeping `last_seq` at the last durable
+    /// event: the `end` event, or `None` when the stream broke off first.
+    async fn read(&self, response: reqwest::Response, last_seq: &mut Option<u64>) -> Option<Value> {
+        let spinner = self.spinner;
+        let mut events = response.bytes_stream().eventsource();
+        loop {
+            let next = tokio::time::timeout(Duration::from_millis(250), events.next()).await;
+            let event = match next {
+                Err(_) => {
+                    spinner.tick("waiting for the job");
+                    continue;
+                }
+                Ok(None) => return None,
+                Ok(Some(Err(e))) => {
+                    spinner.tick(&format!("stream interrupted ({e}); resuming"));
+                    return None;
+                }
+                Ok(Some(Ok(event))) => event,
+            };
+            spinner.clear();
+            match event.event.as_str() {
+                "end" => return Some(serde_json::from_str(&event.data).unwrap_or(Value::Null)),
+                // The answer as it streams; the durable events follow.
+                "token" => {
+                    (self.on_token)(&serde_json::from_str(&event.data).unwrap_or(Value::Null));
+                    continue;
+                }
+                // Live progress (no id): the printer tells the story
+                // from the stored events, which follow.
+                "progress" => continue,
+                _ => {}
+            }
+            if let Ok(seq) = event.id.parse::<u64>() {
+                *last_seq = Some(seq);
+            }
+            match serde_json::from_str::<EventEnvelope>(&event.data) {
+                Ok(envelope) => {
+                    let _ = self.observer.on_event(&envelope).await;
+                }
+                Err(_) if self.raw_unreadable => println!("{}", event.data),
+                Err(e) => eprintln!("(unreadable event {}: {e})", event.id),
+            }
         }
     }
 }

@@ -317,6 +317,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
+/// Every command but `serve`, each handed to its file: one match, an arm a
+/// command, so a new command is one line here; it stays one function.
 async fn dispatch_client(command: Command, server: &client::ServerArgs) -> anyhow::Result<i32> {
     match command {
         Command::Serve { .. } => unreachable!("handled by dispatch"),

@@ -126,7 +126,7 @@ pub fn human(run_id: &str, event: &Event) -> Option<String> {
 }
 
 /// A run's start and end, its model calls and tool calls: one match, an
-/// arm an event kind.
+/// arm an event kind, so it stays one function.
 fn kernel_line(event: &Event) -> Option<String> {
     Some(match event {
         Event::KernelStart {

@@ -15,7 +15,7 @@ use crate::kernel::{OnMaxTurns, RunFailure};
 use crate::model::ModelCatalog;
 use crate::registry::{BundleIdentity, LoadedBundle};
 use crate::runner::{RunOptions, Runner};
-use crate::types::TerminationReason;
+use crate::types::{RunResult, TerminationReason};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -148,6 +148,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
         parent: None,
     };
     let sink = EventSink::new(context, 1, Arc::new(Printer::new(format)));
+    let succeed_at_max_turns = kernel.config().on_max_turns == OnMaxTurns::Succeed;
+    Ok(
+        match kernel.run(messages, &sink, cancel_on_ctrl_c()).await {
+            Ok(result) => finished(&result, format, succeed_at_max_turns),
+            Err(err) => failed(err),
+        },
+    )
+}
+
+/// A token Ctrl-C cancels.
+fn cancel_on_ctrl_c() -> CancellationToken {
     let cancel = CancellationToken::new();
     let on_ctrl_c = cancel.clone();
     tokio::spawn(async move {
@@ -155,38 +166,42 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             on_ctrl_c.cancel();
         }
     });
+    cancel
+}
 
-    match kernel.run(messages, &sink, cancel).await {
-        Ok(result) => {
-            let answer = result
-                .final_output
-                .clone()
-                .or_else(|| result.final_message.content.clone())
-                .unwrap_or_default();
-            if format == Format::Human {
-                println!("\n{answer}");
-            }
-            Ok(match result.termination_reason {
-                TerminationReason::NoToolCalls
-                | TerminationReason::TerminationTool
-                | TerminationReason::WorkflowFinished => 0,
-                TerminationReason::MaxTurns
-                    if kernel.config().on_max_turns == OnMaxTurns::Succeed =>
-                {
-                    0
-                }
-                TerminationReason::MaxTurns => {
-                    eprintln!("error: {}", RunFailure::MaxTurns(result.turn_count));
-                    3
-                }
-                TerminationReason::Cancelled | TerminationReason::Timeout => 4,
-                TerminationReason::Error
-                | TerminationReason::NeedsAttention
-                | TerminationReason::AwaitingApproval
-                | TerminationReason::BudgetExceeded => 1,
-            })
+/// A run that ended: its answer printed (for people), and the exit code
+/// its termination reason gives.
+fn finished(result: &RunResult, format: Format, succeed_at_max_turns: bool) -> i32 {
+    let answer = result
+        .final_output
+        .clone()
+        .or_else(|| result.final_message.content.clone())
+        .unwrap_or_default();
+    if format == Format::Human {
+        println!("\n{answer}");
+    }
+    match result.termination_reason {
+        TerminationReason::NoToolCalls
+        | TerminationReason::TerminationTool
+        | TerminationReason::WorkflowFinished => 0,
+        TerminationReason::MaxTurns if succeed_at_max_turns => 0,
+        TerminationReason::MaxTurns => {
+            eprintln!("error: {}", RunFailure::MaxTurns(result.turn_count));
+            3
         }
-        Err(crate::kernel::RunError::Parked(parked)) => {
+        TerminationReason::Cancelled | TerminationReason::Timeout => 4,
+        TerminationReason::Error
+        | TerminationReason::NeedsAttention
+        | TerminationReason::AwaitingApproval
+        | TerminationReason::BudgetExceeded => 1,
+    }
+}
+
+/// A run that failed, said on stderr (an approval park says the daemon is
+/// needed); exit code 1.
+fn failed(err: crate::kernel::RunError) -> i32 {
+    match err {
+        crate::kernel::RunError::Parked(parked) => {
             if parked.kind == crate::approval::ParkedKind::Approval {
                 eprintln!(
                     "error: tool `{}` (call {} of turn {}) needs a person's approval by the bundle's policy; approvals need the daemon, which keeps the job parked until someone decides: submit it with `structured-agents submit`",
@@ -195,11 +210,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             } else {
                 eprintln!("error: {parked}");
             }
-            Ok(1)
         }
-        Err(err) => {
-            eprintln!("error: {err}");
-            Ok(1)
-        }
+        err => eprintln!("error: {err}"),
     }
+    1
 }

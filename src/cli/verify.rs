@@ -104,7 +104,17 @@ fn tool_mode(args: &VerifyArgs) -> anyhow::Result<ToolMode> {
     Ok(ToolMode::StandIns { results })
 }
 
+/// The report as text: what ran, the crash matrix, each call's tally and
+/// the verdict.
 fn print(report: &Report) {
+    print_header(report);
+    print_crash_points(report);
+    print_per_call(report);
+    print_verdict(report);
+}
+
+/// What the reference run did and how the tools were answered.
+fn print_header(report: &Report) {
     println!(
         "verify: bundle {:?} {} — the reference run made {} and {}, and ended {}",
         report.bundle,
@@ -124,6 +134,11 @@ fn print(report: &Report) {
     println!(
         "each crash point is a new job, stopped there as a crash would stop it, then resumed from its journal\n"
     );
+}
+
+/// One line for each call at each crash point: how often it ran, and the
+/// resumed job's outcome.
+fn print_crash_points(report: &Report) {
     println!(
         "{:<48} {:<16} {:<12} {:<11} {:<13} resumed job",
         "crash point", "tool", "call", "effect", "ran"
@@ -163,6 +178,10 @@ fn print(report: &Report) {
             println!("{at:<48} {:<66}{}{flag}", "", point.outcome);
         }
     }
+}
+
+/// Each call's tally over all crash points.
+fn print_per_call(report: &Report) {
     println!("\nper call:");
     for tool in &report.tools {
         println!(
@@ -183,6 +202,10 @@ fn print(report: &Report) {
             }
         );
     }
+}
+
+/// Whether every call kept its declared effect.
+fn print_verdict(report: &Report) {
     if report.violations == 0 {
         println!(
             "\nverdict: every call keeps its declared effect at all {} crash points",

@@ -408,6 +408,8 @@ impl Metrics {
 /// The daemon's happenings as metrics: the one place they are counted
 /// (one match, an arm an event, so a new event is a decision here).
 impl DaemonObserver for Metrics {
+    /// One match, an arm an event, so a new event is a decision here: it
+    /// stays one function for that.
     fn on_daemon_event(&self, event: &DaemonEvent) {
         match event {
             DaemonEvent::Reload(outcome) => {

@@ -57,39 +57,15 @@ impl OtelMeters {
     /// Builds the exporter (blocking: call off the runtime threads). `None`
     /// without an endpoint in config or the OTEL_* environment.
     pub fn init(endpoint: Option<&str>, interval: Duration) -> Result<Option<Self>, OtelError> {
-        let env = |n: &str| std::env::var(n).ok().filter(|v| !v.trim().is_empty());
-        if endpoint.is_none()
-            && env("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
-            && env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT").is_none()
-        {
-            return Ok(None);
-        }
-        let client = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let mut builder = opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_http_client(client);
-        if let Some(base) = endpoint {
-            builder = builder.with_endpoint(format!("{}/v1/metrics", base.trim_end_matches('/')));
-        }
-        let exporter = builder
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let reader = PeriodicReader::builder(exporter)
-            .with_interval(interval)
-            .build();
-        let mut resource = Resource::builder();
-        if env("OTEL_SERVICE_NAME").is_none() {
-            resource = resource.with_service_name("structured-agents");
-        }
-        let provider = SdkMeterProvider::builder()
-            .with_reader(reader)
-            .with_resource(resource.build())
-            .build();
+        Ok(meter_provider(endpoint, interval)?.map(Self::declared))
+    }
+
+    /// Every instrument, each declared once, here, on `provider`'s meter:
+    /// one declaration list (a family split from the others would be a
+    /// second place to look for one).
+    fn declared(provider: SdkMeterProvider) -> Self {
         let meter = provider.meter("structured-agents");
-        Ok(Some(Self {
+        Self {
             operation_duration: meter
                 .f64_histogram("gen_ai.client.operation.duration")
                 .with_unit("s")
@@ -137,7 +113,7 @@ impl OtelMeters {
                 .with_unit("{reload}")
                 .build(),
             provider,
-        }))
+        }
     }
 
     /// Exports what is pending and stops (blocking).
@@ -146,6 +122,48 @@ impl OtelMeters {
             tracing::warn!(error = %e, "OTLP metrics shutdown");
         }
     }
+}
+
+/// The meter provider exporting over OTLP/HTTP every `interval`, to
+/// `endpoint` or where the OTEL_* environment says; `None` when neither
+/// names one.
+fn meter_provider(
+    endpoint: Option<&str>,
+    interval: Duration,
+) -> Result<Option<SdkMeterProvider>, OtelError> {
+    let env = |n: &str| std::env::var(n).ok().filter(|v| !v.trim().is_empty());
+    if endpoint.is_none()
+        && env("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+        && env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT").is_none()
+    {
+        return Ok(None);
+    }
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    let mut builder = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .with_http_client(client);
+    if let Some(base) = endpoint {
+        builder = builder.with_endpoint(format!("{}/v1/metrics", base.trim_end_matches('/')));
+    }
+    let exporter = builder
+        .build()
+        .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    let reader = PeriodicReader::builder(exporter)
+        .with_interval(interval)
+        .build();
+    let mut resource = Resource::builder();
+    if env("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("structured-agents");
+    }
+    Ok(Some(
+        SdkMeterProvider::builder()
+            .with_reader(reader)
+            .with_resource(resource.build())
+            .build(),
+    ))
 }
 
 pub fn kv(key: &'static str, value: &str) -> KeyValue {

@@ -181,6 +181,8 @@ impl MetricsObserver {
 /// Each event's metrics: one match, an arm an event kind.
 #[async_trait]
 impl Observer for MetricsObserver {
+    /// One match, an arm an event kind, so a new event is a decision here:
+    /// it stays one function for that.
     async fn on_event(&self, envelope: &EventEnvelope) -> Result<(), ObserverError> {
         let m = &self.metrics;
         let bundle = envelope.bundle.as_str();

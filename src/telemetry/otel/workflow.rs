@@ -12,7 +12,9 @@ use super::{JobSpanInfo, RunSpans, SpanBuilder, remote_parent, start_span};
 use crate::events::{Event, EventEnvelope};
 
 impl SpanBuilder {
-    /// Handles a workflow event; false for any other event.
+    /// Handles a workflow event; false for any other event. One match, an
+    /// arm a workflow event kind (its span opened, a stage's child span, its
+    /// span closed), so it stays one function.
     pub(super) fn workflow(
         &mut self,
         info: &JobSpanInfo,
