@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, post_json};
+use common::daemon::{Daemon, SHORT_LEASE, Site, client, post_json};
 use common::mock_server;
 use serde_json::{Value, json};
 use structured_agents::mock::MockServer;
@@ -265,11 +265,12 @@ async fn each_server_family_is_asked_for_the_format_on_its_own_wire() {
 
 /// The format is the job's, stored with it: the daemon dies before the
 /// model call; the restarted daemon's attempt asks for the format and holds
-/// the answer to it.
+/// the answer to it. The daemon that dies holds a short lease, so the
+/// restart takes the job over in seconds; the wait is a hang guard only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_resumed_after_its_daemon_died_still_holds_to_the_format() {
     let (mock, site) = site().await;
-    let mut daemon = site.start_with_env(&[("SA_FAILPOINTS", "before_model_call")]);
+    let mut daemon = site.start_with_env(&[("SA_FAILPOINTS", "before_model_call"), SHORT_LEASE]);
     let body = json!({"model": "bundle/people", "input": "Who is Bob?", "text": text_format(),
                       "background": true});
     let (status, queued) = post_json(&client(), &daemon, "/v1/responses", body).await;
@@ -279,7 +280,7 @@ async fn a_job_resumed_after_its_daemon_died_still_holds_to_the_format() {
     assert!(mock.requests().is_empty());
 
     let daemon = site.start();
-    let done = common::daemon::eventually(Duration::from_secs(30), "the resumed response", || {
+    let done = common::daemon::eventually(Duration::from_secs(180), "the resumed response", || {
         let url = daemon.url(&format!("/v1/responses/{id}"));
         async move {
             let body: Value = client().get(url).send().await.ok()?.json().await.ok()?;
