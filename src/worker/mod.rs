@@ -297,20 +297,25 @@ impl WorkerPool {
             record_messages: self.settings.record_messages,
             only,
         };
+        // Each kind's run is boxed: an async fn's state is as large as its
+        // largest await, so unboxed every job in flight would carry the
+        // state of the largest kind (a workflow's, a verify's) whatever it
+        // runs. Boxed, a job holds only its own kind's state.
         match (&job.kind, &loaded.bundle.workflow) {
             (JobKind::ToolRun { tool, arguments }, _) => {
-                tool_run::run(loaded, job, tool, arguments, scope).await
+                Box::pin(tool_run::run(loaded, job, tool, arguments, scope)).await
             }
             (JobKind::Verify(run), _) => {
-                verify::run(&self.registry.snapshot(), loaded, job, run, scope).await
+                let snapshot = self.registry.snapshot();
+                Box::pin(verify::run(&snapshot, loaded, job, run, scope)).await
             }
-            (JobKind::Bundle, Some(spec)) => workflow::run(workflow(None), spec).await,
-            (JobKind::Bundle, None) => self.run_agent(loaded, job, scope).await,
+            (JobKind::Bundle, Some(spec)) => Box::pin(workflow::run(workflow(None), spec)).await,
+            (JobKind::Bundle, None) => Box::pin(self.run_agent(loaded, job, scope)).await,
             (JobKind::Stage { stage }, Some(spec)) => {
-                workflow::run(workflow(Some(stage)), spec).await
+                Box::pin(workflow::run(workflow(Some(stage)), spec)).await
             }
             (JobKind::GroupChat { plan }, None) if loaded.bundle.raw.group_chat.is_some() => {
-                self.run_group_chat(loaded, job, plan, scope).await
+                Box::pin(self.run_group_chat(loaded, job, plan, scope)).await
             }
             (kind, _) => not_runnable(job, kind, loaded),
         }
