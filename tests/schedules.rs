@@ -407,8 +407,12 @@ async fn overlap_skip_and_queue_run_one_job_at_a_time_and_cancel_previous_cancel
                 );
                 assert_eq!(a["state"], "succeeded", "{store:?}, {overlap}: {a}");
             }
-            // Fires during a 2.5 s run were dropped or held, never piled up.
-            assert!(gaps(&jobs).len() >= 2, "{store:?}, {overlap}: {jobs:?}");
+            // Fires during a 2.5 s run were dropped or held, never piled
+            // up: `skip` drops every fire of a run (two or more between each
+            // pair of the three); `queue` holds one of them, which may be
+            // the very next fire, so among three jobs one gap is certain.
+            let least = if overlap == "skip" { 2 } else { 1 };
+            assert!(gaps(&jobs).len() >= least, "{store:?}, {overlap}: {jobs:?}");
         }
         let jobs = overlapping(store, "cancel_previous").await;
         assert_eq!(jobs[0].1["state"], "cancelled", "{store:?}: {:?}", jobs[0]);

@@ -3,7 +3,7 @@
 //! checks of the specs are in `bind/check.rs`, its errors in `bind/error.rs`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,21 +191,20 @@ fn http_agent(spec: &ToolSpec, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError
 /// The backend of a spec of any kind but `mcp` (which binds to many tools).
 fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, BindError> {
     match spec.kind {
-        ToolKind::Process => Ok(Arc::new(ProcessTool::new(
-            schema_of(spec),
-            ProcessSpec {
-                command: spec.command.clone(),
-                working_dir: dir.join(spec.working_dir.as_deref().unwrap_or(".")),
-                env_allowlist: env_allowlist(spec),
-                env: spec
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-                max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
-                timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
-            },
-        ))),
+        ToolKind::Process => {
+            let (working_dir, env_allowlist, env) = process_env(spec, dir);
+            Ok(Arc::new(ProcessTool::new(
+                schema_of(spec),
+                ProcessSpec {
+                    command: spec.command.clone(),
+                    working_dir,
+                    env_allowlist,
+                    env,
+                    max_output_bytes: spec.max_output_bytes.unwrap_or(DEFAULT_MAX_OUTPUT),
+                    timeout: spec.timeout.map_or(DEFAULT_TOOL_TIMEOUT, Into::into),
+                },
+            )))
+        }
         ToolKind::Agent => match (env.runs_agents, &spec.bundle) {
             (true, Some(target)) => {
                 let mut schema = schema_of(spec);
@@ -223,6 +222,25 @@ fn bound(spec: &ToolSpec, dir: &Path, env: &ToolEnv) -> Result<Arc<dyn Tool>, Bi
 }
 
 /// The variables a process or grail tool passes through from the daemon.
+/// Where a tool that runs a process (a `process` tool, a `grail` tool's
+/// host) runs and with which environment: its working directory under the
+/// bundle, the variables it inherits, the ones it sets.
+fn process_env<E: FromIterator<(String, String)>>(
+    spec: &ToolSpec,
+    dir: &Path,
+) -> (PathBuf, Vec<String>, E) {
+    let env = spec
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (
+        dir.join(spec.working_dir.as_deref().unwrap_or(".")),
+        env_allowlist(spec),
+        env,
+    )
+}
+
 fn env_allowlist(spec: &ToolSpec) -> Vec<String> {
     spec.env_allowlist.clone().unwrap_or_else(|| {
         DEFAULT_ENV_ALLOWLIST
@@ -257,18 +275,15 @@ fn grail_tool(
             }),
         })
         .collect::<Result<Vec<_>, BindError>>()?;
+    let (working_dir, env_allowlist, env) = process_env(spec, dir);
     let launch = HostLaunch {
         python: section
             .python
             .clone()
             .unwrap_or_else(|| crate::tools::grail::DEFAULT_PYTHON.into()),
-        working_dir: dir.join(spec.working_dir.as_deref().unwrap_or(".")),
-        env_allowlist: env_allowlist(spec),
-        env: spec
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        working_dir,
+        env_allowlist,
+        env,
     };
     let pool = HostPool::new(
         launch,

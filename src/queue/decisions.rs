@@ -4,10 +4,10 @@
 //! decide an approval, and deny the approvals whose timeout passed — each
 //! in one transaction of a [`Tx`], the job's final event beside it.
 
-use super::lifecycle::{insert_events, record_ending};
+use super::lifecycle::{end_now, insert_events, record_ending};
 use super::outbox;
 use super::transaction::Tx;
-use super::tx::{Change, Fail, Res, Settle};
+use super::tx::{Change, Fail, Res};
 use super::*;
 use crate::approval::{self, Verdict};
 use crate::types::TerminationReason;
@@ -47,18 +47,15 @@ pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolutio
     let change = match resolution {
         Resolution::Fail { reason } => {
             let error = Resolution::failure(reason, pending.as_ref());
-            let settle = Settle {
-                termination_reason: Some(TerminationReason::Error.as_str()),
-                state: JobState::Failed,
-                result: None,
-                error: Some(&error),
-                run_at: None,
-                finished_at: Some(now),
-                pending_call: None,
-            };
-            tx.settle(id.as_str(), &settle, now).await?;
-            outbox::state_changed(tx, id.as_str(), settle.state).await?;
-            Change::Updated
+            end_now(
+                tx,
+                id,
+                JobState::Failed,
+                TerminationReason::Error,
+                &error,
+                now,
+            )
+            .await?
         }
         Resolution::Retry => {
             // Without its start marker the next attempt runs the call afresh.

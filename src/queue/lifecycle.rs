@@ -382,18 +382,15 @@ pub(crate) async fn release(
     let now = tx.now().await?;
     let decision = decide_release(cancel_requested);
     let change = if cancel_requested {
-        let settle = Settle {
-            termination_reason: Some(TerminationReason::Cancelled.as_str()),
-            state: JobState::Cancelled,
-            result: None,
-            error: Some(CANCELLED),
-            run_at: None,
-            finished_at: Some(now),
-            pending_call: None,
-        };
-        tx.settle(id.as_str(), &settle, now).await?;
-        outbox::state_changed(tx, id.as_str(), settle.state).await?;
-        Change::Updated
+        end_now(
+            tx,
+            id,
+            JobState::Cancelled,
+            TerminationReason::Cancelled,
+            CANCELLED,
+            now,
+        )
+        .await?
     } else {
         tx.unlease(id.as_str(), now).await?;
         outbox::state_changed(tx, id.as_str(), JobState::Queued).await?;
@@ -403,6 +400,31 @@ pub(crate) async fn release(
 }
 
 const CANCELLED: &str = "cancelled by request";
+
+/// Ends job `id` now as `state` (cancelled, or failed by an operator),
+/// saying `error`, and tells its webhook: one settle for every way a
+/// request ends a job outside its run.
+pub(super) async fn end_now(
+    tx: &mut impl Tx,
+    id: &JobId,
+    state: JobState,
+    reason: TerminationReason,
+    error: &str,
+    now: i64,
+) -> Res<Change> {
+    let settle = Settle {
+        termination_reason: Some(reason.as_str()),
+        state,
+        result: None,
+        error: Some(error),
+        run_at: None,
+        finished_at: Some(now),
+        pending_call: None,
+    };
+    tx.settle(id.as_str(), &settle, now).await?;
+    outbox::state_changed(tx, id.as_str(), state).await?;
+    Ok(Change::Updated)
+}
 
 /// The job an operator's request left, with the final event it records (as
 /// the next of the job's log) when the request `ended` the job.
