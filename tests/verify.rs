@@ -203,18 +203,7 @@ fn verify_never_calls_a_model_server_and_takes_the_replies_from_exchange() {
 
 mod common;
 
-use common::daemon::{Daemon, Site, client, new_key};
-
-/// GETs `path` with `token`: the answer.
-async fn get_as(daemon: &Daemon, token: &str, path: &str) -> Value {
-    let response = client()
-        .get(daemon.url(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    response.json().await.unwrap()
-}
+use common::daemon::{Daemon, Site, client, client_as, get, new_key};
 
 /// POSTs `body` to `path` with `token`: the status and the answer.
 async fn post_as(daemon: &Daemon, token: &str, path: &str, body: Value) -> (u16, Value) {
@@ -293,7 +282,7 @@ async fn the_api_verifies_a_loaded_bundle_as_the_cli_does() {
     assert_eq!(report["crash_points"].as_array().unwrap().len(), 12);
     // The API ran none of it: a worker ran it as a `verify` job, the key's.
     let id = report["job_id"].as_str().expect("the verify job's id");
-    let job = get_as(&daemon, &operator, &format!("/v1/jobs/{id}")).await;
+    let job = get(&client_as(&operator), &daemon, &format!("/v1/jobs/{id}")).await;
     assert_eq!(
         (&job["state"], &job["kind"]["type"], &job["owner"]),
         (&json!("succeeded"), &json!("verify"), &json!("ops")),
@@ -363,7 +352,7 @@ async fn the_api_verifies_a_loaded_bundle_as_the_cli_does() {
         .rsplit_once("(verify job ")
         .and_then(|(_, rest)| rest.strip_suffix(')'))
         .unwrap_or_else(|| panic!("the refusal names its job: {refused}"));
-    let job = get_as(&daemon, &operator, &format!("/v1/jobs/{id}")).await;
+    let job = get(&client_as(&operator), &daemon, &format!("/v1/jobs/{id}")).await;
     assert_eq!(job["state"], "failed", "{job:#}");
     assert!(job["error"].as_str().unwrap().contains("city"), "{job:#}");
     let (status, report) = post_as(
