@@ -32,10 +32,13 @@ replies:
     content: "done"
 "#;
 
-/// A process tool that answers once `file` exists.
+/// A process tool that answers once `file` exists. Idempotent: its start
+/// is not journaled, so its stored `ToolCall` is held until its result is
+/// (an `unsafe` tool's journaled start writes it out at once, and the
+/// order of that commit and the live frame would be a race).
 fn waiting_tool(name: &str, file: &Path) -> String {
     format!(
-        r#"  - {{name: {name}, kind: process, timeout: 10m, command: [sh, -c, "while [ ! -e '{file}' ]; do sleep 0.02; done; echo '{{}}'"]}}"#,
+        r#"  - {{name: {name}, kind: process, effect: idempotent, timeout: 10m, command: [sh, -c, "while [ ! -e '{file}' ]; do sleep 0.02; done; echo '{{}}'"]}}"#,
         file = file.display()
     )
 }

@@ -218,6 +218,9 @@ pub struct ModelPluginError {
     pub retryable: bool,
 }
 
+// Every family's impl opens alike (`name`, `grammar_modes`, `call_start`
+// and `build_grammar`'s signature: function_gemma.rs, qwen/), as an impl
+// must; what each recognises and constrains is its own.
 /// The seam between the kernel and a model family.
 pub trait ModelPlugin: Send + Sync {
     fn name(&self) -> &str;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::outbox;
 use super::transaction::Tx;
-use super::tx::{AttemptRow, Change, Fail, Pin, Res, Settle};
+use super::tx::{AttemptRow, AttemptStart, Change, Fail, Pin, Res, Settle};
 use super::*;
 use crate::approval;
 use crate::events::Event;
@@ -68,9 +68,14 @@ pub(crate) async fn lease(tx: &mut impl Tx, ask: &LeaseAsk<'_>) -> Res<Vec<Lease
                 continue;
             }
             let pin = ask.pin.and_then(|pin| pin(&candidate.bundle));
-            let job = tx
-                .start_attempt(&candidate, ask.worker, expires, now, pin.as_ref())
-                .await?;
+            let start = AttemptStart {
+                candidate: &candidate,
+                worker: ask.worker,
+                expires,
+                now,
+                pin: pin.as_ref(),
+            };
+            let job = tx.start_attempt(&start).await?;
             // An abandoned run resumed was running already: no change.
             if !candidate.running {
                 outbox::state_changed(tx, job.id.as_str(), JobState::Running).await?;

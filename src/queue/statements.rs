@@ -3,7 +3,7 @@
 //! written over them once; `sqlite` and `postgres` each implement them
 //! with their SQL.
 
-use super::tx::{AttemptRow, Change, Conversation, Pin, Res, Settle, StoredSpend};
+use super::tx::{AttemptRow, AttemptStart, Change, Conversation, Pin, Res, Settle, StoredSpend};
 use super::*;
 use crate::journal::JournalEntry;
 
@@ -148,14 +148,7 @@ pub(crate) trait JobStatements: Send {
     ) -> impl Future<Output = Res<Vec<Job>>> + Send;
     /// Starts an attempt (`resumed`: its last worker died), pinning a first
     /// attempt's bundle when `pin` is given and none is pinned yet.
-    fn start_attempt(
-        &mut self,
-        c: &Candidate,
-        worker: &str,
-        expires: i64,
-        now: i64,
-        pin: Option<&Pin>,
-    ) -> impl Future<Output = Res<Job>> + Send;
+    fn start_attempt(&mut self, start: &AttemptStart<'_>) -> impl Future<Output = Res<Job>> + Send;
     /// Renews a current attempt's lease: `Some(cancel_requested)`, or `None`
     /// when the attempt is not current.
     fn renew(

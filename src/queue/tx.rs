@@ -325,6 +325,39 @@ impl<'a> JobValues<'a> {
     }
 }
 
+/// An attempt to start on a leased candidate (`JobStatements::start_attempt`):
+/// `pin` pins a first attempt's bundle when none is pinned yet.
+pub(crate) struct AttemptStart<'a> {
+    pub candidate: &'a Candidate,
+    pub worker: &'a str,
+    pub expires: i64,
+    pub now: i64,
+    pub pin: Option<&'a Pin>,
+}
+
+/// The statement that starts an attempt, in either dialect (value `n` is
+/// spelled `placeholder(n)`): 1 the job's id, 2 whether it resumes (1) or
+/// not (0), 3 the worker, 4 when the lease expires, 5 now, 6 and 7 the pin's
+/// version and digest, 8 the key's fair pass. A version the job was
+/// submitted with stays; a pinned digest stays. The started row comes back.
+pub(crate) fn start_attempt_sql(placeholder: impl Fn(usize) -> String) -> String {
+    let p = |n| placeholder(n);
+    format!(
+        "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + {}, lease_owner = {}, lease_expires_at = {}, started_at = COALESCE(started_at, {now}), updated_at = {now},
+         bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, {}) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, {}),
+         fair_pass = COALESCE({}, fair_pass)
+         WHERE id = {} RETURNING {JOB_COLUMNS}",
+        p(2),
+        p(3),
+        p(4),
+        p(6),
+        p(7),
+        p(8),
+        p(1),
+        now = p(5),
+    )
+}
+
 /// Values one job row binds in [`insert_jobs_sql`].
 pub(crate) const ROW_VALUES: usize = 19;
 

@@ -38,6 +38,8 @@ pub struct ListQuery {
     order: Option<String>,
 }
 
+// Its extractors are `retrieve`'s (mod.rs), as axum reads each part of a
+// request by its type; what each answers is its own.
 /// `GET /v1/responses/{id}/input_items`.
 pub async fn list(
     State(state): State<AppState>,

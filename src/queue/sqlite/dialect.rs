@@ -7,9 +7,9 @@ use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 
 use crate::queue::statements::JobStatements;
 use crate::queue::tx::{
-    AttemptRow, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS, JobValues,
-    Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
-    job_from_row,
+    AttemptRow, AttemptStart, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS,
+    JobValues, Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
+    job_from_row, start_attempt_sql,
 };
 use crate::queue::*;
 
@@ -376,27 +376,16 @@ impl JobStatements for SqliteTx<'_> {
         })
     }
 
-    async fn start_attempt(
-        &mut self,
-        c: &Candidate,
-        worker: &str,
-        expires: i64,
-        now: i64,
-        pin: Option<&Pin>,
-    ) -> Res<Job> {
-        let sql = format!(
-            "UPDATE jobs SET state = 'running', attempts = attempts + 1, crash_resumes = crash_resumes + ?2, lease_owner = ?3, lease_expires_at = ?4, started_at = COALESCE(started_at, ?5), updated_at = ?5,
-             bundle_version = CASE WHEN bundle_digest IS NULL THEN COALESCE(bundle_version, ?6) ELSE bundle_version END, bundle_digest = COALESCE(bundle_digest, ?7),
-             fair_pass = COALESCE(?8, fair_pass)
-             WHERE id = ?1 RETURNING {JOB_COLUMNS}"
-        );
+    async fn start_attempt(&mut self, start: &AttemptStart<'_>) -> Res<Job> {
+        let sql = start_attempt_sql(|n| format!("?{n}"));
+        let (c, pin) = (start.candidate, start.pin);
         let (version, digest) = (pin.map(|p| &p.version), pin.map(|p| &p.digest));
         let p = params![
             c.id,
             i64::from(c.running),
-            worker,
-            expires,
-            now,
+            start.worker,
+            start.expires,
+            start.now,
             version,
             digest,
             c.fair_pass
