@@ -131,6 +131,25 @@ fn approval_round_trip(seen: &Value, effects: &Path) {
     assert_eq!(file_lines(effects), vec!["500 alice"]);
 }
 
+/// The answer a stream's artifact updates (`["artifact", text, lastChunk,
+/// append]`) leave, read as the specification says: an update that does
+/// not append replaces the artifact. The last one must be the whole answer
+/// (what ADK keeps), and nothing may follow it but the final status.
+fn streamed_answer(stream: &[Value]) -> String {
+    let mut text = String::new();
+    for event in stream.iter().filter(|e| e[0] == "artifact") {
+        if event[3] != true {
+            text.clear();
+        }
+        text.push_str(event[1].as_str().unwrap());
+    }
+    let last = stream.iter().rposition(|e| e[0] == "artifact").unwrap();
+    assert_eq!(stream[last][2], true, "the last chunk: {stream:?}");
+    assert_eq!(stream[last][3], false, "the whole answer: {stream:?}");
+    assert_eq!(last + 2, stream.len(), "then the final status: {stream:?}");
+    text
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_sdk_sends_streams_gets_lists_cancels_subscribes_and_approves() {
     let effects = tempfile::NamedTempFile::new().unwrap();
@@ -158,12 +177,11 @@ async fn the_python_sdk_sends_streams_gets_lists_cancels_subscribes_and_approves
         stream.contains(&json!(["status", "TASK_STATE_WORKING", []])),
         "{stream:?}"
     );
-    let text: String = stream
-        .iter()
-        .filter(|e| e[0] == "artifact")
-        .map(|e| e[1].as_str().unwrap())
-        .collect();
-    assert_eq!(text, "Hello from a bundle.", "{stream:?}");
+    assert_eq!(
+        streamed_answer(stream),
+        "Hello from a bundle.",
+        "{stream:?}"
+    );
     assert_eq!(
         stream.last().unwrap()[1],
         "TASK_STATE_COMPLETED",
@@ -171,7 +189,10 @@ async fn the_python_sdk_sends_streams_gets_lists_cancels_subscribes_and_approves
     );
     assert_eq!(seen["get"]["state"], "TASK_STATE_COMPLETED");
     assert_eq!(seen["get"]["answer"], "Hello from a bundle.");
-    assert_eq!(seen["get"]["history"], 2, "the input and the answer");
+    assert_eq!(
+        seen["get"]["history"], 1,
+        "the input (the answer is the artifact)"
+    );
     assert_eq!(seen["list_context"], true, "{seen}");
     assert!(seen["list_all"].as_u64().unwrap() >= 3, "{seen}");
 
@@ -223,12 +244,11 @@ async fn the_javascript_sdk_sends_streams_gets_lists_cancels_subscribes_and_appr
     assert_eq!(seen["send"]["answer"], "Hello from a bundle.");
     let stream = seen["stream"].as_array().unwrap();
     assert_eq!(stream[0][0], "task", "{stream:?}");
-    let text: String = stream
-        .iter()
-        .filter(|e| e[0] == "artifact")
-        .map(|e| e[1].as_str().unwrap())
-        .collect();
-    assert_eq!(text, "Hello from a bundle.", "{stream:?}");
+    assert_eq!(
+        streamed_answer(stream),
+        "Hello from a bundle.",
+        "{stream:?}"
+    );
     assert_eq!(stream.last().unwrap()[1], "COMPLETED", "{stream:?}");
     assert_eq!(seen["get"]["answer"], "Hello from a bundle.");
     assert_eq!(seen["list"], json!([seen["task_id"]]), "{seen}");

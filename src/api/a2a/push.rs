@@ -3,7 +3,8 @@
 //! with its job, so no change of the job goes unpushed), and the format of
 //! an `a2a_push` delivery for the outbox's one sender: each state change of
 //! the job as a `StreamResponse` holding a `statusUpdate` (the task's status
-//! as `GetTask` shows it then), the config's `token` as
+//! as `GetTask` shows it then, and at the end the answer as its message:
+//! `task::push_status`), the config's `token` as
 //! `X-A2A-Notification-Token` and its `authentication` as `Authorization:
 //! {scheme} {credentials}`. What gets a delivery, and when, is the outbox's
 //! rule (`queue::outbox::state_changed`); retries, ordering and dead
@@ -254,7 +255,7 @@ impl Format for PushFormat {
         let update = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: job.id.to_string(),
             context_id: task::context_of(job),
-            status: task::status(job),
+            status: task::push_status(job),
             metadata: Some(metadata),
         });
         let body = serde_json::to_string(&update).map_err(|source| FormatError::Encode {
@@ -329,6 +330,9 @@ mod tests {
         assert_eq!(update.task_id, "j1");
         assert_eq!(update.context_id, "c1");
         assert_eq!(update.status.state, task::task_state(JobState::Succeeded));
+        // A push has no artifact beside it: the answer rides in its status.
+        let answer = update.status.message.as_ref().map(|m| m.parts[0].as_text());
+        assert_eq!(answer, Some(Some("hello")), "{}", out.body);
         assert_eq!(update.metadata.unwrap()["delivery_id"], "msg_1");
         assert!(out.headers.contains(&(TOKEN_HEADER.into(), "tok".into())));
         assert!(

@@ -3,20 +3,20 @@
 //! `api::feed`), a status update per change of state (WORKING when an
 //! attempt starts, INPUT_REQUIRED with the parked call, WORKING again once
 //! decided, the final state), and the answer as chunks of the `answer`
-//! artifact (the job's answer stream, the one of chat completions). The
-//! stream ends with the final state, or with INPUT_REQUIRED while the job
-//! is still parked there. Updates read from the
-//! store carry the event's sequence number as their SSE `id:`, so
-//! `SubscribeToTask` with `Last-Event-ID` resumes after it — also across a
-//! daemon restart; without it, the task's events are replayed from the
-//! start, then followed live.
+//! artifact (the job's answer stream, the one of chat completions), closed
+//! by the whole answer as its last chunk (`task::end_updates`: the answer's
+//! one place, the final status carries none). The stream ends with the
+//! final state, or with INPUT_REQUIRED while the job is still parked there.
+//! Updates read from the store carry the event's sequence number as their
+//! SSE `id:`, so `SubscribeToTask` with `Last-Event-ID` resumes after it —
+//! also across a daemon restart; without it, the task's events are replayed
+//! from the start, then followed live.
 
 use std::convert::Infallible;
 use std::pin::Pin;
 
 use a2a::{
-    A2AError, StreamResponse, SubscribeToTaskRequest, TaskArtifactUpdateEvent, TaskState,
-    TaskStatus, TaskStatusUpdateEvent,
+    A2AError, StreamResponse, SubscribeToTaskRequest, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -124,7 +124,7 @@ impl Follower {
             let frames = match self.feed.next().await {
                 Some(Item::Token(token)) => {
                     let text = self.answer.token(&token.run_id, token.turn, &token.text);
-                    self.chunk(None, &text, false).into_iter().collect()
+                    self.chunk(None, &text).into_iter().collect()
                 }
                 Some(Item::Progress(_)) => continue,
                 Some(Item::Event { seq, json }) => self.stored(seq, &json).await,
@@ -192,35 +192,24 @@ impl Follower {
             return vec![self.status(Some(seq), status)];
         }
         let text = self.answer.event(&envelope);
-        self.chunk(Some(seq), &text, false).into_iter().collect()
+        self.chunk(Some(seq), &text).into_iter().collect()
     }
 
-    /// The last chunk of the answer and the final status.
+    /// The whole answer as the last chunk, and the final status.
     fn end(&mut self, job: &Job) -> Vec<SseEvent> {
         self.done = true;
-        let mut frames = Vec::new();
-        if let Some(answer) = job.answer().filter(|_| job.state == JobState::Succeeded) {
-            let rest = self.answer.end(answer);
-            frames.extend(self.chunk(None, &rest, true));
-        }
-        frames.push(self.status(None, task::status(job)));
-        frames
+        task::end_updates(job)
+            .iter()
+            .map(|update| frame(&self.rpc_id, None, update))
+            .collect()
     }
 
-    /// A chunk of the answer (nothing for empty text, unless it closes a
-    /// streamed answer).
-    fn chunk(&mut self, seq: Option<u64>, text: &str, last: bool) -> Option<SseEvent> {
-        if text.is_empty() && !(last && self.answer_started) {
+    /// A chunk of the answer (nothing for empty text).
+    fn chunk(&mut self, seq: Option<u64>, text: &str) -> Option<SseEvent> {
+        if text.is_empty() {
             return None;
         }
-        let update = TaskArtifactUpdateEvent {
-            task_id: self.job.id.to_string(),
-            context_id: self.context.clone(),
-            artifact: task::answer_chunk(text),
-            append: Some(self.answer_started),
-            last_chunk: Some(last),
-            metadata: None,
-        };
+        let update = task::chunk_update(&self.job, text, self.answer_started);
         self.answer_started = true;
         Some(frame(
             &self.rpc_id,

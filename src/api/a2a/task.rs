@@ -1,11 +1,22 @@
 //! A job seen as an A2A task: the one mapping of job states to task states,
-//! the status message (the parked call while the job awaits approval, the
-//! answer, the error), the answer as the task's artifact, and the history
-//! (the input, then the answer).
+//! the status message (the parked call while the job awaits approval, why
+//! it waits for an operator, why it ended), the answer as the task's
+//! artifact, and the history (the input).
+//!
+//! The answer has one place: the `answer` artifact, where A2A 1.0 puts a
+//! task's result ("Messages SHOULD NOT be used to deliver task outputs",
+//! §3.7). It is neither the status message nor a message of the history:
+//! clients that show both (Google ADK's `RemoteA2aAgent` turns a final
+//! status message into an event of its own) showed it twice. A stream ends
+//! the same way ([`end_updates`]); a push notification, which is a status
+//! update with nothing beside it, is the one exception ([`push_status`]).
 
 use std::collections::HashMap;
 
-use a2a::{Artifact, Message, Part, Role, Task, TaskState, TaskStatus};
+use a2a::{
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
+    TaskStatus, TaskStatusUpdateEvent,
+};
 use serde_json::{Value, json};
 
 use crate::approval::{ParkedCall, ParkedKind};
@@ -59,12 +70,10 @@ pub fn context_of(job: &Job) -> String {
         .unwrap_or_else(|| job.id.to_string())
 }
 
-/// Job `job` as a task.
+/// Job `job` as a task: its answer only as the artifact (see the module's
+/// documentation).
 pub fn task(job: &Job, view: View) -> Task {
     let mut history = vec![user_message(job)];
-    if let Some(answer) = job.answer().filter(|_| job.state == JobState::Succeeded) {
-        history.push(agent_message(job, "answer", vec![Part::text(answer)]));
-    }
     if let Some(n) = view.history_length {
         let keep = usize::try_from(n.max(0)).unwrap_or(0);
         history.drain(..history.len().saturating_sub(keep));
@@ -91,13 +100,72 @@ pub fn status(job: &Job) -> TaskStatus {
     }
 }
 
+/// The status a push notification carries: [`status`], with the answer as
+/// the message once the job succeeded. A push is a `statusUpdate` alone —
+/// no artifact rides beside it — so there the message is the answer's one
+/// place, and a receiver has it without a `GetTask`.
+pub fn push_status(job: &Job) -> TaskStatus {
+    let mut status = status(job);
+    if let Some(answer) = answer_of(job) {
+        status.message = Some(agent_message(job, "answer", vec![Part::text(answer)]));
+    }
+    status
+}
+
+/// The answer of a job that succeeded.
+fn answer_of(job: &Job) -> Option<&str> {
+    job.answer().filter(|_| job.state == JobState::Succeeded)
+}
+
 fn answer_artifact(job: &Job) -> Option<Vec<Artifact>> {
-    let answer = job.answer().filter(|_| job.state == JobState::Succeeded)?;
-    Some(vec![answer_chunk(answer)])
+    Some(vec![answer_chunk(answer_of(job)?)])
+}
+
+/// A streamed chunk of the answer, appended to the ones before it (`append`:
+/// one was sent). Never the last: that is the whole answer ([`end_updates`]).
+pub fn chunk_update(job: &Job, text: &str, append: bool) -> TaskArtifactUpdateEvent {
+    TaskArtifactUpdateEvent {
+        task_id: job.id.to_string(),
+        context_id: context_of(job),
+        artifact: answer_chunk(text),
+        append: Some(append),
+        last_chunk: Some(false),
+        metadata: None,
+    }
+}
+
+/// What ends the stream of a job that has ended: once it succeeded, the
+/// whole answer as the `answer` artifact's last chunk, replacing the chunks
+/// streamed before it (`append: false`), then the final status, which
+/// carries no answer. A client that honours `append` (the Python SDK's task
+/// manager) holds the answer once. ADK shows the chunks as partial events
+/// and keeps only this last one, under the same event id, in its session:
+/// a last chunk holding only the tail would leave it the tail. ADK's own
+/// A2A server ends an artifact this way.
+pub fn end_updates(job: &Job) -> Vec<StreamResponse> {
+    let context = context_of(job);
+    let mut updates = Vec::new();
+    if let Some(answer) = answer_of(job) {
+        updates.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: job.id.to_string(),
+            context_id: context.clone(),
+            artifact: answer_chunk(answer),
+            append: Some(false),
+            last_chunk: Some(true),
+            metadata: None,
+        }));
+    }
+    updates.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+        task_id: job.id.to_string(),
+        context_id: context,
+        status: status(job),
+        metadata: None,
+    }));
+    updates
 }
 
 /// An artifact holding (part of) the answer.
-pub fn answer_chunk(text: &str) -> Artifact {
+fn answer_chunk(text: &str) -> Artifact {
     Artifact {
         artifact_id: ANSWER_ARTIFACT.to_string(),
         name: Some(ANSWER_ARTIFACT.to_string()),
@@ -109,7 +177,7 @@ pub fn answer_chunk(text: &str) -> Artifact {
 }
 
 /// What the client reads in the status: the call waiting for a decision,
-/// the answer, or why the job ended or waits.
+/// or why the job ended or waits — not the answer, which is the artifact.
 fn status_message(job: &Job) -> Option<Message> {
     let error = || {
         job.error
@@ -132,15 +200,12 @@ fn status_message(job: &Job) -> Option<Message> {
                 job.id
             ),
         )),
-        JobState::Succeeded => job
-            .answer()
-            .map(|answer| agent_message(job, "answer", vec![Part::text(answer)])),
         JobState::Failed | JobState::Dead => Some(agent_text(
             job,
             format!("job {} ended {}: {}", job.id, job.state, error()),
         )),
         JobState::Cancelled => Some(agent_text(job, format!("job {} was cancelled", job.id))),
-        JobState::Queued | JobState::Running => None,
+        JobState::Queued | JobState::Running | JobState::Succeeded => None,
     }
 }
 
@@ -221,6 +286,30 @@ pub fn timestamp(text: &str) -> Option<chrono::DateTime<chrono::Utc>> {
 mod tests {
     use super::*;
 
+    /// A job in `state`, whose input is `hi` and whose answer is `hello`.
+    fn job(state: &str, error: Option<&str>) -> Job {
+        serde_json::from_value(json!({
+            "id": "j1", "bundle": "b", "bundle_version": null, "bundle_digest": null,
+            "input": "hi", "variables": {}, "priority": 0, "state": state,
+            "attempts": 1, "max_attempts": 3, "idempotency_key": null, "traceparent": null,
+            "cancel_requested": false, "result": {"output": "hello"}, "error": error,
+            "pending_call": null, "run_at": "2026-01-01T00:00:00Z",
+            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:01Z",
+            "started_at": null, "finished_at": null, "lease_expires_at": null
+        }))
+        .unwrap()
+    }
+
+    const ALL: View = View {
+        history_length: None,
+        artifacts: true,
+    };
+
+    /// How often `text` occurs in `value` as JSON.
+    fn occurrences(value: &impl serde::Serialize, text: &str) -> usize {
+        serde_json::to_string(value).unwrap().matches(text).count()
+    }
+
     #[test]
     fn every_job_state_has_a_task_state_and_back() {
         for state in JobState::ALL {
@@ -240,27 +329,113 @@ mod tests {
     }
 
     #[test]
-    fn history_is_trimmed_to_the_most_recent() {
-        let job: Job = serde_json::from_value(json!({
-            "id": "j1", "bundle": "b", "bundle_version": null, "bundle_digest": null,
-            "input": "hi", "variables": {}, "priority": 0, "state": "succeeded",
-            "attempts": 1, "max_attempts": 3, "idempotency_key": null, "traceparent": null,
-            "cancel_requested": false, "result": {"output": "hello"}, "error": null,
-            "pending_call": null, "run_at": "2026-01-01T00:00:00Z",
-            "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:01Z",
-            "started_at": null, "finished_at": null, "lease_expires_at": null
-        }))
-        .unwrap();
-        let full = task(
-            &job,
+    fn a_completed_task_holds_the_answer_in_its_artifact_alone() {
+        let done = task(&job("succeeded", None), ALL);
+        let artifacts = done.artifacts.as_ref().unwrap();
+        assert_eq!(artifacts.len(), 1);
+        assert_eq!(artifacts[0].artifact_id, ANSWER_ARTIFACT);
+        assert_eq!(artifacts[0].parts[0].as_text(), Some("hello"));
+        assert!(done.status.message.is_none(), "{:?}", done.status);
+        let history = done.history.as_ref().unwrap();
+        assert!(history.iter().all(|m| m.role == Role::User), "{history:?}");
+        assert_eq!(occurrences(&done, "hello"), 1, "{done:?}");
+        // Without artifacts (`ListTasks`' default) the answer is nowhere.
+        let listed = task(
+            &job("succeeded", None),
             View {
                 history_length: None,
-                artifacts: true,
+                artifacts: false,
             },
         );
-        assert_eq!(full.history.as_ref().unwrap().len(), 2);
+        assert_eq!(occurrences(&listed, "hello"), 0, "{listed:?}");
+    }
+
+    #[test]
+    fn the_status_message_says_why_a_task_waits_or_ended() {
+        let failed = task(&job("failed", Some("the model refused")), ALL);
+        let why = failed.status.message.unwrap();
+        assert!(
+            why.parts[0]
+                .as_text()
+                .unwrap()
+                .contains("the model refused"),
+            "{why:?}"
+        );
+        assert!(failed.artifacts.is_none());
+        let stuck = status(&job("needs_attention", Some("lost the call")));
+        let why = stuck.message.unwrap();
+        assert!(
+            why.parts[0].as_text().unwrap().contains("resolve"),
+            "{why:?}"
+        );
+        assert!(status(&job("running", None)).message.is_none());
+    }
+
+    /// The answer a client that honours `append` holds after `updates`.
+    fn held(updates: &[StreamResponse]) -> String {
+        let mut text = String::new();
+        for update in updates {
+            if let StreamResponse::ArtifactUpdate(chunk) = update {
+                if chunk.append != Some(true) {
+                    text.clear();
+                }
+                text.extend(chunk.artifact.parts.iter().filter_map(|p| p.as_text()));
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn a_stream_ends_with_the_whole_answer_as_the_last_chunk_and_a_bare_status() {
+        let done = job("succeeded", None);
+        let mut updates = vec![
+            StreamResponse::ArtifactUpdate(chunk_update(&done, "hel", false)),
+            StreamResponse::ArtifactUpdate(chunk_update(&done, "l", true)),
+        ];
+        let end = end_updates(&done);
+        assert_eq!(occurrences(&end, "hello"), 1, "{end:?}");
+        let [
+            StreamResponse::ArtifactUpdate(last),
+            StreamResponse::StatusUpdate(status),
+        ] = end.as_slice()
+        else {
+            panic!("the answer, then the status: {end:?}")
+        };
+        assert_eq!(
+            (last.append, last.last_chunk),
+            (Some(false), Some(true)),
+            "{last:?}"
+        );
+        assert_eq!(last.artifact.parts[0].as_text(), Some("hello"));
+        assert_eq!(status.status.state, TaskState::Completed);
+        assert!(status.status.message.is_none(), "{status:?}");
+        updates.extend(end);
+        assert_eq!(held(&updates), "hello");
+
+        // A job that failed ends on its status alone, which says why.
+        let failed = end_updates(&job("failed", Some("boom")));
+        let [StreamResponse::StatusUpdate(status)] = failed.as_slice() else {
+            panic!("the status alone: {failed:?}")
+        };
+        assert_eq!(status.status.state, TaskState::Failed);
+        assert_eq!(occurrences(&failed, "hello"), 0);
+        assert_eq!(occurrences(&failed, "boom"), 1);
+    }
+
+    #[test]
+    fn a_push_is_the_status_with_the_answer_once_the_job_succeeded() {
+        let pushed = push_status(&job("succeeded", None));
+        assert_eq!(pushed.message.unwrap().parts[0].as_text(), Some("hello"));
+        let failed = push_status(&job("failed", Some("boom")));
+        assert_eq!(occurrences(&failed, "hello"), 0);
+    }
+
+    #[test]
+    fn history_is_trimmed_to_the_most_recent() {
+        let job = job("succeeded", None);
+        let full = task(&job, ALL);
+        assert_eq!(full.history.as_ref().unwrap().len(), 1, "the input");
         assert_eq!(full.context_id, "j1");
-        assert_eq!(full.artifacts.unwrap()[0].parts[0].as_text(), Some("hello"));
         let last = task(
             &job,
             View {
@@ -268,7 +443,7 @@ mod tests {
                 artifacts: false,
             },
         );
-        assert_eq!(last.history.unwrap()[0].role, Role::Agent);
+        assert_eq!(last.history.unwrap()[0].role, Role::User);
         assert!(last.artifacts.is_none());
         assert!(
             task(

@@ -53,7 +53,7 @@ async function collect(stream) {
     const { $case, value } = event.payload;
     if ($case === "task") seen.push(["task", stateName(value.status.state), value.id]);
     if ($case === "statusUpdate") seen.push(["status", stateName(value.status.state)]);
-    if ($case === "artifactUpdate") seen.push(["artifact", value.artifact.parts.map((p) => p.content?.value ?? "").join("")]);
+    if ($case === "artifactUpdate") seen.push(["artifact", value.artifact.parts.map((p) => p.content?.value ?? "").join(""), value.lastChunk ?? false, value.append ?? false]);
   }
   return seen;
 }

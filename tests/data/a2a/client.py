@@ -73,8 +73,9 @@ async def collect(stream):
             data = [json_format.MessageToDict(p.data) for p in status.message.parts if p.HasField("data")]
             seen.append(["status", TaskState.Name(status.state), data])
         elif event.HasField("artifact_update"):
-            text = "".join(p.text for p in event.artifact_update.artifact.parts)
-            seen.append(["artifact", text, event.artifact_update.last_chunk])
+            update = event.artifact_update
+            text = "".join(p.text for p in update.artifact.parts)
+            seen.append(["artifact", text, update.last_chunk, update.append])
     return seen
 
 
