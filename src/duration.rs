@@ -83,11 +83,18 @@ impl schemars::JsonSchema for HumanDuration {
         "Duration".into()
     }
 
+    /// What humantime reads (and writes: `"1day 2h"`): numbers, each with
+    /// a unit of its list, spaces anywhere between.
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*(ns|us|ms|s|m|h|d|sec|secs|min|mins|hour|hours)(\\s*[0-9]+\\s*(ns|us|ms|s|m|h|d))*\\s*$",
-            "description": "A duration such as \"5s\", \"250ms\" or \"2m\"."
+            "pattern": concat!(
+                "^\\s*([0-9][0-9\\s]*(\\.\\s*[0-9][0-9\\s]*)?",
+                "(nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s",
+                "|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d",
+                "|weeks|week|wks|wk|w|months|month|M|years|year|yrs|yr|y)\\s*)+$"
+            ),
+            "description": "A duration such as \"5s\", \"250ms\", \"2m\" or \"1h 30m\"."
         })
     }
 }

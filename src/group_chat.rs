@@ -47,7 +47,7 @@ fn default_stop_word() -> String {
 
 /// When a group chat ends (besides running out of rounds, which bounds
 /// every strategy).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Termination {
     /// After `max_iterations` rounds.
@@ -64,7 +64,7 @@ pub enum Termination {
 }
 
 /// Where a participant runs.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Place {
     /// A loaded bundle, run inside the group-chat job.
@@ -86,7 +86,7 @@ pub enum Place {
 }
 
 /// One agent of a group chat (or its selector).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Participant {
     pub id: String,
     pub name: String,
@@ -95,14 +95,15 @@ pub struct Participant {
 }
 
 /// What a group-chat job does.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[schemars(rename = "GroupChatPlan")]
 pub struct Plan {
     /// In speaking order.
     pub agents: Vec<Participant>,
     /// Rounds at most.
     pub max_iterations: u32,
     pub termination: Termination,
-    /// Who decides, for [`Termination::Selector`].
+    /// Who decides, for the `selector` termination.
     #[serde(default)]
     pub selector: Option<Participant>,
     /// The word a selector answers to end the chat.

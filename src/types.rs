@@ -313,7 +313,7 @@ impl Default for MessageType {
 }
 
 /// A tool as offered to the model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolSchema {
     pub name: String,
     pub description: String,
@@ -366,7 +366,7 @@ impl TokenUsage {
 }
 
 /// Why a run stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TerminationReason {
     NoToolCalls,

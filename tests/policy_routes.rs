@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
 
 /// Routes without a declared action, and why.
 const UNDECLARED: [(&str, &str); 13] = [
@@ -48,58 +47,10 @@ const UNDECLARED: [(&str, &str); 13] = [
     ("/metrics", "Prometheus: on the operator's scrape address"),
 ];
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+#[path = "common/routes.rs"]
+mod routes;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The text of the call whose `(` is at `open`, up to its matching `)`.
-fn call_text(source: &str, open: usize) -> &str {
-    let mut depth = 0usize;
-    for (i, c) in source[open..].char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return &source[open..open + i + 1];
-                }
-            }
-            _ => {}
-        }
-    }
-    &source[open..]
-}
-
-/// Every `.route("path", …)` under src/api: (path, the call's text, file).
-fn routes() -> Vec<(String, String, String)> {
-    let mut files = Vec::new();
-    rust_files(&root().join("src/api"), &mut files);
-    let mut found = Vec::new();
-    for file in files {
-        let source = fs::read_to_string(&file).unwrap();
-        let name = file.strip_prefix(root()).unwrap().display().to_string();
-        for (at, _) in source.match_indices(".route(") {
-            let text = call_text(&source, at + ".route".len());
-            let path = text
-                .split('"')
-                .nth(1)
-                .unwrap_or_else(|| panic!("{name}: a route without a literal path: {text}"));
-            found.push((path.to_string(), text.to_string(), name.clone()));
-        }
-    }
-    found
-}
+use routes::{root, routes};
 
 #[test]
 fn every_route_declares_its_action_or_is_a_listed_exception() {
@@ -111,7 +62,9 @@ fn every_route_declares_its_action_or_is_a_listed_exception() {
     let exceptions: BTreeMap<&str, &str> = UNDECLARED.into_iter().collect();
     let mut missing = Vec::new();
     for (path, text, file) in &routes {
-        let declared = text.contains("with(");
+        let declared = text
+            .match_indices("with(")
+            .any(|(at, _)| !text[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
         if !declared && !exceptions.contains_key(path.as_str()) {
             missing.push(format!("{file}: {path} ({text})"));
         }
@@ -134,8 +87,12 @@ fn every_declared_action_is_one_of_the_policy_and_in_the_security_table() {
     let policy = fs::read_to_string(root().join("src/access/policy.rs")).unwrap();
     let security = fs::read_to_string(root().join("docs/security.md")).unwrap();
     for (path, text, file) in routes() {
-        for (at, _) in text.match_indices("with(") {
+        // `with(` alone: not aide's `get_with(` and its kin.
+        let alone =
+            |at: &usize| !text[..*at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+        for at in text.match_indices("with(").map(|(at, _)| at).filter(alone) {
             let action: String = text[at + "with(".len()..]
+                .trim_start()
                 .chars()
                 .take_while(|c| c.is_ascii_alphanumeric())
                 .collect();

@@ -3,17 +3,60 @@
 //! checks the decision against the request and takes it at most once; this
 //! module only says who decided.
 
+use aide::transform::TransformOperation;
 use axum::Json;
-use axum::extract::{Path, State};
-use serde_json::{Value, json};
+use axum::extract::State;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::AppState;
 use super::auth::Caller;
-use super::body::JsonBody;
+use super::body::{JsonBody, Path};
+use super::document::{INVALID_STATE, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
 use crate::approval::{Approver, Decision, ParkedCall, ParkedKind};
-use crate::queue::{JobId, JobState};
+use crate::queue::{Job, JobId, JobState};
+
+/// What a job awaits approval for.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Approvals {
+    pub job_id: JobId,
+    pub state: JobState,
+    /// The parked call (one at most: a job parks on its first undecided
+    /// call), in the shape the job's `pending_call` has.
+    pub approvals: Vec<ParkedCall>,
+}
+
+/// A decision taken.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Decided {
+    /// The job as the decision left it.
+    pub job: Job,
+    /// The call decided on.
+    pub call: String,
+    /// `approve`, `deny` or `edit`.
+    pub decision: &'static str,
+    /// The key that decided.
+    pub by: String,
+}
+
+/// `GET /v1/jobs/{id}/approvals` in the API document.
+pub(super) fn list_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary("The call a job awaits approval for (an empty list when it awaits none)")
+        .response_with::<200, Json<Approvals>, _>(|r| r.description("The pending approvals"))
+}
+
+/// `POST /v1/jobs/{id}/approvals/{call}` in the API document.
+pub(super) fn decide_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Decide on a call awaiting approval: approve, deny (with a reason) or edit its \
+             arguments; taken once, bound to the arguments' digest",
+        )
+        .response_with::<200, Json<Decided>, _>(|r| r.description("The decision, taken"));
+    answers(op, &[INVALID_STATE, UNAVAILABLE])
+}
 
 /// The pending approval requests of a job (one at most: a job parks on its
 /// first undecided call).
@@ -21,19 +64,21 @@ pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Approvals>, ApiError> {
     let id = JobId::from(id);
     let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     // The parked call's one shape (docs/api.md), as the job shows it.
-    let approvals: Vec<&ParkedCall> = match (job.state, &job.pending_call) {
+    let approvals: Vec<ParkedCall> = match (job.state, job.pending_call) {
         (JobState::AwaitingApproval, Some(request)) if request.kind == ParkedKind::Approval => {
             vec![request]
         }
         _ => Vec::new(),
     };
-    Ok(Json(
-        json!({"job_id": id, "state": job.state, "approvals": approvals}),
-    ))
+    Ok(Json(Approvals {
+        job_id: id,
+        state: job.state,
+        approvals,
+    }))
 }
 
 /// A decision on the call `call` of job `id`: approve, deny (with a
@@ -43,17 +88,17 @@ pub async fn decide(
     caller: Caller,
     Path((id, call)): Path<(String, String)>,
     JsonBody(decision): JsonBody<Decision>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Decided>, ApiError> {
     let id = JobId::from(id);
     let by = caller.name().to_string();
     let verdict = decision.verdict.kind();
     let job = take(&state, &caller, &id, &call, decision).await?;
-    Ok(Json(json!({
-        "job": job,
-        "call": call,
-        "decision": verdict,
-        "by": by,
-    })))
+    Ok(Json(Decided {
+        job,
+        call,
+        decision: verdict,
+        by,
+    }))
 }
 
 /// Takes a decision of `caller` (the queue checks it against the request
@@ -67,7 +112,7 @@ pub(super) async fn take(
     id: &JobId,
     call: &str,
     decision: Decision,
-) -> Result<crate::queue::Job, ApiError> {
+) -> Result<Job, ApiError> {
     // No stream tells of a request before the job is parked on it (the
     // queue writes `ApprovalRequested` in the park's commit), so a job
     // that is not parked here has nothing to decide yet, or any more.

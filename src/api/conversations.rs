@@ -4,17 +4,19 @@
 //! finished turns with their events and journals. A job submitted with a
 //! `conversation_id` starts from the earlier turns (the worker reads them).
 
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::auth::Caller;
 use super::body::{Path, Query};
+use super::document::{INVALID_STATE, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::{Action, Resource};
-use crate::queue::{Job, JobFilter};
+use crate::queue::{Job, JobFilter, JobId, JobState};
 
 /// Turns read per conversation.
 const MAX_TURNS: usize = 1000;
@@ -39,19 +41,63 @@ pub(super) fn check_id(id: &str) -> Result<(), ApiError> {
     }
 }
 
-/// One turn of a conversation as clients see it.
-fn turn(job: &Job, agents: Vec<String>) -> Value {
-    json!({
-        "job_id": job.id,
-        "bundle": job.bundle,
-        "state": job.state,
-        "input": job.input,
-        "answer": job.answer(),
-        "error": job.error,
-        "agents_used": agents,
-        "created_at": job.created_at,
-        "finished_at": job.finished_at,
-    })
+/// A conversation's turns, oldest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Conversation {
+    pub conversation_id: String,
+    pub turns: Vec<Turn>,
+}
+
+/// One turn of a conversation as clients see it: one job.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Turn {
+    pub job_id: JobId,
+    pub bundle: String,
+    pub state: JobState,
+    pub input: String,
+    /// The final answer, once the job succeeded.
+    pub answer: Option<String>,
+    pub error: Option<String>,
+    /// The bundles the turn ran as agents.
+    pub agents_used: Vec<String>,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// What a forget did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Forgotten {
+    pub conversation_id: String,
+    pub forgotten_turns: usize,
+}
+
+fn turn(job: &Job, agents: Vec<String>) -> Turn {
+    Turn {
+        job_id: job.id.clone(),
+        bundle: job.bundle.clone(),
+        state: job.state,
+        input: job.input.clone(),
+        answer: job.answer().map(str::to_string),
+        error: job.error.clone(),
+        agents_used: agents,
+        created_at: job.created_at.clone(),
+        finished_at: job.finished_at.clone(),
+    }
+}
+
+/// `GET /v1/conversations/{id}` in the API document.
+pub(super) fn get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary("A conversation's turns, oldest first")
+        .response_with::<200, Json<Conversation>, _>(|r| r.description("The conversation"))
+}
+
+/// `DELETE /v1/conversations/{id}` in the API document.
+pub(super) fn delete_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Forget a conversation's finished turns (with their events and journals)")
+        .response_with::<200, Json<Forgotten>, _>(|r| r.description("What was forgotten"));
+    answers(op, &[INVALID_STATE, UNAVAILABLE])
 }
 
 /// The 404 of a conversation that does not exist for the caller: unknown,
@@ -71,7 +117,7 @@ fn conversation(owner: &str) -> Resource<'_> {
 /// Whose conversation a request names: `?owner=KEY` — for a key the
 /// policy lets read (or forget) every key's conversations — else the
 /// caller's own. Conversations are per key: two keys' of one id are two.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Whose {
     #[serde(default)]
@@ -114,13 +160,16 @@ pub async fn get(
     caller: Caller,
     Path(id): Path<String>,
     Query(whose): Query<Whose>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Conversation>, ApiError> {
     let jobs = turns_of(&state, &caller, whose.owner.as_deref(), &id).await?;
     let mut turns = Vec::with_capacity(jobs.len());
     for job in &jobs {
         turns.push(turn(job, super::job_trace::agents_used(&state, job).await?));
     }
-    Ok(Json(json!({"conversation_id": id, "turns": turns})))
+    Ok(Json(Conversation {
+        conversation_id: id,
+        turns,
+    }))
 }
 
 /// Forgets `owner`'s conversation `id` (the caller's, unless `?owner=`
@@ -132,7 +181,7 @@ pub async fn delete(
     caller: Caller,
     Path(id): Path<String>,
     Query(whose): Query<Whose>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Forgotten>, ApiError> {
     check_id(&id)?;
     let owner = whose.owner.as_deref().unwrap_or(caller.name());
     caller.authorize(Action::DeleteConversation, &conversation(owner), || {
@@ -152,7 +201,8 @@ pub async fn delete(
             ),
         ));
     }
-    Ok(Json(
-        json!({"conversation_id": id, "forgotten_turns": forgotten}),
-    ))
+    Ok(Json(Forgotten {
+        conversation_id: id,
+        forgotten_turns: forgotten,
+    }))
 }

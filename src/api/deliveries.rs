@@ -14,15 +14,19 @@ use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
 use crate::queue::{DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryState, Redrive};
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/deliveries`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "DeliveryListQuery")]
 pub struct ListQuery {
     /// `pending`, `delivered` or `dead`.
     pub state: Option<String>,
     /// `webhook`.
     pub kind: Option<String>,
     pub job_id: Option<String>,
+    /// Deliveries per page, 1 to 1000 (default 50).
     pub limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     pub cursor: Option<String>,
 }
 
@@ -87,4 +91,22 @@ pub async fn redrive(
             format!("no delivery {id:?} of a job this key may operate on; see GET /v1/deliveries"),
         )),
     }
+}
+
+/// `GET /v1/deliveries` in the API document.
+pub(super) fn list_doc(
+    op: aide::transform::TransformOperation<'_>,
+) -> aide::transform::TransformOperation<'_> {
+    op.summary("List the outbox's deliveries (dead letters with state=dead), newest first")
+        .response_with::<200, Json<DeliveryPage>, _>(|r| r.description("A page of deliveries"))
+}
+
+/// `POST /v1/deliveries/{id}/redrive` in the API document.
+pub(super) fn redrive_doc(
+    op: aide::transform::TransformOperation<'_>,
+) -> aide::transform::TransformOperation<'_> {
+    let op = op
+        .summary("Send a dead delivery again: pending, attempts reset, due now")
+        .response_with::<200, Json<DeliveryRecord>, _>(|r| r.description("The delivery, pending"));
+    super::document::answers(op, &[(409, "The delivery is not dead")])
 }

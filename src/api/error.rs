@@ -6,9 +6,13 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The code of an error; it is written by its snake_case name
+/// (`invalid_request`), which clients match on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// A malformed request header (`Last-Event-ID` that is no sequence number).
     BadRequest,
@@ -55,6 +59,15 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The name clients match on (`invalid_request`): its serialized form,
+    /// so the document's list of codes and the answers cannot differ.
+    pub fn name(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(name)) => name,
+            _ => "internal".to_string(),
+        }
+    }
+
     pub fn status(self) -> StatusCode {
         match self {
             Self::BadRequest => StatusCode::BAD_REQUEST,
@@ -79,34 +92,6 @@ impl ErrorCode {
             Self::Busy => StatusCode::CONFLICT,
             Self::TimedOut => StatusCode::GATEWAY_TIMEOUT,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Self::BadRequest => "bad_request",
-            Self::InvalidRequest => "invalid_request",
-            Self::RequestTimeout => "request_timeout",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::UnsupportedMediaType => "unsupported_media_type",
-            Self::MisdirectedHost => "misdirected_host",
-            Self::ForbiddenOrigin => "forbidden_origin",
-            Self::Unauthorized => "unauthorized",
-            Self::Forbidden => "forbidden",
-            Self::QuotaExceeded => "quota_exceeded",
-            Self::NotFound => "not_found",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::UnknownBundle => "unknown_bundle",
-            Self::IdempotencyConflict => "idempotency_conflict",
-            Self::InvalidState => "invalid_state",
-            Self::BudgetExhausted => "budget_exhausted",
-            Self::Unavailable => "unavailable",
-            Self::JobFailed => "job_failed",
-            Self::JobAwaitingApproval => "job_awaiting_approval",
-            Self::JobNeedsAttention => "job_needs_attention",
-            Self::Busy => "busy",
-            Self::TimedOut => "timed_out",
-            Self::Internal => "internal",
         }
     }
 }
@@ -163,14 +148,33 @@ impl ApiError {
 /// back, short enough that a caller does not give up.
 pub const RETRY_AFTER_SECS: u64 = 2;
 
+/// Every error's body: `{"error": {"code", "message", "field"?}}`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    /// What went wrong and what to do.
+    pub message: String,
+    /// The request field or parameter the error is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut body = json!({"code": self.code.name(), "message": self.message});
-        if let Some(field) = self.field {
-            body["field"] = json!(field);
-        }
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                field: self.field,
+            },
+        };
         let status = self.code.status();
-        let mut response = (status, Json(json!({"error": body}))).into_response();
+        let mut response = (status, Json(body)).into_response();
         // Every 503 tells when to come back; a 429 says so itself.
         let retry_after = self
             .retry_after

@@ -8,12 +8,14 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::AppState;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
+use super::document::{QUOTA, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
 use crate::journal::JournalEntry;
@@ -22,7 +24,7 @@ use crate::registry::BundleIdentity;
 use crate::versions::{compat, migrate, seed};
 
 /// Which content a fork runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ForkVersion {
     /// The content the source job ran (its pin).
@@ -32,7 +34,8 @@ pub enum ForkVersion {
     Current,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The body of `POST /v1/jobs/{id}/fork`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
     /// The first turn the fork runs live (default: the source's last).
@@ -43,6 +46,26 @@ pub struct ForkRequest {
     pub input: Option<String>,
     #[serde(default)]
     pub bundle_version: ForkVersion,
+}
+
+/// `POST /v1/jobs/{id}/fork` in the API document.
+pub(super) fn fork_doc(
+    op: aide::transform::TransformOperation<'_>,
+) -> aide::transform::TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Fork a job: a new job replaying the source's turns before at_turn from its journal \
+             (no model or tool call) and running live from there",
+        )
+        .response_with::<201, Json<Job>, _>(|r| r.description("The fork, queued"));
+    answers(
+        op,
+        &[
+            (422, "The source cannot be forked there: `field` says why"),
+            QUOTA,
+            UNAVAILABLE,
+        ],
+    )
 }
 
 /// `POST /v1/jobs/{id}/fork`: a new job that replays the source's turns
@@ -200,7 +223,8 @@ async fn current_version(
     ))
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The body of `POST /v1/bundles/{name}/migrate-jobs`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MigrateRequest {
     /// Only jobs in these states (default: queued, needs_attention,

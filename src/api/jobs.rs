@@ -1,15 +1,18 @@
 //! `/v1/jobs`: submit, list, get, cancel.
 
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::admission::{Submission, admit, admit_batch};
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
+use super::document::{INVALID_STATE, QUOTA, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use super::trace_context::CallerTrace;
 // Where the wires that answered with a finished job found the wait.
@@ -18,7 +21,8 @@ use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
 use crate::queue::{Deletion, Job, JobFilter, JobId, JobState, NewJob, Resolution};
 
-#[derive(Debug, Deserialize)]
+/// The body of `POST /v1/jobs`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     pub bundle: String,
@@ -49,6 +53,28 @@ pub struct SubmitRequest {
     /// docs/api.md, Completion webhooks).
     #[serde(default)]
     pub webhook: Option<String>,
+}
+
+/// `POST /v1/jobs` in the API document.
+pub(super) fn submit_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Submit a job")
+        .description(
+            "An `Idempotency-Key` header (or the body's `idempotency_key`) names the job: \
+             a repeat with the same key and body answers the job it made (200).",
+        )
+        .response_with::<201, Json<Job>, _>(|r| r.description("The job, queued"))
+        .response_with::<200, Json<Job>, _>(|r| {
+            r.description("The job an earlier submit with this idempotency key made")
+        });
+    answers(
+        op,
+        &[
+            (409, "The idempotency key names a different job"),
+            QUOTA,
+            UNAVAILABLE,
+        ],
+    )
 }
 
 pub async fn submit(
@@ -130,7 +156,8 @@ pub(super) fn validated(request: SubmitRequest, trace: &CallerTrace) -> Result<N
 /// Jobs one batch may carry.
 pub const MAX_BATCH: usize = 10_000;
 
-#[derive(Debug, Deserialize)]
+/// The body of `POST /v1/jobs/batch`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
     pub jobs: Vec<SubmitRequest>,
@@ -146,7 +173,7 @@ pub async fn submit_batch(
     caller: Caller,
     trace: CallerTrace,
     JsonBody(request): JsonBody<BatchRequest>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<Batch>), ApiError> {
     if request.jobs.is_empty() || request.jobs.len() > MAX_BATCH {
         return Err(ApiError::field(
             ErrorCode::InvalidRequest,
@@ -175,7 +202,37 @@ pub async fn submit_batch(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(json!({"jobs": jobs, "created": created}))))
+    Ok((status, Json(Batch { jobs, created })))
+}
+
+/// The jobs of a batch, in the order submitted.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Batch {
+    pub jobs: Vec<Job>,
+    /// Per job: made by this batch (`true`) or an idempotent repeat.
+    pub created: Vec<bool>,
+}
+
+/// `POST /v1/jobs/batch` in the API document.
+pub(super) fn submit_batch_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Submit many jobs in one transaction, all or none")
+        .description(
+            "A job the API refuses is a 422 naming its index (`jobs[3].run_at`) and nothing is \
+             queued.",
+        )
+        .response_with::<201, Json<Batch>, _>(|r| r.description("Jobs were created"))
+        .response_with::<200, Json<Batch>, _>(|r| {
+            r.description("Every job was an idempotent repeat")
+        });
+    answers(
+        op,
+        &[
+            (409, "A job's idempotency key names a different job"),
+            QUOTA,
+            UNAVAILABLE,
+        ],
+    )
 }
 
 /// The idempotency key from the body field or, failing that, the
@@ -212,23 +269,43 @@ fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<S
     Ok(Some(key.to_string()))
 }
 
-#[derive(Debug, Deserialize)]
+/// The query of `GET /v1/jobs`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "JobListQuery")]
 pub struct ListQuery {
+    /// Only jobs in this state (`queued`, `running`, …).
     pub state: Option<String>,
     pub bundle: Option<String>,
     pub conversation_id: Option<String>,
+    /// Jobs per page, 1 to 1000 (default 50).
     pub limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     pub cursor: Option<String>,
     /// Text the job's id, bundle or input contains (any case).
     pub q: Option<String>,
+}
+
+/// A page of jobs, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JobList {
+    pub jobs: Vec<Job>,
+    /// Ask again with `cursor` set to it for the next page; `null` on the
+    /// last.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/jobs` in the API document.
+pub(super) fn list_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary("List jobs, newest first")
+        .response_with::<200, Json<JobList>, _>(|r| r.description("A page of jobs"))
 }
 
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
     Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<JobList>, ApiError> {
     let job_state = match &query.state {
         Some(s) => Some(serde_json::from_value::<JobState>(json!(s)).map_err(|_| {
             ApiError::field(
@@ -260,9 +337,10 @@ pub async fn list(
     // Jobs of bundles outside the key's globs do not exist for it.
     page.jobs
         .retain(|job| caller.allows_job(Action::ListJobs, job));
-    Ok(Json(
-        json!({"jobs": page.jobs, "next_cursor": page.next_cursor}),
-    ))
+    Ok(Json(JobList {
+        jobs: page.jobs,
+        next_cursor: page.next_cursor,
+    }))
 }
 
 /// A listing's `limit`: 50 unless asked, 1 to 1000 (jobs and deliveries).
@@ -278,6 +356,12 @@ pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
     Ok(limit)
 }
 
+/// `GET /v1/jobs/{id}` in the API document.
+pub(super) fn get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary("Get a job")
+        .response_with::<200, Json<Job>, _>(|r| r.description("The job"))
+}
+
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
@@ -287,6 +371,15 @@ pub async fn get(
     caller
         .job(Action::ReadJob, &id, state.queue.get(&id).await?)
         .map(Json)
+}
+
+/// `POST /v1/jobs/{id}/cancel` in the API document.
+pub(super) fn cancel_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Cancel a queued or running job")
+        .description("A running job stops at once: its model call or tool is cancelled.")
+        .response_with::<200, Json<Job>, _>(|r| r.description("The job as the cancel left it"));
+    answers(op, &[UNAVAILABLE])
 }
 
 pub async fn cancel(
@@ -302,6 +395,17 @@ pub async fn cancel(
         .await?
         .ok_or_else(|| ApiError::job_not_found(&id))?;
     Ok(Json(settled(&state, changed)))
+}
+
+/// `DELETE /v1/jobs/{id}` in the API document.
+pub(super) fn delete_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Delete a job that has ended, with its events, journal and deliveries \
+             (a job still queued, running or parked is a 409: cancel it first)",
+        )
+        .response_with::<204, (), _>(|r| r.description("Deleted"));
+    answers(op, &[INVALID_STATE, UNAVAILABLE])
 }
 
 /// `DELETE /v1/jobs/{id}`: forgets an ended job (204).
@@ -339,6 +443,24 @@ pub(super) async fn delete_ended(
         )),
         Deletion::Missing => Err(ApiError::job_not_found(id)),
     }
+}
+
+/// `POST /v1/jobs/{id}/rerun` in the API document.
+pub(super) fn rerun_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Run a job again: a new job with its bundle (current version), input, variables, \
+             messages, priority, attempts and limits, admitted for the caller",
+        )
+        .response_with::<201, Json<Job>, _>(|r| r.description("The new job, queued"));
+    answers(
+        op,
+        &[
+            (422, "The job cannot be run again as it is"),
+            QUOTA,
+            UNAVAILABLE,
+        ],
+    )
 }
 
 /// `POST /v1/jobs/{id}/rerun`: the job again, as a new job admitted for
@@ -399,6 +521,17 @@ pub(super) fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
     changed.job
 }
 
+/// `POST /v1/jobs/{id}/resolve` in the API document.
+pub(super) fn resolve_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Resolve a needs_attention job: retry its pending call, skip it with a supplied \
+             result, or fail the job",
+        )
+        .response_with::<200, Json<Job>, _>(|r| r.description("The job as the resolution left it"));
+    answers(op, &[INVALID_STATE, UNAVAILABLE])
+}
+
 /// `POST /v1/jobs/{id}/resolve`: an operator's answer for a parked job.
 pub async fn resolve(
     State(state): State<AppState>,
@@ -414,27 +547,334 @@ pub async fn resolve(
     Ok(Json(job))
 }
 
+/// A job's step journal.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Journal {
+    pub job_id: JobId,
+    pub steps: Vec<JournalStep>,
+}
+
+/// One recorded step.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JournalStep {
+    /// The run it belongs to: `""` for the job's own, `"2:call_1/"` for the
+    /// agent run started by call `call_1` of turn 2.
+    pub scope: String,
+    pub turn: u32,
+    /// `input`, `reply`, `start@<position>` or `result@<position>`.
+    pub step: String,
+    /// Its body: JSON as stored, or the stored text as a string.
+    pub body: Value,
+}
+
+/// `GET /v1/jobs/{id}/journal` in the API document.
+pub(super) fn journal_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary(
+        "The job's step journal: its recorded input, model replies, tool starts and tool results",
+    )
+    .response_with::<200, Json<Journal>, _>(|r| r.description("The journal"))
+}
+
 /// `GET /v1/jobs/{id}/journal`: the recorded steps, bodies as JSON.
 pub async fn journal(
     State(state): State<AppState>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Journal>, ApiError> {
     let id = JobId::from(id);
     caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
-    let steps: Vec<Value> = state
+    let steps = state
         .queue
         .journal(&id)
         .await?
         .into_iter()
-        .map(|e| {
-            json!({
-                "scope": e.scope,
-                "turn": e.turn,
-                "step": e.step,
-                "body": serde_json::from_str::<Value>(&e.body).unwrap_or(Value::String(e.body)),
-            })
+        .map(|e| JournalStep {
+            scope: e.scope,
+            turn: e.turn,
+            step: e.step,
+            body: super::artifacts::stored_json(e.body),
         })
         .collect();
-    Ok(Json(json!({"job_id": id, "steps": steps})))
+    Ok(Json(Journal { job_id: id, steps }))
+}
+
+/// The schemas the API document is generated from (schemars, which reads
+/// serde's attributes) hold to what serde really writes and reads: real
+/// jobs as serialized, and submit bodies of docs/api.md and the tests,
+/// pass; what serde refuses, the schema refuses too.
+#[cfg(test)]
+mod tests {
+    use schemars::generate::SchemaSettings;
+    use serde::de::DeserializeOwned;
+
+    use super::*;
+    use crate::approval::ParkedCall;
+    use crate::queue::{Controls, JobKind, JobOrigin};
+    use crate::types::{AnswerFormat, TerminationReason, ToolSchema};
+
+    /// The schema's verdict on `value`, with its first error for messages.
+    fn verdict(schema: &schemars::Schema, value: &Value) -> Result<(), String> {
+        let validator = jsonschema::validator_for(schema.as_value())
+            .unwrap_or_else(|e| panic!("the generated schema does not compile: {e}"));
+        match validator.iter_errors(value).next() {
+            None => Ok(()),
+            Some(error) => Err(format!("{error} at {}", error.instance_path())),
+        }
+    }
+
+    /// `T`'s schemas as the document will be made: the reading one
+    /// (`schema_for!`: what serde reads) and the draft-07 one aide makes
+    /// for a request (`input`) or an answer (`output`).
+    fn schemas<T: JsonSchema>(output: bool) -> [(&'static str, schemars::Schema); 2] {
+        let settings = if output {
+            SchemaSettings::draft07().for_serialize()
+        } else {
+            SchemaSettings::draft07().for_deserialize()
+        };
+        let aide = settings.into_generator().into_root_schema_for::<T>();
+        [
+            ("schema_for!", schemars::schema_for!(T)),
+            ("draft-07", aide),
+        ]
+    }
+
+    /// Serde and the reading schema give `value` the same verdict, `reads`.
+    fn serde_and_schema_agree<T: DeserializeOwned + JsonSchema>(value: &Value, reads: bool) {
+        let by_serde = serde_json::from_value::<T>(value.clone()).map(|_| ());
+        assert_eq!(by_serde.is_ok(), reads, "serde on {value}: {by_serde:?}");
+        let by_schema = verdict(&schemars::schema_for!(T), value);
+        assert_eq!(by_schema.is_ok(), reads, "schema on {value}: {by_schema:?}");
+    }
+
+    /// A job as the queue stores one: queued, nothing else set.
+    fn stored() -> Value {
+        json!({
+            "id": "0193a1b2-0000-7000-8000-000000000001", "bundle": "refunds",
+            "bundle_version": null, "bundle_digest": null, "input": "refund order 17",
+            "variables": {"order": 17}, "priority": 0, "state": "queued", "attempts": 0,
+            "max_attempts": 3, "idempotency_key": null, "traceparent": null,
+            "cancel_requested": false, "result": null, "error": null, "pending_call": null,
+            "run_at": "2026-01-05T10:00:00.000Z", "created_at": "2026-01-05T10:00:00.000Z",
+            "updated_at": "2026-01-05T10:00:00.000Z", "started_at": null,
+            "finished_at": null, "lease_expires_at": null,
+        })
+    }
+
+    fn job(changes: impl FnOnce(&mut Job)) -> Job {
+        let mut job: Job = serde_json::from_value(stored()).unwrap();
+        changes(&mut job);
+        job
+    }
+
+    fn parked(call: Value, job: &str) -> Option<ParkedCall> {
+        Some(
+            serde_json::from_value::<ParkedCall>(call)
+                .unwrap()
+                .for_job(job),
+        )
+    }
+
+    /// Jobs in the states and shapes the API answers with.
+    fn jobs() -> Vec<Job> {
+        let awaiting = job(|j| {
+            j.state = JobState::AwaitingApproval;
+            j.attempts = 1;
+            j.started_at = Some("2026-01-05T10:00:01.000Z".into());
+            j.pending_call = parked(
+                json!({
+                    "kind": "approval", "scope": "", "turn": 2, "position": 0,
+                    "call_id": "call_7", "tool": "refund", "arguments": {"amount": 500},
+                    "effect": "unsafe", "idempotency_key": "j:2:0", "digest": "sha256:ab",
+                    "parameters": {"type": "object"}, "timeout_ms": 3_600_000,
+                    "approver": "others", "requested_at": "2026-01-05T10:00:02.000Z",
+                    "expires_at": "2026-01-05T11:00:02.000Z"
+                }),
+                j.id.as_str(),
+            );
+            j.error = Some("tool `refund` waits for a person's decision".into());
+            j.termination_reason = Some(TerminationReason::AwaitingApproval);
+        });
+        let caller_call = job(|j| {
+            j.state = JobState::NeedsAttention;
+            j.controls.caller_tools = vec![ToolSchema {
+                name: "lookup".into(),
+                description: "Looks an order up.".into(),
+                parameters: json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+            }];
+            j.pending_call = parked(
+                json!({
+                    "kind": "caller_call", "scope": "", "turn": 1, "position": 0,
+                    "call_id": "c1", "tool": "lookup", "arguments": {"id": "17"},
+                    "effect": "unsafe", "idempotency_key": "j:1:0",
+                    "caller_calls": [
+                        {"position": 0, "call_id": "c1", "tool": "lookup", "arguments": {"id": "17"}},
+                        {"position": 1, "call_id": "c2", "tool": "lookup", "arguments": {"id": "18"}}
+                    ]
+                }),
+                j.id.as_str(),
+            );
+        });
+        let succeeded = job(|j| {
+            j.state = JobState::Succeeded;
+            j.attempts = 2;
+            j.crash_resumes = 1;
+            j.result = Some(json!({"output": "{\"refunded\": 500}", "turns": 3}));
+            j.termination_reason = Some(TerminationReason::NoToolCalls);
+            j.finished_at = Some("2026-01-05T10:00:09.000Z".into());
+            j.tokens_spent = 1234;
+            j.cost_spent = 0.0042;
+            j.tool_errors = 1;
+            j.owner = Some("ops".into());
+            j.conversation_id = Some("chat-42".into());
+            j.messages = Some(vec![json!({"role": "user", "content": "hi"})]);
+            j.limits = serde_json::from_value(json!({"tokens": 5000, "wall_time": "26h"})).ok();
+            j.controls.answer_format = Some(AnswerFormat::JsonSchema {
+                name: "refund".into(),
+                schema: json!({"type": "object"}),
+                strict: Some(true),
+            });
+        });
+        let forked = job(|j| {
+            j.bundle_version = Some("3".into());
+            j.bundle_digest = Some("sha256:0f".into());
+            j.forked_from = Some(JobOrigin {
+                job_id: "0193a1b2-0000-7000-8000-000000000000".into(),
+                at_turn: 2,
+            });
+            j.kind = JobKind::Stage {
+                stage: "simplify".into(),
+            };
+            j.controls = Controls {
+                tools: Some(vec!["refund".into(), "lookup".into()]),
+                max_agents: Some(2),
+                verbose: true,
+                ..Controls::default()
+            };
+        });
+        let group_chat = job(|j| {
+            j.state = JobState::Failed;
+            j.error = Some("agent critic timed out".into());
+            j.termination_reason = Some(TerminationReason::Error);
+            j.kind = serde_json::from_value(json!({"type": "group_chat", "plan": {
+                "agents": [
+                    {"id": "w", "name": "Writer", "kind": "local", "bundle": "writer"},
+                    {"id": "c", "name": "Critic", "kind": "remote",
+                     "endpoint": "http://127.0.0.1:9/critic", "message_type": 0, "timeout_ms": 5000}
+                ],
+                "max_iterations": 3, "termination": {"type": "selector"},
+                "selector": {"id": "s", "name": "Host", "kind": "local", "bundle": "host"},
+                "stop_word": "DONE"
+            }}))
+            .unwrap();
+        });
+        let verify = job(|j| {
+            j.state = JobState::Cancelled;
+            j.cancel_requested = true;
+            j.termination_reason = Some(TerminationReason::Cancelled);
+            j.kind = serde_json::from_value(json!({
+                "type": "verify", "input": "x", "real_tools": true,
+                "tool_results": {"refund": {"ok": true}}
+            }))
+            .unwrap();
+        });
+        vec![awaiting, caller_call, succeeded, forked, group_chat, verify]
+    }
+
+    #[test]
+    fn every_job_the_api_answers_with_fits_its_schemas_and_reads_back() {
+        let served: Vec<Value> = jobs().iter().map(|j| json!(j)).collect();
+        assert_eq!(served[2]["limits"]["wall_time"], "1day 2h");
+        assert!(served[0]["pending_call"]["decide"].is_string());
+        assert_eq!(served[3]["forked_from"]["at_turn"], 2);
+        for (name, schema) in schemas::<Job>(true) {
+            for job in &served {
+                assert_eq!(verdict(&schema, job), Ok(()), "{name} on {job}");
+            }
+        }
+        for job in &served {
+            serde_and_schema_agree::<Job>(job, true);
+        }
+    }
+
+    #[test]
+    fn what_serde_reads_of_a_job_and_refuses_the_reading_schema_does_too() {
+        // Rows from before `kind`, `controls`, the counters and a parked
+        // call's `kind`: `tools` as one string, a call's older names.
+        let mut old = stored();
+        old["state"] = json!("needs_attention");
+        old["controls"] = json!({"tools": "refund, lookup"});
+        old["pending_call"] = json!({
+            "turn": 1, "call": "c1", "tool_name": "charge", "effect": "unsafe"
+        });
+        serde_and_schema_agree::<Job>(&old, true);
+        serde_and_schema_agree::<Job>(&stored(), true);
+        let refused = [
+            ("state", json!("paused")),
+            ("kind", json!({"type": "later"})),
+            ("kind", json!({"type": "stage"})),
+            ("controls", json!({"tools": 3})),
+            ("termination_reason", json!("gave_up")),
+            ("forked_from", json!({"job_id": "j0"})),
+            (
+                "pending_call",
+                json!({"turn": 1, "call": "c1", "call_id": "c1", "tool": "t", "effect": "unsafe"}),
+            ),
+            (
+                "pending_call",
+                json!({"turn": 1, "tool": "t", "effect": "unsafe"}),
+            ),
+        ];
+        for (field, value) in refused {
+            let mut job = stored();
+            job[field] = value;
+            serde_and_schema_agree::<Job>(&job, false);
+        }
+        let mut served = json!(jobs()[2]);
+        served["state"] = json!("paused");
+        for (name, schema) in schemas::<Job>(true) {
+            assert!(verdict(&schema, &served).is_err(), "{name} took {served}");
+        }
+    }
+
+    #[test]
+    fn submit_bodies_of_the_docs_and_tests_fit_and_those_refused_do_not() {
+        let bodies = [
+            json!({"bundle": "arithmetic", "input": "2+3"}),
+            json!({"bundle": "arithmetic", "input": "4*5", "idempotency_key": "order-17"}),
+            json!({"bundle": "friend", "input": "My name is Ada.", "conversation_id": "chat-42"}),
+            json!({"bundle": "implement-review", "input": "",
+                   "variables": {"only_stage": "simplify", "files": ["calc.py"], "focus": "the loops"}}),
+            json!({"bundle": "b", "input": "later", "run_at": "2099-01-01T00:00:00Z"}),
+            json!({"bundle": "looper", "input": "loop", "limits": {"model_calls": 4}}),
+            json!({"bundle": "looper", "input": "x", "limits": {"wall_time": "10m", "cost": 0.5}}),
+            json!({"bundle": "looper", "input": "x", "limits": {"wall_time": "1.5h"}}),
+            json!({"bundle": "looper", "input": "x", "limits": {"wall_time": " 2 weeks 1h30min "}}),
+            json!({"bundle": "calc", "input": "break it", "max_attempts": 2, "priority": -1}),
+            json!({"bundle": "plain", "input": "x", "webhook": "http://127.0.0.1:9/hook",
+                   "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+        ];
+        for body in &bodies {
+            serde_and_schema_agree::<SubmitRequest>(body, true);
+            for (name, schema) in schemas::<SubmitRequest>(false) {
+                assert_eq!(verdict(&schema, body), Ok(()), "{name} on {body}");
+            }
+        }
+        serde_and_schema_agree::<BatchRequest>(&json!({"jobs": bodies}), true);
+        let refused = [
+            json!({"bundle": "b", "input": 42}),
+            json!({"input": "x"}),
+            json!({"bundle": "b", "input": "x", "kind": {"type": "bundle"}}),
+            json!({"bundle": "b", "input": "x", "limits": {"turns": 3}}),
+            json!({"bundle": "b", "input": "x", "limits": {"wall_time": 60}}),
+            json!({"bundle": "b", "input": "x", "limits": {"wall_time": "5 parsecs"}}),
+            json!({"bundle": "b", "input": "x", "limits": {"wall_time": "1.s"}}),
+            json!({"bundle": "b", "input": "x", "priority": "high"}),
+        ];
+        for body in &refused {
+            serde_and_schema_agree::<SubmitRequest>(body, false);
+            for (name, schema) in schemas::<SubmitRequest>(false) {
+                assert!(verdict(&schema, body).is_err(), "{name} took {body}");
+            }
+        }
+    }
 }

@@ -22,6 +22,7 @@ mod console;
 mod conversations;
 mod counts;
 mod deliveries;
+mod document;
 pub mod error;
 mod feed;
 mod fork;
@@ -49,10 +50,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use aide::axum::ApiRouter;
+use aide::axum::routing::{ApiMethodRouter, delete_with, get_with, post_with};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{MethodRouter, delete, get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
 
@@ -110,17 +113,23 @@ pub struct AppState {
 /// table of actions and their scopes); its caller's key needs the
 /// action's scope. Every authenticated route is made with this
 /// (`tests/policy_routes.rs` checks it), so none can forget its action.
-pub(super) fn with(action: Action, route: MethodRouter<AppState>) -> MethodRouter<AppState> {
-    route.route_layer(middleware::from_fn(move |request, next| {
-        auth::require(action, request, next)
-    }))
+pub(super) fn with(
+    action: Action,
+    route: impl Into<ApiMethodRouter<AppState>>,
+) -> ApiMethodRouter<AppState> {
+    route
+        .into()
+        .route_layer(middleware::from_fn(move |request, next| {
+            auth::require(action, request, next)
+        }))
 }
 
 pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
     use Action::*;
     let max_body_bytes = body.max_bytes;
     let auth = state.auth.clone();
-    let v1 = Router::new()
+    document::begin();
+    let v1 = ApiRouter::new()
         .merge(job_routes())
         .merge(wire_routes())
         .merge(bundle_routes())
@@ -152,13 +161,23 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             auth::require(SubmitJob, request, next)
         }))
         .route_layer(middleware::from_fn_with_state(auth, auth::authenticate));
-    Router::new()
+    let mut api = document::frame();
+    let documented = ApiRouter::new()
         .nest("/v1", v1)
         .nest("/api", runtime)
+        .finish_api_with(&mut api, document::complete);
+    let served = document::served(&api);
+    documented
         .merge(mcp)
         .merge(a2a)
         .merge(console::routes())
-        .route("/v1/openapi.json", get(openapi))
+        .route(
+            "/v1/openapi.json",
+            get(move || {
+                let served = served.clone();
+                async move { served.answer() }
+            }),
+        )
         .route(
             "/healthz",
             get(|| async { Json(json!({"status": "alive"})) }),
@@ -190,46 +209,87 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
 /// `/v1`'s jobs: submit, list, read, follow and act on one (cancel, rerun,
 /// fork, resolve, approvals), its journal, artifacts and events; and
 /// conversations.
-fn job_routes() -> Router<AppState> {
+fn job_routes() -> ApiRouter<AppState> {
     use Action::*;
-    Router::new()
-        .route(
+    ApiRouter::new()
+        .api_route(
             "/jobs",
-            with(SubmitJob, post(jobs::submit)).merge(with(ListJobs, get(jobs::list))),
+            with(SubmitJob, post_with(jobs::submit, jobs::submit_doc))
+                .merge(with(ListJobs, get_with(jobs::list, jobs::list_doc))),
         )
-        .route("/jobs/batch", with(SubmitJob, post(jobs::submit_batch)))
-        .route("/jobs/counts", with(ListJobs, get(counts::counts)))
-        .route(
+        .api_route(
+            "/jobs/batch",
+            with(
+                SubmitJob,
+                post_with(jobs::submit_batch, jobs::submit_batch_doc),
+            ),
+        )
+        .api_route(
+            "/jobs/counts",
+            with(ListJobs, get_with(counts::counts, counts::counts_doc)),
+        )
+        .api_route(
             "/jobs/{id}",
-            with(ReadJob, get(jobs::get)).merge(with(DeleteJob, delete(jobs::delete))),
+            with(ReadJob, get_with(jobs::get, jobs::get_doc))
+                .merge(with(DeleteJob, delete_with(jobs::delete, jobs::delete_doc))),
         )
-        .route("/jobs/{id}/cancel", with(CancelJob, post(jobs::cancel)))
-        .route("/jobs/{id}/rerun", with(RerunJob, post(jobs::rerun)))
-        .route("/jobs/{id}/fork", with(ForkJob, post(fork::fork)))
-        .route("/jobs/{id}/resolve", with(ResolveJob, post(jobs::resolve)))
-        .route("/jobs/{id}/journal", with(ReadJob, get(jobs::journal)))
-        .route("/jobs/{id}/approvals", with(ReadJob, get(approvals::list)))
-        .route(
+        .api_route(
+            "/jobs/{id}/cancel",
+            with(CancelJob, post_with(jobs::cancel, jobs::cancel_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/rerun",
+            with(RerunJob, post_with(jobs::rerun, jobs::rerun_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/fork",
+            with(ForkJob, post_with(fork::fork, fork::fork_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/resolve",
+            with(ResolveJob, post_with(jobs::resolve, jobs::resolve_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/journal",
+            with(ReadJob, get_with(jobs::journal, jobs::journal_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/approvals",
+            with(ReadJob, get_with(approvals::list, approvals::list_doc)),
+        )
+        .api_route(
             "/jobs/{id}/approvals/{call}",
-            with(DecideApproval, post(approvals::decide)),
+            with(
+                DecideApproval,
+                post_with(approvals::decide, approvals::decide_doc),
+            ),
         )
-        .route(
+        .api_route(
             "/conversations/{id}",
-            with(ReadConversation, get(conversations::get))
-                .merge(with(DeleteConversation, delete(conversations::delete))),
+            with(
+                ReadConversation,
+                get_with(conversations::get, conversations::get_doc),
+            )
+            .merge(with(
+                DeleteConversation,
+                delete_with(conversations::delete, conversations::delete_doc),
+            )),
         )
-        .route("/jobs/{id}/artifacts", with(ReadJob, get(artifacts::list)))
-        .route(
+        .api_route(
+            "/jobs/{id}/artifacts",
+            with(ReadJob, get_with(artifacts::list, artifacts::list_doc)),
+        )
+        .api_route(
             "/jobs/{id}/artifacts/{name}",
-            with(ReadJob, get(artifacts::get)),
+            with(ReadJob, get_with(artifacts::get, artifacts::get_doc)),
         )
         .route("/jobs/{id}/events", with(ReadJob, get(sse::events)))
 }
 
 /// `/v1`'s OpenAI and AG-UI wires: chat completions, models, responses.
-fn wire_routes() -> Router<AppState> {
+fn wire_routes() -> ApiRouter<AppState> {
     use Action::*;
-    Router::new()
+    ApiRouter::new()
         .route(
             "/chat/completions",
             with(SubmitJob, post(openai::completions)),
@@ -254,9 +314,9 @@ fn wire_routes() -> Router<AppState> {
 
 /// `/v1`'s bundles: list and read them, run one of their tools, verify
 /// one, move its parked jobs to another version.
-fn bundle_routes() -> Router<AppState> {
+fn bundle_routes() -> ApiRouter<AppState> {
     use Action::*;
-    Router::new()
+    ApiRouter::new()
         .route(
             "/bundles/{name}/migrate-jobs",
             with(MigrateJobs, post(fork::migrate_jobs)),
@@ -265,8 +325,14 @@ fn bundle_routes() -> Router<AppState> {
             "/bundles/{name}/verify",
             with(VerifyBundle, post(verify::verify)),
         )
-        .route("/bundles", with(ReadBundle, get(bundles::list)))
-        .route("/bundles/{name}", with(ReadBundle, get(bundles::get)))
+        .api_route(
+            "/bundles",
+            with(ReadBundle, get_with(bundles::list, bundles::list_doc)),
+        )
+        .api_route(
+            "/bundles/{name}",
+            with(ReadBundle, get_with(bundles::get, bundles::get_doc)),
+        )
         .route(
             "/bundles/{name}/tools/{tool_run}",
             with(RunTool, post(tool_run::run_suffixed)),
@@ -278,35 +344,58 @@ fn bundle_routes() -> Router<AppState> {
 }
 
 /// `/v1`'s schedules and webhook deliveries.
-fn operator_routes() -> Router<AppState> {
+fn operator_routes() -> ApiRouter<AppState> {
     use Action::*;
-    Router::new()
-        .route(
+    ApiRouter::new()
+        .api_route(
             "/schedules",
-            with(CreateSchedule, post(schedules::create))
-                .merge(with(ReadSchedule, get(schedules::list))),
+            with(
+                CreateSchedule,
+                post_with(schedules::create, schedules::doc::create),
+            )
+            .merge(with(
+                ReadSchedule,
+                get_with(schedules::list, schedules::doc::list),
+            )),
         )
-        .route(
+        .api_route(
             "/schedules/{id}",
-            with(ReadSchedule, get(schedules::get))
-                .merge(with(ManageSchedule, delete(schedules::delete))),
+            with(ReadSchedule, get_with(schedules::get, schedules::doc::get)).merge(with(
+                ManageSchedule,
+                delete_with(schedules::delete, schedules::doc::delete),
+            )),
         )
-        .route(
+        .api_route(
             "/schedules/{id}/pause",
-            with(ManageSchedule, post(schedules::pause)),
+            with(
+                ManageSchedule,
+                post_with(schedules::pause, schedules::doc::pause),
+            ),
         )
-        .route(
+        .api_route(
             "/schedules/{id}/resume",
-            with(ManageSchedule, post(schedules::resume)),
+            with(
+                ManageSchedule,
+                post_with(schedules::resume, schedules::doc::resume),
+            ),
         )
-        .route(
+        .api_route(
             "/schedules/{id}/run",
-            with(RunSchedule, post(schedules::run)),
+            with(RunSchedule, post_with(schedules::run, schedules::doc::run)),
         )
-        .route("/deliveries", with(ReadDeliveries, get(deliveries::list)))
-        .route(
+        .api_route(
+            "/deliveries",
+            with(
+                ReadDeliveries,
+                get_with(deliveries::list, deliveries::list_doc),
+            ),
+        )
+        .api_route(
             "/deliveries/{id}/redrive",
-            with(RedriveDelivery, post(deliveries::redrive)),
+            with(
+                RedriveDelivery,
+                post_with(deliveries::redrive, deliveries::redrive_doc),
+            ),
         )
 }
 
@@ -385,11 +474,4 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         )
         .into_response(),
     }
-}
-
-async fn openapi() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        include_str!("openapi.json"),
-    )
 }

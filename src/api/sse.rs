@@ -26,8 +26,10 @@ use crate::access::policy::Action;
 use crate::events::live::{Progress, Token};
 use crate::queue::JobId;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct EventsQuery {
+    /// Stream the events after this sequence number (a `Last-Event-ID`
+    /// header wins).
     pub after: Option<u64>,
 }
 

@@ -231,7 +231,7 @@ pub fn digest(arguments: &Value) -> String {
 }
 
 /// A person's answer to a request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum Verdict {
     /// Run the call as the model asked.
@@ -258,9 +258,9 @@ impl Verdict {
 /// A decision as submitted: the verdict and the digest of the arguments the
 /// person saw (a decision for other arguments is stale). The digest is
 /// required; it is optional here only so that its absence is refused by
-/// [`Decision::accept`] with a message saying where to get it, rather than
+/// `Decision::accept` with a message saying where to get it, rather than
 /// by the JSON reader.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Decision {
     #[serde(flatten)]
     pub verdict: Verdict,

@@ -7,13 +7,14 @@
 //! CLI) reads it. Rows stored before this shape (an approval's `call`, a
 //! crash park's `tool_name`, no `kind`) are read into it.
 
+use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Approver;
 
 /// What parked a job on a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ParkedKind {
     /// The call waits for a person's decision (`awaiting_approval`).
@@ -23,14 +24,14 @@ pub enum ParkedKind {
     UnknownOutcome,
     /// The model called tools the request brought (caller tools): the
     /// client runs them and sends their outputs back, which resume the job
-    /// (`needs_attention` until then; see [`ParkedCall::caller_calls`]).
+    /// (`needs_attention` until then; see the call's `caller_calls`).
     CallerCall,
 }
 
 /// One call of a caller's tool a job waits on: what the client is asked
 /// to run, and where its output goes in the journal (the turn of the
 /// parked call, this position).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CallerCall {
     pub position: usize,
     pub call_id: String,
@@ -39,7 +40,7 @@ pub struct CallerCall {
 }
 
 /// A call a job is parked on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(from = "StoredParkedCall")]
 pub struct ParkedCall {
     pub kind: ParkedKind,
@@ -61,7 +62,7 @@ pub struct ParkedCall {
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalTerms>,
     /// Where a decision goes (`POST /v1/jobs/<id>/approvals/<call_id>`),
-    /// filled in as the job is read (see [`ParkedCall::for_job`]).
+    /// on an approval only; filled in as the job is read (`for_job`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decide: Option<String>,
     /// Of a `caller_call` park: every call of the turn the client must
@@ -71,7 +72,7 @@ pub struct ParkedCall {
 }
 
 /// The approval part of a parked call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ApprovalTerms {
     /// The digest of the arguments a decision must name (`sha256:…`).
     pub digest: String,
@@ -92,8 +93,10 @@ pub struct ApprovalTerms {
 }
 
 /// A parked call as stored by any version: today's names, or an approval
-/// request's `call` and a crash park's `tool_name`, without `kind`.
-#[derive(Deserialize)]
+/// request's `call` and a crash park's `tool_name`, without `kind`. Its
+/// schema is what a `ParkedCall` reads (schemars takes serde's `from`).
+#[derive(Deserialize, JsonSchema)]
+#[schemars(transform = old_names)]
 struct StoredParkedCall {
     #[serde(default)]
     kind: Option<ParkedKind>,
@@ -117,6 +120,28 @@ struct StoredParkedCall {
     decide: Option<String>,
     #[serde(default)]
     caller_calls: Vec<CallerCall>,
+}
+
+/// The names serde's `alias` also reads, which schemars does not see:
+/// each field is named once, by either name (both is a duplicate field).
+fn old_names(schema: &mut Schema) {
+    for (name, alias) in [("call_id", "call"), ("tool", "tool_name")] {
+        if let Some(Value::Object(properties)) = schema.get_mut("properties")
+            && let Some(field) = properties.get(name).cloned()
+        {
+            properties.insert(alias.to_string(), field);
+        }
+        if let Some(Value::Array(required)) = schema.get_mut("required") {
+            required.retain(|field| field != name);
+        }
+        let either = json!({"oneOf": [{"required": [name]}, {"required": [alias]}]});
+        match schema.get_mut("allOf") {
+            Some(Value::Array(all)) => all.push(either),
+            _ => {
+                schema.insert("allOf".into(), json!([either]));
+            }
+        }
+    }
 }
 
 impl From<StoredParkedCall> for ParkedCall {

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -32,7 +33,7 @@ pub const MAX_AGENTS_VARIABLE: &str = "max_agents";
 pub const ONLY_STAGE_VARIABLE: &str = "only_stage";
 
 /// What the worker runs for a job.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum JobKind {
     /// Its bundle's own run: the workflow when the content the job is
@@ -65,7 +66,7 @@ pub enum JobKind {
 /// What a verify job runs: the body of `POST /v1/bundles/{name}/verify`
 /// as checked, stored with the job so that a verify resumed on another
 /// daemon runs the same.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VerifyRun {
     /// The reply script's text (the mock server's format); none: the
     /// bundle's own `scripted:` endpoint.
@@ -92,7 +93,7 @@ impl JobKind {
 
 /// The daemon's controls over one job's run, one typed field each; unset
 /// fields leave the bundle's own behaviour.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Controls {
     /// Offer the model only these of the bundle's tools (`tools`).
     #[serde(
@@ -100,6 +101,7 @@ pub struct Controls {
         deserialize_with = "some_tool_names",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "tool_names_schema")]
     pub tools: Option<Vec<String>>,
     /// The most agent calls (`agent` and `http_agent` tools) the run makes;
     /// later ones are refused to the model (`max_agents`).
@@ -217,6 +219,18 @@ fn some_tool_names<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>
     value
         .map(|v| tool_names(&v).map_err(serde::de::Error::custom))
         .transpose()
+}
+
+/// `tools` on the wire: written as a list; read by [`some_tool_names`],
+/// which also takes one comma-separated string, or `null` for none.
+fn tool_names_schema(generator: &mut SchemaGenerator) -> Schema {
+    let list = json_schema!({"type": "array", "items": {"type": "string"}});
+    if generator.contract().is_serialize() {
+        return list;
+    }
+    json_schema!({
+        "anyOf": [list, {"type": "string", "description": "Names separated by commas."}, {"type": "null"}]
+    })
 }
 
 /// A typed JSON column (`kind`, `controls`) as read: an empty or

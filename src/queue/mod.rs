@@ -82,6 +82,7 @@ pub use origin::{ForkSeed, JobOrigin};
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -89,7 +90,9 @@ use crate::events::EventEnvelope;
 use crate::journal::JournalEntry;
 
 /// A job's id (a UUIDv7: time-ordered).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(transparent)]
 pub struct JobId(pub String);
 
@@ -127,7 +130,8 @@ impl From<&str> for JobId {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     Queued,
@@ -314,7 +318,7 @@ pub struct OwnerLoad {
 }
 
 /// A job as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Job {
     pub id: JobId,
     pub bundle: String,
@@ -354,8 +358,8 @@ pub struct Job {
     pub result: Option<Value>,
     pub error: Option<String>,
     /// The call the job is parked on, in one shape whatever parked it
-    /// (`kind`: `approval` or `unknown_outcome`); `None` when it is not
-    /// parked, or parked as a poison pill on no call.
+    /// (`kind`: `approval`, `unknown_outcome` or `caller_call`); `None`
+    /// when it is not parked, or parked as a poison pill on no call.
     pub pending_call: Option<crate::approval::ParkedCall>,
     /// RFC 3339 UTC.
     pub run_at: String,
@@ -446,7 +450,7 @@ pub struct Changed {
 }
 
 /// An operator's answer for a `needs_attention` job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Resolution {
     /// Run the pending call again (the operator knows it is safe).
@@ -470,7 +474,7 @@ pub enum Resolution {
 }
 
 /// The client's output of one call of its own tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CallerOutput {
     pub call_id: String,
     pub output: String,

@@ -10,7 +10,7 @@ use super::JobId;
 use crate::journal::JournalEntry;
 
 /// The job a fork was made from and the first turn it runs live.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JobOrigin {
     pub job_id: JobId,
     pub at_turn: u32,

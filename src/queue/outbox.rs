@@ -167,7 +167,7 @@ pub(crate) fn delivery_from_row(row: &impl Columns) -> Res<Delivery> {
 }
 
 /// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryState {
     /// Waiting for its next attempt (or being attempted).
@@ -198,7 +198,7 @@ impl DeliveryState {
 // (state, error, times, owner), each from its own query and columns.
 /// A delivery as an operator sees it: where it stands and why, without its
 /// payload (the job's own page has what it carries).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeliveryRecord {
     pub id: String,
     pub kind: String,
@@ -280,9 +280,11 @@ impl DeliveryFilter {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A page of deliveries, newest first.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DeliveryPage {
     pub deliveries: Vec<DeliveryRecord>,
+    /// The `cursor` of the next page; `null` on the last.
     pub next_cursor: Option<String>,
 }
 

@@ -116,7 +116,7 @@ pub struct UnofferableTools(#[source] pub crate::bundle::BundleErrors);
 /// Numbers binds, so a diff sees a rebind of unchanged content.
 static BINDS: AtomicU64 = AtomicU64::new(1);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BundleStatus {
     /// The directory's current content is loaded.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 const MAX_PROBLEMS: usize = 5;
 
 /// A caller's answer format.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AnswerFormat {
     /// Any JSON object (`json_object`).

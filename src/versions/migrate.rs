@@ -25,7 +25,7 @@ pub const MOVABLE: [JobState; 3] = [
 pub const MAX_JOBS: usize = 10_000;
 
 /// One job of a plan: where it is pinned now, and why it cannot move.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct JobMove {
     pub job_id: JobId,
     pub state: JobState,
@@ -36,7 +36,8 @@ pub struct JobMove {
 
 /// What moving a bundle's jobs does (or did): the jobs that move and those
 /// that cannot, each with its reason.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "MigrationPlan")]
 pub struct Plan {
     pub bundle: String,
     pub version: String,

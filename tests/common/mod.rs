@@ -6,6 +6,7 @@ pub mod fake_agent;
 pub mod otlp;
 pub mod peer;
 pub mod postgres;
+pub mod routes;
 pub mod sample_plugins;
 
 use std::sync::{Arc, Mutex};

@@ -141,7 +141,10 @@ pub async fn read(
                 super::super::artifacts::read(state, caller, &JobId::from(id.to_string()))
                     .await
                     .map_err(not_found)?;
-            json!({"job_id": id, "artifacts": artifacts})
+            json!(super::super::artifacts::Artifacts {
+                job_id: id.to_string(),
+                artifacts,
+            })
         }
         Named::Artifact(id, name) => {
             let artifacts =
@@ -150,8 +153,8 @@ pub async fn read(
                     .map_err(not_found)?;
             artifacts
                 .into_iter()
-                .find(|a| a["name"] == name)
-                .map(|a| a["body"].clone())
+                .find(|a| a.name == name)
+                .map(|a| a.body)
                 .ok_or_else(|| {
                     McpError::resource_not_found(
                         format!("job {id} has no artifact {name:?} (see {JOBS}{id}/artifacts)"),

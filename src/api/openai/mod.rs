@@ -122,7 +122,7 @@ impl From<ApiError> for OpenAiError {
         // other route spells it.
         let code = match e.code {
             ErrorCode::UnknownBundle => "model_not_found".to_string(),
-            other => other.name().to_string(),
+            other => other.name(),
         };
         Self {
             status,

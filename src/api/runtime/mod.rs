@@ -11,7 +11,7 @@ mod group;
 mod query;
 mod stream;
 
-use axum::Router;
+use aide::axum::ApiRouter;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -36,9 +36,9 @@ const GROUP_RUNTIME: &str = "agent-runtime";
 /// too).
 const USER_VARIABLE: &str = "user_id";
 
-pub(super) fn routes() -> Router<AppState> {
+pub(super) fn routes() -> ApiRouter<AppState> {
     use crate::access::policy::Action::{ReadBundle, ReadConversation, SubmitJob};
-    Router::new()
+    ApiRouter::new()
         .route("/agents", with(ReadBundle, get(agents::list)))
         .route(
             "/agents/{id}/message",

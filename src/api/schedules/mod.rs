@@ -17,14 +17,15 @@ pub mod fire;
 use std::time::SystemTime;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
-use super::body::{JsonBody, Query};
+use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::{Action, Resource};
 use crate::queue::{Job, NewJob, StoredSchedule, rfc3339};
@@ -32,7 +33,7 @@ use crate::schedule::{ScheduleSpec, Stored};
 use crate::scheduler::{FROM_BUNDLE, own_id, stored_spec};
 
 /// The body of `POST /v1/schedules`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct NewSchedule {
     /// The schedule's id (default: a fresh UUIDv7). Letters, digits, `-`, `_`, `.`.
     #[serde(default)]
@@ -43,7 +44,7 @@ pub struct NewSchedule {
 }
 
 /// A schedule as the API shows it.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ScheduleView {
     /// As the caller names it: its own schedule's bare id, another key's
     /// `KEY:ID`, a bundle's own by the bundle's name.
@@ -377,7 +378,7 @@ pub async fn pause(
 }
 
 /// How a schedule resumes.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeQuery {
     /// Run the fires that came while it was paused, by its `missed` policy
@@ -436,4 +437,79 @@ pub async fn run(
     };
     let (job, _) = admit(&state, &caller, Submission::new(job, "bundle")).await?;
     Ok((StatusCode::CREATED, Json(job)))
+}
+
+/// The API document's entries of the schedule routes.
+pub(super) mod doc {
+    use aide::transform::TransformOperation;
+    use axum::Json;
+
+    use super::ScheduleView;
+    use crate::api::document::{QUOTA, UNAVAILABLE, answers};
+    use crate::queue::Job;
+
+    pub(in crate::api) fn create(op: TransformOperation<'_>) -> TransformOperation<'_> {
+        let op = op
+            .summary("Make a schedule: a bundle's job on a cron, owned by the caller's key")
+            .response_with::<201, Json<ScheduleView>, _>(|r| r.description("The schedule"));
+        answers(
+            op,
+            &[
+                (409, "The key has a schedule with that id"),
+                (
+                    429,
+                    "The key's share of schedules (server.max_schedules_per_key) or the daemon's \
+                     (server.max_schedules) is used up",
+                ),
+                UNAVAILABLE,
+            ],
+        )
+    }
+
+    pub(in crate::api) fn list(op: TransformOperation<'_>) -> TransformOperation<'_> {
+        op.summary("List the schedules the key may see")
+            .response_with::<200, Json<Vec<ScheduleView>>, _>(|r| r.description("The schedules"))
+    }
+
+    pub(in crate::api) fn get(op: TransformOperation<'_>) -> TransformOperation<'_> {
+        op.summary("A schedule")
+            .response_with::<200, Json<ScheduleView>, _>(|r| r.description("The schedule"))
+    }
+
+    pub(in crate::api) fn delete(op: TransformOperation<'_>) -> TransformOperation<'_> {
+        let op = op
+            .summary("Delete a schedule made over the API")
+            .response_with::<204, (), _>(|r| r.description("Deleted"));
+        answers(
+            op,
+            &[(
+                409,
+                "A bundle's own schedule: remove it from the bundle's `schedule:`",
+            )],
+        )
+    }
+
+    pub(in crate::api) fn pause(op: TransformOperation<'_>) -> TransformOperation<'_> {
+        op.summary("Pause a schedule: no fire until resumed")
+            .response_with::<200, Json<ScheduleView>, _>(|r| r.description("The schedule, paused"))
+    }
+
+    pub(in crate::api) fn resume(op: TransformOperation<'_>) -> TransformOperation<'_> {
+        op.summary("Resume a paused schedule")
+            .response_with::<200, Json<ScheduleView>, _>(|r| r.description("The schedule"))
+    }
+
+    pub(in crate::api) fn run(op: TransformOperation<'_>) -> TransformOperation<'_> {
+        let op = op
+            .summary("Submit one job of the schedule now, outside the cron")
+            .response_with::<201, Json<Job>, _>(|r| r.description("The job, queued"));
+        answers(
+            op,
+            &[
+                (422, "The schedule's bundle is not loaded: `field` says so"),
+                QUOTA,
+                UNAVAILABLE,
+            ],
+        )
+    }
 }
