@@ -113,14 +113,8 @@ async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
     );
     // It really tested every operation of the document (one it could not
     // read, or a filter that matched nothing, would pass vacuously).
-    let document: serde_json::Value = common::daemon::client()
-        .get(daemon.url("/v1/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let document =
+        common::daemon::get(&common::daemon::client(), &daemon, "/v1/openapi.json").await;
     let operations: usize = document["paths"]
         .as_object()
         .unwrap()

@@ -52,6 +52,14 @@ mod routes;
 
 use routes::{root, routes};
 
+/// Where `with(` declares an action in a route's text: `with(` alone,
+/// not aide's `get_with(` and its kin.
+fn actions_at(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.match_indices("with(")
+        .map(|(at, _)| at)
+        .filter(|at| !text[..*at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
+}
+
 #[test]
 fn every_route_declares_its_action_or_is_a_listed_exception() {
     let routes = routes();
@@ -62,9 +70,7 @@ fn every_route_declares_its_action_or_is_a_listed_exception() {
     let exceptions: BTreeMap<&str, &str> = UNDECLARED.into_iter().collect();
     let mut missing = Vec::new();
     for (path, text, file) in &routes {
-        let declared = text
-            .match_indices("with(")
-            .any(|(at, _)| !text[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
+        let declared = actions_at(text).next().is_some();
         if !declared && !exceptions.contains_key(path.as_str()) {
             missing.push(format!("{file}: {path} ({text})"));
         }
@@ -87,10 +93,7 @@ fn every_declared_action_is_one_of_the_policy_and_in_the_security_table() {
     let policy = fs::read_to_string(root().join("src/access/policy.rs")).unwrap();
     let security = fs::read_to_string(root().join("docs/security.md")).unwrap();
     for (path, text, file) in routes() {
-        // `with(` alone: not aide's `get_with(` and its kin.
-        let alone =
-            |at: &usize| !text[..*at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
-        for at in text.match_indices("with(").map(|(at, _)| at).filter(alone) {
+        for at in actions_at(&text) {
             let action: String = text[at + "with(".len()..]
                 .trim_start()
                 .chars()

@@ -421,13 +421,22 @@ impl<T: JsonSchema> OperationInput for JsonBody<T> {
     }
 }
 
+/// Each field of `T` as a parameter at `location`.
+fn add_fields_as<T: JsonSchema>(
+    ctx: &mut GenContext,
+    operation: &mut Operation,
+    location: ParamLocation,
+) {
+    let schema = ctx.schema.subschema_for::<T>();
+    let params = parameters_from_schema(ctx, schema, location);
+    add_parameters(ctx, operation, params);
+}
+
 /// Path parameters: their names come from the route's template
 /// ([`fill_path_parameters`]); a struct of named fields describes them.
 impl<T: JsonSchema> OperationInput for Path<T> {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let schema = ctx.schema.subschema_for::<T>();
-        let params = parameters_from_schema(ctx, schema, ParamLocation::Path);
-        add_parameters(ctx, operation, params);
+        add_fields_as::<T>(ctx, operation, ParamLocation::Path);
     }
 
     fn inferred_early_responses(
@@ -441,9 +450,7 @@ impl<T: JsonSchema> OperationInput for Path<T> {
 /// Query parameters: each field of `T`.
 impl<T: JsonSchema> OperationInput for Query<T> {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let schema = ctx.schema.subschema_for::<T>();
-        let params = parameters_from_schema(ctx, schema, ParamLocation::Query);
-        add_parameters(ctx, operation, params);
+        add_fields_as::<T>(ctx, operation, ParamLocation::Query);
     }
 
     fn inferred_early_responses(
