@@ -3536,10 +3536,15 @@ async fn postgres_a_write_given_up_to_break_a_deadlock_runs_again() {
     assert_eq!(ids, [("other-k2", false), ("other-k1", false)]);
     drop(q);
     drop(other);
-    assert_eq!(
-        db.deadlocks_once_idle().await,
-        1,
-        "one deadlock, broken once"
+    // Usually one deadlock. When the machine stalls between the batch's
+    // rollback and the other client's waiting insert taking k1, the batch's
+    // second try can take k1 first and close the cycle again: it is then
+    // given up again and runs a third time (the answer above is what
+    // matters; the count proves the cycle happened and was broken).
+    let deadlocks = db.deadlocks_once_idle().await;
+    assert!(
+        (1..=3).contains(&deadlocks),
+        "{deadlocks} deadlocks: expected the cycle to form and be broken by giving the queue's write up"
     );
 }
 

@@ -47,6 +47,17 @@ pub(super) const BACKLOG: usize = 1024;
 /// deadlock or serialization failure) before its caller hears of it.
 const MAX_CONFLICTS: u32 = 10;
 
+/// How long a write the database gave up waits before it runs again: a
+/// few milliseconds, jittered and growing with each conflict, so the
+/// transaction that won the lock takes the rows it was waiting for first.
+/// Run again at once, the write can take a row back before the winner's
+/// waiting statement does and close the same cycle a second time.
+fn conflict_pause(conflicts: u32) -> std::time::Duration {
+    use rand::Rng as _;
+    let base_ms = 5u64 << conflicts.min(6);
+    std::time::Duration::from_millis(rand::rng().random_range(base_ms / 2..=base_ms))
+}
+
 /// What every write needs of its queue handle.
 pub(super) struct Shared {
     pub pool: Pool,
@@ -152,6 +163,7 @@ impl Writes {
                         error = %detail,
                         "the database gave a write up to break a lock conflict; it runs again"
                     );
+                    tokio::time::sleep(conflict_pause(conflicts)).await;
                 }
                 Err(fail) => return Err(fail.into_error(&self.shared.label)),
             }
