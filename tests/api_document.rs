@@ -85,7 +85,10 @@ async fn the_document_describes_every_route_and_each_operation_its_answers() {
                 "{method} {path} names no success: {operation:#}"
             );
             let takes_body = ["post", "put", "patch"].contains(&method.as_str());
-            if takes_body && operation["security"].is_array() {
+            // A JSON-RPC interface answers a body it cannot read with a
+            // JSON-RPC error, not the request layer's 415.
+            let json_rpc = operation["x-errors-as-json-rpc"] == true;
+            if takes_body && operation["security"].is_array() && !json_rpc {
                 // The request layer's answers (a wrong Content-Type, a body too
                 // large or too slow) are on every authenticated write.
                 for code in ["413", "415"] {
@@ -161,6 +164,93 @@ async fn a_job_and_an_error_match_their_schemas_in_the_document() {
     let mut wrong = read.clone();
     wrong["state"] = Value::from("sleeping");
     assert!(!valid(&document, "/v1/jobs/{id}", "get", "200", &wrong));
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// The A2A and MCP interfaces are described from the types they read and
+/// write: a served card, a JSON-RPC result and error, and a refusal of the
+/// MCP transport match the document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a2a_and_mcp_answers_match_their_schemas_in_the_document() {
+    let mock = mock_server("replies:\n  - content: hi\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "echo",
+        "name: echo\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let document = get(&http, &daemon, "/v1/openapi.json").await;
+    let card = get(&http, &daemon, "/.well-known/agent-card.json").await;
+    conforms(
+        &document,
+        "/.well-known/agent-card.json",
+        "get",
+        "200",
+        &card,
+    );
+    let bundle_card = get(&http, &daemon, "/a2a/echo/.well-known/agent-card.json").await;
+    conforms(
+        &document,
+        "/a2a/{bundle}/.well-known/agent-card.json",
+        "get",
+        "200",
+        &bundle_card,
+    );
+    assert_eq!(bundle_card["skills"][0]["id"], "echo", "{bundle_card:#}");
+
+    let call = |method: &str, params: Value| {
+        http.post(daemon.url("/a2a/echo"))
+            .json(&json!({"jsonrpc": "2.0", "id": 3, "method": method, "params": params}))
+    };
+    let message = json!({"message": {"messageId": "doc-1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    let sent: Value = call("SendMessage", message)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(sent["result"]["task"]["id"].is_string(), "{sent:#}");
+    conforms(&document, "/a2a/{bundle}", "post", "200", &sent);
+    let unknown: Value = call("message/send", json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown:#}");
+    conforms(&document, "/a2a/{bundle}", "post", "200", &unknown);
+    // The methods the document lists are the ones the interface serves.
+    let methods = document
+        .pointer("/components/schemas/A2aMethod/enum")
+        .cloned();
+    assert!(
+        methods
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_some_and(|m| m.contains(&json!("SubscribeToTask"))),
+        "the document names the A2A methods: {methods:?}"
+    );
+
+    let no_session = http
+        .post(daemon.url("/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", "no-such-session")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_session.status(), 404);
+    let refused: Value = no_session.json().await.unwrap();
+    conforms(&document, "/mcp", "post", "404", &refused);
+    let request =
+        &document["paths"]["/mcp"]["post"]["requestBody"]["content"]["application/json"]["schema"];
+    assert!(
+        request.is_object(),
+        "the MCP message is described: {request:#}"
+    );
     assert_eq!(daemon.stop(), Some(0));
 }
 

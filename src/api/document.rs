@@ -32,7 +32,7 @@ use super::error::{ApiError, ErrorBody};
 use super::trace_context::CallerTrace;
 
 /// The name of the bearer-token scheme every authenticated route requires.
-const BEARER: &str = "bearer";
+pub(super) const BEARER: &str = "bearer";
 
 /// The document's frame: what the API is and how a caller authenticates.
 pub(super) fn frame() -> OpenApi {
@@ -191,8 +191,12 @@ fn request_layer_answers(ctx: &mut GenContext, api: &mut OpenApi) {
         };
         let writes = [&mut item.post, &mut item.put, &mut item.patch];
         for operation in writes.into_iter().flatten() {
+            let json_rpc = operation.extensions.contains_key(ERRORS_AS_JSON_RPC);
             let responses = operation.responses.get_or_insert_with(Default::default);
             for (code, description) in layer {
+                if json_rpc && code == 415 {
+                    continue;
+                }
                 responses
                     .responses
                     .entry(DocStatus::Code(code))
@@ -263,17 +267,7 @@ fn error_response(ctx: &mut GenContext, description: &str) -> openapi::Response 
     let schema = ctx.schema.subschema_for::<ErrorBody>();
     openapi::Response {
         description: description.into(),
-        content: IndexMap::from_iter([(
-            "application/json".into(),
-            MediaType {
-                schema: Some(SchemaObject {
-                    json_schema: schema,
-                    example: None,
-                    external_docs: None,
-                }),
-                ..MediaType::default()
-            },
-        )]),
+        content: IndexMap::from_iter([("application/json".into(), json_media(schema))]),
         ..openapi::Response::default()
     }
 }
@@ -371,37 +365,7 @@ impl OperationInput for Caller {
 /// where every field is).
 impl<T: JsonSchema> OperationInput for JsonBody<T> {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let schema = ctx.schema.subschema_for::<T>();
-        let description = ctx
-            .resolve_schema(&schema)
-            .get("description")
-            .and_then(Value::as_str)
-            .map(String::from);
-        let required = ctx
-            .resolve_schema(&schema)
-            .get("required")
-            .and_then(Value::as_array)
-            .is_some_and(|r| !r.is_empty());
-        set_body(
-            ctx,
-            operation,
-            RequestBody {
-                description,
-                content: IndexMap::from_iter([(
-                    "application/json".into(),
-                    MediaType {
-                        schema: Some(SchemaObject {
-                            json_schema: schema,
-                            example: None,
-                            external_docs: None,
-                        }),
-                        ..MediaType::default()
-                    },
-                )]),
-                required,
-                extensions: IndexMap::default(),
-            },
-        );
+        json_request_body::<T>(ctx, operation);
     }
 
     fn inferred_early_responses(
@@ -419,6 +383,57 @@ impl<T: JsonSchema> OperationInput for JsonBody<T> {
             ],
         )
     }
+}
+
+/// `T` as the operation's JSON request body: required when `T` has
+/// required fields, described by `T`'s own description.
+pub(super) fn json_request_body<T: JsonSchema>(ctx: &mut GenContext, operation: &mut Operation) {
+    let schema = ctx.schema.subschema_for::<T>();
+    let resolved = ctx.resolve_schema(&schema);
+    let description = resolved
+        .get("description")
+        .and_then(Value::as_str)
+        .map(String::from);
+    let required = resolved
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
+    set_body(
+        ctx,
+        operation,
+        RequestBody {
+            description,
+            content: IndexMap::from_iter([("application/json".into(), json_media(schema))]),
+            required,
+            extensions: IndexMap::default(),
+        },
+    );
+}
+
+/// JSON described by `schema`.
+pub(super) fn json_media(schema: schemars::Schema) -> MediaType {
+    MediaType {
+        schema: Some(SchemaObject {
+            json_schema: schema,
+            example: None,
+            external_docs: None,
+        }),
+        ..MediaType::default()
+    }
+}
+
+/// A stream of Server-Sent Events, each event's `data` described by
+/// `description` (its JSON shape where it has one: `data`).
+pub(super) fn event_stream(description: &str, data: Option<schemars::Schema>) -> MediaType {
+    let mut schema = schemars::json_schema!({
+        "type": "string",
+        "description": description,
+    });
+    if let Some(data) = data {
+        schema.insert("contentMediaType".into(), "application/json".into());
+        schema.insert("contentSchema".into(), data.to_value());
+    }
+    json_media(schema)
 }
 
 /// Each field of `T` as a parameter at `location`.
@@ -470,29 +485,40 @@ impl<T: JsonSchema> OperationInput for Query<T> {
 /// The caller's W3C trace context header.
 impl OperationInput for CallerTrace {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let params = ["traceparent"].map(|name| Parameter::Header {
-            parameter_data: ParameterData {
-                name: name.into(),
-                description: Some(
-                    "W3C trace context: the job's spans join the caller's trace".into(),
-                ),
-                required: false,
-                format: ParameterSchemaOrContent::Schema(SchemaObject {
-                    json_schema: schemars::json_schema!({"type": "string"}),
-                    example: None,
-                    external_docs: None,
-                }),
-                extensions: IndexMap::default(),
-                deprecated: None,
-                example: None,
-                examples: IndexMap::default(),
-                explode: None,
-            },
-            style: openapi::HeaderStyle::Simple,
-        });
-        add_parameters(ctx, operation, params);
+        let traceparent = header(
+            "traceparent",
+            "W3C trace context: the job's spans join the caller's trace",
+        );
+        add_parameters(ctx, operation, [traceparent]);
     }
 }
+
+/// An optional string header the route reads.
+pub(super) fn header(name: &str, description: &str) -> Parameter {
+    Parameter::Header {
+        parameter_data: ParameterData {
+            name: name.into(),
+            description: Some(description.into()),
+            required: false,
+            format: ParameterSchemaOrContent::Schema(SchemaObject {
+                json_schema: schemars::json_schema!({"type": "string"}),
+                example: None,
+                external_docs: None,
+            }),
+            extensions: IndexMap::default(),
+            deprecated: None,
+            example: None,
+            examples: IndexMap::default(),
+            explode: None,
+        },
+        style: openapi::HeaderStyle::Simple,
+    }
+}
+
+/// Marks a JSON-RPC interface, which answers a body it cannot read (not
+/// JSON, not a call) with a JSON-RPC error in a 200 rather than a 4xx: the
+/// request layer's 415 is not said of it.
+pub(super) const ERRORS_AS_JSON_RPC: &str = "x-errors-as-json-rpc";
 
 #[cfg(test)]
 mod tests {

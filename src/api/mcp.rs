@@ -20,6 +20,7 @@
 //! plain-text refusals in the API's JSON error shape).
 
 mod approval;
+mod doc;
 mod door;
 mod listen;
 mod notify;
@@ -57,6 +58,8 @@ use super::error::{ApiError, ErrorCode};
 use super::feed::wait_finished;
 use crate::events::daemon::{DaemonEvent, DaemonObserver};
 use crate::queue::{Job, JobState, NewJob};
+
+pub use doc::described;
 
 /// The MCP clients connected now (sessions, and `subscriptions/listen`
 /// requests that asked), told when the bundle list changes.

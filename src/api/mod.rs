@@ -162,14 +162,14 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         }))
         .route_layer(middleware::from_fn_with_state(auth, auth::authenticate));
     let mut api = document::frame();
-    let documented = ApiRouter::new()
+    let routes = ApiRouter::new()
         .nest("/v1", v1)
         .nest("/api", runtime)
-        .finish_api_with(&mut api, document::complete);
+        .merge(a2a);
+    let documented = mcp::described(routes).finish_api_with(&mut api, document::complete);
     let served = document::served(&api);
     documented
         .merge(mcp)
-        .merge(a2a)
         .merge(console::routes())
         .route(
             "/v1/openapi.json",

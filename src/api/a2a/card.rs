@@ -13,6 +13,7 @@ use a2a::{
     AgentCapabilities, AgentCard, AgentInterface, AgentSkill, HttpAuthSecurityScheme,
     SecurityScheme, TRANSPORT_PROTOCOL_JSONRPC,
 };
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -21,18 +22,107 @@ use axum::http::header::HOST;
 use super::super::AppState;
 use super::super::auth::bearer_of;
 use super::super::body::Path;
+use super::super::document::{self, answers};
 use super::super::error::{ApiError, ErrorCode};
 use crate::access::Principal;
 use crate::access::policy::{self, Action, Resource};
 use crate::registry::LoadedBundle;
 
-/// The security scheme's name in the cards.
-const BEARER: &str = "bearer";
+/// The security scheme's name in the cards (and in the API document).
+const BEARER: &str = document::BEARER;
+
+/// An agent card as it is served: A2A's `AgentCard`.
+#[derive(serde::Serialize)]
+#[serde(transparent)]
+pub struct Card(pub AgentCard);
+
+/// The A2A 1.0 `AgentCard` as the daemon writes it (the `a2a-lf` types
+/// carry no schema): a test holds served cards to it
+/// (`tests/api_document.rs`).
+impl schemars::JsonSchema for Card {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "A2aAgentCard".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let strings = serde_json::json!({"type": "array", "items": {"type": "string"}});
+        schemars::json_schema!({
+            "description": "An A2A 1.0 AgentCard (see the A2A specification): the agent, its JSON-RPC interface, its skills (one per bundle) and how to authenticate.",
+            "type": "object",
+            "required": ["name", "description", "version", "supportedInterfaces", "capabilities",
+                         "defaultInputModes", "defaultOutputModes", "skills"],
+            "properties": {
+                "name": {"type": "string"},
+                "description": {"type": "string"},
+                "version": {"type": "string"},
+                "supportedInterfaces": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["url", "protocolBinding"],
+                    "properties": {
+                        "url": {"type": "string"},
+                        "protocolBinding": {"type": "string", "enum": ["JSONRPC"]},
+                        "protocolVersion": {"type": "string"},
+                    },
+                }},
+                "capabilities": {"type": "object", "properties": {
+                    "streaming": {"type": "boolean"},
+                    "pushNotifications": {"type": "boolean"},
+                    "extendedAgentCard": {"type": "boolean"},
+                }},
+                "defaultInputModes": strings,
+                "defaultOutputModes": strings,
+                "skills": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["id", "name", "description", "tags"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "name": {"type": "string"},
+                        "description": {"type": "string"},
+                        "tags": strings,
+                    },
+                }},
+                "securitySchemes": {"type": "object"},
+                "securityRequirements": {"type": "array"},
+            },
+        })
+    }
+}
+
+pub(super) fn daemon_card_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary("The daemon's A2A 1.0 agent card")
+        .description(
+            "One skill per bundle the presented key may use (none without a key on a daemon with \
+             keys); its JSON-RPC interface is /a2a.",
+        )
+        // A key is optional: it decides which skills the card shows.
+        .security_requirement(BEARER)
+        .security_requirement_multi([])
+        .response_with::<200, Json<Card>, _>(|r| r.description("An A2A AgentCard"))
+}
 
 /// `GET /.well-known/agent-card.json`.
-pub async fn daemon_card(State(state): State<AppState>, headers: HeaderMap) -> Json<AgentCard> {
+pub async fn daemon_card(State(state): State<AppState>, headers: HeaderMap) -> Json<Card> {
     let viewer = viewer(&state, &headers);
-    Json(for_daemon(&state, &base_url(&headers), viewer.as_deref()))
+    Json(Card(for_daemon(
+        &state,
+        &base_url(&headers),
+        viewer.as_deref(),
+    )))
+}
+
+pub(super) fn bundle_card_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("One bundle's A2A 1.0 agent card")
+        .description("The bundle as an agent of its own; its JSON-RPC interface is /a2a/{bundle}.")
+        .security_requirement(BEARER)
+        .response_with::<200, Json<Card>, _>(|r| r.description("An A2A AgentCard"));
+    answers(
+        op,
+        &[(
+            401,
+            "No API key, or one the daemon does not know (on a daemon with keys)",
+        )],
+    )
 }
 
 /// `GET /a2a/{bundle}/.well-known/agent-card.json`: a 401 without a key
@@ -42,13 +132,13 @@ pub async fn bundle_card(
     State(state): State<AppState>,
     headers: HeaderMap,
     Path(bundle): Path<String>,
-) -> Result<Json<AgentCard>, ApiError> {
+) -> Result<Json<Card>, ApiError> {
     let keys = state.registry.snapshot().keys.clone();
     let viewer = keys
         .authenticate(bearer_of(&headers))
         .map_err(|e| ApiError::new(ErrorCode::Unauthorized, e.to_string()))?;
     for_bundle(&state, &base_url(&headers), &viewer, &bundle)
-        .map(Json)
+        .map(|card| Json(Card(card)))
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::NotFound,

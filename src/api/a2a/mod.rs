@@ -23,48 +23,111 @@
 mod card;
 mod proto_names;
 pub mod push;
+mod rpc;
 mod send;
 mod stream;
 mod task;
 
 use a2a::{A2AError, GetTaskRequest, ListTasksRequest, TaskState, error_code};
-use axum::body::Bytes;
+use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
+use aide::transform::TransformOperation;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router, middleware};
+use axum::{Json, middleware};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::{self, Auth, Caller};
 use super::body::Path;
+use super::document;
 use super::error::{ApiError, ErrorCode};
 use super::trace_context::CallerTrace;
 
 use crate::access::policy::Action;
 use crate::queue::{JobFilter, JobId};
+use rpc::{Envelope, Method, Reply, RpcBody};
 use task::View;
 
 /// The A2A routes: the cards (read with or without a key), and the
 /// JSON-RPC interface, which authenticates like `/v1` (each method then
 /// needs its scope: `submit`, `read`, `operate` or `approve`).
-pub fn routes(auth: Auth) -> Router<AppState> {
-    let rpc = Router::new()
-        .route("/a2a", post(daemon_rpc))
+pub fn routes(auth: Auth) -> ApiRouter<AppState> {
+    let rpc = ApiRouter::new()
+        .api_route("/a2a", post_with(daemon_rpc, daemon_rpc_doc))
         // The interface URL as the A2A TCK posts to it, with a slash.
-        .route("/a2a/", post(daemon_rpc))
-        .route("/a2a/{bundle}", post(bundle_rpc))
-        .route("/a2a/{bundle}/", post(bundle_rpc))
+        .api_route("/a2a/", post_with(daemon_rpc, slash_doc))
+        .api_route("/a2a/{bundle}", post_with(bundle_rpc, bundle_rpc_doc))
+        .api_route("/a2a/{bundle}/", post_with(bundle_rpc, slash_doc))
         .route_layer(middleware::from_fn_with_state(auth, auth::authenticate_rpc));
-    Router::new()
-        .route("/.well-known/agent-card.json", get(card::daemon_card))
-        .route(
+    ApiRouter::new()
+        .api_route(
+            "/.well-known/agent-card.json",
+            get_with(card::daemon_card, card::daemon_card_doc),
+        )
+        .api_route(
             "/a2a/{bundle}/.well-known/agent-card.json",
-            get(card::bundle_card),
+            get_with(card::bundle_card, card::bundle_card_doc),
         )
         .merge(rpc)
+}
+
+fn daemon_rpc_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    rpc_doc(op.summary("A2A 1.0 JSON-RPC at the daemon's card's interface").description(
+        "A task is a job (docs/api.md, A2A). A message names its bundle in `metadata.bundle` \
+         (with one usable bundle it may leave it out). A body that is not a JSON-RPC call is \
+         answered with a JSON-RPC error.",
+    ))
+}
+
+fn bundle_rpc_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    rpc_doc(op.summary("A2A 1.0 JSON-RPC at one bundle's interface").description(
+        "A task is a job of the bundle (docs/api.md, A2A). A body that is not a JSON-RPC call \
+         is answered with a JSON-RPC error.",
+    ))
+}
+
+fn slash_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    rpc_doc(op.summary("The same interface, with the trailing slash the A2A TCK appends"))
+}
+
+/// What every JSON-RPC route reads and answers: the call, the headers it
+/// honours, a response (or for the streaming methods, events that each
+/// carry one), and the refusals HTTP says.
+fn rpc_doc(mut op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.inner_mut()
+        .extensions
+        .insert(document::ERRORS_AS_JSON_RPC.into(), Value::Bool(true));
+    aide::generate::in_context(|ctx| {
+        let headers = [
+            document::header(
+                a2a::SVC_PARAM_VERSION,
+                "The A2A version the client speaks: 1.x, or none (a call of another major version is refused)",
+            ),
+            document::header(
+                "Last-Event-ID",
+                "SubscribeToTask: resume after this event of the task (an SSE id)",
+            ),
+        ];
+        aide::operation::add_parameters(ctx, op.inner_mut(), headers);
+        <CallerTrace as aide::OperationInput>::operation_input(ctx, op.inner_mut());
+    });
+    let op = op.response_with::<200, Json<Reply>, _>(|mut r| {
+        let data = aide::generate::in_context(|ctx| ctx.schema.subschema_for::<Reply>());
+        r.inner().content.insert(
+            "text/event-stream".into(),
+            document::event_stream(
+                "SendStreamingMessage and SubscribeToTask: events whose data is a JSON-RPC response carrying a StreamResponse (the task, then its status and artifact updates)",
+                Some(data),
+            ),
+        );
+        r.description(
+            "A JSON-RPC response: the method's result, or an error (also for a call that could not be read)",
+        )
+    });
+    document::answers(op, &[document::QUOTA, document::UNAVAILABLE])
 }
 
 /// What went wrong with a call: an error of the protocol (HTTP 200 with a
@@ -125,7 +188,7 @@ async fn daemon_rpc(
     State(state): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    body: Bytes,
+    RpcBody(body): RpcBody,
 ) -> Response {
     rpc(state, caller, None, headers, &body).await
 }
@@ -135,7 +198,7 @@ async fn bundle_rpc(
     caller: Caller,
     Path(bundle): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    RpcBody(body): RpcBody,
 ) -> Response {
     rpc(state, caller, Some(bundle), headers, &body).await
 }
@@ -161,20 +224,29 @@ async fn rpc(
         }
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let method = match (&request["jsonrpc"], request["method"].as_str()) {
-        (Value::String(v), Some(method)) if v == "2.0" => method.to_string(),
-        _ => {
-            let e = A2AError::invalid_request(
-                "not a JSON-RPC 2.0 request: send {\"jsonrpc\": \"2.0\", \"id\": …, \"method\": …, \"params\": {…}}",
-            );
+    let envelope: Envelope = match serde_json::from_value(request) {
+        Ok(envelope) => envelope,
+        Err(e) => {
+            let e = A2AError::invalid_request(format!(
+                "not a JSON-RPC 2.0 request ({e}): send {{\"jsonrpc\": \"2.0\", \"id\": …, \"method\": …, \"params\": {{…}}}}"
+            ));
             return reply(&id, Err(e.into()));
         }
     };
     if let Err(e) = version(&headers) {
         return reply(&id, Err(e.into()));
     }
-    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    let params = proto_names::json_names(params);
+    let Some(method) = Method::named(&envelope.method) else {
+        let e = A2AError::new(
+            error_code::METHOD_NOT_FOUND,
+            format!(
+                "no method {:?}: this agent speaks A2A 1.0 over JSON-RPC (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard, Create/Get/List/DeleteTaskPushNotificationConfig)",
+                envelope.method
+            ),
+        );
+        return reply(&id, Err(e.into()));
+    };
+    let params = envelope.params.unwrap_or_else(|| json!({}));
     let call = Call {
         state,
         caller,
@@ -183,30 +255,31 @@ async fn rpc(
         headers,
         id: id.clone(),
     };
-    match method.as_str() {
-        "SendStreamingMessage" => streamed(&id, send::send_streaming(&call, params).await),
-        "SubscribeToTask" => streamed(&id, stream::subscribe(&call, params).await),
-        method => reply(&id, answer(&call, method, params).await),
-    }
+    dispatch(&call, method, proto_names::json_names(params)).await
 }
 
-/// The methods that answer with one result.
-async fn answer(call: &Call, method: &str, params: Value) -> Result<Value, RpcError> {
-    match method {
-        "SendMessage" => send::send(call, params).await,
-        "GetTask" => get_task(call, params).await,
-        "ListTasks" => list_tasks(call, params).await,
-        "CancelTask" => send::cancel(call, params).await,
-        "GetExtendedAgentCard" => extended_card(call),
-        push if push::is_method(push) => push::call(call, push, params).await,
-        other => Err(A2AError::new(
-            error_code::METHOD_NOT_FOUND,
-            format!(
-                "no method {other:?}: this agent speaks A2A 1.0 over JSON-RPC (SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard, Create/Get/List/DeleteTaskPushNotificationConfig)"
-            ),
-        )
-        .into()),
-    }
+/// Runs `method`: a stream for the streaming methods, else one response.
+async fn dispatch(call: &Call, method: Method, params: Value) -> Response {
+    let answered = match method {
+        Method::SendStreamingMessage => {
+            return streamed(&call.id, send::send_streaming(call, params).await);
+        }
+        Method::SubscribeToTask => {
+            return streamed(&call.id, stream::subscribe(call, params).await);
+        }
+        Method::SendMessage => send::send(call, params).await,
+        Method::GetTask => get_task(call, params).await,
+        Method::ListTasks => list_tasks(call, params).await,
+        Method::CancelTask => send::cancel(call, params).await,
+        Method::GetExtendedAgentCard => extended_card(call),
+        Method::CreateTaskPushNotificationConfig => push::create(call, params).await,
+        Method::GetTaskPushNotificationConfig => push::get(call, params).await,
+        Method::ListTaskPushNotificationConfigs | Method::ListTaskPushNotificationConfig => {
+            push::list(call, params).await
+        }
+        Method::DeleteTaskPushNotificationConfig => push::delete(call, params).await,
+    };
+    reply(&call.id, answered)
 }
 
 /// Refuses a client of another major version (`A2A-Version`; none is 1.0).
@@ -231,8 +304,8 @@ fn version(headers: &HeaderMap) -> Result<(), A2AError> {
 /// The JSON-RPC response of a call.
 fn reply(id: &Value, result: Result<Value, RpcError>) -> Response {
     match result {
-        Ok(result) => Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response(),
-        Err(RpcError::Protocol(e)) => Json(error_body(id, &e)).into_response(),
+        Ok(result) => Json(Reply::result(id, result)).into_response(),
+        Err(RpcError::Protocol(e)) => Json(Reply::error(id, &e)).into_response(),
         Err(RpcError::Http(e)) => e.into_response(),
     }
 }
@@ -240,10 +313,6 @@ fn reply(id: &Value, result: Result<Value, RpcError>) -> Response {
 /// A stream, or the call's error as a plain JSON-RPC response.
 fn streamed(id: &Value, result: Result<Response, RpcError>) -> Response {
     result.unwrap_or_else(|e| reply(id, Err(e)))
-}
-
-pub fn error_body(id: &Value, e: &A2AError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": e.to_jsonrpc_error()})
 }
 
 /// The call's parameters as `T`, or an invalid-params error naming what

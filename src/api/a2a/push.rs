@@ -36,63 +36,55 @@ const MAX_SECRET_BYTES: usize = 4096;
 /// The header the config's token travels in (as the Python SDK sends it).
 pub const TOKEN_HEADER: &str = "X-A2A-Notification-Token";
 
-/// Whether `method` is one of the push config methods (both spellings of
-/// the list: the SDKs' `…Configs` and the specification's table's
-/// `…Config`).
-pub fn is_method(method: &str) -> bool {
-    matches!(
-        method,
-        "CreateTaskPushNotificationConfig"
-            | "GetTaskPushNotificationConfig"
-            | "ListTaskPushNotificationConfigs"
-            | "ListTaskPushNotificationConfig"
-            | "DeleteTaskPushNotificationConfig"
-    )
+/// `GetTaskPushNotificationConfig`: one config of a task.
+pub async fn get(call: &Call, raw: Value) -> Result<Value, RpcError> {
+    call.caller.require(Action::ReadJob)?;
+    let request: GetTaskPushNotificationConfigRequest =
+        params("GetTaskPushNotificationConfig", raw)?;
+    let job = task(call, Action::ReadJob, &request.task_id).await?;
+    let id = job.id.clone();
+    let configs = call.state.queue.push_configs(&id).await?;
+    let config = configs
+        .iter()
+        .find(|c| c.id == request.id)
+        .ok_or_else(|| unknown_config(&id, &request.id))?;
+    Ok(json!(shown(call, &job, config)))
 }
 
-/// Runs one of the push config methods ([`is_method`]).
-pub async fn call(call: &Call, method: &str, raw: Value) -> Result<Value, RpcError> {
+/// `DeleteTaskPushNotificationConfig`: idempotent, deleting a config that
+/// is gone is no error.
+pub async fn delete(call: &Call, raw: Value) -> Result<Value, RpcError> {
     call.caller.require(Action::ReadJob)?;
-    match method {
-        "CreateTaskPushNotificationConfig" => create(call, raw).await,
-        "GetTaskPushNotificationConfig" => {
-            let request: GetTaskPushNotificationConfigRequest = params(method, raw)?;
-            let job = task(call, Action::ReadJob, &request.task_id).await?;
-            let id = job.id.clone();
-            let configs = call.state.queue.push_configs(&id).await?;
-            let config = configs
-                .iter()
-                .find(|c| c.id == request.id)
-                .ok_or_else(|| unknown_config(&id, &request.id))?;
-            Ok(json!(shown(call, &job, config)))
-        }
-        "DeleteTaskPushNotificationConfig" => {
-            let request: DeleteTaskPushNotificationConfigRequest = params(method, raw)?;
-            let id = task(call, Action::WritePushConfig, &request.task_id)
-                .await?
-                .id;
-            // Idempotent: deleting a config that is gone is no error.
-            call.state
-                .queue
-                .delete_push_config(&id, &request.id)
-                .await?;
-            Ok(Value::Null)
-        }
-        _ => {
-            let request: ListTaskPushNotificationConfigsRequest = params(method, raw)?;
-            let job = task(call, Action::ReadJob, &request.task_id).await?;
-            let configs = call.state.queue.push_configs(&job.id).await?;
-            Ok(json!(ListTaskPushNotificationConfigsResponse {
-                configs: configs.iter().map(|c| shown(call, &job, c)).collect(),
-                next_page_token: None,
-            }))
-        }
-    }
+    let request: DeleteTaskPushNotificationConfigRequest =
+        params("DeleteTaskPushNotificationConfig", raw)?;
+    let id = task(call, Action::WritePushConfig, &request.task_id)
+        .await?
+        .id;
+    call.state
+        .queue
+        .delete_push_config(&id, &request.id)
+        .await?;
+    Ok(Value::Null)
+}
+
+/// `ListTaskPushNotificationConfigs` (also as the specification's table
+/// spells it, `…Config`): a task's configs, in one page.
+pub async fn list(call: &Call, raw: Value) -> Result<Value, RpcError> {
+    call.caller.require(Action::ReadJob)?;
+    let request: ListTaskPushNotificationConfigsRequest =
+        params("ListTaskPushNotificationConfigs", raw)?;
+    let job = task(call, Action::ReadJob, &request.task_id).await?;
+    let configs = call.state.queue.push_configs(&job.id).await?;
+    Ok(json!(ListTaskPushNotificationConfigsResponse {
+        configs: configs.iter().map(|c| shown(call, &job, c)).collect(),
+        next_page_token: None,
+    }))
 }
 
 /// `CreateTaskPushNotificationConfig`: adds (or, with the id of one it
 /// has, replaces) a config of a task that has not ended.
-async fn create(call: &Call, raw: Value) -> Result<Value, RpcError> {
+pub async fn create(call: &Call, raw: Value) -> Result<Value, RpcError> {
+    call.caller.require(Action::ReadJob)?;
     let request: TaskPushNotificationConfig = params("CreateTaskPushNotificationConfig", raw)?;
     let job = task(call, Action::WritePushConfig, &request.task_id).await?;
     if job.state.is_terminal() {

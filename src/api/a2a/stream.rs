@@ -26,8 +26,9 @@ use serde_json::{Value, json};
 use super::super::AppState;
 use super::super::error::ApiError;
 use super::super::feed::{Item, approval_required, job_feed};
+use super::rpc::Reply;
 use super::task::{self, View, context_of};
-use super::{Call, RpcError, error_body, params};
+use super::{Call, RpcError, params};
 
 use crate::access::policy::Action;
 use crate::events::answer::AnswerStream;
@@ -135,7 +136,7 @@ impl Follower {
                         "lost the event log of job {}; SubscribeToTask with Last-Event-ID resumes where this stream stopped",
                         self.job.id
                     ));
-                    vec![SseEvent::default().data(error_body(&self.rpc_id, &lost).to_string())]
+                    vec![SseEvent::default().data(Reply::error(&self.rpc_id, &lost).to_json())]
                 }
             };
             if !frames.is_empty() || self.done {
@@ -243,8 +244,8 @@ async fn still_parked(state: &AppState, id: &JobId, seq: u64) -> bool {
 /// One SSE event: a JSON-RPC response carrying `update`, with the stored
 /// event's sequence number as its `id:` when it came from one.
 fn frame(rpc_id: &Value, seq: Option<u64>, update: &StreamResponse) -> SseEvent {
-    let body = json!({"jsonrpc": "2.0", "id": rpc_id, "result": update});
-    let event = SseEvent::default().data(body.to_string());
+    let body = Reply::result(rpc_id, json!(update));
+    let event = SseEvent::default().data(body.to_json());
     match seq {
         Some(seq) => event.id(seq.to_string()),
         None => event,
