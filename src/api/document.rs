@@ -11,6 +11,8 @@
 //! their hand-written entries (`openapi.json`), merged under the generated
 //! ones until the last route moves.
 
+mod stream;
+
 use aide::generate::GenContext;
 use aide::openapi::{
     self, Info, MediaType, OpenApi, Operation, Parameter, ParameterData, ParameterSchemaOrContent,
@@ -23,13 +25,15 @@ use axum::body::Bytes;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use indexmap::IndexMap;
-use schemars::JsonSchema;
+use schemars::{JsonSchema, json_schema};
 use serde_json::Value;
 
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorBody};
 use super::trace_context::CallerTrace;
+
+pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
 
 /// The name of the bearer-token scheme every authenticated route requires.
 const BEARER: &str = "bearer";
@@ -72,7 +76,11 @@ pub(super) fn begin() {
     aide::generate::extract_schemas(true);
     aide::generate::infer_responses(true);
     aide::generate::on_error(|e| {
-        tracing::error!(error = %e, "the API document could not describe a route");
+        // A route's `*_doc` restates the success its answer type implies,
+        // to describe it: the restatement is meant to replace it.
+        if !matches!(e, aide::Error::ResponseExists(_)) {
+            tracing::error!(error = %e, "the API document could not describe a route");
+        }
     });
 }
 
@@ -227,7 +235,7 @@ fn template_names(route: &str) -> Vec<String> {
 }
 
 fn path_parameter(name: &str) -> Parameter {
-    let schema = schemars::json_schema!({"type": "string"});
+    let schema = json_schema!({"type": "string"});
     Parameter::Path {
         parameter_data: ParameterData {
             name: name.to_string(),
@@ -307,7 +315,7 @@ impl OperationOutput for ApiError {
 /// extractors already say, each with the error shape.
 pub(super) fn answers<'t>(
     op: TransformOperation<'t>,
-    codes: &[(u16, &'static str)],
+    codes: &[(u16, &str)],
 ) -> TransformOperation<'t> {
     codes.iter().fold(op, |op, (code, description)| {
         add_error(op, *code, description)
@@ -470,28 +478,46 @@ impl<T: JsonSchema> OperationInput for Query<T> {
 /// The caller's W3C trace context header.
 impl OperationInput for CallerTrace {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let params = ["traceparent"].map(|name| Parameter::Header {
-            parameter_data: ParameterData {
-                name: name.into(),
-                description: Some(
-                    "W3C trace context: the job's spans join the caller's trace".into(),
-                ),
-                required: false,
-                format: ParameterSchemaOrContent::Schema(SchemaObject {
-                    json_schema: schemars::json_schema!({"type": "string"}),
-                    example: None,
-                    external_docs: None,
-                }),
-                extensions: IndexMap::default(),
-                deprecated: None,
-                example: None,
-                examples: IndexMap::default(),
-                explode: None,
-            },
-            style: openapi::HeaderStyle::Simple,
-        });
-        add_parameters(ctx, operation, params);
+        let description = "W3C trace context: the job's spans join the caller's trace";
+        add_parameters(
+            ctx,
+            operation,
+            [header_parameter("traceparent", description)],
+        );
     }
+}
+
+/// An optional string header a handler reads itself (from its `HeaderMap`).
+fn header_parameter(name: &str, description: &str) -> Parameter {
+    Parameter::Header {
+        parameter_data: ParameterData {
+            name: name.into(),
+            description: Some(description.into()),
+            required: false,
+            format: ParameterSchemaOrContent::Schema(SchemaObject {
+                json_schema: json_schema!({"type": "string"}),
+                example: None,
+                external_docs: None,
+            }),
+            extensions: IndexMap::default(),
+            deprecated: None,
+            example: None,
+            examples: IndexMap::default(),
+            explode: None,
+        },
+        style: openapi::HeaderStyle::Simple,
+    }
+}
+
+/// The operation reads the optional header `name`.
+pub(super) fn reads_header<'t>(
+    mut op: TransformOperation<'t>,
+    name: &str,
+    description: &str,
+) -> TransformOperation<'t> {
+    let parameter = header_parameter(name, description);
+    aide::generate::in_context(|ctx| add_parameters(ctx, op.inner_mut(), [parameter]));
+    op
 }
 
 #[cfg(test)]
@@ -519,6 +545,6 @@ mod tests {
         );
         // A route the code does not describe yet keeps its hand entry.
         assert!(merged["paths"]["/v1/chat/completions"]["post"].is_object());
-        assert!(merged["components"]["schemas"]["MessageEnvelope"].is_object());
+        assert!(merged["components"]["schemas"]["JsonRpcError"].is_object());
     }
 }
