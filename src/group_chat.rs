@@ -136,22 +136,14 @@ pub struct Reply {
     pub is_error: bool,
 }
 
-/// Why a group chat ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a group chat ended (its result's `terminated_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(rename = "TerminatedBy")]
 pub enum Ended {
     MaxIterations,
     StopPhrase,
     Selector,
-}
-
-impl Ended {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MaxIterations => "max_iterations",
-            Self::StopPhrase => "stop_phrase",
-            Self::Selector => "selector",
-        }
-    }
 }
 
 impl Plan {

@@ -269,10 +269,184 @@ fn valid(document: &Value, path: &str, method: &str, status: &str, body: &Value)
         schema.is_object(),
         "{method} {path} {status} has no JSON schema"
     );
-    // The schema as a document of its own, with the components beside it
-    // (its references point at `#/components/schemas/…`).
+    schema_accepts(document, schema, body)
+}
+
+/// The runtime API's answers, and one event of each stream the document
+/// describes (the runtime's frames, AG-UI's events, a job's events), match
+/// their schemas in the document; a frame the daemon never sends does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_answers_and_stream_events_match_their_schemas_in_the_document() {
+    let mock = mock_server("replies:\n  - content: hi\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    let bundle = |name: &str, extra: &str| {
+        format!(
+            "name: {name}\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{extra}"
+        )
+    };
+    site.put_bundle("echo", &bundle("echo", ""));
+    site.put_bundle("router", &bundle("router", ""));
+    site.put_bundle(
+        "group-chat",
+        &bundle(
+            "group-chat",
+            "group_chat: {max_rounds: 2, stop_word: DONE}\n",
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+    let document = get(&http, &daemon, "/v1/openapi.json").await;
+    let post = |path: &str, body: Value| {
+        let request = http.post(daemon.url(path)).json(&body);
+        async move { request.send().await.unwrap() }
+    };
+    let answer = |response: reqwest::Response| async move {
+        assert_eq!(response.status(), 200);
+        response.json::<Value>().await.unwrap()
+    };
+
+    let agents = get(&http, &daemon, "/api/agents").await;
+    conforms(&document, "/api/agents", "get", "200", &agents);
+    let message = answer(post("/api/agents/echo/message", json!({"content": "hello"})).await).await;
+    conforms(
+        &document,
+        "/api/agents/{id}/message",
+        "post",
+        "200",
+        &message,
+    );
+    let query = json!({"query": "hello", "verbose": true});
+    let reply = answer(post("/api/query", query).await).await;
+    conforms(&document, "/api/query", "post", "200", &reply);
+    let chat = json!({"query": "hello", "agent_ids": ["echo"], "max_iterations": 1});
+    let chat = answer(post("/api/group-chat", chat).await).await;
+    conforms(&document, "/api/group-chat", "post", "200", &chat);
+    let conversation = reply["conversationId"].as_str().unwrap();
+    let turns = get(
+        &http,
+        &daemon,
+        &format!("/api/conversations/{conversation}"),
+    )
+    .await;
+    conforms(&document, "/api/conversations/{id}", "get", "200", &turns);
+    let unknown = post("/api/agents/nobody/message", json!({"content": "hello"})).await;
+    assert_eq!(unknown.status(), 404);
+    let unknown: Value = unknown.json().await.unwrap();
+    conforms(
+        &document,
+        "/api/agents/{id}/message",
+        "post",
+        "404",
+        &unknown,
+    );
+
+    let streamed = post("/api/query", json!({"query": "hello", "stream": true})).await;
+    let frames = common::daemon::read_sse_response(streamed, None).await;
+    assert_eq!(frames.last().unwrap().2, "[DONE]", "{frames:?}");
+    stream_conforms(&document, "/api/query", "post", &frames);
+    let run = json!({"threadId": "t-1", "runId": "r-1",
+                     "messages": [{"id": "m-1", "role": "user", "content": "hello"}]});
+    let events = common::daemon::read_sse_response(post("/v1/agui/echo", run).await, None).await;
+    assert!(
+        events.last().unwrap().2.contains("RUN_FINISHED"),
+        "{events:?}"
+    );
+    stream_conforms(&document, "/v1/agui/{bundle}", "post", &events);
+    let job = reply["job_id"].as_str().unwrap();
+    let url = daemon.url(&format!("/v1/jobs/{job}/events"));
+    let events = common::daemon::read_sse(&http, &url, None, None).await;
+    assert_eq!(events.last().unwrap().1, "end", "{events:?}");
+    stream_conforms(&document, "/v1/jobs/{id}/events", "get", &events);
+
+    // A document that accepted anything would pass the above.
+    let sleeping = r#"{"type": "RUN_SLEEPING", "threadId": "t-1", "runId": "r-1"}"#;
+    assert!(!valid_event(
+        &document,
+        "/v1/agui/{bundle}",
+        "post",
+        "message",
+        sleeping
+    ));
+    assert!(!valid_event(
+        &document,
+        "/v1/jobs/{id}/events",
+        "get",
+        "end",
+        r#"{"state": 1}"#
+    ));
+    assert!(!valid_event(
+        &document,
+        "/api/query",
+        "post",
+        "message",
+        r#"{"chunk": 7}"#
+    ));
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+fn stream_conforms(
+    document: &Value,
+    path: &str,
+    method: &str,
+    events: &[(Option<u64>, String, String)],
+) {
+    assert!(!events.is_empty(), "{method} {path}: no events");
+    for (_, name, data) in events {
+        assert!(
+            valid_event(document, path, method, name, data),
+            "{method} {path}: an event the document does not describe: {name} {data}"
+        );
+    }
+}
+
+/// Whether one Server-Sent Event (`name` as a client reads it, `message`
+/// when unnamed) matches the document's schema of the route's stream: one
+/// of its kinds of event fits the event, and the data, JSON, fits the
+/// `contentSchema` that kind names (`[DONE]` is where the kind allows it).
+fn valid_event(document: &Value, path: &str, method: &str, name: &str, data: &str) -> bool {
+    let schema = &document["paths"][path][method]["responses"]["200"]["content"]["text/event-stream"]
+        ["schema"];
+    let schema = resolve(document, schema);
+    let kinds = match schema["oneOf"].as_array() {
+        Some(kinds) => kinds.iter().map(|kind| resolve(document, kind)).collect(),
+        None => vec![schema],
+    };
+    let event = json!({"event": name, "data": data});
+    kinds.iter().any(|kind| {
+        if !schema_accepts(document, kind, &event) {
+            return false;
+        }
+        let data_schema = &kind["properties"]["data"];
+        if data_schema["if"]["const"] == data {
+            return true;
+        }
+        let content = match data_schema.get("contentSchema") {
+            Some(content) => content,
+            None => &data_schema["else"]["contentSchema"],
+        };
+        assert!(content.is_object(), "{path}: no contentSchema in {kind:#}");
+        serde_json::from_str::<Value>(data)
+            .is_ok_and(|parsed| schema_accepts(document, content, &parsed))
+    })
+}
+
+/// `schema`, or what its `$ref` points at in the document.
+fn resolve(document: &Value, schema: &Value) -> Value {
+    match schema["$ref"].as_str() {
+        Some(reference) => document
+            .pointer(reference.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("{reference} does not resolve"))
+            .clone(),
+        None => schema.clone(),
+    }
+}
+
+/// Whether `value` fits `schema`, its references resolved in `document`:
+/// the schema as a document of its own, with the components beside it (its
+/// references point at `#/components/schemas/…`).
+fn schema_accepts(document: &Value, schema: &Value, value: &Value) -> bool {
     let mut root = schema.clone();
     root["components"] = document["components"].clone();
     let validator = jsonschema::validator_for(&root).expect("the schema compiles");
-    validator.is_valid(body)
+    validator.is_valid(value)
 }

@@ -11,6 +11,8 @@
 //! their hand-written entries (`openapi.json`), merged under the generated
 //! ones until the last route moves.
 
+mod stream;
+
 use aide::generate::GenContext;
 use aide::openapi::{
     self, Info, MediaType, OpenApi, Operation, Parameter, ParameterData, ParameterSchemaOrContent,
@@ -23,13 +25,15 @@ use axum::body::Bytes;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use indexmap::IndexMap;
-use schemars::JsonSchema;
+use schemars::{JsonSchema, json_schema};
 use serde_json::Value;
 
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorBody};
 use super::trace_context::CallerTrace;
+
+pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
 
 /// The name of the bearer-token scheme every authenticated route requires.
 pub(super) const BEARER: &str = "bearer";
@@ -72,7 +76,11 @@ pub(super) fn begin() {
     aide::generate::extract_schemas(true);
     aide::generate::infer_responses(true);
     aide::generate::on_error(|e| {
-        tracing::error!(error = %e, "the API document could not describe a route");
+        // A route's `*_doc` restates the success its answer type implies,
+        // to describe it: the restatement is meant to replace it.
+        if !matches!(e, aide::Error::ResponseExists(_)) {
+            tracing::error!(error = %e, "the API document could not describe a route");
+        }
     });
 }
 
@@ -231,7 +239,7 @@ fn template_names(route: &str) -> Vec<String> {
 }
 
 fn path_parameter(name: &str) -> Parameter {
-    let schema = schemars::json_schema!({"type": "string"});
+    let schema = json_schema!({"type": "string"});
     Parameter::Path {
         parameter_data: ParameterData {
             name: name.to_string(),
@@ -301,7 +309,7 @@ impl OperationOutput for ApiError {
 /// extractors already say, each with the error shape.
 pub(super) fn answers<'t>(
     op: TransformOperation<'t>,
-    codes: &[(u16, &'static str)],
+    codes: &[(u16, &str)],
 ) -> TransformOperation<'t> {
     codes.iter().fold(op, |op, (code, description)| {
         add_error(op, *code, description)
@@ -422,18 +430,11 @@ pub(super) fn json_media(schema: schemars::Schema) -> MediaType {
     }
 }
 
-/// A stream of Server-Sent Events, each event's `data` described by
-/// `description` (its JSON shape where it has one: `data`).
-pub(super) fn event_stream(description: &str, data: Option<schemars::Schema>) -> MediaType {
-    let mut schema = schemars::json_schema!({
-        "type": "string",
-        "description": description,
-    });
-    if let Some(data) = data {
-        schema.insert("contentMediaType".into(), "application/json".into());
-        schema.insert("contentSchema".into(), data.to_value());
-    }
-    json_media(schema)
+/// A stream of Server-Sent Events, each an unnamed event whose `data` is
+/// the JSON text of `data` (a wire that streams the same message type it
+/// answers with: A2A's responses, MCP's server messages).
+pub(super) fn json_events(description: &str, data: schemars::Schema) -> MediaType {
+    json_media(sse_event(None, description, json_text(data)))
 }
 
 /// Each field of `T` as a parameter at `location`.
@@ -493,7 +494,7 @@ impl OperationInput for CallerTrace {
     }
 }
 
-/// An optional string header the route reads.
+/// An optional string header a handler reads itself (from its `HeaderMap`).
 pub(super) fn header(name: &str, description: &str) -> Parameter {
     Parameter::Header {
         parameter_data: ParameterData {
@@ -501,7 +502,7 @@ pub(super) fn header(name: &str, description: &str) -> Parameter {
             description: Some(description.into()),
             required: false,
             format: ParameterSchemaOrContent::Schema(SchemaObject {
-                json_schema: schemars::json_schema!({"type": "string"}),
+                json_schema: json_schema!({"type": "string"}),
                 example: None,
                 external_docs: None,
             }),
@@ -513,6 +514,17 @@ pub(super) fn header(name: &str, description: &str) -> Parameter {
         },
         style: openapi::HeaderStyle::Simple,
     }
+}
+
+/// The operation reads the optional header `name`.
+pub(super) fn reads_header<'t>(
+    mut op: TransformOperation<'t>,
+    name: &str,
+    description: &str,
+) -> TransformOperation<'t> {
+    let parameter = header(name, description);
+    aide::generate::in_context(|ctx| add_parameters(ctx, op.inner_mut(), [parameter]));
+    op
 }
 
 /// Marks a JSON-RPC interface, which answers a body it cannot read (not
@@ -545,6 +557,6 @@ mod tests {
         );
         // A route the code does not describe yet keeps its hand entry.
         assert!(merged["paths"]["/v1/chat/completions"]["post"].is_object());
-        assert!(merged["components"]["schemas"]["MessageEnvelope"].is_object());
+        assert!(merged["components"]["schemas"]["JsonRpcError"].is_object());
     }
 }

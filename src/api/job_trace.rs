@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
 
 use super::AppState;
 use super::error::ApiError;
@@ -91,6 +93,32 @@ fn plain(output: &str) -> String {
     }
 }
 
+/// One entry of a runtime job's execution trace, in the order it happened.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum TraceEntry {
+    /// A call of an agent: what it was asked and its whole reply.
+    AgentCall {
+        agent_id: String,
+        tool: String,
+        query: String,
+        response: String,
+        is_error: bool,
+        /// The call was over the query's `max_agents` and never reached
+        /// its agent.
+        refused: bool,
+    },
+    /// With `verbose`: a call of another tool.
+    ToolCall {
+        tool: String,
+        arguments: Value,
+        result: String,
+        is_error: bool,
+    },
+    /// With `verbose`: a model reply (its text without tool-call markup).
+    ModelTurn { turn: u32, content: Option<String> },
+}
+
 /// The job's execution trace (agent calls; with `verbose` also other tool
 /// calls and model turns) and the agents it used, distinct, in order of
 /// first call.
@@ -98,7 +126,7 @@ pub(super) async fn execution_trace(
     state: &AppState,
     job: &Job,
     verbose: bool,
-) -> Result<(Vec<Value>, Vec<String>), ApiError> {
+) -> Result<(Vec<TraceEntry>, Vec<String>), ApiError> {
     let agents = AgentTools::of(state, job);
     let events = state.queue.events_after(&job.id, 0, usize::MAX).await?;
     let journal = state.queue.journal(&job.id).await?;
@@ -129,16 +157,29 @@ pub(super) async fn execution_trace(
                         if !refused && !used.contains(&agent) {
                             used.push(agent.clone());
                         }
-                        trace.push(json!({"type": "agent_call", "agent_id": agent, "tool": tool, "query": query_of(&arguments), "response": response, "is_error": is_error, "refused": refused}));
+                        trace.push(TraceEntry::AgentCall {
+                            agent_id: agent,
+                            tool: tool.to_string(),
+                            query: query_of(&arguments),
+                            response,
+                            is_error,
+                            refused,
+                        });
                     }
-                    None if verbose => trace.push(json!({"type": "tool_call", "tool": tool, "arguments": arguments, "result": response, "is_error": is_error})),
+                    None if verbose => trace.push(TraceEntry::ToolCall {
+                        tool: tool.to_string(),
+                        arguments,
+                        result: response,
+                        is_error,
+                    }),
                     None => {}
                 }
             }
             Some("ModelResponse") if verbose => {
-                trace.push(
-                    json!({"type": "model_turn", "turn": turn, "content": event["parsed_content"]}),
-                );
+                trace.push(TraceEntry::ModelTurn {
+                    turn,
+                    content: event["parsed_content"].as_str().map(str::to_string),
+                });
             }
             _ => {}
         }
@@ -161,7 +202,7 @@ pub(super) async fn agents_used(state: &AppState, job: &Job) -> Result<Vec<Strin
 pub(super) async fn answered_trace(
     state: &AppState,
     job: &Job,
-) -> Result<(Vec<Value>, Vec<String>), ApiError> {
+) -> Result<(Vec<TraceEntry>, Vec<String>), ApiError> {
     let (trace, used) = execution_trace(state, job, job.controls.verbose).await?;
     Ok((trace, listed_agents(job).unwrap_or(used)))
 }

@@ -283,7 +283,10 @@ fn job_routes() -> ApiRouter<AppState> {
             "/jobs/{id}/artifacts/{name}",
             with(ReadJob, get_with(artifacts::get, artifacts::get_doc)),
         )
-        .route("/jobs/{id}/events", with(ReadJob, get(sse::events)))
+        .api_route(
+            "/jobs/{id}/events",
+            with(ReadJob, get_with(sse::events, sse::events_doc)),
+        )
 }
 
 /// `/v1`'s OpenAI and AG-UI wires: chat completions, models, responses.
@@ -309,7 +312,10 @@ fn wire_routes() -> ApiRouter<AppState> {
             "/responses/{id}/input_items",
             with(ReadJob, get(responses::input_items::list)),
         )
-        .route("/agui/{bundle}", with(SubmitJob, post(agui::run)))
+        .api_route(
+            "/agui/{bundle}",
+            with(SubmitJob, post_with(agui::run, agui::run_doc)),
+        )
 }
 
 /// `/v1`'s bundles: list and read them, run one of their tools, verify

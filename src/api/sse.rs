@@ -9,28 +9,70 @@
 //! resumption is unaffected (a client that reconnects gets the stored
 //! events after its `Last-Event-ID`, then the live ones from then on).
 
+use std::borrow::Cow;
+use std::convert::Infallible;
+
+use aide::transform::TransformOperation;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
-use serde::Deserialize;
-use serde_json::json;
-use std::convert::Infallible;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::AppState;
 use super::auth::Caller;
 use super::body::{Path, Query};
+use super::document::{EventStream, answers, json_text, reads_header, sse_event};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Item, job_feed};
 use crate::access::policy::Action;
 use crate::events::live::{Progress, Token};
-use crate::queue::JobId;
+use crate::queue::{Job, JobId, JobState};
+use crate::types::TerminationReason;
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct EventsQuery {
     /// Stream the events after this sequence number (a `Last-Event-ID`
     /// header wins).
+    #[schemars(range(max = i64::MAX))]
     pub after: Option<u64>,
+}
+
+/// `GET /v1/jobs/{id}/events` in the API document.
+pub(super) fn events_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("The job's events as Server-Sent Events (id = sequence number; ends with an `end` event)")
+        .description(
+            "Stored events come as `event: event` with `id:` their sequence number: \
+             `Last-Event-ID` (or `?after=N`) resumes after it with no gap and no duplicate, \
+             also across daemon restarts. While the job runs in this daemon, the model's \
+             answer also arrives token by token (`event: token`) and the run's steps as they \
+             happen (`event: progress`), both with no `id:` (never stored, so resuming is \
+             unaffected). The last event is `event: end`, the job's outcome. A `: heartbeat` \
+             comment keeps an idle stream open.",
+        )
+        .response_with::<200, EventStream<JobStreamEvent>, _>(|r| {
+            r.description("The job's events, each `data:` JSON")
+        });
+    let op = reads_header(
+        op,
+        "Last-Event-ID",
+        "The `id:` of the last event received: a sequence number from 0 to \
+         9223372036854775807 (anything else is a 400); the stream resumes after it.",
+    );
+    answers(
+        op,
+        &[
+            (400, "The Last-Event-ID header is not a sequence number"),
+            (
+                503,
+                "The key's event streams (server.max_event_streams) are all open, or the \
+                 queue cannot answer now; Retry-After says when to try again",
+            ),
+        ],
+    )
 }
 
 pub async fn events(
@@ -39,7 +81,7 @@ pub async fn events(
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+) -> Result<EventStream<JobStreamEvent>, ApiError> {
     let id = JobId::from(id);
     let after = resume_point(&headers, query.after)?;
     // Before the store is read: a refused stream costs nothing.
@@ -47,7 +89,84 @@ pub async fn events(
     caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
     let heartbeat = state.sse_heartbeat;
     let stream = async_stream(state, id, after, permit);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(heartbeat).text("heartbeat")))
+    Ok(EventStream::new(Sse::new(stream).keep_alive(
+        KeepAlive::new().interval(heartbeat).text("heartbeat"),
+    )))
+}
+
+/// The `end` event's data: the job's outcome (docs/api.md, "A job's
+/// outcome").
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct JobEnd {
+    pub job_id: JobId,
+    pub state: JobState,
+    pub error: Option<String>,
+    pub result: Option<Value>,
+    pub termination_reason: Option<TerminationReason>,
+    pub tool_errors: u64,
+    pub tokens_spent: u64,
+    pub cost_spent: f64,
+}
+
+impl JobEnd {
+    fn of(job: &Job) -> Self {
+        Self {
+            job_id: job.id.clone(),
+            state: job.state,
+            error: job.error.clone(),
+            result: job.result.clone(),
+            termination_reason: job.termination_reason,
+            tool_errors: job.tool_errors,
+            tokens_spent: job.tokens_spent,
+            cost_spent: job.cost_spent,
+        }
+    }
+}
+
+/// One event of a job's stream, by its `event:` name — for the API
+/// document only (no value has this type: each event's data is written
+/// from its own type).
+pub enum JobStreamEvent {}
+
+impl JsonSchema for JobStreamEvent {
+    fn schema_name() -> Cow<'static, str> {
+        "JobStreamEvent".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let stored = json_schema!({
+            "type": "object",
+            "description": "A job event as stored: `seq`, `type` (`KernelStart`, `ModelRequest`, \
+                `ToolCall`, `ToolResult`, `JobState`, …) and its fields",
+        });
+        let events = [
+            sse_event(
+                Some("event"),
+                "A stored event; `id:` its sequence number",
+                json_text(stored),
+            ),
+            sse_event(
+                Some("token"),
+                "A piece of the model's answer as it arrives; no `id:` of its own",
+                json_text(generator.subschema_for::<Token>()),
+            ),
+            sse_event(
+                Some("progress"),
+                "A step of the run as it happens; no `id:` of its own",
+                json_text(generator.subschema_for::<Progress>()),
+            ),
+            sse_event(
+                Some("end"),
+                "The last event: the job's outcome",
+                json_text(generator.subschema_for::<JobEnd>()),
+            ),
+        ];
+        json_schema!({
+            "description": "One event of a job's stream: `event`, then `token` and `progress` \
+                while it runs in this daemon, `end` last",
+            "oneOf": events,
+        })
+    }
 }
 
 /// Where the stream resumes: after `Last-Event-ID`, else `?after=`, else the
@@ -99,10 +218,8 @@ fn async_stream(
                 .data(json),
             Item::End(job) => {
                 // The outcome with it: why the job ended, failed tool calls, spend.
-                let end = json!({"job_id": job.id, "state": job.state, "error": job.error, "result": job.result,
-                                 "termination_reason": job.termination_reason, "tool_errors": job.tool_errors,
-                                 "tokens_spent": job.tokens_spent, "cost_spent": job.cost_spent});
-                SseEvent::default().event("end").data(end.to_string())
+                let end = serde_json::to_string(&JobEnd::of(&job)).unwrap_or_else(|_| "{}".into());
+                SseEvent::default().event("end").data(end)
             }
         })
     })
@@ -110,8 +227,8 @@ fn async_stream(
 
 /// A `token` event: ephemeral, with no `id:`, so resumption is unaffected.
 fn token_event(token: &Token) -> SseEvent {
-    let data = json!({"turn": token.turn, "run_id": token.run_id, "text": token.text});
-    SseEvent::default().event("token").data(data.to_string())
+    let data = serde_json::to_string(token).unwrap_or_else(|_| "{}".into());
+    SseEvent::default().event("token").data(data)
 }
 
 /// A `progress` event: ephemeral like a token (no `id:`); its data is the

@@ -26,7 +26,8 @@ use super::{EventEnvelope, Observer, ObserverError, TokenDelta};
 const BUFFER: usize = 1024;
 
 /// One streamed piece of a job's answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "AnswerToken")]
 pub struct Token {
     /// The run that produced it: the job id, or `<job>/<…>` for nested runs.
     pub run_id: String,
@@ -42,7 +43,7 @@ pub struct Token {
 
 /// A step of a run as it happens (the `progress` frame of a job's event
 /// stream): `{"run_id", "turn", "at", "kind", …}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Progress {
     /// The job id, or `<job>/<…>` for nested runs.
     pub run_id: String,
@@ -54,7 +55,7 @@ pub struct Progress {
 }
 
 /// What is happening.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ProgressKind {
     /// A request goes to the model; `attempt` counts the tries of this one
@@ -97,7 +98,7 @@ pub enum ProgressKind {
 }
 
 /// What a run waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitFor {
     Approval,

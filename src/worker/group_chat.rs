@@ -126,7 +126,7 @@ fn chat_output(replies: &[Reply], ended: Ended, rounds: u32, version: &str) -> V
         "agent_responses": responses,
         "agents_used": agents_used,
         "rounds": rounds,
-        "terminated_by": ended.as_str(),
+        "terminated_by": ended,
         "bundle_version": version,
     })
 }

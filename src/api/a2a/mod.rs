@@ -118,9 +118,9 @@ fn rpc_doc(mut op: TransformOperation<'_>) -> TransformOperation<'_> {
         let data = aide::generate::in_context(|ctx| ctx.schema.subschema_for::<Reply>());
         r.inner().content.insert(
             "text/event-stream".into(),
-            document::event_stream(
+            document::json_events(
                 "SendStreamingMessage and SubscribeToTask: events whose data is a JSON-RPC response carrying a StreamResponse (the task, then its status and artifact updates)",
-                Some(data),
+                data,
             ),
         );
         r.description(

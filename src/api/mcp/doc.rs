@@ -85,7 +85,7 @@ fn post(op: TransformOperation<'_>) -> TransformOperation<'_> {
                     ("application/json".into(), document::json_media(answer.clone())),
                     (
                         "text/event-stream".into(),
-                        document::event_stream("Events each carrying a server JSON-RPC message", Some(answer)),
+                        document::json_events("Events each carrying a server JSON-RPC message", answer),
                     ),
                 ]),
                 ..Response::default()
@@ -141,7 +141,7 @@ fn listen(op: TransformOperation<'_>) -> TransformOperation<'_> {
                 description: "Server-Sent Events carrying JSON-RPC messages (notifications, requests to the client)".into(),
                 content: IndexMap::from_iter([(
                     "text/event-stream".into(),
-                    document::event_stream("Events each carrying a server JSON-RPC message", Some(message)),
+                    document::json_events("Events each carrying a server JSON-RPC message", message),
                 )]),
                 ..Response::default()
             }),

@@ -2,44 +2,151 @@
 //! round, until the termination strategy says stop — as one job of the
 //! group-chat host bundle carrying its [`Plan`] (the worker runs it).
 
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::JsonBody;
+use super::super::document::{also_streams, answers};
 use super::super::error::{ApiError, ErrorCode};
+use super::super::job_trace::TraceEntry;
 use super::super::trace_context::CallerTrace;
 use super::agents::{AgentCard, directory, find};
-use super::{GROUP_RUNTIME, envelope};
-use crate::group_chat::{Participant, Place, Plan, Termination};
+use super::stream::RuntimeStreamEvent;
+use super::{Envelope, GROUP_RUNTIME};
+use crate::group_chat::{Ended, Participant, Place, Plan, Termination};
+use crate::queue::{Job, JobId};
 use crate::registry::LoadedBundle;
 
 // Its first fields are a query's (`query.rs`), kept apart: each wire's
 // request refuses unknown keys, which `#[serde(flatten)]` cannot.
-#[derive(Debug, Deserialize)]
+/// A group chat to hold.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupChatRequest {
+    #[schemars(length(min = 1))]
     query: String,
+    /// Who asks: the reply's `recipientId`, and whose conversation it is.
     #[serde(default = "super::default_user")]
     user_id: String,
+    /// Continue this conversation (default: a new `conv-<uuid>`).
     #[serde(default)]
     conversation_id: Option<String>,
-    /// Who speaks, in order; unknown ids are dropped; none means all.
+    /// Who speaks, in order (default: every agent of `GET /api/agents`);
+    /// unknown ids are dropped.
     #[serde(default)]
     agent_ids: Option<Vec<String>>,
-    /// Rounds at most.
+    /// Rounds at most: from 1 to the host bundle's `group_chat.max_rounds`.
     #[serde(default = "default_max_iterations")]
+    #[schemars(range(min = 1))]
     max_iterations: u32,
+    /// When the chat ends (default `{"type": "max_iterations"}`);
+    /// `max_iterations` bounds every strategy.
+    // Read as any JSON, then by `termination()`, which names the field at
+    // fault; described as what it must be.
     #[serde(default)]
+    #[schemars(with = "Option<Termination>")]
     termination: Option<Value>,
+    /// The trace also lists other tool calls and the model's turns.
     #[serde(default)]
     verbose: bool,
+    /// Answer as `text/event-stream`.
     #[serde(default)]
     stream: bool,
+}
+
+/// What a group chat's job left in its result, as the reply shows it.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub(super) struct ChatOutcome {
+    /// Each reply, in order.
+    pub agent_responses: Vec<AgentResponse>,
+    /// The agents that spoke, distinct, in order.
+    pub agents_used: Vec<String>,
+    pub rounds: u32,
+    pub terminated_by: Ended,
+}
+
+/// One reply of a group chat.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub(super) struct AgentResponse {
+    pub agent_id: String,
+    pub agent_name: String,
+    pub response: String,
+}
+
+impl ChatOutcome {
+    /// The outcome a group chat's job recorded (its worker writes it).
+    fn of(job: &Job) -> Result<Self, ApiError> {
+        let result = job.result.clone().unwrap_or_default();
+        serde_json::from_value(result).map_err(|e| {
+            ApiError::internal(format!(
+                "group chat {} recorded a result the runtime API cannot read: {e}",
+                job.id
+            ))
+        })
+    }
+}
+
+/// The chat: `senderId` `agent-runtime`, `content` all replies joined by
+/// single spaces.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GroupChatReply {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    #[serde(flatten)]
+    pub outcome: ChatOutcome,
+    pub execution_trace: Vec<TraceEntry>,
+    pub job_id: JobId,
+}
+
+/// `POST /api/group-chat` in the API document.
+pub(super) fn group_chat_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "A group chat among agents, in rounds, until the termination strategy ends it; runs \
+             as a job hosted by the group-chat bundle ([runtime] group_chat)",
+        )
+        .response_with::<200, Json<GroupChatReply>, _>(|r| {
+            r.description(
+                "The chat; with `stream: true` the frames of /api/query (an agent_call / \
+                 agent_response pair per reply; the complete frame also carries \
+                 agent_responses), ending with `data: [DONE]`",
+            )
+        });
+    let op = also_streams::<RuntimeStreamEvent>(op, 200);
+    let op = answers(op, &super::WAITED_JOB);
+    answers(
+        op,
+        &[
+            (
+                404,
+                "An unknown selector agent (`termination.agent_id`), or the job was deleted \
+                 while the request waited for it",
+            ),
+            (
+                422,
+                "The body is not what the route reads, `query` is blank, `max_iterations` is \
+                 past the host's group_chat.max_rounds, no agent of `agent_ids` is known, the \
+                 termination is not one of the strategies, or `conversation_id` is not a usable \
+                 id; `field` names it",
+            ),
+            (
+                503,
+                &format!(
+                    "The group-chat bundle is not loaded or has no `group_chat:` section (the \
+                     message names it and the [runtime] key); with `stream`, the key's event \
+                     streams are all open; {}. Retry-After says when to ask again",
+                    super::PARKED
+                ),
+            ),
+        ],
+    )
 }
 
 fn default_max_iterations() -> u32 {
@@ -83,13 +190,12 @@ pub async fn group_chat(
     };
     let (trace, _) =
         super::super::job_trace::execution_trace(&state, &job, request.verbose).await?;
-    let result = job.result.clone().unwrap_or_default();
-    let mut reply = envelope(&conversation, GROUP_RUNTIME, &request.user_id, &answer);
-    for key in ["agent_responses", "agents_used", "rounds", "terminated_by"] {
-        reply[key] = result[key].clone();
-    }
-    reply["execution_trace"] = json!(trace);
-    reply["job_id"] = json!(job.id);
+    let reply = GroupChatReply {
+        envelope: Envelope::reply(&conversation, GROUP_RUNTIME, &request.user_id, &answer),
+        outcome: ChatOutcome::of(&job)?,
+        execution_trace: trace,
+        job_id: job.id.clone(),
+    };
     Ok(Json(reply).into_response())
 }
 

@@ -12,13 +12,16 @@ mod query;
 mod stream;
 
 use aide::axum::ApiRouter;
+use aide::axum::routing::{get_with, post_with};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::AppState;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
+use super::document::QUOTA;
 use super::error::{ApiError, ErrorCode};
 use super::feed::job_feed;
 use super::feed::wait_finished;
@@ -39,18 +42,51 @@ const USER_VARIABLE: &str = "user_id";
 pub(super) fn routes() -> ApiRouter<AppState> {
     use crate::access::policy::Action::{ReadBundle, ReadConversation, SubmitJob};
     ApiRouter::new()
-        .route("/agents", with(ReadBundle, get(agents::list)))
-        .route(
-            "/agents/{id}/message",
-            with(SubmitJob, post(agents::message)),
+        .api_route(
+            "/agents",
+            with(ReadBundle, get_with(agents::list, agents::list_doc)),
         )
-        .route("/query", with(SubmitJob, post(query::query)))
-        .route("/group-chat", with(SubmitJob, post(group::group_chat)))
-        .route(
+        .api_route(
+            "/agents/{id}/message",
+            with(SubmitJob, post_with(agents::message, agents::message_doc)),
+        )
+        .api_route(
+            "/query",
+            with(SubmitJob, post_with(query::query, query::query_doc)),
+        )
+        .api_route(
+            "/group-chat",
+            with(
+                SubmitJob,
+                post_with(group::group_chat, group::group_chat_doc),
+            ),
+        )
+        .api_route(
             "/conversations/{id}",
-            with(ReadConversation, get(conversations::get)),
+            with(
+                ReadConversation,
+                get_with(conversations::get, conversations::get_doc),
+            ),
         )
 }
+
+/// The statuses of a request answered by a job the caller waits for,
+/// besides its extractors' and its own 404, 422 and 503: the job's
+/// admission and its outcome.
+const WAITED_JOB: [(u16, &str); 2] = [
+    QUOTA,
+    (
+        500,
+        "The job ended without an answer (code `job_failed`; the message names the job and its \
+         error)",
+    ),
+];
+
+/// A 503 of a request answered by a job: it is parked, or the queue
+/// cannot take it.
+const PARKED: &str = "the job is parked for a person's decision (code `job_awaiting_approval`) \
+     or an operator (`job_needs_attention`), the message naming the job and what answers it; or \
+     the queue cannot take the request now";
 
 /// The job a runtime request asks for.
 struct RunSubmission<'a> {
@@ -167,17 +203,42 @@ fn user_variables(user: &str) -> serde_json::Map<String, Value> {
     variables
 }
 
-/// A message envelope of the runtime: `type` "Text", a fresh `messageId`.
-fn envelope(conversation: &str, sender: &str, recipient: &str, content: &str) -> Value {
-    json!({
-        "messageId": uuid::Uuid::new_v4().to_string(),
-        "conversationId": conversation,
-        "senderId": sender,
-        "recipientId": recipient,
-        "content": content,
-        "timestamp": now(),
-        "type": "Text",
-    })
+/// The message envelope of remote agents: who said what to whom, in which
+/// conversation.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "MessageEnvelope")]
+pub(super) struct Envelope {
+    pub message_id: String,
+    pub conversation_id: String,
+    pub sender_id: String,
+    pub recipient_id: String,
+    pub content: String,
+    /// RFC 3339 UTC with milliseconds.
+    pub timestamp: String,
+    #[serde(rename = "type")]
+    pub kind: EnvelopeType,
+}
+
+/// What an envelope carries: the runtime's replies are always text.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) enum EnvelopeType {
+    Text,
+}
+
+impl Envelope {
+    /// A reply of the runtime: a fresh `messageId`, sent now.
+    fn reply(conversation: &str, sender: &str, recipient: &str, content: &str) -> Self {
+        Self {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            conversation_id: conversation.to_string(),
+            sender_id: sender.to_string(),
+            recipient_id: recipient.to_string(),
+            content: content.to_string(),
+            timestamp: now(),
+            kind: EnvelopeType::Text,
+        }
+    }
 }
 
 fn now() -> String {

@@ -2,34 +2,45 @@
 //! conversation, calling agents as tools; the reply is the runtime's
 //! message envelope, or with `stream` the runtime's SSE frames.
 
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::JsonBody;
+use super::super::document::{also_streams, answers};
 use super::super::error::{ApiError, ErrorCode};
+use super::super::job_trace::TraceEntry;
 use super::super::trace_context::CallerTrace;
-use super::{RUNTIME, envelope};
-use crate::queue::Controls;
+use super::stream::RuntimeStreamEvent;
+use super::{Envelope, RUNTIME};
+use crate::queue::{Controls, JobId};
 
-#[derive(Debug, Deserialize)]
+/// A question for the router bundle.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueryRequest {
+    #[schemars(length(min = 1))]
     query: String,
+    /// Who asks: the reply's `recipientId`, and whose conversation it is.
     #[serde(default = "super::default_user")]
     user_id: String,
+    /// Continue this conversation (default: a new `conv-<uuid>`).
     #[serde(default)]
     conversation_id: Option<String>,
     /// The trace also lists other tool calls and the model's turns.
     #[serde(default)]
     verbose: bool,
-    /// Agent calls allowed for this query (more are refused).
+    /// Agent calls allowed for this query (the kernel refuses the ones
+    /// beyond).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     max_agents: Option<u32>,
+    /// Answer as `text/event-stream`.
     #[serde(default)]
     stream: bool,
     /// With `stream`: a `{"function_call"}` frame for each tool call of the
@@ -37,6 +48,55 @@ pub struct QueryRequest {
     /// not an agent (the CLI prints them as `ƒ(x)` lines).
     #[serde(default)]
     function_calls: bool,
+}
+
+/// The router's answer: `senderId` `runtime`, `recipientId` the asking
+/// user.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RuntimeReply {
+    #[serde(flatten)]
+    pub envelope: Envelope,
+    pub execution_trace: Vec<TraceEntry>,
+    /// Every agent called, distinct, in order of first call.
+    pub agents_used: Vec<String>,
+    pub job_id: JobId,
+}
+
+/// `POST /api/query` in the API document.
+pub(super) fn query_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Ask the router bundle ([runtime] router), which calls agents as its agent/http_agent \
+             tools; runs as a job",
+        )
+        .response_with::<200, Json<RuntimeReply>, _>(|r| {
+            r.description(
+                "The answer; with `stream: true` the runtime's frames (text/event-stream, one \
+                 `data:` each), ending with `data: [DONE]`",
+            )
+        });
+    let op = also_streams::<RuntimeStreamEvent>(op, 200);
+    let op = answers(op, &super::WAITED_JOB);
+    answers(
+        op,
+        &[
+            (404, "The job was deleted while the request waited for it"),
+            (
+                422,
+                "The body is not what the route reads, `query` is blank, `max_agents` is 0 or \
+                 `conversation_id` is not a usable id; `field` names it",
+            ),
+            (
+                503,
+                &format!(
+                    "The router bundle is not loaded (the message names it and the [runtime] \
+                     key); with `stream`, the key's event streams are all open; {}. Retry-After \
+                     says when to ask again",
+                    super::PARKED
+                ),
+            ),
+        ],
+    )
 }
 
 pub async fn query(
@@ -77,9 +137,11 @@ pub async fn query(
     };
     let (trace, used) =
         super::super::job_trace::execution_trace(&state, &job, request.verbose).await?;
-    let mut reply = envelope(&conversation, RUNTIME, &request.user_id, &answer);
-    reply["execution_trace"] = json!(trace);
-    reply["agents_used"] = json!(used);
-    reply["job_id"] = json!(job.id);
+    let reply = RuntimeReply {
+        envelope: Envelope::reply(&conversation, RUNTIME, &request.user_id, &answer),
+        execution_trace: trace,
+        agents_used: used,
+        job_id: job.id.clone(),
+    };
     Ok(Json(reply).into_response())
 }

@@ -11,21 +11,109 @@
 //! "Streaming complete" and `[DONE]` — or `{"error"}` and `[DONE]`. A
 //! client that hangs up only stops the frames: the job runs on.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::time::Instant;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
-use serde_json::{Value, json};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::super::AppState;
+use super::super::document::{json_text, sse_event};
 use super::super::feed::{Item, approval_required};
 use super::super::job_trace::{AgentTools, query_of, response_of, top_level};
+use super::group::AgentResponse;
 use crate::events::EventEnvelope;
 use crate::events::answer::AnswerStream;
 use crate::events::live::Token;
 use crate::queue::Job;
+
+/// One event of the runtime's stream — for the API document only (no
+/// value has this type): unnamed, its `data:` the JSON of a
+/// [`RuntimeFrame`], or `[DONE]` (not JSON) last.
+pub(super) enum RuntimeStreamEvent {}
+
+impl JsonSchema for RuntimeStreamEvent {
+    fn schema_name() -> Cow<'static, str> {
+        "RuntimeStreamEvent".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let frame = json_text(generator.subschema_for::<RuntimeFrame>());
+        sse_event(
+            None,
+            "The runtime's frames, one `data:` each (JSON), then `data: [DONE]`",
+            json_schema!({"type": "string", "if": {"const": DONE}, "else": frame}),
+        )
+    }
+}
+
+/// The last event's data.
+const DONE: &str = "[DONE]";
+
+/// One frame of the runtime's stream: the JSON `data:` of one event, in
+/// this order — the start chunk; then in arrival order `content` pieces of
+/// the answer (together, the answer), an `agent_call` / `agent_response`
+/// pair around each agent call (asked for with `function_calls`, also a
+/// `function_call` before each tool call and a `function_result` after
+/// each result of a tool that is not an agent), `approval_required` when
+/// the job parks for a person's decision; then the complete frame and the
+/// "Streaming complete" chunk — or an `error` frame. The last event's data
+/// is `[DONE]` (not JSON).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(super) enum RuntimeFrame {
+    /// The first frame ("Starting streaming response...", not complete)
+    /// and the one after the complete frame ("Streaming complete").
+    Chunk { chunk: &'static str, complete: bool },
+    /// A piece of the answer.
+    Content { content: String },
+    /// An agent is called with a query.
+    AgentCall {
+        agent_call: String,
+        agent_query: String,
+    },
+    /// The agent's whole reply.
+    AgentResponse {
+        agent_id: String,
+        agent_response: String,
+    },
+    /// With `function_calls`: a tool is called with these arguments.
+    FunctionCall {
+        function_call: String,
+        arguments: Value,
+    },
+    /// With `function_calls`: a tool that is not an agent answered.
+    FunctionResult {
+        function_result: String,
+        output_preview: String,
+        is_error: bool,
+    },
+    /// The job parked for a person's decision on a call: `job_id`, `kind`,
+    /// `turn`, `call_id`, `tool`, `arguments`, `digest` and `decide` (the
+    /// route that decides it).
+    ApprovalRequired { approval_required: Value },
+    /// The job succeeded: its answer and what it used.
+    Complete {
+        chunk: (),
+        complete: bool,
+        response: String,
+        conversation_id: Option<String>,
+        /// Seconds since the request came in.
+        processing_time: f64,
+        agents_used: Vec<String>,
+        /// A group chat's replies.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent_responses: Option<Vec<AgentResponse>>,
+    },
+    /// The job ended without an answer, or its feed was lost; `[DONE]`
+    /// follows.
+    Error { error: String },
+}
 
 /// What the stream remembers between items.
 struct Frames {
@@ -62,9 +150,10 @@ pub(super) fn frames(
         answered: HashSet::new(),
         started,
     };
-    let start = futures::stream::iter([data(
-        &json!({"chunk": "Starting streaming response...", "complete": false}),
-    )]);
+    let start = futures::stream::iter([data(&RuntimeFrame::Chunk {
+        chunk: "Starting streaming response...",
+        complete: false,
+    })]);
     // The feed ends after the job's end; if it ends early (the store could
     // not be read) the client still gets an error and `[DONE]`.
     let body = futures::stream::unfold(
@@ -78,7 +167,12 @@ pub(super) fn frames(
                 }
                 Some(item) => frames.item(item).await,
                 None => vec![
-                    data(&json!({"error": format!("lost the feed of job {}; GET /v1/jobs/{} for its outcome", frames.job_id, frames.job_id)})),
+                    data(&RuntimeFrame::Error {
+                        error: format!(
+                            "lost the feed of job {}; GET /v1/jobs/{} for its outcome",
+                            frames.job_id, frames.job_id
+                        ),
+                    }),
                     done(),
                 ],
             };
@@ -93,12 +187,13 @@ pub(super) fn frames(
 /// A frame and whether it is `[DONE]`.
 type Frame = (bool, SseEvent);
 
-fn data(value: &Value) -> Frame {
-    (false, SseEvent::default().data(value.to_string()))
+fn data(frame: &RuntimeFrame) -> Frame {
+    let json = serde_json::to_string(frame).unwrap_or_else(|_| "{}".into());
+    (false, SseEvent::default().data(json))
 }
 
 fn done() -> Frame {
-    (true, SseEvent::default().data("[DONE]"))
+    (true, SseEvent::default().data(DONE))
 }
 
 fn is_done(frame: &Frame) -> bool {
@@ -110,7 +205,9 @@ fn content(text: &str) -> Vec<Frame> {
     if text.is_empty() {
         Vec::new()
     } else {
-        vec![data(&json!({"content": text}))]
+        vec![data(&RuntimeFrame::Content {
+            content: text.to_string(),
+        })]
     }
 }
 
@@ -134,7 +231,9 @@ impl Frames {
             Item::Event { json, .. }
                 if let Some(frame) = approval_required(&self.job_id, &json) =>
             {
-                vec![data(&json!({"approval_required": frame}))]
+                vec![data(&RuntimeFrame::ApprovalRequired {
+                    approval_required: frame,
+                })]
             }
             Item::Event { json, .. } => {
                 let mut out = match serde_json::from_str::<EventEnvelope>(&json) {
@@ -170,14 +269,16 @@ impl Frames {
             "ToolCall" if self.announced.insert(call_id.clone()) => {
                 let mut out = Vec::new();
                 if self.functions {
-                    out.push(data(
-                        &json!({"function_call": tool, "arguments": event["arguments"]}),
-                    ));
+                    out.push(data(&RuntimeFrame::FunctionCall {
+                        function_call: tool.to_string(),
+                        arguments: event["arguments"].clone(),
+                    }));
                 }
                 if let Some(agent) = self.agents.agent(tool) {
-                    out.push(data(
-                        &json!({"agent_call": agent, "agent_query": query_of(&event["arguments"])}),
-                    ));
+                    out.push(data(&RuntimeFrame::AgentCall {
+                        agent_call: agent.clone(),
+                        agent_query: query_of(&event["arguments"]),
+                    }));
                     self.calls.insert(call_id, agent);
                 }
                 out
@@ -186,11 +287,14 @@ impl Frames {
                 match self.agent_response(&event, &call_id).await {
                     Some(frame) => vec![frame],
                     None if !self.functions => Vec::new(),
-                    None => vec![data(&json!({
-                        "function_result": tool,
-                        "output_preview": event["output_preview"],
-                        "is_error": event["is_error"],
-                    }))],
+                    None => vec![data(&RuntimeFrame::FunctionResult {
+                        function_result: tool.to_string(),
+                        output_preview: event["output_preview"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                        is_error: event["is_error"].as_bool().unwrap_or_default(),
+                    })],
                 }
             }
             _ => Vec::new(),
@@ -216,36 +320,44 @@ impl Frames {
                 .unwrap_or_default()
                 .to_string()
         });
-        Some(data(
-            &json!({"agent_id": agent, "agent_response": response}),
-        ))
+        Some(data(&RuntimeFrame::AgentResponse {
+            agent_id: agent,
+            agent_response: response,
+        }))
     }
 
     async fn end(&mut self, job: &Job) -> Vec<Frame> {
+        let error = |error: String| vec![data(&RuntimeFrame::Error { error }), done()];
         let answer = match job.answer_or_error() {
             Ok(answer) => answer,
-            Err(error) => return vec![data(&json!({"error": error.to_string()})), done()],
+            Err(why) => return error(why.to_string()),
         };
         // What of the answer did not stream goes before the complete frame.
         let mut frames = content(&self.answer.end(answer));
         let used = match super::super::job_trace::agents_used(&self.state, job).await {
             Ok(used) => used,
-            Err(e) => return vec![data(&json!({"error": e.message})), done()],
+            Err(e) => return error(e.message),
         };
-        let mut complete = json!({
-            "chunk": null,
-            "complete": true,
-            "response": answer,
-            "conversation_id": job.conversation_id,
-            "processing_time": self.started.elapsed().as_secs_f64(),
-            "agents_used": used,
-        });
-        if let Some(responses) = job.result.as_ref().and_then(|r| r.get("agent_responses")) {
-            complete["agent_responses"] = responses.clone();
-        }
+        let agent_responses = job
+            .result
+            .as_ref()
+            .and_then(|r| r.get("agent_responses"))
+            .and_then(|responses| serde_json::from_value(responses.clone()).ok());
+        let complete = RuntimeFrame::Complete {
+            chunk: (),
+            complete: true,
+            response: answer.to_string(),
+            conversation_id: job.conversation_id.clone(),
+            processing_time: self.started.elapsed().as_secs_f64(),
+            agents_used: used,
+            agent_responses,
+        };
         frames.extend([
             data(&complete),
-            data(&json!({"chunk": "Streaming complete", "complete": true})),
+            data(&RuntimeFrame::Chunk {
+                chunk: "Streaming complete",
+                complete: true,
+            }),
             done(),
         ]);
         frames

@@ -11,52 +11,115 @@
 //! the job, the digest of the arguments shown and the call
 //! (`<job>/<digest>/<call>`), so a resume is bound to what was shown.
 
-use std::convert::Infallible;
+mod events;
 
+use aide::transform::TransformOperation;
 use axum::extract::State;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
-use futures::{Stream, StreamExt};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
-use super::body::Path;
+use super::body::{JsonBody, Path};
+use super::document::{EventStream, QUOTA, answers};
 use super::error::{ApiError, ErrorCode};
-use super::feed::{Item, job_feed};
+use super::feed::job_feed;
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::approval::{Decision, Verdict};
-use crate::events::answer::AnswerStream;
-use crate::events::{Event, EventEnvelope};
-use crate::queue::{Job, JobId, JobState, NewJob};
+use crate::queue::{Job, JobId, NewJob};
+use events::{AguiStreamEvent, Run};
 
-/// The parts of a `RunAgentInput` the daemon reads (tools, context and
-/// state are the bundle's to decide).
-#[derive(Debug, Deserialize)]
+/// AG-UI's `RunAgentInput`: the parts the daemon reads; the rest (tools,
+/// context, state) is accepted and left to the bundle.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "RunAgentInput")]
 pub struct RunInput {
+    /// The conversation: a usable conversation id (1 to 128 letters,
+    /// digits, `-`, `_`, `.`, `:`) continues the conversation of that id.
     thread_id: String,
+    /// Echoed in `RUN_STARTED` and `RUN_FINISHED`.
     run_id: String,
+    /// The chat; the last `user` message with text is the job's input
+    /// (`developer`/`system`, `user` and `assistant` messages with text
+    /// are kept, others dropped).
     #[serde(default)]
     messages: Vec<Value>,
+    /// Decisions on the interrupts of the last `RUN_FINISHED`: a run with
+    /// them continues that job instead of starting one.
     #[serde(default)]
     resume: Vec<ResumeEntry>,
+    /// Passed through; a `traceparent` in it continues the caller's trace
+    /// (the `traceparent` header wins).
     #[serde(default)]
     forwarded_props: Option<Value>,
     #[serde(flatten)]
     _rest: Map<String, Value>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A decision on one interrupt.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "AguiResume")]
 struct ResumeEntry {
+    /// The interrupt's `id` (`<job>/<digest>/<call>`).
     interrupt_id: String,
+    /// `cancelled` denies the call; `resolved` decides by `payload`.
+    #[schemars(extend("enum" = ["resolved", "cancelled"]))]
     status: String,
+    /// `true`/`{"approved": true}` approves (with `arguments`: runs those),
+    /// `false`/`{"approved": false, "reason"?}` denies.
     #[serde(default)]
     payload: Option<Value>,
+}
+
+/// `POST /v1/agui/{bundle}` in the API document.
+pub(super) fn run_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "AG-UI 1.0: runs the bundle on a RunAgentInput; AG-UI events as SSE; approvals are \
+             interrupts answered by the next run's `resume[]` (docs/api.md)",
+        )
+        .response_with::<200, EventStream<AguiStreamEvent>, _>(|r| {
+            r.description(
+                "AG-UI events, one `data:` each (`RUN_STARTED` … `RUN_FINISHED` or `RUN_ERROR`)",
+            )
+        });
+    answers(
+        op,
+        &[
+            (
+                403,
+                "The key lacks the route's scope or the bundle, or a resume decides a call the \
+                 key may not decide (it lacks `approve`, or submitted a job whose tool has \
+                 `approval.by: others`)",
+            ),
+            (
+                404,
+                "A resume names a job the key may not see or that does not exist",
+            ),
+            (
+                409,
+                "A resume names a call that no longer waits for a decision, or arguments that \
+                 changed since the interrupt",
+            ),
+            (
+                422,
+                "The body is not what the route reads, the bundle is not loaded, no `user` \
+                 message has text, or a resume entry is not a decision of this daemon's \
+                 interrupts (or answers two jobs); `field` names it",
+            ),
+            QUOTA,
+            (
+                503,
+                "The key's event streams (server.max_event_streams) are all open, or the queue \
+                 cannot take the request now; Retry-After says when to try again",
+            ),
+        ],
+    )
 }
 
 /// `POST /v1/agui/{bundle}`.
@@ -65,26 +128,18 @@ pub async fn run(
     caller: Caller,
     Path(bundle): Path<String>,
     trace: CallerTrace,
-    super::body::JsonBody(input): super::body::JsonBody<RunInput>,
-) -> Response {
+    JsonBody(input): JsonBody<RunInput>,
+) -> Result<EventStream<AguiStreamEvent>, ApiError> {
     // Before anything is decided or queued: a refused stream costs nothing.
-    let permit = match state.streams.acquire(caller.name()) {
-        Ok(permit) => permit,
-        Err(e) => return ApiError::from(e).into_response(),
+    let permit = state.streams.acquire(caller.name())?;
+    let (job, after) = match input.resume.is_empty() {
+        true => start(&state, &caller, &bundle, &trace, &input).await?,
+        false => resume(&state, &caller, &input.resume).await?,
     };
-    let started = match input.resume.is_empty() {
-        true => start(&state, &caller, &bundle, &trace, &input).await,
-        false => resume(&state, &caller, &input.resume).await,
-    };
-    match started {
-        Ok((job, after)) => {
-            let feed = job_feed(state.clone(), job.id.clone(), after, false, permit);
-            let answer = super::answer::answer_stream(&state, &job);
-            let run = Run::new(&input, &job, answer);
-            events(run, feed).into_response()
-        }
-        Err(e) => e.into_response(),
-    }
+    let feed = job_feed(state.clone(), job.id.clone(), after, false, permit);
+    let answer = super::answer::answer_stream(&state, &job);
+    let run = Run::new(&input.thread_id, &input.run_id, &job, answer);
+    Ok(EventStream::new(events::events(run, feed)))
 }
 
 /// A new run: its job, admitted, followed from its start.
@@ -259,189 +314,6 @@ fn verdict(entry: &ResumeEntry) -> Result<Verdict, ResumeError> {
         }),
         None => Err(ResumeError::Payload),
     }
-}
-
-/// One run's translation of the job's feed into AG-UI events.
-struct Run {
-    thread_id: String,
-    run_id: String,
-    job_id: String,
-    answer: AnswerStream,
-    /// The answer's text message, once started.
-    message_open: bool,
-}
-
-impl Run {
-    fn new(input: &RunInput, job: &Job, answer: AnswerStream) -> Self {
-        Self {
-            thread_id: input.thread_id.clone(),
-            run_id: input.run_id.clone(),
-            job_id: job.id.to_string(),
-            answer,
-            message_open: false,
-        }
-    }
-
-    fn message_id(&self) -> String {
-        format!("{}-answer", self.job_id)
-    }
-
-    fn started(&self) -> Value {
-        json!({"type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id})
-    }
-
-    fn text(&mut self, piece: &str) -> Vec<Value> {
-        if piece.is_empty() {
-            return Vec::new();
-        }
-        let id = self.message_id();
-        let mut out = Vec::new();
-        if !self.message_open {
-            self.message_open = true;
-            out.push(json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant"}));
-        }
-        out.push(json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": piece}));
-        out
-    }
-
-    fn close_text(&mut self) -> Vec<Value> {
-        if !std::mem::take(&mut self.message_open) {
-            return Vec::new();
-        }
-        vec![json!({"type": "TEXT_MESSAGE_END", "messageId": self.message_id()})]
-    }
-
-    /// Events for a stored event, and whether the run ends with them.
-    fn stored(&mut self, json_text: &str) -> (Vec<Value>, bool) {
-        if let Some(parked) = super::feed::approval_required(&self.job_id, json_text) {
-            let mut out = self.close_text();
-            out.push(self.interrupted(&parked));
-            return (out, true);
-        }
-        let Ok(envelope) = serde_json::from_str::<EventEnvelope>(json_text) else {
-            return (Vec::new(), false);
-        };
-        let own = envelope.run_id == self.job_id && envelope.parent.is_none();
-        let mut out = Vec::new();
-        match &envelope.event {
-            Event::ToolCall {
-                tool_name,
-                call_id,
-                arguments,
-                ..
-            } if own => {
-                out.extend(self.close_text());
-                out.push(json!({"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": tool_name}));
-                out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments.to_string()}));
-                out.push(json!({"type": "TOOL_CALL_END", "toolCallId": call_id}));
-            }
-            Event::ToolResult {
-                call_id,
-                output_preview,
-                ..
-            } if own => {
-                out.push(
-                    json!({"type": "TOOL_CALL_RESULT", "messageId": format!("{call_id}-result"),
-                                "toolCallId": call_id, "content": output_preview, "role": "tool"}),
-                );
-            }
-            _ => {}
-        }
-        let piece = self.answer.event(&envelope);
-        out.extend(self.text(&piece));
-        (out, false)
-    }
-
-    /// `RUN_FINISHED` with the interrupt outcome for a parked call.
-    fn interrupted(&self, parked: &Value) -> Value {
-        let call = parked["call_id"].as_str().unwrap_or_default();
-        let digest = parked["digest"].as_str().unwrap_or_default();
-        let tool = parked["tool"].as_str().unwrap_or_default();
-        let interrupt = json!({
-            "id": format!("{}/{digest}/{call}", self.job_id),
-            "reason": "tool_approval",
-            "message": format!("approve the call of tool `{tool}` with {}?", parked["arguments"]),
-            "toolCallId": call,
-            "responseSchema": {"type": "object", "required": ["approved"], "properties": {
-                "approved": {"type": "boolean"}, "reason": {"type": "string"}, "arguments": {"type": "object"}}},
-            "metadata": {"job_id": self.job_id, "tool": tool, "arguments": parked["arguments"], "digest": digest},
-        });
-        json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
-               "outcome": {"type": "interrupt", "interrupts": [interrupt]}})
-    }
-
-    /// The job ended: the rest of the answer, then how the run finished.
-    fn ended(&mut self, job: &Job) -> Vec<Value> {
-        let mut out = Vec::new();
-        if job.state == JobState::Succeeded {
-            let answer = job.answer().unwrap_or_default().to_string();
-            let rest = self.answer.end(&answer);
-            out.extend(self.text(&rest));
-            out.extend(self.close_text());
-            out.push(
-                json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
-                            "result": answer, "outcome": {"type": "success"}}),
-            );
-            return out;
-        }
-        out.extend(self.close_text());
-        if job.state == JobState::Cancelled {
-            out.push(
-                json!({"type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id,
-                            "outcome": {"type": "cancelled"}}),
-            );
-        } else {
-            let message = job
-                .answer_or_error()
-                .err()
-                .map(|why| why.to_string())
-                .unwrap_or_default();
-            out.push(json!({"type": "RUN_ERROR", "message": message, "code": "job_failed"}));
-        }
-        out
-    }
-}
-
-/// The run's SSE stream: `RUN_STARTED`, then the feed told as events
-/// until the run finishes (the job ends or parks for a decision).
-fn events(
-    run: Run,
-    feed: impl Stream<Item = Item> + Send + 'static,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let first = run.started();
-    let body = futures::stream::unfold(
-        (Box::pin(feed), Some(run)),
-        |(mut feed, run)| async move {
-            let mut run = run?;
-            loop {
-                let (out, last) = match feed.next().await {
-                    Some(Item::Token(token)) => {
-                        let piece = run.answer.token(&token.run_id, token.turn, &token.text);
-                        (run.text(&piece), false)
-                    }
-                    Some(Item::Event { json, .. }) => run.stored(&json),
-                    Some(Item::Progress(_)) => continue,
-                    Some(Item::End(job)) => (run.ended(&job), true),
-                    None => {
-                        let lost = json!({"type": "RUN_ERROR", "code": "feed_lost",
-                            "message": format!("lost the feed of job {} (the store could not be read); the job goes on: GET /v1/jobs/{}", run.job_id, run.job_id)});
-                        (vec![lost], true)
-                    }
-                };
-                if last {
-                    return Some((out, (feed, None)));
-                }
-                if !out.is_empty() {
-                    return Some((out, (feed, Some(run))));
-                }
-            }
-        },
-    )
-    .flat_map(futures::stream::iter);
-    let events = futures::stream::once(async { first })
-        .chain(body)
-        .map(|event| Ok(SseEvent::default().data(event.to_string())));
-    Sse::new(events).keep_alive(KeepAlive::default())
 }
 
 #[cfg(test)]
