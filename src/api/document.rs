@@ -27,7 +27,7 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::auth::Caller;
-use super::body::{JsonBody, Path, Query};
+use super::body::{JsonBody, Path, Query, WireBody};
 use super::error::{ApiError, ErrorBody};
 use super::trace_context::CallerTrace;
 
@@ -260,20 +260,15 @@ impl Served {
 
 /// An error answer of the API's shape, described once.
 fn error_response(ctx: &mut GenContext, description: &str) -> openapi::Response {
-    let schema = ctx.schema.subschema_for::<ErrorBody>();
+    shaped_error::<ErrorBody>(ctx, description)
+}
+
+/// An error answer whose body is `E`.
+fn shaped_error<E: JsonSchema>(ctx: &mut GenContext, description: &str) -> openapi::Response {
+    let schema = ctx.schema.subschema_for::<E>();
     openapi::Response {
         description: description.into(),
-        content: IndexMap::from_iter([(
-            "application/json".into(),
-            MediaType {
-                schema: Some(SchemaObject {
-                    json_schema: schema,
-                    example: None,
-                    external_docs: None,
-                }),
-                ..MediaType::default()
-            },
-        )]),
+        content: IndexMap::from_iter([("application/json".into(), media(schema))]),
         ..openapi::Response::default()
     }
 }
@@ -330,6 +325,81 @@ fn add_error<'t>(
     op
 }
 
+/// The statuses a route's handler answers in an error shape of its own,
+/// `E` (a wire's, such as OpenAI's). Where the route's key check or
+/// extractors already answer the same status in the API's shape, the
+/// answer is either.
+pub(super) fn answers_in<'t, E: JsonSchema>(
+    mut op: TransformOperation<'t>,
+    codes: &[(u16, &'static str)],
+) -> TransformOperation<'t> {
+    let responses = op
+        .inner_mut()
+        .responses
+        .get_or_insert_with(Default::default);
+    for (code, description) in codes {
+        let mut own = aide::generate::in_context(|ctx| shaped_error::<E>(ctx, description));
+        let status = DocStatus::Code(*code);
+        if let Some(ReferenceOr::Item(api)) = responses.responses.get(&status) {
+            own = either(api, own, &E::schema_name());
+        }
+        responses.responses.insert(status, ReferenceOr::Item(own));
+    }
+    op
+}
+
+/// One answer for a status that comes in either of two error shapes: the
+/// API's, or the one named `shape`.
+fn either(api: &openapi::Response, own: openapi::Response, shape: &str) -> openapi::Response {
+    let schema = |response: &openapi::Response| {
+        response
+            .content
+            .get("application/json")
+            .and_then(|m| m.schema.as_ref())
+            .map(|s| s.json_schema.clone())
+    };
+    let (Some(first), Some(second)) = (schema(api), schema(&own)) else {
+        return own;
+    };
+    let any_of = schemars::json_schema!({"anyOf": [first, second]});
+    openapi::Response {
+        description: format!("{}; or, as {shape}: {}", api.description, own.description),
+        content: IndexMap::from_iter([("application/json".into(), media(any_of))]),
+        ..openapi::Response::default()
+    }
+}
+
+/// The 200 answer is also a stream of server-sent events
+/// (`text/event-stream`), each event's `data` a JSON `T` as `data` says.
+pub(super) fn event_stream<'t, T: JsonSchema>(
+    mut op: TransformOperation<'t>,
+    data: &str,
+) -> TransformOperation<'t> {
+    let payload = aide::generate::in_context(|ctx| ctx.schema.subschema_for::<T>());
+    let event = schemars::json_schema!({
+        "type": "object",
+        "description": "One server-sent event (`event:`, `data:` lines); `data` is JSON text",
+        "properties": {
+            "event": {"type": "string", "description": "The event's type, where the stream names it"},
+            "data": {
+                "type": "string",
+                "description": data,
+                "contentMediaType": "application/json",
+                "contentSchema": payload,
+            },
+        },
+        "required": ["data"],
+    });
+    let responses = op
+        .inner_mut()
+        .responses
+        .get_or_insert_with(Default::default);
+    if let Some(ReferenceOr::Item(ok)) = responses.responses.get_mut(&DocStatus::Code(200)) {
+        ok.content.insert("text/event-stream".into(), media(event));
+    }
+    op
+}
+
 /// A key's quota used up (admission, on every way a job is submitted).
 pub(super) const QUOTA: (u16, &str) = (
     429,
@@ -371,37 +441,7 @@ impl OperationInput for Caller {
 /// where every field is).
 impl<T: JsonSchema> OperationInput for JsonBody<T> {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let schema = ctx.schema.subschema_for::<T>();
-        let description = ctx
-            .resolve_schema(&schema)
-            .get("description")
-            .and_then(Value::as_str)
-            .map(String::from);
-        let required = ctx
-            .resolve_schema(&schema)
-            .get("required")
-            .and_then(Value::as_array)
-            .is_some_and(|r| !r.is_empty());
-        set_body(
-            ctx,
-            operation,
-            RequestBody {
-                description,
-                content: IndexMap::from_iter([(
-                    "application/json".into(),
-                    MediaType {
-                        schema: Some(SchemaObject {
-                            json_schema: schema,
-                            example: None,
-                            external_docs: None,
-                        }),
-                        ..MediaType::default()
-                    },
-                )]),
-                required,
-                extensions: IndexMap::default(),
-            },
-        );
+        set_json_body::<T>(ctx, operation);
     }
 
     fn inferred_early_responses(
@@ -418,6 +458,47 @@ impl<T: JsonSchema> OperationInput for JsonBody<T> {
                 ),
             ],
         )
+    }
+}
+
+/// A JSON body of `T` that the handler reads itself: its refusals are the
+/// handler's own (its route's document says them).
+impl<T: JsonSchema> OperationInput for WireBody<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        set_json_body::<T>(ctx, operation);
+    }
+}
+
+/// `T` as the operation's `application/json` body, required where `T`
+/// has required fields, described as `T` is.
+fn set_json_body<T: JsonSchema>(ctx: &mut GenContext, operation: &mut Operation) {
+    let schema = ctx.schema.subschema_for::<T>();
+    let resolved = ctx.resolve_schema(&schema);
+    let description = resolved
+        .get("description")
+        .and_then(Value::as_str)
+        .map(String::from);
+    let required = resolved
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| !r.is_empty());
+    let body = RequestBody {
+        description,
+        content: IndexMap::from_iter([("application/json".into(), media(schema))]),
+        required,
+        extensions: IndexMap::default(),
+    };
+    set_body(ctx, operation, body);
+}
+
+fn media(json_schema: schemars::Schema) -> MediaType {
+    MediaType {
+        schema: Some(SchemaObject {
+            json_schema,
+            example: None,
+            external_docs: None,
+        }),
+        ..MediaType::default()
     }
 }
 
@@ -518,7 +599,7 @@ mod tests {
             "generated"
         );
         // A route the code does not describe yet keeps its hand entry.
-        assert!(merged["paths"]["/v1/chat/completions"]["post"].is_object());
+        assert!(merged["paths"]["/mcp"]["post"].is_object());
         assert!(merged["components"]["schemas"]["MessageEnvelope"].is_object());
     }
 }
