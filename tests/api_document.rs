@@ -11,7 +11,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::daemon::{Site, client, get};
+use common::daemon::{Site, client, get, post_json};
 use common::mock_server;
 use serde_json::{Value, json};
 
@@ -252,6 +252,195 @@ async fn a2a_and_mcp_answers_match_their_schemas_in_the_document() {
         "the MCP message is described: {request:#}"
     );
     assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_wires_bodies_and_answers_match_their_schemas_in_the_document() {
+    let mock = mock_server("replies:\n  - content: hi\n").await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "echo",
+        "name: echo\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let document = get(&http, &daemon, "/v1/openapi.json").await;
+
+    let chat = json!({"model": "bundle/echo", "n": 1, "tool_choice": "auto",
+                      "messages": [{"role": "system", "content": "Be brief."},
+                                   {"role": "user", "content": [{"type": "text", "text": "hello"}]}]});
+    takes(&document, "/v1/chat/completions", &chat);
+    let (status, completion) = post_json(&http, &daemon, "/v1/chat/completions", chat).await;
+    assert_eq!(status, 200, "{completion}");
+    conforms(
+        &document,
+        "/v1/chat/completions",
+        "post",
+        "200",
+        &completion,
+    );
+    // A document that accepted anything would pass the above.
+    let mut wrong = completion.clone();
+    wrong["choices"][0]["finish_reason"] = json!("length");
+    assert!(!valid(
+        &document,
+        "/v1/chat/completions",
+        "post",
+        "200",
+        &wrong
+    ));
+    let unknown = json!({"model": "gpt-4", "messages": [{"role": "user", "content": "x"}]});
+    let (status, error) = post_json(&http, &daemon, "/v1/chat/completions", unknown).await;
+    assert_eq!(status, 404, "{error}");
+    conforms(&document, "/v1/chat/completions", "post", "404", &error);
+
+    let models = get(&http, &daemon, "/v1/models").await;
+    conforms(&document, "/v1/models", "get", "200", &models);
+
+    let request = json!({"model": "bundle/echo", "instructions": "Be brief.",
+                         "text": {"format": {"type": "text"}},
+                         "input": [{"role": "user", "content": [{"type": "input_text", "text": "hello"}]}]});
+    takes(&document, "/v1/responses", &request);
+    let (status, response) = post_json(&http, &daemon, "/v1/responses", request).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(response["status"], "completed", "{response}");
+    conforms(&document, "/v1/responses", "post", "200", &response);
+    let id = response["id"].as_str().unwrap();
+    let read = get(&http, &daemon, &format!("/v1/responses/{id}")).await;
+    conforms(&document, "/v1/responses/{id}", "get", "200", &read);
+    let items = get(&http, &daemon, &format!("/v1/responses/{id}/input_items")).await;
+    assert_eq!(items["data"].as_array().map(Vec::len), Some(2), "{items}");
+    conforms(
+        &document,
+        "/v1/responses/{id}/input_items",
+        "get",
+        "200",
+        &items,
+    );
+    let deleted: Value = http
+        .delete(daemon.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    conforms(&document, "/v1/responses/{id}", "delete", "200", &deleted);
+    let missing = http
+        .get(daemon.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+    let body: Value = missing.json().await.unwrap();
+    conforms(&document, "/v1/responses/{id}", "get", "404", &body);
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// A bundle whose model calls its tool, then answers.
+const CALLER: &str = r#"name: caller
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: echo
+    kind: process
+    description: echo the arguments
+    effect: read_only
+    command: [python3, -c, "import json,sys; print(json.dumps(json.load(sys.stdin)))"]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_wires_streamed_events_match_their_schemas_in_the_document() {
+    let mock = mock_server(
+        "replies:\n  - tool_calls: [{id: call-1, name: echo, arguments: {x: 1}}]\n  - content: the echo said 1\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("caller", CALLER);
+    let daemon = site.start();
+    let http = client();
+    let document = get(&http, &daemon, "/v1/openapi.json").await;
+
+    let request = json!({"model": "bundle/caller", "input": "echo 1", "stream": true});
+    takes(&document, "/v1/responses", &request);
+    let events = stream(&http, &daemon, "/v1/responses", &request).await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.contains(&"response.mcp_call.completed"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"response.completed"), "{kinds:?}");
+    for event in &events {
+        assert!(
+            streamed_valid(&document, "/v1/responses", event),
+            "a Responses event does not match the document: {event:#}"
+        );
+    }
+    // The response as retrieved holds the call's item and the answer.
+    let id = events[0]["response"]["id"].as_str().unwrap();
+    let read = get(&http, &daemon, &format!("/v1/responses/{id}")).await;
+    assert_eq!(read["output"][0]["type"], "mcp_call", "{read}");
+    conforms(&document, "/v1/responses/{id}", "get", "200", &read);
+    // A document that accepted anything would pass the above.
+    let mut wrong = events[0].clone();
+    wrong["type"] = json!("response.sleeping");
+    assert!(!streamed_valid(&document, "/v1/responses", &wrong));
+
+    let chat = json!({"model": "bundle/caller", "stream": true, "stream_options": {"include_usage": true},
+                      "messages": [{"role": "user", "content": "echo 1"}]});
+    takes(&document, "/v1/chat/completions", &chat);
+    let chunks = stream(&http, &daemon, "/v1/chat/completions", &chat).await;
+    assert!(chunks.len() > 3, "{chunks:?}");
+    assert!(chunks.last().unwrap()["usage"].is_object(), "{chunks:?}");
+    for chunk in &chunks {
+        assert!(
+            streamed_valid(&document, "/v1/chat/completions", chunk),
+            "a chunk does not match the document: {chunk:#}"
+        );
+    }
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+/// The JSON `data` of each event `POST path` answers `body` with, up to
+/// the stream's end (chat completions' `[DONE]` left out).
+async fn stream(
+    http: &reqwest::Client,
+    daemon: &common::daemon::Daemon,
+    path: &str,
+    body: &Value,
+) -> Vec<Value> {
+    let response = http.post(daemon.url(path)).json(body).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+/// Whether `data` matches the document's schema of one event's data in
+/// the stream `POST path` answers.
+fn streamed_valid(document: &Value, path: &str, data: &Value) -> bool {
+    let schema = &document["paths"][path]["post"]["responses"]["200"]["content"]["text/event-stream"]
+        ["schema"]["properties"]["data"]["contentSchema"];
+    assert!(schema.is_object(), "POST {path} describes no event data");
+    let mut root = schema.clone();
+    root["components"] = document["components"].clone();
+    let validator = jsonschema::validator_for(&root).expect("the schema compiles");
+    validator.is_valid(data)
+}
+
+/// Asserts the document's request body of `POST path` takes `body`.
+fn takes(document: &Value, path: &str, body: &Value) {
+    let schema =
+        &document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"];
+    assert!(schema.is_object(), "POST {path} has no JSON body schema");
+    let mut root = schema.clone();
+    root["components"] = document["components"].clone();
+    let validator = jsonschema::validator_for(&root).expect("the schema compiles");
+    assert!(
+        validator.is_valid(body),
+        "POST {path}: the document does not take the body {body:#}"
+    );
 }
 
 fn conforms(document: &Value, path: &str, method: &str, status: &str, body: &Value) {

@@ -131,3 +131,29 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
             })
     }
 }
+
+/// A JSON body of `T` that the handler reads itself ([`WireBody::read`]),
+/// so that its refusals are in its wire's own shape (OpenAI's, on the
+/// OpenAI wires) rather than the API's; the API document describes `T`.
+pub struct WireBody<T> {
+    bytes: Bytes,
+    of: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: DeserializeOwned> WireBody<T> {
+    /// The body as `T`, or serde's reason why it is not one.
+    pub fn read(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.bytes)
+    }
+}
+
+impl<S: Send + Sync, T> FromRequest<S> for WireBody<T> {
+    type Rejection = <Bytes as FromRequest<S>>::Rejection;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            bytes: Bytes::from_request(request, state).await?,
+            of: std::marker::PhantomData,
+        })
+    }
+}

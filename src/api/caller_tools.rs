@@ -28,6 +28,50 @@ fn invalid(param: &str, message: impl Into<String>) -> ApiError {
     ApiError::field(ErrorCode::InvalidRequest, param, message)
 }
 
+/// A caller's function tool, as `tools` takes it on either wire: chat
+/// completions nest its definition in `function`, Responses do not.
+// Only its schema is used: [`read`] reads each tool as JSON.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub(super) enum CallerTool {
+    Nested {
+        #[serde(rename = "type")]
+        kind: FunctionTool,
+        function: ToolDefinition,
+    },
+    Flat {
+        #[serde(rename = "type")]
+        kind: FunctionTool,
+        #[serde(flatten)]
+        definition: ToolDefinition,
+    },
+}
+
+/// `"function"`: the one kind of caller tool.
+// Only its schema is used.
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)]
+pub(super) enum FunctionTool {
+    Function,
+}
+
+// Only its schema is used.
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)]
+pub(super) struct ToolDefinition {
+    /// Letters, digits, `_` and `-`; no two tools of a request, and no
+    /// tool of the bundle, share it.
+    #[schemars(length(min = 1, max = MAX_NAME), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
+    name: String,
+    /// At most 8 KiB.
+    description: Option<String>,
+    /// The JSON Schema of the arguments (at most 32 KiB of JSON); left out,
+    /// an object of no properties.
+    parameters: Option<serde_json::Map<String, Value>>,
+}
+
 /// The function tools of a request's `tools` (either wire's shape:
 /// Responses' flat `{type, name, description, parameters}` or chat
 /// completions' `{type, function: {…}}`), each checked: a function, a name

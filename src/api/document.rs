@@ -29,7 +29,7 @@ use schemars::{JsonSchema, json_schema};
 use serde_json::Value;
 
 use super::auth::Caller;
-use super::body::{JsonBody, Path, Query};
+use super::body::{JsonBody, Path, Query, WireBody};
 use super::error::{ApiError, ErrorBody};
 use super::trace_context::CallerTrace;
 
@@ -272,7 +272,12 @@ impl Served {
 
 /// An error answer of the API's shape, described once.
 fn error_response(ctx: &mut GenContext, description: &str) -> openapi::Response {
-    let schema = ctx.schema.subschema_for::<ErrorBody>();
+    shaped_error::<ErrorBody>(ctx, description)
+}
+
+/// An error answer whose body is `E`.
+fn shaped_error<E: JsonSchema>(ctx: &mut GenContext, description: &str) -> openapi::Response {
+    let schema = ctx.schema.subschema_for::<E>();
     openapi::Response {
         description: description.into(),
         content: IndexMap::from_iter([("application/json".into(), json_media(schema))]),
@@ -329,6 +334,75 @@ fn add_error<'t>(
     responses
         .responses
         .insert(DocStatus::Code(code), ReferenceOr::Item(response));
+    op
+}
+
+/// The statuses a route's handler answers in an error shape of its own,
+/// `E` (a wire's, such as OpenAI's). Where the route's key check or
+/// extractors already answer the same status in the API's shape, the
+/// answer is either.
+pub(super) fn answers_in<'t, E: JsonSchema>(
+    mut op: TransformOperation<'t>,
+    codes: &[(u16, &'static str)],
+) -> TransformOperation<'t> {
+    let responses = op
+        .inner_mut()
+        .responses
+        .get_or_insert_with(Default::default);
+    for (code, description) in codes {
+        let mut own = aide::generate::in_context(|ctx| shaped_error::<E>(ctx, description));
+        let status = DocStatus::Code(*code);
+        if let Some(ReferenceOr::Item(api)) = responses.responses.get(&status) {
+            own = either(api, own, &E::schema_name());
+        }
+        responses.responses.insert(status, ReferenceOr::Item(own));
+    }
+    op
+}
+
+/// One answer for a status that comes in either of two error shapes: the
+/// API's, or the one named `shape`.
+fn either(api: &openapi::Response, own: openapi::Response, shape: &str) -> openapi::Response {
+    let schema = |response: &openapi::Response| {
+        response
+            .content
+            .get("application/json")
+            .and_then(|m| m.schema.as_ref())
+            .map(|s| s.json_schema.clone())
+    };
+    let (Some(first), Some(second)) = (schema(api), schema(&own)) else {
+        return own;
+    };
+    let any_of = schemars::json_schema!({"anyOf": [first, second]});
+    openapi::Response {
+        description: format!("{}; or, as {shape}: {}", api.description, own.description),
+        content: IndexMap::from_iter([("application/json".into(), json_media(any_of))]),
+        ..openapi::Response::default()
+    }
+}
+
+/// The 200 answer is also a stream of server-sent events
+/// (`text/event-stream`), each event's `data` a JSON `T` as `data` says.
+pub(super) fn event_stream<'t, T: JsonSchema>(
+    mut op: TransformOperation<'t>,
+    data: &str,
+) -> TransformOperation<'t> {
+    let payload = aide::generate::in_context(|ctx| ctx.schema.subschema_for::<T>());
+    let mut text = json_text(payload);
+    text.insert("description".into(), data.into());
+    let event = sse_event(
+        None,
+        "One server-sent event (`event:`, `data:` lines); `data` is JSON text",
+        text,
+    );
+    let responses = op
+        .inner_mut()
+        .responses
+        .get_or_insert_with(Default::default);
+    if let Some(ReferenceOr::Item(ok)) = responses.responses.get_mut(&DocStatus::Code(200)) {
+        ok.content
+            .insert("text/event-stream".into(), json_media(event));
+    }
     op
 }
 
@@ -390,6 +464,14 @@ impl<T: JsonSchema> OperationInput for JsonBody<T> {
                 ),
             ],
         )
+    }
+}
+
+/// A JSON body of `T` that the handler reads itself: its refusals are the
+/// handler's own (its route's document says them).
+impl<T: JsonSchema> OperationInput for WireBody<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        json_request_body::<T>(ctx, operation);
     }
 }
 
@@ -556,7 +638,7 @@ mod tests {
             "generated"
         );
         // A route the code does not describe yet keeps its hand entry.
-        assert!(merged["paths"]["/v1/chat/completions"]["post"].is_object());
-        assert!(merged["components"]["schemas"]["JsonRpcError"].is_object());
+        assert!(merged["paths"]["/v1/reload"]["post"].is_object());
+        assert!(merged["components"]["schemas"]["ReloadReport"].is_object());
     }
 }

@@ -55,7 +55,7 @@ use aide::axum::routing::{ApiMethodRouter, delete_with, get_with, post_with};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use serde_json::json;
 
@@ -293,24 +293,51 @@ fn job_routes() -> ApiRouter<AppState> {
 fn wire_routes() -> ApiRouter<AppState> {
     use Action::*;
     ApiRouter::new()
-        .route(
+        .api_route(
             "/chat/completions",
-            with(SubmitJob, post(openai::completions)),
+            with(
+                SubmitJob,
+                post_with(openai::completions, openai::completions_doc),
+            ),
         )
-        .route("/models", with(ReadBundle, get(openai::models)))
-        .route("/responses", with(SubmitJob, post(responses::create)))
-        .route(
+        .api_route(
+            "/models",
+            with(ReadBundle, get_with(openai::models, openai::models_doc)),
+        )
+        .api_route(
+            "/responses",
+            with(
+                SubmitJob,
+                post_with(responses::create, responses::create_doc),
+            ),
+        )
+        .api_route(
             "/responses/{id}",
-            with(ReadJob, get(responses::retrieve))
-                .merge(with(DeleteJob, delete(responses::delete))),
+            with(
+                ReadJob,
+                get_with(responses::retrieve, responses::retrieve_doc),
+            )
+            .merge(with(
+                DeleteJob,
+                delete_with(responses::delete, responses::delete_doc),
+            )),
         )
-        .route(
+        .api_route(
             "/responses/{id}/cancel",
-            with(CancelJob, post(responses::cancel)),
+            with(
+                CancelJob,
+                post_with(responses::cancel, responses::cancel_doc),
+            ),
         )
-        .route(
+        .api_route(
             "/responses/{id}/input_items",
-            with(ReadJob, get(responses::input_items::list)),
+            with(
+                ReadJob,
+                get_with(
+                    responses::input_items::list,
+                    responses::input_items::list_doc,
+                ),
+            ),
         )
         .api_route(
             "/agui/{bundle}",

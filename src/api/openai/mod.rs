@@ -11,25 +11,30 @@ use crate::access::policy::{Action, Resource};
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use aide::transform::TransformOperation;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 mod reply;
 mod request;
+mod wire;
 
 use reply::{completion, stream};
-use request::{MODEL_PREFIX, Parsed};
-pub(super) use request::{answer_format, bundle_of, parse, refuse_unsupported};
+use request::{ChatRequest, MODEL_PREFIX, Parsed, checked};
+pub(super) use request::{ToolChoice, answer_format, bundle_of, parse, refuse_unsupported};
+use wire::{ChatCompletion, ChatCompletionChunk, Model, ModelList, ModelObject};
+pub(super) use wire::{ListObject, OpenAiErrorBody, OpenAiErrorType};
 
 use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
+use super::body::WireBody;
+use super::document::{answers_in, event_stream};
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, listen_first};
 use super::jobs::wait_finished;
@@ -49,7 +54,7 @@ struct Streamed {
 pub struct OpenAiError {
     status: StatusCode,
     message: String,
-    kind: &'static str,
+    kind: OpenAiErrorType,
     param: Option<String>,
     code: Option<String>,
     /// Seconds before a retry (`Retry-After`), as the API's own error says.
@@ -61,7 +66,7 @@ impl OpenAiError {
         Self {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
-            kind: "invalid_request_error",
+            kind: OpenAiErrorType::InvalidRequest,
             param: Some(param.into()),
             // Clients may branch on `code`; it is never null.
             code: Some("invalid_request".into()),
@@ -73,14 +78,26 @@ impl OpenAiError {
         self.status
     }
 
+    /// The error as the wire answers it.
+    pub(super) fn wire(&self) -> OpenAiErrorBody {
+        OpenAiErrorBody {
+            error: wire::OpenAiErrorDetail {
+                message: self.message.clone(),
+                kind: self.kind,
+                param: self.param.clone(),
+                code: self.code.clone(),
+            },
+        }
+    }
+
     pub(super) fn body(&self) -> Value {
-        json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+        serde_json::to_value(self.wire()).unwrap_or_default()
     }
 }
 
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, Json(self.body())).into_response();
+        let mut response = (self.status, Json(self.wire())).into_response();
         // As every 503 of the daemon (see `error.rs`): try again later.
         let retry_after = self
             .retry_after
@@ -100,23 +117,24 @@ impl From<ApiError> for OpenAiError {
     fn from(e: ApiError) -> Self {
         // The API's status where OpenAI's SDKs act on it (429 and 503 are
         // retried, honouring Retry-After); 400 for the rest of the 4xx.
+        use OpenAiErrorType::*;
         let (status, kind) = match e.code {
             ErrorCode::UnknownBundle | ErrorCode::NotFound => {
-                (StatusCode::NOT_FOUND, "invalid_request_error")
+                (StatusCode::NOT_FOUND, InvalidRequest)
             }
-            ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, "authentication_error"),
-            ErrorCode::Forbidden => (StatusCode::FORBIDDEN, "permission_error"),
+            ErrorCode::Unauthorized => (StatusCode::UNAUTHORIZED, Authentication),
+            ErrorCode::Forbidden => (StatusCode::FORBIDDEN, Permission),
             ErrorCode::BudgetExhausted | ErrorCode::QuotaExceeded => {
-                (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error")
+                (StatusCode::TOO_MANY_REQUESTS, RateLimit)
             }
-            ErrorCode::IdempotencyConflict => (StatusCode::CONFLICT, "invalid_request_error"),
+            ErrorCode::IdempotencyConflict => (StatusCode::CONFLICT, InvalidRequest),
             ErrorCode::Unavailable
             | ErrorCode::JobAwaitingApproval
-            | ErrorCode::JobNeedsAttention => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            | ErrorCode::JobNeedsAttention => (StatusCode::SERVICE_UNAVAILABLE, Server),
             ErrorCode::Internal | ErrorCode::JobFailed => {
-                (StatusCode::INTERNAL_SERVER_ERROR, "server_error")
+                (StatusCode::INTERNAL_SERVER_ERROR, Server)
             }
-            _ => (StatusCode::BAD_REQUEST, "invalid_request_error"),
+            _ => (StatusCode::BAD_REQUEST, InvalidRequest),
         };
         // The API's own code (`not_found`, `quota_exceeded`), as every
         // other route spells it.
@@ -135,18 +153,93 @@ impl From<ApiError> for OpenAiError {
     }
 }
 
+/// `GET /v1/models` in the API document.
+pub(super) fn models_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary("The loaded bundles the key may use, as OpenAI models (`bundle/<name>`)")
+        .response_with::<200, Json<ModelList>, _>(|r| r.description("The models"))
+}
+
 /// `GET /v1/models`: every loaded bundle the key may use, as
 /// `bundle/<name>`.
-pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<Value> {
+pub async fn models(State(state): State<AppState>, caller: Caller) -> Json<ModelList> {
     let snapshot = state.registry.snapshot();
-    let data: Vec<Value> = snapshot
+    let data = snapshot
         .loaded()
         .filter(|b| caller.allows(Action::ReadBundle, &Resource::bundle(b.name())))
-        .map(|b| {
-            json!({"id": format!("{MODEL_PREFIX}{}", b.name()), "object": "model", "created": 0, "owned_by": "structured-agents"})
+        .map(|b| Model {
+            id: format!("{MODEL_PREFIX}{}", b.name()),
+            object: ModelObject::Model,
+            created: 0,
+            owned_by: "structured-agents".into(),
         })
         .collect();
-    Json(json!({"object": "list", "data": data}))
+    Json(ModelList {
+        object: ListObject::List,
+        data,
+    })
+}
+
+/// `POST /v1/chat/completions` in the API document.
+pub(super) fn completions_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "OpenAI-compatible chat completion: runs the bundle named by `model` \
+             (`bundle/<name>`) as a job over `messages`",
+        )
+        .description(
+            "The job is an ordinary job (in `/v1/jobs`, retried and resumed like any other) and \
+             runs to its end even when the client hangs up. Refusals of the request are in \
+             OpenAI's error shape; the key's scope and the request layer answer in the API's.",
+        )
+        .response_with::<200, Json<ChatCompletion>, _>(|r| {
+            r.description(
+                "The `chat.completion`; with `stream: true` `chat.completion.chunk` \
+                 server-sent events, ending in `data: [DONE]`",
+            )
+        });
+    let op = event_stream::<ChatCompletionChunk>(
+        op,
+        "Each event's `data` is a `chat.completion.chunk` (a failed job's is an error in \
+         OpenAI's shape); the last is `[DONE]`",
+    );
+    answers_in::<OpenAiErrorBody>(
+        op,
+        &[
+            (
+                400,
+                "The request cannot be answered as sent (`param` names what): a body that is \
+                 not a chat request, no user message, `n` other than 1, a `tool_choice` or \
+                 `response_format` the job cannot hold to, caller tools the bundle does not \
+                 take, `stream` with caller tools or tool messages, tool messages that answer \
+                 no call of this key's",
+            ),
+            (403, "The key may not use the model's bundle"),
+            (
+                404,
+                "No such model (`model_not_found`): models are `bundle/<name>`",
+            ),
+            wire_quota(),
+            (
+                500,
+                "The job ended without an answer (`job_failed`); the job's error says why",
+            ),
+            (
+                503,
+                "The job is parked for a person (`job_awaiting_approval`, \
+                 `job_needs_attention`: the message names the job and what to do), or the \
+                 queue or the event streams are full; Retry-After says when to try again",
+            ),
+        ],
+    )
+}
+
+/// A key's quota or a bundle's daily budget used up, on either OpenAI wire.
+pub(super) fn wire_quota() -> (u16, &'static str) {
+    (
+        429,
+        "The key's rate limit, jobs in flight or daily budget, or the bundle's daily budget, \
+         is used up (`rate_limit_error`); Retry-After says when to try again",
+    )
 }
 
 /// `POST /v1/chat/completions`.
@@ -154,10 +247,10 @@ pub async fn completions(
     State(state): State<AppState>,
     caller: Caller,
     trace: super::trace_context::CallerTrace,
-    body: Bytes,
+    body: WireBody<ChatRequest>,
 ) -> Response {
     let traceparent = trace.or_body(None);
-    match start(&state, &caller, &body, traceparent).await {
+    match start(&state, &caller, body.read(), traceparent).await {
         Err(e) => e.into_response(),
         Ok((job, Some(streamed))) => {
             let answer = super::answer::answer_stream(&state, &job);
@@ -181,7 +274,7 @@ pub async fn completions(
 async fn start(
     state: &AppState,
     caller: &Caller,
-    body: &[u8],
+    read: Result<ChatRequest, serde_json::Error>,
     traceparent: Option<String>,
 ) -> Result<(Job, Option<Streamed>), OpenAiError> {
     let Parsed {
@@ -190,7 +283,7 @@ async fn start(
         input,
         answer_format,
         caller_tools,
-    } = parse(body)?;
+    } = checked(read)?;
     // Refused before the stream listens (admission checks again).
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;

@@ -3,6 +3,7 @@
 //! over), or its feed as `chat.completion.chunk` SSE word by word, ending in
 //! `[DONE]`.
 
+use super::wire::{AssistantMessage, AssistantRole, Delta, FinishReason, Usage};
 use super::*;
 
 fn now_secs() -> u64 {
@@ -24,7 +25,7 @@ fn answer(job: &Job) -> Result<String, OpenAiError> {
             } else {
                 StatusCode::INTERNAL_SERVER_ERROR
             },
-            kind: "server_error",
+            kind: OpenAiErrorType::Server,
             param: None,
             code: Some(
                 match why {
@@ -40,63 +41,94 @@ fn answer(job: &Job) -> Result<String, OpenAiError> {
 }
 
 /// The job's token usage in OpenAI's shape.
-fn usage(job: &Job) -> Value {
-    let usage = job
-        .result
-        .as_ref()
-        .map(|r| r["usage"].clone())
-        .unwrap_or(Value::Null);
-    json!({
-        "prompt_tokens": usage["prompt_tokens"].as_u64().unwrap_or(0),
-        "completion_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
-        "total_tokens": usage["total_tokens"].as_u64().unwrap_or(0),
-    })
+fn usage(job: &Job) -> Usage {
+    let usage = job.result.as_ref().map(|r| &r["usage"]);
+    let count = |field: &str| usage.and_then(|u| u[field].as_u64()).unwrap_or(0);
+    Usage {
+        prompt_tokens: count("prompt_tokens"),
+        completion_tokens: count("completion_tokens"),
+        total_tokens: count("total_tokens"),
+    }
 }
 
 /// The completion of a finished job — or of one parked on calls of the
 /// caller's tools: those calls, for the client to run
 /// (`finish_reason: "tool_calls"`).
-pub(super) fn completion(job: &Job) -> Result<Value, OpenAiError> {
+pub(super) fn completion(job: &Job) -> Result<ChatCompletion, OpenAiError> {
     if let Some(calls) = crate::api::caller_tools::awaited(job) {
-        let tool_calls: Vec<Value> = calls
+        let tool_calls = calls
             .iter()
-            .map(|call| {
-                json!({"id": wire_call_id(&job.id, &call.call_id), "type": "function",
-                       "function": {"name": call.tool, "arguments": call.arguments.to_string()}})
+            .map(|call| wire::CompletionToolCall {
+                id: wire_call_id(&job.id, &call.call_id),
+                kind: wire::FunctionKind::Function,
+                function: wire::CompletionFunction {
+                    name: call.tool.clone(),
+                    arguments: call.arguments.to_string(),
+                },
             })
             .collect();
-        let message = json!({"role": "assistant", "content": null, "tool_calls": tool_calls});
-        return Ok(completion_body(job, message, "tool_calls"));
+        let message = AssistantMessage {
+            role: AssistantRole::Assistant,
+            content: None,
+            tool_calls,
+        };
+        return Ok(completion_body(job, message, FinishReason::ToolCalls));
     }
-    let content = answer(job)?;
-    let message = json!({"role": "assistant", "content": content});
-    Ok(completion_body(job, message, "stop"))
+    let message = AssistantMessage {
+        role: AssistantRole::Assistant,
+        content: Some(answer(job)?),
+        tool_calls: Vec::new(),
+    };
+    Ok(completion_body(job, message, FinishReason::Stop))
 }
 
 /// A chat completion of `job` with one choice: `message`, ended by `finish`.
-fn completion_body(job: &Job, message: Value, finish: &str) -> Value {
-    json!({
-        "id": format!("chatcmpl-{}", job.id),
-        "object": "chat.completion",
-        "created": now_secs(),
-        "model": format!("{MODEL_PREFIX}{}", job.bundle),
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": usage(job),
-    })
+fn completion_body(job: &Job, message: AssistantMessage, finish: FinishReason) -> ChatCompletion {
+    ChatCompletion {
+        id: format!("chatcmpl-{}", job.id),
+        object: wire::CompletionObject::ChatCompletion,
+        created: now_secs(),
+        model: format!("{MODEL_PREFIX}{}", job.bundle),
+        choices: vec![wire::CompletionChoice {
+            index: 0,
+            message,
+            finish_reason: finish,
+        }],
+        usage: usage(job),
+    }
 }
 
-fn chunk_body(job: &Job, delta: Value, finish: Option<&str>) -> Value {
-    json!({
-        "id": format!("chatcmpl-{}", job.id),
-        "object": "chat.completion.chunk",
-        "created": now_secs(),
-        "model": format!("{MODEL_PREFIX}{}", job.bundle),
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    })
+/// A chunk of `job`'s stream with one choice.
+fn chunk_body(job: &Job, delta: Delta, finish: Option<FinishReason>) -> ChatCompletionChunk {
+    ChatCompletionChunk {
+        id: format!("chatcmpl-{}", job.id),
+        object: wire::ChunkObject::ChatCompletionChunk,
+        created: now_secs(),
+        model: format!("{MODEL_PREFIX}{}", job.bundle),
+        choices: vec![wire::ChunkChoice {
+            index: 0,
+            delta,
+            finish_reason: finish,
+        }],
+        usage: None,
+        approval_required: None,
+    }
 }
 
-fn chunk(job: &Job, delta: Value, finish: Option<&str>) -> SseEvent {
-    SseEvent::default().data(chunk_body(job, delta, finish).to_string())
+fn event(chunk: &ChatCompletionChunk) -> SseEvent {
+    SseEvent::default().data(serde_json::to_string(chunk).unwrap_or_default())
+}
+
+fn chunk(job: &Job, delta: Delta, finish: Option<FinishReason>) -> SseEvent {
+    event(&chunk_body(job, delta, finish))
+}
+
+/// A delta of the answer's next piece.
+fn text(content: String) -> Delta {
+    Delta {
+        role: None,
+        content: Some(content),
+    }
 }
 
 /// `chat.completion.chunk`s as the answer streams (the job's answer
@@ -114,7 +146,11 @@ pub(super) fn stream(
         feed,
         include_usage,
     } = streamed;
-    let first = chunk(&job, json!({"role": "assistant", "content": ""}), None);
+    let opening = Delta {
+        role: Some(AssistantRole::Assistant),
+        content: Some(String::new()),
+    };
+    let first = chunk(&job, opening, None);
     let body = futures::stream::unfold(
         (feed, Some(job), answer),
         move |(mut feed, job, mut answer)| async move {
@@ -135,10 +171,9 @@ pub(super) fn stream(
                         if let Some(frame) =
                             crate::api::feed::approval_required(job.id.as_str(), &json)
                         {
-                            let mut body = chunk_body(&job, json!({}), None);
-                            body["approval_required"] = frame;
-                            let event = SseEvent::default().data(body.to_string());
-                            return Some((vec![event], (feed, Some(job), answer)));
+                            let mut body = chunk_body(&job, Delta::default(), None);
+                            body.approval_required = Some(frame);
+                            return Some((vec![event(&body)], (feed, Some(job), answer)));
                         }
                         match serde_json::from_str::<EventEnvelope>(&json) {
                             Ok(event) => answer.event(&event),
@@ -158,7 +193,7 @@ pub(super) fn stream(
                     }
                 };
                 if !text.is_empty() {
-                    let event = chunk(&job, json!({"content": text}), None);
+                    let event = chunk(&job, self::text(text), None);
                     return Some((vec![event], (feed, Some(job), answer)));
                 }
             }
@@ -179,14 +214,14 @@ fn last(job: &Job, stream: &mut AnswerStream, include_usage: bool) -> Vec<SseEve
         Ok(answer) => {
             let rest = stream.end(&answer);
             if !rest.is_empty() {
-                events.push(chunk(job, json!({"content": rest}), None));
+                events.push(chunk(job, text(rest), None));
             }
-            events.push(chunk(job, json!({}), Some("stop")));
+            events.push(chunk(job, Delta::default(), Some(FinishReason::Stop)));
             if include_usage {
-                let mut body = chunk_body(job, json!({}), None);
-                body["choices"] = json!([]);
-                body["usage"] = usage(job);
-                events.push(SseEvent::default().data(body.to_string()));
+                let mut body = chunk_body(job, Delta::default(), None);
+                body.choices.clear();
+                body.usage = Some(usage(job));
+                events.push(event(&body));
             }
         }
         Err(e) => events.push(SseEvent::default().data(e.body().to_string())),

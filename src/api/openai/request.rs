@@ -4,35 +4,141 @@
 //! user message). Responses reads its own body with the same rules.
 
 use axum::http::StatusCode;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::OpenAiError;
+use super::{OpenAiError, OpenAiErrorType};
+use crate::api::caller_tools::CallerTool;
 use crate::types::{AnswerFormat, Message, Role, ToolSchema};
 
 /// The prefix that names a bundle as a model.
 pub(super) const MODEL_PREFIX: &str = "bundle/";
 
-#[derive(Debug, Deserialize)]
-pub(super) struct ChatRequest {
+/// The body of `POST /v1/chat/completions`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ChatRequest {
+    /// `bundle/<name>`: the bundle that answers (`GET /v1/models` lists
+    /// them); another name is a 404 `model_not_found`.
+    #[schemars(example = "bundle/arithmetic")]
     pub(super) model: String,
+    /// The chat, with at least one user message: the last one is the job's
+    /// input, the bundle's system prompt comes first. `tool` messages at
+    /// the end answer the calls a completion handed over and resume its job.
+    #[schemars(with = "Vec<ChatMessage>")]
     pub(super) messages: Vec<Value>,
+    /// Answer as `chat.completion.chunk` server-sent events.
     #[serde(default)]
     pub(super) stream: bool,
-    /// `include_usage`: a last chunk carries the job's token usage (LangChain
-    /// and LiteLLM read it there).
     #[serde(default)]
     pub(super) stream_options: Option<StreamOptions>,
     /// Clients send sampling parameters and more; the bundle decides those
     /// (those it cannot honour are refused, see [`refuse_unsupported`]).
     #[serde(flatten)]
+    #[schemars(with = "ChatParameters")]
     pub(super) rest: Map<String, Value>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 pub(super) struct StreamOptions {
+    /// A last chunk, without choices, carries the job's token usage
+    /// (LangChain and LiteLLM read it there).
     #[serde(default)]
     pub(super) include_usage: bool,
+}
+
+/// A chat message as `messages` takes it (`Message::from_wire` reads it).
+// Only its schema is used: the handler reads each message as JSON.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ChatMessage {
+    role: Role,
+    /// Text, or content parts whose `text`s are joined.
+    content: Option<ChatContent>,
+    /// An assistant message's calls.
+    tool_calls: Option<Vec<Value>>,
+    /// A `tool` message: the `id` of the call it answers.
+    tool_call_id: Option<String>,
+    name: Option<String>,
+}
+
+// Only its schema is used: `Message::from_wire` reads the content.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ChatContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// A content part; its `text`, if any, is taken.
+// Only its schema is used.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ContentPart {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+}
+
+/// The parameters of a chat completion request that the handler reads by
+/// name beside its fields; others (sampling parameters and the like) are
+/// taken and left to the bundle.
+// Only its schema is used: the handler reads these from the rest of the body.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ChatParameters {
+    /// A bundle answers once: any value but 1 is a 400 naming `n`.
+    #[schemars(range(min = 1, max = 1))]
+    n: Option<u32>,
+    /// The caller's own function tools, which the client runs: taken only
+    /// by a bundle that declares `caller_tools` (at most its `max`, none
+    /// named as one of the bundle's tools), else a 400 naming `tools`. A
+    /// call of one ends the completion with `finish_reason: tool_calls`;
+    /// `tool` messages with the calls' ids resume the job (without
+    /// `stream`).
+    tools: Option<Vec<CallerTool>>,
+    tool_choice: Option<ToolChoice>,
+    /// `json_schema` (with `json_schema.schema`) or `json_object`: the
+    /// job's answer is held to it (asked of the model, checked at the end;
+    /// docs/api.md, Answer formats); another type, a missing or invalid
+    /// schema is a 400 naming `response_format`.
+    response_format: Option<ResponseFormat>,
+}
+
+/// Which tools the model may call: the bundle's model chooses among its
+/// tools and the caller's, so only `auto` and `none` are taken; another
+/// choice is a 400 naming `tool_choice`.
+#[derive(Debug, Clone, Copy, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    Auto,
+    // Read from requests (described here); no answer says it.
+    #[allow(dead_code)]
+    None,
+}
+
+/// Chat completions' answer format (the Responses API's flat shape is
+/// taken too).
+// Only its schema is used: `AnswerFormat::from_wire` reads it.
+#[derive(JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(dead_code)]
+enum ResponseFormat {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: NamedSchema },
+}
+
+// Only its schema is used.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct NamedSchema {
+    /// The schema's name (`answer` when left out).
+    name: Option<String>,
+    /// The JSON Schema the answer must match.
+    schema: Value,
+    strict: Option<bool>,
 }
 
 /// A chat completion request as read from its body, before the bundle is
@@ -52,7 +158,12 @@ pub(in crate::api) struct Parsed {
 /// Reads a request body: JSON of the right shape, a `bundle/<name>` model,
 /// chat messages with a user message among them.
 pub(in crate::api) fn parse(body: &[u8]) -> Result<Parsed, OpenAiError> {
-    let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
+    checked(serde_json::from_slice(body))
+}
+
+/// A request as read ([`parse`]): refused, or what its job needs.
+pub(super) fn checked(read: Result<ChatRequest, serde_json::Error>) -> Result<Parsed, OpenAiError> {
+    let request = read.map_err(|e| {
         let param = if e.to_string().contains("messages") {
             "messages"
         } else {
@@ -86,7 +197,7 @@ pub(in crate::api) fn bundle_of(model: &str) -> Result<String, OpenAiError> {
             message: format!(
                 "the model {model:?} does not exist: models here are bundles, named `bundle/<name>` (GET /v1/models lists them)"
             ),
-            kind: "invalid_request_error",
+            kind: OpenAiErrorType::InvalidRequest,
             param: Some("model".into()),
             code: Some("model_not_found".into()),
             retry_after: None,

@@ -4,16 +4,20 @@
 //! `instructions` as the system message) or, for a plain text input and a
 //! continued conversation, its one user text.
 
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::{Path, Query};
-use super::super::openai::OpenAiError;
+use super::super::document::answers_in;
+use super::super::openai::{ListObject, OpenAiError, OpenAiErrorBody};
+use super::request::ResponsePath;
+use super::shape::{InputItem, InputItemList, InputText, MessageKind, TextKind};
 use crate::queue::Job;
 
 /// The most items one page lists (OpenAI's bound).
@@ -23,7 +27,7 @@ const DEFAULT_LIMIT: usize = 20;
 
 /// The list's query. OpenAI's `include` (extra fields of tool items) is
 /// taken and has nothing to add: the items are text messages.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct ListQuery {
     /// List the items after this item id (in the listing's order).
     #[serde(default)]
@@ -31,11 +35,48 @@ pub struct ListQuery {
     /// List the items before this item id (in the listing's order).
     #[serde(default)]
     before: Option<String>,
+    /// Items in a page (20 when left out); another number is a 400
+    /// naming `limit`.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_LIMIT))]
     limit: Option<usize>,
-    /// `asc` (oldest first) or `desc` (newest first, the default).
+    /// `asc` (oldest first) or `desc` (newest first, the default); another
+    /// is a 400 naming `order`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["asc", "desc"]))]
     order: Option<String>,
+}
+
+/// `GET /v1/responses/{id}/input_items` in the API document.
+pub(in crate::api) fn list_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "The input items a response was made from (its messages, `instructions` as the \
+             system message), as OpenAI's list object",
+        )
+        .response_with::<200, Json<InputItemList>, _>(|r| r.description("A page of the items"));
+    answers_in::<OpenAiErrorBody>(
+        op,
+        &[
+            (
+                400,
+                "`limit` or `order` out of range, or `after`/`before` naming no item of the \
+                 response (`param` names which)",
+            ),
+            (
+                403,
+                "The key may not read the response's job (`permission_error`)",
+            ),
+            (
+                404,
+                "No response by that id that the key may see (ids are `resp_<job id>`)",
+            ),
+            (
+                503,
+                "The queue cannot answer now; Retry-After says when to try again",
+            ),
+        ],
+    )
 }
 
 // Its extractors are `retrieve`'s (mod.rs), as axum reads each part of a
@@ -44,7 +85,7 @@ pub struct ListQuery {
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ResponsePath { id }): Path<ResponsePath>,
     Query(query): Query<ListQuery>,
 ) -> Response {
     match listed(&state, &caller, &id, query).await {
@@ -58,7 +99,7 @@ async fn listed(
     caller: &Caller,
     id: &str,
     query: ListQuery,
-) -> Result<Value, OpenAiError> {
+) -> Result<InputItemList, OpenAiError> {
     let limit = match query.limit {
         None => DEFAULT_LIMIT,
         Some(n @ 1..=MAX_LIMIT) => n,
@@ -85,7 +126,7 @@ async fn listed(
         items.reverse();
     }
     let at = |param: &str, item: &str| {
-        items.iter().position(|it| it["id"] == item).ok_or_else(|| {
+        items.iter().position(|it| it.id == item).ok_or_else(|| {
             OpenAiError::invalid(param, format!("no input item {item:?} in response {id:?}"))
         })
     };
@@ -97,41 +138,44 @@ async fn listed(
         None => items.len(),
         Some(before) => at("before", before)?,
     };
-    let page: Vec<Value> = items.iter().take(end).skip(start).cloned().collect();
+    let page: Vec<InputItem> = items.into_iter().take(end).skip(start).collect();
     let has_more = page.len() > limit;
-    let page: Vec<Value> = page.into_iter().take(limit).collect();
-    Ok(json!({
-        "object": "list",
-        "data": page,
-        "first_id": page.first().map(|item| item["id"].clone()),
-        "last_id": page.last().map(|item| item["id"].clone()),
-        "has_more": has_more,
-    }))
+    let page: Vec<InputItem> = page.into_iter().take(limit).collect();
+    Ok(InputItemList {
+        object: ListObject::List,
+        first_id: page.first().map(|item| item.id.clone()),
+        last_id: page.last().map(|item| item.id.clone()),
+        data: page,
+        has_more,
+    })
 }
 
 /// The job's input as Responses message items, oldest first.
-fn input_items(job: &Job) -> Vec<Value> {
+fn input_items(job: &Job) -> Vec<InputItem> {
     let messages = match &job.messages {
         Some(chat) => chat.clone(),
-        None => vec![json!({"role": "user", "content": job.input})],
+        None => vec![serde_json::json!({"role": "user", "content": job.input})],
     };
     messages
         .iter()
         .enumerate()
         .map(|(n, message)| {
             let role = message["role"].as_str().unwrap_or("user");
-            let part = match role {
-                "assistant" => "output_text",
-                _ => "input_text",
+            let kind = match role {
+                "assistant" => TextKind::OutputText,
+                _ => TextKind::InputText,
             };
             let text = message["content"].as_str().unwrap_or_default();
-            json!({
-                "id": format!("msg_{}_in{n}", job.id),
-                "type": "message",
-                "role": role,
-                "status": "completed",
-                "content": [{"type": part, "text": text}],
-            })
+            InputItem {
+                id: format!("msg_{}_in{n}", job.id),
+                kind: MessageKind::Message,
+                role: role.to_string(),
+                status: "completed".into(),
+                content: vec![InputText {
+                    kind,
+                    text: text.to_string(),
+                }],
+            }
         })
         .collect()
 }

@@ -13,26 +13,31 @@
 //! every job, and `previous_response_id` continues the earlier response's
 //! conversation. Errors use OpenAI's shape (see [`super::openai`]).
 
+mod doc;
 pub mod input_items;
 mod items;
 mod object;
+mod request;
+mod shape;
 mod stream;
+
+pub(super) use doc::{cancel_doc, create_doc, delete_doc, retrieve_doc};
 
 use std::convert::Infallible;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
-use super::body::{Path, Query};
+use super::body::{Path, Query, WireBody};
 use super::caller_tools;
 use super::error::{ApiError, ErrorCode};
 use super::feed::{Feed, Item, job_feed, listen_first};
@@ -40,7 +45,9 @@ use super::openai::{OpenAiError, answer_format, bundle_of, refuse_unsupported};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::queue::{CallerOutput, Controls, Job, JobId, JobState, NewJob};
-use object::{PREVIOUS_RESPONSE, job_of, response};
+use object::{PREVIOUS_RESPONSE, ResponseObject, ResponseStatus, job_of, response};
+use request::{CreateRequest, Input, ResponsePath};
+use shape::{DeletedKind, ResponseDeleted};
 use stream::{Frame, Translator};
 
 /// Stored events read to build one response object.
@@ -48,41 +55,14 @@ const MAX_EVENTS: usize = 50_000;
 /// Events per read of the store.
 const PAGE: usize = 256;
 
-#[derive(Debug, Deserialize)]
-struct CreateRequest {
-    model: String,
-    input: Input,
-    #[serde(default)]
-    instructions: Option<String>,
-    #[serde(default)]
-    stream: bool,
-    #[serde(default)]
-    background: bool,
-    #[serde(default)]
-    previous_response_id: Option<String>,
-    #[serde(default)]
-    metadata: Option<Value>,
-    /// Sampling parameters and more: the bundle decides those (those it
-    /// cannot honour are refused, see [`refuse_unsupported`]).
-    #[serde(flatten)]
-    rest: Map<String, Value>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Input {
-    Text(String),
-    Items(Vec<Value>),
-}
-
 /// `POST /v1/responses`.
 pub async fn create(
     State(state): State<AppState>,
     caller: Caller,
     trace: CallerTrace,
-    body: Bytes,
+    body: WireBody<CreateRequest>,
 ) -> Response {
-    match start(&state, &caller, &trace, &body).await {
+    match start(&state, &caller, &trace, body.read()).await {
         Err(e) => e.into_response(),
         Ok(Started::Stream(job, feed)) => events(&state, job, feed, None).into_response(),
         Ok(Started::Background(job, view)) => Json(view.name(response(&job, &[]))).into_response(),
@@ -93,10 +73,14 @@ pub async fn create(
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct RetrieveQuery {
+    /// Answer with the response's Responses events instead (from its
+    /// start, or after `starting_after`), also across a daemon restart.
     #[serde(default)]
     stream: bool,
+    /// With `stream`: the `sequence_number` of the last event the client
+    /// has; the stream resumes after it.
     starting_after: Option<u64>,
 }
 
@@ -105,7 +89,7 @@ pub struct RetrieveQuery {
 pub async fn retrieve(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ResponsePath { id }): Path<ResponsePath>,
     Query(query): Query<RetrieveQuery>,
 ) -> Response {
     let job = match visible(&state, &caller, &id).await {
@@ -130,7 +114,7 @@ pub async fn retrieve(
 pub async fn cancel(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ResponsePath { id }): Path<ResponsePath>,
 ) -> Response {
     let job = match visible(&state, &caller, &id).await {
         Ok(job) => job,
@@ -148,21 +132,24 @@ pub async fn cancel(
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ResponsePath { id }): Path<ResponsePath>,
 ) -> Response {
     let deleted = match job_of(&id) {
         Some(job) => super::jobs::delete_ended(&state, &caller, &job).await,
         None => Err(not_a_response(&id)),
     };
     match deleted {
-        Ok(_) => {
-            Json(json!({"id": id, "object": "response.deleted", "deleted": true})).into_response()
-        }
+        Ok(_) => Json(ResponseDeleted {
+            id,
+            object: DeletedKind::ResponseDeleted,
+            deleted: true,
+        })
+        .into_response(),
         Err(e) => OpenAiError::from(e).into_response(),
     }
 }
 
-fn answer(built: Result<Value, ApiError>) -> Response {
+fn answer(built: Result<ResponseObject, ApiError>) -> Response {
     match built {
         Ok(body) => Json(body).into_response(),
         Err(e) => OpenAiError::from(e).into_response(),
@@ -214,16 +201,12 @@ impl View {
     }
 
     /// `body` (a response of the whole job) as this view's response.
-    fn name(&self, mut body: Value) -> Value {
+    fn name(&self, mut body: ResponseObject) -> ResponseObject {
         if self.after > 0 {
-            body["id"] = json!(format!(
-                "{}.{}",
-                body["id"].as_str().unwrap_or_default(),
-                self.after
-            ));
+            body.id = format!("{}.{}", body.id, self.after);
         }
         if let Some(previous) = &self.previous {
-            body["previous_response_id"] = json!(previous);
+            body.previous_response_id = Some(previous.clone());
         }
         body
     }
@@ -235,10 +218,10 @@ async fn start(
     state: &AppState,
     caller: &Caller,
     trace: &CallerTrace,
-    body: &[u8],
+    read: Result<CreateRequest, serde_json::Error>,
 ) -> Result<Started, OpenAiError> {
-    let request: CreateRequest = serde_json::from_slice(body)
-        .map_err(|e| OpenAiError::invalid("body", format!("invalid response request: {e}")))?;
+    let request =
+        read.map_err(|e| OpenAiError::invalid("body", format!("invalid response request: {e}")))?;
     let bundle = bundle_of(&request.model)?;
     let format = request
         .rest
@@ -507,7 +490,7 @@ fn chat_message(item: &Value) -> Result<Value, InputItemError> {
 /// view's place on. A job parked on calls of the caller's tools is a
 /// `completed` response that ends with those calls as `function_call`
 /// items, for the client to run.
-async fn snapshot(state: &AppState, job: &Job, view: &View) -> Result<Value, ApiError> {
+async fn snapshot(state: &AppState, job: &Job, view: &View) -> Result<ResponseObject, ApiError> {
     let answer = super::answer::answer_stream(state, job);
     let mut translator = Translator::new(job.id.as_str(), answer, None)
         .handing_over(job.controls.caller_tools.iter().map(|t| t.name.clone()));
@@ -526,18 +509,15 @@ async fn snapshot(state: &AppState, job: &Job, view: &View) -> Result<Value, Api
         let mut output = translator.items;
         output.extend(calls.iter().map(items::function_call));
         let mut body = response(job, &output);
-        body["status"] = json!("completed");
+        body.status = ResponseStatus::Completed;
         return Ok(view.name(body));
     }
     if !job.state.is_terminal() {
         return Ok(view.name(response(job, &translator.items)));
     }
-    let mut built = Value::Null;
-    translator.end(job, |items| {
-        built = response(job, items);
-        built.clone()
-    });
-    Ok(view.name(built))
+    let mut built = None;
+    translator.end(job, |items| built.insert(response(job, items)).clone());
+    Ok(view.name(built.unwrap_or_else(|| response(job, &translator.items))))
 }
 
 /// The job's Responses event stream from its feed, after `after`.
@@ -552,7 +532,7 @@ fn events(
     let mut fresh = job.clone();
     fresh.state = JobState::Queued;
     fresh.result = None;
-    let first = translator.start(&response(&fresh, &[]));
+    let first = translator.start(response(&fresh, &[]));
     let body = futures::stream::unfold(
         (feed, Some(translator)),
         |(mut feed, translator)| async move {

@@ -4,8 +4,13 @@
 
 use std::time::UNIX_EPOCH;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::super::openai::ToolChoice;
+pub use super::shape::{
+    CachedTokens, PlainText, ReasoningTokens, ResponseError, ResponseErrorCode, ResponseKind,
+    ResponseMetadata, ResponseObject, ResponseStatus, ResponseUsage, TextConfig, TextFormat,
+};
 use super::stream::response_id;
 use crate::queue::{Job, JobId, JobState};
 
@@ -40,29 +45,34 @@ pub fn view_of(response: &str) -> Option<(JobId, u64)> {
 /// progress (it waits for a person, see `GET /v1/jobs/{id}/approvals`) —
 /// but one that waits for the client's outputs of its calls is
 /// `completed` (the caller sets that, see `snapshot`).
-pub fn status(state: JobState) -> &'static str {
+pub fn status(state: JobState) -> ResponseStatus {
     match state {
-        JobState::Queued => "queued",
-        JobState::Running | JobState::AwaitingApproval | JobState::NeedsAttention => "in_progress",
-        JobState::Succeeded => "completed",
-        JobState::Cancelled => "cancelled",
-        JobState::Failed | JobState::Dead => "failed",
+        JobState::Queued => ResponseStatus::Queued,
+        JobState::Running | JobState::AwaitingApproval | JobState::NeedsAttention => {
+            ResponseStatus::InProgress
+        }
+        JobState::Succeeded => ResponseStatus::Completed,
+        JobState::Cancelled => ResponseStatus::Cancelled,
+        JobState::Failed | JobState::Dead => ResponseStatus::Failed,
     }
 }
 
 /// The `response` object of `job` with output `items`.
-pub fn response(job: &Job, items: &[Value]) -> Value {
+pub fn response(job: &Job, items: &[Value]) -> ResponseObject {
     let created_at = humantime::parse_rfc3339_weak(&job.created_at)
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_secs());
-    let status = status(job.state);
     let error = match job.state {
-        JobState::Failed | JobState::Dead => json!({
-            "code": "server_error",
-            "message": job.answer_or_error().err().map(|why| why.to_string()).unwrap_or_default(),
+        JobState::Failed | JobState::Dead => Some(ResponseError {
+            code: ResponseErrorCode::ServerError,
+            message: job
+                .answer_or_error()
+                .err()
+                .map(|why| why.to_string())
+                .unwrap_or_default(),
         }),
-        _ => Value::Null,
+        _ => None,
     };
     let usage = job.result.as_ref().map(|r| &r["usage"]);
     let count = |field: &str| usage.and_then(|u| u[field].as_u64()).unwrap_or(0);
@@ -72,54 +82,54 @@ pub fn response(job: &Job, items: &[Value]) -> Value {
         .flat_map(|item| item["content"].as_array().into_iter().flatten())
         .filter_map(|part| part["text"].as_str())
         .collect();
-    json!({
-        "id": response_id(job.id.as_str()),
-        "object": "response",
-        "created_at": created_at,
-        "status": status,
-        "model": format!("bundle/{}", job.bundle),
-        "previous_response_id": job.variables.get(PREVIOUS_RESPONSE).cloned().unwrap_or(Value::Null),
-        "output": items,
-        "output_text": output_text,
-        "error": error,
-        "incomplete_details": null,
-        "instructions": null,
-        "metadata": metadata(job),
-        "parallel_tool_calls": true,
-        "temperature": null,
-        "top_p": null,
-        "tool_choice": "auto",
-        "tools": [],
-        "text": {"format": text_format(job)},
-        "background": null,
-        "usage": {
-            "input_tokens": count("prompt_tokens"),
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": count("completion_tokens"),
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": count("total_tokens"),
+    ResponseObject {
+        id: response_id(job.id.as_str()),
+        object: ResponseKind::Response,
+        created_at,
+        status: status(job.state),
+        model: format!("bundle/{}", job.bundle),
+        previous_response_id: job
+            .variables
+            .get(PREVIOUS_RESPONSE)
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        output: items.to_vec(),
+        output_text,
+        error,
+        incomplete_details: (),
+        instructions: (),
+        metadata: ResponseMetadata {
+            job_id: job.id.to_string(),
+            conversation_id: job.conversation_id.clone(),
         },
-    })
+        parallel_tool_calls: true,
+        temperature: (),
+        top_p: (),
+        tool_choice: ToolChoice::Auto,
+        tools: [],
+        text: TextConfig {
+            format: text_format(job),
+        },
+        background: (),
+        usage: ResponseUsage {
+            input_tokens: count("prompt_tokens"),
+            input_tokens_details: CachedTokens { cached_tokens: 0 },
+            output_tokens: count("completion_tokens"),
+            output_tokens_details: ReasoningTokens {
+                reasoning_tokens: 0,
+            },
+            total_tokens: count("total_tokens"),
+        },
+    }
 }
 
 /// The response's `text.format`: the answer format the job holds to, in
 /// the Responses API's own (flat) shape, or `text`.
-fn text_format(job: &Job) -> Value {
-    job.controls
-        .answer_format
-        .as_ref()
-        .and_then(|format| serde_json::to_value(format).ok())
-        .unwrap_or_else(|| json!({"type": "text"}))
-}
-
-/// The response's `metadata` (string values only, as the API has them):
-/// its job and conversation.
-fn metadata(job: &Job) -> Value {
-    let mut metadata = json!({"job_id": job.id});
-    if let Some(conversation) = &job.conversation_id {
-        metadata["conversation_id"] = json!(conversation);
+fn text_format(job: &Job) -> TextFormat {
+    match &job.controls.answer_format {
+        Some(format) => TextFormat::Held(format.clone()),
+        None => TextFormat::Plain(PlainText::Text),
     }
-    metadata
 }
 
 #[cfg(test)]
@@ -138,7 +148,10 @@ mod tests {
 
     #[test]
     fn parked_jobs_are_in_progress() {
-        assert_eq!(status(JobState::AwaitingApproval), "in_progress");
-        assert_eq!(status(JobState::Dead), "failed");
+        assert_eq!(
+            status(JobState::AwaitingApproval),
+            ResponseStatus::InProgress
+        );
+        assert_eq!(status(JobState::Dead), ResponseStatus::Failed);
     }
 }

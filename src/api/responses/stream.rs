@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 use super::super::feed::approval_required;
 use super::items;
+use super::object::{ResponseObject, ResponseStatus};
 use crate::events::answer::AnswerStream;
 use crate::events::{Event, EventEnvelope};
 use crate::queue::Job;
@@ -192,14 +193,15 @@ impl Translator {
 
     /// `response.created` and `response.in_progress`, given the response
     /// as it starts.
-    pub fn start(&mut self, response: &Value) -> Vec<Frame> {
+    pub fn start(&mut self, response: ResponseObject) -> Vec<Frame> {
+        let mut running = response.clone();
+        running.status = ResponseStatus::InProgress;
         let created = self.frame(
             step::CREATED,
             "response.created",
-            json!({"response": response}),
+            json!({"response": as_json(&response)}),
         );
-        let mut running = response.clone();
-        running["status"] = json!("in_progress");
+        let running = as_json(&running);
         let progress = self.frame(
             step::IN_PROGRESS,
             "response.in_progress",
@@ -434,7 +436,11 @@ impl Translator {
     /// final event (`response.completed`, `.failed`, `.cancelled`) with
     /// `response` (see [`super::object::response`]) built by the caller
     /// from [`Translator::items`].
-    pub fn end(&mut self, job: &Job, response: impl FnOnce(&[Value]) -> Value) -> Vec<Frame> {
+    pub fn end(
+        &mut self,
+        job: &Job,
+        response: impl FnOnce(&[Value]) -> ResponseObject,
+    ) -> Vec<Frame> {
         // The end's place follows every stored event.
         self.stored += 1;
         let mut frames = Vec::new();
@@ -454,13 +460,12 @@ impl Translator {
             frames.extend(self.close_message(index));
         }
         let body = response(&self.items);
-        let kind = match body["status"].as_str() {
-            Some("completed") => "response.completed",
-            Some("cancelled") => "response.cancelled",
-            Some("incomplete") => "response.incomplete",
+        let kind = match body.status {
+            ResponseStatus::Completed => "response.completed",
+            ResponseStatus::Cancelled => "response.cancelled",
             _ => "response.failed",
         };
-        frames.extend(self.frame(step::FINAL, kind, json!({"response": body})));
+        frames.extend(self.frame(step::FINAL, kind, json!({"response": as_json(&body)})));
         frames
     }
 
@@ -491,6 +496,11 @@ impl Translator {
         .flatten()
         .collect()
     }
+}
+
+/// A response object as an event's field.
+fn as_json(response: &ResponseObject) -> Value {
+    serde_json::to_value(response).unwrap_or_default()
 }
 
 /// An `output_text` content part.

@@ -1,5 +1,6 @@
 //! The translator's events: numbering, resuming, calls and approvals.
 
+use super::super::object::response;
 use super::*;
 
 fn stored(turn: u32, event: Value) -> String {
@@ -50,14 +51,17 @@ fn run(after: Option<u64>, live: &[&str]) -> Vec<Frame> {
     let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
     let answer = AnswerStream::new("j", Some(no_markup), false);
     let mut t = Translator::new("j", answer, after);
-    let mut out = t.start(&json!({"id": "resp_j", "status": "queued"}));
+    let mut queued = finished("");
+    queued.state = crate::queue::JobState::Queued;
+    let mut out = t.start(response(&queued, &[]));
     out.extend(t.stored(1, &call()));
     out.extend(t.stored(2, &result()));
     for piece in live {
         out.extend(t.token("j", 2, piece));
     }
     out.extend(t.stored(3, &reply("Hello world")));
-    out.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
+    let done = finished("Hello world");
+    out.extend(t.end(&done, |items| response(&done, items)));
     out
 }
 
@@ -124,7 +128,7 @@ fn a_call_the_job_ended_without_a_result_for_is_incomplete() {
     frames.extend(t.stored(2, &call()));
     let mut job = finished("");
     job.state = crate::queue::JobState::Cancelled;
-    frames.extend(t.end(&job, |_| json!({"status": "cancelled"})));
+    frames.extend(t.end(&job, |items| response(&job, items)));
     assert_eq!(t.items.len(), 1);
     assert_eq!(t.items[0]["status"], "incomplete");
     let kinds: Vec<&str> = frames.iter().map(|f| f.kind).collect();
@@ -190,7 +194,8 @@ fn a_parked_call_is_an_approval_request_item_and_the_stream_goes_on() {
     let mut rest = t.stored(2, &call());
     rest.extend(t.stored(3, &result()));
     rest.extend(t.stored(4, &reply("Hello world")));
-    rest.extend(t.end(&finished("Hello world"), |_| json!({"status": "completed"})));
+    let done = finished("Hello world");
+    rest.extend(t.end(&done, |items| response(&done, items)));
     assert_eq!(text_of(&rest), "Hello world");
     assert_eq!(t.items[0]["type"], "mcp_approval_request");
     // Resumed after the request, the stream does not repeat it.
