@@ -7,23 +7,21 @@
 //!
 //! What a type cannot say — a route's summary, a status its handler
 //! answers beside its success — is said once where the route is made
-//! (`api/mod.rs`, with [`TransformOperation`]). Routes not generated yet keep
-//! their hand-written entries (`openapi.json`), merged under the generated
-//! ones until the last route moves.
+//! (a `*_doc` function beside each handler, with [`TransformOperation`]).
+//! Nothing is described by hand: `/mcp`, a service of rmcp's, is described
+//! from rmcp's message types (`mcp/doc.rs`).
 
 mod stream;
 
 use aide::generate::GenContext;
 use aide::openapi::{
-    self, Info, MediaType, OpenApi, Operation, Parameter, ParameterData, ParameterSchemaOrContent,
-    ReferenceOr, RequestBody, SchemaObject, SecurityScheme, StatusCode as DocStatus,
+    self, ApiKeyLocation, Info, MediaType, OpenApi, Operation, Parameter, ParameterData,
+    ParameterSchemaOrContent, ReferenceOr, RequestBody, SchemaObject, SecurityScheme,
+    StatusCode as DocStatus,
 };
 use aide::operation::{ParamLocation, add_parameters, parameters_from_schema, set_body};
 use aide::transform::{TransformOpenApi, TransformOperation};
 use aide::{OperationInput, OperationOutput};
-use axum::body::Bytes;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use indexmap::IndexMap;
 use schemars::{JsonSchema, json_schema};
 use serde_json::Value;
@@ -31,12 +29,23 @@ use serde_json::Value;
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query, WireBody};
 use super::error::{ApiError, ErrorBody};
+use super::probes::Served;
 use super::trace_context::CallerTrace;
 
 pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
 
 /// The name of the bearer-token scheme every authenticated route requires.
 pub(super) const BEARER: &str = "bearer";
+/// The name of the control file's reload-key scheme (`POST /v1/reload`).
+const RELOAD_KEY: &str = "reload_key";
+
+/// Routes the document spells other than axum declares them: the tool run
+/// `…/tools/{tool}:run` is one path segment taken apart by its handler
+/// (`api/tool_run.rs`: axum captures whole segments).
+const SPELLED: [(&str, &str); 1] = [(
+    "/v1/bundles/{name}/tools/{tool_run}",
+    "/v1/bundles/{name}/tools/{tool}:run",
+)];
 
 /// The document's frame: what the API is and how a caller authenticates.
 pub(super) fn frame() -> OpenApi {
@@ -65,6 +74,19 @@ pub(super) fn frame() -> OpenApi {
             extensions: IndexMap::default(),
         }),
     );
+    components.security_schemes.insert(
+        RELOAD_KEY.into(),
+        ReferenceOr::Item(SecurityScheme::ApiKey {
+            location: ApiKeyLocation::Header,
+            name: crate::control::RELOAD_KEY_HEADER.into(),
+            description: Some(
+                "The control file's reload key (docs/security.md), taken by POST /v1/reload \
+                 alone: a local operator applies an edit of the keys themselves."
+                    .into(),
+            ),
+            extensions: IndexMap::default(),
+        }),
+    );
     api
 }
 
@@ -76,11 +98,13 @@ pub(super) fn begin() {
     aide::generate::extract_schemas(true);
     aide::generate::infer_responses(true);
     aide::generate::on_error(|e| {
-        // A route's `*_doc` restates the success its answer type implies,
-        // to describe it: the restatement is meant to replace it.
-        if !matches!(e, aide::Error::ResponseExists(_)) {
-            tracing::error!(error = %e, "the API document could not describe a route");
+        // A `*_doc` function's `response_with` replaces the success aide
+        // inferred from the handler's answer type, to describe it: aide
+        // reports each replacement, and none is a fault.
+        if matches!(e, aide::Error::ResponseExists(_)) {
+            return;
         }
+        tracing::error!(error = %e, "the API document could not describe a route");
     });
 }
 
@@ -89,64 +113,27 @@ pub(super) fn begin() {
 /// the path parameters of each template and what the request layer
 /// answers.
 pub(super) fn complete(mut api: TransformOpenApi<'_>) -> TransformOpenApi<'_> {
+    respell(api.inner_mut());
     fill_path_parameters(api.inner_mut());
     aide::generate::in_context(|ctx| request_layer_answers(ctx, api.inner_mut()));
     api
 }
 
-/// The document as served: the generated paths, then the hand-written
-/// entries of the routes not generated yet, serialized once.
+/// The document as served, serialized once.
 pub(super) fn served(api: &OpenApi) -> Served {
     let generated = serde_json::to_value(api).unwrap_or(Value::Null);
-    let document = under_hand_written(generated);
-    Served(Bytes::from(document.to_string()))
+    Served::new(&generated)
 }
 
-/// The generated document over the hand-written one: an operation or
-/// component the code describes replaces the hand's.
-fn under_hand_written(mut generated: Value) -> Value {
-    let Ok(hand) = serde_json::from_str::<Value>(include_str!("openapi.json")) else {
-        return generated;
+/// Each route of [`SPELLED`] under the path the document gives it.
+fn respell(api: &mut OpenApi) {
+    let Some(paths) = api.paths.as_mut() else {
+        return;
     };
-    if let Some(paths) = hand["paths"].as_object() {
-        for (route, item) in paths {
-            let into = object_at(&mut generated, &["paths", route.as_str()]);
-            for (method, operation) in item.as_object().into_iter().flatten() {
-                into.entry(method.clone())
-                    .or_insert_with(|| operation.clone());
-            }
+    for (declared, spelled) in SPELLED {
+        if let Some(item) = paths.paths.shift_remove(declared) {
+            paths.paths.insert(spelled.to_string(), item);
         }
-    }
-    // The routes still described by hand rely on the document-wide
-    // requirement; a generated operation states its own.
-    if generated.get("security").is_none() {
-        generated["security"] = hand["security"].clone();
-    }
-    for section in ["schemas", "responses"] {
-        let from = hand["components"][section].as_object().cloned();
-        let into = object_at(&mut generated, &["components", section]);
-        for (name, entry) in from.into_iter().flatten() {
-            into.entry(name).or_insert(entry);
-        }
-    }
-    generated
-}
-
-/// The object at `keys` in `value`, made where it is missing.
-fn object_at<'v>(value: &'v mut Value, keys: &[&str]) -> &'v mut serde_json::Map<String, Value> {
-    let mut at = value;
-    for key in keys {
-        if !at.is_object() {
-            *at = Value::Object(Default::default());
-        }
-        at = &mut at[*key];
-    }
-    if !at.is_object() {
-        *at = Value::Object(Default::default());
-    }
-    match at {
-        Value::Object(map) => map,
-        _ => unreachable!("made an object above"),
     }
 }
 
@@ -230,11 +217,13 @@ fn operations(item: &mut openapi::PathItem) -> impl Iterator<Item = &mut Operati
     .flatten()
 }
 
+/// The parameter names of a route's template: `{name}`, `{*rest}`, and
+/// one followed by a literal suffix (`{tool}:run`).
 fn template_names(route: &str) -> Vec<String> {
     route
         .split('/')
-        .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
-        .map(|name| name.trim_start_matches('*').to_string())
+        .filter_map(|segment| segment.strip_prefix('{')?.split_once('}'))
+        .map(|(name, _)| name.trim_start_matches('*').to_string())
         .collect()
 }
 
@@ -260,29 +249,29 @@ fn path_parameter(name: &str) -> Parameter {
     }
 }
 
-/// The served document, serialized once (each answer shares its bytes).
-#[derive(Clone)]
-pub(super) struct Served(Bytes);
+/// An error answer whose body is `E`.
+fn shaped_error<E: JsonSchema>(ctx: &mut GenContext, description: &str) -> openapi::Response {
+    let schema = ctx.schema.subschema_for::<E>();
+    answer_of(description, "application/json", schema)
+}
 
-impl Served {
-    pub(super) fn answer(&self) -> Response {
-        ([(header::CONTENT_TYPE, "application/json")], self.0.clone()).into_response()
+/// An answer of `media_type` whose body `schema` describes.
+pub(super) fn answer_of(
+    description: &str,
+    media_type: &str,
+    schema: schemars::Schema,
+) -> openapi::Response {
+    openapi::Response {
+        description: description.into(),
+        content: IndexMap::from_iter([(media_type.into(), json_media(schema))]),
+        ..openapi::Response::default()
     }
 }
 
 /// An error answer of the API's shape, described once.
 fn error_response(ctx: &mut GenContext, description: &str) -> openapi::Response {
-    shaped_error::<ErrorBody>(ctx, description)
-}
-
-/// An error answer whose body is `E`.
-fn shaped_error<E: JsonSchema>(ctx: &mut GenContext, description: &str) -> openapi::Response {
-    let schema = ctx.schema.subschema_for::<E>();
-    openapi::Response {
-        description: description.into(),
-        content: IndexMap::from_iter([("application/json".into(), json_media(schema))]),
-        ..openapi::Response::default()
-    }
+    let schema = ctx.schema.subschema_for::<ErrorBody>();
+    answer_of(description, "application/json", schema)
 }
 
 fn errors(
@@ -419,14 +408,27 @@ pub(super) const UNAVAILABLE: (u16, &str) = (
 /// The job is not in a state that allows the request.
 pub(super) const INVALID_STATE: (u16, &str) = (409, "The job is not in a state that allows this");
 
+/// A route that also takes the control file's reload key (in its header)
+/// instead of an API key: either requirement admits the caller.
+pub(super) fn or_reload_key(mut op: TransformOperation<'_>) -> TransformOperation<'_> {
+    require(op.inner_mut(), RELOAD_KEY);
+    op
+}
+
+/// `operation` admits a caller that satisfies `scheme` (one of its
+/// requirements, each enough alone).
+fn require(operation: &mut Operation, scheme: &str) {
+    let requirement = IndexMap::from_iter([(scheme.to_string(), Vec::new())]);
+    if !operation.security.contains(&requirement) {
+        operation.security.push(requirement);
+    }
+}
+
 /// The caller's key: the route needs the bearer scheme, and answers 401
 /// without a key and 403 without the scope.
 impl OperationInput for Caller {
     fn operation_input(_: &mut GenContext, operation: &mut Operation) {
-        let requirement = IndexMap::from_iter([(BEARER.to_string(), Vec::new())]);
-        if !operation.security.contains(&requirement) {
-            operation.security.push(requirement);
-        }
+        require(operation, BEARER);
     }
 
     fn inferred_early_responses(
@@ -625,20 +627,9 @@ mod tests {
             ["id", "call"]
         );
         assert!(template_names("/v1/jobs").is_empty());
-    }
-
-    #[test]
-    fn generated_entries_replace_the_hand_written_ones() {
-        let generated = serde_json::json!({
-            "paths": {"/v1/jobs/{id}": {"get": {"summary": "generated"}}},
-        });
-        let merged = under_hand_written(generated);
         assert_eq!(
-            merged["paths"]["/v1/jobs/{id}"]["get"]["summary"],
-            "generated"
+            template_names("/v1/bundles/{name}/tools/{tool}:run"),
+            ["name", "tool"]
         );
-        // A route the code does not describe yet keeps its hand entry.
-        assert!(merged["paths"]["/v1/reload"]["post"].is_object());
-        assert!(merged["components"]["schemas"]["ReloadReport"].is_object());
     }
 }

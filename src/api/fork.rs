@@ -8,8 +8,9 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::AppState;
 use super::admission::{Submission, admit};
@@ -230,9 +231,52 @@ pub struct MigrateRequest {
     /// Only jobs in these states (default: queued, needs_attention,
     /// awaiting_approval).
     #[serde(default)]
+    #[schemars(schema_with = "movable_states")]
     pub states: Vec<JobState>,
     #[serde(default)]
     pub dry_run: bool,
+}
+
+/// `states` as the route takes them: any job state reads, and only the
+/// states a job can move in are taken (another is a 422 naming `states`).
+fn movable_states(_: &mut SchemaGenerator) -> Schema {
+    let names: Vec<Value> = migrate::MOVABLE
+        .iter()
+        .filter_map(|state| serde_json::to_value(state).ok())
+        .collect();
+    json_schema!({"type": "array", "items": {"type": "string", "enum": names}})
+}
+
+/// `POST /v1/bundles/{name}/migrate-jobs` in the API document.
+pub(super) fn migrate_jobs_doc(
+    op: aide::transform::TransformOperation<'_>,
+) -> aide::transform::TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Move the bundle's waiting and parked jobs to its current version, each only when \
+             its journal replays there (dry_run: list which would and why the others cannot)",
+        )
+        .description(
+            "A key moves its own jobs; one whose scopes extend `migrate_jobs` to every key's \
+             (operate_all) moves every key's.",
+        )
+        .response_with::<200, Json<migrate::Plan>, _>(|r| {
+            r.description(
+                "The plan: moves and refused, each job with its state, version and (refused) \
+                 reason",
+            )
+        });
+    answers(
+        op,
+        &[
+            (
+                422,
+                "No loaded bundle by that name, a state a job cannot move in, or a body the \
+                 route does not read: `field` names it",
+            ),
+            UNAVAILABLE,
+        ],
+    )
 }
 
 /// `POST /v1/bundles/{name}/migrate-jobs`: moves the bundle's waiting and

@@ -33,6 +33,7 @@ mod jobs;
 pub mod limits;
 pub mod mcp;
 mod openai;
+mod probes;
 mod responses;
 mod runtime;
 pub mod schedules;
@@ -47,21 +48,23 @@ pub use auth::{Auth, Caller, RevokedStreams};
 pub use feed::MIN_RECHECK as SSE_MIN_RECHECK;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use aide::axum::ApiRouter;
 use aide::axum::routing::{ApiMethodRouter, delete_with, get_with, post_with};
+use aide::transform::TransformOperation;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router, middleware};
-use serde_json::json;
+use axum::http::StatusCode;
+use axum::routing::{delete, get, post};
+use axum::{Extension, Json, Router, middleware};
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use crate::access::policy::Action;
 use crate::events::daemon::{
-    Change, DaemonBus, InputKind, QueueHealth, ReloadResult, ReloadTrigger,
+    BundleCounts, Change, DaemonBus, InputKind, KindChanges, QueueHealth, ReloadOutcome,
+    ReloadResult, ReloadTrigger,
 };
 use crate::queue::JobQueue;
 use crate::registry::{Registry, ReloadHandle};
@@ -138,12 +141,11 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             auth.clone(),
             auth::authenticate,
         ))
-        .route(
+        .api_route(
             "/reload",
-            with(Reload, post(reload)).route_layer(middleware::from_fn_with_state(
-                auth.clone(),
-                auth::authenticate_or_reload_key,
-            )),
+            with(Reload, post_with(reload, reload_doc)).route_layer(
+                middleware::from_fn_with_state(auth.clone(), auth::authenticate_or_reload_key),
+            ),
         );
     let runtime = runtime::routes().route_layer(middleware::from_fn_with_state(
         auth.clone(),
@@ -165,25 +167,15 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
     let routes = ApiRouter::new()
         .nest("/v1", v1)
         .nest("/api", runtime)
-        .merge(a2a);
+        .merge(a2a)
+        .merge(probes::routes());
     let documented = mcp::described(routes).finish_api_with(&mut api, document::complete);
-    let served = document::served(&api);
+    // The document describes its own route, so it is made after the router
+    // and reaches that route's handler as an extension.
+    let documented = documented.layer(Extension(document::served(&api)));
     documented
         .merge(mcp)
         .merge(console::routes())
-        .route(
-            "/v1/openapi.json",
-            get(move || {
-                let served = served.clone();
-                async move { served.answer() }
-            }),
-        )
-        .route(
-            "/healthz",
-            get(|| async { Json(json!({"status": "alive"})) }),
-        )
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         // After every route: it applies to the routes present.
         .method_not_allowed_fallback(|| async {
             error::ApiError::new(
@@ -350,13 +342,16 @@ fn wire_routes() -> ApiRouter<AppState> {
 fn bundle_routes() -> ApiRouter<AppState> {
     use Action::*;
     ApiRouter::new()
-        .route(
+        .api_route(
             "/bundles/{name}/migrate-jobs",
-            with(MigrateJobs, post(fork::migrate_jobs)),
+            with(
+                MigrateJobs,
+                post_with(fork::migrate_jobs, fork::migrate_jobs_doc),
+            ),
         )
-        .route(
+        .api_route(
             "/bundles/{name}/verify",
-            with(VerifyBundle, post(verify::verify)),
+            with(VerifyBundle, post_with(verify::verify, verify::verify_doc)),
         )
         .api_route(
             "/bundles",
@@ -366,13 +361,17 @@ fn bundle_routes() -> ApiRouter<AppState> {
             "/bundles/{name}",
             with(ReadBundle, get_with(bundles::get, bundles::get_doc)),
         )
-        .route(
+        // Described as `…/tools/{tool}:run` (document::SPELLED).
+        .api_route(
             "/bundles/{name}/tools/{tool_run}",
-            with(RunTool, post(tool_run::run_suffixed)),
+            with(
+                RunTool,
+                post_with(tool_run::run_suffixed, tool_run::run_doc),
+            ),
         )
-        .route(
+        .api_route(
             "/bundles/{name}/tools/{tool}/run",
-            with(RunTool, post(tool_run::run)),
+            with(RunTool, post_with(tool_run::run, tool_run::run_doc)),
         )
 }
 
@@ -432,32 +431,88 @@ fn operator_routes() -> ApiRouter<AppState> {
         )
 }
 
+/// What `POST /v1/reload` answers: how the reload ended and what changed.
+#[derive(Debug, Serialize, JsonSchema)]
+struct ReloadReport {
+    /// The snapshot generation now serving (unchanged when rejected).
+    generation: u64,
+    result: ReloadResult,
+    trigger: ReloadTrigger,
+    /// The bundles added, changed and removed (`changes` has every kind).
+    added: Vec<String>,
+    changed: Vec<String>,
+    removed: Vec<String>,
+    /// Bundles whose last edit failed (they keep their last good version,
+    /// or are not served at all).
+    failed: Vec<String>,
+    /// Every error, located (file:line: key: message).
+    errors: Vec<String>,
+    /// Added / changed / removed, per kind of input (empty when rejected).
+    changes: Vec<KindChanges>,
+    /// What the registry serves after it, by status.
+    bundles: BundleCounts,
+}
+
+impl From<&ReloadOutcome> for ReloadReport {
+    fn from(outcome: &ReloadOutcome) -> Self {
+        let bundles = |change| outcome.names(InputKind::Bundle, change).to_vec();
+        Self {
+            generation: outcome.generation,
+            result: outcome.result,
+            trigger: outcome.trigger,
+            added: bundles(Change::Added),
+            changed: bundles(Change::Changed),
+            removed: bundles(Change::Removed),
+            failed: outcome.failed.clone(),
+            errors: outcome.errors.clone(),
+            changes: outcome.changes.clone(),
+            bundles: outcome.bundles,
+        }
+    }
+}
+
 /// Reloads every input now and answers with the outcome: 200 when applied
 /// or partially applied (the failed bundles named), 422 when rejected.
-async fn reload(State(state): State<AppState>) -> Response {
+async fn reload(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<(StatusCode, Json<ReloadReport>), error::ApiError> {
+    tracing::info!(by = caller.name(), "reload asked for over the API");
     let Some(outcome) = state.reloads.reload(ReloadTrigger::Api).await else {
-        return error::ApiError::new(error::ErrorCode::Unavailable, "the daemon is shutting down")
-            .into_response();
+        return Err(error::ApiError::new(
+            error::ErrorCode::Unavailable,
+            "the daemon is shutting down",
+        ));
     };
-    let bundles = |change| outcome.names(InputKind::Bundle, change).to_vec();
-    let body = json!({
-        "generation": outcome.generation,
-        "result": outcome.result,
-        "trigger": outcome.trigger,
-        "added": bundles(Change::Added),
-        "changed": bundles(Change::Changed),
-        "removed": bundles(Change::Removed),
-        "failed": outcome.failed,
-        "errors": outcome.errors,
-        "changes": outcome.changes,
-        "bundles": outcome.bundles,
-    });
     let status = if outcome.result == ReloadResult::Rejected {
         StatusCode::UNPROCESSABLE_ENTITY
     } else {
         StatusCode::OK
     };
-    (status, Json(body)).into_response()
+    Ok((status, Json(ReloadReport::from(outcome.as_ref()))))
+}
+
+/// `POST /v1/reload` in the API document.
+fn reload_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Reload bundles, model configs, plugins and keys now (like SIGHUP)")
+        .description(
+            "Takes an API key with the `reload` scope, or the control file's reload key in its \
+             header (a local operator applying an edit of the keys themselves).",
+        )
+        .response_with::<200, Json<ReloadReport>, _>(|r| {
+            r.description("Applied, or partially applied: the failed bundles named")
+        })
+        .response_with::<422, Json<ReloadReport>, _>(|r| {
+            r.description("Rejected: nothing changed, the last good state keeps serving")
+        });
+    document::answers(
+        document::or_reload_key(op),
+        &[(
+            503,
+            "The daemon is shutting down; Retry-After says when to try again",
+        )],
+    )
 }
 
 /// Checks that the queue answers and can write (for SQLite: its file is
@@ -473,38 +528,4 @@ pub async fn check_queue(queue: &dyn JobQueue, health: &QueueHealth) -> bool {
     }
     health.report("ping", checked.is_ok());
     checked.is_ok()
-}
-
-async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    let loaded = state.ready.load(Ordering::SeqCst);
-    let queue_ok = check_queue(state.queue.as_ref(), &state.queue_health).await;
-    let status = if loaded && queue_ok {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        status,
-        Json(
-            json!({"snapshot_loaded": loaded, "queue_reachable": queue_ok, "generation": state.registry.snapshot().generation}),
-        ),
-    )
-}
-
-async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    match &state.metrics {
-        Some(page) => (
-            [(
-                header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
-            page.render().await,
-        )
-            .into_response(),
-        None => error::ApiError::new(
-            error::ErrorCode::NotFound,
-            "metrics are disabled (telemetry.metrics = false)",
-        )
-        .into_response(),
-    }
 }

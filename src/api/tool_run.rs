@@ -7,32 +7,94 @@
 //! result.
 //!
 //! axum's router (matchit) has no parameter suffixes, so the `:run` form
-//! is one path segment taken apart here.
+//! is one path segment taken apart here (the API document spells it
+//! `{tool}:run`: `document::SPELLED`).
 
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::Value;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::AppState;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
+use super::document::{QUOTA, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
-use crate::queue::{Job, JobKind, JobState, NewJob};
+use crate::queue::{Job, JobId, JobKind, JobState, NewJob};
 use crate::registry::tool_run::DirectRunError;
+use crate::tools::direct::DirectRun;
 
 /// The `:run` of `POST …/tools/{tool}:run`.
 const RUN_SUFFIX: &str = ":run";
 
-#[derive(Debug, Deserialize)]
+/// The body of a tool run (none at all is `{}`).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
     /// The call's arguments: a JSON object, or the text of one (as a model
     /// writes it). Absent: `{}`.
     #[serde(default)]
+    #[schemars(schema_with = "object_or_text")]
     arguments: Option<Value>,
+}
+
+/// `arguments` as the route reads it: an object, its text, or `null` for
+/// none. Another value is passed on as its text, and the run answers it
+/// with a `bad_args` result, as in a job.
+fn object_or_text(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"oneOf": [{"type": "object"}, {"type": "string"}, {"type": "null"}]})
+}
+
+/// What a tool run answers: the call's result, with the job's id.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ToolRan {
+    /// The result the worker stored as the job's result, passed on as it
+    /// is (`worker/tool_run.rs` serializes a [`DirectRun`]).
+    #[serde(flatten)]
+    #[schemars(with = "DirectRun")]
+    run: Map<String, Value>,
+    /// The `tool_run` job (`GET /v1/jobs/{id}`; its log holds the call's trace).
+    job_id: JobId,
+}
+
+/// Both spellings of a tool run in the API document.
+pub(super) fn run_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Run one tool call of a loaded bundle, as a `tool_run` job")
+        .description(
+            "Outside any agent run, through the tool engine's pipeline (coercion, cache, \
+             guardrails, timeout, retries, caps). Approval-gated calls and agent tools are \
+             refused (409): they need a job of their own.",
+        )
+        .response_with::<200, Json<ToolRan>, _>(|r| {
+            r.description(
+                "The call's result: `output` (what a model reads), `value` (it parsed), \
+                 `is_error`, `error_code` (bad_args, user_error, tool_error, guardrail), \
+                 `attempts`, `cached`, `duration_ms`",
+            )
+        });
+    answers(
+        op,
+        &[
+            (404, "The bundle has no tool by that name"),
+            (
+                409,
+                "The call needs a job (an approval or a nested agent), or its job ended \
+                 without an answer",
+            ),
+            (
+                422,
+                "No loaded bundle by that name, or a body the route does not read: `field` \
+                 names it",
+            ),
+            QUOTA,
+            UNAVAILABLE,
+        ],
+    )
 }
 
 /// `…/tools/{tool}:run`: the segment must end in `:run`.
@@ -41,7 +103,7 @@ pub async fn run_suffixed(
     caller: Caller,
     Path((bundle, segment)): Path<(String, String)>,
     body: JsonBody<RunBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ToolRan>, ApiError> {
     let Some(tool) = segment.strip_suffix(RUN_SUFFIX) else {
         return Err(ApiError::new(
             ErrorCode::NotFound,
@@ -62,7 +124,7 @@ pub async fn run(
     caller: Caller,
     Path((bundle, tool)): Path<(String, String)>,
     JsonBody(body): JsonBody<RunBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ToolRan>, ApiError> {
     let arguments = match body.arguments {
         None => "{}".to_string(),
         Some(Value::String(text)) => text,
@@ -88,12 +150,12 @@ pub async fn run(
 
 /// A finished `tool_run` job as the route answers: its result (the call's
 /// output, error code, attempts, …) with `job_id`, or why it did not run.
-fn answer(job: Job) -> Result<Json<Value>, ApiError> {
+fn answer(job: Job) -> Result<Json<ToolRan>, ApiError> {
     match (job.state, job.result) {
-        (JobState::Succeeded, Some(Value::Object(mut result))) => {
-            result.insert("job_id".into(), Value::String(job.id.to_string()));
-            Ok(Json(Value::Object(result)))
-        }
+        (JobState::Succeeded, Some(Value::Object(run))) => Ok(Json(ToolRan {
+            run,
+            job_id: job.id,
+        })),
         (state, _) => Err(ApiError::new(
             ErrorCode::InvalidState,
             job.error.unwrap_or_else(|| {

@@ -14,32 +14,38 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::AppState;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
+use super::document::{QUOTA, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
-use crate::queue::{Job, JobKind, JobState, NewJob, VerifyRun};
+use crate::queue::{Job, JobId, JobKind, JobState, NewJob, VerifyRun};
 use crate::verify::refusal::{REFUSED_STEP, REFUSED_TURN, Reason};
-use crate::verify::{self, Refusal, VerifyError};
+use crate::verify::{self, Refusal, Report, VerifyError};
 
 /// How long the route waits for the verify job, queued and run: past
 /// this it answers 504 with the job's id, and the job goes on.
 const MAX_WAIT: Duration = Duration::from_secs(2 * verify::DAEMON_MAX_DURATION.as_secs());
 
-#[derive(Debug, Default, Deserialize)]
+/// The body of `POST /v1/bundles/{name}/verify`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifyRequest {
     /// The reply script (the mock server's format): an object, or its
-    /// YAML or JSON text.
+    /// YAML or JSON text. Needed when the bundle is bound to a model server.
     #[serde(default)]
+    #[schemars(schema_with = "object_or_text")]
     pub exchange: Option<Value>,
+    /// The job's input (default: `verify`).
     #[serde(default)]
     pub input: Option<String>,
     #[serde(default)]
@@ -48,9 +54,69 @@ pub struct VerifyRequest {
     /// crash point (default: stand-ins answer them).
     #[serde(default)]
     pub real_tools: bool,
-    /// What the stand-ins answer, by tool name.
+    /// What the stand-ins answer, by tool name (not with `real_tools`).
     #[serde(default)]
     pub tool_results: Option<BTreeMap<String, Value>>,
+}
+
+/// `exchange` as the route reads it: an object, or its text (`null` is
+/// none). Another value is refused as a script that does not parse.
+fn object_or_text(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"oneOf": [{"type": "object"}, {"type": "string"}, {"type": "null"}]})
+}
+
+/// What the route answers: the verify job's report, with the job's id.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Verified {
+    /// The report the worker stored as the job's result, passed on as it
+    /// is (`worker/verify.rs` serializes a [`Report`]).
+    #[serde(flatten)]
+    #[schemars(with = "Report")]
+    report: Map<String, Value>,
+    /// The verify job (`GET /v1/jobs/{id}`).
+    job_id: JobId,
+}
+
+/// `POST /v1/bundles/{name}/verify` in the API document.
+pub(super) fn verify_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("The crash matrix of a loaded bundle, run as a `verify` job on a worker")
+        .description(
+            "A reference run against a reply script, crashed before and after every journal \
+             write, resumed, and each tool call judged once, twice or never against its \
+             declared effect: the JSON `structured-agents verify --json` prints, with the job's \
+             id. Tools whose effect is not read_only are answered by stand-ins unless the body \
+             asks for `real_tools`. One verify at a time per daemon.",
+        )
+        .response_with::<200, Json<Verified>, _>(|r| {
+            r.description(
+                "The matrix: writes, calls, crash_points (each with its calls' runs, ran, \
+                 parked, violation), per-call tools summaries and violations",
+            )
+        });
+    answers(
+        op,
+        &[
+            (
+                409,
+                "Another verify is running in this daemon (Retry-After), or the verify job \
+                 ended without a report",
+            ),
+            (
+                422,
+                "The body, its reply script or the bundle cannot be verified (no loaded bundle \
+                 by that name, a script it needs and lacks): `field` names what",
+            ),
+            QUOTA,
+            (500, "The verify failed in the daemon's own part"),
+            UNAVAILABLE,
+            (
+                504,
+                "The verify outgrew its time cap, or did not end in time (it goes on: the \
+                 message names its job)",
+            ),
+        ],
+    )
 }
 
 /// `POST /v1/bundles/{name}/verify`: the body checked here (what it asks
@@ -61,7 +127,7 @@ pub async fn verify(
     caller: Caller,
     Path(name): Path<String>,
     JsonBody(request): JsonBody<VerifyRequest>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Verified>, ApiError> {
     let run = checked(request)?;
     // The policy first: a bundle the key may not use is unknown to it.
     caller.on_bundle(Action::VerifyBundle, &name, "bundle")?;
@@ -133,11 +199,12 @@ fn exchange_text(value: &Value) -> Result<String, ApiError> {
 
 /// A finished verify job as the route answers: its report with `job_id`,
 /// or the refusal its worker recorded, or why it gave neither.
-async fn answer(state: &AppState, job: Job) -> Result<Json<Value>, ApiError> {
-    if let (JobState::Succeeded, Some(Value::Object(mut report))) = (job.state, job.result.clone())
-    {
-        report.insert("job_id".into(), Value::String(job.id.to_string()));
-        return Ok(Json(Value::Object(report)));
+async fn answer(state: &AppState, job: Job) -> Result<Json<Verified>, ApiError> {
+    if let (JobState::Succeeded, Some(Value::Object(report))) = (job.state, job.result.clone()) {
+        return Ok(Json(Verified {
+            report,
+            job_id: job.id,
+        }));
     }
     let recorded = state
         .queue

@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::EventEnvelope;
@@ -224,7 +225,7 @@ pub struct ReloadOutcome {
 
 /// Bundle directories by status: `ok` serve their current content,
 /// `degraded` their last good version, `invalid` nothing.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema)]
 pub struct BundleCounts {
     pub ok: usize,
     pub degraded: usize,
@@ -262,7 +263,7 @@ impl ReloadOutcome {
 
 /// `applied`, `partial` (some bundles failed; the rest applied) or `rejected`
 /// (nothing changed: the last good state keeps serving).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReloadResult {
     Applied,
@@ -281,7 +282,7 @@ impl ReloadResult {
 }
 
 /// What asked for a reload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReloadTrigger {
     /// The daemon's first load.
@@ -297,7 +298,9 @@ pub enum ReloadTrigger {
 }
 
 /// One kind of input a reload reads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum InputKind {
     #[default]
@@ -337,15 +340,19 @@ pub enum Change {
     Removed,
 }
 
-/// Added / changed / removed names of one kind of input.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+/// Added / changed / removed names of one kind of input (a list left out
+/// is empty).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct KindChanges {
     pub kind: InputKind,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(default)]
     pub added: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(default)]
     pub changed: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(default)]
     pub removed: Vec<String>,
 }
 

@@ -40,7 +40,7 @@ pub enum DirectRunError {
 
 /// What a direct call answered, as the CLI prints it and the API returns
 /// it: `output` is the exact text a model would have read.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct DirectRun {
     pub bundle: String,
     pub tool: String,

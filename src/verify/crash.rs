@@ -26,7 +26,7 @@ use crate::events::{Event, EventEnvelope, Observer, ObserverError};
 use crate::journal::{JournalEntry, JournalStore, StoreError};
 
 /// When, relative to a journal write, the crash comes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Moment {
     /// The write is lost; everything the run did before it happened.

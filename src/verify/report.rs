@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::crash::{CrashAt, Moment};
@@ -23,7 +24,7 @@ use crate::journal::{JournalEntry, RecordedReply};
 use crate::tools::Effect;
 
 /// The whole matrix (`--json` prints it as it is).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Report {
     pub bundle: String,
     pub version: String,
@@ -45,15 +46,16 @@ pub struct Report {
 }
 
 /// A tool call of the reference run: the `position`-th call of `turn`'s reply.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct CallSite {
     pub turn: u32,
     pub position: usize,
     pub tool: String,
+    #[schemars(with = "Effect")]
     pub effect: &'static str,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PointReport {
     pub write: usize,
     pub moment: Moment,
@@ -66,7 +68,7 @@ pub struct PointReport {
     pub calls: Vec<CallRun>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Ran {
     Once,
@@ -86,11 +88,12 @@ impl Ran {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct CallRun {
     pub turn: u32,
     pub position: usize,
     pub tool: String,
+    #[schemars(with = "Effect")]
     pub effect: &'static str,
     /// Real executions over both attempts.
     pub runs: usize,
@@ -103,9 +106,10 @@ pub struct CallRun {
 }
 
 /// One call of the reference run over all crash points.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ToolSummary {
     pub tool: String,
+    #[schemars(with = "Effect")]
     pub effect: &'static str,
     pub turn: u32,
     pub position: usize,

@@ -114,8 +114,9 @@ fn rpc_doc(mut op: TransformOperation<'_>) -> TransformOperation<'_> {
         aide::operation::add_parameters(ctx, op.inner_mut(), headers);
         <CallerTrace as aide::OperationInput>::operation_input(ctx, op.inner_mut());
     });
+    // Outside the response's own transform, which holds aide's context.
+    let data = aide::generate::in_context(|ctx| ctx.schema.subschema_for::<Reply>());
     let op = op.response_with::<200, Json<Reply>, _>(|mut r| {
-        let data = aide::generate::in_context(|ctx| ctx.schema.subschema_for::<Reply>());
         r.inner().content.insert(
             "text/event-stream".into(),
             document::json_events(

@@ -41,10 +41,11 @@ pub struct Envelope {
     #[serde(rename = "jsonrpc")]
     _version: Version,
     /// The call's id, given back in its response (a notification, without
-    /// one, is answered with `null`).
-    #[serde(default)]
+    /// one, is answered with `null`). Read before the envelope is, so that
+    /// an envelope that does not read is answered under its id too.
+    #[serde(default, rename = "id")]
     #[schemars(schema_with = "id_schema")]
-    pub id: Option<Value>,
+    _id: Option<Value>,
     /// The method, by its A2A 1.0 name (v0.3's `message/send` names are
     /// not served).
     #[schemars(with = "Method")]
@@ -94,19 +95,6 @@ impl Method {
     /// The method called `name`, if the interface serves it.
     pub fn named(name: &str) -> Option<Self> {
         serde_json::from_value(Value::String(name.to_string())).ok()
-    }
-
-    /// Its name on the wire.
-    pub fn name(self) -> String {
-        serde_json::to_value(self)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default()
-    }
-
-    /// Whether it answers with a stream of events rather than one response.
-    pub fn streams(self) -> bool {
-        matches!(self, Self::SendStreamingMessage | Self::SubscribeToTask)
     }
 }
 
@@ -183,15 +171,13 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_method_reads_and_writes_its_wire_name() {
+    fn a_method_is_read_by_its_wire_name() {
         assert_eq!(Method::named("GetTask"), Some(Method::GetTask));
         assert_eq!(Method::named("message/send"), None);
         assert_eq!(
-            Method::ListTaskPushNotificationConfigs.name(),
-            "ListTaskPushNotificationConfigs"
+            Method::named("ListTaskPushNotificationConfig"),
+            Some(Method::ListTaskPushNotificationConfig)
         );
-        assert!(Method::SubscribeToTask.streams());
-        assert!(!Method::GetTask.streams());
     }
 
     #[test]
