@@ -56,7 +56,6 @@ use aide::axum::routing::{ApiMethodRouter, delete_with, get_with, post_with};
 use aide::transform::TransformOperation;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
 use axum::{Extension, Json, Router, middleware};
 use schemars::JsonSchema;
 use serde::Serialize;
