@@ -467,15 +467,23 @@ impl<T: JsonSchema> OperationInput for Query<T> {
     }
 }
 
-/// The caller's W3C trace context header.
+/// The caller's W3C trace context headers.
 impl OperationInput for CallerTrace {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let params = ["traceparent"].map(|name| Parameter::Header {
+        let params = [
+            (
+                "traceparent",
+                "W3C trace context: the job's spans join the caller's trace",
+            ),
+            (
+                "tracestate",
+                "W3C trace context: the vendors' state sent with `traceparent`, carried by the job's spans (one that is not W3C trace context is left out)",
+            ),
+        ]
+        .map(|(name, description)| Parameter::Header {
             parameter_data: ParameterData {
                 name: name.into(),
-                description: Some(
-                    "W3C trace context: the job's spans join the caller's trace".into(),
-                ),
+                description: Some(description.into()),
                 required: false,
                 format: ParameterSchemaOrContent::Schema(SchemaObject {
                     json_schema: schemars::json_schema!({"type": "string"}),

@@ -156,8 +156,7 @@ pub async fn completions(
     trace: super::trace_context::CallerTrace,
     body: Bytes,
 ) -> Response {
-    let traceparent = trace.or_body(None);
-    match start(&state, &caller, &body, traceparent).await {
+    match start(&state, &caller, &body, trace.or_body(None, None)).await {
         Err(e) => e.into_response(),
         Ok((job, Some(streamed))) => {
             let answer = super::answer::answer_stream(&state, &job);
@@ -182,7 +181,7 @@ async fn start(
     state: &AppState,
     caller: &Caller,
     body: &[u8],
-    traceparent: Option<String>,
+    trace: Option<super::trace_context::TraceContext>,
 ) -> Result<(Job, Option<Streamed>), OpenAiError> {
     let Parsed {
         request,
@@ -229,7 +228,7 @@ async fn start(
         bundle,
         input,
         messages: Some(request.messages),
-        traceparent,
+        trace,
         controls: Controls {
             answer_format,
             caller_tools,
