@@ -42,6 +42,7 @@ pub mod schedule;
 pub mod scheduler;
 pub mod telemetry;
 pub mod tools;
+pub mod trace_context;
 pub mod types;
 pub mod verify;
 pub mod versions;

@@ -27,6 +27,7 @@ use structured_agents::queue::{
     Pin, PushCaps, PushConfig, PushHolder, PushPayload, QueueError, Redrive, Resolution,
     RetryPolicy, Settled, StoredSchedule,
 };
+use structured_agents::trace_context::TraceContext;
 use structured_agents::types::TerminationReason;
 
 const LEASE: Duration = Duration::from_millis(150);
@@ -183,6 +184,49 @@ pub async fn stale_worker_cannot_overwrite_newer_outcome(q: Arc<dyn JobQueue>) {
     // A succeeded job never runs again, whatever its old lease says.
     tokio::time::sleep(LEASE + Duration::from_millis(50)).await;
     assert!(q.lease("w3", LEASE).await.unwrap().is_none());
+}
+
+/// A job's W3C trace context (migration: SQLite 0019, PostgreSQL 0023)
+/// is stored with it by a submit and a batch, read back, and leased with it.
+pub async fn a_jobs_trace_context_is_stored_and_leased_with_it(q: Arc<dyn JobQueue>) {
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let traced = |tracestate: Option<&str>| NewJob {
+        trace: TraceContext::parse(TP, tracestate),
+        ..job("b")
+    };
+    let (alone, _) = q.submit(traced(Some("rojo=1,congo=2"))).await.unwrap();
+    let batch = q
+        .submit_many(vec![traced(Some("batch=1")), traced(None), job("b")])
+        .await
+        .unwrap();
+    let expected = [
+        (&alone.id, Some(TP), Some("rojo=1,congo=2")),
+        (&batch[0].0.id, Some(TP), Some("batch=1")),
+        (&batch[1].0.id, Some(TP), None),
+        (&batch[2].0.id, None, None),
+    ];
+    let mut leased = std::collections::HashMap::new();
+    for _ in 0..expected.len() {
+        let lease = q.lease("w", HELD).await.unwrap().expect("a queued job");
+        leased.insert(lease.job.id.clone(), lease.job.trace);
+    }
+    for (id, traceparent, tracestate) in expected {
+        let stored = q.get(id).await.unwrap().unwrap();
+        assert_eq!(
+            (stored.traceparent.as_deref(), stored.tracestate.as_deref()),
+            (traceparent, tracestate),
+            "job {id} as stored"
+        );
+        let trace = leased[id].as_ref();
+        assert_eq!(
+            (
+                trace.map(TraceContext::traceparent),
+                trace.and_then(TraceContext::tracestate)
+            ),
+            (traceparent, tracestate),
+            "job {id} as leased"
+        );
+    }
 }
 
 pub async fn idempotency_keys_return_the_first_job(q: Arc<dyn JobQueue>) {
@@ -2610,6 +2654,7 @@ macro_rules! suite {
             case!(lease_expiry_makes_a_job_runnable_again);
             case!(stale_worker_cannot_overwrite_newer_outcome);
             case!(idempotency_keys_return_the_first_job);
+            case!(a_jobs_trace_context_is_stored_and_leased_with_it);
             case!(priority_then_run_at_ordering);
             case!(retries_back_off_then_die);
             case!(cancellation_of_queued_and_running_jobs);

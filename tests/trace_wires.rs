@@ -2,7 +2,9 @@
 //! own place — A2A's message `metadata`, MCP's `_meta`, AG-UI's
 //! `forwardedProps` — or as the HTTP header on any way in (what
 //! OpenTelemetry's HTTP instrumentation sends) makes the job's
-//! `invoke_agent` span a child of the caller's span.
+//! `invoke_agent` span a child of the caller's span; the `tracestate` sent
+//! beside it is every span's `trace_state`, and one that is not W3C trace
+//! context is left out.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -46,7 +48,8 @@ async fn a_traceparent_in_a2a_metadata_and_mcp_meta_parents_the_jobs_spans() {
         .post(daemon.url("/a2a/helper"))
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
             "message": {"messageId": "m-trace", "role": "ROLE_USER", "parts": [{"text": "hello"}],
-                        "metadata": {"traceparent": format!("00-{A2A_TRACE}-{CALLER_SPAN}-01")}}
+                        "metadata": {"traceparent": format!("00-{A2A_TRACE}-{CALLER_SPAN}-01"),
+                                     "tracestate": "a2a=1"}}
         }}))
         .send()
         .await
@@ -72,7 +75,8 @@ async fn a_traceparent_in_a2a_metadata_and_mcp_meta_parents_the_jobs_spans() {
                     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                     "io.modelcontextprotocol/clientInfo": {"name": "trace-test", "version": "1"},
                     "io.modelcontextprotocol/clientCapabilities": {},
-                    "traceparent": format!("00-{MCP_TRACE}-{CALLER_SPAN}-01")
+                    "traceparent": format!("00-{MCP_TRACE}-{CALLER_SPAN}-01"),
+                    "tracestate": "mcp=1,rojo=00f067aa0ba902b7"
                 }
             }}),
         )
@@ -90,12 +94,16 @@ async fn a_traceparent_in_a2a_metadata_and_mcp_meta_parents_the_jobs_spans() {
 
     let spans = spans.lock().unwrap().clone();
     let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    for trace in [A2A_TRACE, MCP_TRACE] {
+    for (trace, state) in [
+        (A2A_TRACE, "a2a=1"),
+        (MCP_TRACE, "mcp=1,rojo=00f067aa0ba902b7"),
+    ] {
         let root = spans
             .iter()
             .find(|s| s.name == "invoke_agent helper" && hex(&s.trace_id) == trace)
             .unwrap_or_else(|| panic!("no job span in the caller's trace {trace}"));
         assert_eq!(hex(&root.parent_span_id), CALLER_SPAN);
+        assert_eq!(root.trace_state, state, "the caller's tracestate");
     }
 }
 
@@ -107,11 +115,12 @@ fn caller_trace(n: u8) -> (String, String) {
     (trace.clone(), format!("00-{trace}-{CALLER_SPAN}-01"))
 }
 
-/// Every way in reads the `traceparent` header (issue 49): the job API, a
-/// batch, chat completions, Responses, AG-UI (and its `forwardedProps`), the
-/// runtime API's agent message and query, A2A and MCP. Each job keeps the
-/// caller's traceparent and its `invoke_agent` span is the caller span's
-/// child.
+/// Every way in reads the `traceparent` and `tracestate` headers (issue
+/// 49): the job API, a batch, chat completions, Responses, AG-UI (and its
+/// `forwardedProps`), the runtime API's agent message and query, A2A and
+/// MCP. Each job keeps the caller's traceparent and tracestate, its
+/// `invoke_agent` span is the caller span's child, and every span of its
+/// trace carries the tracestate; an invalid tracestate is left out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_traceparent_header_joins_the_callers_trace_on_every_way_in() {
     let mock = mock_server(ANSWERS).await;
@@ -176,9 +185,11 @@ async fn the_traceparent_header_joins_the_callers_trace_on_every_way_in() {
     let mut expected = Vec::new();
     for (n, (way, path, body)) in ways.into_iter().enumerate() {
         let (trace, traceparent) = caller_trace(n as u8 + 1);
+        let tracestate = format!("sa=way{n},rojo=00f067aa0ba902b7");
         let mut request = http
             .post(daemon.url(path))
             .header("traceparent", &traceparent)
+            .header("tracestate", &tracestate)
             .json(&body);
         if way == "mcp" {
             request = request
@@ -191,20 +202,54 @@ async fn the_traceparent_header_joins_the_callers_trace_on_every_way_in() {
         let status = answer.status();
         let text = answer.text().await.unwrap();
         assert!(status.is_success(), "{way}: {status} {text}");
-        expected.push((way, trace, traceparent));
+        expected.push((way, trace, traceparent, Some(tracestate)));
     }
-    // AG-UI's forwardedProps carry it when no header does.
+    // AG-UI's forwardedProps carry them when no header does.
     let (trace, traceparent) = caller_trace(0x20);
     let answer = http
         .post(daemon.url("/v1/agui/helper"))
-        .json(&json!({"threadId": "t-2", "runId": "r-2", "forwardedProps": {"traceparent": traceparent},
+        .json(&json!({"threadId": "t-2", "runId": "r-2",
+                      "forwardedProps": {"traceparent": traceparent, "tracestate": "agui=1"},
                       "messages": [{"id": "m1", "role": "user", "content": "hello"}]}))
         .send()
         .await
         .unwrap();
     assert!(answer.status().is_success());
     answer.text().await.unwrap();
-    expected.push(("agui forwardedProps", trace, traceparent));
+    expected.push((
+        "agui forwardedProps",
+        trace,
+        traceparent,
+        Some("agui=1".into()),
+    ));
+    // The job's own fields; then a tracestate that is not W3C trace context
+    // (a key in capitals), dropped while its traceparent is kept.
+    for (way, n, tracestate, kept) in [
+        ("job fields", 0x21, "body=1", Some("body=1")),
+        ("job, invalid tracestate", 0x22, "Bad=1", None),
+    ] {
+        let (trace, traceparent) = caller_trace(n);
+        let answer = http
+            .post(daemon.url("/v1/jobs"))
+            .json(&json!({"bundle": "helper", "input": "hello",
+                          "traceparent": traceparent, "tracestate": tracestate}))
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success(), "{way}");
+        expected.push((way, trace, traceparent, kept.map(str::to_string)));
+    }
+    let (trace, traceparent) = caller_trace(0x23);
+    let answer = http
+        .post(daemon.url("/v1/jobs"))
+        .header("traceparent", &traceparent)
+        .header("tracestate", "a=1,a=2")
+        .json(&json!({"bundle": "helper", "input": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(answer.status().is_success());
+    expected.push(("job, invalid tracestate header", trace, traceparent, None));
 
     let jobs = common::daemon::eventually(
         std::time::Duration::from_secs(30),
@@ -218,22 +263,28 @@ async fn the_traceparent_header_joins_the_callers_trace_on_every_way_in() {
         },
     )
     .await;
-    for (way, _, traceparent) in &expected {
-        assert!(
-            jobs.iter()
-                .any(|j| j["traceparent"] == traceparent.as_str()),
-            "{way}: no job with the caller's traceparent {traceparent}: {jobs:?}"
-        );
+    for (way, _, traceparent, tracestate) in &expected {
+        let job = jobs
+            .iter()
+            .find(|j| j["traceparent"] == traceparent.as_str())
+            .unwrap_or_else(|| {
+                panic!("{way}: no job with the caller's traceparent {traceparent}: {jobs:?}")
+            });
+        assert_eq!(job["tracestate"], json!(tracestate), "{way}");
     }
     assert_eq!(daemon.stop(), Some(0));
     let spans = spans.lock().unwrap().clone();
     let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    for (way, trace, _) in &expected {
+    for (way, trace, _, tracestate) in &expected {
         // The query's job is the router's.
         let root = spans
             .iter()
             .find(|s| s.name.starts_with("invoke_agent ") && hex(&s.trace_id) == *trace)
             .unwrap_or_else(|| panic!("{way}: no job span in the caller's trace {trace}"));
         assert_eq!(hex(&root.parent_span_id), CALLER_SPAN, "{way}");
+        let tracestate = tracestate.as_deref().unwrap_or_default();
+        for span in spans.iter().filter(|s| hex(&s.trace_id) == *trace) {
+            assert_eq!(span.trace_state, tracestate, "{way}: span {}", span.name);
+        }
     }
 }

@@ -22,10 +22,11 @@ pub fn check_fields(job: &NewJob) -> Result<(), Refusal> {
     if let Some(messages) = &job.messages {
         no_nul_in("messages", &Value::Array(messages.clone()))?;
     }
+    // A job's trace context needs no check: `TraceContext::parse` keeps
+    // only printable ASCII.
     for (field, value) in [
         ("idempotency_key", &job.idempotency_key),
         ("conversation_id", &job.conversation_id),
-        ("traceparent", &job.traceparent),
         ("bundle_version", &job.bundle_version),
     ] {
         if let Some(value) = value {

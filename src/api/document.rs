@@ -567,14 +567,20 @@ impl<T: JsonSchema> OperationInput for Query<T> {
     }
 }
 
-/// The caller's W3C trace context header.
+/// The caller's W3C trace context headers.
 impl OperationInput for CallerTrace {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let traceparent = header(
-            "traceparent",
-            "W3C trace context: the job's spans join the caller's trace",
-        );
-        add_parameters(ctx, operation, [traceparent]);
+        let params = [
+            header(
+                "traceparent",
+                "W3C trace context: the job's spans join the caller's trace",
+            ),
+            header(
+                "tracestate",
+                "W3C trace context: the vendors' state sent with `traceparent`, carried by the job's spans (one that is not W3C trace context is left out)",
+            ),
+        ];
+        add_parameters(ctx, operation, params);
     }
 }
 

@@ -14,7 +14,7 @@ use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::document::{INVALID_STATE, QUOTA, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
-use super::trace_context::CallerTrace;
+use super::trace_context::{CallerTrace, TraceContext};
 // Where the wires that answered with a finished job found the wait.
 pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
@@ -41,6 +41,10 @@ pub struct SubmitRequest {
     /// W3C trace context; the job's spans join this trace.
     #[serde(default)]
     pub traceparent: Option<String>,
+    /// W3C `tracestate` sent with `traceparent`; one that is not W3C trace
+    /// context is left out.
+    #[serde(default)]
+    pub tracestate: Option<String>,
     /// Continue this conversation: the job starts from its earlier turns.
     #[serde(default)]
     pub conversation_id: Option<String>,
@@ -100,7 +104,8 @@ pub async fn submit(
 /// A submit request read into the job it asks for: its wire's own checks
 /// (times, trace context, conversation id); the rules every way in shares
 /// are admission's. The job's `traceparent` is the body's (an explicit
-/// field, checked: a bad one is a 422), else the request's header.
+/// field, checked: a bad one is a 422) with the body's `tracestate`, else
+/// the request's headers'.
 pub(super) fn validated(request: SubmitRequest, trace: &CallerTrace) -> Result<NewJob, ApiError> {
     let run_at = match &request.run_at {
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
@@ -140,9 +145,9 @@ pub(super) fn validated(request: SubmitRequest, trace: &CallerTrace) -> Result<N
         run_at,
         idempotency_key: request.idempotency_key,
         max_attempts: request.max_attempts,
-        traceparent: match request.traceparent {
-            Some(tp) => Some(tp),
-            None => trace.or_body(None),
+        trace: match &request.traceparent {
+            Some(tp) => TraceContext::parse(tp, request.tracestate.as_deref()),
+            None => trace.or_body(None, None),
         },
         limits: request.limits,
         owner: None,
@@ -500,7 +505,7 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         run_at: None,
         idempotency_key: None,
         max_attempts: Some(source.max_attempts),
-        traceparent: None,
+        trace: None,
         limits: source.limits,
         owner: None,
         webhook: None,
@@ -726,6 +731,8 @@ mod tests {
             j.tool_errors = 1;
             j.owner = Some("ops".into());
             j.conversation_id = Some("chat-42".into());
+            j.traceparent = Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into());
+            j.tracestate = Some("rojo=00f067aa0ba902b7".into());
             j.messages = Some(vec![json!({"role": "user", "content": "hi"})]);
             j.limits = serde_json::from_value(json!({"tokens": 5000, "wall_time": "26h"})).ok();
             j.controls.answer_format = Some(AnswerFormat::JsonSchema {
@@ -851,7 +858,8 @@ mod tests {
             json!({"bundle": "looper", "input": "x", "limits": {"wall_time": " 2 weeks 1h30min "}}),
             json!({"bundle": "calc", "input": "break it", "max_attempts": 2, "priority": -1}),
             json!({"bundle": "plain", "input": "x", "webhook": "http://127.0.0.1:9/hook",
-                   "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}),
+                   "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                   "tracestate": "rojo=00f067aa0ba902b7"}),
         ];
         for body in &bodies {
             serde_and_schema_agree::<SubmitRequest>(body, true);

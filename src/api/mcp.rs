@@ -354,7 +354,10 @@ impl ServerHandler for BundleTools {
             bundle: name,
             input,
             variables,
-            traceparent: trace.or_body(context.meta.get_traceparent()),
+            trace: trace.or_body(
+                context.meta.get_traceparent(),
+                context.meta.get_tracestate(),
+            ),
             ..Default::default()
         };
         // A client that cancels stops waiting; the job itself runs on, like

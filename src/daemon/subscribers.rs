@@ -41,7 +41,7 @@ impl JobObservers for JobTelemetry {
                 bundle_version: loaded.version().to_string(),
                 model: loaded.bundle.raw.model.name.clone(),
                 endpoint,
-                traceparent: job.traceparent.clone(),
+                trace: job.trace.clone(),
                 agents: snapshot.agents.clone(),
             }));
         }

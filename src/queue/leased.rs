@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::{Controls, Job, JobId, JobKind};
 use crate::budget::BudgetLimits;
+use crate::trace_context::TraceContext;
 
 /// A job as one attempt runs it.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +38,7 @@ pub struct LeasedJob {
     /// The submitter's budget limits, lowering the bundle's.
     pub limits: Option<BudgetLimits>,
     /// The caller's trace context, continued by the job's spans.
-    pub traceparent: Option<String>,
+    pub trace: Option<TraceContext>,
     /// Leases taken so far, this one included.
     pub attempts: u32,
     /// Attempts that began because the worker before died.
@@ -67,7 +68,7 @@ impl From<Job> for LeasedJob {
             owner: job.owner,
             priority: job.priority,
             limits: job.limits,
-            traceparent: job.traceparent,
+            trace: TraceContext::stored(job.traceparent.as_deref(), job.tracestate.as_deref()),
             attempts: job.attempts,
             crash_resumes: job.crash_resumes,
             cancel_requested: job.cancel_requested,

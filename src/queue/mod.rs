@@ -88,6 +88,7 @@ use serde_json::{Map, Value};
 
 use crate::events::EventEnvelope;
 use crate::journal::JournalEntry;
+use crate::trace_context::TraceContext;
 
 /// A job's id (a UUIDv7: time-ordered).
 #[derive(
@@ -286,7 +287,9 @@ pub struct NewJob {
     /// A second submit with the same key returns the first job.
     pub idempotency_key: Option<String>,
     pub max_attempts: Option<u32>,
-    pub traceparent: Option<String>,
+    /// The caller's W3C trace context (its `traceparent` and `tracestate`),
+    /// which the job's spans continue.
+    pub trace: Option<TraceContext>,
     /// The submitter's budget limits (each at most the bundle's).
     pub limits: Option<crate::budget::BudgetLimits>,
     /// The name of the API key that submitted the job; its idempotency key
@@ -354,6 +357,10 @@ pub struct Job {
     pub crash_resumes: u32,
     pub idempotency_key: Option<String>,
     pub traceparent: Option<String>,
+    /// The W3C `tracestate` the caller sent with `traceparent`, when it was
+    /// valid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     pub cancel_requested: bool,
     pub result: Option<Value>,
     pub error: Option<String>,

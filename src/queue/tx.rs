@@ -57,7 +57,7 @@ pub(crate) enum Change {
 
 /// The columns every job query selects, in the order [`job_from_row`]
 /// reads them.
-pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors, forked_from, forked_at_turn, kind, controls";
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors, forked_from, forked_at_turn, kind, controls, tracestate";
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
@@ -118,6 +118,7 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
             .text(9)?
             .map(|stored| shown_key(owner.as_deref(), stored)),
         traceparent: row.text(10)?,
+        tracestate: row.text(35)?,
         cancel_requested: row.req_int(11)? != 0,
         result: json(12)?,
         error: row.text(13)?,
@@ -279,6 +280,7 @@ pub(crate) struct JobValues<'a> {
     /// Namespaced by the owner ([`stored_key`]).
     pub idempotency_key: Option<String>,
     pub traceparent: Option<&'a str>,
+    pub tracestate: Option<&'a str>,
     pub run_at: i64,
     pub messages: Option<String>,
     pub conversation_id: Option<&'a str>,
@@ -307,7 +309,8 @@ impl<'a> JobValues<'a> {
                 .idempotency_key
                 .as_deref()
                 .map(|key| stored_key(job.owner.as_deref(), key)),
-            traceparent: job.traceparent.as_deref(),
+            traceparent: job.trace.as_ref().map(TraceContext::traceparent),
+            tracestate: job.trace.as_ref().and_then(TraceContext::tracestate),
             run_at: job.run_at.map(millis).unwrap_or(now),
             messages: job.messages.clone().map(|m| Value::Array(m).to_string()),
             conversation_id: job.conversation_id.as_deref(),
@@ -359,10 +362,10 @@ pub(crate) fn start_attempt_sql(placeholder: impl Fn(usize) -> String) -> String
 }
 
 /// Values one job row binds in [`insert_jobs_sql`].
-pub(crate) const ROW_VALUES: usize = 19;
+pub(crate) const ROW_VALUES: usize = 20;
 
 /// The multi-row insert of `rows` new jobs, in either dialect: value `n`
-/// is spelled `placeholder(n)`; value 1 is the time, then 19 a row in the
+/// is spelled `placeholder(n)`; value 1 is the time, then 20 a row in the
 /// order of [`JobValues`]. A job whose idempotency key is taken is skipped
 /// (a concurrent submit with that key is waited for); `key_index` is the
 /// conflict target that names the dialect's unique index of the keys. The
@@ -377,7 +380,7 @@ pub(crate) fn insert_jobs_sql(
         .map(|row| {
             let p = |i: usize| placeholder(2 + row * ROW_VALUES + i);
             format!(
-                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
                 p(0),
                 p(1),
                 p(2),
@@ -396,12 +399,13 @@ pub(crate) fn insert_jobs_sql(
                 p(15),
                 p(16),
                 p(17),
-                p(18)
+                p(18),
+                p(19)
             )
         })
         .collect();
     format!(
-        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls)
+        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls, tracestate)
          VALUES {} ON CONFLICT {key_index} DO NOTHING RETURNING {JOB_COLUMNS}",
         values.join(", ")
     )

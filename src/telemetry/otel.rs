@@ -38,6 +38,7 @@ use crate::events::daemon::{
     Change, DaemonEvent, DaemonObserver, InputKind, ReloadOutcome, ReloadResult,
 };
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
+use crate::trace_context::TraceContext;
 use crate::types::AgentCatalog;
 use content::{ChatDetails, ContentEvents};
 
@@ -75,8 +76,9 @@ pub struct JobSpanInfo {
     pub bundle_version: String,
     pub model: String,
     pub endpoint: EndpointInfo,
-    /// W3C trace context the job's spans join.
-    pub traceparent: Option<String>,
+    /// W3C trace context the job's spans join (its `tracestate` travels
+    /// on in theirs).
+    pub trace: Option<TraceContext>,
     /// The loaded bundles' and their tools' descriptions (nested runs run
     /// other bundles).
     pub agents: Arc<AgentCatalog>,
@@ -431,11 +433,14 @@ fn time_of(event: &EventEnvelope) -> SystemTime {
     humantime::parse_rfc3339_weak(&event.timestamp).unwrap_or_else(|_| SystemTime::now())
 }
 
-fn remote_parent(traceparent: Option<&str>) -> Context {
-    let Some(tp) = traceparent else {
+/// The caller's span, as the parent of a job's root span: its trace and
+/// span ids and flags, and its `tracestate`, which the SDK's sampler hands
+/// on to every span of the job (the OTLP `trace_state` of each).
+fn remote_parent(trace: Option<&TraceContext>) -> Context {
+    let Some(trace) = trace else {
         return Context::new();
     };
-    let parts: Vec<&str> = tp.split('-').collect();
+    let parts: Vec<&str> = trace.traceparent().split('-').collect();
     if parts.len() != 4 {
         return Context::new();
     }
@@ -451,7 +456,10 @@ fn remote_parent(traceparent: Option<&str>) -> Context {
         span_id,
         TraceFlags::new(flags),
         true,
-        TraceState::default(),
+        trace
+            .tracestate()
+            .and_then(|state| state.parse::<TraceState>().ok())
+            .unwrap_or_default(),
     );
     Context::new().with_remote_span_context(context)
 }

@@ -103,17 +103,21 @@ async fn submit(
         }
         None => a2a::new_context_id(),
     };
-    let body_traceparent = [&message.metadata, &request.metadata]
+    // The metadata that carries a traceparent carries its tracestate.
+    let body_trace = [&message.metadata, &request.metadata]
         .into_iter()
         .flatten()
-        .find_map(|m| m.get("traceparent").and_then(Value::as_str));
+        .find(|m| m.get("traceparent").is_some_and(Value::is_string));
+    let body_field = |name| body_trace.and_then(|m| m.get(name)).and_then(Value::as_str);
     let job = NewJob {
         id,
         bundle,
         input,
         variables,
         conversation_id: Some(conversation),
-        traceparent: call.trace.or_body(body_traceparent),
+        trace: call
+            .trace
+            .or_body(body_field("traceparent"), body_field("tracestate")),
         idempotency_key: (!message.message_id.trim().is_empty())
             .then(|| format!("a2a:{}", message.message_id)),
         push: push.into_iter().collect(),

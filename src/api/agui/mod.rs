@@ -162,7 +162,7 @@ async fn start(
         input: text,
         messages,
         conversation_id,
-        traceparent: trace.or_metadata(metadata),
+        trace: trace.or_metadata(metadata),
         ..Default::default()
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "bundle")).await?;

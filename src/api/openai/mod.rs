@@ -249,8 +249,7 @@ pub async fn completions(
     trace: super::trace_context::CallerTrace,
     body: WireBody<ChatRequest>,
 ) -> Response {
-    let traceparent = trace.or_body(None);
-    match start(&state, &caller, body.read(), traceparent).await {
+    match start(&state, &caller, body.read(), trace.or_body(None, None)).await {
         Err(e) => e.into_response(),
         Ok((job, Some(streamed))) => {
             let answer = super::answer::answer_stream(&state, &job);
@@ -275,7 +274,7 @@ async fn start(
     state: &AppState,
     caller: &Caller,
     read: Result<ChatRequest, serde_json::Error>,
-    traceparent: Option<String>,
+    trace: Option<super::trace_context::TraceContext>,
 ) -> Result<(Job, Option<Streamed>), OpenAiError> {
     let Parsed {
         request,
@@ -322,7 +321,7 @@ async fn start(
         bundle,
         input,
         messages: Some(request.messages),
-        traceparent,
+        trace,
         controls: Controls {
             answer_format,
             caller_tools,

@@ -265,7 +265,7 @@ async fn start(
         messages,
         variables,
         conversation_id,
-        traceparent: trace.or_metadata(request.metadata.as_ref()),
+        trace: trace.or_metadata(request.metadata.as_ref()),
         controls: Controls {
             answer_format,
             caller_tools,

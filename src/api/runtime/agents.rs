@@ -279,7 +279,7 @@ pub async fn message(
         variables,
         conversation_id: Some(conversation.clone()),
         idempotency_key,
-        traceparent: trace.or_body(None),
+        trace: trace.or_body(None, None),
         ..Default::default()
     };
     let submission = Submission::new(job, "id");

@@ -170,7 +170,7 @@ async fn run(
         variables,
         controls,
         conversation_id: Some(conversation.to_string()),
-        traceparent: trace.or_body(None),
+        trace: trace.or_body(None, None),
         ..Default::default()
     };
     // The runtime hands over a group chat's plan, which it checked; the

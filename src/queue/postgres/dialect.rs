@@ -307,6 +307,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                 fork_turn,
                 &v.kind,
                 &v.controls,
+                &v.tracestate,
             ]);
         }
         // Not cached: the statement's shape depends on the number of rows.

@@ -42,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0020_lease_cursor.sql"),
     include_str!("migrations/0021_refused.sql"),
     include_str!("migrations/0022_keyed_jobs.sql"),
+    include_str!("migrations/0023_tracestate.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -368,6 +368,7 @@ impl JobStatements for SqliteTx<'_> {
                 v.forked_at_turn.map_or(V::Null, V::Integer),
                 V::Text(v.kind),
                 V::Text(v.controls),
+                text(v.tracestate),
             ]);
         }
         let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"), "(idempotency_key)");

@@ -46,6 +46,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0016_conversations_per_key.sql"),
     include_str!("migrations/0017_schedule_missed_fires.sql"),
     include_str!("migrations/0018_fair_lease.sql"),
+    include_str!("migrations/0019_tracestate.sql"),
 ];
 
 /// The schema version this binary writes.

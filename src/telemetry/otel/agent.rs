@@ -47,7 +47,7 @@ impl SpanBuilder {
                 .get(&p.run_id)
                 .map(|run| run.tools.get(&p.call_id).unwrap_or(&run.root).clone())
                 .unwrap_or_default(),
-            None => remote_parent(info.traceparent.as_deref()),
+            None => remote_parent(info.trace.as_ref()),
         };
         let bundle = envelope.bundle.clone();
         let mut attributes = vec![

@@ -29,7 +29,7 @@ impl SpanBuilder {
                 iteration,
                 resumed,
             } => {
-                let parent = remote_parent(info.traceparent.as_deref());
+                let parent = remote_parent(info.trace.as_ref());
                 let mut attributes = vec![
                     KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
                     KeyValue::new("gen_ai.workflow.name", workflow.clone()),
