@@ -34,6 +34,9 @@ pub enum ErrorCode {
     NotFound,
     /// The route exists, not with this method.
     MethodNotAllowed,
+    /// The `Accept` header takes none of the media types the route answers
+    /// with (MCP's transport needs JSON and event streams).
+    NotAcceptable,
     UnknownBundle,
     /// An idempotency key reused for a different job.
     IdempotencyConflict,
@@ -82,6 +85,7 @@ impl ErrorCode {
             Self::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Self::UnknownBundle => StatusCode::UNPROCESSABLE_ENTITY,
             Self::IdempotencyConflict => StatusCode::CONFLICT,
             Self::InvalidState => StatusCode::CONFLICT,

@@ -224,7 +224,13 @@ async fn rpc(
             return reply(&Value::Null, Err(e.into()));
         }
     };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    // JSON-RPC's ids are strings, numbers or null: a call under any other
+    // is not one, and is answered under null.
+    let id = request
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned()
+        .unwrap_or(Value::Null);
     let envelope: Envelope = match serde_json::from_value(request) {
         Ok(envelope) => envelope,
         Err(e) => {

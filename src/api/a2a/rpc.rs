@@ -69,7 +69,7 @@ pub enum Version {
 /// A JSON-RPC id: a string or a number (or `null` where it could not be
 /// read).
 fn id_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": ["string", "integer", "null"]})
+    schemars::json_schema!({"type": ["string", "number", "null"]})
 }
 
 /// The methods the interface serves.
@@ -86,7 +86,7 @@ pub enum Method {
     CreateTaskPushNotificationConfig,
     GetTaskPushNotificationConfig,
     ListTaskPushNotificationConfigs,
-    /// `ListTaskPushNotificationConfigs` as some SDKs spell it.
+    // `ListTaskPushNotificationConfigs` as the specification's table spells it.
     ListTaskPushNotificationConfig,
     DeleteTaskPushNotificationConfig,
 }

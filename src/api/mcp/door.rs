@@ -126,15 +126,14 @@ async fn shaped(response: Response) -> Response {
         Err(_) => String::new(),
     };
     let code = match status {
-        StatusCode::BAD_REQUEST => "invalid_request",
-        StatusCode::FORBIDDEN => "forbidden",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        _ if status.is_server_error() => "internal",
-        _ => "invalid_request",
+        StatusCode::FORBIDDEN => ErrorCode::Forbidden,
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::NOT_ACCEPTABLE => ErrorCode::NotAcceptable,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        _ if status.is_server_error() => ErrorCode::Internal,
+        _ => ErrorCode::InvalidRequest,
     };
     let message = if status.is_server_error() {
         tracing::error!(status = %status, detail = %text, "/mcp failed");
@@ -144,7 +143,7 @@ async fn shaped(response: Response) -> Response {
     } else {
         format!("/mcp: {text}")
     };
-    let body = serde_json::to_vec(&json!({"error": {"code": code, "message": message}}))
+    let body = serde_json::to_vec(&json!({"error": {"code": code.name(), "message": message}}))
         .unwrap_or_default();
     parts.headers.insert(
         header::CONTENT_TYPE,
