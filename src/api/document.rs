@@ -29,7 +29,6 @@ use serde_json::Value;
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query, WireBody};
 use super::error::{ApiError, ErrorBody};
-use super::probes::Served;
 use super::trace_context::CallerTrace;
 
 pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
@@ -119,10 +118,9 @@ pub(super) fn complete(mut api: TransformOpenApi<'_>) -> TransformOpenApi<'_> {
     api
 }
 
-/// The document as served, serialized once.
-pub(super) fn served(api: &OpenApi) -> Served {
-    let generated = serde_json::to_value(api).unwrap_or(Value::Null);
-    Served::new(&generated)
+/// The document as served (`probes` serializes it once).
+pub(super) fn served(api: &OpenApi) -> Value {
+    serde_json::to_value(api).unwrap_or(Value::Null)
 }
 
 /// Each route of [`SPELLED`] under the path the document gives it.

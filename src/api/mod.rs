@@ -171,7 +171,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
     let documented = mcp::described(routes).finish_api_with(&mut api, document::complete);
     // The document describes its own route, so it is made after the router
     // and reaches that route's handler as an extension.
-    let documented = documented.layer(Extension(document::served(&api)));
+    let documented = documented.layer(Extension(probes::Served::new(&document::served(&api))));
     documented
         .merge(mcp)
         .merge(console::routes())
