@@ -25,8 +25,7 @@ use super::document::{QUOTA, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobKind, JobState, NewJob};
-use crate::registry::tool_run::DirectRunError;
-use crate::tools::direct::DirectRun;
+use crate::registry::tool_run::{DirectRun, DirectRunError};
 
 /// The `:run` of `POST …/tools/{tool}:run`.
 const RUN_SUFFIX: &str = ":run";

@@ -245,7 +245,7 @@ async fn start(
     let id = JobId::new();
     let conversation_id = match &request.previous_response_id {
         Some(previous) => Some(conversation_of(state, caller, previous).await?),
-        None => Some(stream::response_id(id.as_str())),
+        None => Some(object::response_id(id.as_str())),
     };
     let (input, messages) = input_of(&request)?;
     let feed = match request.stream {

@@ -11,11 +11,15 @@ pub use super::shape::{
     CachedTokens, PlainText, ReasoningTokens, ResponseError, ResponseErrorCode, ResponseKind,
     ResponseMetadata, ResponseObject, ResponseStatus, ResponseUsage, TextConfig, TextFormat,
 };
-use super::stream::response_id;
 use crate::queue::{Job, JobId, JobState};
 
 /// The prefix of a response id.
 pub const RESPONSE_PREFIX: &str = "resp_";
+
+/// The response's id for a job ([`job_of`] reads it back).
+pub fn response_id(job_id: &str) -> String {
+    format!("resp_{job_id}")
+}
 
 /// The job variable that keeps the `previous_response_id` a response was
 /// created with (a variable: the job's own record, shown with the job).

@@ -92,11 +92,6 @@ pub struct Frame {
     pub body: Value,
 }
 
-/// The response's id for a job, and back.
-pub fn response_id(job_id: &str) -> String {
-    format!("resp_{job_id}")
-}
-
 /// The message item's id.
 fn message_id(job_id: &str) -> String {
     format!("msg_{job_id}")

@@ -18,7 +18,7 @@ use super::super::error::{ApiError, ErrorCode};
 use super::super::job_trace::TraceEntry;
 use super::super::trace_context::CallerTrace;
 use super::agents::{AgentCard, directory, find};
-use super::stream::RuntimeStreamEvent;
+use super::stream::{AgentResponse, RuntimeStreamEvent};
 use super::{Envelope, GROUP_RUNTIME};
 use crate::group_chat::{Ended, Participant, Place, Plan, Termination};
 use crate::queue::{Job, JobId};
@@ -70,14 +70,6 @@ pub(super) struct ChatOutcome {
     pub agents_used: Vec<String>,
     pub rounds: u32,
     pub terminated_by: Ended,
-}
-
-/// One reply of a group chat.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub(super) struct AgentResponse {
-    pub agent_id: String,
-    pub agent_name: String,
-    pub response: String,
 }
 
 impl ChatOutcome {

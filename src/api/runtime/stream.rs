@@ -26,11 +26,18 @@ use super::super::AppState;
 use super::super::document::{json_text, sse_event};
 use super::super::feed::{Item, approval_required};
 use super::super::job_trace::{AgentTools, query_of, response_of, top_level};
-use super::group::AgentResponse;
 use crate::events::EventEnvelope;
 use crate::events::answer::AnswerStream;
 use crate::events::live::Token;
 use crate::queue::Job;
+
+/// One reply of a group chat.
+#[derive(Debug, Serialize, serde::Deserialize, JsonSchema)]
+pub(super) struct AgentResponse {
+    pub agent_id: String,
+    pub agent_name: String,
+    pub response: String,
+}
 
 /// One event of the runtime's stream — for the API document only (no
 /// value has this type): unnamed, its `data:` the JSON of a
