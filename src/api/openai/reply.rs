@@ -82,13 +82,23 @@ pub(super) fn completion(job: &Job) -> Result<ChatCompletion, OpenAiError> {
     Ok(completion_body(job, message, FinishReason::Stop))
 }
 
+/// The completion's id, the same in its answer and in every chunk.
+fn completion_id(job: &Job) -> String {
+    format!("chatcmpl-{}", job.id)
+}
+
+/// The model a completion names: its job's bundle, as `/v1/models` lists it.
+fn model_name(job: &Job) -> String {
+    format!("{MODEL_PREFIX}{}", job.bundle)
+}
+
 /// A chat completion of `job` with one choice: `message`, ended by `finish`.
 fn completion_body(job: &Job, message: AssistantMessage, finish: FinishReason) -> ChatCompletion {
     ChatCompletion {
-        id: format!("chatcmpl-{}", job.id),
+        id: completion_id(job),
         object: wire::CompletionObject::ChatCompletion,
         created: now_secs(),
-        model: format!("{MODEL_PREFIX}{}", job.bundle),
+        model: model_name(job),
         choices: vec![wire::CompletionChoice {
             index: 0,
             message,
@@ -101,10 +111,10 @@ fn completion_body(job: &Job, message: AssistantMessage, finish: FinishReason) -
 /// A chunk of `job`'s stream with one choice.
 fn chunk_body(job: &Job, delta: Delta, finish: Option<FinishReason>) -> ChatCompletionChunk {
     ChatCompletionChunk {
-        id: format!("chatcmpl-{}", job.id),
+        id: completion_id(job),
         object: wire::ChunkObject::ChatCompletionChunk,
         created: now_secs(),
-        model: format!("{MODEL_PREFIX}{}", job.bundle),
+        model: model_name(job),
         choices: vec![wire::ChunkChoice {
             index: 0,
             delta,
