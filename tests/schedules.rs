@@ -324,14 +324,31 @@ async fn outage(store: Store, missed: &str) -> Vec<(i64, i64)> {
     let daemon = site.start_with_env(&env);
     at_least(&http, &daemon, 2).await;
     // Stopped (a restart or a deploy: its last job drains), not killed: a
-    // job killed mid-run holds an `overlap` schedule until its lease runs
-    // out, and `queue` then runs one job for the fires it held.
+    // job killed mid-run holds the schedule until its lease runs out.
     assert_eq!(daemon.stop(), Some(0));
     tokio::time::sleep(Duration::from_secs(4)).await;
+    let restarted = now_ms();
     let daemon = site.start_with_env(&env);
-    let before = fired(&http, &daemon).await.len();
-    let jobs = at_least(&http, &daemon, before + 2).await;
-    let gaps = gaps(&jobs);
+    // Every fire the outage held has had its turn once one that came
+    // since ran. The ones that came since follow `overlap: queue` (those
+    // that came while the catch-up's last job was outstanding run as one).
+    let jobs = eventually(
+        Duration::from_secs(30),
+        "a fire since the restart",
+        || async {
+            let jobs = fired(&http, &daemon).await;
+            jobs.iter()
+                .any(|(fire, _)| *fire >= restarted)
+                .then_some(jobs)
+        },
+    )
+    .await;
+    let held: Vec<(i64, Value)> = jobs
+        .into_iter()
+        .filter(|(fire, _)| *fire < restarted)
+        .collect();
+    let gaps = gaps(&held);
+    let jobs = held;
     // What a gap's neighbours did, for the failure message.
     for (a, b) in &gaps {
         for (fire, job) in jobs.iter().filter(|(f, _)| f == a || f == b) {

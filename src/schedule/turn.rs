@@ -1,8 +1,9 @@
 //! Whose turn it is: of a schedule's due fires ([`super::due_fires`]), the
-//! one to run now, by its `overlap` policy — pure, so every daemon decides
-//! the same. A schedule runs at most one job at a time whatever `missed`
-//! says: due fires take their turns oldest first, one each time the last
-//! job has ended (a catch-up after an outage too).
+//! one to run now, by its `overlap` policy — pure: the same fires, last
+//! job and watch give the same turn on every daemon. A schedule runs at
+//! most one job at a time whatever `missed` says: fires nobody was
+//! watching for take their turns oldest first, one each time the last job
+//! has ended (a catch-up after an outage or a pause).
 
 use super::spec::Overlap;
 
@@ -25,32 +26,36 @@ pub enum Turn {
     Pass { skipped: u64, next: Option<i64> },
 }
 
-/// The schedule's last job, as its turn needs it: when it was submitted,
-/// when it first started running and when it ended (`None`: it has not).
+/// The schedule's last job, as its turn needs it: when it ended (`None`:
+/// it has not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LastJob {
-    pub submitted: i64,
-    pub started: Option<i64>,
     pub ended: Option<i64>,
 }
 
 /// The turn of `fires` (due, oldest first) of a schedule whose last job
-/// is `last`. `after` is the schedule's first fire after a given time;
-/// `next` its first fire after now.
+/// is `last`, watched (looked at unpaused by this daemon's scheduler)
+/// since `watched_since`. `after` is the schedule's first fire after a
+/// given time; `next` its first fire after now.
 ///
-/// Fires already due when the last job was submitted (held by an outage,
-/// a pause caught up, or their turn) run one after another, oldest first,
-/// and so do fires that came while it waited to start (a fire submitted
-/// as a daemon stopped waits out the outage queued: the fires of the
-/// outage did not overlap a run). Fires that came due while the last job
-/// ran follow `overlap`: `skip` drops them, `queue` holds them and runs
-/// one job for them all (the newest) when it ends, `cancel_previous`
-/// cancels the job and runs the newest (fires that came after the held
-/// ones, within the same look, join them). Fires that came after it ended
-/// run in order.
+/// Fires from before the watch came while nobody looked (the daemon was
+/// down, or the schedule paused and resumed with a catch-up): no job ran
+/// for them to overlap, so they take their turns one after another,
+/// oldest first, each once the last job has ended. Fires since follow
+/// `overlap` when they came while the last job was outstanding (queued
+/// or running): `skip` drops them, `queue` holds them and runs one job
+/// for them all (the newest) when it ends, `cancel_previous` cancels the
+/// job and runs the newest. Fires that came after it ended run in order.
+///
+/// Only the watch makes a fire wait its turn: a rule that also let fires
+/// that came while the last job waited in the queue wait their turn fed
+/// itself — each fire it held came before the next job was submitted and
+/// was held again — and turned `skip` and `queue` into one job per fire,
+/// ever later, once a single job waited a second to start.
 pub fn turn(
     overlap: Overlap,
     fires: &[i64],
+    watched_since: i64,
     last: Option<LastJob>,
     after: impl Fn(i64) -> Option<i64>,
     next: Option<i64>,
@@ -68,8 +73,7 @@ pub fn turn(
     let Some(last) = last else {
         return run(oldest, 0);
     };
-    // Due before the last job was submitted, or before it started running.
-    let waiting = oldest <= last.submitted || last.started.is_none_or(|started| oldest < started);
+    let unwatched = oldest < watched_since;
     let Some(ended) = last.ended else {
         return match overlap {
             Overlap::CancelPrevious => Turn::Run {
@@ -80,14 +84,14 @@ pub fn turn(
             },
             Overlap::Queue => Turn::Hold,
             // Fires waiting their turn hold the ones behind them too.
-            Overlap::Skip if waiting => Turn::Hold,
+            Overlap::Skip if unwatched => Turn::Hold,
             Overlap::Skip => Turn::Pass {
                 skipped: count,
                 next,
             },
         };
     };
-    if waiting {
+    if unwatched {
         return run(oldest, 0);
     }
     let during: Vec<i64> = fires.iter().copied().filter(|f| *f <= ended).collect();
@@ -117,30 +121,10 @@ mod tests {
         Some(ms / 10 * 10 + 10)
     }
 
-    /// Submitted at `submitted` and started at once.
-    fn running(submitted: i64) -> Option<LastJob> {
-        Some(LastJob {
-            submitted,
-            started: Some(submitted),
-            ended: None,
-        })
-    }
+    const RUNNING: Option<LastJob> = Some(LastJob { ended: None });
 
-    fn ended(submitted: i64, ended: i64) -> Option<LastJob> {
-        Some(LastJob {
-            submitted,
-            started: Some(submitted),
-            ended: Some(ended),
-        })
-    }
-
-    /// Submitted at `submitted`, waited in the queue until `started`.
-    fn waited(submitted: i64, started: Option<i64>, ended: Option<i64>) -> Option<LastJob> {
-        Some(LastJob {
-            submitted,
-            started,
-            ended,
-        })
+    fn ended(at: i64) -> Option<LastJob> {
+        Some(LastJob { ended: Some(at) })
     }
 
     fn run(fire: i64, skipped: u64) -> Turn {
@@ -152,55 +136,52 @@ mod tests {
         }
     }
 
+    /// Watched since 35: fires before it came while nobody looked (an
+    /// outage, or a pause caught up).
     #[test]
-    fn fires_waiting_their_turn_run_one_after_another_oldest_first() {
+    fn fires_nobody_watched_for_run_one_after_another_oldest_first() {
         for overlap in [Overlap::Skip, Overlap::Queue, Overlap::CancelPrevious] {
-            // No job yet, or the last one ended before them (an outage).
-            assert_eq!(
-                turn(overlap, &[10, 20, 30], None, after, Some(40)),
-                run(10, 0)
-            );
-            assert_eq!(
-                turn(overlap, &[10, 20, 30], ended(1, 5), after, Some(40)),
-                run(10, 0),
-                "{overlap:?}"
-            );
-            // Already due when the last one was submitted: their turn.
-            assert_eq!(
-                turn(overlap, &[20, 30], ended(25, 26), after, Some(40)),
-                run(20, 0)
-            );
+            // No job yet, the last one ended before them, or it ended
+            // after them (it drained as the daemon stopped, or its lease
+            // ran out): the oldest runs, the others stay due.
+            for last in [None, ended(5), ended(33)] {
+                assert_eq!(
+                    turn(overlap, &[10, 20, 30, 40], 35, last, after, Some(50)),
+                    run(10, 0),
+                    "{overlap:?} {last:?}"
+                );
+            }
         }
         // While the last job runs they wait, under skip and queue alike.
-        assert_eq!(
-            turn(Overlap::Skip, &[20, 30], running(25), after, Some(40)),
-            Turn::Hold
-        );
-        assert_eq!(
-            turn(Overlap::Queue, &[20, 30], running(25), after, Some(40)),
-            Turn::Hold
-        );
+        for overlap in [Overlap::Skip, Overlap::Queue] {
+            assert_eq!(
+                turn(overlap, &[20, 30], 35, RUNNING, after, Some(40)),
+                Turn::Hold
+            );
+        }
     }
 
+    /// Watched all along: fires that came while the last job was
+    /// outstanding follow `overlap`.
     #[test]
     fn fires_during_a_job_are_dropped_held_as_one_or_cancel_it() {
-        // The last job was submitted at 5 and runs (or ran until 32).
         assert_eq!(
-            turn(Overlap::Skip, &[10, 20], running(5), after, Some(40)),
+            turn(Overlap::Skip, &[10, 20], 0, RUNNING, after, Some(40)),
             Turn::Pass {
                 skipped: 2,
                 next: Some(40)
             }
         );
         assert_eq!(
-            turn(Overlap::Queue, &[10, 20], running(5), after, Some(40)),
+            turn(Overlap::Queue, &[10, 20], 0, RUNNING, after, Some(40)),
             Turn::Hold
         );
         assert_eq!(
             turn(
                 Overlap::CancelPrevious,
                 &[10, 20],
-                running(5),
+                0,
+                RUNNING,
                 after,
                 Some(40)
             ),
@@ -215,87 +196,73 @@ mod tests {
         // due); skip drops them and runs the fire that came after.
         for overlap in [Overlap::Queue, Overlap::Skip] {
             assert_eq!(
-                turn(overlap, &[10, 20, 30, 40], ended(5, 32), after, Some(50)),
+                turn(overlap, &[10, 20, 30, 40], 0, ended(32), after, Some(50)),
                 run(40, 3),
                 "{overlap:?}"
             );
         }
         assert_eq!(
-            turn(Overlap::Skip, &[10, 20], ended(5, 32), after, Some(40)),
+            turn(Overlap::Skip, &[10, 20], 0, ended(32), after, Some(40)),
             Turn::Pass {
                 skipped: 2,
                 next: Some(40)
             }
         );
         assert_eq!(
-            turn(Overlap::Skip, &[], running(5), after, Some(40)),
+            turn(Overlap::Skip, &[], 0, RUNNING, after, Some(40)),
             Turn::Pass {
                 skipped: 0,
                 next: Some(40)
             }
         );
+        // Fires that came after it ended run in order.
+        assert_eq!(
+            turn(Overlap::Queue, &[40, 50], 0, ended(32), after, Some(60)),
+            run(40, 0)
+        );
     }
 
-    /// A fire submitted as its daemon stopped waits out the outage queued:
-    /// the fires of the outage came while it waited, not while it ran, so
-    /// they take their turns one after another under every policy (`queue`
-    /// once ran one job for them all, and the test of a short outage lost
-    /// fires).
+    /// CI's failure: a watched schedule's job (a cron of one second, a
+    /// 2.5 s job) waited a second in the queue before it started, and
+    /// every fire after it ran, each later than the last: a fire that
+    /// came while the job waited took its turn, and so did every fire
+    /// held behind that turn. A fire that comes while the last job waits
+    /// to start overlaps it like one that comes while it runs.
     #[test]
-    fn fires_that_came_while_the_last_job_waited_to_start_take_their_turns() {
-        for overlap in [Overlap::Skip, Overlap::Queue] {
-            // Still queued, or running now after the wait: they wait.
-            assert_eq!(
-                turn(overlap, &[20, 30], waited(15, None, None), after, Some(40)),
-                Turn::Hold,
-                "{overlap:?}"
-            );
-            assert_eq!(
-                turn(
-                    overlap,
-                    &[20, 30],
-                    waited(15, Some(45), None),
-                    after,
-                    Some(50)
-                ),
-                Turn::Hold,
-                "{overlap:?}"
-            );
-            // It started after them and has ended: the oldest runs.
-            assert_eq!(
-                turn(
-                    overlap,
-                    &[20, 30, 40],
-                    waited(15, Some(45), Some(47)),
-                    after,
-                    Some(50)
-                ),
-                run(20, 0),
-                "{overlap:?}"
-            );
-            // Cancelled before it ever started.
-            assert_eq!(
-                turn(
-                    overlap,
-                    &[20, 30],
-                    waited(15, None, Some(33)),
-                    after,
-                    Some(40)
-                ),
-                run(20, 0),
-                "{overlap:?}"
-            );
-        }
-        // Fires after its start still overlap it.
+    fn a_job_that_waited_to_start_makes_no_fire_wait_its_turn() {
+        // Submitted at 290, started at 300 (fire 300 came while it
+        // waited), ended at 325.
+        assert_eq!(
+            turn(Overlap::Skip, &[300], 0, RUNNING, after, Some(310)),
+            Turn::Pass {
+                skipped: 1,
+                next: Some(310)
+            }
+        );
         assert_eq!(
             turn(
                 Overlap::Queue,
-                &[20, 30, 40],
-                waited(5, Some(12), Some(32)),
+                &[300, 310, 320],
+                0,
+                RUNNING,
                 after,
-                Some(50)
+                Some(330)
             ),
-            run(40, 2)
+            Turn::Hold
         );
+        // The look after it ended runs the fire that came since, under
+        // both, and nothing is left due to be held again.
+        for overlap in [Overlap::Skip, Overlap::Queue] {
+            let fires: &[i64] = match overlap {
+                Overlap::Skip => &[330],
+                _ => &[300, 310, 320, 330],
+            };
+            let skipped = fires.len() as u64 - 1;
+            assert_eq!(
+                turn(overlap, fires, 0, ended(325), after, Some(340)),
+                run(330, skipped),
+                "{overlap:?}"
+            );
+        }
     }
 }

@@ -16,11 +16,14 @@ use crate::schedule::{Due, LastJob, Missed, Stored, Turn, due_fires, fire_key, t
 /// kept), at most one is submitted, by its `overlap` policy
 /// (`schedule::turn`), and the schedule is advanced past what was
 /// submitted or dropped. What happened is counted once the store took the
-/// record (the daemon that records a fire counts it).
-/// Whether it left fires waiting their turn behind the one it submitted.
+/// record (the daemon that records a fire counts it). `watched_since`:
+/// since when this daemon's scheduler has looked at it unpaused (fires
+/// from before take their turns). Whether it left fires waiting their turn
+/// behind the one it submitted.
 pub(super) async fn handle(
     scheduler: &Scheduler,
     schedule: StoredSchedule,
+    watched_since: i64,
     now: i64,
 ) -> Result<bool, crate::queue::QueueError> {
     let Some(expected_next) = schedule.next_fire else {
@@ -37,7 +40,16 @@ pub(super) async fn handle(
         expected_next,
         now,
     );
-    let Some(taken) = take_turn(scheduler, &schedule, &stored, &compiled, &due).await? else {
+    let Some(taken) = take_turn(
+        scheduler,
+        &schedule,
+        &stored,
+        &compiled,
+        &due,
+        watched_since,
+    )
+    .await?
+    else {
         return Ok(false);
     };
     let mut tally = vec![("missed", due.missed), ("skipped_overlap", taken.skipped)];
@@ -90,6 +102,7 @@ async fn take_turn(
     stored: &Stored,
     compiled: &(croner::Cron, chrono_tz::Tz),
     due: &Due,
+    watched_since: i64,
 ) -> Result<Option<Taken>, crate::queue::QueueError> {
     let last = match due.fires.is_empty() {
         true => None,
@@ -99,6 +112,7 @@ async fn take_turn(
     let taken = turn(
         stored.spec.overlap,
         &due.fires,
+        watched_since,
         last.as_ref().map(|l| l.1),
         after,
         due.next,
@@ -256,8 +270,7 @@ fn parsed(schedule: &StoredSchedule) -> Option<(Stored, (croner::Cron, chrono_tz
     Some((stored, compiled))
 }
 
-/// The schedule's last job, when it was submitted, started and ended (if
-/// it did).
+/// The schedule's last job, and when it ended (if it did).
 async fn last_job(
     scheduler: &Scheduler,
     schedule: &StoredSchedule,
@@ -272,8 +285,6 @@ async fn last_job(
         .await?
         .map(|job| {
             let last = LastJob {
-                submitted: ms(&job.created_at).unwrap_or(i64::MAX),
-                started: job.started_at.as_deref().and_then(ms),
                 // A job that ended at an unreadable time ended now.
                 ended: job.state.is_terminal().then(|| {
                     job.finished_at

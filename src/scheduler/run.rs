@@ -2,6 +2,7 @@
 //! way), each syncing the bundles' schedules and taking every due
 //! schedule's turn, until the daemon shuts down.
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use tokio_util::sync::CancellationToken;
@@ -29,6 +30,7 @@ pub fn spawn(
             generation: None,
             declared: None,
         };
+        let mut watched = Watched::default();
         let mut wait = Duration::ZERO;
         loop {
             tokio::select! {
@@ -36,7 +38,7 @@ pub fn spawn(
                 _ = shutdown.cancelled() => return,
             }
             let looked = crate::queue::millis(SystemTime::now());
-            wait = match tick(&scheduler, &mut synced).await {
+            wait = match tick(&scheduler, &mut synced, &mut watched).await {
                 Ok(true) => CATCHING_UP,
                 Ok(false) => until_next_second(looked, crate::queue::millis(SystemTime::now())),
                 Err(e) => {
@@ -53,20 +55,50 @@ pub fn spawn(
 async fn tick(
     scheduler: &Scheduler,
     synced: &mut Synced,
+    watched: &mut Watched,
 ) -> Result<bool, crate::queue::QueueError> {
     let snapshot = scheduler.registry.snapshot();
     let reloaded = synced.generation != Some(snapshot.generation);
     sync_bundles(scheduler, synced, reloaded).await?;
     synced.generation = Some(snapshot.generation);
     let now = crate::queue::millis(SystemTime::now());
+    let schedules = scheduler.queue.schedules().await?;
+    watched.look(&schedules, now);
     let mut waiting = false;
-    for schedule in scheduler.queue.schedules().await? {
+    for schedule in schedules {
         if schedule.paused || schedule.next_fire.is_none_or(|next| next > now) {
             continue;
         }
-        waiting |= handle(scheduler, schedule, now).await?;
+        let since = watched.since(&schedule.id, now);
+        waiting |= handle(scheduler, schedule, since, now).await?;
     }
     Ok(waiting)
+}
+
+/// Since when this daemon's scheduler has looked at each schedule unpaused:
+/// a fire from before came while nobody here looked (the daemon was down,
+/// or the schedule paused) and takes its turn (`schedule::turn`).
+#[derive(Default)]
+struct Watched(HashMap<String, i64>);
+
+impl Watched {
+    /// A look at `schedules` at `now`: the unpaused ones are watched from
+    /// now on unless they were already; paused and deleted ones are not.
+    fn look(&mut self, schedules: &[crate::queue::StoredSchedule], now: i64) {
+        let before = std::mem::take(&mut self.0);
+        self.0 = schedules
+            .iter()
+            .filter(|schedule| !schedule.paused)
+            .map(|schedule| {
+                let since = before.get(&schedule.id).copied().unwrap_or(now);
+                (schedule.id.clone(), since)
+            })
+            .collect();
+    }
+
+    fn since(&self, id: &str, now: i64) -> i64 {
+        self.0.get(id).copied().unwrap_or(now)
+    }
 }
 
 /// From `now`, the wait until just after the first whole second after
@@ -83,6 +115,31 @@ fn until_next_second(looked: i64, now: i64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn schedule(id: &str, paused: bool) -> crate::queue::StoredSchedule {
+        let mut schedule =
+            crate::queue::StoredSchedule::new(id.into(), "api".into(), "{}".into(), None, Some(0));
+        schedule.paused = paused;
+        schedule
+    }
+
+    #[test]
+    fn a_schedule_is_watched_from_the_first_look_that_finds_it_unpaused() {
+        let mut watched = Watched::default();
+        watched.look(&[schedule("a", false), schedule("b", true)], 1_000);
+        assert_eq!(watched.since("a", 1_000), 1_000);
+        watched.look(&[schedule("a", false), schedule("b", true)], 2_000);
+        assert_eq!(watched.since("a", 2_000), 1_000);
+        // Paused, then resumed: its fires in between came while nobody
+        // looked.
+        watched.look(&[schedule("a", true), schedule("b", false)], 3_000);
+        watched.look(&[schedule("a", false), schedule("b", false)], 4_000);
+        assert_eq!(watched.since("a", 4_000), 4_000);
+        assert_eq!(watched.since("b", 4_000), 3_000);
+        // Deleted: forgotten.
+        watched.look(&[schedule("b", false)], 5_000);
+        assert_eq!(watched.0.len(), 1);
+    }
 
     #[test]
     fn the_next_look_is_just_after_the_next_whole_second() {
