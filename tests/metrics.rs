@@ -1,9 +1,13 @@
 //! Prometheus metrics of a real daemon after a workload: names, labels and
-//! `promtool check metrics`.
+//! `promtool check metrics`; the dashboards' queries against a real
+//! Prometheus; the alert rules under `promtool check rules` and `promtool
+//! test rules`; and every exported family on a panel.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::io::Write;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -84,6 +88,7 @@ async fn metrics_after_a_workload_pass_promtool() {
         "structured_agents_tool_calls_total{bundle=\"metered\",outcome=\"tool_error\",tool=\"bad_tool\"} 3",
         "structured_agents_tool_calls_total{bundle=\"metered\",outcome=\"ok\",tool=\"ok_tool\"} 3",
         "structured_agents_turns_total{bundle=\"metered\"} 6",
+        "structured_agents_tool_duration_seconds_count{bundle=\"metered\",outcome=\"ok\",tool=\"ok_tool\"} 3",
         "structured_agents_queue_jobs{state=\"queued\"} 0",
         "structured_agents_queue_jobs{state=\"needs_attention\"} 0",
         "structured_agents_bundles{status=\"ok\"} 1",
@@ -96,11 +101,16 @@ async fn metrics_after_a_workload_pass_promtool() {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
     assert!(!text.contains("job_id"), "job ids must never be labels");
+    let exported = exported_families();
     for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
         let name = line.split_whitespace().nth(2).unwrap();
         assert!(
             text.contains(&format!("# HELP {name} ")),
             "{name} has no HELP"
+        );
+        assert!(
+            exported.contains(name),
+            "{name} is scraped but not among the families src/telemetry names: {exported:?}"
         );
     }
 
@@ -262,4 +272,114 @@ async fn dashboards_queries_work_against_real_prometheus() {
         }
     }
     assert_eq!(daemon.stop(), Some(0));
+}
+
+fn repo(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// Every metric family the daemon exports to Prometheus: the names
+/// `src/telemetry` registers (a family with no sample yet is not in a
+/// scrape, so the scrape alone cannot list them).
+fn exported_families() -> BTreeSet<String> {
+    let name = regex::Regex::new(r#""((?:structured_agents|gen_ai_client)_[a-z_]+)""#).unwrap();
+    let mut families = BTreeSet::new();
+    let mut dirs = vec![repo("src/telemetry")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                families.extend(name.captures_iter(&text).map(|c| c[1].to_string()));
+            }
+        }
+    }
+    assert!(families.len() > 40, "too few families found: {families:?}");
+    families
+}
+
+/// The metric families a PromQL expression reads (a histogram's
+/// `_bucket`, `_sum` and `_count` series named by their family).
+fn families_read(expr: &str, exported: &BTreeSet<String>) -> BTreeSet<String> {
+    let name = regex::Regex::new(r"\b((?:structured_agents|gen_ai_client)_[a-z_]+)").unwrap();
+    name.captures_iter(expr)
+        .map(|c| {
+            let series = &c[1];
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .filter_map(|suffix| series.strip_suffix(suffix))
+                .find(|family| exported.contains(*family))
+                .unwrap_or(series)
+                .to_string()
+        })
+        .collect()
+}
+
+/// Every exported family is on a dashboard panel, and every family a panel
+/// or an alert reads is exported (a renamed metric leaves no panel empty).
+#[test]
+fn every_exported_family_is_on_a_panel_and_every_panel_reads_one() {
+    let exported = exported_families();
+    let mut on_panels = BTreeSet::new();
+    for file in [
+        "structured-agents-overview.json",
+        "structured-agents-bundle.json",
+    ] {
+        let text = std::fs::read_to_string(repo(&format!("dashboards/{file}"))).unwrap();
+        let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for panel in dashboard["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().unwrap() {
+                let read = families_read(target["expr"].as_str().unwrap(), &exported);
+                let unknown: Vec<_> = read.difference(&exported).collect();
+                assert!(
+                    unknown.is_empty(),
+                    "{file}/{}: reads {unknown:?}, which the daemon does not export",
+                    panel["title"]
+                );
+                on_panels.extend(read);
+            }
+        }
+    }
+    let missing: Vec<_> = exported.difference(&on_panels).collect();
+    assert!(
+        missing.is_empty(),
+        "exported but on no panel of dashboards/: {missing:?}"
+    );
+    let rules = std::fs::read_to_string(repo("dashboards/alerts.yml")).unwrap();
+    let rules: serde_json::Value = serde_saphyr::from_str(&rules).unwrap();
+    for rule in rules["groups"][0]["rules"].as_array().unwrap() {
+        let read = families_read(rule["expr"].as_str().unwrap(), &exported);
+        let unknown: Vec<_> = read.difference(&exported).collect();
+        assert!(
+            unknown.is_empty(),
+            "alert {}: reads {unknown:?}, which the daemon does not export",
+            rule["alert"]
+        );
+    }
+}
+
+/// The shipped alert rules are valid, and each fires on the series that
+/// should raise it and stays quiet on a healthy daemon
+/// (`dashboards/alerts.test.yml`).
+#[test]
+fn alert_rules_pass_promtool_check_and_test() {
+    for args in [
+        ["check", "rules", "alerts.yml"],
+        ["test", "rules", "alerts.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(repo("dashboards"))
+            .output()
+            .expect("promtool is needed (Debian package `prometheus`; ./scripts/test installs it)");
+        assert!(
+            out.status.success(),
+            "promtool {}:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -242,8 +242,8 @@ impl Metrics {
             )?,
             tool_duration: histogram(
                 "structured_agents_tool_duration_seconds",
-                "Tool call duration.",
-                &["tool", "outcome"],
+                "Tool call duration, by the bundle whose job called it.",
+                &["bundle", "tool", "outcome"],
                 TOOL_BUCKETS,
             )?,
             tool_cache_hits: counter(

@@ -136,7 +136,7 @@ impl MetricsObserver {
             .with_label_values(&[bundle, tool_name, outcome])
             .inc();
         m.tool_duration
-            .with_label_values(&[tool_name, outcome])
+            .with_label_values(&[bundle, tool_name, outcome])
             .observe(duration_ms as f64 / 1000.0);
         if let Some(o) = m.otlp.get() {
             let attrs = [
@@ -145,8 +145,7 @@ impl MetricsObserver {
                 kv("outcome", outcome),
             ];
             o.tool_calls.add(1, &attrs);
-            o.tool_duration
-                .record(duration_ms as f64 / 1000.0, &attrs[1..]);
+            o.tool_duration.record(duration_ms as f64 / 1000.0, &attrs);
         }
     }
 
