@@ -383,3 +383,43 @@ fn alert_rules_pass_promtool_check_and_test() {
         );
     }
 }
+
+/// A model error is counted for each HTTP attempt that failed, not once a
+/// call or a run: the job's first attempt gets 503, is retried by the
+/// client (`max_retries = 1`) and gets 503 again, so the job retries and
+/// its next attempt is answered — two failed requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_failed_http_attempt_of_a_model_call_is_counted() {
+    let script = "mode: sequential\nreplies:\n  - {status: 503, error: busy}\n  - {status: 503, error: busy}\n  - {content: done}\n";
+    let server = mock_server(script).await;
+    let site = Site::new(&server.base_url(), "");
+    site.put_bundle(
+        "flaky",
+        "name: flaky\nversion: \"1\"\nmodel: {endpoint: mock, name: mock-model}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit_and_wait(
+        &http,
+        &daemon,
+        json!({"bundle": "flaky", "input": "x"}),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(job["state"], "succeeded", "{job}");
+    assert_eq!(job["attempts"], 2, "{job}");
+    let series = "structured_agents_model_request_errors_total{error_type=\"http_5xx\",model=\"mock-model\"}";
+    let text = http
+        .get(daemon.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains(&format!("{series} 2\n")),
+        "want {series} 2 in:\n{text}"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

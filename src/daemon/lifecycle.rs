@@ -127,7 +127,8 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::WebhookDelivery { .. }
             | DaemonEvent::StaleSettle { .. }
             | DaemonEvent::DrainDone
-            | DaemonEvent::EndpointLoad { .. } => {}
+            | DaemonEvent::EndpointLoad { .. }
+            | DaemonEvent::ModelAttemptFailed { .. } => {}
         }
     }
 }

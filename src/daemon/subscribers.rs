@@ -297,6 +297,8 @@ impl DaemonObserver for LogLines {
             DaemonEvent::DrainStarted => tracing::info!("shutting down: draining jobs"),
             DaemonEvent::DrainDone => tracing::info!("drained: no job runs in this daemon"),
             DaemonEvent::EndpointLoad { endpoint, change } => log_load(endpoint, change),
+            // The client logs each failed attempt where it happens.
+            DaemonEvent::ModelAttemptFailed { .. } => {}
         }
     }
 }

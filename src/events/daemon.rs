@@ -122,6 +122,14 @@ pub enum DaemonEvent {
         endpoint: String,
         change: LoadChange,
     },
+    /// One HTTP attempt of a model call failed (each retry's, and the
+    /// last one's when the call fails): `error_type` is the client's kind
+    /// (`http_5xx`, `timeout`, …), `model` the name the request asked for.
+    ModelAttemptFailed {
+        endpoint: String,
+        model: String,
+        error_type: &'static str,
+    },
 }
 
 /// What kind of claim a stale settle held (a bounded metric label).
@@ -197,6 +205,7 @@ impl DaemonEvent {
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
             DaemonEvent::EndpointLoad { .. } => "endpoint_load",
+            DaemonEvent::ModelAttemptFailed { .. } => "model_attempt_failed",
         }
     }
 }

@@ -313,7 +313,7 @@ fn build_endpoints(
             .map(|load| crate::load::LoadGate::start(name.clone(), load.clone(), bus.clone()));
         out.insert(
             name.clone(),
-            LimitedBackend::wrap_gated(backend, ep.max_concurrent, gate),
+            LimitedBackend::wrap_gated(backend, ep.max_concurrent, gate, bus.clone()),
         );
     }
     Ok(out)

@@ -1,6 +1,9 @@
 //! Caps the model requests in flight to one endpoint across all jobs, so a
 //! small model server is not flooded: a fixed permit, and in front of it
-//! the endpoint's load gate when it declares `load` (`crate::load`).
+//! the endpoint's load gate when it declares `load` (`crate::load`). Every
+//! HTTP attempt that fails is told to the daemon's bus
+//! (`DaemonEvent::ModelAttemptFailed`: the metrics count each one) and, when
+//! the server says it is overloaded, to the gate.
 
 use std::sync::Arc;
 
@@ -9,17 +12,23 @@ use tokio::sync::Semaphore;
 
 use crate::client::watch::{self, CallNote, CallWatcher};
 use crate::client::{ChatBackend, ChatRequest, ChatResponse, ClientError, EndpointInfo, OnToken};
+use crate::events::daemon::{DaemonBus, DaemonEvent};
 use crate::load::LoadGate;
 
 pub struct LimitedBackend {
     inner: Arc<dyn ChatBackend>,
     permits: Semaphore,
     gate: Option<Arc<LoadGate>>,
+    bus: DaemonBus,
 }
 
 impl LimitedBackend {
-    pub fn wrap(inner: Arc<dyn ChatBackend>, max_concurrent: usize) -> Arc<dyn ChatBackend> {
-        Self::wrap_gated(inner, max_concurrent, None)
+    pub fn wrap(
+        inner: Arc<dyn ChatBackend>,
+        max_concurrent: usize,
+        bus: DaemonBus,
+    ) -> Arc<dyn ChatBackend> {
+        Self::wrap_gated(inner, max_concurrent, None, bus)
     }
 
     /// `wrap`, new calls first waiting at `gate` for the server's load.
@@ -27,12 +36,36 @@ impl LimitedBackend {
         inner: Arc<dyn ChatBackend>,
         max_concurrent: usize,
         gate: Option<Arc<LoadGate>>,
+        bus: DaemonBus,
     ) -> Arc<dyn ChatBackend> {
         Arc::new(Self {
             inner,
             permits: Semaphore::new(max_concurrent.max(1)),
             gate,
+            bus,
         })
+    }
+}
+
+/// Who hears of a failed HTTP attempt of one call: the bus, and the gate
+/// when the server refused it as overloaded.
+struct Failures {
+    bus: DaemonBus,
+    gate: Option<Arc<LoadGate>>,
+    endpoint: String,
+    model: String,
+}
+
+impl Failures {
+    fn heard(&self, error: &ClientError) {
+        self.bus.publish(DaemonEvent::ModelAttemptFailed {
+            endpoint: self.endpoint.clone(),
+            model: self.model.clone(),
+            error_type: error.kind(),
+        });
+        if let (Some(gate), Some(status)) = (&self.gate, overload_status(error)) {
+            gate.refused(status);
+        }
     }
 }
 
@@ -56,23 +89,26 @@ impl ChatBackend for LimitedBackend {
         let call = self
             .inner
             .complete_limited(request, on_token, &self.permits);
-        let Some(gate) = &self.gate else {
-            return call.await;
-        };
-        gate.admit().await;
-        // Refusals of earlier attempts are heard as they happen; the last
+        if let Some(gate) = &self.gate {
+            gate.admit().await;
+        }
+        let failures = Arc::new(Failures {
+            bus: self.bus.clone(),
+            gate: self.gate.clone(),
+            endpoint: self.inner.info().name,
+            model: request.model().to_string(),
+        });
+        // Earlier attempts' failures are heard as they happen; the last
         // one comes back as the call's error.
-        let hears = gate.clone();
-        let refusals: CallWatcher = Arc::new(move |note| {
-            if let CallNote::Retrying { error, .. } = note
-                && let Some(status) = overload_status(error)
-            {
-                hears.refused(status);
+        let hears = failures.clone();
+        let retries: CallWatcher = Arc::new(move |note| {
+            if let CallNote::Retrying { error, .. } = note {
+                hears.heard(error);
             }
         });
-        let result = watch::also_watching(refusals, call).await;
-        if let Some(status) = result.as_ref().err().and_then(overload_status) {
-            gate.refused(status);
+        let result = watch::also_watching(retries, call).await;
+        if let Err(error) = &result {
+            failures.heard(error);
         }
         result
     }
@@ -104,7 +140,11 @@ mod tests {
         let mut settings = EndpointSettings::new("mock", server.base_url());
         settings.max_retries = 1;
         settings.backoff_max = Duration::from_secs(3600);
-        let backend = LimitedBackend::wrap(Arc::new(HttpBackend::new(settings).unwrap()), 1);
+        let backend = LimitedBackend::wrap(
+            Arc::new(HttpBackend::new(settings).unwrap()),
+            1,
+            DaemonBus::new(),
+        );
 
         let first = tokio::spawn({
             let backend = backend.clone();
@@ -159,13 +199,14 @@ mod tests {
         };
         // Readings after the first are far apart: this test reads.
         load.poll_interval.0 = Duration::from_secs(10);
-        let gate = crate::load::LoadGate::start("mock".into(), load, bus);
+        let gate = crate::load::LoadGate::start("mock".into(), load, bus.clone());
         let mut settings = EndpointSettings::new("mock", server.base_url());
         settings.max_retries = 0;
         let backend = LimitedBackend::wrap_gated(
             Arc::new(HttpBackend::new(settings).unwrap()),
             4,
             Some(gate.clone()),
+            bus,
         );
         let heard_now = || heard.0.lock().unwrap().join(" ");
         // The poller's first reading (at start) is in before the 503.

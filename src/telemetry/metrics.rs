@@ -258,7 +258,7 @@ impl Metrics {
             )?,
             model_errors: counter(
                 "structured_agents_model_request_errors_total",
-                "Model calls that failed, by error type.",
+                "Failed model requests, by error type: each HTTP attempt that failed (a call retried 4 times on 503 counts 4, 5 when its last attempt fails too), and replies the model plugin could not read (model_plugin).",
                 &["model", "error_type"],
             )?,
             reloads: counter(
@@ -380,6 +380,18 @@ impl Metrics {
         }
     }
 
+    /// Counts one failed model request of `model`: an HTTP attempt, or a
+    /// reply its plugin could not read.
+    pub(crate) fn model_attempt_failed(&self, model: &str, error_type: &str) {
+        self.model_errors
+            .with_label_values(&[model, error_type])
+            .inc();
+        if let Some(o) = self.otlp.get() {
+            o.model_errors
+                .add(1, &[kv("model", model), kv("error.type", error_type)]);
+        }
+    }
+
     /// Records whether a queue operation (`lease`, `ping`) reached the store.
     pub fn queue_operation(&self, operation: &str, worked: bool) {
         self.queue_up.set(i64::from(worked));
@@ -441,6 +453,9 @@ impl DaemonObserver for Metrics {
                     .inc()
             }
             DaemonEvent::LeaseLost { .. } => self.leases_lost.inc(),
+            DaemonEvent::ModelAttemptFailed {
+                model, error_type, ..
+            } => self.model_attempt_failed(model, error_type),
             DaemonEvent::EndpointLoad { endpoint, change } => self.load.observe(endpoint, change),
             DaemonEvent::RequestRefused { reason } => {
                 self.requests_refused.with_label_values(&[reason]).inc()

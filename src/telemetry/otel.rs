@@ -128,7 +128,8 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::StaleSettle { .. }
             | DaemonEvent::DrainStarted
             | DaemonEvent::DrainDone
-            | DaemonEvent::EndpointLoad { .. } => return,
+            | DaemonEvent::EndpointLoad { .. }
+            | DaemonEvent::ModelAttemptFailed { .. } => return,
         };
         if let Err(TrySendError::Full(_)) = self.queue.try_send(item) {
             self.dropped.fetch_add(1, Ordering::Relaxed);

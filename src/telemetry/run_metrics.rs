@@ -242,23 +242,14 @@ impl Observer for MetricsObserver {
                     o.turns.add(1, &[kv("bundle", bundle)]);
                 }
             }
-            // A run that parks for a person did not fail.
+            // A reply the model plugin could not read; the client's errors
+            // are counted per HTTP attempt where they happen
+            // (`DaemonEvent::ModelAttemptFailed`), and a run that parks, runs
+            // out of budget or is cancelled did not fail a request.
             Event::KernelEnd {
                 error_type: Some(kind),
                 ..
-            } if !matches!(
-                kind.as_str(),
-                "needs_attention" | "awaiting_approval" | "budget_exceeded"
-            ) =>
-            {
-                m.model_errors
-                    .with_label_values(&[&self.model(), kind])
-                    .inc();
-                if let Some(o) = m.otlp.get() {
-                    o.model_errors
-                        .add(1, &[kv("model", &self.model()), kv("error.type", kind)]);
-                }
-            }
+            } if kind == "model_plugin" => m.model_attempt_failed(&self.model(), kind),
             Event::JobState {
                 state,
                 duration_ms,

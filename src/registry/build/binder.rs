@@ -38,6 +38,8 @@ pub(super) struct Binder<'a> {
     servers: BTreeMap<String, crate::model::ServerKind>,
     store: BundleStore,
     tool_env: ToolEnv,
+    /// Where a bundle's own endpoint tells of its failed requests.
+    bus: crate::events::daemon::DaemonBus,
 }
 
 impl<'a> Binder<'a> {
@@ -63,6 +65,7 @@ impl<'a> Binder<'a> {
                 .map(|(name, ep)| (name.clone(), ep.server))
                 .collect(),
             store: BundleStore::new(&config.paths.state_dir),
+            bus: env.bus.clone(),
             tool_env: ToolEnv {
                 runs_agents: env.runs_agents,
                 remote_agents: config.agents.clone(),
@@ -231,7 +234,7 @@ impl<'a> Binder<'a> {
                 crate::endpoints::backend_for(&bundle.endpoint, self.endpoints)
             }
             other => crate::endpoints::backend_for(other, &BTreeMap::new())
-                .map(|b| LimitedBackend::wrap(b, DEFAULT_URL_CONCURRENCY)),
+                .map(|b| LimitedBackend::wrap(b, DEFAULT_URL_CONCURRENCY, self.bus.clone())),
         }
         .map_err(|e| locate(e.to_string()))?;
         let tools = bundle::build_tools(&mut bundle, &self.tool_env)?;
