@@ -20,6 +20,7 @@ pub mod diff;
 mod directory;
 mod identity;
 mod inputs;
+mod last_good;
 mod limited;
 pub mod model_plugin;
 mod names;

@@ -21,11 +21,19 @@ pub(super) fn dir_name(dir: &Path) -> String {
 /// The bundles served by name, and the rejected directories.
 pub(super) type Entries = (BTreeMap<String, BundleEntry>, Vec<BundleEntry>);
 
+/// A directory that failed to load, its errors, and the last good version
+/// it may serve from the store when nothing serves it now (at start).
+pub(super) struct Broken {
+    pub dir: PathBuf,
+    pub messages: Vec<String>,
+    pub last_good: Option<Arc<LoadedBundle>>,
+}
+
 /// Settles the names of this reload's `healthy` and `broken` directories.
 pub(super) fn settle(
     previous: &Snapshot,
     healthy: Vec<(PathBuf, Arc<LoadedBundle>)>,
-    broken: Vec<(PathBuf, Vec<String>)>,
+    broken: Vec<Broken>,
     applied: &mut Applied,
 ) -> Entries {
     let mut names = Names {
@@ -35,7 +43,7 @@ pub(super) fn settle(
             .filter(|e| e.current.is_some())
             .map(|e| (e.name.clone(), e.clone()))
             .collect(),
-        broken_dirs: broken.iter().map(|(d, _)| d.clone()).collect(),
+        broken_dirs: broken.iter().map(|b| b.dir.clone()).collect(),
         bundles: BTreeMap::new(),
         rejected: Vec::new(),
     };
@@ -49,8 +57,8 @@ pub(super) fn settle(
     for (name, claimants) in claims {
         names.claim(name, claimants, applied);
     }
-    for (dir, messages) in broken {
-        names.broken(dir, messages, applied);
+    for broken in broken {
+        names.broken(broken, applied);
     }
     (names.bundles, names.rejected)
 }
@@ -104,13 +112,24 @@ impl Names {
     }
 
     /// A directory that failed to load: a serving one keeps its last good
-    /// version under its name (degraded) if the name is still free; any
+    /// version under its name (degraded) if the name is still free, and so
+    /// does one that serves its last good version from the store; any
     /// other is invalid, listed under its directory's name.
-    fn broken(&mut self, dir: PathBuf, messages: Vec<String>, applied: &mut Applied) {
+    fn broken(&mut self, broken: Broken, applied: &mut Applied) {
+        let Broken {
+            dir,
+            messages,
+            last_good,
+        } = broken;
         let held = self.serving.values().find(|e| e.dir == dir).cloned();
-        let (name, current, status) = match held {
-            Some(e) => (e.name, e.current, BundleStatus::Degraded),
-            None => (dir_name(&dir), None, BundleStatus::Invalid),
+        let (name, current, status) = match (held, last_good) {
+            (Some(e), _) => (e.name, e.current, BundleStatus::Degraded),
+            (None, Some(loaded)) => (
+                loaded.name().to_string(),
+                Some(loaded),
+                BundleStatus::Degraded,
+            ),
+            (None, None) => (dir_name(&dir), None, BundleStatus::Invalid),
         };
         applied.failed.push(name.clone());
         let entry = BundleEntry {

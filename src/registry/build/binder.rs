@@ -2,7 +2,8 @@
 //! its stamp and trust check, the bundle parsed once, copied into the store
 //! (or its copy verified) and bound from the copy to its tools and backend
 //! under the egress rule; a pinned identity revived from its copy; and the
-//! loads a reload plans, settled into who serves each name.
+//! loads a reload plans, settled into who serves each name (a broken
+//! directory nothing served yet serving its last good version).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -16,13 +17,14 @@ use crate::config::Config;
 use crate::model::ModelCatalog;
 use crate::plugins::PluginRegistry;
 use crate::registry::inputs::{self, Sources};
+use crate::registry::last_good::LastGood;
 use crate::registry::names::{self, Entries};
 use crate::registry::reuse::{DirLoad, DirLoads, Plan};
 use crate::registry::stamp;
 use crate::registry::store::BundleStore;
 use crate::registry::{
-    Applied, BundleEntry, BundleIdentity, DEFAULT_URL_CONCURRENCY, Endpoints, LimitedBackend,
-    LoadedBundle, NotRevived, Snapshot, trust,
+    Applied, BundleEntry, BundleIdentity, BundleStatus, DEFAULT_URL_CONCURRENCY, Endpoints,
+    LimitedBackend, LoadedBundle, NotRevived, Snapshot, trust,
 };
 
 /// Loads and binds bundles against what one snapshot offers.
@@ -248,7 +250,9 @@ impl<'a> Binder<'a> {
 }
 
 /// Loads the bundle directories `plan` says to load, keeps the last load
-/// of the others, and settles who serves each name.
+/// of the others, and settles who serves each name. A broken directory no
+/// running snapshot served (the daemon just started) serves its last good
+/// version from the store, degraded ([`LastGood`]).
 pub(super) fn bind_bundles(
     previous: &Snapshot,
     binder: &Binder<'_>,
@@ -260,9 +264,11 @@ pub(super) fn bind_bundles(
         .values()
         .map(|e| (e.dir.as_path(), e))
         .collect();
+    let state_dir = &binder.config.paths.state_dir;
+    let last_good = LastGood::read(state_dir);
     let mut loads = DirLoads::new();
     let mut healthy: Vec<(PathBuf, Arc<LoadedBundle>)> = Vec::new();
-    let mut broken: Vec<(PathBuf, Vec<String>)> = Vec::new();
+    let mut broken: Vec<names::Broken> = Vec::new();
     for (dir, kept) in plan.dirs {
         let load = match kept {
             Some(kept) => kept.clone(),
@@ -278,12 +284,71 @@ pub(super) fn bind_bundles(
             Ok(loaded) => healthy.push((dir.clone(), loaded.clone())),
             Err(messages) => {
                 applied.errors.extend(messages.iter().cloned());
-                broken.push((dir.clone(), messages.clone()));
+                let served = before_by_dir
+                    .get(dir.as_path())
+                    .is_some_and(|e| e.current.is_some());
+                let mut messages = messages.clone();
+                let last_good = match served {
+                    true => None,
+                    false => revive_last_good(binder, &last_good, &dir, &mut messages),
+                };
+                broken.push(names::Broken {
+                    dir: dir.clone(),
+                    messages,
+                    last_good,
+                });
             }
         }
         loads.insert(dir, load);
     }
-    (names::settle(previous, healthy, broken, applied), loads)
+    let entries = names::settle(previous, healthy, broken, applied);
+    let serving: Vec<(PathBuf, String, BundleIdentity)> = entries
+        .0
+        .values()
+        .filter(|e| e.status == BundleStatus::Ok)
+        .filter_map(|e| {
+            let loaded = e.current.as_ref()?;
+            Some((e.dir.clone(), e.name.clone(), loaded.identity.clone()))
+        })
+        .collect();
+    let present: Vec<PathBuf> = loads.keys().cloned().collect();
+    let next = last_good.after(&serving, &present);
+    if next != last_good {
+        next.write(state_dir);
+    }
+    (entries, loads)
+}
+
+/// The last good version of the broken directory `dir` from its store
+/// copy, if it has one that still binds; why not is added to `messages`.
+fn revive_last_good(
+    binder: &Binder<'_>,
+    last_good: &LastGood,
+    dir: &Path,
+    messages: &mut Vec<String>,
+) -> Option<Arc<LoadedBundle>> {
+    let (name, identity) = last_good.of(dir)?;
+    match binder.revive(name, &identity) {
+        Ok(loaded) => {
+            messages.push(format!(
+                "{}: serving its last good version {} (identity {}) from the daemon's copy until the directory is fixed",
+                dir.display(),
+                loaded.version(),
+                identity.short()
+            ));
+            Some(loaded)
+        }
+        Err(why) => {
+            let message = format!(
+                "{}: its last good version (identity {}) cannot serve either: {why}",
+                dir.display(),
+                identity.short()
+            );
+            tracing::warn!(bundle_dir = %dir.display(), error = %message, "bundle rejected");
+            messages.push(message);
+            None
+        }
+    }
 }
 
 /// Loads one bundle directory: its stamp first (so an edit from now on
