@@ -174,6 +174,13 @@ async fn an_approved_call_runs_once_with_its_idempotency_key() {
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(file_lines(&bank.effects), [format!("500 alice {id}:1:0")]);
+    // A park and its decision are not an attempt: the job continued its
+    // first, and its retries are all still there.
+    assert_eq!(
+        (&done["attempts"], &done["max_attempts"]),
+        (&json!(1), &json!(3)),
+        "{done}"
+    );
 
     // A second decision finds nothing to decide, and says which job and why.
     let body = json!({"decision": "approve", "digest": request["digest"]});
@@ -365,6 +372,13 @@ async fn kills_while_parked_and_after_a_decision_lose_nothing_and_repeat_nothing
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}\n{}", daemon.log());
     assert_eq!(file_lines(&bank.effects), [format!("500 alice {id}:1:0")]);
+    // A park and its decision are not an attempt: the job continued its
+    // first, and its retries are all still there.
+    assert_eq!(
+        (&done["attempts"], &done["max_attempts"]),
+        (&json!(1), &json!(3)),
+        "{done}"
+    );
     assert_eq!(bank.server.requests().len(), 2, "no model call repeated");
 }
 

@@ -1325,8 +1325,10 @@ pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
         })
     ));
 
-    // Skip: the supplied result is recorded; the job runs again with one more attempt.
+    // Skip: the supplied result is recorded; the job continues the attempt
+    // it parked (a park is not an attempt, and max_attempts is unchanged).
     let (id, _) = parked(q.as_ref()).await;
+    let parked_attempts = q.get(&id).await.unwrap().unwrap().attempts;
     let job = q
         .resolve(
             &id,
@@ -1343,7 +1345,8 @@ pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
         (job.state, job.pending_call.clone()),
         (JobState::Queued, None)
     );
-    assert_eq!(job.max_attempts, 2);
+    assert_eq!(job.max_attempts, 1);
+    assert_eq!(job.attempts, parked_attempts - 1);
     let journal = q.journal(&id).await.unwrap();
     let result = journal
         .iter()
@@ -1354,19 +1357,29 @@ pub async fn resolve_skip_retry_and_fail_a_parked_job(q: Arc<dyn JobQueue>) {
     assert_eq!(body["result"]["is_error"], false);
     assert!(journal.iter().any(|e| e.step == JournalEntry::start_key(0)));
     let again = q.lease("w", LEASE).await.unwrap().unwrap();
-    assert_eq!((again.job.id.clone(), again.attempt), (id.clone(), 2));
-    q.complete(&id, 2, Outcome::Succeeded(json!("ok")), &[])
+    assert_eq!(
+        (again.job.id.clone(), again.attempt),
+        (id.clone(), parked_attempts),
+        "the resolved job continues the attempt it parked"
+    );
+    q.complete(&id, again.attempt, Outcome::Succeeded(json!("ok")), &[])
         .await
         .unwrap();
 
-    // Retry: the start marker goes, so the next attempt runs the call afresh.
+    // Retry: the start marker goes, so the continued attempt runs the call
+    // afresh.
     let (id, _) = parked(q.as_ref()).await;
+    let parked_attempts = q.get(&id).await.unwrap().unwrap().attempts;
     let job = q.resolve(&id, Resolution::Retry).await.unwrap().job;
     assert_eq!(job.state, JobState::Queued);
     assert!(q.journal(&id).await.unwrap().is_empty());
     let again = q.lease("w", LEASE).await.unwrap().unwrap();
-    assert_eq!((again.job.id.clone(), again.attempt), (id.clone(), 2));
-    q.complete(&id, 2, Outcome::Succeeded(json!("ok")), &[])
+    assert_eq!(
+        (again.job.id.clone(), again.attempt),
+        (id.clone(), parked_attempts),
+        "the resolved job continues the attempt it parked"
+    );
+    q.complete(&id, again.attempt, Outcome::Succeeded(json!("ok")), &[])
         .await
         .unwrap();
 

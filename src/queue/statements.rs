@@ -179,7 +179,10 @@ pub(crate) trait JobStatements: Send {
     /// Cancels a queued or parked job; whether it did.
     fn cancel_waiting(&mut self, id: &str, now: i64) -> impl Future<Output = Res<bool>> + Send;
     fn request_cancel(&mut self, id: &str, now: i64) -> impl Future<Output = Res<()>> + Send;
-    /// Queues a resolved job again, with one more attempt than it used.
+    /// Queues a resolved job again (a decision taken, a caller's outputs
+    /// handed back, a parked call resolved) to continue the attempt it
+    /// parked: the next lease takes that attempt's number again, so a park
+    /// never uses an attempt of `max_attempts` (nor raises it).
     fn requeue(&mut self, id: &str, now: i64) -> impl Future<Output = Res<()>> + Send;
     /// Deletes jobs with their events and journals.
     fn delete_jobs(&mut self, ids: &[String]) -> impl Future<Output = Res<()>> + Send;

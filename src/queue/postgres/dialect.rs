@@ -401,7 +401,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     }
 
     async fn requeue(&mut self, id: &str, now: i64) -> Res<()> {
-        let sql = "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, termination_reason = NULL, run_at = $2, updated_at = $2, max_attempts = GREATEST(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = $1";
+        let sql = "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, termination_reason = NULL, run_at = $2, updated_at = $2, attempts = GREATEST(attempts - 1, 0), crash_resumes = 0 WHERE id = $1";
         self.exec(sql, &[&id, &now]).await?;
         Ok(())
     }

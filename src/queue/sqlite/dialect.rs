@@ -453,7 +453,7 @@ impl JobStatements for SqliteTx<'_> {
 
     async fn requeue(&mut self, id: &str, now: i64) -> Res<()> {
         self.exec(
-            "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, termination_reason = NULL, run_at = ?2, updated_at = ?2, max_attempts = MAX(max_attempts, attempts + 1), crash_resumes = 0 WHERE id = ?1",
+            "UPDATE jobs SET state = 'queued', error = NULL, pending_call = NULL, termination_reason = NULL, run_at = ?2, updated_at = ?2, attempts = MAX(attempts - 1, 0), crash_resumes = 0 WHERE id = ?1",
             params![id, now],
         )?;
         Ok(())
