@@ -265,6 +265,11 @@ impl Message {
     }
 }
 
+/// The error code of a tool call the job's cancel or deadline cut short:
+/// the call did not fail, the job stopped — so it is never counted as a
+/// tool error (`tool_errors`, the metrics' `tool_error` outcome).
+pub const INTERRUPTED_CALL: &str = "interrupted";
+
 /// What a tool call produced, as the model will see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {

@@ -519,6 +519,22 @@ tools:
         "no model call after the cancel\n{}",
         daemon.log()
     );
+    // The cut call did not fail: the job stopped. It is no tool error.
+    assert_eq!(done["tool_errors"], 0, "{done}");
+    let events = job_events(&http, &daemon, &id).await;
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "ToolResult")
+        .cloned()
+        .unwrap_or_else(|| panic!("no ToolResult: {events:?}"));
+    assert_eq!(result["error_type"], "interrupted", "{result}");
+    let calls = common::daemon::metric_samples(
+        &http,
+        &daemon,
+        "structured_agents_tool_calls_total{bundle=\"slow\",outcome=\"interrupted\",tool=\"slow\"}",
+    )
+    .await;
+    assert_eq!(calls.values().copied().sum::<u64>(), 1, "{calls:?}");
 }
 
 /// READY, RELOADING (with MONOTONIC_USEC) then READY around SIGHUP, STOPPING.

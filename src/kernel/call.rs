@@ -365,6 +365,7 @@ impl<'a> Started<'a> {
             return Err(end.into());
         }
         if site.cancel.is_cancelled() {
+            let outcome = interrupted(outcome);
             emit_result(site.events, site.turn, &outcome).await;
             return Ok(Executed::CutShort(outcome.result));
         }
@@ -410,6 +411,18 @@ fn not_run_outcome(result: ToolResult, error_code: &'static str) -> ToolOutcome 
 }
 
 /// The `ToolResult` event of a tool call that ran in this attempt.
+/// A call the job's cancel or deadline cut short, as its event tells it:
+/// interrupted, not failed (a call that ended well before the cut keeps its
+/// result).
+fn interrupted(mut outcome: ToolOutcome) -> ToolOutcome {
+    if outcome.result.is_error {
+        outcome.error_code = Some(crate::types::INTERRUPTED_CALL);
+        outcome.result.output =
+            "interrupted: the job was cancelled or ran out of time before the call ended".into();
+    }
+    outcome
+}
+
 async fn emit_result(events: &EventSink, turn: u32, outcome: &ToolOutcome) {
     events
         .emit(Event::ToolResult {

@@ -328,7 +328,14 @@ pub fn stamp_final(mut event: EventEnvelope, decision: &Decision) -> EventEnvelo
 pub(crate) fn tool_errors(events: &[&EventEnvelope]) -> i64 {
     events
         .iter()
-        .filter(|e| matches!(e.event, Event::ToolResult { is_error: true, .. }))
+        .filter(|e| match &e.event {
+            Event::ToolResult {
+                is_error: true,
+                error_type,
+                ..
+            } => error_type.as_deref() != Some(crate::types::INTERRUPTED_CALL),
+            _ => false,
+        })
         .count() as i64
 }
 

@@ -239,8 +239,11 @@ function drawCall(run, c, ctx, depth) {
   const recorded = journaled(run, c, ctx);
   const asked = c.approvals.some((e) => APPROVAL_REQUESTED.has(e.type));
   const decision = c.approvals.find((e) => APPROVAL_DECIDED.has(e.type))?.decision;
-  const state = c.result ? (c.result.is_error ? "error" : "ok") : recorded ? (recorded.is_error ? "error" : "ok") : asked && !decision ? "approval" : ctx.finished ? "cut" : "running";
+  // A call the job's cancel or deadline cut short did not fail: the job stopped.
+  const interrupted = c.result?.error_type === "interrupted";
+  const state = interrupted ? "cut" : c.result ? (c.result.is_error ? "error" : "ok") : recorded ? (recorded.is_error ? "error" : "ok") : asked && !decision ? "approval" : ctx.finished ? "cut" : "running";
   const waiting = { approval: "awaiting approval", cut: "no result: the attempt ended first", running: "no result yet" }[state];
+  const badge = interrupted ? "interrupted: the job stopped" : c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : recorded ? "result from the journal" : waiting;
   return h(
     "div",
     { class: `call ${state}`, dataset: { tool: name, call: id } },
@@ -250,12 +253,12 @@ function drawCall(run, c, ctx, depth) {
       h("span", { class: "fn" }, "ƒ"),
       h("b", { class: "tool-name" }, name),
       effect ? h("span", { class: `badge effect-${effect}`, title: "the tool's effect class" }, effect.replaceAll("_", " ")) : null,
-      h("span", { class: `badge call-${state}` }, c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : recorded ? "result from the journal" : waiting),
+      h("span", { class: `badge call-${state}` }, badge),
       c.result ? h("span", { class: "muted" }, duration(c.result.duration_ms)) : null,
       h("code", { class: "muted call-id" }, id),
     ),
     c.call ? h("div", { class: "kv" }, h("span", { class: "k" }, "arguments"), h("pre", { class: "args" }, compact(c.call.arguments, 2000))) : h("p", { class: "muted" }, "started by an earlier attempt"),
-    c.result ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${c.result.is_error ? " error" : ""}` }, c.result.output_preview)) : null,
+    c.result ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${c.result.is_error && !interrupted ? " error" : ""}` }, c.result.output_preview)) : null,
     recorded ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${recorded.is_error ? " error" : ""}`, title: "recorded in the journal (an operator's skip, or a step replayed on resume)" }, recorded.output)) : null,
     c.traces.length ? h("div", { class: "traces" }, c.traces.map((t) => h("span", { class: "badge trace", title: compact(t.detail, 400) }, t.stage))) : null,
     c.approvals.map((e) => drawMarker(e, ctx)),

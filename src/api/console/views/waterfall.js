@@ -48,7 +48,7 @@ function turnRows(t, depth, bound, over, rows, visit) {
     }
     if (c.result && !denied) {
       const end = millis(c.result.timestamp);
-      rows.push({ label: `ƒ ${name}`, kind: c.result.is_error ? "error" : "tool", depth, start: end - c.result.duration_ms, end });
+      rows.push({ label: `ƒ ${name}`, kind: c.result.is_error && c.result.error_type !== "interrupted" ? "error" : "tool", depth, start: end - c.result.duration_ms, end });
     } else if (!c.result && !requested && c.call) {
       rows.push({ label: `ƒ ${name}${over ? " · cut short" : ""}`, kind: over ? "crash" : "tool", depth, start: millis(c.call.timestamp), end: bound, open: !over });
     }
