@@ -64,6 +64,10 @@ pub struct ScriptedReply {
     pub retry_after: Option<RetryAfter>,
     #[serde(default)]
     pub delay_ms: u64,
+    /// When the request streams: the pause before each chunk after the
+    /// first (a model writing a word at a time).
+    #[serde(default)]
+    pub chunk_delay_ms: u64,
     #[serde(default)]
     pub usage: Option<Value>,
     #[serde(default)]

@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -194,16 +195,24 @@ async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
         .unwrap_or("mock")
         .to_string();
     if request.get("stream").and_then(Value::as_bool) == Some(true) {
-        let mut text = String::new();
-        for chunk in reply.stream_chunks(&model) {
-            text.push_str("data: ");
-            text.push_str(&chunk.to_string());
-            text.push_str("\n\n");
-        }
-        text.push_str("data: [DONE]\n\n");
+        let frames: Vec<String> = reply
+            .stream_chunks(&model)
+            .into_iter()
+            .map(|chunk| format!("data: {chunk}\n\n"))
+            .chain(std::iter::once("data: [DONE]\n\n".to_string()))
+            .collect();
+        let pause = Duration::from_millis(reply.chunk_delay_ms);
+        let body = futures::stream::iter(frames.into_iter().enumerate()).then(
+            move |(i, frame)| async move {
+                if i > 0 && !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
+                Ok::<_, std::convert::Infallible>(frame)
+            },
+        );
         return (
             [(header::CONTENT_TYPE, "text/event-stream")],
-            Body::from(text),
+            Body::from_stream(body),
         )
             .into_response();
     }

@@ -153,6 +153,16 @@ impl Browser {
         }
     }
 
+    /// The value of the JavaScript expression `expr` on the page, as text
+    /// (empty when it throws or is not a string).
+    pub async fn eval_text(&self, expr: &str) -> String {
+        let script = format!("try {{ return String({expr} ?? ''); }} catch (e) {{ return ''; }}");
+        match self.client.execute(&script, vec![]).await {
+            Ok(serde_json::Value::String(text)) => text,
+            _ => String::new(),
+        }
+    }
+
     /// Clicks the element matching `css` (found afresh if a redraw replaced it).
     pub async fn click(&self, css: &str) {
         let deadline = Instant::now() + PATIENCE;

@@ -215,7 +215,10 @@ function drawProgress(view, model) {
   const built = parts.map((a, i) => ({ ...a, tree: timeline.build(a.events), over: Boolean(a.end || a.crashed || (i === last && finished)) }));
   const ctxOf = (a, i) => ({
     jobId: job.id,
-    tokens: i === last ? model.tokens : new Map(),
+    // The live tokens belong to the attempt running now: the last one, or
+    // the first before any of its events was stored (its first reply
+    // streams before the events of its turn are written).
+    tokens: i === Math.max(last, 0) ? model.tokens : new Map(),
     effects: model.effects,
     journalResults: model.journalResults,
     stageArtifacts: timeline.assignArtifacts(a.tree, model.artifacts),

@@ -1,0 +1,67 @@
+//! The console is live to the word (issue 51 item 1): a model that sends
+//! its first reply a word at a time shows on the job's page word by word,
+//! before the reply has ended and before any event of the turn is stored
+//! (the page once routed tokens only to an attempt drawn from a stored
+//! event, so a first reply showed nothing until it was whole). In a real
+//! browser (Chromium over WebDriver), against the mock model server
+//! streaming one word every 250 ms.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+#[path = "console/browser.rs"]
+mod browser;
+mod common;
+
+use browser::Browser;
+use common::daemon::{Site, client, submit_body, wait_terminal};
+use common::mock_server;
+use serde_json::json;
+use std::time::{Duration, SystemTime};
+
+/// Twenty words, one every 250 ms: five seconds of streaming.
+const WORDS: &str = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_reply_streams_onto_the_page_word_by_word() {
+    let mock = mock_server(&format!(
+        "replies:\n  - content: \"{WORDS}\"\n    chunk_delay_ms: 250\n"
+    ))
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "talker",
+        "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let browser = Browser::start(1440, 900, false).await;
+    // The job starts in 3 s: the page is watching by then.
+    let run_at = humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_secs(3));
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "talker", "input": "count", "run_at": run_at.to_string()}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_text("#stream-status", "live").await;
+    // The first text the page shows of the reply, kept as it first appears.
+    browser
+        .wait_until(
+            "window.firstShown || (document.querySelector('.reply.streaming')?.textContent && (window.firstShown = document.querySelector('.reply.streaming').textContent))",
+        )
+        .await;
+    let first = browser.eval_text("window.firstShown").await;
+    let shown: Vec<&str> = first.split_whitespace().collect();
+    let all: Vec<&str> = WORDS.split_whitespace().collect();
+    assert!(
+        !shown.is_empty() && shown.len() < all.len() && all.starts_with(&shown),
+        "the page first showed {first:?}: not the reply's first words while it streamed"
+    );
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    browser.wait_text("#answer", "twenty").await;
+    eprintln!("first shown: {} of {} words", shown.len(), all.len());
+    browser.close().await;
+}
