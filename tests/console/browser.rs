@@ -155,6 +155,7 @@ impl Browser {
 
     /// The value of the JavaScript expression `expr` on the page, as text
     /// (empty when it throws or is not a string).
+    #[allow(dead_code)] // each test binary includes this file; not all of them read values
     pub async fn eval_text(&self, expr: &str) -> String {
         let script = format!("try {{ return String({expr} ?? ''); }} catch (e) {{ return ''; }}");
         match self.client.execute(&script, vec![]).await {
