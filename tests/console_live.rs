@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
+#[allow(dead_code)] // this test drives a few of the browser's methods
 #[path = "console/browser.rs"]
 mod browser;
 mod common;
