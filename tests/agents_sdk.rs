@@ -7,8 +7,9 @@
 //! sends that run's history back (the daemon's calls in it), streamed,
 //! an agent with a tool of its own, which the daemon refuses with a 400
 //! naming `tools` unless the bundle takes caller tools — then the SDK runs
-//! it and its output resumes the same job — and an agent's `output_type`
-//! (a pydantic model), which the daemon holds the answer to (issue 49).
+//! it and its output resumes the same job, also in a streamed run — and an
+//! agent's `output_type` (a pydantic model), which the daemon holds the
+//! answer to (issue 49).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -252,9 +253,10 @@ replies:
 /// A bundle that takes the caller's tools, with none of its own.
 const SHOUTER: &str = "name: shouter\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ncaller_tools: {max: 4}\n";
 
-/// Runs the caller-tool driver with `class`: what it saw, and the model
-/// requests the daemon made.
-async fn drive_caller_tool(class: &str) -> (Value, Vec<Value>) {
+/// Runs the caller-tool driver with `class` (`streamed`: with
+/// `Runner.run_streamed`): what it saw, and the model requests the daemon
+/// made.
+async fn drive_caller_tool(class: &str, streamed: bool) -> (Value, Vec<Value>) {
     let mock = mock_server(SHOUT_SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle("shouter", SHOUTER);
@@ -264,6 +266,9 @@ async fn drive_caller_tool(class: &str) -> (Value, Vec<Value>) {
     driver
         .arg(repo("tests/data/agents_sdk/caller_tool.py"))
         .args([&base, class, "bundle/shouter"]);
+    if streamed {
+        driver.arg("streamed");
+    }
     let seen = peer::json(&daemon, driver).await;
     // One job, which the client's output resumed, and it succeeded.
     let jobs = common::daemon::get(&common::daemon::client(), &daemon, "/v1/jobs").await;
@@ -296,8 +301,13 @@ fn check_caller_tool(seen: &Value, requests: &[Value]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_sdk_runs_its_own_tool_over_responses() {
-    let (seen, requests) = drive_caller_tool("responses").await;
+    let (seen, requests) = drive_caller_tool("responses", false).await;
     check_caller_tool(&seen, &requests);
+    check_item_types(&seen);
+}
+
+/// The run's items over Responses: the call, its output, the answer.
+fn check_item_types(seen: &Value) {
     let kinds: Vec<&str> = seen["items"]
         .as_array()
         .unwrap()
@@ -313,6 +323,58 @@ async fn the_agents_sdk_runs_its_own_tool_over_responses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agents_sdk_runs_its_own_tool_over_chat_completions() {
-    let (seen, requests) = drive_caller_tool("chat").await;
+    let (seen, requests) = drive_caller_tool("chat", false).await;
     check_caller_tool(&seen, &requests);
+}
+
+/// A streamed run: the answer's deltas are the answer, after the
+/// call handed over in the first stream.
+fn check_streamed_caller_tool(seen: &Value) {
+    let deltas: String = seen["deltas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, "Shouted.", "{seen}");
+    let events: Vec<&str> = seen["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    let completed: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| **e == "response.completed")
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(completed.len(), 2, "one per stream: {events:?}");
+    let handed = events
+        .iter()
+        .position(|e| *e == "response.function_call_arguments.delta");
+    assert!(
+        handed.is_some_and(|at| at < completed[0]),
+        "the call is in the first stream: {events:?}"
+    );
+}
+
+/// `Runner.run_streamed` with the agent's own tool over Responses: the
+/// first stream hands the call over, the SDK runs it, and its streamed
+/// output resumes the same job (`previous_response_id`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_streams_a_run_with_its_own_tool_over_responses() {
+    let (seen, requests) = drive_caller_tool("responses", true).await;
+    check_caller_tool(&seen, &requests);
+    check_item_types(&seen);
+    check_streamed_caller_tool(&seen);
+}
+
+/// The same over chat completions: the call in the chunks' `tool_calls`,
+/// its output a streamed `tool` message resuming the same job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_streams_a_run_with_its_own_tool_over_chat_completions() {
+    let (seen, requests) = drive_caller_tool("chat", true).await;
+    check_caller_tool(&seen, &requests);
+    check_streamed_caller_tool(&seen);
 }

@@ -21,7 +21,9 @@ pub fn answer_stream(state: &AppState, job: &Job) -> AnswerStream {
     let plugin = loaded.bundle.model.plugin.clone();
     let call_start: CallStart = Arc::new(move |text: &str| plugin.call_start(text));
     // The runtime's router is given the agent directory as tools at run
-    // time.
-    let tools_offered = !loaded.tools.is_empty() || snapshot.config.runtime.router == job.bundle;
+    // time; a job with the caller's tools offers those too.
+    let tools_offered = !loaded.tools.is_empty()
+        || snapshot.config.runtime.router == job.bundle
+        || !job.controls.caller_tools.is_empty();
     AnswerStream::new(job.id.as_str(), Some(call_start), tools_offered)
 }

@@ -3,15 +3,24 @@
 //! bundle that declares `caller_tools`; the calls of them a parked job
 //! waits on; and the client's outputs of those calls, read back to resume
 //! the same job. The daemon never runs these tools: a call of one parks
-//! the job (`caller_call`) and the answer hands it to the client.
+//! the job (`caller_call`) and the answer hands it to the client. A
+//! stream of the job ends at that park ([`parks`], [`waiting_since`]),
+//! and a streamed resume listens on the job from its last event before it
+//! hands the outputs back ([`listen_from_last`]).
 
 use serde_json::{Map, Value};
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::{ApiError, ErrorCode};
+use super::feed::{Feed, job_feed};
 use crate::approval::{CallerCall, ParkedKind};
+use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::queue::{CallerOutput, Job, JobId, JobState, Resolution};
 use crate::types::ToolSchema;
+
+/// Events per read of the store when looking for a job's last one.
+const PAGE: usize = 256;
 
 /// The longest tool name (OpenAI's own bound).
 const MAX_NAME: usize = 64;
@@ -270,6 +279,71 @@ pub(super) async fn hand_back(
     let resolution = Resolution::CallerOutputs { outputs };
     let changed = state.queue.resolve(id, resolution).await?;
     Ok(super::jobs::settled(state, changed))
+}
+
+/// Whether stored `event` of job `job_id`'s feed parks the job's own run in
+/// `needs_attention` (its attempt's final `JobState`, written with the
+/// park): where a stream of the job looks whether it now waits for the
+/// client ([`waiting_since`]).
+pub(super) fn parks(job_id: &str, event: &EventEnvelope) -> bool {
+    event.run_id == job_id
+        && event.parent.is_none()
+        && matches!(
+            event.event,
+            Event::JobState {
+                state: JobStatus::NeedsAttention,
+                ..
+            }
+        )
+}
+
+/// Job `id`, if it waits on the caller's calls since its stored event
+/// `seq` (a park, see [`parks`]): parked on them now, with nothing stored
+/// after that event. A park the client answered since is followed by the
+/// resumed attempt's events, so a stream that replays the job's log ends
+/// only at the park the job is in.
+pub(super) async fn waiting_since(
+    state: &AppState,
+    id: &JobId,
+    seq: u64,
+) -> Result<Option<Job>, ApiError> {
+    let job = state
+        .queue
+        .get(id)
+        .await?
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("job {id} vanished")))?;
+    if awaited(&job).is_none() {
+        return Ok(None);
+    }
+    let later = state.queue.events_after(id, seq, 1).await?;
+    Ok(later.is_empty().then_some(job))
+}
+
+/// The sequence number of job `id`'s last stored event (0: none).
+pub(super) async fn last_event(state: &AppState, id: &JobId) -> Result<u64, ApiError> {
+    let mut after = 0;
+    loop {
+        let page = state.queue.events_after(id, after, PAGE).await?;
+        match page.last() {
+            Some(last) => after = last.seq,
+            None => return Ok(after),
+        }
+    }
+}
+
+/// The feed of job `id` from after its last stored event, and that
+/// event's number: a streamed resume opens it before it hands the
+/// client's outputs back, so nothing the resumed run does is missed.
+/// Counted against the caller's streams.
+pub(super) async fn listen_from_last(
+    state: &AppState,
+    caller: &Caller,
+    id: &JobId,
+) -> Result<(Feed, u64), ApiError> {
+    let permit = state.streams.acquire(caller.name())?;
+    let after = last_event(state, id).await?;
+    let feed = job_feed(state.clone(), id.clone(), after, false, permit);
+    Ok((Box::pin(feed), after))
 }
 
 /// An output's text: a string, or content parts whose texts are joined

@@ -194,7 +194,9 @@ pub(super) fn completions_doc(op: TransformOperation<'_>) -> TransformOperation<
         .response_with::<200, Json<ChatCompletion>, _>(|r| {
             r.description(
                 "The `chat.completion`; with `stream: true` `chat.completion.chunk` \
-                 server-sent events, ending in `data: [DONE]`",
+                 server-sent events, ending in `data: [DONE]`. A job that waits on calls of \
+                 the caller's tools answers them (`finish_reason: \"tool_calls\"`); the \
+                 `tool` messages that answer them resume it, streamed or not",
             )
         });
     let op = event_stream::<ChatCompletionChunk>(
@@ -210,8 +212,7 @@ pub(super) fn completions_doc(op: TransformOperation<'_>) -> TransformOperation<
                 "The request cannot be answered as sent (`param` names what): a body that is \
                  not a chat request, no user message, `n` other than 1, a `tool_choice` or \
                  `response_format` the job cannot hold to, caller tools the bundle does not \
-                 take, `stream` with caller tools or tool messages, tool messages that answer \
-                 no call of this key's",
+                 take, tool messages that answer no call of this key's",
             ),
             (403, "The key may not use the model's bundle"),
             (
@@ -253,7 +254,7 @@ pub async fn completions(
         Err(e) => e.into_response(),
         Ok((job, Some(streamed))) => {
             let answer = super::answer::answer_stream(&state, &job);
-            stream(job, streamed, answer).into_response()
+            stream(state, job, streamed, answer).into_response()
         }
         Ok((job, None)) => match wait_finished(&state, &job.id)
             .await
@@ -268,8 +269,9 @@ pub async fn completions(
     }
 }
 
-/// Validates the request and queues its job; with `stream`, follows the
-/// job's feed from the start.
+/// Validates the request and queues its job — or resumes the job its
+/// trailing `tool` messages answer; with `stream`, follows the job's feed
+/// (from the start, or from where the resumed job waits).
 async fn start(
     state: &AppState,
     caller: &Caller,
@@ -287,33 +289,30 @@ async fn start(
     caller.on_bundle(Action::SubmitJob, &bundle, "model")?;
     known_bundle(state, &bundle, "model")?;
     let caller_tools = super::caller_tools::admit(state, &bundle, caller_tools)?;
+    let include_usage = request
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o.include_usage);
+    // A stream, if asked for, of what the job does from here.
+    let streamed = |feed| Streamed {
+        feed,
+        include_usage,
+    };
     if let Some((job_id, outputs)) = tool_outputs(&request.messages)? {
-        if request.stream {
-            return Err(OpenAiError::invalid(
-                "stream",
-                "a stream of a resumed completion is not supported yet: send the tool messages without `stream`",
-            ));
-        }
-        let job = resume(state, caller, &bundle, &job_id, outputs).await?;
-        return Ok((job, None));
-    }
-    if request.stream && !caller_tools.is_empty() {
-        return Err(OpenAiError::invalid(
-            "stream",
-            "stream with caller tools is not supported yet: send the request without `stream` (or without `tools`)",
-        ));
+        let resumed = Resume {
+            bundle: &bundle,
+            id: &job_id,
+            outputs,
+            stream: request.stream,
+        };
+        let (job, feed) = resume(state, caller, resumed).await?;
+        return Ok((job, feed.map(streamed)));
     }
     // The job's id is chosen here so the stream listens before the job can
     // start: its first model call already streams.
     let id = JobId::new();
     let feed = match request.stream {
-        true => Some(Streamed {
-            feed: listen_first(state, caller, &id)?,
-            include_usage: request
-                .stream_options
-                .as_ref()
-                .is_some_and(|o| o.include_usage),
-        }),
+        true => Some(streamed(listen_first(state, caller, &id)?)),
         false => None,
     };
     let new_job = NewJob {
@@ -380,15 +379,30 @@ fn tool_outputs(messages: &[Value]) -> Result<Option<(JobId, Vec<CallerOutput>)>
     Ok(job.map(|job| (job, outputs)))
 }
 
-/// Resumes job `id`, parked on the caller's calls, with their `outputs`
-/// (journaled in the one write that queues it again), and waits for it.
+/// The client's outputs of the calls job `id` (of model `bundle`) waits
+/// on, and whether it follows the resumed run as a stream.
+struct Resume<'a> {
+    bundle: &'a str,
+    id: &'a JobId,
+    outputs: Vec<CallerOutput>,
+    stream: bool,
+}
+
+/// Resumes the job, parked on the caller's calls, with their outputs
+/// (journaled in the one write that queues it again). With `stream`, its
+/// feed from after its last event, listened on before the outputs are
+/// handed back.
 async fn resume(
     state: &AppState,
     caller: &Caller,
-    bundle: &str,
-    id: &JobId,
-    outputs: Vec<CallerOutput>,
-) -> Result<Job, OpenAiError> {
+    resume: Resume<'_>,
+) -> Result<(Job, Option<Feed>), OpenAiError> {
+    let Resume {
+        bundle,
+        id,
+        outputs,
+        stream,
+    } = resume;
     let job = state.queue.get(id).await.map_err(ApiError::from)?;
     let job = caller.job(Action::ReadJob, id, job).map_err(|_| {
         OpenAiError::invalid(
@@ -406,5 +420,13 @@ async fn resume(
         ));
     }
     super::caller_tools::check_outputs(&job, &outputs, "messages")?;
-    Ok(super::caller_tools::hand_back(state, id, outputs).await?)
+    let feed = match stream {
+        true => {
+            let (feed, _) = super::caller_tools::listen_from_last(state, caller, id).await?;
+            Some(feed)
+        }
+        false => None,
+    };
+    let job = super::caller_tools::hand_back(state, id, outputs).await?;
+    Ok((job, feed))
 }

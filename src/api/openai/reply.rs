@@ -51,22 +51,29 @@ fn usage(job: &Job) -> Usage {
     }
 }
 
+/// The calls of the caller's tools `job` waits on, as a completion hands
+/// them over.
+fn tool_calls(job: &Job) -> Option<Vec<wire::CompletionToolCall>> {
+    let calls = crate::api::caller_tools::awaited(job)?;
+    let calls = calls
+        .iter()
+        .map(|call| wire::CompletionToolCall {
+            id: wire_call_id(&job.id, &call.call_id),
+            kind: wire::FunctionKind::Function,
+            function: wire::CompletionFunction {
+                name: call.tool.clone(),
+                arguments: call.arguments.to_string(),
+            },
+        })
+        .collect();
+    Some(calls)
+}
+
 /// The completion of a finished job — or of one parked on calls of the
 /// caller's tools: those calls, for the client to run
 /// (`finish_reason: "tool_calls"`).
 pub(super) fn completion(job: &Job) -> Result<ChatCompletion, OpenAiError> {
-    if let Some(calls) = crate::api::caller_tools::awaited(job) {
-        let tool_calls = calls
-            .iter()
-            .map(|call| wire::CompletionToolCall {
-                id: wire_call_id(&job.id, &call.call_id),
-                kind: wire::FunctionKind::Function,
-                function: wire::CompletionFunction {
-                    name: call.tool.clone(),
-                    arguments: call.arguments.to_string(),
-                },
-            })
-            .collect();
+    if let Some(tool_calls) = tool_calls(job) {
         let message = AssistantMessage {
             role: AssistantRole::Assistant,
             content: None,
@@ -136,8 +143,8 @@ fn chunk(job: &Job, delta: Delta, finish: Option<FinishReason>) -> SseEvent {
 /// A delta of the answer's next piece.
 fn text(content: String) -> Delta {
     Delta {
-        role: None,
         content: Some(content),
+        ..Delta::default()
     }
 }
 
@@ -145,73 +152,106 @@ fn text(content: String) -> Delta {
 /// stream, [`crate::events::answer`]: their contents concatenated are the
 /// answer), the final chunk when the job ends (with `include_usage`, then a
 /// chunk without choices carrying the usage), then `[DONE]`; a failed job
-/// sends `{"error": …}` then `[DONE]`. A client that goes away leaves the
+/// sends `{"error": …}` then `[DONE]`. A job that parks on calls of the
+/// caller's tools ends the stream with those calls (`delta.tool_calls`)
+/// and `finish_reason: "tool_calls"`. A client that goes away leaves the
 /// job running.
 pub(super) fn stream(
+    state: AppState,
     job: Job,
     streamed: Streamed,
     answer: AnswerStream,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let Streamed {
-        feed,
-        include_usage,
-    } = streamed;
     let opening = Delta {
         role: Some(AssistantRole::Assistant),
         content: Some(String::new()),
+        ..Delta::default()
     };
     let first = chunk(&job, opening, None);
-    let body = futures::stream::unfold(
-        (feed, Some(job), answer),
-        move |(mut feed, job, mut answer)| async move {
-            let job = job?;
-            loop {
-                let text = match feed.next().await {
-                    Some(Item::Token(token)) => {
-                        answer.token(&token.run_id, token.turn, &token.text)
-                    }
-                    Some(Item::End(ended)) => {
-                        let events = last(&ended, &mut answer, include_usage);
-                        return Some((events, (feed, None, answer)));
-                    }
-                    // The job parks for a person: an empty chunk that says
-                    // so (clients that do not know the field ignore it); the
-                    // stream goes on once someone decides.
-                    Some(Item::Event { json, .. }) => {
-                        if let Some(frame) =
-                            crate::api::feed::approval_required(job.id.as_str(), &json)
-                        {
-                            let mut body = chunk_body(&job, Delta::default(), None);
-                            body.approval_required = Some(frame);
-                            return Some((vec![event(&body)], (feed, Some(job), answer)));
-                        }
-                        match serde_json::from_str::<EventEnvelope>(&json) {
-                            Ok(event) => answer.event(&event),
-                            Err(_) => continue,
-                        }
-                    }
-                    // Progress is for watchers of the run, not the answer.
-                    Some(Item::Progress(_)) => continue,
-                    None => {
-                        let lost = OpenAiError::from(ApiError::internal(format!(
-                            "lost the feed of job {}",
-                            job.id
-                        )));
-                        let events =
-                            vec![SseEvent::default().data(lost.body().to_string()), done()];
-                        return Some((events, (feed, None, answer)));
-                    }
-                };
-                if !text.is_empty() {
-                    let event = chunk(&job, self::text(text), None);
-                    return Some((vec![event], (feed, Some(job), answer)));
-                }
-            }
-        },
-    )
+    let chunks = Chunks {
+        state,
+        feed: streamed.feed,
+        include_usage: streamed.include_usage,
+        job,
+        answer,
+    };
+    let body = futures::stream::unfold(Some(chunks), |chunks| async move {
+        let mut chunks = chunks?;
+        match chunks.step().await {
+            Step::More(events) => Some((events, Some(chunks))),
+            Step::Last(events) => Some((events, None)),
+        }
+    })
     .flat_map(futures::stream::iter);
     let events = futures::stream::once(async { first }).chain(body).map(Ok);
     Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+/// What a stream sends next: events, and whether more follow.
+enum Step {
+    More(Vec<SseEvent>),
+    Last(Vec<SseEvent>),
+}
+
+/// A streamed completion between its chunks.
+struct Chunks {
+    state: AppState,
+    feed: Feed,
+    include_usage: bool,
+    job: Job,
+    answer: AnswerStream,
+}
+
+impl Chunks {
+    /// Reads the feed up to the next chunks to send.
+    async fn step(&mut self) -> Step {
+        loop {
+            let text = match self.feed.next().await {
+                Some(Item::Token(token)) => {
+                    self.answer.token(&token.run_id, token.turn, &token.text)
+                }
+                Some(Item::End(ended)) => {
+                    return Step::Last(last(&ended, &mut self.answer, self.include_usage));
+                }
+                // The job parks for a person: an empty chunk that says
+                // so (clients that do not know the field ignore it); the
+                // stream goes on once someone decides.
+                Some(Item::Event { seq, json }) => {
+                    if let Some(frame) =
+                        crate::api::feed::approval_required(self.job.id.as_str(), &json)
+                    {
+                        let mut body = chunk_body(&self.job, Delta::default(), None);
+                        body.approval_required = Some(frame);
+                        return Step::More(vec![event(&body)]);
+                    }
+                    let Ok(stored) = serde_json::from_str::<EventEnvelope>(&json) else {
+                        continue;
+                    };
+                    if crate::api::caller_tools::parks(self.job.id.as_str(), &stored) {
+                        let waiting =
+                            crate::api::caller_tools::waiting_since(&self.state, &self.job.id, seq);
+                        match waiting.await {
+                            Ok(Some(parked)) => {
+                                return Step::Last(handed_over(&parked, self.include_usage));
+                            }
+                            Ok(None) => {}
+                            Err(e) => return Step::Last(failed(OpenAiError::from(e))),
+                        }
+                    }
+                    self.answer.event(&stored)
+                }
+                // Progress is for watchers of the run, not the answer.
+                Some(Item::Progress(_)) => continue,
+                None => {
+                    let lost = ApiError::internal(format!("lost the feed of job {}", self.job.id));
+                    return Step::Last(failed(OpenAiError::from(lost)));
+                }
+            };
+            if !text.is_empty() {
+                return Step::More(vec![chunk(&self.job, self::text(text), None)]);
+            }
+        }
+    }
 }
 
 /// The chunks that end a stream: what of the answer did not stream (a
@@ -219,25 +259,63 @@ pub(super) fn stream(
 /// tool's output), the stop chunk and the usage chunk if asked for, or the
 /// failure; then `[DONE]`.
 fn last(job: &Job, stream: &mut AnswerStream, include_usage: bool) -> Vec<SseEvent> {
-    let mut events = Vec::new();
     match answer(job) {
         Ok(answer) => {
             let rest = stream.end(&answer);
+            let mut events = Vec::new();
             if !rest.is_empty() {
                 events.push(chunk(job, text(rest), None));
             }
-            events.push(chunk(job, Delta::default(), Some(FinishReason::Stop)));
-            if include_usage {
-                let mut body = chunk_body(job, Delta::default(), None);
-                body.choices.clear();
-                body.usage = Some(usage(job));
-                events.push(event(&body));
-            }
+            events.extend(finish(job, FinishReason::Stop, include_usage));
+            events
         }
-        Err(e) => events.push(SseEvent::default().data(e.body().to_string())),
+        Err(e) => failed(e),
+    }
+}
+
+/// The chunks that end a stream whose job waits on calls of the caller's
+/// tools: one per call (`delta.tool_calls`, as the completion's
+/// `tool_calls`), the `tool_calls` chunk, the usage chunk if asked for,
+/// `[DONE]`.
+fn handed_over(job: &Job, include_usage: bool) -> Vec<SseEvent> {
+    let calls = tool_calls(job).unwrap_or_default();
+    let mut events: Vec<SseEvent> = calls
+        .into_iter()
+        .zip(0..)
+        .map(|(call, index)| {
+            let delta = Delta {
+                tool_calls: vec![wire::ChunkToolCall {
+                    index,
+                    id: call.id,
+                    kind: call.kind,
+                    function: call.function,
+                }],
+                ..Delta::default()
+            };
+            chunk(job, delta, None)
+        })
+        .collect();
+    events.extend(finish(job, FinishReason::ToolCalls, include_usage));
+    events
+}
+
+/// The chunk that ends the choice with `reason`, the usage chunk if asked
+/// for, `[DONE]`.
+fn finish(job: &Job, reason: FinishReason, include_usage: bool) -> Vec<SseEvent> {
+    let mut events = vec![chunk(job, Delta::default(), Some(reason))];
+    if include_usage {
+        let mut body = chunk_body(job, Delta::default(), None);
+        body.choices.clear();
+        body.usage = Some(usage(job));
+        events.push(event(&body));
     }
     events.push(done());
     events
+}
+
+/// A stream's end when there is no answer: the error, `[DONE]`.
+fn failed(error: OpenAiError) -> Vec<SseEvent> {
+    vec![SseEvent::default().data(error.body().to_string()), done()]
 }
 
 fn done() -> SseEvent {

@@ -145,7 +145,8 @@ pub struct ChatCompletionChunk {
 pub struct ChunkChoice {
     pub index: u32,
     pub delta: Delta,
-    /// `stop` in the chunk that ends the answer, else `null`.
+    /// `stop` in the chunk that ends the answer, `tool_calls` in the one
+    /// after the calls handed over, else `null`.
     pub finish_reason: Option<FinishReason>,
 }
 
@@ -158,6 +159,24 @@ pub struct Delta {
     /// The next piece of the answer: the pieces concatenated are the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// A call of the caller's own tools the job waits on, whole, one per
+    /// chunk; the stream ends with `finish_reason: "tool_calls"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ChunkToolCall>,
+}
+
+/// A call of the caller's tools in a chunk: as the completion's
+/// `tool_calls` has it, with its place among the calls.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChunkToolCall {
+    /// The call's place among the calls handed over, from 0.
+    pub index: u32,
+    /// `<job id>.<call id>`: the `tool` message that answers it finds
+    /// the job by it.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: FunctionKind,
+    pub function: CompletionFunction,
 }
 
 /// `GET /v1/models`: the bundles the key may use.

@@ -45,7 +45,9 @@ pub(in crate::api) fn create_doc(op: TransformOperation<'_>) -> TransformOperati
              `background` (`queued`), or as it goes with `stream`. A response is a job \
              (`resp_<job id>`, in `/v1/jobs`); `previous_response_id` continues its \
              conversation, and `function_call_output` items answer the calls of the caller's \
-             tools it handed over (docs/api.md, Responses).",
+             tools it handed over (docs/api.md, Responses); a stream ends with those calls \
+             (`function_call` items, `response.completed`), and a streamed answer to them \
+             follows the resumed job.",
         )
         .response_with::<200, Json<ResponseObject>, _>(|r| {
             r.description(
@@ -62,9 +64,8 @@ pub(in crate::api) fn create_doc(op: TransformOperation<'_>) -> TransformOperati
                 "The request cannot be answered as sent (`param` names what): a body that is \
                  not a response request, no user message, an input item that is not taken, \
                  `n` other than 1, a `tool_choice` or `text.format` the job cannot hold to, \
-                 caller tools the bundle does not take, `stream` with caller tools or with \
-                 `function_call_output` items, outputs that do not answer the calls of \
-                 `previous_response_id`, a `previous_response_id` not of this key's",
+                 caller tools the bundle does not take, outputs that do not answer the calls \
+                 of `previous_response_id`, a `previous_response_id` not of this key's",
             ),
             (
                 403,

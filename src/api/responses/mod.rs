@@ -4,7 +4,8 @@
 //! Responses events with `stream: true`, or at once (`queued`) with
 //! `background: true`; `GET /v1/responses/{id}` retrieves it, and with
 //! `?stream=true&starting_after=N` resumes its stream after event `N`, also
-//! across a daemon restart (see [`stream`] for how events are numbered);
+//! across a daemon restart (see [`stream`] for how events are numbered,
+//! [`events`] for where a stream ends);
 //! `POST /v1/responses/{id}/cancel` cancels the job, `DELETE
 //! /v1/responses/{id}` deletes an ended one;
 //! `GET /v1/responses/{id}/input_items` lists what it was made from.
@@ -14,6 +15,7 @@
 //! conversation. Errors use OpenAI's shape (see [`super::openai`]).
 
 mod doc;
+mod events;
 pub mod input_items;
 mod items;
 mod object;
@@ -23,13 +25,9 @@ mod stream;
 
 pub(super) use doc::{cancel_doc, create_doc, delete_doc, retrieve_doc};
 
-use std::convert::Infallible;
-
 use axum::Json;
 use axum::extract::State;
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::{Stream, StreamExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,15 +38,16 @@ use super::auth::Caller;
 use super::body::{Path, Query, WireBody};
 use super::caller_tools;
 use super::error::{ApiError, ErrorCode};
-use super::feed::{Feed, Item, job_feed, listen_first};
+use super::feed::{Feed, job_feed, listen_first};
 use super::openai::{OpenAiError, answer_format, bundle_of, refuse_unsupported};
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
-use crate::queue::{CallerOutput, Controls, Job, JobId, JobState, NewJob};
-use object::{PREVIOUS_RESPONSE, ResponseObject, ResponseStatus, job_of, response};
+use crate::queue::{CallerOutput, Controls, Job, JobId, NewJob};
+use events::event_stream;
+use object::{PREVIOUS_RESPONSE, ResponseObject, job_of, response};
 use request::{CreateRequest, Input, ResponsePath};
 use shape::{DeletedKind, ResponseDeleted};
-use stream::{Frame, Translator};
+use stream::Translator;
 
 /// Stored events read to build one response object.
 const MAX_EVENTS: usize = 50_000;
@@ -64,7 +63,9 @@ pub async fn create(
 ) -> Response {
     match start(&state, &caller, &trace, body.read()).await {
         Err(e) => e.into_response(),
-        Ok(Started::Stream(job, feed)) => events(&state, job, feed, None).into_response(),
+        Ok(Started::Stream(job, feed, view)) => {
+            event_stream(&state, job, feed, None, view).into_response()
+        }
         Ok(Started::Background(job, view)) => Json(view.name(response(&job, &[]))).into_response(),
         Ok(Started::Wait(job, view)) => match super::jobs::wait_finished(&state, &job.id).await {
             Ok(job) => answer(snapshot(&state, &job, &view).await),
@@ -96,16 +97,16 @@ pub async fn retrieve(
         Ok(job) => job,
         Err(e) => return e.into_response(),
     };
+    let view = View::of(&id);
     if !query.stream {
-        let view = View::of(&id);
         return answer(snapshot(&state, &job, &view).await);
     }
     let permit = match state.streams.acquire(caller.name()) {
         Ok(permit) => permit,
         Err(e) => return OpenAiError::from(ApiError::from(e)).into_response(),
     };
-    let feed = Box::pin(job_feed(state.clone(), job.id.clone(), 0, false, permit));
-    events(&state, job, feed, query.starting_after).into_response()
+    let feed = job_feed(state.clone(), job.id.clone(), view.after, false, permit);
+    event_stream(&state, job, Box::pin(feed), query.starting_after, view).into_response()
 }
 
 /// `POST /v1/responses/{id}/cancel`: cancels the job (as `POST
@@ -170,11 +171,11 @@ async fn visible(state: &AppState, caller: &Caller, id: &str) -> Result<Job, Ope
     Ok(caller.job(Action::ReadJob, &job_id, job)?)
 }
 
-/// A created response: streamed, queued in the background, or waited for
-/// (the last two as a view of their job: a resumed job's response shows
-/// only what followed the client's outputs).
+/// A created response: streamed, queued in the background, or waited for,
+/// each as a view of its job (a resumed job's response shows only what
+/// followed the client's outputs).
 enum Started {
-    Stream(Job, Feed),
+    Stream(Job, Feed, View),
     Background(Job, View),
     Wait(Job, View),
 }
@@ -236,12 +237,6 @@ async fn start(
     if let Some(outputs) = function_outputs(&request)? {
         return resume(state, caller, &request, &bundle, outputs).await;
     }
-    if request.stream && !caller_tools.is_empty() {
-        return Err(OpenAiError::invalid(
-            "stream",
-            "stream with caller tools is not supported yet: send the request without `stream` (or without `tools`)",
-        ));
-    }
     let id = JobId::new();
     let conversation_id = match &request.previous_response_id {
         Some(previous) => Some(conversation_of(state, caller, previous).await?),
@@ -275,7 +270,7 @@ async fn start(
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "model")).await?;
     Ok(match (feed, request.background) {
-        (Some(feed), _) => Started::Stream(job, feed),
+        (Some(feed), _) => Started::Stream(job, feed, View::default()),
         (None, true) => Started::Background(job, View::default()),
         (None, false) => Started::Wait(job, View::default()),
     })
@@ -329,7 +324,8 @@ fn function_outputs(request: &CreateRequest) -> Result<Option<Vec<CallerOutput>>
 /// over, with the client's `outputs` of them: journaled as the calls'
 /// results in the one write that queues the job again (a second request
 /// with the same outputs finds it no longer waiting), then answered as a
-/// view of the job from there.
+/// view of the job from there; a stream listens on the job before the
+/// outputs are handed back.
 // Its refusals are shaped as chat completions' `resume` (api/openai), kept
 // so: each wire names its own parameters and says its own words; what
 // both do is `caller_tools`' (`check_outputs`, `hand_back`).
@@ -361,35 +357,24 @@ async fn resume(
             ),
         ));
     }
-    if request.stream {
-        return Err(OpenAiError::invalid(
-            "stream",
-            "a stream of a resumed response is not supported yet: send the outputs without `stream`",
-        ));
-    }
     caller_tools::check_outputs(&job, &outputs, "input")?;
-    let after = last_event(state, &job).await?;
+    let (feed, after) = match request.stream {
+        true => {
+            let (feed, after) = caller_tools::listen_from_last(state, caller, &job.id).await?;
+            (Some(feed), after)
+        }
+        false => (None, caller_tools::last_event(state, &job.id).await?),
+    };
     let job = caller_tools::hand_back(state, &job.id, outputs).await?;
     let view = View {
         after,
         previous: Some(previous.to_string()),
     };
-    Ok(match request.background {
-        true => Started::Background(job, view),
-        false => Started::Wait(job, view),
+    Ok(match (feed, request.background) {
+        (Some(feed), _) => Started::Stream(job, feed, view),
+        (None, true) => Started::Background(job, view),
+        (None, false) => Started::Wait(job, view),
     })
-}
-
-/// The sequence number of the job's last stored event (0: none).
-async fn last_event(state: &AppState, job: &Job) -> Result<u64, ApiError> {
-    let mut after = 0;
-    loop {
-        let page = state.queue.events_after(&job.id, after, PAGE).await?;
-        match page.last() {
-            Some(last) => after = last.seq,
-            None => return Ok(after),
-        }
-    }
 }
 
 /// The conversation a `previous_response_id` continues.
@@ -508,9 +493,7 @@ async fn snapshot(state: &AppState, job: &Job, view: &View) -> Result<ResponseOb
     if let Some(calls) = caller_tools::awaited(job) {
         let mut output = translator.items;
         output.extend(calls.iter().map(items::function_call));
-        let mut body = response(job, &output);
-        body.status = ResponseStatus::Completed;
-        return Ok(view.name(body));
+        return Ok(view.name(response(job, &output)));
     }
     if !job.state.is_terminal() {
         return Ok(view.name(response(job, &translator.items)));
@@ -518,54 +501,4 @@ async fn snapshot(state: &AppState, job: &Job, view: &View) -> Result<ResponseOb
     let mut built = None;
     translator.end(job, |items| built.insert(response(job, items)).clone());
     Ok(view.name(built.unwrap_or_else(|| response(job, &translator.items))))
-}
-
-/// The job's Responses event stream from its feed, after `after`.
-fn events(
-    state: &AppState,
-    job: Job,
-    feed: Feed,
-    after: Option<u64>,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>> + use<>> {
-    let answer = super::answer::answer_stream(state, &job);
-    let mut translator = Translator::new(job.id.as_str(), answer, after);
-    let mut fresh = job.clone();
-    fresh.state = JobState::Queued;
-    fresh.result = None;
-    let first = translator.start(response(&fresh, &[]));
-    let body = futures::stream::unfold(
-        (feed, Some(translator)),
-        |(mut feed, translator)| async move {
-            let mut translator = translator?;
-            loop {
-                let frames = match feed.next().await {
-                    Some(Item::Token(token)) => {
-                        translator.token(&token.run_id, token.turn, &token.text)
-                    }
-                    Some(Item::Event { seq, json }) => translator.stored(seq, &json),
-                    Some(Item::Progress(_)) => continue,
-                    Some(Item::End(job)) => {
-                        let frames = translator.end(&job, |items| response(&job, items));
-                        return Some((frames, (feed, None)));
-                    }
-                    None => {
-                        let lost = json!({"type": "error", "code": "server_error", "param": null,
-                            "message": "lost the job's feed (the store could not be read); retrieve the response again with starting_after"});
-                        let frame = Frame { kind: "error", body: lost };
-                        return Some((vec![frame], (feed, None)));
-                    }
-                };
-                if !frames.is_empty() {
-                    return Some((frames, (feed, Some(translator))));
-                }
-            }
-        },
-    )
-    .flat_map(futures::stream::iter);
-    let events = futures::stream::iter(first).chain(body).map(|frame| {
-        Ok(SseEvent::default()
-            .event(frame.kind)
-            .data(frame.body.to_string()))
-    });
-    Sse::new(events).keep_alive(KeepAlive::default())
 }

@@ -6,6 +6,7 @@ use std::time::UNIX_EPOCH;
 
 use serde_json::Value;
 
+use super::super::caller_tools::awaited;
 use super::super::openai::ToolChoice;
 pub use super::shape::{
     CachedTokens, PlainText, ReasoningTokens, ResponseError, ResponseErrorCode, ResponseKind,
@@ -48,7 +49,7 @@ pub fn view_of(response: &str) -> Option<(JobId, u64)> {
 /// The response's `status` for a job's state: a parked job is still in
 /// progress (it waits for a person, see `GET /v1/jobs/{id}/approvals`) —
 /// but one that waits for the client's outputs of its calls is
-/// `completed` (the caller sets that, see `snapshot`).
+/// `completed` (see [`response`]).
 pub fn status(state: JobState) -> ResponseStatus {
     match state {
         JobState::Queued => ResponseStatus::Queued,
@@ -61,7 +62,9 @@ pub fn status(state: JobState) -> ResponseStatus {
     }
 }
 
-/// The `response` object of `job` with output `items`.
+/// The `response` object of `job` with output `items`. A job parked on
+/// calls of the caller's tools is `completed`: the response ends with
+/// those calls (`function_call` items) for the client to run.
 pub fn response(job: &Job, items: &[Value]) -> ResponseObject {
     let created_at = humantime::parse_rfc3339_weak(&job.created_at)
         .ok()
@@ -90,7 +93,10 @@ pub fn response(job: &Job, items: &[Value]) -> ResponseObject {
         id: response_id(job.id.as_str()),
         object: ResponseKind::Response,
         created_at,
-        status: status(job.state),
+        status: match awaited(job) {
+            Some(_) => ResponseStatus::Completed,
+            None => status(job.state),
+        },
         model: format!("bundle/{}", job.bundle),
         previous_response_id: job
             .variables

@@ -260,7 +260,10 @@ enum OutputItem {
         id: String,
         call_id: String,
         name: String,
+        /// The arguments as JSON text (`""` in the stream's
+        /// `response.output_item.added`).
         arguments: String,
+        /// `in_progress` when the stream opens it, else `completed`.
         status: ItemStatus,
     },
 }
@@ -303,8 +306,12 @@ pub(super) struct ResponseStreamEvent {
     delta: Option<String>,
     /// The whole answer (`response.output_text.done`).
     text: Option<String>,
-    /// A call's arguments (`response.mcp_call_arguments.done`).
+    /// A call's arguments (`response.mcp_call_arguments.done`,
+    /// `response.function_call_arguments.done`).
     arguments: Option<String>,
+    /// The tool of a call handed over
+    /// (`response.function_call_arguments.done`).
+    name: Option<String>,
     /// The content part (`response.content_part.*`).
     part: Option<Value>,
     /// An `error` event's reason: the job's feed was lost; retrieve the
@@ -336,6 +343,11 @@ enum StreamEventType {
     CallCompleted,
     #[serde(rename = "response.mcp_call.failed")]
     CallFailed,
+    /// A call of the caller's tools handed over (the job waits on it).
+    #[serde(rename = "response.function_call_arguments.delta")]
+    FunctionArgumentsDelta,
+    #[serde(rename = "response.function_call_arguments.done")]
+    FunctionArgumentsDone,
     #[serde(rename = "response.content_part.added")]
     PartAdded,
     #[serde(rename = "response.output_text.delta")]

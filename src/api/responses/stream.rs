@@ -19,9 +19,13 @@
 //! item, the Responses API's one item for a call awaiting approval, sent
 //! when the job parks; the stream stays open and goes on after the
 //! decision (`POST /v1/jobs/{id}/approvals/{call}`, named in the item).
+//! Calls of the caller's own tools are `function_call` items, sent when
+//! the job parks on them ([`Translator::hand_over`]); the stream ends
+//! there, as the non-streamed response does.
 
 use serde_json::{Value, json};
 
+use super::super::caller_tools::parks;
 use super::super::feed::approval_required;
 use super::items;
 use super::object::{ResponseObject, ResponseStatus};
@@ -58,6 +62,11 @@ mod step {
     pub const FINAL: u64 = 12;
     pub const APPROVAL_ADDED: u64 = 13;
     pub const APPROVAL_DONE: u64 = 14;
+    /// A park on the caller's calls: its events stand at the park's stored
+    /// event, where nothing else is, numbered one after another from here
+    /// (past the step bits for many calls; a resume point there is read
+    /// by where the translator stands, see `park.rs`).
+    pub const HANDED_OVER: u64 = 1;
 }
 
 /// Where an event stands: see the module's documentation.
@@ -123,6 +132,8 @@ pub struct Translator {
     /// The caller's tools: their calls are the client's, never `mcp_call`
     /// items (see [`items::function_call`]).
     caller_tools: Vec<String>,
+    /// Whether the last stored event parked the job in `needs_attention`.
+    at_park: bool,
 }
 
 impl Translator {
@@ -150,6 +161,7 @@ impl Translator {
             open_calls: Vec::new(),
             message: None,
             caller_tools: Vec::new(),
+            at_park: false,
         }
     }
 
@@ -214,9 +226,13 @@ impl Translator {
     /// A stored event (`seq`, its JSON as stored).
     pub fn stored(&mut self, seq: u64, json: &str) -> Vec<Frame> {
         self.stored = seq;
+        self.at_park = false;
         let Ok(envelope) = serde_json::from_str::<EventEnvelope>(json) else {
             return Vec::new();
         };
+        if parks(&self.job_id, &envelope) {
+            self.parked();
+        }
         let mut frames = Vec::new();
         if let Some(parked) = approval_required(&self.job_id, json) {
             frames.extend(self.approval(&envelope.bundle, &parked));
@@ -503,5 +519,6 @@ pub fn text_part(text: &str) -> Value {
     json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
 }
 
+mod park;
 #[cfg(test)]
 mod tests;

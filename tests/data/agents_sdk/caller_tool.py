@@ -1,10 +1,12 @@
 """The OpenAI Agents SDK (`openai-agents`) with a tool of its own (a
 `@function_tool` the client runs) against a bundle that takes caller tools.
 
-Usage: caller_tool.py BASE_URL CLASS MODEL, CLASS `responses`
+Usage: caller_tool.py BASE_URL CLASS MODEL [streamed], CLASS `responses`
 (OpenAIResponsesModel, chaining with previous_response_id) or `chat`
-(OpenAIChatCompletionsModel). Prints one JSON object: the final answer, each
-call the tool got (its argument), and the run's items.
+(OpenAIChatCompletionsModel); `streamed` runs it with `Runner.run_streamed`
+(every request with `stream: true`, the resume too). Prints one JSON object:
+the final answer, each call the tool got (its argument), the run's items,
+and streamed the raw events' types and the answer's text deltas.
 """
 import asyncio
 import json
@@ -21,6 +23,7 @@ from agents import (
 )
 
 base, model_class, model_name = sys.argv[1:4]
+streamed = sys.argv[4:5] == ["streamed"]
 set_tracing_disabled(True)
 client = openai.AsyncOpenAI(base_url=base, api_key="unused", max_retries=0, timeout=60)
 calls = []
@@ -41,13 +44,25 @@ async def main():
         model = OpenAIChatCompletionsModel(model=model_name, openai_client=client)
         extra = {}
     agent = Agent(name="daemon", instructions="You are helpful.", model=model, tools=[shout])
-    result = await Runner.run(agent, "Shout hi.", **extra)
+    seen = {}
+    if streamed:
+        result = Runner.run_streamed(agent, "Shout hi.", **extra)
+        events, deltas = [], []
+        async for event in result.stream_events():
+            if event.type == "raw_response_event":
+                events.append(event.data.type)
+                if event.data.type == "response.output_text.delta":
+                    deltas.append(event.data.delta)
+        seen = {"events": events, "deltas": deltas}
+    else:
+        result = await Runner.run(agent, "Shout hi.", **extra)
     items = []
     for item in result.new_items:
         raw = item.raw_item
         raw_type = raw.get("type") if isinstance(raw, dict) else getattr(raw, "type", None)
         items.append({"kind": item.type, "type": raw_type})
-    print(json.dumps({"final": result.final_output, "calls": calls, "items": items}), flush=True)
+    seen.update({"final": result.final_output, "calls": calls, "items": items})
+    print(json.dumps(seen), flush=True)
 
 
 asyncio.run(main())

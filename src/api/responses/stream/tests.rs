@@ -1,7 +1,9 @@
-//! The translator's events: numbering, resuming, calls and approvals.
+//! The translator's events: numbering, resuming, calls, approvals and
+//! parks on the caller's calls.
 
 use super::super::object::response;
 use super::*;
+use crate::approval::CallerCall;
 
 fn stored(turn: u32, event: Value) -> String {
     let mut envelope = json!({"run_id": "j", "bundle": "b", "bundle_version": "1", "seq": 1,
@@ -213,4 +215,80 @@ fn positions_round_trip() {
         step: step::PART_DONE,
     };
     assert_eq!(Position::of(place.number()), place);
+}
+
+/// A job that parked on five calls of the caller's tools, then (resumed)
+/// answered: the frames of the stream that ended at the park (`handed`)
+/// or of a later one that goes on past it, after `after`.
+fn parked_run(after: Option<u64>, handed: bool) -> Vec<Frame> {
+    let no_markup: crate::events::answer::CallStart = std::sync::Arc::new(|_: &str| None);
+    let answer = AnswerStream::new("j", Some(no_markup), true);
+    let mut t = Translator::new("j", answer, after).handing_over(["shout".to_string()]);
+    let mut queued = finished("");
+    queued.state = crate::queue::JobState::Queued;
+    let mut out = t.start(response(&queued, &[]));
+    let calls: Vec<CallerCall> = (0..5)
+        .map(|i| CallerCall {
+            position: i,
+            call_id: format!("c{i}"),
+            tool: "shout".into(),
+            arguments: json!({"text": i}),
+        })
+        .collect();
+    for (seq, call) in (1..).zip(&calls) {
+        let event = json!({"type": "ToolCall", "tool_name": "shout", "call_id": call.call_id,
+                           "arguments": call.arguments});
+        out.extend(t.stored(seq, &stored(1, event)));
+    }
+    let park = json!({"type": "JobState", "state": "needs_attention", "attempt": 1});
+    out.extend(t.stored(6, &stored(1, park)));
+    assert!(t.at_park());
+    if handed {
+        let mut parked = finished("");
+        parked.state = crate::queue::JobState::NeedsAttention;
+        out.extend(t.hand_over(&calls, |items| response(&parked, items)));
+        return out;
+    }
+    let running = json!({"type": "JobState", "state": "running", "attempt": 2});
+    out.extend(t.stored(7, &stored(2, running)));
+    assert!(!t.at_park());
+    out.extend(t.stored(8, &reply("Hello world")));
+    let done = finished("Hello world");
+    out.extend(t.end(&done, |items| response(&done, items)));
+    out
+}
+
+#[test]
+fn a_park_hands_every_call_over_and_a_resume_from_it_sends_the_rest() {
+    let first = parked_run(None, true);
+    let numbers: Vec<u64> = first
+        .iter()
+        .map(|f| f.body["sequence_number"].as_u64().unwrap())
+        .collect();
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "{numbers:?}");
+    let kinds: Vec<&str> = first.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds.len(), 2 + 5 * 4 + 1, "{kinds:?}");
+    assert!(kinds.iter().all(|k| !k.contains("mcp_call")), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"response.completed"));
+    let output = &first.last().unwrap().body["response"]["output"];
+    assert_eq!(output.as_array().unwrap().len(), 5, "{output}");
+    assert_eq!(output[4]["type"], "function_call");
+    assert_eq!(output[4]["call_id"], "c4");
+    // Picked up after any of the park's events once the job answered
+    // (numbered past the step bits, for five calls): the answer whole,
+    // in one message.
+    for had in &first[2..] {
+        let after = had.body["sequence_number"].as_u64().unwrap();
+        let rest = parked_run(Some(after), false);
+        assert_eq!(text_of(&rest), "Hello world", "after {}", had.kind);
+        let opened = rest
+            .iter()
+            .filter(|f| f.kind == "response.output_item.added")
+            .count();
+        assert_eq!(opened, 1, "after {}", had.kind);
+        assert!(
+            rest.iter()
+                .all(|f| f.body["sequence_number"].as_u64().unwrap() > after)
+        );
+    }
 }
