@@ -195,28 +195,33 @@ async fn chat(State(state): State<Arc<MockState>>, body: String) -> Response {
         .unwrap_or("mock")
         .to_string();
     if request.get("stream").and_then(Value::as_bool) == Some(true) {
-        let frames: Vec<String> = reply
-            .stream_chunks(&model)
-            .into_iter()
-            .map(|chunk| format!("data: {chunk}\n\n"))
-            .chain(std::iter::once("data: [DONE]\n\n".to_string()))
-            .collect();
-        let pause = Duration::from_millis(reply.chunk_delay_ms);
-        let body = futures::stream::iter(frames.into_iter().enumerate()).then(
-            move |(i, frame)| async move {
-                if i > 0 && !pause.is_zero() {
-                    tokio::time::sleep(pause).await;
-                }
-                Ok::<_, std::convert::Infallible>(frame)
-            },
-        );
-        return (
-            [(header::CONTENT_TYPE, "text/event-stream")],
-            Body::from_stream(body),
-        )
-            .into_response();
+        return streamed(&reply, &model);
     }
     axum::Json(reply.completion_body(&model)).into_response()
+}
+
+/// `reply` as a chat-completions event stream, its chunks
+/// `chunk_delay_ms` apart.
+fn streamed(reply: &super::ScriptedReply, model: &str) -> Response {
+    let frames: Vec<String> = reply
+        .stream_chunks(model)
+        .into_iter()
+        .map(|chunk| format!("data: {chunk}\n\n"))
+        .chain(std::iter::once("data: [DONE]\n\n".to_string()))
+        .collect();
+    let pause = Duration::from_millis(reply.chunk_delay_ms);
+    let body =
+        futures::stream::iter(frames.into_iter().enumerate()).then(move |(i, frame)| async move {
+            if i > 0 && !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+            Ok::<_, std::convert::Infallible>(frame)
+        });
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        Body::from_stream(body),
+    )
+        .into_response()
 }
 
 /// Runs the mock server until Ctrl-C (`structured-agents mock-server`).
