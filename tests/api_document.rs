@@ -214,6 +214,15 @@ async fn a2a_and_mcp_answers_match_their_schemas_in_the_document() {
         "200",
         &card,
     );
+    let beside = get(&http, &daemon, "/a2a/.well-known/agent-card.json").await;
+    conforms(
+        &document,
+        "/a2a/.well-known/agent-card.json",
+        "get",
+        "200",
+        &beside,
+    );
+    assert_eq!(beside, card, "the same card beside its interface");
     let bundle_card = get(&http, &daemon, "/a2a/echo/.well-known/agent-card.json").await;
     conforms(
         &document,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 
 /// Routes without a declared action, and why.
-const UNDECLARED: [(&str, &str); 13] = [
+const UNDECLARED: [(&str, &str); 14] = [
     (
         "/ui",
         "the console's static shell: no data; the page calls the API with a key",
@@ -20,6 +20,10 @@ const UNDECLARED: [(&str, &str); 13] = [
     (
         "/.well-known/agent-card.json",
         "the A2A card: lists only the bundles the presented key may call or read (submit_job, read_bundle)",
+    ),
+    (
+        "/a2a/.well-known/agent-card.json",
+        "the A2A card again, beside its interface /a2a: as /.well-known/agent-card.json",
     ),
     (
         "/a2a/{bundle}/.well-known/agent-card.json",

@@ -198,6 +198,13 @@ pub fn python_current() -> std::path::PathBuf {
     )
 }
 
+/// The Python of the vendored A2A TCK (ci/requirements-tck.txt):
+/// `$SA_PYTHON_TCK`, else `.venv-tck` from `scripts/python-env`; fails
+/// loudly when missing.
+pub fn python_tck() -> std::path::PathBuf {
+    venv_python("SA_PYTHON_TCK", ".venv-tck", "ci/requirements-tck.txt")
+}
+
 fn venv_python(variable: &str, venv: &str, requirements: &str) -> std::path::PathBuf {
     if let Ok(p) = std::env::var(variable) {
         return p.into();

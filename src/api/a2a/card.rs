@@ -1,11 +1,13 @@
 //! Agent cards: `/.well-known/agent-card.json` describes the daemon (one
 //! skill per bundle, its JSON-RPC interface at `/a2a`, where a message names
-//! its bundle in `metadata.bundle`), and
+//! its bundle in `metadata.bundle`; also served beside that interface, at
+//! `/a2a/.well-known/agent-card.json`), and
 //! `/a2a/{bundle}/.well-known/agent-card.json` describes one bundle as an
 //! agent of its own (its interface at `/a2a/{bundle}`). A card shows only
 //! the bundles the presented key may use; without a key, on a daemon that
-//! has keys, the daemon's card shows how to authenticate and no skill, and
-//! a bundle's card is refused (401).
+//! has keys, the daemon's card shows how to authenticate and, in place of
+//! the bundles, one skill saying how to see them; a bundle's card is
+//! refused (401).
 
 use std::collections::HashMap;
 
@@ -91,8 +93,9 @@ impl schemars::JsonSchema for Card {
 pub(super) fn daemon_card_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     op.summary("The daemon's A2A 1.0 agent card")
         .description(
-            "One skill per bundle the presented key may use (none without a key on a daemon with \
-             keys); its JSON-RPC interface is /a2a.",
+            "One skill per bundle the presented key may use (without a key on a daemon with keys, \
+             or when no such bundle is loaded, one skill `bundles` saying how to see them); its \
+             JSON-RPC interface is /a2a.",
         )
         // A key is optional: it decides which skills the card shows.
         .security_requirement(BEARER)
@@ -108,6 +111,12 @@ pub async fn daemon_card(State(state): State<AppState>, headers: HeaderMap) -> J
         &base_url(&headers),
         viewer.as_deref(),
     )))
+}
+
+pub(super) fn interface_card_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    daemon_card_doc(op).summary(
+        "The daemon's A2A 1.0 agent card, beside its interface /a2a (as a bundle's card is beside /a2a/{bundle})",
+    )
 }
 
 pub(super) fn bundle_card_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
@@ -170,11 +179,14 @@ pub fn base_url(headers: &HeaderMap) -> String {
 /// The daemon's card for `viewer` (none: only how to authenticate).
 pub fn for_daemon(state: &AppState, base: &str, viewer: Option<&Principal>) -> AgentCard {
     let snapshot = state.registry.snapshot();
-    let skills = snapshot
+    let mut skills: Vec<AgentSkill> = snapshot
         .loaded()
         .filter(|b| viewer.is_some_and(|v| readable(v, b.name())))
         .map(|b| skill(b))
         .collect();
+    if skills.is_empty() {
+        skills.push(no_bundle_skill(viewer.is_some()));
+    }
     card(
         state,
         "structured-agents".into(),
@@ -250,6 +262,28 @@ fn card(
             .map(|_| vec![HashMap::from([(BEARER.to_string(), Vec::new())])]),
         security_schemes,
         signatures: None,
+    }
+}
+
+/// The one skill of a card that shows no bundle: A2A 1.0 requires a
+/// card's `skills` to hold at least one ("Arrays marked as required MUST
+/// contain at least one element", §5.7), and a card read without a key
+/// must not name the bundles. It says how to see them.
+fn no_bundle_skill(with_key: bool) -> AgentSkill {
+    let description = if with_key {
+        "No bundle that this caller may use is loaded: each one becomes a skill of this card once it is."
+    } else {
+        "This daemon's bundles, one skill each, are shown to an API key: read this card with `Authorization: Bearer <key>`, or call GetExtendedAgentCard with it."
+    };
+    AgentSkill {
+        id: "bundles".into(),
+        name: "bundles".into(),
+        description: description.into(),
+        tags: vec!["structured-agents".into()],
+        examples: None,
+        input_modes: None,
+        output_modes: None,
+        security_requirements: None,
     }
 }
 

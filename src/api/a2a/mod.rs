@@ -21,6 +21,7 @@
 //! JSON-RPC envelope and its dispatch are this module's, in a few lines.
 
 mod card;
+mod list;
 mod proto_names;
 pub mod push;
 mod rpc;
@@ -28,7 +29,7 @@ mod send;
 mod stream;
 mod task;
 
-use a2a::{A2AError, GetTaskRequest, ListTasksRequest, TaskState, error_code};
+use a2a::{A2AError, GetTaskRequest, error_code};
 use aide::axum::ApiRouter;
 use aide::axum::routing::{get_with, post_with};
 use aide::transform::TransformOperation;
@@ -47,7 +48,7 @@ use super::error::{ApiError, ErrorCode};
 use super::trace_context::CallerTrace;
 
 use crate::access::policy::Action;
-use crate::queue::{JobFilter, JobId};
+use crate::queue::JobId;
 use rpc::{Envelope, Method, Reply, RpcBody};
 use task::View;
 
@@ -66,6 +67,12 @@ pub fn routes(auth: Auth) -> ApiRouter<AppState> {
         .api_route(
             "/.well-known/agent-card.json",
             get_with(card::daemon_card, card::daemon_card_doc),
+        )
+        // Where a client that was given the interface URL looks for the
+        // card (the A2A TCK does), as for a bundle's interface below.
+        .api_route(
+            "/a2a/.well-known/agent-card.json",
+            get_with(card::daemon_card, card::interface_card_doc),
         )
         .api_route(
             "/a2a/{bundle}/.well-known/agent-card.json",
@@ -225,12 +232,14 @@ async fn rpc(
         }
     };
     // JSON-RPC's ids are strings, numbers or null: a call under any other
-    // is not one, and is answered under null.
-    let id = request
-        .get("id")
-        .filter(|id| id.is_string() || id.is_number())
-        .cloned()
-        .unwrap_or(Value::Null);
+    // is not a Request object (-32600), answered under null.
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    if !(id.is_string() || id.is_number() || id.is_null()) {
+        let e = A2AError::invalid_request(format!(
+            "the id {id} is not a JSON-RPC id: send a string, a number or null"
+        ));
+        return reply(&Value::Null, Err(e.into()));
+    }
     let envelope: Envelope = match serde_json::from_value(request) {
         Ok(envelope) => envelope,
         Err(e) => {
@@ -276,7 +285,7 @@ async fn dispatch(call: &Call, method: Method, params: Value) -> Response {
         }
         Method::SendMessage => send::send(call, params).await,
         Method::GetTask => get_task(call, params).await,
-        Method::ListTasks => list_tasks(call, params).await,
+        Method::ListTasks => list::list_tasks(call, params).await,
         Method::CancelTask => send::cancel(call, params).await,
         Method::GetExtendedAgentCard => extended_card(call),
         Method::CreateTaskPushNotificationConfig => push::create(call, params).await,
@@ -337,123 +346,15 @@ pub fn params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, Rpc
 async fn get_task(call: &Call, raw: Value) -> Result<Value, RpcError> {
     call.caller.require(Action::ReadJob)?;
     let request: GetTaskRequest = params("GetTask", raw)?;
+    let view = View {
+        history_length: task::history_length(request.history_length)?,
+        artifacts: true,
+    };
     let id = JobId::from(request.id);
     let job = call
         .caller
         .job(Action::ReadJob, &id, call.state.queue.get(&id).await?)?;
-    let view = View {
-        history_length: request.history_length,
-        artifacts: true,
-    };
     Ok(json!(task::task(&job, view)))
-}
-
-/// The most tasks `ListTasks` gives in one page.
-const MAX_PAGE: i32 = 100;
-
-/// `ListTasks`: the key's jobs (all with `read_all`), of the interface's
-/// bundle, newest first, filtered by context and state.
-async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
-    call.caller.require(Action::ListJobs)?;
-    let request: ListTasksRequest = params("ListTasks", lenient_list(raw))?;
-    let page_size = request.page_size.unwrap_or(50);
-    if !(1..=MAX_PAGE).contains(&page_size) {
-        return Err(A2AError::invalid_params(format!(
-            "pageSize {page_size} is out of range: a page holds 1 to {MAX_PAGE} tasks"
-        ))
-        .into());
-    }
-    let status = request
-        .status
-        .as_ref()
-        .filter(|s| **s != TaskState::Unspecified);
-    let state = match status {
-        Some(status) => Some(task::job_state(status).ok_or_else(|| {
-            A2AError::invalid_params(format!(
-                "no task of this agent is ever in state {}; filter on SUBMITTED, WORKING, INPUT_REQUIRED, COMPLETED, FAILED or CANCELED",
-                json!(status)
-            ))
-        })?),
-        None => None,
-    };
-    let context = request.context_id.clone().filter(|c| !c.is_empty());
-    let filter = JobFilter {
-        state,
-        bundle: call.bundle.clone(),
-        conversation_id: context.clone(),
-        // A context is a conversation, and conversations are per key:
-        // the caller's own.
-        conversation_owner: context.is_some().then(|| call.caller.name().to_string()),
-        owner: call.caller.listing_owner(Action::ListJobs),
-        limit: page_size as usize,
-        cursor: request.page_token.clone().filter(|t| !t.is_empty()),
-        search: None,
-        unfinished: false,
-    };
-    let page = call.state.queue.list(filter.clone()).await?;
-    let view = View {
-        history_length: request.history_length,
-        artifacts: request.include_artifacts.unwrap_or(false),
-    };
-    let after = request.status_timestamp_after;
-    let changed_after =
-        |job: &crate::queue::Job| after.is_none_or(|t| task::timestamp(&job.updated_at) >= Some(t));
-    let tasks: Vec<a2a::Task> = page
-        .jobs
-        .iter()
-        .filter(|job| changed_after(job))
-        .map(|job| task::task(job, view))
-        .collect();
-    let total_size = match (&filter.cursor, &page.next_cursor) {
-        // The whole listing is this page.
-        (None, None) => tasks.len(),
-        _ => total(call, filter, changed_after).await?,
-    };
-    Ok(json!(a2a::ListTasksResponse {
-        total_size: i32::try_from(total_size).unwrap_or(i32::MAX),
-        tasks,
-        next_page_token: page.next_cursor.unwrap_or_default(),
-        page_size,
-    }))
-}
-
-/// Jobs read per query while `ListTasks` counts its `totalSize`.
-const COUNT_PAGE: usize = 500;
-
-/// How many tasks the listing holds in all, every page (`totalSize`): the
-/// store keeps no count per filter (context, bundle, state, owner, time),
-/// so the listing is read to its end, [`COUNT_PAGE`] jobs at a time.
-async fn total(
-    call: &Call,
-    filter: JobFilter,
-    counted: impl Fn(&crate::queue::Job) -> bool,
-) -> Result<usize, RpcError> {
-    let mut filter = JobFilter {
-        limit: COUNT_PAGE,
-        cursor: None,
-        ..filter
-    };
-    let mut total = 0;
-    loop {
-        let page = call.state.queue.list(filter.clone()).await?;
-        total += page.jobs.iter().filter(|job| counted(job)).count();
-        match page.next_cursor {
-            Some(cursor) => filter.cursor = Some(cursor),
-            None => return Ok(total),
-        }
-    }
-}
-
-/// `ListTasks`' parameters as proto3 JSON clients send them: a status
-/// left unset may come as `UNRECOGNIZED` (the JavaScript SDK), which
-/// filters on nothing.
-fn lenient_list(mut raw: Value) -> Value {
-    if let Some(fields) = raw.as_object_mut()
-        && fields.get("status").and_then(Value::as_str) == Some("UNRECOGNIZED")
-    {
-        fields.remove("status");
-    }
-    raw
 }
 
 /// `GetExtendedAgentCard`: the card as the caller's key sees it. A daemon
@@ -513,13 +414,5 @@ mod tests {
         assert_eq!(code(conversation), Some(error_code::INVALID_PARAMS));
         assert_eq!(code(ApiError::new(ErrorCode::Forbidden, "scope")), None);
         assert_eq!(code(ApiError::new(ErrorCode::QuotaExceeded, "rate")), None);
-    }
-
-    #[test]
-    fn an_unrecognized_status_filters_on_nothing() {
-        let raw = lenient_list(json!({"status": "UNRECOGNIZED", "pageSize": 5}));
-        let request: ListTasksRequest = params("ListTasks", raw).unwrap();
-        assert!(request.status.is_none());
-        assert_eq!(request.page_size, Some(5));
     }
 }

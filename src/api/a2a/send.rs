@@ -35,7 +35,7 @@ pub async fn send(call: &Call, raw: Value) -> Result<Value, RpcError> {
     let config = request.configuration.as_ref();
     let immediately = config.and_then(|c| c.return_immediately).unwrap_or(false);
     let view = View {
-        history_length: config.and_then(|c| c.history_length),
+        history_length: task::history_length(config.and_then(|c| c.history_length))?,
         artifacts: true,
     };
     let job = match task_of(&request.message) {
@@ -54,6 +54,12 @@ pub async fn send(call: &Call, raw: Value) -> Result<Value, RpcError> {
 /// first tokens already stream.
 pub async fn send_streaming(call: &Call, raw: Value) -> Result<Response, RpcError> {
     let request: SendMessageRequest = params("SendStreamingMessage", raw)?;
+    task::history_length(
+        request
+            .configuration
+            .as_ref()
+            .and_then(|c| c.history_length),
+    )?;
     let state = &call.state;
     let permit = state
         .streams

@@ -14,8 +14,8 @@
 use std::collections::HashMap;
 
 use a2a::{
-    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
-    TaskStatus, TaskStatusUpdateEvent,
+    A2AError, Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 use serde_json::{Value, json};
 
@@ -32,6 +32,17 @@ pub struct View {
     /// The most recent messages of the history to include (`None`: all).
     pub history_length: Option<i32>,
     pub artifacts: bool,
+}
+
+/// A request's `historyLength`, which may not be negative (`None`: the
+/// whole history).
+pub fn history_length(asked: Option<i32>) -> Result<Option<i32>, A2AError> {
+    match asked {
+        Some(n) if n < 0 => Err(A2AError::invalid_params(format!(
+            "historyLength {n} is negative: ask for 0 or more of the most recent messages, or leave it out for all"
+        ))),
+        _ => Ok(asked),
+    }
 }
 
 /// The task state of a job state. A job parked for an operator
