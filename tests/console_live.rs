@@ -4,7 +4,9 @@
 //! (the page once routed tokens only to an attempt drawn from a stored
 //! event, so a first reply showed nothing until it was whole). In a real
 //! browser (Chromium over WebDriver), against the mock model server
-//! streaming one word every 250 ms.
+//! streaming one word every 250 ms. And its counters are honest (item 2): a
+//! job scheduled ahead says when it starts, and every budget that can stop
+//! a job has a meter.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -64,5 +66,63 @@ async fn the_first_reply_streams_onto_the_page_word_by_word() {
     assert_eq!(done["state"], "succeeded", "{done}");
     browser.wait_text("#answer", "twenty").await;
     eprintln!("first shown: {} of {} words", shown.len(), all.len());
+    browser.close().await;
+}
+
+/// A job scheduled ahead says when it starts, on its page and in the list
+/// (it read "waiting 10 min" with its `run_at` three hours off, shown
+/// nowhere), and every budget that can stop a job has a meter: a bundle's
+/// `tool_calls` budget read "(no budget)".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheduled_job_says_when_it_starts_and_each_budget_has_a_meter() {
+    let mock = mock_server(
+        "replies:\n  - turn: 1\n    tool_calls: [{id: c1, name: echo, arguments: {}}]\n  - turn: 2\n    content: done\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "metered",
+        "name: metered\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\nlimits: {tool_calls: 3, model_calls: 5, wall_time: 10m}\ntools:\n  - name: echo\n    kind: process\n    effect: read_only\n    command: [python3, -c, \"print('{}')\"]\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let browser = Browser::start(1440, 900, false).await;
+
+    let later = humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_secs(3 * 3600));
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "metered", "input": "later", "run_at": later.to_string()}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_text("#scheduled", "scheduled for").await;
+    browser.wait_text("#scheduled-in", "(in 2 h 59 min)").await;
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    browser.wait_text("main", "scheduled in 2 h 59 min").await;
+
+    let done = common::daemon::submit_and_wait(
+        &http,
+        &daemon,
+        json!({"bundle": "metered", "input": "now"}),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let done_id = done["id"].as_str().unwrap();
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{done_id}")))
+        .await;
+    // Each meter: what was spent (in bold), then "of" its limit.
+    for (meter, spent, limit) in [
+        ("tool-calls", "1", "of 3"),
+        ("model-calls", "2", "of 5"),
+        ("wall-time", "", "of 10 min 0 s"),
+    ] {
+        browser.wait_text(&format!("#{meter}"), limit).await;
+        let shown = browser.text_of(&format!("#{meter} b")).await;
+        assert!(shown.starts_with(spent), "{meter}: spent {shown:?}");
+    }
     browser.close().await;
 }

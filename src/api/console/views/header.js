@@ -1,7 +1,9 @@
-// The run header of one job: its outcome and why it ended, how long it
-// waited (created → started) against how long it ran (started → finished,
-// ticking while it runs), its attempts, and the tokens and cost it spent
-// against its budget (the job's own limits, else its bundle's).
+// The run header of one job: its outcome and why it ended, when it is
+// scheduled to start (a `run_at` ahead), how long it waited (created →
+// started) against how long it ran (started → finished, ticking while it
+// runs), its attempts, and a meter for every budget that can stop it —
+// tokens, cost, tool calls, model calls, wall time — against its limit (the
+// job's own limits, else its bundle's).
 
 import { h, fill, link, stateBadge, duration, millis } from "../dom.js";
 
@@ -46,6 +48,21 @@ export function whyEnded(job, kernelEnd) {
   return said || (job.state === "failed" ? "an error ended the run" : null);
 }
 
+/** A budget's duration ("10m", "1h30m", "250ms", "5s") in ms (NaN when it is none). */
+export function limitMillis(text) {
+  if (typeof text !== "string" || !text.trim()) return NaN;
+  const unit = { ms: 1, s: 1000, m: 60000, min: 60000, h: 3600000, d: 86400000 };
+  let total = 0;
+  let rest = text.replaceAll(" ", "");
+  while (rest) {
+    const part = /^(\d+(?:\.\d+)?)(ms|min|s|m|h|d)/.exec(rest);
+    if (!part) return NaN;
+    total += Number(part[1]) * unit[part[2]];
+    rest = rest.slice(part[0].length);
+  }
+  return total;
+}
+
 /** The budget a job runs under: its own limits, else its bundle's. */
 function budget(job, bundle) {
   return { ...(bundle?.limits || {}), ...(job.limits || {}) };
@@ -64,10 +81,12 @@ function meter(label, spent, limit, text, id) {
 }
 
 /** Draws the header into `root`. */
-export function drawHeader(root, job, { bundle, kernelEnd, turns }) {
+export function drawHeader(root, job, { bundle, kernelEnd, turns, calls = { tools: 0, models: 0 } }) {
   const limits = budget(job, bundle);
   const why = whyEnded(job, kernelEnd);
-  const tokenLimit = (limits.prompt_tokens || 0) + (limits.completion_tokens || 0);
+  const tokenLimit = limits.tokens || (limits.prompt_tokens || 0) + (limits.completion_tokens || 0);
+  const wallLimit = limitMillis(limits.wall_time);
+  const ran = times(job).run;
   const money = (x) => `$${Number(x || 0).toFixed(4)}`;
   fill(
     root,
@@ -75,6 +94,7 @@ export function drawHeader(root, job, { bundle, kernelEnd, turns }) {
       "div",
       { class: `run-header card outcome-${job.state}`, id: "run-header", dataset: { state: job.state } },
       h("div", { class: "run-outcome" }, stateBadge(job.state), why ? h("span", { id: "why-ended" }, why) : null),
+      scheduled(job),
       job.forked_from
         ? h(
             "p",
@@ -93,11 +113,27 @@ export function drawHeader(root, job, { bundle, kernelEnd, turns }) {
         turns !== undefined ? h("div", { class: "meter" }, h("span", { class: "k" }, "turns"), h("b", {}, String(turns)), bundle?.limits?.max_turns ? h("span", { class: "muted" }, ` of ${bundle.limits.max_turns}`) : null) : null,
         meter("tokens", job.tokens_spent || 0, tokenLimit, (n) => String(n), "tokens"),
         meter("cost", job.cost_spent || 0, limits.cost, money, "cost"),
+        limits.tool_calls || calls.tools ? meter("tool calls", calls.tools, limits.tool_calls, String, "tool-calls") : null,
+        limits.model_calls ? meter("model calls", calls.models, limits.model_calls, String, "model-calls") : null,
+        Number.isNaN(wallLimit) ? null : meter("wall time", Number.isNaN(ran) ? 0 : ran, wallLimit, duration, "wall-time"),
         job.tool_errors !== undefined ? h("div", { class: "meter" }, h("span", { class: "k" }, "tool errors"), h("b", { id: "tool-errors" }, String(job.tool_errors))) : null,
       ),
     ),
   );
   tick(root, job);
+}
+
+/** When a job whose `run_at` is ahead starts: "scheduled for … (in …)". */
+function scheduled(job) {
+  const at = millis(job.run_at);
+  if (job.state !== "queued" || Number.isNaN(at) || at <= Date.now()) return null;
+  return h(
+    "p",
+    { class: "scheduled", id: "scheduled" },
+    "scheduled for ",
+    h("time", { datetime: job.run_at, title: job.run_at }, new Date(at).toLocaleString()),
+    h("span", { class: "muted", id: "scheduled-in" }, ` (in ${duration(at - Date.now())})`),
+  );
 }
 
 /** Updates the header's clocks; returns whether they still tick. */
@@ -107,5 +143,7 @@ export function tick(root, job) {
   const run = root.querySelector("#run-time");
   if (wait) wait.textContent = Number.isNaN(t.wait) ? "—" : duration(t.wait);
   if (run) run.textContent = Number.isNaN(t.run) ? "not started" : duration(t.run) + (t.ticking ? " so far" : "");
+  const until = root.querySelector("#scheduled-in");
+  if (until) until.textContent = ` (in ${duration(Math.max(millis(job.run_at) - Date.now(), 0))})`;
   return t.ticking || (Number.isNaN(t.run) && !TERMINAL.includes(job.state));
 }

@@ -166,7 +166,13 @@ function drawJob(view, model) {
   fill(view.head, h("h1", {}, "Job ", h("code", { class: "job-id" }, job.id)), h("span", { class: "muted stream", id: "stream-status" }, streamText(stream)));
   const own = model.events.filter((e) => e.run_id === job.id && e.type === "KernelEnd").pop();
   const turns = new Set(model.events.filter((e) => e.run_id === job.id && e.type === "ModelRequest").map((e) => e.turn)).size;
-  drawHeader(view.header, job, { bundle: model.bundle, kernelEnd: own, turns });
+  // What the job's budget counts: every answered tool call and every model
+  // call of all its runs (a call its cancel cut short is not one).
+  const calls = {
+    tools: model.events.filter((e) => e.type === "ToolResult" && e.error_type !== "interrupted").length,
+    models: model.events.filter((e) => e.type === "ModelResponse").length,
+  };
+  drawHeader(view.header, job, { bundle: model.bundle, kernelEnd: own, turns, calls });
   const failed = ["failed", "dead", "cancelled"].includes(job.state);
   const retrying = ["queued", "running"].includes(job.state);
   fill(

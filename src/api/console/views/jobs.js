@@ -5,7 +5,7 @@
 // filtered list can be linked; the list refreshes itself every two seconds
 // while the tab is visible, keeping the focus where it was.
 
-import { h, fill, link, stateBadge, banner, ago, duration, compact, navigate, errorText } from "../dom.js";
+import { h, fill, link, stateBadge, banner, ago, duration, millis, compact, navigate, errorText } from "../dom.js";
 import { api, query, every } from "../api.js";
 import { pendingCall, parkedText } from "./pending.js";
 import { times, PARKED } from "./header.js";
@@ -229,6 +229,9 @@ export function shortId(id) {
 /** How long the job ran (until it finished, until it parked, or so far), or how long it has waited to start. */
 export function took(job) {
   const t = times(job);
+  const at = millis(job.run_at);
+  // A job scheduled ahead has not waited yet: it says when it starts.
+  if (job.state === "queued" && at > Date.now()) return `scheduled in ${duration(at - Date.now())}`;
   if (Number.isNaN(t.run)) return Number.isNaN(t.wait) ? "" : `waiting ${duration(t.wait)}`;
   return duration(t.run) + (t.ticking ? " so far" : "");
 }
