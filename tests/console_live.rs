@@ -24,31 +24,56 @@ use std::time::{Duration, SystemTime};
 /// Twenty words, one every 250 ms: five seconds of streaming.
 const WORDS: &str = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty";
 
+/// The daemon streams a model call only to a job somebody watches when the
+/// call starts: with one worker, the job waits behind a job whose tool
+/// blocks until the page watches it, then the blocker is cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_reply_streams_onto_the_page_word_by_word() {
     let mock = mock_server(&format!(
-        "replies:\n  - content: \"{WORDS}\"\n    chunk_delay_ms: 250\n"
+        "replies:\n  - {{match: block, turn: 1, tool_calls: [{{id: b1, name: block, arguments: {{}}}}]}}\n  - match: count\n    content: \"{WORDS}\"\n    chunk_delay_ms: 250\n"
     ))
     .await;
     let site = Site::new(&mock.base_url(), "");
+    let blocking = site.path().join("blocking");
     site.put_bundle(
         "talker",
-        "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+        &format!(
+            "name: talker\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: block\n    kind: process\n    effect: read_only\n    timeout: 600s\n    command: [python3, -c, \"import time; open('{}', 'w').close(); time.sleep(600)\"]\n",
+            blocking.display()
+        ),
     );
-    let daemon = site.start();
+    let daemon = site.start_with_env(&[("STRUCTURED_AGENTS_QUEUE__WORKERS", "1")]);
     let http = client();
-    let browser = Browser::start(1440, 900, false).await;
-    // The job starts in 3 s: the page is watching by then.
-    let run_at = humantime::format_rfc3339_millis(SystemTime::now() + Duration::from_secs(3));
+    let blocker = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "talker", "input": "block"}),
+    )
+    .await;
+    common::daemon::eventually(
+        Duration::from_secs(60),
+        "the blocker's tool runs",
+        || async { blocking.exists().then_some(()) },
+    )
+    .await;
     let job = submit_body(
         &http,
         &daemon,
-        json!({"bundle": "talker", "input": "count", "run_at": run_at.to_string()}),
+        json!({"bundle": "talker", "input": "count"}),
     )
     .await;
     let id = job["id"].as_str().unwrap().to_string();
+    let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
     browser.wait_text("#stream-status", "live").await;
+    let (status, cancelled) = common::daemon::post_json(
+        &http,
+        &daemon,
+        &format!("/v1/jobs/{}/cancel", blocker["id"].as_str().unwrap()),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200, "{cancelled}");
     // The first text the page shows of the reply, kept as it first appears.
     browser
         .wait_until(
