@@ -409,17 +409,6 @@ async fn each_failed_http_attempt_of_a_model_call_is_counted() {
     assert_eq!(job["state"], "succeeded", "{job}");
     assert_eq!(job["attempts"], 2, "{job}");
     let series = "structured_agents_model_request_errors_total{error_type=\"http_5xx\",model=\"mock-model\"}";
-    let text = http
-        .get(daemon.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(
-        text.contains(&format!("{series} 2\n")),
-        "want {series} 2 in:\n{text}"
-    );
+    assert_eq!(common::daemon::metric(&http, &daemon, series).await, 2);
     assert_eq!(daemon.stop(), Some(0));
 }
