@@ -4,7 +4,10 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
+
+use regex::Regex;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -31,13 +34,98 @@ impl From<HumanDuration> for Duration {
 #[error("invalid duration {0:?} (expected e.g. \"5s\", \"250ms\" or \"2m\")")]
 pub struct DurationError(pub String);
 
+/// The units humantime reads, longest spelling first (a regex takes the
+/// first alternative that matches), each with its length in seconds as
+/// humantime counts it (a month is 30.44 days, a year 365.25).
+const UNITS: [(&str, f64); 40] = [
+    ("nanos", 1e-9),
+    ("nsec", 1e-9),
+    ("ns", 1e-9),
+    ("usec", 1e-6),
+    ("us", 1e-6),
+    ("µs", 1e-6),
+    ("millis", 1e-3),
+    ("msec", 1e-3),
+    ("ms", 1e-3),
+    ("seconds", 1.0),
+    ("second", 1.0),
+    ("secs", 1.0),
+    ("sec", 1.0),
+    ("s", 1.0),
+    ("minutes", 60.0),
+    ("minute", 60.0),
+    ("mins", 60.0),
+    ("min", 60.0),
+    ("m", 60.0),
+    ("hours", 3600.0),
+    ("hour", 3600.0),
+    ("hrs", 3600.0),
+    ("hr", 3600.0),
+    ("h", 3600.0),
+    ("days", 86_400.0),
+    ("day", 86_400.0),
+    ("d", 86_400.0),
+    ("weeks", 604_800.0),
+    ("week", 604_800.0),
+    ("wks", 604_800.0),
+    ("wk", 604_800.0),
+    ("w", 604_800.0),
+    ("months", 2_630_016.0),
+    ("month", 2_630_016.0),
+    ("M", 2_630_016.0),
+    ("years", 31_557_600.0),
+    ("year", 31_557_600.0),
+    ("yrs", 31_557_600.0),
+    ("yr", 31_557_600.0),
+    ("y", 31_557_600.0),
+];
+
+/// One term of a duration: a number (a decimal fraction allowed) and its
+/// unit, spaces between and around.
+fn term_pattern() -> String {
+    let units: Vec<&str> = UNITS.iter().map(|(unit, _)| *unit).collect();
+    format!(" *([0-9]+(?:\\.[0-9]+)?) *({}) *", units.join("|"))
+}
+
+/// What a duration is, as the API document says it and [`FromStr`] checks
+/// it: one term or more.
+pub fn duration_pattern() -> String {
+    format!("^(?:{})+$", term_pattern())
+}
+
+static GRAMMAR: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(&duration_pattern()).ok());
+static TERM: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(&term_pattern()).ok());
+
 impl FromStr for HumanDuration {
     type Err = DurationError;
 
+    /// Text of [`duration_pattern`], read by humantime; where humantime
+    /// cannot hold it (a sum past its range, a fraction finer than a
+    /// nanosecond), the sum of its terms, to the nanosecond and at most
+    /// the longest duration there is: text the pattern takes is a duration.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        humantime::parse_duration(s.trim())
-            .map(HumanDuration)
-            .map_err(|_| DurationError(s.to_string()))
+        let refused = || DurationError(s.to_string());
+        let (Some(grammar), Some(term)) = (GRAMMAR.as_ref(), TERM.as_ref()) else {
+            return Err(refused());
+        };
+        if !grammar.is_match(s) {
+            return Err(refused());
+        }
+        if let Ok(exact) = humantime::parse_duration(s.trim()) {
+            return Ok(HumanDuration(exact));
+        }
+        let seconds: f64 = term
+            .captures_iter(s)
+            .filter_map(|term| {
+                let number: f64 = term.get(1)?.as_str().parse().ok()?;
+                let name = term.get(2)?.as_str();
+                let unit = UNITS.iter().find(|(unit, _)| *unit == name)?;
+                Some(number * unit.1)
+            })
+            .sum();
+        Ok(HumanDuration(
+            Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX),
+        ))
     }
 }
 
@@ -83,17 +171,12 @@ impl schemars::JsonSchema for HumanDuration {
         "Duration".into()
     }
 
-    /// What humantime reads (and writes: `"1day 2h"`): numbers, each with
-    /// a unit of its list, spaces anywhere between.
+    /// What [`FromStr`] takes (and humantime writes: `"1day 2h"`):
+    /// numbers, each with a unit of its list, spaces between.
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": concat!(
-                "^\\s*([0-9][0-9\\s]*(\\.\\s*[0-9][0-9\\s]*)?",
-                "(nanos|nsec|ns|usec|us|µs|millis|msec|ms|seconds|second|secs|sec|s",
-                "|minutes|minute|mins|min|m|hours|hour|hrs|hr|h|days|day|d",
-                "|weeks|week|wks|wk|w|months|month|M|years|year|yrs|yr|y)\\s*)+$"
-            ),
+            "pattern": duration_pattern(),
             "description": "A duration such as \"5s\", \"250ms\", \"2m\" or \"1h 30m\"."
         })
     }
@@ -102,6 +185,48 @@ impl schemars::JsonSchema for HumanDuration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pattern_is_what_parses_and_everything_it_takes_is_a_duration() {
+        let pattern = Regex::new(&duration_pattern()).unwrap();
+        let samples = [
+            "5s",
+            "250ms",
+            "1.5h",
+            " 2 weeks 1h30min ",
+            "1day 2h",
+            "3 yrs",
+            "5 sec",
+            "",
+            " ",
+            "five",
+            "1h\t",
+            "5",
+            "s",
+            "1.h",
+            "999999999999999999999999y 99999y",
+            "0.5ns",
+            "1.0000000001ms",
+        ];
+        for text in samples {
+            assert_eq!(
+                pattern.is_match(text),
+                text.parse::<HumanDuration>().is_ok(),
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            "999999999999999999999999y"
+                .parse::<HumanDuration>()
+                .unwrap()
+                .0,
+            Duration::MAX
+        );
+        assert_eq!(
+            "1.5h".parse::<HumanDuration>().unwrap().0,
+            Duration::from_secs(5400)
+        );
+    }
 
     #[test]
     fn parses_and_rejects_with_hint() {

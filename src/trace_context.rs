@@ -77,6 +77,27 @@ pub fn valid_traceparent(tp: &str) -> bool {
         && parts[2] != "0".repeat(16)
 }
 
+/// [`valid_traceparent`] as a regex (for the API document): two hex digits,
+/// a trace id of 32 and a span id of 16 that are not all zeros, two more.
+pub fn traceparent_pattern() -> String {
+    // "Not all zeros" without a lookahead, which not every dialect has:
+    // some zeros, then a non-zero digit, then any.
+    let non_zero = |len: usize| {
+        (0..len)
+            .map(|zeros| {
+                let rest = len - zeros - 1;
+                format!("0{{{zeros}}}[1-9a-fA-F][0-9a-fA-F]{{{rest}}}")
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    format!(
+        "^[0-9a-fA-F]{{2}}-({})-({})-[0-9a-fA-F]{{2}}$",
+        non_zero(32),
+        non_zero(16)
+    )
+}
+
 /// `state` as a W3C `tracestate` in canonical form (its members trimmed
 /// and joined by `,`; empty when it has none), or `None` when it breaks a
 /// rule: a member that is not `key=value`, a key used twice, more than 32
@@ -142,6 +163,27 @@ mod tests {
     use super::*;
 
     const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn the_traceparent_pattern_says_what_valid_traceparent_takes() {
+        let pattern = regex::Regex::new(&traceparent_pattern()).unwrap();
+        let zeros = format!("00-{}-00f067aa0ba902b7-01", "0".repeat(32));
+        let zero_span = format!("00-4bf92f3577b34da6a3ce929d0e0e4736-{}-01", "0".repeat(16));
+        let last_only = format!("00-{}1-{}1-01", "0".repeat(31), "0".repeat(15));
+        for tp in [
+            TP,
+            &zeros,
+            &zero_span,
+            &last_only,
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",
+            "garbage",
+            "0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",
+            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(pattern.is_match(tp), valid_traceparent(tp), "{tp:?}");
+        }
+    }
 
     #[test]
     fn traceparents() {

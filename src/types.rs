@@ -4,11 +4,13 @@
 //! conversion to and from the OpenAI chat-completions wire format.
 //!
 //! A caller's answer format (a JSON Schema the final answer is held to) is
-//! in [`answer`].
+//! in [`answer`]; the rules of text fields (with their schema patterns) in
+//! [`text`].
 //!
 //! This module knows nothing about models, HTTP or tools; it is pure data.
 
 pub mod answer;
+pub mod text;
 
 pub use answer::AnswerFormat;
 

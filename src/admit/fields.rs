@@ -11,7 +11,12 @@ use crate::queue::NewJob;
 
 /// The priorities a job may ask for (higher runs first); a key's
 /// `max_priority` lowers the top.
-pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = -1000..=1000;
+pub const PRIORITY_RANGE: std::ops::RangeInclusive<i32> = PRIORITY_MIN..=PRIORITY_MAX;
+/// The lowest priority a job may ask for.
+pub const PRIORITY_MIN: i32 = -1000;
+/// The highest priority a job may ask for (a key's `max_priority` may
+/// lower it).
+pub const PRIORITY_MAX: i32 = 1000;
 /// The most attempts a submitter may give a job.
 pub const MAX_ATTEMPTS: u32 = 100;
 

@@ -31,7 +31,9 @@ mod refusal;
 pub use budgets::daily_budgets;
 pub use bundle::{check_callback, loaded_bundle, webhook};
 pub use controls::{action_of, decide};
-pub use fields::{MAX_ATTEMPTS, PRIORITY_RANGE, check_fields, key_priority, no_nul};
+pub use fields::{
+    MAX_ATTEMPTS, PRIORITY_MAX, PRIORITY_MIN, PRIORITY_RANGE, check_fields, key_priority, no_nul,
+};
 pub use gate::Gate;
 pub use idempotency::same_job;
 pub use quota::key_quotas;

@@ -36,14 +36,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 /// at all (a body-less POST: `client.responses.cancel(id)`, a tool run
 /// without arguments) is the empty object, so a route whose fields are all
 /// optional takes it and one with required fields names the first missing.
+/// Every body the API reads is a JSON object: an array (which serde would
+/// read into a struct's fields by position), a scalar or blank text is
+/// refused.
 pub(super) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let bytes = match bytes.trim_ascii().is_empty() {
+    let bytes = match bytes.is_empty() {
         true => b"{}".as_slice(),
         false => bytes,
     };
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let message = format!("invalid JSON body: {}", e.inner());
+    if bytes.trim_ascii_start().first() != Some(&b'{') {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "invalid JSON body: the body must be a JSON object (`{…}`, as the API document describes it), or no body at all",
+        ));
+    }
+    from_json(bytes).map_err(|e| {
+        let message = format!("invalid JSON body: {}", e.error);
         match field_of(&e) {
             Some(field) => ApiError::field(ErrorCode::InvalidRequest, field, message),
             None => ApiError::new(ErrorCode::InvalidRequest, message),
@@ -51,17 +59,88 @@ pub(super) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// Why a body does not read as the type asked for: serde's error, and the
+/// path in the body where it failed (`jobs[3].run_at`; empty at the top).
+pub(super) struct Unread {
+    pub path: String,
+    pub error: serde_json::Error,
+}
+
+/// `T` from JSON text, naming where it fails. A whole number written as a
+/// float (`54.0`, `5.4e1`) is the integer it spells, as JSON Schema counts
+/// it (the API document says `integer`), where serde alone wants digits:
+/// when the text does not read as `T`, it is read again with such numbers
+/// as integers (so text that reads as it is stays exactly as sent).
+pub(super) fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Unread> {
+    let unread = |e: serde_path_to_error::Error<serde_json::Error>| Unread {
+        path: e.path().to_string(),
+        error: e.into_inner(),
+    };
+    let de = &mut serde_json::Deserializer::from_slice(bytes);
+    let first = match serde_path_to_error::deserialize(&mut *de) {
+        // Nothing may follow the value (`{} x`).
+        Ok(value) => match de.end() {
+            Ok(()) => return Ok(value),
+            Err(error) => Unread {
+                path: ".".into(),
+                error,
+            },
+        },
+        Err(e) => unread(e),
+    };
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+        return Err(first);
+    };
+    if !whole_floats_as_integers(&mut value) {
+        return Err(first);
+    }
+    serde_path_to_error::deserialize(value).map_err(|_| first)
+}
+
+/// Writes each whole float of `value` (one an `i64` or `u64` holds) as
+/// that integer; whether it changed any.
+fn whole_floats_as_integers(value: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Number(number) if number.is_f64() => {
+            let Some(float) = number.as_f64().filter(|f| f.fract() == 0.0) else {
+                return false;
+            };
+            // Past 2^63 an f64 is no exact integer of either type.
+            let integer = if (0.0..18_446_744_073_709_551_616.0).contains(&float) {
+                serde_json::Number::from(float as u64)
+            } else if (-9_223_372_036_854_775_808.0..0.0).contains(&float) {
+                serde_json::Number::from(float as i64)
+            } else {
+                return false;
+            };
+            *number = integer;
+            true
+        }
+        // Every item is rewritten (no short cut at the first change).
+        Value::Array(items) => items
+            .iter_mut()
+            .map(whole_floats_as_integers)
+            .fold(false, |any, changed| any | changed),
+        Value::Object(map) => map
+            .values_mut()
+            .map(whole_floats_as_integers)
+            .fold(false, |any, changed| any | changed),
+        _ => false,
+    }
+}
+
 /// The field an error is about: its path, or the field serde names in a
 /// missing- or unknown-field error at the top level. Never an empty name
 /// (`{"": 1}` is an unknown field without one: the message says so).
-fn field_of(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<String> {
+fn field_of(e: &Unread) -> Option<String> {
     named_field(e).filter(|field| !field.is_empty())
 }
 
-fn named_field(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<String> {
-    let path = e.path().to_string();
+fn named_field(e: &Unread) -> Option<String> {
+    let path = e.path.clone();
     let named = |text: &str| {
-        let inner = e.inner().to_string();
+        let inner = e.error.to_string();
         let rest = inner.split_once(text)?.1;
         Some(rest.split('`').next()?.to_string())
     };
@@ -141,9 +220,10 @@ pub struct WireBody<T> {
 }
 
 impl<T: DeserializeOwned> WireBody<T> {
-    /// The body as `T`, or serde's reason why it is not one.
+    /// The body as `T` (read as [`from_json`] reads it), or serde's
+    /// reason why it is not one.
     pub fn read(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_slice(&self.bytes)
+        from_json(&self.bytes).map_err(|e| e.error)
     }
 }
 

@@ -23,12 +23,7 @@ const MAX_TURNS: usize = 1000;
 
 /// A 422 naming `conversation_id` unless it is a usable id.
 pub(super) fn check_id(id: &str) -> Result<(), ApiError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c));
-    if ok {
+    if crate::types::text::is_id(id) {
         Ok(())
     } else {
         Err(ApiError::field(
@@ -39,6 +34,14 @@ pub(super) fn check_id(id: &str) -> Result<(), ApiError> {
             ),
         ))
     }
+}
+
+/// A conversation named in a route's path (`…/conversations/{id}`).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(super) struct ConversationPath {
+    /// The conversation's id.
+    #[schemars(regex(pattern = crate::types::text::ID_PATTERN))]
+    pub id: String,
 }
 
 /// A conversation's turns, oldest first.
@@ -158,7 +161,7 @@ pub(super) async fn turns_of(
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ConversationPath { id }): Path<ConversationPath>,
     Query(whose): Query<Whose>,
 ) -> Result<Json<Conversation>, ApiError> {
     let jobs = turns_of(&state, &caller, whose.owner.as_deref(), &id).await?;
@@ -179,7 +182,7 @@ pub async fn get(
 pub async fn delete(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ConversationPath { id }): Path<ConversationPath>,
     Query(whose): Query<Whose>,
 ) -> Result<Json<Forgotten>, ApiError> {
     check_id(&id)?;

@@ -19,12 +19,13 @@ use crate::queue::{DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryState, 
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "DeliveryListQuery")]
 pub struct ListQuery {
-    /// `pending`, `delivered` or `dead`.
-    pub state: Option<String>,
+    /// Only deliveries in this state.
+    pub state: Option<DeliveryState>,
     /// `webhook`.
     pub kind: Option<String>,
     pub job_id: Option<String>,
     /// Deliveries per page, 1 to 1000 (default 50).
+    #[schemars(range(min = 1, max = super::jobs::MAX_PAGE))]
     pub limit: Option<usize>,
     /// The `next_cursor` of the page before.
     pub cursor: Option<String>,
@@ -41,21 +42,11 @@ pub async fn list(
     caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
-    let delivery_state = match query.state.as_deref() {
-        Some(text) => Some(DeliveryState::parse(text).ok_or_else(|| {
-            ApiError::field(
-                ErrorCode::InvalidRequest,
-                "state",
-                format!("unknown delivery state {text:?} (pending, delivered, dead)"),
-            )
-        })?),
-        None => None,
-    };
     let limit = super::jobs::page_limit(query.limit)?;
     let page = state
         .queue
         .list_deliveries(DeliveryFilter {
-            state: delivery_state,
+            state: query.state,
             kind: query.kind,
             job_id: query.job_id,
             owner: owner_of(&caller),

@@ -11,30 +11,31 @@
 //! Nothing is described by hand: `/mcp`, a service of rmcp's, is described
 //! from rmcp's message types (`mcp/doc.rs`).
 
+mod bounds;
+mod inputs;
+mod shapes;
 mod stream;
 
+use aide::OperationOutput;
 use aide::generate::GenContext;
 use aide::openapi::{
-    self, ApiKeyLocation, Info, MediaType, OpenApi, Operation, Parameter, ParameterData,
-    ParameterSchemaOrContent, ReferenceOr, RequestBody, SchemaObject, SecurityScheme,
-    StatusCode as DocStatus,
+    self, ApiKeyLocation, Info, OpenApi, Operation, Parameter, ParameterData,
+    ParameterSchemaOrContent, ReferenceOr, SchemaObject, SecurityScheme, StatusCode as DocStatus,
 };
-use aide::operation::{ParamLocation, add_parameters, parameters_from_schema, set_body};
+use aide::operation::add_parameters;
 use aide::transform::{TransformOpenApi, TransformOperation};
-use aide::{OperationInput, OperationOutput};
 use indexmap::IndexMap;
 use schemars::{JsonSchema, json_schema};
 use serde_json::Value;
 
-use super::auth::Caller;
-use super::body::{JsonBody, Path, Query, WireBody};
 use super::error::{ApiError, ErrorBody};
-use super::trace_context::CallerTrace;
+use bounds::IntegerBounds;
 
+pub(super) use inputs::json_request_body;
+pub(super) use shapes::{BEARER, answer_of, header, header_of, json_events, json_media};
+use shapes::{error_response, require, shaped_error};
 pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
 
-/// The name of the bearer-token scheme every authenticated route requires.
-pub(super) const BEARER: &str = "bearer";
 /// The name of the control file's reload-key scheme (`POST /v1/reload`).
 const RELOAD_KEY: &str = "reload_key";
 
@@ -95,6 +96,10 @@ pub(super) fn frame() -> OpenApi {
 pub(super) fn begin() {
     aide::generate::reset_context();
     aide::generate::extract_schemas(true);
+    aide::generate::in_context(|ctx| {
+        let settings = ctx.schema.settings().clone().with_transform(IntegerBounds);
+        ctx.schema = schemars::SchemaGenerator::new(settings);
+    });
     aide::generate::infer_responses(true);
     aide::generate::on_error(|e| {
         // A `*_doc` function's `response_with` replaces the success aide
@@ -247,46 +252,6 @@ fn path_parameter(name: &str) -> Parameter {
     }
 }
 
-/// An error answer whose body is `E`.
-fn shaped_error<E: JsonSchema>(ctx: &mut GenContext, description: &str) -> openapi::Response {
-    let schema = ctx.schema.subschema_for::<E>();
-    answer_of(description, "application/json", schema)
-}
-
-/// An answer of `media_type` whose body `schema` describes.
-pub(super) fn answer_of(
-    description: &str,
-    media_type: &str,
-    schema: schemars::Schema,
-) -> openapi::Response {
-    openapi::Response {
-        description: description.into(),
-        content: IndexMap::from_iter([(media_type.into(), json_media(schema))]),
-        ..openapi::Response::default()
-    }
-}
-
-/// An error answer of the API's shape, described once.
-fn error_response(ctx: &mut GenContext, description: &str) -> openapi::Response {
-    let schema = ctx.schema.subschema_for::<ErrorBody>();
-    answer_of(description, "application/json", schema)
-}
-
-fn errors(
-    ctx: &mut GenContext,
-    codes: &[(u16, &str)],
-) -> Vec<(Option<DocStatus>, openapi::Response)> {
-    codes
-        .iter()
-        .map(|(code, description)| {
-            (
-                Some(DocStatus::Code(*code)),
-                error_response(ctx, description),
-            )
-        })
-        .collect()
-}
-
 /// An API error: the error shape, for the statuses a route adds with
 /// [`answers`].
 impl OperationOutput for ApiError {
@@ -413,204 +378,16 @@ pub(super) fn or_reload_key(mut op: TransformOperation<'_>) -> TransformOperatio
     op
 }
 
-/// `operation` admits a caller that satisfies `scheme` (one of its
-/// requirements, each enough alone).
-fn require(operation: &mut Operation, scheme: &str) {
-    let requirement = IndexMap::from_iter([(scheme.to_string(), Vec::new())]);
-    if !operation.security.contains(&requirement) {
-        operation.security.push(requirement);
-    }
-}
-
-/// The caller's key: the route needs the bearer scheme, and answers 401
-/// without a key and 403 without the scope.
-impl OperationInput for Caller {
-    fn operation_input(_: &mut GenContext, operation: &mut Operation) {
-        require(operation, BEARER);
-    }
-
-    fn inferred_early_responses(
-        ctx: &mut GenContext,
-        _: &mut Operation,
-    ) -> Vec<(Option<DocStatus>, openapi::Response)> {
-        errors(
-            ctx,
-            &[
-                (401, "No API key, or one the daemon does not know"),
-                (403, "The key lacks the route's scope or the bundle"),
-            ],
-        )
-    }
-}
-
-/// A JSON body of `T`; no body at all reads as `{}` (so it is optional
-/// where every field is).
-impl<T: JsonSchema> OperationInput for JsonBody<T> {
-    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        json_request_body::<T>(ctx, operation);
-    }
-
-    fn inferred_early_responses(
-        ctx: &mut GenContext,
-        _: &mut Operation,
-    ) -> Vec<(Option<DocStatus>, openapi::Response)> {
-        errors(
-            ctx,
-            &[
-                (400, "The body could not be read"),
-                (
-                    422,
-                    "The body is not what the route reads: `field` names what is wrong",
-                ),
-            ],
-        )
-    }
-}
-
-/// A JSON body of `T` that the handler reads itself: its refusals are the
-/// handler's own (its route's document says them).
-impl<T: JsonSchema> OperationInput for WireBody<T> {
-    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        json_request_body::<T>(ctx, operation);
-    }
-}
-
-/// `T` as the operation's JSON request body: required when `T` has
-/// required fields, described by `T`'s own description.
-pub(super) fn json_request_body<T: JsonSchema>(ctx: &mut GenContext, operation: &mut Operation) {
-    let schema = ctx.schema.subschema_for::<T>();
-    let resolved = ctx.resolve_schema(&schema);
-    let description = resolved
-        .get("description")
-        .and_then(Value::as_str)
-        .map(String::from);
-    let required = resolved
-        .get("required")
-        .and_then(Value::as_array)
-        .is_some_and(|r| !r.is_empty());
-    set_body(
-        ctx,
-        operation,
-        RequestBody {
-            description,
-            content: IndexMap::from_iter([("application/json".into(), json_media(schema))]),
-            required,
-            extensions: IndexMap::default(),
-        },
-    );
-}
-
-/// JSON described by `schema`.
-pub(super) fn json_media(schema: schemars::Schema) -> MediaType {
-    MediaType {
-        schema: Some(SchemaObject {
-            json_schema: schema,
-            example: None,
-            external_docs: None,
-        }),
-        ..MediaType::default()
-    }
-}
-
-/// A stream of Server-Sent Events, each an unnamed event whose `data` is
-/// the JSON text of `data` (a wire that streams the same message type it
-/// answers with: A2A's responses, MCP's server messages).
-pub(super) fn json_events(description: &str, data: schemars::Schema) -> MediaType {
-    json_media(sse_event(None, description, json_text(data)))
-}
-
-/// Each field of `T` as a parameter at `location`.
-fn add_fields_as<T: JsonSchema>(
-    ctx: &mut GenContext,
-    operation: &mut Operation,
-    location: ParamLocation,
-) {
-    let schema = ctx.schema.subschema_for::<T>();
-    let params = parameters_from_schema(ctx, schema, location);
-    add_parameters(ctx, operation, params);
-}
-
-/// Path parameters: their names come from the route's template
-/// ([`fill_path_parameters`]); a struct of named fields describes them.
-impl<T: JsonSchema> OperationInput for Path<T> {
-    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        add_fields_as::<T>(ctx, operation, ParamLocation::Path);
-    }
-
-    fn inferred_early_responses(
-        ctx: &mut GenContext,
-        _: &mut Operation,
-    ) -> Vec<(Option<DocStatus>, openapi::Response)> {
-        errors(ctx, &[(404, "Nothing by that name that the key may see")])
-    }
-}
-
-/// Query parameters: each field of `T`.
-impl<T: JsonSchema> OperationInput for Query<T> {
-    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        add_fields_as::<T>(ctx, operation, ParamLocation::Query);
-    }
-
-    fn inferred_early_responses(
-        ctx: &mut GenContext,
-        _: &mut Operation,
-    ) -> Vec<(Option<DocStatus>, openapi::Response)> {
-        errors(
-            ctx,
-            &[(
-                422,
-                "A query parameter is unknown or does not parse: `field` names it",
-            )],
-        )
-    }
-}
-
-/// The caller's W3C trace context headers.
-impl OperationInput for CallerTrace {
-    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
-        let params = [
-            header(
-                "traceparent",
-                "W3C trace context: the job's spans join the caller's trace",
-            ),
-            header(
-                "tracestate",
-                "W3C trace context: the vendors' state sent with `traceparent`, carried by the job's spans (one that is not W3C trace context is left out)",
-            ),
-        ];
-        add_parameters(ctx, operation, params);
-    }
-}
-
-/// An optional string header a handler reads itself (from its `HeaderMap`).
-pub(super) fn header(name: &str, description: &str) -> Parameter {
-    Parameter::Header {
-        parameter_data: ParameterData {
-            name: name.into(),
-            description: Some(description.into()),
-            required: false,
-            format: ParameterSchemaOrContent::Schema(SchemaObject {
-                json_schema: json_schema!({"type": "string"}),
-                example: None,
-                external_docs: None,
-            }),
-            extensions: IndexMap::default(),
-            deprecated: None,
-            example: None,
-            examples: IndexMap::default(),
-            explode: None,
-        },
-        style: openapi::HeaderStyle::Simple,
-    }
-}
-
-/// The operation reads the optional header `name`.
+/// The operation reads the optional header `name`, whose values match
+/// `pattern` (what the handler refuses, the pattern refuses).
 pub(super) fn reads_header<'t>(
     mut op: TransformOperation<'t>,
     name: &str,
     description: &str,
+    pattern: &str,
 ) -> TransformOperation<'t> {
-    let parameter = header(name, description);
+    let schema = json_schema!({"type": "string", "pattern": pattern});
+    let parameter = header_of(name, description, schema, false);
     aide::generate::in_context(|ctx| add_parameters(ctx, op.inner_mut(), [parameter]));
     op
 }

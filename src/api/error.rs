@@ -140,6 +140,17 @@ impl ApiError {
         Self::new(ErrorCode::Internal, "internal error; see the daemon log")
     }
 
+    /// This error, for a route whose path names the bundle
+    /// (`/v1/bundles/{name}/…`, `/v1/agui/{bundle}`): a bundle that is not
+    /// loaded (or not the key's) is a resource that is not there, a 404
+    /// naming the path's `field`, where a body's bundle field is a 422.
+    pub fn bundle_in_path(self, field: &str) -> Self {
+        match self.code {
+            ErrorCode::UnknownBundle => Self::field(ErrorCode::NotFound, field, self.message),
+            _ => self,
+        }
+    }
+
     /// The answer for a job the caller may not see as well as for one that
     /// does not exist: the two must read the same.
     pub fn job_not_found(id: &crate::queue::JobId) -> Self {

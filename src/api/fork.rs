@@ -39,8 +39,10 @@ pub enum ForkVersion {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForkRequest {
-    /// The first turn the fork runs live (default: the source's last).
+    /// The first turn the fork runs live (default: the source's last); at
+    /// most the first turn the source did not finish.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub at_turn: Option<u32>,
     /// A new input for the fork (its prompts are rendered again).
     #[serde(default)]
@@ -288,7 +290,9 @@ pub async fn migrate_jobs(
     Path(name): Path<String>,
     JsonBody(request): JsonBody<MigrateRequest>,
 ) -> Result<Json<migrate::Plan>, ApiError> {
-    caller.on_bundle(Action::MigrateJobs, &name, "bundle")?;
+    caller
+        .on_bundle(Action::MigrateJobs, &name, "name")
+        .map_err(|e| e.bundle_in_path("name"))?;
     let plan = migrate::migrate(
         state.queue.as_ref(),
         &state.registry,
@@ -301,7 +305,7 @@ pub async fn migrate_jobs(
     .await
     .map_err(|e| match e {
         migrate::MigrateError::NotLoaded(_) => {
-            ApiError::field(ErrorCode::UnknownBundle, "bundle", e.to_string())
+            ApiError::field(ErrorCode::UnknownBundle, "name", e.to_string()).bundle_in_path("name")
         }
         migrate::MigrateError::State { .. } => {
             ApiError::field(ErrorCode::InvalidRequest, "states", e.to_string())

@@ -6,15 +6,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::AppState;
 use super::admission::{Submission, admit, admit_batch};
 use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
-use super::document::{INVALID_STATE, QUOTA, UNAVAILABLE, answers};
+use super::document::{INVALID_STATE, QUOTA, UNAVAILABLE, answers, reads_header};
 use super::error::{ApiError, ErrorCode};
 use super::trace_context::{CallerTrace, TraceContext};
+use crate::types::text;
 // Where the wires that answered with a finished job found the wait.
 pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
@@ -26,20 +27,29 @@ use crate::queue::{Deletion, Job, JobFilter, JobId, JobState, NewJob, Resolution
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     pub bundle: String,
+    #[schemars(regex(pattern = text::NO_NUL_PATTERN))]
     pub input: String,
     #[serde(default)]
+    #[schemars(schema_with = "text::nul_free_object")]
     pub variables: Map<String, Value>,
+    /// Higher runs first; at most the key's `max_priority`.
     #[serde(default)]
+    #[schemars(range(min = crate::admit::PRIORITY_MIN, max = crate::admit::PRIORITY_MAX))]
     pub priority: i32,
     /// RFC 3339; the job waits until then.
     #[serde(default)]
+    #[schemars(extend("format" = "date-time"))]
     pub run_at: Option<String>,
+    /// Names the job (beside an `Idempotency-Key` header, this wins).
     #[serde(default)]
+    #[schemars(regex(pattern = text::KEY_PATTERN))]
     pub idempotency_key: Option<String>,
     #[serde(default)]
+    #[schemars(range(min = 1, max = crate::admit::MAX_ATTEMPTS))]
     pub max_attempts: Option<u32>,
     /// W3C trace context; the job's spans join this trace.
     #[serde(default)]
+    #[schemars(regex(pattern = crate::trace_context::traceparent_pattern()))]
     pub traceparent: Option<String>,
     /// W3C `tracestate` sent with `traceparent`; one that is not W3C trace
     /// context is left out.
@@ -47,6 +57,7 @@ pub struct SubmitRequest {
     pub tracestate: Option<String>,
     /// Continue this conversation: the job starts from its earlier turns.
     #[serde(default)]
+    #[schemars(regex(pattern = crate::types::text::ID_PATTERN))]
     pub conversation_id: Option<String>,
     /// Lower the bundle's budgets for this job (`prompt_tokens`,
     /// `completion_tokens`, `cost`, `wall_time`, `tool_calls`,
@@ -56,8 +67,13 @@ pub struct SubmitRequest {
     /// Where the job's state changes are POSTed (within `egress.allow`;
     /// docs/api.md, Completion webhooks).
     #[serde(default)]
+    #[schemars(regex(pattern = WEBHOOK_PATTERN))]
     pub webhook: Option<String>,
 }
+
+/// A webhook's URL as `access::file::check_webhook` takes it: http(s),
+/// no NUL (whether `egress.allow` admits it is the daemon's config).
+const WEBHOOK_PATTERN: &str = "^https?://[^\\u0000]*$";
 
 /// `POST /v1/jobs` in the API document.
 pub(super) fn submit_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
@@ -71,6 +87,11 @@ pub(super) fn submit_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
         .response_with::<200, Json<Job>, _>(|r| {
             r.description("The job an earlier submit with this idempotency key made")
         });
+    let op = reads_idempotency_key(
+        op,
+        "Names the job (the body's `idempotency_key` wins): a repeat with the same key and body \
+         answers the job it made",
+    );
     answers(
         op,
         &[
@@ -101,6 +122,22 @@ pub async fn submit(
     ))
 }
 
+/// `run_at` as a time: RFC 3339 with any offset (the document's
+/// `date-time`), or the weaker forms humantime reads (`2026-01-05 10:00:00`,
+/// taken as UTC).
+fn start_time(text: &str) -> Result<std::time::SystemTime, ApiError> {
+    if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(time.with_timezone(&chrono::Utc).into());
+    }
+    humantime::parse_rfc3339_weak(text).map_err(|e| {
+        ApiError::field(
+            ErrorCode::InvalidRequest,
+            "run_at",
+            format!("invalid RFC 3339 time {text:?}: {e}; send e.g. 2026-01-05T10:00:00Z"),
+        )
+    })
+}
+
 /// A submit request read into the job it asks for: its wire's own checks
 /// (times, trace context, conversation id); the rules every way in shares
 /// are admission's. The job's `traceparent` is the body's (an explicit
@@ -108,13 +145,7 @@ pub async fn submit(
 /// the request's headers'.
 pub(super) fn validated(request: SubmitRequest, trace: &CallerTrace) -> Result<NewJob, ApiError> {
     let run_at = match &request.run_at {
-        Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
-            ApiError::field(
-                ErrorCode::InvalidRequest,
-                "run_at",
-                format!("invalid RFC 3339 time {text:?}: {e}"),
-            )
-        })?),
+        Some(text) => Some(start_time(text)?),
         None => None,
     };
     if let Some(tp) = &request.traceparent
@@ -165,6 +196,7 @@ pub const MAX_BATCH: usize = 10_000;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
+    #[schemars(length(min = 1, max = MAX_BATCH))]
     pub jobs: Vec<SubmitRequest>,
 }
 
@@ -245,7 +277,7 @@ pub(super) fn submit_batch_doc(op: TransformOperation<'_>) -> TransformOperation
 /// submissions share one job, so it is refused rather than ignored.
 fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     if let Some(key) = body {
-        if key.trim().is_empty() {
+        if text::is_blank(&key) {
             return Err(ApiError::field(
                 ErrorCode::InvalidRequest,
                 "idempotency_key",
@@ -254,24 +286,33 @@ fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<S
         }
         return Ok(Some(key));
     }
+    idempotency_header(headers)
+}
+
+/// The `Idempotency-Key` header, as every route that reads it reads it: a
+/// token of visible ASCII ([`text::TOKEN_PATTERN`]), or a 422 naming it.
+pub(super) fn idempotency_header(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(value) = headers.get("idempotency-key") else {
         return Ok(None);
     };
-    let key = value.to_str().map_err(|_| {
-        ApiError::field(
+    match std::str::from_utf8(value.as_bytes()) {
+        Ok(key) if text::is_token(key) => Ok(Some(key.to_string())),
+        _ => Err(ApiError::field(
             ErrorCode::InvalidRequest,
             "Idempotency-Key",
-            "the Idempotency-Key header is not visible ASCII; use a UUID or similar token",
-        )
-    })?;
-    if key.trim().is_empty() {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "Idempotency-Key",
-            "the Idempotency-Key header is empty; send a non-blank key or leave the header out",
-        ));
+            "the Idempotency-Key header is empty or not visible ASCII (letters, digits and \
+             punctuation, no spaces); send a token such as a UUID, or leave the header out",
+        )),
     }
-    Ok(Some(key.to_string()))
+}
+
+/// The `Idempotency-Key` header in the API document, described by `what`
+/// it names on the route.
+pub(super) fn reads_idempotency_key<'t>(
+    op: TransformOperation<'t>,
+    what: &str,
+) -> TransformOperation<'t> {
+    reads_header(op, "Idempotency-Key", what, text::TOKEN_PATTERN)
 }
 
 /// The query of `GET /v1/jobs`.
@@ -279,11 +320,12 @@ fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<S
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "JobListQuery")]
 pub struct ListQuery {
-    /// Only jobs in this state (`queued`, `running`, …).
-    pub state: Option<String>,
+    /// Only jobs in this state.
+    pub state: Option<JobState>,
     pub bundle: Option<String>,
     pub conversation_id: Option<String>,
     /// Jobs per page, 1 to 1000 (default 50).
+    #[schemars(range(min = 1, max = MAX_PAGE))]
     pub limit: Option<usize>,
     /// The `next_cursor` of the page before.
     pub cursor: Option<String>,
@@ -311,23 +353,11 @@ pub async fn list(
     caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<JobList>, ApiError> {
-    let job_state = match &query.state {
-        Some(s) => Some(serde_json::from_value::<JobState>(json!(s)).map_err(|_| {
-            ApiError::field(
-                ErrorCode::InvalidRequest,
-                "state",
-                format!(
-                    "unknown state {s:?} (queued, running, succeeded, failed, cancelled, dead)"
-                ),
-            )
-        })?),
-        None => None,
-    };
     let limit = page_limit(query.limit)?;
     let mut page = state
         .queue
         .list(JobFilter {
-            state: job_state,
+            state: query.state,
             bundle: query.bundle,
             conversation_id: query.conversation_id,
             conversation_owner: None,
@@ -348,10 +378,14 @@ pub async fn list(
     }))
 }
 
-/// A listing's `limit`: 50 unless asked, 1 to 1000 (jobs and deliveries).
+/// The most rows one page of a listing gives.
+pub(crate) const MAX_PAGE: usize = 1000;
+
+/// A listing's `limit`: 50 unless asked, 1 to [`MAX_PAGE`] (jobs and
+/// deliveries).
 pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
     let limit = asked.unwrap_or(50);
-    if limit == 0 || limit > 1000 {
+    if limit == 0 || limit > MAX_PAGE {
         return Err(ApiError::field(
             ErrorCode::InvalidRequest,
             "limit",
@@ -609,6 +643,8 @@ pub async fn journal(
 /// pass; what serde refuses, the schema refuses too.
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use schemars::generate::SchemaSettings;
     use serde::de::DeserializeOwned;
 

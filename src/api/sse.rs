@@ -60,7 +60,9 @@ pub(super) fn events_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
         op,
         "Last-Event-ID",
         "The `id:` of the last event received: a sequence number from 0 to \
-         9223372036854775807 (anything else is a 400); the stream resumes after it.",
+         9223372036854775807, in decimal without sign or leading zeros (anything else is a \
+         400); the stream resumes after it.",
+        &crate::types::text::sequence_number_pattern(),
     );
     answers(
         op,
@@ -174,10 +176,23 @@ impl JsonSchema for JobStreamEvent {
 /// number past `i64::MAX` is refused rather than wrapped (a wrapped one is
 /// negative and would replay the whole log).
 pub(super) fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u64, ApiError> {
-    let sequence = |text: &str| text.parse::<i64>().ok().and_then(|n| u64::try_from(n).ok());
+    // `?after` is checked even where the header wins: a request the
+    // document calls invalid is refused, whatever else it carries.
+    if let Some(n) = after
+        && i64::try_from(n).is_err()
+    {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "after",
+            format!(
+                "?after={n} is past the largest sequence number ({}); send the `id:` of the last event received",
+                i64::MAX
+            ),
+        ));
+    }
     if let Some(value) = headers.get("last-event-id") {
         let text = String::from_utf8_lossy(value.as_bytes());
-        return sequence(text.trim()).ok_or_else(|| {
+        return crate::types::text::sequence_number(&text).ok_or_else(|| {
             ApiError::field(
                 ErrorCode::BadRequest,
                 "Last-Event-ID",
@@ -188,18 +203,7 @@ pub(super) fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u6
             )
         });
     }
-    match after {
-        // A query parameter that does not fit, like one that does not parse.
-        Some(n) if i64::try_from(n).is_err() => Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "after",
-            format!(
-                "?after={n} is past the largest sequence number ({}); send the `id:` of the last event received",
-                i64::MAX
-            ),
-        )),
-        after => Ok(after.unwrap_or(0)),
-    }
+    Ok(after.unwrap_or(0))
 }
 
 fn async_stream(

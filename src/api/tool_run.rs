@@ -131,8 +131,11 @@ pub async fn run(
     };
     // The policy first: a bundle the key may not use is unknown to it,
     // whatever its tools.
-    caller.on_bundle(Action::RunTool, &bundle, "bundle")?;
-    let loaded = super::admission::loaded_bundle(&state, &bundle, "bundle")?;
+    caller
+        .on_bundle(Action::RunTool, &bundle, "name")
+        .map_err(|e| e.bundle_in_path("name"))?;
+    let loaded = super::admission::loaded_bundle(&state, &bundle, "name")
+        .map_err(|e| e.bundle_in_path("name"))?;
     loaded
         .check_tool_run(&tool, &arguments)
         .await

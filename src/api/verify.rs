@@ -19,7 +19,7 @@ use axum::Json;
 use axum::extract::State;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::admission::{Submission, admit};
@@ -39,6 +39,7 @@ const MAX_WAIT: Duration = Duration::from_secs(2 * verify::DAEMON_MAX_DURATION.a
 /// The body of `POST /v1/bundles/{name}/verify`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = one_kind_of_tools)]
 pub struct VerifyRequest {
     /// The reply script (the mock server's format): an object, or its
     /// YAML or JSON text. Needed when the bundle is bound to a model server.
@@ -57,6 +58,18 @@ pub struct VerifyRequest {
     /// What the stand-ins answer, by tool name (not with `real_tools`).
     #[serde(default)]
     pub tool_results: Option<BTreeMap<String, Value>>,
+}
+
+/// `tool_results` and `real_tools: true` do not go together ([`checked`]
+/// refuses both), as the API document says.
+fn one_kind_of_tools(schema: &mut Schema) {
+    schema.insert(
+        "not".into(),
+        json!({
+            "properties": {"real_tools": {"const": true}, "tool_results": {"type": "object"}},
+            "required": ["real_tools", "tool_results"]
+        }),
+    );
 }
 
 /// `exchange` as the route reads it: an object, or its text (`null` is
@@ -130,8 +143,11 @@ pub async fn verify(
 ) -> Result<Json<Verified>, ApiError> {
     let run = checked(request)?;
     // The policy first: a bundle the key may not use is unknown to it.
-    caller.on_bundle(Action::VerifyBundle, &name, "bundle")?;
-    let loaded = super::admission::loaded_bundle(&state, &name, "bundle")?;
+    caller
+        .on_bundle(Action::VerifyBundle, &name, "name")
+        .map_err(|e| e.bundle_in_path("name"))?;
+    let loaded = super::admission::loaded_bundle(&state, &name, "name")
+        .map_err(|e| e.bundle_in_path("name"))?;
     verify::check_exchange(&loaded.bundle, run.exchange.is_some()).map_err(|e| refused(&e))?;
     // One verify waited for at a time per daemon: each runs its bundle a
     // few dozen times.

@@ -69,6 +69,7 @@ pub struct ScheduleSpec {
     /// The IANA time zone the cron is read in (default `UTC`); fires follow
     /// its daylight saving time.
     #[serde(default = "utc")]
+    #[schemars(schema_with = "time_zones")]
     pub timezone: String,
     /// Each fire's job input.
     #[serde(default)]
@@ -86,11 +87,24 @@ pub struct ScheduleSpec {
     pub overlap: Overlap,
     /// The most missed fires `missed: run_all` submits (default 10).
     #[serde(default = "default_catch_up")]
+    #[schemars(range(min = 1, max = MAX_CATCH_UP))]
     pub max_catch_up: u32,
 }
 
 fn utc() -> String {
     "UTC".into()
+}
+
+/// `timezone` in the API document: the IANA names [`ScheduleSpec::compile`]
+/// takes, those of the time zone database the daemon carries.
+fn time_zones(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+    schemars::json_schema!({
+        "description": "The IANA time zone the cron is read in; fires follow its daylight saving time",
+        "type": "string",
+        "enum": names,
+        "default": "UTC"
+    })
 }
 
 fn default_catch_up() -> u32 {

@@ -23,11 +23,21 @@ pub enum AnswerFormat {
     JsonSchema {
         /// The caller's name for the schema (sent on to the model server).
         name: String,
+        #[schemars(schema_with = "schema_value")]
         schema: Value,
         /// The caller's `strict` (sent on; the answer is checked either way).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         strict: Option<bool>,
     },
+}
+
+/// A format's `schema` in the API document: a JSON Schema, which is an
+/// object or a boolean (anything else is refused, [`AnswerFormat::from_wire`]).
+pub fn schema_value(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The JSON Schema the answer must match",
+        "type": ["object", "boolean"]
+    })
 }
 
 /// Why a `response_format` / `text.format` cannot be held to.

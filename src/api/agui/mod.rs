@@ -36,7 +36,7 @@ use events::{AguiStreamEvent, Run};
 /// context, state) is accepted and left to the bundle.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "RunAgentInput")]
+#[schemars(rename = "RunAgentInput", transform = needs_input)]
 pub struct RunInput {
     /// The conversation: a usable conversation id (1 to 128 letters,
     /// digits, `-`, `_`, `.`, `:`) continues the conversation of that id.
@@ -60,12 +60,40 @@ pub struct RunInput {
     _rest: Map<String, Value>,
 }
 
+/// A run has something to do, as the API document says: a `user` message
+/// with text (what [`chat_of`] takes as the job's input), or decisions
+/// that resume a job.
+fn needs_input(schema: &mut schemars::Schema) {
+    let text = json!({"type": "string", "minLength": 1});
+    let text_part = json!({
+        "type": "object",
+        "properties": {"type": {"const": "text"}, "text": text},
+        "required": ["type", "text"]
+    });
+    let user = json!({
+        "type": "object",
+        "properties": {
+            "role": {"const": "user"},
+            "content": {"anyOf": [text, {"type": "array", "contains": text_part}]}
+        },
+        "required": ["role", "content"]
+    });
+    schema.insert(
+        "anyOf".into(),
+        json!([
+            {"properties": {"messages": {"contains": user}}, "required": ["messages"]},
+            {"properties": {"resume": {"minItems": 1}}, "required": ["resume"]}
+        ]),
+    );
+}
+
 /// A decision on one interrupt.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(rename = "AguiResume")]
+#[schemars(rename = "AguiResume", transform = decided_by_payload)]
 struct ResumeEntry {
     /// The interrupt's `id` (`<job>/<digest>/<call>`).
+    #[schemars(regex(pattern = INTERRUPT_PATTERN))]
     interrupt_id: String,
     /// `cancelled` denies the call; `resolved` decides by `payload`.
     #[schemars(extend("enum" = ["resolved", "cancelled"]))]
@@ -74,6 +102,28 @@ struct ResumeEntry {
     /// `false`/`{"approved": false, "reason"?}` denies.
     #[serde(default)]
     payload: Option<Value>,
+}
+
+/// An interrupt's id as [`interrupt_parts`] reads it.
+const INTERRUPT_PATTERN: &str = "^[^/]+/[^/]+/[\\s\\S]+$";
+
+/// A `resolved` entry decides by its payload ([`verdict`]): `true`,
+/// `false`, or an object with a boolean `approved`.
+fn decided_by_payload(schema: &mut schemars::Schema) {
+    schema.insert(
+        "if".into(),
+        json!({"properties": {"status": {"const": "resolved"}}, "required": ["status"]}),
+    );
+    schema.insert(
+        "then".into(),
+        json!({
+            "properties": {"payload": {"anyOf": [
+                {"type": "boolean"},
+                {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
+            ]}},
+            "required": ["payload"]
+        }),
+    );
 }
 
 /// `POST /v1/agui/{bundle}` in the API document.
@@ -133,7 +183,9 @@ pub async fn run(
     // Before anything is decided or queued: a refused stream costs nothing.
     let permit = state.streams.acquire(caller.name())?;
     let (job, after) = match input.resume.is_empty() {
-        true => start(&state, &caller, &bundle, &trace, &input).await?,
+        true => start(&state, &caller, &bundle, &trace, &input)
+            .await
+            .map_err(|e| e.bundle_in_path("bundle"))?,
         false => resume(&state, &caller, &input.resume).await?,
     };
     let feed = job_feed(state.clone(), job.id.clone(), after, false, permit);
@@ -319,6 +371,27 @@ fn verdict(entry: &ResumeEntry) -> Result<Verdict, ResumeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_interrupt_pattern_says_what_interrupt_parts_takes() {
+        let pattern = regex::Regex::new(INTERRUPT_PATTERN).unwrap();
+        for id in [
+            "j/d/c",
+            "j/d/c/more",
+            "j/d/\n",
+            "",
+            "j/d",
+            "j//c",
+            "/d/c",
+            "j/d/",
+        ] {
+            assert_eq!(
+                pattern.is_match(id),
+                interrupt_parts(id).is_some(),
+                "{id:?}"
+            );
+        }
+    }
 
     fn entry(status: &str, payload: Value) -> ResumeEntry {
         ResumeEntry {

@@ -20,14 +20,45 @@ use super::super::error::ErrorBody;
 /// route them: the service is nested beside it).
 pub fn described(router: ApiRouter<AppState>) -> ApiRouter<AppState> {
     router
-        .api_route_docs("/mcp", ApiMethodDocs::new("post", operation(post)))
-        .api_route_docs("/mcp", ApiMethodDocs::new("get", operation(listen)))
-        .api_route_docs("/mcp", ApiMethodDocs::new("delete", operation(end)))
+        .api_route_docs(
+            "/mcp",
+            ApiMethodDocs::new("post", operation(post, Session::Optional)),
+        )
+        .api_route_docs(
+            "/mcp",
+            ApiMethodDocs::new("get", operation(listen, Session::Required)),
+        )
+        .api_route_docs(
+            "/mcp",
+            ApiMethodDocs::new("delete", operation(end, Session::Required)),
+        )
+}
+
+/// Whether an operation belongs to a session: a POST may open one or be
+/// stateless (2026-07-28); a GET (its stream) and a DELETE (its end) need
+/// one, so they need its id and speak a revision that has sessions.
+#[derive(Clone, Copy, PartialEq)]
+enum Session {
+    Optional,
+    Required,
+}
+
+/// The MCP revisions rmcp speaks; with sessions, only those that
+/// negotiate one over `initialize`.
+fn revisions(session: Session) -> Vec<&'static str> {
+    rmcp::model::ProtocolVersion::KNOWN_VERSIONS
+        .iter()
+        .filter(|v| session == Session::Optional || v.has_initialize())
+        .map(|v| v.as_str())
+        .collect()
 }
 
 /// An operation as `doc` describes it, with the key every `/mcp` request
 /// needs and the session headers.
-fn operation(doc: fn(TransformOperation<'_>) -> TransformOperation<'_>) -> Operation {
+fn operation(
+    doc: fn(TransformOperation<'_>) -> TransformOperation<'_>,
+    session: Session,
+) -> Operation {
     let mut operation = Operation::default();
     aide::generate::in_context(|ctx| {
         <Caller as aide::OperationInput>::operation_input(ctx, &mut operation);
@@ -41,13 +72,17 @@ fn operation(doc: fn(TransformOperation<'_>) -> TransformOperation<'_>) -> Opera
             }
         }
         let headers = [
-            document::header(
+            document::header_of(
                 "Mcp-Session-Id",
                 "The session, as `initialize` answered it (none for a 2026-07-28 client, which is stateless)",
+                schemars::json_schema!({"type": "string", "pattern": "^[!-~]+$"}),
+                session == Session::Required,
             ),
-            document::header(
+            document::header_of(
                 "MCP-Protocol-Version",
-                "The MCP revision the client speaks (2025-03-26 to 2026-07-28)",
+                "The MCP revision the client speaks",
+                schemars::json_schema!({"type": "string", "enum": revisions(session)}),
+                false,
             ),
         ];
         aide::operation::add_parameters(ctx, &mut operation, headers);

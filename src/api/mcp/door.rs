@@ -1,7 +1,9 @@
 //! What `/mcp` checks before rmcp sees a request: the cap on open
 //! sessions (only an `initialize` opens one; a 2026-07-28 request is
 //! stateless), the status of a session's end, and rmcp's plain-text
-//! refusals reshaped into the API's JSON error shape.
+//! refusals reshaped into the API's JSON error shape, and what HTTP leaves
+//! to the server (an `Accept` of anything, a POST's `Content-Type`) made
+//! explicit for rmcp.
 
 use std::sync::Arc;
 
@@ -26,7 +28,8 @@ pub struct Door {
 /// Refuses a new session beyond `server.mcp.max_sessions` (an `initialize`
 /// without `Mcp-Session-Id` opens one; a 2026-07-28 request is stateless
 /// and opens none), and reshapes rmcp's plain-text refusals.
-pub async fn at_the_door(State(door): State<Door>, request: Request, next: Next) -> Response {
+pub async fn at_the_door(State(door): State<Door>, mut request: Request, next: Next) -> Response {
+    defaults(&mut request);
     let (request, opens_session) =
         if request.method() == Method::POST && !request.headers().contains_key("mcp-session-id") {
             match initializes(request, door.max_body_bytes).await {
@@ -65,11 +68,47 @@ pub async fn at_the_door(State(door): State<Door>, request: Request, next: Next)
         }
         next.run(request).await
     } else if request.method() == Method::DELETE {
+        let named = request.headers().get("mcp-session-id").cloned();
+        if let Some(refused) = unknown_session(&door, named).await {
+            return refused;
+        }
         session_ended(next.run(request).await)
     } else {
         next.run(request).await
     };
     shaped(response).await
+}
+
+/// What a request leaves to the server, made explicit before rmcp reads
+/// it (rmcp refuses what HTTP allows): a request that accepts anything
+/// (no `Accept`, or `*/*`) accepts what `/mcp` answers, and a POST without
+/// a `Content-Type` sends JSON, the only body `/mcp` reads.
+fn defaults(request: &mut Request) {
+    let answers = match *request.method() {
+        Method::POST => "application/json, text/event-stream",
+        Method::GET => "text/event-stream",
+        _ => return,
+    };
+    let headers = request.headers_mut();
+    let accepts_anything = headers
+        .get(header::ACCEPT)
+        .map(|accept| {
+            let accept = String::from_utf8_lossy(accept.as_bytes());
+            accept.trim().is_empty()
+                || accept
+                    .split(',')
+                    .any(|range| range.split(';').next().is_some_and(|t| t.trim() == "*/*"))
+        })
+        .unwrap_or(true);
+    if accepts_anything {
+        headers.insert(header::ACCEPT, HeaderValue::from_static(answers));
+    }
+    if answers.starts_with("application/json") && !headers.contains_key(header::CONTENT_TYPE) {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
 }
 
 /// Whether a POST is an `initialize` (a JSON-RPC request with that
@@ -92,6 +131,40 @@ async fn initializes(request: Request, max_body_bytes: usize) -> Result<(Request
         .and_then(|m| m.method)
         .is_some_and(|m| m == "initialize");
     Ok((Request::from_parts(parts, Body::from(bytes)), initialize))
+}
+
+/// A DELETE that names no session of this daemon: 400 for an id that
+/// cannot be one (not a token of visible ASCII), 404 for one that is not
+/// open (rmcp answers any id with success). Without the header, rmcp's
+/// own 400 stands.
+async fn unknown_session(door: &Door, named: Option<HeaderValue>) -> Option<Response> {
+    use rmcp::transport::streamable_http_server::SessionManager;
+    let value = named?;
+    let Some(id) = std::str::from_utf8(value.as_bytes())
+        .ok()
+        .filter(|id| crate::types::text::is_token(id))
+    else {
+        return Some(
+            ApiError::field(
+                ErrorCode::BadRequest,
+                "Mcp-Session-Id",
+                "/mcp: the Mcp-Session-Id header is not a session id (visible ASCII, as `initialize` answered it)",
+            )
+            .into_response(),
+        );
+    };
+    let open = door
+        .sessions
+        .has_session(&id.to_string().into())
+        .await
+        .unwrap_or(true);
+    (!open).then(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("/mcp: no MCP session {id:?} is open (it ended, or expired after server.mcp.session_idle)"),
+        )
+        .into_response()
+    })
 }
 
 /// A client ending its session (`DELETE /mcp` with `Mcp-Session-Id`) gets
@@ -124,6 +197,16 @@ async fn shaped(response: Response) -> Response {
     let text = match axum::body::to_bytes(body, 4096).await {
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
         Err(_) => String::new(),
+    };
+    // rmcp answers a body that is JSON but no JSON-RPC message with 415
+    // ("fail to deserialize request body"); its media type was right, the
+    // message was not: a 400, as for any body the API cannot read.
+    let status = match status {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE if text.starts_with("fail to deserialize") => {
+            parts.status = StatusCode::BAD_REQUEST;
+            StatusCode::BAD_REQUEST
+        }
+        status => status,
     };
     let code = match status {
         StatusCode::FORBIDDEN => ErrorCode::Forbidden,

@@ -25,7 +25,7 @@ pub struct ChatRequest {
     /// The chat, with at least one user message: the last one is the job's
     /// input, the bundle's system prompt comes first. `tool` messages at
     /// the end answer the calls a completion handed over and resume its job.
-    #[schemars(with = "Vec<ChatMessage>")]
+    #[schemars(schema_with = "chat_messages")]
     pub(super) messages: Vec<Value>,
     /// Answer as `chat.completion.chunk` server-sent events.
     #[serde(default)]
@@ -47,6 +47,21 @@ pub(super) struct StreamOptions {
     pub(super) include_usage: bool,
 }
 
+/// `messages` in the API document: chat messages, one of them the user's
+/// (a chat without one is refused: the job's input is the last).
+fn chat_messages(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let message = generator.subschema_for::<ChatMessage>();
+    schemars::json_schema!({
+        "type": "array",
+        "items": message,
+        "contains": {
+            "type": "object",
+            "properties": {"role": {"const": "user"}},
+            "required": ["role"]
+        }
+    })
+}
+
 /// A chat message as `messages` takes it (`Message::from_wire` reads it).
 // Only its schema is used: the handler reads each message as JSON.
 #[derive(JsonSchema)]
@@ -56,10 +71,31 @@ struct ChatMessage {
     /// Text, or content parts whose `text`s are joined.
     content: Option<ChatContent>,
     /// An assistant message's calls.
-    tool_calls: Option<Vec<Value>>,
+    tool_calls: Option<Vec<ChatToolCall>>,
     /// A `tool` message: the `id` of the call it answers.
     tool_call_id: Option<String>,
     name: Option<String>,
+}
+
+/// An assistant message's call, as `tool_calls` takes it
+/// (`ToolCall::from_wire` reads it).
+// Only its schema is used.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ChatToolCall {
+    id: Option<String>,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    function: ChatFunction,
+}
+
+// Only its schema is used.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ChatFunction {
+    name: String,
+    /// JSON text (or, as some servers send them, a JSON value).
+    arguments: Option<Value>,
 }
 
 // Only its schema is used: `Message::from_wire` reads the content.
@@ -136,7 +172,7 @@ enum ResponseFormat {
 struct NamedSchema {
     /// The schema's name (`answer` when left out).
     name: Option<String>,
-    /// The JSON Schema the answer must match.
+    #[schemars(schema_with = "crate::types::answer::schema_value")]
     schema: Value,
     strict: Option<bool>,
 }

@@ -16,9 +16,10 @@ use super::super::AppState;
 use super::super::admission::Submission;
 use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path};
-use super::super::document::{answers, reads_header};
+use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
 use super::super::feed::run_to_end;
+use super::super::jobs::{idempotency_header, reads_idempotency_key};
 use super::super::trace_context::CallerTrace;
 use super::Envelope;
 use crate::access::policy::{Action, Resource};
@@ -165,6 +166,7 @@ pub struct Message {
     content: String,
     /// Continue this conversation (default: a new `conv-<uuid>`).
     #[serde(default)]
+    #[schemars(regex(pattern = crate::types::text::ID_PATTERN))]
     conversation_id: Option<String>,
     /// Who asks; the reply's `recipientId` (default `user`).
     #[serde(default)]
@@ -200,9 +202,8 @@ pub(super) fn message_doc(op: TransformOperation<'_>) -> TransformOperation<'_> 
              given) and answers the envelope",
         )
         .response_with::<200, Json<AgentReply>, _>(|r| r.description("The agent's reply"));
-    let op = reads_header(
+    let op = reads_idempotency_key(
         op,
-        "Idempotency-Key",
         "Names the job: a repeat with the same key (per agent) answers the first job's reply \
          instead of running again (`http_agent` tools send one)",
     );
@@ -262,17 +263,8 @@ pub async fn message(
     let variables = super::user_variables(&sender);
     // A caller that repeats a message (a resumed job's `http_agent` call
     // does, with the same key) gets the first answer, not a second run.
-    let idempotency_key = match headers.get("idempotency-key").map(|v| v.to_str()) {
-        None => None,
-        Some(Ok(key)) if !key.trim().is_empty() => Some(format!("agent-message:{id}:{key}")),
-        Some(_) => {
-            return Err(ApiError::field(
-                ErrorCode::InvalidRequest,
-                "Idempotency-Key",
-                "the Idempotency-Key header is empty or not visible ASCII; send a non-blank token or leave it out",
-            ));
-        }
-    };
+    let idempotency_key =
+        idempotency_header(&headers)?.map(|key| format!("agent-message:{id}:{key}"));
     let job = NewJob {
         bundle: id.clone(),
         input: message.content,

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::Path;
-use super::super::conversations::turns_of;
+use super::super::conversations::{ConversationPath, turns_of};
 use super::super::document::{UNAVAILABLE, answers};
 use super::super::error::ApiError;
 use super::super::job_trace::TraceEntry;
@@ -86,7 +86,7 @@ pub(super) fn get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<String>,
+    Path(ConversationPath { id }): Path<ConversationPath>,
 ) -> Result<Json<ConversationMessages>, ApiError> {
     let jobs = turns_of(&state, &caller, None, &id).await?;
     let mut messages = Vec::with_capacity(jobs.len() * 2);

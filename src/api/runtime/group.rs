@@ -37,6 +37,7 @@ pub struct GroupChatRequest {
     user_id: String,
     /// Continue this conversation (default: a new `conv-<uuid>`).
     #[serde(default)]
+    #[schemars(regex(pattern = crate::types::text::ID_PATTERN))]
     conversation_id: Option<String>,
     /// Who speaks, in order (default: every agent of `GET /api/agents`);
     /// unknown ids are dropped.

@@ -31,6 +31,7 @@ pub struct QueryRequest {
     user_id: String,
     /// Continue this conversation (default: a new `conv-<uuid>`).
     #[serde(default)]
+    #[schemars(regex(pattern = crate::types::text::ID_PATTERN))]
     conversation_id: Option<String>,
     /// The trace also lists other tool calls and the model's turns.
     #[serde(default)]

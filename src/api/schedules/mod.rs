@@ -32,11 +32,24 @@ use crate::queue::{Job, NewJob, StoredSchedule, rfc3339};
 use crate::schedule::{ScheduleSpec, Stored};
 use crate::scheduler::{FROM_BUNDLE, own_id, stored_spec};
 
+/// A schedule's id: letters, digits, `-`, `_`, `.` (no `:`, which
+/// separates a key's name from its schedule's id: `KEY:ID`).
+const ID_PATTERN: &str = "^[A-Za-z0-9._-]+$";
+
+/// Whether `id` is a schedule id by [`ID_PATTERN`].
+fn is_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+}
+
 /// The body of `POST /v1/schedules`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NewSchedule {
     /// The schedule's id (default: a fresh UUIDv7). Letters, digits, `-`, `_`, `.`.
     #[serde(default)]
+    #[schemars(regex(pattern = ID_PATTERN))]
     pub id: Option<String>,
     pub bundle: String,
     #[serde(flatten)]
@@ -143,11 +156,7 @@ pub async fn create(
         ApiError::field(ErrorCode::InvalidRequest, field, text)
     })?;
     let id = body.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    if id.is_empty()
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-    {
+    if !is_id(&id) {
         return Err(ApiError::field(
             ErrorCode::InvalidRequest,
             "id",
@@ -511,5 +520,18 @@ pub(super) mod doc {
                 UNAVAILABLE,
             ],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_pattern_says_what_is_id_takes() {
+        let pattern = regex::Regex::new(ID_PATTERN).unwrap();
+        for id in ["nightly", "a.b_c-1", "", "a:b", "a b", "é", "x/y"] {
+            assert_eq!(pattern.is_match(id), is_id(id), "{id:?}");
+        }
     }
 }

@@ -1,6 +1,14 @@
 """Schemathesis checks of the daemon's own contract, loaded by tests/fuzz_api.rs
 through SCHEMATHESIS_HOOKS.
 
+`excepted_refusal`: `schemathesis.toml` widens a check's expected statuses for
+some operations (a valid-looking request refused for a reason no schema can
+state: an unknown bundle, a cron expression); this holds each widened status
+to the one error it is excepted for, so the exception hides nothing else.
+
+`json_rpc_error`: a JSON-RPC interface (A2A) answers a body it cannot take
+with a JSON-RPC error in a 200 (the transport worked); such a 200 must be one.
+
 `error_shape`: every 4xx answer is JSON shaped `{"error": {"code", "message", ...}}`
 (src/api/error.rs; `/v1/chat/completions` answers in OpenAI's shape, which
 has both keys too), with a non-empty message and a string code. `/mcp` may
@@ -37,4 +45,78 @@ def error_shape(ctx, response, case):
         raise AssertionError(f'{where}: "error.code" is not a non-empty string: {response.text[:300]!r}')
     if not isinstance(error.get("message"), str) or not error["message"]:
         raise AssertionError(f'{where}: "error.message" is not a non-empty string: {response.text[:300]!r}')
+    return None
+
+
+# The refusals `schemathesis.toml` excepts: (operation, status) -> the error
+# codes (with the field each names) that status may carry for a request the
+# document calls valid.
+EXCEPTED = {
+    ("POST /v1/jobs", 422): {("unknown_bundle", "bundle"), ("invalid_request", "webhook")},
+    ("POST /v1/jobs/batch", 422): {("unknown_bundle", None), ("invalid_request", "webhook")},
+    ("POST /v1/schedules", 422): {("unknown_bundle", "bundle"), ("invalid_request", "cron")},
+    ("POST /api/group-chat", 422): {("invalid_request", "max_iterations")},
+    ("POST /v1/jobs/{id}/fork", 422): {("invalid_request", "at_turn")},
+    ("POST /v1/bundles/{name}/verify", 422): {("invalid_request", "exchange")},
+    ("POST /mcp", 400): {("invalid_request", None), ("json-rpc", None)},
+}
+
+
+def _error(response):
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else None
+
+
+@schemathesis.check
+def excepted_refusal(ctx, response, case):
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive:
+        return None
+    label = f"{case.method.upper()} {case.operation.path}"
+    allowed = EXCEPTED.get((label, response.status_code))
+    if allowed is None:
+        return None
+    error = _error(response) or {}
+    code, field = error.get("code"), error.get("field")
+    # MCP's transport answers a message that does not fit in JSON-RPC's
+    # own error shape (an integer code).
+    if ("json-rpc", None) in allowed and type(code) is int:
+        return None
+    # A batch names the job's index (`jobs[3].webhook`): the excepted field
+    # is its last part; `None` takes any field.
+    name = (field or "").rsplit(".", 1)[-1]
+    if any(code == c and (f is None or name == f) for c, f in allowed):
+        return None
+    raise AssertionError(
+        f"{label} answered {response.status_code} to a valid request with "
+        f"{code!r} (field {field!r}); the exception in schemathesis.toml covers only "
+        f"{sorted(allowed, key=str)}: {response.text[:300]!r}"
+    )
+
+
+@schemathesis.check
+def json_rpc_error(ctx, response, case):
+    meta = case.meta
+    if meta is None or response.status_code != 200 or not case.operation.path.startswith("/a2a"):
+        return None
+    from schemathesis.core.parameters import ParameterLocation
+
+    if not meta.is_negative_at(ParameterLocation.BODY):
+        return None
+    if response.headers.get("content-type", [""])[0].startswith("text/event-stream"):
+        return None
+    try:
+        body = json.loads(response.content)
+    except ValueError as e:
+        raise AssertionError(f"POST {case.operation.path} answered 200 that is not JSON ({e})")
+    error = body.get("error") if isinstance(body, dict) else None
+    if body.get("jsonrpc") != "2.0" or not isinstance(error, dict) or type(error.get("code")) is not int:
+        raise AssertionError(
+            f"POST {case.operation.path} took a body the document calls invalid and answered "
+            f"200 without a JSON-RPC error: {response.text[:300]!r}"
+        )
     return None

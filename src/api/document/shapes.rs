@@ -1,0 +1,121 @@
+//! The pieces every part of the API document is made of: an error answer
+//! of the API's shape (or a wire's own), JSON and event-stream media, a
+//! header a handler reads, and the security a route requires.
+
+use aide::generate::GenContext;
+use aide::openapi::{
+    self, MediaType, Operation, Parameter, ParameterData, ParameterSchemaOrContent, SchemaObject,
+    StatusCode as DocStatus,
+};
+use indexmap::IndexMap;
+use schemars::{JsonSchema, json_schema};
+
+use super::super::error::ErrorBody;
+use super::stream::{json_text, sse_event};
+
+/// The name of the bearer-token scheme every authenticated route requires.
+pub(in crate::api) const BEARER: &str = "bearer";
+
+/// An error answer whose body is `E`.
+pub(super) fn shaped_error<E: JsonSchema>(
+    ctx: &mut GenContext,
+    description: &str,
+) -> openapi::Response {
+    let schema = ctx.schema.subschema_for::<E>();
+    answer_of(description, "application/json", schema)
+}
+
+/// An answer of `media_type` whose body `schema` describes.
+pub(in crate::api) fn answer_of(
+    description: &str,
+    media_type: &str,
+    schema: schemars::Schema,
+) -> openapi::Response {
+    openapi::Response {
+        description: description.into(),
+        content: IndexMap::from_iter([(media_type.into(), json_media(schema))]),
+        ..openapi::Response::default()
+    }
+}
+
+/// An error answer of the API's shape, described once.
+pub(super) fn error_response(ctx: &mut GenContext, description: &str) -> openapi::Response {
+    let schema = ctx.schema.subschema_for::<ErrorBody>();
+    answer_of(description, "application/json", schema)
+}
+
+pub(super) fn errors(
+    ctx: &mut GenContext,
+    codes: &[(u16, &str)],
+) -> Vec<(Option<DocStatus>, openapi::Response)> {
+    codes
+        .iter()
+        .map(|(code, description)| {
+            (
+                Some(DocStatus::Code(*code)),
+                error_response(ctx, description),
+            )
+        })
+        .collect()
+}
+
+/// JSON described by `schema`.
+pub(in crate::api) fn json_media(schema: schemars::Schema) -> MediaType {
+    MediaType {
+        schema: Some(SchemaObject {
+            json_schema: schema,
+            example: None,
+            external_docs: None,
+        }),
+        ..MediaType::default()
+    }
+}
+
+/// A stream of Server-Sent Events, each an unnamed event whose `data` is
+/// the JSON text of `data` (a wire that streams the same message type it
+/// answers with: A2A's responses, MCP's server messages).
+pub(in crate::api) fn json_events(description: &str, data: schemars::Schema) -> MediaType {
+    json_media(sse_event(None, description, json_text(data)))
+}
+
+/// An optional string header a handler reads itself (from its `HeaderMap`).
+pub(in crate::api) fn header(name: &str, description: &str) -> Parameter {
+    header_of(name, description, json_schema!({"type": "string"}), false)
+}
+
+/// A header a handler reads itself, its values those `schema` allows
+/// (what the handler refuses, the schema must refuse too).
+pub(in crate::api) fn header_of(
+    name: &str,
+    description: &str,
+    schema: schemars::Schema,
+    required: bool,
+) -> Parameter {
+    Parameter::Header {
+        parameter_data: ParameterData {
+            name: name.into(),
+            description: Some(description.into()),
+            required,
+            format: ParameterSchemaOrContent::Schema(SchemaObject {
+                json_schema: schema,
+                example: None,
+                external_docs: None,
+            }),
+            extensions: IndexMap::default(),
+            deprecated: None,
+            example: None,
+            examples: IndexMap::default(),
+            explode: None,
+        },
+        style: openapi::HeaderStyle::Simple,
+    }
+}
+
+/// `operation` admits a caller that satisfies `scheme` (one of its
+/// requirements, each enough alone).
+pub(super) fn require(operation: &mut Operation, scheme: &str) {
+    let requirement = IndexMap::from_iter([(scheme.to_string(), Vec::new())]);
+    if !operation.security.contains(&requirement) {
+        operation.security.push(requirement);
+    }
+}
