@@ -378,3 +378,66 @@ async fn the_agents_sdk_streams_a_run_with_its_own_tool_over_chat_completions() 
     check_caller_tool(&seen, &requests);
     check_streamed_caller_tool(&seen);
 }
+
+/// A run outlives the daemon: while the SDK's own tool runs, the daemon is
+/// killed (SIGKILL) and started again on the same address; the tool's
+/// output then resumes the same durable job from the store, on both model
+/// classes.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_sdk_run_goes_on_across_a_daemon_kill() {
+    for class in ["responses", "chat"] {
+        let mock = mock_server(SHOUT_SCRIPT).await;
+        let site = Site::new(&mock.base_url(), "");
+        site.put_bundle("shouter", SHOUTER);
+        let daemon = site.start();
+        // The daemon comes back where the SDK's client points.
+        let address = daemon.base.trim_start_matches("http://").to_string();
+        let config = std::fs::read_to_string(site.path().join("config.toml")).unwrap();
+        let pinned = config.replace("127.0.0.1:0", &address);
+        std::fs::write(site.path().join("config.toml"), pinned).unwrap();
+        let hold = tempfile::tempdir().unwrap();
+        let mut driver = std::process::Command::new(python_current());
+        driver
+            .arg(repo("tests/data/agents_sdk/caller_tool.py"))
+            .args([&daemon.url("/v1"), class, "bundle/shouter"])
+            .arg(format!("hold={}", hold.path().display()))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let running = driver.spawn().unwrap();
+        let finished = tokio::task::spawn_blocking(move || running.wait_with_output().unwrap());
+        let started = hold.path().join("tool-started");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !started.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{class}: the SDK never ran its tool; daemon log:\n{}",
+                daemon.log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        daemon.kill9();
+        let daemon = site.start();
+        assert_eq!(daemon.base, format!("http://{address}"), "{class}");
+        std::fs::write(hold.path().join("go"), "").unwrap();
+        let output = finished.await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{class}: {stdout}\n{}\n== daemon log\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            daemon.log()
+        );
+        let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{class}: {e}: {stdout}"));
+        assert_eq!(seen["calls"], json!(["hi"]), "{class}: {seen}");
+        assert_eq!(seen["final"], "Shouted.", "{class}: {seen}");
+        // One job: parked on the client's call before the kill, resumed
+        // by its output after, and no model call twice.
+        let jobs = common::daemon::get(&common::daemon::client(), &daemon, "/v1/jobs").await;
+        let jobs = jobs["jobs"].as_array().unwrap();
+        assert_eq!(jobs.len(), 1, "{class}: {jobs:?}");
+        assert_eq!(jobs[0]["state"], "succeeded", "{class}: {jobs:?}");
+        assert_eq!(mock.requests().len(), 2, "{class}");
+        assert_eq!(daemon.stop(), Some(0));
+    }
+}

@@ -192,7 +192,9 @@ pub(super) fn resume_point(headers: &HeaderMap, after: Option<u64>) -> Result<u6
     }
     if let Some(value) = headers.get("last-event-id") {
         let text = String::from_utf8_lossy(value.as_bytes());
-        return crate::types::text::sequence_number(&text).ok_or_else(|| {
+        // HTTP's optional whitespace around a value is not part of it.
+        let number = text.trim_matches([' ', '\t']);
+        return crate::types::text::sequence_number(number).ok_or_else(|| {
             ApiError::field(
                 ErrorCode::BadRequest,
                 "Last-Event-ID",

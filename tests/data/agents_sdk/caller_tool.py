@@ -1,16 +1,20 @@
 """The OpenAI Agents SDK (`openai-agents`) with a tool of its own (a
 `@function_tool` the client runs) against a bundle that takes caller tools.
 
-Usage: caller_tool.py BASE_URL CLASS MODEL [streamed], CLASS `responses`
-(OpenAIResponsesModel, chaining with previous_response_id) or `chat`
-(OpenAIChatCompletionsModel); `streamed` runs it with `Runner.run_streamed`
-(every request with `stream: true`, the resume too). Prints one JSON object:
+Usage: caller_tool.py BASE_URL CLASS MODEL [streamed | hold=DIR], CLASS
+`responses` (OpenAIResponsesModel, chaining with previous_response_id) or
+`chat` (OpenAIChatCompletionsModel); `streamed` runs it with
+`Runner.run_streamed` (every request with `stream: true`, the resume too);
+`hold=DIR` makes the tool write DIR/tool-started and wait for DIR/go (the
+test kills and restarts the daemon meanwhile). Prints one JSON object:
 the final answer, each call the tool got (its argument), the run's items,
 and streamed the raw events' types and the answer's text deltas.
 """
 import asyncio
 import json
+import os
 import sys
+import time
 
 import openai
 from agents import (
@@ -24,6 +28,7 @@ from agents import (
 
 base, model_class, model_name = sys.argv[1:4]
 streamed = sys.argv[4:5] == ["streamed"]
+hold = next((arg[5:] for arg in sys.argv[4:] if arg.startswith("hold=")), None)
 set_tracing_disabled(True)
 client = openai.AsyncOpenAI(base_url=base, api_key="unused", max_retries=0, timeout=60)
 calls = []
@@ -33,6 +38,13 @@ calls = []
 def shout(text: str) -> str:
     """Shouts the text."""
     calls.append(text)
+    if hold:
+        open(os.path.join(hold, "tool-started"), "w").close()
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(hold, "go")):
+            if time.monotonic() > deadline:
+                raise SystemExit("the test never said go")
+            time.sleep(0.05)
     return text.upper() + "!"
 
 
