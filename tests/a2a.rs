@@ -1044,27 +1044,52 @@ async fn odd_ids_page_tokens_and_history_lengths_are_refused_and_a_card_always_h
         assert_eq!(refused["error"]["code"], code, "{part}: {refused}");
     }
 
-    // A token a page gave is taken.
-    let sent = call_at(
+    // A token a page gave is taken; a task's id alone is no token.
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let mut message = hello.clone();
+        message["messageId"] = json!(format!("m-page-{n}"));
+        let sent = call_at(
+            &http,
+            &daemon,
+            Some(&token),
+            "/a2a/greeter",
+            "SendMessage",
+            json!({"message": message}),
+        )
+        .await;
+        ids.push(sent["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    let first = call_at(
         &http,
         &daemon,
         Some(&token),
         "/a2a/greeter",
-        "SendMessage",
-        json!({"message": hello}),
+        "ListTasks",
+        json!({"pageSize": 1}),
     )
     .await;
-    let id = sent["result"]["task"]["id"].as_str().unwrap();
+    let next = first["result"]["nextPageToken"].as_str().unwrap();
     let page = call_at(
         &http,
         &daemon,
         Some(&token),
         "/a2a/greeter",
         "ListTasks",
-        json!({"pageToken": id}),
+        json!({"pageSize": 1, "pageToken": next}),
     )
     .await;
-    assert_eq!(page["result"]["tasks"], json!([]), "{page}");
+    assert_eq!(page["result"]["tasks"][0]["id"], ids[0].as_str(), "{page}");
+    let refused = call_at(
+        &http,
+        &daemon,
+        Some(&token),
+        "/a2a/greeter",
+        "ListTasks",
+        json!({"pageToken": ids[0]}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 
     // The card beside the interface is the daemon's; without a key it
     // names no bundle, yet holds a skill.
@@ -1091,7 +1116,7 @@ async fn odd_ids_page_tokens_and_history_lengths_are_refused_and_a_card_always_h
 /// for the end; docs/api.md, The A2A TCK): filtered by context and by
 /// state, without artifacts unless asked, the history cut to
 /// `historyLength`, only tasks changed since `statusTimestampAfter`,
-/// paged with `totalSize` the whole count, the newest first, and a task
+/// paged with `totalSize` the whole count, the last updated first, and a task
 /// sent with `returnImmediately` cancelled while it runs.
 #[tokio::test(flavor = "multi_thread")]
 async fn list_tasks_filters_cuts_pages_and_a_running_task_is_cancelled() {
@@ -1216,4 +1241,77 @@ async fn list_tasks_filters_cuts_pages_and_a_running_task_is_cancelled() {
         cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
         "{cancelled}"
     );
+}
+
+/// `ListTasks` lists the task updated last first (A2A 1.0 §3.1.4), not
+/// the one created last: a task parked for an approval, then a newer one
+/// completed, then the parked one cancelled — it comes first. A page token
+/// stays where its page ended: the cancelled task moved ahead of it, so the
+/// walk begun before the cancel does not show it, nor again the task it
+/// showed (docs/api.md, A2A).
+#[tokio::test(flavor = "multi_thread")]
+async fn list_tasks_puts_the_task_updated_last_first_and_a_page_token_stays_put() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent(effects.path()).await;
+    let daemon = site.start();
+    let http = client();
+    let call = |method: &'static str, params: Value| {
+        let (http, daemon, token) = (&http, &daemon, &token);
+        async move { call_at(http, daemon, Some(token), "/a2a/bank", method, params).await }
+    };
+    let send = |n: usize, text: &str| json!({"message": {"messageId": format!("m-order-{n}"), "role": "ROLE_USER", "parts": [{"text": text}]}});
+    let parked = call("SendMessage", send(0, "a big transfer")).await;
+    assert_eq!(
+        parked["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{parked}"
+    );
+    let older = parked["result"]["task"]["id"].as_str().unwrap().to_string();
+    let done = call("SendMessage", send(1, "hello")).await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let newer = done["result"]["task"]["id"].as_str().unwrap().to_string();
+
+    let ids = |listed: &Value| -> Vec<String> {
+        listed["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = call("ListTasks", json!({"pageSize": 1})).await;
+    assert_eq!(ids(&first), [newer.as_str()], "{first}");
+    assert_eq!(first["result"]["totalSize"], 2, "{first}");
+    let next = first["result"]["nextPageToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let cancelled = call("CancelTask", json!({"id": older})).await;
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    let rest = call("ListTasks", json!({"pageSize": 1, "pageToken": next})).await;
+    assert_eq!(ids(&rest), Vec::<String>::new(), "{rest}");
+    assert_eq!(
+        (
+            &rest["result"]["totalSize"],
+            &rest["result"]["nextPageToken"]
+        ),
+        (&json!(2), &json!("")),
+        "{rest}"
+    );
+
+    let all = call("ListTasks", json!({})).await;
+    assert_eq!(ids(&all), [older, newer], "the last updated first: {all}");
+    let stamp = |n: usize| {
+        let text = all["result"]["tasks"][n]["status"]["timestamp"]
+            .as_str()
+            .unwrap();
+        chrono::DateTime::parse_from_rfc3339(text).unwrap()
+    };
+    assert!(stamp(0) > stamp(1), "{all}");
 }
