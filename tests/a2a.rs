@@ -784,24 +784,76 @@ async fn a_push_url_on_the_machine_or_with_userinfo_is_refused_by_default() {
     }
 }
 
-/// A JSON-RPC call to `path`: the response body, whatever the status.
-async fn call_at(
-    http: &reqwest::Client,
-    daemon: &Daemon,
-    token: Option<&str>,
-    path: &str,
-    method: &str,
-    params: Value,
-) -> Value {
-    let mut request = http
-        .post(daemon.url(path))
-        .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
+/// One key's JSON-RPC calls (`None`: no key) to one interface path of a
+/// daemon; each answers the response body, whatever the status.
+struct Interface<'a> {
+    http: reqwest::Client,
+    daemon: &'a Daemon,
+    token: Option<&'a str>,
+    path: &'a str,
+}
+
+impl<'a> Interface<'a> {
+    fn new(daemon: &'a Daemon, token: Option<&'a str>, path: &'a str) -> Self {
+        Self {
+            http: client(),
+            daemon,
+            token,
+            path,
+        }
     }
-    let answer = request.send().await.unwrap();
-    let text = answer.text().await.unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} {method}: {e}: {text}"))
+
+    /// The same key at another path.
+    fn at(&self, path: &'a str) -> Self {
+        Self {
+            http: self.http.clone(),
+            path,
+            ..*self
+        }
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Value {
+        let mut request = self
+            .http
+            .post(self.daemon.url(self.path))
+            .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}));
+        if let Some(token) = self.token {
+            request = request.bearer_auth(token);
+        }
+        let answer = request.send().await.unwrap();
+        let text = answer.text().await.unwrap();
+        let path = self.path;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} {method}: {e}: {text}"))
+    }
+
+    async fn list(&self, params: Value) -> Value {
+        self.call("ListTasks", params).await
+    }
+
+    /// `SendMessage` of `message` (see [`said`]) with the request's other
+    /// fields (`configuration`) from `more`.
+    async fn send(&self, message: Value, more: Value) -> Value {
+        let mut params = json!({"message": message});
+        for (field, value) in more.as_object().into_iter().flatten() {
+            params[field] = value.clone();
+        }
+        self.call("SendMessage", params).await
+    }
+}
+
+/// A user's message `id` saying `text`.
+fn said(id: &str, text: &str) -> Value {
+    json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+/// The ids of the tasks a `ListTasks` answer lists, in its order.
+fn listed_ids(listed: &Value) -> Vec<String> {
+    listed["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// A2A 1.0 as the official TCK checks it (issue 49): the interface URL
@@ -816,12 +868,13 @@ async fn trailing_slashes_total_size_proto_names_and_transport_errors_are_as_the
     let (_mock, site, token) = agent(effects.path()).await;
     let daemon = site.start();
     let http = client();
-    let hello = |n: usize| json!({"message": {"messageId": format!("m-total-{n}"), "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+    let greeter = Interface::new(&daemon, Some(&token), "/a2a/greeter");
+    let hello = |n: usize| said(&format!("m-total-{n}"), "hello");
     for (n, path) in ["/a2a/greeter/", "/a2a/greeter", "/a2a/greeter/"]
         .iter()
         .enumerate()
     {
-        let sent = call_at(&http, &daemon, Some(&token), path, "SendMessage", hello(n)).await;
+        let sent = greeter.at(path).send(hello(n), json!({})).await;
         assert_eq!(
             sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
             "{path}: {sent}"
@@ -829,23 +882,15 @@ async fn trailing_slashes_total_size_proto_names_and_transport_errors_are_as_the
     }
     // `/a2a/` names the bundle in the message's metadata, as `/a2a` does.
     let mut routed = hello(3);
-    routed["message"]["metadata"] = json!({"bundle": "greeter"});
-    let sent = call_at(&http, &daemon, Some(&token), "/a2a/", "SendMessage", routed).await;
+    routed["metadata"] = json!({"bundle": "greeter"});
+    let sent = greeter.at("/a2a/").send(routed, json!({})).await;
     assert_eq!(
         sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{sent}"
     );
 
     // Two tasks a page, four in all; `page_size` as the proto names it.
-    let listed = call_at(
-        &http,
-        &daemon,
-        Some(&token),
-        "/a2a/greeter",
-        "ListTasks",
-        json!({"page_size": 2}),
-    )
-    .await;
+    let listed = greeter.list(json!({"page_size": 2})).await;
     let result = &listed["result"];
     assert_eq!(result["tasks"].as_array().unwrap().len(), 2, "{listed}");
     assert_eq!(result["pageSize"], 2, "{listed}");
@@ -854,36 +899,18 @@ async fn trailing_slashes_total_size_proto_names_and_transport_errors_are_as_the
         "the total, not the page's count: {listed}"
     );
     let next = result["nextPageToken"].as_str().unwrap();
-    let second = call_at(
-        &http,
-        &daemon,
-        Some(&token),
-        "/a2a/greeter",
-        "ListTasks",
-        json!({"pageSize": 2, "page_token": next}),
-    )
-    .await;
+    let second = greeter
+        .list(json!({"pageSize": 2, "page_token": next}))
+        .await;
     assert_eq!(second["result"]["totalSize"], 4, "{second}");
     let task = result["tasks"][0]["id"].as_str().unwrap();
-    let got = call_at(
-        &http,
-        &daemon,
-        Some(&token),
-        "/a2a/greeter",
-        "GetTask",
-        json!({"id": task, "history_length": 0}),
-    )
-    .await;
+    let got = greeter
+        .call("GetTask", json!({"id": task, "history_length": 0}))
+        .await;
     assert_eq!(got["result"]["id"], task, "{got}");
-    let configs = call_at(
-        &http,
-        &daemon,
-        Some(&token),
-        "/a2a/greeter",
-        "ListTaskPushNotificationConfigs",
-        json!({"task_id": task}),
-    )
-    .await;
+    let configs = greeter
+        .call("ListTaskPushNotificationConfigs", json!({"task_id": task}))
+        .await;
     assert!(
         configs["result"]["configs"].is_array() || configs["result"].is_object(),
         "{configs}"
@@ -916,15 +943,10 @@ async fn trailing_slashes_total_size_proto_names_and_transport_errors_are_as_the
     assert_eq!(anonymous.status(), 401);
 
     // With keys the card offers an extended card, and it is given.
-    let extended = call_at(
-        &http,
-        &daemon,
-        Some(&token),
-        "/a2a",
-        "GetExtendedAgentCard",
-        json!({}),
-    )
-    .await;
+    let extended = greeter
+        .at("/a2a")
+        .call("GetExtendedAgentCard", json!({}))
+        .await;
     assert!(extended["result"]["skills"].is_array(), "{extended}");
     drop(daemon);
 
@@ -946,15 +968,9 @@ async fn trailing_slashes_total_size_proto_names_and_transport_errors_are_as_the
         .unwrap();
     assert_eq!(card["capabilities"]["extendedAgentCard"], false, "{card}");
     for path in ["/a2a", "/a2a/"] {
-        let refused = call_at(
-            &http,
-            &daemon,
-            None,
-            path,
-            "GetExtendedAgentCard",
-            json!({}),
-        )
-        .await;
+        let refused = Interface::new(&daemon, None, path)
+            .call("GetExtendedAgentCard", json!({}))
+            .await;
         assert_eq!(
             refused["error"]["code"], -32004,
             "UnsupportedOperationError: {refused}"
@@ -977,6 +993,7 @@ async fn odd_ids_page_tokens_and_history_lengths_are_refused_and_a_card_always_h
     let (_mock, site, token) = agent(effects.path()).await;
     let daemon = site.start();
     let http = client();
+    let greeter = Interface::new(&daemon, Some(&token), "/a2a/greeter");
     let odd = http
         .post(daemon.url("/a2a/greeter"))
         .bearer_auth(&token)
@@ -989,8 +1006,7 @@ async fn odd_ids_page_tokens_and_history_lengths_are_refused_and_a_card_always_h
     assert_eq!(odd["error"]["code"], -32600, "{odd}");
     assert_eq!(odd["id"], Value::Null, "{odd}");
 
-    let hello =
-        json!({"messageId": "m-history", "role": "ROLE_USER", "parts": [{"text": "hello"}]});
+    let hello = said("m-history", "hello");
     for (method, params) in [
         ("ListTasks", json!({"pageToken": "invalid-token-xyz"})),
         ("ListTasks", json!({"historyLength": -1})),
@@ -1004,15 +1020,7 @@ async fn odd_ids_page_tokens_and_history_lengths_are_refused_and_a_card_always_h
             json!({"message": hello, "configuration": {"historyLength": -1}}),
         ),
     ] {
-        let refused = call_at(
-            &http,
-            &daemon,
-            Some(&token),
-            "/a2a/greeter",
-            method,
-            params.clone(),
-        )
-        .await;
+        let refused = greeter.call(method, params.clone()).await;
         assert_eq!(
             refused["error"]["code"], -32602,
             "{method} {params}: {refused}"
@@ -1030,41 +1038,28 @@ async fn odd_ids_page_tokens_and_history_lengths_are_refused_and_a_card_always_h
             -32602,
         ),
     ] {
-        let message =
-            json!({"messageId": "m-file", "role": "ROLE_USER", "parts": [{"text": "hi"}, part]});
-        let refused = call_at(
-            &http,
-            &daemon,
-            Some(&token),
-            "/a2a/greeter",
-            "SendMessage",
-            json!({"message": message}),
-        )
-        .await;
+        let mut message = said("m-file", "hi");
+        message["parts"].as_array_mut().unwrap().push(part.clone());
+        let refused = greeter.send(message, json!({})).await;
         assert_eq!(refused["error"]["code"], code, "{part}: {refused}");
     }
 
-    // A token a page gave is taken.
-    let sent = call_at(
-        &http,
-        &daemon,
-        Some(&token),
-        "/a2a/greeter",
-        "SendMessage",
-        json!({"message": hello}),
-    )
-    .await;
-    let id = sent["result"]["task"]["id"].as_str().unwrap();
-    let page = call_at(
-        &http,
-        &daemon,
-        Some(&token),
-        "/a2a/greeter",
-        "ListTasks",
-        json!({"pageToken": id}),
-    )
-    .await;
-    assert_eq!(page["result"]["tasks"], json!([]), "{page}");
+    // A token a page gave is taken; a task's id alone is no token.
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let sent = greeter
+            .send(said(&format!("m-page-{n}"), "hello"), json!({}))
+            .await;
+        ids.push(sent["result"]["task"]["id"].as_str().unwrap().to_string());
+    }
+    let first = greeter.list(json!({"pageSize": 1})).await;
+    let next = first["result"]["nextPageToken"].as_str().unwrap();
+    let page = greeter
+        .list(json!({"pageSize": 1, "pageToken": next}))
+        .await;
+    assert_eq!(page["result"]["tasks"][0]["id"], ids[0].as_str(), "{page}");
+    let refused = greeter.list(json!({"pageToken": ids[0]})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 
     // The card beside the interface is the daemon's; without a key it
     // names no bundle, yet holds a skill.
@@ -1091,50 +1086,45 @@ async fn odd_ids_page_tokens_and_history_lengths_are_refused_and_a_card_always_h
 /// for the end; docs/api.md, The A2A TCK): filtered by context and by
 /// state, without artifacts unless asked, the history cut to
 /// `historyLength`, only tasks changed since `statusTimestampAfter`,
-/// paged with `totalSize` the whole count, the newest first, and a task
+/// paged with `totalSize` the whole count, the last updated first, and a task
 /// sent with `returnImmediately` cancelled while it runs.
 #[tokio::test(flavor = "multi_thread")]
 async fn list_tasks_filters_cuts_pages_and_a_running_task_is_cancelled() {
     let effects = tempfile::NamedTempFile::new().unwrap();
     let (_mock, site, token) = agent(effects.path()).await;
     let daemon = site.start();
-    let http = client();
-    let call = |method: &'static str, params: Value| {
-        let (http, daemon, token) = (&http, &daemon, &token);
-        async move { call_at(http, daemon, Some(token), "/a2a/greeter", method, params).await }
-    };
+    let greeter = Interface::new(&daemon, Some(&token), "/a2a/greeter");
     let message = |n: usize, text: &str, context: Option<&str>| {
-        let mut m = json!({"messageId": format!("m-list-{n}"), "role": "ROLE_USER", "parts": [{"text": text}]});
+        let mut m = said(&format!("m-list-{n}"), text);
         if let Some(context) = context {
             m["contextId"] = json!(context);
         }
         m
     };
-    let first = call("SendMessage", json!({"message": message(0, "hello", None)})).await;
+    let first = greeter.send(message(0, "hello", None), json!({})).await;
     let context = first["result"]["task"]["contextId"]
         .as_str()
         .unwrap()
         .to_string();
     for n in 1..3 {
-        let done = call(
-            "SendMessage",
-            json!({"message": message(n, "hello", Some(&context))}),
-        )
-        .await;
+        let done = greeter
+            .send(message(n, "hello", Some(&context)), json!({}))
+            .await;
         assert_eq!(
             done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
             "{done}"
         );
     }
-    let slow = call(
-        "SendMessage",
-        json!({"message": message(3, "slow", None), "configuration": {"returnImmediately": true}}),
-    )
-    .await;
+    let slow = greeter
+        .send(
+            message(3, "slow", None),
+            json!({"configuration": {"returnImmediately": true}}),
+        )
+        .await;
     let slow = slow["result"]["task"]["id"].as_str().unwrap().to_string();
     // A fresh daemon: the greeter's tasks are these four (the slow one in
     // a context of its own: in the others' it would be their fourth turn).
-    let list = |params: Value| call("ListTasks", params);
+    let list = |params: Value| greeter.list(params);
     let working = eventually(Duration::from_secs(10), "the slow task runs", || async {
         let listed = list(json!({"status": "TASK_STATE_WORKING"})).await;
         (listed["result"]["totalSize"] == 1).then_some(listed)
@@ -1210,10 +1200,76 @@ async fn list_tasks_filters_cuts_pages_and_a_running_task_is_cancelled() {
     );
     assert_eq!(last["tasks"][0]["id"], tasks[3]["id"], "{last}");
 
-    let cancelled = call("CancelTask", json!({"id": slow})).await;
+    let cancelled = greeter.call("CancelTask", json!({"id": slow})).await;
     assert_eq!(cancelled["result"]["id"], slow.as_str(), "{cancelled}");
     assert_eq!(
         cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
         "{cancelled}"
     );
+}
+
+/// `ListTasks` lists the task updated last first (A2A 1.0 §3.1.4), not
+/// the one created last: a task parked for an approval, then a newer one
+/// completed, then the parked one cancelled — it comes first. A page token
+/// stays where its page ended: the cancelled task moved ahead of it, so the
+/// walk begun before the cancel does not show it, nor again the task it
+/// showed (docs/api.md, A2A).
+#[tokio::test(flavor = "multi_thread")]
+async fn list_tasks_puts_the_task_updated_last_first_and_a_page_token_stays_put() {
+    let effects = tempfile::NamedTempFile::new().unwrap();
+    let (_mock, site, token) = agent(effects.path()).await;
+    let daemon = site.start();
+    let bank = Interface::new(&daemon, Some(&token), "/a2a/bank");
+    let parked = bank
+        .send(said("m-order-0", "a big transfer"), json!({}))
+        .await;
+    assert_eq!(
+        parked["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{parked}"
+    );
+    let older = parked["result"]["task"]["id"].as_str().unwrap().to_string();
+    let done = bank.send(said("m-order-1", "hello"), json!({})).await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let newer = done["result"]["task"]["id"].as_str().unwrap().to_string();
+
+    let first = bank.list(json!({"pageSize": 1})).await;
+    assert_eq!(listed_ids(&first), [newer.as_str()], "{first}");
+    assert_eq!(first["result"]["totalSize"], 2, "{first}");
+    let next = first["result"]["nextPageToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let cancelled = bank.call("CancelTask", json!({"id": older})).await;
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    let rest = bank.list(json!({"pageSize": 1, "pageToken": next})).await;
+    assert_eq!(listed_ids(&rest), Vec::<String>::new(), "{rest}");
+    assert_eq!(
+        (
+            &rest["result"]["totalSize"],
+            &rest["result"]["nextPageToken"]
+        ),
+        (&json!(2), &json!("")),
+        "{rest}"
+    );
+
+    let all = bank.list(json!({})).await;
+    assert_eq!(
+        listed_ids(&all),
+        [older, newer],
+        "the last updated first: {all}"
+    );
+    let stamp = |n: usize| {
+        let text = all["result"]["tasks"][n]["status"]["timestamp"]
+            .as_str()
+            .unwrap();
+        chrono::DateTime::parse_from_rfc3339(text).unwrap()
+    };
+    assert!(stamp(0) > stamp(1), "{all}");
 }

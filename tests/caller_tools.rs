@@ -12,9 +12,10 @@
 
 mod common;
 
-use common::daemon::{Site, client, get, post_json};
+use common::daemon::{Daemon, Site, client, get, post_json};
 use common::mock_server;
 use serde_json::{Value, json};
+use structured_agents::mock::MockServer;
 
 const SCRIPT: &str = r#"
 replies:
@@ -29,6 +30,30 @@ replies:
 const SHOUTER: &str = "name: shouter\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\ncaller_tools: {max: 2}\n";
 const PLAIN: &str = "name: plain\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n";
 
+/// A daemon serving `shouter` and `plain` on the mock model of [`SCRIPT`],
+/// and a client.
+struct Shouting {
+    mock: MockServer,
+    site: Site,
+    http: reqwest::Client,
+    daemon: Daemon,
+}
+
+async fn shouting() -> Shouting {
+    let mock = mock_server(SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("shouter", SHOUTER);
+    site.put_bundle("plain", PLAIN);
+    let http = client();
+    let daemon = site.start();
+    Shouting {
+        mock,
+        site,
+        http,
+        daemon,
+    }
+}
+
 fn shout_tool() -> Value {
     json!({"type": "function", "name": "shout", "description": "Shouts the text.",
            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}})
@@ -39,11 +64,12 @@ fn shout_tool() -> Value {
 /// once, and sending them again is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outputs_resume_the_same_job_across_a_sigkill() {
-    let mock = mock_server(SCRIPT).await;
-    let site = Site::new(&mock.base_url(), "");
-    site.put_bundle("shouter", SHOUTER);
-    let http = client();
-    let daemon = site.start();
+    let Shouting {
+        mock,
+        site,
+        http,
+        daemon,
+    } = shouting().await;
     let (status, first) = post_json(
         &http,
         &daemon,
@@ -161,12 +187,12 @@ async fn outputs_resume_the_same_job_across_a_sigkill() {
 /// `n > 1`, and `tool_choice: required` without tools.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_cannot_be_honoured_is_a_400_naming_it() {
-    let mock = mock_server(SCRIPT).await;
-    let site = Site::new(&mock.base_url(), "");
-    site.put_bundle("shouter", SHOUTER);
-    site.put_bundle("plain", PLAIN);
-    let http = client();
-    let daemon = site.start();
+    let Shouting {
+        mock,
+        site: _site,
+        http,
+        daemon,
+    } = shouting().await;
     let other = |name: &str| json!({"type": "function", "name": name});
     for (path, body, param, said) in [
         (
@@ -229,11 +255,12 @@ async fn what_cannot_be_honoured_is_a_400_naming_it() {
 /// the job), and the `tool` message that answers it resumes the same job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_messages_resume_the_same_job_over_chat_completions() {
-    let mock = mock_server(SCRIPT).await;
-    let site = Site::new(&mock.base_url(), "");
-    site.put_bundle("shouter", SHOUTER);
-    let http = client();
-    let daemon = site.start();
+    let Shouting {
+        mock,
+        site: _site,
+        http,
+        daemon,
+    } = shouting().await;
     let tools = json!([{"type": "function", "function": {"name": "shout", "parameters": {"type": "object"}}}]);
     let mut messages = vec![json!({"role": "user", "content": "Shout hi."})];
     let (status, first) = post_json(
@@ -310,6 +337,38 @@ fn conform(document: &Value, path: &str, events: &[Value]) {
     }
 }
 
+/// A daemon's streams: each event of one it is `POST`ed for is checked
+/// against its API document.
+struct Streams<'a> {
+    http: &'a reqwest::Client,
+    daemon: &'a Daemon,
+    document: Value,
+}
+
+impl<'a> Streams<'a> {
+    async fn of(http: &'a reqwest::Client, daemon: &'a Daemon) -> Self {
+        let document = get(http, daemon, "/v1/openapi.json").await;
+        Self {
+            http,
+            daemon,
+            document,
+        }
+    }
+
+    /// The events `POST path` answers `body` with, each as the document
+    /// says an event of that stream is.
+    async fn post(&self, path: &str, body: &Value) -> Vec<Value> {
+        let events = stream(self.http, &self.daemon.url(path), Some(body)).await;
+        conform(&self.document, path, &events);
+        events
+    }
+
+    /// The events `GET path` streams (a response told again).
+    async fn get(&self, path: &str) -> Vec<Value> {
+        stream(self.http, &self.daemon.url(path), None).await
+    }
+}
+
 fn kinds(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
@@ -320,17 +379,16 @@ fn kinds(events: &[Value]) -> Vec<&str> {
 /// `function_call_output` resumes the same job and streams the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_response_hands_calls_over_and_a_streamed_resume_answers() {
-    let mock = mock_server(SCRIPT).await;
-    let site = Site::new(&mock.base_url(), "");
-    site.put_bundle("shouter", SHOUTER);
-    let http = client();
-    let daemon = site.start();
-    let document = get(&http, &daemon, "/v1/openapi.json").await;
-    let url = daemon.url("/v1/responses");
+    let Shouting {
+        mock,
+        site: _site,
+        http,
+        daemon,
+    } = shouting().await;
+    let streams = Streams::of(&http, &daemon).await;
     let first = json!({"model": "bundle/shouter", "input": "Shout hi.", "tools": [shout_tool()],
                        "stream": true});
-    let events = stream(&http, &url, Some(&first)).await;
-    conform(&document, "/v1/responses", &events);
+    let events = streams.post("/v1/responses", &first).await;
     let call = [
         "response.output_item.added",
         "response.function_call_arguments.delta",
@@ -367,20 +425,16 @@ async fn a_streamed_response_hands_calls_over_and_a_streamed_resume_answers() {
     let retrieved = get(&http, &daemon, &format!("/v1/responses/{response_id}")).await;
     assert_eq!(retrieved["output"], completed["output"], "{retrieved}");
     assert_eq!(retrieved["status"], "completed");
-    let again = stream(
-        &http,
-        &daemon.url(&format!("/v1/responses/{response_id}?stream=true")),
-        None,
-    )
-    .await;
+    let again = streams
+        .get(&format!("/v1/responses/{response_id}?stream=true"))
+        .await;
     assert_eq!(again, events);
 
     let outputs = json!({"model": "bundle/shouter", "previous_response_id": response_id,
         "tools": [shout_tool()], "stream": true,
         "input": [{"type": "function_call_output", "call_id": "call-7", "output": "HI!"},
                   {"type": "function_call_output", "call_id": "call-8", "output": "HO!"}]});
-    let resumed = stream(&http, &url, Some(&outputs)).await;
-    conform(&document, "/v1/responses", &resumed);
+    let resumed = streams.post("/v1/responses", &outputs).await;
     let resumed_kinds = kinds(&resumed);
     assert_eq!(resumed_kinds.first(), Some(&"response.created"));
     assert_eq!(resumed_kinds.last(), Some(&"response.completed"));
@@ -409,14 +463,11 @@ async fn a_streamed_response_hands_calls_over_and_a_streamed_resume_answers() {
     // The first response's stream, picked up after its last event now
     // that the job answered: the rest of the job, the answer whole.
     let after = numbers.last().unwrap();
-    let rest = stream(
-        &http,
-        &daemon.url(&format!(
+    let rest = streams
+        .get(&format!(
             "/v1/responses/{response_id}?stream=true&starting_after={after}"
-        )),
-        None,
-    )
-    .await;
+        ))
+        .await;
     let rest_kinds = kinds(&rest);
     assert_eq!(rest_kinds[0], "response.output_item.added", "{rest:#?}");
     assert_eq!(rest[0]["item"]["type"], "message", "{rest:#?}");
@@ -438,21 +489,22 @@ async fn a_streamed_response_hands_calls_over_and_a_streamed_resume_answers() {
 /// answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_completion_hands_calls_over_and_a_streamed_resume_answers() {
-    let mock = mock_server(SCRIPT).await;
-    let site = Site::new(&mock.base_url(), "");
-    site.put_bundle("shouter", SHOUTER);
-    let http = client();
-    let daemon = site.start();
-    let document = get(&http, &daemon, "/v1/openapi.json").await;
-    let url = daemon.url("/v1/chat/completions");
+    let Shouting {
+        mock: _mock,
+        site: _site,
+        http,
+        daemon,
+    } = shouting().await;
+    let streams = Streams::of(&http, &daemon).await;
     let tools = json!([{"type": "function", "function": {"name": "shout", "parameters": {"type": "object"}}}]);
     let mut messages = vec![json!({"role": "user", "content": "Shout hi."})];
     let request = |messages: &[Value]| {
         json!({"model": "bundle/shouter", "messages": messages, "tools": tools, "stream": true,
                "stream_options": {"include_usage": true}})
     };
-    let chunks = stream(&http, &url, Some(&request(&messages))).await;
-    conform(&document, "/v1/chat/completions", &chunks);
+    let chunks = streams
+        .post("/v1/chat/completions", &request(&messages))
+        .await;
     assert_eq!(chunks.len(), 5, "{chunks:#?}");
     let id = chunks[0]["id"].as_str().unwrap();
     let job = id.strip_prefix("chatcmpl-").unwrap();
@@ -510,8 +562,9 @@ async fn a_streamed_completion_hands_calls_over_and_a_streamed_resume_answers() 
     for (call, output) in calls.iter().zip(["HI!", "HO!"]) {
         messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": output}));
     }
-    let resumed = stream(&http, &url, Some(&request(&messages))).await;
-    conform(&document, "/v1/chat/completions", &resumed);
+    let resumed = streams
+        .post("/v1/chat/completions", &request(&messages))
+        .await;
     assert!(resumed.iter().all(|c| c["id"] == id), "{resumed:#?}");
     let text: String = resumed
         .iter()

@@ -23,9 +23,9 @@ use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
     CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, FireRecord, ForkSeed,
-    HeartbeatReply, JobFilter, JobId, JobOrigin, JobQueue, JobState, NewJob, NextLease, Outcome,
-    Pin, PushCaps, PushConfig, PushHolder, PushPayload, QueueError, Redrive, Resolution,
-    RetryPolicy, Settled, StoredSchedule,
+    HeartbeatReply, Job, JobFilter, JobId, JobOrder, JobOrigin, JobQueue, JobState, NewJob,
+    NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder, PushPayload, QueueError, Redrive,
+    Resolution, RetryPolicy, Settled, StoredSchedule,
 };
 use structured_agents::trace_context::TraceContext;
 use structured_agents::types::TerminationReason;
@@ -571,6 +571,120 @@ pub async fn listing_pages_and_counts(q: Arc<dyn JobQueue>) {
             .any(|(id, state)| *id == running.job.id && *state == JobState::Running),
         "{seen:?}"
     );
+}
+
+/// Waits until the clock has passed `stamp` (a time the queue stored):
+/// update times are whole milliseconds, so the next update is stamped
+/// later than it, never in the same millisecond.
+async fn clock_past(stamp: &str) {
+    let past = at(stamp) + Duration::from_millis(1);
+    while SystemTime::now() <= past {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Every page of `filter`'s listing from its cursor on, `limit` jobs a page.
+async fn walk(q: &dyn JobQueue, mut filter: JobFilter) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    loop {
+        let page = q.list(filter.clone()).await.unwrap();
+        jobs.extend(page.jobs);
+        match page.next_cursor {
+            Some(cursor) => filter.cursor = Some(cursor),
+            None => return jobs,
+        }
+    }
+}
+
+fn ids(jobs: &[Job]) -> Vec<JobId> {
+    jobs.iter().map(|j| j.id.clone()).collect()
+}
+
+/// The jobs run by last update, then id, both descending, none twice.
+fn assert_last_updated_first(jobs: &[Job]) {
+    let keys: Vec<(SystemTime, &str)> = jobs
+        .iter()
+        .map(|j| (at(&j.updated_at), j.id.as_str()))
+        .collect();
+    assert!(keys.windows(2).all(|w| w[0] > w[1]), "{keys:?}");
+}
+
+/// A listing by last update (A2A's `ListTasks`): the job updated last comes
+/// first, jobs updated in one millisecond newest id first. Its cursor
+/// stays where its page ended while jobs change: one updated between pages
+/// moves to the front, so the walk shows it at most once — not again when
+/// its page was shown, not at all when it was still to come. `updated_since`
+/// keeps the jobs updated since; `count` counts every page.
+pub async fn listing_by_update_puts_the_last_updated_first(q: Arc<dyn JobQueue>) {
+    let mut submitted = Vec::new();
+    for _ in 0..5 {
+        submitted.push(q.submit(job("b")).await.unwrap().0.id);
+    }
+    let by_update = |cursor: Option<String>| JobFilter {
+        order: JobOrder::Updated,
+        limit: 2,
+        cursor,
+        ..Default::default()
+    };
+    // Each submitted after the one before: the newest first.
+    let newest_first: Vec<JobId> = submitted.iter().rev().cloned().collect();
+    let all = walk(&*q, by_update(None)).await;
+    assert_eq!(ids(&all), newest_first);
+    assert_last_updated_first(&all);
+
+    // The oldest is updated: it comes first.
+    clock_past(&all[0].updated_at).await;
+    q.cancel(&submitted[0]).await.unwrap();
+    let first = q.list(by_update(None)).await.unwrap();
+    assert_eq!(
+        ids(&first.jobs),
+        [submitted[0].clone(), submitted[4].clone()]
+    );
+
+    // Between two pages one job already shown and one still to come are
+    // updated: the walk goes on from where its page ended.
+    clock_past(&first.jobs[0].updated_at).await;
+    q.cancel(&submitted[4]).await.unwrap();
+    q.cancel(&submitted[2]).await.unwrap();
+    let rest = walk(&*q, by_update(first.next_cursor.clone())).await;
+    assert_eq!(ids(&rest), [submitted[3].clone(), submitted[1].clone()]);
+    // A walk from the start has both at the front.
+    let again = walk(&*q, by_update(None)).await;
+    assert_last_updated_first(&again);
+    let mut front = ids(&again[..2]);
+    front.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    assert_eq!(front, [submitted[2].clone(), submitted[4].clone()]);
+    assert_eq!(
+        ids(&again[2..]),
+        [
+            submitted[0].clone(),
+            submitted[3].clone(),
+            submitted[1].clone()
+        ]
+    );
+
+    // Updated since the oldest's cancel: the three cancelled.
+    let since = at(&again[2].updated_at)
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let recent = JobFilter {
+        updated_since: Some(since),
+        ..by_update(None)
+    };
+    assert_eq!(ids(&walk(&*q, recent.clone()).await), ids(&again[..3]));
+    assert_eq!(q.count(recent).await.unwrap(), 3);
+    // A count is of every page, whatever the cursor.
+    assert_eq!(q.count(by_update(first.next_cursor)).await.unwrap(), 5);
+    let queued = JobFilter {
+        state: Some(JobState::Queued),
+        ..Default::default()
+    };
+    assert_eq!(q.count(queued).await.unwrap(), 2);
+
+    // A job id is a cursor of the listing by creation, not of this one.
+    let refused = q.list(by_update(Some(submitted[1].to_string()))).await;
+    assert!(matches!(refused, Err(QueueError::Cursor(_))), "{refused:?}");
 }
 
 /// A lease that expires (its daemon died) is resumed, not failed: the
@@ -2674,6 +2788,7 @@ macro_rules! suite {
             case!(event_log_is_ordered_guarded_and_continues_across_attempts);
             case!(release_does_not_consume_an_attempt);
             case!(listing_pages_and_counts);
+            case!(listing_by_update_puts_the_last_updated_first);
             case!(an_expired_lease_resumes_without_using_an_attempt);
             case!(a_job_whose_worker_keeps_dying_parks_as_a_poison_pill);
             case!(journal_round_trip_with_held_events);

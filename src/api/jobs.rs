@@ -20,7 +20,7 @@ use crate::types::text;
 pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
-use crate::queue::{Deletion, Job, JobFilter, JobId, JobState, NewJob, Resolution};
+use crate::queue::{Deletion, Job, JobFilter, JobId, JobOrder, JobState, NewJob, Resolution};
 
 /// The body of `POST /v1/jobs`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -367,6 +367,8 @@ pub async fn list(
             cursor: query.cursor,
             search: query.q,
             unfinished: false,
+            updated_since: None,
+            order: JobOrder::Created,
         })
         .await?;
     // Jobs of bundles outside the key's globs do not exist for it.

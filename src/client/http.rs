@@ -263,6 +263,7 @@ impl HttpBackend {
                         attempt: retry + 1,
                         error: &err,
                         delay,
+                        model: request.model(),
                     });
                     tokio::time::sleep(delay).await;
                     retry += 1;

@@ -23,6 +23,8 @@ pub enum CallNote<'a> {
         attempt: u32,
         error: &'a ClientError,
         delay: Duration,
+        /// The model the call asks (its request's `model`).
+        model: &'a str,
     },
     /// HTTP attempt `attempt` (from 2) starts now.
     Attempt(u32),
@@ -58,10 +60,12 @@ pub async fn also_watching<F: Future>(extra: CallWatcher, call: F) -> F::Output 
                     attempt,
                     error,
                     delay,
+                    model,
                 } => CallNote::Retrying {
                     attempt: *attempt,
                     error,
                     delay: *delay,
+                    model,
                 },
                 CallNote::Attempt(n) => CallNote::Attempt(*n),
                 CallNote::WaitingForSlot => CallNote::WaitingForSlot,

@@ -88,6 +88,7 @@ mod tests {
             attempt: 1,
             error: &error,
             delay: Duration::from_millis(200),
+            model: "m",
         };
         assert_eq!(kinds(retrying), ["model_call_ended", "waiting"]);
         assert_eq!(

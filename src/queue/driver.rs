@@ -151,6 +151,10 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.read(op::ListJobs { filter }).await
     }
 
+    async fn count(&self, filter: JobFilter) -> Result<u64, QueueError> {
+        self.driver.read(op::CountJobs { filter }).await
+    }
+
     async fn counts_by_state(
         &self,
         owner: Option<&str>,

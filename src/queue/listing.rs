@@ -1,5 +1,9 @@
-//! Listing jobs: the filter and page of `JobQueue::list`, and a
-//! conversation's earlier turns read through it.
+//! Listing jobs: the filter, order and page of `JobQueue::list` (and what
+//! `JobQueue::count` counts), and a conversation's earlier turns read
+//! through it.
+
+use std::fmt;
+use std::time::UNIX_EPOCH;
 
 use serde::Serialize;
 
@@ -25,16 +29,111 @@ pub struct JobFilter {
     /// read (parked → queued → running) is still seen exactly once, where a
     /// listing per state could miss it.
     pub unfinished: bool,
+    /// Only jobs last updated at or after this time (ms since the epoch).
+    pub updated_since: Option<i64>,
+    /// Which way the pages run; `cursor` is of this order.
+    pub order: JobOrder,
+}
+
+/// Which way a listing runs, and so what its cursor holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum JobOrder {
+    /// Newest first by creation (ids are UUIDv7): the cursor is the last
+    /// job's id. A job's place never changes.
+    #[default]
+    Created,
+    /// Most recently updated first (`updated_at`; jobs updated in the same
+    /// millisecond newest id first): the cursor is an [`UpdateCursor`]. A
+    /// job's update moves it to the front, ahead of every cursor given
+    /// before (update times grow with the clock): a walk of the pages
+    /// shows each job at most once, and misses one that was updated after
+    /// the walk began and before its page came (it is at the front of the
+    /// next walk).
+    Updated,
+}
+
+impl JobOrder {
+    /// The listing's `ORDER BY`: both orders end on the id, so the order is
+    /// total and a cursor names one place in it.
+    pub(crate) fn sql(self) -> &'static str {
+        match self {
+            JobOrder::Created => "id DESC",
+            JobOrder::Updated => "updated_at DESC, id DESC",
+        }
+    }
+
+    /// The cursor that continues after `job` in this order.
+    fn cursor_after(self, job: &Job) -> Result<String, QueueError> {
+        match self {
+            JobOrder::Created => Ok(job.id.0.clone()),
+            JobOrder::Updated => UpdateCursor::after(job).map(|c| c.to_string()),
+        }
+    }
+}
+
+/// Where a listing by last update continues: after the job updated at
+/// `updated_ms` (ms since the epoch) with id `id`. Written `<ms>.<id>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdateCursor {
+    pub updated_ms: i64,
+    pub id: String,
+}
+
+impl UpdateCursor {
+    /// The cursor after `job`: its stored update time, read back to the
+    /// millisecond the store holds.
+    pub fn after(job: &Job) -> Result<Self, QueueError> {
+        let unreadable = || {
+            QueueError::Cursor(format!(
+                "job {} has an update time {:?} that is not an RFC 3339 time after 1970",
+                job.id, job.updated_at
+            ))
+        };
+        let at = humantime::parse_rfc3339(&job.updated_at).map_err(|_| unreadable())?;
+        let ms = at.duration_since(UNIX_EPOCH).map_err(|_| unreadable())?;
+        Ok(Self {
+            updated_ms: i64::try_from(ms.as_millis()).map_err(|_| unreadable())?,
+            id: job.id.0.clone(),
+        })
+    }
+
+    /// A cursor as [`fmt::Display`] writes it; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (ms, id) = text.split_once('.')?;
+        let digits = !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit());
+        Some(Self {
+            updated_ms: ms.parse().ok().filter(|_| digits)?,
+            id: Some(id).filter(|id| !id.is_empty())?.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for UpdateCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.updated_ms, self.id)
+    }
+}
+
+/// A placeholder read as a number: each argument is bound as text (one
+/// list of arguments serves every condition), so the number is spelt out
+/// by casts PostgreSQL and SQLite both read.
+fn number(placeholder: String) -> String {
+    format!("CAST(CAST({placeholder} AS TEXT) AS BIGINT)")
 }
 
 impl JobFilter {
     /// The filter as SQL conditions (` AND …`, each value a placeholder
     /// that `placeholder(n)` spells for the n-th argument) and their
-    /// arguments, shared by the backends' listings.
+    /// arguments, shared by the backends' listings and counts. A cursor of
+    /// [`JobOrder::Updated`] that [`UpdateCursor::parse`] does not read is
+    /// [`QueueError::Cursor`].
     pub(crate) fn conditions(
         &self,
         placeholder: impl Fn(usize) -> String,
-    ) -> (String, Vec<String>) {
+    ) -> Result<(String, Vec<String>), QueueError> {
+        let by_id = (self.order == JobOrder::Created)
+            .then(|| self.cursor.clone())
+            .flatten();
         let (mut sql, mut args) = comparisons(
             [
                 ("state", "=", self.state.map(|s| s.as_str().to_string())),
@@ -43,10 +142,28 @@ impl JobFilter {
                 ("COALESCE(owner, '')", "=", self.conversation_owner.clone()),
                 ("owner", "=", self.owner.clone()),
                 // Newest first: ids are UUIDv7, so a page continues below the cursor.
-                ("id", "<", self.cursor.clone()),
+                ("id", "<", by_id),
             ],
             &placeholder,
         );
+        if let Some(since) = self.updated_since {
+            args.push(since.to_string());
+            let since = number(placeholder(args.len()));
+            sql.push_str(&format!(" AND updated_at >= {since}"));
+        }
+        if let (JobOrder::Updated, Some(text)) = (self.order, &self.cursor) {
+            let cursor = UpdateCursor::parse(text).ok_or_else(|| {
+                QueueError::Cursor(format!(
+                    "{text} (a listing by last update continues from `<ms>.<id>`, as its page gave it)"
+                ))
+            })?;
+            args.push(cursor.updated_ms.to_string());
+            let at = number(placeholder(args.len()));
+            args.push(cursor.id);
+            let id = placeholder(args.len());
+            // The page continues below the cursor in (updated_at, id) order.
+            sql.push_str(&format!(" AND (updated_at, id) < ({at}, {id})"));
+        }
         if self.unfinished {
             // The states are this enum's own names, never input.
             let states: Vec<String> = JobState::ALL
@@ -63,7 +180,7 @@ impl JobFilter {
                 placeholder(args.len())
             ));
         }
-        (sql, args)
+        Ok((sql, args))
     }
 }
 
@@ -94,15 +211,34 @@ pub(crate) fn page_limit(asked: usize) -> usize {
 /// A page of rows fetched with `page_limit(asked) + 1`, newest first: the
 /// rows shown and the cursor (the last shown row's id) when more follow.
 pub(crate) fn paged<T>(
-    mut rows: Vec<T>,
+    rows: Vec<T>,
     asked: usize,
     id: impl Fn(&T) -> String,
 ) -> (Vec<T>, Option<String>) {
+    let (rows, last) = cut(rows, asked);
+    let next_cursor = last.map(|i| id(&rows[i]));
+    (rows, next_cursor)
+}
+
+/// A page of jobs fetched with `page_limit(asked) + 1` in `order`, with
+/// the cursor after its last job when more follow.
+pub(crate) fn paged_jobs(
+    rows: Vec<Job>,
+    asked: usize,
+    order: JobOrder,
+) -> Result<Page, QueueError> {
+    let (jobs, last) = cut(rows, asked);
+    let next_cursor = last.map(|i| order.cursor_after(&jobs[i])).transpose()?;
+    Ok(Page { jobs, next_cursor })
+}
+
+/// The rows a page shows, and the index of its last one when more follow.
+fn cut<T>(mut rows: Vec<T>, asked: usize) -> (Vec<T>, Option<usize>) {
     let limit = page_limit(asked);
     let more = rows.len() > limit;
     rows.truncate(limit);
-    let next_cursor = more.then(|| rows.last().map(id)).flatten();
-    (rows, next_cursor)
+    let last = rows.len().checked_sub(1).filter(|_| more);
+    (rows, last)
 }
 
 /// `text` matched literally by LIKE: its wildcards and the escape escaped.
@@ -192,7 +328,7 @@ mod tests {
             search: Some("50%_Off\\".into()),
             ..Default::default()
         };
-        let (sql, args) = filter.conditions(|n| format!("?{n}"));
+        let (sql, args) = filter.conditions(|n| format!("?{n}")).unwrap();
         assert_eq!(
             sql,
             " AND lower(id || ' ' || bundle || ' ' || input) LIKE ?1 ESCAPE '\\'"
@@ -206,7 +342,7 @@ mod tests {
             unfinished: true,
             ..Default::default()
         };
-        let (sql, args) = filter.conditions(|n| format!("?{n}"));
+        let (sql, args) = filter.conditions(|n| format!("?{n}")).unwrap();
         let open: Vec<String> = JobState::ALL
             .into_iter()
             .filter(|s| !s.is_terminal())
@@ -218,5 +354,48 @@ mod tests {
             "{sql}"
         );
         assert!(args.is_empty());
+    }
+
+    #[test]
+    fn an_update_cursor_reads_back_what_it_writes_and_nothing_else() {
+        let cursor = UpdateCursor {
+            updated_ms: 1_767_225_600_123,
+            id: "019b7c1e-0000-7000-8000-000000000000".into(),
+        };
+        let text = cursor.to_string();
+        assert_eq!(text, "1767225600123.019b7c1e-0000-7000-8000-000000000000");
+        assert_eq!(UpdateCursor::parse(&text), Some(cursor));
+        for other in [
+            "", ".", "12.", ".id", "-1.id", "+1.id", "1e3.id", "x.id", "id",
+        ] {
+            assert_eq!(UpdateCursor::parse(other), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_listing_by_update_continues_below_its_cursor_in_update_then_id_order() {
+        let filter = JobFilter {
+            order: JobOrder::Updated,
+            cursor: Some("1700.j9".into()),
+            updated_since: Some(1500),
+            bundle: Some("b".into()),
+            ..Default::default()
+        };
+        let (sql, args) = filter.conditions(|n| format!("${n}")).unwrap();
+        assert_eq!(
+            sql,
+            " AND bundle = $1 AND updated_at >= CAST(CAST($2 AS TEXT) AS BIGINT) \
+             AND (updated_at, id) < (CAST(CAST($3 AS TEXT) AS BIGINT), $4)"
+        );
+        assert_eq!(args, ["b", "1500", "1700", "j9"]);
+        assert_eq!(JobOrder::Updated.sql(), "updated_at DESC, id DESC");
+        let unread = JobFilter {
+            cursor: Some("j9".into()),
+            ..filter
+        };
+        let Err(QueueError::Cursor(says)) = unread.conditions(|n| format!("${n}")) else {
+            panic!("an id is no cursor of a listing by update");
+        };
+        assert!(says.contains("<ms>.<id>"), "{says}");
     }
 }

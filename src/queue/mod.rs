@@ -60,7 +60,7 @@ pub use kind::{
 };
 pub use leased::LeasedJob;
 pub use lifecycle::Pinner;
-pub use listing::{JobFilter, Page, conversation_history};
+pub use listing::{JobFilter, JobOrder, Page, UpdateCursor, conversation_history};
 pub use outbox::{
     Delivery, DeliveryFilter, DeliveryPage, DeliveryRecord, DeliveryResult, DeliveryState,
     PushAuth, PushConfig, PushPayload, Redrive, Settled,

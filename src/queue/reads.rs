@@ -4,7 +4,7 @@
 //! its owner deletes.
 
 use super::transaction::Tx;
-use super::tx::{Conversation, Res};
+use super::tx::{Conversation, Fail, Res};
 use super::*;
 
 /// What an API key's jobs hold and spent: for its quotas at admission.
@@ -16,13 +16,22 @@ pub(crate) async fn owner_load(tx: &mut impl Tx, owner: &str, since: i64) -> Res
     })
 }
 
-/// A page of jobs, newest first (ids are UUIDv7, so they sort by creation).
+/// A page of jobs in the filter's order (`JobOrder`).
 pub(crate) async fn list(tx: &mut impl Tx, filter: &JobFilter) -> Res<Page> {
     let rows = tx
         .list(filter, super::listing::page_limit(filter.limit) + 1)
         .await?;
-    let (jobs, next_cursor) = super::listing::paged(rows, filter.limit, |j| j.id.0.clone());
-    Ok(Page { jobs, next_cursor })
+    super::listing::paged_jobs(rows, filter.limit, filter.order).map_err(Fail::Refused)
+}
+
+/// How many jobs the filter matches on every page: its cursor, limit and
+/// order aside.
+pub(crate) async fn count(tx: &mut impl Tx, filter: &JobFilter) -> Res<u64> {
+    let every_page = JobFilter {
+        cursor: None,
+        ..filter.clone()
+    };
+    Ok(tx.count_jobs(&every_page).await?.max(0) as u64)
 }
 
 /// (bundle, state, count) of every job, or only `owner`'s.

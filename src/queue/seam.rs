@@ -21,7 +21,11 @@ pub trait JobQueue: Send + Sync {
     /// for different content ([`QueueError::KeyConflict`]) refuses the batch.
     async fn submit_many(&self, jobs: Vec<NewJob>) -> Result<Vec<(Job, bool)>, QueueError>;
     async fn get(&self, id: &JobId) -> Result<Option<Job>, QueueError>;
+    /// A page of jobs in the filter's order (`JobOrder`), after its cursor.
     async fn list(&self, filter: JobFilter) -> Result<Page, QueueError>;
+    /// How many jobs the filter matches on all pages (its cursor, limit and
+    /// order aside): one count in the store, no job read.
+    async fn count(&self, filter: JobFilter) -> Result<u64, QueueError>;
     /// (bundle, state, count) for every non-empty combination: of every
     /// job, or with `owner` only of that API key's.
     async fn counts_by_state(

@@ -43,11 +43,14 @@ pub(crate) trait JobStatements: Send {
     /// Up to `n` running jobs whose lease expired, in the order they were
     /// first leased (their `fair_pass`), then oldest `run_at` first.
     fn expired(&mut self, now: i64, n: usize) -> impl Future<Output = Res<Vec<Candidate>>> + Send;
+    /// Up to `limit` jobs `filter` matches, in its order after its cursor.
     fn list(
         &mut self,
         filter: &JobFilter,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<Job>>> + Send;
+    /// How many jobs `filter` matches (after its cursor, if it has one).
+    fn count_jobs(&mut self, filter: &JobFilter) -> impl Future<Output = Res<i64>> + Send;
     /// (bundle, state, count) of every job, or only of `owner`'s.
     fn counts_by_state(
         &mut self,

@@ -19,7 +19,10 @@ pub struct LimitedBackend {
     inner: Arc<dyn ChatBackend>,
     permits: Semaphore,
     gate: Option<Arc<LoadGate>>,
-    bus: DaemonBus,
+    failures: Arc<Failures>,
+    /// Tells `failures` of each attempt a call retries. One for every
+    /// call: a call that does not fail builds nothing to report.
+    retries: CallWatcher,
 }
 
 impl LimitedBackend {
@@ -38,29 +41,43 @@ impl LimitedBackend {
         gate: Option<Arc<LoadGate>>,
         bus: DaemonBus,
     ) -> Arc<dyn ChatBackend> {
+        let failures = Arc::new(Failures {
+            endpoint: inner.clone(),
+            bus,
+            gate: gate.clone(),
+        });
+        let hears = failures.clone();
+        let retries: CallWatcher = Arc::new(move |note| {
+            if let CallNote::Retrying { error, model, .. } = note {
+                hears.heard(model, error);
+            }
+        });
         Arc::new(Self {
             inner,
             permits: Semaphore::new(max_concurrent.max(1)),
             gate,
-            bus,
+            failures,
+            retries,
         })
     }
 }
 
-/// Who hears of a failed HTTP attempt of one call: the bus, and the gate
-/// when the server refused it as overloaded.
+/// Who hears of a failed HTTP attempt: the bus, and the gate when the
+/// server refused it as overloaded. What they are told is made only when
+/// an attempt failed.
 struct Failures {
+    /// The backend whose attempts these are (its name labels the event).
+    endpoint: Arc<dyn ChatBackend>,
     bus: DaemonBus,
     gate: Option<Arc<LoadGate>>,
-    endpoint: String,
-    model: String,
 }
 
 impl Failures {
-    fn heard(&self, error: &ClientError) {
+    /// An attempt of a call to `model` failed with `error`.
+    fn heard(&self, model: &str, error: &ClientError) {
         self.bus.publish(DaemonEvent::ModelAttemptFailed {
-            endpoint: self.endpoint.clone(),
-            model: self.model.clone(),
+            endpoint: self.endpoint.info().name,
+            model: model.to_string(),
             error_type: error.kind(),
         });
         if let (Some(gate), Some(status)) = (&self.gate, overload_status(error)) {
@@ -92,23 +109,11 @@ impl ChatBackend for LimitedBackend {
         if let Some(gate) = &self.gate {
             gate.admit().await;
         }
-        let failures = Arc::new(Failures {
-            bus: self.bus.clone(),
-            gate: self.gate.clone(),
-            endpoint: self.inner.info().name,
-            model: request.model().to_string(),
-        });
         // Earlier attempts' failures are heard as they happen; the last
         // one comes back as the call's error.
-        let hears = failures.clone();
-        let retries: CallWatcher = Arc::new(move |note| {
-            if let CallNote::Retrying { error, .. } = note {
-                hears.heard(error);
-            }
-        });
-        let result = watch::also_watching(retries, call).await;
+        let result = watch::also_watching(self.retries.clone(), call).await;
         if let Err(error) = &result {
-            failures.heard(error);
+            self.failures.heard(request.model(), error);
         }
         result
     }
@@ -165,6 +170,52 @@ mod tests {
         assert_eq!(second.message.content.as_deref(), Some("done"));
         assert!(!first.is_finished(), "the first call is still backing off");
         first.abort();
+    }
+
+    /// The failed attempts the daemon bus heard of.
+    #[derive(Default)]
+    struct Failed(std::sync::Mutex<Vec<(String, String, &'static str)>>);
+
+    impl crate::events::daemon::DaemonObserver for Failed {
+        fn on_daemon_event(&self, event: &crate::events::daemon::DaemonEvent) {
+            if let crate::events::daemon::DaemonEvent::ModelAttemptFailed {
+                endpoint,
+                model,
+                error_type,
+            } = event
+            {
+                let heard = (endpoint.clone(), model.clone(), *error_type);
+                self.0.lock().unwrap().push(heard);
+            }
+        }
+    }
+
+    /// Each failed attempt is heard once, named by its endpoint and the
+    /// call's model: the one retried as it fails, the last as the call's
+    /// error; a call that succeeds tells nothing.
+    #[tokio::test]
+    async fn each_failed_attempt_is_heard_once_with_its_endpoint_and_model() {
+        let script = Script::parse(
+            "mode: sequential\nreplies:\n  - {status: 503, error: busy}\n  - {status: 500, error: down}\n  - {content: done}\n",
+            "t",
+        )
+        .unwrap();
+        let server = MockServer::start(script).await.unwrap();
+        let bus = DaemonBus::new();
+        let failed = Arc::new(Failed::default());
+        bus.subscribe(failed.clone());
+        let mut settings = EndpointSettings::new("mock", server.base_url());
+        settings.max_retries = 1;
+        settings.backoff_base = Duration::from_millis(1);
+        settings.backoff_max = Duration::from_millis(1);
+        let backend = LimitedBackend::wrap(Arc::new(HttpBackend::new(settings).unwrap()), 1, bus);
+        let refused = backend.complete(&request(), None).await.unwrap_err();
+        assert!(matches!(refused, ClientError::Status { status: 500, .. }));
+        let answered = backend.complete(&request(), None).await.unwrap();
+        assert_eq!(answered.message.content.as_deref(), Some("done"));
+        let heard = failed.0.lock().unwrap().clone();
+        let mock = |kind| ("mock".to_string(), "m".to_string(), kind);
+        assert_eq!(heard, [mock("http_5xx"), mock("http_5xx")]);
     }
 
     /// What an endpoint's gate told the daemon bus.

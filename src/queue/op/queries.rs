@@ -32,6 +32,21 @@ impl Operation for ListJobs {
 
 impl Read for ListJobs {}
 
+/// How many jobs a filter matches, every page of its listing.
+pub(crate) struct CountJobs {
+    pub filter: JobFilter,
+}
+
+impl Operation for CountJobs {
+    type Output = u64;
+    const NAME: &'static str = "count";
+    async fn run<T: Tx>(&self, tx: &mut T) -> Res<u64> {
+        reads::count(tx, &self.filter).await
+    }
+}
+
+impl Read for CountJobs {}
+
 /// (bundle, state, count) for every non-empty combination, of every job
 /// or only of `owner`'s (an API key that may list only its own).
 pub(crate) struct CountByState {

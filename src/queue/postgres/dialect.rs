@@ -112,12 +112,27 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     }
 
     async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>> {
-        let (conditions, args) = filter.conditions(|n| format!("${n}"));
+        let (conditions, args) = filter
+            .conditions(|n| format!("${n}"))
+            .map_err(Fail::Refused)?;
+        let order = filter.order.sql();
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE TRUE{conditions} ORDER BY id DESC LIMIT {limit}"
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE TRUE{conditions} ORDER BY {order} LIMIT {limit}"
         );
         let rows = self.filtered(&sql, &args).await?;
         rows.iter().map(job_from_row).collect()
+    }
+
+    async fn count_jobs(&mut self, filter: &JobFilter) -> Res<i64> {
+        let (conditions, args) = filter
+            .conditions(|n| format!("${n}"))
+            .map_err(Fail::Refused)?;
+        let sql = format!("SELECT COUNT(*) FROM jobs WHERE TRUE{conditions}");
+        let rows = self.filtered(&sql, &args).await?;
+        match rows.first() {
+            Some(row) => row.req_int(0),
+            None => Ok(0),
+        }
     }
 
     async fn counts_by_state(&mut self, owner: Option<&str>) -> Res<Vec<(String, String, i64)>> {

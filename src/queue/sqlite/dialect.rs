@@ -157,13 +157,24 @@ impl JobStatements for SqliteTx<'_> {
     }
 
     async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>> {
-        let (conditions, args) = filter.conditions(|n| format!("?{n}"));
+        let (conditions, args) = filter
+            .conditions(|n| format!("?{n}"))
+            .map_err(Fail::Refused)?;
+        let order = filter.order.sql();
         let sql = format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE 1=1{conditions} ORDER BY id DESC LIMIT {limit}"
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE 1=1{conditions} ORDER BY {order} LIMIT {limit}"
         );
         self.rows(&sql, rusqlite::params_from_iter(args.iter()), |r| {
             job_from_row(r)
         })
+    }
+
+    async fn count_jobs(&mut self, filter: &JobFilter) -> Res<i64> {
+        let (conditions, args) = filter
+            .conditions(|n| format!("?{n}"))
+            .map_err(Fail::Refused)?;
+        let sql = format!("SELECT COUNT(*) FROM jobs WHERE 1=1{conditions}");
+        self.one_int(&sql, rusqlite::params_from_iter(args.iter()))
     }
 
     async fn counts_by_state(&mut self, owner: Option<&str>) -> Res<Vec<(String, String, i64)>> {
