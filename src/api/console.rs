@@ -51,6 +51,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/dom.js"),
     },
     Asset {
+        path: "session.js",
+        content_type: JS,
+        body: include_str!("console/session.js"),
+    },
+    Asset {
         path: "views/jobs.js",
         content_type: JS,
         body: include_str!("console/views/jobs.js"),

@@ -42,6 +42,7 @@ mod sse;
 mod tool_run;
 mod trace_context;
 mod verify;
+mod whoami;
 
 pub use a2a::push::PushFormat as A2aPushFormat;
 pub use auth::{Auth, Caller, RevokedStreams};
@@ -374,10 +375,12 @@ fn bundle_routes() -> ApiRouter<AppState> {
         )
 }
 
-/// `/v1`'s schedules and webhook deliveries.
+/// `/v1`'s schedules, webhook deliveries, and the caller's own key.
 fn operator_routes() -> ApiRouter<AppState> {
     use Action::*;
     ApiRouter::new()
+        // Any key may learn who it is: no action (tests/policy_routes.rs).
+        .api_route("/whoami", get_with(whoami::whoami, whoami::whoami_doc))
         .api_route(
             "/schedules",
             with(

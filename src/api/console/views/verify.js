@@ -10,6 +10,7 @@
 
 import { h, fill, banner, errorText, confirmAction, count } from "../dom.js";
 import { api } from "../api.js";
+import { may, gate } from "../session.js";
 
 /** The panel for bundle `b` (an `h3` section inside its card). */
 export function verifyPanel(b) {
@@ -72,7 +73,7 @@ export function verifyPanel(b) {
       real,
       h("label", { for: `${id}-real` }, effectful.length ? ` Run the real tools (${effectful.map((t) => t.name).join(", ")})` : " Run the real tools"),
     ),
-    h("div", { class: "buttons" }, run),
+    h("div", { class: "buttons" }, gate(run, may("verify_bundle"))),
     result,
   );
 }
