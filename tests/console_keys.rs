@@ -241,3 +241,135 @@ async fn assert_no(browser: &Browser, css: &str) {
         .unwrap();
     assert!(found.is_empty(), "{css} is on the page");
 }
+
+/// An admin makes a key on the keys page: its token is shown once (never
+/// stored, gone when the page is drawn again) and works at once; revoked
+/// from the page, it is refused at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_makes_a_key_sees_its_token_once_and_revokes_it() {
+    let (_mock, site, daemon, keys) = site_with_keys().await;
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    sign_in(&browser, &keys.admin, "signed in as ops (admin)").await;
+    browser.click("a[data-nav=keys]").await;
+    browser.wait_for("#keys tr[data-key=auditor]").await;
+    audit(&browser, "keys-page").await;
+
+    browser.type_into("#key-name", "robot").await;
+    browser.click("#key-scope-read").await;
+    browser.type_into("#key-bundles", "guard*").await;
+    browser.click("#make-key").await;
+    browser
+        .wait_text("dialog[open]", "A key named robot with read")
+        .await;
+    browser.confirm().await;
+    let token = browser
+        .wait_text("#new-token", "sa_")
+        .await
+        .trim()
+        .to_string();
+    browser.wait_for("#keys tr[data-key=robot]").await;
+    audit(&browser, "keys-token-shown").await;
+    let file = std::fs::read_to_string(site.path().join("keys.toml")).unwrap();
+    assert!(file.contains("name = \"robot\"") && !file.contains(&token));
+    let robot = get(&client_as(&token), &daemon, "/v1/whoami").await;
+    assert_eq!(robot["name"], "robot", "the new key works at once: {robot}");
+    assert_eq!(robot["bundles"], serde_json::json!(["guard*"]));
+
+    // Drawn again, the page has no token to show.
+    open(&browser, "/ui/jobs").await;
+    open(&browser, "/ui/keys").await;
+    browser.wait_for("#keys tr[data-key=robot]").await;
+    assert_no(&browser, "#new-token").await;
+
+    browser
+        .click("#keys tr[data-key=robot] button.revoke")
+        .await;
+    browser
+        .wait_text("dialog[open]", "are refused from now on")
+        .await;
+    browser.confirm().await;
+    browser.wait_text("#keys-outcome", "Revoked robot").await;
+    assert_no(&browser, "#keys tr[data-key=robot]").await;
+    let refused = client_as(&token)
+        .get(daemon.url("/v1/whoami"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.status().as_u16(),
+        401,
+        "the revoked key is refused at once"
+    );
+    browser.close().await;
+}
+
+/// From the schedules page: a schedule is made (its next fires shown in
+/// its time zone and how far off they are), paused, resumed, edited and
+/// run now, each as the API then has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_is_made_paused_resumed_edited_and_run_from_the_page() {
+    let (_mock, _site, daemon, keys) = site_with_keys().await;
+    let ops = client_as(&keys.admin);
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/schedules")).await;
+    sign_in(&browser, &keys.admin, "signed in as ops (admin)").await;
+    browser.click("#new-schedule").await;
+    browser
+        .wait_for("#schedule-bundle option[value=guarded]")
+        .await;
+    browser.type_into("#schedule-id", "yearly").await;
+    browser.type_into("#schedule-cron", "0 0 1 1 *").await;
+    browser.type_into("#schedule-timezone", "Asia/Tokyo").await;
+    browser.type_into("#schedule-input", "add 2 and 3").await;
+    browser.click("#schedule-save").await;
+    browser.confirm().await;
+    let row = "#schedules tr[data-schedule=yearly]";
+    let fires = browser
+        .wait_text(&format!("{row} .next-fires"), "Asia/Tokyo (in ")
+        .await;
+    assert_eq!(fires.matches("Asia/Tokyo").count(), 3, "{fires}");
+    let made = get(&ops, &daemon, "/v1/schedules/yearly").await;
+    assert_eq!(made["spec"]["timezone"], "Asia/Tokyo", "{made}");
+    assert_eq!(made["owner"], "ops");
+    audit(&browser, "schedules").await;
+
+    browser.click(&format!("{row} button.pause")).await;
+    browser.confirm().await;
+    browser
+        .wait_for("#schedules tr[data-schedule=yearly][data-paused=true]")
+        .await;
+    assert_eq!(
+        get(&ops, &daemon, "/v1/schedules/yearly").await["paused"],
+        true
+    );
+    browser.click(&format!("{row} button.resume")).await;
+    browser.confirm().await;
+    browser
+        .wait_for("#schedules tr[data-schedule=yearly][data-paused=false]")
+        .await;
+    assert_eq!(
+        get(&ops, &daemon, "/v1/schedules/yearly").await["paused"],
+        false
+    );
+
+    browser.click(&format!("{row} button.edit")).await;
+    browser.type_into("#schedule-cron", "30 6 * * 1").await;
+    browser.click("#schedule-save").await;
+    browser.confirm().await;
+    browser.wait_text(row, "30 6 * * 1").await;
+    let edited = get(&ops, &daemon, "/v1/schedules/yearly").await;
+    assert_eq!(edited["spec"]["cron"], "30 6 * * 1", "{edited}");
+    assert_eq!(
+        edited["spec"]["input"], "add 2 and 3",
+        "the edit keeps the input"
+    );
+
+    browser.click(&format!("{row} button.run-now")).await;
+    browser.confirm().await;
+    let job = browser.wait_text("#schedules-outcome .run-job", "-").await;
+    let job = get(&ops, &daemon, &format!("/v1/jobs/{}", job.trim())).await;
+    assert_eq!(job["input"], "add 2 and 3", "{job}");
+    assert_eq!(job["owner"], "ops", "{job}");
+    browser.close().await;
+}

@@ -40,7 +40,19 @@ pub const LOCAL: &str = "local";
 pub const SCHEDULER: &str = "scheduler";
 
 /// What a key may do. `admin` implies every other scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// Submit jobs (every way in), continue its own conversations.

@@ -116,6 +116,16 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/approvals.js"),
     },
     Asset {
+        path: "views/keys.js",
+        content_type: JS,
+        body: include_str!("console/views/keys.js"),
+    },
+    Asset {
+        path: "views/scheduleform.js",
+        content_type: JS,
+        body: include_str!("console/views/scheduleform.js"),
+    },
+    Asset {
         path: "views/schedules.js",
         content_type: JS,
         body: include_str!("console/views/schedules.js"),

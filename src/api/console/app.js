@@ -17,6 +17,7 @@ import * as tokenView from "./views/token.js";
 import * as approvals from "./views/approvals.js";
 import * as schedules from "./views/schedules.js";
 import * as deliveries from "./views/deliveries.js";
+import * as keys from "./views/keys.js";
 
 /** URL patterns under /ui → view, the nav entry it lights up, and the action it reads with. */
 const ROUTES = [
@@ -28,6 +29,7 @@ const ROUTES = [
   { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles", needs: "read_bundle" },
   { pattern: /^\/ui\/schedules\/?$/, view: schedules, nav: "schedules", needs: "read_schedule" },
   { pattern: /^\/ui\/deliveries\/?$/, view: deliveries, nav: "deliveries", needs: "read_deliveries" },
+  { pattern: /^\/ui\/keys\/?$/, view: keys, nav: "keys", needs: "manage_keys" },
 ];
 
 let stopView = null;
