@@ -181,6 +181,14 @@ async fn a_bundle_schedule_fires_once_a_second_and_can_be_paused_listed_and_run(
         .await
         .unwrap();
     assert_eq!(refused.status().as_u16(), 409, "{:?}", refused.text().await);
+    // Nor edited over the API.
+    let refused = http
+        .put(daemon.url("/v1/schedules/tick"))
+        .json(&json!({"bundle": "tick", "cron": "0 0 1 1 *"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 409, "{:?}", refused.text().await);
 
     let metrics = http
         .get(daemon.url("/metrics"))
