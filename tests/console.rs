@@ -475,6 +475,11 @@ async fn a_bundle_is_verified_from_the_console() {
         .type_into(&format!("{panel} textarea.verify-exchange"), CALC_SCRIPT)
         .await;
     browser.click(&format!("{panel} button.verify-run")).await;
+    // The confirmation lists the tools that really run: `add`, read only.
+    browser
+        .wait_text("dialog.confirm .verify-real-tools", "add (read only)")
+        .await;
+    browser.confirm().await;
     let report = browser
         .wait_text(
             &format!("{panel} .verify-report[data-violations=\"0\"]"),
@@ -504,7 +509,8 @@ async fn a_bundle_is_verified_from_the_console() {
 /// Verify's real tools only after a confirmation that lists them: with "Run
 /// the real tools" ticked, Verify first asks, naming the `unsafe` tool that
 /// would really run; Cancel runs nothing; confirmed, the report says the real
-/// tools ran. Unticked, the report names the stand-ins and nothing ran.
+/// tools ran. Unticked, the confirmation says no tool really runs and names
+/// the stand-ins, and the report names them and nothing ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_asks_before_a_verify_runs_the_real_tools() {
     let mock = mock_server(CALC_SCRIPT).await;
@@ -532,8 +538,15 @@ async fn the_console_asks_before_a_verify_runs_the_real_tools() {
         .type_into(&format!("{panel} textarea.verify-exchange"), CALC_SCRIPT)
         .await;
 
-    // Stand-ins by default: nothing of `add` runs.
+    // Stand-ins by default: nothing of `add` runs, as the confirmation says.
     browser.click(&format!("{panel} button.verify-run")).await;
+    browser
+        .wait_text("dialog.confirm", "No tool would really run.")
+        .await;
+    browser
+        .wait_text("dialog.confirm .verify-stand-ins", "add (unsafe)")
+        .await;
+    browser.confirm().await;
     browser
         .wait_text(
             &format!("{panel} .verify-report"),

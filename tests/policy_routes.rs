@@ -10,7 +10,11 @@ use std::collections::BTreeMap;
 use std::fs;
 
 /// Routes without a declared action, and why.
-const UNDECLARED: [(&str, &str); 14] = [
+const UNDECLARED: [(&str, &str); 15] = [
+    (
+        "/whoami",
+        "authenticated; answers only the presented key: its name, scopes and what the policy lets it do",
+    ),
     (
         "/ui",
         "the console's static shell: no data; the page calls the API with a key",

@@ -181,6 +181,14 @@ async fn a_bundle_schedule_fires_once_a_second_and_can_be_paused_listed_and_run(
         .await
         .unwrap();
     assert_eq!(refused.status().as_u16(), 409, "{:?}", refused.text().await);
+    // Nor edited over the API.
+    let refused = http
+        .put(daemon.url("/v1/schedules/tick"))
+        .json(&json!({"bundle": "tick", "cron": "0 0 1 1 *"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 409, "{:?}", refused.text().await);
 
     let metrics = http
         .get(daemon.url("/metrics"))
@@ -276,6 +284,29 @@ async fn schedules_made_over_the_api_are_the_callers_and_are_checked() {
         String::from_utf8_lossy(&out.stdout)
             .contains("every-two · tick · */2 * * * * * (UTC) · active"),
         "{out:?}"
+    );
+    // `schedules edit`: only the cron changes; its id, input and owner stay.
+    let out = run_cli(
+        &daemon.url(""),
+        &[
+            "schedules",
+            "edit",
+            "every-two",
+            "--cron",
+            "0 0 1 1 *",
+            "--json",
+        ],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let edited: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(edited["id"], "every-two", "{edited}");
+    assert_eq!(edited["spec"]["cron"], "0 0 1 1 *", "{edited}");
+    assert_eq!(edited["spec"]["input"], "hi", "{edited}");
+    assert_eq!(edited["owner"], "local", "{edited}");
+    assert!(
+        edited["next_fire"].as_str().unwrap().contains("-01-01T"),
+        "{edited}"
     );
     let out = run_cli(&daemon.url(""), &["schedules", "delete", "every-two"], "");
     assert_eq!(out.status.code(), Some(0), "{out:?}");

@@ -46,6 +46,17 @@ pub enum KeysFileError {
         file: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "{}: a key named {name:?} exists; revoke it first (`structured-agents keys revoke {name}`, `DELETE /v1/keys/{name}`) or pick another name",
+        file.display()
+    )]
+    Exists { file: PathBuf, name: String },
+    #[error("{}: no key named {name:?} (keys: {known})", file.display())]
+    NoSuchKey {
+        file: PathBuf,
+        name: String,
+        known: String,
+    },
 }
 
 /// The file as stored.
@@ -87,6 +98,61 @@ pub struct KeyEntry {
     /// (docs/api.md, Completion webhooks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<String>,
+}
+
+/// A key to make (`structured-agents keys new`, `POST /v1/keys`): what
+/// the file stores of it but its token's hash and when it was made.
+#[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewKey {
+    /// Shown in job owners, decisions, logs and metrics.
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    /// Globs of the bundle names it may use; every bundle when unset.
+    #[serde(default)]
+    pub bundles: Option<Vec<String>>,
+    #[serde(default)]
+    pub rate_per_minute: Option<u32>,
+    #[serde(default)]
+    pub max_in_flight: Option<u64>,
+    #[serde(default)]
+    pub max_priority: Option<i32>,
+    #[serde(default)]
+    pub per_day: Option<DailyLimits>,
+    /// Its share of the workers while other keys' jobs wait too (1 to 1000).
+    #[serde(default)]
+    pub weight: Option<u32>,
+    /// Where its jobs' state changes are POSTed unless a job names its own.
+    #[serde(default)]
+    pub webhook: Option<String>,
+}
+
+impl NewKey {
+    /// The entry the file stores, with the SHA-256 of `token`, made now.
+    fn entry(self, token: &str) -> KeyEntry {
+        KeyEntry {
+            name: self.name,
+            token_sha256: crate::hex::sha256_hex(token.as_bytes()),
+            scopes: self.scopes,
+            bundles: self.bundles,
+            rate_per_minute: self.rate_per_minute,
+            max_in_flight: self.max_in_flight,
+            max_priority: self.max_priority,
+            weight: self.weight,
+            per_day: self.per_day,
+            created_at: Some(
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            ),
+            webhook: self.webhook,
+        }
+    }
+}
+
+/// A key just added to the file, with its token: shown once, never stored.
+#[derive(Debug)]
+pub struct Issued {
+    pub entry: KeyEntry,
+    pub token: String,
 }
 
 /// Why one key of the keys file cannot be used.
@@ -262,6 +328,48 @@ impl KeysFile {
         out.sync_all().map_err(failed)?;
         std::fs::rename(&temp, path).map_err(failed)?;
         Ok(())
+    }
+}
+
+impl KeysFile {
+    /// Adds `key` with a fresh token to the file at `path` (made when
+    /// missing): the one way a key is made, for the CLI and the API alike.
+    /// A name in use or an unusable key is refused, the file untouched.
+    pub fn add(path: &Path, key: NewKey) -> Result<Issued, KeysFileError> {
+        let mut file = KeysFile::read_or_empty(path)?;
+        if file.keys.iter().any(|k| k.name == key.name) {
+            return Err(KeysFileError::Exists {
+                file: path.to_path_buf(),
+                name: key.name,
+            });
+        }
+        let token = new_token();
+        let entry = key.entry(&token);
+        entry.principal().map_err(|e| KeysFileError::Invalid {
+            file: path.to_path_buf(),
+            key: format!("keys.{}", entry.name),
+            message: e.to_string(),
+        })?;
+        file.keys.push(entry.clone());
+        file.write(path)?;
+        Ok(Issued { entry, token })
+    }
+
+    /// Removes the key named `name` from the file at `path`: the one way a
+    /// key is revoked. Answers the key as it was.
+    pub fn revoke(path: &Path, name: &str) -> Result<KeyEntry, KeysFileError> {
+        let mut file = KeysFile::read(path)?;
+        let Some(at) = file.keys.iter().position(|k| k.name == name) else {
+            let known: Vec<&str> = file.keys.iter().map(|k| k.name.as_str()).collect();
+            return Err(KeysFileError::NoSuchKey {
+                file: path.to_path_buf(),
+                name: name.to_string(),
+                known: known.join(", "),
+            });
+        };
+        let revoked = file.keys.remove(at);
+        file.write(path)?;
+        Ok(revoked)
     }
 }
 

@@ -13,12 +13,13 @@
 //!
 //! What a key may do with an object — its own, another key's, of which
 //! bundle — and what a running job may reach is decided in one place,
-//! [`policy`].
+//! [`policy`]; [`grants`] states its answers for one key, action by action.
 //!
 //! This module knows nothing of HTTP or the queue: the API asks it who a
 //! token is and what that key may do.
 
 pub mod file;
+pub mod grants;
 pub mod policy;
 
 use std::collections::{BTreeSet, HashMap};
@@ -39,7 +40,19 @@ pub const LOCAL: &str = "local";
 pub const SCHEDULER: &str = "scheduler";
 
 /// What a key may do. `admin` implies every other scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
     /// Submit jobs (every way in), continue its own conversations.

@@ -86,6 +86,8 @@ pub enum Action {
     RedriveDelivery,
     /// Reload the daemon's inputs.
     Reload,
+    /// List, make and revoke API keys (the keys file).
+    ManageKeys,
     /// A running job reaches a bundle indirectly (a router's directory, a
     /// nested `agent` tool, a group-chat member, a workflow stage), as the
     /// key that owns the job.
@@ -104,7 +106,7 @@ pub enum Kind {
 
 impl Action {
     /// Every action, in the order docs/security.md lists them.
-    pub const ALL: [Action; 25] = [
+    pub const ALL: [Action; 26] = [
         Action::SubmitJob,
         Action::RerunJob,
         Action::ForkJob,
@@ -129,6 +131,7 @@ impl Action {
         Action::ReadDeliveries,
         Action::RedriveDelivery,
         Action::Reload,
+        Action::ManageKeys,
         Action::ReachBundle,
     ];
 
@@ -159,6 +162,7 @@ impl Action {
             Action::ReadDeliveries => "read_deliveries",
             Action::RedriveDelivery => "redrive_delivery",
             Action::Reload => "reload",
+            Action::ManageKeys => "manage_keys",
             Action::ReachBundle => "reach_bundle",
         }
     }
@@ -194,6 +198,8 @@ impl Action {
             | Action::RedriveDelivery
             | Action::Reload => Scope::Operate,
             Action::DecideApproval => Scope::Approve,
+            // A key that makes keys could make itself any: only `admin`.
+            Action::ManageKeys => Scope::Admin,
         }
     }
 
@@ -224,7 +230,8 @@ impl Action {
             // an operator's (`operate_all`) to see.
             | Action::ReadDeliveries
             | Action::RedriveDelivery
-            | Action::Reload => Kind::Change,
+            | Action::Reload
+            | Action::ManageKeys => Kind::Change,
         }
     }
 

@@ -57,6 +57,10 @@ pub struct BundleDetail {
     pub limits: LimitsSection,
     pub model: ModelView,
     pub tools: Vec<ToolView>,
+    /// The tools a verify answers by stand-ins unless it asks for
+    /// `real_tools`: what really runs then, side effects and all, many
+    /// times (the others, `read_only`, run in either mode).
+    pub verify_stand_ins: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -104,6 +108,7 @@ fn describe(entry: &BundleEntry, detailed: bool) -> BundleView {
                 approval: b.tools.approval(&s.name).map(|p| format!("{:?}", p.rule)),
             })
             .collect(),
+        verify_stand_ins: crate::verify::stand_in::stood_in(&b.tools),
     });
     BundleView {
         name: entry.name.clone(),

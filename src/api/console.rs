@@ -51,6 +51,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/dom.js"),
     },
     Asset {
+        path: "session.js",
+        content_type: JS,
+        body: include_str!("console/session.js"),
+    },
+    Asset {
         path: "views/jobs.js",
         content_type: JS,
         body: include_str!("console/views/jobs.js"),
@@ -109,6 +114,16 @@ const ASSETS: &[Asset] = &[
         path: "views/approvals.js",
         content_type: JS,
         body: include_str!("console/views/approvals.js"),
+    },
+    Asset {
+        path: "views/keys.js",
+        content_type: JS,
+        body: include_str!("console/views/keys.js"),
+    },
+    Asset {
+        path: "views/scheduleform.js",
+        content_type: JS,
+        body: include_str!("console/views/scheduleform.js"),
     },
     Asset {
         path: "views/schedules.js",

@@ -30,6 +30,7 @@ pub mod fuzzing;
 pub mod guard;
 mod job_trace;
 mod jobs;
+mod keys;
 pub mod limits;
 pub mod mcp;
 mod openai;
@@ -42,6 +43,7 @@ mod sse;
 mod tool_run;
 mod trace_context;
 mod verify;
+mod whoami;
 
 pub use a2a::push::PushFormat as A2aPushFormat;
 pub use auth::{Auth, Caller, RevokedStreams};
@@ -52,7 +54,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use aide::axum::ApiRouter;
-use aide::axum::routing::{ApiMethodRouter, delete_with, get_with, post_with};
+use aide::axum::routing::{ApiMethodRouter, delete_with, get_with, post_with, put_with};
 use aide::transform::TransformOperation;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
@@ -374,10 +376,22 @@ fn bundle_routes() -> ApiRouter<AppState> {
         )
 }
 
-/// `/v1`'s schedules and webhook deliveries.
+/// `/v1`'s schedules, webhook deliveries, the caller's own key and the
+/// keys file.
 fn operator_routes() -> ApiRouter<AppState> {
     use Action::*;
     ApiRouter::new()
+        // Any key may learn who it is: no action (tests/policy_routes.rs).
+        .api_route("/whoami", get_with(whoami::whoami, whoami::whoami_doc))
+        .api_route(
+            "/keys",
+            with(ManageKeys, get_with(keys::list, keys::doc::list))
+                .merge(with(ManageKeys, post_with(keys::create, keys::doc::create))),
+        )
+        .api_route(
+            "/keys/{name}",
+            with(ManageKeys, delete_with(keys::revoke, keys::doc::revoke)),
+        )
         .api_route(
             "/schedules",
             with(
@@ -391,10 +405,15 @@ fn operator_routes() -> ApiRouter<AppState> {
         )
         .api_route(
             "/schedules/{id}",
-            with(ReadSchedule, get_with(schedules::get, schedules::doc::get)).merge(with(
-                ManageSchedule,
-                delete_with(schedules::delete, schedules::doc::delete),
-            )),
+            with(ReadSchedule, get_with(schedules::get, schedules::doc::get))
+                .merge(with(
+                    ManageSchedule,
+                    delete_with(schedules::delete, schedules::doc::delete),
+                ))
+                .merge(with(
+                    ManageSchedule,
+                    put_with(schedules::edit, schedules::edit_doc),
+                )),
         )
         .api_route(
             "/schedules/{id}/pause",

@@ -100,6 +100,11 @@ impl Client {
             .await
     }
 
+    pub async fn put(&self, path: &str, body: Value) -> anyhow::Result<Value> {
+        self.call(self.request(reqwest::Method::PUT, path).json(&body))
+            .await
+    }
+
     /// POSTs `body` to `path` and yields the `data:` of each SSE frame of
     /// the answer (the runtime API's streams).
     pub async fn post_frames(

@@ -1,14 +1,16 @@
 //! `structured-agents keys new/list/revoke`: the API keys file named by
 //! `[auth] keys_file`. `new` prints the token once (only its SHA-256 is
 //! stored); a running daemon applies the change at its next reload
-//! (`structured-agents reload`, or `systemctl reload`).
+//! (`structured-agents reload`, or `systemctl reload`). Keys are made and
+//! revoked by `access::file` (`KeysFile::add`, `revoke`), which
+//! `/v1/keys` calls too.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
 use crate::access::Scope;
-use crate::access::file::{KeyEntry, KeysFile, new_token};
+use crate::access::file::{KeysFile, NewKey};
 use crate::budget::DailyLimits;
 
 #[derive(Debug, clap::Args)]
@@ -26,7 +28,7 @@ pub struct KeysArgs {
 #[derive(Debug, clap::Subcommand)]
 enum KeysCommand {
     /// Make a key, add it to the file and print its token (once).
-    New(NewKey),
+    New(NewKeyArgs),
     /// List the keys (never their tokens).
     List,
     /// Remove a key: requests with its token are refused after the next reload.
@@ -36,7 +38,7 @@ enum KeysCommand {
 // `keys new`'s arguments: the key's fields as the file stores them (no
 // doc comment: the variant's is the subcommand's help).
 #[derive(Debug, clap::Args)]
-struct NewKey {
+struct NewKeyArgs {
     /// Its name: in job owners, decisions, logs.
     name: String,
     /// What it may do: submit, read, read_all, operate, operate_all,
@@ -81,54 +83,37 @@ pub fn keys(args: KeysArgs) -> anyhow::Result<i32> {
     }
 }
 
-impl NewKey {
-    /// The key as the file stores it, with the SHA-256 of `token`.
-    fn entry(self, token: &str) -> KeyEntry {
+impl From<NewKeyArgs> for NewKey {
+    fn from(args: NewKeyArgs) -> Self {
         let per_day =
-            (self.tokens_per_day.is_some() || self.cost_per_day.is_some()).then_some(DailyLimits {
-                tokens: self.tokens_per_day,
-                cost: self.cost_per_day,
+            (args.tokens_per_day.is_some() || args.cost_per_day.is_some()).then_some(DailyLimits {
+                tokens: args.tokens_per_day,
+                cost: args.cost_per_day,
             });
-        KeyEntry {
-            name: self.name,
-            token_sha256: crate::hex::sha256_hex(token.as_bytes()),
-            scopes: self.scopes,
-            bundles: self.bundles,
-            rate_per_minute: self.rate_per_minute,
-            max_in_flight: self.max_in_flight,
-            max_priority: self.max_priority,
-            weight: self.weight,
+        NewKey {
+            name: args.name,
+            scopes: args.scopes,
+            bundles: args.bundles,
+            rate_per_minute: args.rate_per_minute,
+            max_in_flight: args.max_in_flight,
+            max_priority: args.max_priority,
             per_day,
-            created_at: Some(
-                humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-            ),
-            webhook: self.webhook,
+            weight: args.weight,
+            webhook: args.webhook,
         }
     }
 }
 
-/// `keys new`: the key joins the file; its token is printed, once.
-fn new_key(path: &Path, key: NewKey) -> anyhow::Result<i32> {
-    let mut file = KeysFile::read_or_empty(path)?;
-    let name = key.name.clone();
-    if file.keys.iter().any(|k| k.name == name) {
-        anyhow::bail!(
-            "{}: a key named {name:?} exists; revoke it first (`structured-agents keys revoke {name}`) or pick another name",
-            path.display()
-        );
-    }
-    let token = new_token();
-    let entry = key.entry(&token);
-    entry
-        .principal()
-        .map_err(|e| anyhow::anyhow!("key {name:?}: {e}"))?;
-    file.keys.push(entry);
-    file.write(path)?;
+/// `keys new`: the key joins the file (`KeysFile::add`, as
+/// `POST /v1/keys` does); its token is printed, once.
+fn new_key(path: &Path, key: NewKeyArgs) -> anyhow::Result<i32> {
+    let issued = KeysFile::add(path, key.into())?;
     eprintln!(
-        "added key {name:?} to {}; a running daemon takes it at its next reload (`structured-agents reload`). The token, shown only now:",
+        "added key {:?} to {}; a running daemon takes it at its next reload (`structured-agents reload`). The token, shown only now:",
+        issued.entry.name,
         path.display()
     );
-    println!("{token}");
+    println!("{}", issued.token);
     Ok(0)
 }
 
@@ -159,21 +144,11 @@ fn list(path: &Path) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `keys revoke NAME`: the key leaves the file; a daemon refuses its
-/// token after its next reload.
+/// `keys revoke NAME`: the key leaves the file (`KeysFile::revoke`, as
+/// `DELETE /v1/keys/{name}` does); a daemon refuses its token after its
+/// next reload.
 fn revoke(path: &Path, name: &str) -> anyhow::Result<i32> {
-    let mut file = KeysFile::read(path)?;
-    let before = file.keys.len();
-    file.keys.retain(|k| k.name != name);
-    if file.keys.len() == before {
-        let names: Vec<&str> = file.keys.iter().map(|k| k.name.as_str()).collect();
-        anyhow::bail!(
-            "{}: no key named {name:?} (keys: {})",
-            path.display(),
-            names.join(", ")
-        );
-    }
-    file.write(path)?;
+    KeysFile::revoke(path, name)?;
     eprintln!(
         "revoked key {name:?} in {}; a running daemon refuses its token after its next reload (`structured-agents reload`)",
         path.display()

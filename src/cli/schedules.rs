@@ -1,10 +1,39 @@
-//! `structured-agents schedules list|create|pause|resume|delete|run`: the
-//! daemon's schedules over `/v1/schedules`.
+//! `structured-agents schedules list|create|edit|pause|resume|delete|run`:
+//! the daemon's schedules over `/v1/schedules`.
 
 use clap::Subcommand;
 use serde_json::{Map, Value, json};
 
 use super::client::{Client, ServerArgs};
+
+// `schedules edit`'s arguments (no doc comment: the variant's is the
+// subcommand's help).
+#[derive(Debug, clap::Args)]
+pub struct EditArgs {
+    id: String,
+    /// The bundle its fires submit.
+    #[arg(long)]
+    bundle: Option<String>,
+    /// Five fields (minute hour day month weekday) or six with seconds first.
+    #[arg(long)]
+    cron: Option<String>,
+    /// The IANA time zone the cron is read in.
+    #[arg(long)]
+    timezone: Option<String>,
+    #[arg(long)]
+    input: Option<String>,
+    /// Job variables as a JSON object.
+    #[arg(long, value_name = "JSON")]
+    variables: Option<String>,
+    /// Fires missed while no daemon ran: skip, run_once or run_all.
+    #[arg(long)]
+    missed: Option<String>,
+    /// A fire while the last job still runs: skip, queue or cancel_previous.
+    #[arg(long)]
+    overlap: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
 
 #[derive(Debug, Subcommand)]
 pub enum SchedulesCommand {
@@ -38,6 +67,9 @@ pub enum SchedulesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Change a schedule made over the API: only the fields given change;
+    /// its id, pause and history stay, its next fire follows the new cron.
+    Edit(EditArgs),
     /// Submit no fire until resumed.
     Pause { id: String },
     /// Fire again from now on; fires while paused are passed over (counted
@@ -83,11 +115,7 @@ pub async fn run(server: &ServerArgs, command: SchedulesCommand) -> anyhow::Resu
             overlap,
             json,
         } => {
-            let variables: Map<String, Value> = match variables {
-                Some(text) => serde_json::from_str(&text)
-                    .map_err(|e| anyhow::anyhow!("--variables is not a JSON object: {e}"))?,
-                None => Map::new(),
-            };
+            let variables = parse_variables(variables.as_deref())?.unwrap_or_default();
             let mut body = json!({
                 "bundle": bundle, "cron": cron, "timezone": timezone, "input": input,
                 "variables": variables, "missed": missed, "overlap": overlap,
@@ -96,12 +124,9 @@ pub async fn run(server: &ServerArgs, command: SchedulesCommand) -> anyhow::Resu
                 body["id"] = json!(id);
             }
             let made = client.post("/v1/schedules", body).await?;
-            if json {
-                println!("{made}");
-            } else {
-                println!("{}", line(&made));
-            }
+            show(&made, json);
         }
+        SchedulesCommand::Edit(args) => return edit(&client, args).await,
         SchedulesCommand::Pause { id } => {
             let schedule = client
                 .post(&format!("/v1/schedules/{id}/pause"), json!({}))
@@ -126,6 +151,66 @@ pub async fn run(server: &ServerArgs, command: SchedulesCommand) -> anyhow::Resu
             println!("{}", job["id"].as_str().unwrap_or_default());
         }
     }
+    Ok(0)
+}
+
+/// `--variables`, a JSON object, when given.
+fn parse_variables(text: Option<&str>) -> anyhow::Result<Option<Map<String, Value>>> {
+    text.map(|text| {
+        serde_json::from_str(text)
+            .map_err(|e| anyhow::anyhow!("--variables is not a JSON object: {e}"))
+    })
+    .transpose()
+}
+
+fn show(schedule: &Value, json: bool) {
+    if json {
+        println!("{schedule}");
+    } else {
+        println!("{}", line(schedule));
+    }
+}
+
+/// `schedules edit`: the schedule's spec as the daemon has it, with the
+/// fields given changed, put back whole (`PUT /v1/schedules/{id}`).
+async fn edit(client: &Client, args: EditArgs) -> anyhow::Result<i32> {
+    let EditArgs {
+        id,
+        bundle,
+        cron,
+        timezone,
+        input,
+        variables,
+        missed,
+        overlap,
+        json,
+    } = args;
+    let path = format!("/v1/schedules/{id}");
+    let current = client.get(&path).await?;
+    let mut body = match current["spec"].clone() {
+        Value::Object(spec) => spec,
+        other => anyhow::bail!("the daemon answered schedule {id} without a spec: {other}"),
+    };
+    body.insert("bundle".into(), current["bundle"].clone());
+    let given = [
+        ("bundle", bundle.map(Value::String)),
+        ("cron", cron.map(Value::String)),
+        ("timezone", timezone.map(Value::String)),
+        ("input", input.map(Value::String)),
+        ("missed", missed.map(Value::String)),
+        ("overlap", overlap.map(Value::String)),
+        (
+            "variables",
+            parse_variables(variables.as_deref())?.map(Value::Object),
+        ),
+    ];
+    for (field, value) in given {
+        if let Some(value) = value {
+            body.insert(field.into(), value);
+        }
+    }
+    let edited = client.put(&path, Value::Object(body)).await?;
+    show(&edited, json);
     Ok(0)
 }
 

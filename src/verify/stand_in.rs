@@ -41,12 +41,7 @@ impl ToolMode {
         let ToolMode::StandIns { results } = self else {
             return (engine.with(Vec::new()), Vec::new());
         };
-        let stood_in: Vec<String> = engine
-            .schemas()
-            .iter()
-            .filter(|schema| engine.effect(&schema.name) != Effect::ReadOnly)
-            .map(|schema| schema.name.clone())
-            .collect();
+        let stood_in = stood_in(engine);
         let swapped = engine.swapped(|tool, policy| {
             (policy.effect != Effect::ReadOnly).then(|| {
                 let name = &tool.schema().name;
@@ -63,6 +58,19 @@ impl ToolMode {
         });
         (swapped, stood_in)
     }
+}
+
+/// The tools of `engine` a stand-in answers unless the real tools are
+/// asked for — every tool whose effect is not `read_only` — in the
+/// engine's order: what `real_tools` would really run, side effects and
+/// all (the console lists them before it asks).
+pub fn stood_in(engine: &ToolEngine) -> Vec<String> {
+    engine
+        .schemas()
+        .iter()
+        .filter(|schema| engine.effect(&schema.name) != Effect::ReadOnly)
+        .map(|schema| schema.name.clone())
+        .collect()
 }
 
 /// A tool with a side effect, answered by a scripted result instead.

@@ -2,10 +2,13 @@
 // the view without reloading, and the token prompt when the daemon wants
 // one. Each view is a module with `render(root, route)`, which draws into
 // `root` and may return a function that stops what it started (streams,
-// refresh timers) when the view is left.
+// refresh timers) when the view is left. Before a view is drawn the page
+// learns its key (session.js); a view whose action the key may not take
+// says which scope it needs instead of failing with a 403.
 
 import { h, fill, link, navigate } from "./dom.js";
 import { token, setToken, whenUnauthorized } from "./api.js";
+import * as session from "./session.js";
 import * as jobs from "./views/jobs.js";
 import * as job from "./views/job.js";
 import * as submit from "./views/submit.js";
@@ -14,26 +17,38 @@ import * as tokenView from "./views/token.js";
 import * as approvals from "./views/approvals.js";
 import * as schedules from "./views/schedules.js";
 import * as deliveries from "./views/deliveries.js";
+import * as keys from "./views/keys.js";
 
-/** URL patterns under /ui → view and the nav entry it lights up. */
+/** URL patterns under /ui → view, the nav entry it lights up, and the action it reads with. */
 const ROUTES = [
-  { pattern: /^\/ui\/?$/, view: jobs, nav: "jobs" },
-  { pattern: /^\/ui\/jobs\/?$/, view: jobs, nav: "jobs" },
-  { pattern: /^\/ui\/jobs\/([^/]+)\/?$/, view: job, nav: "jobs" },
-  { pattern: /^\/ui\/approvals\/?$/, view: approvals, nav: "approvals" },
-  { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit" },
-  { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles" },
-  { pattern: /^\/ui\/schedules\/?$/, view: schedules, nav: "schedules" },
-  { pattern: /^\/ui\/deliveries\/?$/, view: deliveries, nav: "deliveries" },
+  { pattern: /^\/ui\/?$/, view: jobs, nav: "jobs", needs: "list_jobs" },
+  { pattern: /^\/ui\/jobs\/?$/, view: jobs, nav: "jobs", needs: "list_jobs" },
+  { pattern: /^\/ui\/jobs\/([^/]+)\/?$/, view: job, nav: "jobs", needs: "read_job" },
+  { pattern: /^\/ui\/approvals\/?$/, view: approvals, nav: "approvals", needs: "list_jobs" },
+  { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit", needs: "submit_job" },
+  { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles", needs: "read_bundle" },
+  { pattern: /^\/ui\/schedules\/?$/, view: schedules, nav: "schedules", needs: "read_schedule" },
+  { pattern: /^\/ui\/deliveries\/?$/, view: deliveries, nav: "deliveries", needs: "read_deliveries" },
+  { pattern: /^\/ui\/keys\/?$/, view: keys, nav: "keys", needs: "manage_keys" },
 ];
 
 let stopView = null;
 let asking = false;
+/** Counts the routings, so a slower one never draws over a newer one. */
+let routing = 0;
 
-function route() {
+async function route() {
+  const turn = ++routing;
   const view = document.getElementById("view");
   if (stopView) stopView();
   stopView = null;
+  try {
+    await session.ready();
+  } catch {
+    drawAuth(); // a 401: nobody is signed in, and the token prompt is drawn
+    return;
+  }
+  if (turn !== routing) return;
   const path = location.pathname;
   const match = ROUTES.map((r) => ({ r, m: r.pattern.exec(path) })).find((x) => x.m);
   for (const a of document.querySelectorAll("[data-nav]")) {
@@ -44,6 +59,15 @@ function route() {
     fill(view, h("h1", {}, "Not found"), h("p", {}, "No console view at ", h("code", {}, path), ". ", link("/ui/jobs", "See the jobs.")));
     return;
   }
+  const allowed = session.may(match.r.needs);
+  if (!allowed.ok) {
+    fill(view, h("h1", {}, "Not for this key"), session.refusal("This view", allowed));
+    return;
+  }
+  drawView(view, match);
+}
+
+function drawView(view, match) {
   const params = { path: match.m.slice(1).map(decodeURIComponent), query: new URLSearchParams(location.search) };
   fill(view);
   const controller = new AbortController();
@@ -54,28 +78,26 @@ function route() {
   };
 }
 
+/** Who is signed in, and the button that forgets the token. */
 function drawAuth() {
   const place = document.getElementById("auth");
-  if (!token()) {
-    fill(place);
-    return;
-  }
-  fill(
-    place,
-    h(
-      "button",
-      {
-        type: "button",
-        class: "link",
-        title: "Forget the token this tab keeps",
-        onclick: () => {
-          setToken(null);
-          route();
-        },
+  const forget = h(
+    "button",
+    {
+      type: "button",
+      class: "link",
+      title: "Forget the token this tab keeps",
+      onclick: () => {
+        setToken(null);
+        session.forget();
+        route();
       },
-      "Forget token",
-    ),
+    },
+    "Forget token",
   );
+  // A view the key may not use is not offered (its URL says why).
+  for (const a of document.querySelectorAll("[data-nav-needs]")) a.hidden = !session.may(a.dataset.navNeeds).ok;
+  fill(place, session.signedIn(), token() ? forget : null);
 }
 
 /** The daemon wants a token: ask, then draw the view again. */
@@ -92,6 +114,7 @@ function askForToken(failure) {
     done: (value) => {
       asking = false;
       setToken(value);
+      session.forget();
       route();
     },
   });

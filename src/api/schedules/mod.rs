@@ -1,4 +1,4 @@
-//! `/v1/schedules`: make, list, pause, resume, delete and run now the
+//! `/v1/schedules`: make, list, edit, pause, resume, delete and run now the
 //! schedules that submit a bundle's job on a cron (see `crate::schedule`).
 //! A schedule made here is owned by the caller's key, and its fires are
 //! submitted as that key; a bundle's own `schedule:` is listed too, owned
@@ -12,7 +12,10 @@
 //! the bare id, another key's (where the policy lets it) as `KEY:ID`, and
 //! a bundle's own by the bundle's name.
 
+mod edit;
 pub mod fire;
+
+pub(super) use edit::{edit, edit_doc};
 
 use std::time::SystemTime;
 
@@ -146,15 +149,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     caller.on_bundle(Action::CreateSchedule, &body.bundle, "bundle")?;
     known_bundle(&state, &body.bundle, "bundle")?;
-    let compiled = body.spec.compile().map_err(|e| {
-        let text = e.to_string();
-        let field = text
-            .split(':')
-            .next()
-            .unwrap_or("schedule")
-            .replace("schedule.", "");
-        ApiError::field(ErrorCode::InvalidRequest, field, text)
-    })?;
+    let first = first_fire(&body.spec)?;
     let id = body.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     if !is_id(&id) {
         return Err(ApiError::field(
@@ -172,13 +167,12 @@ pub async fn create(
             format!("you have a schedule {id:?} already; pick another id or delete it first"),
         ));
     }
-    let now = crate::queue::millis(SystemTime::now());
     let schedule = StoredSchedule::new(
         Named::stored(caller.name(), &id),
         "api".into(),
         stored_spec(&body.bundle, &body.spec),
         Some(caller.name().to_string()),
-        crate::schedule::next_after(&compiled, now),
+        first,
     );
     state.queue.put_schedule(schedule.clone()).await?;
     tracing::info!(schedule = %id, bundle = %body.bundle, by = caller.name(), "schedule made");
@@ -186,6 +180,22 @@ pub async fn create(
         .await
         .ok_or_else(|| ApiError::internal("schedule view"))?;
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// The first fire of `spec` from now, or a 422 naming the field of the
+/// spec that does not compile.
+fn first_fire(spec: &ScheduleSpec) -> Result<Option<i64>, ApiError> {
+    let compiled = spec.compile().map_err(|e| {
+        let text = e.to_string();
+        let field = text
+            .split(':')
+            .next()
+            .unwrap_or("schedule")
+            .replace("schedule.", "");
+        ApiError::field(ErrorCode::InvalidRequest, field, text)
+    })?;
+    let now = crate::queue::millis(SystemTime::now());
+    Ok(crate::schedule::next_after(&compiled, now))
 }
 
 /// Refuses one more API schedule past `server.max_schedules` in all or the

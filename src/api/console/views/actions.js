@@ -3,10 +3,12 @@
 // result, or fail the job); run it again (the same bundle, input and
 // variables as a new job; a fork from a turn is offered on each turn of the
 // journal, journal.js). A call awaiting approval is decided on its card
-// (approval.js). Each asks for confirmation first and shows the answer.
+// (approval.js). Each asks for confirmation first and shows the answer; one
+// the key may not take is disabled with the scope it needs (session.js).
 
 import { h, fill, banner, confirmAction, pretty, navigate, errorText } from "../dom.js";
 import { api } from "../api.js";
+import { may, mayOn, gate, refusal } from "../session.js";
 import { pendingCall } from "./pending.js";
 import { TERMINAL } from "./header.js";
 
@@ -32,36 +34,34 @@ export function drawActions(root, job, { outcome, changed }) {
   };
   const parts = [];
   if (job.state === "needs_attention") parts.push(resolvePanel(job, base, act));
-  if (CANCELLABLE.includes(job.state) && !job.cancel_requested) {
-    parts.push(
-      h(
-        "div",
-        { class: "buttons" },
-        h(
-          "button",
-          {
-            type: "button",
-            class: "danger",
-            id: "cancel-job",
-            onclick: () =>
-              act(
-                "Cancel the job",
-                `Job ${job.id} (${job.state}) stops: a queued or parked job ends cancelled at once, a running one at its next step.`,
-                { path: `${base}/cancel` },
-                (j) => `Cancel requested: the job is ${j.state.replaceAll("_", " ")}${j.cancel_requested && j.state === "running" ? " and will stop at its next step" : ""}.`,
-                true,
-              ),
-          },
-          "Cancel job",
-        ),
-      ),
-    );
-  }
-  parts.push(h("div", { class: "buttons" }, h("button", { type: "button", id: "rerun-job", onclick: () => rerun(job, outcome) }, "Run again")));
+  if (CANCELLABLE.includes(job.state) && !job.cancel_requested) parts.push(h("div", { class: "buttons" }, cancelButton(job, base, act)));
+  const again = h("button", { type: "button", id: "rerun-job", onclick: () => rerun(job, outcome) }, "Run again");
+  parts.push(h("div", { class: "buttons" }, gate(again, may("rerun_job"))));
   if (job.cancel_requested && !TERMINAL.includes(job.state)) {
     parts.push(banner("warn", "A cancel was requested; the job stops at its next step."));
   }
   fill(root, parts);
+}
+
+function cancelButton(job, base, act) {
+  const cancel = h(
+    "button",
+    {
+      type: "button",
+      class: "danger",
+      id: "cancel-job",
+      onclick: () =>
+        act(
+          "Cancel the job",
+          `Job ${job.id} (${job.state}) stops: a queued or parked job ends cancelled at once, a running one at its next step.`,
+          { path: `${base}/cancel` },
+          (j) => `Cancel requested: the job is ${j.state.replaceAll("_", " ")}${j.cancel_requested && j.state === "running" ? " and will stop at its next step" : ""}.`,
+          true,
+        ),
+    },
+    "Cancel job",
+  );
+  return gate(cancel, mayOn("cancel_job", job.owner), "job");
 }
 
 /** A parked job: what is unknown, and the three answers an operator can give. */
@@ -72,6 +72,7 @@ function resolvePanel(job, base, act) {
   const reason = h("input", { type: "text", id: "fail-reason", name: "reason", placeholder: "why the job fails" });
   const resolve = (title, body, resolution, verb) =>
     act(title, body, { path: `${base}/resolve`, body: resolution }, (j) => `Resolved with ${verb}: the job is ${j.state.replaceAll("_", " ")}${j.state === "queued" ? " and will continue from where it stopped" : ""}.`);
+  const allowed = mayOn("resolve_job", job.owner);
   return h(
     "section",
     { class: "card attention", id: "resolve" },
@@ -91,56 +92,61 @@ function resolvePanel(job, base, act) {
       h("dt", {}, "arguments"),
       h("dd", {}, h("pre", {}, pretty(call.arguments))),
     ),
+    allowed.ok ? resolveOptions(call, output, isError, reason, resolve, job) : refusal("Resolving it", allowed, "job"),
+  );
+}
+
+/** Retry, skip with a result, or fail the job. */
+function resolveOptions(call, output, isError, reason, resolve, job) {
+  return h(
+    "div",
+    { class: "resolve-options" },
     h(
       "div",
-      { class: "resolve-options" },
+      { class: "option" },
+      h("h3", {}, "Retry"),
+      h("p", { class: "muted" }, "Run the call again: only when you know it had no effect, or that repeating it is harmless."),
+      h("button", { type: "button", id: "resolve-retry", onclick: () => resolve("Retry the call", `The tool ${call.tool} runs again with the same arguments.`, { action: "retry" }, "retry") }, "Retry the call"),
+    ),
+    h(
+      "div",
+      { class: "option" },
+      h("h3", {}, "Skip with a result"),
+      h("p", { class: "muted" }, "Do not run it; the model reads this as the call's result."),
+      h("label", { for: "skip-output" }, "Result"),
+      output,
+      h("label", { class: "inline" }, isError, " the result is an error"),
       h(
-        "div",
-        { class: "option" },
-        h("h3", {}, "Retry"),
-        h("p", { class: "muted" }, "Run the call again: only when you know it had no effect, or that repeating it is harmless."),
-        h("button", { type: "button", id: "resolve-retry", onclick: () => resolve("Retry the call", `The tool ${call.tool} runs again with the same arguments.`, { action: "retry" }, "retry") }, "Retry the call"),
+        "button",
+        {
+          type: "button",
+          id: "resolve-skip",
+          onclick: () =>
+            resolve(
+              "Skip the call",
+              h("div", {}, `The tool ${call.tool} is not run; the model reads this result:`, h("pre", {}, output.value || "(empty)")),
+              { action: "skip", output: output.value, is_error: isError.checked },
+              "skip",
+            ),
+        },
+        "Skip with this result",
       ),
+    ),
+    h(
+      "div",
+      { class: "option" },
+      h("h3", {}, "Fail the job"),
+      h("p", { class: "muted" }, "End the job as failed, with a reason."),
+      reason,
       h(
-        "div",
-        { class: "option" },
-        h("h3", {}, "Skip with a result"),
-        h("p", { class: "muted" }, "Do not run it; the model reads this as the call's result."),
-        h("label", { for: "skip-output" }, "Result"),
-        output,
-        h("label", { class: "inline" }, isError, " the result is an error"),
-        h(
-          "button",
-          {
-            type: "button",
-            id: "resolve-skip",
-            onclick: () =>
-              resolve(
-                "Skip the call",
-                h("div", {}, `The tool ${call.tool} is not run; the model reads this result:`, h("pre", {}, output.value || "(empty)")),
-                { action: "skip", output: output.value, is_error: isError.checked },
-                "skip",
-              ),
-          },
-          "Skip with this result",
-        ),
-      ),
-      h(
-        "div",
-        { class: "option" },
-        h("h3", {}, "Fail the job"),
-        h("p", { class: "muted" }, "End the job as failed, with a reason."),
-        reason,
-        h(
-          "button",
-          {
-            type: "button",
-            class: "danger",
-            id: "resolve-fail",
-            onclick: () => resolve("Fail the job", `Job ${job.id} ends failed${reason.value ? `: ${reason.value}` : ""}.`, { action: "fail", reason: reason.value || null }, "fail"),
-          },
-          "Fail the job",
-        ),
+        "button",
+        {
+          type: "button",
+          class: "danger",
+          id: "resolve-fail",
+          onclick: () => resolve("Fail the job", `Job ${job.id} ends failed${reason.value ? `: ${reason.value}` : ""}.`, { action: "fail", reason: reason.value || null }, "fail"),
+        },
+        "Fail the job",
       ),
     ),
   );

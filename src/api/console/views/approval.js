@@ -2,10 +2,12 @@
 // arguments, the rule that asked, who may decide, when it is denied on its
 // own, a form built from the tool's parameter schema to approve changed
 // arguments, and approve / deny (with a reason the model reads). Used by
-// the job's page and the approvals inbox alike.
+// the job's page and the approvals inbox alike. A key that may not decide
+// on the job sees the call and why it may not (session.js), no buttons.
 
 import { h, fill, banner, confirmAction, pretty, ago, duration, errorText } from "../dom.js";
 import { api } from "../api.js";
+import { mayOn, refusal } from "../session.js";
 import { autoDenyAt } from "./pending.js";
 import { schemaForm } from "./schemaform.js";
 
@@ -41,6 +43,18 @@ export function approvalCard(job, call, { rule, outcome, changed }) {
     }
     decide("Approve with edits", h("div", {}, `${call.tool} runs with:`, h("pre", {}, pretty(args))), { decision: "edit", arguments: args });
   };
+  const decisions = () => [
+    h("details", { class: "fold edit-args" }, h("summary", {}, "Edit the arguments"), form.element, h("div", { class: "buttons" }, h("button", { type: "button", class: "approve-edited", onclick: approveEdited }, "Approve edited"))),
+    h(
+      "div",
+      { class: "buttons" },
+      h("button", { type: "button", class: "primary approve", onclick: () => decide("Approve", `${call.tool} runs with the arguments the model gave.`, { decision: "approve" }) }, "Approve"),
+      h("label", { for: reasonId, class: "visually-hidden" }, "Reason to deny"),
+      reason,
+      h("button", { type: "button", class: "danger deny", onclick: () => decide("Deny", `${call.tool} does not run; the model is told${reason.value ? `: ${reason.value}` : " it was denied"}.`, { decision: "deny", reason: reason.value }) }, "Deny"),
+    ),
+  ];
+  const allowed = mayOn("decide_approval", job.owner);
   return h(
     "div",
     { class: "approval", dataset: { call: call.callId, job: job.id } },
@@ -59,14 +73,6 @@ export function approvalCard(job, call, { rule, outcome, changed }) {
       h("dt", {}, "arguments"),
       h("dd", {}, h("pre", { class: "args" }, pretty(call.arguments))),
     ),
-    h("details", { class: "fold edit-args" }, h("summary", {}, "Edit the arguments"), form.element, h("div", { class: "buttons" }, h("button", { type: "button", class: "approve-edited", onclick: approveEdited }, "Approve edited"))),
-    h(
-      "div",
-      { class: "buttons" },
-      h("button", { type: "button", class: "primary approve", onclick: () => decide("Approve", `${call.tool} runs with the arguments the model gave.`, { decision: "approve" }) }, "Approve"),
-      h("label", { for: reasonId, class: "visually-hidden" }, "Reason to deny"),
-      reason,
-      h("button", { type: "button", class: "danger deny", onclick: () => decide("Deny", `${call.tool} does not run; the model is told${reason.value ? `: ${reason.value}` : " it was denied"}.`, { decision: "deny", reason: reason.value }) }, "Deny"),
-    ),
+    allowed.ok ? decisions() : refusal("Deciding on it", allowed, "job"),
   );
 }

@@ -10,6 +10,7 @@ import { h, fill, link, banner, confirmAction, pretty, ago, errorText } from "..
 import { api } from "../api.js";
 import { migratePanel } from "./migrate.js";
 import { verifyPanel } from "./verify.js";
+import { may, gate } from "../session.js";
 
 /** `/x/bundles/calc/bundle.yaml:12: tools[0].timeout: invalid duration "soon"` → its parts. */
 export function locate(error) {
@@ -22,7 +23,7 @@ export function render(root, _route, signal) {
   const list = h("div", { id: "bundles" });
   const generation = h("span", { class: "muted" });
   const reload = h("button", { type: "button", class: "primary", id: "reload", onclick: () => doReload() }, "Reload");
-  fill(root, h("div", { class: "title-row" }, h("h1", {}, "Bundles"), generation, reload), outcome, list);
+  fill(root, h("div", { class: "title-row" }, h("h1", {}, "Bundles"), generation, gate(reload, may("reload"))), outcome, list);
 
   async function load() {
     try {
@@ -58,7 +59,7 @@ export function render(root, _route, signal) {
       // A rejected reload is a 422 that carries the report.
       fill(outcome, error.body && error.body.result ? reloadReport(error.body) : banner("error", "Reload failed: ", errorText(error)));
     } finally {
-      reload.disabled = false;
+      reload.disabled = !may("reload").ok;
       load();
     }
   }

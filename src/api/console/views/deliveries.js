@@ -8,6 +8,7 @@
 import { h, fill, link, banner, confirmAction, errorText, count } from "../dom.js";
 import { api, every } from "../api.js";
 import { shortId } from "./jobs.js";
+import { may, gate } from "../session.js";
 
 const REFRESH_MS = 3000;
 const STATES = [
@@ -59,6 +60,7 @@ export function render(root, params, signal) {
   function row(d) {
     const action = d.state === "dead" ? h("button", { type: "button", class: "redrive" }, "Redrive") : "";
     if (action) action.onclick = () => redrive(d, action);
+    const offered = action ? gate(action, may("redrive_delivery")) : "";
     return h(
       "tr",
       { dataset: { delivery: d.id, state: d.state } },
@@ -70,7 +72,7 @@ export function render(root, params, signal) {
       h("td", {}, String(d.attempts)),
       h("td", {}, d.last_error || "—"),
       h("td", {}, d.updated_at),
-      h("td", {}, action),
+      h("td", {}, offered),
     );
   }
 

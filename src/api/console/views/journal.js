@@ -2,10 +2,12 @@
 // which a resumed attempt replays instead of calling again; and, for
 // workflows, the artifacts its stages wrote. Each turn of the job's own run
 // (its model reply) offers "Fork from here": a new job that replays the
-// turns before it and runs live from it.
+// turns before it and runs live from it (to a key that may fork; another
+// is told the scope it needs, once).
 
 import { h, fill, pretty, compact } from "../dom.js";
 import { forkFromHere } from "./actions.js";
+import { may, refusal } from "../session.js";
 
 export function drawJournal(root, model) {
   if (!model.journal || !model.journal.length) {
@@ -13,9 +15,11 @@ export function drawJournal(root, model) {
     return;
   }
   const outcome = h("div", { id: "fork-outcome" });
+  const forking = may("fork_job");
   fill(
     root,
     outcome,
+    forking.ok ? null : refusal("Forking from a turn", forking),
     h("p", { class: "muted" }, "Each step recorded durably before the run acted on it; a resumed attempt replays these instead of calling the model or the tool again."),
     h(
       "table",
@@ -35,7 +39,7 @@ export function drawJournal(root, model) {
               "td",
               { "data-label": "what" },
               h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", {}, pretty(s.body))),
-              s.scope === "" && s.step === "reply" && model.job
+              s.scope === "" && s.step === "reply" && model.job && forking.ok
                 ? h("button", { type: "button", class: "fork-here", dataset: { turn: String(s.turn) }, onclick: () => forkFromHere(model.job, s.turn, outcome) }, "Fork from here")
                 : null,
             ),

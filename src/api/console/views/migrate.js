@@ -6,6 +6,7 @@
 
 import { h, fill, banner, confirmAction, link, errorText, count } from "../dom.js";
 import { api } from "../api.js";
+import { may, gate } from "../session.js";
 
 /** The panel for bundle `b` (an `h3` section inside its card). */
 export function migratePanel(b) {
@@ -52,7 +53,7 @@ export function migratePanel(b) {
     { class: "migrate", id, "aria-labelledby": `${id}-title` },
     h("h3", { id: `${id}-title` }, "Jobs on earlier versions"),
     h("p", { class: "muted", id: `${id}-help` }, `Which waiting and parked jobs can move to version ${b.version || "current"} (their journal replays on it), and which cannot.`),
-    h("div", { class: "buttons" }, check, move),
+    h("div", { class: "buttons" }, gate(check, may("migrate_jobs")), move),
     result,
   );
 }

@@ -4,12 +4,15 @@
 // point and tool call whether the call ran once, twice or never — judged
 // against the tool's declared effect. A bundle bound to a model server
 // needs the replies (the mock server's reply-script format) in the field.
-// Tools with a side effect are answered by stand-ins unless "Run the real
-// tools" is ticked, and then only after the person confirms the list of
-// tools that would really run, many times each.
+// Before it runs, the person confirms the list of tools that would really
+// run, many times each — the read-only ones always, those with a side
+// effect only when "Run the real tools" is ticked (stand-ins answer them
+// otherwise) — as the daemon states them (`verify_stand_ins` of
+// `GET /v1/bundles/{name}`, the rule verify itself applies).
 
 import { h, fill, banner, errorText, confirmAction, count } from "../dom.js";
 import { api } from "../api.js";
+import { may, gate } from "../session.js";
 
 /** The panel for bundle `b` (an `h3` section inside its card). */
 export function verifyPanel(b) {
@@ -19,24 +22,10 @@ export function verifyPanel(b) {
   const real = h("input", { type: "checkbox", id: `${id}-real`, class: "verify-real" });
   const run = h("button", { type: "button", class: "verify-run", "aria-describedby": `${id}-help`, onclick: () => doVerify() }, "Verify");
   const path = `/v1/bundles/${encodeURIComponent(b.name)}/verify`;
-  // What would really run: every tool whose effect is not read_only.
-  const effectful = (b.tools || []).filter((t) => t.effect && t.effect !== "read_only");
+  const standIns = b.verify_stand_ins || [];
 
   async function doVerify() {
-    if (real.checked && effectful.length) {
-      const sure = await confirmAction({
-        title: `Run ${b.name}'s real tools?`,
-        body: h(
-          "div",
-          {},
-          h("p", {}, "These tools would really run, once or more at every crash point, side effects and all:"),
-          h("ul", { class: "verify-real-tools" }, effectful.map((t) => h("li", {}, h("code", {}, t.name), ` (${t.effect.replaceAll("_", " ")})`))),
-        ),
-        confirm: "Run the real tools",
-        danger: true,
-      });
-      if (!sure) return;
-    }
+    if (!(await confirmAction(confirmation(b, standIns, real.checked)))) return;
     run.disabled = true;
     fill(result, banner("info", "Verifying: every crash point is a job of its own; this takes a while…"));
     const body = exchange.value.trim() ? { exchange: exchange.value } : {};
@@ -70,11 +59,37 @@ export function verifyPanel(b) {
       "p",
       { class: "verify-real-choice" },
       real,
-      h("label", { for: `${id}-real` }, effectful.length ? ` Run the real tools (${effectful.map((t) => t.name).join(", ")})` : " Run the real tools"),
+      h("label", { for: `${id}-real` }, standIns.length ? ` Run the real tools (${standIns.join(", ")})` : " Run the real tools"),
     ),
-    h("div", { class: "buttons" }, run),
+    h("div", { class: "buttons" }, gate(run, may("verify_bundle"))),
     result,
   );
+}
+
+/**
+ * What a verify of `b` really runs, for the person to confirm: the tools
+ * that run in either mode, and the stand-ins' tools — really run when
+ * `real` is ticked, else answered by stand-ins.
+ */
+function confirmation(b, standIns, real) {
+  const effects = new Map((b.tools || []).map((t) => [t.name, (t.effect || "").replaceAll("_", " ")]));
+  const tools = [...effects.keys()];
+  const running = real ? tools : tools.filter((t) => !standIns.includes(t));
+  // A tool with a side effect that really runs does so side effects and all.
+  const item = (t, runs) => h("li", { dataset: { tool: t } }, h("code", {}, t), ` (${effects.get(t)}${runs && standIns.includes(t) ? ": side effects and all" : ""})`);
+  const list = (names, cls, runs) => h("ul", { class: cls }, names.map((t) => item(t, runs)));
+  return {
+    title: real && standIns.length ? `Run ${b.name}'s real tools?` : `Verify ${b.name}?`,
+    body: h(
+      "div",
+      {},
+      h("p", {}, `Version ${b.version || "current"} runs about twice per journal write, crashed and resumed each time.`),
+      running.length ? [h("p", {}, "These tools would really run, once or more at every crash point:"), list(running, "verify-real-tools", true)] : h("p", {}, "No tool would really run."),
+      !real && standIns.length ? [h("p", {}, "Stand-ins answer these; nothing of theirs runs:"), list(standIns, "verify-stand-ins", false)] : null,
+    ),
+    confirm: real && standIns.length ? "Run the real tools" : "Verify",
+    danger: real && standIns.length > 0,
+  };
 }
 
 const RAN = { once: "once", twice: "twice", never: "never", not_reached: "not reached" };
