@@ -109,4 +109,26 @@ async fn keys_made_and_revoked_over_the_api_are_the_clis_and_apply_at_once() {
     assert!(!listed(&site).contains("robot"));
     let (status, _) = call(&daemon, &token, "GET", "/v1/whoami", json!({})).await;
     assert_eq!(status, 401, "refused at once");
+
+    // No revocation over the API locks its caller out or leaves no admin
+    // key (an empty keys file would open the daemon to anyone): the only
+    // admin revoking itself is refused, naming the CLI.
+    let (status, refused) = call(&daemon, &admin, "DELETE", "/v1/keys/ops", json!({})).await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["field"], "name", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("structured-agents keys revoke"),
+        "{refused}"
+    );
+    let second = new_key(&file, "ops2", &["--scopes", "admin"]);
+    let (status, _) = call(&daemon, &admin, "POST", "/v1/reload", json!({})).await;
+    assert_eq!(status, 200);
+    let (status, refused) = call(&daemon, &second, "DELETE", "/v1/keys/ops2", json!({})).await;
+    assert_eq!(status, 409, "itself: {refused}");
+    let (status, revoked) = call(&daemon, &second, "DELETE", "/v1/keys/ops", json!({})).await;
+    assert_eq!(status, 200, "another admin may: {revoked}");
+    assert!(listed(&site).contains("ops2"));
 }

@@ -105,26 +105,42 @@ pub struct KeyEntry {
 #[derive(Debug, Default, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewKey {
-    /// Shown in job owners, decisions, logs and metrics.
+    /// Shown in job owners, decisions, logs and metrics ([`check_name`]).
+    #[schemars(schema_with = "key_name")]
     pub name: String,
+    #[schemars(length(min = 1))]
     pub scopes: Vec<Scope>,
     /// Globs of the bundle names it may use; every bundle when unset.
     #[serde(default)]
     pub bundles: Option<Vec<String>>,
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub rate_per_minute: Option<u32>,
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_in_flight: Option<u64>,
     #[serde(default)]
     pub max_priority: Option<i32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::object_only")]
     pub per_day: Option<DailyLimits>,
     /// Its share of the workers while other keys' jobs wait too (1 to 1000).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_WEIGHT))]
     pub weight: Option<u32>,
     /// Where its jobs' state changes are POSTed unless a job names its own.
     #[serde(default)]
+    #[schemars(regex(pattern = "^https?://[^\\u0000]*$"))]
     pub webhook: Option<String>,
+}
+
+/// A key's name in the API document, as [`check_name`] takes it.
+fn key_name(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Shown in job owners, decisions, logs and metrics",
+        "type": "string",
+        "pattern": "^[A-Za-z0-9_.-]{1,64}$",
+        "not": {"enum": [TOKEN_KEY, LOCAL, SCHEDULER]}
+    })
 }
 
 impl NewKey {

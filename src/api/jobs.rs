@@ -62,7 +62,7 @@ pub struct SubmitRequest {
     /// Lower the bundle's budgets for this job (`prompt_tokens`,
     /// `completion_tokens`, `cost`, `wall_time`, `tool_calls`,
     /// `model_calls`, `depth`); a limit above the bundle's is refused.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::budget::object_only")]
     pub limits: Option<crate::budget::BudgetLimits>,
     /// Where the job's state changes are POSTed (within `egress.allow`;
     /// docs/api.md, Completion webhooks).

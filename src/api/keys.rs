@@ -135,6 +135,7 @@ pub async fn revoke(
     let file = keys_file(&state)?;
     let _one = CHANGING.lock().await;
     let before = KeysFile::read(&file).map_err(refused)?;
+    still_administered(&before, &name, caller.name())?;
     let revoked = KeysFile::revoke(&file, &name).map_err(refused)?;
     let generation = applied(&state, &file, &before).await?;
     tracing::info!(key = %name, by = caller.name(), "API key revoked over the API");
@@ -142,6 +143,39 @@ pub async fn revoke(
         key: revoked.into(),
         generation,
     }))
+}
+
+/// Refuses a revocation over the API that would lock its caller out (the
+/// key revoking itself) or leave no `admin` key: a daemon whose keys file
+/// empties takes requests without a key at all, and one without an admin
+/// key can no longer manage its keys over the API. The CLI on the
+/// daemon's host can still do either.
+fn still_administered(file: &KeysFile, name: &str, caller: &str) -> Result<(), ApiError> {
+    let refused = |why: &str| {
+        Err(ApiError::field(
+            ErrorCode::InvalidState,
+            "name",
+            format!(
+                "key {name:?} {why}; revoke it with another admin key, or with `structured-agents keys revoke` on the daemon's host"
+            ),
+        ))
+    };
+    if name == caller {
+        return refused(
+            "is the key making this request: a key does not revoke itself over the API",
+        );
+    }
+    let admins_left = file
+        .keys
+        .iter()
+        .filter(|key| key.name != name && key.scopes.contains(&Scope::Admin))
+        .count();
+    if admins_left == 0 && file.keys.iter().any(|key| key.name == name) {
+        return refused(
+            "is the last key with the admin scope (without one, no key could manage the keys, and without any key the daemon takes requests from anyone)",
+        );
+    }
+    Ok(())
 }
 
 /// The file `[auth] keys_file` names, or why there is none to manage.
@@ -187,7 +221,23 @@ fn refused(error: KeysFileError) -> ApiError {
             ApiError::field(ErrorCode::IdempotencyConflict, "name", message)
         }
         KeysFileError::NoSuchKey { .. } => ApiError::new(ErrorCode::NotFound, message),
-        KeysFileError::Invalid { .. } => ApiError::new(ErrorCode::InvalidRequest, message),
+        // The key's own fault names its field first (`bundles: …`).
+        KeysFileError::Invalid { message: what, .. } => {
+            let field = [
+                "name",
+                "scopes",
+                "bundles",
+                "webhook",
+                "weight",
+                "rate_per_minute",
+            ]
+            .into_iter()
+            .find(|field| what.starts_with(field));
+            match field {
+                Some(field) => ApiError::field(ErrorCode::InvalidRequest, field, message),
+                None => ApiError::new(ErrorCode::InvalidRequest, message),
+            }
+        }
         KeysFileError::Read { .. } | KeysFileError::Parse { .. } | KeysFileError::Write { .. } => {
             ApiError::internal(message)
         }
@@ -245,6 +295,18 @@ pub(super) mod doc {
         let op = op
             .summary("Revoke an API key, as `structured-agents keys revoke` does, and reload")
             .response_with::<200, Json<RevokedKey>, _>(|r| r.description("The key, revoked"));
-        answers(op, &[(404, "No key of that name"), NO_FILE, UNAVAILABLE])
+        answers(
+            op,
+            &[
+                (404, "No key of that name"),
+                (
+                    409,
+                    "The key is the caller's own or the last admin key, the config sets no \
+                     `[auth] keys_file`, or the reload the change needs was rejected (the file is \
+                     as it was)",
+                ),
+                UNAVAILABLE,
+            ],
+        )
     }
 }

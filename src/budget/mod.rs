@@ -22,6 +22,24 @@ use crate::types::TokenUsage;
 
 mod daily;
 
+/// An optional field of limits read from an object only (`null` is none):
+/// serde's derive would also read a struct from an array, by position,
+/// which the API document calls invalid. For `#[serde(default,
+/// deserialize_with = "object_only")]`.
+pub fn object_only<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    type Object = serde_json::Map<String, serde_json::Value>;
+    match Option::<Object>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(object) => serde_json::from_value(serde_json::Value::Object(object))
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
 pub use daily::{
     DAY, DailyBudgets, DailyLimits, DailyReached, DailyRefusal, DailySpend, DailyStop, DaySpend,
     JobMax, Reservation, SpendUnreadable, reserve,

@@ -58,6 +58,7 @@ EXCEPTED = {
     ("POST /api/group-chat", 422): {("invalid_request", "max_iterations")},
     ("POST /v1/jobs/{id}/fork", 422): {("invalid_request", "at_turn")},
     ("POST /v1/bundles/{name}/verify", 422): {("invalid_request", "exchange")},
+    ("POST /v1/keys", 422): {("invalid_request", "bundles")},
     ("POST /mcp", 400): {("invalid_request", None), ("json-rpc", None)},
 }
 
