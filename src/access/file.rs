@@ -129,16 +129,20 @@ pub struct NewKey {
     pub weight: Option<u32>,
     /// Where its jobs' state changes are POSTed unless a job names its own.
     #[serde(default)]
-    #[schemars(regex(pattern = "^https?://[^\\u0000]*$"))]
+    #[schemars(regex(pattern = WEBHOOK_PATTERN))]
     pub webhook: Option<String>,
 }
+
+/// [`check_name`]'s characters and length (its reserved names are the
+/// schema's `not`).
+const KEY_NAME_PATTERN: &str = "^[A-Za-z0-9_.-]{1,64}$";
 
 /// A key's name in the API document, as [`check_name`] takes it.
 fn key_name(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "description": "Shown in job owners, decisions, logs and metrics",
         "type": "string",
-        "pattern": "^[A-Za-z0-9_.-]{1,64}$",
+        "pattern": KEY_NAME_PATTERN,
         "not": {"enum": [TOKEN_KEY, LOCAL, SCHEDULER]}
     })
 }
@@ -241,6 +245,10 @@ impl KeyEntry {
 /// The largest `weight` a key may have: a thousand times a default key's
 /// share.
 pub const MAX_WEIGHT: u32 = 1000;
+
+/// [`check_webhook`]'s rule as the API document states it (for a key's and
+/// a job's `webhook`).
+pub const WEBHOOK_PATTERN: &str = "^https?://[^\\u0000]*$";
 
 /// Whether `url` can be a completion webhook's target: an http(s) URL
 /// (whether `egress.allow` admits it is checked where a job is admitted).
@@ -411,6 +419,39 @@ pub(super) fn test_key(name: &str, scopes: &[Scope], bundles: Option<&[&str]>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_patterns_say_what_the_checks_take() {
+        let name = regex::Regex::new(KEY_NAME_PATTERN).unwrap();
+        for text in [
+            "ops",
+            "a.b_c-1",
+            "",
+            "a b",
+            "a/b",
+            "é",
+            &"k".repeat(64),
+            &"k".repeat(65),
+        ] {
+            let reserved = [TOKEN_KEY, LOCAL, SCHEDULER].contains(&text);
+            assert_eq!(
+                name.is_match(text) && !reserved,
+                check_name(text).is_ok(),
+                "{text:?}"
+            );
+        }
+        let webhook = regex::Regex::new(WEBHOOK_PATTERN).unwrap();
+        for url in [
+            "http://h/x",
+            "https://h",
+            "ftp://h",
+            "http:/h",
+            "http://a\0b",
+            "",
+        ] {
+            assert_eq!(webhook.is_match(url), check_webhook(url).is_ok(), "{url:?}");
+        }
+    }
 
     #[test]
     fn a_weight_is_one_to_a_thousand() {

@@ -19,8 +19,8 @@ mod stream;
 use aide::OperationOutput;
 use aide::generate::GenContext;
 use aide::openapi::{
-    self, ApiKeyLocation, Info, OpenApi, Operation, Parameter, ParameterData,
-    ParameterSchemaOrContent, ReferenceOr, SchemaObject, SecurityScheme, StatusCode as DocStatus,
+    self, ApiKeyLocation, Info, OpenApi, Operation, Parameter, ReferenceOr, SecurityScheme,
+    StatusCode as DocStatus,
 };
 use aide::operation::add_parameters;
 use aide::transform::{TransformOpenApi, TransformOperation};
@@ -33,7 +33,7 @@ use bounds::IntegerBounds;
 
 pub(super) use inputs::json_request_body;
 pub(super) use shapes::{BEARER, answer_of, header, header_of, json_events, json_media};
-use shapes::{error_response, require, shaped_error};
+use shapes::{error_response, parameter_data, require, shaped_error};
 pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
 
 /// The name of the control file's reload-key scheme (`POST /v1/reload`).
@@ -231,23 +231,8 @@ fn template_names(route: &str) -> Vec<String> {
 }
 
 fn path_parameter(name: &str) -> Parameter {
-    let schema = json_schema!({"type": "string"});
     Parameter::Path {
-        parameter_data: ParameterData {
-            name: name.to_string(),
-            description: None,
-            required: true,
-            format: ParameterSchemaOrContent::Schema(SchemaObject {
-                json_schema: schema,
-                example: None,
-                external_docs: None,
-            }),
-            extensions: IndexMap::default(),
-            deprecated: None,
-            example: None,
-            examples: IndexMap::default(),
-            explode: None,
-        },
+        parameter_data: parameter_data(name, None, json_schema!({"type": "string"}), true),
         style: openapi::PathStyle::Simple,
     }
 }

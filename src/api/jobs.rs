@@ -67,13 +67,9 @@ pub struct SubmitRequest {
     /// Where the job's state changes are POSTed (within `egress.allow`;
     /// docs/api.md, Completion webhooks).
     #[serde(default)]
-    #[schemars(regex(pattern = WEBHOOK_PATTERN))]
+    #[schemars(regex(pattern = crate::access::file::WEBHOOK_PATTERN))]
     pub webhook: Option<String>,
 }
-
-/// A webhook's URL as `access::file::check_webhook` takes it: http(s),
-/// no NUL (whether `egress.allow` admits it is the daemon's config).
-const WEBHOOK_PATTERN: &str = "^https?://[^\\u0000]*$";
 
 /// `POST /v1/jobs` in the API document.
 pub(super) fn submit_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {

@@ -92,22 +92,33 @@ pub(in crate::api) fn header_of(
     required: bool,
 ) -> Parameter {
     Parameter::Header {
-        parameter_data: ParameterData {
-            name: name.into(),
-            description: Some(description.into()),
-            required,
-            format: ParameterSchemaOrContent::Schema(SchemaObject {
-                json_schema: schema,
-                example: None,
-                external_docs: None,
-            }),
-            extensions: IndexMap::default(),
-            deprecated: None,
-            example: None,
-            examples: IndexMap::default(),
-            explode: None,
-        },
+        parameter_data: parameter_data(name, Some(description), schema, required),
         style: openapi::HeaderStyle::Simple,
+    }
+}
+
+/// What every parameter says of itself: its name, what it is, whether it
+/// must be sent, and the schema of its values.
+pub(super) fn parameter_data(
+    name: &str,
+    description: Option<&str>,
+    schema: schemars::Schema,
+    required: bool,
+) -> ParameterData {
+    ParameterData {
+        name: name.into(),
+        description: description.map(String::from),
+        required,
+        format: ParameterSchemaOrContent::Schema(SchemaObject {
+            json_schema: schema,
+            example: None,
+            external_docs: None,
+        }),
+        extensions: IndexMap::default(),
+        deprecated: None,
+        example: None,
+        examples: IndexMap::default(),
+        explode: None,
     }
 }
 
