@@ -23,6 +23,7 @@ pub mod daemon;
 pub mod duration;
 pub mod egress;
 pub mod endpoints;
+pub mod evals;
 pub mod events;
 pub mod failpoint;
 pub mod follow;

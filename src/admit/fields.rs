@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::refusal::Refusal;
 use crate::access::Principal;
 use crate::queue::NewJob;
+use crate::types::text::has_no_nul;
 
 /// The priorities a job may ask for (higher runs first); a key's
 /// `max_priority` lowers the top.
@@ -65,7 +66,7 @@ pub fn check_fields(job: &NewJob) -> Result<(), Refusal> {
 
 /// Refuses a text field (named `field`) that holds a NUL byte.
 pub fn no_nul(field: &str, text: &str) -> Result<(), Refusal> {
-    if !text.contains('\0') {
+    if has_no_nul(text) {
         return Ok(());
     }
     Err(Refusal::Nul {
