@@ -38,7 +38,7 @@ export function drawJournal(root, model) {
             h(
               "td",
               { "data-label": "what" },
-              h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", {}, pretty(s.body))),
+              h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", { tabindex: "0" }, pretty(s.body))),
               s.scope === "" && s.step === "reply" && model.job && forking.ok
                 ? h("button", { type: "button", class: "fork-here", dataset: { turn: String(s.turn) }, onclick: () => forkFromHere(model.job, s.turn, outcome) }, "Fork from here")
                 : null,
