@@ -380,6 +380,11 @@ async fn a_job_is_cancelled_with_the_keyboard_alone() {
         .await;
     press(&browser, Key::Enter).await;
     browser.wait_for("#run-header[data-state=cancelled]").await;
+    // The Cancel button is drawn away: the focus is on the answer.
+    browser
+        .wait_until("document.activeElement.id === 'outcome'")
+        .await;
+    browser.wait_text("#outcome", "Cancel requested").await;
     assert_eq!(
         get(&http, &daemon, &format!("/v1/jobs/{id}")).await["state"],
         "cancelled"
