@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::approval::{ParkedCall, RecordedDecision};
-use crate::types::{Message, TokenUsage, ToolResult};
+use crate::types::{Message, StepResult, TokenUsage, ToolResult};
 
 /// One journal row as a store keeps it: a run scope (`""` for the job's own
 /// run, `"2:call_1/"` for the agent run started by call `call_1` of turn 2),
@@ -202,6 +202,45 @@ impl RunJournal {
             key_prefix: job_id.to_string(),
             deferred: Arc::default(),
         }
+    }
+
+    /// A job's journal to read, never to write: what its run sent the
+    /// model, for the API.
+    pub fn reading(job_id: &str, entries: Vec<JournalEntry>) -> Self {
+        Self {
+            recorded: Arc::new(
+                entries
+                    .into_iter()
+                    .map(|e| ((e.scope, e.turn, e.step), e.body))
+                    .collect(),
+            ),
+            ..Self::disabled(job_id)
+        }
+    }
+
+    /// The conversation of the run when turn `turn` asked the model: the
+    /// recorded input, then each earlier turn's reply and its calls'
+    /// results, grown as the kernel grows it
+    /// ([`StepResult::turn_messages`]). `None` when a step of it was never
+    /// recorded (the run did not get that far).
+    pub fn conversation_before(&self, turn: u32) -> Result<Option<Vec<Message>>, JournalError> {
+        let Some(mut messages) = self.recorded_input()? else {
+            return Ok(None);
+        };
+        for earlier in 1..turn {
+            let Some(reply) = self.recorded_reply(earlier)? else {
+                return Ok(None);
+            };
+            let mut results = Vec::with_capacity(reply.assistant.tool_calls.len());
+            for (position, call) in reply.assistant.tool_calls.iter().enumerate() {
+                match self.recorded_result(earlier, position, &call.id)? {
+                    Some(recorded) => results.push(recorded.result),
+                    None => return Ok(None),
+                }
+            }
+            messages.extend(StepResult::turn_messages(reply.assistant, &results));
+        }
+        Ok(Some(messages))
     }
 
     /// The journal of the nested run started under `key` in `turn` (a

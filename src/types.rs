@@ -451,6 +451,19 @@ pub struct StepResult {
     pub usage: TokenUsage,
 }
 
+impl StepResult {
+    /// The messages a finished turn adds to the conversation, in order: the
+    /// reply, then each call's result as a `tool` message. The kernel grows
+    /// its history by it and the journal rebuilds what a later turn sent by
+    /// it, so the two cannot disagree.
+    pub fn turn_messages(
+        assistant: Message,
+        results: &[ToolResult],
+    ) -> impl Iterator<Item = Message> + '_ {
+        std::iter::once(assistant).chain(results.iter().map(Message::tool))
+    }
+}
+
 /// The outcome of a whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {

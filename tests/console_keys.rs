@@ -242,7 +242,8 @@ async fn assert_no(browser: &Browser, css: &str) {
     assert!(found.is_empty(), "{css} is on the page");
 }
 
-/// An admin makes a key on the keys page: its token is shown once (never
+/// An admin makes a key on the keys page, with every limit `keys new`
+/// takes (priority, share, daily spend, webhook): its token is shown once (never
 /// stored, gone when the page is drawn again) and works at once; revoked
 /// from the page, it is refused at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,10 +259,21 @@ async fn an_admin_makes_a_key_sees_its_token_once_and_revokes_it() {
     browser.type_into("#key-name", "robot").await;
     browser.click("#key-scope-read").await;
     browser.type_into("#key-bundles", "guard*").await;
-    browser.click("#make-key").await;
+    browser.type_into("#key-max-priority", "5").await;
+    browser.type_into("#key-weight", "3").await;
+    browser.type_into("#key-day-tokens", "1000").await;
+    browser.type_into("#key-day-cost", "2.5").await;
     browser
+        .type_into("#key-webhook", "https://ops.example/hooks/robot")
+        .await;
+    browser.click("#make-key").await;
+    let asked = browser
         .wait_text("dialog[open]", "A key named robot with read")
         .await;
+    assert!(
+        asked.contains("priority ≤ 5") && asked.contains("weight 3") && asked.contains("$2.5/day"),
+        "{asked}"
+    );
     browser.confirm().await;
     let token = browser
         .wait_text("#new-token", "sa_")
@@ -275,6 +287,21 @@ async fn an_admin_makes_a_key_sees_its_token_once_and_revokes_it() {
     let robot = get(&client_as(&token), &daemon, "/v1/whoami").await;
     assert_eq!(robot["name"], "robot", "the new key works at once: {robot}");
     assert_eq!(robot["bundles"], serde_json::json!(["guard*"]));
+    let listed = get(&client_as(&keys.admin), &daemon, "/v1/keys").await;
+    let made = listed["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "robot")
+        .unwrap();
+    assert_eq!(made["max_priority"], 5, "{made}");
+    assert_eq!(made["weight"], 3, "{made}");
+    assert_eq!(
+        made["per_day"],
+        serde_json::json!({"tokens": 1000, "cost": 2.5}),
+        "{made}"
+    );
+    assert_eq!(made["webhook"], "https://ops.example/hooks/robot", "{made}");
 
     // Drawn again, the page has no token to show.
     open(&browser, "/ui/jobs").await;
@@ -304,7 +331,8 @@ async fn an_admin_makes_a_key_sees_its_token_once_and_revokes_it() {
     browser.close().await;
 }
 
-/// From the schedules page: a schedule is made (its next fires shown in
+/// From the schedules page: a schedule is made with a priority and a
+/// catch-up (its next fires shown in
 /// its time zone and how far off they are), paused, resumed, edited and
 /// run now, each as the API then has it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,6 +350,8 @@ async fn a_schedule_is_made_paused_resumed_edited_and_run_from_the_page() {
     browser.type_into("#schedule-cron", "0 0 1 1 *").await;
     browser.type_into("#schedule-timezone", "Asia/Tokyo").await;
     browser.type_into("#schedule-input", "add 2 and 3").await;
+    browser.type_into("#schedule-priority", "7").await;
+    browser.type_into("#schedule-catch-up", "3").await;
     browser.click("#schedule-save").await;
     browser.confirm().await;
     let row = "#schedules tr[data-schedule=yearly]";
@@ -331,6 +361,8 @@ async fn a_schedule_is_made_paused_resumed_edited_and_run_from_the_page() {
     assert_eq!(fires.matches("Asia/Tokyo").count(), 3, "{fires}");
     let made = get(&ops, &daemon, "/v1/schedules/yearly").await;
     assert_eq!(made["spec"]["timezone"], "Asia/Tokyo", "{made}");
+    assert_eq!(made["spec"]["priority"], 7, "{made}");
+    assert_eq!(made["spec"]["max_catch_up"], 3, "{made}");
     assert_eq!(made["owner"], "ops");
     audit(&browser, "schedules").await;
 
@@ -363,6 +395,11 @@ async fn a_schedule_is_made_paused_resumed_edited_and_run_from_the_page() {
     assert_eq!(
         edited["spec"]["input"], "add 2 and 3",
         "the edit keeps the input"
+    );
+    assert_eq!(
+        (&edited["spec"]["priority"], &edited["spec"]["max_catch_up"]),
+        (&serde_json::json!(7), &serde_json::json!(3)),
+        "the edit keeps the priority and the catch-up"
     );
 
     browser.click(&format!("{row} button.run-now")).await;

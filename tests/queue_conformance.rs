@@ -859,6 +859,7 @@ fn unknown_outcome(id: &JobId) -> ParkedCall {
         idempotency_key: format!("{id}:1:c1"),
         approval: None,
         decide: None,
+        not_by: None,
         caller_calls: Vec::new(),
     }
 }

@@ -15,7 +15,7 @@ use super::body::{JsonBody, Path};
 use super::document::{INVALID_STATE, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
-use crate::approval::{Approver, Decision, ParkedCall, ParkedKind};
+use crate::approval::{Decision, ParkedCall, ParkedKind};
 use crate::queue::{Job, JobId, JobState};
 
 /// What a job awaits approval for.
@@ -118,11 +118,7 @@ pub(super) async fn take(
     // that is not parked here has nothing to decide yet, or any more.
     let job = caller.job(Action::DecideApproval, id, state.queue.get(id).await?)?;
     if let Some(request) = &job.pending_call
-        && request
-            .approval
-            .as_ref()
-            .is_some_and(|terms| terms.approver == Approver::Others)
-        && job.owner.as_deref() == Some(caller.name())
+        && request.barred(job.owner.as_deref()) == Some(caller.name())
     {
         return Err(ApiError::new(
             ErrorCode::Forbidden,

@@ -151,6 +151,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/journal.js"),
     },
     Asset {
+        path: "views/prompt.js",
+        content_type: JS,
+        body: include_str!("console/views/prompt.js"),
+    },
+    Asset {
         path: "views/live.js",
         content_type: JS,
         body: include_str!("console/views/live.js"),

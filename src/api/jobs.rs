@@ -709,7 +709,7 @@ mod tests {
         Some(
             serde_json::from_value::<ParkedCall>(call)
                 .unwrap()
-                .for_job(job),
+                .for_job(job, Some("ops")),
         )
     }
 

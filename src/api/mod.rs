@@ -35,6 +35,7 @@ pub mod limits;
 pub mod mcp;
 mod openai;
 mod probes;
+mod prompt;
 mod responses;
 mod runtime;
 pub mod schedules;
@@ -200,7 +201,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
 }
 
 /// `/v1`'s jobs: submit, list, read, follow and act on one (cancel, rerun,
-/// fork, resolve, approvals), its journal, artifacts and events; and
+/// fork, resolve, approvals), its journal, a turn's prompt, artifacts and events; and
 /// conversations.
 fn job_routes() -> ApiRouter<AppState> {
     use Action::*;
@@ -245,6 +246,10 @@ fn job_routes() -> ApiRouter<AppState> {
         .api_route(
             "/jobs/{id}/journal",
             with(ReadJob, get_with(jobs::journal, jobs::journal_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/turns/{turn}/prompt",
+            with(ReadJob, get_with(prompt::prompt, prompt::prompt_doc)),
         )
         .api_route(
             "/jobs/{id}/approvals",

@@ -74,6 +74,19 @@ pub enum Approver {
     Others,
 }
 
+impl Approver {
+    /// The key that may not decide on a call of a job submitted by key
+    /// `owner`: the submitter, when the tool wants four eyes. The one place
+    /// the rule is written: the HTTP and MCP decisions refuse by it, and a
+    /// job's `pending_call.not_by` (which the console draws) says it.
+    pub fn barred(self, owner: Option<&str>) -> Option<&str> {
+        match self {
+            Self::Anyone => None,
+            Self::Others => owner,
+        }
+    }
+}
+
 /// What a bundle says about approvals, as written (`approval:` on a tool or
 /// at the top of the bundle).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -393,6 +406,19 @@ mod tests {
     }
 
     #[test]
+    fn four_eyes_bars_the_submitter_and_nobody_else() {
+        assert_eq!(Approver::Others.barred(Some("ops")), Some("ops"));
+        assert_eq!(Approver::Others.barred(None), None);
+        assert_eq!(Approver::Anyone.barred(Some("ops")), None);
+        let mut call = request();
+        if let Some(terms) = call.approval.as_mut() {
+            terms.approver = Approver::Others;
+        }
+        let served = call.for_job("j1", Some("ops"));
+        assert_eq!(served.not_by.as_deref(), Some("ops"));
+    }
+
+    #[test]
     fn rules_decide_which_calls_need_approval() {
         assert!(!policy(json!("never")).needs_approval(&json!({})));
         assert!(policy(json!("always")).needs_approval(&json!({})));
@@ -451,6 +477,7 @@ mod tests {
             effect: "unsafe".into(),
             idempotency_key: "j:1:0".into(),
             decide: None,
+            not_by: None,
             caller_calls: Vec::new(),
         }
     }

@@ -65,6 +65,11 @@ pub struct ParkedCall {
     /// on an approval only; filled in as the job is read (`for_job`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decide: Option<String>,
+    /// The key that may not decide on it: the job's submitter, when the
+    /// tool wants four eyes (`approval.by: others`); filled in as the job
+    /// is read (`for_job`), so a client can tell before it asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_by: Option<String>,
     /// Of a `caller_call` park: every call of the turn the client must
     /// answer (this call first), so one answer carries all their outputs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -119,6 +124,8 @@ struct StoredParkedCall {
     #[serde(default)]
     decide: Option<String>,
     #[serde(default)]
+    not_by: Option<String>,
+    #[serde(default)]
     caller_calls: Vec<CallerCall>,
 }
 
@@ -163,6 +170,7 @@ impl From<StoredParkedCall> for ParkedCall {
             idempotency_key: stored.idempotency_key,
             approval: stored.approval.filter(|_| kind == ParkedKind::Approval),
             decide: stored.decide,
+            not_by: stored.not_by,
             caller_calls: stored.caller_calls,
         }
     }
@@ -174,12 +182,21 @@ impl ParkedCall {
         self.approval.as_ref().map_or("", |terms| &terms.digest)
     }
 
-    /// The call as job `job` shows it: an approval names where a decision
-    /// goes.
-    pub fn for_job(mut self, job: &str) -> Self {
+    /// The call as job `job`, submitted by key `owner`, shows it: an
+    /// approval names where a decision goes and who may not decide.
+    pub fn for_job(mut self, job: &str, owner: Option<&str>) -> Self {
         self.decide = (self.kind == ParkedKind::Approval)
             .then(|| format!("POST /v1/jobs/{job}/approvals/{}", self.call_id));
+        self.not_by = self.barred(owner).map(str::to_string);
         self
+    }
+
+    /// The key that may not decide on this call of a job submitted by
+    /// `owner` ([`Approver::barred`]), if any.
+    pub fn barred<'a>(&self, owner: Option<&'a str>) -> Option<&'a str> {
+        self.approval
+            .as_ref()
+            .and_then(|terms| terms.approver.barred(owner))
     }
 
     /// The other caller calls of the turn, said after the first.
@@ -310,17 +327,17 @@ mod tests {
             "idempotency_key",
         ];
         for parked in [&crash, &approval] {
-            let served = serde_json::to_value(parked.clone().for_job("j1")).unwrap();
+            let served = serde_json::to_value(parked.clone().for_job("j1", Some("ops"))).unwrap();
             for key in common {
                 assert!(served.get(key).is_some(), "{key} missing in {served}");
             }
             assert!(served.get("call").is_none() && served.get("tool_name").is_none());
         }
-        let served = serde_json::to_value(approval.for_job("j1")).unwrap();
+        let served = serde_json::to_value(approval.for_job("j1", Some("ops"))).unwrap();
         assert_eq!(served["kind"], "approval");
         assert_eq!(served["digest"], "sha256:00");
         assert_eq!(served["decide"], "POST /v1/jobs/j1/approvals/c2");
-        let served = serde_json::to_value(crash.for_job("j1")).unwrap();
+        let served = serde_json::to_value(crash.for_job("j1", Some("ops"))).unwrap();
         assert_eq!(served["kind"], "unknown_outcome");
         assert!(served.get("decide").is_none() && served.get("digest").is_none());
         // Read back as served: the same call.

@@ -1,7 +1,7 @@
 //! Tests of `journal`.
 
 use super::*;
-use crate::types::ToolCall;
+use crate::types::{Role, ToolCall};
 use serde_json::json;
 
 fn reply(calls: &[&str]) -> String {
@@ -110,4 +110,50 @@ fn a_corrupt_entry_is_an_error_naming_it() {
     );
     let err = journal.recorded_reply(4).unwrap_err().to_string();
     assert!(err.contains("reply") && err.contains("turn 4"), "{err}");
+}
+
+#[test]
+fn a_turns_conversation_is_the_input_then_each_earlier_turn_and_its_results() {
+    let result = |id: &str, output: &str| {
+        serde_json::to_string(&RecordedResult {
+            result: ToolResult {
+                call_id: id.into(),
+                name: "t".into(),
+                output: output.into(),
+                is_error: false,
+            },
+            error_code: None,
+        })
+        .unwrap()
+    };
+    let input = serde_json::to_string(&vec![Message::user("add")]).unwrap();
+    let journal = RunJournal::reading(
+        "j",
+        vec![
+            entry("", 0, "input", input),
+            entry("", 1, "reply", reply(&["a", "b"])),
+            entry("", 1, "result@0", result("a", "1")),
+            entry("", 1, "result@1", result("b", "2")),
+            entry("", 2, "reply", reply(&["c"])),
+        ],
+    );
+    let first = journal.conversation_before(1).unwrap().unwrap();
+    assert_eq!(first, vec![Message::user("add")]);
+    let second = journal.conversation_before(2).unwrap().unwrap();
+    let said: Vec<_> = second
+        .iter()
+        .map(|m| (m.role, m.tool_call_id.as_deref(), m.content.as_deref()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (Role::User, None, Some("add")),
+            (Role::Assistant, None, None),
+            (Role::Tool, Some("a"), Some("1")),
+            (Role::Tool, Some("b"), Some("2")),
+        ]
+    );
+    // Turn 2's call has no result: turn 3 was never asked.
+    assert_eq!(journal.conversation_before(3).unwrap(), None);
+    assert!(!journal.is_durable(), "a journal to read records nothing");
 }

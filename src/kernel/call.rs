@@ -197,6 +197,7 @@ impl<'a> Announced<'a> {
                 .idempotency_key(site.turn, &site.position.to_string()),
             approval: None,
             decide: None,
+            not_by: None,
             caller_calls: vec![CallerCall {
                 position: site.position,
                 call_id: call.id.clone(),
@@ -304,6 +305,7 @@ impl<'a> Admitted<'a> {
                     idempotency_key: start.idempotency_key,
                     approval: None,
                     decide: None,
+                    not_by: None,
                     caller_calls: Vec::new(),
                 })));
             }

@@ -90,6 +90,7 @@ impl Kernel {
                         expires_at: None,
                     }),
                     decide: None,
+                    not_by: None,
                     caller_calls: Vec::new(),
                 };
                 journal

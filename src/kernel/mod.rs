@@ -521,8 +521,10 @@ fn interrupted_reason(timed_out: &AtomicBool) -> TerminationReason {
 }
 
 fn append(history: &mut Vec<Message>, step: StepResult) {
-    history.push(step.assistant);
-    history.extend(step.tool_results.iter().map(Message::tool));
+    history.extend(StepResult::turn_messages(
+        step.assistant,
+        &step.tool_results,
+    ));
 }
 
 /// Aborts the deadline timer when the run ends.

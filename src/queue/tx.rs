@@ -127,7 +127,7 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
         pending_call: row
             .text(21)?
             .and_then(|text| serde_json::from_str::<crate::approval::ParkedCall>(&text).ok())
-            .map(|parked| parked.for_job(&id)),
+            .map(|parked| parked.for_job(&id, owner.as_deref())),
         run_at: rfc3339(row.req_int(14)?),
         created_at: rfc3339(row.req_int(15)?),
         updated_at: rfc3339(row.req_int(16)?),

@@ -4,7 +4,9 @@
 // `root` and may return a function that stops what it started (streams,
 // refresh timers) when the view is left. Before a view is drawn the page
 // learns its key (session.js); a view whose action the key may not take
-// says which scope it needs instead of failing with a 403.
+// says which scope it needs instead of failing with a 403. Each view names
+// the tab (`document.title`), and the skip link before the header moves
+// the keyboard's focus to the view.
 
 import { h, fill, link, navigate } from "./dom.js";
 import { token, setToken, whenUnauthorized } from "./api.js";
@@ -18,19 +20,25 @@ import * as approvals from "./views/approvals.js";
 import * as schedules from "./views/schedules.js";
 import * as deliveries from "./views/deliveries.js";
 import * as keys from "./views/keys.js";
+import { shortId } from "./views/jobs.js";
 
-/** URL patterns under /ui → view, the nav entry it lights up, and the action it reads with. */
+/** URL patterns under /ui → view, the nav entry it lights up, the action it reads with, and the tab's title. */
 const ROUTES = [
-  { pattern: /^\/ui\/?$/, view: jobs, nav: "jobs", needs: "list_jobs" },
-  { pattern: /^\/ui\/jobs\/?$/, view: jobs, nav: "jobs", needs: "list_jobs" },
-  { pattern: /^\/ui\/jobs\/([^/]+)\/?$/, view: job, nav: "jobs", needs: "read_job" },
-  { pattern: /^\/ui\/approvals\/?$/, view: approvals, nav: "approvals", needs: "list_jobs" },
-  { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit", needs: "submit_job" },
-  { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles", needs: "read_bundle" },
-  { pattern: /^\/ui\/schedules\/?$/, view: schedules, nav: "schedules", needs: "read_schedule" },
-  { pattern: /^\/ui\/deliveries\/?$/, view: deliveries, nav: "deliveries", needs: "read_deliveries" },
-  { pattern: /^\/ui\/keys\/?$/, view: keys, nav: "keys", needs: "manage_keys" },
+  { pattern: /^\/ui\/?$/, view: jobs, nav: "jobs", needs: "list_jobs", title: () => "Jobs" },
+  { pattern: /^\/ui\/jobs\/?$/, view: jobs, nav: "jobs", needs: "list_jobs", title: () => "Jobs" },
+  { pattern: /^\/ui\/jobs\/([^/]+)\/?$/, view: job, nav: "jobs", needs: "read_job", title: (id) => `Job ${shortId(id)}` },
+  { pattern: /^\/ui\/approvals\/?$/, view: approvals, nav: "approvals", needs: "list_jobs", title: () => "Approvals" },
+  { pattern: /^\/ui\/submit\/?$/, view: submit, nav: "submit", needs: "submit_job", title: () => "Submit a job" },
+  { pattern: /^\/ui\/bundles\/?$/, view: bundles, nav: "bundles", needs: "read_bundle", title: () => "Bundles" },
+  { pattern: /^\/ui\/schedules\/?$/, view: schedules, nav: "schedules", needs: "read_schedule", title: () => "Schedules" },
+  { pattern: /^\/ui\/deliveries\/?$/, view: deliveries, nav: "deliveries", needs: "read_deliveries", title: () => "Deliveries" },
+  { pattern: /^\/ui\/keys\/?$/, view: keys, nav: "keys", needs: "manage_keys", title: () => "API keys" },
 ];
+
+/** Names the tab after what it shows: "Schedules · structured-agents". */
+function title(what) {
+  document.title = `${what} · structured-agents`;
+}
 
 let stopView = null;
 let asking = false;
@@ -56,11 +64,14 @@ async function route() {
   }
   drawAuth();
   if (!match) {
-    fill(view, h("h1", {}, "Not found"), h("p", {}, "No console view at ", h("code", {}, path), ". ", link("/ui/jobs", "See the jobs.")));
+    title("Not found");
+    // The link on a line of its own: inside the sentence only its colour would tell it apart.
+    fill(view, h("h1", {}, "Not found"), h("p", {}, "No console view at ", h("code", {}, path), "."), h("p", {}, link("/ui/jobs", "See the jobs")));
     return;
   }
   const allowed = session.may(match.r.needs);
   if (!allowed.ok) {
+    title("Not for this key");
     fill(view, h("h1", {}, "Not for this key"), session.refusal("This view", allowed));
     return;
   }
@@ -69,6 +80,7 @@ async function route() {
 
 function drawView(view, match) {
   const params = { path: match.m.slice(1).map(decodeURIComponent), query: new URLSearchParams(location.search) };
+  title(match.r.title(...params.path));
   fill(view);
   const controller = new AbortController();
   const stop = match.r.view.render(view, params, controller.signal);
@@ -107,6 +119,7 @@ function askForToken(failure) {
   if (stopView) stopView();
   stopView = null;
   const view = document.getElementById("view");
+  title("Sign in");
   fill(view);
   tokenView.render(view, {
     rejected: Boolean(token()),
@@ -123,12 +136,23 @@ function askForToken(failure) {
 document.addEventListener("click", (event) => {
   const a = event.target.closest("a");
   if (!a || event.defaultPrevented || event.button !== 0) return;
+  if (a.classList.contains("skip-link")) return skipToContent(event);
   if (event.metaKey || event.ctrlKey || event.shiftKey || event.altKey || a.target) return;
   const url = new URL(a.href, location.href);
   if (url.origin !== location.origin || !url.pathname.startsWith("/ui") || url.pathname.startsWith("/ui/assets/")) return;
   event.preventDefault();
   navigate(url.pathname + url.search);
 });
+
+/**
+ * The skip link: the focus moves to the view itself (it takes the focus
+ * but is no Tab stop), so the next Tab is the view's first control, and
+ * the URL keeps no `#view`.
+ */
+function skipToContent(event) {
+  event.preventDefault();
+  document.getElementById("view").focus();
+}
 
 window.addEventListener("popstate", route);
 whenUnauthorized(askForToken);

@@ -105,14 +105,19 @@ export function field(label, ...value) {
 
 /**
  * Asks before an action: a modal dialog with what will happen. Resolves to
- * true when the person confirms.
+ * true when the person confirms. Being modal it keeps the keyboard inside
+ * (the page behind is inert); it opens on Cancel, the safe answer; Escape
+ * cancels; and the focus goes back to what had it (or to the view, when
+ * the action redrew that away).
  */
 export function confirmAction({ title, body, confirm = "Confirm", danger = false }) {
   return new Promise((resolve) => {
     const dialog = h("dialog", { class: "confirm", "aria-label": title });
+    const before = document.activeElement;
     const done = (answer) => {
       dialog.close();
       dialog.remove();
+      returnFocus(before);
       resolve(answer);
     };
     fill(
@@ -122,7 +127,7 @@ export function confirmAction({ title, body, confirm = "Confirm", danger = false
       h(
         "div",
         { class: "buttons" },
-        h("button", { type: "button", class: "secondary", "data-action": "cancel", onclick: () => done(false) }, "Cancel"),
+        h("button", { type: "button", class: "secondary", "data-action": "cancel", autofocus: true, onclick: () => done(false) }, "Cancel"),
         h(
           "button",
           { type: "button", class: danger ? "danger" : "primary", "data-action": "confirm", onclick: () => done(true) },
@@ -134,6 +139,12 @@ export function confirmAction({ title, body, confirm = "Confirm", danger = false
     document.body.append(dialog);
     dialog.showModal();
   });
+}
+
+/** Gives the focus back to `element`, or to the view when it is gone. */
+export function returnFocus(element) {
+  const target = element && element.isConnected && element !== document.body ? element : document.getElementById("view");
+  target?.focus();
 }
 
 /** The message of an API failure or any other error, for people. */

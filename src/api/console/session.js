@@ -81,6 +81,32 @@ export function gate(button, verdict, kind) {
   return h("span", { class: "gated" }, button, h("span", { class: "why-not", id }, reason(verdict, kind)));
 }
 
+/**
+ * Whether this key may decide on `call` (pending.js's shape) for the
+ * reason scopes do not say: the daemon names the key that may not
+ * (`not_by`: the submitter, when the tool wants four eyes), so the page
+ * holds no copy of that rule either.
+ */
+export function mayDecideOn(call) {
+  if (!me || !call.notBy || call.notBy !== me.name) return { ok: true };
+  return { ok: false, why: `four eyes (approval.by: others): key ${me.name} submitted this job, so another key with the approve scope decides` };
+}
+
+/**
+ * Every button in `nodes` as the key may press it: as they are, or
+ * disabled with the reason (`verdict.why`) once beside them.
+ */
+export function gateAll(nodes, verdict) {
+  if (verdict.ok) return nodes;
+  const id = `why-not-${++reasons}`;
+  const holder = h("div", { class: "gated-all" }, nodes, h("p", { class: "why-not", id }, `Deciding on it: ${verdict.why}.`));
+  for (const button of holder.querySelectorAll("button")) {
+    button.disabled = true;
+    button.setAttribute("aria-describedby", id);
+  }
+  return holder;
+}
+
 /** A note in place of actions the key may not take: "Deciding: needs the `approve` scope." */
 export function refusal(what, verdict, kind) {
   return h("p", { class: "why-not", dataset: { needs: verdict.needs.join(" ") } }, `${what}: `, reason(verdict, kind), ".");

@@ -19,7 +19,7 @@ use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::error::ApiError;
 use crate::access::policy::Action;
-use crate::approval::{Approver, Decision, ParkedCall, ParkedKind, Verdict};
+use crate::approval::{Decision, ParkedCall, ParkedKind, Verdict};
 use crate::queue::{Job, JobId, JobState, NoAnswer};
 
 /// Why a decision on a parked call was not taken here: the job stays
@@ -74,15 +74,14 @@ const ASK_FOR: Duration = Duration::from_secs(600);
 /// may decide on the job (`approve`, and not its own job when the tool
 /// wants `approval.by: others`).
 pub fn can_ask(peer: &Peer<RoleServer>, caller: &Caller, job: &Job) -> bool {
-    let others_only = job
+    let barred = job
         .pending_call
         .as_ref()
-        .and_then(|request| request.approval.as_ref())
-        .is_some_and(|terms| terms.approver == Approver::Others);
+        .and_then(|request| request.barred(job.owner.as_deref()));
     peer.supported_elicitation_modes()
         .contains(&rmcp::service::ElicitationMode::Form)
         && caller.allows_job(Action::DecideApproval, job)
-        && !(others_only && job.owner.as_deref() == Some(caller.name()))
+        && barred != Some(caller.name())
 }
 
 /// Asks the client's user about the call `job` waits for and takes the

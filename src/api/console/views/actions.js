@@ -26,11 +26,12 @@ export function drawActions(root, job, { outcome, changed }) {
     try {
       const answer = await api(request.path, { method: "POST", body: request.body });
       fill(outcome, banner("ok", describe(answer)));
-      changed(answer);
+      await changed(answer);
     } catch (error) {
       fill(outcome, banner("error", `${title} failed: `, errorText(error)));
-      changed();
+      await changed();
     }
+    focusOutcome(outcome);
   };
   const parts = [];
   if (job.state === "needs_attention") parts.push(resolvePanel(job, base, act));
@@ -41,6 +42,18 @@ export function drawActions(root, job, { outcome, changed }) {
     parts.push(banner("warn", "A cancel was requested; the job stops at its next step."));
   }
   fill(root, parts);
+}
+
+/**
+ * After an action the page is drawn again and the button that had the
+ * focus may be gone: the focus goes to the answer, so a keyboard or screen
+ * reader user is where the news is, not back at the top of the page.
+ */
+function focusOutcome(outcome) {
+  const lost = !document.activeElement || document.activeElement === document.body || !document.activeElement.isConnected;
+  if (!lost || !outcome.isConnected) return;
+  outcome.tabIndex = -1;
+  outcome.focus();
 }
 
 function cancelButton(job, base, act) {

@@ -7,7 +7,7 @@
 
 import { h, fill, banner, confirmAction, pretty, ago, duration, errorText } from "../dom.js";
 import { api } from "../api.js";
-import { mayOn, refusal } from "../session.js";
+import { mayOn, refusal, mayDecideOn, gateAll } from "../session.js";
 import { autoDenyAt } from "./pending.js";
 import { schemaForm } from "./schemaform.js";
 
@@ -73,6 +73,6 @@ export function approvalCard(job, call, { rule, outcome, changed }) {
       h("dt", {}, "arguments"),
       h("dd", {}, h("pre", { class: "args" }, pretty(call.arguments))),
     ),
-    allowed.ok ? decisions() : refusal("Deciding on it", allowed, "job"),
+    allowed.ok ? gateAll(decisions(), mayDecideOn(call)) : refusal("Deciding on it", allowed, "job"),
   );
 }

@@ -3,11 +3,13 @@
 // workflows, the artifacts its stages wrote. Each turn of the job's own run
 // (its model reply) offers "Fork from here": a new job that replays the
 // turns before it and runs live from it (to a key that may fork; another
-// is told the scope it needs, once).
+// is told the scope it needs, once), and the prompt that turn sent the
+// model (prompt.js).
 
 import { h, fill, pretty, compact } from "../dom.js";
 import { forkFromHere } from "./actions.js";
 import { may, refusal } from "../session.js";
+import { promptButton } from "./prompt.js";
 
 export function drawJournal(root, model) {
   if (!model.journal || !model.journal.length) {
@@ -15,6 +17,7 @@ export function drawJournal(root, model) {
     return;
   }
   const outcome = h("div", { id: "fork-outcome" });
+  const prompt = h("div", { id: "prompt-place" });
   const forking = may("fork_job");
   fill(
     root,
@@ -38,15 +41,21 @@ export function drawJournal(root, model) {
             h(
               "td",
               { "data-label": "what" },
-              h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", {}, pretty(s.body))),
-              s.scope === "" && s.step === "reply" && model.job && forking.ok
-                ? h("button", { type: "button", class: "fork-here", dataset: { turn: String(s.turn) }, onclick: () => forkFromHere(model.job, s.turn, outcome) }, "Fork from here")
+              h("details", { class: "fold" }, h("summary", {}, journalSummary(s)), h("pre", { tabindex: "0" }, pretty(s.body))),
+              s.scope === "" && s.step === "reply" && model.job
+                ? h(
+                    "div",
+                    { class: "buttons" },
+                    promptButton(model.job, s.turn, prompt),
+                    forking.ok ? h("button", { type: "button", class: "fork-here", dataset: { turn: String(s.turn) }, onclick: () => forkFromHere(model.job, s.turn, outcome) }, "Fork from here") : null,
+                  )
                 : null,
             ),
           ),
         ),
       ),
     ),
+    prompt,
     model.artifacts.length ? [h("h3", {}, "Artifacts"), model.artifacts.map((a) => h("details", { class: "fold", dataset: { artifact: a.name } }, h("summary", {}, a.name), h("pre", {}, pretty(a.body))))] : null,
   );
 }

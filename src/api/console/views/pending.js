@@ -20,6 +20,7 @@ export function pendingCall(job) {
     parameters: p.parameters,
     timeoutMs: p.timeout_ms,
     approver: p.approver || "anyone",
+    notBy: p.not_by || null,
     requestedAt: p.requested_at,
     expiresAt: p.expires_at,
   };

@@ -1,8 +1,9 @@
 // The form that makes a schedule (`POST /v1/schedules`) or edits one
 // (`PUT /v1/schedules/{id}`): its id, bundle, cron and time zone, each
-// fire's input and variables, and what happens to missed and overlapping
-// fires — the fields `structured-agents schedules create` takes. The time
-// zone defaults to this browser's; the cron is read in it.
+// fire's input, variables and priority, what happens to missed and
+// overlapping fires and how many missed ones run — the fields
+// `structured-agents schedules create` takes. The time zone defaults to
+// this browser's; the cron is read in it.
 
 import { h, fill, banner, confirmAction, pretty } from "../dom.js";
 
@@ -25,6 +26,8 @@ export function scheduleForm({ schedule, bundles, send, cancel }) {
   const variables = h("textarea", { id: "schedule-variables", name: "variables", rows: 2, spellcheck: "false" }, JSON.stringify(spec.variables || {}));
   const missed = choice("schedule-missed", MISSED, spec.missed);
   const overlap = choice("schedule-overlap", OVERLAP, spec.overlap);
+  const priority = h("input", { type: "number", id: "schedule-priority", name: "priority", step: 1, value: spec.priority ?? 0 });
+  const catchUp = h("input", { type: "number", id: "schedule-catch-up", name: "max_catch_up", min: 1, step: 1, value: spec.max_catch_up, placeholder: "the daemon's default" });
   const outcome = h("div", { id: "schedule-form-outcome" });
   const title = schedule ? `Edit ${schedule.id}` : "Make a schedule";
   const form = h(
@@ -40,6 +43,8 @@ export function scheduleForm({ schedule, bundles, send, cancel }) {
     field("schedule-variables", "Each fire's variables (a JSON object)", variables),
     field("schedule-missed", "Fires missed while no daemon ran", missed),
     field("schedule-overlap", "A fire while the last job still runs", overlap),
+    field("schedule-priority", "Each fire's job priority (higher runs first)", priority),
+    field("schedule-catch-up", "The most missed fires “run all” submits", catchUp),
     h(
       "div",
       { class: "buttons" },
@@ -58,8 +63,10 @@ export function scheduleForm({ schedule, bundles, send, cancel }) {
       fill(outcome, banner("error", `Variables are not a JSON object: ${error.message}`));
       return;
     }
-    // An edit keeps what the form does not show (priority, max_catch_up).
-    const body = { ...spec, bundle: bundle.value, cron: cron.value.trim(), timezone: zone.value.trim(), input: input.value, variables: vars, missed: missed.value, overlap: overlap.value };
+    const body = { ...spec, bundle: bundle.value, cron: cron.value.trim(), timezone: zone.value.trim(), input: input.value, variables: vars, missed: missed.value, overlap: overlap.value, priority: Number(priority.value || 0) };
+    // Empty: the daemon's default (an edit sends none, so the default applies again).
+    if (catchUp.value) body.max_catch_up = Number(catchUp.value);
+    else delete body.max_catch_up;
     if (!schedule && id.value.trim()) body.id = id.value.trim();
     const ok = await confirmAction({ title, body: h("div", {}, `Fires of ${body.bundle} on ${body.cron} (${body.timezone}), each a job with:`, h("pre", {}, pretty(body))), confirm: schedule ? "Save" : "Make" });
     if (!ok) return;

@@ -1,0 +1,393 @@
+//! The console is usable without a mouse and by a screen reader, in a real
+//! browser: the views tests/console_views.rs does not reach — the token
+//! prompt, the keys page, the schedules with their form and a confirmation
+//! open, a verify's crash matrix, a queued and a cancelled job, a
+//! call a four-eyes rule keeps from its submitter, a dead letter, a URL
+//! with no view — pass axe-core (no serious or critical finding), fit a
+//! phone and have 44 px tap targets (tests/console/checks.rs) at 1440×900
+//! and 390×844, light and dark; each view names the tab. The skip link is
+//! the first Tab stop and moves the focus to the view; a job is cancelled
+//! with the keyboard alone, Escape closing the first confirmation and
+//! giving the focus back to the button that opened it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
+
+#[allow(dead_code)] // this test drives a few of the browser's methods
+#[path = "console/browser.rs"]
+mod browser;
+#[allow(dead_code)] // and runs only some of the checks
+#[path = "console/checks.rs"]
+mod checks;
+mod common;
+
+use std::time::Duration;
+
+use browser::Browser;
+use checks::{audit, is_dark};
+use common::daemon::{
+    Daemon, Site, client, client_as, eventually, get, new_key, post_json, submit, submit_body,
+    wait_settled,
+};
+use common::mock_server;
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+use fantoccini::key::Key;
+use serde_json::{Value, json};
+use structured_agents::mock::MockServer;
+
+const SCRIPT: &str = r#"
+replies:
+  - turn: 1
+    content: "Adding them."
+    tool_calls:
+      - {id: call_add, name: add, arguments: {a: 2, b: 3}}
+  - {turn: 2, content: "2 + 3 = 5."}
+"#;
+
+/// A bundle adding with a tool; `approval` is the tool's `approval:` line.
+fn calc(name: &str, approval: &str) -> String {
+    format!(
+        r#"name: {name}
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{system: "You add.", user: "{{{{ input }}}}"}}
+tools:
+  - name: add
+    kind: process
+    effect: read_only
+    description: Add two numbers.
+{approval}    parameters:
+      type: object
+      properties: {{a: {{type: number}}, b: {{type: number}}}}
+      required: [a, b]
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(json.dumps({{'sum': a['a'] + a['b']}}))"]
+"#
+    )
+}
+
+/// Four eyes: the key that submitted a job may not decide on its call.
+const FOUR_EYES: &str = "    approval: {always: true, by: others}\n";
+
+fn id_of(job: &Value) -> String {
+    job["id"].as_str().unwrap().to_string()
+}
+
+/// Presses `key` on whatever has the focus, as a person would.
+async fn press(browser: &Browser, key: Key) {
+    let key: char = key.into();
+    let actions = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: key })
+        .then(KeyAction::Up { value: key });
+    browser.client.perform_actions(actions).await.unwrap();
+}
+
+/// What has the focus: its id, or its tag and class.
+async fn focused(browser: &Browser) -> String {
+    browser
+        .eval_text(
+            "(() => { const e = document.activeElement; return e.id || (e.tagName + '.' + e.className); })()",
+        )
+        .await
+}
+
+/// Waits until the tab is named `title` (the view draws after the daemon
+/// answers).
+async fn wait_title(browser: &Browser, title: &str) {
+    browser
+        .wait_until(&format!("document.title === {title:?}"))
+        .await;
+}
+
+/// The jobs the audit shows, made through the API as `admin`.
+struct Shown {
+    queued: String,
+    cancelled: String,
+    four_eyes: String,
+}
+
+async fn jobs_to_show(daemon: &Daemon, admin: &str) -> Shown {
+    let ops = client_as(admin);
+    let queued = id_of(
+        &submit_body(
+            &ops,
+            daemon,
+            json!({"bundle": "calc", "input": "add later", "run_at": "2099-01-01T00:00:00Z"}),
+        )
+        .await,
+    );
+    let cancelled = id_of(&submit(&ops, daemon, "guarded", "add 2 and 3").await);
+    wait_settled(&ops, daemon, &cancelled).await;
+    let (status, _) = post_json(
+        &ops,
+        daemon,
+        &format!("/v1/jobs/{cancelled}/cancel"),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let four_eyes = id_of(&submit(&ops, daemon, "guarded", "add 2 and 3").await);
+    let parked = wait_settled(&ops, daemon, &four_eyes).await;
+    assert_eq!(parked["state"], "awaiting_approval", "{parked}");
+    assert_eq!(parked["pending_call"]["not_by"], "ops", "{parked}");
+    let (status, made) = post_json(
+        &ops,
+        daemon,
+        "/v1/schedules",
+        json!({"id": "nightly", "bundle": "calc", "cron": "0 2 * * *", "timezone": "Europe/Berlin", "input": "add 1 and 1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    Shown {
+        queued,
+        cancelled,
+        four_eyes,
+    }
+}
+
+/// A webhook nobody receives, so the deliveries page has a dead letter.
+async fn dead_letter(daemon: &Daemon, admin: &str) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ops = client_as(admin);
+    let body = json!({"bundle": "calc", "input": "add 1 and 2", "webhook": format!("http://127.0.0.1:{port}/hook")});
+    submit_body(&ops, daemon, body).await;
+    eventually(Duration::from_secs(60), "a dead letter", || async {
+        let page = get(&ops, daemon, "/v1/deliveries?state=dead").await;
+        page["deliveries"][0]["id"].as_str().map(str::to_string)
+    })
+    .await;
+}
+
+async fn site() -> (MockServer, Site, Daemon, String) {
+    let mock = mock_server(SCRIPT).await;
+    let site = Site::new(
+        &mock.base_url(),
+        "[auth]\nkeys_file = \"keys.toml\"\n\n[webhooks]\nmax_attempts = 1\ntimeout = \"2s\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n",
+    );
+    let admin = new_key(
+        &site.path().join("keys.toml"),
+        "ops",
+        &["--scopes", "admin"],
+    );
+    site.put_bundle("calc", &calc("calc", ""));
+    site.put_bundle("guarded", &calc("guarded", FOUR_EYES));
+    let daemon = site.start();
+    (mock, site, daemon, admin)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_other_view_passes_axe_in_both_sizes_and_themes_and_names_the_tab() {
+    let (_mock, _site, daemon, admin) = site().await;
+    let shown = jobs_to_show(&daemon, &admin).await;
+    dead_letter(&daemon, &admin).await;
+
+    for (width, height, dark) in [
+        (1440, 900, false),
+        (1440, 900, true),
+        (390, 844, false),
+        (390, 844, true),
+    ] {
+        let browser = Browser::start(width, height, dark).await;
+        let tag = format!("{width}-{}", if dark { "dark" } else { "light" });
+        browser.goto(&daemon.url("/ui/jobs")).await;
+        assert_eq!(is_dark(&browser).await, dark, "the colour scheme of {tag}");
+        browser.wait_for("#token").await;
+        wait_title(&browser, "Sign in · structured-agents").await;
+        audit(&browser, &format!("token-{tag}")).await;
+        browser.type_into("#token", &admin).await;
+        browser.click("form button[type=submit]").await;
+        browser.wait_text("#signed-in", "signed in as ops").await;
+        wait_title(&browser, "Jobs · structured-agents").await;
+
+        views_of_an_admin(&browser, &daemon, &tag).await;
+        jobs_in_other_states(&browser, &daemon, &shown, &tag).await;
+
+        browser.goto(&daemon.url("/ui/no-such-view")).await;
+        browser.wait_text("main h1", "Not found").await;
+        wait_title(&browser, "Not found · structured-agents").await;
+        audit(&browser, &format!("not-found-{tag}")).await;
+        browser.close().await;
+    }
+}
+
+/// Keys, schedules (with the form and a confirmation open), the crash
+/// matrix of a verify, and a dead letter.
+async fn views_of_an_admin(browser: &Browser, daemon: &Daemon, tag: &str) {
+    browser.goto(&daemon.url("/ui/keys")).await;
+    browser.wait_for("#keys tr[data-key=ops]").await;
+    wait_title(browser, "API keys · structured-agents").await;
+    audit(browser, &format!("keys-{tag}")).await;
+
+    browser.goto(&daemon.url("/ui/schedules")).await;
+    let row = "#schedules tr[data-schedule=nightly]";
+    browser.wait_text(row, "Europe/Berlin (in ").await;
+    wait_title(browser, "Schedules · structured-agents").await;
+    audit(browser, &format!("schedules-{tag}")).await;
+    browser.click("#new-schedule").await;
+    browser
+        .wait_for("#schedule-bundle option[value=calc]")
+        .await;
+    audit(browser, &format!("schedule-form-{tag}")).await;
+    browser.click("#schedule-cancel").await;
+    browser.click(&format!("{row} button.pause")).await;
+    browser
+        .wait_text("dialog[open]", "No fire is submitted")
+        .await;
+    audit(browser, &format!("confirmation-{tag}")).await;
+    browser.click("dialog[open] [data-action=cancel]").await;
+
+    browser.goto(&daemon.url("/ui/bundles")).await;
+    let panel = "section.bundle[data-bundle=calc] .verify";
+    browser.wait_text(panel, "Crash matrix").await;
+    wait_title(browser, "Bundles · structured-agents").await;
+    browser.click(&format!("{panel} summary")).await;
+    browser
+        .type_into(&format!("{panel} textarea.verify-exchange"), SCRIPT)
+        .await;
+    browser.click(&format!("{panel} button.verify-run")).await;
+    browser.confirm().await;
+    browser
+        .wait_for(&format!("{panel} .verify-report[data-violations=\"0\"]"))
+        .await;
+    audit(browser, &format!("bundles-verified-{tag}")).await;
+
+    browser.goto(&daemon.url("/ui/deliveries")).await;
+    browser.wait_for("#deliveries tr[data-state=dead]").await;
+    wait_title(browser, "Deliveries · structured-agents").await;
+    audit(browser, &format!("deliveries-dead-{tag}")).await;
+}
+
+/// A job waiting for its `run_at`, a cancelled one, and a call the
+/// signed-in key may not decide on (it submitted the job): its decisions
+/// drawn disabled, with why.
+async fn jobs_in_other_states(browser: &Browser, daemon: &Daemon, shown: &Shown, tag: &str) {
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{}", shown.queued)))
+        .await;
+    browser.wait_for("#run-header[data-state=queued]").await;
+    let short = &shown.queued[shown.queued.len() - 8..];
+    wait_title(browser, &format!("Job …{short} · structured-agents")).await;
+    audit(browser, &format!("job-queued-{tag}")).await;
+
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{}", shown.cancelled)))
+        .await;
+    browser.wait_for("#run-header[data-state=cancelled]").await;
+    audit(browser, &format!("job-cancelled-{tag}")).await;
+
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{}", shown.four_eyes)))
+        .await;
+    browser
+        .wait_text("#approvals .why-not", "key ops submitted this job")
+        .await;
+    let approve = browser.wait_for("#approvals button.approve").await;
+    assert!(
+        !approve.is_enabled().await.unwrap(),
+        "{tag}: the submitter is offered Approve on a four-eyes call"
+    );
+    audit(browser, &format!("job-four-eyes-{tag}")).await;
+}
+
+/// The first Tab stop is the skip link, shown; Enter on it moves the focus
+/// to the view, the URL unchanged.
+async fn skip_to_the_view(browser: &Browser) {
+    press(browser, Key::Tab).await;
+    assert_eq!(focused(browser).await, "A.skip-link");
+    let top = browser
+        .eval_text("document.activeElement.getBoundingClientRect().top")
+        .await;
+    assert!(
+        top.parse::<f64>().unwrap() >= 0.0,
+        "the focused skip link is off screen (top {top})"
+    );
+    press(browser, Key::Enter).await;
+    assert_eq!(
+        focused(browser).await,
+        "view",
+        "the skip link moves the focus to the view"
+    );
+    assert!(
+        browser.eval_text("location.hash").await.is_empty(),
+        "the skip link changes the URL"
+    );
+}
+
+/// The skip link is the first Tab stop and moves the focus to the view;
+/// from there the keyboard alone reaches Cancel, Escape closes its
+/// confirmation and gives the focus back, and Tab and Enter confirm it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_cancelled_with_the_keyboard_alone() {
+    let mock = mock_server(SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "guarded",
+        &calc("guarded", "    approval: {always: true}\n"),
+    );
+    let daemon = site.start();
+    let http = client();
+    let id = id_of(&submit(&http, &daemon, "guarded", "add 2 and 3").await);
+    assert_eq!(
+        wait_settled(&http, &daemon, &id).await["state"],
+        "awaiting_approval"
+    );
+
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_for("#cancel-job").await;
+    let short = &id[id.len() - 8..];
+    wait_title(&browser, &format!("Job …{short} · structured-agents")).await;
+
+    skip_to_the_view(&browser).await;
+
+    // From the view, Tab reaches Cancel before any link of the header.
+    let mut tabs = 0;
+    while focused(&browser).await != "cancel-job" {
+        press(&browser, Key::Tab).await;
+        tabs += 1;
+        let now = focused(&browser).await;
+        assert!(
+            tabs < 20 && !now.starts_with("A.brand") && !now.contains("skip-link"),
+            "Tab {tabs} reached {now}, not Cancel"
+        );
+    }
+
+    // Enter opens the confirmation on its safe answer; Escape closes it
+    // and the focus is back on Cancel.
+    press(&browser, Key::Enter).await;
+    browser.wait_for("dialog[open]").await;
+    browser
+        .wait_until("document.activeElement.dataset.action === 'cancel'")
+        .await;
+    press(&browser, Key::Escape).await;
+    browser
+        .wait_until("document.querySelector('dialog') === null")
+        .await;
+    assert_eq!(focused(&browser).await, "cancel-job");
+    assert_eq!(
+        get(&http, &daemon, &format!("/v1/jobs/{id}")).await["state"],
+        "awaiting_approval"
+    );
+
+    // Space opens it again; Tab goes to Confirm, Enter confirms.
+    press(&browser, Key::Space).await;
+    browser.wait_for("dialog[open]").await;
+    press(&browser, Key::Tab).await;
+    browser
+        .wait_until("document.activeElement.dataset.action === 'confirm'")
+        .await;
+    press(&browser, Key::Enter).await;
+    browser.wait_for("#run-header[data-state=cancelled]").await;
+    // The Cancel button is drawn away: the focus is on the answer.
+    browser
+        .wait_until("document.activeElement.id === 'outcome'")
+        .await;
+    browser.wait_text("#outcome", "Cancel requested").await;
+    assert_eq!(
+        get(&http, &daemon, &format!("/v1/jobs/{id}")).await["state"],
+        "cancelled"
+    );
+    browser.close().await;
+}
