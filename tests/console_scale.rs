@@ -97,6 +97,21 @@ async fn wait_rows(browser: &Browser, css: &str, n: usize) {
         .await;
 }
 
+/// Clicks `css` once it is scrolled to the middle of the window, clear of
+/// the sticky header and the action bar at the window's foot.
+async fn click_centred(browser: &Browser, css: &str) {
+    browser.wait_for(css).await;
+    browser
+        .client
+        .execute(
+            "document.querySelector(arguments[0]).scrollIntoView({block: 'center'})",
+            vec![Value::String(css.into())],
+        )
+        .await
+        .unwrap();
+    browser.click(css).await;
+}
+
 /// Clicks "Show more" until the list shows `n` jobs (50 a click).
 async fn show_all(browser: &Browser, n: usize) {
     for shown in (50..=n).step_by(50) {
@@ -370,9 +385,7 @@ async fn selected_jobs_are_cancelled_in_bulk() {
     wait_rows(&browser, "#jobs tr[data-job]", 20).await;
     let picked: Vec<String> = jobs[..12].iter().map(id_of).collect();
     for id in &picked {
-        browser
-            .click(&format!("#jobs tr[data-job='{id}'] input.pick"))
-            .await;
+        click_centred(&browser, &format!("#jobs tr[data-job='{id}'] input.pick")).await;
     }
     browser.wait_text("#bulk-count", "12 jobs selected").await;
     browser.wait_text("#bulk-cancel", "Cancel (12)").await;
@@ -394,7 +407,7 @@ async fn selected_jobs_are_cancelled_in_bulk() {
     let listed = get(&as_ops, &daemon, "/v1/jobs?state=queued&limit=100").await;
     assert_eq!(ids(&listed).len(), 8, "{listed}");
     // Select all shown: 20 boxes, and "Run again" counts every one.
-    browser.click("#pick-all").await;
+    click_centred(&browser, "#pick-all").await;
     browser.wait_text("#bulk-count", "20 jobs selected").await;
     browser.wait_text("#bulk-cancel", "Cancel (8)").await;
     browser.wait_text("#bulk-rerun", "Run again (20)").await;
@@ -406,7 +419,7 @@ async fn selected_jobs_are_cancelled_in_bulk() {
     browser.click("form button[type=submit]").await;
     browser.wait_text("#signed-in", "auditor").await;
     wait_rows(&browser, "#jobs tr[data-job]", 20).await;
-    browser.click("#pick-all").await;
+    click_centred(&browser, "#pick-all").await;
     let cancel = browser.wait_for("#bulk-cancel").await;
     assert!(!cancel.is_enabled().await.unwrap());
     assert_eq!(

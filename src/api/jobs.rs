@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::AppState;
 use super::admission::{Submission, admit, admit_batch};
 use super::auth::Caller;
-use super::body::{JsonBody, Path, Query};
+use super::body::{JsonBody, Path};
 use super::document::{INVALID_STATE, QUOTA, UNAVAILABLE, answers, reads_header};
 use super::error::{ApiError, ErrorCode};
 use super::trace_context::{CallerTrace, TraceContext};
