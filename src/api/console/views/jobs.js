@@ -229,7 +229,7 @@ function drawTable(section, parked, rest, filters, bulk) {
       "tbody",
       { id },
       title ? h("tr", { class: "group" }, h("td", { colspan: span }, h("h2", { class: id === "parked" ? "attention-title" : "" }, title))) : null,
-      jobs.map((job) => jobRow(job, detail, bulk)),
+      jobs.map((job) => jobRow(job, detail, bulk, id === "parked")),
     );
   fill(
     section,
@@ -254,13 +254,14 @@ function parkedDetail(job) {
   return call ? h("span", { class: "parked-call" }, parkedText(call)) : job.state === "awaiting_approval" ? "a tool call awaits approval" : compact(job.error || "", 120);
 }
 
-function jobRow(job, detail, bulk) {
+/** A job's row; a parked one says what it waits for also under its id, where a phone (without the wide columns) shows it. */
+function jobRow(job, detail, bulk, parked) {
   return h(
     "tr",
     { dataset: { job: job.id, state: job.state } },
     h("td", { class: "pick-cell" }, bulk.box(job)),
     h("td", {}, stateBadge(job.state)),
-    h("td", {}, link(`/ui/jobs/${encodeURIComponent(job.id)}`, h("code", {}, shortId(job.id)))),
+    h("td", {}, link(`/ui/jobs/${encodeURIComponent(job.id)}`, h("code", {}, shortId(job.id))), parked ? h("div", { class: "narrow-only" }, detail(job)) : null),
     h("td", { class: "wide" }, h("span", {}, job.bundle, job.bundle_version ? h("span", { class: "muted" }, ` v${job.bundle_version}`) : null)),
     h("td", { class: "input wide" }, detail(job)),
     h("td", { title: job.created_at }, ago(job.created_at)),
