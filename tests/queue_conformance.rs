@@ -757,20 +757,20 @@ pub async fn listing_filters_by_owner_creation_time_and_error(q: Arc<dyn JobQueu
         errored: true,
         ..Default::default()
     };
-    assert_eq!(listed(errored).await, [failed.id.clone()]);
+    assert_eq!(listed(errored).await, vec![failed.id.clone()]);
     let middle = JobFilter {
         created_from: Some(ms(&failed)),
         created_to: Some(ms(&cancelled)),
         ..Default::default()
     };
-    assert_eq!(listed(middle.clone()).await, [failed.id.clone()]);
+    assert_eq!(listed(middle.clone()).await, vec![failed.id.clone()]);
     assert_eq!(q.count(middle).await.unwrap(), 1);
     let from_second = JobFilter {
         created_from: Some(ms(&failed)),
         owner: Some("ana".into()),
         ..Default::default()
     };
-    assert_eq!(listed(from_second).await, [cancelled.id.clone()]);
+    assert_eq!(listed(from_second).await, vec![cancelled.id.clone()]);
     // Oldest first, a page a job: each once, in the order submitted.
     let oldest_first = JobFilter {
         order: JobOrder::CreatedAsc,
