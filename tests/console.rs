@@ -132,7 +132,8 @@ async fn submit_watch_inspect_and_reload_from_the_console() {
     phone.screenshot("job-phone").await;
 
     // Bundles: the broken one's error by file, line and key; a reload's outcome.
-    phone.goto(&daemon.url("/ui/bundles")).await;
+    // The bundle's details open from the URL (the overview folds them).
+    phone.goto(&daemon.url("/ui/bundles?open=calc")).await;
     let error = phone
         .wait_text("[data-status=invalid] .error-row", "tools[0].timeout")
         .await;
@@ -418,7 +419,7 @@ async fn a_parked_job_is_moved_to_the_new_version_from_the_console() {
     assert_eq!(status, 200, "{outcome}");
 
     let browser = Browser::start(1280, 900, false).await;
-    browser.goto(&daemon.url("/ui/bundles")).await;
+    browser.goto(&daemon.url("/ui/bundles?open=calc")).await;
     let panel = "section.bundle[data-bundle=calc] .migrate";
     browser.wait_text(panel, "version 2").await;
     browser
@@ -467,7 +468,7 @@ async fn a_bundle_is_verified_from_the_console() {
     let daemon = site.start();
 
     let browser = Browser::start(1280, 900, false).await;
-    browser.goto(&daemon.url("/ui/bundles")).await;
+    browser.goto(&daemon.url("/ui/bundles?open=calc")).await;
     let panel = "section.bundle[data-bundle=calc] .verify";
     browser.wait_text(panel, "Crash matrix").await;
     browser.click(&format!("{panel} summary")).await;
@@ -530,7 +531,7 @@ async fn the_console_asks_before_a_verify_runs_the_real_tools() {
     let daemon = site.start();
 
     let browser = Browser::start(1280, 900, false).await;
-    browser.goto(&daemon.url("/ui/bundles")).await;
+    browser.goto(&daemon.url("/ui/bundles?open=calc")).await;
     let panel = "section.bundle[data-bundle=calc] .verify";
     browser.wait_text(panel, "Run the real tools (add)").await;
     browser.click(&format!("{panel} summary")).await;

@@ -185,7 +185,7 @@ async fn a_reading_key_is_offered_only_what_it_may_do_and_meets_no_403() {
         .await;
     audit(&browser, "keys-read-all-job").await;
 
-    open(&browser, "/ui/bundles").await;
+    open(&browser, "/ui/bundles?open=guarded").await;
     let reload = browser.wait_for("#reload").await;
     browser
         .wait_text(".title-row .gated", "needs the operate scope")

@@ -224,7 +224,7 @@ async fn every_view_tells_the_truth_in_both_sizes_and_themes() {
         browser.wait_for("#submit-bundle option[value=calc]").await;
         audit(&browser, &format!("submit-{tag}")).await;
 
-        browser.goto(&daemon.url("/ui/bundles")).await;
+        browser.goto(&daemon.url("/ui/bundles?open=calc")).await;
         browser.wait_for("[data-bundle=calc]").await;
         // With the "Jobs on earlier versions" check's answer shown.
         browser
@@ -305,12 +305,12 @@ async fn search_sort_focus_rerun_and_the_inbox() {
         ))
         .await;
 
-    // Oldest first puts the first job on top.
+    // Oldest first (the daemon's order) puts the first job on top.
     let select = browser.wait_for("#sort-jobs").await;
-    select.select_by_value("oldest").await.unwrap();
+    select.select_by_value("created_asc").await.unwrap();
     browser
         .wait_until(&format!(
-            "document.querySelector('#jobs tbody tr').dataset.job === {first:?}"
+            "document.querySelector('#jobs tr[data-job]').dataset.job === {first:?}"
         ))
         .await;
 

@@ -687,6 +687,102 @@ pub async fn listing_by_update_puts_the_last_updated_first(q: Arc<dyn JobQueue>)
     assert!(matches!(refused, Err(QueueError::Cursor(_))), "{refused:?}");
 }
 
+/// Three jobs, each created a millisecond or more after the one before:
+/// ana's retried (queued again), bo's failed, ana's cancelled.
+async fn retried_failed_cancelled(q: &Arc<dyn JobQueue>) -> (Job, Job, Job) {
+    let owned = |owner: &str| NewJob {
+        owner: Some(owner.into()),
+        ..job("b")
+    };
+    let (first, _) = q.submit(owned("ana")).await.unwrap();
+    clock_past(&first.created_at).await;
+    let (failed, _) = q.submit(owned("bo")).await.unwrap();
+    clock_past(&failed.created_at).await;
+    let (cancelled, _) = q.submit(owned("ana")).await.unwrap();
+    q.cancel(&cancelled.id).await.unwrap();
+    // Leased in the queue's order (fair between owners): bo's fails for
+    // good, ana's is retried (once or, leased again after its backoff, twice).
+    let (mut ended, mut retried) = (false, false);
+    while !(ended && retried) {
+        let lease = lease_until(q.as_ref()).await;
+        let retryable = lease.job.id == first.id;
+        (ended, retried) = (ended || !retryable, retried || retryable);
+        let failure = Outcome::Failed {
+            error: "model down".into(),
+            retryable,
+        };
+        q.complete(&lease.job.id, lease.attempt, failure, &[])
+            .await
+            .unwrap();
+    }
+    (first, failed, cancelled)
+}
+
+/// The console's filters, each one condition the store answers across
+/// conversations: the submitting key, a creation time range (from
+/// inclusive, to exclusive) and "ended in an error" (failed or dead — not
+/// cancelled, not a retry still queued); and the listing oldest first.
+pub async fn listing_filters_by_owner_creation_time_and_error(q: Arc<dyn JobQueue>) {
+    let (first, failed, cancelled) = retried_failed_cancelled(&q).await;
+    let listed = |filter: JobFilter| {
+        let q = q.clone();
+        async move {
+            let mut jobs = ids(&walk(
+                &*q,
+                JobFilter {
+                    limit: 10,
+                    ..filter
+                },
+            )
+            .await);
+            jobs.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            jobs
+        }
+    };
+    let ms = |job: &Job| {
+        at(&job.created_at)
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let by_owner = JobFilter {
+        owner: Some("ana".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        listed(by_owner).await,
+        [first.id.clone(), cancelled.id.clone()]
+    );
+    let errored = JobFilter {
+        errored: true,
+        ..Default::default()
+    };
+    assert_eq!(listed(errored).await, vec![failed.id.clone()]);
+    let middle = JobFilter {
+        created_from: Some(ms(&failed)),
+        created_to: Some(ms(&cancelled)),
+        ..Default::default()
+    };
+    assert_eq!(listed(middle.clone()).await, vec![failed.id.clone()]);
+    assert_eq!(q.count(middle).await.unwrap(), 1);
+    let from_second = JobFilter {
+        created_from: Some(ms(&failed)),
+        owner: Some("ana".into()),
+        ..Default::default()
+    };
+    assert_eq!(listed(from_second).await, vec![cancelled.id.clone()]);
+    // Oldest first, a page a job: each once, in the order submitted.
+    let oldest_first = JobFilter {
+        order: JobOrder::CreatedAsc,
+        limit: 1,
+        ..Default::default()
+    };
+    assert_eq!(
+        ids(&walk(&*q, oldest_first).await),
+        [first.id.clone(), failed.id.clone(), cancelled.id.clone()]
+    );
+}
+
 /// A lease that expires (its daemon died) is resumed, not failed: the
 /// resumed attempt fences the lost one out, and `max_attempts` still allows
 /// one retryable failure.
@@ -2790,6 +2886,7 @@ macro_rules! suite {
             case!(release_does_not_consume_an_attempt);
             case!(listing_pages_and_counts);
             case!(listing_by_update_puts_the_last_updated_first);
+            case!(listing_filters_by_owner_creation_time_and_error);
             case!(an_expired_lease_resumes_without_using_an_attempt);
             case!(a_job_whose_worker_keeps_dying_parks_as_a_poison_pill);
             case!(journal_round_trip_with_held_events);

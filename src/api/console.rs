@@ -61,6 +61,16 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/jobs.js"),
     },
     Asset {
+        path: "views/jobfeed.js",
+        content_type: JS,
+        body: include_str!("console/views/jobfeed.js"),
+    },
+    Asset {
+        path: "views/bulk.js",
+        content_type: JS,
+        body: include_str!("console/views/bulk.js"),
+    },
+    Asset {
         path: "views/job.js",
         content_type: JS,
         body: include_str!("console/views/job.js"),

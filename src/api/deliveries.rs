@@ -25,7 +25,7 @@ pub struct ListQuery {
     pub kind: Option<String>,
     pub job_id: Option<String>,
     /// Deliveries per page, 1 to 1000 (default 50).
-    #[schemars(range(min = 1, max = super::jobs::MAX_PAGE))]
+    #[schemars(range(min = 1, max = super::job_list::MAX_PAGE))]
     pub limit: Option<usize>,
     /// The `next_cursor` of the page before.
     pub cursor: Option<String>,
@@ -42,7 +42,7 @@ pub async fn list(
     caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<DeliveryPage>, ApiError> {
-    let limit = super::jobs::page_limit(query.limit)?;
+    let limit = super::job_list::page_limit(query.limit)?;
     let page = state
         .queue
         .list_deliveries(DeliveryFilter {

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::AppState;
 use super::admission::{Submission, admit, admit_batch};
 use super::auth::Caller;
-use super::body::{JsonBody, Path, Query};
+use super::body::{JsonBody, Path};
 use super::document::{INVALID_STATE, QUOTA, UNAVAILABLE, answers, reads_header};
 use super::error::{ApiError, ErrorCode};
 use super::trace_context::{CallerTrace, TraceContext};
@@ -20,7 +20,7 @@ use crate::types::text;
 pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
-use crate::queue::{Deletion, Job, JobFilter, JobId, JobOrder, JobState, NewJob, Resolution};
+use crate::queue::{Deletion, Job, JobId, NewJob, Resolution};
 
 /// The body of `POST /v1/jobs`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -118,20 +118,30 @@ pub async fn submit(
     ))
 }
 
-/// `run_at` as a time: RFC 3339 with any offset (the document's
-/// `date-time`), or the weaker forms humantime reads (`2026-01-05 10:00:00`,
-/// taken as UTC).
+/// `run_at` as a time (see [`time_field`]).
 fn start_time(text: &str) -> Result<std::time::SystemTime, ApiError> {
+    time_field("run_at", text).map(Into::into)
+}
+
+/// A time field of a request (`field` names it in the refusal): RFC 3339
+/// with any offset (the document's `date-time`), or the weaker forms
+/// humantime reads (`2026-01-05 10:00:00`, taken as UTC).
+pub(super) fn time_field(
+    field: &str,
+    text: &str,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
     if let Ok(time) = chrono::DateTime::parse_from_rfc3339(text) {
-        return Ok(time.with_timezone(&chrono::Utc).into());
+        return Ok(time.with_timezone(&chrono::Utc));
     }
-    humantime::parse_rfc3339_weak(text).map_err(|e| {
-        ApiError::field(
-            ErrorCode::InvalidRequest,
-            "run_at",
-            format!("invalid RFC 3339 time {text:?}: {e}; send e.g. 2026-01-05T10:00:00Z"),
-        )
-    })
+    humantime::parse_rfc3339_weak(text)
+        .map(Into::into)
+        .map_err(|e| {
+            ApiError::field(
+                ErrorCode::InvalidRequest,
+                field,
+                format!("invalid RFC 3339 time {text:?}: {e}; send e.g. 2026-01-05T10:00:00Z"),
+            )
+        })
 }
 
 /// A submit request read into the job it asks for: its wire's own checks
@@ -309,88 +319,6 @@ pub(super) fn reads_idempotency_key<'t>(
     what: &str,
 ) -> TransformOperation<'t> {
     reads_header(op, "Idempotency-Key", what, text::TOKEN_PATTERN)
-}
-
-/// The query of `GET /v1/jobs`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(rename = "JobListQuery")]
-pub struct ListQuery {
-    /// Only jobs in this state.
-    pub state: Option<JobState>,
-    pub bundle: Option<String>,
-    pub conversation_id: Option<String>,
-    /// Jobs per page, 1 to 1000 (default 50).
-    #[schemars(range(min = 1, max = MAX_PAGE))]
-    pub limit: Option<usize>,
-    /// The `next_cursor` of the page before.
-    pub cursor: Option<String>,
-    /// Text the job's id, bundle or input contains (any case).
-    pub q: Option<String>,
-}
-
-/// A page of jobs, newest first.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct JobList {
-    pub jobs: Vec<Job>,
-    /// Ask again with `cursor` set to it for the next page; `null` on the
-    /// last.
-    pub next_cursor: Option<String>,
-}
-
-/// `GET /v1/jobs` in the API document.
-pub(super) fn list_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    op.summary("List jobs, newest first")
-        .response_with::<200, Json<JobList>, _>(|r| r.description("A page of jobs"))
-}
-
-pub async fn list(
-    State(state): State<AppState>,
-    caller: Caller,
-    Query(query): Query<ListQuery>,
-) -> Result<Json<JobList>, ApiError> {
-    let limit = page_limit(query.limit)?;
-    let mut page = state
-        .queue
-        .list(JobFilter {
-            state: query.state,
-            bundle: query.bundle,
-            conversation_id: query.conversation_id,
-            conversation_owner: None,
-            // A key sees its own jobs unless it may read all.
-            owner: caller.listing_owner(Action::ListJobs),
-            limit,
-            cursor: query.cursor,
-            search: query.q,
-            unfinished: false,
-            updated_since: None,
-            order: JobOrder::Created,
-        })
-        .await?;
-    // Jobs of bundles outside the key's globs do not exist for it.
-    page.jobs
-        .retain(|job| caller.allows_job(Action::ListJobs, job));
-    Ok(Json(JobList {
-        jobs: page.jobs,
-        next_cursor: page.next_cursor,
-    }))
-}
-
-/// The most rows one page of a listing gives.
-pub(crate) const MAX_PAGE: usize = 1000;
-
-/// A listing's `limit`: 50 unless asked, 1 to [`MAX_PAGE`] (jobs and
-/// deliveries).
-pub(crate) fn page_limit(asked: Option<usize>) -> Result<usize, ApiError> {
-    let limit = asked.unwrap_or(50);
-    if limit == 0 || limit > MAX_PAGE {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "limit",
-            "must be between 1 and 1000",
-        ));
-    }
-    Ok(limit)
 }
 
 /// `GET /v1/jobs/{id}` in the API document.
@@ -648,7 +576,7 @@ mod tests {
 
     use super::*;
     use crate::approval::ParkedCall;
-    use crate::queue::{Controls, JobKind, JobOrigin};
+    use crate::queue::{Controls, JobKind, JobOrigin, JobState};
     use crate::types::{AnswerFormat, TerminationReason, ToolSchema};
 
     /// The schema's verdict on `value`, with its first error for messages.

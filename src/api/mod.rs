@@ -28,6 +28,7 @@ mod feed;
 mod fork;
 pub mod fuzzing;
 pub mod guard;
+mod job_list;
 mod job_trace;
 mod jobs;
 mod keys;
@@ -209,7 +210,7 @@ fn job_routes() -> ApiRouter<AppState> {
         .api_route(
             "/jobs",
             with(SubmitJob, post_with(jobs::submit, jobs::submit_doc))
-                .merge(with(ListJobs, get_with(jobs::list, jobs::list_doc))),
+                .merge(with(ListJobs, get_with(job_list::list, job_list::list_doc))),
         )
         .api_route(
             "/jobs/batch",

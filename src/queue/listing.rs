@@ -31,6 +31,12 @@ pub struct JobFilter {
     pub unfinished: bool,
     /// Only jobs last updated at or after this time (ms since the epoch).
     pub updated_since: Option<i64>,
+    /// Only jobs created at or after this time (ms since the epoch).
+    pub created_from: Option<i64>,
+    /// Only jobs created before this time (ms since the epoch).
+    pub created_to: Option<i64>,
+    /// Only jobs that ended in an error ([`JobState::ERRORED`]).
+    pub errored: bool,
     /// Which way the pages run; `cursor` is of this order.
     pub order: JobOrder,
 }
@@ -42,6 +48,8 @@ pub enum JobOrder {
     /// job's id. A job's place never changes.
     #[default]
     Created,
+    /// Oldest first by creation: the cursor is the last job's id.
+    CreatedAsc,
     /// Most recently updated first (`updated_at`; jobs updated in the same
     /// millisecond newest id first): the cursor is an [`UpdateCursor`]. A
     /// job's update moves it to the front, ahead of every cursor given
@@ -58,6 +66,7 @@ impl JobOrder {
     pub(crate) fn sql(self) -> &'static str {
         match self {
             JobOrder::Created => "id DESC",
+            JobOrder::CreatedAsc => "id ASC",
             JobOrder::Updated => "updated_at DESC, id DESC",
         }
     }
@@ -65,7 +74,7 @@ impl JobOrder {
     /// The cursor that continues after `job` in this order.
     fn cursor_after(self, job: &Job) -> Result<String, QueueError> {
         match self {
-            JobOrder::Created => Ok(job.id.0.clone()),
+            JobOrder::Created | JobOrder::CreatedAsc => Ok(job.id.0.clone()),
             JobOrder::Updated => UpdateCursor::after(job).map(|c| c.to_string()),
         }
     }
@@ -131,9 +140,15 @@ impl JobFilter {
         &self,
         placeholder: impl Fn(usize) -> String,
     ) -> Result<(String, Vec<String>), QueueError> {
-        let by_id = (self.order == JobOrder::Created)
+        let by_id = (self.order != JobOrder::Updated)
             .then(|| self.cursor.clone())
             .flatten();
+        // Ids are UUIDv7: a page continues below (newest first) or above
+        // (oldest first) the cursor.
+        let after = match self.order {
+            JobOrder::CreatedAsc => ">",
+            JobOrder::Created | JobOrder::Updated => "<",
+        };
         let (mut sql, mut args) = comparisons(
             [
                 ("state", "=", self.state.map(|s| s.as_str().to_string())),
@@ -141,15 +156,20 @@ impl JobFilter {
                 ("conversation_id", "=", self.conversation_id.clone()),
                 ("COALESCE(owner, '')", "=", self.conversation_owner.clone()),
                 ("owner", "=", self.owner.clone()),
-                // Newest first: ids are UUIDv7, so a page continues below the cursor.
-                ("id", "<", by_id),
+                ("id", after, by_id),
             ],
             &placeholder,
         );
-        if let Some(since) = self.updated_since {
-            args.push(since.to_string());
-            let since = number(placeholder(args.len()));
-            sql.push_str(&format!(" AND updated_at >= {since}"));
+        for (column, op, ms) in [
+            ("updated_at", ">=", self.updated_since),
+            ("created_at", ">=", self.created_from),
+            ("created_at", "<", self.created_to),
+        ] {
+            if let Some(ms) = ms {
+                args.push(ms.to_string());
+                let ms = number(placeholder(args.len()));
+                sql.push_str(&format!(" AND {column} {op} {ms}"));
+            }
         }
         if let (JobOrder::Updated, Some(text)) = (self.order, &self.cursor) {
             let cursor = UpdateCursor::parse(text).ok_or_else(|| {
@@ -165,13 +185,12 @@ impl JobFilter {
             sql.push_str(&format!(" AND (updated_at, id) < ({at}, {id})"));
         }
         if self.unfinished {
-            // The states are this enum's own names, never input.
-            let states: Vec<String> = JobState::ALL
-                .into_iter()
-                .filter(|s| !s.is_terminal())
-                .map(|s| format!("'{}'", s.as_str()))
-                .collect();
-            sql.push_str(&format!(" AND state IN ({})", states.join(", ")));
+            sql.push_str(&state_in(
+                JobState::ALL.into_iter().filter(|s| !s.is_terminal()),
+            ));
+        }
+        if self.errored {
+            sql.push_str(&state_in(JobState::ERRORED));
         }
         if let Some(text) = self.search.as_deref().filter(|t| !t.is_empty()) {
             args.push(format!("%{}%", like_escaped(&text.to_lowercase())));
@@ -182,6 +201,16 @@ impl JobFilter {
         }
         Ok((sql, args))
     }
+}
+
+/// ` AND state IN (…)` of `states`: they are the enum's own names, never
+/// input, so they are written into the SQL.
+fn state_in(states: impl IntoIterator<Item = JobState>) -> String {
+    let states: Vec<String> = states
+        .into_iter()
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    format!(" AND state IN ({})", states.join(", "))
 }
 
 /// A listing's filter as SQL conditions: ` AND column op placeholder` for
@@ -354,6 +383,24 @@ mod tests {
             "{sql}"
         );
         assert!(args.is_empty());
+    }
+
+    #[test]
+    fn created_bounds_and_errored_are_conditions_on_their_columns() {
+        let filter = JobFilter {
+            created_from: Some(1000),
+            created_to: Some(2000),
+            errored: true,
+            owner: Some("k".into()),
+            ..Default::default()
+        };
+        let (sql, args) = filter.conditions(|n| format!("?{n}")).unwrap();
+        assert_eq!(
+            sql,
+            " AND owner = ?1 AND created_at >= CAST(CAST(?2 AS TEXT) AS BIGINT) \
+             AND created_at < CAST(CAST(?3 AS TEXT) AS BIGINT) AND state IN ('failed', 'dead')"
+        );
+        assert_eq!(args, ["k", "1000", "2000"]);
     }
 
     #[test]

@@ -169,6 +169,11 @@ impl JobState {
         Self::AwaitingApproval,
     ];
 
+    /// The states of a job that ended in an error: it failed, or used up
+    /// its attempts (dead). A cancelled job did not err; a job whose
+    /// attempt failed and that will be retried is still queued.
+    pub const ERRORED: [JobState; 2] = [Self::Failed, Self::Dead];
+
     /// Parked: the job waits for a person, holding no worker.
     pub fn is_parked(self) -> bool {
         matches!(self, Self::NeedsAttention | Self::AwaitingApproval)

@@ -49,6 +49,7 @@ pub async fn list_tasks(call: &Call, raw: Value) -> Result<Value, RpcError> {
         unfinished: false,
         updated_since: request.status_timestamp_after.map(first_ms_at_or_after),
         order: JobOrder::Updated,
+        ..Default::default()
     };
     let page = call.state.queue.list(filter.clone()).await?;
     let view = View {

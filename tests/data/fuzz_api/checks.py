@@ -54,6 +54,7 @@ def error_shape(ctx, response, case):
 EXCEPTED = {
     ("POST /v1/jobs", 422): {("unknown_bundle", "bundle"), ("invalid_request", "webhook")},
     ("POST /v1/jobs/batch", 422): {("unknown_bundle", None), ("invalid_request", "webhook")},
+    ("GET /v1/jobs", 422): {("invalid_request", "cursor")},
     ("POST /v1/schedules", 422): {("unknown_bundle", "bundle"), ("invalid_request", "cron")},
     ("POST /api/group-chat", 422): {("invalid_request", "max_iterations")},
     ("POST /v1/jobs/{id}/fork", 422): {("invalid_request", "at_turn")},

@@ -12,7 +12,8 @@ import { may, mayOn, gate, refusal } from "../session.js";
 import { pendingCall } from "./pending.js";
 import { TERMINAL } from "./header.js";
 
-const CANCELLABLE = ["queued", "running", "needs_attention", "awaiting_approval"];
+/** States a cancel stops. */
+export const CANCELLABLE = ["queued", "running", "needs_attention", "awaiting_approval"];
 
 /**
  * Draws the actions for `job` into `root`. `outcome` is where answers are

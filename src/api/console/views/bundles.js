@@ -1,12 +1,15 @@
-// The bundles (`/ui/bundles`): every directory of the bundles directory,
-// loaded (ok), degraded (its last edit is broken; the last good version
-// serves) or rejected (nothing serves), with its errors located by file,
-// line and key, its digest and its tools; and a reload button that shows
-// the typed reload outcome. Each served bundle has a panel that moves its
-// jobs on earlier versions to the current one (migrate.js) and one that
-// runs its crash matrix (verify.js).
+// The bundles (`/ui/bundles`): an overview of every directory of the
+// bundles directory, problems first — rejected (nothing serves) and
+// degraded (its last edit is broken; the last good version serves), each
+// with its errors located by file, line and key — then the bundles that
+// serve; one compact card each (name, status, version, tools, model), its
+// details on demand (a <details>, open when the URL's `?open=NAME` names
+// it, so a bundle's details can be linked): digest, tools, the panel that
+// moves its jobs on earlier versions to the current one (migrate.js) and
+// the one that runs its crash matrix (verify.js). A reload button shows the
+// typed reload outcome.
 
-import { h, fill, link, banner, confirmAction, pretty, ago, errorText } from "../dom.js";
+import { h, fill, link, banner, confirmAction, pretty, ago, errorText, count } from "../dom.js";
 import { api } from "../api.js";
 import { migratePanel } from "./migrate.js";
 import { verifyPanel } from "./verify.js";
@@ -18,11 +21,18 @@ export function locate(error) {
   return m ? { file: m[1], line: m[2], key: m[3], message: m[4] } : { message: error };
 }
 
-export function render(root, _route, signal) {
+/** Problems first: what serves nothing, then what serves an older version, then the rest. */
+const PROBLEM = { invalid: 0, degraded: 1 };
+function problemFirst(a, b) {
+  return (PROBLEM[a.status] ?? 2) - (PROBLEM[b.status] ?? 2) || a.name.localeCompare(b.name);
+}
+
+export function render(root, { query: params }, signal) {
   const outcome = h("div", { id: "reload-outcome" });
   const list = h("div", { id: "bundles" });
   const generation = h("span", { class: "muted" });
   const reload = h("button", { type: "button", class: "primary", id: "reload", onclick: () => doReload() }, "Reload");
+  const open = new Set(params.getAll("open"));
   fill(root, h("div", { class: "title-row" }, h("h1", {}, "Bundles"), generation, gate(reload, may("reload"))), outcome, list);
 
   async function load() {
@@ -32,12 +42,16 @@ export function render(root, _route, signal) {
       const details = await Promise.all(
         answer.bundles.map((b) => api(`/v1/bundles/${encodeURIComponent(b.name)}`, { signal }).catch(() => b)),
       );
-      const rejected = answer.rejected || [];
+      const all = [...details, ...(answer.rejected || []).map((b) => ({ ...b, status: "invalid" }))].sort(problemFirst);
+      const problems = all.filter((b) => b.status in PROBLEM);
+      const serving = all.filter((b) => !(b.status in PROBLEM));
+      const card = (b) => bundleCard(b, open);
       fill(
         list,
-        details.length || rejected.length ? null : h("p", { class: "empty" }, "No bundle directory yet: drop one into the bundles directory."),
-        details.map((b) => bundleCard(b)),
-        rejected.length ? [h("h2", {}, `Rejected (${rejected.length})`), rejected.map((b) => bundleCard({ ...b, status: "invalid" }))] : null,
+        all.length ? null : h("p", { class: "empty" }, "No bundle directory yet: drop one into the bundles directory."),
+        problems.length ? [h("h2", { class: "attention-title" }, `Needs attention (${problems.length})`), problems.map(card)] : null,
+        problems.length && serving.length ? h("h2", {}, `Serving (${serving.length})`) : null,
+        serving.map(card),
       );
     } catch (error) {
       if (!signal.aborted) fill(list, banner("error", "Cannot read the bundles: ", errorText(error)));
@@ -67,23 +81,46 @@ export function render(root, _route, signal) {
   load();
 }
 
-function bundleCard(b) {
+/**
+ * One bundle: a line that says what it is and whether it serves, its
+ * problem when it has one, and its details folded (open when `open` has
+ * its name; opening one puts it in the URL).
+ */
+function bundleCard(b, open) {
   const tools = b.tools || [];
+  const facts = [b.version ? `version ${b.version}` : null, b.tools ? count(tools.length, "tool") : null, b.model ? `model ${b.model.name}` : null].filter(Boolean).join(" · ");
+  const more = h(
+    "details",
+    { class: "bundle-more", open: open.has(b.name), ontoggle: (e) => remember(b.name, e.target.open) },
+    h("summary", {}, h("h2", {}, b.name), h("span", { class: `badge bundle-${b.status}` }, b.status), h("span", { class: "muted" }, facts), b.description ? h("span", { class: "muted bundle-description" }, b.description) : null),
+    bundleDetails(b, tools),
+  );
   return h(
     "section",
     { class: `card bundle status-${b.status}`, dataset: { bundle: b.name, status: b.status } },
-    h(
-      "div",
-      { class: "title-row left" },
-      h("h2", {}, b.name),
-      h("span", { class: `badge bundle-${b.status}` }, b.status),
-      b.version ? h("span", { class: "muted" }, `version ${b.version}`) : null,
-      b.status !== "invalid" ? link(`/ui/submit?bundle=${encodeURIComponent(b.name)}`, "Submit a job") : null,
-      b.status !== "invalid" ? link(`/ui/jobs?bundle=${encodeURIComponent(b.name)}`, "Its jobs") : null,
-    ),
-    b.description ? h("p", {}, b.description) : null,
+    more,
     b.status === "degraded" ? banner("warn", `Its last edit is broken: version ${b.version} keeps serving.`) : null,
     b.errors && b.errors.length ? errorTable(b.errors) : null,
+  );
+}
+
+/** `?open=NAME` follows the bundles whose details are open. */
+function remember(name, isOpen) {
+  const params = new URLSearchParams(location.search);
+  const names = params.getAll("open").filter((n) => n !== name);
+  params.delete("open");
+  for (const n of isOpen ? [...names, name] : names) params.append("open", n);
+  history.replaceState(null, "", `/ui/bundles${params.size ? `?${params}` : ""}`);
+}
+
+/** What a bundle's details hold: links, facts, tools, and the migrate and verify panels. */
+function bundleDetails(b, tools) {
+  return h(
+    "div",
+    { class: "bundle-body" },
+    b.status !== "invalid"
+      ? h("p", { class: "links" }, link(`/ui/submit?bundle=${encodeURIComponent(b.name)}`, "Submit a job"), " ", link(`/ui/jobs?bundle=${encodeURIComponent(b.name)}`, "Its jobs"))
+      : null,
     h(
       "dl",
       { class: "facts" },
@@ -93,29 +130,31 @@ function bundleCard(b) {
       b.loaded_at ? [h("dt", {}, "loaded"), h("dd", { title: b.loaded_at }, ago(b.loaded_at))] : null,
       b.model ? [h("dt", {}, "model"), h("dd", {}, `${b.model.name} at ${b.model.endpoint} (${b.model.plugin})`)] : null,
     ),
-    tools.length
-      ? h(
-          "table",
-          { class: "tools" },
-          h("thead", {}, h("tr", {}, ["tool", "kind", "effect", "description"].map((t) => h("th", {}, t)))),
-          h(
-            "tbody",
-            {},
-            tools.map((t) =>
-              h(
-                "tr",
-                {},
-                h("td", { "data-label": "tool" }, h("details", { class: "fold" }, h("summary", {}, h("code", {}, t.name)), h("pre", {}, pretty(t.parameters)))),
-                h("td", { "data-label": "kind" }, t.kind),
-                h("td", { "data-label": "effect" }, t.effect ? h("span", { class: `badge effect-${t.effect}` }, t.effect.replaceAll("_", " ")) : ""),
-                h("td", { "data-label": "description" }, t.description || ""),
-              ),
-            ),
-          ),
-        )
-      : null,
+    tools.length ? toolTable(tools) : null,
     b.status !== "invalid" && b.version ? migratePanel(b) : null,
     b.status !== "invalid" && b.version ? verifyPanel(b) : null,
+  );
+}
+
+function toolTable(tools) {
+  return h(
+    "table",
+    { class: "tools" },
+    h("thead", {}, h("tr", {}, ["tool", "kind", "effect", "description"].map((t) => h("th", {}, t)))),
+    h(
+      "tbody",
+      {},
+      tools.map((t) =>
+        h(
+          "tr",
+          {},
+          h("td", { "data-label": "tool" }, h("details", { class: "fold" }, h("summary", {}, h("code", {}, t.name)), h("pre", {}, pretty(t.parameters)))),
+          h("td", { "data-label": "kind" }, t.kind),
+          h("td", { "data-label": "effect" }, t.effect ? h("span", { class: `badge effect-${t.effect}` }, t.effect.replaceAll("_", " ")) : ""),
+          h("td", { "data-label": "description" }, t.description || ""),
+        ),
+      ),
+    ),
   );
 }
 

@@ -11,6 +11,8 @@ import { h, fill, link, stateBadge, duration, millis } from "../dom.js";
 export const TERMINAL = ["succeeded", "failed", "cancelled", "dead"];
 /** States in which a job waits for a person (the jobs list shows them first). */
 export const PARKED = ["needs_attention", "awaiting_approval"];
+/** States of a job that ended in an error: the API's `error=true` (docs/api.md, Listing jobs). */
+export const ERRORED = ["failed", "dead"];
 
 /** Waiting and running time of `job` at `now`: `{wait, run, ticking}` in ms (NaN when not begun). */
 export function times(job, now = Date.now()) {

@@ -1,43 +1,114 @@
-// The jobs: counts by state, the jobs that wait for a person first, then
-// the newest jobs, filtered by state, bundle, conversation and a search of
-// id, bundle and input (the API's `q`), sorted as the person asks. The
-// filters are the URL's query (`/ui/jobs?state=failed&q=refund`), so a
-// filtered list can be linked; the list refreshes itself every two seconds
-// while the tab is visible, keeping the focus where it was.
+// The jobs: counts by state, then one table — the jobs that wait for a
+// person first, then the others in the order asked (newest or oldest
+// first: the daemon sorts, not this page) — filtered by
+// state, "ended in an error", bundle, conversation, the key that submitted
+// them, a creation time range and a search of id, bundle and input (the
+// API's filters, across conversations). The filters are the URL's query
+// (`/ui/jobs?state=failed&q=refund`), so a filtered list can be linked; the
+// list refreshes every two seconds while the tab is visible by asking only
+// for the jobs changed since (jobfeed.js), keeping the focus where it was.
+// Rows can be selected for bulk actions (bulk.js).
 
 import { h, fill, link, stateBadge, banner, ago, duration, millis, compact, navigate, errorText } from "../dom.js";
 import { api, query, every } from "../api.js";
 import { pendingCall, parkedText } from "./pending.js";
 import { times, PARKED } from "./header.js";
+import { jobFeed } from "./jobfeed.js";
+import { bulkActions } from "./bulk.js";
 
 const PAGE = 50;
 const REFRESH_MS = 2000;
 
-export function render(root, { query: params }, signal) {
-  const filters = {
+/**
+ * The list's orders, as the API's `order` names them: those the store reads
+ * by an index (not "last updated first": no index on it, ARCHITECTURE.md).
+ */
+const ORDER_LABELS = { created: "newest first", created_asc: "oldest first" };
+
+/** The URL's query → the API's filters (a time as the daemon reads it, RFC 3339). */
+function filtersOf(params) {
+  const time = (text) => (text && !Number.isNaN(Date.parse(text)) ? new Date(text).toISOString() : "");
+  return {
     state: params.get("state") || "",
+    error: params.get("error") === "true" ? "true" : "",
     bundle: params.get("bundle") || "",
     conversation_id: params.get("conversation") || "",
+    owner: params.get("owner") || "",
+    created_from: time(params.get("from")),
+    created_to: time(params.get("to")),
     q: params.get("q") || "",
   };
-  let sort = params.get("sort") || "newest";
+}
+
+export function render(root, { query: params }, signal) {
+  const filters = filtersOf(params);
+  const local = { from: params.get("from") || "", to: params.get("to") || "" };
+  const asked = params.get("order");
+  let order = Object.hasOwn(ORDER_LABELS, asked ?? "") ? asked : "created";
   let shown = PAGE;
+  const feed = jobFeed();
   const counts = h("div", { class: "counts", id: "counts" });
   const status = h("div", { class: "list-status" });
-  const parked = h("section", { id: "parked" });
-  const list = h("section", { id: "jobs" });
-  const more = h("button", { type: "button", class: "secondary", hidden: true, onclick: () => ((shown += PAGE), refresh()) }, "Show more");
-  const bundleSelect = h("select", { name: "bundle", id: "filter-bundle", onchange: (e) => apply({ bundle: e.target.value }) }, h("option", { value: "" }, "all bundles"));
-  const stateSelect = h("select", { name: "state", id: "filter-state", onchange: (e) => apply({ state: e.target.value }) }, h("option", { value: "" }, "all states"));
-  const conversation = h("input", {
-    type: "search",
-    name: "conversation",
-    id: "filter-conversation",
-    placeholder: "conversation id",
-    value: filters.conversation_id,
-    onchange: (e) => apply({ conversation_id: e.target.value.trim() }),
+  const table = h("section", { id: "job-list" });
+  const more = h("button", { type: "button", class: "secondary", id: "show-more", hidden: true, onclick: () => ((shown += PAGE), refresh()) }, "Show more");
+  const bulk = bulkActions({ changed: () => refresh() });
+  const url = () =>
+    "/ui/jobs" +
+    query({ state: filters.state, error: filters.error, bundle: filters.bundle, conversation: filters.conversation_id, owner: filters.owner, from: local.from, to: local.to, q: filters.q, order: order === "created" ? "" : order });
+  /** Changes the list without redrawing the view (the URL follows). */
+  const update = (change) => {
+    Object.assign(filters, change);
+    history.replaceState(null, "", url());
+    refresh();
+  };
+  const controls = filterControls(filters, local, {
+    apply: (change) => (Object.assign(filters, change), navigate(url(), { replace: true })),
+    update,
+    order: () => order,
+    setOrder: (value) => ((order = value), update({})),
+    setTime: (which, value) => {
+      local[which] = value;
+      update({ [which === "from" ? "created_from" : "created_to"]: value ? new Date(value).toISOString() : "" });
+    },
   });
+  fill(root, h("div", { class: "title-row" }, h("h1", {}, "Jobs"), link("/ui/submit", "New job")), counts, h("div", { class: "filters" }, controls.fields, status), table, h("div", { class: "bulk-dock" }, bulk.bar, bulk.outcome), more);
+  loadBundles(controls.bundleSelect, filters.bundle, signal);
 
+  async function refresh() {
+    try {
+      const [countAnswer, parkedJobs, page] = await Promise.all([
+        api("/v1/jobs/counts", { signal }),
+        filters.state || filters.error ? [] : loadParked(filters, signal),
+        feed.read(filters, order, shown, signal),
+      ]);
+      drawCounts(counts, controls.stateSelect, countAnswer, filters);
+      const parkedIds = new Set(parkedJobs.map((j) => j.id));
+      const rest = page.jobs.filter((j) => !parkedIds.has(j.id));
+      const focus = rememberFocus(root);
+      drawTable(table, parkedJobs, rest, filters, bulk);
+      focus();
+      more.hidden = !page.more;
+      fill(status, h("span", { class: "live-dot" }), `updated ${new Date().toLocaleTimeString()}`);
+    } catch (error) {
+      if (signal.aborted) return;
+      fill(status, banner("error", "Cannot read the jobs: ", errorText(error)));
+    }
+  }
+  every(REFRESH_MS, refresh, signal);
+}
+
+/** The filter fields, each labelled; `bundleSelect` and `stateSelect` are filled as the daemon answers. */
+function filterControls(filters, local, { apply, update, order, setOrder, setTime }) {
+  const bundleSelect = h("select", { name: "bundle", id: "filter-bundle", onchange: (e) => apply({ bundle: e.target.value }) }, h("option", { value: "" }, "all bundles"));
+  const stateSelect = h(
+    "select",
+    { name: "state", id: "filter-state", onchange: (e) => apply(e.target.value === "error" ? { state: "", error: "true" } : { state: e.target.value, error: "" }) },
+    h("option", { value: "" }, "all states"),
+    h("option", { value: "error" }, "ended in an error (failed, dead)"),
+  );
+  const text = (id, name, placeholder, key) =>
+    h("input", { type: "search", name, id, placeholder, value: filters[key], onchange: (e) => apply({ [key]: e.target.value.trim() }) });
+  const time = (which, id) => h("input", { type: "datetime-local", name: which, id, value: local[which], onchange: (e) => setTime(which, e.target.value) });
   let typing = null;
   const search = h("input", {
     type: "search",
@@ -56,75 +127,33 @@ export function render(root, { query: params }, signal) {
   });
   const sortSelect = h(
     "select",
-    { name: "sort", id: "sort-jobs", onchange: (e) => ((sort = e.target.value), update({})) },
-    Object.entries(SORTS).map(([value, s]) => h("option", { value }, s.label)),
+    { name: "order", id: "sort-jobs", onchange: (e) => setOrder(e.target.value) },
+    Object.entries(ORDER_LABELS).map(([value, label]) => h("option", { value }, label)),
   );
-  sortSelect.value = SORTS[sort] ? sort : "newest";
-  const labelled = (id, text, control) => [h("label", { for: id, class: "visually-hidden" }, text), control];
-  fill(
-    root,
-    h("div", { class: "title-row" }, h("h1", {}, "Jobs"), link("/ui/submit", "New job")),
-    counts,
-    h(
-      "div",
-      { class: "filters" },
-      labelled("filter-search", "Search", search),
-      labelled("filter-state", "State", stateSelect),
-      labelled("filter-bundle", "Bundle", bundleSelect),
-      labelled("filter-conversation", "Conversation", conversation),
-      labelled("sort-jobs", "Sort", sortSelect),
-      status,
-    ),
-    parked,
-    list,
-    more,
-  );
+  sortSelect.value = order();
+  const labelled = (id, label, control, shown = false) => [h("label", { for: id, class: shown ? "filter-label" : "visually-hidden" }, label), control];
+  const fields = [
+    labelled("filter-search", "Search", search),
+    labelled("filter-state", "State", stateSelect),
+    labelled("filter-bundle", "Bundle", bundleSelect),
+    labelled("filter-conversation", "Conversation", text("filter-conversation", "conversation", "conversation id", "conversation_id")),
+    labelled("filter-owner", "Submitted by key", text("filter-owner", "owner", "submitted by key", "owner")),
+    h("span", { class: "time-range" }, labelled("filter-from", "created from", time("from", "filter-from"), true), labelled("filter-to", "to", time("to", "filter-to"), true)),
+    labelled("sort-jobs", "Sort", sortSelect),
+  ];
+  return { fields, bundleSelect, stateSelect };
+}
 
-  function url() {
-    return "/ui/jobs" + query({ state: filters.state, bundle: filters.bundle, conversation: filters.conversation_id, q: filters.q, sort: sort === "newest" ? "" : sort });
-  }
-  function apply(change) {
-    Object.assign(filters, change);
-    navigate(url(), { replace: true });
-  }
-  /** Changes the list without redrawing the view (the URL follows). */
-  function update(change) {
-    Object.assign(filters, change);
-    history.replaceState(null, "", url());
-    refresh();
-  }
-
+function loadBundles(bundleSelect, current, signal) {
   api("/v1/bundles", { signal })
     .then((answer) => {
       for (const b of answer.bundles) bundleSelect.append(h("option", { value: b.name }, b.name));
-      if (filters.bundle && !answer.bundles.some((b) => b.name === filters.bundle)) {
-        bundleSelect.append(h("option", { value: filters.bundle }, filters.bundle));
+      if (current && !answer.bundles.some((b) => b.name === current)) {
+        bundleSelect.append(h("option", { value: current }, current));
       }
-      bundleSelect.value = filters.bundle;
+      bundleSelect.value = current;
     })
     .catch(() => {});
-
-  async function refresh() {
-    try {
-      const [countAnswer, parkedJobs, page] = await Promise.all([
-        api("/v1/jobs/counts", { signal }),
-        filters.state ? [] : loadParked(filters, signal),
-        api("/v1/jobs" + query({ ...filters, limit: shown }), { signal }),
-      ]);
-      drawCounts(counts, stateSelect, countAnswer, filters);
-      const focus = rememberFocus(root);
-      drawParked(parked, parkedJobs);
-      const parkedIds = new Set(parkedJobs.map((j) => j.id));
-      drawList(list, SORTS[sort].order(page.jobs.filter((j) => !parkedIds.has(j.id))), filters, parkedJobs.length > 0);
-      focus();
-      more.hidden = !page.next_cursor;
-      fill(status, h("span", { class: "live-dot" }), `updated ${new Date().toLocaleTimeString()}`);
-    } catch (error) {
-      if (signal.aborted) return;
-      fill(status, banner("error", "Cannot read the jobs: ", errorText(error)));
-    }
-  }
-  every(REFRESH_MS, refresh, signal);
 }
 
 /** The parked jobs (every parked state this daemon has) matching the filters. */
@@ -145,19 +174,23 @@ function drawCounts(counts, stateSelect, answer, filters) {
   const states = Object.keys(answer.states).sort((a, b) => rank(a) - rank(b));
   const total = states.reduce((sum, s) => sum + (scope[s] || 0), 0);
   const chip = (state, n) => {
-    const url = "/ui/jobs" + query({ state, bundle: filters.bundle, conversation: filters.conversation_id, q: filters.q });
-    const current = (filters.state || "") === state;
+    // The other filters stay; the state replaces the state (or the error filter).
+    const params = new URLSearchParams(location.search);
+    params.delete("error");
+    if (state) params.set("state", state);
+    else params.delete("state");
+    const current = !filters.error && (filters.state || "") === state;
     return h(
       "a",
-      { href: url, class: `chip${current ? " current" : ""}${PARKED.includes(state) && n > 0 ? " attention" : ""}`, dataset: { state: state || "all" } },
+      { href: `/ui/jobs${params.size ? `?${params}` : ""}`, class: `chip${current ? " current" : ""}${PARKED.includes(state) && n > 0 ? " attention" : ""}`, dataset: { state: state || "all" } },
       state ? state.replaceAll("_", " ") : "all",
       h("b", {}, String(n)),
     );
   };
   fill(counts, chip("", total), states.map((s) => chip(s, scope[s] || 0)));
-  if (stateSelect.options.length === 1) {
+  if (stateSelect.options.length === 2) {
     for (const s of states) stateSelect.append(h("option", { value: s }, s.replaceAll("_", " ")));
-    stateSelect.value = filters.state;
+    stateSelect.value = filters.error ? "error" : filters.state;
   }
 }
 
@@ -168,56 +201,71 @@ function rank(state) {
   return i < 0 ? ORDER.length : i;
 }
 
-function drawParked(section, jobs) {
-  if (!jobs.length) {
-    fill(section);
+const COLUMNS = [
+  ["state", ""],
+  ["job", ""],
+  ["bundle", "wide"],
+  ["input", "wide"],
+  ["created", ""],
+  ["took", "wide"],
+];
+
+/**
+ * One table of the jobs shown: the parked ones first under their own
+ * heading row (what each waits for in place of the input), then the rest.
+ * Its columns line up across both; on a phone the wide ones are left out.
+ */
+function drawTable(section, parked, rest, filters, bulk) {
+  const all = [...parked, ...rest];
+  bulk.shown(all);
+  if (!all.length) {
+    const filtered = Object.values(filters).some(Boolean);
+    fill(section, h("p", { class: "empty", id: "jobs" }, filtered ? "No job matches these filters." : "No jobs yet. ", filtered ? null : link("/ui/submit", "Submit one.")));
     return;
   }
+  const span = COLUMNS.length + 1;
+  const group = (id, title, jobs, detail) =>
+    h(
+      "tbody",
+      { id },
+      title ? h("tr", { class: "group" }, h("td", { colspan: span }, h("h2", { class: id === "parked" ? "attention-title" : "" }, title))) : null,
+      jobs.map((job) => jobRow(job, detail, bulk, id === "parked")),
+    );
   fill(
     section,
-    h("h2", { class: "attention-title" }, `Waiting for a person (${jobs.length})`),
-    jobTable(jobs, (job) => {
-      const call = pendingCall(job);
-      return call ? h("span", { class: "parked-call" }, parkedText(call)) : job.state === "awaiting_approval" ? "a tool call awaits approval" : compact(job.error || "", 120);
-    }),
+    h(
+      "table",
+      { class: "jobs" },
+      h("caption", { class: "visually-hidden" }, "Jobs"),
+      h(
+        "thead",
+        {},
+        h("tr", {}, h("th", { scope: "col", class: "pick-cell" }, bulk.allBox(all)), COLUMNS.map(([name, wide]) => h("th", { scope: "col", class: wide }, name))),
+      ),
+      parked.length ? group("parked", `Waiting for a person (${parked.length})`, parked, parkedDetail) : null,
+      group("jobs", parked.length && rest.length ? "The others" : null, rest, (job) => compact(job.input, 120)),
+    ),
   );
 }
 
-function drawList(section, jobs, filters, parkedShown) {
-  if (!jobs.length && parkedShown) {
-    fill(section);
-    return;
-  }
-  if (!jobs.length) {
-    const filtered = filters.state || filters.bundle || filters.conversation_id || filters.q;
-    fill(section, h("p", { class: "empty" }, filtered ? "No job matches these filters." : "No jobs yet. ", filtered ? null : link("/ui/submit", "Submit one.")));
-    return;
-  }
-  fill(section, jobTable(jobs, (job) => compact(job.input, 120)));
+/** What a parked job waits for. */
+function parkedDetail(job) {
+  const call = pendingCall(job);
+  return call ? h("span", { class: "parked-call" }, parkedText(call)) : job.state === "awaiting_approval" ? "a tool call awaits approval" : compact(job.error || "", 120);
 }
 
-/** A table of jobs; `detail` says what the last column shows for a job. */
-function jobTable(jobs, detail) {
+/** A job's row; a parked one says what it waits for also under its id, where a phone (without the wide columns) shows it. */
+function jobRow(job, detail, bulk, parked) {
   return h(
-    "table",
-    { class: "jobs" },
-    h("thead", {}, h("tr", {}, ["state", "job", "bundle", "input", "created", "took"].map((t) => h("th", {}, t)))),
-    h(
-      "tbody",
-      {},
-      jobs.map((job) =>
-        h(
-          "tr",
-          { dataset: { job: job.id, state: job.state } },
-          h("td", { "data-label": "state" }, stateBadge(job.state)),
-          h("td", { "data-label": "job" }, link(`/ui/jobs/${encodeURIComponent(job.id)}`, h("code", {}, shortId(job.id)))),
-          h("td", { "data-label": "bundle" }, h("span", {}, job.bundle, job.bundle_version ? h("span", { class: "muted" }, ` v${job.bundle_version}`) : null)),
-          h("td", { "data-label": "input", class: "input" }, detail(job)),
-          h("td", { "data-label": "created", title: job.created_at }, ago(job.created_at)),
-          h("td", { "data-label": "took" }, took(job)),
-        ),
-      ),
-    ),
+    "tr",
+    { dataset: { job: job.id, state: job.state } },
+    h("td", { class: "pick-cell" }, bulk.box(job)),
+    h("td", {}, stateBadge(job.state)),
+    h("td", {}, link(`/ui/jobs/${encodeURIComponent(job.id)}`, h("code", {}, shortId(job.id))), parked ? h("div", { class: "narrow-only" }, detail(job)) : null),
+    h("td", { class: "wide" }, h("span", {}, job.bundle, job.bundle_version ? h("span", { class: "muted" }, ` v${job.bundle_version}`) : null)),
+    h("td", { class: "input wide" }, detail(job)),
+    h("td", { title: job.created_at }, ago(job.created_at)),
+    h("td", { class: "wide" }, took(job)),
   );
 }
 
@@ -236,15 +284,6 @@ export function took(job) {
   return duration(t.run) + (t.ticking ? " so far" : "");
 }
 
-/** Sort orders of the list (within the page the API gave, newest first). */
-const SORTS = {
-  newest: { label: "newest first", order: (jobs) => jobs },
-  oldest: { label: "oldest first", order: (jobs) => [...jobs].reverse() },
-  longest: { label: "longest run first", order: (jobs) => [...jobs].sort((a, b) => (times(b).run || 0) - (times(a).run || 0)) },
-  state: { label: "by state", order: (jobs) => [...jobs].sort((a, b) => rank(a.state) - rank(b.state)) },
-  bundle: { label: "by bundle", order: (jobs) => [...jobs].sort((a, b) => a.bundle.localeCompare(b.bundle)) },
-};
-
 /**
  * What has the focus under `root` (a job's link, by its job id, or a
  * field, with its selection), as a function that gives it back after a
@@ -254,11 +293,12 @@ function rememberFocus(root) {
   const el = document.activeElement;
   if (!el || !root.contains(el)) return () => {};
   const row = el.closest("tr[data-job]");
-  const section = el.closest("section[id]");
+  const section = el.closest("tbody[id]");
+  const part = el.matches("input.pick") ? "input.pick" : "a";
   const selection = "selectionStart" in el && el.selectionStart !== null ? [el.selectionStart, el.selectionEnd] : null;
   return () => {
     if (document.activeElement === el && root.contains(el)) return;
-    const again = row && section ? section.querySelector(`tr[data-job="${CSS.escape(row.dataset.job)}"] a`) : el.id ? document.getElementById(el.id) : null;
+    const again = row && section ? document.querySelector(`#${section.id} tr[data-job="${CSS.escape(row.dataset.job)}"] ${part}`) : el.id ? document.getElementById(el.id) : null;
     if (!again) return;
     again.focus({ preventScroll: true });
     if (selection && "setSelectionRange" in again) again.setSelectionRange(...selection);
