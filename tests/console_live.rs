@@ -4,9 +4,12 @@
 //! (the page once routed tokens only to an attempt drawn from a stored
 //! event, so a first reply showed nothing until it was whole). In a real
 //! browser (Chromium over WebDriver), against the mock model server
-//! streaming one word every 250 ms. And its counters are honest (item 2): a
-//! job scheduled ahead says when it starts, and every budget that can stop
-//! a job has a meter.
+//! streaming one word every 250 ms. The timeline is never a step behind:
+//! a finished tool call shows its result from its live frame while the
+//! next turn runs (its stored `ToolResult` is written only with that
+//! turn's reply). And its counters are honest (item 2): a job scheduled
+//! ahead says when it starts, and every budget that can stop a job has a
+//! meter.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -91,6 +94,100 @@ async fn the_first_reply_streams_onto_the_page_word_by_word() {
     assert_eq!(done["state"], "succeeded", "{done}");
     browser.wait_text("#answer", "twenty").await;
     eprintln!("first shown: {} of {} words", shown.len(), all.len());
+    browser.close().await;
+}
+
+/// Whether the timeline ever drew the `fetch` call as still running while
+/// turn 2 was on the page (`window.wrong`, what it showed), and what turn 2
+/// had shown when the call's result first appeared (`window.shown`):
+/// checked on every change of the page, so no state is missed between
+/// two looks of the test.
+const WATCH_TIMELINE: &str = r#"(() => {
+  const turn2 = () => [...document.querySelectorAll('#timeline li.item.turn')].find((li) => li.querySelector('.turn-head b')?.textContent === 'Turn 2');
+  const check = () => {
+    const t2 = turn2();
+    const call = document.querySelector('#timeline .call[data-tool=fetch]');
+    if (t2 && call && call.classList.contains('running')) window.wrong = call.textContent;
+    const result = call?.querySelector('pre.result');
+    if (!window.shown && result) window.shown = { words: (t2?.querySelector('.reply')?.textContent || '').split(/\s+/).filter(Boolean).length, text: result.textContent, source: call.dataset.source };
+  };
+  new MutationObserver(check).observe(document.body, { childList: true, subtree: true, characterData: true });
+  check();
+  return true;
+})()"#;
+
+/// A finished tool call shows its result at once, while the next turn's
+/// reply streams: its `ToolResult` event is stored only with that reply, 5 s
+/// later (twenty words, one every 250 ms), and the page once drew the call
+/// as "no result yet" all that time. The result first shows from the
+/// call's live frame, and the stored event replaces it once written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
+    let mock = mock_server(&format!(
+        "replies:
+  - {{turn: 1, tool_calls: [{{id: f1, name: fetch, arguments: {{n: 42}}}}]}}
+  - turn: 2
+    content: "{WORDS}"
+    chunk_delay_ms: 250
+"
+    ))
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    let go = site.path().join("go");
+    site.put_bundle(
+        "fetcher",
+        &format!(
+            "name: fetcher
+version: "1"
+model: {{endpoint: mock, name: m, plugin: openai}}
+prompts: {{user: "{{{{ input }}}}"}}
+tools:
+  - name: fetch
+    kind: process
+    effect: read_only
+    timeout: 600s
+    command: [python3, -c, "import os, time\nwhile not os.path.exists('{}'): time.sleep(0.05)\nprint('fetched 42')"]
+",
+            go.display()
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit_body(&http, &daemon, json!({"bundle": "fetcher", "input": "fetch"})).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_text("#stream-status", "live").await;
+    browser.wait_text("#in-progress", "fetch").await;
+    browser.wait_until(WATCH_TIMELINE).await;
+    std::fs::write(&go, "").unwrap();
+
+    browser.wait_until("window.shown").await;
+    let words: usize = browser.eval_text("window.shown.words").await.parse().unwrap();
+    let all = WORDS.split_whitespace().count();
+    assert!(
+        words < all,
+        "the call's result showed only after turn 2's whole reply ({words} of {all} words): a step behind"
+    );
+    assert_eq!(browser.eval_text("window.shown.text").await.trim(), "fetched 42");
+    assert_eq!(browser.eval_text("window.shown.source").await, "live");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    browser.wait_text("#answer", "twenty").await;
+    // The stored event replaced the live drawing, with the same result.
+    browser
+        .wait_until("document.querySelector('#timeline .call[data-tool=fetch]')?.dataset.source === 'stored'")
+        .await;
+    assert_eq!(
+        browser.text_of("#timeline .call[data-tool=fetch] pre.result").await.trim(),
+        "fetched 42"
+    );
+    let wrong = browser.eval_text("window.wrong").await;
+    assert!(
+        wrong.is_empty(),
+        "the finished call read as still running while turn 2 ran: {wrong:?}"
+    );
+    eprintln!("result shown with {words} of {all} words of turn 2 on the page");
     browser.close().await;
 }
 

@@ -370,6 +370,11 @@ impl std::fmt::Display for JobStatus {
     }
 }
 
+/// Characters of a tool's output that its `ToolResult` event and its
+/// `tool_call_ended` progress frame carry (one cap, so the live drawing of
+/// a call and the stored event that replaces it show the same text).
+pub const OUTPUT_PREVIEW: usize = 200;
+
 /// The first `max` characters of `text`, marked when cut.
 pub fn preview(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {

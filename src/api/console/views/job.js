@@ -216,7 +216,7 @@ function drawProgress(view, model) {
   const graph = workflow.graph(model.events);
   fill(view.graph, graph ? [h("h2", {}, "Workflow"), workflow.draw(graph)] : null);
   const finished = TERMINAL.includes(job.state);
-  const parts = attempts.partition(model.events, job.id);
+  const parts = withAhead(attempts.partition(model.events, job.id), live.ahead(model.live, model.events, job.id), job);
   const last = parts.length - 1;
   const built = parts.map((a, i) => ({ ...a, tree: timeline.build(a.events), over: Boolean(a.end || a.crashed || (i === last && finished)) }));
   const ctxOf = (a, i) => ({
@@ -240,6 +240,18 @@ function drawProgress(view, model) {
   );
   const now = finished ? Math.max(...model.events.map((e) => Date.parse(e.timestamp)), 0) : Date.now();
   fill(view.waterfall, waterfall.draw(waterfall.rows(job, built, [...model.live.waits.values()], now), finished, now));
+}
+
+/**
+ * The attempts with the steps that live frames announced ahead of the store
+ * added to the one running now (the last), so the timeline is never a step
+ * behind: a finished call shows its result while the next turn runs.
+ */
+function withAhead(parts, ahead, job) {
+  if (!ahead.length || TERMINAL.includes(job.state)) return parts;
+  if (!parts.length) return [{ attempt: job.attempts || 1, events: ahead, start: ahead[0].timestamp, last: ahead[0].timestamp, end: null, crashed: false }];
+  const running = parts[parts.length - 1];
+  return [...parts.slice(0, -1), { ...running, events: [...running.events, ...ahead] }];
 }
 
 /** A run's text answer as it is; a structured one (a workflow's outcome) summed up, in full when opened. */

@@ -211,7 +211,7 @@ function drawTurn(run, t, ctx, depth) {
       r ? h("span", { class: "muted" }, ` · ${duration(r.duration_ms)}`) : null,
       usage ? h("span", { class: "muted" }, ` · ${usage}`) : null,
       r?.finish_reason ? h("span", { class: "muted" }, ` · ${r.finish_reason}`) : null,
-      !r && t.request && !ctx.finished ? h("span", { class: "badge live" }, live ? "streaming" : "waiting for the model") : null,
+      !r && t.request && !ctx.finished ? h("span", { class: "badge live" }, t.request.replied ? "replied" : live ? "streaming" : "waiting for the model") : null,
       !r && t.request && ctx.finished ? h("span", { class: "badge" }, "no reply: the attempt ended first") : null,
     ),
     r && answer(r) ? h("div", { class: "reply" }, answer(r)) : null,
@@ -244,9 +244,11 @@ function drawCall(run, c, ctx, depth) {
   const state = interrupted ? "cut" : c.result ? (c.result.is_error ? "error" : "ok") : recorded ? (recorded.is_error ? "error" : "ok") : asked && !decision ? "approval" : ctx.finished ? "cut" : "running";
   const waiting = { approval: "awaiting approval", cut: "no result: the attempt ended first", running: "no result yet" }[state];
   const badge = interrupted ? "interrupted: the job stopped" : c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : recorded ? "result from the journal" : waiting;
+  // A step drawn from its live frame until its stored event replaces it.
+  const ahead = c.result?.live || (!c.result && c.call?.live);
   return h(
     "div",
-    { class: `call ${state}`, dataset: { tool: name, call: id } },
+    { class: `call ${state}`, dataset: { tool: name, call: id, source: ahead ? "live" : "stored" }, title: ahead ? "as it happened (live); the stored event replaces this when it is written" : null },
     h(
       "div",
       { class: "call-head" },
