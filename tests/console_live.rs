@@ -248,3 +248,60 @@ async fn a_scheduled_job_says_when_it_starts_and_each_budget_has_a_meter() {
     }
     browser.close().await;
 }
+
+/// A job whose daemon was killed (`kill -9`) reads as what it is, not as
+/// running: once its worker missed two heartbeats the header says for how
+/// long and when the lease expires (it read "running · ● live" until the
+/// lease expired), and then the page shows the resume: the daemon started
+/// again on the same address takes the job when its lease expires and
+/// finishes it. The lease is the fixture's 30 s (a heartbeat every 10 s), so
+/// the state shows from 23 s after the last heartbeat (two heartbeats and
+/// one of the page's 3 s polls) until 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
+    let mock = mock_server(&format!(
+        "replies:\n  - content: \"{WORDS}\"\n    chunk_delay_ms: 250\n"
+    ))
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "talker",
+        "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    // The daemon comes back where the page points.
+    let address = daemon.base.trim_start_matches("http://").to_string();
+    let config = std::fs::read_to_string(site.path().join("config.toml")).unwrap();
+    std::fs::write(
+        site.path().join("config.toml"),
+        config.replace("127.0.0.1:0", &address),
+    )
+    .unwrap();
+    let http = client();
+    let job = submit_body(&http, &daemon, json!({"bundle": "talker", "input": "count"})).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_text("#in-progress", "Model call").await;
+    daemon.kill9();
+    let daemon = site.start();
+    assert_eq!(daemon.base, format!("http://{address}"));
+
+    let said = browser.wait_text("#no-heartbeat", "no heartbeat for").await;
+    assert!(said.contains("lease expires in"), "{said}");
+    assert!(
+        browser.text_of("#run-header").await.contains("running"),
+        "the job still runs as far as the store knows"
+    );
+    // The resume: a new attempt, after the crash, and no silence any more.
+    browser.wait_text("#run-header", "1 after a crash").await;
+    browser
+        .wait_until("document.querySelector('#no-heartbeat')?.hidden !== false")
+        .await;
+    browser.wait_text("#timeline", "its worker stopped (a crash)").await;
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["crash_resumes"], 1, "{done}");
+    browser.wait_text("#answer", "twenty").await;
+    browser.close().await;
+}

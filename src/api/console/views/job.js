@@ -12,13 +12,13 @@ import * as attempts from "./attempts.js";
 import * as live from "./live.js";
 import * as transcript from "./transcript.js";
 import * as workflow from "./workflow.js";
-import { drawHeader, tick, TERMINAL } from "./header.js";
+import { drawHeader, tick, TERMINAL, JOB_POLL_MS } from "./header.js";
 import { drawActions } from "./actions.js";
 import { approvalCard } from "./approval.js";
 import { pendingCall } from "./pending.js";
 import { drawJournal } from "./journal.js";
 
-const POLL_MS = 3000;
+const POLL_MS = JOB_POLL_MS;
 const TICK_MS = 200;
 
 export function render(root, { path: [id] }, signal) {
