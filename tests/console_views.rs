@@ -356,6 +356,20 @@ async fn search_sort_focus_rerun_and_the_inbox() {
             && e["output_preview"].as_str().unwrap_or("").contains('7')),
         "the edited call ran: {events:?}"
     );
+    // The job's page shows what the tool ran with (it once showed the
+    // model's arguments beside the edited call's result), the edit against
+    // the model's arguments, and who decided.
+    browser.goto(&daemon.url(&format!("/ui/jobs/{asks}"))).await;
+    let call = "#timeline .call[data-tool=add]";
+    browser
+        .wait_text(&format!("{call} .run-args"), "{\"a\":4,\"b\":3}")
+        .await;
+    browser
+        .wait_text(&format!("{call} .args-diff"), "a: 2 → 4")
+        .await;
+    browser
+        .wait_text(&format!("{call} .decided-by"), "approved with this edit by local at")
+        .await;
     browser.close().await;
 }
 

@@ -223,6 +223,10 @@ pub enum Event {
         by: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// For `edit`: the arguments the call runs with instead of the
+        /// model's (its `ApprovalRequested` event has those).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Value>,
     },
     /// The job used up a budget; its run ends (`budget_exceeded`).
     BudgetExceeded {

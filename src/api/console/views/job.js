@@ -219,6 +219,7 @@ function drawProgress(view, model) {
   const parts = withAhead(attempts.partition(model.events, job.id), live.ahead(model.live, model.events, job.id), job);
   const last = parts.length - 1;
   const built = parts.map((a, i) => ({ ...a, tree: timeline.build(a.events), over: Boolean(a.end || a.crashed || (i === last && finished)) }));
+  const decisions = timeline.decisions(model.events);
   const ctxOf = (a, i) => ({
     jobId: job.id,
     // The live tokens belong to the attempt running now: the last one, or
@@ -228,6 +229,7 @@ function drawProgress(view, model) {
     effects: model.effects,
     journalResults: model.journalResults,
     stageArtifacts: timeline.assignArtifacts(a.tree, model.artifacts),
+    decisions,
     open: model.open,
     groupChat: job.kind?.type === "group_chat",
     finished: a.over,

@@ -232,9 +232,53 @@ function journaled(run, c, ctx) {
   return ctx.journalResults.get(`${scope}|${c.call.turn}|${c.call.call_id}`) || null;
 }
 
+/**
+ * The approval requests and decisions on the job's calls, of all its
+ * attempts (a call parks in one attempt and runs in the next):
+ * `${run}|${turn}|${call}` → `{requested, decided}`.
+ */
+export function decisions(events) {
+  const found = new Map();
+  for (const e of events) {
+    const requested = APPROVAL_REQUESTED.has(e.type);
+    if (!requested && !APPROVAL_DECIDED.has(e.type)) continue;
+    const key = `${e.run_id}|${e.turn}|${e.call_id || e.call}`;
+    found.set(key, { ...found.get(key), [requested ? "requested" : "decided"]: e });
+  }
+  return found;
+}
+
+/** What an edit changed: `[{path, from, to}]`, object keys followed down (`to.name`), anything else compared whole. */
+export function argsDiff(before, after, path = "") {
+  const object = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+  if (object(before) && object(after)) {
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])];
+    return keys.flatMap((k) => argsDiff(before[k], after[k], path ? `${path}.${k}` : k));
+  }
+  return JSON.stringify(before) === JSON.stringify(after) ? [] : [{ path: path || "(the whole)", from: before, to: after }];
+}
+
+/** A call a person approved with edits: what it ran with, the edit against the model's arguments, who decided and when. */
+function editedArgs(asked, decided, ctx, key) {
+  const shown = (v) => (v === undefined ? "(none)" : compact(v, 400));
+  return [
+    h("div", { class: "kv run-args" }, h("span", { class: "k" }, "ran with"), h("pre", { class: "args" }, compact(decided.arguments, 2000))),
+    h(
+      "div",
+      { class: "kv" },
+      h("span", { class: "k" }, "edit"),
+      h("ul", { class: "plain args-diff" }, argsDiff(asked, decided.arguments).map((d) => h("li", {}, h("code", {}, d.path), ": ", h("del", {}, shown(d.from)), " → ", h("ins", {}, shown(d.to))))),
+    ),
+    h("p", { class: "muted decided-by" }, `approved with this edit by ${decided.by === "timeout" ? "the approval timeout" : decided.by} at ${new Date(millis(decided.timestamp)).toLocaleString()}`),
+    asked !== undefined ? fold({ body: asked }, ctx, 0, `asked ${key}`, "the model's arguments") : null,
+  ];
+}
+
 function drawCall(run, c, ctx, depth) {
   const name = c.call?.tool_name || c.result?.tool_name;
   const id = c.call?.call_id || c.result?.call_id;
+  const approval = ctx.decisions?.get(`${run.id}|${c.call?.turn ?? c.result?.turn}|${id}`);
+  const edited = approval?.decided?.arguments !== undefined ? approval.decided : null;
   const effect = ctx.effects.get(name);
   const recorded = journaled(run, c, ctx);
   const asked = c.approvals.some((e) => APPROVAL_REQUESTED.has(e.type));
@@ -259,7 +303,11 @@ function drawCall(run, c, ctx, depth) {
       c.result ? h("span", { class: "muted" }, duration(c.result.duration_ms)) : null,
       h("code", { class: "muted call-id" }, id),
     ),
-    c.call ? h("div", { class: "kv" }, h("span", { class: "k" }, "arguments"), h("pre", { class: "args" }, compact(c.call.arguments, 2000))) : h("p", { class: "muted" }, "started by an earlier attempt"),
+    edited
+      ? editedArgs(c.call?.live ? approval.requested?.arguments : c.call?.arguments ?? approval.requested?.arguments, edited, ctx, `${run.id}|${id}`)
+      : c.call
+        ? h("div", { class: "kv" }, h("span", { class: "k" }, "arguments"), h("pre", { class: "args" }, compact(c.call.arguments, 2000)))
+        : h("p", { class: "muted" }, "started by an earlier attempt"),
     c.result ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${c.result.is_error && !interrupted ? " error" : ""}` }, c.result.output_preview)) : null,
     recorded ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${recorded.is_error ? " error" : ""}`, title: "recorded in the journal (an operator's skip, or a step replayed on resume)" }, recorded.output)) : null,
     c.traces.length ? h("div", { class: "traces" }, c.traces.map((t) => h("span", { class: "badge trace", title: compact(t.detail, 400) }, t.stage))) : null,
