@@ -305,3 +305,46 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     browser.wait_text("#answer", "twenty").await;
     browser.close().await;
 }
+
+/// A call parked inside a nested bundle (an agent tool's run) names the
+/// rule that asked, the bundle whose rule it is and the path to it: the
+/// page said "the tool's approval rule", looking the tool up in the outer
+/// bundle, which has no such tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_park_names_its_rule_its_bundle_and_the_path_to_it() {
+    let mock = mock_server(
+        "replies:\n  - {match: big child, turn: 1, tool_calls: [{id: w1, name: wire_money, arguments: {amount: 500, to: alice}}]}\n  - {match: big child, turn: 2, content: wired}\n  - {match: nested task, turn: 1, tool_calls: [{id: a1, name: banker, arguments: {input: big child}}]}\n  - {match: nested task, turn: 2, content: parent done}\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "bank",
+        "name: bank\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - name: wire_money\n    kind: process\n    effect: read_only\n    parameters: {type: object, properties: {amount: {type: integer}, to: {type: string}}, required: [amount, to]}\n    approval: {when: \"args.amount > 100\"}\n    command: [python3, -c, \"print('{}')\"]\n",
+    );
+    site.put_bundle(
+        "parent",
+        "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: banker, kind: agent, bundle: bank}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit_body(&http, &daemon, json!({"bundle": "parent", "input": "nested task"})).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+    assert_eq!(parked["state"], "awaiting_approval", "{parked}");
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser
+        .wait_text(
+            "#approvals .approval-path",
+            "parent → ƒ banker → bank → ƒ wire_money",
+        )
+        .await;
+    let rule = browser
+        .wait_text("#approvals .approval-rule", "in bundle bank")
+        .await;
+    assert!(
+        rule.contains("approval:") && rule.contains("args.amount > 100"),
+        "the rule as the nested bundle says it: {rule}"
+    );
+    browser.close().await;
+}

@@ -23,7 +23,7 @@ const TICK_MS = 200;
 
 export function render(root, { path: [id] }, signal) {
   const base = `/v1/jobs/${encodeURIComponent(id)}`;
-  const model = { job: null, bundle: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, journalResults: new Map(), open: new Set(), stream: "connecting", live: live.create() };
+  const model = { job: null, bundle: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, journalResults: new Map(), open: new Set(), stream: "connecting", live: live.create(), bundles: new Map(), shownWhere: "null" };
   const view = {
     head: h("div", { class: "title-row left" }),
     header: h("div", { id: "header-place" }),
@@ -47,6 +47,8 @@ export function render(root, { path: [id] }, signal) {
     requestAnimationFrame(() => {
       scheduled = false;
       drawProgress(view, model);
+      // A nested park's place is known once its run's events are in.
+      if (model.job && JSON.stringify(parkedWhere(model)) !== model.shownWhere) drawApproval(view, model, () => loadJob().catch(() => {}));
     });
   };
 
@@ -132,6 +134,17 @@ function followEvents(path, model, { signal, redraw, ended, changed }) {
   });
 }
 
+/**
+ * Where the call awaiting approval asks, for a call of a nested run (its
+ * `scope`): the bundle whose rule it is and the path to it, once the
+ * events of that run are in; null for the job's own run.
+ */
+function parkedWhere(model) {
+  const call = pendingCall(model.job);
+  if (model.job.state !== "awaiting_approval" || !call?.scope) return null;
+  return timeline.parkedIn(model.events, model.job.id, call.scope);
+}
+
 /** The call awaiting approval, as a card to decide on (nothing for any other state). */
 function drawApproval(view, model, changed) {
   const job = model.job;
@@ -140,8 +153,21 @@ function drawApproval(view, model, changed) {
     fill(view.approvals);
     return;
   }
-  const rule = (model.bundle?.tools || []).find((t) => t.name === call.tool)?.approval || null;
-  fill(view.approvals, h("section", { class: "card attention", id: "approvals" }, h("h2", {}, "Waiting for approval"), approvalCard(job, call, { rule, outcome: view.outcome, changed })));
+  // A nested run's call asks by the rule of its own bundle, read once.
+  const where = parkedWhere(model);
+  model.shownWhere = JSON.stringify(where);
+  if (where && !model.bundles.has(where.bundle)) {
+    model.bundles.set(where.bundle, null);
+    api(`/v1/bundles/${encodeURIComponent(where.bundle)}`)
+      .then((b) => {
+        model.bundles.set(where.bundle, b);
+        drawApproval(view, model, changed);
+      })
+      .catch(() => {});
+  }
+  const bundle = where ? model.bundles.get(where.bundle) : model.bundle;
+  const rule = (bundle?.tools || []).find((t) => t.name === call.tool)?.approval || null;
+  fill(view.approvals, h("section", { class: "card attention", id: "approvals" }, h("h2", {}, "Waiting for approval"), approvalCard(job, call, { rule, where, outcome: view.outcome, changed })));
 }
 
 async function loadJournal(view, model, base, signal) {

@@ -118,6 +118,30 @@ function findCall(calls, runId, e) {
 }
 
 /**
+ * Where a call parked in the run of journal scope `scope` (`""` for the
+ * job's own run, `1:0/` for the run its turn 1's first call started, and
+ * so on down) asks: `{bundle, path}`, the bundle whose tool it is and the
+ * way to it from the job's bundle (`["parent", "ƒ banker", "bank"]`); null
+ * until the events of that run are in.
+ */
+export function parkedIn(events, jobId, scope) {
+  const root = events.length ? build(events) : null;
+  let r = root?.runs.get(scope ? `${jobId}/${scope.replace(/\/$/, "")}` : jobId);
+  if (!r) return null;
+  const bundle = r.bundle;
+  const path = [];
+  while (r) {
+    path.unshift(r.bundle);
+    if (!r.parent) break;
+    const parent = root.runs.get(r.parent.run_id);
+    const call = parent?.items.flatMap((i) => i.calls || []).find((c) => c.call?.call_id === r.parent.call_id);
+    path.unshift(`ƒ ${call?.call.tool_name || r.parent.call_id}`);
+    r = parent;
+  }
+  return { bundle, path };
+}
+
+/**
  * Hangs every nested run under what started it: an agent call (matched by
  * turn and call id, since a model may repeat ids across turns), a workflow
  * stage (key `s<step>-<stage>`) or a group-chat reply (its call id).
