@@ -462,6 +462,24 @@ async fn a_group_chat_reads_as_a_transcript() {
         .wait_until("!document.querySelector('#facts details[open]')")
         .await;
     audit(&browser, "job-group-chat-390-dark").await;
+
+    // A chat its stop phrase ended says so (it read "a termination tool
+    // ended it", and no tool did).
+    let (status, chat) = common::daemon::post_json(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan again.", "agent_ids": ["alice", "bob"], "max_iterations": 3,
+               "termination": {"type": "stop_phrase", "phrase": "agrees"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{chat}");
+    let stopped = chat["job_id"].as_str().unwrap();
+    browser.goto(&daemon.url(&format!("/ui/jobs/{stopped}"))).await;
+    let why = browser
+        .wait_text("#why-ended", "an agent's reply said the stop phrase \"agrees\"")
+        .await;
+    assert!(!why.contains("termination tool"), "{why}");
     browser.close().await;
 }
 

@@ -48,7 +48,7 @@ export function whyEnded(job, kernelEnd) {
     cancelled: "a person cancelled it",
     error: "an error ended the run",
   };
-  const said = reason ? words[reason] || reason.replaceAll("_", " ") : null;
+  const said = chatEnd(job) || (reason ? words[reason] || reason.replaceAll("_", " ") : null);
   if (job.state === "dead") return `dead: every attempt failed (${job.attempts} of ${job.max_attempts}), so it is not retried${said ? `; the last ended because ${said}` : ""}`;
   return said || (job.state === "failed" ? "an error ended the run" : null);
 }
@@ -72,6 +72,20 @@ function silenceText({ silent, expires }) {
   const secs = (ms) => `${Math.max(Math.round(ms / 1000), 0)} s`;
   const lease = expires > 0 ? `lease expires in ${secs(expires)}; then another worker resumes the job from its journal` : `the lease expired ${secs(-expires)} ago; the next free worker resumes the job from its journal`;
   return `no heartbeat for ${secs(silent)} — ${lease}`;
+}
+
+/**
+ * Why a group chat ended, by its result's `terminated_by` (its run records
+ * any strategy's stop as `termination_tool`, which no tool was): null for
+ * any other job.
+ */
+function chatEnd(job) {
+  const phrase = job.kind?.plan?.termination?.phrase;
+  return {
+    stop_phrase: `an agent's reply said the stop phrase${phrase ? ` "${phrase}"` : ""}`,
+    selector: "the selector judged the chat done (its reply had the stop word)",
+    max_iterations: "it held every round it was allowed (max_iterations)",
+  }[job.result?.terminated_by] || null;
 }
 
 /** A budget's duration ("10m", "1h30m", "250ms", "5s") in ms (NaN when it is none). */
