@@ -124,12 +124,7 @@ const WATCH_TIMELINE: &str = r#"(() => {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
     let mock = mock_server(&format!(
-        "replies:
-  - {{turn: 1, tool_calls: [{{id: f1, name: fetch, arguments: {{n: 42}}}}]}}
-  - turn: 2
-    content: "{WORDS}"
-    chunk_delay_ms: 250
-"
+        "replies:\n  - {{turn: 1, tool_calls: [{{id: f1, name: fetch, arguments: {{n: 42}}}}]}}\n  - turn: 2\n    content: \"{WORDS}\"\n    chunk_delay_ms: 250\n"
     ))
     .await;
     let site = Site::new(&mock.base_url(), "");
@@ -137,23 +132,18 @@ async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
     site.put_bundle(
         "fetcher",
         &format!(
-            "name: fetcher
-version: "1"
-model: {{endpoint: mock, name: m, plugin: openai}}
-prompts: {{user: "{{{{ input }}}}"}}
-tools:
-  - name: fetch
-    kind: process
-    effect: read_only
-    timeout: 600s
-    command: [python3, -c, "import os, time\nwhile not os.path.exists('{}'): time.sleep(0.05)\nprint('fetched 42')"]
-",
+            "name: fetcher\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: fetch\n    kind: process\n    effect: read_only\n    timeout: 600s\n    command: [python3, -c, \"import os, time\\nwhile not os.path.exists('{}'): time.sleep(0.05)\\nprint('fetched 42')\"]\n",
             go.display()
         ),
     );
     let daemon = site.start();
     let http = client();
-    let job = submit_body(&http, &daemon, json!({"bundle": "fetcher", "input": "fetch"})).await;
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "fetcher", "input": "fetch"}),
+    )
+    .await;
     let id = job["id"].as_str().unwrap().to_string();
     let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
@@ -163,13 +153,20 @@ tools:
     std::fs::write(&go, "").unwrap();
 
     browser.wait_until("window.shown").await;
-    let words: usize = browser.eval_text("window.shown.words").await.parse().unwrap();
+    let words: usize = browser
+        .eval_text("window.shown.words")
+        .await
+        .parse()
+        .unwrap();
     let all = WORDS.split_whitespace().count();
     assert!(
         words < all,
         "the call's result showed only after turn 2's whole reply ({words} of {all} words): a step behind"
     );
-    assert_eq!(browser.eval_text("window.shown.text").await.trim(), "fetched 42");
+    assert_eq!(
+        browser.eval_text("window.shown.text").await.trim(),
+        "fetched 42"
+    );
     assert_eq!(browser.eval_text("window.shown.source").await, "live");
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
@@ -179,7 +176,10 @@ tools:
         .wait_until("document.querySelector('#timeline .call[data-tool=fetch]')?.dataset.source === 'stored'")
         .await;
     assert_eq!(
-        browser.text_of("#timeline .call[data-tool=fetch] pre.result").await.trim(),
+        browser
+            .text_of("#timeline .call[data-tool=fetch] pre.result")
+            .await
+            .trim(),
         "fetched 42"
     );
     let wrong = browser.eval_text("window.wrong").await;
@@ -278,7 +278,12 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     )
     .unwrap();
     let http = client();
-    let job = submit_body(&http, &daemon, json!({"bundle": "talker", "input": "count"})).await;
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "talker", "input": "count"}),
+    )
+    .await;
     let id = job["id"].as_str().unwrap().to_string();
     let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
@@ -298,7 +303,9 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     browser
         .wait_until("document.querySelector('#no-heartbeat')?.hidden !== false")
         .await;
-    browser.wait_text("#timeline", "its worker stopped (a crash)").await;
+    browser
+        .wait_text("#timeline", "its worker stopped (a crash)")
+        .await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["crash_resumes"], 1, "{done}");
@@ -327,7 +334,12 @@ async fn a_nested_park_names_its_rule_its_bundle_and_the_path_to_it() {
     );
     let daemon = site.start();
     let http = client();
-    let job = submit_body(&http, &daemon, json!({"bundle": "parent", "input": "nested task"})).await;
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "parent", "input": "nested task"}),
+    )
+    .await;
     let id = job["id"].as_str().unwrap().to_string();
     let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
     assert_eq!(parked["state"], "awaiting_approval", "{parked}");

@@ -368,7 +368,10 @@ async fn search_sort_focus_rerun_and_the_inbox() {
         .wait_text(&format!("{call} .args-diff"), "a: 2 → 4")
         .await;
     browser
-        .wait_text(&format!("{call} .decided-by"), "approved with this edit by local at")
+        .wait_text(
+            &format!("{call} .decided-by"),
+            "approved with this edit by local at",
+        )
         .await;
     browser.close().await;
 }
@@ -475,9 +478,14 @@ async fn a_group_chat_reads_as_a_transcript() {
     .await;
     assert_eq!(status, 200, "{chat}");
     let stopped = chat["job_id"].as_str().unwrap();
-    browser.goto(&daemon.url(&format!("/ui/jobs/{stopped}"))).await;
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{stopped}")))
+        .await;
     let why = browser
-        .wait_text("#why-ended", "an agent's reply said the stop phrase \"agrees\"")
+        .wait_text(
+            "#why-ended",
+            "an agent's reply said the stop phrase \"agrees\"",
+        )
         .await;
     assert!(!why.contains("termination tool"), "{why}");
     browser.close().await;
