@@ -47,8 +47,6 @@ export function render(root, { path: [id] }, signal) {
     requestAnimationFrame(() => {
       scheduled = false;
       drawProgress(view, model);
-      // A nested park's place is known once its run's events are in.
-      if (model.job && JSON.stringify(parkedWhere(model)) !== model.shownWhere) drawApproval(view, model, () => loadJob().catch(() => {}));
     });
   };
 
@@ -147,6 +145,7 @@ function parkedWhere(model) {
 
 /** The call awaiting approval, as a card to decide on (nothing for any other state). */
 function drawApproval(view, model, changed) {
+  view.approvalChanged = changed;
   const job = model.job;
   const call = pendingCall(job);
   if (job.state !== "awaiting_approval" || !call || call.kind !== "approval") {
@@ -236,6 +235,8 @@ function answerCard(job, model) {
 function drawProgress(view, model) {
   if (!model.job) return;
   const job = model.job;
+  // A nested park's place is known once its run's events are in.
+  if (view.approvalChanged && JSON.stringify(parkedWhere(model)) !== model.shownWhere) drawApproval(view, model, view.approvalChanged);
   const status = document.getElementById("stream-status");
   if (status) status.textContent = streamText(model.stream);
   live.draw(view.now, model.live, job.id);
