@@ -132,7 +132,7 @@ async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
     site.put_bundle(
         "fetcher",
         &format!(
-            "name: fetcher\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: fetch\n    kind: process\n    effect: read_only\n    timeout: 600s\n    command: [python3, -c, \"import os, time\\nwhile not os.path.exists('{}'): time.sleep(0.05)\\nprint('fetched 42')\"]\n",
+            "name: fetcher\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: fetch\n    kind: process\n    effect: read_only\n    timeout: 600s\n    command: [python3, -c, \"import os, time\\nwhile not os.path.exists('{}'): time.sleep(0.05)\\nprint(42)\"]\n",
             go.display()
         ),
     );
@@ -165,7 +165,7 @@ async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
     );
     assert_eq!(
         browser.eval_text("window.shown.text").await.trim(),
-        "fetched 42"
+        "42"
     );
     assert_eq!(browser.eval_text("window.shown.source").await, "live");
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
@@ -180,7 +180,7 @@ async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
             .text_of("#timeline .call[data-tool=fetch] pre.result")
             .await
             .trim(),
-        "fetched 42"
+        "42"
     );
     let wrong = browser.eval_text("window.wrong").await;
     assert!(
@@ -254,13 +254,14 @@ async fn a_scheduled_job_says_when_it_starts_and_each_budget_has_a_meter() {
 /// long and when the lease expires (it read "running · ● live" until the
 /// lease expired), and then the page shows the resume: the daemon started
 /// again on the same address takes the job when its lease expires and
-/// finishes it. The lease is the fixture's 30 s (a heartbeat every 10 s), so
+/// finishes it. The model answers after 6 s, so the kill comes mid-call.
+/// The lease is the fixture's 30 s (a heartbeat every 10 s), so
 /// the state shows from 23 s after the last heartbeat (two heartbeats and
 /// one of the page's 3 s polls) until 30 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     let mock = mock_server(&format!(
-        "replies:\n  - content: \"{WORDS}\"\n    chunk_delay_ms: 250\n"
+        "replies:\n  - content: \"{WORDS}\"\n    delay_ms: 6000\n"
     ))
     .await;
     let site = Site::new(&mock.base_url(), "");

@@ -472,7 +472,7 @@ async fn a_group_chat_reads_as_a_transcript() {
         &http,
         &daemon,
         "/api/group-chat",
-        json!({"query": "Plan again.", "agent_ids": ["alice", "bob"], "max_iterations": 3,
+        json!({"query": "Plan again.", "agent_ids": ["alice", "bob"], "max_iterations": 1,
                "termination": {"type": "stop_phrase", "phrase": "agrees"}}),
     )
     .await;
