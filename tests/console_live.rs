@@ -288,7 +288,8 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     let id = job["id"].as_str().unwrap().to_string();
     let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
-    browser.wait_text("#in-progress", "Model call").await;
+    // The model answers after 6 s: the job runs, inside its model call.
+    browser.wait_for("#run-header[data-state=running]").await;
     daemon.kill9();
     let daemon = site.start();
     assert_eq!(daemon.base, format!("http://{address}"));
