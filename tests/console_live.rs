@@ -302,7 +302,6 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     browser
         .wait_until("document.querySelector('#no-heartbeat')?.hidden !== false")
         .await;
-    browser.await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     assert_eq!(done["crash_resumes"], 1, "{done}");
