@@ -4,9 +4,12 @@
 //! (the page once routed tokens only to an attempt drawn from a stored
 //! event, so a first reply showed nothing until it was whole). In a real
 //! browser (Chromium over WebDriver), against the mock model server
-//! streaming one word every 250 ms. And its counters are honest (item 2): a
-//! job scheduled ahead says when it starts, and every budget that can stop
-//! a job has a meter.
+//! streaming one word every 250 ms. The timeline is never a step behind:
+//! a finished tool call shows its result from its live frame while the
+//! next turn runs (its stored `ToolResult` is written only with that
+//! turn's reply). And its counters are honest (item 2): a job scheduled
+//! ahead says when it starts, and every budget that can stop a job has a
+//! meter.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
 
@@ -94,6 +97,97 @@ async fn the_first_reply_streams_onto_the_page_word_by_word() {
     browser.close().await;
 }
 
+/// Whether the timeline ever drew the `fetch` call as still running while
+/// turn 2 was on the page (`window.wrong`, what it showed), and what turn 2
+/// had shown when the call's result first appeared (`window.shown`):
+/// checked on every change of the page, so no state is missed between
+/// two looks of the test.
+const WATCH_TIMELINE: &str = r#"(() => {
+  const turn2 = () => [...document.querySelectorAll('#timeline li.item.turn')].find((li) => li.querySelector('.turn-head b')?.textContent === 'Turn 2');
+  const check = () => {
+    const t2 = turn2();
+    const call = document.querySelector('#timeline .call[data-tool=fetch]');
+    if (t2 && call && call.classList.contains('running')) window.wrong = call.textContent;
+    const result = call?.querySelector('pre.result');
+    if (!window.shown && result) window.shown = { words: (t2?.querySelector('.reply')?.textContent || '').split(/\s+/).filter(Boolean).length, text: result.textContent, source: call.dataset.source };
+  };
+  new MutationObserver(check).observe(document.body, { childList: true, subtree: true, characterData: true });
+  check();
+  return true;
+})()"#;
+
+/// A finished tool call shows its result at once, while the next turn's
+/// reply streams: its `ToolResult` event is stored only with that reply, 5 s
+/// later (twenty words, one every 250 ms), and the page once drew the call
+/// as "no result yet" all that time. The result first shows from the
+/// call's live frame, and the stored event replaces it once written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
+    let mock = mock_server(&format!(
+        "replies:\n  - {{turn: 1, tool_calls: [{{id: f1, name: fetch, arguments: {{n: 42}}}}]}}\n  - turn: 2\n    content: \"{WORDS}\"\n    chunk_delay_ms: 250\n"
+    ))
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    let go = site.path().join("go");
+    site.put_bundle(
+        "fetcher",
+        &format!(
+            "name: fetcher\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\ntools:\n  - name: fetch\n    kind: process\n    effect: read_only\n    timeout: 600s\n    command: [python3, -c, \"import os, time\\nwhile not os.path.exists('{}'): time.sleep(0.05)\\nprint(42)\"]\n",
+            go.display()
+        ),
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "fetcher", "input": "fetch"}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_text("#stream-status", "live").await;
+    browser.wait_text("#in-progress", "fetch").await;
+    browser.wait_until(WATCH_TIMELINE).await;
+    std::fs::write(&go, "").unwrap();
+
+    browser.wait_until("window.shown").await;
+    let words: usize = browser
+        .eval_text("window.shown.words")
+        .await
+        .parse()
+        .unwrap();
+    let all = WORDS.split_whitespace().count();
+    assert!(
+        words < all,
+        "the call's result showed only after turn 2's whole reply ({words} of {all} words): a step behind"
+    );
+    assert_eq!(browser.eval_text("window.shown.text").await.trim(), "42");
+    assert_eq!(browser.eval_text("window.shown.source").await, "live");
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    browser.wait_text("#answer", "twenty").await;
+    // The stored event replaced the live drawing, with the same result.
+    browser
+        .wait_until("document.querySelector('#timeline .call[data-tool=fetch]')?.dataset.source === 'stored'")
+        .await;
+    assert_eq!(
+        browser
+            .text_of("#timeline .call[data-tool=fetch] pre.result")
+            .await
+            .trim(),
+        "42"
+    );
+    let wrong = browser.eval_text("window.wrong").await;
+    assert!(
+        wrong.is_empty(),
+        "the finished call read as still running while turn 2 ran: {wrong:?}"
+    );
+    eprintln!("result shown with {words} of {all} words of turn 2 on the page");
+    browser.close().await;
+}
+
 /// A job scheduled ahead says when it starts, on its page and in the list
 /// (it read "waiting 10 min" with its `run_at` three hours off, shown
 /// nowhere), and every budget that can stop a job has a meter: a bundle's
@@ -149,5 +243,116 @@ async fn a_scheduled_job_says_when_it_starts_and_each_budget_has_a_meter() {
         let shown = browser.text_of(&format!("#{meter} b")).await;
         assert!(shown.starts_with(spent), "{meter}: spent {shown:?}");
     }
+    browser.close().await;
+}
+
+/// A job whose daemon was killed (`kill -9`) reads as what it is, not as
+/// running: once its worker missed two heartbeats the header says for how
+/// long and when the lease expires (it read "running · ● live" until the
+/// lease expired), and then the page shows the resume: the daemon started
+/// again on the same address takes the job when its lease expires and
+/// finishes it. The model answers after 6 s, so the kill comes mid-call.
+/// The lease is the fixture's 30 s (a heartbeat every 10 s), so
+/// the state shows from 23 s after the last heartbeat (two heartbeats and
+/// one of the page's 3 s polls) until 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
+    let mock = mock_server(&format!(
+        "replies:\n  - content: \"{WORDS}\"\n    delay_ms: 6000\n"
+    ))
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "talker",
+        "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    // The daemon comes back where the page points.
+    let address = daemon.base.trim_start_matches("http://").to_string();
+    let config = std::fs::read_to_string(site.path().join("config.toml")).unwrap();
+    std::fs::write(
+        site.path().join("config.toml"),
+        config.replace("127.0.0.1:0", &address),
+    )
+    .unwrap();
+    let http = client();
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "talker", "input": "count"}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    // The model answers after 6 s: the job runs, inside its model call.
+    browser.wait_for("#run-header[data-state=running]").await;
+    daemon.kill9();
+    let daemon = site.start();
+    assert_eq!(daemon.base, format!("http://{address}"));
+
+    let said = browser.wait_text("#no-heartbeat", "no heartbeat for").await;
+    assert!(said.contains("lease expires in"), "{said}");
+    assert!(
+        browser.text_of("#run-header").await.contains("running"),
+        "the job still runs as far as the store knows"
+    );
+    // The resume: a new attempt, after the crash, and no silence any more.
+    browser.wait_text("#run-header", "1 after a crash").await;
+    browser
+        .wait_until("document.querySelector('#no-heartbeat')?.hidden !== false")
+        .await;
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(done["crash_resumes"], 1, "{done}");
+    browser.wait_text("#answer", "twenty").await;
+    browser.close().await;
+}
+
+/// A call parked inside a nested bundle (an agent tool's run) names the
+/// rule that asked, the bundle whose rule it is and the path to it: the
+/// page said "the tool's approval rule", looking the tool up in the outer
+/// bundle, which has no such tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_park_names_its_rule_its_bundle_and_the_path_to_it() {
+    let mock = mock_server(
+        "replies:\n  - {match: big child, turn: 1, tool_calls: [{id: w1, name: wire_money, arguments: {amount: 500, to: alice}}]}\n  - {match: big child, turn: 2, content: wired}\n  - {match: nested task, turn: 1, tool_calls: [{id: a1, name: banker, arguments: {input: big child}}]}\n  - {match: nested task, turn: 2, content: parent done}\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "bank",
+        "name: bank\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - name: wire_money\n    kind: process\n    effect: read_only\n    parameters: {type: object, properties: {amount: {type: integer}, to: {type: string}}, required: [amount, to]}\n    approval: {when: \"args.amount > 100\"}\n    command: [python3, -c, \"print('{}')\"]\n",
+    );
+    site.put_bundle(
+        "parent",
+        "name: parent\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - {name: banker, kind: agent, bundle: bank}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "parent", "input": "nested task"}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let parked = common::daemon::wait_settled(&http, &daemon, &id).await;
+    assert_eq!(parked["state"], "awaiting_approval", "{parked}");
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser
+        .wait_text(
+            "#approvals .approval-path",
+            "parent → ƒ banker → bank → ƒ wire_money",
+        )
+        .await;
+    let rule = browser
+        .wait_text("#approvals .approval-rule", "in bundle bank")
+        .await;
+    assert!(
+        rule.contains("approval:") && rule.contains("args.amount > 100"),
+        "the rule as the nested bundle says it: {rule}"
+    );
     browser.close().await;
 }

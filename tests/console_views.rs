@@ -356,6 +356,23 @@ async fn search_sort_focus_rerun_and_the_inbox() {
             && e["output_preview"].as_str().unwrap_or("").contains('7')),
         "the edited call ran: {events:?}"
     );
+    // The job's page shows what the tool ran with (it once showed the
+    // model's arguments beside the edited call's result), the edit against
+    // the model's arguments, and who decided.
+    browser.goto(&daemon.url(&format!("/ui/jobs/{asks}"))).await;
+    let call = "#timeline .call[data-tool=add]";
+    browser
+        .wait_text(&format!("{call} .run-args"), "{\"a\":4,\"b\":3}")
+        .await;
+    browser
+        .wait_text(&format!("{call} .args-diff"), "a: 2 → 4")
+        .await;
+    browser
+        .wait_text(
+            &format!("{call} .decided-by"),
+            "approved with this edit by local at",
+        )
+        .await;
     browser.close().await;
 }
 
@@ -448,6 +465,29 @@ async fn a_group_chat_reads_as_a_transcript() {
         .wait_until("!document.querySelector('#facts details[open]')")
         .await;
     audit(&browser, "job-group-chat-390-dark").await;
+
+    // A chat its stop phrase ended says so (it read "a termination tool
+    // ended it", and no tool did).
+    let (status, chat) = common::daemon::post_json(
+        &http,
+        &daemon,
+        "/api/group-chat",
+        json!({"query": "Plan again.", "agent_ids": ["alice", "bob"], "max_iterations": 1,
+               "termination": {"type": "stop_phrase", "phrase": "agrees"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{chat}");
+    let stopped = chat["job_id"].as_str().unwrap();
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{stopped}")))
+        .await;
+    let why = browser
+        .wait_text(
+            "#why-ended",
+            "an agent's reply said the stop phrase \"agrees\"",
+        )
+        .await;
+    assert!(!why.contains("termination tool"), "{why}");
     browser.close().await;
 }
 

@@ -333,9 +333,11 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    caller
-        .job(Action::ReadJob, &id, state.queue.get(&id).await?)
-        .map(Json)
+    let mut job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    if job.state == JobState::Running {
+        job.heartbeat_every_ms = Some(state.job_heartbeat.as_millis() as u64);
+    }
+    Ok(Json(job))
 }
 
 /// `POST /v1/jobs/{id}/cancel` in the API document.

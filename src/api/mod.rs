@@ -94,6 +94,9 @@ pub struct AppState {
     pub ready: Arc<AtomicBool>,
     pub max_attempts: u32,
     pub sse_heartbeat: Duration,
+    /// How often a worker renews a running job's lease (what a job's
+    /// `heartbeat_every_ms` says).
+    pub job_heartbeat: Duration,
     /// How long an SSE stream waits for a change notification before it
     /// reads the store anyway (notifications from other daemons can be
     /// missed while the LISTEN connection is down).

@@ -102,7 +102,7 @@ impl Config {
                 "must be at least \"1m\" (the default is \"7d\")".into(),
             ));
         }
-        // Heartbeats go out every third of the lease; below a second they
+        // Heartbeats go out every third of the lease (`heartbeat_every`); below a second they
         // would hammer the store and a brief stall would expire a healthy run.
         let lease: std::time::Duration = self.queue.lease.into();
         if lease < MIN_LEASE {

@@ -14,7 +14,7 @@ mod queue;
 mod webhooks;
 
 pub use load::{LoadConfig, LoadKind, LoadThresholds};
-pub use queue::{QueueBackend, QueueConfig, QueueDurability, default_pool_size};
+pub use queue::{QueueBackend, QueueConfig, QueueDurability, default_pool_size, heartbeat_every};
 
 pub use live::LIVE_BESIDE_BINDINGS;
 pub use webhooks::WebhookConfig;

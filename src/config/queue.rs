@@ -9,6 +9,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::HumanDuration;
 
+/// How often a worker renews the lease of the job it runs: three beats per
+/// lease, so one late or lost beat does not expire a healthy run. A job
+/// whose worker stayed silent for two beats has likely lost it (the
+/// console says so before the lease expires).
+pub fn heartbeat_every(lease: std::time::Duration) -> std::time::Duration {
+    lease / 3
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueBackend {

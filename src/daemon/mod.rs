@@ -418,6 +418,7 @@ impl Daemon {
             ready,
             max_attempts: config.queue.max_attempts,
             sse_heartbeat: config.server.sse_heartbeat.into(),
+            job_heartbeat: crate::config::heartbeat_every(config.queue.lease.into()),
             sse_recheck: sse_recheck(config),
             queue_health: self.health.clone(),
             live: self.live.clone(),

@@ -76,10 +76,22 @@ pub enum ProgressKind {
         /// Cut to [`ARGUMENTS_CAP`] characters of JSON when larger.
         arguments: Value,
     },
+    /// A tool call ends, with what its stored `ToolResult` will say (that
+    /// event is stored only with the run's next durable write, seconds
+    /// later when the next model call is slow), so a watcher can show the
+    /// result at once.
     ToolCallEnded {
         call_id: String,
         tool: String,
         ok: bool,
+        /// The tool's output, cut to [`super::OUTPUT_PREVIEW`] characters
+        /// and marked `…` when longer (as the `ToolResult` event's
+        /// `output_preview`).
+        output: String,
+        duration_ms: u64,
+        /// As the `ToolResult` event's `error_type` (`interrupted` for a
+        /// call the job's cancel or deadline cut short).
+        error_type: Option<String>,
     },
     /// The run waits: for a person's approval, a backoff or a free slot
     /// of the model's endpoint.

@@ -223,6 +223,10 @@ pub enum Event {
         by: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// For `edit`: the arguments the call runs with instead of the
+        /// model's (its `ApprovalRequested` event has those).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        arguments: Option<Value>,
     },
     /// The job used up a budget; its run ends (`budget_exceeded`).
     BudgetExceeded {
@@ -369,6 +373,11 @@ impl std::fmt::Display for JobStatus {
         f.write_str(self.as_str())
     }
 }
+
+/// Characters of a tool's output that its `ToolResult` event and its
+/// `tool_call_ended` progress frame carry (one cap, so the live drawing of
+/// a call and the stored event that replaces it show the same text).
+pub const OUTPUT_PREVIEW: usize = 200;
 
 /// The first `max` characters of `text`, marked when cut.
 pub fn preview(text: &str, max: usize) -> String {

@@ -35,7 +35,7 @@ use super::{Kernel, NotRun, RunError};
 use crate::approval::{CallerCall, ParkedCall, ParkedKind};
 use crate::budget::Budget;
 use crate::events::live::{ProgressKind, capped_arguments};
-use crate::events::{Event, EventSink, preview};
+use crate::events::{Event, EventSink, OUTPUT_PREVIEW, preview};
 use crate::failpoint::{self, Failpoint};
 use crate::journal::{RecordedResult, RecordedStart, RunJournal};
 use crate::tools::{CallPlace, Effect, PreparedCall, ToolOutcome};
@@ -355,19 +355,27 @@ impl<'a> Started<'a> {
             .tools
             .execute_at(&prepared, place, site.cancel, site.events)
             .await;
+        let cut_short = outcome.ends_job.is_none() && site.cancel.is_cancelled();
+        let outcome = if cut_short {
+            interrupted(outcome)
+        } else {
+            outcome
+        };
         site.events.progress(
             site.turn,
             ProgressKind::ToolCallEnded {
                 call_id: outcome.result.call_id.clone(),
                 tool: outcome.result.name.clone(),
                 ok: !outcome.result.is_error && outcome.ends_job.is_none(),
+                output: preview(&outcome.result.output, OUTPUT_PREVIEW),
+                duration_ms: outcome.duration.as_millis() as u64,
+                error_type: outcome.error_code.map(str::to_string),
             },
         );
         if let Some(end) = outcome.ends_job {
             return Err(end.into());
         }
-        if site.cancel.is_cancelled() {
-            let outcome = interrupted(outcome);
+        if cut_short {
             emit_result(site.events, site.turn, &outcome).await;
             return Ok(Executed::CutShort(outcome.result));
         }
@@ -433,7 +441,7 @@ async fn emit_result(events: &EventSink, turn: u32, outcome: &ToolOutcome) {
             call_id: outcome.result.call_id.clone(),
             is_error: outcome.result.is_error,
             duration_ms: outcome.duration.as_millis() as u64,
-            output_preview: preview(&outcome.result.output, 200),
+            output_preview: preview(&outcome.result.output, OUTPUT_PREVIEW),
             error_type: outcome.error_code.map(str::to_string),
         })
         .await;

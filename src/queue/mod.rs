@@ -380,6 +380,13 @@ pub struct Job {
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub lease_expires_at: Option<String>,
+    /// While it runs: how often its worker renews the lease (the daemon's
+    /// `queue.lease` / 3), each renewal setting `updated_at` and
+    /// `lease_expires_at`; a running job silent for two of these has likely
+    /// lost its worker (it resumes once the lease expires). Said by
+    /// `GET /v1/jobs/{id}` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_every_ms: Option<u64>,
     /// The submitter's budget limits, lowering the bundle's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::budget::BudgetLimits>,

@@ -156,6 +156,10 @@ pub(crate) fn decided_event(
             Verdict::Deny { reason } => reason.clone(),
             _ => None,
         },
+        arguments: match &decision.verdict {
+            Verdict::Edit { arguments } => Some(arguments.clone()),
+            _ => None,
+        },
     };
     job_event(job, seq, event)
 }

@@ -134,6 +134,7 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
         started_at: ts(17)?,
         finished_at: ts(18)?,
         lease_expires_at: ts(19)?,
+        heartbeat_every_ms: None,
         id: JobId(id),
         limits: row
             .text(25)?

@@ -317,7 +317,7 @@ impl Heartbeat {
         let queue = pool.queue.clone();
         let id = lease.job.id.clone();
         let attempt = lease.attempt;
-        let every = pool.settings.lease / 3;
+        let every = crate::config::heartbeat_every(pool.settings.lease);
         let lease_for = pool.settings.lease;
         let lost = CancellationToken::new();
         let lost_flag = lost.clone();

@@ -251,7 +251,7 @@ impl Chat<'_> {
             call_id: key.to_string(),
             is_error: reply.is_error,
             duration_ms: started.elapsed().as_millis() as u64,
-            output_preview: preview(&reply.response, 200),
+            output_preview: preview(&reply.response, crate::events::OUTPUT_PREVIEW),
             error_type: reply.is_error.then(|| "tool_error".to_string()),
         })
         .await;

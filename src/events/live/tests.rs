@@ -130,6 +130,9 @@ async fn a_late_watcher_learns_the_calls_in_progress_first() {
         call_id: "c1".into(),
         tool: "slow".into(),
         ok: true,
+        output: "done".into(),
+        duration_ms: 5,
+        error_type: None,
     }));
     assert_eq!(kind(late.try_next()), "\"tool_call_ended\"");
     assert!(hub.subscribe("j1", wants).try_next().is_none());

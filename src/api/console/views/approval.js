@@ -13,10 +13,11 @@ import { schemaForm } from "./schemaform.js";
 
 /**
  * The card for `call` (pending.js's shape) of `job`. `rule` is the tool's
- * approval rule as its bundle says it (or null); `outcome` shows answers;
- * `changed()` runs after a decision.
+ * approval rule as its bundle says it (or null); `where` (for a call of a
+ * nested run) the bundle whose rule it is and the path to it from the
+ * job's bundle; `outcome` shows answers; `changed()` runs after a decision.
  */
-export function approvalCard(job, call, { rule, outcome, changed }) {
+export function approvalCard(job, call, { rule, where, outcome, changed }) {
   const path = `/v1/jobs/${encodeURIComponent(job.id)}/approvals/${encodeURIComponent(call.callId)}`;
   const form = schemaForm(call.parameters, call.arguments);
   const reasonId = `deny-reason-${call.callId}`;
@@ -63,7 +64,8 @@ export function approvalCard(job, call, { rule, outcome, changed }) {
       "dl",
       { class: "facts" },
       h("dt", {}, "asked by"),
-      h("dd", { class: "approval-rule" }, rule ? h("code", {}, `approval: ${rule}`) : "the tool's approval rule"),
+      h("dd", { class: "approval-rule" }, rule ? h("code", {}, `approval: ${rule}`) : "the tool's approval rule", where ? [" in bundle ", h("b", {}, where.bundle)] : null),
+      where ? [h("dt", {}, "where"), h("dd", { class: "approval-path" }, [...where.path, `ƒ ${call.tool}`].join(" → "))] : null,
       h("dt", {}, "who decides"),
       h("dd", {}, call.approver === "others" ? "someone other than the job's submitter" : "anyone who may approve"),
       h("dt", {}, "requested"),

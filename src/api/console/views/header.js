@@ -3,9 +3,14 @@
 // started) against how long it ran (started → finished, ticking while it
 // runs), its attempts, and a meter for every budget that can stop it —
 // tokens, cost, tool calls, model calls, wall time — against its limit (the
-// job's own limits, else its bundle's).
+// job's own limits, else its bundle's). A running job whose worker stopped
+// renewing its lease (a crashed daemon) says so, and when the lease
+// expires so that another worker resumes it, instead of reading as running.
 
 import { h, fill, link, stateBadge, duration, millis } from "../dom.js";
+
+/** How often the job's page reads the job again while it can change. */
+export const JOB_POLL_MS = 3000;
 
 /** States a job ends in. */
 export const TERMINAL = ["succeeded", "failed", "cancelled", "dead"];
@@ -45,9 +50,44 @@ export function whyEnded(job, kernelEnd) {
     cancelled: "a person cancelled it",
     error: "an error ended the run",
   };
-  const said = reason ? words[reason] || reason.replaceAll("_", " ") : null;
+  const said = chatEnd(job) || (reason ? words[reason] || reason.replaceAll("_", " ") : null);
   if (job.state === "dead") return `dead: every attempt failed (${job.attempts} of ${job.max_attempts}), so it is not retried${said ? `; the last ended because ${said}` : ""}`;
   return said || (job.state === "failed" ? "an error ended the run" : null);
+}
+
+/**
+ * A running job's silent worker: `{silent, expires}` in ms (how long since
+ * its lease was last renewed, and until the lease expires: negative once it
+ * has) when the worker missed two heartbeats (`heartbeat_every_ms`, said
+ * by the daemon for a running job); else null. Renewals set `updated_at`;
+ * the page's copy of the job may be one poll old, so a poll is allowed on
+ * top (a healthy job never reads as silent).
+ */
+export function silence(job, now = Date.now()) {
+  if (job.state !== "running" || !job.heartbeat_every_ms) return null;
+  const silent = now - millis(job.updated_at);
+  if (!(silent > 2 * job.heartbeat_every_ms + JOB_POLL_MS)) return null;
+  return { silent, expires: millis(job.lease_expires_at) - now };
+}
+
+function silenceText({ silent, expires }) {
+  const secs = (ms) => `${Math.max(Math.round(ms / 1000), 0)} s`;
+  const lease = expires > 0 ? `lease expires in ${secs(expires)}; then another worker resumes the job from its journal` : `the lease expired ${secs(-expires)} ago; the next free worker resumes the job from its journal`;
+  return `no heartbeat for ${secs(silent)} — ${lease}`;
+}
+
+/**
+ * Why a group chat ended, by its result's `terminated_by` (its run records
+ * any strategy's stop as `termination_tool`, which no tool was): null for
+ * any other job.
+ */
+function chatEnd(job) {
+  const phrase = job.kind?.plan?.termination?.phrase;
+  return {
+    stop_phrase: `an agent's reply said the stop phrase${phrase ? ` "${phrase}"` : ""}`,
+    selector: "the selector judged the chat done (its reply had the stop word)",
+    max_iterations: "it held every round it was allowed (max_iterations)",
+  }[job.result?.terminated_by] || null;
 }
 
 /** A budget's duration ("10m", "1h30m", "250ms", "5s") in ms (NaN when it is none). */
@@ -96,6 +136,7 @@ export function drawHeader(root, job, { bundle, kernelEnd, turns, calls = { tool
       "div",
       { class: `run-header card outcome-${job.state}`, id: "run-header", dataset: { state: job.state } },
       h("div", { class: "run-outcome" }, stateBadge(job.state), why ? h("span", { id: "why-ended" }, why) : null),
+      job.state === "running" ? h("p", { class: "banner warn", id: "no-heartbeat", role: "status", hidden: true }) : null,
       scheduled(job),
       job.forked_from
         ? h(
@@ -145,6 +186,12 @@ export function tick(root, job) {
   const run = root.querySelector("#run-time");
   if (wait) wait.textContent = Number.isNaN(t.wait) ? "—" : duration(t.wait);
   if (run) run.textContent = Number.isNaN(t.run) ? "not started" : duration(t.run) + (t.ticking ? " so far" : "");
+  const quiet = root.querySelector("#no-heartbeat");
+  if (quiet) {
+    const s = silence(job);
+    quiet.hidden = !s;
+    quiet.textContent = s ? silenceText(s) : "";
+  }
   const until = root.querySelector("#scheduled-in");
   if (until) until.textContent = ` (in ${duration(Math.max(millis(job.run_at) - Date.now(), 0))})`;
   return t.ticking || (Number.isNaN(t.run) && !TERMINAL.includes(job.state));

@@ -12,18 +12,18 @@ import * as attempts from "./attempts.js";
 import * as live from "./live.js";
 import * as transcript from "./transcript.js";
 import * as workflow from "./workflow.js";
-import { drawHeader, tick, TERMINAL } from "./header.js";
+import { drawHeader, tick, TERMINAL, JOB_POLL_MS } from "./header.js";
 import { drawActions } from "./actions.js";
 import { approvalCard } from "./approval.js";
 import { pendingCall } from "./pending.js";
 import { drawJournal } from "./journal.js";
 
-const POLL_MS = 3000;
+const POLL_MS = JOB_POLL_MS;
 const TICK_MS = 200;
 
 export function render(root, { path: [id] }, signal) {
   const base = `/v1/jobs/${encodeURIComponent(id)}`;
-  const model = { job: null, bundle: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, journalResults: new Map(), open: new Set(), stream: "connecting", live: live.create() };
+  const model = { job: null, bundle: null, events: [], tokens: new Map(), effects: new Map(), artifacts: [], journal: null, journalResults: new Map(), open: new Set(), stream: "connecting", live: live.create(), bundles: new Map(), shownWhere: "null" };
   const view = {
     head: h("div", { class: "title-row left" }),
     header: h("div", { id: "header-place" }),
@@ -132,16 +132,41 @@ function followEvents(path, model, { signal, redraw, ended, changed }) {
   });
 }
 
+/**
+ * Where the call awaiting approval asks, for a call of a nested run (its
+ * `scope`): the bundle whose rule it is and the path to it, once the
+ * events of that run are in; null for the job's own run.
+ */
+function parkedWhere(model) {
+  const call = pendingCall(model.job);
+  if (model.job.state !== "awaiting_approval" || !call?.scope) return null;
+  return timeline.parkedIn(model.events, model.job.id, call.scope);
+}
+
 /** The call awaiting approval, as a card to decide on (nothing for any other state). */
 function drawApproval(view, model, changed) {
+  view.approvalChanged = changed;
   const job = model.job;
   const call = pendingCall(job);
   if (job.state !== "awaiting_approval" || !call || call.kind !== "approval") {
     fill(view.approvals);
     return;
   }
-  const rule = (model.bundle?.tools || []).find((t) => t.name === call.tool)?.approval || null;
-  fill(view.approvals, h("section", { class: "card attention", id: "approvals" }, h("h2", {}, "Waiting for approval"), approvalCard(job, call, { rule, outcome: view.outcome, changed })));
+  // A nested run's call asks by the rule of its own bundle, read once.
+  const where = parkedWhere(model);
+  model.shownWhere = JSON.stringify(where);
+  if (where && !model.bundles.has(where.bundle)) {
+    model.bundles.set(where.bundle, null);
+    api(`/v1/bundles/${encodeURIComponent(where.bundle)}`)
+      .then((b) => {
+        model.bundles.set(where.bundle, b);
+        drawApproval(view, model, changed);
+      })
+      .catch(() => {});
+  }
+  const bundle = where ? model.bundles.get(where.bundle) : model.bundle;
+  const rule = (bundle?.tools || []).find((t) => t.name === call.tool)?.approval || null;
+  fill(view.approvals, h("section", { class: "card attention", id: "approvals" }, h("h2", {}, "Waiting for approval"), approvalCard(job, call, { rule, where, outcome: view.outcome, changed })));
 }
 
 async function loadJournal(view, model, base, signal) {
@@ -210,15 +235,18 @@ function answerCard(job, model) {
 function drawProgress(view, model) {
   if (!model.job) return;
   const job = model.job;
+  // A nested park's place is known once its run's events are in.
+  if (view.approvalChanged && JSON.stringify(parkedWhere(model)) !== model.shownWhere) drawApproval(view, model, view.approvalChanged);
   const status = document.getElementById("stream-status");
   if (status) status.textContent = streamText(model.stream);
   live.draw(view.now, model.live, job.id);
   const graph = workflow.graph(model.events);
   fill(view.graph, graph ? [h("h2", {}, "Workflow"), workflow.draw(graph)] : null);
   const finished = TERMINAL.includes(job.state);
-  const parts = attempts.partition(model.events, job.id);
+  const parts = withAhead(attempts.partition(model.events, job.id), live.ahead(model.live, model.events, job.id), job);
   const last = parts.length - 1;
   const built = parts.map((a, i) => ({ ...a, tree: timeline.build(a.events), over: Boolean(a.end || a.crashed || (i === last && finished)) }));
+  const decisions = timeline.decisions(model.events);
   const ctxOf = (a, i) => ({
     jobId: job.id,
     // The live tokens belong to the attempt running now: the last one, or
@@ -228,6 +256,7 @@ function drawProgress(view, model) {
     effects: model.effects,
     journalResults: model.journalResults,
     stageArtifacts: timeline.assignArtifacts(a.tree, model.artifacts),
+    decisions,
     open: model.open,
     groupChat: job.kind?.type === "group_chat",
     finished: a.over,
@@ -240,6 +269,18 @@ function drawProgress(view, model) {
   );
   const now = finished ? Math.max(...model.events.map((e) => Date.parse(e.timestamp)), 0) : Date.now();
   fill(view.waterfall, waterfall.draw(waterfall.rows(job, built, [...model.live.waits.values()], now), finished, now));
+}
+
+/**
+ * The attempts with the steps that live frames announced ahead of the store
+ * added to the one running now (the last), so the timeline is never a step
+ * behind: a finished call shows its result while the next turn runs.
+ */
+function withAhead(parts, ahead, job) {
+  if (!ahead.length || TERMINAL.includes(job.state)) return parts;
+  if (!parts.length) return [{ attempt: job.attempts || 1, events: ahead, start: ahead[0].timestamp, last: ahead[0].timestamp, end: null, crashed: false }];
+  const running = parts[parts.length - 1];
+  return [...parts.slice(0, -1), { ...running, events: [...running.events, ...ahead] }];
 }
 
 /** A run's text answer as it is; a structured one (a workflow's outcome) summed up, in full when opened. */

@@ -118,6 +118,30 @@ function findCall(calls, runId, e) {
 }
 
 /**
+ * Where a call parked in the run of journal scope `scope` (`""` for the
+ * job's own run, `1:0/` for the run its turn 1's first call started, and
+ * so on down) asks: `{bundle, path}`, the bundle whose tool it is and the
+ * way to it from the job's bundle (`["parent", "ƒ banker", "bank"]`); null
+ * until the events of that run are in.
+ */
+export function parkedIn(events, jobId, scope) {
+  const root = events.length ? build(events) : null;
+  let r = root?.runs.get(scope ? `${jobId}/${scope.replace(/\/$/, "")}` : jobId);
+  if (!r) return null;
+  const bundle = r.bundle;
+  const path = [];
+  while (r) {
+    path.unshift(r.bundle);
+    if (!r.parent) break;
+    const parent = root.runs.get(r.parent.run_id);
+    const call = parent?.items.flatMap((i) => i.calls || []).find((c) => c.call?.call_id === r.parent.call_id);
+    path.unshift(`ƒ ${call?.call.tool_name || r.parent.call_id}`);
+    r = parent;
+  }
+  return { bundle, path };
+}
+
+/**
  * Hangs every nested run under what started it: an agent call (matched by
  * turn and call id, since a model may repeat ids across turns), a workflow
  * stage (key `s<step>-<stage>`) or a group-chat reply (its call id).
@@ -211,7 +235,7 @@ function drawTurn(run, t, ctx, depth) {
       r ? h("span", { class: "muted" }, ` · ${duration(r.duration_ms)}`) : null,
       usage ? h("span", { class: "muted" }, ` · ${usage}`) : null,
       r?.finish_reason ? h("span", { class: "muted" }, ` · ${r.finish_reason}`) : null,
-      !r && t.request && !ctx.finished ? h("span", { class: "badge live" }, live ? "streaming" : "waiting for the model") : null,
+      !r && t.request && !ctx.finished ? h("span", { class: "badge live" }, t.request.replied ? "replied" : live ? "streaming" : "waiting for the model") : null,
       !r && t.request && ctx.finished ? h("span", { class: "badge" }, "no reply: the attempt ended first") : null,
     ),
     r && answer(r) ? h("div", { class: "reply" }, answer(r)) : null,
@@ -232,9 +256,53 @@ function journaled(run, c, ctx) {
   return ctx.journalResults.get(`${scope}|${c.call.turn}|${c.call.call_id}`) || null;
 }
 
+/**
+ * The approval requests and decisions on the job's calls, of all its
+ * attempts (a call parks in one attempt and runs in the next):
+ * `${run}|${turn}|${call}` → `{requested, decided}`.
+ */
+export function decisions(events) {
+  const found = new Map();
+  for (const e of events) {
+    const requested = APPROVAL_REQUESTED.has(e.type);
+    if (!requested && !APPROVAL_DECIDED.has(e.type)) continue;
+    const key = `${e.run_id}|${e.turn}|${e.call_id || e.call}`;
+    found.set(key, { ...found.get(key), [requested ? "requested" : "decided"]: e });
+  }
+  return found;
+}
+
+/** What an edit changed: `[{path, from, to}]`, object keys followed down (`to.name`), anything else compared whole. */
+export function argsDiff(before, after, path = "") {
+  const object = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+  if (object(before) && object(after)) {
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])];
+    return keys.flatMap((k) => argsDiff(before[k], after[k], path ? `${path}.${k}` : k));
+  }
+  return JSON.stringify(before) === JSON.stringify(after) ? [] : [{ path: path || "(the whole)", from: before, to: after }];
+}
+
+/** A call a person approved with edits: what it ran with, the edit against the model's arguments, who decided and when. */
+function editedArgs(asked, decided, ctx, key) {
+  const shown = (v) => (v === undefined ? "(none)" : compact(v, 400));
+  return [
+    h("div", { class: "kv run-args" }, h("span", { class: "k" }, "ran with"), h("pre", { class: "args" }, compact(decided.arguments, 2000))),
+    h(
+      "div",
+      { class: "kv" },
+      h("span", { class: "k" }, "edit"),
+      h("ul", { class: "plain args-diff" }, argsDiff(asked, decided.arguments).map((d) => h("li", {}, h("code", {}, d.path), ": ", h("del", {}, shown(d.from)), " → ", h("ins", {}, shown(d.to))))),
+    ),
+    h("p", { class: "muted decided-by" }, `approved with this edit by ${decided.by === "timeout" ? "the approval timeout" : decided.by} at ${new Date(millis(decided.timestamp)).toLocaleString()}`),
+    asked !== undefined ? fold({ body: asked }, ctx, 0, `asked ${key}`, "the model's arguments") : null,
+  ];
+}
+
 function drawCall(run, c, ctx, depth) {
   const name = c.call?.tool_name || c.result?.tool_name;
   const id = c.call?.call_id || c.result?.call_id;
+  const approval = ctx.decisions?.get(`${run.id}|${c.call?.turn ?? c.result?.turn}|${id}`);
+  const edited = approval?.decided?.arguments !== undefined ? approval.decided : null;
   const effect = ctx.effects.get(name);
   const recorded = journaled(run, c, ctx);
   const asked = c.approvals.some((e) => APPROVAL_REQUESTED.has(e.type));
@@ -244,9 +312,11 @@ function drawCall(run, c, ctx, depth) {
   const state = interrupted ? "cut" : c.result ? (c.result.is_error ? "error" : "ok") : recorded ? (recorded.is_error ? "error" : "ok") : asked && !decision ? "approval" : ctx.finished ? "cut" : "running";
   const waiting = { approval: "awaiting approval", cut: "no result: the attempt ended first", running: "no result yet" }[state];
   const badge = interrupted ? "interrupted: the job stopped" : c.result ? (c.result.is_error ? c.result.error_type || "error" : "ok") : recorded ? "result from the journal" : waiting;
+  // A step drawn from its live frame until its stored event replaces it.
+  const ahead = c.result?.live || (!c.result && c.call?.live);
   return h(
     "div",
-    { class: `call ${state}`, dataset: { tool: name, call: id } },
+    { class: `call ${state}`, dataset: { tool: name, call: id, source: ahead ? "live" : "stored" }, title: ahead ? "as it happened (live); the stored event replaces this when it is written" : null },
     h(
       "div",
       { class: "call-head" },
@@ -257,7 +327,11 @@ function drawCall(run, c, ctx, depth) {
       c.result ? h("span", { class: "muted" }, duration(c.result.duration_ms)) : null,
       h("code", { class: "muted call-id" }, id),
     ),
-    c.call ? h("div", { class: "kv" }, h("span", { class: "k" }, "arguments"), h("pre", { class: "args" }, compact(c.call.arguments, 2000))) : h("p", { class: "muted" }, "started by an earlier attempt"),
+    edited
+      ? editedArgs(c.call?.live ? approval.requested?.arguments : c.call?.arguments ?? approval.requested?.arguments, edited, ctx, `${run.id}|${id}`)
+      : c.call
+        ? h("div", { class: "kv" }, h("span", { class: "k" }, "arguments"), h("pre", { class: "args" }, compact(c.call.arguments, 2000)))
+        : h("p", { class: "muted" }, "started by an earlier attempt"),
     c.result ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${c.result.is_error && !interrupted ? " error" : ""}` }, c.result.output_preview)) : null,
     recorded ? h("div", { class: "kv" }, h("span", { class: "k" }, "result"), h("pre", { class: `result${recorded.is_error ? " error" : ""}`, title: "recorded in the journal (an operator's skip, or a step replayed on resume)" }, recorded.output)) : null,
     c.traces.length ? h("div", { class: "traces" }, c.traces.map((t) => h("span", { class: "badge trace", title: compact(t.detail, 400) }, t.stage))) : null,
