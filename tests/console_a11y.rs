@@ -238,7 +238,7 @@ async fn views_of_an_admin(browser: &Browser, daemon: &Daemon, tag: &str) {
     audit(browser, &format!("confirmation-{tag}")).await;
     browser.click("dialog[open] [data-action=cancel]").await;
 
-    browser.goto(&daemon.url("/ui/bundles")).await;
+    browser.goto(&daemon.url("/ui/bundles?open=calc")).await;
     let panel = "section.bundle[data-bundle=calc] .verify";
     browser.wait_text(panel, "Crash matrix").await;
     wait_title(browser, "Bundles · structured-agents").await;

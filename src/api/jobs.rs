@@ -20,12 +20,13 @@ use crate::types::text;
 pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
 use crate::events::daemon::DaemonEvent;
-use crate::queue::{Deletion, Job, JobId, NewJob, Resolution};
+use crate::queue::{Deletion, Job, JobId, JobState, NewJob, Resolution};
 
 /// The body of `POST /v1/jobs`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
+    #[schemars(regex(pattern = text::NO_NUL_PATTERN))]
     pub bundle: String,
     #[schemars(regex(pattern = text::NO_NUL_PATTERN))]
     pub input: String,
