@@ -356,3 +356,61 @@ async fn a_nested_park_names_its_rule_its_bundle_and_the_path_to_it() {
     );
     browser.close().await;
 }
+
+/// Times the daemon wrote are read against the daemon's clock (the `Date`
+/// of its answers), never the browser's: with the browser's clock ten
+/// minutes ahead, a healthy running job read as "no heartbeat for 600 s"
+/// at the first tick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_clock_ahead_does_not_make_a_healthy_job_silent() {
+    let mock = mock_server(&format!(
+        "replies:\n  - content: \"{WORDS}\"\n    delay_ms: 6000\n"
+    ))
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "talker",
+        "name: talker\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    browser.wait_for("#jobs").await;
+    // From here the page's clock runs ten minutes ahead (the app stays
+    // loaded: the job's page is reached without a reload), and a watcher
+    // notes any moment the silence banner shows.
+    browser
+        .wait_until(
+            "(() => { const real = Date.now; Date.now = () => real() + 600000; \
+             window.sawSilence = false; \
+             new MutationObserver(() => { const q = document.querySelector('#no-heartbeat'); \
+               if (q && !q.hidden) window.sawSilence = true; }) \
+               .observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true}); \
+             return true; })()",
+        )
+        .await;
+    let job = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "talker", "input": "count"}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    browser
+        .wait_until(&format!(
+            "(() => {{ history.pushState(null, '', '/ui/jobs/{id}'); \
+             window.dispatchEvent(new PopStateEvent('popstate')); return true; }})()"
+        ))
+        .await;
+    browser.wait_for("#run-header[data-state=running]").await;
+    browser.wait_text("#answer", "twenty").await;
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(
+        browser.eval_text("window.sawSilence").await,
+        "false",
+        "a healthy job read as silent with the browser's clock ahead"
+    );
+    browser.close().await;
+}

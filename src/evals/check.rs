@@ -378,22 +378,24 @@ fn json_check(schema: Option<&Value>, json: Option<Value>, verb: &str) -> Outcom
     }
 }
 
-/// Every JSON object or array that starts somewhere in `text` and reads
-/// whole from there, first first (at most 16: a long answer of brackets
-/// must not take quadratic time).
+/// The most places a JSON value is looked for in an answer: each failed
+/// start reads on to where the text stops being JSON, so an answer of many
+/// brackets must not cost a read per bracket.
+const JSON_STARTS: usize = 64;
+
+/// Every JSON object or array that starts at one of the first
+/// [`JSON_STARTS`] brackets of `text` and reads whole from there, first
+/// first.
 fn json_in(text: &str) -> Vec<Value> {
-    let starts = text
-        .char_indices()
+    text.char_indices()
         .filter(|(_, c)| *c == '{' || *c == '[')
-        .map(|(i, _)| i);
-    starts
-        .filter_map(|i| {
+        .take(JSON_STARTS)
+        .filter_map(|(i, _)| {
             serde_json::Deserializer::from_str(&text[i..])
                 .into_iter::<Value>()
                 .next()?
                 .ok()
         })
-        .take(16)
         .collect()
 }
 

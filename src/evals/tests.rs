@@ -432,3 +432,16 @@ fn promptfoo_keys_that_change_what_runs_are_refused_by_name() {
         .to_string();
     assert!(e.contains("judge: BUNDLE"), "{e}");
 }
+
+#[test]
+fn json_is_looked_for_at_the_first_brackets_only() {
+    let c = case(json!({}));
+    let contains = spec(json!({"type": "contains_json"}));
+    let near = format!("{}{{\"a\": 1}}", "[".repeat(10));
+    assert!(grade(&contains, &c, &answered(&near)).pass);
+    let far = format!("{}{{\"a\": 1}}", "[".repeat(100_000));
+    assert!(
+        !grade(&contains, &c, &answered(&far)).pass,
+        "past the first 64 brackets"
+    );
+}

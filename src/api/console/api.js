@@ -22,6 +22,19 @@ export function setToken(value) {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
+/**
+ * The daemon's clock minus this browser's, from each answer's `Date`
+ * header (to the second: its middle is taken). Times the daemon wrote
+ * (`updated_at`, `lease_expires_at`, `run_at`) are compared with
+ * `serverNow()`, never with a browser clock that may be minutes off.
+ */
+let clockOffset = 0;
+
+/** Now on the daemon's clock, in ms since the epoch. */
+export function serverNow() {
+  return Date.now() + clockOffset;
+}
+
 /** An answer of the API that was not a success: status, code, message, field, body. */
 export class ApiFailure extends Error {
   constructor(status, body) {
@@ -53,6 +66,8 @@ export async function api(path, { method = "GET", body, signal } = {}) {
     init.body = JSON.stringify(body === undefined ? {} : body);
   }
   const response = await fetch(path, init);
+  const said = Date.parse(response.headers.get("Date") || "");
+  if (!Number.isNaN(said)) clockOffset = said + 500 - Date.now();
   const text = await response.text();
   let parsed = null;
   try {

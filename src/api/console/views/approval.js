@@ -6,7 +6,7 @@
 // on the job sees the call and why it may not (session.js), no buttons.
 
 import { h, fill, banner, confirmAction, pretty, ago, duration, errorText } from "../dom.js";
-import { api } from "../api.js";
+import { api, serverNow } from "../api.js";
 import { mayOn, refusal, mayDecideOn, gateAll } from "../session.js";
 import { autoDenyAt } from "./pending.js";
 import { schemaForm } from "./schemaform.js";
@@ -71,7 +71,7 @@ export function approvalCard(job, call, { rule, where, outcome, changed }) {
       h("dt", {}, "requested"),
       h("dd", {}, call.requestedAt ? ago(call.requestedAt) : "—"),
       h("dt", {}, "auto-deny"),
-      h("dd", { class: "auto-deny" }, Number.isNaN(deadline) ? "never: it waits for a person" : deadline > Date.now() ? `in ${duration(deadline - Date.now())} (at ${new Date(deadline).toLocaleTimeString()})` : "due now"),
+      h("dd", { class: "auto-deny" }, Number.isNaN(deadline) ? "never: it waits for a person" : deadline > serverNow() ? `in ${duration(deadline - serverNow())} (at ${new Date(deadline).toLocaleTimeString()})` : "due now"),
       h("dt", {}, "arguments"),
       h("dd", {}, h("pre", { class: "args" }, pretty(call.arguments))),
     ),

@@ -8,6 +8,7 @@
 // expires so that another worker resumes it, instead of reading as running.
 
 import { h, fill, link, stateBadge, duration, millis } from "../dom.js";
+import { serverNow } from "../api.js";
 
 /** How often the job's page reads the job again while it can change. */
 export const JOB_POLL_MS = 3000;
@@ -20,7 +21,7 @@ export const PARKED = ["needs_attention", "awaiting_approval"];
 export const ERRORED = ["failed", "dead"];
 
 /** Waiting and running time of `job` at `now`: `{wait, run, ticking}` in ms (NaN when not begun). */
-export function times(job, now = Date.now()) {
+export function times(job, now = serverNow()) {
   const created = millis(job.created_at);
   const started = millis(job.started_at);
   const finished = millis(job.finished_at);
@@ -63,7 +64,7 @@ export function whyEnded(job, kernelEnd) {
  * the page's copy of the job may be one poll old, so a poll is allowed on
  * top (a healthy job never reads as silent).
  */
-export function silence(job, now = Date.now()) {
+export function silence(job, now = serverNow()) {
   if (job.state !== "running" || !job.heartbeat_every_ms) return null;
   const silent = now - millis(job.updated_at);
   if (!(silent > 2 * job.heartbeat_every_ms + JOB_POLL_MS)) return null;
@@ -169,13 +170,13 @@ export function drawHeader(root, job, { bundle, kernelEnd, turns, calls = { tool
 /** When a job whose `run_at` is ahead starts: "scheduled for … (in …)". */
 function scheduled(job) {
   const at = millis(job.run_at);
-  if (job.state !== "queued" || Number.isNaN(at) || at <= Date.now()) return null;
+  if (job.state !== "queued" || Number.isNaN(at) || at <= serverNow()) return null;
   return h(
     "p",
     { class: "scheduled", id: "scheduled" },
     "scheduled for ",
     h("time", { datetime: job.run_at, title: job.run_at }, new Date(at).toLocaleString()),
-    h("span", { class: "muted", id: "scheduled-in" }, ` (in ${duration(at - Date.now())})`),
+    h("span", { class: "muted", id: "scheduled-in" }, ` (in ${duration(at - serverNow())})`),
   );
 }
 
@@ -193,6 +194,6 @@ export function tick(root, job) {
     quiet.textContent = s ? silenceText(s) : "";
   }
   const until = root.querySelector("#scheduled-in");
-  if (until) until.textContent = ` (in ${duration(Math.max(millis(job.run_at) - Date.now(), 0))})`;
+  if (until) until.textContent = ` (in ${duration(Math.max(millis(job.run_at) - serverNow(), 0))})`;
   return t.ticking || (Number.isNaN(t.run) && !TERMINAL.includes(job.state));
 }

@@ -5,7 +5,7 @@
 // where the time went, and its journal.
 
 import { h, fill, link, banner, field, pretty, errorText, ago, count } from "../dom.js";
-import { api, follow, every } from "../api.js";
+import { api, follow, every, serverNow } from "../api.js";
 import * as timeline from "./timeline.js";
 import * as waterfall from "./waterfall.js";
 import * as attempts from "./attempts.js";
@@ -267,7 +267,7 @@ function drawProgress(view, model) {
       ? built.map((a, i) => h("section", { class: "attempt", dataset: { attempt: a.attempt } }, attempts.drawAttemptHead(a, built[i - 1], job.max_attempts), timeline.draw(a.tree, ctxOf(a, i))))
       : timeline.draw(null, ctxOf({ tree: null, over: finished }, 0)),
   );
-  const now = finished ? Math.max(...model.events.map((e) => Date.parse(e.timestamp)), 0) : Date.now();
+  const now = finished ? Math.max(...model.events.map((e) => Date.parse(e.timestamp)), 0) : serverNow();
   fill(view.waterfall, waterfall.draw(waterfall.rows(job, built, [...model.live.waits.values()], now), finished, now));
 }
 

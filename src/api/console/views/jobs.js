@@ -10,7 +10,7 @@
 // Rows can be selected for bulk actions (bulk.js).
 
 import { h, fill, link, stateBadge, banner, ago, duration, millis, compact, navigate, errorText } from "../dom.js";
-import { api, query, every } from "../api.js";
+import { api, query, every, serverNow } from "../api.js";
 import { pendingCall, parkedText } from "./pending.js";
 import { times, PARKED } from "./header.js";
 import { jobFeed } from "./jobfeed.js";
@@ -279,7 +279,7 @@ export function took(job) {
   const t = times(job);
   const at = millis(job.run_at);
   // A job scheduled ahead has not waited yet: it says when it starts.
-  if (job.state === "queued" && at > Date.now()) return `scheduled in ${duration(at - Date.now())}`;
+  if (job.state === "queued" && at > serverNow()) return `scheduled in ${duration(at - serverNow())}`;
   if (Number.isNaN(t.run)) return Number.isNaN(t.wait) ? "" : `waiting ${duration(t.wait)}`;
   return duration(t.run) + (t.ticking ? " so far" : "");
 }

@@ -10,6 +10,7 @@
 // until that event is stored, and the timeline draws it meanwhile.
 
 import { h, fill, duration, millis } from "../dom.js";
+import { serverNow } from "../api.js";
 
 export function create() {
   return { calls: new Map(), waits: new Map(), ahead: new Map() };
@@ -117,7 +118,7 @@ export function draw(root, live, jobId) {
       " ",
       c.kind === "model" ? `Model call${c.model ? ` to ${c.model}` : ""} (turn ${c.turn}${c.attempt > 1 ? `, try ${c.attempt}` : ""})${where(c.run)}` : `ƒ ${c.tool} (turn ${c.turn})${where(c.run)}`,
       " · ",
-      h("b", { class: "elapsed", dataset: { since: c.at } }, duration(Date.now() - millis(c.at))),
+      h("b", { class: "elapsed", dataset: { since: c.at } }, duration(serverNow() - millis(c.at))),
     ),
   );
   const waits = [...live.waits.values()].map((w) =>
@@ -126,7 +127,7 @@ export function draw(root, live, jobId) {
       { class: "in-progress-wait", dataset: { kind: "wait" } },
       h("span", { class: "badge resumed" }, "waiting"),
       ` for ${String(w.for).replaceAll("_", " ")}${w.tool ? ` (ƒ ${w.tool})` : ""}${where(w.run)}${w.until ? ` until ${new Date(millis(w.until)).toLocaleTimeString()}` : ""} · `,
-      h("b", { class: "elapsed", dataset: { since: w.at } }, duration(Date.now() - millis(w.at))),
+      h("b", { class: "elapsed", dataset: { since: w.at } }, duration(serverNow() - millis(w.at))),
     ),
   );
   fill(root, h("section", { class: "card live-now", "aria-live": "polite" }, h("h2", {}, "Now"), h("ul", { class: "plain" }, items, waits)));
@@ -134,5 +135,5 @@ export function draw(root, live, jobId) {
 
 /** Moves every elapsed clock under `root` on. */
 export function tick(root) {
-  for (const el of root.querySelectorAll(".elapsed[data-since]")) el.textContent = duration(Date.now() - millis(el.dataset.since));
+  for (const el of root.querySelectorAll(".elapsed[data-since]")) el.textContent = duration(serverNow() - millis(el.dataset.since));
 }

@@ -8,7 +8,7 @@
 // stays as typed.
 
 import { h, fill, link, banner, confirmAction, errorText, count, duration, millis } from "../dom.js";
-import { api, every } from "../api.js";
+import { api, every, serverNow } from "../api.js";
 import { shortId } from "./jobs.js";
 import { scheduleForm } from "./scheduleform.js";
 import { may, mayOn, gate, reason } from "../session.js";
@@ -125,7 +125,7 @@ export function whenIn(time, zone) {
   } catch {
     shown = new Date(at).toISOString();
   }
-  return h("time", { datetime: time, title: time }, `${shown} ${zone} (${relative(at - Date.now())})`);
+  return h("time", { datetime: time, title: time }, `${shown} ${zone} (${relative(at - serverNow())})`);
 }
 
 /** How far off a time `off` ms from now is: "in 3 h 2 min", "in 32 days", "5 s ago". */
