@@ -38,6 +38,7 @@ pub mod model;
 pub mod plugins;
 pub mod queue;
 pub mod registry;
+pub mod release;
 pub mod runner;
 pub mod schedule;
 pub mod scheduler;

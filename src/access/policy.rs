@@ -72,6 +72,8 @@ pub enum Action {
     MigrateJobs,
     /// Run a bundle's crash matrix.
     VerifyBundle,
+    /// Promote or reject a version the release gate holds.
+    ReleaseBundle,
     /// Create a schedule.
     CreateSchedule,
     /// Read or list schedules.
@@ -106,7 +108,7 @@ pub enum Kind {
 
 impl Action {
     /// Every action, in the order docs/security.md lists them.
-    pub const ALL: [Action; 26] = [
+    pub const ALL: [Action; 27] = [
         Action::SubmitJob,
         Action::RerunJob,
         Action::ForkJob,
@@ -124,6 +126,7 @@ impl Action {
         Action::ReadBundle,
         Action::MigrateJobs,
         Action::VerifyBundle,
+        Action::ReleaseBundle,
         Action::CreateSchedule,
         Action::ReadSchedule,
         Action::ManageSchedule,
@@ -155,6 +158,7 @@ impl Action {
             Action::ReadBundle => "read_bundle",
             Action::MigrateJobs => "migrate_jobs",
             Action::VerifyBundle => "verify_bundle",
+            Action::ReleaseBundle => "release_bundle",
             Action::CreateSchedule => "create_schedule",
             Action::ReadSchedule => "read_schedule",
             Action::ManageSchedule => "manage_schedule",
@@ -193,6 +197,7 @@ impl Action {
             | Action::ResolveJob
             | Action::MigrateJobs
             | Action::VerifyBundle
+            | Action::ReleaseBundle
             | Action::ManageSchedule
             | Action::ReadDeliveries
             | Action::RedriveDelivery
@@ -224,6 +229,7 @@ impl Action {
             | Action::DeleteConversation
             | Action::DeleteJob
             | Action::MigrateJobs
+            | Action::ReleaseBundle
             | Action::ManageSchedule
             | Action::RunSchedule
             // Deliveries carry the receivers' answers: another key's are

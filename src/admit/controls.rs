@@ -56,13 +56,17 @@ pub fn decide(snapshot: &Snapshot, job: &mut NewJob, plan: Option<Plan>) -> Resu
 
 /// What a key does by queueing a job of `kind`, as the policy judges it:
 /// a direct tool run (`run_tool`), a verify (`verify_bundle`), else a
-/// submit. The kind decides, not the way in, so a rerun of a tool run or a
+/// submit (an eval run too). The kind decides, not the way in, so a rerun of a tool run or a
 /// verify needs what the first one needed.
 pub fn action_of(kind: &JobKind) -> Action {
     match kind {
         JobKind::ToolRun { .. } => Action::RunTool,
         JobKind::Verify(_) => Action::VerifyBundle,
-        JobKind::Bundle | JobKind::Stage { .. } | JobKind::GroupChat { .. } => Action::SubmitJob,
+        // An eval run submits each case as a job of its key: a submit,
+        // and each case is admitted (and counted) as one.
+        JobKind::Bundle | JobKind::Stage { .. } | JobKind::GroupChat { .. } | JobKind::Eval(_) => {
+            Action::SubmitJob
+        }
     }
 }
 

@@ -15,7 +15,9 @@
 //!   budgets the job is queued under;
 //! - `idempotency`: a repeated idempotency key names the same job;
 //! - `gate`: what admission keeps between requests (each key's rate
-//!   limiter and its in-flight lock).
+//!   limiter and its in-flight lock);
+//! - `seam`: [`OnBehalf`], how the daemon's own loops (the scheduler, an
+//!   eval run) submit a job as a key, through the API's admission.
 //!
 //! It knows keys, bundles and the queue, never HTTP.
 
@@ -27,6 +29,7 @@ mod gate;
 mod idempotency;
 mod quota;
 mod refusal;
+mod seam;
 
 pub use budgets::daily_budgets;
 pub use bundle::{check_callback, loaded_bundle, webhook};
@@ -38,3 +41,4 @@ pub use gate::Gate;
 pub use idempotency::same_job;
 pub use quota::key_quotas;
 pub use refusal::{IN_FLIGHT_RETRY_SECS, Refusal};
+pub use seam::{NotAdmitted, OnBehalf};

@@ -47,9 +47,27 @@ pub struct BundleView {
     /// The errors of the last failed load, located (file:line: key: message).
     pub errors: Vec<String>,
     pub last_error: Option<String>,
+    /// A new version the release gate holds (the bundle's `release:`):
+    /// loaded, not serving, until its evals pass or an operator promotes it.
+    pub candidate: Option<CandidateView>,
     /// With `GET /v1/bundles/{name}`: the limits, the model and the tools.
     #[serde(flatten)]
     pub detail: Option<BundleDetail>,
+}
+
+/// A version the release gate holds.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CandidateView {
+    pub version: String,
+    pub digest: String,
+    /// `evaluating` (its eval is due or running), `rejected` (it stays
+    /// held; `reason` says why).
+    pub state: &'static str,
+    pub reason: Option<String>,
+    /// Who decided: `gate` or an operator's key.
+    pub by: Option<String>,
+    /// The eval job that decided (`GET /v1/jobs/{id}`: its report).
+    pub eval_job: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -121,7 +139,23 @@ fn describe(entry: &BundleEntry, detailed: bool) -> BundleView {
         content_digest: current.map(|b| b.bundle.content_digest.to_string()),
         errors: entry.errors.clone(),
         last_error: entry.errors.first().cloned(),
+        candidate: entry.candidate.as_ref().map(candidate),
         detail,
+    }
+}
+
+fn candidate(held: &crate::registry::Candidate) -> CandidateView {
+    let decision = held.decision.as_ref();
+    CandidateView {
+        version: held.loaded.version().to_string(),
+        digest: held.loaded.identity.to_string(),
+        state: match decision {
+            None => "evaluating",
+            Some(_) => "rejected",
+        },
+        reason: decision.map(|d| d.reason.clone()),
+        by: decision.map(|d| d.by.clone()),
+        eval_job: decision.and_then(|d| d.eval_job.clone()),
     }
 }
 

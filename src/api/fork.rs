@@ -137,6 +137,8 @@ fn agent_job(state: &AppState, source: &Job) -> Result<(), ApiError> {
         "a tool run"
     } else if matches!(source.kind, crate::queue::JobKind::Verify(_)) {
         "a verify"
+    } else if matches!(source.kind, crate::queue::JobKind::Eval(_)) {
+        "an eval run"
     } else {
         return Ok(());
     };

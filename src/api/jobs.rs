@@ -282,7 +282,10 @@ pub(super) fn submit_batch_doc(op: TransformOperation<'_>) -> TransformOperation
 /// The idempotency key from the body field or, failing that, the
 /// `Idempotency-Key` header. A blank key would silently make unrelated
 /// submissions share one job, so it is refused rather than ignored.
-fn idempotency_key(body: Option<String>, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+pub(super) fn idempotency_key(
+    body: Option<String>,
+    headers: &HeaderMap,
+) -> Result<Option<String>, ApiError> {
     if let Some(key) = body {
         if text::is_blank(&key) {
             return Err(ApiError::field(

@@ -24,6 +24,7 @@ mod counts;
 mod deliveries;
 mod document;
 pub mod error;
+mod evals;
 mod feed;
 mod fork;
 pub mod fuzzing;
@@ -34,9 +35,11 @@ mod jobs;
 mod keys;
 pub mod limits;
 pub mod mcp;
+pub mod on_behalf;
 mod openai;
 mod probes;
 mod prompt;
+mod release;
 mod responses;
 mod runtime;
 pub mod schedules;
@@ -358,6 +361,24 @@ fn bundle_routes() -> ApiRouter<AppState> {
                 MigrateJobs,
                 post_with(fork::migrate_jobs, fork::migrate_jobs_doc),
             ),
+        )
+        .api_route(
+            "/bundles/{name}/promote",
+            with(
+                ReleaseBundle,
+                post_with(release::promote, release::promote_doc),
+            ),
+        )
+        .api_route(
+            "/bundles/{name}/reject",
+            with(
+                ReleaseBundle,
+                post_with(release::reject, release::reject_doc),
+            ),
+        )
+        .api_route(
+            "/bundles/{name}/evals",
+            with(SubmitJob, post_with(evals::run, evals::run_doc)),
         )
         .api_route(
             "/bundles/{name}/verify",

@@ -17,7 +17,7 @@ mod validate;
 pub use bind::{ToolEnv, build_tools};
 pub use digest::{ContentDigest, content_digest};
 pub use history_plugin::HistoryPlugins;
-pub use schema::{OnNewVersion, RawBundle, ToolKind, ToolSpec};
+pub use schema::{OnNewVersion, RawBundle, ReleaseGate, ReleaseSection, ToolKind, ToolSpec};
 pub use shape::{RequestShapes, Target};
 pub use template::{PromptError, Prompts};
 
@@ -30,8 +30,8 @@ use serde_json::{Map, Value, json};
 use crate::kernel::KernelConfig;
 use locate::LineIndex;
 use validate::{
-    compile_workflow, endpoint_problems, identity_problems, limit_problems, request_target,
-    tool_problems,
+    compile_workflow, endpoint_problems, identity_problems, limit_problems, release_problems,
+    request_target, tool_problems,
 };
 
 /// The tool names a local run's `tools` variable asks for (`structured-agents
@@ -358,6 +358,7 @@ pub fn load_str(
         }
     };
     problems.extend(tool_problems(&raw, dir));
+    problems.extend(release_problems(&raw, dir));
     let model = match ctx.models.resolve(&raw.model.plugin) {
         Ok(m) => Some(m),
         Err(e) => {

@@ -77,6 +77,44 @@ pub struct RawBundle {
     /// this section a request with `tools` is refused.
     #[serde(default)]
     pub caller_tools: Option<CallerToolsSection>,
+    /// Gates a new version on the bundle's eval suite (`evals/`): a new
+    /// version dropped in loads as a candidate, its suite runs against the
+    /// version serving, and only when it passes does it serve; meanwhile
+    /// and on a failure the version before it keeps serving (docs/evals.md,
+    /// The release gate).
+    #[serde(default)]
+    pub release: Option<ReleaseSection>,
+}
+
+/// How a new version of the bundle goes live (see [`RawBundle::release`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseSection {
+    /// What gates it: `evals`, the bundle's eval suite.
+    pub gate: ReleaseGate,
+    /// The suite passes at this mean case score (0 to 1); without it,
+    /// when every case passes.
+    #[serde(default)]
+    pub min_score: Option<f64>,
+    /// The suite fails when a case that passes on the serving version
+    /// fails on the new one.
+    #[serde(default)]
+    pub no_regressions: bool,
+    /// Only the cases with one of these tags gate it (every case when
+    /// empty).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Case jobs in flight at once (1 to 64; default 4).
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+}
+
+/// What gates a new version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseGate {
+    /// The bundle's eval suite (`evals/`).
+    Evals,
 }
 
 /// Caller tools a bundle takes (see [`RawBundle::caller_tools`]).

@@ -14,6 +14,34 @@ use super::*;
 /// A problem of a bundle file: the key path it is at, and what is wrong.
 pub(super) type Problem = (String, String);
 
+/// The release gate's settings, and the suite it runs: a gate whose suite
+/// cannot run would hold every new version for ever.
+pub(super) fn release_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
+    let Some(release) = &raw.release else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    if let Some(min) = release.min_score.filter(|m| !(0.0..=1.0).contains(m)) {
+        problems.push((
+            "release.min_score".into(),
+            format!("{min} is out of range: a score is 0 to 1"),
+        ));
+    }
+    if let Some(n) = release.concurrency.filter(|n| !(1..=64).contains(n)) {
+        problems.push((
+            "release.concurrency".into(),
+            format!("{n} is out of range: 1 to 64 case jobs at once"),
+        ));
+    }
+    if let Err(e) = crate::evals::Suite::cases_to_run(&dir.join("evals"), &release.tags) {
+        problems.push((
+            "release.gate".into(),
+            format!("the gate runs the bundle's eval suite, which cannot run: {e}"),
+        ));
+    }
+    problems
+}
+
 /// The bundle's name and version.
 pub(super) fn identity_problems(raw: &RawBundle) -> Vec<Problem> {
     let mut problems = Vec::new();

@@ -8,6 +8,7 @@ mod chat;
 mod client;
 mod deliveries;
 mod describe;
+mod eval;
 mod fork;
 mod import;
 mod init;
@@ -15,6 +16,7 @@ mod inspect;
 mod keys;
 mod migrate;
 pub mod printer;
+mod release;
 mod remote;
 mod run;
 mod runtime;
@@ -71,6 +73,19 @@ pub enum Command {
     },
     /// Run one job of a bundle in-process and print its events as they happen.
     Run(run::RunArgs),
+    /// Run a bundle's eval suite on the daemon, each case as a job, and
+    /// print each case and the verdict: exit 0 when the suite passes, 1
+    /// when it fails, 2 when it cannot run.
+    #[command(disable_version_flag = true)]
+    Eval(eval::EvalArgs),
+    /// Serve a version of a bundle the release gate holds (its eval is
+    /// running, or rejected it): the operator's override.
+    #[command(disable_version_flag = true)]
+    Promote(release::ReleaseArgs),
+    /// Keep a version the release gate holds from serving; its eval is not
+    /// run again.
+    #[command(disable_version_flag = true)]
+    Reject(release::ReleaseArgs),
     /// Talk with a bundle of the daemon in the terminal (`--local`: a bundle directory in-process).
     Chat(chat::ChatArgs),
     /// Submit a job to the daemon.
@@ -323,6 +338,9 @@ async fn dispatch_client(command: Command, server: &client::ServerArgs) -> anyho
     match command {
         Command::Serve { .. } => unreachable!("handled by dispatch"),
         Command::Run(args) => run::run(args).await,
+        Command::Eval(args) => eval::eval(server, args).await,
+        Command::Promote(args) => release::decide(server, args, "promote").await,
+        Command::Reject(args) => release::decide(server, args, "reject").await,
         Command::Migrate { config, check } => migrate::migrate(config.as_deref(), check).await,
         Command::Plugins { config, dir } => plugins(config.as_deref(), dir).await,
         Command::Grammar {

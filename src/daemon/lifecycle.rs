@@ -121,6 +121,8 @@ impl DaemonObserver for SystemdStatus {
             | DaemonEvent::LeaseLost { .. }
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
+            | DaemonEvent::Release { .. }
+            | DaemonEvent::EvalRan(_)
             | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::ScheduleRemoved { .. }

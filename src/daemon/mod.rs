@@ -32,7 +32,7 @@ use crate::registry::{self, Registry, ReloadHandle, Reloader};
 use crate::telemetry::Metrics;
 use crate::telemetry::logging::LogFilter;
 use crate::telemetry::otel::OtelTelemetry;
-use crate::worker::{WorkerPool, WorkerSettings};
+use crate::worker::{PoolSeams, WorkerPool, WorkerSettings};
 
 use subscribers::{JobTelemetry, LogLines, MetricsScrape, PluginFeed};
 
@@ -178,22 +178,23 @@ impl Daemon {
         let (listener, addr) = self.listen().await?;
         lifecycle::forward_wakeups(&self.queue, &self.wake);
         let _hangups = lifecycle::reload_on_hangup(self.reloads.clone())?;
-        let workers = tokio::spawn(self.worker_pool().run(self.shutdown.clone()));
-        let _sweeps = self.spawn_sweeps();
         let control = crate::control::Control::new(addr);
+        let ready = Arc::new(AtomicBool::new(true));
+        let state = self.app_state(ready.clone(), control.reload_key.clone().into());
+        let workers = tokio::spawn(self.worker_pool(&state).run(self.shutdown.clone()));
+        let _sweeps = self.spawn_sweeps();
         let _control_file = control
             .publish(&self.config.paths.state_dir)
             .map_err(|e| {
                 tracing::warn!(error = %e, "cannot write the control file; `structured-agents reload --config` falls back to the config's address and token")
             })
             .ok();
-        let ready = Arc::new(AtomicBool::new(true));
         let server_stop = CancellationToken::new();
-        let state = self.app_state(ready.clone(), control.reload_key.into());
         // A reload that revokes a key ends its open streams and listens.
         self.bus
             .subscribe(Arc::new(api::RevokedStreams::new(&state)));
         let _scheduler = self.spawn_scheduler(&state);
+        let _release_gate = self.spawn_release_gate(&state);
         let _webhooks = self.spawn_webhooks()?;
         let server = self.serve_api(listener, state, server_stop.clone());
         self.announce_ready(addr);
@@ -277,9 +278,26 @@ impl Daemon {
                 queue: self.queue.clone(),
                 registry: self.registry.clone(),
                 bus: self.bus.clone(),
-                admission: Arc::new(api::schedules::fire::Fires(state.clone())),
+                admission: Arc::new(api::on_behalf::Admission(state.clone())),
             },
             format!("{}-{}", lifecycle::hostname(), std::process::id()),
+            self.shutdown.clone(),
+        )
+    }
+
+    /// The release gate's loop, its candidates' evals admitted through the
+    /// API's admission as the daemon.
+    fn spawn_release_gate(&self, state: &AppState) -> tokio::task::JoinHandle<()> {
+        crate::release::spawn(
+            crate::release::ReleaseGate {
+                recorder: crate::release::Recorder {
+                    registry: self.registry.clone(),
+                    reloads: self.reloads.clone(),
+                    bus: self.bus.clone(),
+                },
+                queue: self.queue.clone(),
+                admission: Arc::new(api::on_behalf::Admission(state.clone())),
+            },
             self.shutdown.clone(),
         )
     }
@@ -363,7 +381,9 @@ impl Daemon {
         tracing::info!("stopped");
     }
 
-    fn worker_pool(&self) -> Arc<WorkerPool> {
+    /// The workers; an eval job's cases are admitted through `state`'s
+    /// admission.
+    fn worker_pool(&self, state: &AppState) -> Arc<WorkerPool> {
         let config = &self.config;
         let telemetry = JobTelemetry {
             metrics: self.metrics.clone(),
@@ -382,7 +402,10 @@ impl Daemon {
                 drain_timeout: config.queue.drain_timeout.into(),
                 record_messages: lifecycle::capture_content(config),
             },
-            Arc::new(telemetry),
+            PoolSeams {
+                observers: Arc::new(telemetry),
+                admission: Arc::new(api::on_behalf::Admission(state.clone())),
+            },
             self.wake.clone(),
             self.health.clone(),
             self.bus.clone(),

@@ -259,6 +259,31 @@ impl DaemonObserver for LogLines {
             DaemonEvent::SubmissionRefused { key, reason } => {
                 tracing::info!(key = %key, reason, "submission refused by admission")
             }
+            DaemonEvent::EvalRan(ran) => tracing::info!(
+                job_id = %ran.job,
+                bundle = %ran.bundle,
+                version = %ran.version,
+                score = ran.score,
+                passed = ran.passed,
+                failed = ran.failed,
+                pass = ran.pass,
+                "eval: {}", ran.verdict
+            ),
+            DaemonEvent::Release {
+                bundle,
+                version,
+                state,
+                serving,
+                by,
+                reason,
+            } => match *state {
+                "rejected" => {
+                    tracing::warn!(bundle = %bundle, version = %version, serving = %serving, by = %by, "release gate: version {version} rejected, {serving} keeps serving: {reason}")
+                }
+                _ => {
+                    tracing::info!(bundle = %bundle, version = %version, serving = %serving, by = %by, state, "release gate: version {version} {state}: {reason}")
+                }
+            },
             DaemonEvent::JobsMoved {
                 bundle,
                 version,

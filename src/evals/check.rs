@@ -386,7 +386,7 @@ const JSON_STARTS: usize = 64;
 /// Every JSON object or array that starts at one of the first
 /// [`JSON_STARTS`] brackets of `text` and reads whole from there, first
 /// first.
-fn json_in(text: &str) -> Vec<Value> {
+pub(super) fn json_in(text: &str) -> Vec<Value> {
     text.char_indices()
         .filter(|(_, c)| *c == '{' || *c == '[')
         .take(JSON_STARTS)

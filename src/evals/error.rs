@@ -21,6 +21,14 @@ pub enum EvalError {
     #[error("{path}: {message} (docs/evals.md)")]
     Suite { path: PathBuf, message: String },
     #[error(
+        "{path} is not a directory: a bundle's eval suite is an `evals/` directory beside its bundle.yaml, with a `*.jsonl` file of cases (docs/evals.md)"
+    )]
+    NoSuite { path: PathBuf },
+    #[error(
+        "{path}: no case has one of the tags {tags:?}; run without tags, or tag the cases (`tags` in a case)"
+    )]
+    NoneTagged { path: PathBuf, tags: Vec<String> },
+    #[error(
         "{path}: promptfoo's {what} is not supported here: {why} (docs/evals.md lists the subset that is)"
     )]
     Unsupported {

@@ -222,7 +222,8 @@ impl Reader<'_> {
             messages: None,
             expected: Map::new(),
             tags: Vec::new(),
-            graders,
+            // suite.yaml's graders grade every case, as they do JSONL's.
+            graders: self.file.graders.iter().cloned().chain(graders).collect(),
             threshold: own.threshold.or(default.threshold).or(self.file.threshold),
         };
         check_case(&case).map_err(|problem| self.suite(format!("{at}: {problem}")))?;

@@ -1,10 +1,9 @@
-//! A case's score (its graders' weighted mean) and whether it passes, and
-//! a suite's report over its cases.
+//! A case's score (its graders' weighted mean) and whether it passes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One grader's result on one case.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Grade {
     pub grader: String,
     pub weight: f64,
@@ -16,7 +15,7 @@ pub struct Grade {
 }
 
 /// One case's result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseResult {
     pub case: String,
     pub grades: Vec<Grade>,
@@ -46,32 +45,6 @@ impl CaseResult {
             grades,
             score,
             pass,
-        }
-    }
-}
-
-/// A suite's results.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SuiteReport {
-    pub cases: Vec<CaseResult>,
-    /// The mean of the cases' scores (0 for no case).
-    pub score: f64,
-    pub passed: usize,
-    pub failed: usize,
-}
-
-impl SuiteReport {
-    pub fn new(cases: Vec<CaseResult>) -> Self {
-        let passed = cases.iter().filter(|c| c.pass).count();
-        let score = match cases.is_empty() {
-            true => 0.0,
-            false => cases.iter().map(|c| c.score).sum::<f64>() / cases.len() as f64,
-        };
-        SuiteReport {
-            failed: cases.len() - passed,
-            passed,
-            score,
-            cases,
         }
     }
 }

@@ -66,6 +66,23 @@ impl Suite {
         Ok(Suite { cases })
     }
 
+    /// The cases an eval of the bundle whose suite is under `dir` runs:
+    /// those with one of `tags` (every case when empty). Blocking. No
+    /// suite, or no case with those tags, is an error saying what to do.
+    pub fn cases_to_run(dir: &Path, tags: &[String]) -> Result<Vec<EvalCase>, EvalError> {
+        let suite = Suite::load(dir)?.ok_or_else(|| EvalError::NoSuite {
+            path: dir.to_path_buf(),
+        })?;
+        let cases = suite.tagged(tags).cases;
+        match cases.is_empty() {
+            true => Err(EvalError::NoneTagged {
+                path: dir.to_path_buf(),
+                tags: tags.to_vec(),
+            }),
+            false => Ok(cases),
+        }
+    }
+
     /// Only the cases with at least one of `tags` (every case when empty).
     pub fn tagged(mut self, tags: &[String]) -> Suite {
         if !tags.is_empty() {

@@ -201,8 +201,47 @@ fn a_case_scores_by_weight_and_passes_at_its_threshold() {
         Some(0.7),
     );
     assert!(at.pass);
-    let report = SuiteReport::new(vec![all, at]);
+    let runs =
+        [all, at].map(|r| CaseReport::new(r.case.clone(), CaseRun::default().scored(r), None));
+    let report = RunReport::new(
+        "b".into(),
+        "1".into(),
+        None,
+        runs.into(),
+        PassRule::default(),
+    );
     assert_eq!((report.passed, report.failed, report.score), (1, 1, 0.75));
+    assert!(!report.pass, "{}", report.verdict);
+    let at_least = PassRule {
+        min_score: Some(0.7),
+        no_regressions: false,
+    };
+    let runs = report.cases.clone();
+    assert!(RunReport::new("b".into(), "1".into(), None, runs, at_least).pass);
+}
+
+#[test]
+fn a_comparison_names_regressions_and_improvements_and_can_fail_on_them() {
+    let run = |pass: bool| CaseRun {
+        pass,
+        score: f64::from(u8::from(pass)),
+        ..CaseRun::default()
+    };
+    let cases = vec![
+        CaseReport::new("kept".into(), run(true), Some(run(true))),
+        CaseReport::new("broke".into(), run(false), Some(run(true))),
+        CaseReport::new("fixed".into(), run(true), Some(run(false))),
+    ];
+    let rule = PassRule {
+        min_score: Some(0.5),
+        no_regressions: true,
+    };
+    let report = RunReport::new("b".into(), "2".into(), Some("1".into()), cases, rule);
+    assert_eq!(report.regressions, ["broke"]);
+    assert_eq!(report.improvements, ["fixed"]);
+    assert_eq!(report.against_score, Some(2.0 / 3.0));
+    assert!(!report.pass);
+    assert!(report.verdict.contains("broke"), "{}", report.verdict);
 }
 
 #[test]
@@ -444,4 +483,27 @@ fn json_is_looked_for_at_the_first_brackets_only() {
         !grade(&contains, &c, &answered(&far)).pass,
         "past the first 64 brackets"
     );
+}
+
+#[test]
+fn a_judgement_is_read_from_a_score_a_pass_or_an_object_in_prose() {
+    let plain = read_judgement(r#"{"score": 0.8, "reason": "polite"}"#).unwrap();
+    assert_eq!((plain.score, plain.reason.as_str()), (0.8, "polite"));
+    let fenced =
+        read_judgement("Sure.\n```json\n{\"pass\": true, \"reason\": \"ok\"}\n```").unwrap();
+    assert_eq!(fenced.score, 1.0);
+    assert_eq!(
+        read_judgement(r#"{"reason": "no score"}"#),
+        Err(JudgementProblem::NoScore)
+    );
+    assert!(matches!(
+        read_judgement("eight out of ten"),
+        Err(JudgementProblem::NotJson(_))
+    ));
+    let (input, variables) = judge_input("be polite", "hi?", "hello");
+    assert!(
+        input.contains("be polite") && input.contains("hello"),
+        "{input}"
+    );
+    assert_eq!(variables["answer"], "hello");
 }

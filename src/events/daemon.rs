@@ -108,6 +108,21 @@ pub enum DaemonEvent {
     },
     /// A webhook delivery attempt ended: `delivered`, `retry` or `dead`.
     WebhookDelivery { outcome: &'static str },
+    /// The release gate moved a version of a bundle: `held` (a new
+    /// version loaded as a candidate, `serving` keeps serving),
+    /// `promoted` (it serves from the next reload) or `rejected` (it
+    /// stays a candidate), by the gate's eval (`by` `gate`) or an
+    /// operator's key, and why.
+    Release {
+        bundle: String,
+        version: String,
+        state: &'static str,
+        serving: String,
+        by: String,
+        reason: String,
+    },
+    /// An eval run stored its report (`worker/eval`).
+    EvalRan(Box<EvalRan>),
     /// A claim's settle came too late and changed nothing: another holder
     /// took the claim after this one's lease ran out (a job's newer
     /// attempt, a delivery re-claimed by another sender), or settled it
@@ -130,6 +145,20 @@ pub enum DaemonEvent {
         model: String,
         error_type: &'static str,
     },
+}
+
+/// An eval run's report, as the daemon tells of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalRan {
+    pub job: String,
+    pub bundle: String,
+    /// The version under test.
+    pub version: String,
+    pub score: f64,
+    pub passed: usize,
+    pub failed: usize,
+    pub pass: bool,
+    pub verdict: String,
 }
 
 /// What kind of claim a stale settle held (a bounded metric label).
@@ -201,6 +230,8 @@ impl DaemonEvent {
             DaemonEvent::ScheduleFired { .. } => "schedule_fired",
             DaemonEvent::ScheduleRemoved { .. } => "schedule_removed",
             DaemonEvent::WebhookDelivery { .. } => "webhook_delivery",
+            DaemonEvent::Release { .. } => "release",
+            DaemonEvent::EvalRan(_) => "eval_ran",
             DaemonEvent::StaleSettle { .. } => "stale_settle",
             DaemonEvent::DrainStarted => "drain_started",
             DaemonEvent::DrainDone => "drain_done",
@@ -304,6 +335,8 @@ pub enum ReloadTrigger {
     Api,
     /// An MCP server announced that its tools changed.
     ToolsChanged,
+    /// The release gate (or an operator) promoted or rejected a version.
+    Release,
 }
 
 /// One kind of input a reload reads.

@@ -61,6 +61,47 @@ pub enum JobKind {
     /// cancellation, never in the API process. Like a tool run, only that
     /// route makes one.
     Verify(Box<VerifyRun>),
+    /// An eval run of its bundle (`POST /v1/bundles/{name}/evals`, the
+    /// `eval` command, a release gate): the suite under `evals/` of the
+    /// content the job is pinned to, each case submitted as a job of the
+    /// same owner and graded; the report is the job's result. It waits on
+    /// its cases' jobs, so it holds no worker slot of its own. Only that
+    /// route and the gate make one.
+    Eval(Box<EvalRun>),
+}
+
+/// What an eval run runs, stored with its job so that a run resumed on
+/// another daemon submits (and finds, by their idempotency keys) the same
+/// case jobs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EvalRun {
+    /// Only the cases with one of these tags (every case when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Case jobs in flight at once.
+    pub concurrency: u32,
+    /// Another version of the bundle every case also runs on, compared
+    /// case by case (regressions, improvements).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against: Option<EvalPin>,
+    /// Each case job's budget limits (within the bundle's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::budget::BudgetLimits>,
+    /// The suite passes at this mean score; without it, when every case
+    /// passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
+    /// The suite fails when a case that passed on `against` fails.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_regressions: bool,
+}
+
+/// One content of a bundle, as a case job is pinned to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct EvalPin {
+    pub version: String,
+    /// The content's identity (`GET /v1/bundles/{name}`'s `identity`).
+    pub digest: String,
 }
 
 /// What a verify job runs: the body of `POST /v1/bundles/{name}/verify`
@@ -88,6 +129,12 @@ pub struct VerifyRun {
 impl JobKind {
     pub fn is_group_chat(&self) -> bool {
         matches!(self, Self::GroupChat { .. })
+    }
+
+    /// A job that waits on jobs of its own (an eval run's cases) rather
+    /// than running work: it must not hold a worker slot those jobs need.
+    pub fn waits_on_jobs(&self) -> bool {
+        matches!(self, Self::Eval(_))
     }
 }
 

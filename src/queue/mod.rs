@@ -55,8 +55,8 @@ pub use error::{NoAnswer, QueueError};
 pub(crate) use fair::ReadyKey;
 pub use fair::Shares;
 pub use kind::{
-    Asked, ControlError, Controls, JobKind, MAX_AGENTS_VARIABLE, ONLY_STAGE_VARIABLE,
-    TOOLS_VARIABLE, VerifyRun,
+    Asked, ControlError, Controls, EvalPin, EvalRun, JobKind, MAX_AGENTS_VARIABLE,
+    ONLY_STAGE_VARIABLE, TOOLS_VARIABLE, VerifyRun,
 };
 pub use leased::LeasedJob;
 pub use lifecycle::Pinner;

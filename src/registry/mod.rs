@@ -24,8 +24,10 @@ mod last_good;
 mod limited;
 pub mod model_plugin;
 mod names;
+mod releases;
 pub mod reload;
 mod reuse;
+mod served;
 mod stamp;
 mod store;
 pub mod tool_run;
@@ -38,6 +40,7 @@ mod tests;
 pub use directory::{DirectoryAgent, agent_query};
 pub use identity::{BundleIdentity, NESTED_PIN_STEP, NestedPin};
 pub use limited::LimitedBackend;
+pub use releases::{Decision, ReleaseVerdict, Releases};
 pub use reload::{ReloadHandle, Reloader};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -137,6 +140,19 @@ pub struct BundleEntry {
     pub status: BundleStatus,
     /// The errors of the last failed load, located (file:line: key: message).
     pub errors: Vec<String>,
+    /// A new version of the directory the release gate holds: loaded, not
+    /// serving (`current` serves meanwhile).
+    pub candidate: Option<Candidate>,
+}
+
+/// A version the release gate holds (the bundle's `release:`).
+#[derive(Clone)]
+pub struct Candidate {
+    pub loaded: Arc<LoadedBundle>,
+    /// What was decided about it: `None` while its eval is due or running;
+    /// rejected, it stays held until the operator promotes it or the
+    /// directory holds another version.
+    pub decision: Option<Decision>,
 }
 
 /// The model servers by endpoint name.
@@ -206,6 +222,14 @@ impl Snapshot {
             loads: Arc::default(),
             inputs: None,
         }
+    }
+
+    /// The candidate the release gate holds for bundle `name`, if any.
+    pub fn candidate(&self, name: &str) -> Option<&Arc<LoadedBundle>> {
+        self.bundles
+            .get(name)
+            .and_then(|e| e.candidate.as_ref())
+            .map(|c| &c.loaded)
     }
 
     pub fn bundle(&self, name: &str) -> Option<&Arc<LoadedBundle>> {
@@ -360,6 +384,13 @@ pub struct Registry {
     /// Superseded content still running or pinned, by (name, identity), so
     /// a retried or resumed job finds the exact content it was pinned to.
     versions: Mutex<HashMap<(String, BundleIdentity), Arc<LoadedBundle>>>,
+    /// The versions each bundle served since the daemon started, newest
+    /// last (at most [`SERVED_KEPT`] a bundle): what an eval compares
+    /// against by version, its content revived from the store.
+    served: Mutex<HashMap<String, Vec<(String, BundleIdentity)>>>,
+    /// One writer of the release decisions at a time (the gate's loop, the
+    /// operator's promote and reject).
+    releases_lock: Arc<Mutex<()>>,
     reload_lock: tokio::sync::Mutex<()>,
     /// The jobs' pins, which pruning keeps (set by the daemon).
     holders: std::sync::OnceLock<Arc<dyn PinHolders>>,
@@ -384,6 +415,8 @@ impl Registry {
             bus,
             snapshot: RwLock::new(Arc::new(Snapshot::empty(config))),
             versions: Mutex::new(HashMap::new()),
+            served: Mutex::new(HashMap::new()),
+            releases_lock: Arc::default(),
             reload_lock: tokio::sync::Mutex::new(()),
             holders: std::sync::OnceLock::new(),
         })
@@ -421,6 +454,10 @@ impl Registry {
         };
         if let Some(current) = current.filter(|b| b.identity == *pinned) {
             return Ok(current);
+        }
+        // A candidate the release gate holds: its eval's jobs run it.
+        if let Some(held) = snapshot.candidate(name).filter(|c| c.identity == *pinned) {
+            return Ok(held.clone());
         }
         let key = (name.to_string(), pinned.clone());
         if let Some(kept) = self.versions.lock().ok().and_then(|m| m.get(&key).cloned()) {
@@ -494,6 +531,7 @@ impl Registry {
                 .bundle(loaded.name())
                 .is_some_and(|b| Arc::ptr_eq(b, loaded));
             if !still_current {
+                self.remember_served(loaded);
                 versions
                     .entry((loaded.name().to_string(), loaded.identity.clone()))
                     .or_insert_with(|| loaded.clone());
@@ -504,6 +542,12 @@ impl Registry {
         let mut in_use: HashSet<BundleIdentity> =
             versions.keys().map(|(_, id)| id.clone()).collect();
         in_use.extend(next.loaded().map(|b| b.identity.clone()));
+        in_use.extend(
+            next.bundles
+                .values()
+                .filter_map(|e| e.candidate.as_ref())
+                .map(|c| c.loaded.identity.clone()),
+        );
         let store = store::BundleStore::new(&next.config.paths.state_dir);
         let keep_for = next.config.queue.retention.into();
         let holders = self.holders.get().cloned();

@@ -107,6 +107,7 @@ impl Names {
                 current: Some(loaded),
                 status: BundleStatus::Ok,
                 errors: vec![],
+                candidate: None,
             },
         );
     }
@@ -138,6 +139,7 @@ impl Names {
             current,
             status,
             errors: messages,
+            candidate: None,
         };
         if self.bundles.contains_key(&name) {
             self.rejected.push(BundleEntry {
@@ -168,6 +170,7 @@ impl Names {
             current: None,
             status: BundleStatus::Invalid,
             errors: vec![message],
+            candidate: None,
         });
     }
 }

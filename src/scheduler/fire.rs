@@ -7,7 +7,8 @@
 use std::time::{Duration, SystemTime};
 
 use super::bundles::own_id;
-use super::seam::{FireRefused, Scheduler};
+use super::seam::Scheduler;
+use crate::admit::NotAdmitted;
 use crate::events::daemon::{DaemonBus, DaemonEvent, StaleClaim};
 use crate::queue::{FireRecord, JobId, JobQueue, NewJob, StoredSchedule};
 use crate::schedule::{Due, LastJob, Missed, Stored, Turn, due_fires, fire_key, turn};
@@ -157,14 +158,16 @@ async fn submit_counted(
             tally.push(("submitted", 1));
             Ok(Some(job))
         }
-        Err(FireRefused::Unavailable(detail)) => {
+        Err(NotAdmitted::Unavailable(detail)) => {
             // The store is down: the fire stays due for the next tick.
             Err(crate::queue::QueueError::Store {
                 path: format!("schedule {}", schedule.id),
                 detail,
             })
         }
-        Err(FireRefused::Refused(why)) => {
+        // A fire the key's quota refused is dropped like any refusal: the
+        // next one comes on time, and a schedule never queues up behind it.
+        Err(NotAdmitted::Refused(why) | NotAdmitted::Throttled(why)) => {
             tracing::warn!(schedule = %schedule.id, fire = %crate::queue::rfc3339(fire), error = %why, "scheduler: admission refused the fire; it is dropped, the next one comes on time");
             tally.push(("refused", 1));
             Ok(None)
@@ -303,7 +306,7 @@ async fn submit_fire(
     schedule: &StoredSchedule,
     stored: &Stored,
     fire: i64,
-) -> Result<String, FireRefused> {
+) -> Result<String, NotAdmitted> {
     let job = NewJob {
         bundle: stored.bundle.clone(),
         input: stored.spec.input.clone(),

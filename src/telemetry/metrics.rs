@@ -33,6 +33,10 @@ pub struct Metrics {
     pub jobs_purged: IntCounter,
     pub leases_lost: IntCounter,
     pub requests_refused: IntCounterVec,
+    pub releases: IntCounterVec,
+    pub eval_runs: IntCounterVec,
+    pub eval_cases: IntCounterVec,
+    pub eval_score: GaugeVec,
     pub submissions_refused: IntCounterVec,
     pub approvals_requested: IntCounterVec,
     pub approval_decisions: IntCounterVec,
@@ -137,6 +141,31 @@ impl Metrics {
             leases_lost: total(
                 "structured_agents_leases_lost_total",
                 "Attempts whose outcome was dropped because a newer attempt of the job took it over (a stalled daemon's lease expired).",
+            )?,
+            releases: counter(
+                "structured_agents_release_transitions_total",
+                "The release gate's moves of a bundle's versions: held (a new version loaded as a candidate), promoted, rejected.",
+                &["bundle", "state"],
+            )?,
+            eval_runs: counter(
+                "structured_agents_eval_runs_total",
+                "Eval runs that stored a report, by bundle, version under test and verdict (pass, fail).",
+                &["bundle", "version", "verdict"],
+            )?,
+            eval_cases: counter(
+                "structured_agents_eval_cases_total",
+                "Eval cases graded, by bundle, version under test and result (pass, fail).",
+                &["bundle", "version", "result"],
+            )?,
+            eval_score: registered(
+                &registry,
+                GaugeVec::new(
+                    Opts::new(
+                        "structured_agents_eval_score",
+                        "The mean case score of the last eval run of a bundle's version (0 to 1).",
+                    ),
+                    &["bundle", "version"],
+                )?,
             )?,
             requests_refused: counter(
                 "structured_agents_http_requests_refused_total",
@@ -382,6 +411,23 @@ impl Metrics {
 
     /// Counts one failed model request of `model`: an HTTP attempt, or a
     /// reply its plugin could not read.
+    /// An eval run's report, as its metrics: the run, its cases, its score.
+    fn eval_ran(&self, ran: &crate::events::daemon::EvalRan) {
+        let (bundle, version) = (ran.bundle.as_str(), ran.version.as_str());
+        let verdict = if ran.pass { "pass" } else { "fail" };
+        self.eval_runs
+            .with_label_values(&[bundle, version, verdict])
+            .inc();
+        for (result, n) in [("pass", ran.passed), ("fail", ran.failed)] {
+            self.eval_cases
+                .with_label_values(&[bundle, version, result])
+                .inc_by(n as u64);
+        }
+        self.eval_score
+            .with_label_values(&[bundle, version])
+            .set(ran.score);
+    }
+
     pub(crate) fn model_attempt_failed(&self, model: &str, error_type: &str) {
         self.model_errors
             .with_label_values(&[model, error_type])
@@ -460,6 +506,12 @@ impl DaemonObserver for Metrics {
             DaemonEvent::RequestRefused { reason } => {
                 self.requests_refused.with_label_values(&[reason]).inc()
             }
+            // Bundle names come from the operator's directory: bounded.
+            DaemonEvent::Release { bundle, state, .. } => self
+                .releases
+                .with_label_values(&[bundle.as_str(), state])
+                .inc(),
+            DaemonEvent::EvalRan(ran) => self.eval_ran(ran),
             // Key names come from the operator's keys file, never from a
             // request: a bounded label set.
             DaemonEvent::SubmissionRefused { key, reason } => self

@@ -12,6 +12,12 @@ use crate::queue::{LeasedJob, NextLease, Outcome};
 impl WorkerPool {
     /// The lease a slot asks for with its job's outcome: one job, unless
     /// the pool is stopping.
+    /// [`Self::next_lease`] for an attempt that holds a slot (`chain`);
+    /// none for one that gave its slot back (an eval job).
+    pub(super) fn chained(&self, chain: bool, shutdown: &CancellationToken) -> Option<NextLease> {
+        chain.then(|| self.next_lease(shutdown)).flatten()
+    }
+
     pub(super) fn next_lease(&self, shutdown: &CancellationToken) -> Option<NextLease> {
         self.share_fairly();
         (!shutdown.is_cancelled()).then(|| NextLease {

@@ -10,6 +10,7 @@
 mod attempt;
 mod attempt_log;
 mod ending;
+mod eval;
 mod group_chat;
 mod tool_run;
 mod verify;
@@ -23,6 +24,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::admit::OnBehalf;
 use crate::events::Observer;
 use crate::events::daemon::{DaemonBus, DaemonEvent, QueueHealth};
 use crate::queue::{Job, JobKind, JobQueue, Lease, LeasedJob, Outcome, Pin, Pinner, Shares};
@@ -63,6 +65,16 @@ pub struct WorkerPool {
     /// Told whether each lease reached the queue (metrics, outage logs).
     health: Arc<QueueHealth>,
     bus: DaemonBus,
+    /// How an eval job submits its cases: as its owner, through the API's
+    /// admission.
+    admission: Arc<dyn OnBehalf>,
+}
+
+/// What the daemon plugs into the pool: who watches a job, and how an
+/// eval job submits its cases.
+pub struct PoolSeams {
+    pub observers: Arc<dyn JobObservers>,
+    pub admission: Arc<dyn OnBehalf>,
 }
 
 impl WorkerPool {
@@ -70,7 +82,7 @@ impl WorkerPool {
         queue: Arc<dyn JobQueue>,
         registry: Arc<Registry>,
         settings: WorkerSettings,
-        observers: Arc<dyn JobObservers>,
+        seams: PoolSeams,
         wake: Arc<Notify>,
         health: Arc<QueueHealth>,
         bus: DaemonBus,
@@ -80,10 +92,11 @@ impl WorkerPool {
             queue,
             registry,
             settings,
-            observers,
+            observers: seams.observers,
             wake,
             health,
             bus,
+            admission: seams.admission,
         }
     }
 
@@ -163,12 +176,20 @@ impl WorkerPool {
                 running.spawn(async move {
                     // A job's end leases the slot's next job in the same write.
                     let mut next = Some(lease);
+                    let mut slot = Some(permit);
                     while let Some(lease) = next {
-                        next = this.run_job(lease, &abandon, &shutdown).await;
+                        // A job that waits on jobs of its own (an eval run)
+                        // gives its slot back: held, enough of them would
+                        // leave no slot for the jobs they wait on.
+                        if lease.job.kind.waits_on_jobs() {
+                            slot = None;
+                        }
+                        let chain = slot.is_some();
+                        next = this.run_job(lease, &abandon, &shutdown, chain).await;
                         // The bundle version it ran may have been superseded.
                         this.registry.release_unused();
                     }
-                    drop(permit);
+                    drop(slot);
                 });
             }
             // Reap finished tasks so the set does not grow.
@@ -200,12 +221,14 @@ impl WorkerPool {
     }
 
     /// Runs one attempt; answers the slot's next lease, taken with the
-    /// attempt's outcome unless the pool is stopping.
+    /// attempt's outcome when the attempt holds a slot (`chain`) and the
+    /// pool is not stopping.
     async fn run_job(
         &self,
         lease: Lease,
         abandon: &CancellationToken,
         shutdown: &CancellationToken,
+        chain: bool,
     ) -> Option<Lease> {
         let job = &lease.job;
         let pinned = job.bundle_digest.as_deref().map(BundleIdentity::recorded);
@@ -244,12 +267,12 @@ impl WorkerPool {
                 retryable: false,
             };
             return attempt
-                .end(self, cancelled, None, self.next_lease(shutdown))
+                .end(self, cancelled, None, self.chained(chain, shutdown))
                 .await;
         }
         match attempt.run(self, &loaded, abandon).await {
             Ran::Ended { outcome, budget } => {
-                let next = self.next_lease(shutdown);
+                let next = self.chained(chain, shutdown);
                 attempt.end(self, outcome, budget.as_ref(), next).await
             }
             Ran::LeaseLost => {
@@ -308,6 +331,19 @@ impl WorkerPool {
             (JobKind::Verify(run), _) => {
                 let snapshot = self.registry.snapshot();
                 Box::pin(verify::run(&snapshot, loaded, job, run, scope)).await
+            }
+            (JobKind::Eval(run), _) => {
+                let eval = eval::EvalJob {
+                    queue: self.queue.as_ref(),
+                    admission: self.admission.as_ref(),
+                    loaded,
+                    job,
+                    run,
+                    scope,
+                    bus: &self.bus,
+                    submitted: std::sync::Mutex::default(),
+                };
+                Box::pin(eval::run(eval)).await
             }
             (JobKind::Bundle, Some(spec)) => Box::pin(workflow::run(workflow(None), spec)).await,
             (JobKind::Bundle, None) => Box::pin(self.run_agent(loaded, job, scope)).await,
@@ -516,6 +552,7 @@ fn not_runnable(job: &LeasedJob, kind: &JobKind, loaded: &LoadedBundle) -> Outco
         JobKind::Bundle => "runs its bundle".to_string(),
         JobKind::ToolRun { tool, .. } => format!("runs tool {tool:?}"),
         JobKind::Verify(_) => "verifies its bundle".to_string(),
+        JobKind::Eval(_) => "runs its bundle's evals".to_string(),
     };
     Outcome::Failed {
         error: format!(

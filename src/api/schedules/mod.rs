@@ -4,7 +4,7 @@
 //! submitted as that key; a bundle's own `schedule:` is listed too, owned
 //! by the daemon, and can be paused or run but is deleted only by removing
 //! it from the bundle. The scheduler that fires them is `crate::scheduler`,
-//! admitting each fire through [`fire::Fires`].
+//! admitting each fire through `api::on_behalf`.
 //!
 //! Ids are namespaced per key ([`Named`]): a key's schedule `nightly` is
 //! stored as `KEY:nightly`, so two keys may both have one and making yours
@@ -13,7 +13,6 @@
 //! a bundle's own by the bundle's name.
 
 mod edit;
-pub mod fire;
 
 pub(super) use edit::{edit, edit_doc};
 

@@ -19,12 +19,13 @@ use crate::plugins::PluginRegistry;
 use crate::registry::inputs::{self, Sources};
 use crate::registry::last_good::LastGood;
 use crate::registry::names::{self, Entries};
+use crate::registry::releases::{ReleaseVerdict, Releases};
 use crate::registry::reuse::{DirLoad, DirLoads, Plan};
 use crate::registry::stamp;
 use crate::registry::store::BundleStore;
 use crate::registry::{
-    Applied, BundleEntry, BundleIdentity, BundleStatus, DEFAULT_URL_CONCURRENCY, Endpoints,
-    LimitedBackend, LoadedBundle, NotRevived, Snapshot, trust,
+    Applied, BundleEntry, BundleIdentity, BundleStatus, Candidate, DEFAULT_URL_CONCURRENCY,
+    Endpoints, LimitedBackend, LoadedBundle, NotRevived, Snapshot, trust,
 };
 
 /// Loads and binds bundles against what one snapshot offers.
@@ -301,7 +302,12 @@ pub(super) fn bind_bundles(
         }
         loads.insert(dir, load);
     }
-    let entries = names::settle(previous, healthy, broken, applied);
+    let releases = Releases::read(state_dir);
+    let held = hold_candidates(binder, &releases, &last_good, &before_by_dir, &mut healthy);
+    let mut entries = names::settle(previous, healthy, broken, applied);
+    for entry in entries.0.values_mut() {
+        entry.candidate = held.get(&entry.dir).cloned();
+    }
     let serving: Vec<(PathBuf, String, BundleIdentity)> = entries
         .0
         .values()
@@ -317,6 +323,62 @@ pub(super) fn bind_bundles(
         next.write(state_dir);
     }
     (entries, loads)
+}
+
+/// The release gate: each healthy directory whose bundle has a `release:`
+/// section and a new version no decision promoted keeps serving the
+/// version it served (before this reload, or at the last start its last
+/// good version) — the new one is held as a candidate, returned by
+/// directory. A bundle's first version serves at once: there is nothing
+/// else to serve or to compare it with.
+fn hold_candidates(
+    binder: &Binder<'_>,
+    releases: &Releases,
+    last_good: &LastGood,
+    before_by_dir: &HashMap<&Path, &BundleEntry>,
+    healthy: &mut [(PathBuf, Arc<LoadedBundle>)],
+) -> HashMap<PathBuf, Candidate> {
+    let mut held = HashMap::new();
+    for (dir, loaded) in healthy.iter_mut() {
+        if loaded.bundle.raw.release.is_none() {
+            continue;
+        }
+        let decision = releases.of(&loaded.identity).cloned();
+        if decision
+            .as_ref()
+            .is_some_and(|d| d.verdict == ReleaseVerdict::Promoted)
+        {
+            continue;
+        }
+        let serving = before_by_dir
+            .get(dir.as_path())
+            .and_then(|e| e.current.clone())
+            .filter(|s| s.name() == loaded.name())
+            .or_else(|| {
+                let (name, identity) = last_good.of(dir)?;
+                (name == loaded.name() && identity != loaded.identity)
+                    .then(|| binder.revive(name, &identity).ok())
+                    .flatten()
+            });
+        let Some(serving) = serving.filter(|s| s.identity != loaded.identity) else {
+            continue;
+        };
+        tracing::info!(
+            bundle = %loaded.name(),
+            candidate = %loaded.version(),
+            serving = %serving.version(),
+            "release gate: the new version is held as a candidate until its evals pass"
+        );
+        let candidate = std::mem::replace(loaded, serving);
+        held.insert(
+            dir.clone(),
+            Candidate {
+                loaded: candidate,
+                decision,
+            },
+        );
+    }
+    held
 }
 
 /// The last good version of the broken directory `dir` from its store

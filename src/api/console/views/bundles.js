@@ -6,8 +6,9 @@
 // details on demand (a <details>, open when the URL's `?open=NAME` names
 // it, so a bundle's details can be linked): digest, tools, the panel that
 // moves its jobs on earlier versions to the current one (migrate.js) and
-// the one that runs its crash matrix (verify.js). A reload button shows the
-// typed reload outcome.
+// the one that runs its crash matrix (verify.js). A version the release
+// gate holds shows as a banner: under evaluation, or rejected and why. A
+// reload button shows the typed reload outcome.
 
 import { h, fill, link, banner, confirmAction, pretty, ago, errorText, count } from "../dom.js";
 import { api } from "../api.js";
@@ -100,7 +101,26 @@ function bundleCard(b, open) {
     { class: `card bundle status-${b.status}`, dataset: { bundle: b.name, status: b.status } },
     more,
     b.status === "degraded" ? banner("warn", `Its last edit is broken: version ${b.version} keeps serving.`) : null,
+    b.candidate ? candidateBanner(b) : null,
     b.errors && b.errors.length ? errorTable(b.errors) : null,
+  );
+}
+
+/** A version the release gate holds: under evaluation, or rejected and why. */
+function candidateBanner(b) {
+  const c = b.candidate;
+  const evalLink = c.eval_job ? [" ", link(`/ui/jobs/${encodeURIComponent(c.eval_job)}`, "its eval")] : null;
+  if (c.state === "rejected") {
+    return h(
+      "div",
+      { class: "candidate", dataset: { candidate: c.version, state: c.state } },
+      banner("warn", `Version ${c.version} was rejected by ${c.by === "gate" ? "its evals" : c.by}: ${c.reason} Version ${b.version} keeps serving.`, evalLink),
+    );
+  }
+  return h(
+    "div",
+    { class: "candidate", dataset: { candidate: c.version, state: c.state } },
+    banner("info", `Version ${c.version} is held until its evals pass; version ${b.version} keeps serving.`),
   );
 }
 

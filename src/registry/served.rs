@@ -1,0 +1,70 @@
+//! What the registry knows of a bundle's versions beyond the one serving:
+//! the versions it served since the daemon started, by version (what an
+//! eval compares against), the candidate the release gate holds, and the
+//! gate's decisions (`releases.rs`'s record) written one at a time.
+
+use super::{BundleIdentity, Decision, LoadedBundle, Registry, Releases};
+
+/// The superseded versions of a bundle the registry remembers by version
+/// (`Registry::identity_of`).
+const SERVED_KEPT: usize = 20;
+
+impl Registry {
+    /// The content of bundle `name` at `version`: the loaded one, or the
+    /// newest content of that version it served since the daemon started
+    /// (`resolve` revives it from the store).
+    pub fn identity_of(&self, name: &str, version: &str) -> Option<BundleIdentity> {
+        let snapshot = self.snapshot();
+        if let Some(loaded) = [snapshot.bundle(name), snapshot.candidate(name)]
+            .into_iter()
+            .flatten()
+            .find(|loaded| loaded.version() == version)
+        {
+            return Some(loaded.identity.clone());
+        }
+        let served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        served
+            .get(name)?
+            .iter()
+            .rev()
+            .find(|(v, _)| v == version)
+            .map(|(_, identity)| identity.clone())
+    }
+
+    /// Records the release gate's (or an operator's) `decision` about the
+    /// content `identity` in the state directory — unless `overrides` is
+    /// false and a decision is there already (an operator's word outlives
+    /// the gate's eval): whether it was recorded. The next build serves or
+    /// holds the content by it (the caller asks for the reload).
+    pub async fn record_release(
+        &self,
+        identity: BundleIdentity,
+        decision: Decision,
+        overrides: bool,
+    ) -> std::io::Result<bool> {
+        let state_dir = self.snapshot().config.paths.state_dir.clone();
+        let lock = self.releases_lock.clone();
+        tokio::task::spawn_blocking(move || {
+            let _one_writer = lock.lock().unwrap_or_else(|p| p.into_inner());
+            let mut releases = Releases::read(&state_dir);
+            if !overrides && releases.of(&identity).is_some() {
+                return Ok(false);
+            }
+            releases.decide(&identity, decision);
+            releases.write(&state_dir).map(|()| true)
+        })
+        .await
+        .map_err(std::io::Error::other)?
+    }
+
+    /// Remembers that `loaded` served (when it is superseded).
+    pub(super) fn remember_served(&self, loaded: &LoadedBundle) {
+        let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        let versions = served.entry(loaded.name().to_string()).or_default();
+        versions.retain(|(_, identity)| *identity != loaded.identity);
+        versions.push((loaded.version().to_string(), loaded.identity.clone()));
+        if versions.len() > SERVED_KEPT {
+            versions.remove(0);
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! The release gate on the real daemon (issue 52 item 4): a bundle whose
+//! `release:` gates it on its evals — version 1 answers right, version 2
+//! regresses on two cases, version 3 fixes them. Version 2 stays a
+//! candidate while version 1 serves every job; version 3 goes live; each
+//! move is a daemon event (a metric, a log line) and shows on the bundle;
+//! a daemon killed while a candidate's eval runs resumes that same eval;
+//! the operator's promote overrides a rejection.
+
+mod common;
+
+use std::time::Duration;
+
+use common::daemon::{
+    Daemon, SHORT_LEASE, Site, client, eventually, get, metric, run_cli, submit, wait_terminal,
+};
+use common::mock_server;
+use serde_json::{Value, json};
+
+const CALC: &str = r#"name: calc
+version: "VERSION"
+model: {endpoint: mock, name: m}
+prompts: {user: "QVARIANT: {{ input }}"}
+release: {gate: evals, no_regressions: true}
+"#;
+
+const CASES: &str = r#"{"id": "sum", "input": "add 2 and 3", "expected": {"answer": "5"}}
+{"id": "hello", "input": "say hello", "expected": {"answer": "hello"}}
+{"id": "capital", "input": "capital of France", "expected": {"answer": "Paris"}}
+"#;
+
+/// Versions answer as their variant says: `right` all right, `wrong`
+/// wrong on two cases. Each answer takes a while, so an eval is under way
+/// long enough to kill.
+const SCRIPT: &str = r#"
+replies:
+  - {match: "Qright: add 2 and 3", turn: 1, content: "5", delay_ms: 400}
+  - {match: "Qright: say hello", turn: 1, content: "hello", delay_ms: 400}
+  - {match: "Qright: capital of France", turn: 1, content: "Paris", delay_ms: 400}
+  - {match: "Qwrong: add 2 and 3", turn: 1, content: "7", delay_ms: 400}
+  - {match: "Qwrong: say hello", turn: 1, content: "bye", delay_ms: 400}
+  - {match: "Qwrong: capital of France", turn: 1, content: "Paris", delay_ms: 400}
+"#;
+
+/// Drops version `version` answering as `variant` (its suite, then its
+/// bundle.yaml), as an operator's copy would.
+fn drop_version(site: &Site, version: u32, variant: &str) {
+    let evals = site.path().join("bundles/calc/evals");
+    std::fs::create_dir_all(&evals).unwrap();
+    std::fs::write(
+        evals.join("suite.yaml"),
+        "graders:\n  - type: contains\n    expected: answer\n",
+    )
+    .unwrap();
+    std::fs::write(evals.join("cases.jsonl"), CASES).unwrap();
+    let yaml = CALC
+        .replace("VERSION", &version.to_string())
+        .replace("VARIANT", variant);
+    site.put_bundle("calc", &yaml);
+}
+
+async fn bundle(daemon: &Daemon) -> Value {
+    get(&client(), daemon, "/v1/bundles/calc").await
+}
+
+/// Waits until `check` holds of the bundle, naming `what`.
+async fn until(daemon: &Daemon, what: &str, check: impl Fn(&Value) -> bool) -> Value {
+    eventually(Duration::from_secs(90), what, || async {
+        let b = bundle(daemon).await;
+        check(&b).then_some(b)
+    })
+    .await
+}
+
+async fn eval_jobs(daemon: &Daemon) -> Vec<Value> {
+    let page = get(&client(), daemon, "/v1/jobs?bundle=calc&limit=200").await;
+    page["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| j["kind"]["type"] == "eval")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_regressing_version_stays_a_candidate_and_the_fix_goes_live() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    drop_version(&site, 1, "right");
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let http = client();
+    // A bundle's first version serves at once: nothing to compare it with.
+    let first = bundle(&daemon).await;
+    assert_eq!(
+        (&first["version"], &first["candidate"]),
+        (&json!("1"), &Value::Null),
+        "{first}"
+    );
+
+    drop_version(&site, 2, "wrong");
+    let held = until(&daemon, "version 2 held", |b| {
+        b["candidate"]["version"] == "2"
+    })
+    .await;
+    assert_eq!(held["version"], "1", "version 1 keeps serving: {held}");
+    // A job submitted meanwhile runs on version 1.
+    let job = submit(&http, &daemon, "calc", "say hello").await;
+    let job = wait_terminal(
+        &http,
+        &daemon,
+        job["id"].as_str().unwrap(),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(job["bundle_version"], "1", "{job}");
+
+    // Killed while the candidate's eval runs: the restart resumes the same
+    // eval (its idempotency key is the candidate's identity).
+    let evals = eventually(
+        Duration::from_secs(30),
+        "the candidate's eval job",
+        || async { Some(eval_jobs(&daemon).await).filter(|jobs| !jobs.is_empty()) },
+    )
+    .await;
+    daemon.kill9();
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let rejected = until(&daemon, "version 2 rejected", |b| {
+        b["candidate"]["state"] == "rejected"
+    })
+    .await;
+    assert_eq!(rejected["version"], "1", "{rejected}");
+    let reason = rejected["candidate"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("regressed") && reason.contains("sum") && reason.contains("hello"),
+        "{reason}"
+    );
+    let after = eval_jobs(&daemon).await;
+    assert_eq!(after.len(), 1, "one eval, resumed: {after:?}");
+    assert_eq!(after[0]["id"], evals[0]["id"]);
+    assert_eq!(rejected["candidate"]["eval_job"], after[0]["id"]);
+    let report = &after[0]["result"];
+    assert_eq!(
+        (&report["version"], &report["against"]),
+        (&json!("2"), &json!("1")),
+        "{report}"
+    );
+    assert_eq!(report["regressions"], json!(["sum", "hello"]), "{report}");
+
+    // Each move is an event: a metric (and a log line).
+    let http = client();
+    let moves = |state: &str| {
+        format!("structured_agents_release_transitions_total{{bundle=\"calc\",state=\"{state}\"}}")
+    };
+    assert!(metric(&http, &daemon, &moves("rejected")).await >= 1);
+    assert!(
+        daemon.log().contains("release gate: version 2 rejected"),
+        "{}",
+        daemon.log()
+    );
+
+    // A rejected version is not evaluated again after a restart, and the
+    // version before it still serves.
+    daemon.stop();
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let again = bundle(&daemon).await;
+    assert_eq!(
+        (&again["version"], &again["candidate"]["state"]),
+        (&json!("1"), &json!("rejected")),
+        "{again}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(eval_jobs(&daemon).await.len(), 1);
+
+    drop_version(&site, 3, "right");
+    let live = until(&daemon, "version 3 live", |b| b["version"] == "3").await;
+    assert_eq!(live["candidate"], Value::Null, "{live}");
+    assert!(metric(&http, &daemon, &moves("promoted")).await >= 1);
+    let job = submit(&http, &daemon, "calc", "say hello").await;
+    let job = wait_terminal(
+        &http,
+        &daemon,
+        job["id"].as_str().unwrap(),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        (&job["bundle_version"], &job["result"]["output"]),
+        (&json!("3"), &json!("hello")),
+        "{job}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_operator_promotes_a_rejected_version_and_rejects_a_held_one() {
+    // Slow answers: the operator's reject lands while the eval still runs.
+    let server = mock_server(&SCRIPT.replace("delay_ms: 400", "delay_ms: 3000")).await;
+    let site = Site::new(&server.base_url(), "");
+    drop_version(&site, 1, "right");
+    let daemon = site.start();
+    drop_version(&site, 2, "wrong");
+    until(&daemon, "version 2 rejected", |b| {
+        b["candidate"]["state"] == "rejected"
+    })
+    .await;
+
+    let out = run_cli(
+        &daemon.url(""),
+        &[
+            "promote",
+            "calc",
+            "2",
+            "--reason",
+            "the new wording is wanted",
+        ],
+        "",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("serving 2"), "{stdout}");
+    let live = bundle(&daemon).await;
+    assert_eq!(
+        (&live["version"], &live["candidate"]),
+        (&json!("2"), &Value::Null),
+        "{live}"
+    );
+    assert!(daemon.log().contains("the new wording is wanted"));
+
+    // A version the gate does not hold: a 409 naming what it holds.
+    let out = run_cli(&daemon.url(""), &["reject", "calc", "9"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("holds no version"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Rejected by the operator while its eval runs: it never serves.
+    drop_version(&site, 3, "right");
+    until(&daemon, "version 3 held", |b| {
+        b["candidate"]["version"] == "3"
+    })
+    .await;
+    let out = run_cli(&daemon.url(""), &["reject", "calc", "3"], "");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let held = bundle(&daemon).await;
+    assert_eq!(
+        (
+            &held["version"],
+            &held["candidate"]["state"],
+            &held["candidate"]["by"]
+        ),
+        (&json!("2"), &json!("rejected"), &json!("local")),
+        "{held}"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        bundle(&daemon).await["version"],
+        "2",
+        "its eval's verdict does not override the operator"
+    );
+}
