@@ -226,8 +226,10 @@ async fn suite_reads(
         .map_err(|e| ApiError::internal(format!("reading the suite failed: {e}")))?
         .map(drop)
         .map_err(|e| {
-            ApiError::new(
+            // The bundle named in the path: its suite is what cannot run.
+            ApiError::field(
                 ErrorCode::InvalidRequest,
+                "name",
                 format!("bundle {name:?} version {}: {e}", tested.version),
             )
         })

@@ -2,8 +2,10 @@
 //! itself, a judge grader by a job of its judge bundle (submitted as the
 //! eval's owner, found again by its idempotency key on a resume, its cost
 //! counted with the case's), a process grader by its program — run in the
-//! bundle copy's `evals/` directory, given the case and what the job did
-//! as JSON on stdin, killed at its timeout, its output capped.
+//! bundle copy's `evals/` directory with a process tool's environment
+//! (the daemon's cleared but for `PATH`, `LANG`, …), given the case and
+//! what the job did as JSON on stdin, killed at its timeout, its output
+//! capped.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -19,6 +21,7 @@ use crate::evals::{
     judge_input, read_judgement,
 };
 use crate::queue::{JobState, NewJob};
+use crate::tools::process::DEFAULT_ENV_ALLOWLIST;
 
 /// The most a process grader may write on stdout (and what of stderr a
 /// failure shows).
@@ -174,9 +177,16 @@ async fn process(
             stderr: String::new(),
         });
     };
+    // As a process tool's: the daemon's environment is not the grader's,
+    // but for the variables a program needs to run.
+    let kept = DEFAULT_ENV_ALLOWLIST
+        .iter()
+        .filter_map(|name| std::env::var_os(name).map(|value| (*name, value)));
     let mut child = tokio::process::Command::new(program_path(&dir, program))
         .args(args)
         .current_dir(&dir)
+        .env_clear()
+        .envs(kept)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

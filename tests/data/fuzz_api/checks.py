@@ -59,6 +59,13 @@ EXCEPTED = {
     ("POST /api/group-chat", 422): {("invalid_request", "max_iterations")},
     ("POST /v1/jobs/{id}/fork", 422): {("invalid_request", "at_turn")},
     ("POST /v1/bundles/{name}/verify", 422): {("invalid_request", "exchange")},
+    ("POST /v1/bundles/{name}/evals", 422): {
+        ("invalid_request", "name"),
+        ("invalid_request", "version"),
+        ("invalid_request", "against"),
+        ("invalid_request", "no_regressions"),
+        ("invalid_request", "limits"),
+    },
     ("POST /v1/keys", 422): {("invalid_request", "bundles")},
     ("POST /mcp", 400): {("invalid_request", None), ("json-rpc", None)},
 }
