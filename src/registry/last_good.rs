@@ -39,19 +39,11 @@ impl LastGood {
     /// The record under `state_dir` (empty when there is none, or it
     /// cannot be read: logged). Blocking.
     pub fn read(state_dir: &Path) -> Self {
-        let file = Self::file(state_dir);
-        let text = match std::fs::read_to_string(&file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::default(),
-            Err(e) => {
-                tracing::warn!(file = %file.display(), error = %e, "cannot read the bundles' last good versions; a bundle broken at start will be invalid until it is fixed");
-                return Self::default();
-            }
-        };
-        serde_json::from_str(&text).unwrap_or_else(|e| {
-            tracing::warn!(file = %file.display(), error = %e, "the bundles' last good versions cannot be parsed; starting the record again");
-            Self::default()
-        })
+        super::record::read(
+            &Self::file(state_dir),
+            "the bundles' last good versions",
+            "a bundle broken at start will be invalid until it is fixed",
+        )
     }
 
     /// What `dir` last served well.
@@ -92,12 +84,7 @@ impl LastGood {
     /// Blocking.
     pub fn write(&self, state_dir: &Path) {
         let file = Self::file(state_dir);
-        let staged = state_dir.join(".last-good-bundles.json.new");
-        let written = serde_json::to_vec_pretty(self)
-            .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&staged, bytes))
-            .and_then(|()| std::fs::rename(&staged, &file));
-        if let Err(e) = written {
+        if let Err(e) = super::record::write(&file, self) {
             tracing::warn!(file = %file.display(), error = %e, "cannot record the bundles' last good versions; a bundle broken at the next start will be invalid until it is fixed");
         }
     }

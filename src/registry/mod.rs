@@ -24,6 +24,7 @@ mod last_good;
 mod limited;
 pub mod model_plugin;
 mod names;
+mod record;
 mod releases;
 pub mod reload;
 mod reuse;

@@ -6,9 +6,8 @@
 //! and the operator's promote and reject write decisions; every build
 //! reads them to settle who serves.
 //!
-//! Like the last good record: a small JSON map written whole (a temporary
-//! file renamed over it); one that cannot be read is logged and treated as
-//! empty — at worst a candidate is evaluated again.
+//! Like the last good record, a `record.rs` file: one that cannot be read
+//! is logged and treated as empty — at worst a candidate is evaluated again.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -63,19 +62,11 @@ impl Releases {
     /// The record under `state_dir` (empty when there is none, or it
     /// cannot be read: logged). Blocking.
     pub fn read(state_dir: &Path) -> Self {
-        let file = Self::file(state_dir);
-        let text = match std::fs::read_to_string(&file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::default(),
-            Err(e) => {
-                tracing::warn!(file = %file.display(), error = %e, "cannot read the release gate's decisions; held candidates are evaluated again");
-                return Self::default();
-            }
-        };
-        serde_json::from_str(&text).unwrap_or_else(|e| {
-            tracing::warn!(file = %file.display(), error = %e, "the release gate's decisions cannot be parsed; held candidates are evaluated again");
-            Self::default()
-        })
+        super::record::read(
+            &Self::file(state_dir),
+            "the release gate's decisions",
+            "held candidates are evaluated again",
+        )
     }
 
     /// What was decided about `identity`.
@@ -102,11 +93,7 @@ impl Releases {
 
     /// Writes the record under `state_dir`. Blocking.
     pub fn write(&self, state_dir: &Path) -> std::io::Result<()> {
-        let file = Self::file(state_dir);
-        let staged = state_dir.join(".releases.json.new");
-        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&staged, bytes)?;
-        std::fs::rename(&staged, &file)
+        super::record::write(&Self::file(state_dir), self)
     }
 }
 
