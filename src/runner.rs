@@ -109,6 +109,9 @@ pub struct RunOptions {
     /// The caller's own tools (the job's `caller_tools`), offered beside
     /// the bundle's; the client runs them.
     pub caller_tools: Vec<crate::types::ToolSchema>,
+    /// Answer the tools with a side effect by stand-ins (the job's
+    /// `stand_ins`), here and in every bundle the run nests.
+    pub stand_ins: Option<crate::types::StandIns>,
 }
 
 /// Runs loaded bundles as agents; runs the bundles nested in them from the
@@ -183,6 +186,14 @@ impl Runner {
             .as_ref()
             .map(|format| loaded.bundle.answer_shape(format));
         let (tools, shapes) = self.offered_tools(loaded, options, reach)?;
+        // Swapped after narrowing and binding: a stand-in keeps its tool's
+        // schema and policy, so the shapes and the pipeline stay.
+        let tools = match &options.stand_ins {
+            Some(stand_ins) => {
+                Arc::new(crate::tools::stand_in::swap(&tools, stand_ins, "this run"))
+            }
+            None => tools,
+        };
         // Admission refused clashes with the bundle's declared tools; the
         // bound ones (an MCP server's) are known only here.
         if let Some(clash) = options
@@ -205,6 +216,7 @@ impl Runner {
             Arc::new(NestedHost {
                 runner: self.clone(),
                 reach: reach.clone(),
+                stand_ins: options.stand_ins.clone(),
             }) as Arc<dyn AgentHost>
         });
         Ok(Kernel::new(
@@ -454,6 +466,8 @@ impl Runner {
 struct NestedHost {
     runner: Runner,
     reach: Reach,
+    /// The job's stand-ins, which hold in its nested runs too.
+    stand_ins: Option<crate::types::StandIns>,
 }
 
 // `run_nested` repeats the signature of `AgentHost`'s (tools/agent.rs), as
@@ -496,8 +510,12 @@ impl AgentHost for NestedHost {
                 budget: inherits.budget.map(|job| job.nested(bundle, own, depth)),
                 reach: self.reach.clone(),
             };
+            let options = RunOptions {
+                stand_ins: self.stand_ins.clone(),
+                ..RunOptions::default()
+            };
             let run = runner
-                .run_pinned(&loaded, &input, &Map::new(), &RunOptions::default(), scope)
+                .run_pinned(&loaded, &input, &Map::new(), &options, scope)
                 .await?;
             Ok(run
                 .final_output

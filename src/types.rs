@@ -5,14 +5,16 @@
 //!
 //! A caller's answer format (a JSON Schema the final answer is held to) is
 //! in [`answer`]; the rules of text fields (with their schema patterns) in
-//! [`text`].
+//! [`text`]; which tools a run answers by stand-ins in [`StandIns`].
 //!
 //! This module knows nothing about models, HTTP or tools; it is pure data.
 
 pub mod answer;
+mod stand_ins;
 pub mod text;
 
 pub use answer::AnswerFormat;
+pub use stand_ins::StandIns;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

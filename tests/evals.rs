@@ -280,6 +280,20 @@ async fn against_an_older_version_names_regressions_and_improvements() {
     let (code, stdout, _) = eval_cli(&daemon, &["calc", "--against", "2", "--no-regressions"]);
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("improvements: sum, hello"), "{stdout}");
+
+    // After a restart the daemon has served only version 3; version 1's
+    // copy in the bundle store still answers for it.
+    assert_eq!(daemon.stop(), Some(0));
+    let daemon = site.start();
+    serving(&daemon, "calc", "3").await;
+    let (code, _, report) = eval_cli(&daemon, &["calc", "--against", "1", "--json"]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["improvements"], json!(["capital"]), "{report}");
+    assert_eq!(
+        case(&report, "capital")["against"]["answer"],
+        "Lyon",
+        "version 1 ran, from its copy: {report}"
+    );
 }
 
 /// A bundle whose every answer takes a while: an eval of it is under way
@@ -654,4 +668,235 @@ async fn promptfoo_itself_and_eval_pass_and_fail_the_same_tests() {
         .collect();
     assert_eq!(ours, theirs, "eval's verdicts against promptfoo's");
     assert_eq!(ours.values().filter(|pass| !**pass).count(), 1, "{ours:?}");
+}
+
+/// A payer whose `pay` tool has a side effect (`unsafe`): it appends
+/// `paid AMOUNT` to the file `EFFECTS`.
+const PAYER: &str = r#"name: payer
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "P: {{ input }}"}
+tools:
+  - name: pay
+    kind: process
+    effect: unsafe
+    description: pays an amount
+    parameters: {type: object, properties: {amount: {type: integer}}, required: [amount]}
+    command: [python3, -c, 'import json,sys; a=json.load(sys.stdin); f=open(r"EFFECTS","a"); f.write("paid "+str(a["amount"])+chr(10)); f.close(); print(json.dumps({"receipt": "real"}))']
+"#;
+
+/// Two payments: the first scripts what the stand-in answers, the second
+/// leaves it to the placeholder.
+const PAYER_CASES: &str = r#"{"id": "five", "input": "pay 5", "expected": {"answer": "paid 5"}, "tool_results": {"pay": {"receipt": "stand-in r5"}}, "assert": [{"type": "tool_calls", "called": ["pay"]}]}
+{"id": "seven", "input": "pay 7", "expected": {"answer": "paid 7"}}
+"#;
+
+const PAYER_SCRIPT: &str = r#"
+replies:
+  - {match: "P: pay 5", turn: 1, tool_calls: [{name: pay, arguments: {amount: 5}}]}
+  - {match: "P: pay 5", turn: 2, content: "paid 5"}
+  - {match: "P: pay 7", turn: 1, tool_calls: [{name: pay, arguments: {amount: 7}}]}
+  - {match: "P: pay 7", turn: 2, content: "paid 7"}
+"#;
+
+/// What case `id`'s job's `pay` call answered (its `ToolResult` preview).
+async fn paid_with(daemon: &Daemon, report: &Value, id: &str) -> String {
+    let job = case(report, id)["job_id"].as_str().unwrap().to_string();
+    let events = common::daemon::job_events(&client(), daemon, &job).await;
+    events
+        .iter()
+        .find(|e| e["type"] == "ToolResult" && e["tool_name"] == "pay")
+        .and_then(|e| e["output_preview"].as_str())
+        .unwrap_or_else(|| panic!("case {id}'s job {job} called no pay: {events:?}"))
+        .to_string()
+}
+
+/// An eval never pays for real unless asked: the case jobs' tools with a
+/// side effect are answered by stand-ins (the case's `tool_results`, else
+/// a placeholder saying nothing ran), graded as usual; `--real-tools` runs
+/// them. A workflow that runs commands, which no stand-in answers, is
+/// refused unless the real tools are asked for.
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_cases_pay_only_with_the_real_tools() {
+    let server = mock_server(PAYER_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    put_files(
+        &site,
+        "payer",
+        &[
+            ("evals/cases.jsonl", PAYER_CASES),
+            ("evals/suite.yaml", SUITE),
+        ],
+    );
+    site.put_bundle(
+        "payer",
+        &PAYER.replace("EFFECTS", &effects.display().to_string()),
+    );
+    put_files(
+        &site,
+        "flow",
+        &[("evals/cases.jsonl", CASES), ("evals/suite.yaml", SUITE)],
+    );
+    site.put_bundle(
+        "flow",
+        &format!(
+            "{}workflow:\n  start: check\n  stages:\n    check: {{kind: command, argv: [\"true\"]}}\n  transitions:\n    check: {{pass: finish, fail: fatal}}\n",
+            calc(1).replace("name: calc", "name: flow")
+        ),
+    );
+    let daemon = site.start();
+
+    let (code, stdout, report) = eval_cli(&daemon, &["payer", "--json"]);
+    assert_eq!(code, 0, "both cases pass on stand-ins: {stdout}");
+    assert_eq!(
+        (&report["real_tools"], &report["stand_ins"]),
+        (&json!(false), &json!(["pay"])),
+        "{report}"
+    );
+    assert!(
+        !effects.exists(),
+        "nothing was paid: {:?}",
+        std::fs::read_to_string(&effects)
+    );
+    let five = paid_with(&daemon, &report, "five").await;
+    assert!(
+        five.contains("stand-in r5"),
+        "the case's scripted result: {five}"
+    );
+    let seven = paid_with(&daemon, &report, "seven").await;
+    assert!(
+        seven.contains("did not really run") && !seven.contains("real\""),
+        "the placeholder: {seven}"
+    );
+    let (_, text, _) = eval_cli(&daemon, &["payer"]);
+    assert!(
+        text.contains("Stand-ins answered pay: nothing of theirs really ran."),
+        "{text}"
+    );
+
+    let (code, stdout, report) = eval_cli(&daemon, &["payer", "--real-tools", "--json"]);
+    assert_eq!(code, 0, "{stdout}");
+    assert_eq!(
+        (&report["real_tools"], &report["stand_ins"]),
+        (&json!(true), &json!([])),
+        "{report}"
+    );
+    let mut paid: Vec<String> = std::fs::read_to_string(&effects)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    paid.sort();
+    assert_eq!(paid, ["paid 5", "paid 7"], "each case paid once, for real");
+    assert!(paid_with(&daemon, &report, "five").await.contains("real"));
+
+    let http = client();
+    let url = daemon.url("/v1/bundles/flow/evals");
+    let response = http.post(&url).json(&json!({})).send().await.unwrap();
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        (status, body["error"]["field"].as_str()),
+        (422, Some("real_tools")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("stages check"), "{message}");
+
+    // A release gate would run such a workflow's cases: the bundle says
+    // `real_tools: true`, or it does not load.
+    let gated = site.path().join("bundles/flow/bundle.yaml");
+    let yaml = std::fs::read_to_string(&gated).unwrap();
+    std::fs::write(&gated, format!("{yaml}release: {{gate: evals}}\n")).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["validate", gated.parent().unwrap().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.contains("release.real_tools"),
+        "{said}"
+    );
+}
+
+/// `eval BUNDLE --dir PATH` runs a directory's suite in a daemon of the
+/// command's own — no daemon running, the operator's state untouched, its
+/// temporary directory gone afterwards — with the endpoints of `--config`.
+#[tokio::test(flavor = "multi_thread")]
+async fn eval_dir_runs_a_directory_in_its_own_daemon() {
+    let server = mock_server(SCRIPT).await;
+    // A deployment's config, never started: its endpoint is what --config
+    // lends; its state directory must stay empty.
+    let site = Site::new(&server.base_url(), "");
+    let work = tempfile::tempdir().unwrap();
+    let write = |dir: &std::path::Path, version: u32| {
+        for (path, text) in [
+            ("evals/cases.jsonl", CASES.to_string()),
+            ("evals/suite.yaml", SUITE.to_string()),
+            ("bundle.yaml", calc(version)),
+        ] {
+            std::fs::create_dir_all(dir.join(path).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(path), text).unwrap();
+        }
+    };
+    let (good, bad) = (work.path().join("calc-pr"), work.path().join("calc-old"));
+    write(&good, 3);
+    write(&bad, 1);
+    let eval_dir = |dir: &std::path::Path| {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+            .current_dir(site.path())
+            .args(["eval", "calc", "--json", "--config", "config.toml", "--dir"])
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with(&format!("structured-agents-eval-{pid}-")))
+            .collect();
+        assert!(left.is_empty(), "its directory is removed: {left:?}");
+        (out.status.code(), stdout, stderr)
+    };
+
+    let (code, stdout, stderr) = eval_dir(&good);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        (&report["version"], &report["passed"]),
+        (&json!("3"), &json!(3)),
+        "{report}"
+    );
+
+    let (code, stdout, stderr) = eval_dir(&bad);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(case(&report, "capital")["answer"], "Lyon", "{report}");
+
+    let state: Vec<_> = std::fs::read_dir(site.path().join("state"))
+        .unwrap()
+        .collect();
+    assert!(
+        state.is_empty(),
+        "the deployment's state is untouched: {state:?}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_structured-agents"))
+        .args(["eval", "calc", "--dir"])
+        .arg(&good)
+        .args(["--against", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--against needs a daemon that served it"
+    );
 }

@@ -269,3 +269,118 @@ async fn the_operator_promotes_a_rejected_version_and_rejects_a_held_one() {
         "its eval's verdict does not override the operator"
     );
 }
+
+/// Version `flaky` answers the suite right but fails every live job (its
+/// model server refuses them); `right` answers both.
+const CANARY_SCRIPT: &str = r#"
+replies:
+  - {match: "Qright: add 2 and 3", content: "5"}
+  - {match: "Qright: say hello", content: "hello"}
+  - {match: "Qright: capital of France", content: "Paris"}
+  - {match: "Qright: live", content: "fine"}
+  - {match: "Qflaky: add 2 and 3", content: "5"}
+  - {match: "Qflaky: say hello", content: "hello"}
+  - {match: "Qflaky: capital of France", content: "Paris"}
+  - {match: "Qflaky: live", status: 400, error: "this version cannot serve"}
+"#;
+
+/// Live jobs until the candidate is no longer a canary: the bundle then,
+/// and each job's version and state.
+async fn live_jobs_until_decided(daemon: &Daemon) -> (Value, Vec<(String, String)>) {
+    let http = client();
+    let mut ran = Vec::new();
+    for batch in 0..30 {
+        let mut ids = Vec::new();
+        for i in 0..6 {
+            let job = submit(&http, daemon, "calc", &format!("live {batch}.{i}")).await;
+            ids.push(job["id"].as_str().unwrap().to_string());
+        }
+        for id in ids {
+            let job = wait_terminal(&http, daemon, &id, Duration::from_secs(60)).await;
+            ran.push((
+                job["bundle_version"].as_str().unwrap_or("?").to_string(),
+                job["state"].as_str().unwrap_or("?").to_string(),
+            ));
+        }
+        // The gate counts every 2 s.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let b = bundle(daemon).await;
+        if b["candidate"]["state"] != "canary" {
+            return (b, ran);
+        }
+    }
+    panic!("the canary was never decided: {ran:?}");
+}
+
+/// `release.canary`: a version whose evals pass takes a share of live jobs
+/// first; failing them, it is rolled back and every job goes to the version
+/// serving again; doing as well, it is promoted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_canary_failing_live_jobs_is_rolled_back_and_a_good_one_promoted() {
+    let server = mock_server(CANARY_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "");
+    let drop_canary = |version: u32, variant: &str| {
+        drop_version(&site, version, variant);
+        let file = site.path().join("bundles/calc/bundle.yaml");
+        let yaml = std::fs::read_to_string(&file).unwrap().replace(
+            "release: {gate: evals, no_regressions: true}",
+            "release: {gate: evals, canary: {share: 0.5, min_jobs: 4}}",
+        );
+        site.put_bundle("calc", &yaml);
+    };
+    drop_canary(1, "right");
+    let daemon = site.start();
+    let http = client();
+
+    drop_canary(2, "flaky");
+    let canary = until(&daemon, "version 2 a canary", |b| {
+        b["candidate"]["state"] == "canary"
+    })
+    .await;
+    assert_eq!(canary["version"], "1", "{canary}");
+    let (rolled_back, ran) = live_jobs_until_decided(&daemon).await;
+    assert_eq!(
+        (&rolled_back["version"], &rolled_back["candidate"]["state"]),
+        (&json!("1"), &json!("rejected")),
+        "{rolled_back}"
+    );
+    let reason = rolled_back["candidate"]["reason"].as_str().unwrap();
+    assert!(reason.contains("rolled back"), "{reason}");
+    assert!(
+        ran.iter().any(|(v, s)| v == "2" && s != "succeeded"),
+        "version 2 took a share and failed it: {ran:?}"
+    );
+    assert!(
+        ran.iter().all(|(v, s)| (v == "1") == (s == "succeeded")),
+        "{ran:?}"
+    );
+    // Rolled back: every new job runs on version 1 again.
+    for i in 0..8 {
+        let job = submit(&http, &daemon, "calc", &format!("live after {i}")).await;
+        let job = wait_terminal(
+            &http,
+            &daemon,
+            job["id"].as_str().unwrap(),
+            Duration::from_secs(60),
+        )
+        .await;
+        assert_eq!(job["bundle_version"], "1", "{job}");
+    }
+
+    drop_canary(3, "right");
+    until(&daemon, "version 3 a canary", |b| {
+        b["candidate"]["state"] == "canary" && b["candidate"]["version"] == "3"
+    })
+    .await;
+    let (promoted, ran) = live_jobs_until_decided(&daemon).await;
+    assert_eq!(promoted["version"], "3", "promoted: {promoted}");
+    assert!(ran.iter().any(|(v, _)| v == "3"), "{ran:?}");
+    assert!(ran.iter().all(|(_, s)| s == "succeeded"), "{ran:?}");
+    let moves = metric(
+        &http,
+        &daemon,
+        "structured_agents_release_transitions_total{bundle=\"calc\",state=\"canary\"}",
+    )
+    .await;
+    assert!(moves >= 2, "two canaries: {moves}");
+}

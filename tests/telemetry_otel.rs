@@ -416,7 +416,7 @@ async fn an_unreachable_collector_is_logged_once_and_never_fatal() {
     let log = std::fs::read_to_string(log_path).unwrap();
     assert_eq!(log.matches("OTLP span export failed").count(), 1, "{log}");
     assert_eq!(
-        log.matches("OTLP content event export failed").count(),
+        log.matches("OTLP log event export failed").count(),
         1,
         "{log}"
     );
@@ -504,4 +504,100 @@ tools:
             && fast.start_time_unix_nano < slow.end_time_unix_nano,
         "the two calls ran together (their spans overlap)"
     );
+}
+
+/// Each grade of an eval run is one `gen_ai.evaluation.result` log record,
+/// parented to the `invoke_agent` span of the case's job, with the
+/// grader, score and label; its explanation quotes the answer, so it
+/// goes out only with content opted in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_grade_of_an_eval_is_an_evaluation_event_under_its_cases_run() {
+    let script = r#"
+replies:
+  - {match: "say hi", content: "hello there"}
+  - {match: "say bye", content: "ciao"}
+"#;
+    let server = mock_server(script).await;
+    let (otlp, spans, received) = collector().await;
+    let site = Site::new(
+        &server.base_url(),
+        &format!("[telemetry]\notlp_endpoint = \"{otlp}\"\n"),
+    );
+    let evals = site.path().join("bundles/graded/evals");
+    std::fs::create_dir_all(&evals).unwrap();
+    std::fs::write(
+        evals.join("cases.jsonl"),
+        "{\"id\": \"hi\", \"input\": \"say hi\", \"expected\": {\"answer\": \"hello\"}}\n{\"id\": \"bye\", \"input\": \"say bye\", \"expected\": {\"answer\": \"goodbye\"}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        evals.join("suite.yaml"),
+        "graders:\n  - type: contains\n    expected: answer\n",
+    )
+    .unwrap();
+    site.put_bundle(
+        "graded",
+        "name: graded\nversion: \"4\"\nmodel: {endpoint: mock, name: mock-model}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let (status, job) =
+        common::daemon::post_json(&http, &daemon, "/v1/bundles/graded/evals", json!({})).await;
+    assert_eq!(status, 201, "{job}");
+    let done = wait_terminal(
+        &http,
+        &daemon,
+        job["id"].as_str().unwrap(),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    assert_eq!(daemon.stop(), Some(0));
+
+    let spans = spans.lock().unwrap().clone();
+    let logs = received.logs.lock().unwrap().clone();
+    let records: Vec<_> = logs
+        .iter()
+        .filter(|r| r.event_name == "gen_ai.evaluation.result")
+        .collect();
+    assert_eq!(records.len(), 2, "one grade per case: {logs:?}");
+    for record in records {
+        let a = key_values(&record.attributes);
+        let case_job = &a["structured_agents.job.id"];
+        let run = spans
+            .iter()
+            .find(|s| {
+                s.name == "invoke_agent graded" && attrs(s)["structured_agents.job.id"] == *case_job
+            })
+            .unwrap_or_else(|| panic!("the case job {case_job}'s run was exported"));
+        assert_eq!(
+            (&record.trace_id, &record.span_id),
+            (&run.trace_id, &run.span_id),
+            "parented to the run it grades"
+        );
+        assert_eq!(a["gen_ai.evaluation.name"], "contains");
+        assert_eq!(a["gen_ai.agent.name"], "graded");
+        assert_eq!(a["gen_ai.agent.version"], "4");
+        assert_eq!(
+            a["structured_agents.eval.job.id"],
+            job["id"].as_str().unwrap()
+        );
+        let expected = match a["structured_agents.eval.case"].as_str() {
+            "hi" => ("1", "pass"),
+            "bye" => ("0", "fail"),
+            other => panic!("no case {other}"),
+        };
+        assert_eq!(
+            (
+                a["gen_ai.evaluation.score.value"].as_str(),
+                a["gen_ai.evaluation.score.label"].as_str()
+            ),
+            expected,
+            "{a:?}"
+        );
+        assert!(
+            !a.contains_key("gen_ai.evaluation.explanation"),
+            "a reason quotes the answer: content, not opted in"
+        );
+    }
 }

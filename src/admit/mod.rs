@@ -14,6 +14,7 @@
 //! - `budgets`: a submitter's limits only lower the bundle's, and the daily
 //!   budgets the job is queued under;
 //! - `idempotency`: a repeated idempotency key names the same job;
+//! - `canary`: a canary's share of the new jobs pinned to it;
 //! - `gate`: what admission keeps between requests (each key's rate
 //!   limiter and its in-flight lock);
 //! - `seam`: [`OnBehalf`], how the daemon's own loops (the scheduler, an
@@ -23,6 +24,7 @@
 
 mod budgets;
 mod bundle;
+mod canary;
 mod controls;
 mod fields;
 mod gate;
@@ -33,6 +35,7 @@ mod seam;
 
 pub use budgets::daily_budgets;
 pub use bundle::{check_callback, loaded_bundle, webhook};
+pub use canary::route_canary;
 pub use controls::{action_of, decide};
 pub use fields::{
     MAX_ATTEMPTS, PRIORITY_MAX, PRIORITY_MIN, PRIORITY_RANGE, check_fields, key_priority, no_nul,

@@ -184,6 +184,7 @@ fn checked(state: &AppState, caller: &Caller, s: Submission) -> Result<NewJob, A
     job.webhook = admit::webhook(&snapshot, &caller.0, &job)?;
     admit::key_priority(&caller.0, job.priority)?;
     admit::decide(&snapshot, &mut job, s.plan)?;
+    admit::route_canary(&snapshot, &mut job);
     job.daily = admit::daily_budgets(&snapshot, &caller.0, &job)?;
     job.max_attempts.get_or_insert(state.max_attempts);
     job.owner = Some(caller.name().to_string());

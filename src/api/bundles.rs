@@ -60,8 +60,9 @@ pub struct BundleView {
 pub struct CandidateView {
     pub version: String,
     pub digest: String,
-    /// `evaluating` (its eval is due or running), `rejected` (it stays
-    /// held; `reason` says why).
+    /// `evaluating` (its eval is due or running), `canary` (its evals
+    /// passed and it takes a share of new jobs while the gate watches),
+    /// `rejected` (it stays held; `reason` says why).
     pub state: &'static str,
     pub reason: Option<String>,
     /// Who decided: `gate` or an operator's key.
@@ -149,10 +150,7 @@ fn candidate(held: &crate::registry::Candidate) -> CandidateView {
     CandidateView {
         version: held.loaded.version().to_string(),
         digest: held.loaded.identity.to_string(),
-        state: match decision {
-            None => "evaluating",
-            Some(_) => "rejected",
-        },
+        state: decision.map_or("evaluating", |d| d.verdict.as_str()),
         reason: decision.map(|d| d.reason.clone()),
         by: decision.map(|d| d.by.clone()),
         eval_job: decision.and_then(|d| d.eval_job.clone()),

@@ -7,7 +7,7 @@
 //! case file is a 422 naming its line, not a failed job.
 //!
 //! `version` picks the content under test (the loaded one by default, or a
-//! version the daemon served since it started); `against` runs every case
+//! version the daemon served, or a copy in its bundle store); `against` runs every case
 //! on a second version too and reports regressions and improvements.
 
 use aide::transform::TransformOperation;
@@ -38,7 +38,7 @@ const MAX_CONCURRENCY: u32 = 64;
 #[serde(deny_unknown_fields)]
 pub struct EvalRequest {
     /// The version under test: the loaded one when absent, else one the
-    /// daemon served since it started.
+    /// daemon served (or whose copy is in its bundle store).
     #[serde(default)]
     pub version: Option<String>,
     /// Run every case on this version too and compare case by case.
@@ -62,6 +62,11 @@ pub struct EvalRequest {
     /// The suite fails when a case that passed on `against` fails.
     #[serde(default)]
     pub no_regressions: bool,
+    /// Really run the case jobs' tools whose effect is not `read_only`,
+    /// side effects and all; by default stand-ins answer them with the
+    /// cases' `tool_results` (and a workflow that runs commands is refused).
+    #[serde(default)]
+    pub real_tools: bool,
     /// A second request with the same key answers the first eval's job.
     #[serde(default)]
     pub idempotency_key: Option<String>,
@@ -90,7 +95,8 @@ pub(super) fn run_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
             (
                 422,
                 "The bundle is not loaded, its suite cannot be read (the message names the file \
-                 and line), a version is unknown, or a field is out of range: `field` names it",
+                 and line), a version is unknown, a field is out of range, or a workflow runs \
+                 commands and `real_tools` is not asked for: `field` names it",
             ),
             (409, "The idempotency key names a different job"),
             QUOTA,
@@ -113,14 +119,13 @@ pub async fn run(
         .on_bundle(Action::SubmitJob, &name, "name")
         .map_err(|e| e.bundle_in_path("name"))?;
     super::admission::known_bundle(&state, &name, "name").map_err(|e| e.bundle_in_path("name"))?;
-    let tested = pin(&state, &name, request.version.as_deref(), "version")?;
-    let against = request
-        .against
-        .as_deref()
-        .map(|version| pin(&state, &name, Some(version), "against"))
-        .transpose()?;
+    let tested = pin(&state, &name, request.version.as_deref(), "version").await?;
+    let against = match request.against.as_deref() {
+        Some(version) => Some(pin(&state, &name, Some(version), "against").await?),
+        None => None,
+    };
     let run = checked(&request, against)?;
-    suite_reads(&state, &name, &tested, &run.tags).await?;
+    suite_reads(&state, &name, &tested, &run).await?;
     let idempotency_key = super::jobs::idempotency_key(request.idempotency_key, &headers)?;
     // The cases' limits ride on the eval job too, so admission holds them
     // to the bundle's now rather than refusing every case later.
@@ -176,12 +181,14 @@ fn checked(request: &EvalRequest, against: Option<EvalPin>) -> Result<EvalRun, A
         limits: request.limits.clone(),
         min_score: request.min_score,
         no_regressions: request.no_regressions,
+        real_tools: request.real_tools,
     })
 }
 
-/// The content of bundle `name` at `version` (the loaded one for `None`),
-/// or a 422 on `field` saying which versions there are.
-fn pin(
+/// The content of bundle `name` at `version` (the loaded one for `None`;
+/// else one it served, or a copy of it in the bundle store), or a 422 on
+/// `field` saying which versions there are.
+async fn pin(
     state: &AppState,
     name: &str,
     version: Option<&str>,
@@ -189,38 +196,74 @@ fn pin(
 ) -> Result<EvalPin, ApiError> {
     let loaded = super::admission::loaded_bundle(state, name, "name")?;
     let version = version.unwrap_or(loaded.version());
-    let identity = state.registry.identity_of(name, version).ok_or_else(|| {
-        ApiError::field(
-            ErrorCode::InvalidRequest,
-            field,
-            format!(
-                "bundle {name:?} has no version {version:?} this daemon served since it started (the loaded one is {}); name the loaded version or drop the other version's directory in again",
-                loaded.version()
-            ),
-        )
-    })?;
+    let identity = state
+        .registry
+        .find_version(name, version)
+        .await
+        .ok_or_else(|| {
+            ApiError::field(
+                ErrorCode::InvalidRequest,
+                field,
+                format!(
+                    "bundle {name:?} has no version {version:?} this daemon served, nor a copy of it in its bundle store (the loaded one is {}); name the loaded version or drop the other version's directory in again",
+                    loaded.version()
+                ),
+            )
+        })?;
     Ok(EvalPin {
         version: version.to_string(),
         digest: identity.to_string(),
     })
 }
 
+/// The content `pin` names, or a 422 on `field`.
+async fn resolved(
+    state: &AppState,
+    name: &str,
+    pin: &EvalPin,
+    field: &str,
+) -> Result<std::sync::Arc<crate::registry::LoadedBundle>, ApiError> {
+    let identity = crate::registry::BundleIdentity::recorded(&pin.digest);
+    state
+        .registry
+        .resolve(name, Some(&identity))
+        .await
+        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, field, e.to_string()))
+}
+
+/// A 422 on `real_tools` for a workflow that runs commands: its case jobs
+/// would refuse to start with stand-ins (the worker's rule), so the eval
+/// is refused now rather than failing every case.
+fn no_commands(loaded: &crate::registry::LoadedBundle, pin: &EvalPin) -> Result<(), ApiError> {
+    let commands = loaded.bundle.raw.command_stages();
+    match commands.is_empty() {
+        true => Ok(()),
+        false => Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "real_tools",
+            format!(
+                "bundle {:?} version {} is a workflow that runs commands (stages {}), which no stand-in answers: send `real_tools: true` to run them, side effects and all",
+                loaded.name(),
+                pin.version,
+                commands.join(", ")
+            ),
+        )),
+    }
+}
+
 /// Reads the suite of the content under test, off the runtime thread, so
 /// that a broken suite is refused now: a 422 naming the file and line.
+/// Then, unless the real tools are asked for, a workflow that runs
+/// commands (on either version) is refused on `real_tools`.
 async fn suite_reads(
     state: &AppState,
     name: &str,
     tested: &EvalPin,
-    tags: &[String],
+    run: &EvalRun,
 ) -> Result<(), ApiError> {
-    let identity = crate::registry::BundleIdentity::recorded(&tested.digest);
-    let loaded = state
-        .registry
-        .resolve(name, Some(&identity))
-        .await
-        .map_err(|e| ApiError::field(ErrorCode::InvalidRequest, "version", e.to_string()))?;
+    let loaded = resolved(state, name, tested, "version").await?;
     let dir = loaded.bundle.dir.join("evals");
-    let tags = tags.to_vec();
+    let tags = run.tags.clone();
     tokio::task::spawn_blocking(move || Suite::cases_to_run(&dir, &tags))
         .await
         .map_err(|e| ApiError::internal(format!("reading the suite failed: {e}")))?
@@ -232,5 +275,13 @@ async fn suite_reads(
                 "name",
                 format!("bundle {name:?} version {}: {e}", tested.version),
             )
-        })
+        })?;
+    if run.real_tools {
+        return Ok(());
+    }
+    no_commands(&loaded, tested)?;
+    if let Some(against) = &run.against {
+        no_commands(&*resolved(state, name, against, "against").await?, against)?;
+    }
+    Ok(())
 }

@@ -131,10 +131,7 @@ async fn decide(
         .as_ref()
         .map(|c| c.version().to_string())
         .unwrap_or_default();
-    let word = match verdict {
-        ReleaseVerdict::Promoted => "promoted",
-        ReleaseVerdict::Rejected => "rejected",
-    };
+    let word = verdict.as_str();
     let ruling = Ruling {
         verdict,
         by: caller.name().to_string(),

@@ -5,6 +5,7 @@
 //! This module must not know about the daemon, the queue or HTTP serving.
 
 pub mod bind;
+mod copy;
 mod digest;
 pub mod history_plugin;
 pub mod locate;
@@ -15,9 +16,12 @@ mod template;
 mod validate;
 
 pub use bind::{ToolEnv, build_tools};
+pub use copy::{CopyError, copy_dir};
 pub use digest::{ContentDigest, content_digest};
 pub use history_plugin::HistoryPlugins;
-pub use schema::{OnNewVersion, RawBundle, ReleaseGate, ReleaseSection, ToolKind, ToolSpec};
+pub use schema::{
+    CanarySection, OnNewVersion, RawBundle, ReleaseGate, ReleaseSection, ToolKind, ToolSpec,
+};
 pub use shape::{RequestShapes, Target};
 pub use template::{PromptError, Prompts};
 

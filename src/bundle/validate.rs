@@ -33,11 +33,56 @@ pub(super) fn release_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
             format!("{n} is out of range: 1 to 64 case jobs at once"),
         ));
     }
+    if let Some(canary) = &release.canary {
+        problems.extend(canary_problems(canary));
+    }
+    let commands = raw.command_stages();
+    if !release.real_tools && !commands.is_empty() {
+        problems.push((
+            "release.real_tools".into(),
+            format!(
+                "the workflow runs commands (stages {}), which no stand-in answers, so its gate's cases cannot run: set `real_tools: true` to run them for real in the gate",
+                commands.join(", ")
+            ),
+        ));
+    }
     if let Err(e) = crate::evals::Suite::cases_to_run(&dir.join("evals"), &release.tags) {
         problems.push((
             "release.gate".into(),
             format!("the gate runs the bundle's eval suite, which cannot run: {e}"),
         ));
+    }
+    problems
+}
+
+/// A canary's settings.
+fn canary_problems(canary: &crate::bundle::schema::CanarySection) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if !(canary.share > 0.0 && canary.share < 1.0) {
+        problems.push((
+            "release.canary.share".into(),
+            format!(
+                "{} is out of range: a share of new jobs above 0 and below 1 (0.1 sends one job in ten)",
+                canary.share
+            ),
+        ));
+    }
+    if canary.min_jobs == 0 {
+        problems.push((
+            "release.canary.min_jobs".into(),
+            "0 judges a canary on no job: at least 1".into(),
+        ));
+    }
+    for (key, margin) in [
+        ("failure_margin", canary.failure_margin),
+        ("cost_margin", canary.cost_margin),
+    ] {
+        if !(margin >= 0.0 && margin.is_finite()) {
+            problems.push((
+                format!("release.canary.{key}"),
+                format!("{margin} is out of range: 0 or more"),
+            ));
+        }
     }
     problems
 }

@@ -2,8 +2,10 @@
 //! daemon (`POST /v1/bundles/{name}/evals`), waits for the eval job and
 //! prints each case and the verdict. Exit 0 when the suite passes, 1 when
 //! it fails, 2 when it cannot run (a refused request, an eval job that
-//! failed or was cancelled) — for CI.
+//! failed or was cancelled) — for CI. With `--dir PATH` the suite is a
+//! bundle directory's, run in a daemon of the command's own (`eval_dir`).
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -27,8 +29,23 @@ pub struct EvalArgs {
     pub version: Option<String>,
     /// Run every case on this version too and report regressions and
     /// improvements case by case.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dir")]
     pub against: Option<String>,
+    /// Evaluate this bundle directory instead of a loaded version: in a
+    /// daemon of the command's own (temporary, loopback, its own queue),
+    /// not the one --server names.
+    #[arg(long, value_name = "PATH", conflicts_with = "bundle_version")]
+    pub dir: Option<PathBuf>,
+    /// With --dir: another bundle directory its daemon loads (a judge
+    /// bundle, a bundle it runs nested), under its directory's name
+    /// (repeatable).
+    #[arg(long = "with", value_name = "PATH", requires = "dir")]
+    pub with: Vec<PathBuf>,
+    /// With --dir: the daemon config whose endpoints, model configs and
+    /// prices its daemon uses (its paths, queue, keys and telemetry are
+    /// the command's own).
+    #[arg(long, value_name = "FILE", requires = "dir")]
+    pub config: Option<PathBuf>,
     /// Only the cases with this tag (repeatable).
     #[arg(long = "cases", value_name = "TAG")]
     pub cases: Vec<String>,
@@ -47,6 +64,10 @@ pub struct EvalArgs {
     /// Fail when a case that passed on --against fails.
     #[arg(long, requires = "against")]
     pub no_regressions: bool,
+    /// Really run the tools with side effects (effect not `read_only`);
+    /// by default stand-ins answer them with the cases' `tool_results`.
+    #[arg(long)]
+    pub real_tools: bool,
     /// Give up waiting after this long (the eval goes on in the daemon).
     #[arg(long, default_value = "1h")]
     pub wait: humantime::Duration,
@@ -56,11 +77,28 @@ pub struct EvalArgs {
 }
 
 pub async fn eval(server: &ServerArgs, args: EvalArgs) -> anyhow::Result<i32> {
+    let Some(dir) = args.dir.clone() else {
+        return eval_on(server, args).await;
+    };
+    let (bundle, with, config) = (args.bundle.clone(), args.with.clone(), args.config.clone());
+    let own = super::eval_dir::OwnBundles {
+        bundle: &bundle,
+        dir: &dir,
+        with: &with,
+        config: config.as_deref(),
+    };
+    super::eval_dir::with_own_daemon(own, |server| async move { eval_on(&server, args).await })
+        .await
+}
+
+/// The eval on the daemon `server` names.
+async fn eval_on(server: &ServerArgs, args: EvalArgs) -> anyhow::Result<i32> {
     let client = Client::new(server)?;
     let mut body = json!({
         "tags": args.cases,
         "concurrency": args.concurrency,
         "no_regressions": args.no_regressions,
+        "real_tools": args.real_tools,
     });
     for (key, value) in [("version", &args.version), ("against", &args.against)] {
         if let Some(value) = value {
@@ -164,6 +202,14 @@ fn print_report(report: &RunReport) {
         if !cases.is_empty() {
             println!("{what}: {}", cases.join(", "));
         }
+    }
+    if report.real_tools {
+        println!("The real tools ran, side effects and all.");
+    } else if !report.stand_ins.is_empty() {
+        println!(
+            "Stand-ins answered {}: nothing of theirs really ran.",
+            report.stand_ins.join(", ")
+        );
     }
     println!("{}", report.verdict);
 }

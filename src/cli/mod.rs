@@ -9,6 +9,7 @@ mod client;
 mod deliveries;
 mod describe;
 mod eval;
+mod eval_dir;
 mod fork;
 mod import;
 mod init;

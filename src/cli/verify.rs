@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::model::ModelCatalog;
+use crate::types::StandIns;
 use crate::verify::ToolMode;
 use crate::verify::report::{Ran, Report};
 
@@ -101,7 +102,7 @@ fn tool_mode(args: &VerifyArgs) -> anyhow::Result<ToolMode> {
             })?
         }
     };
-    Ok(ToolMode::StandIns { results })
+    Ok(ToolMode::StandIns(StandIns { results }))
 }
 
 /// The report as text: what ran, the crash matrix, each call's tally and

@@ -110,6 +110,9 @@ pub struct Daemon {
     mcp: api::mcp::McpHub,
     live: Arc<crate::events::live::LiveHub>,
     shutdown: CancellationToken,
+    /// Inside another command (`eval --dir`): no address on stdout, no
+    /// word to a service manager.
+    embedded: bool,
 }
 
 impl Daemon {
@@ -165,7 +168,15 @@ impl Daemon {
             mcp,
             live: crate::events::live::LiveHub::new(),
             shutdown: CancellationToken::new(),
+            embedded: false,
         })
+    }
+
+    /// The daemon as part of another command (`eval --dir`): its stdout is
+    /// the command's, and no service manager waits on it.
+    pub fn embedded(mut self) -> Self {
+        self.embedded = true;
+        self
     }
 
     /// Loads every input (the first reload), starts the reloader, workers,
@@ -349,6 +360,9 @@ impl Daemon {
         let bundles = self.registry.snapshot().bundles.len();
         let location = queue::location(&self.config);
         tracing::info!(%addr, bundles, queue = %location, "structured-agents is ready");
+        if self.embedded {
+            return;
+        }
         // For scripts and tests that start the daemon on port 0.
         println!("listening on http://{addr}");
         let noun = if bundles == 1 { "bundle" } else { "bundles" };

@@ -261,13 +261,13 @@ impl DaemonObserver for LogLines {
             }
             DaemonEvent::EvalRan(ran) => tracing::info!(
                 job_id = %ran.job,
-                bundle = %ran.bundle,
-                version = %ran.version,
-                score = ran.score,
-                passed = ran.passed,
-                failed = ran.failed,
-                pass = ran.pass,
-                "eval: {}", ran.verdict
+                bundle = %ran.report.bundle,
+                version = %ran.report.version,
+                score = ran.report.score,
+                passed = ran.report.passed,
+                failed = ran.report.failed,
+                pass = ran.report.pass,
+                "eval: {}", ran.report.verdict
             ),
             DaemonEvent::Release {
                 bundle,

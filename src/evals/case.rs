@@ -1,6 +1,7 @@
 //! A case and `suite.yaml` as a suite writes them, and the cases of one
 //! `*.jsonl` file (one JSON object a line).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -25,6 +26,10 @@ pub struct EvalCase {
     /// The score at which it passes; `None`: when every counted grader
     /// passes.
     pub threshold: Option<f64>,
+    /// What a stand-in answers for a tool with a side effect, by tool name
+    /// (the suite's, then the case's own): the case job's tools with side
+    /// effects never really run unless the eval asks for the real tools.
+    pub tool_results: BTreeMap<String, Value>,
 }
 
 /// One line of a `*.jsonl` file.
@@ -44,6 +49,8 @@ struct CaseLine {
     #[serde(default, rename = "assert")]
     graders: Vec<GraderSpec>,
     threshold: Option<f64>,
+    #[serde(default)]
+    tool_results: BTreeMap<String, Value>,
 }
 
 /// `evals/suite.yaml`.
@@ -58,6 +65,22 @@ pub struct SuiteFile {
     pub threshold: Option<f64>,
     /// The bundle that judges promptfoo's `llm-rubric` assertions.
     pub judge: Option<String>,
+    /// What stand-ins answer for the tools with side effects, by tool
+    /// name, in every case (a case's own `tool_results` win).
+    #[serde(default)]
+    pub tool_results: BTreeMap<String, Value>,
+}
+
+impl SuiteFile {
+    /// The suite's stand-in results with a case's `own` over them.
+    pub(super) fn tool_results_with(
+        &self,
+        own: BTreeMap<String, Value>,
+    ) -> BTreeMap<String, Value> {
+        let mut results = self.tool_results.clone();
+        results.extend(own);
+        results
+    }
 }
 
 /// The cases of one `*.jsonl` file.
@@ -91,6 +114,7 @@ pub(super) fn parse_cases(
             tags: parsed.tags,
             graders: file.graders.iter().cloned().chain(parsed.graders).collect(),
             threshold: parsed.threshold.or(file.threshold),
+            tool_results: file.tool_results_with(parsed.tool_results),
         };
         check_case(&case).map_err(|problem| bad(problem.to_string()))?;
         cases.push(case);

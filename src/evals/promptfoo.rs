@@ -225,6 +225,7 @@ impl Reader<'_> {
             // suite.yaml's graders grade every case, as they do JSONL's.
             graders: self.file.graders.iter().cloned().chain(graders).collect(),
             threshold: own.threshold.or(default.threshold).or(self.file.threshold),
+            tool_results: self.file.tool_results_with(Default::default()),
         };
         check_case(&case).map_err(|problem| self.suite(format!("{at}: {problem}")))?;
         Ok(case)

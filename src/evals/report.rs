@@ -130,6 +130,13 @@ pub struct RunReport {
     pub pass: bool,
     /// Why it passed or failed, in one sentence.
     pub verdict: String,
+    /// The case jobs really ran their tools with side effects.
+    #[serde(default)]
+    pub real_tools: bool,
+    /// The tools (of the version under test) stand-ins answered, so that
+    /// nothing of theirs really ran; empty with `real_tools`.
+    #[serde(default)]
+    pub stand_ins: Vec<String>,
 }
 
 impl RunReport {
@@ -180,6 +187,8 @@ impl RunReport {
             cost_usd,
             pass,
             verdict,
+            real_tools: false,
+            stand_ins: Vec::new(),
         }
     }
 }

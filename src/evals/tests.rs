@@ -23,6 +23,7 @@ fn case(expected: serde_json::Value) -> EvalCase {
         tags: vec![],
         graders: vec![],
         threshold: None,
+        tool_results: Default::default(),
     }
 }
 

@@ -147,18 +147,13 @@ pub enum DaemonEvent {
     },
 }
 
-/// An eval run's report, as the daemon tells of it.
+/// An eval run's report, as the daemon tells of it (its log line, its
+/// metrics, and each grade as an OTel `gen_ai.evaluation.result` event).
 #[derive(Debug, Clone, Serialize)]
 pub struct EvalRan {
+    /// The eval job's id.
     pub job: String,
-    pub bundle: String,
-    /// The version under test.
-    pub version: String,
-    pub score: f64,
-    pub passed: usize,
-    pub failed: usize,
-    pub pass: bool,
-    pub verdict: String,
+    pub report: crate::evals::RunReport,
 }
 
 /// What kind of claim a stale settle held (a bounded metric label).

@@ -20,7 +20,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::group_chat::Plan;
-use crate::types::{AnswerFormat, ToolSchema, tool_names};
+use crate::types::{AnswerFormat, StandIns, ToolSchema, tool_names};
 
 /// The variable that offers the model only some of the bundle's tools (the
 /// Python kernel's `tools=[names]`): a list of tool names, or one
@@ -94,6 +94,10 @@ pub struct EvalRun {
     /// The suite fails when a case that passed on `against` fails.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_regressions: bool,
+    /// Really run the case jobs' tools whose effect is not `read_only`
+    /// (else stand-ins answer them with the cases' `tool_results`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub real_tools: bool,
 }
 
 /// One content of a bundle, as a case job is pinned to it.
@@ -170,6 +174,12 @@ pub struct Controls {
     /// Stored with the job, so a resumed job offers them still.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub caller_tools: Vec<ToolSchema>,
+    /// Its tools with a side effect (and those of the bundles it runs
+    /// nested) are answered by stand-ins, never really run: an eval's case
+    /// and judge jobs, unless the eval asked for the real tools. No wire's
+    /// body sets it; only an eval run's worker does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stand_ins: Option<StandIns>,
 }
 
 impl Controls {
@@ -184,6 +194,7 @@ impl Controls {
                 true => other.caller_tools,
                 false => self.caller_tools,
             },
+            stand_ins: self.stand_ins.or(other.stand_ins),
         }
     }
 }

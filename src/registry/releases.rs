@@ -1,7 +1,8 @@
 //! The release gate's decisions, kept across restarts in
 //! `<state_dir>/releases.json`: for each content (by identity) of a bundle
-//! whose `release:` gates it, whether it was promoted (it may serve) or
-//! rejected (it stays a candidate, and why). A content with no decision
+//! whose `release:` gates it, whether it was promoted (it may serve),
+//! rejected (it stays a candidate, and why) or is a canary (a share of new
+//! jobs runs it while the gate watches). A content with no decision
 //! yet is a candidate under evaluation. The gate's loop (`crate::release`)
 //! and the operator's promote and reject write decisions; every build
 //! reads them to settle who serves.
@@ -45,6 +46,21 @@ pub enum ReleaseVerdict {
     Promoted,
     /// It stays a candidate; the version before it serves.
     Rejected,
+    /// Its evals passed and it takes `release.canary.share` of the new
+    /// jobs beside the version serving, which the gate watches until it
+    /// promotes it or rolls it back (then `Rejected`).
+    Canary,
+}
+
+impl ReleaseVerdict {
+    /// Its name in events, metrics and the API (`candidate.state`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReleaseVerdict::Promoted => "promoted",
+            ReleaseVerdict::Rejected => "rejected",
+            ReleaseVerdict::Canary => "canary",
+        }
+    }
 }
 
 /// Every decision, by identity.

@@ -1,6 +1,7 @@
 //! What the registry knows of a bundle's versions beyond the one serving:
-//! the versions it served since the daemon started, by version (what an
-//! eval compares against), the candidate the release gate holds, and the
+//! the versions it served since the daemon started, by version, and
+//! before that the copies in the bundle store (what an eval compares
+//! against), the candidate the release gate holds, and the
 //! gate's decisions (`releases.rs`'s record) written one at a time.
 
 use super::{BundleIdentity, Decision, LoadedBundle, Registry, Releases};
@@ -29,6 +30,21 @@ impl Registry {
             .rev()
             .find(|(v, _)| v == version)
             .map(|(_, identity)| identity.clone())
+    }
+
+    /// [`Self::identity_of`], or else the content of the newest copy of
+    /// that version in the bundle store (served before a restart, or
+    /// longer ago than the history kept), found off the runtime thread.
+    pub async fn find_version(&self, name: &str, version: &str) -> Option<BundleIdentity> {
+        if let Some(identity) = self.identity_of(name, version) {
+            return Some(identity);
+        }
+        let store = super::store::BundleStore::new(&self.snapshot().config.paths.state_dir);
+        let (name, version) = (name.to_string(), version.to_string());
+        tokio::task::spawn_blocking(move || store.copies_of(&name, &version).into_iter().next())
+            .await
+            .ok()
+            .flatten()
     }
 
     /// Records the release gate's (or an operator's) `decision` about the

@@ -64,6 +64,9 @@ pub struct Kept {
     pub made: bool,
 }
 
+/// The largest bundle file [`BundleStore::copies_of`] reads.
+const MAX_BUNDLE_FILE: u64 = 1 << 20;
+
 #[derive(Debug, Clone)]
 pub struct BundleStore {
     root: PathBuf,
@@ -156,6 +159,42 @@ impl BundleStore {
     /// `content`, its manifest. Blocking.
     pub fn seal(&self, copy: &Copy) -> Result<(), StoreError> {
         durable::seal(&copy.path, &copy.content)
+    }
+
+    /// The copies of bundle `name` at `version`, most recently used
+    /// first: what an eval may compare against once the registry no longer
+    /// remembers serving it (a restart since). Only each copy's bundle
+    /// file's `name` and `version` are read, and a file over 1 MiB is
+    /// passed over; which copy still loads is `resolve`'s to say. Blocking.
+    pub fn copies_of(&self, name: &str, version: &str) -> Vec<BundleIdentity> {
+        #[derive(serde::Deserialize)]
+        struct Named {
+            name: String,
+            version: String,
+        }
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(SystemTime, BundleIdentity)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let identity = BundleIdentity::recorded(&entry.file_name().to_string_lossy());
+                // Staging and damaged copies set aside are not identities.
+                if !identity.is_hex() {
+                    return None;
+                }
+                let file = crate::bundle::bundle_file(&entry.path())?;
+                if std::fs::metadata(&file).ok()?.len() > MAX_BUNDLE_FILE {
+                    return None;
+                }
+                let named: Named =
+                    serde_saphyr::from_str(&std::fs::read_to_string(&file).ok()?).ok()?;
+                let used = entry.metadata().and_then(|m| m.modified()).ok()?;
+                (named.name == name && named.version == version).then_some((used, identity))
+            })
+            .collect();
+        found.sort_by_key(|(used, _)| std::cmp::Reverse(*used));
+        found.into_iter().map(|(_, identity)| identity).collect()
     }
 
     /// Drops a copy that turned out not to match its identity.

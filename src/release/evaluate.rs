@@ -1,7 +1,8 @@
 //! One candidate's eval: its `eval` job submitted as the daemon (found
 //! again by its idempotency key after a restart), against the version
 //! serving, with the bundle's `release:` rule; waited for; the decision
-//! recorded from its report.
+//! recorded from its report — promoted, or with `release.canary` a canary
+//! (`canary.rs` watches it), or rejected.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +56,7 @@ pub(super) async fn run(gate: ReleaseGate, live: Arc<LoadedBundle>, candidate: A
             limits: None,
             min_score: release.min_score,
             no_regressions: release.no_regressions,
+            real_tools: release.real_tools,
         })),
         idempotency_key: Some(format!(
             "release:{}:{}",
@@ -66,7 +68,17 @@ pub(super) async fn run(gate: ReleaseGate, live: Arc<LoadedBundle>, candidate: A
     let (verdict, reason, job) = match submitted(&gate, eval).await {
         Ok(id) => {
             let job = ended(&gate, &id).await;
-            let (verdict, reason) = judged(&job);
+            let (verdict, reason) = match (judged(&job), &release.canary) {
+                ((ReleaseVerdict::Promoted, verdict), Some(canary)) => (
+                    ReleaseVerdict::Canary,
+                    format!(
+                        "{verdict}; as a canary it takes {:.0} % of new jobs until {} of them ended",
+                        canary.share * 100.0,
+                        canary.min_jobs
+                    ),
+                ),
+                (judged, _) => judged,
+            };
             (verdict, reason, Some(id.to_string()))
         }
         Err(refused) => (

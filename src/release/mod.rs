@@ -15,13 +15,19 @@
 //! evaluated again. An operator's `promote` or `reject` (`api/release.rs`)
 //! records a decision the same way ([`Recorder`]).
 //!
-//! - `evaluate`: one candidate's eval, waited for and decided.
+//! A bundle whose `release.canary` asks for one has a candidate whose
+//! evals passed made a canary instead: a share of new jobs runs it, and
+//! the loop watches them until it promotes it or rolls it back.
+//!
+//! - `evaluate`: one candidate's eval, waited for and decided;
+//! - `canary`: one canary's jobs, counted and judged.
 
+mod canary;
 mod evaluate;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -48,16 +54,22 @@ pub struct ReleaseGate {
 /// Runs until `shutdown`.
 pub fn spawn(gate: ReleaseGate, shutdown: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut evaluating: HashMap<BundleIdentity, JoinHandle<()>> = HashMap::new();
+        // One task a candidate: its eval, then (a canary) its watch.
+        let mut evaluating: HashMap<(BundleIdentity, Stage), JoinHandle<()>> = HashMap::new();
         loop {
             evaluating.retain(|_, task| !task.is_finished());
-            for (live, candidate) in undecided(&gate.recorder.registry) {
-                if evaluating.contains_key(&candidate.identity) {
+            for (stage, live, candidate) in to_watch(&gate.recorder.registry) {
+                let key = (candidate.identity.clone(), stage.clone());
+                if evaluating.contains_key(&key) {
                     continue;
                 }
-                let identity = candidate.identity.clone();
-                let task = tokio::spawn(evaluate::run(gate.clone(), live, candidate));
-                evaluating.insert(identity, task);
+                let task = match stage {
+                    Stage::Eval => tokio::spawn(evaluate::run(gate.clone(), live, candidate)),
+                    Stage::Canary(since) => {
+                        tokio::spawn(canary::watch(gate.clone(), live, candidate, since))
+                    }
+                };
+                evaluating.insert(key, task);
             }
             tokio::select! {
                 () = tokio::time::sleep(LOOK_EVERY) => {}
@@ -71,8 +83,18 @@ pub fn spawn(gate: ReleaseGate, shutdown: CancellationToken) -> JoinHandle<()> {
     })
 }
 
-/// The candidates held without a decision, each with the version serving.
-fn undecided(registry: &Registry) -> Vec<(Arc<LoadedBundle>, Arc<LoadedBundle>)> {
+/// What the gate does for a held candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Stage {
+    /// No decision yet: its eval.
+    Eval,
+    /// A canary since this time: its jobs watched.
+    Canary(SystemTime),
+}
+
+/// The candidates held without a decision, and the canaries, each with
+/// the version serving.
+fn to_watch(registry: &Registry) -> Vec<(Stage, Arc<LoadedBundle>, Arc<LoadedBundle>)> {
     let snapshot = registry.snapshot();
     snapshot
         .bundles
@@ -80,10 +102,14 @@ fn undecided(registry: &Registry) -> Vec<(Arc<LoadedBundle>, Arc<LoadedBundle>)>
         .filter_map(|entry| {
             let candidate = entry.candidate.as_ref()?;
             let live = entry.current.clone()?;
-            candidate
-                .decision
-                .is_none()
-                .then(|| (live, candidate.loaded.clone()))
+            let stage = match &candidate.decision {
+                None => Stage::Eval,
+                Some(d) if d.verdict == ReleaseVerdict::Canary => Stage::Canary(
+                    humantime::parse_rfc3339_weak(&d.at).unwrap_or_else(|_| SystemTime::now()),
+                ),
+                Some(_) => return None,
+            };
+            Some((stage, live, candidate.loaded.clone()))
         })
         .collect()
 }
@@ -140,10 +166,7 @@ impl Recorder {
         self.bus.publish(DaemonEvent::Release {
             bundle: candidate.name().to_string(),
             version: candidate.version().to_string(),
-            state: match ruling.verdict {
-                ReleaseVerdict::Promoted => "promoted",
-                ReleaseVerdict::Rejected => "rejected",
-            },
+            state: ruling.verdict.as_str(),
             serving: serving.to_string(),
             by: ruling.by,
             reason: ruling.reason,

@@ -409,10 +409,9 @@ impl Metrics {
         }
     }
 
-    /// Counts one failed model request of `model`: an HTTP attempt, or a
-    /// reply its plugin could not read.
     /// An eval run's report, as its metrics: the run, its cases, its score.
     fn eval_ran(&self, ran: &crate::events::daemon::EvalRan) {
+        let ran = &ran.report;
         let (bundle, version) = (ran.bundle.as_str(), ran.version.as_str());
         let verdict = if ran.pass { "pass" } else { "fail" };
         self.eval_runs
@@ -428,6 +427,8 @@ impl Metrics {
             .set(ran.score);
     }
 
+    /// Counts one failed model request of `model`: an HTTP attempt, or a
+    /// reply its plugin could not read.
     pub(crate) fn model_attempt_failed(&self, model: &str, error_type: &str) {
         self.model_errors
             .with_label_values(&[model, error_type])

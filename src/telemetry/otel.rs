@@ -2,7 +2,9 @@
 //! semantic conventions: `invoke_agent {bundle}` (INTERNAL) per run, with
 //! `chat {model}` (CLIENT) per model call and `execute_tool {tool}`
 //! (INTERNAL) per tool call as children (`agent`); turns are events on the
-//! root. Opted-in message content goes out as log-based events (`content`).
+//! root. Opted-in message content goes out as log-based events (`content`),
+//! and each grade of an eval run as a `gen_ai.evaluation.result` event
+//! (`evaluation`), both through the OTLP logs pipeline (`logs`).
 //!
 //! The per-job observer never blocks a job: it `try_send`s the event to a
 //! bounded queue (drops are counted) read by one thread that builds the spans
@@ -16,6 +18,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
+use opentelemetry::logs::LoggerProvider as _;
 use opentelemetry::trace::{
     Span, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState,
     Tracer, TracerProvider,
@@ -31,16 +34,19 @@ use opentelemetry_sdk::trace::{
 
 mod agent;
 mod content;
+mod evaluation;
+mod logs;
 mod workflow;
 
 use crate::client::EndpointInfo;
 use crate::events::daemon::{
-    Change, DaemonEvent, DaemonObserver, InputKind, ReloadOutcome, ReloadResult,
+    Change, DaemonEvent, DaemonObserver, EvalRan, InputKind, ReloadOutcome, ReloadResult,
 };
 use crate::events::{Event, EventEnvelope, Observer, ObserverError};
 use crate::trace_context::TraceContext;
 use crate::types::AgentCatalog;
 use content::{ChatDetails, ContentEvents};
+use evaluation::Evaluations;
 
 /// Operator settings (config `[telemetry]` plus the standard OTEL_* variables).
 #[derive(Debug, Clone)]
@@ -96,6 +102,8 @@ enum Item {
     Event(Arc<JobSpanInfo>, Box<EventEnvelope>),
     /// A reload's outcome, as a span of its own.
     Reload(Arc<ReloadOutcome>, SystemTime),
+    /// An eval run's report: each grade as an evaluation event.
+    Evaluated(Box<EvalRan>, SystemTime),
     /// Flush what is pending and stop (shutdown).
     Stop,
 }
@@ -104,6 +112,7 @@ impl DaemonObserver for OtelTelemetry {
     fn on_daemon_event(&self, event: &DaemonEvent) {
         let item = match event {
             DaemonEvent::Reload(outcome) => Item::Reload(outcome.clone(), SystemTime::now()),
+            DaemonEvent::EvalRan(ran) => Item::Evaluated(ran.clone(), SystemTime::now()),
             // Only a reload is a span of its own; jobs' spans come from
             // their kernel events, and the rest are metrics and log lines.
             // Every variant is named so a new one is a decision.
@@ -122,7 +131,6 @@ impl DaemonObserver for OtelTelemetry {
             | DaemonEvent::RequestRefused { .. }
             | DaemonEvent::SubmissionRefused { .. }
             | DaemonEvent::Release { .. }
-            | DaemonEvent::EvalRan(_)
             | DaemonEvent::JobsMoved { .. }
             | DaemonEvent::ScheduleFired { .. }
             | DaemonEvent::ScheduleRemoved { .. }
@@ -144,8 +152,9 @@ pub struct OtelTelemetry {
     queue: SyncSender<Item>,
     dropped: Arc<AtomicU64>,
     provider: SdkTracerProvider,
-    /// The content events' pipeline, when content is opted in.
-    logs: Option<SdkLoggerProvider>,
+    /// The log-based events' pipeline (content, when opted in; eval
+    /// results).
+    logs: SdkLoggerProvider,
     worker: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
     shutdown_timeout: Duration,
 }
@@ -182,18 +191,15 @@ impl OtelTelemetry {
         let capture = settings.capture_message_content
             || env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
                 .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let (content, logs) = match capture {
-            true => {
-                let (content, logs) = ContentEvents::init(
-                    &protocol,
-                    settings.endpoint.as_deref(),
-                    resource,
-                    settings.max_queue_size,
-                )?;
-                (Some(content), Some(logs))
-            }
-            false => (None, None),
-        };
+        let logs = logs::provider(
+            &protocol,
+            settings.endpoint.as_deref(),
+            resource,
+            settings.max_queue_size,
+        )?;
+        let logger = logs.logger("structured-agents");
+        let content = capture.then(|| ContentEvents::new(logger.clone()));
+        let evaluations = Evaluations::new(logger, capture);
         let (queue, events) = sync_channel::<Item>(settings.max_queue_size.max(1));
         let tracer = provider.tracer("structured-agents");
         let worker = std::thread::Builder::new()
@@ -202,6 +208,7 @@ impl OtelTelemetry {
                 SpanBuilder {
                     tracer,
                     content,
+                    evaluations,
                     runs: HashMap::new(),
                 }
                 .run(events)
@@ -244,7 +251,7 @@ impl OtelTelemetry {
             if let Err(e) = this.provider.shutdown() {
                 tracing::warn!(error = %e, "OTLP exporter shutdown");
             }
-            if let Some(Err(e)) = this.logs.as_ref().map(|logs| logs.shutdown()) {
+            if let Err(e) = this.logs.shutdown() {
                 tracing::warn!(error = %e, "OTLP logs exporter shutdown");
             }
         });
@@ -411,6 +418,9 @@ struct SpanBuilder {
     tracer: opentelemetry_sdk::trace::Tracer,
     /// Where message content goes, when opted in.
     content: Option<ContentEvents>,
+    /// Where eval results go, and the finished runs' root spans they are
+    /// parented to.
+    evaluations: Evaluations,
     runs: HashMap<String, RunSpans>,
 }
 
@@ -473,6 +483,7 @@ impl SpanBuilder {
             match item {
                 Item::Event(info, event) => self.handle(&info, &event),
                 Item::Reload(outcome, at) => self.reload(&outcome, at),
+                Item::Evaluated(ran, at) => self.evaluations.emit(&ran, at),
                 Item::Stop => return,
             }
         }
@@ -529,7 +540,7 @@ impl SpanBuilder {
             Event::ToolCall { .. } => self.start_tool(info, envelope, at),
             Event::ToolResult { .. } => self.end_tool(envelope, at),
             Event::TurnComplete { .. } => self.turn_event(envelope, at),
-            Event::KernelEnd { .. } => self.end_run(envelope, at),
+            Event::KernelEnd { .. } => self.end_run(info, envelope, at),
             _ => {}
         }
     }

@@ -19,6 +19,7 @@ pub mod mcp;
 pub mod plugin;
 pub mod policy;
 pub mod process;
+pub mod stand_in;
 
 pub use engine::{PreparedCall, ToolEngine};
 pub use handling::ToolPolicy;

@@ -406,7 +406,7 @@ impl WorkDir {
         let (from, world) = (bundle_dir.to_path_buf(), self.0.join(name));
         let to = world.clone();
         blocking(move || {
-            copy_dir(&from, &to, 0).map_err(|detail| VerifyError::Work {
+            crate::bundle::copy_dir(&from, &to).map_err(|detail| VerifyError::Work {
                 path: to.clone(),
                 detail: format!("cannot copy bundle {} into it: {detail}", from.display()),
             })
@@ -451,45 +451,4 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| VerifyError::Task(e.to_string()))?
-}
-
-/// Why a bundle directory could not be copied, naming the path at fault.
-#[derive(Debug, thiserror::Error)]
-enum CopyError {
-    #[error("{}: nested deeper than 32 directories (a symlink loop?)", .0.display())]
-    TooDeep(PathBuf),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-/// Copies a bundle directory (following symlinks, leaving out `__pycache__`).
-fn copy_dir(from: &Path, to: &Path, depth: usize) -> Result<(), CopyError> {
-    if depth >= 32 {
-        return Err(CopyError::TooDeep(from.to_path_buf()));
-    }
-    std::fs::create_dir_all(to).map_err(at(to))?;
-    for entry in std::fs::read_dir(from).map_err(at(from))? {
-        let entry = entry.map_err(at(from))?;
-        if entry.file_name() == "__pycache__" {
-            continue;
-        }
-        let (source, target) = (entry.path(), to.join(entry.file_name()));
-        if std::fs::metadata(&source).map_err(at(&source))?.is_dir() {
-            copy_dir(&source, &target, depth + 1)?;
-        } else {
-            std::fs::copy(&source, &target).map_err(at(&source))?;
-        }
-    }
-    Ok(())
-}
-
-/// An IO error at `path`.
-fn at(path: &Path) -> impl Fn(std::io::Error) -> CopyError + '_ {
-    move |source| CopyError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }

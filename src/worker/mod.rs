@@ -370,6 +370,7 @@ impl WorkerPool {
             tools: job.controls.tools.clone(),
             answer_format: job.controls.answer_format.clone(),
             caller_tools: job.controls.caller_tools.clone(),
+            stand_ins: job.controls.stand_ins.clone(),
         };
         match self.runner.run(loaded, messages, &options, scope).await {
             Ok(run) => Outcome::Succeeded(json!({

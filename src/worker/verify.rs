@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use crate::queue::{LeasedJob, Outcome, VerifyRun};
 use crate::registry::{LoadedBundle, Snapshot};
 use crate::runner::RunScope;
+use crate::types::StandIns;
 use crate::verify::refusal::{REFUSED_STEP, REFUSED_TURN};
 use crate::verify::{self, DAEMON_MAX_DURATION, Refusal, ToolMode};
 
@@ -93,9 +94,9 @@ fn request(
         .map_err(|e| Refusal::from(&e))?;
     let tools = match run.real_tools {
         true => ToolMode::Real,
-        false => ToolMode::StandIns {
+        false => ToolMode::StandIns(StandIns {
             results: run.tool_results.clone(),
-        },
+        }),
     };
     Ok(verify::Request {
         dir: loaded.bundle.dir.clone(),

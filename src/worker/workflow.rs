@@ -47,6 +47,7 @@ impl WorkflowHost for Host<'_> {
         let run = self.run;
         let options = RunOptions {
             record_messages: run.record_messages,
+            stand_ins: run.job.controls.stand_ins.clone(),
             ..RunOptions::default()
         };
         let scope = run
@@ -143,6 +144,9 @@ impl WorkflowHost for Host<'_> {
 /// Runs (or resumes from its last checkpoint) a workflow job; the queue
 /// decides what the returned outcome means for the job.
 pub(super) async fn run(run: WorkflowJob<'_>, workflow: &Workflow) -> Outcome {
+    if let Some(refused) = commands_refused(&run, workflow) {
+        return refused;
+    }
     let mut host = Host {
         run: &run,
         checkpoints: run.scope.journal.named(CHECKPOINTS_SCOPE),
@@ -275,4 +279,21 @@ async fn outcome(
             "bundle_version": run.loaded.version(),
         })),
     }
+}
+
+/// A job whose tools with side effects must not really run (stand-ins
+/// answer them: an eval's case) does not start a workflow that runs
+/// commands, which no stand-in answers.
+fn commands_refused(run: &WorkflowJob<'_>, workflow: &Workflow) -> Option<Outcome> {
+    run.job.controls.stand_ins.as_ref()?;
+    let commands = workflow.spec.command_stages();
+    (!commands.is_empty()).then(|| Outcome::Failed {
+        error: format!(
+            "job {}: workflow {:?} runs commands (stages {}), and stand-ins answer only tools: this job's side effects must not really run (an eval's case), so it did not start; run the eval with the real tools (`--real-tools`, `\"real_tools\": true`) to run them",
+            run.job.id,
+            run.loaded.name(),
+            commands.join(", ")
+        ),
+        retryable: false,
+    })
 }

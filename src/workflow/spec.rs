@@ -81,6 +81,24 @@ pub enum StageSpec {
     Score(ScoreStage),
 }
 
+impl WorkflowSpec {
+    /// The stages that run a command — a `command` stage, an `agent`
+    /// stage's `gate` or `commit` — in name order. No stand-in answers a
+    /// command, so a run whose tools with side effects must not really
+    /// run (an eval's cases) cannot run such a workflow.
+    pub fn command_stages(&self) -> Vec<&str> {
+        self.stages
+            .iter()
+            .filter(|(_, stage)| match stage {
+                StageSpec::Command(_) => true,
+                StageSpec::Agent(agent) => agent.gate.is_some() || agent.commit.is_some(),
+                StageSpec::Score(_) => false,
+            })
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+}
+
 impl StageSpec {
     /// The stage's `event_prefix`, as written.
     pub fn event_prefix(&self) -> Option<&str> {

@@ -309,8 +309,10 @@ impl SpanBuilder {
         );
     }
 
-    /// Closes the run: a failed model call's open span, its tools' spans, then its root.
-    pub(super) fn end_run(&mut self, envelope: &EventEnvelope, at: SystemTime) {
+    /// Closes the run: a failed model call's open span, its tools' spans,
+    /// then its root — which a job's top run leaves behind for the
+    /// evaluation events of an eval that grades the job.
+    pub(super) fn end_run(&mut self, info: &JobSpanInfo, envelope: &EventEnvelope, at: SystemTime) {
         let Event::KernelEnd {
             termination_reason,
             error_type,
@@ -349,6 +351,10 @@ impl SpanBuilder {
             root.set_status(Status::error(kind.clone()));
         }
         root.end_with_timestamp(at);
+        if envelope.parent.is_none() {
+            self.evaluations
+                .remember(&info.job_id, root.span_context().clone());
+        }
     }
 }
 

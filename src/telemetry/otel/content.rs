@@ -3,23 +3,15 @@
 //! model call, in the call's `chat` span's trace context, carrying the call's
 //! attributes and its input and output messages in structured form (the
 //! conventions' message schema: `role` and `parts`). Exported over OTLP logs
-//! by the SDK's batch processor from its own thread.
+//! by the SDK's batch processor from its own thread (`logs`).
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use opentelemetry::logs::{AnyValue, LogRecord, Logger, LoggerProvider, Severity};
+use opentelemetry::logs::{AnyValue, LogRecord, Logger, Severity};
 use opentelemetry::trace::SpanContext;
 use opentelemetry::{Key, KeyValue, Value as AttrValue};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::logs::{
-    BatchConfigBuilder, BatchLogProcessor, SdkLogger, SdkLoggerProvider,
-};
-use opentelemetry_sdk::logs::{LogBatch, LogExporter};
+use opentelemetry_sdk::logs::SdkLogger;
 use serde_json::{Value, json};
-
-use super::{OtelError, ReportingExporter};
 
 /// The event's name, as the conventions fix it.
 pub const EVENT_NAME: &str = "gen_ai.client.inference.operation.details";
@@ -62,51 +54,9 @@ impl ChatDetails {
 }
 
 impl ContentEvents {
-    /// The logs pipeline over the spans' OTLP `protocol`: http/protobuf to
-    /// `{base}/v1/logs` (or the OTEL_* logs endpoint), or gRPC.
-    pub fn init(
-        protocol: &str,
-        base: Option<&str>,
-        resource: Resource,
-        max_queue_size: usize,
-    ) -> Result<(Self, SdkLoggerProvider), OtelError> {
-        let exporter = match protocol {
-            "http/protobuf" => {
-                let mut builder = opentelemetry_otlp::LogExporter::builder()
-                    .with_http()
-                    .with_http_client(super::blocking_client()?);
-                if let Some(base) = base {
-                    builder =
-                        builder.with_endpoint(format!("{}/v1/logs", base.trim_end_matches('/')));
-                }
-                builder.build()
-            }
-            #[cfg(feature = "otlp-grpc")]
-            "grpc" => {
-                use opentelemetry_otlp::WithTonicConfig as _;
-                let mut builder = opentelemetry_otlp::LogExporter::builder().with_tonic();
-                if let Some(base) = base {
-                    builder = builder.with_endpoint(base.to_string());
-                }
-                builder.build()
-            }
-            other => return Err(OtelError::Protocol(other.to_string())),
-        }
-        .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        let processor = BatchLogProcessor::builder(ReportingExporter::new(exporter))
-            .with_batch_config(
-                BatchConfigBuilder::default()
-                    .with_max_queue_size(max_queue_size.max(64) * 4)
-                    .with_scheduled_delay(Duration::from_millis(500))
-                    .build(),
-            )
-            .build();
-        let provider = SdkLoggerProvider::builder()
-            .with_log_processor(processor)
-            .with_resource(resource)
-            .build();
-        let logger = provider.logger("structured-agents");
-        Ok((Self { logger }, provider))
+    /// Content events through `logger` (the OTLP logs pipeline, `logs`).
+    pub fn new(logger: SdkLogger) -> Self {
+        Self { logger }
     }
 
     /// One call's details event, in its span's trace context.
@@ -125,33 +75,6 @@ impl ContentEvents {
             record.add_attribute("gen_ai.output.messages", output);
         }
         self.logger.emit(record);
-    }
-}
-
-impl<E: LogExporter> LogExporter for ReportingExporter<E> {
-    fn export(
-        &self,
-        batch: LogBatch<'_>,
-    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
-        let events = batch.iter().count();
-        let export = self.inner.export(batch);
-        async move {
-            let result = export.await;
-            self.report(&result, "content event", events);
-            result
-        }
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn event_enabled(&self, level: Severity, target: &str, name: Option<&str>) -> bool {
-        self.inner.event_enabled(level, target, name)
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
     }
 }
 

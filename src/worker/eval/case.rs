@@ -2,13 +2,17 @@
 //! (found again by its idempotency key when the eval resumes), waited for
 //! and read as what a grader sees ([`Observed`]), then graded.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
+
+use serde_json::Value;
 
 use super::EvalJob;
 use crate::admit::NotAdmitted;
 use crate::evals::{ANSWER_CHARS, CaseRun, EvalCase, Observed, ObservedCall};
 use crate::events::{Event, EventEnvelope};
-use crate::queue::{EvalPin, Job, JobId, JobState, NewJob};
+use crate::queue::{Controls, EvalPin, Job, JobId, JobState, NewJob};
+use crate::types::StandIns;
 
 /// How often a case's wait reads the store when no notification came.
 const RECHECK: Duration = Duration::from_secs(2);
@@ -69,6 +73,7 @@ pub(super) async fn run_on(
         limits: e.run.limits.clone(),
         priority: e.job.priority,
         trace: e.job.trace.clone(),
+        controls: controls(e, &case.tool_results),
         ..NewJob::default()
     };
     let id = match submit(e, new).await? {
@@ -95,6 +100,18 @@ pub(super) async fn run_on(
         ..CaseRun::default()
     };
     Ok((run, Some(observed)))
+}
+
+/// The daemon's controls over a case's (or a judge's) job: stand-ins
+/// answer its tools with side effects, with `results`, unless the eval
+/// asked for the real tools.
+pub(super) fn controls(e: &EvalJob<'_>, results: &BTreeMap<String, Value>) -> Controls {
+    Controls {
+        stand_ins: (!e.run.real_tools).then(|| StandIns {
+            results: results.clone(),
+        }),
+        ..Controls::default()
+    }
 }
 
 /// The idempotency key of a case's job (or of its `judge`-th judge's):

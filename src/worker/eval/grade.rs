@@ -109,6 +109,7 @@ async fn judge(
         idempotency_key: Some(case::job_key(e, at.side, &case.id, Some(at.index))),
         priority: e.job.priority,
         trace: e.job.trace.clone(),
+        controls: case::controls(e, &Default::default()),
         ..NewJob::default()
     };
     let id = match case::submit(e, job).await? {

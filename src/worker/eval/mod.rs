@@ -93,16 +93,14 @@ pub(super) async fn run(e: EvalJob<'_>) -> Outcome {
         no_regressions: e.run.no_regressions,
     };
     let against = e.run.against.as_ref().map(|pin| pin.version.clone());
-    let report = RunReport::new(e.job.bundle.clone(), tested.version, against, reports, rule);
+    let mut report = RunReport::new(e.job.bundle.clone(), tested.version, against, reports, rule);
+    report.real_tools = e.run.real_tools;
+    if !e.run.real_tools {
+        report.stand_ins = crate::tools::stand_in::stood_in(&e.loaded.tools);
+    }
     e.bus.publish(DaemonEvent::EvalRan(Box::new(EvalRan {
         job: e.job.id.to_string(),
-        bundle: report.bundle.clone(),
-        version: report.version.clone(),
-        score: report.score,
-        passed: report.passed,
-        failed: report.failed,
-        pass: report.pass,
-        verdict: report.verdict.clone(),
+        report: report.clone(),
     })));
     match serde_json::to_value(&report) {
         Ok(report) => Outcome::Succeeded(report),

@@ -65,6 +65,7 @@ EXCEPTED = {
         ("invalid_request", "against"),
         ("invalid_request", "no_regressions"),
         ("invalid_request", "limits"),
+        ("invalid_request", "real_tools"),
     },
     ("POST /v1/keys", 422): {("invalid_request", "bundles")},
     ("POST /mcp", 400): {("invalid_request", None), ("json-rpc", None)},

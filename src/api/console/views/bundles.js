@@ -106,7 +106,7 @@ function bundleCard(b, open) {
   );
 }
 
-/** A version the release gate holds: under evaluation, or rejected and why. */
+/** A version the release gate holds: under evaluation, a canary, or rejected and why. */
 function candidateBanner(b) {
   const c = b.candidate;
   const evalLink = c.eval_job ? [" ", link(`/ui/jobs/${encodeURIComponent(c.eval_job)}`, "its eval")] : null;
@@ -115,6 +115,13 @@ function candidateBanner(b) {
       "div",
       { class: "candidate", dataset: { candidate: c.version, state: c.state } },
       banner("warn", `Version ${c.version} was rejected by ${c.by === "gate" ? "its evals" : c.by}: ${c.reason} Version ${b.version} keeps serving.`, evalLink),
+    );
+  }
+  if (c.state === "canary") {
+    return h(
+      "div",
+      { class: "candidate", dataset: { candidate: c.version, state: c.state } },
+      banner("info", `Version ${c.version} passed its evals and is a canary: ${c.reason} Version ${b.version} serves the other jobs.`, evalLink),
     );
   }
   return h(
