@@ -310,9 +310,9 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
 }
 
 /// A call parked inside a nested bundle (an agent tool's run) names the
-/// rule that asked, the bundle whose rule it is and the path to it: the
-/// page said "the tool's approval rule", looking the tool up in the outer
-/// bundle, which has no such tool.
+/// rule that asked, the bundle whose rule it is and the path to it, on the
+/// job's page and in the approvals inbox: both said "the tool's approval
+/// rule", looking the tool up in the outer bundle, which has no such tool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nested_park_names_its_rule_its_bundle_and_the_path_to_it() {
     let mock = mock_server(
@@ -354,6 +354,26 @@ async fn a_nested_park_names_its_rule_its_bundle_and_the_path_to_it() {
         rule.contains("approval:") && rule.contains("args.amount > 100"),
         "the rule as the nested bundle says it: {rule}"
     );
+    // The park itself records the bundle and the rule that asked, so the
+    // inbox (which reads no run's events) names them too.
+    let call = &parked["pending_call"];
+    assert_eq!(call["bundle"], "bank", "{call}");
+    assert!(
+        call["rule"].as_str().is_some_and(|r| r.contains("args.amount > 100")),
+        "{call}"
+    );
+    browser.goto(&daemon.url("/ui/approvals")).await;
+    let item = format!(".inbox-item[data-job='{id}']");
+    let rule = browser
+        .wait_text(&format!("{item} .approval-rule"), "in bundle bank")
+        .await;
+    assert!(rule.contains("args.amount > 100"), "{rule}");
+    browser
+        .wait_text(
+            &format!("{item} .approval-path"),
+            "parent → via the agent call at turn 1, call 1 → bank → ƒ wire_money",
+        )
+        .await;
     browser.close().await;
 }
 

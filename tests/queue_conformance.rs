@@ -947,6 +947,7 @@ fn unknown_outcome(id: &JobId) -> ParkedCall {
         kind: ParkedKind::UnknownOutcome,
         position: Some(0),
         scope: String::new(),
+        bundle: None,
         turn: 1,
         call_id: "c1".into(),
         tool: "charge".into(),

@@ -124,7 +124,7 @@ fn describe(entry: &BundleEntry, detailed: bool) -> BundleView {
                 description: s.description.clone(),
                 parameters: s.parameters.clone(),
                 // The rule that asks for a person, as the console shows it.
-                approval: b.tools.approval(&s.name).map(|p| format!("{:?}", p.rule)),
+                approval: b.tools.approval(&s.name).map(|p| p.describe()),
             })
             .collect(),
         verify_stand_ins: crate::verify::stand_in::stood_in(&b.tools),

@@ -61,6 +61,15 @@ pub struct ApprovalPolicy {
     pub approver: Approver,
 }
 
+impl ApprovalPolicy {
+    /// The rule as the bundle states it (`always`, `when "args.amount >
+    /// 100"`, `matches {…}`): what a bundle's tool shows and a parked
+    /// request names.
+    pub fn describe(&self) -> String {
+        format!("{:?}", self.rule)
+    }
+}
+
 /// Who may decide on a call: any key with the `approve` scope that may
 /// operate on the job, or only one that did not submit it (four eyes).
 #[derive(
@@ -461,12 +470,14 @@ mod tests {
         ParkedCall {
             kind: ParkedKind::Approval,
             scope: String::new(),
+            bundle: None,
             turn: 1,
             position: Some(0),
             call_id: "call_1".into(),
             tool: "wire_money".into(),
             approval: Some(ApprovalTerms {
                 digest: digest(&arguments),
+                rule: None,
                 parameters: json!({"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}),
                 timeout_ms: None,
                 approver: Approver::Anyone,

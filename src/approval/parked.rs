@@ -46,6 +46,10 @@ pub struct ParkedCall {
     pub kind: ParkedKind,
     /// The run scope (`""` for the job's own run).
     pub scope: String,
+    /// The bundle whose tool it is: the job's own, or the one a nested run
+    /// (an `agent` tool's) runs; `None` on calls parked before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
     pub turn: u32,
     /// The call's position in its turn's reply: with the turn, its journal
     /// key. `None` on calls parked before 0.2, whose key was the call id.
@@ -81,6 +85,10 @@ pub struct ParkedCall {
 pub struct ApprovalTerms {
     /// The digest of the arguments a decision must name (`sha256:…`).
     pub digest: String,
+    /// The rule that asked, as its bundle states it (`when "args.amount >
+    /// 100"`); `None` on requests recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
     /// The tool's parameter schema, which edited arguments must satisfy.
     #[serde(default)]
     pub parameters: Value,
@@ -107,6 +115,8 @@ struct StoredParkedCall {
     kind: Option<ParkedKind>,
     #[serde(default)]
     scope: String,
+    #[serde(default)]
+    bundle: Option<String>,
     turn: u32,
     #[serde(default)]
     position: Option<usize>,
@@ -161,6 +171,7 @@ impl From<StoredParkedCall> for ParkedCall {
         Self {
             kind,
             scope: stored.scope,
+            bundle: stored.bundle,
             turn: stored.turn,
             position: stored.position,
             call_id: stored.call_id,

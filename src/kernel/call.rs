@@ -186,6 +186,7 @@ impl<'a> Announced<'a> {
         RunError::Parked(Box::new(ParkedCall {
             kind: ParkedKind::CallerCall,
             scope: site.journal.scope().to_string(),
+            bundle: Some(site.events.context().bundle.clone()),
             turn: site.turn,
             position: Some(site.position),
             call_id: call.id.clone(),
@@ -259,7 +260,13 @@ impl<'a> Announced<'a> {
             Err(outcome) => return Ok(Admission::Answer(at.answer(outcome))),
         };
         let gate = kernel
-            .approval_gate(prepared.call(), site.turn, site.position, site.journal)
+            .approval_gate(
+                prepared.call(),
+                site.turn,
+                site.position,
+                site.journal,
+                &site.events.context().bundle,
+            )
             .await?;
         let prepared = match gate {
             Gate::Run => Ok(prepared),
@@ -296,6 +303,7 @@ impl<'a> Admitted<'a> {
                 return Err(RunError::Parked(Box::new(ParkedCall {
                     kind: ParkedKind::UnknownOutcome,
                     scope: journal.scope().to_string(),
+                    bundle: Some(site.events.context().bundle.clone()),
                     turn: site.turn,
                     position: Some(site.position),
                     call_id: call.id.clone(),

@@ -36,6 +36,7 @@ impl Kernel {
         turn: u32,
         position: usize,
         journal: &RunJournal,
+        bundle: &str,
     ) -> Result<Gate, RunError> {
         let journal_err = |source| RunError::Journal { turn, source };
         let recorded = journal
@@ -70,6 +71,7 @@ impl Kernel {
                 let request = ParkedCall {
                     kind: ParkedKind::Approval,
                     scope: journal.scope().to_string(),
+                    bundle: Some(bundle.to_string()),
                     turn,
                     position: Some(position),
                     call_id: call.id.clone(),
@@ -79,6 +81,7 @@ impl Kernel {
                     idempotency_key: journal.idempotency_key(turn, &position.to_string()),
                     approval: Some(ApprovalTerms {
                         digest: crate::approval::digest(&call.arguments),
+                        rule: policy.map(|p| p.describe()),
                         parameters: self
                             .tools
                             .parameters(&call.name)

@@ -6,7 +6,7 @@
 
 import { h, fill, link, banner, errorText } from "../dom.js";
 import { api, every } from "../api.js";
-import { pendingCall } from "./pending.js";
+import { pendingCall, scopeText } from "./pending.js";
 import { approvalCard } from "./approval.js";
 import { shortId } from "./jobs.js";
 
@@ -42,12 +42,15 @@ export function render(root, _params, signal) {
         const key = `${job.id}|${call.callId}`;
         let el = shown.get(key);
         if (!el) {
-          const rule = await ruleOf(job.bundle, call.tool);
+          // A call of a nested run asks by its own bundle's rule, which the
+          // park recorded; an older park's is looked up in that bundle.
+          const nested = call.scope ? { bundle: call.bundle || "a nested bundle", path: [job.bundle, `via ${scopeText(call.scope)}`, call.bundle || "?"] } : null;
+          const rule = call.rule || (await ruleOf(call.bundle || job.bundle, call.tool));
           el = h(
             "section",
             { class: "card attention inbox-item", dataset: { job: job.id } },
             h("p", { class: "crumbs" }, link(`/ui/jobs/${encodeURIComponent(job.id)}`, "job ", h("code", {}, shortId(job.id))), ` · ${job.bundle} · `, h("span", { class: "muted" }, job.input.slice(0, 120))),
-            approvalCard(job, call, { rule, outcome, changed: () => refresh() }),
+            approvalCard(job, call, { rule, where: nested, outcome, changed: () => refresh() }),
           );
           shown.set(key, el);
         }

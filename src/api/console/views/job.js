@@ -165,7 +165,8 @@ function drawApproval(view, model, changed) {
       .catch(() => {});
   }
   const bundle = where ? model.bundles.get(where.bundle) : model.bundle;
-  const rule = (bundle?.tools || []).find((t) => t.name === call.tool)?.approval || null;
+  // The rule the park recorded; an older park's, as the bundle says it now.
+  const rule = call.rule || (bundle?.tools || []).find((t) => t.name === call.tool)?.approval || null;
   fill(view.approvals, h("section", { class: "card attention", id: "approvals" }, h("h2", {}, "Waiting for approval"), approvalCard(job, call, { rule, where, outcome: view.outcome, changed })));
 }
 

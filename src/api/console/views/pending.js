@@ -16,6 +16,10 @@ export function pendingCall(job) {
     effect: p.effect || "",
     turn: p.turn,
     scope: p.scope || "",
+    // The bundle whose tool it is and the rule that asked, as the park
+    // recorded them (absent on calls parked by an older daemon).
+    bundle: p.bundle || null,
+    rule: p.rule || null,
     digest: p.digest,
     parameters: p.parameters,
     timeoutMs: p.timeout_ms,
@@ -24,6 +28,22 @@ export function pendingCall(job) {
     requestedAt: p.requested_at,
     expiresAt: p.expires_at,
   };
+}
+
+/**
+ * The nested runs between a job's own run and the call's (its `scope`,
+ * `turn:position/` a level), in words: "the agent call at turn 1, call 1".
+ */
+export function scopeText(scope) {
+  return (scope || "")
+    .split("/")
+    .filter(Boolean)
+    .map((level) => {
+      const [turn, position] = level.split(":");
+      const call = Number(position);
+      return Number.isInteger(call) ? `the agent call at turn ${turn}, call ${call + 1}` : `the nested run ${level}`;
+    })
+    .join(", then ");
 }
 
 /** When an approval request is denied on its own (ms since the epoch), or NaN. */
