@@ -15,6 +15,9 @@
 
 #[path = "console/browser.rs"]
 mod browser;
+#[allow(dead_code)] // this test runs only the audit
+#[path = "console/checks.rs"]
+mod checks;
 mod common;
 
 use browser::Browser;
@@ -266,7 +269,8 @@ async fn a_parked_job_is_resolved_from_the_console() {
     browser
         .wait_until("!document.querySelector('#answer .card.failure')")
         .await;
-    browser.screenshot("job-parked").await;
+    // A parked job's page, with its resolve panel open, passes axe.
+    checks::audit(&browser, "job-parked").await;
 
     browser
         .type_into("#skip-output", r#"{"charged": true}"#)

@@ -1,7 +1,7 @@
 //! The console is usable without a mouse and by a screen reader, in a real
 //! browser: the views tests/console_views.rs does not reach — the token
 //! prompt, the keys page, the schedules with their form and a confirmation
-//! open, a verify's crash matrix, a queued and a cancelled job, a
+//! open, a verify's crash matrix, a running, a queued and a cancelled job, a
 //! call a four-eyes rule keeps from its submitter, a dead letter, a URL
 //! with no view — pass axe-core (no serious or critical finding), fit a
 //! phone and have 44 px tap targets (tests/console/checks.rs) at 1440×900
@@ -36,6 +36,7 @@ use structured_agents::mock::MockServer;
 
 const SCRIPT: &str = r#"
 replies:
+  - {match: "nap a while", turn: 1, tool_calls: [{id: nap_1, name: nap, arguments: {}}]}
   - turn: 1
     content: "Adding them."
     tool_calls:
@@ -63,6 +64,16 @@ tools:
 "#
     )
 }
+
+/// A bundle whose one tool runs for four minutes: its job stays running
+/// while the views are audited.
+const NAPPER: &str = r#"name: napper
+version: "1"
+model: {endpoint: mock, name: m, plugin: openai}
+prompts: {user: "{{ input }}"}
+tools:
+  - {name: nap, kind: process, effect: read_only, description: Naps., timeout: 10m, command: [python3, -c, "import time; time.sleep(240)"]}
+"#;
 
 /// Four eyes: the key that submitted a job may not decide on its call.
 const FOUR_EYES: &str = "    approval: {always: true, by: others}\n";
@@ -99,6 +110,8 @@ async fn wait_title(browser: &Browser, title: &str) {
 
 /// The jobs the audit shows, made through the API as `admin`.
 struct Shown {
+    /// Running: its tool call takes four minutes.
+    running: String,
     queued: String,
     cancelled: String,
     four_eyes: String,
@@ -114,6 +127,12 @@ async fn jobs_to_show(daemon: &Daemon, admin: &str) -> Shown {
         )
         .await,
     );
+    let running = id_of(&submit(&ops, daemon, "napper", "nap a while").await);
+    eventually(Duration::from_secs(30), "the slow job to run", || async {
+        let job = get(&ops, daemon, &format!("/v1/jobs/{running}")).await;
+        (job["state"] == "running").then_some(())
+    })
+    .await;
     let cancelled = id_of(&submit(&ops, daemon, "guarded", "add 2 and 3").await);
     wait_settled(&ops, daemon, &cancelled).await;
     let (status, _) = post_json(
@@ -137,6 +156,7 @@ async fn jobs_to_show(daemon: &Daemon, admin: &str) -> Shown {
     .await;
     assert_eq!(status, 201, "{made}");
     Shown {
+        running,
         queued,
         cancelled,
         four_eyes,
@@ -173,6 +193,7 @@ async fn site() -> (MockServer, Site, Daemon, String) {
     );
     site.put_bundle("calc", &calc("calc", ""));
     site.put_bundle("guarded", &calc("guarded", FOUR_EYES));
+    site.put_bundle("napper", NAPPER);
     let daemon = site.start();
     (mock, site, daemon, admin)
 }
@@ -259,10 +280,16 @@ async fn views_of_an_admin(browser: &Browser, daemon: &Daemon, tag: &str) {
     audit(browser, &format!("deliveries-dead-{tag}")).await;
 }
 
-/// A job waiting for its `run_at`, a cancelled one, and a call the
-/// signed-in key may not decide on (it submitted the job): its decisions
-/// drawn disabled, with why.
+/// A job running (its live view: a tool call under way), one waiting
+/// for its `run_at`, a cancelled one, and a call the signed-in key may not
+/// decide on (it submitted the job): its decisions drawn disabled, with why.
 async fn jobs_in_other_states(browser: &Browser, daemon: &Daemon, shown: &Shown, tag: &str) {
+    browser
+        .goto(&daemon.url(&format!("/ui/jobs/{}", shown.running)))
+        .await;
+    browser.wait_for("#run-header[data-state=running]").await;
+    audit(browser, &format!("job-running-{tag}")).await;
+
     browser
         .goto(&daemon.url(&format!("/ui/jobs/{}", shown.queued)))
         .await;

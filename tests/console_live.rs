@@ -359,7 +359,9 @@ async fn a_nested_park_names_its_rule_its_bundle_and_the_path_to_it() {
     let call = &parked["pending_call"];
     assert_eq!(call["bundle"], "bank", "{call}");
     assert!(
-        call["rule"].as_str().is_some_and(|r| r.contains("args.amount > 100")),
+        call["rule"]
+            .as_str()
+            .is_some_and(|r| r.contains("args.amount > 100")),
         "{call}"
     );
     browser.goto(&daemon.url("/ui/approvals")).await;
