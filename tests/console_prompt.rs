@@ -123,3 +123,84 @@ async fn turn_twos_prompt_holds_turn_ones_tool_result_and_the_tools() {
         browser.close().await;
     }
 }
+
+/// A turn's prompt is what the turn sent: with a sliding history window
+/// the first message and the newest (not the whole conversation), and the
+/// tools the job's controls narrowed the bundle's to; the page says how
+/// many the window left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turns_prompt_is_windowed_and_narrowed_as_it_was_sent() {
+    let mock = mock_server(
+        r#"
+replies:
+  - {turn: 1, tool_calls: [{id: call_1, name: add, arguments: {a: 1, b: 1}}]}
+  - {turn: 2, tool_calls: [{id: call_2, name: add, arguments: {a: 2, b: 2}}]}
+  - {turn: 3, content: "2 and 4."}
+"#,
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    let windowed = CALC.replace(
+        "tools:\n",
+        "limits: {max_history_messages: 5}\ntools:\n  - {name: sub, kind: process, effect: read_only, description: Subtract., command: [python3, -c, \"print(0)\"]}\n",
+    );
+    site.put_bundle("calc", &windowed);
+    let daemon = site.start();
+    let http = client();
+    let job = common::daemon::submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "calc", "input": "add twice", "variables": {"tools": ["add"]}}),
+    )
+    .await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(120)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+
+    let prompt = get(&http, &daemon, &format!("/v1/jobs/{id}/turns/3/prompt")).await;
+    let roles: Vec<&str> = prompt["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    // The window keeps the first message and the newest four: the task
+    // (the user's message) fell out. (The mock tells turns apart by the
+    // replies it is sent, so the window must keep both.)
+    assert_eq!(
+        roles,
+        ["system", "assistant", "tool", "assistant", "tool"],
+        "{prompt:#}"
+    );
+    assert_eq!(
+        prompt["messages"][4]["tool_call_id"], "call_2",
+        "the newest"
+    );
+    assert_eq!(
+        (&prompt["conversation_messages"], &prompt["history"]),
+        (&json!(6), &json!("sliding_window")),
+        "{prompt:#}"
+    );
+    let tools: Vec<&str> = prompt["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        ["add"],
+        "the job's controls narrowed them: {prompt:#}"
+    );
+
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.click("button.prompt-view[data-turn='3']").await;
+    browser
+        .wait_text(
+            ".prompt[data-turn='3'] .prompt-summary",
+            "left out 1 older message of 6",
+        )
+        .await;
+    browser.close().await;
+}

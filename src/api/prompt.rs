@@ -2,9 +2,13 @@
 //! sent the model — the conversation and the tools — rebuilt from what is
 //! stored, never a second copy: the messages from the step journal
 //! ([`RunJournal::conversation_before`], grown as the kernel grows its
-//! history), the tools from the bundle version the job is pinned to
-//! (resolved as the worker resolves it). The console's per-turn prompt
-//! view reads it.
+//! history) windowed by the bundle's `limits.history` as the kernel does
+//! (`Bundle::history_sent`), the tools from the bundle version the job is
+//! pinned to (resolved as the worker resolves it) narrowed by the job's
+//! controls as the runner does. The console's per-turn prompt view reads
+//! it.
+
+use std::sync::Arc;
 
 use aide::transform::TransformOperation;
 use axum::Json;
@@ -18,9 +22,10 @@ use super::auth::Caller;
 use super::body::Path;
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
+use crate::bundle::HistorySent;
 use crate::journal::RunJournal;
 use crate::queue::{Job, JobId};
-use crate::registry::BundleIdentity;
+use crate::registry::{BundleIdentity, LoadedBundle};
 use crate::types::{Message, ToolSchema};
 
 /// What a turn sent the model.
@@ -28,15 +33,25 @@ use crate::types::{Message, ToolSchema};
 pub struct TurnPrompt {
     pub job_id: JobId,
     pub turn: u32,
-    /// The conversation when the turn asked, in order: the rendered input
-    /// (system and user), then each earlier turn's reply and its calls'
-    /// results (`role`, `content`, `tool_calls`, `tool_call_id`, `name`).
-    /// A bundle with `history: sliding_window` sent the first of these
-    /// and the newest, `limits.max_history_messages` in all.
+    /// The messages the turn sent, in order: of the conversation then (the
+    /// rendered input, each earlier turn's reply and its calls' results:
+    /// `role`, `content`, `tool_calls`, `tool_call_id`, `name`), those the
+    /// bundle's `limits.history` kept — with `sliding_window`, the first
+    /// and the newest, `limits.max_history_messages` in all. With a history
+    /// plugin, whose choice is not recorded, the whole conversation.
     #[schemars(with = "Vec<Value>")]
     pub messages: Vec<Message>,
-    /// The tools offered: those of the bundle version the job is pinned to
-    /// (its controls or a router may have narrowed or widened them).
+    /// The messages of the conversation then, before `limits.history`
+    /// chose: more than `messages` when a window left some out.
+    pub conversation_messages: usize,
+    /// How `messages` were chosen: `sliding_window`, `keep_all`, `plugin`
+    /// (the whole conversation shown: the plugin's choice is not
+    /// recorded), or `unknown` (the bundle is not loaded any more).
+    pub history: &'static str,
+    /// The tools offered: those of the bundle version the job is pinned
+    /// to, narrowed to the job's `controls.tools` when it names some, then
+    /// the caller's own tools (`controls.caller_tools`). A router's reach
+    /// of the agent directory, bound per run, is not among them.
     pub tools: Vec<ToolSchema>,
     /// The version those tools are of (its `digest`).
     pub bundle_digest: Option<String>,
@@ -77,7 +92,7 @@ pub async fn prompt(
     if !answered && (job.state.is_terminal() || journal.resume_turn() != turn) {
         return Err(unknown());
     }
-    let messages = journal
+    let conversation = journal
         .conversation_before(turn)
         .map_err(|e| {
             ApiError::new(
@@ -86,34 +101,55 @@ pub async fn prompt(
             )
         })?
         .ok_or_else(unknown)?;
-    let (tools, bundle_digest, pinned) = tools_of(&state, &job).await;
+    let (loaded, pinned) = version_of(&state, &job).await;
+    let conversation_messages = conversation.len();
+    let sent = match &loaded {
+        Some(b) => b.bundle.history_sent(conversation),
+        None => HistorySent {
+            messages: conversation,
+            how: "unknown",
+        },
+    };
     Ok(Json(TurnPrompt {
         job_id: id,
         turn,
-        messages,
-        tools,
-        bundle_digest,
+        messages: sent.messages,
+        conversation_messages,
+        history: sent.how,
+        tools: offered(loaded.as_deref(), &job),
+        bundle_digest: loaded.as_ref().map(|b| b.identity.to_string()),
         pinned,
     }))
 }
 
-/// The tools of the version `job` is pinned to, else of the current one
-/// (none when the bundle is not loaded at all).
-async fn tools_of(state: &AppState, job: &Job) -> (Vec<ToolSchema>, Option<String>, bool) {
+/// The tools `job`'s run offered from `loaded`: narrowed by its
+/// `controls.tools` (in the bundle's order), then the caller's tools.
+fn offered(loaded: Option<&LoadedBundle>, job: &Job) -> Vec<ToolSchema> {
+    let bundle = loaded
+        .map(|b| b.tools.schemas().to_vec())
+        .unwrap_or_default();
+    let narrowed = match &job.controls.tools {
+        Some(names) => bundle
+            .into_iter()
+            .filter(|tool| names.contains(&tool.name))
+            .collect(),
+        None => bundle,
+    };
+    narrowed
+        .into_iter()
+        .chain(job.controls.caller_tools.iter().cloned())
+        .collect()
+}
+
+/// The version `job` is pinned to, else the current one (none when the
+/// bundle is not loaded at all), and whether it is the pinned one.
+async fn version_of(state: &AppState, job: &Job) -> (Option<Arc<LoadedBundle>>, bool) {
     let pin = job.bundle_digest.as_deref().map(BundleIdentity::recorded);
-    let (loaded, pinned) = match state.registry.resolve(&job.bundle, pin.as_ref()).await {
+    match state.registry.resolve(&job.bundle, pin.as_ref()).await {
         Ok(loaded) => (Some(loaded), pin.is_some()),
         Err(_) => (
             state.registry.snapshot().bundle(&job.bundle).cloned(),
             false,
         ),
-    };
-    match loaded {
-        Some(b) => (
-            b.tools.schemas().to_vec(),
-            Some(b.identity.to_string()),
-            pinned,
-        ),
-        None => (Vec::new(), None, false),
     }
 }

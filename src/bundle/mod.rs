@@ -124,6 +124,15 @@ impl EndpointRef {
     }
 }
 
+/// The messages a turn sent and how they were chosen
+/// ([`Bundle::history_sent`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySent {
+    pub messages: Vec<crate::types::Message>,
+    /// `sliding_window`, `keep_all`, or `plugin` (the whole conversation).
+    pub how: &'static str,
+}
+
 /// A validated bundle.
 pub struct Bundle {
     pub raw: RawBundle,
@@ -283,6 +292,31 @@ impl Bundle {
 }
 
 impl Bundle {
+    /// What a turn over the conversation `messages` sent the model by the
+    /// bundle's `limits.history`: a built-in strategy's window, as the
+    /// kernel takes it (`kernel::history::trim`); with a history plugin,
+    /// whose choice only it knows, the whole conversation.
+    pub fn history_sent(&self, messages: Vec<crate::types::Message>) -> HistorySent {
+        use crate::kernel::{History, HistoryStrategy};
+        match &self.history {
+            History::Builtin(strategy) => HistorySent {
+                messages: crate::kernel::history::trim(
+                    &messages,
+                    *strategy,
+                    self.raw.limits.max_history_messages,
+                ),
+                how: match strategy {
+                    HistoryStrategy::SlidingWindow => "sliding_window",
+                    HistoryStrategy::KeepAll => "keep_all",
+                },
+            },
+            History::Plugin(_) => HistorySent {
+                messages,
+                how: "plugin",
+            },
+        }
+    }
+
     /// The same bundle run from `to`, a verified copy of its directory: its
     /// file, its directory and a scripted endpoint's script point into it.
     pub fn relocate(&mut self, to: &Path) {

@@ -33,11 +33,20 @@ function drawPrompt(prompt) {
     "section",
     { class: "card prompt", dataset: { turn: String(prompt.turn) } },
     h("h3", { tabindex: "-1" }, `What turn ${prompt.turn} sent the model`),
-    h("p", { class: "muted" }, `${count(prompt.messages.length, "message")} and ${count(prompt.tools.length, "tool")}, rebuilt from the journal${prompt.pinned ? " and the version the job ran" : "; the tools are the current version's (the job's own version cannot be had)"}. A bundle with a sliding history window sent the first message and the newest ones.`),
+    h("p", { class: "muted prompt-summary" }, `${count(prompt.messages.length, "message")} and ${count(prompt.tools.length, "tool")}, rebuilt from the journal${prompt.pinned ? " and the version the job ran" : "; the tools are the current version's (the job's own version cannot be had)"}. ${historyText(prompt)}`),
     h("ol", { class: "prompt-messages" }, prompt.messages.map(message)),
     h("h4", {}, "Tools offered"),
     tools,
   );
+}
+
+/** How the messages shown were chosen from the conversation. */
+function historyText(prompt) {
+  const all = prompt.conversation_messages ?? prompt.messages.length;
+  const left = all - prompt.messages.length;
+  if (prompt.history === "plugin") return `A history plugin chose which of these ${all} it sent; its choice is not recorded, so all are shown.`;
+  if (left > 0) return `The sliding history window left out ${count(left, "older message")} of ${all}: the first and the newest were sent.`;
+  return "Every message of the conversation was sent.";
 }
 
 /** One message: its role (and the call it answers), its text, the calls it makes. */
