@@ -22,10 +22,10 @@ use structured_agents::journal::JournalEntry;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, FireRecord, ForkSeed,
-    HeartbeatReply, Job, JobFilter, JobId, JobOrder, JobOrigin, JobQueue, JobState, NewJob,
-    NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder, PushPayload, QueueError, Redrive,
-    Resolution, RetryPolicy, Settled, StoredSchedule,
+    CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, EvalPin, EvalRun, FireRecord,
+    ForkSeed, HeartbeatReply, Job, JobFilter, JobId, JobKind, JobOrder, JobOrigin, JobQueue,
+    JobState, NewJob, NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder, PushPayload,
+    QueueError, Redrive, Resolution, RetryPolicy, Settled, StoredSchedule,
 };
 use structured_agents::trace_context::TraceContext;
 use structured_agents::types::TerminationReason;
@@ -571,6 +571,66 @@ pub async fn listing_pages_and_counts(q: Arc<dyn JobQueue>) {
             .any(|(id, state)| *id == running.job.id && *state == JobState::Running),
         "{seen:?}"
     );
+}
+
+/// A listing by kind: only the jobs whose kind has that `type` (an eval
+/// run's, of one bundle), paged and counted like any listing.
+pub async fn listing_filters_by_kind(q: Arc<dyn JobQueue>) {
+    let eval = |bundle: &str| NewJob {
+        kind: JobKind::Eval(Box::new(EvalRun {
+            concurrency: 4,
+            against: Some(EvalPin {
+                version: "1".into(),
+                digest: "d1".into(),
+            }),
+            ..EvalRun::default()
+        })),
+        ..job(bundle)
+    };
+    let mut evals = Vec::new();
+    for new in [
+        eval("calc"),
+        job("calc"),
+        eval("calc"),
+        eval("other"),
+        job("calc"),
+    ] {
+        let is_eval = matches!(new.kind, JobKind::Eval(_)) && new.bundle == "calc";
+        let (made, _) = q.submit(new).await.unwrap();
+        if is_eval {
+            evals.push(made.id);
+        }
+    }
+    let of_kind = |cursor: Option<String>| JobFilter {
+        bundle: Some("calc".into()),
+        kind: Some("eval".into()),
+        limit: 1,
+        cursor,
+        ..Default::default()
+    };
+    let first = q.list(of_kind(None)).await.unwrap();
+    let rest = q.list(of_kind(first.next_cursor.clone())).await.unwrap();
+    assert!(rest.next_cursor.is_none());
+    let listed: Vec<JobId> = first
+        .jobs
+        .iter()
+        .chain(&rest.jobs)
+        .map(|j| j.id.clone())
+        .collect();
+    evals.reverse();
+    assert_eq!(listed, evals, "newest first, only calc's evals");
+    assert!(
+        first.jobs.iter().all(|j| matches!(&j.kind, JobKind::Eval(run) if run.against.as_ref().is_some_and(|p| p.version == "1"))),
+        "{:?}",
+        first.jobs
+    );
+    assert_eq!(q.count(of_kind(None)).await.unwrap(), 2);
+    let bundles = JobFilter {
+        kind: Some("bundle".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    assert_eq!(q.list(bundles).await.unwrap().jobs.len(), 2);
 }
 
 /// Waits until the clock has passed `stamp` (a time the queue stored):
@@ -2888,6 +2948,7 @@ macro_rules! suite {
             case!(listing_pages_and_counts);
             case!(listing_by_update_puts_the_last_updated_first);
             case!(listing_filters_by_owner_creation_time_and_error);
+            case!(listing_filters_by_kind);
             case!(an_expired_lease_resumes_without_using_an_attempt);
             case!(a_job_whose_worker_keeps_dying_parks_as_a_poison_pill);
             case!(journal_round_trip_with_held_events);

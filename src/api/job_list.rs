@@ -181,6 +181,7 @@ pub async fn list(
             created_to,
             errored: query.error.unwrap_or(false),
             order: query.order.unwrap_or_default().into(),
+            kind: None,
         })
         .await
         .map_err(|e| match e {

@@ -39,6 +39,9 @@ pub struct JobFilter {
     pub errored: bool,
     /// Which way the pages run; `cursor` is of this order.
     pub order: JobOrder,
+    /// Only jobs of this kind: the `type` of their [`JobKind`]
+    /// (`super::JobKind`), such as `eval` or `verify`.
+    pub kind: Option<String>,
 }
 
 /// Which way a listing runs, and so what its cursor holds.
@@ -133,12 +136,15 @@ fn number(placeholder: String) -> String {
 impl JobFilter {
     /// The filter as SQL conditions (` AND …`, each value a placeholder
     /// that `placeholder(n)` spells for the n-th argument) and their
-    /// arguments, shared by the backends' listings and counts. A cursor of
+    /// arguments, shared by the backends' listings and counts. `kind_type`
+    /// is the dialect's expression for the `type` of the `kind` column's
+    /// JSON (the one thing the two spell differently). A cursor of
     /// [`JobOrder::Updated`] that [`UpdateCursor::parse`] does not read is
     /// [`QueueError::Cursor`].
     pub(crate) fn conditions(
         &self,
         placeholder: impl Fn(usize) -> String,
+        kind_type: &str,
     ) -> Result<(String, Vec<String>), QueueError> {
         let by_id = (self.order != JobOrder::Updated)
             .then(|| self.cursor.clone())
@@ -157,6 +163,7 @@ impl JobFilter {
                 ("COALESCE(owner, '')", "=", self.conversation_owner.clone()),
                 ("owner", "=", self.owner.clone()),
                 ("id", after, by_id),
+                (kind_type, "=", self.kind.clone()),
             ],
             &placeholder,
         );
@@ -351,13 +358,28 @@ pub async fn conversation_history(
 mod tests {
     use super::*;
 
+    /// A dialect's spelling of the kind's type, as the tests read it.
+    const KIND: &str = "kind_type";
+
+    #[test]
+    fn a_kind_is_a_condition_on_the_dialects_spelling_of_its_type() {
+        let filter = JobFilter {
+            bundle: Some("calc".into()),
+            kind: Some("eval".into()),
+            ..Default::default()
+        };
+        let (sql, args) = filter.conditions(|n| format!("?{n}"), KIND).unwrap();
+        assert_eq!(sql, " AND bundle = ?1 AND kind_type = ?2");
+        assert_eq!(args, ["calc", "eval"]);
+    }
+
     #[test]
     fn a_search_is_one_literal_case_free_condition() {
         let filter = JobFilter {
             search: Some("50%_Off\\".into()),
             ..Default::default()
         };
-        let (sql, args) = filter.conditions(|n| format!("?{n}")).unwrap();
+        let (sql, args) = filter.conditions(|n| format!("?{n}"), KIND).unwrap();
         assert_eq!(
             sql,
             " AND lower(id || ' ' || bundle || ' ' || input) LIKE ?1 ESCAPE '\\'"
@@ -371,7 +393,7 @@ mod tests {
             unfinished: true,
             ..Default::default()
         };
-        let (sql, args) = filter.conditions(|n| format!("?{n}")).unwrap();
+        let (sql, args) = filter.conditions(|n| format!("?{n}"), KIND).unwrap();
         let open: Vec<String> = JobState::ALL
             .into_iter()
             .filter(|s| !s.is_terminal())
@@ -394,7 +416,7 @@ mod tests {
             owner: Some("k".into()),
             ..Default::default()
         };
-        let (sql, args) = filter.conditions(|n| format!("?{n}")).unwrap();
+        let (sql, args) = filter.conditions(|n| format!("?{n}"), KIND).unwrap();
         assert_eq!(
             sql,
             " AND owner = ?1 AND created_at >= CAST(CAST(?2 AS TEXT) AS BIGINT) \
@@ -428,7 +450,7 @@ mod tests {
             bundle: Some("b".into()),
             ..Default::default()
         };
-        let (sql, args) = filter.conditions(|n| format!("${n}")).unwrap();
+        let (sql, args) = filter.conditions(|n| format!("${n}"), KIND).unwrap();
         assert_eq!(
             sql,
             " AND bundle = $1 AND updated_at >= CAST(CAST($2 AS TEXT) AS BIGINT) \
@@ -440,7 +462,7 @@ mod tests {
             cursor: Some("j9".into()),
             ..filter
         };
-        let Err(QueueError::Cursor(says)) = unread.conditions(|n| format!("${n}")) else {
+        let Err(QueueError::Cursor(says)) = unread.conditions(|n| format!("${n}"), KIND) else {
             panic!("an id is no cursor of a listing by update");
         };
         assert!(says.contains("<ms>.<id>"), "{says}");

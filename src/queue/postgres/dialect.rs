@@ -21,6 +21,10 @@ use crate::queue::tx::{
 };
 use crate::queue::*;
 
+/// The `type` of a job's `kind` (JSON text, read as `jsonb`), for a
+/// listing by kind.
+const KIND_TYPE: &str = "(kind::jsonb ->> 'type')";
+
 fn big(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -113,7 +117,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
 
     async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>> {
         let (conditions, args) = filter
-            .conditions(|n| format!("${n}"))
+            .conditions(|n| format!("${n}"), KIND_TYPE)
             .map_err(Fail::Refused)?;
         let order = filter.order.sql();
         let sql = format!(
@@ -125,7 +129,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
 
     async fn count_jobs(&mut self, filter: &JobFilter) -> Res<i64> {
         let (conditions, args) = filter
-            .conditions(|n| format!("${n}"))
+            .conditions(|n| format!("${n}"), KIND_TYPE)
             .map_err(Fail::Refused)?;
         let sql = format!("SELECT COUNT(*) FROM jobs WHERE TRUE{conditions}");
         let rows = self.filtered(&sql, &args).await?;

@@ -13,6 +13,9 @@ use crate::queue::tx::{
 };
 use crate::queue::*;
 
+/// The `type` of a job's `kind` (JSON text), for a listing by kind.
+const KIND_TYPE: &str = "(kind ->> '$.type')";
+
 impl From<rusqlite::Error> for Fail {
     fn from(e: rusqlite::Error) -> Self {
         Fail::Db(e.to_string())
@@ -158,7 +161,7 @@ impl JobStatements for SqliteTx<'_> {
 
     async fn list(&mut self, filter: &JobFilter, limit: usize) -> Res<Vec<Job>> {
         let (conditions, args) = filter
-            .conditions(|n| format!("?{n}"))
+            .conditions(|n| format!("?{n}"), KIND_TYPE)
             .map_err(Fail::Refused)?;
         let order = filter.order.sql();
         let sql = format!(
@@ -171,7 +174,7 @@ impl JobStatements for SqliteTx<'_> {
 
     async fn count_jobs(&mut self, filter: &JobFilter) -> Res<i64> {
         let (conditions, args) = filter
-            .conditions(|n| format!("?{n}"))
+            .conditions(|n| format!("?{n}"), KIND_TYPE)
             .map_err(Fail::Refused)?;
         let sql = format!("SELECT COUNT(*) FROM jobs WHERE 1=1{conditions}");
         self.one_int(&sql, rusqlite::params_from_iter(args.iter()))
