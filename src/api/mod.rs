@@ -24,6 +24,7 @@ mod counts;
 mod deliveries;
 mod document;
 pub mod error;
+mod eval_runs;
 mod evals;
 mod feed;
 mod fork;
@@ -351,7 +352,8 @@ fn wire_routes() -> ApiRouter<AppState> {
 }
 
 /// `/v1`'s bundles: list and read them, run one of their tools, verify
-/// one, move its parked jobs to another version.
+/// one, evaluate one (its runs, its suite), promote or reject a held
+/// version, move its parked jobs to another version.
 fn bundle_routes() -> ApiRouter<AppState> {
     use Action::*;
     ApiRouter::new()
@@ -378,7 +380,14 @@ fn bundle_routes() -> ApiRouter<AppState> {
         )
         .api_route(
             "/bundles/{name}/evals",
-            with(SubmitJob, post_with(evals::run, evals::run_doc)),
+            with(SubmitJob, post_with(evals::run, evals::run_doc)).merge(with(
+                ListJobs,
+                get_with(eval_runs::list, eval_runs::list_doc),
+            )),
+        )
+        .api_route(
+            "/bundles/{name}/evals/suite",
+            with(ReadBundle, get_with(eval_runs::suite, eval_runs::suite_doc)),
         )
         .api_route(
             "/bundles/{name}/verify",

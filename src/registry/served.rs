@@ -47,6 +47,26 @@ impl Registry {
             .flatten()
     }
 
+    /// The versions of bundle `name` an eval may name, each once: the one
+    /// serving, the candidate the release gate holds, then the versions it
+    /// served since the daemon started, newest first (what
+    /// [`Registry::identity_of`] finds).
+    pub fn versions_of(&self, name: &str) -> Vec<String> {
+        let snapshot = self.snapshot();
+        let mut versions: Vec<String> = [snapshot.bundle(name), snapshot.candidate(name)]
+            .into_iter()
+            .flatten()
+            .map(|loaded| loaded.version().to_string())
+            .collect();
+        let served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        for (version, _) in served.get(name).into_iter().flatten().rev() {
+            if !versions.contains(version) {
+                versions.push(version.clone());
+            }
+        }
+        versions
+    }
+
     /// Records the release gate's (or an operator's) `decision` about the
     /// content `identity` in the state directory — unless `overrides` is
     /// false and a decision is there already (an operator's word outlives
