@@ -111,6 +111,21 @@ const ASSETS: &[Asset] = &[
         body: include_str!("console/views/verify.js"),
     },
     Asset {
+        path: "views/evals.js",
+        content_type: JS,
+        body: include_str!("console/views/evals.js"),
+    },
+    Asset {
+        path: "views/evalreport.js",
+        content_type: JS,
+        body: include_str!("console/views/evalreport.js"),
+    },
+    Asset {
+        path: "views/release.js",
+        content_type: JS,
+        body: include_str!("console/views/release.js"),
+    },
+    Asset {
         path: "views/token.js",
         content_type: JS,
         body: include_str!("console/views/token.js"),

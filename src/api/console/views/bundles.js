@@ -6,14 +6,18 @@
 // details on demand (a <details>, open when the URL's `?open=NAME` names
 // it, so a bundle's details can be linked): digest, tools, the panel that
 // moves its jobs on earlier versions to the current one (migrate.js) and
-// the one that runs its crash matrix (verify.js). A version the release
-// gate holds shows as a banner: under evaluation, or rejected and why. A
-// reload button shows the typed reload outcome.
+// the one that runs its crash matrix (verify.js) and its evals (evals.js:
+// the suite, the runs, the score over versions, a run's case-by-case
+// diff). A version the release gate holds shows as a banner: under
+// evaluation, or rejected and why, with Promote and Reject for a key that
+// may (release.js). A reload button shows the typed reload outcome.
 
 import { h, fill, link, banner, confirmAction, pretty, ago, errorText, count } from "../dom.js";
 import { api } from "../api.js";
 import { migratePanel } from "./migrate.js";
 import { verifyPanel } from "./verify.js";
+import { evalsPanel } from "./evals.js";
+import { releaseActions } from "./release.js";
 import { may, gate } from "../session.js";
 
 /** `/x/bundles/calc/bundle.yaml:12: tools[0].timeout: invalid duration "soon"` → its parts. */
@@ -46,7 +50,7 @@ export function render(root, { query: params }, signal) {
       const all = [...details, ...(answer.rejected || []).map((b) => ({ ...b, status: "invalid" }))].sort(problemFirst);
       const problems = all.filter((b) => b.status in PROBLEM);
       const serving = all.filter((b) => !(b.status in PROBLEM));
-      const card = (b) => bundleCard(b, open);
+      const card = (b) => bundleCard(b, open, decided);
       fill(
         list,
         all.length ? null : h("p", { class: "empty" }, "No bundle directory yet: drop one into the bundles directory."),
@@ -57,6 +61,12 @@ export function render(root, { query: params }, signal) {
     } catch (error) {
       if (!signal.aborted) fill(list, banner("error", "Cannot read the bundles: ", errorText(error)));
     }
+  }
+
+  /** A release decision was made: say so, and draw what serves now. */
+  function decided(note) {
+    fill(outcome, note);
+    load();
   }
 
   async function doReload() {
@@ -87,7 +97,7 @@ export function render(root, { query: params }, signal) {
  * problem when it has one, and its details folded (open when `open` has
  * its name; opening one puts it in the URL).
  */
-function bundleCard(b, open) {
+function bundleCard(b, open, decided) {
   const tools = b.tools || [];
   const facts = [b.version ? `version ${b.version}` : null, b.tools ? count(tools.length, "tool") : null, b.model ? `model ${b.model.name}` : null].filter(Boolean).join(" · ");
   const more = h(
@@ -101,33 +111,39 @@ function bundleCard(b, open) {
     { class: `card bundle status-${b.status}`, dataset: { bundle: b.name, status: b.status } },
     more,
     b.status === "degraded" ? banner("warn", `Its last edit is broken: version ${b.version} keeps serving.`) : null,
-    b.candidate ? candidateBanner(b) : null,
+    b.candidate ? candidateBanner(b, decided) : null,
     b.errors && b.errors.length ? errorTable(b.errors) : null,
   );
 }
 
-/** A version the release gate holds: under evaluation, a canary, or rejected and why. */
-function candidateBanner(b) {
+/** A version the release gate holds: under evaluation, a canary, or rejected and why; and the operator's word on it. */
+function candidateBanner(b, decided) {
   const c = b.candidate;
-  const evalLink = c.eval_job ? [" ", link(`/ui/jobs/${encodeURIComponent(c.eval_job)}`, "its eval")] : null;
+  // On a line of its own: inside the banner's sentence only its colour would tell it apart.
+  const evalLink = c.eval_job ? h("p", { class: "candidate-eval" }, link(`/ui/jobs/${encodeURIComponent(c.eval_job)}`, "The eval that decided")) : null;
   if (c.state === "rejected") {
     return h(
       "div",
       { class: "candidate", dataset: { candidate: c.version, state: c.state } },
-      banner("warn", `Version ${c.version} was rejected by ${c.by === "gate" ? "its evals" : c.by}: ${c.reason} Version ${b.version} keeps serving.`, evalLink),
+      banner("warn", `Version ${c.version} was rejected by ${c.by === "gate" ? "its evals" : c.by}: ${c.reason}${/[.!?]$/.test(c.reason || "") ? "" : "."} Version ${b.version} keeps serving.`),
+      evalLink,
+      releaseActions(b, decided),
     );
   }
   if (c.state === "canary") {
     return h(
       "div",
       { class: "candidate", dataset: { candidate: c.version, state: c.state } },
-      banner("info", `Version ${c.version} passed its evals and is a canary: ${c.reason} Version ${b.version} serves the other jobs.`, evalLink),
+      banner("info", `Version ${c.version} passed its evals and is a canary: ${c.reason}${/[.!?]$/.test(c.reason || "") ? "" : "."} Version ${b.version} serves the other jobs.`),
+      evalLink,
+      releaseActions(b, decided),
     );
   }
   return h(
     "div",
     { class: "candidate", dataset: { candidate: c.version, state: c.state } },
     banner("info", `Version ${c.version} is held until its evals pass; version ${b.version} keeps serving.`),
+    releaseActions(b, decided),
   );
 }
 
@@ -140,7 +156,7 @@ function remember(name, isOpen) {
   history.replaceState(null, "", `/ui/bundles${params.size ? `?${params}` : ""}`);
 }
 
-/** What a bundle's details hold: links, facts, tools, and the migrate and verify panels. */
+/** What a bundle's details hold: links, facts, tools, and the migrate, verify and evals panels. */
 function bundleDetails(b, tools) {
   return h(
     "div",
@@ -160,6 +176,7 @@ function bundleDetails(b, tools) {
     tools.length ? toolTable(tools) : null,
     b.status !== "invalid" && b.version ? migratePanel(b) : null,
     b.status !== "invalid" && b.version ? verifyPanel(b) : null,
+    b.status !== "invalid" && b.version ? evalsPanel(b) : null,
   );
 }
 
