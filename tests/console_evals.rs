@@ -51,6 +51,7 @@ replies:
   - {match: "Qwrong: capital of France", content: "Paris"}
 "#;
 
+const CARD: &str = "section.bundle[data-bundle=calc]";
 const PANEL: &str = "section.bundle[data-bundle=calc] .evals";
 
 fn drop_version(site: &Site, version: u32, variant: &str) {
@@ -156,24 +157,21 @@ async fn run_suite(browser: &Browser, version: &str, against: &str, before: &str
     id
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
-    let (_mock, _site, daemon, admin, viewer) = held_candidate().await;
-
-    // A read-only key: the held version and why, no button it may not use.
+/// A read-only key: the held version and why, and no Run suite, Promote
+/// or Reject but the scope each needs.
+async fn sees_no_button_it_may_not_use(daemon: &Daemon, viewer: &str) {
     let browser = Browser::start(1280, 900, false).await;
-    sign_in(&browser, &daemon, &viewer, "viewer").await;
-    let card = "section.bundle[data-bundle=calc]";
+    sign_in(&browser, daemon, viewer, "viewer").await;
     browser
         .wait_text(
-            &format!("{card} .candidate[data-candidate='2']"),
+            &format!("{CARD} .candidate[data-candidate='2']"),
             "rejected by its evals",
         )
         .await;
     browser
-        .wait_text(&format!("{card} .candidate .why-not"), "operate")
+        .wait_text(&format!("{CARD} .candidate .why-not"), "operate")
         .await;
-    open_panel(&browser, &daemon).await;
+    open_panel(&browser, daemon).await;
     browser
         .wait_text(&format!("{PANEL} .evals-form .why-not"), "submit")
         .await;
@@ -183,12 +181,42 @@ async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
     for absent in [".release-promote", ".release-reject", ".evals-run"] {
         let found = browser
             .eval_text(&format!(
-                "document.querySelectorAll('{card} {absent}').length"
+                "document.querySelectorAll('{CARD} {absent}').length"
             ))
             .await;
         assert_eq!(found, "0", "a read-only key is offered {absent}");
     }
     browser.close().await;
+}
+
+/// Promotes the held version from its banner, after a confirmation.
+async fn promote_from_the_banner(browser: &Browser, daemon: &Daemon, admin: &str) {
+    browser
+        .click(&format!("{CARD} button.release-promote"))
+        .await;
+    browser
+        .wait_text("dialog[open]", "whatever its eval says")
+        .await;
+    browser.confirm().await;
+    browser
+        .wait_text(
+            "#reload-outcome",
+            "calc version 2 promoted; serving version 2",
+        )
+        .await;
+    let served = get(&client_as(admin), daemon, "/v1/bundles/calc").await;
+    assert_eq!(
+        (&served["version"], &served["candidate"]),
+        (&Value::from("2"), &Value::Null),
+        "{served}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
+    let (_mock, _site, daemon, admin, viewer) = held_candidate().await;
+
+    sees_no_button_it_may_not_use(&daemon, &viewer).await;
 
     // An admin runs the suite on each version, then the comparison.
     let browser = Browser::start(1280, 900, false).await;
@@ -248,26 +276,7 @@ async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
         .await;
     audit(&browser, "bundles-evals-1280-light").await;
 
-    // Promote the held version from its banner, after a confirmation.
-    browser
-        .click(&format!("{card} button.release-promote"))
-        .await;
-    browser
-        .wait_text("dialog[open]", "whatever its eval says")
-        .await;
-    browser.confirm().await;
-    browser
-        .wait_text(
-            "#reload-outcome",
-            "calc version 2 promoted; serving version 2",
-        )
-        .await;
-    let served = get(&client_as(&admin), &daemon, "/v1/bundles/calc").await;
-    assert_eq!(
-        (&served["version"], &served["candidate"]),
-        (&Value::from("2"), &Value::Null),
-        "{served}"
-    );
+    promote_from_the_banner(&browser, &daemon, &admin).await;
     browser.close().await;
 
     // A phone in the dark: the open panel with a diff passes too.

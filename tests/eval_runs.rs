@@ -82,6 +82,25 @@ fn run_ids(answer: &Value) -> Vec<&str> {
         .collect()
 }
 
+/// The runs listed are bounded: 1 to 100 (`newest` is the newest run).
+async fn bounded(daemon: &Daemon, admin: &str, newest: &str) {
+    let (_, one) = read(daemon, admin, "/v1/bundles/calc/evals?limit=1").await;
+    assert_eq!(run_ids(&one), [newest]);
+    for limit in ["0", "101"] {
+        let (status, body) = read(
+            daemon,
+            admin,
+            &format!("/v1/bundles/calc/evals?limit={limit}"),
+        )
+        .await;
+        assert_eq!(
+            (status, body["error"]["field"].as_str()),
+            (422, Some("limit")),
+            "{body}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bundles_runs_are_listed_as_the_policy_lets_each_key_see_them() {
     let server = mock_server(SCRIPT).await;
@@ -164,22 +183,7 @@ async fn a_bundles_runs_are_listed_as_the_policy_lets_each_key_see_them() {
     let (status, _) = read(&daemon, &outsider, "/v1/bundles/calc/evals/suite").await;
     assert_eq!(status, 404);
 
-    // Bounded: 1 to 100 runs.
-    let (_, one) = read(&daemon, &admin, "/v1/bundles/calc/evals?limit=1").await;
-    assert_eq!(run_ids(&one), [ours["id"].as_str().unwrap()]);
-    for limit in ["0", "101"] {
-        let (status, body) = read(
-            &daemon,
-            &admin,
-            &format!("/v1/bundles/calc/evals?limit={limit}"),
-        )
-        .await;
-        assert_eq!(
-            (status, body["error"]["field"].as_str()),
-            (422, Some("limit")),
-            "{body}"
-        );
-    }
+    bounded(&daemon, &admin, ours["id"].as_str().unwrap()).await;
     let (status, _) = read(&daemon, &admin, "/v1/bundles/nothing/evals").await;
     assert_eq!(status, 404);
 }

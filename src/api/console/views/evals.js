@@ -93,29 +93,34 @@ export function evalsPanel(b) {
     );
   }
 
+  const section = layout(b, id, { suite, form, outcome, scores, runs, report }, (open) => (open ? opened() : state.stop?.()));
+  return section;
+}
+
+/** The panel's section: its heading, and its parts in a fold that `toggled(open)` hears. */
+function layout(b, id, parts, toggled) {
   const fold = h(
     "details",
-    { class: "fold evals-fold", ontoggle: (e) => (e.target.open ? opened() : state.stop?.()) },
+    { class: "fold evals-fold", ontoggle: (e) => toggled(e.target.open) },
     h("summary", {}, "The suite, its runs and the score over versions"),
     h("h4", {}, "Suite"),
-    suite,
+    parts.suite,
     h("h4", {}, "Run the suite"),
-    form,
-    outcome,
+    parts.form,
+    parts.outcome,
     h("h4", {}, "Score over versions"),
-    scores,
+    parts.scores,
     h("h4", {}, "Runs"),
-    runs,
-    report,
+    parts.runs,
+    parts.report,
   );
-  const section = h(
+  return h(
     "section",
     { class: "evals", id, "aria-labelledby": `${id}-title` },
     h("h3", { id: `${id}-title` }, "Evals"),
-    h("p", { class: "muted" }, `Runs the eval suite under evals/ (each case a job of your key, graded) on a version the daemon served, optionally against another, case by case.`),
+    h("p", { class: "muted" }, `Runs the eval suite under evals/ (each case a job of your key, graded) on a version of ${b.name} the daemon served, optionally against another, case by case.`),
     fold,
   );
-  return section;
 }
 
 /** The suite's cases, or why there are none. */
