@@ -65,14 +65,15 @@ tools:
     )
 }
 
-/// A bundle whose one tool runs for four minutes: its job stays running
-/// while the views are audited.
+/// A bundle whose one tool runs for four minutes, or until its daemon is
+/// gone (the test's end kills the daemon, not its tools): its job stays
+/// running while the views are audited.
 const NAPPER: &str = r#"name: napper
 version: "1"
 model: {endpoint: mock, name: m, plugin: openai}
 prompts: {user: "{{ input }}"}
 tools:
-  - {name: nap, kind: process, effect: read_only, description: Naps., timeout: 10m, command: [python3, -c, "import time; time.sleep(240)"]}
+  - {name: nap, kind: process, effect: read_only, description: Naps., timeout: 10m, command: [python3, -c, "import os, time\nparent = os.getppid()\nfor _ in range(240):\n    if os.getppid() != parent: break\n    time.sleep(1)"]}
 "#;
 
 /// Four eyes: the key that submitted a job may not decide on its call.
