@@ -9,13 +9,9 @@
 use crate::queue::{JobKind, NewJob};
 use crate::registry::{ReleaseVerdict, Snapshot};
 
-/// Pins `job` to its bundle's canary, by the canary's share.
+/// Pins `job` to its bundle's canary, by the canary's share (the chance
+/// is drawn only when there is one).
 pub fn route_canary(snapshot: &Snapshot, job: &mut NewJob) {
-    route_with(snapshot, job, rand::random::<f64>());
-}
-
-/// [`route_canary`] with the draw (`0 <= draw < 1`) given.
-fn route_with(snapshot: &Snapshot, job: &mut NewJob, draw: f64) {
     let shared = matches!(job.kind, JobKind::Bundle | JobKind::Stage { .. });
     if !shared || job.bundle_digest.is_some() || job.bundle_version.is_some() {
         return;
@@ -32,7 +28,7 @@ fn route_with(snapshot: &Snapshot, job: &mut NewJob, draw: f64) {
         .as_ref()
         .filter(|d| d.verdict == ReleaseVerdict::Canary)
         .and_then(|_| held.loaded.bundle.raw.release.as_ref()?.canary.as_ref());
-    if canary.is_some_and(|canary| draw < canary.share) {
+    if canary.is_some_and(|canary| rand::random::<f64>() < canary.share) {
         job.bundle_version = Some(held.loaded.version().to_string());
         job.bundle_digest = Some(held.loaded.identity.to_string());
     }

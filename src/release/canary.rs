@@ -77,8 +77,9 @@ pub(super) async fn watch(
     else {
         return;
     };
+    let mut counted = Counted::default();
     while still_canary(&gate.recorder.registry, &candidate) {
-        match tally(&gate, &live, &candidate, since).await {
+        match tally(&gate, &live, &candidate, since, &mut counted).await {
             Ok((tried, serving)) if tried.ended >= u64::from(canary.min_jobs) => {
                 let (verdict, reason) = judge(&canary, tried, serving, live.version());
                 let ruling = Ruling {
@@ -124,21 +125,36 @@ fn still_canary(registry: &Registry, candidate: &LoadedBundle) -> bool {
         })
 }
 
+/// What earlier counts settled: the tallies of every job up to `cursor`
+/// (in creation order), none of which can change any more — each that
+/// counts had ended — so the next count reads on from there rather than
+/// every job since the canary began, every time.
+#[derive(Debug, Default)]
+struct Counted {
+    tried: Tally,
+    serving: Tally,
+    cursor: Option<String>,
+}
+
 /// The candidate's and the serving version's jobs submitted since
 /// `since` that have ended: the bundle's own runs only (not evals, tool
-/// runs or verifies, which say nothing of how it serves).
+/// runs or verifies, which say nothing of how it serves). Reads on from
+/// what `counted` settled, and settles what it can.
 async fn tally(
     gate: &ReleaseGate,
     live: &LoadedBundle,
     candidate: &LoadedBundle,
     since: SystemTime,
+    counted: &mut Counted,
 ) -> Result<(Tally, Tally), QueueError> {
     let from = since
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    let (mut tried, mut serving) = (Tally::default(), Tally::default());
-    let (mut cursor, mut read) = (None, 0);
+    let (mut tried, mut serving) = (counted.tried, counted.serving);
+    let (mut cursor, mut read) = (counted.cursor.clone(), 0);
+    // Every job that counts read so far had ended: what is read is settled.
+    let mut settled = true;
     while read < MAX_READ {
         let page = gate
             .queue
@@ -153,16 +169,25 @@ async fn tally(
             .await?;
         read += page.jobs.len();
         for job in &page.jobs {
-            let counted = matches!(job.kind, JobKind::Bundle | JobKind::Stage { .. })
-                && job.state.is_terminal()
-                && job.state != JobState::Cancelled;
             let tally = match job.bundle_digest.as_deref() {
-                Some(digest) if digest == candidate.identity.as_str() => &mut tried,
-                Some(digest) if digest == live.identity.as_str() => &mut serving,
-                _ => continue,
+                _ if !matches!(job.kind, JobKind::Bundle | JobKind::Stage { .. }) => None,
+                Some(digest) if digest == candidate.identity.as_str() => Some(&mut tried),
+                Some(digest) if digest == live.identity.as_str() => Some(&mut serving),
+                _ => None,
             };
-            if counted {
-                tally.add(job.state, job.cost_spent);
+            if let Some(tally) = tally {
+                match job.state {
+                    JobState::Cancelled => {}
+                    state if state.is_terminal() => tally.add(state, job.cost_spent),
+                    _ => settled = false,
+                }
+            }
+            if settled {
+                *counted = Counted {
+                    tried,
+                    serving,
+                    cursor: Some(job.id.to_string()),
+                };
             }
         }
         match page.next_cursor {
