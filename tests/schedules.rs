@@ -342,7 +342,9 @@ fn store_env(store: Store) -> (Option<Schema>, Vec<(&'static str, String)>) {
     }
 }
 
-async fn outage(store: Store, missed: &str) -> Vec<(i64, i64)> {
+/// The fires of a 4 s outage (every whole second between the first
+/// daemon's exit and the second's start) that made no job.
+async fn outage(store: Store, missed: &str) -> Vec<i64> {
     let server = mock_server(QUICK).await;
     let site = Site::new(&server.base_url(), "");
     let (_schema, env) = store_env(store);
@@ -357,12 +359,17 @@ async fn outage(store: Store, missed: &str) -> Vec<(i64, i64)> {
     // Stopped (a restart or a deploy: its last job drains), not killed: a
     // job killed mid-run holds the schedule until its lease runs out.
     assert_eq!(daemon.stop(), Some(0));
+    // Only fires from here on came while nobody watched. Fires before
+    // came while the first daemon watched and follow `overlap: queue`: one
+    // that came while the last job was outstanding (a job that ended more
+    // than a second after its fire, on a loaded machine) runs as one job
+    // with the next, so they may leave gaps (CI's failure: 293 ran as 294).
+    let stopped = now_ms();
     tokio::time::sleep(Duration::from_secs(4)).await;
     let restarted = now_ms();
     let daemon = site.start_with_env(&env);
     // Every fire the outage held has had its turn once one that came
-    // since ran. The ones that came since follow `overlap: queue` (those
-    // that came while the catch-up's last job was outstanding run as one).
+    // since ran.
     let jobs = eventually(
         Duration::from_secs(30),
         "a fire since the restart",
@@ -374,22 +381,21 @@ async fn outage(store: Store, missed: &str) -> Vec<(i64, i64)> {
         },
     )
     .await;
-    let held: Vec<(i64, Value)> = jobs
-        .into_iter()
-        .filter(|(fire, _)| *fire < restarted)
-        .collect();
-    let gaps = gaps(&held);
-    let jobs = held;
-    // What a gap's neighbours did, for the failure message.
-    for (a, b) in &gaps {
-        for (fire, job) in jobs.iter().filter(|(f, _)| f == a || f == b) {
+    let ran: BTreeSet<i64> = jobs.iter().map(|(fire, _)| *fire).collect();
+    let held = (stopped.div_euclid(1000) + 1..)
+        .map(|second| second * 1000)
+        .take_while(|fire| *fire < restarted);
+    let left_out: Vec<i64> = held.filter(|fire| !ran.contains(fire)).collect();
+    if !left_out.is_empty() {
+        for (fire, job) in &jobs {
             eprintln!(
                 "{store:?} {missed}: fire {fire}: {} created {} started {} finished {}",
                 job["state"], job["created_at"], job["started_at"], job["finished_at"]
             );
         }
+        eprintln!("{store:?} {missed}: stopped {stopped}, restarted {restarted}");
     }
-    gaps
+    left_out
 }
 
 /// A 4 s outage of a cron every second: every fire it held is within the
@@ -400,10 +406,10 @@ async fn outage(store: Store, missed: &str) -> Vec<(i64, i64)> {
 async fn fires_held_by_a_short_outage_are_on_time_under_every_policy() {
     for store in [Store::Sqlite, Store::Postgres] {
         for missed in ["run_all", "skip", "run_once"] {
-            let gaps = outage(store, missed).await;
+            let left_out = outage(store, missed).await;
             assert!(
-                gaps.is_empty(),
-                "{store:?}, {missed} left fires out: {gaps:?}"
+                left_out.is_empty(),
+                "{store:?}, {missed} left fires out: {left_out:?}"
             );
         }
     }
