@@ -31,6 +31,8 @@ use structured_agents::mock::{MockServer, Script};
 mod daemon;
 #[path = "support/pg_probe.rs"]
 mod pg_probe;
+#[path = "support/site.rs"]
+mod site;
 #[path = "support/store.rs"]
 mod store;
 
@@ -46,42 +48,13 @@ fn write_site(dir: &Path, endpoint: &str, workers: usize) {
 
 /// `durability` is `full` or `fast` (`queue.durability`).
 fn write_site_with(dir: &Path, endpoint: &str, workers: usize, durability: &str, extra: &str) {
-    for sub in ["bundles", "models", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = {workers}\npoll_interval = \"100ms\"\nlease = \"120s\"\ndurability = \"{durability}\"\n\
-             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {workers}\nrequest_timeout = \"600s\"\n{extra}"
-        ),
-    )
-    .unwrap();
-}
-
-fn bundle(name: &str) -> String {
-    format!(
-        "name: {name}\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n"
-    )
-}
-
-/// Writes bundles/<name>/bundle.yaml under the site `dir`.
-fn put_bundle(dir: &Path, name: &str, yaml: &str) {
-    let bundle_dir = dir.join("bundles").join(name);
-    std::fs::create_dir_all(&bundle_dir).unwrap();
-    std::fs::write(bundle_dir.join("bundle.yaml"), yaml).unwrap();
-}
-
-/// A mock model server playing `script`, not recording requests.
-async fn mock(script: &str) -> MockServer {
-    MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse(script, "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap()
+    let queue = format!("durability = \"{durability}\"\n");
+    let config = site::Config {
+        queue: &queue,
+        sections: extra,
+        ..site::Config::new(endpoint, workers)
+    };
+    site::write_site(dir, &config);
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -128,7 +101,7 @@ async fn raw_round_trips(server: &MockServer, jobs: usize, concurrency: usize) -
 }
 
 async fn throughput(jobs: usize, concurrency: usize) {
-    let server = mock("replies:\n  - content: ok\n").await;
+    let server = site::mock("replies:\n  - content: ok\n").await;
     let raw_rate = raw_round_trips(&server, jobs, concurrency).await;
 
     let full = jobs_per_second(&server, "full", "", jobs, concurrency).await;
@@ -159,7 +132,7 @@ async fn reload_latency(rounds: usize) {
         let name = format!("drop{i}");
         let staging = dir.path().join(format!("staging-{name}"));
         std::fs::create_dir_all(&staging).unwrap();
-        std::fs::write(staging.join("bundle.yaml"), bundle(&name)).unwrap();
+        std::fs::write(staging.join("bundle.yaml"), site::one_turn(&name)).unwrap();
         let renamed = Instant::now();
         std::fs::rename(&staging, dir.path().join("bundles").join(&name)).unwrap();
         let id = loop {
@@ -215,11 +188,15 @@ async fn reload_latency(rounds: usize) {
 /// changed (it is rebound; the others are kept), and after nothing changed,
 /// median and max over `rounds` reloads each.
 async fn reload_directory(bundles: usize, rounds: usize) {
-    let server = mock("replies:\n  - content: ok\n").await;
+    let server = site::mock("replies:\n  - content: ok\n").await;
     let dir = tempfile::tempdir().unwrap();
     write_site(dir.path(), &server.base_url(), 4);
     for i in 0..bundles {
-        put_bundle(dir.path(), &format!("b{i}"), &bundle(&format!("b{i}")));
+        site::put_bundle(
+            dir.path(),
+            &format!("b{i}"),
+            &site::one_turn(&format!("b{i}")),
+        );
     }
     let daemon = start(dir.path());
     let http = reqwest::Client::new();
@@ -238,8 +215,8 @@ async fn reload_directory(bundles: usize, rounds: usize) {
     };
     let (mut one_changed, mut unchanged) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let edited = format!("{}description: round {round}\n", bundle("b0"));
-        put_bundle(dir.path(), "b0", &edited);
+        let edited = format!("{}description: round {round}\n", site::one_turn("b0"));
+        site::put_bundle(dir.path(), "b0", &edited);
         let (took, outcome) = reload().await;
         // The watcher may have reloaded first: then this reload found nothing.
         if outcome["changed"] == json!(["b0"]) {
@@ -269,10 +246,10 @@ async fn reload_directory(bundles: usize, rounds: usize) {
 }
 
 async fn memory_per_job(in_flight: usize) {
-    let server = mock("replies:\n  - content: ok\n    delay_ms: 600000\n").await;
+    let server = site::mock("replies:\n  - content: ok\n    delay_ms: 600000\n").await;
     let dir = tempfile::tempdir().unwrap();
     write_site(dir.path(), &server.base_url(), in_flight);
-    put_bundle(dir.path(), "slow", &bundle("slow"));
+    site::put_bundle(dir.path(), "slow", &site::one_turn("slow"));
     let daemon = start(dir.path());
     let http = reqwest::Client::new();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -329,7 +306,7 @@ async fn jobs_per_second(
         durability,
         telemetry,
     );
-    put_bundle(dir.path(), "b", &bundle("b"));
+    site::put_bundle(dir.path(), "b", &site::one_turn("b"));
     let daemon = start(dir.path());
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -357,7 +334,7 @@ async fn jobs_per_second(
 
 /// Throughput with OTLP export and metrics on vs all telemetry off, alternating.
 async fn telemetry_overhead(rounds: usize) {
-    let server = mock("replies:\n  - content: ok\n").await;
+    let server = site::mock("replies:\n  - content: ok\n").await;
     // An OTLP/HTTP receiver that accepts and discards.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let otlp = format!("http://{}", listener.local_addr().unwrap());
@@ -400,7 +377,8 @@ async fn durable_turn_overhead(samples: usize) {
     use tokio_util::sync::CancellationToken;
 
     const LONG: u32 = 21;
-    let server = mock("replies:\n  - tool_calls: [{name: nope, arguments: {}, id: c}]\n").await;
+    let server =
+        site::mock("replies:\n  - tool_calls: [{name: nope, arguments: {}, id: c}]\n").await;
 
     // In-process, no persistence.
     let backend =
@@ -434,10 +412,10 @@ async fn durable_turn_overhead(samples: usize) {
         let dir = tempfile::tempdir().unwrap();
         write_site_with(dir.path(), &server.base_url(), 1, durability, "");
         for (name, turns) in [("short", 1), ("long", LONG)] {
-            put_bundle(
+            site::put_bundle(
                 dir.path(),
                 name,
-                &format!("{}limits: {{max_turns: {turns}}}\n", bundle(name)),
+                &format!("{}limits: {{max_turns: {turns}}}\n", site::one_turn(name)),
             );
         }
         let daemon = start(dir.path());
@@ -639,7 +617,7 @@ async fn scale_run(daemons: &[Daemon], jobs: usize, concurrency: usize) -> Scale
 /// Durable one-turn jobs/s: SQLite with one daemon, PostgreSQL with one, two
 /// and three daemons, each beside raw round trips/s to the same mock server.
 async fn scale(jobs: usize, concurrency: usize) {
-    let server = mock("replies:\n  - content: ok\n").await;
+    let server = site::mock("replies:\n  - content: ok\n").await;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     println!(
         "scale: {jobs} durable one-turn jobs over HTTP, {WORKERS} workers per daemon, {cores} cores"
@@ -674,7 +652,7 @@ async fn scale(jobs: usize, concurrency: usize) {
             .iter()
             .map(|dir| {
                 write_site(dir.path(), &server.base_url(), WORKERS);
-                put_bundle(dir.path(), "b", &bundle("b"));
+                site::put_bundle(dir.path(), "b", &site::one_turn("b"));
                 start_env(dir.path(), if daemons == 0 { &[] } else { &env })
             })
             .collect();
@@ -717,7 +695,7 @@ async fn scale(jobs: usize, concurrency: usize) {
 /// tools, against the same requests sent to the mock server directly, in
 /// one run.
 async fn chat_overhead(requests: usize, concurrency: usize) {
-    let server = mock("replies:\n  - content: ok\n").await;
+    let server = site::mock("replies:\n  - content: ok\n").await;
     let dir = tempfile::tempdir().unwrap();
     write_site_with(
         dir.path(),
@@ -726,7 +704,7 @@ async fn chat_overhead(requests: usize, concurrency: usize) {
         "full",
         "[runtime]\nrouter = \"b\"\n",
     );
-    put_bundle(dir.path(), "b", &bundle("b"));
+    site::put_bundle(dir.path(), "b", &site::one_turn("b"));
     let daemon = start(dir.path());
     // Requests/s, p50 and p99 of `body` POSTed to `url`, each answer's
     // text at `answer` checked.
@@ -802,7 +780,7 @@ async fn chat_overhead(requests: usize, concurrency: usize) {
 /// `POST /v1/jobs/batch` in batches of 1,000, on SQLite (FULL) and on
 /// PostgreSQL, with no worker taking them (`run_at` in an hour).
 async fn bulk_submit(jobs: usize) {
-    let server = mock("replies:\n  - content: ok\n").await;
+    let server = site::mock("replies:\n  - content: ok\n").await;
     let http = reqwest::Client::new();
     let run_at =
         humantime::format_rfc3339(std::time::SystemTime::now() + Duration::from_secs(3600))
@@ -811,7 +789,7 @@ async fn bulk_submit(jobs: usize) {
     for postgres in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         write_site(dir.path(), &server.base_url(), WORKERS);
-        put_bundle(dir.path(), "b", &bundle("b"));
+        site::put_bundle(dir.path(), "b", &site::one_turn("b"));
         let schema = format!("sa_bench_{}", uuid::Uuid::new_v4().simple());
         let env = [
             ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres".to_string()),

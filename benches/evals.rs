@@ -17,10 +17,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
+use structured_agents::mock::MockServer;
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/site.rs"]
+mod site;
 
 use daemon::{Daemon, metric, start};
 
@@ -28,24 +30,7 @@ use daemon::{Daemon, metric, start};
 const WORKERS: usize = 8;
 
 fn write_site(dir: &Path, endpoint: &str) {
-    for sub in ["bundles", "models", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = {WORKERS}\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
-             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {WORKERS}\nrequest_timeout = \"600s\"\n"
-        ),
-    )
-    .unwrap();
-}
-
-fn bundle(name: &str) -> String {
-    format!(
-        "name: {name}\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n"
-    )
+    site::write_site(dir, &site::Config::new(endpoint, WORKERS));
 }
 
 /// Bundle `b` with a suite of `cases` one-turn cases, each graded by
@@ -62,17 +47,11 @@ fn put_suite(dir: &Path, cases: usize) {
         "graders:\n  - type: contains\n    expected: answer\n",
     )
     .unwrap();
-    std::fs::write(dir.join("bundles/b/bundle.yaml"), bundle("b")).unwrap();
+    site::put_bundle(dir, "b", &site::one_turn("b"));
 }
 
 async fn mock() -> MockServer {
-    MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n", "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap()
+    site::mock("replies:\n  - content: ok\n").await
 }
 
 async fn succeeded(http: &reqwest::Client, d: &Daemon) -> usize {
@@ -185,7 +164,7 @@ async fn drops(server: &MockServer, rounds: usize, decisions: usize) -> (f64, f6
         let name = format!("drop{i}");
         let staging = dir.path().join(format!("staging-{name}"));
         std::fs::create_dir_all(&staging).unwrap();
-        std::fs::write(staging.join("bundle.yaml"), bundle(&name)).unwrap();
+        std::fs::write(staging.join("bundle.yaml"), site::one_turn(&name)).unwrap();
         let renamed = Instant::now();
         std::fs::rename(&staging, dir.path().join("bundles").join(&name)).unwrap();
         loop {

@@ -21,10 +21,11 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/site.rs"]
+mod site;
 #[path = "support/store.rs"]
 mod store;
 
@@ -38,9 +39,6 @@ const WORKERS: usize = 8;
 const MODEL_MS: u64 = 40;
 
 fn write_site(dir: &Path, endpoint: &str) {
-    for sub in ["bundles", "models", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
     let mut keys = String::new();
     for name in ["a", "b"] {
         let hash = structured_agents::hex::sha256_hex(token(name).as_bytes());
@@ -48,25 +46,15 @@ fn write_site(dir: &Path, endpoint: &str) {
             "[[keys]]\nname = \"{name}\"\ntoken_sha256 = \"{hash}\"\nscopes = [\"submit\", \"read\"]\n\n"
         ));
     }
+    std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("keys.toml"), keys).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[auth]\nkeys_file = \"keys.toml\"\n\
-             [paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = {WORKERS}\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
-             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {WORKERS}\nrequest_timeout = \"600s\"\n"
-        ),
-    )
-    .unwrap();
+    let config = site::Config {
+        sections: "[auth]\nkeys_file = \"keys.toml\"\n",
+        ..site::Config::new(endpoint, WORKERS)
+    };
+    site::write_site(dir, &config);
     for name in ["fa", "fb"] {
-        let dir = dir.join("bundles").join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("bundle.yaml"),
-            format!("name: {name}\nversion: \"1\"\nmodel: {{endpoint: mock, name: m}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n"),
-        )
-        .unwrap();
+        site::put_bundle(dir, name, &site::one_turn(name));
     }
 }
 
@@ -148,17 +136,10 @@ async fn b_times(http: &reqwest::Client, d: &Daemon, ids: &[String]) -> (Vec<f64
 }
 
 async fn fair_run(label: &str, env: &[(&str, &str)], seconds: u64) {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse(
-            &format!("replies:\n  - content: ok\n    delay_ms: {MODEL_MS}\n"),
-            "fair",
-        )
-        .unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = site::mock(&format!(
+        "replies:\n  - content: ok\n    delay_ms: {MODEL_MS}\n"
+    ))
+    .await;
     let dir = tempfile::tempdir().unwrap();
     write_site(dir.path(), &server.base_url());
     let d = start_env(dir.path(), env);

@@ -13,10 +13,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::json;
-use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/site.rs"]
+mod site;
 #[path = "support/store.rs"]
 mod store;
 
@@ -24,38 +25,18 @@ use daemon::start_env;
 use store::{drop_schema, fresh_schema, postgres_env};
 
 fn write_site(dir: &Path, endpoint: &str) {
-    for sub in ["bundles", "models", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\nmax_connections = 16000\n\
-             [paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = 8\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
-             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = 8\nrequest_timeout = \"600s\"\n"
-        ),
-    )
-    .unwrap();
-    let bundle = dir.join("bundles").join("b");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::write(
-        bundle.join("bundle.yaml"),
-        "name: b\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
-    )
-    .unwrap();
+    let config = site::Config {
+        server: "max_connections = 16000\n",
+        ..site::Config::new(endpoint, 8)
+    };
+    site::write_site(dir, &config);
+    site::put_bundle(dir, "b", &site::one_turn("b"));
 }
 
 /// The answers to `n` submits sent at once: count by status (`0`: the
 /// connection failed).
 async fn flood(label: &str, env: &[(&str, &str)], n: usize) -> BTreeMap<u16, usize> {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse("replies:\n  - content: ok\n", "flood").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = site::mock("replies:\n  - content: ok\n").await;
     let dir = tempfile::tempdir().unwrap();
     write_site(dir.path(), &server.base_url());
     let d = start_env(dir.path(), env);

@@ -12,10 +12,12 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
+use structured_agents::mock::MockServer;
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/site.rs"]
+mod site;
 
 use daemon::start;
 
@@ -32,9 +34,6 @@ const MAX_CONCURRENT: usize = 64;
 const SUBMITS_PER_SECOND: f64 = 50.0;
 
 fn write_site(dir: &Path, server: &MockServer, load: bool) {
-    for sub in ["bundles/b", "models", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
     let gate = if load {
         format!(
             "[endpoints.mock.load]\nkind = \"vllm\"\nmetrics_url = \"http://{}/metrics\"\npoll_interval = \"100ms\"\n\
@@ -44,17 +43,16 @@ fn write_site(dir: &Path, server: &MockServer, load: bool) {
     } else {
         String::new()
     };
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = {MAX_CONCURRENT}\npoll_interval = \"100ms\"\nlease = \"120s\"\ndurability = \"fast\"\nmax_attempts = 3\nbackoff_base = \"200ms\"\n\
-             [endpoints.mock]\nbase_url = \"{}\"\nmax_concurrent = {MAX_CONCURRENT}\nrequest_timeout = \"2s\"\nmax_retries = 2\n{gate}",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    std::fs::write(dir.join("bundles/b/bundle.yaml"), BUNDLE).unwrap();
+    let endpoint = server.base_url();
+    let config = site::Config {
+        request_timeout: "2s",
+        queue: "durability = \"fast\"\nmax_attempts = 3\nbackoff_base = \"200ms\"\n",
+        mock: "max_retries = 2\n",
+        sections: &gate,
+        ..site::Config::new(&endpoint, MAX_CONCURRENT)
+    };
+    site::write_site(dir, &config);
+    site::put_bundle(dir, "b", BUNDLE);
 }
 
 struct Outcome {
@@ -72,13 +70,7 @@ fn at(job: &Value, field: &str) -> SystemTime {
 }
 
 async fn run(jobs: usize, load: bool) -> Outcome {
-    let server = MockServer::start_on(
-        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-        Script::parse(SCRIPT, "bench").unwrap(),
-        false,
-    )
-    .await
-    .unwrap();
+    let server = site::mock(SCRIPT).await;
     let dir = tempfile::tempdir().unwrap();
     write_site(dir.path(), &server, load);
     let daemon = start(dir.path());

@@ -19,12 +19,13 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
 #[path = "support/plugin.rs"]
 mod plugin;
+#[path = "support/site.rs"]
+mod site;
 #[path = "support/store.rs"]
 mod store;
 
@@ -79,21 +80,13 @@ fn dbos_python() -> PathBuf {
 }
 
 fn write_site(dir: &Path, endpoint: &str, plugin: &Path) {
-    for sub in ["bundles/agent", "models", "plugins", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
+    let config = site::Config {
+        request_timeout: "60s",
+        ..site::Config::new(endpoint, AT_ONCE)
+    };
+    site::write_site(dir, &config);
     std::fs::copy(plugin, dir.join("plugins/libsa_plugin_calculator.so")).unwrap();
-    std::fs::write(dir.join("bundles/agent/bundle.yaml"), BUNDLE).unwrap();
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n\
-             [paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = {AT_ONCE}\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
-             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {AT_ONCE}\nrequest_timeout = \"60s\"\n"
-        ),
-    )
-    .unwrap();
+    site::put_bundle(dir, "agent", BUNDLE);
 }
 
 /// Submits `runs` jobs of the agent in batches and waits for all to
@@ -189,13 +182,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let server = MockServer::start_on(
-            tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-            Script::parse(SCRIPT, "peers").unwrap(),
-            false,
-        )
-        .await
-        .unwrap();
+        let server = site::mock(SCRIPT).await;
         let schema = fresh_schema();
         let env = postgres_env(&schema);
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();

@@ -16,10 +16,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use structured_agents::mock::{MockServer, Script};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/site.rs"]
+mod site;
 #[path = "support/store.rs"]
 mod store;
 
@@ -30,26 +31,8 @@ const WORKERS: usize = 8;
 const WINDOW: Duration = Duration::from_secs(10);
 
 fn write_site(dir: &Path, endpoint: &str) {
-    for sub in ["bundles", "models", "state"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("config.toml"),
-        format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n\
-             [paths]\nbundles_dir = \"bundles\"\nmodels_dir = \"models\"\nplugins_dir = \"plugins\"\nstate_dir = \"state\"\n\
-             [queue]\nworkers = {WORKERS}\npoll_interval = \"100ms\"\nlease = \"120s\"\n\
-             [endpoints.mock]\nbase_url = \"{endpoint}\"\nmax_concurrent = {WORKERS}\nrequest_timeout = \"600s\"\n"
-        ),
-    )
-    .unwrap();
-    let bundle = dir.join("bundles").join("b");
-    std::fs::create_dir_all(&bundle).unwrap();
-    std::fs::write(
-        bundle.join("bundle.yaml"),
-        "name: b\nversion: \"1\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
-    )
-    .unwrap();
+    site::write_site(dir, &site::Config::new(endpoint, WORKERS));
+    site::put_bundle(dir, "b", &site::one_turn("b"));
 }
 
 async fn succeeded(http: &reqwest::Client, d: &Daemon) -> usize {
@@ -95,13 +78,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let server = MockServer::start_on(
-            tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
-            Script::parse("replies:\n  - content: ok\n", "snapshot").unwrap(),
-            false,
-        )
-        .await
-        .unwrap();
+        let server = site::mock("replies:\n  - content: ok\n").await;
         let dir = tempfile::tempdir().unwrap();
         write_site(dir.path(), &server.base_url());
         let schema = fresh_schema();

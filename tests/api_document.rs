@@ -115,7 +115,7 @@ async fn the_document_describes_every_route_and_each_operation_its_answers() {
     }
     assert_eq!(
         document["paths"]["/v1/reload"]["post"]["security"],
-        json!([{"bearer": []}, {"reload_key": []}])
+        json!([{"bearer": []}, {"api_key": []}, {"reload_key": []}])
     );
     let run = &document["paths"]["/v1/bundles/{name}/tools/{tool}:run"]["post"];
     let names: Vec<&str> = run["parameters"]

@@ -19,6 +19,8 @@ mod browser;
 #[path = "console/checks.rs"]
 mod checks;
 mod common;
+#[path = "console/fixtures.rs"]
+mod fixtures;
 
 use std::time::Duration;
 
@@ -31,37 +33,15 @@ use common::daemon::{
 use common::mock_server;
 use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::key::Key;
+use fixtures::calc;
 use serde_json::{Value, json};
 use structured_agents::mock::MockServer;
 
-const SCRIPT: &str = r#"
-replies:
-  - {match: "nap a while", turn: 1, tool_calls: [{id: nap_1, name: nap, arguments: {}}]}
-  - turn: 1
-    content: "Adding them."
-    tool_calls:
-      - {id: call_add, name: add, arguments: {a: 2, b: 3}}
-  - {turn: 2, content: "2 + 3 = 5."}
-"#;
-
-/// A bundle adding with a tool; `approval` is the tool's `approval:` line.
-fn calc(name: &str, approval: &str) -> String {
+/// The napping tool's call, then an addition.
+fn script() -> String {
     format!(
-        r#"name: {name}
-version: "1"
-model: {{endpoint: mock, name: m, plugin: openai}}
-prompts: {{system: "You add.", user: "{{{{ input }}}}"}}
-tools:
-  - name: add
-    kind: process
-    effect: read_only
-    description: Add two numbers.
-{approval}    parameters:
-      type: object
-      properties: {{a: {{type: number}}, b: {{type: number}}}}
-      required: [a, b]
-    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(json.dumps({{'sum': a['a'] + a['b']}}))"]
-"#
+        "replies:\n  - {{match: \"nap a while\", turn: 1, tool_calls: [{{id: nap_1, name: nap, arguments: {{}}}}]}}\n{}",
+        fixtures::ADDING
     )
 }
 
@@ -182,7 +162,7 @@ async fn dead_letter(daemon: &Daemon, admin: &str) {
 }
 
 async fn site() -> (MockServer, Site, Daemon, String) {
-    let mock = mock_server(SCRIPT).await;
+    let mock = mock_server(&script()).await;
     let site = Site::new(
         &mock.base_url(),
         "[auth]\nkeys_file = \"keys.toml\"\n\n[webhooks]\nmax_attempts = 1\ntimeout = \"2s\"\n\n[egress]\nallow = [\"http://127.0.0.1:*\"]\n",
@@ -266,7 +246,7 @@ async fn views_of_an_admin(browser: &Browser, daemon: &Daemon, tag: &str) {
     wait_title(browser, "Bundles · structured-agents").await;
     browser.click(&format!("{panel} summary")).await;
     browser
-        .type_into(&format!("{panel} textarea.verify-exchange"), SCRIPT)
+        .type_into(&format!("{panel} textarea.verify-exchange"), &script())
         .await;
     browser.click(&format!("{panel} button.verify-run")).await;
     browser.confirm().await;
@@ -348,7 +328,7 @@ async fn skip_to_the_view(browser: &Browser) {
 /// confirmation and gives the focus back, and Tab and Enter confirm it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_is_cancelled_with_the_keyboard_alone() {
-    let mock = mock_server(SCRIPT).await;
+    let mock = mock_server(&script()).await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
         "guarded",
@@ -417,5 +397,27 @@ async fn a_job_is_cancelled_with_the_keyboard_alone() {
         get(&http, &daemon, &format!("/v1/jobs/{id}")).await["state"],
         "cancelled"
     );
+    a_link_gives_the_focus_to_the_view_it_draws(&browser, &daemon, &id).await;
     browser.close().await;
+}
+
+/// A link that changes the view (no page load) gives the focus to the new
+/// view, as a page load would put a reader at its start; so does Back.
+/// (A filter that redraws the list in place keeps its field's focus:
+/// `console_views`.)
+async fn a_link_gives_the_focus_to_the_view_it_draws(browser: &Browser, daemon: &Daemon, id: &str) {
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    wait_title(browser, "Jobs · structured-agents").await;
+    let link = format!("#jobs tr[data-job='{id}'] td a");
+    browser.wait_for(&link).await;
+    browser
+        .eval_text(&format!("(document.querySelector(\"{link}\").focus(), '')"))
+        .await;
+    press(browser, Key::Enter).await;
+    let short = &id[id.len() - 8..];
+    wait_title(browser, &format!("Job …{short} · structured-agents")).await;
+    assert_eq!(focused(browser).await, "view", "after the link to the job");
+    browser.eval_text("(history.back(), '')").await;
+    wait_title(browser, "Jobs · structured-agents").await;
+    assert_eq!(focused(browser).await, "view", "after Back");
 }

@@ -22,23 +22,10 @@ use std::time::Duration;
 use browser::Browser;
 use checks::audit;
 use common::daemon::{Daemon, Site, client_as, eventually, get, new_key};
+use common::gated::drop_version;
 use common::mock_server;
 use serde_json::Value;
 use structured_agents::mock::MockServer;
-
-/// The calculator gated on its evals; `VARIANT` picks its answers.
-const CALC: &str = r#"name: calc
-version: "VERSION"
-description: Answers three questions.
-model: {endpoint: mock, name: m}
-prompts: {user: "QVARIANT: {{ input }}"}
-release: {gate: evals, no_regressions: true}
-"#;
-
-const CASES: &str = r#"{"id": "sum", "input": "add 2 and 3", "expected": {"answer": "5"}, "tags": ["smoke"]}
-{"id": "hello", "input": "say hello", "expected": {"answer": "hello"}, "tags": ["smoke"]}
-{"id": "capital", "input": "capital of France", "expected": {"answer": "Paris"}}
-"#;
 
 /// `right` answers every case; `wrong` regresses on `hello` alone.
 const SCRIPT: &str = r#"
@@ -53,23 +40,6 @@ replies:
 
 const CARD: &str = "section.bundle[data-bundle=calc]";
 const PANEL: &str = "section.bundle[data-bundle=calc] .evals";
-
-fn drop_version(site: &Site, version: u32, variant: &str) {
-    let evals = site.path().join("bundles/calc/evals");
-    std::fs::create_dir_all(&evals).unwrap();
-    std::fs::write(
-        evals.join("suite.yaml"),
-        "graders:\n  - type: contains\n    expected: answer\n",
-    )
-    .unwrap();
-    std::fs::write(evals.join("cases.jsonl"), CASES).unwrap();
-    site.put_bundle(
-        "calc",
-        &CALC
-            .replace("VERSION", &version.to_string())
-            .replace("VARIANT", variant),
-    );
-}
 
 /// The daemon with version 1 serving and version 2 held, rejected by its
 /// eval; the admin's and the read-only key's tokens.
@@ -212,9 +182,62 @@ async fn promote_from_the_banner(browser: &Browser, daemon: &Daemon, admin: &str
     );
 }
 
+/// Version 3 held, shown with its Promote button; an operator promotes it
+/// elsewhere meanwhile: the page's Promote is refused, the daemon's reason
+/// beside the button (enabled again), and nothing changes.
+async fn refused_when_decided_meanwhile(
+    browser: &Browser,
+    site: &Site,
+    daemon: &Daemon,
+    admin: &str,
+) {
+    drop_version(site, 3, "wrong");
+    let http = client_as(admin);
+    eventually(Duration::from_secs(90), "version 3 rejected", || async {
+        let b = get(&http, daemon, "/v1/bundles/calc").await;
+        (b["candidate"]["version"] == "3" && b["candidate"]["state"] == "rejected").then_some(())
+    })
+    .await;
+    browser.goto(&daemon.url("/ui/bundles?open=calc")).await;
+    browser
+        .wait_for(&format!(
+            "{CARD} .candidate[data-candidate='3'] button.release-promote"
+        ))
+        .await;
+    let elsewhere = http
+        .post(daemon.url("/v1/bundles/calc/promote"))
+        .json(&serde_json::json!({"version": "3"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.status(), 200);
+    browser
+        .click(&format!("{CARD} button.release-promote"))
+        .await;
+    browser
+        .wait_text("dialog[open]", "whatever its eval says")
+        .await;
+    browser.confirm().await;
+    let refused = browser
+        .wait_text(
+            &format!("{CARD} .release-outcome"),
+            "The daemon refused to promote version 3",
+        )
+        .await;
+    assert!(refused.contains("holds no version"), "{refused}");
+    let enabled = browser
+        .eval_text(&format!(
+            "String(!document.querySelector('{CARD} button.release-promote').disabled)"
+        ))
+        .await;
+    assert_eq!(enabled, "true");
+    let served = get(&http, daemon, "/v1/bundles/calc").await;
+    assert_eq!(served["version"], "3", "{served}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
-    let (_mock, _site, daemon, admin, viewer) = held_candidate().await;
+    let (_mock, site, daemon, admin, viewer) = held_candidate().await;
 
     sees_no_button_it_may_not_use(&daemon, &viewer).await;
 
@@ -222,6 +245,13 @@ async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
     let browser = Browser::start(1280, 900, false).await;
     sign_in(&browser, &daemon, &admin, "ops").await;
     open_panel(&browser, &daemon).await;
+    // The cases shown are the held version's: what its decision rests on.
+    browser
+        .wait_text(
+            &format!("{PANEL} .evals-cases caption.evals-suite-version"),
+            "the version the release gate holds, 2",
+        )
+        .await;
     let first = run_suite(&browser, "1", "", "none").await;
     browser
         .wait_text(&format!("{PANEL} .evals-report"), "Pass:")
@@ -277,6 +307,7 @@ async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
     audit(&browser, "bundles-evals-1280-light").await;
 
     promote_from_the_banner(&browser, &daemon, &admin).await;
+    refused_when_decided_meanwhile(&browser, &site, &daemon, &admin).await;
     browser.close().await;
 
     // A phone in the dark: the open panel with a diff passes too.

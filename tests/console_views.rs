@@ -19,6 +19,8 @@ mod browser;
 #[path = "console/checks.rs"]
 mod checks;
 mod common;
+#[path = "console/fixtures.rs"]
+mod fixtures;
 
 use browser::Browser;
 use checks::{audit, is_dark, occurrences};
@@ -26,6 +28,7 @@ use common::daemon::{
     Daemon, Site, client, job_events, submit, submit_body, wait_settled, wait_terminal,
 };
 use common::mock_server;
+use fixtures::calc;
 use serde_json::json;
 use std::time::Duration;
 
@@ -51,29 +54,6 @@ replies:
       - {id: call_add, name: add, arguments: {a: 2, b: 3}}
   - {match: "add", turn: 2, content: "2 + 3 = 5."}
 "#;
-
-/// A bundle adding with a tool; `approval` is the tool's `approval:` line.
-fn calc(name: &str, approval: &str) -> String {
-    format!(
-        r#"name: {name}
-version: "1"
-description: Adds two numbers with a tool.
-model: {{endpoint: mock, name: m, plugin: openai}}
-prompts: {{system: "You add.", user: "{{{{ input }}}}"}}
-limits: {{cost: 1.5, prompt_tokens: 100000}}
-tools:
-  - name: add
-    kind: process
-    effect: read_only
-    description: Add two numbers.
-{approval}    parameters:
-      type: object
-      properties: {{a: {{type: number, description: the first}}, b: {{type: number}}}}
-      required: [a, b]
-    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(json.dumps({{'sum': a['a'] + a['b']}}))"]
-"#
-    )
-}
 
 const ASKS: &str = "    approval: {when: \"args.a > 1\", timeout: 1h}\n";
 

@@ -241,4 +241,40 @@ async fn the_suite_lists_each_case_with_its_graders_or_says_there_is_none() {
     );
     let (status, runs) = read(&daemon, &reader, "/v1/bundles/bare/evals").await;
     assert_eq!((status, &runs["runs"]), (200, &json!([])), "{runs}");
+
+    // Version 2 adds a case: the serving version's suite has it, version
+    // 1's (one the daemon served) does not; a version it never knew is a
+    // 404 naming where the versions are listed.
+    // (The version first, then its cases: version 1 never holds the new
+    // case, whichever reload sees what.)
+    site.put_bundle("calc", &CALC.replace("VERSION", "2"));
+    let extra = r#"{"id": "extra", "input": "one more", "expected": {"answer": "1"}}"#;
+    let cases = site.path().join("bundles/calc/evals/cases.jsonl");
+    std::fs::write(&cases, format!("{CASES}{extra}\n")).unwrap();
+    let ids = |suite: &Value| -> Vec<String> {
+        suite["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let serving = eventually(Duration::from_secs(30), "version 2's suite", || async {
+        let (_, suite) = read(&daemon, &reader, "/v1/bundles/calc/evals/suite").await;
+        (suite["version"] == "2" && ids(&suite).contains(&"extra".to_string())).then_some(suite)
+    })
+    .await;
+    let (status, first) = read(&daemon, &reader, "/v1/bundles/calc/evals/suite?version=1").await;
+    assert_eq!((status, &first["version"]), (200, &json!("1")), "{first}");
+    assert!(!ids(&first).contains(&"extra".to_string()), "{first}");
+    assert_eq!(ids(&first).len() + 1, ids(&serving).len());
+    let (status, never) = read(&daemon, &reader, "/v1/bundles/calc/evals/suite?version=9").await;
+    assert_eq!(status, 404, "{never}");
+    assert!(
+        never["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("versions"),
+        "{never}"
+    );
 }

@@ -624,3 +624,51 @@ async fn event_streams_are_capped_per_key_on_every_streaming_route() {
     )
     .await;
 }
+
+/// A key may come in `X-Api-Key` (what LangGraph's SDKs send) as well as
+/// as a bearer token: the same key, the same owner; an unknown one is a
+/// 401; when both headers come, the bearer token is the one read.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_key_in_x_api_key_is_the_same_key() {
+    let server = mock_server(SCRIPT).await;
+    let (site, keys) = site_with_keys(&server.base_url());
+    let daemon = site.start();
+    let http = client();
+    let list = |headers: Vec<(&'static str, String)>| {
+        let mut request = http.get(daemon.url("/v1/jobs?limit=5"));
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap_or_default(),
+            )
+        }
+    };
+    let submitted = http
+        .post(daemon.url("/v1/jobs"))
+        .header("x-api-key", &keys.a)
+        .json(&json!({"bundle": "alpha", "input": "hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(submitted.status().as_u16(), 201);
+    let job: Value = submitted.json().await.unwrap();
+    assert_eq!(job["owner"], "team-a", "{job}");
+
+    let (status, page) = list(vec![("x-api-key", keys.a.clone())]).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["jobs"][0]["id"], job["id"]);
+    let (status, _) = list(vec![("x-api-key", "sa_nope".into())]).await;
+    assert_eq!(status, 401);
+    // Both: the bearer token (team-b) is read, not the header (team-a).
+    let (status, page) = list(vec![
+        ("authorization", format!("Bearer {}", keys.b)),
+        ("x-api-key", keys.a.clone()),
+    ])
+    .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["jobs"], json!([]), "team-b sees none of team-a's jobs");
+}

@@ -25,7 +25,7 @@ use structured_agents::queue::{
     CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, EvalPin, EvalRun, FireRecord,
     ForkSeed, HeartbeatReply, Job, JobFilter, JobId, JobKind, JobOrder, JobOrigin, JobQueue,
     JobState, NewJob, NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder, PushPayload,
-    QueueError, Redrive, Resolution, RetryPolicy, Settled, StoredSchedule,
+    QueueError, Redrive, Replaces, Resolution, RetryPolicy, Settled, StoredRelease, StoredSchedule,
 };
 use structured_agents::trace_context::TraceContext;
 use structured_agents::types::TerminationReason;
@@ -2923,6 +2923,82 @@ async fn stale_sender(a_queue: &dyn JobQueue, b_queue: &dyn JobQueue) {
     );
 }
 
+/// The release gate's decisions, shared by every daemon on the store:
+/// numbered in commit order and read on by number; the first decision
+/// about a content stands against one that replaces nothing, an
+/// operator's (any) replaces it, a canary's outcome only a `canary`.
+async fn release_decisions_are_numbered_and_replaced_only_as_asked(q: Arc<dyn JobQueue>) {
+    let release = |identity: &str, verdict: &str| StoredRelease {
+        identity: identity.into(),
+        verdict: verdict.into(),
+        decision: format!("{{\"verdict\":\"{verdict}\"}}"),
+        seq: 0,
+    };
+    assert_eq!(q.releases_after(0, 10).await.unwrap(), Vec::new());
+    let first = q
+        .record_release(release("c2", "rejected"), Replaces::Nothing)
+        .await
+        .unwrap()
+        .expect("the first decision is written");
+    // A second eval's verdict does not replace it.
+    assert_eq!(
+        q.record_release(release("c2", "promoted"), Replaces::Nothing)
+            .await
+            .unwrap(),
+        None
+    );
+    // Nor does a canary's outcome, which replaces only a canary.
+    let canary_outcome = Replaces::Verdict("canary".into());
+    assert_eq!(
+        q.record_release(release("c2", "promoted"), canary_outcome.clone())
+            .await
+            .unwrap(),
+        None
+    );
+    let canary = q
+        .record_release(release("c3", "canary"), Replaces::Nothing)
+        .await
+        .unwrap()
+        .unwrap();
+    let operator = q
+        .record_release(release("c2", "promoted"), Replaces::Any)
+        .await
+        .unwrap()
+        .unwrap();
+    let rolled_back = q
+        .record_release(release("c3", "rejected"), canary_outcome.clone())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first < canary && canary < operator && operator < rolled_back);
+    // Each content once, at its latest number, in number order.
+    let all = q.releases_after(0, 10).await.unwrap();
+    let seen: Vec<(&str, &str, u64)> = all
+        .iter()
+        .map(|r| (r.identity.as_str(), r.verdict.as_str(), r.seq))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("c2", "promoted", operator),
+            ("c3", "rejected", rolled_back)
+        ]
+    );
+    assert_eq!(all[0].decision, "{\"verdict\":\"promoted\"}");
+    // Read on from a number: only what came after it, up to the limit.
+    let after = q.releases_after(operator, 10).await.unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].identity, "c3");
+    assert_eq!(q.releases_after(0, 1).await.unwrap().len(), 1);
+    // The outcome replaced the canary; a second outcome replaces nothing.
+    assert_eq!(
+        q.record_release(release("c3", "promoted"), canary_outcome)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
 macro_rules! suite {
     ($backend:ident, $make:expr) => {
         mod $backend {
@@ -2977,6 +3053,7 @@ macro_rules! suite {
             case!(a_stale_delivery_claim_settles_nothing);
             case!(concurrent_submits_reserve_a_daily_budget_once);
             case!(push_configs_are_held_to_a_task_a_key_and_the_daemon);
+            case!(release_decisions_are_numbered_and_replaced_only_as_asked);
         }
     };
 }
@@ -3890,4 +3967,53 @@ async fn postgres_a_stale_sender_on_another_handle_settles_nothing() {
     let a = schema.open(2).await;
     let b = schema.open(2).await;
     stale_sender(&a, &b).await;
+}
+
+/// Three daemons' handles record release decisions at once while a
+/// fourth reads on by number, as the gate's mirror does: the numbers
+/// commit in order, so the reader, having read past a number, never finds
+/// a decision below it committed later — it misses none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_release_decisions_read_on_by_number_miss_none() {
+    const EACH: usize = 40;
+    let db = Database::fresh().await;
+    let queues = three_handles(&db, "sa_releases").await;
+    let reader = queues[0].clone();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reading = {
+        let done = done.clone();
+        tokio::spawn(async move {
+            let (mut seen, mut found) = (0u64, std::collections::BTreeSet::new());
+            loop {
+                let finished = done.load(std::sync::atomic::Ordering::SeqCst);
+                for r in reader.releases_after(seen, 500).await.unwrap() {
+                    assert!(r.seq > seen, "numbers read on: {} after {seen}", r.seq);
+                    seen = r.seq;
+                    found.insert(r.identity);
+                }
+                if finished {
+                    return found;
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let writes = (0..3 * EACH).map(|i| {
+        let q = queues[i % 3].clone();
+        async move {
+            let release = StoredRelease {
+                identity: format!("content-{i}"),
+                verdict: "promoted".into(),
+                decision: "{}".into(),
+                seq: 0,
+            };
+            q.record_release(release, Replaces::Any).await
+        }
+    });
+    for written in futures::future::join_all(writes).await {
+        assert!(matches!(written, Ok(Some(_))), "{written:?}");
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let found = reading.await.unwrap();
+    assert_eq!(found.len(), 3 * EACH, "the reader missed decisions");
 }

@@ -4,7 +4,8 @@
 //! candidate while version 1 serves every job; version 3 goes live; each
 //! move is a daemon event (a metric, a log line) and shows on the bundle;
 //! a daemon killed while a candidate's eval runs resumes that same eval;
-//! the operator's promote overrides a rejection.
+//! the operator's promote overrides a rejection; daemons on one PostgreSQL
+//! store share the decisions.
 
 mod common;
 
@@ -13,20 +14,10 @@ use std::time::Duration;
 use common::daemon::{
     Daemon, SHORT_LEASE, Site, client, eventually, get, metric, run_cli, submit, wait_terminal,
 };
+use common::gated::drop_version;
 use common::mock_server;
+use common::postgres::Schema;
 use serde_json::{Value, json};
-
-const CALC: &str = r#"name: calc
-version: "VERSION"
-model: {endpoint: mock, name: m}
-prompts: {user: "QVARIANT: {{ input }}"}
-release: {gate: evals, no_regressions: true}
-"#;
-
-const CASES: &str = r#"{"id": "sum", "input": "add 2 and 3", "expected": {"answer": "5"}}
-{"id": "hello", "input": "say hello", "expected": {"answer": "hello"}}
-{"id": "capital", "input": "capital of France", "expected": {"answer": "Paris"}}
-"#;
 
 /// Versions answer as their variant says: `right` all right, `wrong`
 /// wrong on two cases. Each answer takes a while, so an eval is under way
@@ -40,23 +31,6 @@ replies:
   - {match: "Qwrong: say hello", turn: 1, content: "bye", delay_ms: 400}
   - {match: "Qwrong: capital of France", turn: 1, content: "Paris", delay_ms: 400}
 "#;
-
-/// Drops version `version` answering as `variant` (its suite, then its
-/// bundle.yaml), as an operator's copy would.
-fn drop_version(site: &Site, version: u32, variant: &str) {
-    let evals = site.path().join("bundles/calc/evals");
-    std::fs::create_dir_all(&evals).unwrap();
-    std::fs::write(
-        evals.join("suite.yaml"),
-        "graders:\n  - type: contains\n    expected: answer\n",
-    )
-    .unwrap();
-    std::fs::write(evals.join("cases.jsonl"), CASES).unwrap();
-    let yaml = CALC
-        .replace("VERSION", &version.to_string())
-        .replace("VARIANT", variant);
-    site.put_bundle("calc", &yaml);
-}
 
 async fn bundle(daemon: &Daemon) -> Value {
     get(&client(), daemon, "/v1/bundles/calc").await
@@ -383,4 +357,88 @@ async fn a_canary_failing_live_jobs_is_rolled_back_and_a_good_one_promoted() {
     )
     .await;
     assert!(moves >= 2, "two canaries: {moves}");
+}
+
+/// Daemons on one PostgreSQL store share the gate's decisions: the
+/// operator's promote sent to one serves the version on the other, and a
+/// reject sent to the other holds a candidate on both (each tells it as
+/// its own event).
+#[tokio::test(flavor = "multi_thread")]
+async fn daemons_on_one_store_share_the_operators_promote_and_reject() {
+    let server = mock_server(&SCRIPT.replace("delay_ms: 400", "delay_ms: 3000")).await;
+    let schema = Schema::fresh();
+    let env = schema.daemon_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (one, two) = (
+        Site::new(&server.base_url(), ""),
+        Site::new(&server.base_url(), ""),
+    );
+    for site in [&one, &two] {
+        drop_version(site, 1, "right");
+    }
+    let (a, b) = (one.start_with_env(&env), two.start_with_env(&env));
+    for site in [&one, &two] {
+        drop_version(site, 2, "wrong");
+    }
+    for daemon in [&a, &b] {
+        until(daemon, "version 2 rejected on both", |bundle| {
+            bundle["candidate"]["state"] == "rejected"
+        })
+        .await;
+    }
+    // One eval job decided for both.
+    assert_eq!(eval_jobs(&a).await.len(), 1, "{:?}", eval_jobs(&a).await);
+
+    let out = run_cli(&a.url(""), &["promote", "calc", "2"], "");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let live = until(&b, "version 2 serving on the other daemon", |bundle| {
+        bundle["version"] == "2" && bundle["candidate"].is_null()
+    })
+    .await;
+    assert_eq!(live["version"], "2", "{live}");
+    let promoted =
+        "structured_agents_release_transitions_total{bundle=\"calc\",state=\"promoted\"}";
+    assert!(metric(&client(), &b, promoted).await >= 1);
+
+    // Rejected on the second while its eval runs: held on both, its
+    // eval's verdict overriding neither.
+    for site in [&one, &two] {
+        drop_version(site, 3, "right");
+    }
+    for daemon in [&a, &b] {
+        until(daemon, "version 3 held on both", |bundle| {
+            bundle["candidate"]["version"] == "3"
+        })
+        .await;
+    }
+    let out = run_cli(&b.url(""), &["reject", "calc", "3"], "");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let held = until(&a, "version 3 rejected on the first daemon", |bundle| {
+        bundle["candidate"]["state"] == "rejected"
+    })
+    .await;
+    assert_eq!(
+        (&held["version"], &held["candidate"]["by"]),
+        (&json!("2"), &json!("local")),
+        "{held}"
+    );
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    for daemon in [&a, &b] {
+        let bundle = bundle(daemon).await;
+        assert_eq!(
+            (&bundle["version"], &bundle["candidate"]["state"]),
+            (&json!("2"), &json!("rejected")),
+            "its eval's verdict overrides the operator on neither: {bundle}"
+        );
+    }
 }

@@ -179,7 +179,9 @@ impl Principal {
 /// Why a request's token is not a key.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AuthError {
-    #[error("missing bearer token: send `Authorization: Bearer <token>` (an API key's token)")]
+    #[error(
+        "missing API key: send `Authorization: Bearer <token>` or `X-Api-Key: <token>` (an API key's token)"
+    )]
     Missing,
     #[error(
         "the bearer token is not a known API key (revoked, or never issued); ask the operator for a key (`structured-agents keys new`)"

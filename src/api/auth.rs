@@ -1,4 +1,5 @@
-//! Who is asking, and may they: the bearer token is looked up in the
+//! Who is asking, and may they: the API key a request presents (a bearer
+//! token, or `X-Api-Key`: [`presented_key`]) is looked up in the
 //! registry snapshot's key ring (so a reload that changes the keys applies
 //! at once) and the request carries the key as a [`Caller`]; each route
 //! declares its action, whose scope it requires ([`require`]). Which
@@ -126,18 +127,19 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// The token of `Authorization: Bearer <token>`, if any.
-fn bearer(request: &Request) -> Option<&str> {
-    bearer_of(request.headers())
-}
+/// The header LangGraph's SDKs (and many API gateways) send an API key
+/// in, beside `Authorization: Bearer`.
+pub const API_KEY_HEADER: &str = "x-api-key";
 
-/// The token of `Authorization: Bearer <token>` among `headers`, if any
-/// (the agent cards read it without requiring it).
-pub(super) fn bearer_of(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
+/// The API key `headers` present, if any: the token of `Authorization:
+/// Bearer <token>`, else the value of `X-Api-Key`. A Bearer token wins when
+/// both are sent (a proxy may add one of its own). Every way in reads the
+/// key here (the agent cards too, which read it without requiring it).
+pub(super) fn presented_key(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    text(AUTHORIZATION.as_str())
         .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| text(API_KEY_HEADER))
         .map(str::trim)
 }
 
@@ -168,16 +170,18 @@ pub async fn authenticate_rpc(
     }
 }
 
-/// The caller the request's bearer token names, or the 401 (told on the
-/// daemon bus).
+/// The caller the request's key names ([`presented_key`]), or the 401
+/// (told on the daemon bus).
 fn known_key(auth: &Auth, request: &Request) -> Result<Caller, ApiError> {
     let keys = auth.registry.snapshot().keys.clone();
-    keys.authenticate(bearer(request)).map(Caller).map_err(|e| {
-        auth.bus.publish(DaemonEvent::RequestRefused {
-            reason: "unauthorized",
-        });
-        ApiError::new(ErrorCode::Unauthorized, e.to_string())
-    })
+    keys.authenticate(presented_key(request.headers()))
+        .map(Caller)
+        .map_err(|e| {
+            auth.bus.publish(DaemonEvent::RequestRefused {
+                reason: "unauthorized",
+            });
+            ApiError::new(ErrorCode::Unauthorized, e.to_string())
+        })
 }
 
 /// A request whose key is known goes on if its body may be read.

@@ -278,7 +278,7 @@ pub(super) async fn hand_back(
 ) -> Result<Job, ApiError> {
     let resolution = Resolution::CallerOutputs { outputs };
     let changed = state.queue.resolve(id, resolution).await?;
-    Ok(super::jobs::settled(state, changed))
+    Ok(super::job_actions::settled(state, changed))
 }
 
 /// Whether stored `event` of job `job_id`'s feed parks the job's own run in

@@ -32,7 +32,7 @@ use super::error::{ApiError, ErrorBody};
 use bounds::IntegerBounds;
 
 pub(super) use inputs::json_request_body;
-pub(super) use shapes::{BEARER, answer_of, header, header_of, json_events, json_media};
+pub(super) use shapes::{API_KEY, BEARER, answer_of, header, header_of, json_events, json_media};
 use shapes::{error_response, parameter_data, require, shaped_error};
 pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
 
@@ -55,7 +55,8 @@ pub(super) fn frame() -> OpenApi {
             version: env!("CARGO_PKG_VERSION").into(),
             description: Some(
                 "Runs LLM tool-calling agents as durable jobs. All /v1 and /api routes and /mcp \
-                 require `Authorization: Bearer <token>` (an API key, docs/security.md) unless no \
+                 require an API key (docs/security.md) as `Authorization: Bearer <token>` or in \
+                 `X-Api-Key` unless no \
                  key is configured; each route needs a scope (docs/api.md, \"Scopes per route\"): \
                  a key without it gets 403. Quotas answer 429 with Retry-After."
                     .into(),
@@ -71,6 +72,19 @@ pub(super) fn frame() -> OpenApi {
             scheme: "bearer".into(),
             bearer_format: None,
             description: Some("An API key from the keys file (docs/security.md).".into()),
+            extensions: IndexMap::default(),
+        }),
+    );
+    components.security_schemes.insert(
+        API_KEY.into(),
+        ReferenceOr::Item(SecurityScheme::ApiKey {
+            location: ApiKeyLocation::Header,
+            name: "X-Api-Key".into(),
+            description: Some(
+                "The same API key in the header LangGraph's SDKs send (a bearer token wins \
+                 when both are sent)."
+                    .into(),
+            ),
             extensions: IndexMap::default(),
         }),
     );

@@ -40,6 +40,18 @@ pub struct RunsQuery {
     pub limit: Option<usize>,
 }
 
+/// The query of `GET /v1/bundles/{name}/evals/suite`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "EvalSuiteQuery")]
+pub struct SuiteQuery {
+    /// The version whose suite to read: one an eval may name (the one
+    /// serving, the candidate the release gate holds, or one the daemon
+    /// served). Default: the one serving.
+    #[schemars(regex(pattern = crate::types::text::NO_NUL_PATTERN))]
+    pub version: Option<String>,
+}
+
 /// A bundle's eval runs.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct EvalRuns {
@@ -108,11 +120,12 @@ struct Summary {
     verdict: String,
 }
 
-/// A bundle's suite, as the loaded version carries it.
+/// A bundle's suite, as one of its versions carries it.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct EvalSuite {
     pub bundle: String,
-    /// The version whose `evals/` was read (the one serving).
+    /// The version whose `evals/` was read (the one serving unless the
+    /// query named another).
     pub version: String,
     pub cases: Vec<SuiteCase>,
     /// Why there is no case: the version has no `evals/`, or its suite
@@ -163,15 +176,20 @@ pub(super) fn suite_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     let op = op
         .summary("The cases of a bundle's eval suite")
         .description(
-            "The cases under the serving version's `evals/` (docs/evals.md): id, tags, input \
-             (cut at 200 characters) and the types of the graders that grade each. A version \
-             without a suite, or whose suite does not read, answers no case and a `note` \
-             saying why.",
+            "The cases under the `evals/` of the serving version, or of `version` (the \
+             candidate the release gate holds, or a version the daemon served: docs/evals.md): \
+             id, tags, input (cut at 200 characters) and the types of the graders that grade \
+             each. A version without a suite, or whose suite does not read, answers no case \
+             and a `note` saying why.",
         )
         .response_with::<200, Json<EvalSuite>, _>(|r| r.description("The suite"));
     answers(
         op,
-        &[(404, "No loaded bundle by that name the key may use")],
+        &[(
+            404,
+            "No loaded bundle by that name the key may use, or no version of it by that name \
+             the daemon knows",
+        )],
     )
 }
 
@@ -276,19 +294,10 @@ pub async fn suite(
     State(state): State<AppState>,
     caller: Caller,
     Path(name): Path<String>,
+    Query(query): Query<SuiteQuery>,
 ) -> Result<Json<EvalSuite>, ApiError> {
     readable(&caller, &state, &name)?;
-    let loaded = state
-        .registry
-        .snapshot()
-        .bundle(&name)
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::NotFound,
-                format!("bundle {name:?} has no version that loaded"),
-            )
-        })?;
+    let loaded = version_of(&state, &name, query.version.as_deref()).await?;
     let dir = loaded.bundle.dir.join("evals");
     // Reading the files blocks: off the runtime thread.
     let read = tokio::task::spawn_blocking(move || Suite::load(&dir))
@@ -314,6 +323,44 @@ pub async fn suite(
         cases,
         note,
     }))
+}
+
+/// Version `version` of bundle `name` (the one serving when `None`), as
+/// an eval would run it: loaded, held by the gate, or revived from the
+/// bundle store.
+async fn version_of(
+    state: &AppState,
+    name: &str,
+    version: Option<&str>,
+) -> Result<std::sync::Arc<crate::registry::LoadedBundle>, ApiError> {
+    let not_found = |what: String| ApiError::new(ErrorCode::NotFound, what);
+    let Some(version) = version else {
+        return state
+            .registry
+            .snapshot()
+            .bundle(name)
+            .cloned()
+            .ok_or_else(|| not_found(format!("bundle {name:?} has no version that loaded")));
+    };
+    let unknown = || {
+        not_found(format!(
+            "bundle {name:?} has no version {version:?} the daemon knows: name one GET /v1/bundles/{name}/evals lists as `versions`, or one whose copy is in the bundle store"
+        ))
+    };
+    let identity = state
+        .registry
+        .find_version(name, version)
+        .await
+        .ok_or_else(unknown)?;
+    state
+        .registry
+        .resolve(name, Some(&identity))
+        .await
+        .map_err(|e| {
+            not_found(format!(
+                "version {version:?} of bundle {name:?} cannot be loaded: {e}"
+            ))
+        })
 }
 
 fn suite_case(case: &EvalCase) -> SuiteCase {

@@ -126,7 +126,7 @@ pub async fn run(
     };
     let run = checked(&request, against)?;
     suite_reads(&state, &name, &tested, &run).await?;
-    let idempotency_key = super::jobs::idempotency_key(request.idempotency_key, &headers)?;
+    let idempotency_key = super::idempotency::idempotency_key(request.idempotency_key, &headers)?;
     // The cases' limits ride on the eval job too, so admission holds them
     // to the bundle's now rather than refusing every case later.
     let limits = run.limits.clone();

@@ -104,7 +104,7 @@ pub async fn fork(
     };
     let keep_input = request.input.is_none() && identity == source.bundle_digest;
     let seeded = seed::seed(&journal, at_turn, keep_input);
-    let mut job = super::jobs::rerun_of(source);
+    let mut job = super::job_actions::rerun_of(source);
     job.bundle_version = version;
     job.bundle_digest = identity;
     if let Some(input) = request.input {

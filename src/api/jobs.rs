@@ -1,4 +1,6 @@
-//! `/v1/jobs`: submit, list, get, cancel.
+//! `/v1/jobs`: submit one job or a batch, and get one. What an operator does
+//! to a job that exists is `job_actions`; its journal, `job_journal`; the
+//! list, `job_list`.
 
 use aide::transform::TransformOperation;
 use axum::Json;
@@ -12,15 +14,15 @@ use super::AppState;
 use super::admission::{Submission, admit, admit_batch};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
-use super::document::{INVALID_STATE, QUOTA, UNAVAILABLE, answers, reads_header};
+use super::document::{QUOTA, UNAVAILABLE, answers};
 use super::error::{ApiError, ErrorCode};
+use super::idempotency::{idempotency_key, reads_idempotency_key};
 use super::trace_context::{CallerTrace, TraceContext};
 use crate::types::text;
 // Where the wires that answered with a finished job found the wait.
 pub(super) use super::feed::wait_finished;
 use crate::access::policy::Action;
-use crate::events::daemon::DaemonEvent;
-use crate::queue::{Deletion, Job, JobId, JobState, NewJob, Resolution};
+use crate::queue::{Job, JobId, JobState, NewJob};
 
 /// The body of `POST /v1/jobs`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -279,52 +281,6 @@ pub(super) fn submit_batch_doc(op: TransformOperation<'_>) -> TransformOperation
     )
 }
 
-/// The idempotency key from the body field or, failing that, the
-/// `Idempotency-Key` header. A blank key would silently make unrelated
-/// submissions share one job, so it is refused rather than ignored.
-pub(super) fn idempotency_key(
-    body: Option<String>,
-    headers: &HeaderMap,
-) -> Result<Option<String>, ApiError> {
-    if let Some(key) = body {
-        if text::is_blank(&key) {
-            return Err(ApiError::field(
-                ErrorCode::InvalidRequest,
-                "idempotency_key",
-                "the idempotency key is empty; send a non-blank key or leave the field out",
-            ));
-        }
-        return Ok(Some(key));
-    }
-    idempotency_header(headers)
-}
-
-/// The `Idempotency-Key` header, as every route that reads it reads it: a
-/// token of visible ASCII ([`text::TOKEN_PATTERN`]), or a 422 naming it.
-pub(super) fn idempotency_header(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(value) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    match std::str::from_utf8(value.as_bytes()) {
-        Ok(key) if text::is_token(key) => Ok(Some(key.to_string())),
-        _ => Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "Idempotency-Key",
-            "the Idempotency-Key header is empty or not visible ASCII (letters, digits and \
-             punctuation, no spaces); send a token such as a UUID, or leave the header out",
-        )),
-    }
-}
-
-/// The `Idempotency-Key` header in the API document, described by `what`
-/// it names on the route.
-pub(super) fn reads_idempotency_key<'t>(
-    op: TransformOperation<'t>,
-    what: &str,
-) -> TransformOperation<'t> {
-    reads_header(op, "Idempotency-Key", what, text::TOKEN_PATTERN)
-}
-
 /// `GET /v1/jobs/{id}` in the API document.
 pub(super) fn get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     op.summary("Get a job")
@@ -342,231 +298,6 @@ pub async fn get(
         job.heartbeat_every_ms = Some(state.job_heartbeat.as_millis() as u64);
     }
     Ok(Json(job))
-}
-
-/// `POST /v1/jobs/{id}/cancel` in the API document.
-pub(super) fn cancel_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    let op = op
-        .summary("Cancel a queued or running job")
-        .description("A running job stops at once: its model call or tool is cancelled.")
-        .response_with::<200, Json<Job>, _>(|r| r.description("The job as the cancel left it"));
-    answers(op, &[UNAVAILABLE])
-}
-
-pub async fn cancel(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Json<Job>, ApiError> {
-    let id = JobId::from(id);
-    caller.job(Action::CancelJob, &id, state.queue.get(&id).await?)?;
-    let changed = state
-        .queue
-        .cancel(&id)
-        .await?
-        .ok_or_else(|| ApiError::job_not_found(&id))?;
-    Ok(Json(settled(&state, changed)))
-}
-
-/// `DELETE /v1/jobs/{id}` in the API document.
-pub(super) fn delete_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    let op = op
-        .summary(
-            "Delete a job that has ended, with its events, journal and deliveries \
-             (a job still queued, running or parked is a 409: cancel it first)",
-        )
-        .response_with::<204, (), _>(|r| r.description("Deleted"));
-    answers(op, &[INVALID_STATE, UNAVAILABLE])
-}
-
-/// `DELETE /v1/jobs/{id}`: forgets an ended job (204).
-pub async fn delete(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    delete_ended(&state, &caller, &JobId::from(id)).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// Deletes job `id` — its row, events, journal and deliveries — when the
-/// caller may (`delete_job`: its own job, or any with `operate_all`) and
-/// the job has ended; a job still queued, running or parked is a 409
-/// saying to cancel it first. `DELETE /v1/jobs/{id}` and `DELETE
-/// /v1/responses/{id}` both ask it.
-pub(super) async fn delete_ended(
-    state: &AppState,
-    caller: &Caller,
-    id: &JobId,
-) -> Result<Job, ApiError> {
-    caller.job(Action::DeleteJob, id, state.queue.get(id).await?)?;
-    match state.queue.delete_finished(id).await? {
-        Deletion::Deleted(job) => {
-            tracing::info!(job_id = %id, by = caller.name(), "job deleted");
-            Ok(*job)
-        }
-        Deletion::Unfinished(job) => Err(ApiError::new(
-            ErrorCode::InvalidState,
-            format!(
-                "job {id} is {}: only a job that has ended can be deleted; cancel it first (POST /v1/jobs/{id}/cancel), then delete it",
-                job.state
-            ),
-        )),
-        Deletion::Missing => Err(ApiError::job_not_found(id)),
-    }
-}
-
-/// `POST /v1/jobs/{id}/rerun` in the API document.
-pub(super) fn rerun_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    let op = op
-        .summary(
-            "Run a job again: a new job with its bundle (current version), input, variables, \
-             messages, priority, attempts and limits, admitted for the caller",
-        )
-        .response_with::<201, Json<Job>, _>(|r| r.description("The new job, queued"));
-    answers(
-        op,
-        &[
-            (422, "The job cannot be run again as it is"),
-            QUOTA,
-            UNAVAILABLE,
-        ],
-    )
-}
-
-/// `POST /v1/jobs/{id}/rerun`: the job again, as a new job admitted for
-/// the caller like any submit (its key's bundles, limits and budgets).
-pub async fn rerun(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<(StatusCode, Json<Job>), ApiError> {
-    let id = JobId::from(id);
-    let source = caller.job(Action::RerunJob, &id, state.queue.get(&id).await?)?;
-    let submission = Submission::new(rerun_of(source), "bundle");
-    let (job, _) = admit(&state, &caller, submission).await?;
-    Ok((StatusCode::CREATED, Json(job)))
-}
-
-/// What a rerun copies: the bundle, the input, the variables, the kind and
-/// controls (a group chat's is refused: only its route builds a plan), the
-/// chat messages, the priority, the attempts allowed and the budget limits. Not
-/// the conversation (continued again it would start from its end, not from
-/// where the source started), the idempotency key or the trace; the bundle
-/// runs at its current version.
-pub(super) fn rerun_of(source: Job) -> NewJob {
-    NewJob {
-        id: None,
-        bundle: source.bundle,
-        bundle_version: None,
-        bundle_digest: None,
-        fork: None,
-        input: source.input,
-        variables: source.variables,
-        kind: source.kind,
-        controls: source.controls,
-        messages: source.messages,
-        conversation_id: None,
-        priority: source.priority,
-        run_at: None,
-        idempotency_key: None,
-        max_attempts: Some(source.max_attempts),
-        trace: None,
-        limits: source.limits,
-        owner: None,
-        webhook: None,
-        push: Vec::new(),
-        daily: None,
-        push_caps: None,
-    }
-}
-
-/// The job an operator's request left; a final event it recorded is
-/// counted (metrics) like a run's.
-pub(super) fn settled(state: &AppState, changed: crate::queue::Changed) -> Job {
-    if let Some(event) = changed.final_event {
-        state.bus.publish(DaemonEvent::JobEndedByRequest {
-            event: Box::new(event),
-        });
-    }
-    changed.job
-}
-
-/// `POST /v1/jobs/{id}/resolve` in the API document.
-pub(super) fn resolve_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    let op = op
-        .summary(
-            "Resolve a needs_attention job: retry its pending call, skip it with a supplied \
-             result, or fail the job",
-        )
-        .response_with::<200, Json<Job>, _>(|r| r.description("The job as the resolution left it"));
-    answers(op, &[INVALID_STATE, UNAVAILABLE])
-}
-
-/// `POST /v1/jobs/{id}/resolve`: an operator's answer for a parked job.
-pub async fn resolve(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    JsonBody(resolution): JsonBody<Resolution>,
-) -> Result<Json<Job>, ApiError> {
-    let id = JobId::from(id);
-    caller.job(Action::ResolveJob, &id, state.queue.get(&id).await?)?;
-    let changed = state.queue.resolve(&id, resolution).await?;
-    let job = settled(&state, changed);
-    tracing::info!(job_id = %id, state = %job.state, by = caller.name(), "job resolved by an operator");
-    Ok(Json(job))
-}
-
-/// A job's step journal.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Journal {
-    pub job_id: JobId,
-    pub steps: Vec<JournalStep>,
-}
-
-/// One recorded step.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct JournalStep {
-    /// The run it belongs to: `""` for the job's own, `"2:call_1/"` for the
-    /// agent run started by call `call_1` of turn 2.
-    pub scope: String,
-    pub turn: u32,
-    /// `input`, `reply`, `start@<position>` or `result@<position>`.
-    pub step: String,
-    /// Its body: JSON as stored, or the stored text as a string.
-    pub body: Value,
-}
-
-/// `GET /v1/jobs/{id}/journal` in the API document.
-pub(super) fn journal_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    op.summary(
-        "The job's step journal: its recorded input, model replies, tool starts and tool results",
-    )
-    .response_with::<200, Json<Journal>, _>(|r| r.description("The journal"))
-}
-
-/// `GET /v1/jobs/{id}/journal`: the recorded steps, bodies as JSON.
-pub async fn journal(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Json<Journal>, ApiError> {
-    let id = JobId::from(id);
-    caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
-    let steps = state
-        .queue
-        .journal(&id)
-        .await?
-        .into_iter()
-        .map(|e| JournalStep {
-            scope: e.scope,
-            turn: e.turn,
-            step: e.step,
-            body: super::artifacts::stored_json(e.body),
-        })
-        .collect();
-    Ok(Json(Journal { job_id: id, steps }))
 }
 
 /// The schemas the API document is generated from (schemars, which reads

@@ -30,10 +30,14 @@ mod feed;
 mod fork;
 pub mod fuzzing;
 pub mod guard;
+mod idempotency;
+mod job_actions;
+mod job_journal;
 mod job_list;
 mod job_trace;
 mod jobs;
 mod keys;
+mod langgraph;
 pub mod limits;
 pub mod mcp;
 pub mod on_behalf;
@@ -144,6 +148,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
     document::begin();
     let v1 = ApiRouter::new()
         .merge(job_routes())
+        .merge(job_action_routes())
         .merge(wire_routes())
         .merge(bundle_routes())
         .merge(operator_routes())
@@ -158,6 +163,11 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
             ),
         );
     let runtime = runtime::routes().route_layer(middleware::from_fn_with_state(
+        auth.clone(),
+        auth::authenticate,
+    ));
+    // LangGraph's server API, at the root where its SDKs look for it.
+    let langgraph = langgraph::routes().route_layer(middleware::from_fn_with_state(
         auth.clone(),
         auth::authenticate,
     ));
@@ -177,6 +187,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
     let routes = ApiRouter::new()
         .nest("/v1", v1)
         .nest("/api", runtime)
+        .merge(langgraph)
         .merge(a2a)
         .merge(probes::routes());
     let documented = mcp::described(routes).finish_api_with(&mut api, document::complete);
@@ -208,9 +219,9 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         .with_state(state)
 }
 
-/// `/v1`'s jobs: submit, list, read, follow and act on one (cancel, rerun,
-/// fork, resolve, approvals), its journal, a turn's prompt, artifacts and events; and
-/// conversations.
+/// `/v1`'s jobs: submit, list, read and follow one — its journal, a turn's
+/// prompt, artifacts and events; and conversations. Acting on a job is
+/// [`job_action_routes`].
 fn job_routes() -> ApiRouter<AppState> {
     use Action::*;
     ApiRouter::new()
@@ -232,43 +243,21 @@ fn job_routes() -> ApiRouter<AppState> {
         )
         .api_route(
             "/jobs/{id}",
-            with(ReadJob, get_with(jobs::get, jobs::get_doc))
-                .merge(with(DeleteJob, delete_with(jobs::delete, jobs::delete_doc))),
-        )
-        .api_route(
-            "/jobs/{id}/cancel",
-            with(CancelJob, post_with(jobs::cancel, jobs::cancel_doc)),
-        )
-        .api_route(
-            "/jobs/{id}/rerun",
-            with(RerunJob, post_with(jobs::rerun, jobs::rerun_doc)),
-        )
-        .api_route(
-            "/jobs/{id}/fork",
-            with(ForkJob, post_with(fork::fork, fork::fork_doc)),
-        )
-        .api_route(
-            "/jobs/{id}/resolve",
-            with(ResolveJob, post_with(jobs::resolve, jobs::resolve_doc)),
+            with(ReadJob, get_with(jobs::get, jobs::get_doc)).merge(with(
+                DeleteJob,
+                delete_with(job_actions::delete, job_actions::delete_doc),
+            )),
         )
         .api_route(
             "/jobs/{id}/journal",
-            with(ReadJob, get_with(jobs::journal, jobs::journal_doc)),
+            with(
+                ReadJob,
+                get_with(job_journal::journal, job_journal::journal_doc),
+            ),
         )
         .api_route(
             "/jobs/{id}/turns/{turn}/prompt",
             with(ReadJob, get_with(prompt::prompt, prompt::prompt_doc)),
-        )
-        .api_route(
-            "/jobs/{id}/approvals",
-            with(ReadJob, get_with(approvals::list, approvals::list_doc)),
-        )
-        .api_route(
-            "/jobs/{id}/approvals/{call}",
-            with(
-                DecideApproval,
-                post_with(approvals::decide, approvals::decide_doc),
-            ),
         )
         .api_route(
             "/conversations/{id}",
@@ -292,6 +281,49 @@ fn job_routes() -> ApiRouter<AppState> {
         .api_route(
             "/jobs/{id}/events",
             with(ReadJob, get_with(sse::events, sse::events_doc)),
+        )
+}
+
+/// `/v1`'s actions on a job that exists: cancel, rerun, fork, resolve, and
+/// its approvals (listed and decided).
+fn job_action_routes() -> ApiRouter<AppState> {
+    use Action::*;
+    ApiRouter::new()
+        .api_route(
+            "/jobs/{id}/cancel",
+            with(
+                CancelJob,
+                post_with(job_actions::cancel, job_actions::cancel_doc),
+            ),
+        )
+        .api_route(
+            "/jobs/{id}/rerun",
+            with(
+                RerunJob,
+                post_with(job_actions::rerun, job_actions::rerun_doc),
+            ),
+        )
+        .api_route(
+            "/jobs/{id}/fork",
+            with(ForkJob, post_with(fork::fork, fork::fork_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/resolve",
+            with(
+                ResolveJob,
+                post_with(job_actions::resolve, job_actions::resolve_doc),
+            ),
+        )
+        .api_route(
+            "/jobs/{id}/approvals",
+            with(ReadJob, get_with(approvals::list, approvals::list_doc)),
+        )
+        .api_route(
+            "/jobs/{id}/approvals/{call}",
+            with(
+                DecideApproval,
+                post_with(approvals::decide, approvals::decide_doc),
+            ),
         )
 }
 

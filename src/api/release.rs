@@ -18,6 +18,7 @@ use super::body::{JsonBody, Path};
 use super::document::answers;
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
+use crate::queue::Replaces;
 use crate::registry::ReleaseVerdict;
 use crate::release::{Recorder, Ruling};
 
@@ -139,9 +140,10 @@ async fn decide(
             .reason
             .unwrap_or_else(|| format!("{word} by the operator's key {}", caller.name())),
         eval_job: None,
-        overrides: true,
+        replaces: Replaces::Any,
     };
     let recorder = Recorder {
+        queue: state.queue.clone(),
         registry: state.registry.clone(),
         reloads: state.reloads.clone(),
         bus: state.bus.clone(),
@@ -151,7 +153,7 @@ async fn decide(
         .await
         .map_err(|e| {
             ApiError::internal(format!(
-                "the decision about bundle {name:?} version {} cannot be recorded: {e}; check that paths.state_dir is writable",
+                "the decision about bundle {name:?} version {} cannot be recorded: {e}",
                 request.version
             ))
         })?;

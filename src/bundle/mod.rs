@@ -10,6 +10,7 @@ mod digest;
 pub mod history_plugin;
 pub mod locate;
 pub mod original;
+mod release_section;
 pub mod schema;
 mod shape;
 mod template;
@@ -19,9 +20,8 @@ pub use bind::{ToolEnv, build_tools};
 pub use copy::{CopyError, copy_dir};
 pub use digest::{ContentDigest, content_digest};
 pub use history_plugin::HistoryPlugins;
-pub use schema::{
-    CanarySection, OnNewVersion, RawBundle, ReleaseGate, ReleaseSection, ToolKind, ToolSpec,
-};
+pub use release_section::{CanarySection, ReleaseGate, ReleaseSection};
+pub use schema::{OnNewVersion, RawBundle, ToolKind, ToolSpec};
 pub use shape::{RequestShapes, Target};
 pub use template::{PromptError, Prompts};
 

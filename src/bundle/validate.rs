@@ -56,7 +56,7 @@ pub(super) fn release_problems(raw: &RawBundle, dir: &Path) -> Vec<Problem> {
 }
 
 /// A canary's settings.
-fn canary_problems(canary: &crate::bundle::schema::CanarySection) -> Vec<Problem> {
+fn canary_problems(canary: &crate::bundle::CanarySection) -> Vec<Problem> {
     let mut problems = Vec::new();
     if !(canary.share > 0.0 && canary.share < 1.0) {
         problems.push((

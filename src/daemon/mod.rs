@@ -302,6 +302,7 @@ impl Daemon {
         crate::release::spawn(
             crate::release::ReleaseGate {
                 recorder: crate::release::Recorder {
+                    queue: self.queue.clone(),
                     registry: self.registry.clone(),
                     reloads: self.reloads.clone(),
                     bus: self.bus.clone(),

@@ -85,8 +85,8 @@ pub(crate) async fn resolve(tx: &mut impl Tx, id: &JobId, resolution: &Resolutio
         Resolution::CallerOutputs { outputs } => {
             // Checked in the write that takes them: a second answer finds
             // the job no longer parked, so no output is fed twice.
-            let entries =
-                rules::caller_results(&job, pending.as_ref(), outputs).map_err(Fail::Refused)?;
+            let entries = resolution::caller_results(&job, pending.as_ref(), outputs)
+                .map_err(Fail::Refused)?;
             for entry in &entries {
                 tx.put_step(id.as_str(), entry, job.attempts).await?;
             }

@@ -537,6 +537,24 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.read(op::PushConfigs { id: id.clone() }).await
     }
 
+    async fn record_release(
+        &self,
+        release: StoredRelease,
+        replaces: Replaces,
+    ) -> Result<Option<u64>, QueueError> {
+        self.driver
+            .write(op::RecordRelease { release, replaces })
+            .await
+    }
+
+    async fn releases_after(
+        &self,
+        seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredRelease>, QueueError> {
+        self.driver.read(op::ReleasesAfter { seq, limit }).await
+    }
+
     async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError> {
         let op = op::DeletePushConfig {
             id: id.clone(),

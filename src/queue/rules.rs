@@ -1,13 +1,12 @@
 //! The lifecycle's rules, free of any database: the one outcome rule
-//! ([`decide`]), how a final event is stamped, which runnable job leases
-//! first, when an abandoned run is a poison pill, and what a resolution
-//! writes. `lifecycle` applies them inside a transaction; the dialects never
-//! see them.
+//! ([`decide`]), how a final event is stamped, how a park is worded and
+//! decided, and when an abandoned run is a poison pill (what a resolution
+//! writes is `resolution`'s). `lifecycle` applies them inside a
+//! transaction; the dialects never see them.
 
 use super::*;
-use crate::approval::{ParkedCall, ParkedKind, RecordedDecision, Verdict};
+use crate::approval::{ParkedCall, RecordedDecision, Verdict};
 use crate::events::{Event, EventEnvelope, JobStatus};
-use crate::journal::RecordedResult;
 use crate::types::TerminationReason;
 
 /// What the queue records for an attempt's outcome.
@@ -420,116 +419,6 @@ impl Candidate {
             self.crash_resumes + 1,
             self.id,
         )
-    }
-}
-
-/// The call a job is parked on (`None`: parked as a poison pill, on no
-/// call), or why the job cannot be resolved this way.
-pub(crate) fn parked_call(
-    job: &Job,
-    resolution: &Resolution,
-) -> Result<Option<ParkedCall>, QueueError> {
-    if job.state != JobState::NeedsAttention {
-        return Err(QueueError::NotParked {
-            job: job.id.clone(),
-            state: job.state,
-        });
-    }
-    match job.pending_call.clone() {
-        Some(pending) => Ok(Some(pending)),
-        None => match resolution {
-            Resolution::Skip { .. } => Err(QueueError::NoCallToSkip(job.id.clone())),
-            _ => Ok(None),
-        },
-    }
-}
-
-/// The journal entries of a client's `outputs` for the caller calls the
-/// job is parked on (`pending`): one result per call, or why they are not
-/// the answer it waits for.
-pub(crate) fn caller_results(
-    job: &Job,
-    pending: Option<&ParkedCall>,
-    outputs: &[CallerOutput],
-) -> Result<Vec<JournalEntry>, QueueError> {
-    let refused = |problem: String, expected: String| QueueError::CallerOutputs {
-        job: job.id.clone(),
-        problem,
-        expected,
-    };
-    let Some(pending) = pending.filter(|p| p.kind == ParkedKind::CallerCall) else {
-        return Err(refused(
-            "waits for no output of a caller's tool".into(),
-            "none".into(),
-        ));
-    };
-    let expected = pending
-        .caller_calls
-        .iter()
-        .map(|c| c.call_id.as_str())
-        .collect::<Vec<_>>()
-        .join(", ");
-    let unknown: Vec<&str> = outputs
-        .iter()
-        .map(|o| o.call_id.as_str())
-        .filter(|id| !pending.caller_calls.iter().any(|c| c.call_id == *id))
-        .collect();
-    if !unknown.is_empty() {
-        return Err(refused(
-            format!("waits for no call {}", unknown.join(", ")),
-            expected,
-        ));
-    }
-    let mut entries = Vec::with_capacity(pending.caller_calls.len());
-    for call in &pending.caller_calls {
-        let mut answered = outputs.iter().filter(|o| o.call_id == call.call_id);
-        let (Some(output), None) = (answered.next(), answered.next()) else {
-            return Err(refused(
-                format!("needs exactly one output of call {}", call.call_id),
-                expected,
-            ));
-        };
-        let at = ParkedCall {
-            position: Some(call.position),
-            call_id: call.call_id.clone(),
-            tool: call.tool.clone(),
-            ..pending.clone()
-        };
-        entries.push(JournalEntry {
-            scope: pending.scope.clone(),
-            turn: pending.turn,
-            step: JournalEntry::call_steps(&at).1,
-            body: Resolution::skipped_result(&at, &output.output, false),
-        });
-    }
-    Ok(entries)
-}
-
-impl Resolution {
-    /// The error a `fail` records.
-    pub(crate) fn failure(reason: &Option<String>, pending: Option<&ParkedCall>) -> String {
-        reason.clone().unwrap_or_else(|| match pending {
-            Some(pending) => format!(
-                "an operator failed the job at the unresolved call {} of tool `{}`",
-                pending.call_id, pending.tool
-            ),
-            None => "an operator failed the job after its worker died repeatedly".into(),
-        })
-    }
-
-    /// The journal body of the result a `skip` supplies, as the kernel
-    /// records a tool result.
-    pub(crate) fn skipped_result(pending: &ParkedCall, output: &str, is_error: bool) -> String {
-        let recorded = RecordedResult {
-            result: crate::types::ToolResult {
-                call_id: pending.call_id.clone(),
-                name: pending.tool.clone(),
-                output: output.to_string(),
-                is_error,
-            },
-            error_code: is_error.then(|| "tool_error".to_string()),
-        };
-        serde_json::to_string(&recorded).unwrap_or_default()
     }
 }
 

@@ -293,4 +293,20 @@ pub trait JobQueue: Send + Sync {
     /// Deletes one of job `id`'s push configs and what is still to be
     /// sent to it; whether there was one.
     async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError>;
+    /// Records a release gate's decision (`release.seq` is the store's to
+    /// take) for every daemon on the store, unless one is recorded already
+    /// about its content that it does not replace: its number when it was
+    /// written.
+    async fn record_release(
+        &self,
+        release: StoredRelease,
+        replaces: Replaces,
+    ) -> Result<Option<u64>, QueueError>;
+    /// Up to `limit` release decisions numbered above `seq`, oldest first:
+    /// a reader that saw up to `seq` has seen every decision up to it.
+    async fn releases_after(
+        &self,
+        seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredRelease>, QueueError>;
 }

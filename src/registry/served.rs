@@ -2,7 +2,8 @@
 //! the versions it served since the daemon started, by version, and
 //! before that the copies in the bundle store (what an eval compares
 //! against), the candidate the release gate holds, and the
-//! gate's decisions (`releases.rs`'s record) written one at a time.
+//! gate's decisions (`releases.rs`'s record) written one at a time, or
+//! mirrored from the ones every daemon on the store shares.
 
 use super::{BundleIdentity, Decision, LoadedBundle, Registry, Releases};
 
@@ -67,30 +68,42 @@ impl Registry {
         versions
     }
 
-    /// Records the release gate's (or an operator's) `decision` about the
-    /// content `identity` in the state directory — unless `overrides` is
-    /// false and a decision is there already (an operator's word outlives
-    /// the gate's eval): whether it was recorded. The next build serves or
-    /// holds the content by it (the caller asks for the reload).
-    pub async fn record_release(
+    /// Makes the state directory's record hold `decisions` (the ones every
+    /// daemon on the store shares, `crate::release`'s mirror), replacing
+    /// what it held about their contents: the ones that changed it, in
+    /// order. The next build serves or holds by them (the caller asks for
+    /// the reload).
+    pub async fn mirror_releases(
         &self,
-        identity: BundleIdentity,
-        decision: Decision,
-        overrides: bool,
-    ) -> std::io::Result<bool> {
+        decisions: Vec<(BundleIdentity, Decision)>,
+    ) -> std::io::Result<Vec<Decision>> {
         let state_dir = self.snapshot().config.paths.state_dir.clone();
         let lock = self.releases_lock.clone();
         tokio::task::spawn_blocking(move || {
             let _one_writer = lock.lock().unwrap_or_else(|p| p.into_inner());
             let mut releases = Releases::read(&state_dir);
-            if !overrides && releases.of(&identity).is_some() {
-                return Ok(false);
+            let mut changed = Vec::new();
+            for (identity, decision) in decisions {
+                if releases.of(&identity) != Some(&decision) {
+                    releases.decide(&identity, decision.clone());
+                    changed.push(decision);
+                }
             }
-            releases.decide(&identity, decision);
-            releases.write(&state_dir).map(|()| true)
+            if !changed.is_empty() {
+                releases.write(&state_dir)?;
+            }
+            Ok(changed)
         })
         .await
         .map_err(std::io::Error::other)?
+    }
+
+    /// Every decision the state directory's record holds, by identity.
+    pub async fn recorded_releases(&self) -> Releases {
+        let state_dir = self.snapshot().config.paths.state_dir.clone();
+        tokio::task::spawn_blocking(move || Releases::read(&state_dir))
+            .await
+            .unwrap_or_default()
     }
 
     /// Remembers that `loaded` served (when it is superseded).

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{ReleaseGate, Ruling};
 use crate::bundle::CanarySection;
-use crate::queue::{JobFilter, JobKind, JobOrder, JobState, QueueError};
+use crate::queue::{JobFilter, JobKind, JobOrder, JobState, QueueError, Replaces};
 use crate::registry::{LoadedBundle, Registry, ReleaseVerdict};
 
 /// How often the jobs are counted again.
@@ -87,7 +87,7 @@ pub(super) async fn watch(
                     by: BY.into(),
                     reason,
                     eval_job: None,
-                    overrides: true,
+                    replaces: Replaces::Verdict(ReleaseVerdict::Canary.as_str().into()),
                 };
                 if let Err(e) = gate
                     .recorder

@@ -11,7 +11,7 @@ use super::{ReleaseGate, Ruling};
 use crate::admit::NotAdmitted;
 use crate::evals::RunReport;
 use crate::events::daemon::DaemonEvent;
-use crate::queue::{EvalPin, EvalRun, Job, JobId, JobKind, JobState, NewJob};
+use crate::queue::{EvalPin, EvalRun, Job, JobId, JobKind, JobState, NewJob, Replaces};
 use crate::registry::{LoadedBundle, ReleaseVerdict};
 
 /// How long the gate waits before it asks again when the store cannot
@@ -92,7 +92,7 @@ pub(super) async fn run(gate: ReleaseGate, live: Arc<LoadedBundle>, candidate: A
         by: BY.into(),
         reason,
         eval_job: job,
-        overrides: false,
+        replaces: Replaces::Nothing,
     };
     if let Err(e) = gate
         .recorder

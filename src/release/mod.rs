@@ -3,9 +3,9 @@
 //! candidate by the registry (`registry/build/binder.rs`), the version
 //! before it serving; this loop runs the candidate's eval — an `eval` job
 //! submitted as the daemon through `admit::OnBehalf`, against the serving
-//! version — and records the decision (`Registry::record_release`):
-//! promoted when the suite passes by the bundle's rule, else rejected with
-//! the eval's verdict. Each move is a daemon event (a metric and a log
+//! version — and records the decision ([`Recorder`]): promoted when the
+//! suite passes by the bundle's rule, else rejected with the eval's
+//! verdict. Each move is a daemon event (a metric and a log
 //! line; the console shows the candidate), and a decision asks for a
 //! reload, which serves the promoted version.
 //!
@@ -15,15 +15,23 @@
 //! evaluated again. An operator's `promote` or `reject` (`api/release.rs`)
 //! records a decision the same way ([`Recorder`]).
 //!
+//! A decision is recorded in the queue's store first, for every daemon on
+//! it, then in this daemon's state directory, which its builds read; the
+//! loop mirrors the ones other daemons recorded (`shared`), so an
+//! operator's promote on one daemon, or the gate's verdict on another,
+//! serves the same version everywhere within a look.
+//!
 //! A bundle whose `release.canary` asks for one has a candidate whose
 //! evals passed made a canary instead: a share of new jobs runs it, and
 //! the loop watches them until it promotes it or rolls it back.
 //!
 //! - `evaluate`: one candidate's eval, waited for and decided;
-//! - `canary`: one canary's jobs, counted and judged.
+//! - `canary`: one canary's jobs, counted and judged;
+//! - `shared`: the decisions other daemons recorded, mirrored here.
 
 mod canary;
 mod evaluate;
+mod shared;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admit::OnBehalf;
 use crate::events::daemon::{DaemonBus, DaemonEvent, ReloadTrigger};
-use crate::queue::JobQueue;
+use crate::queue::{JobQueue, QueueError, Replaces, StoredRelease};
 use crate::registry::{
     BundleIdentity, Decision, LoadedBundle, Registry, ReleaseVerdict, ReloadHandle,
 };
@@ -56,7 +64,10 @@ pub fn spawn(gate: ReleaseGate, shutdown: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
         // One task a candidate: its eval, then (a canary) its watch.
         let mut evaluating: HashMap<(BundleIdentity, Stage), JoinHandle<()>> = HashMap::new();
+        let mut mirror = shared::Mirror::default();
+        mirror.seed(&gate.recorder).await;
         loop {
+            mirror.catch_up(&gate.recorder).await;
             evaluating.retain(|_, task| !task.is_finished());
             for (stage, live, candidate) in to_watch(&gate.recorder.registry) {
                 let key = (candidate.identity.clone(), stage.clone());
@@ -114,10 +125,11 @@ fn to_watch(registry: &Registry) -> Vec<(Stage, Arc<LoadedBundle>, Arc<LoadedBun
         .collect()
 }
 
-/// Where a decision is recorded and told: the registry's record, the
-/// daemon's bus, the reload that acts on it.
+/// Where a decision is recorded and told: the store every daemon shares,
+/// the registry's record, the daemon's bus, the reload that acts on it.
 #[derive(Clone)]
 pub struct Recorder {
+    pub queue: Arc<dyn JobQueue>,
     pub registry: Arc<Registry>,
     pub reloads: ReloadHandle,
     pub bus: DaemonBus,
@@ -131,22 +143,23 @@ pub struct Ruling {
     pub reason: String,
     /// The eval job that decided, when the gate did.
     pub eval_job: Option<String>,
-    /// Replaces a decision already recorded (an operator's word does; the
-    /// gate's eval does not override one).
-    pub overrides: bool,
+    /// Which decision already recorded it replaces (an operator's word
+    /// any; a canary's outcome the `canary` one; the gate's eval none).
+    pub replaces: Replaces,
 }
 
 impl Recorder {
     /// Records `ruling` about `candidate` (`serving` is the version that
-    /// serves meanwhile), tells the daemon, and waits for the reload that
-    /// acts on it; nothing when the ruling does not override a decision
-    /// already recorded.
+    /// serves meanwhile) for every daemon on the store and in this one's
+    /// record, tells the daemon, and waits for the reload that acts on it;
+    /// nothing when a decision is recorded already that the ruling does
+    /// not replace (the loop mirrors that one).
     pub async fn record(
         &self,
         candidate: &LoadedBundle,
         serving: &str,
         ruling: Ruling,
-    ) -> std::io::Result<()> {
+    ) -> Result<(), RecordError> {
         let decision = Decision {
             bundle: candidate.name().to_string(),
             version: candidate.version().to_string(),
@@ -156,22 +169,56 @@ impl Recorder {
             at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             eval_job: ruling.eval_job,
         };
-        let recorded = self
-            .registry
-            .record_release(candidate.identity.clone(), decision, ruling.overrides)
-            .await?;
-        if !recorded {
+        let json = serde_json::to_string(&decision).map_err(RecordError::Encode)?;
+        let release = StoredRelease {
+            identity: candidate.identity.as_str().to_string(),
+            verdict: ruling.verdict.as_str().to_string(),
+            decision: json,
+            seq: 0,
+        };
+        let shared = self.queue.record_release(release, ruling.replaces).await?;
+        if shared.is_none() {
             return Ok(());
         }
-        self.bus.publish(DaemonEvent::Release {
-            bundle: candidate.name().to_string(),
-            version: candidate.version().to_string(),
-            state: ruling.verdict.as_str(),
-            serving: serving.to_string(),
-            by: ruling.by,
-            reason: ruling.reason,
-        });
-        self.reloads.reload(ReloadTrigger::Release).await;
+        let changed = self
+            .registry
+            .mirror_releases(vec![(candidate.identity.clone(), decision)])
+            .await?;
+        for decision in &changed {
+            self.tell(decision, serving);
+        }
+        if !changed.is_empty() {
+            self.reloads.reload(ReloadTrigger::Release).await;
+        }
         Ok(())
     }
+
+    /// Tells the daemon of a decision that changed this daemon's record
+    /// (`serving`: the version serving meanwhile): an event, which is a
+    /// metric and a log line.
+    fn tell(&self, decision: &Decision, serving: &str) {
+        self.bus.publish(DaemonEvent::Release {
+            bundle: decision.bundle.clone(),
+            version: decision.version.clone(),
+            state: decision.verdict.as_str(),
+            serving: serving.to_string(),
+            by: decision.by.clone(),
+            reason: decision.reason.clone(),
+        });
+    }
+}
+
+/// Why a decision could not be recorded; the candidate stays as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(
+        "the queue's store cannot record it ({0}); check the store (`queue` in the config) and try again"
+    )]
+    Store(#[from] QueueError),
+    #[error(
+        "the state directory's record cannot be written ({0}); check that paths.state_dir is writable"
+    )]
+    Record(#[from] std::io::Error),
+    #[error("the decision cannot be written as JSON ({0})")]
+    Encode(serde_json::Error),
 }

@@ -64,7 +64,8 @@ pub fn nul_free_object(generator: &mut schemars::SchemaGenerator) -> schemars::S
 /// document must say exactly what the daemon refuses.
 pub const NON_BLANK_PATTERN: &str = concat!("[^", whitespace!(), "]");
 
-/// Non-blank and without NUL (a body's `idempotency_key`).
+/// Non-blank and without NUL (a body's `idempotency_key`, a runtime
+/// message's `content`).
 pub const KEY_PATTERN: &str = concat!("^[^\\u0000]*[^\\u0000", whitespace!(), "][^\\u0000]*$");
 
 /// Whether `text` is empty or only whitespace.

@@ -3,6 +3,7 @@
 
 pub mod daemon;
 pub mod fake_agent;
+pub mod gated;
 pub mod otlp;
 pub mod peer;
 pub mod postgres;
@@ -203,6 +204,17 @@ pub fn python_current() -> std::path::PathBuf {
 /// loudly when missing.
 pub fn python_tck() -> std::path::PathBuf {
     venv_python("SA_PYTHON_TCK", ".venv-tck", "ci/requirements-tck.txt")
+}
+
+/// The Python with LangGraph's SDK (ci/requirements-langgraph.txt):
+/// `$SA_PYTHON_LANGGRAPH`, else `.venv-langgraph` from `scripts/python-env`;
+/// fails loudly when missing.
+pub fn python_langgraph() -> std::path::PathBuf {
+    venv_python(
+        "SA_PYTHON_LANGGRAPH",
+        ".venv-langgraph",
+        "ci/requirements-langgraph.txt",
+    )
 }
 
 fn venv_python(variable: &str, venv: &str, requirements: &str) -> std::path::PathBuf {

@@ -22,7 +22,7 @@ use axum::http::HeaderMap;
 use axum::http::header::HOST;
 
 use super::super::AppState;
-use super::super::auth::bearer_of;
+use super::super::auth::presented_key;
 use super::super::body::Path;
 use super::super::document::{self, answers};
 use super::super::error::{ApiError, ErrorCode};
@@ -144,7 +144,7 @@ pub async fn bundle_card(
 ) -> Result<Json<Card>, ApiError> {
     let keys = state.registry.snapshot().keys.clone();
     let viewer = keys
-        .authenticate(bearer_of(&headers))
+        .authenticate(presented_key(&headers))
         .map_err(|e| ApiError::new(ErrorCode::Unauthorized, e.to_string()))?;
     for_bundle(&state, &base_url(&headers), &viewer, &bundle)
         .map(|card| Json(Card(card)))
@@ -163,7 +163,7 @@ pub async fn bundle_card(
 /// request does on a daemon without keys).
 fn viewer(state: &AppState, headers: &HeaderMap) -> Option<std::sync::Arc<Principal>> {
     let keys = state.registry.snapshot().keys.clone();
-    keys.authenticate(bearer_of(headers)).ok()
+    keys.authenticate(presented_key(headers)).ok()
 }
 
 /// Where the client reached the daemon (`http://<Host>`): the front door

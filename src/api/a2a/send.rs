@@ -17,7 +17,7 @@ use super::super::approvals;
 use super::super::error::ApiError;
 use super::super::feed::job_feed;
 use super::super::feed::wait_finished;
-use super::super::jobs::settled;
+use super::super::job_actions::settled;
 use super::task::{self, View, context_of};
 use super::{Call, RpcError, params, push, stream};
 

@@ -6,7 +6,7 @@
 // learns its key (session.js); a view whose action the key may not take
 // says which scope it needs instead of failing with a 403. Each view names
 // the tab (`document.title`), and the skip link before the header moves
-// the keyboard's focus to the view.
+// the keyboard's focus to the view, as does a link that changes the view.
 
 import { h, fill, link, navigate } from "./dom.js";
 import { token, setToken, whenUnauthorized } from "./api.js";
@@ -45,7 +45,13 @@ let asking = false;
 /** Counts the routings, so a slower one never draws over a newer one. */
 let routing = 0;
 
-async function route() {
+/**
+ * Draws the view the URL names; `focusView`: the view takes the focus once
+ * drawn (a link or Back moved to it: without a page load the focus would
+ * stay on a link that is gone, and a reader would not learn the view
+ * changed). The first draw leaves the focus at the page's start.
+ */
+async function route({ focusView = false } = {}) {
   const turn = ++routing;
   const view = document.getElementById("view");
   if (stopView) stopView();
@@ -76,6 +82,7 @@ async function route() {
     return;
   }
   drawView(view, match);
+  if (focusView) view.focus();
 }
 
 function drawView(view, match) {
@@ -154,6 +161,8 @@ function skipToContent(event) {
   document.getElementById("view").focus();
 }
 
-window.addEventListener("popstate", route);
+// Back and Forward carry no state of ours: they move, so the view takes
+// the focus; `navigate` says whether it moved.
+window.addEventListener("popstate", (event) => route({ focusView: event.state?.focusView ?? true }));
 whenUnauthorized(askForToken);
 route();

@@ -41,7 +41,9 @@ export function link(href, ...children) {
 export function navigate(url, { replace = false } = {}) {
   if (replace) history.replaceState(null, "", url);
   else history.pushState(null, "", url);
-  window.dispatchEvent(new PopStateEvent("popstate"));
+  // A new place takes the focus to its view; a replaced URL (a filter
+  // redrawing the list it is part of) leaves the focus where it is.
+  window.dispatchEvent(new PopStateEvent("popstate", { state: { focusView: !replace } }));
 }
 
 /** JSON as people read it. */

@@ -19,13 +19,14 @@ use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path, Query, WireBody};
 use super::super::trace_context::CallerTrace;
 use super::bounds::IntegerBounds;
-use super::shapes::{BEARER, errors, header, json_media, require};
+use super::shapes::{API_KEY, BEARER, errors, header, json_media, require};
 
-/// The caller's key: the route needs the bearer scheme, and answers 401
-/// without a key and 403 without the scope.
+/// The caller's key: the route takes it as a bearer token or in
+/// `X-Api-Key`, and answers 401 without a key and 403 without the scope.
 impl OperationInput for Caller {
     fn operation_input(_: &mut GenContext, operation: &mut Operation) {
         require(operation, BEARER);
+        require(operation, API_KEY);
     }
 
     fn inferred_early_responses(

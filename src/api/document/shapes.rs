@@ -13,8 +13,11 @@ use schemars::{JsonSchema, json_schema};
 use super::super::error::ErrorBody;
 use super::stream::{json_text, sse_event};
 
-/// The name of the bearer-token scheme every authenticated route requires.
+/// The name of the bearer-token scheme every authenticated route takes.
 pub(in crate::api) const BEARER: &str = "bearer";
+/// The name of the `X-Api-Key` scheme every authenticated route takes as
+/// well (the same key, in the header LangGraph's SDKs send).
+pub(in crate::api) const API_KEY: &str = "api_key";
 
 /// An error answer whose body is `E`.
 pub(super) fn shaped_error<E: JsonSchema>(

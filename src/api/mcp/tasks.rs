@@ -112,7 +112,7 @@ pub async fn cancel(state: &AppState, caller: &Caller, task_id: &str) -> Result<
     caller.require(Action::CancelJob).map_err(|e| {
         McpError::invalid_request(format!("cannot cancel task {task_id}: {}", e.message), None)
     })?;
-    super::super::jobs::cancel(
+    super::super::job_actions::cancel(
         State(state.clone()),
         caller.clone(),
         super::super::body::Path(task_id.to_string()),

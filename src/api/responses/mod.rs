@@ -122,7 +122,7 @@ pub async fn cancel(
         Err(e) => return e.into_response(),
     };
     let path = Path(job.id.to_string());
-    match super::jobs::cancel(State(state.clone()), caller, path).await {
+    match super::job_actions::cancel(State(state.clone()), caller, path).await {
         Ok(Json(job)) => answer(snapshot(&state, &job, &View::of(&id)).await),
         Err(e) => OpenAiError::from(e).into_response(),
     }
@@ -136,7 +136,7 @@ pub async fn delete(
     Path(ResponsePath { id }): Path<ResponsePath>,
 ) -> Response {
     let deleted = match job_of(&id) {
-        Some(job) => super::jobs::delete_ended(&state, &caller, &job).await,
+        Some(job) => super::job_actions::delete_ended(&state, &caller, &job).await,
         None => Err(not_a_response(&id)),
     };
     match deleted {

@@ -19,7 +19,7 @@ use super::super::body::{JsonBody, Path};
 use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
 use super::super::feed::run_to_end;
-use super::super::jobs::{idempotency_header, reads_idempotency_key};
+use super::super::idempotency::{idempotency_header, reads_idempotency_key};
 use super::super::trace_context::CallerTrace;
 use super::Envelope;
 use crate::access::policy::{Action, Resource};
@@ -162,7 +162,8 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Json<AgentLi
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "AgentMessage")]
 pub struct Message {
-    #[schemars(length(min = 1))]
+    /// What is asked: not blank, and without NUL (a job cannot hold one).
+    #[schemars(regex(pattern = crate::types::text::KEY_PATTERN))]
     content: String,
     /// Continue this conversation (default: a new `conv-<uuid>`).
     #[serde(default)]
@@ -170,6 +171,7 @@ pub struct Message {
     conversation_id: Option<String>,
     /// Who asks; the reply's `recipientId` (default `user`).
     #[serde(default)]
+    #[schemars(regex(pattern = crate::types::text::NO_NUL_PATTERN))]
     sender_id: Option<String>,
     /// Accepted and ignored: the reply makes its own.
     #[serde(default, rename = "messageId")]

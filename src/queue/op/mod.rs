@@ -4,8 +4,8 @@
 //! or task), names its answer ([`Operation::Output`]) and runs its rule in
 //! `lifecycle` (or `decisions`, `reads`, `outbox`, `schedules`,
 //! `versions`), written once for every dialect over any [`Tx`]. The
-//! operations are in `jobs.rs`, `schedule.rs`, `delivery.rs` and
-//! `queries.rs`; this file holds what they are. A backend's driver runs any of them
+//! operations are in `jobs.rs`, `schedule.rs`, `delivery.rs`,
+//! `release.rs` and `queries.rs`; this file holds what they are. A backend's driver runs any of them
 //! without knowing what they do, and a caller gets exactly the answer type
 //! its operation names: a wrong one does not compile.
 //!
@@ -27,11 +27,13 @@
 mod delivery;
 mod jobs;
 mod queries;
+mod release;
 mod schedule;
 
 pub(crate) use delivery::*;
 pub(crate) use jobs::*;
 pub(crate) use queries::*;
+pub(crate) use release::*;
 pub(crate) use schedule::*;
 
 use std::future::Future;
@@ -42,6 +44,7 @@ use super::lifecycle::{self, Ending, LeaseAsk, Pinner};
 use super::outbox::{
     self, Delivery, DeliveryFilter, DeliveryPage, DeliveryResult, Redrive, Settled,
 };
+use super::releases::{self, Replaces, StoredRelease};
 use super::schedules::{self, FireRecord, StoredSchedule};
 use super::transaction::Tx;
 use super::tx::{Conversation, Pin, Res};

@@ -33,6 +33,7 @@ mod listen;
 mod notify;
 mod outbox;
 mod pool;
+mod releases;
 mod schedules;
 mod schema;
 mod settle;

@@ -43,6 +43,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0021_refused.sql"),
     include_str!("migrations/0022_keyed_jobs.sql"),
     include_str!("migrations/0023_tracestate.sql"),
+    include_str!("migrations/0024_release_decisions.sql"),
 ];
 
 /// The schema version this binary writes.

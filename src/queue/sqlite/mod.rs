@@ -5,6 +5,7 @@
 
 mod dialect;
 mod outbox;
+mod releases;
 mod schedules;
 mod writer;
 
@@ -47,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0017_schedule_missed_fires.sql"),
     include_str!("migrations/0018_fair_lease.sql"),
     include_str!("migrations/0019_tracestate.sql"),
+    include_str!("migrations/0020_release_decisions.sql"),
 ];
 
 /// The schema version this binary writes.

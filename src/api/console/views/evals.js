@@ -1,7 +1,8 @@
 // "Evals", on each served bundle of the bundles page (issue 52): opened on
-// demand (a <details>), it reads the loaded version's suite
-// (`GET /v1/bundles/{name}/evals/suite`: each case's id, tags, input and
-// graders) and the bundle's eval runs (`GET /v1/bundles/{name}/evals`:
+// demand (a <details>), it reads the suite of the version the release
+// gate holds, else of the serving one — the cases a decision rests on
+// (`GET /v1/bundles/{name}/evals/suite[?version=]`: each case's id, tags,
+// input and graders) and the bundle's eval runs (`GET /v1/bundles/{name}/evals`:
 // newest first, the key's own unless it reads every key's), refreshed
 // while it is open so a running eval turns into its score; the score over
 // versions (each version's latest finished run, an inline SVG bar each);
@@ -79,8 +80,9 @@ export function evalsPanel(b) {
     const controller = new AbortController();
     state.stop = () => controller.abort();
     fill(suite, banner("info", "Reading the suite…"));
-    api(`${path}/suite`)
-      .then((s) => fill(suite, suiteList(s)))
+    const held = b.candidate?.version;
+    api(held ? `${path}/suite?version=${encodeURIComponent(held)}` : `${path}/suite`)
+      .then((s) => fill(suite, suiteList(s, held)))
       .catch((error) => fill(suite, banner("error", "Cannot read the suite: ", errorText(error))));
     every(
       REFRESH_MS,
@@ -123,12 +125,14 @@ function layout(b, id, parts, toggled) {
   );
 }
 
-/** The suite's cases, or why there are none. */
-function suiteList(s) {
+/** The suite's cases (of `held`, the version the gate holds, when it holds one), or why there are none. */
+function suiteList(s, held) {
   if (!s.cases.length) return banner("warn", s.note || "The suite holds no case.");
+  const whose = held ? `the version the release gate holds, ${s.version}` : `version ${s.version}, serving`;
   return h(
     "table",
     { class: "evals-cases" },
+    h("caption", { class: "evals-suite-version" }, `The cases of ${whose}`),
     h("thead", {}, h("tr", {}, ["case", "tags", "input", "graders"].map((t) => h("th", {}, t)))),
     h(
       "tbody",

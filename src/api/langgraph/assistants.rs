@@ -1,0 +1,508 @@
+//! Assistants are bundles: `POST /assistants/search` and `…/count`,
+//! `GET /assistants/{id}`, `POST /assistants/{id}/versions`. Every loaded
+//! bundle the key may read is an assistant — its graph id its name, its id
+//! the name or LangGraph's UUID of it (`ids`) — whose versions are the
+//! versions of the bundle the daemon served since it started.
+
+use aide::transform::TransformOperation;
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::super::AppState;
+use super::super::auth::Caller;
+use super::super::body::{JsonBody, Path};
+use super::super::document::answers;
+use super::super::error::{ApiError, ErrorCode};
+use super::ids;
+use crate::access::policy::{Action, Resource};
+use crate::registry::{BundleEntry, LoadedBundle, Snapshot};
+
+/// The most assistants one search answers.
+const MAX_LIMIT: usize = 1000;
+
+/// An assistant: a loaded bundle as LangGraph's clients see it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Assistant {
+    /// LangGraph's UUID of the bundle's name (the name is taken too).
+    pub assistant_id: String,
+    /// The bundle's name.
+    pub graph_id: String,
+    /// Always `{}`: a bundle's settings are its files.
+    pub config: Map<String, Value>,
+    /// Always `{}`: variables come with each run.
+    pub context: Map<String, Value>,
+    /// When the version serving was loaded (RFC 3339).
+    pub created_at: String,
+    pub updated_at: String,
+    pub metadata: AssistantMetadata,
+    /// The version serving's place among the versions the daemon served
+    /// since it started (1 the first).
+    pub version: u32,
+    /// The bundle's name.
+    pub name: String,
+    /// The bundle's description (empty when it has none).
+    pub description: String,
+}
+
+/// What an assistant says of the bundle behind it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AssistantMetadata {
+    /// `system`: every assistant is a bundle the operator dropped.
+    pub created_by: &'static str,
+    /// The bundle's own `version:`.
+    pub bundle_version: String,
+    /// The binding's identity (`GET /v1/bundles/{name}`'s `digest`).
+    pub digest: String,
+    /// The digest of the bundle's files alone.
+    pub content_digest: String,
+    /// `ok`, or `degraded` while the last good version serves a broken edit.
+    pub status: String,
+}
+
+/// The body of `POST /assistants/search` (and, without its paging and
+/// sorting, `…/count`).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct SearchRequest {
+    /// Only assistants whose metadata has each of these keys at exactly
+    /// this value.
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    /// Only the bundle of this name.
+    #[serde(default)]
+    pub graph_id: Option<String>,
+    /// Only bundles whose name holds this text (any case).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// At most this many (1 to 1000; default 10).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    /// After skipping this many.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    #[serde(default)]
+    pub sort_by: Option<SortBy>,
+    #[serde(default)]
+    pub sort_order: Option<SortOrder>,
+    /// Only these fields of each assistant.
+    #[serde(default)]
+    pub select: Option<Vec<Field>>,
+}
+
+/// What a search sorts by (default `created_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortBy {
+    AssistantId,
+    GraphId,
+    Name,
+    CreatedAt,
+    UpdatedAt,
+}
+
+/// Which way (default `desc`: the newest first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    Asc,
+    Desc,
+}
+
+/// A field of an assistant a search may select.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Field {
+    AssistantId,
+    GraphId,
+    Config,
+    Context,
+    CreatedAt,
+    UpdatedAt,
+    Metadata,
+    Version,
+    Name,
+    Description,
+}
+
+impl Field {
+    fn key(self) -> &'static str {
+        match self {
+            Field::AssistantId => "assistant_id",
+            Field::GraphId => "graph_id",
+            Field::Config => "config",
+            Field::Context => "context",
+            Field::CreatedAt => "created_at",
+            Field::UpdatedAt => "updated_at",
+            Field::Metadata => "metadata",
+            Field::Version => "version",
+            Field::Name => "name",
+            Field::Description => "description",
+        }
+    }
+}
+
+/// The body of `POST /assistants/count`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct CountRequest {
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub graph_id: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+/// The body of `POST /assistants/{id}/versions`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct VersionsRequest {
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    /// At most this many (1 to 1000; default 10).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    #[serde(default)]
+    pub offset: Option<usize>,
+}
+
+/// One version of an assistant: a version of its bundle the daemon served
+/// since it started, or the one the release gate holds.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AssistantVersion {
+    pub assistant_id: String,
+    pub graph_id: String,
+    pub config: Map<String, Value>,
+    pub context: Map<String, Value>,
+    /// When this daemon loaded it (RFC 3339), for the version serving and
+    /// the one held; `null` for one that served before.
+    pub created_at: Option<String>,
+    pub metadata: VersionMetadata,
+    /// Its place among the versions (1 the first served).
+    pub version: u32,
+    pub name: String,
+    pub description: String,
+}
+
+/// What a version says of the bundle's content.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VersionMetadata {
+    pub created_by: &'static str,
+    pub bundle_version: String,
+    /// Its identity, when the daemon still knows it.
+    pub digest: Option<String>,
+    /// `serving`, `served` (before the one serving) or `candidate` (held
+    /// by the release gate).
+    pub status: &'static str,
+}
+
+/// The loaded bundles `caller` may read, by name.
+fn readable<'s>(
+    snapshot: &'s Snapshot,
+    caller: &'s Caller,
+) -> impl Iterator<Item = (&'s BundleEntry, &'s std::sync::Arc<LoadedBundle>)> {
+    snapshot
+        .bundles
+        .values()
+        .filter(|entry| caller.allows(Action::ReadBundle, &Resource::bundle(&entry.name)))
+        .filter_map(|entry| Some((entry, entry.current.as_ref()?)))
+}
+
+/// The bundle assistant `id` names, among those `caller` may read; else
+/// a 404 (another key's bundle is as unknown as a missing one).
+pub(super) fn found<'s>(
+    snapshot: &'s Snapshot,
+    caller: &'s Caller,
+    id: &str,
+) -> Result<(&'s BundleEntry, &'s std::sync::Arc<LoadedBundle>), ApiError> {
+    readable(snapshot, caller)
+        .find(|(entry, _)| ids::names(id, &entry.name))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no assistant {id:?}: an assistant is a loaded bundle the key may read, named by its name or its assistant_id (POST /assistants/search lists them)"
+                ),
+            )
+        })
+}
+
+/// The versions of bundle `name` the daemon knows, oldest first, with the
+/// place of the one serving.
+fn versions(state: &AppState, entry: &BundleEntry) -> (Vec<(String, &'static str)>, u32) {
+    let serving = entry.current.as_ref().map(|b| b.version().to_string());
+    let held = entry
+        .candidate
+        .as_ref()
+        .map(|c| c.loaded.version().to_string());
+    // Newest first: serving, held, then those served before, newest first.
+    let known = state.registry.versions_of(&entry.name);
+    let mut served: Vec<(String, &'static str)> = known
+        .into_iter()
+        .filter(|v| Some(v) != serving.as_ref() && Some(v) != held.as_ref())
+        .map(|v| (v, "served"))
+        .collect();
+    served.reverse();
+    served.extend(serving.map(|v| (v, "serving")));
+    let place = served.len() as u32;
+    served.extend(held.map(|v| (v, "candidate")));
+    (served, place.max(1))
+}
+
+/// The assistant of a loaded bundle.
+pub(super) fn assistant(state: &AppState, entry: &BundleEntry, loaded: &LoadedBundle) -> Assistant {
+    let (_, version) = versions(state, entry);
+    Assistant {
+        assistant_id: ids::assistant_id(&entry.name),
+        graph_id: entry.name.clone(),
+        config: Map::new(),
+        context: Map::new(),
+        created_at: loaded.loaded_at.clone(),
+        updated_at: loaded.loaded_at.clone(),
+        metadata: AssistantMetadata {
+            created_by: "system",
+            bundle_version: loaded.version().to_string(),
+            digest: loaded.identity.to_string(),
+            content_digest: loaded.bundle.content_digest.to_string(),
+            status: serde_json::to_value(entry.status)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+        },
+        version,
+        name: entry.name.clone(),
+        description: loaded.bundle.raw.description.clone(),
+    }
+}
+
+/// Whether `value` (an assistant or a version, as JSON) has each of
+/// `wanted`'s metadata keys at its value.
+fn has_metadata(value: &Value, wanted: Option<&Map<String, Value>>) -> bool {
+    wanted.is_none_or(|wanted| {
+        wanted
+            .iter()
+            .all(|(key, expected)| value["metadata"].get(key) == Some(expected))
+    })
+}
+
+/// The assistants `caller` may read that a search's filters keep.
+fn matching(
+    state: &AppState,
+    caller: &Caller,
+    metadata: Option<&Map<String, Value>>,
+    graph_id: Option<&str>,
+    name: Option<&str>,
+) -> Vec<Assistant> {
+    let snapshot = state.registry.snapshot();
+    let name = name.map(str::to_lowercase);
+    readable(&snapshot, caller)
+        .filter(|(entry, _)| graph_id.is_none_or(|id| id == entry.name))
+        .filter(|(entry, _)| {
+            name.as_ref()
+                .is_none_or(|part| entry.name.to_lowercase().contains(part))
+        })
+        .map(|(entry, loaded)| assistant(state, entry, loaded))
+        .filter(|a| serde_json::to_value(a).is_ok_and(|v| has_metadata(&v, metadata)))
+        .collect()
+}
+
+/// A page's bounds: `limit` 1 to 1000 (default 10), `offset` any.
+fn page(limit: Option<usize>, offset: Option<usize>) -> Result<(usize, usize), ApiError> {
+    let limit = limit.unwrap_or(10);
+    if !(1..=MAX_LIMIT).contains(&limit) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "limit",
+            format!("limit {limit} is out of range: send 1 to {MAX_LIMIT}"),
+        ));
+    }
+    Ok((limit, offset.unwrap_or(0)))
+}
+
+/// `POST /assistants/search` in the API document.
+pub(super) fn search_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Search the assistants: the loaded bundles the key may read")
+        .description(
+            "Filters by `graph_id` (the bundle's name), `name` (a part of it, any case) and \
+             `metadata` (each key at its value); sorted by `sort_by` (default `created_at`) in \
+             `sort_order` (default `desc`); `select` keeps only those fields. When more \
+             assistants follow the page, the header `X-Pagination-Next` holds the next offset.",
+        )
+        .response_with::<200, Json<Vec<Value>>, _>(|r| {
+            r.description("The assistants of the page (objects of the `Assistant` shape)")
+        });
+    answers(op, &[(422, "A field is out of range or unknown")])
+}
+
+/// `POST /assistants/search`.
+pub async fn search(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(request): JsonBody<SearchRequest>,
+) -> Result<Response, ApiError> {
+    let (limit, offset) = page(request.limit, request.offset)?;
+    let mut found = matching(
+        &state,
+        &caller,
+        request.metadata.as_ref(),
+        request.graph_id.as_deref(),
+        request.name.as_deref(),
+    );
+    let by = request.sort_by.unwrap_or(SortBy::CreatedAt);
+    found.sort_by(|a, b| {
+        let key = |x: &Assistant| match by {
+            SortBy::AssistantId => x.assistant_id.clone(),
+            SortBy::GraphId | SortBy::Name => x.name.clone(),
+            SortBy::CreatedAt => x.created_at.clone(),
+            SortBy::UpdatedAt => x.updated_at.clone(),
+        };
+        key(a).cmp(&key(b)).then_with(|| a.name.cmp(&b.name))
+    });
+    if request.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc {
+        found.reverse();
+    }
+    let total = found.len();
+    let shown: Vec<Value> = found
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|a| selected(&a, request.select.as_deref()))
+        .collect();
+    let mut response = Json(shown).into_response();
+    if offset.saturating_add(limit) < total
+        && let Ok(next) = (offset + limit).to_string().parse()
+    {
+        response.headers_mut().insert("x-pagination-next", next);
+    }
+    Ok(response)
+}
+
+/// `assistant` as JSON with only the `select`ed fields (every field
+/// without one).
+fn selected(assistant: &Assistant, select: Option<&[Field]>) -> Value {
+    let value = serde_json::to_value(assistant).unwrap_or(Value::Null);
+    let (Some(select), Value::Object(all)) = (select.filter(|s| !s.is_empty()), &value) else {
+        return value;
+    };
+    Value::Object(
+        select
+            .iter()
+            .filter_map(|field| Some((field.key().to_string(), all.get(field.key())?.clone())))
+            .collect(),
+    )
+}
+
+/// `POST /assistants/count` in the API document.
+pub(super) fn count_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    op.summary("Count the assistants a search with these filters finds")
+        .response_with::<200, Json<usize>, _>(|r| r.description("How many"))
+}
+
+/// `POST /assistants/count`.
+pub async fn count(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(request): JsonBody<CountRequest>,
+) -> Json<usize> {
+    Json(
+        matching(
+            &state,
+            &caller,
+            request.metadata.as_ref(),
+            request.graph_id.as_deref(),
+            request.name.as_deref(),
+        )
+        .len(),
+    )
+}
+
+/// `GET /assistants/{assistant_id}` in the API document.
+pub(super) fn get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("An assistant, by its id or its bundle's name")
+        .response_with::<200, Json<Assistant>, _>(|r| r.description("The assistant"));
+    answers(
+        op,
+        &[(404, "No loaded bundle the key may read is named so")],
+    )
+}
+
+/// `GET /assistants/{assistant_id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Assistant>, ApiError> {
+    let snapshot = state.registry.snapshot();
+    let (entry, loaded) = found(&snapshot, &caller, &id)?;
+    Ok(Json(assistant(&state, entry, loaded)))
+}
+
+/// `POST /assistants/{assistant_id}/versions` in the API document.
+pub(super) fn versions_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "An assistant's versions: the bundle's versions this daemon served since it \
+             started, and the one the release gate holds, the newest first",
+        )
+        .response_with::<200, Json<Vec<AssistantVersion>>, _>(|r| r.description("The versions"));
+    answers(
+        op,
+        &[(404, "No loaded bundle the key may read is named so")],
+    )
+}
+
+/// `POST /assistants/{assistant_id}/versions`.
+pub async fn list_versions(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(request): JsonBody<VersionsRequest>,
+) -> Result<Json<Vec<AssistantVersion>>, ApiError> {
+    let (limit, offset) = page(request.limit, request.offset)?;
+    let snapshot = state.registry.snapshot();
+    let (entry, loaded) = found(&snapshot, &caller, &id)?;
+    let (known, _) = versions(&state, entry);
+    let held = entry.candidate.as_ref().map(|c| &c.loaded);
+    let mut all: Vec<AssistantVersion> = known
+        .into_iter()
+        .enumerate()
+        .map(|(place, (version, status))| {
+            let bound = match status {
+                "serving" => Some(loaded),
+                "candidate" => held,
+                _ => None,
+            };
+            AssistantVersion {
+                assistant_id: ids::assistant_id(&entry.name),
+                graph_id: entry.name.clone(),
+                config: Map::new(),
+                context: Map::new(),
+                created_at: bound.map(|b| b.loaded_at.clone()),
+                metadata: VersionMetadata {
+                    created_by: "system",
+                    digest: bound
+                        .map(|b| b.identity.clone())
+                        .or_else(|| state.registry.identity_of(&entry.name, &version))
+                        .map(|identity| identity.to_string()),
+                    bundle_version: version,
+                    status,
+                },
+                version: place as u32 + 1,
+                name: entry.name.clone(),
+                description: bound
+                    .map(|b| b.bundle.raw.description.clone())
+                    .unwrap_or_default(),
+            }
+        })
+        .filter(|v| {
+            serde_json::to_value(v).is_ok_and(|json| has_metadata(&json, request.metadata.as_ref()))
+        })
+        .collect();
+    all.reverse();
+    Ok(Json(all.into_iter().skip(offset).take(limit).collect()))
+}
