@@ -1,6 +1,7 @@
 //! The pieces every part of the API document is made of: an error answer
 //! of the API's shape (or a wire's own), JSON and event-stream media, a
-//! header a handler reads, and the security a route requires.
+//! header a handler reads, the security a route requires, and a body field
+//! that is a JSON object or its text.
 
 use aide::generate::GenContext;
 use aide::openapi::{
@@ -8,13 +9,20 @@ use aide::openapi::{
     StatusCode as DocStatus,
 };
 use indexmap::IndexMap;
-use schemars::{JsonSchema, json_schema};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 use super::super::error::ErrorBody;
 use super::stream::{json_text, sse_event};
 
 /// The name of the bearer-token scheme every authenticated route requires.
 pub(in crate::api) const BEARER: &str = "bearer";
+
+/// A body field read as a JSON object, or its text (`null` is none): a tool
+/// run's `arguments`, a verify's `exchange`. What another value means is
+/// the route's to say, beside its field.
+pub(in crate::api) fn object_or_text(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"oneOf": [{"type": "object"}, {"type": "string"}, {"type": "null"}]})
+}
 
 /// An error answer whose body is `E`.
 pub(super) fn shaped_error<E: JsonSchema>(
