@@ -4,6 +4,7 @@
 //! against), the candidate the release gate holds, and the
 //! gate's decisions (`releases.rs`'s record) written one at a time.
 
+use super::record::Record;
 use super::{BundleIdentity, Decision, LoadedBundle, Registry, Releases};
 
 /// The superseded versions of a bundle the registry remembers by version
