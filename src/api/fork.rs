@@ -283,6 +283,8 @@ pub(super) fn migrate_jobs_doc(
     )
 }
 
+// Its doc function ends and its handler opens as `fork`'s above, as routes
+// do (aide's answers, axum's extractors); what each reads is its own.
 /// `POST /v1/bundles/{name}/migrate-jobs`: moves the bundle's waiting and
 /// parked jobs to its current version where their journals replay (with
 /// `dry_run`, says which would and why the others cannot).
