@@ -66,7 +66,7 @@ pub async fn list(
     Path(id): Path<String>,
 ) -> Result<Json<Approvals>, ApiError> {
     let id = JobId::from(id);
-    let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    let job = caller.stored_job(&state, Action::ReadJob, &id).await?;
     // The parked call's one shape (docs/api.md), as the job shows it.
     let approvals: Vec<ParkedCall> = match (job.state, job.pending_call) {
         (JobState::AwaitingApproval, Some(request)) if request.kind == ParkedKind::Approval => {

@@ -80,7 +80,7 @@ pub async fn fork(
     JsonBody(request): JsonBody<ForkRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     let id = JobId::from(id);
-    let source = caller.job(Action::ForkJob, &id, state.queue.get(&id).await?)?;
+    let source = caller.stored_job(&state, Action::ForkJob, &id).await?;
     agent_job(&state, &source)?;
     let journal = state.queue.journal(&id).await?;
     let range = seed::range(&journal);

@@ -77,7 +77,7 @@ pub async fn prompt(
     Path((id, turn)): Path<(String, String)>,
 ) -> Result<Json<TurnPrompt>, ApiError> {
     let id = JobId::from(id);
-    let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    let job = caller.stored_job(&state, Action::ReadJob, &id).await?;
     let unknown = || {
         ApiError::new(
             ErrorCode::NotFound,
