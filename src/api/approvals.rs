@@ -66,7 +66,7 @@ pub async fn list(
     Path(id): Path<String>,
 ) -> Result<Json<Approvals>, ApiError> {
     let id = JobId::from(id);
-    let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    let job = caller.stored_job(&state, Action::ReadJob, &id).await?;
     // The parked call's one shape (docs/api.md), as the job shows it.
     let approvals: Vec<ParkedCall> = match (job.state, job.pending_call) {
         (JobState::AwaitingApproval, Some(request)) if request.kind == ParkedKind::Approval => {
@@ -116,7 +116,7 @@ pub(super) async fn take(
     // No stream tells of a request before the job is parked on it (the
     // queue writes `ApprovalRequested` in the park's commit), so a job
     // that is not parked here has nothing to decide yet, or any more.
-    let job = caller.job(Action::DecideApproval, id, state.queue.get(id).await?)?;
+    let job = caller.stored_job(state, Action::DecideApproval, id).await?;
     if let Some(request) = &job.pending_call
         && request.barred(job.owner.as_deref()) == Some(caller.name())
     {

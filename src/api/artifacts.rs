@@ -89,7 +89,7 @@ pub(super) async fn read(
     caller: &Caller,
     id: &JobId,
 ) -> Result<Vec<Artifact>, ApiError> {
-    caller.job(Action::ReadJob, id, state.queue.get(id).await?)?;
+    caller.stored_job(state, Action::ReadJob, id).await?;
     let scope = format!("{ARTIFACTS_SCOPE}/");
     let mut artifacts: Vec<Artifact> = state
         .queue

@@ -87,6 +87,17 @@ impl Caller {
         Ok(job)
     }
 
+    /// Job `id` as the queue has it, if this key may do `action` on it
+    /// ([`job`](Self::job)): the prologue of every route on one job.
+    pub async fn stored_job(
+        &self,
+        state: &super::AppState,
+        action: Action,
+        id: &JobId,
+    ) -> Result<Job, ApiError> {
+        self.job(action, id, state.queue.get(id).await?)
+    }
+
     /// Whether this key may do `action` on `job`.
     pub fn allows_job(&self, action: Action, job: &Job) -> bool {
         self.allows(action, &job_resource(job))

@@ -32,7 +32,9 @@ use super::error::{ApiError, ErrorBody};
 use bounds::IntegerBounds;
 
 pub(super) use inputs::json_request_body;
-pub(super) use shapes::{API_KEY, BEARER, answer_of, header, header_of, json_events, json_media};
+pub(super) use shapes::{
+    API_KEY, BEARER, answer_of, header, header_of, json_events, json_media, object_or_text,
+};
 use shapes::{error_response, parameter_data, require, shaped_error};
 pub(super) use stream::{EventStream, also_streams, json_text, sse_event};
 

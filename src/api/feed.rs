@@ -1,9 +1,12 @@
 //! A job's feed as the wires open it: [`crate::follow`]'s feed of the job,
 //! read from this daemon's queue and live hub, holding one of the caller's
 //! stream permits until it is dropped; and the wait for a job's end, for
-//! the wires that answer with the finished job.
+//! the wires that answer with the finished job; and [`batches`], a wire's
+//! reader of a feed turned into the stream of what it sends.
 
-use futures::Stream;
+use std::future::Future;
+
+use futures::{Stream, StreamExt};
 
 use super::AppState;
 use super::admission::{Submission, admit};
@@ -74,4 +77,32 @@ pub(super) async fn wait_finished(state: &AppState, id: &JobId) -> Result<Job, A
             WaitError::Queue(e) => e.into(),
             WaitError::Vanished(_) => ApiError::new(ErrorCode::NotFound, e.to_string()),
         })
+}
+
+/// What a wire's reader of a feed sends next: a batch, and whether more
+/// follow.
+pub(super) enum Step<T> {
+    More(Vec<T>),
+    Last(Vec<T>),
+}
+
+/// A wire's reader of a job's feed (chat completions' chunks, the
+/// Responses API's frames): each step reads the feed up to its next batch.
+pub(super) trait Stepper: Send + 'static {
+    /// What the wire sends (an SSE event, a frame).
+    type Sent: Send + 'static;
+    /// Reads the feed up to the next batch to send.
+    fn step(&mut self) -> impl Future<Output = Step<Self::Sent>> + Send;
+}
+
+/// Everything `stepper` sends, batch after batch, through its last.
+pub(super) fn batches<S: Stepper>(stepper: S) -> impl Stream<Item = S::Sent> + Send {
+    futures::stream::unfold(Some(stepper), |stepper| async move {
+        let mut stepper = stepper?;
+        match stepper.step().await {
+            Step::More(sent) => Some((sent, Some(stepper))),
+            Step::Last(sent) => Some((sent, None)),
+        }
+    })
+    .flat_map(futures::stream::iter)
 }

@@ -80,7 +80,7 @@ pub async fn fork(
     JsonBody(request): JsonBody<ForkRequest>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     let id = JobId::from(id);
-    let source = caller.job(Action::ForkJob, &id, state.queue.get(&id).await?)?;
+    let source = caller.stored_job(&state, Action::ForkJob, &id).await?;
     agent_job(&state, &source)?;
     let journal = state.queue.journal(&id).await?;
     let range = seed::range(&journal);
@@ -283,6 +283,8 @@ pub(super) fn migrate_jobs_doc(
     )
 }
 
+// Its doc function ends and its handler opens as `fork`'s above, as routes
+// do (aide's answers, axum's extractors); what each reads is its own.
 /// `POST /v1/bundles/{name}/migrate-jobs`: moves the bundle's waiting and
 /// parked jobs to its current version where their journals replay (with
 /// `dry_run`, says which would and why the others cannot).

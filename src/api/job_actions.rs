@@ -33,7 +33,7 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    caller.job(Action::CancelJob, &id, state.queue.get(&id).await?)?;
+    caller.stored_job(&state, Action::CancelJob, &id).await?;
     let changed = state
         .queue
         .cancel(&id)
@@ -73,7 +73,7 @@ pub(super) async fn delete_ended(
     caller: &Caller,
     id: &JobId,
 ) -> Result<Job, ApiError> {
-    caller.job(Action::DeleteJob, id, state.queue.get(id).await?)?;
+    caller.stored_job(state, Action::DeleteJob, id).await?;
     match state.queue.delete_finished(id).await? {
         Deletion::Deleted(job) => {
             tracing::info!(job_id = %id, by = caller.name(), "job deleted");
@@ -116,7 +116,7 @@ pub async fn rerun(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     let id = JobId::from(id);
-    let source = caller.job(Action::RerunJob, &id, state.queue.get(&id).await?)?;
+    let source = caller.stored_job(&state, Action::RerunJob, &id).await?;
     let submission = Submission::new(rerun_of(source), "bundle");
     let (job, _) = admit(&state, &caller, submission).await?;
     Ok((StatusCode::CREATED, Json(job)))
@@ -185,7 +185,7 @@ pub async fn resolve(
     JsonBody(resolution): JsonBody<Resolution>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    caller.job(Action::ResolveJob, &id, state.queue.get(&id).await?)?;
+    caller.stored_job(&state, Action::ResolveJob, &id).await?;
     let changed = state.queue.resolve(&id, resolution).await?;
     let job = settled(&state, changed);
     tracing::info!(job_id = %id, state = %job.state, by = caller.name(), "job resolved by an operator");

@@ -49,7 +49,7 @@ pub async fn journal(
     Path(id): Path<String>,
 ) -> Result<Json<Journal>, ApiError> {
     let id = JobId::from(id);
-    caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    caller.stored_job(&state, Action::ReadJob, &id).await?;
     let steps = state
         .queue
         .journal(&id)

@@ -293,7 +293,7 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Job>, ApiError> {
     let id = JobId::from(id);
-    let mut job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    let mut job = caller.stored_job(&state, Action::ReadJob, &id).await?;
     if job.state == JobState::Running {
         job.heartbeat_every_ms = Some(state.job_heartbeat.as_millis() as u64);
     }

@@ -60,6 +60,8 @@ pub struct TurnPrompt {
     pub pinned: bool,
 }
 
+// Shaped as `jobs.rs`'s `journal_doc` and handler, as every route's doc
+// function and extractors are: each states its own summary and answer.
 /// `GET /v1/jobs/{id}/turns/{turn}/prompt` in the API document.
 pub(super) fn prompt_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     op.summary(
@@ -75,7 +77,7 @@ pub async fn prompt(
     Path((id, turn)): Path<(String, String)>,
 ) -> Result<Json<TurnPrompt>, ApiError> {
     let id = JobId::from(id);
-    let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    let job = caller.stored_job(&state, Action::ReadJob, &id).await?;
     let unknown = || {
         ApiError::new(
             ErrorCode::NotFound,

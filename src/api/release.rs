@@ -85,6 +85,8 @@ fn documented(op: TransformOperation<'_>) -> TransformOperation<'_> {
     )
 }
 
+// `promote` and `reject` repeat their extractors: axum routes a handler, so
+// each verdict is a function of its own around the one `decide`.
 pub async fn promote(
     state: State<AppState>,
     caller: Caller,

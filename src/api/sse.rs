@@ -88,7 +88,7 @@ pub async fn events(
     let after = resume_point(&headers, query.after)?;
     // Before the store is read: a refused stream costs nothing.
     let permit = state.streams.acquire(caller.name())?;
-    caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    caller.stored_job(&state, Action::ReadJob, &id).await?;
     let heartbeat = state.sse_heartbeat;
     let stream = async_stream(state, id, after, permit);
     Ok(EventStream::new(Sse::new(stream).keep_alive(

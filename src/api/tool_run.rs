@@ -13,7 +13,7 @@
 use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -21,7 +21,7 @@ use super::AppState;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
-use super::document::{QUOTA, UNAVAILABLE, answers};
+use super::document::{QUOTA, UNAVAILABLE, answers, object_or_text};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobKind, JobState, NewJob};
@@ -35,17 +35,11 @@ const RUN_SUFFIX: &str = ":run";
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
     /// The call's arguments: a JSON object, or the text of one (as a model
-    /// writes it). Absent: `{}`.
+    /// writes it). Absent: `{}`. Another value is passed on as its text,
+    /// and the run answers it with a `bad_args` result, as in a job.
     #[serde(default)]
     #[schemars(schema_with = "object_or_text")]
     arguments: Option<Value>,
-}
-
-/// `arguments` as the route reads it: an object, its text, or `null` for
-/// none. Another value is passed on as its text, and the run answers it
-/// with a `bad_args` result, as in a job.
-fn object_or_text(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({"oneOf": [{"type": "object"}, {"type": "string"}, {"type": "null"}]})
 }
 
 /// What a tool run answers: the call's result, with the job's id.

@@ -17,7 +17,7 @@ use std::time::Duration;
 use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::{JsonSchema, Schema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -25,7 +25,7 @@ use super::AppState;
 use super::admission::{Submission, admit};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
-use super::document::{QUOTA, UNAVAILABLE, answers};
+use super::document::{QUOTA, UNAVAILABLE, answers, object_or_text};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::Action;
 use crate::queue::{Job, JobId, JobKind, JobState, NewJob, VerifyRun};
@@ -43,6 +43,7 @@ const MAX_WAIT: Duration = Duration::from_secs(2 * verify::DAEMON_MAX_DURATION.a
 pub struct VerifyRequest {
     /// The reply script (the mock server's format): an object, or its
     /// YAML or JSON text. Needed when the bundle is bound to a model server.
+    /// Another value is refused as a script that does not parse.
     #[serde(default)]
     #[schemars(schema_with = "object_or_text")]
     pub exchange: Option<Value>,
@@ -70,12 +71,6 @@ fn one_kind_of_tools(schema: &mut Schema) {
             "required": ["real_tools", "tool_results"]
         }),
     );
-}
-
-/// `exchange` as the route reads it: an object, or its text (`null` is
-/// none). Another value is refused as a script that does not parse.
-fn object_or_text(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({"oneOf": [{"type": "object"}, {"type": "string"}, {"type": "null"}]})
 }
 
 /// What the route answers: the verify job's report, with the job's id.

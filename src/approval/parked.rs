@@ -218,20 +218,23 @@ impl ParkedCall {
         }
     }
 
+    /// Which call it is: its tool, call id, turn and nested run.
+    fn place(&self) -> String {
+        let scope = if self.scope.is_empty() {
+            String::new()
+        } else {
+            format!(", nested run {}", self.scope)
+        };
+        format!(
+            "tool `{}` (call {} of turn {}{scope})",
+            self.tool, self.call_id, self.turn
+        )
+    }
+
     /// What the job waits for and what to do, naming job `job` in the
     /// commands.
     pub fn describe(&self, job: &str) -> String {
-        let place = format!(
-            "tool `{}` (call {} of turn {}{})",
-            self.tool,
-            self.call_id,
-            self.turn,
-            if self.scope.is_empty() {
-                String::new()
-            } else {
-                format!(", nested run {}", self.scope)
-            }
-        );
+        let place = self.place();
         match self.kind {
             ParkedKind::Approval => format!(
                 "{place} waits for a person's decision before it runs: `structured-agents approve {job} {call}`, `structured-agents deny {job} {call} --reason R`, or POST /v1/jobs/{job}/approvals/{call}",
@@ -252,28 +255,17 @@ impl ParkedCall {
 /// Without a job id (a local run): what the call waits for.
 impl std::fmt::Display for ParkedCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scope = if self.scope.is_empty() {
-            String::new()
-        } else {
-            format!(", nested run {}", self.scope)
-        };
+        let place = self.place();
         match self.kind {
-            ParkedKind::Approval => write!(
-                f,
-                "tool `{}` (call {} of turn {}{scope}) needs approval before it runs",
-                self.tool, self.call_id, self.turn
-            ),
+            ParkedKind::Approval => write!(f, "{place} needs approval before it runs"),
             ParkedKind::UnknownOutcome => write!(
                 f,
-                "tool `{}` (call {} of turn {}{scope}) was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: resolve the job with retry, skip (supplying the result) or fail",
-                self.tool, self.call_id, self.turn, self.effect
+                "{place} was started by an earlier attempt and has no recorded result; its effect is `{}`, so it is not run again on its own: resolve the job with retry, skip (supplying the result) or fail",
+                self.effect
             ),
             ParkedKind::CallerCall => write!(
                 f,
-                "tool `{}` (call {} of turn {}{scope}) is a tool of the caller's{}: the client runs it and sends its output back",
-                self.tool,
-                self.call_id,
-                self.turn,
+                "{place} is a tool of the caller's{}: the client runs it and sends its output back",
                 self.others()
             ),
         }

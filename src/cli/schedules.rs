@@ -173,6 +173,8 @@ fn show(schedule: &Value, json: bool) {
 
 /// `schedules edit`: the schedule's spec as the daemon has it, with the
 /// fields given changed, put back whole (`PUT /v1/schedules/{id}`).
+// Its fields are `Create`'s again, kept apart: a create's have defaults
+// and are sent whole, an edit's are optional and change only what is given.
 async fn edit(client: &Client, args: EditArgs) -> anyhow::Result<i32> {
     let EditArgs {
         id,

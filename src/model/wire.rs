@@ -34,6 +34,8 @@ impl Grammar {
     }
 }
 
+// Its derive list begins as `access::Scope`'s by coincidence: each lists
+// the traits its own uses need.
 /// The family of model server an endpoint is; it picks the default wire.
 #[derive(
     Debug,

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::BundleIdentity;
+use super::record::Record;
 
 /// A directory's last good version: the bundle name it served and the
 /// identity of its store copy.
@@ -31,21 +32,13 @@ pub struct LastGood {
     pub dirs: BTreeMap<PathBuf, Served>,
 }
 
+impl Record for LastGood {
+    const FILE: &'static str = "last-good-bundles.json";
+    const WHAT: &'static str = "the bundles' last good versions";
+    const OTHERWISE: &'static str = "a bundle broken at start will be invalid until it is fixed";
+}
+
 impl LastGood {
-    fn file(state_dir: &Path) -> PathBuf {
-        state_dir.join("last-good-bundles.json")
-    }
-
-    /// The record under `state_dir` (empty when there is none, or it
-    /// cannot be read: logged). Blocking.
-    pub fn read(state_dir: &Path) -> Self {
-        super::record::read(
-            &Self::file(state_dir),
-            "the bundles' last good versions",
-            "a bundle broken at start will be invalid until it is fixed",
-        )
-    }
-
     /// What `dir` last served well.
     pub fn of(&self, dir: &Path) -> Option<(&str, BundleIdentity)> {
         let served = self.dirs.get(dir)?;
@@ -83,8 +76,8 @@ impl LastGood {
     /// Writes the record under `state_dir` (logged when it cannot be).
     /// Blocking.
     pub fn write(&self, state_dir: &Path) {
-        let file = Self::file(state_dir);
-        if let Err(e) = super::record::write(&file, self) {
+        if let Err(e) = self.write_under(state_dir) {
+            let file = Self::file(state_dir);
             tracing::warn!(file = %file.display(), error = %e, "cannot record the bundles' last good versions; a bundle broken at the next start will be invalid until it is fixed");
         }
     }

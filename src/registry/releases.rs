@@ -11,11 +11,12 @@
 //! is logged and treated as empty — at worst a candidate is evaluated again.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::BundleIdentity;
+use super::record::Record;
 
 /// The most decisions kept: the oldest go first (a content decided that
 /// long ago is no longer dropped in again).
@@ -70,21 +71,13 @@ pub struct Releases {
     pub decisions: BTreeMap<String, Decision>,
 }
 
+impl Record for Releases {
+    const FILE: &'static str = "releases.json";
+    const WHAT: &'static str = "the release gate's decisions";
+    const OTHERWISE: &'static str = "held candidates are evaluated again";
+}
+
 impl Releases {
-    fn file(state_dir: &Path) -> PathBuf {
-        state_dir.join("releases.json")
-    }
-
-    /// The record under `state_dir` (empty when there is none, or it
-    /// cannot be read: logged). Blocking.
-    pub fn read(state_dir: &Path) -> Self {
-        super::record::read(
-            &Self::file(state_dir),
-            "the release gate's decisions",
-            "held candidates are evaluated again",
-        )
-    }
-
     /// What was decided about `identity`.
     pub fn of(&self, identity: &BundleIdentity) -> Option<&Decision> {
         self.decisions.get(identity.as_str())
@@ -109,7 +102,7 @@ impl Releases {
 
     /// Writes the record under `state_dir`. Blocking.
     pub fn write(&self, state_dir: &Path) -> std::io::Result<()> {
-        super::record::write(&Self::file(state_dir), self)
+        self.write_under(state_dir)
     }
 }
 

@@ -5,6 +5,7 @@
 //! gate's decisions (`releases.rs`'s record) written one at a time, or
 //! mirrored from the ones every daemon on the store shares.
 
+use super::record::Record;
 use super::{BundleIdentity, Decision, LoadedBundle, Registry, Releases};
 
 /// The superseded versions of a bundle the registry remembers by version

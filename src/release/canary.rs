@@ -266,36 +266,25 @@ mod tests {
 
     #[test]
     fn a_canary_is_judged_against_the_version_serving_with_its_margins() {
-        let verdict = |tried, serving| judge(&canary(), tried, serving, "1").0;
-        // Within the failure margin: 10 % against 6 %.
-        assert_eq!(
-            verdict(tally(10, 1, 0.0), tally(50, 3, 0.0)),
-            ReleaseVerdict::Promoted
-        );
-        // Over it: 20 % against 6 %.
-        assert_eq!(
-            verdict(tally(10, 2, 0.0), tally(50, 3, 0.0)),
-            ReleaseVerdict::Rejected
-        );
-        // No serving job yet: judged against 0 %.
-        assert_eq!(
-            verdict(tally(10, 0, 0.0), tally(0, 0, 0.0)),
-            ReleaseVerdict::Promoted
-        );
-        // Cost: 0.12 a job against 0.10 is within 25 %, 0.13 is not.
-        assert_eq!(
-            verdict(tally(10, 0, 1.2), tally(10, 0, 1.0)),
-            ReleaseVerdict::Promoted
-        );
-        assert_eq!(
-            verdict(tally(10, 0, 1.3), tally(10, 0, 1.0)),
-            ReleaseVerdict::Rejected
-        );
-        // Nothing to compare a cost with when the serving version's is 0.
-        assert_eq!(
-            verdict(tally(10, 0, 5.0), tally(10, 0, 0.0)),
-            ReleaseVerdict::Promoted
-        );
+        use ReleaseVerdict::{Promoted, Rejected};
+        // (canary, serving, verdict), each tally (ended, failed, cost).
+        let cases = [
+            // Within the failure margin: 10 % against 6 %.
+            ((10, 1, 0.0), (50, 3, 0.0), Promoted),
+            // Over it: 20 % against 6 %.
+            ((10, 2, 0.0), (50, 3, 0.0), Rejected),
+            // No serving job yet: judged against 0 %.
+            ((10, 0, 0.0), (0, 0, 0.0), Promoted),
+            // Cost: 0.12 a job against 0.10 is within 25 %, 0.13 is not.
+            ((10, 0, 1.2), (10, 0, 1.0), Promoted),
+            ((10, 0, 1.3), (10, 0, 1.0), Rejected),
+            // Nothing to compare a cost with when the serving version's is 0.
+            ((10, 0, 5.0), (10, 0, 0.0), Promoted),
+        ];
+        for ((e, f, c), (se, sf, sc), expected) in cases {
+            let (verdict, reason) = judge(&canary(), tally(e, f, c), tally(se, sf, sc), "1");
+            assert_eq!(verdict, expected, "{reason}");
+        }
         let (_, reason) = judge(&canary(), tally(10, 2, 0.0), tally(50, 3, 0.0), "1");
         assert!(
             reason.contains("rolled back")

@@ -59,6 +59,20 @@ impl Trace<'_> {
             .await;
     }
 
+    /// The outcome of a call whose attempt `attempts` failed for good with
+    /// `message`: traced as `stage`, its output `{code}:{message}`.
+    async fn failed(
+        &self,
+        stage: &str,
+        code: &'static str,
+        message: &str,
+        attempts: u32,
+    ) -> ToolOutcome {
+        let detail = json!({"attempt": attempts, "message": message});
+        self.emit(stage, detail).await;
+        self.done(format!("{code}:{message}"), Some(code), attempts, false)
+    }
+
     pub(super) fn done(
         &self,
         output: String,
@@ -117,18 +131,8 @@ impl Invocation<'_> {
                     break output;
                 }
                 Err(ToolError::Validation(msg)) => {
-                    trace
-                        .emit(
-                            "tool.invoke.user_error",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    return Err(trace.done(
-                        format!("user_error:{msg}"),
-                        Some("user_error"),
-                        attempts,
-                        false,
-                    ));
+                    let stage = "tool.invoke.user_error";
+                    return Err(trace.failed(stage, "user_error", &msg, attempts).await);
                 }
                 Err(ToolError::EndsJob(end)) => {
                     let (stage, mut detail) = end.trace();
@@ -159,18 +163,8 @@ impl Invocation<'_> {
                     }
                 }
                 Err(ToolError::Retryable(msg) | ToolError::Failed(msg)) => {
-                    trace
-                        .emit(
-                            "tool.invoke.fail",
-                            json!({"attempt": attempts, "message": msg}),
-                        )
-                        .await;
-                    return Err(trace.done(
-                        format!("tool_error:{msg}"),
-                        Some("tool_error"),
-                        attempts,
-                        false,
-                    ));
+                    let stage = "tool.invoke.fail";
+                    return Err(trace.failed(stage, "tool_error", &msg, attempts).await);
                 }
             }
         };

@@ -168,6 +168,8 @@ mod tests {
             let key = !is_blank(text) && has_no_nul(text);
             assert_eq!(matches(KEY_PATTERN, text), key, "{text:?}");
         }
+        // Edge cases alike to `access/file.rs`'s (empty, blank, non-ASCII,
+        // the length limit and one past it): each pattern's own limits.
         let ids = [
             "c1",
             "",

@@ -134,6 +134,8 @@ pub(super) fn bundle_card_doc(op: TransformOperation<'_>) -> TransformOperation<
     )
 }
 
+// This doc function's tail and the handler's extractors are alike in shape
+// to other routes' (`job_list.rs`), as axum and aide write every route.
 /// `GET /a2a/{bundle}/.well-known/agent-card.json`: a 401 without a key
 /// the daemon knows, a 404 for a bundle the key may not use (as for one
 /// that is not loaded).

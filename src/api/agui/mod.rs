@@ -307,7 +307,7 @@ async fn resume(
         super::approvals::take(state, caller, &job_id, call, decision).await?;
     }
     let (id, after) = resumed.ok_or_else(|| ApiError::internal("a resume without entries"))?;
-    let job = caller.job(Action::ReadJob, &id, state.queue.get(&id).await?)?;
+    let job = caller.stored_job(state, Action::ReadJob, &id).await?;
     Ok((job, after))
 }
 

@@ -156,6 +156,8 @@ impl<T: JsonSchema> OperationInput for Path<T> {
     }
 }
 
+// Alike in shape to `Path`'s impl above, kept apart: each says where its
+// extractor's fields go and the error its own rejection answers.
 /// Query parameters: each field of `T`.
 impl<T: JsonSchema> OperationInput for Query<T> {
     fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {

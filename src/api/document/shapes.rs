@@ -1,6 +1,7 @@
 //! The pieces every part of the API document is made of: an error answer
 //! of the API's shape (or a wire's own), JSON and event-stream media, a
-//! header a handler reads, and the security a route requires.
+//! header a handler reads, the security a route requires, and a body field
+//! that is a JSON object or its text.
 
 use aide::generate::GenContext;
 use aide::openapi::{
@@ -8,7 +9,7 @@ use aide::openapi::{
     StatusCode as DocStatus,
 };
 use indexmap::IndexMap;
-use schemars::{JsonSchema, json_schema};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
 use super::super::error::ErrorBody;
 use super::stream::{json_text, sse_event};
@@ -18,6 +19,13 @@ pub(in crate::api) const BEARER: &str = "bearer";
 /// The name of the `X-Api-Key` scheme every authenticated route takes as
 /// well (the same key, in the header LangGraph's SDKs send).
 pub(in crate::api) const API_KEY: &str = "api_key";
+
+/// A body field read as a JSON object, or its text (`null` is none): a tool
+/// run's `arguments`, a verify's `exchange`. What another value means is
+/// the route's to say, beside its field.
+pub(in crate::api) fn object_or_text(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"oneOf": [{"type": "object"}, {"type": "string"}, {"type": "null"}]})
+}
 
 /// An error answer whose body is `E`.
 pub(super) fn shaped_error<E: JsonSchema>(

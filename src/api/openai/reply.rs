@@ -5,6 +5,7 @@
 
 use super::wire::{AssistantMessage, AssistantRole, Delta, FinishReason, Usage};
 use super::*;
+use crate::api::feed::{Step, Stepper, batches};
 
 fn now_secs() -> u64 {
     SystemTime::now()
@@ -175,22 +176,9 @@ pub(super) fn stream(
         job,
         answer,
     };
-    let body = futures::stream::unfold(Some(chunks), |chunks| async move {
-        let mut chunks = chunks?;
-        match chunks.step().await {
-            Step::More(events) => Some((events, Some(chunks))),
-            Step::Last(events) => Some((events, None)),
-        }
-    })
-    .flat_map(futures::stream::iter);
+    let body = batches(chunks);
     let events = futures::stream::once(async { first }).chain(body).map(Ok);
     Sse::new(events).keep_alive(KeepAlive::default())
-}
-
-/// What a stream sends next: events, and whether more follow.
-enum Step {
-    More(Vec<SseEvent>),
-    Last(Vec<SseEvent>),
 }
 
 /// A streamed completion between its chunks.
@@ -202,9 +190,10 @@ struct Chunks {
     answer: AnswerStream,
 }
 
-impl Chunks {
-    /// Reads the feed up to the next chunks to send.
-    async fn step(&mut self) -> Step {
+impl Stepper for Chunks {
+    type Sent = SseEvent;
+
+    async fn step(&mut self) -> Step<SseEvent> {
         loop {
             let text = match self.feed.next().await {
                 Some(Item::Token(token)) => {

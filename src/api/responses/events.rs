@@ -13,7 +13,7 @@ use serde_json::json;
 
 use super::super::AppState;
 use super::super::caller_tools;
-use super::super::feed::{Feed, Item};
+use super::super::feed::{Feed, Item, Step, Stepper, batches};
 use super::View;
 use super::object::response;
 use super::stream::{Frame, Translator};
@@ -42,26 +42,13 @@ pub fn event_stream(
         job,
         view,
     };
-    let body = futures::stream::unfold(Some(frames), |frames| async move {
-        let mut frames = frames?;
-        match frames.step().await {
-            Step::More(sent) => Some((sent, Some(frames))),
-            Step::Last(sent) => Some((sent, None)),
-        }
-    })
-    .flat_map(futures::stream::iter);
+    let body = batches(frames);
     let events = futures::stream::iter(first).chain(body).map(|frame| {
         Ok(SseEvent::default()
             .event(frame.kind)
             .data(frame.body.to_string()))
     });
     Sse::new(events).keep_alive(KeepAlive::default())
-}
-
-/// What a stream sends next: frames, and whether more follow.
-enum Step {
-    More(Vec<Frame>),
-    Last(Vec<Frame>),
 }
 
 /// A response's stream between its frames.
@@ -74,9 +61,10 @@ struct Frames {
     view: View,
 }
 
-impl Frames {
-    /// Reads the feed up to the next frames to send.
-    async fn step(&mut self) -> Step {
+impl Stepper for Frames {
+    type Sent = Frame;
+
+    async fn step(&mut self) -> Step<Frame> {
         loop {
             let frames = match self.feed.next().await {
                 Some(Item::Token(token)) => {
@@ -118,7 +106,9 @@ impl Frames {
             }
         }
     }
+}
 
+impl Frames {
     /// The calls `parked` waits on, handed over, and the completed
     /// response that ends with them.
     fn hand_over(&mut self, parked: &Job) -> Vec<Frame> {

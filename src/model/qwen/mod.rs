@@ -55,6 +55,8 @@ impl Default for QwenOptions {
     }
 }
 
+// The plugin struct and its `name` open as `function_gemma.rs`'s, as every
+// family's must: each holds its own options and names itself.
 #[derive(Debug, Clone, Default)]
 pub struct QwenPlugin {
     pub options: QwenOptions,

@@ -24,6 +24,43 @@
 //! locks (each is its own transaction on PostgreSQL), so concurrent writes
 //! do not wait for each other in a cycle.
 
+/// Declares one operation: its struct as written, then the frame every
+/// operation repeats — its [`Operation`] impl (the answer, the name, and
+/// the rule over the operation and `tx`) and its [`Read`] or
+/// [`Write`] impl, `write(FLAG, …)` setting those of the write's flags
+/// that are `true`. Each operation still names its own input, answer and
+/// rule; the frame is written once.
+macro_rules! operation {
+    (@side read $name:ident) => {
+        impl Read for $name {}
+    };
+    (@side write $name:ident $($flag:ident),*) => {
+        impl Write for $name {
+            $(const $flag: bool = true;)*
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident $fields:tt
+        $side:ident $(($($flag:ident),*))? $op_name:literal -> $output:ty =
+            |$op:pat, $tx:ident| $rule:expr;
+    ) => {
+        $(#[$meta])*
+        $vis struct $name $fields
+
+        impl Operation for $name {
+            type Output = $output;
+            const NAME: &'static str = $op_name;
+            async fn run<T: Tx>(&self, $tx: &mut T) -> Res<$output> {
+                let $op = self;
+                $rule
+            }
+        }
+
+        operation!(@side $side $name $($($flag),*)?);
+    };
+}
+
 mod delivery;
 mod jobs;
 mod queries;
@@ -50,9 +87,6 @@ use super::transaction::Tx;
 use super::tx::{Conversation, Pin, Res};
 use super::*;
 
-// The operations of `jobs.rs`, `schedule.rs`, `delivery.rs` and
-// `queries.rs` are alike in shape (a struct, its `Operation` impl, its
-// `Read` or `Write`), kept so: each names its own input, answer and rule.
 /// A queue operation: its parameters, owned, and the rule that runs it.
 pub(crate) trait Operation: Send + Sync + 'static {
     /// What the operation answers.

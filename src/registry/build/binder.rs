@@ -19,6 +19,7 @@ use crate::plugins::PluginRegistry;
 use crate::registry::inputs::{self, Sources};
 use crate::registry::last_good::LastGood;
 use crate::registry::names::{self, Entries};
+use crate::registry::record::Record;
 use crate::registry::releases::{ReleaseVerdict, Releases};
 use crate::registry::reuse::{DirLoad, DirLoads, Plan};
 use crate::registry::stamp;
