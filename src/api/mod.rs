@@ -45,6 +45,7 @@ mod openai;
 mod probes;
 mod prompt;
 mod release;
+mod reload;
 mod responses;
 mod runtime;
 pub mod schedules;
@@ -65,18 +66,11 @@ use std::time::Duration;
 
 use aide::axum::ApiRouter;
 use aide::axum::routing::{ApiMethodRouter, delete_with, get_with, post_with, put_with};
-use aide::transform::TransformOperation;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
-use axum::{Extension, Json, Router, middleware};
-use schemars::JsonSchema;
-use serde::Serialize;
+use axum::extract::DefaultBodyLimit;
+use axum::{Extension, Router, middleware};
 
 use crate::access::policy::Action;
-use crate::events::daemon::{
-    BundleCounts, Change, DaemonBus, InputKind, KindChanges, QueueHealth, ReloadOutcome,
-    ReloadResult, ReloadTrigger,
-};
+use crate::events::daemon::{DaemonBus, QueueHealth};
 use crate::queue::JobQueue;
 use crate::registry::{Registry, ReloadHandle};
 
@@ -158,7 +152,7 @@ pub fn router(state: AppState, body: serve::BodyLimits) -> Router {
         ))
         .api_route(
             "/reload",
-            with(Reload, post_with(reload, reload_doc)).route_layer(
+            with(Reload, post_with(reload::reload, reload::reload_doc)).route_layer(
                 middleware::from_fn_with_state(auth.clone(), auth::authenticate_or_reload_key),
             ),
         );
@@ -518,90 +512,6 @@ fn operator_routes() -> ApiRouter<AppState> {
                 post_with(deliveries::redrive, deliveries::redrive_doc),
             ),
         )
-}
-
-/// What `POST /v1/reload` answers: how the reload ended and what changed.
-#[derive(Debug, Serialize, JsonSchema)]
-struct ReloadReport {
-    /// The snapshot generation now serving (unchanged when rejected).
-    generation: u64,
-    result: ReloadResult,
-    trigger: ReloadTrigger,
-    /// The bundles added, changed and removed (`changes` has every kind).
-    added: Vec<String>,
-    changed: Vec<String>,
-    removed: Vec<String>,
-    /// Bundles whose last edit failed (they keep their last good version,
-    /// or are not served at all).
-    failed: Vec<String>,
-    /// Every error, located (file:line: key: message).
-    errors: Vec<String>,
-    /// Added / changed / removed, per kind of input (empty when rejected).
-    changes: Vec<KindChanges>,
-    /// What the registry serves after it, by status.
-    bundles: BundleCounts,
-}
-
-impl From<&ReloadOutcome> for ReloadReport {
-    fn from(outcome: &ReloadOutcome) -> Self {
-        let bundles = |change| outcome.names(InputKind::Bundle, change).to_vec();
-        Self {
-            generation: outcome.generation,
-            result: outcome.result,
-            trigger: outcome.trigger,
-            added: bundles(Change::Added),
-            changed: bundles(Change::Changed),
-            removed: bundles(Change::Removed),
-            failed: outcome.failed.clone(),
-            errors: outcome.errors.clone(),
-            changes: outcome.changes.clone(),
-            bundles: outcome.bundles,
-        }
-    }
-}
-
-/// Reloads every input now and answers with the outcome: 200 when applied
-/// or partially applied (the failed bundles named), 422 when rejected.
-async fn reload(
-    State(state): State<AppState>,
-    caller: Caller,
-) -> Result<(StatusCode, Json<ReloadReport>), error::ApiError> {
-    tracing::info!(by = caller.name(), "reload asked for over the API");
-    let Some(outcome) = state.reloads.reload(ReloadTrigger::Api).await else {
-        return Err(error::ApiError::new(
-            error::ErrorCode::Unavailable,
-            "the daemon is shutting down",
-        ));
-    };
-    let status = if outcome.result == ReloadResult::Rejected {
-        StatusCode::UNPROCESSABLE_ENTITY
-    } else {
-        StatusCode::OK
-    };
-    Ok((status, Json(ReloadReport::from(outcome.as_ref()))))
-}
-
-/// `POST /v1/reload` in the API document.
-fn reload_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
-    let op = op
-        .summary("Reload bundles, model configs, plugins and keys now (like SIGHUP)")
-        .description(
-            "Takes an API key with the `reload` scope, or the control file's reload key in its \
-             header (a local operator applying an edit of the keys themselves).",
-        )
-        .response_with::<200, Json<ReloadReport>, _>(|r| {
-            r.description("Applied, or partially applied: the failed bundles named")
-        })
-        .response_with::<422, Json<ReloadReport>, _>(|r| {
-            r.description("Rejected: nothing changed, the last good state keeps serving")
-        });
-    document::answers(
-        document::or_reload_key(op),
-        &[(
-            503,
-            "The daemon is shutting down; Retry-After says when to try again",
-        )],
-    )
 }
 
 /// Checks that the queue answers and can write (for SQLite: its file is

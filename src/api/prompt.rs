@@ -60,7 +60,7 @@ pub struct TurnPrompt {
     pub pinned: bool,
 }
 
-// Shaped as `jobs.rs`'s `journal_doc` and handler, as every route's doc
+// Shaped as `job_journal.rs`'s `journal_doc` and handler, as every route's doc
 // function and extractors are: each states its own summary and answer.
 /// `GET /v1/jobs/{id}/turns/{turn}/prompt` in the API document.
 pub(super) fn prompt_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {

@@ -71,6 +71,7 @@ pub use push_configs::{PushCaps, PushHolder};
 pub use reads::Deletion;
 pub use releases::{RELEASES_KEPT, Replaces, StoredRelease};
 pub(crate) use resolution::parked_call;
+pub use resolution::{CallerOutput, Resolution};
 pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply};
 pub use rules::{Decision, decide, decide_release, stamp_final};
@@ -470,37 +471,6 @@ pub enum Outcome {
 pub struct Changed {
     pub job: Job,
     pub final_event: Option<EventEnvelope>,
-}
-
-/// An operator's answer for a `needs_attention` job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "action", rename_all = "snake_case")]
-pub enum Resolution {
-    /// Run the pending call again (the operator knows it is safe).
-    Retry,
-    /// Do not run it; the model sees `output` as its result.
-    Skip {
-        output: String,
-        #[serde(default)]
-        is_error: bool,
-    },
-    /// End the job as failed.
-    Fail {
-        #[serde(default)]
-        reason: Option<String>,
-    },
-    /// The outputs of the caller's calls the job is parked on (a
-    /// `caller_call` park), one per call, each journaled as its call's
-    /// result: what a client's `function_call_output` items (or `tool`
-    /// messages) send. Every call of the park is answered, no other.
-    CallerOutputs { outputs: Vec<CallerOutput> },
-}
-
-/// The client's output of one call of its own tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CallerOutput {
-    pub call_id: String,
-    pub output: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

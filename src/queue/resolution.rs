@@ -1,11 +1,45 @@
-//! What an operator's resolution of a parked job writes, free of any
-//! database: the call it answers, the journal entries of a caller's
+//! An operator's resolution of a parked job and what it writes, free of
+//! any database: the call it answers, the journal entries of a caller's
 //! outputs, the error a `fail` records and the result a `skip` supplies.
 //! `decisions` applies it inside a transaction.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::approval::{ParkedCall, ParkedKind};
 use crate::journal::RecordedResult;
+
+/// An operator's answer for a `needs_attention` job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Resolution {
+    /// Run the pending call again (the operator knows it is safe).
+    Retry,
+    /// Do not run it; the model sees `output` as its result.
+    Skip {
+        output: String,
+        #[serde(default)]
+        is_error: bool,
+    },
+    /// End the job as failed.
+    Fail {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// The outputs of the caller's calls the job is parked on (a
+    /// `caller_call` park), one per call, each journaled as its call's
+    /// result: what a client's `function_call_output` items (or `tool`
+    /// messages) send. Every call of the park is answered, no other.
+    CallerOutputs { outputs: Vec<CallerOutput> },
+}
+
+/// The client's output of one call of its own tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CallerOutput {
+    pub call_id: String,
+    pub output: String,
+}
 
 /// The call a job is parked on (`None`: parked as a poison pill, on no
 /// call), or why the job cannot be resolved this way.

@@ -63,10 +63,10 @@ pub struct AssistantMetadata {
     pub status: String,
 }
 
-/// The body of `POST /assistants/search` (and, without its paging and
-/// sorting, `…/count`).
+/// What a search keeps (the body of `POST /assistants/count`).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct SearchRequest {
+#[schemars(rename = "AssistantFilters")]
+pub struct Filters {
     /// Only assistants whose metadata has each of these keys at exactly
     /// this value.
     #[serde(default)]
@@ -77,6 +77,14 @@ pub struct SearchRequest {
     /// Only bundles whose name holds this text (any case).
     #[serde(default)]
     pub name: Option<String>,
+}
+
+/// The body of `POST /assistants/search`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[schemars(rename = "AssistantSearch")]
+pub struct SearchRequest {
+    #[serde(flatten)]
+    pub filters: Filters,
     /// At most this many (1 to 1000; default 10).
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000))]
@@ -143,17 +151,6 @@ impl Field {
             Field::Description => "description",
         }
     }
-}
-
-/// The body of `POST /assistants/count`.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct CountRequest {
-    #[serde(default)]
-    pub metadata: Option<Map<String, Value>>,
-    #[serde(default)]
-    pub graph_id: Option<String>,
-    #[serde(default)]
-    pub name: Option<String>,
 }
 
 /// The body of `POST /assistants/{id}/versions`.
@@ -289,15 +286,10 @@ fn has_metadata(value: &Value, wanted: Option<&Map<String, Value>>) -> bool {
 }
 
 /// The assistants `caller` may read that a search's filters keep.
-fn matching(
-    state: &AppState,
-    caller: &Caller,
-    metadata: Option<&Map<String, Value>>,
-    graph_id: Option<&str>,
-    name: Option<&str>,
-) -> Vec<Assistant> {
+fn matching(state: &AppState, caller: &Caller, filters: &Filters) -> Vec<Assistant> {
     let snapshot = state.registry.snapshot();
-    let name = name.map(str::to_lowercase);
+    let (metadata, graph_id) = (filters.metadata.as_ref(), filters.graph_id.as_deref());
+    let name = filters.name.as_deref().map(str::to_lowercase);
     readable(&snapshot, caller)
         .filter(|(entry, _)| graph_id.is_none_or(|id| id == entry.name))
         .filter(|(entry, _)| {
@@ -345,13 +337,7 @@ pub async fn search(
     JsonBody(request): JsonBody<SearchRequest>,
 ) -> Result<Response, ApiError> {
     let (limit, offset) = page(request.limit, request.offset)?;
-    let mut found = matching(
-        &state,
-        &caller,
-        request.metadata.as_ref(),
-        request.graph_id.as_deref(),
-        request.name.as_deref(),
-    );
+    let mut found = matching(&state, &caller, &request.filters);
     let by = request.sort_by.unwrap_or(SortBy::CreatedAt);
     found.sort_by(|a, b| {
         let key = |x: &Assistant| match by {
@@ -406,20 +392,13 @@ pub(super) fn count_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
 pub async fn count(
     State(state): State<AppState>,
     caller: Caller,
-    JsonBody(request): JsonBody<CountRequest>,
+    JsonBody(filters): JsonBody<Filters>,
 ) -> Json<usize> {
-    Json(
-        matching(
-            &state,
-            &caller,
-            request.metadata.as_ref(),
-            request.graph_id.as_deref(),
-            request.name.as_deref(),
-        )
-        .len(),
-    )
+    Json(matching(&state, &caller, &filters).len())
 }
 
+// Shaped as `jobs.rs`'s `get_doc` and handler, as every route's doc
+// function and extractors are: each states its own summary and answer.
 /// `GET /assistants/{assistant_id}` in the API document.
 pub(super) fn get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     let op = op

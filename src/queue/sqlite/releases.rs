@@ -7,6 +7,8 @@ use super::dialect::SqliteTx;
 use crate::queue::releases::{RELEASE_COLUMNS, ReleaseStatements, StoredRelease, release_from_row};
 use crate::queue::tx::Res;
 
+// Mirrors `postgres/releases.rs` statement for statement, kept apart as
+// every dialect pair is: the SQL and the client's calling convention differ.
 impl ReleaseStatements for SqliteTx<'_> {
     async fn next_release_seq(&mut self) -> Res<i64> {
         self.one_int("UPDATE release_seq SET seq = seq + 1 RETURNING seq", [])
