@@ -436,3 +436,50 @@ async fn a_browser_clock_ahead_does_not_make_a_healthy_job_silent() {
     );
     browser.close().await;
 }
+
+/// A running job cancelled from its page (issue 51 item 2): the page says
+/// the cancel is taken at the next step, then — once the job ended — that
+/// it stopped, not that it will; the job reads "Cancelled" with no red
+/// Error card; and the tool its cancel cut short is no tool error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_running_job_reads_cancelled_not_failed() {
+    let mock = mock_server(
+        "replies:\n  - {turn: 1, tool_calls: [{id: s1, name: sleepy, arguments: {}}]}\n  - {turn: 2, content: never}\n",
+    )
+    .await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "sleeper",
+        "name: sleeper\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\ntools:\n  - name: sleepy\n    kind: process\n    effect: read_only\n    timeout: 600s\n    command: [python3, -c, \"import time; time.sleep(300)\"]\n",
+    );
+    let daemon = site.start();
+    let http = client();
+    let job = submit_body(&http, &daemon, json!({"bundle": "sleeper", "input": "nap"})).await;
+    let id = job["id"].as_str().unwrap().to_string();
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_text("#in-progress", "sleepy").await;
+    browser.click("#cancel-job").await;
+    browser.wait_for("dialog[open]").await;
+    browser.confirm().await;
+    let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "cancelled", "{done}");
+    browser
+        .wait_text("#outcome", "The job stopped as asked: it is cancelled")
+        .await;
+    browser
+        .wait_text("#answer .card.ended-card", "Cancelled")
+        .await;
+    let outcome = browser.text_of("#outcome").await;
+    assert!(!outcome.contains("next step"), "{outcome}");
+    assert_eq!(
+        browser
+            .eval_text("String(document.querySelectorAll('#answer .card.failure').length)")
+            .await,
+        "0",
+        "a cancelled job drew the red Error card"
+    );
+    assert_eq!(done["tool_errors"], 0, "{done}");
+    browser.wait_text("#tool-errors", "0").await;
+    browser.close().await;
+}

@@ -311,7 +311,8 @@ async fn search_sort_focus_rerun_and_the_inbox() {
     browser.screenshot("job-rerun").await;
 
     // The inbox: change the arguments in the schema's form and approve.
-    let asks = id_of(&submit(&http, &daemon, "guarded", "add 2 and 3").await);
+    let submitted = submit(&http, &daemon, "guarded", "add 2 and 3").await;
+    let asks = id_of(&submitted);
     wait_settled(&http, &daemon, &asks).await;
     browser.goto(&daemon.url("/ui/approvals")).await;
     let item = format!(".inbox-item[data-job='{asks}']");
@@ -353,6 +354,10 @@ async fn search_sort_focus_rerun_and_the_inbox() {
             "approved with this edit by local at",
         )
         .await;
+    // The park and its decision were no attempt, and raised no limit.
+    assert_eq!(done["max_attempts"], submitted["max_attempts"], "{done}");
+    let attempts = format!("1 of {}", submitted["max_attempts"]);
+    assert_eq!(browser.text_of("#attempts").await.trim(), attempts);
     browser.close().await;
 }
 

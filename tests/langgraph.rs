@@ -1,7 +1,9 @@
 //! LangGraph's clients against the real daemon (issue 53): the real
 //! `langgraph-sdk` (ci/requirements-langgraph.txt, `.venv-langgraph`) runs
 //! each scenario of tests/data/langgraph/driver.py against the binary and
-//! its answers are checked here. Assistants are bundles: found by name or
+//! its answers are checked here, and LangGraph's JS SDK
+//! (`@langchain/langgraph-sdk`, tests/data/langgraph/client.cjs) sees the
+//! same. Assistants are bundles: found by name or
 //! by LangGraph's UUID of it, searched, counted, paged, drawn as a graph,
 //! described by schemas; a bundle outside the key's globs is not one.
 
@@ -172,4 +174,49 @@ async fn assistants_are_the_bundles_a_key_may_read() {
     assert_eq!(got["hidden_get"], 404);
     assert_eq!(got["hidden_search"], json!([]));
     assert_eq!(got["unknown_get"], 404);
+
+    // LangGraph's JS SDK sees the same.
+    let js = js_client(&daemon, &key).await;
+    assert_eq!(js["names"], json!(["calc", "other", "plain"]), "{js}");
+    assert_eq!(js["paged"], json!({"length": 1, "next": "1"}));
+    assert_eq!(js["calc"], got["get_by_name"]);
+    assert_eq!(
+        js["nodes"],
+        json!(["__start__", "model", "tools", "__end__"])
+    );
+    assert_eq!(
+        js["context"]["properties"],
+        json!({"lang": {"type": "string"}})
+    );
+    assert_eq!(
+        (&js["count"], &js["versions"]),
+        (&json!(1), &json!(["2", "1"]))
+    );
+    assert_eq!(js["hidden"], 404);
+}
+
+/// tests/data/langgraph/client.cjs with LangGraph's JS SDK
+/// (`SA_TEST_LANGGRAPH_JS` names its `node_modules`; `./scripts/test`
+/// installs it) against `daemon` with `key`.
+async fn js_client(daemon: &Daemon, key: &str) -> Value {
+    let modules = std::env::var_os("SA_TEST_LANGGRAPH_JS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/structured-agents/langgraph-js/node_modules")
+        });
+    assert!(
+        modules
+            .join("@langchain/langgraph-sdk/package.json")
+            .is_file(),
+        "LangGraph's JS SDK is needed in {}; ./scripts/test installs it (npm install --prefix ~/.cache/structured-agents/langgraph-js @langchain/langgraph-sdk@1.15.0)",
+        modules.display()
+    );
+    let mut command = Command::new("node");
+    command
+        .arg(repo("tests/data/langgraph/client.cjs"))
+        .arg(&modules)
+        .arg(daemon.url(""))
+        .arg(key);
+    peer::json(daemon, command).await
 }

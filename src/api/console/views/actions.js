@@ -27,6 +27,9 @@ export function drawActions(root, job, { outcome, changed }) {
     try {
       const answer = await api(request.path, { method: "POST", body: request.body });
       fill(outcome, banner("ok", describe(answer)));
+      // A cancel a running job takes at its next step: the job page tells
+      // the end when it comes (job.js).
+      if (answer?.cancel_requested && !TERMINAL.includes(answer.state)) outcome.dataset.pending = "cancel";
       await changed(answer);
     } catch (error) {
       fill(outcome, banner("error", `${title} failed: `, errorText(error)));

@@ -153,7 +153,7 @@ export function drawHeader(root, job, { bundle, kernelEnd, turns, calls = { tool
         { class: "run-figures" },
         h("div", { class: "meter" }, h("span", { class: "k" }, "waited"), h("b", { id: "wait-time" })),
         h("div", { class: "meter" }, h("span", { class: "k" }, "ran"), h("b", { id: "run-time" })),
-        h("div", { class: "meter" }, h("span", { class: "k" }, "attempts"), h("b", {}, `${job.attempts} of ${job.max_attempts}`), job.crash_resumes ? h("span", { class: "muted" }, ` · ${job.crash_resumes} after a crash`) : null),
+        h("div", { class: "meter" }, h("span", { class: "k" }, "attempts"), h("b", { id: "attempts" }, `${job.attempts} of ${job.max_attempts}`), job.crash_resumes ? h("span", { class: "muted" }, ` · ${job.crash_resumes} after a crash`) : null),
         turns !== undefined ? h("div", { class: "meter" }, h("span", { class: "k" }, "turns"), h("b", {}, String(turns)), bundle?.limits?.max_turns ? h("span", { class: "muted" }, ` of ${bundle.limits.max_turns}`) : null) : null,
         meter("tokens", job.tokens_spent || 0, tokenLimit, (n) => String(n), "tokens"),
         meter("cost", job.cost_spent || 0, limits.cost, money, "cost"),

@@ -59,6 +59,12 @@ export function render(root, { path: [id] }, signal) {
     if (key !== shownState) {
       const first = shownState === null;
       shownState = key;
+      // An outcome that said the job would stop at its next step is told
+      // what happened once it has ended, not left saying it will.
+      if (TERMINAL.includes(job.state) && view.outcome.dataset.pending === "cancel") {
+        delete view.outcome.dataset.pending;
+        fill(view.outcome, banner("ok", `The job stopped as asked: it is ${job.state}.`));
+      }
       const changed = (j) => loadJob(j).catch(() => {});
       drawActions(view.actions, job, { outcome: view.outcome, changed });
       drawApproval(view, model, () => loadJob().catch(() => {}));
@@ -199,12 +205,14 @@ function drawJob(view, model) {
     models: model.events.filter((e) => e.type === "ModelResponse").length,
   };
   drawHeader(view.header, job, { bundle: model.bundle, kernelEnd: own, turns, calls });
-  const failed = ["failed", "dead", "cancelled"].includes(job.state);
+  const failed = ["failed", "dead"].includes(job.state);
   const retrying = ["queued", "running"].includes(job.state);
   fill(
     view.answer,
     job.state === "succeeded" ? answerCard(job, model) : null,
     job.error && failed ? h("div", { class: "card failure" }, h("h2", {}, "Error"), h("pre", {}, job.error)) : null,
+    // A cancel is what someone asked for, not a failure: no red Error card.
+    job.state === "cancelled" ? h("div", { class: "card ended-card" }, h("h2", {}, "Cancelled"), h("p", {}, job.error || "The job was cancelled.")) : null,
     job.error && retrying ? h("div", { class: "card warn-card" }, h("h2", {}, "The last attempt's error"), h("pre", {}, job.error)) : null,
   );
   fill(
