@@ -162,6 +162,10 @@ async fn a_reading_key_is_offered_only_what_it_may_do_and_meets_no_403() {
     record_answers(&browser).await;
     assert!(is_hidden(&browser, "a[data-nav=submit]").await);
     assert!(is_hidden(&browser, "a[data-nav=deliveries]").await);
+    assert!(
+        is_hidden(&browser, "a[data-nav=keys]").await,
+        "only an admin is offered the keys"
+    );
 
     // Another key's job parked for approval: the call, and why no decision.
     browser.click(&format!("tr[data-job='{id}'] a")).await;

@@ -69,6 +69,9 @@ async fn the_first_reply_streams_onto_the_page_word_by_word() {
     let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
     browser.wait_text("#stream-status", "live").await;
+    // Counts the token frames as the page's stream reader gets them, and
+    // notes how many had come when the reply first showed text.
+    browser.eval_text(FRAME_WATCH).await;
     let (status, cancelled) = common::daemon::post_json(
         &http,
         &daemon,
@@ -90,12 +93,60 @@ async fn the_first_reply_streams_onto_the_page_word_by_word() {
         !shown.is_empty() && shown.len() < all.len() && all.starts_with(&shown),
         "the page first showed {first:?}: not the reply's first words while it streamed"
     );
+    // Drawn as the frames come, not gathered: the first text showed by the
+    // second token frame (they come 250 ms apart), not after many.
+    browser
+        .wait_until("window.watch.shownAtFrame !== undefined")
+        .await;
+    let frames: u32 = browser
+        .eval_text("String(window.watch.shownAtFrame)")
+        .await
+        .parse()
+        .unwrap();
+    assert!(
+        (1..=2).contains(&frames),
+        "the reply first showed after {frames} token frames: the page gathers them"
+    );
+    let after = browser
+        .eval_text("String(Math.round(window.watch.shownAt - window.watch.firstFrameAt))")
+        .await;
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     browser.wait_text("#answer", "twenty").await;
-    eprintln!("first shown: {} of {} words", shown.len(), all.len());
+    eprintln!(
+        "first shown: {} of {} words, at token frame {frames}, {after} ms after the first frame reached the page",
+        shown.len(),
+        all.len()
+    );
     browser.close().await;
 }
+
+/// Counts the token frames the page's stream reader receives
+/// (`window.watch.frames`, the time of the first in `firstFrameAt`) and
+/// notes, when the streaming reply first holds text, how many had come
+/// (`shownAtFrame`) and when (`shownAt`): the reader's `read` is wrapped,
+/// so frames are counted as the page gets them, before it draws them.
+const FRAME_WATCH: &str = r#"(() => {
+  window.watch = { frames: 0 };
+  const read = ReadableStreamDefaultReader.prototype.read;
+  ReadableStreamDefaultReader.prototype.read = async function () {
+    const got = await read.call(this);
+    if (!got.done && typeof got.value === "string") {
+      const frames = got.value.split("event: token").length - 1;
+      if (frames && window.watch.firstFrameAt === undefined) window.watch.firstFrameAt = performance.now();
+      window.watch.frames += frames;
+    }
+    return got;
+  };
+  new MutationObserver(() => {
+    const reply = document.querySelector(".reply.streaming");
+    if (reply && reply.textContent.trim() && window.watch.shownAt === undefined) {
+      window.watch.shownAt = performance.now();
+      window.watch.shownAtFrame = window.watch.frames;
+    }
+  }).observe(document.body, { subtree: true, childList: true, characterData: true });
+  return "";
+})()"#;
 
 /// Whether the timeline ever drew the `fetch` call as still running while
 /// turn 2 was on the page (`window.wrong`, what it showed), and what turn 2
