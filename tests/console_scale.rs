@@ -411,6 +411,21 @@ async fn selected_jobs_are_cancelled_in_bulk() {
     browser.wait_text("#bulk-count", "20 jobs selected").await;
     browser.wait_text("#bulk-cancel", "Cancel (8)").await;
     browser.wait_text("#bulk-rerun", "Run again (20)").await;
+    // Run again: one new job per selected job, after a confirmation.
+    browser.click("#bulk-rerun").await;
+    browser
+        .wait_text("dialog[open] h2", "Run again 20 jobs?")
+        .await;
+    browser.confirm().await;
+    browser
+        .wait_text("#bulk-outcome", "20 jobs queued again as new jobs")
+        .await;
+    let listed = get(&as_ops, &daemon, "/v1/jobs?limit=100").await;
+    assert_eq!(
+        ids(&listed).len(),
+        40,
+        "20 jobs and their 20 reruns: {listed}"
+    );
     browser.close().await;
 
     let browser = Browser::start(1440, 900, false).await;
@@ -418,7 +433,7 @@ async fn selected_jobs_are_cancelled_in_bulk() {
     browser.type_into("#token", &auditor).await;
     browser.click("form button[type=submit]").await;
     browser.wait_text("#signed-in", "auditor").await;
-    wait_rows(&browser, "#jobs tr[data-job]", 20).await;
+    wait_rows(&browser, "#jobs tr[data-job]", 40).await;
     click_centred(&browser, "#pick-all").await;
     let cancel = browser.wait_for("#bulk-cancel").await;
     assert!(!cancel.is_enabled().await.unwrap());
