@@ -3,12 +3,16 @@
 //! daemon records which version each directory last served well
 //! (`<state_dir>/last-good-bundles.json`) and serves it again from its store
 //! copy, as a broken edit does on a reload. Without a record (a bundle never
-//! good here) it is invalid, as before.
+//! good here) it is invalid, as before. The console's bundles page says so.
 
+#[allow(dead_code)] // this test drives a few of the browser's methods
+#[path = "console/browser.rs"]
+mod browser;
 mod common;
 
 use std::time::Duration;
 
+use browser::Browser;
 use common::daemon::{Site, client, get, submit, wait_terminal};
 use common::mock_server;
 use serde_json::Value;
@@ -54,10 +58,8 @@ async fn a_bundle_broken_during_a_restart_serves_its_last_good_version_degraded(
     // Good once, then broken while the daemon is down.
     site.put_bundle("keeper", &bundle("1"));
     let daemon = site.start();
-    assert_eq!(
-        keeper(&get(&http, &daemon, "/v1/bundles").await)["status"],
-        "ok"
-    );
+    let good = keeper(&get(&http, &daemon, "/v1/bundles").await).clone();
+    assert_eq!(good["status"], "ok");
     assert_eq!(daemon.stop(), Some(0));
     site.put_bundle("keeper", BROKEN);
     let daemon = site.start();
@@ -65,11 +67,29 @@ async fn a_bundle_broken_during_a_restart_serves_its_last_good_version_degraded(
     let entry = keeper(&list);
     assert_eq!(entry["status"], "degraded", "{list}");
     assert_eq!(entry["version"], "1", "{list}");
+    // The very content that served (pinned by its digest), not a reload of
+    // whatever version 1 is now.
+    assert_eq!(entry["digest"], good["digest"], "{list}");
     let said = entry.to_string();
     assert!(
         said.contains("model") && said.contains("serving its last good version 1"),
         "the entry names the error and what serves: {entry}"
     );
+    // The console's bundles page: first among the bundles, saying so.
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/bundles")).await;
+    let card = "section.bundle[data-bundle=keeper]";
+    browser
+        .wait_text(card, "Its last edit is broken: version 1 keeps serving.")
+        .await;
+    assert_eq!(
+        browser
+            .eval_text("document.querySelector('section.bundle')?.dataset.bundle ?? ''")
+            .await,
+        "keeper",
+        "the degraded bundle is listed first"
+    );
+    browser.close().await;
     // It runs jobs, on version 1.
     let job = submit(&http, &daemon, "keeper", "hello").await;
     let done = wait_terminal(
