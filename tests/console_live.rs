@@ -246,13 +246,13 @@ async fn a_finished_call_shows_its_result_while_the_next_turn_runs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scheduled_job_says_when_it_starts_and_each_budget_has_a_meter() {
     let mock = mock_server(
-        "replies:\n  - turn: 1\n    tool_calls: [{id: c1, name: echo, arguments: {}}]\n  - turn: 2\n    content: done\n",
+        "replies:\n  - turn: 1\n    tool_calls: [{id: c1, name: echo, arguments: {}}]\n    usage: {prompt_tokens: 30, completion_tokens: 5, total_tokens: 35}\n  - turn: 2\n    content: done\n    usage: {prompt_tokens: 40, completion_tokens: 7, total_tokens: 47}\n",
     )
     .await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
         "metered",
-        "name: metered\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\nlimits: {tool_calls: 3, model_calls: 5, wall_time: 10m}\ntools:\n  - name: echo\n    kind: process\n    effect: read_only\n    command: [python3, -c, \"print('{}')\"]\n",
+        "name: metered\nversion: \"1\"\nmodel: {endpoint: mock, name: m, plugin: openai}\nprompts: {user: \"{{ input }}\"}\nlimits: {tool_calls: 3, model_calls: 5, wall_time: 10m, prompt_tokens: 1000, completion_tokens: 100, cost: 2}\ntools:\n  - name: echo\n    kind: process\n    effect: read_only\n    command: [python3, -c, \"print('{}')\"]\n",
     );
     let daemon = site.start();
     let http = client();
@@ -289,6 +289,10 @@ async fn a_scheduled_job_says_when_it_starts_and_each_budget_has_a_meter() {
         ("tool-calls", "1", "of 3"),
         ("model-calls", "2", "of 5"),
         ("wall-time", "", "of 10 min 0 s"),
+        ("prompt-tokens", "70", "of 1000"),
+        ("completion-tokens", "12", "of 100"),
+        ("tokens", "82", "(no budget)"),
+        ("cost", "$0.0000", "of $2.0000"),
     ] {
         browser.wait_text(&format!("#{meter}"), limit).await;
         let shown = browser.text_of(&format!("#{meter} b")).await;

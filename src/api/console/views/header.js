@@ -124,10 +124,12 @@ function meter(label, spent, limit, text, id) {
 }
 
 /** Draws the header into `root`. */
-export function drawHeader(root, job, { bundle, kernelEnd, turns, calls = { tools: 0, models: 0 } }) {
+export function drawHeader(root, job, { bundle, kernelEnd, turns, calls = { tools: 0, models: 0, prompt: 0, completion: 0 } }) {
   const limits = budget(job, bundle);
   const why = whyEnded(job, kernelEnd);
-  const tokenLimit = limits.tokens || (limits.prompt_tokens || 0) + (limits.completion_tokens || 0);
+  // A budget of prompt or completion tokens is a meter of its own; the
+  // tokens meter is their sum, against a `tokens` budget if there is one.
+  const tokenLimit = limits.tokens;
   const wallLimit = limitMillis(limits.wall_time);
   const ran = times(job).run;
   const money = (x) => `$${Number(x || 0).toFixed(4)}`;
@@ -156,6 +158,8 @@ export function drawHeader(root, job, { bundle, kernelEnd, turns, calls = { tool
         h("div", { class: "meter" }, h("span", { class: "k" }, "attempts"), h("b", { id: "attempts" }, `${job.attempts} of ${job.max_attempts}`), job.crash_resumes ? h("span", { class: "muted" }, ` · ${job.crash_resumes} after a crash`) : null),
         turns !== undefined ? h("div", { class: "meter" }, h("span", { class: "k" }, "turns"), h("b", {}, String(turns)), bundle?.limits?.max_turns ? h("span", { class: "muted" }, ` of ${bundle.limits.max_turns}`) : null) : null,
         meter("tokens", job.tokens_spent || 0, tokenLimit, (n) => String(n), "tokens"),
+        limits.prompt_tokens ? meter("prompt tokens", calls.prompt, limits.prompt_tokens, String, "prompt-tokens") : null,
+        limits.completion_tokens ? meter("completion tokens", calls.completion, limits.completion_tokens, String, "completion-tokens") : null,
         meter("cost", job.cost_spent || 0, limits.cost, money, "cost"),
         limits.tool_calls || calls.tools ? meter("tool calls", calls.tools, limits.tool_calls, String, "tool-calls") : null,
         limits.model_calls ? meter("model calls", calls.models, limits.model_calls, String, "model-calls") : null,

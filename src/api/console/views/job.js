@@ -200,9 +200,14 @@ function drawJob(view, model) {
   const turns = new Set(model.events.filter((e) => e.run_id === job.id && e.type === "ModelRequest").map((e) => e.turn)).size;
   // What the job's budget counts: every answered tool call and every model
   // call of all its runs (a call its cancel cut short is not one).
+  const replies = model.events.filter((e) => e.type === "ModelResponse");
   const calls = {
     tools: model.events.filter((e) => e.type === "ToolResult" && e.error_type !== "interrupted").length,
-    models: model.events.filter((e) => e.type === "ModelResponse").length,
+    models: replies.length,
+    // Each kind of token its own budget counts (`prompt_tokens`,
+    // `completion_tokens`), from the replies' usage.
+    prompt: replies.reduce((n, e) => n + (e.usage?.prompt_tokens || 0), 0),
+    completion: replies.reduce((n, e) => n + (e.usage?.completion_tokens || 0), 0),
   };
   drawHeader(view.header, job, { bundle: model.bundle, kernelEnd: own, turns, calls });
   const failed = ["failed", "dead"].includes(job.state);
