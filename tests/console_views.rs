@@ -474,6 +474,18 @@ async fn a_group_chat_reads_as_a_transcript() {
         .await;
     assert!(!why.contains("termination tool"), "{why}");
     browser.close().await;
+    // The transcript passes axe in the other sizes and themes too.
+    for (width, height, dark, tag) in [
+        (1440, 900, false, "1440-light"),
+        (1440, 900, true, "1440-dark"),
+        (390, 844, false, "390-light"),
+    ] {
+        let browser = Browser::start(width, height, dark).await;
+        browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+        browser.wait_text("#transcript", "Bob agrees.").await;
+        audit(&browser, &format!("job-group-chat-{tag}")).await;
+        browser.close().await;
+    }
 }
 
 /// A workflow's stages as a graph: each stage, the transitions taken with
@@ -534,6 +546,20 @@ workflow:
     assert!(head.contains("(polish_done)"), "{head}");
     audit(&browser, "job-workflow-1440-light").await;
     browser.close().await;
+    // The graph passes axe in the other sizes and themes too.
+    for (width, height, dark, tag) in [
+        (1440, 900, true, "1440-dark"),
+        (390, 844, false, "390-light"),
+        (390, 844, true, "390-dark"),
+    ] {
+        let browser = Browser::start(width, height, dark).await;
+        browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+        browser
+            .wait_text(".workflow-graph .stage-node.final", "ended: finish")
+            .await;
+        audit(&browser, &format!("job-workflow-{tag}")).await;
+        browser.close().await;
+    }
 }
 
 /// Waits until nothing matches `css`.
