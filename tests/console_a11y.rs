@@ -28,7 +28,7 @@ use browser::Browser;
 use checks::{audit, is_dark};
 use common::daemon::{
     Daemon, Site, client, client_as, eventually, get, new_key, post_json, submit, submit_body,
-    wait_settled,
+    wait_settled, wait_terminal,
 };
 use common::mock_server;
 use fantoccini::actions::{InputSource, KeyAction, KeyActions};
@@ -398,6 +398,53 @@ async fn a_job_is_cancelled_with_the_keyboard_alone() {
         "cancelled"
     );
     a_link_gives_the_focus_to_the_view_it_draws(&browser, &daemon, &id).await;
+    browser.close().await;
+}
+
+/// The keyboard alone approves a parked call: from the view, Tab reaches
+/// Approve, Enter asks first, Tab and Enter confirm, and the job runs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_is_approved_with_the_keyboard_alone() {
+    let mock = mock_server(&script()).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "guarded",
+        &calc("guarded", "    approval: {always: true}\n"),
+    );
+    let daemon = site.start();
+    let http = client();
+    let id = id_of(&submit(&http, &daemon, "guarded", "add 2 and 3").await);
+    assert_eq!(
+        wait_settled(&http, &daemon, &id).await["state"],
+        "awaiting_approval"
+    );
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
+    browser.wait_for("#approvals button.approve").await;
+    skip_to_the_view(&browser).await;
+    let mut tabs = 0;
+    while !focused(&browser).await.contains("approve") {
+        press(&browser, Key::Tab).await;
+        tabs += 1;
+        let now = focused(&browser).await;
+        assert!(
+            tabs < 40 && !now.starts_with("A.brand") && !now.contains("skip-link"),
+            "Tab {tabs} reached {now}, not Approve"
+        );
+    }
+    assert!(
+        !focused(&browser).await.contains("approve-edited"),
+        "the first approve button reached is Approve"
+    );
+    press(&browser, Key::Enter).await;
+    browser.wait_for("dialog[open]").await;
+    press(&browser, Key::Tab).await;
+    browser
+        .wait_until("document.activeElement.dataset.action === 'confirm'")
+        .await;
+    press(&browser, Key::Enter).await;
+    let done = wait_terminal(&http, &daemon, &id, std::time::Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
     browser.close().await;
 }
 
