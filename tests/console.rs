@@ -675,3 +675,65 @@ async fn a_dead_letter_is_redriven_from_the_console() {
     browser.close().await;
     assert_eq!(received.load(Ordering::SeqCst), 1, "delivered once");
 }
+
+/// Two jobs parked on calls of unknown outcome (their daemon was killed
+/// while both charged) are resolved together from the jobs list: both
+/// selected, "Resolve: fail" counts them and asks first, and both end
+/// failed with the operator's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_jobs_are_resolved_in_bulk() {
+    let mock = mock_server(PAY_SCRIPT).await;
+    let site = Site::new(&mock.base_url(), "");
+    let effects = site.path().join("effects.txt");
+    site.put_bundle(
+        "pay",
+        &format!(
+            "name: pay\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{}",
+            charge_tools(&effects, "unsafe")
+        ),
+    );
+    let http = common::daemon::client();
+    let daemon = site.start_with_env(&[SHORT_LEASE]);
+    let ids: Vec<String> = [
+        submit(&http, &daemon, "pay", "pay one").await,
+        submit(&http, &daemon, "pay", "pay two").await,
+    ]
+    .iter()
+    .map(|job| job["id"].as_str().unwrap().to_string())
+    .collect();
+    common::daemon::eventually(
+        std::time::Duration::from_secs(60),
+        "both charges are written",
+        || async { (file_lines(&effects).len() == 2).then_some(()) },
+    )
+    .await;
+    daemon.kill9();
+
+    let daemon = site.start();
+    for id in &ids {
+        parked_on_charge(&http, &daemon, id).await;
+    }
+    let browser = Browser::start(1280, 900, false).await;
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    for id in &ids {
+        browser
+            .click(&format!("#parked tr[data-job='{id}'] input.pick"))
+            .await;
+    }
+    browser.wait_text("#bulk-count", "2 jobs selected").await;
+    browser.wait_text("#bulk-fail", "Resolve: fail (2)").await;
+    browser.click("#bulk-fail").await;
+    browser
+        .wait_text("dialog[open] h2", "Resolve: fail 2 jobs?")
+        .await;
+    browser.confirm().await;
+    browser
+        .wait_text("#bulk-outcome", "2 jobs resolved: failed")
+        .await;
+    for id in &ids {
+        let job = common::daemon::get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+        assert_eq!(job["state"], "failed", "{job}");
+        assert_eq!(job["error"], "failed from the console's jobs list", "{job}");
+    }
+    browser.close().await;
+}
