@@ -448,6 +448,78 @@ async fn a_call_is_approved_with_the_keyboard_alone() {
     browser.close().await;
 }
 
+/// The keyboard alone cancels jobs in bulk: Tab to each job's box and
+/// Space to pick it, Tab to the bar's Cancel, Enter, then Tab and Enter to
+/// confirm; both jobs end cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_cancelled_in_bulk_with_the_keyboard_alone() {
+    let mock = mock_server(&script()).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("calc", &calc("calc", ""));
+    let daemon = site.start();
+    let http = client();
+    let mut ids = Vec::new();
+    for input in ["one later", "two later"] {
+        let job = submit_body(
+            &http,
+            &daemon,
+            json!({"bundle": "calc", "input": input, "run_at": "2099-01-01T00:00:00Z"}),
+        )
+        .await;
+        ids.push(id_of(&job));
+    }
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    for id in &ids {
+        browser
+            .wait_for(&format!("#jobs tr[data-job='{id}'] input.pick"))
+            .await;
+    }
+    skip_to_the_view(&browser).await;
+    for id in &ids {
+        let here = format!(
+            "document.activeElement.classList.contains('pick') && document.activeElement.dataset.job === {id:?}"
+        );
+        tab_until(&browser, &here, &format!("the box of job {id}")).await;
+        press(&browser, Key::Space).await;
+    }
+    browser.wait_text("#bulk-count", "2 jobs selected").await;
+    tab_until(
+        &browser,
+        "document.activeElement.id === 'bulk-cancel'",
+        "the bar's Cancel",
+    )
+    .await;
+    press(&browser, Key::Enter).await;
+    browser.wait_for("dialog[open]").await;
+    press(&browser, Key::Tab).await;
+    browser
+        .wait_until("document.activeElement.dataset.action === 'confirm'")
+        .await;
+    press(&browser, Key::Enter).await;
+    browser.wait_text("#bulk-outcome", "2 jobs cancelled").await;
+    for id in &ids {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
+        assert_eq!(job["state"], "cancelled", "{job}");
+    }
+    browser.close().await;
+}
+
+/// Presses Tab until `here` (a script's condition) holds, naming `what`
+/// when 60 Tabs do not reach it.
+async fn tab_until(browser: &Browser, here: &str, what: &str) {
+    for _ in 0..60 {
+        if browser.eval_text(&format!("String({here})")).await == "true" {
+            return;
+        }
+        press(browser, Key::Tab).await;
+    }
+    panic!(
+        "60 Tabs did not reach {what}; the focus is on {}",
+        focused(browser).await
+    );
+}
+
 /// A link that changes the view (no page load) gives the focus to the new
 /// view, as a page load would put a reader at its start; so does Back.
 /// (A filter that redraws the list in place keeps its field's focus:
