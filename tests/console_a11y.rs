@@ -505,6 +505,50 @@ async fn jobs_are_cancelled_in_bulk_with_the_keyboard_alone() {
     browser.close().await;
 }
 
+/// The keyboard alone pauses a schedule: Tab to its Pause, Enter, then
+/// Tab and Enter to confirm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_is_paused_with_the_keyboard_alone() {
+    let mock = mock_server(&script()).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle("calc", &calc("calc", ""));
+    let daemon = site.start();
+    let http = client();
+    let (status, made) = post_json(
+        &http,
+        &daemon,
+        "/v1/schedules",
+        json!({"id": "nightly", "bundle": "calc", "cron": "0 2 * * *", "input": "add 1 and 1"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    let browser = Browser::start(1440, 900, false).await;
+    browser.goto(&daemon.url("/ui/schedules")).await;
+    browser
+        .wait_for("tr[data-schedule=nightly] button.pause")
+        .await;
+    skip_to_the_view(&browser).await;
+    tab_until(
+        &browser,
+        "document.activeElement.classList.contains('pause') && document.activeElement.closest('tr')?.dataset.schedule === 'nightly'",
+        "the schedule's Pause",
+    )
+    .await;
+    press(&browser, Key::Enter).await;
+    browser.wait_for("dialog[open]").await;
+    press(&browser, Key::Tab).await;
+    browser
+        .wait_until("document.activeElement.dataset.action === 'confirm'")
+        .await;
+    press(&browser, Key::Enter).await;
+    browser
+        .wait_for("tr[data-schedule=nightly][data-paused=true]")
+        .await;
+    let nightly = get(&http, &daemon, "/v1/schedules/nightly").await;
+    assert_eq!(nightly["paused"], true, "{nightly}");
+    browser.close().await;
+}
+
 /// Presses Tab until `here` (a script's condition) holds, naming `what`
 /// when 60 Tabs do not reach it.
 async fn tab_until(browser: &Browser, here: &str, what: &str) {
