@@ -549,6 +549,70 @@ async fn a_schedule_is_paused_with_the_keyboard_alone() {
     browser.close().await;
 }
 
+/// Every action of the console is a native control the keyboard reaches
+/// and works (a button, a form, a field, a fold): no handler sits on an
+/// element Tab passes over, so the keyboard paths tested above stand for
+/// every action. Read from the console's sources: each handler belongs to
+/// the element the nearest `h("tag"` before it makes.
+#[test]
+fn every_action_is_a_native_control_the_keyboard_reaches() {
+    const NATIVE: [&str; 8] = [
+        "button", "a", "input", "select", "textarea", "form", "details", "summary",
+    ];
+    let mut handlers = 0;
+    let mut found = Vec::new();
+    for dir in ["src/api/console", "src/api/console/views"] {
+        for entry in std::fs::read_dir(common::repo(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "js") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let tags: Vec<(usize, &str)> = text
+                .match_indices("h(")
+                // `h(` itself, not the end of `fetch(` or `each(`.
+                .filter(|(at, _)| {
+                    text[..*at]
+                        .chars()
+                        .next_back()
+                        .is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '.')
+                })
+                .filter_map(|(at, _)| {
+                    let rest = text[at + 2..].trim_start();
+                    let tag = rest.strip_prefix('"')?.split('"').next()?;
+                    Some((at, tag))
+                })
+                .collect();
+            for handler in [
+                "onclick:",
+                "onchange:",
+                "oninput:",
+                "onkeydown:",
+                "onsubmit:",
+                "ontoggle:",
+            ] {
+                for (at, _) in text.match_indices(handler) {
+                    handlers += 1;
+                    let tag = tags.iter().rev().find(|(p, _)| *p < at).map(|(_, t)| *t);
+                    if !tag.is_some_and(|t| NATIVE.contains(&t)) {
+                        let line = text[..at].lines().count();
+                        found.push(format!("{}:{line}: {handler} on {tag:?}", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        handlers > 20,
+        "only {handlers} handlers found: the scan is broken"
+    );
+    assert!(
+        found.is_empty(),
+        "actions on elements the keyboard skips:\n{}",
+        found.join("\n")
+    );
+}
+
 /// Presses Tab until `here` (a script's condition) holds, naming `what`
 /// when 60 Tabs do not reach it.
 async fn tab_until(browser: &Browser, here: &str, what: &str) {
