@@ -365,6 +365,24 @@ async fn the_daemon_filters_and_sorts_the_jobs_list() {
             .wait_for(&format!("#jobs tr[data-job='{id}']"))
             .await;
     }
+    // A time range: created before 2000, none; created since, all again.
+    browser
+        .goto(&daemon.url("/ui/jobs?to=2000-01-01T00:00:00Z"))
+        .await;
+    browser
+        .wait_text("#jobs", "No job matches these filters.")
+        .await;
+    // The field shows the range applied, in the browser's own zone.
+    assert_eq!(
+        browser
+            .eval_text("new Date(document.getElementById('filter-to').value).toISOString()")
+            .await,
+        "2000-01-01T00:00:00.000Z"
+    );
+    browser
+        .goto(&daemon.url("/ui/jobs?from=2000-01-01T00:00:00Z&owner=bo"))
+        .await;
+    wait_rows(&browser, "#jobs tr[data-job]", 2).await;
     browser.close().await;
 }
 

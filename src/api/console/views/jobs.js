@@ -98,6 +98,18 @@ export function render(root, { query: params }, signal) {
 }
 
 /** The filter fields, each labelled; `bundleSelect` and `stateSelect` are filled as the daemon answers. */
+/**
+ * A time of the URL (`?to=2026-05-01T00:00:00Z`, or what the field wrote)
+ * as a `datetime-local` field shows it — this browser's local time to the
+ * minute — so the field says which range is applied (it showed nothing for
+ * a time with a zone).
+ */
+function inputTime(text) {
+  const at = Date.parse(text);
+  if (Number.isNaN(at)) return "";
+  return new Date(at - new Date(at).getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+}
+
 function filterControls(filters, local, { apply, update, order, setOrder, setTime }) {
   const bundleSelect = h("select", { name: "bundle", id: "filter-bundle", onchange: (e) => apply({ bundle: e.target.value }) }, h("option", { value: "" }, "all bundles"));
   const stateSelect = h(
@@ -108,7 +120,7 @@ function filterControls(filters, local, { apply, update, order, setOrder, setTim
   );
   const text = (id, name, placeholder, key) =>
     h("input", { type: "search", name, id, placeholder, value: filters[key], onchange: (e) => apply({ [key]: e.target.value.trim() }) });
-  const time = (which, id) => h("input", { type: "datetime-local", name: which, id, value: local[which], onchange: (e) => setTime(which, e.target.value) });
+  const time = (which, id) => h("input", { type: "datetime-local", name: which, id, value: inputTime(local[which]), onchange: (e) => setTime(which, e.target.value) });
   let typing = null;
   const search = h("input", {
     type: "search",
