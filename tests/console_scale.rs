@@ -407,10 +407,12 @@ async fn selected_jobs_are_cancelled_in_bulk() {
     }
     browser.wait_text("#bulk-count", "12 jobs selected").await;
     browser.wait_text("#bulk-cancel", "Cancel (12)").await;
+    audit(&browser, "jobs-bulk-bar-1440-light").await;
     browser.click("#bulk-cancel").await;
     browser
         .wait_text("dialog[open] h2", "Cancel 12 jobs?")
         .await;
+    audit(&browser, "jobs-bulk-dialog-1440-light").await;
     browser.confirm().await;
     browser
         .wait_text("#bulk-outcome", "12 jobs cancelled")
@@ -460,6 +462,23 @@ async fn selected_jobs_are_cancelled_in_bulk() {
         Some("operate")
     );
     browser.wait_text("#bulk .why-not", "needs the").await;
+    browser.close().await;
+
+    // The bar and its confirmation pass axe on a phone in the dark too.
+    let browser = Browser::start(390, 844, true).await;
+    browser.goto(&daemon.url("/ui/jobs")).await;
+    browser.type_into("#token", &ops).await;
+    browser.click("form button[type=submit]").await;
+    browser.wait_text("#signed-in", "ops").await;
+    wait_rows(&browser, "#jobs tr[data-job]", 40).await;
+    click_centred(&browser, "#pick-all").await;
+    browser.wait_text("#bulk-rerun", "Run again (40)").await;
+    audit(&browser, "jobs-bulk-bar-390-dark").await;
+    browser.click("#bulk-rerun").await;
+    browser
+        .wait_text("dialog[open] h2", "Run again 40 jobs?")
+        .await;
+    audit(&browser, "jobs-bulk-dialog-390-dark").await;
     browser.close().await;
 }
 
