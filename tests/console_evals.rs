@@ -322,4 +322,21 @@ async fn a_suite_is_run_compared_and_its_candidate_promoted_from_the_console() {
     browser.wait_text(&report, "Regressed: hello").await;
     audit(&browser, "bundles-evals-390-dark").await;
     browser.close().await;
+    // And in the two other sizes and themes.
+    for (width, height, dark, tag) in [
+        (1280, 900, true, "1280-dark"),
+        (390, 844, false, "390-light"),
+    ] {
+        let browser = Browser::start(width, height, dark).await;
+        sign_in(&browser, &daemon, &admin, "ops").await;
+        open_panel(&browser, &daemon).await;
+        browser
+            .click(&format!(
+                "{PANEL} .evals-run-list tr[data-run='{compared}'] button.evals-show"
+            ))
+            .await;
+        browser.wait_text(&report, "Regressed: hello").await;
+        audit(&browser, &format!("bundles-evals-{tag}")).await;
+        browser.close().await;
+    }
 }
