@@ -550,4 +550,14 @@ async fn the_bundles_page_is_an_overview_with_problems_first() {
         .await;
     audit(&phone, "bundles-overview-phone").await;
     phone.close().await;
+    // In the dark too, wide and narrow.
+    for (width, height, tag) in [(1440, 900, "1440-dark"), (390, 844, "390-dark")] {
+        let browser = Browser::start(width, height, true).await;
+        browser.goto(&daemon.url("/ui/bundles?open=b05")).await;
+        browser
+            .wait_until("document.querySelector('[data-bundle=b05] button.migrate-check').offsetParent !== null")
+            .await;
+        audit(&browser, &format!("bundles-overview-{tag}")).await;
+        browser.close().await;
+    }
 }
