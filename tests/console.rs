@@ -25,6 +25,7 @@ use common::daemon::{
     SHORT_LEASE, Site, charge_tools, file_lines, kill_while_charging, parked_on_charge, submit,
 };
 use common::mock_server;
+use structured_agents::mock::MockServer;
 
 const TOKEN: &str = "console-test-token";
 
@@ -210,12 +211,10 @@ replies:
     content: "Paid."
 "#;
 
-/// The daemon is killed (SIGKILL) while an `unsafe` call runs; after the
-/// restart the console lists the job first, parked; its page explains the
-/// call of unknown outcome, and skip with a result, confirmed, resumes the
-/// job to `succeeded` — the charge made once. In dark mode.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_job_is_resolved_from_the_console() {
+/// A site with bundle `pay`, whose `unsafe` charge writes to the returned
+/// effects file and then runs until its daemon is gone, on a mock that
+/// asks for one charge.
+async fn paying_site() -> (MockServer, Site, std::path::PathBuf) {
     let mock = mock_server(PAY_SCRIPT).await;
     let site = Site::new(&mock.base_url(), "");
     let effects = site.path().join("effects.txt");
@@ -226,6 +225,16 @@ async fn a_parked_job_is_resolved_from_the_console() {
             charge_tools(&effects, "unsafe")
         ),
     );
+    (mock, site, effects)
+}
+
+/// The daemon is killed (SIGKILL) while an `unsafe` call runs; after the
+/// restart the console lists the job first, parked; its page explains the
+/// call of unknown outcome, and skip with a result, confirmed, resumes the
+/// job to `succeeded` — the charge made once. In dark mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_job_is_resolved_from_the_console() {
+    let (_mock, site, effects) = paying_site().await;
     let http = common::daemon::client();
     let daemon = site.start_with_env(&[SHORT_LEASE]);
     let job = submit(&http, &daemon, "pay", "pay the invoice").await;
@@ -682,16 +691,7 @@ async fn a_dead_letter_is_redriven_from_the_console() {
 /// failed with the operator's reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_jobs_are_resolved_in_bulk() {
-    let mock = mock_server(PAY_SCRIPT).await;
-    let site = Site::new(&mock.base_url(), "");
-    let effects = site.path().join("effects.txt");
-    site.put_bundle(
-        "pay",
-        &format!(
-            "name: pay\nversion: \"1\"\nmodel: {{endpoint: mock, name: m, plugin: openai}}\nprompts: {{user: \"{{{{ input }}}}\"}}\n{}",
-            charge_tools(&effects, "unsafe")
-        ),
-    );
+    let (_mock, site, effects) = paying_site().await;
     let http = common::daemon::client();
     let daemon = site.start_with_env(&[SHORT_LEASE]);
     let ids: Vec<String> = [

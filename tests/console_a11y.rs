@@ -328,19 +328,8 @@ async fn skip_to_the_view(browser: &Browser) {
 /// confirmation and gives the focus back, and Tab and Enter confirm it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_is_cancelled_with_the_keyboard_alone() {
-    let mock = mock_server(&script()).await;
-    let site = Site::new(&mock.base_url(), "");
-    site.put_bundle(
-        "guarded",
-        &calc("guarded", "    approval: {always: true}\n"),
-    );
-    let daemon = site.start();
+    let (_mock, _site, daemon, id) = parked_for_approval().await;
     let http = client();
-    let id = id_of(&submit(&http, &daemon, "guarded", "add 2 and 3").await);
-    assert_eq!(
-        wait_settled(&http, &daemon, &id).await["state"],
-        "awaiting_approval"
-    );
 
     let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
@@ -405,19 +394,8 @@ async fn a_job_is_cancelled_with_the_keyboard_alone() {
 /// Approve, Enter asks first, Tab and Enter confirm, and the job runs on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_is_approved_with_the_keyboard_alone() {
-    let mock = mock_server(&script()).await;
-    let site = Site::new(&mock.base_url(), "");
-    site.put_bundle(
-        "guarded",
-        &calc("guarded", "    approval: {always: true}\n"),
-    );
-    let daemon = site.start();
+    let (_mock, _site, daemon, id) = parked_for_approval().await;
     let http = client();
-    let id = id_of(&submit(&http, &daemon, "guarded", "add 2 and 3").await);
-    assert_eq!(
-        wait_settled(&http, &daemon, &id).await["state"],
-        "awaiting_approval"
-    );
     let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
     browser.wait_for("#approvals button.approve").await;
@@ -436,13 +414,7 @@ async fn a_call_is_approved_with_the_keyboard_alone() {
         !focused(&browser).await.contains("approve-edited"),
         "the first approve button reached is Approve"
     );
-    press(&browser, Key::Enter).await;
-    browser.wait_for("dialog[open]").await;
-    press(&browser, Key::Tab).await;
-    browser
-        .wait_until("document.activeElement.dataset.action === 'confirm'")
-        .await;
-    press(&browser, Key::Enter).await;
+    confirm_with_the_keyboard(&browser).await;
     let done = wait_terminal(&http, &daemon, &id, std::time::Duration::from_secs(60)).await;
     assert_eq!(done["state"], "succeeded", "{done}");
     browser.close().await;
@@ -490,13 +462,7 @@ async fn jobs_are_cancelled_in_bulk_with_the_keyboard_alone() {
         "the bar's Cancel",
     )
     .await;
-    press(&browser, Key::Enter).await;
-    browser.wait_for("dialog[open]").await;
-    press(&browser, Key::Tab).await;
-    browser
-        .wait_until("document.activeElement.dataset.action === 'confirm'")
-        .await;
-    press(&browser, Key::Enter).await;
+    confirm_with_the_keyboard(&browser).await;
     browser.wait_text("#bulk-outcome", "2 jobs cancelled").await;
     for id in &ids {
         let job = get(&http, &daemon, &format!("/v1/jobs/{id}")).await;
@@ -534,13 +500,7 @@ async fn a_schedule_is_paused_with_the_keyboard_alone() {
         "the schedule's Pause",
     )
     .await;
-    press(&browser, Key::Enter).await;
-    browser.wait_for("dialog[open]").await;
-    press(&browser, Key::Tab).await;
-    browser
-        .wait_until("document.activeElement.dataset.action === 'confirm'")
-        .await;
-    press(&browser, Key::Enter).await;
+    confirm_with_the_keyboard(&browser).await;
     browser
         .wait_for("tr[data-schedule=nightly][data-paused=true]")
         .await;
@@ -611,6 +571,38 @@ fn every_action_is_a_native_control_the_keyboard_reaches() {
         "actions on elements the keyboard skips:\n{}",
         found.join("\n")
     );
+}
+
+/// A daemon with the guarded calculator, and a job of it parked for the
+/// approval of its call (the mock, the site and the daemon are kept alive
+/// by the caller).
+async fn parked_for_approval() -> (MockServer, Site, Daemon, String) {
+    let mock = mock_server(&script()).await;
+    let site = Site::new(&mock.base_url(), "");
+    site.put_bundle(
+        "guarded",
+        &calc("guarded", "    approval: {always: true}\n"),
+    );
+    let daemon = site.start();
+    let http = client();
+    let id = id_of(&submit(&http, &daemon, "guarded", "add 2 and 3").await);
+    assert_eq!(
+        wait_settled(&http, &daemon, &id).await["state"],
+        "awaiting_approval"
+    );
+    (mock, site, daemon, id)
+}
+
+/// Enter on the focused action, whose confirmation opens on its safe
+/// answer; Tab to Confirm, and Enter.
+async fn confirm_with_the_keyboard(browser: &Browser) {
+    press(browser, Key::Enter).await;
+    browser.wait_for("dialog[open]").await;
+    press(browser, Key::Tab).await;
+    browser
+        .wait_until("document.activeElement.dataset.action === 'confirm'")
+        .await;
+    press(browser, Key::Enter).await;
 }
 
 /// Presses Tab until `here` (a script's condition) holds, naming `what`
