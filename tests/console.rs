@@ -599,21 +599,36 @@ async fn the_console_asks_before_a_verify_runs_the_real_tools() {
     browser.close().await;
 }
 
-/// A webhook whose receiver was down is a dead letter on the deliveries
-/// page; "Redrive" sends it again, the receiver (up now) gets it once and
-/// the row says delivered.
+/// A webhook whose receiver was down (answering 503) is a dead letter on the
+/// deliveries page; "Redrive" sends it again, the receiver (up now) gets it
+/// once and the row says delivered.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_letter_is_redriven_from_the_console() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-    // A port nobody listens on yet: every attempt is refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let hook = format!("http://127.0.0.1:{port}/hook");
+    // The receiver holds its port from the start (a port given back and
+    // bound again later can be taken meanwhile by another test): down, it
+    // answers 503 and counts nothing; up, it counts each delivery.
+    let up = Arc::new(AtomicBool::new(false));
+    let received = Arc::new(AtomicUsize::new(0));
+    let (is_up, counter) = (up.clone(), received.clone());
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let (is_up, counter) = (is_up.clone(), counter.clone());
+            async move {
+                if !is_up.load(Ordering::SeqCst) {
+                    return axum::http::StatusCode::SERVICE_UNAVAILABLE;
+                }
+                counter.fetch_add(1, Ordering::SeqCst);
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
     let mock = mock_server("replies:\n  - content: done\n").await;
     let site = Site::new(
         &mock.base_url(),
@@ -643,23 +658,8 @@ async fn a_dead_letter_is_redriven_from_the_console() {
     )
     .await;
 
-    // The receiver comes up on that port.
-    let received = Arc::new(AtomicUsize::new(0));
-    let counter = received.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(move || {
-            let counter = counter.clone();
-            async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                axum::http::StatusCode::NO_CONTENT
-            }
-        }),
-    );
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    // The receiver comes up.
+    up.store(true, Ordering::SeqCst);
 
     let browser = Browser::start(1280, 900, false).await;
     browser.goto(&daemon.url("/ui/deliveries")).await;

@@ -52,17 +52,23 @@ async fn held_candidate() -> (MockServer, Site, Daemon, String, String) {
     drop_version(&site, 1, "right");
     let daemon = site.start();
     drop_version(&site, 2, "wrong");
-    let http = client_as(&admin);
+    held_rejected(&daemon, &admin, "2").await;
+    (mock, site, daemon, admin, viewer)
+}
+
+/// Waits until `version` is the held candidate, rejected by its eval.
+async fn held_rejected(daemon: &Daemon, token: &str, version: &str) {
+    let http = client_as(token);
     eventually(
         Duration::from_secs(90),
-        "version 2 rejected by its eval",
+        &format!("version {version} rejected by its eval"),
         || async {
-            let b = get(&http, &daemon, "/v1/bundles/calc").await;
-            (b["candidate"]["state"] == "rejected").then_some(())
+            let b = get(&http, daemon, "/v1/bundles/calc").await;
+            (b["candidate"]["version"] == version && b["candidate"]["state"] == "rejected")
+                .then_some(())
         },
     )
     .await;
-    (mock, site, daemon, admin, viewer)
 }
 
 async fn sign_in(browser: &Browser, daemon: &Daemon, token: &str, name: &str) {
@@ -192,12 +198,8 @@ async fn refused_when_decided_meanwhile(
     admin: &str,
 ) {
     drop_version(site, 3, "wrong");
+    held_rejected(daemon, admin, "3").await;
     let http = client_as(admin);
-    eventually(Duration::from_secs(90), "version 3 rejected", || async {
-        let b = get(&http, daemon, "/v1/bundles/calc").await;
-        (b["candidate"]["version"] == "3" && b["candidate"]["state"] == "rejected").then_some(())
-    })
-    .await;
     browser.goto(&daemon.url("/ui/bundles?open=calc")).await;
     browser
         .wait_for(&format!(

@@ -711,12 +711,11 @@ async fn cancelling_or_failing_a_parked_job_writes_its_final_event() {
 /// COMMIT) is recognised when retried, so the attempt's later writes are
 /// not refused as duplicates: the job ends once, its event log gap-free,
 /// without asking the model again for the step that was committed.
-async fn a_lost_commit_reply_is_recognised(env: &[(&str, &str)]) {
+async fn a_lost_commit_reply_is_recognised(mut env: Vec<(&'static str, String)>) {
     let run = setup().await;
     let http = client();
-    let mut all = vec![("SA_FAILPOINTS", "steps_reply_lost")];
-    all.extend_from_slice(env);
-    let daemon = run.site.start_with_env(&all);
+    env.push(("SA_FAILPOINTS", "steps_reply_lost".into()));
+    let daemon = run.site.start_with_env(&env);
     let job = common::daemon::submit(&http, &daemon, "crash", "write three lines").await;
     let id = job["id"].as_str().unwrap().to_string();
     let done = wait_terminal(&http, &daemon, &id, Duration::from_secs(60)).await;
@@ -737,15 +736,13 @@ async fn a_lost_commit_reply_is_recognised(env: &[(&str, &str)]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_commit_reply_is_recognised_on_sqlite() {
-    a_lost_commit_reply_is_recognised(&[]).await;
+    a_lost_commit_reply_is_recognised(Vec::new()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_commit_reply_is_recognised_on_postgres() {
     let schema = common::postgres::Schema::fresh();
-    let env = schema.daemon_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    a_lost_commit_reply_is_recognised(&env).await;
+    a_lost_commit_reply_is_recognised(schema.daemon_env()).await;
 }
 
 /// A misspelt failpoint would never fire, and the crash test armed with it

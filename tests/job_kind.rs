@@ -379,7 +379,6 @@ async fn sqlite_a_job_queued_before_the_upgrade_runs_with_its_controls() {
 async fn postgres_a_job_queued_before_the_upgrade_runs_with_its_controls() {
     let schema = Schema::fresh();
     let env = schema.daemon_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let server = mock_server("replies:\n  - content: done\n").await;
     let site = Site::new(&server.base_url(), "");
     site.put_bundle("b", TOOLS_BUNDLE);

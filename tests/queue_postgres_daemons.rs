@@ -65,11 +65,10 @@ tools:
     )
 }
 
-fn start(site: &Site, schema: &Schema, extra: &[(&str, &str)]) -> Daemon {
-    let env = schema.daemon_env();
-    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    all.extend_from_slice(extra);
-    site.start_with_env(&all)
+fn start(site: &Site, schema: &Schema, extra: &[(&'static str, &str)]) -> Daemon {
+    let mut env = schema.daemon_env();
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    site.start_with_env(&env)
 }
 
 /// A call id with a NUL failed the job's writes where it went into text (a

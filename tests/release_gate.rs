@@ -368,7 +368,6 @@ async fn daemons_on_one_store_share_the_operators_promote_and_reject() {
     let server = mock_server(&SCRIPT.replace("delay_ms: 400", "delay_ms: 3000")).await;
     let schema = Schema::fresh();
     let env = schema.daemon_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (one, two) = (
         Site::new(&server.base_url(), ""),
         Site::new(&server.base_url(), ""),

@@ -348,7 +348,6 @@ async fn outage(store: Store, missed: &str) -> Vec<i64> {
     let server = mock_server(QUICK).await;
     let site = Site::new(&server.base_url(), "");
     let (_schema, env) = store_env(store);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let spec = format!(
         "  cron: \"* * * * * *\"\n  missed: {missed}\n  max_catch_up: 100\n  overlap: queue\n"
     );
@@ -419,7 +418,6 @@ async fn overlapping(store: Store, overlap: &str) -> Vec<(i64, Value)> {
     let server = mock_server(SLOW).await;
     let site = Site::new(&server.base_url(), "");
     let (_schema, env) = store_env(store);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let spec = format!("  cron: \"* * * * * *\"\n  overlap: {overlap}\n");
     site.put_bundle("tick", &bundle(&spec));
     let http = client();
@@ -479,7 +477,6 @@ async fn two_daemons_on_one_postgres_store_fire_each_fire_once() {
     let server = mock_server(QUICK).await;
     let schema = Schema::fresh();
     let env = schema.daemon_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (one, two) = (
         Site::new(&server.base_url(), ""),
         Site::new(&server.base_url(), ""),
@@ -573,7 +570,6 @@ async fn a_daemon_without_a_bundle_leaves_its_schedule_to_the_daemons_that_have_
     let server = mock_server(QUICK).await;
     let schema = Schema::fresh();
     let env = schema.daemon_env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (one, two) = (
         Site::new(&server.base_url(), ""),
         Site::new(&server.base_url(), ""),
@@ -640,7 +636,6 @@ async fn resume_passes_over_paused_fires_unless_catching_up() {
         let server = mock_server(QUICK).await;
         let site = Site::new(&server.base_url(), "");
         let (_schema, env) = store_env(store);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         site.put_bundle("tick", &bundle("  cron: \"* * * * * *\"\n"));
         let http = client();
         let daemon = site.start_with_env(&env);
@@ -693,7 +688,6 @@ async fn after_a_long_outage_on_time_fires_run_and_late_ones_are_counted_missed(
         let server = mock_server(QUICK).await;
         let site = Site::new(&server.base_url(), "");
         let (_schema, env) = store_env(store);
-        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
         site.put_bundle(
             "tick",
             &bundle("  cron: \"*/5 * * * * *\"\n  missed: skip\n"),

@@ -227,7 +227,6 @@ async fn a_postgres_outage_answers_submits_503_with_retry_after() {
     let mut env = schema.daemon_env();
     env.retain(|(key, _)| *key != "STRUCTURED_AGENTS_QUEUE__URL");
     env.push(("STRUCTURED_AGENTS_QUEUE__URL", through_proxy));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (_mock, site) = site().await;
     let daemon = site.start_with_env(&env);
     let http = client();

@@ -283,7 +283,6 @@ async fn on_postgres_a_state_change_is_delivered_once_after_refusals() {
     let schema = common::postgres::Schema::fresh();
     let mut env = schema.daemon_env();
     env.push(("STRUCTURED_AGENTS_WEBHOOK_SECRET", SECRET.to_string()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let daemon = site.start_with_env(&env);
     let http = client();
     let job = submit_body(

@@ -91,7 +91,7 @@ max_concurrent = 64
     }
 
     pub fn start(&self) -> Daemon {
-        self.start_with_env(&[])
+        self.start_with_env::<&str>(&[])
     }
 
     /// Starts `command`, a `serve` of this site set up by the caller (a
@@ -100,7 +100,9 @@ max_concurrent = 64
         launch(command, self.path())
     }
 
-    pub fn start_with_env(&self, env: &[(&str, &str)]) -> Daemon {
+    /// Starts `serve` with `env` added to its environment (values as
+    /// literals or as the `String`s `postgres::Schema::daemon_env` makes).
+    pub fn start_with_env<V: AsRef<std::ffi::OsStr>>(&self, env: &[(&str, V)]) -> Daemon {
         let mut command = Command::new(env!("CARGO_BIN_EXE_structured-agents"));
         command
             .args(["serve", "--config"])
