@@ -252,8 +252,8 @@ fn scan_site(server: &MockServer) -> Site {
     site
 }
 
-fn start_scale(site: &Site, schema: &Schema, extra: &[(&str, &str)]) -> Daemon {
-    let mut env: Vec<(&str, &str)> = SCALE_ENV.to_vec();
+fn start_scale(site: &Site, schema: &Schema, extra: &[(&'static str, &str)]) -> Daemon {
+    let mut env: Vec<(&'static str, &str)> = SCALE_ENV.to_vec();
     env.extend_from_slice(extra);
     start(site, schema, &env)
 }
@@ -1008,7 +1008,7 @@ async fn postgres_three_daemons_touch_the_same_jobs_without_deadlock() {
     const BATCHES: usize = 3;
     let server = mock_server(SCAN_SCRIPT).await;
     let db = Database::fresh().await;
-    let mut env: Vec<(&str, &str)> = SCALE_ENV.to_vec();
+    let mut env: Vec<(&'static str, &str)> = SCALE_ENV.to_vec();
     env.extend([
         ("STRUCTURED_AGENTS_QUEUE__BACKEND", "postgres"),
         ("STRUCTURED_AGENTS_QUEUE__URL", db.url.as_str()),
