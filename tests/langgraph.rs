@@ -6,13 +6,18 @@
 //! same. Assistants are bundles: found by name or
 //! by LangGraph's UUID of it, searched, counted, paged, drawn as a graph,
 //! described by schemas; a bundle outside the key's globs is not one.
+//! Threads are the key's conversations: made, merged, searched, counted and
+//! deleted, their status and messages read from their jobs; another key's
+//! thread is not one.
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client_as, eventually, get, new_key};
+use common::daemon::{
+    Daemon, Site, client_as, eventually, get, new_key, post_json, submit_body, wait_terminal,
+};
 use common::{mock_server, peer, python_langgraph, repo};
 use serde_json::{Value, json};
 
@@ -176,7 +181,7 @@ async fn assistants_are_the_bundles_a_key_may_read() {
     assert_eq!(got["unknown_get"], 404);
 
     // LangGraph's JS SDK sees the same.
-    let js = js_client(&daemon, &key).await;
+    let js = js_client(&daemon, &key, "assistants").await;
     assert_eq!(js["names"], json!(["calc", "other", "plain"]), "{js}");
     assert_eq!(js["paged"], json!({"length": 1, "next": "1"}));
     assert_eq!(js["calc"], got["get_by_name"]);
@@ -195,10 +200,271 @@ async fn assistants_are_the_bundles_a_key_may_read() {
     assert_eq!(js["hidden"], 404);
 }
 
+const THREAD_SCRIPT: &str = r#"
+replies:
+  - match: "2+3"
+    turn: 1
+    tool_calls: [{id: call-1, name: add, arguments: {a: 2, b: 3}}]
+  - match: "2+3"
+    turn: 2
+    content: "2+3 is 5."
+  - match: "pay"
+    tool_calls: [{id: p1, name: pay, arguments: {amount: 5}}]
+  - content: done
+"#;
+
+const ADDER: &str = r#"name: adder
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: add
+    kind: process
+    effect: read_only
+    parameters: {type: object, properties: {a: {type: number}, b: {type: number}}}
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(a['a']+a['b'])"]
+"#;
+
+const BANK: &str = r#"name: bank
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: pay
+    kind: process
+    effect: read_only
+    approval: always
+    parameters: {type: object, properties: {amount: {type: integer}}}
+    command: [python3, -c, "print(1)"]
+"#;
+
+/// The types of a thread's messages, in order.
+fn message_types(thread: &Value) -> Vec<&str> {
+    thread["values"]["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| m["type"].as_str().unwrap_or("?"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn threads_are_the_keys_conversations() {
+    let server = mock_server(THREAD_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let keys = site.path().join("keys.toml");
+    let key = new_key(&keys, "team", &["--scopes", "submit,read"]);
+    let other = new_key(&keys, "other", &["--scopes", "submit,read"]);
+    let reader = new_key(&keys, "reader", &["--scopes", "read"]);
+    site.put_bundle("adder", ADDER);
+    site.put_bundle("bank", BANK);
+    let daemon = site.start();
+    let http = client_as(&key);
+    // A conversation made by a job is a thread: one that called a tool and
+    // answered, one parked on an approval; another key's is not the key's.
+    let chat = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "adder", "input": "2+3", "conversation_id": "chat-1"}),
+    )
+    .await;
+    let chat_id = chat["id"].as_str().unwrap().to_string();
+    let done = wait_terminal(&http, &daemon, &chat_id, Duration::from_secs(60)).await;
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let parked = submit_body(
+        &http,
+        &daemon,
+        json!({"bundle": "bank", "input": "pay", "conversation_id": "parked"}),
+    )
+    .await;
+    let parked_id = parked["id"].as_str().unwrap().to_string();
+    eventually(Duration::from_secs(60), "the payment parked", || async {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{parked_id}")).await;
+        (job["state"] == "awaiting_approval").then_some(())
+    })
+    .await;
+    submit_body(
+        &client_as(&other),
+        &daemon,
+        json!({"bundle": "adder", "input": "hi", "conversation_id": "secret-thread"}),
+    )
+    .await;
+
+    let got = driver(&daemon, &key, "threads", &["secret-thread"]).await;
+    let made = &got["made"];
+    assert_eq!(made["thread_id"], "t-one");
+    assert_eq!(made["metadata"], json!({"team": "a", "n": 1}));
+    assert_eq!(
+        (&made["status"], &made["values"], &made["interrupts"]),
+        (&json!("idle"), &json!({}), &json!({}))
+    );
+    assert_eq!(got["again"], got["made"], "if_exists: do_nothing");
+    assert_eq!(got["raised"], 409);
+    assert!(
+        uuid::Uuid::parse_str(got["fresh"]["thread_id"].as_str().unwrap()).is_ok(),
+        "{}",
+        got["fresh"]
+    );
+    assert_eq!(
+        (&got["bad_id"], &got["supersteps"]),
+        (&json!(422), &json!(422))
+    );
+    assert_eq!(got["patched"]["metadata"], json!({"n": 2}));
+    assert_eq!(got["got"]["metadata"], json!({"n": 2}));
+
+    // Its messages, from the journal: the input, the call, its result, the
+    // answer — ids the same on every read.
+    let thread = &got["chat"];
+    assert_eq!(thread["status"], "idle");
+    assert_eq!(
+        message_types(thread),
+        ["human", "ai", "tool", "ai"],
+        "{thread}"
+    );
+    let messages = &thread["values"]["messages"];
+    assert_eq!(messages[0]["content"], "2+3");
+    assert_eq!(messages[0]["id"], format!("{chat_id}:in"));
+    assert_eq!(
+        messages[1]["tool_calls"],
+        json!([{"name": "add", "args": {"a": 2, "b": 3}, "id": "call-1", "type": "tool_call"}])
+    );
+    assert_eq!(messages[1]["id"], format!("{chat_id}:t1"));
+    assert_eq!(
+        (
+            &messages[2]["content"],
+            &messages[2]["tool_call_id"],
+            &messages[2]["status"]
+        ),
+        (&json!("5"), &json!("call-1"), &json!("success"))
+    );
+    assert_eq!(messages[3]["content"], "2+3 is 5.");
+    assert_eq!(got["parked"]["status"], "interrupted");
+    assert_eq!(message_types(&got["parked"]), ["human", "ai"]);
+
+    // Searched and counted: the key's own threads only.
+    let ids = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["thread_id"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let mut all = ids(&got["search_all"]);
+    all.sort();
+    let fresh = got["fresh"]["thread_id"].as_str().unwrap().to_string();
+    let mut expected = vec!["chat-1".to_string(), "parked".into(), "t-one".into(), fresh];
+    expected.sort();
+    assert_eq!(all, expected);
+    assert_eq!(ids(&got["search_metadata"]), ["t-one"]);
+    assert_eq!(ids(&got["search_status"]), ["parked"]);
+    assert_eq!(ids(&got["search_ids"]), ["chat-1", "t-one"]);
+    for selected in got["search_select"].as_array().unwrap() {
+        let mut keys: Vec<&String> = selected.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["status", "thread_id"], "{selected}");
+    }
+    assert_eq!(ids(&got["page"]), [expected[1].clone()]);
+    assert_eq!((&got["count"], &got["count_idle"]), (&json!(4), &json!(3)));
+    assert_eq!(got["other_get"], 404);
+    assert_eq!(got["values_search"], 422);
+
+    // Deleted with its runs, never while one has not ended.
+    assert_eq!(got["delete_parked"], 409);
+    assert_eq!(got["delete_unknown"], 404);
+    assert_eq!(got["deleted_get"], 404);
+    let job = get(&http, &daemon, &format!("/v1/jobs/{parked_id}")).await;
+    assert_eq!(job["state"], "awaiting_approval");
+
+    // Its state and history: a checkpoint per durable step, newest first.
+    let history = got["history"].as_array().unwrap();
+    let step = |s: &Value| {
+        (
+            s["checkpoint"]["checkpoint_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            s["next"].clone(),
+            s["metadata"]["source"].clone(),
+            s["values"]["messages"].as_array().map_or(0, Vec::len),
+        )
+    };
+    let steps: Vec<_> = history.iter().map(step).collect();
+    assert_eq!(
+        steps,
+        [
+            (format!("{chat_id}:3"), json!([]), json!("loop"), 4),
+            (format!("{chat_id}:2"), json!(["model"]), json!("loop"), 3),
+            (format!("{chat_id}:1"), json!(["tools"]), json!("loop"), 2),
+            (format!("{chat_id}:0"), json!(["model"]), json!("input"), 1),
+        ]
+    );
+    assert_eq!(
+        history[0]["parent_checkpoint"]["checkpoint_id"],
+        format!("{chat_id}:2")
+    );
+    assert_eq!(history[3]["parent_checkpoint"], Value::Null);
+    assert_eq!(
+        history[2]["metadata"]["writes"]["model"]["messages"][0]["id"],
+        format!("{chat_id}:t1")
+    );
+    assert_eq!(history[0]["metadata"]["run_id"], chat_id);
+    assert_eq!(history[0]["metadata"]["graph_id"], "adder");
+    assert_eq!(history[0]["values"], got["chat"]["values"]);
+    assert_eq!(
+        got["state"],
+        history[0].clone(),
+        "the state is the newest checkpoint"
+    );
+    assert_eq!(got["history_before"], json!(history[2..]));
+    assert_eq!(got["history_limit"], json!(history[..1]));
+    assert_eq!(got["history_metadata"], json!(history[3..]));
+    assert_eq!(got["state_by_id"], history[2]);
+    assert_eq!(got["state_by_checkpoint"], history[2]);
+    let empty = &got["empty_state"];
+    assert_eq!(
+        (
+            &empty["values"],
+            &empty["next"],
+            &empty["checkpoint"]["checkpoint_id"]
+        ),
+        (&json!({}), &json!([]), &Value::Null)
+    );
+    assert_eq!(got["unknown_checkpoint"], 404);
+    assert_eq!(got["update_state"], 422);
+    assert_eq!(got["other_state"], 404);
+
+    // LangGraph's JS SDK sees the same.
+    let js = js_client(&daemon, &key, "threads").await;
+    assert_eq!(js["state"], got["state"]);
+    let ids: Vec<&Value> = history
+        .iter()
+        .map(|s| &s["checkpoint"]["checkpoint_id"])
+        .collect();
+    assert_eq!(js["history"], json!(ids));
+    assert_eq!(js["made"]["metadata"], json!({"ui": "js"}), "{js}");
+    assert_eq!(js["updated"]["metadata"], json!({"ui": "js", "seen": true}));
+    assert_eq!(js["chat"], got["chat"]);
+    assert_eq!(js["found"], json!(["js-one"]));
+    assert_eq!(js["count"], 1);
+    assert_eq!((&js["again"], &js["gone"]), (&json!(409), &json!(404)));
+
+    // A key that may only read makes no thread.
+    let (status, refusal) = post_json(
+        &client_as(&reader),
+        &daemon,
+        "/threads",
+        json!({"thread_id": "mine"}),
+    )
+    .await;
+    assert_eq!(status, 403, "{refusal}");
+}
+
 /// tests/data/langgraph/client.cjs with LangGraph's JS SDK
 /// (`SA_TEST_LANGGRAPH_JS` names its `node_modules`; `./scripts/test`
-/// installs it) against `daemon` with `key`.
-async fn js_client(daemon: &Daemon, key: &str) -> Value {
+/// installs it) against `daemon` with `key`: its `scenario`.
+async fn js_client(daemon: &Daemon, key: &str, scenario: &str) -> Value {
     let modules = std::env::var_os("SA_TEST_LANGGRAPH_JS")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
@@ -217,6 +483,7 @@ async fn js_client(daemon: &Daemon, key: &str) -> Value {
         .arg(repo("tests/data/langgraph/client.cjs"))
         .arg(&modules)
         .arg(daemon.url(""))
-        .arg(key);
+        .arg(key)
+        .arg(scenario);
     peer::json(daemon, command).await
 }

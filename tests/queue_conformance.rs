@@ -1771,6 +1771,117 @@ pub async fn conversations_list_in_order_and_are_forgotten(q: Arc<dyn JobQueue>)
 }
 
 /// A job of `owner` in conversation `conversation`.
+/// A thread is a key's conversation with its client's metadata: made before
+/// any job or by the first job naming it, its metadata merged, where it
+/// stands read from its jobs (busy while one is queued or running, then its
+/// newest job's state), listed newest first, and deleted with its jobs only
+/// once they have all ended.
+pub async fn threads_carry_metadata_and_their_jobs_say_where_they_stand(q: Arc<dyn JobQueue>) {
+    use structured_agents::queue::{Created, ThreadDeletion};
+    let meta = |v: serde_json::Value| v.as_object().cloned().unwrap();
+    let Created::New(made) = q
+        .create_thread("alice", "t1", meta(json!({"team": "a", "n": 1})))
+        .await
+        .unwrap()
+    else {
+        panic!("alice's t1 is new");
+    };
+    assert_eq!(made.id, "t1");
+    assert_eq!(made.metadata, meta(json!({"team": "a", "n": 1})));
+    assert_eq!((made.newest, made.busy), (None, false));
+    assert_eq!(made.updated_at, made.created_at);
+    // Made again: the one there, as it was.
+    let again = q
+        .create_thread("alice", "t1", meta(json!({"other": true})))
+        .await
+        .unwrap();
+    assert_eq!(again, Created::Existing(made.clone()));
+    // Another key's t1 is another thread; a third key has none.
+    assert!(matches!(
+        q.create_thread("bob", "t1", Default::default())
+            .await
+            .unwrap(),
+        Created::New(_)
+    ));
+    assert_eq!(q.thread("carol", "t1").await.unwrap(), None);
+
+    // Merged: a key set, a `null` one removed; another key's is untouched.
+    let patched = q
+        .patch_thread("alice", "t1", meta(json!({"n": 2, "team": null})))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(patched.metadata, meta(json!({"n": 2})));
+    assert!(patched.updated_at >= made.updated_at);
+    assert_eq!(
+        q.patch_thread("carol", "t1", meta(json!({"n": 3})))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        q.thread("bob", "t1").await.unwrap().unwrap().metadata,
+        serde_json::Map::new()
+    );
+
+    // A job continuing it: busy while queued, the metadata kept; then its
+    // state once it ends, and the thread updated when the job was.
+    let (first, created) = q.submit(turn_of(Some("alice"), "t1")).await.unwrap();
+    assert!(created);
+    let busy = q.thread("alice", "t1").await.unwrap().unwrap();
+    assert!(busy.busy);
+    assert_eq!(busy.newest, Some(JobState::Queued));
+    assert_eq!(busy.metadata, patched.metadata);
+    let lease = lease_until(q.as_ref()).await;
+    assert_eq!(lease.job.id, first.id);
+    let failed = Outcome::Failed {
+        error: "no".into(),
+        retryable: false,
+    };
+    q.complete(&lease.job.id, lease.attempt, failed, &[])
+        .await
+        .unwrap();
+    let ended = q.thread("alice", "t1").await.unwrap().unwrap();
+    assert!(!ended.busy);
+    assert_eq!(ended.newest, Some(JobState::Failed));
+    assert!(ended.updated_at >= busy.updated_at);
+
+    // The first job naming an id makes its thread too.
+    q.submit(turn_of(Some("alice"), "by-job")).await.unwrap();
+    let by_job = q.thread("alice", "by-job").await.unwrap().unwrap();
+    assert_eq!((by_job.busy, by_job.metadata.len()), (true, 0));
+
+    // Listed newest first, a key's only.
+    let listed: Vec<String> = q
+        .threads("alice", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(listed, ["by-job", "t1"]);
+    assert_eq!(q.threads("alice", 1).await.unwrap().len(), 1);
+    assert_eq!(q.threads("carol", 10).await.unwrap(), Vec::new());
+
+    // Deleted with its jobs once all ended; never while one has not.
+    assert_eq!(
+        q.delete_thread("alice", "by-job").await.unwrap(),
+        ThreadDeletion::Unfinished(1)
+    );
+    assert!(q.thread("alice", "by-job").await.unwrap().is_some());
+    assert_eq!(
+        q.delete_thread("alice", "t1").await.unwrap(),
+        ThreadDeletion::Deleted(1)
+    );
+    assert_eq!(q.thread("alice", "t1").await.unwrap(), None);
+    assert_eq!(q.get(&first.id).await.unwrap(), None);
+    assert!(q.thread("bob", "t1").await.unwrap().is_some());
+    assert_eq!(
+        q.delete_thread("alice", "t1").await.unwrap(),
+        ThreadDeletion::Missing
+    );
+}
+
 fn turn_of(owner: Option<&str>, conversation: &str) -> NewJob {
     NewJob {
         conversation_id: Some(conversation.into()),
@@ -3036,6 +3147,7 @@ macro_rules! suite {
             case!(live_counts_and_retention);
             case!(conversations_list_in_order_and_are_forgotten);
             case!(conversations_are_per_key);
+            case!(threads_carry_metadata_and_their_jobs_say_where_they_stand);
             case!(counts_narrow_to_one_owner);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);

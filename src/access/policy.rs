@@ -64,6 +64,9 @@ pub enum Action {
     WritePushConfig,
     /// Read a conversation's turns.
     ReadConversation,
+    /// Make a conversation (a LangGraph thread) before its first turn, or
+    /// change its metadata.
+    WriteConversation,
     /// Delete a conversation's turns.
     DeleteConversation,
     /// List bundles, read one, its card, its prompts, the agent directory.
@@ -108,7 +111,7 @@ pub enum Kind {
 
 impl Action {
     /// Every action, in the order docs/security.md lists them.
-    pub const ALL: [Action; 27] = [
+    pub const ALL: [Action; 28] = [
         Action::SubmitJob,
         Action::RerunJob,
         Action::ForkJob,
@@ -122,6 +125,7 @@ impl Action {
         Action::DecideApproval,
         Action::WritePushConfig,
         Action::ReadConversation,
+        Action::WriteConversation,
         Action::DeleteConversation,
         Action::ReadBundle,
         Action::MigrateJobs,
@@ -154,6 +158,7 @@ impl Action {
             Action::DecideApproval => "decide_approval",
             Action::WritePushConfig => "write_push_config",
             Action::ReadConversation => "read_conversation",
+            Action::WriteConversation => "write_conversation",
             Action::DeleteConversation => "delete_conversation",
             Action::ReadBundle => "read_bundle",
             Action::MigrateJobs => "migrate_jobs",
@@ -182,8 +187,9 @@ impl Action {
             | Action::RunSchedule
             | Action::FollowJob
             | Action::ReachBundle
-            // Forgetting one's own conversation, or one's own job once it
-            // has ended, is part of having it.
+            // Making one's own conversation, forgetting it, or one's own
+            // job once it has ended, is part of having it.
+            | Action::WriteConversation
             | Action::DeleteConversation
             | Action::DeleteJob => Scope::Submit,
             Action::ReadJob
@@ -226,6 +232,7 @@ impl Action {
             | Action::ResolveJob
             | Action::DecideApproval
             | Action::WritePushConfig
+            | Action::WriteConversation
             | Action::DeleteConversation
             | Action::DeleteJob
             | Action::MigrateJobs

@@ -113,7 +113,7 @@ fn not_found(id: &str) -> ApiError {
 }
 
 /// A conversation as the policy sees it: owned by the key that made it.
-fn conversation(owner: &str) -> Resource<'_> {
+pub(super) fn conversation(owner: &str) -> Resource<'_> {
     Resource::owned("conversation", Some(owner), None)
 }
 

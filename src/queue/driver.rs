@@ -555,6 +555,58 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.read(op::ReleasesAfter { seq, limit }).await
     }
 
+    async fn create_thread(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Created, QueueError> {
+        let op = op::CreateThread {
+            owner: owner.to_string(),
+            id: id.to_string(),
+            metadata,
+        };
+        self.driver.write(op).await
+    }
+
+    async fn thread(&self, owner: &str, id: &str) -> Result<Option<StoredThread>, QueueError> {
+        let op = op::ThreadOf {
+            owner: owner.to_string(),
+            id: id.to_string(),
+        };
+        self.driver.read(op).await
+    }
+
+    async fn patch_thread(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Option<StoredThread>, QueueError> {
+        let op = op::PatchThread {
+            owner: owner.to_string(),
+            id: id.to_string(),
+            metadata,
+        };
+        self.driver.write(op).await
+    }
+
+    async fn threads(&self, owner: &str, limit: usize) -> Result<Vec<StoredThread>, QueueError> {
+        let op = op::ThreadsOf {
+            owner: owner.to_string(),
+            limit,
+        };
+        self.driver.read(op).await
+    }
+
+    async fn delete_thread(&self, owner: &str, id: &str) -> Result<ThreadDeletion, QueueError> {
+        let op = op::DeleteThread {
+            owner: owner.to_string(),
+            id: id.to_string(),
+        };
+        self.driver.write(op).await
+    }
+
     async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError> {
         let op = op::DeletePushConfig {
             id: id.clone(),

@@ -48,6 +48,7 @@ mod seam;
 pub mod sqlite;
 mod statements;
 mod stats;
+mod threads;
 mod transaction;
 mod tx;
 mod versions;
@@ -79,6 +80,7 @@ pub use schedules::{FireRecord, StoredSchedule};
 pub use seam::JobQueue;
 pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
+pub use threads::{Created, StoredThread, THREADS_SCANNED, ThreadDeletion};
 pub use tx::Pin;
 
 pub use open::{MigrationStatus, location, open, postgres_options};

@@ -309,4 +309,29 @@ pub trait JobQueue: Send + Sync {
         seq: u64,
         limit: usize,
     ) -> Result<Vec<StoredRelease>, QueueError>;
+    /// Makes `owner`'s thread (conversation) `id` with `metadata`, or
+    /// finds the one it has: either way as it stands.
+    async fn create_thread(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Created, QueueError>;
+    /// `owner`'s thread `id` as it stands: its metadata, and what its jobs
+    /// say (busy, its newest job's state). Any conversation of the key is
+    /// a thread, whatever made it.
+    async fn thread(&self, owner: &str, id: &str) -> Result<Option<StoredThread>, QueueError>;
+    /// Merges `metadata` into `owner`'s thread `id` (a `null` value removes
+    /// its key): the thread after, or none when the key has no such thread.
+    async fn patch_thread(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Option<StoredThread>, QueueError>;
+    /// `owner`'s newest `limit` threads, newest first.
+    async fn threads(&self, owner: &str, limit: usize) -> Result<Vec<StoredThread>, QueueError>;
+    /// Deletes `owner`'s thread `id` with its jobs (their events and
+    /// journals), unless one of them has not ended.
+    async fn delete_thread(&self, owner: &str, id: &str) -> Result<ThreadDeletion, QueueError>;
 }

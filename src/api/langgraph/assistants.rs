@@ -7,7 +7,7 @@
 use aide::transform::TransformOperation;
 use axum::Json;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -18,11 +18,9 @@ use super::super::body::{JsonBody, Path};
 use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
 use super::ids;
+use super::listing::{self, SortOrder, has_metadata, page};
 use crate::access::policy::{Action, Resource};
 use crate::registry::{BundleEntry, LoadedBundle, Snapshot};
-
-/// The most assistants one search answers.
-const MAX_LIMIT: usize = 1000;
 
 /// An assistant: a loaded bundle as LangGraph's clients see it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -110,14 +108,6 @@ pub enum SortBy {
     Name,
     CreatedAt,
     UpdatedAt,
-}
-
-/// Which way (default `desc`: the newest first).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SortOrder {
-    Asc,
-    Desc,
 }
 
 /// A field of an assistant a search may select.
@@ -275,16 +265,6 @@ pub(super) fn assistant(state: &AppState, entry: &BundleEntry, loaded: &LoadedBu
     }
 }
 
-/// Whether `value` (an assistant or a version, as JSON) has each of
-/// `wanted`'s metadata keys at its value.
-fn has_metadata(value: &Value, wanted: Option<&Map<String, Value>>) -> bool {
-    wanted.is_none_or(|wanted| {
-        wanted
-            .iter()
-            .all(|(key, expected)| value["metadata"].get(key) == Some(expected))
-    })
-}
-
 /// The assistants `caller` may read that a search's filters keep.
 fn matching(state: &AppState, caller: &Caller, filters: &Filters) -> Vec<Assistant> {
     let snapshot = state.registry.snapshot();
@@ -297,21 +277,8 @@ fn matching(state: &AppState, caller: &Caller, filters: &Filters) -> Vec<Assista
                 .is_none_or(|part| entry.name.to_lowercase().contains(part))
         })
         .map(|(entry, loaded)| assistant(state, entry, loaded))
-        .filter(|a| serde_json::to_value(a).is_ok_and(|v| has_metadata(&v, metadata)))
+        .filter(|a| serde_json::to_value(&a.metadata).is_ok_and(|v| has_metadata(&v, metadata)))
         .collect()
-}
-
-/// A page's bounds: `limit` 1 to 1000 (default 10), `offset` any.
-fn page(limit: Option<usize>, offset: Option<usize>) -> Result<(usize, usize), ApiError> {
-    let limit = limit.unwrap_or(10);
-    if !(1..=MAX_LIMIT).contains(&limit) {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "limit",
-            format!("limit {limit} is out of range: send 1 to {MAX_LIMIT}"),
-        ));
-    }
-    Ok((limit, offset.unwrap_or(0)))
 }
 
 /// `POST /assistants/search` in the API document.
@@ -348,38 +315,12 @@ pub async fn search(
         };
         key(a).cmp(&key(b)).then_with(|| a.name.cmp(&b.name))
     });
-    if request.sort_order.unwrap_or(SortOrder::Desc) == SortOrder::Desc {
+    if request.sort_order.unwrap_or_default() == SortOrder::Desc {
         found.reverse();
     }
-    let total = found.len();
-    let shown: Vec<Value> = found
-        .into_iter()
-        .skip(offset)
-        .take(limit)
-        .map(|a| selected(&a, request.select.as_deref()))
-        .collect();
-    let mut response = Json(shown).into_response();
-    if offset.saturating_add(limit) < total
-        && let Ok(next) = (offset + limit).to_string().parse()
-    {
-        response.headers_mut().insert("x-pagination-next", next);
-    }
-    Ok(response)
-}
-
-/// `assistant` as JSON with only the `select`ed fields (every field
-/// without one).
-fn selected(assistant: &Assistant, select: Option<&[Field]>) -> Value {
-    let value = serde_json::to_value(assistant).unwrap_or(Value::Null);
-    let (Some(select), Value::Object(all)) = (select.filter(|s| !s.is_empty()), &value) else {
-        return value;
-    };
-    Value::Object(
-        select
-            .iter()
-            .filter_map(|field| Some((field.key().to_string(), all.get(field.key())?.clone())))
-            .collect(),
-    )
+    let select: Vec<&str> = request.select.iter().flatten().map(|f| f.key()).collect();
+    let (shown, next) = listing::paged(found, (limit, offset));
+    Ok(listing::answer(shown, next, &select))
 }
 
 /// `POST /assistants/count` in the API document.
@@ -479,7 +420,8 @@ pub async fn list_versions(
             }
         })
         .filter(|v| {
-            serde_json::to_value(v).is_ok_and(|json| has_metadata(&json, request.metadata.as_ref()))
+            serde_json::to_value(&v.metadata)
+                .is_ok_and(|json| has_metadata(&json, request.metadata.as_ref()))
         })
         .collect();
     all.reverse();

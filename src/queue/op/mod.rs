@@ -3,9 +3,9 @@
 //! struct owns what the operation needs (so it can cross to a writer thread
 //! or task), names its answer ([`Operation::Output`]) and runs its rule in
 //! `lifecycle` (or `decisions`, `reads`, `outbox`, `schedules`,
-//! `versions`), written once for every dialect over any [`Tx`]. The
+//! `versions`, `threads`), written once for every dialect over any [`Tx`]. The
 //! operations are in `jobs.rs`, `schedule.rs`, `delivery.rs`,
-//! `release.rs` and `queries.rs`; this file holds what they are. A backend's driver runs any of them
+//! `release.rs`, `thread.rs` and `queries.rs`; this file holds what they are. A backend's driver runs any of them
 //! without knowing what they do, and a caller gets exactly the answer type
 //! its operation names: a wrong one does not compile.
 //!
@@ -66,12 +66,14 @@ mod jobs;
 mod queries;
 mod release;
 mod schedule;
+mod thread;
 
 pub(crate) use delivery::*;
 pub(crate) use jobs::*;
 pub(crate) use queries::*;
 pub(crate) use release::*;
 pub(crate) use schedule::*;
+pub(crate) use thread::*;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -39,6 +39,7 @@ mod schema;
 mod settle;
 mod sql;
 mod submit;
+mod threads;
 mod transaction;
 
 use std::sync::Arc;

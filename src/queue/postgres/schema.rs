@@ -44,6 +44,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0022_keyed_jobs.sql"),
     include_str!("migrations/0023_tracestate.sql"),
     include_str!("migrations/0024_release_decisions.sql"),
+    include_str!("migrations/0025_thread_metadata.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -7,6 +7,7 @@ mod dialect;
 mod outbox;
 mod releases;
 mod schedules;
+mod threads;
 mod writer;
 
 use std::path::Path;
@@ -49,6 +50,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0018_fair_lease.sql"),
     include_str!("migrations/0019_tracestate.sql"),
     include_str!("migrations/0020_release_decisions.sql"),
+    include_str!("migrations/0021_thread_metadata.sql"),
 ];
 
 /// The schema version this binary writes.

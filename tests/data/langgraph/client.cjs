@@ -1,14 +1,24 @@
 // LangGraph's JS SDK (@langchain/langgraph-sdk, installed by ./scripts/test into
-// ~/.cache/structured-agents/langgraph-js) against the daemon: the assistants a key
-// sees. Prints one JSON object for tests/langgraph.rs to check.
+// ~/.cache/structured-agents/langgraph-js) against the daemon: one scenario per
+// argument (the assistants a key sees; its threads). Prints one JSON object for
+// tests/langgraph.rs to check.
 //
-// Usage: node client.cjs SDK_MODULE_DIR URL API_KEY
+// Usage: node client.cjs SDK_MODULE_DIR URL API_KEY SCENARIO
 const path = require("path");
-const [moduleDir, apiUrl, apiKey] = process.argv.slice(2);
+const [moduleDir, apiUrl, apiKey, scenario] = process.argv.slice(2);
 const { Client } = require(path.join(moduleDir, "@langchain/langgraph-sdk"));
 
-async function main() {
-  const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
+// The HTTP status a call ended with (200 when it answered).
+async function statusOf(call) {
+  try {
+    await call;
+    return 200;
+  } catch (e) {
+    return e.status ?? String(e);
+  }
+}
+
+async function assistants(client) {
   const all = await client.assistants.search({ limit: 100 });
   const paged = await client.assistants.search({ limit: 1, includePagination: true });
   const calc = await client.assistants.get("calc");
@@ -16,13 +26,7 @@ async function main() {
   const schemas = await client.assistants.getSchemas(calc.assistant_id);
   const count = await client.assistants.count({ graphId: "calc" });
   const versions = await client.assistants.getVersions("calc");
-  let hidden = null;
-  try {
-    await client.assistants.get("secret");
-  } catch (e) {
-    hidden = e.status ?? String(e);
-  }
-  console.log(JSON.stringify({
+  return {
     names: all.map((a) => a.graph_id).sort(),
     paged: { length: paged.assistants.length, next: paged.next },
     calc,
@@ -30,8 +34,36 @@ async function main() {
     context: schemas.context_schema,
     count,
     versions: versions.map((v) => v.metadata.bundle_version),
-    hidden,
-  }));
+    hidden: await statusOf(client.assistants.get("secret")),
+  };
+}
+
+async function threads(client) {
+  const made = await client.threads.create({ threadId: "js-one", metadata: { ui: "js" } });
+  const updated = await client.threads.update("js-one", { metadata: { seen: true } });
+  const chat = await client.threads.get("chat-1");
+  const found = await client.threads.search({ metadata: { ui: "js" } });
+  const count = await client.threads.count({ status: "interrupted" });
+  await client.threads.delete("js-one");
+  const state = await client.threads.getState("chat-1");
+  const history = await client.threads.getHistory("chat-1", { limit: 100 });
+  return {
+    state,
+    history: history.map((s) => s.checkpoint.checkpoint_id),
+    made,
+    updated,
+    chat,
+    found: found.map((t) => t.thread_id),
+    count,
+    again: await statusOf(client.threads.create({ threadId: "chat-1" })),
+    gone: await statusOf(client.threads.get("js-one")),
+  };
+}
+
+async function main() {
+  const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
+  const scenarios = { assistants, threads };
+  console.log(JSON.stringify(await scenarios[scenario](client)));
 }
 
 main().catch((e) => {

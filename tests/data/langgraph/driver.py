@@ -56,10 +56,72 @@ async def assistants(client, hidden):
     }
 
 
+async def threads(client, other_thread):
+    """Every thread call the SDK makes but runs; `other_thread` is another key's."""
+    threads = client.threads
+    made = await threads.create(thread_id="t-one", metadata={"team": "a", "n": 1})
+    fresh = await threads.create()
+    result = {
+        "made": made,
+        "again": await threads.create(thread_id="t-one", if_exists="do_nothing"),
+        "raised": await status_of(threads.create(thread_id="t-one")),
+        "fresh": fresh,
+        "bad_id": await status_of(threads.create(thread_id="bad id")),
+        "supersteps": await status_of(
+            threads.create(supersteps=[{"updates": [{"values": {}, "as_node": "x"}]}])
+        ),
+        "patched": await threads.update("t-one", metadata={"n": 2, "team": None}),
+        "got": await threads.get("t-one"),
+        "chat": await threads.get("chat-1"),
+        "parked": await threads.get("parked"),
+        "search_all": await threads.search(limit=100),
+        "search_metadata": await threads.search(metadata={"n": 2}),
+        "search_status": await threads.search(status="interrupted"),
+        "search_ids": await threads.search(
+            ids=["chat-1", "t-one"], sort_by="thread_id", sort_order="asc"
+        ),
+        "search_select": await threads.search(select=["thread_id", "status"]),
+        "page": await threads.search(limit=1, offset=1, sort_by="thread_id", sort_order="asc"),
+        "count": await threads.count(),
+        "count_idle": await threads.count(status="idle"),
+        "other_get": await status_of(threads.get(other_thread)),
+        "values_search": await status_of(threads.search(values={"x": 1})),
+        "delete_parked": await status_of(threads.delete("parked")),
+        "delete_unknown": await status_of(threads.delete("no-such-thread")),
+    }
+    await threads.delete(fresh["thread_id"])
+    result["deleted_get"] = await status_of(threads.get(fresh["thread_id"]))
+
+    # Its state and history: one checkpoint per durable step.
+    history = await threads.get_history("chat-1", limit=100)
+    ids = [state["checkpoint"]["checkpoint_id"] for state in history]
+    result["state"] = await threads.get_state("chat-1")
+    result["history"] = history
+    result["history_before"] = await threads.get_history("chat-1", before=ids[1])
+    result["history_limit"] = await threads.get_history("chat-1", limit=1)
+    result["history_metadata"] = await threads.get_history(
+        "chat-1", metadata={"source": "input"}
+    )
+    result["state_by_id"] = await threads.get_state("chat-1", checkpoint_id=ids[2])
+    result["state_by_checkpoint"] = await threads.get_state(
+        "chat-1",
+        checkpoint={"thread_id": "chat-1", "checkpoint_ns": "", "checkpoint_id": ids[2]},
+    )
+    result["empty_state"] = await threads.get_state("t-one")
+    result["unknown_checkpoint"] = await status_of(
+        threads.get_state("chat-1", checkpoint_id="nope")
+    )
+    result["update_state"] = await status_of(
+        threads.update_state("chat-1", {"messages": []})
+    )
+    result["other_state"] = await status_of(threads.get_state(other_thread))
+    return result
+
+
 async def main():
     url, api_key, scenario, *args = sys.argv[1:]
     client = get_client(url=url, api_key=api_key)
-    scenarios = {"assistants": assistants}
+    scenarios = {"assistants": assistants, "threads": threads}
     result = await scenarios[scenario](client, *args)
     print(json.dumps(result, default=str))
 

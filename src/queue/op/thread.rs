@@ -1,0 +1,64 @@
+//! The thread operations (their rule in `queue/threads.rs`): make one,
+//! read one, merge its metadata, list a key's, delete one with its jobs.
+
+use serde_json::{Map, Value};
+
+use super::*;
+use crate::queue::threads::{self, Created, StoredThread, ThreadDeletion};
+
+operation! {
+    /// Makes a key's thread with its metadata, or finds the one it has.
+    pub(crate) struct CreateThread {
+        pub owner: String,
+        pub id: String,
+        pub metadata: Map<String, Value>,
+    }
+    write(REFUSED_WHEN_BUSY) "create_thread" -> Created = |op, tx| {
+        let thread = Conversation::of(Some(&op.owner), &op.id);
+        threads::create(tx, &thread, &op.metadata).await
+    };
+}
+
+operation! {
+    /// A key's thread as it stands.
+    pub(crate) struct ThreadOf {
+        pub owner: String,
+        pub id: String,
+    }
+    read "thread" -> Option<StoredThread> = |op, tx| {
+        tx.thread(&Conversation::of(Some(&op.owner), &op.id), false).await
+    };
+}
+
+operation! {
+    /// Merges metadata into a key's thread: the thread after, if it has it.
+    pub(crate) struct PatchThread {
+        pub owner: String,
+        pub id: String,
+        pub metadata: Map<String, Value>,
+    }
+    write "patch_thread" -> Option<StoredThread> = |op, tx| {
+        let thread = Conversation::of(Some(&op.owner), &op.id);
+        threads::patch(tx, &thread, &op.metadata).await
+    };
+}
+
+operation! {
+    /// A key's newest `limit` threads, newest first.
+    pub(crate) struct ThreadsOf {
+        pub owner: String,
+        pub limit: usize,
+    }
+    read "threads" -> Vec<StoredThread> = |op, tx| tx.threads(&op.owner, op.limit).await;
+}
+
+operation! {
+    /// Deletes a key's thread with its jobs unless one has not ended.
+    pub(crate) struct DeleteThread {
+        pub owner: String,
+        pub id: String,
+    }
+    write "delete_thread" -> ThreadDeletion = |op, tx| {
+        threads::delete(tx, &Conversation::of(Some(&op.owner), &op.id)).await
+    };
+}
