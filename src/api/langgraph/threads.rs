@@ -93,16 +93,19 @@ pub struct CreateRequest {
     /// The thread's id (1 to 128 letters, digits, `-`, `_`, `.`, `:`); a
     /// new UUID when absent.
     #[serde(default)]
+    #[schemars(regex(pattern = crate::types::text::ID_PATTERN))]
     pub thread_id: Option<String>,
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
     #[serde(default)]
     pub if_exists: Option<IfExists>,
-    /// Refused when not empty: a thread's state is its jobs' journals.
+    /// Only empty: a thread's state is its jobs' journals.
     #[serde(default)]
+    #[schemars(length(max = 0))]
     pub supersteps: Option<Vec<Value>>,
-    /// Refused: finished jobs are kept as `[retention]` says.
+    /// Only `null`: finished jobs are kept as `[retention]` says.
     #[serde(default)]
+    #[schemars(with = "Option<()>")]
     pub ttl: Option<Value>,
 }
 
@@ -112,8 +115,9 @@ pub struct PatchRequest {
     /// Merged into the thread's: each key set, a `null` one removed.
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
-    /// Refused: finished jobs are kept as `[retention]` says.
+    /// Only `null`: finished jobs are kept as `[retention]` says.
     #[serde(default)]
+    #[schemars(with = "Option<()>")]
     pub ttl: Option<Value>,
 }
 
@@ -124,8 +128,9 @@ pub struct Filters {
     /// Only threads whose metadata has each of these keys at this value.
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
-    /// Refused when not empty: values are rebuilt from journals, not indexed.
+    /// Only empty: values are rebuilt from journals, not indexed.
     #[serde(default)]
+    #[schemars(extend("maxProperties" = 0))]
     pub values: Option<Map<String, Value>>,
     #[serde(default)]
     pub status: Option<ThreadStatus>,
@@ -153,8 +158,9 @@ pub struct SearchRequest {
     /// Only these fields of each thread.
     #[serde(default)]
     pub select: Option<Vec<Field>>,
-    /// Refused when not empty: values are rebuilt from journals.
+    /// Only empty: values are rebuilt from journals, not indexed.
     #[serde(default)]
+    #[schemars(extend("maxProperties" = 0))]
     pub extract: Option<Map<String, Value>>,
 }
 

@@ -69,6 +69,8 @@ EXCEPTED = {
     },
     ("POST /v1/keys", 422): {("invalid_request", "bundles")},
     ("POST /mcp", 400): {("invalid_request", None), ("json-rpc", None)},
+    ("POST /threads/{thread_id}/state", 422): {("invalid_request", "values")},
+    ("PATCH /threads/{thread_id}/state", 422): {("invalid_request", "values")},
 }
 
 
