@@ -461,6 +461,130 @@ async fn threads_are_the_keys_conversations() {
     assert_eq!(status, 403, "{refusal}");
 }
 
+const RUN_SCRIPT: &str = r#"
+replies:
+  - match: "hello"
+    content: "Hello there."
+  - match: "again"
+    turn: 2
+    content: "Again."
+  - match: "slow"
+    delay_ms: 30000
+    content: "too late"
+  - match: "2+3"
+    turn: 1
+    tool_calls: [{id: call-1, name: add, arguments: {a: 2, b: 3}}]
+  - match: "2+3"
+    turn: 2
+    content: "2+3 is 5."
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_are_jobs_on_threads_or_stateless() {
+    let server = mock_server(RUN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let keys = site.path().join("keys.toml");
+    let key = new_key(&keys, "team", &["--scopes", "submit,read,operate"]);
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start();
+    let http = client_as(&key);
+
+    let got = driver(&daemon, &key, "runs", &[]).await;
+    let thread = got["thread"].as_str().unwrap();
+    let created = &got["created"];
+    let run_id = created["run_id"].as_str().unwrap();
+    assert_eq!(created["thread_id"], thread);
+    assert_eq!(created["assistant_id"], assistant_id("adder"));
+    assert_eq!(created["status"], "pending", "{created}");
+    assert_eq!(created["metadata"], json!({"from": "sdk"}));
+    assert_eq!(created["multitask_strategy"], "reject");
+    // The SDK found the run's address in Content-Location.
+    assert_eq!(
+        got["seen"],
+        json!([{"run_id": run_id, "thread_id": thread}])
+    );
+    // A run is a job of the key, continuing the thread's conversation.
+    let job = get(&http, &daemon, &format!("/v1/jobs/{run_id}")).await;
+    assert_eq!(
+        (
+            &job["bundle"],
+            &job["conversation_id"],
+            &job["input"],
+            &job["owner"]
+        ),
+        (
+            &json!("adder"),
+            &json!(thread),
+            &json!("2+3"),
+            &json!("team")
+        )
+    );
+    assert_eq!(
+        message_types(&json!({"values": got["joined"]})),
+        ["human", "ai", "tool", "ai"]
+    );
+    assert_eq!(got["got"]["status"], "success");
+    // A second run continues the thread: its values hold both runs; the
+    // configurable values (LangGraph's own aside) are the job's variables.
+    assert_eq!(
+        message_types(&json!({"values": got["waited"]})),
+        ["human", "ai", "tool", "ai", "human", "ai"]
+    );
+    assert_eq!(got["waited"]["messages"][5]["content"], "Again.");
+    let listed = got["listed"].as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[1]["run_id"], run_id, "newest first");
+    let second = listed[0]["run_id"].as_str().unwrap();
+    let second_job = get(&http, &daemon, &format!("/v1/jobs/{second}")).await;
+    assert_eq!(second_job["variables"], json!({"lang": "en"}));
+    assert_eq!(got["listed_success"].as_array().unwrap().len(), 1);
+    // A stateless run answers its own messages; its job is gone after.
+    assert_eq!(
+        message_types(&json!({"values": got["stateless"]})),
+        ["human", "ai"]
+    );
+    assert_eq!(got["stateless"]["messages"][1]["content"], "Hello there.");
+    // What the daemon does not do is refused by name.
+    assert_eq!(
+        (&got["command"], &got["enqueue"], &got["no_input"]),
+        (&json!(422), &json!(422), &json!(422))
+    );
+    assert_eq!(
+        (&got["unknown_assistant"], &got["no_thread"]),
+        (&json!(404), &json!(404))
+    );
+    assert_eq!(
+        message_types(&json!({"values": got["made_by_run"]})),
+        ["human", "ai", "tool", "ai"]
+    );
+    // A busy thread refuses a second run; cancelled, the run reads
+    // interrupted; deleted, it is gone.
+    assert_eq!(got["busy"], 409);
+    assert_eq!(got["cancelled"]["status"], "interrupted");
+    assert_eq!(
+        message_types(&json!({"values": got["cancelled_values"]})),
+        ["human"]
+    );
+    assert_eq!(
+        (&got["deleted"], &got["other_thread_run"]),
+        (&json!(404), &json!(404))
+    );
+
+    // LangGraph's JS SDK sees the same.
+    let js = js_client(&daemon, &key, "runs").await;
+    assert_eq!(js["created"]["assistant_id"], assistant_id("adder"), "{js}");
+    assert_eq!(
+        message_types(&json!({"values": js["joined"]})),
+        ["human", "ai", "tool", "ai"]
+    );
+    assert_eq!(
+        message_types(&json!({"values": js["waited"]})),
+        ["human", "ai", "tool", "ai", "human", "ai"]
+    );
+    assert_eq!(js["listed"], json!(["success", "success"]));
+    assert_eq!(js["stateless"]["messages"][1]["content"], "Hello there.");
+}
+
 /// tests/data/langgraph/client.cjs with LangGraph's JS SDK
 /// (`SA_TEST_LANGGRAPH_JS` names its `node_modules`; `./scripts/test`
 /// installs it) against `daemon` with `key`: its `scenario`.

@@ -152,6 +152,7 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         push: Vec::new(),
         daily: None,
         push_caps: None,
+        run_meta: None,
     }
 }
 

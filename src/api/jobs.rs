@@ -195,6 +195,7 @@ pub(super) fn validated(request: SubmitRequest, trace: &CallerTrace) -> Result<N
         push: Vec::new(),
         daily: None,
         push_caps: None,
+        run_meta: None,
     })
 }
 

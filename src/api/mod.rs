@@ -18,6 +18,7 @@ mod auth;
 mod body;
 mod bundles;
 mod caller_tools;
+mod chat_input;
 mod console;
 mod conversations;
 mod counts;

@@ -302,6 +302,8 @@ pub struct NewJob {
     /// The caller's W3C trace context (its `traceparent` and `tracestate`),
     /// which the job's spans continue.
     pub trace: Option<TraceContext>,
+    /// What a LangGraph client attached to its run ([`Job::run_meta`]).
+    pub run_meta: Option<Value>,
     /// The submitter's budget limits (each at most the bundle's).
     pub limits: Option<crate::budget::BudgetLimits>,
     /// The name of the API key that submitted the job; its idempotency key
@@ -373,6 +375,10 @@ pub struct Job {
     /// valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// What a LangGraph client attached to its run (its metadata, the
+    /// assistant, the request's settings): kept, never read by the queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_meta: Option<Value>,
     pub cancel_requested: bool,
     pub result: Option<Value>,
     pub error: Option<String>,

@@ -57,7 +57,7 @@ pub(crate) enum Change {
 
 /// The columns every job query selects, in the order [`job_from_row`]
 /// reads them.
-pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors, forked_from, forked_at_turn, kind, controls, tracestate";
+pub(crate) const JOB_COLUMNS: &str = "id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, cancel_requested, result, error, run_at, created_at, updated_at, started_at, finished_at, lease_expires_at, bundle_digest, pending_call, messages, conversation_id, crash_resumes, limits, tokens_spent, cost_micros, owner, termination_reason, tool_errors, forked_from, forked_at_turn, kind, controls, tracestate, run_meta";
 
 /// The columns the lease queries select, in the order [`candidate_from_row`]
 /// reads them.
@@ -119,6 +119,7 @@ pub(crate) fn job_from_row(row: &impl Columns) -> Res<Job> {
             .map(|stored| shown_key(owner.as_deref(), stored)),
         traceparent: row.text(10)?,
         tracestate: row.text(35)?,
+        run_meta: json(36)?,
         cancel_requested: row.req_int(11)? != 0,
         result: json(12)?,
         error: row.text(13)?,
@@ -294,6 +295,7 @@ pub(crate) struct JobValues<'a> {
     pub kind: String,
     /// [`Controls`] as JSON.
     pub controls: String,
+    pub run_meta: Option<String>,
 }
 
 impl<'a> JobValues<'a> {
@@ -325,6 +327,7 @@ impl<'a> JobValues<'a> {
             forked_at_turn: job.fork.as_ref().map(|f| i64::from(f.origin.at_turn)),
             kind: super::kind::column_text(&job.kind),
             controls: super::kind::column_text(&job.controls),
+            run_meta: job.run_meta.as_ref().map(Value::to_string),
         }
     }
 }
@@ -363,10 +366,10 @@ pub(crate) fn start_attempt_sql(placeholder: impl Fn(usize) -> String) -> String
 }
 
 /// Values one job row binds in [`insert_jobs_sql`].
-pub(crate) const ROW_VALUES: usize = 20;
+pub(crate) const ROW_VALUES: usize = 21;
 
 /// The multi-row insert of `rows` new jobs, in either dialect: value `n`
-/// is spelled `placeholder(n)`; value 1 is the time, then 20 a row in the
+/// is spelled `placeholder(n)`; value 1 is the time, then 21 a row in the
 /// order of [`JobValues`]. A job whose idempotency key is taken is skipped
 /// (a concurrent submit with that key is waited for); `key_index` is the
 /// conflict target that names the dialect's unique index of the keys. The
@@ -381,7 +384,7 @@ pub(crate) fn insert_jobs_sql(
         .map(|row| {
             let p = |i: usize| placeholder(2 + row * ROW_VALUES + i);
             format!(
-                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                "({}, {}, {}, {}, {}, {}, 'queued', 0, {}, {}, {}, {}, {now}, {now}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
                 p(0),
                 p(1),
                 p(2),
@@ -401,12 +404,13 @@ pub(crate) fn insert_jobs_sql(
                 p(16),
                 p(17),
                 p(18),
-                p(19)
+                p(19),
+                p(20)
             )
         })
         .collect();
     format!(
-        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls, tracestate)
+        "INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts, idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id, limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls, tracestate, run_meta)
          VALUES {} ON CONFLICT {key_index} DO NOTHING RETURNING {JOB_COLUMNS}",
         values.join(", ")
     )

@@ -23,6 +23,7 @@ use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
+use super::chat_input::chat_of;
 use super::document::{EventStream, QUOTA, answers};
 use super::error::{ApiError, ErrorCode};
 use super::feed::job_feed;
@@ -204,7 +205,7 @@ async fn start(
 ) -> Result<(Job, u64), ApiError> {
     caller.on_bundle(Action::SubmitJob, bundle, "bundle")?;
     known_bundle(state, bundle, "bundle")?;
-    let (text, messages) = chat_of(&input.messages)?;
+    let (text, messages) = chat_of(&input.messages, "messages")?;
     let conversation_id = super::conversations::check_id(&input.thread_id)
         .is_ok()
         .then(|| input.thread_id.clone());
@@ -219,45 +220,6 @@ async fn start(
     };
     let (job, _) = admit(state, caller, Submission::new(new_job, "bundle")).await?;
     Ok((job, 0))
-}
-
-/// The last user text, and the chat when there is more than it.
-fn chat_of(messages: &[Value]) -> Result<(String, Option<Vec<Value>>), ApiError> {
-    let text_of = |content: &Value| match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter(|p| p["type"] == "text")
-            .filter_map(|p| p["text"].as_str())
-            .collect(),
-        _ => String::new(),
-    };
-    let chat: Vec<Value> = messages
-        .iter()
-        .filter_map(|m| {
-            let role = match m["role"].as_str()? {
-                "developer" | "system" => "system",
-                role @ ("user" | "assistant") => role,
-                _ => return None,
-            };
-            let content = text_of(&m["content"]);
-            (!content.is_empty()).then(|| json!({"role": role, "content": content}))
-        })
-        .collect();
-    let last = chat
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_str())
-        .map(str::to_string)
-        .ok_or_else(|| {
-            ApiError::field(
-                ErrorCode::InvalidRequest,
-                "messages",
-                "no user message with text: send at least one (role `user`)",
-            )
-        })?;
-    Ok((last.clone(), (chat.len() > 1).then_some(chat)))
 }
 
 /// A resume: each entry decides the call its interrupt names; the run
@@ -444,19 +406,5 @@ mod tests {
         ));
         assert!(verdict(&entry("resolved", json!({"ok": 1}))).is_err());
         assert!(verdict(&entry("maybe", json!(true))).is_err());
-    }
-
-    #[test]
-    fn the_chat_is_kept_only_when_there_is_more_than_one_message() {
-        let one = [json!({"id": "1", "role": "user", "content": "hi"})];
-        assert_eq!(chat_of(&one).unwrap(), ("hi".to_string(), None));
-        let two = [
-            json!({"id": "0", "role": "developer", "content": "be brief"}),
-            json!({"id": "1", "role": "user", "content": [{"type": "text", "text": "hi"}]}),
-        ];
-        let (text, chat) = chat_of(&two).unwrap();
-        assert_eq!(text, "hi");
-        assert_eq!(chat.unwrap()[0]["role"], "system");
-        assert!(chat_of(&[json!({"role": "assistant", "content": "x"})]).is_err());
     }
 }

@@ -12,6 +12,8 @@
 //!   search, count), their `messages` rebuilt by `messages`;
 //! - `state`: a thread's checkpoints, one per durable step, which
 //!   `history` serves (its state, one checkpoint, its history);
+//! - `runs`: runs are jobs (a run request read into a job, a job's run
+//!   view), served by `run_routes`;
 //! - `listing`: how every search pages, sorts, filters and selects.
 
 mod assistants;
@@ -20,6 +22,8 @@ mod history;
 mod ids;
 mod listing;
 mod messages;
+mod run_routes;
+mod runs;
 mod state;
 mod threads;
 
@@ -30,7 +34,63 @@ use super::AppState;
 use super::with;
 
 pub(super) fn routes() -> ApiRouter<AppState> {
-    assistant_routes().merge(thread_routes())
+    assistant_routes()
+        .merge(thread_routes())
+        .merge(run_routes())
+}
+
+fn run_routes() -> ApiRouter<AppState> {
+    use crate::access::policy::Action::{
+        CancelJob, DeleteJob, ReadConversation, ReadJob, SubmitJob,
+    };
+    ApiRouter::new()
+        .api_route(
+            "/threads/{thread_id}/runs",
+            with(
+                SubmitJob,
+                post_with(run_routes::create, run_routes::create_doc),
+            )
+            .merge(with(
+                ReadConversation,
+                get_with(run_routes::list, run_routes::list_doc),
+            )),
+        )
+        .api_route(
+            "/threads/{thread_id}/runs/wait",
+            with(SubmitJob, post_with(run_routes::wait, run_routes::wait_doc)),
+        )
+        .api_route(
+            "/threads/{thread_id}/runs/{run_id}",
+            with(ReadJob, get_with(run_routes::get, run_routes::get_doc)).merge(with(
+                DeleteJob,
+                delete_with(run_routes::delete, run_routes::delete_doc),
+            )),
+        )
+        .api_route(
+            "/threads/{thread_id}/runs/{run_id}/join",
+            with(ReadJob, get_with(run_routes::join, run_routes::join_doc)),
+        )
+        .api_route(
+            "/threads/{thread_id}/runs/{run_id}/cancel",
+            with(
+                CancelJob,
+                post_with(run_routes::cancel, run_routes::cancel_doc),
+            ),
+        )
+        .api_route(
+            "/runs",
+            with(
+                SubmitJob,
+                post_with(run_routes::create_stateless, run_routes::create_doc),
+            ),
+        )
+        .api_route(
+            "/runs/wait",
+            with(
+                SubmitJob,
+                post_with(run_routes::wait_stateless, run_routes::wait_doc),
+            ),
+        )
 }
 
 fn thread_routes() -> ApiRouter<AppState> {

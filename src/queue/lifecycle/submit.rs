@@ -94,7 +94,7 @@ fn job_key(job: &NewJob) -> Option<String> {
         .map(|key| stored_key(job.owner.as_deref(), key))
 }
 
-/// Rows one multi-row insert carries at most (19 values each, well under
+/// Rows one multi-row insert carries at most ([`ROW_VALUES`] values each, well under
 /// both dialects' limits on bound values).
 const INSERT_CHUNK: usize = 500;
 

@@ -327,6 +327,7 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
                 &v.kind,
                 &v.controls,
                 &v.tracestate,
+                &v.run_meta,
             ]);
         }
         // Not cached: the statement's shape depends on the number of rows.

@@ -45,6 +45,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0023_tracestate.sql"),
     include_str!("migrations/0024_release_decisions.sql"),
     include_str!("migrations/0025_thread_metadata.sql"),
+    include_str!("migrations/0026_run_meta.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -31,9 +31,9 @@ fn statement() -> &'static str {
         "WITH t AS (SELECT {NOW} AS now),
          ins AS (INSERT INTO jobs (id, bundle, bundle_version, input, variables, priority, state, attempts, max_attempts,
                                    idempotency_key, traceparent, run_at, created_at, updated_at, messages, conversation_id,
-                                   limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls, tracestate)
+                                   limits, owner, bundle_digest, forked_from, forked_at_turn, kind, controls, tracestate, run_meta)
                  SELECT $1, $2, $3, $4, $5, $6, 'queued', 0, $7, $8, $9, COALESCE($10, t.now), t.now, t.now, $11, NULL,
-                        $12, $13, $14, NULL, NULL, $15, $16, $17 FROM t
+                        $12, $13, $14, NULL, NULL, $15, $16, $17, $18 FROM t
                  ON CONFLICT {KEYED} DO NOTHING RETURNING {JOB_COLUMNS})
          SELECT TRUE, ins.* FROM ins
          UNION ALL
@@ -84,6 +84,7 @@ pub(super) async fn submit(w: &Writes, op: &Submit) -> Result<Option<(Job, bool)
         Box::new(v.kind.clone()),
         Box::new(v.controls.clone()),
         Box::new(owned(v.tracestate)),
+        Box::new(v.run_meta.clone()),
     ];
     let inserted = w.grouped(statement(), params).await;
     let found = async {

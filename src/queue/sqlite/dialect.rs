@@ -383,6 +383,7 @@ impl JobStatements for SqliteTx<'_> {
                 V::Text(v.kind),
                 V::Text(v.controls),
                 text(v.tracestate),
+                v.run_meta.map_or(V::Null, V::Text),
             ]);
         }
         let sql = insert_jobs_sql(jobs.len(), |n| format!("?{n}"), "(idempotency_key)");

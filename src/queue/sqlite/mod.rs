@@ -51,6 +51,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0019_tracestate.sql"),
     include_str!("migrations/0020_release_decisions.sql"),
     include_str!("migrations/0021_thread_metadata.sql"),
+    include_str!("migrations/0022_run_meta.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -70,6 +70,20 @@ EXCEPTED = {
     ("POST /v1/keys", 422): {("invalid_request", "bundles")},
     ("POST /mcp", 400): {("invalid_request", None), ("json-rpc", None)},
     ("POST /threads/{thread_id}/state", 422): {("invalid_request", "values")},
+    **{
+        (f"POST {route}", 422): {
+            ("invalid_request", "input"),
+            ("invalid_request", "messages"),
+            ("invalid_request", "webhook"),
+            ("invalid_request", "thread_id"),
+        }
+        for route in [
+            "/threads/{thread_id}/runs",
+            "/threads/{thread_id}/runs/wait",
+            "/runs",
+            "/runs/wait",
+        ]
+    },
     ("PATCH /threads/{thread_id}/state", 422): {("invalid_request", "values")},
 }
 

@@ -60,9 +60,30 @@ async function threads(client) {
   };
 }
 
+async function runs(client) {
+  const thread = (await client.threads.create()).thread_id;
+  const input = { messages: [{ type: "human", content: "2+3" }] };
+  const created = await client.runs.create(thread, "adder", { input });
+  const joined = await client.runs.join(thread, created.run_id);
+  const waited = await client.runs.wait(thread, "adder", {
+    input: { messages: [{ type: "human", content: "again" }] },
+  });
+  const listed = await client.runs.list(thread);
+  const stateless = await client.runs.wait(null, "adder", {
+    input: { messages: [{ role: "user", content: "hello" }] },
+  });
+  return {
+    created,
+    joined,
+    waited,
+    listed: listed.map((r) => r.status),
+    stateless,
+  };
+}
+
 async function main() {
   const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
-  const scenarios = { assistants, threads };
+  const scenarios = { assistants, threads, runs };
   console.log(JSON.stringify(await scenarios[scenario](client)));
 }
 

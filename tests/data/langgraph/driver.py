@@ -118,10 +118,65 @@ async def threads(client, other_thread):
     return result
 
 
+async def runs(client):
+    """Every run call the SDK makes but streams, on threads and stateless."""
+    runs = client.runs
+    ask = {"messages": [{"role": "user", "content": "2+3"}]}
+    thread = (await client.threads.create())["thread_id"]
+    seen = []
+    created = await runs.create(
+        thread, "adder", input=ask, metadata={"from": "sdk"}, on_run_created=seen.append
+    )
+    run_id = created["run_id"]
+    result = {
+        "thread": thread,
+        "created": created,
+        "seen": seen,
+        "joined": await runs.join(thread, run_id),
+        "got": await runs.get(thread, run_id),
+    }
+    result["waited"] = await runs.wait(
+        thread,
+        "adder",
+        input={"messages": [{"type": "human", "content": "again"}]},
+        config={"configurable": {"lang": "en", "thread_id": "ignored"}},
+    )
+    result["listed"] = await runs.list(thread)
+    result["listed_success"] = await runs.list(thread, status="success", limit=1)
+    result["stateless"] = await runs.wait(
+        None, "adder", input={"messages": [{"role": "user", "content": "hello"}]}
+    )
+    result["command"] = await status_of(
+        runs.create(thread, "adder", command={"resume": True})
+    )
+    result["enqueue"] = await status_of(
+        runs.create(thread, "adder", input=ask, multitask_strategy="enqueue")
+    )
+    result["no_input"] = await status_of(runs.create(thread, "adder", input=None))
+    result["unknown_assistant"] = await status_of(runs.create(thread, "nope", input=ask))
+    result["no_thread"] = await status_of(runs.create("missing-thread", "adder", input=ask))
+    made = await runs.create("made-by-run", "adder", input=ask, if_not_exists="create")
+    result["made_by_run"] = await runs.join("made-by-run", made["run_id"])
+
+    # A slow run keeps its thread busy: another is refused; cancelled, it
+    # reads interrupted; deleted, it is gone.
+    slow_thread = (await client.threads.create())["thread_id"]
+    slow = await runs.create(
+        slow_thread, "adder", input={"messages": [{"role": "user", "content": "slow"}]}
+    )
+    result["busy"] = await status_of(runs.create(slow_thread, "adder", input=ask))
+    result["cancelled_values"] = await runs.cancel(slow_thread, slow["run_id"], wait=True)
+    result["cancelled"] = await runs.get(slow_thread, slow["run_id"])
+    await runs.delete(slow_thread, slow["run_id"])
+    result["deleted"] = await status_of(runs.get(slow_thread, slow["run_id"]))
+    result["other_thread_run"] = await status_of(runs.get(slow_thread, run_id))
+    return result
+
+
 async def main():
     url, api_key, scenario, *args = sys.argv[1:]
     client = get_client(url=url, api_key=api_key)
-    scenarios = {"assistants": assistants, "threads": threads}
+    scenarios = {"assistants": assistants, "threads": threads, "runs": runs}
     result = await scenarios[scenario](client, *args)
     print(json.dumps(result, default=str))
 

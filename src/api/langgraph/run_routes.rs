@@ -1,0 +1,479 @@
+//! The run routes: on a thread (`POST /threads/{id}/runs` and `…/wait`,
+//! list, get, join, cancel, delete) and stateless (`POST /runs`,
+//! `/runs/wait`). A run's answer names where it lives in
+//! `Content-Location` (`/threads/{t}/runs/{r}` or `/runs/{r}`), as
+//! LangGraph's clients read it; a wait answers the thread's values once
+//! the job has ended or parked.
+
+use aide::transform::TransformOperation;
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::super::AppState;
+use super::super::auth::Caller;
+use super::super::body::{JsonBody, Path, Query};
+use super::super::conversations::{check_id, conversation};
+use super::super::document::{QUOTA, answers};
+use super::super::error::{ApiError, ErrorCode};
+use super::super::feed::wait_finished;
+use super::super::job_actions::{delete_ended, settled};
+use super::super::trace_context::CallerTrace;
+use super::listing::{self, page};
+use super::messages;
+use super::runs::{self, Run, RunRequest, RunStatus};
+use super::state;
+use crate::access::policy::Action;
+use crate::queue::{Created, Job, JobFilter, JobId};
+
+/// The most runs of a thread one listing reads.
+const MAX_RUNS: usize = 1000;
+
+fn thread_not_found(id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!(
+            "no thread {id:?}: a thread is a conversation of this key (POST /threads makes one; a run with `if_not_exists: create` does too)"
+        ),
+    )
+}
+
+fn run_not_found(thread: &str, run: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("thread {thread:?} has no run {run:?} (GET /threads/{thread}/runs lists them)"),
+    )
+}
+
+/// Readies the caller's thread `id` for a new run: made first when
+/// `if_not_exists` is `create`, refused while one of its runs is queued or
+/// running. Whether the run is its first.
+async fn ready_thread(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    if_not_exists: Option<&str>,
+) -> Result<bool, ApiError> {
+    let owner = caller.name();
+    let thread = match state.queue.thread(owner, id).await? {
+        Some(thread) => thread,
+        None if if_not_exists == Some("create") => {
+            check_id(id).map_err(|_| {
+                ApiError::field(
+                    ErrorCode::InvalidRequest,
+                    "thread_id",
+                    format!("invalid thread id {id:?}: use 1 to 128 letters, digits, `-`, `_`, `.` or `:`"),
+                )
+            })?;
+            caller.authorize(Action::WriteConversation, &conversation(owner), || {
+                thread_not_found(id)
+            })?;
+            match state.queue.create_thread(owner, id, Map::new()).await? {
+                Created::New(thread) | Created::Existing(thread) => thread,
+            }
+        }
+        None => return Err(thread_not_found(id)),
+    };
+    if thread.busy {
+        return Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "thread {id:?} is busy: a run of it is queued or running (multitask_strategy `reject`); wait for it (GET /threads/{id}/runs) or cancel it, then run again"
+            ),
+        ));
+    }
+    Ok(thread.newest.is_none())
+}
+
+/// `answer` with the run's address in `Content-Location`.
+fn located(job: &Job, answer: impl IntoResponse) -> Response {
+    let at = match &job.conversation_id {
+        Some(thread) => format!("/threads/{thread}/runs/{}", job.id),
+        None => format!("/runs/{}", job.id),
+    };
+    let mut headers = HeaderMap::new();
+    if let Ok(value) = HeaderValue::from_str(&at) {
+        headers.insert(header::CONTENT_LOCATION, value);
+    }
+    (headers, answer).into_response()
+}
+
+/// The values a waited-for run answers: its thread's (or, stateless, its
+/// own), with `__error__` when its job failed.
+async fn values_after(state: &AppState, caller: &Caller, job: &Job) -> Result<Value, ApiError> {
+    let mut values = match &job.conversation_id {
+        Some(thread) => state::values(&state::checkpoints(state, caller.name(), thread).await?),
+        None => {
+            let journal = state.queue.journal(&job.id).await?;
+            let steps = messages::steps_of(job, &journal);
+            json!({"messages": steps.into_iter().map(|s| s.message).collect::<Vec<_>>()})
+        }
+    };
+    if matches!(RunStatus::of(job), RunStatus::Error | RunStatus::Timeout)
+        && let Value::Object(values) = &mut values
+    {
+        values.insert(
+            "__error__".to_string(),
+            json!({"error": "JobFailed", "message": job.error.clone().unwrap_or_default()}),
+        );
+    }
+    Ok(values)
+}
+
+/// Starts a run on the caller's thread `id`.
+async fn start_on_thread(
+    state: &AppState,
+    caller: &Caller,
+    trace: &CallerTrace,
+    id: &str,
+    request: &RunRequest,
+) -> Result<Job, ApiError> {
+    let first = ready_thread(state, caller, id, request.if_not_exists.as_deref()).await?;
+    runs::start(state, caller, trace, request, Some((id, first))).await
+}
+
+/// A run create in the API document.
+pub(super) fn create_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Start a run: a job of the assistant's bundle, continuing the thread")
+        .description(
+            "Admitted as any submit. `Content-Location` names the run. A run on a thread \
+             that has a run queued or running is a 409 (`multitask_strategy` `reject`).",
+        )
+        .response_with::<200, Json<Run>, _>(|r| r.description("The run, pending"));
+    answers(
+        op,
+        &[
+            (404, "No such thread or assistant for the key"),
+            (409, "The thread has a run queued or running"),
+            (
+                422,
+                "A field is invalid, or one the daemon does not take, named",
+            ),
+            QUOTA,
+        ],
+    )
+}
+
+/// `POST /threads/{thread_id}/runs`.
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    trace: CallerTrace,
+    Path(id): Path<String>,
+    JsonBody(request): JsonBody<RunRequest>,
+) -> Result<Response, ApiError> {
+    let job = start_on_thread(&state, &caller, &trace, &id, &request).await?;
+    Ok(located(&job, Json(runs::view(&job))))
+}
+
+/// A run wait in the API document.
+pub(super) fn wait_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Start a run and answer its thread's values once it ended or parked")
+        .response_with::<200, Json<Value>, _>(|r| {
+            r.description("`{\"messages\": […]}`, with `__error__` when the run failed")
+        });
+    answers(
+        op,
+        &[
+            (404, "No such thread or assistant for the key"),
+            (409, "The thread has a run queued or running"),
+            (
+                422,
+                "A field is invalid, or one the daemon does not take, named",
+            ),
+            QUOTA,
+        ],
+    )
+}
+
+/// `POST /threads/{thread_id}/runs/wait`.
+pub async fn wait(
+    State(state): State<AppState>,
+    caller: Caller,
+    trace: CallerTrace,
+    Path(id): Path<String>,
+    JsonBody(request): JsonBody<RunRequest>,
+) -> Result<Response, ApiError> {
+    let job = start_on_thread(&state, &caller, &trace, &id, &request).await?;
+    let ended = wait_finished(&state, &job.id).await?;
+    let values = values_after(&state, &caller, &ended).await?;
+    Ok(located(&ended, Json(values)))
+}
+
+/// Whether a stateless run's job goes once it ended (`on_completion`).
+fn deleted_after(request: &RunRequest) -> Result<bool, ApiError> {
+    match request.on_completion.as_deref() {
+        None | Some("delete") => Ok(true),
+        Some("keep") => Ok(false),
+        Some(other) => Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "on_completion",
+            format!("on_completion {other:?} is not one of `delete`, `keep`"),
+        )),
+    }
+}
+
+/// Deletes a stateless run's job once it has ended (a parked one stays:
+/// it waits for a person). Lost with the daemon, as its retention then
+/// purges the job.
+async fn delete_when_ended(state: AppState, id: JobId) {
+    if let Ok(job) = wait_finished(&state, &id).await
+        && job.state.is_terminal()
+        && let Err(e) = state.queue.delete_finished(&id).await
+    {
+        tracing::warn!(job_id = %id, error = %e, "a stateless run's job was not deleted");
+    }
+}
+
+/// `POST /runs`.
+pub async fn create_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    trace: CallerTrace,
+    JsonBody(request): JsonBody<RunRequest>,
+) -> Result<Response, ApiError> {
+    let delete = deleted_after(&request)?;
+    let job = runs::start(&state, &caller, &trace, &request, None).await?;
+    if delete {
+        tokio::spawn(delete_when_ended(state.clone(), job.id.clone()));
+    }
+    Ok(located(&job, Json(runs::view(&job))))
+}
+
+/// `POST /runs/wait`.
+pub async fn wait_stateless(
+    State(state): State<AppState>,
+    caller: Caller,
+    trace: CallerTrace,
+    JsonBody(request): JsonBody<RunRequest>,
+) -> Result<Response, ApiError> {
+    let delete = deleted_after(&request)?;
+    let job = runs::start(&state, &caller, &trace, &request, None).await?;
+    let ended = wait_finished(&state, &job.id).await?;
+    let values = values_after(&state, &caller, &ended).await?;
+    if delete && ended.state.is_terminal() {
+        state.queue.delete_finished(&ended.id).await?;
+    }
+    Ok(located(&ended, Json(values)))
+}
+
+/// The caller's run `run` of its thread `thread`, for `action`.
+async fn run_of(
+    state: &AppState,
+    caller: &Caller,
+    action: Action,
+    thread: &str,
+    run: &str,
+) -> Result<Job, ApiError> {
+    let id = JobId::from(run.to_string());
+    let job = caller
+        .stored_job(state, action, &id)
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::NotFound => run_not_found(thread, run),
+            _ => e,
+        })?;
+    // A thread is its key's alone: another key's job is no run of it.
+    if job.conversation_id.as_deref() != Some(thread) || job.owner.as_deref() != Some(caller.name())
+    {
+        return Err(run_not_found(thread, run));
+    }
+    Ok(job)
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}` in the API document.
+pub(super) fn get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("A run of the thread")
+        .response_with::<200, Json<Run>, _>(|r| r.description("The run"));
+    answers(op, &[(404, "The thread has no such run for the key")])
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}`.
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread, run)): Path<(String, String)>,
+) -> Result<Json<Run>, ApiError> {
+    let job = run_of(&state, &caller, Action::ReadJob, &thread, &run).await?;
+    Ok(Json(runs::view(&job)))
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/join` in the API document.
+pub(super) fn join_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Wait for a run of the thread: its thread's values once it ended or parked")
+        .response_with::<200, Json<Value>, _>(|r| {
+            r.description("`{\"messages\": […]}`, with `__error__` when the run failed")
+        });
+    answers(op, &[(404, "The thread has no such run for the key")])
+}
+
+/// `GET /threads/{thread_id}/runs/{run_id}/join`.
+pub async fn join(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread, run)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let job = run_of(&state, &caller, Action::ReadJob, &thread, &run).await?;
+    let ended = wait_finished(&state, &job.id).await?;
+    Ok(Json(values_after(&state, &caller, &ended).await?))
+}
+
+/// `?wait=` and `?action=` of a run's cancel.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct CancelQuery {
+    /// `1`/`true`: answer once the run has stopped, with its thread's values.
+    #[serde(default)]
+    pub wait: Option<String>,
+    /// `interrupt` (the default) or `rollback` (the run is deleted once it
+    /// stopped).
+    #[serde(default)]
+    #[schemars(extend("enum" = ["interrupt", "rollback"]))]
+    pub action: Option<String>,
+}
+
+/// `POST /threads/{thread_id}/runs/{run_id}/cancel` in the API document.
+pub(super) fn cancel_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Cancel a run of the thread (`action=rollback` also deletes it)")
+        .response_with::<202, (), _>(|r| r.description("Cancelled; the run stops at once"))
+        .response_with::<200, Json<Value>, _>(|r| {
+            r.description("With `wait=1`: the thread's values once the run stopped")
+        });
+    answers(
+        op,
+        &[
+            (404, "The thread has no such run for the key"),
+            (422, "`action` is not `interrupt` or `rollback`"),
+        ],
+    )
+}
+
+/// `POST /threads/{thread_id}/runs/{run_id}/cancel`.
+pub async fn cancel(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread, run)): Path<(String, String)>,
+    Query(query): Query<CancelQuery>,
+) -> Result<Response, ApiError> {
+    let rollback = match query.action.as_deref() {
+        None | Some("interrupt") => false,
+        Some("rollback") => true,
+        Some(other) => {
+            return Err(ApiError::field(
+                ErrorCode::InvalidRequest,
+                "action",
+                format!("action {other:?} is not one of `interrupt`, `rollback`"),
+            ));
+        }
+    };
+    let wait = matches!(query.wait.as_deref(), Some("1" | "true" | "yes"));
+    let job = run_of(&state, &caller, Action::CancelJob, &thread, &run).await?;
+    if let Some(changed) = state.queue.cancel(&job.id).await? {
+        settled(&state, changed);
+    }
+    if !wait && !rollback {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    let ended = wait_finished(&state, &job.id).await?;
+    if rollback && ended.state.is_terminal() {
+        delete_ended(&state, &caller, &ended.id).await?;
+    }
+    if wait {
+        return Ok(Json(values_after(&state, &caller, &ended).await?).into_response());
+    }
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// `DELETE /threads/{thread_id}/runs/{run_id}` in the API document.
+pub(super) fn delete_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Delete a run of the thread that has ended (its job, events and journal)")
+        .response_with::<204, (), _>(|r| r.description("Deleted"));
+    answers(
+        op,
+        &[
+            (404, "The thread has no such run for the key"),
+            (409, "The run has not ended: cancel it first"),
+        ],
+    )
+}
+
+/// `DELETE /threads/{thread_id}/runs/{run_id}`.
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((thread, run)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let job = run_of(&state, &caller, Action::DeleteJob, &thread, &run).await?;
+    delete_ended(&state, &caller, &job.id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `?limit=`, `?offset=` and `?status=` of a thread's run listing.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ListQuery {
+    /// At most this many (1 to 1000; default 10).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    #[serde(default)]
+    pub offset: Option<usize>,
+    #[serde(default)]
+    pub status: Option<RunStatus>,
+}
+
+/// `GET /threads/{thread_id}/runs` in the API document.
+pub(super) fn list_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("The thread's runs, newest first")
+        .response_with::<200, Json<Vec<Run>>, _>(|r| r.description("The runs of the page"));
+    answers(
+        op,
+        &[
+            (404, "The key has no thread of that id"),
+            (422, "A parameter is out of range or unknown"),
+        ],
+    )
+}
+
+/// `GET /threads/{thread_id}/runs`.
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> Result<Response, ApiError> {
+    let bounds = page(query.limit, query.offset)?;
+    let owner = caller.name();
+    caller.authorize(Action::ReadConversation, &conversation(owner), || {
+        thread_not_found(&thread)
+    })?;
+    if state.queue.thread(owner, &thread).await?.is_none() {
+        return Err(thread_not_found(&thread));
+    }
+    let jobs = state
+        .queue
+        .list(JobFilter {
+            conversation_id: Some(thread.clone()),
+            conversation_owner: Some(owner.to_string()),
+            limit: MAX_RUNS,
+            ..Default::default()
+        })
+        .await?
+        .jobs;
+    let found: Vec<Run> = jobs
+        .iter()
+        .map(runs::view)
+        .filter(|run| query.status.is_none_or(|status| run.status == status))
+        .collect();
+    let (shown, next) = listing::paged(found, bounds);
+    Ok(listing::answer(shown, next, &[]))
+}

@@ -1,0 +1,363 @@
+//! Runs are jobs. A run on a thread is a job continuing the thread's
+//! conversation; a stateless run (`/runs`) is a job of no conversation.
+//! Every run is admitted as any submit is (`admission::admit`: the key's
+//! scope and globs, its quotas, the bundle's budgets), its assistant is
+//! its bundle, and what LangGraph's client sent beside the input (its
+//! metadata, its settings) is kept with the job (`run_meta`) for the run's
+//! view. This file reads a run request and makes the job; `run_routes.rs`
+//! serves the routes.
+
+use std::time::{Duration, SystemTime};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::super::AppState;
+use super::super::admission::{Submission, admit};
+use super::super::auth::Caller;
+use super::super::chat_input::chat_of;
+use super::super::error::{ApiError, ErrorCode};
+use super::super::trace_context::CallerTrace;
+use super::assistants;
+use super::ids;
+use crate::queue::{Job, JobState, NewJob};
+use crate::types::TerminationReason;
+
+/// The body of a run's create, wait or stream.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct RunRequest {
+    /// The assistant: a bundle's name or LangGraph's id of it.
+    pub assistant_id: String,
+    /// `{"messages": […]}` (the last human message is the job's input) and
+    /// any other keys, which become the job's variables.
+    #[serde(default)]
+    pub input: Option<Value>,
+    /// Only `null` for now: a parked call is decided with
+    /// `POST /v1/jobs/{id}/approvals/{call}`.
+    #[serde(default)]
+    #[schemars(with = "Option<()>")]
+    pub command: Option<Value>,
+    #[serde(default)]
+    pub metadata: Option<Map<String, Value>>,
+    /// `configurable` values become the job's variables (LangGraph's own
+    /// keys aside).
+    #[serde(default)]
+    pub config: Option<Value>,
+    /// Values that become the job's variables.
+    #[serde(default)]
+    pub context: Option<Map<String, Value>>,
+    /// `reject` (the default): a run on a busy thread is a 409.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["reject", null]))]
+    pub multitask_strategy: Option<String>,
+    /// A URL the daemon POSTs the job's changes to (as a job's `webhook`).
+    #[serde(default)]
+    pub webhook: Option<String>,
+    /// Start no earlier than this many seconds from now.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub after_seconds: Option<f64>,
+    /// `reject` (the default: a run on a thread the key has not is a 404)
+    /// or `create`.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["reject", "create", null]))]
+    pub if_not_exists: Option<String>,
+    /// For a stateless run: `delete` (the default: the job is deleted once
+    /// waited for) or `keep`.
+    #[serde(default)]
+    #[schemars(extend("enum" = ["delete", "keep", null]))]
+    pub on_completion: Option<String>,
+    /// Only `null` or empty: a bundle's approval rules park its calls.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<()>>", length(max = 0))]
+    pub interrupt_before: Option<Value>,
+    /// Only `null` or empty, as `interrupt_before`.
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<()>>", length(max = 0))]
+    pub interrupt_after: Option<Value>,
+    /// Only `null`: a run starts from the thread's latest step.
+    #[serde(default)]
+    #[schemars(with = "Option<()>")]
+    pub checkpoint: Option<Value>,
+    /// Only `null`, as `checkpoint`.
+    #[serde(default)]
+    #[schemars(with = "Option<()>")]
+    pub checkpoint_id: Option<String>,
+    /// Taken and kept: `stream_mode`, `stream_subgraphs`, `durability`, …
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// Where a run stands, from its job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Queued.
+    Pending,
+    Running,
+    /// Its job failed or died.
+    Error,
+    Success,
+    /// Its job ran out of time.
+    Timeout,
+    /// Parked for a person, or cancelled.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn of(job: &Job) -> Self {
+        match job.state {
+            JobState::Queued => Self::Pending,
+            JobState::Running => Self::Running,
+            JobState::Succeeded => Self::Success,
+            JobState::Failed | JobState::Dead
+                if job.termination_reason == Some(TerminationReason::Timeout) =>
+            {
+                Self::Timeout
+            }
+            JobState::Failed | JobState::Dead => Self::Error,
+            JobState::Cancelled | JobState::NeedsAttention | JobState::AwaitingApproval => {
+                Self::Interrupted
+            }
+        }
+    }
+}
+
+/// A run as LangGraph's clients see it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Run {
+    /// The job's id.
+    pub run_id: String,
+    /// The thread (conversation) it continues; `null` for a stateless run.
+    pub thread_id: Option<String>,
+    pub assistant_id: String,
+    /// RFC 3339 UTC.
+    pub created_at: String,
+    pub updated_at: String,
+    pub status: RunStatus,
+    /// The metadata the client sent.
+    pub metadata: Map<String, Value>,
+    /// Always `reject`.
+    pub multitask_strategy: String,
+    /// What the client sent beside: `input`, `config`, `context`, …
+    pub kwargs: Map<String, Value>,
+}
+
+/// `job`'s run.
+pub(super) fn view(job: &Job) -> Run {
+    let meta = job.run_meta.as_ref();
+    let field = |key: &str| meta.and_then(|m| m.get(key)).cloned();
+    let object = |key: &str| match field(key) {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    Run {
+        run_id: job.id.to_string(),
+        thread_id: job.conversation_id.clone(),
+        assistant_id: ids::assistant_id(&job.bundle),
+        created_at: job.created_at.clone(),
+        updated_at: job.updated_at.clone(),
+        status: RunStatus::of(job),
+        metadata: object("metadata"),
+        multitask_strategy: "reject".to_string(),
+        kwargs: object("kwargs"),
+    }
+}
+
+/// The keys of `config.configurable` that are LangGraph's own, never a
+/// variable of the job.
+fn langgraphs_own(key: &str) -> bool {
+    matches!(
+        key,
+        "thread_id"
+            | "checkpoint_id"
+            | "checkpoint_ns"
+            | "checkpoint_map"
+            | "run_id"
+            | "assistant_id"
+            | "graph_id"
+            | "user_id"
+    ) || key.starts_with("langgraph_")
+        || key.starts_with("__")
+}
+
+fn refused(field: &str, why: impl Into<String>) -> ApiError {
+    ApiError::field(ErrorCode::InvalidRequest, field, why.into())
+}
+
+/// Whether a field holds something (not absent, `null`, `[]`, `{}`, `""`).
+fn given(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) => false,
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(o)) => !o.is_empty(),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// Refuses what a run request asks that the daemon does not do, by name.
+fn refusals(request: &RunRequest) -> Result<(), ApiError> {
+    if given(request.command.as_ref()) {
+        return Err(refused(
+            "command",
+            "a run does not take a command yet: decide a parked call with POST /v1/jobs/{id}/approvals/{call} (its thread's status is `interrupted`)",
+        ));
+    }
+    for (field, value) in [
+        ("interrupt_before", &request.interrupt_before),
+        ("interrupt_after", &request.interrupt_after),
+    ] {
+        if given(value.as_ref()) {
+            return Err(refused(
+                field,
+                "a run is not interrupted at nodes: a bundle parks a tool call for a person by its tool's `approval:` rule",
+            ));
+        }
+    }
+    if given(request.checkpoint.as_ref()) || request.checkpoint_id.is_some() {
+        return Err(refused(
+            "checkpoint_id",
+            "a run starts from its thread's latest step: to start from an earlier one, fork its job at that turn (POST /v1/jobs/{id}/fork)",
+        ));
+    }
+    match request.multitask_strategy.as_deref() {
+        None | Some("reject") => Ok(()),
+        Some(other) => Err(refused(
+            "multitask_strategy",
+            format!(
+                "multitask_strategy {other:?} is not served yet: send `reject` (a run on a busy thread is a 409; wait for its run, or cancel it, then run again)"
+            ),
+        )),
+    }
+}
+
+/// What a run request gives its job.
+struct JobInput {
+    /// The last human message's text.
+    text: String,
+    /// The chat, when there is more than that message.
+    chat: Option<Vec<Value>>,
+    /// The input's other keys, `config.configurable` and `context`.
+    variables: Map<String, Value>,
+}
+
+/// The job's input text, its chat (for a thread's first run), and the
+/// variables the input's other keys, `config.configurable` and `context`
+/// give it.
+fn input_of(request: &RunRequest) -> Result<JobInput, ApiError> {
+    let Some(Value::Object(input)) = &request.input else {
+        return Err(refused(
+            "input",
+            "a run needs `input` with `messages` holding a human message",
+        ));
+    };
+    let (text, chat) = match input.get("messages") {
+        Some(Value::String(text)) if !text.is_empty() => (text.clone(), None),
+        Some(Value::Array(messages)) => chat_of(messages, "input.messages")?,
+        _ => {
+            return Err(refused(
+                "input.messages",
+                "a run needs `input.messages`: a human message, or a list holding one",
+            ));
+        }
+    };
+    let mut variables: Map<String, Value> = input
+        .iter()
+        .filter(|(key, _)| key.as_str() != "messages")
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if let Some(Value::Object(configurable)) = request
+        .config
+        .as_ref()
+        .and_then(|config| config.get("configurable"))
+    {
+        variables.extend(
+            configurable
+                .iter()
+                .filter(|(key, _)| !langgraphs_own(key))
+                .map(|(key, value)| (key.clone(), value.clone())),
+        );
+    }
+    variables.extend(request.context.clone().unwrap_or_default());
+    Ok(JobInput {
+        text,
+        chat,
+        variables,
+    })
+}
+
+/// When a run may start: `after_seconds` from now.
+fn run_at(after: Option<f64>) -> Result<Option<SystemTime>, ApiError> {
+    let Some(after) = after else {
+        return Ok(None);
+    };
+    let delay = Duration::try_from_secs_f64(after).map_err(|_| {
+        refused(
+            "after_seconds",
+            format!("after_seconds {after} is not a number of seconds from now: send 0 or more"),
+        )
+    })?;
+    Ok(SystemTime::now().checked_add(delay))
+}
+
+/// What is kept with the job for its run's view.
+fn run_meta(request: &RunRequest, assistant_id: &str) -> Value {
+    let mut kwargs = request.rest.clone();
+    for (key, value) in [
+        ("input", &request.input),
+        ("config", &request.config),
+        ("webhook", &request.webhook.clone().map(Value::String)),
+    ] {
+        if let Some(value) = value {
+            kwargs.insert(key.to_string(), value.clone());
+        }
+    }
+    if let Some(context) = &request.context {
+        kwargs.insert("context".to_string(), Value::Object(context.clone()));
+    }
+    json!({
+        "assistant_id": assistant_id,
+        "metadata": request.metadata.clone().unwrap_or_default(),
+        "kwargs": kwargs,
+    })
+}
+
+/// Admits a run: on `thread` (the caller's conversation, `first` when it
+/// has no job yet), or stateless. The job as queued.
+pub(super) async fn start(
+    state: &AppState,
+    caller: &Caller,
+    trace: &CallerTrace,
+    request: &RunRequest,
+    thread: Option<(&str, bool)>,
+) -> Result<Job, ApiError> {
+    refusals(request)?;
+    let bundle = {
+        let snapshot = state.registry.snapshot();
+        let (entry, _) = assistants::found(&snapshot, caller, &request.assistant_id)?;
+        entry.name.clone()
+    };
+    let JobInput {
+        text: input,
+        chat,
+        variables,
+    } = input_of(request)?;
+    let metadata = request.metadata.clone().map(Value::Object);
+    let job = NewJob {
+        bundle: bundle.clone(),
+        input,
+        // A thread's later runs start from its earlier turns instead.
+        messages: chat.filter(|_| thread.is_none_or(|(_, first)| first)),
+        variables,
+        conversation_id: thread.map(|(id, _)| id.to_string()),
+        run_at: run_at(request.after_seconds)?,
+        webhook: request.webhook.clone(),
+        run_meta: Some(run_meta(request, &ids::assistant_id(&bundle))),
+        trace: trace.or_metadata(metadata.as_ref()),
+        ..Default::default()
+    };
+    let (job, _) = admit(state, caller, Submission::new(job, "assistant_id")).await?;
+    Ok(job)
+}
