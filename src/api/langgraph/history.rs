@@ -19,6 +19,7 @@ use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
 use super::listing::has_metadata;
 use super::state::{self, Checkpoint, ThreadState};
+use super::threads::not_found;
 use crate::access::policy::Action;
 
 /// The most checkpoints one history answers.
@@ -61,15 +62,6 @@ pub struct HistoryRequest {
     /// Only checkpoints whose metadata has each of these keys at its value.
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
-}
-
-fn not_found(id: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::NotFound,
-        format!(
-            "no thread {id:?}: a thread is a conversation of this key (POST /threads makes one, POST /threads/search lists them)"
-        ),
-    )
 }
 
 /// The checkpoints of the caller's thread `id`, oldest first, or its 404.

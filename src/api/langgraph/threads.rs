@@ -208,7 +208,7 @@ impl Field {
 }
 
 /// The 404 of a thread the key does not have.
-fn not_found(id: &str) -> ApiError {
+pub(super) fn not_found(id: &str) -> ApiError {
     ApiError::new(
         ErrorCode::NotFound,
         format!(
