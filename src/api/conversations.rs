@@ -141,6 +141,17 @@ pub(super) async fn turns_of(
     caller.authorize(Action::ReadConversation, &conversation(owner), || {
         not_found(id)
     })?;
+    let jobs = jobs_of(state, owner, id).await?;
+    if jobs.is_empty() {
+        return Err(not_found(id));
+    }
+    Ok(jobs)
+}
+
+/// The jobs of `owner`'s conversation `id`, oldest first (at most 1,000,
+/// the newest): what every reader of a conversation's turns starts from,
+/// once it has asked the policy.
+pub(super) async fn jobs_of(state: &AppState, owner: &str, id: &str) -> Result<Vec<Job>, ApiError> {
     let mut jobs = state
         .queue
         .list(JobFilter {
@@ -151,9 +162,6 @@ pub(super) async fn turns_of(
         })
         .await?
         .jobs;
-    if jobs.is_empty() {
-        return Err(not_found(id));
-    }
     jobs.reverse();
     Ok(jobs)
 }

@@ -19,7 +19,7 @@ use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
 use super::listing::has_metadata;
 use super::state::{self, Checkpoint, ThreadState};
-use super::threads::not_found;
+use super::threads::{not_found, own_thread};
 use crate::access::policy::Action;
 
 /// The most checkpoints one history answers.
@@ -70,14 +70,8 @@ async fn checkpoints_of(
     caller: &Caller,
     id: &str,
 ) -> Result<Vec<Checkpoint>, ApiError> {
-    let owner = caller.name();
-    caller.authorize(Action::ReadConversation, &conversation(owner), || {
-        not_found(id)
-    })?;
-    if state.queue.thread(owner, id).await?.is_none() {
-        return Err(not_found(id));
-    }
-    state::checkpoints(state, owner, id).await
+    own_thread(state, caller, id).await?;
+    state::checkpoints(state, caller.name(), id).await
 }
 
 /// The state at the checkpoint named `checkpoint` of the caller's thread.

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path, Query};
-use super::super::conversations::{check_id, conversation};
+use super::super::conversations::{check_id, conversation, jobs_of};
 use super::super::document::{QUOTA, answers};
 use super::super::error::{ApiError, ErrorCode};
 use super::super::feed::wait_finished;
@@ -27,11 +27,9 @@ use super::listing::{self, page};
 use super::messages;
 use super::runs::{self, Run, RunRequest, RunStatus};
 use super::state;
+use super::threads::own_thread;
 use crate::access::policy::Action;
-use crate::queue::{Created, Job, JobFilter, JobId};
-
-/// The most runs of a thread one listing reads.
-const MAX_RUNS: usize = 1000;
+use crate::queue::{Created, Job, JobId};
 
 fn thread_not_found(id: &str) -> ApiError {
     ApiError::new(
@@ -136,6 +134,18 @@ async fn start_on_thread(
     runs::start(state, caller, trace, request, Some((id, first))).await
 }
 
+/// What starting a run may answer besides its success (create and wait,
+/// on a thread or stateless).
+const START_REFUSALS: [(u16, &str); 4] = [
+    (404, "No such thread or assistant for the key"),
+    (409, "The thread has a run queued or running"),
+    (
+        422,
+        "A field is invalid, or one the daemon does not take, named",
+    ),
+    QUOTA,
+];
+
 /// A run create in the API document.
 pub(super) fn create_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     let op = op
@@ -145,18 +155,7 @@ pub(super) fn create_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
              that has a run queued or running is a 409 (`multitask_strategy` `reject`).",
         )
         .response_with::<200, Json<Run>, _>(|r| r.description("The run, pending"));
-    answers(
-        op,
-        &[
-            (404, "No such thread or assistant for the key"),
-            (409, "The thread has a run queued or running"),
-            (
-                422,
-                "A field is invalid, or one the daemon does not take, named",
-            ),
-            QUOTA,
-        ],
-    )
+    answers(op, &START_REFUSALS)
 }
 
 /// `POST /threads/{thread_id}/runs`.
@@ -178,18 +177,7 @@ pub(super) fn wait_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
         .response_with::<200, Json<Value>, _>(|r| {
             r.description("`{\"messages\": […]}`, with `__error__` when the run failed")
         });
-    answers(
-        op,
-        &[
-            (404, "No such thread or assistant for the key"),
-            (409, "The thread has a run queued or running"),
-            (
-                422,
-                "A field is invalid, or one the daemon does not take, named",
-            ),
-            QUOTA,
-        ],
-    )
+    answers(op, &START_REFUSALS)
 }
 
 /// `POST /threads/{thread_id}/runs/wait`.
@@ -452,23 +440,9 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Response, ApiError> {
     let bounds = page(query.limit, query.offset)?;
-    let owner = caller.name();
-    caller.authorize(Action::ReadConversation, &conversation(owner), || {
-        thread_not_found(&thread)
-    })?;
-    if state.queue.thread(owner, &thread).await?.is_none() {
-        return Err(thread_not_found(&thread));
-    }
-    let jobs = state
-        .queue
-        .list(JobFilter {
-            conversation_id: Some(thread.clone()),
-            conversation_owner: Some(owner.to_string()),
-            limit: MAX_RUNS,
-            ..Default::default()
-        })
-        .await?
-        .jobs;
+    own_thread(&state, &caller, &thread).await?;
+    let mut jobs = jobs_of(&state, caller.name(), &thread).await?;
+    jobs.reverse();
     let found: Vec<Run> = jobs
         .iter()
         .map(runs::view)

@@ -10,14 +10,13 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::super::AppState;
+use super::super::conversations::jobs_of;
 use super::super::error::ApiError;
 use super::ids;
 use super::messages::{self, Step, StepKind};
 use crate::events::{Event, EventEnvelope};
-use crate::queue::{Job, JobFilter};
+use crate::queue::Job;
 
-/// The most turns (jobs) a thread's state is rebuilt from.
-const MAX_TURNS: usize = 1000;
 /// The most events of a job read for its steps' times.
 const MAX_EVENTS: usize = 10_000;
 
@@ -46,17 +45,7 @@ pub(super) async fn checkpoints(
     owner: &str,
     id: &str,
 ) -> Result<Vec<Checkpoint>, ApiError> {
-    let mut jobs = state
-        .queue
-        .list(JobFilter {
-            conversation_id: Some(id.to_string()),
-            conversation_owner: Some(owner.to_string()),
-            limit: MAX_TURNS,
-            ..Default::default()
-        })
-        .await?
-        .jobs;
-    jobs.reverse();
+    let jobs = jobs_of(state, owner, id).await?;
     let mut all = Vec::new();
     for job in &jobs {
         let journal = state.queue.journal(&job.id).await?;

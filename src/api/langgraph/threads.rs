@@ -334,16 +334,26 @@ pub async fn get(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Thread>, ApiError> {
+    let thread = own_thread(&state, &caller, &id).await?;
+    Ok(Json(view(&state, caller.name(), thread).await?))
+}
+
+/// The caller's thread `id`, once the policy lets it read its
+/// conversations; else the 404 of a thread it does not have.
+pub(super) async fn own_thread(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<StoredThread, ApiError> {
     let owner = caller.name();
     caller.authorize(Action::ReadConversation, &conversation(owner), || {
-        not_found(&id)
+        not_found(id)
     })?;
-    let thread = state
+    state
         .queue
-        .thread(owner, &id)
+        .thread(owner, id)
         .await?
-        .ok_or_else(|| not_found(&id))?;
-    Ok(Json(view(&state, owner, thread).await?))
+        .ok_or_else(|| not_found(id))
 }
 
 /// `PATCH /threads/{thread_id}` in the API document.
