@@ -534,12 +534,11 @@ async fn the_bundles_page_is_an_overview_with_problems_first() {
     browser
         .wait_until("document.querySelector('[data-bundle=b05] button.migrate-check').offsetParent !== null")
         .await;
-    assert!(
-        browser
-            .eval_text("location.search")
-            .await
-            .contains("open=b05")
-    );
+    // The page writes the open bundle into its URL as the fold opens,
+    // which may come a frame after the details show.
+    browser
+        .wait_until("location.search.includes('open=b05')")
+        .await;
     audit(&browser, "bundles-overview").await;
     browser.close().await;
 
