@@ -22,6 +22,7 @@
 //!
 //! This module must not know about bundles, the kernel or HTTP.
 
+mod backend;
 mod decisions;
 mod driver;
 mod error;

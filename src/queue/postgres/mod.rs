@@ -50,7 +50,7 @@ use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::driver::Driver;
+use super::backend::Driver;
 use super::op::{self, FinishAndLease, LeaseJobs, Read, Write};
 use super::tx::Wakeups;
 use super::*;

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::executor::block_on;
 use rusqlite::Connection;
 
-use super::driver::Driver;
+use super::backend::Driver;
 use super::op::{self, FinishAndLease, Operation, Read, Write};
 use super::tx::Wakeups;
 use super::*;
