@@ -12,28 +12,16 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::daemon::{
-    Daemon, Site, client_as, eventually, get, new_key, post_json, submit_body, wait_terminal,
+    Site, client_as, eventually, get, new_key, post_json, submit_body, wait_terminal,
 };
-use common::{mock_server, peer, python_langgraph, repo};
+use common::langgraph::{ADDER, RUN_SCRIPT, driver, js_client, message_types};
+use common::mock_server;
 use serde_json::{Value, json};
 
 const SCRIPT: &str = "replies:\n  - content: done\n";
-
-/// The driver's `scenario` against `daemon` with `key`.
-async fn driver(daemon: &Daemon, key: &str, scenario: &str, args: &[&str]) -> Value {
-    let mut command = Command::new(python_langgraph());
-    command
-        .arg(repo("tests/data/langgraph/driver.py"))
-        .arg(daemon.url(""))
-        .arg(key)
-        .arg(scenario)
-        .args(args);
-    peer::json(daemon, command).await
-}
 
 fn bundle(name: &str, version: &str, extra: &str) -> String {
     format!(
@@ -213,18 +201,6 @@ replies:
   - content: done
 "#;
 
-const ADDER: &str = r#"name: adder
-version: "1"
-model: {endpoint: mock, name: m}
-prompts: {user: "{{ input }}"}
-tools:
-  - name: add
-    kind: process
-    effect: read_only
-    parameters: {type: object, properties: {a: {type: number}, b: {type: number}}}
-    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(a['a']+a['b'])"]
-"#;
-
 const BANK: &str = r#"name: bank
 version: "1"
 model: {endpoint: mock, name: m}
@@ -237,18 +213,6 @@ tools:
     parameters: {type: object, properties: {amount: {type: integer}}}
     command: [python3, -c, "print(1)"]
 "#;
-
-/// The types of a thread's messages, in order.
-fn message_types(thread: &Value) -> Vec<&str> {
-    thread["values"]["messages"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| m["type"].as_str().unwrap_or("?"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn threads_are_the_keys_conversations() {
@@ -461,24 +425,6 @@ async fn threads_are_the_keys_conversations() {
     assert_eq!(status, 403, "{refusal}");
 }
 
-const RUN_SCRIPT: &str = r#"
-replies:
-  - match: "hello"
-    content: "Hello there."
-  - match: "again"
-    turn: 2
-    content: "Again."
-  - match: "slow"
-    delay_ms: 30000
-    content: "too late"
-  - match: "2+3"
-    turn: 1
-    tool_calls: [{id: call-1, name: add, arguments: {a: 2, b: 3}}]
-  - match: "2+3"
-    turn: 2
-    content: "2+3 is 5."
-"#;
-
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_are_jobs_on_threads_or_stateless() {
     let server = mock_server(RUN_SCRIPT).await;
@@ -583,31 +529,4 @@ async fn runs_are_jobs_on_threads_or_stateless() {
     );
     assert_eq!(js["listed"], json!(["success", "success"]));
     assert_eq!(js["stateless"]["messages"][1]["content"], "Hello there.");
-}
-
-/// tests/data/langgraph/client.cjs with LangGraph's JS SDK
-/// (`SA_TEST_LANGGRAPH_JS` names its `node_modules`; `./scripts/test`
-/// installs it) against `daemon` with `key`: its `scenario`.
-async fn js_client(daemon: &Daemon, key: &str, scenario: &str) -> Value {
-    let modules = std::env::var_os("SA_TEST_LANGGRAPH_JS")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
-                .join(".cache/structured-agents/langgraph-js/node_modules")
-        });
-    assert!(
-        modules
-            .join("@langchain/langgraph-sdk/package.json")
-            .is_file(),
-        "LangGraph's JS SDK is needed in {}; ./scripts/test installs it (npm install --prefix ~/.cache/structured-agents/langgraph-js @langchain/langgraph-sdk@1.15.0)",
-        modules.display()
-    );
-    let mut command = Command::new("node");
-    command
-        .arg(repo("tests/data/langgraph/client.cjs"))
-        .arg(&modules)
-        .arg(daemon.url(""))
-        .arg(key)
-        .arg(scenario);
-    peer::json(daemon, command).await
 }

@@ -211,6 +211,74 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
     }
 }
 
+/// Query parameters read as LangGraph's clients send lists: a key
+/// repeated (`a=x&a=y`) is a list, so is a value that is a JSON list of
+/// texts (`a=["x","y"]`), and every other value is text; `T` takes each
+/// parameter as [`Texts`] or text. An empty value is kept as `""` (a
+/// client's "none"). A 422 when `T` does not take what came.
+pub struct ListQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for ListQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let raw = parts.uri.query().unwrap_or_default();
+        let mut params = serde_json::Map::new();
+        for (key, value) in url::form_urlencoded::parse(raw.as_bytes()) {
+            let listed = value
+                .starts_with('[')
+                .then(|| serde_json::from_str::<Vec<String>>(&value).ok())
+                .flatten();
+            let mut values: Vec<serde_json::Value> = match listed {
+                Some(list) => list.into_iter().map(serde_json::Value::String).collect(),
+                None => vec![serde_json::Value::String(value.into_owned())],
+            };
+            match params.remove(&*key) {
+                Some(serde_json::Value::Array(mut before)) => {
+                    before.append(&mut values);
+                    params.insert(key.into_owned(), serde_json::Value::Array(before));
+                }
+                Some(before) => {
+                    values.insert(0, before);
+                    params.insert(key.into_owned(), serde_json::Value::Array(values));
+                }
+                None if values.len() == 1 => {
+                    params.insert(key.into_owned(), values.remove(0));
+                }
+                None => {
+                    params.insert(key.into_owned(), serde_json::Value::Array(values));
+                }
+            }
+        }
+        serde_json::from_value(serde_json::Value::Object(params))
+            .map(ListQuery)
+            .map_err(|e| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("invalid query string: {e}"),
+                )
+            })
+    }
+}
+
+/// A query parameter given once or as a list ([`ListQuery`]).
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Texts {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Texts {
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        let many: &[String] = match self {
+            Self::One(one) => std::slice::from_ref(one),
+            Self::Many(many) => many,
+        };
+        many.iter().map(String::as_str)
+    }
+}
+
 /// A JSON body of `T` that the handler reads itself ([`WireBody::read`]),
 /// so that its refusals are in its wire's own shape (OpenAI's, on the
 /// OpenAI wires) rather than the API's; the API document describes `T`.

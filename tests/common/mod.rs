@@ -4,6 +4,7 @@
 pub mod daemon;
 pub mod fake_agent;
 pub mod gated;
+pub mod langgraph;
 pub mod otlp;
 pub mod peer;
 pub mod postgres;

@@ -16,7 +16,7 @@ use schemars::transform::Transform;
 use serde_json::Value;
 
 use super::super::auth::Caller;
-use super::super::body::{JsonBody, Path, Query, WireBody};
+use super::super::body::{JsonBody, ListQuery, Path, Query, WireBody};
 use super::super::trace_context::CallerTrace;
 use super::bounds::IntegerBounds;
 use super::shapes::{API_KEY, BEARER, errors, header, json_media, require};
@@ -175,6 +175,21 @@ impl<T: JsonSchema> OperationInput for Query<T> {
                 "A query parameter is unknown or does not parse: `field` names it",
             )],
         )
+    }
+}
+
+/// Query parameters read leniently (lists as repeated keys): each field
+/// of `T`, as for [`Query`].
+impl<T: JsonSchema> OperationInput for ListQuery<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        Query::<T>::operation_input(ctx, operation);
+    }
+
+    fn inferred_early_responses(
+        ctx: &mut GenContext,
+        operation: &mut Operation,
+    ) -> Vec<(Option<DocStatus>, openapi::Response)> {
+        Query::<T>::inferred_early_responses(ctx, operation)
     }
 }
 

@@ -7,7 +7,7 @@
 //! `<job>:t<turn>:<position>`), so a client that merges messages by id
 //! (`add_messages`) never doubles one.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::journal::{JournalEntry, RecordedReply, RecordedResult};
 use crate::queue::Job;
@@ -146,5 +146,32 @@ fn tool(id: &str, recorded: &RecordedResult) -> Value {
         "tool_call_id": result.call_id, "name": result.name,
         "status": if result.is_error { "error" } else { "success" },
         "artifact": null, "additional_kwargs": {}, "response_metadata": {},
+    })
+}
+
+/// A piece of an AI message, as LangChain's `AIMessageChunk` dict.
+pub(super) fn chunk(
+    id: &str,
+    text: &str,
+    calls: Vec<Value>,
+    usage: Value,
+    response: Value,
+) -> Value {
+    let call_chunks: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            json!({
+                "name": call["name"], "args": call["args"].to_string(), "id": call["id"],
+                "index": index, "type": "tool_call_chunk",
+            })
+        })
+        .collect();
+    json!({
+        "type": "AIMessageChunk", "id": id, "content": text, "name": null,
+        "additional_kwargs": {},
+        "response_metadata": if response.is_null() { Value::Object(Map::new()) } else { response },
+        "tool_calls": calls, "invalid_tool_calls": [], "tool_call_chunks": call_chunks,
+        "usage_metadata": usage,
     })
 }

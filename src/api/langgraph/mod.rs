@@ -13,7 +13,9 @@
 //! - `state`: a thread's checkpoints, one per durable step, which
 //!   `history` serves (its state, one checkpoint, its history);
 //! - `runs`: runs are jobs (a run request read into a job, a job's run
-//!   view), served by `run_routes`;
+//!   view), served by `run_routes`, and streamed by `stream_routes`
+//!   through `stream` (LangGraph's events of a job, in each of the
+//!   `stream_modes` asked);
 //! - `listing`: how every search pages, sorts, filters and selects.
 
 mod assistants;
@@ -25,6 +27,9 @@ mod messages;
 mod run_routes;
 mod runs;
 mod state;
+mod stream;
+mod stream_modes;
+mod stream_routes;
 mod threads;
 
 use aide::axum::ApiRouter;
@@ -89,6 +94,40 @@ fn run_routes() -> ApiRouter<AppState> {
             with(
                 SubmitJob,
                 post_with(run_routes::wait_stateless, run_routes::wait_doc),
+            ),
+        )
+        .merge(stream_routes())
+}
+
+fn stream_routes() -> ApiRouter<AppState> {
+    use crate::access::policy::Action::{ReadJob, SubmitJob};
+    ApiRouter::new()
+        .api_route(
+            "/threads/{thread_id}/runs/stream",
+            with(
+                SubmitJob,
+                post_with(stream_routes::stream, stream_routes::stream_doc),
+            ),
+        )
+        .api_route(
+            "/threads/{thread_id}/runs/{run_id}/stream",
+            with(
+                ReadJob,
+                get_with(stream_routes::join, stream_routes::join_doc),
+            ),
+        )
+        .api_route(
+            "/runs/stream",
+            with(
+                SubmitJob,
+                post_with(stream_routes::stream_stateless, stream_routes::stream_doc),
+            ),
+        )
+        .api_route(
+            "/runs/{run_id}/stream",
+            with(
+                ReadJob,
+                get_with(stream_routes::join_stateless, stream_routes::join_doc),
             ),
         )
 }

@@ -88,7 +88,7 @@ async fn ready_thread(
 }
 
 /// `answer` with the run's address in `Content-Location`.
-fn located(job: &Job, answer: impl IntoResponse) -> Response {
+pub(super) fn located(job: &Job, answer: impl IntoResponse) -> Response {
     let at = match &job.conversation_id {
         Some(thread) => format!("/threads/{thread}/runs/{}", job.id),
         None => format!("/runs/{}", job.id),
@@ -122,21 +122,23 @@ async fn values_after(state: &AppState, caller: &Caller, job: &Job) -> Result<Va
     Ok(values)
 }
 
-/// Starts a run on the caller's thread `id`.
-async fn start_on_thread(
+/// Starts a run on the caller's thread `id`, as job `job` when the caller
+/// picked its id.
+pub(super) async fn start_on_thread(
     state: &AppState,
     caller: &Caller,
     trace: &CallerTrace,
     id: &str,
     request: &RunRequest,
+    job: Option<JobId>,
 ) -> Result<Job, ApiError> {
     let first = ready_thread(state, caller, id, request.if_not_exists.as_deref()).await?;
-    runs::start(state, caller, trace, request, Some((id, first))).await
+    runs::start(state, caller, trace, request, Some((id, first)), job).await
 }
 
 /// What starting a run may answer besides its success (create and wait,
 /// on a thread or stateless).
-const START_REFUSALS: [(u16, &str); 4] = [
+pub(super) const START_REFUSALS: [(u16, &str); 4] = [
     (404, "No such thread or assistant for the key"),
     (409, "The thread has a run queued or running"),
     (
@@ -166,7 +168,7 @@ pub async fn create(
     Path(id): Path<String>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let job = start_on_thread(&state, &caller, &trace, &id, &request).await?;
+    let job = start_on_thread(&state, &caller, &trace, &id, &request, None).await?;
     Ok(located(&job, Json(runs::view(&job))))
 }
 
@@ -188,14 +190,14 @@ pub async fn wait(
     Path(id): Path<String>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let job = start_on_thread(&state, &caller, &trace, &id, &request).await?;
+    let job = start_on_thread(&state, &caller, &trace, &id, &request, None).await?;
     let ended = wait_finished(&state, &job.id).await?;
     let values = values_after(&state, &caller, &ended).await?;
     Ok(located(&ended, Json(values)))
 }
 
 /// Whether a stateless run's job goes once it ended (`on_completion`).
-fn deleted_after(request: &RunRequest) -> Result<bool, ApiError> {
+pub(super) fn deleted_after(request: &RunRequest) -> Result<bool, ApiError> {
     match request.on_completion.as_deref() {
         None | Some("delete") => Ok(true),
         Some("keep") => Ok(false),
@@ -210,7 +212,7 @@ fn deleted_after(request: &RunRequest) -> Result<bool, ApiError> {
 /// Deletes a stateless run's job once it has ended (a parked one stays:
 /// it waits for a person). Lost with the daemon, as its retention then
 /// purges the job.
-async fn delete_when_ended(state: AppState, id: JobId) {
+pub(super) async fn delete_when_ended(state: AppState, id: JobId) {
     if let Ok(job) = wait_finished(&state, &id).await
         && job.state.is_terminal()
         && let Err(e) = state.queue.delete_finished(&id).await
@@ -227,7 +229,7 @@ pub async fn create_stateless(
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
     let delete = deleted_after(&request)?;
-    let job = runs::start(&state, &caller, &trace, &request, None).await?;
+    let job = runs::start(&state, &caller, &trace, &request, None, None).await?;
     if delete {
         tokio::spawn(delete_when_ended(state.clone(), job.id.clone()));
     }
@@ -242,7 +244,7 @@ pub async fn wait_stateless(
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
     let delete = deleted_after(&request)?;
-    let job = runs::start(&state, &caller, &trace, &request, None).await?;
+    let job = runs::start(&state, &caller, &trace, &request, None, None).await?;
     let ended = wait_finished(&state, &job.id).await?;
     let values = values_after(&state, &caller, &ended).await?;
     if delete && ended.state.is_terminal() {
@@ -252,7 +254,7 @@ pub async fn wait_stateless(
 }
 
 /// The caller's run `run` of its thread `thread`, for `action`.
-async fn run_of(
+pub(super) async fn run_of(
     state: &AppState,
     caller: &Caller,
     action: Action,

@@ -21,7 +21,8 @@ use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
 use super::assistants;
 use super::ids;
-use crate::queue::{Job, JobState, NewJob};
+use super::stream_modes::Modes;
+use crate::queue::{Job, JobId, JobState, NewJob};
 use crate::types::TerminationReason;
 
 /// The body of a run's create, wait or stream.
@@ -222,6 +223,8 @@ fn refusals(request: &RunRequest) -> Result<(), ApiError> {
             "a run starts from its thread's latest step: to start from an earlier one, fork its job at that turn (POST /v1/jobs/{id}/fork)",
         ));
     }
+    Modes::of_value(request.rest.get("stream_mode"))?;
+    cancelled_on_disconnect(request)?;
     match request.multitask_strategy.as_deref() {
         None | Some("reject") => Ok(()),
         Some(other) => Err(refused(
@@ -229,6 +232,20 @@ fn refusals(request: &RunRequest) -> Result<(), ApiError> {
             format!(
                 "multitask_strategy {other:?} is not served yet: send `reject` (a run on a busy thread is a 409; wait for its run, or cancel it, then run again)"
             ),
+        )),
+    }
+}
+
+/// Whether a streamed run is cancelled when its client goes
+/// (`on_disconnect`: `continue`, the default, or `cancel`).
+pub(super) fn cancelled_on_disconnect(request: &RunRequest) -> Result<bool, ApiError> {
+    match request.rest.get("on_disconnect") {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::String(mode)) if mode == "continue" => Ok(false),
+        Some(Value::String(mode)) if mode == "cancel" => Ok(true),
+        Some(other) => Err(refused(
+            "on_disconnect",
+            format!("on_disconnect {other} is not one of `continue`, `cancel`"),
         )),
     }
 }
@@ -325,13 +342,15 @@ fn run_meta(request: &RunRequest, assistant_id: &str) -> Value {
 }
 
 /// Admits a run: on `thread` (the caller's conversation, `first` when it
-/// has no job yet), or stateless. The job as queued.
+/// has no job yet), or stateless; as job `id` when the caller picked it
+/// (a stream listens before its job is queued). The job as queued.
 pub(super) async fn start(
     state: &AppState,
     caller: &Caller,
     trace: &CallerTrace,
     request: &RunRequest,
     thread: Option<(&str, bool)>,
+    id: Option<JobId>,
 ) -> Result<Job, ApiError> {
     refusals(request)?;
     let bundle = {
@@ -346,6 +365,7 @@ pub(super) async fn start(
     } = input_of(request)?;
     let metadata = request.metadata.clone().map(Value::Object);
     let job = NewJob {
+        id,
         bundle: bundle.clone(),
         input,
         // A thread's later runs start from its earlier turns instead.

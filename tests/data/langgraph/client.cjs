@@ -1,6 +1,6 @@
 // LangGraph's JS SDK (@langchain/langgraph-sdk, installed by ./scripts/test into
 // ~/.cache/structured-agents/langgraph-js) against the daemon: one scenario per
-// argument (the assistants a key sees; its threads). Prints one JSON object for
+// argument (the assistants a key sees; its threads; runs; streamed runs). Prints one JSON object for
 // tests/langgraph.rs to check.
 //
 // Usage: node client.cjs SDK_MODULE_DIR URL API_KEY SCENARIO
@@ -81,9 +81,41 @@ async function runs(client) {
   };
 }
 
+// A stream's parts as [event, data, id] (the id as the SSE spec keeps it:
+// the last one sent).
+async function collect(parts) {
+  const all = [];
+  for await (const part of parts) all.push([part.event, part.data, part.id ?? null]);
+  return all;
+}
+
+async function stream(client) {
+  const thread = (await client.threads.create()).thread_id;
+  const streamMode = ["values", "updates", "messages-tuple"];
+  let runId;
+  const parts = await collect(
+    client.runs.stream(thread, "adder", {
+      input: { messages: [{ type: "human", content: "2+3" }] },
+      streamMode,
+      onRunCreated: (meta) => {
+        runId = meta.run_id;
+      },
+    }),
+  );
+  const middle = parts[Math.floor(parts.length / 2)][2];
+  return {
+    runId,
+    parts,
+    middle,
+    rest: await collect(client.runs.joinStream(thread, runId, { lastEventId: middle, streamMode })),
+    whole: await collect(client.runs.joinStream(thread, runId, { lastEventId: "-1" })),
+    state: await client.threads.getState(thread),
+  };
+}
+
 async function main() {
   const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
-  const scenarios = { assistants, threads, runs };
+  const scenarios = { assistants, threads, runs, stream };
   console.log(JSON.stringify(await scenarios[scenario](client)));
 }
 

@@ -173,10 +173,72 @@ async def runs(client):
     return result
 
 
+async def collect(parts):
+    """A stream's parts as [event, data, id] lists."""
+    return [[part.event, part.data, part.id] async for part in parts]
+
+
+MODES = [
+    "values", "updates", "messages-tuple", "messages", "events",
+    "custom", "debug", "checkpoints", "tasks",
+]
+
+
+async def stream(client):
+    """Streamed runs in every mode, joined again after an event and whole."""
+    runs = client.runs
+    ask = {"messages": [{"role": "user", "content": "2+3"}]}
+    thread = (await client.threads.create())["thread_id"]
+    seen = []
+    parts = await collect(
+        runs.stream(thread, "adder", input=ask, stream_mode=MODES, on_run_created=seen.append)
+    )
+    run_id = seen[0]["run_id"]
+    numbered = [part for part in parts if part[2] is not None]
+    middle = numbered[len(numbered) // 2][2]
+    return {
+        "thread": thread,
+        "run_id": run_id,
+        "parts": parts,
+        "middle": middle,
+        "rest": await collect(
+            runs.join_stream(thread, run_id, last_event_id=middle, stream_mode=MODES)
+        ),
+        "again": await collect(runs.join_stream(thread, run_id)),
+        "state": await client.threads.get_state(thread),
+        "plain": await collect(
+            runs.stream(thread, "adder", input={"messages": [{"role": "user", "content": "again"}]})
+        ),
+        "stateless": await collect(
+            runs.stream(
+                None, "adder", input={"messages": [{"role": "user", "content": "hello"}]},
+                stream_mode="updates",
+            )
+        ),
+        "bad_mode": await status_of(
+            collect(runs.stream(thread, "adder", input=ask, stream_mode="tools"))
+        ),
+    }
+
+
+async def rejoin(client, thread):
+    """One streamed run on `thread`, each part printed as it comes (the test
+    restarts the daemon meanwhile: the SDK joins the run again)."""
+    ask = {"messages": [{"role": "user", "content": "gate"}]}
+    async for part in client.runs.stream(
+        thread, "waiter", input=ask, stream_mode=["values", "updates"]
+    ):
+        print(json.dumps([part.event, part.data, part.id]), flush=True)
+    print(json.dumps(["done", None, None]), flush=True)
+
+
 async def main():
     url, api_key, scenario, *args = sys.argv[1:]
     client = get_client(url=url, api_key=api_key)
-    scenarios = {"assistants": assistants, "threads": threads, "runs": runs}
+    if scenario == "rejoin":
+        await rejoin(client, *args)
+        return
+    scenarios = {"assistants": assistants, "threads": threads, "runs": runs, "stream": stream}
     result = await scenarios[scenario](client, *args)
     print(json.dumps(result, default=str))
 

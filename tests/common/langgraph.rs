@@ -1,0 +1,95 @@
+//! LangGraph's clients as the tests drive them (tests/langgraph.rs,
+//! tests/langgraph_stream.rs): the real `langgraph-sdk` runs a scenario of
+//! tests/data/langgraph/driver.py, LangGraph's JS SDK one of client.cjs,
+//! each printing what the SDK returned as one JSON document; and the
+//! bundle and model script their runs share.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::daemon::Daemon;
+use super::{peer, python_langgraph, repo};
+
+/// A bundle whose `add` tool adds `a` and `b`.
+pub const ADDER: &str = r#"name: adder
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: add
+    kind: process
+    effect: read_only
+    parameters: {type: object, properties: {a: {type: number}, b: {type: number}}}
+    command: [python3, -c, "import json,sys; a=json.load(sys.stdin); print(a['a']+a['b'])"]
+"#;
+
+/// What the mock model answers the runs: `2+3` calls `add`, then answers.
+pub const RUN_SCRIPT: &str = r#"
+replies:
+  - match: "hello"
+    content: "Hello there."
+  - match: "again"
+    turn: 2
+    content: "Again."
+  - match: "slow"
+    delay_ms: 30000
+    content: "too late"
+  - match: "2+3"
+    turn: 1
+    tool_calls: [{id: call-1, name: add, arguments: {a: 2, b: 3}}]
+  - match: "2+3"
+    turn: 2
+    content: "2+3 is 5."
+"#;
+
+/// The driver's `scenario` against `daemon` with `key`.
+pub async fn driver(daemon: &Daemon, key: &str, scenario: &str, args: &[&str]) -> Value {
+    let mut command = Command::new(python_langgraph());
+    command
+        .arg(repo("tests/data/langgraph/driver.py"))
+        .arg(daemon.url(""))
+        .arg(key)
+        .arg(scenario)
+        .args(args);
+    peer::json(daemon, command).await
+}
+
+/// The types of a thread's messages, in order.
+pub fn message_types(thread: &Value) -> Vec<&str> {
+    thread["values"]["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| m["type"].as_str().unwrap_or("?"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// tests/data/langgraph/client.cjs with LangGraph's JS SDK
+/// (`SA_TEST_LANGGRAPH_JS` names its `node_modules`; `./scripts/test`
+/// installs it) against `daemon` with `key`: its `scenario`.
+pub async fn js_client(daemon: &Daemon, key: &str, scenario: &str) -> Value {
+    let modules = std::env::var_os("SA_TEST_LANGGRAPH_JS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/structured-agents/langgraph-js/node_modules")
+        });
+    assert!(
+        modules
+            .join("@langchain/langgraph-sdk/package.json")
+            .is_file(),
+        "LangGraph's JS SDK is needed in {}; ./scripts/test installs it (npm install --prefix ~/.cache/structured-agents/langgraph-js @langchain/langgraph-sdk@1.15.0)",
+        modules.display()
+    );
+    let mut command = Command::new("node");
+    command
+        .arg(repo("tests/data/langgraph/client.cjs"))
+        .arg(&modules)
+        .arg(daemon.url(""))
+        .arg(key)
+        .arg(scenario);
+    peer::json(daemon, command).await
+}
