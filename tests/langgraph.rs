@@ -491,9 +491,29 @@ async fn runs_are_jobs_on_threads_or_stateless() {
     );
     assert_eq!(got["stateless"]["messages"][1]["content"], "Hello there.");
     // What the daemon does not do is refused by name.
+    // A batch starts stateless runs in order, each admitted as one; one
+    // run the key may not start refuses the whole batch before any starts.
+    let batch = got["batch"].as_array().unwrap();
+    assert_eq!(batch.len(), 2, "{batch:?}");
     assert_eq!(
-        (&got["command"], &got["enqueue"], &got["no_input"]),
-        (&json!(422), &json!(422), &json!(422))
+        (
+            &batch[0]["metadata"],
+            &batch[1]["metadata"],
+            &batch[0]["thread_id"]
+        ),
+        (&json!({"n": 1}), &json!({"n": 2}), &Value::Null)
+    );
+    let kept = batch[0]["run_id"].as_str().unwrap();
+    let kept = wait_terminal(&http, &daemon, kept, Duration::from_secs(60)).await;
+    assert_eq!(kept["state"], "succeeded", "{kept}");
+    assert_eq!(
+        (&got["batch_bad"], &got["batch_bad_body"]),
+        (&json!(404), &json!(422))
+    );
+    // A resume needs a parked run; a run needs a human message.
+    assert_eq!(
+        (&got["command"], &got["no_input"]),
+        (&json!(409), &json!(422))
     );
     assert_eq!(
         (&got["unknown_assistant"], &got["no_thread"]),
@@ -514,6 +534,30 @@ async fn runs_are_jobs_on_threads_or_stateless() {
     assert_eq!(
         (&got["deleted"], &got["other_thread_run"]),
         (&json!(404), &json!(404))
+    );
+
+    // Double texting: `interrupt` cancels the busy run (its input stays the
+    // thread's), `rollback` deletes it too; `enqueue` on a busy thread is
+    // refused by name.
+    assert_eq!(got["enqueue"], 422);
+    assert_eq!(got["interrupting"]["multitask_strategy"], "interrupt");
+    assert_eq!(got["interrupted"]["status"], "interrupted");
+    assert_eq!(
+        message_types(&json!({"values": got["after_interrupt"]})),
+        ["human", "human", "ai"]
+    );
+    assert_eq!(
+        got["after_interrupt"]["messages"][2]["content"],
+        "Hello there."
+    );
+    assert_eq!(got["rolled_back"], 404);
+    assert_eq!(
+        message_types(&json!({"values": got["after_rollback"]})),
+        ["human", "human", "ai", "human", "ai"]
+    );
+    assert_eq!(
+        got["texting_runs"],
+        json!(["success", "success", "interrupted"])
     );
 
     // LangGraph's JS SDK sees the same.

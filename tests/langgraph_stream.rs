@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Site, client_as, eventually, get, new_key, post_json};
+use common::daemon::{Site, client_as, eventually, get, job_events, new_key, post_json};
 use common::langgraph::{ADDER, RUN_SCRIPT, driver, js_client, message_types};
 use common::{mock_server, python_langgraph, repo};
 use serde_json::{Value, json};
@@ -303,6 +303,136 @@ async fn a_run_whose_client_goes_is_cancelled_when_it_asked() {
     assert_eq!(cancel.status(), 202);
 }
 
+/// `payer`: its `pay` tool waits for a person's decision, and says what it paid.
+const PAYER: &str = r#"name: payer
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: pay
+    kind: process
+    effect: read_only
+    approval: always
+    parameters: {type: object, properties: {amount: {type: integer}}}
+    command: [python3, -c, "import json,sys; print(json.dumps({'paid': json.load(sys.stdin)['amount']}))"]
+"#;
+
+const PAY_SCRIPT: &str = r#"
+replies:
+  - match: "pay 5"
+    turn: 1
+    tool_calls: [{id: p1, name: pay, arguments: {amount: 5}}]
+  - match: "pay 5"
+    turn: 2
+    content: "Paid."
+  - match: "pay 9"
+    turn: 1
+    tool_calls: [{id: p2, name: pay, arguments: {amount: 9}}]
+  - match: "pay 9"
+    turn: 2
+    content: "Not paid."
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupt_is_a_parked_call_and_command_resume_decides_it() {
+    let server = mock_server(PAY_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let key = new_key(
+        &site.path().join("keys.toml"),
+        "team",
+        &["--scopes", "submit,read,operate,approve"],
+    );
+    site.put_bundle("payer", PAYER);
+    let daemon = site.start();
+    let got = driver(&daemon, &key, "interrupt", &[]).await;
+
+    // The stream ends at the park with the call's interrupt.
+    let parked = got["parked"].as_array().unwrap();
+    assert_eq!(parked.last().unwrap()[0], "end", "{parked:?}");
+    let updates = of(parked, "updates");
+    let interrupt = &updates.last().unwrap()["__interrupt__"][0];
+    let request = &interrupt["value"]["action_requests"][0];
+    assert_eq!(
+        (&request["name"], &request["args"]),
+        (&json!("pay"), &json!({"amount": 5})),
+        "{interrupt}"
+    );
+    let id = interrupt["id"].as_str().unwrap();
+    let job = interrupt["value"]["job_id"].as_str().unwrap();
+    let call = interrupt["value"]["call_id"].as_str().unwrap();
+    let digest = interrupt["value"]["digest"].as_str().unwrap();
+    assert_eq!(id, format!("{job}/{digest}/{call}"));
+    // The thread's state and the thread show it.
+    let state = &got["state"];
+    assert_eq!(state["interrupts"], json!([interrupt]));
+    assert_eq!(state["next"], json!(["tools"]));
+    assert_eq!(state["tasks"][0]["name"], "tools");
+    assert_eq!(state["tasks"][0]["interrupts"], json!([interrupt]));
+    assert_eq!(got["thread"]["status"], "interrupted");
+    let by_task: Vec<&Value> = got["thread"]["interrupts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .collect();
+    assert_eq!(by_task, [&json!([interrupt])]);
+    // A resume names the interrupt the thread waits on, and only resumes.
+    assert_eq!(
+        (&got["stale"], &got["no_resume"]),
+        (&json!(422), &json!(422))
+    );
+
+    // Resumed with an edit: the same run goes on from the park and pays 7.
+    let resumed = got["resumed"].as_array().unwrap();
+    assert_eq!(resumed[0][1]["run_id"], job, "{resumed:?}");
+    assert_eq!(updated_nodes(resumed), ["tools", "model"]);
+    let paid = &of(resumed, "updates")[0]["tools"]["messages"][0];
+    let content: Value = serde_json::from_str(paid["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content, json!({"paid": 7}), "{paid}");
+    assert_eq!(resumed.last().unwrap()[0], "end");
+    let after = &got["after"];
+    assert_eq!(message_types(after), ["human", "ai", "tool", "ai"]);
+    assert_eq!(after["values"]["messages"][3]["content"], "Paid.");
+    assert_eq!(
+        (&after["interrupts"], &after["next"]),
+        (&json!([]), &json!([]))
+    );
+    assert_eq!(got["nothing_parked"], 409);
+    // The decision went the one way every decision goes: recorded, by the key.
+    let http = client_as(&key);
+    let events = job_events(&http, &daemon, job).await;
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "ApprovalDecided")
+        .unwrap();
+    assert_eq!(
+        (&decided["decision"], &decided["by"]),
+        (&json!("edit"), &json!("team")),
+        "{decided}"
+    );
+    // Rejected with a message: the model reads it; the call never ran.
+    let denied = &got["denied"]["messages"];
+    assert_eq!(denied[2]["status"], "error", "{denied}");
+    assert!(
+        denied[2]["content"].as_str().unwrap().contains("too much"),
+        "{denied}"
+    );
+    assert_eq!(denied[3]["content"], "Not paid.");
+
+    // LangGraph's JS SDK: the same interrupt, approved with a Command.
+    let js = js_client(&daemon, &key, "interrupt").await;
+    let js_parked = js["parked"].as_array().unwrap();
+    let js_interrupt = &of(js_parked, "updates").last().unwrap()["__interrupt__"][0];
+    assert_eq!(
+        js_interrupt["value"]["action_requests"][0]["name"], "pay",
+        "{js}"
+    );
+    assert_eq!(js["state"]["interrupts"], json!([js_interrupt]));
+    let resumed = &js["resumed"]["messages"];
+    let content: Value = serde_json::from_str(resumed[2]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content, json!({"paid": 5}), "{js}");
+    assert_eq!(resumed[3]["content"], "Paid.");
+}
+
 /// `waiter`: its `wait` tool ends once `release` exists.
 fn waiter(release: &std::path::Path) -> String {
     format!(
@@ -324,6 +454,64 @@ impl Drop for Release {
     fn drop(&mut self) {
         let _ = std::fs::write(&self.0, "");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_wait_is_kept_alive_and_read_as_its_values() {
+    let server = mock_server(WAIT_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let key = new_key(
+        &site.path().join("keys.toml"),
+        "team",
+        &["--scopes", "submit,read,operate"],
+    );
+    let release = site.path().join("release");
+    site.put_bundle("waiter", &waiter(&release));
+    let _release = Release(release.clone());
+    let daemon = site.start();
+    let http = client_as(&key);
+    for thread in ["raw", "sdk"] {
+        let (status, _) = post_json(&http, &daemon, "/threads", json!({"thread_id": thread})).await;
+        assert_eq!(status, 200);
+    }
+
+    // On the wire: the headers at once, a newline each heartbeat (1 s
+    // here) while the run waits on its tool, then the values.
+    let mut response = http
+        .post(daemon.url("/threads/raw/runs/wait"))
+        .json(&json!({"assistant_id": "waiter", "input": {"messages": [{"role": "user", "content": "gate"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-location"]
+            .to_str()
+            .unwrap()
+            .starts_with("/threads/raw/runs/")
+    );
+    let first = response.chunk().await.unwrap().unwrap();
+    assert_eq!(&first[..], b"\n");
+    std::fs::write(&release, "").unwrap();
+    let mut body = first.to_vec();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+    }
+    let values: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        message_types(&json!({"values": values})),
+        ["human", "ai", "tool", "ai"]
+    );
+    std::fs::remove_file(&release).unwrap();
+
+    // LangGraph's Python client reads such an answer as the values.
+    let opener = release.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        std::fs::write(&opener, "").unwrap();
+    });
+    let waited = driver(&daemon, &key, "long_wait", &["sdk"]).await;
+    assert_eq!(waited["messages"][3]["content"], "Opened.", "{waited}");
 }
 
 const WAIT_SCRIPT: &str = r#"

@@ -143,3 +143,12 @@ pub(super) async fn take(
         });
     Ok(changed.job)
 }
+
+/// An interrupt id's job, digest and call: `<job>/<digest>/<call>`, the id
+/// AG-UI's and LangGraph's clients answer an interrupt by.
+pub(super) fn interrupt_parts(id: &str) -> Option<(JobId, &str, &str)> {
+    let mut parts = id.splitn(3, '/');
+    let (job, digest, call) = (parts.next()?, parts.next()?, parts.next()?);
+    (!job.is_empty() && !digest.is_empty() && !call.is_empty())
+        .then(|| (JobId::from(job), digest, call))
+}

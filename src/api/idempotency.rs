@@ -11,11 +11,14 @@ use crate::types::text;
 
 /// The idempotency key from the body field or, failing that, the
 /// `Idempotency-Key` header. A blank key would silently make unrelated
-/// submissions share one job, so it is refused rather than ignored.
+/// submissions share one job, so it is refused rather than ignored; a
+/// header that is no key is refused even where the body's wins (a request
+/// the document calls invalid is refused, whatever else it carries).
 pub(super) fn idempotency_key(
     body: Option<String>,
     headers: &HeaderMap,
 ) -> Result<Option<String>, ApiError> {
+    let header = idempotency_header(headers)?;
     if let Some(key) = body {
         if text::is_blank(&key) {
             return Err(ApiError::field(
@@ -26,7 +29,7 @@ pub(super) fn idempotency_key(
         }
         return Ok(Some(key));
     }
-    idempotency_header(headers)
+    Ok(header)
 }
 
 /// The `Idempotency-Key` header, as every route that reads it reads it: a

@@ -27,6 +27,9 @@ tools:
 /// What the mock model answers the runs: `2+3` calls `add`, then answers.
 pub const RUN_SCRIPT: &str = r#"
 replies:
+  - match: "slowly"
+    delay_ms: 30000
+    content: "too late"
   - match: "hello"
     content: "Hello there."
   - match: "again"

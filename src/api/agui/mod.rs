@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 
 use super::AppState;
 use super::admission::{Submission, admit, known_bundle};
+use super::approvals::interrupt_parts;
 use super::auth::Caller;
 use super::body::{JsonBody, Path};
 use super::chat_input::chat_of;
@@ -30,7 +31,7 @@ use super::feed::job_feed;
 use super::trace_context::CallerTrace;
 use crate::access::policy::Action;
 use crate::approval::{Decision, Verdict};
-use crate::queue::{Job, JobId, NewJob};
+use crate::queue::{Job, NewJob};
 use events::{AguiStreamEvent, Run};
 
 /// AG-UI's `RunAgentInput`: the parts the daemon reads; the rest (tools,
@@ -271,14 +272,6 @@ async fn resume(
     let (id, after) = resumed.ok_or_else(|| ApiError::internal("a resume without entries"))?;
     let job = caller.stored_job(state, Action::ReadJob, &id).await?;
     Ok((job, after))
-}
-
-/// An interrupt id's job, digest and call.
-fn interrupt_parts(id: &str) -> Option<(JobId, &str, &str)> {
-    let mut parts = id.splitn(3, '/');
-    let (job, digest, call) = (parts.next()?, parts.next()?, parts.next()?);
-    (!job.is_empty() && !digest.is_empty() && !call.is_empty())
-        .then(|| (JobId::from(job), digest, call))
 }
 
 /// Why a resume entry decides nothing, naming the entry's field at fault.

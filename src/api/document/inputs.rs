@@ -16,7 +16,7 @@ use schemars::transform::Transform;
 use serde_json::Value;
 
 use super::super::auth::Caller;
-use super::super::body::{JsonBody, ListQuery, Path, Query, WireBody};
+use super::super::body::{JsonBody, JsonList, ListQuery, Path, Query, WireBody};
 use super::super::trace_context::CallerTrace;
 use super::bounds::IntegerBounds;
 use super::shapes::{API_KEY, BEARER, errors, header, json_media, require};
@@ -64,6 +64,20 @@ impl<T: JsonSchema> OperationInput for JsonBody<T> {
                 ),
             ],
         )
+    }
+}
+
+/// A JSON body that is a list of `T`s.
+impl<T: JsonSchema> OperationInput for JsonList<T> {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        json_request_body::<Vec<T>>(ctx, operation);
+    }
+
+    fn inferred_early_responses(
+        ctx: &mut GenContext,
+        operation: &mut Operation,
+    ) -> Vec<(Option<DocStatus>, openapi::Response)> {
+        JsonBody::<T>::inferred_early_responses(ctx, operation)
     }
 }
 

@@ -14,9 +14,10 @@ use serde_json::{Map, Value};
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path};
-use super::super::conversations::conversation;
+use super::super::conversations::{conversation, jobs_of};
 use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
+use super::interrupts;
 use super::listing::has_metadata;
 use super::state::{self, Checkpoint, ThreadState};
 use super::threads::{not_found, own_thread};
@@ -93,9 +94,22 @@ async fn state_at(
             )
         })?),
     };
-    Ok(place
+    let mut found = place
         .and_then(|at| state::at(id, &all, at))
-        .unwrap_or_else(|| state::empty(id)))
+        .unwrap_or_else(|| state::empty(id));
+    // At its latest step, a thread whose run is parked for a person waits
+    // on the call's interrupt: the task `tools`, next.
+    if checkpoint.is_none()
+        && let Some(newest) = jobs_of(state, caller.name(), id).await?.last()
+    {
+        let interrupts = interrupts::of_job(newest);
+        if !interrupts.is_empty() {
+            found.tasks = vec![interrupts::waiting_task(newest, &interrupts)];
+            found.next = vec!["tools"];
+            found.interrupts = interrupts;
+        }
+    }
+    Ok(found)
 }
 
 /// `GET /threads/{thread_id}/state` in the API document.

@@ -13,17 +13,25 @@
 //! - `state`: a thread's checkpoints, one per durable step, which
 //!   `history` serves (its state, one checkpoint, its history);
 //! - `runs`: runs are jobs (a run request read into a job, a job's run
-//!   view), served by `run_routes`, and streamed by `stream_routes`
+//!   view), served by `run_routes` (and `batch`: several at once), and
+//!   streamed by `stream_routes`
 //!   through `stream` (LangGraph's events of a job, in each of the
 //!   `stream_modes` asked);
+//! - `interrupts`: a call parked for a person as LangGraph's interrupt,
+//!   which a run's `command.resume` answers (`resume`, through the one
+//!   decision path);
+//! - `waiting`: a run's wait kept alive until its answer;
 //! - `listing`: how every search pages, sorts, filters and selects.
 
 mod assistants;
+mod batch;
 mod graph;
 mod history;
 mod ids;
+mod interrupts;
 mod listing;
 mod messages;
+mod resume;
 mod run_routes;
 mod runs;
 mod state;
@@ -31,6 +39,7 @@ mod stream;
 mod stream_modes;
 mod stream_routes;
 mod threads;
+mod waiting;
 
 use aide::axum::ApiRouter;
 use aide::axum::routing::{delete_with, get_with, patch_with, post_with};
@@ -95,6 +104,10 @@ fn run_routes() -> ApiRouter<AppState> {
                 SubmitJob,
                 post_with(run_routes::wait_stateless, run_routes::wait_doc),
             ),
+        )
+        .api_route(
+            "/runs/batch",
+            with(SubmitJob, post_with(batch::batch, batch::batch_doc)),
         )
         .merge(stream_routes())
 }

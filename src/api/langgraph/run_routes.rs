@@ -25,11 +25,13 @@ use super::super::job_actions::{delete_ended, settled};
 use super::super::trace_context::CallerTrace;
 use super::listing::{self, page};
 use super::messages;
-use super::runs::{self, Run, RunRequest, RunStatus};
+use super::resume;
+use super::runs::{self, Multitask, Run, RunRequest, RunStatus};
 use super::state;
 use super::threads::own_thread;
+use super::waiting::kept_alive;
 use crate::access::policy::Action;
-use crate::queue::{Created, Job, JobId};
+use crate::queue::{Created, Job, JobId, JobState};
 
 fn thread_not_found(id: &str) -> ApiError {
     ApiError::new(
@@ -48,18 +50,19 @@ fn run_not_found(thread: &str, run: &str) -> ApiError {
 }
 
 /// Readies the caller's thread `id` for a new run: made first when
-/// `if_not_exists` is `create`, refused while one of its runs is queued or
-/// running. Whether the run is its first.
+/// `if_not_exists` is `create`; while one of its runs is queued or running,
+/// refused, or that run stopped first (`multitask`). Whether the run is
+/// its first.
 async fn ready_thread(
     state: &AppState,
     caller: &Caller,
     id: &str,
-    if_not_exists: Option<&str>,
+    request: &RunRequest,
 ) -> Result<bool, ApiError> {
     let owner = caller.name();
     let thread = match state.queue.thread(owner, id).await? {
         Some(thread) => thread,
-        None if if_not_exists == Some("create") => {
+        None if request.if_not_exists.as_deref() == Some("create") => {
             check_id(id).map_err(|_| {
                 ApiError::field(
                     ErrorCode::InvalidRequest,
@@ -76,15 +79,56 @@ async fn ready_thread(
         }
         None => return Err(thread_not_found(id)),
     };
-    if thread.busy {
-        return Err(ApiError::new(
+    if !thread.busy {
+        return Ok(thread.newest.is_none());
+    }
+    match runs::multitask_of(request)? {
+        Multitask::Reject => Err(ApiError::new(
             ErrorCode::InvalidState,
             format!(
-                "thread {id:?} is busy: a run of it is queued or running (multitask_strategy `reject`); wait for it (GET /threads/{id}/runs) or cancel it, then run again"
+                "thread {id:?} is busy: a run of it is queued or running (multitask_strategy `reject`); wait for it (GET /threads/{id}/runs), cancel it, or send `interrupt` or `rollback` to stop it first"
             ),
-        ));
+        )),
+        Multitask::Enqueue => Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "multitask_strategy",
+            format!(
+                "thread {id:?} is busy and `enqueue` is not served: a thread runs one run at a time here; wait for its run (GET /threads/{id}/runs), or send `interrupt` or `rollback` to stop it first"
+            ),
+        )),
+        strategy => {
+            stop_busy(state, caller, id, strategy == Multitask::Rollback).await?;
+            let thread = state.queue.thread(owner, id).await?;
+            Ok(thread.is_none_or(|t| t.newest.is_none()))
+        }
     }
-    Ok(thread.newest.is_none())
+}
+
+/// Stops the caller's thread `id`'s runs that are queued or running, before
+/// a new run starts: cancelled (as the key may cancel: scope `operate`),
+/// their steps so far kept; with `delete`, deleted too, as if they never
+/// ran.
+async fn stop_busy(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    delete: bool,
+) -> Result<(), ApiError> {
+    let busy = jobs_of(state, caller.name(), id)
+        .await?
+        .into_iter()
+        .filter(|job| matches!(job.state, JobState::Queued | JobState::Running));
+    for job in busy {
+        caller.stored_job(state, Action::CancelJob, &job.id).await?;
+        if let Some(changed) = state.queue.cancel(&job.id).await? {
+            settled(state, changed);
+        }
+        let ended = wait_finished(state, &job.id).await?;
+        if delete && ended.state.is_terminal() {
+            delete_ended(state, caller, &job.id).await?;
+        }
+    }
+    Ok(())
 }
 
 /// `answer` with the run's address in `Content-Location`.
@@ -132,7 +176,7 @@ pub(super) async fn start_on_thread(
     request: &RunRequest,
     job: Option<JobId>,
 ) -> Result<Job, ApiError> {
-    let first = ready_thread(state, caller, id, request.if_not_exists.as_deref()).await?;
+    let first = ready_thread(state, caller, id, request).await?;
     runs::start(state, caller, trace, request, Some((id, first)), job).await
 }
 
@@ -140,7 +184,10 @@ pub(super) async fn start_on_thread(
 /// on a thread or stateless).
 pub(super) const START_REFUSALS: [(u16, &str); 4] = [
     (404, "No such thread or assistant for the key"),
-    (409, "The thread has a run queued or running"),
+    (
+        409,
+        "The thread has a run queued or running; or a resume, and no run of it is parked",
+    ),
     (
         422,
         "A field is invalid, or one the daemon does not take, named",
@@ -154,7 +201,9 @@ pub(super) fn create_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
         .summary("Start a run: a job of the assistant's bundle, continuing the thread")
         .description(
             "Admitted as any submit. `Content-Location` names the run. A run on a thread \
-             that has a run queued or running is a 409 (`multitask_strategy` `reject`).",
+             that has a run queued or running is a 409 (`multitask_strategy` `reject`), or \
+             stops that run first (`interrupt`: cancelled; `rollback`: cancelled and deleted). \
+             With `command.resume`, the thread's parked run goes on instead.",
         )
         .response_with::<200, Json<Run>, _>(|r| r.description("The run, pending"));
     answers(op, &START_REFUSALS)
@@ -168,8 +217,23 @@ pub async fn create(
     Path(id): Path<String>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let job = start_on_thread(&state, &caller, &trace, &id, &request, None).await?;
+    let job = match runs::command_of(&request) {
+        Some(command) => resume_on_thread(&state, &caller, &id, command).await?,
+        None => start_on_thread(&state, &caller, &trace, &id, &request, None).await?,
+    };
     Ok(located(&job, Json(runs::view(&job))))
+}
+
+/// Resumes the caller's thread `id`'s parked run with `command`: the job,
+/// going on.
+async fn resume_on_thread(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    command: &Value,
+) -> Result<Job, ApiError> {
+    let pending = resume::find(state, caller, id, command).await?;
+    Ok(resume::take(state, caller, pending).await?.job)
 }
 
 /// A run wait in the API document.
@@ -190,10 +254,29 @@ pub async fn wait(
     Path(id): Path<String>,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
-    let job = start_on_thread(&state, &caller, &trace, &id, &request, None).await?;
-    let ended = wait_finished(&state, &job.id).await?;
-    let values = values_after(&state, &caller, &ended).await?;
-    Ok(located(&ended, Json(values)))
+    let job = match runs::command_of(&request) {
+        Some(command) => resume_on_thread(&state, &caller, &id, command).await?,
+        None => start_on_thread(&state, &caller, &trace, &id, &request, None).await?,
+    };
+    Ok(located(
+        &job,
+        answered_when_ended(state, caller, job.id.clone(), false),
+    ))
+}
+
+/// The values of job `id` once it ended or parked, kept alive meanwhile
+/// (`waiting`); with `delete`, its job deleted after (a stateless run's
+/// `on_completion`).
+fn answered_when_ended(state: AppState, caller: Caller, id: JobId, delete: bool) -> Response {
+    let heartbeat = state.sse_heartbeat;
+    kept_alive(heartbeat, async move {
+        let ended = wait_finished(&state, &id).await?;
+        let values = values_after(&state, &caller, &ended).await?;
+        if delete && ended.state.is_terminal() {
+            state.queue.delete_finished(&ended.id).await?;
+        }
+        Ok(values)
+    })
 }
 
 /// Whether a stateless run's job goes once it ended (`on_completion`).
@@ -245,12 +328,10 @@ pub async fn wait_stateless(
 ) -> Result<Response, ApiError> {
     let delete = deleted_after(&request)?;
     let job = runs::start(&state, &caller, &trace, &request, None, None).await?;
-    let ended = wait_finished(&state, &job.id).await?;
-    let values = values_after(&state, &caller, &ended).await?;
-    if delete && ended.state.is_terminal() {
-        state.queue.delete_finished(&ended.id).await?;
-    }
-    Ok(located(&ended, Json(values)))
+    Ok(located(
+        &job,
+        answered_when_ended(state, caller, job.id.clone(), delete),
+    ))
 }
 
 /// The caller's run `run` of its thread `thread`, for `action`.
@@ -310,10 +391,9 @@ pub async fn join(
     State(state): State<AppState>,
     caller: Caller,
     Path((thread, run)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let job = run_of(&state, &caller, Action::ReadJob, &thread, &run).await?;
-    let ended = wait_finished(&state, &job.id).await?;
-    Ok(Json(values_after(&state, &caller, &ended).await?))
+    Ok(answered_when_ended(state, caller, job.id, false))
 }
 
 /// `?wait=` and `?action=` of a run's cancel.

@@ -34,10 +34,12 @@ pub struct RunRequest {
     /// any other keys, which become the job's variables.
     #[serde(default)]
     pub input: Option<Value>,
-    /// Only `null` for now: a parked call is decided with
-    /// `POST /v1/jobs/{id}/approvals/{call}`.
+    /// `{"resume": …}` on a thread whose run is parked for a person
+    /// (`interrupted`): the answer to its interrupt — `{"type": "approve"}`,
+    /// `{"type": "edit", "edited_action": {"name", "args"}}`,
+    /// `{"type": "reject", "message"?}`, `true`/`false`, or those keyed by
+    /// the interrupt's id — and the parked run goes on.
     #[serde(default)]
-    #[schemars(with = "Option<()>")]
     pub command: Option<Value>,
     #[serde(default)]
     pub metadata: Option<Map<String, Value>>,
@@ -48,9 +50,12 @@ pub struct RunRequest {
     /// Values that become the job's variables.
     #[serde(default)]
     pub context: Option<Map<String, Value>>,
-    /// `reject` (the default): a run on a busy thread is a 409.
+    /// What a run on a thread with a run queued or running does:
+    /// `reject` (the default: a 409), `interrupt` (that run is cancelled,
+    /// its steps kept) or `rollback` (cancelled and deleted); `enqueue` is
+    /// refused on a busy thread.
     #[serde(default)]
-    #[schemars(extend("enum" = ["reject", null]))]
+    #[schemars(extend("enum" = ["reject", "interrupt", "rollback", "enqueue", null]))]
     pub multitask_strategy: Option<String>,
     /// A URL the daemon POSTs the job's changes to (as a job's `webhook`).
     #[serde(default)]
@@ -139,7 +144,8 @@ pub struct Run {
     pub status: RunStatus,
     /// The metadata the client sent.
     pub metadata: Map<String, Value>,
-    /// Always `reject`.
+    /// What the run was asked to do on a busy thread (`reject` unless it
+    /// said otherwise).
     pub multitask_strategy: String,
     /// What the client sent beside: `input`, `config`, `context`, …
     pub kwargs: Map<String, Value>,
@@ -161,7 +167,9 @@ pub(super) fn view(job: &Job) -> Run {
         updated_at: job.updated_at.clone(),
         status: RunStatus::of(job),
         metadata: object("metadata"),
-        multitask_strategy: "reject".to_string(),
+        multitask_strategy: field("multitask_strategy")
+            .and_then(|s| s.as_str().map(str::to_string))
+            .unwrap_or_else(|| "reject".to_string()),
         kwargs: object("kwargs"),
     }
 }
@@ -198,12 +206,17 @@ fn given(value: Option<&Value>) -> bool {
     }
 }
 
+/// The command of a run on a thread that resumes its parked run, if given.
+pub(super) fn command_of(request: &RunRequest) -> Option<&Value> {
+    request.command.as_ref().filter(|c| given(Some(c)))
+}
+
 /// Refuses what a run request asks that the daemon does not do, by name.
 fn refusals(request: &RunRequest) -> Result<(), ApiError> {
     if given(request.command.as_ref()) {
         return Err(refused(
             "command",
-            "a run does not take a command yet: decide a parked call with POST /v1/jobs/{id}/approvals/{call} (its thread's status is `interrupted`)",
+            "a stateless run has no interrupt to resume: send the command with a run on the thread whose run is parked (its status `interrupted`)",
         ));
     }
     for (field, value) in [
@@ -225,12 +238,34 @@ fn refusals(request: &RunRequest) -> Result<(), ApiError> {
     }
     Modes::of_value(request.rest.get("stream_mode"))?;
     cancelled_on_disconnect(request)?;
+    multitask_of(request).map(|_| ())
+}
+
+/// What a run does on a thread whose run is queued or running
+/// (`multitask_strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Multitask {
+    /// Refused: a 409.
+    Reject,
+    /// That run is cancelled (its steps so far stay the thread's), then
+    /// this one starts.
+    Interrupt,
+    /// That run is cancelled and deleted, then this one starts.
+    Rollback,
+    /// Refused on a busy thread: a thread runs one run at a time.
+    Enqueue,
+}
+
+pub(super) fn multitask_of(request: &RunRequest) -> Result<Multitask, ApiError> {
     match request.multitask_strategy.as_deref() {
-        None | Some("reject") => Ok(()),
+        None | Some("reject") => Ok(Multitask::Reject),
+        Some("interrupt") => Ok(Multitask::Interrupt),
+        Some("rollback") => Ok(Multitask::Rollback),
+        Some("enqueue") => Ok(Multitask::Enqueue),
         Some(other) => Err(refused(
             "multitask_strategy",
             format!(
-                "multitask_strategy {other:?} is not served yet: send `reject` (a run on a busy thread is a 409; wait for its run, or cancel it, then run again)"
+                "multitask_strategy {other:?} is not one of `reject`, `interrupt`, `rollback`, `enqueue`"
             ),
         )),
     }
@@ -337,8 +372,26 @@ fn run_meta(request: &RunRequest, assistant_id: &str) -> Value {
     json!({
         "assistant_id": assistant_id,
         "metadata": request.metadata.clone().unwrap_or_default(),
+        "multitask_strategy": request.multitask_strategy.as_deref().unwrap_or("reject"),
         "kwargs": kwargs,
     })
+}
+
+/// Checks a run request as [`start`] does, without starting it (a batch
+/// checks every run before it starts any).
+pub(super) fn checked(
+    state: &AppState,
+    caller: &Caller,
+    request: &RunRequest,
+) -> Result<(), ApiError> {
+    refusals(request)?;
+    {
+        let snapshot = state.registry.snapshot();
+        assistants::found(&snapshot, caller, &request.assistant_id)?;
+    }
+    input_of(request)?;
+    run_at(request.after_seconds)?;
+    Ok(())
 }
 
 /// Admits a run: on `thread` (the caller's conversation, `first` when it

@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Value, json};
 
+use super::interrupts::interrupt;
 use super::messages::{Step, StepKind, chunk};
 use super::stream_modes::{Mode, Modes};
 use crate::events::live::{Progress, Token};
@@ -451,9 +452,9 @@ impl Translator {
         json!({ "messages": messages })
     }
 
-    /// The interrupt of a job parked for a person: each call it waits on,
-    /// as LangChain's human-in-the-loop request (the chat front ends draw
-    /// it), with the daemon's own address for the decision.
+    /// The interrupt of a job parked for a person: each call it waits on
+    /// (`interrupts::interrupt`), or an operator's resolve for a call of
+    /// unknown outcome.
     pub fn interrupted(&mut self, why: Option<&str>) -> Vec<Frame> {
         let interrupts: Vec<Value> = match self.parked.is_empty() {
             true => vec![json!({
@@ -464,7 +465,20 @@ impl Translator {
                 },
                 "id": format!("{}/needs_attention", self.run.job),
             })],
-            false => self.parked.iter().map(interrupt).collect(),
+            false => self
+                .parked
+                .iter()
+                .map(|call| {
+                    let run = call["run_id"].as_str().unwrap_or_default();
+                    interrupt(
+                        run.split('/').next().unwrap_or(run),
+                        call["call_id"].as_str().unwrap_or_default(),
+                        call["tool"].as_str().unwrap_or_default(),
+                        &call["arguments"],
+                        call["digest"].as_str().unwrap_or_default(),
+                    )
+                })
+                .collect(),
         };
         let (mode, event) = match self.modes.has(Mode::Updates) {
             true => (Mode::Updates, "updates"),
@@ -492,30 +506,6 @@ impl Translator {
         });
         frames
     }
-}
-
-/// One parked call as an interrupt: its id is AG-UI's form of the same
-/// call (`<job>/<digest>/<call>`).
-fn interrupt(call: &Value) -> Value {
-    let run = call["run_id"].as_str().unwrap_or_default();
-    let call_id = call["call_id"].as_str().unwrap_or_default();
-    let digest = call["digest"].as_str().unwrap_or_default();
-    let job = run.split('/').next().unwrap_or(run);
-    json!({
-        "value": {
-            "action_requests": [{
-                "name": call["tool"], "args": call["arguments"],
-                "description": format!("{} waits for a person's decision", call["tool"].as_str().unwrap_or("a tool call")),
-            }],
-            "review_configs": [{
-                "action_name": call["tool"],
-                "allowed_decisions": ["approve", "edit", "reject"],
-            }],
-            "job_id": job, "call_id": call_id, "digest": digest,
-            "decide": format!("POST /v1/jobs/{job}/approvals/{call_id}"),
-        },
-        "id": format!("{job}/{digest}/{call_id}"),
-    })
 }
 
 #[cfg(test)]

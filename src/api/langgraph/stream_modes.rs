@@ -106,3 +106,15 @@ impl Modes {
         self.0.contains(&mode)
     }
 }
+
+/// The schema of a `stream_mode` parameter: a mode's name, or a list of
+/// them; `""` is none (what LangGraph's Python client sends for none).
+pub(super) fn names_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = std::iter::once("").chain(Mode::names()).collect();
+    schemars::json_schema!({
+        "anyOf": [
+            {"type": "string", "enum": names},
+            {"type": "array", "items": {"type": "string", "enum": names}},
+        ],
+    })
+}

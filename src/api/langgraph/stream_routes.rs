@@ -30,12 +30,13 @@ use super::super::sse::resume_point;
 use super::super::trace_context::CallerTrace;
 use super::ids;
 use super::messages::{Step, StepKind, steps_of};
+use super::resume;
 use super::run_routes::{
     START_REFUSALS, delete_when_ended, deleted_after, located, run_of, start_on_thread,
 };
 use super::runs::{self, RunRequest, RunStatus};
 use super::state;
-use super::stream::{Frame, RunInfo, Translator};
+use super::stream::{Frame, PER_EVENT, RunInfo, Translator};
 use super::stream_modes::Modes;
 use crate::access::policy::Action;
 use crate::events::{Event, EventEnvelope, JobStatus};
@@ -104,6 +105,25 @@ pub async fn stream(
 ) -> Result<Response, ApiError> {
     let modes = Modes::of_value(request.rest.get("stream_mode"))?;
     let cancel = runs::cancelled_on_disconnect(&request)?;
+    if let Some(command) = runs::command_of(&request) {
+        // The parked run goes on: followed from before the decision, told
+        // from after what its stream told up to the park.
+        let pending = resume::find(&state, &caller, &thread, command).await?;
+        let feed = listen_first(&state, &caller, &pending.job.id)?;
+        let resumed = resume::take(&state, &caller, pending).await?;
+        let after = (resumed.after_seq + 1).saturating_mul(PER_EVENT) - 1;
+        let follower = Follower::open(
+            &state,
+            &caller,
+            resumed.job,
+            modes,
+            Some(after),
+            feed,
+            cancel,
+        )
+        .await?;
+        return Ok(answer(&state, follower));
+    }
     let id = JobId::new();
     let feed = listen_first(&state, &caller, &id)?;
     let job = start_on_thread(&state, &caller, &trace, &thread, &request, Some(id)).await?;
@@ -137,6 +157,7 @@ pub struct JoinQuery {
     /// The modes to stream (repeat the parameter for several); the run's
     /// own when absent.
     #[serde(default)]
+    #[schemars(schema_with = "super::stream_modes::names_schema")]
     pub stream_mode: Option<Texts>,
     /// `true`/`1`: cancel the run when this client goes.
     #[serde(default)]

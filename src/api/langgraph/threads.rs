@@ -19,9 +19,10 @@ use serde_json::{Map, Value};
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path};
-use super::super::conversations::{check_id, conversation};
+use super::super::conversations::{check_id, conversation, jobs_of};
 use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
+use super::interrupts;
 use super::listing::{self, SortOrder, has_metadata, page};
 use super::state;
 use crate::access::policy::Action;
@@ -242,6 +243,20 @@ pub(super) async fn view(
 ) -> Result<Thread, ApiError> {
     let status = status(&thread);
     let values = state::values(&state::checkpoints(state, owner, &thread.id).await?);
+    // Its interrupts by the task that waits on them.
+    let mut interrupts = Map::new();
+    if status == ThreadStatus::Interrupted
+        && let Some(newest) = jobs_of(state, owner, &thread.id).await?.last()
+    {
+        let waiting = interrupts::of_job(newest);
+        if !waiting.is_empty() {
+            let task = interrupts::waiting_task(newest, &waiting);
+            interrupts.insert(
+                task["id"].as_str().unwrap_or_default().to_string(),
+                Value::Array(waiting),
+            );
+        }
+    }
     Ok(Thread {
         thread_id: thread.id,
         created_at: rfc3339(thread.created_at),
@@ -251,7 +266,7 @@ pub(super) async fn view(
         context: Map::new(),
         status,
         values,
-        interrupts: Map::new(),
+        interrupts,
     })
 }
 

@@ -113,9 +113,24 @@ async function stream(client) {
   };
 }
 
+async function interrupt(client) {
+  const thread = (await client.threads.create()).thread_id;
+  const parked = await collect(
+    client.runs.stream(thread, "payer", {
+      input: { messages: [{ type: "human", content: "pay 5" }] },
+      streamMode: ["updates"],
+    }),
+  );
+  const state = await client.threads.getState(thread);
+  const resumed = await client.runs.wait(thread, "payer", {
+    command: { resume: { type: "approve" } },
+  });
+  return { parked, state, resumed };
+}
+
 async function main() {
   const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
-  const scenarios = { assistants, threads, runs, stream };
+  const scenarios = { assistants, threads, runs, stream, interrupt };
   console.log(JSON.stringify(await scenarios[scenario](client)));
 }
 

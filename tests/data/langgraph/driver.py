@@ -9,16 +9,19 @@ import asyncio
 import json
 import sys
 
+import httpx
+
 from langgraph_sdk import get_client
 from langgraph_sdk.errors import APIError
 
 
 async def status_of(call):
-    """The HTTP status a call ended with (200 when it answered)."""
+    """The HTTP status a call ended with (200 when it answered); `wait` raises
+    httpx's own error rather than the SDK's."""
     try:
         await call
         return 200
-    except APIError as error:
+    except (APIError, httpx.HTTPStatusError) as error:
         return error.response.status_code
 
 
@@ -149,12 +152,19 @@ async def runs(client):
     result["command"] = await status_of(
         runs.create(thread, "adder", command={"resume": True})
     )
-    result["enqueue"] = await status_of(
-        runs.create(thread, "adder", input=ask, multitask_strategy="enqueue")
-    )
     result["no_input"] = await status_of(runs.create(thread, "adder", input=None))
     result["unknown_assistant"] = await status_of(runs.create(thread, "nope", input=ask))
     result["no_thread"] = await status_of(runs.create("missing-thread", "adder", input=ask))
+    hello = {"messages": [{"role": "user", "content": "hello"}]}
+    batch = await runs.create_batch([
+        {"assistant_id": "adder", "input": hello, "on_completion": "keep", "metadata": {"n": 1}},
+        {"assistant_id": "adder", "input": hello, "metadata": {"n": 2}},
+    ])
+    result["batch"] = batch
+    result["batch_bad"] = await status_of(
+        runs.create_batch([{"assistant_id": "adder", "input": hello}, {"assistant_id": "nope", "input": hello}])
+    )
+    result["batch_bad_body"] = await status_of(runs.create_batch([]))
     made = await runs.create("made-by-run", "adder", input=ask, if_not_exists="create")
     result["made_by_run"] = await runs.join("made-by-run", made["run_id"])
 
@@ -170,6 +180,27 @@ async def runs(client):
     await runs.delete(slow_thread, slow["run_id"])
     result["deleted"] = await status_of(runs.get(slow_thread, slow["run_id"]))
     result["other_thread_run"] = await status_of(runs.get(slow_thread, run_id))
+
+    # Double texting: `interrupt` and `rollback` stop the thread's run first;
+    # `enqueue` is refused on a busy thread.
+    texting = (await client.threads.create())["thread_id"]
+    hello = {"messages": [{"role": "user", "content": "hello"}]}
+    first = await runs.create(texting, "adder", input={"messages": [{"role": "user", "content": "slow"}]})
+    result["enqueue"] = await status_of(
+        runs.create(texting, "adder", input=hello, multitask_strategy="enqueue")
+    )
+    second = await runs.create(texting, "adder", input=hello, multitask_strategy="interrupt")
+    result["interrupting"] = second
+    result["after_interrupt"] = await runs.join(texting, second["run_id"])
+    result["interrupted"] = await runs.get(texting, first["run_id"])
+    third = await runs.create(
+        texting, "adder", input={"messages": [{"role": "user", "content": "slowly"}]}
+    )
+    result["after_rollback"] = await runs.wait(
+        texting, "adder", input=hello, multitask_strategy="rollback"
+    )
+    result["rolled_back"] = await status_of(runs.get(texting, third["run_id"]))
+    result["texting_runs"] = [run["status"] for run in await runs.list(texting)]
     return result
 
 
@@ -221,6 +252,52 @@ async def stream(client):
     }
 
 
+async def interrupt(client):
+    """A run parked for a person: its interrupt in the stream, the state and
+    the thread; resumed with Command(resume=...) by edit, and by reject."""
+    runs = client.runs
+    thread = (await client.threads.create())["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "pay 5"}]}
+    parked = await collect(
+        runs.stream(thread, "payer", input=ask, stream_mode=["values", "updates"])
+    )
+    state = await client.threads.get_state(thread)
+    result = {
+        "parked": parked,
+        "state": state,
+        "thread": await client.threads.get(thread),
+        "stale": await status_of(
+            runs.wait(thread, "payer", command={"resume": {"j/sha256:0/c": {"type": "approve"}}})
+        ),
+        "no_resume": await status_of(runs.wait(thread, "payer", command={"goto": "tools"})),
+    }
+    edit = {"type": "edit", "edited_action": {"name": "pay", "args": {"amount": 7}}}
+    result["resumed"] = await collect(
+        runs.stream(
+            thread, "payer", command={"resume": {state["interrupts"][0]["id"]: edit}},
+            stream_mode="updates",
+        )
+    )
+    result["after"] = await client.threads.get_state(thread)
+    result["nothing_parked"] = await status_of(
+        runs.wait(thread, "payer", command={"resume": True})
+    )
+    other = (await client.threads.create())["thread_id"]
+    await runs.wait(other, "payer", input={"messages": [{"role": "user", "content": "pay 9"}]})
+    result["denied"] = await runs.wait(
+        other, "payer",
+        command={"resume": {"decisions": [{"type": "reject", "message": "too much"}]}},
+    )
+    return result
+
+
+async def long_wait(client, thread):
+    """A run waited for longer than the daemon's heartbeat: its answer
+    comes after keep-alive newlines."""
+    ask = {"messages": [{"role": "user", "content": "gate"}]}
+    return await client.runs.wait(thread, "waiter", input=ask)
+
+
 async def rejoin(client, thread):
     """One streamed run on `thread`, each part printed as it comes (the test
     restarts the daemon meanwhile: the SDK joins the run again)."""
@@ -238,7 +315,10 @@ async def main():
     if scenario == "rejoin":
         await rejoin(client, *args)
         return
-    scenarios = {"assistants": assistants, "threads": threads, "runs": runs, "stream": stream}
+    scenarios = {
+        "assistants": assistants, "threads": threads, "runs": runs, "stream": stream,
+        "interrupt": interrupt, "long_wait": long_wait,
+    }
     result = await scenarios[scenario](client, *args)
     print(json.dumps(result, default=str))
 
