@@ -540,6 +540,13 @@ async fn runs_are_jobs_on_threads_or_stateless() {
     // thread's), `rollback` deletes it too; `enqueue` on a busy thread is
     // refused by name.
     assert_eq!(got["enqueue"], 422);
+    // A run that would be refused stops nothing.
+    assert_eq!(got["bad_interrupt"], 422);
+    assert!(
+        ["pending", "running"].contains(&got["still_running"].as_str().unwrap()),
+        "{}",
+        got["still_running"]
+    );
     assert_eq!(got["interrupting"]["multitask_strategy"], "interrupt");
     assert_eq!(got["interrupted"]["status"], "interrupted");
     assert_eq!(

@@ -97,6 +97,9 @@ async fn ready_thread(
             ),
         )),
         strategy => {
+            // The new run is checked before the busy one is stopped: a
+            // request that would be refused stops nothing.
+            runs::checked(state, caller, request)?;
             stop_busy(state, caller, id, strategy == Multitask::Rollback).await?;
             let thread = state.queue.thread(owner, id).await?;
             Ok(thread.is_none_or(|t| t.newest.is_none()))

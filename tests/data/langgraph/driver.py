@@ -189,6 +189,10 @@ async def runs(client):
     result["enqueue"] = await status_of(
         runs.create(texting, "adder", input=hello, multitask_strategy="enqueue")
     )
+    result["bad_interrupt"] = await status_of(
+        runs.create(texting, "adder", input=None, multitask_strategy="interrupt")
+    )
+    result["still_running"] = (await runs.get(texting, first["run_id"]))["status"]
     second = await runs.create(texting, "adder", input=hello, multitask_strategy="interrupt")
     result["interrupting"] = second
     result["after_interrupt"] = await runs.join(texting, second["run_id"])
