@@ -14,6 +14,7 @@ use common::daemon::{Site, client_as, eventually, get, job_events, new_key, post
 use common::langgraph::{ADDER, RUN_SCRIPT, driver, js_client, message_types};
 use common::{mock_server, python_langgraph, repo};
 use serde_json::{Value, json};
+use structured_agents::mock::MockServer;
 use tokio::io::AsyncBufReadExt;
 
 /// The parts of `parts` (`[event, data, id]`) with event `name`: their data.
@@ -61,15 +62,22 @@ fn updated_nodes(parts: &[Value]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_run_streams_in_every_mode_and_is_joined_again() {
-    let server = mock_server(RUN_SCRIPT).await;
+/// A site over the mock model server answering `script`, and the key
+/// `team` with `scopes` in its keys file (the daemon not started yet).
+async fn keyed_site(script: &str, scopes: &str) -> (MockServer, Site, String) {
+    let server = mock_server(script).await;
     let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
     let key = new_key(
         &site.path().join("keys.toml"),
         "team",
-        &["--scopes", "submit,read,operate"],
+        &["--scopes", scopes],
     );
+    (server, site, key)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_streams_in_every_mode_and_is_joined_again() {
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read,operate").await;
     site.put_bundle("adder", ADDER);
     let daemon = site.start();
 
@@ -248,13 +256,7 @@ async fn a_run_streams_in_every_mode_and_is_joined_again() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_run_whose_client_goes_is_cancelled_when_it_asked() {
-    let server = mock_server(RUN_SCRIPT).await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", "submit,read,operate"],
-    );
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read,operate").await;
     site.put_bundle("adder", ADDER);
     let daemon = site.start();
     let http = client_as(&key);
@@ -335,13 +337,7 @@ replies:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupt_is_a_parked_call_and_command_resume_decides_it() {
-    let server = mock_server(PAY_SCRIPT).await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", "submit,read,operate,approve"],
-    );
+    let (_server, site, key) = keyed_site(PAY_SCRIPT, "submit,read,operate,approve").await;
     site.put_bundle("payer", PAYER);
     let daemon = site.start();
     let got = driver(&daemon, &key, "interrupt", &[]).await;
@@ -458,13 +454,7 @@ impl Drop for Release {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_long_wait_is_kept_alive_and_read_as_its_values() {
-    let server = mock_server(WAIT_SCRIPT).await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", "submit,read,operate"],
-    );
+    let (_server, site, key) = keyed_site(WAIT_SCRIPT, "submit,read,operate").await;
     let release = site.path().join("release");
     site.put_bundle("waiter", &waiter(&release));
     let _release = Release(release.clone());
@@ -526,13 +516,7 @@ replies:
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sdk_joins_a_stream_again_across_a_daemon_restart() {
-    let server = mock_server(WAIT_SCRIPT).await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", "submit,read,operate"],
-    );
+    let (_server, site, key) = keyed_site(WAIT_SCRIPT, "submit,read,operate").await;
     let release = site.path().join("release");
     site.put_bundle("waiter", &waiter(&release));
     // The killed daemon's tool outlives it: it ends whatever the test does.
