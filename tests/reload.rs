@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::daemon::{Daemon, Site, client, eventually, file_lines, get, submit, wait_terminal};
+use common::daemon::{Daemon, Site, client, eventually, get, submit, wait_terminal};
 use common::{mock_server, python};
 use serde_json::{Value, json};
 
@@ -492,8 +492,11 @@ async fn a_tool_plugin_dropped_in_loads_its_bundle_without_a_restart() {
 /// The daemon events an observer plugin's file holds (`{"daemon_event":
 /// {...}}` lines) and the kernel events (every other line).
 fn audit_lines(path: &Path) -> (Vec<Value>, Vec<Value>) {
-    let (daemon, kernel): (Vec<Value>, Vec<Value>) = file_lines(path)
-        .iter()
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // The observer may be writing a line (in pieces): only finished ones.
+    let finished = text.rfind('\n').map_or("", |end| &text[..end]);
+    let (daemon, kernel): (Vec<Value>, Vec<Value>) = finished
+        .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .partition(|v| v.get("daemon_event").is_some());
     (
@@ -550,11 +553,21 @@ async fn an_observer_plugin_dropped_in_hears_the_next_job_and_each_daemon_event_
     assert!(!audit.exists(), "no observer plugin is loaded yet");
 
     drop_plugin(&site, "libsa_plugin_audit_observer.so");
-    // The observer opens its file when it starts.
+    // The observer opens its file when it starts, inside the reload and so
+    // before the reload's snapshot serves it: a job leased in between is
+    // not heard. `plugin_loaded` is published once that snapshot serves,
+    // and the observer hears it: the next job is heard.
     eventually(
         Duration::from_secs(30),
-        "the watcher loads and starts the observer plugin",
-        || async { audit.exists().then_some(()) },
+        "the watcher loads the observer plugin and serves it",
+        || async {
+            let loaded = audit.exists()
+                && audit_lines(&audit)
+                    .0
+                    .iter()
+                    .any(|e| e["type"] == "plugin_loaded" && e["name"] == "audit");
+            loaded.then_some(())
+        },
     )
     .await;
 
