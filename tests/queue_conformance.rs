@@ -1770,6 +1770,116 @@ pub async fn conversations_list_in_order_and_are_forgotten(q: Arc<dyn JobQueue>)
     assert_eq!(q.forget_conversation(None, "nope").await.unwrap(), (0, 0));
 }
 
+/// LangGraph's store: a key's items under namespaces, replaced by a put of
+/// the same namespace and key (created_at kept), read under a namespace
+/// (never a sibling whose name only starts alike), most recently updated
+/// first, each key's its own; an item with a time to live is gone once
+/// unread that long, and a refreshing read starts it again.
+pub async fn store_items_are_per_key_and_expire_unread(q: Arc<dyn JobQueue>) {
+    use structured_agents::queue::NewItem;
+    let item = |namespace: &str, key: &str, value: serde_json::Value, ttl_ms| NewItem {
+        namespace: namespace.into(),
+        key: key.into(),
+        value: value.as_object().cloned().unwrap(),
+        index: json!(["title"]),
+        ttl_ms,
+    };
+    q.put_item("alice", item("docs.a", "one", json!({"v": 1}), None))
+        .await
+        .unwrap();
+    q.put_item("alice", item("docs.ab", "two", json!({"v": 2}), None))
+        .await
+        .unwrap();
+    q.put_item("alice", item("docs.a.deep", "three", json!({"v": 3}), None))
+        .await
+        .unwrap();
+    q.put_item("bob", item("docs.a", "one", json!({"v": "bob"}), None))
+        .await
+        .unwrap();
+    let first = q
+        .item("alice", "docs.a", "one", true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.value["v"], 1);
+    assert_eq!(first.index, json!(["title"]));
+    assert_eq!(first.ttl_ms, None);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    q.put_item("alice", item("docs.a", "one", json!({"v": 10}), None))
+        .await
+        .unwrap();
+    let replaced = q
+        .item("alice", "docs.a", "one", false)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(replaced.value["v"], 10);
+    assert_eq!(replaced.created_at, first.created_at);
+    assert!(replaced.updated_at > first.updated_at, "{replaced:?}");
+    assert_eq!(
+        q.item("bob", "docs.a", "one", false)
+            .await
+            .unwrap()
+            .unwrap()
+            .value["v"],
+        "bob"
+    );
+    assert_eq!(q.item("carol", "docs.a", "one", false).await.unwrap(), None);
+
+    // Under `docs.a`: itself and beneath, not `docs.ab`; the newest first.
+    let under: Vec<String> = q
+        .items_under("alice", "docs.a", 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|item| format!("{}/{}", item.namespace, item.key))
+        .collect();
+    assert_eq!(under, ["docs.a/one", "docs.a.deep/three"]);
+    assert_eq!(q.items_under("alice", "", 100).await.unwrap().len(), 3);
+    assert_eq!(q.items_under("alice", "", 1).await.unwrap().len(), 1);
+    assert_eq!(
+        q.item_namespaces("alice", 100).await.unwrap(),
+        ["docs.a", "docs.a.deep", "docs.ab"]
+    );
+
+    assert!(q.delete_item("alice", "docs.ab", "two").await.unwrap());
+    assert!(!q.delete_item("alice", "docs.ab", "two").await.unwrap());
+    assert_eq!(
+        q.item("alice", "docs.ab", "two", false).await.unwrap(),
+        None
+    );
+
+    // A time to live: gone once unread that long, kept by a refreshing
+    // read (the margins are seconds: a slow machine cannot flip them).
+    q.put_item("alice", item("ttl", "brief", json!({}), Some(1)))
+        .await
+        .unwrap();
+    q.put_item("alice", item("ttl", "kept", json!({}), Some(3_000)))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    assert_eq!(q.item("alice", "ttl", "brief", true).await.unwrap(), None);
+    assert!(
+        q.item("alice", "ttl", "kept", true)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    // 4 s after the put, 2 s after the refreshing read: still there.
+    assert!(
+        q.item("alice", "ttl", "kept", false)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(q.items_under("alice", "ttl", 10).await.unwrap().len(), 1);
+    q.touch_items("alice", vec![("ttl".into(), "kept".into())])
+        .await
+        .unwrap();
+    assert_eq!(q.item_namespaces("alice", 100).await.unwrap().len(), 3);
+}
+
 /// A job of `owner` in conversation `conversation`.
 /// A thread is a key's conversation with its client's metadata: made before
 /// any job or by the first job naming it, its metadata merged, where it
@@ -2739,6 +2849,8 @@ pub async fn a_schedules_fire_is_recorded_by_one_handler_only(q: Arc<dyn JobQueu
         last_job: None,
         last_outcome: None,
         missed_fires: 0,
+        created_at: 0,
+        updated_at: 0,
     })
     .await
     .unwrap();
@@ -3148,6 +3260,7 @@ macro_rules! suite {
             case!(conversations_list_in_order_and_are_forgotten);
             case!(conversations_are_per_key);
             case!(threads_carry_metadata_and_their_jobs_say_where_they_stand);
+            case!(store_items_are_per_key_and_expire_unread);
             case!(counts_narrow_to_one_owner);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);

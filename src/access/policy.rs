@@ -69,6 +69,11 @@ pub enum Action {
     WriteConversation,
     /// Delete a conversation's turns.
     DeleteConversation,
+    /// Read the key's items of LangGraph's store: get, search, list
+    /// namespaces.
+    ReadStore,
+    /// Put or delete the key's items of LangGraph's store.
+    WriteStore,
     /// List bundles, read one, its card, its prompts, the agent directory.
     ReadBundle,
     /// Move a bundle's waiting jobs to its current version.
@@ -111,7 +116,7 @@ pub enum Kind {
 
 impl Action {
     /// Every action, in the order docs/security.md lists them.
-    pub const ALL: [Action; 28] = [
+    pub const ALL: [Action; 30] = [
         Action::SubmitJob,
         Action::RerunJob,
         Action::ForkJob,
@@ -127,6 +132,8 @@ impl Action {
         Action::ReadConversation,
         Action::WriteConversation,
         Action::DeleteConversation,
+        Action::ReadStore,
+        Action::WriteStore,
         Action::ReadBundle,
         Action::MigrateJobs,
         Action::VerifyBundle,
@@ -160,6 +167,8 @@ impl Action {
             Action::ReadConversation => "read_conversation",
             Action::WriteConversation => "write_conversation",
             Action::DeleteConversation => "delete_conversation",
+            Action::ReadStore => "read_store",
+            Action::WriteStore => "write_store",
             Action::ReadBundle => "read_bundle",
             Action::MigrateJobs => "migrate_jobs",
             Action::VerifyBundle => "verify_bundle",
@@ -191,10 +200,14 @@ impl Action {
             // job once it has ended, is part of having it.
             | Action::WriteConversation
             | Action::DeleteConversation
+            // A key's memory is written by the agents it runs: part of
+            // running them.
+            | Action::WriteStore
             | Action::DeleteJob => Scope::Submit,
             Action::ReadJob
             | Action::ListJobs
             | Action::ReadConversation
+            | Action::ReadStore
             | Action::ReadBundle
             | Action::ReadSchedule
             // A client that follows its own task sets where it is pushed.
@@ -219,6 +232,7 @@ impl Action {
             Action::ReadJob
             | Action::ListJobs
             | Action::ReadConversation
+            | Action::ReadStore
             | Action::ReadBundle
             | Action::ReadSchedule => Kind::Read,
             // A rerun or fork reads its source; the new job is a submit.
@@ -234,6 +248,7 @@ impl Action {
             | Action::WritePushConfig
             | Action::WriteConversation
             | Action::DeleteConversation
+            | Action::WriteStore
             | Action::DeleteJob
             | Action::MigrateJobs
             | Action::ReleaseBundle

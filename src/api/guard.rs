@@ -14,7 +14,7 @@
 //! The door's third rule, **JSON only** ([`json_only`], 415), is asked
 //! behind it, once the route is known and its caller authenticated (a
 //! caller without a key learns 401 first, a method the route does not serve
-//! is 405): a POST, PUT or PATCH that carries a body must say
+//! is 405): a POST, PUT, PATCH or DELETE that carries a body must say
 //! `Content-Type: application/json`. Browsers send `text/plain`, form posts
 //! and untyped blobs cross-origin without asking; a JSON request needs a
 //! CORS preflight, which the daemon never grants. A request without a body
@@ -131,13 +131,13 @@ pub async fn front_door(State(door): State<FrontDoor>, request: Request, next: N
     }
 }
 
-/// Refuses a request whose body is not JSON (415): a POST, PUT or PATCH
-/// with a body must say `Content-Type: application/json` (or a `+json`
+/// Refuses a request whose body is not JSON (415): a POST, PUT, PATCH or
+/// DELETE (LangGraph's store deletes by a body) with a body must say `Content-Type: application/json` (or a `+json`
 /// type); one without a body is an empty body, whatever it says. Asked by
 /// the authentication layer once the key is known (`auth::authenticate`),
 /// so every authenticated route gets the one rule.
 pub(super) fn json_only(method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
-    let changes = [Method::POST, Method::PUT, Method::PATCH].contains(method);
+    let changes = [Method::POST, Method::PUT, Method::PATCH, Method::DELETE].contains(method);
     if !changes || !has_body(headers) || is_json(header_str(headers, header::CONTENT_TYPE)) {
         return Ok(());
     }
@@ -231,6 +231,10 @@ mod tests {
         let empty_plain = [("content-type", "text/plain"), ("content-length", "0")];
         assert_eq!(media(Method::POST, &empty_plain), None);
         assert_eq!(media(Method::GET, &plain), None);
+        // LangGraph's store deletes by a body: JSON too.
+        assert_eq!(media(Method::DELETE, &plain), Some("media"));
+        assert_eq!(media(Method::DELETE, &json), None);
+        assert_eq!(media(Method::DELETE, &[]), None);
         let vendor = [
             (
                 "content-type",

@@ -27,6 +27,8 @@ mod decisions;
 mod driver;
 mod error;
 mod fair;
+mod item_calls;
+mod items;
 mod kind;
 mod leased;
 mod lifecycle;
@@ -58,6 +60,7 @@ pub use driver::Queue;
 pub use error::{NoAnswer, QueueError};
 pub(crate) use fair::ReadyKey;
 pub use fair::Shares;
+pub use items::{ITEMS_SCANNED, NAMESPACES_SCANNED, NewItem, SEPARATOR, StoredItem};
 pub use kind::{
     Asked, ControlError, Controls, EvalPin, EvalRun, JobKind, MAX_AGENTS_VARIABLE,
     ONLY_STAGE_VARIABLE, TOOLS_VARIABLE, VerifyRun,
@@ -78,7 +81,7 @@ pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply};
 pub use rules::{Decision, decide, decide_release, stamp_final};
 pub use schedules::{FireRecord, StoredSchedule};
-pub use seam::JobQueue;
+pub use seam::{ItemStore, JobQueue};
 pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
 pub use threads::{Created, StoredThread, THREADS_SCANNED, ThreadDeletion};

@@ -34,6 +34,13 @@ pub struct StoredSchedule {
     /// paused).
     #[serde(default)]
     pub missed_fires: u64,
+    /// When the store first took it, and last changed it (its spec, its
+    /// pause or a fire), ms since the epoch: the store's clock, never the
+    /// writer's (0 until stored).
+    #[serde(default)]
+    pub created_at: i64,
+    #[serde(default)]
+    pub updated_at: i64,
 }
 
 impl StoredSchedule {
@@ -56,6 +63,8 @@ impl StoredSchedule {
             last_job: None,
             last_outcome: None,
             missed_fires: 0,
+            created_at: 0,
+            updated_at: 0,
         }
     }
 }
@@ -78,8 +87,8 @@ pub struct FireRecord {
 
 /// The columns every schedule query selects, in the order
 /// [`schedule_from_row`] reads them.
-pub(crate) const SCHEDULE_COLUMNS: &str =
-    "id, source, spec, owner, paused, next_fire, last_fire, last_job, last_outcome, missed_fires";
+pub(crate) const SCHEDULE_COLUMNS: &str = "id, source, spec, owner, paused, next_fire, last_fire, last_job, last_outcome, missed_fires, \
+     created_at, updated_at";
 
 pub(crate) fn schedule_from_row(row: &impl Columns) -> Res<StoredSchedule> {
     Ok(StoredSchedule {
@@ -93,6 +102,8 @@ pub(crate) fn schedule_from_row(row: &impl Columns) -> Res<StoredSchedule> {
         last_job: row.text(7)?,
         last_outcome: row.text(8)?,
         missed_fires: row.req_int(9)?.max(0) as u64,
+        created_at: row.req_int(10)?,
+        updated_at: row.req_int(11)?,
     })
 }
 

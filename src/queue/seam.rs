@@ -12,9 +12,10 @@ use super::*;
 use crate::events::EventEnvelope;
 use crate::journal::JournalEntry;
 
-/// The seam between API, workers and storage.
+/// The seam between API, workers and storage (with [`ItemStore`], the
+/// items of LangGraph's store a key keeps in the same database).
 #[async_trait]
-pub trait JobQueue: Send + Sync {
+pub trait JobQueue: ItemStore + Send + Sync {
     async fn submit(&self, job: NewJob) -> Result<(Job, bool), QueueError>;
     /// Submits many jobs in one transaction (multi-row inserts), each
     /// answered as `submit` would, in order. All or nothing: a key reused
@@ -334,4 +335,45 @@ pub trait JobQueue: Send + Sync {
     /// Deletes `owner`'s thread `id` with its jobs (their events and
     /// journals), unless one of them has not ended.
     async fn delete_thread(&self, owner: &str, id: &str) -> Result<ThreadDeletion, QueueError>;
+}
+
+/// A key's items of LangGraph's store (`queue::items`), kept in the queue's
+/// database: part of every [`JobQueue`].
+#[async_trait]
+pub trait ItemStore: Send + Sync {
+    /// Writes `owner`'s item (LangGraph's store), replacing the one of its
+    /// namespace and key; the key's expired items go first.
+    async fn put_item(&self, owner: &str, item: NewItem) -> Result<(), QueueError>;
+    /// `owner`'s item unless missing or expired; `refresh`: its time to
+    /// live starts again (a write, only for an item that has one).
+    async fn item(
+        &self,
+        owner: &str,
+        namespace: &str,
+        key: &str,
+        refresh: bool,
+    ) -> Result<Option<StoredItem>, QueueError>;
+    /// Deletes `owner`'s item: whether there was one.
+    async fn delete_item(
+        &self,
+        owner: &str,
+        namespace: &str,
+        key: &str,
+    ) -> Result<bool, QueueError>;
+    /// `owner`'s live items in `namespace` or under it (`""`: all), the
+    /// most recently updated first, `limit` at most.
+    async fn items_under(
+        &self,
+        owner: &str,
+        namespace: &str,
+        limit: usize,
+    ) -> Result<Vec<StoredItem>, QueueError>;
+    /// Starts again the time to live of `owner`'s `items` (namespace, key).
+    async fn touch_items(
+        &self,
+        owner: &str,
+        items: Vec<(String, String)>,
+    ) -> Result<(), QueueError>;
+    /// `owner`'s namespaces holding a live item, in order, `limit` at most.
+    async fn item_namespaces(&self, owner: &str, limit: usize) -> Result<Vec<String>, QueueError>;
 }

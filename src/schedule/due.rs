@@ -2,11 +2,7 @@
 //! pure, so every daemon sharing a store computes the same fires (and so
 //! the same idempotency keys) from the same stored state.
 
-use chrono::{DateTime, TimeZone};
-use chrono_tz::Tz;
-use croner::Cron;
-
-use super::spec::{Missed, next_after};
+use super::spec::{Compiled, Missed, at_or_before, next_after};
 
 /// A fire handled this much after its time counts as on time; older ones
 /// were missed (no daemon ran then).
@@ -38,7 +34,7 @@ pub struct Due {
 /// long time costs at most the grace's fires, `max_catch_up` steps and
 /// the bounded count of the rest.
 pub fn due_fires(
-    compiled: &(Cron, Tz),
+    compiled: &Compiled,
     missed: Missed,
     max_catch_up: u32,
     next_fire: i64,
@@ -72,7 +68,7 @@ pub fn due_fires(
 
 /// How many fires from `newest` back to `oldest` (inclusive) there are:
 /// counted up to [`COUNT_WALK`], estimated from their rate past it.
-fn passed_over(compiled: &(Cron, Tz), newest: Option<i64>, oldest: i64) -> u64 {
+fn passed_over(compiled: &Compiled, newest: Option<i64>, oldest: i64) -> u64 {
     let Some(first) = newest.filter(|fire| *fire >= oldest) else {
         return 0;
     };
@@ -90,14 +86,6 @@ fn passed_over(compiled: &(Cron, Tz), newest: Option<i64>, oldest: i64) -> u64 {
     count
 }
 
-/// The fire at or before (`inclusive`) or strictly before `ms`.
-fn at_or_before((cron, tz): &(Cron, Tz), ms: i64, inclusive: bool) -> Option<i64> {
-    let at: DateTime<Tz> = tz.timestamp_millis_opt(ms).single()?;
-    cron.find_previous_occurrence(&at, inclusive)
-        .ok()
-        .map(|t| t.timestamp_millis())
-}
-
 /// The idempotency key of a schedule's fire: the same on every daemon, so
 /// the fire becomes one job however many daemons handle it.
 pub fn fire_key(schedule: &str, fire_ms: i64) -> String {
@@ -109,7 +97,7 @@ mod tests {
     use super::super::spec::ScheduleSpec;
     use super::*;
 
-    fn compiled(cron: &str, tz: &str) -> (Cron, Tz) {
+    fn compiled(cron: &str, tz: &str) -> Compiled {
         let spec: ScheduleSpec =
             serde_json::from_value(serde_json::json!({"cron": cron, "timezone": tz})).unwrap();
         spec.compile().unwrap()
@@ -165,6 +153,38 @@ mod tests {
         };
         assert!(bad("61 * * * *", "UTC").starts_with("schedule.cron:"));
         assert!(bad("* * * * *", "Mars/Olympus").starts_with("schedule.timezone:"));
+    }
+
+    /// `until` ends a schedule: no fire after it is next or due, and a
+    /// spec whose every fire would come after it never fires (refused).
+    #[test]
+    fn no_fire_comes_after_until() {
+        let spec = |until: &str| -> ScheduleSpec {
+            serde_json::from_value(serde_json::json!({"cron": HOURLY, "until": until})).unwrap()
+        };
+        let ending = spec("2099-01-01T10:30:00Z").compile().unwrap();
+        assert_eq!(
+            next_after(&ending, ms("2099-01-01T09:10:00Z")),
+            Some(ms("2099-01-01T10:00:00Z"))
+        );
+        assert_eq!(next_after(&ending, ms("2099-01-01T10:00:00Z")), None);
+        // Down from 09:00 past the end: only fires up to 10:00 count.
+        let due = due_fires(
+            &ending,
+            Missed::RunAll,
+            10,
+            ms("2099-01-01T09:00:00Z"),
+            ms("2099-01-01T12:30:00Z"),
+        );
+        assert_eq!(
+            due.fires,
+            [ms("2099-01-01T09:00:00Z"), ms("2099-01-01T10:00:00Z")]
+        );
+        assert_eq!(due.next, None);
+        let ended = spec("2020-01-01T00:00:00Z").compile().unwrap_err();
+        assert!(ended.to_string().starts_with("schedule.cron:"), "{ended}");
+        let bad = spec("tomorrow").compile().unwrap_err();
+        assert!(bad.to_string().starts_with("schedule.until:"), "{bad}");
     }
 
     const HOURLY: &str = "0 * * * *";

@@ -13,5 +13,5 @@ mod spec;
 mod turn;
 
 pub use due::{Due, due_fires, fire_key};
-pub use spec::{Missed, Overlap, ScheduleError, ScheduleSpec, Stored, next_after};
+pub use spec::{Compiled, Missed, Overlap, ScheduleError, ScheduleSpec, Stored, next_after};
 pub use turn::{LastJob, Turn, turn};

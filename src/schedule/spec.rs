@@ -26,8 +26,14 @@ pub enum ScheduleError {
         "schedule.timezone: {0:?} is not a time zone of the IANA database; write e.g. \"Europe/Berlin\" or \"UTC\""
     )]
     TimeZone(String),
-    #[error("schedule.cron: {0:?} never fires")]
+    #[error("schedule.cron: {0:?} never fires (before `until`, if it has one)")]
     Never(String),
+    #[error("schedule.until: {0:?} is not a time; write RFC 3339, e.g. \"2027-01-01T00:00:00Z\"")]
+    Until(String),
+    #[error(
+        "schedule.conversation: {0:?} is not a conversation id; use 1 to 128 letters, digits, `-`, `_`, `.` or `:`"
+    )]
+    Conversation(String),
     #[error("schedule.max_catch_up: {0} is out of range: 1 to {MAX_CATCH_UP}")]
     CatchUp(u32),
 }
@@ -89,6 +95,20 @@ pub struct ScheduleSpec {
     #[serde(default = "default_catch_up")]
     #[schemars(range(min = 1, max = MAX_CATCH_UP))]
     pub max_catch_up: u32,
+    /// No fire after this time (RFC 3339); none: the cron goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<chrono::DateTime<Utc>>")]
+    pub until: Option<String>,
+    /// Each fire's job continues this conversation of the schedule's key
+    /// (a LangGraph thread's cron); none: each fire's job is a
+    /// conversation of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = crate::types::text::ID_PATTERN))]
+    pub conversation: Option<String>,
+    /// Each fire's job's webhook (within `egress.allow`, checked at every
+    /// fire as every job's is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
 }
 
 fn utc() -> String {
@@ -116,11 +136,45 @@ fn default_catch_up() -> u32 {
 pub struct Stored {
     pub bundle: String,
     pub spec: ScheduleSpec,
+    /// What a LangGraph client sent with its cron (its metadata, the
+    /// assistant, the run's settings: `api/langgraph/crons.rs`), kept with
+    /// each fire's job as its run's (`jobs.run_meta`); none for every
+    /// other schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_meta: Option<Value>,
+}
+
+/// A spec's cron, its time zone and its end, checked: what says when it
+/// fires.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    cron: Cron,
+    tz: Tz,
+    /// No fire after this (ms since the epoch).
+    until: Option<i64>,
 }
 
 impl ScheduleSpec {
-    /// The cron and the time zone, checked.
-    pub fn compile(&self) -> Result<(Cron, Tz), ScheduleError> {
+    /// A spec of `cron` with every other field at its default (UTC, no
+    /// input, `missed: skip`, `overlap: skip`, …).
+    pub fn new(cron: String) -> Self {
+        Self {
+            cron,
+            timezone: utc(),
+            input: String::new(),
+            variables: Map::new(),
+            priority: 0,
+            missed: Missed::default(),
+            overlap: Overlap::default(),
+            max_catch_up: default_catch_up(),
+            until: None,
+            conversation: None,
+            webhook: None,
+        }
+    }
+
+    /// The cron, the time zone and the end, checked.
+    pub fn compile(&self) -> Result<Compiled, ScheduleError> {
         let cron = CronParser::builder()
             .seconds(Seconds::Optional)
             .build()
@@ -134,7 +188,20 @@ impl ScheduleSpec {
         if !(1..=MAX_CATCH_UP).contains(&self.max_catch_up) {
             return Err(ScheduleError::CatchUp(self.max_catch_up));
         }
-        let compiled = (cron, tz);
+        let until = match &self.until {
+            Some(until) => Some(
+                DateTime::parse_from_rfc3339(until)
+                    .map_err(|_| ScheduleError::Until(until.clone()))?
+                    .timestamp_millis(),
+            ),
+            None => None,
+        };
+        if let Some(id) = &self.conversation
+            && !crate::types::text::is_id(id)
+        {
+            return Err(ScheduleError::Conversation(id.clone()));
+        }
+        let compiled = Compiled { cron, tz, until };
         if next_after(&compiled, Utc::now().timestamp_millis()).is_none() {
             return Err(ScheduleError::Never(self.cron.clone()));
         }
@@ -143,10 +210,28 @@ impl ScheduleSpec {
 }
 
 /// The first fire strictly after `after_ms` (ms since the epoch), `None`
-/// when the cron never fires again.
-pub fn next_after((cron, tz): &(Cron, Tz), after_ms: i64) -> Option<i64> {
-    let after: DateTime<Tz> = tz.timestamp_millis_opt(after_ms).single()?;
-    cron.find_next_occurrence(&after, false)
+/// when the cron never fires again (or not before its `until`).
+pub fn next_after(compiled: &Compiled, after_ms: i64) -> Option<i64> {
+    let after: DateTime<Tz> = compiled.tz.timestamp_millis_opt(after_ms).single()?;
+    compiled
+        .cron
+        .find_next_occurrence(&after, false)
+        .ok()
+        .map(|t| t.timestamp_millis())
+        .filter(|fire| compiled.until.is_none_or(|until| *fire <= until))
+}
+
+/// The fire at or before (`inclusive`) or strictly before `ms`, never one
+/// after the spec's `until`.
+pub fn at_or_before(compiled: &Compiled, ms: i64, inclusive: bool) -> Option<i64> {
+    let (ms, inclusive) = match compiled.until {
+        Some(until) if until < ms => (until, true),
+        _ => (ms, inclusive),
+    };
+    let at: DateTime<Tz> = compiled.tz.timestamp_millis_opt(ms).single()?;
+    compiled
+        .cron
+        .find_previous_occurrence(&at, inclusive)
         .ok()
         .map(|t| t.timestamp_millis())
 }

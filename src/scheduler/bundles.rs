@@ -65,7 +65,7 @@ pub(super) async fn sync_bundles(
         let Ok(compiled) = spec.compile() else {
             continue; // refused by the bundle's load already
         };
-        let text = stored_spec(bundle.name(), spec);
+        let text = stored_spec(bundle.name(), spec, None);
         let held = stored
             .iter()
             .find(|s| s.id == bundle.name() && s.source == FROM_BUNDLE);
@@ -127,11 +127,17 @@ pub(super) async fn sync_bundles(
     Ok(())
 }
 
-/// A spec as the queue stores it (with its bundle).
-pub fn stored_spec(bundle: &str, spec: &crate::schedule::ScheduleSpec) -> String {
+/// A spec as the queue stores it (with its bundle, and what a LangGraph
+/// client sent with its cron).
+pub fn stored_spec(
+    bundle: &str,
+    spec: &crate::schedule::ScheduleSpec,
+    run_meta: Option<serde_json::Value>,
+) -> String {
     let stored = Stored {
         bundle: bundle.to_string(),
         spec: spec.clone(),
+        run_meta,
     };
     serde_json::to_string(&stored).unwrap_or_default()
 }

@@ -101,7 +101,7 @@ async fn take_turn(
     scheduler: &Scheduler,
     schedule: &StoredSchedule,
     stored: &Stored,
-    compiled: &(croner::Cron, chrono_tz::Tz),
+    compiled: &crate::schedule::Compiled,
     due: &Due,
     watched_since: i64,
 ) -> Result<Option<Taken>, crate::queue::QueueError> {
@@ -261,7 +261,7 @@ async fn cancel_last(scheduler: &Scheduler, last: &JobId) -> Result<(), crate::q
 
 /// The stored spec and its compiled cron; `None` (logged) when it no
 /// longer compiles (a time zone this binary lacks).
-fn parsed(schedule: &StoredSchedule) -> Option<(Stored, (croner::Cron, chrono_tz::Tz))> {
+fn parsed(schedule: &StoredSchedule) -> Option<(Stored, crate::schedule::Compiled)> {
     let stored: Stored = serde_json::from_str(&schedule.spec)
         .inspect_err(|e| tracing::warn!(schedule = %schedule.id, error = %e, "scheduler: the stored spec cannot be read; delete the schedule and make it again"))
         .ok()?;
@@ -300,6 +300,22 @@ async fn last_job(
         }))
 }
 
+/// The job a fire of `stored` submits (and a run outside the cron): the
+/// spec's input, variables, priority, conversation and webhook, and the
+/// LangGraph client's run settings when it is a cron.
+pub fn fire_job(stored: &Stored) -> NewJob {
+    NewJob {
+        bundle: stored.bundle.clone(),
+        input: stored.spec.input.clone(),
+        variables: stored.spec.variables.clone(),
+        priority: stored.spec.priority,
+        conversation_id: stored.spec.conversation.clone(),
+        webhook: stored.spec.webhook.clone(),
+        run_meta: stored.run_meta.clone(),
+        ..Default::default()
+    }
+}
+
 /// Submits one fire through admission; the job's id.
 async fn submit_fire(
     scheduler: &Scheduler,
@@ -308,12 +324,8 @@ async fn submit_fire(
     fire: i64,
 ) -> Result<String, NotAdmitted> {
     let job = NewJob {
-        bundle: stored.bundle.clone(),
-        input: stored.spec.input.clone(),
-        variables: stored.spec.variables.clone(),
-        priority: stored.spec.priority,
         idempotency_key: Some(fire_key(own_id(schedule), fire)),
-        ..Default::default()
+        ..fire_job(stored)
     };
     let id = scheduler
         .admission

@@ -24,6 +24,6 @@ mod run;
 mod seam;
 
 pub use bundles::{FROM_BUNDLE, own_id, stored_spec};
-pub use fire::pass_over_paused_fires;
+pub use fire::{fire_job, pass_over_paused_fires};
 pub use run::spawn;
 pub use seam::Scheduler;

@@ -2,10 +2,12 @@
 //! message dicts), rebuilt from each job's journal, one durable step at a
 //! time: the job's input as a human message, each recorded reply as an AI
 //! message with its tool calls, each recorded tool result as a tool
-//! message — whole, as the model saw it. Ids are the daemon's own and the
-//! same on every read (`<job>:in`, `<job>:t<turn>`,
-//! `<job>:t<turn>:<position>`), so a client that merges messages by id
-//! (`add_messages`) never doubles one.
+//! message — whole, as the model saw it. Ids are the same on every read:
+//! the human message keeps the id its client gave it (so a graph that
+//! sent it, `RemoteGraph` as a node, merges the answer without doubling
+//! it), every other is the daemon's (`<job>:in` for a human message sent
+//! without one, `<job>:t<turn>`, `<job>:t<turn>:<position>`), so a client
+//! that merges messages by id (`add_messages`) never doubles one.
 
 use serde_json::{Map, Value, json};
 
@@ -107,10 +109,25 @@ fn order(step: &str) -> Option<usize> {
 }
 
 fn human(job: &Job) -> Value {
+    let id = sent_id(job).unwrap_or_else(|| format!("{}:in", job.id));
     json!({
-        "type": "human", "id": format!("{}:in", job.id), "content": job.input,
+        "type": "human", "id": id, "content": job.input,
         "name": null, "additional_kwargs": {}, "response_metadata": {},
     })
+}
+
+/// The id the client gave the human message of a LangGraph run's input
+/// (kept with the job: `run_meta`), if it gave one.
+fn sent_id(job: &Job) -> Option<String> {
+    let messages = job.run_meta.as_ref()?["kwargs"]["input"]["messages"].as_array()?;
+    let human = messages
+        .iter()
+        .rev()
+        .find(|m| m["type"] == "human" || m["role"] == "user" || m["role"] == "human")?;
+    human["id"]
+        .as_str()
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
 }
 
 fn ai(job: &str, turn: u32, reply: &RecordedReply) -> Value {

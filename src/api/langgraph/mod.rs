@@ -9,7 +9,8 @@
 //! - `graph`: an assistant's graph, schemas and subgraphs;
 //! - `ids`: which bundle an assistant id names;
 //! - `threads`: threads are conversations (make, read, change, delete,
-//!   search, count), their `messages` rebuilt by `messages`;
+//!   search, count; `prune` deletes several), their `messages` rebuilt by
+//!   `messages`;
 //! - `state`: a thread's checkpoints, one per durable step, which
 //!   `history` serves (its state, one checkpoint, its history);
 //! - `runs`: runs are jobs (a run request read into a job, a job's run
@@ -21,20 +22,29 @@
 //!   which a run's `command.resume` answers (`resume`, through the one
 //!   decision path);
 //! - `waiting`: a run's wait kept alive until its answer;
+//! - `crons`: crons are the key's schedules, each fire the run request
+//!   (searched by `cron_search`);
+//! - `store`: LangGraph's store, a key's items under namespaces (what a
+//!   search keeps and ranks: `store_search`);
 //! - `listing`: how every search pages, sorts, filters and selects.
 
 mod assistants;
 mod batch;
+mod cron_search;
+mod crons;
 mod graph;
 mod history;
 mod ids;
 mod interrupts;
 mod listing;
 mod messages;
+mod prune;
 mod resume;
 mod run_routes;
 mod runs;
 mod state;
+mod store;
+mod store_search;
 mod stream;
 mod stream_modes;
 mod stream_routes;
@@ -42,7 +52,7 @@ mod threads;
 mod waiting;
 
 use aide::axum::ApiRouter;
-use aide::axum::routing::{delete_with, get_with, patch_with, post_with};
+use aide::axum::routing::{delete_with, get_with, patch_with, post_with, put_with};
 
 use super::AppState;
 use super::with;
@@ -51,6 +61,8 @@ pub(super) fn routes() -> ApiRouter<AppState> {
     assistant_routes()
         .merge(thread_routes())
         .merge(run_routes())
+        .merge(store_routes())
+        .merge(cron_routes())
 }
 
 fn run_routes() -> ApiRouter<AppState> {
@@ -163,6 +175,13 @@ fn thread_routes() -> ApiRouter<AppState> {
             ),
         )
         .api_route(
+            "/threads/prune",
+            with(
+                DeleteConversation,
+                post_with(prune::prune, prune::prune_doc),
+            ),
+        )
+        .api_route(
             "/threads/count",
             with(
                 ReadConversation,
@@ -209,6 +228,68 @@ fn thread_routes() -> ApiRouter<AppState> {
             with(
                 ReadConversation,
                 post_with(history::history, history::history_doc),
+            ),
+        )
+}
+
+fn cron_routes() -> ApiRouter<AppState> {
+    use crate::access::policy::Action::{CreateSchedule, ManageSchedule, ReadSchedule};
+    ApiRouter::new()
+        .api_route(
+            "/runs/crons",
+            with(CreateSchedule, post_with(crons::create, crons::create_doc)),
+        )
+        .api_route(
+            "/threads/{thread_id}/runs/crons",
+            with(
+                CreateSchedule,
+                post_with(crons::create_for_thread, crons::create_doc),
+            ),
+        )
+        .api_route(
+            "/runs/crons/search",
+            with(
+                ReadSchedule,
+                post_with(cron_search::search, cron_search::search_doc),
+            ),
+        )
+        .api_route(
+            "/runs/crons/count",
+            with(
+                ReadSchedule,
+                post_with(cron_search::count, cron_search::count_doc),
+            ),
+        )
+        .api_route(
+            "/runs/crons/{cron_id}",
+            with(ManageSchedule, patch_with(crons::update, crons::update_doc)).merge(with(
+                ManageSchedule,
+                delete_with(crons::delete, crons::delete_doc),
+            )),
+        )
+}
+
+fn store_routes() -> ApiRouter<AppState> {
+    use crate::access::policy::Action::{ReadStore, WriteStore};
+    ApiRouter::new()
+        .api_route(
+            "/store/items",
+            with(WriteStore, put_with(store::put, store::put_doc))
+                .merge(with(ReadStore, get_with(store::get, store::get_doc)))
+                .merge(with(
+                    WriteStore,
+                    delete_with(store::delete, store::delete_doc),
+                )),
+        )
+        .api_route(
+            "/store/items/search",
+            with(ReadStore, post_with(store::search, store::search_doc)),
+        )
+        .api_route(
+            "/store/namespaces",
+            with(
+                ReadStore,
+                post_with(store::list_namespaces, store::namespaces_doc),
             ),
         )
 }

@@ -31,7 +31,7 @@ use super::state;
 use super::threads::own_thread;
 use super::waiting::kept_alive;
 use crate::access::policy::Action;
-use crate::queue::{Created, Job, JobId, JobState};
+use crate::queue::{Created, Job, JobId, JobState, StoredThread};
 
 fn thread_not_found(id: &str) -> ApiError {
     ApiError::new(
@@ -49,6 +49,36 @@ fn run_not_found(thread: &str, run: &str) -> ApiError {
     )
 }
 
+/// The caller's thread `id`, made first when `if_not_exists` is `create`
+/// (a run's or a cron's); else the 404 of a thread it does not have.
+pub(super) async fn thread_for(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    if_not_exists: Option<&str>,
+) -> Result<StoredThread, ApiError> {
+    let owner = caller.name();
+    if let Some(thread) = state.queue.thread(owner, id).await? {
+        return Ok(thread);
+    }
+    if if_not_exists != Some("create") {
+        return Err(thread_not_found(id));
+    }
+    check_id(id).map_err(|_| {
+        ApiError::field(
+            ErrorCode::InvalidRequest,
+            "thread_id",
+            format!("invalid thread id {id:?}: use 1 to 128 letters, digits, `-`, `_`, `.` or `:`"),
+        )
+    })?;
+    caller.authorize(Action::WriteConversation, &conversation(owner), || {
+        thread_not_found(id)
+    })?;
+    match state.queue.create_thread(owner, id, Map::new()).await? {
+        Created::New(thread) | Created::Existing(thread) => Ok(thread),
+    }
+}
+
 /// Readies the caller's thread `id` for a new run: made first when
 /// `if_not_exists` is `create`; while one of its runs is queued or running,
 /// refused, or that run stopped first (`multitask`). Whether the run is
@@ -60,25 +90,7 @@ async fn ready_thread(
     request: &RunRequest,
 ) -> Result<bool, ApiError> {
     let owner = caller.name();
-    let thread = match state.queue.thread(owner, id).await? {
-        Some(thread) => thread,
-        None if request.if_not_exists.as_deref() == Some("create") => {
-            check_id(id).map_err(|_| {
-                ApiError::field(
-                    ErrorCode::InvalidRequest,
-                    "thread_id",
-                    format!("invalid thread id {id:?}: use 1 to 128 letters, digits, `-`, `_`, `.` or `:`"),
-                )
-            })?;
-            caller.authorize(Action::WriteConversation, &conversation(owner), || {
-                thread_not_found(id)
-            })?;
-            match state.queue.create_thread(owner, id, Map::new()).await? {
-                Created::New(thread) | Created::Existing(thread) => thread,
-            }
-        }
-        None => return Err(thread_not_found(id)),
-    };
+    let thread = thread_for(state, caller, id, request.if_not_exists.as_deref()).await?;
     if !thread.busy {
         return Ok(thread.newest.is_none());
     }

@@ -377,6 +377,64 @@ fn run_meta(request: &RunRequest, assistant_id: &str) -> Value {
     })
 }
 
+/// The bundle a run request's assistant is, once no field of it is
+/// refused.
+fn refused_or_bundle(
+    state: &AppState,
+    caller: &Caller,
+    request: &RunRequest,
+) -> Result<String, ApiError> {
+    refusals(request)?;
+    let snapshot = state.registry.snapshot();
+    let (entry, _) = assistants::found(&snapshot, caller, &request.assistant_id)?;
+    Ok(entry.name.clone())
+}
+
+/// What each fire of a cron gives its job: a run request read once, as
+/// [`start`] reads it, for a schedule to repeat (`crons`).
+pub(super) struct Template {
+    pub bundle: String,
+    /// The human message's text.
+    pub input: String,
+    pub variables: Map<String, Value>,
+    /// Kept with each fire's job for its run's view.
+    pub run_meta: Value,
+}
+
+/// A cron's run request as its fires' job; a 422 naming the field a cron
+/// cannot repeat.
+pub(super) fn template(
+    state: &AppState,
+    caller: &Caller,
+    request: &RunRequest,
+) -> Result<Template, ApiError> {
+    let bundle = refused_or_bundle(state, caller, request)?;
+    let JobInput {
+        text,
+        chat,
+        variables,
+    } = input_of(request)?;
+    if chat.is_some() {
+        return Err(refused(
+            "input.messages",
+            "a cron's input is one human message: each fire continues its thread (or starts alone) from it",
+        ));
+    }
+    if request.after_seconds.is_some() {
+        return Err(refused(
+            "after_seconds",
+            "a cron's runs start at its schedule's times",
+        ));
+    }
+    let run_meta = run_meta(request, &ids::assistant_id(&bundle));
+    Ok(Template {
+        bundle,
+        input: text,
+        variables,
+        run_meta,
+    })
+}
+
 /// Checks a run request as [`start`] does, without starting it (a batch
 /// checks every run before it starts any).
 pub(super) fn checked(
@@ -384,11 +442,7 @@ pub(super) fn checked(
     caller: &Caller,
     request: &RunRequest,
 ) -> Result<(), ApiError> {
-    refusals(request)?;
-    {
-        let snapshot = state.registry.snapshot();
-        assistants::found(&snapshot, caller, &request.assistant_id)?;
-    }
+    refused_or_bundle(state, caller, request)?;
     input_of(request)?;
     run_at(request.after_seconds)?;
     Ok(())
@@ -405,12 +459,7 @@ pub(super) async fn start(
     thread: Option<(&str, bool)>,
     id: Option<JobId>,
 ) -> Result<Job, ApiError> {
-    refusals(request)?;
-    let bundle = {
-        let snapshot = state.registry.snapshot();
-        let (entry, _) = assistants::found(&snapshot, caller, &request.assistant_id)?;
-        entry.name.clone()
-    };
+    let bundle = refused_or_bundle(state, caller, request)?;
     let JobInput {
         text: input,
         chat,

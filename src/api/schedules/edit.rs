@@ -45,14 +45,15 @@ pub async fn edit(
         ));
     }
     let before: Option<Stored> = serde_json::from_str(&schedule.spec).ok();
-    if before.is_none_or(|b| b.bundle != body.bundle) {
+    if before.as_ref().is_none_or(|b| b.bundle != body.bundle) {
         // Firing another bundle is making a schedule of it.
         caller.on_bundle(Action::CreateSchedule, &body.bundle, "bundle")?;
     }
     known_bundle(&state, &body.bundle, "bundle")?;
-    let next_fire = first_fire(&body.spec)?;
+    let next_fire = first_fire(&state, &body.spec)?;
     let edited = StoredSchedule {
-        spec: stored_spec(&body.bundle, &body.spec),
+        // A LangGraph cron stays one: its client's settings are kept.
+        spec: stored_spec(&body.bundle, &body.spec, before.and_then(|b| b.run_meta)),
         next_fire,
         ..schedule
     };

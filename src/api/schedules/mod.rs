@@ -30,7 +30,7 @@ use super::auth::Caller;
 use super::body::{JsonBody, Path, Query};
 use super::error::{ApiError, ErrorCode};
 use crate::access::policy::{Action, Resource};
-use crate::queue::{Job, NewJob, StoredSchedule, rfc3339};
+use crate::queue::{Job, StoredSchedule, rfc3339};
 use crate::schedule::{ScheduleSpec, Stored};
 use crate::scheduler::{FROM_BUNDLE, own_id, stored_spec};
 
@@ -148,7 +148,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ScheduleView>), ApiError> {
     caller.on_bundle(Action::CreateSchedule, &body.bundle, "bundle")?;
     known_bundle(&state, &body.bundle, "bundle")?;
-    let first = first_fire(&body.spec)?;
+    let first = first_fire(&state, &body.spec)?;
     let id = body.id.unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     if !is_id(&id) {
         return Err(ApiError::field(
@@ -169,7 +169,7 @@ pub async fn create(
     let schedule = StoredSchedule::new(
         Named::stored(caller.name(), &id),
         "api".into(),
-        stored_spec(&body.bundle, &body.spec),
+        stored_spec(&body.bundle, &body.spec, None),
         Some(caller.name().to_string()),
         first,
     );
@@ -182,8 +182,14 @@ pub async fn create(
 }
 
 /// The first fire of `spec` from now, or a 422 naming the field of the
-/// spec that does not compile.
-fn first_fire(spec: &ScheduleSpec) -> Result<Option<i64>, ApiError> {
+/// spec that does not compile (its webhook checked as a job's would be).
+pub(in crate::api) fn first_fire(
+    state: &AppState,
+    spec: &ScheduleSpec,
+) -> Result<Option<i64>, ApiError> {
+    if let Some(url) = &spec.webhook {
+        super::admission::check_callback(state, "webhook", url)?;
+    }
     let compiled = spec.compile().map_err(|e| {
         let text = e.to_string();
         let field = text
@@ -200,7 +206,7 @@ fn first_fire(spec: &ScheduleSpec) -> Result<Option<i64>, ApiError> {
 /// Refuses one more API schedule past `server.max_schedules` in all or the
 /// key's share (`server.max_schedules_per_key`): every schedule is a row the
 /// scheduler reads each second.
-fn held_within_caps(
+pub(in crate::api) fn held_within_caps(
     state: &AppState,
     caller: &Caller,
     schedules: &[StoredSchedule],
@@ -272,6 +278,11 @@ async fn authorized(
         .ok_or_else(|| not_found(id))?;
     caller.authorize(action, &Owned::of(&schedule).resource(), || not_found(id))?;
     Ok(schedule)
+}
+
+/// How an API schedule `id` of `owner` is stored (a LangGraph cron's too).
+pub(in crate::api) fn stored_id(owner: &str, id: &str) -> String {
+    Named::stored(owner, id)
 }
 
 /// The bundle a stored schedule fires (`None`: a spec this binary cannot
@@ -446,13 +457,7 @@ pub async fn run(
 ) -> Result<(StatusCode, Json<Job>), ApiError> {
     let schedule = authorized(&state, &caller, Action::RunSchedule, &id).await?;
     let stored: Stored = serde_json::from_str(&schedule.spec).map_err(|_| not_found(&id))?;
-    let job = NewJob {
-        bundle: stored.bundle,
-        input: stored.spec.input,
-        variables: stored.spec.variables,
-        priority: stored.spec.priority,
-        ..Default::default()
-    };
+    let job = crate::scheduler::fire_job(&stored);
     let (job, _) = admit(&state, &caller, Submission::new(job, "bundle")).await?;
     Ok((StatusCode::CREATED, Json(job)))
 }

@@ -62,6 +62,7 @@ macro_rules! operation {
 }
 
 mod delivery;
+mod item;
 mod jobs;
 mod queries;
 mod release;
@@ -69,6 +70,7 @@ mod schedule;
 mod thread;
 
 pub(crate) use delivery::*;
+pub(crate) use item::*;
 pub(crate) use jobs::*;
 pub(crate) use queries::*;
 pub(crate) use release::*;

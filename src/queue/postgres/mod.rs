@@ -28,6 +28,7 @@ mod dialect;
 mod ending;
 mod group;
 mod hot;
+mod items;
 mod lease;
 mod listen;
 mod notify;

@@ -46,6 +46,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0024_release_decisions.sql"),
     include_str!("migrations/0025_thread_metadata.sql"),
     include_str!("migrations/0026_run_meta.sql"),
+    include_str!("migrations/0027_store_items.sql"),
 ];
 
 /// The schema version this binary writes.

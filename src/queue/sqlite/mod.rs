@@ -4,6 +4,7 @@
 //! connection on the blocking pool (WAL readers never wait for the writer).
 
 mod dialect;
+mod items;
 mod outbox;
 mod releases;
 mod schedules;
@@ -52,6 +53,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0020_release_decisions.sql"),
     include_str!("migrations/0021_thread_metadata.sql"),
     include_str!("migrations/0022_run_meta.sql"),
+    include_str!("migrations/0023_store_items.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -97,6 +97,27 @@ EXCEPTED = {
         ]
     },
     ("PATCH /threads/{thread_id}/state", 422): {("invalid_request", "values")},
+    **{
+        (route, 422): {
+            ("invalid_request", "input"),
+            ("invalid_request", "messages"),
+            ("invalid_request", "webhook"),
+            ("invalid_request", "thread_id"),
+            ("invalid_request", "stream_mode"),
+            ("invalid_request", "on_disconnect"),
+            ("invalid_request", "command"),
+            ("invalid_request", "after_seconds"),
+            ("invalid_request", "cron"),
+            ("invalid_request", "timezone"),
+            ("invalid_request", "until"),
+            ("invalid_request", "body"),
+        }
+        for route in [
+            "POST /runs/crons",
+            "POST /threads/{thread_id}/runs/crons",
+            "PATCH /runs/crons/{cron_id}",
+        ]
+    },
 }
 
 

@@ -1,6 +1,6 @@
 // LangGraph's JS SDK (@langchain/langgraph-sdk, installed by ./scripts/test into
 // ~/.cache/structured-agents/langgraph-js) against the daemon: one scenario per
-// argument (the assistants a key sees; its threads; runs; streamed runs). Prints one JSON object for
+// argument (the assistants a key sees; its threads; runs; streamed runs; the store; crons). Prints one JSON object for
 // tests/langgraph.rs to check.
 //
 // Usage: node client.cjs SDK_MODULE_DIR URL API_KEY SCENARIO
@@ -128,9 +128,45 @@ async function interrupt(client) {
   return { parked, state, resumed };
 }
 
+async function store(client) {
+  const s = client.store;
+  await s.putItem(["js", "notes"], "n1", { title: "Durable agents", year: 2026 });
+  await s.putItem(["js", "notes"], "n2", { title: "Rust", year: 2024 }, { index: false });
+  await s.putItem(["js", "brief"], "b", { text: "soon gone" }, { ttl: 5 });
+  const got = await s.getItem(["js", "notes"], "n1");
+  const result = {
+    got,
+    unrefreshed: await s.getItem(["js", "brief"], "b", { refreshTtl: false }),
+    missing: await statusOf(s.getItem(["js", "notes"], "none")),
+    search: await s.searchItems(["js"], { filter: { year: { $lt: 2025 } } }),
+    query: await s.searchItems(["js"], { query: "durable" }),
+    namespaces: await s.listNamespaces({ prefix: ["js"], maxDepth: 2 }),
+  };
+  await s.deleteItem(["js", "notes"], "n1");
+  result.deleted = await statusOf(s.getItem(["js", "notes"], "n1"));
+  return result;
+}
+
+async function crons(client) {
+  const input = { messages: [{ role: "user", content: "hello" }] };
+  const made = await client.crons.create("adder", {
+    schedule: "0 9 * * *",
+    input,
+    metadata: { from: "js" },
+  });
+  const result = {
+    made,
+    search: await client.crons.search({ assistantId: "adder" }),
+    count: await client.crons.count({ assistantId: "adder" }),
+  };
+  await client.crons.delete(made.cron_id);
+  result.after = await client.crons.count();
+  return result;
+}
+
 async function main() {
   const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
-  const scenarios = { assistants, threads, runs, stream, interrupt };
+  const scenarios = { assistants, threads, runs, stream, interrupt, store, crons };
   console.log(JSON.stringify(await scenarios[scenario](client)));
 }
 

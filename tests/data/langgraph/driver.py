@@ -313,6 +313,132 @@ async def rejoin(client, thread):
     print(json.dumps(["done", None, None]), flush=True)
 
 
+async def store(client):
+    """Every store call the SDK makes, on the key's own store."""
+    s = client.store
+    await s.put_item(
+        ["docs", "team"], key="a", value={"title": "Durable agents", "year": 2026},
+        index=["title"],
+    )
+    await s.put_item(["docs", "team"], key="b", value={"title": "Rust notes", "year": 2024})
+    await s.put_item(
+        ["docs", "other"], key="c", value={"title": "Durable too", "year": 2020}, index=False
+    )
+    await s.put_item(["memories"], key="m", value={"text": "likes tea"}, ttl=60)
+    result = {
+        "get": await s.get_item(["docs", "team"], key="a"),
+        "get_unrefreshed": await s.get_item(["memories"], key="m", refresh_ttl=False),
+        "missing": await status_of(s.get_item(["docs", "team"], key="zzz")),
+        "search_all": await s.search_items(["docs"]),
+        "search_everything": await s.search_items([], limit=100),
+        "search_filter": await s.search_items(["docs"], filter={"year": {"$gte": 2024}}),
+        "search_eq": await s.search_items(["docs"], filter={"title": "Rust notes"}),
+        "search_query": await s.search_items(["docs"], query="durable agents"),
+        "search_page": await s.search_items(["docs"], limit=1, offset=1),
+        "bad_filter": await status_of(
+            s.search_items(["docs"], filter={"year": {"$in": [2024]}})
+        ),
+        "bad_label": await status_of(s.put_item(["docs", ""], key="x", value={})),
+        "namespaces": await s.list_namespaces(),
+        "namespaces_prefix": await s.list_namespaces(prefix=["docs"]),
+        "namespaces_depth": await s.list_namespaces(max_depth=1),
+        "namespaces_suffix": await s.list_namespaces(suffix=["team"]),
+        "namespaces_wildcard": await s.list_namespaces(prefix=["*", "other"]),
+    }
+    await s.delete_item(["docs", "team"], key="b")
+    result["deleted"] = await status_of(s.get_item(["docs", "team"], key="b"))
+    result["deleted_again"] = await status_of(s.delete_item(["docs", "team"], key="b"))
+    return result
+
+
+async def store_peek(client):
+    """What a key sees of the store `store` filled (another key's)."""
+    s = client.store
+    return {
+        "get": await status_of(s.get_item(["docs", "team"], key="a")),
+        "search": await s.search_items([], limit=100),
+        "namespaces": await s.list_namespaces(),
+        "put": await status_of(s.put_item(["mine"], key="k", value={"n": 1})),
+    }
+
+
+async def crons(client):
+    """Every cron call the SDK makes: a thread's cron runs on the thread (its
+    schedule every second) until deleted; a cron alone, paused, is changed."""
+    from datetime import datetime, timezone
+
+    thread = (await client.threads.create())["thread_id"]
+    ask = {"messages": [{"role": "user", "content": "hello"}]}
+    on_thread = await client.crons.create_for_thread(
+        thread, "adder", schedule="* * * * * *", input=ask, metadata={"team": "a"},
+        multitask_strategy="enqueue",
+    )
+    alone = await client.crons.create(
+        "adder", schedule="0 9 * * MON", input=ask, timezone="Europe/Berlin",
+        end_time=datetime(2030, 1, 1, tzinfo=timezone.utc), enabled=False,
+        metadata={"team": "b"},
+    )
+    runs = []
+    for _ in range(600):
+        runs = await client.runs.list(thread)
+        if any(run["status"] == "success" for run in runs):
+            break
+        await asyncio.sleep(0.1)
+    await client.crons.delete(on_thread["cron_id"])
+    result = {
+        "on_thread": on_thread,
+        "alone": alone,
+        "runs": runs,
+        "state": await client.threads.get_state(thread),
+        "search": await client.crons.search(),
+        "search_enabled": await client.crons.search(enabled=False),
+        "search_metadata": await client.crons.search(metadata={"team": "b"}),
+        "search_select": await client.crons.search(select=["cron_id", "schedule"]),
+        "count": await client.crons.count(),
+        "count_assistant": await client.crons.count(assistant_id="adder"),
+        "updated": await client.crons.update(
+            alone["cron_id"], schedule="30 10 * * *", enabled=True, end_time=None,
+            metadata={"team": "c"},
+        ),
+        "bad_schedule": await status_of(
+            client.crons.create("adder", schedule="not a cron", input=ask)
+        ),
+        "bad_zone": await status_of(
+            client.crons.create("adder", schedule="* * * * *", input=ask, timezone="Mars/Base")
+        ),
+        "unknown_thread": await status_of(
+            client.crons.create_for_thread("no-such", "adder", schedule="* * * * *", input=ask)
+        ),
+        "unknown_assistant": await status_of(
+            client.crons.create("nope", schedule="* * * * *", input=ask)
+        ),
+        "delete_gone": await status_of(client.crons.delete(on_thread["cron_id"])),
+    }
+    await client.crons.delete(alone["cron_id"])
+    result["after"] = await client.crons.count()
+    return result
+
+
+async def cron_alone(client):
+    """A cron made by a key that may not manage schedules: it cannot delete it."""
+    ask = {"messages": [{"role": "user", "content": "hello"}]}
+    made = await client.crons.create("adder", schedule="0 9 * * *", input=ask)
+    return {"cron_id": made["cron_id"], "delete": await status_of(client.crons.delete(made["cron_id"]))}
+
+
+async def prune(client):
+    """Threads pruned: the key's idle ones go, a busy one and unknown ids stay."""
+    threads = client.threads
+    one = (await threads.create())["thread_id"]
+    two = (await threads.create())["thread_id"]
+    return {
+        "pruned": await threads.prune([one, two, "no-such-thread"]),
+        "one": await status_of(threads.get(one)),
+        "again": await threads.prune([one]),
+        "keep_latest": await status_of(threads.prune([two], strategy="keep_latest")),
+    }
+
+
 async def main():
     url, api_key, scenario, *args = sys.argv[1:]
     client = get_client(url=url, api_key=api_key)
@@ -321,7 +447,9 @@ async def main():
         return
     scenarios = {
         "assistants": assistants, "threads": threads, "runs": runs, "stream": stream,
-        "interrupt": interrupt, "long_wait": long_wait,
+        "interrupt": interrupt, "long_wait": long_wait, "store": store,
+        "store_peek": store_peek, "crons": crons,
+        "cron_alone": cron_alone, "prune": prune,
     }
     result = await scenarios[scenario](client, *args)
     print(json.dumps(result, default=str))
