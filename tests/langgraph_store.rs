@@ -74,6 +74,7 @@ fn check_store(got: &Value) {
     assert_eq!(found(&got["search_page"]), ["docs.team/b"]);
     assert_eq!(got["bad_filter"], 422);
     assert_eq!(got["bad_label"], 422);
+    assert_eq!(got["too_big"], 422, "an item holds at most 64 KiB");
 
     assert_eq!(
         got["namespaces"]["namespaces"],

@@ -10,10 +10,15 @@ use serde_json::{Map, Value};
 
 use super::tx::{Columns, Res};
 
-/// The most items a search looks at: the key's most recently updated this
-/// many under the namespace asked (the search filters and ranks those;
-/// the API document says so).
-pub const ITEMS_SCANNED: usize = 10_000;
+/// The most items a filtered or ranked search looks at: the key's most
+/// recently updated this many under the namespace asked (the search
+/// filters and ranks those; the API document says so). With
+/// [`MAX_VALUE_BYTES`], what one search may hold in memory is bounded
+/// (2,000 × 64 KiB).
+pub const ITEMS_SCANNED: usize = 2_000;
+
+/// The largest value an item holds, as JSON text.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 
 /// The most namespaces a listing looks at: the key's first this many, in
 /// order (the listing filters them).

@@ -60,7 +60,9 @@ pub use driver::Queue;
 pub use error::{NoAnswer, QueueError};
 pub(crate) use fair::ReadyKey;
 pub use fair::Shares;
-pub use items::{ITEMS_SCANNED, NAMESPACES_SCANNED, NewItem, SEPARATOR, StoredItem};
+pub use items::{
+    ITEMS_SCANNED, MAX_VALUE_BYTES, NAMESPACES_SCANNED, NewItem, SEPARATOR, StoredItem,
+};
 pub use kind::{
     Asked, ControlError, Controls, EvalPin, EvalRun, JobKind, MAX_AGENTS_VARIABLE,
     ONLY_STAGE_VARIABLE, TOOLS_VARIABLE, VerifyRun,

@@ -21,7 +21,9 @@ use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
 use super::store_search::{Filter, NamespaceMatch, namespaces, score};
 use crate::access::policy::{Action, Resource};
-use crate::queue::{ITEMS_SCANNED, NAMESPACES_SCANNED, NewItem, SEPARATOR, StoredItem, rfc3339};
+use crate::queue::{
+    ITEMS_SCANNED, MAX_VALUE_BYTES, NAMESPACES_SCANNED, NewItem, SEPARATOR, StoredItem, rfc3339,
+};
 
 /// The most labels a namespace has.
 const MAX_LABELS: usize = 32;
@@ -330,6 +332,15 @@ pub async fn put(
             ));
         }
     };
+    let size = Value::Object(request.value.clone()).to_string().len();
+    if size > MAX_VALUE_BYTES {
+        return Err(refused(
+            "value",
+            format!(
+                "the value is {size} bytes as JSON; an item holds at most {MAX_VALUE_BYTES}: split it over several keys"
+            ),
+        ));
+    }
     let owner = own_store(&caller, Action::WriteStore)?;
     let item = NewItem {
         namespace,
@@ -418,8 +429,8 @@ pub(super) fn search_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     let op = op
         .summary("Search this key's store: items under a namespace, filtered, ranked by a text query")
         .description(
-            "Looks at the key's 10,000 most recently updated items under the namespace; without a `query`, \
-             the most recently updated first",
+            "A `filter` or a `query` looks at the key's 2,000 most recently updated items under the namespace; \
+             without a `query`, the most recently updated first",
         )
         .response_with::<200, Json<SearchResponse>, _>(|r| r.description("The items"));
     answers(op, &[(422, "A field is invalid (it is named)")])
@@ -447,10 +458,12 @@ pub async fn search(
         ));
     }
     let owner = own_store(&caller, Action::ReadStore)?;
-    let stored = state
-        .queue
-        .items_under(owner, &namespace, ITEMS_SCANNED)
-        .await?;
+    // Unfiltered and unranked, the page is the newest items: read only it.
+    let scanned = match filter.is_empty() && request.query.is_none() {
+        true => offset + limit,
+        false => ITEMS_SCANNED,
+    };
+    let stored = state.queue.items_under(owner, &namespace, scanned).await?;
     let mut found: Vec<(StoredItem, Option<f64>)> = stored
         .into_iter()
         .filter(|item| filter.matches(&item.value))

@@ -79,6 +79,11 @@ impl Filter {
         Ok(Self(conditions))
     }
 
+    /// Whether it keeps every item.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether `value` meets every condition. A field is found by its
     /// name, else by a dotted path into nested objects (`author.name`).
     pub fn matches(&self, value: &Map<String, Value>) -> bool {

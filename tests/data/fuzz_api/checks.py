@@ -55,7 +55,12 @@ EXCEPTED = {
     ("POST /v1/jobs", 422): {("unknown_bundle", "bundle"), ("invalid_request", "webhook")},
     ("POST /v1/jobs/batch", 422): {("unknown_bundle", None), ("invalid_request", "webhook")},
     ("GET /v1/jobs", 422): {("invalid_request", "cursor")},
-    ("POST /v1/schedules", 422): {("unknown_bundle", "bundle"), ("invalid_request", "cron")},
+    ("POST /v1/schedules", 422): {
+        ("unknown_bundle", "bundle"),
+        ("invalid_request", "cron"),
+        ("invalid_request", "until"),
+        ("invalid_request", "webhook"),
+    },
     ("POST /api/group-chat", 422): {("invalid_request", "max_iterations")},
     ("POST /v1/jobs/{id}/fork", 422): {("invalid_request", "at_turn")},
     ("POST /v1/bundles/{name}/verify", 422): {("invalid_request", "exchange")},

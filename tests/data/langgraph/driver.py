@@ -339,6 +339,7 @@ async def store(client):
             s.search_items(["docs"], filter={"year": {"$in": [2024]}})
         ),
         "bad_label": await status_of(s.put_item(["docs", ""], key="x", value={})),
+        "too_big": await status_of(s.put_item(["docs"], key="big", value={"text": "x" * 70000})),
         "namespaces": await s.list_namespaces(),
         "namespaces_prefix": await s.list_namespaces(prefix=["docs"]),
         "namespaces_depth": await s.list_namespaces(max_depth=1),
