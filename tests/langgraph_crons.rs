@@ -46,6 +46,10 @@ async fn a_cron_is_a_schedule_whose_fires_are_runs() {
     assert_eq!(ran["assistant_id"], on_thread["assistant_id"]);
     let types = message_types(&got["state"]);
     assert_eq!(&types[..2], ["human", "ai"], "{}", got["state"]);
+    // Each fire's question is its own message: never the id the cron was
+    // sent with, which would merge every fire's into one.
+    let asked = &got["state"]["values"]["messages"][0]["id"];
+    assert!(asked.as_str().unwrap().ends_with(":in"), "{asked}");
 
     // The cron alone: made paused, in Berlin's time, ending in 2030.
     let alone = &got["alone"];

@@ -426,7 +426,14 @@ pub(super) fn template(
             "a cron's runs start at its schedule's times",
         ));
     }
-    let run_meta = run_meta(request, &ids::assistant_id(&bundle));
+    let mut run_meta = run_meta(request, &ids::assistant_id(&bundle));
+    // Every fire is a new human message: none may carry the id the client
+    // gave the cron's (a thread's fires would merge into one by id).
+    if let Some(messages) = run_meta["kwargs"]["input"]["messages"].as_array_mut() {
+        for message in messages.iter_mut().filter_map(Value::as_object_mut) {
+            message.remove("id");
+        }
+    }
     Ok(Template {
         bundle,
         input: text,

@@ -369,7 +369,7 @@ async def crons(client):
     from datetime import datetime, timezone
 
     thread = (await client.threads.create())["thread_id"]
-    ask = {"messages": [{"role": "user", "content": "hello"}]}
+    ask = {"messages": [{"role": "user", "content": "hello", "id": "the-cron-ask"}]}
     on_thread = await client.crons.create_for_thread(
         thread, "adder", schedule="* * * * * *", input=ask, metadata={"team": "a"},
         multitask_strategy="enqueue",
