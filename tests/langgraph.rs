@@ -536,10 +536,41 @@ async fn runs_are_jobs_on_threads_or_stateless() {
         (&json!(404), &json!(404))
     );
 
-    // Double texting: `interrupt` cancels the busy run (its input stays the
-    // thread's), `rollback` deletes it too; `enqueue` on a busy thread is
-    // refused by name.
-    assert_eq!(got["enqueue"], 422);
+    // Double texting: `enqueue` waits for the runs before it (pending, the
+    // thread busy, no `after_seconds`), each starting once the one before
+    // ended and from what it left; `interrupt` cancels the busy run (its
+    // input stays the thread's), `rollback` deletes it too.
+    assert_eq!(got["enqueued"], json!(["pending", "pending"]));
+    assert_eq!(got["queueing_status"], "busy");
+    assert_eq!(got["enqueue_timed"], 422);
+    assert_eq!(
+        got["queue_statuses"],
+        json!(["interrupted", "success", "success"])
+    );
+    assert_eq!(
+        message_types(&json!({"values": got["after_queue"]})),
+        ["human", "human", "ai", "human", "ai"]
+    );
+    let times: Vec<Value> = {
+        let mut times = Vec::new();
+        for run in got["queue_runs"].as_array().unwrap() {
+            let job = get(
+                &http,
+                &daemon,
+                &format!("/v1/jobs/{}", run.as_str().unwrap()),
+            )
+            .await;
+            times.push(json!([job["started_at"], job["finished_at"]]));
+        }
+        times
+    };
+    for pair in times.windows(2) {
+        let (ended, started) = (pair[0][1].as_str(), pair[1][0].as_str());
+        assert!(
+            started.is_some() && ended.is_some() && started >= ended,
+            "a queued run started before the run ahead of it ended: {times:?}"
+        );
+    }
     // A run that would be refused stops nothing.
     assert_eq!(got["bad_interrupt"], 422);
     assert!(
@@ -580,4 +611,9 @@ async fn runs_are_jobs_on_threads_or_stateless() {
     );
     assert_eq!(js["listed"], json!(["success", "success"]));
     assert_eq!(js["stateless"]["messages"][1]["content"], "Hello there.");
+    assert_eq!(js["enqueued"]["pending"], "pending");
+    assert_eq!(
+        message_types(&json!({"values": js["enqueued"]["joined"]})),
+        ["human", "human", "ai"]
+    );
 }

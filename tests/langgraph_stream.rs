@@ -294,8 +294,14 @@ async fn a_run_whose_client_goes_is_cancelled_when_it_asked() {
         }
         ids.push(run);
     }
-    // Its client gone, a run that said `continue` goes on.
-    let job = get(&http, &daemon, &format!("/v1/jobs/{}", ids[1])).await;
+    // Its client gone, a run that said `continue` goes on: leased (the
+    // stream's first event comes before that), it runs — the model holds
+    // its answer 30 s — and is not cancelled.
+    let job = eventually(Duration::from_secs(20), "the run leased", || async {
+        let job = get(&http, &daemon, &format!("/v1/jobs/{}", ids[1])).await;
+        (job["state"] != "queued").then_some(job)
+    })
+    .await;
     assert_eq!(job["state"], "running", "{job}");
     let cancel = http
         .post(daemon.url(&format!("/threads/{thread}/runs/{}/cancel", ids[1])))

@@ -1,13 +1,14 @@
 //! LangGraph's thread housekeeping against the real daemon (issue 53),
 //! with the real Python client: threads pruned several at once, each as a
-//! delete deletes one, and `keep_latest` refused by name.
+//! delete deletes one, and `keep_latest` refused by name; a thread copied
+//! with its state and history, which then goes its own way.
 
 mod common;
 
 use common::daemon::{Site, new_key};
-use common::langgraph::driver;
+use common::langgraph::{ADDER, RUN_SCRIPT, driver, message_types};
 use common::mock_server;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn threads_are_pruned_as_deleted_one_by_one() {
@@ -25,4 +26,46 @@ async fn threads_are_pruned_as_deleted_one_by_one() {
     assert_eq!(got["one"], 404);
     assert_eq!(got["again"], json!({"pruned_count": 0}));
     assert_eq!(got["keep_latest"], 422);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thread_is_copied_with_its_state_and_history() {
+    let server = mock_server(RUN_SCRIPT).await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let key = new_key(
+        &site.path().join("keys.toml"),
+        "team",
+        &["--scopes", "submit,read"],
+    );
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start();
+
+    let got = driver(&daemon, &key, "copy", &[]).await;
+    let copied = &got["copied"];
+    assert_ne!(copied["thread_id"], got["thread"], "{got}");
+    assert_eq!(copied["metadata"], json!({"team": "a"}));
+    assert_eq!(copied["status"], "idle");
+    // The copy's state and history are the thread's; its runs are the
+    // thread's ended runs.
+    let contents = |state: &Value| -> Vec<Value> {
+        let messages = state["values"]["messages"].as_array().unwrap();
+        messages
+            .iter()
+            .map(|m| json!([m["type"], m["content"]]))
+            .collect()
+    };
+    assert_eq!(contents(&got["copy_state"]), contents(&got["state"]));
+    assert_eq!(
+        message_types(&got["state"]),
+        ["human", "ai", "tool", "ai", "human", "ai"]
+    );
+    assert_eq!(got["copy_history"], got["history"]);
+    assert_eq!(got["copy_runs"], json!(["success", "success"]));
+    // Then it goes its own way: a run on the copy continues the copy only.
+    assert_eq!(
+        message_types(&json!({"values": got["after_copy"]})),
+        ["human", "ai", "tool", "ai", "human", "ai", "human", "ai"]
+    );
+    assert_eq!(contents(&got["thread_after"]), contents(&got["state"]));
+    assert_eq!(got["missing"], 404);
 }

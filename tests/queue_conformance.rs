@@ -23,9 +23,10 @@ use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
     CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, EvalPin, EvalRun, FireRecord,
-    ForkSeed, HeartbeatReply, Job, JobFilter, JobId, JobKind, JobOrder, JobOrigin, JobQueue,
-    JobState, NewJob, NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder, PushPayload,
-    QueueError, Redrive, Replaces, Resolution, RetryPolicy, Settled, StoredRelease, StoredSchedule,
+    ForkSeed, HELD_RUN_AT_MS, HeartbeatReply, Job, JobFilter, JobId, JobKind, JobOrder, JobOrigin,
+    JobQueue, JobState, NewJob, NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder,
+    PushPayload, QueueError, Redrive, Replaces, Resolution, RetryPolicy, Settled, StoredRelease,
+    StoredSchedule,
 };
 use structured_agents::trace_context::TraceContext;
 use structured_agents::types::TerminationReason;
@@ -1770,6 +1771,286 @@ pub async fn conversations_list_in_order_and_are_forgotten(q: Arc<dyn JobQueue>)
     assert_eq!(q.forget_conversation(None, "nope").await.unwrap(), (0, 0));
 }
 
+/// Whether a stored job is held behind its conversation's turns.
+fn is_held(job: &Job) -> bool {
+    at(&job.run_at) == SystemTime::UNIX_EPOCH + Duration::from_millis(HELD_RUN_AT_MS as u64)
+}
+
+/// Leases under `HELD` (no lease of this test expires), waiting for a job
+/// a write released.
+async fn lease_held(q: &dyn JobQueue) -> structured_agents::queue::Lease {
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(l) = q.lease("w", HELD).await.unwrap() {
+            return l;
+        }
+        assert!(std::time::Instant::now() < deadline, "no turn was released");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// LangGraph's `enqueue`: a job sent to wait behind its conversation's
+/// turns is held while a turn of that key's conversation is queued or
+/// running; its followers go one at a time, in the order they were sent,
+/// each when the one before it ends (finished, cancelled while queued, or
+/// parked for a person); a held follower cancelled leaves the list. A
+/// conversation with no turn live queues the job as any other, and a batch
+/// may not hold one.
+pub async fn turns_sent_behind_a_conversation_run_one_after_another(q: Arc<dyn JobQueue>) {
+    let turn = |input: &str| NewJob {
+        input: input.into(),
+        conversation_id: Some("c-1".into()),
+        owner: Some("team".into()),
+        after_turns: true,
+        ..job("b")
+    };
+    let succeed = |id: JobId, attempt| {
+        let q = q.clone();
+        async move {
+            let done = Outcome::Succeeded(json!({"output": "done"}));
+            let reply = q.complete(&id, attempt, done, &[]).await.unwrap();
+            assert_eq!(reply, CompleteReply::Recorded(JobState::Succeeded));
+        }
+    };
+    let (first, _) = q.submit(turn("first")).await.unwrap();
+    assert!(!is_held(&first), "nothing was ahead of the first turn");
+    let running = lease_held(q.as_ref()).await;
+    assert_eq!(running.job.id, first.id);
+    let mut later = Vec::new();
+    for input in ["second", "third", "fourth"] {
+        let (sent, _) = q.submit(turn(input)).await.unwrap();
+        assert!(is_held(&sent), "{input} was not held: {sent:?}");
+        later.push(sent.id);
+    }
+    // Another key's conversation of the same id is another conversation.
+    let (other, _) = q
+        .submit(NewJob {
+            owner: Some("other".into()),
+            ..turn("other")
+        })
+        .await
+        .unwrap();
+    assert!(!is_held(&other));
+    assert_eq!(lease_held(q.as_ref()).await.job.id, other.id);
+    assert!(
+        q.lease("w", HELD).await.unwrap().is_none(),
+        "a held turn was leased"
+    );
+
+    // A held follower cancelled leaves the list; the turn ends and the
+    // oldest follower still queued goes, the rest behind it.
+    q.cancel(&later[1]).await.unwrap();
+    succeed(first.id.clone(), running.attempt).await;
+    let second = lease_held(q.as_ref()).await;
+    assert_eq!(second.job.id, later[0]);
+    assert!(
+        q.lease("w", HELD).await.unwrap().is_none(),
+        "two turns ran at once"
+    );
+    let (fifth, _) = q.submit(turn("fifth")).await.unwrap();
+    assert!(is_held(&fifth), "a turn sent now waits too");
+
+    // Parked for a person, the turn lets the next one go; that one,
+    // cancelled while queued, lets the last go.
+    let id = &second.job.id;
+    let request: ParkedCall = serde_json::from_value(json!({
+        "kind": "approval", "scope": "", "turn": 1, "position": 0, "call_id": "p1",
+        "tool": "pay", "arguments": {"amount": 5}, "effect": "unsafe",
+        "idempotency_key": format!("{id}:1:0"), "digest": "sha256:d",
+    }))
+    .unwrap();
+    let parks = Outcome::AwaitingApproval {
+        error: "awaits approval".into(),
+        request: Box::new(request),
+    };
+    let reply = q.complete(id, second.attempt, parks, &[]).await.unwrap();
+    assert_eq!(reply, CompleteReply::Recorded(JobState::AwaitingApproval));
+    let fourth = q.get(&later[2]).await.unwrap().unwrap();
+    assert!(!is_held(&fourth), "the parked turn held its follower");
+    let fifth_now = q.get(&fifth.id).await.unwrap().unwrap();
+    assert!(is_held(&fifth_now), "the last turn went before its turn");
+    q.cancel(&fourth.id).await.unwrap();
+    let last = lease_held(q.as_ref()).await;
+    assert_eq!(last.job.id, fifth.id);
+    succeed(last.job.id.clone(), last.attempt).await;
+
+    // No turn live: queued as any other (the parked one is not live here).
+    let (idle, _) = q.submit(turn("sixth")).await.unwrap();
+    assert!(!is_held(&idle));
+    match q.submit_many(vec![turn("in a batch")]).await {
+        Err(QueueError::HeldInBatch { index: 0 }) => {}
+        other => panic!("a batch held a turn: {other:?}"),
+    }
+}
+
+/// Turns sent behind one conversation by several callers while workers end
+/// them: each turn runs, one at a time, and none is left held (a submit
+/// racing the end of the turn it would follow waits for it or follows the
+/// next).
+pub async fn turns_sent_while_turns_end_run_one_at_a_time_and_none_is_stranded(
+    q: Arc<dyn JobQueue>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const SENDERS: usize = 3;
+    const EACH: usize = 8;
+    const WORKERS: usize = 3;
+    let turn = || NewJob {
+        conversation_id: Some("busy".into()),
+        owner: Some("team".into()),
+        after_turns: true,
+        ..job("b")
+    };
+    let running = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..SENDERS {
+        let q = q.clone();
+        tasks.spawn(async move {
+            for _ in 0..EACH {
+                q.submit(turn()).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+    for n in 0..WORKERS {
+        let (q, running, finished) = (q.clone(), running.clone(), finished.clone());
+        tasks.spawn(async move {
+            let deadline = std::time::Instant::now() + DEADLINE;
+            while finished.load(Ordering::SeqCst) < SENDERS * EACH {
+                assert!(std::time::Instant::now() < deadline, "a turn was stranded");
+                let Some(lease) = q.lease(&format!("w{n}"), HELD).await.unwrap() else {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                };
+                let before = running.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(before, 0, "two turns of one conversation ran at once");
+                tokio::task::yield_now().await;
+                running.fetch_sub(1, Ordering::SeqCst);
+                let done = Outcome::Succeeded(json!({"output": "ok"}));
+                q.complete(&lease.job.id, lease.attempt, done, &[])
+                    .await
+                    .unwrap();
+                finished.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let jobs = walk(
+        q.as_ref(),
+        JobFilter {
+            conversation_id: Some("busy".into()),
+            conversation_owner: Some("team".into()),
+            limit: 100,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(jobs.len(), SENDERS * EACH);
+    assert!(
+        jobs.iter().all(|j| j.state == JobState::Succeeded),
+        "{jobs:?}"
+    );
+}
+
+/// A thread's copy: a new thread of the same key with its metadata and
+/// its ended jobs under new ids, in their order, with their events and
+/// journals (the job's id in them made the copy's) and no spend of their
+/// own; a job not ended stays behind, the thread itself is untouched, and
+/// another key has no such thread to copy.
+pub async fn a_thread_copies_its_ended_jobs_with_their_logs(q: Arc<dyn JobQueue>) {
+    let meta = json!({"team": "a"}).as_object().cloned().unwrap();
+    q.create_thread("alice", "t1", meta.clone()).await.unwrap();
+    let turn = |input: &str| NewJob {
+        input: input.into(),
+        conversation_id: Some("t1".into()),
+        owner: Some("alice".into()),
+        ..job("b")
+    };
+    let mut ended = Vec::new();
+    for input in ["first", "second"] {
+        let (sent, _) = q.submit(turn(input)).await.unwrap();
+        let lease = lease_held(q.as_ref()).await;
+        let id = &sent.id;
+        let mut said = event(1);
+        said.run_id = id.to_string();
+        let entry = step(
+            "",
+            1,
+            "reply",
+            &format!("{{\"job\":\"{id}\",\"said\":\"{input}\"}}"),
+        );
+        q.record_steps(id, lease.attempt, &[entry], &[said])
+            .await
+            .unwrap();
+        let done = Outcome::Succeeded(json!({"output": input}));
+        q.complete(id, lease.attempt, done, &[]).await.unwrap();
+        ended.push(q.get(id).await.unwrap().unwrap());
+    }
+    let (queued, _) = q.submit(turn("third")).await.unwrap();
+
+    let copy = q.copy_thread("alice", "t1", "t2").await.unwrap().unwrap();
+    assert_eq!((copy.id.as_str(), &copy.metadata), ("t2", &meta));
+    assert_eq!((copy.newest, copy.busy), (Some(JobState::Succeeded), false));
+    let listed = |thread: &'static str| {
+        let q = q.clone();
+        async move {
+            let mut jobs = walk(
+                q.as_ref(),
+                JobFilter {
+                    conversation_id: Some(thread.into()),
+                    conversation_owner: Some("alice".into()),
+                    limit: 10,
+                    ..Default::default()
+                },
+            )
+            .await;
+            jobs.sort_by(|a, b| (&a.created_at, &a.id).cmp(&(&b.created_at, &b.id)));
+            jobs
+        }
+    };
+    let copies = listed("t2").await;
+    let inputs: Vec<&str> = copies.iter().map(|j| j.input.as_str()).collect();
+    assert_eq!(inputs, ["first", "second"], "only the ended jobs, in order");
+    for (copy, source) in copies.iter().zip(&ended) {
+        assert_ne!(copy.id, source.id);
+        assert_eq!(copy.owner.as_deref(), Some("alice"));
+        assert_eq!(
+            (copy.state, &copy.result, &copy.created_at, copy.attempts),
+            (
+                source.state,
+                &source.result,
+                &source.created_at,
+                source.attempts
+            )
+        );
+        assert_eq!(
+            (copy.tokens_spent, copy.idempotency_key.as_ref()),
+            (0, None)
+        );
+        let events = q.events_after(&copy.id, 0, 10).await.unwrap();
+        assert_eq!(events.len(), 1);
+        let envelope: EventEnvelope = serde_json::from_str(&events[0].event_json).unwrap();
+        assert_eq!(envelope.run_id, copy.id.to_string());
+        let journal = q.journal(&copy.id).await.unwrap();
+        assert_eq!(journal.len(), 1);
+        let body: serde_json::Value = serde_json::from_str(&journal[0].body).unwrap();
+        assert_eq!(
+            (&body["job"], &body["said"]),
+            (&json!(copy.id.to_string()), &json!(source.input))
+        );
+    }
+    // The thread is as it was; its queued job was not copied.
+    let source = listed("t1").await;
+    assert_eq!(source.len(), 3);
+    assert_eq!(source[2].id, queued.id);
+    assert_eq!(q.journal(&ended[0].id).await.unwrap().len(), 1);
+    assert_eq!(q.copy_thread("bob", "t1", "t3").await.unwrap(), None);
+    assert_eq!(q.copy_thread("alice", "nope", "t3").await.unwrap(), None);
+    assert_eq!(q.thread("alice", "t3").await.unwrap(), None);
+}
+
 /// LangGraph's store: a key's items under namespaces, replaced by a put of
 /// the same namespace and key (created_at kept), read under a namespace
 /// (never a sibling whose name only starts alike), most recently updated
@@ -3261,6 +3542,9 @@ macro_rules! suite {
             case!(conversations_are_per_key);
             case!(threads_carry_metadata_and_their_jobs_say_where_they_stand);
             case!(store_items_are_per_key_and_expire_unread);
+            case!(turns_sent_behind_a_conversation_run_one_after_another);
+            case!(a_thread_copies_its_ended_jobs_with_their_logs);
+            case!(turns_sent_while_turns_end_run_one_at_a_time_and_none_is_stranded);
             case!(counts_narrow_to_one_owner);
             case!(batch_leases_keep_lease_order_pin_first_attempts_and_return_when_unstarted);
             case!(concurrent_batch_leasers_never_share_a_job);

@@ -141,6 +141,7 @@ pub(super) fn rerun_of(source: Job) -> NewJob {
         controls: source.controls,
         messages: source.messages,
         conversation_id: None,
+        after_turns: false,
         priority: source.priority,
         run_at: None,
         idempotency_key: None,

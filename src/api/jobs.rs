@@ -181,6 +181,7 @@ pub(super) fn validated(request: SubmitRequest, trace: &CallerTrace) -> Result<N
         controls: Default::default(),
         messages: None,
         conversation_id: request.conversation_id,
+        after_turns: false,
         priority: request.priority,
         run_at,
         idempotency_key: request.idempotency_key,

@@ -544,6 +544,20 @@ impl<D: Driver> JobQueue for Queue<D> {
         self.driver.write(op).await
     }
 
+    async fn copy_thread(
+        &self,
+        owner: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<Option<StoredThread>, QueueError> {
+        let op = op::CopyThread {
+            owner: owner.to_string(),
+            from: from.to_string(),
+            to: to.to_string(),
+        };
+        self.driver.write(op).await
+    }
+
     async fn delete_push_config(&self, id: &JobId, config: &str) -> Result<bool, QueueError> {
         let op = op::DeletePushConfig {
             id: id.clone(),

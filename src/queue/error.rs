@@ -67,6 +67,10 @@ pub enum QueueError {
         "queue database {store}: {waiting} writes are already waiting for the store; try again shortly"
     )]
     Busy { store: String, waiting: usize },
+    #[error(
+        "job {index} of the batch asks to wait behind its conversation's turns, which only a job submitted alone can: submit it by itself"
+    )]
+    HeldInBatch { index: usize },
     #[error("invalid cursor {0:?}")]
     Cursor(String),
     #[error("job {0} does not exist")]

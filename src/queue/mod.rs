@@ -299,6 +299,12 @@ pub struct NewJob {
     /// makes it, in the same write; another key naming the same id has a
     /// conversation of its own.
     pub conversation_id: Option<String>,
+    /// Waits behind its conversation's newest queued or running job: held
+    /// (its `run_at` is [`HELD_RUN_AT_MS`]) until that job ends or parks,
+    /// so the conversation's turns run one after another (LangGraph's
+    /// `enqueue`). Without such a job it is queued as any other. Only a job
+    /// submitted alone may wait ([`QueueError::HeldInBatch`]).
+    pub after_turns: bool,
     /// Higher runs first.
     pub priority: i32,
     pub run_at: Option<SystemTime>,
@@ -546,6 +552,11 @@ pub(crate) fn with_ids(jobs: Vec<NewJob>) -> Vec<(JobId, NewJob)> {
         .map(|mut job| (job.id.take().unwrap_or_default(), job))
         .collect()
 }
+
+/// The `run_at` of a job held behind its conversation's turn
+/// ([`NewJob::after_turns`]): 9999-12-31T23:59:59.999Z, which no lease
+/// reaches; the release that ends the turn sets it to now.
+pub const HELD_RUN_AT_MS: i64 = 253_402_300_799_999;
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn millis(t: SystemTime) -> i64 {

@@ -335,6 +335,15 @@ pub trait JobQueue: ItemStore + Send + Sync {
     /// Deletes `owner`'s thread `id` with its jobs (their events and
     /// journals), unless one of them has not ended.
     async fn delete_thread(&self, owner: &str, id: &str) -> Result<ThreadDeletion, QueueError>;
+    /// Copies `owner`'s thread `from` as its new thread `to`: its metadata
+    /// and its ended jobs (with their events and journals) under new ids.
+    /// The copy, or none when the key has no thread `from`.
+    async fn copy_thread(
+        &self,
+        owner: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<Option<StoredThread>, QueueError>;
 }
 
 /// A key's items of LangGraph's store (`queue::items`), kept in the queue's

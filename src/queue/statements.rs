@@ -3,7 +3,9 @@
 //! written over them once; `sqlite` and `postgres` each implement them
 //! with their SQL.
 
-use super::tx::{AttemptRow, AttemptStart, Change, Conversation, Pin, Res, Settle, StoredSpend};
+use super::tx::{
+    AttemptRow, AttemptStart, Change, Conversation, Pin, Res, Settle, StoredSpend, TurnAhead,
+};
 use super::*;
 use crate::journal::JournalEntry;
 
@@ -138,6 +140,16 @@ pub(crate) trait JobStatements: Send {
     ) -> impl Future<Output = Res<bool>> + Send;
     fn delete_conversation(&mut self, c: &Conversation<'_>)
     -> impl Future<Output = Res<()>> + Send;
+    /// Marks the newest job of conversation `c` that is queued or running
+    /// and not held as followed (its row locked until commit on
+    /// PostgreSQL): a job held behind it is released when it leaves queued
+    /// and running (the migration's trigger).
+    fn follow_newest_turn(
+        &mut self,
+        c: &Conversation<'_>,
+    ) -> impl Future<Output = Res<TurnAhead>> + Send;
+    /// Names the job held job `id` waits behind.
+    fn set_after(&mut self, id: &str, ahead: &str) -> impl Future<Output = Res<()>> + Send;
 
     // Writing jobs.
     /// Inserts queued jobs in one statement, in the order given (which is

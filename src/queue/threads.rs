@@ -113,6 +113,40 @@ pub(crate) trait ThreadStatements {
         owner: &str,
         limit: usize,
     ) -> impl Future<Output = Res<Vec<StoredThread>>> + Send;
+    /// Copies ended job `from` as job `to` of conversation `conversation`
+    /// (the same key's): its row (by [`copy_job_sql`]), then its events
+    /// and journal, the job's id in them made the copy's: three
+    /// statements.
+    fn copy_job(
+        &mut self,
+        from: &str,
+        to: &str,
+        conversation: &str,
+    ) -> impl Future<Output = Res<()>> + Send;
+}
+
+/// The statement copying ended job `from` as job `to` of conversation
+/// `conversation`, its placeholders from `placeholder` in that order:
+/// every column the queue reads but the job's id, its conversation, its
+/// idempotency key (a copy is not the submit the key named) and its spend
+/// (the copy spent nothing: a key's daily budget counts a run once).
+pub(crate) fn copy_job_sql(placeholder: impl Fn(usize) -> String) -> String {
+    let kept: Vec<&str> = super::tx::JOB_COLUMNS
+        .split(", ")
+        .filter(|column| {
+            !matches!(
+                *column,
+                "id" | "conversation_id" | "idempotency_key" | "tokens_spent" | "cost_micros"
+            )
+        })
+        .collect();
+    let kept = kept.join(", ");
+    format!(
+        "INSERT INTO jobs (id, conversation_id, {kept}) SELECT {}, {}, {kept} FROM jobs WHERE id = {}",
+        placeholder(2),
+        placeholder(3),
+        placeholder(1),
+    )
 }
 
 fn metadata_text(metadata: &Map<String, Value>) -> String {
@@ -186,4 +220,38 @@ pub(crate) async fn delete(
     tx.delete_jobs(&ended).await?;
     tx.delete_conversation(c).await?;
     Ok(ThreadDeletion::Deleted(ended.len()))
+}
+
+/// Copies thread `from` as thread `to` of the same key: its metadata, and
+/// its ended jobs (with their events and journals) under new ids, so the
+/// copy's state and history are the thread's as its ended runs left it. A
+/// run not ended (queued, running or parked) is not copied. The copy, or
+/// none when the key has no thread `from`.
+pub(crate) async fn copy(
+    tx: &mut (impl JobStatements + ThreadStatements),
+    from: &Conversation<'_>,
+    to: &Conversation<'_>,
+) -> Res<Option<StoredThread>> {
+    let Some(source) = tx.thread(from, true).await? else {
+        return Ok(None);
+    };
+    let now = tx.now().await?;
+    if !tx
+        .insert_thread(to, &metadata_text(&source.metadata), now)
+        .await?
+    {
+        return Err(Fail::Db(format!(
+            "the copy's new thread id {:?} is taken",
+            to.id
+        )));
+    }
+    // Job ids are UUIDv7: sorted, they are the order the runs came in, and
+    // the copies' fresh ids keep it.
+    let mut ended = tx.finished_in_conversation(from).await?;
+    ended.sort();
+    for job in &ended {
+        let copy = super::JobId::default();
+        tx.copy_job(job, copy.as_str(), to.id).await?;
+    }
+    tx.thread(to, false).await
 }

@@ -248,6 +248,20 @@ impl<'a> Conversation<'a> {
     }
 }
 
+/// What marking a conversation's newest turn found (a job waiting behind
+/// the conversation's turns, `NewJob::after_turns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TurnAhead {
+    /// No turn is queued or running: the job is queued as any other.
+    Idle,
+    /// The newest turn queued or running and not held itself, now marked
+    /// followed: the job waits behind it.
+    Followed(String),
+    /// That turn ended between the read and the mark (PostgreSQL): the
+    /// write is made again.
+    Moved,
+}
+
 /// What a day's jobs spent and hold as the store sums it (cost in
 /// millionths): spent, and held by jobs not finished beyond their spend.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

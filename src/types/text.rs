@@ -139,15 +139,19 @@ fn decimal_up_to(max: &str) -> String {
     branches.join("|")
 }
 
+/// Whether `text` matches `pattern` as a JSON Schema validator reads it:
+/// the tests that check a schema pattern says what its rule refuses.
+#[cfg(test)]
+pub(crate) fn pattern_matches(pattern: &str, text: &str) -> bool {
+    regex::Regex::new(pattern)
+        .map(|re| re.is_match(text))
+        .unwrap_or_else(|e| panic!("{pattern}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::pattern_matches as matches;
     use super::*;
-
-    fn matches(pattern: &str, text: &str) -> bool {
-        regex::Regex::new(pattern)
-            .map(|re| re.is_match(text))
-            .unwrap_or_else(|e| panic!("{pattern}: {e}"))
-    }
 
     #[test]
     fn each_pattern_says_what_its_rule_refuses() {

@@ -9,8 +9,8 @@
 //! - `graph`: an assistant's graph, schemas and subgraphs;
 //! - `ids`: which bundle an assistant id names;
 //! - `threads`: threads are conversations (make, read, change, delete,
-//!   search, count; `prune` deletes several), their `messages` rebuilt by
-//!   `messages`;
+//!   search, count; `prune` deletes several, `copy` copies one), their
+//!   `messages` rebuilt by `messages`;
 //! - `state`: a thread's checkpoints, one per durable step, which
 //!   `history` serves (its state, one checkpoint, its history);
 //! - `runs`: runs are jobs (a run request read into a job, a job's run
@@ -30,6 +30,7 @@
 
 mod assistants;
 mod batch;
+mod copy;
 mod cron_search;
 mod crons;
 mod graph;
@@ -199,6 +200,10 @@ fn thread_routes() -> ApiRouter<AppState> {
                     DeleteConversation,
                     delete_with(threads::delete, threads::delete_doc),
                 )),
+        )
+        .api_route(
+            "/threads/{thread_id}/copy",
+            with(WriteConversation, post_with(copy::copy, copy::copy_doc)),
         )
         .api_route(
             "/threads/{thread_id}/state",

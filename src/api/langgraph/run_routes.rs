@@ -26,7 +26,7 @@ use super::super::trace_context::CallerTrace;
 use super::listing::{self, page};
 use super::messages;
 use super::resume;
-use super::runs::{self, Multitask, Run, RunRequest, RunStatus};
+use super::runs::{self, Multitask, OnThread, Run, RunRequest, RunStatus};
 use super::state;
 use super::threads::own_thread;
 use super::waiting::kept_alive;
@@ -81,40 +81,51 @@ pub(super) async fn thread_for(
 
 /// Readies the caller's thread `id` for a new run: made first when
 /// `if_not_exists` is `create`; while one of its runs is queued or running,
-/// refused, or that run stopped first (`multitask`). Whether the run is
-/// its first.
-async fn ready_thread(
+/// refused, queued behind that run, or that run stopped first
+/// (`multitask`). Where the run stands among the thread's turns.
+async fn ready_thread<'a>(
     state: &AppState,
     caller: &Caller,
-    id: &str,
+    id: &'a str,
     request: &RunRequest,
-) -> Result<bool, ApiError> {
+) -> Result<OnThread<'a>, ApiError> {
     let owner = caller.name();
     let thread = thread_for(state, caller, id, request.if_not_exists.as_deref()).await?;
+    let on_thread = |first| OnThread {
+        id,
+        first,
+        after_turns: false,
+    };
     if !thread.busy {
-        return Ok(thread.newest.is_none());
+        return Ok(on_thread(thread.newest.is_none()));
     }
     match runs::multitask_of(request)? {
         Multitask::Reject => Err(ApiError::new(
             ErrorCode::InvalidState,
             format!(
-                "thread {id:?} is busy: a run of it is queued or running (multitask_strategy `reject`); wait for it (GET /threads/{id}/runs), cancel it, or send `interrupt` or `rollback` to stop it first"
+                "thread {id:?} is busy: a run of it is queued or running (multitask_strategy `reject`); wait for it (GET /threads/{id}/runs), cancel it, send `enqueue` to run after it, or `interrupt` or `rollback` to stop it first"
             ),
         )),
-        Multitask::Enqueue => Err(ApiError::field(
+        // Its time to start is when the runs before it end.
+        Multitask::Enqueue if request.after_seconds.is_some() => Err(ApiError::field(
             ErrorCode::InvalidRequest,
-            "multitask_strategy",
+            "after_seconds",
             format!(
-                "thread {id:?} is busy and `enqueue` is not served: a thread runs one run at a time here; wait for its run (GET /threads/{id}/runs), or send `interrupt` or `rollback` to stop it first"
+                "thread {id:?} is busy: a run queued behind its runs (`enqueue`) starts when they end, so it takes no `after_seconds`; send it without, or once the thread is idle"
             ),
         )),
+        Multitask::Enqueue => Ok(OnThread {
+            id,
+            first: false,
+            after_turns: true,
+        }),
         strategy => {
             // The new run is checked before the busy one is stopped: a
             // request that would be refused stops nothing.
             runs::checked(state, caller, request)?;
             stop_busy(state, caller, id, strategy == Multitask::Rollback).await?;
             let thread = state.queue.thread(owner, id).await?;
-            Ok(thread.is_none_or(|t| t.newest.is_none()))
+            Ok(on_thread(thread.is_none_or(|t| t.newest.is_none())))
         }
     }
 }
@@ -191,8 +202,8 @@ pub(super) async fn start_on_thread(
     request: &RunRequest,
     job: Option<JobId>,
 ) -> Result<Job, ApiError> {
-    let first = ready_thread(state, caller, id, request).await?;
-    runs::start(state, caller, trace, request, Some((id, first)), job).await
+    let on_thread = ready_thread(state, caller, id, request).await?;
+    runs::start(state, caller, trace, request, Some(on_thread), job).await
 }
 
 /// What starting a run may answer besides its success (create and wait,
@@ -217,7 +228,8 @@ pub(super) fn create_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
         .description(
             "Admitted as any submit. `Content-Location` names the run. A run on a thread \
              that has a run queued or running is a 409 (`multitask_strategy` `reject`), or \
-             stops that run first (`interrupt`: cancelled; `rollback`: cancelled and deleted). \
+             waits until the runs before it end (`enqueue`: pending meanwhile), or stops that \
+             run first (`interrupt`: cancelled; `rollback`: cancelled and deleted). \
              With `command.resume`, the thread's parked run goes on instead.",
         )
         .response_with::<200, Json<Run>, _>(|r| r.description("The run, pending"));

@@ -52,8 +52,8 @@ pub struct RunRequest {
     pub context: Option<Map<String, Value>>,
     /// What a run on a thread with a run queued or running does:
     /// `reject` (the default: a 409), `interrupt` (that run is cancelled,
-    /// its steps kept) or `rollback` (cancelled and deleted); `enqueue` is
-    /// refused on a busy thread.
+    /// its steps kept), `rollback` (cancelled and deleted) or `enqueue`
+    /// (this run waits until the runs before it end).
     #[serde(default)]
     #[schemars(extend("enum" = ["reject", "interrupt", "rollback", "enqueue", null]))]
     pub multitask_strategy: Option<String>,
@@ -252,8 +252,21 @@ pub(super) enum Multitask {
     Interrupt,
     /// That run is cancelled and deleted, then this one starts.
     Rollback,
-    /// Refused on a busy thread: a thread runs one run at a time.
+    /// Queued behind that run: it starts once the thread's runs before it
+    /// have ended (or parked on an interrupt).
     Enqueue,
+}
+
+/// A run on a thread: the thread, and where the run stands among its
+/// turns.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OnThread<'a> {
+    pub id: &'a str,
+    /// The thread has no run yet: the run's input messages start it.
+    pub first: bool,
+    /// Sent with `enqueue` while a run of the thread is queued or running:
+    /// it waits behind that run.
+    pub after_turns: bool,
 }
 
 pub(super) fn multitask_of(request: &RunRequest) -> Result<Multitask, ApiError> {
@@ -455,15 +468,14 @@ pub(super) fn checked(
     Ok(())
 }
 
-/// Admits a run: on `thread` (the caller's conversation, `first` when it
-/// has no job yet), or stateless; as job `id` when the caller picked it
+/// Admits a run: on `thread` (the caller's conversation), or stateless; as job `id` when the caller picked it
 /// (a stream listens before its job is queued). The job as queued.
 pub(super) async fn start(
     state: &AppState,
     caller: &Caller,
     trace: &CallerTrace,
     request: &RunRequest,
-    thread: Option<(&str, bool)>,
+    thread: Option<OnThread<'_>>,
     id: Option<JobId>,
 ) -> Result<Job, ApiError> {
     let bundle = refused_or_bundle(state, caller, request)?;
@@ -478,9 +490,10 @@ pub(super) async fn start(
         bundle: bundle.clone(),
         input,
         // A thread's later runs start from its earlier turns instead.
-        messages: chat.filter(|_| thread.is_none_or(|(_, first)| first)),
+        messages: chat.filter(|_| thread.is_none_or(|t| t.first)),
         variables,
-        conversation_id: thread.map(|(id, _)| id.to_string()),
+        conversation_id: thread.map(|t| t.id.to_string()),
+        after_turns: thread.is_some_and(|t| t.after_turns),
         run_at: run_at(request.after_seconds)?,
         webhook: request.webhook.clone(),
         run_meta: Some(run_meta(request, &ids::assistant_id(&bundle))),

@@ -549,12 +549,7 @@ pub async fn list_namespaces(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn matches(pattern: &str, text: &str) -> bool {
-        regex::Regex::new(pattern)
-            .map(|re| re.is_match(text))
-            .unwrap_or_else(|e| panic!("{pattern}: {e}"))
-    }
+    use crate::types::text::pattern_matches as matches;
 
     #[test]
     fn each_pattern_says_what_its_rule_refuses() {

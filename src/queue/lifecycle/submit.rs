@@ -7,7 +7,7 @@
 use crate::queue::push_configs;
 use crate::queue::reservations::{DayLedger, Reserved};
 use crate::queue::transaction::Tx;
-use crate::queue::tx::{Change, Conversation, Fail, Res, stored_key};
+use crate::queue::tx::{Change, Conversation, Fail, Res, TurnAhead, stored_key};
 use crate::queue::*;
 
 /// Inserts a job, or finds the one its idempotency key already names.
@@ -27,10 +27,25 @@ pub(crate) async fn submit(tx: &mut impl Tx, id: &JobId, job: &NewJob) -> Res<(J
     }
     let reserved = ledger.reserve(tx, 0, job).await?;
     let new = reserved.as_ref().map_or(job, |r| &r.job);
+    let ahead = turn_ahead(tx, new).await?;
+    let held;
+    let new = match ahead {
+        Some(_) => {
+            held = NewJob {
+                run_at: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(HELD_RUN_AT_MS as u64)),
+                ..new.clone()
+            };
+            &held
+        }
+        None => new,
+    };
     if let Some(created) = tx.insert_jobs(&[(id, new)], now).await?.pop() {
         if let Some(r) = &reserved {
             tx.set_reservation(id.as_str(), r.tokens, r.cost_micros)
                 .await?;
+        }
+        if let Some(ahead) = &ahead {
+            tx.set_after(id.as_str(), ahead).await?;
         }
         write_beside(tx, id, new).await?;
         tx.changed(Change::Runnable, &created.id);
@@ -65,6 +80,24 @@ async fn claim_conversation(tx: &mut impl Tx, job: &NewJob, now: i64) -> Res<()>
         )));
     }
     Ok(())
+}
+
+/// The turn a job waiting behind its conversation's turns
+/// ([`NewJob::after_turns`]) waits for, marked followed in this write;
+/// `None` when the conversation has no turn queued or running (the job is
+/// queued as any other) or the job does not wait.
+async fn turn_ahead(tx: &mut impl Tx, job: &NewJob) -> Res<Option<String>> {
+    let Some(id) = job.conversation_id.as_deref().filter(|_| job.after_turns) else {
+        return Ok(None);
+    };
+    let conversation = Conversation::of(job.owner.as_deref(), id);
+    match tx.follow_newest_turn(&conversation).await? {
+        TurnAhead::Idle => Ok(None),
+        TurnAhead::Followed(turn) => Ok(Some(turn)),
+        TurnAhead::Moved => Err(Fail::Conflict(format!(
+            "the newest turn of conversation {id:?} ended during the submit"
+        ))),
+    }
 }
 
 /// What a new job's insert writes beside its row, in the same transaction:
@@ -110,6 +143,10 @@ pub(crate) async fn submit_many(
     tx: &mut impl Tx,
     jobs: &[(JobId, NewJob)],
 ) -> Res<Vec<(Job, bool)>> {
+    // Which of two turns of one batch runs first is not the batch's to say.
+    if let Some(index) = jobs.iter().position(|(_, job)| job.after_turns) {
+        return Err(Fail::Refused(QueueError::HeldInBatch { index }));
+    }
     let now = tx.now().await?;
     let mut ledger = DayLedger::new(now);
     ledger.lock(tx, jobs.iter().map(|(_, job)| job)).await?;

@@ -1,5 +1,6 @@
 //! The thread operations (their rule in `queue/threads.rs`): make one,
-//! read one, merge its metadata, list a key's, delete one with its jobs.
+//! read one, merge its metadata, list a key's, copy one, delete one with
+//! its jobs.
 
 use serde_json::{Map, Value};
 
@@ -60,5 +61,18 @@ operation! {
     }
     write "delete_thread" -> ThreadDeletion = |op, tx| {
         threads::delete(tx, &Conversation::of(Some(&op.owner), &op.id)).await
+    };
+}
+
+operation! {
+    /// Copies a key's thread as its thread `to` (see `threads::copy`).
+    pub(crate) struct CopyThread {
+        pub owner: String,
+        pub from: String,
+        pub to: String,
+    }
+    write "copy_thread" -> Option<StoredThread> = |op, tx| {
+        let from = Conversation::of(Some(&op.owner), &op.from);
+        threads::copy(tx, &from, &Conversation::of(Some(&op.owner), &op.to)).await
     };
 }

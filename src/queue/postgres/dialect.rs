@@ -16,8 +16,8 @@ use super::transaction::{Params, PgTx};
 use crate::queue::statements::JobStatements;
 use crate::queue::tx::{
     AttemptRow, AttemptStart, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS,
-    JobValues, Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
-    job_from_row, start_attempt_sql,
+    JobValues, Pin, Res, Settle, StoredSpend, TurnAhead, candidate_from_row, entry_from_row,
+    insert_jobs_sql, job_from_row, start_attempt_sql,
 };
 use crate::queue::*;
 
@@ -288,6 +288,37 @@ impl<C: GenericClient> JobStatements for PgTx<'_, C> {
     async fn delete_conversation(&mut self, c: &Conversation<'_>) -> Res<()> {
         let sql = "DELETE FROM conversations WHERE owner = $1 AND id = $2";
         self.exec(sql, &[&c.owner, &c.id]).await?;
+        Ok(())
+    }
+
+    async fn follow_newest_turn(&mut self, c: &Conversation<'_>) -> Res<TurnAhead> {
+        // The update locks the turn until commit: an ending that races this
+        // submit waits for it, and its trigger then sees the follower. A
+        // turn that ended after the read fails the state test: `Moved`.
+        let sql = "WITH newest AS (
+                       SELECT id FROM jobs WHERE conversation_id = $1 AND COALESCE(owner, '') = $2
+                       AND state IN ('queued', 'running') AND after_job IS NULL
+                       ORDER BY created_at DESC, id DESC LIMIT 1),
+                   marked AS (
+                       UPDATE jobs SET followed = TRUE FROM newest
+                       WHERE jobs.id = newest.id AND jobs.state IN ('queued', 'running') AND jobs.after_job IS NULL
+                       RETURNING jobs.id)
+                   SELECT (SELECT id FROM newest), (SELECT id FROM marked)";
+        let row = self.first(sql, &[&c.id, &c.owner]).await?;
+        let (newest, marked) = match &row {
+            Some(row) => (row.text(0)?, row.text(1)?),
+            None => (None, None),
+        };
+        Ok(match (newest, marked) {
+            (_, Some(id)) => TurnAhead::Followed(id),
+            (Some(_), None) => TurnAhead::Moved,
+            (None, None) => TurnAhead::Idle,
+        })
+    }
+
+    async fn set_after(&mut self, id: &str, ahead: &str) -> Res<()> {
+        let sql = "UPDATE jobs SET after_job = $2 WHERE id = $1";
+        self.exec(sql, &[&id, &ahead]).await?;
         Ok(())
     }
 

@@ -47,6 +47,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0025_thread_metadata.sql"),
     include_str!("migrations/0026_run_meta.sql"),
     include_str!("migrations/0027_store_items.sql"),
+    include_str!("migrations/0028_queued_turns.sql"),
 ];
 
 /// The schema version this binary writes.

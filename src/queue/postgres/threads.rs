@@ -3,7 +3,9 @@
 use deadpool_postgres::GenericClient;
 
 use super::transaction::PgTx;
-use crate::queue::threads::{StoredThread, ThreadStatements, thread_columns, thread_from_row};
+use crate::queue::threads::{
+    StoredThread, ThreadStatements, copy_job_sql, thread_columns, thread_from_row,
+};
 use crate::queue::tx::{Conversation, Res};
 
 impl<C: GenericClient> ThreadStatements for PgTx<'_, C> {
@@ -50,5 +52,17 @@ impl<C: GenericClient> ThreadStatements for PgTx<'_, C> {
             .iter()
             .map(thread_from_row)
             .collect()
+    }
+
+    async fn copy_job(&mut self, from: &str, to: &str, conversation: &str) -> Res<()> {
+        let sql = copy_job_sql(|i| format!("${i}"));
+        self.exec(&sql, &[&from, &to, &conversation]).await?;
+        let sql = "INSERT INTO events (job_id, seq, attempt, event)
+                   SELECT $2, seq, attempt, REPLACE(event, $1, $2) FROM events WHERE job_id = $1";
+        self.exec(sql, &[&from, &to]).await?;
+        let sql = "INSERT INTO journal (job_id, scope, turn, step, attempt, body)
+                   SELECT $2, scope, turn, step, attempt, REPLACE(body, $1, $2) FROM journal WHERE job_id = $1";
+        self.exec(sql, &[&from, &to]).await?;
+        Ok(())
     }
 }

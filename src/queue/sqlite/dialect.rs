@@ -8,8 +8,8 @@ use rusqlite::{Connection, OptionalExtension, Params, Row, params};
 use crate::queue::statements::JobStatements;
 use crate::queue::tx::{
     AttemptRow, AttemptStart, CANDIDATE_COLUMNS, Change, Columns, Conversation, Fail, JOB_COLUMNS,
-    JobValues, Pin, Res, Settle, StoredSpend, candidate_from_row, entry_from_row, insert_jobs_sql,
-    job_from_row, start_attempt_sql,
+    JobValues, Pin, Res, Settle, StoredSpend, TurnAhead, candidate_from_row, entry_from_row,
+    insert_jobs_sql, job_from_row, start_attempt_sql,
 };
 use crate::queue::*;
 
@@ -352,6 +352,28 @@ impl JobStatements for SqliteTx<'_> {
         self.exec(
             "DELETE FROM conversations WHERE owner = ?1 AND id = ?2",
             params![c.owner, c.id],
+        )?;
+        Ok(())
+    }
+
+    async fn follow_newest_turn(&mut self, c: &Conversation<'_>) -> Res<TurnAhead> {
+        // One writer: the turn read is the turn marked.
+        let followed = self.first(
+            "UPDATE jobs SET followed = 1 WHERE id = (
+                 SELECT id FROM jobs WHERE conversation_id = ?1 AND COALESCE(owner, '') = ?2
+                 AND state IN ('queued', 'running') AND after_job IS NULL
+                 ORDER BY created_at DESC, id DESC LIMIT 1)
+             RETURNING id",
+            params![c.id, c.owner],
+            id_of,
+        )?;
+        Ok(followed.map_or(TurnAhead::Idle, TurnAhead::Followed))
+    }
+
+    async fn set_after(&mut self, id: &str, ahead: &str) -> Res<()> {
+        self.exec(
+            "UPDATE jobs SET after_job = ?2 WHERE id = ?1",
+            params![id, ahead],
         )?;
         Ok(())
     }

@@ -54,6 +54,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0021_thread_metadata.sql"),
     include_str!("migrations/0022_run_meta.sql"),
     include_str!("migrations/0023_store_items.sql"),
+    include_str!("migrations/0024_queued_turns.sql"),
 ];
 
 /// The schema version this binary writes.

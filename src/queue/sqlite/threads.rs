@@ -3,7 +3,9 @@
 use rusqlite::params;
 
 use super::dialect::SqliteTx;
-use crate::queue::threads::{StoredThread, ThreadStatements, thread_columns, thread_from_row};
+use crate::queue::threads::{
+    StoredThread, ThreadStatements, copy_job_sql, thread_columns, thread_from_row,
+};
 use crate::queue::tx::{Conversation, Res};
 
 // Mirrors `postgres/threads.rs` statement for statement, kept apart as
@@ -53,5 +55,23 @@ impl ThreadStatements for SqliteTx<'_> {
             params![owner, limit],
             |row| thread_from_row(row),
         )
+    }
+
+    async fn copy_job(&mut self, from: &str, to: &str, conversation: &str) -> Res<()> {
+        self.exec(
+            &copy_job_sql(|i| format!("?{i}")),
+            params![from, to, conversation],
+        )?;
+        self.exec(
+            "INSERT INTO events (job_id, seq, attempt, event)
+             SELECT ?2, seq, attempt, REPLACE(event, ?1, ?2) FROM events WHERE job_id = ?1",
+            params![from, to],
+        )?;
+        self.exec(
+            "INSERT INTO journal (job_id, scope, turn, step, attempt, body)
+             SELECT ?2, scope, turn, step, attempt, REPLACE(body, ?1, ?2) FROM journal WHERE job_id = ?1",
+            params![from, to],
+        )?;
+        Ok(())
     }
 }

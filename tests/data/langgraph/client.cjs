@@ -69,15 +69,26 @@ async function runs(client) {
     input: { messages: [{ type: "human", content: "again" }] },
   });
   const listed = await client.runs.list(thread);
-  const stateless = await client.runs.wait(null, "adder", {
-    input: { messages: [{ role: "user", content: "hello" }] },
+  const hello = { messages: [{ role: "user", content: "hello" }] };
+  const stateless = await client.runs.wait(null, "adder", { input: hello });
+  // Double texting with `enqueue`: pending until the run ahead ends.
+  const queueing = (await client.threads.create()).thread_id;
+  const ahead = await client.runs.create(queueing, "adder", {
+    input: { messages: [{ type: "human", content: "slowly" }] },
   });
+  const queued = await client.runs.create(queueing, "adder", {
+    input: hello,
+    multitaskStrategy: "enqueue",
+  });
+  const pending = (await client.runs.get(queueing, queued.run_id)).status;
+  await client.runs.cancel(queueing, ahead.run_id);
   return {
     created,
     joined,
     waited,
     listed: listed.map((r) => r.status),
     stateless,
+    enqueued: { pending, joined: await client.runs.join(queueing, queued.run_id) },
   };
 }
 

@@ -181,14 +181,32 @@ async def runs(client):
     result["deleted"] = await status_of(runs.get(slow_thread, slow["run_id"]))
     result["other_thread_run"] = await status_of(runs.get(slow_thread, run_id))
 
-    # Double texting: `interrupt` and `rollback` stop the thread's run first;
-    # `enqueue` is refused on a busy thread.
-    texting = (await client.threads.create())["thread_id"]
-    hello = {"messages": [{"role": "user", "content": "hello"}]}
-    first = await runs.create(texting, "adder", input={"messages": [{"role": "user", "content": "slow"}]})
-    result["enqueue"] = await status_of(
-        runs.create(texting, "adder", input=hello, multitask_strategy="enqueue")
+    # Double texting: `enqueue` waits for the thread's runs before it, each
+    # starting from what the one before left; `interrupt` and `rollback`
+    # stop the thread's run first.
+    queueing = (await client.threads.create())["thread_id"]
+    ahead = await runs.create(
+        queueing, "adder", input={"messages": [{"role": "user", "content": "slowly"}]}
     )
+    queued = [
+        await runs.create(queueing, "adder", input=hello, multitask_strategy="enqueue")
+        for _ in range(2)
+    ]
+    result["enqueue_timed"] = await status_of(
+        runs.create(queueing, "adder", input=hello, multitask_strategy="enqueue", after_seconds=5)
+    )
+    result["enqueued"] = [
+        (await runs.get(queueing, run["run_id"]))["status"] for run in queued
+    ]
+    result["queueing_status"] = (await client.threads.get(queueing))["status"]
+    await runs.cancel(queueing, ahead["run_id"])
+    result["after_queue"] = await runs.join(queueing, queued[-1]["run_id"])
+    result["queue_runs"] = [run["run_id"] for run in [ahead, *queued]]
+    result["queue_statuses"] = [
+        (await runs.get(queueing, run["run_id"]))["status"] for run in [ahead, *queued]
+    ]
+    texting = (await client.threads.create())["thread_id"]
+    first = await runs.create(texting, "adder", input={"messages": [{"role": "user", "content": "slow"}]})
     result["bad_interrupt"] = await status_of(
         runs.create(texting, "adder", input=None, multitask_strategy="interrupt")
     )
@@ -440,6 +458,30 @@ async def prune(client):
     }
 
 
+async def copy(client):
+    """A thread copied: a new thread with its metadata and what its ended runs left."""
+    threads, runs = client.threads, client.runs
+    thread = (await threads.create(metadata={"team": "a"}))["thread_id"]
+    await runs.wait(thread, "adder", input={"messages": [{"role": "user", "content": "2+3"}]})
+    await runs.wait(thread, "adder", input={"messages": [{"role": "user", "content": "hello"}]})
+    copied = await threads.copy(thread)
+    copy_id = copied["thread_id"]
+    return {
+        "thread": thread,
+        "copied": copied,
+        "state": await threads.get_state(thread),
+        "copy_state": await threads.get_state(copy_id),
+        "history": len(await threads.get_history(thread, limit=100)),
+        "copy_history": len(await threads.get_history(copy_id, limit=100)),
+        "copy_runs": [run["status"] for run in await runs.list(copy_id)],
+        "after_copy": await runs.wait(
+            copy_id, "adder", input={"messages": [{"role": "user", "content": "again"}]}
+        ),
+        "thread_after": await threads.get_state(thread),
+        "missing": await status_of(threads.copy("no-such-thread")),
+    }
+
+
 async def main():
     url, api_key, scenario, *args = sys.argv[1:]
     client = get_client(url=url, api_key=api_key)
@@ -450,7 +492,7 @@ async def main():
         "assistants": assistants, "threads": threads, "runs": runs, "stream": stream,
         "interrupt": interrupt, "long_wait": long_wait, "store": store,
         "store_peek": store_peek, "crons": crons,
-        "cron_alone": cron_alone, "prune": prune,
+        "cron_alone": cron_alone, "prune": prune, "copy": copy,
     }
     result = await scenarios[scenario](client, *args)
     print(json.dumps(result, default=str))

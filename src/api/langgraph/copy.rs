@@ -1,0 +1,53 @@
+//! `POST /threads/{thread_id}/copy`: a new thread of the key holding what
+//! the thread's ended runs left — its metadata, and its ended runs under
+//! new ids with their events and journals (`queue::threads::copy`), so the
+//! copy's state and history are the thread's as they stood.
+
+use aide::transform::TransformOperation;
+use axum::Json;
+use axum::extract::State;
+
+use super::super::AppState;
+use super::super::auth::Caller;
+use super::super::body::Path;
+use super::super::conversations::conversation;
+use super::super::document::answers;
+use super::super::error::ApiError;
+use super::threads::{Thread, not_found, own_thread, view};
+use crate::access::policy::Action;
+
+/// `POST /threads/{thread_id}/copy` in the API document.
+pub(super) fn copy_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary(
+            "Copy a thread: a new thread of this key with the thread's metadata and ended runs",
+        )
+        .description(
+            "The copy's runs are the thread's ended runs under new ids, with their events and \
+             journals: its state and history are the thread's as those runs left them. A run \
+             queued, running or parked is not copied. The copied runs spent nothing (a key's \
+             daily budget counts a run once).",
+        )
+        .response_with::<200, Json<Thread>, _>(|r| r.description("The new thread"));
+    answers(op, &[(404, "The key has no thread of that id")])
+}
+
+/// `POST /threads/{thread_id}/copy`.
+pub async fn copy(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Thread>, ApiError> {
+    own_thread(&state, &caller, &id).await?;
+    let owner = caller.name();
+    caller.authorize(Action::WriteConversation, &conversation(owner), || {
+        not_found(&id)
+    })?;
+    let to = uuid::Uuid::new_v4().to_string();
+    let copy = state
+        .queue
+        .copy_thread(owner, &id, &to)
+        .await?
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(view(&state, owner, copy).await?))
+}
