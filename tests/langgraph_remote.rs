@@ -8,20 +8,13 @@ mod common;
 
 use std::process::Command;
 
-use common::daemon::{Site, new_key};
-use common::langgraph::{ADDER, RUN_SCRIPT};
-use common::{mock_server, peer, python_langgraph, repo};
+use common::langgraph::{ADDER, RUN_SCRIPT, keyed_site};
+use common::{peer, python_langgraph, repo};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn remote_graph_runs_an_assistant_as_a_node_of_a_local_graph() {
-    let server = mock_server(RUN_SCRIPT).await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", "submit,read"],
-    );
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read").await;
     site.put_bundle("adder", ADDER);
     let daemon = site.start();
 

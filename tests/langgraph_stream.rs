@@ -10,11 +10,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Site, client_as, eventually, get, job_events, new_key, post_json};
-use common::langgraph::{ADDER, RUN_SCRIPT, driver, js_client, message_types};
-use common::{mock_server, python_langgraph, repo};
+use common::daemon::{client_as, eventually, get, job_events, post_json};
+use common::langgraph::{ADDER, RUN_SCRIPT, driver, js_client, keyed_site, message_types};
+use common::{python_langgraph, repo};
 use serde_json::{Value, json};
-use structured_agents::mock::MockServer;
 use tokio::io::AsyncBufReadExt;
 
 /// The parts of `parts` (`[event, data, id]`) with event `name`: their data.
@@ -60,19 +59,6 @@ fn updated_nodes(parts: &[Value]) -> Vec<String> {
         .iter()
         .filter_map(|u| u.as_object()?.keys().next().cloned())
         .collect()
-}
-
-/// A site over the mock model server answering `script`, and the key
-/// `team` with `scopes` in its keys file (the daemon not started yet).
-async fn keyed_site(script: &str, scopes: &str) -> (MockServer, Site, String) {
-    let server = mock_server(script).await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", scopes],
-    );
-    (server, site, key)
 }
 
 #[tokio::test(flavor = "multi_thread")]

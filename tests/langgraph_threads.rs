@@ -5,20 +5,12 @@
 
 mod common;
 
-use common::daemon::{Site, new_key};
-use common::langgraph::{ADDER, RUN_SCRIPT, driver, message_types};
-use common::mock_server;
+use common::langgraph::{ADDER, RUN_SCRIPT, driver, keyed_site, message_types};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn threads_are_pruned_as_deleted_one_by_one() {
-    let server = mock_server("replies:\n  - content: hi\n").await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", "submit,read"],
-    );
+    let (_server, site, key) = keyed_site("replies:\n  - content: hi\n", "submit,read").await;
     let daemon = site.start();
 
     let got = driver(&daemon, &key, "prune", &[]).await;
@@ -30,13 +22,7 @@ async fn threads_are_pruned_as_deleted_one_by_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_thread_is_copied_with_its_state_and_history() {
-    let server = mock_server(RUN_SCRIPT).await;
-    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
-    let key = new_key(
-        &site.path().join("keys.toml"),
-        "team",
-        &["--scopes", "submit,read"],
-    );
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read").await;
     site.put_bundle("adder", ADDER);
     let daemon = site.start();
 

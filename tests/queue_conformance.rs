@@ -1182,6 +1182,21 @@ fn stamped(e: &EventEnvelope) -> (JobStatus, Option<String>) {
     }
 }
 
+/// Job `id`'s attempt parking on its turn 2's `wire` call (500), for a
+/// person's decision.
+fn awaits_approval(id: &JobId) -> Outcome {
+    let request: ParkedCall = serde_json::from_value(json!({
+        "kind": "approval", "scope": "", "turn": 2, "position": 0, "call_id": "w1",
+        "tool": "wire", "arguments": {"amount": 500}, "effect": "unsafe",
+        "idempotency_key": format!("{id}:2:0"), "digest": "sha256:d",
+    }))
+    .unwrap();
+    Outcome::AwaitingApproval {
+        error: "awaits approval".into(),
+        request: Box::new(request),
+    }
+}
+
 /// A park writes the call's `ApprovalRequested` event in its own commit,
 /// just before the final event (which moves one on): no reader of the log
 /// sees the request before the job is parked on it. A park a cancel
@@ -1190,16 +1205,7 @@ pub async fn a_park_writes_its_approval_request_with_it(q: Arc<dyn JobQueue>) {
     let (submitted, _) = q.submit(job("b")).await.unwrap();
     let id = &submitted.id;
     let lease = q.lease("w", LEASE * 20).await.unwrap().unwrap();
-    let request: ParkedCall = serde_json::from_value(json!({
-        "kind": "approval", "scope": "", "turn": 2, "position": 0, "call_id": "w1",
-        "tool": "wire", "arguments": {"amount": 500}, "effect": "unsafe",
-        "idempotency_key": format!("{id}:2:0"), "digest": "sha256:d",
-    }))
-    .unwrap();
-    let parks = Outcome::AwaitingApproval {
-        error: "awaits approval".into(),
-        request: Box::new(request),
-    };
+    let parks = awaits_approval(id);
     let finished = q
         .finish(
             id,
@@ -1852,18 +1858,11 @@ pub async fn turns_sent_behind_a_conversation_run_one_after_another(q: Arc<dyn J
 
     // Parked for a person, the turn lets the next one go; that one,
     // cancelled while queued, lets the last go.
-    let id = &second.job.id;
-    let request: ParkedCall = serde_json::from_value(json!({
-        "kind": "approval", "scope": "", "turn": 1, "position": 0, "call_id": "p1",
-        "tool": "pay", "arguments": {"amount": 5}, "effect": "unsafe",
-        "idempotency_key": format!("{id}:1:0"), "digest": "sha256:d",
-    }))
-    .unwrap();
-    let parks = Outcome::AwaitingApproval {
-        error: "awaits approval".into(),
-        request: Box::new(request),
-    };
-    let reply = q.complete(id, second.attempt, parks, &[]).await.unwrap();
+    let parks = awaits_approval(&second.job.id);
+    let reply = q
+        .complete(&second.job.id, second.attempt, parks, &[])
+        .await
+        .unwrap();
     assert_eq!(reply, CompleteReply::Recorded(JobState::AwaitingApproval));
     let fourth = q.get(&later[2]).await.unwrap().unwrap();
     assert!(!is_held(&fourth), "the parked turn held its follower");

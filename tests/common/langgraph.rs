@@ -1,15 +1,16 @@
-//! LangGraph's clients as the tests drive them (tests/langgraph.rs,
-//! tests/langgraph_stream.rs): the real `langgraph-sdk` runs a scenario of
-//! tests/data/langgraph/driver.py, LangGraph's JS SDK one of client.cjs,
-//! each printing what the SDK returned as one JSON document; and the
-//! bundle and model script their runs share.
+//! LangGraph's clients as the tests drive them (tests/langgraph*.rs): the
+//! real `langgraph-sdk` runs a scenario of tests/data/langgraph/driver.py,
+//! LangGraph's JS SDK one of client.cjs, each printing what the SDK
+//! returned as one JSON document; the bundle and model script their runs
+//! share, and the keyed site they run on.
 
 use std::process::Command;
 
 use serde_json::Value;
+use structured_agents::mock::MockServer;
 
-use super::daemon::Daemon;
-use super::{peer, python_langgraph, repo};
+use super::daemon::{Daemon, Site, new_key};
+use super::{mock_server, peer, python_langgraph, repo};
 
 /// A bundle whose `add` tool adds `a` and `b`.
 pub const ADDER: &str = r#"name: adder
@@ -95,4 +96,17 @@ pub async fn js_client(daemon: &Daemon, key: &str, scenario: &str) -> Value {
         .arg(key)
         .arg(scenario);
     peer::json(daemon, command).await
+}
+
+/// A site over the mock model server answering `script`, and the key
+/// `team` with `scopes` in its keys file (the daemon not started yet).
+pub async fn keyed_site(script: &str, scopes: &str) -> (MockServer, Site, String) {
+    let server = mock_server(script).await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let key = new_key(
+        &site.path().join("keys.toml"),
+        "team",
+        &["--scopes", scopes],
+    );
+    (server, site, key)
 }

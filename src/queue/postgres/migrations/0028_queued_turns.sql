@@ -7,8 +7,9 @@
 -- sent.
 --
 -- When a followed turn leaves queued and running (it ended, or parked for a
--- person) or is deleted while live, the trigger releases the oldest of its
--- followers still queued, in the same transaction: its `run_at` becomes now,
+-- person), the trigger releases the oldest of its followers still queued, in
+-- the same transaction (a job is deleted only once it has ended:
+-- queue/reads.rs): its `run_at` becomes now,
 -- and the rest wait behind it (it is followed in turn). So whichever path
 -- ends a job, a follower is never left held. An ending that raced a submit
 -- waited for the turn's row lock, and the trigger's statements, each with a
@@ -42,7 +43,4 @@ END
 $$;
 CREATE TRIGGER jobs_release_after_end AFTER UPDATE OF state ON jobs FOR EACH ROW
 WHEN (NEW.followed AND OLD.state IN ('queued', 'running') AND NEW.state NOT IN ('queued', 'running'))
-EXECUTE FUNCTION jobs_release_after();
-CREATE TRIGGER jobs_release_after_delete AFTER DELETE ON jobs FOR EACH ROW
-WHEN (OLD.followed AND OLD.state IN ('queued', 'running'))
 EXECUTE FUNCTION jobs_release_after();

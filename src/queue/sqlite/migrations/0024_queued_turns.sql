@@ -6,11 +6,11 @@
 -- list, in the order they were sent.
 --
 -- When a followed turn leaves queued and running (it ended, or parked for a
--- person) or is deleted while live, the triggers release the oldest of its
--- followers still queued, in the same write: its `run_at` becomes now, and
--- the rest wait behind it (it is followed in turn). So whichever path ends a
--- job, a follower is never left held; a held follower that is cancelled
--- leaves the list and changes nothing.
+-- person), the trigger releases the oldest of its followers still queued, in
+-- the same write: its `run_at` becomes now, and the rest wait behind it (it
+-- is followed in turn). So whichever path ends a job, a follower is never
+-- left held; a held follower that is cancelled leaves the list and changes
+-- nothing. (A job is deleted only once it has ended: queue/reads.rs.)
 ALTER TABLE jobs ADD COLUMN after_job TEXT;
 ALTER TABLE jobs ADD COLUMN followed INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX jobs_after ON jobs (after_job, created_at, id) WHERE after_job IS NOT NULL;
@@ -26,17 +26,4 @@ BEGIN
         after_job = NULL,
         run_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
     WHERE after_job = NEW.id AND state = 'queued';
-END;
-CREATE TRIGGER jobs_release_after_delete AFTER DELETE ON jobs
-WHEN OLD.followed AND OLD.state IN ('queued', 'running')
-BEGIN
-    UPDATE jobs SET after_job = (
-        SELECT f.id FROM jobs f WHERE f.after_job = OLD.id AND f.state = 'queued' ORDER BY f.created_at, f.id LIMIT 1)
-    WHERE after_job = OLD.id AND state = 'queued' AND id <> (
-        SELECT f.id FROM jobs f WHERE f.after_job = OLD.id AND f.state = 'queued' ORDER BY f.created_at, f.id LIMIT 1);
-    UPDATE jobs SET
-        followed = EXISTS (SELECT 1 FROM jobs f WHERE f.after_job = jobs.id AND f.state = 'queued'),
-        after_job = NULL,
-        run_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
-    WHERE after_job = OLD.id AND state = 'queued';
 END;
