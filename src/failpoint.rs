@@ -6,8 +6,9 @@
 //! `name` (fire on the first hit) or `name@N` (fire on the N-th hit), each
 //! optionally followed by `:panic` to panic there instead of dying (to prove
 //! a panic is contained) or, where the point is reached in async code
-//! (`before_completion_commit`), `:pause` to wait there for a second and go
-//! on (to prove nothing is told of a write before it commits). The points are the variants of [`Failpoint`], so
+//! (`before_completion_commit`, `stream_end_read`), `:pause` to wait there
+//! for a second and go on (to prove nothing is told of a write before it
+//! commits, or that a stream's reads are not raced). The points are the variants of [`Failpoint`], so
 //! a call site cannot name one that does not exist, and `serve` refuses an
 //! `SA_FAILPOINTS` naming an unknown one ([`check_env`]): a misspelt name
 //! would otherwise never fire and a crash test would prove nothing. The
@@ -27,6 +28,7 @@
 //! | `after_group_reply_recorded` | a group chat's reply is in the journal |
 //! | `before_completion_commit` | the job's outcome is about to be committed |
 //! | `before_delivery_send` | an outbox delivery (a webhook, an A2A push) is claimed, about to be POSTed |
+//! | `stream_end_read` | a LangGraph run's stream saw its job end, about to read its last steps |
 //! | `steps_reply_lost` | a journal write committed, and its answer is then lost (the write returns an error; never kills) |
 
 use std::collections::HashMap;
@@ -49,12 +51,13 @@ pub enum Failpoint {
     AfterGroupReplyRecorded,
     BeforeCompletionCommit,
     BeforeDeliverySend,
+    StreamEndRead,
     StepsReplyLost,
 }
 
 impl Failpoint {
     /// Every failpoint, in the order a job meets them.
-    pub const ALL: [Failpoint; 13] = [
+    pub const ALL: [Failpoint; 14] = [
         Failpoint::AfterSubmitCommit,
         Failpoint::BeforeModelCall,
         Failpoint::AfterReplyRecorded,
@@ -67,6 +70,7 @@ impl Failpoint {
         Failpoint::AfterGroupReplyRecorded,
         Failpoint::BeforeCompletionCommit,
         Failpoint::BeforeDeliverySend,
+        Failpoint::StreamEndRead,
         Failpoint::StepsReplyLost,
     ];
 
@@ -85,6 +89,7 @@ impl Failpoint {
             Failpoint::AfterGroupReplyRecorded => "after_group_reply_recorded",
             Failpoint::BeforeCompletionCommit => "before_completion_commit",
             Failpoint::BeforeDeliverySend => "before_delivery_send",
+            Failpoint::StreamEndRead => "stream_end_read",
             Failpoint::StepsReplyLost => "steps_reply_lost",
         }
     }
@@ -115,7 +120,7 @@ pub enum FailpointError {
 
 /// The points reached through [`reached`], where a `:pause` can wait
 /// without blocking a runtime thread.
-const PAUSABLE: [Failpoint; 1] = [Failpoint::BeforeCompletionCommit];
+const PAUSABLE: [Failpoint; 2] = [Failpoint::BeforeCompletionCommit, Failpoint::StreamEndRead];
 
 /// How long a `:pause` waits.
 const PAUSE: Duration = Duration::from_secs(1);

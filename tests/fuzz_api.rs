@@ -16,38 +16,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use common::daemon::Site;
+use common::schemathesis::{self, counts, operations, seed, tail};
 use common::{mock_server, repo};
-
-/// Generated requests per operation and phase: enough to reach the
-/// extractors' error paths, few enough that the run stays within a few
-/// minutes on a loaded 2-core machine (about 40 s when it is quiet, under
-/// 3 min beside two other builds).
-const EXAMPLES: &str = "50";
-/// The same requests on every run: a failure reproduces. `SA_FUZZ_SEED`
-/// runs another seed (to look further than the suite does).
-const SEED: &str = "20261124";
-
-fn seed() -> String {
-    std::env::var("SA_FUZZ_SEED").unwrap_or_else(|_| SEED.to_string())
-}
-
-fn schemathesis() -> PathBuf {
-    let st = repo(".venv/bin/st");
-    assert!(
-        st.exists(),
-        "Schemathesis is missing ({}): run ./scripts/python-env, which installs the version pinned in ci/requirements.txt into .venv",
-        st.display()
-    );
-    st
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
-    let st = schemathesis();
     let mock = mock_server("replies:\n  - content: fuzzed\n").await;
     // With API keys, as a deployment has them: Schemathesis holds one with
     // every scope.
@@ -75,48 +49,25 @@ async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
         ),
     );
     let daemon = site.start();
-    let report = site.path().join("schemathesis-report");
-    let seed = seed();
-    let output = tokio::task::spawn_blocking({
-        let schema = daemon.url("/v1/openapi.json");
-        let base = daemon.base.clone();
-        let report = report.clone();
-        let cwd = site.path().to_path_buf();
-        let seed = seed.clone();
-        move || {
-            Command::new(st)
-                .arg("--config-file")
-                .arg(repo("tests/data/fuzz_api/schemathesis.toml"))
-                .arg("run")
-                .arg(&schema)
-                .args(["--url", &base])
-                .args(["--header", &format!("Authorization: Bearer {token}")])
-                .args(["--checks", "all"])
-                .args(["--phases", "examples,coverage,fuzzing,stateful"])
-                .args(["--max-examples", EXAMPLES, "--seed", &seed])
-                // One worker: under load, two of its threads raced in CPython 3.11's
-                // `ast.parse` (Hypothesis describing a strategy: "SystemError: AST
-                // constructor recursion depth mismatch"), a Runtime Error that failed
-                // the run; one costs ~10 % more time.
-                .args(["--workers", "1", "--request-timeout", "20"])
-                .args(["--generation-database", "none"])
-                .args(["--suppress-health-check", "all"])
-                .args(["--no-color", "--output-truncate", "false"])
-                .arg("--report-dir")
-                .arg(&report)
-                // Its cache (`.schemathesis/`) goes with the site, not the repository.
-                .current_dir(&cwd)
-                .env("SCHEMATHESIS_HOOKS", repo("tests/data/fuzz_api/checks.py"))
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let output = schemathesis::run(
+        &daemon,
+        &token,
+        schemathesis::Run {
+            schema: daemon.url("/v1/openapi.json"),
+            config: repo("tests/data/fuzz_api/schemathesis.toml"),
+            hooks: repo("tests/data/fuzz_api/checks.py"),
+            phases: "examples,coverage,fuzzing,stateful",
+            excluded: &[],
+            excluded_checks: &[],
+            dir: site.path(),
+        },
+    )
+    .await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
-        "Schemathesis found problems (seed {seed}):\n{stdout}\n{}\n== daemon log (tail)\n{}",
+        "Schemathesis found problems (seed {}):\n{stdout}\n{}\n== daemon log (tail)\n{}",
+        seed(),
         String::from_utf8_lossy(&output.stderr),
         tail(&daemon.log(), 80),
     );
@@ -124,39 +75,14 @@ async fn schemathesis_finds_no_5xx_and_only_shaped_errors() {
     // read, or a filter that matched nothing, would pass vacuously).
     let document =
         common::daemon::get(&common::daemon::client(), &daemon, "/v1/openapi.json").await;
-    let operations: usize = document["paths"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|path| {
-            path.as_object()
-                .unwrap()
-                .keys()
-                .filter(|k| ["get", "post", "put", "patch", "delete"].contains(&k.as_str()))
-                .count()
-        })
-        .sum();
-    let number_after = |label: &str| -> usize {
-        let rest = stdout.split(label).nth(1).unwrap_or_default().trim_start();
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().unwrap_or(0)
-    };
-    let (selected, total, tested) = (
-        number_after("Operations:"),
-        number_after("selected /"),
-        number_after("Tested:"),
-    );
+    let operations = operations(&document);
+    let (selected, total, tested) = counts(&stdout);
     // Schemathesis leaves out the document's own route.
     assert!(
         selected == total && tested == total && total + 1 >= operations,
         "Schemathesis tested {tested} of {total} operations ({selected} selected), the document has {operations}:\n{stdout}"
     );
     assert_eq!(daemon.stop(), Some(0));
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// What Schemathesis found, pinned: each answer is the JSON error shape

@@ -2,7 +2,8 @@
 //! real clients (tests/common/langgraph.rs): a run streamed in every
 //! stream mode with LangGraph's event names and payloads, joined again
 //! after an event id and whole, stateless; the same with the JS SDK; a run
-//! cancelled when its client goes (`on_disconnect: cancel`); and a stream
+//! cancelled when its client goes (`on_disconnect: cancel`); a stateless
+//! stream that tells its end before its job is deleted; and a stream
 //! the Python SDK joins again by itself across a daemon killed and
 //! restarted mid-run, with nothing lost or sent twice.
 
@@ -10,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{client_as, eventually, get, job_events, post_json};
+use common::daemon::{client_as, eventually, get, job_events, post_json, read_sse_response};
 use common::langgraph::{ADDER, RUN_SCRIPT, driver, js_client, keyed_site, message_types};
 use common::{python_langgraph, repo};
 use serde_json::{Value, json};
@@ -295,6 +296,60 @@ async fn a_run_whose_client_goes_is_cancelled_when_it_asked() {
         .await
         .unwrap();
     assert_eq!(cancel.status(), 202);
+}
+
+/// A stateless streamed run whose job goes once it ended (`on_completion:
+/// delete`, the default) tells its last steps first: its stream reads them
+/// from the job after its end — held there a second by `stream_end_read`
+/// — and the job is deleted only once its stream is done.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stateless_stream_tells_its_end_before_its_job_goes() {
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read,operate").await;
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start_with_env(&[("SA_FAILPOINTS", "stream_end_read:pause")]);
+    let http = client_as(&key);
+    let response = http
+        .post(daemon.url("/runs/stream"))
+        .json(&json!({
+            "assistant_id": "adder",
+            "input": {"messages": [{"role": "user", "content": "2+3"}]},
+            "stream_mode": ["values"],
+        }))
+        .send()
+        .await
+        .unwrap();
+    let at = response.headers()["location"].to_str().unwrap().to_string();
+    let run = at.split('/').nth(2).unwrap().to_string();
+    let events = read_sse_response(response, None).await;
+    assert!(
+        daemon.log().contains("failpoint stream_end_read: pausing"),
+        "the stream did not pause at its end: {}",
+        daemon.log()
+    );
+    let last: Value = events
+        .iter()
+        .rev()
+        .find(|(_, event, _)| event == "values")
+        .map(|(_, _, data)| serde_json::from_str(data).unwrap())
+        .unwrap();
+    assert_eq!(
+        message_types(&json!({"values": last})),
+        ["human", "ai", "tool", "ai"],
+        "{events:?}"
+    );
+    assert_eq!(last["messages"][3]["content"], "2+3 is 5.");
+    assert_eq!(events.last().unwrap().1, "end", "{events:?}");
+    // Then it goes, as the client asked.
+    eventually(Duration::from_secs(20), "the run's job deleted", || async {
+        let status = http
+            .get(daemon.url(&format!("/v1/jobs/{run}")))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        (status == 404).then_some(())
+    })
+    .await;
 }
 
 /// `payer`: its `pay` tool waits for a person's decision, and says what it paid.

@@ -22,11 +22,12 @@ use structured_agents::journal::JournalEntry;
 use structured_agents::queue::postgres::{PostgresOptions, PostgresQueue, SCHEMA_VERSION};
 use structured_agents::queue::sqlite::SqliteQueue;
 use structured_agents::queue::{
-    CompleteReply, DeliveryFilter, DeliveryResult, DeliveryState, EvalPin, EvalRun, FireRecord,
-    ForkSeed, HELD_RUN_AT_MS, HeartbeatReply, Job, JobFilter, JobId, JobKind, JobOrder, JobOrigin,
-    JobQueue, JobState, NewJob, NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder,
+    AssistantCreated, AssistantPatch, AssistantSettings, CompleteReply, DeliveryFilter,
+    DeliveryResult, DeliveryState, EvalPin, EvalRun, FireRecord, ForkSeed, HELD_RUN_AT_MS,
+    HeartbeatReply, Job, JobFilter, JobId, JobKind, JobOrder, JobOrigin, JobQueue, JobState,
+    MAX_COPIED_RUNS, NewJob, NextLease, Outcome, Pin, PushCaps, PushConfig, PushHolder,
     PushPayload, QueueError, Redrive, Replaces, Resolution, RetryPolicy, Settled, StoredRelease,
-    StoredSchedule,
+    StoredSchedule, ThreadCopy,
 };
 use structured_agents::trace_context::TraceContext;
 use structured_agents::types::TerminationReason;
@@ -1989,7 +1990,15 @@ pub async fn a_thread_copies_its_ended_jobs_with_their_logs(q: Arc<dyn JobQueue>
     }
     let (queued, _) = q.submit(turn("third")).await.unwrap();
 
-    let copy = q.copy_thread("alice", "t1", "t2").await.unwrap().unwrap();
+    // A thread longer than the copy takes is not copied at all.
+    assert_eq!(
+        q.copy_thread("alice", "t1", "t2", 1).await.unwrap(),
+        ThreadCopy::TooLong(2)
+    );
+    assert_eq!(q.thread("alice", "t2").await.unwrap(), None);
+    let ThreadCopy::Copied(copy) = q.copy_thread("alice", "t1", "t2", 2).await.unwrap() else {
+        panic!("thread t1 was not copied");
+    };
     assert_eq!((copy.id.as_str(), &copy.metadata), ("t2", &meta));
     assert_eq!((copy.newest, copy.busy), (Some(JobState::Succeeded), false));
     let listed = |thread: &'static str| {
@@ -2045,9 +2054,126 @@ pub async fn a_thread_copies_its_ended_jobs_with_their_logs(q: Arc<dyn JobQueue>
     assert_eq!(source.len(), 3);
     assert_eq!(source[2].id, queued.id);
     assert_eq!(q.journal(&ended[0].id).await.unwrap().len(), 1);
-    assert_eq!(q.copy_thread("bob", "t1", "t3").await.unwrap(), None);
-    assert_eq!(q.copy_thread("alice", "nope", "t3").await.unwrap(), None);
+    for (owner, from) in [("bob", "t1"), ("alice", "nope")] {
+        let copied = q.copy_thread(owner, from, "t3", MAX_COPIED_RUNS).await;
+        assert_eq!(copied.unwrap(), ThreadCopy::Missing);
+    }
     assert_eq!(q.thread("alice", "t3").await.unwrap(), None);
+}
+
+/// Custom assistants: a key's own, made once (a second create of the id
+/// answers the first), changed in numbered versions (absent fields kept,
+/// metadata merged), the latest picked back, deleted with their versions.
+pub async fn custom_assistants_keep_versions_per_key(q: Arc<dyn JobQueue>) {
+    let map = |v: serde_json::Value| v.as_object().cloned().unwrap();
+    let first = AssistantSettings {
+        graph_id: "b".into(),
+        name: "tutor".into(),
+        description: "helps".into(),
+        config: map(json!({"configurable": {"tone": "kind"}})),
+        context: map(json!({"level": "1"})),
+        metadata: map(json!({"team": "a"})),
+    };
+    let made = q
+        .create_assistant("alice", "a1", first.clone())
+        .await
+        .unwrap();
+    let AssistantCreated::New(made) = made else {
+        panic!("a1 was not new: {made:?}");
+    };
+    assert_eq!((made.id.as_str(), made.version), ("a1", 1));
+    assert_eq!(made.settings, first);
+    let other = AssistantSettings {
+        name: "other".into(),
+        ..first.clone()
+    };
+    match q
+        .create_assistant("alice", "a1", other.clone())
+        .await
+        .unwrap()
+    {
+        AssistantCreated::Existing(kept) => assert_eq!(kept.settings, first),
+        new => panic!("a second create of a1 made it again: {new:?}"),
+    }
+    // Another key's assistant of the same id is its own.
+    let theirs = q.create_assistant("bob", "a1", other).await.unwrap();
+    assert!(matches!(theirs, AssistantCreated::New(_)), "{theirs:?}");
+
+    let patch = AssistantPatch {
+        name: Some("tutor 2".into()),
+        metadata: Some(map(json!({"stage": "b"}))),
+        ..Default::default()
+    };
+    let changed = q
+        .update_assistant("alice", "a1", patch)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(changed.version, 2);
+    assert_eq!(changed.settings.name, "tutor 2");
+    assert_eq!(
+        changed.settings.context, first.context,
+        "absent fields kept"
+    );
+    assert_eq!(
+        changed.settings.metadata,
+        map(json!({"team": "a", "stage": "b"}))
+    );
+    assert_eq!(
+        q.update_assistant("alice", "nope", AssistantPatch::default())
+            .await
+            .unwrap(),
+        None
+    );
+    let versions = q.assistant_versions("alice", "a1").await.unwrap();
+    let numbers: Vec<i64> = versions.iter().map(|v| v.version).collect();
+    assert_eq!(numbers, [2, 1], "newest first");
+    assert_eq!(versions[1].settings, first);
+
+    // Back to version 1: the latest, and a third version after both.
+    let back = q
+        .set_assistant_latest("alice", "a1", 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((back.version, &back.settings), (1, &first));
+    assert_eq!(
+        q.set_assistant_latest("alice", "a1", 7).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        q.set_assistant_latest("carol", "a1", 1).await.unwrap(),
+        None
+    );
+    let third = q
+        .update_assistant("alice", "a1", AssistantPatch::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((third.version, &third.settings), (3, &first));
+
+    q.create_assistant("alice", "a2", first.clone())
+        .await
+        .unwrap();
+    let ids: Vec<String> = q
+        .assistants("alice")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&"a1".to_string()) && ids.contains(&"a2".to_string()));
+    assert!(q.delete_assistant("alice", "a1").await.unwrap());
+    assert!(!q.delete_assistant("alice", "a1").await.unwrap());
+    assert_eq!(q.assistant("alice", "a1").await.unwrap(), None);
+    assert!(
+        q.assistant_versions("alice", "a1")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(q.assistant("bob", "a1").await.unwrap().is_some());
 }
 
 /// LangGraph's store: a key's items under namespaces, replaced by a put of
@@ -3541,6 +3667,7 @@ macro_rules! suite {
             case!(conversations_are_per_key);
             case!(threads_carry_metadata_and_their_jobs_say_where_they_stand);
             case!(store_items_are_per_key_and_expire_unread);
+            case!(custom_assistants_keep_versions_per_key);
             case!(turns_sent_behind_a_conversation_run_one_after_another);
             case!(a_thread_copies_its_ended_jobs_with_their_logs);
             case!(turns_sent_while_turns_end_run_one_at_a_time_and_none_is_stranded);

@@ -76,6 +76,9 @@ pub enum Action {
     WriteStore,
     /// List bundles, read one, its card, its prompts, the agent directory.
     ReadBundle,
+    /// Make, change or delete the key's own custom assistants (LangGraph's
+    /// assistants over a bundle, with variables set).
+    WriteAssistant,
     /// Move a bundle's waiting jobs to its current version.
     MigrateJobs,
     /// Run a bundle's crash matrix.
@@ -116,7 +119,7 @@ pub enum Kind {
 
 impl Action {
     /// Every action, in the order docs/security.md lists them.
-    pub const ALL: [Action; 30] = [
+    pub const ALL: [Action; 31] = [
         Action::SubmitJob,
         Action::RerunJob,
         Action::ForkJob,
@@ -135,6 +138,7 @@ impl Action {
         Action::ReadStore,
         Action::WriteStore,
         Action::ReadBundle,
+        Action::WriteAssistant,
         Action::MigrateJobs,
         Action::VerifyBundle,
         Action::ReleaseBundle,
@@ -170,6 +174,7 @@ impl Action {
             Action::ReadStore => "read_store",
             Action::WriteStore => "write_store",
             Action::ReadBundle => "read_bundle",
+            Action::WriteAssistant => "write_assistant",
             Action::MigrateJobs => "migrate_jobs",
             Action::VerifyBundle => "verify_bundle",
             Action::ReleaseBundle => "release_bundle",
@@ -203,6 +208,8 @@ impl Action {
             // A key's memory is written by the agents it runs: part of
             // running them.
             | Action::WriteStore
+            // A custom assistant is a run's settings kept under a name.
+            | Action::WriteAssistant
             | Action::DeleteJob => Scope::Submit,
             Action::ReadJob
             | Action::ListJobs
@@ -249,6 +256,7 @@ impl Action {
             | Action::WriteConversation
             | Action::DeleteConversation
             | Action::WriteStore
+            | Action::WriteAssistant
             | Action::DeleteJob
             | Action::MigrateJobs
             | Action::ReleaseBundle

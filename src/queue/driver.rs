@@ -549,11 +549,13 @@ impl<D: Driver> JobQueue for Queue<D> {
         owner: &str,
         from: &str,
         to: &str,
-    ) -> Result<Option<StoredThread>, QueueError> {
+        max_runs: usize,
+    ) -> Result<ThreadCopy, QueueError> {
         let op = op::CopyThread {
             owner: owner.to_string(),
             from: from.to_string(),
             to: to.to_string(),
+            max_runs,
         };
         self.driver.write(op).await
     }

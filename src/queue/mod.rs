@@ -22,6 +22,8 @@
 //!
 //! This module must not know about bundles, the kernel or HTTP.
 
+mod assistant_calls;
+mod assistants;
 mod backend;
 mod decisions;
 mod driver;
@@ -56,6 +58,10 @@ mod transaction;
 mod tx;
 mod versions;
 
+pub use assistants::{
+    ASSISTANTS_SCANNED, AssistantCreated, AssistantPatch, AssistantSettings, StoredAssistant,
+    StoredAssistantVersion, VERSIONS_LISTED,
+};
 pub use driver::Queue;
 pub use error::{NoAnswer, QueueError};
 pub(crate) use fair::ReadyKey;
@@ -83,10 +89,12 @@ pub use retry::RetryPolicy;
 pub(crate) use rules::{Candidate, lost_reply};
 pub use rules::{Decision, decide, decide_release, stamp_final};
 pub use schedules::{FireRecord, StoredSchedule};
-pub use seam::{ItemStore, JobQueue};
+pub use seam::{AssistantStore, ItemStore, JobQueue};
 pub use stats::WriteCounts;
 pub(crate) use stats::WriteStats;
-pub use threads::{Created, StoredThread, THREADS_SCANNED, ThreadDeletion};
+pub use threads::{
+    Created, MAX_COPIED_RUNS, StoredThread, THREADS_SCANNED, ThreadCopy, ThreadDeletion,
+};
 pub use tx::Pin;
 
 pub use open::{MigrationStatus, location, open, postgres_options};

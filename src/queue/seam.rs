@@ -15,7 +15,7 @@ use crate::journal::JournalEntry;
 /// The seam between API, workers and storage (with [`ItemStore`], the
 /// items of LangGraph's store a key keeps in the same database).
 #[async_trait]
-pub trait JobQueue: ItemStore + Send + Sync {
+pub trait JobQueue: ItemStore + AssistantStore + Send + Sync {
     async fn submit(&self, job: NewJob) -> Result<(Job, bool), QueueError>;
     /// Submits many jobs in one transaction (multi-row inserts), each
     /// answered as `submit` would, in order. All or nothing: a key reused
@@ -336,14 +336,15 @@ pub trait JobQueue: ItemStore + Send + Sync {
     /// journals), unless one of them has not ended.
     async fn delete_thread(&self, owner: &str, id: &str) -> Result<ThreadDeletion, QueueError>;
     /// Copies `owner`'s thread `from` as its new thread `to`: its metadata
-    /// and its ended jobs (with their events and journals) under new ids.
-    /// The copy, or none when the key has no thread `from`.
+    /// and its ended jobs (with their events and journals) under new ids;
+    /// nothing when it has more than `max_runs` ended jobs.
     async fn copy_thread(
         &self,
         owner: &str,
         from: &str,
         to: &str,
-    ) -> Result<Option<StoredThread>, QueueError>;
+        max_runs: usize,
+    ) -> Result<ThreadCopy, QueueError>;
 }
 
 /// A key's items of LangGraph's store (`queue::items`), kept in the queue's
@@ -385,4 +386,49 @@ pub trait ItemStore: Send + Sync {
     ) -> Result<(), QueueError>;
     /// `owner`'s namespaces holding a live item, in order, `limit` at most.
     async fn item_namespaces(&self, owner: &str, limit: usize) -> Result<Vec<String>, QueueError>;
+}
+
+/// A key's custom assistants (`queue::assistants`), kept in the queue's
+/// database: part of every [`JobQueue`].
+#[async_trait]
+pub trait AssistantStore: Send + Sync {
+    /// Makes `owner`'s assistant `id` with `settings` as its version 1; an
+    /// id the key has already is answered as it stands.
+    async fn create_assistant(
+        &self,
+        owner: &str,
+        id: &str,
+        settings: AssistantSettings,
+    ) -> Result<AssistantCreated, QueueError>;
+    /// A new version of `owner`'s assistant `id`, `patch` over its latest,
+    /// made the latest; none when the key has no such assistant.
+    async fn update_assistant(
+        &self,
+        owner: &str,
+        id: &str,
+        patch: AssistantPatch,
+    ) -> Result<Option<StoredAssistant>, QueueError>;
+    /// Makes `version` the latest of `owner`'s assistant `id`; none when
+    /// the key has no such assistant or it no such version.
+    async fn set_assistant_latest(
+        &self,
+        owner: &str,
+        id: &str,
+        version: i64,
+    ) -> Result<Option<StoredAssistant>, QueueError>;
+    /// Deletes `owner`'s assistant `id` with its versions: whether there
+    /// was one.
+    async fn delete_assistant(&self, owner: &str, id: &str) -> Result<bool, QueueError>;
+    /// `owner`'s assistant `id` at its latest version.
+    async fn assistant(&self, owner: &str, id: &str)
+    -> Result<Option<StoredAssistant>, QueueError>;
+    /// `owner`'s newest assistants ([`ASSISTANTS_SCANNED`] at most).
+    async fn assistants(&self, owner: &str) -> Result<Vec<StoredAssistant>, QueueError>;
+    /// The versions of `owner`'s assistant `id`, newest first
+    /// ([`VERSIONS_LISTED`] at most).
+    async fn assistant_versions(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Vec<StoredAssistantVersion>, QueueError>;
 }

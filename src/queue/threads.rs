@@ -83,6 +83,24 @@ pub enum ThreadDeletion {
     Missing,
 }
 
+/// What a thread's copy did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadCopy {
+    /// The new thread, holding the thread's ended runs.
+    Copied(StoredThread),
+    /// The thread has more ended runs than one copy takes (how many):
+    /// nothing was written. A copy is one write, which on SQLite holds
+    /// the database's one writer for its whole length.
+    TooLong(usize),
+    /// The key has no such thread.
+    Missing,
+}
+
+/// The most ended runs one thread copy takes ([`ThreadCopy::TooLong`]
+/// past it): a copy writes every run's row, events and journal in one
+/// transaction.
+pub const MAX_COPIED_RUNS: usize = 1_000;
+
 /// The thread statements of a dialect (one statement each, no rule).
 pub(crate) trait ThreadStatements {
     /// Makes thread `c` with `metadata` unless the key has it: whether it
@@ -225,16 +243,21 @@ pub(crate) async fn delete(
 /// Copies thread `from` as thread `to` of the same key: its metadata, and
 /// its ended jobs (with their events and journals) under new ids, so the
 /// copy's state and history are the thread's as its ended runs left it. A
-/// run not ended (queued, running or parked) is not copied. The copy, or
-/// none when the key has no thread `from`.
+/// run not ended (queued, running or parked) is not copied; a thread of
+/// more than `max_runs` ended runs is not copied at all.
 pub(crate) async fn copy(
     tx: &mut (impl JobStatements + ThreadStatements),
     from: &Conversation<'_>,
     to: &Conversation<'_>,
-) -> Res<Option<StoredThread>> {
+    max_runs: usize,
+) -> Res<ThreadCopy> {
     let Some(source) = tx.thread(from, true).await? else {
-        return Ok(None);
+        return Ok(ThreadCopy::Missing);
     };
+    let mut ended = tx.finished_in_conversation(from).await?;
+    if ended.len() > max_runs {
+        return Ok(ThreadCopy::TooLong(ended.len()));
+    }
     let now = tx.now().await?;
     if !tx
         .insert_thread(to, &metadata_text(&source.metadata), now)
@@ -247,11 +270,16 @@ pub(crate) async fn copy(
     }
     // Job ids are UUIDv7: sorted, they are the order the runs came in, and
     // the copies' fresh ids keep it.
-    let mut ended = tx.finished_in_conversation(from).await?;
     ended.sort();
     for job in &ended {
         let copy = super::JobId::default();
         tx.copy_job(job, copy.as_str(), to.id).await?;
     }
-    tx.thread(to, false).await
+    let copied = tx.thread(to, false).await?;
+    copied.map(ThreadCopy::Copied).ok_or_else(|| {
+        Fail::Db(format!(
+            "the copy's new thread {:?} was not found in the write that made it",
+            to.id
+        ))
+    })
 }

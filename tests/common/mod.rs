@@ -10,6 +10,7 @@ pub mod peer;
 pub mod postgres;
 pub mod routes;
 pub mod sample_plugins;
+pub mod schemathesis;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,10 @@
 //! `GET /assistants/{id}`, `POST /assistants/{id}/versions`. Every loaded
 //! bundle the key may read is an assistant — its graph id its name, its id
 //! the name or LangGraph's UUID of it (`ids`) — whose versions are the
-//! versions of the bundle the daemon served since it started.
+//! versions of the bundle the daemon served since it started. The key's
+//! custom assistants (`custom`: a bundle with variables set, in versions)
+//! are listed and read beside them; [`resolve`] says what a run of either
+//! runs.
 
 use aide::transform::TransformOperation;
 use axum::Json;
@@ -20,6 +23,7 @@ use super::super::error::{ApiError, ErrorCode};
 use super::ids;
 use super::listing::{self, SortOrder, has_metadata, page};
 use crate::access::policy::{Action, Resource};
+use crate::queue::{AssistantSettings, StoredAssistant, rfc3339};
 use crate::registry::{BundleEntry, LoadedBundle, Snapshot};
 
 /// An assistant: a loaded bundle as LangGraph's clients see it.
@@ -29,14 +33,18 @@ pub struct Assistant {
     pub assistant_id: String,
     /// The bundle's name.
     pub graph_id: String,
-    /// Always `{}`: a bundle's settings are its files.
+    /// A bundle's `{}` (its settings are its files); a custom assistant's
+    /// config (`configurable`: variables its runs start with).
     pub config: Map<String, Value>,
-    /// Always `{}`: variables come with each run.
+    /// A bundle's `{}` (variables come with each run); a custom
+    /// assistant's variables.
     pub context: Map<String, Value>,
-    /// When the version serving was loaded (RFC 3339).
+    /// When the version serving was loaded, or the custom assistant made
+    /// (RFC 3339).
     pub created_at: String,
     pub updated_at: String,
-    pub metadata: AssistantMetadata,
+    /// A bundle's [`AssistantMetadata`]; a custom assistant's own.
+    pub metadata: Map<String, Value>,
     /// The version serving's place among the versions the daemon served
     /// since it started (1 the first).
     pub version: u32,
@@ -165,9 +173,11 @@ pub struct AssistantVersion {
     pub config: Map<String, Value>,
     pub context: Map<String, Value>,
     /// When this daemon loaded it (RFC 3339), for the version serving and
-    /// the one held; `null` for one that served before.
+    /// the one held; `null` for one that served before. When a custom
+    /// assistant's version was made.
     pub created_at: Option<String>,
-    pub metadata: VersionMetadata,
+    /// A bundle's [`VersionMetadata`]; a custom assistant's own.
+    pub metadata: Map<String, Value>,
     /// Its place among the versions (1 the first served).
     pub version: u32,
     pub name: String,
@@ -207,14 +217,16 @@ pub(super) fn found<'s>(
 ) -> Result<(&'s BundleEntry, &'s std::sync::Arc<LoadedBundle>), ApiError> {
     readable(snapshot, caller)
         .find(|(entry, _)| ids::names(id, &entry.name))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no assistant {id:?}: an assistant is a loaded bundle the key may read, named by its name or its assistant_id (POST /assistants/search lists them)"
-                ),
-            )
-        })
+        .ok_or_else(|| no_assistant(id))
+}
+
+fn no_assistant(id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!(
+            "no assistant {id:?}: an assistant is a loaded bundle the key may read, named by its name or its assistant_id, or one of the key's custom assistants (POST /assistants/search lists them)"
+        ),
+    )
 }
 
 /// The versions of bundle `name` the daemon knows, oldest first, with the
@@ -239,9 +251,27 @@ fn versions(state: &AppState, entry: &BundleEntry) -> (Vec<(String, &'static str
     (served, place.max(1))
 }
 
+/// A typed metadata as the map an assistant shows.
+pub(super) fn as_map(metadata: &impl Serialize) -> Map<String, Value> {
+    match serde_json::to_value(metadata) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
 /// The assistant of a loaded bundle.
 pub(super) fn assistant(state: &AppState, entry: &BundleEntry, loaded: &LoadedBundle) -> Assistant {
     let (_, version) = versions(state, entry);
+    let metadata = AssistantMetadata {
+        created_by: "system",
+        bundle_version: loaded.version().to_string(),
+        digest: loaded.identity.to_string(),
+        content_digest: loaded.bundle.content_digest.to_string(),
+        status: serde_json::to_value(entry.status)
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default(),
+    };
     Assistant {
         assistant_id: ids::assistant_id(&entry.name),
         graph_id: entry.name.clone(),
@@ -249,36 +279,135 @@ pub(super) fn assistant(state: &AppState, entry: &BundleEntry, loaded: &LoadedBu
         context: Map::new(),
         created_at: loaded.loaded_at.clone(),
         updated_at: loaded.loaded_at.clone(),
-        metadata: AssistantMetadata {
-            created_by: "system",
-            bundle_version: loaded.version().to_string(),
-            digest: loaded.identity.to_string(),
-            content_digest: loaded.bundle.content_digest.to_string(),
-            status: serde_json::to_value(entry.status)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default(),
-        },
+        metadata: as_map(&metadata),
         version,
         name: entry.name.clone(),
         description: loaded.bundle.raw.description.clone(),
     }
 }
 
-/// The assistants `caller` may read that a search's filters keep.
-fn matching(state: &AppState, caller: &Caller, filters: &Filters) -> Vec<Assistant> {
+/// The assistant of the key's custom assistant `stored`.
+pub(super) fn custom_assistant(stored: &StoredAssistant) -> Assistant {
+    let settings = &stored.settings;
+    Assistant {
+        assistant_id: stored.id.clone(),
+        graph_id: settings.graph_id.clone(),
+        config: settings.config.clone(),
+        context: settings.context.clone(),
+        created_at: rfc3339(stored.created_at),
+        updated_at: rfc3339(stored.updated_at),
+        metadata: settings.metadata.clone(),
+        version: u32::try_from(stored.version).unwrap_or(u32::MAX),
+        name: settings.name.clone(),
+        description: settings.description.clone(),
+    }
+}
+
+/// The assistants `caller` may read that a search's filters keep: the
+/// loaded bundles, then the key's custom assistants over them.
+pub(super) async fn matching(
+    state: &AppState,
+    caller: &Caller,
+    filters: &Filters,
+) -> Result<Vec<Assistant>, ApiError> {
     let snapshot = state.registry.snapshot();
+    let mut all: Vec<Assistant> = readable(&snapshot, caller)
+        .map(|(entry, loaded)| assistant(state, entry, loaded))
+        .collect();
+    all.extend(
+        state
+            .queue
+            .assistants(caller.name())
+            .await?
+            .iter()
+            .filter(|stored| {
+                caller.allows(
+                    Action::ReadBundle,
+                    &Resource::bundle(&stored.settings.graph_id),
+                )
+            })
+            .map(custom_assistant),
+    );
     let (metadata, graph_id) = (filters.metadata.as_ref(), filters.graph_id.as_deref());
     let name = filters.name.as_deref().map(str::to_lowercase);
-    readable(&snapshot, caller)
-        .filter(|(entry, _)| graph_id.is_none_or(|id| id == entry.name))
-        .filter(|(entry, _)| {
+    Ok(all
+        .into_iter()
+        .filter(|a| graph_id.is_none_or(|id| id == a.graph_id))
+        .filter(|a| {
             name.as_ref()
-                .is_none_or(|part| entry.name.to_lowercase().contains(part))
+                .is_none_or(|part| a.name.to_lowercase().contains(part))
         })
-        .map(|(entry, loaded)| assistant(state, entry, loaded))
-        .filter(|a| serde_json::to_value(&a.metadata).is_ok_and(|v| has_metadata(&v, metadata)))
-        .collect()
+        .filter(|a| has_metadata(&Value::Object(a.metadata.clone()), metadata))
+        .collect())
+}
+
+/// What a run of an assistant runs.
+pub(super) struct Target {
+    /// The bundle.
+    pub bundle: String,
+    /// The assistant's id as its runs show it.
+    pub assistant_id: String,
+    /// The variables its runs start with (a custom assistant's; a run's
+    /// own override them).
+    pub variables: Map<String, Value>,
+    /// The key's custom assistant, when it is one.
+    pub custom: Option<StoredAssistant>,
+}
+
+/// What assistant `id` runs, for `caller`: a loaded bundle it may read, or
+/// its own custom assistant over one; else a 404 (another key's assistant
+/// is as unknown as a missing one).
+pub(super) async fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Target, ApiError> {
+    let snapshot = state.registry.snapshot();
+    if let Ok((entry, _)) = found(&snapshot, caller, id) {
+        return Ok(Target {
+            bundle: entry.name.clone(),
+            assistant_id: ids::assistant_id(&entry.name),
+            variables: Map::new(),
+            custom: None,
+        });
+    }
+    let stored = match crate::types::text::is_id(id) {
+        true => state.queue.assistant(caller.name(), id).await?,
+        false => None,
+    };
+    let Some(stored) = stored else {
+        return Err(no_assistant(id));
+    };
+    let bundle = stored.settings.graph_id.clone();
+    found(&snapshot, caller, &bundle).map_err(|_| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "assistant {id:?} runs bundle {bundle:?}, which is not loaded or not one this key may read: load the bundle again, or point the assistant at another (PATCH /assistants/{id} with `graph_id`)"
+            ),
+        )
+    })?;
+    Ok(Target {
+        bundle,
+        assistant_id: stored.id.clone(),
+        variables: preset_variables(&stored.settings),
+        custom: Some(stored),
+    })
+}
+
+/// The variables a custom assistant's runs start with: its config's
+/// `configurable` values (LangGraph's own keys aside), then its context.
+pub(super) fn preset_variables(settings: &AssistantSettings) -> Map<String, Value> {
+    let mut variables: Map<String, Value> = match settings.config.get("configurable") {
+        Some(Value::Object(configurable)) => configurable
+            .iter()
+            .filter(|(key, _)| !ids::langgraphs_own(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        _ => Map::new(),
+    };
+    variables.extend(settings.context.clone());
+    variables
 }
 
 /// `POST /assistants/search` in the API document.
@@ -304,12 +433,13 @@ pub async fn search(
     JsonBody(request): JsonBody<SearchRequest>,
 ) -> Result<Response, ApiError> {
     let (limit, offset) = page(request.limit, request.offset)?;
-    let mut found = matching(&state, &caller, &request.filters);
+    let mut found = matching(&state, &caller, &request.filters).await?;
     let by = request.sort_by.unwrap_or(SortBy::CreatedAt);
     found.sort_by(|a, b| {
         let key = |x: &Assistant| match by {
             SortBy::AssistantId => x.assistant_id.clone(),
-            SortBy::GraphId | SortBy::Name => x.name.clone(),
+            SortBy::GraphId => x.graph_id.clone(),
+            SortBy::Name => x.name.clone(),
             SortBy::CreatedAt => x.created_at.clone(),
             SortBy::UpdatedAt => x.updated_at.clone(),
         };
@@ -334,8 +464,8 @@ pub async fn count(
     State(state): State<AppState>,
     caller: Caller,
     JsonBody(filters): JsonBody<Filters>,
-) -> Json<usize> {
-    Json(matching(&state, &caller, &filters).len())
+) -> Result<Json<usize>, ApiError> {
+    Ok(Json(matching(&state, &caller, &filters).await?.len()))
 }
 
 // Shaped as `jobs.rs`'s `get_doc` and handler, as every route's doc
@@ -357,9 +487,22 @@ pub async fn get(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Assistant>, ApiError> {
+    Ok(Json(assistant_named(&state, &caller, &id).await?))
+}
+
+/// Assistant `id` as `caller` sees it: a bundle's, or its own custom one.
+pub(super) async fn assistant_named(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Assistant, ApiError> {
+    let target = resolve(state, caller, id).await?;
+    if let Some(custom) = &target.custom {
+        return Ok(custom_assistant(custom));
+    }
     let snapshot = state.registry.snapshot();
-    let (entry, loaded) = found(&snapshot, &caller, &id)?;
-    Ok(Json(assistant(&state, entry, loaded)))
+    let (entry, loaded) = found(&snapshot, caller, &target.bundle)?;
+    Ok(assistant(state, entry, loaded))
 }
 
 /// `POST /assistants/{assistant_id}/versions` in the API document.
@@ -384,8 +527,38 @@ pub async fn list_versions(
     JsonBody(request): JsonBody<VersionsRequest>,
 ) -> Result<Json<Vec<AssistantVersion>>, ApiError> {
     let (limit, offset) = page(request.limit, request.offset)?;
+    let target = resolve(&state, &caller, &id).await?;
+    if let Some(custom) = &target.custom {
+        let stored = state
+            .queue
+            .assistant_versions(caller.name(), &custom.id)
+            .await?;
+        let versions: Vec<AssistantVersion> = stored
+            .into_iter()
+            .map(|v| AssistantVersion {
+                assistant_id: custom.id.clone(),
+                graph_id: v.settings.graph_id,
+                config: v.settings.config,
+                context: v.settings.context,
+                created_at: Some(rfc3339(v.created_at)),
+                metadata: v.settings.metadata,
+                version: u32::try_from(v.version).unwrap_or(u32::MAX),
+                name: v.settings.name,
+                description: v.settings.description,
+            })
+            .filter(|v| {
+                has_metadata(
+                    &Value::Object(v.metadata.clone()),
+                    request.metadata.as_ref(),
+                )
+            })
+            .collect();
+        return Ok(Json(
+            versions.into_iter().skip(offset).take(limit).collect(),
+        ));
+    }
     let snapshot = state.registry.snapshot();
-    let (entry, loaded) = found(&snapshot, &caller, &id)?;
+    let (entry, loaded) = found(&snapshot, &caller, &target.bundle)?;
     let (known, _) = versions(&state, entry);
     let held = entry.candidate.as_ref().map(|c| &c.loaded);
     let mut all: Vec<AssistantVersion> = known
@@ -403,7 +576,7 @@ pub async fn list_versions(
                 config: Map::new(),
                 context: Map::new(),
                 created_at: bound.map(|b| b.loaded_at.clone()),
-                metadata: VersionMetadata {
+                metadata: as_map(&VersionMetadata {
                     created_by: "system",
                     digest: bound
                         .map(|b| b.identity.clone())
@@ -411,7 +584,7 @@ pub async fn list_versions(
                         .map(|identity| identity.to_string()),
                     bundle_version: version,
                     status,
-                },
+                }),
                 version: place as u32 + 1,
                 name: entry.name.clone(),
                 description: bound
@@ -420,8 +593,10 @@ pub async fn list_versions(
             }
         })
         .filter(|v| {
-            serde_json::to_value(&v.metadata)
-                .is_ok_and(|json| has_metadata(&json, request.metadata.as_ref()))
+            has_metadata(
+                &Value::Object(v.metadata.clone()),
+                request.metadata.as_ref(),
+            )
         })
         .collect();
     all.reverse();

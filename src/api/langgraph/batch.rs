@@ -59,7 +59,9 @@ pub async fn batch(
     }
     let mut deletes = Vec::with_capacity(requests.len());
     for (index, request) in requests.iter().enumerate() {
-        runs::checked(&state, &caller, request).map_err(|e| of_run(index, e))?;
+        runs::checked(&state, &caller, request)
+            .await
+            .map_err(|e| of_run(index, e))?;
         deletes.push(deleted_after(request).map_err(|e| of_run(index, e))?);
     }
     let mut started = Vec::with_capacity(requests.len());
@@ -68,7 +70,7 @@ pub async fn batch(
             .await
             .map_err(|e| of_run(index, e))?;
         if delete {
-            tokio::spawn(delete_when_ended(state.clone(), job.id.clone()));
+            tokio::spawn(delete_when_ended(state.clone(), job.id.clone(), None));
         }
         started.push(runs::view(&job));
     }

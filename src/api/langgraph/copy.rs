@@ -12,9 +12,10 @@ use super::super::auth::Caller;
 use super::super::body::Path;
 use super::super::conversations::conversation;
 use super::super::document::answers;
-use super::super::error::ApiError;
+use super::super::error::{ApiError, ErrorCode};
 use super::threads::{Thread, not_found, view};
 use crate::access::policy::Action;
+use crate::queue::{MAX_COPIED_RUNS, ThreadCopy};
 
 /// `POST /threads/{thread_id}/copy` in the API document.
 pub(super) fn copy_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
@@ -26,10 +27,20 @@ pub(super) fn copy_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
             "The copy's runs are the thread's ended runs under new ids, with their events and \
              journals: its state and history are the thread's as those runs left them. A run \
              queued, running or parked is not copied. The copied runs spent nothing (a key's \
-             daily budget counts a run once).",
+             daily budget counts a run once). A copy is one write: a thread of more than 1,000 \
+             ended runs is not copied (409).",
         )
         .response_with::<200, Json<Thread>, _>(|r| r.description("The new thread"));
-    answers(op, &[(404, "The key has no thread of that id")])
+    answers(
+        op,
+        &[
+            (404, "The key has no thread of that id"),
+            (
+                409,
+                "The thread has more ended runs than one copy takes, named",
+            ),
+        ],
+    )
 }
 
 /// `POST /threads/{thread_id}/copy`.
@@ -46,10 +57,20 @@ pub async fn copy(
         caller.authorize(action, &conversation(owner), || not_found(&id))?;
     }
     let to = uuid::Uuid::new_v4().to_string();
-    let copy = state
+    match state
         .queue
-        .copy_thread(owner, &id, &to)
+        .copy_thread(owner, &id, &to, MAX_COPIED_RUNS)
         .await?
-        .ok_or_else(|| not_found(&id))?;
-    Ok(Json(view(&state, owner, copy).await?))
+    {
+        ThreadCopy::Copied(copy) => Ok(Json(view(&state, owner, copy).await?)),
+        ThreadCopy::Missing => Err(not_found(&id)),
+        ThreadCopy::TooLong(runs) => Err(ApiError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "thread {id:?} has {runs} ended runs and one copy takes at most {MAX_COPIED_RUNS}: \
+                 delete old runs (DELETE /threads/{id}/runs/{{run_id}}) or start a new thread \
+                 from its state (GET /threads/{id}/state); nothing was copied"
+            ),
+        )),
+    }
 }

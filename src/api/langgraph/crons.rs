@@ -248,7 +248,7 @@ fn kept(on_run_completed: Option<&str>) -> Result<(), ApiError> {
 }
 
 /// The cron `request` as a schedule spec and its client's settings.
-fn spec_of(
+async fn spec_of(
     state: &AppState,
     caller: &Caller,
     request: &CronRequest,
@@ -266,7 +266,7 @@ fn spec_of(
         ));
     }
     kept(request.on_run_completed.as_deref())?;
-    let template = runs::template(state, caller, &request.run)?;
+    let template = runs::template(state, caller, &request.run).await?;
     let spec = ScheduleSpec {
         timezone: request.timezone.clone().unwrap_or_else(|| "UTC".into()),
         input: template.input,
@@ -287,7 +287,7 @@ async fn make(
     request: CronRequest,
     thread: Option<&str>,
 ) -> Result<Json<Cron>, ApiError> {
-    let (bundle, spec, run_meta) = spec_of(state, caller, &request, thread)?;
+    let (bundle, spec, run_meta) = spec_of(state, caller, &request, thread).await?;
     caller.on_bundle(Action::CreateSchedule, &bundle, "assistant_id")?;
     let first = first_fire(state, &spec)?;
     held_within_caps(state, caller, &state.queue.schedules().await?)?;
@@ -376,7 +376,7 @@ pub async fn update(
     let found = own_cron(&state, &caller, Action::ManageSchedule, &id).await?;
     let thread = found.stored.spec.conversation.clone();
     let request = updated_request(&found, update)?;
-    let (bundle, spec, run_meta) = spec_of(&state, &caller, &request, thread.as_deref())?;
+    let (bundle, spec, run_meta) = spec_of(&state, &caller, &request, thread.as_deref()).await?;
     if bundle != found.stored.bundle {
         caller.on_bundle(Action::CreateSchedule, &bundle, "assistant_id")?;
     }

@@ -20,7 +20,7 @@ use super::super::auth::Caller;
 use super::super::body::Path;
 use super::super::document::answers;
 use super::super::error::ApiError;
-use super::assistants::found;
+use super::assistants::{found, resolve};
 use crate::registry::LoadedBundle;
 
 /// An assistant's graph, as LangGraph's server draws one.
@@ -165,8 +165,9 @@ pub async fn graph(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Graph>, ApiError> {
+    let bundle = resolve(&state, &caller, &id).await?.bundle;
     let snapshot = state.registry.snapshot();
-    let (_, loaded) = found(&snapshot, &caller, &id)?;
+    let (_, loaded) = found(&snapshot, &caller, &bundle)?;
     Ok(Json(graph_of(loaded)))
 }
 
@@ -213,7 +214,7 @@ fn messages_schema(title: &str) -> Value {
     })
 }
 
-fn schemas_of(name: &str, loaded: &LoadedBundle) -> GraphSchema {
+pub(super) fn schemas_of(name: &str, loaded: &LoadedBundle) -> GraphSchema {
     let variables: serde_json::Map<String, Value> = loaded
         .bundle
         .prompts
@@ -249,8 +250,9 @@ pub async fn schemas(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<GraphSchema>, ApiError> {
+    let bundle = resolve(&state, &caller, &id).await?.bundle;
     let snapshot = state.registry.snapshot();
-    let (entry, loaded) = found(&snapshot, &caller, &id)?;
+    let (entry, loaded) = found(&snapshot, &caller, &bundle)?;
     Ok(Json(schemas_of(&entry.name, loaded)))
 }
 
@@ -274,7 +276,6 @@ pub async fn subgraphs(
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<BTreeMap<String, GraphSchema>>, ApiError> {
-    let snapshot = state.registry.snapshot();
-    found(&snapshot, &caller, &id)?;
+    resolve(&state, &caller, &id).await?;
     Ok(Json(BTreeMap::new()))
 }

@@ -1,6 +1,7 @@
 //! A thread's state and history: `GET /threads/{id}/state` (its latest
 //! checkpoint), `GET …/state/{checkpoint_id}` and `POST …/state/checkpoint`
-//! (one checkpoint), `POST …/history` (its checkpoints, newest first).
+//! (one checkpoint), `POST` and `GET …/history` (its checkpoints, newest
+//! first).
 //! Writing a state (`POST` or `PATCH …/state`) is refused by name: a
 //! thread's state is its journals, and a fork changes it.
 
@@ -13,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::super::AppState;
 use super::super::auth::Caller;
-use super::super::body::{JsonBody, Path};
+use super::super::body::{JsonBody, Path, Query};
 use super::super::conversations::{conversation, jobs_of};
 use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
@@ -189,33 +190,91 @@ pub async fn history(
     Path(id): Path<String>,
     JsonBody(request): JsonBody<HistoryRequest>,
 ) -> Result<Json<Vec<ThreadState>>, ApiError> {
-    let limit = request.limit.unwrap_or(10);
-    if !(1..=MAX_HISTORY).contains(&limit) {
-        return Err(ApiError::field(
-            ErrorCode::InvalidRequest,
-            "limit",
-            format!("limit {limit} is out of range: send 1 to {MAX_HISTORY}"),
-        ));
-    }
-    let all = checkpoints_of(&state, &caller, &id).await?;
     let before = match &request.before {
-        None => all.len(),
         Some(Before::Id(wanted))
         | Some(Before::Checkpoint(CheckpointName {
             checkpoint_id: Some(wanted),
-        })) => all.iter().position(|c| &c.id() == wanted).unwrap_or(0),
-        Some(Before::Checkpoint(CheckpointName {
-            checkpoint_id: None,
-        })) => all.len(),
+        })) => Some(wanted.as_str()),
+        _ => None,
     };
-    let wanted = request.metadata.as_ref();
-    let states = (0..before)
-        .rev()
-        .filter_map(|at| state::at(&id, &all, at))
-        .filter(|s| has_metadata(&Value::Object(s.metadata.clone()), wanted))
-        .take(limit)
-        .collect();
-    Ok(Json(states))
+    let page = HistoryPage {
+        limit: request.limit,
+        before,
+        metadata: request.metadata.as_ref(),
+    };
+    Ok(Json(page.of(&state, &caller, &id).await?))
+}
+
+/// `?limit=` and `?before=` of `GET /threads/{thread_id}/history`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct HistoryQuery {
+    /// At most this many (1 to 1000; default 10).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+    /// Only checkpoints older than this one (its id).
+    #[serde(default)]
+    pub before: Option<String>,
+}
+
+/// `GET /threads/{thread_id}/history` in the API document.
+pub(super) fn history_get_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    history_doc(op).description("`POST …/history` with its `limit` and `before` as parameters.")
+}
+
+/// `GET /threads/{thread_id}/history` (the Agent Protocol's, and
+/// LangGraph's server's too).
+pub async fn history_get(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    Query(query): Query<HistoryQuery>,
+) -> Result<Json<Vec<ThreadState>>, ApiError> {
+    let page = HistoryPage {
+        limit: query.limit,
+        before: query.before.as_deref(),
+        metadata: None,
+    };
+    Ok(Json(page.of(&state, &caller, &id).await?))
+}
+
+/// Which of a thread's checkpoints a history answers.
+struct HistoryPage<'a> {
+    limit: Option<usize>,
+    /// Only those older than the checkpoint of this id.
+    before: Option<&'a str>,
+    /// Only those whose metadata has each of these keys at its value.
+    metadata: Option<&'a Map<String, Value>>,
+}
+
+impl HistoryPage<'_> {
+    /// The caller's thread `id`'s states of this page, newest first.
+    async fn of(
+        &self,
+        state: &AppState,
+        caller: &Caller,
+        id: &str,
+    ) -> Result<Vec<ThreadState>, ApiError> {
+        let limit = self.limit.unwrap_or(10);
+        if !(1..=MAX_HISTORY).contains(&limit) {
+            return Err(ApiError::field(
+                ErrorCode::InvalidRequest,
+                "limit",
+                format!("limit {limit} is out of range: send 1 to {MAX_HISTORY}"),
+            ));
+        }
+        let all = checkpoints_of(state, caller, id).await?;
+        let before = match self.before {
+            None => all.len(),
+            Some(wanted) => all.iter().position(|c| c.id() == wanted).unwrap_or(0),
+        };
+        Ok((0..before)
+            .rev()
+            .filter_map(|at| state::at(id, &all, at))
+            .filter(|s| has_metadata(&Value::Object(s.metadata.clone()), self.metadata))
+            .take(limit)
+            .collect())
+    }
 }
 
 /// `POST` and `PATCH /threads/{thread_id}/state` in the API document.

@@ -1,6 +1,8 @@
 //! Which bundle an assistant id names: the bundle's name, or the UUID
 //! LangGraph's server derives from a graph's id (version 5, in its own
-//! namespace), so a client that kept either finds the bundle.
+//! namespace), so a client that kept either finds the bundle; and which
+//! of a config's `configurable` keys are LangGraph's own ids, never a
+//! variable.
 
 use uuid::Uuid;
 
@@ -18,6 +20,23 @@ pub(super) fn assistant_id(name: &str) -> String {
 pub(super) fn names(id: &str, name: &str) -> bool {
     id == name
         || Uuid::parse_str(id).is_ok_and(|uuid| uuid == Uuid::new_v5(&NAMESPACE, name.as_bytes()))
+}
+
+/// The keys of `config.configurable` that are LangGraph's own, never a
+/// variable of the job.
+pub(super) fn langgraphs_own(key: &str) -> bool {
+    matches!(
+        key,
+        "thread_id"
+            | "checkpoint_id"
+            | "checkpoint_ns"
+            | "checkpoint_map"
+            | "run_id"
+            | "assistant_id"
+            | "graph_id"
+            | "user_id"
+    ) || key.starts_with("langgraph_")
+        || key.starts_with("__")
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! send the key in `X-Api-Key`). This module only translates LangGraph's
 //! shapes to the daemon's bundles, conversations and jobs:
 //!
-//! - `assistants`: assistants are bundles (search, count, get, versions);
+//! - `assistants`: assistants are bundles (search, count, get, versions),
+//!   the key's `custom` ones (a bundle with variables set, in versions),
+//!   and `agents` the Agent Protocol's view of them;
 //! - `graph`: an assistant's graph, schemas and subgraphs;
 //! - `ids`: which bundle an assistant id names;
 //! - `threads`: threads are conversations (make, read, change, delete,
@@ -14,7 +16,8 @@
 //! - `state`: a thread's checkpoints, one per durable step, which
 //!   `history` serves (its state, one checkpoint, its history);
 //! - `runs`: runs are jobs (a run request read into a job, a job's run
-//!   view), served by `run_routes` (and `batch`: several at once), and
+//!   view), served by `run_routes` (and `batch`: several at once;
+//!   `runs_by_id`: the Agent Protocol's runs by their id alone), and
 //!   streamed by `stream_routes`
 //!   through `stream` (LangGraph's events of a job, in each of the
 //!   `stream_modes` asked);
@@ -28,11 +31,13 @@
 //!   search keeps and ranks: `store_search`);
 //! - `listing`: how every search pages, sorts, filters and selects.
 
+mod agents;
 mod assistants;
 mod batch;
 mod copy;
 mod cron_search;
 mod crons;
+mod custom;
 mod graph;
 mod history;
 mod ids;
@@ -43,6 +48,7 @@ mod prune;
 mod resume;
 mod run_routes;
 mod runs;
+mod runs_by_id;
 mod state;
 mod store;
 mod store_search;
@@ -122,7 +128,39 @@ fn run_routes() -> ApiRouter<AppState> {
             "/runs/batch",
             with(SubmitJob, post_with(batch::batch, batch::batch_doc)),
         )
+        .merge(runs_by_id_routes())
         .merge(stream_routes())
+}
+
+/// The Agent Protocol's runs by their id alone.
+fn runs_by_id_routes() -> ApiRouter<AppState> {
+    use crate::access::policy::Action::{CancelJob, DeleteJob, ReadJob};
+    ApiRouter::new()
+        .api_route(
+            "/runs/search",
+            with(
+                ReadJob,
+                post_with(runs_by_id::search, runs_by_id::search_doc),
+            ),
+        )
+        .api_route(
+            "/runs/{run_id}",
+            with(ReadJob, get_with(runs_by_id::get, runs_by_id::get_doc)).merge(with(
+                DeleteJob,
+                delete_with(runs_by_id::delete, runs_by_id::delete_doc),
+            )),
+        )
+        .api_route(
+            "/runs/{run_id}/wait",
+            with(ReadJob, get_with(runs_by_id::wait, runs_by_id::wait_doc)),
+        )
+        .api_route(
+            "/runs/{run_id}/cancel",
+            with(
+                CancelJob,
+                post_with(runs_by_id::cancel, runs_by_id::cancel_doc),
+            ),
+        )
 }
 
 fn stream_routes() -> ApiRouter<AppState> {
@@ -153,7 +191,7 @@ fn stream_routes() -> ApiRouter<AppState> {
             "/runs/{run_id}/stream",
             with(
                 ReadJob,
-                get_with(stream_routes::join_stateless, stream_routes::join_doc),
+                get_with(stream_routes::join_by_id, stream_routes::join_doc),
             ),
         )
 }
@@ -233,7 +271,11 @@ fn thread_routes() -> ApiRouter<AppState> {
             with(
                 ReadConversation,
                 post_with(history::history, history::history_doc),
-            ),
+            )
+            .merge(with(
+                ReadConversation,
+                get_with(history::history_get, history::history_get_doc),
+            )),
         )
 }
 
@@ -300,8 +342,34 @@ fn store_routes() -> ApiRouter<AppState> {
 }
 
 fn assistant_routes() -> ApiRouter<AppState> {
-    use crate::access::policy::Action::ReadBundle;
+    use crate::access::policy::Action::{ReadBundle, WriteAssistant};
     ApiRouter::new()
+        .api_route(
+            "/assistants",
+            with(
+                WriteAssistant,
+                post_with(custom::create, custom::create_doc),
+            ),
+        )
+        .api_route(
+            "/assistants/{assistant_id}/latest",
+            with(
+                WriteAssistant,
+                post_with(custom::set_latest, custom::latest_doc),
+            ),
+        )
+        .api_route(
+            "/agents/search",
+            with(ReadBundle, post_with(agents::search, agents::search_doc)),
+        )
+        .api_route(
+            "/agents/{agent_id}",
+            with(ReadBundle, get_with(agents::get, agents::get_doc)),
+        )
+        .api_route(
+            "/agents/{agent_id}/schemas",
+            with(ReadBundle, get_with(agents::schemas, agents::schemas_doc)),
+        )
         .api_route(
             "/assistants/search",
             with(
@@ -318,7 +386,15 @@ fn assistant_routes() -> ApiRouter<AppState> {
         )
         .api_route(
             "/assistants/{assistant_id}",
-            with(ReadBundle, get_with(assistants::get, assistants::get_doc)),
+            with(ReadBundle, get_with(assistants::get, assistants::get_doc))
+                .merge(with(
+                    WriteAssistant,
+                    patch_with(custom::update, custom::update_doc),
+                ))
+                .merge(with(
+                    WriteAssistant,
+                    delete_with(custom::delete, custom::delete_doc),
+                )),
         )
         .api_route(
             "/assistants/{assistant_id}/versions",

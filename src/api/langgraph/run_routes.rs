@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
 
 use super::super::AppState;
 use super::super::auth::Caller;
@@ -122,7 +123,7 @@ async fn ready_thread<'a>(
         strategy => {
             // The new run is checked before the busy one is stopped: a
             // request that would be refused stops nothing.
-            runs::checked(state, caller, request)?;
+            runs::checked(state, caller, request).await?;
             stop_busy(state, caller, id, strategy == Multitask::Rollback).await?;
             let thread = state.queue.thread(owner, id).await?;
             Ok(on_thread(thread.is_none_or(|t| t.newest.is_none())))
@@ -172,7 +173,11 @@ pub(super) fn located(job: &Job, answer: impl IntoResponse) -> Response {
 
 /// The values a waited-for run answers: its thread's (or, stateless, its
 /// own), with `__error__` when its job failed.
-async fn values_after(state: &AppState, caller: &Caller, job: &Job) -> Result<Value, ApiError> {
+pub(super) async fn values_after(
+    state: &AppState,
+    caller: &Caller,
+    job: &Job,
+) -> Result<Value, ApiError> {
     let mut values = match &job.conversation_id {
         Some(thread) => state::values(&state::checkpoints(state, caller.name(), thread).await?),
         None => {
@@ -320,39 +325,56 @@ pub(super) fn deleted_after(request: &RunRequest) -> Result<bool, ApiError> {
 }
 
 /// Deletes a stateless run's job once it has ended (a parked one stays:
-/// it waits for a person). Lost with the daemon, as its retention then
-/// purges the job.
-pub(super) async fn delete_when_ended(state: AppState, id: JobId) {
-    if let Ok(job) = wait_finished(&state, &id).await
-        && job.state.is_terminal()
+/// it waits for a person), and once the stream that reads it, if any, is
+/// done (`read`: its sender goes with the stream). Lost with the daemon,
+/// as its retention then purges the job.
+pub(super) async fn delete_when_ended(
+    state: AppState,
+    id: JobId,
+    read: Option<oneshot::Receiver<()>>,
+) {
+    let Ok(job) = wait_finished(&state, &id).await else {
+        return;
+    };
+    if let Some(read) = read {
+        // Nothing is ever sent: the sender's drop is the signal.
+        let _ = read.await;
+    }
+    if job.state.is_terminal()
         && let Err(e) = state.queue.delete_finished(&id).await
     {
         tracing::warn!(job_id = %id, error = %e, "a stateless run's job was not deleted");
     }
 }
 
-/// `POST /runs`.
+/// `POST /runs` (on the thread `thread_id` names, when it names one).
 pub async fn create_stateless(
     State(state): State<AppState>,
     caller: Caller,
     trace: CallerTrace,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
+    if let Some(thread) = request.thread_id.clone() {
+        return create(State(state), caller, trace, Path(thread), JsonBody(request)).await;
+    }
     let delete = deleted_after(&request)?;
     let job = runs::start(&state, &caller, &trace, &request, None, None).await?;
     if delete {
-        tokio::spawn(delete_when_ended(state.clone(), job.id.clone()));
+        tokio::spawn(delete_when_ended(state.clone(), job.id.clone(), None));
     }
     Ok(located(&job, Json(runs::view(&job))))
 }
 
-/// `POST /runs/wait`.
+/// `POST /runs/wait` (on the thread `thread_id` names, when it names one).
 pub async fn wait_stateless(
     State(state): State<AppState>,
     caller: Caller,
     trace: CallerTrace,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
+    if let Some(thread) = request.thread_id.clone() {
+        return wait(State(state), caller, trace, Path(thread), JsonBody(request)).await;
+    }
     let delete = deleted_after(&request)?;
     let job = runs::start(&state, &caller, &trace, &request, None, None).await?;
     Ok(located(
@@ -453,6 +475,49 @@ pub(super) fn cancel_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     )
 }
 
+impl CancelQuery {
+    /// Whether the run is deleted once it stopped (`rollback`).
+    pub(super) fn rollback(&self) -> Result<bool, ApiError> {
+        match self.action.as_deref() {
+            None | Some("interrupt") => Ok(false),
+            Some("rollback") => Ok(true),
+            Some(other) => Err(ApiError::field(
+                ErrorCode::InvalidRequest,
+                "action",
+                format!("action {other:?} is not one of `interrupt`, `rollback`"),
+            )),
+        }
+    }
+
+    /// Whether the answer waits until the run stopped.
+    pub(super) fn waits(&self) -> bool {
+        matches!(self.wait.as_deref(), Some("1" | "true" | "yes"))
+    }
+}
+
+/// Cancels the caller's run `job`; with `wait` or `rollback`, waits until
+/// it stopped, and with `rollback` deletes it then. The job as it stopped,
+/// when waited for.
+pub(super) async fn stop_run(
+    state: &AppState,
+    caller: &Caller,
+    job: &Job,
+    wait: bool,
+    rollback: bool,
+) -> Result<Option<Job>, ApiError> {
+    if let Some(changed) = state.queue.cancel(&job.id).await? {
+        settled(state, changed);
+    }
+    if !wait && !rollback {
+        return Ok(None);
+    }
+    let ended = wait_finished(state, &job.id).await?;
+    if rollback && ended.state.is_terminal() {
+        delete_ended(state, caller, &ended.id).await?;
+    }
+    Ok(Some(ended))
+}
+
 /// `POST /threads/{thread_id}/runs/{run_id}/cancel`.
 pub async fn cancel(
     State(state): State<AppState>,
@@ -460,33 +525,14 @@ pub async fn cancel(
     Path((thread, run)): Path<(String, String)>,
     Query(query): Query<CancelQuery>,
 ) -> Result<Response, ApiError> {
-    let rollback = match query.action.as_deref() {
-        None | Some("interrupt") => false,
-        Some("rollback") => true,
-        Some(other) => {
-            return Err(ApiError::field(
-                ErrorCode::InvalidRequest,
-                "action",
-                format!("action {other:?} is not one of `interrupt`, `rollback`"),
-            ));
-        }
-    };
-    let wait = matches!(query.wait.as_deref(), Some("1" | "true" | "yes"));
+    let (rollback, wait) = (query.rollback()?, query.waits());
     let job = run_of(&state, &caller, Action::CancelJob, &thread, &run).await?;
-    if let Some(changed) = state.queue.cancel(&job.id).await? {
-        settled(&state, changed);
+    match stop_run(&state, &caller, &job, wait, rollback).await? {
+        Some(ended) if wait => {
+            Ok(Json(values_after(&state, &caller, &ended).await?).into_response())
+        }
+        _ => Ok(StatusCode::ACCEPTED.into_response()),
     }
-    if !wait && !rollback {
-        return Ok(StatusCode::ACCEPTED.into_response());
-    }
-    let ended = wait_finished(&state, &job.id).await?;
-    if rollback && ended.state.is_terminal() {
-        delete_ended(&state, &caller, &ended.id).await?;
-    }
-    if wait {
-        return Ok(Json(values_after(&state, &caller, &ended).await?).into_response());
-    }
-    Ok(StatusCode::ACCEPTED.into_response())
 }
 
 /// `DELETE /threads/{thread_id}/runs/{run_id}` in the API document.

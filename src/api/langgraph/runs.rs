@@ -19,7 +19,7 @@ use super::super::auth::Caller;
 use super::super::chat_input::chat_of;
 use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
-use super::assistants;
+use super::assistants::{self, Target};
 use super::ids;
 use super::stream_modes::Modes;
 use crate::queue::{Job, JobId, JobState, NewJob};
@@ -28,12 +28,22 @@ use crate::types::TerminationReason;
 /// The body of a run's create, wait or stream.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct RunRequest {
-    /// The assistant: a bundle's name or LangGraph's id of it.
+    /// The assistant: a bundle's name or LangGraph's id of it (the Agent
+    /// Protocol's `agent_id`).
+    #[serde(alias = "agent_id")]
     pub assistant_id: String,
+    /// On `/runs`, `/runs/wait` and `/runs/stream`: the thread to run on,
+    /// as `/threads/{thread_id}/runs…` would (the Agent Protocol's way).
+    #[serde(default)]
+    pub thread_id: Option<String>,
     /// `{"messages": […]}` (the last human message is the job's input) and
     /// any other keys, which become the job's variables.
     #[serde(default)]
     pub input: Option<Value>,
+    /// The Agent Protocol's input: the messages, read as `input.messages`
+    /// when there is no `input`.
+    #[serde(default)]
+    pub messages: Option<Vec<Value>>,
     /// `{"resume": …}` on a thread whose run is parked for a person
     /// (`interrupted`): the answer to its interrupt — `{"type": "approve"}`,
     /// `{"type": "edit", "edited_action": {"name", "args"}}`,
@@ -162,7 +172,10 @@ pub(super) fn view(job: &Job) -> Run {
     Run {
         run_id: job.id.to_string(),
         thread_id: job.conversation_id.clone(),
-        assistant_id: ids::assistant_id(&job.bundle),
+        // A custom assistant's runs name it; a bundle's, LangGraph's id.
+        assistant_id: field("assistant_id")
+            .and_then(|id| id.as_str().map(str::to_string))
+            .unwrap_or_else(|| ids::assistant_id(&job.bundle)),
         created_at: job.created_at.clone(),
         updated_at: job.updated_at.clone(),
         status: RunStatus::of(job),
@@ -172,23 +185,6 @@ pub(super) fn view(job: &Job) -> Run {
             .unwrap_or_else(|| "reject".to_string()),
         kwargs: object("kwargs"),
     }
-}
-
-/// The keys of `config.configurable` that are LangGraph's own, never a
-/// variable of the job.
-fn langgraphs_own(key: &str) -> bool {
-    matches!(
-        key,
-        "thread_id"
-            | "checkpoint_id"
-            | "checkpoint_ns"
-            | "checkpoint_map"
-            | "run_id"
-            | "assistant_id"
-            | "graph_id"
-            | "user_id"
-    ) || key.starts_with("langgraph_")
-        || key.starts_with("__")
 }
 
 fn refused(field: &str, why: impl Into<String>) -> ApiError {
@@ -312,11 +308,19 @@ struct JobInput {
 /// variables the input's other keys, `config.configurable` and `context`
 /// give it.
 fn input_of(request: &RunRequest) -> Result<JobInput, ApiError> {
-    let Some(Value::Object(input)) = &request.input else {
-        return Err(refused(
-            "input",
-            "a run needs `input` with `messages` holding a human message",
-        ));
+    let given_messages = request
+        .messages
+        .as_ref()
+        .map(|messages| Map::from_iter([("messages".to_string(), Value::Array(messages.clone()))]));
+    let input = match (&request.input, &given_messages) {
+        (Some(Value::Object(input)), _) => input,
+        (None, Some(messages)) => messages,
+        _ => {
+            return Err(refused(
+                "input",
+                "a run needs `input` with `messages` holding a human message (or, as the Agent Protocol sends, `messages`)",
+            ));
+        }
     };
     let (text, chat) = match input.get("messages") {
         Some(Value::String(text)) if !text.is_empty() => (text.clone(), None),
@@ -341,7 +345,7 @@ fn input_of(request: &RunRequest) -> Result<JobInput, ApiError> {
         variables.extend(
             configurable
                 .iter()
-                .filter(|(key, _)| !langgraphs_own(key))
+                .filter(|(key, _)| !ids::langgraphs_own(key))
                 .map(|(key, value)| (key.clone(), value.clone())),
         );
     }
@@ -372,6 +376,7 @@ fn run_meta(request: &RunRequest, assistant_id: &str) -> Value {
     let mut kwargs = request.rest.clone();
     for (key, value) in [
         ("input", &request.input),
+        ("messages", &request.messages.clone().map(Value::Array)),
         ("config", &request.config),
         ("webhook", &request.webhook.clone().map(Value::String)),
     ] {
@@ -390,17 +395,21 @@ fn run_meta(request: &RunRequest, assistant_id: &str) -> Value {
     })
 }
 
-/// The bundle a run request's assistant is, once no field of it is
-/// refused.
-fn refused_or_bundle(
+/// What a run request's assistant runs, once no field of it is refused.
+async fn target_of(
     state: &AppState,
     caller: &Caller,
     request: &RunRequest,
-) -> Result<String, ApiError> {
+) -> Result<Target, ApiError> {
     refusals(request)?;
-    let snapshot = state.registry.snapshot();
-    let (entry, _) = assistants::found(&snapshot, caller, &request.assistant_id)?;
-    Ok(entry.name.clone())
+    assistants::resolve(state, caller, &request.assistant_id).await
+}
+
+/// A run's variables: its assistant's, then its own over them.
+fn variables_of(target: &Target, own: Map<String, Value>) -> Map<String, Value> {
+    let mut variables = target.variables.clone();
+    variables.extend(own);
+    variables
 }
 
 /// What each fire of a cron gives its job: a run request read once, as
@@ -416,17 +425,18 @@ pub(super) struct Template {
 
 /// A cron's run request as its fires' job; a 422 naming the field a cron
 /// cannot repeat.
-pub(super) fn template(
+pub(super) async fn template(
     state: &AppState,
     caller: &Caller,
     request: &RunRequest,
 ) -> Result<Template, ApiError> {
-    let bundle = refused_or_bundle(state, caller, request)?;
+    let target = target_of(state, caller, request).await?;
     let JobInput {
         text,
         chat,
         variables,
     } = input_of(request)?;
+    let variables = variables_of(&target, variables);
     if chat.is_some() {
         return Err(refused(
             "input.messages",
@@ -439,7 +449,7 @@ pub(super) fn template(
             "a cron's runs start at its schedule's times",
         ));
     }
-    let mut run_meta = run_meta(request, &ids::assistant_id(&bundle));
+    let mut run_meta = run_meta(request, &target.assistant_id);
     // Every fire is a new human message: none may carry the id the client
     // gave the cron's (a thread's fires would merge into one by id).
     if let Some(messages) = run_meta["kwargs"]["input"]["messages"].as_array_mut() {
@@ -448,7 +458,7 @@ pub(super) fn template(
         }
     }
     Ok(Template {
-        bundle,
+        bundle: target.bundle,
         input: text,
         variables,
         run_meta,
@@ -457,12 +467,12 @@ pub(super) fn template(
 
 /// Checks a run request as [`start`] does, without starting it (a batch
 /// checks every run before it starts any).
-pub(super) fn checked(
+pub(super) async fn checked(
     state: &AppState,
     caller: &Caller,
     request: &RunRequest,
 ) -> Result<(), ApiError> {
-    refused_or_bundle(state, caller, request)?;
+    target_of(state, caller, request).await?;
     input_of(request)?;
     run_at(request.after_seconds)?;
     Ok(())
@@ -478,16 +488,17 @@ pub(super) async fn start(
     thread: Option<OnThread<'_>>,
     id: Option<JobId>,
 ) -> Result<Job, ApiError> {
-    let bundle = refused_or_bundle(state, caller, request)?;
+    let target = target_of(state, caller, request).await?;
     let JobInput {
         text: input,
         chat,
         variables,
     } = input_of(request)?;
+    let variables = variables_of(&target, variables);
     let metadata = request.metadata.clone().map(Value::Object);
     let job = NewJob {
         id,
-        bundle: bundle.clone(),
+        bundle: target.bundle.clone(),
         input,
         // A thread's later runs start from its earlier turns instead.
         messages: chat.filter(|_| thread.is_none_or(|t| t.first)),
@@ -496,7 +507,7 @@ pub(super) async fn start(
         after_turns: thread.is_some_and(|t| t.after_turns),
         run_at: run_at(request.after_seconds)?,
         webhook: request.webhook.clone(),
-        run_meta: Some(run_meta(request, &ids::assistant_id(&bundle))),
+        run_meta: Some(run_meta(request, &target.assistant_id)),
         trace: trace.or_metadata(metadata.as_ref()),
         ..Default::default()
     };

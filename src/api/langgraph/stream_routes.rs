@@ -18,12 +18,13 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::StreamExt;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
+use tokio::sync::oneshot;
 
 use super::super::AppState;
 use super::super::auth::Caller;
 use super::super::body::{JsonBody, ListQuery, Path, Texts};
 use super::super::document::{EventStream, answers, json_text, reads_header, sse_event};
-use super::super::error::{ApiError, ErrorCode};
+use super::super::error::ApiError;
 use super::super::feed::{Feed, Item, Step as Batch, Stepper, batches, job_feed, listen_first};
 use super::super::job_actions::settled;
 use super::super::sse::resume_point;
@@ -35,6 +36,7 @@ use super::run_routes::{
     START_REFUSALS, delete_when_ended, deleted_after, located, run_of, start_on_thread,
 };
 use super::runs::{self, RunRequest, RunStatus};
+use super::runs_by_id::key_run;
 use super::state;
 use super::stream::{Frame, PER_EVENT, RunInfo, Translator};
 use super::stream_modes::Modes;
@@ -131,23 +133,31 @@ pub async fn stream(
     Ok(answer(&state, follower))
 }
 
-/// `POST /runs/stream`.
+/// `POST /runs/stream` (on the thread `thread_id` names, when it names
+/// one).
 pub async fn stream_stateless(
     State(state): State<AppState>,
     caller: Caller,
     trace: CallerTrace,
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
+    if let Some(thread) = request.thread_id.clone() {
+        return stream(State(state), caller, trace, Path(thread), JsonBody(request)).await;
+    }
     let modes = Modes::of_value(request.rest.get("stream_mode"))?;
     let cancel = runs::cancelled_on_disconnect(&request)?;
     let delete = deleted_after(&request)?;
     let id = JobId::new();
     let feed = listen_first(&state, &caller, &id)?;
     let job = runs::start(&state, &caller, &trace, &request, None, Some(id)).await?;
+    // The job goes once it ended and this stream told its end (or its
+    // client went): its last values are read from the job.
+    let (reading, read) = oneshot::channel();
     if delete {
-        tokio::spawn(delete_when_ended(state.clone(), job.id.clone()));
+        tokio::spawn(delete_when_ended(state.clone(), job.id.clone(), Some(read)));
     }
-    let follower = Follower::open(&state, &caller, job, modes, None, feed, cancel).await?;
+    let mut follower = Follower::open(&state, &caller, job, modes, None, feed, cancel).await?;
+    follower.reading = Some(reading);
     Ok(answer(&state, follower))
 }
 
@@ -200,9 +210,10 @@ pub async fn join(
     rejoin(&state, &caller, job, &query, after).await
 }
 
-/// `GET /runs/{run_id}/stream`: a stateless run's stream joined again
-/// (kept while it runs, and after with `on_completion: keep`).
-pub async fn join_stateless(
+/// `GET /runs/{run_id}/stream`: a run's stream joined again by its id
+/// alone (the Agent Protocol's; a stateless run's is kept while it runs,
+/// and after with `on_completion: keep`).
+pub async fn join_by_id(
     State(state): State<AppState>,
     caller: Caller,
     Path(run): Path<String>,
@@ -210,24 +221,7 @@ pub async fn join_stateless(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = joined_after(&headers)?;
-    let not_found = || {
-        ApiError::new(
-            ErrorCode::NotFound,
-            format!(
-                "no stateless run {run:?} of this key (a run on a thread joins at /threads/{{thread_id}}/runs/{run}/stream)"
-            ),
-        )
-    };
-    let job = caller
-        .stored_job(&state, Action::ReadJob, &JobId::from(run.clone()))
-        .await
-        .map_err(|e| match e.code {
-            ErrorCode::NotFound => not_found(),
-            _ => e,
-        })?;
-    if job.conversation_id.is_some() || job.owner.as_deref() != Some(caller.name()) {
-        return Err(not_found());
-    }
+    let job = key_run(&state, &caller, Action::ReadJob, &run).await?;
     rejoin(&state, &caller, job, &query, after).await
 }
 
@@ -314,6 +308,9 @@ struct Follower {
     opened: bool,
     last_seq: u64,
     cancel_on_drop: Option<JobId>,
+    /// Held while this stream reads a job deleted once it has ended
+    /// (`delete_when_ended` waits for its drop).
+    reading: Option<oneshot::Sender<()>>,
 }
 
 impl Follower {
@@ -351,6 +348,7 @@ impl Follower {
             translator: Translator::new(run, modes, after),
             opened: false,
             last_seq: 0,
+            reading: None,
         })
     }
 
@@ -441,6 +439,7 @@ impl Follower {
 
     /// The job's end: the steps not told yet, then `error` or `end`.
     async fn ended(&mut self, job: Job) -> Vec<Frame> {
+        crate::failpoint::reached(crate::failpoint::Failpoint::StreamEndRead).await;
         self.translator.at(self.last_seq + 1);
         self.read_steps(Some(&job)).await;
         let all = self.steps.len();

@@ -120,6 +120,27 @@ pub struct PatchRequest {
     #[serde(default)]
     #[schemars(with = "Option<()>")]
     pub ttl: Option<Value>,
+    /// Only empty: a thread's state is its runs' journals, never written
+    /// (the Agent Protocol's state merge).
+    #[serde(default)]
+    #[schemars(extend("maxProperties" = 0))]
+    pub values: Option<Map<String, Value>>,
+    /// Only empty, as `values`.
+    #[serde(default)]
+    #[schemars(length(max = 0))]
+    pub messages: Option<Vec<Value>>,
+    /// Taken, its shape checked, and unused: the Agent Protocol ignores
+    /// it for a metadata patch, the only patch a thread takes.
+    #[serde(default)]
+    #[expect(dead_code, reason = "read only to check its shape; see the doc")]
+    pub checkpoint: Option<BranchPoint>,
+}
+
+/// A checkpoint a patch names (the Agent Protocol's `ThreadCheckpoint`).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct BranchPoint {
+    #[expect(dead_code, reason = "read only to check its shape")]
+    pub checkpoint_id: String,
 }
 
 /// What a thread search keeps (the body of `POST /threads/count`).
@@ -396,6 +417,25 @@ pub async fn patch(
     JsonBody(request): JsonBody<PatchRequest>,
 ) -> Result<Json<Thread>, ApiError> {
     no_ttl(request.ttl.as_ref())?;
+    let writes_state = [
+        (
+            "values",
+            request.values.as_ref().is_some_and(|v| !v.is_empty()),
+        ),
+        (
+            "messages",
+            request.messages.as_ref().is_some_and(|m| !m.is_empty()),
+        ),
+    ];
+    if let Some((field, _)) = writes_state.into_iter().find(|(_, given)| *given) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            field,
+            format!(
+                "thread {id:?}: a thread's state is its runs' journals and is not written: fork a run at a step (POST /v1/jobs/{{id}}/fork) or start a new run on the thread"
+            ),
+        ));
+    }
     let owner = caller.name();
     caller.authorize(Action::WriteConversation, &conversation(owner), || {
         not_found(&id)

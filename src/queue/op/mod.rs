@@ -61,6 +61,7 @@ macro_rules! operation {
     };
 }
 
+mod assistant;
 mod delivery;
 mod item;
 mod jobs;
@@ -69,6 +70,7 @@ mod release;
 mod schedule;
 mod thread;
 
+pub(crate) use assistant::*;
 pub(crate) use delivery::*;
 pub(crate) use item::*;
 pub(crate) use jobs::*;

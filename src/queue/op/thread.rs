@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::*;
-use crate::queue::threads::{self, Created, StoredThread, ThreadDeletion};
+use crate::queue::threads::{self, Created, StoredThread, ThreadCopy, ThreadDeletion};
 
 operation! {
     /// Makes a key's thread with its metadata, or finds the one it has.
@@ -70,9 +70,11 @@ operation! {
         pub owner: String,
         pub from: String,
         pub to: String,
+        pub max_runs: usize,
     }
-    write "copy_thread" -> Option<StoredThread> = |op, tx| {
+    write "copy_thread" -> ThreadCopy = |op, tx| {
         let from = Conversation::of(Some(&op.owner), &op.from);
-        threads::copy(tx, &from, &Conversation::of(Some(&op.owner), &op.to)).await
+        let to = Conversation::of(Some(&op.owner), &op.to);
+        threads::copy(tx, &from, &to, op.max_runs).await
     };
 }

@@ -23,6 +23,7 @@
 //! `NOTIFY`, by one task per handle that batches them (see `notify`,
 //! `listen`).
 
+mod assistants;
 mod cursor;
 mod dialect;
 mod ending;

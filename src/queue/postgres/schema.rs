@@ -48,6 +48,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0026_run_meta.sql"),
     include_str!("migrations/0027_store_items.sql"),
     include_str!("migrations/0028_queued_turns.sql"),
+    include_str!("migrations/0029_assistants.sql"),
 ];
 
 /// The schema version this binary writes.

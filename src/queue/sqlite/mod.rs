@@ -3,6 +3,7 @@
 //! default so an acknowledged write survives power loss; reads use their own
 //! connection on the blocking pool (WAL readers never wait for the writer).
 
+mod assistants;
 mod dialect;
 mod items;
 mod outbox;
@@ -55,6 +56,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0022_run_meta.sql"),
     include_str!("migrations/0023_store_items.sql"),
     include_str!("migrations/0024_queued_turns.sql"),
+    include_str!("migrations/0025_assistants.sql"),
 ];
 
 /// The schema version this binary writes.

@@ -75,6 +75,11 @@ EXCEPTED = {
     ("POST /v1/keys", 422): {("invalid_request", "bundles")},
     ("POST /mcp", 400): {("invalid_request", None), ("json-rpc", None)},
     ("POST /threads/{thread_id}/state", 422): {("invalid_request", "values")},
+    ("POST /assistants", 422): {("invalid_request", "config"), ("invalid_request", "context")},
+    ("PATCH /assistants/{assistant_id}", 422): {
+        ("invalid_request", "config"),
+        ("invalid_request", "context"),
+    },
     **{
         (f"POST {route}", 422): {
             ("invalid_request", "input"),

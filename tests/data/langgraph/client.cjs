@@ -1,6 +1,6 @@
 // LangGraph's JS SDK (@langchain/langgraph-sdk, installed by ./scripts/test into
 // ~/.cache/structured-agents/langgraph-js) against the daemon: one scenario per
-// argument (the assistants a key sees; its threads; runs; streamed runs; the store; crons). Prints one JSON object for
+// argument (the assistants a key sees; a custom assistant; its threads; runs; streamed runs; the store; crons). Prints one JSON object for
 // tests/langgraph.rs to check.
 //
 // Usage: node client.cjs SDK_MODULE_DIR URL API_KEY SCENARIO
@@ -175,9 +175,39 @@ async function crons(client) {
   return result;
 }
 
+// A custom assistant over bundle `plain` with its variable `lang`: made, run,
+// changed, picked back, deleted.
+async function custom(client) {
+  const made = await client.assistants.create({
+    graphId: "plain",
+    config: { configurable: { lang: "French" } },
+    metadata: { team: "js" },
+    name: "french",
+  });
+  const id = made.assistant_id;
+  const hello = { messages: [{ role: "user", content: "hello" }] };
+  const french = await client.runs.wait(null, id, { input: hello });
+  const updated = await client.assistants.update(id, { context: { lang: "German" } });
+  const german = await client.runs.wait(null, id, { input: hello });
+  const versions = await client.assistants.getVersions(id);
+  const picked = await client.assistants.setLatest(id, 1);
+  const result = {
+    made,
+    french,
+    updated,
+    german,
+    versions: versions.map((v) => v.version),
+    picked,
+    unread: await statusOf(client.assistants.create({ graphId: "plain", context: { colour: "red" } })),
+  };
+  await client.assistants.delete(id);
+  result.gone = await statusOf(client.assistants.get(id));
+  return result;
+}
+
 async function main() {
   const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
-  const scenarios = { assistants, threads, runs, stream, interrupt, store, crons };
+  const scenarios = { assistants, threads, runs, stream, interrupt, store, crons, custom };
   console.log(JSON.stringify(await scenarios[scenario](client)));
 }
 

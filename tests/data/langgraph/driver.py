@@ -482,6 +482,58 @@ async def copy(client):
     }
 
 
+async def custom(client, hidden):
+    """Custom assistants: made over bundle `plain` with its variable `lang`, run, changed in
+    versions, the latest picked back, deleted; `hidden` is a bundle the key may not read."""
+    assistants = client.assistants
+    made = await assistants.create(
+        "plain",
+        config={"configurable": {"lang": "French"}},
+        metadata={"team": "a"},
+        name="french",
+    )
+    aid = made["assistant_id"]
+    hello = {"messages": [{"role": "user", "content": "hello"}]}
+    thread = (await client.threads.create())["thread_id"]
+    french = await client.runs.wait(thread, aid, input=hello)
+    # A run's own variables win over its assistant's.
+    italian = await client.runs.wait(None, aid, input=hello, context={"lang": "Italian"})
+    runs = await client.runs.list(thread)
+    updated = await assistants.update(aid, context={"lang": "German"}, metadata={"stage": "b"})
+    german = await client.runs.wait(None, aid, input=hello)
+    versions = await assistants.get_versions(aid)
+    picked = await assistants.set_latest(aid, 1)
+    french_again = await client.runs.wait(None, aid, input=hello)
+    result = {
+        "made": made,
+        "again": await assistants.create("plain", assistant_id=aid, if_exists="do_nothing"),
+        "taken": await status_of(assistants.create("plain", assistant_id=aid)),
+        "bundle_id": await status_of(assistants.create("plain", assistant_id="plain")),
+        "unread": await status_of(assistants.create("plain", context={"colour": "red"})),
+        "hidden_graph": await status_of(assistants.create(hidden)),
+        "french": french,
+        "italian": italian,
+        "run": runs[0],
+        "updated": updated,
+        "german": german,
+        "versions": versions,
+        "picked": picked,
+        "french_again": french_again,
+        "got": await assistants.get(aid),
+        "search": await assistants.search(metadata={"team": "a"}),
+        "count": await assistants.count(graph_id="plain"),
+        "schemas": await assistants.get_schemas(aid),
+        "graph": await assistants.get_graph(aid),
+        "bundle_update": await status_of(assistants.update("plain", name="x")),
+        "bundle_delete": await status_of(assistants.delete("plain")),
+        "missing_version": await status_of(assistants.set_latest(aid, 9)),
+    }
+    await assistants.delete(aid)
+    result["gone"] = await status_of(assistants.get(aid))
+    result["kept"] = await assistants.create("plain", name="kept")
+    return result
+
+
 async def main():
     url, api_key, scenario, *args = sys.argv[1:]
     client = get_client(url=url, api_key=api_key)
@@ -492,7 +544,7 @@ async def main():
         "assistants": assistants, "threads": threads, "runs": runs, "stream": stream,
         "interrupt": interrupt, "long_wait": long_wait, "store": store,
         "store_peek": store_peek, "crons": crons,
-        "cron_alone": cron_alone, "prune": prune, "copy": copy,
+        "cron_alone": cron_alone, "prune": prune, "copy": copy, "custom": custom,
     }
     result = await scenarios[scenario](client, *args)
     print(json.dumps(result, default=str))
