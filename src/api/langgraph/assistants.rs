@@ -252,7 +252,7 @@ fn versions(state: &AppState, entry: &BundleEntry) -> (Vec<(String, &'static str
 }
 
 /// A typed metadata as the map an assistant shows.
-pub(super) fn as_map(metadata: &impl Serialize) -> Map<String, Value> {
+fn as_map(metadata: &impl Serialize) -> Map<String, Value> {
     match serde_json::to_value(metadata) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
@@ -371,11 +371,7 @@ pub(super) async fn resolve(
             custom: None,
         });
     }
-    let stored = match crate::types::text::is_id(id) {
-        true => state.queue.assistant(caller.name(), id).await?,
-        false => None,
-    };
-    let Some(stored) = stored else {
+    let Some(stored) = stored_custom(state, caller, id).await? else {
         return Err(no_assistant(id));
     };
     let bundle = stored.settings.graph_id.clone();
@@ -398,16 +394,29 @@ pub(super) async fn resolve(
 /// The variables a custom assistant's runs start with: its config's
 /// `configurable` values (LangGraph's own keys aside), then its context.
 pub(super) fn preset_variables(settings: &AssistantSettings) -> Map<String, Value> {
-    let mut variables: Map<String, Value> = match settings.config.get("configurable") {
-        Some(Value::Object(configurable)) => configurable
-            .iter()
-            .filter(|(key, _)| !ids::langgraphs_own(key))
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
-        _ => Map::new(),
-    };
-    variables.extend(settings.context.clone());
-    variables
+    ids::configured_variables(settings.config.get("configurable"), Some(&settings.context))
+}
+
+/// Whether `id` names a loaded bundle (its name or assistant id): such an
+/// id is never a custom assistant's.
+pub(super) fn is_bundles(state: &AppState, id: &str) -> bool {
+    let snapshot = state.registry.snapshot();
+    snapshot
+        .bundles
+        .values()
+        .any(|entry| ids::names(id, &entry.name))
+}
+
+/// `caller`'s custom assistant `id`, if it has one.
+pub(super) async fn stored_custom(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Option<StoredAssistant>, ApiError> {
+    if !crate::types::text::is_id(id) {
+        return Ok(None);
+    }
+    Ok(state.queue.assistant(caller.name(), id).await?)
 }
 
 /// `POST /assistants/search` in the API document.

@@ -21,8 +21,9 @@ use super::super::auth::Caller;
 use super::super::body::{JsonBody, Path, Query};
 use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
-use super::assistants::{Assistant, custom_assistant, found, preset_variables};
-use super::ids;
+use super::assistants::{
+    Assistant, custom_assistant, found, is_bundles, preset_variables, stored_custom,
+};
 use crate::access::policy::{Action, Resource};
 use crate::queue::{AssistantCreated, AssistantPatch, AssistantSettings, StoredAssistant};
 
@@ -157,12 +158,7 @@ fn checked_id(state: &AppState, id: &str) -> Result<(), ApiError> {
             ),
         ));
     }
-    let snapshot = state.registry.snapshot();
-    if snapshot
-        .bundles
-        .values()
-        .any(|entry| ids::names(id, &entry.name))
-    {
+    if is_bundles(state, id) {
         return Err(ApiError::field(
             ErrorCode::InvalidState,
             "assistant_id",
@@ -251,12 +247,7 @@ pub async fn create(
 
 /// The caller's custom assistant `id`, for a change.
 async fn own(state: &AppState, caller: &Caller, id: &str) -> Result<StoredAssistant, ApiError> {
-    let snapshot = state.registry.snapshot();
-    if snapshot
-        .bundles
-        .values()
-        .any(|entry| ids::names(id, &entry.name))
-    {
+    if is_bundles(state, id) {
         return Err(ApiError::new(
             ErrorCode::InvalidState,
             format!(
@@ -264,11 +255,9 @@ async fn own(state: &AppState, caller: &Caller, id: &str) -> Result<StoredAssist
             ),
         ));
     }
-    let stored = match crate::types::text::is_id(id) {
-        true => state.queue.assistant(caller.name(), id).await?,
-        false => None,
-    };
-    let stored = stored.ok_or_else(|| not_found(id))?;
+    let stored = stored_custom(state, caller, id)
+        .await?
+        .ok_or_else(|| not_found(id))?;
     caller.authorize(
         Action::WriteAssistant,
         &Resource::bundle(&stored.settings.graph_id),

@@ -1,9 +1,10 @@
 //! Which bundle an assistant id names: the bundle's name, or the UUID
 //! LangGraph's server derives from a graph's id (version 5, in its own
-//! namespace), so a client that kept either finds the bundle; and which
-//! of a config's `configurable` keys are LangGraph's own ids, never a
-//! variable.
+//! namespace), so a client that kept either finds the bundle; which of a
+//! config's `configurable` keys are LangGraph's own ids, never a variable;
+//! and so the variables a config and a context give a run.
 
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
 /// The namespace LangGraph's server derives a graph's default assistant id
@@ -37,6 +38,25 @@ pub(super) fn langgraphs_own(key: &str) -> bool {
             | "user_id"
     ) || key.starts_with("langgraph_")
         || key.starts_with("__")
+}
+
+/// The variables a config's `configurable` values (LangGraph's own keys
+/// aside) and then a context give a run: a run request's and a custom
+/// assistant's alike.
+pub(super) fn configured_variables(
+    configurable: Option<&Value>,
+    context: Option<&Map<String, Value>>,
+) -> Map<String, Value> {
+    let mut variables: Map<String, Value> = match configurable {
+        Some(Value::Object(configurable)) => configurable
+            .iter()
+            .filter(|(key, _)| !langgraphs_own(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        _ => Map::new(),
+    };
+    variables.extend(context.cloned().unwrap_or_default());
+    variables
 }
 
 #[cfg(test)]

@@ -337,19 +337,11 @@ fn input_of(request: &RunRequest) -> Result<JobInput, ApiError> {
         .filter(|(key, _)| key.as_str() != "messages")
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    if let Some(Value::Object(configurable)) = request
-        .config
-        .as_ref()
-        .and_then(|config| config.get("configurable"))
-    {
-        variables.extend(
-            configurable
-                .iter()
-                .filter(|(key, _)| !ids::langgraphs_own(key))
-                .map(|(key, value)| (key.clone(), value.clone())),
-        );
-    }
-    variables.extend(request.context.clone().unwrap_or_default());
+    let configurable = request.config.as_ref().and_then(|c| c.get("configurable"));
+    variables.extend(ids::configured_variables(
+        configurable,
+        request.context.as_ref(),
+    ));
     Ok(JobInput {
         text,
         chat,
