@@ -306,14 +306,17 @@ async fn a_scheduled_job_says_when_it_starts_and_each_budget_has_a_meter() {
 /// long and when the lease expires (it read "running · ● live" until the
 /// lease expired), and then the page shows the resume: the daemon started
 /// again on the same address takes the job when its lease expires and
-/// finishes it. The model answers after 6 s, so the kill comes mid-call.
+/// finishes it. The first model call answers only after 120 s, so the kill
+/// comes mid-call however slowly the browser starts (it answered after 6 s,
+/// and a browser slower than that under load saw the job already done);
+/// the resumed call answers at once.
 /// The lease is the fixture's 30 s (a heartbeat every 10 s), so
 /// the state shows from 23 s after the last heartbeat (two heartbeats and
 /// one of the page's 3 s polls) until 30 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     let mock = mock_server(&format!(
-        "replies:\n  - content: \"{WORDS}\"\n    delay_ms: 6000\n"
+        "mode: sequential\nreplies:\n  - content: \"{WORDS}\"\n    delay_ms: 120000\n  - content: \"{WORDS}\"\n"
     ))
     .await;
     let site = Site::new(&mock.base_url(), "");
@@ -340,7 +343,7 @@ async fn a_crashed_job_says_no_heartbeat_then_shows_its_resume() {
     let id = job["id"].as_str().unwrap().to_string();
     let browser = Browser::start(1440, 900, false).await;
     browser.goto(&daemon.url(&format!("/ui/jobs/{id}"))).await;
-    // The model answers after 6 s: the job runs, inside its model call.
+    // The first model call is slow: the job runs, inside its model call.
     browser.wait_for("#run-header[data-state=running]").await;
     daemon.kill9();
     let daemon = site.start();
