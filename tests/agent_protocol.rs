@@ -20,13 +20,9 @@ use common::schemathesis::{self, counts, operations, seed, tail};
 use common::{mock_server, repo};
 use serde_json::{Value, json};
 
-/// The protocol's thread streaming operations, not served yet (issue 53's
-/// next slice; docs/langgraph.md says so).
-const NOT_SERVED: [&str; 3] = [
-    "POST /threads/{thread_id}/stream",
-    "GET /threads/{thread_id}/stream",
-    "POST /threads/{thread_id}/commands",
-];
+/// The protocol's thread stream over a WebSocket, not served yet (issue
+/// 53's next slice; docs/langgraph.md says so).
+const NOT_SERVED: [&str; 1] = ["GET /threads/{thread_id}/stream"];
 
 #[tokio::test(flavor = "multi_thread")]
 async fn schemathesis_finds_the_daemon_as_the_agent_protocol_says() {
@@ -235,7 +231,13 @@ async fn a_run_goes_through_the_protocols_own_routes() {
         .unwrap();
     assert_eq!(cancel.status(), 204);
     let slow = get(&http, &daemon, &format!("/runs/{slow_id}")).await;
-    assert_eq!(slow["status"], "interrupted", "{slow}");
+    if slow["status"] != "interrupted" {
+        // Seen twice under load ("success" 5 ms after its creation): the
+        // job and its events say how.
+        let job = get(&http, &daemon, &format!("/v1/jobs/{slow_id}")).await;
+        let events = common::daemon::job_events(&http, &daemon, slow_id).await;
+        panic!("the cancelled run is not interrupted: {slow}\njob {job}\nevents {events:?}");
+    }
 
     // Deleted by its id: gone.
     for id in [run_id, slow_id] {

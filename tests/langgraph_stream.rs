@@ -12,7 +12,9 @@ mod common;
 use std::time::Duration;
 
 use common::daemon::{client_as, eventually, get, job_events, post_json, read_sse_response};
-use common::langgraph::{ADDER, RUN_SCRIPT, driver, js_client, keyed_site, message_types};
+use common::langgraph::{
+    ADDER, PAY_SCRIPT, PAYER, RUN_SCRIPT, driver, js_client, keyed_site, message_types,
+};
 use common::{python_langgraph, repo};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
@@ -351,36 +353,6 @@ async fn a_stateless_stream_tells_its_end_before_its_job_goes() {
     })
     .await;
 }
-
-/// `payer`: its `pay` tool waits for a person's decision, and says what it paid.
-const PAYER: &str = r#"name: payer
-version: "1"
-model: {endpoint: mock, name: m}
-prompts: {user: "{{ input }}"}
-tools:
-  - name: pay
-    kind: process
-    effect: read_only
-    approval: always
-    parameters: {type: object, properties: {amount: {type: integer}}}
-    command: [python3, -c, "import json,sys; print(json.dumps({'paid': json.load(sys.stdin)['amount']}))"]
-"#;
-
-const PAY_SCRIPT: &str = r#"
-replies:
-  - match: "pay 5"
-    turn: 1
-    tool_calls: [{id: p1, name: pay, arguments: {amount: 5}}]
-  - match: "pay 5"
-    turn: 2
-    content: "Paid."
-  - match: "pay 9"
-    turn: 1
-    tool_calls: [{id: p2, name: pay, arguments: {amount: 9}}]
-  - match: "pay 9"
-    turn: 2
-    content: "Not paid."
-"#;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupt_is_a_parked_call_and_command_resume_decides_it() {

@@ -5,6 +5,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::error::{ApiError, ErrorCode};
@@ -75,6 +76,28 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonList<T> {
 /// Every body the API reads is a JSON object: an array (which serde would
 /// read into a struct's fields by position), a scalar or blank text is
 /// refused.
+/// Reads a count or a place a client sends as a JSON whole number from 0:
+/// an integer, also one written as a float (`1e3`), and one past
+/// `u64::MAX` read as `u64::MAX` (past the end of anything it counts).
+pub fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(n) = number.as_u64() {
+        return Ok(Some(n));
+    }
+    match number.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(if f >= u64::MAX as f64 {
+            u64::MAX
+        } else {
+            f as u64
+        })),
+        _ => Err(serde::de::Error::custom(format!(
+            "{number} is not a whole number from 0"
+        ))),
+    }
+}
+
 pub(super) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes = match bytes.is_empty() {
         true => b"{}".as_slice(),

@@ -5,6 +5,7 @@
 //! reader of a feed turned into the stream of what it sends.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 
@@ -55,6 +56,17 @@ pub fn job_feed(
         held: permit,
     };
     crate::follow::job_feed(source(&state), id, after, calls, hold)
+}
+
+/// The feed of job `id` from its first event for a stream that follows
+/// several jobs in turn under one permit (a thread's event stream, run
+/// after run): each feed holds it, and it is given back with the last.
+pub fn shared_feed(state: &AppState, id: JobId, permit: &Arc<StreamPermit>) -> Feed {
+    let hold = crate::follow::Hold {
+        revoked: permit.revoked(),
+        held: Arc::clone(permit),
+    };
+    Box::pin(crate::follow::job_feed(source(state), id, 0, false, hold))
 }
 
 /// Admits a job and waits until it is finished or parked: a synchronous

@@ -47,11 +47,57 @@ replies:
     content: "2+3 is 5."
 "#;
 
+/// `payer`: its `pay` tool waits for a person's decision, and says what it paid.
+pub const PAYER: &str = r#"name: payer
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - name: pay
+    kind: process
+    effect: read_only
+    approval: always
+    parameters: {type: object, properties: {amount: {type: integer}}}
+    command: [python3, -c, "import json,sys; print(json.dumps({'paid': json.load(sys.stdin)['amount']}))"]
+"#;
+
+pub const PAY_SCRIPT: &str = r#"
+replies:
+  - match: "pay 5"
+    turn: 1
+    tool_calls: [{id: p1, name: pay, arguments: {amount: 5}}]
+  - match: "pay 5"
+    turn: 2
+    content: "Paid."
+  - match: "pay 9"
+    turn: 1
+    tool_calls: [{id: p2, name: pay, arguments: {amount: 9}}]
+  - match: "pay 9"
+    turn: 2
+    content: "Not paid."
+"#;
+
 /// The driver's `scenario` against `daemon` with `key`.
 pub async fn driver(daemon: &Daemon, key: &str, scenario: &str, args: &[&str]) -> Value {
+    python_peer("driver.py", daemon, key, scenario, args).await
+}
+
+/// tests/data/langgraph/thread_stream.py's `scenario` (the SDK's thread
+/// streaming) against `daemon` with `key`.
+pub async fn thread_driver(daemon: &Daemon, key: &str, scenario: &str) -> Value {
+    python_peer("thread_stream.py", daemon, key, scenario, &[]).await
+}
+
+async fn python_peer(
+    script: &str,
+    daemon: &Daemon,
+    key: &str,
+    scenario: &str,
+    args: &[&str],
+) -> Value {
     let mut command = Command::new(python_langgraph());
     command
-        .arg(repo("tests/data/langgraph/driver.py"))
+        .arg(repo(&format!("tests/data/langgraph/{script}")))
         .arg(daemon.url(""))
         .arg(key)
         .arg(scenario)

@@ -67,7 +67,7 @@ pub struct HistoryRequest {
 }
 
 /// The checkpoints of the caller's thread `id`, oldest first, or its 404.
-async fn checkpoints_of(
+pub(super) async fn checkpoints_of(
     state: &AppState,
     caller: &Caller,
     id: &str,
@@ -77,7 +77,7 @@ async fn checkpoints_of(
 }
 
 /// The state at the checkpoint named `checkpoint` of the caller's thread.
-async fn state_at(
+pub(super) async fn state_at(
     state: &AppState,
     caller: &Caller,
     id: &str,

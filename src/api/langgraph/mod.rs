@@ -24,6 +24,9 @@
 //! - `interrupts`: a call parked for a person as LangGraph's interrupt,
 //!   which a run's `command.resume` answers (`resume`, through the one
 //!   decision path);
+//! - `thread_stream`: the Agent Protocol's thread streaming, every run of
+//!   a thread told as the protocol's events (`thread_events`), and
+//!   `commands`, which start and resume its runs and read its state;
 //! - `waiting`: a run's wait kept alive until its answer;
 //! - `crons`: crons are the key's schedules, each fire the run request
 //!   (searched by `cron_search`);
@@ -34,6 +37,7 @@
 mod agents;
 mod assistants;
 mod batch;
+mod commands;
 mod copy;
 mod cron_search;
 mod crons;
@@ -55,6 +59,8 @@ mod store_search;
 mod stream;
 mod stream_modes;
 mod stream_routes;
+mod thread_events;
+mod thread_stream;
 mod threads;
 mod waiting;
 
@@ -163,6 +169,34 @@ fn runs_by_id_routes() -> ApiRouter<AppState> {
         )
 }
 
+/// The Agent Protocol's thread streaming: a thread's event stream (at the
+/// protocol's path and the SDKs') and its commands.
+fn thread_streaming_routes() -> ApiRouter<AppState> {
+    use crate::access::policy::Action::ReadConversation;
+    ApiRouter::new()
+        .api_route(
+            "/threads/{thread_id}/stream",
+            with(
+                ReadConversation,
+                post_with(thread_stream::open, thread_stream::open_doc),
+            ),
+        )
+        .api_route(
+            "/threads/{thread_id}/stream/events",
+            with(
+                ReadConversation,
+                post_with(thread_stream::open, thread_stream::open_doc),
+            ),
+        )
+        .api_route(
+            "/threads/{thread_id}/commands",
+            with(
+                ReadConversation,
+                post_with(commands::command, commands::command_doc),
+            ),
+        )
+}
+
 fn stream_routes() -> ApiRouter<AppState> {
     use crate::access::policy::Action::{ReadJob, SubmitJob};
     ApiRouter::new()
@@ -199,6 +233,7 @@ fn stream_routes() -> ApiRouter<AppState> {
 fn thread_routes() -> ApiRouter<AppState> {
     use crate::access::policy::Action::{DeleteConversation, ReadConversation, WriteConversation};
     ApiRouter::new()
+        .merge(thread_streaming_routes())
         .api_route(
             "/threads",
             with(

@@ -44,6 +44,11 @@ use crate::access::policy::Action;
 use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::queue::{Job, JobId};
 
+/// The frame of a run that runs again after its interrupt was answered
+/// (only a follower that goes [`through parks`](Follower::through_parks)
+/// makes it).
+pub(super) const RESUMED: &str = "resumed";
+
 /// One event of a run's stream, by its `event:` name — for the API
 /// document only.
 pub enum RunStreamEvent {}
@@ -298,7 +303,7 @@ fn sse(frame: Frame) -> Result<SseEvent, Infallible> {
 
 /// Follows one run's job and tells it; cancels the run when dropped
 /// before its end if the client asked so.
-struct Follower {
+pub(super) struct Follower {
     state: AppState,
     job: Job,
     feed: Feed,
@@ -311,10 +316,15 @@ struct Follower {
     /// Held while this stream reads a job deleted once it has ended
     /// (`delete_when_ended` waits for its drop).
     reading: Option<oneshot::Sender<()>>,
+    /// Goes on past a park to the job's end (a thread's event stream),
+    /// where a run's stream ends at its interrupt; and whether the job is
+    /// parked as told.
+    through_parks: bool,
+    parked: bool,
 }
 
 impl Follower {
-    async fn open(
+    pub(super) async fn open(
         state: &AppState,
         caller: &Caller,
         job: Job,
@@ -349,7 +359,16 @@ impl Follower {
             opened: false,
             last_seq: 0,
             reading: None,
+            through_parks: false,
+            parked: false,
         })
+    }
+
+    /// This follower goes on past a park: after its interrupt, a
+    /// [`RESUMED`] frame when the job runs again, then the rest of the run.
+    pub(super) fn through_parks(mut self) -> Self {
+        self.through_parks = true;
+        self
     }
 
     /// The run's first events: its metadata, and its input.
@@ -428,9 +447,26 @@ impl Follower {
                     let all = self.steps.len();
                     frames.extend(self.translator.steps(&self.steps, all));
                     frames.extend(self.translator.interrupted(parked.error.as_deref()));
+                    if self.through_parks {
+                        self.parked = true;
+                        return Batch::More(frames);
+                    }
                     frames.extend(self.translator.ended(None));
                     return Batch::Last(frames);
                 }
+            }
+            Event::JobState {
+                state: JobStatus::Running,
+                ..
+            } if self.parked => {
+                self.parked = false;
+                // The last number this stored event has room for: the
+                // translator numbers only a few events at one.
+                frames.push(Frame {
+                    event: RESUMED,
+                    data: serde_json::Value::Null,
+                    id: Some(seq.saturating_mul(PER_EVENT) + PER_EVENT - 1),
+                });
             }
             _ => {}
         }

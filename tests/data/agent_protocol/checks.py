@@ -180,8 +180,14 @@ def unsupported_method_but_langgraphs(ctx, response, case):
     return unsupported_method(ctx, response, case)
 
 
+# `GET /threads/{thread_id}/stream`, a thread's stream over a WebSocket, is not
+# served yet (issue 53's next slice; tests/agent_protocol.rs leaves it out): the
+# path answers `Allow: POST`.
+NOT_SERVED_YET = {"/threads/{thread_id}/stream"}
+
+
 @schemathesis.check
 def allow_header_conformance_but_langgraphs(ctx, response, case):
-    if case.operation.path in SERVED_BESIDE:
+    if case.operation.path in SERVED_BESIDE | NOT_SERVED_YET:
         return None
     return allow_header_conformance(ctx, response, case)

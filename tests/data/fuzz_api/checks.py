@@ -14,11 +14,29 @@ with a JSON-RPC error in a 200 (the transport worked); such a 200 must be one.
 has both keys too), with a non-empty message and a string code. `/mcp` may
 instead answer a JSON-RPC 2.0 error, whose `code` is an integer (the MCP
 transport's own shape for a malformed or misrouted message).
+
+`before_call`: a thread's event stream (the Agent Protocol's thread streaming)
+stays open for the thread's runs to come until its client goes, and Schemathesis
+reads a whole answer: the stream of a thread that exists (the stateful phase
+links `POST /threads` to it) would never end. It is checked on a thread no key
+has (its 404 and its 422s); tests/agent_protocol_stream.rs reads real ones.
 """
 
 import json
+import uuid
 
 import schemathesis
+
+THREAD_STREAMS = {
+    "POST /threads/{thread_id}/stream",
+    "POST /threads/{thread_id}/stream/events",
+}
+
+
+@schemathesis.hook
+def before_call(ctx, case, kwargs):
+    if f"{case.method.upper()} {case.path}" in THREAD_STREAMS:
+        case.path_parameters = {**(case.path_parameters or {}), "thread_id": str(uuid.uuid4())}
 
 
 @schemathesis.check

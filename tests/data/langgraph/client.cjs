@@ -1,6 +1,6 @@
 // LangGraph's JS SDK (@langchain/langgraph-sdk, installed by ./scripts/test into
 // ~/.cache/structured-agents/langgraph-js) against the daemon: one scenario per
-// argument (the assistants a key sees; a custom assistant; its threads; runs; streamed runs; the store; crons). Prints one JSON object for
+// argument (the assistants a key sees; a custom assistant; its threads; runs; streamed runs; the store; crons; a thread's stream). Prints one JSON object for
 // tests/langgraph.rs to check.
 //
 // Usage: node client.cjs SDK_MODULE_DIR URL API_KEY SCENARIO
@@ -205,9 +205,49 @@ async function custom(client) {
   return result;
 }
 
+// The Agent Protocol's thread streaming (client.threads.stream): a run started on
+// a thread the SDK names, its output and its state read by commands.
+async function threadStream(client) {
+  const thread = client.threads.stream({ assistantId: "adder" });
+  const started = await thread.run.start({
+    input: { messages: [{ role: "user", content: "2+3" }] },
+  });
+  const output = await thread.output;
+  const state = await thread.state.get({ namespace: [] });
+  const checkpoints = await thread.state.listCheckpoints({ limit: 2 });
+  await thread.close();
+  return { started, output, state, checkpoints, thread_id: thread.threadId };
+}
+
+// The same, parked for a person: the interrupt the stream requests (its output
+// the values at the park), answered with input.respond (an edit); the run goes
+// on to its end, which joining it waits for (a ThreadStream's output is its
+// first stop's).
+async function threadInterrupt(client) {
+  const thread = client.threads.stream({ assistantId: "payer" });
+  const started = await thread.run.start({
+    input: { messages: [{ role: "user", content: "pay 5" }] },
+  });
+  const parked = await thread.output;
+  const interrupts = thread.interrupts.map((i) => ({ ...i }));
+  const interrupted = thread.interrupted;
+  const edit = { type: "edit", edited_action: { name: "pay", args: { amount: 7 } } };
+  await thread.input.respond({
+    interrupt_id: interrupts[0].interruptId,
+    namespace: interrupts[0].namespace,
+    response: edit,
+  });
+  const output = await client.runs.join(thread.threadId, started.run_id);
+  await thread.close();
+  return { parked, interrupts, interrupted, output, thread_id: thread.threadId };
+}
+
 async function main() {
   const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
-  const scenarios = { assistants, threads, runs, stream, interrupt, store, crons, custom };
+  const scenarios = {
+    assistants, threads, runs, stream, interrupt, store, crons, custom, threadStream,
+    threadInterrupt,
+  };
   console.log(JSON.stringify(await scenarios[scenario](client)));
 }
 

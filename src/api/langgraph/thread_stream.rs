@@ -1,0 +1,340 @@
+//! A thread's event stream, the Agent Protocol's
+//! `POST /threads/{id}/stream` (also served at `…/stream/events`, where
+//! LangGraph's SDKs open it): every run of the thread, oldest first, each
+//! followed from its job's log through its parks to its end
+//! (`stream_routes::Follower`) and told as the protocol's events
+//! (`thread_events`), then the runs started after — the stream stays open
+//! until its client goes, as a client keeps one across runs and
+//! interrupts. `since` resumes after an event's `seq`, also after a daemon
+//! restart, as the stream reads the store.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aide::transform::TransformOperation;
+use axum::extract::State;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::super::AppState;
+use super::super::auth::Caller;
+use super::super::body::{JsonBody, Path, whole_number};
+use super::super::conversations::jobs_of;
+use super::super::document::{EventStream, answers, json_text, sse_event};
+use super::super::error::ApiError;
+use super::super::feed::{MIN_RECHECK, Step as Batch, Stepper, shared_feed};
+use super::super::limits::StreamPermit;
+use super::stream_routes::Follower;
+use super::thread_events::{Channel, Filter, ProtocolEvent, RunEvents};
+use super::threads::own_thread;
+use crate::queue::{Job, JobId};
+
+/// The least time between two looks for a thread's new runs.
+const LOOK_GAP: Duration = Duration::from_millis(200);
+
+/// The body of a thread's event stream.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct EventStreamRequest {
+    /// The channels to send: `values`, `updates`, `messages`, `tools`,
+    /// `lifecycle`, `input`, `checkpoints`, `tasks`, `custom`, or
+    /// `custom:<name>` (the custom events of that name).
+    #[schemars(schema_with = "channels_schema")]
+    pub channels: Vec<String>,
+    /// Namespace prefixes to send; every event here is the root's (`[]`).
+    #[serde(default)]
+    pub namespaces: Option<Vec<Vec<String>>>,
+    /// Taken: every event here is the root's, at depth 0 below any prefix
+    /// that keeps it.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[allow(dead_code)] // read for the API document and the body's check
+    pub depth: Option<u64>,
+    /// Send only the events after this `seq` (the whole thread without).
+    #[serde(default, deserialize_with = "whole_number")]
+    pub since: Option<u64>,
+}
+
+/// `channels`: at least one, each a channel's name or `custom:<name>`.
+fn channels_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "minItems": 1,
+        "items": {"anyOf": [
+            {"type": "string", "enum": Channel::names().collect::<Vec<_>>()},
+            {"type": "string", "pattern": "^custom:.+"},
+        ]},
+    })
+}
+
+/// One event of a thread's stream, for the API document only.
+pub enum ThreadStreamEvent {}
+
+impl JsonSchema for ThreadStreamEvent {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ThreadStreamEvent".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let event = json_text(json_schema!({
+            "type": "object",
+            "required": ["type", "method", "params"],
+            "properties": {
+                "type": {"const": "event"},
+                "event_id": {"type": "string"},
+                "seq": {"type": "integer", "minimum": 0},
+                "method": {"type": "string"},
+                "params": {
+                    "type": "object",
+                    "required": ["namespace", "timestamp", "data"],
+                    "properties": {
+                        "namespace": {"type": "array", "items": {"type": "string"}},
+                        "timestamp": {"type": "integer"},
+                        "data": {},
+                    },
+                },
+            },
+        }));
+        let error = json_text(json_schema!({
+            "type": "object",
+            "required": ["type", "error", "message"],
+            "properties": {
+                "type": {"const": "error"}, "id": {"type": "null"},
+                "error": {"type": "string"}, "message": {"type": "string"},
+            },
+        }));
+        json_schema!({
+            "description": "One event of the thread streaming protocol; `id:` is its `seq` \
+                when it was made from the stored log (resume with `since`)",
+            "oneOf": [
+                sse_event(None, "An event: its `event:` is its method", event),
+                sse_event(Some("error"), "Last, when the thread could not be read", error),
+            ],
+        })
+    }
+}
+
+/// A thread's event stream in the API document.
+pub(super) fn open_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
+    let op = op
+        .summary("Stream a thread's events: every run, then the runs to come")
+        .description(
+            "The Agent Protocol's thread streaming: each run of the thread from its start \
+             (after `since`), through its interrupts to its end, in the channels asked; \
+             the stream stays open for the runs started after, until the client goes. \
+             `POST /threads/{id}/commands` starts and resumes runs.",
+        )
+        .response_with::<200, EventStream<ThreadStreamEvent>, _>(|r| {
+            r.description("The thread's events")
+        });
+    answers(
+        op,
+        &[
+            (404, "The key has no thread of that id"),
+            (422, "A channel is not served, named"),
+            (429, "The key's event streams are all open"),
+        ],
+    )
+}
+
+/// `POST /threads/{thread_id}/stream` and `…/stream/events`.
+pub async fn open(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(thread): Path<String>,
+    JsonBody(request): JsonBody<EventStreamRequest>,
+) -> Result<Response, ApiError> {
+    let filter = Filter::read(
+        &request.channels,
+        request.namespaces.as_deref(),
+        request.since,
+    )?;
+    own_thread(&state, &caller, &thread).await?;
+    let permit = Arc::new(state.streams.acquire(caller.name())?);
+    let follow = ThreadFollow {
+        updates: state.queue.subscribe(),
+        revoked: permit.revoked(),
+        state: state.clone(),
+        caller,
+        thread,
+        filter,
+        permit,
+        listed: Vec::new(),
+        next: 0,
+        current: None,
+        done: false,
+    };
+    let events = futures::stream::unfold(follow, |mut follow| async move {
+        let batch = follow.next_batch().await?;
+        Some((futures::stream::iter(batch), follow))
+    })
+    .flatten();
+    let sse = Sse::new(events).keep_alive(
+        KeepAlive::new()
+            .interval(state.sse_heartbeat)
+            .text("heartbeat"),
+    );
+    Ok(EventStream::<ThreadStreamEvent>::new(sse).into_response())
+}
+
+/// Follows a thread's runs one after another.
+struct ThreadFollow {
+    state: AppState,
+    caller: Caller,
+    thread: String,
+    filter: Filter,
+    /// The stream's place among the key's open streams, held by each run's
+    /// feed in turn.
+    permit: Arc<StreamPermit>,
+    updates: broadcast::Receiver<JobId>,
+    revoked: CancellationToken,
+    /// The thread's runs as last listed, oldest first.
+    listed: Vec<Job>,
+    /// The place of the next run to follow among them.
+    next: usize,
+    /// The run followed now: its job, its events, its follower.
+    current: Option<(JobId, RunEvents, Follower)>,
+    done: bool,
+}
+
+impl ThreadFollow {
+    /// The next events to send; `None` once the stream ends.
+    async fn next_batch(&mut self) -> Option<Vec<Result<SseEvent, Infallible>>> {
+        loop {
+            if self.done {
+                return None;
+            }
+            if let Some((job, events, follower)) = self.current.as_mut() {
+                let (frames, last) = match follower.step().await {
+                    Batch::More(frames) => (frames, false),
+                    Batch::Last(frames) => (frames, true),
+                };
+                let ended = frames.iter().any(|f| matches!(f.event, "end" | "error"));
+                let mut sent: Vec<_> = frames
+                    .iter()
+                    .flat_map(|frame| events.tell(frame))
+                    .filter(|event| self.filter.admits(event))
+                    .map(|event| Ok(sse(&event)))
+                    .collect();
+                if last {
+                    let job = job.clone();
+                    self.current = None;
+                    if ended {
+                        self.next += 1;
+                    } else if let Some(lost) = self.feed_lost(&job).await {
+                        sent.push(Ok(lost));
+                        self.done = true;
+                    }
+                }
+                if !sent.is_empty() {
+                    return Some(sent);
+                }
+                continue;
+            }
+            match self.open_next().await {
+                Ok(true) => {}
+                Ok(false) => self.wait().await,
+                Err(e) => {
+                    tracing::warn!(thread = %self.thread, error = %e.message, "a thread's event stream could not read the thread");
+                    self.done = true;
+                    return Some(vec![Ok(failure(&e.message))]);
+                }
+            }
+        }
+    }
+
+    /// A run's feed that ended before its job did: the job was deleted
+    /// (a `rollback`), and the thread goes on without it (listed again:
+    /// the runs after it move up); or the store could not be read or the
+    /// key was revoked, and the stream ends with the protocol's error (the
+    /// client may ask again `since` the last event it has).
+    async fn feed_lost(&mut self, job: &JobId) -> Option<SseEvent> {
+        if !self.revoked.is_cancelled() && matches!(self.state.queue.get(job).await, Ok(None)) {
+            self.listed.clear();
+            return None;
+        }
+        Some(failure(
+            "the run's events could not be read, or the key was revoked",
+        ))
+    }
+
+    /// Opens the next run of the thread, when it has one (listing the
+    /// thread's runs again when the last listing has no more); skips a
+    /// run whose events were all sent before (`since`).
+    async fn open_next(&mut self) -> Result<bool, ApiError> {
+        if self.next >= self.listed.len() {
+            self.listed = jobs_of(&self.state, self.caller.name(), &self.thread).await?;
+        }
+        let Some(job) = self.listed.get(self.next).cloned() else {
+            return Ok(false);
+        };
+        let events = RunEvents::new(self.next, job.id.as_str(), &job.bundle);
+        if self
+            .filter
+            .since
+            .is_some_and(|since| events.last_seq() <= since)
+        {
+            self.next += 1;
+            return Ok(true);
+        }
+        let job_id = job.id.clone();
+        let feed = shared_feed(&self.state, job.id.clone(), &self.permit);
+        let follower = Follower::open(
+            &self.state,
+            &self.caller,
+            job,
+            RunEvents::modes(),
+            None,
+            feed,
+            false,
+        )
+        .await?
+        .through_parks();
+        self.current = Some((job_id, events, follower));
+        Ok(true)
+    }
+
+    /// Waits for a change to any job (a new run may be this thread's), at
+    /// most the daemon's recheck; ends the stream when the key is revoked.
+    async fn wait(&mut self) {
+        let recheck = tokio::time::sleep(self.state.sse_recheck.max(MIN_RECHECK));
+        let revoked = self.revoked.clone();
+        tokio::select! {
+            _ = self.updates.recv() => {}
+            _ = recheck => {}
+            _ = revoked.cancelled() => {}
+        }
+        self.done = self.revoked.is_cancelled();
+        tokio::time::sleep(LOOK_GAP).await;
+        // What changed meanwhile is seen by the next listing.
+        while !matches!(
+            self.updates.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)
+        ) {}
+    }
+}
+
+/// An event as SSE: its method as `event:`, its `seq` as `id:`.
+fn sse(event: &ProtocolEvent) -> SseEvent {
+    let now = chrono::Utc::now().timestamp_millis();
+    let data = serde_json::to_string(&event.json(now)).unwrap_or_else(|_| "null".into());
+    let sent = SseEvent::default().event(event.method).data(data);
+    match event.seq {
+        Some(seq) => sent.id(seq.to_string()),
+        None => sent,
+    }
+}
+
+/// The protocol's error frame, last on a stream that could not go on.
+fn failure(why: &str) -> SseEvent {
+    let data = json!({
+        "type": "error", "id": Value::Null, "error": "unknown_error",
+        "message": format!("{why}: ask again with `since` the last event's seq"),
+    });
+    SseEvent::default().event("error").data(data.to_string())
+}
