@@ -20,10 +20,6 @@ use common::schemathesis::{self, counts, operations, seed, tail};
 use common::{mock_server, repo};
 use serde_json::{Value, json};
 
-/// The protocol's thread stream over a WebSocket, not served yet (issue
-/// 53's next slice; docs/langgraph.md says so).
-const NOT_SERVED: [&str; 1] = ["GET /threads/{thread_id}/stream"];
-
 #[tokio::test(flavor = "multi_thread")]
 async fn schemathesis_finds_the_daemon_as_the_agent_protocol_says() {
     let mock = mock_server("replies:\n  - content: fuzzed\n").await;
@@ -47,7 +43,7 @@ async fn schemathesis_finds_the_daemon_as_the_agent_protocol_says() {
             config: repo("tests/data/agent_protocol/schemathesis.toml"),
             hooks: repo("tests/data/agent_protocol/checks.py"),
             phases: "examples,coverage,fuzzing",
-            excluded: &NOT_SERVED,
+            excluded: &[],
             // Run by checks.py in their place, each with its exceptions.
             excluded_checks: &[
                 "allow_header_conformance",
@@ -74,7 +70,7 @@ async fn schemathesis_finds_the_daemon_as_the_agent_protocol_says() {
     assert_eq!(all, 27, "the vendored document is the protocol's 0.1.6");
     let (selected, total, tested) = counts(&stdout);
     assert!(
-        selected == all - NOT_SERVED.len() && tested == selected && total == all,
+        selected == all && tested == selected && total == all,
         "Schemathesis tested {tested} of {total} operations ({selected} selected), the protocol has {all}:\n{stdout}"
     );
     assert_eq!(daemon.stop(), Some(0));

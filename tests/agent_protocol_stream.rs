@@ -95,12 +95,16 @@ async fn the_python_sdk_streams_a_run_on_a_thread_it_names() {
         .find(|m| m["params"]["data"]["content"]["type"] == "tool_call")
         .unwrap();
     assert_eq!(call["params"]["data"]["content"]["name"], "add");
+    // The reply's text, in its deltas (a reply's tokens may come before
+    // the tool result told at its step: each message's events name it).
+    let reply = &got["output"]["messages"][3]["id"];
     let answer: String = messages
         .iter()
-        .filter(|m| m["params"]["data"]["event"] == "content-block-delta")
-        .map(|m| m["params"]["data"]["delta"]["text"].as_str().unwrap())
+        .map(|m| &m["params"]["data"])
+        .filter(|m| m["event"] == "content-block-delta" && &m["message_id"] == reply)
+        .map(|m| m["delta"]["text"].as_str().unwrap())
         .collect();
-    assert!(answer.ends_with("2+3 is 5."), "{answer}");
+    assert_eq!(answer, "2+3 is 5.", "{messages:?}");
     // The nodes' updates, the values after each step, its checkpoints.
     let nodes: Vec<&Value> = of(events, "updates")
         .iter()
@@ -424,4 +428,172 @@ fn texts(values: &Value) -> Vec<String> {
             fields["content"].as_str().unwrap_or_default().to_string()
         })
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_reads_a_threads_events_over_a_websocket() {
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read").await;
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start();
+    let got = thread_driver(&daemon, &key, "websocket").await;
+
+    let events = got["events"].as_array().unwrap();
+    assert_eq!(
+        kinds(&of(events, "lifecycle")),
+        ["running", "completed"],
+        "{events:?}"
+    );
+    assert_eq!(
+        kinds(&of(events, "tools")),
+        ["tool-started", "tool-finished"]
+    );
+    assert_eq!(got["output"], got["state"]["values"]);
+    assert_eq!(got["output"]["messages"][3]["content"], "2+3 is 5.");
+}
+
+/// A WebSocket to `path` with `key`, as a client opens it.
+async fn socket(
+    daemon: &Daemon,
+    path: &str,
+    key: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let url = format!("{}{path}", daemon.base.replacen("http", "ws", 1));
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("x-api-key", key.parse().unwrap());
+    tokio_tungstenite::connect_async(request).await.unwrap().0
+}
+
+/// The next frame of `socket` that `pick` says is the one (60 s at most):
+/// the frames before it, and it.
+async fn frames_until(
+    socket: &mut tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+    pick: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    use futures::StreamExt;
+    let mut seen = Vec::new();
+    let read = async {
+        while let Some(Ok(message)) = socket.next().await {
+            let Ok(text) = message.to_text() else {
+                continue;
+            };
+            let frame: Value = serde_json::from_str(text).unwrap();
+            let found = pick(&frame);
+            seen.push(frame);
+            if found {
+                return;
+            }
+        }
+        panic!("the socket closed: {seen:?}");
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .unwrap_or_else(|_| panic!("no frame came that the test waits for: {seen:?}"));
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_websocket_takes_commands_and_subscriptions_for_a_thread_not_made_yet() {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read").await;
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start();
+    let thread = uuid::Uuid::new_v4().to_string();
+    let mut ws = socket(&daemon, &format!("/threads/{thread}/stream"), &key).await;
+    let send = |frame: Value| Message::Text(frame.to_string().into());
+    let answer_to = |id: u64| {
+        move |frame: &Value| frame["id"] == id && frame.get("type").is_some_and(|t| t != "event")
+    };
+
+    // Subscribed before the thread exists; the run that makes it comes on
+    // the same socket, its events after its start's answer.
+    ws.send(send(json!({"id": 1, "method": "subscription.subscribe", "params": {"channels": ["lifecycle", "values"]}})))
+        .await
+        .unwrap();
+    let subscribed = frames_until(&mut ws, answer_to(1)).await;
+    let subscription = subscribed.last().unwrap()["result"]["subscription_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    ws.send(send(json!({"id": 2, "method": "run.start", "params": {
+        "assistant_id": "adder", "input": {"messages": [{"role": "user", "content": "hello"}]},
+    }})))
+    .await
+    .unwrap();
+    let run = frames_until(&mut ws, |f| f["params"]["data"]["event"] == "completed").await;
+    let started = run.iter().find(|f| f["id"] == 2).unwrap();
+    assert_eq!(started["type"], "success", "{run:?}");
+    let values = run.iter().rfind(|f| f["method"] == "values").unwrap();
+    assert_eq!(
+        values["params"]["data"]["messages"][1]["content"],
+        "Hello there."
+    );
+
+    // A frame that is no command, an unknown subscription, an unknown
+    // command: the protocol's errors, by the command's id.
+    ws.send(Message::Text("not json".into())).await.unwrap();
+    let bad = frames_until(&mut ws, |f| f["type"] == "error").await;
+    assert_eq!(bad.last().unwrap()["error"], "invalid_argument");
+    ws.send(send(json!({"id": 3, "method": "subscription.unsubscribe", "params": {"subscription_id": "nope"}})))
+        .await
+        .unwrap();
+    let none = frames_until(&mut ws, answer_to(3)).await;
+    assert_eq!(none.last().unwrap()["error"], "no_such_subscription");
+    ws.send(send(json!({"id": 4, "method": "state.get", "params": {}})))
+        .await
+        .unwrap();
+    let state = frames_until(&mut ws, answer_to(4)).await;
+    assert_eq!(
+        state.last().unwrap()["result"]["values"],
+        values["params"]["data"]
+    );
+
+    // Unsubscribed, the next run's events do not come; its start's answer
+    // does.
+    ws.send(send(json!({"id": 5, "method": "subscription.unsubscribe", "params": {"subscription_id": subscription}})))
+        .await
+        .unwrap();
+    frames_until(&mut ws, answer_to(5)).await;
+    ws.send(send(json!({"id": 6, "method": "run.start", "params": {
+        "assistant_id": "adder", "input": {"messages": [{"role": "user", "content": "again"}]},
+    }})))
+    .await
+    .unwrap();
+    let started = frames_until(&mut ws, answer_to(6)).await;
+    let run = started.last().unwrap()["result"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let http = client_as(&key);
+    let joined = http
+        .get(daemon.url(&format!("/threads/{thread}/runs/{run}/join")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(joined.status(), 200);
+    ws.send(send(json!({"id": 7, "method": "state.get", "params": {}})))
+        .await
+        .unwrap();
+    let quiet = frames_until(&mut ws, answer_to(7)).await;
+    assert!(quiet.iter().all(|f| f["type"] != "event"), "{quiet:?}");
+    assert_eq!(
+        quiet.last().unwrap()["result"]["values"]["messages"][3]["content"],
+        "Again."
+    );
+    ws.close(None).await.unwrap();
+
+    // A plain GET of the path is not a socket: named.
+    let plain = http
+        .get(daemon.url(&format!("/threads/{thread}/stream")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 422);
+    let body: Value = plain.json().await.unwrap();
+    assert_eq!(body["error"]["field"], "upgrade", "{body}");
 }

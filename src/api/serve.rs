@@ -151,7 +151,11 @@ async fn connection(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_BUF);
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    // With upgrades: a thread's event stream may be a WebSocket (the
+    // connection hands its socket over, and ends here).
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,

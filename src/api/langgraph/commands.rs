@@ -172,17 +172,31 @@ pub async fn command(
     Path(thread): Path<String>,
     JsonBody(command): JsonBody<StreamingCommand>,
 ) -> Result<Json<CommandAnswer>, ApiError> {
+    let answered = answer(&state, &caller, &trace, &thread, &command).await?;
+    Ok(Json(CommandAnswer(answered)))
+}
+
+/// A command's answer, the protocol's success or error; what stays HTTP's
+/// answer (an unknown thread, a refused key, a full quota, a broken store)
+/// is the error.
+pub(super) async fn answer(
+    state: &AppState,
+    caller: &Caller,
+    trace: &CallerTrace,
+    thread: &str,
+    command: &StreamingCommand,
+) -> Result<Value, ApiError> {
     let params = &command.params;
     // Every command but a run's start (which makes a new thread) is on a
     // thread the key has.
     if command.method != "run.start" {
-        own_thread(&state, &caller, &thread).await?;
+        own_thread(state, caller, thread).await?;
     }
     let done = match command.method.as_str() {
-        "run.start" => run_start(&state, &caller, &trace, &thread, params).await,
-        "input.respond" => respond(&state, &caller, &thread, params).await,
-        "state.get" => state_get(&state, &caller, &thread, params).await,
-        "state.listCheckpoints" => list_checkpoints(&state, &caller, &thread, params).await,
+        "run.start" => run_start(state, caller, trace, thread, params).await,
+        "input.respond" => respond(state, caller, thread, params).await,
+        "state.get" => state_get(state, caller, thread, params).await,
+        "state.listCheckpoints" => list_checkpoints(state, caller, thread, params).await,
         "input.inject" | "state.fork" | "agent.getTree" => Err(Refusal::new(
             "not_supported",
             format!(
@@ -222,7 +236,21 @@ pub async fn command(
         }),
         Err(Failed::Http(error)) => return Err(error),
     };
-    Ok(Json(CommandAnswer(answer)))
+    Ok(answer)
+}
+
+/// HTTP's answer to a command told where there is no status (a
+/// WebSocket): the protocol's error for command `id`.
+pub(super) fn refused(id: &Value, error: &ApiError) -> Value {
+    let code = match error.code {
+        ErrorCode::Forbidden => "permission_denied",
+        ErrorCode::NotFound
+        | ErrorCode::InvalidRequest
+        | ErrorCode::BadRequest
+        | ErrorCode::InvalidState => "invalid_argument",
+        _ => "unknown_error",
+    };
+    json!({"type": "error", "id": id, "error": code, "message": error.message})
 }
 
 /// `run.start`: a run on the thread (made first when new); its events

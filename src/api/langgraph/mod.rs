@@ -25,8 +25,9 @@
 //!   which a run's `command.resume` answers (`resume`, through the one
 //!   decision path);
 //! - `thread_stream`: the Agent Protocol's thread streaming, every run of
-//!   a thread told as the protocol's events (`thread_events`), and
-//!   `commands`, which start and resume its runs and read its state;
+//!   a thread told as the protocol's events (`thread_events`), also over a
+//!   WebSocket (`thread_socket`), and `commands`, which start and resume
+//!   its runs and read its state;
 //! - `waiting`: a run's wait kept alive until its answer;
 //! - `crons`: crons are the key's schedules, each fire the run request
 //!   (searched by `cron_search`);
@@ -60,6 +61,7 @@ mod stream;
 mod stream_modes;
 mod stream_routes;
 mod thread_events;
+mod thread_socket;
 mod thread_stream;
 mod threads;
 mod waiting;
@@ -170,7 +172,8 @@ fn runs_by_id_routes() -> ApiRouter<AppState> {
 }
 
 /// The Agent Protocol's thread streaming: a thread's event stream (at the
-/// protocol's path and the SDKs') and its commands.
+/// protocol's path and the SDKs'), as Server-Sent Events or over a
+/// WebSocket, and its commands.
 fn thread_streaming_routes() -> ApiRouter<AppState> {
     use crate::access::policy::Action::ReadConversation;
     ApiRouter::new()
@@ -179,14 +182,22 @@ fn thread_streaming_routes() -> ApiRouter<AppState> {
             with(
                 ReadConversation,
                 post_with(thread_stream::open, thread_stream::open_doc),
-            ),
+            )
+            .merge(with(
+                ReadConversation,
+                get_with(thread_socket::open, thread_socket::open_doc),
+            )),
         )
         .api_route(
             "/threads/{thread_id}/stream/events",
             with(
                 ReadConversation,
                 post_with(thread_stream::open, thread_stream::open_doc),
-            ),
+            )
+            .merge(with(
+                ReadConversation,
+                get_with(thread_socket::open, thread_socket::open_doc),
+            )),
         )
         .api_route(
             "/threads/{thread_id}/commands",

@@ -155,23 +155,10 @@ pub async fn open(
         request.since,
     )?;
     own_thread(&state, &caller, &thread).await?;
-    let permit = Arc::new(state.streams.acquire(caller.name())?);
-    let follow = ThreadFollow {
-        updates: state.queue.subscribe(),
-        revoked: permit.revoked(),
-        state: state.clone(),
-        caller,
-        thread,
-        filter,
-        permit,
-        listed: Vec::new(),
-        next: 0,
-        current: None,
-        done: false,
-    };
+    let follow = ThreadFollow::new(&state, caller, thread, filter)?;
     let events = futures::stream::unfold(follow, |mut follow| async move {
         let batch = follow.next_batch().await?;
-        Some((futures::stream::iter(batch), follow))
+        Some((futures::stream::iter(batch.into_iter().map(sse)), follow))
     })
     .flatten();
     let sse = Sse::new(events).keep_alive(
@@ -182,8 +169,28 @@ pub async fn open(
     Ok(EventStream::<ThreadStreamEvent>::new(sse).into_response())
 }
 
+/// What a thread's stream tells: an event, or last, why it cannot go on.
+pub(super) enum Told {
+    Event(ProtocolEvent),
+    Failed(String),
+}
+
+impl Told {
+    /// Its wire form (the protocol's event, or its error with no command's
+    /// id).
+    pub fn json(&self) -> Value {
+        match self {
+            Self::Event(event) => event.json(chrono::Utc::now().timestamp_millis()),
+            Self::Failed(why) => json!({
+                "type": "error", "id": Value::Null, "error": "unknown_error",
+                "message": format!("{why}: ask again with `since` the last event's seq"),
+            }),
+        }
+    }
+}
+
 /// Follows a thread's runs one after another.
-struct ThreadFollow {
+pub(super) struct ThreadFollow {
     state: AppState,
     caller: Caller,
     thread: String,
@@ -203,8 +210,32 @@ struct ThreadFollow {
 }
 
 impl ThreadFollow {
+    /// Follows the caller's thread `thread` for what `filter` keeps,
+    /// holding one of the key's stream permits.
+    pub fn new(
+        state: &AppState,
+        caller: Caller,
+        thread: String,
+        filter: Filter,
+    ) -> Result<Self, ApiError> {
+        let permit = Arc::new(state.streams.acquire(caller.name())?);
+        Ok(Self {
+            updates: state.queue.subscribe(),
+            revoked: permit.revoked(),
+            state: state.clone(),
+            caller,
+            thread,
+            filter,
+            permit,
+            listed: Vec::new(),
+            next: 0,
+            current: None,
+            done: false,
+        })
+    }
+
     /// The next events to send; `None` once the stream ends.
-    async fn next_batch(&mut self) -> Option<Vec<Result<SseEvent, Infallible>>> {
+    pub async fn next_batch(&mut self) -> Option<Vec<Told>> {
         loop {
             if self.done {
                 return None;
@@ -219,7 +250,7 @@ impl ThreadFollow {
                     .iter()
                     .flat_map(|frame| events.tell(frame))
                     .filter(|event| self.filter.admits(event))
-                    .map(|event| Ok(sse(&event)))
+                    .map(Told::Event)
                     .collect();
                 if last {
                     let job = job.clone();
@@ -227,7 +258,7 @@ impl ThreadFollow {
                     if ended {
                         self.next += 1;
                     } else if let Some(lost) = self.feed_lost(&job).await {
-                        sent.push(Ok(lost));
+                        sent.push(lost);
                         self.done = true;
                     }
                 }
@@ -242,7 +273,7 @@ impl ThreadFollow {
                 Err(e) => {
                     tracing::warn!(thread = %self.thread, error = %e.message, "a thread's event stream could not read the thread");
                     self.done = true;
-                    return Some(vec![Ok(failure(&e.message))]);
+                    return Some(vec![Told::Failed(e.message)]);
                 }
             }
         }
@@ -253,13 +284,13 @@ impl ThreadFollow {
     /// the runs after it move up); or the store could not be read or the
     /// key was revoked, and the stream ends with the protocol's error (the
     /// client may ask again `since` the last event it has).
-    async fn feed_lost(&mut self, job: &JobId) -> Option<SseEvent> {
+    async fn feed_lost(&mut self, job: &JobId) -> Option<Told> {
         if !self.revoked.is_cancelled() && matches!(self.state.queue.get(job).await, Ok(None)) {
             self.listed.clear();
             return None;
         }
-        Some(failure(
-            "the run's events could not be read, or the key was revoked",
+        Some(Told::Failed(
+            "the run's events could not be read, or the key was revoked".into(),
         ))
     }
 
@@ -319,22 +350,18 @@ impl ThreadFollow {
     }
 }
 
-/// An event as SSE: its method as `event:`, its `seq` as `id:`.
-fn sse(event: &ProtocolEvent) -> SseEvent {
-    let now = chrono::Utc::now().timestamp_millis();
-    let data = serde_json::to_string(&event.json(now)).unwrap_or_else(|_| "null".into());
-    let sent = SseEvent::default().event(event.method).data(data);
-    match event.seq {
-        Some(seq) => sent.id(seq.to_string()),
-        None => sent,
-    }
-}
-
-/// The protocol's error frame, last on a stream that could not go on.
-fn failure(why: &str) -> SseEvent {
-    let data = json!({
-        "type": "error", "id": Value::Null, "error": "unknown_error",
-        "message": format!("{why}: ask again with `since` the last event's seq"),
-    });
-    SseEvent::default().event("error").data(data.to_string())
+/// What a thread's stream tells, as SSE: an event's method as `event:`,
+/// its `seq` as `id:`; an error as `event: error`.
+fn sse(told: Told) -> Result<SseEvent, Infallible> {
+    let data = serde_json::to_string(&told.json()).unwrap_or_else(|_| "null".into());
+    Ok(match &told {
+        Told::Event(event) => {
+            let sent = SseEvent::default().event(event.method).data(data);
+            match event.seq {
+                Some(seq) => sent.id(seq.to_string()),
+                None => sent,
+            }
+        }
+        Told::Failed(_) => SseEvent::default().event("error").data(data),
+    })
 }

@@ -58,6 +58,7 @@ shared.EXCEPTED.update(
             ("invalid_request", "offset"),
         },
         ("GET /threads/{thread_id}/history", 422): {("invalid_request", "limit")},
+        ("GET /threads/{thread_id}/stream", 422): {("invalid_request", "upgrade")},
         ("PATCH /threads/{thread_id}", 422): {
             ("invalid_request", "values"),
             ("invalid_request", "messages"),
@@ -180,14 +181,8 @@ def unsupported_method_but_langgraphs(ctx, response, case):
     return unsupported_method(ctx, response, case)
 
 
-# `GET /threads/{thread_id}/stream`, a thread's stream over a WebSocket, is not
-# served yet (issue 53's next slice; tests/agent_protocol.rs leaves it out): the
-# path answers `Allow: POST`.
-NOT_SERVED_YET = {"/threads/{thread_id}/stream"}
-
-
 @schemathesis.check
 def allow_header_conformance_but_langgraphs(ctx, response, case):
-    if case.operation.path in SERVED_BESIDE | NOT_SERVED_YET:
+    if case.operation.path in SERVED_BESIDE:
         return None
     return allow_header_conformance(ctx, response, case)

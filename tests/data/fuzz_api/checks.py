@@ -70,6 +70,8 @@ def error_shape(ctx, response, case):
 # codes (with the field each names) that status may carry for a request the
 # document calls valid.
 EXCEPTED = {
+    ("GET /threads/{thread_id}/stream", 422): {("invalid_request", "upgrade")},
+    ("GET /threads/{thread_id}/stream/events", 422): {("invalid_request", "upgrade")},
     ("POST /v1/jobs", 422): {("unknown_bundle", "bundle"), ("invalid_request", "webhook")},
     ("POST /v1/jobs/batch", 422): {("unknown_bundle", None), ("invalid_request", "webhook")},
     ("GET /v1/jobs", 422): {("invalid_request", "cursor")},

@@ -18,7 +18,7 @@ EVERY_CHANNEL = [
 ]
 
 
-async def run(client):
+async def run(client, api_key):
     """A run started on a thread the SDK names (made by its first run): every
     event of every channel until the run ends, its messages as the SDK rebuilds
     them, and its output."""
@@ -44,7 +44,7 @@ async def run(client):
     }
 
 
-async def interrupt(client):
+async def interrupt(client, api_key):
     """A run parked for a person: the interrupt the SDK reads from the stream,
     answered with `thread.run.respond` (an edit); the run goes on to its end."""
     async with client.threads.stream(assistant_id="payer") as thread:
@@ -70,11 +70,32 @@ async def interrupt(client):
     }
 
 
+async def websocket(client, api_key):
+    """A run whose events come over a WebSocket (its handshake sends only the
+    stream's own headers: the key goes there), its output."""
+    headers = {"x-api-key": api_key}
+    async with client.threads.stream(
+        assistant_id="adder", transport="websocket", headers=headers
+    ) as thread:
+        started = await thread.run.start(
+            input={"messages": [{"role": "user", "content": "2+3"}]}
+        )
+        events = [event async for event in thread.subscribe(EVERY_CHANNEL)]
+        output = await thread.output.with_timeout(60)
+        thread_id = thread.thread_id
+    return {
+        "started": started,
+        "events": events,
+        "output": output,
+        "state": await client.threads.get_state(thread_id),
+    }
+
+
 async def main():
     url, api_key, scenario = sys.argv[1:4]
     client = get_client(url=url, api_key=api_key)
-    scenarios = {"run": run, "interrupt": interrupt}
-    result = await scenarios[scenario](client)
+    scenarios = {"run": run, "interrupt": interrupt, "websocket": websocket}
+    result = await scenarios[scenario](client, api_key)
     print(json.dumps(result, default=str))
 
 
