@@ -587,13 +587,67 @@ async fn a_websocket_takes_commands_and_subscriptions_for_a_thread_not_made_yet(
     );
     ws.close(None).await.unwrap();
 
-    // A plain GET of the path is not a socket: named.
+    // A plain GET of the SDKs' path is not a socket: named (of
+    // `/threads/{id}/stream`, it joins the thread).
     let plain = http
-        .get(daemon.url(&format!("/threads/{thread}/stream")))
+        .get(daemon.url(&format!("/threads/{thread}/stream/events")))
         .send()
         .await
         .unwrap();
     assert_eq!(plain.status(), 422);
     let body: Value = plain.json().await.unwrap();
     assert_eq!(body["error"]["field"], "upgrade", "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_sdk_joins_a_thread_and_again_after_an_event() {
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read,operate").await;
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start();
+    let got = thread_driver(&daemon, &key, "join").await;
+    let (slow, again) = (&got["slow"], &got["again"]);
+    let parts = got["parts"].as_array().unwrap();
+    let metadata = |p: &&Value| p["event"] == "metadata";
+    let runs: Vec<&Value> = parts.iter().filter(metadata).map(|p| &p["data"]).collect();
+    // The run going on, then the next, each from its start to its end;
+    // not the run that had ended.
+    assert_eq!(
+        runs,
+        [
+            &json!({"run_id": slow, "attempt": 1}),
+            &json!({"status": "run_done", "run_id": slow}),
+            &json!({"run_id": again, "attempt": 1}),
+            &json!({"status": "run_done", "run_id": again}),
+        ],
+        "{parts:?}"
+    );
+    let values = parts.iter().rfind(|p| p["event"] == "values").unwrap();
+    let messages = values["data"]["messages"].as_array().unwrap();
+    assert_eq!(messages.last().unwrap()["content"], "Again.", "{values}");
+    let ids: Vec<u64> = parts
+        .iter()
+        .filter_map(|p| p["id"].as_str()?.parse().ok())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // Joined again after the first run's end: the second run, the same
+    // events with the same ids.
+    let done = parts
+        .iter()
+        .position(|p| p["data"] == json!({"status": "run_done", "run_id": slow}))
+        .unwrap();
+    assert_eq!(got["after"].as_array().unwrap(), &parts[done + 1..]);
+    // Its lifecycle: the start and the end.
+    let lifecycle: Vec<&Value> = got["lifecycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| &p["data"])
+        .collect();
+    assert_eq!(
+        lifecycle,
+        [
+            &json!({"run_id": again, "attempt": 1}),
+            &json!({"status": "run_done", "run_id": again}),
+        ]
+    );
 }

@@ -27,7 +27,8 @@
 //! - `thread_stream`: the Agent Protocol's thread streaming, every run of
 //!   a thread told as the protocol's events (`thread_events`), also over a
 //!   WebSocket (`thread_socket`), and `commands`, which start and resume
-//!   its runs and read its state;
+//!   its runs and read its state; `thread_join` LangGraph's join of a
+//!   thread, its runs as LangGraph's events;
 //! - `waiting`: a run's wait kept alive until its answer;
 //! - `crons`: crons are the key's schedules, each fire the run request
 //!   (searched by `cron_search`);
@@ -61,6 +62,7 @@ mod stream;
 mod stream_modes;
 mod stream_routes;
 mod thread_events;
+mod thread_join;
 mod thread_socket;
 mod thread_stream;
 mod threads;
@@ -173,7 +175,8 @@ fn runs_by_id_routes() -> ApiRouter<AppState> {
 
 /// The Agent Protocol's thread streaming: a thread's event stream (at the
 /// protocol's path and the SDKs'), as Server-Sent Events or over a
-/// WebSocket, and its commands.
+/// WebSocket, and its commands; and LangGraph's join of a thread (a `GET`
+/// of `/threads/{thread_id}/stream` without an upgrade).
 fn thread_streaming_routes() -> ApiRouter<AppState> {
     use crate::access::policy::Action::ReadConversation;
     ApiRouter::new()
@@ -185,7 +188,7 @@ fn thread_streaming_routes() -> ApiRouter<AppState> {
             )
             .merge(with(
                 ReadConversation,
-                get_with(thread_socket::open, thread_socket::open_doc),
+                get_with(thread_join::join, thread_join::join_doc),
             )),
         )
         .api_route(

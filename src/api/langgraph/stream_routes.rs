@@ -233,7 +233,7 @@ pub async fn join_by_id(
 /// Where a joined stream resumes: after `Last-Event-ID`; from the start
 /// without one, or with `-1` (what LangGraph's JS client sends for "the
 /// whole run").
-fn joined_after(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+pub(super) fn joined_after(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
     match headers
         .get("last-event-id")
         .map(|v| v.as_bytes().trim_ascii())

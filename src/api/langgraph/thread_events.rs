@@ -28,7 +28,7 @@ use super::stream_routes::RESUMED;
 /// The numbers one run of a thread has room for.
 pub(super) const RUN_ROOM: u64 = 1 << 36;
 /// The numbers one frame of a run has room for.
-const FRAME_ROOM: u64 = 64;
+pub(super) const FRAME_ROOM: u64 = 64;
 
 /// A channel a client subscribes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! A thread's stream over a WebSocket, the Agent Protocol's
-//! `GET /threads/{id}/stream` (also `…/stream/events`, where LangGraph's
-//! SDKs open it): the client sends the protocol's commands as text frames
+//! `GET /threads/{id}/stream` with an upgrade (also `…/stream/events`,
+//! where LangGraph's SDKs open it): the client sends the protocol's commands as text frames
 //! and reads their answers and the events of its subscriptions on the same
 //! socket. `subscription.subscribe` (`channels`, `namespaces`, `since`, as
 //! the SSE stream's body) follows the thread for what it keeps
@@ -9,7 +9,9 @@
 //! `subscription.unsubscribe` ends one; every other command is answered as
 //! `POST /threads/{id}/commands` answers it (`commands`). The thread need
 //! not exist yet: a client opens its socket before the `run.start` that
-//! makes it. The socket closes when its client closes it or goes.
+//! makes it. The socket closes when its client closes it or goes. A plain
+//! `GET` of `…/stream/events` is a 422 naming the upgrade it lacks (of
+//! `…/stream`, it joins the thread: `thread_join`).
 
 use std::collections::HashMap;
 
@@ -34,7 +36,7 @@ use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
 use super::commands::{StreamingCommand, answer, refused};
 use super::thread_events::Filter;
-use super::thread_stream::{EventStreamRequest, ThreadFollow};
+use super::thread_stream::{EventStreamRequest, Protocol, ThreadFollow};
 
 /// The largest command a client may send, in bytes.
 const MAX_COMMAND_BYTES: usize = 1 << 20;
@@ -71,6 +73,28 @@ impl OperationInput for SocketUpgrade {
     }
 }
 
+/// A request's upgrade to a WebSocket when it asks for one (an `Upgrade`
+/// header), else none: a path that is a socket and a plain stream.
+pub struct MaybeUpgrade(pub Option<WebSocketUpgrade>);
+
+impl<S: Send + Sync> FromRequestParts<S> for MaybeUpgrade {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        if !parts.headers.contains_key(axum::http::header::UPGRADE) {
+            return Ok(Self(None));
+        }
+        let SocketUpgrade(upgrade) = SocketUpgrade::from_request_parts(parts, state).await?;
+        Ok(Self(Some(upgrade)))
+    }
+}
+
+impl OperationInput for MaybeUpgrade {
+    fn operation_input(ctx: &mut GenContext, operation: &mut Operation) {
+        WebSocketUpgrade::operation_input(ctx, operation);
+    }
+}
+
 /// A thread's socket in the API document.
 pub(super) fn open_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     let op = op
@@ -91,13 +115,25 @@ pub(super) fn open_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     )
 }
 
-/// `GET /threads/{thread_id}/stream` and `…/stream/events`.
+/// `GET /threads/{thread_id}/stream/events` (and `…/stream` with an
+/// upgrade: `thread_join`).
 pub async fn open(
     State(state): State<AppState>,
     caller: Caller,
     trace: CallerTrace,
     Path(thread): Path<String>,
     SocketUpgrade(upgrade): SocketUpgrade,
+) -> Response {
+    serve(state, caller, trace, thread, upgrade)
+}
+
+/// The caller's socket on thread `thread`, once upgraded.
+pub(super) fn serve(
+    state: AppState,
+    caller: Caller,
+    trace: CallerTrace,
+    thread: String,
+    upgrade: WebSocketUpgrade,
 ) -> Response {
     upgrade
         .max_message_size(MAX_COMMAND_BYTES)
@@ -110,7 +146,7 @@ pub async fn open(
                 subscriptions: HashMap::new(),
                 made: 0,
             }
-            .serve(socket)
+            .run(socket)
         })
 }
 
@@ -126,7 +162,7 @@ struct Socket {
 }
 
 impl Socket {
-    async fn serve(mut self, socket: WebSocket) {
+    async fn run(mut self, socket: WebSocket) {
         let (mut sink, mut inbox) = socket.split();
         let (outbox, mut sending) = mpsc::channel::<Value>(OUTBOX);
         let writer = tokio::spawn(async move {
@@ -232,7 +268,7 @@ impl Socket {
             &self.state,
             self.caller.clone(),
             self.thread.clone(),
-            filter,
+            Protocol(filter),
         )?;
         self.made += 1;
         let id = format!("sub-{}", self.made);

@@ -31,6 +31,8 @@ use super::super::document::{EventStream, answers, json_text, sse_event};
 use super::super::error::ApiError;
 use super::super::feed::{MIN_RECHECK, Step as Batch, Stepper, shared_feed};
 use super::super::limits::StreamPermit;
+use super::stream::Frame;
+use super::stream_modes::Modes;
 use super::stream_routes::Follower;
 use super::thread_events::{Channel, Filter, ProtocolEvent, RunEvents};
 use super::threads::own_thread;
@@ -155,7 +157,7 @@ pub async fn open(
         request.since,
     )?;
     own_thread(&state, &caller, &thread).await?;
-    let follow = ThreadFollow::new(&state, caller, thread, filter)?;
+    let follow = ThreadFollow::new(&state, caller, thread, Protocol(filter))?;
     let events = futures::stream::unfold(follow, |mut follow| async move {
         let batch = follow.next_batch().await?;
         Some((futures::stream::iter(batch.into_iter().map(sse)), follow))
@@ -169,15 +171,17 @@ pub async fn open(
     Ok(EventStream::<ThreadStreamEvent>::new(sse).into_response())
 }
 
-/// What a thread's stream tells: an event, or last, why it cannot go on.
+/// What a thread's stream tells: the protocol's event, or last, why it
+/// cannot go on; or one of LangGraph's events (a thread joined).
 pub(super) enum Told {
     Event(ProtocolEvent),
     Failed(String),
+    Joined(Frame),
 }
 
 impl Told {
     /// Its wire form (the protocol's event, or its error with no command's
-    /// id).
+    /// id; a LangGraph event's data).
     pub fn json(&self) -> Value {
         match self {
             Self::Event(event) => event.json(chrono::Utc::now().timestamp_millis()),
@@ -185,16 +189,62 @@ impl Told {
                 "type": "error", "id": Value::Null, "error": "unknown_error",
                 "message": format!("{why}: ask again with `since` the last event's seq"),
             }),
+            Self::Joined(frame) => frame.data.clone(),
         }
     }
 }
 
-/// Follows a thread's runs one after another.
-pub(super) struct ThreadFollow {
+/// How one stream of a thread tells its runs: the protocol's events
+/// ([`Protocol`]), or LangGraph's join of a thread (`thread_join`).
+pub(super) trait Telling: Send + 'static {
+    /// What it keeps of one run as it tells it.
+    type Run: Send + 'static;
+    /// The teller of the thread's `ordinal`-th run, job `job`; `None`
+    /// skips the run (the client has all of it, or it is not told).
+    fn run(&self, ordinal: usize, job: &Job) -> Option<Self::Run>;
+    /// The translator's modes a run is told from.
+    fn modes(&self, job: &Job) -> Modes;
+    /// What `frame` of a run tells.
+    fn tell(&self, run: &mut Self::Run, frame: &Frame) -> Vec<Told>;
+    /// Why the stream cannot go on, as it tells it (last).
+    fn failed(&self, why: String) -> Told;
+}
+
+/// The protocol's events of each run, as `filter` keeps them.
+pub(super) struct Protocol(pub Filter);
+
+impl Telling for Protocol {
+    type Run = RunEvents;
+
+    fn run(&self, ordinal: usize, job: &Job) -> Option<RunEvents> {
+        let events = RunEvents::new(ordinal, job.id.as_str(), &job.bundle);
+        let told = self.0.since.is_some_and(|since| events.last_seq() <= since);
+        (!told).then_some(events)
+    }
+
+    fn modes(&self, _: &Job) -> Modes {
+        RunEvents::modes()
+    }
+
+    fn tell(&self, run: &mut RunEvents, frame: &Frame) -> Vec<Told> {
+        run.tell(frame)
+            .into_iter()
+            .filter(|event| self.0.admits(event))
+            .map(Told::Event)
+            .collect()
+    }
+
+    fn failed(&self, why: String) -> Told {
+        Told::Failed(why)
+    }
+}
+
+/// Follows a thread's runs one after another, telling each as `T` does.
+pub(super) struct ThreadFollow<T: Telling> {
     state: AppState,
     caller: Caller,
     thread: String,
-    filter: Filter,
+    telling: T,
     /// The stream's place among the key's open streams, held by each run's
     /// feed in turn.
     permit: Arc<StreamPermit>,
@@ -204,19 +254,19 @@ pub(super) struct ThreadFollow {
     listed: Vec<Job>,
     /// The place of the next run to follow among them.
     next: usize,
-    /// The run followed now: its job, its events, its follower.
-    current: Option<(JobId, RunEvents, Follower)>,
+    /// The run followed now: its job, its teller, its follower.
+    current: Option<(JobId, T::Run, Follower)>,
     done: bool,
 }
 
-impl ThreadFollow {
-    /// Follows the caller's thread `thread` for what `filter` keeps,
+impl<T: Telling> ThreadFollow<T> {
+    /// Follows the caller's thread `thread`, telling it as `telling` does,
     /// holding one of the key's stream permits.
     pub fn new(
         state: &AppState,
         caller: Caller,
         thread: String,
-        filter: Filter,
+        telling: T,
     ) -> Result<Self, ApiError> {
         let permit = Arc::new(state.streams.acquire(caller.name())?);
         Ok(Self {
@@ -225,7 +275,7 @@ impl ThreadFollow {
             state: state.clone(),
             caller,
             thread,
-            filter,
+            telling,
             permit,
             listed: Vec::new(),
             next: 0,
@@ -240,17 +290,15 @@ impl ThreadFollow {
             if self.done {
                 return None;
             }
-            if let Some((job, events, follower)) = self.current.as_mut() {
+            if let Some((job, run, follower)) = self.current.as_mut() {
                 let (frames, last) = match follower.step().await {
                     Batch::More(frames) => (frames, false),
                     Batch::Last(frames) => (frames, true),
                 };
                 let ended = frames.iter().any(|f| matches!(f.event, "end" | "error"));
-                let mut sent: Vec<_> = frames
+                let mut sent: Vec<Told> = frames
                     .iter()
-                    .flat_map(|frame| events.tell(frame))
-                    .filter(|event| self.filter.admits(event))
-                    .map(Told::Event)
+                    .flat_map(|frame| self.telling.tell(run, frame))
                     .collect();
                 if last {
                     let job = job.clone();
@@ -273,7 +321,7 @@ impl ThreadFollow {
                 Err(e) => {
                     tracing::warn!(thread = %self.thread, error = %e.message, "a thread's event stream could not read the thread");
                     self.done = true;
-                    return Some(vec![Told::Failed(e.message)]);
+                    return Some(vec![self.telling.failed(e.message)]);
                 }
             }
         }
@@ -289,9 +337,10 @@ impl ThreadFollow {
             self.listed.clear();
             return None;
         }
-        Some(Told::Failed(
-            "the run's events could not be read, or the key was revoked".into(),
-        ))
+        Some(
+            self.telling
+                .failed("the run's events could not be read, or the key was revoked".into()),
+        )
     }
 
     /// Opens the next run of the thread, when it has one (listing the
@@ -304,29 +353,17 @@ impl ThreadFollow {
         let Some(job) = self.listed.get(self.next).cloned() else {
             return Ok(false);
         };
-        let events = RunEvents::new(self.next, job.id.as_str(), &job.bundle);
-        if self
-            .filter
-            .since
-            .is_some_and(|since| events.last_seq() <= since)
-        {
+        let Some(run) = self.telling.run(self.next, &job) else {
             self.next += 1;
             return Ok(true);
-        }
+        };
         let job_id = job.id.clone();
+        let modes = self.telling.modes(&job);
         let feed = shared_feed(&self.state, job.id.clone(), &self.permit);
-        let follower = Follower::open(
-            &self.state,
-            &self.caller,
-            job,
-            RunEvents::modes(),
-            None,
-            feed,
-            false,
-        )
-        .await?
-        .through_parks();
-        self.current = Some((job_id, events, follower));
+        let follower = Follower::open(&self.state, &self.caller, job, modes, None, feed, false)
+            .await?
+            .through_parks();
+        self.current = Some((job_id, run, follower));
         Ok(true)
     }
 
@@ -350,18 +387,18 @@ impl ThreadFollow {
     }
 }
 
-/// What a thread's stream tells, as SSE: an event's method as `event:`,
-/// its `seq` as `id:`; an error as `event: error`.
-fn sse(told: Told) -> Result<SseEvent, Infallible> {
+/// What a thread's stream tells, as SSE: an event's method (or name) as
+/// `event:`, its number as `id:`; an error as `event: error`.
+pub(super) fn sse(told: Told) -> Result<SseEvent, Infallible> {
     let data = serde_json::to_string(&told.json()).unwrap_or_else(|_| "null".into());
-    Ok(match &told {
-        Told::Event(event) => {
-            let sent = SseEvent::default().event(event.method).data(data);
-            match event.seq {
-                Some(seq) => sent.id(seq.to_string()),
-                None => sent,
-            }
-        }
-        Told::Failed(_) => SseEvent::default().event("error").data(data),
+    let (event, id) = match &told {
+        Told::Event(event) => (event.method, event.seq),
+        Told::Joined(frame) => (frame.event, frame.id),
+        Told::Failed(_) => ("error", None),
+    };
+    let sent = SseEvent::default().event(event).data(data);
+    Ok(match id {
+        Some(id) => sent.id(id.to_string()),
+        None => sent,
     })
 }

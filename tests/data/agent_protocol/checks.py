@@ -58,7 +58,6 @@ shared.EXCEPTED.update(
             ("invalid_request", "offset"),
         },
         ("GET /threads/{thread_id}/history", 422): {("invalid_request", "limit")},
-        ("GET /threads/{thread_id}/stream", 422): {("invalid_request", "upgrade")},
         ("PATCH /threads/{thread_id}", 422): {
             ("invalid_request", "values"),
             ("invalid_request", "messages"),

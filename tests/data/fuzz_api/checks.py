@@ -15,10 +15,10 @@ has both keys too), with a non-empty message and a string code. `/mcp` may
 instead answer a JSON-RPC 2.0 error, whose `code` is an integer (the MCP
 transport's own shape for a malformed or misrouted message).
 
-`before_call`: a thread's event stream (the Agent Protocol's thread streaming)
-stays open for the thread's runs to come until its client goes, and Schemathesis
-reads a whole answer: the stream of a thread that exists (the stateful phase
-links `POST /threads` to it) would never end. It is checked on a thread no key
+`before_call`: a thread's event stream (the Agent Protocol's thread streaming,
+and LangGraph's join of a thread) stays open for the thread's runs to come until
+its client goes, and Schemathesis reads a whole answer: the stream of a thread
+that exists (the stateful phase links `POST /threads` to it) would never end. It is checked on a thread no key
 has (its 404 and its 422s); tests/agent_protocol_stream.rs reads real ones.
 """
 
@@ -30,6 +30,7 @@ import schemathesis
 THREAD_STREAMS = {
     "POST /threads/{thread_id}/stream",
     "POST /threads/{thread_id}/stream/events",
+    "GET /threads/{thread_id}/stream",
 }
 
 
@@ -70,7 +71,10 @@ def error_shape(ctx, response, case):
 # codes (with the field each names) that status may carry for a request the
 # document calls valid.
 EXCEPTED = {
-    ("GET /threads/{thread_id}/stream", 422): {("invalid_request", "upgrade")},
+    ("GET /threads/{thread_id}/stream", 422): {
+        ("invalid_request", "upgrade"),
+        ("invalid_request", "stream_modes"),
+    },
     ("GET /threads/{thread_id}/stream/events", 422): {("invalid_request", "upgrade")},
     ("POST /v1/jobs", 422): {("unknown_bundle", "bundle"), ("invalid_request", "webhook")},
     ("POST /v1/jobs/batch", 422): {("unknown_bundle", None), ("invalid_request", "webhook")},

@@ -91,10 +91,59 @@ async def websocket(client, api_key):
     }
 
 
+async def join(client, api_key):
+    """LangGraph's join of a thread (`client.threads.join_stream`): a run that
+    ended before is not told, the run going on and the next are, each between
+    its `metadata` and its `run_done`; joined again after an event id, what
+    follows it; in `lifecycle` mode, the runs' starts and ends alone."""
+    thread = (await client.threads.create())["thread_id"]
+
+    def ask(text):
+        return {"messages": [{"role": "user", "content": text}]}
+
+    await client.runs.wait(thread, "adder", input=ask("hello"))
+    slow = await client.runs.create(thread, "adder", input=ask("slow"))
+    parts = []
+
+    async def read(into, runs, **kwargs):
+        ended = 0
+        async for part in await client.threads.join_stream(thread, **kwargs):
+            into.append({"event": part.event, "data": part.data, "id": part.id})
+            if part.event == "metadata" and (part.data or {}).get("status") == "run_done":
+                ended += 1
+                if ended == runs:
+                    return
+
+    reader = asyncio.create_task(read(parts, 2))
+    for _ in range(1200):
+        if parts or reader.done():
+            break
+        await asyncio.sleep(0.05)
+    await client.runs.cancel(thread, slow["run_id"], wait=True)
+    again = await client.runs.create(thread, "adder", input=ask("again"))
+    await asyncio.wait_for(reader, 60)
+    slow_done = next(
+        p["id"] for p in parts
+        if p["event"] == "metadata" and (p["data"] or {}).get("status") == "run_done"
+    )
+    after, lifecycle = [], []
+    await asyncio.wait_for(read(after, 1, last_event_id=slow_done), 60)
+    await asyncio.wait_for(
+        read(lifecycle, 1, last_event_id=slow_done, stream_mode="lifecycle"), 60
+    )
+    return {
+        "slow": slow["run_id"],
+        "again": again["run_id"],
+        "parts": parts,
+        "after": after,
+        "lifecycle": lifecycle,
+    }
+
+
 async def main():
     url, api_key, scenario = sys.argv[1:4]
     client = get_client(url=url, api_key=api_key)
-    scenarios = {"run": run, "interrupt": interrupt, "websocket": websocket}
+    scenarios = {"run": run, "interrupt": interrupt, "websocket": websocket, "join": join}
     result = await scenarios[scenario](client, api_key)
     print(json.dumps(result, default=str))
 
