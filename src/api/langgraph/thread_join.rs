@@ -18,9 +18,7 @@ use std::collections::HashSet;
 use aide::transform::TransformOperation;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -37,7 +35,7 @@ use super::stream_modes::Modes;
 use super::stream_routes::{RESUMED, RunStreamEvent, joined_after};
 use super::thread_events::{FRAME_ROOM, RUN_ROOM, run_base};
 use super::thread_socket::{self, MaybeUpgrade};
-use super::thread_stream::{Telling, ThreadFollow, Told, sse};
+use super::thread_stream::{Telling, ThreadFollow, Told, sse_answer};
 use super::threads::own_thread;
 use crate::queue::{Job, JobId};
 
@@ -231,15 +229,5 @@ pub async fn join(
         ended,
     };
     let follow = ThreadFollow::new(&state, caller, thread, telling)?;
-    let events = futures::stream::unfold(follow, |mut follow| async move {
-        let batch = follow.next_batch().await?;
-        Some((futures::stream::iter(batch.into_iter().map(sse)), follow))
-    })
-    .flatten();
-    let sse = Sse::new(events).keep_alive(
-        KeepAlive::new()
-            .interval(state.sse_heartbeat)
-            .text("heartbeat"),
-    );
-    Ok(EventStream::<RunStreamEvent>::new(sse).into_response())
+    Ok(EventStream::<RunStreamEvent>::new(sse_answer(&state, follow)).into_response())
 }

@@ -158,17 +158,25 @@ pub async fn open(
     )?;
     own_thread(&state, &caller, &thread).await?;
     let follow = ThreadFollow::new(&state, caller, thread, Protocol(filter))?;
+    Ok(EventStream::<ThreadStreamEvent>::new(sse_answer(&state, follow)).into_response())
+}
+
+/// The SSE answer of a thread's stream: what `follow` tells, batch after
+/// batch, a heartbeat comment every `server.sse_heartbeat` meanwhile.
+pub(super) fn sse_answer<T: Telling>(
+    state: &AppState,
+    follow: ThreadFollow<T>,
+) -> impl IntoResponse + use<T> {
     let events = futures::stream::unfold(follow, |mut follow| async move {
         let batch = follow.next_batch().await?;
         Some((futures::stream::iter(batch.into_iter().map(sse)), follow))
     })
     .flatten();
-    let sse = Sse::new(events).keep_alive(
+    Sse::new(events).keep_alive(
         KeepAlive::new()
             .interval(state.sse_heartbeat)
             .text("heartbeat"),
-    );
-    Ok(EventStream::<ThreadStreamEvent>::new(sse).into_response())
+    )
 }
 
 /// What a thread's stream tells: the protocol's event, or last, why it
@@ -389,7 +397,7 @@ impl<T: Telling> ThreadFollow<T> {
 
 /// What a thread's stream tells, as SSE: an event's method (or name) as
 /// `event:`, its number as `id:`; an error as `event: error`.
-pub(super) fn sse(told: Told) -> Result<SseEvent, Infallible> {
+fn sse(told: Told) -> Result<SseEvent, Infallible> {
     let data = serde_json::to_string(&told.json()).unwrap_or_else(|_| "null".into());
     let (event, id) = match &told {
         Told::Event(event) => (event.method, event.seq),
