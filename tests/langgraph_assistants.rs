@@ -174,3 +174,56 @@ async fn a_custom_assistant_runs_its_bundle_with_its_variables_in_versions() {
     assert_eq!(js["picked"]["version"], 1);
     assert_eq!((&js["unread"], &js["gone"]), (&json!(422), &json!(404)));
 }
+
+/// An assistant is checked against its bundle when it is made, and again
+/// at each run: a bundle reloaded without the variable it sets refuses its
+/// runs, naming the variable (they ran without it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_custom_assistant_whose_bundle_stops_reading_its_variable_is_refused_by_name() {
+    let server = mock_server(SCRIPT).await;
+    let site = Site::new(&server.base_url(), "[auth]\nkeys_file = \"keys.toml\"\n");
+    let key = new_key(
+        &site.path().join("keys.toml"),
+        "team",
+        &["--scopes", "submit,read"],
+    );
+    site.put_bundle("plain", &bundle("plain"));
+    let daemon = site.start();
+    let http = client_as(&key);
+    let (status, made) = post_json(
+        &http,
+        &daemon,
+        "/assistants",
+        json!({"graph_id": "plain", "context": {"lang": "French"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{made}");
+    let id = made["assistant_id"].as_str().unwrap().to_string();
+    let hello =
+        json!({"assistant_id": id, "input": {"messages": [{"role": "user", "content": "hello"}]}});
+    let (status, french) = post_json(&http, &daemon, "/runs/wait", hello.clone()).await;
+    assert_eq!((status, answer(&french)), (200, "Bonjour."), "{french}");
+
+    site.put_bundle(
+        "plain",
+        "name: plain\nversion: \"2\"\nmodel: {endpoint: mock, name: m}\nprompts: {user: \"{{ input }}\"}\n",
+    );
+    let refused = common::daemon::eventually(
+        std::time::Duration::from_secs(30),
+        "the reloaded bundle refuses the assistant's run",
+        || {
+            let (http, daemon, hello) = (&http, &daemon, hello.clone());
+            async move {
+                let (status, body) = post_json(http, daemon, "/runs/wait", hello).await;
+                (status == 422).then_some(body)
+            }
+        },
+    )
+    .await;
+    assert_eq!(refused["error"]["field"], "assistant_id", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"lang\"") && message.contains("reads no variable"),
+        "{message}"
+    );
+}

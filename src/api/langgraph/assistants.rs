@@ -375,7 +375,7 @@ pub(super) async fn resolve(
         return Err(no_assistant(id));
     };
     let bundle = stored.settings.graph_id.clone();
-    found(&snapshot, caller, &bundle).map_err(|_| {
+    let (_, loaded) = found(&snapshot, caller, &bundle).map_err(|_| {
         ApiError::new(
             ErrorCode::NotFound,
             format!(
@@ -383,12 +383,47 @@ pub(super) async fn resolve(
             ),
         )
     })?;
+    // Checked when it was made; the bundle may have changed since, or an
+    // older version of the assistant been made its latest.
+    if let Some((key, takes)) = unread_variable(loaded, &stored.settings) {
+        return Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "assistant_id",
+            format!(
+                "assistant {id:?} (version {}) sets variable {key:?}, but bundle {bundle:?} as loaded now {}: change the assistant (PATCH /assistants/{id}) or make a version that fits its latest (POST /assistants/{id}/latest)",
+                stored.version,
+                reads(&takes)
+            ),
+        ));
+    }
     Ok(Target {
         bundle,
         assistant_id: stored.id.clone(),
         variables: preset_variables(&stored.settings),
         custom: Some(stored),
     })
+}
+
+/// The first variable `settings` sets that bundle `loaded`'s prompts do
+/// not read, with what they read: what a custom assistant may not set.
+pub(super) fn unread_variable(
+    loaded: &LoadedBundle,
+    settings: &AssistantSettings,
+) -> Option<(String, Vec<String>)> {
+    let takes = loaded.bundle.prompts.variables();
+    let key = preset_variables(settings)
+        .into_iter()
+        .map(|(key, _)| key)
+        .find(|key| !takes.contains(key))?;
+    Some((key, takes))
+}
+
+/// What a bundle whose prompts read `takes` permits, said to a client.
+pub(super) fn reads(takes: &[String]) -> String {
+    match takes.is_empty() {
+        true => "reads no variable, so it permits no override".to_string(),
+        false => format!("reads only {}", takes.join(", ")),
+    }
 }
 
 /// The variables a custom assistant's runs start with: its config's

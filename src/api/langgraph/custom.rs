@@ -22,7 +22,7 @@ use super::super::body::{JsonBody, Path, Query};
 use super::super::document::answers;
 use super::super::error::{ApiError, ErrorCode};
 use super::assistants::{
-    Assistant, custom_assistant, found, is_bundles, preset_variables, stored_custom,
+    Assistant, custom_assistant, found, is_bundles, reads, stored_custom, unread_variable,
 };
 use crate::access::policy::{Action, Resource};
 use crate::queue::{AssistantCreated, AssistantPatch, AssistantSettings, StoredAssistant};
@@ -121,25 +121,19 @@ fn checked(
         &Resource::bundle(&entry.name),
         unknown,
     )?;
-    let takes = loaded.bundle.prompts.variables();
-    for (key, _) in preset_variables(&settings) {
-        if !takes.contains(&key) {
-            let field = match settings.context.contains_key(&key) {
-                true => "context",
-                false => "config",
-            };
-            let read = match takes.is_empty() {
-                true => "reads no variable, so it permits no override".to_string(),
-                false => format!("reads only {}", takes.join(", ")),
-            };
-            return Err(refused(
-                field,
-                format!(
-                    "variable {key:?}: bundle {:?} {read}; an assistant sets only the variables its bundle's prompts read",
-                    entry.name
-                ),
-            ));
-        }
+    if let Some((key, takes)) = unread_variable(loaded, &settings) {
+        let field = match settings.context.contains_key(&key) {
+            true => "context",
+            false => "config",
+        };
+        return Err(refused(
+            field,
+            format!(
+                "variable {key:?}: bundle {:?} {}; an assistant sets only the variables its bundle's prompts read",
+                entry.name,
+                reads(&takes)
+            ),
+        ));
     }
     Ok(AssistantSettings {
         graph_id: entry.name.clone(),
