@@ -202,9 +202,14 @@ async fn a_stream_resumes_after_a_sigkill_with_exactly_the_missing_events() {
 
 /// A bundle without tools streams its answer token by token, through the
 /// SDK's stream helper (which accumulates the events into the response).
+/// The model sends its tokens 20 ms apart: sent at once, a loaded machine
+/// read several in one step and the stream rightly sent them as one delta.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_streams_token_by_token() {
-    let mock = mock_server(&format!("replies:\n  - content: \"{ANSWER}\"\n")).await;
+    let mock = mock_server(&format!(
+        "replies:\n  - content: \"{ANSWER}\"\n    chunk_delay_ms: 20\n"
+    ))
+    .await;
     let site = Site::new(&mock.base_url(), "");
     site.put_bundle(
         "echoer",
