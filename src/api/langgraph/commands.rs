@@ -25,7 +25,6 @@ use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
 use super::history::{checkpoints_of, state_at};
 use super::interrupts;
-use super::messages::StepKind;
 use super::resume;
 use super::run_routes::start_on_thread;
 use super::runs::RunRequest;
@@ -405,12 +404,11 @@ async fn list_checkpoints(
         .take(limit)
         .map(|at| {
             let here = &all[at];
-            let node = match here.step.kind {
-                StepKind::Input => "__start__",
-                StepKind::Result { .. } => "tools",
-                StepKind::Reply { .. } | StepKind::Answer => "model",
-            };
             let metadata = state::at(thread, &all, at).map(|s| s.metadata);
+            // The node that wrote the checkpoint, as its state names it.
+            let node = metadata
+                .as_ref()
+                .and_then(|m| m.get("writes")?.as_object()?.keys().next().cloned());
             json!({
                 "id": here.id(), "timestamp": here.created_at, "step": at as i64 - 1,
                 "node_name": node, "metadata": metadata,

@@ -254,13 +254,7 @@ async fn rejoin(
     let modes = match &query.stream_mode {
         Some(names) => Modes::read(names.iter())?,
         // The run's own, as a client that reconnects sends none.
-        None => {
-            let kept = job
-                .run_meta
-                .as_ref()
-                .and_then(|m| m["kwargs"].get("stream_mode"));
-            Modes::of_value(kept).unwrap_or_default()
-        }
+        None => own_modes(&job),
     };
     let cancel = matches!(
         query.cancel_on_disconnect.as_deref(),
@@ -270,6 +264,15 @@ async fn rejoin(
     let feed: Feed = Box::pin(job_feed(state.clone(), job.id.clone(), 0, false, permit));
     let follower = Follower::open(state, caller, job, modes, after, feed, cancel).await?;
     Ok(answer(state, follower))
+}
+
+/// The stream modes run `job` was started with (`values` when none).
+pub(super) fn own_modes(job: &Job) -> Modes {
+    let kept = job
+        .run_meta
+        .as_ref()
+        .and_then(|meta| meta["kwargs"].get("stream_mode"));
+    Modes::of_value(kept).unwrap_or_default()
 }
 
 /// The SSE answer of `follower`, naming the run and where to join it.

@@ -32,7 +32,7 @@ use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
 use super::stream::Frame;
 use super::stream_modes::Modes;
-use super::stream_routes::{RESUMED, RunStreamEvent, joined_after};
+use super::stream_routes::{RESUMED, RunStreamEvent, joined_after, own_modes};
 use super::thread_events::{FRAME_ROOM, RUN_ROOM, run_base};
 use super::thread_socket::{self, MaybeUpgrade};
 use super::thread_stream::{Telling, ThreadFollow, Told, sse_answer};
@@ -121,11 +121,7 @@ impl Telling for Join {
 
     /// The run's own modes, as its stream had them.
     fn modes(&self, job: &Job) -> Modes {
-        let kept = job
-            .run_meta
-            .as_ref()
-            .and_then(|meta| meta["kwargs"].get("stream_mode"));
-        Modes::of_value(kept).unwrap_or_default()
+        own_modes(job)
     }
 
     fn tell(&self, run: &mut JoinedRun, frame: &Frame) -> Vec<Told> {
