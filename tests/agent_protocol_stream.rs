@@ -5,7 +5,8 @@
 //! interrupt with `thread.run.respond`; and over plain HTTP, a thread's
 //! stream that stays open across runs, resumes `since` an event after the
 //! daemon was killed and started again with exactly what follows, and
-//! commands that answer what they cannot do by the protocol's codes;
+//! commands that answer what they cannot do by the protocol's codes; a
+//! subscription that keeps an agent call's nested run by its namespace;
 //! and LangGraph's JS SDK doing the same.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests: a panic is the failure report
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use common::daemon::{Daemon, client_as, job_events, new_key, post_json};
 use common::langgraph::{
-    ADDER, PAY_SCRIPT, PAYER, RUN_SCRIPT, js_client, keyed_site, thread_driver,
+    ADDER, BOSS, BOSS_SCRIPT, PAY_SCRIPT, PAYER, RUN_SCRIPT, js_client, keyed_site, thread_driver,
 };
 use serde_json::{Value, json};
 
@@ -189,13 +190,11 @@ async fn read_events(
         while let Some(Ok(event)) = stream.next().await {
             let data: Value = serde_json::from_str(&event.data).unwrap();
             assert_eq!(event.event, data["method"].as_str().unwrap_or("error"));
-            assert_eq!(
-                event.id,
-                data["seq"]
-                    .as_u64()
-                    .map(|s| s.to_string())
-                    .unwrap_or_default()
-            );
+            // An event without a seq (a live one) sends no id: SSE keeps
+            // the last one it had.
+            if let Some(seq) = data["seq"].as_u64() {
+                assert_eq!(event.id, seq.to_string());
+            }
             let stop = done(&data);
             out.push(data);
             if stop {
@@ -381,6 +380,89 @@ async fn a_threads_stream_stays_open_across_runs_and_resumes_after_since_across_
     .await;
     assert_eq!(status, 422);
     assert!(body.to_string().contains("gossip"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_subscription_gets_an_agent_calls_run_by_its_namespace() {
+    let (_server, site, key) =
+        keyed_site(&format!("{RUN_SCRIPT}{BOSS_SCRIPT}"), "submit,read").await;
+    site.put_bundle("adder", ADDER);
+    site.put_bundle("boss", BOSS);
+    let daemon = site.start();
+    let http = client_as(&key);
+    let thread = uuid::Uuid::new_v4().to_string();
+    let start = json!({"id": 1, "method": "run.start", "params": {
+        "assistant_id": "boss", "if_not_exists": "create",
+        "input": {"messages": [{"role": "user", "content": "ask the helper"}]},
+    }});
+    let (status, started) = command(&http, &daemon, &thread, start).await;
+    assert_eq!(
+        (status, &started["type"]),
+        (200, &json!("success")),
+        "{started}"
+    );
+
+    let namespace = |e: &Value| -> Vec<String> {
+        let parts = e["params"]["namespace"].as_array().unwrap().iter();
+        parts.map(|p| p.as_str().unwrap().to_string()).collect()
+    };
+    // Every namespace: the job's run at the root, its helper's below the
+    // agent call's `tools:<id>`, its values and its messages.
+    let read =
+        async |body: Value| read_events(&http, &daemon.base, &thread, body, completed(1)).await;
+    let every = read(json!({"channels": ["lifecycle", "values", "messages"]})).await;
+    let below: Vec<&Value> = every.iter().filter(|e| !namespace(e).is_empty()).collect();
+    assert!(!below.is_empty(), "{every:?}");
+    let helper = namespace(below[0]);
+    assert_eq!(helper.len(), 1);
+    assert!(helper[0].starts_with("tools:"), "{helper:?}");
+    assert!(below.iter().all(|e| namespace(e) == helper));
+    let last_values = below.iter().rfind(|e| e["method"] == "values").unwrap();
+    assert_eq!(
+        last_values["params"]["data"]["messages"][3]["content"],
+        "2+3 is 5."
+    );
+    assert!(
+        below
+            .iter()
+            .any(|e| e["params"]["data"]["event"] == "message-finish"),
+        "{below:?}"
+    );
+    // A prefix by the node's name keeps the helper's alone; the root at
+    // depth 0 the job's alone (and its end, by which the reading stops,
+    // is the root's).
+    let tools = read(
+        json!({"channels": ["values", "lifecycle"], "namespaces": [["tools"], []], "depth": 0}),
+    )
+    .await;
+    let kept: Vec<Vec<String>> = tools.iter().map(namespace).collect();
+    assert!(
+        kept.contains(&helper) && kept.contains(&Vec::new()),
+        "{kept:?}"
+    );
+    let root =
+        read(json!({"channels": ["values", "lifecycle"], "namespaces": [[]], "depth": 0})).await;
+    assert!(root.iter().all(|e| namespace(e).is_empty()), "{root:?}");
+    let root_values = every
+        .iter()
+        .filter(|e| e["method"] == "values" && namespace(e).is_empty())
+        .count();
+    assert_eq!(of(&root, "values").len(), root_values);
+    // By the task's own id: the helper's alone (the root's end not among
+    // them, so read up to the helper's last values).
+    let by_id = read_events(
+        &http,
+        &daemon.base,
+        &thread,
+        json!({"channels": ["values"], "namespaces": [helper.clone()]}),
+        |e| {
+            e["params"]["data"]["messages"]
+                .as_array()
+                .is_some_and(|m| m.len() == 4)
+        },
+    )
+    .await;
+    assert!(by_id.iter().all(|e| namespace(e) == helper), "{by_id:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,13 +2,15 @@
 //! graph against the real daemon (issue 53): the local graph's messages
 //! become a run of the daemon's assistant (stateless, and on a thread the
 //! run makes), and the run's answer comes back into the local state —
-//! invoked, awaited and streamed by updates.
+//! invoked, awaited and streamed by updates; and a run whose agent call
+//! runs another bundle streamed with its subgraphs, whose namespaces
+//! `RemoteGraph` reads as LangGraph's.
 
 mod common;
 
 use std::process::Command;
 
-use common::langgraph::{ADDER, RUN_SCRIPT, keyed_site};
+use common::langgraph::{ADDER, BOSS, BOSS_SCRIPT, RUN_SCRIPT, keyed_site};
 use common::{peer, python_langgraph, repo};
 use serde_json::json;
 
@@ -54,4 +56,55 @@ async fn remote_graph_runs_an_assistant_as_a_node_of_a_local_graph() {
     )
     .await;
     assert_eq!(thread["status"], "idle", "{thread}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn remote_graph_reads_an_agent_calls_run_as_a_subgraph() {
+    let script = format!("{RUN_SCRIPT}{BOSS_SCRIPT}");
+    let (_server, site, key) = keyed_site(&script, "submit,read").await;
+    site.put_bundle("adder", ADDER);
+    site.put_bundle("boss", BOSS);
+    let daemon = site.start();
+
+    let mut command = Command::new(python_langgraph());
+    command
+        .arg(repo("tests/data/langgraph/remote_graph.py"))
+        .arg(daemon.url(""))
+        .arg(&key)
+        .arg("boss")
+        .arg("subgraphs");
+    let got = peer::json(&daemon, command).await;
+
+    // Alone: the run's own updates at the root, its helper's in the
+    // namespace of the agent call that ran it.
+    let at = |updates: &serde_json::Value, depth: usize| -> Vec<(Vec<String>, String)> {
+        updates
+            .as_array()
+            .unwrap_or_else(|| panic!("{got}"))
+            .iter()
+            .filter(|u| u[0].as_array().unwrap().len() == depth)
+            .map(|u| {
+                let ns = u[0].as_array().unwrap().iter();
+                let ns = ns.map(|p| p.as_str().unwrap().to_string()).collect();
+                (ns, u[1][0].as_str().unwrap().to_string())
+            })
+            .collect()
+    };
+    let nodes = |updates: Vec<(Vec<String>, String)>| -> Vec<String> {
+        updates.into_iter().map(|(_, node)| node).collect()
+    };
+    assert_eq!(
+        nodes(at(&got["direct"], 0)),
+        ["model", "tools", "model"],
+        "{got}"
+    );
+    let helper = at(&got["direct"], 1);
+    assert_eq!(nodes(helper.clone()), ["model", "tools", "model"], "{got}");
+    assert!(helper[0].0[0].starts_with("tools:"), "{got}");
+    assert!(helper.iter().all(|(ns, _)| ns == &helper[0].0));
+    // As a node: below the node's own namespace.
+    let inside = at(&got["inside"], 2);
+    assert_eq!(nodes(inside.clone()), ["model", "tools", "model"], "{got}");
+    assert!(inside[0].0[0].starts_with("daemon:") && inside[0].0[1].starts_with("tools:"));
+    assert_eq!(nodes(at(&got["inside"], 0)), ["note", "daemon"], "{got}");
 }

@@ -1,7 +1,8 @@
 //! LangGraph's streamed runs against the real daemon (issue 53), with the
 //! real clients (tests/common/langgraph.rs): a run streamed in every
 //! stream mode with LangGraph's event names and payloads, joined again
-//! after an event id and whole, stateless; the same with the JS SDK; a run
+//! after an event id and whole, stateless; the same with the JS SDK; an
+//! agent call's run streamed as a subgraph (`stream_subgraphs`); a run
 //! cancelled when its client goes (`on_disconnect: cancel`); a stateless
 //! stream that tells its end before its job is deleted; and a stream
 //! the Python SDK joins again by itself across a daemon killed and
@@ -13,7 +14,8 @@ use std::time::Duration;
 
 use common::daemon::{client_as, eventually, get, job_events, post_json, read_sse_response};
 use common::langgraph::{
-    ADDER, PAY_SCRIPT, PAYER, RUN_SCRIPT, driver, js_client, keyed_site, message_types,
+    ADDER, BOSS, BOSS_SCRIPT, PAY_SCRIPT, PAYER, RUN_SCRIPT, driver, js_client, keyed_site,
+    message_types,
 };
 use common::{python_langgraph, repo};
 use serde_json::{Value, json};
@@ -241,6 +243,126 @@ async fn a_run_streams_in_every_mode_and_is_joined_again() {
     let js_rest = js["rest"].as_array().unwrap();
     assert!(js_rest.len() < js_parts.len(), "{js_rest:?}");
     assert_eq!(js_rest.last().unwrap()[0], "end");
+}
+
+/// The parts of `parts` whose event is `mode` in a subgraph's namespace:
+/// `(namespace, data)`.
+fn nested<'a>(parts: &'a [Value], mode: &str) -> Vec<(&'a str, &'a Value)> {
+    parts
+        .iter()
+        .filter_map(|p| {
+            let (event, namespace) = p[0].as_str()?.split_once('|')?;
+            (event == mode).then_some((namespace, &p[1]))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_calls_run_streams_as_a_subgraph_when_asked() {
+    let script = format!("{RUN_SCRIPT}{BOSS_SCRIPT}");
+    let (_server, site, key) = keyed_site(&script, "submit,read").await;
+    site.put_bundle("adder", ADDER);
+    site.put_bundle("boss", BOSS);
+    let daemon = site.start();
+
+    let got = driver(&daemon, &key, "subgraphs", &[]).await;
+    let parts = got["parts"].as_array().unwrap();
+    assert_eq!(parts.last().unwrap()[0], "end", "{parts:?}");
+    let ids: Vec<u64> = numbered(parts).iter().map(|(_, id)| *id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // The job's own run, at the root: it asked its helper, then answered.
+    let state = &got["state"];
+    assert_eq!(
+        message_types(state),
+        ["human", "ai", "tool", "ai"],
+        "{state}"
+    );
+    assert_eq!(*of(parts, "values").last().unwrap(), &state["values"]);
+    assert_eq!(updated_nodes(parts), ["model", "tools", "model"]);
+    // The helper's answer, as the model saw it (a tool's output is JSON).
+    assert_eq!(state["values"]["messages"][2]["content"], "\"2+3 is 5.\"");
+
+    // The helper's run, in the namespace of the agent call that ran it:
+    // its input is what the call asked, then each of its super-steps.
+    let values = nested(parts, "values");
+    let namespace = values[0].0;
+    assert!(namespace.starts_with("tools:"), "{namespace}");
+    assert!(
+        parts
+            .iter()
+            .filter_map(|p| p[0].as_str()?.split_once('|'))
+            .all(|(_, ns)| ns == namespace),
+        "one nested run, one namespace: {parts:?}"
+    );
+    let helper = |data: &Value| -> Vec<String> {
+        let messages = data["messages"].as_array().unwrap();
+        messages
+            .iter()
+            .map(|m| m["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(helper(values[0].1), ["human"]);
+    assert_eq!(values[0].1["messages"][0]["content"], "2+3");
+    let last = values.last().unwrap().1;
+    assert_eq!(helper(last), ["human", "ai", "tool", "ai"]);
+    assert_eq!(last["messages"][3]["content"], "2+3 is 5.");
+    let nodes: Vec<&String> = nested(parts, "updates")
+        .iter()
+        .filter_map(|(_, u)| u.as_object()?.keys().next())
+        .collect();
+    assert_eq!(nodes, ["model", "tools", "model"]);
+    // Its answer's chunks make its text; their metadata name its place.
+    let answer_id = &last["messages"][3]["id"];
+    let tuples = nested(parts, "messages");
+    let text: String = tuples
+        .iter()
+        .filter(|(_, t)| &t[0]["id"] == answer_id)
+        .map(|(_, t)| t[0]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "2+3 is 5.", "{tuples:?}");
+    let checkpoint_ns = tuples[0].1[1]["langgraph_checkpoint_ns"].as_str().unwrap();
+    assert!(checkpoint_ns.starts_with(namespace), "{checkpoint_ns}");
+    // Its progress is its own too.
+    assert!(
+        nested(parts, "custom")
+            .iter()
+            .any(|(_, c)| c["kind"] == "model_call_started"),
+        "{parts:?}"
+    );
+    // The thread's state is the job's messages: the helper's are its own.
+    assert_eq!(
+        state["values"]["messages"].as_array().unwrap().len(),
+        4,
+        "{state}"
+    );
+
+    // Joined after one of the helper's events (in the run's own modes and
+    // subgraphs): exactly what followed it.
+    let middle: u64 = got["middle"].as_str().unwrap().parse().unwrap();
+    let stored = |part: &&Value| {
+        let event = part[0].as_str().unwrap();
+        !event.starts_with("messages")
+    };
+    let sent: Vec<&Value> = numbered_parts(parts)
+        .into_iter()
+        .filter(stored)
+        .filter(|p| p[2].as_str().unwrap().parse::<u64>().unwrap() > middle)
+        .collect();
+    let rest = got["rest"].as_array().unwrap();
+    let resent: Vec<&Value> = numbered_parts(rest).into_iter().filter(stored).collect();
+    assert_eq!(resent, sent);
+    assert!(resent.iter().any(|p| p[0].as_str().unwrap().contains('|')));
+
+    // Not asked: the job's own run alone; a value not true or false: 422.
+    let without = got["without"].as_array().unwrap();
+    assert!(
+        without
+            .iter()
+            .all(|p| !p[0].as_str().unwrap().contains('|')),
+        "{without:?}"
+    );
+    assert_eq!(updated_nodes(without), ["model", "tools", "model"]);
+    assert_eq!(got["bad"], 422);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -47,6 +47,26 @@ replies:
     content: "2+3 is 5."
 "#;
 
+/// `boss`: its `helper` tool asks `adder` (an agent call: a nested run).
+pub const BOSS: &str = r#"name: boss
+version: "1"
+model: {endpoint: mock, name: m}
+prompts: {user: "{{ input }}"}
+tools:
+  - {name: helper, kind: agent, bundle: adder}
+"#;
+
+/// What the mock model answers `boss` (with [`RUN_SCRIPT`] for its
+/// helper's run of `adder` on `2+3`).
+pub const BOSS_SCRIPT: &str = r#"
+  - match: "ask the helper"
+    turn: 1
+    tool_calls: [{id: h1, name: helper, arguments: {input: "2+3"}}]
+  - match: "ask the helper"
+    turn: 2
+    content: "The helper says 5."
+"#;
+
 /// `payer`: its `pay` tool waits for a person's decision, and says what it paid.
 pub const PAYER: &str = r#"name: payer
 version: "1"

@@ -421,14 +421,17 @@ async fn list_checkpoints(
     })
 }
 
-/// A namespace other than the root's: a thread here has none below it.
+/// A namespace other than the root's: a nested run (a subgraph) streams in
+/// its namespace, but its state is not kept apart from the thread's.
 fn refuse_namespace(params: &Map<String, Value>) -> Result<(), Refusal> {
     match params.get("namespace") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Array(parts)) if parts.is_empty() => Ok(()),
         Some(other) => Err(Refusal::new(
             "no_such_namespace",
-            format!("namespace {other} is not the root's (`[]`): a thread here has no subgraphs"),
+            format!(
+                "namespace {other} is not the root's (`[]`): a nested run's state is not kept apart from its thread's; ask for the root's"
+            ),
         )),
     }
 }

@@ -159,7 +159,8 @@ pub(super) fn graph_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
 }
 
 /// `GET /assistants/{assistant_id}/graph` (`xray` is taken and changes
-/// nothing: a bundle's graph has no subgraphs).
+/// nothing: no node of a bundle's graph is a graph; an agent tool's bundle
+/// is called from `tools`, and its run streams as a subgraph).
 pub async fn graph(
     State(state): State<AppState>,
     caller: Caller,
@@ -259,7 +260,7 @@ pub async fn schemas(
 /// `GET /assistants/{assistant_id}/subgraphs` in the API document.
 pub(super) fn subgraphs_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
     let op = op
-        .summary("An assistant's subgraphs: none (a bundle's graph has none)")
+        .summary("An assistant's subgraphs: none (no node of a bundle's graph is a graph)")
         .response_with::<200, Json<BTreeMap<String, GraphSchema>>, _>(|r| {
             r.description("No subgraphs: `{}`")
         });

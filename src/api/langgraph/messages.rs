@@ -9,8 +9,11 @@
 //! without one, `<job>:t<turn>`, `<job>:t<turn>:<position>`), so a client
 //! that merges messages by id (`add_messages`) never doubles one.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value, json};
 
+use crate::events::{Event, EventEnvelope};
 use crate::journal::{JournalEntry, RecordedReply, RecordedResult};
 use crate::queue::Job;
 use crate::types::ToolCall;
@@ -23,11 +26,14 @@ pub(super) enum StepKind {
     /// Turn `turn`'s reply, asking for `calls` tool calls.
     Reply { turn: u32, calls: usize },
     /// The result of the call at `position` of turn `turn`'s reply; `last`
-    /// when no call of the turn is left to run after it.
+    /// when no call of the turn is left to run after it; `nested` when the
+    /// call ran a nested run (an agent call), which recorded steps of its
+    /// own before it.
     Result {
         turn: u32,
         position: usize,
         last: bool,
+        nested: bool,
     },
     /// The answer of a workflow or group chat (their stages record their
     /// replies apart).
@@ -49,39 +55,7 @@ pub(super) fn steps_of(job: &Job, journal: &[JournalEntry]) -> Vec<Step> {
         kind: StepKind::Input,
         message: human(job),
     }];
-    let mut recorded: Vec<(u32, usize, &JournalEntry)> = journal
-        .iter()
-        .filter(|e| e.scope.is_empty())
-        .filter_map(|e| Some((e.turn, order(&e.step)?, e)))
-        .collect();
-    recorded.sort_by_key(|(turn, place, _)| (*turn, *place));
-    let mut calls_left = 0usize;
-    for (turn, place, entry) in recorded {
-        if place == 0 {
-            let Ok(reply) = serde_json::from_str::<RecordedReply>(&entry.body) else {
-                continue;
-            };
-            calls_left = reply.assistant.tool_calls.len();
-            steps.push(Step {
-                kind: StepKind::Reply {
-                    turn,
-                    calls: calls_left,
-                },
-                message: ai(&id, turn, &reply),
-            });
-        } else if let Ok(recorded) = serde_json::from_str::<RecordedResult>(&entry.body) {
-            let position = place - 1;
-            calls_left = calls_left.saturating_sub(1);
-            steps.push(Step {
-                kind: StepKind::Result {
-                    turn,
-                    position,
-                    last: calls_left == 0,
-                },
-                message: tool(&format!("{id}:t{turn}:{position}"), &recorded),
-            });
-        }
-    }
+    steps.extend(recorded_steps(&id, journal, ""));
     let replied = steps
         .iter()
         .any(|s| matches!(s.kind, StepKind::Reply { .. }));
@@ -98,6 +72,155 @@ pub(super) fn steps_of(job: &Job, journal: &[JournalEntry]) -> Vec<Step> {
     steps
 }
 
+/// The steps of run `run` nested in a job (an agent tool's, a workflow
+/// stage's), journaled under `scope`: its input when it is known (what
+/// the agent call asked), then its replies and tool results. Message ids
+/// are the run's (`<run>:in`, `<run>:t<turn>`, …).
+pub(super) fn nested_steps(
+    run: &str,
+    input: Option<&str>,
+    journal: &[JournalEntry],
+    scope: &str,
+) -> Vec<Step> {
+    let mut steps: Vec<Step> = input
+        .map(|text| Step {
+            kind: StepKind::Input,
+            message: human_message(&format!("{run}:in"), &Value::from(text)),
+        })
+        .into_iter()
+        .collect();
+    steps.extend(recorded_steps(run, journal, scope));
+    steps
+}
+
+/// The replies and tool results run `id` recorded under `scope`, turn by
+/// turn.
+fn recorded_steps(id: &str, journal: &[JournalEntry], scope: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut recorded: Vec<(u32, usize, &JournalEntry)> = journal
+        .iter()
+        .filter(|e| e.scope == scope)
+        .filter_map(|e| Some((e.turn, order(&e.step)?, e)))
+        .collect();
+    recorded.sort_by_key(|(turn, place, _)| (*turn, *place));
+    // The runs nested under this one: `<turn>:<position>` (or an earlier
+    // version's `<turn>:<call id>`), the first part of their scopes.
+    let nested: HashSet<&str> = journal
+        .iter()
+        .filter_map(|e| e.scope.strip_prefix(scope)?.split_once('/'))
+        .map(|(first, _)| first)
+        .filter(|first| !first.is_empty())
+        .collect();
+    let mut calls_left = 0usize;
+    for (turn, place, entry) in recorded {
+        if place == 0 {
+            let Ok(reply) = serde_json::from_str::<RecordedReply>(&entry.body) else {
+                continue;
+            };
+            calls_left = reply.assistant.tool_calls.len();
+            steps.push(Step {
+                kind: StepKind::Reply {
+                    turn,
+                    calls: calls_left,
+                },
+                message: ai(id, turn, &reply),
+            });
+        } else if let Ok(recorded) = serde_json::from_str::<RecordedResult>(&entry.body) {
+            let position = place - 1;
+            calls_left = calls_left.saturating_sub(1);
+            let call = &recorded.result.call_id;
+            steps.push(Step {
+                kind: StepKind::Result {
+                    turn,
+                    position,
+                    last: calls_left == 0,
+                    nested: nested.contains(format!("{turn}:{position}").as_str())
+                        || nested.contains(format!("{turn}:{call}").as_str()),
+                },
+                message: tool(&format!("{id}:t{turn}:{position}"), &recorded),
+            });
+        }
+    }
+    steps
+}
+
+/// The journal scope of the run nested in the run journaled under
+/// `parent` by `key` (the last part of its run id): `{parent}{key}/` for
+/// an agent call (`<turn>:<position>`), `{parent}<turn>:{key}/` for a
+/// workflow stage or a group chat's reply (the newest turn when several
+/// have it).
+pub(super) fn nested_scope(journal: &[JournalEntry], parent: &str, key: &str) -> Option<String> {
+    let exact = format!("{parent}{key}/");
+    if journal.iter().any(|e| e.scope == exact) {
+        return Some(exact);
+    }
+    journal
+        .iter()
+        .filter_map(|e| {
+            let (turn, rest) = e.scope.strip_prefix(parent)?.split_once(':')?;
+            let turn: u32 = turn.parse().ok()?;
+            (rest.strip_suffix('/') == Some(key)).then_some((turn, &e.scope))
+        })
+        .max_by_key(|(turn, _)| *turn)
+        .map(|(_, scope)| scope.clone())
+}
+
+/// The durable step a stored event tells of a run: a model call's events
+/// its reply; a tool call's start its result when the result was recorded
+/// with it (a call that runs no nested run); a tool call's end its result;
+/// the end of a run that one of its calls nested, that call's result
+/// (recorded with that end). So a step is told at the same stored event
+/// whether the stream reads the event as it happens or long after.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Told {
+    Reply(u32),
+    Call(u32, String),
+    Result(u32, String),
+}
+
+impl Told {
+    /// What `envelope` tells of run `run`'s steps.
+    pub fn of(envelope: &EventEnvelope, run: &str) -> Option<Self> {
+        if envelope.run_id == run {
+            return match &envelope.event {
+                Event::ModelRequest { turn, .. } | Event::ModelResponse { turn, .. } => {
+                    Some(Self::Reply(*turn))
+                }
+                Event::ToolCall { turn, call_id, .. } => Some(Self::Call(*turn, call_id.clone())),
+                Event::ToolResult { turn, call_id, .. } => {
+                    Some(Self::Result(*turn, call_id.clone()))
+                }
+                _ => None,
+            };
+        }
+        let parent = envelope.parent.as_ref().filter(|p| p.run_id == run)?;
+        if !matches!(envelope.event, Event::KernelEnd { .. }) {
+            return None;
+        }
+        let key = envelope.run_id.strip_prefix(run)?.strip_prefix('/')?;
+        let turn = key.split_once(':')?.0.parse().ok()?;
+        Some(Self::Result(turn, parent.call_id.clone()))
+    }
+
+    /// Whether `step` is the one told.
+    pub fn is(&self, step: &Step) -> bool {
+        let call_of = |step: &Step| step.message["tool_call_id"].as_str().map(str::to_string);
+        match (self, &step.kind) {
+            (Self::Reply(turn), StepKind::Reply { turn: t, .. }) => t == turn,
+            (
+                Self::Call(turn, call),
+                StepKind::Result {
+                    turn: t, nested, ..
+                },
+            ) => t == turn && !nested && call_of(step).as_ref() == Some(call),
+            (Self::Result(turn, call), StepKind::Result { turn: t, .. }) => {
+                t == turn && call_of(step).as_ref() == Some(call)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Where a step of a turn goes among its messages: the reply (0), then
 /// each result after its position; other steps (input, starts) make none.
 fn order(step: &str) -> Option<usize> {
@@ -110,8 +233,12 @@ fn order(step: &str) -> Option<usize> {
 
 fn human(job: &Job) -> Value {
     let id = sent_id(job).unwrap_or_else(|| format!("{}:in", job.id));
+    human_message(&id, &Value::from(job.input.as_str()))
+}
+
+fn human_message(id: &str, content: &Value) -> Value {
     json!({
-        "type": "human", "id": id, "content": job.input,
+        "type": "human", "id": id, "content": content,
         "name": null, "additional_kwargs": {}, "response_metadata": {},
     })
 }

@@ -61,6 +61,7 @@ mod store_search;
 mod stream;
 mod stream_modes;
 mod stream_routes;
+mod subgraphs;
 mod thread_events;
 mod thread_join;
 mod thread_socket;

@@ -37,6 +37,29 @@ pub(super) struct Frame {
     pub event: &'static str,
     pub data: Value,
     pub id: Option<u64>,
+    /// The subgraph that made it (`["tools:<id>", …]`, LangGraph's
+    /// namespace of a nested run); empty for the run's own.
+    pub namespace: Vec<String>,
+}
+
+impl Frame {
+    /// A frame of the run's own (the root namespace).
+    pub fn root(event: &'static str, data: Value, id: Option<u64>) -> Self {
+        Self {
+            event,
+            data,
+            id,
+            namespace: Vec::new(),
+        }
+    }
+
+    /// Its SSE event name: LangGraph's `event|ns1|ns2` for a subgraph's.
+    pub fn name(&self) -> std::borrow::Cow<'static, str> {
+        match self.namespace.is_empty() {
+            true => self.event.into(),
+            false => format!("{}|{}", self.event, self.namespace.join("|")).into(),
+        }
+    }
 }
 
 /// The run a stream tells.
@@ -47,8 +70,12 @@ pub(super) struct RunInfo {
     /// Its bundle.
     pub graph: String,
     pub assistant: String,
-    /// The thread's messages before the run's (none for a stateless run).
+    /// The thread's messages before the run's (none for a stateless run
+    /// or a nested one).
     pub prior: Vec<Value>,
+    /// Where a nested run stands (`subgraphs::Subgraphs`); empty for the
+    /// job's own run.
+    pub namespace: Vec<String>,
 }
 
 /// Turns a run's feed into LangGraph's events; see the module's
@@ -93,12 +120,40 @@ impl Translator {
         }
     }
 
+    /// The run it tells: the job's, or a nested run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run.job
+    }
+
+    /// What it tells, how, and after which id.
+    pub fn settings(&self) -> (&RunInfo, &Modes, Option<u64>) {
+        (&self.run, &self.modes, self.after)
+    }
+
+    /// Where the run it tells stands: empty for the job's own.
+    pub fn namespace(&self) -> &[String] {
+        &self.run.namespace
+    }
+
     /// The numbered events from here stand at stored event `seq`.
     pub fn at(&mut self, seq: u64) {
         if seq != self.at {
             self.at = seq;
             self.numbered = 0;
         }
+    }
+
+    /// The numbered events from here stand at stored event `seq`, after
+    /// the `taken` numbers another run's teller took there (a nested run's
+    /// end tells its parent's call's result first, then its own rest).
+    pub fn at_after(&mut self, seq: u64, taken: u64) {
+        self.at = seq;
+        self.numbered = taken;
+    }
+
+    /// How many numbers were taken at stored event `seq`.
+    pub fn taken_at(&self, seq: u64) -> u64 {
+        if self.at == seq { self.numbered } else { 0 }
     }
 
     /// Takes the next number at this place, whether or not the stream
@@ -123,21 +178,23 @@ impl Translator {
             event,
             data: data(self),
             id: Some(id),
+            namespace: self.run.namespace.clone(),
         })
     }
 
-    fn live(event: &'static str, data: Value) -> Frame {
+    fn live(&self, event: &'static str, data: Value) -> Frame {
         Frame {
             event,
             data,
             id: None,
+            namespace: self.run.namespace.clone(),
         }
     }
 
     /// The first event: the run and its attempt (never numbered: every
     /// connection gets it).
     pub fn opening(&self, attempt: u32) -> Frame {
-        Self::live(
+        self.live(
             "metadata",
             json!({"run_id": self.run.job, "attempt": attempt.max(1)}),
         )
@@ -168,7 +225,7 @@ impl Translator {
             "langgraph_step": step,
             "langgraph_triggers": [format!("branch:to:{node}")],
             "langgraph_path": ["__pregel_pull", node],
-            "langgraph_checkpoint_ns": format!("{node}:{}", self.run.job),
+            "langgraph_checkpoint_ns": self.checkpoint_ns(Some(node)),
             "thread_id": self.run.thread,
             "run_id": self.run.job,
             "assistant_id": self.run.assistant,
@@ -176,7 +233,15 @@ impl Translator {
         })
     }
 
-    /// A token of the job's own run (nested runs' tokens are theirs).
+    /// LangGraph's checkpoint namespace of this run, and of `node` in it:
+    /// its namespace's parts, then `node:<run>`, joined by `|`.
+    fn checkpoint_ns(&self, node: Option<&str>) -> String {
+        let mut parts = self.run.namespace.clone();
+        parts.extend(node.map(|node| format!("{node}:{}", self.run.job)));
+        parts.join("|")
+    }
+
+    /// A token of this run (other runs' tokens are theirs).
     pub fn token(&mut self, token: &Token) -> Vec<Frame> {
         if token.run_id != self.run.job || token.event.is_some() || token.text.is_empty() {
             return Vec::new();
@@ -189,21 +254,21 @@ impl Translator {
         let mut frames = Vec::new();
         if self.modes.has(Mode::MessagesTuple) {
             let chunk = chunk(&id, &token.text, Vec::new(), Value::Null, Value::Null);
-            frames.push(Self::live("messages", json!([chunk, metadata])));
+            frames.push(self.live("messages", json!([chunk, metadata])));
         }
         if self.modes.has(Mode::Messages) {
             if self.announced.insert(id.clone()) {
-                frames.push(Self::live(
+                frames.push(self.live(
                     "messages/metadata",
                     json!({ id.clone(): {"metadata": metadata} }),
                 ));
             }
             let whole = chunk(&id, &so_far, Vec::new(), Value::Null, Value::Null);
-            frames.push(Self::live("messages/partial", json!([whole])));
+            frames.push(self.live("messages/partial", json!([whole])));
         }
         if self.modes.has(Mode::Events) {
             let chunk = chunk(&id, &token.text, Vec::new(), Value::Null, Value::Null);
-            frames.push(Self::live(
+            frames.push(self.live(
                 "events",
                 json!({
                     "event": "on_chat_model_stream", "name": "model", "run_id": id,
@@ -221,14 +286,15 @@ impl Translator {
             return Vec::new();
         }
         serde_json::to_value(progress)
-            .map(|data| vec![Self::live("custom", data)])
+            .map(|data| vec![self.live("custom", data)])
             .unwrap_or_default()
     }
 
     /// What a stored event of the job tells by itself: `events`' starts of
-    /// a model call and a tool call, and the calls parked for a person.
+    /// this run's model calls and tool calls, and the calls parked for a
+    /// person (any run's: the job parks for them).
     pub fn stored(&mut self, envelope: &EventEnvelope) -> Vec<Frame> {
-        let own = envelope.parent.is_none();
+        let own = envelope.run_id == self.run.job;
         match &envelope.event {
             Event::ApprovalRequested {
                 turn,
@@ -419,7 +485,7 @@ impl Translator {
     fn checkpoint(&self, k: usize, node: &str, values: Value) -> Value {
         let config = |k: usize| {
             json!({"configurable": {
-                "thread_id": self.run.thread, "checkpoint_ns": "",
+                "thread_id": self.run.thread, "checkpoint_ns": self.checkpoint_ns(None),
                 "checkpoint_id": format!("{}:{k}", self.run.job),
             }})
         };
@@ -500,9 +566,9 @@ impl Translator {
             .collect();
         frames.push(match failure {
             Some((error, message)) => {
-                Self::live("error", json!({"error": error, "message": message}))
+                self.live("error", json!({"error": error, "message": message}))
             }
-            None => Self::live("end", Value::Null),
+            None => self.live("end", Value::Null),
         });
         frames
     }

@@ -1,6 +1,7 @@
 //! Which `stream_mode`s a client asked for: read from a run's body, its
 //! kept settings or a joined stream's query (a name or a list of names;
-//! `values` when none is), an unknown one refused by name.
+//! `values` when none is), an unknown one refused by name; and whether it
+//! asked for its subgraphs too (`stream_subgraphs`).
 
 use serde_json::Value;
 
@@ -104,6 +105,21 @@ impl Modes {
 
     pub fn has(&self, mode: Mode) -> bool {
         self.0.contains(&mode)
+    }
+}
+
+/// Whether `stream_subgraphs` (as a run's body or its kept settings sent
+/// it) asks for the nested runs' events: `true`; `false` or absent does
+/// not; anything else is a 422.
+pub(super) fn subgraphs_asked(value: Option<&Value>) -> Result<bool, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(asked)) => Ok(*asked),
+        Some(other) => Err(ApiError::field(
+            ErrorCode::InvalidRequest,
+            "stream_subgraphs",
+            format!("stream_subgraphs {other} is not true or false"),
+        )),
     }
 }
 

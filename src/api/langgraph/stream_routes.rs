@@ -30,7 +30,7 @@ use super::super::job_actions::settled;
 use super::super::sse::resume_point;
 use super::super::trace_context::CallerTrace;
 use super::ids;
-use super::messages::{Step, StepKind, steps_of};
+use super::messages::{Step, Told, steps_of};
 use super::resume;
 use super::run_routes::{
     START_REFUSALS, delete_when_ended, deleted_after, located, run_of, start_on_thread,
@@ -39,7 +39,8 @@ use super::runs::{self, RunRequest, RunStatus};
 use super::runs_by_id::key_run;
 use super::state;
 use super::stream::{Frame, PER_EVENT, RunInfo, Translator};
-use super::stream_modes::Modes;
+use super::stream_modes::{Modes, subgraphs_asked};
+use super::subgraphs::Subgraphs;
 use crate::access::policy::Action;
 use crate::events::{Event, EventEnvelope, JobStatus};
 use crate::queue::{Job, JobId};
@@ -111,6 +112,7 @@ pub async fn stream(
     JsonBody(request): JsonBody<RunRequest>,
 ) -> Result<Response, ApiError> {
     let modes = Modes::of_value(request.rest.get("stream_mode"))?;
+    let subgraphs = subgraphs_asked(request.rest.get("stream_subgraphs"))?;
     let cancel = runs::cancelled_on_disconnect(&request)?;
     if let Some(command) = runs::command_of(&request) {
         // The parked run goes on: followed from before the decision, told
@@ -129,13 +131,13 @@ pub async fn stream(
             cancel,
         )
         .await?;
-        return Ok(answer(&state, follower));
+        return Ok(answer(&state, follower.with_subgraphs(subgraphs)));
     }
     let id = JobId::new();
     let feed = listen_first(&state, &caller, &id)?;
     let job = start_on_thread(&state, &caller, &trace, &thread, &request, Some(id)).await?;
     let follower = Follower::open(&state, &caller, job, modes, None, feed, cancel).await?;
-    Ok(answer(&state, follower))
+    Ok(answer(&state, follower.with_subgraphs(subgraphs)))
 }
 
 /// `POST /runs/stream` (on the thread `thread_id` names, when it names
@@ -150,6 +152,7 @@ pub async fn stream_stateless(
         return stream(State(state), caller, trace, Path(thread), JsonBody(request)).await;
     }
     let modes = Modes::of_value(request.rest.get("stream_mode"))?;
+    let subgraphs = subgraphs_asked(request.rest.get("stream_subgraphs"))?;
     let cancel = runs::cancelled_on_disconnect(&request)?;
     let delete = deleted_after(&request)?;
     let id = JobId::new();
@@ -161,7 +164,9 @@ pub async fn stream_stateless(
     if delete {
         tokio::spawn(delete_when_ended(state.clone(), job.id.clone(), Some(read)));
     }
-    let mut follower = Follower::open(&state, &caller, job, modes, None, feed, cancel).await?;
+    let mut follower = Follower::open(&state, &caller, job, modes, None, feed, cancel)
+        .await?
+        .with_subgraphs(subgraphs);
     follower.reading = Some(reading);
     Ok(answer(&state, follower))
 }
@@ -262,17 +267,26 @@ async fn rejoin(
     );
     let permit = state.streams.acquire(caller.name())?;
     let feed: Feed = Box::pin(job_feed(state.clone(), job.id.clone(), 0, false, permit));
+    let subgraphs = own_subgraphs(&job);
     let follower = Follower::open(state, caller, job, modes, after, feed, cancel).await?;
-    Ok(answer(state, follower))
+    Ok(answer(state, follower.with_subgraphs(subgraphs)))
 }
 
 /// The stream modes run `job` was started with (`values` when none).
 pub(super) fn own_modes(job: &Job) -> Modes {
-    let kept = job
-        .run_meta
+    Modes::of_value(kept_setting(job, "stream_mode")).unwrap_or_default()
+}
+
+/// Whether run `job` was started streaming its subgraphs.
+pub(super) fn own_subgraphs(job: &Job) -> bool {
+    subgraphs_asked(kept_setting(job, "stream_subgraphs")).unwrap_or_default()
+}
+
+/// A setting run `job` was started with, as its request sent it.
+fn kept_setting<'a>(job: &'a Job, name: &str) -> Option<&'a serde_json::Value> {
+    job.run_meta
         .as_ref()
-        .and_then(|meta| meta["kwargs"].get("stream_mode"));
-    Modes::of_value(kept).unwrap_or_default()
+        .and_then(|meta| meta["kwargs"].get(name))
 }
 
 /// The SSE answer of `follower`, naming the run and where to join it.
@@ -297,7 +311,7 @@ fn answer(state: &AppState, follower: Follower) -> Response {
 
 fn sse(frame: Frame) -> Result<SseEvent, Infallible> {
     let data = serde_json::to_string(&frame.data).unwrap_or_else(|_| "null".into());
-    let event = SseEvent::default().event(frame.event).data(data);
+    let event = SseEvent::default().event(frame.name()).data(data);
     Ok(match frame.id {
         Some(id) => event.id(id.to_string()),
         None => event,
@@ -324,6 +338,8 @@ pub(super) struct Follower {
     /// parked as told.
     through_parks: bool,
     parked: bool,
+    /// The job's nested runs, told when the client asked for subgraphs.
+    subgraphs: Option<Subgraphs>,
 }
 
 impl Follower {
@@ -351,6 +367,7 @@ impl Follower {
             graph: job.bundle.clone(),
             assistant: ids::assistant_id(&job.bundle),
             prior,
+            namespace: Vec::new(),
         };
         Ok(Self {
             state: state.clone(),
@@ -364,7 +381,18 @@ impl Follower {
             reading: None,
             through_parks: false,
             parked: false,
+            subgraphs: None,
         })
+    }
+
+    /// This follower tells the job's nested runs too, when `on`, each in
+    /// its subgraph's namespace (`subgraphs`).
+    pub(super) fn with_subgraphs(mut self, on: bool) -> Self {
+        self.subgraphs = on.then(|| {
+            let (run, modes, after) = self.translator.settings();
+            Subgraphs::new(run, modes.clone(), after)
+        });
+        self
     }
 
     /// This follower goes on past a park: after its interrupt, a
@@ -419,28 +447,32 @@ impl Follower {
         self.last_seq = seq;
         self.translator.at(seq);
         let mut frames = self.translator.stored(&envelope);
+        // A reply is recorded with the events held before it (its
+        // request's), a tool's result with its call's or, for an agent
+        // call, with its nested run's end (`Told`): those events tell the
+        // step; their answers' events, stored with the next durable write,
+        // only if they did not.
+        if let Some(told) = Told::of(&envelope, self.translator.run_id()) {
+            frames.extend(self.steps_through(move |s| told.is(s)).await);
+        }
+        if let Some(subgraphs) = &mut self.subgraphs {
+            let journal = match subgraphs.wants_journal(&envelope) {
+                true => match self.state.queue.journal(&self.job.id).await {
+                    Ok(journal) => Some(journal),
+                    Err(e) => {
+                        tracing::warn!(job_id = %self.job.id, error = %e, "a run's stream could not read its journal");
+                        None
+                    }
+                },
+                false => None,
+            };
+            let taken = self.translator.taken_at(seq);
+            frames.extend(subgraphs.stored(seq, taken, &envelope, journal.as_deref()));
+        }
         if envelope.parent.is_some() {
             return Batch::More(frames);
         }
         match &envelope.event {
-            // A reply is recorded with the events held before it (its
-            // request's), a tool's result with its call's: those events
-            // tell the step first; their answers' events, stored with the
-            // next durable write, only if they did not.
-            Event::ModelRequest { turn, .. } | Event::ModelResponse { turn, .. } => {
-                let turn = *turn;
-                let through =
-                    move |s: &Step| matches!(s.kind, StepKind::Reply { turn: t, .. } if t == turn);
-                frames.extend(self.steps_through(through).await);
-            }
-            Event::ToolCall { turn, call_id, .. } | Event::ToolResult { turn, call_id, .. } => {
-                let (turn, call) = (*turn, call_id.clone());
-                let through = move |s: &Step| {
-                    matches!(s.kind, StepKind::Result { turn: t, .. } if t == turn)
-                        && s.message["tool_call_id"].as_str() == Some(call.as_str())
-                };
-                frames.extend(self.steps_through(through).await);
-            }
             Event::JobState {
                 state: JobStatus::AwaitingApproval | JobStatus::NeedsAttention,
                 ..
@@ -465,11 +497,11 @@ impl Follower {
                 self.parked = false;
                 // The last number this stored event has room for: the
                 // translator numbers only a few events at one.
-                frames.push(Frame {
-                    event: RESUMED,
-                    data: serde_json::Value::Null,
-                    id: Some(seq.saturating_mul(PER_EVENT) + PER_EVENT - 1),
-                });
+                frames.push(Frame::root(
+                    RESUMED,
+                    serde_json::Value::Null,
+                    Some(seq.saturating_mul(PER_EVENT) + PER_EVENT - 1),
+                ));
             }
             _ => {}
         }
@@ -520,8 +552,18 @@ impl Stepper for Follower {
                 return Batch::Last(Vec::new());
             };
             let frames = match item {
-                Item::Token(token) => self.translator.token(&token),
-                Item::Progress(progress) => self.translator.progress(&progress),
+                Item::Token(token) => match &mut self.subgraphs {
+                    Some(subgraphs) if token.run_id != self.translator.run_id() => {
+                        subgraphs.token(&token)
+                    }
+                    _ => self.translator.token(&token),
+                },
+                Item::Progress(progress) => match &mut self.subgraphs {
+                    Some(subgraphs) if progress.run_id != self.translator.run_id() => {
+                        subgraphs.progress(&progress)
+                    }
+                    _ => self.translator.progress(&progress),
+                },
                 Item::Event { seq, json } => match self.stored(seq, &json).await {
                     Batch::More(frames) => frames,
                     Batch::Last(frames) => {

@@ -4,8 +4,9 @@
 //! protocol's channels — `lifecycle`, `input` (`input.requested`,
 //! `input.answered`), `values`, `updates`, `messages` (a message's start,
 //! its text as deltas, its blocks' ends, its finish), `tools`,
-//! `checkpoints`, `tasks` and `custom` — all on the root namespace (a
-//! nested run's events are its own).
+//! `checkpoints`, `tasks` and `custom` — on the root namespace, and a
+//! nested run's on its subgraph's (`subgraphs`), which a subscription
+//! filters by prefix and depth as LangGraph's clients match them.
 //!
 //! An event made from something stored has a `seq` (and an `event_id`
 //! naming it) that is a pure function of where it stands on the thread:
@@ -75,28 +76,31 @@ impl Channel {
 }
 
 /// What one stream sends: the channels asked (`custom:<name>`: the custom
-/// events of that name), on the namespaces asked (the root's events only
-/// match a prefix `[]`), after `since`.
+/// events of that name), on the namespaces asked (each a prefix, no more
+/// than `depth` parts below it; all when none is asked), after `since`.
 #[derive(Debug, Clone)]
 pub(super) struct Filter {
     channels: Vec<Channel>,
     custom_names: Vec<String>,
-    root: bool,
+    namespaces: Option<Vec<Vec<String>>>,
+    depth: Option<u64>,
     pub since: Option<u64>,
 }
 
 impl Filter {
-    /// Reads a stream request's `channels`, `namespaces` and `since`; an
-    /// unknown channel is a 422 naming the ones served.
+    /// Reads a stream request's `channels`, `namespaces`, `depth` and
+    /// `since`; an unknown channel is a 422 naming the ones served.
     pub fn read(
         channels: &[String],
         namespaces: Option<&[Vec<String>]>,
+        depth: Option<u64>,
         since: Option<u64>,
     ) -> Result<Self, ApiError> {
         let mut filter = Self {
             channels: Vec::new(),
             custom_names: Vec::new(),
-            root: namespaces.is_none_or(|all| all.iter().any(Vec::is_empty)),
+            namespaces: namespaces.filter(|all| !all.is_empty()).map(<[_]>::to_vec),
+            depth,
             since,
         };
         if channels.is_empty() {
@@ -117,9 +121,18 @@ impl Filter {
         Ok(filter)
     }
 
+    /// Whether a run's nested runs may have events this stream sends.
+    pub fn reaches_nested(&self) -> bool {
+        let below_root = self.depth.is_none_or(|depth| depth > 0);
+        match &self.namespaces {
+            None => true,
+            Some(prefixes) => below_root || prefixes.iter().any(|p| !p.is_empty()),
+        }
+    }
+
     /// Whether this stream sends `event`.
     pub fn admits(&self, event: &ProtocolEvent) -> bool {
-        if !self.root
+        if !self.reaches(&event.namespace)
             || event
                 .seq
                 .zip(self.since)
@@ -133,6 +146,28 @@ impl Filter {
                 && event.data["name"]
                     .as_str()
                     .is_some_and(|name| self.custom_names.iter().any(|n| n == name)))
+    }
+}
+
+impl Filter {
+    /// Whether `namespace` is under a prefix asked, within `depth` of it
+    /// (LangGraph's clients' `namespace_matches`: a prefix part without
+    /// `:` also matches a part that has it, by the name before its `:`).
+    fn reaches(&self, namespace: &[String]) -> bool {
+        let Some(prefixes) = &self.namespaces else {
+            return true;
+        };
+        prefixes.iter().any(|prefix| {
+            prefix.len() <= namespace.len()
+                && prefix.iter().zip(namespace).all(|(asked, part)| {
+                    part == asked
+                        || (!asked.contains(':')
+                            && part.split_once(':').is_some_and(|(name, _)| name == asked))
+                })
+                && self
+                    .depth
+                    .is_none_or(|depth| (namespace.len() - prefix.len()) as u64 <= depth)
+        })
     }
 }
 
@@ -154,6 +189,8 @@ pub(super) struct ProtocolEvent {
     pub seq: Option<u64>,
     pub method: &'static str,
     pub data: Value,
+    /// The subgraph that made it; empty for the run's own.
+    pub namespace: Vec<String>,
 }
 
 impl ProtocolEvent {
@@ -162,7 +199,7 @@ impl ProtocolEvent {
         let mut event = json!({
             "type": "event",
             "method": self.method,
-            "params": {"namespace": [], "timestamp": now, "data": self.data},
+            "params": {"namespace": self.namespace, "timestamp": now, "data": self.data},
         });
         if let Some(seq) = self.seq {
             event["seq"] = json!(seq);
@@ -192,6 +229,7 @@ pub(super) struct RunEvents {
 struct Numbering {
     first: Option<u64>,
     made: u64,
+    namespace: Vec<String>,
     out: Vec<ProtocolEvent>,
 }
 
@@ -201,7 +239,12 @@ impl Numbering {
             .first
             .map(|first| first + self.made.min(FRAME_ROOM - 1));
         self.made += 1;
-        self.out.push(ProtocolEvent { seq, method, data });
+        self.out.push(ProtocolEvent {
+            seq,
+            method,
+            data,
+            namespace: self.namespace.clone(),
+        });
     }
 }
 
@@ -254,6 +297,7 @@ impl RunEvents {
         let mut out = Numbering {
             first: self.first_of(frame),
             made: 0,
+            namespace: frame.namespace.clone(),
             out: Vec::new(),
         };
         let data = &frame.data;
@@ -433,13 +477,14 @@ impl RunEvents {
     }
 
     /// A tool call's start and end (LangChain's `on_tool_start` and
-    /// `on_tool_end`, whose run ids are `<job>:t<turn>:<call id>`).
+    /// `on_tool_end`, whose run ids are `<run>:t<turn>:<call id>`, the run
+    /// the job's or a nested one, `<job>/<key>`).
     fn tool_event(&self, event: &Value, out: &mut Numbering) {
         let call_id = event["run_id"]
             .as_str()
             .and_then(|run| run.strip_prefix(self.job.as_str()))
-            .and_then(|rest| rest.strip_prefix(":t"))
-            .and_then(|rest| rest.split_once(':'))
+            .and_then(|rest| rest.split_once(":t"))
+            .and_then(|(_, rest)| rest.split_once(':'))
             .map(|(_, call)| call.to_string())
             .unwrap_or_default();
         let output = &event["data"]["output"];

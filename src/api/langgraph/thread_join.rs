@@ -32,7 +32,7 @@ use super::super::error::{ApiError, ErrorCode};
 use super::super::trace_context::CallerTrace;
 use super::stream::Frame;
 use super::stream_modes::Modes;
-use super::stream_routes::{RESUMED, RunStreamEvent, joined_after, own_modes};
+use super::stream_routes::{RESUMED, RunStreamEvent, joined_after, own_modes, own_subgraphs};
 use super::thread_events::{FRAME_ROOM, RUN_ROOM, run_base};
 use super::thread_socket::{self, MaybeUpgrade};
 use super::thread_stream::{Telling, ThreadFollow, Told, sse_answer};
@@ -124,12 +124,19 @@ impl Telling for Join {
         own_modes(job)
     }
 
+    /// The run's subgraphs when its stream had them.
+    fn subgraphs(&self, job: &Job) -> bool {
+        own_subgraphs(job)
+    }
+
     fn tell(&self, run: &mut JoinedRun, frame: &Frame) -> Vec<Told> {
         let last = run.base + RUN_ROOM - 1;
-        let done = |id| Frame {
-            event: "metadata",
-            data: json!({"status": "run_done", "run_id": run.job}),
-            id: Some(id),
+        let done = |id| {
+            Frame::root(
+                "metadata",
+                json!({"status": "run_done", "run_id": run.job}),
+                Some(id),
+            )
         };
         let told = match frame.event {
             "metadata" => vec![Frame {
@@ -162,11 +169,11 @@ impl Telling for Join {
     }
 
     fn failed(&self, why: String) -> Told {
-        Told::Joined(Frame {
-            event: "error",
-            data: json!({"error": "StreamFailed", "message": format!("{why}: join again with Last-Event-ID")}),
-            id: None,
-        })
+        Told::Joined(Frame::root(
+            "error",
+            json!({"error": "StreamFailed", "message": format!("{why}: join again with Last-Event-ID")}),
+            None,
+        ))
     }
 }
 

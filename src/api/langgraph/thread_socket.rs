@@ -2,7 +2,7 @@
 //! `GET /threads/{id}/stream` with an upgrade (also `…/stream/events`,
 //! where LangGraph's SDKs open it): the client sends the protocol's commands as text frames
 //! and reads their answers and the events of its subscriptions on the same
-//! socket. `subscription.subscribe` (`channels`, `namespaces`, `since`, as
+//! socket. `subscription.subscribe` (`channels`, `namespaces`, `depth`, `since`, as
 //! the SSE stream's body) follows the thread for what it keeps
 //! (`thread_stream::ThreadFollow`, each subscription its own, holding one of
 //! the key's stream permits) and answers its `subscription_id`;
@@ -101,7 +101,7 @@ pub(super) fn open_doc(op: TransformOperation<'_>) -> TransformOperation<'_> {
         .summary("A thread's stream over a WebSocket: commands in, answers and events out")
         .description(
             "Text frames are the thread streaming protocol's commands \
-             (`subscription.subscribe` with `channels`, `namespaces`, `since`; \
+             (`subscription.subscribe` with `channels`, `namespaces`, `depth`, `since`; \
              `subscription.unsubscribe` with `subscription_id`; and every command \
              `POST /threads/{id}/commands` takes), each answered on the socket by its id; \
              each subscription's events follow as text frames, as the SSE stream's.",
@@ -262,6 +262,7 @@ impl Socket {
         let filter = Filter::read(
             &request.channels,
             request.namespaces.as_deref(),
+            request.depth,
             request.since,
         )?;
         let mut follow = ThreadFollow::new(

@@ -49,13 +49,14 @@ pub struct EventStreamRequest {
     /// `custom:<name>` (the custom events of that name).
     #[schemars(schema_with = "channels_schema")]
     pub channels: Vec<String>,
-    /// Namespace prefixes to send; every event here is the root's (`[]`).
+    /// Namespace prefixes to send (`[]` the runs' own; `["tools"]` the
+    /// runs their agent calls started, `tools:<id>` one of them); every
+    /// namespace when absent.
     #[serde(default)]
     pub namespaces: Option<Vec<Vec<String>>>,
-    /// Taken: every event here is the root's, at depth 0 below any prefix
-    /// that keeps it.
+    /// How many parts a namespace may have below the prefix that keeps it
+    /// (`0`: the prefix's own events); any when absent.
     #[serde(default, deserialize_with = "whole_number")]
-    #[allow(dead_code)] // read for the API document and the body's check
     pub depth: Option<u64>,
     /// Send only the events after this `seq` (the whole thread without).
     #[serde(default, deserialize_with = "whole_number")]
@@ -154,6 +155,7 @@ pub async fn open(
     let filter = Filter::read(
         &request.channels,
         request.namespaces.as_deref(),
+        request.depth,
         request.since,
     )?;
     own_thread(&state, &caller, &thread).await?;
@@ -212,6 +214,8 @@ pub(super) trait Telling: Send + 'static {
     fn run(&self, ordinal: usize, job: &Job) -> Option<Self::Run>;
     /// The translator's modes a run is told from.
     fn modes(&self, job: &Job) -> Modes;
+    /// Whether a run's nested runs are told (as subgraphs).
+    fn subgraphs(&self, job: &Job) -> bool;
     /// What `frame` of a run tells.
     fn tell(&self, run: &mut Self::Run, frame: &Frame) -> Vec<Told>;
     /// Why the stream cannot go on, as it tells it (last).
@@ -232,6 +236,10 @@ impl Telling for Protocol {
 
     fn modes(&self, _: &Job) -> Modes {
         RunEvents::modes()
+    }
+
+    fn subgraphs(&self, _: &Job) -> bool {
+        self.0.reaches_nested()
     }
 
     fn tell(&self, run: &mut RunEvents, frame: &Frame) -> Vec<Told> {
@@ -368,9 +376,11 @@ impl<T: Telling> ThreadFollow<T> {
         let job_id = job.id.clone();
         let modes = self.telling.modes(&job);
         let feed = shared_feed(&self.state, job.id.clone(), &self.permit);
+        let subgraphs = self.telling.subgraphs(&job);
         let follower = Follower::open(&self.state, &self.caller, job, modes, None, feed, false)
             .await?
-            .through_parks();
+            .through_parks()
+            .with_subgraphs(subgraphs);
         self.current = Some((job_id, run, follower));
         Ok(true)
     }
@@ -400,9 +410,9 @@ impl<T: Telling> ThreadFollow<T> {
 fn sse(told: Told) -> Result<SseEvent, Infallible> {
     let data = serde_json::to_string(&told.json()).unwrap_or_else(|_| "null".into());
     let (event, id) = match &told {
-        Told::Event(event) => (event.method, event.seq),
-        Told::Joined(frame) => (frame.event, frame.id),
-        Told::Failed(_) => ("error", None),
+        Told::Event(event) => (event.method.into(), event.seq),
+        Told::Joined(frame) => (frame.name(), frame.id),
+        Told::Failed(_) => ("error".into(), None),
     };
     let sent = SseEvent::default().event(event).data(data);
     Ok(match id {

@@ -274,6 +274,41 @@ async def stream(client):
     }
 
 
+async def subgraphs(client):
+    """A run whose agent call runs another bundle, streamed with its
+    subgraphs, joined again after an event (its subgraphs as its stream had
+    them), and a run streamed without them."""
+    runs = client.runs
+    ask = {"messages": [{"role": "user", "content": "ask the helper"}]}
+    modes = ["values", "updates", "messages-tuple", "custom"]
+    thread = (await client.threads.create())["thread_id"]
+    seen = []
+    parts = await collect(
+        runs.stream(
+            thread, "boss", input=ask, stream_subgraphs=True, on_run_created=seen.append,
+            stream_mode=modes,
+        )
+    )
+    run_id = seen[0]["run_id"]
+    nested = [part for part in parts if "|" in part[0] and part[2] is not None]
+    middle = nested[len(nested) // 2][2]
+    return {
+        "run_id": run_id,
+        "parts": parts,
+        "middle": middle,
+        "rest": await collect(
+            runs.join_stream(thread, run_id, last_event_id=middle, stream_mode=modes)
+        ),
+        "state": await client.threads.get_state(thread),
+        "without": await collect(
+            runs.stream(None, "boss", input=ask, stream_mode=["values", "updates"])
+        ),
+        "bad": await status_of(
+            collect(runs.stream(None, "boss", input=ask, stream_subgraphs="yes"))
+        ),
+    }
+
+
 async def interrupt(client):
     """A run parked for a person: its interrupt in the stream, the state and
     the thread; resumed with Command(resume=...) by edit, and by reject."""
@@ -542,6 +577,7 @@ async def main():
         return
     scenarios = {
         "assistants": assistants, "threads": threads, "runs": runs, "stream": stream,
+        "subgraphs": subgraphs,
         "interrupt": interrupt, "long_wait": long_wait, "store": store,
         "store_peek": store_peek, "crons": crons,
         "cron_alone": cron_alone, "prune": prune, "copy": copy, "custom": custom,

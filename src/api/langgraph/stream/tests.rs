@@ -9,6 +9,7 @@ fn run() -> RunInfo {
         graph: "adder".into(),
         assistant: "a".into(),
         prior: vec![json!({"type": "human", "id": "old:in"})],
+        namespace: Vec::new(),
     }
 }
 
@@ -25,6 +26,7 @@ fn steps() -> Vec<Step> {
                 turn: 1,
                 position: 0,
                 last: true,
+                nested: false,
             },
             json!({"type": "tool", "id": "j:t1:0", "tool_call_id": "c", "name": "add"}),
         ),

@@ -3,7 +3,7 @@ use serde_json::json;
 use super::*;
 
 fn frame(event: &'static str, data: Value, id: Option<u64>) -> Frame {
-    Frame { event, data, id }
+    Frame::root(event, data, id)
 }
 
 fn methods(events: &[ProtocolEvent]) -> Vec<&str> {
@@ -126,19 +126,31 @@ fn a_filter_keeps_its_channels_after_since() {
     let filter = Filter::read(
         &names(&["lifecycle", "input", "custom:progress"]),
         None,
+        None,
         Some(10),
     )
     .unwrap();
-    let event = |seq, method, data| ProtocolEvent { seq, method, data };
+    let event = |seq, method, data| ProtocolEvent {
+        seq,
+        method,
+        data,
+        namespace: Vec::new(),
+    };
     assert!(filter.admits(&event(Some(11), "lifecycle", json!({}))));
     assert!(!filter.admits(&event(Some(10), "lifecycle", json!({}))));
     assert!(filter.admits(&event(Some(12), "input.requested", json!({}))));
     assert!(!filter.admits(&event(Some(12), "values", json!({}))));
     assert!(filter.admits(&event(None, "custom", json!({"name": "progress"}))));
     assert!(!filter.admits(&event(None, "custom", json!({"name": "other"}))));
-    let below = Filter::read(&names(&["values"]), Some(&[vec!["sub".to_string()]]), None).unwrap();
+    let below = Filter::read(
+        &names(&["values"]),
+        Some(&[vec!["sub".to_string()]]),
+        None,
+        None,
+    )
+    .unwrap();
     assert!(!below.admits(&event(Some(1), "values", json!({}))));
-    let unknown = Filter::read(&names(&["values", "nope"]), None, None).unwrap_err();
+    let unknown = Filter::read(&names(&["values", "nope"]), None, None, None).unwrap_err();
     assert!(unknown.message.contains("\"nope\""), "{}", unknown.message);
 }
 
@@ -148,6 +160,7 @@ fn an_event_on_the_wire_names_its_seq_as_its_id() {
         seq: Some(7),
         method: "values",
         data: json!({"a": 1}),
+        namespace: Vec::new(),
     };
     let wire = numbered.json(1_000);
     assert_eq!(wire["type"], "event");
@@ -158,7 +171,44 @@ fn an_event_on_the_wire_names_its_seq_as_its_id() {
         seq: None,
         method: "custom",
         data: json!({}),
+        namespace: vec!["tools:x".to_string()],
     }
     .json(1);
     assert!(live.get("seq").is_none() && live.get("event_id").is_none());
+    assert_eq!(live["params"]["namespace"], json!(["tools:x"]));
+}
+
+/// Namespaces match as LangGraph's clients match them: by prefix, a part
+/// asked without `:` matching by its name, within `depth` of the prefix.
+#[test]
+fn a_subscription_keeps_the_namespaces_under_its_prefixes_within_its_depth() {
+    let at = |namespace: &[&str]| ProtocolEvent {
+        seq: Some(1),
+        method: "values",
+        data: json!({}),
+        namespace: namespace.iter().map(|part| part.to_string()).collect(),
+    };
+    let (root, child, grandchild) = (at(&[]), at(&["tools:a1"]), at(&["tools:a1", "tools:b2"]));
+    let read = |namespaces: Option<Vec<Vec<&str>>>, depth| {
+        let namespaces: Option<Vec<Vec<String>>> = namespaces.map(|all| {
+            all.into_iter()
+                .map(|ns| ns.into_iter().map(str::to_string).collect())
+                .collect()
+        });
+        Filter::read(&["values".to_string()], namespaces.as_deref(), depth, None).unwrap()
+    };
+    let every = read(None, None);
+    assert!(every.admits(&root) && every.admits(&child) && every.admits(&grandchild));
+    assert!(every.reaches_nested());
+    let only_root = read(Some(vec![vec![]]), Some(0));
+    assert!(only_root.admits(&root) && !only_root.admits(&child));
+    assert!(!only_root.reaches_nested());
+    let one_down = read(Some(vec![vec![]]), Some(1));
+    assert!(one_down.admits(&child) && !one_down.admits(&grandchild));
+    let by_name = read(Some(vec![vec!["tools"]]), None);
+    assert!(!by_name.admits(&root) && by_name.admits(&child) && by_name.admits(&grandchild));
+    let by_id = read(Some(vec![vec!["tools:a1", "tools"]]), Some(0));
+    assert!(!by_id.admits(&child) && by_id.admits(&grandchild));
+    let other = read(Some(vec![vec!["tools:zz"]]), None);
+    assert!(!other.admits(&child) && other.reaches_nested());
 }
