@@ -19,6 +19,22 @@ pub use stand_ins::StandIns;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+/// The message an agent call carries: its `content` (`http_agent`'s
+/// default parameter), `input` (`agent`'s) or `query` (the router's
+/// `call_agent` functions, `[runtime] router_functions = "call_agent"`);
+/// without any, the whole arguments as JSON text. The agent tools send it,
+/// and a stream that tells a nested run shows it as the run's input.
+pub fn agent_message(arguments: &Value) -> String {
+    let message = ["content", "input", "query"]
+        .iter()
+        .find_map(|key| arguments.get(*key));
+    match message {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => arguments.to_string(),
+    }
+}
+
 /// The name under which a run is asked to offer only some of its bundle's
 /// tools: a job's variable (lifted into its `tools` control) or a local
 /// run's (`--var tools=a,b`).

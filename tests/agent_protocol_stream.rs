@@ -15,7 +15,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::daemon::{Daemon, client_as, job_events, new_key, post_json};
+use common::daemon::{Daemon, client_as, eventually, get, job_events, new_key, post_json};
 use common::langgraph::{
     ADDER, BOSS, BOSS_SCRIPT, PAY_SCRIPT, PAYER, RUN_SCRIPT, js_client, keyed_site, thread_driver,
 };
@@ -211,8 +211,10 @@ async fn read_events(
 fn completed(n: usize) -> impl Fn(&Value) -> bool {
     let seen = std::sync::atomic::AtomicUsize::new(0);
     move |event| {
-        let ended =
-            event["method"] == "lifecycle" && event["params"]["data"]["event"] == "completed";
+        // A run's own end (a nested run's is in its namespace).
+        let ended = event["method"] == "lifecycle"
+            && event["params"]["data"]["event"] == "completed"
+            && event["params"]["namespace"] == json!([]);
         ended && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == n
     }
 }
@@ -428,6 +430,21 @@ async fn a_subscription_gets_an_agent_calls_run_by_its_namespace() {
             .any(|e| e["params"]["data"]["event"] == "message-finish"),
         "{below:?}"
     );
+    // Its lifecycle: started by the agent call, completed.
+    let lifecycle =
+        read(json!({"channels": ["lifecycle"], "namespaces": [helper.clone(), []]})).await;
+    let nested_lifecycle: Vec<&Value> = lifecycle
+        .iter()
+        .filter(|e| namespace(e) == helper)
+        .map(|e| &e["params"]["data"])
+        .collect();
+    assert_eq!(
+        nested_lifecycle,
+        [
+            &json!({"event": "started", "graph_name": "adder", "cause": {"type": "toolCall", "tool_call_id": "h1"}}),
+            &json!({"event": "completed", "graph_name": "adder"}),
+        ]
+    );
     // A prefix by the node's name keeps the helper's alone; the root at
     // depth 0 the job's alone (and its end, by which the reading stops,
     // is the root's).
@@ -466,6 +483,48 @@ async fn a_subscription_gets_an_agent_calls_run_by_its_namespace() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_run_ends_failed_on_the_lifecycle_channel() {
+    let (_server, site, key) = keyed_site(RUN_SCRIPT, "submit,read,operate").await;
+    site.put_bundle("adder", ADDER);
+    let daemon = site.start();
+    let http = client_as(&key);
+    let thread = uuid::Uuid::new_v4().to_string();
+    let start = json!({"id": 1, "method": "run.start", "params": {
+        "assistant_id": "adder", "if_not_exists": "create",
+        "input": {"messages": [{"role": "user", "content": "slowly"}]},
+    }});
+    let (_, started) = command(&http, &daemon, &thread, start).await;
+    let run = started["result"]["run_id"].as_str().unwrap().to_string();
+    let reading = {
+        let (http, base, thread) = (http.clone(), daemon.base.clone(), thread.clone());
+        let body = json!({"channels": ["lifecycle"]});
+        let ended = |e: &Value| e["params"]["data"]["event"] == "failed";
+        tokio::spawn(async move { read_events(&http, &base, &thread, body, ended).await })
+    };
+    // Cancelled once the run is running (the stream told it started).
+    eventually(Duration::from_secs(30), "the run running", || async {
+        let run = get(&http, &daemon, &format!("/threads/{thread}/runs/{run}")).await;
+        (run["status"] == "running").then_some(())
+    })
+    .await;
+    let cancel = http
+        .post(daemon.url(&format!("/threads/{thread}/runs/{run}/cancel?wait=true")))
+        .send()
+        .await
+        .unwrap();
+    assert!(cancel.status().is_success(), "{}", cancel.status());
+    let told = reading.await.unwrap();
+    let events: Vec<&Value> = told.iter().map(|e| &e["params"]["data"]).collect();
+    assert_eq!(events[0]["event"], "running", "{told:?}");
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "failed");
+    assert!(
+        last["error"].as_str().unwrap().starts_with("cancelled"),
+        "{last}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_js_sdk_streams_a_run_and_answers_its_interrupt() {
     let pay = PAY_SCRIPT.trim_start().trim_start_matches("replies:\n");
     let (_server, site, key) =
@@ -482,6 +541,12 @@ async fn the_js_sdk_streams_a_run_and_answers_its_interrupt() {
         got["checkpoints"]["checkpoints"].as_array().unwrap().len(),
         2
     );
+
+    // Over a WebSocket whose factory sends the key; a wrong key is refused.
+    let got = js_client(&daemon, &key, "threadSocket").await;
+    assert!(got["started"]["run_id"].is_string(), "{got}");
+    assert_eq!(texts(&got["output"]).last().unwrap(), "2+3 is 5.", "{got}");
+    assert_ne!(got["denied"], 200, "{got}");
 
     let got = js_client(&daemon, &key, "threadInterrupt").await;
     assert_eq!(got["interrupted"], true, "{got}");

@@ -135,7 +135,7 @@ impl Snapshot {
 /// What an agent call asks (its `content`, `input` or `query` argument),
 /// read as the agent tools read it, for the runtime's traces and frames.
 pub fn agent_query(arguments: &serde_json::Value) -> String {
-    crate::tools::agent::message_of(arguments)
+    crate::types::agent_message(arguments)
 }
 
 /// The multi-agent runtime's function of an agent, as a tool name:

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Tool, ToolContext, ToolError, ToolOutput};
 use crate::events::{EventSink, RunContext};
 use crate::journal::RunJournal;
-use crate::types::ToolSchema;
+use crate::types::{ToolSchema, agent_message};
 
 /// Nesting deeper than this is refused.
 pub const MAX_DEPTH: u32 = 3;
@@ -41,21 +41,6 @@ pub trait AgentHost: Send + Sync {
         context: RunContext,
         inherits: Inherited,
     ) -> BoxFuture<'a, Result<String, ToolError>>;
-}
-
-/// The message an agent call carries: its `content` (`http_agent`'s
-/// default parameter), `input` (`agent`'s) or `query` (the router's
-/// `call_agent` functions, `[runtime] router_functions = "call_agent"`);
-/// without any, the whole arguments as JSON text.
-pub fn message_of(arguments: &Value) -> String {
-    let message = ["content", "input", "query"]
-        .iter()
-        .find_map(|key| arguments.get(*key));
-    match message {
-        Some(Value::String(text)) => text.clone(),
-        Some(other) => other.to_string(),
-        None => arguments.to_string(),
-    }
 }
 
 pub struct AgentTool {
@@ -114,7 +99,7 @@ impl Tool for AgentTool {
                 self.bundle
             )));
         }
-        let input = message_of(&arguments);
+        let input = agent_message(&arguments);
         let (turn, position) = (ctx.place.turn, ctx.place.position);
         let child = parent.nested(&format!("{turn}:{position}"), &ctx.call.id, &self.bundle);
         // The child run's tool keys extend this call's key, which is the

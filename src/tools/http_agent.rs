@@ -325,7 +325,7 @@ impl Tool for HttpAgentTool {
         arguments: Value,
         ctx: ToolContext<'_>,
     ) -> Result<ToolOutput, ToolError> {
-        let content = super::agent::message_of(&arguments);
+        let content = crate::types::agent_message(&arguments);
         let run = ctx.events.context();
         let message = Envelope {
             conversation_id: self

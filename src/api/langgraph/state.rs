@@ -15,7 +15,7 @@ use super::super::error::ApiError;
 use super::ids;
 use super::messages::{self, Step, StepKind};
 use crate::events::{Event, EventEnvelope};
-use crate::queue::Job;
+use crate::queue::{Job, JobId};
 
 /// The most events of a job read for its steps' times.
 const MAX_EVENTS: usize = 10_000;
@@ -65,6 +65,30 @@ pub(super) async fn checkpoints(
         }
     }
     Ok(all)
+}
+
+/// The messages of `owner`'s thread `id` before its job `before` (every
+/// earlier job's steps, as its checkpoints hold them; the thread's all
+/// when `before` is not its job), read from their journals alone.
+pub(super) async fn messages_before(
+    state: &AppState,
+    owner: &str,
+    id: &str,
+    before: &JobId,
+) -> Result<Vec<Value>, ApiError> {
+    let mut messages = Vec::new();
+    for job in jobs_of(state, owner, id).await? {
+        if job.id == *before {
+            break;
+        }
+        let journal = state.queue.journal(&job.id).await?;
+        messages.extend(
+            messages::steps_of(&job, &journal)
+                .into_iter()
+                .map(|s| s.message),
+        );
+    }
+    Ok(messages)
 }
 
 /// When each reply and result of `job`'s own run was recorded: its

@@ -31,6 +31,22 @@ use crate::events::{Event, EventEnvelope};
 /// The `id:` numbers one stored event has room for.
 pub(super) const PER_EVENT: u64 = 1 << 12;
 
+/// Where, at a nested run's end, the numbers its parent's teller takes
+/// start (the call's result recorded with that end): the nested run's own
+/// teller takes those before, so its rest is told first.
+const PARENTS_SHARE: u64 = PER_EVENT / 2;
+
+/// How a run ended, as its stream tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ending<'a> {
+    Done,
+    /// Failed: the error's kind and message.
+    Failed(&'a str, &'a str),
+    /// Cancelled, and why: LangGraph's clients read `end`; the Agent
+    /// Protocol's `lifecycle` reads it as failed.
+    Cancelled(&'a str),
+}
+
 /// One SSE event of the stream.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct Frame {
@@ -143,17 +159,24 @@ impl Translator {
         }
     }
 
-    /// The numbered events from here stand at stored event `seq`, after
-    /// the `taken` numbers another run's teller took there (a nested run's
-    /// end tells its parent's call's result first, then its own rest).
-    pub fn at_after(&mut self, seq: u64, taken: u64) {
-        self.at = seq;
-        self.numbered = taken;
+    /// The numbered events from here stand at `envelope`, stored as
+    /// `seq`: from its first number when it is this run's event, from
+    /// [`PARENTS_SHARE`] when it is the end of a run this one nested.
+    pub fn at_event(&mut self, seq: u64, envelope: &EventEnvelope) {
+        if envelope.run_id == self.run.job {
+            self.at(seq);
+        } else {
+            self.at = seq;
+            self.numbered = PARENTS_SHARE;
+        }
     }
 
-    /// How many numbers were taken at stored event `seq`.
-    pub fn taken_at(&self, seq: u64) -> u64 {
-        if self.at == seq { self.numbered } else { 0 }
+    /// A numbered `lifecycle` frame (a nested run's start or end), for
+    /// streams that tell lifecycles.
+    pub fn lifecycle(&mut self, data: Value) -> Vec<Frame> {
+        self.numbered(Mode::Lifecycle, "lifecycle", |_| data)
+            .into_iter()
+            .collect()
     }
 
     /// Takes the next number at this place, whether or not the stream
@@ -512,6 +535,16 @@ impl Translator {
         })
     }
 
+    /// The thread's messages now: its earlier ones and the run's.
+    pub fn thread_messages(&self) -> Vec<Value> {
+        self.run
+            .prior
+            .iter()
+            .chain(&self.messages)
+            .cloned()
+            .collect()
+    }
+
     /// The thread's values now: its earlier messages and the run's.
     pub fn values(&self) -> Value {
         let messages: Vec<&Value> = self.run.prior.iter().chain(&self.messages).collect();
@@ -556,19 +589,23 @@ impl Translator {
     }
 
     /// The run's end: `events`' end of the chain, then an `error` for a
-    /// failed run or `end`.
-    pub fn ended(&mut self, failure: Option<(&str, &str)>) -> Vec<Frame> {
+    /// failed run or `end` (for a cancelled one, with why when this stream
+    /// tells lifecycles).
+    pub fn ended(&mut self, ending: Ending<'_>) -> Vec<Frame> {
         let mut frames: Vec<Frame> = self
             .numbered(Mode::Events, "events", |this| {
                 this.chain_event("on_chain_end", json!({"output": this.values()}))
             })
             .into_iter()
             .collect();
-        frames.push(match failure {
-            Some((error, message)) => {
+        frames.push(match ending {
+            Ending::Failed(error, message) => {
                 self.live("error", json!({"error": error, "message": message}))
             }
-            None => self.live("end", Value::Null),
+            Ending::Cancelled(why) if self.modes.has(Mode::Lifecycle) => {
+                self.live("end", json!({ "cancelled": why }))
+            }
+            Ending::Done | Ending::Cancelled(_) => self.live("end", Value::Null),
         });
         frames
     }

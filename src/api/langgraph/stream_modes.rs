@@ -19,6 +19,9 @@ pub(super) enum Mode {
     Debug,
     Checkpoints,
     Tasks,
+    /// The starts and ends of nested runs, and how a run ended — for the
+    /// Agent Protocol's `lifecycle` channel; no client names it.
+    Lifecycle,
 }
 
 impl Mode {
@@ -105,6 +108,14 @@ impl Modes {
 
     pub fn has(&self, mode: Mode) -> bool {
         self.0.contains(&mode)
+    }
+
+    /// These modes and `mode`.
+    pub fn with(mut self, mode: Mode) -> Self {
+        if !self.has(mode) {
+            self.0.push(mode);
+        }
+        self
     }
 }
 

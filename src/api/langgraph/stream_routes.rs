@@ -38,12 +38,12 @@ use super::run_routes::{
 use super::runs::{self, RunRequest, RunStatus};
 use super::runs_by_id::key_run;
 use super::state;
-use super::stream::{Frame, PER_EVENT, RunInfo, Translator};
+use super::stream::{Ending, Frame, PER_EVENT, RunInfo, Translator};
 use super::stream_modes::{Modes, subgraphs_asked};
 use super::subgraphs::Subgraphs;
 use crate::access::policy::Action;
 use crate::events::{Event, EventEnvelope, JobStatus};
-use crate::queue::{Job, JobId};
+use crate::queue::{Job, JobId, JobState};
 
 /// The frame of a run that runs again after its interrupt was answered
 /// (only a follower that goes [`through parks`](Follower::through_parks)
@@ -343,6 +343,7 @@ pub(super) struct Follower {
 }
 
 impl Follower {
+    /// Follows `job` for `caller`, after the thread's earlier messages.
     pub(super) async fn open(
         state: &AppState,
         caller: &Caller,
@@ -353,14 +354,22 @@ impl Follower {
         cancel: bool,
     ) -> Result<Self, ApiError> {
         let prior = match &job.conversation_id {
-            Some(thread) => state::checkpoints(state, caller.name(), thread)
-                .await?
-                .into_iter()
-                .take_while(|c| c.job != job.id.as_str())
-                .map(|c| c.step.message)
-                .collect(),
+            Some(thread) => state::messages_before(state, caller.name(), thread, &job.id).await?,
             None => Vec::new(),
         };
+        Ok(Self::new(state, job, modes, after, feed, cancel, prior))
+    }
+
+    /// Follows `job`, whose thread's messages before it are `prior`.
+    pub(super) fn new(
+        state: &AppState,
+        job: Job,
+        modes: Modes,
+        after: Option<u64>,
+        feed: Feed,
+        cancel: bool,
+        prior: Vec<serde_json::Value>,
+    ) -> Self {
         let run = RunInfo {
             job: job.id.to_string(),
             thread: job.conversation_id.clone(),
@@ -369,7 +378,7 @@ impl Follower {
             prior,
             namespace: Vec::new(),
         };
-        Ok(Self {
+        Self {
             state: state.clone(),
             steps: steps_of(&job, &[]),
             cancel_on_drop: cancel.then(|| job.id.clone()),
@@ -382,7 +391,7 @@ impl Follower {
             through_parks: false,
             parked: false,
             subgraphs: None,
-        })
+        }
     }
 
     /// This follower tells the job's nested runs too, when `on`, each in
@@ -393,6 +402,12 @@ impl Follower {
             Subgraphs::new(run, modes.clone(), after)
         });
         self
+    }
+
+    /// The thread's messages after what this follower told: the next
+    /// run's prior, once it told its run's end.
+    pub(super) fn thread_messages(&self) -> Vec<serde_json::Value> {
+        self.translator.thread_messages()
     }
 
     /// This follower goes on past a park: after its interrupt, a
@@ -445,16 +460,9 @@ impl Follower {
             return Batch::More(Vec::new());
         };
         self.last_seq = seq;
-        self.translator.at(seq);
-        let mut frames = self.translator.stored(&envelope);
-        // A reply is recorded with the events held before it (its
-        // request's), a tool's result with its call's or, for an agent
-        // call, with its nested run's end (`Told`): those events tell the
-        // step; their answers' events, stored with the next durable write,
-        // only if they did not.
-        if let Some(told) = Told::of(&envelope, self.translator.run_id()) {
-            frames.extend(self.steps_through(move |s| told.is(s)).await);
-        }
+        // The job's nested runs first: a nested run's end tells its own
+        // rest before its parent's call's result (`Translator::at_event`).
+        let mut frames = Vec::new();
         if let Some(subgraphs) = &mut self.subgraphs {
             let journal = match subgraphs.wants_journal(&envelope) {
                 true => match self.state.queue.journal(&self.job.id).await {
@@ -466,8 +474,17 @@ impl Follower {
                 },
                 false => None,
             };
-            let taken = self.translator.taken_at(seq);
-            frames.extend(subgraphs.stored(seq, taken, &envelope, journal.as_deref()));
+            frames.extend(subgraphs.stored(seq, &envelope, journal.as_deref()));
+        }
+        self.translator.at_event(seq, &envelope);
+        frames.extend(self.translator.stored(&envelope));
+        // A reply is recorded with the events held before it (its
+        // request's), a tool's result with its call's or, for an agent
+        // call, with its nested run's end (`Told`): those events tell the
+        // step; their answers' events, stored with the next durable write,
+        // only if they did not.
+        if let Some(told) = Told::of(&envelope, self.translator.run_id()) {
+            frames.extend(self.steps_through(move |s| told.is(s)).await);
         }
         if envelope.parent.is_some() {
             return Batch::More(frames);
@@ -486,7 +503,7 @@ impl Follower {
                         self.parked = true;
                         return Batch::More(frames);
                     }
-                    frames.extend(self.translator.ended(None));
+                    frames.extend(self.translator.ended(Ending::Done));
                     return Batch::Last(frames);
                 }
             }
@@ -515,12 +532,16 @@ impl Follower {
         self.read_steps(Some(&job)).await;
         let all = self.steps.len();
         let mut frames = self.translator.steps(&self.steps, all);
-        let failed = matches!(RunStatus::of(&job), RunStatus::Error | RunStatus::Timeout);
         let message = job.error.clone().unwrap_or_default();
-        frames.extend(
-            self.translator
-                .ended(failed.then_some(("JobFailed", message.as_str()))),
-        );
+        let ending = match RunStatus::of(&job) {
+            RunStatus::Error | RunStatus::Timeout => Ending::Failed("JobFailed", &message),
+            _ if job.state == JobState::Cancelled => Ending::Cancelled(match message.is_empty() {
+                true => "the run was cancelled",
+                false => &message,
+            }),
+            _ => Ending::Done,
+        };
+        frames.extend(self.translator.ended(ending));
         frames
     }
 }

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::messages::{Step, Told, nested_scope, nested_steps};
@@ -27,7 +27,7 @@ use super::stream_modes::Modes;
 use crate::events::live::{Progress, Token};
 use crate::events::{Event, EventEnvelope};
 use crate::journal::JournalEntry;
-use crate::tools::agent::message_of;
+use crate::types::agent_message;
 
 /// The namespace a subgraph's task ids are derived in
 /// (`uuid5(NAMESPACE, nested run id)`): the same id on every read.
@@ -53,6 +53,8 @@ struct Nested {
     scope: Option<String>,
     input: Option<String>,
     steps: Vec<Step>,
+    /// Whether its start was told.
+    announced: bool,
 }
 
 impl Subgraphs {
@@ -75,13 +77,11 @@ impl Subgraphs {
                 || matches!(envelope.event, Event::KernelEnd { .. }))
     }
 
-    /// What the job's stored event `seq` tells of its nested runs, after
-    /// the `taken` numbers the job's own run took there; `journal` is the
-    /// job's, read when [`Self::wants_journal`] said so.
+    /// What the job's stored event `seq` tells of its nested runs;
+    /// `journal` is the job's, read when [`Self::wants_journal`] said so.
     pub fn stored(
         &mut self,
         seq: u64,
-        taken: u64,
         envelope: &EventEnvelope,
         journal: Option<&[JournalEntry]>,
     ) -> Vec<Frame> {
@@ -97,50 +97,29 @@ impl Subgraphs {
         let Some(parent) = &envelope.parent else {
             return Vec::new();
         };
-        let mut frames = Vec::new();
-        let mut taken = taken;
-        // A nested run's end tells its parent's call's result first (the
-        // job's own run told it already when it is the parent).
-        if let Some(told) = Told::of(envelope, &parent.run_id)
+        let input = self
+            .calls
+            .get(&(parent.run_id.clone(), parent.call_id.clone()))
+            .map(agent_message);
+        let Some(run) = self.run(&envelope.run_id) else {
+            return Vec::new();
+        };
+        if !run.announced {
+            run.input = run.input.take().or(input);
+        }
+        let mut frames = run.told_at(seq, envelope, journal);
+        // At its end, its parent's call's result, recorded with that end
+        // (the job's own run tells it when it is the parent).
+        if matches!(envelope.event, Event::KernelEnd { .. })
+            && let Some(told) = Told::of(envelope, &parent.run_id)
             && let Some(up) = self.runs.get_mut(&parent.run_id)
         {
-            up.translator.at_after(seq, taken);
+            up.translator.at_event(seq, envelope);
             if let Some(journal) = journal {
                 up.read(journal);
             }
             frames.extend(up.tell(&told));
-            taken = up.translator.taken_at(seq);
         }
-        let input = self
-            .calls
-            .get(&(parent.run_id.clone(), parent.call_id.clone()))
-            .map(message_of);
-        let Some(run) = self.run(&envelope.run_id) else {
-            return frames;
-        };
-        if run.input.is_none() {
-            run.input = input;
-        }
-        run.translator.at_after(seq, taken);
-        frames.extend(run.translator.stored(envelope));
-        match journal {
-            Some(journal) => run.read(journal),
-            None if run.steps.is_empty() => run.read(&[]),
-            None => {}
-        }
-        // Its input is told at its first stored event, each step at the
-        // event that tells it (`Told`), the rest at its end.
-        let told = match &envelope.event {
-            Event::KernelEnd { .. } => Some(run.steps.len()),
-            _ => Told::of(envelope, &envelope.run_id)
-                .and_then(|told| run.steps.iter().position(|step| told.is(step)))
-                .map(|k| k + 1),
-        };
-        let input = usize::from(run.input.is_some()).min(run.steps.len());
-        frames.extend(
-            run.translator
-                .steps(&run.steps, told.unwrap_or(0).max(input)),
-        );
         frames
     }
 
@@ -190,6 +169,7 @@ impl Subgraphs {
                     scope: None,
                     input: None,
                     steps: Vec::new(),
+                    announced: false,
                 },
             );
         }
@@ -198,6 +178,55 @@ impl Subgraphs {
 }
 
 impl Nested {
+    /// What its stored event `envelope` (stored as `seq`) tells: its start
+    /// at its first (`lifecycle`'s `started`, caused by the agent call
+    /// whose input it has; its input), each step at the event that tells
+    /// it (`Told`), at its end the rest and how it ended.
+    fn told_at(
+        &mut self,
+        seq: u64,
+        envelope: &EventEnvelope,
+        journal: Option<&[JournalEntry]>,
+    ) -> Vec<Frame> {
+        self.translator.at_event(seq, envelope);
+        let mut frames = Vec::new();
+        if !self.announced {
+            self.announced = true;
+            let mut started = json!({"event": "started", "graph_name": envelope.bundle});
+            if let Some(parent) = envelope.parent.as_ref().filter(|_| self.input.is_some()) {
+                started["cause"] = json!({"type": "toolCall", "tool_call_id": parent.call_id});
+            }
+            frames.extend(self.translator.lifecycle(started));
+        }
+        frames.extend(self.translator.stored(envelope));
+        match journal {
+            Some(journal) => self.read(journal),
+            None if self.steps.is_empty() => self.read(&[]),
+            None => {}
+        }
+        let told = match &envelope.event {
+            Event::KernelEnd { .. } => Some(self.steps.len()),
+            _ => Told::of(envelope, &envelope.run_id)
+                .and_then(|told| self.steps.iter().position(|step| told.is(step)))
+                .map(|k| k + 1),
+        };
+        let input = usize::from(self.input.is_some()).min(self.steps.len());
+        frames.extend(
+            self.translator
+                .steps(&self.steps, told.unwrap_or(0).max(input)),
+        );
+        if let Event::KernelEnd { error, .. } = &envelope.event {
+            let ended = match error {
+                Some(error) => {
+                    json!({"event": "failed", "graph_name": envelope.bundle, "error": error})
+                }
+                None => json!({"event": "completed", "graph_name": envelope.bundle}),
+            };
+            frames.extend(self.translator.lifecycle(ended));
+        }
+        frames
+    }
+
     /// Events of its steps up to the one `told` names.
     fn tell(&mut self, told: &Told) -> Vec<Frame> {
         match self.steps.iter().position(|step| told.is(step)) {

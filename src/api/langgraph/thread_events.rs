@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 
 use super::super::error::{ApiError, ErrorCode};
 use super::stream::Frame;
-use super::stream_modes::Modes;
+use super::stream_modes::{Mode, Modes};
 use super::stream_routes::RESUMED;
 
 /// The numbers one run of a thread has room for.
@@ -277,6 +277,7 @@ impl RunEvents {
             "tasks",
         ])
         .unwrap_or_default()
+        .with(Mode::Lifecycle)
     }
 
     /// Where the events of a frame numbered `id` start (none for a live
@@ -336,6 +337,16 @@ impl RunEvents {
                     json!({"event": "running", "graph_name": self.graph}),
                 );
             }
+            // A nested run's start and end, in its namespace.
+            "lifecycle" => out.push("lifecycle", data.clone()),
+            // A cancelled run did not complete its work.
+            "end" if data["cancelled"].is_string() => out.push(
+                "lifecycle",
+                json!({
+                    "event": "failed", "graph_name": self.graph,
+                    "error": format!("cancelled: {}", data["cancelled"].as_str().unwrap_or_default()),
+                }),
+            ),
             "end" => out.push(
                 "lifecycle",
                 json!({"event": "completed", "graph_name": self.graph}),

@@ -272,6 +272,10 @@ pub(super) struct ThreadFollow<T: Telling> {
     next: usize,
     /// The run followed now: its job, its teller, its follower.
     current: Option<(JobId, T::Run, Follower)>,
+    /// The run last followed to its end, and the thread's messages after
+    /// it: the next run's, when it follows it, without reading the
+    /// thread's journals again.
+    told: Option<(JobId, Vec<Value>)>,
     done: bool,
 }
 
@@ -296,6 +300,7 @@ impl<T: Telling> ThreadFollow<T> {
             listed: Vec::new(),
             next: 0,
             current: None,
+            told: None,
             done: false,
         })
     }
@@ -318,9 +323,11 @@ impl<T: Telling> ThreadFollow<T> {
                     .collect();
                 if last {
                     let job = job.clone();
+                    let after = follower.thread_messages();
                     self.current = None;
                     if ended {
                         self.next += 1;
+                        self.told = Some((job, after));
                     } else if let Some(lost) = self.feed_lost(&job).await {
                         sent.push(lost);
                         self.done = true;
@@ -377,10 +384,16 @@ impl<T: Telling> ThreadFollow<T> {
         let modes = self.telling.modes(&job);
         let feed = shared_feed(&self.state, job.id.clone(), &self.permit);
         let subgraphs = self.telling.subgraphs(&job);
-        let follower = Follower::open(&self.state, &self.caller, job, modes, None, feed, false)
-            .await?
-            .through_parks()
-            .with_subgraphs(subgraphs);
+        let follows_told = self.told.as_ref().is_some_and(|(told, _)| {
+            self.next > 0 && self.listed.get(self.next - 1).map(|j| &j.id) == Some(told)
+        });
+        let follower = match self.told.take() {
+            Some((_, prior)) if follows_told => {
+                Follower::new(&self.state, job, modes, None, feed, false, prior)
+            }
+            _ => Follower::open(&self.state, &self.caller, job, modes, None, feed, false).await?,
+        };
+        let follower = follower.through_parks().with_subgraphs(subgraphs);
         self.current = Some((job_id, run, follower));
         Ok(true)
     }

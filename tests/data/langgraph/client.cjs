@@ -6,7 +6,11 @@
 // Usage: node client.cjs SDK_MODULE_DIR URL API_KEY SCENARIO
 const path = require("path");
 const [moduleDir, apiUrl, apiKey, scenario] = process.argv.slice(2);
-const { Client } = require(path.join(moduleDir, "@langchain/langgraph-sdk"));
+const { Client, ProtocolWebSocketTransportAdapter } = require(
+  path.join(moduleDir, "@langchain/langgraph-sdk"),
+);
+// Node 20 has no WebSocket of its own: the `ws` package, which can send the key.
+const WebSocket = require(path.join(moduleDir, "ws"));
 
 // The HTTP status a call ended with (200 when it answered).
 async function statusOf(call) {
@@ -219,6 +223,32 @@ async function threadStream(client) {
   return { started, output, state, checkpoints, thread_id: thread.threadId };
 }
 
+// The same over a WebSocket: the SDK's transport given a factory whose socket
+// sends the key (a platform WebSocket sends no headers).
+async function threadSocket(client) {
+  const transport = new ProtocolWebSocketTransportAdapter({
+    apiUrl,
+    webSocketFactory: (url) => new WebSocket(url, { headers: { "x-api-key": apiKey } }),
+  });
+  const thread = client.threads.stream({ assistantId: "adder", transport });
+  const started = await thread.run.start({
+    input: { messages: [{ role: "user", content: "2+3" }] },
+  });
+  const output = await thread.output;
+  await thread.close();
+  const refused = new ProtocolWebSocketTransportAdapter({
+    apiUrl,
+    webSocketFactory: (url) => new WebSocket(url, { headers: { "x-api-key": "sa_wrong" } }),
+    maxReconnectAttempts: 0,
+  });
+  const denied = await statusOf(
+    client.threads.stream({ assistantId: "adder", transport: refused }).run.start({
+      input: { messages: [{ role: "user", content: "2+3" }] },
+    }),
+  );
+  return { started, output, thread_id: thread.threadId, denied };
+}
+
 // The same, parked for a person: the interrupt the stream requests (its output
 // the values at the park), answered with input.respond (an edit); the run goes
 // on to its end, which joining it waits for (a ThreadStream's output is its
@@ -246,7 +276,7 @@ async function main() {
   const client = new Client({ apiUrl, apiKey, callerOptions: { maxRetries: 0 } });
   const scenarios = {
     assistants, threads, runs, stream, interrupt, store, crons, custom, threadStream,
-    threadInterrupt,
+    threadSocket, threadInterrupt,
   };
   console.log(JSON.stringify(await scenarios[scenario](client)));
 }

@@ -50,7 +50,7 @@ fn told(after: Option<u64>) -> Vec<Frame> {
         frames.extend(translator.steps(&steps, upto));
     }
     translator.at(9);
-    frames.extend(translator.ended(None));
+    frames.extend(translator.ended(Ending::Done));
     frames
 }
 

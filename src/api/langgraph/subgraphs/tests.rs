@@ -121,7 +121,7 @@ fn told(after: Option<u64>) -> Vec<Frame> {
         let read = subgraphs
             .wants_journal(&envelope)
             .then_some(journal.as_slice());
-        frames.extend(subgraphs.stored(envelope.seq, 0, &envelope, read));
+        frames.extend(subgraphs.stored(envelope.seq, &envelope, read));
     }
     frames
 }
@@ -256,4 +256,44 @@ fn an_agent_calls_result_is_told_at_its_nested_runs_end() {
             .unwrap()
             .is(&nested_steps("j/1:0", None, &journal, "1:0/")[1])
     );
+}
+
+/// For the Agent Protocol's `lifecycle`: a nested run starts, caused by
+/// its agent call, and completes, in its namespace; numbered whether a
+/// stream tells lifecycles or not.
+#[test]
+fn a_nested_run_starts_by_its_call_and_completes_in_its_namespace() {
+    let modes = Modes::read(["values"]).unwrap();
+    let lifecycle = modes
+        .clone()
+        .with(super::super::stream_modes::Mode::Lifecycle);
+    let tell = |modes: Modes| {
+        let mut subgraphs = Subgraphs::new(&job(), modes, None);
+        let journal = journal();
+        log()
+            .iter()
+            .flat_map(|e| {
+                let read = subgraphs.wants_journal(e).then_some(journal.as_slice());
+                subgraphs.stored(e.seq, e, read)
+            })
+            .collect::<Vec<Frame>>()
+    };
+    let told = tell(lifecycle);
+    let ends: Vec<&Frame> = told.iter().filter(|f| f.event == "lifecycle").collect();
+    assert_eq!(ends.len(), 2);
+    assert_eq!(
+        ends[0].data,
+        json!({"event": "started", "graph_name": "adder", "cause": {"type": "toolCall", "tool_call_id": "c1"}})
+    );
+    assert_eq!(ends[1].data["event"], "completed");
+    assert_eq!(ends[0].namespace, told[1].namespace);
+    // The values carry the same numbers either way.
+    let values = |frames: &[Frame]| -> Vec<Option<u64>> {
+        frames
+            .iter()
+            .filter(|f| f.event == "values")
+            .map(|f| f.id)
+            .collect()
+    };
+    assert_eq!(values(&told), values(&tell(modes)));
 }

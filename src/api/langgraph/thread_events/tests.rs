@@ -27,6 +27,10 @@ fn numbers_are_the_runs_place_then_the_frames() {
     assert_eq!(end[0].data["event"], "completed");
     let failed = run.tell(&frame("error", json!({"message": "boom"}), None));
     assert_eq!(failed[0].data["error"], "boom");
+    let cancelled = run.tell(&frame("end", json!({"cancelled": "by its client"}), None));
+    assert_eq!(cancelled[0].data["event"], "failed");
+    assert_eq!(cancelled[0].data["error"], "cancelled: by its client");
+    assert_eq!(cancelled[0].seq, end[0].seq);
     // The next run's numbers all come after.
     assert!(
         RunEvents::new(2, "next", "talker").tell(&frame("metadata", Value::Null, None))[0].seq
