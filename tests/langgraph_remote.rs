@@ -10,9 +10,22 @@ mod common;
 
 use std::process::Command;
 
+use common::daemon::Daemon;
 use common::langgraph::{ADDER, BOSS, BOSS_SCRIPT, RUN_SCRIPT, keyed_site};
 use common::{peer, python_langgraph, repo};
 use serde_json::json;
+
+/// What tests/data/langgraph/remote_graph.py printed, run with `args`
+/// against `daemon` with `key`.
+async fn remote_graph(daemon: &Daemon, key: &str, args: &[&str]) -> serde_json::Value {
+    let mut command = Command::new(python_langgraph());
+    command
+        .arg(repo("tests/data/langgraph/remote_graph.py"))
+        .arg(daemon.url(""))
+        .arg(key)
+        .args(args);
+    peer::json(daemon, command).await
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn remote_graph_runs_an_assistant_as_a_node_of_a_local_graph() {
@@ -20,13 +33,7 @@ async fn remote_graph_runs_an_assistant_as_a_node_of_a_local_graph() {
     site.put_bundle("adder", ADDER);
     let daemon = site.start();
 
-    let mut command = Command::new(python_langgraph());
-    command
-        .arg(repo("tests/data/langgraph/remote_graph.py"))
-        .arg(daemon.url(""))
-        .arg(&key)
-        .arg("adder");
-    let got = peer::json(&daemon, command).await;
+    let got = remote_graph(&daemon, &key, &["adder"]).await;
 
     // The daemon's run: the human message, the tool call, its result, the answer.
     let answered = json!([
@@ -66,14 +73,7 @@ async fn remote_graph_reads_an_agent_calls_run_as_a_subgraph() {
     site.put_bundle("boss", BOSS);
     let daemon = site.start();
 
-    let mut command = Command::new(python_langgraph());
-    command
-        .arg(repo("tests/data/langgraph/remote_graph.py"))
-        .arg(daemon.url(""))
-        .arg(&key)
-        .arg("boss")
-        .arg("subgraphs");
-    let got = peer::json(&daemon, command).await;
+    let got = remote_graph(&daemon, &key, &["boss", "subgraphs"]).await;
 
     // Alone: the run's own updates at the root, its helper's in the
     // namespace of the agent call that ran it.

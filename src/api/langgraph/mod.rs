@@ -18,9 +18,9 @@
 //! - `runs`: runs are jobs (a run request read into a job, a job's run
 //!   view), served by `run_routes` (and `batch`: several at once;
 //!   `runs_by_id`: the Agent Protocol's runs by their id alone), and
-//!   streamed by `stream_routes`
+//!   streamed by `stream_routes`, each run followed by `follower`
 //!   through `stream` (LangGraph's events of a job, in each of the
-//!   `stream_modes` asked);
+//!   `stream_modes` asked; its nested runs as `subgraphs`);
 //! - `interrupts`: a call parked for a person as LangGraph's interrupt,
 //!   which a run's `command.resume` answers (`resume`, through the one
 //!   decision path);
@@ -44,6 +44,7 @@ mod copy;
 mod cron_search;
 mod crons;
 mod custom;
+mod follower;
 mod graph;
 mod history;
 mod ids;

@@ -22,9 +22,9 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::super::error::{ApiError, ErrorCode};
+use super::follower::RESUMED;
 use super::stream::Frame;
 use super::stream_modes::{Mode, Modes};
-use super::stream_routes::RESUMED;
 
 /// The numbers one run of a thread has room for.
 pub(super) const RUN_ROOM: u64 = 1 << 36;

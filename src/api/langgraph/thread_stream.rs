@@ -2,7 +2,7 @@
 //! `POST /threads/{id}/stream` (also served at `…/stream/events`, where
 //! LangGraph's SDKs open it): every run of the thread, oldest first, each
 //! followed from its job's log through its parks to its end
-//! (`stream_routes::Follower`) and told as the protocol's events
+//! (`follower::Follower`) and told as the protocol's events
 //! (`thread_events`), then the runs started after — the stream stays open
 //! until its client goes, as a client keeps one across runs and
 //! interrupts. `since` resumes after an event's `seq`, also after a daemon
@@ -31,9 +31,9 @@ use super::super::document::{EventStream, answers, json_text, sse_event};
 use super::super::error::ApiError;
 use super::super::feed::{MIN_RECHECK, Step as Batch, Stepper, shared_feed};
 use super::super::limits::StreamPermit;
+use super::follower::Follower;
 use super::stream::Frame;
 use super::stream_modes::Modes;
-use super::stream_routes::Follower;
 use super::thread_events::{Channel, Filter, ProtocolEvent, RunEvents};
 use super::threads::own_thread;
 use crate::queue::{Job, JobId};
