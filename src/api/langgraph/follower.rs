@@ -23,6 +23,7 @@ use super::stream::{Ending, Frame, PER_EVENT, RunInfo, Translator};
 use super::stream_modes::Modes;
 use super::subgraphs::Subgraphs;
 use crate::events::{Event, EventEnvelope, JobStatus};
+use crate::journal::JournalEntry;
 use crate::queue::{Job, JobId, JobState};
 
 /// The frame of a run that runs again after its interrupt was answered
@@ -143,11 +144,8 @@ impl Follower {
     /// Reads the job's journal again: its steps as recorded so far.
     async fn read_steps(&mut self, job: Option<&Job>) {
         let job = job.unwrap_or(&self.job);
-        match self.state.queue.journal(&job.id).await {
-            Ok(journal) => self.steps = steps_of(job, &journal),
-            Err(e) => {
-                tracing::warn!(job_id = %job.id, error = %e, "a run's stream could not read its journal")
-            }
+        if let Some(journal) = journal_of(&self.state, &job.id).await {
+            self.steps = steps_of(job, &journal);
         }
     }
 
@@ -177,16 +175,14 @@ impl Follower {
         let mut frames = Vec::new();
         if let Some(subgraphs) = &mut self.subgraphs {
             let journal = match subgraphs.wants_journal(&envelope) {
-                true => match self.state.queue.journal(&self.job.id).await {
-                    Ok(journal) => Some(journal),
-                    Err(e) => {
-                        tracing::warn!(job_id = %self.job.id, error = %e, "a run's stream could not read its journal");
-                        None
-                    }
-                },
+                true => journal_of(&self.state, &self.job.id).await,
                 false => None,
             };
             frames.extend(subgraphs.stored(seq, &envelope, journal.as_deref()));
+            // Read once for this event: the job's own steps from it too.
+            if let Some(journal) = journal {
+                self.steps = steps_of(&self.job, &journal);
+            }
         }
         self.translator.at_event(seq, &envelope);
         frames.extend(self.translator.stored(&envelope));
@@ -255,6 +251,17 @@ impl Follower {
         };
         frames.extend(self.translator.ended(ending));
         frames
+    }
+}
+
+/// Job `id`'s journal, or none (logged) when the store cannot be read.
+async fn journal_of(state: &AppState, id: &JobId) -> Option<Vec<JournalEntry>> {
+    match state.queue.journal(id).await {
+        Ok(journal) => Some(journal),
+        Err(e) => {
+            tracing::warn!(job_id = %id, error = %e, "a run's stream could not read its journal");
+            None
+        }
     }
 }
 
